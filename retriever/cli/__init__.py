@@ -1,0 +1,41 @@
+"""The `retriever` command line: a thin layer over the library API.
+
+A ``RetrieverError`` is printed as one line on stderr with exit code 1; anything else is a
+bug and keeps its traceback.
+"""
+from __future__ import annotations
+
+import sys
+
+import click
+
+from retriever.errors import RetrieverError
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except RetrieverError as error:
+            click.echo(f"error: {error}", err=True)
+            sys.exit(1)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@click.version_option(package_name="retriever")
+def main() -> None:
+    """Dense retrieval from a raw corpus to an evaluated, served index.
+
+    Typical flow: `retriever build CORPUS --output indexes/NAME`, then
+    `retriever search indexes/NAME "a query"` and `retriever evaluate`.
+    """
+
+
+def _register() -> None:
+    from retriever.cli import demo, indexing, searching
+
+    for command in [*indexing.COMMANDS, *searching.COMMANDS, *demo.COMMANDS]:
+        main.add_command(command)
+
+
+_register()

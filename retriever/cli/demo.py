@@ -1,0 +1,33 @@
+"""`retriever demo`."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import click
+
+from retriever.cli.searching import print_hits
+from retriever.demo import run_demo
+from retriever.device import DTYPES
+
+
+@click.command("demo")
+@click.option("--output", "-o", type=click.Path(path_type=Path), default=Path("indexes/demo"), show_default=True,
+              help="Where to build the demo index (replaced if present).")
+@click.option("--model", default="minilm", show_default=True, help="Encoder: a model folder, hub id or 'minilm'.")
+@click.option("--device", default="auto", show_default=True, help="auto (CUDA when present, else CPU), cpu, cuda.")
+@click.option("--dtype", type=click.Choice(DTYPES), default="auto", show_default=True,
+              help="auto = fp16 on CUDA, bf16 on CPUs with native bf16, else fp32.")
+def demo_command(output, model, device, dtype):
+    """Build an index of the shipped demo collection, search it and print recall."""
+    started = time.perf_counter()
+    result = run_demo(output, model=model, device=device, dtype=dtype)
+    for query, hits in result.examples:
+        click.echo(f"\nquery: {query}")
+        print_hits(hits)
+    click.echo(f"\nall {result.report.evaluation.num_queries} demo queries, index {result.index}:")
+    click.echo(result.report.table())
+    click.echo(f"\ndemo finished in {time.perf_counter() - started:.1f}s")
+
+
+COMMANDS = [demo_command]

@@ -1,0 +1,124 @@
+"""`retriever encode`, `retriever index` and `retriever build`."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from retriever.cli.options import (compose, corpus_options, encoder_options, encoder_overrides, fields_from,
+                                   runtime_options)
+from retriever.encoder import Encoder, EncoderSettings
+from retriever.encoding import encode_corpus
+from retriever.indexing import INDEX_TYPES, IndexParams, build_index, encode_and_index
+
+
+def shard_options():
+    return compose(
+        click.option("--shard-size", type=click.IntRange(min=1), default=10_000, show_default=True,
+                     help="Rows per Parquet shard; a crashed run resumes after the last complete shard."),
+    )
+
+
+def index_options():
+    return compose(
+        click.option("--index-type", default="flat", show_default=True,
+                     help=f"One of {', '.join(INDEX_TYPES)} (flat = exact inner product), or any FAISS factory "
+                          "string, e.g. 'IVF1024,PQ48' or 'HNSW64,Flat'."),
+        click.option("--hnsw-m", type=click.IntRange(min=2), default=32, show_default=True,
+                     help="HNSW graph degree (hnsw only)."),
+        click.option("--ef-construction", type=click.IntRange(min=1), default=200, show_default=True,
+                     help="HNSW build-time beam width (hnsw only)."),
+        click.option("--nlist", type=click.IntRange(min=1), default=None,
+                     help="IVF lists (ivfpq only). [default: about 4*sqrt(N)]"),
+        click.option("--pq-m", type=click.IntRange(min=1), default=None,
+                     help="PQ sub-quantisers; must divide the dimension (ivfpq only). [default: dim/8]"),
+        click.option("--train-size", type=click.IntRange(min=1), default=100_000, show_default=True,
+                     help="Vectors sampled from the shards to train IVF/PQ."),
+        click.option("--overwrite", is_flag=True, help="Replace an existing index folder."),
+    )
+
+
+def _index_params(index_type: str, hnsw_m: int, ef_construction: int, nlist: int | None, pq_m: int | None,
+                  train_size: int) -> IndexParams:
+    return IndexParams(index_type=index_type, hnsw_m=hnsw_m, ef_construction=ef_construction, nlist=nlist,
+                       pq_m=pq_m, train_size=train_size)
+
+
+def _make_encoder(model, pooling, normalize, query_max_length, passage_max_length, query_prefix, passage_prefix,
+                  device, dtype, batch_size) -> Encoder:
+    settings = EncoderSettings.for_model(model, **encoder_overrides(
+        pooling, normalize, query_max_length, passage_max_length, query_prefix, passage_prefix))
+    return Encoder(settings, device=device, dtype=dtype, batch_size=batch_size)
+
+
+def report_encoding(result) -> None:
+    message = (f"encoded {result.encoded} documents ({result.skipped} already done) into {result.shards} shards "
+               f"in {result.output}, {result.seconds:.1f}s")
+    if result.empty_texts:
+        message += f"; {result.empty_texts} documents had empty text"
+    click.echo(message, err=True)
+
+
+@click.command("encode")
+@click.argument("corpus", type=click.Path(exists=True, path_type=Path))
+@click.option("--output", "-o", type=click.Path(path_type=Path), required=True,
+              help="Folder for the Parquet shards (created if missing; reruns resume in it).")
+@encoder_options()
+@runtime_options()
+@corpus_options()
+@shard_options()
+@click.option("--shard-index", type=click.IntRange(min=0), default=0, show_default=True,
+              help="This worker's number, for splitting one corpus over independent workers.")
+@click.option("--num-shards", type=click.IntRange(min=1), default=1, show_default=True,
+              help="How many workers split the corpus (document p goes to worker p % N).")
+def encode_command(corpus, output, model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
+                   passage_prefix, device, dtype, batch_size, fmt, id_field, text_field, title_field, shard_size,
+                   shard_index, num_shards):
+    """Encode CORPUS (BEIR folder, JSONL, TSV or Parquet) into Parquet embedding shards."""
+    encoder = _make_encoder(model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
+                            passage_prefix, device, dtype, batch_size)
+    result = encode_corpus(corpus, output, encoder, fmt, fields_from(id_field, text_field, title_field),
+                           shard_size, shard_index, num_shards)
+    report_encoding(result)
+
+
+@click.command("index")
+@click.argument("shards", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--corpus", type=click.Path(exists=True, path_type=Path), required=True,
+              help="The corpus the shards were encoded from; becomes the doc store.")
+@click.option("--output", "-o", type=click.Path(path_type=Path), required=True, help="Index folder to create.")
+@index_options()
+@corpus_options()
+def index_command(shards, corpus, output, index_type, hnsw_m, ef_construction, nlist, pq_m, train_size, overwrite,
+                  fmt, id_field, text_field, title_field):
+    """Build a FAISS index folder from the embedding SHARDS folder."""
+    manifest = build_index(shards, corpus, output, _index_params(index_type, hnsw_m, ef_construction, nlist, pq_m,
+                                                                 train_size),
+                           fmt, fields_from(id_field, text_field, title_field), overwrite)
+    click.echo(f"built {output}: {manifest['index']['count']} vectors, {manifest['index']['factory']}", err=True)
+
+
+@click.command("build")
+@click.argument("corpus", type=click.Path(exists=True, path_type=Path))
+@click.option("--output", "-o", type=click.Path(path_type=Path), required=True,
+              help="Index folder to create, e.g. indexes/NAME. Shards are kept beside it in NAME.shards/.")
+@encoder_options()
+@runtime_options()
+@corpus_options()
+@shard_options()
+@index_options()
+def build_command(corpus, output, model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
+                  passage_prefix, device, dtype, batch_size, fmt, id_field, text_field, title_field, shard_size,
+                  index_type, hnsw_m, ef_construction, nlist, pq_m, train_size, overwrite):
+    """Encode CORPUS and index it in one step (resumable: rerun after a crash)."""
+    encoder = _make_encoder(model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
+                            passage_prefix, device, dtype, batch_size)
+    manifest = encode_and_index(corpus, output, encoder, _index_params(index_type, hnsw_m, ef_construction, nlist, pq_m,
+                                                            train_size),
+                     fmt, fields_from(id_field, text_field, title_field), shard_size, overwrite)
+    click.echo(json.dumps({"index": str(output), "count": manifest["index"]["count"],
+                           "factory": manifest["index"]["factory"]}))
+
+
+COMMANDS = [encode_command, index_command, build_command]

@@ -1,0 +1,77 @@
+"""Click options shared by several subcommands, so each flag is spelled and documented once."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import click
+
+from retriever.corpus import FORMATS, Fields
+from retriever.device import DTYPES
+from retriever.pooling import POOLINGS
+
+Decorator = Callable[[Callable], Callable]
+
+
+def compose(*decorators: Decorator) -> Decorator:
+    def apply(function: Callable) -> Callable:
+        for decorator in reversed(decorators):
+            function = decorator(function)
+        return function
+    return apply
+
+
+def encoder_options(default_model: str | None = "minilm") -> Decorator:
+    """Flags that choose and shape the encoder; unset flags fall back to the model folder's retriever.json."""
+    return compose(
+        click.option("--model", default=default_model, show_default=True,
+                     help="Hugging Face model folder or hub id, or 'minilm' for the shipped all-MiniLM-L6-v2."),
+        click.option("--pooling", type=click.Choice(sorted(POOLINGS)), default=None,
+                     help="How token states become one vector. [default: the model's retriever.json, else mean]"),
+        click.option("--normalize/--no-normalize", default=None,
+                     help="L2-normalise embeddings (cosine). [default: the model's retriever.json, else on]"),
+        click.option("--query-max-length", type=int, default=None,
+                     help="Max tokens per query. [default: the model's retriever.json, else 64]"),
+        click.option("--passage-max-length", type=int, default=None,
+                     help="Max tokens per passage. [default: the model's retriever.json, else 256]"),
+        click.option("--query-prefix", default=None,
+                     help="Text put before every query (e.g. 'query: '). [default: none]"),
+        click.option("--passage-prefix", default=None,
+                     help="Text put before every passage (e.g. 'passage: '). [default: none]"),
+    )
+
+
+def runtime_options() -> Decorator:
+    """Where and how fast to run the encoder."""
+    return compose(
+        click.option("--device", default="auto", show_default=True,
+                     help="auto (CUDA when present, else CPU), cpu, cuda or cuda:N."),
+        click.option("--dtype", type=click.Choice(DTYPES), default="auto", show_default=True,
+                     help="Compute precision: auto = fp16 on CUDA, bf16 on CPUs with native bf16, else fp32."),
+        click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
+                     help="Texts per forward pass."),
+    )
+
+
+def corpus_options() -> Decorator:
+    """How to read a corpus or queries file."""
+    return compose(
+        click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
+                     help="Input format; auto picks by extension (a folder is read as BEIR)."),
+        click.option("--id-field", default=Fields.id, show_default=True, help="JSONL key / Parquet column of the id."),
+        click.option("--text-field", default=Fields.text, show_default=True,
+                     help="JSONL key / Parquet column of the text."),
+        click.option("--title-field", default=Fields.title, show_default=True,
+                     help="JSONL key / Parquet column of the title (optional in the data)."),
+    )
+
+
+def fields_from(id_field: str, text_field: str, title_field: str) -> Fields:
+    return Fields(id=id_field, text=text_field, title=title_field)
+
+
+def encoder_overrides(pooling: str | None, normalize: bool | None, query_max_length: int | None,
+                      passage_max_length: int | None, query_prefix: str | None,
+                      passage_prefix: str | None) -> dict:
+    return {"pooling": pooling, "normalize": normalize, "query_max_length": query_max_length,
+            "passage_max_length": passage_max_length, "query_prefix": query_prefix,
+            "passage_prefix": passage_prefix}

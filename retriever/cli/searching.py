@@ -1,0 +1,158 @@
+"""`retriever search` and `retriever evaluate`."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from retriever.cli.options import compose, corpus_options, fields_from
+from retriever.corpus import BeirDataset, read_queries
+from retriever.device import DTYPES
+from retriever.errors import RetrieverError
+from retriever.evaluation import evaluate_index, evaluate_run_file
+from retriever.metrics import DEFAULT_METRICS
+from retriever.pooling import POOLINGS
+from retriever.runs import write_jsonl_run, write_trec_run
+from retriever.searching import Hit, Searcher
+
+
+def searcher_options():
+    """Runtime and ANN flags, plus encoder flags that are only checked against the index's own encoder."""
+    return compose(
+        click.option("--device", default="auto", show_default=True, help="auto (CUDA when present, else CPU), cpu, cuda."),
+        click.option("--dtype", type=click.Choice(DTYPES), default="auto", show_default=True,
+                     help="Query encoding precision (auto: fp16 on CUDA, bf16 on CPUs with native bf16)."),
+        click.option("--nprobe", type=click.IntRange(min=1), default=None,
+                     help="IVF lists to visit. [default: the value recorded in the manifest]"),
+        click.option("--ef-search", type=click.IntRange(min=1), default=None,
+                     help="HNSW search beam width. [default: the value recorded in the manifest]"),
+        click.option("--model", default=None,
+                     help="Only checked: refused if it is not the model the index was built with."),
+        click.option("--pooling", type=click.Choice(sorted(POOLINGS)), default=None,
+                     help="Only checked: refused if it differs from the index's pooling."),
+        click.option("--normalize/--no-normalize", default=None,
+                     help="Only checked: refused if it differs from the index's normalisation."),
+    )
+
+
+def open_searcher(index: Path, device: str, dtype: str, model: str | None, pooling: str | None,
+                  normalize: bool | None) -> Searcher:
+    return Searcher(index, device=device, dtype=dtype, model=model, pooling=pooling, normalize=normalize)
+
+
+def _snippet(hit: Hit, width: int = 160) -> str:
+    text = " ".join(hit.text.split())
+    return text if len(text) <= width else text[:width - 1].rsplit(" ", 1)[0] + "…"
+
+
+def print_hits(hits: list[Hit]) -> None:
+    for hit in hits:
+        title = f"  {hit.title}" if hit.title else ""
+        click.echo(f"{hit.rank:>3}  {hit.score:8.4f}  {hit.id}{title}")
+        click.echo(f"     {_snippet(hit)}")
+
+
+@click.command("search")
+@click.argument("index", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("query", required=False)
+@click.option("--k", "-k", type=click.IntRange(min=1), default=10, show_default=True, help="Hits per query.")
+@click.option("--json", "as_json", is_flag=True, help="Print hits as JSON instead of a table.")
+@click.option("--queries", type=click.Path(exists=True, path_type=Path), default=None,
+              help="Batch mode: a queries file (JSONL/TSV/Parquet or BEIR folder); writes a run file to --output.")
+@click.option("--output", "-o", type=click.Path(path_type=Path), default=None,
+              help="Run file to write in batch mode. [default: standard output]")
+@click.option("--run-format", type=click.Choice(["trec", "jsonl"]), default="trec", show_default=True,
+              help="Batch-mode output: TREC run (qid Q0 docid rank score tag) or JSONL.")
+@click.option("--tag", default="retriever", show_default=True, help="Run tag (last column of a TREC run).")
+@searcher_options()
+@corpus_options()
+def search_command(index, query, k, as_json, queries, output, run_format, tag, device, dtype, nprobe, ef_search,
+                   model, pooling, normalize, fmt, id_field, text_field, title_field):
+    """Search INDEX for QUERY, or for every query in --queries."""
+    if (query is None) == (queries is None):
+        raise click.UsageError("give either a QUERY argument or --queries FILE")
+    searcher = open_searcher(index, device, dtype, model, pooling, normalize)
+    if query is not None:
+        if not query.strip():
+            raise RetrieverError("the query is empty")
+        hits = searcher.search([query], k=k, nprobe=nprobe, ef_search=ef_search)[0]
+        if as_json:
+            click.echo(json.dumps({"query": query, "hits": [h.to_json() for h in hits]}, ensure_ascii=False))
+        else:
+            print_hits(hits)
+        return
+    batch = read_queries(queries, fmt, fields_from(id_field, text_field, title_field))
+    run = searcher.run([q.id for q in batch], [q.text for q in batch], k=k, nprobe=nprobe, ef_search=ef_search)
+    target = output or Path("/dev/stdout")
+    if run_format == "trec":
+        write_trec_run(run, target, tag=tag) if output else _echo_trec(run, tag)
+    else:
+        write_jsonl_run(run, target) if output else _echo_jsonl(run)
+    if output:
+        click.echo(f"wrote {len(run)} queries × top {k} to {output}", err=True)
+
+
+def _echo_trec(run, tag: str) -> None:
+    from retriever.runs import ranked_hits
+
+    for qid, hits in run.items():
+        for rank, (docid, score) in enumerate(ranked_hits(hits), start=1):
+            sys.stdout.write(f"{qid} Q0 {docid} {rank} {score!r} {tag}\n")
+
+
+def _echo_jsonl(run) -> None:
+    from retriever.runs import ranked_hits
+
+    for qid, hits in run.items():
+        sys.stdout.write(json.dumps({"qid": qid, "hits": [{"id": d, "score": s} for d, s in ranked_hits(hits)]}) + "\n")
+
+
+@click.command("evaluate")
+@click.option("--run", "run_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="A TREC or JSONL run file to score (needs --qrels or --dataset/--split).")
+@click.option("--qrels", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Judgments: TREC qrels or BEIR TSV.")
+@click.option("--index", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="An index folder to search with the --dataset queries.")
+@click.option("--dataset", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+              help="A BEIR folder (queries.jsonl, qrels/<split>.tsv).")
+@click.option("--split", default="test", show_default=True, help="Which qrels/<split>.tsv to use.")
+@click.option("--k", "-k", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Search depth with --index.")
+@click.option("--metrics", default=",".join(DEFAULT_METRICS), show_default=True,
+              help="Comma-separated metrics: recall@k, mrr@k, ndcg@k, map@k.")
+@click.option("--output", "-o", type=click.Path(path_type=Path), default=None,
+              help="Write the per-query and mean metrics as JSON here.")
+@click.option("--save-run", type=click.Path(path_type=Path), default=None,
+              help="With --index: also write the TREC run file here.")
+@searcher_options()
+def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output, save_run, device, dtype, nprobe,
+                     ef_search, model, pooling, normalize):
+    """Score a run file, or an index on a BEIR split: Recall@k, MRR@10, nDCG@10, MAP@1000 (+ answer recall)."""
+    metric_names = tuple(m.strip() for m in metrics.split(",") if m.strip())
+    if (run_path is None) == (index is None):
+        raise click.UsageError("give either --run (with --qrels or --dataset) or --index with --dataset")
+    if run_path is not None:
+        if qrels is None and dataset is None:
+            raise click.UsageError("--run needs --qrels or --dataset/--split")
+        qrels_path = qrels or BeirDataset.open(dataset).qrels_path(split)
+        report = evaluate_run_file(run_path, qrels_path, metric_names)
+    else:
+        if dataset is None:
+            raise click.UsageError("--index needs --dataset (a BEIR folder)")
+        searcher = open_searcher(index, device, dtype, model, pooling, normalize)
+        report, run = evaluate_index(searcher, BeirDataset.open(dataset), split, k, nprobe, ef_search, metric_names)
+        if save_run:
+            write_trec_run(run, save_run)
+    click.echo(report.table())
+    if output:
+        from retriever.shards import atomic_write_bytes
+
+        Path(output).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(Path(output), json.dumps(report.to_json(), indent=2).encode())
+        click.echo(f"wrote {output}", err=True)
+
+
+COMMANDS = [search_command, evaluate_command]

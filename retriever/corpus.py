@@ -1,0 +1,278 @@
+"""Streaming readers for corpora and queries: BEIR folders, JSONL, TSV and Parquet.
+
+Every reader yields one record at a time so a 10M-line corpus never sits in memory, and
+every malformed line stops the run with ``file:line: what is wrong; what to do``.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from retriever.errors import InputFileError, RetrieverError
+
+FORMATS = ("auto", "beir", "jsonl", "tsv", "parquet")
+_TSV_HEADER_IDS = {"id", "_id", "docid", "doc_id", "pid", "qid", "query_id", "query-id"}
+
+
+@dataclass(frozen=True)
+class Document:
+    id: str
+    text: str
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class Query:
+    id: str
+    text: str
+    answers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Fields:
+    """Which JSONL keys / Parquet columns hold the id, text and title."""
+
+    id: str = "_id"
+    text: str = "text"
+    title: str = "title"
+
+
+@dataclass
+class ReadStats:
+    """Counts gathered while streaming, reported once reading is done."""
+
+    records: int = 0
+    empty_texts: int = 0
+    empty_examples: list[str] = field(default_factory=list)
+
+    def summary(self, kind: str = "documents") -> str:
+        text = f"{self.records} {kind}"
+        if self.empty_texts:
+            shown = ", ".join(self.empty_examples)
+            text += f"; {self.empty_texts} with empty text (e.g. {shown})"
+        return text
+
+
+def resolve_corpus_path(path: str | Path) -> Path:
+    """A BEIR folder stands for its ``corpus.jsonl``; a file stands for itself."""
+    path = Path(path)
+    if path.is_dir():
+        corpus = path / "corpus.jsonl"
+        if not corpus.is_file():
+            raise RetrieverError(f"{path}: folder has no corpus.jsonl; pass a BEIR folder or a corpus file")
+        return corpus
+    if not path.exists():
+        raise RetrieverError(f"{path}: no such file or folder")
+    return path
+
+
+def detect_format(path: Path, fmt: str = "auto") -> str:
+    if fmt not in FORMATS:
+        raise RetrieverError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt not in ("auto", "beir"):
+        return fmt
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".json", ".ndjson"):
+        return "jsonl"
+    if suffix in (".tsv", ".txt", ".tab"):
+        return "tsv"
+    if suffix in (".parquet", ".pq"):
+        return "parquet"
+    raise RetrieverError(f"{path}: cannot tell the format from the extension; pass --format jsonl, tsv or parquet")
+
+
+def _decoded_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Yield (line number, text) of non-blank lines, naming the line of any invalid UTF-8."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise InputFileError(path, number, f"invalid UTF-8 at byte {error.start} of the line",
+                                     "re-encode the file as UTF-8") from None
+            if number == 1:
+                line = line.lstrip("\ufeff")
+            line = line.rstrip("\r\n")
+            if line.strip():
+                yield number, line
+
+
+def _as_text(value: object, path: Path, number: int | None, name: str) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise InputFileError(path, number, f"field {name!r} must be a string, got {type(value).__name__}")
+
+
+def _jsonl_records(path: Path, fields: Fields, need_text: bool = True) -> Iterator[tuple[int, str, str, str, dict]]:
+    for number, line in _decoded_lines(path):
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise InputFileError(path, number, f"malformed JSON ({error.msg} at column {error.colno})",
+                                 "each line must be one JSON object") from None
+        if not isinstance(record, dict):
+            raise InputFileError(path, number, "line is not a JSON object")
+        if fields.id not in record:
+            raise InputFileError(path, number, f"missing id field {fields.id!r}",
+                                 "pass --id-field if the id lives under another key")
+        if need_text and fields.text not in record:
+            raise InputFileError(path, number, f"missing text field {fields.text!r}",
+                                 "pass --text-field if the text lives under another key")
+        doc_id = _as_text(record[fields.id], path, number, fields.id).strip()
+        text = _as_text(record.get(fields.text), path, number, fields.text)
+        title = _as_text(record.get(fields.title), path, number, fields.title)
+        yield number, doc_id, text, title, record
+
+
+def _tsv_records(path: Path) -> Iterator[tuple[int, str, str, str, dict]]:
+    first = True
+    for number, line in _decoded_lines(path):
+        columns = line.split("\t")
+        if first:
+            first = False
+            if columns[0].strip().lower() in _TSV_HEADER_IDS and len(columns) > 1 and \
+                    columns[1].strip().lower() in {"text", "passage", "contents", "query", "title"}:
+                continue
+        if len(columns) not in (2, 3):
+            raise InputFileError(path, number, f"expected 2 or 3 tab-separated columns (id, text[, title]), "
+                                 f"found {len(columns)}", "tabs inside text must be replaced by spaces")
+        title = columns[2] if len(columns) == 3 else ""
+        yield number, columns[0].strip(), columns[1], title, {}
+
+
+def _parquet_records(path: Path, fields: Fields, need_text: bool = True) -> Iterator[tuple[int, str, str, str, dict]]:
+    try:
+        parquet = pq.ParquetFile(path)
+    except Exception as error:  # pyarrow raises several types for a broken file
+        raise InputFileError(path, None, f"not a readable Parquet file ({error})") from None
+    names = set(parquet.schema_arrow.names)
+    required = [fields.id] + ([fields.text] if need_text else [])
+    for column in required:
+        if column not in names:
+            raise InputFileError(path, None, f"missing column {column!r} (columns: {', '.join(sorted(names))})",
+                                 "pass --id-field/--text-field to name the columns")
+    columns = [c for c in (fields.id, fields.text, fields.title) if c in names]
+    row = 0
+    for batch in parquet.iter_batches(columns=columns, batch_size=8192):
+        data = batch.to_pydict()
+        ids = data[fields.id]
+        texts = data.get(fields.text, [None] * len(ids))
+        titles = data.get(fields.title, [None] * len(ids))
+        for doc_id, text, title in zip(ids, texts, titles):
+            row += 1
+            if doc_id is None:
+                raise InputFileError(path, row, "row has a null id")
+            yield (row, _as_text(doc_id, path, row, fields.id).strip(), _as_text(text, path, row, fields.text),
+                   _as_text(title, path, row, fields.title), {})
+
+
+def _records(path: Path, fmt: str, fields: Fields, need_text: bool = True):
+    fmt = detect_format(path, fmt)
+    if fmt == "jsonl":
+        return _jsonl_records(path, fields, need_text)
+    if fmt == "tsv":
+        return _tsv_records(path)
+    return _parquet_records(path, fields, need_text)
+
+
+def _checked(records, path: Path, stats: ReadStats, kind: str):
+    """Reject empty ids, duplicate ids and an empty file; count empty texts."""
+    seen: dict[str, int] = {}
+    for number, record_id, text, title, raw in records:
+        if not record_id:
+            raise InputFileError(path, number, f"empty {kind} id")
+        if record_id in seen:
+            raise InputFileError(path, number, f"duplicate id {record_id!r} (first seen on line {seen[record_id]})",
+                                 "ids must be unique")
+        seen[record_id] = number
+        stats.records += 1
+        if not text.strip() and not title.strip():
+            stats.empty_texts += 1
+            if len(stats.empty_examples) < 3:
+                stats.empty_examples.append(record_id)
+        yield record_id, text, title, raw
+    if stats.records == 0:
+        raise InputFileError(path, None, f"the file holds no {kind}s", f"check that this is the right file")
+
+
+def iter_documents(path: str | Path, fmt: str = "auto", fields: Fields = Fields(),
+                   stats: ReadStats | None = None) -> Iterator[Document]:
+    """Stream validated documents from a corpus file or BEIR folder."""
+    corpus = resolve_corpus_path(path)
+    stats = stats if stats is not None else ReadStats()
+    for doc_id, text, title, _ in _checked(_records(corpus, fmt, fields), corpus, stats, "document"):
+        yield Document(id=doc_id, text=text, title=title)
+
+
+def resolve_queries_path(path: str | Path) -> Path:
+    path = Path(path)
+    if path.is_dir():
+        queries = path / "queries.jsonl"
+        if not queries.is_file():
+            raise RetrieverError(f"{path}: folder has no queries.jsonl; pass a BEIR folder or a queries file")
+        return queries
+    if not path.exists():
+        raise RetrieverError(f"{path}: no such file or folder")
+    return path
+
+
+def iter_queries(path: str | Path, fmt: str = "auto", fields: Fields = Fields(),
+                 stats: ReadStats | None = None) -> Iterator[Query]:
+    """Stream validated queries; SQuAD-style ``metadata.answers`` are kept for answer recall."""
+    queries_path = resolve_queries_path(path)
+    stats = stats if stats is not None else ReadStats()
+    records = _records(queries_path, fmt, fields)
+    for query_id, text, _, raw in _checked(records, queries_path, stats, "query"):
+        metadata = raw.get("metadata") if isinstance(raw, dict) else None
+        answers = metadata.get("answers", ()) if isinstance(metadata, dict) else ()
+        if isinstance(answers, str):
+            answers = (answers,)
+        yield Query(id=query_id, text=text, answers=tuple(str(a) for a in answers))
+
+
+def read_queries(path: str | Path, fmt: str = "auto", fields: Fields = Fields()) -> list[Query]:
+    return list(iter_queries(path, fmt, fields))
+
+
+@dataclass(frozen=True)
+class BeirDataset:
+    """A BEIR folder: ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv``."""
+
+    root: Path
+
+    @classmethod
+    def open(cls, root: str | Path) -> "BeirDataset":
+        root = Path(root)
+        if not root.is_dir():
+            raise RetrieverError(f"{root}: not a folder; a BEIR dataset is a folder with corpus.jsonl, "
+                                 "queries.jsonl and qrels/<split>.tsv")
+        for name in ("corpus.jsonl", "queries.jsonl"):
+            if not (root / name).is_file():
+                raise RetrieverError(f"{root}: missing {name}; not a BEIR folder")
+        return cls(root)
+
+    @property
+    def corpus_path(self) -> Path:
+        return self.root / "corpus.jsonl"
+
+    @property
+    def queries_path(self) -> Path:
+        return self.root / "queries.jsonl"
+
+    def splits(self) -> list[str]:
+        return sorted(p.stem for p in (self.root / "qrels").glob("*.tsv"))
+
+    def qrels_path(self, split: str) -> Path:
+        path = self.root / "qrels" / f"{split}.tsv"
+        if not path.is_file():
+            available = ", ".join(self.splits()) or "none"
+            raise RetrieverError(f"{self.root}: no qrels for split {split!r} (available: {available})")
+        return path

@@ -1,0 +1,55 @@
+"""Device and precision choice: CUDA when present, bf16 on CPUs that run it natively."""
+from __future__ import annotations
+
+import contextlib
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+
+from retriever.errors import RetrieverError
+
+DTYPES = ("auto", "fp32", "bf16", "fp16")
+_TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except RuntimeError:
+        raise RetrieverError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N") from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise RetrieverError("--device cuda was asked for but no CUDA GPU is available; use --device cpu")
+    return resolved
+
+
+@lru_cache(maxsize=1)
+def cpu_has_native_bf16() -> bool:
+    """True when the CPU has bf16 matmul instructions (AVX512-BF16 or AMX); emulated bf16 is slower than fp32."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if not cpuinfo.exists():
+        return False
+    flags = cpuinfo.read_text(errors="ignore")
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_dtype(dtype: str, device: torch.device) -> str:
+    """fp16 on CUDA, bf16 on CPUs that support it, otherwise fp32."""
+    if dtype not in DTYPES:
+        raise RetrieverError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+    if dtype != "auto":
+        if dtype == "fp16" and device.type == "cpu":
+            raise RetrieverError("fp16 is not supported on the CPU; use --dtype bf16 or fp32")
+        return dtype
+    if device.type == "cuda":
+        return "fp16"
+    return "bf16" if cpu_has_native_bf16() else "fp32"
+
+
+def autocast(device: torch.device, dtype: str) -> contextlib.AbstractContextManager:
+    """Mixed precision around a forward pass; weights stay fp32 so outputs stay close to fp32."""
+    if dtype == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=_TORCH_DTYPES[dtype])

@@ -1,0 +1,143 @@
+"""The encoder: texts in, one vector per text out, in input order.
+
+Batches are sorted by length to cut padding (the largest CPU saving after bf16), and the
+settings that shape the vectors are gathered in one record that indexes and model folders
+store, so a mismatched query encoder can be refused.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from retriever.corpus import Document
+from retriever.device import autocast, resolve_device, resolve_dtype
+from retriever.errors import RetrieverError
+from retriever.models import load_model, load_tokenizer, read_retriever_config, resolve_model_path, weights_fingerprint
+from retriever.pooling import get_pooling
+
+TOWERS = ("shared", "untied")
+
+
+@dataclass(frozen=True)
+class EncoderSettings:
+    """Everything that changes the vectors; recorded in manifests and compared at search time."""
+
+    model: str = "minilm"
+    pooling: str = "mean"
+    normalize: bool = True
+    query_max_length: int = 64
+    passage_max_length: int = 256
+    query_prefix: str = ""
+    passage_prefix: str = ""
+    towers: str = "shared"
+
+    @classmethod
+    def for_model(cls, model: str = "minilm", **overrides: object) -> "EncoderSettings":
+        """Defaults, then what the model folder's retriever.json records, then explicit overrides (non-None)."""
+        recorded = read_retriever_config(model)
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in recorded.items() if k in known and k != "model"}
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        unknown = set(values) - known
+        if unknown:
+            raise RetrieverError(f"unknown encoder settings: {', '.join(sorted(unknown))}")
+        settings = cls(model=model, **values)
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        get_pooling(self.pooling)
+        if self.towers not in TOWERS:
+            raise RetrieverError(f"unknown towers {self.towers!r}; choose one of {', '.join(TOWERS)}")
+        for name in ("query_max_length", "passage_max_length"):
+            if int(getattr(self, name)) < 2:
+                raise RetrieverError(f"{name} must be at least 2")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def passage_text(document: Document) -> str:
+    """Title and body joined by a space, as BEIR's dense baselines do."""
+    return f"{document.title} {document.text}".strip() if document.title else document.text
+
+
+class Encoder:
+    """A loaded query/passage encoder on one device."""
+
+    def __init__(self, settings: EncoderSettings, device: str = "auto", dtype: str = "auto",
+                 batch_size: int = 64) -> None:
+        settings.validate()
+        self.settings = settings
+        self.device = resolve_device(device)
+        self.dtype = resolve_dtype(dtype, self.device)
+        self.batch_size = batch_size
+        self.pooling = get_pooling(settings.pooling)
+        self.tokenizer = load_tokenizer(settings.model)
+        if settings.towers == "untied":
+            root = Path(resolve_model_path(settings.model))
+            self.query_model = self._load(str(root / "query"))
+            self.passage_model = self._load(str(root / "passage"))
+        else:
+            self.query_model = self.passage_model = self._load(settings.model)
+        self.dim = int(self.query_model.config.hidden_size)
+        models = [self.query_model] if self.query_model is self.passage_model else [self.query_model, self.passage_model]
+        self.weights_sha256 = weights_fingerprint(*models)
+
+    def _load(self, name: str) -> torch.nn.Module:
+        model, info = load_model(name)
+        if self.settings.pooling == "pooler":
+            missing_pooler = any(key.startswith("pooler.") or ".pooler." in key for key in info.get("missing_keys", ()))
+            if getattr(model, "pooler", None) is None or missing_pooler:
+                raise RetrieverError(f"pooling 'pooler' needs trained pooler weights, and {name} has none; "
+                                     "use --pooling cls or mean")
+        return model.to(self.device).eval()
+
+    def metadata(self) -> dict:
+        """The record written into shards and manifests."""
+        return {**self.settings.to_dict(), "model_path": resolve_model_path(self.settings.model),
+                "weights_sha256": self.weights_sha256, "dim": self.dim, "dtype": self.dtype}
+
+    def encode_queries(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
+        texts = [self.settings.query_prefix + t for t in texts]
+        return self._encode(texts, self.query_model, self.settings.query_max_length, progress)
+
+    def encode_passages(self, documents: Sequence[Document],
+                        progress: Callable[[int], None] | None = None) -> np.ndarray:
+        texts = [self.settings.passage_prefix + passage_text(d) for d in documents]
+        return self._encode(texts, self.passage_model, self.settings.passage_max_length, progress)
+
+    def count_tokens(self, texts: Sequence[str], max_length: int) -> int:
+        """Non-padding tokens the model sees, for throughput figures."""
+        encoded = self.tokenizer(list(texts), truncation=True, max_length=max_length)
+        return sum(len(ids) for ids in encoded["input_ids"])
+
+    @torch.inference_mode()
+    def _encode(self, texts: list[str], model: torch.nn.Module, max_length: int,
+                progress: Callable[[int], None] | None) -> np.ndarray:
+        output = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return output
+        encoded = self.tokenizer(texts, truncation=True, max_length=max_length)
+        input_ids = encoded["input_ids"]
+        order = sorted(range(len(texts)), key=lambda i: -len(input_ids[i]))
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start:start + self.batch_size]
+            batch = self.tokenizer.pad({key: [encoded[key][i] for i in rows] for key in encoded.keys()},
+                                       return_tensors="pt")
+            batch = {key: value.to(self.device) for key, value in batch.items()}
+            with autocast(self.device, self.dtype):
+                outputs = model(**batch)
+                pooled = self.pooling(outputs, batch["attention_mask"])
+            pooled = pooled.float()
+            if self.settings.normalize:
+                pooled = torch.nn.functional.normalize(pooled, dim=-1)
+            output[rows] = pooled.cpu().numpy()
+            if progress is not None:
+                progress(len(rows))
+        return output

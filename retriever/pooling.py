@@ -1,0 +1,62 @@
+"""Pooling: how a sequence of token states becomes one vector.
+
+Each mode is one small named object so it can be tested, compared and recorded by name in
+index manifests and model configs.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from retriever.errors import RetrieverError
+
+
+class Pooling:
+    name: str = ""
+
+    def __call__(self, outputs: Any, attention_mask: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class ClsPooling(Pooling):
+    """The first token's final state: what Condenser pre-training shapes."""
+
+    name = "cls"
+
+    def __call__(self, outputs: Any, attention_mask: torch.Tensor) -> torch.Tensor:
+        return outputs.last_hidden_state[:, 0]
+
+
+class PoolerPooling(Pooling):
+    """BERT's pooler_output: tanh(W · CLS), trained by next-sentence prediction."""
+
+    name = "pooler"
+
+    def __call__(self, outputs: Any, attention_mask: torch.Tensor) -> torch.Tensor:
+        pooled = getattr(outputs, "pooler_output", None)
+        if pooled is None:
+            raise RetrieverError("pooling 'pooler' needs a model with a pooler layer; this model has none; "
+                                 "use --pooling cls or mean")
+        return pooled
+
+
+class MeanPooling(Pooling):
+    """Average of the token states, padding excluded."""
+
+    name = "mean"
+
+    def __call__(self, outputs: Any, attention_mask: torch.Tensor) -> torch.Tensor:
+        states = outputs.last_hidden_state
+        mask = attention_mask.unsqueeze(-1).to(states.dtype)
+        return (states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+
+
+POOLINGS: dict[str, type[Pooling]] = {cls.name: cls for cls in (ClsPooling, PoolerPooling, MeanPooling)}
+
+
+def get_pooling(name: str) -> Pooling:
+    try:
+        return POOLINGS[name]()
+    except KeyError:
+        raise RetrieverError(f"unknown pooling {name!r}; choose one of {', '.join(POOLINGS)}") from None

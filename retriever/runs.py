@@ -1,0 +1,316 @@
+"""Run files and relevance judgments (qrels) on disk.
+
+Runs are written in TREC format (what trec_eval, ir_measures and most papers expect) and can be
+read back from TREC or JSONL.  Qrels are read from BEIR TSV or TREC qrels, because public
+benchmarks ship both.  Every malformed line is reported as ``file:line: problem; what to do``.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Union
+
+from retriever.errors import InputFileError, RetrieverError
+
+Run = dict[str, dict[str, float]]
+"""qid -> docid -> score."""
+
+Qrels = dict[str, dict[str, int]]
+"""qid -> docid -> graded relevance (trec_eval: >= 1 is relevant, 0 judged non-relevant)."""
+
+RankedLists = Mapping[str, Sequence[tuple[str, float]]]
+"""qid -> [(docid, score), ...]; what a searcher returns."""
+
+RunLike = Union[Mapping[str, Mapping[str, float]], RankedLists]
+
+_BEIR_HEADER_HINT = "expected 'query-id<TAB>corpus-id<TAB>score' (BEIR) or 'qid 0 docid rel' (TREC)"
+
+
+# ---------------------------------------------------------------------------- ordering / writing
+
+
+def ranked_hits(hits: Mapping[str, float] | Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Order hits the way trec_eval will: score descending, ties by docid descending.
+
+    Writing ranks in this order keeps the rank column consistent with how evaluators read the
+    file (trec_eval ignores the rank column and re-sorts).
+    """
+    items = list(hits.items()) if isinstance(hits, Mapping) else [(d, s) for d, s in hits]
+    return sorted(((str(d), float(s)) for d, s in items), key=lambda ds: (ds[1], ds[0]), reverse=True)
+
+
+def _check_token(value: str, what: str, qid: str) -> None:
+    if not value or any(ch.isspace() for ch in value):
+        raise RetrieverError(
+            f"cannot write run: {what} {value!r} (query {qid!r}) is empty or contains whitespace, "
+            "which the TREC run format cannot represent; use ids without spaces"
+        )
+
+
+def _check_score(score: float, qid: str, docid: str) -> None:
+    if math.isnan(score):
+        raise RetrieverError(f"cannot write run: score of {docid!r} for query {qid!r} is NaN")
+
+
+def _atomic_write_lines(path: Path, lines: Iterator[str]) -> None:
+    """Write via a temp file + os.replace so a crash never leaves a truncated run behind."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            for line in lines:
+                f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    try:  # make the rename itself durable; not possible everywhere, so best effort
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+def write_trec_run(run_or_ranked: RunLike, path: str | Path, tag: str = "retriever") -> None:
+    """Write ``qid Q0 docid rank score tag`` lines, ranks from 1, atomically.
+
+    Scores are written with ``repr`` so reading the file back gives bit-identical floats (and
+    hence the same trec_eval tie-breaking).  Queries keep the input order.
+    """
+    if not tag or any(ch.isspace() for ch in tag):
+        raise RetrieverError(f"cannot write run: tag {tag!r} must be non-empty without whitespace")
+
+    def lines() -> Iterator[str]:
+        for qid, hits in run_or_ranked.items():
+            qid = str(qid)
+            _check_token(qid, "query id", qid)
+            for rank, (docid, score) in enumerate(ranked_hits(hits), start=1):
+                _check_token(docid, "document id", qid)
+                _check_score(score, qid, docid)
+                yield f"{qid} Q0 {docid} {rank} {score!r} {tag}\n"
+
+    _atomic_write_lines(Path(path), lines())
+
+
+def write_jsonl_run(run_or_ranked: RunLike, path: str | Path) -> None:
+    """Write one ``{"qid", "hits": [{"id", "score"}]}`` line per query, hits ranked, atomically."""
+
+    def lines() -> Iterator[str]:
+        for qid, hits in run_or_ranked.items():
+            ranked = ranked_hits(hits)
+            for docid, score in ranked:
+                _check_score(score, str(qid), docid)
+            record = {"qid": str(qid), "hits": [{"id": d, "score": s} for d, s in ranked]}
+            yield json.dumps(record, ensure_ascii=False) + "\n"
+
+    _atomic_write_lines(Path(path), lines())
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def _numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Yield (1-based line number, stripped text) for non-blank lines, decoding per line.
+
+    Decoding each line separately lets an encoding error name its exact line.
+    """
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise InputFileError(path, None, "file not found", "check the path") from None
+    except IsADirectoryError:
+        raise InputFileError(path, None, "is a directory, not a file", "pass a file path") from None
+    with f:
+        for lineno, raw in enumerate(f, start=1):
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise InputFileError(
+                    path, lineno, f"not valid UTF-8 ({e.reason})", "re-save the file as UTF-8"
+                ) from None
+            text = text.strip()
+            if text:
+                yield lineno, text
+
+
+def _parse_score(path: Path, lineno: int, text: str) -> float:
+    try:
+        score = float(text)
+    except ValueError:
+        raise InputFileError(
+            path, lineno, f"score {text!r} is not a number", "the score column must be a float"
+        ) from None
+    if math.isnan(score):
+        raise InputFileError(path, lineno, "score is NaN", "fix the system that produced this run")
+    return score
+
+
+def read_trec_run(path: str | Path) -> Run:
+    """Read a TREC run (``qid Q0 docid rank score tag``).
+
+    The Q0 and rank columns are not interpreted: like trec_eval, ranking comes from the score.
+    A repeated (qid, docid) is an error because trec_eval would refuse the file too.
+    """
+    path = Path(path)
+    run: Run = {}
+    first_seen: dict[tuple[str, str], int] = {}
+    for lineno, text in _numbered_lines(path):
+        cols = text.split()
+        if len(cols) != 6:
+            raise InputFileError(
+                path, lineno, f"expected 6 whitespace-separated columns, found {len(cols)}",
+                "TREC run lines are 'qid Q0 docid rank score tag'",
+            )
+        qid, _, docid, _, score_text, _ = cols
+        score = _parse_score(path, lineno, score_text)
+        key = (qid, docid)
+        if key in first_seen:
+            raise InputFileError(
+                path, lineno,
+                f"document {docid!r} appears twice for query {qid!r} (first on line {first_seen[key]})",
+                "keep one line per (query, document)",
+            )
+        first_seen[key] = lineno
+        run.setdefault(qid, {})[docid] = score
+    if not run:
+        raise InputFileError(path, None, "run file is empty", "check that retrieval produced output")
+    return run
+
+
+def _read_jsonl_run(path: Path) -> Run:
+    run: Run = {}
+    first_line: dict[str, int] = {}
+    shape_hint = 'each line must be {"qid": ..., "hits": [{"id": ..., "score": ...}, ...]}'
+    for lineno, text in _numbered_lines(path):
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise InputFileError(path, lineno, f"invalid JSON ({e.msg})", shape_hint) from None
+        if not isinstance(record, dict) or "qid" not in record or not isinstance(record.get("hits"), list):
+            raise InputFileError(path, lineno, "missing 'qid' or 'hits' list", shape_hint)
+        qid = record["qid"]
+        if not isinstance(qid, (str, int)) or isinstance(qid, bool):
+            raise InputFileError(path, lineno, f"qid {qid!r} is not a string", shape_hint)
+        qid = str(qid)
+        if qid in first_line:
+            raise InputFileError(
+                path, lineno, f"query {qid!r} already appeared on line {first_line[qid]}",
+                "put all hits of a query on one line",
+            )
+        first_line[qid] = lineno
+        hits: dict[str, float] = {}
+        for i, hit in enumerate(record["hits"], start=1):
+            if not isinstance(hit, dict) or "id" not in hit or "score" not in hit:
+                raise InputFileError(path, lineno, f"hit {i} lacks 'id' or 'score'", shape_hint)
+            docid = str(hit["id"])
+            score = hit["score"]
+            if isinstance(score, bool) or not isinstance(score, (int, float)):
+                raise InputFileError(path, lineno, f"hit {i} score {score!r} is not a number", shape_hint)
+            if math.isnan(score):
+                raise InputFileError(
+                    path, lineno, f"hit {i} score is NaN", "fix the system that produced this run"
+                )
+            if docid in hits:
+                raise InputFileError(
+                    path, lineno, f"document {docid!r} appears twice for query {qid!r}",
+                    "keep one hit per document",
+                )
+            hits[docid] = float(score)
+        run[qid] = hits
+    if not run:
+        raise InputFileError(path, None, "run file is empty", "check that retrieval produced output")
+    return run
+
+
+def read_run(path: str | Path) -> Run:
+    """Read a run in TREC or JSONL format, chosen by whether the first non-blank char is ``{``."""
+    path = Path(path)
+    lines = _numbered_lines(path)
+    try:
+        first = next(lines, None)
+    finally:
+        lines.close()  # release the file before re-reading it
+    if first is None:
+        raise InputFileError(path, None, "run file is empty", "check that retrieval produced output")
+    return _read_jsonl_run(path) if first[1].startswith("{") else read_trec_run(path)
+
+
+def _parse_relevance(path: Path, lineno: int, text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if value.is_integer():  # "1.0" from tools that write floats
+        return int(value)
+    raise InputFileError(path, lineno, f"relevance {text!r} is not an integer", _BEIR_HEADER_HINT)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def read_qrels(path: str | Path) -> Qrels:
+    """Read BEIR TSV (``query-id<TAB>corpus-id<TAB>score``, header optional) or TREC qrels.
+
+    The format is decided per line: 3 tab-separated columns is BEIR, 4 columns (tabs or spaces)
+    is TREC ``qid iter docid rel``.  A first line whose score column is not a number is taken
+    as the header.  Grades stay ints; negative grades are kept (trec_eval treats them as unjudged).
+    An identical repeated judgment is tolerated, a conflicting one is an error.
+    """
+    path = Path(path)
+    qrels: Qrels = {}
+    first_seen: dict[tuple[str, str], int] = {}
+    saw_any_line = False
+    for lineno, text in _numbered_lines(path):
+        is_first = not saw_any_line
+        saw_any_line = True
+        cols = [c.strip() for c in text.split("\t")]
+        if len(cols) not in (3, 4):
+            cols = text.split()
+            if len(cols) != 4:
+                raise InputFileError(
+                    path, lineno, f"cannot split line into 3 or 4 columns (found {len(cols)})", _BEIR_HEADER_HINT
+                )
+        if len(cols) == 3:
+            qid, docid, rel_text = cols
+            if is_first and not _is_number(rel_text):
+                continue  # header
+        else:
+            qid, _, docid, rel_text = cols
+        if not qid or not docid:
+            raise InputFileError(path, lineno, "empty query or document id", _BEIR_HEADER_HINT)
+        rel = _parse_relevance(path, lineno, rel_text)
+        key = (qid, docid)
+        docs = qrels.setdefault(qid, {})
+        if key in first_seen and docs[docid] != rel:
+            raise InputFileError(
+                path, lineno,
+                f"document {docid!r} for query {qid!r} judged {rel} here "
+                f"but {docs[docid]} on line {first_seen[key]}",
+                "keep one judgment per (query, document)",
+            )
+        first_seen.setdefault(key, lineno)
+        docs[docid] = rel
+    if not qrels:
+        raise InputFileError(path, None, "qrels file is empty", _BEIR_HEADER_HINT)
+    return qrels

@@ -1,0 +1,126 @@
+"""Search a built index with the encoder its manifest names.
+
+Queries must be encoded exactly as the passages were; any requested encoder setting that
+differs from the manifest, or a model whose weights changed since indexing, is refused.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import faiss
+import numpy as np
+import pyarrow.parquet as pq
+
+from retriever.encoder import Encoder, EncoderSettings
+from retriever.errors import RetrieverError
+from retriever.indexing import DOCSTORE_FILE, IDS_FILE, INDEX_FILE, apply_search_params, read_manifest
+from retriever.runs import Run
+
+SETTING_NAMES = ("pooling", "normalize", "query_max_length", "passage_max_length", "query_prefix",
+                 "passage_prefix", "towers")
+
+
+@dataclass(frozen=True)
+class Hit:
+    rank: int
+    id: str
+    score: float
+    title: str
+    text: str
+
+    def to_json(self) -> dict:
+        return {"rank": self.rank, "id": self.id, "score": self.score, "title": self.title, "text": self.text}
+
+
+def settings_from_manifest(manifest: dict) -> EncoderSettings:
+    recorded = manifest["encoder"]
+    model = recorded.get("model_path") if Path(str(recorded.get("model_path", ""))).is_dir() else recorded["model"]
+    return EncoderSettings(model=model, **{name: recorded[name] for name in SETTING_NAMES if name in recorded})
+
+
+def check_requested_encoder(manifest: dict, model: str | None = None, **requested: object) -> None:
+    """Refuse query-encoder settings that differ from the ones the passages were encoded with."""
+    recorded = manifest["encoder"]
+    differences = [f"{name} {value!r} (index: {recorded.get(name)!r})" for name, value in requested.items()
+                   if value is not None and recorded.get(name) != value]
+    if model is not None and model not in (recorded.get("model"), recorded.get("model_path")):
+        from retriever.models import resolve_model_path
+
+        if resolve_model_path(model) != recorded.get("model_path"):
+            differences.insert(0, f"model {model!r} (index: {recorded.get('model')!r})")
+    if differences:
+        raise RetrieverError("the index was built with a different encoder; refusing to search with "
+                             + ", ".join(differences) + ". Drop those flags to use the index's own encoder")
+
+
+class Searcher:
+    """An index folder loaded once: FAISS index, id map, doc store and query encoder."""
+
+    def __init__(self, index_dir: str | Path, device: str = "auto", dtype: str = "auto", batch_size: int = 64,
+                 model: str | None = None, **requested_settings: object) -> None:
+        self.index_dir = Path(index_dir)
+        self.manifest = read_manifest(self.index_dir)
+        check_requested_encoder(self.manifest, model, **requested_settings)
+        settings = settings_from_manifest(self.manifest)
+        self.encoder = Encoder(settings, device=device, dtype=dtype, batch_size=batch_size)
+        recorded_sha = self.manifest["encoder"].get("weights_sha256")
+        if self.encoder.weights_sha256 != recorded_sha:
+            raise RetrieverError(f"the model at {settings.model} has weights {self.encoder.weights_sha256} but the "
+                                 f"index was built with {recorded_sha}; the model changed since indexing, so "
+                                 "rebuild the index or restore the model")
+        self.index = faiss.read_index(str(self.index_dir / INDEX_FILE))
+        ids = pq.read_table(self.index_dir / IDS_FILE)
+        self.ids: list[str] = ids.column("id").to_pylist()
+        self._docstore_rows = ids.column("docstore_row").to_numpy()
+        self._docstore = pq.read_table(self.index_dir / DOCSTORE_FILE, memory_map=True)
+        defaults = self.manifest["index"].get("search_defaults", {})
+        self.default_nprobe = defaults.get("nprobe")
+        self.default_ef_search = defaults.get("ef_search")
+
+    def search_vectors(self, vectors: np.ndarray, k: int, nprobe: int | None = None,
+                       ef_search: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        if k < 1:
+            raise RetrieverError("k must be at least 1")
+        apply_search_params(self.index, nprobe or self.default_nprobe, ef_search or self.default_ef_search)
+        scores, labels = self.index.search(np.ascontiguousarray(vectors, dtype=np.float32), min(k, self.index.ntotal))
+        return scores, labels
+
+    def search(self, queries: Sequence[str], k: int = 10, nprobe: int | None = None,
+               ef_search: int | None = None) -> list[list[Hit]]:
+        """Top-k hits with title and text for each query."""
+        if not queries:
+            return []
+        vectors = self.encoder.encode_queries(list(queries))
+        scores, labels = self.search_vectors(vectors, k, nprobe, ef_search)
+        return [self._hits(row_scores, row_labels) for row_scores, row_labels in zip(scores, labels)]
+
+    def _hits(self, scores: np.ndarray, labels: np.ndarray) -> list[Hit]:
+        valid = [(float(s), int(l)) for s, l in zip(scores, labels) if l >= 0]
+        rows = self._docstore.take([int(self._docstore_rows[label]) for _, label in valid]).to_pydict()
+        return [Hit(rank=rank, id=self.ids[label], score=score, title=rows["title"][rank - 1] or "",
+                    text=rows["text"][rank - 1] or "")
+                for rank, (score, label) in enumerate(valid, start=1)]
+
+    def run(self, query_ids: Sequence[str], query_texts: Sequence[str], k: int = 1000, nprobe: int | None = None,
+            ef_search: int | None = None, batch_size: int = 256, progress=None) -> Run:
+        """Scores of the top-k documents per query, for run files and evaluation."""
+        result: Run = {}
+        for start in range(0, len(query_ids), batch_size):
+            texts = list(query_texts[start:start + batch_size])
+            vectors = self.encoder.encode_queries(texts)
+            scores, labels = self.search_vectors(vectors, k, nprobe, ef_search)
+            for qid, row_scores, row_labels in zip(query_ids[start:start + batch_size], scores, labels):
+                result[qid] = {self.ids[label]: float(score) for score, label in zip(row_scores, row_labels)
+                               if label >= 0}
+            if progress is not None:
+                progress(len(texts))
+        return result
+
+    def document_text(self, doc_id: str) -> str:
+        """Title and text of one document, for answer recall."""
+        if not hasattr(self, "_row_of"):
+            self._row_of = {doc_id: i for i, doc_id in enumerate(self._docstore.column("id").to_pylist())}
+        row = self._docstore.take([self._row_of[doc_id]]).to_pydict()
+        return f"{row['title'][0] or ''} {row['text'][0] or ''}".strip()

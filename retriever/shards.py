@@ -1,0 +1,117 @@
+"""Embedding shards: Parquet files of ``{id: string, embedding: fixed_size_list<float32>[dim]}``.
+
+Each shard carries the encoder record in its schema metadata, so any shard tells how it was
+made, and is written under a temporary name then renamed, so a file with a final name is
+always complete: that is what makes encoding resumable.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from retriever.errors import RetrieverError
+
+METADATA_KEY = b"retriever"
+_SHARD_PATTERN = re.compile(r"^embeddings-w(\d+)of(\d+)-(\d{5})\.parquet$")
+# Settings that change the vectors; a shard made with other values cannot be mixed in.
+VECTOR_FIELDS = ("weights_sha256", "pooling", "normalize", "query_max_length", "passage_max_length",
+                 "query_prefix", "passage_prefix", "towers", "dim", "dtype")
+
+
+def shard_name(worker: int, num_workers: int, part: int) -> str:
+    return f"embeddings-w{worker:03d}of{num_workers:03d}-{part:05d}.parquet"
+
+
+def done_marker(folder: Path, worker: int, num_workers: int) -> Path:
+    return folder / f"done-w{worker:03d}of{num_workers:03d}.json"
+
+
+def temporary_path(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    tmp = temporary_path(path)
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def differing_fields(expected: dict, found: dict, fields: tuple[str, ...] = VECTOR_FIELDS) -> list[str]:
+    return [f"{name}: {found.get(name)!r} vs {expected.get(name)!r}" for name in fields
+            if found.get(name) != expected.get(name)]
+
+
+def write_shard(path: Path, ids: list[str], embeddings: np.ndarray, metadata: dict) -> None:
+    """Write one shard atomically."""
+    dim = int(embeddings.shape[1])
+    flat = pa.array(np.ascontiguousarray(embeddings, dtype=np.float32).reshape(-1))
+    table = pa.table({"id": pa.array(ids, pa.string()),
+                      "embedding": pa.FixedSizeListArray.from_arrays(flat, dim)})
+    table = table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata, sort_keys=True).encode()})
+    tmp = temporary_path(path)
+    pq.write_table(table, tmp)
+    with open(tmp, "rb+") as handle:
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def read_shard_metadata(path: Path) -> dict:
+    try:
+        raw = pq.read_schema(path).metadata or {}
+    except Exception as error:
+        raise RetrieverError(f"{path}: not a readable Parquet shard ({error})") from None
+    if METADATA_KEY not in raw:
+        raise RetrieverError(f"{path}: Parquet file has no retriever metadata; it was not written by `retriever encode`")
+    return json.loads(raw[METADATA_KEY])
+
+
+def read_shard(path: Path) -> tuple[list[str], np.ndarray]:
+    table = pq.read_table(path)
+    ids = table.column("id").to_pylist()
+    column = table.column("embedding").combine_chunks()
+    dim = column.type.list_size
+    vectors = column.values.to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32, copy=False)
+    return ids, vectors
+
+
+def list_shards(folder: Path) -> list[Path]:
+    """Complete shards in a folder, in worker then part order."""
+    if not folder.is_dir():
+        raise RetrieverError(f"{folder}: no such shard folder; run `retriever encode` first")
+    shards = [p for p in folder.iterdir() if _SHARD_PATTERN.match(p.name)]
+    return sorted(shards, key=lambda p: tuple(int(g) for g in _SHARD_PATTERN.match(p.name).groups()))
+
+
+def check_complete(folder: Path) -> tuple[list[Path], dict]:
+    """All shards of a finished encoding, made by one encoder; refuse anything partial or mixed."""
+    shards = list_shards(folder)
+    if not shards:
+        raise RetrieverError(f"{folder}: holds no embedding shards; run `retriever encode` first")
+    first = read_shard_metadata(shards[0])
+    num_workers = first["shard"]["num_workers"]
+    for worker in range(num_workers):
+        if not done_marker(folder, worker, num_workers).is_file():
+            raise RetrieverError(f"{folder}: worker {worker} of {num_workers} has not finished encoding; "
+                                 f"rerun `retriever encode --shard-index {worker} --num-shards {num_workers}`")
+    for shard in shards[1:]:
+        meta = read_shard_metadata(shard)
+        diffs = differing_fields(first, meta)
+        if diffs or meta["shard"]["num_workers"] != num_workers:
+            raise RetrieverError(f"{shard}: made by a different encoder or split than {shards[0].name} "
+                                 f"({'; '.join(diffs) or 'num_workers differs'}); re-encode into an empty folder")
+    return shards, first
+
+
+def iter_shard_batches(shards: list[Path]) -> Iterator[tuple[list[str], np.ndarray]]:
+    for shard in shards:
+        yield read_shard(shard)

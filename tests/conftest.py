@@ -1,0 +1,91 @@
+"""Shared fixtures: a tiny random BERT (seconds to load and run) and a tiny corpus."""
+from __future__ import annotations
+
+import json
+import string
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import BertConfig, BertModel, BertTokenizerFast
+
+SHARED_DATASETS = Path(__file__).resolve().parents[1].parent / "shared" / "datasets"
+
+WORDS = ("the a of and to in is was on for with by as at from that it this are be or an which have has "
+         "cat dog bird fish tree river mountain city music game ball team coffee tea bread water fire "
+         "sun moon star planet space rocket train car road bridge book paper ink press bee honey flower "
+         "volcano lava ice glacier snow ocean tide wave whale octopus heart blood brain cell plant leaf "
+         "light energy solar power wind rain cloud storm earth quake rock stone king queen castle war "
+         "what where when how why who does do can many much large small hot cold old new first last").split()
+
+
+def build_vocab() -> list[str]:
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    pieces = list(string.ascii_lowercase) + list(string.digits) + list(string.punctuation)
+    continuations = ["##" + c for c in string.ascii_lowercase + string.digits]
+    return specials + sorted(set(WORDS) - set(pieces)) + pieces + continuations
+
+
+def make_tiny_bert(folder: Path, layers: int = 4, seed: int = 0, with_pooler: bool = True) -> Path:
+    """Save a random BERT with a WordPiece tokenizer that covers any ASCII text."""
+    folder.mkdir(parents=True, exist_ok=True)
+    vocab = build_vocab()
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), do_lower_case=True)
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=layers, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128)
+    BertModel(config, add_pooling_layer=with_pooler).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    return make_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+TINY_DOCS = [
+    ("d1", "Cats", "the cat sat on the old mat by the fire"),
+    ("d2", "Dogs", "a dog ran to the river with a ball"),
+    ("d3", "Coffee", "coffee and tea are hot drinks from a plant leaf"),
+    ("d4", "Volcano", "lava from the volcano is hot rock"),
+    ("d5", "Glacier", "a glacier is a river of ice and snow"),
+    ("d6", "Bees", "the bee makes honey from a flower"),
+    ("d7", "Space", "a rocket flew to the moon and a planet"),
+    ("d8", "Whales", "the whale and the octopus live in the ocean"),
+    ("d9", "Trains", "the train crossed a bridge near the city"),
+    ("d10", "Heart", "the heart moves blood to the brain"),
+    ("d11", "Solar", "solar power turns sun light into energy"),
+    ("d12", "Storms", "wind rain and cloud make a storm"),
+]
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture()
+def tiny_beir(tmp_path) -> Path:
+    """A BEIR folder of 12 documents and 4 judged queries."""
+    root = tmp_path / "tiny-beir"
+    (root / "qrels").mkdir(parents=True)
+    write_jsonl(root / "corpus.jsonl", [{"_id": i, "title": t, "text": x} for i, t, x in TINY_DOCS])
+    write_jsonl(root / "queries.jsonl", [
+        {"_id": "q1", "text": "where does honey come from", "metadata": {"answers": ["flower"]}},
+        {"_id": "q2", "text": "hot lava rock", "metadata": {"answers": ["volcano"]}},
+        {"_id": "q3", "text": "what does the heart do", "metadata": {"answers": ["blood"]}},
+        {"_id": "q4", "text": "ice and snow", "metadata": {"answers": ["glacier"]}},
+    ])
+    (root / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nq1\td6\t1\nq2\td4\t1\nq3\td10\t1\nq4\td5\t1\n", encoding="utf-8")
+    return root
+
+
+def shared_dataset(name: str) -> Path:
+    """A dataset under ../shared/datasets, or skip the test saying why."""
+    path = SHARED_DATASETS / name
+    if not (path / "corpus.jsonl").is_file():
+        pytest.skip(f"{path} is absent (benchmark data lives in ../shared/datasets beside the repo)")
+    return path

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from retriever.corpus import BeirDataset, Fields, ReadStats, iter_documents, read_queries
+from retriever.errors import InputFileError, RetrieverError
+
+
+def read_all(path, **kwargs):
+    return list(iter_documents(path, **kwargs))
+
+
+def test_beir_folder_reads_documents_and_queries(tiny_beir):
+    docs = read_all(tiny_beir)
+    assert [d.id for d in docs][:3] == ["d1", "d2", "d3"]
+    assert docs[0].title == "Cats"
+    queries = read_queries(tiny_beir)
+    assert queries[0].answers == ("flower",)
+    assert BeirDataset.open(tiny_beir).qrels_path("test").name == "test.tsv"
+    with pytest.raises(RetrieverError, match="no qrels for split 'dev'"):
+        BeirDataset.open(tiny_beir).qrels_path("dev")
+
+
+def test_jsonl_with_custom_fields(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"pid": 7, "body": "hello", "head": "t"}\n', encoding="utf-8")
+    [doc] = read_all(path, fields=Fields(id="pid", text="body", title="head"))
+    assert (doc.id, doc.text, doc.title) == ("7", "hello", "t")
+
+
+def test_tsv_with_and_without_title_and_header(tmp_path):
+    path = tmp_path / "c.tsv"
+    path.write_text("id\ttext\ttitle\na\tfirst text\tA\nb\tsecond text\n", encoding="utf-8")
+    docs = read_all(path)
+    assert [(d.id, d.text, d.title) for d in docs] == [("a", "first text", "A"), ("b", "second text", "")]
+
+
+def test_parquet(tmp_path):
+    path = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"_id": ["x", "y"], "text": ["one", "two"], "title": ["T", None]}), path)
+    assert [(d.id, d.title) for d in read_all(path)] == [("x", "T"), ("y", "")]
+
+
+def test_empty_texts_are_counted(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"_id": "a", "text": ""}\n{"_id": "b", "text": "x"}\n', encoding="utf-8")
+    stats = ReadStats()
+    assert len(read_all(path, stats=stats)) == 2
+    assert stats.empty_texts == 1 and "a" in stats.summary()
+
+
+def test_reading_streams(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"_id": "a", "text": "x"}\n{broken\n', encoding="utf-8")
+    stream = iter_documents(path)
+    assert next(stream).id == "a"  # the first document arrives before the bad line is read
+    with pytest.raises(InputFileError):
+        next(stream)
+
+
+BAD_CORPORA = {
+    "malformed JSON": (b'{"_id": "a", "text": "x"}\n{"_id": "b", "text": \n', r"c\.jsonl:2: malformed JSON"),
+    "duplicate id": (b'{"_id": "a", "text": "x"}\n{"_id": "a", "text": "y"}\n',
+                     r"c\.jsonl:2: duplicate id 'a' \(first seen on line 1\)"),
+    "missing text": (b'{"_id": "a", "text": "x"}\n{"_id": "b", "body": "y"}\n', r"c\.jsonl:2: missing text field 'text'"),
+    "invalid UTF-8": (b'{"_id": "a", "text": "x"}\n{"_id": "b", "text": "caf\xe9"}\n', r"c\.jsonl:2: invalid UTF-8"),
+    "empty file": (b"", r"c\.jsonl: the file holds no documents"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CORPORA))
+def test_bad_corpus_names_file_and_line(tmp_path, case):
+    content, pattern = BAD_CORPORA[case]
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(InputFileError, match=pattern):
+        read_all(path)
+
+
+def test_tsv_wrong_column_count(tmp_path):
+    path = tmp_path / "c.tsv"
+    path.write_text("a\tx\nb\n", encoding="utf-8")
+    with pytest.raises(InputFileError, match=r"c\.tsv:2: expected 2 or 3 tab-separated columns"):
+        read_all(path)
+
+
+def test_parquet_missing_column(tmp_path):
+    path = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"_id": ["x"], "body": ["one"]}), path)
+    with pytest.raises(InputFileError, match="missing column 'text'"):
+        read_all(path)

@@ -1,0 +1,229 @@
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+import pytrec_eval
+
+from retriever.errors import RetrieverError
+from retriever.metrics import (
+    DEFAULT_METRICS,
+    Evaluation,
+    answer_recall,
+    answer_tokens,
+    evaluate_run,
+    format_table,
+    trec_order,
+)
+
+# ---------------------------------------------------------------------------- hand-computed cases
+
+# Ranked: x (unjudged), a (3), b (0), c (1), d (2); e (1) is relevant but not retrieved.
+HAND_RUN = {"q": {"x": 5.0, "a": 4.0, "b": 3.0, "c": 2.0, "d": 1.0}}
+HAND_QRELS = {"q": {"a": 3, "b": 0, "c": 1, "d": 2, "e": 1}}
+
+
+def hand(metric: str) -> float:
+    return evaluate_run(HAND_RUN, HAND_QRELS, [metric]).per_query["q"][metric]
+
+
+def test_recall_hand_case() -> None:
+    assert hand("recall@1") == 0.0
+    assert hand("recall@2") == pytest.approx(1 / 4)
+    assert hand("recall@5") == pytest.approx(3 / 4)
+    assert hand("recall@1000") == pytest.approx(3 / 4)
+
+
+def test_mrr_hand_case() -> None:
+    assert hand("mrr@10") == pytest.approx(1 / 2)
+    assert hand("mrr@1") == 0.0
+
+
+def test_ndcg_hand_case() -> None:
+    dcg = 3 / math.log2(3) + 1 / math.log2(5) + 2 / math.log2(6)
+    ideal = 3 + 2 / math.log2(3) + 1 / math.log2(4) + 1 / math.log2(5)
+    assert hand("ndcg@10") == pytest.approx(dcg / ideal)
+    assert hand("ndcg@2") == pytest.approx((3 / math.log2(3)) / (3 + 2 / math.log2(3)))
+
+
+def test_map_hand_case() -> None:
+    assert hand("map@1000") == pytest.approx((1 / 2 + 2 / 4 + 3 / 5) / 4)
+    assert hand("map@2") == pytest.approx((1 / 2) / 4)
+
+
+def test_ties_break_by_docid_descending_after_float32_rounding() -> None:
+    assert trec_order({"a": 1.0, "c": 1.0, "b": 2.0}) == ["b", "c", "a"]
+    # 1 + 1e-9 == 1 in float32, so "a" is tied with "b" and loses the tie-break.
+    assert trec_order({"a": 1.0 + 1e-9, "b": 1.0}) == ["b", "a"]
+    assert trec_order({"a": 1.0 + 1e-6, "b": 1.0}) == ["a", "b"]
+    assert evaluate_run({"q": {"a": 1.0, "b": 1.0}}, {"q": {"a": 1}}, ["mrr@10"]).mean["mrr@10"] == 0.5
+
+
+def test_negative_grades_and_unjudged_docs_count_as_non_relevant() -> None:
+    ev = evaluate_run({"q": {"neg": 3.0, "unk": 2.0, "rel": 1.0}}, {"q": {"neg": -1, "rel": 2}}, DEFAULT_METRICS)
+    assert ev.per_query["q"]["mrr@10"] == pytest.approx(1 / 3)
+    assert ev.per_query["q"]["ndcg@10"] == pytest.approx(1 / math.log2(4))
+
+
+def test_query_selection_and_counts() -> None:
+    run = {"judged": {"a": 1.0}, "no_rel": {"a": 1.0}, "not_in_qrels": {"a": 1.0}}
+    qrels = {"judged": {"a": 1}, "no_rel": {"a": 0, "b": -1}, "missing": {"a": 2}}
+    ev = evaluate_run(run, qrels)
+    assert set(ev.per_query) == {"judged", "missing"}
+    assert ev.per_query["missing"] == {m: 0.0 for m in DEFAULT_METRICS}
+    assert ev.num_queries == 2
+    assert ev.num_unjudged_excluded == 2
+    assert ev.num_missing_from_run == 1
+    assert ev.mean["recall@1"] == pytest.approx(0.5)
+    assert list(ev.mean) == list(DEFAULT_METRICS)
+
+
+def test_no_overlap_between_run_and_qrels_is_an_error() -> None:
+    with pytest.raises(RetrieverError, match="same query ids"):
+        evaluate_run({"1": {"a": 1.0}}, {"q1": {"a": 1}})
+    with pytest.raises(RetrieverError, match="same query ids"):
+        evaluate_run({"q1": {"a": 1.0}}, {"q1": {"a": 0}})
+
+
+@pytest.mark.parametrize("name", ["recall", "recall@0", "p@10", "ndcg_cut_10", "mrr@x"])
+def test_unknown_metric_is_an_error(name: str) -> None:
+    with pytest.raises(RetrieverError, match="unknown metric"):
+        evaluate_run(HAND_RUN, HAND_QRELS, [name])
+
+
+def test_nan_score_is_an_error() -> None:
+    with pytest.raises(RetrieverError, match="NaN"):
+        evaluate_run({"q": {"a": float("nan")}}, {"q": {"a": 1}})
+
+
+def test_to_json_and_format_table() -> None:
+    ev = evaluate_run(HAND_RUN, HAND_QRELS)
+    data = json.loads(json.dumps(ev.to_json()))
+    assert Evaluation(**data) == ev
+    table = format_table(ev)
+    lines = table.splitlines()
+    assert lines[0].split() == ["metric", "mean"]
+    assert len(lines) == 2 + len(DEFAULT_METRICS) + 1
+    assert f"{ev.mean['ndcg@10']:.4f}" in table
+    assert "1 evaluated (0 missing from run, scored 0); 0 run queries" in lines[-1]
+
+
+# ---------------------------------------------------------------------------- equality with pytrec_eval
+
+PYTREC_NAMES = {f"recall@{k}": f"recall_{k}" for k in (1, 5, 10, 20, 100, 1000)}
+PYTREC_NAMES |= {"ndcg@10": "ndcg_cut_10", "map@1000": "map_cut_1000"}
+
+
+def random_benchmark(seed: int) -> tuple[dict, dict]:
+    rng = random.Random(seed)
+    docs = [f"d{i}" for i in range(1500)]  # "d10" < "d9": lexicographic tie-breaks matter
+    qrels: dict[str, dict[str, int]] = {}
+    run: dict[str, dict[str, float]] = {}
+    for q in range(50):
+        qid = f"q{q}"
+        judged = rng.sample(docs, rng.randint(1, 40))
+        no_relevant = q % 10 == 3
+        qrels[qid] = {d: (0 if no_relevant else rng.choice([0, 0, 1, 2, 3])) for d in judged}
+        if q % 10 == 7:
+            continue  # judged query missing from the run
+        depth = 1200 if q % 5 == 0 else rng.randint(0, 300)
+        # Bias retrieval towards judged docs so metrics are not all zero.
+        retrieved = set(rng.sample(docs, depth)) | {d for d in judged if rng.random() < 0.6}
+        style = q % 3
+        scores = {}
+        for d in retrieved:
+            if style == 0:
+                scores[d] = float(rng.randint(0, 5))  # heavy ties
+            elif style == 1:
+                scores[d] = 1.0 + rng.randint(0, 3) * 1e-10  # ties only in float32
+            else:
+                scores[d] = rng.gauss(0, 1) + (qrels[qid].get(d, 0) * 0.5)
+        run[qid] = scores
+    for extra in range(3):
+        run[f"unjudged{extra}"] = {d: rng.random() for d in rng.sample(docs, 20)}
+    return run, qrels
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_equals_pytrec_eval(seed: int) -> None:
+    run, qrels = random_benchmark(seed)
+    ours = evaluate_run(run, qrels, DEFAULT_METRICS)
+
+    measures = {"recall.1,5,10,20,100,1000", "ndcg_cut.10", "map_cut.1000", "recip_rank"}
+    theirs = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
+    top10 = {qid: {d: scores[d] for d in sorted(scores, key=lambda d: (float(np.float32(scores[d])), d), reverse=True)[:10]}
+             for qid, scores in run.items()}
+    theirs_rr10 = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(top10)
+
+    judged = {q for q, docs in qrels.items() if any(g >= 1 for g in docs.values())}
+    compared = judged & set(run)
+    assert len(compared) >= 30
+    assert set(theirs) - judged  # pytrec_eval also reports queries without relevant docs; we skip them
+    for qid in compared:
+        for ours_name, their_name in PYTREC_NAMES.items():
+            assert ours.per_query[qid][ours_name] == pytest.approx(theirs[qid][their_name], abs=1e-6), (qid, ours_name)
+        assert ours.per_query[qid]["mrr@10"] == pytest.approx(theirs_rr10[qid]["recip_rank"], abs=1e-6), qid
+        # Independent of how the top 10 was cut: the full-run reciprocal rank, zeroed beyond 10.
+        full_rr = theirs[qid]["recip_rank"]
+        assert ours.per_query[qid]["mrr@10"] == pytest.approx(full_rr if full_rr >= 0.1 - 1e-12 else 0.0, abs=1e-6)
+
+    missing = judged - set(run)
+    assert ours.num_missing_from_run == len(missing) > 0
+    assert ours.num_unjudged_excluded == len(set(run) - judged) > 0
+    assert ours.num_queries == len(judged)
+    for ours_name, their_name in PYTREC_NAMES.items():
+        expected = sum(theirs[q][their_name] for q in compared) / len(judged)  # missing queries score 0
+        assert ours.mean[ours_name] == pytest.approx(expected, abs=1e-6)
+    # The benchmark must exercise deep cutoffs and non-trivial values.
+    assert any(ours.per_query[q]["recall@1000"] > ours.per_query[q]["recall@100"] for q in compared)
+    assert 0 < ours.mean["ndcg@10"] < 1 and 0 < ours.mean["map@1000"] < 1
+
+
+# ---------------------------------------------------------------------------- answer recall
+
+
+def test_answer_tokens_normalise_case_accents_and_punctuation() -> None:
+    assert answer_tokens("The U.S.-Canada border, Café!") == ["the", "u", "s", "canada", "border", "cafe\u0301"]
+    # NFC and NFD spellings of the same word normalise to the same token.
+    assert answer_tokens("caf\u00e9") == answer_tokens("cafe\u0301")
+
+
+def test_answer_recall_hand_case() -> None:
+    texts = {
+        "p1": "Paris is the capital of France.",
+        "p2": "The Eiffel Tower was completed in 1889.",
+        "p3": "Barack Obama was born in Honolulu, Hawaii.",
+        "p4": "Lyon is a city.",
+    }
+    ranked = {
+        "q_paris": ["p4", "p1"],  # answer at rank 2
+        "q_year": ["p2", "p1"],  # answer at rank 1
+        "q_obama": ["p1", "p4", "p2"],  # never found
+        "q_partial": ["p3"],  # "Honolulu Hawaii" matches across punctuation, "bama" must not match
+    }
+    answers = {
+        "q_paris": ["PARIS"],
+        "q_year": ["1889", "nineteenth century"],
+        "q_obama": ["Honolulu"],
+        "q_partial": ["bama", "honolulu hawaii"],
+        "q_missing": ["France"],  # not in the run: a miss
+        "q_no_answer": ["!!", ""],  # no usable answer: not counted
+    }
+    result = answer_recall(ranked, answers, texts, ks=(1, 2, 100))
+    assert result == {"answer_recall@1": 2 / 5, "answer_recall@2": 3 / 5, "answer_recall@100": 3 / 5}
+    # A callable works like a mapping.
+    assert answer_recall(ranked, answers, texts.__getitem__, ks=(1, 2, 100)) == result
+
+
+def test_answer_recall_does_not_match_partial_words() -> None:
+    assert answer_recall({"q": ["p"]}, {"q": ["bama"]}, {"p": "Obama"}, ks=(1,)) == {"answer_recall@1": 0.0}
+
+
+def test_answer_recall_errors() -> None:
+    with pytest.raises(RetrieverError, match="no text for document 'p9'"):
+        answer_recall({"q": ["p9"]}, {"q": ["x"]}, {}, ks=(1,))
+    with pytest.raises(RetrieverError, match="non-empty answer"):
+        answer_recall({"q": ["p"]}, {"q": []}, {"p": "x"})

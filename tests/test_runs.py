@@ -1,0 +1,192 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from retriever.errors import InputFileError, RetrieverError
+from retriever.runs import (
+    ranked_hits,
+    read_qrels,
+    read_run,
+    read_trec_run,
+    write_jsonl_run,
+    write_trec_run,
+)
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# ---------------------------------------------------------------------------- TREC runs
+
+
+def test_trec_run_round_trip_is_exact(tmp_path: Path) -> None:
+    run = {
+        "q1": {"d1": 0.5, "d2": 1.25, "d3": 1 / 3, "d4": -2.0},
+        "q2": {"x": 1e-12, "y": 123456789.123456789},
+    }
+    path = tmp_path / "run.trec"
+    write_trec_run(run, path)
+    assert read_trec_run(path) == run
+    assert read_run(path) == run
+    assert not list(tmp_path.glob("*.tmp-*"))
+
+
+def test_trec_run_lines_are_ranked_by_score_then_docid_descending(tmp_path: Path) -> None:
+    path = tmp_path / "run.trec"
+    write_trec_run({"q1": {"a": 1.0, "c": 2.0, "b": 1.0}}, path, tag="mine")
+    lines = path.read_text().splitlines()
+    assert lines == [
+        "q1 Q0 c 1 2.0 mine",
+        "q1 Q0 b 2 1.0 mine",
+        "q1 Q0 a 3 1.0 mine",
+    ]
+
+
+def test_write_trec_run_accepts_ranked_lists_and_overwrites(tmp_path: Path) -> None:
+    path = write(tmp_path / "run.trec", "stale content\n")
+    write_trec_run({"q1": [("d2", 3.0), ("d1", 4.0)]}, path)
+    assert [line.split()[2:4] for line in path.read_text().splitlines()] == [["d1", "1"], ["d2", "2"]]
+
+
+def test_write_trec_run_creates_parent_folder(tmp_path: Path) -> None:
+    path = tmp_path / "runs" / "deep" / "run.trec"
+    write_trec_run({"q": {"d": 1.0}}, path)
+    assert read_trec_run(path) == {"q": {"d": 1.0}}
+
+
+@pytest.mark.parametrize("run", [{"q 1": {"d": 1.0}}, {"q1": {"d 1": 1.0}}, {"q1": {"d": float("nan")}}])
+def test_write_trec_run_rejects_unrepresentable_runs(tmp_path: Path, run: dict) -> None:
+    path = tmp_path / "run.trec"
+    with pytest.raises(RetrieverError):
+        write_trec_run(run, path)
+    assert not path.exists()
+    assert not list(tmp_path.iterdir())  # temp file cleaned up
+
+
+def test_ranked_hits_orders_like_trec_eval() -> None:
+    assert ranked_hits({"a": 1.0, "b": 1.0, "c": 0.5}) == [("b", 1.0), ("a", 1.0), ("c", 0.5)]
+
+
+@pytest.mark.parametrize(
+    "text, line, fragment",
+    [
+        ("q1 Q0 d1 1 1.0 tag\nq1 Q0 d2 2 1.0\n", 2, "expected 6"),
+        ("\nq1 Q0 d1 1 high tag\n", 2, "is not a number"),
+        ("q1 Q0 d1 1 nan tag\n", 1, "NaN"),
+        ("q1 Q0 d1 1 1.0 t\nq2 Q0 d1 1 1.0 t\nq1 Q0 d1 2 0.5 t\n", 3, "first on line 1"),
+    ],
+)
+def test_read_trec_run_errors_name_file_and_line(tmp_path: Path, text: str, line: int, fragment: str) -> None:
+    path = write(tmp_path / "bad.trec", text)
+    with pytest.raises(InputFileError) as err:
+        read_trec_run(path)
+    assert str(err.value).startswith(f"{path}:{line}: ")
+    assert fragment in str(err.value)
+    assert err.value.line == line
+
+
+def test_read_run_reports_missing_empty_and_non_utf8_files(tmp_path: Path) -> None:
+    with pytest.raises(InputFileError, match="file not found"):
+        read_run(tmp_path / "nope.trec")
+    with pytest.raises(InputFileError, match="empty"):
+        read_run(write(tmp_path / "empty.trec", "\n  \n"))
+    bad = tmp_path / "latin1.trec"
+    bad.write_bytes(b"q1 Q0 d1 1 1.0 t\nq1 Q0 caf\xe9 2 0.5 t\n")
+    with pytest.raises(InputFileError, match=rf"{bad}:2: not valid UTF-8"):
+        read_run(bad)
+
+
+# ---------------------------------------------------------------------------- JSONL runs
+
+
+def test_jsonl_run_round_trip_and_autodetect(tmp_path: Path) -> None:
+    run = {"q1": {"d1": 0.25, "d2": 0.75}, "7": {"é": 1.0}}
+    path = tmp_path / "run.jsonl"
+    write_jsonl_run(run, path)
+    first = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
+    assert first == {"qid": "q1", "hits": [{"id": "d2", "score": 0.75}, {"id": "d1", "score": 0.25}]}
+    assert read_run(path) == run
+
+
+def test_read_run_jsonl_accepts_leading_blank_lines_and_int_qids(tmp_path: Path) -> None:
+    path = write(tmp_path / "run.jsonl", '\n  {"qid": 3, "hits": [{"id": "a", "score": 2}]}\n')
+    assert read_run(path) == {"3": {"a": 2.0}}
+
+
+@pytest.mark.parametrize(
+    "text, line, fragment",
+    [
+        ('{"qid": "q1", "hits": []}\n{"qid": "q2", "hits": [\n', 2, "invalid JSON"),
+        ('{"qid": "q1"}\n', 1, "'hits'"),
+        ('{"qid": "q1", "hits": [{"id": "a"}]}\n', 1, "hit 1 lacks"),
+        ('{"qid": "q1", "hits": [{"id": "a", "score": "x"}]}\n', 1, "not a number"),
+        ('{"qid": "q1", "hits": [{"id": "a", "score": 1}, {"id": "a", "score": 2}]}\n', 1, "twice"),
+        ('{"qid": "q1", "hits": []}\n\n{"qid": "q1", "hits": []}\n', 3, "already appeared on line 1"),
+    ],
+)
+def test_read_run_jsonl_errors_name_file_and_line(tmp_path: Path, text: str, line: int, fragment: str) -> None:
+    path = write(tmp_path / "bad.jsonl", text)
+    with pytest.raises(InputFileError) as err:
+        read_run(path)
+    assert str(err.value).startswith(f"{path}:{line}: ")
+    assert fragment in str(err.value)
+
+
+# ---------------------------------------------------------------------------- qrels
+
+
+def test_read_qrels_beir_tsv_with_header(tmp_path: Path) -> None:
+    path = write(tmp_path / "test.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t0\nq2\td1\t2\n")
+    assert read_qrels(path) == {"q1": {"d1": 1, "d2": 0}, "q2": {"d1": 2}}
+
+
+def test_read_qrels_beir_tsv_without_header_keeps_ids_with_spaces(tmp_path: Path) -> None:
+    path = write(tmp_path / "test.tsv", "q1\tdoc one\t3\nq1\td2\t1.0\n")
+    qrels = read_qrels(path)
+    assert qrels == {"q1": {"doc one": 3, "d2": 1}}
+    assert all(isinstance(v, int) for v in qrels["q1"].values())
+
+
+def test_read_qrels_trec_format_spaces_tabs_and_negative_grades(tmp_path: Path) -> None:
+    path = write(tmp_path / "qrels.txt", "301 0 FT1 2\n301  0  FT2  -1\n302\t0\tFT1\t0\n")
+    assert read_qrels(path) == {"301": {"FT1": 2, "FT2": -1}, "302": {"FT1": 0}}
+
+
+def test_read_qrels_mixed_formats_per_line(tmp_path: Path) -> None:
+    path = write(tmp_path / "qrels.txt", "q1\td1\t1\nq1 0 d2 2\n")
+    assert read_qrels(path) == {"q1": {"d1": 1, "d2": 2}}
+
+
+def test_read_qrels_tolerates_identical_duplicates(tmp_path: Path) -> None:
+    path = write(tmp_path / "qrels.txt", "q1 0 d1 1\nq1 0 d1 1\n")
+    assert read_qrels(path) == {"q1": {"d1": 1}}
+
+
+@pytest.mark.parametrize(
+    "text, line, fragment",
+    [
+        ("q1 0 d1 1\nq1 d2 1\n", 2, "3 or 4 columns"),
+        ("q1 0 d1 1\nq1 0 d2 1 extra\n", 2, "3 or 4 columns"),
+        ("q1\td1\t1\nq1\td2\tyes\n", 2, "not an integer"),
+        ("q1 0 d1 0.5\n", 1, "not an integer"),
+        ("q1 0 d1 1\n\nq1 0 d1 2\n", 3, "judged 2 here but 1 on line 1"),
+    ],
+)
+def test_read_qrels_errors_name_file_and_line(tmp_path: Path, text: str, line: int, fragment: str) -> None:
+    path = write(tmp_path / "qrels.txt", text)
+    with pytest.raises(InputFileError) as err:
+        read_qrels(path)
+    assert str(err.value).startswith(f"{path}:{line}: ")
+    assert fragment in str(err.value)
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "query-id\tcorpus-id\tscore\n"])
+def test_read_qrels_empty_file_is_an_error(tmp_path: Path, text: str) -> None:
+    path = write(tmp_path / "qrels.tsv", text)
+    with pytest.raises(InputFileError, match="qrels file is empty"):
+        read_qrels(path)
