@@ -70,7 +70,9 @@ def factory_string(params: IndexParams, dim: int, count: int) -> str:
         pq_m = params.pq_m or default_pq_m(dim)
         if dim % pq_m:
             raise RetrieverError(f"--pq-m {pq_m} must divide the embedding dimension {dim}")
-        return f"IVF{nlist},PQ{pq_m}"
+        # 8-bit codes need 256 training points per sub-quantiser; small collections get fewer bits.
+        nbits = max(1, min(8, int(math.log2(max(count, 2)))))
+        return f"IVF{nlist},PQ{pq_m}" + (f"x{nbits}" if nbits < 8 else "")
     return params.index_type
 
 
@@ -192,7 +194,11 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
         if not index.is_trained:
             sample = _training_sample(shards, count, params.train_size, params.seed)
             print(f"training {spec} on {len(sample)} sampled vectors", file=sys.stderr)
-            index.train(sample)
+            try:
+                index.train(sample)
+            except RuntimeError as error:
+                raise RetrieverError(f"FAISS could not train {spec!r} on {len(sample)} vectors: "
+                                     f"{str(error).splitlines()[-1]}; use fewer lists (--nlist) or a flat index") from None
         ids: list[str] = []
         bar = tqdm(total=count, desc=f"index {spec}", unit="vec", file=sys.stderr, disable=not progress)
         for shard_ids, vectors in iter_shard_batches(shards):

@@ -30,8 +30,7 @@ def make_tiny_bert(folder: Path, layers: int = 4, seed: int = 0, with_pooler: bo
     """Save a random BERT with a WordPiece tokenizer that covers any ASCII text."""
     folder.mkdir(parents=True, exist_ok=True)
     vocab = build_vocab()
-    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), do_lower_case=True)
+    tokenizer = BertTokenizerFast(vocab={token: i for i, token in enumerate(vocab)}, do_lower_case=True)
     tokenizer.save_pretrained(folder)
     torch.manual_seed(seed)
     config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=layers, num_attention_heads=2,

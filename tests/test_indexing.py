@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import json
+
+import faiss
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from retriever.encoder import Encoder, EncoderSettings
+from retriever.encoding import encode_corpus
+from retriever.errors import RetrieverError
+from retriever.indexing import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, IndexParams, build_index,
+                                default_nlist, default_pq_m, encode_and_index)
+from retriever.shards import METADATA_KEY, list_shards
+
+
+@pytest.fixture()
+def tiny_encoder(tiny_model_dir) -> Encoder:
+    return Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+
+
+def test_index_folder_contents_and_manifest(tiny_beir, tiny_encoder, tmp_path):
+    manifest = encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, IndexParams("flat"), shard_size=5,
+                                progress=False)
+    folder = tmp_path / "idx"
+    assert {p.name for p in folder.iterdir()} == {INDEX_FILE, IDS_FILE, DOCSTORE_FILE, MANIFEST_FILE}
+    assert json.loads((folder / MANIFEST_FILE).read_text()) == manifest
+    assert manifest["index"]["count"] == 12 and manifest["corpus"]["documents"] == 12
+    assert manifest["encoder"]["pooling"] == "mean" and manifest["encoder"]["weights_sha256"]
+    assert len(manifest["corpus"]["sha256"]) == 64 and "faiss" in manifest["versions"]
+    assert faiss.read_index(str(folder / INDEX_FILE)).ntotal == 12
+
+
+def test_shards_and_docstore_open_with_plain_pyarrow_and_pandas(tiny_beir, tiny_encoder, tmp_path):
+    encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, shard_size=5, progress=False)
+    shard = list_shards(tmp_path / "idx.shards")[0]
+    table = pq.read_table(shard)
+    assert str(table.schema.field("embedding").type) == "fixed_size_list<element: float>[32]"
+    assert table.schema.field("id").type == "string"
+    metadata = json.loads(table.schema.metadata[METADATA_KEY])
+    assert metadata["pooling"] == "mean" and metadata["dim"] == 32 and metadata["normalize"] is True
+    frame = pd.read_parquet(shard)
+    assert list(frame.columns) == ["id", "embedding"] and len(frame) == 5
+    docs = pd.read_parquet(tmp_path / "idx" / DOCSTORE_FILE)
+    assert list(docs.columns) == ["id", "title", "text"] and docs.iloc[0]["title"] == "Cats"
+
+
+@pytest.mark.parametrize("index_type", ["hnsw", "ivfpq", "IVF2,Flat"])
+def test_approximate_indexes_build(tiny_beir, tiny_encoder, tmp_path, index_type):
+    params = IndexParams(index_type, nlist=2, pq_m=4)
+    manifest = encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, params, progress=False)
+    assert manifest["index"]["count"] == 12
+
+
+def test_bad_factory_string_leaves_nothing(tiny_beir, tiny_encoder, tmp_path):
+    with pytest.raises(RetrieverError, match="FAISS cannot build"):
+        encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, IndexParams("NotAnIndex"), progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx.shards", "tiny-beir"]
+
+
+def test_existing_index_is_not_overwritten_without_flag(tiny_beir, tiny_encoder, tmp_path):
+    encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, progress=False)
+    with pytest.raises(RetrieverError, match="already exists"):
+        build_index(tmp_path / "idx.shards", tiny_beir, tmp_path / "idx")
+    build_index(tmp_path / "idx.shards", tiny_beir, tmp_path / "idx", overwrite=True, progress=False)
+
+
+def test_corpus_must_match_shards(tiny_beir, tiny_encoder, tmp_path):
+    encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, progress=False)
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"_id": "z", "text": "x"}\n')
+    with pytest.raises(RetrieverError, match="holds 1 documents but the shards"):
+        build_index(tmp_path / "shards", other, tmp_path / "idx", progress=False)
+    assert not (tmp_path / "idx").exists()
+
+
+def test_ivf_defaults_are_sane():
+    assert default_nlist(1_000_000) == 4000
+    assert default_nlist(100) == 2
+    assert default_pq_m(384) == 48 and 768 % default_pq_m(768) == 0

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import make_tiny_bert
+from retriever.encoder import Encoder, EncoderSettings
+from retriever.errors import RetrieverError
+from retriever.indexing import IndexParams, encode_and_index
+from retriever.searching import Searcher
+
+
+@pytest.fixture()
+def tiny_index(tiny_beir, tiny_model_dir, tmp_path):
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "idx", encoder, IndexParams("flat"), progress=False)
+    return tmp_path / "idx"
+
+
+def test_hits_are_exact_inner_product_with_text(tiny_index, tiny_model_dir):
+    searcher = Searcher(tiny_index, device="cpu", dtype="fp32")
+    [hits] = searcher.search(["honey bee"], k=3)
+    assert [h.rank for h in hits] == [1, 2, 3]
+    assert hits[0].score >= hits[1].score >= hits[2].score
+    docs = {h.id: h for h in hits}
+    assert all(h.text for h in hits)
+    query = searcher.encoder.encode_queries(["honey bee"])[0]
+    all_docs = searcher.index.reconstruct_n(0, searcher.index.ntotal)
+    best = np.argsort(-(all_docs @ query))[:3]
+    assert [searcher.ids[i] for i in best] == [h.id for h in hits]
+    assert docs[hits[0].id].title
+
+
+def test_k_larger_than_collection(tiny_index):
+    [hits] = Searcher(tiny_index, device="cpu").search(["x"], k=50)
+    assert len(hits) == 12
+
+
+@pytest.mark.parametrize("override, message", [
+    ({"pooling": "cls"}, "pooling 'cls'"),
+    ({"normalize": False}, "normalize False"),
+])
+def test_mismatched_encoder_settings_are_refused(tiny_index, override, message):
+    with pytest.raises(RetrieverError, match=f"different encoder.*{message}"):
+        Searcher(tiny_index, device="cpu", **override)
+
+
+def test_other_model_is_refused(tiny_index, tmp_path):
+    other = make_tiny_bert(tmp_path / "other", seed=1)
+    with pytest.raises(RetrieverError, match="different encoder.*model"):
+        Searcher(tiny_index, device="cpu", model=str(other))
+
+
+def test_changed_weights_are_refused(tiny_beir, tmp_path):
+    model = make_tiny_bert(tmp_path / "model", seed=2)
+    encoder = Encoder(EncoderSettings(model=str(model)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "idx", encoder, progress=False)
+    make_tiny_bert(model, seed=3)  # same folder, new weights
+    with pytest.raises(RetrieverError, match="model changed since indexing"):
+        Searcher(tmp_path / "idx", device="cpu")
