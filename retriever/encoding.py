@@ -69,6 +69,7 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder, fmt:
         raise RetrieverError(f"--shard-index must be in 0..{num_shards - 1} for --num-shards {num_shards}")
     corpus_path = resolve_corpus_path(corpus)
     output = Path(output)
+    created = not output.exists()
     output.mkdir(parents=True, exist_ok=True)
     for stale in output.glob(".*.tmp-*"):
         stale.unlink()
@@ -76,23 +77,27 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder, fmt:
     stats = ReadStats()
     encoded = skipped = shards = 0
     started = time.perf_counter()
-    bar = tqdm(desc=f"encode w{shard_index}/{num_shards}", unit="doc", file=sys.stderr, disable=not progress,
-               dynamic_ncols=True)
-    for part_number, part in enumerate(_parts(iter_documents(corpus_path, fmt, fields, stats),
-                                              shard_index, num_shards, shard_size)):
-        path = output / shard_name(shard_index, num_shards, part_number)
-        metadata = {**base_metadata, "shard": {"worker": shard_index, "num_workers": num_shards,
-                                               "part": part_number, "rows": len(part)}}
-        shards += 1
-        if path.exists():
-            _check_existing(path, metadata, len(part))
-            skipped += len(part)
-            bar.set_postfix_str(f"resumed past {path.name}")
-            continue
-        vectors = encoder.encode_passages(part, progress=bar.update)
-        write_shard(path, [d.id for d in part], vectors, metadata)
-        encoded += len(part)
-    bar.close()
+    documents = iter_documents(corpus_path, fmt, fields, stats)
+    try:
+        with tqdm(desc=f"encode w{shard_index}/{num_shards}", unit="doc", file=sys.stderr, disable=not progress,
+                  dynamic_ncols=True) as bar:
+            for part_number, part in enumerate(_parts(documents, shard_index, num_shards, shard_size)):
+                path = output / shard_name(shard_index, num_shards, part_number)
+                metadata = {**base_metadata, "shard": {"worker": shard_index, "num_workers": num_shards,
+                                                       "part": part_number, "rows": len(part)}}
+                shards += 1
+                if path.exists():
+                    _check_existing(path, metadata, len(part))
+                    skipped += len(part)
+                    bar.set_postfix_str(f"resumed past {path.name}")
+                    continue
+                vectors = encoder.encode_passages(part, progress=bar.update)
+                write_shard(path, [d.id for d in part], vectors, metadata)
+                encoded += len(part)
+    except BaseException:
+        if created and not any(output.iterdir()):
+            output.rmdir()  # a run that wrote nothing leaves nothing behind
+        raise
     seconds = time.perf_counter() - started
     summary = {"worker": shard_index, "num_workers": num_shards, "shards": shards, "rows": encoded + skipped,
                "corpus_documents": stats.records, "empty_texts": stats.empty_texts, "encoder": base_metadata}

@@ -1,0 +1,92 @@
+"""The command line: one-line errors, exit codes, nothing half-written, and documented flags."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from retriever.cli import main
+
+BAD_CORPORA = {
+    "malformed-json": (b'{"_id": "a", "text": "x"}\n{"_id": "b", "text": \n', "corpus.jsonl:2: malformed JSON"),
+    "duplicate-id": (b'{"_id": "a", "text": "x"}\n{"_id": "a", "text": "y"}\n', "corpus.jsonl:2: duplicate id"),
+    "missing-text": (b'{"_id": "a", "text": "x"}\n{"_id": "b"}\n', "corpus.jsonl:2: missing text field"),
+    "invalid-utf8": (b'{"_id": "a", "text": "x"}\n{"_id": "b", "text": "\xff\xfe"}\n', "corpus.jsonl:2: invalid UTF-8"),
+    "empty-file": (b"", "corpus.jsonl: the file holds no documents"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CORPORA))
+def test_bad_corpus_fails_on_one_line_and_leaves_no_index(tmp_path, tiny_model_dir, case):
+    content, expected = BAD_CORPORA[case]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_bytes(content)
+    output = tmp_path / "indexes" / "bad"
+    result = subprocess.run([sys.executable, "-m", "retriever", "build", str(corpus), "--output", str(output),
+                             "--model", str(tiny_model_dir), "--device", "cpu"], capture_output=True, text=True)
+    assert result.returncode == 1
+    error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(error_lines) == 1 and expected in error_lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert not output.exists()
+    assert not output.parent.exists() or not list(output.parent.iterdir())
+
+
+def test_build_search_evaluate_round_trip(tmp_path, tiny_model_dir, tiny_beir):
+    runner = CliRunner()
+    index = tmp_path / "idx"
+    common = ["--device", "cpu", "--dtype", "fp32"]
+    result = runner.invoke(main, ["build", str(tiny_beir), "--output", str(index), "--model", str(tiny_model_dir),
+                                  *common])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(main, ["search", str(index), "honey bee", "--json", "-k", "3", *common])
+    assert result.exit_code == 0, result.output
+    hits = json.loads(result.output)["hits"]
+    assert [h["rank"] for h in hits] == [1, 2, 3] and all("title" in h and "text" in h for h in hits)
+    run_file = tmp_path / "run.trec"
+    result = runner.invoke(main, ["search", str(index), "--queries", str(tiny_beir / "queries.jsonl"),
+                                  "--output", str(run_file), "-k", "5", *common])
+    assert result.exit_code == 0, result.output
+    lines = run_file.read_text().splitlines()
+    assert len(lines) == 4 * 5 and lines[0].split()[1] == "Q0" and lines[0].split()[3] == "1"
+    metrics_file = tmp_path / "metrics.json"
+    result = runner.invoke(main, ["evaluate", "--run", str(run_file), "--dataset", str(tiny_beir),
+                                  "--output", str(metrics_file)])
+    assert result.exit_code == 0, result.output
+    from_run = json.loads(metrics_file.read_text())
+    result = runner.invoke(main, ["evaluate", "--index", str(index), "--dataset", str(tiny_beir), "-k", "5",
+                                  "--output", str(metrics_file), *common])
+    assert result.exit_code == 0, result.output
+    from_index = json.loads(metrics_file.read_text())
+    assert from_index["mean"]["recall@5"] == pytest.approx(from_run["mean"]["recall@5"])
+    assert "answer_recall" in from_index and "answer recall" in result.output
+
+
+def test_search_with_other_pooling_is_refused(tmp_path, tiny_model_dir, tiny_beir):
+    runner = CliRunner()
+    index = tmp_path / "idx"
+    runner.invoke(main, ["build", str(tiny_beir), "--output", str(index), "--model", str(tiny_model_dir),
+                         "--device", "cpu"], catch_exceptions=False)
+    result = runner.invoke(main, ["search", str(index), "honey", "--pooling", "cls", "--device", "cpu"])
+    assert result.exit_code == 1
+    assert "different encoder" in result.output and "pooling 'cls'" in result.output
+
+
+def all_commands():
+    yield "retriever", main
+    for name, command in main.commands.items():
+        yield f"retriever {name}", command
+
+
+@pytest.mark.parametrize("name, command", list(all_commands()), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_flag_has_help(name, command):
+    for param in command.params:
+        if isinstance(param, click.Option):
+            assert param.help and len(param.help) > 10, f"{name} {param.opts} has no help"
+    assert command.help, f"{name} has no description"
+    result = CliRunner().invoke(main, [*name.split()[1:], "--help"])
+    assert result.exit_code == 0
