@@ -26,7 +26,9 @@ from retriever.corpus import Fields, ReadStats, iter_documents, resolve_corpus_p
 from retriever.encoder import Encoder
 from retriever.encoding import encode_corpus
 from retriever.errors import RetrieverError
-from retriever.shards import check_complete, iter_shard_batches, read_shard_metadata
+from retriever.shards import check_complete, iter_shard_batches, read_shard_metadata, sample_vectors
+from retriever.tuning import (apply_search_params, choose_search_params, downcast_hnsw, exact_neighbours,
+                              ivf_part)
 
 INDEX_FILE = "index.faiss"
 IDS_FILE = "ids.parquet"
@@ -47,6 +49,9 @@ class IndexParams:
     pq_m: int | None = None
     train_size: int = 100_000
     seed: int = 0
+    target_recall: float | None = None
+    tuning_queries: int = 1000
+    tuning_k: int = 10
     search_defaults: dict = field(default_factory=dict)
 
 
@@ -82,50 +87,10 @@ def _new_index(spec: str, dim: int, params: IndexParams) -> faiss.Index:
     except RuntimeError as error:
         raise RetrieverError(f"FAISS cannot build index {spec!r}: {str(error).splitlines()[-1]}; "
                              f"use flat, hnsw, ivfpq or a valid FAISS factory string") from None
-    hnsw = _downcast_hnsw(index)
+    hnsw = downcast_hnsw(index)
     if hnsw is not None:
         hnsw.hnsw.efConstruction = params.ef_construction
     return index
-
-
-def _downcast_hnsw(index: faiss.Index):
-    try:
-        downcast = faiss.downcast_index(index)
-    except RuntimeError:
-        return None
-    return downcast if hasattr(downcast, "hnsw") else None
-
-
-def _ivf(index: faiss.Index):
-    try:
-        return faiss.extract_index_ivf(index)
-    except RuntimeError:
-        return None
-
-
-def apply_search_params(index: faiss.Index, nprobe: int | None = None, ef_search: int | None = None) -> None:
-    """Set nprobe / efSearch on whichever part of the index has them."""
-    if nprobe is not None:
-        ivf = _ivf(index)
-        if ivf is not None:
-            ivf.nprobe = int(nprobe)
-    if ef_search is not None:
-        hnsw = _downcast_hnsw(index)
-        if hnsw is not None:
-            hnsw.hnsw.efSearch = int(ef_search)
-
-
-def _training_sample(shards: list[Path], total: int, size: int, seed: int) -> np.ndarray:
-    """A uniform sample of the vectors, read shard by shard."""
-    rng = np.random.default_rng(seed)
-    size = min(size, total)
-    chosen = np.sort(rng.choice(total, size=size, replace=False))
-    parts, offset = [], 0
-    for _, vectors in iter_shard_batches(shards):
-        local = chosen[(chosen >= offset) & (chosen < offset + len(vectors))] - offset
-        parts.append(vectors[local])
-        offset += len(vectors)
-    return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
 
 
 def _file_sha256(path: Path) -> str:
@@ -191,9 +156,11 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
                                  f"{count}; re-encode this corpus or pass the corpus that was encoded")
         spec = factory_string(params, dim, count)
         index = _new_index(spec, dim, params)
+        trained_on = None
         if not index.is_trained:
-            sample = _training_sample(shards, count, params.train_size, params.seed)
+            sample = sample_vectors(shards, count, params.train_size, params.seed)
             print(f"training {spec} on {len(sample)} sampled vectors", file=sys.stderr)
+            trained_on = len(sample)
             try:
                 index.train(sample)
             except RuntimeError as error:
@@ -213,9 +180,18 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
         pq.write_table(pa.table({"id": pa.array(ids, pa.string()),
                                  "docstore_row": pa.array([rows[i] for i in ids], pa.int64())}), building / IDS_FILE)
         faiss.write_index(index, str(building / INDEX_FILE))
-        search_defaults = {"nprobe": min(16, _ivf(index).nlist) if _ivf(index) is not None else None,
-                           "ef_search": 128 if _downcast_hnsw(index) is not None else None,
+        search_defaults = {"nprobe": min(16, ivf_part(index).nlist) if ivf_part(index) is not None else None,
+                           "ef_search": 128 if downcast_hnsw(index) is not None else None,
                            **params.search_defaults}
+        tuning = None
+        if params.target_recall is not None:
+            queries = sample_vectors(shards, count, params.tuning_queries, params.seed + 1)
+            truth = exact_neighbours(shards, queries, min(params.tuning_k, count))
+            tuning = choose_search_params(index, queries, truth, params.target_recall)
+            if tuning["parameter"]:
+                search_defaults[tuning["parameter"]] = tuning["value"]
+            print(f"target recall@{tuning['k']} {params.target_recall}: {tuning['parameter']}={tuning['value']} "
+                  f"measured {tuning['measured_recall']:.4f} on {len(queries)} sampled vectors", file=sys.stderr)
         manifest = {
             "format_version": FORMAT_VERSION,
             "encoder": encoder,
@@ -225,8 +201,8 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
             "index": {"type": params.index_type, "factory": spec, "metric": "inner_product", "dim": dim,
                       "count": int(index.ntotal), "hnsw_m": params.hnsw_m if "HNSW" in spec else None,
                       "ef_construction": params.ef_construction if "HNSW" in spec else None,
-                      "train_size": min(params.train_size, count) if not index.is_trained or _ivf(index) else None,
-                      "search_defaults": search_defaults},
+                      "trained_on": trained_on,
+                      "search_defaults": search_defaults, "tuning": tuning},
             "build_seconds": round(time.perf_counter() - started, 3),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "versions": library_versions(),

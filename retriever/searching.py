@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
-from retriever.indexing import DOCSTORE_FILE, IDS_FILE, INDEX_FILE, apply_search_params, read_manifest
+from retriever.indexing import DOCSTORE_FILE, IDS_FILE, INDEX_FILE, read_manifest
+from retriever.tuning import apply_search_params
 from retriever.runs import Run
 
 SETTING_NAMES = ("pooling", "normalize", "query_max_length", "passage_max_length", "query_prefix",

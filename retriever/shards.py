@@ -115,3 +115,16 @@ def check_complete(folder: Path) -> tuple[list[Path], dict]:
 def iter_shard_batches(shards: list[Path]) -> Iterator[tuple[list[str], np.ndarray]]:
     for shard in shards:
         yield read_shard(shard)
+
+
+def sample_vectors(shards: list[Path], total: int, size: int, seed: int) -> np.ndarray:
+    """A uniform sample of the vectors, read shard by shard."""
+    rng = np.random.default_rng(seed)
+    size = min(size, total)
+    chosen = np.sort(rng.choice(total, size=size, replace=False))
+    parts, offset = [], 0
+    for _, vectors in iter_shard_batches(shards):
+        local = chosen[(chosen >= offset) & (chosen < offset + len(vectors))] - offset
+        parts.append(vectors[local])
+        offset += len(vectors)
+    return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)

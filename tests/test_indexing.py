@@ -80,3 +80,14 @@ def test_ivf_defaults_are_sane():
     assert default_nlist(1_000_000) == 4000
     assert default_nlist(100) == 2
     assert default_pq_m(384) == 48 and 768 % default_pq_m(768) == 0
+
+
+def test_target_recall_is_measured_and_recorded(tiny_beir, tiny_encoder, tmp_path):
+    from retriever.searching import Searcher
+
+    params = IndexParams("hnsw", target_recall=0.9, tuning_queries=12, tuning_k=3)
+    manifest = encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, params, progress=False)
+    tuning = manifest["index"]["tuning"]
+    assert tuning["parameter"] == "ef_search" and tuning["measured_recall"] >= 0.9
+    assert manifest["index"]["search_defaults"]["ef_search"] == tuning["value"]
+    assert Searcher(tmp_path / "idx", device="cpu").default_ef_search == tuning["value"]

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import faiss
+import numpy as np
+import pytest
+
+from retriever.errors import RetrieverError
+from retriever.shards import write_shard
+from retriever.tuning import apply_search_params, choose_search_params, exact_neighbours, recall_at_k
+
+
+def clustered(count: int, dim: int = 16, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(20, dim))
+    vectors = centres[rng.integers(0, 20, count)] + rng.normal(scale=1.0, size=(count, dim))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors.astype(np.float32)
+
+
+def test_exact_neighbours_streams_shards(tmp_path):
+    vectors = clustered(300)
+    for part in range(3):
+        rows = vectors[part * 100:(part + 1) * 100]
+        write_shard(tmp_path / f"s{part}.parquet", [str(i) for i in range(len(rows))], rows, {})
+    queries = clustered(7, seed=1)
+    truth = exact_neighbours([tmp_path / f"s{p}.parquet" for p in range(3)], queries, 5)
+    expected = np.argsort(-(queries @ vectors.T), axis=1)[:, :5]
+    assert [set(row) for row in truth] == [set(row) for row in expected]
+
+
+def test_smallest_nprobe_reaching_target_is_chosen():
+    vectors = clustered(2000)
+    index = faiss.index_factory(16, "IVF32,Flat", faiss.METRIC_INNER_PRODUCT)
+    index.train(vectors)
+    index.add(vectors)
+    queries = vectors[:200]
+    flat = faiss.IndexFlatIP(16)
+    flat.add(vectors)
+    _, truth = flat.search(queries, 10)
+    choice = choose_search_params(index, queries, truth, target_recall=0.9)
+    assert choice["parameter"] == "nprobe" and choice["reached"]
+    assert choice["measured_recall"] >= 0.9
+    previous = [s for s in choice["sweep"] if s["value"] < choice["value"]]
+    assert all(s["recall"] < 0.9 for s in previous)
+    apply_search_params(index, nprobe=choice["value"])
+    _, found = index.search(queries, 10)
+    assert recall_at_k(found, truth) == pytest.approx(choice["measured_recall"], abs=1e-4)
+
+
+def test_target_recall_must_be_a_fraction():
+    index = faiss.IndexFlatIP(4)
+    with pytest.raises(RetrieverError):
+        choose_search_params(index, np.zeros((1, 4), np.float32), np.zeros((1, 1), np.int64), 1.5)
