@@ -57,17 +57,25 @@ class ReadStats:
         return text
 
 
-def resolve_corpus_path(path: str | Path) -> Path:
-    """A BEIR folder stands for its ``corpus.jsonl``; a file stands for itself."""
+def _file_in_folder(path: str | Path, filename: str) -> Path:
+    """A BEIR folder stands for its ``filename``; a file stands for itself."""
     path = Path(path)
     if path.is_dir():
-        corpus = path / "corpus.jsonl"
-        if not corpus.is_file():
-            raise RetrieverError(f"{path}: folder has no corpus.jsonl; pass a BEIR folder or a corpus file")
-        return corpus
+        inside = path / filename
+        if not inside.is_file():
+            raise RetrieverError(f"{path}: folder has no {filename}; pass a BEIR folder or a file")
+        return inside
     if not path.exists():
         raise RetrieverError(f"{path}: no such file or folder")
     return path
+
+
+def resolve_corpus_path(path: str | Path) -> Path:
+    return _file_in_folder(path, "corpus.jsonl")
+
+
+def resolve_queries_path(path: str | Path) -> Path:
+    return _file_in_folder(path, "queries.jsonl")
 
 
 def detect_format(path: Path, fmt: str = "auto") -> str:
@@ -210,18 +218,6 @@ def iter_documents(path: str | Path, fmt: str = "auto", fields: Fields = Fields(
     stats = stats if stats is not None else ReadStats()
     for doc_id, text, title, _ in _checked(_records(corpus, fmt, fields), corpus, stats, "document"):
         yield Document(id=doc_id, text=text, title=title)
-
-
-def resolve_queries_path(path: str | Path) -> Path:
-    path = Path(path)
-    if path.is_dir():
-        queries = path / "queries.jsonl"
-        if not queries.is_file():
-            raise RetrieverError(f"{path}: folder has no queries.jsonl; pass a BEIR folder or a queries file")
-        return queries
-    if not path.exists():
-        raise RetrieverError(f"{path}: no such file or folder")
-    return path
 
 
 def iter_queries(path: str | Path, fmt: str = "auto", fields: Fields = Fields(),
