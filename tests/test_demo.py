@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+from retriever.corpus import iter_documents, read_queries
+from retriever.demo import demo_dataset, run_demo
+from retriever.runs import read_qrels
+
+
+def test_demo_collection_ships_inside_the_package():
+    dataset = demo_dataset()
+    documents = list(iter_documents(dataset.corpus_path))
+    queries = read_queries(dataset.queries_path)
+    qrels = read_qrels(dataset.qrels_path("test"))
+    assert len(documents) >= 200 and len(queries) >= 40
+    ids = {d.id for d in documents}
+    assert set(qrels) == {q.id for q in queries}
+    assert all(doc in ids for judged in qrels.values() for doc in judged)
+
+
+def test_demo_builds_searches_and_scores(tmp_path):
+    result = run_demo(tmp_path / "demo", progress=False)
+    assert (tmp_path / "demo" / "manifest.json").is_file()
+    assert len(result.examples) == 3 and all(len(hits) == 5 for _, hits in result.examples)
+    assert result.report.evaluation.mean["recall@10"] > 0.8  # minilm finds paraphrased answers
