@@ -32,10 +32,11 @@ def main() -> None:
 
 
 def _register() -> None:
-    from retriever.cli import demo, indexing, searching
+    from retriever.cli import demo, indexing, pretrain, searching, serving, training
 
-    for command in [*indexing.COMMANDS, *searching.COMMANDS, *demo.COMMANDS]:
-        main.add_command(command)
+    for module in (indexing, searching, pretrain, training, serving, demo):
+        for command in module.COMMANDS:
+            main.add_command(command)
 
 
 _register()

@@ -1,0 +1,199 @@
+"""Load test for `retriever serve`: QPS and latency at 1, 8 and 32 concurrent clients.
+
+Either starts a server on a free 127.0.0.1 port against an index folder, or targets one that is
+already running. Each client thread keeps one keep-alive connection and sends GET /search
+requests (queries cycle through the dataset's queries when the manifest's corpus has a
+queries.jsonl beside it) until the level's request budget or time cap is spent. Prints a
+Markdown table plus the command, machine and date; the client threads share the machine with
+the server, so on a small box the numbers include the load generator's own cost.
+
+Run:
+    python benchmarks/load_test.py --index /tmp/idx/scifact
+    python benchmarks/load_test.py --url http://127.0.0.1:8000 --concurrency 1,8
+"""
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+from common import cpu_model
+
+FALLBACK_QUERIES = ["vitamin D and bone fractures", "what causes inflammation", "gene expression in cancer cells",
+                    "effects of exercise on the heart", "antibiotic resistance in bacteria",
+                    "sleep and memory consolidation", "insulin resistance and obesity", "how do vaccines work"]
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--index", type=Path, help="Index folder: start a server on it for the test.")
+    target.add_argument("--url", help="Base URL of a running server, e.g. http://127.0.0.1:8000")
+    parser.add_argument("--concurrency", default="1,8,32", help="Comma-separated client counts.")
+    parser.add_argument("--requests", type=int, default=2000, help="Requests per concurrency level.")
+    parser.add_argument("--max-seconds", type=float, default=30.0, help="Time cap per concurrency level.")
+    parser.add_argument("--warmup", type=int, default=50, help="Untimed requests before the first level.")
+    parser.add_argument("--k", type=int, default=10, help="Hits per query.")
+    parser.add_argument("--queries", type=Path, default=None,
+                        help="JSONL queries (text field). [default: queries.jsonl beside the index's corpus]")
+    parser.add_argument("--server-args", default="",
+                        help="Extra `retriever serve` flags when --index is given, e.g. '--dtype fp32 --threads 2'.")
+    return parser.parse_args()
+
+
+def load_queries(path: Path | None, index: Path | None) -> list[str]:
+    if path is None and index is not None:
+        corpus = json.loads((index / "manifest.json").read_text())["corpus"].get("path", "")
+        candidate = Path(corpus).parent / "queries.jsonl"
+        path = candidate if candidate.is_file() else None
+    if path is None:
+        return FALLBACK_QUERIES
+    with open(path, encoding="utf-8") as file:
+        texts = [json.loads(line)["text"] for line in file if line.strip()]
+    return [t for t in texts if t.strip()] or FALLBACK_QUERIES
+
+
+def start_server(index: Path, extra: list[str]) -> tuple[subprocess.Popen, str]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    script = "from retriever.cli.serving import serve_command; serve_command()"
+    process = subprocess.Popen([sys.executable, "-c", script, str(index), "--port", str(port), *extra])
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            sys.exit(f"the server exited with code {process.returncode}")
+        try:
+            get_json(url, "/health")
+            return process, url
+        except OSError:
+            time.sleep(0.2)
+    process.terminate()
+    sys.exit("the server did not come up within 180 s")
+
+
+def get_json(url: str, path: str) -> dict:
+    parts = urllib.parse.urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=10)
+    try:
+        connection.request("GET", path)
+        return json.loads(connection.getresponse().read())
+    finally:
+        connection.close()
+
+
+def run_level(url: str, clients: int, total: int, max_seconds: float, paths: list[str]) -> dict:
+    """Send up to ``total`` requests from ``clients`` threads; latencies in seconds."""
+    parts = urllib.parse.urlsplit(url)
+    lock = threading.Lock()
+    issued = [0]
+    latencies: list[float] = []
+    errors = [0]
+    start_gate = threading.Barrier(clients + 1)
+    stop_at = [0.0]
+
+    def client(seed: int) -> None:
+        connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=30)
+        mine: list[float] = []
+        failed = 0
+        start_gate.wait()
+        while True:
+            with lock:
+                if issued[0] >= total or time.perf_counter() > stop_at[0]:
+                    break
+                number = issued[0]
+                issued[0] += 1
+            path = paths[(number * 7 + seed) % len(paths)]
+            started = time.perf_counter()
+            try:
+                connection.request("GET", path)
+                response = connection.getresponse()
+                response.read()
+                ok = response.status == 200
+            except (OSError, http.client.HTTPException):
+                ok = False
+                connection.close()
+                connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=30)
+            mine.append(time.perf_counter() - started)
+            failed += not ok
+        connection.close()
+        with lock:
+            latencies.extend(mine)
+            errors[0] += failed
+
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    before = get_json(url, "/health")
+    began = time.perf_counter()
+    stop_at[0] = began + max_seconds
+    start_gate.wait()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - began
+    after = get_json(url, "/health")
+    latencies.sort()
+    return {"clients": clients, "requests": len(latencies), "errors": errors[0], "seconds": elapsed,
+            "qps": len(latencies) / elapsed, "p50": percentile(latencies, 50), "p90": percentile(latencies, 90),
+            "p99": percentile(latencies, 99), "mean_batch": mean_batch(before, after)}
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    position = min(len(sorted_values) - 1, max(0, round(q / 100 * len(sorted_values) + 0.5) - 1))
+    return sorted_values[position]
+
+
+def mean_batch(before: dict, after: dict) -> float:
+    batches = queries = 0
+    for name, stats in after.get("indexes", {}).items():
+        old = before.get("indexes", {}).get(name, {})
+        batches += stats.get("batches", 0) - old.get("batches", 0)
+        queries += stats.get("queries", 0) - old.get("queries", 0)
+    return queries / batches if batches else float("nan")
+
+
+def main() -> None:
+    args = parse_args()
+    queries = load_queries(args.queries, args.index)
+    paths = [f"/search?{urllib.parse.urlencode({'q': q, 'k': args.k})}" for q in queries]
+    process = None
+    load_before = os.getloadavg()
+    if args.index is not None:
+        process, url = start_server(args.index, args.server_args.split())
+    else:
+        url = args.url.rstrip("/")
+    try:
+        info = get_json(url, "/info")
+        if args.warmup:
+            run_level(url, 1, args.warmup, 60, paths)
+        rows = [run_level(url, int(c), args.requests, args.max_seconds, paths) for c in args.concurrency.split(",")]
+    finally:
+        if process is not None:
+            process.terminate()
+            process.wait(30)
+    print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+    print(f"machine: {cpu_model()}, {len(os.sched_getaffinity(0))} cores available "
+          f"(load average {load_before[0]:.2f} before the run: other jobs share the machine)")
+    print(f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(f"server: {url}, index {info.get('name')} ({info.get('documents')} docs, {info.get('index_type')}, "
+          f"{info.get('encoder', {}).get('model')}), k={args.k}, {len(queries)} distinct queries\n")
+    print("| clients | requests | errors | QPS | p50 ms | p90 ms | p99 ms | mean batch |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for row in rows:
+        print(f"| {row['clients']} | {row['requests']} | {row['errors']} | {row['qps']:.0f} | {row['p50'] * 1e3:.1f} "
+              f"| {row['p90'] * 1e3:.1f} | {row['p99'] * 1e3:.1f} | {row['mean_batch']:.1f} |")
+
+
+if __name__ == "__main__":
+    main()

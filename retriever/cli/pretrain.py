@@ -1,0 +1,94 @@
+"""`retriever pretrain`: Condenser / coCondenser pre-training of a BERT on a raw corpus."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from retriever.cli.options import corpus_options, fields_from
+from retriever.device import DTYPES
+
+
+@click.command("pretrain")
+@click.argument("corpus", type=click.Path(exists=True, path_type=Path))
+@click.option("--model", default="minilm", show_default=True,
+              help="BERT checkpoint to start from: Hugging Face folder or hub id, 'minilm' for the shipped "
+                   "all-MiniLM-L6-v2, or a Condenser folder (HF model + model.pt head, e.g. Luyu/condenser or an "
+                   "earlier output) to continue both backbone and head.")
+@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Folder to write: the backbone as a Hugging Face model, the head as model.pt, condenser.json. "
+                   "Checkpoints go in OUTPUT/checkpoints; rerun the same command to resume.")
+@click.option("--n-head-layers", type=click.IntRange(min=1), default=None,
+              help="Fresh transformer layers in the Condenser head. [default: the warm start's head, else 2]")
+@click.option("--skip-from", type=click.IntRange(min=0), default=None,
+              help="Backbone layer whose token states feed the head (0 = embeddings). [default: the warm start's "
+                   "condenser.json, else num_hidden_layers // 2, i.e. 6 for BERT-base, 3 for MiniLM-L6; beware "
+                   "the luyug/Condenser code default of 2, which is not what the paper used]")
+@click.option("--cocondenser", is_flag=True, default=False, show_default=True,
+              help="Add coCondenser's span-contrastive loss: two random spans per document, each must find its "
+                   "sibling among the batch by CLS similarity.")
+@click.option("--temperature", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+              help="Softmax temperature of the --cocondenser span loss (coCondenser used 1).")
+@click.option("--max-length", type=click.IntRange(min=8), default=128, show_default=True,
+              help="Tokens per training sequence, [CLS] and [SEP] included; plain Condenser packs the corpus "
+                   "into blocks of this length.")
+@click.option("--mlm-probability", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.15,
+              show_default=True, help="Share of tokens masked, whole words at a time (BERT 80/10/10 replacement).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
+              help="Sequences per optimizer step (with --cocondenser: batch-size/2 documents x 2 spans).")
+@click.option("--epochs", type=click.IntRange(min=1), default=None,
+              help="Passes over the corpus; with --max-steps, whichever ends first. [default: 1 unless --max-steps "
+                   "is given, then as many as --max-steps needs]")
+@click.option("--max-steps", type=click.IntRange(min=1), default=None,
+              help="Optimizer steps to train. [default: as many as --epochs takes]")
+@click.option("--learning-rate", type=click.FloatRange(min=0, min_open=True), default=1e-4, show_default=True,
+              help="AdamW peak learning rate.")
+@click.option("--warmup-ratio", type=click.FloatRange(0, 1, max_open=True), default=0.1, show_default=True,
+              help="Share of steps with linear warmup; then linear decay to 0.")
+@click.option("--weight-decay", type=click.FloatRange(min=0), default=0.01, show_default=True,
+              help="AdamW weight decay (not on biases and LayerNorm).")
+@click.option("--max-grad-norm", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="Clip the gradient norm to this (0 = no clipping).")
+@click.option("--save-steps", type=click.IntRange(min=0), default=500, show_default=True,
+              help="Checkpoint every N steps (and always at the end; 0 = only at the end).")
+@click.option("--keep-checkpoints", type=click.IntRange(min=1), default=2, show_default=True,
+              help="Newest checkpoints kept in OUTPUT/checkpoints.")
+@click.option("--seed", type=int, default=42, show_default=True,
+              help="Seed for head initialisation, data order, masking and dropout.")
+@click.option("--device", default="auto", show_default=True, help="auto (CUDA when present, else CPU), cpu, cuda.")
+@click.option("--dtype", type=click.Choice(DTYPES), default="auto", show_default=True,
+              help="auto = fp16 with loss scaling on CUDA, bf16 autocast on CPUs with native bf16, else fp32.")
+@click.option("--progress/--no-progress", default=True, show_default=True,
+              help="Show a progress bar with the loss and tokens/s on stderr.")
+@corpus_options()
+def pretrain_command(corpus, model, output, n_head_layers, skip_from, cocondenser, temperature, max_length,
+                     mlm_probability, batch_size, epochs, max_steps, learning_rate, warmup_ratio, weight_decay,
+                     max_grad_norm, save_steps, keep_checkpoints, seed, device, dtype, progress, fmt, id_field,
+                     text_field, title_field):
+    """Condenser pre-training of a BERT on CORPUS (BEIR folder, JSONL, TSV, Parquet) into OUTPUT.
+
+    The backbone learns masked-language modelling twice: from its own last layer, and through a
+    small head that sees only the last layer's CLS plus the token states of --skip-from, which
+    pushes passage meaning into CLS. Fine-tune OUTPUT with `retriever train --model OUTPUT`.
+    """
+    from retriever.pretraining import PretrainConfig, pretrain
+
+    config = PretrainConfig(
+        corpus=str(corpus), output=str(output), model=model, corpus_format=fmt,
+        corpus_fields=fields_from(id_field, text_field, title_field), n_head_layers=n_head_layers,
+        skip_from=skip_from, cocondenser=cocondenser, temperature=temperature, max_length=max_length,
+        mlm_probability=mlm_probability, batch_size=batch_size, epochs=epochs, max_steps=max_steps,
+        learning_rate=learning_rate, warmup_ratio=warmup_ratio, weight_decay=weight_decay,
+        max_grad_norm=max_grad_norm or None, save_steps=save_steps or None, keep_checkpoints=keep_checkpoints,
+        seed=seed, device=device, dtype=dtype, progress=progress)
+    result = pretrain(config, log=lambda message: click.echo(message, err=True))
+    first, last = (result.history[0], result.history[-1]) if result.history else ({}, {})
+    click.echo(json.dumps({"model": str(result.output), "steps": result.steps,
+                           "resumed_from_step": result.resumed_from_step,
+                           "loss_start": first.get("loss"), "loss_end": last.get("loss"),
+                           "tokens_per_second": round(result.tokens_per_second, 1),
+                           "seconds": round(result.seconds, 1)}))
+
+
+COMMANDS = [pretrain_command]

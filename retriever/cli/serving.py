@@ -1,0 +1,103 @@
+"""`retriever serve`: load indexes once and answer top-k queries over HTTP."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+
+from retriever.device import DTYPES
+from retriever.errors import RetrieverError
+
+DEFAULT_PORT = 8000
+
+
+def name_from_folder(folder: Path) -> str:
+    """The positional INDEX is served under its folder name, made URL-safe."""
+    name = re.sub(r"[^A-Za-z0-9_-]+", "-", folder.resolve().name).strip("-")[:64]
+    return name or "default"
+
+
+def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict[str, Path]:
+    """NAME=PATH pairs (and the positional INDEX) in the order given; the first is the default."""
+    from retriever.serving.app import valid_index_name
+
+    indexes: dict[str, Path] = {}
+    if positional is not None:
+        indexes[name_from_folder(positional)] = positional
+    for pair in named:
+        name, sep, path = pair.partition("=")
+        if not sep or not path:
+            raise click.BadParameter(f"{pair!r} is not NAME=PATH", param_hint="--index")
+        if not valid_index_name(name):
+            raise click.BadParameter(f"invalid name {name!r}: use 1-64 letters, digits, '_' or '-'",
+                                     param_hint="--index")
+        if name in indexes:
+            raise click.BadParameter(f"the name {name!r} is used twice", param_hint="--index")
+        folder = Path(path)
+        if not folder.is_dir():
+            raise click.BadParameter(f"{path!r} is not an index folder", param_hint="--index")
+        indexes[name] = folder
+    if not indexes:
+        raise click.UsageError("give an INDEX folder or at least one --index NAME=PATH")
+    return indexes
+
+
+@click.command("serve")
+@click.argument("index", required=False, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--index", "named", multiple=True, metavar="NAME=PATH",
+              help="Serve the index at PATH as NAME (repeatable; NAME matches ^[A-Za-z0-9_-]{1,64}$). "
+                   "It is searched at /indexes/NAME/search; the first index given (INDEX, served under its "
+                   "folder name, else the first --index) also answers /search.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True,
+              help="TCP port to listen on.")
+@click.option("--device", default="auto", show_default=True, help="auto (CUDA when present, else CPU), cpu, cuda.")
+@click.option("--dtype", type=click.Choice(DTYPES), default="auto", show_default=True,
+              help="Query encoding precision (auto: fp16 on CUDA, bf16 on CPUs with native bf16, else fp32).")
+@click.option("--max-batch", type=click.IntRange(min=1), default=32, show_default=True,
+              help="Most queries encoded in one forward pass.")
+@click.option("--max-wait-ms", type=click.FloatRange(min=0, max=1000), default=2.0, show_default=True,
+              help="Longest a query waits for others to share its forward pass.")
+@click.option("--max-query-chars", type=click.IntRange(min=1), default=1000, show_default=True,
+              help="Longer queries are refused with a 400.")
+@click.option("--max-body-bytes", type=click.IntRange(min=1), default=256 * 1024, show_default=True,
+              help="Larger POST bodies are refused with a 413.")
+@click.option("--max-queries", type=click.IntRange(min=1), default=256, show_default=True,
+              help="Most queries in one POST /search.")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="torch threads for query encoding (FAISS uses one). "
+                   "[default: the CPU cores this process may use, less one for the HTTP loop]")
+@click.option("--access-log/--no-access-log", default=False, show_default=True,
+              help="Log every request (costs throughput).")
+def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_ms, max_query_chars, max_body_bytes,
+                  max_queries, threads, access_log):
+    """Serve INDEX (and/or each --index NAME=PATH) over HTTP: JSON search API, OpenAPI docs at /docs, search page at /.
+
+    Concurrent queries are micro-batched into one encoder pass. Bad requests get a JSON
+    {"error": ...} with a 4xx status.
+    """
+    import uvicorn
+
+    from retriever.searching import Searcher
+    from retriever.serving import BatchSettings, Limits, configure_threads, create_app
+
+    folders = parse_named_indexes(index, named)
+    used = configure_threads(threads)
+    searchers = {}
+    for name, folder in folders.items():
+        click.echo(f"loading {name} from {folder}", err=True)
+        searchers[name] = Searcher(folder, device=device, dtype=dtype)
+    app = create_app(searchers, Limits(max_query_chars, max_body_bytes, max_queries),
+                     BatchSettings(max_batch=max_batch, max_wait_ms=max_wait_ms))
+    shown = f"[{host}]" if ":" in host else host
+    click.echo(f"serving {', '.join(searchers)} at http://{shown}:{port}/ (API docs at /docs; "
+               f"{used['torch']} torch threads, encoding in {searchers[next(iter(searchers))].encoder.dtype})",
+               err=True)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=access_log, workers=1)
+    except SystemExit as error:  # uvicorn exits when the port is taken
+        raise RetrieverError(f"could not serve on {host}:{port} (is the port in use?)") from error
+
+
+COMMANDS = [serve_command]

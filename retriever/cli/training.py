@@ -1,0 +1,133 @@
+"""`retriever train` and `retriever mine`."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from retriever.cli.options import corpus_options, encoder_options, fields_from, runtime_options
+from retriever.device import DTYPES
+from retriever.encoder import TOWERS
+
+EXISTING_DIR = click.Path(exists=True, file_okay=False, path_type=Path)
+EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+@click.command("train")
+@click.option("--dataset", type=EXISTING_DIR, default=None,
+              help="BEIR folder to train on: queries of --split with qrels score > 0, their judged documents as "
+                   "positives. [default: none; give this or --train-jsonl]")
+@click.option("--split", default="train", show_default=True, help="qrels/<split>.tsv of --dataset to train on.")
+@click.option("--train-jsonl", type=EXISTING_FILE, default=None,
+              help='Instead of --dataset: JSONL lines {"query", "positives", "negatives"?}. A string item is a '
+                   "document id when --corpus is given and the passage text when not; an object "
+                   '{"text", "title"?, "id"?} is always a text. [default: none]')
+@click.option("--corpus", type=click.Path(exists=True, path_type=Path), default=None,
+              help="Corpus (BEIR folder, JSONL, TSV, Parquet) in which --train-jsonl document ids are looked up. "
+                   "[default: none: strings in --train-jsonl are passage texts]")
+@click.option("--negatives", type=EXISTING_FILE, default=None,
+              help='Hard negatives for --dataset: JSONL {"query_id", "negatives": [doc ids]}, as `retriever mine` '
+                   "writes; used when --train-group-size > 1. [default: none: in-batch negatives only]")
+@encoder_options()
+@click.option("--towers", type=click.Choice(TOWERS), default=None,
+              help="One encoder for queries and passages, or two untied copies of the init model. "
+                   "[default: the model's retriever.json, else shared]")
+@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), required=True,
+              help="Model folder to write (checkpoints go in OUTPUT/checkpoints; rerun the same command to resume).")
+@click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Passes over the training queries (one sampled positive per query per pass).")
+@click.option("--max-steps", type=click.IntRange(min=1), default=None,
+              help="Stop after this many optimizer steps, overriding --epochs. [default: epochs x batches]")
+@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
+              help="Queries per optimizer step; each brings --train-group-size passages, all shared as negatives.")
+@click.option("--train-group-size", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Passages per query: 1 positive + N-1 hard negatives sampled afresh each epoch from the given "
+                   "ones (1 = in-batch negatives only).")
+@click.option("--learning-rate", type=click.FloatRange(min=0, min_open=True), default=2e-5, show_default=True,
+              help="AdamW peak learning rate.")
+@click.option("--warmup-ratio", type=click.FloatRange(0, 1, max_open=True), default=0.1, show_default=True,
+              help="Share of steps with linear warmup; then linear decay to 0.")
+@click.option("--weight-decay", type=click.FloatRange(min=0), default=0.01, show_default=True,
+              help="AdamW weight decay (not on biases and LayerNorm).")
+@click.option("--temperature", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Softmax temperature τ of q·p/τ. [default: 0.05 with --normalize, 1.0 with --no-normalize]")
+@click.option("--max-grad-norm", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="Clip the gradient norm to this (0 = no clipping).")
+@click.option("--seed", type=int, default=42, show_default=True, help="Seed for sampling, shuffling and dropout.")
+@click.option("--grad-cache-chunk-size", type=click.IntRange(min=1), default=None,
+              help="GradCache: encode the batch in chunks of this many texts so a large batch fits in memory "
+                   "(same gradients, ~1.3x the compute). [default: off]")
+@click.option("--dev-split", default=None,
+              help="Evaluate nDCG@10/Recall@100 on this split after each epoch (exact search) and keep the best "
+                   "epoch as the output. [default: no dev evaluation; the last weights are kept]")
+@click.option("--dev-dataset", type=EXISTING_DIR, default=None,
+              help="BEIR folder holding --dev-split. [default: --dataset]")
+@click.option("--dev-max-docs", type=click.IntRange(min=1), default=None,
+              help="Search a sample of this many dev documents (all judged ones kept) to make evaluation cheap. "
+                   "[default: the whole corpus]")
+@click.option("--device", default="auto", show_default=True, help="auto (CUDA when present, else CPU), cpu, cuda.")
+@click.option("--dtype", type=click.Choice(DTYPES), default="auto", show_default=True,
+              help="auto = fp16 with loss scaling on CUDA, bf16 autocast on CPUs with native bf16, else fp32.")
+@click.option("--save-steps", type=click.IntRange(min=0), default=500, show_default=True,
+              help="Also checkpoint every N steps (checkpoints are always written at each epoch's end; 0 = only "
+                   "then).")
+@corpus_options()
+def train_command(dataset, split, train_jsonl, corpus, negatives, model, pooling, normalize, query_max_length,
+                  passage_max_length, query_prefix, passage_prefix, towers, output, epochs, max_steps, batch_size,
+                  train_group_size, learning_rate, warmup_ratio, weight_decay, temperature, max_grad_norm, seed,
+                  grad_cache_chunk_size, dev_split, dev_dataset, dev_max_docs, device, dtype, save_steps, fmt,
+                  id_field, text_field, title_field):
+    """Fine-tune a dual encoder with in-batch (and hard) negatives into a model folder OUTPUT.
+
+    Passage max length defaults to 256, the encoder's default, so the folder is indexed as it was
+    trained; --passage-max-length 128 trains about twice as fast on a CPU.
+    --format/--id-field/--text-field/--title-field describe --corpus.
+    """
+    from retriever.training import TrainConfig, train
+
+    config = TrainConfig(
+        output=str(output), dataset=_str(dataset), split=split, train_jsonl=_str(train_jsonl), corpus=_str(corpus),
+        corpus_format=fmt, corpus_fields=fields_from(id_field, text_field, title_field), negatives=_str(negatives),
+        model=model, pooling=pooling, normalize=normalize, towers=towers, query_max_length=query_max_length,
+        passage_max_length=passage_max_length, query_prefix=query_prefix, passage_prefix=passage_prefix,
+        epochs=epochs, max_steps=max_steps, batch_size=batch_size, train_group_size=train_group_size,
+        learning_rate=learning_rate, warmup_ratio=warmup_ratio, weight_decay=weight_decay, temperature=temperature,
+        max_grad_norm=max_grad_norm or None, seed=seed, grad_cache_chunk_size=grad_cache_chunk_size,
+        dev_split=dev_split, dev_dataset=_str(dev_dataset), dev_max_docs=dev_max_docs, device=device, dtype=dtype,
+        save_steps=save_steps or None)
+    result = train(config)
+    click.echo(json.dumps({"model": str(result.output), "steps": result.steps, "best_step": result.best_step,
+                           "dev": result.dev_scores, "seconds": round(result.seconds, 1)}))
+
+
+def _str(path: Path | None) -> str | None:
+    return None if path is None else str(path)
+
+
+@click.command("mine")
+@click.argument("index", type=EXISTING_DIR)
+@click.option("--dataset", type=EXISTING_DIR, required=True, help="BEIR folder whose queries and qrels are mined.")
+@click.option("--split", default="train", show_default=True, help="qrels/<split>.tsv: its judged queries are mined "
+              "and its positives skipped.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help='JSONL to write, one {"query_id", "negatives": [doc ids]} a line (for `retriever train '
+                   '--negatives`).')
+@click.option("--depth", type=click.IntRange(min=1), default=100, show_default=True,
+              help="Documents retrieved per query.")
+@click.option("--skip-top", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Ranks dropped from the top before choosing (they often hold unjudged positives).")
+@click.option("--per-query", type=click.IntRange(min=1), default=30, show_default=True,
+              help="Negatives kept per query, in rank order, after dropping judged positives.")
+@runtime_options()
+def mine_command(index, dataset, split, output, depth, skip_top, per_query, device, dtype, batch_size):
+    """Write hard negatives for a BEIR split by searching INDEX, skipping judged positives."""
+    from retriever.training import mine_negatives
+
+    result = mine_negatives(index, dataset, output, split=split, depth=depth, skip_top=skip_top,
+                            per_query=per_query, device=device, dtype=dtype, batch_size=batch_size)
+    click.echo(f"wrote {result.negatives} negatives for {result.queries} queries to {result.output} "
+               f"({result.queries_without_negatives} queries got none), {result.seconds:.1f}s", err=True)
+
+
+COMMANDS = [train_command, mine_command]

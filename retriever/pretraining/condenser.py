@@ -1,0 +1,223 @@
+"""The Condenser: a BERT MLM backbone plus a short head that predicts masked tokens from the last
+layer's CLS and a middle layer's token states, so sentence meaning has to flow into CLS.
+
+On disk it follows luyug/Condenser: a Hugging Face ``BertForMaskedLM`` folder, ``model.pt`` with only
+the head's weights (``c_head.{i}.*``), and ``condenser.json`` saying how the head is wired, so a
+published ``Luyu/condenser`` folder warm-starts both parts and our output continues later.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import BertForMaskedLM, PreTrainedTokenizerBase
+from transformers.masking_utils import create_bidirectional_mask
+from transformers.models.bert.modeling_bert import BertLayer
+from transformers.utils import logging as hf_logging
+
+from retriever.errors import RetrieverError
+from retriever.models import load_model, resolve_model_path
+
+HEAD_WEIGHTS = "model.pt"
+CONDENSER_CONFIG = "condenser.json"
+HEAD_PREFIX = "c_head."
+IGNORE_INDEX = -100
+DEFAULT_HEAD_LAYERS = 2
+_HEAD_KEY = re.compile(r"^c_head\.(\d+)\.")
+
+
+def default_skip_from(num_hidden_layers: int) -> int:
+    """The middle layer, as in the Condenser paper (6 of 12 for BERT-base).
+
+    The luyug/Condenser code's argument default is 2, which is not what the paper trained with:
+    an easy trap when copying its command lines.
+    """
+    return num_hidden_layers // 2
+
+
+@dataclass
+class CondenserOutput:
+    """Losses of one batch; logits are only at the masked positions (the rest are never scored)."""
+
+    loss: torch.Tensor
+    head_mlm_loss: torch.Tensor
+    backbone_mlm_loss: torch.Tensor
+    span_loss: torch.Tensor | None
+    head_logits: torch.Tensor
+    backbone_logits: torch.Tensor
+    cls: torch.Tensor
+
+
+class CondenserForPretraining(nn.Module):
+    """``lm`` is the backbone with its MLM head; ``c_head`` the fresh layers (names as in luyug/Condenser)."""
+
+    def __init__(self, lm: BertForMaskedLM, n_head_layers: int = DEFAULT_HEAD_LAYERS,
+                 skip_from: int | None = None) -> None:
+        super().__init__()
+        layers = lm.config.num_hidden_layers
+        skip_from = default_skip_from(layers) if skip_from is None else skip_from
+        if not 0 <= skip_from <= layers:
+            raise RetrieverError(f"--skip-from {skip_from} is outside 0..{layers} (0 is the embeddings, "
+                                 f"{layers} the last of the model's {layers} layers)")
+        if n_head_layers < 1:
+            raise RetrieverError("--n-head-layers must be at least 1")
+        self.lm = lm
+        self.n_head_layers = n_head_layers
+        self.skip_from = skip_from
+        self.c_head = nn.ModuleList([BertLayer(lm.config) for _ in range(n_head_layers)])
+        self.c_head.apply(lm._init_weights)
+
+    def head_input(self, hidden_states: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        """Late CLS, early tokens: the head can only recover what CLS carries about the whole text."""
+        return torch.cat([hidden_states[-1][:, :1], hidden_states[self.skip_from][:, 1:]], dim=1)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, labels: torch.Tensor,
+                span_temperature: float | None = None) -> CondenserOutput:
+        """Head MLM + backbone ("late") MLM, plus coCondenser's span loss when a temperature is given.
+
+        The vocabulary projection runs only at masked positions: the same losses as scoring every
+        token, without a batch x length x vocab tensor.
+        """
+        outputs = self.lm.bert(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
+                               return_dict=True)
+        hidden_states = outputs.hidden_states
+        states = self.head_input(hidden_states)
+        mask = create_bidirectional_mask(config=self.lm.config, inputs_embeds=states, attention_mask=attention_mask)
+        for layer in self.c_head:
+            result = layer(states, mask)
+            states = result[0] if isinstance(result, tuple) else result
+        selected = labels != IGNORE_INDEX
+        targets = labels[selected]
+        head_logits = self.lm.cls(states[selected])
+        backbone_logits = self.lm.cls(hidden_states[-1][selected])
+        head_mlm = _mlm_loss(head_logits, targets)
+        backbone_mlm = _mlm_loss(backbone_logits, targets)
+        cls = hidden_states[-1][:, 0]
+        loss = head_mlm + backbone_mlm
+        span = None
+        if span_temperature is not None:
+            span = span_contrastive_loss(cls, span_temperature)
+            loss = loss + span
+        return CondenserOutput(loss=loss, head_mlm_loss=head_mlm, backbone_mlm_loss=backbone_mlm, span_loss=span,
+                               head_logits=head_logits, backbone_logits=backbone_logits, cls=cls)
+
+    def head_state_dict(self) -> dict[str, torch.Tensor]:
+        """Everything but the backbone, keyed as luyug/Condenser's ``model.pt``."""
+        return {key: value for key, value in self.state_dict().items() if not key.startswith("lm.")}
+
+    def save_pretrained(self, folder: str | Path, tokenizer: PreTrainedTokenizerBase | None = None) -> Path:
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.lm.save_pretrained(folder)
+        torch.save(self.head_state_dict(), folder / HEAD_WEIGHTS)
+        (folder / CONDENSER_CONFIG).write_text(json.dumps(
+            {"n_head_layers": self.n_head_layers, "skip_from": self.skip_from,
+             "layout": "luyug/Condenser: Hugging Face BertForMaskedLM + model.pt with the c_head.* weights"},
+            indent=2) + "\n", encoding="utf-8")
+        if tokenizer is not None:
+            tokenizer.save_pretrained(folder)
+        return folder
+
+
+def _mlm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean over masked tokens, as BertForMaskedLM computes it; zero (not NaN) if nothing is masked."""
+    if targets.numel() == 0:
+        return logits.float().sum() * 0.0
+    return F.cross_entropy(logits.float(), targets)
+
+
+def span_contrastive_loss(cls: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """coCondenser: rows come in sibling pairs (2i, 2i+1); each span must pick its sibling among the batch."""
+    if cls.shape[0] % 2:
+        raise ValueError("span contrastive loss needs spans in sibling pairs")
+    vectors = cls.float()
+    scores = vectors @ vectors.T / temperature
+    self_similarity = torch.eye(len(vectors), dtype=torch.bool, device=vectors.device)
+    scores = scores.masked_fill(self_similarity, torch.finfo(scores.dtype).min)
+    siblings = torch.arange(len(vectors), device=vectors.device) ^ 1
+    return F.cross_entropy(scores, siblings)
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """Its load report is a wall of key names; we say what matters in one line instead."""
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def _read_json(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as error:
+        raise RetrieverError(f"{path}:{error.lineno}: malformed JSON ({error.msg})") from None
+
+
+def _saved_head(folder: Path) -> dict[str, torch.Tensor]:
+    path = folder / HEAD_WEIGHTS
+    if not path.is_file():
+        return {}
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # a truncated or foreign pickle: say which file
+        raise RetrieverError(f"{path}: cannot read the Condenser head ({type(error).__name__}: {error})") from None
+    return {key: value for key, value in state.items() if key.startswith(HEAD_PREFIX)}
+
+
+def load_condenser(name: str, n_head_layers: int | None = None,
+                   skip_from: int | None = None) -> tuple[CondenserForPretraining, list[str]]:
+    """Warm-start from any BERT checkpoint or a Condenser folder; return the model and what was new."""
+    path = Path(resolve_model_path(name))
+    local = path.is_dir()
+    model_type = _read_json(path / "config.json").get("model_type") if local else None
+    if model_type is not None and model_type != "bert":
+        raise RetrieverError(f"{name} is a {model_type!r} checkpoint; Condenser pre-training here needs a BERT one")
+    with _quiet_transformers():
+        lm, info = load_model(name, BertForMaskedLM)
+    notes: list[str] = []
+    missing = sorted(info.get("missing_keys", ()))
+    if any(key.startswith("cls.") for key in missing):
+        word_embeddings = lm.bert.embeddings.word_embeddings
+        if lm.cls.predictions.decoder.weight is not word_embeddings.weight:
+            lm.cls.predictions.decoder.weight = word_embeddings.weight
+        notes.append(f"{name} has no MLM head: the MLM prediction head is newly initialised "
+                     "(decoder tied to word embeddings)")
+    backbone_missing = [key for key in missing if not key.startswith("cls.")]
+    if backbone_missing:
+        notes.append(f"warning: {len(backbone_missing)} backbone weights are missing from {name} and newly "
+                     f"initialised (e.g. {backbone_missing[0]})")
+    saved = _read_json(path / CONDENSER_CONFIG) if local else {}
+    head = _saved_head(path) if local else {}
+    saved_layers = len({_HEAD_KEY.match(key).group(1) for key in head}) if head else saved.get("n_head_layers")
+    if head and n_head_layers is not None and n_head_layers != saved_layers:
+        raise RetrieverError(f"{path / HEAD_WEIGHTS} holds a {saved_layers}-layer Condenser head but "
+                             f"--n-head-layers is {n_head_layers}; drop the flag or start from a plain BERT")
+    layers = n_head_layers or saved_layers or DEFAULT_HEAD_LAYERS
+    if skip_from is None:
+        skip_from = saved.get("skip_from")
+    elif head and saved.get("skip_from") not in (None, skip_from):
+        notes.append(f"warning: the head in {path} was trained with skip_from {saved['skip_from']}; "
+                     f"continuing with {skip_from} changes what it sees")
+    model = CondenserForPretraining(lm, n_head_layers=layers, skip_from=skip_from)
+    if head:
+        try:
+            model.c_head.load_state_dict({key[len(HEAD_PREFIX):]: value for key, value in head.items()})
+        except RuntimeError as error:
+            raise RetrieverError(f"{path / HEAD_WEIGHTS} does not fit this model: {str(error).splitlines()[0]}") \
+                from None
+        notes.append(f"loaded the {layers}-layer Condenser head from {path / HEAD_WEIGHTS}")
+    else:
+        notes.append(f"the {layers}-layer Condenser head is newly initialised (skip_from {model.skip_from})")
+    return model, notes

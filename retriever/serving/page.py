@@ -1,0 +1,170 @@
+"""The search page served at ``/``: one self-contained HTML string, no external assets.
+
+It lives in Python rather than a package data file so an editable or wheel install needs no
+extra packaging rule. ``/?q=...&k=...&index=NAME`` fills the form and runs the search, so a
+result page can be linked to (and rendered by ``chromium --dump-dom``). Hit text is inserted
+with ``textContent`` only, never as HTML, so documents cannot inject markup or script.
+"""
+from __future__ import annotations
+
+PAGE_HTML = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>retriever search</title>
+<style>
+  :root { --ink: #1d2433; --muted: #5f6b7a; --line: #dde2ea; --accent: #2a5bd7; --bg: #f6f7f9; }
+  * { box-sizing: border-box; }
+  body { margin: 0; font: 16px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
+         color: var(--ink); background: var(--bg); }
+  main { max-width: 860px; margin: 0 auto; padding: 32px 20px 64px; }
+  h1 { margin: 0 0 4px; font-size: 26px; letter-spacing: -0.5px; }
+  h1 span { color: var(--accent); }
+  .sub { margin: 0 0 20px; color: var(--muted); font-size: 14px; }
+  form { display: flex; gap: 8px; flex-wrap: wrap; }
+  input[type=search] { flex: 1 1 360px; padding: 11px 14px; font-size: 17px; border: 1px solid #b9c2cf;
+                       border-radius: 8px; background: #fff; }
+  input[type=search]:focus { outline: 2px solid var(--accent); border-color: transparent; }
+  select, button { padding: 10px 12px; font-size: 15px; border-radius: 8px; border: 1px solid #b9c2cf;
+                   background: #fff; }
+  button { background: var(--accent); color: #fff; border-color: var(--accent); cursor: pointer;
+           font-weight: 600; padding: 10px 20px; }
+  button:hover { filter: brightness(1.08); }
+  label { font-size: 14px; color: var(--muted); display: flex; align-items: center; gap: 6px; }
+  #status { margin: 18px 0 8px; font-size: 14px; color: var(--muted); min-height: 21px; }
+  #status.error { color: #b3261e; font-weight: 600; }
+  ol { list-style: none; margin: 0; padding: 0; }
+  .hit { background: #fff; border: 1px solid var(--line); border-radius: 10px; padding: 14px 16px;
+         margin-bottom: 10px; }
+  .hit h2 { margin: 0; font-size: 17px; line-height: 1.35; }
+  .meta { margin: 2px 0 6px; font: 13px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace;
+          color: var(--muted); display: flex; gap: 14px; flex-wrap: wrap; }
+  .score { color: #1b7f3b; }
+  .snippet { margin: 0; font-size: 15px; color: #333c4a; }
+</style>
+</head>
+<body data-state="idle">
+<main>
+  <h1><span>retriever</span> search</h1>
+  <p class="sub" id="about">Dense top-k search</p>
+  <form id="form" role="search" autocomplete="off">
+    <input type="search" id="q" name="q" placeholder="Type a query and press Enter" aria-label="Query" autofocus>
+    <label id="index-label" hidden>index <select id="index" name="index"></select></label>
+    <label>k <select id="k" name="k">
+      <option>5</option><option selected>10</option><option>20</option><option>50</option><option>100</option>
+    </select></label>
+    <button type="submit">Search</button>
+  </form>
+  <div id="status" role="status"></div>
+  <ol id="results"></ol>
+</main>
+<script>
+"use strict";
+const $ = (id) => document.getElementById(id);
+let defaultIndex = null;
+
+function element(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function snippet(text, width) {
+  const flat = text.split(/\\s+/).join(" ").trim();
+  if (flat.length <= width) return flat;
+  const cut = flat.slice(0, width - 1);
+  return cut.slice(0, cut.lastIndexOf(" ") > 0 ? cut.lastIndexOf(" ") : cut.length) + "\\u2026";
+}
+
+function setK(value) {
+  if (![...$("k").options].some((option) => option.value === value)) $("k").append(new Option(value, value));
+  $("k").value = value;
+}
+
+function setStatus(text, isError) {
+  $("status").textContent = text;
+  $("status").className = isError ? "error" : "";
+}
+
+function render(data) {
+  const list = $("results");
+  list.replaceChildren();
+  for (const hit of data.hits) {
+    const item = element("li", "hit");
+    item.dataset.id = hit.id;
+    item.append(element("h2", "title", hit.title || hit.id));
+    const meta = element("div", "meta");
+    meta.append(element("span", "rank", "#" + hit.rank), element("span", "id", "id " + hit.id),
+                element("span", "score", "score " + hit.score.toFixed(4)));
+    item.append(meta, element("p", "snippet", snippet(hit.text, 300)));
+    list.append(item);
+  }
+  setStatus(data.hits.length + " hits from " + data.index + " in " + data.took_ms.toFixed(1) + " ms", false);
+}
+
+async function search() {
+  const query = $("q").value;
+  const k = $("k").value;
+  const index = $("index").value || defaultIndex;
+  const params = new URLSearchParams({ q: query, k: k });
+  if (index && index !== defaultIndex) params.set("index", index);
+  history.replaceState(null, "", "?" + params.toString());
+  if (!query.trim()) { setStatus("Type a query first.", true); return; }
+  document.body.dataset.state = "loading";
+  setStatus("Searching\\u2026", false);
+  const base = index && index !== defaultIndex ? "indexes/" + encodeURIComponent(index) + "/search" : "search";
+  try {
+    const response = await fetch(base + "?" + new URLSearchParams({ q: query, k: k }).toString());
+    const data = await response.json();
+    if (!response.ok) throw new Error(data.error || ("HTTP " + response.status));
+    render(data);
+    document.body.dataset.state = "done";
+  } catch (error) {
+    $("results").replaceChildren();
+    setStatus("Error: " + error.message, true);
+    document.body.dataset.state = "error";
+  }
+}
+
+async function loadIndexes() {
+  try {
+    const data = await (await fetch("indexes")).json();
+    defaultIndex = data.default;
+    const select = $("index");
+    for (const info of data.indexes) {
+      const option = element("option", "", info.name);
+      option.value = info.name;
+      select.append(option);
+    }
+    select.value = defaultIndex;
+    $("index-label").hidden = data.indexes.length < 2;
+    const current = data.indexes.find((info) => info.name === defaultIndex);
+    if (current) {
+      $("about").textContent = "Dense top-k search over " + current.documents.toLocaleString() +
+        " documents (" + String(current.encoder.model).split("/").pop() + ", " + current.index_type + ")";
+    }
+  } catch (error) {
+    setStatus("Could not list the indexes: " + error.message, true);
+  }
+}
+
+$("form").addEventListener("submit", (event) => { event.preventDefault(); search(); });
+
+(async () => {
+  await loadIndexes();
+  const params = new URLSearchParams(location.search);
+  if (params.get("k")) setK(params.get("k"));
+  if (params.has("index")) $("index").value = params.get("index");
+  if (params.get("q")) { $("q").value = params.get("q"); await search(); }
+  if (document.body.dataset.state === "idle") document.body.dataset.state = "ready";
+})();
+</script>
+</body>
+</html>
+"""
+
+
+def page_html() -> str:
+    return PAGE_HTML

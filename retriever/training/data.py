@@ -1,0 +1,274 @@
+"""Training examples (a query, its positives, optional hard negatives) and the batches made from them.
+
+Two sources:
+
+* a BEIR folder and split: every query with a qrels score > 0, its judged documents as positives,
+  and hard negatives from an optional ``--negatives`` file (``{"query_id", "negatives": [doc ids]}``
+  lines, as ``retriever mine`` writes);
+* a JSONL file, one ``{"query", "positives", "negatives"?, "query_id"?}`` object a line.  The rule for
+  an item of ``positives``/``negatives``: a string is a document id when a corpus is given
+  (``--corpus``) and the passage text itself when none is; an object ``{"text", "title"?, "id"?}``
+  is always a text, and an object with only an ``id``/``_id`` is a document id.
+
+Every passage carries an id (the document id, the object's id, or a hash of an inline text) so a
+batch can mask a document that is a judged positive of more than one query.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from retriever.corpus import BeirDataset, Fields, iter_documents, read_queries
+from retriever.encoder import EncoderSettings, passage_text
+from retriever.errors import InputFileError, RetrieverError
+from retriever.runs import read_qrels
+from retriever.training.loss import judged_positive_mask
+
+
+@dataclass(frozen=True)
+class Passage:
+    id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class TrainExample:
+    query_id: str
+    query: str
+    positives: tuple[Passage, ...]
+    negatives: tuple[Passage, ...] = ()
+    judged: frozenset[str] = frozenset()
+    """Ids of every passage judged relevant to this query (masked when they appear as negatives)."""
+
+
+@dataclass
+class TrainBatch:
+    query_inputs: dict[str, torch.Tensor]
+    passage_inputs: dict[str, torch.Tensor]
+    targets: torch.Tensor
+    """Column of each query's own positive among the batch's passages."""
+    mask: torch.Tensor
+    """True where a passage is a judged positive of the query but not its target: left out of the softmax."""
+
+    @property
+    def size(self) -> int:
+        return int(self.targets.shape[0])
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _inline_id(title: str, text: str) -> str:
+    return "text:" + hashlib.sha1(f"{title}\n{text}".encode()).hexdigest()[:16]
+
+
+def read_corpus_passages(corpus: str | Path, wanted: set[str] | None = None, fmt: str = "auto",
+                         fields: Fields = Fields()) -> dict[str, Passage]:
+    """Stream the corpus and keep only the documents training refers to, so a large corpus need not fit in memory."""
+    passages: dict[str, Passage] = {}
+    for document in iter_documents(corpus, fmt, fields):
+        if wanted is None or document.id in wanted:
+            passages[document.id] = Passage(document.id, passage_text(document))
+    return passages
+
+
+def read_negatives_file(path: str | Path) -> dict[str, list[str]]:
+    """``{"query_id", "negatives": [doc ids]}`` lines -> query id -> doc ids (later lines extend earlier ones)."""
+    path = Path(path)
+    if not path.is_file():
+        raise RetrieverError(f"{path}: no such negatives file")
+    negatives: dict[str, list[str]] = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            record = _json_object(line, path, number)
+            query_id, ids = record.get("query_id"), record.get("negatives")
+            if not isinstance(query_id, (str, int)) or not isinstance(ids, list):
+                raise InputFileError(path, number, 'expected {"query_id": ..., "negatives": [doc ids]}',
+                                     "write it with `retriever mine`")
+            negatives.setdefault(str(query_id), []).extend(str(i) for i in ids)
+    return negatives
+
+
+def _json_object(line: str, path: Path, number: int) -> dict:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise InputFileError(path, number, f"malformed JSON ({error.msg} at column {error.colno})",
+                             "each line must be one JSON object") from None
+    if not isinstance(record, dict):
+        raise InputFileError(path, number, "line is not a JSON object")
+    return record
+
+
+def load_beir_examples(dataset: str | Path, split: str = "train",
+                       negatives_file: str | Path | None = None) -> list[TrainExample]:
+    """One example per query with a relevant judgment; documents missing from the corpus are dropped and counted."""
+    beir = BeirDataset.open(dataset)
+    qrels = read_qrels(beir.qrels_path(split))
+    positives = {qid: [d for d, grade in docs.items() if grade > 0] for qid, docs in qrels.items()}
+    positives = {qid: ids for qid, ids in positives.items() if ids}
+    negatives = read_negatives_file(negatives_file) if negatives_file else {}
+    unknown_queries = set(negatives) - set(positives)
+    if negatives and len(unknown_queries) == len(negatives):
+        raise RetrieverError(f"{negatives_file}: none of its query ids has a positive in the {split!r} qrels; "
+                             "was it mined from another split?")
+    wanted = {d for ids in positives.values() for d in ids} | {d for ids in negatives.values() for d in ids}
+    passages = read_corpus_passages(beir.corpus_path, wanted)
+    queries = {q.id: q.text for q in read_queries(beir.queries_path)}
+    examples, missing_docs, missing_queries = [], 0, 0
+    for qid, ids in positives.items():
+        if qid not in queries:
+            missing_queries += 1
+            continue
+        found = [passages[d] for d in ids if d in passages]
+        missing_docs += len(ids) - len(found)
+        if not found:
+            continue
+        judged = frozenset(ids)
+        hard = [passages[d] for d in dict.fromkeys(negatives.get(qid, ())) if d in passages and d not in judged]
+        examples.append(TrainExample(qid, queries[qid], tuple(found), tuple(hard), judged))
+    if missing_docs or missing_queries:
+        _log(f"training data: {missing_docs} judged documents missing from the corpus and {missing_queries} "
+             "judged queries missing from queries.jsonl were skipped")
+    if not examples:
+        raise RetrieverError(f"{beir.root}: split {split!r} yields no training examples (no query with a "
+                             "positive judgment whose document is in the corpus)")
+    return examples
+
+
+def _parse_item(item: object, path: Path, number: int, with_corpus: bool) -> tuple[str, Passage | None]:
+    """Return (doc id to look up, None) or ("", inline passage), following the module's rule."""
+    if isinstance(item, str):
+        if not item.strip():
+            raise InputFileError(path, number, "empty passage or document id")
+        return (item, None) if with_corpus else ("", Passage(_inline_id("", item), item))
+    if isinstance(item, dict):
+        doc_id = item.get("id", item.get("_id"))
+        if isinstance(item.get("text"), str):
+            title = item.get("title") if isinstance(item.get("title"), str) else ""
+            text = f"{title} {item['text']}".strip() if title else item["text"]
+            return "", Passage(str(doc_id) if doc_id is not None else _inline_id(title, item["text"]), text)
+        if doc_id is not None:
+            if not with_corpus:
+                raise InputFileError(path, number, f"passage {doc_id!r} is given by id only",
+                                     "pass --corpus so ids can be looked up, or give its text")
+            return str(doc_id), None
+    raise InputFileError(path, number, f"a passage must be a string or an object with 'text' or 'id', "
+                         f"got {json.dumps(item)[:60]}")
+
+
+def load_jsonl_examples(path: str | Path, corpus: str | Path | None = None, corpus_format: str = "auto",
+                        fields: Fields = Fields()) -> list[TrainExample]:
+    """Examples from ``{query, positives, negatives?}`` lines; string items are doc ids iff a corpus is given."""
+    path = Path(path)
+    if not path.is_file():
+        raise RetrieverError(f"{path}: no such training file")
+    rows: list[tuple[int, str, str, list, list]] = []
+    first_line_of: dict[str, int] = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            record = _json_object(line, path, number)
+            query = record.get("query")
+            if not isinstance(query, str) or not query.strip():
+                raise InputFileError(path, number, "missing or empty 'query' (a string)")
+            parsed = []
+            for key in ("positives", "negatives"):
+                items = record.get(key, [])
+                if not isinstance(items, list):
+                    raise InputFileError(path, number, f"'{key}' must be a list")
+                parsed.append([_parse_item(item, path, number, corpus is not None) for item in items])
+            if not parsed[0]:
+                raise InputFileError(path, number, "'positives' is missing or empty")
+            for doc_id, _ in parsed[0] + parsed[1]:
+                if doc_id:
+                    first_line_of.setdefault(doc_id, number)
+            query_id = str(record.get("query_id", f"line-{number}"))
+            rows.append((number, query_id, query, parsed[0], parsed[1]))
+    if not rows:
+        raise InputFileError(path, None, "the file holds no training examples")
+    passages = read_corpus_passages(corpus, set(first_line_of), corpus_format, fields) if corpus else {}
+    for doc_id, number in first_line_of.items():
+        if doc_id not in passages:
+            raise InputFileError(path, number, f"document id {doc_id!r} is not in the corpus {corpus}",
+                                 "without --corpus, strings are read as passage texts")
+
+    def resolve(items: list[tuple[str, Passage | None]]) -> list[Passage]:
+        return [passages[doc_id] if doc_id else passage for doc_id, passage in items]
+
+    resolved = [(number, qid, query, resolve(pos), resolve(neg)) for number, qid, query, pos, neg in rows]
+    judged_by_query: dict[str, set[str]] = {}
+    for _, _, query, pos, _ in resolved:  # the same query on several lines shares its judgments
+        judged_by_query.setdefault(query, set()).update(p.id for p in pos)
+    return [TrainExample(qid, query, tuple(pos), tuple(n for n in neg if n.id not in judged_by_query[query]),
+                         frozenset(judged_by_query[query]))
+            for _, qid, query, pos, neg in resolved]
+
+
+@dataclass(frozen=True)
+class Group:
+    """One query of a batch with the passages it brings: its positive first, then its hard negatives."""
+
+    example: TrainExample
+    passages: tuple[Passage, ...]
+
+
+def epoch_groups(examples: Sequence[TrainExample], epoch: int, seed: int, group_size: int) -> list[Group]:
+    """Shuffle and sample (one positive, up to group_size-1 negatives) per query; depends only on seed and epoch.
+
+    Recomputing an epoch's order from (seed, epoch) is what lets a resumed run skip the batches it
+    already trained on.  A query with fewer negatives than asked brings all it has.
+    """
+    rng = random.Random(f"{seed}:{epoch}")
+    order = list(range(len(examples)))
+    rng.shuffle(order)
+    groups = []
+    for index in order:
+        example = examples[index]
+        positive = rng.choice(example.positives)
+        count = min(group_size - 1, len(example.negatives))
+        negatives = rng.sample(example.negatives, count) if count > 0 else []
+        groups.append(Group(example, (positive, *negatives)))
+    return groups
+
+
+def batched(items: Sequence[Group], batch_size: int) -> list[list[Group]]:
+    """Consecutive batches; the last one may be smaller."""
+    return [list(items[start:start + batch_size]) for start in range(0, len(items), batch_size)]
+
+
+class Collator:
+    """Tokenise a batch of groups the way the saved model's encoder will: same prefixes, lengths and title join."""
+
+    def __init__(self, tokenizer, settings: EncoderSettings) -> None:
+        self.tokenizer = tokenizer
+        self.settings = settings
+
+    def _tokenize(self, texts: Iterable[str], max_length: int) -> dict[str, torch.Tensor]:
+        encoded = self.tokenizer(list(texts), padding=True, truncation=True, max_length=max_length,
+                                 return_tensors="pt")
+        return dict(encoded)
+
+    def __call__(self, groups: Sequence[Group]) -> TrainBatch:
+        passages: list[Passage] = []
+        targets = []
+        for group in groups:
+            targets.append(len(passages))
+            passages.extend(group.passages)
+        s = self.settings
+        query_inputs = self._tokenize((s.query_prefix + g.example.query for g in groups), s.query_max_length)
+        passage_inputs = self._tokenize((s.passage_prefix + p.text for p in passages), s.passage_max_length)
+        target_tensor = torch.tensor(targets, dtype=torch.long)
+        mask = judged_positive_mask([g.example.judged for g in groups], [p.id for p in passages], target_tensor)
+        return TrainBatch(query_inputs, passage_inputs, target_tensor, mask)

@@ -1,0 +1,90 @@
+"""Dev-split evaluation during training: exact search with the live weights, trec_eval-exact metrics.
+
+Vectors come from the same Encoder code as ``retriever encode`` (in-memory weights), and the
+search is an exact inner-product top-k, so a dev score equals what a flat index of the saved
+model would give on the same documents.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from retriever.corpus import BeirDataset, Document, iter_documents, read_queries
+from retriever.evaluation import judged_queries
+from retriever.metrics import evaluate_run
+from retriever.runs import Qrels, Run, read_qrels
+
+DEV_METRICS = ("ndcg@10", "recall@100")
+SEARCH_DEPTH = 100
+
+
+@dataclass
+class DevSet:
+    name: str
+    query_ids: list[str]
+    query_texts: list[str]
+    documents: list[Document]
+    qrels: Qrels
+
+
+def load_dev_set(dataset: str | Path, split: str, max_docs: int | None = None, seed: int = 0) -> DevSet:
+    """Judged queries of a split and its corpus; with max_docs, every judged document plus a seeded sample of others.
+
+    Subsampling makes each evaluation cheap; scores on a subsample are higher than on the full
+    corpus but rank checkpoints the same way, which is all model selection needs.
+    """
+    beir = BeirDataset.open(dataset)
+    qrels = read_qrels(beir.qrels_path(split))
+    queries = judged_queries(read_queries(beir.queries_path), qrels)
+    judged_docs = {doc_id for docs in qrels.values() for doc_id in docs}
+    kept: list[Document] = []
+    sample: list[Document] = []
+    rng = random.Random(seed)
+    others_seen = 0
+    room = None if max_docs is None else max(max_docs - len(judged_docs), 0)
+    for document in iter_documents(beir.corpus_path):
+        if room is None or document.id in judged_docs:
+            kept.append(document)
+            continue
+        others_seen += 1  # reservoir sampling keeps a uniform sample without holding the corpus
+        if len(sample) < room:
+            sample.append(document)
+        else:
+            slot = rng.randrange(others_seen)
+            if slot < room:
+                sample[slot] = document
+    documents = kept + sample
+    name = f"{beir.root.name}/{split}"
+    return DevSet(name, [q.id for q in queries], [q.text for q in queries], documents, qrels)
+
+
+def exact_search(query_ids: list[str], query_vectors: np.ndarray, document_vectors: np.ndarray,
+                 document_ids: list[str], k: int = SEARCH_DEPTH, block: int = 256) -> Run:
+    """Top-k by inner product with a plain matmul, a block of queries at a time."""
+    documents = torch.from_numpy(document_vectors)
+    depth = min(k, len(document_ids))
+    run: Run = {}
+    for start in range(0, len(query_ids), block):
+        scores = torch.from_numpy(query_vectors[start:start + block]) @ documents.T
+        top_scores, top_rows = scores.topk(depth, dim=1)
+        for query_id, values, labels in zip(query_ids[start:start + block], top_scores.tolist(), top_rows.tolist()):
+            run[query_id] = {document_ids[label]: score for label, score in zip(labels, values)}
+    return run
+
+
+def evaluate_dev(model, dev: DevSet, device: torch.device, dtype: str, batch_size: int = 64) -> dict[str, float]:
+    """nDCG@10 and Recall@100 of the model's current weights on the dev set."""
+    was_training = model.training
+    model.eval()
+    try:
+        encoder = model.as_encoder(device, dtype, batch_size)
+        document_vectors = encoder.encode_passages(dev.documents)
+        query_vectors = encoder.encode_queries(dev.query_texts)
+    finally:
+        model.train(was_training)
+    run = exact_search(dev.query_ids, query_vectors, document_vectors, [d.id for d in dev.documents])
+    return dict(evaluate_run(run, dev.qrels, DEV_METRICS).mean)

@@ -1,0 +1,69 @@
+"""Hard-negative mining: documents an existing index ranks high for a query but that are not judged relevant.
+
+For each judged query of the split, the index's top ``depth`` documents are taken in rank order,
+the first ``skip_top`` ranks are dropped (the very top of a strong retriever is rich in unjudged
+positives), judged positives are dropped, and the first ``per_query`` that remain are written as
+``{"query_id", "negatives": [doc ids]}`` lines, which `retriever train --negatives` reads.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from retriever.corpus import BeirDataset, read_queries
+from retriever.errors import RetrieverError
+from retriever.evaluation import judged_queries
+from retriever.runs import ranked_hits, read_qrels
+from retriever.searching import Searcher
+from retriever.shards import atomic_write_bytes
+
+
+@dataclass
+class MiningResult:
+    output: Path
+    queries: int
+    negatives: int
+    queries_without_negatives: int
+    seconds: float
+
+
+def select_negatives(ranked_ids: list[str], positives: set[str], skip_top: int, per_query: int) -> list[str]:
+    """Drop the first skip_top ranks, then judged positives; keep the next per_query ids."""
+    return [doc_id for doc_id in ranked_ids[skip_top:] if doc_id not in positives][:per_query]
+
+
+def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, split: str = "train",
+                   depth: int = 100, skip_top: int = 0, per_query: int = 30, device: str = "auto",
+                   dtype: str = "auto", batch_size: int = 64, progress: bool = True) -> MiningResult:
+    """Search every judged query of a BEIR split in INDEX and write its hard negatives as JSONL, atomically."""
+    if depth < 1 or per_query < 1 or skip_top < 0:
+        raise RetrieverError("--depth and --per-query must be at least 1 and --skip-top at least 0")
+    if skip_top >= depth:
+        raise RetrieverError(f"--skip-top {skip_top} drops all {depth} retrieved documents; raise --depth")
+    started = time.time()
+    beir = BeirDataset.open(dataset)
+    qrels = read_qrels(beir.qrels_path(split))
+    queries = judged_queries(read_queries(beir.queries_path), qrels)
+    if not queries:
+        raise RetrieverError(f"{beir.root}: no query of split {split!r} has a relevant judgment")
+    searcher = Searcher(index, device=device, dtype=dtype, batch_size=batch_size)
+    bar = tqdm(total=len(queries), desc=f"mine {split}", unit="q", file=sys.stderr, disable=not progress)
+    run = searcher.run([q.id for q in queries], [q.text for q in queries], k=depth, progress=bar.update)
+    bar.close()
+    lines, total, empty = [], 0, 0
+    for query in queries:
+        positives = {doc_id for doc_id, grade in qrels[query.id].items() if grade > 0}
+        ranked = [doc_id for doc_id, _ in ranked_hits(run.get(query.id, {}))]
+        negatives = select_negatives(ranked, positives, skip_top, per_query)
+        total += len(negatives)
+        empty += not negatives
+        lines.append(json.dumps({"query_id": query.id, "negatives": negatives}, ensure_ascii=False) + "\n")
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(output, "".join(lines).encode("utf-8"))
+    return MiningResult(output, len(queries), total, empty, time.time() - started)

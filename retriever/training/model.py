@@ -1,0 +1,174 @@
+"""The trainable dual encoder: one tower shared by queries and passages, or two untied towers.
+
+It pools and normalises exactly as ``retriever.encoder.Encoder`` does, and saves a model folder
+that ``Encoder(EncoderSettings.for_model(folder))`` loads as is: the HF model (or ``query/`` and
+``passage/`` subfolders when untied), the tokenizer, and ``retriever.json`` with the encoder
+settings and how the model was trained.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from retriever.encoder import Encoder, EncoderSettings
+from retriever.errors import RetrieverError
+from retriever.models import (RETRIEVER_CONFIG, load_model, load_tokenizer, read_retriever_config, resolve_model_path,
+                              weights_fingerprint)
+from retriever.pooling import get_pooling
+
+CONDENSER_HEAD = "model.pt"
+SETTING_KEYS = ("pooling", "normalize", "query_max_length", "passage_max_length", "query_prefix", "passage_prefix",
+                "towers")
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _has_pooler(model: nn.Module, info: dict) -> bool:
+    missing = any(key.startswith("pooler.") or ".pooler." in key for key in info.get("missing_keys", ()))
+    return getattr(model, "pooler", None) is not None and not missing
+
+
+def _load_backbone(name: str, pooling: str) -> nn.Module:
+    model, info = load_model(name)
+    if pooling == "pooler" and not _has_pooler(model, info):
+        raise RetrieverError(f"pooling 'pooler' needs trained pooler weights, and {name} has none; "
+                             "use --pooling cls or mean")
+    return model
+
+
+class DualEncoder(nn.Module):
+    """Query and passage towers with the pooling and normalisation the saved folder will record."""
+
+    def __init__(self, query_model: nn.Module, passage_model: nn.Module | None, tokenizer,
+                 settings: EncoderSettings) -> None:
+        super().__init__()
+        if (settings.towers == "untied") != (passage_model is not None):
+            raise ValueError("untied towers need a passage model; shared towers take none")
+        self.query_model = query_model
+        self.untied_passage_model = passage_model
+        self.tokenizer = tokenizer
+        self.settings = settings
+        self.pooling = get_pooling(settings.pooling)
+
+    @property
+    def passage_model(self) -> nn.Module:
+        return self.untied_passage_model if self.untied_passage_model is not None else self.query_model
+
+    @classmethod
+    def from_pretrained(cls, model: str = "minilm", **overrides: object) -> "DualEncoder":
+        """Start from ``minilm``, any HF checkpoint, a Condenser checkpoint or a folder saved by ``save``.
+
+        ``overrides`` are EncoderSettings fields; unset ones come from the folder's retriever.json,
+        else the EncoderSettings defaults.  Shared weights are copied into both towers when untied
+        towers are asked for.
+        """
+        settings = EncoderSettings.for_model(model, **overrides)
+        root = Path(resolve_model_path(model))
+        recorded_towers = read_retriever_config(model).get("towers", "shared")
+        if (root / CONDENSER_HEAD).is_file():
+            _log(f"{model}: Condenser checkpoint; loading its HF backbone only, the pre-training head in "
+                 f"{CONDENSER_HEAD} is dropped")
+        tokenizer = load_tokenizer(model)
+        if recorded_towers == "untied":
+            if settings.towers != "untied":
+                raise RetrieverError(f"{model} has untied query/passage towers and cannot be trained as shared; "
+                                     "pass --towers untied or start from a shared model")
+            query_model = _load_backbone(str(root / "query"), settings.pooling)
+            passage_model = _load_backbone(str(root / "passage"), settings.pooling)
+        else:
+            query_model = _load_backbone(model, settings.pooling)
+            passage_model = copy.deepcopy(query_model) if settings.towers == "untied" else None
+        return cls(query_model, passage_model, tokenizer, settings)
+
+    def towers(self) -> list[nn.Module]:
+        return [self.query_model] if self.untied_passage_model is None else [self.query_model, self.passage_model]
+
+    def _embed(self, model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        outputs = model(**inputs)
+        pooled = self.pooling(outputs, inputs["attention_mask"]).float()
+        return nn.functional.normalize(pooled, dim=-1) if self.settings.normalize else pooled
+
+    def encode_queries(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self._embed(self.query_model, inputs)
+
+    def encode_passages(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self._embed(self.passage_model, inputs)
+
+    def as_encoder(self, device: torch.device, dtype: str, batch_size: int = 64) -> Encoder:
+        """An inference Encoder over these in-memory weights, so dev scores come from the same code as `encode`."""
+        return _InMemoryEncoder(self, device, dtype, batch_size)
+
+    def retriever_config(self, training: dict | None = None) -> dict:
+        config = {key: getattr(self.settings, key) for key in SETTING_KEYS}
+        if training is not None:
+            config["training"] = training
+        return config
+
+    def save(self, folder: str | Path, training: dict | None = None) -> Path:
+        """Write a loadable model folder atomically (see ``publish_folder``)."""
+        folder = Path(folder)
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging = (folder if folder.is_dir() else folder.parent) / f".{folder.name}.staging-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        try:
+            if self.untied_passage_model is None:
+                self.query_model.save_pretrained(staging)
+            else:
+                self.query_model.save_pretrained(staging / "query")
+                self.passage_model.save_pretrained(staging / "passage")
+                self.query_model.config.save_pretrained(staging)  # the root must look like a model folder
+            self.tokenizer.save_pretrained(staging)
+            (staging / RETRIEVER_CONFIG).write_text(json.dumps(self.retriever_config(training), indent=2) + "\n",
+                                                    encoding="utf-8")
+            publish_folder(staging, folder)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return folder
+
+
+def publish_folder(staging: Path, target: Path) -> None:
+    """Move a finished model folder into place so a crash never leaves something that loads half-written.
+
+    A new target is one directory rename.  An existing target (e.g. the training output, which
+    already holds ``checkpoints/``) first loses its ``config.json``, then gets every other entry,
+    and gets ``config.json`` last: a folder only looks like a model once everything is there.
+    """
+    if not target.exists():
+        os.rename(staging, target)
+        return
+    (target / "config.json").unlink(missing_ok=True)
+    for entry in sorted(staging.iterdir()):
+        if entry.name == "config.json":
+            continue
+        destination = target / entry.name
+        if destination.is_dir():
+            shutil.rmtree(destination)
+        os.replace(entry, destination)
+    os.replace(staging / "config.json", target / "config.json")
+    staging.rmdir()
+
+
+class _InMemoryEncoder(Encoder):
+    """Encoder whose towers are a DualEncoder's live modules rather than weights loaded from disk."""
+
+    def __init__(self, model: DualEncoder, device: torch.device, dtype: str, batch_size: int) -> None:
+        self.settings = model.settings
+        self.device = device
+        self.dtype = dtype
+        self.batch_size = batch_size
+        self.pooling = model.pooling
+        self.tokenizer = model.tokenizer
+        self.query_model = model.query_model
+        self.passage_model = model.passage_model
+        self.dim = int(self.query_model.config.hidden_size)
+        self.weights_sha256 = weights_fingerprint(*model.towers())

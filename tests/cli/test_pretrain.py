@@ -1,0 +1,63 @@
+"""`retriever pretrain`: documented flags, and a killed run that resumes when rerun."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import click
+from click.testing import CliRunner
+
+from retriever.cli.pretrain import pretrain_command
+
+SPEC_FLAGS = ["--model", "--output", "--n-head-layers", "--skip-from", "--cocondenser", "--temperature",
+              "--max-length", "--mlm-probability", "--batch-size", "--epochs", "--max-steps", "--learning-rate",
+              "--warmup-ratio", "--weight-decay", "--max-grad-norm", "--save-steps", "--keep-checkpoints", "--seed",
+              "--device", "--dtype", "--format", "--id-field", "--text-field", "--title-field"]
+RUN_COMMAND = "from retriever.cli.pretrain import pretrain_command; pretrain_command()"
+
+
+def test_help_documents_every_flag_with_its_default():
+    result = CliRunner().invoke(pretrain_command, ["--help"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    declared = [option for param in pretrain_command.params if isinstance(param, click.Option)
+                for option in param.opts]
+    for flag in set(SPEC_FLAGS) | set(declared):
+        assert re.search(rf"{flag}\b", result.output), flag
+    help_text = " ".join(result.output.split())
+    for default in ["[default: 128;", "[default: 0.15;", "[default: 0.0001;", "[default: 500;", "[default: 42]",
+                    "[default: minilm]", "[default: 0.1;", "[default: 32;", "[default: 1.0;", "[default: auto]",
+                    "num_hidden_layers // 2", "code default of 2"]:
+        assert default in help_text, default
+    assert pretrain_command.name == "pretrain"
+
+
+def test_killed_run_resumes_from_its_last_checkpoint(tmp_path, tiny_model_dir, tiny_beir):
+    output = tmp_path / "out"
+    command = [sys.executable, "-c", RUN_COMMAND, str(tiny_beir), "--output", str(output), "--model",
+               str(tiny_model_dir), "--max-steps", "60", "--save-steps", "2", "--batch-size", "4",
+               "--max-length", "16", "--device", "cpu", "--dtype", "fp32", "--no-progress"]
+    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
+    first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment)
+    checkpoints = output / "checkpoints"
+    deadline = time.monotonic() + 60
+    while not any(path.name.startswith("step-") for path in checkpoints.glob("step-*")):
+        assert first.poll() is None, first.communicate()
+        assert time.monotonic() < deadline, "no checkpoint appeared within 60 s"
+        time.sleep(0.02)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    steps = sorted(int(path.name.split("-")[1]) for path in checkpoints.glob("step-*"))
+    assert steps and steps[-1] < 60 and not (output / "model.pt").exists()
+
+    second = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=120)
+    assert second.returncode == 0, second.stderr
+    summary = json.loads(second.stdout.strip().splitlines()[-1])
+    assert summary["resumed_from_step"] == steps[-1] and summary["steps"] == 60
+    assert f"resuming from {checkpoints / f'step-{steps[-1]}'} (step {steps[-1]})" in second.stderr
+    assert (output / "model.pt").is_file() and (output / "config.json").is_file()
+    assert sorted(path.name for path in checkpoints.iterdir()) == ["step-58", "step-60"]

@@ -1,0 +1,97 @@
+"""`retriever train` and `retriever mine` from the command line (invoked on the command objects, which the
+lead registers in the `retriever` group)."""
+from __future__ import annotations
+
+import json
+
+import click
+import pytest
+import torch
+from click.testing import CliRunner
+
+from conftest import write_jsonl
+from retriever.cli import main
+from retriever.cli.training import COMMANDS, mine_command, train_command
+from retriever.errors import RetrieverError
+
+CPU = ["--device", "cpu", "--dtype", "fp32"]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.name)
+def test_every_flag_is_documented_with_its_default(command):
+    context = click.Context(command, show_default=True)
+    for param in command.params:
+        if isinstance(param, click.Option):
+            _, text = param.get_help_record(context)
+            assert len(param.help or "") > 10, param.opts
+            if not param.required and not param.is_flag:
+                assert "default:" in text, f"{param.opts} does not say its default: {text}"
+    result = CliRunner().invoke(command, ["--help"])
+    assert result.exit_code == 0 and command.help
+
+
+def test_mine_then_train_with_hard_negatives_then_build_and_evaluate(tmp_path, tiny_model_dir, tiny_beir):
+    (tiny_beir / "qrels" / "train.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nq1\td6\t1\nq2\td4\t1\nq3\td10\t1\n", encoding="utf-8")
+    runner = CliRunner()
+    result = runner.invoke(main, ["build", str(tiny_beir), "--output", str(tmp_path / "zero-shot"),
+                                  "--model", str(tiny_model_dir), *CPU])
+    assert result.exit_code == 0, result.output
+    negatives = tmp_path / "negatives.jsonl"
+    result = runner.invoke(mine_command, [str(tmp_path / "zero-shot"), "--dataset", str(tiny_beir), "--output",
+                                          str(negatives), "--depth", "8", "--skip-top", "1", "--per-query", "4",
+                                          *CPU], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert [len(json.loads(line)["negatives"]) for line in negatives.read_text().splitlines()] == [4, 4, 4]
+    model = tmp_path / "trained"
+    result = runner.invoke(train_command, [
+        "--dataset", str(tiny_beir), "--negatives", str(negatives), "--model", str(tiny_model_dir),
+        "--output", str(model), "--towers", "untied", "--train-group-size", "3", "--batch-size", "3",
+        "--grad-cache-chunk-size", "4", "--epochs", "2", "--learning-rate", "1e-3", "--dev-split", "test",
+        "--passage-max-length", "32", *CPU], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["steps"] == 2 and set(summary["dev"]) == {"ndcg@10", "recall@100"}
+    recorded = json.loads((model / "retriever.json").read_text())
+    assert recorded["towers"] == "untied" and recorded["passage_max_length"] == 32
+    assert recorded["training"]["train_group_size"] == 3 and recorded["training"]["negatives"] == str(negatives)
+    index = tmp_path / "fine-tuned"
+    assert runner.invoke(main, ["build", str(tiny_beir), "--output", str(index), "--model", str(model),
+                                *CPU]).exit_code == 0
+    result = runner.invoke(main, ["evaluate", "--index", str(index), "--dataset", str(tiny_beir), "-k", "100",
+                                  "--metrics", "ndcg@10,recall@100", "--output", str(tmp_path / "m.json"), *CPU])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "m.json").read_text())["mean"] == pytest.approx(summary["dev"], abs=1e-6)
+
+
+def test_train_from_jsonl_with_a_corpus(tmp_path, tiny_model_dir, tiny_beir):
+    data = write_jsonl(tmp_path / "train.jsonl", [{"query": "honey bee", "positives": ["d6"], "negatives": ["d1"]},
+                                                  {"query": "lava", "positives": ["d4"]}])
+    result = CliRunner().invoke(train_command, [
+        "--train-jsonl", str(data), "--corpus", str(tiny_beir), "--model", str(tiny_model_dir), "--output",
+        str(tmp_path / "m"), "--pooling", "cls", "--no-normalize", "--max-steps", "2", "--batch-size", "2",
+        "--train-group-size", "2", *CPU], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    recorded = json.loads((tmp_path / "m" / "retriever.json").read_text())
+    assert recorded["pooling"] == "cls" and recorded["normalize"] is False
+    assert recorded["training"]["temperature"] == 1.0 and recorded["training"]["steps"] == 2
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--train-jsonl", "{jsonl}", "--dataset", "{beir}"], "either --dataset"),
+    (["--dataset", "{beir}", "--corpus", "{beir}"], "--corpus resolves document ids"),
+    (["--train-jsonl", "{jsonl}", "--dev-split", "test"], "--dev-split needs"),
+])
+def test_conflicting_data_flags_are_refused(tmp_path, tiny_beir, arguments, message):
+    jsonl = write_jsonl(tmp_path / "t.jsonl", [{"query": "q", "positives": ["p"]}])
+    arguments = [a.format(jsonl=jsonl, beir=tiny_beir) for a in arguments]
+    result = CliRunner().invoke(train_command, [*arguments, "--output", str(tmp_path / "out")])
+    assert isinstance(result.exception, RetrieverError) and message in str(result.exception)

@@ -1,0 +1,133 @@
+"""The Condenser model: head wiring, both MLM losses, warm starts and the on-disk layout."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from transformers import AutoModel, BertForMaskedLM
+
+from retriever.errors import RetrieverError
+from retriever.models import load_tokenizer
+from retriever.pretraining.condenser import (HEAD_WEIGHTS, CondenserForPretraining, load_condenser,
+                                             span_contrastive_loss)
+from retriever.pretraining.masking import WholeWordMaskCollator
+
+
+def make_batch(model_dir, texts=("the cat sat on the old mat by the fire", "a glacier is a river of ice",
+                                 "the bee makes honey from a flower", "lava from the volcano is hot rock")):
+    tokenizer = load_tokenizer(str(model_dir))
+    ids = [tokenizer(text)["input_ids"] for text in texts]
+    return WholeWordMaskCollator(tokenizer, 0.3, seed=0)(ids)
+
+
+def test_head_input_is_last_cls_then_skip_layer_tokens(tiny_model_dir):
+    model, _ = load_condenser(str(tiny_model_dir), skip_from=1)
+    model.eval()
+    batch = make_batch(tiny_model_dir)
+    seen = []
+    model.c_head[0].register_forward_pre_hook(lambda module, args: seen.append(args[0].detach().clone()))
+    with torch.no_grad():
+        model(**batch)
+        hidden = model.lm.bert(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                               output_hidden_states=True).hidden_states
+    expected = torch.cat([hidden[-1][:, :1], hidden[1][:, 1:]], dim=1)
+    assert len(hidden) == 5 and len(seen) == 1
+    torch.testing.assert_close(seen[0], expected)
+
+
+def test_skip_from_defaults_to_the_middle_layer(tiny_model_dir):
+    model, notes = load_condenser(str(tiny_model_dir))
+    assert model.skip_from == 2 and model.n_head_layers == 2 and len(model.c_head) == 2
+    with pytest.raises(RetrieverError, match="outside 0..4"):
+        load_condenser(str(tiny_model_dir), skip_from=5)
+
+
+def test_missing_mlm_head_is_said_and_tied_and_head_uses_bert_init(tiny_model_dir):
+    model, notes = load_condenser(str(tiny_model_dir))
+    assert any("has no MLM head: the MLM prediction head is newly initialised (decoder tied to word embeddings)"
+               in note for note in notes), notes
+    assert model.lm.cls.predictions.decoder.weight is model.lm.bert.embeddings.word_embeddings.weight
+    query = model.c_head[0].attention.self.query
+    assert abs(query.weight.std().item() - model.lm.config.initializer_range) < 0.005
+    assert torch.count_nonzero(query.bias) == 0
+
+
+def test_both_mlm_losses_are_present_and_finite(tiny_model_dir):
+    model, _ = load_condenser(str(tiny_model_dir))
+    outputs = model(**make_batch(tiny_model_dir))
+    assert torch.isfinite(outputs.head_mlm_loss) and torch.isfinite(outputs.backbone_mlm_loss)
+    assert outputs.head_mlm_loss > 0 and outputs.backbone_mlm_loss > 0
+    torch.testing.assert_close(outputs.loss, outputs.head_mlm_loss + outputs.backbone_mlm_loss)
+    assert outputs.span_loss is None
+    outputs.loss.backward()
+    assert model.c_head[0].output.dense.weight.grad is not None
+
+
+def test_cocondenser_span_loss_is_finite_and_added(tiny_model_dir):
+    model, _ = load_condenser(str(tiny_model_dir))
+    outputs = model(**make_batch(tiny_model_dir), span_temperature=1.0)
+    assert outputs.span_loss is not None and torch.isfinite(outputs.span_loss)
+    torch.testing.assert_close(outputs.loss, outputs.head_mlm_loss + outputs.backbone_mlm_loss + outputs.span_loss)
+
+
+def test_span_loss_targets_the_sibling_not_itself():
+    siblings = torch.tensor([[5.0, 0, 0], [5.0, 0, 0], [0, 5.0, 0], [0, 5.0, 0]])
+    assert span_contrastive_loss(siblings, 1.0) < 1e-6
+    swapped = siblings[[0, 2, 1, 3]]
+    assert span_contrastive_loss(swapped, 1.0) > 10
+
+
+def test_save_and_load_give_identical_outputs(tiny_model_dir, tmp_path):
+    model, _ = load_condenser(str(tiny_model_dir), n_head_layers=3, skip_from=1)
+    model.eval()
+    batch = make_batch(tiny_model_dir)
+    with torch.no_grad():
+        before = model(**batch, span_temperature=1.0)
+    model.save_pretrained(tmp_path / "saved", load_tokenizer(str(tiny_model_dir)))
+    loaded, notes = load_condenser(str(tmp_path / "saved"))
+    loaded.eval()
+    assert (loaded.n_head_layers, loaded.skip_from) == (3, 1)
+    assert not any("no MLM head" in note for note in notes) and any("loaded the 3-layer" in note for note in notes)
+    with torch.no_grad():
+        after = loaded(**batch, span_temperature=1.0)
+    for name in ("loss", "head_mlm_loss", "backbone_mlm_loss", "span_loss", "head_logits", "backbone_logits", "cls"):
+        torch.testing.assert_close(getattr(after, name), getattr(before, name), rtol=0, atol=1e-6)
+    head = torch.load(tmp_path / "saved" / HEAD_WEIGHTS, weights_only=True)
+    assert head and all(key.startswith("c_head.") for key in head) and "c_head.2.output.dense.weight" in head
+    assert json.loads((tmp_path / "saved" / "condenser.json").read_text())["skip_from"] == 1
+    assert type(AutoModel.from_pretrained(tmp_path / "saved")).__name__ == "BertModel"
+
+
+def test_published_condenser_folder_warm_starts_backbone_and_head(tiny_model_dir, tmp_path):
+    """Luyu/condenser layout: an HF BertForMaskedLM folder plus model.pt, no condenser.json."""
+    published, _ = load_condenser(str(tiny_model_dir))
+    folder = tmp_path / "condenser"
+    published.lm.save_pretrained(folder)
+    load_tokenizer(str(tiny_model_dir)).save_pretrained(folder)
+    torch.save(published.head_state_dict(), folder / HEAD_WEIGHTS)
+    model, notes = load_condenser(str(folder))
+    assert any("loaded the 2-layer Condenser head" in note for note in notes), notes
+    for key, value in published.state_dict().items():
+        torch.testing.assert_close(model.state_dict()[key], value, rtol=0, atol=0)
+    with pytest.raises(RetrieverError, match="2-layer Condenser head but --n-head-layers is 4"):
+        load_condenser(str(folder), n_head_layers=4)
+
+
+def test_non_bert_checkpoint_is_refused(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "roberta"}))
+    with pytest.raises(RetrieverError, match="needs a BERT"):
+        load_condenser(str(tmp_path))
+
+
+def test_condenser_wraps_any_bert_for_masked_lm(tiny_model_dir):
+    lm = BertForMaskedLM.from_pretrained(tiny_model_dir)
+    assert CondenserForPretraining(lm, n_head_layers=1, skip_from=0).skip_from == 0
+
+
+def test_a_batch_without_masked_tokens_gives_zero_not_nan(tiny_model_dir):
+    model, _ = load_condenser(str(tiny_model_dir))
+    batch = make_batch(tiny_model_dir)
+    batch["labels"].fill_(-100)
+    outputs = model(**batch)
+    assert outputs.loss.item() == 0.0

@@ -1,0 +1,81 @@
+"""The pre-training loop: learning, exact resume from checkpoints, and refusing mismatched reruns."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from transformers import AutoModel
+
+from retriever.errors import RetrieverError
+from retriever.pretraining import PretrainConfig, pretrain
+from retriever.pretraining.trainer import checkpoint_folders
+
+SENTENCES = ["the cat sat on the old mat by the fire", "a dog ran to the river with a ball",
+             "the bee makes honey from a flower", "lava from the volcano is hot rock"]
+
+
+def quiet(message: str) -> None:
+    pass
+
+
+@pytest.fixture()
+def repeated_corpus(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    rows = [{"_id": f"d{i}", "title": "", "text": SENTENCES[i % len(SENTENCES)]} for i in range(40)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def config(corpus, output, model, **overrides) -> PretrainConfig:
+    settings = dict(corpus=str(corpus), output=str(output), model=str(model), max_length=32, batch_size=8,
+                    device="cpu", dtype="fp32", progress=False, save_steps=None, learning_rate=2e-3,
+                    warmup_ratio=0.1, seed=3)
+    settings.update(overrides)
+    return PretrainConfig(**settings)
+
+
+def test_loss_falls_on_a_tiny_corpus(repeated_corpus, tiny_model_dir, tmp_path):
+    result = pretrain(config(repeated_corpus, tmp_path / "out", tiny_model_dir, max_steps=50), log=quiet)
+    losses = [record["loss"] for record in result.history]
+    assert result.steps == 50 and len(losses) == 50
+    assert sum(losses[-5:]) / 5 < 0.75 * sum(losses[:5]) / 5, losses
+    assert all(record["head_mlm"] > 0 and record["backbone_mlm"] > 0 for record in result.history)
+    assert result.tokens_per_second > 0
+    assert type(AutoModel.from_pretrained(result.output)).__name__ == "BertModel"
+    assert (result.output / "model.pt").is_file() and (result.output / "condenser.json").is_file()
+    assert (result.output / "tokenizer.json").is_file()
+
+
+def test_resume_continues_exactly_where_the_checkpoint_left_off(tiny_beir, tiny_model_dir, tmp_path):
+    output = tmp_path / "out"
+    settings = dict(max_steps=6, save_steps=2, batch_size=4, shuffle_buffer=3)
+    straight = pretrain(config(tiny_beir, output, tiny_model_dir, **settings), log=quiet)
+    assert [step for step, _ in checkpoint_folders(output)] == [4, 6]  # only the last two are kept
+    shutil.rmtree(output / "checkpoints" / "step-6")  # as if killed after step 5
+    resumed = pretrain(config(tiny_beir, output, tiny_model_dir, **settings), log=quiet)
+    assert resumed.resumed_from_step == 4 and resumed.steps == 6
+    assert resumed.history == straight.history  # same batches, masks and dropout: bit-identical losses
+    again = pretrain(config(tiny_beir, output, tiny_model_dir, **settings), log=quiet)
+    assert again.resumed_from_step == 6 and again.steps == 6
+
+
+def test_epochs_size_the_run_and_cocondenser_adds_a_finite_span_loss(tiny_beir, tiny_model_dir, tmp_path):
+    result = pretrain(config(tiny_beir, tmp_path / "out", tiny_model_dir, epochs=2, cocondenser=True), log=quiet)
+    assert result.steps == 6  # 12 documents, 4 per step (8 sequences = 2 spans each), 2 epochs
+    for record in result.history:
+        assert 0 < record["span"] < 100
+        assert record["loss"] == pytest.approx(record["head_mlm"] + record["backbone_mlm"] + record["span"],
+                                               rel=1e-5)
+
+
+def test_rerun_with_other_settings_is_refused(tiny_beir, tiny_model_dir, tmp_path):
+    output = tmp_path / "out"
+    pretrain(config(tiny_beir, output, tiny_model_dir, max_steps=1), log=quiet)
+    with pytest.raises(RetrieverError, match="max_length 32 -> 64"):
+        pretrain(config(tiny_beir, output, tiny_model_dir, max_steps=2, max_length=64), log=quiet)
+
+
+def test_output_must_not_be_an_unrelated_folder(tiny_beir, tiny_model_dir):
+    with pytest.raises(RetrieverError, match="holds no pre-training checkpoints"):
+        pretrain(config(tiny_beir, tiny_model_dir, tiny_model_dir, max_steps=1), log=quiet)

@@ -1,0 +1,154 @@
+"""Fixtures for the serving tests: tiny indexes and a real uvicorn server on a free port.
+
+This is not a ``conftest.py`` on purpose: tests/ has no ``__init__.py``, so a second
+``conftest`` module would replace the root one in ``sys.modules`` and break the
+``from conftest import make_tiny_bert`` lines in the other test modules. Test modules import
+these fixtures by name instead. The index and server are built once per session (the
+fixtures they start from are per-test, so they are cached here) and stopped at exit.
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import uvicorn
+
+from retriever.encoder import Encoder, EncoderSettings
+from retriever.indexing import IndexParams, encode_and_index
+from retriever.searching import Searcher
+from retriever.serving import BatchSettings, Limits, create_app
+
+LIMITS = Limits(max_query_chars=200, max_body_bytes=4096, max_queries=16)
+BATCHING = BatchSettings(max_batch=64, max_wait_ms=15.0)
+SMALL_DOCS = 6
+_CACHE: dict[str, object] = {}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class ServerThread:
+    """uvicorn on an already-bound socket in a daemon thread, so the port is known and race-free."""
+
+    def __init__(self, app) -> None:
+        # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on sockets whose proto says TCP, and
+        # without it each response waits ~40 ms for the client's delayed ACK.
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        self.socket.bind(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
+
+    def start(self, timeout: float = 60.0) -> "ServerThread":
+        self.thread.start()
+        deadline = time.monotonic() + timeout
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.socket.close()
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict
+    body: bytes
+
+    def json(self):
+        return json.loads(self.body)
+
+
+def call(port: int, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
+         chunked: bool = False, timeout: float = 30.0) -> Reply:
+    """One request on a fresh connection with only the standard library."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        if chunked:
+            connection.request(method, path, body=iter([body]), headers=headers or {}, encode_chunked=True)
+        else:
+            connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return Reply(response.status, {k.lower(): v for k, v in response.getheaders()}, response.read())
+    finally:
+        connection.close()
+
+
+@dataclass
+class Served:
+    """The running test server: ``tiny`` (default, 12 docs) and ``small`` (the first 6 docs)."""
+
+    port: int
+    index: Path
+    small_index: Path
+    searchers: dict[str, Searcher]
+    forward_passes: list[int] = field(default_factory=lambda: [0])
+
+    def get(self, path: str, **kwargs) -> Reply:
+        return call(self.port, "GET", path, **kwargs)
+
+    def post_json(self, path: str, payload: object) -> Reply:
+        return call(self.port, "POST", path, json.dumps(payload).encode(), {"Content-Type": "application/json"})
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+
+def _build(corpus: Path, output: Path, model_dir: Path) -> Path:
+    encoder = Encoder(EncoderSettings(model=str(model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(corpus, output, encoder, IndexParams("flat"), progress=False)
+    return output
+
+
+@pytest.fixture()
+def tiny_index(tiny_beir, tiny_model_dir, tmp_path_factory) -> Path:
+    """The 12-document tiny BEIR corpus indexed with the tiny BERT (fp32, flat); built once."""
+    if "tiny_index" not in _CACHE:
+        _CACHE["tiny_index"] = _build(tiny_beir, tmp_path_factory.mktemp("serving") / "tiny", tiny_model_dir)
+    return _CACHE["tiny_index"]
+
+
+@pytest.fixture()
+def small_index(tiny_beir, tiny_model_dir, tmp_path_factory) -> Path:
+    """Only the first documents of the tiny corpus, so results show which index answered."""
+    if "small_index" not in _CACHE:
+        root = tmp_path_factory.mktemp("serving-small")
+        lines = (tiny_beir / "corpus.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+        (root / "corpus.jsonl").write_text("".join(lines[:SMALL_DOCS]), encoding="utf-8")
+        _CACHE["small_index"] = _build(root / "corpus.jsonl", root / "small", tiny_model_dir)
+    return _CACHE["small_index"]
+
+
+@pytest.fixture()
+def served(tiny_index, small_index, request) -> Served:
+    """A real server on 127.0.0.1 (shared by the session), counting encoder forward passes."""
+    if "served" not in _CACHE:
+        searchers = {"tiny": Searcher(tiny_index, device="cpu", dtype="fp32"),
+                     "small": Searcher(small_index, device="cpu", dtype="fp32")}
+        passes = [0]
+        encode = searchers["tiny"].encoder.encode_queries
+
+        def counting_encode(texts, *args, **kwargs):
+            passes[0] += 1
+            return encode(texts, *args, **kwargs)
+
+        searchers["tiny"].encoder.encode_queries = counting_encode
+        server = ServerThread(create_app(searchers, LIMITS, BATCHING)).start()
+        request.config.add_cleanup(server.stop)
+        _CACHE["served"] = Served(server.port, tiny_index, small_index, searchers, passes)
+    return _CACHE["served"]

@@ -1,0 +1,239 @@
+"""The HTTP API against a real server: same results as `retriever search`, clean 4xx errors, batching."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from retriever.cli import main
+from retriever.cli.serving import serve_command
+from retriever.indexing import read_manifest
+from serving_fixtures import call, free_port, served, small_index, tiny_index  # noqa: F401 - fixtures
+from conftest import TINY_DOCS
+
+QUERIES = ["where does honey come from", "hot lava rock", "what does the heart do", "ice and snow"]
+
+
+def cli_search(index, query: str, k: int) -> list[dict]:
+    result = CliRunner().invoke(main, ["search", str(index), query, "-k", str(k), "--json", "--device", "cpu",
+                                       "--dtype", "fp32"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)["hits"]
+
+
+def assert_same_hits(got: list[dict], expected: list[dict]) -> None:
+    assert [h["id"] for h in got] == [h["id"] for h in expected]
+    assert [h["rank"] for h in got] == list(range(1, len(expected) + 1))
+    for mine, theirs in zip(got, expected):
+        assert mine["score"] == pytest.approx(theirs["score"], abs=1e-5)
+        assert (mine["title"], mine["text"]) == (theirs["title"], theirs["text"])
+
+
+def test_get_search_returns_what_the_cli_returns(served):
+    for query in QUERIES[:2]:
+        reply = served.get(f"/search?q={query.replace(' ', '+')}&k=5")
+        assert reply.status == 200 and reply.headers["content-type"] == "application/json"
+        body = reply.json()
+        assert (body["index"], body["query"], body["k"]) == ("tiny", query, 5)
+        assert_same_hits(body["hits"], cli_search(served.index, query, 5))
+
+
+def test_post_search_matches_the_searcher(served):
+    reply = served.post_json("/search", {"queries": QUERIES, "k": 3})
+    assert reply.status == 200, reply.body
+    expected = served.searchers["tiny"].search(QUERIES, k=3)
+    results = reply.json()["results"]
+    assert [r["query"] for r in results] == QUERIES
+    for result, hits in zip(results, expected):
+        assert_same_hits(result["hits"], [h.to_json() for h in hits])
+    assert len(served.post_json("/search", {"queries": ["x"]}).json()["results"][0]["hits"]) == 10
+
+
+def test_named_indexes_answer_from_their_own_index(served):
+    small_ids = {doc_id for doc_id, _, _ in TINY_DOCS[:6]}
+    reply = served.get("/indexes/small/search?q=ice+and+snow&k=12")
+    assert reply.status == 200
+    hits = reply.json()["hits"]
+    assert {h["id"] for h in hits} == small_ids
+    assert_same_hits(hits, [h.to_json() for h in served.searchers["small"].search(["ice and snow"], k=12)[0]])
+    posted = served.post_json("/indexes/small/search", {"queries": ["ice and snow"], "k": 12}).json()
+    assert posted["index"] == "small" and posted["results"][0]["hits"] == hits
+    assert served.get("/indexes/tiny/search?q=ice+and+snow&k=3").json()["hits"] == \
+        served.get("/search?q=ice+and+snow&k=3").json()["hits"]
+
+
+def test_health_info_and_index_list(served):
+    health = served.get("/health").json()
+    assert health["status"] == "ok" and set(health["indexes"]) == {"tiny", "small"}
+    info = served.get("/info").json()
+    assert info["manifest"] == read_manifest(served.index)
+    assert (info["name"], info["documents"], info["index_type"]) == ("tiny", 12, "flat")
+    assert info["encoder"]["pooling"] == "mean"
+    assert served.get("/indexes/small/info").json()["documents"] == 6
+    listed = served.get("/indexes").json()
+    assert listed["default"] == "tiny" and [i["name"] for i in listed["indexes"]] == ["tiny", "small"]
+
+
+def test_openapi_documents_every_endpoint(served):
+    schema = served.get("/openapi.json").json()
+    assert {"get", "post"} <= set(schema["paths"]["/search"])
+    assert {"get", "post"} <= set(schema["paths"]["/indexes/{name}/search"])
+    assert {"/health", "/info", "/indexes", "/indexes/{name}/info"} <= set(schema["paths"])
+    body = schema["paths"]["/search"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert "queries" in body["properties"]
+
+
+LONG = "word " * 41  # 205 characters, over the test limit of 200
+BAD_REQUESTS = {
+    "empty query": ("GET", "/search?q=&k=3", None, {}, 400, "empty"),
+    "blank query": ("GET", "/search?q=%20%20%20", None, {}, 400, "empty"),
+    "missing q": ("GET", "/search?k=3", None, {}, 400, "q: Field required"),
+    "k zero": ("GET", "/search?q=cat&k=0", None, {}, 400, "k:"),
+    "k too large": ("GET", "/search?q=cat&k=1001", None, {}, 400, "k:"),
+    "k not a number": ("GET", "/search?q=cat&k=ten", None, {}, 400, "k:"),
+    "long query": ("GET", f"/search?q={LONG.replace(' ', '+')}", None, {}, 400, "limit is 200"),
+    "post text/plain": ("POST", "/search", b'{"queries": ["cat"]}', {"Content-Type": "text/plain"}, 415,
+                        "application/json"),
+    "post no content type": ("POST", "/search", b'{"queries": ["cat"]}', {}, 415, "application/json"),
+    "post form": ("POST", "/search", b"queries=cat", {"Content-Type": "application/x-www-form-urlencoded"}, 415,
+                  "application/json"),
+    "malformed json": ("POST", "/search", b'{"queries": ["cat"', None, 400, "malformed JSON"),
+    "invalid utf-8": ("POST", "/search", b'{"queries": ["\xff"]}', None, 400, "malformed JSON"),
+    "json array": ("POST", "/search", b'["cat"]', None, 400, "valid dictionary"),
+    "no queries": ("POST", "/search", b'{"queries": []}', None, 400, "queries"),
+    "empty query in list": ("POST", "/search", b'{"queries": ["cat", " "]}', None, 400, "empty"),
+    "query not a string": ("POST", "/search", b'{"queries": [7]}', None, 400, "queries.0"),
+    "post k zero": ("POST", "/search", b'{"queries": ["cat"], "k": 0}', None, 400, "k:"),
+    "post k too large": ("POST", "/search", b'{"queries": ["cat"], "k": 5000}', None, 400, "k:"),
+    "unknown field": ("POST", "/search", b'{"queries": ["cat"], "top": 3}', None, 400, "top"),
+    "too many queries": ("POST", "/search", json.dumps({"queries": ["cat"] * 17}).encode(), None, 400,
+                         "limit is 16"),
+    "long query in body": ("POST", "/search", json.dumps({"queries": [LONG]}).encode(), None, 400, "limit is 200"),
+    "body too large": ("POST", "/search", json.dumps({"queries": ["cat " * 1100]}).encode(), None, 413, "limit"),
+    "chunked body too large": ("POST-CHUNKED", "/search", json.dumps({"queries": ["cat " * 1100]}).encode(), None,
+                               413, "limit"),
+    "unknown index": ("GET", "/indexes/nope/search?q=cat", None, {}, 404, "no index named 'nope'"),
+    "bad index name": ("GET", "/indexes/a.b/search?q=cat", None, {}, 400, "name:"),
+    "path traversal": ("GET", "/indexes/..%2F..%2Fetc/search?q=cat", None, {}, 404, ""),
+    "dotted traversal": ("GET", "/indexes/../../etc/passwd", None, {}, 404, ""),
+    "unknown route": ("GET", "/nothing-here", None, {}, 404, "Not Found"),
+    "wrong method": ("DELETE", "/search", None, {}, 405, "Method Not Allowed"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_REQUESTS))
+def test_bad_requests_get_a_json_4xx_and_the_server_keeps_serving(served, case):
+    method, path, body, headers, status, message = BAD_REQUESTS[case]
+    if headers is None:
+        headers = {"Content-Type": "application/json"}
+    chunked = method == "POST-CHUNKED"
+    reply = call(served.port, "POST" if chunked else method, path, body, headers, chunked=chunked)
+    assert reply.status == status, reply.body
+    assert reply.headers["content-type"] == "application/json"
+    error = reply.json()["error"]
+    assert isinstance(error, str) and error and message in error
+    assert b"Traceback" not in reply.body
+    if status == 405:
+        assert "GET" in reply.headers["allow"]
+    assert served.get("/search?q=cat&k=1").json()["hits"][0]["rank"] == 1
+
+
+def test_a_failing_search_is_a_json_500_without_traceback(served):
+    searcher = served.searchers["small"]
+
+    def explode(*args, **kwargs):
+        raise RuntimeError("secret internals")
+
+    searcher.search_vectors = explode
+    try:
+        reply = served.get("/indexes/small/search?q=cat")
+    finally:
+        del searcher.search_vectors
+    assert reply.status == 500 and reply.json() == {"error": "internal server error"}
+    assert served.get("/indexes/small/search?q=cat").status == 200
+
+
+def test_concurrent_requests_are_micro_batched(served):
+    clients, before = 24, served.forward_passes[0]
+    barrier = threading.Barrier(clients)
+    replies: list = [None] * clients
+
+    def client(i: int) -> None:
+        barrier.wait()
+        replies[i] = served.get(f"/search?q=query+number+{i}&k=2")
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert all(r is not None and r.status == 200 for r in replies)
+    assert [r.json()["query"] for r in replies] == [f"query number {i}" for i in range(clients)]
+    passes = served.forward_passes[0] - before
+    assert 1 <= passes < clients / 2, f"{clients} concurrent requests took {passes} forward passes"
+    assert served.get("/health").json()["indexes"]["tiny"]["largest_batch"] > 1
+
+
+def test_the_page_is_self_contained(served):
+    reply = served.get("/")
+    assert reply.status == 200 and reply.headers["content-type"].startswith("text/html")
+    page = reply.body.decode()
+    assert "<input" in page and "fetch(" in page
+    assert "http://" not in page and "https://" not in page and "src=" not in page
+
+
+def test_serve_help_documents_every_flag():
+    result = CliRunner().invoke(serve_command, ["--help"])
+    assert result.exit_code == 0
+    for flag in ("--index NAME=PATH", "--host", "--port", "--max-wait-ms", "--max-batch", "--max-query-chars",
+                 "--max-body-bytes", "--max-queries", "--threads", "--dtype", "--device"):
+        assert flag in result.output, flag
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "give an INDEX folder or at least one --index"),
+    (["--index", "../up=/tmp"], "invalid name '../up'"),
+    (["--index", "a/b=/tmp"], "invalid name 'a/b'"),
+    (["--index", "noequals"], "is not NAME=PATH"),
+    (["--index", "x=/definitely/not/here"], "is not an index folder"),
+    (["--index", "x=/tmp", "--index", "x=/tmp"], "used twice"),
+])
+def test_serve_refuses_bad_index_arguments_before_loading(args, message):
+    result = CliRunner().invoke(serve_command, args)
+    assert result.exit_code == 2 and message in result.output
+
+
+def test_serve_command_runs_a_server_with_named_indexes(tiny_index, small_index, tmp_path):
+    port = free_port()
+    script = "from retriever.cli.serving import serve_command; serve_command()"
+    process = subprocess.Popen([sys.executable, "-c", script, "--index", f"main={tiny_index}", "--index",
+                                f"part={small_index}", "--port", str(port), "--device", "cpu", "--dtype", "fp32",
+                                "--max-query-chars", "50", "--threads", "1"],
+                               stdout=subprocess.DEVNULL, stderr=open(tmp_path / "stderr", "wb"),
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        deadline = time.monotonic() + 45
+        while True:
+            try:
+                if call(port, "GET", "/health", timeout=2).status == 200:
+                    break
+            except OSError:
+                pass
+            assert process.poll() is None, (tmp_path / "stderr").read_text()
+            assert time.monotonic() < deadline, "retriever serve did not come up"
+            time.sleep(0.1)
+        listed = call(port, "GET", "/indexes").json()
+        assert listed["default"] == "main" and [i["name"] for i in listed["indexes"]] == ["main", "part"]
+        assert len(call(port, "GET", "/indexes/part/search?q=bee&k=50").json()["hits"]) == 6
+        assert len(call(port, "GET", "/search?q=bee&k=50").json()["hits"]) == 12
+        assert call(port, "GET", "/search?q=" + "a" * 51).status == 400
+    finally:
+        process.terminate()
+        process.wait(15)
+    assert "serving main, part at http://127.0.0.1:" in (tmp_path / "stderr").read_text()

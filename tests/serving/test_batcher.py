@@ -1,0 +1,175 @@
+"""The micro-batcher: concurrent queries share a forward pass, each request gets its own rows."""
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from retriever.searching import Hit, Searcher
+from retriever.serving.batcher import Closed, MicroBatcher, Overloaded
+from serving_fixtures import tiny_index  # noqa: F401 - fixture
+
+
+class FakeEncoder:
+    """Encodes a text as [len(text), 0]; can be held inside a pass to pile up requests."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.hold = threading.Event()
+        self.hold.set()
+        self.entered = threading.Event()
+        self.fail = False
+
+    def encode_queries(self, texts):
+        self.entered.set()
+        self.hold.wait(10)
+        self.batches.append(list(texts))
+        if self.fail:
+            raise RuntimeError("encoder exploded")
+        return np.array([[len(t), 0.0] for t in texts], dtype=np.float32)
+
+
+class FakeSearcher:
+    """Hits are the query's own length repeated, so rows can be traced back to their query."""
+
+    def __init__(self) -> None:
+        self.encoder = FakeEncoder()
+
+    def search_vectors(self, vectors, k):
+        scores = np.repeat(vectors[:, :1], k, axis=1) - np.arange(k)
+        return scores.astype(np.float32), np.tile(np.arange(k), (len(vectors), 1))
+
+    def _hits(self, scores, labels):
+        return [Hit(rank=i + 1, id=str(int(l)), score=float(s), title="", text="")
+                for i, (s, l) in enumerate(zip(scores, labels))]
+
+
+@pytest.fixture()
+def fake():
+    return FakeSearcher()
+
+
+def test_queries_submitted_together_share_one_pass(fake):
+    batcher = MicroBatcher(fake, max_batch=64, max_wait_ms=200)
+    try:
+        futures = [batcher.submit(["x" * n], k=2) for n in range(1, 11)]
+        results = [f.result(5) for f in futures]
+    finally:
+        batcher.close()
+    assert len(fake.encoder.batches) == 1 and len(fake.encoder.batches[0]) == 10
+    assert [r[0][0].score for r in results] == [float(n) for n in range(1, 11)]
+    assert batcher.stats.batches == 1 and batcher.stats.requests == 10 and batcher.stats.largest_batch == 10
+
+
+def test_each_request_gets_its_own_k_and_rows(fake):
+    batcher = MicroBatcher(fake, max_batch=64, max_wait_ms=200)
+    try:
+        one = batcher.submit(["aa", "aaaa"], k=3)
+        two = batcher.submit(["a"], k=1)
+        assert [[h.score for h in hits] for hits in one.result(5)] == [[2, 1, 0], [4, 3, 2]]
+        assert [[h.score for h in hits] for hits in two.result(5)] == [[1]]
+    finally:
+        batcher.close()
+    assert len(fake.encoder.batches) == 1
+
+
+def test_batches_stop_at_max_batch(fake):
+    batcher = MicroBatcher(fake, max_batch=4, max_wait_ms=100)
+    try:
+        for future in [batcher.submit(["q"], 1) for _ in range(10)]:
+            future.result(5)
+    finally:
+        batcher.close()
+    assert [len(b) for b in fake.encoder.batches] == [4, 4, 2]
+
+
+def test_requests_queued_during_a_pass_go_out_together_without_waiting(fake):
+    batcher = MicroBatcher(fake, max_batch=64, max_wait_ms=300)
+    try:
+        fake.encoder.hold.clear()
+        first = batcher.submit(["first"], 1)
+        assert fake.encoder.entered.wait(5)
+        waiting = [batcher.submit([f"q{i}"], 1) for i in range(5)]
+        time.sleep(0.35)  # they have now waited longer than max_wait_ms
+        released = time.perf_counter()
+        fake.encoder.hold.set()
+        first.result(5)
+        for future in waiting:
+            future.result(5)
+        assert time.perf_counter() - released < 0.25, "queued requests should not wait a second window"
+    finally:
+        batcher.close()
+    assert [len(b) for b in fake.encoder.batches] == [1, 5]
+
+
+def test_a_lone_query_waits_at_most_max_wait(fake):
+    batcher = MicroBatcher(fake, max_batch=64, max_wait_ms=5)
+    try:
+        started = time.perf_counter()
+        batcher.submit(["alone"], 1).result(5)
+        assert time.perf_counter() - started < 0.5
+    finally:
+        batcher.close()
+
+
+def test_an_error_reaches_every_request_and_the_batcher_keeps_working(fake):
+    batcher = MicroBatcher(fake, max_batch=64, max_wait_ms=100)
+    try:
+        fake.encoder.fail = True
+        failed = [batcher.submit(["q"], 1) for _ in range(3)]
+        for future in failed:
+            with pytest.raises(RuntimeError, match="exploded"):
+                future.result(5)
+        fake.encoder.fail = False
+        assert batcher.submit(["again"], 1).result(5)[0][0].score == 5
+    finally:
+        batcher.close()
+
+
+def test_too_many_pending_requests_are_refused(fake):
+    batcher = MicroBatcher(fake, max_batch=1, max_wait_ms=0, max_pending=2)
+    try:
+        fake.encoder.hold.clear()
+        batcher.submit(["running"], 1)
+        assert fake.encoder.entered.wait(5)
+        batcher.submit(["a"], 1)
+        batcher.submit(["b"], 1)
+        with pytest.raises(Overloaded):
+            batcher.submit(["c"], 1)
+    finally:
+        fake.encoder.hold.set()
+        batcher.close()
+
+
+def test_close_finishes_queued_work_then_refuses(fake):
+    batcher = MicroBatcher(fake, max_batch=64, max_wait_ms=50)
+    queued = [batcher.submit(["q"], 1) for _ in range(3)]
+    batcher.close()
+    assert all(f.done() and f.result()[0][0].score == 1 for f in queued)
+    with pytest.raises(Closed):
+        batcher.submit(["late"], 1)
+
+
+def test_async_search_and_warm_up_with_a_real_index(tiny_index):
+    searcher = Searcher(tiny_index, device="cpu", dtype="fp32")
+    batcher = MicroBatcher(searcher, max_batch=8, max_wait_ms=50)
+    try:
+        batcher.warm_up()
+        assert batcher.stats.batches == 0, "warm-up passes are not counted"
+        queries = ["where does honey come from", "hot lava rock", "ice and snow"]
+
+        async def ask_all():
+            return await asyncio.gather(*(batcher.search([q], k) for q, k in zip(queries, (1, 5, 12))))
+
+        results = asyncio.run(ask_all())
+    finally:
+        batcher.close()
+    assert batcher.stats.batches == 1
+    for query, k, [hits] in zip(queries, (1, 5, 12), results):
+        [expected] = searcher.search([query], k=k)
+        assert [h.id for h in hits] == [h.id for h in expected]
+        assert np.allclose([h.score for h in hits], [h.score for h in expected], atol=1e-5)
+        assert hits[0].title and hits[0].text

@@ -1,0 +1,183 @@
+"""The search page in headless Chromium: typing a query shows the API's hits; ``/?q=`` prefills.
+
+Chromium is driven over the DevTools protocol on ``--remote-debugging-pipe`` (NUL-separated
+JSON on file descriptors 3 and 4), so no webdriver or websocket package is needed. Skipped
+where no Chromium or Chrome is installed (``apt-get install chromium``).
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import select
+import shutil
+import subprocess
+import time
+import urllib.parse
+
+import pytest
+
+from serving_fixtures import served, small_index, tiny_index  # noqa: F401 - fixtures
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--disable-dev-shm-usage", "--hide-scrollbars")
+SCREENSHOT = "/tmp/retriever-search-page.png"
+
+
+def find_browser() -> str:
+    found = os.environ.get("CHROMIUM") or next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
+    if not found:
+        pytest.skip("no Chromium or Chrome on PATH (install one, e.g. apt-get install chromium)")
+    return found
+
+
+class DevTools:
+    """A minimal DevTools-protocol client over Chromium's debugging pipe."""
+
+    def __init__(self, binary: str, profile: str) -> None:
+        # The shell moves our stdin/stdout pipes to fds 3 and 4, where --remote-debugging-pipe expects them.
+        self.process = subprocess.Popen(
+            ["sh", "-c", 'exec "$0" "$@" 3<&0 4>&1 0</dev/null 1>/dev/null', binary, *FLAGS,
+             "--remote-debugging-pipe", f"--user-data-dir={profile}", "about:blank"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.buffer = b""
+        self.next_id = 0
+        self.session: str | None = None
+
+    def send(self, method: str, params: dict | None = None, timeout: float = 20.0) -> dict:
+        self.next_id += 1
+        message = {"id": self.next_id, "method": method, "params": params or {}}
+        if self.session:
+            message["sessionId"] = self.session
+        self.process.stdin.write(json.dumps(message).encode() + b"\0")
+        self.process.stdin.flush()
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = self._read(deadline)
+            if reply.get("id") == self.next_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply["result"]
+
+    def _read(self, deadline: float) -> dict:
+        while b"\0" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([self.process.stdout], [], [], remaining)[0]:
+                raise TimeoutError("Chromium did not answer")
+            chunk = os.read(self.process.stdout.fileno(), 1 << 20)
+            if not chunk:
+                raise RuntimeError("Chromium exited")
+            self.buffer += chunk
+        message, _, self.buffer = self.buffer.partition(b"\0")
+        return json.loads(message)
+
+    def open_page(self, width: int = 1000, height: int = 860) -> None:
+        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        self.send("Emulation.setDeviceMetricsOverride",
+                  {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+
+    def evaluate(self, expression: str):
+        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True})
+        return result["result"].get("value")
+
+    def wait_for(self, expression: str, timeout: float = 20.0):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = self.evaluate(expression)
+            if value:
+                return value
+            time.sleep(0.05)
+        raise TimeoutError(f"waited {timeout}s for {expression}")
+
+    def type_text(self, text: str) -> None:
+        for char in text:
+            self.send("Input.dispatchKeyEvent", {"type": "keyDown", "key": char, "text": char})
+            self.send("Input.dispatchKeyEvent", {"type": "keyUp", "key": char})
+
+    def press_enter(self) -> None:
+        keys = {"key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13}
+        self.send("Input.dispatchKeyEvent", {"type": "keyDown", "text": "\r", **keys})
+        self.send("Input.dispatchKeyEvent", {"type": "keyUp", **keys})
+
+    def close(self) -> None:
+        try:
+            self.session = None
+            self.send("Browser.close", timeout=5)
+        except (RuntimeError, TimeoutError, OSError):
+            pass
+        try:
+            self.process.wait(5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture()
+def browser(tmp_path):
+    tools = DevTools(find_browser(), str(tmp_path / "profile"))
+    try:
+        tools.open_page()
+        yield tools
+    finally:
+        tools.close()
+
+
+SHOWN_HITS = """JSON.stringify([...document.querySelectorAll('#results .hit')].map(item => ({
+  id: item.dataset.id, title: item.querySelector('.title').textContent,
+  score: item.querySelector('.score').textContent, snippet: item.querySelector('.snippet').textContent})))"""
+
+
+def expected_hits(served, query: str, k: int = 10) -> list:
+    return served.searchers["tiny"].search([query], k=k)[0]
+
+
+def test_typed_query_shows_title_snippet_score_and_id(served, browser):
+    browser.send("Page.navigate", {"url": served.url})
+    browser.wait_for("['ready', 'done'].includes(document.body.dataset.state)")
+    browser.evaluate("document.getElementById('q').focus()")
+    browser.type_text("where does honey come from")
+    assert browser.evaluate("document.getElementById('q').value") == "where does honey come from"
+    browser.press_enter()
+    browser.wait_for("document.body.dataset.state === 'done'")
+    shown = json.loads(browser.evaluate(SHOWN_HITS))
+    expected = expected_hits(served, "where does honey come from")
+    assert [h["id"] for h in shown] == [h.id for h in expected]
+    assert shown[0]["title"] == expected[0].title
+    assert shown[0]["score"] == f"score {expected[0].score:.4f}"
+    assert shown[0]["snippet"] == " ".join(expected[0].text.split())
+    assert browser.evaluate("location.search") == "?q=where+does+honey+come+from&k=10"
+    assert "10 hits from tiny" in browser.evaluate("document.getElementById('status').textContent")
+    png = base64.b64decode(browser.send("Page.captureScreenshot", {"format": "png"})["data"])
+    assert png.startswith(b"\x89PNG")
+    with open(SCREENSHOT, "wb") as file:
+        file.write(png)
+
+
+def test_url_query_prefills_and_searches_another_index(served, browser):
+    browser.send("Page.navigate", {"url": served.url + "?q=ice+and+snow&k=3&index=small"})
+    browser.wait_for("document.body.dataset.state === 'done'")
+    shown = json.loads(browser.evaluate(SHOWN_HITS))
+    expected = served.searchers["small"].search(["ice and snow"], k=3)[0]
+    assert [h["id"] for h in shown] == [h.id for h in expected]
+    assert browser.evaluate("document.getElementById('q').value") == "ice and snow"
+    assert browser.evaluate("document.getElementById('index-label').hidden") is False
+
+
+def test_errors_show_on_the_page(served, browser):
+    browser.send("Page.navigate", {"url": served.url + "?q=" + "x" * 201})
+    browser.wait_for("document.body.dataset.state === 'error'")
+    assert "limit is 200" in browser.evaluate("document.getElementById('status').textContent")
+
+
+def test_dump_dom_of_a_linked_search(served, tmp_path):
+    query = "hot lava rock"
+    url = served.url + "?" + urllib.parse.urlencode({"q": query, "k": 4})
+    result = subprocess.run([find_browser(), *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+                             "--virtual-time-budget=15000", url], capture_output=True, text=True, timeout=60)
+    ids = [h.id for h in expected_hits(served, query, k=4)]
+    positions = [result.stdout.find(f'data-id="{doc_id}"') for doc_id in ids]
+    assert all(p >= 0 for p in positions) and positions == sorted(positions), result.stdout[-2000:]
+    assert "4 hits from tiny" in result.stdout

@@ -1,0 +1,101 @@
+"""Training examples from BEIR and JSONL, per-epoch sampling, and the collator's targets and mask."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import write_jsonl
+from retriever.encoder import EncoderSettings
+from retriever.errors import InputFileError, RetrieverError
+from retriever.models import load_tokenizer
+from retriever.training.data import (Collator, Passage, TrainExample, batched, epoch_groups, load_beir_examples,
+                                     load_jsonl_examples)
+
+
+@pytest.fixture()
+def train_beir(tiny_beir):
+    """tiny_beir with a train split: q1 has two positives (d6, d3), q2 shares d6, one grade-0 judgment."""
+    (tiny_beir / "qrels" / "train.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nq1\td6\t1\nq1\td3\t2\nq2\td6\t1\nq2\td4\t1\nq3\td10\t0\n", encoding="utf-8")
+    return tiny_beir
+
+
+def test_beir_examples_take_positive_judgments_and_corpus_text(train_beir):
+    examples = {e.query_id: e for e in load_beir_examples(train_beir, "train")}
+    assert set(examples) == {"q1", "q2"}  # q3's only judgment has grade 0
+    assert [p.id for p in examples["q1"].positives] == ["d6", "d3"]
+    assert examples["q1"].positives[0].text == "Bees the bee makes honey from a flower"
+    assert examples["q1"].query == "where does honey come from"
+    assert examples["q1"].judged == {"d6", "d3"} and examples["q1"].negatives == ()
+
+
+def test_negatives_file_drops_judged_positives_and_unknown_ids(train_beir, tmp_path):
+    negatives = write_jsonl(tmp_path / "neg.jsonl", [{"query_id": "q1", "negatives": ["d3", "d9", "nope", "d1"]},
+                                                     {"query_id": "q2", "negatives": ["d6", "d5"]}])
+    examples = {e.query_id: e for e in load_beir_examples(train_beir, "train", negatives)}
+    assert [p.id for p in examples["q1"].negatives] == ["d9", "d1"]
+    assert [p.id for p in examples["q2"].negatives] == ["d5"]
+
+
+def test_negatives_mined_from_another_split_are_refused(train_beir, tmp_path):
+    negatives = write_jsonl(tmp_path / "neg.jsonl", [{"query_id": "q9", "negatives": ["d1"]}])
+    with pytest.raises(RetrieverError, match="none of its query ids"):
+        load_beir_examples(train_beir, "train", negatives)
+
+
+def test_jsonl_strings_are_doc_ids_with_a_corpus_and_texts_without(tiny_beir, tmp_path):
+    path = write_jsonl(tmp_path / "train.jsonl", [
+        {"query": "honey", "positives": ["d6"], "negatives": ["d1", {"text": "a bee text", "title": "T"}]},
+        {"query": "honey", "positives": [{"id": "d3"}]},
+    ])
+    with_corpus = load_jsonl_examples(path, corpus=tiny_beir)
+    assert with_corpus[0].positives[0] == Passage("d6", "Bees the bee makes honey from a flower")
+    assert with_corpus[0].negatives[1].text == "T a bee text"
+    assert with_corpus[0].judged == with_corpus[1].judged == {"d6", "d3"}  # same query text: shared judgments
+    plain = write_jsonl(tmp_path / "plain.jsonl", [{"query": "honey", "positives": ["d6"]}])
+    as_text = load_jsonl_examples(plain)
+    assert as_text[0].positives[0].text == "d6" and as_text[0].positives[0].id.startswith("text:")
+    assert as_text[0].query_id == "line-1"
+
+
+@pytest.mark.parametrize("row, corpus, message", [
+    ({"query": "x", "positives": ["missing-id"]}, True, "train.jsonl:2: document id 'missing-id' is not in"),
+    ({"query": "x", "positives": [{"id": "d1"}]}, False, "train.jsonl:2: passage 'd1' is given by id only"),
+    ({"query": "x", "positives": []}, False, "train.jsonl:2: 'positives' is missing or empty"),
+    ({"positives": ["a"]}, False, "train.jsonl:2: missing or empty 'query'"),
+])
+def test_jsonl_errors_name_the_line(tiny_beir, tmp_path, row, corpus, message):
+    path = write_jsonl(tmp_path / "train.jsonl", [{"query": "ok", "positives": ["d1"]}, row])
+    with pytest.raises(InputFileError, match=message):
+        load_jsonl_examples(path, corpus=tiny_beir if corpus else None)
+
+
+def example(query_id: str, positives: list[str], negatives: list[str]) -> TrainExample:
+    return TrainExample(query_id, f"query {query_id}", tuple(Passage(i, f"text {i}") for i in positives),
+                        tuple(Passage(i, f"text {i}") for i in negatives), frozenset(positives))
+
+
+def test_epoch_groups_depend_only_on_seed_and_epoch():
+    examples = [example(f"q{i}", [f"p{i}", f"p{i}b"], [f"n{i}{j}" for j in range(5)]) for i in range(8)]
+    first = epoch_groups(examples, epoch=0, seed=7, group_size=3)
+    assert first == epoch_groups(examples, epoch=0, seed=7, group_size=3)
+    assert first != epoch_groups(examples, epoch=1, seed=7, group_size=3)
+    for group in first:
+        assert len(group.passages) == 3
+        assert group.passages[0].id.startswith("p") and all(p.id.startswith("n") for p in group.passages[1:])
+    few = epoch_groups([example("q", ["p"], ["n1"])], epoch=0, seed=0, group_size=4)
+    assert [p.id for p in few[0].passages] == ["p", "n1"]  # brings the one negative it has
+    assert [len(b) for b in batched(first, 3)] == [3, 3, 2]
+
+
+def test_collator_targets_mask_and_prefixes(tiny_model_dir):
+    settings = EncoderSettings(model=str(tiny_model_dir), query_prefix="query: ", passage_max_length=16)
+    collator = Collator(load_tokenizer(str(tiny_model_dir)), settings)
+    q1 = TrainExample("q1", "cat", (Passage("d1", "the cat sat"),), (Passage("d2", "a dog ran"),), frozenset({"d1"}))
+    q2 = TrainExample("q2", "mat", (Passage("d1", "the cat sat"),), (), frozenset({"d1"}))
+    groups = epoch_groups([q1, q2], epoch=0, seed=0, group_size=2)
+    batch = collator(sorted(groups, key=lambda g: g.example.query_id))
+    assert batch.targets.tolist() == [0, 2]
+    assert batch.mask.tolist() == [[False, False, True], [True, False, False]]
+    assert batch.passage_inputs["input_ids"].shape[0] == 3
+    decoded = collator.tokenizer.decode(batch.query_inputs["input_ids"][0], skip_special_tokens=True)
+    assert decoded.startswith("query")

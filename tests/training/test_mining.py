@@ -1,0 +1,60 @@
+"""Hard-negative mining from an index: rank order, skipped top ranks, never a judged positive."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from retriever.corpus import read_queries
+from retriever.encoder import Encoder, EncoderSettings
+from retriever.errors import RetrieverError
+from retriever.indexing import encode_and_index
+from retriever.runs import ranked_hits
+from retriever.searching import Searcher
+from retriever.training.data import load_beir_examples
+from retriever.training.mining import mine_negatives, select_negatives
+
+
+@pytest.fixture()
+def indexed_beir(tmp_path, tiny_model_dir, tiny_beir):
+    (tiny_beir / "qrels" / "train.tsv").write_text(
+        "query-id\tcorpus-id\tscore\nq1\td6\t1\nq1\td3\t1\nq2\td4\t1\nq3\td10\t0\nq3\td1\t1\n", encoding="utf-8")
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "index", encoder, progress=False)
+    return tiny_beir, tmp_path / "index"
+
+
+def test_select_negatives_skips_top_ranks_then_positives():
+    ranked = ["a", "p1", "b", "c", "p2", "d", "e"]
+    assert select_negatives(ranked, {"p1", "p2"}, skip_top=0, per_query=3) == ["a", "b", "c"]
+    assert select_negatives(ranked, {"p1", "p2"}, skip_top=2, per_query=10) == ["b", "c", "d", "e"]
+
+
+def test_mined_negatives_follow_the_ranking_and_skip_positives(indexed_beir, tmp_path):
+    dataset, index = indexed_beir
+    output = tmp_path / "negatives.jsonl"
+    result = mine_negatives(index, dataset, output, split="train", depth=12, skip_top=1, per_query=5,
+                            device="cpu", dtype="fp32", progress=False)
+    lines = [json.loads(line) for line in output.read_text().splitlines()]
+    assert [line["query_id"] for line in lines] == ["q1", "q2", "q3"] and result.queries == 3
+    searcher = Searcher(index, device="cpu", dtype="fp32")
+    queries = {q.id: q.text for q in read_queries(dataset / "queries.jsonl")}
+    positives = {"q1": {"d6", "d3"}, "q2": {"d4"}, "q3": {"d1"}}
+    for line in lines:
+        ranking = [d for d, _ in ranked_hits(searcher.run([line["query_id"]], [queries[line["query_id"]]], k=12)
+                                             [line["query_id"]])]
+        assert not set(line["negatives"]) & positives[line["query_id"]]
+        assert line["negatives"] == [d for d in ranking[1:] if d not in positives[line["query_id"]]][:5]
+    everything = mine_negatives(index, dataset, tmp_path / "all.jsonl", depth=12, per_query=12, device="cpu",
+                                dtype="fp32", progress=False)
+    q3 = json.loads((tmp_path / "all.jsonl").read_text().splitlines()[2])
+    assert len(q3["negatives"]) == 11 and "d10" in q3["negatives"]  # grade 0 is judged non-relevant: a negative
+    assert everything.negatives == 10 + 11 + 11
+    examples = {e.query_id: e for e in load_beir_examples(dataset, "train", output)}
+    assert [p.id for p in examples["q1"].negatives] == lines[0]["negatives"]
+
+
+def test_skipping_every_retrieved_document_is_refused(indexed_beir, tmp_path):
+    dataset, index = indexed_beir
+    with pytest.raises(RetrieverError, match="skip-top"):
+        mine_negatives(index, dataset, tmp_path / "n.jsonl", depth=5, skip_top=5, progress=False)

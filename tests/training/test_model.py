@@ -1,0 +1,108 @@
+"""DualEncoder: shared and untied towers, save/load as a model folder the inference Encoder reads as is."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from transformers import BertConfig, BertForMaskedLM
+
+from conftest import make_tiny_bert
+from retriever.corpus import Document
+from retriever.encoder import Encoder, EncoderSettings
+from retriever.errors import RetrieverError
+from retriever.training.model import DualEncoder
+
+QUERIES = ["where does honey come from", "hot lava rock and fire"]
+DOCUMENTS = [Document("d1", "the bee makes honey from a flower", "Bees"), Document("d2", "lava is hot rock")]
+
+
+def perturbed(model: DualEncoder, seed: int = 1) -> DualEncoder:
+    """Nudge every weight, differently per tower, as training would."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for tower in model.towers():
+            for parameter in tower.parameters():
+                parameter.add_(0.02 * torch.randn(parameter.shape, generator=generator))
+    return model
+
+
+def direct_embeddings(model: DualEncoder, texts: list[str], queries: bool) -> np.ndarray:
+    """Embeddings straight from the training path (one padded batch), not through Encoder."""
+    settings = model.settings
+    max_length = settings.query_max_length if queries else settings.passage_max_length
+    inputs = dict(model.tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt"))
+    model.eval()
+    with torch.no_grad():
+        vectors = model.encode_queries(inputs) if queries else model.encode_passages(inputs)
+    return vectors.numpy()
+
+
+@pytest.mark.parametrize("towers, pooling, normalize", [("shared", "mean", True), ("untied", "cls", False)])
+def test_saved_folder_loads_in_encoder_with_the_same_embeddings(tmp_path, tiny_model_dir, towers, pooling, normalize):
+    model = perturbed(DualEncoder.from_pretrained(str(tiny_model_dir), towers=towers, pooling=pooling,
+                                                  normalize=normalize, query_prefix="q: ", passage_max_length=48))
+    folder = model.save(tmp_path / "model", training={"steps": 3})
+    recorded = json.loads((folder / "retriever.json").read_text())
+    assert recorded["towers"] == towers and recorded["pooling"] == pooling and recorded["normalize"] is normalize
+    assert recorded["passage_max_length"] == 48 and recorded["training"] == {"steps": 3}
+    if towers == "untied":
+        assert (folder / "query" / "config.json").is_file() and (folder / "passage" / "config.json").is_file()
+    encoder = Encoder(EncoderSettings.for_model(str(folder)), device="cpu", dtype="fp32")
+    assert encoder.settings.query_prefix == "q: " and encoder.settings.towers == towers
+    np.testing.assert_allclose(encoder.encode_queries(QUERIES),
+                               direct_embeddings(model, ["q: " + q for q in QUERIES], queries=True), atol=1e-5)
+    passages = [f"{d.title} {d.text}".strip() for d in DOCUMENTS]
+    np.testing.assert_allclose(encoder.encode_passages(DOCUMENTS), direct_embeddings(model, passages, queries=False),
+                               atol=1e-5)
+
+
+def test_untied_towers_start_equal_and_stay_separate(tmp_path, tiny_model_dir):
+    model = DualEncoder.from_pretrained(str(tiny_model_dir), towers="untied")
+    assert model.query_model is not model.passage_model
+    assert torch.equal(model.query_model.embeddings.word_embeddings.weight,
+                       model.passage_model.embeddings.word_embeddings.weight)
+    perturbed(model)
+    reloaded = DualEncoder.from_pretrained(str(model.save(tmp_path / "untied")))
+    assert reloaded.settings.towers == "untied"
+    for before, after in [(model.query_model, reloaded.query_model), (model.passage_model, reloaded.passage_model)]:
+        for (name, a), (_, b) in zip(before.state_dict().items(), after.state_dict().items()):
+            assert torch.equal(a, b), name
+    with pytest.raises(RetrieverError, match="untied"):
+        DualEncoder.from_pretrained(str(tmp_path / "untied"), towers="shared")
+
+
+def test_shared_towers_are_one_module(tiny_model_dir):
+    model = DualEncoder.from_pretrained(str(tiny_model_dir))
+    assert model.passage_model is model.query_model and len(model.towers()) == 1
+    assert model.settings.pooling == "mean" and model.settings.normalize is True
+
+
+def test_condenser_checkpoint_loads_its_backbone_and_says_the_head_is_dropped(tmp_path, capsys):
+    """A Condenser folder is a BertForMaskedLM plus model.pt (the head): the encoder is its BERT backbone."""
+    folder = make_tiny_bert(tmp_path / "condenser", layers=2)
+    masked_lm = BertForMaskedLM(BertConfig.from_pretrained(folder))
+    masked_lm.save_pretrained(folder)
+    torch.save({"c_head.0.attention.self.query.weight": torch.zeros(32, 32)}, folder / "model.pt")
+    model = DualEncoder.from_pretrained(str(folder), pooling="cls")
+    assert "Condenser" in capsys.readouterr().err
+    expected = masked_lm.bert.encoder.layer[1].output.dense.weight
+    assert torch.equal(model.query_model.encoder.layer[1].output.dense.weight, expected)
+    with pytest.raises(RetrieverError, match="pooler"):  # an MLM checkpoint has no trained pooler
+        DualEncoder.from_pretrained(str(folder), pooling="pooler")
+
+
+def test_pooler_pooling_needs_pooler_weights(tmp_path):
+    folder = make_tiny_bert(tmp_path / "no-pooler", layers=1, with_pooler=False)
+    with pytest.raises(RetrieverError, match="pooler"):
+        DualEncoder.from_pretrained(str(folder), pooling="pooler")
+
+
+def test_saving_into_a_folder_with_checkpoints_keeps_them(tmp_path, tiny_model_dir):
+    output = tmp_path / "out"
+    (output / "checkpoints").mkdir(parents=True)
+    (output / "checkpoints" / "finished.json").write_text("{}")
+    DualEncoder.from_pretrained(str(tiny_model_dir)).save(output)
+    assert (output / "config.json").is_file() and (output / "checkpoints" / "finished.json").is_file()
+    assert not [p for p in output.iterdir() if "staging" in p.name]

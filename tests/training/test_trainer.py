@@ -1,0 +1,181 @@
+"""The training loop: GradCache equals plain gradients, loss falls, dev scores match the index pipeline,
+and a killed run resumes from its last checkpoint to the same weights."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import TINY_DOCS, make_tiny_bert, write_jsonl
+from retriever.corpus import BeirDataset
+from retriever.encoder import Encoder, EncoderSettings
+from retriever.errors import RetrieverError
+from retriever.evaluation import evaluate_index
+from retriever.indexing import encode_and_index
+from retriever.searching import Searcher
+from retriever.training import TrainConfig, train
+from retriever.training.data import Collator, epoch_groups, load_beir_examples
+from retriever.training.gradcache import grad_cache_backward, plain_backward
+from retriever.training.loss import contrastive_loss
+from retriever.training.model import DualEncoder
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models run fastest on one thread, and on a busy machine two threads can be 5x slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def small_bert(tmp_path_factory) -> Path:
+    return make_tiny_bert(tmp_path_factory.mktemp("small-bert"), layers=1)
+
+
+@pytest.fixture()
+def train_beir(tmp_path) -> Path:
+    """12 documents, one query per document whose words appear in it; train and test splits."""
+    root = tmp_path / "beir"
+    (root / "qrels").mkdir(parents=True)
+    write_jsonl(root / "corpus.jsonl", [{"_id": i, "title": t, "text": x} for i, t, x in TINY_DOCS])
+    write_jsonl(root / "queries.jsonl", [{"_id": f"q{i}", "text": f"{t.lower()} {x.split()[-1]}"}
+                                         for i, (_, t, x) in enumerate(TINY_DOCS)])
+    lines = [f"q{i}\t{doc_id}\t1\n" for i, (doc_id, _, _) in enumerate(TINY_DOCS)]
+    (root / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(lines[:8]))
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(lines[8:]))
+    return root
+
+
+def config(output: Path, dataset: Path, model: Path, **overrides) -> TrainConfig:
+    values = dict(output=str(output), dataset=str(dataset), model=str(model), batch_size=4, learning_rate=1e-3,
+                  device="cpu", dtype="fp32", progress=False, passage_max_length=32, query_max_length=16)
+    return TrainConfig(**{**values, **overrides})
+
+
+def gradients(model: DualEncoder) -> dict[str, torch.Tensor]:
+    return {f"{i}.{name}": p.grad.clone() for i, tower in enumerate(model.towers())
+            for name, p in tower.named_parameters() if p.grad is not None}
+
+
+def hard_negative_batch(model: DualEncoder, train_beir: Path):
+    examples = load_beir_examples(train_beir, "train")
+    others = tuple(e.positives[0] for e in load_beir_examples(train_beir, "test"))
+    with_negatives = [dataclasses.replace(e, negatives=others) for e in examples]
+    return Collator(model.tokenizer, model.settings)(epoch_groups(with_negatives, 0, seed=1, group_size=3))
+
+
+@pytest.mark.parametrize("towers", ["shared", "untied"])
+def test_grad_cache_gives_the_plain_gradients(tiny_model_dir, train_beir, towers):
+    model = DualEncoder.from_pretrained(str(tiny_model_dir), towers=towers, passage_max_length=32)
+    batch = hard_negative_batch(model, train_beir)  # 8 queries x 3 passages
+    model.eval()  # dropout off: chunks of 3 cannot draw the masks of one full batch
+    plain_loss = plain_backward(model, batch, 0.05, CPU, "fp32")
+    plain = gradients(model)
+    model.zero_grad()
+    cached_loss = grad_cache_backward(model, batch, 0.05, chunk_size=3, device=CPU, dtype="fp32")
+    assert cached_loss == pytest.approx(plain_loss, rel=1e-5)
+    cached = gradients(model)
+    assert plain.keys() == cached.keys() and len(plain) > 10
+    for name in plain:
+        torch.testing.assert_close(cached[name], plain[name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_grad_cache_replays_dropout(tiny_model_dir, train_beir):
+    """With dropout on, the second pass must reuse the first pass's masks (else gradients are wrong)."""
+    model = DualEncoder.from_pretrained(str(tiny_model_dir), passage_max_length=32)
+    batch = hard_negative_batch(model, train_beir)
+    model.train()
+    torch.manual_seed(3)
+    plain_backward(model, batch, 0.05, CPU, "fp32")
+    plain, plain_rng = gradients(model), torch.get_rng_state()
+    model.zero_grad()
+    torch.manual_seed(3)
+    grad_cache_backward(model, batch, 0.05, chunk_size=64, device=CPU, dtype="fp32")
+    assert torch.equal(torch.get_rng_state(), plain_rng)
+    for name, gradient in gradients(model).items():
+        torch.testing.assert_close(gradient, plain[name], rtol=1e-4, atol=1e-6, msg=name)
+
+
+def dataset_loss(model: DualEncoder, dataset: Path) -> float:
+    examples = load_beir_examples(dataset, "train")
+    batch = Collator(model.tokenizer, model.settings)(epoch_groups(examples, 0, seed=0, group_size=1))
+    model.eval()
+    with torch.no_grad():
+        return contrastive_loss(model.encode_queries(batch.query_inputs), model.encode_passages(batch.passage_inputs),
+                                batch.targets, 0.05, batch.mask).item()
+
+
+def test_loss_falls_and_dev_scores_match_the_index_pipeline(tmp_path, small_bert, train_beir):
+    before = dataset_loss(DualEncoder.from_pretrained(str(small_bert), passage_max_length=32), train_beir)
+    output = tmp_path / "model"
+    result = train(config(output, train_beir, small_bert, epochs=6, dev_split="test"))
+    after = dataset_loss(DualEncoder.from_pretrained(str(output)), train_beir)
+    assert after < 0.7 * before, (before, after)
+    assert result.steps == 12 and [h["epoch"] for h in result.history] == list(range(7))
+    assert result.best_step == max((h for h in result.history[1:]), key=lambda h: h["ndcg@10"])["step"]
+    recorded = json.loads((output / "retriever.json").read_text())
+    assert recorded["training"]["steps"] == 12 and recorded["training"]["dev"]["best_step"] == result.best_step
+    assert [p.name for p in (output / "checkpoints").iterdir()] == ["finished.json"]
+    # the saved folder through encode -> flat index -> evaluate gives the dev scores recorded for it
+    encoder = Encoder(EncoderSettings.for_model(str(output)), device="cpu", dtype="fp32")
+    encode_and_index(train_beir, tmp_path / "index", encoder, progress=False)
+    report, _ = evaluate_index(Searcher(tmp_path / "index", device="cpu", dtype="fp32"), BeirDataset.open(train_beir),
+                               "test", k=100, metrics=("ndcg@10", "recall@100"), progress=False)
+    assert report.evaluation.mean == pytest.approx(result.dev_scores, abs=1e-6)
+
+
+RESUMABLE_RUN = """
+import json, sys
+from retriever.training import TrainConfig, train
+result = train(TrainConfig(**json.loads(sys.argv[1])))
+print(json.dumps(result.to_json()))
+"""
+
+
+def latest_step(output: Path) -> int:
+    steps = [int(p.name.split("-")[1]) for p in (output / "checkpoints").glob("step-*")]
+    return max(steps, default=0)
+
+
+def test_killed_run_resumes_from_its_last_checkpoint(tmp_path, small_bert, train_beir, capsys):
+    output = tmp_path / "model"
+    settings = config(output, train_beir, small_bert, epochs=10, batch_size=1, save_steps=4, warmup_ratio=0.2)
+    arguments = [sys.executable, "-c", RESUMABLE_RUN, json.dumps(settings.to_dict())]
+    killed = subprocess.Popen(arguments, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+    deadline = time.time() + 60
+    while latest_step(output) < 8 and killed.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    killed.send_signal(signal.SIGKILL)
+    killed.wait()
+    assert killed.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    killed_at = latest_step(output)
+    assert killed_at >= 8 and not (output / "config.json").exists()
+    resumed = train(settings)  # the same call again, here in-process
+    assert resumed.resumed_from_step == killed_at and resumed.steps == 80
+    assert f"(step {killed_at}," in capsys.readouterr().err
+    # an uninterrupted run of the same settings ends with the same weights
+    uninterrupted = train(TrainConfig(**{**settings.to_dict(), "output": str(tmp_path / "straight")}))
+    assert uninterrupted.steps == 80 and uninterrupted.resumed_from_step is None
+    resumed_model = DualEncoder.from_pretrained(str(output))
+    straight_model = DualEncoder.from_pretrained(str(tmp_path / "straight"))
+    for (name, a), (_, b) in zip(resumed_model.query_model.state_dict().items(),
+                                 straight_model.query_model.state_dict().items()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
+    # rerunning a finished run does nothing; other settings in the same folder are refused
+    again = train(settings)
+    assert again.already_finished and again.steps == 80
+    with pytest.raises(RetrieverError, match="other settings"):
+        train(TrainConfig(**{**settings.to_dict(), "learning_rate": 5e-4}))
