@@ -119,15 +119,21 @@ def _as_text(value: object, path: Path, number: int | None, name: str) -> str:
     raise InputFileError(path, number, f"field {name!r} must be a string, got {type(value).__name__}")
 
 
+def parse_json_object(line: str, path: Path, number: int) -> dict:
+    """One JSONL line as a dict, or an error naming file:line."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise InputFileError(path, number, f"malformed JSON ({error.msg} at column {error.colno})",
+                             "each line must be one JSON object") from None
+    if not isinstance(record, dict):
+        raise InputFileError(path, number, "line is not a JSON object")
+    return record
+
+
 def _jsonl_records(path: Path, fields: Fields, need_text: bool = True) -> Iterator[tuple[int, str, str, str, dict]]:
     for number, line in _decoded_lines(path):
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise InputFileError(path, number, f"malformed JSON ({error.msg} at column {error.colno})",
-                                 "each line must be one JSON object") from None
-        if not isinstance(record, dict):
-            raise InputFileError(path, number, "line is not a JSON object")
+        record = parse_json_object(line, path, number)
         if fields.id not in record:
             raise InputFileError(path, number, f"missing id field {fields.id!r}",
                                  "pass --id-field if the id lives under another key")

@@ -95,9 +95,10 @@ class Searcher:
             return []
         vectors = self.encoder.encode_queries(list(queries))
         scores, labels = self.search_vectors(vectors, k, nprobe, ef_search)
-        return [self._hits(row_scores, row_labels) for row_scores, row_labels in zip(scores, labels)]
+        return [self.hits(row_scores, row_labels) for row_scores, row_labels in zip(scores, labels)]
 
-    def _hits(self, scores: np.ndarray, labels: np.ndarray) -> list[Hit]:
+    def hits(self, scores: np.ndarray, labels: np.ndarray) -> list[Hit]:
+        """One FAISS result row as hits with title and text."""
         valid = [(float(s), int(l)) for s, l in zip(scores, labels) if l >= 0]
         rows = self._docstore.take([int(self._docstore_rows[label]) for _, label in valid]).to_pydict()
         return [Hit(rank=rank, id=self.ids[label], score=score, title=rows["title"][rank - 1] or "",

@@ -20,7 +20,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import faiss
-import numpy as np
 import torch
 
 from retriever.errors import RetrieverError
@@ -164,13 +163,9 @@ class MicroBatcher:
         results, row = [], 0
         for request in batch:
             rows = range(row, row + len(request.queries))
-            results.append([self._hits(scores[i, :request.k], labels[i, :request.k]) for i in rows])
+            results.append([self.searcher.hits(scores[i, :request.k], labels[i, :request.k]) for i in rows])
             row += len(request.queries)
         return results
-
-    def _hits(self, scores: np.ndarray, labels: np.ndarray) -> list[Hit]:
-        # Searcher keeps the labels -> (id, title, text) mapping private; reuse it rather than copy it.
-        return self.searcher._hits(scores, labels)
 
     def _count(self, batch: list[_Request], queries: int) -> None:
         self.stats.batches += 1

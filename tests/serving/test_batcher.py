@@ -42,7 +42,7 @@ class FakeSearcher:
         scores = np.repeat(vectors[:, :1], k, axis=1) - np.arange(k)
         return scores.astype(np.float32), np.tile(np.arange(k), (len(vectors), 1))
 
-    def _hits(self, scores, labels):
+    def hits(self, scores, labels):
         return [Hit(rank=i + 1, id=str(int(l)), score=float(s), title="", text="")
                 for i, (s, l) in enumerate(zip(scores, labels))]
 
