@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from retriever.corpus import BeirDataset, Fields, iter_documents, read_queries
+from retriever.corpus import BeirDataset, Fields, iter_documents, parse_json_object, read_queries
 from retriever.encoder import EncoderSettings, passage_text
 from retriever.errors import InputFileError, RetrieverError
 from retriever.runs import read_qrels
@@ -90,24 +90,13 @@ def read_negatives_file(path: str | Path) -> dict[str, list[str]]:
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
-            record = _json_object(line, path, number)
+            record = parse_json_object(line, path, number)
             query_id, ids = record.get("query_id"), record.get("negatives")
             if not isinstance(query_id, (str, int)) or not isinstance(ids, list):
                 raise InputFileError(path, number, 'expected {"query_id": ..., "negatives": [doc ids]}',
                                      "write it with `retriever mine`")
             negatives.setdefault(str(query_id), []).extend(str(i) for i in ids)
     return negatives
-
-
-def _json_object(line: str, path: Path, number: int) -> dict:
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise InputFileError(path, number, f"malformed JSON ({error.msg} at column {error.colno})",
-                             "each line must be one JSON object") from None
-    if not isinstance(record, dict):
-        raise InputFileError(path, number, "line is not a JSON object")
-    return record
 
 
 def load_beir_examples(dataset: str | Path, split: str = "train",
@@ -179,7 +168,7 @@ def load_jsonl_examples(path: str | Path, corpus: str | Path | None = None, corp
         for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
-            record = _json_object(line, path, number)
+            record = parse_json_object(line, path, number)
             query = record.get("query")
             if not isinstance(query, str) or not query.strip():
                 raise InputFileError(path, number, "missing or empty 'query' (a string)")

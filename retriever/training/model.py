@@ -75,8 +75,11 @@ class DualEncoder(nn.Module):
         root = Path(resolve_model_path(model))
         recorded_towers = read_retriever_config(model).get("towers", "shared")
         if (root / CONDENSER_HEAD).is_file():
-            _log(f"{model}: Condenser checkpoint; loading its HF backbone only, the pre-training head in "
-                 f"{CONDENSER_HEAD} is dropped")
+            _log(f"{model}: Condenser checkpoint; loading its HF backbone only, its MLM head and the Condenser head "
+                 f"in {CONDENSER_HEAD} are dropped")
+            if settings.pooling != "cls":
+                _log(f"note: Condenser pre-training shapes the CLS vector; --pooling cls usually suits it better "
+                     f"than {settings.pooling}")
         tokenizer = load_tokenizer(model)
         if recorded_towers == "untied":
             if settings.towers != "untied":

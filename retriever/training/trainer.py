@@ -377,6 +377,7 @@ def _export(run: _Run, loop: ckpt.LoopState, examples: int, resumed_from: int | 
         "data": {"dataset": config.dataset, "split": config.split} if config.dataset else
                 {"train_jsonl": config.train_jsonl, "corpus": config.corpus},
         "negatives": config.negatives, "examples": examples, "steps": loop.global_step,
+        "epochs_completed": loop.epoch, "dtype": run.dtype, "seconds": round(seconds, 1),
         "batch_size": config.batch_size, "train_group_size": config.train_group_size,
         "learning_rate": config.learning_rate, "warmup_ratio": config.warmup_ratio,
         "weight_decay": config.weight_decay, "temperature": run.temperature, "max_grad_norm": config.max_grad_norm,
