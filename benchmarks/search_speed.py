@@ -16,7 +16,6 @@ import dataclasses
 import os
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import faiss
@@ -27,12 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # `common`, `synthetic
 from common import dataset_path, stamp  # noqa: E402
 from synthetic import SyntheticCollection, SyntheticSpec  # noqa: E402
 
-from retriever.indexing import IndexParams, factory_string  # noqa: E402
+from search_report import Row, plot, table, verdict  # noqa: E402
 
-try:
-    from retriever.indexing import apply_search_params
-except ImportError:  # moved to retriever.tuning while the target-recall work lands
-    from retriever.tuning import apply_search_params
+from retriever.indexing import IndexParams, factory_string, new_index  # noqa: E402
+from retriever.shards import sample_rows  # noqa: E402
+from retriever.tuning import apply_search_params, choose_search_params, recall_at_k  # noqa: E402
 
 K = 10
 HNSW_EF = (16, 32, 64, 128, 256, 512)
@@ -45,9 +43,9 @@ NOTES = """## Reading the numbers
   step, which opens an OpenMP region even for one query; on a loaded machine waiting for the
   second thread dominates its batch-1 latency (SciFact, load 4.5: 1.2 ms with 2 threads vs
   0.16 ms with 1).
-- IVF-PQ build times include FAISS's polysemous training, which `index_factory` switches on for
-  8-bit PQ and which the engine never uses at search time (SciFact, measured apart: training
-  takes 189 s with it, 51 s without; `do_polysemous_training = False` would save that).
+- IVF-PQ indexes are built without FAISS's polysemous training, which `index_factory` switches
+  on for 8-bit PQ and which the engine never uses at search time (measured apart on SciFact:
+  189 s of training with it, 51 s without).
 - Plain IVF-PQ recall plateaus with nprobe: that is PQ48's quantisation error, not the
   partition; re-scoring the top candidates with the exact vectors (RFlat) removes it.
 - Exact search is measured at the start and again at the end of each collection (load changes
@@ -55,26 +53,10 @@ NOTES = """## Reading the numbers
 - Latencies in whole multiples of ~4-8 ms are scheduler time slices: another job held the core.
 - The 20× criterion is meant for the 1M set: on SciFact's 5k vectors exact search takes ~0.1 ms,
   so no index can be 20× faster there.
-- Target-recall rows are tuned on the collection's own vectors (each is its own nearest
-  neighbour), so the recall they report can overstate what held-out queries get.
+- Target-recall rows are tuned on the collection's own vectors with each vector's match with
+  itself left out (it is the easiest neighbour and a real query has none); the bold rows show the
+  recall that choice then gives on held-out queries.
 """
-
-
-@dataclass
-class Row:
-    dataset: str
-    index: str
-    params: str
-    build_s: float
-    size_mb: float
-    recall: float
-    qps1: float
-    p50_1: float
-    p99_1: float
-    qps64: float
-    p50_64: float
-    p99_64: float
-    kind: str = "sweep"   # "exact", "sweep" or "target" (picked by IndexParams.target_recall)
 
 
 def loadavg() -> str:
@@ -94,10 +76,6 @@ def index_bytes(index: faiss.Index) -> int:
 
     faiss.write_index(index, faiss.PyCallbackIOWriter(count))
     return total[0]
-
-
-def recall_at_k(found: np.ndarray, truth: np.ndarray) -> float:
-    return float(np.mean([len(set(f) & set(t)) / truth.shape[1] for f, t in zip(found, truth)]))
 
 
 def timed(index: faiss.Index, queries: np.ndarray, batch: int, budget: float,
@@ -145,15 +123,11 @@ def measure(index: faiss.Index, queries: np.ndarray, truth: np.ndarray | None, r
 
 
 def build(spec: str, params: IndexParams, vectors: np.ndarray) -> tuple[faiss.Index, float]:
-    """Build as retriever.indexing.build_index does: factory, efConstruction, sampled training, add."""
+    """Build as retriever.indexing.build_index does: ``new_index``, sampled training, add."""
     started = time.perf_counter()
-    index = faiss.index_factory(vectors.shape[1], spec, faiss.METRIC_INNER_PRODUCT)
-    if "HNSW" in spec:
-        faiss.downcast_index(index).hnsw.efConstruction = params.ef_construction
+    index = new_index(spec, vectors.shape[1], params)
     if not index.is_trained:
-        rng = np.random.default_rng(params.seed)
-        sample = np.sort(rng.choice(len(vectors), min(params.train_size, len(vectors)), replace=False))
-        index.train(vectors[sample])
+        index.train(vectors[sample_rows(len(vectors), params.train_size, params.seed)])
     for start in range(0, len(vectors), 100_000):
         index.add(vectors[start:start + 100_000])
         if len(vectors) > 100_000:
@@ -161,20 +135,18 @@ def build(spec: str, params: IndexParams, vectors: np.ndarray) -> tuple[faiss.In
     return index, time.perf_counter() - started
 
 
-def tuning_sample(vectors: np.ndarray, flat: faiss.Index, params: IndexParams) -> tuple[np.ndarray, np.ndarray]:
-    """The queries and truth build_index tunes on: a sample of the collection's own vectors."""
-    rng = np.random.default_rng(params.seed + 1)
-    sample = vectors[np.sort(rng.choice(len(vectors), min(params.tuning_queries, len(vectors)), replace=False))]
-    return sample, flat.search(sample, min(params.tuning_k, len(vectors)))[1]
+def tuning_sample(vectors: np.ndarray, flat: faiss.Index, params: IndexParams) -> tuple[np.ndarray, ...]:
+    """The queries, truth (k+1, self included) and rows build_index tunes on: own vectors."""
+    rows = sample_rows(len(vectors), params.tuning_queries, params.seed + 1)
+    return vectors[rows], flat.search(vectors[rows], min(params.tuning_k, len(vectors) - 1) + 1)[1], rows
 
 
-def target_row(index: faiss.Index, name: str, target: float, tuning_set: tuple[np.ndarray, np.ndarray],
+def target_row(index: faiss.Index, name: str, target: float, tuning_set: tuple[np.ndarray, ...],
                queries: np.ndarray, truth: np.ndarray, base: dict, budgets: tuple[float, float]) -> Row:
     """What ``IndexParams(target_recall=R)`` picks (tuned on the collection's own vectors, as
     build_index does) and the recall it really gives on held-out queries."""
-    from retriever.tuning import choose_search_params
-
-    tuning = choose_search_params(index, *tuning_set, target)
+    sample, sample_truth, rows = tuning_set
+    tuning = choose_search_params(index, sample, sample_truth, target, query_rows=rows)
     apply_search_params(index, **{tuning["parameter"]: tuning["value"]})
     label = f"{tuning['parameter']}={tuning['value']} (target {target}; " \
             f"{tuning['measured_recall']:.3f} on {tuning['sample_queries']} own vectors)"
@@ -273,80 +245,6 @@ def scifact_data(index_dir: Path) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(vectors), np.ascontiguousarray(encoder.encode_queries([q.text for q in queries]))
 
 
-def exact_qps(rows: list[Row], batch: int) -> float:
-    """The faster of the exact measurements: speed-ups against it are the conservative ones."""
-    return max(r.qps1 if batch == 1 else r.qps64 for r in rows if r.kind == "exact")
-
-
-def verdict(rows: list[Row], batch: int) -> str:
-    """The fastest ANN setting with recall@10 ≥ 0.95, as a multiple of exact QPS at the same batch."""
-    qps = (lambda r: r.qps1) if batch == 1 else (lambda r: r.qps64)
-    exact = exact_qps(rows, batch)
-    good = [r for r in rows if r.kind != "exact" and r.recall >= 0.95]
-    if not good:
-        best = max((r for r in rows if r.kind != "exact"), key=lambda r: r.recall)
-        return (f"batch {batch}: NOT MET — no setting reaches recall@10 0.95 "
-                f"(best {best.recall:.3f}: {best.index} {best.params})")
-    best = max(good, key=qps)
-    speedup = qps(best) / exact
-    return (f"batch {batch}: {'MET' if speedup >= 20 else 'NOT MET'} — fastest setting with recall@10 ≥ 0.95 is "
-            f"{best.index} {best.params}: recall {best.recall:.3f}, {qps(best):,.0f} QPS = {speedup:.1f}× exact "
-            f"({exact:,.0f} QPS)")
-
-
-def table(rows: list[Row]) -> str:
-    exact1, exact64 = exact_qps(rows, 1), exact_qps(rows, 64)
-    lines = ["| index | params | build s | size MB | recall@10 | QPS b1 | p50/p99 ms b1 | QPS b64 | p50/p99 ms b64 "
-             "| × exact b1/b64 |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        name = f"**{r.index}**" if r.kind == "target" else r.index
-        lines.append(f"| {name} | {r.params} | {r.build_s:.1f} | {r.size_mb:.1f} | {r.recall:.3f} | {r.qps1:,.0f} | "
-                     f"{r.p50_1:.2f}/{r.p99_1:.2f} | {r.qps64:,.0f} | {r.p50_64:.1f}/{r.p99_64:.1f} | "
-                     f"{r.qps1 / exact1:.1f}/{r.qps64 / exact64:.1f} |")
-    return "\n".join(lines)
-
-
-def plot(results: dict[str, list[Row]], path: Path) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(len(results), 2, figsize=(13, 5 * len(results)), squeeze=False)
-
-    def colour(index: str) -> str:
-        return "C0" if "HNSW" in index else "C2" if "RFlat" in index else "C1"
-
-    for row_axes, (dataset, rows) in zip(axes, results.items()):
-        for ax, batch in zip(row_axes, (1, 64)):
-            qps = (lambda r: r.qps1) if batch == 1 else (lambda r: r.qps64)
-            families = dict.fromkeys(r.index for r in rows if r.kind == "sweep")
-            for family in families:
-                points = [r for r in rows if r.index == family]
-                tint = colour(family)
-                ax.plot([qps(r) for r in points], [r.recall for r in points], "o-", color=tint, label=family)
-                for r in points:
-                    ax.annotate(r.params.split(",")[0].split("=")[1], (qps(r), r.recall), fontsize=7,
-                                xytext=(3, -9), textcoords="offset points", color=tint)
-            for r in (r for r in rows if r.kind == "target"):
-                ax.plot(qps(r), r.recall, "*", ms=15, mec="black", color=colour(r.index),
-                        label=f"{r.index} ({r.params.split(' (')[0]})")
-            exact = exact_qps(rows, batch)
-            for r in (r for r in rows if r.kind == "exact"):
-                ax.plot(qps(r), 1.0, "kX", ms=10, alpha=1.0 if qps(r) == exact else 0.4,
-                        label=f"{r.index} ({qps(r):,.0f} QPS)")
-            ax.axvline(20 * exact, color="grey", ls=":", label="20× exact QPS")
-            ax.axhline(0.95, color="grey", ls="--", label="recall@10 = 0.95")
-            ax.set_xscale("log")
-            ax.set_xlabel(f"queries per second, batch {batch} (log scale)")
-            ax.set_ylabel("recall@10 vs exact search")
-            ax.set_title(f"{dataset}: batch {batch}")
-            ax.set_ylim(min(0.0, min(r.recall for r in rows)) - 0.02, 1.02)
-            ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="synthetic 100k, 300 queries, short timings")
@@ -364,9 +262,6 @@ def main() -> None:
     nq = args.queries or (300 if args.quick else 1000)
     budgets = (1.0, 0.5) if args.quick else (3.0, 1.0)
     target = args.target_recall or None
-    if target is not None and "target_recall" not in {f.name for f in dataclasses.fields(IndexParams)}:
-        log("IndexParams has no target_recall: skipping the target-recall rows")
-        target = None
     faiss.omp_set_num_threads(args.threads)
     started, load_start = time.perf_counter(), loadavg()
     results: dict[str, list[Row]] = {}

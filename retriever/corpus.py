@@ -214,7 +214,7 @@ def _checked(records, path: Path, stats: ReadStats, kind: str):
                 stats.empty_examples.append(record_id)
         yield record_id, text, title, raw
     if stats.records == 0:
-        raise InputFileError(path, None, f"the file holds no {kind}s", f"check that this is the right file")
+        raise InputFileError(path, None, f"the file holds no {kind}s", "check that this is the right file")
 
 
 def iter_documents(path: str | Path, fmt: str = "auto", fields: Fields = Fields(),

@@ -117,14 +117,22 @@ def iter_shard_batches(shards: list[Path]) -> Iterator[tuple[list[str], np.ndarr
         yield read_shard(shard)
 
 
-def sample_vectors(shards: list[Path], total: int, size: int, seed: int) -> np.ndarray:
-    """A uniform sample of the vectors, read shard by shard."""
+def sample_rows(total: int, size: int, seed: int) -> np.ndarray:
+    """Sorted row numbers of a uniform sample without replacement."""
     rng = np.random.default_rng(seed)
-    size = min(size, total)
-    chosen = np.sort(rng.choice(total, size=size, replace=False))
+    return np.sort(rng.choice(total, size=min(size, total), replace=False))
+
+
+def read_rows(shards: list[Path], rows: np.ndarray) -> np.ndarray:
+    """The vectors at sorted global row numbers, read shard by shard."""
     parts, offset = [], 0
     for _, vectors in iter_shard_batches(shards):
-        local = chosen[(chosen >= offset) & (chosen < offset + len(vectors))] - offset
+        local = rows[(rows >= offset) & (rows < offset + len(vectors))] - offset
         parts.append(vectors[local])
         offset += len(vectors)
     return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
+
+
+def sample_vectors(shards: list[Path], total: int, size: int, seed: int) -> np.ndarray:
+    """A uniform sample of the vectors, read shard by shard."""
+    return read_rows(shards, sample_rows(total, size, seed))

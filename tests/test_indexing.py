@@ -3,7 +3,6 @@ from __future__ import annotations
 import json
 
 import faiss
-import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest

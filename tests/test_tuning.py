@@ -6,7 +6,7 @@ import pytest
 
 from retriever.errors import RetrieverError
 from retriever.shards import write_shard
-from retriever.tuning import apply_search_params, choose_search_params, exact_neighbours, recall_at_k
+from retriever.tuning import apply_search_params, choose_search_params, drop_self, exact_neighbours, recall_at_k
 
 
 def clustered(count: int, dim: int = 16, seed: int = 0) -> np.ndarray:
@@ -25,7 +25,7 @@ def test_exact_neighbours_streams_shards(tmp_path):
     queries = clustered(7, seed=1)
     truth = exact_neighbours([tmp_path / f"s{p}.parquet" for p in range(3)], queries, 5)
     expected = np.argsort(-(queries @ vectors.T), axis=1)[:, :5]
-    assert [set(row) for row in truth] == [set(row) for row in expected]
+    assert truth.tolist() == expected.tolist()  # best first
 
 
 def test_smallest_nprobe_reaching_target_is_chosen():
@@ -51,3 +51,45 @@ def test_target_recall_must_be_a_fraction():
     index = faiss.IndexFlatIP(4)
     with pytest.raises(RetrieverError):
         choose_search_params(index, np.zeros((1, 4), np.float32), np.zeros((1, 1), np.int64), 1.5)
+
+
+def test_drop_self_keeps_k_other_neighbours_in_order():
+    neighbours = np.array([[3, 7, 1], [2, 5, 9]])
+    assert drop_self(neighbours, np.array([3, 4]), 2).tolist() == [[7, 1], [2, 5]]
+
+
+def test_self_matches_do_not_count_towards_recall():
+    """A sampled vector always finds itself; counting that hit overstates recall for real queries."""
+    vectors = clustered(3000, dim=32)
+    index = faiss.index_factory(32, "IVF64,Flat", faiss.METRIC_INNER_PRODUCT)
+    index.train(vectors)
+    index.add(vectors)
+    rows = np.arange(0, 3000, 15)
+    flat = faiss.IndexFlatIP(32)
+    flat.add(vectors)
+    _, truth = flat.search(vectors[rows], 11)
+    with_self = choose_search_params(index, vectors[rows], truth[:, :10], target_recall=1.0)
+    without = choose_search_params(index, vectors[rows], truth, target_recall=1.0, query_rows=rows)
+    first_with = with_self["sweep"][0]["recall"]
+    first_without = without["sweep"][0]["recall"]
+    assert without["k"] == 10 and without["self_matches_dropped"]
+    assert first_without < first_with
+    apply_search_params(index, nprobe=1)
+    _, found = index.search(vectors[rows], 11)
+    assert first_without == pytest.approx(recall_at_k(drop_self(found, rows, 10), drop_self(truth, rows, 10)),
+                                          abs=1e-4)
+
+
+def test_unreachable_target_keeps_the_cheapest_best_setting():
+    vectors = clustered(2000)
+    index = faiss.index_factory(16, "IVF8,PQ2x4", faiss.METRIC_INNER_PRODUCT)
+    index.train(vectors)
+    index.add(vectors)
+    flat = faiss.IndexFlatIP(16)
+    flat.add(vectors)
+    _, truth = flat.search(vectors[:100], 10)
+    choice = choose_search_params(index, vectors[:100], truth, target_recall=1.0)
+    best = max(step["recall"] for step in choice["sweep"])
+    assert not choice["reached"] and choice["measured_recall"] == best
+    assert choice["value"] == min(step["value"] for step in choice["sweep"] if step["recall"] == best)
+    assert choice["value"] < choice["sweep"][-1]["value"]  # coarse codes: more lists stop helping

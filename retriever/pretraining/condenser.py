@@ -4,6 +4,8 @@ layer's CLS and a middle layer's token states, so sentence meaning has to flow i
 On disk it follows luyug/Condenser: a Hugging Face ``BertForMaskedLM`` folder, ``model.pt`` with only
 the head's weights (``c_head.{i}.*``), and ``condenser.json`` saying how the head is wired, so a
 published ``Luyu/condenser`` folder warm-starts both parts and our output continues later.
+``BertForMaskedLM`` has no pooler, so the warm start's pooler weights ride along untouched in the
+saved weights (``bert.pooler.*``): ``pooler`` pooling still works on the pre-trained backbone.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import BertForMaskedLM, PreTrainedTokenizerBase
+from transformers import BertForMaskedLM, BertModel, PreTrainedTokenizerBase
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.models.bert.modeling_bert import BertLayer
 from transformers.utils import logging as hf_logging
@@ -73,6 +75,7 @@ class CondenserForPretraining(nn.Module):
         self.skip_from = skip_from
         self.c_head = nn.ModuleList([BertLayer(lm.config) for _ in range(n_head_layers)])
         self.c_head.apply(lm._init_weights)
+        self.carried_pooler: dict[str, torch.Tensor] = {}  # bert.pooler.* of the warm start, saved as is
 
     def head_input(self, hidden_states: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """Late CLS, early tokens: the head can only recover what CLS carries about the whole text."""
@@ -115,7 +118,7 @@ class CondenserForPretraining(nn.Module):
     def save_pretrained(self, folder: str | Path, tokenizer: PreTrainedTokenizerBase | None = None) -> Path:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        self.lm.save_pretrained(folder)
+        self.lm.save_pretrained(folder, state_dict={**self.lm.state_dict(), **self.carried_pooler})
         torch.save(self.head_state_dict(), folder / HEAD_WEIGHTS)
         (folder / CONDENSER_CONFIG).write_text(json.dumps(
             {"n_head_layers": self.n_head_layers, "skip_from": self.skip_from,
@@ -176,6 +179,15 @@ def _saved_head(folder: Path) -> dict[str, torch.Tensor]:
     return {key: value for key, value in state.items() if key.startswith(HEAD_PREFIX)}
 
 
+def _pooler_weights(name: str) -> dict[str, torch.Tensor]:
+    """The checkpoint's trained pooler as ``bert.pooler.*`` tensors, or nothing if it has none."""
+    with _quiet_transformers():
+        bert, info = load_model(name, BertModel)
+    if any(key.startswith("pooler.") for key in info.get("missing_keys", ())) or bert.pooler is None:
+        return {}
+    return {f"bert.pooler.{key}": value.detach().clone() for key, value in bert.pooler.state_dict().items()}
+
+
 def load_condenser(name: str, n_head_layers: int | None = None,
                    skip_from: int | None = None) -> tuple[CondenserForPretraining, list[str]]:
     """Warm-start from any BERT checkpoint or a Condenser folder; return the model and what was new."""
@@ -211,6 +223,9 @@ def load_condenser(name: str, n_head_layers: int | None = None,
         notes.append(f"warning: the head in {path} was trained with skip_from {saved['skip_from']}; "
                      f"continuing with {skip_from} changes what it sees")
     model = CondenserForPretraining(lm, n_head_layers=layers, skip_from=skip_from)
+    model.carried_pooler = _pooler_weights(name)
+    if model.carried_pooler:
+        notes.append(f"the pooler weights of {name} are kept unchanged (MLM does not train them)")
     if head:
         try:
             model.c_head.load_state_dict({key[len(HEAD_PREFIX):]: value for key, value in head.items()})

@@ -131,3 +131,17 @@ def test_a_batch_without_masked_tokens_gives_zero_not_nan(tiny_model_dir):
     batch["labels"].fill_(-100)
     outputs = model(**batch)
     assert outputs.loss.item() == 0.0
+
+
+def test_warm_start_pooler_survives_pretraining_save(tiny_model_dir, tmp_path):
+    """BertForMaskedLM drops the pooler; the saved backbone must still serve `--pooling pooler`."""
+    model, notes = load_condenser(str(tiny_model_dir))
+    assert any("pooler weights" in note for note in notes)
+    model.save_pretrained(tmp_path / "saved")
+    original = AutoModel.from_pretrained(tiny_model_dir)
+    saved, info = AutoModel.from_pretrained(tmp_path / "saved", output_loading_info=True)
+    assert not any(key.startswith("pooler.") for key in info["missing_keys"])
+    torch.testing.assert_close(saved.pooler.dense.weight, original.pooler.dense.weight, rtol=0, atol=0)
+    again, _ = load_condenser(str(tmp_path / "saved"))
+    torch.testing.assert_close(again.carried_pooler["bert.pooler.dense.bias"], original.pooler.dense.bias,
+                               rtol=0, atol=0)
