@@ -32,8 +32,12 @@ def stamp() -> str:
     """Command, machine and date, printed above every result."""
     import torch
 
+    from retriever.device import cpu_has_native_bf16
+
     command = " ".join([Path(sys.executable).name, *sys.argv])
+    simd = torch.backends.cpu.get_cpu_capability()
+    bf16 = "native bf16" if cpu_has_native_bf16() else "no native bf16"
     return (f"command: {command}\n"
-            f"machine: {cpu_model()}, {os.cpu_count()} cores, torch threads {torch.get_num_threads()}, "
-            f"python {platform.python_version()}, torch {torch.__version__}\n"
+            f"machine: {cpu_model()}, {os.cpu_count()} cores ({simd}, {bf16}), torch threads "
+            f"{torch.get_num_threads()}, python {platform.python_version()}, torch {torch.__version__}\n"
             f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")

@@ -1,10 +1,11 @@
-"""Encoding speed: `retriever` (bf16 and fp32) against sentence-transformers' default `encode`.
+"""Encoding speed: `retriever encode`'s encoder against sentence-transformers' default `encode`.
 
 Same model (all-MiniLM-L6-v2), same passages ("title text", 256-token limit), measured in
-turn in one process. Reports docs/s, non-padding tokens/s, the speed ratio, bf16-vs-fp32
-cosine agreement, nDCG@10 with each, and achieved GFLOPS against this machine's own measured
-matmul peak.
-Run: python benchmarks/encode_speed.py [--dataset scifact] [--limit N]
+turn in one process. Reports docs/s, non-padding tokens/s, the speed ratio, the cosine of our
+vectors to sentence-transformers' fp32 vectors (the fp32 reference), nDCG@10 with each, and
+achieved GFLOPS against this machine's own measured matmul peak. retriever runs with its auto
+dtype: bf16 where the CPU has native bf16, fp32 elsewhere.
+Run: python benchmarks/encode_speed.py [--dataset scifact] [--limit N] [--also-fp32]
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import torch
 
 from common import dataset_path, stamp
 from retriever.corpus import BeirDataset, iter_documents, read_queries
+from retriever.device import cpu_has_native_bf16, resolve_dtype
 from retriever.encoder import Encoder, EncoderSettings, passage_text
 from retriever.evaluation import judged_queries
 from retriever.metrics import evaluate_run
@@ -73,6 +75,11 @@ def main() -> None:
     parser.add_argument("--dataset", default="scifact")
     parser.add_argument("--split", default="test")
     parser.add_argument("--limit", type=int, default=None, help="Encode only the first N documents (smoke runs).")
+    parser.add_argument("--dtype", default="auto", choices=("auto", "bf16", "fp32"),
+                        help="retriever's dtype: auto is bf16 on CPUs with native bf16 (AVX512-BF16/AMX), else fp32")
+    parser.add_argument("--also-fp32", action="store_true",
+                        help="also time retriever in fp32 (when --dtype resolves to bf16), to split the gain "
+                             "into length-sorted batching and bf16")
     args = parser.parse_args()
     from sentence_transformers import SentenceTransformer
 
@@ -82,56 +89,60 @@ def main() -> None:
     qrels = read_qrels(dataset.qrels_path(args.split))
     queries = judged_queries(read_queries(dataset.queries_path), qrels)
     doc_ids = [d.id for d in documents]
-
-    ours_bf16 = Encoder(EncoderSettings.for_model("minilm"), device="cpu", dtype="bf16")
-    ours_fp32 = Encoder(EncoderSettings.for_model("minilm"), device="cpu", dtype="fp32")
+    dtype = resolve_dtype(args.dtype, torch.device("cpu"))
+    ours = {dtype: Encoder(EncoderSettings.for_model("minilm"), device="cpu", dtype=dtype)}
+    if args.also_fp32 and dtype != "fp32":
+        ours["fp32"] = Encoder(EncoderSettings.for_model("minilm"), device="cpu", dtype="fp32")
     st = SentenceTransformer(resolve_model_path("minilm"), device="cpu")
-    max_length = ours_bf16.settings.passage_max_length
+    max_length = ours[dtype].settings.passage_max_length
     assert st.max_seq_length == max_length, "compare at the same truncation"
-    tokens = ours_bf16.tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]
-    lengths = [len(t) for t in tokens]
+    lengths = [len(t) for t in ours[dtype].tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
     real_tokens = sum(lengths)
 
-    # warm-up, then measure each system in turn
-    ours_bf16.encode_passages(documents[:64]); ours_fp32.encode_passages(documents[:64]); st.encode(texts[:64])
-    st_vectors, st_seconds = timed(lambda: st.encode(texts, normalize_embeddings=True))
-    bf16_vectors, bf16_seconds = timed(lambda: ours_bf16.encode_passages(documents))
-    fp32_vectors, fp32_seconds = timed(lambda: ours_fp32.encode_passages(documents))
-
-    cosine_bf16 = (bf16_vectors * fp32_vectors).sum(axis=1)
-    cosine_st = (fp32_vectors * st_vectors).sum(axis=1)
+    # warm-up, then measure each system in turn; sentence-transformers (fp32) is the reference vectors
+    st.encode(texts[:64])
+    for encoder in ours.values():
+        encoder.encode_passages(documents[:64])
+    st_vectors, st_seconds = timed(lambda: np.asarray(st.encode(texts, normalize_embeddings=True)))
+    vectors, seconds = {}, {}
+    for name, encoder in ours.items():
+        vectors[name], seconds[name] = timed(lambda: encoder.encode_passages(documents))
     query_texts = [q.text for q in queries]
     query_ids = [q.id for q in queries]
-    ndcg = {
-        "retriever bf16": ndcg_at_10(doc_ids, bf16_vectors, ours_bf16.encode_queries(query_texts), query_ids, qrels),
-        "retriever fp32": ndcg_at_10(doc_ids, fp32_vectors, ours_fp32.encode_queries(query_texts), query_ids, qrels),
-        "sentence-transformers fp32": ndcg_at_10(doc_ids, np.asarray(st_vectors),
-                                                 st.encode(query_texts, normalize_embeddings=True), query_ids, qrels),
-    }
-    config = ours_bf16.passage_model.config
-    flops_ours = forward_flops(lengths, ours_bf16.batch_size, config)
-    peak_bf16 = matmul_peak_gflops(torch.bfloat16)
-    peak_fp32 = matmul_peak_gflops(torch.float32)
+    ndcg = {"sentence-transformers fp32": ndcg_at_10(doc_ids, st_vectors, st.encode(query_texts, normalize_embeddings=True),
+                                                      query_ids, qrels)}
+    for name, encoder in ours.items():
+        ndcg[f"retriever {name}"] = ndcg_at_10(doc_ids, vectors[name], encoder.encode_queries(query_texts), query_ids,
+                                               qrels)
+    config = ours[dtype].passage_model.config
+    flops = forward_flops(lengths, ours[dtype].batch_size, config)
+    peaks = {name: matmul_peak_gflops(torch.bfloat16 if name == "bf16" else torch.float32)
+             for name in dict.fromkeys(["fp32", *ours])}
 
     print(stamp())
+    native = "native bf16 (AVX512-BF16/AMX)" if cpu_has_native_bf16() else "no native bf16 (bf16 would be emulated)"
+    print(f"CPU: {native}; retriever --dtype {args.dtype} resolves to {dtype}")
     print(f"\n{args.dataset}: {len(documents)} passages, {real_tokens} non-padding tokens "
           f"(max {max_length}), all-MiniLM-L6-v2\n")
     print("| system | seconds | docs/s | tokens/s | speed vs sentence-transformers | nDCG@10 |")
     print("|---|---|---|---|---|---|")
-    rows = [("sentence-transformers encode (fp32, batch 32)", st_seconds, "sentence-transformers fp32"),
-            (f"retriever bf16 (batch {ours_bf16.batch_size})", bf16_seconds, "retriever bf16"),
-            (f"retriever fp32 (batch {ours_fp32.batch_size})", fp32_seconds, "retriever fp32")]
-    for name, seconds, key in rows:
-        print(f"| {name} | {seconds:.1f} | {len(documents) / seconds:.1f} | {real_tokens / seconds:,.0f} | "
-              f"{st_seconds / seconds:.2f}x | {ndcg[key]:.4f} |")
-    print(f"\nbf16 vs fp32 embeddings (retriever): cosine min {cosine_bf16.min():.5f}, mean {cosine_bf16.mean():.6f}; "
-          f"nDCG@10 difference {ndcg['retriever bf16'] - ndcg['retriever fp32']:+.4f}")
-    print(f"retriever fp32 vs sentence-transformers: cosine min {cosine_st.min():.5f}, mean {cosine_st.mean():.6f}")
-    print(f"\nmeasured matmul peak (2048², all threads): bf16 {peak_bf16:.0f} GFLOPS, fp32 {peak_fp32:.0f} GFLOPS")
-    print(f"achieved by retriever (encoder-layer matmuls over padded batches): "
-          f"bf16 {flops_ours / bf16_seconds / 1e9:.0f} GFLOPS = {flops_ours / bf16_seconds / 1e9 / peak_bf16:.0%} "
-          f"of bf16 peak; fp32 {flops_ours / fp32_seconds / 1e9:.0f} GFLOPS = "
-          f"{flops_ours / fp32_seconds / 1e9 / peak_fp32:.0%} of fp32 peak")
+    rows = [("sentence-transformers encode (fp32, batch 32)", st_seconds, "sentence-transformers fp32")]
+    rows += [(f"retriever {name} (batch {ours[name].batch_size}, length-sorted)", seconds[name], f"retriever {name}")
+             for name in ours]
+    for name, took, key in rows:
+        print(f"| {name} | {took:.1f} | {len(documents) / took:.1f} | {real_tokens / took:,.0f} | "
+              f"{st_seconds / took:.2f}x | {ndcg[key]:.4f} |")
+    for name in ours:
+        cosine = (vectors[name] * st_vectors).sum(axis=1)
+        print(f"\nretriever {name} vs sentence-transformers fp32 embeddings: cosine min {cosine.min():.5f}, "
+              f"mean {cosine.mean():.6f}; nDCG@10 difference "
+              f"{ndcg[f'retriever {name}'] - ndcg['sentence-transformers fp32']:+.4f}")
+    print("\nmeasured matmul peak (2048², all threads): " +
+          ", ".join(f"{name} {peak:.0f} GFLOPS" for name, peak in peaks.items()))
+    for name in ours:
+        achieved = flops / seconds[name] / 1e9
+        print(f"achieved by retriever {name} (encoder-layer matmuls over padded batches): {achieved:.0f} GFLOPS "
+              f"= {achieved / peaks[name]:.0%} of the {name} peak")
 
 
 if __name__ == "__main__":

@@ -88,3 +88,12 @@ def shared_dataset(name: str) -> Path:
     if not (path / "corpus.jsonl").is_file():
         pytest.skip(f"{path} is absent (benchmark data lives in ../shared/datasets beside the repo)")
     return path
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Tiny models gain nothing from threads, and on a shared CPU two spinning threads run 5-20x slower."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -21,6 +21,7 @@ def shard_options():
 
 
 def index_options():
+    """Flags named as IndexParams fields (commands pass them on as **index_flags), plus --overwrite."""
     return compose(
         click.option("--index-type", default="flat", show_default=True,
                      help=f"One of {', '.join(INDEX_TYPES)} (flat = exact inner product), or any FAISS factory "
@@ -37,16 +38,12 @@ def index_options():
                      help="Vectors sampled from the shards to train IVF/PQ."),
         click.option("--target-recall", type=click.FloatRange(0, 1, min_open=True), default=None,
                      help="Pick nprobe/efSearch as the smallest value whose recall@10 against exact search, "
-                          "measured on 1000 of the collection's own vectors, reaches this; `search` then uses it. "
-                          "[default: nprobe 16, efSearch 128]"),
+                          "measured on --tuning-queries of the collection's own vectors (each one's match with "
+                          "itself left out), reaches this; `search` then uses it. [default: nprobe 16, efSearch 128]"),
+        click.option("--tuning-queries", type=click.IntRange(min=1), default=1000, show_default=True,
+                     help="Own vectors sampled to measure recall for --target-recall."),
         click.option("--overwrite", is_flag=True, help="Replace an existing index folder."),
     )
-
-
-def _index_params(index_type: str, hnsw_m: int, ef_construction: int, nlist: int | None, pq_m: int | None,
-                  train_size: int, target_recall: float | None) -> IndexParams:
-    return IndexParams(index_type=index_type, hnsw_m=hnsw_m, ef_construction=ef_construction, nlist=nlist,
-                       pq_m=pq_m, train_size=train_size, target_recall=target_recall)
 
 
 def _make_encoder(model, pooling, normalize, query_max_length, passage_max_length, query_prefix, passage_prefix,
@@ -94,12 +91,9 @@ def encode_command(corpus, output, model, pooling, normalize, query_max_length, 
 @click.option("--output", "-o", type=click.Path(path_type=Path), required=True, help="Index folder to create.")
 @index_options()
 @corpus_options()
-def index_command(shards, corpus, output, index_type, hnsw_m, ef_construction, nlist, pq_m, train_size, target_recall,
-                  overwrite,
-                  fmt, id_field, text_field, title_field):
+def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, title_field, **index_flags):
     """Build a FAISS index folder from the embedding SHARDS folder."""
-    manifest = build_index(shards, corpus, output, _index_params(index_type, hnsw_m, ef_construction, nlist, pq_m,
-                                                                 train_size, target_recall),
+    manifest = build_index(shards, corpus, output, IndexParams(**index_flags),
                            fmt, fields_from(id_field, text_field, title_field), overwrite)
     click.echo(f"built {output}: {manifest['index']['count']} vectors, {manifest['index']['factory']}", err=True)
 
@@ -115,13 +109,12 @@ def index_command(shards, corpus, output, index_type, hnsw_m, ef_construction, n
 @index_options()
 def build_command(corpus, output, model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
                   passage_prefix, device, dtype, batch_size, fmt, id_field, text_field, title_field, shard_size,
-                  index_type, hnsw_m, ef_construction, nlist, pq_m, train_size, target_recall, overwrite):
+                  overwrite, **index_flags):
     """Encode CORPUS and index it in one step (resumable: rerun after a crash)."""
     encoder = _make_encoder(model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
                             passage_prefix, device, dtype, batch_size)
-    manifest = encode_and_index(corpus, output, encoder, _index_params(index_type, hnsw_m, ef_construction, nlist, pq_m,
-                                                            train_size, target_recall),
-                     fmt, fields_from(id_field, text_field, title_field), shard_size, overwrite)
+    manifest = encode_and_index(corpus, output, encoder, IndexParams(**index_flags),
+                                fmt, fields_from(id_field, text_field, title_field), shard_size, overwrite)
     click.echo(json.dumps({"index": str(output), "count": manifest["index"]["count"],
                            "factory": manifest["index"]["factory"]}))
 

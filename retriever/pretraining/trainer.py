@@ -12,7 +12,6 @@ import itertools
 import json
 import math
 import os
-import random
 import re
 import shutil
 import sys
@@ -21,7 +20,6 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 from tqdm import tqdm
 from transformers import PreTrainedTokenizerBase, get_linear_schedule_with_warmup
@@ -32,6 +30,7 @@ from retriever.errors import RetrieverError
 from retriever.models import load_tokenizer
 from retriever.pretraining.condenser import CondenserForPretraining, load_condenser
 from retriever.pretraining.masking import Example, WholeWordMaskCollator, training_examples
+from retriever.randomness import restore_rng_states, rng_states, seed_everything
 
 CHECKPOINTS = "checkpoints"
 TRAINER_STATE = "trainer_state.pt"
@@ -113,7 +112,7 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] = _log) -> Pretr
         tokenizer = load_tokenizer(str(latest))
         notes = [f"resuming from {latest} (step {state['loop'].step})"]
     else:
-        _seed_everything(config.seed)
+        seed_everything(config.seed)
         model, notes = load_condenser(config.model, config.n_head_layers, config.skip_from)
         tokenizer = load_tokenizer(config.model)
     for note in notes:
@@ -132,7 +131,7 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] = _log) -> Pretr
         scheduler.load_state_dict(state["scheduler"])
         scaler.load_state_dict(state["scaler"])
         collator.load_state_dict(state["collator"])
-        _restore_rng(state["rng"])
+        restore_rng_states(state["rng"])
         loop = state["loop"]
     resumed_from = loop.step if state is not None else None
     log(f"pre-training {'coCondenser' if config.cocondenser else 'Condenser'} from {config.model}: "
@@ -142,7 +141,7 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] = _log) -> Pretr
     def save_checkpoint() -> None:
         write_checkpoint(output, loop, model, tokenizer, {
             "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(),
-            "collator": collator.state_dict(), "rng": _rng_states(), "loop": loop}, config)
+            "collator": collator.state_dict(), "rng": rng_states(), "loop": loop}, config)
 
     bar = tqdm(total=total_steps, initial=loop.step, desc="pretrain", unit="step", file=sys.stderr,
                disable=not config.progress, dynamic_ncols=True)
@@ -272,25 +271,6 @@ def _batched(examples: Iterable[Example], size: int) -> Iterator[list[Example]]:
     iterator = iter(examples)
     while batch := list(itertools.islice(iterator, size)):
         yield batch
-
-
-def _seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def _rng_states() -> dict:
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
-
-
-def _restore_rng(states: dict) -> None:
-    random.setstate(states["python"])
-    np.random.set_state(states["numpy"])
-    torch.set_rng_state(states["torch"])
-    if states.get("cuda") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
 
 
 def _run_settings(config: PretrainConfig) -> dict:

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
+
+from retriever.randomness import rng_states
 
 CHECKPOINTS = "checkpoints"
 STATE_FILE = "state.pt"
@@ -72,19 +72,6 @@ def load_tower_weights(model, weights: dict) -> None:
     model.query_model.load_state_dict(weights["query"])
     if weights.get("passage") is not None:
         model.passage_model.load_state_dict(weights["passage"])
-
-
-def rng_states() -> dict:
-    return {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None}
-
-
-def restore_rng_states(states: dict) -> None:
-    random.setstate(states["python"])
-    np.random.set_state(states["numpy"])
-    torch.set_rng_state(states["torch"])
-    if states.get("cuda") is not None and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
 
 
 def save_checkpoint(folder: Path, model, optimizer, scheduler, scaler, loop: LoopState, config: dict) -> Path:

@@ -12,13 +12,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import random
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 from tqdm import tqdm
 
@@ -26,6 +24,7 @@ from retriever.corpus import Fields
 from retriever.device import resolve_device, resolve_dtype
 from retriever.errors import RetrieverError
 from retriever.models import resolve_model_path
+from retriever.randomness import restore_rng_states, seed_everything
 from retriever.shards import atomic_write_bytes
 from retriever.training import checkpoints as ckpt
 from retriever.training.data import Collator, TrainExample, batched, epoch_groups, load_beir_examples, \
@@ -169,12 +168,6 @@ def _linear_schedule(optimizer: torch.optim.Optimizer, warmup: int, total: int) 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def _seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
 def _finished_result(folder: Path, config: TrainConfig) -> TrainResult | None:
     finished = folder / ckpt.FINISHED_FILE
     if not finished.is_file():
@@ -231,7 +224,7 @@ class _Run:
         self.scheduler.load_state_dict(state["scheduler"])
         if self.scaler is not None and state["scaler"] is not None:
             self.scaler.load_state_dict(state["scaler"])
-        ckpt.restore_rng_states(state["rng"])
+        restore_rng_states(state["rng"])
         return ckpt.LoopState(**state["loop"])
 
     def checkpoint(self, loop: ckpt.LoopState) -> None:
@@ -276,7 +269,7 @@ def train(config: TrainConfig) -> TrainResult:
         return finished
     if (output / "config.json").is_file() and not folder.is_dir():
         raise RetrieverError(f"{output} already holds a model; choose another --output")
-    _seed_everything(config.seed)
+    seed_everything(config.seed)
     device = resolve_device(config.device)
     dtype = resolve_dtype(config.dtype, device)
     model = DualEncoder.from_pretrained(

@@ -6,7 +6,6 @@ import json
 
 import click
 import pytest
-import torch
 from click.testing import CliRunner
 
 from conftest import write_jsonl
@@ -17,12 +16,7 @@ from retriever.errors import RetrieverError
 CPU = ["--device", "cpu", "--dtype", "fp32"]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.name)

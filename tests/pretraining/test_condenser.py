@@ -13,6 +13,8 @@ from retriever.pretraining.condenser import (HEAD_WEIGHTS, CondenserForPretraini
                                              span_contrastive_loss)
 from retriever.pretraining.masking import WholeWordMaskCollator
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 
 def make_batch(model_dir, texts=("the cat sat on the old mat by the fire", "a glacier is a river of ice",
                                  "the bee makes honey from a flower", "lava from the volcano is hot rock")):

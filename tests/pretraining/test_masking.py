@@ -11,6 +11,8 @@ from retriever.pretraining.condenser import IGNORE_INDEX
 from retriever.pretraining.masking import (WholeWordMaskCollator, buffer_shuffle, pack_blocks, span_pairs,
                                            training_examples)
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 # "xylophone", "zebra", "quokka" are not in the tiny vocabulary, so they split into x ##y ##l ...
 TEXT = ("the xylophone and the zebra met a quokka near the river of ice where the old king had "
         "a castle of stone and a queen with honey bread and hot tea")

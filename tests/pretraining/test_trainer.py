@@ -11,6 +11,8 @@ from retriever.errors import RetrieverError
 from retriever.pretraining import PretrainConfig, pretrain
 from retriever.pretraining.trainer import checkpoint_folders
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 SENTENCES = ["the cat sat on the old mat by the fire", "a dog ran to the river with a ball",
              "the bee makes honey from a flower", "lava from the volcano is hot rock"]
 
