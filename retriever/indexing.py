@@ -26,8 +26,7 @@ from retriever.corpus import Fields, ReadStats, iter_documents, resolve_corpus_p
 from retriever.encoder import Encoder
 from retriever.encoding import encode_corpus
 from retriever.errors import RetrieverError
-from retriever.shards import (check_complete, iter_shard_batches, read_rows, read_shard_metadata, sample_rows,
-                              sample_vectors)
+from retriever.shards import check_complete, iter_shard_batches, read_shard_metadata, sample_rows, sample_vectors
 from retriever.tuning import (choose_search_params, downcast_hnsw, exact_neighbours,
                               ivf_part)
 
@@ -48,6 +47,7 @@ class IndexParams:
     ef_construction: int = 200
     nlist: int | None = None
     pq_m: int | None = None
+    refine_k_factor: int = 50
     train_size: int = 100_000
     seed: int = 0
     target_recall: float | None = None
@@ -92,6 +92,10 @@ def new_index(spec: str, dim: int, params: IndexParams) -> faiss.Index:
     hnsw = downcast_hnsw(index)
     if hnsw is not None:
         hnsw.hnsw.efConstruction = params.ef_construction
+    refine = faiss.downcast_index(index)
+    if isinstance(refine, faiss.IndexRefine):
+        # FAISS re-scores only k candidates by default, which leaves PQ's error in place.
+        refine.k_factor = float(params.refine_k_factor)
     ivf = ivf_part(index)
     if ivf is not None:
         ivf = faiss.downcast_index(ivf)
@@ -175,28 +179,40 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
             except RuntimeError as error:
                 raise RetrieverError(f"FAISS could not train {spec!r} on {len(sample)} vectors: "
                                      f"{str(error).splitlines()[-1]}; use fewer lists (--nlist) or a flat index") from None
+        held = _held_out_rows(count, params)
         ids: list[str] = []
+        held_ids: list[str] = []
+        held_vectors: list[np.ndarray] = []
         bar = tqdm(total=count, desc=f"index {spec}", unit="vec", file=sys.stderr, disable=not progress)
+        offset = 0
         for shard_ids, vectors in iter_shard_batches(shards):
             missing = [i for i in shard_ids if i not in rows]
             if missing:
                 raise RetrieverError(f"{shards_dir}: shard id {missing[0]!r} is not in {corpus_path}; "
                                      "the shards were made from another corpus")
-            index.add(np.ascontiguousarray(vectors))
-            ids.extend(shard_ids)
+            local = held[(held >= offset) & (held < offset + len(vectors))] - offset
+            keep = np.ones(len(vectors), dtype=bool)
+            keep[local] = False
+            index.add(np.ascontiguousarray(vectors[keep]))
+            ids.extend(doc_id for doc_id, kept in zip(shard_ids, keep) if kept)
+            held_ids.extend(shard_ids[row] for row in local)
+            held_vectors.append(vectors[local])
+            offset += len(vectors)
             bar.update(len(shard_ids))
         bar.close()
+        tuning = None
+        if len(held):
+            tuning = _tune(index, shards, np.ascontiguousarray(np.concatenate(held_vectors)), held, params)
+            index.add(np.ascontiguousarray(np.concatenate(held_vectors)))
+            ids.extend(held_ids)
         pq.write_table(pa.table({"id": pa.array(ids, pa.string()),
                                  "docstore_row": pa.array([rows[i] for i in ids], pa.int64())}), building / IDS_FILE)
         faiss.write_index(index, str(building / INDEX_FILE))
         search_defaults = {"nprobe": min(16, ivf_part(index).nlist) if ivf_part(index) is not None else None,
                            "ef_search": 128 if downcast_hnsw(index) is not None else None,
                            **params.search_defaults}
-        tuning = None
-        if params.target_recall is not None:
-            tuning = _tune(index, shards, count, params)
-            if tuning["parameter"]:
-                search_defaults[tuning["parameter"]] = tuning["value"]
+        if tuning is not None and tuning["parameter"]:
+            search_defaults[tuning["parameter"]] = tuning["value"]
         manifest = {
             "format_version": FORMAT_VERSION,
             "encoder": encoder,
@@ -220,18 +236,22 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
     return manifest
 
 
-def _tune(index: faiss.Index, shards: list[Path], count: int, params: IndexParams) -> dict:
-    """Measure recall against exact search on sampled own vectors and pick nprobe/efSearch."""
+def _held_out_rows(count: int, params: IndexParams) -> np.ndarray:
+    """Rows kept out of the index until --target-recall tuning is done (none without it)."""
+    if params.target_recall is None:
+        return np.empty(0, dtype=np.int64)
     if count < 2:
         raise RetrieverError("--target-recall needs at least 2 vectors to measure recall on")
-    rows = sample_rows(count, params.tuning_queries, params.seed + 1)
-    queries = read_rows(shards, rows)
-    truth = exact_neighbours(shards, queries, min(params.tuning_k, count - 1) + 1)
-    tuning = choose_search_params(index, queries, truth, params.target_recall, query_rows=rows)
+    return sample_rows(count, min(params.tuning_queries, count // 2), params.seed + 1)
+
+
+def _tune(index: faiss.Index, shards: list[Path], queries: np.ndarray, held: np.ndarray, params: IndexParams) -> dict:
+    """Measure recall on held-out vectors against exact search over the rest; pick nprobe/efSearch."""
+    truth = exact_neighbours(shards, queries, min(params.tuning_k, int(index.ntotal)), exclude_rows=held)
+    tuning = choose_search_params(index, queries, truth, params.target_recall)
     outcome = "measured" if tuning["reached"] else "NOT REACHED; best measured"
     print(f"target recall@{tuning['k']} {params.target_recall}: {tuning['parameter']}={tuning['value']} "
-          f"{outcome} {tuning['measured_recall']:.4f} on {len(rows)} sampled vectors (self-matches left out)",
-          file=sys.stderr)
+          f"{outcome} {tuning['measured_recall']:.4f} on {len(queries)} held-out vectors", file=sys.stderr)
     if not tuning["reached"]:
         print("warning: no search setting reaches the target recall; rebuild with more lists/links, a finer code "
               "(e.g. an RFlat refinement) or a flat index", file=sys.stderr)

@@ -90,3 +90,28 @@ def test_target_recall_is_measured_and_recorded(tiny_beir, tiny_encoder, tmp_pat
     assert tuning["parameter"] == "ef_search" and tuning["measured_recall"] >= 0.9
     assert manifest["index"]["search_defaults"]["ef_search"] == tuning["value"]
     assert Searcher(tmp_path / "idx", device="cpu").default_ef_search == tuning["value"]
+
+
+def test_vectors_held_out_for_tuning_are_added_after_it(tiny_beir, tiny_encoder, tmp_path):
+    """Tuning queries stay out of the index while it is measured, then every document is in, id-mapped right."""
+    params = IndexParams("flat", target_recall=0.9, tuning_queries=5, tuning_k=3)
+    manifest = encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, params, progress=False)
+    assert manifest["index"]["tuning"]["sample_queries"] == 5
+    index = faiss.read_index(str(tmp_path / "idx" / "index.faiss"))
+    ids = pq.read_table(tmp_path / "idx" / "ids.parquet")["id"].to_pylist()
+    assert index.ntotal == len(ids) == len(set(ids)) == manifest["corpus"]["documents"]
+    vectors = index.reconstruct_n(0, index.ntotal)
+    shard_vectors = {}
+    for shard in sorted((tmp_path / "idx.shards").glob("*.parquet")):
+        table = pq.read_table(shard)
+        shard_vectors.update(zip(table["id"].to_pylist(), table["embedding"].to_pylist()))
+    for row, doc_id in enumerate(ids):
+        assert vectors[row].tolist() == pytest.approx(shard_vectors[doc_id], abs=1e-6)
+
+
+def test_refined_index_rescores_k_factor_candidates_and_keeps_it_on_disk(tmp_path):
+    from retriever.indexing import new_index
+
+    index = new_index("IVF4,PQ2x4,RFlat", 8, IndexParams(refine_k_factor=30))
+    faiss.write_index(index, str(tmp_path / "i.faiss"))
+    assert faiss.downcast_index(faiss.read_index(str(tmp_path / "i.faiss"))).k_factor == 30

@@ -34,6 +34,9 @@ def index_options():
                      help="IVF lists (ivfpq only). [default: about 4*sqrt(N)]"),
         click.option("--pq-m", type=click.IntRange(min=1), default=None,
                      help="PQ sub-quantisers; must divide the dimension (ivfpq only). [default: dim/8]"),
+        click.option("--refine-k-factor", type=click.IntRange(min=1), default=50, show_default=True,
+                     help="For factory strings ending in ',RFlat': re-score k x this many candidates with the exact "
+                          "vectors."),
         click.option("--train-size", type=click.IntRange(min=1), default=100_000, show_default=True,
                      help="Vectors sampled from the shards to train IVF/PQ."),
         click.option("--target-recall", type=click.FloatRange(0, 1, min_open=True), default=None,
