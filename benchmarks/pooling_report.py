@@ -99,14 +99,14 @@ def plot(runs: list[dict], path: Path, metric: str = "ndcg@10") -> None:
     for ax, dataset in zip(axes[0], datasets):
         width = 0.26
         for offset, pooling in enumerate(POOLINGS):
-            means, errors = [], []
-            for init, mode in groups:
+            positions, means, errors = [], [], []
+            for i, (init, mode) in enumerate(groups):
                 values = [r[metric] for r in cells.get((dataset, init, mode, pooling), [])]
-                mean, std = mean_std(values) if values else (0.0, 0.0)
-                means.append(mean)
-                errors.append(std)
-            positions = [i + (offset - 1) * width for i in range(len(groups))]
-            bars = ax.bar(positions, means, width, yerr=errors, capsize=4, label=pooling)
+                if values:  # a cell not run yet gets no bar rather than a misleading zero
+                    positions.append(i + (offset - 1) * width)
+                    means.append(mean_std(values)[0])
+                    errors.append(mean_std(values)[1])
+            bars = ax.bar(positions, means, width, yerr=errors, capsize=4, label=pooling, color=f"C{offset}")
             ax.bar_label(bars, fmt="%.3f", fontsize=7, padding=2)
         ax.set_xticks(range(len(groups)), [f"{init}\n{mode}" for init, mode in groups])
         ax.set_ylabel(f"{metric} (test), mean ± std over seeds")
