@@ -47,7 +47,7 @@ class MeanPooling(Pooling):
     name = "mean"
 
     def __call__(self, outputs: Any, attention_mask: torch.Tensor) -> torch.Tensor:
-        states = outputs.last_hidden_state
+        states = outputs.last_hidden_state.float()  # summing hundreds of bf16/fp16 states loses precision
         mask = attention_mask.unsqueeze(-1).to(states.dtype)
         return (states * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
 

@@ -59,7 +59,7 @@ def check_requested_encoder(manifest: dict, model: str | None = None, **requeste
 class Searcher:
     """An index folder loaded once: FAISS index, id map, doc store and query encoder."""
 
-    def __init__(self, index_dir: str | Path, device: str = "auto", dtype: str = "auto", batch_size: int = 64,
+    def __init__(self, index_dir: str | Path, device: str = "auto", dtype: str = "auto", batch_size: int | None = None,
                  model: str | None = None, **requested_settings: object) -> None:
         self.index_dir = Path(index_dir)
         self.manifest = read_manifest(self.index_dir)

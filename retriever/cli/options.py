@@ -47,8 +47,8 @@ def runtime_options() -> Decorator:
                      help="auto (CUDA when present, else CPU), cpu, cuda or cuda:N."),
         click.option("--dtype", type=click.Choice(DTYPES), default="auto", show_default=True,
                      help="Compute precision: auto = fp16 on CUDA, bf16 on CPUs with native bf16, else fp32."),
-        click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
-                     help="Texts per forward pass."),
+        click.option("--batch-size", type=click.IntRange(min=1), default=None,
+                     help="Texts per forward pass [default: 16 on the CPU, 128 on CUDA]."),
     )
 
 

@@ -66,12 +66,15 @@ def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict
 @click.option("--max-queries", type=click.IntRange(min=1), default=256, show_default=True,
               help="Most queries in one POST /search.")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
-              help="torch threads for query encoding (FAISS uses one). "
-                   "[default: the CPU cores this process may use, less one for the HTTP loop]")
+              help="torch threads per worker for query encoding (FAISS uses one). [default: the CPU cores this "
+                   "process may use, less one for the HTTP loop, shared among the workers; at least 1]")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Batches encoded side by side, each on its own thread with --threads torch threads. "
+                   "[default: 2, or 1 on a single core]")
 @click.option("--access-log/--no-access-log", default=False, show_default=True,
               help="Log every request (costs throughput).")
 def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_ms, max_query_chars, max_body_bytes,
-                  max_queries, threads, access_log):
+                  max_queries, threads, workers, access_log):
     """Serve INDEX (and/or each --index NAME=PATH) over HTTP: JSON search API, OpenAPI docs at /docs, search page at /.
 
     Concurrent queries are micro-batched into one encoder pass. Bad requests get a JSON
@@ -83,17 +86,17 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
     from retriever.serving import BatchSettings, Limits, configure_threads, create_app
 
     folders = parse_named_indexes(index, named)
-    used = configure_threads(threads)
+    used = configure_threads(threads, workers)
     searchers = {}
     for name, folder in folders.items():
         click.echo(f"loading {name} from {folder}", err=True)
         searchers[name] = Searcher(folder, device=device, dtype=dtype)
     app = create_app(searchers, Limits(max_query_chars, max_body_bytes, max_queries),
-                     BatchSettings(max_batch=max_batch, max_wait_ms=max_wait_ms))
+                     BatchSettings(max_batch=max_batch, max_wait_ms=max_wait_ms, workers=used["workers"]))
     shown = f"[{host}]" if ":" in host else host
+    dtype_used = searchers[next(iter(searchers))].encoder.dtype
     click.echo(f"serving {', '.join(searchers)} at http://{shown}:{port}/ (API docs at /docs; "
-               f"{used['torch']} torch threads, encoding in {searchers[next(iter(searchers))].encoder.dtype})",
-               err=True)
+               f"{used['workers']} workers x {used['torch']} torch threads, encoding in {dtype_used})", err=True)
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=access_log, workers=1)
     except SystemExit as error:  # uvicorn exits when the port is taken

@@ -61,6 +61,7 @@ class BatchSettings:
     max_batch: int = 32
     max_wait_ms: float = 2.0
     max_pending: int = 4096
+    workers: int = 1
     warm_up: bool = True
 
 
@@ -166,7 +167,7 @@ def create_app(searchers: dict[str, Searcher], limits: Limits | None = None,
     async def lifespan(app: FastAPI):
         for name, searcher in searchers.items():
             batchers[name] = MicroBatcher(searcher, batching.max_batch, batching.max_wait_ms,
-                                          batching.max_pending, name=name)
+                                          batching.max_pending, name=name, workers=batching.workers)
             if batching.warm_up:
                 batchers[name].warm_up()
         try:

@@ -5,8 +5,9 @@ server that encodes each request alone saturates long before one that groups the
 worker thread per index takes the first waiting request, gathers whatever else arrives within
 ``max_wait_ms`` of it (or until ``max_batch`` queries), encodes and searches them together, and
 resolves each request's future. Requests that queued while a batch was running have already
-waited, so they go out at once in the next batch. One worker also means the model is never run
-by two threads at a time, which on a small machine would only make both slower.
+waited, so they go out at once in the next batch. ``workers`` such threads may run batches side
+by side (the forward pass is read-only), each on its own small torch thread pool; see
+``configure_threads`` for why that beats one wide pool on a small machine.
 """
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ class MicroBatcher:
     """Groups ``submit``-ted queries into batches searched by one background thread."""
 
     def __init__(self, searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 2.0,
-                 max_pending: int = 4096, name: str = "default") -> None:
+                 max_pending: int = 4096, name: str = "default", workers: int = 1) -> None:
         if max_batch < 1:
             raise RetrieverError("max_batch must be at least 1")
         if max_wait_ms < 0:
@@ -79,8 +80,11 @@ class MicroBatcher:
         self._closed = False
         self._torch_threads = torch.get_num_threads()
         self._faiss_threads = faiss.omp_get_max_threads()
-        self._thread = threading.Thread(target=self._run, name=f"batcher-{name}", daemon=True)
-        self._thread.start()
+        self._stats_lock = threading.Lock()
+        self._threads = [threading.Thread(target=self._run, name=f"batcher-{name}-{i}", daemon=True)
+                         for i in range(max(1, workers))]
+        for thread in self._threads:
+            thread.start()
 
     def submit(self, queries: Sequence[str], k: int) -> Future:
         """A future of one hit list per query; the queries go out with the next batch."""
@@ -110,8 +114,10 @@ class MicroBatcher:
         if self._closed:
             return
         self._closed = True
-        self._queue.put(_STOP)
-        self._thread.join(timeout)
+        for _ in self._threads:
+            self._queue.put(_STOP)
+        for thread in self._threads:
+            thread.join(timeout)
 
     def _run(self) -> None:
         # OpenMP thread counts are per OS thread: a new thread starts with one per core whatever
@@ -168,30 +174,32 @@ class MicroBatcher:
         return results
 
     def _count(self, batch: list[_Request], queries: int) -> None:
-        self.stats.batches += 1
-        self.stats.requests += len(batch)
-        self.stats.queries += queries
-        self.stats.largest_batch = max(self.stats.largest_batch, queries)
+        with self._stats_lock:
+            self.stats.batches += 1
+            self.stats.requests += len(batch)
+            self.stats.queries += queries
+            self.stats.largest_batch = max(self.stats.largest_batch, queries)
 
 
-def configure_threads(threads: int | None = None) -> dict:
-    """Size torch's and FAISS's thread pools for a server whose compute runs in one batcher thread.
+def configure_threads(threads: int | None = None, workers: int | None = None) -> dict:
+    """Size the batcher workers and torch's and FAISS's thread pools for this machine.
 
-    torch gets one core less than this process may use (``threads`` overrides; at least one):
-    the event loop parses requests and writes JSON while the batcher encodes, and giving torch
-    every core makes the two fight. On 2 cores that means one torch thread, which was also far
-    steadier when other jobs share the machine: OpenMP's barriers stall whenever one of its
-    threads is descheduled (single-query p50 ~15 ms with 1 thread vs ~60 ms with 2 there).
-    Inter-op parallelism is off (one small graph at a time). FAISS gets one OpenMP thread: a flat
-    search over a micro-batch takes well under a millisecond, and a second spinning pool would
-    steal the encoder's cores.
+    Defaults: two batcher workers (one on a single core), and per worker the cores this process
+    may use, less one for the event loop that parses requests and writes JSON, shared out (at least
+    one each). Two single-threaded workers beat one two-threaded worker on 2 cores: with 8 clients
+    236 vs 148 QPS (benchmarks/README.md), because OpenMP's barriers stall whenever one of a
+    forward's threads is descheduled by the event loop, while two independent forwards just
+    interleave. Inter-op parallelism is off (one small graph at a time). FAISS gets one OpenMP
+    thread: a flat search over a micro-batch takes well under a millisecond, and a second spinning
+    pool would steal the encoder's cores.
     """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    threads = max(1, threads or cores - 1)
+    workers = workers or (2 if cores >= 2 else 1)
+    threads = max(1, threads or (cores - 1) // workers)
     torch.set_num_threads(threads)
     try:
         torch.set_num_interop_threads(1)
     except RuntimeError:  # already set once parallel work ran; harmless
         pass
     faiss.omp_set_num_threads(1)
-    return {"torch": threads, "faiss": 1, "cores": cores}
+    return {"torch": threads, "workers": workers, "faiss": 1, "cores": cores}

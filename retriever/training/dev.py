@@ -76,7 +76,7 @@ def exact_search(query_ids: list[str], query_vectors: np.ndarray, document_vecto
     return run
 
 
-def evaluate_dev(model, dev: DevSet, device: torch.device, dtype: str, batch_size: int = 64) -> dict[str, float]:
+def evaluate_dev(model, dev: DevSet, device: torch.device, dtype: str, batch_size: int | None = None) -> dict[str, float]:
     """nDCG@10 and Recall@100 of the model's current weights on the dev set."""
     was_training = model.training
     model.eval()

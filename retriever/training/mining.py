@@ -39,7 +39,7 @@ def select_negatives(ranked_ids: list[str], positives: set[str], skip_top: int, 
 
 def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, split: str = "train",
                    depth: int = 100, skip_top: int = 0, per_query: int = 30, device: str = "auto",
-                   dtype: str = "auto", batch_size: int = 64, progress: bool = True) -> MiningResult:
+                   dtype: str = "auto", batch_size: int | None = None, progress: bool = True) -> MiningResult:
     """Search every judged query of a BEIR split in INDEX and write its hard negatives as JSONL, atomically."""
     if depth < 1 or per_query < 1 or skip_top < 0:
         raise RetrieverError("--depth and --per-query must be at least 1 and --skip-top at least 0")

@@ -106,7 +106,7 @@ class DualEncoder(nn.Module):
     def encode_passages(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         return self._embed(self.passage_model, inputs)
 
-    def as_encoder(self, device: torch.device, dtype: str, batch_size: int = 64) -> Encoder:
+    def as_encoder(self, device: torch.device, dtype: str, batch_size: int | None = None) -> Encoder:
         """An inference Encoder over these in-memory weights, so dev scores come from the same code as `encode`."""
         return _InMemoryEncoder(self, device, dtype, batch_size)
 

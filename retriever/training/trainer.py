@@ -73,7 +73,7 @@ class TrainConfig:
     dev_split: str | None = None
     dev_dataset: str | None = None
     dev_max_docs: int | None = None
-    dev_batch_size: int = 64
+    dev_batch_size: int | None = None
     device: str = "auto"
     dtype: str = "auto"
     save_steps: int | None = 500

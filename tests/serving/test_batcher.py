@@ -105,6 +105,23 @@ def test_requests_queued_during_a_pass_go_out_together_without_waiting(fake):
     assert [len(b) for b in fake.encoder.batches] == [1, 5]
 
 
+def test_two_workers_encode_two_batches_side_by_side(fake):
+    batcher = MicroBatcher(fake, max_batch=64, max_wait_ms=0, workers=2)
+    try:
+        fake.encoder.hold.clear()
+        first = batcher.submit(["first"], 1)
+        assert fake.encoder.entered.wait(5)
+        fake.encoder.entered.clear()
+        second = batcher.submit(["second"], 1)
+        assert fake.encoder.entered.wait(5), "the second worker should start while the first pass is held"
+        fake.encoder.hold.set()
+        assert first.result(5)[0][0].score == 5 and second.result(5)[0][0].score == 6
+    finally:
+        fake.encoder.hold.set()
+        batcher.close()
+    assert batcher.stats.batches == 2 and not any(t.is_alive() for t in batcher._threads)
+
+
 def test_a_lone_query_waits_at_most_max_wait(fake):
     batcher = MicroBatcher(fake, max_batch=64, max_wait_ms=5)
     try:

@@ -1,0 +1,26 @@
+import pytest
+import torch
+
+from retriever.device import resolve_batch_size, resolve_device, resolve_dtype
+from retriever.errors import RetrieverError
+
+
+def test_batch_size_defaults_by_device_and_keeps_an_explicit_choice():
+    assert resolve_batch_size(None, torch.device("cpu")) == 16
+    assert resolve_batch_size(None, torch.device("cuda")) == 128
+    assert resolve_batch_size(48, torch.device("cpu")) == 48
+    with pytest.raises(RetrieverError, match="at least 1"):
+        resolve_batch_size(0, torch.device("cpu"))
+
+
+def test_dtype_auto_is_fp16_on_cuda_and_fp16_is_refused_on_the_cpu():
+    assert resolve_dtype("auto", torch.device("cuda")) == "fp16"
+    assert resolve_dtype("auto", torch.device("cpu")) in ("bf16", "fp32")
+    assert resolve_dtype("fp32", torch.device("cpu")) == "fp32"
+    with pytest.raises(RetrieverError, match="fp16 is not supported on the CPU"):
+        resolve_dtype("fp16", torch.device("cpu"))
+
+
+def test_unknown_device_is_a_clear_error():
+    with pytest.raises(RetrieverError, match="unknown device"):
+        resolve_device("tpu")
