@@ -58,7 +58,8 @@ def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict
 @click.option("--max-batch", type=click.IntRange(min=1), default=32, show_default=True,
               help="Most queries encoded in one forward pass.")
 @click.option("--max-wait-ms", type=click.FloatRange(min=0, max=1000), default=2.0, show_default=True,
-              help="Longest a query waits for others to share its forward pass.")
+              help="Longest a query waits for others to share its forward pass while another pass runs "
+                   "(one that finds the encoder idle goes at once).")
 @click.option("--max-query-chars", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Longer queries are refused with a 400.")
 @click.option("--max-body-bytes", type=click.IntRange(min=1), default=256 * 1024, show_default=True,

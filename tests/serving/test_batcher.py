@@ -22,10 +22,12 @@ class FakeEncoder:
         self.hold.set()
         self.entered = threading.Event()
         self.fail = False
+        self.hold_only: str | None = None  # when set, only a pass holding this text waits for ``hold``
 
     def encode_queries(self, texts):
         self.entered.set()
-        self.hold.wait(10)
+        if self.hold_only is None or self.hold_only in texts:
+            self.hold.wait(10)
         self.batches.append(list(texts))
         if self.fail:
             raise RuntimeError("encoder exploded")
@@ -52,38 +54,55 @@ def fake():
     return FakeSearcher()
 
 
+def start_held_pass(batcher: MicroBatcher, fake: FakeSearcher):
+    """Put one request into a pass that stays running until ``fake.encoder.hold`` is set, so the
+    requests submitted next queue up deterministically behind it."""
+    fake.encoder.hold.clear()
+    future = batcher.submit(["held"], 1)
+    assert fake.encoder.entered.wait(5)
+    return future
+
+
 def test_queries_submitted_together_share_one_pass(fake):
     batcher = MicroBatcher(fake, max_batch=64, max_wait_ms=200)
     try:
+        held = start_held_pass(batcher, fake)
         futures = [batcher.submit(["x" * n], k=2) for n in range(1, 11)]
+        fake.encoder.hold.set()
+        held.result(5)
         results = [f.result(5) for f in futures]
     finally:
         batcher.close()
-    assert len(fake.encoder.batches) == 1 and len(fake.encoder.batches[0]) == 10
+    assert [len(b) for b in fake.encoder.batches] == [1, 10]
     assert [r[0][0].score for r in results] == [float(n) for n in range(1, 11)]
-    assert batcher.stats.batches == 1 and batcher.stats.requests == 10 and batcher.stats.largest_batch == 10
+    assert batcher.stats.batches == 2 and batcher.stats.requests == 11 and batcher.stats.largest_batch == 10
 
 
 def test_each_request_gets_its_own_k_and_rows(fake):
     batcher = MicroBatcher(fake, max_batch=64, max_wait_ms=200)
     try:
+        start_held_pass(batcher, fake)
         one = batcher.submit(["aa", "aaaa"], k=3)
         two = batcher.submit(["a"], k=1)
+        fake.encoder.hold.set()
         assert [[h.score for h in hits] for hits in one.result(5)] == [[2, 1, 0], [4, 3, 2]]
         assert [[h.score for h in hits] for hits in two.result(5)] == [[1]]
     finally:
         batcher.close()
-    assert len(fake.encoder.batches) == 1
+    assert [len(b) for b in fake.encoder.batches] == [1, 3]
 
 
 def test_batches_stop_at_max_batch(fake):
     batcher = MicroBatcher(fake, max_batch=4, max_wait_ms=100)
     try:
-        for future in [batcher.submit(["q"], 1) for _ in range(10)]:
+        start_held_pass(batcher, fake)
+        futures = [batcher.submit(["q"], 1) for _ in range(10)]
+        fake.encoder.hold.set()
+        for future in futures:
             future.result(5)
     finally:
         batcher.close()
-    assert [len(b) for b in fake.encoder.batches] == [4, 4, 2]
+    assert [len(b) for b in fake.encoder.batches] == [1, 4, 4, 2]
 
 
 def test_requests_queued_during_a_pass_go_out_together_without_waiting(fake):
@@ -122,14 +141,32 @@ def test_two_workers_encode_two_batches_side_by_side(fake):
     assert batcher.stats.batches == 2 and not any(t.is_alive() for t in batcher._threads)
 
 
-def test_a_lone_query_waits_at_most_max_wait(fake):
-    batcher = MicroBatcher(fake, max_batch=64, max_wait_ms=5)
+def test_a_query_that_finds_every_worker_idle_does_not_wait(fake):
+    batcher = MicroBatcher(fake, max_batch=64, max_wait_ms=2000)
     try:
         started = time.perf_counter()
         batcher.submit(["alone"], 1).result(5)
-        assert time.perf_counter() - started < 0.5
+        assert time.perf_counter() - started < 1.0, "an idle server should not hold a lone query for max_wait"
     finally:
         batcher.close()
+
+
+def test_while_a_pass_runs_a_free_worker_waits_for_company_at_most_max_wait(fake):
+    batcher = MicroBatcher(fake, max_batch=64, max_wait_ms=300, workers=2)
+    try:
+        fake.encoder.hold_only = "held"
+        held = start_held_pass(batcher, fake)
+        started = time.perf_counter()
+        first = batcher.submit(["a"], 1)
+        time.sleep(0.05)
+        second = batcher.submit(["bb"], 1)  # within the window: joins the first
+        assert first.result(5)[0][0].score == 1 and second.result(5)[0][0].score == 2
+        assert 0.25 < time.perf_counter() - started < 2.0, "the free worker should wait out max_wait"
+        assert not held.done(), "the first worker's pass is still running"
+    finally:
+        fake.encoder.hold.set()
+        batcher.close()
+    assert fake.encoder.batches == [["a", "bb"], ["held"]]
 
 
 def test_an_error_reaches_every_request_and_the_batcher_keeps_working(fake):
@@ -184,7 +221,7 @@ def test_async_search_and_warm_up_with_a_real_index(tiny_index):
         results = asyncio.run(ask_all())
     finally:
         batcher.close()
-    assert batcher.stats.batches == 1
+    assert batcher.stats.queries == 3
     for query, k, [hits] in zip(queries, (1, 5, 12), results):
         [expected] = searcher.search([query], k=k)
         assert [h.id for h in hits] == [h.id for h in expected]
