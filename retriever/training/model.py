@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from retriever.device import resolve_batch_size
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.models import (RETRIEVER_CONFIG, load_model, load_tokenizer, read_retriever_config, resolve_model_path,
@@ -164,11 +165,11 @@ def publish_folder(staging: Path, target: Path) -> None:
 class _InMemoryEncoder(Encoder):
     """Encoder whose towers are a DualEncoder's live modules rather than weights loaded from disk."""
 
-    def __init__(self, model: DualEncoder, device: torch.device, dtype: str, batch_size: int) -> None:
+    def __init__(self, model: DualEncoder, device: torch.device, dtype: str, batch_size: int | None) -> None:
         self.settings = model.settings
         self.device = device
-        self.dtype = dtype
-        self.batch_size = batch_size
+        self.dtype = dtype  # applied by autocast only: the live fp32 weights keep training afterwards
+        self.batch_size = resolve_batch_size(batch_size, device)
         self.pooling = model.pooling
         self.tokenizer = model.tokenizer
         self.query_model = model.query_model
