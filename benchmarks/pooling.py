@@ -6,8 +6,9 @@ each model evaluated on the test split with exact search over the whole corpus. 
 is appended to results/pooling_runs.jsonl, so a crash or a second dataset continues where it was;
 `--report` turns all recorded runs into results/pooling.md and results/pooling.png.
 
-Run (2 CPU cores; the full grid is 36 fine-tunings plus 2 pre-trainings, ~1 h per dataset with bf16
-matmuls, several hours on an fp32-only CPU; --poolings/--seeds run a subset and later calls add the rest):
+Run (2 CPU cores; the full grid is 36 fine-tunings plus 2 pre-trainings: with native bf16 ~35 min for
+SciFact and ~20 min for SQuAD, several hours on an fp32-only CPU; --poolings/--seeds run a subset and
+later calls add the rest):
     python benchmarks/pooling.py --dataset scifact
     python benchmarks/pooling.py --dataset squad
     python benchmarks/pooling.py --report
