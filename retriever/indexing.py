@@ -146,8 +146,12 @@ def library_versions() -> dict:
 
 def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, params: IndexParams = IndexParams(),
                 fmt: str = "auto", fields: Fields = Fields(), overwrite: bool = False,
-                progress: bool = True) -> dict:
-    """Build an index folder from complete shards and the corpus they came from; return its manifest."""
+                progress: bool = True, tuning_queries: np.ndarray | None = None) -> dict:
+    """Build an index folder from complete shards and the corpus they came from; return its manifest.
+
+    ``tuning_queries``: query vectors to tune ``params.target_recall`` on instead of held-out passages, for
+    when real queries are at hand (they can be harder than passages: see benchmarks/README.md).
+    """
     started = time.perf_counter()
     shards_dir, output = Path(shards_dir), Path(output)
     corpus_path = resolve_corpus_path(corpus)
@@ -179,7 +183,9 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
             except RuntimeError as error:
                 raise RetrieverError(f"FAISS could not train {spec!r} on {len(sample)} vectors: "
                                      f"{str(error).splitlines()[-1]}; use fewer lists (--nlist) or a flat index") from None
-        held = _held_out_rows(count, params)
+        if tuning_queries is not None and params.target_recall is None:
+            raise RetrieverError("tuning queries were given without a target recall; add --target-recall")
+        held = _held_out_rows(count, params) if tuning_queries is None else np.empty(0, dtype=np.int64)
         ids: list[str] = []
         held_ids: list[str] = []
         held_vectors: list[np.ndarray] = []
@@ -201,8 +207,12 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
             bar.update(len(shard_ids))
         bar.close()
         tuning = None
-        if len(held):
-            tuning = _tune(index, shards, np.ascontiguousarray(np.concatenate(held_vectors)), held, params)
+        if tuning_queries is not None:
+            tuning = _tune(index, shards, np.ascontiguousarray(tuning_queries, dtype=np.float32), held, params,
+                           "given queries")
+        elif len(held):
+            tuning = _tune(index, shards, np.ascontiguousarray(np.concatenate(held_vectors)), held, params,
+                           "held-out own vectors")
             index.add(np.ascontiguousarray(np.concatenate(held_vectors)))
             ids.extend(held_ids)
         pq.write_table(pa.table({"id": pa.array(ids, pa.string()),
@@ -245,13 +255,14 @@ def _held_out_rows(count: int, params: IndexParams) -> np.ndarray:
     return sample_rows(count, min(params.tuning_queries, count // 2), params.seed + 1)
 
 
-def _tune(index: faiss.Index, shards: list[Path], queries: np.ndarray, held: np.ndarray, params: IndexParams) -> dict:
-    """Measure recall on held-out vectors against exact search over the rest; pick nprobe/efSearch."""
+def _tune(index: faiss.Index, shards: list[Path], queries: np.ndarray, held: np.ndarray, params: IndexParams,
+          source: str) -> dict:
+    """Measure recall against exact search over the indexed rows; pick nprobe/efSearch."""
     truth = exact_neighbours(shards, queries, min(params.tuning_k, int(index.ntotal)), exclude_rows=held)
-    tuning = choose_search_params(index, queries, truth, params.target_recall)
+    tuning = {**choose_search_params(index, queries, truth, params.target_recall), "queries": source}
     outcome = "measured" if tuning["reached"] else "NOT REACHED; best measured"
     print(f"target recall@{tuning['k']} {params.target_recall}: {tuning['parameter']}={tuning['value']} "
-          f"{outcome} {tuning['measured_recall']:.4f} on {len(queries)} held-out vectors", file=sys.stderr)
+          f"{outcome} {tuning['measured_recall']:.4f} on {len(queries)} {source}", file=sys.stderr)
     if not tuning["reached"]:
         print("warning: no search setting reaches the target recall; rebuild with more lists/links, a finer code "
               "(e.g. an RFlat refinement) or a flat index", file=sys.stderr)
@@ -283,7 +294,7 @@ def read_manifest(index_dir: str | Path) -> dict:
 
 def encode_and_index(corpus: str | Path, output: str | Path, encoder: Encoder, params: IndexParams = IndexParams(),
                      fmt: str = "auto", fields: Fields = Fields(), shard_size: int = 10_000, overwrite: bool = False,
-                     progress: bool = True) -> dict:
+                     progress: bool = True, tuning_query_texts: list[str] | None = None) -> dict:
     """Encode then index; shards stay in OUTPUT.shards so another index type needs no re-encoding."""
     output = Path(output)
     if output.exists() and not overwrite:
@@ -293,4 +304,5 @@ def encode_and_index(corpus: str | Path, output: str | Path, encoder: Encoder, p
     if progress:
         print(f"encoded {result.encoded} documents ({result.skipped} already done) in {result.seconds:.1f}s",
               file=sys.stderr)
-    return build_index(shards, corpus, output, params, fmt, fields, overwrite, progress)
+    tuning_queries = None if tuning_query_texts is None else encoder.encode_queries(tuning_query_texts)
+    return build_index(shards, corpus, output, params, fmt, fields, overwrite, progress, tuning_queries)

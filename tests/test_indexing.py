@@ -115,3 +115,21 @@ def test_refined_index_rescores_k_factor_candidates_and_keeps_it_on_disk(tmp_pat
     index = new_index("IVF4,PQ2x4,RFlat", 8, IndexParams(refine_k_factor=30))
     faiss.write_index(index, str(tmp_path / "i.faiss"))
     assert faiss.downcast_index(faiss.read_index(str(tmp_path / "i.faiss"))).k_factor == 30
+
+
+def test_given_queries_tune_instead_of_held_out_vectors(tiny_beir, tiny_encoder, tmp_path):
+    texts = ["where does honey come from", "hot lava rock", "ice and snow"]
+    params = IndexParams("hnsw", target_recall=0.9, tuning_k=3)
+    manifest = encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, params, progress=False,
+                                tuning_query_texts=texts)
+    tuning = manifest["index"]["tuning"]
+    assert tuning["queries"] == "given queries" and tuning["sample_queries"] == len(texts)
+    corpus_ids = [json.loads(line)["_id"] for line in (tiny_beir / "corpus.jsonl").read_text().splitlines()]
+    assert pq.read_table(tmp_path / "idx" / "ids.parquet")["id"].to_pylist() == corpus_ids, "nothing was held out"
+
+
+def test_tuning_queries_without_a_target_recall_are_refused(tiny_beir, tiny_encoder, tmp_path):
+    with pytest.raises(RetrieverError, match="add --target-recall"):
+        encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, IndexParams("hnsw"), progress=False,
+                         tuning_query_texts=["hot lava rock"])
+    assert not (tmp_path / "idx").exists()

@@ -8,9 +8,12 @@ import click
 
 from retriever.cli.options import (compose, corpus_options, encoder_options, encoder_overrides, fields_from,
                                    runtime_options)
+from retriever.corpus import read_queries
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.encoding import encode_corpus
+from retriever.errors import RetrieverError
 from retriever.indexing import INDEX_TYPES, IndexParams, build_index, encode_and_index
+from retriever.shards import check_complete, sample_rows
 
 
 def shard_options():
@@ -21,7 +24,8 @@ def shard_options():
 
 
 def index_options():
-    """Flags named as IndexParams fields (commands pass them on as **index_flags), plus --overwrite."""
+    """Flags named as IndexParams fields (commands pass them on as **index_flags), plus --overwrite and
+    --tuning-queries-file (popped by the commands)."""
     return compose(
         click.option("--index-type", default="flat", show_default=True,
                      help=f"One of {', '.join(INDEX_TYPES)} (flat = exact inner product), or any FAISS factory "
@@ -41,12 +45,39 @@ def index_options():
                      help="Vectors sampled from the shards to train IVF/PQ."),
         click.option("--target-recall", type=click.FloatRange(0, 1, min_open=True), default=None,
                      help="Pick nprobe/efSearch as the smallest value whose recall@10 against exact search, "
-                          "measured on --tuning-queries of the collection's own vectors (each one's match with "
-                          "itself left out), reaches this; `search` then uses it. [default: nprobe 16, efSearch 128]"),
+                          "measured on --tuning-queries of the collection's own vectors (held out of the index "
+                          "until tuning is done) or on --tuning-queries-file, reaches this; `search` then uses "
+                          "it. [default: nprobe 16, efSearch 128]"),
         click.option("--tuning-queries", type=click.IntRange(min=1), default=1000, show_default=True,
-                     help="Own vectors sampled to measure recall for --target-recall."),
+                     help="How many vectors (own vectors, or queries from --tuning-queries-file) to measure "
+                          "recall on for --target-recall."),
+        click.option("--tuning-queries-file", type=click.Path(exists=True, path_type=Path), default=None,
+                     help="Queries (BEIR folder, JSONL, TSV or Parquet) to tune --target-recall on instead of the "
+                          "collection's own vectors: real queries can be harder than passages. Only their texts "
+                          "are used, encoded by the index's query encoder. [default: none]"),
         click.option("--overwrite", is_flag=True, help="Replace an existing index folder."),
     )
+
+
+def _tuning_texts(path: Path | None, limit: int, seed: int) -> list[str] | None:
+    if path is None:
+        return None
+    texts = [query.text for query in read_queries(path)]
+    if len(texts) > limit:
+        texts = [texts[row] for row in sample_rows(len(texts), limit, seed)]
+    return texts
+
+
+def _shards_encoder(shards: Path) -> Encoder:
+    """The query encoder the shards were made with, refusing one whose weights changed since."""
+    from retriever.searching import settings_from_manifest
+
+    _, recorded = check_complete(shards)
+    encoder = Encoder(settings_from_manifest({"encoder": recorded}))
+    if encoder.weights_sha256 != recorded.get("weights_sha256"):
+        raise RetrieverError(f"{shards}: the model {recorded.get('model')!r} changed since these shards were encoded; "
+                             "re-encode, or drop --tuning-queries-file")
+    return encoder
 
 
 def _make_encoder(model, pooling, normalize, query_max_length, passage_max_length, query_prefix, passage_prefix,
@@ -94,10 +125,14 @@ def encode_command(corpus, output, model, pooling, normalize, query_max_length, 
 @click.option("--output", "-o", type=click.Path(path_type=Path), required=True, help="Index folder to create.")
 @index_options()
 @corpus_options()
-def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, title_field, **index_flags):
+def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, title_field, tuning_queries_file,
+                  **index_flags):
     """Build a FAISS index folder from the embedding SHARDS folder."""
-    manifest = build_index(shards, corpus, output, IndexParams(**index_flags),
-                           fmt, fields_from(id_field, text_field, title_field), overwrite)
+    params = IndexParams(**index_flags)
+    texts = _tuning_texts(tuning_queries_file, params.tuning_queries, params.seed)
+    vectors = None if texts is None else _shards_encoder(shards).encode_queries(texts)
+    manifest = build_index(shards, corpus, output, params, fmt, fields_from(id_field, text_field, title_field),
+                           overwrite, tuning_queries=vectors)
     click.echo(f"built {output}: {manifest['index']['count']} vectors, {manifest['index']['factory']}", err=True)
 
 
@@ -112,12 +147,15 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
 @index_options()
 def build_command(corpus, output, model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
                   passage_prefix, device, dtype, batch_size, fmt, id_field, text_field, title_field, shard_size,
-                  overwrite, **index_flags):
+                  overwrite, tuning_queries_file, **index_flags):
     """Encode CORPUS and index it in one step (resumable: rerun after a crash)."""
     encoder = _make_encoder(model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
                             passage_prefix, device, dtype, batch_size)
-    manifest = encode_and_index(corpus, output, encoder, IndexParams(**index_flags),
-                                fmt, fields_from(id_field, text_field, title_field), shard_size, overwrite)
+    params = IndexParams(**index_flags)
+    manifest = encode_and_index(corpus, output, encoder, params, fmt, fields_from(id_field, text_field, title_field),
+                                shard_size, overwrite,
+                                tuning_query_texts=_tuning_texts(tuning_queries_file, params.tuning_queries,
+                                                                 params.seed))
     click.echo(json.dumps({"index": str(output), "count": manifest["index"]["count"],
                            "factory": manifest["index"]["factory"]}))
 

@@ -66,6 +66,20 @@ def test_build_search_evaluate_round_trip(tmp_path, tiny_model_dir, tiny_beir):
     assert "answer_recall" in from_index and "answer recall" in result.output
 
 
+def test_index_tunes_target_recall_on_a_queries_file(tmp_path, tiny_model_dir, tiny_beir):
+    runner = CliRunner()
+    shards, index = tmp_path / "shards", tmp_path / "idx"
+    result = runner.invoke(main, ["encode", str(tiny_beir), "--output", str(shards), "--model", str(tiny_model_dir),
+                                  "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(main, ["index", str(shards), "--corpus", str(tiny_beir), "--output", str(index),
+                                  "--index-type", "hnsw", "--target-recall", "0.9", "--tuning-queries", "3",
+                                  "--tuning-queries-file", str(tiny_beir)])
+    assert result.exit_code == 0, result.output
+    tuning = json.loads((index / "manifest.json").read_text())["index"]["tuning"]
+    assert tuning["queries"] == "given queries" and tuning["sample_queries"] == 3
+
+
 def test_search_with_other_pooling_is_refused(tmp_path, tiny_model_dir, tiny_beir):
     runner = CliRunner()
     index = tmp_path / "idx"
