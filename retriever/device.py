@@ -66,4 +66,4 @@ def autocast(device: torch.device, dtype: str) -> contextlib.AbstractContextMana
     """Mixed precision around a forward pass over fp32 weights (training, and the in-memory dev encoder)."""
     if dtype == "fp32":
         return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=_TORCH_DTYPES[dtype])
+    return torch.autocast(device_type=device.type, dtype=torch_dtype(dtype))

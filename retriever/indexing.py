@@ -153,6 +153,7 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
     when real queries are at hand (they can be harder than passages: see benchmarks/README.md).
     """
     started = time.perf_counter()
+    _check_tuning_queries(tuning_queries is not None, params)
     shards_dir, output = Path(shards_dir), Path(output)
     corpus_path = resolve_corpus_path(corpus)
     if output.exists() and not overwrite:
@@ -183,8 +184,6 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
             except RuntimeError as error:
                 raise RetrieverError(f"FAISS could not train {spec!r} on {len(sample)} vectors: "
                                      f"{str(error).splitlines()[-1]}; use fewer lists (--nlist) or a flat index") from None
-        if tuning_queries is not None and params.target_recall is None:
-            raise RetrieverError("tuning queries were given without a target recall; add --target-recall")
         held = _held_out_rows(count, params) if tuning_queries is None else np.empty(0, dtype=np.int64)
         ids: list[str] = []
         held_ids: list[str] = []
@@ -246,6 +245,11 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
     return manifest
 
 
+def _check_tuning_queries(given: bool, params: IndexParams) -> None:
+    if given and params.target_recall is None:
+        raise RetrieverError("tuning queries were given without a target recall; add --target-recall")
+
+
 def _held_out_rows(count: int, params: IndexParams) -> np.ndarray:
     """Rows kept out of the index until --target-recall tuning is done (none without it)."""
     if params.target_recall is None:
@@ -296,6 +300,7 @@ def encode_and_index(corpus: str | Path, output: str | Path, encoder: Encoder, p
                      fmt: str = "auto", fields: Fields = Fields(), shard_size: int = 10_000, overwrite: bool = False,
                      progress: bool = True, tuning_query_texts: list[str] | None = None) -> dict:
     """Encode then index; shards stay in OUTPUT.shards so another index type needs no re-encoding."""
+    _check_tuning_queries(tuning_query_texts is not None, params)
     output = Path(output)
     if output.exists() and not overwrite:
         raise RetrieverError(f"{output}: already exists; pass --overwrite to replace it or choose another --output")

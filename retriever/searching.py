@@ -41,6 +41,20 @@ def settings_from_manifest(manifest: dict) -> EncoderSettings:
     return EncoderSettings(model=model, **{name: recorded[name] for name in SETTING_NAMES if name in recorded})
 
 
+def recorded_encoder(recorded: dict, made: str, device: str = "auto", dtype: str = "auto",
+                     batch_size: int | None = None) -> Encoder:
+    """The encoder named by recorded metadata (a manifest's or shards'), refused if its weights changed since;
+    ``made`` says what was made with it, for the error."""
+    settings = settings_from_manifest({"encoder": recorded})
+    encoder = Encoder(settings, device=device, dtype=dtype, batch_size=batch_size)
+    recorded_sha = recorded.get("weights_sha256")
+    if encoder.weights_sha256 != recorded_sha:
+        raise RetrieverError(f"the model at {settings.model} has weights {encoder.weights_sha256} but {made} with "
+                             f"{recorded_sha}; the model changed since indexing, so rebuild the index or restore "
+                             "the model")
+    return encoder
+
+
 def check_requested_encoder(manifest: dict, model: str | None = None, **requested: object) -> None:
     """Refuse query-encoder settings that differ from the ones the passages were encoded with."""
     recorded = manifest["encoder"]
@@ -64,13 +78,7 @@ class Searcher:
         self.index_dir = Path(index_dir)
         self.manifest = read_manifest(self.index_dir)
         check_requested_encoder(self.manifest, model, **requested_settings)
-        settings = settings_from_manifest(self.manifest)
-        self.encoder = Encoder(settings, device=device, dtype=dtype, batch_size=batch_size)
-        recorded_sha = self.manifest["encoder"].get("weights_sha256")
-        if self.encoder.weights_sha256 != recorded_sha:
-            raise RetrieverError(f"the model at {settings.model} has weights {self.encoder.weights_sha256} but the "
-                                 f"index was built with {recorded_sha}; the model changed since indexing, so "
-                                 "rebuild the index or restore the model")
+        self.encoder = recorded_encoder(self.manifest["encoder"], "the index was built", device, dtype, batch_size)
         self.index = faiss.read_index(str(self.index_dir / INDEX_FILE))
         ids = pq.read_table(self.index_dir / IDS_FILE)
         self.ids: list[str] = ids.column("id").to_pylist()

@@ -11,7 +11,6 @@ from retriever.cli.options import (compose, corpus_options, encoder_options, enc
 from retriever.corpus import read_queries
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.encoding import encode_corpus
-from retriever.errors import RetrieverError
 from retriever.indexing import INDEX_TYPES, IndexParams, build_index, encode_and_index
 from retriever.shards import check_complete, sample_rows
 
@@ -68,18 +67,6 @@ def _tuning_texts(path: Path | None, limit: int, seed: int) -> list[str] | None:
     return texts
 
 
-def _shards_encoder(shards: Path) -> Encoder:
-    """The query encoder the shards were made with, refusing one whose weights changed since."""
-    from retriever.searching import settings_from_manifest
-
-    _, recorded = check_complete(shards)
-    encoder = Encoder(settings_from_manifest({"encoder": recorded}))
-    if encoder.weights_sha256 != recorded.get("weights_sha256"):
-        raise RetrieverError(f"{shards}: the model {recorded.get('model')!r} changed since these shards were encoded; "
-                             "re-encode, or drop --tuning-queries-file")
-    return encoder
-
-
 def _make_encoder(model, pooling, normalize, query_max_length, passage_max_length, query_prefix, passage_prefix,
                   device, dtype, batch_size) -> Encoder:
     settings = EncoderSettings.for_model(model, **encoder_overrides(
@@ -130,7 +117,13 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
     """Build a FAISS index folder from the embedding SHARDS folder."""
     params = IndexParams(**index_flags)
     texts = _tuning_texts(tuning_queries_file, params.tuning_queries, params.seed)
-    vectors = None if texts is None else _shards_encoder(shards).encode_queries(texts)
+    if texts is None:
+        vectors = None
+    else:
+        from retriever.searching import recorded_encoder
+
+        _, recorded = check_complete(shards)
+        vectors = recorded_encoder(recorded, f"the shards in {shards} were encoded").encode_queries(texts)
     manifest = build_index(shards, corpus, output, params, fmt, fields_from(id_field, text_field, title_field),
                            overwrite, tuning_queries=vectors)
     click.echo(f"built {output}: {manifest['index']['count']} vectors, {manifest['index']['factory']}", err=True)

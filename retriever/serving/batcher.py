@@ -82,7 +82,7 @@ class MicroBatcher:
         self._closed = False
         self._torch_threads = torch.get_num_threads()
         self._faiss_threads = faiss.omp_get_max_threads()
-        self._stats_lock = threading.Lock()
+        self._lock = threading.Lock()  # guards stats and _busy, the count of passes running
         self._busy = 0
         self._threads = [threading.Thread(target=self._run, name=f"batcher-{name}-{i}", daemon=True)
                          for i in range(max(1, workers))]
@@ -132,19 +132,19 @@ class MicroBatcher:
             if first is _STOP:
                 return
             batch, stop = self._gather(first)
-            with self._stats_lock:
+            with self._lock:
                 self._busy += 1
             try:
                 self._process(batch)
             finally:
-                with self._stats_lock:
+                with self._lock:
                     self._busy -= 1
             if stop:
                 return
 
     def _gather(self, first: _Request) -> tuple[list[_Request], bool]:
         batch, size = [first], len(first.queries)
-        with self._stats_lock:
+        with self._lock:
             others_busy = self._busy > 0
         # Waiting for company only pays when the encoder is busy anyway; a query that finds every
         # worker idle goes out with whatever is already queued.
@@ -187,7 +187,7 @@ class MicroBatcher:
         return results
 
     def _count(self, batch: list[_Request], queries: int) -> None:
-        with self._stats_lock:
+        with self._lock:
             self.stats.batches += 1
             self.stats.requests += len(batch)
             self.stats.queries += queries
