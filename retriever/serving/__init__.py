@@ -7,7 +7,8 @@ Typical use is the CLI (``retriever serve INDEX``); in code::
 """
 from __future__ import annotations
 
-from retriever.serving.app import BatchSettings, Limits, create_app, valid_index_name
+from retriever.serving.app import BatchSettings, create_app, valid_index_name
+from retriever.serving.inputs import Limits
 from retriever.serving.batcher import MicroBatcher, configure_threads
 
 __all__ = ["BatchSettings", "Limits", "MicroBatcher", "configure_threads", "create_app", "valid_index_name"]

@@ -1,0 +1,58 @@
+"""The API's request and response shapes, for validation and the OpenAPI schema.
+
+Responses are serialised with ``json.dumps`` rather than through pydantic: the response models
+only document the shapes at ``/docs``.
+"""
+from __future__ import annotations
+
+from fastapi import Path, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+MAX_K = 1000
+
+
+class SearchBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    queries: list[str] = Field(min_length=1, description="Query texts, searched in one batch.")
+    k: int = Field(10, ge=1, le=MAX_K, description="Hits per query.")
+
+
+class HitModel(BaseModel):
+    rank: int
+    id: str
+    score: float
+    title: str
+    text: str
+
+
+class SearchResponse(BaseModel):
+    index: str
+    query: str
+    k: int
+    took_ms: float
+    hits: list[HitModel]
+
+
+class QueryResult(BaseModel):
+    query: str
+    hits: list[HitModel]
+
+
+class BatchSearchResponse(BaseModel):
+    index: str
+    k: int
+    took_ms: float
+    results: list[QueryResult]
+
+
+class ErrorModel(BaseModel):
+    error: str
+
+
+ERRORS = {status: {"model": ErrorModel} for status in (400, 404, 413, 415, 503)}
+NAME_PARAM = Path(description="Index name, as given to `--index NAME=PATH`.", pattern=NAME_PATTERN)
+Q_PARAM = Query(description="The query text.")
+K_PARAM = Query(10, ge=1, le=MAX_K, description="Hits to return.")
+POST_BODY = {"requestBody": {"required": True,
+                             "content": {"application/json": {"schema": SearchBody.model_json_schema()}}}}
