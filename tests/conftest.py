@@ -97,3 +97,14 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def local_ray():
+    """One local Ray (2 CPUs, no dashboard) shared by every test that needs it: starting Ray costs seconds."""
+    ray = pytest.importorskip("ray", reason="Ray is the optional extra [ray]; .ci/run installs it")
+    import logging
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
+    yield ray
+    ray.shutdown()
