@@ -1,16 +1,20 @@
 """Corpus → embedding shards, resumable and splittable across workers.
 
 Worker ``i`` of ``n`` takes every document whose position ``p`` has ``p % n == i`` and cuts
-its share into parts of ``shard_size`` rows. A part whose shard already exists is skipped
-without encoding, so a rerun after a crash continues after the last complete shard and
-gives the same shards as an uninterrupted run.
+its share into parts of ``shard_size`` rows. Each shard records a hash of its part's ids,
+titles and texts, so a rerun keeps a shard only when it was made by the same encoder from the
+same documents: after a crash it continues past the complete shards, and after a corpus edit
+it re-encodes exactly the parts whose content changed.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
 import sys
 import time
-from collections.abc import Iterator
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,8 +23,11 @@ from tqdm import tqdm
 from retriever.corpus import Document, Fields, ReadStats, iter_documents, resolve_corpus_path
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError
-from retriever.shards import (atomic_write_bytes, differing_fields, done_marker, read_shard_metadata,
-                              shard_name, write_shard)
+from retriever.shards import (atomic_write_bytes, differing_fields, done_marker, list_shards, parse_shard_name,
+                              read_shard_metadata, shard_name, write_shard)
+
+# What encode_part did with one part.
+ENCODED, REUSED, CHANGED = "encoded", "reused", "changed"
 
 
 @dataclass
@@ -32,10 +39,66 @@ class EncodeResult:
     shards: int
     empty_texts: int
     seconds: float
+    changed_parts: int = 0  # parts re-encoded because their documents changed since the last run
+    removed_parts: int = 0  # shards of parts the corpus no longer has
 
 
-def _parts(documents: Iterator[Document], worker: int, num_workers: int,
-           shard_size: int) -> Iterator[list[Document]]:
+class ContentHash:
+    """Incremental hash of a part's documents: what a shard's vectors were made from."""
+
+    def __init__(self) -> None:
+        self._digest = hashlib.sha256()
+
+    def add(self, document: Document) -> None:
+        record = json.dumps([document.id, document.title, document.text], ensure_ascii=False)
+        self._digest.update(record.encode("utf-8", "surrogatepass") + b"\n")
+
+    def hexdigest(self) -> str:
+        return self._digest.hexdigest()
+
+
+def part_content_sha256(part: Sequence[Document]) -> str:
+    content = ContentHash()
+    for document in part:
+        content.add(document)
+    return content.hexdigest()
+
+
+def part_metadata(base_metadata: dict, part: Sequence[Document], worker: int, num_workers: int,
+                  part_number: int, shard_size: int) -> dict:
+    """The metadata a shard of this part carries: encoder record plus where the part sits and its content hash."""
+    return {**base_metadata, "shard": {"worker": worker, "num_workers": num_workers, "part": part_number,
+                                       "rows": len(part), "shard_size": shard_size,
+                                       "content_sha256": part_content_sha256(part)}}
+
+
+def encode_part(encoder: Encoder, part: Sequence[Document], path: Path, metadata: dict,
+                progress: Callable[[int], None] | None = None) -> str:
+    """Make the shard at ``path`` for one part unless it already holds exactly these documents.
+
+    Returns ENCODED (new shard), REUSED (existing shard matches) or CHANGED (existing shard was
+    made from other documents and has been replaced). A shard from another encoder is refused.
+    """
+    outcome = ENCODED
+    if path.exists():
+        found = read_shard_metadata(path)
+        diffs = differing_fields(metadata, found)
+        if diffs:
+            raise RetrieverError(f"{path}: an existing shard was made by a different encoder ({'; '.join(diffs)}); "
+                                 "encode into an empty folder, delete the old shards, or use `build --overwrite`")
+        if found.get("shard", {}).get("content_sha256") == metadata["shard"]["content_sha256"]:
+            if progress is not None:
+                progress(len(part))
+            return REUSED
+        outcome = CHANGED
+    vectors = encoder.encode_passages(part, progress=progress)
+    write_shard(path, [d.id for d in part], vectors, metadata)
+    return outcome
+
+
+def parts(documents: Iterator[Document], worker: int, num_workers: int,
+          shard_size: int) -> Iterator[list[Document]]:
+    """This worker's documents cut into parts of ``shard_size``."""
     part: list[Document] = []
     for position, document in enumerate(documents):
         if position % num_workers != worker:
@@ -48,15 +111,53 @@ def _parts(documents: Iterator[Document], worker: int, num_workers: int,
         yield part
 
 
-def _check_existing(path: Path, expected: dict, rows: int) -> None:
-    found = read_shard_metadata(path)
-    diffs = differing_fields(expected, found)
-    if diffs:
-        raise RetrieverError(f"{path}: an existing shard was made by a different encoder ({'; '.join(diffs)}); "
-                             "encode into an empty folder or delete the old shards")
-    if found["shard"]["rows"] != rows:
-        raise RetrieverError(f"{path}: existing shard has {found['shard']['rows']} rows where the corpus gives "
-                             f"{rows}; the corpus or --shard-size changed, so encode into an empty folder")
+def clear_other_encoder(output: Path, metadata: dict) -> bool:
+    """Delete a shard folder whose shards another encoder made (``build --overwrite``); True if deleted."""
+    if not output.is_dir():
+        return False
+    shards = list_shards(output)
+    if not shards or not differing_fields(metadata, read_shard_metadata(shards[0])):
+        return False
+    shutil.rmtree(output)
+    return True
+
+
+def remove_parts_beyond(output: Path, worker: int, num_workers: int, count: int) -> int:
+    """Delete this worker's shards numbered ``count`` and up: the corpus no longer has those parts."""
+    removed = 0
+    for path in list_shards(output):
+        w, n, part = parse_shard_name(path.name)
+        if (w, n) == (worker, num_workers) and part >= count:
+            path.unlink()
+            removed += 1
+    return removed
+
+
+class ShardContentCheck:
+    """Recompute each part's content hash while the corpus streams past, to prove the shards came from it."""
+
+    def __init__(self, shards: list[Path]) -> None:
+        self._expected: dict[tuple[int, int], tuple[Path, str]] = {}
+        self._hashes: dict[tuple[int, int], ContentHash] = defaultdict(ContentHash)
+        self._position = 0
+        for path in shards:
+            shard = read_shard_metadata(path)["shard"]
+            if "content_sha256" not in shard:
+                raise RetrieverError(f"{path}: the shard records no content hash (an older version made it); rerun "
+                                     "`retriever encode` on the corpus, which re-encodes such shards")
+            self._expected[(shard["worker"], shard["part"])] = (path, shard["content_sha256"])
+            self._num_workers, self._shard_size = shard["num_workers"], shard["shard_size"]
+
+    def add(self, document: Document) -> None:
+        worker, rank = self._position % self._num_workers, self._position // self._num_workers
+        self._hashes[(worker, rank // self._shard_size)].add(document)
+        self._position += 1
+
+    def check(self, corpus: Path) -> None:
+        for key, (path, expected) in sorted(self._expected.items()):
+            if key not in self._hashes or self._hashes[key].hexdigest() != expected:
+                raise RetrieverError(f"{path}: encoded from other documents than {corpus} holds now; rerun "
+                                     "`retriever encode` on it (only the changed parts are re-encoded)")
 
 
 def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder, fmt: str = "auto",
@@ -73,35 +174,51 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder, fmt:
     output.mkdir(parents=True, exist_ok=True)
     for stale in output.glob(".*.tmp-*"):
         stale.unlink()
+    # Until this run finishes, this worker's shards may mix old and new content: not complete.
+    done_marker(output, shard_index, num_shards).unlink(missing_ok=True)
     base_metadata = {**encoder.metadata(), "corpus": str(corpus_path.resolve())}
     stats = ReadStats()
+    counts = {ENCODED: 0, REUSED: 0, CHANGED: 0}
     encoded = skipped = shards = 0
     started = time.perf_counter()
     documents = iter_documents(corpus_path, fmt, fields, stats)
     try:
         with tqdm(desc=f"encode w{shard_index}/{num_shards}", unit="doc", file=sys.stderr, disable=not progress,
                   dynamic_ncols=True) as bar:
-            for part_number, part in enumerate(_parts(documents, shard_index, num_shards, shard_size)):
+            for part_number, part in enumerate(parts(documents, shard_index, num_shards, shard_size)):
                 path = output / shard_name(shard_index, num_shards, part_number)
-                metadata = {**base_metadata, "shard": {"worker": shard_index, "num_workers": num_shards,
-                                                       "part": part_number, "rows": len(part)}}
+                metadata = part_metadata(base_metadata, part, shard_index, num_shards, part_number, shard_size)
+                outcome = encode_part(encoder, part, path, metadata, progress=bar.update)
+                counts[outcome] += 1
                 shards += 1
-                if path.exists():
-                    _check_existing(path, metadata, len(part))
+                if outcome == REUSED:
                     skipped += len(part)
                     bar.set_postfix_str(f"resumed past {path.name}")
-                    continue
-                vectors = encoder.encode_passages(part, progress=bar.update)
-                write_shard(path, [d.id for d in part], vectors, metadata)
-                encoded += len(part)
+                else:
+                    encoded += len(part)
     except BaseException:
         if created and not any(output.iterdir()):
             output.rmdir()  # a run that wrote nothing leaves nothing behind
         raise
+    removed = remove_parts_beyond(output, shard_index, num_shards, shards)
     seconds = time.perf_counter() - started
     summary = {"worker": shard_index, "num_workers": num_shards, "shards": shards, "rows": encoded + skipped,
                "corpus_documents": stats.records, "empty_texts": stats.empty_texts, "encoder": base_metadata}
     atomic_write_bytes(done_marker(output, shard_index, num_shards),
                        json.dumps(summary, indent=2, sort_keys=True).encode())
     return EncodeResult(output=output, documents=stats.records, encoded=encoded, skipped=skipped, shards=shards,
-                        empty_texts=stats.empty_texts, seconds=seconds)
+                        empty_texts=stats.empty_texts, seconds=seconds, changed_parts=counts[CHANGED],
+                        removed_parts=removed)
+
+
+def describe(result: EncodeResult) -> str:
+    """One line on what a run encoded, reused and replaced."""
+    message = (f"encoded {result.encoded} documents ({result.skipped} already done) into {result.shards} shards "
+               f"in {result.output}, {result.seconds:.1f}s")
+    if result.changed_parts:
+        message += f"; re-encoded {result.changed_parts} parts whose documents changed"
+    if result.removed_parts:
+        message += f"; removed {result.removed_parts} shards of parts the corpus no longer has"
+    if result.empty_texts:
+        message += f"; {result.empty_texts} documents had empty text"
+    return message

@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from retriever.corpus import Fields, ReadStats, iter_documents, resolve_corpus_path
 from retriever.encoder import Encoder
-from retriever.encoding import encode_corpus
+from retriever.encoding import ShardContentCheck, clear_other_encoder, describe, encode_corpus
 from retriever.errors import RetrieverError
 from retriever.shards import check_complete, iter_shard_batches, read_shard_metadata, sample_rows, sample_vectors
 from retriever.tuning import (choose_search_params, downcast_hnsw, exact_neighbours,
@@ -114,13 +114,15 @@ def _file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _write_docstore(corpus: Path, fmt: str, fields: Fields, target: Path, stats: ReadStats) -> dict[str, int]:
-    """Stream the corpus into a Parquet doc store; return id → row."""
+def _write_docstore(corpus: Path, fmt: str, fields: Fields, target: Path, stats: ReadStats,
+                    content: ShardContentCheck) -> dict[str, int]:
+    """Stream the corpus into a Parquet doc store, hashing it part by part for ``content``; return id → row."""
     schema = pa.schema([("id", pa.string()), ("title", pa.string()), ("text", pa.string())])
     rows: dict[str, int] = {}
     batch: dict[str, list[str]] = {"id": [], "title": [], "text": []}
     with pq.ParquetWriter(target, schema) as writer:
         for document in iter_documents(corpus, fmt, fields, stats):
+            content.add(document)
             rows[document.id] = len(rows)
             batch["id"].append(document.id)
             batch["title"].append(document.title)
@@ -168,10 +170,12 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
     building.mkdir()
     try:
         stats = ReadStats()
-        rows = _write_docstore(corpus_path, fmt, fields, building / DOCSTORE_FILE, stats)
+        content = ShardContentCheck(shards)
+        rows = _write_docstore(corpus_path, fmt, fields, building / DOCSTORE_FILE, stats, content)
         if stats.records != count:
             raise RetrieverError(f"{corpus_path}: holds {stats.records} documents but the shards in {shards_dir} hold "
                                  f"{count}; re-encode this corpus or pass the corpus that was encoded")
+        content.check(corpus_path)
         spec = factory_string(params, dim, count)
         index = new_index(spec, dim, params)
         trained_on = None
@@ -299,15 +303,20 @@ def read_manifest(index_dir: str | Path) -> dict:
 def encode_and_index(corpus: str | Path, output: str | Path, encoder: Encoder, params: IndexParams = IndexParams(),
                      fmt: str = "auto", fields: Fields = Fields(), shard_size: int = 10_000, overwrite: bool = False,
                      progress: bool = True, tuning_query_texts: list[str] | None = None) -> dict:
-    """Encode then index; shards stay in OUTPUT.shards so another index type needs no re-encoding."""
+    """Encode then index; shards stay in OUTPUT.shards so another index type needs no re-encoding.
+
+    Shards are reused only when made by this encoder from the same documents; with ``overwrite``, shards of
+    another encoder are deleted first instead of refused.
+    """
     _check_tuning_queries(tuning_query_texts is not None, params)
     output = Path(output)
     if output.exists() and not overwrite:
         raise RetrieverError(f"{output}: already exists; pass --overwrite to replace it or choose another --output")
     shards = output.with_name(output.name + ".shards")
+    if overwrite and clear_other_encoder(shards, encoder.metadata()):
+        print(f"deleted {shards}: another encoder made those shards", file=sys.stderr)
     result = encode_corpus(corpus, shards, encoder, fmt, fields, shard_size, progress=progress)
     if progress:
-        print(f"encoded {result.encoded} documents ({result.skipped} already done) in {result.seconds:.1f}s",
-              file=sys.stderr)
+        print(describe(result), file=sys.stderr)
     tuning_queries = None if tuning_query_texts is None else encoder.encode_queries(tuning_query_texts)
     return build_index(shards, corpus, output, params, fmt, fields, overwrite, progress, tuning_queries)

@@ -29,6 +29,14 @@ def shard_name(worker: int, num_workers: int, part: int) -> str:
     return f"embeddings-w{worker:03d}of{num_workers:03d}-{part:05d}.parquet"
 
 
+def parse_shard_name(name: str) -> tuple[int, int, int]:
+    """(worker, num_workers, part) of a shard file name."""
+    match = _SHARD_PATTERN.match(name)
+    if match is None:
+        raise ValueError(f"not a shard name: {name}")
+    return tuple(int(g) for g in match.groups())
+
+
 def done_marker(folder: Path, worker: int, num_workers: int) -> Path:
     return folder / f"done-w{worker:03d}of{num_workers:03d}.json"
 
@@ -89,7 +97,7 @@ def list_shards(folder: Path) -> list[Path]:
     if not folder.is_dir():
         raise RetrieverError(f"{folder}: no such shard folder; run `retriever encode` first")
     shards = [p for p in folder.iterdir() if _SHARD_PATTERN.match(p.name)]
-    return sorted(shards, key=lambda p: tuple(int(g) for g in _SHARD_PATTERN.match(p.name).groups()))
+    return sorted(shards, key=lambda p: parse_shard_name(p.name))
 
 
 def check_complete(folder: Path) -> tuple[list[Path], dict]:

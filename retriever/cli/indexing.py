@@ -10,7 +10,7 @@ from retriever.cli.options import (compose, corpus_options, encoder_options, enc
                                    runtime_options)
 from retriever.corpus import read_queries
 from retriever.encoder import Encoder, EncoderSettings
-from retriever.encoding import encode_corpus
+from retriever.encoding import describe, encode_corpus
 from retriever.indexing import INDEX_TYPES, IndexParams, build_index, encode_and_index
 from retriever.shards import check_complete, sample_rows
 
@@ -54,7 +54,9 @@ def index_options():
                      help="Queries (BEIR folder, JSONL, TSV or Parquet) to tune --target-recall on instead of the "
                           "collection's own vectors: real queries can be harder than passages. Only their texts "
                           "are used, encoded by the index's query encoder. [default: none]"),
-        click.option("--overwrite", is_flag=True, help="Replace an existing index folder."),
+        click.option("--overwrite", is_flag=True,
+                     help="Replace an existing index folder (build: shards of another encoder in NAME.shards are "
+                          "deleted first)."),
     )
 
 
@@ -72,14 +74,6 @@ def _make_encoder(model, pooling, normalize, query_max_length, passage_max_lengt
     settings = EncoderSettings.for_model(model, **encoder_overrides(
         pooling, normalize, query_max_length, passage_max_length, query_prefix, passage_prefix))
     return Encoder(settings, device=device, dtype=dtype, batch_size=batch_size)
-
-
-def report_encoding(result) -> None:
-    message = (f"encoded {result.encoded} documents ({result.skipped} already done) into {result.shards} shards "
-               f"in {result.output}, {result.seconds:.1f}s")
-    if result.empty_texts:
-        message += f"; {result.empty_texts} documents had empty text"
-    click.echo(message, err=True)
 
 
 @click.command("encode")
@@ -102,7 +96,7 @@ def encode_command(corpus, output, model, pooling, normalize, query_max_length, 
                             passage_prefix, device, dtype, batch_size)
     result = encode_corpus(corpus, output, encoder, fmt, fields_from(id_field, text_field, title_field),
                            shard_size, shard_index, num_shards)
-    report_encoding(result)
+    click.echo(describe(result), err=True)
 
 
 @click.command("index")
