@@ -6,6 +6,7 @@ every malformed line stops the run with ``file:line: what is wrong; what to do``
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from retriever.errors import InputFileError, RetrieverError
+from retriever.texts import check_text, id_problem
 
 FORMATS = ("auto", "beir", "jsonl", "tsv", "parquet")
 _TSV_HEADER_IDS = {"id", "_id", "docid", "doc_id", "pid", "qid", "query_id", "query-id"}
@@ -93,8 +95,10 @@ def detect_format(path: Path, fmt: str = "auto") -> str:
     raise RetrieverError(f"{path}: cannot tell the format from the extension; pass --format jsonl, tsv or parquet")
 
 
-def _decoded_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Yield (line number, text) of non-blank lines, naming the line of any invalid UTF-8."""
+def decoded_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """Yield (line number, text) of non-blank lines without a leading BOM, naming the line of any invalid UTF-8.
+
+    Every line-based reader (corpus, queries, qrels, runs, training files) reads through this."""
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
             try:
@@ -114,9 +118,13 @@ def _as_text(value: object, path: Path, number: int | None, name: str) -> str:
         return ""
     if isinstance(value, str):
         return value
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
-    raise InputFileError(path, number, f"field {name!r} must be a string, got {type(value).__name__}")
+    if isinstance(value, float) and math.isfinite(value):
+        return repr(value)
+    shown = value if isinstance(value, float) else type(value).__name__
+    raise InputFileError(path, number, f"field {name!r} must be a string, got {shown}",
+                         "write it as a JSON string")
 
 
 def parse_json_object(line: str, path: Path, number: int) -> dict:
@@ -132,7 +140,7 @@ def parse_json_object(line: str, path: Path, number: int) -> dict:
 
 
 def _jsonl_records(path: Path, fields: Fields, need_text: bool = True) -> Iterator[tuple[int, str, str, str, dict]]:
-    for number, line in _decoded_lines(path):
+    for number, line in decoded_lines(path):
         record = parse_json_object(line, path, number)
         if fields.id not in record:
             raise InputFileError(path, number, f"missing id field {fields.id!r}",
@@ -148,7 +156,7 @@ def _jsonl_records(path: Path, fields: Fields, need_text: bool = True) -> Iterat
 
 def _tsv_records(path: Path) -> Iterator[tuple[int, str, str, str, dict]]:
     first = True
-    for number, line in _decoded_lines(path):
+    for number, line in decoded_lines(path):
         columns = line.split("\t")
         if first:
             first = False
@@ -201,8 +209,11 @@ def _checked(records, path: Path, stats: ReadStats, kind: str):
     """Reject empty ids, duplicate ids and an empty file; count empty texts."""
     seen: dict[str, int] = {}
     for number, record_id, text, title, raw in records:
-        if not record_id:
-            raise InputFileError(path, number, f"empty {kind} id")
+        problem = id_problem(record_id)
+        if problem is not None:
+            raise InputFileError(path, number, f"bad {kind} id: {problem}", "ids must be one non-empty token")
+        check_text(text, f"{path}:{number}")
+        check_text(title, f"{path}:{number}", "the title")
         if record_id in seen:
             raise InputFileError(path, number, f"duplicate id {record_id!r} (first seen on line {seen[record_id]})",
                                  "ids must be unique")
@@ -214,7 +225,8 @@ def _checked(records, path: Path, stats: ReadStats, kind: str):
                 stats.empty_examples.append(record_id)
         yield record_id, text, title, raw
     if stats.records == 0:
-        raise InputFileError(path, None, f"the file holds no {kind}s", "check that this is the right file")
+        plural = "queries" if kind == "query" else f"{kind}s"
+        raise InputFileError(path, None, f"the file holds no {plural}", "check that this is the right file")
 
 
 def iter_documents(path: str | Path, fmt: str = "auto", fields: Fields = Fields(),

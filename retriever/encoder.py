@@ -19,6 +19,7 @@ from retriever.device import autocast, resolve_batch_size, resolve_device, resol
 from retriever.errors import RetrieverError
 from retriever.models import load_model, load_tokenizer, read_retriever_config, resolve_model_path, weights_fingerprint
 from retriever.pooling import get_pooling
+from retriever.texts import tokenize_bounded
 
 TOWERS = ("shared", "untied")
 
@@ -62,6 +63,26 @@ class EncoderSettings:
         return dataclasses.asdict(self)
 
 
+def position_limit(config) -> int | None:
+    """How many tokens the model's position embeddings can take (None when positions are unbounded)."""
+    limit = getattr(config, "max_position_embeddings", None)
+    if not limit:
+        return None
+    if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "longformer"):
+        limit -= (config.pad_token_id or 0) + 1  # these count positions from pad_token_id + 1
+    return int(limit)
+
+
+def check_max_lengths(settings: EncoderSettings, config) -> None:
+    """Refuse, before any text is read, max lengths the model's positions cannot take."""
+    limit = position_limit(config)
+    for name in ("query_max_length", "passage_max_length"):
+        value = int(getattr(settings, name))
+        if limit is not None and value > limit:
+            raise RetrieverError(f"--{name.replace('_', '-')} {value} is more than the {limit} positions "
+                                 f"{settings.model} can take; pass at most {limit}")
+
+
 def passage_text(document: Document) -> str:
     """Title and body joined by a space, as BEIR's dense baselines do."""
     return f"{document.title} {document.text}".strip() if document.title else document.text
@@ -86,6 +107,7 @@ class Encoder:
         else:
             self.query_model = self.passage_model = self._load(settings.model)
         self.dim = int(self.query_model.config.hidden_size)
+        check_max_lengths(settings, self.query_model.config)
         models = [self.query_model] if self.query_model is self.passage_model else [self.query_model, self.passage_model]
         self.weights_sha256 = weights_fingerprint(*models)  # of the stored weights, whatever the compute dtype
         for model in models:
@@ -127,7 +149,7 @@ class Encoder:
         output = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return output
-        encoded = self.tokenizer(texts, truncation=True, max_length=max_length)
+        encoded = tokenize_bounded(self.tokenizer, texts, max_length)
         input_ids = encoded["input_ids"]
         order = sorted(range(len(texts)), key=lambda i: -len(input_ids[i]))
         for start in range(0, len(order), self.batch_size):

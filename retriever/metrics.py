@@ -46,6 +46,22 @@ def _parse_metric(name: str) -> tuple[str, int]:
     return match.group(1), int(match.group(2))
 
 
+def check_metrics(metrics: Sequence[str]) -> list[tuple[str, int]]:
+    """(family, k) of each metric name; refuse an empty list, an unknown name or a duplicate."""
+    if not metrics:
+        raise RetrieverError(f"no metric given; name at least one, e.g. {','.join(DEFAULT_METRICS[:3])}")
+    if len(set(metrics)) != len(metrics):
+        raise RetrieverError(f"metric list has duplicates: {list(metrics)}")
+    return [_parse_metric(m) for m in metrics]
+
+
+def parse_metric_list(text: str) -> tuple[str, ...]:
+    """A comma-separated --metrics value, checked when the command starts so a typo costs no search."""
+    names = tuple(m.strip() for m in text.split(",") if m.strip())
+    check_metrics(names)
+    return names
+
+
 def trec_order(scores: Mapping[str, float]) -> list[str]:
     """Docids in trec_eval's order: float32 score descending, then docid descending."""
     docids = list(scores)
@@ -116,10 +132,8 @@ def evaluate_run(run: Run, qrels: Qrels, metrics: Sequence[str] = DEFAULT_METRIC
     Raises RetrieverError when no run query is judged, which almost always means the query
     ids of the run and the qrels do not match.
     """
-    parsed = [_parse_metric(m) for m in metrics]
-    names = list(dict.fromkeys(metrics))
-    if len(names) != len(parsed):
-        raise RetrieverError(f"metric list has duplicates: {list(metrics)}")
+    parsed = check_metrics(metrics)
+    names = list(metrics)
     judged_qids = [q for q, docs in qrels.items() if any(g >= 1 for g in docs.values())]
     judged_set = set(judged_qids)
     excluded = sum(1 for q in run if q not in judged_set)

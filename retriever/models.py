@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
@@ -63,6 +65,11 @@ def load_model(name: str, model_class: Any = AutoModel, **kwargs: Any) -> tuple[
     path = resolve_model_path(name)
     try:
         model, info = model_class.from_pretrained(path, output_loading_info=True, **kwargs)
+    except (pickle.UnpicklingError, EOFError, SafetensorError) as error:
+        # transformers loads .bin files with torch.load(weights_only=True): a file that needs more is refused.
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise RetrieverError(f"{path}: the weights file cannot be loaded as plain tensors ({reason}); it is "
+                             "damaged or holds code, so replace it (safetensors preferred)") from None
     except (OSError, ValueError) as error:
         raise _hub_error(name, error) from None
     return model, info

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Union
 
 from retriever.errors import InputFileError, RetrieverError
+from retriever.texts import id_problem
 
 Run = dict[str, dict[str, float]]
 """qid -> docid -> score."""
@@ -26,6 +27,8 @@ RankedLists = Mapping[str, Sequence[tuple[str, float]]]
 
 RunLike = Union[Mapping[str, Mapping[str, float]], RankedLists]
 
+# The score column's name in a BEIR qrels header; a first line is a header only if it says so.
+_HEADER_SCORE_NAMES = {"score", "relevance", "rel", "label", "grade", "judgment", "judgement"}
 _BEIR_HEADER_HINT = "expected 'query-id<TAB>corpus-id<TAB>score' (BEIR) or 'qid 0 docid rel' (TREC)"
 
 
@@ -189,6 +192,17 @@ def read_trec_run(path: str | Path) -> Run:
     return run
 
 
+def _read_id(value: object, path: Path, lineno: int, what: str) -> str:
+    """A JSON id as a string: a string or an integer, never a float, list or object turned into text."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InputFileError(path, lineno, f"{what} {json.dumps(value)[:40]} is not a string",
+                             "write ids as JSON strings")
+    problem = id_problem(str(value))
+    if problem is not None:
+        raise InputFileError(path, lineno, f"bad {what}: {problem}", "ids must be one non-empty token")
+    return str(value)
+
+
 def _read_jsonl_run(path: Path) -> Run:
     run: Run = {}
     first_line: dict[str, int] = {}
@@ -200,10 +214,7 @@ def _read_jsonl_run(path: Path) -> Run:
             raise InputFileError(path, lineno, f"invalid JSON ({e.msg})", shape_hint) from None
         if not isinstance(record, dict) or "qid" not in record or not isinstance(record.get("hits"), list):
             raise InputFileError(path, lineno, "missing 'qid' or 'hits' list", shape_hint)
-        qid = record["qid"]
-        if not isinstance(qid, (str, int)) or isinstance(qid, bool):
-            raise InputFileError(path, lineno, f"qid {qid!r} is not a string", shape_hint)
-        qid = str(qid)
+        qid = _read_id(record["qid"], path, lineno, "qid")
         if qid in first_line:
             raise InputFileError(
                 path, lineno, f"query {qid!r} already appeared on line {first_line[qid]}",
@@ -214,7 +225,7 @@ def _read_jsonl_run(path: Path) -> Run:
         for i, hit in enumerate(record["hits"], start=1):
             if not isinstance(hit, dict) or "id" not in hit or "score" not in hit:
                 raise InputFileError(path, lineno, f"hit {i} lacks 'id' or 'score'", shape_hint)
-            docid = str(hit["id"])
+            docid = _read_id(hit["id"], path, lineno, f"hit {i} id")
             score = hit["score"]
             if isinstance(score, bool) or not isinstance(score, (int, float)):
                 raise InputFileError(path, lineno, f"hit {i} score {score!r} is not a number", shape_hint)
@@ -261,20 +272,12 @@ def _parse_relevance(path: Path, lineno: int, text: str) -> int:
     raise InputFileError(path, lineno, f"relevance {text!r} is not an integer", _BEIR_HEADER_HINT)
 
 
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
 def read_qrels(path: str | Path) -> Qrels:
     """Read BEIR TSV (``query-id<TAB>corpus-id<TAB>score``, header optional) or TREC qrels.
 
     The format is decided per line: 3 tab-separated columns is BEIR, 4 columns (tabs or spaces)
-    is TREC ``qid iter docid rel``.  A first line whose score column is not a number is taken
-    as the header.  Grades stay ints; negative grades are kept (trec_eval treats them as unjudged).
+    is TREC ``qid iter docid rel``.  A first line whose score column is a score's name (e.g.
+    ``query-id corpus-id score``) is the header; any other non-numeric grade is an error.  Grades stay ints; negative grades are kept (trec_eval treats them as unjudged).
     An identical repeated judgment is tolerated, a conflicting one is an error.
     """
     path = Path(path)
@@ -293,12 +296,14 @@ def read_qrels(path: str | Path) -> Qrels:
                 )
         if len(cols) == 3:
             qid, docid, rel_text = cols
-            if is_first and not _is_number(rel_text):
-                continue  # header
+            if is_first and rel_text.lower() in _HEADER_SCORE_NAMES:
+                continue  # header; any other non-number is reported below, not swallowed
         else:
             qid, _, docid, rel_text = cols
-        if not qid or not docid:
-            raise InputFileError(path, lineno, "empty query or document id", _BEIR_HEADER_HINT)
+        for value in (qid, docid):
+            problem = id_problem(value)
+            if problem is not None:
+                raise InputFileError(path, lineno, f"bad query or document id: {problem}", _BEIR_HEADER_HINT)
         rel = _parse_relevance(path, lineno, rel_text)
         key = (qid, docid)
         docs = qrels.setdefault(qid, {})

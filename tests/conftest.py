@@ -34,7 +34,7 @@ def make_tiny_bert(folder: Path, layers: int = 4, seed: int = 0, with_pooler: bo
     tokenizer.save_pretrained(folder)
     torch.manual_seed(seed)
     config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=layers, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128)
+                        intermediate_size=64, max_position_embeddings=512)
     BertModel(config, add_pooling_layer=with_pooler).save_pretrained(folder)
     return folder
 

@@ -145,11 +145,11 @@ def test_read_qrels_beir_tsv_with_header(tmp_path: Path) -> None:
     assert read_qrels(path) == {"q1": {"d1": 1, "d2": 0}, "q2": {"d1": 2}}
 
 
-def test_read_qrels_beir_tsv_without_header_keeps_ids_with_spaces(tmp_path: Path) -> None:
-    path = write(tmp_path / "test.tsv", "q1\tdoc one\t3\nq1\td2\t1.0\n")
-    qrels = read_qrels(path)
-    assert qrels == {"q1": {"doc one": 3, "d2": 1}}
-    assert all(isinstance(v, int) for v in qrels["q1"].values())
+def test_read_qrels_beir_tsv_refuses_ids_with_spaces(tmp_path: Path) -> None:
+    """A TREC run cannot hold such an id, so no run could ever match it (issue #10 item 9)."""
+    path = write(tmp_path / "test.tsv", "q1\td2\t1.0\nq1\tdoc one\t3\n")
+    with pytest.raises(InputFileError, match=r"test\.tsv:2: bad query or document id: id 'doc one' holds whitespace"):
+        read_qrels(path)
 
 
 def test_read_qrels_trec_format_spaces_tabs_and_negative_grades(tmp_path: Path) -> None:

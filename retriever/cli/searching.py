@@ -12,10 +12,11 @@ from retriever.corpus import BeirDataset, read_queries
 from retriever.device import DTYPES
 from retriever.errors import RetrieverError
 from retriever.evaluation import evaluate_index, evaluate_run_file
-from retriever.metrics import DEFAULT_METRICS
+from retriever.metrics import DEFAULT_METRICS, parse_metric_list
 from retriever.pooling import POOLINGS
 from retriever.runs import write_jsonl_run, write_trec_run
 from retriever.searching import Hit, Searcher
+from retriever.texts import check_text
 
 
 def searcher_options():
@@ -40,6 +41,14 @@ def searcher_options():
 def open_searcher(index: Path, device: str, dtype: str, model: str | None, pooling: str | None,
                   normalize: bool | None) -> Searcher:
     return Searcher(index, device=device, dtype=dtype, model=model, pooling=pooling, normalize=normalize)
+
+
+def configure_batch_threads() -> None:
+    """Thread pools as `serve` sizes them (one worker): under CPU load, torch's and FAISS's default OpenMP
+    pools spin against each other and against other processes, and a batch search runs several times slower."""
+    from retriever.serving.batcher import configure_threads
+
+    configure_threads(workers=1)
 
 
 def _snippet(hit: Hit, width: int = 160) -> str:
@@ -73,10 +82,12 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
     """Search INDEX for QUERY, or for every query in --queries."""
     if (query is None) == (queries is None):
         raise click.UsageError("give either a QUERY argument or --queries FILE")
+    if query is not None and not query.strip():
+        raise RetrieverError("the query is empty")
+    if query is not None:
+        check_text(query, "the QUERY argument", "the query")
     searcher = open_searcher(index, device, dtype, model, pooling, normalize)
     if query is not None:
-        if not query.strip():
-            raise RetrieverError("the query is empty")
         hits = searcher.search([query], k=k, nprobe=nprobe, ef_search=ef_search)[0]
         if as_json:
             click.echo(json.dumps({"query": query, "hits": [h.to_json() for h in hits]}, ensure_ascii=False))
@@ -84,6 +95,7 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
             print_hits(hits)
         return
     batch = read_queries(queries, fmt, fields_from(id_field, text_field, title_field))
+    configure_batch_threads()
     run = searcher.run([q.id for q in batch], [q.text for q in batch], k=k, nprobe=nprobe, ef_search=ef_search)
     target = output or Path("/dev/stdout")
     if run_format == "trec":
@@ -131,7 +143,7 @@ def _echo_jsonl(run) -> None:
 def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output, save_run, device, dtype, nprobe,
                      ef_search, model, pooling, normalize):
     """Score a run file, or an index on a BEIR split: Recall@k, MRR@10, nDCG@10, MAP@1000 (+ answer recall)."""
-    metric_names = tuple(m.strip() for m in metrics.split(",") if m.strip())
+    metric_names = parse_metric_list(metrics)
     if (run_path is None) == (index is None):
         raise click.UsageError("give either --run (with --qrels or --dataset) or --index with --dataset")
     if run_path is not None:
@@ -143,6 +155,7 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output,
         if dataset is None:
             raise click.UsageError("--index needs --dataset (a BEIR folder)")
         searcher = open_searcher(index, device, dtype, model, pooling, normalize)
+        configure_batch_threads()
         report, run = evaluate_index(searcher, BeirDataset.open(dataset), split, k, nprobe, ef_search, metric_names)
         if save_run:
             write_trec_run(run, save_run)

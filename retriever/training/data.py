@@ -25,10 +25,11 @@ from pathlib import Path
 
 import torch
 
-from retriever.corpus import BeirDataset, Fields, iter_documents, parse_json_object, read_queries
+from retriever.corpus import BeirDataset, Fields, decoded_lines, iter_documents, parse_json_object, read_queries
 from retriever.encoder import EncoderSettings, passage_text
 from retriever.errors import InputFileError, RetrieverError
 from retriever.runs import read_qrels
+from retriever.texts import check_text
 from retriever.training.loss import judged_positive_mask
 
 
@@ -86,16 +87,14 @@ def read_negatives_file(path: str | Path) -> dict[str, list[str]]:
     if not path.is_file():
         raise RetrieverError(f"{path}: no such negatives file")
     negatives: dict[str, list[str]] = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            record = parse_json_object(line, path, number)
-            query_id, ids = record.get("query_id"), record.get("negatives")
-            if not isinstance(query_id, (str, int)) or not isinstance(ids, list):
-                raise InputFileError(path, number, 'expected {"query_id": ..., "negatives": [doc ids]}',
-                                     "write it with `retriever mine`")
-            negatives.setdefault(str(query_id), []).extend(str(i) for i in ids)
+    for number, line in decoded_lines(path):
+        record = parse_json_object(line, path, number)
+        query_id, ids = record.get("query_id"), record.get("negatives")
+        if not isinstance(query_id, (str, int)) or not isinstance(ids, list) or \
+                not all(isinstance(i, (str, int)) and not isinstance(i, bool) for i in ids):
+            raise InputFileError(path, number, 'expected {"query_id": ..., "negatives": [doc ids]}',
+                                 "write it with `retriever mine`")
+        negatives.setdefault(str(query_id), []).extend(str(i) for i in ids)
     return negatives
 
 
@@ -140,12 +139,16 @@ def _parse_item(item: object, path: Path, number: int, with_corpus: bool) -> tup
     if isinstance(item, str):
         if not item.strip():
             raise InputFileError(path, number, "empty passage or document id")
-        return (item, None) if with_corpus else ("", Passage(_inline_id("", item), item))
+        if with_corpus:
+            return item, None
+        check_text(item, f"{path}:{number}")
+        return "", Passage(_inline_id("", item), item)
     if isinstance(item, dict):
         doc_id = item.get("id", item.get("_id"))
         if isinstance(item.get("text"), str):
             title = item.get("title") if isinstance(item.get("title"), str) else ""
             text = f"{title} {item['text']}".strip() if title else item["text"]
+            check_text(text, f"{path}:{number}")
             return "", Passage(str(doc_id) if doc_id is not None else _inline_id(title, item["text"]), text)
         if doc_id is not None:
             if not with_corpus:
@@ -164,27 +167,25 @@ def load_jsonl_examples(path: str | Path, corpus: str | Path | None = None, corp
         raise RetrieverError(f"{path}: no such training file")
     rows: list[tuple[int, str, str, list, list]] = []
     first_line_of: dict[str, int] = {}
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            record = parse_json_object(line, path, number)
-            query = record.get("query")
-            if not isinstance(query, str) or not query.strip():
-                raise InputFileError(path, number, "missing or empty 'query' (a string)")
-            parsed = []
-            for key in ("positives", "negatives"):
-                items = record.get(key, [])
-                if not isinstance(items, list):
-                    raise InputFileError(path, number, f"'{key}' must be a list")
-                parsed.append([_parse_item(item, path, number, corpus is not None) for item in items])
-            if not parsed[0]:
-                raise InputFileError(path, number, "'positives' is missing or empty")
-            for doc_id, _ in parsed[0] + parsed[1]:
-                if doc_id:
-                    first_line_of.setdefault(doc_id, number)
-            query_id = str(record.get("query_id", f"line-{number}"))
-            rows.append((number, query_id, query, parsed[0], parsed[1]))
+    for number, line in decoded_lines(path):
+        record = parse_json_object(line, path, number)
+        query = record.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise InputFileError(path, number, "missing or empty 'query' (a string)")
+        check_text(query, f"{path}:{number}", "the query")
+        parsed = []
+        for key in ("positives", "negatives"):
+            items = record.get(key, [])
+            if not isinstance(items, list):
+                raise InputFileError(path, number, f"'{key}' must be a list")
+            parsed.append([_parse_item(item, path, number, corpus is not None) for item in items])
+        if not parsed[0]:
+            raise InputFileError(path, number, "'positives' is missing or empty")
+        for doc_id, _ in parsed[0] + parsed[1]:
+            if doc_id:
+                first_line_of.setdefault(doc_id, number)
+        query_id = str(record.get("query_id", f"line-{number}"))
+        rows.append((number, query_id, query, parsed[0], parsed[1]))
     if not rows:
         raise InputFileError(path, None, "the file holds no training examples")
     passages = read_corpus_passages(corpus, set(first_line_of), corpus_format, fields) if corpus else {}

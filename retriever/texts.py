@@ -1,0 +1,76 @@
+"""What the encoder can take: one check for texts and ids, shared by the readers, the CLI and the server,
+and tokenisation that never hands the tokenizer more text than the max length can use."""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from retriever.errors import RetrieverError
+
+# A first guess of how many characters max_length tokens span; a text cut too short is retried with more.
+CHARS_PER_TOKEN = 8
+_WHITESPACE = re.compile(r"\s")
+
+
+def text_problem(text: str) -> str | None:
+    """Why the tokenizer cannot take ``text`` (it rejects lone surrogates, e.g. from a JSON "\\ud800"), or None."""
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return f"a lone surrogate U+{ord(text[error.start]):04X} at character {error.start + 1}"
+    return None
+
+
+def check_text(text: str, where: str, what: str = "text") -> str:
+    """``text`` unchanged, or a RetrieverError ``WHERE: WHAT has ...; what to do``."""
+    problem = text_problem(text)
+    if problem is not None:
+        raise RetrieverError(f"{where}: {what} has {problem}, which is not valid Unicode text; "
+                             "remove it or replace it with U+FFFD")
+    return text
+
+
+def id_problem(value: str) -> str | None:
+    """Why ``value`` cannot be an id in a TREC run or qrels file (one whitespace-free token), or None."""
+    if not value:
+        return "empty id"
+    match = _WHITESPACE.search(value)
+    if match is not None:
+        return (f"id {value[:40]!r} holds whitespace ({match.group()!r}), which TREC run and qrels files cannot "
+                "hold")
+    return text_problem(value)
+
+
+def _head(text: str, limit: int) -> str:
+    """The text up to the last whitespace before ``limit`` characters, so no word is cut in two."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    for position in range(len(head) - 1, limit // 2, -1):
+        if head[position].isspace():
+            return head[:position]
+    return head
+
+
+def tokenize_bounded(tokenizer, texts: Sequence[str], max_length: int):
+    """``tokenizer(texts, truncation=True, max_length=max_length)``, giving the tokenizer only the head of long texts.
+
+    A tokenizer reads a whole text before it truncates, so one huge line costs memory and time in proportion to
+    its length. Each text is cut at a word boundary after ``CHARS_PER_TOKEN * max_length`` characters; a cut
+    text that then yields fewer than ``max_length`` tokens is retried with twice as many characters, so the
+    result equals tokenising the whole text.
+    """
+    limit = CHARS_PER_TOKEN * max_length
+    encoded = tokenizer([_head(t, limit) for t in texts], truncation=True, max_length=max_length)
+    pending = [i for i, text in enumerate(texts) if len(text) > limit and len(encoded["input_ids"][i]) < max_length]
+    while pending:
+        limit *= 2
+        again = tokenizer([_head(texts[i], limit) for i in pending], truncation=True, max_length=max_length)
+        for j, i in enumerate(pending):
+            for key in encoded.keys():
+                encoded[key][i] = again[key][j]
+        pending = [i for j, i in enumerate(pending)
+                   if len(texts[i]) > limit and len(again["input_ids"][j]) < max_length]
+    return encoded

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+import pytest
+
+from retriever.errors import RetrieverError
+from retriever.models import load_tokenizer
+from retriever.texts import CHARS_PER_TOKEN, check_text, id_problem, text_problem, tokenize_bounded
+
+
+def test_text_problem_finds_lone_surrogates_only():
+    assert text_problem("plain") is None and text_problem("caf\u00e9 \U0001f600") is None
+    assert text_problem("ab\ud800") == "a lone surrogate U+D800 at character 3"
+    with pytest.raises(RetrieverError, match=r"^f\.jsonl:7: text has a lone surrogate U\+DC80"):
+        check_text("\udc80", "f.jsonl:7")
+
+
+@pytest.mark.parametrize("value, ok", [("d1", True), ("", False), ("a b", False), ("a\tb", False),
+                                       ("a\nb", False), ("a\u00a0b", False), ("\ud800", False), ("é-1/2", True)])
+def test_id_problem(value, ok):
+    assert (id_problem(value) is None) == ok
+
+
+@pytest.mark.parametrize("text", [
+    "word " * 5000,                       # many short words
+    "x" * 3000 + " tail",                 # one word longer than the first cut
+    "a" + " " * 4000 + "b c d",           # whitespace longer than the first cut
+    "\u6f22\u5b57" * 2000,                # no whitespace at all
+    "short text",
+])
+def test_tokenize_bounded_equals_whole_text_tokenisation(tiny_model_dir, text):
+    tokenizer = load_tokenizer(str(tiny_model_dir))
+    expected = tokenizer([text], truncation=True, max_length=16)
+    assert tokenize_bounded(tokenizer, [text], 16)["input_ids"] == expected["input_ids"]
+
+
+def test_tokenize_bounded_hands_the_tokenizer_only_a_head(tiny_model_dir):
+    tokenizer = load_tokenizer(str(tiny_model_dir))
+    seen = []
+
+    def spy(texts, **kwargs):
+        seen.extend(len(t) for t in texts)
+        return tokenizer(texts, **kwargs)
+
+    tokenize_bounded(spy, ["cat " * 1_000_000], 32)
+    assert max(seen) <= CHARS_PER_TOKEN * 32
