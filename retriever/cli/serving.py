@@ -66,6 +66,15 @@ def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict
               help="Larger POST bodies are refused with a 413.")
 @click.option("--max-queries", type=click.IntRange(min=1), default=256, show_default=True,
               help="Most queries in one POST /search.")
+@click.option("--max-hits", type=click.IntRange(min=1), default=10_000, show_default=True,
+              help="Most hits (queries x k) one request may ask for; more is refused with a 400 before any work.")
+@click.option("--max-response-bytes", type=click.IntRange(min=1), default=16 * 1024 * 1024, show_default=True,
+              help="Largest JSON response; a request whose hits would be longer gets a 400 instead.")
+@click.option("--request-timeout", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True,
+              help="Seconds a client has to send a whole request (headers and body) after connecting or "
+                   "starting it; slower connections are closed.")
+@click.option("--timeout-keep-alive", type=click.FloatRange(min=0, min_open=True), default=5.0, show_default=True,
+              help="Seconds an idle keep-alive connection stays open between requests.")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="torch threads per worker for query encoding (FAISS uses one). [default: the CPU cores this "
                    "process may use, less one for the HTTP loop, shared among the workers; at least 1]")
@@ -75,16 +84,18 @@ def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict
 @click.option("--access-log/--no-access-log", default=False, show_default=True,
               help="Log every request (costs throughput).")
 def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_ms, max_query_chars, max_body_bytes,
-                  max_queries, threads, workers, access_log):
+                  max_queries, max_hits, max_response_bytes, request_timeout, timeout_keep_alive, threads, workers,
+                  access_log):
     """Serve INDEX (and/or each --index NAME=PATH) over HTTP: JSON search API, OpenAPI docs at /docs, search page at /.
 
     Concurrent queries are micro-batched into one encoder pass. Bad requests get a JSON
-    {"error": ...} with a 4xx status.
+    {"error": ...} with a 4xx status, and fail only themselves.
     """
     import uvicorn
 
     from retriever.searching import Searcher
     from retriever.serving import BatchSettings, Limits, configure_threads, create_app
+    from retriever.serving.protocol import request_deadline_protocol
 
     folders = parse_named_indexes(index, named)
     used = configure_threads(threads, workers)
@@ -92,14 +103,15 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
     for name, folder in folders.items():
         click.echo(f"loading {name} from {folder}", err=True)
         searchers[name] = Searcher(folder, device=device, dtype=dtype)
-    app = create_app(searchers, Limits(max_query_chars, max_body_bytes, max_queries),
+    app = create_app(searchers, Limits(max_query_chars, max_body_bytes, max_queries, max_hits, max_response_bytes),
                      BatchSettings(max_batch=max_batch, max_wait_ms=max_wait_ms, workers=used["workers"]))
     shown = f"[{host}]" if ":" in host else host
     dtype_used = searchers[next(iter(searchers))].encoder.dtype
     click.echo(f"serving {', '.join(searchers)} at http://{shown}:{port}/ (API docs at /docs; "
                f"{used['workers']} workers x {used['torch']} torch threads, encoding in {dtype_used})", err=True)
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=access_log, workers=1)
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=access_log, workers=1,
+                    http=request_deadline_protocol(request_timeout), timeout_keep_alive=timeout_keep_alive)
     except SystemExit as error:  # uvicorn exits when the port is taken
         raise RetrieverError(f"could not serve on {host}:{port} (is the port in use?)") from error
 

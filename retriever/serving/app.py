@@ -11,7 +11,9 @@ Routes (``NAME`` is an index name; the unnamed routes use the default index):
 
 Every error is JSON ``{"error": message}``: 400 for bad input (empty or over-long query, k
 outside 1..1000, malformed JSON, wrong fields; FastAPI's own 422 validation errors are turned
-into 400 too), 404 unknown index or route, 405 wrong method, 413 body over the limit, 415 a
+into 400 too; a query with a lone surrogate; more than ``max_hits`` queries x k; a response over
+``max_response_bytes``; JSON nested too deep; a query the encoder fails on, which fails only
+its own request), 404 unknown index or route, 405 wrong method, 413 body over the limit, 415 a
 POST that is not ``application/json``, 503 when too many requests are queued, and a bare
 500 message (never a traceback) for bugs. Request shapes are in ``schemas``, input checks and
 limits in ``inputs``.
@@ -21,18 +23,21 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from retriever.errors import RetrieverError
 from retriever.searching import Hit, Searcher
 from retriever.serving.batcher import Closed, MicroBatcher, Overloaded
-from retriever.serving.inputs import ApiError, Limits, check_query, read_search_body, validation_message
+from retriever.serving.inputs import (ApiError, Limits, bounded_json, check_hits, check_query, read_search_body,
+                                      validation_message)
 from retriever.serving.page import page_html
 from retriever.serving.schemas import (ERRORS, K_PARAM, NAME_PARAM, NAME_PATTERN, POST_BODY, Q_PARAM,
                                        BatchSearchResponse, SearchResponse)
@@ -112,6 +117,13 @@ def _hits_json(hits: list[Hit]) -> list[dict]:
     return [hit.to_json() for hit in hits]
 
 
+async def _bounded_response(head: dict, key: str, items: Iterable[dict], limits: Limits) -> Response:
+    """A JSON response of at most ``limits.max_response_bytes``, built and written off the event
+    loop (``items`` is consumed there) so /health and small requests keep being answered meanwhile."""
+    body = await run_in_threadpool(bounded_json, head, key, items, limits)
+    return Response(body, media_type="application/json")
+
+
 def _took_ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
 
@@ -184,8 +196,10 @@ def _served(request: Request) -> ServedIndexes:
 
 async def search_one(served: ServedIndexes, name: str, q: str, k: int) -> Response:
     started = time.perf_counter()
+    check_hits(1, k, served.limits)
     [hits] = await served.batcher(name).search([check_query(q, served.limits)], k)
-    return json_response({"index": name, "query": q, "k": k, "took_ms": _took_ms(started), "hits": _hits_json(hits)})
+    return await _bounded_response({"index": name, "query": q, "k": k, "took_ms": _took_ms(started)}, "hits",
+                                   (hit.to_json() for hit in hits), served.limits)
 
 
 async def search_many(served: ServedIndexes, name: str, request: Request) -> Response:
@@ -193,8 +207,9 @@ async def search_many(served: ServedIndexes, name: str, request: Request) -> Res
     batcher = served.batcher(name)
     body = await read_search_body(request, served.limits)
     results = await batcher.search(body.queries, body.k)
-    return json_response({"index": name, "k": body.k, "took_ms": _took_ms(started),
-                          "results": [{"query": q, "hits": _hits_json(h)} for q, h in zip(body.queries, results)]})
+    return await _bounded_response({"index": name, "k": body.k, "took_ms": _took_ms(started)}, "results",
+                                   ({"query": q, "hits": _hits_json(h)} for q, h in zip(body.queries, results)),
+                                   served.limits)
 
 
 def info(served: ServedIndexes, name: str) -> Response:

@@ -10,10 +10,16 @@ nothing). It encodes and searches them together and resolves each request's futu
 that queued during a pass have waited already, so they go out at once in the next. ``workers``
 such threads may run batches side by side (the forward pass is read-only), each on its own small
 torch thread pool; see ``configure_threads`` for why that beats one wide pool on a small machine.
+
+One request's input must not fail the others it was batched with: when a batch fails, each of its
+requests is searched again alone, so only the request that caused the failure gets an error. A
+failure to encode a request's own queries is ``QueryRejected`` (a 400 on the server, logged as one
+warning line without a traceback); any other failure is passed on as it is (a 500).
 """
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import queue
 import threading
@@ -29,6 +35,7 @@ from retriever.errors import RetrieverError
 from retriever.searching import Hit, Searcher
 
 WARM_UP_SIZES = (1, 2, 4, 8, 16, 32)
+log = logging.getLogger(__name__)
 
 
 class Overloaded(RetrieverError):
@@ -37,6 +44,10 @@ class Overloaded(RetrieverError):
 
 class Closed(RetrieverError):
     """The batcher was closed (the server is shutting down)."""
+
+
+class QueryRejected(RetrieverError):
+    """The encoder failed on this request's queries alone; the other requests were served."""
 
 
 @dataclass
@@ -76,6 +87,9 @@ class MicroBatcher:
             raise RetrieverError("max_wait_ms must not be negative")
         self.searcher = searcher
         self.max_batch = max_batch
+        # max_batch promises that many queries in one forward pass; the encoder's own batch size
+        # (16 on a CPU, chosen for bulk encoding) would otherwise split such a batch in two.
+        searcher.encoder.batch_size = max(searcher.encoder.batch_size, max_batch)
         self.max_wait = max_wait_ms / 1000.0
         self.stats = BatchStats()
         self._queue: queue.Queue = queue.Queue(maxsize=max_pending)
@@ -163,20 +177,36 @@ class MicroBatcher:
 
     def _process(self, batch: list[_Request]) -> None:
         live = [r for r in batch if r.future.set_running_or_notify_cancel()]
-        if not live:
-            return
+        if live:
+            self._resolve(live)
+
+    def _resolve(self, batch: list[_Request]) -> None:
         try:
-            results = self._search(live)
-        except Exception as error:  # noqa: BLE001 - handed to each waiting request, never lost
-            for request in live:
-                request.future.set_exception(error)
+            results = self._search(batch)
+        except Exception as error:  # noqa: BLE001 - handed to the requests that cause it, never lost
+            if len(batch) == 1:
+                self._fail(batch[0], error)
+                return
+            for request in batch:  # find the culprit: each request alone, so the others are served
+                self._resolve([request])
             return
-        for request, hits in zip(live, results):
+        for request, hits in zip(batch, results):
             request.future.set_result(hits)
+
+    @staticmethod
+    def _fail(request: _Request, error: Exception) -> None:
+        if isinstance(error, QueryRejected):  # the client's input: one line, no traceback
+            log.warning("refused a query the encoder failed on: %s: %s", type(error.__cause__).__name__,
+                        error.__cause__)
+        request.future.set_exception(error)
 
     def _search(self, batch: list[_Request]) -> list[list[list[Hit]]]:
         texts = [text for request in batch for text in request.queries]
-        vectors = self.searcher.encoder.encode_queries(texts)
+        try:
+            vectors = self.searcher.encoder.encode_queries(texts)
+        except Exception as error:  # noqa: BLE001 - bad input in one request, or a bug; _resolve sorts out which
+            raise QueryRejected(f"the encoder failed on this query ({type(error).__name__}); "
+                                "send a shorter or plainer text") from error
         scores, labels = self.searcher.search_vectors(vectors, max(r.k for r in batch))
         self._count(batch, len(texts))
         results, row = [], 0

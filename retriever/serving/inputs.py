@@ -1,16 +1,41 @@
-"""Reading and checking what a client sends, before any of it reaches a batch.
+"""Reading and checking what a client sends, before any of it reaches a batch, and bounding what it gets back.
 
-Everything here raises ``ApiError`` with the status and message the client gets.
+Everything here raises ``ApiError`` with the status and message the client gets. The limits
+(``Limits``; each has a ``retriever serve`` flag) and why they exist:
+
+- ``max_body_bytes``: a POST body is read up to this size, else 413.
+- ``max_queries``, ``max_query_chars``: the encoding work one request may ask for, else 400.
+- ``max_hits``: queries x k per request. Every hit carries its document's title and text, so a
+  small request for 256 x 1000 hits would make a response hundreds of megabytes long; over the
+  cap is a 400 before any work is done.
+- ``max_response_bytes``: the JSON a request may get back, checked while it is written (off the
+  event loop, one query at a time), so documents longer than expected cannot blow the first cap
+  up; over it is a 400 naming both limits.
+- ``MAX_JSON_DEPTH``: nesting of the body, checked before ``json.loads`` recurses (a body of 5,000
+  nested lists would otherwise hit Python's recursion limit); not a flag, since a valid body is
+  two levels deep.
+- Queries the tokenizer cannot take (lone surrogates, which JSON's ``\\ud800`` escapes allow) are
+  a 400 here rather than an exception inside a batch shared with other clients.
 """
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
 from fastapi import Request
 from pydantic import ValidationError
+from starlette.requests import ClientDisconnect
 
 from retriever.serving.schemas import SearchBody
+from retriever.texts import text_problem
+
+MAX_JSON_DEPTH = 32
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_OPENERS = np.frombuffer(b"[{", dtype=np.uint8)
+_CLOSERS = np.frombuffer(b"]}", dtype=np.uint8)
 
 
 @dataclass(frozen=True)
@@ -20,6 +45,8 @@ class Limits:
     max_query_chars: int = 1000
     max_body_bytes: int = 256 * 1024
     max_queries: int = 256
+    max_hits: int = 10_000
+    max_response_bytes: int = 16 * 1024 * 1024
 
 
 class ApiError(Exception):
@@ -43,7 +70,24 @@ def check_query(text: str, limits: Limits) -> str:
         raise ApiError(400, "the query is empty")
     if len(text) > limits.max_query_chars:
         raise ApiError(400, f"the query is {len(text)} characters; the limit is {limits.max_query_chars}")
+    problem = text_problem(text)
+    if problem is not None:
+        raise ApiError(400, f"the query has {problem}, which is not valid Unicode text; "
+                            "remove it or replace it with U+FFFD")
     return text
+
+
+def check_hits(queries: int, k: int, limits: Limits) -> None:
+    if queries * k > limits.max_hits:
+        raise ApiError(400, f"{queries} queries x k={k} asks for {queries * k} hits; the limit is "
+                            f"{limits.max_hits} per request: send fewer queries or a smaller k")
+
+
+def json_depth(raw: bytes) -> int:
+    """How deeply arrays and objects nest in ``raw``, without recursing (string contents are skipped)."""
+    structure = np.frombuffer(_JSON_STRING.sub(b"", raw), dtype=np.uint8)
+    steps = np.isin(structure, _OPENERS).astype(np.int32) - np.isin(structure, _CLOSERS)
+    return int(np.cumsum(steps).max(initial=0))
 
 
 async def read_json(request: Request, limits: Limits) -> object:
@@ -55,13 +99,20 @@ async def read_json(request: Request, limits: Limits) -> object:
     if declared is not None and declared.isdigit() and int(declared) > limits.max_body_bytes:
         raise ApiError(413, f"the body is {declared} bytes; the limit is {limits.max_body_bytes}")
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limits.max_body_bytes:
-            raise ApiError(413, f"the body is over the limit of {limits.max_body_bytes} bytes")
-        chunks.append(chunk)
     try:
-        return json.loads(b"".join(chunks))
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limits.max_body_bytes:
+                raise ApiError(413, f"the body is over the limit of {limits.max_body_bytes} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:  # e.g. closed for sending too slowly (see ``protocol``); nobody reads the reply
+        raise ApiError(400, "the client disconnected before sending the whole body") from None
+    raw = b"".join(chunks)
+    depth = json_depth(raw)
+    if depth > MAX_JSON_DEPTH:
+        raise ApiError(400, f"the JSON nests {depth} levels deep; the limit is {MAX_JSON_DEPTH}")
+    try:
+        return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as error:
         raise ApiError(400, f"malformed JSON: {error}") from None
 
@@ -74,6 +125,25 @@ async def read_search_body(request: Request, limits: Limits) -> SearchBody:
         raise ApiError(400, validation_message(error.errors())) from None
     if len(body.queries) > limits.max_queries:
         raise ApiError(400, f"{len(body.queries)} queries in one request; the limit is {limits.max_queries}")
+    check_hits(len(body.queries), body.k, limits)
     for query in body.queries:
         check_query(query, limits)
     return body
+
+
+def bounded_json(head: dict, key: str, items: Iterable[dict], limits: Limits) -> bytes:
+    """``json.dumps({**head, key: items})`` as UTF-8, refused once it grows past ``max_response_bytes``.
+
+    Items are written one at a time, so an oversized response stops at the item that crosses the
+    limit instead of being built whole first.
+    """
+    opening = (json.dumps(head, ensure_ascii=False)[:-1] + (", " if head else "") + json.dumps(key) + ": [").encode()
+    parts, size = [], len(opening) + len(b"]}")
+    for item in items:
+        part = json.dumps(item, ensure_ascii=False).encode()
+        size += len(part) + (len(b", ") if parts else 0)
+        if size > limits.max_response_bytes:
+            raise ApiError(400, f"the response would be over {limits.max_response_bytes} bytes, the limit: "
+                                "ask for fewer hits (a smaller k or fewer queries)")
+        parts.append(part)
+    return b"".join([opening, b", ".join(parts), b"]}"])

@@ -39,13 +39,14 @@ def free_port() -> int:
 class ServerThread:
     """uvicorn on an already-bound socket in a daemon thread, so the port is known and race-free."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, app, **config_options) -> None:
         # IPPROTO_TCP explicitly: asyncio only sets TCP_NODELAY on sockets whose proto says TCP, and
         # without it each response waits ~40 ms for the client's delayed ACK.
         self.socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         self.socket.bind(("127.0.0.1", 0))
         self.port = self.socket.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                                                    **config_options))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
 
     def start(self, timeout: float = 60.0) -> "ServerThread":

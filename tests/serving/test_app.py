@@ -115,6 +115,12 @@ BAD_REQUESTS = {
     "too many queries": ("POST", "/search", json.dumps({"queries": ["cat"] * 17}).encode(), None, 400,
                          "limit is 16"),
     "long query in body": ("POST", "/search", json.dumps({"queries": [LONG]}).encode(), None, 400, "limit is 200"),
+    "lone surrogate": ("POST", "/search", b'{"queries": ["\\ud800"]}', None, 400, "lone surrogate U+D800"),
+    "lone surrogate among good": ("POST", "/search", b'{"queries": ["cat", "dog \\udc00"]}', None, 400,
+                                  "lone surrogate U+DC00 at character 5"),
+    "deeply nested json": ("POST", "/search", b"[" * 2000 + b"]" * 2000, None, 400, "nests 2000 levels"),
+    "too many hits": ("POST", "/search", json.dumps({"queries": ["cat"] * 11, "k": 1000}).encode(), None, 400,
+                      "11000 hits; the limit is 10000"),
     "body too large": ("POST", "/search", json.dumps({"queries": ["cat " * 1100]}).encode(), None, 413, "limit"),
     "chunked body too large": ("POST-CHUNKED", "/search", json.dumps({"queries": ["cat " * 1100]}).encode(), None,
                                413, "limit"),
@@ -157,6 +163,37 @@ def test_a_failing_search_is_a_json_500_without_traceback(served):
         del searcher.search_vectors
     assert reply.status == 500 and reply.json() == {"error": "internal server error"}
     assert served.get("/indexes/small/search?q=cat").status == 200
+
+
+def test_a_query_the_encoder_fails_on_is_a_400_for_that_request_only(served):
+    encoder = served.searchers["tiny"].encoder
+    encode = encoder.encode_queries
+
+    def fails_on_boom(texts, *args, **kwargs):
+        if any("boom" in t for t in texts):
+            raise RuntimeError("The size of tensor a (600) must match the size of tensor b (512)")
+        return encode(texts, *args, **kwargs)
+
+    queries = [f"query number {i}" for i in range(6)] + ["boom one", "boom two"]
+    barrier = threading.Barrier(len(queries))
+    replies: dict = {}
+
+    def client(query: str) -> None:
+        barrier.wait()
+        replies[query] = served.post_json("/search", {"queries": [query], "k": 2})
+
+    encoder.encode_queries = fails_on_boom
+    try:
+        threads = [threading.Thread(target=client, args=(q,)) for q in queries]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+    finally:
+        encoder.encode_queries = encode
+    assert {q: replies[q].status for q in queries} == {q: 400 if "boom" in q else 200 for q in queries}
+    assert "the encoder failed on this query (RuntimeError)" in replies["boom one"].json()["error"]
+    assert replies["query number 0"].json()["results"][0]["query"] == "query number 0"
 
 
 def test_concurrent_requests_are_micro_batched(served):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from retriever.searching import Hit, Searcher
-from retriever.serving.batcher import Closed, MicroBatcher, Overloaded
+from retriever.serving.batcher import Closed, MicroBatcher, Overloaded, QueryRejected
 from serving_fixtures import tiny_index  # noqa: F401 - fixture
 
 
@@ -17,11 +17,13 @@ class FakeEncoder:
     """Encodes a text as [len(text), 0]; can be held inside a pass to pile up requests."""
 
     def __init__(self) -> None:
+        self.batch_size = 16
         self.batches: list[list[str]] = []
         self.hold = threading.Event()
         self.hold.set()
         self.entered = threading.Event()
         self.fail = False
+        self.poison = "poison"  # a pass with a text containing this fails, as the tokenizer does on bad input
         self.hold_only: str | None = None  # when set, only a pass holding this text waits for ``hold``
 
     def encode_queries(self, texts):
@@ -29,7 +31,7 @@ class FakeEncoder:
         if self.hold_only is None or self.hold_only in texts:
             self.hold.wait(10)
         self.batches.append(list(texts))
-        if self.fail:
+        if self.fail or any(self.poison in t for t in texts):
             raise RuntimeError("encoder exploded")
         return np.array([[len(t), 0.0] for t in texts], dtype=np.float32)
 
@@ -169,18 +171,64 @@ def test_while_a_pass_runs_a_free_worker_waits_for_company_at_most_max_wait(fake
     assert fake.encoder.batches == [["a", "bb"], ["held"]]
 
 
-def test_an_error_reaches_every_request_and_the_batcher_keeps_working(fake):
+def test_a_poisoned_request_fails_alone_and_its_batch_mates_are_served(fake, caplog):
+    batcher = MicroBatcher(fake, max_batch=64, max_wait_ms=100)
+    try:
+        start_held_pass(batcher, fake)
+        good = [batcher.submit(["a" * n], 1) for n in (1, 2)]
+        bad = batcher.submit(["poison"], 1)
+        more = batcher.submit(["aaa", "aaaa"], 1)
+        fake.encoder.hold.set()
+        assert [f.result(5)[0][0].score for f in good] == [1, 2]
+        assert [hits[0].score for hits in more.result(5)] == [3, 4]
+        with pytest.raises(QueryRejected, match=r"encoder failed on this query \(RuntimeError\)"):
+            bad.result(5)
+    finally:
+        batcher.close()
+    assert fake.encoder.batches[1:] == [["a", "aa", "poison", "aaa", "aaaa"], ["a"], ["aa"], ["poison"],
+                                        ["aaa", "aaaa"]]
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "encoder exploded" in warnings[0].getMessage() and not warnings[0].exc_info
+
+
+def test_an_encoder_failure_reaches_every_request_and_the_batcher_keeps_working(fake):
     batcher = MicroBatcher(fake, max_batch=64, max_wait_ms=100)
     try:
         fake.encoder.fail = True
         failed = [batcher.submit(["q"], 1) for _ in range(3)]
         for future in failed:
-            with pytest.raises(RuntimeError, match="exploded"):
+            with pytest.raises(QueryRejected) as raised:
                 future.result(5)
+            assert "exploded" in str(raised.value.__cause__)
         fake.encoder.fail = False
         assert batcher.submit(["again"], 1).result(5)[0][0].score == 5
     finally:
         batcher.close()
+
+
+def test_a_search_failure_is_not_blamed_on_the_query(fake, monkeypatch):
+    def explode(vectors, k):
+        raise RuntimeError("index exploded")
+
+    monkeypatch.setattr(fake, "search_vectors", explode)
+    batcher = MicroBatcher(fake, max_batch=64, max_wait_ms=100)
+    try:
+        with pytest.raises(RuntimeError, match="index exploded"):
+            batcher.submit(["q"], 1).result(5)
+    finally:
+        batcher.close()
+
+
+def test_max_batch_queries_go_through_one_forward_pass(tiny_index):
+    searcher = Searcher(tiny_index, device="cpu", dtype="fp32")
+    passes = []
+    searcher.encoder.query_model.register_forward_pre_hook(lambda module, args: passes.append(1))
+    batcher = MicroBatcher(searcher, max_batch=32, max_wait_ms=0)
+    try:
+        hits = batcher.submit([f"query number {i}" for i in range(32)], 1).result(30)
+    finally:
+        batcher.close()
+    assert len(hits) == 32 and len(passes) == 1, f"32 queries took {len(passes)} forward passes"
 
 
 def test_too_many_pending_requests_are_refused(fake):
