@@ -229,7 +229,8 @@ def test_serve_help_documents_every_flag():
     result = CliRunner().invoke(serve_command, ["--help"])
     assert result.exit_code == 0
     for flag in ("--index NAME=PATH", "--host", "--port", "--max-wait-ms", "--max-batch", "--max-query-chars",
-                 "--max-body-bytes", "--max-queries", "--threads", "--dtype", "--device"):
+                 "--max-body-bytes", "--max-queries", "--max-hits", "--max-response-bytes", "--request-timeout",
+                 "--timeout-keep-alive", "--threads", "--dtype", "--device"):
         assert flag in result.output, flag
 
 
