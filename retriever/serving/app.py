@@ -34,10 +34,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from retriever.errors import RetrieverError
-from retriever.searching import Hit, Searcher
+from retriever.searching import Searcher
 from retriever.serving.batcher import Closed, MicroBatcher, Overloaded
-from retriever.serving.inputs import (ApiError, Limits, bounded_json, check_hits, check_query, read_search_body,
-                                      validation_message)
+from retriever.serving.inputs import ApiError, Limits, check_hits, check_query, read_search_body, validation_message
+from retriever.serving.output import bounded, hits_list, list_object
 from retriever.serving.page import page_html
 from retriever.serving.schemas import (ERRORS, K_PARAM, NAME_PARAM, NAME_PATTERN, POST_BODY, Q_PARAM,
                                        BatchSearchResponse, SearchResponse)
@@ -113,15 +113,10 @@ def _summary(name: str, searcher: Searcher) -> dict:
             "encoder": {key: encoder.get(key) for key in SUMMARY_KEYS}}
 
 
-def _hits_json(hits: list[Hit]) -> list[dict]:
-    return [hit.to_json() for hit in hits]
-
-
-async def _bounded_response(head: dict, key: str, items: Iterable[dict], limits: Limits) -> Response:
-    """A JSON response of at most ``limits.max_response_bytes``, built and written off the event
-    loop (``items`` is consumed there) so /health and small requests keep being answered meanwhile."""
-    body = await run_in_threadpool(bounded_json, head, key, items, limits)
-    return Response(body, media_type="application/json")
+async def _bounded_response(pieces: Iterable[bytes], limits: Limits) -> Response:
+    """The JSON ``pieces`` (a generator: the hits are turned into JSON there) joined in a worker
+    thread, within ``limits.max_response_bytes``, so /health and small requests are answered meanwhile."""
+    return Response(await run_in_threadpool(bounded, pieces, limits), media_type="application/json")
 
 
 def _took_ms(started: float) -> float:
@@ -198,8 +193,8 @@ async def search_one(served: ServedIndexes, name: str, q: str, k: int) -> Respon
     started = time.perf_counter()
     check_hits(1, k, served.limits)
     [hits] = await served.batcher(name).search([check_query(q, served.limits)], k)
-    return await _bounded_response({"index": name, "query": q, "k": k, "took_ms": _took_ms(started)}, "hits",
-                                   (hit.to_json() for hit in hits), served.limits)
+    head = {"index": name, "query": q, "k": k, "took_ms": _took_ms(started)}
+    return await _bounded_response(hits_list(head, hits), served.limits)
 
 
 async def search_many(served: ServedIndexes, name: str, request: Request) -> Response:
@@ -207,9 +202,9 @@ async def search_many(served: ServedIndexes, name: str, request: Request) -> Res
     batcher = served.batcher(name)
     body = await read_search_body(request, served.limits)
     results = await batcher.search(body.queries, body.k)
-    return await _bounded_response({"index": name, "k": body.k, "took_ms": _took_ms(started)}, "results",
-                                   ({"query": q, "hits": _hits_json(h)} for q, h in zip(body.queries, results)),
-                                   served.limits)
+    head = {"index": name, "k": body.k, "took_ms": _took_ms(started)}
+    pieces = list_object(head, "results", (hits_list({"query": q}, hits) for q, hits in zip(body.queries, results)))
+    return await _bounded_response(pieces, served.limits)
 
 
 def info(served: ServedIndexes, name: str) -> Response:

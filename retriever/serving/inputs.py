@@ -1,4 +1,4 @@
-"""Reading and checking what a client sends, before any of it reaches a batch, and bounding what it gets back.
+"""Reading and checking what a client sends, before any of it reaches a batch; the limits on what it may ask for.
 
 Everything here raises ``ApiError`` with the status and message the client gets. The limits
 (``Limits``; each has a ``retriever serve`` flag) and why they exist:
@@ -8,9 +8,8 @@ Everything here raises ``ApiError`` with the status and message the client gets.
 - ``max_hits``: queries x k per request. Every hit carries its document's title and text, so a
   small request for 256 x 1000 hits would make a response hundreds of megabytes long; over the
   cap is a 400 before any work is done.
-- ``max_response_bytes``: the JSON a request may get back, checked while it is written (off the
-  event loop, one query at a time), so documents longer than expected cannot blow the first cap
-  up; over it is a 400 naming both limits.
+- ``max_response_bytes``: the JSON a request may get back, checked while it is written (see
+  ``output``), so documents longer than expected cannot blow the first cap up; over it is a 400.
 - ``MAX_JSON_DEPTH``: nesting of the body, checked before ``json.loads`` recurses (a body of 5,000
   nested lists would otherwise hit Python's recursion limit); not a flag, since a valid body is
   two levels deep.
@@ -21,7 +20,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,8 +43,8 @@ class Limits:
     max_query_chars: int = 1000
     max_body_bytes: int = 256 * 1024
     max_queries: int = 256
-    max_hits: int = 10_000
-    max_response_bytes: int = 16 * 1024 * 1024
+    max_hits: int = 2_000
+    max_response_bytes: int = 4 * 1024 * 1024
 
 
 class ApiError(Exception):
@@ -130,20 +128,3 @@ async def read_search_body(request: Request, limits: Limits) -> SearchBody:
         check_query(query, limits)
     return body
 
-
-def bounded_json(head: dict, key: str, items: Iterable[dict], limits: Limits) -> bytes:
-    """``json.dumps({**head, key: items})`` as UTF-8, refused once it grows past ``max_response_bytes``.
-
-    Items are written one at a time, so an oversized response stops at the item that crosses the
-    limit instead of being built whole first.
-    """
-    opening = (json.dumps(head, ensure_ascii=False)[:-1] + (", " if head else "") + json.dumps(key) + ": [").encode()
-    parts, size = [], len(opening) + len(b"]}")
-    for item in items:
-        part = json.dumps(item, ensure_ascii=False).encode()
-        size += len(part) + (len(b", ") if parts else 0)
-        if size > limits.max_response_bytes:
-            raise ApiError(400, f"the response would be over {limits.max_response_bytes} bytes, the limit: "
-                                "ask for fewer hits (a smaller k or fewer queries)")
-        parts.append(part)
-    return b"".join([opening, b", ".join(parts), b"]}"])

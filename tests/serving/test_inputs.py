@@ -1,11 +1,11 @@
-"""Input checks and response bounds, without a server: JSON depth, lone surrogates, hit and byte caps."""
+"""Input checks without a server: JSON depth, lone surrogates, the hit cap."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from retriever.serving.inputs import ApiError, Limits, bounded_json, check_hits, check_query, json_depth
+from retriever.serving.inputs import ApiError, Limits, check_hits, check_query, json_depth
 
 
 @pytest.mark.parametrize("raw, depth", [
@@ -32,18 +32,3 @@ def test_check_hits_caps_queries_times_k():
     check_hits(10, 1000, Limits(max_hits=10_000))
     with pytest.raises(ApiError, match="256 queries x k=1000 asks for 256000 hits; the limit is 10000"):
         check_hits(256, 1000, Limits(max_hits=10_000))
-
-
-def test_bounded_json_is_json_dumps_until_the_limit():
-    head = {"index": "tiny", "k": 2, "took_ms": 1.5}
-    items = [{"query": f"q{i}", "hits": [{"id": "d\u00e9", "text": "x" * 50}]} for i in range(10)]
-    written = bounded_json(head, "results", iter(items), Limits())
-    assert json.loads(written) == {**head, "results": items}
-    assert written == json.dumps({**head, "results": items}, ensure_ascii=False).encode()
-    assert json.loads(bounded_json(head, "results", [], Limits())) == {**head, "results": []}
-    with pytest.raises(ApiError, match="over 500 bytes"):
-        bounded_json(head, "results", iter(items), Limits(max_response_bytes=500))
-    exact = len(written)
-    assert bounded_json(head, "results", items, Limits(max_response_bytes=exact)) == written
-    with pytest.raises(ApiError):
-        bounded_json(head, "results", items, Limits(max_response_bytes=exact - 1))
