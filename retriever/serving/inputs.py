@@ -127,4 +127,3 @@ async def read_search_body(request: Request, limits: Limits) -> SearchBody:
     for query in body.queries:
         check_query(query, limits)
     return body
-
