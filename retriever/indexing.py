@@ -5,10 +5,8 @@ an interrupted build leaves nothing that looks like an index.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import os
 import platform
 import shutil
 import sys
@@ -26,6 +24,8 @@ from retriever.corpus import Fields, ReadStats, iter_documents, resolve_corpus_p
 from retriever.encoder import Encoder
 from retriever.encoding import ShardContentCheck, clear_other_encoder, describe, encode_corpus
 from retriever.errors import RetrieverError
+from retriever.folders import clean_stale, replace_folder, temporary_folder
+from retriever.integrity import REBUILD, damaged, file_records, file_sha256, ids_sha256
 from retriever.shards import check_complete, iter_shard_batches, read_shard_metadata, sample_rows, sample_vectors
 from retriever.tuning import (choose_search_params, downcast_hnsw, exact_neighbours,
                               ivf_part)
@@ -106,14 +106,6 @@ def new_index(spec: str, dim: int, params: IndexParams) -> faiss.Index:
     return index
 
 
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _write_docstore(corpus: Path, fmt: str, fields: Fields, target: Path, stats: ReadStats,
                     content: ShardContentCheck) -> dict[str, int]:
     """Stream the corpus into a Parquet doc store, hashing it part by part for ``content``; return id → row."""
@@ -165,7 +157,9 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
     count = sum(read_shard_metadata(s)["shard"]["rows"] for s in shards)
     dim = int(encoder["dim"])
     output.parent.mkdir(parents=True, exist_ok=True)
-    building = output.parent / f".{output.name}.building-{os.getpid()}"
+    for line in clean_stale(output):
+        print(line, file=sys.stderr)
+    building = temporary_folder(output)
     shutil.rmtree(building, ignore_errors=True)
     building.mkdir()
     try:
@@ -218,8 +212,9 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
                            "held-out own vectors")
             index.add(np.ascontiguousarray(np.concatenate(held_vectors)))
             ids.extend(held_ids)
-        pq.write_table(pa.table({"id": pa.array(ids, pa.string()),
-                                 "docstore_row": pa.array([rows[i] for i in ids], pa.int64())}), building / IDS_FILE)
+        docstore_rows = np.array([rows[i] for i in ids], dtype=np.int64)
+        pq.write_table(pa.table({"id": pa.array(ids, pa.string()), "docstore_row": pa.array(docstore_rows)}),
+                       building / IDS_FILE)
         faiss.write_index(index, str(building / INDEX_FILE))
         search_defaults = {"nprobe": min(16, ivf_part(index).nlist) if ivf_part(index) is not None else None,
                            "ef_search": 128 if downcast_hnsw(index) is not None else None,
@@ -229,7 +224,7 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
         manifest = {
             "format_version": FORMAT_VERSION,
             "encoder": encoder,
-            "corpus": {"path": str(corpus_path.resolve()), "sha256": _file_sha256(corpus_path),
+            "corpus": {"path": str(corpus_path.resolve()), "sha256": file_sha256(corpus_path),
                        "bytes": corpus_path.stat().st_size, "documents": stats.records,
                        "empty_texts": stats.empty_texts},
             "index": {"type": params.index_type, "factory": spec, "metric": "inner_product", "dim": dim,
@@ -240,6 +235,7 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
             "build_seconds": round(time.perf_counter() - started, 3),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "versions": library_versions(),
+            "integrity": {"files": file_records(building, MANIFEST_FILE), "ids_sha256": ids_sha256(ids, docstore_rows)},
         }
         (building / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         _move_into_place(building, output, overwrite)
@@ -278,15 +274,9 @@ def _tune(index: faiss.Index, shards: list[Path], queries: np.ndarray, held: np.
 
 
 def _move_into_place(building: Path, output: Path, overwrite: bool) -> None:
-    if output.exists():
-        if not overwrite:
-            raise RetrieverError(f"{output}: appeared while building; not replaced")
-        old = output.parent / f".{output.name}.old-{os.getpid()}"
-        os.replace(output, old)
-        os.replace(building, output)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(building, output)
+    if output.exists() and not overwrite:
+        raise RetrieverError(f"{output}: appeared while building; not replaced")
+    replace_folder(building, output)
 
 
 def read_manifest(index_dir: str | Path) -> dict:
@@ -295,9 +285,13 @@ def read_manifest(index_dir: str | Path) -> dict:
     if not path.is_file():
         raise RetrieverError(f"{index_dir}: not an index folder (no {MANIFEST_FILE}); build one with `retriever build`")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise RetrieverError(f"{path}:{error.lineno}: malformed manifest ({error.msg})") from None
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        where = f"{path}:{error.lineno}" if isinstance(error, json.JSONDecodeError) else f"{path}"
+        raise RetrieverError(f"{where}: malformed manifest ({getattr(error, 'msg', error)}); {REBUILD}") from None
+    if not isinstance(manifest, dict):
+        raise damaged(path, "the manifest is not a JSON object")
+    return manifest
 
 
 def encode_and_index(corpus: str | Path, output: str | Path, encoder: Encoder, params: IndexParams = IndexParams(),

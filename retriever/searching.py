@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
-from retriever.indexing import DOCSTORE_FILE, IDS_FILE, INDEX_FILE, read_manifest
+from retriever.indexing import DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, read_manifest
+from retriever.integrity import check_counts, check_folder, ids_sha256, reading
 from retriever.tuning import apply_search_params
 from retriever.runs import Run
 
@@ -77,13 +78,20 @@ class Searcher:
                  model: str | None = None, **requested_settings: object) -> None:
         self.index_dir = Path(index_dir)
         self.manifest = read_manifest(self.index_dir)
+        check_folder(self.index_dir, self.manifest, MANIFEST_FILE, (INDEX_FILE, IDS_FILE, DOCSTORE_FILE))
         check_requested_encoder(self.manifest, model, **requested_settings)
         self.encoder = recorded_encoder(self.manifest["encoder"], "the index was built", device, dtype, batch_size)
-        self.index = faiss.read_index(str(self.index_dir / INDEX_FILE))
-        ids = pq.read_table(self.index_dir / IDS_FILE)
-        self.ids: list[str] = ids.column("id").to_pylist()
-        self._docstore_rows = ids.column("docstore_row").to_numpy()
-        self._docstore = pq.read_table(self.index_dir / DOCSTORE_FILE, memory_map=True)
+        with reading(self.index_dir / INDEX_FILE):
+            self.index = faiss.read_index(str(self.index_dir / INDEX_FILE))
+        with reading(self.index_dir / IDS_FILE):
+            ids = pq.read_table(self.index_dir / IDS_FILE)
+            self.ids: list[str] = ids.column("id").to_pylist()
+            self._docstore_rows = ids.column("docstore_row").to_numpy()
+        with reading(self.index_dir / DOCSTORE_FILE):
+            self._docstore = pq.read_table(self.index_dir / DOCSTORE_FILE, memory_map=True)
+        check_counts(self.index_dir, self.manifest, {INDEX_FILE: int(self.index.ntotal), IDS_FILE: len(self.ids),
+                                                     DOCSTORE_FILE: self._docstore.num_rows},
+                     IDS_FILE, ids_sha256(self.ids, self._docstore_rows))
         defaults = self.manifest["index"].get("search_defaults", {})
         self.default_nprobe = defaults.get("nprobe")
         self.default_ef_search = defaults.get("ef_search")

@@ -1,0 +1,57 @@
+"""`retriever info`: what an index folder holds, and whether its files are intact."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from retriever.info import index_summary, verify_index
+
+
+def _lines(summary: dict) -> list[str]:
+    encoder = summary["encoder"]
+    lines = [f"index:    {summary['path']}",
+             f"encoder:  {encoder['model']} ({encoder['pooling']} pooling, normalize={encoder['normalize']}, "
+             f"dim {encoder['dim']}, {encoder['dtype']}, max lengths {encoder['query_max_length']}/"
+             f"{encoder['passage_max_length']})",
+             f"counts:   {summary['vectors']} vectors, {summary['documents']} documents",
+             f"type:     {summary['index_type']} ({summary['factory']})",
+             "search:   " + (", ".join(f"{k}={v}" for k, v in summary["search_defaults"].items() if v is not None)
+                            or "no settings")]
+    tuning = summary["tuning"]
+    if tuning:
+        lines.append(f"tuned:    {tuning['parameter']}={tuning['value']}, recall@{tuning['k']} "
+                     f"{tuning['measured_recall']:.4f} on {tuning['queries']}"
+                     + ("" if tuning["reached"] else " (target NOT reached)"))
+    lines.append(f"size:     {summary['bytes_on_disk'] / 2**20:.1f} MiB on disk")
+    lines.append(f"created:  {summary['created']} by retriever {summary['retriever_version']}")
+    if not summary["integrity_recorded"]:
+        lines.append("note:     built before file hashes were recorded; rebuild to get them")
+    return lines
+
+
+@click.command("info")
+@click.argument("index", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--verify", is_flag=True,
+              help="Also re-hash every file against the SHA-256 the manifest records and re-count FAISS, the id "
+                   "map and the doc store (reads the whole folder).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def info_command(index, verify, as_json):
+    """Summarise INDEX from its manifest (encoder, counts, index type, tuned settings, size on disk).
+
+    Opening always checks file presence and sizes; --verify checks full hashes. Damage is one error
+    naming the file.
+    """
+    summary = index_summary(index)
+    if verify:
+        summary["verified_files"] = verify_index(index)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    click.echo("\n".join(_lines(summary)))
+    if verify:
+        click.echo(f"verified: {summary['verified_files']} files match their SHA-256; counts agree")
+
+
+COMMANDS = [info_command]

@@ -1,0 +1,98 @@
+"""Replacing a folder so that its path always holds the old version or the new one.
+
+A new index is assembled in a hidden ``.NAME.building-PID`` beside ``NAME``. Where the
+kernel can (Linux ``renameat2(RENAME_EXCHANGE)``, on ext4, xfs, btrfs, tmpfs…), the two are
+swapped in one atomic step and the old version, now under the hidden name, is deleted: a crash
+at any moment leaves ``NAME`` whole. Elsewhere the fallback is two renames, ``NAME`` →
+``.NAME.old-PID`` then ``.NAME.building-PID`` → ``NAME``; a crash between them leaves ``NAME``
+missing for a moment, and the next build puts ``.NAME.old-PID`` back. Hidden folders of dead
+processes are deleted by the next build of the same ``NAME``.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+# Tests set this to a file name: the process creates it after the swap and waits, so it can be killed there.
+PAUSE_ENV = "RETRIEVER_TEST_PAUSE_AFTER_SWAP"
+
+
+def temporary_folder(output: Path, kind: str = "building") -> Path:
+    return output.parent / f".{output.name}.{kind}-{os.getpid()}"
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two existing paths; False when the platform or filesystem cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    error = ctypes.get_errno()
+    if error in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: no exchange here, use the fallback
+        return False
+    raise OSError(error, os.strerror(error), str(a))
+
+
+def _pause_for_tests(stage: str) -> None:
+    marker = os.environ.get(PAUSE_ENV)
+    if marker:
+        Path(marker).write_text(stage)
+        time.sleep(60)
+
+
+def replace_folder(building: Path, output: Path) -> None:
+    """Put the complete folder ``building`` at ``output``, replacing what is there."""
+    if not output.exists():
+        os.replace(building, output)
+        return
+    if _exchange(building, output):
+        _pause_for_tests("exchanged")
+        shutil.rmtree(building, ignore_errors=True)  # now the old version
+        return
+    old = temporary_folder(output, "old")
+    os.replace(output, old)
+    _pause_for_tests("moved-old-aside")
+    os.replace(building, output)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale(output: Path) -> list[str]:
+    """Delete hidden folders that dead processes left beside ``output``; first put back an old version that
+    an interrupted fallback replacement left aside. Returns what was done, one line per folder."""
+    if not output.parent.is_dir():
+        return []
+    pattern = re.compile(rf"^\.{re.escape(output.name)}\.(building|old)-(\d+)$")
+    done = []
+    for path in sorted(output.parent.iterdir()):
+        match = pattern.match(path.name)
+        if match is None or not path.is_dir() or _alive(int(match.group(2))):
+            continue
+        if match.group(1) == "old" and not output.exists():
+            os.replace(path, output)
+            done.append(f"restored {output} from {path.name}, left by an interrupted --overwrite")
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+            done.append(f"deleted {path}, left by a killed build")
+    return done

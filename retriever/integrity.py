@@ -1,0 +1,96 @@
+"""An index folder checks itself when opened.
+
+The manifest records each file's size and SHA-256 and a digest of the id map. Opening checks
+what is cheap (required keys, every recorded file present at its recorded size, counts that
+agree across the manifest, FAISS, the id map and the doc store, the id-map digest);
+``retriever info --verify`` also re-hashes every file. Any damage is one error that names the
+file and says to rebuild.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from retriever.errors import RetrieverError
+
+REBUILD = "the index folder is damaged; rebuild it with `retriever build ... --overwrite`"
+
+
+def damaged(path: Path, problem: str) -> RetrieverError:
+    return RetrieverError(f"{path}: {problem}; {REBUILD}")
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_records(folder: Path, skip: str) -> dict[str, dict]:
+    """Size and SHA-256 of every file in a freshly built folder, for the manifest."""
+    return {path.name: {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
+            for path in sorted(folder.iterdir()) if path.is_file() and path.name != skip}
+
+
+def ids_sha256(ids: list[str], docstore_rows: np.ndarray) -> str:
+    """Digest of the id map in row order: catches rows that were reordered, not only changed."""
+    digest = hashlib.sha256("\n".join(ids).encode("utf-8", "surrogatepass"))
+    digest.update(np.ascontiguousarray(docstore_rows, dtype=np.int64).tobytes())
+    return digest.hexdigest()
+
+
+def check_folder(folder: Path, manifest: dict, manifest_name: str, required: tuple[str, ...]) -> None:
+    """Cheap checks before anything is loaded: manifest keys, files present, sizes as recorded."""
+    for key, inner in (("encoder", ("model", "dim")), ("index", ("count",))):
+        section = manifest.get(key)
+        missing = [name for name in inner if not isinstance(section, dict) or name not in section]
+        if missing:
+            raise damaged(folder / manifest_name, f"the manifest lacks {key}.{missing[0]}")
+    recorded = manifest.get("integrity", {}).get("files", {})
+    for name in dict.fromkeys((*required, *recorded)):
+        path = folder / name
+        if not path.is_file():
+            raise damaged(path, "missing")
+        if name in recorded and path.stat().st_size != recorded[name]["bytes"]:
+            raise damaged(path, f"{path.stat().st_size} bytes where the manifest records {recorded[name]['bytes']} "
+                                "(truncated or replaced)")
+
+
+@contextmanager
+def reading(path: Path) -> Iterator[None]:
+    """Turn any failure to read one of the folder's files into the damage error naming it."""
+    try:
+        yield
+    except RetrieverError:
+        raise
+    except Exception as error:  # FAISS, Arrow and the OS each raise their own types for a broken file
+        first_line = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+        raise damaged(path, f"cannot be read ({first_line[:200]})") from None
+
+
+def check_counts(folder: Path, manifest: dict, counts: dict[str, int], ids_name: str, ids_digest: str) -> None:
+    """The manifest's count, FAISS's ntotal, the id map's and the doc store's rows (``counts``, by file name)
+    must agree, and the id map must be the one the index was built with."""
+    expected = int(manifest["index"]["count"])
+    for name, count in counts.items():
+        if count != expected:
+            raise damaged(folder / name, f"holds {count} entries where the manifest records {expected}")
+    recorded = manifest.get("integrity", {}).get("ids_sha256")
+    if recorded is not None and recorded != ids_digest:
+        raise damaged(folder / ids_name, "its rows differ from the ones the index was built with (reordered or replaced)")
+
+
+def verify_files(folder: Path, manifest: dict) -> list[str]:
+    """Re-hash every recorded file; the names of those that differ (empty when all match)."""
+    recorded = manifest.get("integrity", {}).get("files")
+    if not recorded:
+        raise RetrieverError(f"{folder}: the manifest records no file hashes (built by an older version); "
+                             "rebuild it to get them")
+    return [name for name, record in recorded.items()
+            if not (folder / name).is_file() or file_sha256(folder / name) != record["sha256"]]

@@ -1,0 +1,132 @@
+"""Item 7 of issue #10: a damaged index folder is one clear error naming the file and the fix."""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from retriever.cli import main
+from retriever.encoder import Encoder, EncoderSettings
+from retriever.indexing import encode_and_index
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, tiny_model_dir) -> Path:
+    from conftest import TINY_DOCS, write_jsonl
+
+    root = tmp_path_factory.mktemp("damage")
+    corpus = write_jsonl(root / "corpus.jsonl", [{"_id": i, "title": t, "text": x} for i, t, x in TINY_DOCS])
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(corpus, root / "idx", encoder, progress=False)
+    return root / "idx"
+
+
+def _manifest(folder: Path) -> dict:
+    return json.loads((folder / "manifest.json").read_text())
+
+
+def _write_manifest(folder: Path, manifest: dict) -> None:
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _drop_key(section: str):
+    def damage(folder: Path) -> None:
+        manifest = _manifest(folder)
+        del manifest[section]
+        _write_manifest(folder, manifest)
+    return damage
+
+
+def _rewrite_recorded(folder: Path, name: str) -> None:
+    """Make the manifest agree with a replaced file's size and hash, as if the damage had been recorded."""
+    manifest = _manifest(folder)
+    path = folder / name
+    manifest["integrity"]["files"][name] = {"bytes": path.stat().st_size, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    _write_manifest(folder, manifest)
+
+
+def _reverse_ids(folder: Path) -> None:
+    table = pq.read_table(folder / "ids.parquet")
+    pq.write_table(table.take(list(reversed(range(table.num_rows)))), folder / "ids.parquet")
+    _rewrite_recorded(folder, "ids.parquet")
+
+
+def _fewer_documents(folder: Path) -> None:
+    table = pq.read_table(folder / "docstore.parquet")
+    pq.write_table(table.slice(0, 5), folder / "docstore.parquet")
+    _rewrite_recorded(folder, "docstore.parquet")
+
+
+def _count_off_by_one(folder: Path) -> None:
+    manifest = _manifest(folder)
+    manifest["index"]["count"] += 1
+    _write_manifest(folder, manifest)
+
+
+def _garbage_same_size(name: str):
+    def damage(folder: Path) -> None:
+        path = folder / name
+        path.write_bytes(b"\x00" * path.stat().st_size)
+    return damage
+
+
+def _flip_one_byte(folder: Path) -> None:
+    path = folder / "docstore.parquet"
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+# (case, damage, command ("search" opens the folder; "verify" is `info --verify`), expected in the error line)
+DAMAGE = [
+    ("index-truncated", lambda f: _truncate(f / "index.faiss"), "search", "index.faiss: "),
+    ("index-missing", lambda f: (f / "index.faiss").unlink(), "search", "index.faiss: missing"),
+    ("ids-missing", lambda f: (f / "ids.parquet").unlink(), "search", "ids.parquet: missing"),
+    ("ids-truncated", lambda f: _truncate(f / "ids.parquet"), "search", "ids.parquet: "),
+    ("docstore-missing", lambda f: (f / "docstore.parquet").unlink(), "search", "docstore.parquet: missing"),
+    ("docstore-truncated", lambda f: _truncate(f / "docstore.parquet"), "search", "docstore.parquet: "),
+    ("manifest-without-encoder", _drop_key("encoder"), "search", "manifest.json: the manifest lacks encoder.model"),
+    ("manifest-without-index", _drop_key("index"), "search", "manifest.json: the manifest lacks index.count"),
+    ("manifest-truncated", lambda f: _truncate(f / "manifest.json"), "search", "manifest.json:"),
+    ("manifest-not-object", lambda f: (f / "manifest.json").write_text("[]"), "search", "not a JSON object"),
+    ("ids-reversed", _reverse_ids, "search", "ids.parquet: its rows differ from the ones the index was built"),
+    ("docstore-fewer-rows", _fewer_documents, "search", "docstore.parquet: holds 5 entries where the manifest"),
+    ("counts-disagree", _count_off_by_one, "search", "index.faiss: holds 12 entries where the manifest records 13"),
+    ("index-garbage-same-size", _garbage_same_size("index.faiss"), "search", "index.faiss: cannot be read"),
+    ("ids-garbage-same-size", _garbage_same_size("ids.parquet"), "search", "ids.parquet: cannot be read"),
+    ("docstore-one-byte-flipped", _flip_one_byte, "verify", "docstore.parquet: its SHA-256 differs"),
+    ("ids-reversed-verify", _reverse_ids, "verify", "ids.parquet: its rows differ"),
+]
+
+
+@pytest.mark.parametrize("case, damage, command, expected", DAMAGE, ids=[d[0] for d in DAMAGE])
+def test_damaged_folder_is_one_clear_error(built, tmp_path, case, damage, command, expected):
+    folder = tmp_path / "idx"
+    shutil.copytree(built, folder)
+    damage(folder)
+    argv = (["search", str(folder), "cat", "--device", "cpu", "--dtype", "fp32"] if command == "search"
+            else ["info", str(folder), "--verify"])
+    result = CliRunner().invoke(main, argv)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert result.exit_code == 1 and len(errors) == 1, (result.output, result.exception)
+    assert expected in errors[0] and str(folder) in errors[0], errors[0]
+    if "manifest.json:" not in expected or case == "manifest-truncated":
+        assert "rebuild" in errors[0]
+
+
+def test_info_summarises_and_verifies_an_intact_folder(built):
+    result = CliRunner().invoke(main, ["info", str(built), "--verify"])
+    assert result.exit_code == 0, result.output
+    assert "12 vectors, 12 documents" in result.output and "flat (Flat)" in result.output
+    assert "verified: 3 files match their SHA-256; counts agree" in result.output
+    summary = json.loads(CliRunner().invoke(main, ["info", str(built), "--json"]).output)
+    assert summary["vectors"] == 12 and summary["bytes_on_disk"] > 0 and summary["encoder"]["dim"] == 32
