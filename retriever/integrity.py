@@ -83,7 +83,8 @@ def check_counts(folder: Path, manifest: dict, counts: dict[str, int], ids_name:
             raise damaged(folder / name, f"holds {count} entries where the manifest records {expected}")
     recorded = manifest.get("integrity", {}).get("ids_sha256")
     if recorded is not None and recorded != ids_digest:
-        raise damaged(folder / ids_name, "its rows differ from the ones the index was built with (reordered or replaced)")
+        raise damaged(folder / ids_name,
+                      "its rows differ from the ones the index was built with (reordered or replaced)")
 
 
 def verify_files(folder: Path, manifest: dict) -> list[str]:

@@ -16,7 +16,8 @@ from retriever.folders import PAUSE_ENV, clean_stale
 from retriever.searching import Searcher
 
 # Runs the CLI with the atomic exchange switched off, as on a platform without renameat2(RENAME_EXCHANGE).
-WITHOUT_EXCHANGE = "import retriever.folders as f; f._exchange = lambda a, b: False; from retriever.cli import main; main()"
+WITHOUT_EXCHANGE = ("import retriever.folders as f; f._exchange = lambda a, b: False; "
+                    "from retriever.cli import main; main()")
 
 
 def _index_command(shards: Path, corpus: Path, output: Path, index_type: str) -> list[str]:
