@@ -43,6 +43,7 @@ from retriever.serving.schemas import (ERRORS, K_PARAM, NAME_PARAM, NAME_PATTERN
                                        BatchSearchResponse, SearchResponse)
 
 SUMMARY_KEYS = ("model", "pooling", "normalize", "query_max_length", "query_prefix", "dim")
+INLINE_HITS = 100
 
 
 def valid_index_name(name: str) -> bool:
@@ -113,9 +114,12 @@ def _summary(name: str, searcher: Searcher) -> dict:
             "encoder": {key: encoder.get(key) for key in SUMMARY_KEYS}}
 
 
-async def _bounded_response(pieces: Iterable[bytes], limits: Limits) -> Response:
-    """The JSON ``pieces`` (a generator: the hits are turned into JSON there) joined in a worker
-    thread, within ``limits.max_response_bytes``, so /health and small requests are answered meanwhile."""
+async def _bounded_response(pieces: Iterable[bytes], hits: int, limits: Limits) -> Response:
+    """The JSON ``pieces`` (a generator: the hits are turned into JSON there) joined within
+    ``limits.max_response_bytes``; many hits are written in a worker thread, so /health and small
+    requests are answered meanwhile, while a few are not worth the thread hand-off."""
+    if hits <= INLINE_HITS:
+        return Response(bounded(pieces, limits), media_type="application/json")
     return Response(await run_in_threadpool(bounded, pieces, limits), media_type="application/json")
 
 
@@ -194,7 +198,7 @@ async def search_one(served: ServedIndexes, name: str, q: str, k: int) -> Respon
     check_hits(1, k, served.limits)
     [hits] = await served.batcher(name).search([check_query(q, served.limits)], k)
     head = {"index": name, "query": q, "k": k, "took_ms": _took_ms(started)}
-    return await _bounded_response(hits_list(head, hits), served.limits)
+    return await _bounded_response(hits_list(head, hits), len(hits), served.limits)
 
 
 async def search_many(served: ServedIndexes, name: str, request: Request) -> Response:
@@ -204,7 +208,7 @@ async def search_many(served: ServedIndexes, name: str, request: Request) -> Res
     results = await batcher.search(body.queries, body.k)
     head = {"index": name, "k": body.k, "took_ms": _took_ms(started)}
     pieces = list_object(head, "results", (hits_list({"query": q}, hits) for q, hits in zip(body.queries, results)))
-    return await _bounded_response(pieces, served.limits)
+    return await _bounded_response(pieces, sum(len(hits) for hits in results), served.limits)
 
 
 def info(served: ServedIndexes, name: str) -> Response:
