@@ -68,7 +68,7 @@ def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict
               help="Most queries in one POST /search.")
 @click.option("--max-hits", type=click.IntRange(min=1), default=2_000, show_default=True,
               help="Most hits (queries x k) one request may ask for; more is refused with a 400 before any work.")
-@click.option("--max-response-bytes", type=click.IntRange(min=1), default=4 * 1024 * 1024, show_default=True,
+@click.option("--max-response-bytes", type=click.IntRange(min=1), default=8 * 1024 * 1024, show_default=True,
               help="Largest JSON response; a request whose hits would be longer gets a 400 instead.")
 @click.option("--request-timeout", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True,
               help="Seconds a client has to send a whole request (headers and body) after connecting or "

@@ -44,7 +44,7 @@ class Limits:
     max_body_bytes: int = 256 * 1024
     max_queries: int = 256
     max_hits: int = 2_000
-    max_response_bytes: int = 4 * 1024 * 1024
+    max_response_bytes: int = 8 * 1024 * 1024
 
 
 class ApiError(Exception):
