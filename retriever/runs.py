@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Union
 
+from retriever.corpus import decoded_lines
 from retriever.errors import InputFileError, RetrieverError
 from retriever.texts import id_problem
 
@@ -123,29 +124,14 @@ def write_jsonl_run(run_or_ranked: RunLike, path: str | Path) -> None:
 
 
 def _numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Yield (1-based line number, stripped text) for non-blank lines, decoding per line.
-
-    Decoding each line separately lets an encoding error name its exact line.
-    """
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
-        raise InputFileError(path, None, "file not found", "check the path") from None
-    except IsADirectoryError:
-        raise InputFileError(path, None, "is a directory, not a file", "pass a file path") from None
-    with f:
-        for lineno, raw in enumerate(f, start=1):
-            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise InputFileError(
-                    path, lineno, f"not valid UTF-8 ({e.reason})", "re-save the file as UTF-8"
-                ) from None
-            text = text.strip()
-            if text:
-                yield lineno, text
+    """Yield (1-based line number, stripped text) for non-blank lines, through the corpus readers' line reader
+    (BOM skipped, invalid UTF-8 named by line)."""
+    if not path.exists():
+        raise InputFileError(path, None, "file not found", "check the path")
+    if path.is_dir():
+        raise InputFileError(path, None, "is a directory, not a file", "pass a file path")
+    for lineno, text in decoded_lines(path):
+        yield lineno, text.strip()
 
 
 def _parse_score(path: Path, lineno: int, text: str) -> float:

@@ -97,7 +97,7 @@ def test_read_run_reports_missing_empty_and_non_utf8_files(tmp_path: Path) -> No
         read_run(write(tmp_path / "empty.trec", "\n  \n"))
     bad = tmp_path / "latin1.trec"
     bad.write_bytes(b"q1 Q0 d1 1 1.0 t\nq1 Q0 caf\xe9 2 0.5 t\n")
-    with pytest.raises(InputFileError, match=rf"{bad}:2: not valid UTF-8"):
+    with pytest.raises(InputFileError, match=rf"{bad}:2: invalid UTF-8"):
         read_run(bad)
 
 

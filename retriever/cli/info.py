@@ -42,6 +42,8 @@ def info_command(index, verify, as_json):
 
     Opening always checks file presence and sizes; --verify checks full hashes. Damage is one error
     naming the file.
+
+    Example: retriever info indexes/scifact --verify
     """
     summary = index_summary(index)
     if verify:
