@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from retriever.encoder import Encoder, EncoderSettings
 from retriever.folders import PAUSE_ENV, clean_stale
+from retriever.indexing import build_index, encode_and_index
 from retriever.searching import Searcher
 
 # Runs the CLI with the atomic exchange switched off, as on a platform without renameat2(RENAME_EXCHANGE).
@@ -40,8 +42,8 @@ def _kill_at_pause(prefix: list[str], argv: list[str], marker: Path) -> int:
 @pytest.fixture()
 def first_build(tiny_beir, tiny_model_dir, tmp_path) -> tuple[Path, Path]:
     output = tmp_path / "indexes" / "idx"
-    subprocess.run([sys.executable, "-m", "retriever", "build", str(tiny_beir), "--output", str(output), "--model",
-                    str(tiny_model_dir), "--device", "cpu", "--dtype", "fp32"], check=True, capture_output=True)
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, output, encoder, progress=False)
     return output, output.with_name("idx.shards")
 
 
@@ -58,8 +60,7 @@ def test_kill_after_the_atomic_swap_leaves_the_new_index(first_build, tiny_beir,
     Searcher(output, device="cpu", dtype="fp32")  # whole: passes the open checks
     left = output.with_name(f".idx.building-{pid}")
     assert left.is_dir() and _index_type(left) == "flat"  # the old version, not yet deleted when killed
-    subprocess.run([sys.executable, "-m", "retriever", *_index_command(shards, tiny_beir, output, "flat")],
-                   check=True, capture_output=True)
+    build_index(shards, tiny_beir, output, overwrite=True, progress=False)
     assert sorted(p.name for p in output.parent.iterdir()) == ["idx", "idx.shards"]
 
 
