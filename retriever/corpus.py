@@ -238,6 +238,22 @@ def iter_documents(path: str | Path, fmt: str = "auto", fields: Fields = Fields(
         yield Document(id=doc_id, text=text, title=title)
 
 
+def count_records(path: Path, fmt: str = "auto") -> int | None:
+    """How many records a corpus or queries file holds, by a pass that parses no JSON: a progress bar's total.
+
+    None when the file cannot be read; the reader then reports what is wrong with it.
+    """
+    fmt = detect_format(path, fmt)
+    if fmt == "parquet":
+        try:
+            return pq.ParquetFile(path).metadata.num_rows
+        except Exception:  # pyarrow raises several types for a broken file
+            return None
+    if fmt == "tsv":
+        return sum(1 for _ in _tsv_records(path))
+    return sum(1 for _ in decoded_lines(path))
+
+
 def iter_queries(path: str | Path, fmt: str = "auto", fields: Fields = Fields(),
                  stats: ReadStats | None = None) -> Iterator[Query]:
     """Stream validated queries; SQuAD-style ``metadata.answers`` are kept for answer recall."""

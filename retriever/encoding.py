@@ -8,6 +8,7 @@ it re-encodes exactly the parts whose content changed.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -17,10 +18,11 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from tqdm import tqdm
 
-from retriever.corpus import Document, Fields, ReadStats, iter_documents, resolve_corpus_path
+from retriever.corpus import Document, Fields, ReadStats, count_records, iter_documents, resolve_corpus_path
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError
 from retriever.shards import (atomic_write_bytes, differing_fields, done_marker, list_shards, parse_shard_name,
@@ -28,6 +30,17 @@ from retriever.shards import (atomic_write_bytes, differing_fields, done_marker,
 
 # What encode_part did with one part.
 ENCODED, REUSED, CHANGED = "encoded", "reused", "changed"
+# One part of the corpus, the shard it becomes, and the metadata that shard carries.
+PartJob = tuple[Sequence[Document], Path, dict]
+
+
+class PartRunner(Protocol):
+    """Runs encode_part somewhere else (e.g. on Ray actors); ``encode_corpus`` takes one in place of an Encoder."""
+
+    def metadata(self) -> dict: ...
+
+    def run_parts(self, jobs: Iterator[PartJob], progress: Callable[[int], None]) -> Iterator[tuple[str, int]]:
+        """Run ``encode_part`` on each job; yield (outcome, rows) per part, in any order."""
 
 
 @dataclass
@@ -96,6 +109,13 @@ def encode_part(encoder: Encoder, part: Sequence[Document], path: Path, metadata
     return outcome
 
 
+def encode_parts(encoder: Encoder, jobs: Iterator[PartJob],
+                 progress: Callable[[int], None]) -> Iterator[tuple[str, int]]:
+    """The PartRunner of one process: the parts one after another, here."""
+    for part, path, metadata in jobs:
+        yield encode_part(encoder, part, path, metadata, progress), len(part)
+
+
 def parts(documents: Iterator[Document], worker: int, num_workers: int,
           shard_size: int) -> Iterator[list[Document]]:
     """This worker's documents cut into parts of ``shard_size``."""
@@ -160,10 +180,18 @@ class ShardContentCheck:
                                      "`retriever encode` on it (only the changed parts are re-encoded)")
 
 
-def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder, fmt: str = "auto",
+def _share(total: int | None, worker: int, num_workers: int) -> int | None:
+    """How many of ``total`` documents fall to this worker (positions p with p % n == worker)."""
+    return None if total is None else total // num_workers + (worker < total % num_workers)
+
+
+def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | PartRunner, fmt: str = "auto",
                   fields: Fields = Fields(), shard_size: int = 10_000, shard_index: int = 0,
                   num_shards: int = 1, progress: bool = True) -> EncodeResult:
-    """Encode a corpus (or this worker's share of it) into Parquet shards under ``output``."""
+    """Encode a corpus (or this worker's share of it) into Parquet shards under ``output``.
+
+    ``encoder`` is an Encoder (parts run here, in order) or a PartRunner such as a Ray pool.
+    """
     if shard_size < 1:
         raise RetrieverError("--shard-size must be at least 1")
     if not 0 <= shard_index < num_shards:
@@ -182,20 +210,22 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder, fmt:
     encoded = skipped = shards = 0
     started = time.perf_counter()
     documents = iter_documents(corpus_path, fmt, fields, stats)
+    run_parts = functools.partial(encode_parts, encoder) if isinstance(encoder, Encoder) else encoder.run_parts
+    jobs = ((part, output / shard_name(shard_index, num_shards, number),
+             part_metadata(base_metadata, part, shard_index, num_shards, number, shard_size))
+            for number, part in enumerate(parts(documents, shard_index, num_shards, shard_size)))
     try:
         with tqdm(desc=f"encode w{shard_index}/{num_shards}", unit="doc", file=sys.stderr, disable=not progress,
+                  total=_share(count_records(corpus_path, fmt) if progress else None, shard_index, num_shards),
                   dynamic_ncols=True) as bar:
-            for part_number, part in enumerate(parts(documents, shard_index, num_shards, shard_size)):
-                path = output / shard_name(shard_index, num_shards, part_number)
-                metadata = part_metadata(base_metadata, part, shard_index, num_shards, part_number, shard_size)
-                outcome = encode_part(encoder, part, path, metadata, progress=bar.update)
+            for outcome, rows in run_parts(jobs, bar.update):
                 counts[outcome] += 1
                 shards += 1
                 if outcome == REUSED:
-                    skipped += len(part)
-                    bar.set_postfix_str(f"resumed past {path.name}")
+                    skipped += rows
+                    bar.set_postfix_str(f"{skipped} already done")
                 else:
-                    encoded += len(part)
+                    encoded += rows
     except BaseException:
         if created and not any(output.iterdir()):
             output.rmdir()  # a run that wrote nothing leaves nothing behind

@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from retriever.corpus import Fields, ReadStats, iter_documents, resolve_corpus_path
 from retriever.encoder import Encoder
-from retriever.encoding import ShardContentCheck, clear_other_encoder, describe, encode_corpus
+from retriever.encoding import PartRunner, ShardContentCheck, clear_other_encoder, describe, encode_corpus
 from retriever.errors import RetrieverError
 from retriever.folders import clean_stale, replace_folder, temporary_folder
 from retriever.integrity import REBUILD, damaged, file_records, file_sha256, ids_sha256
@@ -294,13 +294,13 @@ def read_manifest(index_dir: str | Path) -> dict:
     return manifest
 
 
-def encode_and_index(corpus: str | Path, output: str | Path, encoder: Encoder, params: IndexParams = IndexParams(),
-                     fmt: str = "auto", fields: Fields = Fields(), shard_size: int = 10_000, overwrite: bool = False,
-                     progress: bool = True, tuning_query_texts: list[str] | None = None) -> dict:
-    """Encode then index; shards stay in OUTPUT.shards so another index type needs no re-encoding.
+def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | PartRunner,
+                     params: IndexParams = IndexParams(), fmt: str = "auto", fields: Fields = Fields(),
+                     shard_size: int = 10_000, overwrite: bool = False, progress: bool = True,
+                     tuning_query_texts: list[str] | None = None) -> tuple[Path, np.ndarray | None]:
+    """The encoding half of ``encode_and_index``: shards in OUTPUT.shards and the tuning queries' vectors.
 
-    Shards are reused only when made by this encoder from the same documents; with ``overwrite``, shards of
-    another encoder are deleted first instead of refused.
+    Split out so a caller can let the encoder go (e.g. Ray actors holding GPUs) before the index is built.
     """
     _check_tuning_queries(tuning_query_texts is not None, params)
     output = Path(output)
@@ -313,4 +313,17 @@ def encode_and_index(corpus: str | Path, output: str | Path, encoder: Encoder, p
     if progress:
         print(describe(result), file=sys.stderr)
     tuning_queries = None if tuning_query_texts is None else encoder.encode_queries(tuning_query_texts)
+    return shards, tuning_queries
+
+
+def encode_and_index(corpus: str | Path, output: str | Path, encoder: Encoder, params: IndexParams = IndexParams(),
+                     fmt: str = "auto", fields: Fields = Fields(), shard_size: int = 10_000, overwrite: bool = False,
+                     progress: bool = True, tuning_query_texts: list[str] | None = None) -> dict:
+    """Encode then index; shards stay in OUTPUT.shards so another index type needs no re-encoding.
+
+    Shards are reused only when made by this encoder from the same documents; with ``overwrite``, shards of
+    another encoder are deleted first instead of refused.
+    """
+    shards, tuning_queries = encode_for_index(corpus, output, encoder, params, fmt, fields, shard_size, overwrite,
+                                              progress, tuning_query_texts)
     return build_index(shards, corpus, output, params, fmt, fields, overwrite, progress, tuning_queries)

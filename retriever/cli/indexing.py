@@ -1,7 +1,9 @@
 """`retriever encode`, `retriever index` and `retriever build`."""
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -9,9 +11,10 @@ import click
 from retriever.cli.options import (compose, corpus_options, encoder_options, encoder_overrides, fields_from,
                                    runtime_options)
 from retriever.corpus import read_queries
+from retriever.distributed.ray_runtime import ADDRESS_HELP
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.encoding import describe, encode_corpus
-from retriever.indexing import INDEX_TYPES, IndexParams, build_index, encode_and_index
+from retriever.indexing import INDEX_TYPES, IndexParams, build_index, encode_for_index
 from retriever.shards import check_complete, sample_rows
 
 
@@ -19,6 +22,19 @@ def shard_options():
     return compose(
         click.option("--shard-size", type=click.IntRange(min=1), default=10_000, show_default=True,
                      help="Rows per Parquet shard; a crashed run resumes after the last complete shard."),
+    )
+
+
+def ray_options():
+    """--ray and its worker flags; the encoder actors are made by retriever.distributed.ray_encoding."""
+    return compose(
+        click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None, metavar="[ADDRESS]",
+                     help=ADDRESS_HELP + " Needs the [ray] extra."),
+        click.option("--ray-workers", type=click.IntRange(min=1), default=None,
+                     help="Encoder actors on Ray. [default: one per GPU of the cluster, else its CPUs divided by "
+                          "--ray-cpus-per-worker]"),
+        click.option("--ray-cpus-per-worker", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="CPU cores (torch threads) per encoder actor when the cluster has no GPU."),
     )
 
 
@@ -69,11 +85,23 @@ def _tuning_texts(path: Path | None, limit: int, seed: int) -> list[str] | None:
     return texts
 
 
-def _make_encoder(model, pooling, normalize, query_max_length, passage_max_length, query_prefix, passage_prefix,
-                  device, dtype, batch_size) -> Encoder:
-    settings = EncoderSettings.for_model(model, **encoder_overrides(
+def _encoder_settings(model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
+                      passage_prefix) -> EncoderSettings:
+    return EncoderSettings.for_model(model, **encoder_overrides(
         pooling, normalize, query_max_length, passage_max_length, query_prefix, passage_prefix))
-    return Encoder(settings, device=device, dtype=dtype, batch_size=batch_size)
+
+
+@contextlib.contextmanager
+def _passage_encoder(settings: EncoderSettings, device, dtype, batch_size, ray_address, ray_workers,
+                     ray_cpus_per_worker) -> Iterator:
+    """An Encoder in this process, or with --ray a pool of encoder actors that encode_corpus takes alike."""
+    if ray_address is None:
+        yield Encoder(settings, device=device, dtype=dtype, batch_size=batch_size)
+        return
+    from retriever.distributed.ray_encoding import ray_encoder_pool
+
+    with ray_encoder_pool(ray_address, settings, device, dtype, batch_size, ray_workers, ray_cpus_per_worker) as pool:
+        yield pool
 
 
 @click.command("encode")
@@ -88,14 +116,17 @@ def _make_encoder(model, pooling, normalize, query_max_length, passage_max_lengt
               help="This worker's number, for splitting one corpus over independent workers.")
 @click.option("--num-shards", type=click.IntRange(min=1), default=1, show_default=True,
               help="How many workers split the corpus (document p goes to worker p % N).")
+@ray_options()
 def encode_command(corpus, output, model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
                    passage_prefix, device, dtype, batch_size, fmt, id_field, text_field, title_field, shard_size,
-                   shard_index, num_shards):
+                   shard_index, num_shards, ray_address, ray_workers, ray_cpus_per_worker):
     """Encode CORPUS (BEIR folder, JSONL, TSV or Parquet) into Parquet embedding shards."""
-    encoder = _make_encoder(model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
-                            passage_prefix, device, dtype, batch_size)
-    result = encode_corpus(corpus, output, encoder, fmt, fields_from(id_field, text_field, title_field),
-                           shard_size, shard_index, num_shards)
+    settings = _encoder_settings(model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
+                                 passage_prefix)
+    with _passage_encoder(settings, device, dtype, batch_size, ray_address, ray_workers,
+                          ray_cpus_per_worker) as encoder:
+        result = encode_corpus(corpus, output, encoder, fmt, fields_from(id_field, text_field, title_field),
+                               shard_size, shard_index, num_shards)
     click.echo(describe(result), err=True)
 
 
@@ -132,17 +163,21 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
 @corpus_options()
 @shard_options()
 @index_options()
+@ray_options()
 def build_command(corpus, output, model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
                   passage_prefix, device, dtype, batch_size, fmt, id_field, text_field, title_field, shard_size,
-                  overwrite, tuning_queries_file, **index_flags):
+                  overwrite, tuning_queries_file, ray_address, ray_workers, ray_cpus_per_worker, **index_flags):
     """Encode CORPUS and index it in one step (resumable: rerun after a crash)."""
-    encoder = _make_encoder(model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
-                            passage_prefix, device, dtype, batch_size)
+    settings = _encoder_settings(model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
+                                 passage_prefix)
     params = IndexParams(**index_flags)
-    manifest = encode_and_index(corpus, output, encoder, params, fmt, fields_from(id_field, text_field, title_field),
-                                shard_size, overwrite,
-                                tuning_query_texts=_tuning_texts(tuning_queries_file, params.tuning_queries,
-                                                                 params.seed))
+    fields = fields_from(id_field, text_field, title_field)
+    tuning_texts = _tuning_texts(tuning_queries_file, params.tuning_queries, params.seed)
+    with _passage_encoder(settings, device, dtype, batch_size, ray_address, ray_workers,
+                          ray_cpus_per_worker) as encoder:  # let go (Ray: its actors) before indexing
+        shards, tuning_queries = encode_for_index(corpus, output, encoder, params, fmt, fields, shard_size,
+                                                  overwrite, tuning_query_texts=tuning_texts)
+    manifest = build_index(shards, corpus, output, params, fmt, fields, overwrite, tuning_queries=tuning_queries)
     click.echo(json.dumps({"index": str(output), "count": manifest["index"]["count"],
                            "factory": manifest["index"]["factory"]}))
 

@@ -49,10 +49,10 @@ def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iter
     has the resources it was started with.
     """
     ray = require_ray()
+    address = check_address(address)
     if ray.is_initialized():
         yield ray
         return
-    address = check_address(address)
     options: dict = {"logging_level": logging.WARNING}
     if address == LOCAL:
         options.update(num_cpus=num_cpus, include_dashboard=False)

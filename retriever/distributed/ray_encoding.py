@@ -1,0 +1,158 @@
+"""Encoding on Ray: a pool of actors, each holding one encoder, fed the parts of ``encode_corpus``.
+
+The driver streams the corpus and cuts it into the same parts, with the same names and metadata,
+as a one-process run; each actor runs the same per-part step (:func:`retriever.encoding.encode_part`),
+so the shards are the files one process would have written. At most one part per actor is in
+flight, so the driver never holds more than that many parts. An actor whose process dies is
+restarted by Ray and its part retried; a part whose shard exists is reused, as in one process.
+Actors write the shards themselves, so on a cluster ``--output`` must be a folder every node sees.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+
+from retriever.corpus import Document
+from retriever.distributed.ray_runtime import cluster_cpus_and_gpus, ray_session
+from retriever.encoder import Encoder, EncoderSettings
+from retriever.encoding import PartJob, encode_part
+from retriever.errors import RetrieverError
+from retriever.shards import differing_fields
+
+# Ray restarts a dead actor and re-runs its unfinished parts this many times before the run fails
+# (a rerun then resumes after the parts already written).
+MAX_RESTARTS = 3
+
+
+class EncoderActor:
+    """One encoder in one Ray worker process."""
+
+    def __init__(self, settings: dict, device: str, dtype: str, batch_size: int | None, threads: int) -> None:
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)
+        try:
+            self.encoder = Encoder(EncoderSettings(**settings), device=device, dtype=dtype, batch_size=batch_size)
+        except RetrieverError as error:  # raised from a method, Ray hands the driver the error itself
+            self.error = error
+        else:
+            self.error = None
+
+    def metadata(self) -> dict:
+        if self.error is not None:
+            raise self.error
+        return self.encoder.metadata()
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def encode_part(self, part: list[Document], path: str, metadata: dict) -> tuple[str, int]:
+        return encode_part(self.encoder, part, Path(path), metadata), len(part)
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        return self.encoder.encode_queries(texts)
+
+
+def _unwrapped(ray: ModuleType, call: Callable):
+    """Run ``call``; a RetrieverError raised inside an actor comes out as itself, one line, not a remote traceback."""
+    try:
+        return call()
+    except ray.exceptions.RayTaskError as error:
+        if isinstance(error.cause, RetrieverError):
+            raise error.cause from None
+        raise
+
+
+def plan_workers(ray: ModuleType, device: str, workers: int | None, cpus_per_worker: int) -> tuple[int, int, str]:
+    """(workers, GPUs per worker, actor device): one GPU per actor where the cluster has GPUs, else CPUs."""
+    cpus, gpus = cluster_cpus_and_gpus(ray)
+    if gpus and device != "cpu":
+        capacity, gpus_per_worker, actor_device = gpus, 1, device
+    elif device.startswith("cuda"):
+        raise RetrieverError(f"--device {device} was asked for but the Ray cluster has no GPU; use --device cpu")
+    else:
+        capacity, gpus_per_worker, actor_device = cpus // cpus_per_worker, 0, "cpu"
+    if capacity < 1:
+        raise RetrieverError(f"the Ray cluster has {cpus} CPUs, fewer than --ray-cpus-per-worker {cpus_per_worker}")
+    workers = capacity if workers is None else workers
+    if workers > capacity:
+        unit = "GPUs" if gpus_per_worker else f"CPUs at {cpus_per_worker} per worker"
+        raise RetrieverError(f"--ray-workers {workers} needs more than the cluster's {gpus if gpus_per_worker else cpus} "
+                             f"{unit} (room for {capacity}); lower --ray-workers or --ray-cpus-per-worker")
+    return workers, gpus_per_worker, actor_device
+
+
+class RayEncoderPool:
+    """Encoder actors that take parts as ``encode_corpus`` streams them; passed where an Encoder would be."""
+
+    def __init__(self, ray: ModuleType, settings: EncoderSettings, device: str = "auto", dtype: str = "auto",
+                 batch_size: int | None = None, workers: int | None = None, cpus_per_worker: int = 1) -> None:
+        self.ray = ray
+        workers, gpus_per_worker, actor_device = plan_workers(ray, device, workers, cpus_per_worker)
+        actor_class = ray.remote(EncoderActor).options(
+            num_cpus=0 if gpus_per_worker else cpus_per_worker, num_gpus=gpus_per_worker,
+            max_restarts=MAX_RESTARTS, max_task_retries=MAX_RESTARTS)
+        threads = 0 if gpus_per_worker else cpus_per_worker
+        self.actors = [actor_class.remote(settings.to_dict(), actor_device, dtype, batch_size, threads)
+                       for _ in range(workers)]
+        self.pool = ray.util.ActorPool(self.actors)
+        self._metadata = self._agreed_metadata()
+
+    def _agreed_metadata(self) -> dict:
+        records = _unwrapped(self.ray, lambda: self.ray.get([actor.metadata.remote() for actor in self.actors]))
+        for record in records[1:]:
+            diffs = differing_fields(records[0], record)
+            if diffs:
+                raise RetrieverError(f"Ray workers would make different vectors ({'; '.join(diffs)}); pass --dtype "
+                                     "and --device so every node encodes alike")
+        return records[0]
+
+    def metadata(self) -> dict:
+        return self._metadata
+
+    def pids(self) -> list[int]:
+        return self.ray.get([actor.pid.remote() for actor in self.actors])
+
+    def run_parts(self, jobs: Iterator[PartJob], progress: Callable[[int], None]) -> Iterator[tuple[str, int]]:
+        """Encode each job's part on some actor; yield (outcome, rows) per part as parts finish, in any order.
+
+        A new part is read from ``jobs`` only when an actor is free, so the driver holds one part per actor.
+        """
+        for job in jobs:
+            while not self.pool.has_free():
+                yield self._next_finished(progress)
+            part, path, metadata = job
+            self.pool.submit(lambda actor, args: actor.encode_part.remote(*args), (list(part), str(path), metadata))
+        while self.pool.has_next():
+            yield self._next_finished(progress)
+
+    def _next_finished(self, progress: Callable[[int], None]) -> tuple[str, int]:
+        outcome, rows = _unwrapped(self.ray, self.pool.get_next_unordered)
+        progress(rows)
+        return outcome, rows
+
+    def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return _unwrapped(self.ray, lambda: self.ray.get(self.actors[0].encode_queries.remote(list(texts))))
+
+    def close(self) -> None:
+        for actor in self.actors:
+            self.ray.kill(actor)
+
+
+@contextlib.contextmanager
+def ray_encoder_pool(address: str | None, settings: EncoderSettings, device: str = "auto", dtype: str = "auto",
+                     batch_size: int | None = None, workers: int | None = None,
+                     cpus_per_worker: int = 1) -> Iterator[RayEncoderPool]:
+    """Connect to Ray (see :func:`ray_session`) and start the encoder actors for the duration of the block."""
+    with ray_session(address) as ray:
+        pool = RayEncoderPool(ray, settings, device, dtype, batch_size, workers, cpus_per_worker)
+        try:
+            yield pool
+        finally:
+            pool.close()

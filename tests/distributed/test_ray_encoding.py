@@ -1,0 +1,102 @@
+"""Encoding on a real local Ray (2 CPUs, shared by the session): same shards as one process, resumable, and
+surviving a killed worker."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from retriever.distributed.ray_encoding import RayEncoderPool, plan_workers
+from retriever.encoder import Encoder, EncoderSettings
+from retriever.encoding import encode_corpus
+from retriever.errors import RetrieverError
+from retriever.shards import done_marker, list_shards, read_shard, read_shard_metadata
+from test_encoding import write_corpus
+
+
+@pytest.fixture(scope="module")
+def settings(tiny_model_dir) -> EncoderSettings:
+    return EncoderSettings(model=str(tiny_model_dir))
+
+
+@pytest.fixture(scope="module")
+def pool(local_ray, settings):
+    pool = RayEncoderPool(local_ray, settings, device="cpu", dtype="fp32", batch_size=8, workers=2)
+    yield pool
+    pool.close()
+
+
+def one_process(settings, corpus, output, shard_size):
+    encoder = Encoder(settings, device="cpu", dtype="fp32", batch_size=8)
+    return encode_corpus(corpus, output, encoder, shard_size=shard_size, progress=False)
+
+
+def assert_same_shards(folder, reference) -> None:
+    """Same files, same ids in each, same metadata, vectors equal to 1e-6."""
+    assert [p.name for p in list_shards(folder)] == [p.name for p in list_shards(reference)]
+    for path, expected in zip(list_shards(folder), list_shards(reference)):
+        assert read_shard_metadata(path) == read_shard_metadata(expected)
+        ids, vectors = read_shard(path)
+        expected_ids, expected_vectors = read_shard(expected)
+        assert ids == expected_ids
+        np.testing.assert_allclose(vectors, expected_vectors, rtol=0, atol=1e-6)
+    assert done_marker(folder, 0, 1).is_file()
+
+
+def test_ray_shards_equal_one_process_shards(pool, settings, tmp_path):
+    corpus = write_corpus(tmp_path / "c.jsonl", 230)
+    one_process(settings, corpus, tmp_path / "reference", shard_size=20)
+    result = encode_corpus(corpus, tmp_path / "ray", pool, shard_size=20, progress=False)
+    assert (result.documents, result.encoded, result.skipped, result.shards) == (230, 230, 0, 12)
+    assert_same_shards(tmp_path / "ray", tmp_path / "reference")
+
+
+def test_ray_run_skips_parts_already_on_disk(pool, settings, tmp_path):
+    corpus = write_corpus(tmp_path / "c.jsonl", 95)
+    one_process(settings, corpus, tmp_path / "reference", shard_size=10)
+    one_process(settings, corpus, tmp_path / "resumed", shard_size=10)
+    shards = list_shards(tmp_path / "resumed")
+    for path in shards[3:7]:
+        path.unlink()
+    done_marker(tmp_path / "resumed", 0, 1).unlink()
+    kept = {path.name: path.stat().st_mtime_ns for path in shards[:3] + shards[7:]}
+    result = encode_corpus(corpus, tmp_path / "resumed", pool, shard_size=10, progress=False)
+    assert (result.encoded, result.skipped) == (40, 55)
+    assert {name: (tmp_path / "resumed" / name).stat().st_mtime_ns for name in kept} == kept
+    assert_same_shards(tmp_path / "resumed", tmp_path / "reference")
+
+
+def test_sigkill_of_a_worker_midway_still_gives_identical_shards(pool, settings, tmp_path):
+    size, parts = 20, 30
+    corpus = write_corpus(tmp_path / "c.jsonl", size * parts, words=80)
+    one_process(settings, corpus, tmp_path / "reference", shard_size=size)
+    output = tmp_path / "ray"
+    victim = pool.pids()[0]
+    outcome: dict = {}
+    run = threading.Thread(target=lambda: outcome.update(
+        result=encode_corpus(corpus, output, pool, shard_size=size, progress=False)))
+    run.start()
+    deadline = time.monotonic() + 120
+    while not (output.is_dir() and list_shards(output)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    written_before_kill = len(list_shards(output))
+    os.kill(victim, signal.SIGKILL)
+    run.join(timeout=300)
+    assert 0 < written_before_kill < parts, "the kill must land while parts remain"
+    assert "result" in outcome, "the run must finish after Ray restarts the worker"
+    assert victim not in pool.pids(), "Ray restarted the killed worker in a new process"
+    assert_same_shards(output, tmp_path / "reference")
+
+
+def test_more_workers_than_the_cluster_holds_is_refused(local_ray):
+    assert plan_workers(local_ray, "auto", None, 1) == (2, 0, "cpu")
+    with pytest.raises(RetrieverError, match="--ray-workers 3 needs more"):
+        plan_workers(local_ray, "auto", 3, 1)
+    with pytest.raises(RetrieverError, match="fewer than --ray-cpus-per-worker 4"):
+        plan_workers(local_ray, "cpu", None, 4)
+    with pytest.raises(RetrieverError, match="no GPU"):
+        plan_workers(local_ray, "cuda", None, 1)
