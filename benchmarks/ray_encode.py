@@ -80,7 +80,8 @@ def main() -> None:
         report(f"Ray, {args.workers} workers x {args.cpus_per_worker} core",
                on_ray(corpus, ray_folder, settings, args))
         for threads in (args.cpus_per_worker, cores):  # the slow one last: oversubscribed threads spin
-            folder, name = Path(work) / f"threads-{threads}", f"one process, {threads} thread{'s' if threads > 1 else ''}"
+            folder = Path(work) / f"threads-{threads}"
+            name = f"one process, {threads} thread{'s' if threads > 1 else ''}"
             report(name, one_process(corpus, folder, settings, args, threads))
             same_names, same_ids, max_diff = compare(ray_folder, folder)
             print(f"    Ray vs {name}: same shard files: {same_names}; same ids and metadata in each: {same_ids}; "

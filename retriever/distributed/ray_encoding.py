@@ -83,8 +83,9 @@ def plan_workers(ray: ModuleType, device: str, workers: int | None, cpus_per_wor
     workers = capacity if workers is None else workers
     if workers > capacity:
         unit = "GPUs" if gpus_per_worker else f"CPUs at {cpus_per_worker} per worker"
-        raise RetrieverError(f"--ray-workers {workers} needs more than the cluster's {gpus if gpus_per_worker else cpus} "
-                             f"{unit} (room for {capacity}); lower --ray-workers or --ray-cpus-per-worker")
+        have = gpus if gpus_per_worker else cpus
+        raise RetrieverError(f"--ray-workers {workers} needs more than the cluster's {have} {unit} (room for "
+                             f"{capacity}); lower --ray-workers or --ray-cpus-per-worker")
     return workers, gpus_per_worker, actor_device
 
 
