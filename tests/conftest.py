@@ -1,7 +1,13 @@
 """Shared fixtures: a tiny random BERT (seconds to load and run) and a tiny corpus."""
 from __future__ import annotations
 
-import json
+import os
+
+# Before huggingface_hub is imported (it reads this once): no test may reach the network, and a hub id
+# that cannot be resolved must fail at once instead of after minutes of retries.
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import json  # noqa: E402
 import string
 from pathlib import Path
 
