@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -17,6 +16,7 @@ import torch
 from retriever.corpus import Document
 from retriever.device import autocast, resolve_batch_size, resolve_device, resolve_dtype, torch_dtype
 from retriever.errors import RetrieverError
+from retriever.model_folder import untied_tower_paths
 from retriever.models import load_model, load_tokenizer, read_retriever_config, resolve_model_path, weights_fingerprint
 from retriever.pooling import get_pooling
 from retriever.texts import tokenize_bounded
@@ -101,9 +101,8 @@ class Encoder:
         self.pooling = get_pooling(settings.pooling)
         self.tokenizer = load_tokenizer(settings.model)
         if settings.towers == "untied":
-            root = Path(resolve_model_path(settings.model))
-            self.query_model = self._load(str(root / "query"))
-            self.passage_model = self._load(str(root / "passage"))
+            query_path, passage_path = untied_tower_paths(resolve_model_path(settings.model))
+            self.query_model, self.passage_model = self._load(str(query_path)), self._load(str(passage_path))
         else:
             self.query_model = self.passage_model = self._load(settings.model)
         self.dim = int(self.query_model.config.hidden_size)

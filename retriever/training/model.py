@@ -1,14 +1,13 @@
 """The trainable dual encoder: one tower shared by queries and passages, or two untied towers.
 
 It pools and normalises exactly as ``retriever.encoder.Encoder`` does, and saves a model folder
-that ``Encoder(EncoderSettings.for_model(folder))`` loads as is: the HF model (or ``query/`` and
-``passage/`` subfolders when untied), the tokenizer, and ``retriever.json`` with the encoder
-settings and how the model was trained.
+that ``Encoder(EncoderSettings.for_model(folder))`` loads as is: see ``retriever.model_folder`` for the layout
+(also a sentence-transformers folder), with ``retriever.json`` recording the encoder settings and
+how the model was trained.
 """
 from __future__ import annotations
 
 import copy
-import json
 import os
 import shutil
 import sys
@@ -20,7 +19,8 @@ from torch import nn
 from retriever.device import resolve_batch_size
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
-from retriever.models import (RETRIEVER_CONFIG, load_model, load_tokenizer, read_retriever_config, resolve_model_path,
+from retriever.model_folder import untied_tower_paths, write_model_folder
+from retriever.models import (load_model, load_tokenizer, read_retriever_config, resolve_model_path,
                               weights_fingerprint)
 from retriever.pooling import get_pooling
 
@@ -86,8 +86,9 @@ class DualEncoder(nn.Module):
             if settings.towers != "untied":
                 raise RetrieverError(f"{model} has untied query/passage towers and cannot be trained as shared; "
                                      "pass --towers untied or start from a shared model")
-            query_model = _load_backbone(str(root / "query"), settings.pooling)
-            passage_model = _load_backbone(str(root / "passage"), settings.pooling)
+            query_path, passage_path = untied_tower_paths(root)
+            query_model = _load_backbone(str(query_path), settings.pooling)
+            passage_model = _load_backbone(str(passage_path), settings.pooling)
         else:
             query_model = _load_backbone(model, settings.pooling)
             passage_model = copy.deepcopy(query_model) if settings.towers == "untied" else None
@@ -125,15 +126,8 @@ class DualEncoder(nn.Module):
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
         try:
-            if self.untied_passage_model is None:
-                self.query_model.save_pretrained(staging)
-            else:
-                self.query_model.save_pretrained(staging / "query")
-                self.passage_model.save_pretrained(staging / "passage")
-                self.query_model.config.save_pretrained(staging)  # the root must look like a model folder
-            self.tokenizer.save_pretrained(staging)
-            (staging / RETRIEVER_CONFIG).write_text(json.dumps(self.retriever_config(training), indent=2) + "\n",
-                                                    encoding="utf-8")
+            write_model_folder(staging, self.query_model, self.untied_passage_model, self.tokenizer,
+                               self.retriever_config(training))
             publish_folder(staging, folder)
         finally:
             shutil.rmtree(staging, ignore_errors=True)

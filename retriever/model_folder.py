@@ -1,0 +1,120 @@
+"""Model folders that retriever, sentence-transformers and plain transformers all open the same way.
+
+A `retriever train` folder is a Hugging Face model folder (``AutoModel`` loads it) and a
+sentence-transformers folder (``modules.json``: Transformer → Pooling [→ Dense] [→ Normalize]),
+with ``retriever.json`` for retriever and a ``README.md`` model card. Untied towers keep the
+passage tower at the root and the query tower in ``query/`` (each a complete HF folder); a
+sentence-transformers ``Router`` (sentence-transformers ≥ 5) sends ``encode_query`` to
+``query/`` and ``encode_document`` to the root. ``pooler`` pooling is written as CLS pooling
+then a tanh ``Dense`` layer holding the pooler's weights, which is exactly BERT's pooler.
+The files are written by hand (the formats are small and stable), so sentence-transformers
+is not needed to train.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from torch import nn
+
+from retriever.model_card import model_card
+from retriever.models import RETRIEVER_CONFIG
+
+QUERY_TOWER = "query"
+LEGACY_PASSAGE_TOWER = "passage"  # folders written before the passage tower moved to the root
+ST_MODULE = "sentence_transformers.models."
+POOLING_DIR, DENSE_DIR, NORMALIZE_DIR = "1_Pooling", "2_Dense", "3_Normalize"
+
+
+def untied_tower_paths(root: str | Path) -> tuple[Path, Path]:
+    """(query, passage) folders of an untied model folder."""
+    root = Path(root)
+    if (root / LEGACY_PASSAGE_TOWER / "config.json").is_file():
+        return root / QUERY_TOWER, root / LEGACY_PASSAGE_TOWER
+    return root / QUERY_TOWER, root
+
+
+def write_model_folder(folder: Path, query_model: nn.Module, passage_model: nn.Module | None, tokenizer,
+                       config: dict) -> None:
+    """Weights, tokenizer, retriever.json, sentence-transformers files and model card into ``folder``."""
+    config = portable_record(config)
+    towers = {"": query_model} if passage_model is None else {"": passage_model, QUERY_TOWER: query_model}
+    for subfolder, model in towers.items():
+        model.save_pretrained(folder / subfolder)
+        tokenizer.save_pretrained(folder / subfolder)
+    _write_json(folder / RETRIEVER_CONFIG, config)
+    write_sentence_transformers_files(folder, config, towers)
+    (folder / "README.md").write_text(model_card(config), encoding="utf-8")
+
+
+def portable_record(value: object) -> object:
+    """``value`` with every absolute path replaced by its last component: such paths mean nothing elsewhere."""
+    if isinstance(value, dict):
+        return {key: portable_record(item) for key, item in value.items() if key != "init_model_path"}
+    if isinstance(value, list):
+        return [portable_record(item) for item in value]
+    if isinstance(value, str) and os.path.isabs(value):
+        return Path(value).name
+    return value
+
+
+def write_sentence_transformers_files(folder: Path, config: dict, towers: dict[str, nn.Module]) -> None:
+    dim = int(next(iter(towers.values())).config.hidden_size)
+    max_lengths = {"": config["passage_max_length"], QUERY_TOWER: config["query_max_length"]}
+    for subfolder in towers:
+        # One max_seq_length per Transformer module: a shared tower gets the passage length (see the card).
+        _write_json(folder / subfolder / "sentence_bert_config.json",
+                    {"max_seq_length": max_lengths[subfolder], "do_lower_case": False})
+    _write_json(folder / POOLING_DIR / "config.json", {
+        "word_embedding_dimension": dim, "pooling_mode_cls_token": config["pooling"] in ("cls", "pooler"),
+        "pooling_mode_mean_tokens": config["pooling"] == "mean", "pooling_mode_max_tokens": False,
+        "pooling_mode_mean_sqrt_len_tokens": False})
+    routes = {}
+    for subfolder, model in towers.items():
+        route = [subfolder or ".", POOLING_DIR]
+        if config["pooling"] == "pooler":
+            dense = f"{subfolder}_{DENSE_DIR}" if subfolder else DENSE_DIR
+            _write_pooler_dense(folder / dense, model)
+            route.append(dense)
+        routes["query" if subfolder == QUERY_TOWER else "document"] = route
+    modules = ([{"path": ".", "type": "Router"}] if len(towers) > 1 else
+               [{"path": p, "type": _module_type(p)} for p in routes["document"]])
+    if config["normalize"]:
+        modules.append({"path": NORMALIZE_DIR, "type": "Normalize"})
+        (folder / NORMALIZE_DIR).mkdir(exist_ok=True)
+    _write_json(folder / "modules.json", [
+        {"idx": i, "name": str(i), "path": "" if m["path"] == "." else m["path"], "type": ST_MODULE + m["type"]}
+        for i, m in enumerate(modules)])
+    if len(towers) > 1:
+        _write_json(folder / "router_config.json", {
+            "types": {p: ST_MODULE + _module_type(p) for route in routes.values() for p in route},
+            "structure": routes, "parameters": {"default_route": "document", "allow_empty_key": True}})
+    prompts = {name: config[key] for name, key in (("query", "query_prefix"), ("document", "passage_prefix"))
+               if config.get(key)}
+    _write_json(folder / "config_sentence_transformers.json", {
+        "prompts": prompts, "default_prompt_name": None,
+        "similarity_fn_name": "cosine" if config["normalize"] else "dot"})
+
+
+def _module_type(path: str) -> str:
+    if path == POOLING_DIR:
+        return "Pooling"
+    return "Dense" if path.endswith(DENSE_DIR) else "Transformer"
+
+
+def _write_pooler_dense(folder: Path, model: nn.Module) -> None:
+    """BERT's pooler (tanh(W·CLS + b)) as a sentence-transformers Dense layer with the same weights."""
+    from safetensors.torch import save_file
+
+    dense = model.pooler.dense
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_json(folder / "config.json", {"in_features": dense.in_features, "out_features": dense.out_features,
+                                         "bias": True, "activation_function": "torch.nn.modules.activation.Tanh"})
+    save_file({"linear.weight": dense.weight.detach().float().contiguous().cpu(),
+               "linear.bias": dense.bias.detach().float().contiguous().cpu()}, str(folder / "model.safetensors"))
+
+
+def _write_json(path: Path, value: object) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")
