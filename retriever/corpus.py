@@ -306,3 +306,4 @@ class BeirDataset:
             available = ", ".join(self.splits()) or "none"
             raise RetrieverError(f"{self.root}: no qrels for split {split!r} (available: {available})")
         return path
+

@@ -36,7 +36,7 @@ def run_demo(output: str | Path = "indexes/demo", model: str = "minilm", device:
     encoder = Encoder(EncoderSettings.for_model(model), device=device, dtype=dtype)
     encode_and_index(dataset.corpus_path, output, encoder, IndexParams("flat"), overwrite=True, progress=progress)
     searcher = Searcher(output, device=device, dtype=dtype)
-    report, _ = evaluate_index(searcher, dataset, "test", k=100, progress=progress)
+    report, _ = evaluate_index(searcher, dataset, "test", k=1000, progress=progress)
     queries = read_queries(dataset.queries_path)[:DEMO_QUERIES]
     hits = searcher.search([q.text for q in queries], k=k)
     return DemoResult(index=Path(output), examples=[(q.text, h) for q, h in zip(queries, hits)], report=report)

@@ -17,9 +17,10 @@ from retriever.corpus import Document
 from retriever.device import autocast, resolve_batch_size, resolve_device, resolve_dtype, torch_dtype
 from retriever.errors import RetrieverError
 from retriever.model_folder import untied_tower_paths
-from retriever.models import load_model, load_tokenizer, read_retriever_config, resolve_model_path, weights_fingerprint
+from retriever.models import (default_max_length, load_model, load_tokenizer, read_retriever_config, resolve_model_path,
+                              weights_fingerprint)
 from retriever.pooling import get_pooling
-from retriever.texts import tokenize_bounded
+from retriever.texts import CHARS_PER_TOKEN, tokenize_bounded
 
 TOWERS = ("shared", "untied")
 
@@ -31,11 +32,17 @@ class EncoderSettings:
     model: str = "minilm"
     pooling: str = "mean"
     normalize: bool = True
-    query_max_length: int = 64
-    passage_max_length: int = 256
+    query_max_length: int | None = None  # None: the same as passage_max_length
+    passage_max_length: int | None = None  # None: what the model says (models.default_max_length)
     query_prefix: str = ""
     passage_prefix: str = ""
     towers: str = "shared"
+
+    def __post_init__(self) -> None:
+        if self.passage_max_length is None:
+            object.__setattr__(self, "passage_max_length", default_max_length(self.model))
+        if self.query_max_length is None:
+            object.__setattr__(self, "query_max_length", self.passage_max_length)
 
     @classmethod
     def for_model(cls, model: str = "minilm", **overrides: object) -> "EncoderSettings":
@@ -124,18 +131,37 @@ class Encoder:
         return model.to(self.device).eval()
 
     def metadata(self) -> dict:
-        """The record written into shards and manifests."""
+        """The record written into shards and manifests (which re-express ``model_path`` relative to themselves)."""
         return {**self.settings.to_dict(), "model_path": resolve_model_path(self.settings.model),
                 "weights_sha256": self.weights_sha256, "dim": self.dim, "dtype": self.dtype}
 
     def encode_queries(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
         texts = [self.settings.query_prefix + t for t in texts]
-        return self._encode(texts, self.query_model, self.settings.query_max_length, progress)
+        return self._encode(texts, self.query_model, self.settings.query_max_length, progress, "queries")
 
     def encode_passages(self, documents: Sequence[Document],
                         progress: Callable[[int], None] | None = None) -> np.ndarray:
         texts = [self.settings.passage_prefix + passage_text(d) for d in documents]
-        return self._encode(texts, self.passage_model, self.settings.passage_max_length, progress)
+        return self._encode(texts, self.passage_model, self.settings.passage_max_length, progress, "passages")
+
+    def _count_cut(self, kind: str, texts: Sequence[str], encoded, max_length: int) -> None:
+        # Full max length and either tokens left over (fast tokenizers keep them) or text the tokenizer never
+        # saw (tokenize_bounded hands it only the head of a long text): the text was cut.
+        overflowing = [bool(e.overflowing) for e in encoded.encodings] if encoded.encodings else [True] * len(texts)
+        cut = sum(len(ids) >= max_length and (over or len(text) > CHARS_PER_TOKEN * max_length)
+                  for ids, over, text in zip(encoded["input_ids"], overflowing, texts))
+        counts = self.__dict__.setdefault("cut_counts", {})  # set lazily: subclasses skip __init__
+        seen = counts.get(kind, (0, 0))
+        counts[kind] = (seen[0] + cut, seen[1] + len(encoded["input_ids"]))
+        self.last_cut = cut
+
+    def truncation_report(self) -> list[str]:
+        """One line per kind of text this encoder cut at its max length, so no cut goes unsaid."""
+        limits = {"queries": ("query", self.settings.query_max_length),
+                  "passages": ("passage", self.settings.passage_max_length)}
+        return [f"note: {cut} of {total} {kind} were longer than {limits[kind][1]} tokens and were cut "
+                f"(--{limits[kind][0]}-max-length)"
+                for kind, (cut, total) in self.__dict__.get("cut_counts", {}).items() if cut]
 
     def count_tokens(self, texts: Sequence[str], max_length: int) -> int:
         """Non-padding tokens the model sees, for throughput figures."""
@@ -144,11 +170,12 @@ class Encoder:
 
     @torch.inference_mode()
     def _encode(self, texts: list[str], model: torch.nn.Module, max_length: int,
-                progress: Callable[[int], None] | None) -> np.ndarray:
+                progress: Callable[[int], None] | None, kind: str) -> np.ndarray:
         output = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return output
         encoded = tokenize_bounded(self.tokenizer, texts, max_length)
+        self._count_cut(kind, texts, encoded, max_length)
         input_ids = encoded["input_ids"]
         order = sorted(range(len(texts)), key=lambda i: -len(input_ids[i]))
         for start in range(0, len(order), self.batch_size):

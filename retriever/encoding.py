@@ -25,6 +25,7 @@ from tqdm import tqdm
 from retriever.corpus import Document, Fields, ReadStats, count_records, iter_documents, resolve_corpus_path
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError
+from retriever.recorded_paths import model_record, relative_path
 from retriever.shards import (atomic_write_bytes, differing_fields, done_marker, list_shards, parse_shard_name,
                               read_shard_metadata, shard_name, write_shard)
 
@@ -54,6 +55,7 @@ class EncodeResult:
     seconds: float
     changed_parts: int = 0  # parts re-encoded because their documents changed since the last run
     removed_parts: int = 0  # shards of parts the corpus no longer has
+    passages_cut: int = 0  # longer than the encoder's passage_max_length
 
 
 class ContentHash:
@@ -105,6 +107,7 @@ def encode_part(encoder: Encoder, part: Sequence[Document], path: Path, metadata
             return REUSED
         outcome = CHANGED
     vectors = encoder.encode_passages(part, progress=progress)
+    metadata["shard"]["passages_cut"] = encoder.last_cut
     write_shard(path, [d.id for d in part], vectors, metadata)
     return outcome
 
@@ -204,7 +207,9 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
         stale.unlink()
     # Until this run finishes, this worker's shards may mix old and new content: not complete.
     done_marker(output, shard_index, num_shards).unlink(missing_ok=True)
-    base_metadata = {**encoder.metadata(), "corpus": str(corpus_path.resolve())}
+    base_metadata = encoder.metadata()  # paths recorded relative to the shard folder, or as names:
+    base_metadata.update(model_record(base_metadata["model"], output),
+                         corpus=relative_path(corpus_path, output) or corpus_path.name)
     stats = ReadStats()
     counts = {ENCODED: 0, REUSED: 0, CHANGED: 0}
     encoded = skipped = shards = 0
@@ -231,14 +236,17 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
             output.rmdir()  # a run that wrote nothing leaves nothing behind
         raise
     removed = remove_parts_beyond(output, shard_index, num_shards, shards)
+    cut = sum(read_shard_metadata(path)["shard"].get("passages_cut", 0) for path in list_shards(output)
+              if parse_shard_name(path.name)[:2] == (shard_index, num_shards))
     seconds = time.perf_counter() - started
     summary = {"worker": shard_index, "num_workers": num_shards, "shards": shards, "rows": encoded + skipped,
-               "corpus_documents": stats.records, "empty_texts": stats.empty_texts, "encoder": base_metadata}
+               "corpus_documents": stats.records, "empty_texts": stats.empty_texts, "passages_cut": cut,
+               "encoder": base_metadata}
     atomic_write_bytes(done_marker(output, shard_index, num_shards),
                        json.dumps(summary, indent=2, sort_keys=True).encode())
     return EncodeResult(output=output, documents=stats.records, encoded=encoded, skipped=skipped, shards=shards,
                         empty_texts=stats.empty_texts, seconds=seconds, changed_parts=counts[CHANGED],
-                        removed_parts=removed)
+                        removed_parts=removed, passages_cut=cut)
 
 
 def describe(result: EncodeResult) -> str:

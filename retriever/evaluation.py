@@ -8,7 +8,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from retriever.corpus import BeirDataset, Query, read_queries
-from retriever.metrics import DEFAULT_METRICS, Evaluation, answer_recall, evaluate_run, format_table
+from retriever.metrics import DEFAULT_METRICS, Evaluation, answer_recall, evaluate_run, format_table, metric_cutoff
 from retriever.runs import Qrels, Run, read_qrels, read_run
 from retriever.searching import Searcher
 
@@ -20,9 +20,19 @@ class EvaluationReport:
     evaluation: Evaluation
     answer_recall: dict[str, float] = field(default_factory=dict)
     queries_with_answers: int = 0
+    run_depth: int | None = None  # hits per query when the run stops short of the collection, else None
+
+    def deeper_than_run(self) -> list[str]:
+        """Metrics whose cutoff lies past the run's depth: they only count the hits the run has."""
+        if self.run_depth is None:
+            return []
+        return [name for name in self.evaluation.mean if metric_cutoff(name) > self.run_depth]
 
     def to_json(self) -> dict:
         data = self.evaluation.to_json()
+        if self.deeper_than_run():
+            data["run_depth"] = self.run_depth
+            data["metrics_deeper_than_run"] = self.deeper_than_run()
         if self.answer_recall:
             data["answer_recall"] = self.answer_recall
             data["queries_with_answers"] = self.queries_with_answers
@@ -30,6 +40,9 @@ class EvaluationReport:
 
     def table(self) -> str:
         lines = [format_table(self.evaluation)]
+        if self.deeper_than_run():
+            lines.append(f"note: {', '.join(self.deeper_than_run())} reach past the run's depth ({self.run_depth} "
+                         "hits per query) and count only those hits; search deeper (-k) for exact values")
         if self.answer_recall:
             lines.append(f"answer recall ({self.queries_with_answers} queries with answer strings):")
             lines.extend(f"  {name:<20} {value:.4f}" for name, value in self.answer_recall.items())
@@ -43,7 +56,9 @@ def judged_queries(queries: list[Query], qrels: Qrels) -> list[Query]:
 
 def evaluate_run_file(run_path: str | Path, qrels_path: str | Path,
                       metrics: tuple[str, ...] = DEFAULT_METRICS) -> EvaluationReport:
-    return EvaluationReport(evaluate_run(read_run(run_path), read_qrels(qrels_path), metrics))
+    run = read_run(run_path)
+    return EvaluationReport(evaluate_run(run, read_qrels(qrels_path), metrics),
+                            run_depth=max((len(hits) for hits in run.values()), default=0))
 
 
 def search_split(searcher: Searcher, dataset: BeirDataset, split: str, k: int = 1000,
@@ -63,7 +78,8 @@ def evaluate_index(searcher: Searcher, dataset: BeirDataset, split: str, k: int 
                    metrics: tuple[str, ...] = DEFAULT_METRICS, progress: bool = True) -> tuple[EvaluationReport, Run]:
     """Search every judged query of a split and score the run; add answer recall when queries carry answers."""
     run, queries, qrels = search_split(searcher, dataset, split, k, nprobe, ef_search, progress)
-    report = EvaluationReport(evaluate_run(run, qrels, metrics))
+    report = EvaluationReport(evaluate_run(run, qrels, metrics),
+                              run_depth=k if k < searcher.index.ntotal else None)
     answers = {q.id: list(q.answers) for q in queries if q.answers}
     if answers:
         ranked = {qid: sorted(hits, key=hits.get, reverse=True) for qid, hits in run.items() if qid in answers}

@@ -26,6 +26,7 @@ from retriever.encoding import PartRunner, ShardContentCheck, clear_other_encode
 from retriever.errors import RetrieverError
 from retriever.folders import clean_stale, replace_folder, temporary_folder
 from retriever.integrity import REBUILD, damaged, file_records, file_sha256, ids_sha256
+from retriever.recorded_paths import rebase_model_record, relative_path
 from retriever.shards import check_complete, iter_shard_batches, read_shard_metadata, sample_rows, sample_vectors
 from retriever.tuning import (choose_search_params, downcast_hnsw, exact_neighbours,
                               ivf_part)
@@ -153,8 +154,10 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
     if output.exists() and not overwrite:
         raise RetrieverError(f"{output}: already exists; pass --overwrite to replace it or choose another --output")
     shards, encoder = check_complete(shards_dir)
-    encoder = {k: v for k, v in encoder.items() if k not in ("shard", "corpus")}
-    count = sum(read_shard_metadata(s)["shard"]["rows"] for s in shards)
+    encoder = rebase_model_record({k: v for k, v in encoder.items() if k not in ("shard", "corpus")}, shards_dir,
+                                  output)
+    shard_records = [read_shard_metadata(s)["shard"] for s in shards]
+    count = sum(record["rows"] for record in shard_records)
     dim = int(encoder["dim"])
     output.parent.mkdir(parents=True, exist_ok=True)
     for line in clean_stale(output):
@@ -224,7 +227,9 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
         manifest = {
             "format_version": FORMAT_VERSION,
             "encoder": encoder,
-            "corpus": {"path": str(corpus_path.resolve()), "sha256": file_sha256(corpus_path),
+            "corpus": {"name": "/".join(corpus_path.parts[-2:]), "path": relative_path(corpus_path, output),
+                       "sha256": file_sha256(corpus_path),
+                       "passages_cut": sum(record.get("passages_cut", 0) for record in shard_records),
                        "bytes": corpus_path.stat().st_size, "documents": stats.records,
                        "empty_texts": stats.empty_texts},
             "index": {"type": params.index_type, "factory": spec, "metric": "inner_product", "dim": dim,

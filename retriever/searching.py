@@ -17,6 +17,7 @@ from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.indexing import DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, read_manifest
 from retriever.integrity import check_counts, check_folder, ids_sha256, reading
+from retriever.recorded_paths import recorded_model
 from retriever.tuning import apply_search_params
 from retriever.runs import Run
 
@@ -36,36 +37,34 @@ class Hit:
         return {"rank": self.rank, "id": self.id, "score": self.score, "title": self.title, "text": self.text}
 
 
-def settings_from_manifest(manifest: dict) -> EncoderSettings:
+def settings_from_manifest(manifest: dict, folder: str | Path, model: str | None = None) -> EncoderSettings:
+    """The query encoder's settings; the model is ``model`` when given (e.g. after moving the index away from
+    its model), else the recorded one, found relative to ``folder``, the index or shard folder."""
     recorded = manifest["encoder"]
-    model = recorded.get("model_path") if Path(str(recorded.get("model_path", ""))).is_dir() else recorded["model"]
+    model = model or recorded_model(recorded, folder)
     return EncoderSettings(model=model, **{name: recorded[name] for name in SETTING_NAMES if name in recorded})
 
 
-def recorded_encoder(recorded: dict, made: str, device: str = "auto", dtype: str = "auto",
-                     batch_size: int | None = None) -> Encoder:
-    """The encoder named by recorded metadata (a manifest's or shards'), refused if its weights changed since;
-    ``made`` says what was made with it, for the error."""
-    settings = settings_from_manifest({"encoder": recorded})
+def recorded_encoder(recorded: dict, made: str, folder: str | Path, device: str = "auto", dtype: str = "auto",
+                     batch_size: int | None = None, model: str | None = None) -> Encoder:
+    """The encoder named by recorded metadata (a manifest's or shards', written in ``folder``), refused if its
+    weights differ from the recorded ones; ``made`` says what was made with it, for the error."""
+    settings = settings_from_manifest({"encoder": recorded}, folder, model)
     encoder = Encoder(settings, device=device, dtype=dtype, batch_size=batch_size)
     recorded_sha = recorded.get("weights_sha256")
     if encoder.weights_sha256 != recorded_sha:
         raise RetrieverError(f"the model at {settings.model} has weights {encoder.weights_sha256} but {made} with "
-                             f"{recorded_sha}; the model changed since indexing, so rebuild the index or restore "
-                             "the model")
+                             f"{recorded_sha}; it is another model or it changed since, so pass the model the "
+                             "index was built with (--model) or rebuild the index")
     return encoder
 
 
-def check_requested_encoder(manifest: dict, model: str | None = None, **requested: object) -> None:
-    """Refuse query-encoder settings that differ from the ones the passages were encoded with."""
+def check_requested_encoder(manifest: dict, **requested: object) -> None:
+    """Refuse query-encoder settings that differ from the ones the passages were encoded with (a different
+    model is refused by its weights' fingerprint in ``recorded_encoder``)."""
     recorded = manifest["encoder"]
     differences = [f"{name} {value!r} (index: {recorded.get(name)!r})" for name, value in requested.items()
                    if value is not None and recorded.get(name) != value]
-    if model is not None and model not in (recorded.get("model"), recorded.get("model_path")):
-        from retriever.models import resolve_model_path
-
-        if resolve_model_path(model) != recorded.get("model_path"):
-            differences.insert(0, f"model {model!r} (index: {recorded.get('model')!r})")
     if differences:
         raise RetrieverError("the index was built with a different encoder; refusing to search with "
                              + ", ".join(differences) + ". Drop those flags to use the index's own encoder")
@@ -79,8 +78,9 @@ class Searcher:
         self.index_dir = Path(index_dir)
         self.manifest = read_manifest(self.index_dir)
         check_folder(self.index_dir, self.manifest, MANIFEST_FILE, (INDEX_FILE, IDS_FILE, DOCSTORE_FILE))
-        check_requested_encoder(self.manifest, model, **requested_settings)
-        self.encoder = recorded_encoder(self.manifest["encoder"], "the index was built", device, dtype, batch_size)
+        check_requested_encoder(self.manifest, **requested_settings)
+        self.encoder = recorded_encoder(self.manifest["encoder"], "the index was built", self.index_dir, device,
+                                        dtype, batch_size, model)
         with reading(self.index_dir / INDEX_FILE):
             self.index = faiss.read_index(str(self.index_dir / INDEX_FILE))
         with reading(self.index_dir / IDS_FILE):

@@ -47,7 +47,7 @@ def test_mismatched_encoder_settings_are_refused(tiny_index, override, message):
 
 def test_other_model_is_refused(tiny_index, tmp_path):
     other = make_tiny_bert(tmp_path / "other", seed=1)
-    with pytest.raises(RetrieverError, match="different encoder.*model"):
+    with pytest.raises(RetrieverError, match="another model"):
         Searcher(tiny_index, device="cpu", model=str(other))
 
 
@@ -56,5 +56,21 @@ def test_changed_weights_are_refused(tiny_beir, tmp_path):
     encoder = Encoder(EncoderSettings(model=str(model)), device="cpu", dtype="fp32")
     encode_and_index(tiny_beir, tmp_path / "idx", encoder, progress=False)
     make_tiny_bert(model, seed=3)  # same folder, new weights
-    with pytest.raises(RetrieverError, match="model changed since indexing"):
+    with pytest.raises(RetrieverError, match="changed since"):
         Searcher(tmp_path / "idx", device="cpu")
+
+
+def test_index_and_model_move_together_and_record_no_absolute_path(tiny_beir, tmp_path):
+    model = make_tiny_bert(tmp_path / "project" / "model", seed=2)
+    encoder = Encoder(EncoderSettings(model=str(model)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "project" / "idx", encoder, progress=False)
+    for folder in (tmp_path / "project" / "idx", tmp_path / "project" / "idx.shards"):
+        for file in folder.iterdir():
+            assert str(tmp_path).encode() not in file.read_bytes(), file
+    moved = tmp_path / "elsewhere"
+    (tmp_path / "project").rename(moved)
+    assert Searcher(moved / "idx", device="cpu").search(["honey"], k=1)[0][0].id
+    (moved / "model").rename(tmp_path / "model-alone")
+    with pytest.raises(RetrieverError, match="pass the folder"):
+        Searcher(moved / "idx", device="cpu")
+    assert Searcher(moved / "idx", device="cpu", model=str(tmp_path / "model-alone")).search(["honey"], k=1)[0]

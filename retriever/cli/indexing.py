@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from retriever.cli.options import (compose, corpus_options, encoder_options, encoder_overrides, fields_from,
-                                   runtime_options)
+                                   report_truncation, runtime_options)
 from retriever.corpus import read_queries
 from retriever.distributed.ray_runtime import ADDRESS_HELP
 from retriever.encoder import Encoder, EncoderSettings
@@ -128,6 +128,8 @@ def encode_command(corpus, output, model, pooling, normalize, query_max_length, 
         result = encode_corpus(corpus, output, encoder, fmt, fields_from(id_field, text_field, title_field),
                                shard_size, shard_index, num_shards)
     click.echo(describe(result), err=True)
+    report_truncation(passages_cut=result.passages_cut, passages=result.encoded + result.skipped,
+                      passage_max_length=settings.passage_max_length)
 
 
 @click.command("index")
@@ -148,7 +150,9 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
         from retriever.searching import recorded_encoder
 
         _, recorded = check_complete(shards)
-        vectors = recorded_encoder(recorded, f"the shards in {shards} were encoded").encode_queries(texts)
+        query_encoder = recorded_encoder(recorded, f"the shards in {shards} were encoded", shards)
+        vectors = query_encoder.encode_queries(texts)
+        report_truncation(query_encoder)
     manifest = build_index(shards, corpus, output, params, fmt, fields_from(id_field, text_field, title_field),
                            overwrite, tuning_queries=vectors)
     click.echo(f"built {output}: {manifest['index']['count']} vectors, {manifest['index']['factory']}", err=True)
@@ -178,6 +182,8 @@ def build_command(corpus, output, model, pooling, normalize, query_max_length, p
         shards, tuning_queries = encode_for_index(corpus, output, encoder, params, fmt, fields, shard_size,
                                                   overwrite, tuning_query_texts=tuning_texts)
     manifest = build_index(shards, corpus, output, params, fmt, fields, overwrite, tuning_queries=tuning_queries)
+    report_truncation(passages_cut=manifest["corpus"]["passages_cut"], passages=manifest["corpus"]["documents"],
+                      passage_max_length=manifest["encoder"]["passage_max_length"])
     click.echo(json.dumps({"index": str(output), "count": manifest["index"]["count"],
                            "factory": manifest["index"]["factory"]}))
 

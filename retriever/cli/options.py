@@ -75,3 +75,15 @@ def encoder_overrides(pooling: str | None, normalize: bool | None, query_max_len
     return {"pooling": pooling, "normalize": normalize, "query_max_length": query_max_length,
             "passage_max_length": passage_max_length, "query_prefix": query_prefix,
             "passage_prefix": passage_prefix}
+
+
+def report_truncation(encoder=None, passages_cut: int = 0, passages: int = 0,
+                      passage_max_length: int | None = None) -> None:
+    """Say on stderr how many texts were cut at the max length: a silent cut costs quality unnoticed.
+    Queries: what ``encoder`` counted; passages: the count the shards or manifest record."""
+    lines = [line for line in getattr(encoder, "truncation_report", list)() if " passages " not in line]
+    if passages_cut:
+        lines.append(f"note: {passages_cut} of {passages} passages were longer than {passage_max_length} tokens "
+                     "and were cut (--passage-max-length)")
+    for line in lines:
+        click.echo(line, err=True)

@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import click
+from tqdm import tqdm
 
-from retriever.cli.options import compose, corpus_options, fields_from
-from retriever.corpus import BeirDataset, read_queries
+from retriever.cli.options import compose, corpus_options, fields_from, report_truncation
+from retriever.corpus import BeirDataset, Fields, Query, read_queries
 from retriever.device import DTYPES
 from retriever.errors import RetrieverError
 from retriever.evaluation import evaluate_index, evaluate_run_file
@@ -30,7 +33,9 @@ def searcher_options():
         click.option("--ef-search", type=click.IntRange(min=1), default=None,
                      help="HNSW search beam width. [default: the value recorded in the manifest]"),
         click.option("--model", default=None,
-                     help="Only checked: refused if it is not the model the index was built with."),
+                     help="Where the index's model is, when it moved (e.g. the index was copied without it); "
+                          "refused unless its weights are the ones the index was built with. [default: the "
+                          "model the manifest records, found relative to the index folder]"),
         click.option("--pooling", type=click.Choice(sorted(POOLINGS)), default=None,
                      help="Only checked: refused if it differs from the index's pooling."),
         click.option("--normalize/--no-normalize", default=None,
@@ -66,10 +71,13 @@ def print_hits(hits: list[Hit]) -> None:
 @click.command("search")
 @click.argument("index", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("query", required=False)
-@click.option("--k", "-k", type=click.IntRange(min=1), default=10, show_default=True, help="Hits per query.")
+@click.option("--k", "-k", type=click.IntRange(min=1), default=None,
+              help="Hits per query. [default: 10 for one QUERY; 1000 with --queries, as Pyserini's --hits, so the "
+                   "run is deep enough for recall@1000 and map@1000]")
 @click.option("--json", "as_json", is_flag=True, help="Print hits as JSON instead of a table.")
-@click.option("--queries", type=click.Path(exists=True, path_type=Path), default=None,
-              help="Batch mode: a queries file (JSONL/TSV/Parquet or BEIR folder); writes a run file to --output.")
+@click.option("--queries", type=click.Path(exists=True, allow_dash=True, path_type=Path), default=None,
+              help="Batch mode: a queries file (JSONL/TSV/Parquet or BEIR folder), or - for standard input "
+                   "(JSONL unless --format says tsv); writes a run file to --output.")
 @click.option("--output", "-o", type=click.Path(path_type=Path), default=None,
               help="Run file to write in batch mode. [default: standard output]")
 @click.option("--run-format", type=click.Choice(["trec", "jsonl"]), default="trec", show_default=True,
@@ -79,7 +87,13 @@ def print_hits(hits: list[Hit]) -> None:
 @corpus_options()
 def search_command(index, query, k, as_json, queries, output, run_format, tag, device, dtype, nprobe, ef_search,
                    model, pooling, normalize, fmt, id_field, text_field, title_field):
-    """Search INDEX for QUERY, or for every query in --queries."""
+    """Search INDEX for QUERY, or for every query in --queries.
+
+    \b
+    Example:
+      retriever search indexes/scifact "vitamin D and fractures"
+      retriever search indexes/scifact --queries queries.jsonl -o run.trec
+    """
     if (query is None) == (queries is None):
         raise click.UsageError("give either a QUERY argument or --queries FILE")
     if query is not None and not query.strip():
@@ -87,16 +101,21 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
     if query is not None:
         check_text(query, "the QUERY argument", "the query")
     searcher = open_searcher(index, device, dtype, model, pooling, normalize)
+    k = k or (10 if query is not None else 1000)
     if query is not None:
         hits = searcher.search([query], k=k, nprobe=nprobe, ef_search=ef_search)[0]
+        report_truncation(searcher.encoder)
         if as_json:
             click.echo(json.dumps({"query": query, "hits": [h.to_json() for h in hits]}, ensure_ascii=False))
         else:
             print_hits(hits)
         return
-    batch = read_queries(queries, fmt, fields_from(id_field, text_field, title_field))
+    batch = _read_batch(queries, fmt, fields_from(id_field, text_field, title_field))
     configure_batch_threads()
-    run = searcher.run([q.id for q in batch], [q.text for q in batch], k=k, nprobe=nprobe, ef_search=ef_search)
+    with tqdm(total=len(batch), desc="search", unit="q", file=sys.stderr) as bar:
+        run = searcher.run([q.id for q in batch], [q.text for q in batch], k=k, nprobe=nprobe, ef_search=ef_search,
+                           progress=bar.update)
+    report_truncation(searcher.encoder)
     target = output or Path("/dev/stdout")
     if run_format == "trec":
         write_trec_run(run, target, tag=tag) if output else _echo_trec(run, tag)
@@ -104,6 +123,18 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
         write_jsonl_run(run, target) if output else _echo_jsonl(run)
     if output:
         click.echo(f"wrote {len(run)} queries × top {k} to {output}", err=True)
+
+
+def _read_batch(queries: Path, fmt: str, fields: Fields) -> list[Query]:
+    """Queries from a file, or from standard input for ``-`` (spooled to a temporary file the readers take)."""
+    if str(queries) != "-":
+        return read_queries(queries, fmt, fields)
+    suffix = {"tsv": ".tsv", "parquet": ".parquet"}.get(fmt, ".jsonl")
+    with tempfile.TemporaryDirectory() as folder:
+        spooled = Path(folder) / f"stdin{suffix}"
+        with open(spooled, "wb") as file:
+            shutil.copyfileobj(sys.stdin.buffer, file)
+        return read_queries(spooled, fmt, fields)
 
 
 def _echo_trec(run, tag: str) -> None:
@@ -157,6 +188,7 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output,
         searcher = open_searcher(index, device, dtype, model, pooling, normalize)
         configure_batch_threads()
         report, run = evaluate_index(searcher, BeirDataset.open(dataset), split, k, nprobe, ef_search, metric_names)
+        report_truncation(searcher.encoder)
         if save_run:
             write_trec_run(run, save_run)
     click.echo(report.table())
