@@ -51,9 +51,11 @@ def parse_args() -> argparse.Namespace:
 
 def load_queries(path: Path | None, index: Path | None) -> list[str]:
     if path is None and index is not None:
-        corpus = json.loads((index / "manifest.json").read_text())["corpus"].get("path", "")
-        candidate = Path(corpus).parent / "queries.jsonl"
-        path = candidate if candidate.is_file() else None
+        from retriever.recorded_paths import locate
+
+        corpus = locate(json.loads((index / "manifest.json").read_text())["corpus"].get("path"), index)
+        candidate = corpus.parent / "queries.jsonl" if corpus is not None else None
+        path = candidate if candidate is not None and candidate.is_file() else None
     if path is None:
         return FALLBACK_QUERIES
     with open(path, encoding="utf-8") as file:

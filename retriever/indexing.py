@@ -108,7 +108,7 @@ def new_index(spec: str, dim: int, params: IndexParams) -> faiss.Index:
 
 
 def _write_docstore(corpus: Path, fmt: str, fields: Fields, target: Path, stats: ReadStats,
-                    content: ShardContentCheck) -> dict[str, int]:
+                    content: ShardContentCheck, bar: tqdm) -> dict[str, int]:
     """Stream the corpus into a Parquet doc store, hashing it part by part for ``content``; return id → row."""
     schema = pa.schema([("id", pa.string()), ("title", pa.string()), ("text", pa.string())])
     rows: dict[str, int] = {}
@@ -117,6 +117,7 @@ def _write_docstore(corpus: Path, fmt: str, fields: Fields, target: Path, stats:
         for document in iter_documents(corpus, fmt, fields, stats):
             content.add(document)
             rows[document.id] = len(rows)
+            bar.update()
             batch["id"].append(document.id)
             batch["title"].append(document.title)
             batch["text"].append(document.text)
@@ -168,7 +169,8 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
     try:
         stats = ReadStats()
         content = ShardContentCheck(shards)
-        rows = _write_docstore(corpus_path, fmt, fields, building / DOCSTORE_FILE, stats, content)
+        with tqdm(total=count, desc="doc store", unit="doc", file=sys.stderr, disable=not progress) as bar:
+            rows = _write_docstore(corpus_path, fmt, fields, building / DOCSTORE_FILE, stats, content, bar)
         if stats.records != count:
             raise RetrieverError(f"{corpus_path}: holds {stats.records} documents but the shards in {shards_dir} hold "
                                  f"{count}; re-encode this corpus or pass the corpus that was encoded")
@@ -228,7 +230,7 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
             "format_version": FORMAT_VERSION,
             "encoder": encoder,
             "corpus": {"name": "/".join(corpus_path.parts[-2:]), "path": relative_path(corpus_path, output),
-                       "sha256": file_sha256(corpus_path),
+                       "sha256": file_sha256(corpus_path, "hash corpus" if progress else None),
                        "passages_cut": sum(record.get("passages_cut", 0) for record in shard_records),
                        "bytes": corpus_path.stat().st_size, "documents": stats.records,
                        "empty_texts": stats.empty_texts},

@@ -9,11 +9,13 @@ file and says to rebuild.
 from __future__ import annotations
 
 import hashlib
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from retriever.errors import RetrieverError
 
@@ -24,11 +26,14 @@ def damaged(path: Path, problem: str) -> RetrieverError:
     return RetrieverError(f"{path}: {problem}; {REBUILD}")
 
 
-def file_sha256(path: Path) -> str:
+def file_sha256(path: Path, progress: str | None = None) -> str:
+    """SHA-256 of a file; ``progress`` names a progress bar with a total, for files that take minutes."""
     digest = hashlib.sha256()
-    with open(path, "rb") as handle:
+    with open(path, "rb") as handle, tqdm(total=path.stat().st_size, desc=progress, unit="B", unit_scale=True,
+                                          file=sys.stderr, disable=progress is None) as bar:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
+            bar.update(len(block))
     return digest.hexdigest()
 
 

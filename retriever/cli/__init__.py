@@ -12,7 +12,16 @@ import click
 from retriever.errors import RetrieverError
 
 
+# `retriever --help` lists commands in the order they are used; commands not named here come last.
+PIPELINE_ORDER = ("demo", "build", "encode", "index", "info", "search", "evaluate", "serve", "pretrain", "train",
+                  "mine")
+
+
 class _Group(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        rank = {name: position for position, name in enumerate(PIPELINE_ORDER)}
+        return sorted(self.commands, key=lambda name: (rank.get(name, len(rank)), name))
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)

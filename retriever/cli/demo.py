@@ -19,7 +19,12 @@ from retriever.device import DTYPES
 @click.option("--dtype", type=click.Choice(DTYPES), default="auto", show_default=True,
               help="auto = fp16 on CUDA, bf16 on CPUs with native bf16, else fp32.")
 def demo_command(output, model, device, dtype):
-    """Build an index of the shipped demo collection, search it and print recall."""
+    """Build an index of the shipped demo collection, search it and print recall.
+
+    \b
+    Example:
+      retriever demo --output indexes/demo
+    """
     started = time.perf_counter()
     result = run_demo(output, model=model, device=device, dtype=dtype)
     for query, hits in result.examples:

@@ -30,9 +30,12 @@ def encoder_options(default_model: str | None = "minilm") -> Decorator:
         click.option("--normalize/--no-normalize", default=None,
                      help="L2-normalise embeddings (cosine). [default: the model's retriever.json, else on]"),
         click.option("--query-max-length", type=int, default=None,
-                     help="Max tokens per query. [default: the model's retriever.json, else 64]"),
+                     help="Max tokens per query; longer ones are cut, and the count is reported. [default: the "
+                          "model's retriever.json, else the passage max length]"),
         click.option("--passage-max-length", type=int, default=None,
-                     help="Max tokens per passage. [default: the model's retriever.json, else 256]"),
+                     help="Max tokens per passage; longer ones are cut, and the count is reported. [default: the "
+                          "model's retriever.json, else its sentence-transformers max_seq_length, else its "
+                          "tokenizer's limit, at most 512]"),
         click.option("--query-prefix", default=None,
                      help="Text put before every query (e.g. 'query: '). [default: none]"),
         click.option("--passage-prefix", default=None,

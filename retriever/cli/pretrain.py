@@ -71,6 +71,10 @@ def pretrain_command(corpus, model, output, n_head_layers, skip_from, cocondense
     The backbone learns masked-language modelling twice: from its own last layer, and through a
     small head that sees only the last layer's CLS plus the token states of --skip-from, which
     pushes passage meaning into CLS. Fine-tune OUTPUT with `retriever train --model OUTPUT`.
+
+    \b
+    Example:
+      retriever pretrain ../shared/datasets/scifact --output models/condenser-scifact --max-steps 1000
     """
     from retriever.pretraining import PretrainConfig, pretrain
 

@@ -173,7 +173,13 @@ def _echo_jsonl(run) -> None:
 @searcher_options()
 def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output, save_run, device, dtype, nprobe,
                      ef_search, model, pooling, normalize):
-    """Score a run file, or an index on a BEIR split: Recall@k, MRR@10, nDCG@10, MAP@1000 (+ answer recall)."""
+    """Score a run file, or an index on a BEIR split: Recall@k, MRR@10, nDCG@10, MAP@1000 (+ answer recall).
+
+    \b
+    Example:
+      retriever evaluate --index indexes/scifact --dataset ../shared/datasets/scifact --split test
+      retriever evaluate --run run.trec --dataset ../shared/datasets/scifact --split test
+    """
     metric_names = parse_metric_list(metrics)
     if (run_path is None) == (index is None):
         raise click.UsageError("give either --run (with --qrels or --dataset) or --index with --dataset")

@@ -90,6 +90,10 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
 
     Concurrent queries are micro-batched into one encoder pass. Bad requests get a JSON
     {"error": ...} with a 4xx status, and fail only themselves.
+
+    \b
+    Example:
+      retriever serve indexes/scifact --port 8000
     """
     import uvicorn
 

@@ -80,9 +80,14 @@ def train_command(dataset, split, train_jsonl, corpus, negatives, model, pooling
                   id_field, text_field, title_field):
     """Fine-tune a dual encoder with in-batch (and hard) negatives into a model folder OUTPUT.
 
-    Passage max length defaults to 256, the encoder's default, so the folder is indexed as it was
-    trained; --passage-max-length 128 trains about 3x faster on a CPU.
-    --format/--id-field/--text-field/--title-field describe --corpus.
+    Max lengths default to the start model's (as for every command), and the folder records them,
+    so it is indexed as it was trained; --passage-max-length 128 trains much faster on a CPU.
+    --format/--id-field/--text-field/--title-field describe --corpus. OUTPUT also opens in
+    sentence-transformers and transformers (see its README.md).
+
+    \b
+    Example:
+      retriever train --dataset ../shared/datasets/scifact --split train --output models/scifact-dense
     """
     from retriever.training import TrainConfig, train
 
@@ -121,7 +126,12 @@ def _str(path: Path | None) -> str | None:
               help="Negatives kept per query, in rank order, after dropping judged positives.")
 @runtime_options()
 def mine_command(index, dataset, split, output, depth, skip_top, per_query, device, dtype, batch_size):
-    """Write hard negatives for a BEIR split by searching INDEX, skipping judged positives."""
+    """Write hard negatives for a BEIR split by searching INDEX, skipping judged positives.
+
+    \b
+    Example:
+      retriever mine indexes/scifact --dataset ../shared/datasets/scifact --split train -o negatives.jsonl
+    """
     from retriever.training import mine_negatives
 
     result = mine_negatives(index, dataset, output, split=split, depth=depth, skip_top=skip_top,

@@ -32,6 +32,7 @@ PAGE_HTML = """<!doctype html>
            font-weight: 600; padding: 10px 20px; }
   button:hover { filter: brightness(1.08); }
   label { font-size: 14px; color: var(--muted); display: flex; align-items: center; gap: 6px; }
+  [hidden] { display: none !important; }  /* an author display rule would otherwise beat the hidden attribute */
   #status { margin: 18px 0 8px; font-size: 14px; color: var(--muted); min-height: 21px; }
   #status.error { color: #b3261e; font-weight: 600; }
   ol { list-style: none; margin: 0; padding: 0; }

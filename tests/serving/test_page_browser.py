@@ -2,7 +2,8 @@
 
 Chromium is driven over the DevTools protocol on ``--remote-debugging-pipe`` (NUL-separated
 JSON on file descriptors 3 and 4), so no webdriver or websocket package is needed. Skipped
-where no Chromium or Chrome is installed (``apt-get install chromium``).
+where no Chromium or Chrome is installed (``apt-get install chromium``; ``.ci/run`` installs it when it can
+and then sets ``RETRIEVER_REQUIRE_BROWSER`` so the tests fail rather than skip).
 """
 from __future__ import annotations
 
@@ -29,7 +30,10 @@ SCREENSHOT = "/tmp/retriever-search-page.png"
 def find_browser() -> str:
     found = os.environ.get("CHROMIUM") or next((shutil.which(b) for b in BROWSERS if shutil.which(b)), None)
     if not found:
-        pytest.skip("no Chromium or Chrome on PATH (install one, e.g. apt-get install chromium)")
+        message = "no Chromium or Chrome on PATH (install one, e.g. apt-get install chromium)"
+        if os.environ.get("RETRIEVER_REQUIRE_BROWSER"):  # set by .ci/run once it has installed one
+            pytest.fail(message)
+        pytest.skip(message)
     return found
 
 
@@ -181,3 +185,38 @@ def test_dump_dom_of_a_linked_search(served, tmp_path):
     positions = [result.stdout.find(f'data-id="{doc_id}"') for doc_id in ids]
     assert all(p >= 0 for p in positions) and positions == sorted(positions), result.stdout[-2000:]
     assert "4 hits from tiny" in result.stdout
+
+
+HTML_DOCS = [{"_id": "h1", "title": "<b>Bees</b> & <i>honey</i>",
+              "text": "<img src=x onerror=\"window.injected=1\"><script>window.injected=2</script> the bee makes honey"},
+             {"_id": "h2", "title": "Lava", "text": "lava from the volcano is hot rock"}]
+
+
+@pytest.fixture()
+def one_index_server(tmp_path, tiny_model_dir):
+    """A server with a single index whose documents contain HTML."""
+    from conftest import write_jsonl
+    from serving_fixtures import BATCHING, LIMITS, ServerThread, _build
+
+    from retriever.searching import Searcher
+    from retriever.serving import create_app
+
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", HTML_DOCS)
+    searcher = Searcher(_build(corpus, tmp_path / "html", tiny_model_dir), device="cpu", dtype="fp32")
+    server = ServerThread(create_app({"html": searcher}, LIMITS, BATCHING)).start()
+    yield f"http://127.0.0.1:{server.port}/", searcher
+    server.stop()
+
+
+def test_one_index_hides_the_selector_and_document_html_is_shown_as_text(one_index_server, browser):
+    url, searcher = one_index_server
+    browser.send("Page.navigate", {"url": url + "?q=bee+honey&k=2"})
+    browser.wait_for("document.body.dataset.state === 'done'")
+    assert browser.evaluate("document.getElementById('index-label').hidden") is True
+    assert browser.evaluate("getComputedStyle(document.getElementById('index-label')).display") == "none"
+    shown = json.loads(browser.evaluate(SHOWN_HITS))
+    assert [h["id"] for h in shown] == [h.id for h in searcher.search(["bee honey"], k=2)[0]]
+    bees = next(h for h in shown if h["id"] == "h1")
+    assert bees["title"] == "<b>Bees</b> & <i>honey</i>" and "<script>window.injected=2</script>" in bees["snippet"]
+    assert browser.evaluate("document.querySelectorAll('#results img, #results script, #results b').length") == 0
+    assert browser.evaluate("window.injected === undefined") is True
