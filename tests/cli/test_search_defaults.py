@@ -3,6 +3,8 @@ the run, commands in pipeline order with examples, max lengths from the model, a
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -54,13 +56,18 @@ def test_commands_are_in_pipeline_order_and_each_help_has_an_example():
         assert "Example" in CliRunner().invoke(main, [name, "--help"]).stdout, name
 
 
-def test_max_lengths_default_to_the_model_and_queries_follow_passages(tiny_model_dir):
+def test_max_lengths_default_to_the_model_and_queries_follow_passages(tiny_model_dir, tmp_path):
     assert EncoderSettings.for_model("minilm").passage_max_length == 256  # its sentence_bert_config.json
-    settings = EncoderSettings.for_model(str(tiny_model_dir))  # no ST config: the 128 position limit
-    assert (settings.query_max_length, settings.passage_max_length) == (128, 128)
-    settings = EncoderSettings.for_model(str(tiny_model_dir), passage_max_length=16)
+    model = Path(shutil.copytree(tiny_model_dir, tmp_path / "model"))
+    config = json.loads((model / "tokenizer_config.json").read_text())
+    (model / "tokenizer_config.json").write_text(json.dumps({**config, "model_max_length": 100}))
+    settings = EncoderSettings.for_model(str(model))  # no sentence-transformers config: the tokenizer's limit
+    assert (settings.query_max_length, settings.passage_max_length) == (100, 100)
+    settings = EncoderSettings.for_model(str(model), passage_max_length=16)
     assert (settings.query_max_length, settings.passage_max_length) == (16, 16)
-    assert EncoderSettings.for_model(str(tiny_model_dir), query_max_length=8).query_max_length == 8
+    assert EncoderSettings.for_model(str(model), query_max_length=8).query_max_length == 8
+    (model / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 40}))
+    assert EncoderSettings.for_model(str(model)).passage_max_length == 40
 
 
 def test_build_and_search_report_what_they_cut(tiny_model_dir, tiny_beir, tmp_path):
