@@ -119,7 +119,6 @@ def _passage_encoder(settings: EncoderSettings, device, dtype, batch_size, ray_a
 @ray_options()
 def encode_command(corpus, output, model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
                    passage_prefix, device, dtype, batch_size, fmt, id_field, text_field, title_field, shard_size,
-<<<<<<< HEAD
                    shard_index, num_shards, ray_address, ray_workers, ray_cpus_per_worker):
     """Encode CORPUS (BEIR folder, JSONL, TSV or Parquet) into Parquet embedding shards.
 
@@ -133,19 +132,6 @@ def encode_command(corpus, output, model, pooling, normalize, query_max_length, 
                           ray_cpus_per_worker) as encoder:
         result = encode_corpus(corpus, output, encoder, fmt, fields_from(id_field, text_field, title_field),
                                shard_size, shard_index, num_shards)
-=======
-                   shard_index, num_shards):
-    """Encode CORPUS (BEIR folder, JSONL, TSV or Parquet) into Parquet embedding shards.
-
-    \b
-    Example (worker 0 of 2; run --shard-index 1 elsewhere):
-      retriever encode ../shared/datasets/scifact -o shards/ --shard-index 0 --num-shards 2
-    """
-    encoder = _make_encoder(model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
-                            passage_prefix, device, dtype, batch_size)
-    result = encode_corpus(corpus, output, encoder, fmt, fields_from(id_field, text_field, title_field),
-                           shard_size, shard_index, num_shards)
->>>>>>> 491c448 (Search page: [hidden] beats label{display:flex}, so one index hides the selector; browser tests for the one-index case and for HTML in documents shown as text; .ci/run installs Chromium when missing and it can, logs the version, and makes the browser tests fail rather than skip; progress bars on doc store and corpus hash; commands in pipeline order in --help, an example in every command's help)
     click.echo(describe(result), err=True)
     report_truncation(passages_cut=result.passages_cut, passages=result.encoded + result.skipped,
                       passage_max_length=settings.passage_max_length)
@@ -194,7 +180,6 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
 @ray_options()
 def build_command(corpus, output, model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
                   passage_prefix, device, dtype, batch_size, fmt, id_field, text_field, title_field, shard_size,
-<<<<<<< HEAD
                   overwrite, tuning_queries_file, ray_address, ray_workers, ray_cpus_per_worker, **index_flags):
     """Encode CORPUS and index it in one step (resumable: rerun after a crash).
 
@@ -204,17 +189,6 @@ def build_command(corpus, output, model, pooling, normalize, query_max_length, p
     """
     settings = _encoder_settings(model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
                                  passage_prefix)
-=======
-                  overwrite, tuning_queries_file, **index_flags):
-    """Encode CORPUS and index it in one step (resumable: rerun after a crash).
-
-    \b
-    Example:
-      retriever build ../shared/datasets/scifact --output indexes/scifact
-    """
-    encoder = _make_encoder(model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
-                            passage_prefix, device, dtype, batch_size)
->>>>>>> 491c448 (Search page: [hidden] beats label{display:flex}, so one index hides the selector; browser tests for the one-index case and for HTML in documents shown as text; .ci/run installs Chromium when missing and it can, logs the version, and makes the browser tests fail rather than skip; progress bars on doc store and corpus hash; commands in pipeline order in --help, an example in every command's help)
     params = IndexParams(**index_flags)
     fields = fields_from(id_field, text_field, title_field)
     tuning_texts = _tuning_texts(tuning_queries_file, params.tuning_queries, params.seed)
