@@ -7,11 +7,13 @@ model would give on the same documents.
 from __future__ import annotations
 
 import random
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+from tqdm import tqdm
 
 from retriever.corpus import BeirDataset, Document, iter_documents, read_queries
 from retriever.evaluation import judged_queries
@@ -76,14 +78,17 @@ def exact_search(query_ids: list[str], query_vectors: np.ndarray, document_vecto
     return run
 
 
-def evaluate_dev(model, dev: DevSet, device: torch.device, dtype: str, batch_size: int | None = None) -> dict[str, float]:
+def evaluate_dev(model, dev: DevSet, device: torch.device, dtype: str, batch_size: int | None = None,
+                 progress: bool = True) -> dict[str, float]:
     """nDCG@10 and Recall@100 of the model's current weights on the dev set."""
     was_training = model.training
     model.eval()
     try:
         encoder = model.as_encoder(device, dtype, batch_size)
-        document_vectors = encoder.encode_passages(dev.documents)
-        query_vectors = encoder.encode_queries(dev.query_texts)
+        with tqdm(total=len(dev.documents) + len(dev.query_texts), desc="dev encode", unit="text", file=sys.stderr,
+                  leave=False, disable=not progress) as bar:
+            document_vectors = encoder.encode_passages(dev.documents, progress=bar.update)
+            query_vectors = encoder.encode_queries(dev.query_texts, progress=bar.update)
     finally:
         model.train(was_training)
     run = exact_search(dev.query_ids, query_vectors, document_vectors, [d.id for d in dev.documents])
