@@ -83,7 +83,7 @@ def position_limit(config) -> int | None:
 def check_max_lengths(settings: EncoderSettings, config) -> None:
     """Refuse, before any text is read, max lengths the model's positions cannot take."""
     limit = position_limit(config)
-    for name in ("query_max_length", "passage_max_length"):
+    for name in ("passage_max_length", "query_max_length"):  # passages first: queries follow their limit
         value = int(getattr(settings, name))
         if limit is not None and value > limit:
             raise RetrieverError(f"--{name.replace('_', '-')} {value} is more than the {limit} positions "
