@@ -207,9 +207,9 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
         stale.unlink()
     # Until this run finishes, this worker's shards may mix old and new content: not complete.
     done_marker(output, shard_index, num_shards).unlink(missing_ok=True)
-    base_metadata = encoder.metadata()  # paths recorded relative to the shard folder, or as names:
-    base_metadata.update(model_record(base_metadata["model"], output),
-                         corpus=relative_path(corpus_path, output) or corpus_path.name)
+    recorded = encoder.metadata()  # model and corpus re-expressed relative to the shard folder, or as names
+    base_metadata = {**recorded, **model_record(recorded["model"], output),
+                     "corpus": relative_path(corpus_path, output) or corpus_path.name}
     stats = ReadStats()
     counts = {ENCODED: 0, REUSED: 0, CHANGED: 0}
     encoded = skipped = shards = 0

@@ -314,7 +314,7 @@ def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | 
     if output.exists() and not overwrite:
         raise RetrieverError(f"{output}: already exists; pass --overwrite to replace it or choose another --output")
     shards = output.with_name(output.name + ".shards")
-    if overwrite and clear_other_encoder(shards, encoder.metadata(shards)):
+    if overwrite and clear_other_encoder(shards, encoder.metadata()):
         print(f"deleted {shards}: another encoder made those shards", file=sys.stderr)
     result = encode_corpus(corpus, shards, encoder, fmt, fields, shard_size, progress=progress)
     if progress:
