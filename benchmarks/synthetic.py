@@ -63,13 +63,16 @@ class SyntheticCollection:
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors
 
+    def chunk(self, number: int) -> np.ndarray:
+        """Database rows ``number * CHUNK`` up to the next chunk, from that chunk's own seed."""
+        return self._draw(np.random.default_rng([self.spec.seed, 1, number]), CHUNK)
+
     def vectors(self, count: int) -> np.ndarray:
         """The first ``count`` database vectors (a prefix of any larger collection)."""
         output = np.empty((count, self.spec.dim), dtype=np.float32)
-        for chunk, start in enumerate(range(0, count, CHUNK)):
+        for number, start in enumerate(range(0, count, CHUNK)):
             stop = min(start + CHUNK, count)
-            rng = np.random.default_rng([self.spec.seed, 1, chunk])
-            output[start:stop] = self._draw(rng, CHUNK)[:stop - start]
+            output[start:stop] = self.chunk(number)[:stop - start]
         return output
 
     def queries(self, count: int) -> np.ndarray:

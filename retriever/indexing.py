@@ -5,6 +5,7 @@ an interrupted build leaves nothing that looks like an index.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import platform
@@ -25,17 +26,17 @@ from retriever.encoder import Encoder
 from retriever.encoding import PartRunner, ShardContentCheck, clear_other_encoder, describe, encode_corpus
 from retriever.errors import RetrieverError
 from retriever.folders import clean_stale, replace_folder, temporary_folder
-from retriever.integrity import REBUILD, damaged, file_records, file_sha256, ids_sha256
+from retriever.integrity import REBUILD, damaged, file_records, file_sha256
+from retriever.ondisk import CODES, ONDISK_TYPE, PartPlan
 from retriever.recorded_paths import rebase_model_record, relative_path
-from retriever.shards import check_complete, iter_shard_batches, read_shard_metadata, sample_rows, sample_vectors
-from retriever.tuning import (choose_search_params, downcast_hnsw, exact_neighbours,
-                              ivf_part)
+from retriever.shards import check_complete, iter_shard_batches, read_shard_metadata, sample_vectors
+from retriever.tuning import downcast_hnsw, held_out_rows, ivf_part, tune
 
 INDEX_FILE = "index.faiss"
 IDS_FILE = "ids.parquet"
 DOCSTORE_FILE = "docstore.parquet"
 MANIFEST_FILE = "manifest.json"
-INDEX_TYPES = ("flat", "hnsw", "ivfpq")
+INDEX_TYPES = ("flat", "hnsw", "ivfpq", ONDISK_TYPE)
 FORMAT_VERSION = 1
 
 
@@ -55,6 +56,9 @@ class IndexParams:
     tuning_queries: int = 1000
     tuning_k: int = 10
     search_defaults: dict = field(default_factory=dict)
+    ondisk_codes: str = "sq8"
+    part_size: int = 500_000
+    parallel_parts: int | None = None
 
 
 def default_nlist(count: int) -> int:
@@ -72,6 +76,10 @@ def factory_string(params: IndexParams, dim: int, count: int) -> str:
         return "Flat"
     if params.index_type == "hnsw":
         return f"HNSW{params.hnsw_m},Flat"
+    if params.index_type == ONDISK_TYPE:
+        if params.ondisk_codes not in CODES:
+            raise RetrieverError(f"--ondisk-codes must be one of {', '.join(CODES)}")
+        return f"IVF{params.nlist or default_nlist(count)},{CODES[params.ondisk_codes]}"
     if params.index_type == "ivfpq":
         nlist = params.nlist or default_nlist(count)
         pq_m = params.pq_m or default_pq_m(dim)
@@ -108,15 +116,13 @@ def new_index(spec: str, dim: int, params: IndexParams) -> faiss.Index:
 
 
 def _write_docstore(corpus: Path, fmt: str, fields: Fields, target: Path, stats: ReadStats,
-                    content: ShardContentCheck, bar: tqdm) -> dict[str, int]:
-    """Stream the corpus into a Parquet doc store, hashing it part by part for ``content``; return id → row."""
+                    content: ShardContentCheck, bar: tqdm) -> None:
+    """Stream the corpus into a Parquet doc store, hashing it part by part for ``content``."""
     schema = pa.schema([("id", pa.string()), ("title", pa.string()), ("text", pa.string())])
-    rows: dict[str, int] = {}
     batch: dict[str, list[str]] = {"id": [], "title": [], "text": []}
     with pq.ParquetWriter(target, schema) as writer:
         for document in iter_documents(corpus, fmt, fields, stats):
             content.add(document)
-            rows[document.id] = len(rows)
             bar.update()
             batch["id"].append(document.id)
             batch["title"].append(document.title)
@@ -126,7 +132,6 @@ def _write_docstore(corpus: Path, fmt: str, fields: Fields, target: Path, stats:
                 batch = {key: [] for key in batch}
         if batch["id"]:
             writer.write_table(pa.table(batch, schema=schema))
-    return rows
 
 
 def library_versions() -> dict:
@@ -167,84 +172,59 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
     shutil.rmtree(building, ignore_errors=True)
     building.mkdir()
     try:
+        if params.index_type == ONDISK_TYPE:
+            from retriever.ondisk import build_ondisk
+
+            corpus_of = lambda stats: corpus_record(corpus_path, output, shard_records, stats, progress)  # noqa: E731
+            manifest = build_ondisk(shards, encoder, count, dim, corpus_path, fmt, fields, building, params,
+                                    progress, tuning_queries, started, corpus_of)
+            _move_into_place(building, output, overwrite)
+            return manifest
         stats = ReadStats()
         content = ShardContentCheck(shards)
         with tqdm(total=count, desc="doc store", unit="doc", file=sys.stderr, disable=not progress) as bar:
-            rows = _write_docstore(corpus_path, fmt, fields, building / DOCSTORE_FILE, stats, content, bar)
-        if stats.records != count:
-            raise RetrieverError(f"{corpus_path}: holds {stats.records} documents but the shards in {shards_dir} hold "
-                                 f"{count}; re-encode this corpus or pass the corpus that was encoded")
+            _write_docstore(corpus_path, fmt, fields, building / DOCSTORE_FILE, stats, content, bar)
+        check_document_count(stats, count, corpus_path, shards_dir)
         content.check(corpus_path)
         spec = factory_string(params, dim, count)
         index = new_index(spec, dim, params)
-        trained_on = None
-        if not index.is_trained:
-            sample = sample_vectors(shards, count, params.train_size, params.seed)
-            print(f"training {spec} on {len(sample)} sampled vectors", file=sys.stderr)
-            trained_on = len(sample)
-            try:
-                index.train(sample)
-            except RuntimeError as error:
-                raise RetrieverError(f"FAISS could not train {spec!r} on {len(sample)} vectors: "
-                                     f"{str(error).splitlines()[-1]}; use fewer lists (--nlist) or a flat index") from None
-        held = _held_out_rows(count, params) if tuning_queries is None else np.empty(0, dtype=np.int64)
-        ids: list[str] = []
+        trained_on = train(index, shards, count, params, spec)
+        held = held_out_rows(count, params) if tuning_queries is None else np.empty(0, dtype=np.int64)
+        # The content check proved each shard row's corpus position, so ids and doc-store rows stream
+        # shard by shard into ids.parquet; only the held-out sample waits in memory.
+        ids_file = IdMapWriter(building / IDS_FILE)
         held_ids: list[str] = []
+        held_rows: list[np.ndarray] = []
         held_vectors: list[np.ndarray] = []
         bar = tqdm(total=count, desc=f"index {spec}", unit="vec", file=sys.stderr, disable=not progress)
-        offset = 0
-        for shard_ids, vectors in iter_shard_batches(shards):
-            missing = [i for i in shard_ids if i not in rows]
-            if missing:
-                raise RetrieverError(f"{shards_dir}: shard id {missing[0]!r} is not in {corpus_path}; "
-                                     "the shards were made from another corpus")
-            local = held[(held >= offset) & (held < offset + len(vectors))] - offset
+        for piece, (shard_ids, vectors) in zip(PartPlan(shards, held, count).slices, iter_shard_batches(shards)):
+            rows = piece.first_label + piece.stride * np.arange(len(shard_ids), dtype=np.int64)
             keep = np.ones(len(vectors), dtype=bool)
-            keep[local] = False
+            keep[list(piece.held)] = False
             index.add(np.ascontiguousarray(vectors[keep]))
-            ids.extend(doc_id for doc_id, kept in zip(shard_ids, keep) if kept)
-            held_ids.extend(shard_ids[row] for row in local)
-            held_vectors.append(vectors[local])
-            offset += len(vectors)
+            ids_file.write([i for i, kept in zip(shard_ids, keep) if kept], rows[keep])
+            held_ids.extend(shard_ids[row] for row in piece.held)
+            held_rows.append(rows[~keep])
+            held_vectors.append(vectors[~keep])
             bar.update(len(shard_ids))
         bar.close()
         tuning = None
         if tuning_queries is not None:
-            tuning = _tune(index, shards, np.ascontiguousarray(tuning_queries, dtype=np.float32), held, params,
+            tuning = tune(index, shards, np.ascontiguousarray(tuning_queries, dtype=np.float32), held, params,
                            "given queries")
         elif len(held):
-            tuning = _tune(index, shards, np.ascontiguousarray(np.concatenate(held_vectors)), held, params,
+            tuning = tune(index, shards, np.ascontiguousarray(np.concatenate(held_vectors)), held, params,
                            "held-out own vectors")
             index.add(np.ascontiguousarray(np.concatenate(held_vectors)))
-            ids.extend(held_ids)
-        docstore_rows = np.array([rows[i] for i in ids], dtype=np.int64)
-        pq.write_table(pa.table({"id": pa.array(ids, pa.string()), "docstore_row": pa.array(docstore_rows)}),
-                       building / IDS_FILE)
+            ids_file.write(held_ids, np.concatenate(held_rows))
+        ids_digest = ids_file.close()
         faiss.write_index(index, str(building / INDEX_FILE))
-        search_defaults = {"nprobe": min(16, ivf_part(index).nlist) if ivf_part(index) is not None else None,
-                           "ef_search": 128 if downcast_hnsw(index) is not None else None,
-                           **params.search_defaults}
-        if tuning is not None and tuning["parameter"]:
-            search_defaults[tuning["parameter"]] = tuning["value"]
-        manifest = {
-            "format_version": FORMAT_VERSION,
-            "encoder": encoder,
-            "corpus": {"name": "/".join(corpus_path.parts[-2:]), "path": relative_path(corpus_path, output),
-                       "sha256": file_sha256(corpus_path, "hash corpus" if progress else None),
-                       "passages_cut": sum(record.get("passages_cut", 0) for record in shard_records),
-                       "bytes": corpus_path.stat().st_size, "documents": stats.records,
-                       "empty_texts": stats.empty_texts},
-            "index": {"type": params.index_type, "factory": spec, "metric": "inner_product", "dim": dim,
-                      "count": int(index.ntotal), "hnsw_m": params.hnsw_m if "HNSW" in spec else None,
-                      "ef_construction": params.ef_construction if "HNSW" in spec else None,
-                      "trained_on": trained_on,
-                      "search_defaults": search_defaults, "tuning": tuning},
-            "build_seconds": round(time.perf_counter() - started, 3),
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "versions": library_versions(),
-            "integrity": {"files": file_records(building, MANIFEST_FILE), "ids_sha256": ids_sha256(ids, docstore_rows)},
-        }
-        (building / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        manifest = write_manifest(building, encoder, corpus_record(corpus_path, output, shard_records, stats, progress),
+                                  started, {
+            "type": params.index_type, "factory": spec, "metric": "inner_product", "dim": dim,
+            "count": int(index.ntotal), "hnsw_m": params.hnsw_m if "HNSW" in spec else None,
+            "ef_construction": params.ef_construction if "HNSW" in spec else None, "trained_on": trained_on,
+            "search_defaults": search_defaults(index, params, tuning), "tuning": tuning}, ids_digest)
         _move_into_place(building, output, overwrite)
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
@@ -252,32 +232,88 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
     return manifest
 
 
+class IdMapWriter:
+    """ids.parquet (FAISS row → id, doc-store row) written shard by shard, with the digest that
+    ``integrity.ids_sha256`` gives for the whole map; only the doc-store rows (8 bytes each) are kept."""
+
+    SCHEMA = pa.schema([("id", pa.string()), ("docstore_row", pa.int64())])
+
+    def __init__(self, path: Path) -> None:
+        self._writer = pq.ParquetWriter(path, self.SCHEMA)
+        self._digest, self._rows, self._separator = hashlib.sha256(), [], ""
+
+    def write(self, ids: list[str], rows: np.ndarray) -> None:
+        if ids:
+            self._digest.update((self._separator + "\n".join(ids)).encode("utf-8", "surrogatepass"))
+            self._separator = "\n"
+        self._rows.append(np.asarray(rows, dtype=np.int64))
+        self._writer.write_table(pa.table({"id": pa.array(ids, pa.string()), "docstore_row": self._rows[-1]},
+                                          schema=self.SCHEMA))
+
+    def close(self) -> str:
+        """Finish the file; the id map's digest."""
+        self._writer.close()
+        self._digest.update(np.concatenate(self._rows or [np.empty(0, np.int64)]).tobytes())
+        return self._digest.hexdigest()
+
+
+def check_document_count(stats: ReadStats, count: int, corpus_path: Path, shards_dir: Path) -> None:
+    if stats.records != count:
+        raise RetrieverError(f"{corpus_path}: holds {stats.records} documents but the shards in {shards_dir} hold "
+                             f"{count}; re-encode this corpus or pass the corpus that was encoded")
+
+
+def train(index: faiss.Index, shards: list[Path], count: int, params: IndexParams, spec: str) -> int | None:
+    """Train on a sample read shard by shard; return the sample size (None if nothing to train)."""
+    if index.is_trained:
+        return None
+    sample = sample_vectors(shards, count, params.train_size, params.seed)
+    print(f"training {spec} on {len(sample)} sampled vectors", file=sys.stderr)
+    try:
+        index.train(sample)
+    except RuntimeError as error:
+        raise RetrieverError(f"FAISS could not train {spec!r} on {len(sample)} vectors: "
+                             f"{str(error).splitlines()[-1]}; use fewer lists (--nlist) or a flat index") from None
+    return len(sample)
+
+
+def search_defaults(index: faiss.Index, params: IndexParams, tuning: dict | None) -> dict:
+    defaults = {"nprobe": min(16, ivf_part(index).nlist) if ivf_part(index) is not None else None,
+                "ef_search": 128 if downcast_hnsw(index) is not None else None, **params.search_defaults}
+    if tuning is not None and tuning["parameter"]:
+        defaults[tuning["parameter"]] = tuning["value"]
+    return defaults
+
+
+def corpus_record(corpus_path: Path, output: Path, shard_records: list[dict], stats: ReadStats,
+                  progress: bool) -> dict:
+    return {"name": "/".join(corpus_path.parts[-2:]), "path": relative_path(corpus_path, output),
+            "sha256": file_sha256(corpus_path, "hash corpus" if progress else None),
+            "passages_cut": sum(record.get("passages_cut", 0) for record in shard_records),
+            "bytes": corpus_path.stat().st_size, "documents": stats.records, "empty_texts": stats.empty_texts}
+
+
+def write_manifest(building: Path, encoder: dict, corpus: dict, started: float, index_record: dict,
+                   ids_digest: str | None = None) -> dict:
+    """The manifest, with every file's size and SHA-256 (and the id map's digest, where there is one)."""
+    integrity = {"files": file_records(building, MANIFEST_FILE), **({"ids_sha256": ids_digest} if ids_digest else {})}
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "encoder": encoder,
+        "corpus": corpus,
+        "index": index_record,
+        "build_seconds": round(time.perf_counter() - started, 3),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "versions": library_versions(),
+        "integrity": integrity,
+    }
+    (building / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return manifest
+
+
 def _check_tuning_queries(given: bool, params: IndexParams) -> None:
     if given and params.target_recall is None:
         raise RetrieverError("tuning queries were given without a target recall; add --target-recall")
-
-
-def _held_out_rows(count: int, params: IndexParams) -> np.ndarray:
-    """Rows kept out of the index until --target-recall tuning is done (none without it)."""
-    if params.target_recall is None:
-        return np.empty(0, dtype=np.int64)
-    if count < 2:
-        raise RetrieverError("--target-recall needs at least 2 vectors to measure recall on")
-    return sample_rows(count, min(params.tuning_queries, count // 2), params.seed + 1)
-
-
-def _tune(index: faiss.Index, shards: list[Path], queries: np.ndarray, held: np.ndarray, params: IndexParams,
-          source: str) -> dict:
-    """Measure recall against exact search over the indexed rows; pick nprobe/efSearch."""
-    truth = exact_neighbours(shards, queries, min(params.tuning_k, int(index.ntotal)), exclude_rows=held)
-    tuning = {**choose_search_params(index, queries, truth, params.target_recall), "queries": source}
-    outcome = "measured" if tuning["reached"] else "NOT REACHED; best measured"
-    print(f"target recall@{tuning['k']} {params.target_recall}: {tuning['parameter']}={tuning['value']} "
-          f"{outcome} {tuning['measured_recall']:.4f} on {len(queries)} {source}", file=sys.stderr)
-    if not tuning["reached"]:
-        print("warning: no search setting reaches the target recall; rebuild with more lists/links, a finer code "
-              "(e.g. an RFlat refinement) or a flat index", file=sys.stderr)
-    return tuning
 
 
 def _move_into_place(building: Path, output: Path, overwrite: bool) -> None:

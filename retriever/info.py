@@ -3,20 +3,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import faiss
-import pyarrow.parquet as pq
-
-from retriever.indexing import DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, read_manifest
-from retriever.integrity import check_counts, check_folder, damaged, ids_sha256, reading, verify_files
-
-REQUIRED_FILES = (INDEX_FILE, IDS_FILE, DOCSTORE_FILE)
+from retriever.indexing import MANIFEST_FILE, read_manifest
+from retriever.integrity import check_folder, damaged, verify_files
+from retriever.searching import open_index, required_files
 
 
 def index_summary(index_dir: str | Path) -> dict:
     """The manifest's essentials plus the folder's size on disk; runs the cheap open checks first."""
     index_dir = Path(index_dir)
     manifest = read_manifest(index_dir)
-    check_folder(index_dir, manifest, MANIFEST_FILE, REQUIRED_FILES)
+    check_folder(index_dir, manifest, MANIFEST_FILE, required_files(manifest))
     encoder, index, corpus = manifest["encoder"], manifest["index"], manifest.get("corpus", {})
     tuning = index.get("tuning") or {}
     return {
@@ -42,17 +38,9 @@ def verify_index(index_dir: str | Path) -> int:
     damaged one."""
     index_dir = Path(index_dir)
     manifest = read_manifest(index_dir)
-    check_folder(index_dir, manifest, MANIFEST_FILE, REQUIRED_FILES)
+    check_folder(index_dir, manifest, MANIFEST_FILE, required_files(manifest))
     differing = verify_files(index_dir, manifest)
     if differing:
         raise damaged(index_dir / differing[0], "its SHA-256 differs from the one the manifest records")
-    with reading(index_dir / INDEX_FILE):
-        ntotal = int(faiss.read_index(str(index_dir / INDEX_FILE)).ntotal)
-    with reading(index_dir / IDS_FILE):
-        table = pq.read_table(index_dir / IDS_FILE)
-        ids, rows = table.column("id").to_pylist(), table.column("docstore_row").to_numpy()
-    with reading(index_dir / DOCSTORE_FILE):
-        documents = pq.read_metadata(index_dir / DOCSTORE_FILE).num_rows
-    check_counts(index_dir, manifest, {INDEX_FILE: ntotal, IDS_FILE: len(ids), DOCSTORE_FILE: documents}, IDS_FILE,
-                 ids_sha256(ids, rows))
+    open_index(index_dir, manifest)  # reads every part and checks the counts and the id map's digest
     return len(manifest["integrity"]["files"])

@@ -13,10 +13,12 @@ import faiss
 import numpy as np
 import pyarrow.parquet as pq
 
+from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, MappedDocuments, ParquetDocuments
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.indexing import DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, read_manifest
 from retriever.integrity import check_counts, check_folder, ids_sha256, reading
+from retriever.ondisk import IVFDATA_FILE, ONDISK_TYPE, read_ondisk_index
 from retriever.recorded_paths import recorded_model
 from retriever.tuning import apply_search_params
 from retriever.runs import Run
@@ -70,6 +72,36 @@ def check_requested_encoder(manifest: dict, **requested: object) -> None:
                              + ", ".join(differences) + ". Drop those flags to use the index's own encoder")
 
 
+def required_files(manifest: dict) -> tuple[str, ...]:
+    if manifest["index"].get("type") == ONDISK_TYPE:
+        return INDEX_FILE, IVFDATA_FILE, MAPPED_DOCSTORE_FILE, ID_ORDER_FILE
+    return INDEX_FILE, IDS_FILE, DOCSTORE_FILE
+
+
+def open_index(index_dir: Path, manifest: dict) -> tuple[faiss.Index, MappedDocuments | ParquetDocuments]:
+    """The FAISS index and its documents, counts checked against the manifest. An on-disk index and
+    its doc store are memory-mapped, not read; the others' id map and doc store are read whole."""
+    if manifest["index"].get("type") == ONDISK_TYPE:
+        with reading(index_dir / INDEX_FILE):
+            index = read_ondisk_index(index_dir / INDEX_FILE)
+        with reading(index_dir / MAPPED_DOCSTORE_FILE):
+            documents = MappedDocuments(index_dir)
+        counts = {INDEX_FILE: int(index.ntotal), MAPPED_DOCSTORE_FILE: len(documents),
+                  ID_ORDER_FILE: documents.sorted_ids}
+        check_counts(index_dir, manifest, counts, ID_ORDER_FILE, "")
+        return index, documents
+    with reading(index_dir / INDEX_FILE):
+        index = faiss.read_index(str(index_dir / INDEX_FILE))
+    with reading(index_dir / IDS_FILE):
+        ids = pq.read_table(index_dir / IDS_FILE)
+    with reading(index_dir / DOCSTORE_FILE):
+        documents = ParquetDocuments(ids, pq.read_table(index_dir / DOCSTORE_FILE, memory_map=True))
+    check_counts(index_dir, manifest, {INDEX_FILE: int(index.ntotal), IDS_FILE: len(documents),
+                                       DOCSTORE_FILE: documents.docstore_rows},
+                 IDS_FILE, ids_sha256(documents.ids, documents.rows))
+    return index, documents
+
+
 class Searcher:
     """An index folder loaded once: FAISS index, id map, doc store and query encoder."""
 
@@ -77,21 +109,11 @@ class Searcher:
                  model: str | None = None, **requested_settings: object) -> None:
         self.index_dir = Path(index_dir)
         self.manifest = read_manifest(self.index_dir)
-        check_folder(self.index_dir, self.manifest, MANIFEST_FILE, (INDEX_FILE, IDS_FILE, DOCSTORE_FILE))
+        check_folder(self.index_dir, self.manifest, MANIFEST_FILE, required_files(self.manifest))
         check_requested_encoder(self.manifest, **requested_settings)
         self.encoder = recorded_encoder(self.manifest["encoder"], "the index was built", self.index_dir, device,
                                         dtype, batch_size, model)
-        with reading(self.index_dir / INDEX_FILE):
-            self.index = faiss.read_index(str(self.index_dir / INDEX_FILE))
-        with reading(self.index_dir / IDS_FILE):
-            ids = pq.read_table(self.index_dir / IDS_FILE)
-            self.ids: list[str] = ids.column("id").to_pylist()
-            self._docstore_rows = ids.column("docstore_row").to_numpy()
-        with reading(self.index_dir / DOCSTORE_FILE):
-            self._docstore = pq.read_table(self.index_dir / DOCSTORE_FILE, memory_map=True)
-        check_counts(self.index_dir, self.manifest, {INDEX_FILE: int(self.index.ntotal), IDS_FILE: len(self.ids),
-                                                     DOCSTORE_FILE: self._docstore.num_rows},
-                     IDS_FILE, ids_sha256(self.ids, self._docstore_rows))
+        self.index, self.documents = open_index(self.index_dir, self.manifest)
         defaults = self.manifest["index"].get("search_defaults", {})
         self.default_nprobe = defaults.get("nprobe")
         self.default_ef_search = defaults.get("ef_search")
@@ -116,10 +138,11 @@ class Searcher:
     def hits(self, scores: np.ndarray, labels: np.ndarray) -> list[Hit]:
         """One FAISS result row as hits with title and text."""
         valid = [(float(s), int(l)) for s, l in zip(scores, labels) if l >= 0]
-        rows = self._docstore.take([int(self._docstore_rows[label]) for _, label in valid]).to_pydict()
-        return [Hit(rank=rank, id=self.ids[label], score=score, title=rows["title"][rank - 1] or "",
+        found = [label for _, label in valid]
+        rows, ids = self.documents.records(found), self.documents.ids_of(found)
+        return [Hit(rank=rank, id=ids[rank - 1], score=score, title=rows["title"][rank - 1] or "",
                     text=rows["text"][rank - 1] or "")
-                for rank, (score, label) in enumerate(valid, start=1)]
+                for rank, (score, _) in enumerate(valid, start=1)]
 
     def run(self, query_ids: Sequence[str], query_texts: Sequence[str], k: int = 1000, nprobe: int | None = None,
             ef_search: int | None = None, batch_size: int = 256, progress=None) -> Run:
@@ -130,15 +153,16 @@ class Searcher:
             vectors = self.encoder.encode_queries(texts)
             scores, labels = self.search_vectors(vectors, k, nprobe, ef_search)
             for qid, row_scores, row_labels in zip(query_ids[start:start + batch_size], scores, labels):
-                result[qid] = {self.ids[label]: float(score) for score, label in zip(row_scores, row_labels)
-                               if label >= 0}
+                found = row_labels >= 0
+                result[qid] = dict(zip(self.documents.ids_of(row_labels[found].tolist()),
+                                       row_scores[found].astype(float).tolist()))
             if progress is not None:
                 progress(len(texts))
         return result
 
     def document_text(self, doc_id: str) -> str:
         """Title and text of one document, for answer recall."""
-        if not hasattr(self, "_row_of"):
-            self._row_of = {doc_id: i for i, doc_id in enumerate(self._docstore.column("id").to_pylist())}
-        row = self._docstore.take([self._row_of[doc_id]]).to_pydict()
-        return f"{row['title'][0] or ''} {row['text'][0] or ''}".strip()
+        record = self.documents.document(doc_id)
+        if record is None:
+            raise KeyError(doc_id)
+        return f"{record['title'] or ''} {record['text'] or ''}".strip()

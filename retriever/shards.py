@@ -84,11 +84,16 @@ def read_shard_metadata(path: Path) -> dict:
 
 
 def read_shard(path: Path) -> tuple[list[str], np.ndarray]:
-    table = pq.read_table(path)
-    ids = table.column("id").to_pylist()
-    column = table.column("embedding").combine_chunks()
-    dim = column.type.list_size
-    vectors = column.values.to_numpy(zero_copy_only=False).reshape(-1, dim).astype(np.float32, copy=False)
+    """Ids and vectors of one shard, decoded a few thousand rows at a time into one array:
+    reading the whole table at once peaks at several times the vectors' size."""
+    shard = pq.ParquetFile(path, buffer_size=1 << 22, pre_buffer=False)
+    dim = shard.schema_arrow.field("embedding").type.list_size
+    vectors = np.empty((shard.metadata.num_rows, dim), dtype=np.float32)
+    ids: list[str] = []
+    for batch in shard.iter_batches(batch_size=8192, columns=["id", "embedding"]):
+        vectors[len(ids):len(ids) + batch.num_rows] = batch.column(1).values.to_numpy(
+            zero_copy_only=False).reshape(-1, dim)
+        ids.extend(batch.column(0).to_pylist())
     return ids, vectors
 
 

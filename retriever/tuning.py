@@ -10,15 +10,22 @@ the target (with a two-standard-error margin for the sample) is kept: the fastes
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import faiss
 import numpy as np
 
 from retriever.errors import RetrieverError
-from retriever.shards import iter_shard_batches
+from retriever.shards import iter_shard_batches, sample_rows
 
-NPROBE_CANDIDATES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+if TYPE_CHECKING:
+    from retriever.indexing import IndexParams
+
+# Steps of about 1.5x, so the chosen nprobe does not overshoot the target by a whole doubling.
+NPROBE_CANDIDATES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048,
+                     3072, 4096)
 EF_SEARCH_CANDIDATES = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048)
 
 
@@ -53,11 +60,12 @@ def exact_neighbours(shards: list[Path], queries: np.ndarray, k: int,
                      exclude_rows: np.ndarray | None = None) -> np.ndarray:
     """Row ids of the exact top-k by inner product, best first, streaming the shards.
 
+    Memory stays at one shard plus FAISS's blocked brute force and a k-per-query heap.
     With ``exclude_rows`` (sorted global rows), those vectors are skipped and the others are
     numbered consecutively, as they are in an index built without them.
     """
-    best_scores = np.full((len(queries), k), -np.inf, dtype=np.float32)
-    best_ids = np.full((len(queries), k), -1, dtype=np.int64)
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
+    heap = faiss.ResultHeap(len(queries), k, keep_max=True)
     offset, kept_offset = 0, 0
     for _, vectors in iter_shard_batches(shards):
         if exclude_rows is not None and len(exclude_rows):
@@ -66,16 +74,16 @@ def exact_neighbours(shards: list[Path], queries: np.ndarray, k: int,
             vectors = np.delete(vectors, local, axis=0)
         else:
             offset += len(vectors)
-        scores = queries @ vectors.T
-        ids = np.broadcast_to(np.arange(kept_offset, kept_offset + len(vectors)), scores.shape)
-        merged_scores = np.concatenate([best_scores, scores], axis=1)
-        merged_ids = np.concatenate([best_ids, ids], axis=1)
-        top = np.argpartition(-merged_scores, min(k, merged_scores.shape[1] - 1), axis=1)[:, :k]
-        best_scores = np.take_along_axis(merged_scores, top, axis=1)
-        best_ids = np.take_along_axis(merged_ids, top, axis=1)
+        if len(vectors):
+            scores, ids = faiss.knn(queries, np.ascontiguousarray(vectors), min(k, len(vectors)),
+                                    metric=faiss.METRIC_INNER_PRODUCT)
+            if ids.shape[1] < k:  # a shard smaller than k
+                pad = ((0, 0), (0, k - ids.shape[1]))
+                scores, ids = np.pad(scores, pad, constant_values=-np.inf), np.pad(ids, pad, constant_values=-1)
+            heap.add_result(np.ascontiguousarray(scores), np.where(ids >= 0, ids + kept_offset, -1))
         kept_offset += len(vectors)
-    order = np.argsort(-best_scores, axis=1, kind="stable")
-    return np.take_along_axis(best_ids, order, axis=1)
+    heap.finalize()
+    return heap.I
 
 
 def per_query_recall(found: np.ndarray, truth: np.ndarray) -> np.ndarray:
@@ -123,15 +131,54 @@ def choose_search_params(index: faiss.Index, queries: np.ndarray, truth: np.ndar
         return {"parameter": None, "value": None, "measured_recall": result["recall"], **base,
                 "reached": result["recall"] >= target_recall}
     name, candidates = tunable
-    sweep = []
-    for value in candidates:
+
+    def step(value: int) -> dict:
         apply_search_params(index, **{name: value})
         sweep.append({"value": value, **measured()})
-        if sweep[-1]["lower_bound"] >= target_recall:
+        return sweep[-1]
+
+    sweep: list[dict] = []
+    for value in candidates:
+        if step(value)["lower_bound"] >= target_recall:
             break
     reached = sweep[-1]["lower_bound"] >= target_recall
-    best = max(step["recall"] for step in sweep)
-    chosen = sweep[-1] if reached else next(step for step in sweep if step["recall"] == best)
+    best = max(entry["recall"] for entry in sweep)
+    chosen = sweep[-1] if reached else next(entry for entry in sweep if entry["recall"] == best)
+    if reached and len(sweep) > 1:
+        # Bisect between the last candidate that fell short and the first that reached, so the
+        # setting lands near the target instead of a whole candidate step above it.
+        low = sweep[-2]["value"]
+        while chosen["value"] - low > 1:
+            middle = step((low + chosen["value"]) // 2)
+            low, chosen = (low, middle) if middle["lower_bound"] >= target_recall else (middle["value"], chosen)
+        sweep.sort(key=lambda entry: entry["value"])
     apply_search_params(index, **{name: chosen["value"]})
     return {"parameter": name, "value": chosen["value"], "measured_recall": chosen["recall"],
             "lower_bound": chosen["lower_bound"], **base, "reached": reached, "sweep": sweep}
+
+
+def held_out_rows(count: int, params: IndexParams) -> np.ndarray:
+    """Rows kept out of the index until --target-recall tuning is done (none without it)."""
+    if params.target_recall is None:
+        return np.empty(0, dtype=np.int64)
+    if count < 2:
+        raise RetrieverError("--target-recall needs at least 2 vectors to measure recall on")
+    return sample_rows(count, min(params.tuning_queries, count // 2), params.seed + 1)
+
+
+def tune(index: faiss.Index, shards: list[Path], queries: np.ndarray, held: np.ndarray, params: IndexParams,
+         source: str, labels_of_rows=None) -> dict:
+    """Measure recall against exact search over the indexed rows; pick nprobe/efSearch.
+
+    ``labels_of_rows`` maps exact search's row numbers to the index's labels where they differ."""
+    truth = exact_neighbours(shards, queries, min(params.tuning_k, int(index.ntotal)), exclude_rows=held)
+    if labels_of_rows is not None:
+        truth = labels_of_rows(truth)
+    tuning = {**choose_search_params(index, queries, truth, params.target_recall), "queries": source}
+    outcome = "measured" if tuning["reached"] else "NOT REACHED; best measured"
+    print(f"target recall@{tuning['k']} {params.target_recall}: {tuning['parameter']}={tuning['value']} "
+          f"{outcome} {tuning['measured_recall']:.4f} on {len(queries)} {source}", file=sys.stderr)
+    if not tuning["reached"]:
+        print("warning: no search setting reaches the target recall; rebuild with more lists/links, a finer code "
+              "(e.g. an RFlat refinement) or a flat index", file=sys.stderr)
+    return tuning

@@ -133,3 +133,15 @@ def test_tuning_queries_without_a_target_recall_are_refused(tiny_beir, tiny_enco
         encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, IndexParams("hnsw"), progress=False,
                          tuning_query_texts=["hot lava rock"])
     assert not (tmp_path / "idx").exists()
+
+
+def test_id_map_points_at_each_documents_docstore_row_with_split_shards(tiny_beir, tiny_encoder, tmp_path):
+    for worker in range(3):
+        encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, shard_size=2, shard_index=worker, num_shards=3,
+                      progress=False)
+    params = IndexParams("flat", target_recall=0.9, tuning_queries=4, tuning_k=3)
+    build_index(tmp_path / "shards", tiny_beir, tmp_path / "idx", params, progress=False)
+    id_map = pq.read_table(tmp_path / "idx" / IDS_FILE).to_pydict()
+    docstore_ids = pq.read_table(tmp_path / "idx" / DOCSTORE_FILE)["id"].to_pylist()
+    assert sorted(id_map["id"]) == sorted(docstore_ids) and len(docstore_ids) == 12
+    assert [docstore_ids[row] for row in id_map["docstore_row"]] == id_map["id"]

@@ -27,7 +27,7 @@ def test_hits_are_exact_inner_product_with_text(tiny_index, tiny_model_dir):
     query = searcher.encoder.encode_queries(["honey bee"])[0]
     all_docs = searcher.index.reconstruct_n(0, searcher.index.ntotal)
     best = np.argsort(-(all_docs @ query))[:3]
-    assert [searcher.ids[i] for i in best] == [h.id for h in hits]
+    assert searcher.documents.ids_of(best.tolist()) == [h.id for h in hits]
     assert docs[hits[0].id].title
 
 

@@ -50,9 +50,16 @@ def index_options():
         click.option("--ef-construction", type=click.IntRange(min=1), default=200, show_default=True,
                      help="HNSW build-time beam width (hnsw only)."),
         click.option("--nlist", type=click.IntRange(min=1), default=None,
-                     help="IVF lists (ivfpq only). [default: about 4*sqrt(N)]"),
+                     help="IVF lists (ivfpq, ivf-ondisk). [default: about 4*sqrt(N)]"),
         click.option("--pq-m", type=click.IntRange(min=1), default=None,
                      help="PQ sub-quantisers; must divide the dimension (ivfpq only). [default: dim/8]"),
+        click.option("--ondisk-codes", type=click.Choice(["sq8", "fp16", "flat"]), default="sq8", show_default=True,
+                     help="How ivf-ondisk stores each vector: 8-bit (dim bytes), 16-bit float (2*dim bytes) or "
+                          "float32 (4*dim bytes) scalar codes."),
+        click.option("--part-size", type=click.IntRange(min=1), default=500_000, show_default=True,
+                     help="Vectors per part of an ivf-ondisk build; a worker holds one part's codes in memory."),
+        click.option("--parallel-parts", type=click.IntRange(min=1), default=None,
+                     help="Worker processes filling ivf-ondisk parts at once. [default: one per core]"),
         click.option("--refine-k-factor", type=click.IntRange(min=1), default=50, show_default=True,
                      help="For factory strings ending in ',RFlat': re-score k x this many candidates with the exact "
                           "vectors."),

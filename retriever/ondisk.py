@@ -1,0 +1,207 @@
+"""Indexes larger than RAM (``--index-type ivf-ondisk``): FAISS's own recipe, as in its
+``demo_ondisk_ivf.py`` and autofaiss.
+
+1. Train the IVF (coarse centroids + codes) on a sample read shard by shard.
+2. Fill parts of about ``--part-size`` vectors, in parallel worker processes, each adding its shards to a copy of the trained empty index and writing it out.
+3. Merge the parts' inverted lists into one ``index.ivfdata`` file (``merge_ondisk``), which
+   ``search`` and ``serve`` map into memory instead of reading.
+
+FAISS labels are doc-store rows, so the id map is the memory-mapped doc store itself (see
+``retriever.docstore``). Nothing here holds more than one part's codes or one shard's vectors.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import faiss
+import numpy as np
+from faiss.contrib.ondisk import merge_ondisk
+from tqdm import tqdm
+
+from retriever.corpus import Document, Fields, ReadStats, iter_documents
+from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, write_id_order, write_mapped_docstore
+from retriever.encoding import ShardContentCheck
+from retriever.errors import RetrieverError
+from retriever.ivfparts import PartResult, ShardSlice, fill_part
+from retriever.shards import read_shard_metadata
+from retriever.tuning import held_out_rows, tune
+
+ONDISK_TYPE = "ivf-ondisk"
+IVFDATA_FILE = "index.ivfdata"
+CODES = {"sq8": "SQ8", "fp16": "SQfp16", "flat": "Flat"}
+READ_FLAGS = faiss.IO_FLAG_ONDISK_SAME_DIR
+
+
+@contextmanager
+def faiss_chatter_to_stderr() -> Iterator[None]:
+    """FAISS's on-disk lists print notes on the C stdout, where `search` writes its results."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def read_ondisk_index(path: Path) -> faiss.Index:
+    """Open an on-disk index with its inverted lists mapped from the ``.ivfdata`` beside it, so the
+    folder can be moved (the path recorded at build time is not used)."""
+    if not (path.parent / IVFDATA_FILE).is_file():
+        raise RetrieverError(f"{path.parent}: has no {IVFDATA_FILE}; the on-disk index is incomplete, rebuild it")
+    with faiss_chatter_to_stderr():
+        return faiss.read_index(str(path), READ_FLAGS)
+
+
+class PartPlan:
+    """Shards grouped into parts, and where each shard's rows land among the labels."""
+
+    def __init__(self, shards: list[Path], held: np.ndarray, part_size: int) -> None:
+        self.parts: list[list[ShardSlice]] = []
+        offsets, first_labels, strides = [], [], []
+        seen: dict[int, int] = {}
+        offset, part_rows = 0, 0
+        for shard in shards:
+            meta = read_shard_metadata(shard)["shard"]
+            worker, workers, rows = meta["worker"], meta["num_workers"], meta["rows"]
+            local = held[(held >= offset) & (held < offset + rows)] - offset
+            piece = ShardSlice(str(shard), worker + workers * seen.get(worker, 0), workers,
+                               tuple(int(row) for row in local))
+            seen[worker] = seen.get(worker, 0) + rows
+            if not self.parts or part_rows + rows > part_size:
+                self.parts.append([])
+                part_rows = 0
+            self.parts[-1].append(piece)
+            part_rows += rows
+            offsets.append(offset)
+            first_labels.append(piece.first_label)
+            strides.append(workers)
+            offset += rows
+        self._offsets, self._first = np.array(offsets), np.array(first_labels)
+        self._strides, self._held = np.array(strides), held
+
+    @property
+    def slices(self) -> list[ShardSlice]:
+        """Every shard's slice, in shard order."""
+        return [piece for part in self.parts for piece in part]
+
+    def labels_of_kept(self, kept: np.ndarray) -> np.ndarray:
+        """Labels of rows numbered as ``exact_neighbours(exclude_rows=held)`` numbers them."""
+        rows = kept + np.searchsorted(self._held - np.arange(len(self._held)), kept, side="right")
+        shard = np.searchsorted(self._offsets, rows, side="right") - 1
+        labels = self._first[shard] + self._strides[shard] * (rows - self._offsets[shard])
+        return np.where(kept >= 0, labels, -1)
+
+
+def fill_parts(trained: Path, plan: PartPlan, folder: Path, workers: int, progress: bool = True) -> list[PartResult]:
+    """Run ``fill_part`` for every part in ``workers`` processes, each with its share of the cores."""
+    jobs = [(str(trained), slices, str(folder / f"part-{number:05d}.faiss"))
+            for number, slices in enumerate(plan.parts)]
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    results = []
+    # spawn, not fork: a forked child of a process that already ran OpenMP (training) can hang.
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool, \
+            tqdm(total=len(jobs), desc="fill parts", unit="part", file=sys.stderr, disable=not progress) as bar:
+        for future in [pool.submit(fill_part, *job, threads) for job in jobs]:
+            results.append(future.result())
+            bar.update(1)
+    return results
+
+
+def write_documents(corpus: Path, fmt: str, fields: Fields, folder: Path, stats: ReadStats,
+                    content: ShardContentCheck) -> None:
+    """The mapped doc store (corpus order, hashed part by part for ``content``) and its sorted id index."""
+    docstore = folder / MAPPED_DOCSTORE_FILE
+    write_mapped_docstore(_hashed(iter_documents(corpus, fmt, fields, stats), content), docstore)
+    write_id_order(docstore, folder / ID_ORDER_FILE)
+
+
+def _hashed(documents: Iterator[Document], content: ShardContentCheck) -> Iterator[Document]:
+    for document in documents:
+        content.add(document)
+        yield document
+
+
+def merge_parts(trained: Path, parts: list[str], ivfdata: Path) -> faiss.Index:
+    """One index whose inverted lists are the parts' lists merged into the ``ivfdata`` file.
+
+    The result is final: adding to merged on-disk lists corrupts them (FAISS 1.15's merge leaves the
+    free-space map behind), so vectors held out for tuning are merged in a second time instead.
+    """
+    index = faiss.read_index(str(trained))
+    with faiss_chatter_to_stderr():
+        merge_ondisk(index, parts, str(ivfdata))
+    return index
+
+
+def held_part(trained: Path, parts: list[PartResult], path: Path) -> str:
+    """The vectors the parts held out, as one more part file."""
+    index = faiss.read_index(str(trained))
+    index.add_with_ids(np.ascontiguousarray(np.concatenate([part.held_vectors for part in parts])),
+                       np.concatenate([part.held_labels for part in parts]))
+    faiss.write_index(index, str(path))
+    return str(path)
+
+
+def write_ondisk_index(index: faiss.Index, path: Path) -> None:
+    """Write the index with a bare ``.ivfdata`` file name, so nothing records the build folder."""
+    invlists = faiss.downcast_InvertedLists(faiss.extract_index_ivf(index).invlists)
+    invlists.filename = IVFDATA_FILE
+    faiss.write_index(index, str(path))
+
+
+def check_part_size(part_size: int, workers: int) -> None:
+    if part_size < 1 or workers < 1:
+        raise RetrieverError("--part-size and --parallel-parts must be at least 1")
+
+
+def build_ondisk(shards: list[Path], encoder: dict, count: int, dim: int, corpus_path: Path, fmt: str, fields: Fields,
+                 building: Path, params, progress: bool, tuning_queries: np.ndarray | None, started: float,
+                 corpus_of) -> dict:
+    """Fill ``building`` with an on-disk index folder; return its manifest (see the module docstring).
+    ``corpus_of(stats)`` gives the manifest's corpus record once the corpus has been read."""
+    from retriever.indexing import (INDEX_FILE, check_document_count, factory_string, new_index, search_defaults,
+                                    train, write_manifest)
+
+    workers = params.parallel_parts or os.cpu_count() or 1
+    check_part_size(params.part_size, workers)
+    stats, content = ReadStats(), ShardContentCheck(shards)
+    write_documents(corpus_path, fmt, fields, building, stats, content)
+    check_document_count(stats, count, corpus_path, shards[0].parent)
+    content.check(corpus_path)
+    spec = factory_string(params, dim, count)
+    index = new_index(spec, dim, params)
+    trained_on = train(index, shards, count, params, spec)
+    trained = building / "trained.faiss"
+    faiss.write_index(index, str(trained))
+    held = held_out_rows(count, params) if tuning_queries is None else np.empty(0, dtype=np.int64)
+    plan = PartPlan(shards, held, params.part_size)
+    parts = fill_parts(trained, plan, building, min(workers, len(plan.parts)), progress)
+    files = [part.path for part in parts]
+    tuning = None
+    if tuning_queries is not None or len(held):
+        queries = tuning_queries if tuning_queries is not None else np.concatenate([p.held_vectors for p in parts])
+        source = "given queries" if tuning_queries is not None else "held-out own vectors"
+        index = merge_parts(trained, files, building / "tuning.ivfdata")
+        tuning = tune(index, shards, np.ascontiguousarray(queries, dtype=np.float32), held, params, source,
+                      plan.labels_of_kept)
+        del index
+        os.remove(building / "tuning.ivfdata")
+        if len(held):
+            files.append(held_part(trained, parts, building / "part-held.faiss"))
+    index = merge_parts(trained, files, building / IVFDATA_FILE)
+    for path in [trained, *files]:
+        os.remove(path)
+    write_ondisk_index(index, building / INDEX_FILE)
+    record = {"type": ONDISK_TYPE, "factory": spec, "metric": "inner_product", "dim": dim, "count": int(index.ntotal),
+              "codes": params.ondisk_codes, "parts": len(plan.parts), "part_size": params.part_size,
+              "trained_on": trained_on, "search_defaults": search_defaults(index, params, tuning), "tuning": tuning}
+    del index  # unmaps the inverted lists before the folder is renamed
+    return write_manifest(building, encoder, corpus_of(stats), started, record)

@@ -1,0 +1,125 @@
+"""ivf-ondisk: built in parallel parts, merged to on-disk lists, searched memory-mapped."""
+from __future__ import annotations
+
+import os
+import random
+
+import faiss
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from retriever.docstore import MappedDocuments
+from retriever.encoder import Encoder, EncoderSettings
+from retriever.encoding import encode_corpus
+from retriever.errors import RetrieverError
+from retriever.indexing import IndexParams, build_index
+from retriever.ondisk import IVFDATA_FILE
+from retriever.searching import Searcher
+from tests.conftest import WORDS, write_jsonl
+
+QUERIES = ["the cat and the dog", "a river of ice", "solar power in the city", "honey from a flower",
+           "the king and the queen", "rain storm cloud", "a rocket to the moon", "bread and coffee"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    rng = random.Random(0)
+    rows = [{"_id": f"doc{i:04d}", "title": rng.choice(WORDS), "text": " ".join(rng.choices(WORDS, k=12))}
+            for i in range(400)]
+    return write_jsonl(tmp_path_factory.mktemp("corpus") / "corpus.jsonl", rows)
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_model_dir):
+    return Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+
+
+@pytest.fixture(scope="module")
+def shards(corpus, encoder, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("shards") / "one"
+    encode_corpus(corpus, folder, encoder, shard_size=60, progress=False)
+    return folder
+
+
+ONDISK = dict(index_type="ivf-ondisk", nlist=8, train_size=400, part_size=130, parallel_parts=2, ondisk_codes="flat")
+
+
+@pytest.fixture(scope="module")
+def ondisk(shards, corpus, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("built") / "ondisk"
+    build_index(shards, corpus, folder, IndexParams(**ONDISK), progress=False)
+    return folder
+
+
+def hits(searcher: Searcher, nprobe: int) -> list[list[tuple[str, float]]]:
+    return [[(hit.id, round(hit.score, 5)) for hit in row] for row in searcher.search(QUERIES, k=10, nprobe=nprobe)]
+
+
+def test_ondisk_matches_in_memory_ivf_with_same_training(ondisk, shards, corpus, tmp_path):
+    build_index(shards, corpus, tmp_path / "memory", IndexParams("IVF8,Flat", train_size=400), progress=False)
+    mapped, memory = Searcher(ondisk, device="cpu"), Searcher(tmp_path / "memory", device="cpu")
+    invlists = faiss.extract_index_ivf(mapped.index).invlists
+    assert isinstance(faiss.downcast_InvertedLists(invlists), faiss.OnDiskInvertedLists)
+    assert mapped.manifest["index"]["parts"] == 4 and mapped.index.ntotal == 400
+    for nprobe in (1, 3, 8):
+        assert hits(mapped, nprobe) == hits(memory, nprobe)
+
+
+def test_moved_folder_still_opens(ondisk, tmp_path):
+    before = hits(Searcher(ondisk, device="cpu"), 4)
+    moved = tmp_path / "elsewhere" / "renamed"
+    moved.parent.mkdir()
+    os.rename(ondisk, moved)
+    try:
+        assert hits(Searcher(moved, device="cpu"), 4) == before
+    finally:
+        os.rename(moved, ondisk)
+
+
+def test_missing_ivfdata_is_a_clear_error(ondisk, tmp_path):
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for path in ondisk.iterdir():
+        if path.name != IVFDATA_FILE:
+            (copy / path.name).write_bytes(path.read_bytes())
+    with pytest.raises(RetrieverError, match="has no index.ivfdata"):
+        Searcher(copy, device="cpu")
+
+
+def test_workers_split_shards_label_the_same_documents(ondisk, corpus, encoder, tmp_path):
+    split = tmp_path / "split"
+    for worker in range(2):
+        encode_corpus(corpus, split, encoder, shard_size=60, shard_index=worker, num_shards=2, progress=False)
+    build_index(split, corpus, tmp_path / "idx", IndexParams(**ONDISK), progress=False)
+    assert hits(Searcher(tmp_path / "idx", device="cpu"), 8) == hits(Searcher(ondisk, device="cpu"), 8)
+
+
+def test_target_recall_tunes_nprobe_and_adds_held_out_vectors(shards, corpus, tmp_path):
+    params = IndexParams(**{**ONDISK, "ondisk_codes": "sq8"}, target_recall=0.9, tuning_queries=60)
+    manifest = build_index(shards, corpus, tmp_path / "idx", params, progress=False)
+    tuning = manifest["index"]["tuning"]
+    assert tuning["parameter"] == "nprobe" and tuning["lower_bound"] >= 0.9
+    assert manifest["index"]["search_defaults"]["nprobe"] == tuning["value"] < 8
+    searcher = Searcher(tmp_path / "idx", device="cpu")
+    assert searcher.default_nprobe == tuning["value"] and searcher.index.ntotal == 400
+    labels = searcher.search_vectors(searcher.encoder.encode_queries(QUERIES[:1]), 400, nprobe=8)[1]
+    assert sorted(labels[0].tolist()) == list(range(400))  # every row, held-out ones included, once
+
+
+def test_id_lookups_read_rows_not_the_whole_store(ondisk):
+    allocated = pa.total_allocated_bytes()
+    documents = MappedDocuments(ondisk)
+    assert pa.total_allocated_bytes() - allocated < 10_000
+    assert documents.ids_of([5, 0, 399]) == ["doc0005", "doc0000", "doc0399"]
+    assert documents.document("doc0123")["text"] == documents.records([123])["text"][0]
+    assert documents.document("nope") is None and documents.document("doc9999") is None
+    searcher = Searcher(ondisk, device="cpu")
+    assert searcher.document_text("doc0007").endswith(documents.records([7])["text"][0])
+
+
+def test_shards_from_another_corpus_are_refused(shards, tmp_path):
+    other = write_jsonl(tmp_path / "other.jsonl", [{"_id": f"x{i:04d}", "text": "a b"} for i in range(400)])
+    with pytest.raises(RetrieverError, match="encoded from other documents"):
+        build_index(shards, other, tmp_path / "idx", IndexParams(**ONDISK), progress=False)
+    assert not (tmp_path / "idx").exists()
