@@ -73,7 +73,9 @@ def check_requested_encoder(manifest: dict, **requested: object) -> None:
 
 
 def required_files(manifest: dict) -> tuple[str, ...]:
-    if manifest["index"].get("type") == ONDISK_TYPE:
+    """The files an index folder of this manifest's type must hold (read before the manifest is checked)."""
+    index = manifest.get("index")
+    if isinstance(index, dict) and index.get("type") == ONDISK_TYPE:
         return INDEX_FILE, IVFDATA_FILE, MAPPED_DOCSTORE_FILE, ID_ORDER_FILE
     return INDEX_FILE, IDS_FILE, DOCSTORE_FILE
 

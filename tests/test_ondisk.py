@@ -83,7 +83,7 @@ def test_missing_ivfdata_is_a_clear_error(ondisk, tmp_path):
     for path in ondisk.iterdir():
         if path.name != IVFDATA_FILE:
             (copy / path.name).write_bytes(path.read_bytes())
-    with pytest.raises(RetrieverError, match="has no index.ivfdata"):
+    with pytest.raises(RetrieverError, match="index.ivfdata: missing"):
         Searcher(copy, device="cpu")
 
 
