@@ -48,7 +48,7 @@ def build(shards: Path, corpus: Path, index: Path, args: argparse.Namespace) -> 
     with PeakSampler(child.pid) as sampler:
         if child.wait():
             raise SystemExit(f"index build failed ({child.returncode}): {' '.join(command)}")
-    result = {"command": " ".join(["python", "-m", "retriever", *command[3:]]),
+    result = {"command": " ".join(["python", "-m", "retriever", *command[3:]]).replace(f"{REPO}/", ""),
               "seconds": round(time.perf_counter() - started, 1), **sampler.summary()}
     record.write_text(json.dumps(result, indent=2))
     return result
