@@ -114,3 +114,27 @@ def local_ray():
     ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
     yield ray
     ray.shutdown()
+
+
+class _WritesMarker:
+    """Unpickling this object writes a file: a stand-in for code hidden in a checkpoint."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return exec, (f"open({str(self.marker)!r}, 'w').write('ran')",)
+
+
+def plant_pickles(folder: Path, marker: Path) -> Path:
+    """Replace every pickled state file a checkpoint may hold with one that writes ``marker`` when loaded."""
+    live = folder.parent / "live-payload.pt"
+    torch.save(_WritesMarker(marker), live)
+    torch.load(live, weights_only=False)  # the payload works: an unsafe load would run it
+    assert marker.exists()
+    marker.unlink()
+    live.unlink()
+    for name in ("optimizer.pt", "scheduler.pt", "scaler.pt", "rng_state.pth", "rng_state_0.pth", "rng_state_1.pth",
+                 "training_args.bin", "state.pt", "trainer_state.pt", "model.pt"):
+        torch.save(_WritesMarker(marker), folder / name)
+    return marker

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from retriever.cli.options import corpus_options, fields_from
+from retriever.cli.training import report_to_option
 from retriever.device import DTYPES
 
 
@@ -61,22 +62,25 @@ from retriever.device import DTYPES
               help="auto = fp16 with loss scaling on CUDA, bf16 autocast on CPUs with native bf16, else fp32.")
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="Show a progress bar with the loss and tokens/s on stderr.")
+@report_to_option()
 @corpus_options()
 def pretrain_command(corpus, model, output, n_head_layers, skip_from, cocondenser, temperature, max_length,
                      mlm_probability, batch_size, epochs, max_steps, learning_rate, warmup_ratio, weight_decay,
-                     max_grad_norm, save_steps, keep_checkpoints, seed, device, dtype, progress, fmt, id_field,
-                     text_field, title_field):
+                     max_grad_norm, save_steps, keep_checkpoints, seed, device, dtype, progress, report_to, fmt,
+                     id_field, text_field, title_field):
     """Condenser pre-training of a BERT on CORPUS (BEIR folder, JSONL, TSV, Parquet) into OUTPUT.
 
     The backbone learns masked-language modelling twice: from its own last layer, and through a
     small head that sees only the last layer's CLS plus the token states of --skip-from, which
-    pushes passage meaning into CLS. Fine-tune OUTPUT with `retriever train --model OUTPUT`.
+    pushes passage meaning into CLS. Fine-tune OUTPUT with `retriever train --model OUTPUT`. Under
+    `torchrun --nproc_per_node N -m retriever pretrain ...` each process takes --batch-size/N sequences.
 
     \b
     Example:
       retriever pretrain ../shared/datasets/scifact --output models/condenser-scifact --max-steps 1000
     """
     from retriever.pretraining import PretrainConfig, pretrain
+    from retriever.training.stack import is_main_process
 
     config = PretrainConfig(
         corpus=str(corpus), output=str(output), model=model, corpus_format=fmt,
@@ -85,8 +89,10 @@ def pretrain_command(corpus, model, output, n_head_layers, skip_from, cocondense
         mlm_probability=mlm_probability, batch_size=batch_size, epochs=epochs, max_steps=max_steps,
         learning_rate=learning_rate, warmup_ratio=warmup_ratio, weight_decay=weight_decay,
         max_grad_norm=max_grad_norm or None, save_steps=save_steps or None, keep_checkpoints=keep_checkpoints,
-        seed=seed, device=device, dtype=dtype, progress=progress)
-    result = pretrain(config, log=lambda message: click.echo(message, err=True))
+        seed=seed, device=device, dtype=dtype, progress=progress, report_to=report_to)
+    result = pretrain(config)
+    if not is_main_process():
+        return
     first, last = (result.history[0], result.history[-1]) if result.history else ({}, {})
     click.echo(json.dumps({"model": str(result.output), "steps": result.steps,
                            "resumed_from_step": result.resumed_from_step,

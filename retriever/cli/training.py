@@ -10,8 +10,16 @@ from retriever.cli.options import corpus_options, encoder_options, fields_from, 
 from retriever.device import DTYPES
 from retriever.encoder import TOWERS
 
+REPORT_TO = ("none", "tensorboard")
+
 EXISTING_DIR = click.Path(exists=True, file_okay=False, path_type=Path)
 EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+def report_to_option():
+    return click.option("--report-to", type=click.Choice(REPORT_TO), default="none", show_default=True,
+                        help="Also log loss, learning rate and dev metrics to TensorBoard in OUTPUT/tensorboard "
+                             "(needs the tensorboard package).")
 
 
 @click.command("train")
@@ -72,24 +80,30 @@ EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
 @click.option("--save-steps", type=click.IntRange(min=0), default=500, show_default=True,
               help="Also checkpoint every N steps (checkpoints are always written at each epoch's end; 0 = only "
                    "then).")
+@click.option("--cross-device-negatives/--no-cross-device-negatives", default=True, show_default=True,
+              help="Under torchrun, score each query against every process's passages (the global batch); off, "
+                   "each process's queries see only its own slice.")
+@report_to_option()
 @corpus_options()
 def train_command(dataset, split, train_jsonl, corpus, negatives, model, pooling, normalize, query_max_length,
                   passage_max_length, query_prefix, passage_prefix, towers, output, epochs, max_steps, batch_size,
                   train_group_size, learning_rate, warmup_ratio, weight_decay, temperature, max_grad_norm, seed,
-                  grad_cache_chunk_size, dev_split, dev_dataset, dev_max_docs, device, dtype, save_steps, fmt,
-                  id_field, text_field, title_field):
+                  grad_cache_chunk_size, dev_split, dev_dataset, dev_max_docs, device, dtype, save_steps,
+                  cross_device_negatives, report_to, fmt, id_field, text_field, title_field):
     """Fine-tune a dual encoder with in-batch (and hard) negatives into a model folder OUTPUT.
 
     Max lengths default to the start model's (as for every command), and the folder records them,
     so it is indexed as it was trained; --passage-max-length 128 trains much faster on a CPU.
     --format/--id-field/--text-field/--title-field describe --corpus. OUTPUT also opens in
-    sentence-transformers and transformers (see its README.md).
+    sentence-transformers and transformers (see its README.md). Under `torchrun --nproc_per_node N
+    -m retriever train ...` each process takes --batch-size/N queries of every step.
 
     \b
     Example:
       retriever train --dataset ../shared/datasets/scifact --split train --output models/scifact-dense
     """
     from retriever.training import TrainConfig, train
+    from retriever.training.stack import is_main_process
 
     config = TrainConfig(
         output=str(output), dataset=_str(dataset), split=split, train_jsonl=_str(train_jsonl), corpus=_str(corpus),
@@ -100,10 +114,11 @@ def train_command(dataset, split, train_jsonl, corpus, negatives, model, pooling
         learning_rate=learning_rate, warmup_ratio=warmup_ratio, weight_decay=weight_decay, temperature=temperature,
         max_grad_norm=max_grad_norm or None, seed=seed, grad_cache_chunk_size=grad_cache_chunk_size,
         dev_split=dev_split, dev_dataset=_str(dev_dataset), dev_max_docs=dev_max_docs, device=device, dtype=dtype,
-        save_steps=save_steps or None)
+        save_steps=save_steps or None, cross_device_negatives=cross_device_negatives, report_to=report_to)
     result = train(config)
-    click.echo(json.dumps({"model": str(result.output), "steps": result.steps, "best_step": result.best_step,
-                           "dev": result.dev_scores, "seconds": round(result.seconds, 1)}))
+    if is_main_process():
+        click.echo(json.dumps({"model": str(result.output), "steps": result.steps, "best_step": result.best_step,
+                               "dev": result.dev_scores, "seconds": round(result.seconds, 1)}))
 
 
 def _str(path: Path | None) -> str | None:

@@ -1,25 +1,25 @@
 """Training sequences from raw corpus text, and BERT whole-word masking.
 
-Documents are streamed and tokenized in small chunks, so a large corpus never sits in memory as
-token lists: plain Condenser packs the token stream into full-length blocks (no padding wasted);
-coCondenser needs two spans of the same document, so it makes one example per document. Every
-random choice comes from generators seeded per epoch or saved in checkpoints, so a resumed run
-sees exactly the batches it would have seen.
+The corpus is tokenized once, in chunks, into one int32 array (4 bytes a token) with document
+offsets. Plain Condenser cuts the concatenated token stream into full-length blocks (no padding
+wasted); coCondenser takes two spans of one document per example. Both are map-style datasets
+that reorder themselves per epoch, and every random choice of an example (its spans, its masks)
+comes from a generator seeded by (seed, epoch, example), so a resumed run, or another number of
+processes, sees exactly the batches it would have seen.
 """
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Iterator
-from typing import TypeVar
+from collections.abc import Iterable, Iterator, Sequence
 
+import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
 from retriever.corpus import Document, Fields, iter_documents
 from retriever.pretraining.condenser import IGNORE_INDEX
 
-T = TypeVar("T")
-Example = list[list[int]]  # one packed block, or two sibling spans for coCondenser
+Example = list[tuple[list[int], list[int]]]  # (input ids, labels) of one block, or of two sibling spans
 MIN_SPAN_TOKENS = 4
 TOKENIZE_CHUNK = 256
 
@@ -47,81 +47,41 @@ def _tokenize(tokenizer: PreTrainedTokenizerBase, texts: list[str]) -> list[list
     return encoded["input_ids"]
 
 
-def pack_blocks(streams: Iterable[list[int]], max_length: int, cls_id: int, sep_id: int) -> Iterator[list[int]]:
-    """Concatenate documents and cut ``[CLS] + max_length-2 tokens + [SEP]`` blocks; the tail is kept short."""
-    body = max_length - 2
-    if body < 1:
-        raise ValueError("max_length must leave room for [CLS] and [SEP]")
-    carry: list[int] = []
-    for ids in streams:
-        carry.extend(ids)
-        start = 0
-        while len(carry) - start >= body:
-            yield [cls_id, *carry[start:start + body], sep_id]
-            start += body
-        del carry[:start]
-    if carry:
-        yield [cls_id, *carry, sep_id]
+class TokenizedCorpus:
+    """Every document's token ids in one array; ``offsets[i]:offsets[i+1]`` is document i."""
+
+    def __init__(self, streams: Iterable[list[int]]) -> None:
+        pieces, offsets = [], [0]
+        for ids in streams:
+            pieces.append(np.asarray(ids, dtype=np.int32))
+            offsets.append(offsets[-1] + len(ids))
+        self.ids = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int32)
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+
+    @classmethod
+    def read(cls, corpus: str, tokenizer: PreTrainedTokenizerBase, fmt: str = "auto",
+             fields: Fields = Fields()) -> "TokenizedCorpus":
+        return cls(token_streams(iter_documents(corpus, fmt=fmt, fields=fields), tokenizer))
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def document(self, index: int) -> list[int]:
+        return self.ids[self.offsets[index]:self.offsets[index + 1]].tolist()
 
 
-def span_pairs(streams: Iterable[list[int]], max_length: int, cls_id: int, sep_id: int,
-               rng: random.Random) -> Iterator[Example]:
-    """Two disjoint random spans per document (coCondenser); documents too short for two are skipped."""
-    body = max_length - 2
-    for ids in streams:
-        span = min(body, len(ids) // 2)
-        if span < MIN_SPAN_TOKENS:
-            continue
-        first = rng.randint(0, len(ids) - 2 * span)
-        second = rng.randint(first + span, len(ids) - span)
-        pair = [[cls_id, *ids[first:first + span], sep_id], [cls_id, *ids[second:second + span], sep_id]]
-        if rng.random() < 0.5:
-            pair.reverse()
-        yield pair
+class WholeWordMasker:
+    """Masks whole words (a ``##`` piece joins the word before it), BERT 80/10/10."""
 
-
-def buffer_shuffle(items: Iterable[T], buffer_size: int, rng: random.Random) -> Iterator[T]:
-    """Shuffle a stream within a sliding buffer: near-random order at bounded memory."""
-    buffer: list[T] = []
-    for item in items:
-        buffer.append(item)
-        if len(buffer) >= buffer_size:
-            index = rng.randrange(len(buffer))
-            buffer[index], buffer[-1] = buffer[-1], buffer[index]
-            yield buffer.pop()
-    rng.shuffle(buffer)
-    yield from buffer
-
-
-def training_examples(corpus: str, tokenizer: PreTrainedTokenizerBase, max_length: int, cocondenser: bool,
-                      seed: int, epoch: int, fmt: str = "auto", fields: Fields = Fields(),
-                      shuffle_buffer: int = 10_000) -> Iterator[Example]:
-    """The examples of one epoch, in an order fixed by (seed, epoch) so a restart can skip the done ones."""
-    rng = random.Random(seed * 1_000_003 + epoch)
-    streams = token_streams(iter_documents(corpus, fmt=fmt, fields=fields), tokenizer)
-    if cocondenser:
-        examples: Iterable[Example] = span_pairs(streams, max_length, tokenizer.cls_token_id,
-                                                 tokenizer.sep_token_id, rng)
-    else:
-        examples = ([block] for block in pack_blocks(streams, max_length, tokenizer.cls_token_id,
-                                                     tokenizer.sep_token_id))
-    return buffer_shuffle(examples, shuffle_buffer, rng) if shuffle_buffer > 1 else iter(examples)
-
-
-class WholeWordMaskCollator:
-    """Pads sequences and masks whole words (a ``##`` piece joins the word before it), BERT 80/10/10."""
-
-    def __init__(self, tokenizer: PreTrainedTokenizerBase, mlm_probability: float = 0.15, seed: int = 0) -> None:
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, mlm_probability: float = 0.15) -> None:
         if not 0 < mlm_probability < 1:
             raise ValueError("mlm_probability must be between 0 and 1")
         self.mlm_probability = mlm_probability
-        self.pad_id = tokenizer.pad_token_id
-        self.mask_id = tokenizer.mask_token_id
+        self.mask_id, self.cls_id, self.sep_id = tokenizer.mask_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id
         self.special_ids = set(tokenizer.all_special_ids)
         vocab = tokenizer.get_vocab()
         self.continuation_ids = {index for token, index in vocab.items() if token.startswith("##")}
         self.replacement_ids = sorted(set(vocab.values()) - self.special_ids)
-        self.rng = random.Random(seed)
 
     def words(self, ids: list[int]) -> list[list[int]]:
         """Positions of each whole word; special tokens belong to none."""
@@ -138,14 +98,14 @@ class WholeWordMaskCollator:
             previous_was_word = True
         return words
 
-    def mask(self, ids: list[int]) -> tuple[list[int], list[int]]:
+    def mask(self, ids: list[int], rng: random.Random) -> tuple[list[int], list[int]]:
         """Pick whole words up to 15% of the tokens (at least one word), then BERT's 80/10/10 per token."""
         words = self.words(ids)
         inputs, labels = list(ids), [IGNORE_INDEX] * len(ids)
         if not words:
             return inputs, labels
         budget = max(1, round(sum(len(word) for word in words) * self.mlm_probability))
-        self.rng.shuffle(words)
+        rng.shuffle(words)
         chosen: list[int] = []
         for word in words:
             if len(chosen) + len(word) <= budget:
@@ -154,27 +114,72 @@ class WholeWordMaskCollator:
             chosen = list(words[0])
         for position in chosen:
             labels[position] = ids[position]
-            roll = self.rng.random()
+            roll = rng.random()
             if roll < 0.8:
                 inputs[position] = self.mask_id
             elif roll < 0.9:
-                inputs[position] = self.rng.choice(self.replacement_ids)
+                inputs[position] = rng.choice(self.replacement_ids)
         return inputs, labels
 
-    def __call__(self, sequences: list[list[int]]) -> dict[str, torch.Tensor]:
-        width = max(len(sequence) for sequence in sequences)
-        input_ids = torch.full((len(sequences), width), self.pad_id, dtype=torch.long)
-        labels = torch.full((len(sequences), width), IGNORE_INDEX, dtype=torch.long)
-        attention_mask = torch.zeros((len(sequences), width), dtype=torch.long)
-        for row, sequence in enumerate(sequences):
-            masked, targets = self.mask(sequence)
-            input_ids[row, :len(sequence)] = torch.tensor(masked)
-            labels[row, :len(sequence)] = torch.tensor(targets)
-            attention_mask[row, :len(sequence)] = 1
-        return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+    def sequence(self, body: Sequence[int], rng: random.Random) -> tuple[list[int], list[int]]:
+        return self.mask([self.cls_id, *body, self.sep_id], rng)
 
-    def state_dict(self) -> dict:
-        return {"rng": self.rng.getstate()}
 
-    def load_state_dict(self, state: dict) -> None:
-        self.rng.setstate(state["rng"])
+def span_pair(ids: list[int], max_length: int, rng: random.Random) -> tuple[list[int], list[int]] | None:
+    """Two disjoint random spans of one document (coCondenser), or None if it is too short for two."""
+    span = min(max_length - 2, len(ids) // 2)
+    if span < MIN_SPAN_TOKENS:
+        return None
+    first = rng.randint(0, len(ids) - 2 * span)
+    second = rng.randint(first + span, len(ids) - span)
+    pair = [ids[first:first + span], ids[second:second + span]]
+    if rng.random() < 0.5:
+        pair.reverse()
+    return pair[0], pair[1]
+
+
+class CondenserExamples(torch.utils.data.Dataset):
+    """Blocks of ``max_length`` tokens (Condenser) or span pairs (coCondenser) in a per-epoch order."""
+
+    def __init__(self, corpus: TokenizedCorpus, masker: WholeWordMasker, max_length: int, cocondenser: bool,
+                 seed: int) -> None:
+        self.corpus, self.masker, self.max_length, self.cocondenser, self.seed = (corpus, masker, max_length,
+                                                                                   cocondenser, seed)
+        if cocondenser:
+            lengths = np.diff(corpus.offsets)
+            self.items = np.flatnonzero(lengths // 2 >= MIN_SPAN_TOKENS)
+        else:
+            self.items = np.arange(-(-len(corpus.ids) // (max_length - 2)))
+        self.epoch, self.order = -1, self.items
+        self.set_epoch(0)
+
+    def set_epoch(self, epoch: int) -> None:
+        if epoch != self.epoch:
+            self.epoch = epoch
+            self.order = np.random.default_rng([self.seed, epoch]).permutation(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __getitem__(self, index: int) -> Example:
+        item = int(self.order[index])
+        rng = random.Random(f"{self.seed}:{self.epoch}:{item}")
+        if self.cocondenser:
+            spans = span_pair(self.corpus.document(item), self.max_length, rng)
+            return [self.masker.sequence(span, rng) for span in spans]
+        body = self.max_length - 2
+        return [self.masker.sequence(self.corpus.ids[item * body:(item + 1) * body].tolist(), rng)]
+
+
+def pad_batch(examples: Sequence[Example], pad_id: int) -> dict[str, torch.Tensor]:
+    """Pad every sequence of the examples (siblings stay adjacent) into one batch."""
+    sequences = [sequence for example in examples for sequence in example]
+    width = max(len(ids) for ids, _ in sequences)
+    input_ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(sequences), width), IGNORE_INDEX, dtype=torch.long)
+    attention_mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, (ids, targets) in enumerate(sequences):
+        input_ids[row, :len(ids)] = torch.tensor(ids)
+        labels[row, :len(ids)] = torch.tensor(targets)
+        attention_mask[row, :len(ids)] = 1
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}

@@ -30,7 +30,7 @@ from retriever.encoder import EncoderSettings, passage_text
 from retriever.errors import InputFileError, RetrieverError
 from retriever.runs import read_qrels
 from retriever.texts import check_text
-from retriever.training.loss import judged_positive_mask
+from retriever.training.loss import passage_key
 
 
 @dataclass(frozen=True)
@@ -47,20 +47,6 @@ class TrainExample:
     negatives: tuple[Passage, ...] = ()
     judged: frozenset[str] = frozenset()
     """Ids of every passage judged relevant to this query (masked when they appear as negatives)."""
-
-
-@dataclass
-class TrainBatch:
-    query_inputs: dict[str, torch.Tensor]
-    passage_inputs: dict[str, torch.Tensor]
-    targets: torch.Tensor
-    """Column of each query's own positive among the batch's passages."""
-    mask: torch.Tensor
-    """True where a passage is a judged positive of the query but not its target: left out of the softmax."""
-
-    @property
-    def size(self) -> int:
-        return int(self.targets.shape[0])
 
 
 def _log(message: str) -> None:
@@ -233,13 +219,31 @@ def epoch_groups(examples: Sequence[TrainExample], epoch: int, seed: int, group_
     return groups
 
 
-def batched(items: Sequence[Group], batch_size: int) -> list[list[Group]]:
-    """Consecutive batches; the last one may be smaller."""
-    return [list(items[start:start + batch_size]) for start in range(0, len(items), batch_size)]
+class EpochGroups(torch.utils.data.Dataset):
+    """The groups of the current epoch in order; the Trainer reads it sequentially and calls ``set_epoch``."""
+
+    def __init__(self, examples: Sequence[TrainExample], seed: int, group_size: int) -> None:
+        self.examples, self.seed, self.group_size = examples, seed, group_size
+        self.epoch = -1
+        self.set_epoch(0)
+
+    def set_epoch(self, epoch: int) -> None:
+        if epoch != self.epoch:
+            self.epoch, self.groups = epoch, epoch_groups(self.examples, epoch, self.seed, self.group_size)
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, index: int) -> Group:
+        return self.groups[index]
 
 
 class Collator:
-    """Tokenise a batch of groups the way the saved model's encoder will: same prefixes, lengths and title join."""
+    """Tokenise a batch of groups the way the saved model's encoder will: same prefixes, lengths and title join.
+
+    The batch carries each query's target column and, as `passage_key` ints, its judged documents
+    and the batch's passage ids, so the shared-positive mask can be built over the global batch.
+    """
 
     def __init__(self, tokenizer, settings: EncoderSettings) -> None:
         self.tokenizer = tokenizer
@@ -250,15 +254,17 @@ class Collator:
                                  return_tensors="pt")
         return dict(encoded)
 
-    def __call__(self, groups: Sequence[Group]) -> TrainBatch:
+    def __call__(self, groups: Sequence[Group]) -> dict:
         passages: list[Passage] = []
         targets = []
         for group in groups:
             targets.append(len(passages))
             passages.extend(group.passages)
         s = self.settings
-        query_inputs = self._tokenize((s.query_prefix + g.example.query for g in groups), s.query_max_length)
-        passage_inputs = self._tokenize((s.passage_prefix + p.text for p in passages), s.passage_max_length)
-        target_tensor = torch.tensor(targets, dtype=torch.long)
-        mask = judged_positive_mask([g.example.judged for g in groups], [p.id for p in passages], target_tensor)
-        return TrainBatch(query_inputs, passage_inputs, target_tensor, mask)
+        widest = max(len(g.example.judged) for g in groups)
+        judged = [sorted(passage_key(i) for i in g.example.judged) for g in groups]
+        return {"query": self._tokenize((s.query_prefix + g.example.query for g in groups), s.query_max_length),
+                "passage": self._tokenize((s.passage_prefix + p.text for p in passages), s.passage_max_length),
+                "targets": torch.tensor(targets, dtype=torch.long),
+                "judged_keys": torch.tensor([keys + [-1] * (widest - len(keys)) for keys in judged], dtype=torch.long),
+                "passage_keys": torch.tensor([passage_key(p.id) for p in passages], dtype=torch.long)}

@@ -14,11 +14,8 @@ from contextlib import contextmanager
 
 import torch
 
-from retriever.device import autocast
-from retriever.training.data import TrainBatch
-from retriever.training.loss import contrastive_loss
-
 Encode = Callable[[dict[str, torch.Tensor]], torch.Tensor]
+LossOf = Callable[[torch.Tensor, torch.Tensor, dict], torch.Tensor]
 
 
 def split_inputs(inputs: dict[str, torch.Tensor], chunk_size: int) -> list[dict[str, torch.Tensor]]:
@@ -48,50 +45,45 @@ def _replayed_rng(state: tuple[torch.Tensor, torch.Tensor | None], device: torch
         yield
 
 
-def _embed_without_graph(encode: Encode, chunks: list[dict[str, torch.Tensor]], device: torch.device,
-                         dtype: str) -> tuple[torch.Tensor, list]:
+def _embed_without_graph(encode: Encode, chunks: list[dict[str, torch.Tensor]],
+                         device: torch.device) -> tuple[torch.Tensor, list]:
     states, embeddings = [], []
     for chunk in chunks:
         states.append(_capture_rng(device))
-        with torch.no_grad(), autocast(device, dtype):
+        with torch.no_grad():
             embeddings.append(encode(chunk))
     return torch.cat(embeddings), states
 
 
 def _backpropagate(encode: Encode, chunks: list[dict[str, torch.Tensor]], states: list, gradient: torch.Tensor,
-                   device: torch.device, dtype: str) -> None:
+                   device: torch.device) -> None:
     offset = 0
     for chunk, state in zip(chunks, states):
         rows = int(chunk["input_ids"].shape[0])
-        with _replayed_rng(state, device), autocast(device, dtype):
+        with _replayed_rng(state, device):
             embeddings = encode(chunk)
         embeddings.backward(gradient=gradient[offset:offset + rows])
         offset += rows
 
 
-def grad_cache_backward(model, batch: TrainBatch, temperature: float, chunk_size: int, device: torch.device,
-                        dtype: str, scaler: torch.amp.GradScaler | None = None) -> float:
-    """Accumulate the full-batch gradient into the parameters chunk by chunk; return the loss."""
-    query_chunks = split_inputs(batch.query_inputs, chunk_size)
-    passage_chunks = split_inputs(batch.passage_inputs, chunk_size)
-    queries, query_states = _embed_without_graph(model.encode_queries, query_chunks, device, dtype)
-    passages, passage_states = _embed_without_graph(model.encode_passages, passage_chunks, device, dtype)
+def grad_cache_backward(model, batch: dict, loss_of: LossOf, chunk_size: int,
+                        scale: Callable[[torch.Tensor], torch.Tensor] = lambda loss: loss) -> torch.Tensor:
+    """Accumulate the full-batch gradient into the parameters chunk by chunk; return the loss.
+
+    ``model(query=...)``/``model(passage=...)`` embed (the Trainer's forward, so its autocast
+    applies); ``loss_of(queries, passages, batch)`` is the batch loss, free to gather other ranks'
+    embeddings; ``scale`` is the fp16 loss scaler, if any.
+    """
+    device = batch["targets"].device
+    query_chunks = split_inputs(batch["query"], chunk_size)
+    passage_chunks = split_inputs(batch["passage"], chunk_size)
+    encode_query, encode_passage = (lambda chunk: model(query=chunk)[0]), (lambda chunk: model(passage=chunk)[1])
+    queries, query_states = _embed_without_graph(encode_query, query_chunks, device)
+    passages, passage_states = _embed_without_graph(encode_passage, passage_chunks, device)
     queries.requires_grad_(True)
     passages.requires_grad_(True)
-    loss = contrastive_loss(queries, passages, batch.targets, temperature, batch.mask)
-    scaled = scaler.scale(loss) if scaler is not None else loss
-    query_gradient, passage_gradient = torch.autograd.grad(scaled, [queries, passages])
-    _backpropagate(model.encode_queries, query_chunks, query_states, query_gradient, device, dtype)
-    _backpropagate(model.encode_passages, passage_chunks, passage_states, passage_gradient, device, dtype)
-    return float(loss.detach())
-
-
-def plain_backward(model, batch: TrainBatch, temperature: float, device: torch.device, dtype: str,
-                   scaler: torch.amp.GradScaler | None = None) -> float:
-    """The whole batch in one graph: simplest, and the reference GradCache must match."""
-    with autocast(device, dtype):
-        queries = model.encode_queries(batch.query_inputs)
-        passages = model.encode_passages(batch.passage_inputs)
-    loss = contrastive_loss(queries, passages, batch.targets, temperature, batch.mask)
-    (scaler.scale(loss) if scaler is not None else loss).backward()
-    return float(loss.detach())
+    loss = loss_of(queries, passages, batch)
+    query_gradient, passage_gradient = torch.autograd.grad(scale(loss), [queries, passages])
+    _backpropagate(encode_query, query_chunks, query_states, query_gradient, device)
+    _backpropagate(encode_passage, passage_chunks, passage_states, passage_gradient, device)
+    return loss.detach()

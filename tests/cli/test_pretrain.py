@@ -45,19 +45,19 @@ def test_killed_run_resumes_from_its_last_checkpoint(tmp_path, tiny_model_dir, t
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment)
     checkpoints = output / "checkpoints"
     deadline = time.monotonic() + 60
-    while not any(path.name.startswith("step-") for path in checkpoints.glob("step-*")):
+    while not list(checkpoints.glob("checkpoint-*/run.json")):
         assert first.poll() is None, first.communicate()
         assert time.monotonic() < deadline, "no checkpoint appeared within 60 s"
         time.sleep(0.02)
     first.send_signal(signal.SIGKILL)
     first.wait()
-    steps = sorted(int(path.name.split("-")[1]) for path in checkpoints.glob("step-*"))
+    steps = sorted(int(path.parent.name.split("-")[1]) for path in checkpoints.glob("checkpoint-*/run.json"))
     assert steps and steps[-1] < 60 and not (output / "model.pt").exists()
 
     second = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=120)
     assert second.returncode == 0, second.stderr
     summary = json.loads(second.stdout.strip().splitlines()[-1])
     assert summary["resumed_from_step"] == steps[-1] and summary["steps"] == 60
-    assert f"resuming from {checkpoints / f'step-{steps[-1]}'} (step {steps[-1]})" in second.stderr
+    assert f"resuming from {checkpoints / f'checkpoint-{steps[-1]}'} (step {steps[-1]})" in second.stderr
     assert (output / "model.pt").is_file() and (output / "config.json").is_file()
-    assert sorted(path.name for path in checkpoints.iterdir()) == ["step-58", "step-60"]
+    assert sorted(path.name for path in checkpoints.iterdir()) == ["finished.json"]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ from retriever.errors import RetrieverError
 from retriever.models import load_tokenizer
 from retriever.pretraining.condenser import (HEAD_WEIGHTS, CondenserForPretraining, load_condenser,
                                              span_contrastive_loss)
-from retriever.pretraining.masking import WholeWordMaskCollator
+from retriever.pretraining.masking import WholeWordMasker, pad_batch
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -19,8 +20,8 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def make_batch(model_dir, texts=("the cat sat on the old mat by the fire", "a glacier is a river of ice",
                                  "the bee makes honey from a flower", "lava from the volcano is hot rock")):
     tokenizer = load_tokenizer(str(model_dir))
-    ids = [tokenizer(text)["input_ids"] for text in texts]
-    return WholeWordMaskCollator(tokenizer, 0.3, seed=0)(ids)
+    masker, rng = WholeWordMasker(tokenizer, 0.3), random.Random(0)
+    return pad_batch([[masker.mask(tokenizer(text)["input_ids"], rng)] for text in texts], tokenizer.pad_token_id)
 
 
 def test_head_input_is_last_cls_then_skip_layer_tokens(tiny_model_dir):

@@ -1,15 +1,14 @@
-"""Packing, coCondenser spans, shuffling and whole-word masking."""
+"""Packing, coCondenser spans, per-epoch order and whole-word masking."""
 from __future__ import annotations
 
-import json
 import random
 
 import pytest
 
 from retriever.models import load_tokenizer
 from retriever.pretraining.condenser import IGNORE_INDEX
-from retriever.pretraining.masking import (WholeWordMaskCollator, buffer_shuffle, pack_blocks, span_pairs,
-                                           training_examples)
+from retriever.pretraining.masking import (CondenserExamples, TokenizedCorpus, WholeWordMasker, pad_batch,
+                                           span_pair)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -24,7 +23,7 @@ def tokenizer(tiny_model_dir):
 
 
 def test_words_join_continuation_pieces(tokenizer):
-    collator = WholeWordMaskCollator(tokenizer)
+    collator = WholeWordMasker(tokenizer)
     ids = tokenizer("the zebra cat")["input_ids"]
     tokens = tokenizer.convert_ids_to_tokens(ids)
     assert tokens == ["[CLS]", "the", "z", "##e", "##b", "##r", "##a", "cat", "[SEP]"]
@@ -35,8 +34,8 @@ def test_masking_covers_whole_words_only(tokenizer):
     ids = tokenizer(TEXT)["input_ids"]
     multi_piece_masked = 0
     for seed in range(200):
-        collator = WholeWordMaskCollator(tokenizer, 0.15, seed=seed)
-        inputs, labels = collator.mask(ids)
+        collator = WholeWordMasker(tokenizer, 0.15)
+        inputs, labels = collator.mask(ids, random.Random(seed))
         for word in collator.words(ids):
             chosen = [labels[position] != IGNORE_INDEX for position in word]
             assert all(chosen) or not any(chosen), (seed, word, labels)
@@ -49,10 +48,10 @@ def test_masking_covers_whole_words_only(tokenizer):
 
 def test_bert_80_10_10_replacement(tokenizer):
     ids = tokenizer(TEXT)["input_ids"]
-    collator = WholeWordMaskCollator(tokenizer, 0.15, seed=1)
+    collator, rng = WholeWordMasker(tokenizer, 0.15), random.Random(1)
     masked = replaced = kept = 0
     for _ in range(400):
-        inputs, labels = collator.mask(ids)
+        inputs, labels = collator.mask(ids, rng)
         for position, label in enumerate(labels):
             if label == IGNORE_INDEX:
                 assert inputs[position] == ids[position]
@@ -67,9 +66,10 @@ def test_bert_80_10_10_replacement(tokenizer):
     assert abs(masked / total - 0.8) < 0.04 and abs(kept / total - 0.1) < 0.04
 
 
-def test_collator_pads_and_labels_only_masked_positions(tokenizer):
+def test_pad_batch_pads_and_keeps_labels_of_masked_positions_only(tokenizer):
+    masker, rng = WholeWordMasker(tokenizer), random.Random(0)
     short, long = tokenizer("the cat")["input_ids"], tokenizer(TEXT)["input_ids"]
-    batch = WholeWordMaskCollator(tokenizer, seed=0)([short, long])
+    batch = pad_batch([[masker.mask(short, rng)], [masker.mask(long, rng)]], tokenizer.pad_token_id)
     assert batch["input_ids"].shape == (2, len(long))
     assert batch["attention_mask"][0].sum() == len(short)
     assert (batch["input_ids"][0, len(short):] == tokenizer.pad_token_id).all()
@@ -77,36 +77,35 @@ def test_collator_pads_and_labels_only_masked_positions(tokenizer):
     assert ((batch["labels"] != IGNORE_INDEX).sum(dim=1) >= 1).all()
 
 
-def test_pack_blocks_concatenates_and_cuts_full_blocks():
-    streams = [list(range(10, 17)), list(range(20, 23)), list(range(30, 41))]
-    blocks = list(pack_blocks(streams, max_length=6, cls_id=1, sep_id=2))
-    assert all(block[0] == 1 and block[-1] == 2 for block in blocks)
-    assert [len(block) for block in blocks] == [6, 6, 6, 6, 6, 3]
-    assert [token for block in blocks for token in block[1:-1]] == [t for stream in streams for t in stream]
+def test_blocks_cut_the_concatenated_documents_into_full_length_pieces(tokenizer):
+    corpus = TokenizedCorpus([list(range(10, 17)), list(range(20, 23)), list(range(30, 41))])
+    examples = CondenserExamples(corpus, WholeWordMasker(tokenizer, 0.15), max_length=6, cocondenser=False, seed=0)
+    assert len(examples) == 6  # 21 tokens in blocks of 4, the tail kept short
+    by_block = {}
+    for index in range(len(examples)):
+        [(inputs, labels)] = examples[index]
+        original = [label if label != IGNORE_INDEX else token for token, label in zip(inputs, labels)]
+        assert original[0] == tokenizer.cls_token_id and original[-1] == tokenizer.sep_token_id
+        by_block[int(examples.order[index])] = original[1:-1]
+    assert [token for block in sorted(by_block) for token in by_block[block]] == list(corpus.ids)
 
 
 def test_span_pairs_are_two_disjoint_spans_of_one_document():
-    documents = [list(range(100, 140)), [7, 8, 9], list(range(200, 212))]
-    pairs = list(span_pairs(documents, max_length=12, cls_id=1, sep_id=2, rng=random.Random(0)))
-    assert len(pairs) == 2  # the 3-token document is too short for two spans
-    for pair, source in zip(pairs, [documents[0], documents[2]]):
-        first, second = (span[1:-1] for span in pair)
+    rng = random.Random(0)
+    assert span_pair([7, 8, 9], max_length=12, rng=rng) is None  # too short for two spans
+    for source in (list(range(100, 140)), list(range(200, 212))):
+        first, second = span_pair(source, max_length=12, rng=rng)
         assert len(first) == len(second) == min(10, len(source) // 2)
         assert set(first) <= set(source) and set(second) <= set(source) and not set(first) & set(second)
 
 
-def test_buffer_shuffle_is_a_seeded_permutation():
-    items = list(range(100))
-    shuffled = list(buffer_shuffle(items, 10, random.Random(3)))
-    assert sorted(shuffled) == items and shuffled != items
-    assert shuffled == list(buffer_shuffle(items, 10, random.Random(3)))
+def test_epoch_order_and_masks_are_fixed_by_seed_epoch_and_example(tokenizer, tiny_beir):
+    corpus = TokenizedCorpus.read(str(tiny_beir), tokenizer)
 
-
-def test_epoch_order_is_fixed_by_seed_and_epoch(tokenizer, tiny_beir):
     def examples(epoch, cocondenser=False):
-        return list(training_examples(str(tiny_beir), tokenizer, 16, cocondenser, seed=5, epoch=epoch,
-                                      shuffle_buffer=4))
+        dataset = CondenserExamples(corpus, WholeWordMasker(tokenizer), 16, cocondenser, seed=5)
+        dataset.set_epoch(epoch)
+        return [dataset[i] for i in range(len(dataset))]
     assert examples(0) == examples(0) and examples(0) != examples(1)
-    assert sorted(map(json.dumps, examples(0))) == sorted(map(json.dumps, examples(1)))
     pairs = examples(0, cocondenser=True)
     assert len(pairs) == 12 and all(len(pair) == 2 for pair in pairs)

@@ -7,9 +7,10 @@ import shutil
 import pytest
 from transformers import AutoModel
 
+from conftest import plant_pickles
 from retriever.errors import RetrieverError
 from retriever.pretraining import PretrainConfig, pretrain
-from retriever.pretraining.trainer import checkpoint_folders
+from retriever.training import stack
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -40,6 +41,7 @@ def config(corpus, output, model, **overrides) -> PretrainConfig:
 def test_loss_falls_on_a_tiny_corpus(repeated_corpus, tiny_model_dir, tmp_path):
     result = pretrain(config(repeated_corpus, tmp_path / "out", tiny_model_dir, max_steps=50), log=quiet)
     losses = [record["loss"] for record in result.history]
+    assert all(r["loss"] == pytest.approx(r["head_mlm"] + r["backbone_mlm"], rel=1e-5) for r in result.history)
     assert result.steps == 50 and len(losses) == 50
     assert sum(losses[-5:]) / 5 < 0.75 * sum(losses[:5]) / 5, losses
     assert all(record["head_mlm"] > 0 and record["backbone_mlm"] > 0 for record in result.history)
@@ -49,17 +51,40 @@ def test_loss_falls_on_a_tiny_corpus(repeated_corpus, tiny_model_dir, tmp_path):
     assert (result.output / "tokenizer.json").is_file()
 
 
-def test_resume_continues_exactly_where_the_checkpoint_left_off(tiny_beir, tiny_model_dir, tmp_path):
+def test_resume_continues_exactly_where_the_checkpoint_left_off(tiny_beir, tiny_model_dir, tmp_path, monkeypatch):
     output = tmp_path / "out"
-    settings = dict(max_steps=6, save_steps=2, batch_size=4, shuffle_buffer=3)
-    straight = pretrain(config(tiny_beir, output, tiny_model_dir, **settings), log=quiet)
-    assert [step for step, _ in checkpoint_folders(output)] == [4, 6]  # only the last two are kept
-    shutil.rmtree(output / "checkpoints" / "step-6")  # as if killed after step 5
-    resumed = pretrain(config(tiny_beir, output, tiny_model_dir, **settings), log=quiet)
+    settings = config(tiny_beir, output, tiny_model_dir, max_steps=6, save_steps=2, batch_size=4)
+    monkeypatch.setattr(stack, "finish", lambda *args: None)  # keep the checkpoints, as if killed at the end
+    straight = pretrain(settings, log=quiet)
+    assert sorted(p.name for p in (output / "checkpoints").iterdir()) == ["checkpoint-4", "checkpoint-6"]
+    shutil.rmtree(output / "checkpoints" / "checkpoint-6")  # as if killed after step 5
+    resumed = pretrain(settings, log=quiet)
     assert resumed.resumed_from_step == 4 and resumed.steps == 6
     assert resumed.history == straight.history  # same batches, masks and dropout: bit-identical losses
-    again = pretrain(config(tiny_beir, output, tiny_model_dir, **settings), log=quiet)
-    assert again.resumed_from_step == 6 and again.steps == 6
+    monkeypatch.undo()
+    pretrain(settings, log=quiet)  # ends the run: finished.json, checkpoints dropped
+    again = pretrain(settings, log=quiet)
+    assert again.already_finished and again.steps == 6
+    assert [p.name for p in (output / "checkpoints").iterdir()] == ["finished.json"]
+
+
+def test_planted_pickles_in_a_checkpoint_never_run(tiny_beir, tiny_model_dir, tmp_path, monkeypatch):
+    output = tmp_path / "out"
+    settings = config(tiny_beir, output, tiny_model_dir, max_steps=2, save_steps=1, batch_size=4)
+    monkeypatch.setattr(stack, "finish", lambda *args: None)
+    pretrain(settings, log=quiet)
+    checkpoint = output / "checkpoints" / "checkpoint-2"
+    marker = plant_pickles(checkpoint, tmp_path / "marker")
+    with pytest.raises(RetrieverError, match="not plain tensors"):
+        pretrain(settings, log=quiet)
+    (checkpoint / "run.json").write_text("{}")
+    shutil.rmtree(output / "checkpoints" / "checkpoint-1")
+    with pytest.raises(RetrieverError, match="not a run of this command"):
+        pretrain(settings, log=quiet)
+    plant_pickles(output, marker)  # the written Condenser folder, its model.pt head included, as a warm start
+    with pytest.raises(RetrieverError, match="cannot read the Condenser head"):
+        pretrain(config(tiny_beir, tmp_path / "other", output, max_steps=1), log=quiet)
+    assert not marker.exists()
 
 
 def test_epochs_size_the_run_and_cocondenser_adds_a_finite_span_loss(tiny_beir, tiny_model_dir, tmp_path):

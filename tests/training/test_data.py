@@ -7,8 +7,9 @@ from conftest import write_jsonl
 from retriever.encoder import EncoderSettings
 from retriever.errors import InputFileError, RetrieverError
 from retriever.models import load_tokenizer
-from retriever.training.data import (Collator, Passage, TrainExample, batched, epoch_groups, load_beir_examples,
+from retriever.training.data import (Collator, EpochGroups, Passage, TrainExample, epoch_groups, load_beir_examples,
                                      load_jsonl_examples)
+from retriever.training.loss import judged_positive_mask
 
 
 @pytest.fixture()
@@ -84,7 +85,9 @@ def test_epoch_groups_depend_only_on_seed_and_epoch():
         assert group.passages[0].id.startswith("p") and all(p.id.startswith("n") for p in group.passages[1:])
     few = epoch_groups([example("q", ["p"], ["n1"])], epoch=0, seed=0, group_size=4)
     assert [p.id for p in few[0].passages] == ["p", "n1"]  # brings the one negative it has
-    assert [len(b) for b in batched(first, 3)] == [3, 3, 2]
+    dataset = EpochGroups(examples, seed=7, group_size=3)
+    dataset.set_epoch(1)
+    assert [dataset[i] for i in range(len(dataset))] == epoch_groups(examples, epoch=1, seed=7, group_size=3)
 
 
 def test_collator_targets_mask_and_prefixes(tiny_model_dir):
@@ -94,8 +97,9 @@ def test_collator_targets_mask_and_prefixes(tiny_model_dir):
     q2 = TrainExample("q2", "mat", (Passage("d1", "the cat sat"),), (), frozenset({"d1"}))
     groups = epoch_groups([q1, q2], epoch=0, seed=0, group_size=2)
     batch = collator(sorted(groups, key=lambda g: g.example.query_id))
-    assert batch.targets.tolist() == [0, 2]
-    assert batch.mask.tolist() == [[False, False, True], [True, False, False]]
-    assert batch.passage_inputs["input_ids"].shape[0] == 3
-    decoded = collator.tokenizer.decode(batch.query_inputs["input_ids"][0], skip_special_tokens=True)
+    assert batch["targets"].tolist() == [0, 2]
+    mask = judged_positive_mask(batch["judged_keys"], batch["passage_keys"], batch["targets"])
+    assert mask.tolist() == [[False, False, True], [True, False, False]]
+    assert batch["passage"]["input_ids"].shape[0] == 3
+    decoded = collator.tokenizer.decode(batch["query"]["input_ids"][0], skip_special_tokens=True)
     assert decoded.startswith("query")

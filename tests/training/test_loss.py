@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from retriever.training.loss import contrastive_loss, default_temperature, judged_positive_mask
+from retriever.training.loss import contrastive_loss, default_temperature, judged_positive_mask, passage_key
 
 QUERIES = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
 PASSAGES = torch.tensor([[0.5, 0.2, 0.0], [0.1, 0.4, 0.3], [0.0, 0.6, 0.9]])
@@ -36,11 +36,18 @@ def test_targets_need_not_be_the_diagonal():
     assert loss.item() == pytest.approx(hand_loss(scores, [0, 2]), rel=1e-6)
 
 
+def mask_of(judged: list[set[str]], passage_ids: list[str], targets: torch.Tensor) -> torch.Tensor:
+    """The mask from ids, through the int keys the collator sends between ranks (padded with -1)."""
+    widest = max(len(ids) for ids in judged)
+    keys = [[passage_key(i) for i in sorted(ids)] + [-1] * (widest - len(ids)) for ids in judged]
+    return judged_positive_mask(torch.tensor(keys), torch.tensor([passage_key(i) for i in passage_ids]), targets)
+
+
 def test_shared_positive_is_masked_for_the_other_query():
     # queries 0 and 1 are both judged relevant to document "d1", which each brings as its positive
     passage_ids = ["d1", "d1", "d7"]
     targets = torch.tensor([0, 1, 2])
-    mask = judged_positive_mask([{"d1"}, {"d1"}, {"d7"}], passage_ids, targets)
+    mask = mask_of([{"d1"}, {"d1"}, {"d7"}], passage_ids, targets)
     assert mask.tolist() == [[False, True, False], [True, False, False], [False, False, False]]
     scores = [[PASSAGES[j][i].item() for j in range(3)] for i in range(3)]
     loss = contrastive_loss(QUERIES, PASSAGES, targets, temperature=1.0, mask=mask)
@@ -55,7 +62,7 @@ def test_shared_positive_is_masked_for_the_other_query():
 def test_only_the_querys_own_judged_positives_are_masked():
     """Another query's hard negative is masked for q0 only if q0 judged it relevant."""
     passage_ids = ["d1", "d5", "d2", "d9"]  # q0: d1 (+) d5 (neg); q1: d2 (+) d9 (neg)
-    mask = judged_positive_mask([{"d1", "d9"}, {"d2"}], passage_ids, torch.tensor([0, 2]))
+    mask = mask_of([{"d1", "d9"}, {"d2"}], passage_ids, torch.tensor([0, 2]))
     assert mask.tolist() == [[False, False, False, True], [False, False, False, False]]
 
 

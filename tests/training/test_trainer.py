@@ -14,42 +14,20 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import TINY_DOCS, make_tiny_bert, write_jsonl
+from conftest import plant_pickles
 from retriever.corpus import BeirDataset
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.evaluation import evaluate_index
 from retriever.indexing import encode_and_index
 from retriever.searching import Searcher
-from retriever.training import TrainConfig, train
+from retriever.training import TrainConfig, stack, train
 from retriever.training.data import Collator, epoch_groups, load_beir_examples
-from retriever.training.gradcache import grad_cache_backward, plain_backward
-from retriever.training.loss import contrastive_loss
+from retriever.training.gradcache import grad_cache_backward
+from retriever.training.loss import contrastive_loss, judged_positive_mask
 from retriever.training.model import DualEncoder
 
-CPU = torch.device("cpu")
-
-
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-@pytest.fixture(scope="module")
-def small_bert(tmp_path_factory) -> Path:
-    return make_tiny_bert(tmp_path_factory.mktemp("small-bert"), layers=1)
-
-
-@pytest.fixture()
-def train_beir(tmp_path) -> Path:
-    """12 documents, one query per document whose words appear in it; train and test splits."""
-    root = tmp_path / "beir"
-    (root / "qrels").mkdir(parents=True)
-    write_jsonl(root / "corpus.jsonl", [{"_id": i, "title": t, "text": x} for i, t, x in TINY_DOCS])
-    write_jsonl(root / "queries.jsonl", [{"_id": f"q{i}", "text": f"{t.lower()} {x.split()[-1]}"}
-                                         for i, (_, t, x) in enumerate(TINY_DOCS)])
-    lines = [f"q{i}\t{doc_id}\t1\n" for i, (doc_id, _, _) in enumerate(TINY_DOCS)]
-    (root / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(lines[:8]))
-    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(lines[8:]))
-    return root
 
 
 def config(output: Path, dataset: Path, model: Path, **overrides) -> TrainConfig:
@@ -70,15 +48,27 @@ def hard_negative_batch(model: DualEncoder, train_beir: Path):
     return Collator(model.tokenizer, model.settings)(epoch_groups(with_negatives, 0, seed=1, group_size=3))
 
 
+def batch_loss(queries: torch.Tensor, passages: torch.Tensor, batch: dict) -> torch.Tensor:
+    mask = judged_positive_mask(batch["judged_keys"], batch["passage_keys"], batch["targets"])
+    return contrastive_loss(queries, passages, batch["targets"], 0.05, mask)
+
+
+def plain_backward(model: DualEncoder, batch: dict) -> float:
+    """The whole batch in one graph: the reference GradCache must match."""
+    loss = batch_loss(*model(query=batch["query"], passage=batch["passage"]), batch)
+    loss.backward()
+    return loss.item()
+
+
 @pytest.mark.parametrize("towers", ["shared", "untied"])
 def test_grad_cache_gives_the_plain_gradients(tiny_model_dir, train_beir, towers):
     model = DualEncoder.from_pretrained(str(tiny_model_dir), towers=towers, passage_max_length=32)
     batch = hard_negative_batch(model, train_beir)  # 8 queries x 3 passages
     model.eval()  # dropout off: chunks of 3 cannot draw the masks of one full batch
-    plain_loss = plain_backward(model, batch, 0.05, CPU, "fp32")
+    plain_loss = plain_backward(model, batch)
     plain = gradients(model)
     model.zero_grad()
-    cached_loss = grad_cache_backward(model, batch, 0.05, chunk_size=3, device=CPU, dtype="fp32")
+    cached_loss = grad_cache_backward(model, batch, batch_loss, chunk_size=3).item()
     assert cached_loss == pytest.approx(plain_loss, rel=1e-5)
     cached = gradients(model)
     assert plain.keys() == cached.keys() and len(plain) > 10
@@ -92,11 +82,11 @@ def test_grad_cache_replays_dropout(tiny_model_dir, train_beir):
     batch = hard_negative_batch(model, train_beir)
     model.train()
     torch.manual_seed(3)
-    plain_backward(model, batch, 0.05, CPU, "fp32")
+    plain_backward(model, batch)
     plain, plain_rng = gradients(model), torch.get_rng_state()
     model.zero_grad()
     torch.manual_seed(3)
-    grad_cache_backward(model, batch, 0.05, chunk_size=64, device=CPU, dtype="fp32")
+    grad_cache_backward(model, batch, batch_loss, chunk_size=64)
     assert torch.equal(torch.get_rng_state(), plain_rng)
     for name, gradient in gradients(model).items():
         torch.testing.assert_close(gradient, plain[name], rtol=1e-4, atol=1e-6, msg=name)
@@ -107,8 +97,7 @@ def dataset_loss(model: DualEncoder, dataset: Path) -> float:
     batch = Collator(model.tokenizer, model.settings)(epoch_groups(examples, 0, seed=0, group_size=1))
     model.eval()
     with torch.no_grad():
-        return contrastive_loss(model.encode_queries(batch.query_inputs), model.encode_passages(batch.passage_inputs),
-                                batch.targets, 0.05, batch.mask).item()
+        return batch_loss(*model(query=batch["query"], passage=batch["passage"]), batch).item()
 
 
 def test_loss_falls_and_dev_scores_match_the_index_pipeline(tmp_path, small_bert, train_beir):
@@ -139,7 +128,7 @@ print(json.dumps(result.to_json()))
 
 
 def latest_step(output: Path) -> int:
-    steps = [int(p.name.split("-")[1]) for p in (output / "checkpoints").glob("step-*")]
+    steps = [int(p.parent.name.split("-")[1]) for p in (output / "checkpoints").glob("checkpoint-*/run.json")]
     return max(steps, default=0)
 
 
@@ -159,7 +148,7 @@ def test_killed_run_resumes_from_its_last_checkpoint(tmp_path, small_bert, train
     assert killed_at >= 8 and not (output / "config.json").exists()
     resumed = train(settings)  # the same call again, here in-process
     assert resumed.resumed_from_step == killed_at and resumed.steps == 80
-    assert f"(step {killed_at}," in capsys.readouterr().err
+    assert f"checkpoint-{killed_at} (step {killed_at})" in capsys.readouterr().err
     # an uninterrupted run of the same settings ends with the same weights
     uninterrupted = train(TrainConfig(**{**settings.to_dict(), "output": str(tmp_path / "straight")}))
     assert uninterrupted.steps == 80 and uninterrupted.resumed_from_step is None
@@ -173,3 +162,21 @@ def test_killed_run_resumes_from_its_last_checkpoint(tmp_path, small_bert, train
     assert again.already_finished and again.steps == 80
     with pytest.raises(RetrieverError, match="other settings"):
         train(TrainConfig(**{**settings.to_dict(), "learning_rate": 5e-4}))
+
+
+def test_planted_pickles_in_a_checkpoint_never_run(tmp_path, small_bert, train_beir, monkeypatch):
+    """A checkpoint whose files would run code when unpickled: never loaded unsafely, whatever run.json says."""
+    output = tmp_path / "model"
+    settings = config(output, train_beir, small_bert, max_steps=2, save_steps=1)
+    monkeypatch.setattr(stack, "finish", lambda *args: None)  # keep the checkpoints, as if killed at the end
+    train(settings)
+    checkpoint = output / "checkpoints" / "checkpoint-2"
+    marker = plant_pickles(checkpoint, tmp_path / "marker")
+    with pytest.raises(RetrieverError, match="not plain tensors"):
+        train(settings)
+    assert not marker.exists()
+    (checkpoint / "run.json").write_text("{}")  # a record that compares equal to nothing
+    (output / "checkpoints" / "checkpoint-1").rename(tmp_path / "older")
+    with pytest.raises(RetrieverError, match="not a run of this command"):
+        train(settings)
+    assert not marker.exists()

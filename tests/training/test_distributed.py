@@ -1,0 +1,162 @@
+"""Training under torchrun on the CPU: gloo, two real processes, each with half of the global batch.
+
+The same global batch must give the loss and weights of one process (cross-device negatives and the
+shared-positive mask span both ranks, GradCache included), turning cross-device negatives off must
+change them, and a 2-process run killed after a checkpoint must end, when rerun, with the weights
+of an uninterrupted one.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import TINY_DOCS, make_tiny_bert, write_jsonl
+from retriever.encoder import EncoderSettings
+from retriever.models import load_tokenizer
+from retriever.training import TrainConfig, train
+from retriever.training.data import Collator, epoch_groups, load_beir_examples
+from retriever.training.loss import judged_positive_mask
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+ENVIRONMENT = {**os.environ, "OMP_NUM_THREADS": "1"}
+STEPS, BATCH = 3, 4
+KILLED_RUN = ["--max-steps", "40", "--batch-size", "2", "--save-steps", "2", "--warmup-ratio", "0.2"]
+# several runs in one launch: starting two processes costs more than these tiny trainings
+RUNS_SCRIPT = """
+import json, sys
+from retriever.training import TrainConfig, train
+for settings in json.loads(sys.argv[1]):
+    train(TrainConfig(**settings))
+"""
+
+
+def torchrun(*arguments: str) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", *arguments]
+
+
+def flags(dataset: Path, model: Path, output: Path, *extra: str) -> list[str]:
+    return ["-m", "retriever", "train", "--dataset", str(dataset), "--model", str(model), "--output", str(output),
+            "--learning-rate", "1e-3", "--passage-max-length", "32", "--query-max-length", "16", "--device", "cpu",
+            "--dtype", "fp32", *extra]
+
+
+def settings(dataset: Path, model: Path, output: Path, **extra) -> dict:
+    return dict(dataset=str(dataset), model=str(model), output=str(output), learning_rate=1e-3, passage_max_length=32,
+                query_max_length=16, device="cpu", dtype="fp32", progress=False, **extra)
+
+
+def run(command: list[str]) -> None:
+    finished = subprocess.run(command, capture_output=True, text=True, env=ENVIRONMENT, timeout=300)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+
+
+def losses(output: Path) -> list[float]:
+    return json.loads((output / "checkpoints" / "finished.json").read_text())["result"]["losses"]
+
+
+def weights(output: Path) -> dict[str, torch.Tensor]:
+    return load_file(output / "model.safetensors")
+
+
+def largest_difference(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
+    assert a.keys() == b.keys()
+    return max(float((a[name] - b[name]).abs().max()) for name in a)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    """A BEIR folder whose train queries each judge their document and the next one (positives shared across
+    ranks), a BERT with dropout (per-rank dropout draws must resume too) and one without (equivalence)."""
+    root = tmp_path_factory.mktemp("distributed")
+    (root / "beir" / "qrels").mkdir(parents=True)
+    write_jsonl(root / "beir" / "corpus.jsonl", [{"_id": i, "title": t, "text": x} for i, t, x in TINY_DOCS])
+    write_jsonl(root / "beir" / "queries.jsonl", [{"_id": f"q{i}", "text": f"{t.lower()} {x.split()[-1]}"}
+                                                  for i, (_, t, x) in enumerate(TINY_DOCS)])
+    lines = [f"q{i}\td{i + 1}\t1\nq{i}\td{(i + 1) % 8 + 1}\t1\n" for i in range(8)]
+    (root / "beir" / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(lines))
+    make_tiny_bert(root / "bert", layers=1)
+    folder = make_tiny_bert(root / "no-dropout", layers=1)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    (folder / "config.json").write_text(json.dumps(config))
+    return root
+
+
+@pytest.fixture(scope="module")
+def two_process_runs(work: Path) -> Path:
+    """One torchrun launch: cross-device negatives, the same with GradCache, without cross-device negatives, and
+    the uninterrupted reference of the killed run."""
+    beir, model, runs = work / "beir", work / "no-dropout", work / "runs"
+    same_batch = dict(max_steps=STEPS, batch_size=BATCH)
+    configs = [settings(beir, model, runs / "two", **same_batch),
+               settings(beir, model, runs / "two-gc", grad_cache_chunk_size=1, **same_batch),
+               settings(beir, model, runs / "local", cross_device_negatives=False, **same_batch),
+               settings(beir, work / "bert", runs / "straight", max_steps=40, batch_size=2, save_steps=2,
+                        warmup_ratio=0.2)]
+    script = work / "runs.py"
+    script.write_text(RUNS_SCRIPT)
+    run(torchrun(str(script), json.dumps(configs)))
+    return runs
+
+
+def test_masks_cross_the_ranks_in_this_data(work):
+    """Precondition of the equivalence test: some query on one rank has a judged positive on the other's slice."""
+    examples = load_beir_examples(work / "beir", "train")
+    model = str(work / "no-dropout")
+    batch = Collator(load_tokenizer(model), EncoderSettings(model=model))(epoch_groups(examples, 0, 42, 1)[:BATCH])
+    mask = judged_positive_mask(batch["judged_keys"], batch["passage_keys"], batch["targets"])
+    half = BATCH // 2
+    assert mask[:half, half:].any() or mask[half:, :half].any()
+
+
+def test_two_processes_match_one_on_the_same_global_batch(tmp_path, work, two_process_runs):
+    single = train(TrainConfig(**settings(work / "beir", work / "no-dropout", tmp_path / "one", max_steps=STEPS,
+                                          batch_size=BATCH)))
+    assert len(single.losses) == STEPS
+    for output in ("two", "two-gc"):  # GradCache under DDP too
+        assert losses(two_process_runs / output) == pytest.approx(single.losses, abs=1e-5)
+        assert largest_difference(weights(two_process_runs / output), weights(tmp_path / "one")) < 1e-4
+    # without cross-device negatives each rank's logits miss the other rank's passages
+    assert abs(losses(two_process_runs / "local")[0] - single.losses[0]) > 1e-2
+    assert largest_difference(weights(two_process_runs / "local"), weights(tmp_path / "one")) > 1e-4
+
+
+def complete_checkpoints(output: Path) -> list[int]:
+    return sorted(int(p.parent.name.split("-")[1]) for p in (output / "checkpoints").glob("checkpoint-*/run.json"))
+
+
+def process_tree(pid: int) -> list[int]:
+    """The launcher and its workers (torchrun starts each worker in a session of its own)."""
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except FileNotFoundError:
+        return [pid]
+    return [pid, *(grandchild for child in children for grandchild in process_tree(int(child)))]
+
+
+def test_killed_two_process_run_resumes_to_the_uninterrupted_weights(work, two_process_runs):
+    output = work / "killed"
+    killed = subprocess.Popen(torchrun(*flags(work / "beir", work / "bert", output, *KILLED_RUN)), env=ENVIRONMENT,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not complete_checkpoints(output) and killed.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for pid in process_tree(killed.pid):
+        os.kill(pid, signal.SIGKILL)
+    killed.wait()
+    assert killed.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    time.sleep(0.5)  # let the killed workers go
+    assert complete_checkpoints(output) and not (output / "checkpoints" / "finished.json").exists()
+    run(torchrun(*flags(work / "beir", work / "bert", output, *KILLED_RUN)))
+    record = json.loads((output / "checkpoints" / "finished.json").read_text())["result"]
+    assert record["resumed_from_step"] is not None and record["steps"] == 40
+    assert largest_difference(weights(output), weights(two_process_runs / "straight")) < 1e-6
