@@ -1,22 +1,22 @@
 """Training sequences from raw corpus text, and BERT whole-word masking.
 
-The corpus is tokenized once, in chunks, into one int32 array (4 bytes a token) with document
-offsets. Plain Condenser cuts the concatenated token stream into full-length blocks (no padding
-wasted); coCondenser takes two spans of one document per example. Both are map-style datasets
-that reorder themselves per epoch, and every random choice of an example (its spans, its masks)
-comes from a generator seeded by (seed, epoch, example), so a resumed run, or another number of
-processes, sees exactly the batches it would have seen.
+The corpus is tokenized once into one int32 array (4 bytes a token). Condenser cuts it into
+full-length blocks (no padding wasted); coCondenser takes two spans of a document per example.
+Examples are reordered per epoch, and every random choice of one (spans, masks) is seeded by
+(seed, epoch, example): a resumed run, or another process count, sees the same batches.
 """
 from __future__ import annotations
 
+import itertools
 import random
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from retriever.corpus import Document, Fields, iter_documents
+from retriever.corpus import Fields, iter_documents
+from retriever.encoder import passage_text
 from retriever.pretraining.condenser import IGNORE_INDEX
 
 Example = list[tuple[list[int], list[int]]]  # (input ids, labels) of one block, or of two sibling spans
@@ -24,50 +24,27 @@ MIN_SPAN_TOKENS = 4
 TOKENIZE_CHUNK = 256
 
 
-def document_text(document: Document) -> str:
-    return f"{document.title} {document.text}".strip() if document.title else document.text
-
-
-def token_streams(documents: Iterable[Document], tokenizer: PreTrainedTokenizerBase,
-                  chunk_size: int = TOKENIZE_CHUNK) -> Iterator[list[int]]:
-    """One token-id list per document, tokenized a chunk at a time so the fast tokenizer batches."""
-    chunk: list[str] = []
-    for document in documents:
-        chunk.append(document_text(document))
-        if len(chunk) >= chunk_size:
-            yield from _tokenize(tokenizer, chunk)
-            chunk = []
-    if chunk:
-        yield from _tokenize(tokenizer, chunk)
-
-
-def _tokenize(tokenizer: PreTrainedTokenizerBase, texts: list[str]) -> list[list[int]]:
-    encoded = tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False,
-                        return_attention_mask=False, return_token_type_ids=False)
-    return encoded["input_ids"]
-
-
 class TokenizedCorpus:
     """Every document's token ids in one array; ``offsets[i]:offsets[i+1]`` is document i."""
 
-    def __init__(self, streams: Iterable[list[int]]) -> None:
-        pieces, offsets = [], [0]
-        for ids in streams:
-            pieces.append(np.asarray(ids, dtype=np.int32))
-            offsets.append(offsets[-1] + len(ids))
+    def __init__(self, documents: Iterable[list[int]]) -> None:
+        pieces = [np.asarray(ids, dtype=np.int32) for ids in documents]
         self.ids = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int32)
-        self.offsets = np.asarray(offsets, dtype=np.int64)
+        self.offsets = np.cumsum([0, *map(len, pieces)], dtype=np.int64)
 
     @classmethod
     def read(cls, corpus: str, tokenizer: PreTrainedTokenizerBase, fmt: str = "auto",
              fields: Fields = Fields()) -> "TokenizedCorpus":
-        return cls(token_streams(iter_documents(corpus, fmt=fmt, fields=fields), tokenizer))
+        """Tokenized a chunk of documents at a time, so the fast tokenizer batches."""
+        documents = iter(iter_documents(corpus, fmt=fmt, fields=fields))
+        ids: list[list[int]] = []
+        while chunk := [passage_text(document) for document in itertools.islice(documents, TOKENIZE_CHUNK)]:
+            ids += tokenizer(chunk, add_special_tokens=False, truncation=False, verbose=False,
+                             return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+        return cls(ids)
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
-
-    def document(self, index: int) -> list[int]:
-        return self.ids[self.offsets[index]:self.offsets[index + 1]].tolist()
 
 
 class WholeWordMasker:
@@ -121,9 +98,6 @@ class WholeWordMasker:
                 inputs[position] = rng.choice(self.replacement_ids)
         return inputs, labels
 
-    def sequence(self, body: Sequence[int], rng: random.Random) -> tuple[list[int], list[int]]:
-        return self.mask([self.cls_id, *body, self.sep_id], rng)
-
 
 def span_pair(ids: list[int], max_length: int, rng: random.Random) -> tuple[list[int], list[int]] | None:
     """Two disjoint random spans of one document (coCondenser), or None if it is too short for two."""
@@ -165,10 +139,11 @@ class CondenserExamples(torch.utils.data.Dataset):
         item = int(self.order[index])
         rng = random.Random(f"{self.seed}:{self.epoch}:{item}")
         if self.cocondenser:
-            spans = span_pair(self.corpus.document(item), self.max_length, rng)
-            return [self.masker.sequence(span, rng) for span in spans]
-        body = self.max_length - 2
-        return [self.masker.sequence(self.corpus.ids[item * body:(item + 1) * body].tolist(), rng)]
+            offsets = self.corpus.offsets
+            bodies = span_pair(self.corpus.ids[offsets[item]:offsets[item + 1]].tolist(), self.max_length, rng)
+        else:
+            bodies = [self.corpus.ids[item * (self.max_length - 2):(item + 1) * (self.max_length - 2)].tolist()]
+        return [self.masker.mask([self.masker.cls_id, *body, self.masker.sep_id], rng) for body in bodies]
 
 
 def pad_batch(examples: Sequence[Example], pad_id: int) -> dict[str, torch.Tensor]:

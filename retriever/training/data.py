@@ -219,23 +219,16 @@ def epoch_groups(examples: Sequence[TrainExample], epoch: int, seed: int, group_
     return groups
 
 
-class EpochGroups(torch.utils.data.Dataset):
+class EpochGroups(list):
     """The groups of the current epoch in order; the Trainer reads it sequentially and calls ``set_epoch``."""
 
     def __init__(self, examples: Sequence[TrainExample], seed: int, group_size: int) -> None:
+        super().__init__()
         self.examples, self.seed, self.group_size = examples, seed, group_size
-        self.epoch = -1
         self.set_epoch(0)
 
     def set_epoch(self, epoch: int) -> None:
-        if epoch != self.epoch:
-            self.epoch, self.groups = epoch, epoch_groups(self.examples, epoch, self.seed, self.group_size)
-
-    def __len__(self) -> int:
-        return len(self.examples)
-
-    def __getitem__(self, index: int) -> Group:
-        return self.groups[index]
+        self[:] = epoch_groups(self.examples, epoch, self.seed, self.group_size)
 
 
 class Collator:
@@ -250,9 +243,8 @@ class Collator:
         self.settings = settings
 
     def _tokenize(self, texts: Iterable[str], max_length: int) -> dict[str, torch.Tensor]:
-        encoded = self.tokenizer(list(texts), padding=True, truncation=True, max_length=max_length,
-                                 return_tensors="pt")
-        return dict(encoded)
+        return dict(self.tokenizer(list(texts), padding=True, truncation=True, max_length=max_length,
+                                   return_tensors="pt"))
 
     def __call__(self, groups: Sequence[Group]) -> dict:
         passages: list[Passage] = []

@@ -1,10 +1,8 @@
 """In-batch contrastive loss: each query must pick its own positive among every passage in the batch.
 
-Under torchrun the batch is the global one: `global_batch` gathers every rank's embeddings
-(gradients flow back to the rank that made them), so the softmax runs over all ranks' passages.
-
 The passages of a batch are every query's positive and hard negatives, so each query sees
-``batch_size * group_size - 1`` negatives for the price of encoding each passage once.  A passage
+``batch_size * group_size - 1`` negatives for the price of encoding each passage once (under
+torchrun, `global_batch` gathers every rank's embeddings, gradients flowing back).  A passage
 that is a judged positive of a query (e.g. two queries sharing a relevant document) is masked out
 of that query's softmax instead of being pushed away.
 
@@ -71,17 +69,11 @@ def global_batch(queries: torch.Tensor, passages: torch.Tensor, targets: torch.T
             gather_rows(judged_keys, pad_value=-1), gather_rows(passage_keys))
 
 
-def contrastive_scores(query_embeddings: torch.Tensor, passage_embeddings: torch.Tensor, temperature: float,
-                       mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Logits q·pᵀ/τ in fp32, masked entries at -inf."""
+def contrastive_loss(query_embeddings: torch.Tensor, passage_embeddings: torch.Tensor, targets: torch.Tensor,
+                     temperature: float = NORMALIZED_TEMPERATURE, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean cross-entropy of each query's target passage against all passages of the batch (fp32 logits q·pᵀ/τ,
+    masked entries at -inf)."""
     scores = query_embeddings.float() @ passage_embeddings.float().T / temperature
     if mask is not None:
         scores = scores.masked_fill(mask.to(scores.device), float("-inf"))
-    return scores
-
-
-def contrastive_loss(query_embeddings: torch.Tensor, passage_embeddings: torch.Tensor, targets: torch.Tensor,
-                     temperature: float = NORMALIZED_TEMPERATURE, mask: torch.Tensor | None = None) -> torch.Tensor:
-    """Mean cross-entropy of each query's target passage against all passages of the batch."""
-    scores = contrastive_scores(query_embeddings, passage_embeddings, temperature, mask)
     return F.cross_entropy(scores, targets.to(scores.device))

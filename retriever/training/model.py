@@ -102,17 +102,11 @@ class DualEncoder(nn.Module):
         pooled = self.pooling(outputs, inputs["attention_mask"]).float()
         return nn.functional.normalize(pooled, dim=-1) if self.settings.normalize else pooled
 
-    def encode_queries(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self._embed(self.query_model, inputs)
-
-    def encode_passages(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self._embed(self.passage_model, inputs)
-
     def forward(self, query: dict[str, torch.Tensor] | None = None,
                 passage: dict[str, torch.Tensor] | None = None) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """Both sides in one call, so DDP and the Trainer's autocast see a single forward."""
-        return (self.encode_queries(query) if query is not None else None,
-                self.encode_passages(passage) if passage is not None else None)
+        return (self._embed(self.query_model, query) if query is not None else None,
+                self._embed(self.passage_model, passage) if passage is not None else None)
 
     def as_encoder(self, device: torch.device, dtype: str, batch_size: int | None = None) -> Encoder:
         """An inference Encoder over these in-memory weights, so dev scores come from the same code as `encode`."""

@@ -1,28 +1,25 @@
 """The one training stack under `retriever train` and `retriever pretrain`: Hugging Face's `Trainer`.
 
-The Trainer brings the loop, AdamW without decay on biases and norms, the linear warm-up/decay
-schedule, gradient clipping, bf16/fp16 autocast, DDP under torchrun (gloo on CPUs, NCCL on GPUs),
-checkpoints with optimizer, scheduler and every rank's RNG state, and logging callbacks
-(TensorBoard).  What it lacks and this module adds:
-
-* checkpoints that can be trusted: weights as safetensors, every other state loaded with
-  ``weights_only=True``, and a checkpoint counts only once its ``run.json`` (the run's settings,
-  written last, after every rank has saved) is there.  A rerun compares that JSON with its own
-  settings *before* loading anything, and refuses a partial or foreign one;
-* ``finished.json`` once the model folder is written, so a rerun of a finished run does nothing;
-* a progress bar and log lines on stderr (loss, learning rate, examples/s).
+It brings the loop, AdamW (no decay on biases and norms), the linear warm-up/decay schedule,
+clipping, bf16/fp16 autocast, DDP under torchrun, checkpoints with every rank's RNG state, and
+logging callbacks. Added here: weights checkpointed as safetensors (the Trainer loads the other
+states with ``weights_only=True``), and a checkpoint counts only once its ``run.json`` (the
+run's settings, written after every rank saved) exists; a rerun compares it with its own
+settings before loading anything. ``finished.json`` makes a rerun of a finished run a no-op.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
-import math
 import os
 import pickle
 import re
 import shutil
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import safetensors.torch
 import torch
@@ -30,6 +27,7 @@ import torch.distributed as dist
 from tqdm import tqdm
 from transformers import PrinterCallback, ProgressCallback, Trainer, TrainerCallback, TrainingArguments
 
+from retriever.corpus import Fields
 from retriever.device import resolve_device, resolve_dtype
 from retriever.errors import RetrieverError
 from retriever.shards import atomic_write_bytes
@@ -55,101 +53,136 @@ def world_size() -> int:
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
-def training_arguments(output: Path, *, batch_size: int, epochs: int, max_steps: int | None, learning_rate: float,
-                       warmup_ratio: float, weight_decay: float, max_grad_norm: float | None, seed: int,
-                       save_steps: int | None, keep_checkpoints: int, device: str, dtype: str,
-                       evaluate: bool = False, evaluate_first: bool = False,
-                       metric: str | None = None) -> tuple[TrainingArguments, str]:
-    """TrainingArguments for either command; ``batch_size`` is the global batch, split over the ranks.
+@dataclass(kw_only=True)
+class StackConfig:
+    """What both commands share: how to learn (compared on resume) and where and how to run (not compared)."""
 
-    Checkpoints come every ``save_steps`` and at each epoch's end; with ``evaluate``, so does an
-    evaluation whose ``metric`` picks the best checkpoint (kept from rotation by the Trainer).
-    """
-    resolved = resolve_device(device)
-    precision = resolve_dtype(dtype, resolved)
-    ranks = int(os.environ.get("WORLD_SIZE", "1"))
-    if batch_size % ranks:
-        raise RetrieverError(f"--batch-size {batch_size} does not split over {ranks} processes; use a multiple of "
-                             f"{ranks}")
-    arguments = TrainingArguments(
-        output_dir=str(output / CHECKPOINTS), per_device_train_batch_size=batch_size, num_train_epochs=epochs,
-        max_steps=max_steps or -1, learning_rate=learning_rate, warmup_steps=warmup_ratio,
-        weight_decay=weight_decay, max_grad_norm=max_grad_norm or 0.0, seed=seed, lr_scheduler_type="linear",
-        save_strategy="steps" if save_steps else "epoch", save_steps=save_steps or 500,
-        eval_strategy="epoch" if evaluate else "no", eval_on_start=evaluate and evaluate_first,
-        metric_for_best_model=metric if evaluate else None, greater_is_better=True,
-        save_total_limit=keep_checkpoints, logging_steps=1, report_to="none", disable_tqdm=True,
-        use_cpu=resolved.type == "cpu", bf16=precision == "bf16", fp16=precision == "fp16",
-        remove_unused_columns=False, dataloader_drop_last=False, ddp_backend=None if ranks == 1 else "nccl" if resolved.type == "cuda" else "gloo", accelerator_config={"split_batches": True, "even_batches": True}, save_only_model=False,
-        ddp_find_unused_parameters=True)
-    return arguments, precision
+    output: str
+    model: str = "minilm"
+    corpus: str | None = None
+    corpus_format: str = "auto"
+    corpus_fields: Fields = Fields()
+    batch_size: int = 32
+    epochs: int | None = None
+    max_steps: int | None = None
+    learning_rate: float = 1e-4
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.01
+    max_grad_norm: float | None = 1.0
+    seed: int = 42
+    save_steps: int | None = 500
+    device: str = "auto"
+    dtype: str = "auto"
+    progress: bool = True
+    report_to: str = "none"
+    RUNTIME_ONLY: ClassVar[tuple[str, ...]] = ("device", "dtype", "save_steps", "progress", "report_to")
+    PATHS: ClassVar[tuple[str, ...]] = ("output", "corpus")
+    AT_LEAST_ONE: ClassVar[tuple[str, ...]] = ("batch_size", "epochs", "max_steps", "save_steps")
+
+    def __post_init__(self) -> None:
+        if isinstance(self.corpus_fields, dict):  # as `dataclasses.asdict` and JSON give it back
+            self.corpus_fields = Fields(**self.corpus_fields)
+
+    def check(self) -> None:
+        for name in self.AT_LEAST_ONE:
+            if (getattr(self, name) or 1) < 1:
+                raise RetrieverError(f"--{name.replace('_', '-')} must be at least 1")
+        if self.learning_rate <= 0 or not 0 <= self.warmup_ratio < 1:
+            raise RetrieverError("--learning-rate must be positive and --warmup-ratio in [0, 1)")
+
+    def normalised(self) -> "StackConfig":
+        """Paths resolved, so a rerun from another directory compares equal."""
+        paths = {name: str(Path(getattr(self, name)).expanduser().resolve()) for name in self.PATHS
+                 if getattr(self, name) is not None}
+        if Path(self.model).expanduser().exists():
+            paths["model"] = str(Path(self.model).expanduser().resolve())
+        return dataclasses.replace(self, **paths)
+
+    def learning_settings(self) -> dict:
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in self.RUNTIME_ONLY}
+
+    def arguments(self, per_step: int, max_steps: int | None, keep_checkpoints: int, evaluate: bool = False,
+                  evaluate_first: bool = False, metric: str | None = None) -> tuple[TrainingArguments, str]:
+        """TrainingArguments and the precision; ``per_step`` examples make the global batch, split over the ranks.
+        With ``evaluate``, each epoch's end evaluates; ``metric`` picks the best checkpoint, kept from rotation."""
+        device = resolve_device(self.device)
+        precision = resolve_dtype(self.dtype, device)
+        ranks = int(os.environ.get("WORLD_SIZE", "1"))
+        if per_step % ranks:
+            raise RetrieverError(f"a step's {per_step} examples do not split over {ranks} processes; make "
+                                 f"--batch-size a multiple of {ranks}")
+        arguments = TrainingArguments(
+            output_dir=str(Path(self.output) / CHECKPOINTS), per_device_train_batch_size=per_step,
+            num_train_epochs=self.epochs or 1, max_steps=max_steps or -1, learning_rate=self.learning_rate,
+            warmup_steps=self.warmup_ratio, weight_decay=self.weight_decay, max_grad_norm=self.max_grad_norm or 0.0,
+            seed=self.seed, save_strategy="steps" if self.save_steps else "epoch", save_steps=self.save_steps or 1,
+            save_total_limit=keep_checkpoints, eval_strategy="epoch" if evaluate else "no",
+            eval_on_start=evaluate and evaluate_first, metric_for_best_model=metric if evaluate else None,
+            logging_steps=1, report_to="none", disable_tqdm=True, use_cpu=device.type == "cpu",
+            bf16=precision == "bf16", fp16=precision == "fp16", remove_unused_columns=False,
+            ddp_backend=None if ranks == 1 else "nccl" if device.type == "cuda" else "gloo",
+            accelerator_config={"split_batches": True}, ddp_find_unused_parameters=True)
+        return arguments, precision
 
 
-def run_settings_differ(recorded: object, current: dict, where: Path) -> None:
-    """Refuse a resume whose recorded settings are not exactly this run's: a record with other keys
-    (``{}`` included) is someone else's folder, not a compatible run."""
-    if not isinstance(recorded, dict) or set(recorded) != set(current):
-        raise RetrieverError(f"{where}: not a run of this command and version (its settings record does not match); "
-                             "choose another --output or delete the folder")
-    differing = [f"{key} {recorded[key]!r} -> {current[key]!r}" for key in sorted(current)
-                 if recorded[key] != current[key]]
-    if differing:
-        raise RetrieverError(f"{where.parent if where.name == RUN_FILE else where} holds a run with other settings "
-                             f"({'; '.join(differing)}); rerun with the same settings to resume, or choose another "
-                             "--output")
-
-
-def _read_json(path: Path) -> object:
+def _check_record(path: Path, current: dict, key: str | None = None) -> dict:
+    """A recorded run (``path``, its settings under ``key``) whose settings are exactly these; a record with other
+    keys (``{}`` included) is another kind of folder, not a compatible run."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise RetrieverError(f"{path}: unreadable ({error}); delete it or choose another --output") from None
-
-
-def finished_record(output: Path, settings: dict) -> dict | None:
-    """The result a finished run recorded, after checking it was made with these settings."""
-    path = output / CHECKPOINTS / FINISHED_FILE
-    if not path.is_file():
-        return None
-    record = _read_json(path)
-    run_settings_differ(record.get("settings") if isinstance(record, dict) else None, settings, path)
+    recorded = record.get(key) if key and isinstance(record, dict) else record
+    if not isinstance(recorded, dict) or set(recorded) != set(current):
+        raise RetrieverError(f"{path}: not a run of this command and version (its settings record does not match); "
+                             "choose another --output or delete the folder")
+    differing = [f"{k} {recorded[k]!r} -> {current[k]!r}" for k in sorted(current) if recorded[k] != current[k]]
+    if differing:
+        raise RetrieverError(f"{path.parent} holds a run with other settings ({'; '.join(differing)}); rerun with "
+                             "the same settings to resume, or choose another --output")
     return record
 
 
-def resume_point(output: Path, settings: dict) -> Path | None:
-    """The newest complete checkpoint of this run, its settings checked before any of its files is loaded."""
+def prior_run(output: Path, settings: dict) -> tuple[dict | None, Path | None]:
+    """What a rerun finds: a finished run's record, or the newest complete checkpoint, each checked against
+    these settings before any other file of it is read. A folder that holds something else is refused."""
     folder = output / CHECKPOINTS
-    if not folder.is_dir():
-        return None
-    complete = sorted((int(match.group(1)), path) for path in folder.iterdir()
+    if output.exists() and (not output.is_dir() or any(output.iterdir()) and not folder.is_dir()):
+        raise RetrieverError(f"{output}: exists and holds no training run (no {CHECKPOINTS}/); choose a new --output "
+                             "(the run writes a model folder there)")
+    if (folder / FINISHED_FILE).is_file():
+        return _check_record(folder / FINISHED_FILE, settings, key="settings"), None
+    complete = sorted((int(match.group(1)), path) for path in folder.glob("checkpoint-*")
                       if (match := _CHECKPOINT_DIR.match(path.name)) and (path / RUN_FILE).is_file())
-    if not complete:
-        return None
-    latest = complete[-1][1]
-    run_settings_differ(_read_json(latest / RUN_FILE), settings, latest / RUN_FILE)
-    return latest
+    if complete:
+        _check_record(complete[-1][1] / RUN_FILE, settings)
+    folder.mkdir(parents=True, exist_ok=True)  # from now on the folder is recognisably a run's, even if killed
+    return None, complete[-1][1] if complete else None
 
 
-def finish(output: Path, settings: dict, result: dict) -> None:
-    """Record the finished run and drop the checkpoints it no longer needs (rank 0 only)."""
-    folder = output / CHECKPOINTS
-    folder.mkdir(parents=True, exist_ok=True)
-    record = {"settings": settings, "result": result}
-    atomic_write_bytes(folder / FINISHED_FILE, (json.dumps(record, indent=2) + "\n").encode("utf-8"))
-    for path in folder.iterdir():
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
+def checkpoint_step(checkpoint: Path | None) -> int | None:
+    return int(checkpoint.name.split("-")[1]) if checkpoint else None
+
+
+def load_weights(model: torch.nn.Module, checkpoint: Path) -> None:
+    """A checkpoint's safetensors weights (tied tensors are stored once; safetensors restores both names)."""
+    path = checkpoint / WEIGHTS_FILE
+    try:
+        safetensors.torch.load_model(model, path, strict=True)
+    except (OSError, safetensors.SafetensorError, RuntimeError) as error:
+        raise RetrieverError(f"{path}: unreadable or not this model's checkpoint weights "
+                             f"({str(error).splitlines()[0]}); delete {checkpoint.parent} to start over") from None
 
 
 class StackTrainer(Trainer):
     """Trainer whose checkpoints hold safetensors weights and are marked complete by the run's settings."""
 
-    def __init__(self, *args, run_settings: dict, progress: bool = True, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.run_settings = run_settings
+    def __init__(self, config: StackConfig, arguments: TrainingArguments, precision: str, **kwargs) -> None:
+        super().__init__(args=arguments, callbacks=_tensorboard(config), **kwargs)
+        self.output, self.run_settings, self.precision = Path(config.output), config.learning_settings(), precision
         self.remove_callback(PrinterCallback)
         self.remove_callback(ProgressCallback)
-        self.add_callback(StderrProgress(progress))
+        self.add_callback(StderrProgress(config.progress))
         self.add_callback(EpochEndCheckpoints())
 
     def _get_train_sampler(self, train_dataset=None):
@@ -179,25 +212,26 @@ class StackTrainer(Trainer):
             raise RetrieverError(f"{resume_from}: a checkpoint file is not plain tensors and was not loaded "
                                  f"({str(error).splitlines()[0]}); delete the folder to start over") from None
 
-
-def load_weights(model: torch.nn.Module, checkpoint: Path) -> None:
-    """A checkpoint's safetensors weights (tied tensors are stored once; safetensors restores both names)."""
-    path = checkpoint / WEIGHTS_FILE
-    try:
-        safetensors.torch.load_model(model, path, strict=True)
-    except (OSError, safetensors.SafetensorError, RuntimeError) as error:
-        raise RetrieverError(f"{path}: unreadable or not this model's checkpoint weights "
-                             f"({str(error).splitlines()[0]}); delete {checkpoint.parent} to start over") from None
+    def finish(self, write_model, result: dict) -> None:
+        """Rank 0 writes the model folder, records the finished run and drops its checkpoints; all ranks wait."""
+        if self.is_world_process_zero():
+            write_model()
+            folder = self.output / CHECKPOINTS
+            folder.mkdir(parents=True, exist_ok=True)
+            record = json.dumps({"settings": self.run_settings, "result": result}, indent=2) + "\n"
+            atomic_write_bytes(folder / FINISHED_FILE, record.encode("utf-8"))
+            for path in folder.iterdir():
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+        if world_size() > 1:
+            dist.barrier()
 
 
 class StderrProgress(TrainerCallback):
-    """A tqdm bar with loss, learning rate and examples/s on stderr, as the loops before the Trainer showed."""
+    """A tqdm bar with loss, learning rate and examples/s on stderr (rank 0); examples/s goes into the logs."""
 
     def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled
-        self.bar: tqdm | None = None
-        self.started = 0.0
-        self.first_step = 0
+        self.enabled, self.bar, self.started, self.first_step = enabled, None, 0.0, 0
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
@@ -205,65 +239,33 @@ class StderrProgress(TrainerCallback):
                             file=sys.stderr, dynamic_ncols=True, disable=not self.enabled)
         self.started, self.first_step = time.perf_counter(), state.global_step
 
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.bar is not None:
-            self.bar.update(state.global_step - self.bar.n)
-
     def on_log(self, args, state, control, logs=None, **kwargs):
-        if self.bar is None or not logs or "loss" not in logs:
+        if self.bar is None or "loss" not in (logs or {}):
             return
-        seconds = max(time.perf_counter() - self.started, 1e-9)
         examples = (state.global_step - self.first_step) * args.per_device_train_batch_size
-        logs["examples_per_second"] = round(examples / seconds, 2)
+        logs["examples_per_second"] = round(examples / max(time.perf_counter() - self.started, 1e-9), 2)
+        self.bar.update(state.global_step - self.bar.n)
         self.bar.set_postfix(loss=f"{logs['loss']:.4f}", lr=f"{logs.get('learning_rate', 0):.2e}",
-                             ex_s=f"{examples / seconds:.1f}")
-
-    def on_train_end(self, args, state, control, **kwargs):
-        if self.bar is not None:
+                             ex_s=f"{logs['examples_per_second']:.1f}")
+        if state.global_step >= state.max_steps:
             self.bar.close()
 
 
-def tensorboard_callback(output: Path, report_to: str) -> list[TrainerCallback]:
+class EpochEndCheckpoints(TrainerCallback):
+    """A checkpoint at each epoch's end besides every --save-steps: dev evaluation picks the best among them."""
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        control.should_save = True
+
+
+def _tensorboard(config: StackConfig) -> list[TrainerCallback]:
     """The library's TensorBoard callback, writing to OUTPUT/tensorboard (kept with the model folder)."""
-    if report_to == "none":
+    if config.report_to == "none":
         return []
     try:
         from torch.utils.tensorboard import SummaryWriter
         from transformers.integrations import TensorBoardCallback
     except ImportError:
         raise RetrieverError("--report-to tensorboard needs the tensorboard package: pip install tensorboard") from None
-    writer = SummaryWriter(log_dir=str(output / "tensorboard")) if is_main_process() else None
+    writer = SummaryWriter(log_dir=str(Path(config.output) / "tensorboard")) if is_main_process() else None
     return [TensorBoardCallback(tb_writer=writer)]
-
-
-class EpochEndCheckpoints(TrainerCallback):
-    """Checkpoint (and evaluate) at every epoch's end and at the last step, besides every --save-steps,
-    but only once per step when an epoch ends on the last step or on a save step."""
-
-    def __init__(self) -> None:
-        self.saved_at = self.evaluated_at = -1
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if state.global_step >= state.max_steps:
-            control.should_save = True
-            control.should_evaluate = args.eval_strategy != "no"
-
-    def on_epoch_end(self, args, state, control, **kwargs):
-        control.should_save = state.global_step != self.saved_at
-        control.should_evaluate = control.should_evaluate and state.global_step != self.evaluated_at
-
-    def on_save(self, args, state, control, **kwargs):
-        self.saved_at = state.global_step
-
-    def on_evaluate(self, args, state, control, **kwargs):
-        self.evaluated_at = state.global_step
-
-
-def broadcast(value: object) -> object:
-    """Rank 0's value on every rank (dev metrics are computed once, on rank 0)."""
-    if world_size() == 1:
-        return value
-    holder = [value]
-    dist.broadcast_object_list(holder, src=0)
-    return holder[0]
-

@@ -54,7 +54,7 @@ def test_loss_falls_on_a_tiny_corpus(repeated_corpus, tiny_model_dir, tmp_path):
 def test_resume_continues_exactly_where_the_checkpoint_left_off(tiny_beir, tiny_model_dir, tmp_path, monkeypatch):
     output = tmp_path / "out"
     settings = config(tiny_beir, output, tiny_model_dir, max_steps=6, save_steps=2, batch_size=4)
-    monkeypatch.setattr(stack, "finish", lambda *args: None)  # keep the checkpoints, as if killed at the end
+    monkeypatch.setattr(stack.StackTrainer, "finish", lambda self, write_model, result: write_model())  # as if killed
     straight = pretrain(settings, log=quiet)
     assert sorted(p.name for p in (output / "checkpoints").iterdir()) == ["checkpoint-4", "checkpoint-6"]
     shutil.rmtree(output / "checkpoints" / "checkpoint-6")  # as if killed after step 5
@@ -71,7 +71,7 @@ def test_resume_continues_exactly_where_the_checkpoint_left_off(tiny_beir, tiny_
 def test_planted_pickles_in_a_checkpoint_never_run(tiny_beir, tiny_model_dir, tmp_path, monkeypatch):
     output = tmp_path / "out"
     settings = config(tiny_beir, output, tiny_model_dir, max_steps=2, save_steps=1, batch_size=4)
-    monkeypatch.setattr(stack, "finish", lambda *args: None)
+    monkeypatch.setattr(stack.StackTrainer, "finish", lambda self, write_model, result: write_model())
     pretrain(settings, log=quiet)
     checkpoint = output / "checkpoints" / "checkpoint-2"
     marker = plant_pickles(checkpoint, tmp_path / "marker")
@@ -104,5 +104,5 @@ def test_rerun_with_other_settings_is_refused(tiny_beir, tiny_model_dir, tmp_pat
 
 
 def test_output_must_not_be_an_unrelated_folder(tiny_beir, tiny_model_dir):
-    with pytest.raises(RetrieverError, match="holds no pre-training checkpoints"):
+    with pytest.raises(RetrieverError, match="holds no training run"):
         pretrain(config(tiny_beir, tiny_model_dir, tiny_model_dir, max_steps=1), log=quiet)

@@ -35,7 +35,7 @@ def direct_embeddings(model: DualEncoder, texts: list[str], queries: bool) -> np
     inputs = dict(model.tokenizer(texts, padding=True, truncation=True, max_length=max_length, return_tensors="pt"))
     model.eval()
     with torch.no_grad():
-        vectors = model.encode_queries(inputs) if queries else model.encode_passages(inputs)
+        vectors = model(query=inputs)[0] if queries else model(passage=inputs)[1]
     return vectors.numpy()
 
 

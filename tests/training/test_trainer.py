@@ -23,7 +23,7 @@ from retriever.indexing import encode_and_index
 from retriever.searching import Searcher
 from retriever.training import TrainConfig, stack, train
 from retriever.training.data import Collator, epoch_groups, load_beir_examples
-from retriever.training.gradcache import grad_cache_backward
+from retriever.training.gradcache import cached_embeddings
 from retriever.training.loss import contrastive_loss, judged_positive_mask
 from retriever.training.model import DualEncoder
 
@@ -60,6 +60,14 @@ def plain_backward(model: DualEncoder, batch: dict) -> float:
     return loss.item()
 
 
+def grad_cache_backward(model: DualEncoder, batch: dict, chunk_size: int) -> float:
+    queries = cached_embeddings(lambda chunk: model(query=chunk)[0], batch["query"], chunk_size)
+    passages = cached_embeddings(lambda chunk: model(passage=chunk)[1], batch["passage"], chunk_size)
+    loss = batch_loss(queries, passages, batch)
+    loss.backward()
+    return loss.item()
+
+
 @pytest.mark.parametrize("towers", ["shared", "untied"])
 def test_grad_cache_gives_the_plain_gradients(tiny_model_dir, train_beir, towers):
     model = DualEncoder.from_pretrained(str(tiny_model_dir), towers=towers, passage_max_length=32)
@@ -68,7 +76,7 @@ def test_grad_cache_gives_the_plain_gradients(tiny_model_dir, train_beir, towers
     plain_loss = plain_backward(model, batch)
     plain = gradients(model)
     model.zero_grad()
-    cached_loss = grad_cache_backward(model, batch, batch_loss, chunk_size=3).item()
+    cached_loss = grad_cache_backward(model, batch, chunk_size=3)
     assert cached_loss == pytest.approx(plain_loss, rel=1e-5)
     cached = gradients(model)
     assert plain.keys() == cached.keys() and len(plain) > 10
@@ -86,7 +94,7 @@ def test_grad_cache_replays_dropout(tiny_model_dir, train_beir):
     plain, plain_rng = gradients(model), torch.get_rng_state()
     model.zero_grad()
     torch.manual_seed(3)
-    grad_cache_backward(model, batch, batch_loss, chunk_size=64)
+    grad_cache_backward(model, batch, chunk_size=64)
     assert torch.equal(torch.get_rng_state(), plain_rng)
     for name, gradient in gradients(model).items():
         torch.testing.assert_close(gradient, plain[name], rtol=1e-4, atol=1e-6, msg=name)
@@ -135,7 +143,7 @@ def latest_step(output: Path) -> int:
 def test_killed_run_resumes_from_its_last_checkpoint(tmp_path, small_bert, train_beir, capsys):
     output = tmp_path / "model"
     settings = config(output, train_beir, small_bert, epochs=10, batch_size=1, save_steps=4, warmup_ratio=0.2)
-    arguments = [sys.executable, "-c", RESUMABLE_RUN, json.dumps(settings.to_dict())]
+    arguments = [sys.executable, "-c", RESUMABLE_RUN, json.dumps(dataclasses.asdict(settings))]
     killed = subprocess.Popen(arguments, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               env={**os.environ, "OMP_NUM_THREADS": "1"})
     deadline = time.time() + 60
@@ -150,7 +158,7 @@ def test_killed_run_resumes_from_its_last_checkpoint(tmp_path, small_bert, train
     assert resumed.resumed_from_step == killed_at and resumed.steps == 80
     assert f"checkpoint-{killed_at} (step {killed_at})" in capsys.readouterr().err
     # an uninterrupted run of the same settings ends with the same weights
-    uninterrupted = train(TrainConfig(**{**settings.to_dict(), "output": str(tmp_path / "straight")}))
+    uninterrupted = train(TrainConfig(**{**dataclasses.asdict(settings), "output": str(tmp_path / "straight")}))
     assert uninterrupted.steps == 80 and uninterrupted.resumed_from_step is None
     resumed_model = DualEncoder.from_pretrained(str(output))
     straight_model = DualEncoder.from_pretrained(str(tmp_path / "straight"))
@@ -161,14 +169,14 @@ def test_killed_run_resumes_from_its_last_checkpoint(tmp_path, small_bert, train
     again = train(settings)
     assert again.already_finished and again.steps == 80
     with pytest.raises(RetrieverError, match="other settings"):
-        train(TrainConfig(**{**settings.to_dict(), "learning_rate": 5e-4}))
+        train(TrainConfig(**{**dataclasses.asdict(settings), "learning_rate": 5e-4}))
 
 
 def test_planted_pickles_in_a_checkpoint_never_run(tmp_path, small_bert, train_beir, monkeypatch):
     """A checkpoint whose files would run code when unpickled: never loaded unsafely, whatever run.json says."""
     output = tmp_path / "model"
     settings = config(output, train_beir, small_bert, max_steps=2, save_steps=1)
-    monkeypatch.setattr(stack, "finish", lambda *args: None)  # keep the checkpoints, as if killed at the end
+    monkeypatch.setattr(stack.StackTrainer, "finish", lambda self, write_model, result: write_model())  # as if killed
     train(settings)
     checkpoint = output / "checkpoints" / "checkpoint-2"
     marker = plant_pickles(checkpoint, tmp_path / "marker")
