@@ -54,14 +54,14 @@ from retriever.device import DTYPES
 @click.option("--save-steps", type=click.IntRange(min=0), default=500, show_default=True,
               help="Checkpoint every N steps (and always at the end; 0 = only at the end).")
 @click.option("--keep-checkpoints", type=click.IntRange(min=1), default=2, show_default=True,
-              help="Newest checkpoints kept in OUTPUT/checkpoints.")
+              help="Newest checkpoints kept in OUTPUT/checkpoints while training (a finished run keeps none).")
 @click.option("--seed", type=int, default=42, show_default=True,
               help="Seed for head initialisation, data order, masking and dropout.")
 @click.option("--device", default="auto", show_default=True, help="auto (CUDA when present, else CPU), cpu, cuda.")
 @click.option("--dtype", type=click.Choice(DTYPES), default="auto", show_default=True,
               help="auto = fp16 with loss scaling on CUDA, bf16 autocast on CPUs with native bf16, else fp32.")
 @click.option("--progress/--no-progress", default=True, show_default=True,
-              help="Show a progress bar with the loss and tokens/s on stderr.")
+              help="Show a progress bar with the loss, learning rate and examples/s on stderr.")
 @report_to_option()
 @corpus_options()
 def pretrain_command(corpus, model, output, n_head_layers, skip_from, cocondenser, temperature, max_length,

@@ -197,12 +197,14 @@ class StackTrainer(Trainer):
         load_weights(model or self.model, Path(resume_from_checkpoint))
 
     def _save_checkpoint(self, model: torch.nn.Module, trial) -> None:
+        marker = Path(self.args.output_dir) / f"checkpoint-{self.state.global_step}" / RUN_FILE
+        if self.args.should_save:  # saved again at this step (an epoch's end): incomplete while rewritten
+            marker.unlink(missing_ok=True)
         super()._save_checkpoint(model, trial)
         if world_size() > 1:
             dist.barrier()  # every rank's RNG state is on disk before the checkpoint is marked complete
         if self.args.should_save:
-            folder = Path(self.args.output_dir) / f"checkpoint-{self.state.global_step}"
-            atomic_write_bytes(folder / RUN_FILE, (json.dumps(self.run_settings, indent=2) + "\n").encode())
+            atomic_write_bytes(marker, (json.dumps(self.run_settings, indent=2) + "\n").encode())
 
     def fit(self, resume_from: Path | None) -> None:
         """Train, resuming from a checked checkpoint; a checkpoint file that is not plain data stops the run."""
