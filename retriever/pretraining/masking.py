@@ -43,9 +43,6 @@ class TokenizedCorpus:
                              return_attention_mask=False, return_token_type_ids=False)["input_ids"]
         return cls(ids)
 
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
 
 class WholeWordMasker:
     """Masks whole words (a ``##`` piece joins the word before it), BERT 80/10/10."""

@@ -91,12 +91,9 @@ class CondenserTrainer(stack.StackTrainer):
 def pretrain(config: PretrainConfig, log: Callable[[str], None] = stack.log) -> PretrainResult:
     """Run (or continue) Condenser pre-training and write the backbone + head to ``config.output``."""
     started = time.perf_counter()
-    config.check()
-    config = config.normalised()
-    output, settings = Path(config.output), config.learning_settings()
-    finished, resume = stack.prior_run(output, settings)
+    config, finished, resume = config.prepare()
+    output = Path(config.output)
     if finished is not None:
-        log(f"{output}: pre-training already finished ({finished['result']['steps']} steps); nothing to do")
         return PretrainResult(**{**finished["result"], "output": output, "already_finished": True})
     set_seed(config.seed)
     model, notes = load_condenser(config.model, config.n_head_layers, config.skip_from)

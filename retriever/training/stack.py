@@ -98,6 +98,12 @@ class StackConfig:
             paths["model"] = str(Path(self.model).expanduser().resolve())
         return dataclasses.replace(self, **paths)
 
+    def prepare(self) -> tuple["StackConfig", dict | None, Path | None]:
+        """This config checked and normalised, and what a rerun of it finds (see `prior_run`)."""
+        self.check()
+        config = self.normalised()
+        return (config, *prior_run(Path(config.output), config.learning_settings()))
+
     def learning_settings(self) -> dict:
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in self.RUNTIME_ONLY}
 
@@ -151,7 +157,9 @@ def prior_run(output: Path, settings: dict) -> tuple[dict | None, Path | None]:
         raise RetrieverError(f"{output}: exists and holds no training run (no {CHECKPOINTS}/); choose a new --output "
                              "(the run writes a model folder there)")
     if (folder / FINISHED_FILE).is_file():
-        return _check_record(folder / FINISHED_FILE, settings, key="settings"), None
+        record = _check_record(folder / FINISHED_FILE, settings, key="settings")
+        log(f"{output}: this run already finished ({record['result']['steps']} steps); nothing to do")
+        return record, None
     complete = sorted((int(match.group(1)), path) for path in folder.glob("checkpoint-*")
                       if (match := _CHECKPOINT_DIR.match(path.name)) and (path / RUN_FILE).is_file())
     if complete:

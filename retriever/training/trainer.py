@@ -167,14 +167,9 @@ class DualEncoderTrainer(stack.StackTrainer):
 def train(config: TrainConfig) -> TrainResult:
     """Fine-tune a dual encoder and write it to ``config.output``; rerun the same call after a crash to resume."""
     started = time.time()
-    config.check()
-    config = config.normalised()
-    output, settings = Path(config.output), config.learning_settings()
-    finished, resume = stack.prior_run(output, settings)
+    config, finished, resume = config.prepare()
     if finished is not None:
-        result = TrainResult(**{**finished["result"], "output": output, "already_finished": True})
-        stack.log(f"{output}: training already finished ({result.steps} steps); nothing to do")
-        return result
+        return TrainResult(**{**finished["result"], "output": Path(config.output), "already_finished": True})
     set_seed(config.seed)
     model = DualEncoder.from_pretrained(
         config.model, pooling=config.pooling, normalize=config.normalize, towers=config.towers,
