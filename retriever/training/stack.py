@@ -164,7 +164,6 @@ def prior_run(output: Path, settings: dict) -> tuple[dict | None, Path | None]:
                       if (match := _CHECKPOINT_DIR.match(path.name)) and (path / RUN_FILE).is_file())
     if complete:
         _check_record(complete[-1][1] / RUN_FILE, settings)
-    folder.mkdir(parents=True, exist_ok=True)  # from now on the folder is recognisably a run's, even if killed
     return None, complete[-1][1] if complete else None
 
 
@@ -186,6 +185,8 @@ class StackTrainer(Trainer):
     """Trainer whose checkpoints hold safetensors weights and are marked complete by the run's settings."""
 
     def __init__(self, config: StackConfig, arguments: TrainingArguments, precision: str, **kwargs) -> None:
+        if is_main_process():  # inputs are checked: from now on OUTPUT is recognisably a run's, even if killed
+            (Path(config.output) / CHECKPOINTS).mkdir(parents=True, exist_ok=True)
         super().__init__(args=arguments, callbacks=_tensorboard(config), **kwargs)
         self.output, self.run_settings, self.precision = Path(config.output), config.learning_settings(), precision
         self.remove_callback(PrinterCallback)
