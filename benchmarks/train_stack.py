@@ -46,9 +46,9 @@ def quality(dataset: Path, work: Path) -> dict:
     recipe = Recipe()
     done = {(r["init"], r["seed"]): r for r in map(json.loads, STACK_RUNS.read_text().splitlines())} \
         if STACK_RUNS.is_file() else {}
-    condenser, _ = condenser_model(dataset, work, recipe)
-    inits = {"minilm": "minilm", "condenser": str(condenser)}
-    for init, model in inits.items():
+    inits = ("minilm", "condenser")
+    for init in inits:  # minilm first: the Condenser cells wait for its pre-training
+        model = "minilm" if init == "minilm" else str(condenser_model(dataset, work, recipe)[0])
         for seed in SEEDS:
             if (init, seed) in done:
                 continue
