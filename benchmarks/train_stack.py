@@ -42,14 +42,13 @@ print(json.dumps({"seconds": time.perf_counter() - started}))
 """
 
 
-def quality(dataset: Path, work: Path) -> dict:
+def quality(dataset: Path, work: Path, seeds: tuple[int, ...], inits: tuple[str, ...]) -> dict:
     recipe = Recipe()
     done = {(r["init"], r["seed"]): r for r in map(json.loads, STACK_RUNS.read_text().splitlines())} \
         if STACK_RUNS.is_file() else {}
-    inits = ("minilm", "condenser")
     for init in inits:  # minilm first: the Condenser cells wait for its pre-training
         model = "minilm" if init == "minilm" else str(condenser_model(dataset, work, recipe)[0])
-        for seed in SEEDS:
+        for seed in seeds:
             if (init, seed) in done:
                 continue
             output = work / f"{dataset.name}-{init}-mean-seed{seed}"
@@ -65,7 +64,7 @@ def quality(dataset: Path, work: Path) -> dict:
     for init in inits:
         before = [r["ndcg@10"] for r in old if (r["dataset"], r["init"], r["pooling"], r["mode"]) ==
                   (dataset.name, init, "mean", "fine-tuned") and r["seed"] in SEEDS]
-        after = [done[(init, seed)]["ndcg@10"] for seed in SEEDS]
+        after = [done[(init, seed)]["ndcg@10"] for seed in SEEDS if (init, seed) in done]
         table[init] = {"old": before, "new": after, "difference": statistics.mean(after) - statistics.mean(before)}
     return table
 
@@ -108,12 +107,15 @@ def main() -> None:
     parser.add_argument("--start-steps", type=int, default=4)
     parser.add_argument("--delta-steps", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="quality: a subset of the seeds")
+    parser.add_argument("--inits", nargs="+", choices=("minilm", "condenser"), default=["minilm", "condenser"],
+                        help="quality: a subset of the inits (the table covers every seed recorded)")
     args = parser.parse_args()
     dataset = args.datasets / "scifact"
     print(stamp())
     if args.what == "quality":
         args.work_dir.mkdir(parents=True, exist_ok=True)
-        result = quality(dataset, args.work_dir)
+        result = quality(dataset, args.work_dir, tuple(args.seeds), tuple(args.inits))
     else:
         if args.old_checkout is None:
             parser.error("speed needs --old-checkout")
