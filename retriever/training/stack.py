@@ -187,12 +187,11 @@ class StackTrainer(Trainer):
     def __init__(self, config: StackConfig, arguments: TrainingArguments, precision: str, **kwargs) -> None:
         if is_main_process():  # inputs are checked: from now on OUTPUT is recognisably a run's, even if killed
             (Path(config.output) / CHECKPOINTS).mkdir(parents=True, exist_ok=True)
-        super().__init__(args=arguments, callbacks=_tensorboard(config), **kwargs)
+        callbacks = [StderrProgress(config.progress), EpochEndCheckpoints(), *_tensorboard(config)]  # examples/s first
+        super().__init__(args=arguments, callbacks=callbacks, **kwargs)
         self.output, self.run_settings, self.precision = Path(config.output), config.learning_settings(), precision
         self.remove_callback(PrinterCallback)
         self.remove_callback(ProgressCallback)
-        self.add_callback(StderrProgress(config.progress))
-        self.add_callback(EpochEndCheckpoints())
 
     def _get_train_sampler(self, train_dataset=None):
         """Our datasets order themselves per epoch (``set_epoch``), so a resumed run sees the same batches."""

@@ -90,3 +90,19 @@ def test_conflicting_data_flags_are_refused(tmp_path, tiny_beir, arguments, mess
     arguments = [a.format(jsonl=jsonl, beir=tiny_beir) for a in arguments]
     result = CliRunner().invoke(train_command, [*arguments, "--output", str(tmp_path / "out")])
     assert isinstance(result.exception, RetrieverError) and message in str(result.exception)
+
+
+def test_report_to_tensorboard_logs_loss_learning_rate_speed_and_dev_metrics(tmp_path, tiny_model_dir, tiny_beir):
+    pytest.importorskip("tensorboard", reason="--report-to tensorboard needs the optional tensorboard package")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    output = tmp_path / "m"
+    result = CliRunner().invoke(train_command, [
+        "--dataset", str(tiny_beir), "--split", "test", "--model", str(tiny_model_dir), "--output", str(output),
+        "--max-steps", "2", "--batch-size", "2", "--dev-split", "test", "--report-to", "tensorboard", *CPU],
+        catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    events = EventAccumulator(str(output / "tensorboard"))
+    events.Reload()
+    assert {"train/loss", "train/learning_rate", "train/examples_per_second", "eval/ndcg@10"} <= \
+        set(events.Tags()["scalars"])
