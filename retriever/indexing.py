@@ -29,7 +29,8 @@ from retriever.folders import clean_stale, replace_folder, temporary_folder
 from retriever.integrity import REBUILD, damaged, file_records, file_sha256
 from retriever.ondisk import CODES, ONDISK_TYPE, PartPlan
 from retriever.recorded_paths import rebase_model_record, relative_path
-from retriever.shards import check_complete, iter_shard_batches, read_shard_metadata, sample_vectors
+from retriever.lexical import LEXICAL_DIR, LexicalParams, build_lexical
+from retriever.shards import atomic_write_bytes, check_complete, iter_shard_batches, read_shard_metadata, sample_vectors
 from retriever.tuning import downcast_hnsw, held_out_rows, ivf_part, tune
 
 INDEX_FILE = "index.faiss"
@@ -147,8 +148,12 @@ def library_versions() -> dict:
 
 def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, params: IndexParams = IndexParams(),
                 fmt: str = "auto", fields: Fields = Fields(), overwrite: bool = False,
-                progress: bool = True, tuning_queries: np.ndarray | None = None) -> dict:
+                progress: bool = True, tuning_queries: np.ndarray | None = None,
+                lexical: LexicalParams | None = LexicalParams()) -> dict:
     """Build an index folder from complete shards and the corpus they came from; return its manifest.
+
+    ``lexical``: BM25 settings for the index's ``bm25/`` part (built from the doc store just written), or
+    None for a dense-only index.
 
     ``tuning_queries``: query vectors to tune ``params.target_recall`` on instead of held-out passages, for
     when real queries are at hand (they can be harder than passages: see benchmarks/README.md).
@@ -186,6 +191,8 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
             _write_docstore(corpus_path, fmt, fields, building / DOCSTORE_FILE, stats, content, bar)
         check_document_count(stats, count, corpus_path, shards_dir)
         content.check(corpus_path)
+        lexical_record = (build_lexical(building / DOCSTORE_FILE, building / LEXICAL_DIR, lexical, progress)
+                          if lexical is not None else None)
         spec = factory_string(params, dim, count)
         index = new_index(spec, dim, params)
         trained_on = train(index, shards, count, params, spec)
@@ -224,7 +231,7 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
             "type": params.index_type, "factory": spec, "metric": "inner_product", "dim": dim,
             "count": int(index.ntotal), "hnsw_m": params.hnsw_m if "HNSW" in spec else None,
             "ef_construction": params.ef_construction if "HNSW" in spec else None, "trained_on": trained_on,
-            "search_defaults": search_defaults(index, params, tuning), "tuning": tuning}, ids_digest)
+            "search_defaults": search_defaults(index, params, tuning), "tuning": tuning}, ids_digest, lexical_record)
         _move_into_place(building, output, overwrite)
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
@@ -294,7 +301,7 @@ def corpus_record(corpus_path: Path, output: Path, shard_records: list[dict], st
 
 
 def write_manifest(building: Path, encoder: dict, corpus: dict, started: float, index_record: dict,
-                   ids_digest: str | None = None) -> dict:
+                   ids_digest: str | None = None, lexical: dict | None = None) -> dict:
     """The manifest, with every file's size and SHA-256 (and the id map's digest, where there is one)."""
     integrity = {"files": file_records(building, MANIFEST_FILE), **({"ids_sha256": ids_digest} if ids_digest else {})}
     manifest = {
@@ -302,6 +309,7 @@ def write_manifest(building: Path, encoder: dict, corpus: dict, started: float, 
         "encoder": encoder,
         "corpus": corpus,
         "index": index_record,
+        "lexical": lexical,
         "build_seconds": round(time.perf_counter() - started, 3),
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "versions": library_versions(),
@@ -320,6 +328,11 @@ def _move_into_place(building: Path, output: Path, overwrite: bool) -> None:
     if output.exists() and not overwrite:
         raise RetrieverError(f"{output}: appeared while building; not replaced")
     replace_folder(building, output)
+
+
+def replace_manifest(index_dir: str | Path, manifest: dict) -> None:
+    """Replace an index folder's manifest atomically (for steps that add to a built index)."""
+    atomic_write_bytes(Path(index_dir) / MANIFEST_FILE, (json.dumps(manifest, indent=2) + "\n").encode("utf-8"))
 
 
 def read_manifest(index_dir: str | Path) -> dict:
@@ -361,7 +374,8 @@ def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | 
 
 def encode_and_index(corpus: str | Path, output: str | Path, encoder: Encoder, params: IndexParams = IndexParams(),
                      fmt: str = "auto", fields: Fields = Fields(), shard_size: int = 10_000, overwrite: bool = False,
-                     progress: bool = True, tuning_query_texts: list[str] | None = None) -> dict:
+                     progress: bool = True, tuning_query_texts: list[str] | None = None,
+                     lexical: LexicalParams | None = LexicalParams()) -> dict:
     """Encode then index; shards stay in OUTPUT.shards so another index type needs no re-encoding.
 
     Shards are reused only when made by this encoder from the same documents; with ``overwrite``, shards of
@@ -369,4 +383,4 @@ def encode_and_index(corpus: str | Path, output: str | Path, encoder: Encoder, p
     """
     shards, tuning_queries = encode_for_index(corpus, output, encoder, params, fmt, fields, shard_size, overwrite,
                                               progress, tuning_query_texts)
-    return build_index(shards, corpus, output, params, fmt, fields, overwrite, progress, tuning_queries)
+    return build_index(shards, corpus, output, params, fmt, fields, overwrite, progress, tuning_queries, lexical)

@@ -19,6 +19,8 @@ from retriever.errors import RetrieverError
 from retriever.indexing import DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, read_manifest
 from retriever.integrity import check_counts, check_folder, ids_sha256, reading
 from retriever.ondisk import IVFDATA_FILE, ONDISK_TYPE, read_ondisk_index
+from retriever.fusion import MODES, FusionParams, check_mode, fuse
+from retriever.lexical import LexicalIndex, missing_lexical_message
 from retriever.recorded_paths import recorded_model
 from retriever.tuning import apply_search_params
 from retriever.runs import Run
@@ -105,10 +107,16 @@ def open_index(index_dir: Path, manifest: dict) -> tuple[faiss.Index, MappedDocu
 
 
 class Searcher:
-    """An index folder loaded once: FAISS index, id map, doc store and query encoder."""
+    """An index folder loaded once: FAISS index, id map, doc store, query encoder and BM25 index if it has one.
+
+    ``mode`` (dense, bm25 or hybrid) is the default of every search. Hybrid fuses with the manifest's
+    tuned fusion if it has one, else RRF; ``fusion_overrides`` (``FusionParams.overridden`` keywords)
+    change single settings of it.
+    """
 
     def __init__(self, index_dir: str | Path, device: str = "auto", dtype: str = "auto", batch_size: int | None = None,
-                 model: str | None = None, **requested_settings: object) -> None:
+                 model: str | None = None, mode: str = "dense", fusion_overrides: dict | None = None,
+                 **requested_settings: object) -> None:
         self.index_dir = Path(index_dir)
         self.manifest = read_manifest(self.index_dir)
         check_folder(self.index_dir, self.manifest, MANIFEST_FILE, required_files(self.manifest))
@@ -119,6 +127,38 @@ class Searcher:
         defaults = self.manifest["index"].get("search_defaults", {})
         self.default_nprobe = defaults.get("nprobe")
         self.default_ef_search = defaults.get("ef_search")
+        self.lexical = LexicalIndex(self.index_dir, self.manifest["lexical"]) if self.manifest.get("lexical") else None
+        self._label_of_row = np.empty(len(self._docstore_rows), dtype=np.int64)
+        self._label_of_row[self._docstore_rows] = np.arange(len(self._docstore_rows))
+        self.fusion = FusionParams.from_record(self.manifest.get("fusion")).overridden(**(fusion_overrides or {}))
+        self.mode = self.check_mode(mode)
+
+    def modes(self) -> list[str]:
+        """The search modes this index can do."""
+        return list(MODES) if self.lexical is not None else ["dense"]
+
+    def check_mode(self, mode: str) -> str:
+        """``mode``, refused when it needs a BM25 index this one lacks."""
+        if check_mode(mode) != "dense" and self.lexical is None:
+            raise RetrieverError(missing_lexical_message(self.index_dir))
+        return mode
+
+    def rank(self, texts: Sequence[str], k: int, mode: str | None = None, vectors: np.ndarray | None = None,
+             nprobe: int | None = None, ef_search: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k (scores, FAISS labels) per query in ``mode``; ``vectors`` are the encoded texts if at hand."""
+        mode = self.check_mode(mode or self.mode)
+        if k < 1:
+            raise RetrieverError("k must be at least 1")
+        if mode != "bm25" and vectors is None:
+            vectors = self.encoder.encode_queries(list(texts))
+        if mode == "dense":
+            return self.search_vectors(vectors, k, nprobe, ef_search)
+        depth = max(k, self.fusion.depth) if mode == "hybrid" else k
+        scores, rows = self.lexical.search(texts, depth)
+        lexical = scores, np.where(rows >= 0, self._label_of_row[np.maximum(rows, 0)], -1)
+        if mode == "bm25":
+            return lexical
+        return fuse(self.search_vectors(vectors, depth, nprobe, ef_search), lexical, self.fusion, k)
 
     def search_vectors(self, vectors: np.ndarray, k: int, nprobe: int | None = None,
                        ef_search: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -129,12 +169,11 @@ class Searcher:
         return scores, labels
 
     def search(self, queries: Sequence[str], k: int = 10, nprobe: int | None = None,
-               ef_search: int | None = None) -> list[list[Hit]]:
+               ef_search: int | None = None, mode: str | None = None) -> list[list[Hit]]:
         """Top-k hits with title and text for each query."""
         if not queries:
             return []
-        vectors = self.encoder.encode_queries(list(queries))
-        scores, labels = self.search_vectors(vectors, k, nprobe, ef_search)
+        scores, labels = self.rank(queries, k, mode, nprobe=nprobe, ef_search=ef_search)
         return [self.hits(row_scores, row_labels) for row_scores, row_labels in zip(scores, labels)]
 
     def hits(self, scores: np.ndarray, labels: np.ndarray) -> list[Hit]:
@@ -152,8 +191,7 @@ class Searcher:
         result: Run = {}
         for start in range(0, len(query_ids), batch_size):
             texts = list(query_texts[start:start + batch_size])
-            vectors = self.encoder.encode_queries(texts)
-            scores, labels = self.search_vectors(vectors, k, nprobe, ef_search)
+            scores, labels = self.rank(texts, k, nprobe=nprobe, ef_search=ef_search)
             for qid, row_scores, row_labels in zip(query_ids[start:start + batch_size], scores, labels):
                 found = row_labels >= 0
                 result[qid] = dict(zip(self.documents.ids_of(row_labels[found].tolist()),

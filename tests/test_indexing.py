@@ -12,6 +12,7 @@ from retriever.encoding import encode_corpus
 from retriever.errors import RetrieverError
 from retriever.indexing import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, IndexParams, build_index,
                                 default_nlist, default_pq_m, encode_and_index)
+from retriever.lexical import LEXICAL_DIR
 from retriever.shards import METADATA_KEY, list_shards
 
 
@@ -24,8 +25,11 @@ def test_index_folder_contents_and_manifest(tiny_beir, tiny_encoder, tmp_path):
     manifest = encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, IndexParams("flat"), shard_size=5,
                                 progress=False)
     folder = tmp_path / "idx"
-    assert {p.name for p in folder.iterdir()} == {INDEX_FILE, IDS_FILE, DOCSTORE_FILE, MANIFEST_FILE}
+    assert {p.name for p in folder.iterdir()} == {INDEX_FILE, IDS_FILE, DOCSTORE_FILE, MANIFEST_FILE, LEXICAL_DIR}
     assert json.loads((folder / MANIFEST_FILE).read_text()) == manifest
+    lexical = manifest["lexical"]
+    assert (lexical["k1"], lexical["b"], lexical["stemmer"], lexical["stopwords"]) == (0.9, 0.4, "english", "en")
+    assert lexical["tokenizer"]["lowercase"] and lexical["documents"] == 12
     assert manifest["index"]["count"] == 12 and manifest["corpus"]["documents"] == 12
     assert manifest["encoder"]["pooling"] == "mean" and manifest["encoder"]["weights_sha256"]
     assert len(manifest["corpus"]["sha256"]) == 64 and "faiss" in manifest["versions"]

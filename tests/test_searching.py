@@ -74,3 +74,30 @@ def test_index_and_model_move_together_and_record_no_absolute_path(tiny_beir, tm
     with pytest.raises(RetrieverError, match="pass the folder"):
         Searcher(moved / "idx", device="cpu")
     assert Searcher(moved / "idx", device="cpu", model=str(tmp_path / "model-alone")).search(["honey"], k=1)[0]
+
+
+def test_bm25_and_hybrid_modes(tiny_index):
+    from retriever.fusion import FusionParams, fuse
+
+    searcher = Searcher(tiny_index, device="cpu", dtype="fp32")
+    [bm25] = searcher.search(["hot volcanoes"], k=5, mode="bm25")
+    assert [h.id for h in bm25] == ["d4", "d3"] and bm25[0].title == "Volcano"  # stemmed; no-match docs left out
+    texts = ["hot volcanoes", "honey"]
+    dense, lexical = searcher.rank(texts, 12, "dense"), searcher.rank(texts, 12, "bm25")
+    expected = fuse(dense, lexical, FusionParams("rrf", rrf_k=60), 3)
+    assert np.array_equal(searcher.rank(texts, 3, "hybrid")[1], expected[1])
+    convex = Searcher(tiny_index, device="cpu", dtype="fp32", mode="hybrid", fusion_overrides={"alpha": 0.0})
+    assert convex.fusion.method == "convex" and convex.search(["hot volcanoes"], k=1)[0][0].id == "d4"
+    run = convex.run(["q"], ["hot volcanoes"], k=2)
+    assert len(run["q"]) == 2 and max(run["q"], key=run["q"].get) == "d4"
+
+
+def test_bm25_modes_on_a_dense_only_index_say_how_to_add_bm25(tiny_beir, tiny_model_dir, tmp_path):
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "dense", encoder, progress=False, lexical=None)
+    searcher = Searcher(tmp_path / "dense", device="cpu", dtype="fp32")
+    assert searcher.modes() == ["dense"]
+    with pytest.raises(RetrieverError, match=r"no BM25 index.*`retriever bm25 .*dense`.*no re-encoding"):
+        searcher.search(["lava"], mode="hybrid")
+    with pytest.raises(RetrieverError, match="retriever bm25"):
+        Searcher(tmp_path / "dense", device="cpu", mode="bm25")

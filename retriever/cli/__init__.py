@@ -41,9 +41,9 @@ def main() -> None:
 
 
 def _register() -> None:
-    from retriever.cli import demo, indexing, info, pretrain, searching, serving, training
+    from retriever.cli import demo, hybrid, indexing, info, pretrain, searching, serving, training
 
-    for module in (indexing, searching, info, pretrain, training, serving, demo):
+    for module in (indexing, hybrid, searching, info, pretrain, training, serving, demo):
         for command in module.COMMANDS:
             main.add_command(command)
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from retriever.cli.hybrid import check_tuning, lexical_options, run_tuning, tuning_options
 from retriever.cli.options import (compose, corpus_options, encoder_options, encoder_overrides, fields_from,
                                    report_truncation, runtime_options)
 from retriever.corpus import read_queries
@@ -151,14 +152,17 @@ def encode_command(corpus, output, model, pooling, normalize, query_max_length, 
 @click.option("--output", "-o", type=click.Path(path_type=Path), required=True, help="Index folder to create.")
 @index_options()
 @corpus_options()
+@lexical_options()
+@tuning_options()
 def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, title_field, tuning_queries_file,
-                  **index_flags):
+                  lexical, tune_fusion, **index_flags):
     """Build a FAISS index folder from the embedding SHARDS folder.
 
     \b
     Example:
       retriever index shards/ --corpus ../shared/datasets/scifact -o indexes/scifact --index-type hnsw
     """
+    check_tuning(tune_fusion, lexical)
     params = IndexParams(**index_flags)
     texts = _tuning_texts(tuning_queries_file, params.tuning_queries, params.seed)
     if texts is None:
@@ -171,8 +175,9 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
         vectors = query_encoder.encode_queries(texts)
         report_truncation(query_encoder)
     manifest = build_index(shards, corpus, output, params, fmt, fields_from(id_field, text_field, title_field),
-                           overwrite, tuning_queries=vectors)
+                           overwrite, tuning_queries=vectors, lexical=lexical)
     click.echo(f"built {output}: {manifest['index']['count']} vectors, {manifest['index']['factory']}", err=True)
+    run_tuning(output, tune_fusion)
 
 
 @click.command("build")
@@ -185,15 +190,19 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
 @shard_options()
 @index_options()
 @ray_options()
+@lexical_options()
+@tuning_options()
 def build_command(corpus, output, model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
                   passage_prefix, device, dtype, batch_size, fmt, id_field, text_field, title_field, shard_size,
-                  overwrite, tuning_queries_file, ray_address, ray_workers, ray_cpus_per_worker, **index_flags):
+                  overwrite, tuning_queries_file, ray_address, ray_workers, ray_cpus_per_worker, lexical, tune_fusion,
+                  **index_flags):
     """Encode CORPUS and index it in one step (resumable: rerun after a crash).
 
     \b
     Example:
       retriever build ../shared/datasets/scifact --output indexes/scifact
     """
+    check_tuning(tune_fusion, lexical)
     settings = _encoder_settings(model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
                                  passage_prefix)
     params = IndexParams(**index_flags)
@@ -203,9 +212,11 @@ def build_command(corpus, output, model, pooling, normalize, query_max_length, p
                           ray_cpus_per_worker) as encoder:  # let go (Ray: its actors) before indexing
         shards, tuning_queries = encode_for_index(corpus, output, encoder, params, fmt, fields, shard_size,
                                                   overwrite, tuning_query_texts=tuning_texts)
-    manifest = build_index(shards, corpus, output, params, fmt, fields, overwrite, tuning_queries=tuning_queries)
+    manifest = build_index(shards, corpus, output, params, fmt, fields, overwrite, tuning_queries=tuning_queries,
+                           lexical=lexical)
     report_truncation(passages_cut=manifest["corpus"]["passages_cut"], passages=manifest["corpus"]["documents"],
                       passage_max_length=manifest["encoder"]["passage_max_length"])
+    run_tuning(output, tune_fusion)
     click.echo(json.dumps({"index": str(output), "count": manifest["index"]["count"],
                            "factory": manifest["index"]["factory"]}))
 

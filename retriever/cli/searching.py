@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 from tqdm import tqdm
 
+from retriever.cli.hybrid import mode_options
 from retriever.cli.options import compose, corpus_options, fields_from, report_truncation
 from retriever.corpus import BeirDataset, Fields, Query, read_queries
 from retriever.device import DTYPES
@@ -44,8 +45,9 @@ def searcher_options():
 
 
 def open_searcher(index: Path, device: str, dtype: str, model: str | None, pooling: str | None,
-                  normalize: bool | None) -> Searcher:
-    return Searcher(index, device=device, dtype=dtype, model=model, pooling=pooling, normalize=normalize)
+                  normalize: bool | None, mode: str = "dense", fusion_overrides: dict | None = None) -> Searcher:
+    return Searcher(index, device=device, dtype=dtype, model=model, pooling=pooling, normalize=normalize, mode=mode,
+                    fusion_overrides=fusion_overrides)
 
 
 def configure_batch_threads() -> None:
@@ -84,9 +86,10 @@ def print_hits(hits: list[Hit]) -> None:
               help="Batch-mode output: TREC run (qid Q0 docid rank score tag) or JSONL.")
 @click.option("--tag", default="retriever", show_default=True, help="Run tag (last column of a TREC run).")
 @searcher_options()
+@mode_options()
 @corpus_options()
 def search_command(index, query, k, as_json, queries, output, run_format, tag, device, dtype, nprobe, ef_search,
-                   model, pooling, normalize, fmt, id_field, text_field, title_field):
+                   model, pooling, normalize, mode, fusion_overrides, fmt, id_field, text_field, title_field):
     """Search INDEX for QUERY, or for every query in --queries.
 
     \b
@@ -100,7 +103,7 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
         raise RetrieverError("the query is empty")
     if query is not None:
         check_text(query, "the QUERY argument", "the query")
-    searcher = open_searcher(index, device, dtype, model, pooling, normalize)
+    searcher = open_searcher(index, device, dtype, model, pooling, normalize, mode, fusion_overrides)
     k = k or (10 if query is not None else 1000)
     if query is not None:
         hits = searcher.search([query], k=k, nprobe=nprobe, ef_search=ef_search)[0]
@@ -171,8 +174,9 @@ def _echo_jsonl(run) -> None:
 @click.option("--save-run", type=click.Path(path_type=Path), default=None,
               help="With --index: also write the TREC run file here.")
 @searcher_options()
+@mode_options()
 def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output, save_run, device, dtype, nprobe,
-                     ef_search, model, pooling, normalize):
+                     ef_search, model, pooling, normalize, mode, fusion_overrides):
     """Score a run file, or an index on a BEIR split: Recall@k, MRR@10, nDCG@10, MAP@1000 (+ answer recall).
 
     \b
@@ -191,7 +195,7 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output,
     else:
         if dataset is None:
             raise click.UsageError("--index needs --dataset (a BEIR folder)")
-        searcher = open_searcher(index, device, dtype, model, pooling, normalize)
+        searcher = open_searcher(index, device, dtype, model, pooling, normalize, mode, fusion_overrides)
         configure_batch_threads()
         report, run = evaluate_index(searcher, BeirDataset.open(dataset), split, k, nprobe, ef_search, metric_names)
         report_truncation(searcher.encoder)

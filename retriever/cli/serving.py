@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from retriever.cli.hybrid import mode_options
 from retriever.device import DTYPES
 from retriever.errors import RetrieverError
 
@@ -83,12 +84,14 @@ def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict
                    "[default: 2, or 1 on a single core]")
 @click.option("--access-log/--no-access-log", default=False, show_default=True,
               help="Log every request (costs throughput).")
+@mode_options()
 def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_ms, max_query_chars, max_body_bytes,
                   max_queries, max_hits, max_response_bytes, request_timeout, timeout_keep_alive, threads, workers,
-                  access_log):
+                  access_log, mode, fusion_overrides):
     """Serve INDEX (and/or each --index NAME=PATH) over HTTP: JSON search API, OpenAPI docs at /docs, search page at /.
 
-    Concurrent queries are micro-batched into one encoder pass. Bad requests get a JSON
+    --mode and the fusion flags are the defaults; a request may ask for another mode (GET ?mode=,
+    POST "mode"). Concurrent queries are micro-batched into one encoder pass. Bad requests get a JSON
     {"error": ...} with a 4xx status, and fail only themselves.
 
     \b
@@ -106,7 +109,7 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
     searchers = {}
     for name, folder in folders.items():
         click.echo(f"loading {name} from {folder}", err=True)
-        searchers[name] = Searcher(folder, device=device, dtype=dtype)
+        searchers[name] = Searcher(folder, device=device, dtype=dtype, mode=mode, fusion_overrides=fusion_overrides)
     app = create_app(searchers, Limits(max_query_chars, max_body_bytes, max_queries, max_hits, max_response_bytes),
                      BatchSettings(max_batch=max_batch, max_wait_ms=max_wait_ms, workers=used["workers"]))
     shown = f"[{host}]" if ":" in host else host

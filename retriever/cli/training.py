@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from retriever.cli.hybrid import mode_options
 from retriever.cli.options import corpus_options, encoder_options, fields_from, runtime_options
 from retriever.device import DTYPES
 from retriever.encoder import TOWERS
@@ -140,7 +141,9 @@ def _str(path: Path | None) -> str | None:
 @click.option("--per-query", type=click.IntRange(min=1), default=30, show_default=True,
               help="Negatives kept per query, in rank order, after dropping judged positives.")
 @runtime_options()
-def mine_command(index, dataset, split, output, depth, skip_top, per_query, device, dtype, batch_size):
+@mode_options()
+def mine_command(index, dataset, split, output, depth, skip_top, per_query, device, dtype, batch_size, mode,
+                 fusion_overrides):
     """Write hard negatives for a BEIR split by searching INDEX, skipping judged positives.
 
     \b
@@ -150,7 +153,8 @@ def mine_command(index, dataset, split, output, depth, skip_top, per_query, devi
     from retriever.training import mine_negatives
 
     result = mine_negatives(index, dataset, output, split=split, depth=depth, skip_top=skip_top,
-                            per_query=per_query, device=device, dtype=dtype, batch_size=batch_size)
+                            per_query=per_query, device=device, dtype=dtype, batch_size=batch_size, mode=mode,
+                            fusion_overrides=fusion_overrides)
     click.echo(f"wrote {result.negatives} negatives for {result.queries} queries to {result.output} "
                f"({result.queries_without_negatives} queries got none), {result.seconds:.1f}s", err=True)
 

@@ -6,8 +6,11 @@ Routes (``NAME`` is an index name; the unnamed routes use the default index):
     GET  /health                        liveness plus batching counters per index
     GET  /indexes                       names, sizes and encoders of the served indexes
     GET  /info, /indexes/NAME/info      one index's manifest
-    GET  /search?q=...&k=10             one query        (also /indexes/NAME/search)
-    POST /search {"queries": [...], "k": 10}  several   (also /indexes/NAME/search)
+    GET  /search?q=...&k=10&mode=hybrid one query        (also /indexes/NAME/search)
+    POST /search {"queries": [...], "k": 10, "mode": "bm25"}  several   (also /indexes/NAME/search)
+
+``mode`` is dense, bm25 or hybrid (default: the server's ``--mode``); bm25/hybrid on an index
+without a BM25 part is a 400 saying how to add one.
 
 Every error is JSON ``{"error": message}``: 400 for bad input (empty or over-long query, k
 outside 1..1000, malformed JSON, wrong fields; FastAPI's own 422 validation errors are turned
@@ -39,8 +42,8 @@ from retriever.serving.batcher import Closed, MicroBatcher, Overloaded
 from retriever.serving.inputs import ApiError, Limits, check_hits, check_query, read_search_body, validation_message
 from retriever.serving.output import bounded, hits_list, list_object
 from retriever.serving.page import page_html
-from retriever.serving.schemas import (ERRORS, K_PARAM, NAME_PARAM, NAME_PATTERN, POST_BODY, Q_PARAM,
-                                       BatchSearchResponse, SearchResponse)
+from retriever.serving.schemas import (ERRORS, K_PARAM, MODE_PARAM, NAME_PARAM, NAME_PATTERN, POST_BODY, Q_PARAM,
+                                       BatchSearchResponse, Mode, SearchResponse)
 
 SUMMARY_KEYS = ("model", "pooling", "normalize", "query_max_length", "query_prefix", "dim")
 INLINE_HITS = 100
@@ -109,7 +112,7 @@ def _error(status: int, message: str, headers: dict | None = None) -> Response:
 def _summary(name: str, searcher: Searcher) -> dict:
     manifest = searcher.manifest
     encoder = manifest.get("encoder", {})
-    return {"name": name, "documents": int(searcher.index.ntotal),
+    return {"name": name, "documents": int(searcher.index.ntotal), "modes": searcher.modes(),
             "index_type": manifest.get("index", {}).get("type"),
             "encoder": {key: encoder.get(key) for key in SUMMARY_KEYS}}
 
@@ -193,11 +196,12 @@ def _served(request: Request) -> ServedIndexes:
     return request.app.state.served
 
 
-async def search_one(served: ServedIndexes, name: str, q: str, k: int) -> Response:
+async def search_one(served: ServedIndexes, name: str, q: str, k: int, mode: str | None) -> Response:
     started = time.perf_counter()
     check_hits(1, k, served.limits)
-    [hits] = await served.batcher(name).search([check_query(q, served.limits)], k)
-    head = {"index": name, "query": q, "k": k, "took_ms": _took_ms(started)}
+    [hits] = await served.batcher(name).search([check_query(q, served.limits)], k, mode)
+    head = {"index": name, "query": q, "k": k, "mode": mode or served.searchers[name].mode,
+            "took_ms": _took_ms(started)}
     return await _bounded_response(hits_list(head, hits), len(hits), served.limits)
 
 
@@ -205,8 +209,9 @@ async def search_many(served: ServedIndexes, name: str, request: Request) -> Res
     started = time.perf_counter()
     batcher = served.batcher(name)
     body = await read_search_body(request, served.limits)
-    results = await batcher.search(body.queries, body.k)
-    head = {"index": name, "k": body.k, "took_ms": _took_ms(started)}
+    results = await batcher.search(body.queries, body.k, body.mode)
+    head = {"index": name, "k": body.k, "mode": body.mode or served.searchers[name].mode,
+            "took_ms": _took_ms(started)}
     pieces = list_object(head, "results", (hits_list({"query": q}, hits) for q, hits in zip(body.queries, results)))
     return await _bounded_response(pieces, sum(len(hits) for hits in results), served.limits)
 
@@ -247,9 +252,10 @@ async def named_info(request: Request, name: str = NAME_PARAM) -> Response:
 
 
 @router.get("/search", summary="Search the default index", responses={200: {"model": SearchResponse}})
-async def default_search_get(request: Request, q: str = Q_PARAM, k: int = K_PARAM) -> Response:
+async def default_search_get(request: Request, q: str = Q_PARAM, k: int = K_PARAM,
+                             mode: Mode | None = MODE_PARAM) -> Response:
     served = _served(request)
-    return await search_one(served, served.default, q, k)
+    return await search_one(served, served.default, q, k, mode)
 
 
 @router.post("/search", summary="Search the default index for several queries",
@@ -260,8 +266,9 @@ async def default_search_post(request: Request) -> Response:
 
 
 @router.get("/indexes/{name}/search", summary="Search one index", responses={200: {"model": SearchResponse}})
-async def named_search_get(request: Request, name: str = NAME_PARAM, q: str = Q_PARAM, k: int = K_PARAM) -> Response:
-    return await search_one(_served(request), name, q, k)
+async def named_search_get(request: Request, name: str = NAME_PARAM, q: str = Q_PARAM, k: int = K_PARAM,
+                           mode: Mode | None = MODE_PARAM) -> Response:
+    return await search_one(_served(request), name, q, k, mode)
 
 
 @router.post("/indexes/{name}/search", summary="Search one index for several queries",

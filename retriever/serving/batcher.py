@@ -29,6 +29,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import faiss
+import numpy as np
 import torch
 
 from retriever.errors import RetrieverError
@@ -55,6 +56,7 @@ class _Request:
     queries: list[str]
     k: int
     future: Future
+    mode: str = "dense"
     enqueued: float = field(default_factory=time.perf_counter)
 
 
@@ -103,20 +105,23 @@ class MicroBatcher:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, queries: Sequence[str], k: int) -> Future:
-        """A future of one hit list per query; the queries go out with the next batch."""
+    def submit(self, queries: Sequence[str], k: int, mode: str | None = None) -> Future:
+        """A future of one hit list per query; the queries go out with the next batch.
+
+        ``mode`` (dense, bm25, hybrid) defaults to the searcher's; one the index cannot do is refused here.
+        """
         if self._closed:
             raise Closed("the server is shutting down")
-        request = _Request(list(queries), k, Future())
+        request = _Request(list(queries), k, Future(), self.searcher.check_mode(mode or self.searcher.mode))
         try:
             self._queue.put_nowait(request)
         except queue.Full:
             raise Overloaded("too many requests are waiting; retry shortly") from None
         return request.future
 
-    async def search(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
+    async def search(self, queries: Sequence[str], k: int, mode: str | None = None) -> list[list[Hit]]:
         """``submit`` for asyncio code: awaits the batch without blocking the event loop."""
-        return await asyncio.wrap_future(self.submit(queries, k))
+        return await asyncio.wrap_future(self.submit(queries, k, mode))
 
     def warm_up(self) -> None:
         """Run a few batch shapes once so the first real requests don't pay for kernel set-up."""
@@ -124,6 +129,8 @@ class MicroBatcher:
             if size > self.max_batch and size > 1:
                 break
             self.submit(["warm up query"] * size, 1).result()
+        if self.searcher.lexical is not None:
+            self.submit(["warm up query"], 1, "hybrid").result()
         self.stats = BatchStats()
 
     def close(self, timeout: float = 5.0) -> None:
@@ -200,20 +207,34 @@ class MicroBatcher:
                         error.__cause__)
         request.future.set_exception(error)
 
-    def _search(self, batch: list[_Request]) -> list[list[list[Hit]]]:
-        texts = [text for request in batch for text in request.queries]
+    def _encode(self, texts: list[str]):
         try:
-            vectors = self.searcher.encoder.encode_queries(texts)
+            return self.searcher.encoder.encode_queries(texts)
         except Exception as error:  # noqa: BLE001 - bad input in one request, or a bug; _resolve sorts out which
             raise QueryRejected(f"the encoder failed on this query ({type(error).__name__}); "
                                 "send a shorter or plainer text") from error
-        scores, labels = self.searcher.search_vectors(vectors, max(r.k for r in batch))
-        self._count(batch, len(texts))
-        results, row = [], 0
-        for request in batch:
-            rows = range(row, row + len(request.queries))
-            results.append([self.searcher.hits(scores[i, :request.k], labels[i, :request.k]) for i in rows])
-            row += len(request.queries)
+
+    def _search(self, batch: list[_Request]) -> list[list[list[Hit]]]:
+        """One encoder pass for every query that needs a vector, then one search per mode in the batch."""
+        encoded = [i for i, request in enumerate(batch) if request.mode != "bm25"]
+        vectors = self._encode([t for i in encoded for t in batch[i].queries]) if encoded else None
+        first_row, row = {}, 0
+        for i in encoded:
+            first_row[i], row = row, row + len(batch[i].queries)
+        results: list[list[list[Hit]]] = [[] for _ in batch]
+        for mode in dict.fromkeys(request.mode for request in batch):
+            group = [i for i, request in enumerate(batch) if request.mode == mode]
+            group_vectors = None if mode == "bm25" else np.concatenate(
+                [vectors[first_row[i]:first_row[i] + len(batch[i].queries)] for i in group])
+            scores, labels = self.searcher.rank([t for i in group for t in batch[i].queries],
+                                                max(batch[i].k for i in group), mode, group_vectors)
+            row = 0
+            for i in group:
+                k = batch[i].k
+                results[i] = [self.searcher.hits(scores[j, :k], labels[j, :k])
+                              for j in range(row, row + len(batch[i].queries))]
+                row += len(batch[i].queries)
+        self._count(batch, sum(len(request.queries) for request in batch))
         return results
 
     def _count(self, batch: list[_Request], queries: int) -> None:

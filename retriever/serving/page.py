@@ -1,7 +1,7 @@
 """The search page served at ``/``: one self-contained HTML string, no external assets.
 
 It lives in Python rather than a package data file so an editable or wheel install needs no
-extra packaging rule. ``/?q=...&k=...&index=NAME`` fills the form and runs the search, so a
+extra packaging rule. ``/?q=...&k=...&mode=...&index=NAME`` fills the form and runs the search, so a
 result page can be linked to (and rendered by ``chromium --dump-dom``). Hit text is inserted
 with ``textContent`` only, never as HTML, so documents cannot inject markup or script.
 """
@@ -48,10 +48,13 @@ PAGE_HTML = """<!doctype html>
 <body data-state="idle">
 <main>
   <h1><span>retriever</span> search</h1>
-  <p class="sub" id="about">Dense top-k search</p>
+  <p class="sub" id="about">Top-k search</p>
   <form id="form" role="search" autocomplete="off">
     <input type="search" id="q" name="q" placeholder="Type a query and press Enter" aria-label="Query" autofocus>
     <label id="index-label" hidden>index <select id="index" name="index"></select></label>
+    <label>mode <select id="mode" name="mode">
+      <option value="">default</option><option>dense</option><option>bm25</option><option>hybrid</option>
+    </select></label>
     <label>k <select id="k" name="k">
       <option>5</option><option selected>10</option><option>20</option><option>50</option><option>100</option>
     </select></label>
@@ -102,14 +105,16 @@ function render(data) {
     item.append(meta, element("p", "snippet", snippet(hit.text, 300)));
     list.append(item);
   }
-  setStatus(data.hits.length + " hits from " + data.index + " in " + data.took_ms.toFixed(1) + " ms", false);
+  setStatus(data.hits.length + " hits from " + data.index + " (" + data.mode + ") in " + data.took_ms.toFixed(1) + " ms", false);
 }
 
 async function search() {
   const query = $("q").value;
   const k = $("k").value;
   const index = $("index").value || defaultIndex;
+  const mode = $("mode").value;
   const params = new URLSearchParams({ q: query, k: k });
+  if (mode) params.set("mode", mode);
   if (index && index !== defaultIndex) params.set("index", index);
   history.replaceState(null, "", "?" + params.toString());
   if (!query.trim()) { setStatus("Type a query first.", true); return; }
@@ -117,7 +122,9 @@ async function search() {
   setStatus("Searching\\u2026", false);
   const base = index && index !== defaultIndex ? "indexes/" + encodeURIComponent(index) + "/search" : "search";
   try {
-    const response = await fetch(base + "?" + new URLSearchParams({ q: query, k: k }).toString());
+    const request = new URLSearchParams({ q: query, k: k });
+    if (mode) request.set("mode", mode);
+    const response = await fetch(base + "?" + request.toString());
     const data = await response.json();
     if (!response.ok) throw new Error(data.error || ("HTTP " + response.status));
     render(data);
@@ -142,8 +149,11 @@ async function loadIndexes() {
     select.value = defaultIndex;
     $("index-label").hidden = data.indexes.length < 2;
     const current = data.indexes.find((info) => info.name === defaultIndex);
+    for (const option of $("mode").options) {
+      option.disabled = Boolean(option.value) && Boolean(current) && !current.modes.includes(option.value);
+    }
     if (current) {
-      $("about").textContent = "Dense top-k search over " + current.documents.toLocaleString() +
+      $("about").textContent = "Top-k search (" + current.modes.join(", ") + ") over " + current.documents.toLocaleString() +
         " documents (" + String(current.encoder.model).split("/").pop() + ", " + current.index_type + ")";
     }
   } catch (error) {
@@ -158,6 +168,7 @@ $("form").addEventListener("submit", (event) => { event.preventDefault(); search
   const params = new URLSearchParams(location.search);
   if (params.get("k")) setK(params.get("k"));
   if (params.has("index")) $("index").value = params.get("index");
+  if (params.has("mode")) $("mode").value = params.get("mode");
   if (params.get("q")) { $("q").value = params.get("q"); await search(); }
   if (document.body.dataset.state === "idle") document.body.dataset.state = "ready";
 })();

@@ -5,17 +5,21 @@ only document the shapes at ``/docs``.
 """
 from __future__ import annotations
 
+from typing import Literal
+
 from fastapi import Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 MAX_K = 1000
+Mode = Literal["dense", "bm25", "hybrid"]
 
 
 class SearchBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     queries: list[str] = Field(min_length=1, description="Query texts, searched in one batch.")
     k: int = Field(10, ge=1, le=MAX_K, description="Hits per query.")
+    mode: Mode | None = Field(None, description="dense, bm25 or hybrid. [default: the server's --mode]")
 
 
 class HitModel(BaseModel):
@@ -30,6 +34,7 @@ class SearchResponse(BaseModel):
     index: str
     query: str
     k: int
+    mode: str
     took_ms: float
     hits: list[HitModel]
 
@@ -42,6 +47,7 @@ class QueryResult(BaseModel):
 class BatchSearchResponse(BaseModel):
     index: str
     k: int
+    mode: str
     took_ms: float
     results: list[QueryResult]
 
@@ -54,5 +60,6 @@ ERRORS = {status: {"model": ErrorModel} for status in (400, 404, 413, 415, 503)}
 NAME_PARAM = Path(description="Index name, as given to `--index NAME=PATH`.", pattern=NAME_PATTERN)
 Q_PARAM = Query(description="The query text.")
 K_PARAM = Query(10, ge=1, le=MAX_K, description="Hits to return.")
+MODE_PARAM = Query(None, description="dense, bm25 or hybrid. [default: the server's --mode]")
 POST_BODY = {"requestBody": {"required": True,
                              "content": {"application/json": {"schema": SearchBody.model_json_schema()}}}}

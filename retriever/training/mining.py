@@ -39,8 +39,10 @@ def select_negatives(ranked_ids: list[str], positives: set[str], skip_top: int, 
 
 def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, split: str = "train",
                    depth: int = 100, skip_top: int = 0, per_query: int = 30, device: str = "auto",
-                   dtype: str = "auto", batch_size: int | None = None, progress: bool = True) -> MiningResult:
-    """Search every judged query of a BEIR split in INDEX and write its hard negatives as JSONL, atomically."""
+                   dtype: str = "auto", batch_size: int | None = None, progress: bool = True, mode: str = "dense",
+                   fusion_overrides: dict | None = None) -> MiningResult:
+    """Search every judged query of a BEIR split in INDEX (in ``mode``, see ``Searcher``) and write its hard
+    negatives as JSONL, atomically."""
     if depth < 1 or per_query < 1 or skip_top < 0:
         raise RetrieverError("--depth and --per-query must be at least 1 and --skip-top at least 0")
     if skip_top >= depth:
@@ -51,7 +53,8 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
     queries = judged_queries(read_queries(beir.queries_path), qrels)
     if not queries:
         raise RetrieverError(f"{beir.root}: no query of split {split!r} has a relevant judgment")
-    searcher = Searcher(index, device=device, dtype=dtype, batch_size=batch_size)
+    searcher = Searcher(index, device=device, dtype=dtype, batch_size=batch_size, mode=mode,
+                        fusion_overrides=fusion_overrides)
     bar = tqdm(total=len(queries), desc=f"mine {split}", unit="q", file=sys.stderr, disable=not progress)
     run = searcher.run([q.id for q in queries], [q.text for q in queries], k=depth, progress=bar.update)
     bar.close()

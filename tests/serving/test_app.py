@@ -55,6 +55,18 @@ def test_post_search_matches_the_searcher(served):
     assert len(served.post_json("/search", {"queries": ["x"]}).json()["results"][0]["hits"]) == 10
 
 
+def test_each_request_picks_its_mode(served):
+    bm25 = served.get("/search?q=hot+volcanoes&k=3&mode=bm25").json()
+    assert bm25["mode"] == "bm25" and [h["id"] for h in bm25["hits"]] == ["d4", "d3"]
+    reply = served.post_json("/search", {"queries": ["hot volcanoes", "honey"], "k": 3, "mode": "hybrid"}).json()
+    expected = served.searchers["tiny"].search(["hot volcanoes", "honey"], k=3, mode="hybrid")
+    assert reply["mode"] == "hybrid"
+    for result, hits in zip(reply["results"], expected):
+        assert_same_hits(result["hits"], [h.to_json() for h in hits])
+    assert served.get("/search?q=cat").json()["mode"] == "dense"
+    assert served.get("/indexes").json()["indexes"][0]["modes"] == ["dense", "bm25", "hybrid"]
+
+
 def test_named_indexes_answer_from_their_own_index(served):
     small_ids = {doc_id for doc_id, _, _ in TINY_DOCS[:6]}
     reply = served.get("/indexes/small/search?q=ice+and+snow&k=12")
@@ -124,6 +136,8 @@ BAD_REQUESTS = {
     "body too large": ("POST", "/search", json.dumps({"queries": ["cat " * 1100]}).encode(), None, 413, "limit"),
     "chunked body too large": ("POST-CHUNKED", "/search", json.dumps({"queries": ["cat " * 1100]}).encode(), None,
                                413, "limit"),
+    "unknown mode": ("GET", "/search?q=cat&mode=sparse", None, {}, 400, "mode:"),
+    "unknown mode in body": ("POST", "/search", b'{"queries": ["cat"], "mode": "sparse"}', None, 400, "mode:"),
     "unknown index": ("GET", "/indexes/nope/search?q=cat", None, {}, 404, "no index named 'nope'"),
     "bad index name": ("GET", "/indexes/a.b/search?q=cat", None, {}, 400, "name:"),
     "path traversal": ("GET", "/indexes/..%2F..%2Fetc/search?q=cat", None, {}, 404, ""),

@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 
+from retriever.errors import RetrieverError
 from retriever.searching import Hit, Searcher
 from retriever.serving.batcher import Closed, MicroBatcher, Overloaded, QueryRejected
 from serving_fixtures import tiny_index  # noqa: F401 - fixture
@@ -39,8 +40,18 @@ class FakeEncoder:
 class FakeSearcher:
     """Hits are the query's own length repeated, so rows can be traced back to their query."""
 
+    mode = "dense"
+    lexical = None
+    index_dir = "fake-index"
+
     def __init__(self) -> None:
         self.encoder = FakeEncoder()
+
+    def check_mode(self, mode):
+        return Searcher.check_mode(self, mode)
+
+    def rank(self, texts, k, mode, vectors):
+        return self.search_vectors(vectors, k)
 
     def search_vectors(self, vectors, k):
         scores = np.repeat(vectors[:, :1], k, axis=1) - np.arange(k)
@@ -275,3 +286,13 @@ def test_async_search_and_warm_up_with_a_real_index(tiny_index):
         assert [h.id for h in hits] == [h.id for h in expected]
         assert np.allclose([h.score for h in hits], [h.score for h in expected], atol=1e-5)
         assert hits[0].title and hits[0].text
+
+
+def test_a_mode_the_index_cannot_do_is_refused_at_submit(fake):
+    batcher = MicroBatcher(fake, max_wait_ms=0)
+    try:
+        with pytest.raises(RetrieverError, match="retriever bm25 fake-index"):
+            batcher.submit(["bee"], 1, "hybrid")
+        assert batcher.submit(["bee"], 1, "dense").result(5)[0][0].id == "0"
+    finally:
+        batcher.close()

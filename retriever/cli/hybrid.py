@@ -1,0 +1,148 @@
+"""Flags for BM25 and hybrid search shared by several commands, and `retriever bm25`.
+
+Each decorator turns its flags into one value before the command runs (``mode`` and
+``fusion_overrides``; ``lexical``; ``tune_fusion``), so commands only gain a parameter or two.
+"""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from retriever.cli.options import compose
+from retriever.fusion import METHODS as FUSIONS
+from retriever.fusion import MODES
+from retriever.lexical import METHODS as BM25_METHODS
+from retriever.lexical import LexicalParams
+
+DATASET = click.Path(exists=True, file_okay=False, path_type=Path)
+
+
+def _collapsing(names: tuple[str, ...], into: str, make: Callable[..., object]) -> Callable:
+    """A decorator passing ``make(**flags)`` as ``into`` instead of the flags ``names``."""
+    def apply(function: Callable) -> Callable:
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            flags = {name: kwargs.pop(name) for name in names}
+            return function(*args, **{into: make(**flags)}, **kwargs)
+        return wrapper
+    return apply
+
+
+def mode_options(default: str = "dense") -> Callable:
+    """--mode and the fusion flags → ``mode`` and ``fusion_overrides`` (None values keep the manifest's)."""
+    collapse = _collapsing(("fusion", "alpha", "rrf_k", "fusion_depth"), "fusion_overrides",
+                           lambda fusion, alpha, rrf_k, fusion_depth: {"method": fusion, "alpha": alpha,
+                                                                       "rrf_k": rrf_k, "depth": fusion_depth})
+    return compose(
+        click.option("--mode", type=click.Choice(MODES), default=default, show_default=True,
+                     help="dense (FAISS), bm25 (the index's BM25 part) or hybrid (both, fused)."),
+        click.option("--fusion", type=click.Choice(FUSIONS), default=None,
+                     help="Hybrid fusion: rrf (reciprocal rank) or convex (alpha * z(dense) + (1 - alpha) * "
+                          "z(bm25)). [default: the manifest's tuned fusion, else rrf]"),
+        click.option("--alpha", type=click.FloatRange(0, 1), default=None,
+                     help="Weight of the dense score in the convex fusion (alone, it implies --fusion convex). "
+                          "[default: the manifest's, else 0.5]"),
+        click.option("--rrf-k", type=click.FloatRange(min=0, min_open=True), default=None,
+                     help="RRF constant k in 1/(k + rank). [default: the manifest's, else 60]"),
+        click.option("--fusion-depth", type=click.IntRange(min=1), default=None,
+                     help="Hybrid fuses the top this-many of each list. [default: the manifest's, else 1000]"),
+        collapse,
+    )
+
+
+def _lexical_params(bm25: bool = True, bm25_k1: float = 0.9, bm25_b: float = 0.4, bm25_method: str = "lucene",
+                    bm25_stemmer: str = "english", bm25_stopwords: str = "en") -> LexicalParams | None:
+    if not bm25:
+        return None
+    none = ("", "none")
+    return LexicalParams(k1=bm25_k1, b=bm25_b, method=bm25_method,
+                         stemmer=None if bm25_stemmer.lower() in none else bm25_stemmer,
+                         stopwords=None if bm25_stopwords.lower() in none else bm25_stopwords)
+
+
+def lexical_options(switch: bool = True) -> Callable:
+    """BM25 settings → ``lexical`` (None with --no-bm25); ``switch`` adds --bm25/--no-bm25."""
+    names = ("bm25_k1", "bm25_b", "bm25_method", "bm25_stemmer", "bm25_stopwords") + (("bm25",) if switch else ())
+    options = [
+        click.option("--bm25-k1", type=click.FloatRange(min=0), default=0.9, show_default=True,
+                     help="BM25 term-frequency saturation k1."),
+        click.option("--bm25-b", type=click.FloatRange(0, 1), default=0.4, show_default=True,
+                     help="BM25 length normalisation b."),
+        click.option("--bm25-method", type=click.Choice(BM25_METHODS), default="lucene", show_default=True,
+                     help="bm25s scoring variant."),
+        click.option("--bm25-stemmer", default="english", show_default=True,
+                     help="Snowball stemmer language (PyStemmer), or 'none'."),
+        click.option("--bm25-stopwords", default="en", show_default=True,
+                     help="bm25s stopword list (en, de, fr, es, ...), or 'none'."),
+        _collapsing(names, "lexical", _lexical_params),
+    ]
+    if switch:
+        options.insert(0, click.option(
+            "--bm25/--no-bm25", default=True, show_default=True,
+            help="Also build a BM25 index in the folder (for --mode bm25/hybrid); costs a few percent of the "
+                 "encoding time. Add one later with `retriever bm25 INDEX`."))
+    return compose(*options)
+
+
+def tuning_options() -> Callable:
+    """--tune-fusion-on/--split → ``tune_fusion``: (dataset, split) or None."""
+    return compose(
+        click.option("--tune-fusion-on", type=DATASET, default=None,
+                     help="BEIR folder whose judged --split queries pick the hybrid fusion (RRF k or convex "
+                          "alpha, by nDCG@10); recorded in the manifest. [default: no tuning, RRF k=60]"),
+        click.option("--split", default="train", show_default=True,
+                     help="Split of --tune-fusion-on to tune on; 'test' is refused (never tune on the split you "
+                          "report)."),
+        _collapsing(("tune_fusion_on", "split"), "tune_fusion",
+                    lambda tune_fusion_on, split: None if tune_fusion_on is None else (tune_fusion_on, split)),
+    )
+
+
+def check_tuning(tune_fusion: tuple[Path, str] | None, lexical: LexicalParams | None) -> None:
+    """Refuse bad tuning requests before any encoding."""
+    from retriever.errors import RetrieverError
+    from retriever.fusion_tuning import check_tuning_split
+
+    if tune_fusion is None:
+        return
+    check_tuning_split(tune_fusion[1])
+    if lexical is None:
+        raise RetrieverError("--tune-fusion-on tunes the hybrid fusion, which needs the BM25 index; drop --no-bm25")
+
+
+def run_tuning(index: Path, tune_fusion: tuple[Path, str] | None) -> None:
+    if tune_fusion is not None:
+        from retriever.fusion_tuning import tune_and_record
+
+        record = tune_and_record(index, *tune_fusion)
+        click.echo(f"fusion recorded in {index}/manifest.json: {record['method']} rrf_k={record['rrf_k']:g} "
+                   f"alpha={record['alpha']:g}", err=True)
+
+
+@click.command("bm25")
+@click.argument("index", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@lexical_options(switch=False)
+@tuning_options()
+@click.option("--overwrite", is_flag=True, help="Rebuild a BM25 index the folder already has.")
+def bm25_command(index, lexical, tune_fusion, overwrite):
+    """Add a BM25 index to the built INDEX folder from its doc store (no re-encoding), and optionally tune the
+    hybrid fusion. With a BM25 index already there and --tune-fusion-on, only tunes."""
+    from retriever.errors import RetrieverError
+    from retriever.indexing import read_manifest
+    from retriever.lexical import add_lexical
+
+    check_tuning(tune_fusion, lexical)
+    if read_manifest(index).get("lexical") and not overwrite:
+        if tune_fusion is None:
+            raise RetrieverError(f"{index}: already has a BM25 index; pass --overwrite to rebuild it")
+        click.echo(f"{index}: keeping its BM25 index", err=True)
+    else:
+        record = add_lexical(index, lexical, overwrite=overwrite)
+        click.echo(f"added BM25 to {index}: {record['documents']} documents, {record['vocabulary']} terms", err=True)
+    run_tuning(index, tune_fusion)
+
+
+COMMANDS = [bm25_command]

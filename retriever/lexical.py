@@ -1,0 +1,178 @@
+"""A BM25 index beside the dense one, in the index folder's ``bm25/`` sub-folder.
+
+Built with bm25s (eager sparse BM25 in numpy, saved as plain ``.npy`` arrays that load memory-mapped)
+and PyStemmer's Snowball stemmers. Documents are streamed from the index's own doc store, so the
+corpus is never held in memory as text and adding BM25 to an existing index needs no encoder. Only
+the token ids are held while building (about 4 bytes a token). Row ``i`` of the BM25 matrix is row
+``i`` of ``docstore.parquet``.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from array import array
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from retriever.errors import RetrieverError
+
+LEXICAL_DIR = "bm25"
+TOKEN_PATTERN = r"(?u)\b\w\w+\b"
+METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+
+
+@dataclass(frozen=True)
+class LexicalParams:
+    """Defaults are Pyserini's BEIR "flat" BM25 (k1 0.9, b 0.4, Lucene scoring, English stemming and stopwords)."""
+
+    k1: float = 0.9
+    b: float = 0.4
+    method: str = "lucene"
+    stemmer: str | None = "english"
+    stopwords: str | None = "en"
+
+    def record(self) -> dict:
+        """What the manifest keeps: enough to tokenise queries exactly as the documents were."""
+        import bm25s
+
+        return {**asdict(self), "library": "bm25s", "library_version": bm25s.__version__,
+                "tokenizer": {"pattern": TOKEN_PATTERN, "lowercase": True},
+                "stemmer_library": "PyStemmer (Snowball)" if self.stemmer else None,
+                "fields": "title + text", "directory": LEXICAL_DIR}
+
+
+def _tokenizer(params: LexicalParams):
+    """bm25s's tokenizer with our pattern, stopwords and stemmer (one place, for documents and queries)."""
+    from bm25s.tokenization import Tokenizer
+
+    try:
+        return Tokenizer(lower=True, splitter=TOKEN_PATTERN, stopwords=params.stopwords or None,
+                         stemmer=_stemmer(params.stemmer))
+    except ValueError as error:
+        raise RetrieverError(f"--bm25-stopwords {params.stopwords!r}: {error}") from None
+
+
+def _stemmer(language: str | None):
+    if not language:
+        return None
+    import Stemmer
+
+    try:
+        return Stemmer.Stemmer(language).stemWord
+    except KeyError:
+        raise RetrieverError(f"no stemmer for {language!r}; use one of {', '.join(Stemmer.algorithms())} "
+                             "or --bm25-stemmer none") from None
+
+
+class QueryTokenizer:
+    """The documents' tokenisation for query texts, without growing a vocabulary per query."""
+
+    def __init__(self, params: LexicalParams) -> None:
+        tokenizer = _tokenizer(params)
+        self._split, self._stem = tokenizer.splitter, tokenizer.stemmer
+        self._stopwords = frozenset(tokenizer.stopwords or ())
+
+    def __call__(self, text: str) -> list[str]:
+        words = [w for w in self._split(text.lower()) if w not in self._stopwords]
+        return [self._stem(w) for w in words] if self._stem else words
+
+
+def document_texts(docstore: Path, batch_rows: int = 10_000) -> Iterator[str]:
+    """Title and text of each doc-store row, in row order, one batch in memory at a time."""
+    reader = pq.ParquetFile(docstore)
+    for batch in reader.iter_batches(batch_size=batch_rows, columns=["title", "text"]):
+        for title, text in zip(batch.column("title").to_pylist(), batch.column("text").to_pylist()):
+            yield f"{title or ''} {text or ''}"
+
+
+def build_lexical(docstore: Path, target: Path, params: LexicalParams = LexicalParams(),
+                  progress: bool = True) -> dict:
+    """Tokenise every doc-store row and write a bm25s index to ``target``; return the manifest record."""
+    import bm25s
+    from bm25s.tokenization import Tokenized
+
+    if params.method not in METHODS:
+        raise RetrieverError(f"unknown BM25 method {params.method!r}; use one of {', '.join(METHODS)}")
+    tokenizer = _tokenizer(params)
+    count = pq.ParquetFile(docstore).metadata.num_rows
+    texts = tqdm(document_texts(docstore), total=count, desc="bm25 tokenise", unit="doc", file=sys.stderr,
+                 disable=not progress)
+    token_ids = [array("i", ids) for ids in tokenizer.streaming_tokenize(texts)]
+    model = bm25s.BM25(k1=params.k1, b=params.b, method=params.method)
+    model.index(Tokenized(ids=token_ids, vocab=tokenizer.get_vocab_dict()), show_progress=progress)
+    tokens = sum(len(ids) for ids in token_ids)
+    del token_ids
+    model.save(str(target), show_progress=False)
+    return {**params.record(), "documents": count, "vocabulary": len(model.vocab_dict), "tokens": tokens}
+
+
+def add_lexical(index_dir: str | Path, params: LexicalParams = LexicalParams(), overwrite: bool = False,
+                progress: bool = True) -> dict:
+    """Add a BM25 part to an existing index folder from its doc store (no re-encoding); return the record."""
+    from retriever.indexing import DOCSTORE_FILE, read_manifest, replace_manifest
+
+    index_dir = Path(index_dir)
+    manifest = read_manifest(index_dir)
+    if manifest.get("lexical") and not overwrite:
+        raise RetrieverError(f"{index_dir}: already has a BM25 index; pass --overwrite to rebuild it")
+    building = index_dir / f".{LEXICAL_DIR}.building-{os.getpid()}"
+    shutil.rmtree(building, ignore_errors=True)
+    try:
+        record = build_lexical(index_dir / DOCSTORE_FILE, building, params, progress)
+        final = index_dir / LEXICAL_DIR
+        old = index_dir / f".{LEXICAL_DIR}.old-{os.getpid()}"
+        if final.exists():
+            os.replace(final, old)
+        os.replace(building, final)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    replace_manifest(index_dir, {**manifest, "lexical": record})
+    return record
+
+
+def missing_lexical_message(index_dir: Path) -> str:
+    return (f"{index_dir}: has no BM25 index, so --mode bm25/hybrid cannot run; add one with "
+            f"`retriever bm25 {index_dir}` (reads the doc store, no re-encoding), or use --mode dense")
+
+
+class LexicalIndex:
+    """A saved bm25s index, memory-mapped, searched by doc-store row."""
+
+    def __init__(self, index_dir: Path, record: dict) -> None:
+        import bm25s
+
+        if not (index_dir / record.get("directory", LEXICAL_DIR)).is_dir():
+            raise RetrieverError(f"{index_dir}: the manifest records a BM25 index but {LEXICAL_DIR}/ is missing; "
+                                 f"rebuild it with `retriever bm25 {index_dir} --overwrite`")
+        self.record = record
+        params = {name: record[name] for name in ("k1", "b", "method", "stemmer", "stopwords") if name in record}
+        self.tokenize = QueryTokenizer(LexicalParams(**params))
+        self.model = bm25s.BM25.load(str(index_dir / record.get("directory", LEXICAL_DIR)), mmap=True,
+                                     load_vocab=True)
+        self.count = int(self.model.scores["num_docs"])
+
+    def search(self, texts: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k (scores, doc-store rows) per query, rows padded with -1; documents sharing no term are left out."""
+        k = max(1, min(k, self.count))
+        scores = np.full((len(texts), k), -np.inf, dtype=np.float32)
+        rows = np.full((len(texts), k), -1, dtype=np.int64)
+        for i, text in enumerate(texts):
+            ids = [self.model.vocab_dict[t] for t in self.tokenize(text) if t in self.model.vocab_dict]
+            if not ids:
+                continue
+            all_scores = self.model.get_scores_from_ids(ids)
+            top = np.argpartition(-all_scores, k - 1)[:k] if k < len(all_scores) else np.arange(len(all_scores))
+            top = top[np.lexsort((top, -all_scores[top]))]
+            top = top[all_scores[top] > 0]
+            scores[i, :len(top)] = all_scores[top]
+            rows[i, :len(top)] = top
+        return scores, rows
+

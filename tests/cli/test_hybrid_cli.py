@@ -1,0 +1,48 @@
+"""`retriever bm25`, --bm25/--no-bm25, --mode and --tune-fusion-on from the command line."""
+from __future__ import annotations
+
+import json
+import shutil
+
+from click.testing import CliRunner
+
+from retriever.cli import main
+
+COMMON = ["--device", "cpu", "--dtype", "fp32"]
+
+
+def test_dense_only_index_gets_bm25_later_and_searches_in_every_mode(tmp_path, tiny_model_dir, tiny_beir):
+    runner = CliRunner()
+    index = tmp_path / "idx"
+    result = runner.invoke(main, ["build", str(tiny_beir), "-o", str(index), "--model", str(tiny_model_dir),
+                                  "--no-bm25", *COMMON])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(main, ["search", str(index), "lava", "--mode", "hybrid", *COMMON])
+    assert result.exit_code == 1 and f"add one with `retriever bm25 {index}`" in result.output
+    shutil.copy(tiny_beir / "qrels" / "test.tsv", tiny_beir / "qrels" / "train.tsv")
+    result = runner.invoke(main, ["bm25", str(index), "--bm25-k1", "1.2", "--tune-fusion-on", str(tiny_beir)])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((index / "manifest.json").read_text())
+    assert manifest["lexical"]["k1"] == 1.2 and manifest["fusion"]["tuned"]["split"] == "train"
+    result = runner.invoke(main, ["search", str(index), "hot volcanoes", "--mode", "bm25", "--json", *COMMON])
+    assert result.exit_code == 0, result.output
+    assert [h["id"] for h in json.loads(result.output)["hits"]] == ["d4", "d3"]
+    for mode in ("dense", "bm25", "hybrid"):
+        result = runner.invoke(main, ["evaluate", "--index", str(index), "--dataset", str(tiny_beir), "--mode", mode,
+                                      "--fusion", "rrf", "--metrics", "ndcg@10", *COMMON])
+        assert result.exit_code == 0 and "ndcg@10" in result.output, result.output
+    result = runner.invoke(main, ["mine", str(index), "--dataset", str(tiny_beir), "--split", "train", "--mode",
+                                  "bm25", "-o", str(tmp_path / "neg.jsonl"), *COMMON])
+    assert result.exit_code == 0, result.output
+    assert "d4" not in json.loads((tmp_path / "neg.jsonl").read_text().splitlines()[1])["negatives"]
+
+
+def test_tuning_on_test_is_refused_before_any_work(tmp_path, tiny_model_dir, tiny_beir):
+    index = tmp_path / "idx"
+    result = CliRunner().invoke(main, ["build", str(tiny_beir), "-o", str(index), "--model", str(tiny_model_dir),
+                                       "--tune-fusion-on", str(tiny_beir), "--split", "test", *COMMON])
+    assert result.exit_code == 1 and "never" not in result.output and "--split test" in result.output
+    assert not index.exists() and not (tmp_path / "idx.shards").exists()
+    result = CliRunner().invoke(main, ["build", str(tiny_beir), "-o", str(index), "--model", str(tiny_model_dir),
+                                       "--tune-fusion-on", str(tiny_beir), "--no-bm25", *COMMON])
+    assert result.exit_code == 1 and "drop --no-bm25" in result.output

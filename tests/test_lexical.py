@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from retriever.errors import RetrieverError
+from retriever.indexing import DOCSTORE_FILE, INDEX_FILE, MANIFEST_FILE, IndexParams, encode_and_index
+from retriever.lexical import LEXICAL_DIR, LexicalIndex, LexicalParams, add_lexical, build_lexical
+
+DOCS = [("a", "Bees", "Honey bees collect nectar from flowers."),
+        ("b", "", "A volcano erupts hot lava."),
+        ("c", "Glaciers", "The glacier moved slowly through the valley."),
+        ("d", None, "Flowering plants and their pollinators.")]
+
+
+@pytest.fixture()
+def folder(tmp_path):
+    pq.write_table(pa.table({"id": [d[0] for d in DOCS], "title": [d[1] for d in DOCS],
+                             "text": [d[2] for d in DOCS]}), tmp_path / DOCSTORE_FILE)
+    return tmp_path
+
+
+def test_stemmed_stopworded_bm25_finds_the_right_rows(folder):
+    record = build_lexical(folder / DOCSTORE_FILE, folder / LEXICAL_DIR, progress=False)
+    assert record["documents"] == 4 and (record["k1"], record["b"]) == (0.9, 0.4)
+    index = LexicalIndex(folder, record)
+    scores, rows = index.search(["the flower", "volcanoes", "of the and"], k=3)
+    assert rows[0].tolist()[:2] == [0, 3] or rows[0].tolist()[:2] == [3, 0]  # flower ~ flowers ~ flowering
+    assert rows[1].tolist() == [1, -1, -1]  # documents sharing no term are left out
+    assert rows[2].tolist() == [-1, -1, -1]  # only stopwords
+    assert scores[1, 0] > 0
+
+
+def test_without_stemming_plural_does_not_match(folder):
+    params = LexicalParams(stemmer=None, stopwords=None)
+    index = LexicalIndex(folder, build_lexical(folder / DOCSTORE_FILE, folder / LEXICAL_DIR, params, False))
+    assert index.search(["volcanoes"], k=2)[1].tolist() == [[-1, -1]]
+
+
+def test_unknown_stemmer_is_a_clear_error(folder):
+    with pytest.raises(RetrieverError, match="no stemmer for 'klingon'"):
+        build_lexical(folder / DOCSTORE_FILE, folder / LEXICAL_DIR, LexicalParams(stemmer="klingon"), False)
+
+
+def test_adding_bm25_to_a_built_index_does_not_encode(tiny_beir, tiny_model_dir, tmp_path, monkeypatch):
+    from retriever.encoder import Encoder, EncoderSettings
+
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    index = tmp_path / "idx"
+    encode_and_index(tiny_beir, index, encoder, IndexParams("flat"), progress=False, lexical=None)
+    assert not (index / LEXICAL_DIR).exists() and json.loads((index / MANIFEST_FILE).read_text())["lexical"] is None
+    faiss_bytes = (index / INDEX_FILE).read_bytes()
+
+    def no_encoding(*args, **kwargs):
+        raise AssertionError("adding BM25 must not encode")
+
+    monkeypatch.setattr(Encoder, "encode_passages", no_encoding)
+    monkeypatch.setattr(Encoder, "__init__", no_encoding)
+    record = add_lexical(index, progress=False)
+    assert record["documents"] == 12 and (index / LEXICAL_DIR).is_dir()
+    assert json.loads((index / MANIFEST_FILE).read_text())["lexical"] == record
+    assert (index / INDEX_FILE).read_bytes() == faiss_bytes
+    assert [p.name for p in index.iterdir() if p.name.startswith(".")] == []
+    with pytest.raises(RetrieverError, match="already has a BM25 index; pass --overwrite"):
+        add_lexical(index, progress=False)
+    assert add_lexical(index, LexicalParams(k1=1.2), overwrite=True, progress=False)["k1"] == 1.2
