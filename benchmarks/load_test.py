@@ -7,9 +7,14 @@ queries.jsonl beside it) until the level's request budget or time cap is spent. 
 Markdown table plus the command, machine and date; the client threads share the machine with
 the server, so on a small box the numbers include the load generator's own cost.
 
+With ``--modes dense,hybrid`` each concurrency level runs every search mode in ``--rounds``
+alternating slices (dense, hybrid, dense, hybrid, ...), so the modes see the same machine load
+and their latencies compare within one run.
+
 Run:
     python benchmarks/load_test.py --index /tmp/idx/scifact
     python benchmarks/load_test.py --url http://127.0.0.1:8000 --concurrency 1,8
+    python benchmarks/load_test.py --index /tmp/idx/scifact --concurrency 1 --modes dense,hybrid --rounds 10
 """
 from __future__ import annotations
 
@@ -44,6 +49,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--k", type=int, default=10, help="Hits per query.")
     parser.add_argument("--queries", type=Path, default=None,
                         help="JSONL queries (text field). [default: queries.jsonl beside the index's corpus]")
+    parser.add_argument("--modes", default=None,
+                        help="Comma-separated search modes (dense, bm25, hybrid) sent as ?mode=, interleaved. "
+                             "[default: none sent, the server's own mode]")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="With several --modes: alternating slices per level; requests and time are split "
+                             "evenly among them.")
     parser.add_argument("--server-args", default="",
                         help="Extra `retriever serve` flags when --index is given, e.g. '--dtype fp32 --threads 2'.")
     return parser.parse_args()
@@ -143,10 +154,20 @@ def run_level(url: str, clients: int, total: int, max_seconds: float, paths: lis
         thread.join()
     elapsed = time.perf_counter() - began
     after = get_json(url, "/health")
-    latencies.sort()
-    return {"clients": clients, "requests": len(latencies), "errors": errors[0], "seconds": elapsed,
-            "qps": len(latencies) / elapsed, "p50": percentile(latencies, 50), "p90": percentile(latencies, 90),
-            "p99": percentile(latencies, 99), "mean_batch": mean_batch(before, after)}
+    return {"clients": clients, "latencies": latencies, "errors": errors[0], "seconds": elapsed,
+            "batching": batch_counts(before, after)}
+
+
+def summarise(runs: list[dict], mode: str | None) -> dict:
+    """One table row from one or more ``run_level`` slices of the same level and mode."""
+    latencies = sorted(t for run in runs for t in run["latencies"])
+    seconds = sum(run["seconds"] for run in runs)
+    batches = sum(run["batching"][0] for run in runs)
+    queries = sum(run["batching"][1] for run in runs)
+    return {"clients": runs[0]["clients"], "mode": mode or "server default", "requests": len(latencies),
+            "errors": sum(run["errors"] for run in runs), "qps": len(latencies) / seconds,
+            "p50": percentile(latencies, 50), "p90": percentile(latencies, 90), "p99": percentile(latencies, 99),
+            "mean_batch": queries / batches if batches else float("nan")}
 
 
 def percentile(sorted_values: list[float], q: float) -> float:
@@ -156,19 +177,36 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[position]
 
 
-def mean_batch(before: dict, after: dict) -> float:
+def batch_counts(before: dict, after: dict) -> tuple[int, int]:
+    """Encoder batches and queries the server ran between two /health snapshots."""
     batches = queries = 0
     for name, stats in after.get("indexes", {}).items():
         old = before.get("indexes", {}).get(name, {})
         batches += stats.get("batches", 0) - old.get("batches", 0)
         queries += stats.get("queries", 0) - old.get("queries", 0)
-    return queries / batches if batches else float("nan")
+    return batches, queries
+
+
+def run_modes(url: str, args: argparse.Namespace, paths: dict[str | None, list[str]]) -> list[dict]:
+    """Every level × mode, the modes alternating in ``args.rounds`` slices per level."""
+    rounds = max(1, args.rounds) if len(paths) > 1 else 1
+    rows = []
+    for clients in (int(c) for c in args.concurrency.split(",")):
+        slices: dict[str | None, list[dict]] = {mode: [] for mode in paths}
+        for _ in range(rounds):
+            for mode, mode_paths in paths.items():
+                slices[mode].append(run_level(url, clients, max(1, args.requests // rounds),
+                                              args.max_seconds / rounds, mode_paths))
+        rows.extend(summarise(runs, mode) for mode, runs in slices.items())
+    return rows
 
 
 def main() -> None:
     args = parse_args()
     queries = load_queries(args.queries, args.index)
-    paths = [f"/search?{urllib.parse.urlencode({'q': q, 'k': args.k})}" for q in queries]
+    modes = args.modes.split(",") if args.modes else [None]
+    paths = {mode: [f"/search?{urllib.parse.urlencode({'q': q, 'k': args.k, **({'mode': mode} if mode else {})})}"
+                    for q in queries] for mode in modes}
     process = None
     load_before = os.getloadavg()
     if args.index is not None:
@@ -177,9 +215,9 @@ def main() -> None:
         url = args.url.rstrip("/")
     try:
         info = get_json(url, "/info")
-        if args.warmup:
-            run_level(url, 1, args.warmup, 60, paths)
-        rows = [run_level(url, int(c), args.requests, args.max_seconds, paths) for c in args.concurrency.split(",")]
+        for mode_paths in paths.values() if args.warmup else ():
+            run_level(url, 1, args.warmup, 60, mode_paths)
+        rows = run_modes(url, args, paths)
     finally:
         if process is not None:
             process.terminate()
@@ -190,10 +228,11 @@ def main() -> None:
     print(f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(f"server: {url}, index {info.get('name')} ({info.get('documents')} docs, {info.get('index_type')}, "
           f"{info.get('encoder', {}).get('model')}), k={args.k}, {len(queries)} distinct queries\n")
-    print("| clients | requests | errors | QPS | p50 ms | p90 ms | p99 ms | mean batch |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| clients | mode | requests | errors | QPS | p50 ms | p90 ms | p99 ms | mean batch |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
-        print(f"| {row['clients']} | {row['requests']} | {row['errors']} | {row['qps']:.0f} | {row['p50'] * 1e3:.1f} "
+        print(f"| {row['clients']} | {row['mode']} | {row['requests']} | {row['errors']} | {row['qps']:.0f} "
+              f"| {row['p50'] * 1e3:.2f} "
               f"| {row['p90'] * 1e3:.1f} | {row['p99'] * 1e3:.1f} | {row['mean_batch']:.1f} |")
 
 

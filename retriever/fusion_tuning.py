@@ -37,7 +37,7 @@ def check_tuning_split(split: str) -> None:
                              "tune on train or a dev split (split one off train if the collection has none)")
 
 
-def _as_run(searcher: Searcher, query_ids: list[str], scores: np.ndarray, labels: np.ndarray) -> Run:
+def as_run(searcher: Searcher, query_ids: list[str], scores: np.ndarray, labels: np.ndarray) -> Run:
     return {qid: {searcher.ids[label]: float(score) for score, label in zip(row_scores, row_labels) if label >= 0}
             for qid, row_scores, row_labels in zip(query_ids, scores, labels)}
 
@@ -60,7 +60,7 @@ def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, k: int = 10
     lexical = searcher.rank(texts, depth, "bm25")
     measured = []
     for params in fusion_grid(depth):
-        measured.append((_score(_as_run(searcher, ids, *fuse(dense, lexical, params, k)), qrels), params))
+        measured.append((_score(as_run(searcher, ids, *fuse(dense, lexical, params, k)), qrels), params))
     best_score, best = max(measured, key=lambda item: item[0])
     if progress:
         print(f"fusion tuned on {len(queries)} {split} queries: {best.method} rrf_k={best.rrf_k:g} "
@@ -68,8 +68,8 @@ def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, k: int = 10
     return {**best.record(), "tuned": {
         "dataset": beir.root.name, "split": split, "queries": len(queries), "metric": METRIC,
         "score": round(best_score, 4), "untuned_rrf": round(measured[0][0], 4),
-        "dense": round(_score(_as_run(searcher, ids, *dense), qrels), 4),
-        "bm25": round(_score(_as_run(searcher, ids, *lexical), qrels), 4),
+        "dense": round(_score(as_run(searcher, ids, *dense), qrels), 4),
+        "bm25": round(_score(as_run(searcher, ids, *lexical), qrels), 4),
         "grid": [{**p.record(), METRIC: round(s, 4)} for s, p in measured]}}
 
 

@@ -1,0 +1,108 @@
+"""Turn results/hybrid_runs.jsonl into the Markdown table, the acceptance checks and the plot."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+PYSERINI_BM25_SCIFACT = 0.679
+SYSTEM_ORDER = ("bm25", "dense", "hybrid rrf (untuned)", "hybrid tuned on train")
+MODEL_NAMES = {"minilm": "minilm zero-shot", "ft": "minilm fine-tuned"}
+
+
+def latest(runs_file: Path) -> dict[tuple[str, str, str], dict]:
+    """The last recorded row of each (dataset, dense model, system)."""
+    rows = {}
+    for line in runs_file.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            row = json.loads(line)
+            rows[(row["dataset"], row["dense_model"], row["system"])] = row
+    return rows
+
+
+def label(model: str, system: str) -> str:
+    return "BM25" if system == "bm25" else f"{system} ({MODEL_NAMES.get(model, model)})"
+
+
+def table(rows: dict) -> list[str]:
+    lines = ["| collection | system | nDCG@10 | Recall@100 | p50 ms/query |", "|---|---|---:|---:|---:|"]
+    for dataset in sorted({key[0] for key in rows}):
+        shown_bm25 = False
+        for model in ("minilm", "ft"):
+            for system in SYSTEM_ORDER:
+                row = rows.get((dataset, model, system))
+                if row is None or (system == "bm25" and shown_bm25):
+                    continue
+                shown_bm25 |= system == "bm25"
+                extra = ""
+                if "fusion" in row:
+                    fusion = row["fusion"]
+                    extra = (f" [rrf k={fusion['rrf_k']:g}]" if fusion["method"] == "rrf"
+                             else f" [convex alpha={fusion['alpha']:g}]")
+                lines.append(f"| {dataset} | {label(model, system)}{extra} | {row['ndcg@10']:.4f} | "
+                             f"{row['recall@100']:.4f} | {row['p50_ms']:.1f} |")
+    return lines
+
+
+def checks(rows: dict) -> list[str]:
+    lines = []
+    bm25 = rows.get(("scifact", "minilm", "bm25"))
+    if bm25:
+        gap = bm25["ndcg@10"] - PYSERINI_BM25_SCIFACT
+        lines.append(f"- BM25 on SciFact test: {bm25['ndcg@10']:.4f} vs Pyserini {PYSERINI_BM25_SCIFACT} "
+                     f"({gap:+.4f}; bound 0.01: {'holds' if abs(gap) <= 0.01 else 'FAILS'}).")
+    wins = 0
+    datasets = sorted({key[0] for key in rows})
+    for dataset in datasets:
+        parts = [rows.get((dataset, "minilm", s)) for s in ("bm25", "dense", "hybrid rrf (untuned)")]
+        if None in parts:
+            continue
+        best = max(parts[0]["ndcg@10"], parts[1]["ndcg@10"])
+        gain = parts[2]["ndcg@10"] - best
+        wins += gain >= 0.01
+        lines.append(f"- {dataset}: untuned RRF {parts[2]['ndcg@10']:.4f} vs max(BM25, zero-shot dense) {best:.4f}: "
+                     f"{gain:+.4f}" + (" (below max - 0.005)" if gain < -0.005 else ""))
+    lines.append(f"- untuned hybrid >= max + 0.01 on {wins} of {len(datasets)} collections.")
+    best_sf = rows.get(("scifact", "ft", "hybrid tuned on train"))
+    if best_sf:
+        lines.append(f"- SciFact best recipe (fine-tuned dense + BM25, fusion tuned on train): "
+                     f"{best_sf['ndcg@10']:.4f} nDCG@10 (target 0.73: "
+                     f"{'reached' if best_sf['ndcg@10'] >= 0.73 else 'NOT reached'}).")
+    return lines
+
+
+def plot(rows: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    datasets = sorted({key[0] for key in rows})
+    systems = [(m, s) for m in ("minilm", "ft") for s in SYSTEM_ORDER if not (m == "ft" and s == "bm25")]
+    width = 0.8 / len(systems)
+    fig, ax = plt.subplots(figsize=(max(8, 2.6 * len(datasets)), 4.8))
+    for offset, (model, system) in enumerate(systems):
+        positions, values = [], []
+        for i, dataset in enumerate(datasets):
+            row = rows.get((dataset, model, system))
+            if row is not None:
+                positions.append(i + (offset - (len(systems) - 1) / 2) * width)
+                values.append(row["ndcg@10"])
+        if values:
+            bars = ax.bar(positions, values, width, label=label(model, system), color=f"C{offset}")
+            ax.bar_label(bars, fmt="%.3f", fontsize=6, padding=1, rotation=90)
+    ax.set_xticks(range(len(datasets)), datasets)
+    ax.set_ylabel("nDCG@10 (test)")
+    ax.set_ylim(0, 1.05)
+    ax.legend(fontsize=7, ncol=2, loc="upper left")
+    ax.grid(True, axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def write_report(runs_file: Path, results: Path) -> str:
+    rows = latest(runs_file)
+    stamps = sorted({row["stamp"] for row in rows.values()})
+    text = "\n".join(["# Hybrid retrieval (test splits)", "", *table(rows), "", "Acceptance checks:", *checks(rows),
+                      "", "Runs:", *[f"```\n{s}\n```" for s in stamps], ""])
+    (results / "hybrid.md").write_text(text, encoding="utf-8")
+    plot(rows, results / "hybrid.png")
+    return text
