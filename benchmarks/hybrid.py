@@ -92,6 +92,24 @@ def latencies(searcher: Searcher, texts: list[str], fusions: dict[str, FusionPar
     return {name: round(float(np.median(values)) * 1000, 2) for name, values in times.items()}
 
 
+def search_latency(name: str, queries: int = 300) -> dict:
+    """p50 ms of the search alone (query vectors encoded beforehand) per mode, one query at a time,
+    modes interleaved: what hybrid adds to a dense query, without the encoder's load-sensitive time."""
+    searcher = Searcher(dense_index(name, "minilm"))
+    texts = [q.text for q in read_queries(BeirDataset.open(dataset_path(name)).queries_path)][:queries]
+    vectors = searcher.encoder.encode_queries(texts)
+    times: dict[str, list[float]] = {"dense": [], "bm25": [], "hybrid": []}
+    for row, text in enumerate(texts):
+        for mode in times:
+            started = time.perf_counter()
+            scores, labels = searcher.rank([text], 10, mode, vectors[row:row + 1])
+            searcher.hits(scores[0], labels[0])
+            times[mode].append(time.perf_counter() - started)
+    return {"dataset": name, "system": "search only (no encoding)", "queries": len(texts),
+            **{f"{mode}_p50_ms": round(float(np.median(v)) * 1000, 3) for mode, v in times.items()},
+            **{f"{mode}_p90_ms": round(float(np.percentile(v, 90)) * 1000, 3) for mode, v in times.items()}}
+
+
 def evaluate_variant(name: str, variant: str) -> list[dict]:
     """BM25, dense and hybrid rows of one dense model on one collection's test split."""
     data = dataset_path(name)
@@ -134,7 +152,13 @@ def main() -> None:
     parser.add_argument("--variants", default="minilm,ft",
                         help="Dense models: minilm (zero-shot) and/or ft (fine-tuned; only with a train split).")
     parser.add_argument("--report", action="store_true", help="Write results/hybrid.md and .png from the runs.")
+    parser.add_argument("--search-latency", action="append", default=[],
+                        help="Collection(s) whose search-only latency per mode to measure (repeatable).")
     args = parser.parse_args()
+    for name in args.search_latency:
+        row = search_latency(name)
+        record([row])
+        print(json.dumps(row), flush=True)
     for name in args.dataset:
         for variant in args.variants.split(","):
             if variant == "ft" and not (dataset_path(name) / "qrels" / "train.tsv").is_file():
