@@ -129,7 +129,12 @@ def run_tuning(index: Path, tune_fusion: tuple[Path, str] | None) -> None:
 @click.option("--overwrite", is_flag=True, help="Rebuild a BM25 index the folder already has.")
 def bm25_command(index, lexical, tune_fusion, overwrite):
     """Add a BM25 index to the built INDEX folder from its doc store (no re-encoding), and optionally tune the
-    hybrid fusion. With a BM25 index already there and --tune-fusion-on, only tunes."""
+    hybrid fusion. With a BM25 index already there and --tune-fusion-on, only tunes.
+
+    \b
+    Example:
+      retriever bm25 indexes/scifact --tune-fusion-on ../shared/datasets/scifact --split train
+    """
     from retriever.errors import RetrieverError
     from retriever.indexing import read_manifest
     from retriever.lexical import add_lexical
