@@ -38,8 +38,11 @@ def check_tuning_split(split: str) -> None:
 
 
 def as_run(searcher: Searcher, query_ids: list[str], scores: np.ndarray, labels: np.ndarray) -> Run:
-    return {qid: {searcher.ids[label]: float(score) for score, label in zip(row_scores, row_labels) if label >= 0}
-            for qid, row_scores, row_labels in zip(query_ids, scores, labels)}
+    run = {}
+    for qid, row_scores, row_labels in zip(query_ids, scores, labels):
+        kept = [(float(score), int(label)) for score, label in zip(row_scores, row_labels) if label >= 0]
+        run[qid] = dict(zip(searcher.documents.ids_of([label for _, label in kept]), (s for s, _ in kept)))
+    return run
 
 
 def _score(run: Run, qrels: Qrels) -> float:

@@ -128,10 +128,16 @@ class Searcher:
         self.default_nprobe = defaults.get("nprobe")
         self.default_ef_search = defaults.get("ef_search")
         self.lexical = LexicalIndex(self.index_dir, self.manifest["lexical"]) if self.manifest.get("lexical") else None
-        self._label_of_row = np.empty(len(self._docstore_rows), dtype=np.int64)
-        self._label_of_row[self._docstore_rows] = np.arange(len(self._docstore_rows))
+        self._label_of_row = self._bm25_row_labels() if self.lexical is not None else None
         self.fusion = FusionParams.from_record(self.manifest.get("fusion")).overridden(**(fusion_overrides or {}))
         self.mode = self.check_mode(mode)
+
+    def _bm25_row_labels(self) -> np.ndarray:
+        """FAISS label of each doc-store row (BM25 rows are doc-store rows)."""
+        rows = np.asarray(self.documents.rows)
+        labels = np.empty(len(rows), dtype=np.int64)
+        labels[rows] = np.arange(len(rows))
+        return labels
 
     def modes(self) -> list[str]:
         """The search modes this index can do."""
