@@ -30,6 +30,7 @@ from transformers import PrinterCallback, ProgressCallback, Trainer, TrainerCall
 from retriever.corpus import Fields
 from retriever.device import resolve_device, resolve_dtype
 from retriever.errors import RetrieverError
+from retriever.recorded_paths import relative_path
 from retriever.shards import atomic_write_bytes
 
 CHECKPOINTS = "checkpoints"
@@ -105,7 +106,14 @@ class StackConfig:
         return (config, *prior_run(Path(config.output), config.learning_settings()))
 
     def learning_settings(self) -> dict:
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in self.RUNTIME_ONLY}
+        """What a resume must match. The record lives in the model folder, which gets moved, so paths are kept
+        relative to the output folder (or by name) rather than as paths of this machine."""
+        settings = {k: v for k, v in dataclasses.asdict(self).items() if k not in (*self.RUNTIME_ONLY, "output")}
+        for name in (*self.PATHS, "model"):
+            value = settings.get(name)
+            if isinstance(value, str) and Path(value).is_absolute():
+                settings[name] = relative_path(value, self.output) or Path(value).name
+        return settings
 
     def arguments(self, per_step: int, max_steps: int | None, keep_checkpoints: int, evaluate: bool = False,
                   evaluate_first: bool = False, metric: str | None = None) -> tuple[TrainingArguments, str]:
@@ -228,6 +236,7 @@ class StackTrainer(Trainer):
             write_model()
             folder = self.output / CHECKPOINTS
             folder.mkdir(parents=True, exist_ok=True)
+            result = {key: value for key, value in result.items() if key != "output"}  # a rerun knows its output
             record = json.dumps({"settings": self.run_settings, "result": result}, indent=2) + "\n"
             atomic_write_bytes(folder / FINISHED_FILE, record.encode("utf-8"))
             for path in folder.iterdir():

@@ -188,3 +188,15 @@ def test_planted_pickles_in_a_checkpoint_never_run(tmp_path, small_bert, train_b
     with pytest.raises(RetrieverError, match="not a run of this command"):
         train(settings)
     assert not marker.exists()
+
+
+def test_model_folder_names_no_path_of_this_machine(tmp_path, small_bert, train_beir):
+    output = tmp_path / "model"
+    settings = config(output, train_beir, small_bert, max_steps=2, save_steps=1)
+    train(settings)
+    machine_paths = [str(p.resolve()) for p in (output, small_bert, train_beir)]
+    for path in output.rglob("*"):
+        if path.is_file() and path.suffix in (".json", ".md", ".txt"):
+            text = path.read_text(encoding="utf-8")
+            assert not [p for p in machine_paths if p in text], path
+    assert train(settings).already_finished  # the relative record still matches its own run
