@@ -30,7 +30,7 @@ from transformers import PrinterCallback, ProgressCallback, Trainer, TrainerCall
 from retriever.corpus import Fields
 from retriever.device import resolve_device, resolve_dtype
 from retriever.errors import RetrieverError
-from retriever.recorded_paths import relative_path
+from retriever.model_folder import portable_record
 from retriever.shards import atomic_write_bytes
 
 CHECKPOINTS = "checkpoints"
@@ -106,14 +106,10 @@ class StackConfig:
         return (config, *prior_run(Path(config.output), config.learning_settings()))
 
     def learning_settings(self) -> dict:
-        """What a resume must match. The record lives in the model folder, which gets moved, so paths are kept
-        relative to the output folder (or by name) rather than as paths of this machine."""
-        settings = {k: v for k, v in dataclasses.asdict(self).items() if k not in (*self.RUNTIME_ONLY, "output")}
-        for name in (*self.PATHS, "model"):
-            value = settings.get(name)
-            if isinstance(value, str) and Path(value).is_absolute():
-                settings[name] = relative_path(value, self.output) or Path(value).name
-        return settings
+        """What a resume must match. The record lives in the model folder, which gets moved, so paths are kept as
+        names (`portable_record`) rather than as paths of this machine."""
+        return portable_record({k: v for k, v in dataclasses.asdict(self).items()
+                                if k not in (*self.RUNTIME_ONLY, "output")})
 
     def arguments(self, per_step: int, max_steps: int | None, keep_checkpoints: int, evaluate: bool = False,
                   evaluate_first: bool = False, metric: str | None = None) -> tuple[TrainingArguments, str]:
