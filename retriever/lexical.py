@@ -8,7 +8,6 @@ the token ids are held while building (about 4 bytes a token). Row ``i`` of the 
 """
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from array import array
@@ -21,6 +20,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from retriever.errors import RetrieverError
+from retriever.folders import clean_stale, replace_folder, temporary_folder
 
 LEXICAL_DIR = "bm25"
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
@@ -121,16 +121,13 @@ def add_lexical(index_dir: str | Path, params: LexicalParams = LexicalParams(), 
     manifest = read_manifest(index_dir)
     if manifest.get("lexical") and not overwrite:
         raise RetrieverError(f"{index_dir}: already has a BM25 index; pass --overwrite to rebuild it")
-    building = index_dir / f".{LEXICAL_DIR}.building-{os.getpid()}"
+    final = index_dir / LEXICAL_DIR
+    clean_stale(final)
+    building = temporary_folder(final)
     shutil.rmtree(building, ignore_errors=True)
     try:
         record = build_lexical(index_dir / DOCSTORE_FILE, building, params, progress)
-        final = index_dir / LEXICAL_DIR
-        old = index_dir / f".{LEXICAL_DIR}.old-{os.getpid()}"
-        if final.exists():
-            os.replace(final, old)
-        os.replace(building, final)
-        shutil.rmtree(old, ignore_errors=True)
+        replace_folder(building, final)  # the same crash-safe swap as index folders' --overwrite
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise
