@@ -15,7 +15,8 @@ from tqdm import tqdm
 
 from retriever.corpus import Document
 from retriever.encoding import part_metadata
-from retriever.shards import atomic_write_bytes, done_marker, read_shard, read_shard_metadata, shard_name, write_shard
+from retriever.files import atomic_write_bytes
+from retriever.shards import done_marker, read_shard, read_shard_metadata, shard_name, write_shard
 from synthetic import CHUNK, SyntheticCollection, SyntheticSpec
 
 

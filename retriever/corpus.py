@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from retriever.errors import InputFileError, RetrieverError
+from retriever.files import decoded_lines
 from retriever.texts import check_text, id_problem
 
 FORMATS = ("auto", "beir", "jsonl", "tsv", "parquet")
@@ -93,24 +94,6 @@ def detect_format(path: Path, fmt: str = "auto") -> str:
     if suffix in (".parquet", ".pq"):
         return "parquet"
     raise RetrieverError(f"{path}: cannot tell the format from the extension; pass --format jsonl, tsv or parquet")
-
-
-def decoded_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """Yield (line number, text) of non-blank lines without a leading BOM, naming the line of any invalid UTF-8.
-
-    Every line-based reader (corpus, queries, qrels, runs, training files) reads through this."""
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                raise InputFileError(path, number, f"invalid UTF-8 at byte {error.start} of the line",
-                                     "re-encode the file as UTF-8") from None
-            if number == 1:
-                line = line.lstrip("\ufeff")
-            line = line.rstrip("\r\n")
-            if line.strip():
-                yield number, line
 
 
 def _as_text(value: object, path: Path, number: int | None, name: str) -> str:

@@ -26,7 +26,8 @@ from retriever.corpus import Document, Fields, ReadStats, count_records, iter_do
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError
 from retriever.recorded_paths import model_record, relative_path
-from retriever.shards import (atomic_write_bytes, differing_fields, done_marker, list_shards, parse_shard_name,
+from retriever.files import atomic_write_bytes
+from retriever.shards import (differing_fields, done_marker, list_shards, parse_shard_name,
                               read_shard_metadata, shard_name, write_shard)
 
 # What encode_part did with one part.

@@ -6,7 +6,6 @@ an interrupted build leaves nothing that looks like an index.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import platform
 import shutil
@@ -25,12 +24,13 @@ from retriever.corpus import Fields, ReadStats, iter_documents, resolve_corpus_p
 from retriever.encoder import Encoder
 from retriever.encoding import PartRunner, ShardContentCheck, clear_other_encoder, describe, encode_corpus
 from retriever.errors import RetrieverError
+from retriever.files import read_json_object, write_json
 from retriever.folders import clean_stale, replace_folder, temporary_folder
-from retriever.integrity import REBUILD, damaged, file_records, file_sha256
+from retriever.integrity import REBUILD, file_records, file_sha256
 from retriever.ondisk import CODES, ONDISK_TYPE, PartPlan
 from retriever.recorded_paths import rebase_model_record, relative_path
 from retriever.lexical import LEXICAL_DIR, LexicalParams, build_lexical
-from retriever.shards import atomic_write_bytes, check_complete, iter_shard_batches, read_shard_metadata, sample_vectors
+from retriever.shards import check_complete, iter_shard_batches, read_shard_metadata, sample_vectors
 from retriever.tuning import downcast_hnsw, held_out_rows, ivf_part, tune
 
 INDEX_FILE = "index.faiss"
@@ -315,7 +315,7 @@ def write_manifest(building: Path, encoder: dict, corpus: dict, started: float, 
         "versions": library_versions(),
         "integrity": integrity,
     }
-    (building / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    write_json(building / MANIFEST_FILE, manifest)
     return manifest
 
 
@@ -332,7 +332,7 @@ def _move_into_place(building: Path, output: Path, overwrite: bool) -> None:
 
 def replace_manifest(index_dir: str | Path, manifest: dict) -> None:
     """Replace an index folder's manifest atomically (for steps that add to a built index)."""
-    atomic_write_bytes(Path(index_dir) / MANIFEST_FILE, (json.dumps(manifest, indent=2) + "\n").encode("utf-8"))
+    write_json(Path(index_dir) / MANIFEST_FILE, manifest)
 
 
 def read_manifest(index_dir: str | Path) -> dict:
@@ -340,14 +340,7 @@ def read_manifest(index_dir: str | Path) -> dict:
     path = index_dir / MANIFEST_FILE
     if not path.is_file():
         raise RetrieverError(f"{index_dir}: not an index folder (no {MANIFEST_FILE}); build one with `retriever build`")
-    try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        where = f"{path}:{error.lineno}" if isinstance(error, json.JSONDecodeError) else f"{path}"
-        raise RetrieverError(f"{where}: malformed manifest ({getattr(error, 'msg', error)}); {REBUILD}") from None
-    if not isinstance(manifest, dict):
-        raise damaged(path, "the manifest is not a JSON object")
-    return manifest
+    return read_json_object(path, REBUILD)
 
 
 def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | PartRunner,

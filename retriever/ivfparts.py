@@ -5,13 +5,13 @@ PyArrow, not the encoder stack.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import faiss
 import numpy as np
 
+from retriever.files import atomic_write
 from retriever.shards import read_shard
 
 
@@ -52,9 +52,7 @@ def fill_part(trained_path: str, slices: list[ShardSlice], output: str, threads:
         added += int(keep.sum())
         held_vectors.append(vectors[~keep])
         held_labels.append(labels[~keep])
-    tmp = f"{output}.tmp-{os.getpid()}"
-    faiss.write_index(index, tmp)
-    os.replace(tmp, output)
+    atomic_write(output, lambda tmp: faiss.write_index(index, str(tmp)))
     dim = index.d
     return PartResult(output, added,
                       np.concatenate(held_vectors) if held_vectors else np.empty((0, dim), np.float32),

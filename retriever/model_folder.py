@@ -12,12 +12,12 @@ is not needed to train.
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from torch import nn
 
+from retriever.files import atomic_write_text, write_json
 from retriever.model_card import model_card
 from retriever.models import RETRIEVER_CONFIG
 
@@ -43,9 +43,9 @@ def write_model_folder(folder: Path, query_model: nn.Module, passage_model: nn.M
     for subfolder, model in towers.items():
         model.save_pretrained(folder / subfolder)
         tokenizer.save_pretrained(folder / subfolder)
-    _write_json(folder / RETRIEVER_CONFIG, config)
+    write_json(folder / RETRIEVER_CONFIG, config)
     write_sentence_transformers_files(folder, config, towers)
-    (folder / "README.md").write_text(model_card(config), encoding="utf-8")
+    atomic_write_text(folder / "README.md", model_card(config))
 
 
 def portable_record(value: object) -> object:
@@ -64,9 +64,9 @@ def write_sentence_transformers_files(folder: Path, config: dict, towers: dict[s
     max_lengths = {"": config["passage_max_length"], QUERY_TOWER: config["query_max_length"]}
     for subfolder in towers:
         # One max_seq_length per Transformer module: a shared tower gets the passage length (see the card).
-        _write_json(folder / subfolder / "sentence_bert_config.json",
+        write_json(folder / subfolder / "sentence_bert_config.json",
                     {"max_seq_length": max_lengths[subfolder], "do_lower_case": False})
-    _write_json(folder / POOLING_DIR / "config.json", {
+    write_json(folder / POOLING_DIR / "config.json", {
         "word_embedding_dimension": dim, "pooling_mode_cls_token": config["pooling"] in ("cls", "pooler"),
         "pooling_mode_mean_tokens": config["pooling"] == "mean", "pooling_mode_max_tokens": False,
         "pooling_mode_mean_sqrt_len_tokens": False})
@@ -83,16 +83,16 @@ def write_sentence_transformers_files(folder: Path, config: dict, towers: dict[s
     if config["normalize"]:
         modules.append({"path": NORMALIZE_DIR, "type": "Normalize"})
         (folder / NORMALIZE_DIR).mkdir(exist_ok=True)
-    _write_json(folder / "modules.json", [
+    write_json(folder / "modules.json", [
         {"idx": i, "name": str(i), "path": "" if m["path"] == "." else m["path"], "type": ST_MODULE + m["type"]}
         for i, m in enumerate(modules)])
     if len(towers) > 1:
-        _write_json(folder / "router_config.json", {
+        write_json(folder / "router_config.json", {
             "types": {p: ST_MODULE + _module_type(p) for route in routes.values() for p in route},
             "structure": routes, "parameters": {"default_route": "document", "allow_empty_key": True}})
     prompts = {name: config[key] for name, key in (("query", "query_prefix"), ("document", "passage_prefix"))
                if config.get(key)}
-    _write_json(folder / "config_sentence_transformers.json", {
+    write_json(folder / "config_sentence_transformers.json", {
         "prompts": prompts, "default_prompt_name": None,
         "similarity_fn_name": "cosine" if config["normalize"] else "dot"})
 
@@ -109,12 +109,8 @@ def _write_pooler_dense(folder: Path, model: nn.Module) -> None:
 
     dense = model.pooler.dense
     folder.mkdir(parents=True, exist_ok=True)
-    _write_json(folder / "config.json", {"in_features": dense.in_features, "out_features": dense.out_features,
+    write_json(folder / "config.json", {"in_features": dense.in_features, "out_features": dense.out_features,
                                          "bias": True, "activation_function": "torch.nn.modules.activation.Tanh"})
     save_file({"linear.weight": dense.weight.detach().float().contiguous().cpu(),
                "linear.bias": dense.bias.detach().float().contiguous().cpu()}, str(folder / "model.safetensors"))
 
-
-def _write_json(path: Path, value: object) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(value, indent=2) + "\n", encoding="utf-8")

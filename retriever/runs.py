@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Union
 
-from retriever.corpus import decoded_lines
 from retriever.errors import InputFileError, RetrieverError
+from retriever.files import atomic_write_lines, check_is_file, decoded_lines
 from retriever.texts import id_problem
 
 Run = dict[str, dict[str, float]]
@@ -59,32 +58,6 @@ def _check_score(score: float, qid: str, docid: str) -> None:
         raise RetrieverError(f"cannot write run: score of {docid!r} for query {qid!r} is NaN")
 
 
-def _atomic_write_lines(path: Path, lines: Iterator[str]) -> None:
-    """Write via a temp file + os.replace so a crash never leaves a truncated run behind."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            for line in lines:
-                f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    try:  # make the rename itself durable; not possible everywhere, so best effort
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
-
-
 def write_trec_run(run_or_ranked: RunLike, path: str | Path, tag: str = "retriever") -> None:
     """Write ``qid Q0 docid rank score tag`` lines, ranks from 1, atomically.
 
@@ -103,7 +76,7 @@ def write_trec_run(run_or_ranked: RunLike, path: str | Path, tag: str = "retriev
                 _check_score(score, qid, docid)
                 yield f"{qid} Q0 {docid} {rank} {score!r} {tag}\n"
 
-    _atomic_write_lines(Path(path), lines())
+    atomic_write_lines(path, lines())
 
 
 def write_jsonl_run(run_or_ranked: RunLike, path: str | Path) -> None:
@@ -117,7 +90,7 @@ def write_jsonl_run(run_or_ranked: RunLike, path: str | Path) -> None:
             record = {"qid": str(qid), "hits": [{"id": d, "score": s} for d, s in ranked]}
             yield json.dumps(record, ensure_ascii=False) + "\n"
 
-    _atomic_write_lines(Path(path), lines())
+    atomic_write_lines(path, lines())
 
 
 # ---------------------------------------------------------------------------- reading
@@ -126,10 +99,7 @@ def write_jsonl_run(run_or_ranked: RunLike, path: str | Path) -> None:
 def _numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
     """Yield (1-based line number, stripped text) for non-blank lines, through the corpus readers' line reader
     (BOM skipped, invalid UTF-8 named by line)."""
-    if not path.exists():
-        raise InputFileError(path, None, "file not found", "check the path")
-    if path.is_dir():
-        raise InputFileError(path, None, "is a directory, not a file", "pass a file path")
+    check_is_file(path)
     for lineno, text in decoded_lines(path):
         yield lineno, text.strip()
 

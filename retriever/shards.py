@@ -7,7 +7,6 @@ always complete: that is what makes encoding resumable.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from retriever.errors import RetrieverError
+from retriever.files import atomic_write
 
 METADATA_KEY = b"retriever"
 _SHARD_PATTERN = re.compile(r"^embeddings-w(\d+)of(\d+)-(\d{5})\.parquet$")
@@ -41,19 +41,6 @@ def done_marker(folder: Path, worker: int, num_workers: int) -> Path:
     return folder / f"done-w{worker:03d}of{num_workers:03d}.json"
 
 
-def temporary_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = temporary_path(path)
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-
-
 def differing_fields(expected: dict, found: dict, fields: tuple[str, ...] = VECTOR_FIELDS) -> list[str]:
     return [f"{name}: {found.get(name)!r} vs {expected.get(name)!r}" for name in fields
             if found.get(name) != expected.get(name)]
@@ -66,11 +53,7 @@ def write_shard(path: Path, ids: list[str], embeddings: np.ndarray, metadata: di
     table = pa.table({"id": pa.array(ids, pa.string()),
                       "embedding": pa.FixedSizeListArray.from_arrays(flat, dim)})
     table = table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata, sort_keys=True).encode()})
-    tmp = temporary_path(path)
-    pq.write_table(table, tmp)
-    with open(tmp, "rb+") as handle:
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    atomic_write(path, lambda tmp: pq.write_table(table, tmp))
 
 
 def read_shard_metadata(path: Path) -> dict:

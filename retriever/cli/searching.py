@@ -15,6 +15,7 @@ from retriever.cli.options import compose, corpus_options, fields_from, report_t
 from retriever.corpus import BeirDataset, Fields, Query, read_queries
 from retriever.device import DTYPES
 from retriever.errors import RetrieverError
+from retriever.files import write_json
 from retriever.evaluation import evaluate_index, evaluate_run_file
 from retriever.metrics import DEFAULT_METRICS, parse_metric_list
 from retriever.pooling import POOLINGS
@@ -203,10 +204,7 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output,
             write_trec_run(run, save_run)
     click.echo(report.table())
     if output:
-        from retriever.shards import atomic_write_bytes
-
-        Path(output).parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(Path(output), json.dumps(report.to_json(), indent=2).encode())
+        write_json(output, report.to_json())
         click.echo(f"wrote {output}", err=True)
 
 

@@ -10,7 +10,6 @@ saved weights (``bert.pooler.*``): ``pooler`` pooling still works on the pre-tra
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from transformers.models.bert.modeling_bert import BertLayer
 from transformers.utils import logging as hf_logging
 
 from retriever.errors import RetrieverError
+from retriever.files import read_json_object, write_json
 from retriever.models import load_model, resolve_model_path
 
 HEAD_WEIGHTS = "model.pt"
@@ -120,10 +120,9 @@ class CondenserForPretraining(nn.Module):
         folder.mkdir(parents=True, exist_ok=True)
         self.lm.save_pretrained(folder, state_dict={**self.lm.state_dict(), **self.carried_pooler})
         torch.save(self.head_state_dict(), folder / HEAD_WEIGHTS)
-        (folder / CONDENSER_CONFIG).write_text(json.dumps(
-            {"n_head_layers": self.n_head_layers, "skip_from": self.skip_from,
-             "layout": "luyug/Condenser: Hugging Face BertForMaskedLM + model.pt with the c_head.* weights"},
-            indent=2) + "\n", encoding="utf-8")
+        write_json(folder / CONDENSER_CONFIG, {
+            "n_head_layers": self.n_head_layers, "skip_from": self.skip_from,
+            "layout": "luyug/Condenser: Hugging Face BertForMaskedLM + model.pt with the c_head.* weights"})
         if tokenizer is not None:
             tokenizer.save_pretrained(folder)
         return folder
@@ -159,15 +158,6 @@ def _quiet_transformers() -> Iterator[None]:
         hf_logging.set_verbosity(level)
 
 
-def _read_json(path: Path) -> dict:
-    if not path.is_file():
-        return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as error:
-        raise RetrieverError(f"{path}:{error.lineno}: malformed JSON ({error.msg})") from None
-
-
 def _saved_head(folder: Path) -> dict[str, torch.Tensor]:
     path = folder / HEAD_WEIGHTS
     if not path.is_file():
@@ -193,7 +183,7 @@ def load_condenser(name: str, n_head_layers: int | None = None,
     """Warm-start from any BERT checkpoint or a Condenser folder; return the model and what was new."""
     path = Path(resolve_model_path(name))
     local = path.is_dir()
-    model_type = _read_json(path / "config.json").get("model_type") if local else None
+    model_type = read_json_object(path / "config.json", missing={}).get("model_type") if local else None
     if model_type is not None and model_type != "bert":
         raise RetrieverError(f"{name} is a {model_type!r} checkpoint; Condenser pre-training here needs a BERT one")
     with _quiet_transformers():
@@ -210,7 +200,7 @@ def load_condenser(name: str, n_head_layers: int | None = None,
     if backbone_missing:
         notes.append(f"warning: {len(backbone_missing)} backbone weights are missing from {name} and newly "
                      f"initialised (e.g. {backbone_missing[0]})")
-    saved = _read_json(path / CONDENSER_CONFIG) if local else {}
+    saved = read_json_object(path / CONDENSER_CONFIG, missing={}) if local else {}
     head = _saved_head(path) if local else {}
     saved_layers = len({_HEAD_KEY.match(key).group(1) for key in head}) if head else saved.get("n_head_layers")
     if head and n_head_layers is not None and n_head_layers != saved_layers:

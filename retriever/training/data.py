@@ -25,7 +25,8 @@ from pathlib import Path
 
 import torch
 
-from retriever.corpus import BeirDataset, Fields, decoded_lines, iter_documents, parse_json_object, read_queries
+from retriever.corpus import BeirDataset, Fields, iter_documents, parse_json_object, read_queries
+from retriever.files import decoded_lines
 from retriever.encoder import EncoderSettings, passage_text
 from retriever.errors import InputFileError, RetrieverError
 from retriever.runs import read_qrels

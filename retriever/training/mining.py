@@ -20,7 +20,7 @@ from retriever.errors import RetrieverError
 from retriever.evaluation import judged_queries
 from retriever.runs import ranked_hits, read_qrels
 from retriever.searching import Searcher
-from retriever.shards import atomic_write_bytes
+from retriever.files import atomic_write_lines
 
 
 @dataclass
@@ -67,6 +67,5 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
         empty += not negatives
         lines.append(json.dumps({"query_id": query.id, "negatives": negatives}, ensure_ascii=False) + "\n")
     output = Path(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(output, "".join(lines).encode("utf-8"))
+    atomic_write_lines(output, lines)
     return MiningResult(output, len(queries), total, empty, time.time() - started)

@@ -10,7 +10,6 @@ settings before loading anything. ``finished.json`` makes a rerun of a finished 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import pickle
 import re
@@ -31,7 +30,7 @@ from retriever.corpus import Fields
 from retriever.device import resolve_device, resolve_dtype
 from retriever.errors import RetrieverError
 from retriever.model_folder import portable_record
-from retriever.shards import atomic_write_bytes
+from retriever.files import read_json, write_json
 
 CHECKPOINTS = "checkpoints"
 RUN_FILE = "run.json"
@@ -138,10 +137,7 @@ class StackConfig:
 def _check_record(path: Path, current: dict, key: str | None = None) -> dict:
     """A recorded run (``path``, its settings under ``key``) whose settings are exactly these; a record with other
     keys (``{}`` included) is another kind of folder, not a compatible run."""
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise RetrieverError(f"{path}: unreadable ({error}); delete it or choose another --output") from None
+    record = read_json(path, "delete it or choose another --output")
     recorded = record.get(key) if key and isinstance(record, dict) else record
     if not isinstance(recorded, dict) or set(recorded) != set(current):
         raise RetrieverError(f"{path}: not a run of this command and version (its settings record does not match); "
@@ -216,7 +212,7 @@ class StackTrainer(Trainer):
         if world_size() > 1:
             dist.barrier()  # every rank's RNG state is on disk before the checkpoint is marked complete
         if self.args.should_save:
-            atomic_write_bytes(marker, (json.dumps(self.run_settings, indent=2) + "\n").encode())
+            write_json(marker, self.run_settings)
 
     def fit(self, resume_from: Path | None) -> None:
         """Train, resuming from a checked checkpoint; a checkpoint file that is not plain data stops the run."""
@@ -233,8 +229,7 @@ class StackTrainer(Trainer):
             folder = self.output / CHECKPOINTS
             folder.mkdir(parents=True, exist_ok=True)
             result = {key: value for key, value in result.items() if key != "output"}  # a rerun knows its output
-            record = json.dumps({"settings": self.run_settings, "result": result}, indent=2) + "\n"
-            atomic_write_bytes(folder / FINISHED_FILE, record.encode("utf-8"))
+            write_json(folder / FINISHED_FILE, {"settings": self.run_settings, "result": result})
             for path in folder.iterdir():
                 if path.is_dir():
                     shutil.rmtree(path, ignore_errors=True)
