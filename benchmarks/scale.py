@@ -59,7 +59,7 @@ def exact_truth(shards: Path, queries: np.ndarray, path: Path) -> np.ndarray:
     if path.is_file():
         return np.load(path)
     from retriever.shards import list_shards
-    from retriever.tuning import exact_neighbours
+    from retriever.exact import exact_neighbours
 
     started = time.perf_counter()
     truth = exact_neighbours(list_shards(shards), queries, 10)

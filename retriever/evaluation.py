@@ -8,7 +8,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from retriever.corpus import BeirDataset, Query, read_queries
-from retriever.metrics import DEFAULT_METRICS, Evaluation, answer_recall, evaluate_run, format_table, metric_cutoff
+from retriever.errors import RetrieverError
+from retriever.metrics import (DEFAULT_METRICS, Evaluation, answer_recall, evaluate_run, format_table, metric_cutoff,
+                               trec_order)
 from retriever.runs import Qrels, Run, read_qrels, read_run
 from retriever.searching import Searcher
 
@@ -61,15 +63,23 @@ def evaluate_run_file(run_path: str | Path, qrels_path: str | Path,
                             run_depth=max((len(hits) for hits in run.values()), default=0))
 
 
-def search_split(searcher: Searcher, dataset: BeirDataset, split: str, k: int = 1000,
-                 nprobe: int | None = None, ef_search: int | None = None,
-                 progress: bool = True) -> tuple[Run, list[Query], Qrels]:
+def judged_split(dataset: BeirDataset, split: str) -> tuple[list[Query], Qrels]:
+    """A split's judged queries and its qrels; a split without one judged query is refused."""
     qrels = read_qrels(dataset.qrels_path(split))
     queries = judged_queries(read_queries(dataset.queries_path), qrels)
-    bar = tqdm(total=len(queries), desc=f"search {split}", unit="q", file=sys.stderr, disable=not progress)
-    run = searcher.run([q.id for q in queries], [q.text for q in queries], k=k, nprobe=nprobe,
-                       ef_search=ef_search, progress=bar.update)
-    bar.close()
+    if not queries:
+        raise RetrieverError(f"{dataset.root}: no query of split {split!r} has a relevant judgment")
+    return queries, qrels
+
+
+def search_split(searcher: Searcher, dataset: BeirDataset, split: str, k: int = 1000,
+                 nprobe: int | None = None, ef_search: int | None = None,
+                 progress: bool = True, desc: str = "search") -> tuple[Run, list[Query], Qrels]:
+    """Search every judged query of a split (the run, those queries and the split's qrels)."""
+    queries, qrels = judged_split(dataset, split)
+    with tqdm(total=len(queries), desc=f"{desc} {split}", unit="q", file=sys.stderr, disable=not progress) as bar:
+        run = searcher.run([q.id for q in queries], [q.text for q in queries], k=k, nprobe=nprobe,
+                           ef_search=ef_search, progress=bar.update)
     return run, queries, qrels
 
 
@@ -82,7 +92,7 @@ def evaluate_index(searcher: Searcher, dataset: BeirDataset, split: str, k: int 
                               run_depth=k if k < searcher.index.ntotal else None)
     answers = {q.id: list(q.answers) for q in queries if q.answers}
     if answers:
-        ranked = {qid: sorted(hits, key=hits.get, reverse=True) for qid, hits in run.items() if qid in answers}
+        ranked = {qid: trec_order(hits) for qid, hits in run.items() if qid in answers}
         ks = tuple(k_ for k_ in ANSWER_KS if k_ <= k)
         report.answer_recall = answer_recall(ranked, answers, searcher.document_text, ks=ks)
         report.queries_with_answers = len(answers)

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import numpy as np
 
-from retriever.corpus import BeirDataset, read_queries
+from retriever.corpus import BeirDataset
 from retriever.errors import RetrieverError
-from retriever.evaluation import judged_queries
+from retriever.evaluation import judged_split
 from retriever.fusion import FusionParams, fuse
 from retriever.indexing import read_manifest, replace_manifest
 from retriever.metrics import evaluate_run
-from retriever.runs import Qrels, Run, read_qrels
+from retriever.runs import Qrels, Run
 from retriever.searching import Searcher
 
 RRF_KS = (60.0, 10.0, 20.0, 40.0, 100.0)
@@ -37,12 +37,6 @@ def check_tuning_split(split: str) -> None:
                              "tune on train or a dev split (split one off train if the collection has none)")
 
 
-def as_run(searcher: Searcher, query_ids: list[str], scores: np.ndarray, labels: np.ndarray) -> Run:
-    run = {}
-    for qid, row_scores, row_labels in zip(query_ids, scores, labels):
-        kept = [(float(score), int(label)) for score, label in zip(row_scores, row_labels) if label >= 0]
-        run[qid] = dict(zip(searcher.documents.ids_of([label for _, label in kept]), (s for s, _ in kept)))
-    return run
 
 
 def _score(run: Run, qrels: Qrels) -> float:
@@ -53,17 +47,14 @@ def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, k: int = 10
     """The best fusion on ``split``'s judged queries by nDCG@10, with every measured setting."""
     check_tuning_split(split)
     beir = BeirDataset.open(dataset)
-    qrels = read_qrels(beir.qrels_path(split))
-    queries = judged_queries(read_queries(beir.queries_path), qrels)
-    if not queries:
-        raise RetrieverError(f"{beir.root}: no query of split {split!r} has a relevant judgment")
+    queries, qrels = judged_split(beir, split)
     ids, texts = [q.id for q in queries], [q.text for q in queries]
     depth = searcher.fusion.depth
     dense = searcher.rank(texts, depth, "dense")
     lexical = searcher.rank(texts, depth, "bm25")
     measured = []
     for params in fusion_grid(depth):
-        measured.append((_score(as_run(searcher, ids, *fuse(dense, lexical, params, k)), qrels), params))
+        measured.append((_score(searcher.as_run(ids, *fuse(dense, lexical, params, k)), qrels), params))
     best_score, best = max(measured, key=lambda item: item[0])
     if progress:
         print(f"fusion tuned on {len(queries)} {split} queries: {best.method} rrf_k={best.rrf_k:g} "
@@ -71,8 +62,8 @@ def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, k: int = 10
     return {**best.record(), "tuned": {
         "dataset": beir.root.name, "split": split, "queries": len(queries), "metric": METRIC,
         "score": round(best_score, 4), "untuned_rrf": round(measured[0][0], 4),
-        "dense": round(_score(as_run(searcher, ids, *dense), qrels), 4),
-        "bm25": round(_score(as_run(searcher, ids, *lexical), qrels), 4),
+        "dense": round(_score(searcher.as_run(ids, *dense), qrels), 4),
+        "bm25": round(_score(searcher.as_run(ids, *lexical), qrels), 4),
         "grid": [{**p.record(), METRIC: round(s, 4)} for s, p in measured]}}
 
 

@@ -23,10 +23,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import lru_cache
 
-import numpy as np
-
 from retriever.errors import RetrieverError
-from retriever.runs import Qrels, Run
+from retriever.runs import Qrels, Run, rank_order
 
 DEFAULT_METRICS: tuple[str, ...] = (
     "recall@1", "recall@5", "recall@10", "recall@20", "recall@100", "recall@1000",
@@ -68,15 +66,12 @@ def metric_cutoff(name: str) -> int:
 
 
 def trec_order(scores: Mapping[str, float]) -> list[str]:
-    """Docids in trec_eval's order: float32 score descending, then docid descending."""
+    """Docids in trec_eval's order (``runs.rank_order``); a NaN score has no rank."""
     docids = list(scores)
-    values = np.fromiter((scores[d] for d in docids), dtype=np.float64, count=len(docids))
-    if np.isnan(values).any():
+    values = [scores[d] for d in docids]
+    if any(math.isnan(value) for value in values):
         raise RetrieverError("run contains NaN scores, which have no rank; fix the system that produced it")
-    with np.errstate(over="ignore"):  # beyond float32 range becomes +-inf, as in C
-        as_f32 = values.astype(np.float32).tolist()  # float32 -> Python float is exact
-    order = sorted(range(len(docids)), key=lambda i: (as_f32[i], docids[i]), reverse=True)
-    return [docids[i] for i in order]
+    return [docids[i] for i in rank_order(docids, values)]
 
 
 def _query_metrics(

@@ -93,7 +93,7 @@ class PartPlan:
         return [piece for part in self.parts for piece in part]
 
     def labels_of_kept(self, kept: np.ndarray) -> np.ndarray:
-        """Labels of rows numbered as ``exact_neighbours(exclude_rows=held)`` numbers them."""
+        """Labels of rows numbered as ``exact.exact_neighbours(exclude_rows=held)`` numbers them."""
         rows = kept + np.searchsorted(self._held - np.arange(len(self._held)), kept, side="right")
         shard = np.searchsorted(self._offsets, rows, side="right") - 1
         labels = self._first[shard] + self._strides[shard] * (rows - self._offsets[shard])

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Union
+
+import numpy as np
 
 from retriever.errors import InputFileError, RetrieverError
 from retriever.files import atomic_write_lines, check_is_file, decoded_lines
@@ -35,14 +38,20 @@ _BEIR_HEADER_HINT = "expected 'query-id<TAB>corpus-id<TAB>score' (BEIR) or 'qid 
 # ---------------------------------------------------------------------------- ordering / writing
 
 
-def ranked_hits(hits: Mapping[str, float] | Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
-    """Order hits the way trec_eval will: score descending, ties by docid descending.
+def rank_order(docids: Sequence[str], scores: Sequence[float]) -> list[int]:
+    """Positions of the hits in trec_eval's ranking: score descending, compared as float32 (pytrec_eval keeps
+    scores in a C float), ties by docid descending. The one order of hits: search results, run files and
+    evaluation all use it, so tied documents rank alike everywhere."""
+    with np.errstate(over="ignore"):  # beyond float32 range becomes +-inf, as in C
+        as_f32 = np.asarray(scores, dtype=np.float64).astype(np.float32).tolist()
+    return sorted(range(len(docids)), key=lambda i: (as_f32[i], docids[i]), reverse=True)
 
-    Writing ranks in this order keeps the rank column consistent with how evaluators read the
-    file (trec_eval ignores the rank column and re-sorts).
-    """
-    items = list(hits.items()) if isinstance(hits, Mapping) else [(d, s) for d, s in hits]
-    return sorted(((str(d), float(s)) for d, s in items), key=lambda ds: (ds[1], ds[0]), reverse=True)
+
+def ranked_hits(hits: Mapping[str, float] | Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
+    """(docid, score) pairs in ``rank_order``; writing ranks in it keeps a run's rank column as evaluators
+    read the file (trec_eval ignores that column and re-sorts)."""
+    items = [(str(d), float(s)) for d, s in (hits.items() if isinstance(hits, Mapping) else hits)]
+    return [items[i] for i in rank_order([d for d, _ in items], [s for _, s in items])]
 
 
 def _check_token(value: str, what: str, qid: str) -> None:
@@ -58,39 +67,52 @@ def _check_score(score: float, qid: str, docid: str) -> None:
         raise RetrieverError(f"cannot write run: score of {docid!r} for query {qid!r} is NaN")
 
 
-def write_trec_run(run_or_ranked: RunLike, path: str | Path, tag: str = "retriever") -> None:
-    """Write ``qid Q0 docid rank score tag`` lines, ranks from 1, atomically.
+def trec_lines(run_or_ranked: RunLike, tag: str = "retriever") -> Iterator[str]:
+    """``qid Q0 docid rank score tag`` lines, ranks from 1, queries in the input order.
 
     Scores are written with ``repr`` so reading the file back gives bit-identical floats (and
-    hence the same trec_eval tie-breaking).  Queries keep the input order.
+    hence the same trec_eval tie-breaking).
     """
     if not tag or any(ch.isspace() for ch in tag):
         raise RetrieverError(f"cannot write run: tag {tag!r} must be non-empty without whitespace")
+    for qid, hits in run_or_ranked.items():
+        qid = str(qid)
+        _check_token(qid, "query id", qid)
+        for rank, (docid, score) in enumerate(ranked_hits(hits), start=1):
+            _check_token(docid, "document id", qid)
+            _check_score(score, qid, docid)
+            yield f"{qid} Q0 {docid} {rank} {score!r} {tag}\n"
 
-    def lines() -> Iterator[str]:
-        for qid, hits in run_or_ranked.items():
-            qid = str(qid)
-            _check_token(qid, "query id", qid)
-            for rank, (docid, score) in enumerate(ranked_hits(hits), start=1):
-                _check_token(docid, "document id", qid)
-                _check_score(score, qid, docid)
-                yield f"{qid} Q0 {docid} {rank} {score!r} {tag}\n"
 
-    atomic_write_lines(path, lines())
+def jsonl_lines(run_or_ranked: RunLike) -> Iterator[str]:
+    """One ``{"qid", "hits": [{"id", "score"}]}`` line per query, hits ranked."""
+    for qid, hits in run_or_ranked.items():
+        ranked = ranked_hits(hits)
+        for docid, score in ranked:
+            _check_score(score, str(qid), docid)
+        record = {"qid": str(qid), "hits": [{"id": d, "score": s} for d, s in ranked]}
+        yield json.dumps(record, ensure_ascii=False) + "\n"
+
+
+def write_trec_run(run_or_ranked: RunLike, path: str | Path, tag: str = "retriever") -> None:
+    """``trec_lines`` into ``path``, atomically."""
+    atomic_write_lines(path, trec_lines(run_or_ranked, tag))
 
 
 def write_jsonl_run(run_or_ranked: RunLike, path: str | Path) -> None:
-    """Write one ``{"qid", "hits": [{"id", "score"}]}`` line per query, hits ranked, atomically."""
+    """``jsonl_lines`` into ``path``, atomically."""
+    atomic_write_lines(path, jsonl_lines(run_or_ranked))
 
-    def lines() -> Iterator[str]:
-        for qid, hits in run_or_ranked.items():
-            ranked = ranked_hits(hits)
-            for docid, score in ranked:
-                _check_score(score, str(qid), docid)
-            record = {"qid": str(qid), "hits": [{"id": d, "score": s} for d, s in ranked]}
-            yield json.dumps(record, ensure_ascii=False) + "\n"
 
-    atomic_write_lines(path, lines())
+def write_run(run_or_ranked: RunLike, path: str | Path | None, fmt: str = "trec", tag: str = "retriever") -> None:
+    """A run in ``fmt`` (trec or jsonl) into ``path`` atomically, or to standard output when ``path`` is None
+    (every line checked before the first is printed)."""
+    lines = trec_lines(run_or_ranked, tag) if fmt == "trec" else jsonl_lines(run_or_ranked)
+    if path is None:
+        sys.stdout.writelines(list(lines))
+        sys.stdout.flush()
+    else:
+        atomic_write_lines(path, lines)
 
 
 # ---------------------------------------------------------------------------- reading

@@ -23,7 +23,7 @@ from retriever.fusion import MODES, FusionParams, check_mode, fuse
 from retriever.lexical import LexicalIndex, missing_lexical_message
 from retriever.recorded_paths import recorded_model
 from retriever.tuning import apply_search_params
-from retriever.runs import Run
+from retriever.runs import Run, rank_order
 
 SETTING_NAMES = ("pooling", "normalize", "query_max_length", "passage_max_length", "query_prefix",
                  "passage_prefix", "towers")
@@ -182,14 +182,20 @@ class Searcher:
         scores, labels = self.rank(queries, k, mode, nprobe=nprobe, ef_search=ef_search)
         return [self.hits(row_scores, row_labels) for row_scores, row_labels in zip(scores, labels)]
 
+    def ranked(self, scores: np.ndarray, labels: np.ndarray) -> tuple[list[str], list[float], list[int]]:
+        """One result row's (ids, scores, labels) in ``runs.rank_order``, the order evaluation ranks ties in."""
+        found = labels >= 0
+        found_labels, found_scores = labels[found].tolist(), scores[found].astype(float).tolist()
+        ids = self.documents.ids_of(found_labels)
+        order = rank_order(ids, found_scores)
+        return [ids[i] for i in order], [found_scores[i] for i in order], [found_labels[i] for i in order]
+
     def hits(self, scores: np.ndarray, labels: np.ndarray) -> list[Hit]:
-        """One FAISS result row as hits with title and text."""
-        valid = [(float(s), int(l)) for s, l in zip(scores, labels) if l >= 0]
-        found = [label for _, label in valid]
-        rows, ids = self.documents.records(found), self.documents.ids_of(found)
-        return [Hit(rank=rank, id=ids[rank - 1], score=score, title=rows["title"][rank - 1] or "",
-                    text=rows["text"][rank - 1] or "")
-                for rank, (score, _) in enumerate(valid, start=1)]
+        """One result row as ranked hits with title and text."""
+        ids, ranked_scores, ranked_labels = self.ranked(scores, labels)
+        rows = self.documents.records(ranked_labels)
+        return [Hit(rank=i + 1, id=ids[i], score=ranked_scores[i], title=rows["title"][i] or "",
+                    text=rows["text"][i] or "") for i in range(len(ids))]
 
     def run(self, query_ids: Sequence[str], query_texts: Sequence[str], k: int = 1000, nprobe: int | None = None,
             ef_search: int | None = None, batch_size: int = 256, progress=None) -> Run:
@@ -197,14 +203,19 @@ class Searcher:
         result: Run = {}
         for start in range(0, len(query_ids), batch_size):
             texts = list(query_texts[start:start + batch_size])
-            scores, labels = self.rank(texts, k, nprobe=nprobe, ef_search=ef_search)
-            for qid, row_scores, row_labels in zip(query_ids[start:start + batch_size], scores, labels):
-                found = row_labels >= 0
-                result[qid] = dict(zip(self.documents.ids_of(row_labels[found].tolist()),
-                                       row_scores[found].astype(float).tolist()))
+            result.update(self.as_run(query_ids[start:start + batch_size],
+                                      *self.rank(texts, k, nprobe=nprobe, ef_search=ef_search)))
             if progress is not None:
                 progress(len(texts))
         return result
+
+    def as_run(self, query_ids: Sequence[str], scores: np.ndarray, labels: np.ndarray) -> Run:
+        """Result rows (``rank``'s output) as a run, each query's hits in rank order."""
+        run: Run = {}
+        for qid, row_scores, row_labels in zip(query_ids, scores, labels):
+            ids, ranked_scores, _ = self.ranked(row_scores, row_labels)
+            run[qid] = dict(zip(ids, ranked_scores))
+        return run
 
     def document_text(self, doc_id: str) -> str:
         """Title and text of one document, for answer recall."""

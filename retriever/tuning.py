@@ -18,7 +18,8 @@ import faiss
 import numpy as np
 
 from retriever.errors import RetrieverError
-from retriever.shards import iter_shard_batches, sample_rows
+from retriever.exact import exact_neighbours
+from retriever.shards import sample_rows
 
 if TYPE_CHECKING:
     from retriever.indexing import IndexParams
@@ -54,36 +55,6 @@ def apply_search_params(index: faiss.Index, nprobe: int | None = None, ef_search
         hnsw = downcast_hnsw(index)
         if hnsw is not None:
             hnsw.hnsw.efSearch = int(ef_search)
-
-
-def exact_neighbours(shards: list[Path], queries: np.ndarray, k: int,
-                     exclude_rows: np.ndarray | None = None) -> np.ndarray:
-    """Row ids of the exact top-k by inner product, best first, streaming the shards.
-
-    Memory stays at one shard plus FAISS's blocked brute force and a k-per-query heap.
-    With ``exclude_rows`` (sorted global rows), those vectors are skipped and the others are
-    numbered consecutively, as they are in an index built without them.
-    """
-    queries = np.ascontiguousarray(queries, dtype=np.float32)
-    heap = faiss.ResultHeap(len(queries), k, keep_max=True)
-    offset, kept_offset = 0, 0
-    for _, vectors in iter_shard_batches(shards):
-        if exclude_rows is not None and len(exclude_rows):
-            local = exclude_rows[(exclude_rows >= offset) & (exclude_rows < offset + len(vectors))] - offset
-            offset += len(vectors)
-            vectors = np.delete(vectors, local, axis=0)
-        else:
-            offset += len(vectors)
-        if len(vectors):
-            scores, ids = faiss.knn(queries, np.ascontiguousarray(vectors), min(k, len(vectors)),
-                                    metric=faiss.METRIC_INNER_PRODUCT)
-            if ids.shape[1] < k:  # a shard smaller than k
-                pad = ((0, 0), (0, k - ids.shape[1]))
-                scores, ids = np.pad(scores, pad, constant_values=-np.inf), np.pad(ids, pad, constant_values=-1)
-            heap.add_result(np.ascontiguousarray(scores), np.where(ids >= 0, ids + kept_offset, -1))
-        kept_offset += len(vectors)
-    heap.finalize()
-    return heap.I
 
 
 def per_query_recall(found: np.ndarray, truth: np.ndarray) -> np.ndarray:

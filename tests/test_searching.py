@@ -101,3 +101,25 @@ def test_bm25_modes_on_a_dense_only_index_say_how_to_add_bm25(tiny_beir, tiny_mo
         searcher.search(["lava"], mode="hybrid")
     with pytest.raises(RetrieverError, match="retriever bm25"):
         Searcher(tmp_path / "dense", device="cpu", mode="bm25")
+
+
+def test_tied_documents_rank_the_same_in_search_run_and_evaluation(tiny_model_dir, tmp_path):
+    """Identical texts tie exactly; FAISS returns them by label descending, trec_eval (hence evaluate) by docid
+    descending."""
+    from conftest import write_jsonl
+    from retriever.metrics import trec_order
+    from retriever.runs import ranked_hits
+
+    tied = ["t4", "t3", "t2", "t1"]  # indexed in this order, so FAISS's tie order is the opposite of trec_eval's
+    rows = [{"_id": d, "title": "", "text": "honey bee flower"} for d in tied]
+    rows += [{"_id": f"o{i}", "title": "", "text": text} for i, text in enumerate(["volcano lava", "whale ocean"])]
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", rows)
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(corpus, tmp_path / "idx", encoder, IndexParams("flat"), progress=False, lexical=None)
+    searcher = Searcher(tmp_path / "idx", device="cpu", dtype="fp32")
+    [hits] = searcher.search(["honey bee flower"], k=6)
+    run = searcher.run(["q"], ["honey bee flower"], k=6)
+    assert len({h.score for h in hits if h.id in tied}) == 1  # they do tie
+    evaluated = trec_order(run["q"])
+    assert [h.id for h in hits] == evaluated == list(run["q"]) == [d for d, _ in ranked_hits(run["q"])]
+    assert [h.rank for h in hits] == list(range(1, 7))

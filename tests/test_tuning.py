@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 
 from retriever.errors import RetrieverError
-from retriever.shards import write_shard
-from retriever.tuning import apply_search_params, choose_search_params, exact_neighbours, recall_at_k
+from retriever.tuning import apply_search_params, choose_search_params, recall_at_k
 
 
 def clustered(count: int, dim: int = 16, seed: int = 0) -> np.ndarray:
@@ -15,17 +14,6 @@ def clustered(count: int, dim: int = 16, seed: int = 0) -> np.ndarray:
     vectors = centres[rng.integers(0, 20, count)] + rng.normal(scale=1.0, size=(count, dim))
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     return vectors.astype(np.float32)
-
-
-def test_exact_neighbours_streams_shards(tmp_path):
-    vectors = clustered(300)
-    for part in range(3):
-        rows = vectors[part * 100:(part + 1) * 100]
-        write_shard(tmp_path / f"s{part}.parquet", [str(i) for i in range(len(rows))], rows, {})
-    queries = clustered(7, seed=1)
-    truth = exact_neighbours([tmp_path / f"s{p}.parquet" for p in range(3)], queries, 5)
-    expected = np.argsort(-(queries @ vectors.T), axis=1)[:, :5]
-    assert truth.tolist() == expected.tolist()  # best first
 
 
 def test_smallest_nprobe_reaching_target_is_chosen():
@@ -51,19 +39,6 @@ def test_target_recall_must_be_a_fraction():
     index = faiss.IndexFlatIP(4)
     with pytest.raises(RetrieverError):
         choose_search_params(index, np.zeros((1, 4), np.float32), np.zeros((1, 1), np.int64), 1.5)
-
-
-def test_excluded_rows_are_skipped_and_the_rest_numbered_as_in_an_index_without_them(tmp_path):
-    vectors = clustered(300)
-    for part in range(3):
-        rows = vectors[part * 100:(part + 1) * 100]
-        write_shard(tmp_path / f"s{part}.parquet", [str(i) for i in range(len(rows))], rows, {})
-    held = np.array([5, 99, 100, 250])
-    queries = vectors[held]
-    truth = exact_neighbours([tmp_path / f"s{p}.parquet" for p in range(3)], queries, 5, exclude_rows=held)
-    kept = np.delete(vectors, held, axis=0)
-    expected = np.argsort(-(queries @ kept.T), axis=1)[:, :5]
-    assert truth.tolist() == expected.tolist()
 
 
 def test_unreachable_target_keeps_the_cheapest_best_setting():

@@ -19,7 +19,7 @@ from retriever.files import write_json
 from retriever.evaluation import evaluate_index, evaluate_run_file
 from retriever.metrics import DEFAULT_METRICS, parse_metric_list
 from retriever.pooling import POOLINGS
-from retriever.runs import write_jsonl_run, write_trec_run
+from retriever.runs import write_run, write_trec_run
 from retriever.searching import Hit, Searcher
 from retriever.texts import check_text
 
@@ -120,11 +120,7 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
         run = searcher.run([q.id for q in batch], [q.text for q in batch], k=k, nprobe=nprobe, ef_search=ef_search,
                            progress=bar.update)
     report_truncation(searcher.encoder)
-    target = output or Path("/dev/stdout")
-    if run_format == "trec":
-        write_trec_run(run, target, tag=tag) if output else _echo_trec(run, tag)
-    else:
-        write_jsonl_run(run, target) if output else _echo_jsonl(run)
+    write_run(run, output, run_format, tag)
     if output:
         click.echo(f"wrote {len(run)} queries × top {k} to {output}", err=True)
 
@@ -139,21 +135,6 @@ def _read_batch(queries: Path, fmt: str, fields: Fields) -> list[Query]:
         with open(spooled, "wb") as file:
             shutil.copyfileobj(sys.stdin.buffer, file)
         return read_queries(spooled, fmt, fields)
-
-
-def _echo_trec(run, tag: str) -> None:
-    from retriever.runs import ranked_hits
-
-    for qid, hits in run.items():
-        for rank, (docid, score) in enumerate(ranked_hits(hits), start=1):
-            sys.stdout.write(f"{qid} Q0 {docid} {rank} {score!r} {tag}\n")
-
-
-def _echo_jsonl(run) -> None:
-    from retriever.runs import ranked_hits
-
-    for qid, hits in run.items():
-        sys.stdout.write(json.dumps({"qid": qid, "hits": [{"id": d, "score": s} for d, s in ranked_hits(hits)]}) + "\n")
 
 
 @click.command("evaluate")

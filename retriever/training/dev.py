@@ -10,15 +10,15 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import faiss
 import numpy as np
 import torch
 from tqdm import tqdm
 
-from retriever.corpus import BeirDataset, Document, iter_documents, read_queries
-from retriever.evaluation import judged_queries
+from retriever.corpus import BeirDataset, Document, iter_documents
+from retriever.evaluation import judged_split
+from retriever.exact import exact_top_k
 from retriever.metrics import evaluate_run
-from retriever.runs import Qrels, Run, read_qrels
+from retriever.runs import Qrels, Run
 
 DEV_METRICS = ("ndcg@10", "recall@100")
 SEARCH_DEPTH = 100
@@ -40,8 +40,7 @@ def load_dev_set(dataset: str | Path, split: str, max_docs: int | None = None, s
     corpus but rank checkpoints the same way, which is all model selection needs.
     """
     beir = BeirDataset.open(dataset)
-    qrels = read_qrels(beir.qrels_path(split))
-    queries = judged_queries(read_queries(beir.queries_path), qrels)
+    queries, qrels = judged_split(beir, split)
     judged_docs = {doc_id for docs in qrels.values() for doc_id in docs}
     kept: list[Document] = []
     sample: list[Document] = []
@@ -67,9 +66,7 @@ def load_dev_set(dataset: str | Path, split: str, max_docs: int | None = None, s
 def exact_search(query_ids: list[str], query_vectors: np.ndarray, document_vectors: np.ndarray,
                  document_ids: list[str], k: int = SEARCH_DEPTH) -> Run:
     """Top-k by inner product: the search a flat index of these vectors does."""
-    index = faiss.IndexFlatIP(document_vectors.shape[1])
-    index.add(np.ascontiguousarray(document_vectors, dtype=np.float32))
-    scores, rows = index.search(np.ascontiguousarray(query_vectors, dtype=np.float32), min(k, len(document_ids)))
+    scores, rows = exact_top_k(query_vectors, [document_vectors], min(k, len(document_ids)))
     return {query_id: {document_ids[row]: float(score) for row, score in zip(ranked, values)}
             for query_id, ranked, values in zip(query_ids, rows.tolist(), scores.tolist())}
 

@@ -8,17 +8,14 @@ positives), judged positives are dropped, and the first ``per_query`` that remai
 from __future__ import annotations
 
 import json
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm import tqdm
-
-from retriever.corpus import BeirDataset, read_queries
+from retriever.corpus import BeirDataset
 from retriever.errors import RetrieverError
-from retriever.evaluation import judged_queries
-from retriever.runs import ranked_hits, read_qrels
+from retriever.evaluation import judged_split, search_split
+from retriever.runs import ranked_hits
 from retriever.searching import Searcher
 from retriever.files import atomic_write_lines
 
@@ -49,15 +46,10 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
         raise RetrieverError(f"--skip-top {skip_top} drops all {depth} retrieved documents; raise --depth")
     started = time.time()
     beir = BeirDataset.open(dataset)
-    qrels = read_qrels(beir.qrels_path(split))
-    queries = judged_queries(read_queries(beir.queries_path), qrels)
-    if not queries:
-        raise RetrieverError(f"{beir.root}: no query of split {split!r} has a relevant judgment")
+    judged_split(beir, split)  # refused before the index and its model are loaded
     searcher = Searcher(index, device=device, dtype=dtype, batch_size=batch_size, mode=mode,
                         fusion_overrides=fusion_overrides)
-    bar = tqdm(total=len(queries), desc=f"mine {split}", unit="q", file=sys.stderr, disable=not progress)
-    run = searcher.run([q.id for q in queries], [q.text for q in queries], k=depth, progress=bar.update)
-    bar.close()
+    run, queries, qrels = search_split(searcher, beir, split, k=depth, progress=progress, desc="mine")
     lines, total, empty = [], 0, 0
     for query in queries:
         positives = {doc_id for doc_id, grade in qrels[query.id].items() if grade > 0}

@@ -35,6 +35,16 @@ def test_batch_search_is_1000_deep_by_default_and_reads_stdin(tiny_index, tiny_b
     assert len(json.loads(one.stdout)["hits"]) == 10
 
 
+
+@pytest.mark.parametrize("run_format", ["trec", "jsonl"])
+def test_run_on_stdout_is_the_run_file(tiny_index, tiny_beir, tmp_path, run_format):
+    args = ["search", str(tiny_index), "--queries", str(tiny_beir), "-k", "3", "--run-format", run_format, *CPU]
+    printed = CliRunner().invoke(main, args)
+    written = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "run")])
+    assert printed.exit_code == written.exit_code == 0, printed.output
+    assert printed.stdout == (tmp_path / "run").read_text(encoding="utf-8")
+
+
 def test_metrics_deeper_than_the_run_are_marked(tiny_index, tiny_beir, tmp_path):
     run = tmp_path / "run.trec"
     result = CliRunner().invoke(main, ["search", str(tiny_index), "--queries", str(tiny_beir), "-k", "3",
