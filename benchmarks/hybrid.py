@@ -34,7 +34,7 @@ from common import dataset_path, stamp  # noqa: E402
 from retriever.corpus import BeirDataset, read_queries  # noqa: E402
 from retriever.evaluation import judged_queries  # noqa: E402
 from retriever.fusion import FusionParams, fuse  # noqa: E402
-from retriever.fusion_tuning import as_run, tune_fusion  # noqa: E402
+from retriever.fusion_tuning import tune_fusion  # noqa: E402
 from retriever.metrics import evaluate_run  # noqa: E402
 from retriever.runs import read_qrels  # noqa: E402
 from retriever.searching import Searcher  # noqa: E402
@@ -75,7 +75,7 @@ def dense_index(name: str, variant: str) -> Path:
 
 
 def metrics_of(searcher: Searcher, ids: list[str], ranked: tuple[np.ndarray, np.ndarray], qrels: dict) -> dict:
-    mean = evaluate_run(as_run(searcher, ids, *ranked), qrels, ("ndcg@10", "recall@100")).mean
+    mean = evaluate_run(searcher.as_run(ids, *ranked), qrels, ("ndcg@10", "recall@100")).mean
     return {name: round(value, 4) for name, value in mean.items()}
 
 

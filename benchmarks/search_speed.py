@@ -28,7 +28,7 @@ from synthetic import SyntheticCollection, SyntheticSpec  # noqa: E402
 
 from search_report import Row, plot, table, verdict  # noqa: E402
 
-from retriever.indexing import IndexParams, factory_string, new_index  # noqa: E402
+from retriever.faiss_index import IndexParams, factory_string, new_index  # noqa: E402
 from retriever.shards import sample_rows  # noqa: E402
 from retriever.tuning import apply_search_params, choose_search_params, recall_at_k  # noqa: E402
 

@@ -10,12 +10,13 @@ front), and id → row goes through a second mapped file with the ids sorted, bi
 """
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from retriever.corpus import Document
 from retriever.errors import RetrieverError
@@ -26,22 +27,35 @@ ID_ORDER_FILE = "ids.sorted.arrow"
 _BATCH_ROWS = 50_000
 
 
-def write_mapped_docstore(documents: Iterator[Document], target: Path) -> int:
+def document_tables(documents: Iterable[Document], rows: int = _BATCH_ROWS) -> Iterator[pa.Table]:
+    """Documents as id/title/text tables of ``rows`` rows (the last one shorter), in corpus order."""
+    batch: dict[str, list[str]] = {"id": [], "title": [], "text": []}
+    for document in documents:
+        batch["id"].append(document.id)
+        batch["title"].append(document.title)
+        batch["text"].append(document.text)
+        if len(batch["id"]) == rows:
+            yield pa.table(batch, schema=DOCSTORE_SCHEMA)
+            batch = {key: [] for key in batch}
+    if batch["id"]:
+        yield pa.table(batch, schema=DOCSTORE_SCHEMA)
+
+
+def write_mapped_docstore(documents: Iterable[Document], target: Path) -> int:
     """Stream documents into an Arrow IPC file in corpus order; return how many."""
     count = 0
-    batch: dict[str, list[str]] = {"id": [], "title": [], "text": []}
     with pa.OSFile(str(target), "wb") as sink, pa.ipc.new_file(sink, DOCSTORE_SCHEMA) as writer:
-        for document in documents:
-            batch["id"].append(document.id)
-            batch["title"].append(document.title)
-            batch["text"].append(document.text)
-            count += 1
-            if len(batch["id"]) == _BATCH_ROWS:
-                writer.write_table(pa.table(batch, schema=DOCSTORE_SCHEMA))
-                batch = {key: [] for key in batch}
-        if batch["id"]:
-            writer.write_table(pa.table(batch, schema=DOCSTORE_SCHEMA))
+        for table in document_tables(documents):
+            writer.write_table(table)
+            count += table.num_rows
     return count
+
+
+def write_parquet_docstore(documents: Iterable[Document], target: Path) -> None:
+    """The in-memory index types' doc store: a Parquet file in corpus order."""
+    with pq.ParquetWriter(target, DOCSTORE_SCHEMA) as writer:
+        for table in document_tables(documents, 10_000):
+            writer.write_table(table)
 
 
 def open_mapped(path: Path) -> pa.ipc.RecordBatchFileReader:

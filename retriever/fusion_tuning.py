@@ -14,7 +14,7 @@ from retriever.corpus import BeirDataset
 from retriever.errors import RetrieverError
 from retriever.evaluation import judged_split
 from retriever.fusion import FusionParams, fuse
-from retriever.indexing import read_manifest, replace_manifest
+from retriever.index_folder import read_manifest, replace_manifest
 from retriever.metrics import evaluate_run
 from retriever.runs import Qrels, Run
 from retriever.searching import Searcher

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retriever.indexing import MANIFEST_FILE, read_manifest
+from retriever.index_folder import MANIFEST_FILE, read_manifest
 from retriever.integrity import check_folder, damaged, verify_files
 from retriever.searching import open_index, required_files
 

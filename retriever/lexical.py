@@ -115,7 +115,7 @@ def build_lexical(docstore: Path, target: Path, params: LexicalParams = LexicalP
 def add_lexical(index_dir: str | Path, params: LexicalParams = LexicalParams(), overwrite: bool = False,
                 progress: bool = True) -> dict:
     """Add a BM25 part to an existing index folder from its doc store (no re-encoding); return the record."""
-    from retriever.indexing import DOCSTORE_FILE, read_manifest, replace_manifest
+    from retriever.index_folder import DOCSTORE_FILE, read_manifest, replace_manifest
 
     index_dir = Path(index_dir)
     manifest = read_manifest(index_dir)

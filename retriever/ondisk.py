@@ -28,9 +28,10 @@ from retriever.corpus import Document, Fields, ReadStats, iter_documents
 from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, write_id_order, write_mapped_docstore
 from retriever.encoding import ShardContentCheck
 from retriever.errors import RetrieverError
+from retriever.index_folder import INDEX_FILE, check_document_count, write_manifest
 from retriever.ivfparts import PartResult, ShardSlice, fill_part
 from retriever.shards import read_shard_metadata
-from retriever.tuning import held_out_rows, tune
+from retriever.tuning import held_out_rows, tune_build
 
 ONDISK_TYPE = "ivf-ondisk"
 IVFDATA_FILE = "index.ivfdata"
@@ -167,8 +168,7 @@ def build_ondisk(shards: list[Path], encoder: dict, count: int, dim: int, corpus
                  corpus_of) -> dict:
     """Fill ``building`` with an on-disk index folder; return its manifest (see the module docstring).
     ``corpus_of(stats)`` gives the manifest's corpus record once the corpus has been read."""
-    from retriever.indexing import (INDEX_FILE, check_document_count, factory_string, new_index, search_defaults,
-                                    train, write_manifest)
+    from retriever.faiss_index import factory_string, new_index, search_defaults, train  # it imports this module
 
     workers = params.parallel_parts or os.cpu_count() or 1
     check_part_size(params.part_size, workers)
@@ -187,11 +187,9 @@ def build_ondisk(shards: list[Path], encoder: dict, count: int, dim: int, corpus
     files = [part.path for part in parts]
     tuning = None
     if tuning_queries is not None or len(held):
-        queries = tuning_queries if tuning_queries is not None else np.concatenate([p.held_vectors for p in parts])
-        source = "given queries" if tuning_queries is not None else "held-out own vectors"
         index = merge_parts(trained, files, building / "tuning.ivfdata")
-        tuning = tune(index, shards, np.ascontiguousarray(queries, dtype=np.float32), held, params, source,
-                      plan.labels_of_kept)
+        tuning = tune_build(index, shards, tuning_queries, np.concatenate([p.held_vectors for p in parts]), held,
+                            params, plan.labels_of_kept)
         del index
         os.remove(building / "tuning.ivfdata")
         if len(held):

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, MappedDocuments, ParquetDocuments
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
-from retriever.indexing import DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, read_manifest
+from retriever.index_folder import DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, read_manifest
 from retriever.integrity import check_counts, check_folder, ids_sha256, reading
 from retriever.ondisk import IVFDATA_FILE, ONDISK_TYPE, read_ondisk_index
 from retriever.fusion import MODES, FusionParams, check_mode, fuse

@@ -22,7 +22,7 @@ from retriever.exact import exact_neighbours
 from retriever.shards import sample_rows
 
 if TYPE_CHECKING:
-    from retriever.indexing import IndexParams
+    from retriever.faiss_index import IndexParams
 
 # Steps of about 1.5x, so the chosen nprobe does not overshoot the target by a whole doubling.
 NPROBE_CANDIDATES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048,
@@ -137,11 +137,22 @@ def held_out_rows(count: int, params: IndexParams) -> np.ndarray:
     return sample_rows(count, min(params.tuning_queries, count // 2), params.seed + 1)
 
 
+def tune_build(index: faiss.Index, shards: list[Path], given_queries: np.ndarray | None, held_vectors: np.ndarray,
+               held: np.ndarray, params: IndexParams, labels_of_rows=None) -> dict | None:
+    """A build's tuning: on the given query vectors, else on the held-out rows' vectors; None with neither."""
+    if given_queries is not None:
+        return tune(index, shards, given_queries, held, params, "given queries", labels_of_rows)
+    if len(held):
+        return tune(index, shards, held_vectors, held, params, "held-out own vectors", labels_of_rows)
+    return None
+
+
 def tune(index: faiss.Index, shards: list[Path], queries: np.ndarray, held: np.ndarray, params: IndexParams,
          source: str, labels_of_rows=None) -> dict:
     """Measure recall against exact search over the indexed rows; pick nprobe/efSearch.
 
     ``labels_of_rows`` maps exact search's row numbers to the index's labels where they differ."""
+    queries = np.ascontiguousarray(queries, dtype=np.float32)
     truth = exact_neighbours(shards, queries, min(params.tuning_k, int(index.ntotal)), exclude_rows=held)
     if labels_of_rows is not None:
         truth = labels_of_rows(truth)

@@ -10,8 +10,9 @@ import pytest
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.encoding import encode_corpus
 from retriever.errors import RetrieverError
+from retriever.faiss_index import default_nlist, default_pq_m
 from retriever.indexing import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, IndexParams, build_index,
-                                default_nlist, default_pq_m, encode_and_index)
+                                encode_and_index)
 from retriever.lexical import LEXICAL_DIR
 from retriever.shards import METADATA_KEY, list_shards
 
@@ -114,7 +115,7 @@ def test_vectors_held_out_for_tuning_are_added_after_it(tiny_beir, tiny_encoder,
 
 
 def test_refined_index_rescores_k_factor_candidates_and_keeps_it_on_disk(tmp_path):
-    from retriever.indexing import new_index
+    from retriever.faiss_index import new_index
 
     index = new_index("IVF4,PQ2x4,RFlat", 8, IndexParams(refine_k_factor=30))
     faiss.write_index(index, str(tmp_path / "i.faiss"))

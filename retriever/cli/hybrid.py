@@ -136,7 +136,7 @@ def bm25_command(index, lexical, tune_fusion, overwrite):
       retriever bm25 indexes/scifact --tune-fusion-on ../shared/datasets/scifact --split train
     """
     from retriever.errors import RetrieverError
-    from retriever.indexing import read_manifest
+    from retriever.index_folder import read_manifest
     from retriever.lexical import add_lexical
 
     check_tuning(tune_fusion, lexical)

@@ -1,0 +1,108 @@
+"""The index folder's files: their names, the id map, and the manifest that records and checks them."""
+from __future__ import annotations
+
+import hashlib
+import platform
+import time
+from pathlib import Path
+
+import faiss
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from retriever.corpus import ReadStats
+from retriever.errors import RetrieverError
+from retriever.files import read_json_object, write_json
+from retriever.integrity import REBUILD, file_records, file_sha256
+from retriever.recorded_paths import relative_path
+
+INDEX_FILE = "index.faiss"
+IDS_FILE = "ids.parquet"
+DOCSTORE_FILE = "docstore.parquet"
+MANIFEST_FILE = "manifest.json"
+FORMAT_VERSION = 1
+
+
+class IdMapWriter:
+    """ids.parquet (FAISS row → id, doc-store row) written shard by shard, with the digest that
+    ``integrity.ids_sha256`` gives for the whole map; only the doc-store rows (8 bytes each) are kept."""
+
+    SCHEMA = pa.schema([("id", pa.string()), ("docstore_row", pa.int64())])
+
+    def __init__(self, path: Path) -> None:
+        self._writer = pq.ParquetWriter(path, self.SCHEMA)
+        self._digest, self._rows, self._separator = hashlib.sha256(), [], ""
+
+    def write(self, ids: list[str], rows: np.ndarray) -> None:
+        if ids:
+            self._digest.update((self._separator + "\n".join(ids)).encode("utf-8", "surrogatepass"))
+            self._separator = "\n"
+        self._rows.append(np.asarray(rows, dtype=np.int64))
+        self._writer.write_table(pa.table({"id": pa.array(ids, pa.string()), "docstore_row": self._rows[-1]},
+                                          schema=self.SCHEMA))
+
+    def close(self) -> str:
+        """Finish the file; the id map's digest."""
+        self._writer.close()
+        self._digest.update(np.concatenate(self._rows or [np.empty(0, np.int64)]).tobytes())
+        return self._digest.hexdigest()
+
+
+def check_document_count(stats: ReadStats, count: int, corpus_path: Path, shards_dir: Path) -> None:
+    if stats.records != count:
+        raise RetrieverError(f"{corpus_path}: holds {stats.records} documents but the shards in {shards_dir} hold "
+                             f"{count}; re-encode this corpus or pass the corpus that was encoded")
+
+
+def corpus_record(corpus_path: Path, output: Path, shard_records: list[dict], stats: ReadStats,
+                  progress: bool) -> dict:
+    return {"name": "/".join(corpus_path.parts[-2:]), "path": relative_path(corpus_path, output),
+            "sha256": file_sha256(corpus_path, "hash corpus" if progress else None),
+            "passages_cut": sum(record.get("passages_cut", 0) for record in shard_records),
+            "bytes": corpus_path.stat().st_size, "documents": stats.records, "empty_texts": stats.empty_texts}
+
+
+def library_versions() -> dict:
+    import torch
+    import transformers
+
+    from retriever import __version__
+
+    return {"retriever": __version__, "python": platform.python_version(), "faiss": faiss.__version__,
+            "torch": torch.__version__, "transformers": transformers.__version__, "pyarrow": pa.__version__,
+            "numpy": np.__version__}
+
+
+def write_manifest(building: Path, encoder: dict, corpus: dict, started: float, index_record: dict,
+                   ids_digest: str | None = None, lexical: dict | None = None) -> dict:
+    """The manifest, with every file's size and SHA-256 (and the id map's digest, where there is one)."""
+    integrity = {"files": file_records(building, MANIFEST_FILE), **({"ids_sha256": ids_digest} if ids_digest else {})}
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "encoder": encoder,
+        "corpus": corpus,
+        "index": index_record,
+        "lexical": lexical,
+        "build_seconds": round(time.perf_counter() - started, 3),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "versions": library_versions(),
+        "integrity": integrity,
+    }
+    write_json(building / MANIFEST_FILE, manifest)
+    return manifest
+
+
+def replace_manifest(index_dir: str | Path, manifest: dict) -> None:
+    """Replace an index folder's manifest atomically (for steps that add to a built index)."""
+    write_json(Path(index_dir) / MANIFEST_FILE, manifest)
+
+
+def read_manifest(index_dir: str | Path) -> dict:
+    index_dir = Path(index_dir)
+    path = index_dir / MANIFEST_FILE
+    if not path.is_file():
+        raise RetrieverError(f"{index_dir}: not an index folder (no {MANIFEST_FILE}); build one with `retriever build`")
+    return read_json_object(path, REBUILD)
+
+
