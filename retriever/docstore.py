@@ -6,7 +6,8 @@ and ``docstore.parquet``, read whole when opened (small collections).
 ``MappedDocuments``: the on-disk index type's layout, for collections larger than RAM. FAISS
 labels are doc-store rows, the doc store is an uncompressed Arrow IPC file opened memory-mapped
 (pages come from the file on demand and are shared with the page cache, nothing is decoded up
-front), and id → row goes through a second mapped file with the ids sorted, binary-searched.
+front), and id → row goes through a second mapped file with the ids sorted, binary-searched
+(written by ``retriever.id_order``).
 """
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from retriever.corpus import Document
@@ -64,24 +64,6 @@ def open_mapped(path: Path) -> pa.ipc.RecordBatchFileReader:
         return pa.ipc.open_file(pa.memory_map(str(path), "r"))
     except (OSError, pa.ArrowInvalid) as error:
         raise RetrieverError(f"{path}: not a readable Arrow file ({error}); rebuild the index") from None
-
-
-def write_id_order(docstore: Path, target: Path) -> None:
-    """The doc store's ids sorted, each with its row, as one batch for O(1) access by position;
-    refuses duplicate ids. Sorting holds the id column and an index array in memory (tens of bytes
-    per document)."""
-    ids = open_mapped(docstore).read_all().column("id")
-    order = pc.sort_indices(ids)
-    sorted_ids = ids.take(order).combine_chunks()
-    if len(sorted_ids) > 1:
-        same = pc.equal(sorted_ids[1:], sorted_ids[:-1])
-        if pc.any(same).as_py():
-            where = pc.index(same, True).as_py()
-            raise RetrieverError(f"the corpus has duplicate document id {sorted_ids[where].as_py()!r}; "
-                                 "give every document its own id")
-    batch = pa.record_batch({"id": sorted_ids, "row": order.cast(pa.int64())})
-    with pa.OSFile(str(target), "wb") as sink, pa.ipc.new_file(sink, batch.schema) as writer:
-        writer.write_batch(batch)
 
 
 class MappedDocuments:

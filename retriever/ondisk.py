@@ -25,9 +25,10 @@ from faiss.contrib.ondisk import merge_ondisk
 from tqdm import tqdm
 
 from retriever.corpus import Document, Fields, ReadStats, iter_documents
-from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, write_id_order, write_mapped_docstore
+from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, open_mapped, write_mapped_docstore
 from retriever.encoding import ShardContentCheck
 from retriever.errors import RetrieverError
+from retriever.id_order import write_id_order
 from retriever.index_folder import INDEX_FILE, check_document_count, write_manifest
 from retriever.ivfparts import PartResult, ShardSlice, fill_part
 from retriever.shards import read_shard_metadata
@@ -121,7 +122,7 @@ def write_documents(corpus: Path, fmt: str, fields: Fields, folder: Path, stats:
     """The mapped doc store (corpus order, hashed part by part for ``content``) and its sorted id index."""
     docstore = folder / MAPPED_DOCSTORE_FILE
     write_mapped_docstore(_hashed(iter_documents(corpus, fmt, fields, stats), content), docstore)
-    write_id_order(docstore, folder / ID_ORDER_FILE)
+    write_id_order(open_mapped(docstore), folder / ID_ORDER_FILE)
 
 
 def _hashed(documents: Iterator[Document], content: ShardContentCheck) -> Iterator[Document]:
