@@ -35,6 +35,9 @@ class IndexParams:
     ondisk_codes: str = "sq8"
     part_size: int = 500_000
     parallel_parts: int | None = None
+    ray_address: str | None = None  # ivf-ondisk: fill the parts as Ray tasks (see retriever.distributed.ray_parts)
+    ray_workers: int | None = None
+    ray_cpus_per_worker: int = 1
 
 
 def default_nlist(count: int) -> int:

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from retriever.errors import RetrieverError
+from retriever.files import atomic_write
 
 ID_ORDER_SCHEMA = pa.schema([("id", pa.string()), ("row", pa.int64())])
 # Ids sorted in memory at once: ~26 bytes each (id, offsets, sort order), so about 26 MB at this size.
@@ -41,12 +42,14 @@ def write_id_order(docstore: pa.ipc.RecordBatchFileReader, target: Path, run_row
         columns = _ColumnFiles(work)
         _merge(paths, columns)
         columns.close()
-        tmp = work / "merged.arrow"
-        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, ID_ORDER_SCHEMA) as writer:
-            writer.write_batch(columns.mapped_batch())
-        os.replace(tmp, target)
+        atomic_write(target, lambda tmp: _write_batch(columns.mapped_batch(), tmp))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _write_batch(batch: pa.RecordBatch, path: Path) -> None:
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, ID_ORDER_SCHEMA) as writer:
+        writer.write_batch(batch)
 
 
 def _write_runs(docstore: pa.ipc.RecordBatchFileReader, work: Path, run_rows: int, block: int) -> list[Path]:

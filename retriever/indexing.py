@@ -27,6 +27,7 @@ from retriever.index_folder import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFES
                                     check_document_count, corpus_record, read_manifest, write_manifest)
 from retriever.lexical import LEXICAL_DIR, LexicalParams, build_lexical
 from retriever.ondisk import ONDISK_TYPE, PartPlan, build_ondisk
+from retriever.partwork import parts_folder
 from retriever.recorded_paths import rebase_model_record
 from retriever.shards import check_complete, iter_shard_batches, read_shard_metadata
 from retriever.tuning import held_out_rows, tune_build
@@ -62,11 +63,14 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
         corpus_of = lambda stats: corpus_record(corpus_path, output, shard_records, stats, progress)  # noqa: E731
         inputs = (shards, encoder, count, int(encoder["dim"]), corpus_path, fmt, fields, building, params, progress,
                   tuning_queries, started, corpus_of)
-        manifest = build_ondisk(*inputs) if params.index_type == ONDISK_TYPE else _build_in_memory(*inputs, lexical)
+        ondisk = params.index_type == ONDISK_TYPE
+        manifest = build_ondisk(*inputs, parts_folder(output)) if ondisk else _build_in_memory(*inputs, lexical)
         _move_into_place(building, output, overwrite)
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise
+    if ondisk:  # kept until now so that a crash at any point before resumes from the finished parts
+        shutil.rmtree(parts_folder(output), ignore_errors=True)
     return manifest
 
 

@@ -2,7 +2,9 @@
 ``demo_ondisk_ivf.py`` and autofaiss.
 
 1. Train the IVF (coarse centroids + codes) on a sample read shard by shard.
-2. Fill parts of about ``--part-size`` vectors, in parallel worker processes, each adding its shards to a copy of the trained empty index and writing it out.
+2. Fill parts of about ``--part-size`` vectors in parallel (worker processes, or Ray tasks with
+   ``--ray``), each adding its shards to a copy of the trained empty index and writing it out.
+   The trained index and finished parts survive a crash (``retriever.partwork``).
 3. Merge the parts' inverted lists into one ``index.ivfdata`` file (``merge_ondisk``), which
    ``search`` and ``serve`` map into memory instead of reading.
 
@@ -11,18 +13,15 @@ FAISS labels are doc-store rows, so the id map is the memory-mapped doc store it
 """
 from __future__ import annotations
 
-import multiprocessing
 import os
 import sys
 from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
 import faiss
 import numpy as np
 from faiss.contrib.ondisk import merge_ondisk
-from tqdm import tqdm
 
 from retriever.corpus import Document, Fields, ReadStats, iter_documents
 from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, open_mapped, write_mapped_docstore
@@ -30,7 +29,8 @@ from retriever.encoding import ShardContentCheck
 from retriever.errors import RetrieverError
 from retriever.id_order import write_id_order
 from retriever.index_folder import INDEX_FILE, check_document_count, write_manifest
-from retriever.ivfparts import PartResult, ShardSlice, fill_part
+from retriever.ivfparts import ShardSlice, read_held
+from retriever.partwork import PartsFolder, check_part_settings, fill_parts, inputs_record
 from retriever.shards import read_shard_metadata
 from retriever.tuning import held_out_rows, tune_build
 
@@ -87,7 +87,7 @@ class PartPlan:
             strides.append(workers)
             offset += rows
         self._offsets, self._first = np.array(offsets), np.array(first_labels)
-        self._strides, self._held = np.array(strides), held
+        self._strides, self.held = np.array(strides), held
 
     @property
     def slices(self) -> list[ShardSlice]:
@@ -96,25 +96,10 @@ class PartPlan:
 
     def labels_of_kept(self, kept: np.ndarray) -> np.ndarray:
         """Labels of rows numbered as ``exact.exact_neighbours(exclude_rows=held)`` numbers them."""
-        rows = kept + np.searchsorted(self._held - np.arange(len(self._held)), kept, side="right")
+        rows = kept + np.searchsorted(self.held - np.arange(len(self.held)), kept, side="right")
         shard = np.searchsorted(self._offsets, rows, side="right") - 1
         labels = self._first[shard] + self._strides[shard] * (rows - self._offsets[shard])
         return np.where(kept >= 0, labels, -1)
-
-
-def fill_parts(trained: Path, plan: PartPlan, folder: Path, workers: int, progress: bool = True) -> list[PartResult]:
-    """Run ``fill_part`` for every part in ``workers`` processes, each with its share of the cores."""
-    jobs = [(str(trained), slices, str(folder / f"part-{number:05d}.faiss"))
-            for number, slices in enumerate(plan.parts)]
-    threads = max(1, (os.cpu_count() or 1) // workers)
-    results = []
-    # spawn, not fork: a forked child of a process that already ran OpenMP (training) can hang.
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool, \
-            tqdm(total=len(jobs), desc="fill parts", unit="part", file=sys.stderr, disable=not progress) as bar:
-        for future in [pool.submit(fill_part, *job, threads) for job in jobs]:
-            results.append(future.result())
-            bar.update(1)
-    return results
 
 
 def write_documents(corpus: Path, fmt: str, fields: Fields, folder: Path, stats: ReadStats,
@@ -143,11 +128,12 @@ def merge_parts(trained: Path, parts: list[str], ivfdata: Path) -> faiss.Index:
     return index
 
 
-def held_part(trained: Path, parts: list[PartResult], path: Path) -> str:
+def held_part(trained: Path, parts: list[str], path: Path) -> str:
     """The vectors the parts held out, as one more part file."""
     index = faiss.read_index(str(trained))
-    index.add_with_ids(np.ascontiguousarray(np.concatenate([part.held_vectors for part in parts])),
-                       np.concatenate([part.held_labels for part in parts]))
+    held = [read_held(part) for part in parts]
+    index.add_with_ids(np.ascontiguousarray(np.concatenate([vectors for vectors, _ in held])),
+                       np.concatenate([labels for _, labels in held]))
     faiss.write_index(index, str(path))
     return str(path)
 
@@ -159,45 +145,59 @@ def write_ondisk_index(index: faiss.Index, path: Path) -> None:
     faiss.write_index(index, str(path))
 
 
-def check_part_size(part_size: int, workers: int) -> None:
-    if part_size < 1 or workers < 1:
-        raise RetrieverError("--part-size and --parallel-parts must be at least 1")
+def trained_quantizer(work: PartsFolder, spec: str, dim: int, shards: list[Path], count: int, params) -> int:
+    """Train the empty index into ``work`` unless a crashed run of the same inputs did; the sample size."""
+    from retriever.faiss_index import new_index, train  # it imports this module
+
+    if work.trained.is_file():
+        print(f"resuming: reusing the trained quantizer in {work.folder}", file=sys.stderr)
+        return min(params.train_size, count)  # what `train` samples (see shards.sample_rows)
+    index = new_index(spec, dim, params)
+    trained_on = train(index, shards, count, params, spec)
+    work.save_trained(index)
+    return trained_on
+
+
+def tune_on_parts(trained: Path, parts: list[str], building: Path, shards: list[Path], plan: PartPlan, params,
+                  tuning_queries: np.ndarray | None) -> tuple[dict, list[str]]:
+    """Tune nprobe on the merged parts; the tuning record and the part files to merge (held-out vectors
+    added as one more part)."""
+    held = plan.held
+    held_vectors = np.concatenate([read_held(part)[0] for part in parts])
+    index = merge_parts(trained, parts, building / "tuning.ivfdata")
+    tuning = tune_build(index, shards, tuning_queries, held_vectors, held, params, plan.labels_of_kept)
+    del index
+    os.remove(building / "tuning.ivfdata")
+    if len(held):
+        parts = [*parts, held_part(trained, parts, building / "part-held.faiss")]
+    return tuning, parts
 
 
 def build_ondisk(shards: list[Path], encoder: dict, count: int, dim: int, corpus_path: Path, fmt: str, fields: Fields,
                  building: Path, params, progress: bool, tuning_queries: np.ndarray | None, started: float,
-                 corpus_of) -> dict:
+                 corpus_of, work_folder: Path) -> dict:
     """Fill ``building`` with an on-disk index folder; return its manifest (see the module docstring).
-    ``corpus_of(stats)`` gives the manifest's corpus record once the corpus has been read."""
-    from retriever.faiss_index import factory_string, new_index, search_defaults, train  # it imports this module
+    ``corpus_of(stats)`` gives the manifest's corpus record once the corpus has been read; the trained
+    quantizer and the parts are kept in ``work_folder`` (see ``retriever.partwork``)."""
+    from retriever.faiss_index import factory_string, search_defaults  # it imports this module
 
-    workers = params.parallel_parts or os.cpu_count() or 1
-    check_part_size(params.part_size, workers)
+    check_part_settings(params)
     stats, content = ReadStats(), ShardContentCheck(shards)
     write_documents(corpus_path, fmt, fields, building, stats, content)
     check_document_count(stats, count, corpus_path, shards[0].parent)
     content.check(corpus_path)
     spec = factory_string(params, dim, count)
-    index = new_index(spec, dim, params)
-    trained_on = train(index, shards, count, params, spec)
-    trained = building / "trained.faiss"
-    faiss.write_index(index, str(trained))
     held = held_out_rows(count, params) if tuning_queries is None else np.empty(0, dtype=np.int64)
     plan = PartPlan(shards, held, params.part_size)
-    parts = fill_parts(trained, plan, building, min(workers, len(plan.parts)), progress)
-    files = [part.path for part in parts]
+    work = PartsFolder(work_folder, inputs_record(shards, encoder, spec, params, held))
+    trained_on = trained_quantizer(work, spec, dim, shards, count, params)
+    files = fill_parts(work, plan.parts, params, progress)
     tuning = None
     if tuning_queries is not None or len(held):
-        index = merge_parts(trained, files, building / "tuning.ivfdata")
-        tuning = tune_build(index, shards, tuning_queries, np.concatenate([p.held_vectors for p in parts]), held,
-                            params, plan.labels_of_kept)
-        del index
-        os.remove(building / "tuning.ivfdata")
-        if len(held):
-            files.append(held_part(trained, parts, building / "part-held.faiss"))
-    index = merge_parts(trained, files, building / IVFDATA_FILE)
-    for path in [trained, *files]:
-        os.remove(path)
+        tuning, files = tune_on_parts(work.trained, files, building, shards, plan, params, tuning_queries)
+    index = merge_parts(work.trained, files, building / IVFDATA_FILE)
+    if os.path.exists(building / "part-held.faiss"):
+        os.remove(building / "part-held.faiss")
     write_ondisk_index(index, building / INDEX_FILE)
     record = {"type": ONDISK_TYPE, "factory": spec, "metric": "inner_product", "dim": dim, "count": int(index.ntotal),
               "codes": params.ondisk_codes, "parts": len(plan.parts), "part_size": params.part_size,

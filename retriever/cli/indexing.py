@@ -12,10 +12,12 @@ from retriever.cli.hybrid import check_tuning, lexical_options, run_tuning, tuni
 from retriever.cli.options import (compose, corpus_options, encoder_options, encoder_overrides, fields_from,
                                    report_truncation, runtime_options)
 from retriever.corpus import read_queries
-from retriever.distributed.ray_runtime import ADDRESS_HELP
+from retriever.distributed.ray_runtime import ADDRESS_HELP, ray_session
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.encoding import describe, encode_corpus
+from retriever.errors import RetrieverError
 from retriever.indexing import INDEX_TYPES, IndexParams, build_index, encode_for_index
+from retriever.ondisk import ONDISK_TYPE
 from retriever.shards import check_complete, sample_rows
 
 
@@ -27,15 +29,18 @@ def shard_options():
 
 
 def ray_options():
-    """--ray and its worker flags; the encoder actors are made by retriever.distributed.ray_encoding."""
+    """--ray and its worker flags; the encoder actors are made by retriever.distributed.ray_encoding, the
+    ivf-ondisk part tasks by retriever.distributed.ray_parts."""
     return compose(
         click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None, metavar="[ADDRESS]",
-                     help=ADDRESS_HELP + " Needs the [ray] extra."),
+                     help=ADDRESS_HELP + " Encodes on Ray (encode, build) and fills ivf-ondisk parts as Ray tasks "
+                                         "(index, build). Needs the [ray] extra."),
         click.option("--ray-workers", type=click.IntRange(min=1), default=None,
-                     help="Encoder actors on Ray. [default: one per GPU of the cluster, else its CPUs divided by "
-                          "--ray-cpus-per-worker]"),
+                     help="Encoder actors, and ivf-ondisk part tasks running at once, on Ray. [default: one actor "
+                          "per GPU of the cluster, else its CPUs divided by --ray-cpus-per-worker]"),
         click.option("--ray-cpus-per-worker", type=click.IntRange(min=1), default=1, show_default=True,
-                     help="CPU cores (torch threads) per encoder actor when the cluster has no GPU."),
+                     help="CPU cores per encoder actor (torch threads) when the cluster has no GPU, and per "
+                          "ivf-ondisk part task (FAISS threads)."),
     )
 
 
@@ -58,9 +63,12 @@ def index_options():
                      help="How ivf-ondisk stores each vector: 8-bit (dim bytes), 16-bit float (2*dim bytes) or "
                           "float32 (4*dim bytes) scalar codes."),
         click.option("--part-size", type=click.IntRange(min=1), default=500_000, show_default=True,
-                     help="Vectors per part of an ivf-ondisk build; a worker holds one part's codes in memory."),
+                     help="Vectors per part of an ivf-ondisk build; a worker holds one part's codes in memory. "
+                          "Finished parts are kept in OUTPUT.parts/ until the index is in place, so a rerun after "
+                          "a crash skips them."),
         click.option("--parallel-parts", type=click.IntRange(min=1), default=None,
-                     help="Worker processes filling ivf-ondisk parts at once. [default: one per core]"),
+                     help="Worker processes filling ivf-ondisk parts at once, without --ray (with it: "
+                          "--ray-workers). [default: one per core]"),
         click.option("--refine-k-factor", type=click.IntRange(min=1), default=50, show_default=True,
                      help="For factory strings ending in ',RFlat': re-score k x this many candidates with the exact "
                           "vectors."),
@@ -112,6 +120,13 @@ def _passage_encoder(settings: EncoderSettings, device, dtype, batch_size, ray_a
         yield pool
 
 
+def _ray_for_parts(params: IndexParams) -> contextlib.AbstractContextManager:
+    """A Ray session held open across encoding and indexing when the index's parts are Ray tasks."""
+    if params.ray_address is None or params.index_type != ONDISK_TYPE:
+        return contextlib.nullcontext()
+    return ray_session(params.ray_address)
+
+
 @click.command("encode")
 @click.argument("corpus", type=click.Path(exists=True, path_type=Path))
 @click.option("--output", "-o", type=click.Path(path_type=Path), required=True,
@@ -152,6 +167,7 @@ def encode_command(corpus, output, model, pooling, normalize, query_max_length, 
 @click.option("--output", "-o", type=click.Path(path_type=Path), required=True, help="Index folder to create.")
 @index_options()
 @corpus_options()
+@ray_options()
 @lexical_options()
 @tuning_options()
 def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, title_field, tuning_queries_file,
@@ -164,6 +180,9 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
     """
     check_tuning(tune_fusion, lexical)
     params = IndexParams(**index_flags)
+    if params.ray_address is not None and params.index_type != ONDISK_TYPE:
+        raise RetrieverError(f"--ray fills the parts of an {ONDISK_TYPE} index; other index types are built in "
+                             f"one process: add --index-type {ONDISK_TYPE} or drop --ray")
     texts = _tuning_texts(tuning_queries_file, params.tuning_queries, params.seed)
     if texts is None:
         vectors = None
@@ -205,15 +224,18 @@ def build_command(corpus, output, model, pooling, normalize, query_max_length, p
     check_tuning(tune_fusion, lexical)
     settings = _encoder_settings(model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
                                  passage_prefix)
-    params = IndexParams(**index_flags)
+    params = IndexParams(**index_flags, ray_address=ray_address, ray_workers=ray_workers,
+                         ray_cpus_per_worker=ray_cpus_per_worker)
     fields = fields_from(id_field, text_field, title_field)
     tuning_texts = _tuning_texts(tuning_queries_file, params.tuning_queries, params.seed)
-    with _passage_encoder(settings, device, dtype, batch_size, ray_address, ray_workers,
-                          ray_cpus_per_worker) as encoder:  # let go (Ray: its actors) before indexing
-        shards, tuning_queries = encode_for_index(corpus, output, encoder, params, fmt, fields, shard_size,
-                                                  overwrite, tuning_query_texts=tuning_texts)
-    manifest = build_index(shards, corpus, output, params, fmt, fields, overwrite, tuning_queries=tuning_queries,
-                           lexical=lexical)
+    # One Ray session for the encoder actors and the ivf-ondisk part tasks: starting Ray costs seconds.
+    with _ray_for_parts(params):
+        with _passage_encoder(settings, device, dtype, batch_size, ray_address, ray_workers,
+                              ray_cpus_per_worker) as encoder:  # let go (Ray: its actors) before indexing
+            shards, tuning_queries = encode_for_index(corpus, output, encoder, params, fmt, fields, shard_size,
+                                                      overwrite, tuning_query_texts=tuning_texts)
+        manifest = build_index(shards, corpus, output, params, fmt, fields, overwrite, tuning_queries=tuning_queries,
+                               lexical=lexical)
     report_truncation(passages_cut=manifest["corpus"]["passages_cut"], passages=manifest["corpus"]["documents"],
                       passage_max_length=manifest["encoder"]["passage_max_length"])
     run_tuning(output, tune_fusion)

@@ -18,15 +18,11 @@ from types import ModuleType
 import numpy as np
 
 from retriever.corpus import Document
-from retriever.distributed.ray_runtime import cluster_cpus_and_gpus, ray_session
+from retriever.distributed.ray_runtime import MAX_RETRIES, cluster_cpus_and_gpus, cpu_workers, ray_session, unwrapped
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.encoding import PartJob, encode_part
 from retriever.errors import RetrieverError
 from retriever.shards import differing_fields
-
-# Ray restarts a dead actor and re-runs its unfinished parts this many times before the run fails
-# (a rerun then resumes after the parts already written).
-MAX_RESTARTS = 3
 
 
 class EncoderActor:
@@ -59,34 +55,16 @@ class EncoderActor:
         return self.encoder.encode_queries(texts)
 
 
-def _unwrapped(ray: ModuleType, call: Callable):
-    """Run ``call``; a RetrieverError raised inside an actor comes out as itself, one line, not a remote traceback."""
-    try:
-        return call()
-    except ray.exceptions.RayTaskError as error:
-        if isinstance(error.cause, RetrieverError):
-            raise error.cause from None
-        raise
-
-
 def plan_workers(ray: ModuleType, device: str, workers: int | None, cpus_per_worker: int) -> tuple[int, int, str]:
     """(workers, GPUs per worker, actor device): one GPU per actor where the cluster has GPUs, else CPUs."""
-    cpus, gpus = cluster_cpus_and_gpus(ray)
+    _, gpus = cluster_cpus_and_gpus(ray)
     if gpus and device != "cpu":
-        capacity, gpus_per_worker, actor_device = gpus, 1, device
-    elif device.startswith("cuda"):
+        if workers is not None and workers > gpus:
+            raise RetrieverError(f"--ray-workers {workers} needs more than the cluster's {gpus} GPUs; lower --ray-workers")
+        return gpus if workers is None else workers, 1, device
+    if device.startswith("cuda"):
         raise RetrieverError(f"--device {device} was asked for but the Ray cluster has no GPU; use --device cpu")
-    else:
-        capacity, gpus_per_worker, actor_device = cpus // cpus_per_worker, 0, "cpu"
-    if capacity < 1:
-        raise RetrieverError(f"the Ray cluster has {cpus} CPUs, fewer than --ray-cpus-per-worker {cpus_per_worker}")
-    workers = capacity if workers is None else workers
-    if workers > capacity:
-        unit = "GPUs" if gpus_per_worker else f"CPUs at {cpus_per_worker} per worker"
-        have = gpus if gpus_per_worker else cpus
-        raise RetrieverError(f"--ray-workers {workers} needs more than the cluster's {have} {unit} (room for "
-                             f"{capacity}); lower --ray-workers or --ray-cpus-per-worker")
-    return workers, gpus_per_worker, actor_device
+    return cpu_workers(ray, workers, cpus_per_worker), 0, "cpu"
 
 
 class RayEncoderPool:
@@ -98,7 +76,7 @@ class RayEncoderPool:
         workers, gpus_per_worker, actor_device = plan_workers(ray, device, workers, cpus_per_worker)
         actor_class = ray.remote(EncoderActor).options(
             num_cpus=0 if gpus_per_worker else cpus_per_worker, num_gpus=gpus_per_worker,
-            max_restarts=MAX_RESTARTS, max_task_retries=MAX_RESTARTS)
+            max_restarts=MAX_RETRIES, max_task_retries=MAX_RETRIES)
         threads = 0 if gpus_per_worker else cpus_per_worker
         self.actors = [actor_class.remote(settings.to_dict(), actor_device, dtype, batch_size, threads)
                        for _ in range(workers)]
@@ -106,7 +84,7 @@ class RayEncoderPool:
         self._metadata = self._agreed_metadata()
 
     def _agreed_metadata(self) -> dict:
-        records = _unwrapped(self.ray, lambda: self.ray.get([actor.metadata.remote() for actor in self.actors]))
+        records = unwrapped(self.ray, lambda: self.ray.get([actor.metadata.remote() for actor in self.actors]))
         for record in records[1:]:
             diffs = differing_fields(records[0], record)
             if diffs:
@@ -134,12 +112,12 @@ class RayEncoderPool:
             yield self._next_finished(progress)
 
     def _next_finished(self, progress: Callable[[int], None]) -> tuple[str, int]:
-        outcome, rows = _unwrapped(self.ray, self.pool.get_next_unordered)
+        outcome, rows = unwrapped(self.ray, self.pool.get_next_unordered)
         progress(rows)
         return outcome, rows
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return _unwrapped(self.ray, lambda: self.ray.get(self.actors[0].encode_queries.remote(list(texts))))
+        return unwrapped(self.ray, lambda: self.ray.get(self.actors[0].encode_queries.remote(list(texts))))
 
     def close(self) -> None:
         for actor in self.actors:

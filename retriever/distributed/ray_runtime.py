@@ -9,12 +9,17 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import ModuleType
+from typing import TypeVar
 
 from retriever.errors import RetrieverError
 
 LOCAL = "local"
+# Ray restarts a dead worker (actor or task) and re-runs its unfinished work this many times before the run
+# fails (a rerun then resumes after the work already written).
+MAX_RETRIES = 3
+_Result = TypeVar("_Result")
 INSTALL_HINT = "pip install 'retriever[ray]' (in a checkout: pip install -e '.[ray]')"
 ADDRESS_HELP = ("Run on Ray. Without a value: a local Ray on this machine's cores; 'auto' joins the cluster this "
                 "machine belongs to (`ray start`); 'ray://HOST:10001' or 'HOST:PORT' joins a remote one.")
@@ -71,3 +76,25 @@ def cluster_cpus_and_gpus(ray: ModuleType) -> tuple[int, int]:
     """Whole CPUs and GPUs the connected cluster offers, to size a worker pool."""
     resources = ray.cluster_resources()
     return int(resources.get("CPU", 0)), int(resources.get("GPU", 0))
+
+
+def cpu_workers(ray: ModuleType, workers: int | None, cpus_per_worker: int) -> int:
+    """How many CPU workers of ``cpus_per_worker`` cores to run: ``workers``, or as many as the cluster holds."""
+    cpus, _ = cluster_cpus_and_gpus(ray)
+    capacity = cpus // cpus_per_worker
+    if capacity < 1:
+        raise RetrieverError(f"the Ray cluster has {cpus} CPUs, fewer than --ray-cpus-per-worker {cpus_per_worker}")
+    if workers is not None and workers > capacity:
+        raise RetrieverError(f"--ray-workers {workers} needs more than the cluster's {cpus} CPUs at {cpus_per_worker} "
+                             f"per worker (room for {capacity}); lower --ray-workers or --ray-cpus-per-worker")
+    return capacity if workers is None else workers
+
+
+def unwrapped(ray: ModuleType, call: Callable[[], _Result]) -> _Result:
+    """Run ``call``; a RetrieverError raised in a Ray worker comes out as itself, one line, not a remote traceback."""
+    try:
+        return call()
+    except ray.exceptions.RayTaskError as error:
+        if isinstance(error.cause, RetrieverError):
+            raise error.cause from None
+        raise

@@ -1,4 +1,4 @@
-"""`encode`/`build` --ray on the command line: a real local Ray (the session's), and the errors without it."""
+"""`encode`/`build`/`index` --ray on the command line: a real local Ray (the session's), and the errors without it."""
 from __future__ import annotations
 
 import json
@@ -11,6 +11,7 @@ from retriever.cli import main
 from retriever.shards import list_shards, read_shard
 
 COMMON = ["--device", "cpu", "--dtype", "fp32", "--shard-size", "4"]
+ONDISK = ["--index-type", "ivf-ondisk", "--nlist", "2", "--part-size", "4", "--train-size", "12"]
 
 
 def cpus_freed(ray, seconds: float = 30) -> bool:
@@ -25,9 +26,10 @@ def test_build_with_ray_indexes_the_same_shards_as_encode(local_ray, tmp_path, t
     runner = CliRunner()
     model = ["--model", str(tiny_model_dir)]
     result = runner.invoke(main, ["build", str(tiny_beir), "--output", str(tmp_path / "idx"), *model, *COMMON,
-                                  "--ray", "--ray-workers", "2"])
+                                  *ONDISK, "--ray", "--ray-workers", "2"])  # encoder actors, then part tasks
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["count"] == 12
+    assert json.loads((tmp_path / "idx" / "manifest.json").read_text())["index"]["parts"] == 3
     assert cpus_freed(local_ray), "the encoder actors are let go"
     result = runner.invoke(main, ["encode", str(tiny_beir), "--output", str(tmp_path / "one"), *model, *COMMON])
     assert result.exit_code == 0, result.output
@@ -49,3 +51,19 @@ def test_a_path_given_as_ray_address_is_refused(tmp_path, tiny_beir):
     result = CliRunner().invoke(main, ["encode", str(tiny_beir), "--output", str(tmp_path / "out"),
                                        "--ray", str(tiny_beir)])
     assert result.exit_code == 1 and "is not a Ray address" in result.output
+
+
+def test_index_fills_ivf_ondisk_parts_as_ray_tasks(local_ray, tmp_path, tiny_model_dir, tiny_beir):
+    runner = CliRunner()
+    result = runner.invoke(main, ["encode", str(tiny_beir), "--output", str(tmp_path / "shards"),
+                                  "--model", str(tiny_model_dir), *COMMON])
+    assert result.exit_code == 0, result.output
+    index = ["index", str(tmp_path / "shards"), "--corpus", str(tiny_beir)]
+    result = runner.invoke(main, [*index, "-o", str(tmp_path / "flat"), "--ray"])
+    assert result.exit_code == 1 and "--ray fills the parts of an ivf-ondisk index" in result.output
+    result = runner.invoke(main, [*index, "-o", str(tmp_path / "mixed"), *ONDISK, "--ray", "--parallel-parts", "2"])
+    assert result.exit_code == 1 and "use --ray-workers and --ray-cpus-per-worker" in result.output
+    result = runner.invoke(main, [*index, "-o", str(tmp_path / "idx"), *ONDISK, "--ray", "--ray-workers", "2"])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    assert (manifest["index"]["count"], manifest["index"]["parts"]) == (12, 3)

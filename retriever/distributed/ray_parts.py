@@ -1,0 +1,29 @@
+"""Filling the parts of an ``ivf-ondisk`` build as Ray tasks (``retriever index --ray``).
+
+Each task runs the same per-part step as a worker process (:func:`retriever.ivfparts.fill_part`):
+it reads its shards and the trained quantizer from the paths it is given and writes its part file
+under a temporary name, then renames it. So on a cluster the shards and the index's ``--output``
+must be on a filesystem every node sees. A task whose worker dies is retried by Ray; at most
+``workers`` tasks are in flight, each holding one part's codes.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from retriever.distributed.ray_runtime import MAX_RETRIES, cpu_workers, ray_session, unwrapped
+from retriever.ivfparts import fill_part
+
+
+def fill_parts_on_ray(address: str, jobs: list[tuple], workers: int | None, cpus_per_worker: int,
+                      finished: Callable[[], None], task: Callable = fill_part) -> None:
+    """Run ``task(*job, cpus_per_worker)`` for each job as a Ray task; call ``finished`` as each ends."""
+    with ray_session(address) as ray:
+        workers = cpu_workers(ray, workers, cpus_per_worker)
+        remote = ray.remote(task).options(num_cpus=cpus_per_worker, max_retries=MAX_RETRIES)
+        waiting, running = list(reversed(jobs)), []
+        while waiting or running:
+            while waiting and len(running) < workers:
+                running.append(remote.remote(*waiting.pop(), cpus_per_worker))
+            done, running = ray.wait(running, num_returns=1)
+            unwrapped(ray, lambda: ray.get(done[0]))
+            finished()

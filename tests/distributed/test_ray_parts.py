@@ -1,0 +1,48 @@
+"""ivf-ondisk parts as tasks on a real local Ray (2 CPUs, shared by the session): the same index as
+worker processes, a task whose worker dies is retried, and a task's own error comes back as one line."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from retriever.distributed.ray_parts import fill_parts_on_ray
+from retriever.errors import RetrieverError
+from retriever.indexing import IndexParams, build_index
+from retriever.searching import Searcher
+from test_ondisk import ONDISK, corpus, encoder, hits, ondisk, shards  # noqa: F401  (fixtures)
+
+
+def test_parts_built_as_ray_tasks_equal_the_process_build(local_ray, shards, corpus, ondisk, tmp_path):
+    params = IndexParams(**{**ONDISK, "parallel_parts": None}, ray_address="local", ray_workers=2)
+    manifest = build_index(shards, corpus, tmp_path / "idx", params, progress=False)
+    assert manifest["index"]["parts"] == 4 and not (tmp_path / "idx.parts").exists()
+    for name in ("index.ivfdata", "docstore.arrow", "ids.sorted.arrow"):
+        assert (tmp_path / "idx" / name).read_bytes() == (ondisk / name).read_bytes(), name
+    assert hits(Searcher(tmp_path / "idx", device="cpu"), 8) == hits(Searcher(ondisk, device="cpu"), 8)
+
+
+def test_a_task_whose_worker_dies_is_retried(local_ray, tmp_path):
+    def dies_the_first_time(marker: str, threads: int) -> int:
+        if not os.path.exists(marker):
+            open(marker, "w").close()
+            os._exit(1)  # the worker process dies mid-task, as with SIGKILL or a lost node
+        return threads
+
+    finished = []
+    fill_parts_on_ray("local", [(str(tmp_path / "died"),)], None, 1, lambda: finished.append(1),
+                      task=dies_the_first_time)
+    assert (tmp_path / "died").exists() and finished == [1]
+
+
+def test_a_tasks_error_is_one_line(local_ray, tmp_path):
+    def refuses(path: str, threads: int) -> int:
+        raise RetrieverError(f"{path}: not a readable Parquet shard")
+
+    with pytest.raises(RetrieverError, match="x.parquet: not a readable Parquet shard"):
+        fill_parts_on_ray("local", [("x.parquet",)], 1, 1, lambda: None, task=refuses)
+
+
+def test_more_tasks_than_the_cluster_holds_is_refused(local_ray):
+    with pytest.raises(RetrieverError, match="--ray-workers 3 needs more than the cluster's 2 CPUs"):
+        fill_parts_on_ray("local", [], 3, 1, lambda: None)
