@@ -60,7 +60,8 @@ def plan_workers(ray: ModuleType, device: str, workers: int | None, cpus_per_wor
     _, gpus = cluster_cpus_and_gpus(ray)
     if gpus and device != "cpu":
         if workers is not None and workers > gpus:
-            raise RetrieverError(f"--ray-workers {workers} needs more than the cluster's {gpus} GPUs; lower --ray-workers")
+            raise RetrieverError(f"--ray-workers {workers} needs more than the cluster's {gpus} GPUs; "
+                                 "lower --ray-workers")
         return gpus if workers is None else workers, 1, device
     if device.startswith("cuda"):
         raise RetrieverError(f"--device {device} was asked for but the Ray cluster has no GPU; use --device cpu")
