@@ -74,7 +74,7 @@ class PartPlan:
             meta = read_shard_metadata(shard)["shard"]
             worker, workers, rows = meta["worker"], meta["num_workers"], meta["rows"]
             local = held[(held >= offset) & (held < offset + rows)] - offset
-            piece = ShardSlice(str(shard), worker + workers * seen.get(worker, 0), workers,
+            piece = ShardSlice(str(shard.resolve()), worker + workers * seen.get(worker, 0), workers,
                                tuple(int(row) for row in local))
             seen[worker] = seen.get(worker, 0) + rows
             if not self.parts or part_rows + rows > part_size:

@@ -98,7 +98,8 @@ def check_part_settings(params) -> None:
 def fill_parts(work: PartsFolder, parts: list[list[ShardSlice]], params, progress: bool = True) -> list[str]:
     """Fill the parts not finished yet (Ray tasks with ``params.ray_address``, else processes); return
     every part's file, in order."""
-    todo = [(str(work.trained), slices, str(work.part(number)))
+    # absolute paths: a Ray worker (on another node, too) does not run in this process's folder
+    todo = [(str(work.trained.resolve()), slices, str(work.part(number).resolve()))
             for number, slices in enumerate(parts) if not work.part(number).is_file()]
     if len(todo) < len(parts):
         print(f"resuming: {len(parts) - len(todo)} of {len(parts)} parts already built in {work.folder}",
