@@ -23,7 +23,8 @@ from retriever.errors import RetrieverError
 from retriever.files import atomic_write
 
 ID_ORDER_SCHEMA = pa.schema([("id", pa.string()), ("row", pa.int64())])
-# Ids sorted in memory at once: ~26 bytes each (id, offsets, sort order), so about 26 MB at this size.
+# Ids sorted in memory at once (and at most this many merged per round): this, not the collection's size,
+# sets the sort's memory.
 RUN_ROWS = 1_000_000
 _MIN_BLOCK = 1024
 _MAX_ID_BYTES = 2**31 - 1  # Arrow `string` (32-bit offsets): the limit of the file's format
