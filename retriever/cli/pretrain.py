@@ -29,6 +29,14 @@ from retriever.device import DTYPES
 @click.option("--cocondenser", is_flag=True, default=False, show_default=True,
               help="Add coCondenser's span-contrastive loss: two random spans per document, each must find its "
                    "sibling among the batch by CLS similarity.")
+@click.option("--objective", type=click.Choice(["condenser", "mlm"]), default="condenser", show_default=True,
+              help="mlm drops the Condenser head: plain masked-language modelling for the same steps (the ablation "
+                   "that tells whether the head matters).")
+@click.option("--freeze-backbone-steps", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Train only the new heads (Condenser head, MLM transform) for the first N steps, so a fresh "
+                   "head's early gradients do not pull a warm backbone around.")
+@click.option("--backbone-lr-scale", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+              help="The backbone learns at this times --learning-rate (the heads at the full rate).")
 @click.option("--temperature", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
               help="Softmax temperature of the --cocondenser span loss (coCondenser used 1).")
 @click.option("--max-length", type=click.IntRange(min=8), default=128, show_default=True,
@@ -64,7 +72,8 @@ from retriever.device import DTYPES
               help="Show a progress bar with the loss, learning rate and examples/s on stderr.")
 @report_to_option()
 @corpus_options()
-def pretrain_command(corpus, model, output, n_head_layers, skip_from, cocondenser, temperature, max_length,
+def pretrain_command(corpus, model, output, n_head_layers, skip_from, cocondenser, objective, freeze_backbone_steps,
+                     backbone_lr_scale, temperature, max_length,
                      mlm_probability, batch_size, epochs, max_steps, learning_rate, warmup_ratio, weight_decay,
                      max_grad_norm, save_steps, keep_checkpoints, seed, device, dtype, progress, report_to, fmt,
                      id_field, text_field, title_field):
@@ -85,7 +94,8 @@ def pretrain_command(corpus, model, output, n_head_layers, skip_from, cocondense
     config = PretrainConfig(
         corpus=str(corpus), output=str(output), model=model, corpus_format=fmt,
         corpus_fields=fields_from(id_field, text_field, title_field), n_head_layers=n_head_layers,
-        skip_from=skip_from, cocondenser=cocondenser, temperature=temperature, max_length=max_length,
+        skip_from=skip_from, cocondenser=cocondenser, objective=objective, freeze_backbone_steps=freeze_backbone_steps,
+        backbone_lr_scale=backbone_lr_scale, temperature=temperature, max_length=max_length,
         mlm_probability=mlm_probability, batch_size=batch_size, epochs=epochs, max_steps=max_steps,
         learning_rate=learning_rate, warmup_ratio=warmup_ratio, weight_decay=weight_decay,
         max_grad_norm=max_grad_norm or None, save_steps=save_steps or None, keep_checkpoints=keep_checkpoints,

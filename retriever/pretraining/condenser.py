@@ -49,16 +49,17 @@ class CondenserOutput:
     """Losses of one batch; logits are only at the masked positions (the rest are never scored)."""
 
     loss: torch.Tensor
-    head_mlm_loss: torch.Tensor
+    head_mlm_loss: torch.Tensor | None  # None without a head (MLM-only pre-training)
     backbone_mlm_loss: torch.Tensor
     span_loss: torch.Tensor | None
-    head_logits: torch.Tensor
+    head_logits: torch.Tensor | None
     backbone_logits: torch.Tensor
     cls: torch.Tensor
 
 
 class CondenserForPretraining(nn.Module):
-    """``lm`` is the backbone with its MLM head; ``c_head`` the fresh layers (names as in luyug/Condenser)."""
+    """``lm`` is the backbone with its MLM head; ``c_head`` the fresh layers (names as in luyug/Condenser).
+    No head layers is the MLM-only ablation: the same steps and losses minus the head's."""
 
     def __init__(self, lm: BertForMaskedLM, n_head_layers: int = DEFAULT_HEAD_LAYERS,
                  skip_from: int | None = None) -> None:
@@ -68,8 +69,8 @@ class CondenserForPretraining(nn.Module):
         if not 0 <= skip_from <= layers:
             raise RetrieverError(f"--skip-from {skip_from} is outside 0..{layers} (0 is the embeddings, "
                                  f"{layers} the last of the model's {layers} layers)")
-        if n_head_layers < 1:
-            raise RetrieverError("--n-head-layers must be at least 1")
+        if n_head_layers < 0:
+            raise RetrieverError("--n-head-layers must not be negative")
         self.lm = lm
         self.n_head_layers = n_head_layers
         self.skip_from = skip_from
@@ -91,19 +92,22 @@ class CondenserForPretraining(nn.Module):
         outputs = self.lm.bert(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True,
                                return_dict=True)
         hidden_states = outputs.hidden_states
-        states = self.head_input(hidden_states)
-        mask = create_bidirectional_mask(config=self.lm.config, inputs_embeds=states, attention_mask=attention_mask)
-        for layer in self.c_head:
-            result = layer(states, mask)
-            states = result[0] if isinstance(result, tuple) else result
         selected = labels != IGNORE_INDEX
         targets = labels[selected]
-        head_logits = self.lm.cls(states[selected])
         backbone_logits = self.lm.cls(hidden_states[-1][selected])
-        head_mlm = _mlm_loss(head_logits, targets)
-        backbone_mlm = _mlm_loss(backbone_logits, targets)
+        loss = backbone_mlm = _mlm_loss(backbone_logits, targets)
+        head_logits = head_mlm = None
+        if len(self.c_head):
+            states = self.head_input(hidden_states)
+            mask = create_bidirectional_mask(config=self.lm.config, inputs_embeds=states,
+                                             attention_mask=attention_mask)
+            for layer in self.c_head:
+                result = layer(states, mask)
+                states = result[0] if isinstance(result, tuple) else result
+            head_logits = self.lm.cls(states[selected])
+            head_mlm = _mlm_loss(head_logits, targets)
+            loss = loss + head_mlm
         cls = hidden_states[-1][:, 0]
-        loss = head_mlm + backbone_mlm
         span = None
         if span_temperature is not None:
             span = span_contrastive_loss(cls, span_temperature)
@@ -201,12 +205,12 @@ def load_condenser(name: str, n_head_layers: int | None = None,
         notes.append(f"warning: {len(backbone_missing)} backbone weights are missing from {name} and newly "
                      f"initialised (e.g. {backbone_missing[0]})")
     saved = read_json_object(path / CONDENSER_CONFIG, missing={}) if local else {}
-    head = _saved_head(path) if local else {}
+    head = _saved_head(path) if local and n_head_layers != 0 else {}  # 0: MLM only, any saved head unused
     saved_layers = len({_HEAD_KEY.match(key).group(1) for key in head}) if head else saved.get("n_head_layers")
     if head and n_head_layers is not None and n_head_layers != saved_layers:
         raise RetrieverError(f"{path / HEAD_WEIGHTS} holds a {saved_layers}-layer Condenser head but "
                              f"--n-head-layers is {n_head_layers}; drop the flag or start from a plain BERT")
-    layers = n_head_layers or saved_layers or DEFAULT_HEAD_LAYERS
+    layers = next(n for n in (n_head_layers, saved_layers, DEFAULT_HEAD_LAYERS) if n is not None)
     if skip_from is None:
         skip_from = saved.get("skip_from")
     elif head and saved.get("skip_from") not in (None, skip_from):
@@ -224,5 +228,6 @@ def load_condenser(name: str, n_head_layers: int | None = None,
                 from None
         notes.append(f"loaded the {layers}-layer Condenser head from {path / HEAD_WEIGHTS}")
     else:
-        notes.append(f"the {layers}-layer Condenser head is newly initialised (skip_from {model.skip_from})")
+        notes.append(f"the {layers}-layer Condenser head is newly initialised (skip_from {model.skip_from})"
+                     if layers else "no Condenser head: MLM only")
     return model, notes

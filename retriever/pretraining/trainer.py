@@ -16,15 +16,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from transformers import PreTrainedTokenizerBase, set_seed
+from transformers import PreTrainedTokenizerBase, Trainer, TrainerCallback, set_seed
 
 from retriever.errors import RetrieverError
-from retriever.models import load_tokenizer
+from retriever.models import load_tokenizer, resolve_model_path
 from retriever.pretraining.condenser import CondenserForPretraining, load_condenser
 from retriever.pretraining.masking import CondenserExamples, TokenizedCorpus, WholeWordMasker, pad_batch
 from retriever.training import stack
 
 LOSS_PARTS = ("head_mlm", "backbone_mlm", "span")
+OBJECTIVES = ("condenser", "mlm")
+BACKBONE_PREFIX = "lm.bert."  # the encoder a retriever keeps; everything else is a pre-training head
+CONTRASTIVE_MARKERS = ("modules.json", "config_sentence_transformers.json", "retriever.json")
 
 
 @dataclass(kw_only=True)
@@ -35,6 +38,9 @@ class PretrainConfig(stack.StackConfig):
     n_head_layers: int | None = None
     skip_from: int | None = None
     cocondenser: bool = False
+    objective: str = "condenser"
+    freeze_backbone_steps: int = 0
+    backbone_lr_scale: float = 1.0
     temperature: float = 1.0
     max_length: int = 128
     mlm_probability: float = 0.15
@@ -47,6 +53,10 @@ class PretrainConfig(stack.StackConfig):
             raise RetrieverError("--max-length must be at least 8")
         if self.cocondenser and self.batch_size < 4:
             raise RetrieverError("--cocondenser needs --batch-size of at least 4 (2 spans from each of 2+ documents)")
+        if self.objective not in OBJECTIVES or self.objective == "mlm" and self.n_head_layers:
+            raise RetrieverError(f"--objective is one of {', '.join(OBJECTIVES)}; mlm has no head (no --n-head-layers)")
+        if self.freeze_backbone_steps < 0 or self.backbone_lr_scale <= 0:
+            raise RetrieverError("--freeze-backbone-steps must not be negative and --backbone-lr-scale be positive")
         if self.temperature <= 0 or not 0 < self.mlm_probability < 1:
             raise RetrieverError("--temperature must be positive and --mlm-probability between 0 and 1")
 
@@ -63,13 +73,42 @@ class PretrainResult:
     already_finished: bool = False
 
 
+class FrozenBackbone(TrainerCallback):
+    """The first ``steps`` optimizer steps train only the heads: the backbone gets no gradient, so AdamW
+    (which skips parameters without one) leaves it exactly as it was, weight decay included."""
+
+    def __init__(self, model: CondenserForPretraining, steps: int) -> None:
+        self.backbone, self.steps = model.lm.bert, steps
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.backbone.requires_grad_(state.global_step >= self.steps)
+
+
 class CondenserTrainer(stack.StackTrainer):
-    """The Condenser's loss, with its parts averaged into each log entry."""
+    """The Condenser's loss, with its parts averaged into each log entry; the backbone may learn slower."""
 
     def __init__(self, config: PretrainConfig, **kwargs) -> None:
         super().__init__(config, **kwargs)
         self.span_temperature = config.temperature if config.cocondenser else None
+        self.backbone_lr_scale = config.backbone_lr_scale
         self.parts, self.batches, self.tokens = {}, 0, 0
+        if config.freeze_backbone_steps:
+            self.add_callback(FrozenBackbone(self.model, config.freeze_backbone_steps))
+
+    def create_optimizer(self, model=None):
+        """The library's AdamW and decay split, with backbone groups at ``backbone_lr_scale`` x the learning
+        rate (the schedule scales every group alike). Frozen steps drop gradients, not parameters, from it."""
+        if self.optimizer is None:
+            model = model or self.model
+            decay = set(self.get_decay_parameter_names(model))
+            groups = [{"params": [p for n, p in model.named_parameters()
+                                  if (n in decay) == decayed and n.startswith(BACKBONE_PREFIX) == backbone],
+                       "weight_decay": self.args.weight_decay if decayed else 0.0,
+                       "lr": self.args.learning_rate * (self.backbone_lr_scale if backbone else 1.0)}
+                      for backbone in (True, False) for decayed in (True, False)]
+            optimizer_cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(self.args, model)
+            self.optimizer = optimizer_cls([group for group in groups if group["params"]], **kwargs)
+        return self.optimizer
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         outputs = model(**inputs, span_temperature=self.span_temperature)
@@ -95,8 +134,11 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] = stack.log) -> 
     output = Path(config.output)
     if finished is not None:
         return PretrainResult(**{**finished["result"], "output": output, "already_finished": True})
+    if warning := contrastive_start_warning(config.model):
+        log(warning)
     set_seed(config.seed)
-    model, notes = load_condenser(config.model, config.n_head_layers, config.skip_from)
+    model, notes = load_condenser(config.model, 0 if config.objective == "mlm" else config.n_head_layers,
+                                  config.skip_from)
     tokenizer = load_tokenizer(config.model)
     _check_tokenizer(tokenizer, model, config)
     notes += [f"resuming from {resume} (step {stack.checkpoint_step(resume)})"] if resume else []
@@ -116,7 +158,8 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] = stack.log) -> 
     arguments, precision = config.arguments(per_step, max_steps, config.keep_checkpoints)
     trainer = CondenserTrainer(config, arguments=arguments, precision=precision, model=model, train_dataset=examples,
                                data_collator=lambda batch: pad_batch(batch, tokenizer.pad_token_id))
-    log(f"pre-training {'coCondenser' if config.cocondenser else 'Condenser'} from {config.model}: "
+    log(f"pre-training {'co' if config.cocondenser else ''}{'MLM' if config.objective == 'mlm' else 'Condenser'} "
+        f"from {config.model}: "
         f"{model.n_head_layers} head layers fed from layer {model.skip_from} of {model.lm.config.num_hidden_layers}, "
         f"{len(examples)} {'documents with two spans' if config.cocondenser else 'blocks'}, {max_steps} steps of "
         f"{config.batch_size} sequences x {config.max_length} tokens over {stack.world_size()} process(es), "
@@ -137,6 +180,18 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] = stack.log) -> 
                 f"{result.tokens_per_second:.0f} tokens/s, {result.seconds:.0f}s")
     trainer.finish(write_model, {**dataclasses.asdict(result), "output": str(output)})
     return result
+
+
+def contrastive_start_warning(name: str) -> str | None:
+    """A warning when ``name`` is already a contrastively trained sentence encoder: there our benchmark measured
+    Condenser pre-training lowering fine-tuned quality (README, "When pre-training helps")."""
+    path = Path(resolve_model_path(name))
+    found = [marker for marker in CONTRASTIVE_MARKERS if (path / marker).is_file()]
+    if not found:
+        return None
+    return (f"warning: {name} is already a contrastive sentence encoder ({found[0]}); on minilm, Condenser "
+            "pre-training measurably lowered fine-tuned nDCG@10 (README.md, \"When pre-training helps\"). Fine-tune "
+            "it directly, or pre-train a BERT with an MLM head instead")
 
 
 def _check_tokenizer(tokenizer: PreTrainedTokenizerBase, model: CondenserForPretraining,

@@ -1,0 +1,86 @@
+"""Pre-training recipes for a warm start: frozen-backbone head warm-up, a lower backbone learning rate, the
+MLM-only ablation, and the warning before pre-training an already contrastive encoder."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import safetensors.torch
+import torch
+from transformers import set_seed
+
+from retriever.errors import RetrieverError
+from retriever.pretraining import PretrainConfig, load_condenser, pretrain
+from retriever.pretraining.trainer import CondenserTrainer, FrozenBackbone, contrastive_start_warning
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def config(corpus, output, model, **overrides) -> PretrainConfig:
+    settings = dict(corpus=str(corpus), output=str(output), model=str(model), max_length=32, batch_size=4,
+                    device="cpu", dtype="fp32", progress=False, save_steps=None, learning_rate=2e-3, seed=3)
+    return PretrainConfig(**{**settings, **overrides})
+
+
+def backbone_weights(folder) -> dict[str, torch.Tensor]:
+    weights = safetensors.torch.load_file(str(folder / "model.safetensors"))
+    return {key.removeprefix("bert."): value for key, value in weights.items()
+            if not key.startswith(("cls.", "pooler.", "bert.pooler."))}
+
+
+def test_frozen_steps_leave_the_backbone_exactly_and_train_the_heads(tiny_beir, tiny_model_dir, tmp_path):
+    settings = config(tiny_beir, tmp_path / "frozen", tiny_model_dir, max_steps=3, freeze_backbone_steps=3)
+    set_seed(settings.seed)
+    fresh_head = {key: value.clone() for key, value in load_condenser(str(tiny_model_dir))[0].head_state_dict().items()}
+    result = pretrain(settings, log=lambda message: None)
+    start, frozen = backbone_weights(tiny_model_dir), backbone_weights(result.output)
+    assert start.keys() == frozen.keys() and all(torch.equal(start[key], frozen[key]) for key in start)
+    trained_head = torch.load(result.output / "model.pt", weights_only=True)
+    assert trained_head.keys() == fresh_head.keys()
+    assert any(not torch.equal(trained_head[key], fresh_head[key]) for key in fresh_head)
+    later = pretrain(config(tiny_beir, tmp_path / "thawed", tiny_model_dir, max_steps=3, freeze_backbone_steps=2),
+                     log=lambda message: None)  # the third step trains the backbone too
+    moved = backbone_weights(later.output)
+    assert any(not torch.equal(start[key], moved[key]) for key in start)
+    recorded = json.loads((later.output / "checkpoints" / "finished.json").read_text())["settings"]
+    assert recorded["freeze_backbone_steps"] == 2 and recorded["backbone_lr_scale"] == 1.0
+
+
+def test_backbone_lr_scale_shows_in_the_optimizer_groups(tiny_beir, tiny_model_dir, tmp_path):
+    settings = config(tiny_beir, tmp_path / "out", tiny_model_dir, max_steps=2, backbone_lr_scale=0.1,
+                      freeze_backbone_steps=1)
+    model, _ = load_condenser(str(tiny_model_dir))
+    arguments, precision = settings.arguments(4, 2, 1)
+    trainer = CondenserTrainer(settings, arguments=arguments, precision=precision, model=model, train_dataset=[])
+    optimizer = trainer.create_optimizer()
+    rates = {id(p): group["lr"] for group in optimizer.param_groups for p in group["params"]}
+    named = dict(model.named_parameters())
+    assert len(rates) == len(named) == sum(len(group["params"]) for group in optimizer.param_groups)
+    for name, parameter in named.items():
+        assert rates[id(parameter)] == pytest.approx(2e-4 if name.startswith("lm.bert.") else 2e-3), name
+    assert any(isinstance(callback, FrozenBackbone) for callback in trainer.callback_handler.callbacks)
+
+
+def test_mlm_only_has_no_condenser_head(tiny_beir, tiny_model_dir, tmp_path):
+    result = pretrain(config(tiny_beir, tmp_path / "mlm", tiny_model_dir, max_steps=2, objective="mlm"),
+                      log=lambda message: None)
+    assert all("head_mlm" not in record and record["loss"] == pytest.approx(record["backbone_mlm"])
+               for record in result.history)
+    assert torch.load(result.output / "model.pt", weights_only=True) == {}
+    assert json.loads((result.output / "condenser.json").read_text())["n_head_layers"] == 0
+    model, notes = load_condenser(str(result.output))  # continuing an MLM-only run stays MLM-only
+    assert len(model.c_head) == 0 and "MLM only" in notes[-1]
+    assert not any(name.startswith("c_head") for name, _ in model.named_parameters())
+    with pytest.raises(RetrieverError, match="mlm has no head"):
+        pretrain(config(tiny_beir, tmp_path / "bad", tiny_model_dir, objective="mlm", n_head_layers=2))
+
+
+def test_pretraining_a_sentence_encoder_warns_first(tiny_beir, tiny_model_dir, tmp_path):
+    assert contrastive_start_warning(str(tiny_model_dir)) is None
+    encoder = shutil.copytree(tiny_model_dir, tmp_path / "sentence-encoder")
+    (encoder / "modules.json").write_text("[]")
+    messages: list[str] = []
+    pretrain(config(tiny_beir, tmp_path / "out", encoder, max_steps=1), log=messages.append)
+    assert messages[0].startswith("warning:") and "modules.json" in messages[0] and "README" in messages[0]
+    assert "contrastive" in contrastive_start_warning("minilm")
