@@ -61,15 +61,16 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')} load {load}] {message}", file=sys.stderr, flush=True)
 
 
-def recorded_runs() -> list[dict]:
-    if not RUNS_FILE.is_file():
+def recorded_runs(path: Path = RUNS_FILE) -> list[dict]:
+    if not path.is_file():
         return []
-    return [json.loads(line) for line in RUNS_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def record(run: dict) -> None:
-    RESULTS.mkdir(exist_ok=True)
-    with open(RUNS_FILE, "a", encoding="utf-8") as handle:
+def record(run: dict, path: Path = RUNS_FILE) -> None:
+    """One finished run, appended and flushed to disk, so a crash loses at most the run in flight."""
+    path.parent.mkdir(exist_ok=True)
+    with open(path, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(run) + "\n")
         handle.flush()
         os.fsync(handle.fileno())
