@@ -22,7 +22,7 @@ from retriever.device import cpu_has_native_bf16, resolve_dtype
 from retriever.encoder import Encoder, EncoderSettings, passage_text
 from retriever.evaluation import judged_queries
 from retriever.metrics import evaluate_run
-from retriever.models import resolve_model_path
+from retriever.model_loading import resolve_model_path
 from retriever.runs import read_qrels
 
 

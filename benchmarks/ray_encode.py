@@ -19,9 +19,9 @@ import numpy as np
 import torch
 
 from common import dataset_path, stamp
+from retriever.corpus_encoding import encode_corpus
 from retriever.distributed.ray_encoding import ray_encoder_pool
 from retriever.encoder import Encoder, EncoderSettings
-from retriever.encoding import encode_corpus
 from retriever.shards import list_shards, read_shard, read_shard_metadata
 
 

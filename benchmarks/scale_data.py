@@ -14,7 +14,7 @@ import numpy as np
 from tqdm import tqdm
 
 from retriever.corpus import Document
-from retriever.encoding import part_metadata
+from retriever.corpus_encoding import part_metadata
 from retriever.files import atomic_write_bytes
 from retriever.shards import done_marker, read_shard, read_shard_metadata, shard_name, write_shard
 from synthetic import CHUNK, SyntheticCollection, SyntheticSpec

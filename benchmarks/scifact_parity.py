@@ -20,7 +20,7 @@ from retriever.encoder import Encoder, EncoderSettings, passage_text
 from retriever.evaluation import evaluate_index, judged_queries
 from retriever.indexing import IndexParams, encode_and_index
 from retriever.metrics import evaluate_run
-from retriever.models import resolve_model_path
+from retriever.model_loading import resolve_model_path
 from retriever.runs import read_qrels
 from retriever.searching import Searcher
 

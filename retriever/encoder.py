@@ -17,8 +17,8 @@ from retriever.corpus import Document
 from retriever.device import autocast, resolve_batch_size, resolve_device, resolve_dtype, torch_dtype
 from retriever.errors import RetrieverError
 from retriever.model_folder import untied_tower_paths
-from retriever.models import (default_max_length, load_model, load_tokenizer, read_retriever_config, resolve_model_path,
-                              weights_fingerprint)
+from retriever.model_loading import (default_max_length, load_model, load_tokenizer, read_retriever_config,
+                                     resolve_model_path, weights_fingerprint)
 from retriever.pooling import get_pooling
 from retriever.texts import CHARS_PER_TOKEN, tokenize_bounded
 
@@ -33,7 +33,7 @@ class EncoderSettings:
     pooling: str = "mean"
     normalize: bool = True
     query_max_length: int | None = None  # None: the same as passage_max_length
-    passage_max_length: int | None = None  # None: what the model says (models.default_max_length)
+    passage_max_length: int | None = None  # None: what the model says (model_loading.default_max_length)
     query_prefix: str = ""
     passage_prefix: str = ""
     towers: str = "shared"

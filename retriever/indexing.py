@@ -17,9 +17,9 @@ import numpy as np
 from tqdm import tqdm
 
 from retriever.corpus import Document, Fields, ReadStats, iter_documents, resolve_corpus_path
+from retriever.corpus_encoding import PartRunner, ShardContentCheck, clear_other_encoder, describe, encode_corpus
 from retriever.docstore import write_parquet_docstore
 from retriever.encoder import Encoder
-from retriever.encoding import PartRunner, ShardContentCheck, clear_other_encoder, describe, encode_corpus
 from retriever.errors import RetrieverError
 from retriever.faiss_index import INDEX_TYPES, IndexParams, factory_string, new_index, search_defaults, train
 from retriever.folders import clean_stale, replace_folder, temporary_folder

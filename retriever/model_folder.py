@@ -19,7 +19,7 @@ from torch import nn
 
 from retriever.files import atomic_write_text, write_json
 from retriever.model_card import model_card
-from retriever.models import RETRIEVER_CONFIG
+from retriever.model_loading import RETRIEVER_CONFIG
 
 QUERY_TOWER = "query"
 LEGACY_PASSAGE_TOWER = "passage"  # folders written before the passage tower moved to the root

@@ -24,8 +24,8 @@ import numpy as np
 from faiss.contrib.ondisk import merge_ondisk
 
 from retriever.corpus import Document, Fields, ReadStats, iter_documents
+from retriever.corpus_encoding import ShardContentCheck
 from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, open_mapped, write_mapped_docstore
-from retriever.encoding import ShardContentCheck
 from retriever.errors import RetrieverError
 from retriever.id_order import write_id_order
 from retriever.index_folder import INDEX_FILE, check_document_count, write_manifest

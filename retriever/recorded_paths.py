@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from retriever.models import MODEL_ALIASES, resolve_model_path
+from retriever.model_loading import MODEL_ALIASES, resolve_model_path
 
 
 def relative_path(path: str | Path, folder: str | Path) -> str | None:

@@ -98,7 +98,7 @@ def check_complete(folder: Path) -> tuple[list[Path], dict]:
     for worker in range(num_workers):
         if not done_marker(folder, worker, num_workers).is_file():
             raise RetrieverError(f"{folder}: worker {worker} of {num_workers} has not finished encoding; "
-                                 f"rerun `retriever encode --shard-index {worker} --num-shards {num_workers}`")
+                                 f"rerun `retriever encode --worker-index {worker} --num-workers {num_workers}`")
     for shard in shards[1:]:
         meta = read_shard_metadata(shard)
         diffs = differing_fields(first, meta)

@@ -7,8 +7,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from retriever.corpus_encoding import encode_corpus
 from retriever.encoder import Encoder, EncoderSettings
-from retriever.encoding import encode_corpus
 from retriever.errors import RetrieverError
 from retriever.faiss_index import default_nlist, default_pq_m
 from retriever.indexing import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, IndexParams, build_index,
@@ -142,7 +142,7 @@ def test_tuning_queries_without_a_target_recall_are_refused(tiny_beir, tiny_enco
 
 def test_id_map_points_at_each_documents_docstore_row_with_split_shards(tiny_beir, tiny_encoder, tmp_path):
     for worker in range(3):
-        encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, shard_size=2, shard_index=worker, num_shards=3,
+        encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, shard_size=2, worker_index=worker, num_workers=3,
                       progress=False)
     params = IndexParams("flat", target_recall=0.9, tuning_queries=4, tuning_k=3)
     build_index(tmp_path / "shards", tiny_beir, tmp_path / "idx", params, progress=False)

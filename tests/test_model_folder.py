@@ -9,8 +9,8 @@ from transformers import AutoModel
 
 from retriever.corpus import Document
 from retriever.encoder import Encoder, EncoderSettings
-from retriever.training.model import DualEncoder
-from training.test_model import perturbed
+from retriever.training.dual_encoder import DualEncoder
+from training.test_dual_encoder import perturbed
 
 QUERIES = ["where does honey come from", "hot lava rock and fire by the old river city"]
 DOCUMENTS = [Document("d1", "the bee makes honey from a flower", "Bees"), Document("d2", "lava is hot rock")]

@@ -9,9 +9,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from retriever.corpus_encoding import encode_corpus
 from retriever.docstore import MappedDocuments
 from retriever.encoder import Encoder, EncoderSettings
-from retriever.encoding import encode_corpus
 from retriever.errors import RetrieverError
 from retriever.indexing import IndexParams, build_index
 from retriever.ondisk import IVFDATA_FILE
@@ -91,7 +91,7 @@ def test_missing_ivfdata_is_a_clear_error(ondisk, tmp_path):
 def test_workers_split_shards_label_the_same_documents(ondisk, corpus, encoder, tmp_path):
     split = tmp_path / "split"
     for worker in range(2):
-        encode_corpus(corpus, split, encoder, shard_size=60, shard_index=worker, num_shards=2, progress=False)
+        encode_corpus(corpus, split, encoder, shard_size=60, worker_index=worker, num_workers=2, progress=False)
     build_index(split, corpus, tmp_path / "idx", IndexParams(**ONDISK), progress=False)
     assert hits(Searcher(tmp_path / "idx", device="cpu"), 8) == hits(Searcher(ondisk, device="cpu"), 8)
 

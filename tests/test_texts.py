@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from retriever.errors import RetrieverError
-from retriever.models import load_tokenizer
+from retriever.model_loading import load_tokenizer
 from retriever.texts import CHARS_PER_TOKEN, check_text, id_problem, text_problem, tokenize_bounded
 
 

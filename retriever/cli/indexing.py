@@ -10,11 +10,11 @@ import click
 
 from retriever.cli.hybrid import check_tuning, lexical_options, run_tuning, tuning_options
 from retriever.cli.options import (compose, corpus_options, encoder_options, encoder_overrides, fields_from,
-                                   report_truncation, runtime_options)
+                                   renamed_option, report_truncation, runtime_options)
 from retriever.corpus import read_queries
+from retriever.corpus_encoding import describe, encode_corpus
 from retriever.distributed.ray_runtime import ADDRESS_HELP, ray_session
 from retriever.encoder import Encoder, EncoderSettings
-from retriever.encoding import describe, encode_corpus
 from retriever.errors import RetrieverError
 from retriever.indexing import INDEX_TYPES, IndexParams, build_index, encode_for_index
 from retriever.ondisk import ONDISK_TYPE
@@ -135,26 +135,26 @@ def _ray_for_parts(params: IndexParams) -> contextlib.AbstractContextManager:
 @runtime_options()
 @corpus_options()
 @shard_options()
-@click.option("--shard-index", type=click.IntRange(min=0), default=0, show_default=True,
+@renamed_option("--worker-index", "--shard-index", type=click.IntRange(min=0), default=0, show_default=True,
               help="This worker's number, for splitting one corpus over independent workers.")
-@click.option("--num-shards", type=click.IntRange(min=1), default=1, show_default=True,
+@renamed_option("--num-workers", "--num-shards", type=click.IntRange(min=1), default=1, show_default=True,
               help="How many workers split the corpus (document p goes to worker p % N).")
 @ray_options()
 def encode_command(corpus, output, model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
                    passage_prefix, device, dtype, batch_size, fmt, id_field, text_field, title_field, shard_size,
-                   shard_index, num_shards, ray_address, ray_workers, ray_cpus_per_worker):
+                   worker_index, num_workers, ray_address, ray_workers, ray_cpus_per_worker):
     """Encode CORPUS (BEIR folder, JSONL, TSV or Parquet) into Parquet embedding shards.
 
     \b
-    Example (worker 0 of 2; run --shard-index 1 elsewhere):
-      retriever encode ../shared/datasets/scifact -o shards/ --shard-index 0 --num-shards 2
+    Example (worker 0 of 2; run --worker-index 1 elsewhere):
+      retriever encode ../shared/datasets/scifact -o shards/ --worker-index 0 --num-workers 2
     """
     settings = _encoder_settings(model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
                                  passage_prefix)
     with _passage_encoder(settings, device, dtype, batch_size, ray_address, ray_workers,
                           ray_cpus_per_worker) as encoder:
         result = encode_corpus(corpus, output, encoder, fmt, fields_from(id_field, text_field, title_field),
-                               shard_size, shard_index, num_shards)
+                               shard_size, worker_index, num_workers)
     click.echo(describe(result), err=True)
     report_truncation(passages_cut=result.passages_cut, passages=result.encoded + result.skipped,
                       passage_max_length=settings.passage_max_length)

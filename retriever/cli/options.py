@@ -20,6 +20,28 @@ def compose(*decorators: Decorator) -> Decorator:
     return apply
 
 
+class _RenamedOption(click.Option):
+    """An option whose old spellings still parse but are left out of --help (kept for one release)."""
+
+    def __init__(self, *args, old_names: tuple[str, ...] = (), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.old_names = old_names
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        opts = self.opts
+        self.opts = [name for name in opts if name not in self.old_names]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = opts
+
+
+def renamed_option(new: str, *old: str, **kwargs) -> Decorator:
+    """``click.option(new)`` that also takes the ``old`` spellings, hidden from --help."""
+    name = new.lstrip("-").replace("-", "_")
+    return click.option(new, *old, name, cls=_RenamedOption, old_names=old, **kwargs)
+
+
 def encoder_options(default_model: str | None = "minilm") -> Decorator:
     """Flags that choose and shape the encoder; unset flags fall back to the model folder's retriever.json."""
     return compose(

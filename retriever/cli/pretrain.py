@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from retriever.cli.options import corpus_options, fields_from
+from retriever.cli.options import corpus_options, fields_from, renamed_option
 from retriever.cli.training import report_to_option
 from retriever.device import DTYPES
 
@@ -44,8 +44,8 @@ from retriever.device import DTYPES
                    "into blocks of this length.")
 @click.option("--mlm-probability", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.15,
               show_default=True, help="Share of tokens masked, whole words at a time (BERT 80/10/10 replacement).")
-@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
-              help="Sequences per optimizer step (with --cocondenser: batch-size/2 documents x 2 spans).")
+@renamed_option("--sequences-per-step", "--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
+                help="Sequences per optimizer step (with --cocondenser: N/2 documents x 2 spans).")
 @click.option("--epochs", type=click.IntRange(min=1), default=None,
               help="Passes over the corpus; with --max-steps, whichever ends first. [default: 1 unless --max-steps "
                    "is given, then as many as --max-steps needs]")
@@ -74,7 +74,7 @@ from retriever.device import DTYPES
 @corpus_options()
 def pretrain_command(corpus, model, output, n_head_layers, skip_from, cocondenser, objective, freeze_backbone_steps,
                      backbone_lr_scale, temperature, max_length,
-                     mlm_probability, batch_size, epochs, max_steps, learning_rate, warmup_ratio, weight_decay,
+                     mlm_probability, sequences_per_step, epochs, max_steps, learning_rate, warmup_ratio, weight_decay,
                      max_grad_norm, save_steps, keep_checkpoints, seed, device, dtype, progress, report_to, fmt,
                      id_field, text_field, title_field):
     """Condenser pre-training of a BERT on CORPUS (BEIR folder, JSONL, TSV, Parquet) into OUTPUT.
@@ -82,7 +82,7 @@ def pretrain_command(corpus, model, output, n_head_layers, skip_from, cocondense
     The backbone learns masked-language modelling twice: from its own last layer, and through a
     small head that sees only the last layer's CLS plus the token states of --skip-from, which
     pushes passage meaning into CLS. Fine-tune OUTPUT with `retriever train --model OUTPUT`. Under
-    `torchrun --nproc_per_node N -m retriever pretrain ...` each process takes --batch-size/N sequences.
+    `torchrun --nproc_per_node N -m retriever pretrain ...` each process takes --sequences-per-step/N sequences.
 
     \b
     Example:
@@ -96,7 +96,7 @@ def pretrain_command(corpus, model, output, n_head_layers, skip_from, cocondense
         corpus_fields=fields_from(id_field, text_field, title_field), n_head_layers=n_head_layers,
         skip_from=skip_from, cocondenser=cocondenser, objective=objective, freeze_backbone_steps=freeze_backbone_steps,
         backbone_lr_scale=backbone_lr_scale, temperature=temperature, max_length=max_length,
-        mlm_probability=mlm_probability, batch_size=batch_size, epochs=epochs, max_steps=max_steps,
+        mlm_probability=mlm_probability, batch_size=sequences_per_step, epochs=epochs, max_steps=max_steps,
         learning_rate=learning_rate, warmup_ratio=warmup_ratio, weight_decay=weight_decay,
         max_grad_norm=max_grad_norm or None, save_steps=save_steps or None, keep_checkpoints=keep_checkpoints,
         seed=seed, device=device, dtype=dtype, progress=progress, report_to=report_to)

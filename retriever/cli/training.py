@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from retriever.cli.hybrid import mode_options
-from retriever.cli.options import corpus_options, encoder_options, fields_from, runtime_options
+from retriever.cli.options import corpus_options, encoder_options, fields_from, renamed_option, runtime_options
 from retriever.device import DTYPES
 from retriever.encoder import TOWERS
 
@@ -48,8 +48,8 @@ def report_to_option():
               help="Passes over the training queries (one sampled positive per query per pass).")
 @click.option("--max-steps", type=click.IntRange(min=1), default=None,
               help="Stop after this many optimizer steps, overriding --epochs. [default: epochs x batches]")
-@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
-              help="Queries per optimizer step; each brings --train-group-size passages, all shared as negatives.")
+@renamed_option("--queries-per-step", "--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
+                help="Queries per optimizer step; each brings --train-group-size passages, all shared as negatives.")
 @click.option("--train-group-size", type=click.IntRange(min=1), default=1, show_default=True,
               help="Passages per query: 1 positive + N-1 hard negatives sampled afresh each epoch from the given "
                    "ones (1 = in-batch negatives only).")
@@ -87,7 +87,7 @@ def report_to_option():
 @report_to_option()
 @corpus_options()
 def train_command(dataset, split, train_jsonl, corpus, negatives, model, pooling, normalize, query_max_length,
-                  passage_max_length, query_prefix, passage_prefix, towers, output, epochs, max_steps, batch_size,
+                  passage_max_length, query_prefix, passage_prefix, towers, output, epochs, max_steps, queries_per_step,
                   train_group_size, learning_rate, warmup_ratio, weight_decay, temperature, max_grad_norm, seed,
                   grad_cache_chunk_size, dev_split, dev_dataset, dev_max_docs, device, dtype, save_steps,
                   cross_device_negatives, report_to, fmt, id_field, text_field, title_field):
@@ -97,7 +97,7 @@ def train_command(dataset, split, train_jsonl, corpus, negatives, model, pooling
     so it is indexed as it was trained; --passage-max-length 128 trains much faster on a CPU.
     --format/--id-field/--text-field/--title-field describe --corpus. OUTPUT also opens in
     sentence-transformers and transformers (see its README.md). Under `torchrun --nproc_per_node N
-    -m retriever train ...` each process takes --batch-size/N queries of every step.
+    -m retriever train ...` each process takes --queries-per-step/N queries of every step.
 
     \b
     Example:
@@ -111,7 +111,7 @@ def train_command(dataset, split, train_jsonl, corpus, negatives, model, pooling
         corpus_format=fmt, corpus_fields=fields_from(id_field, text_field, title_field), negatives=_str(negatives),
         model=model, pooling=pooling, normalize=normalize, towers=towers, query_max_length=query_max_length,
         passage_max_length=passage_max_length, query_prefix=query_prefix, passage_prefix=passage_prefix,
-        epochs=epochs, max_steps=max_steps, batch_size=batch_size, train_group_size=train_group_size,
+        epochs=epochs, max_steps=max_steps, batch_size=queries_per_step, train_group_size=train_group_size,
         learning_rate=learning_rate, warmup_ratio=warmup_ratio, weight_decay=weight_decay, temperature=temperature,
         max_grad_norm=max_grad_norm or None, seed=seed, grad_cache_chunk_size=grad_cache_chunk_size,
         dev_split=dev_split, dev_dataset=_str(dev_dataset), dev_max_docs=dev_max_docs, device=device, dtype=dtype,

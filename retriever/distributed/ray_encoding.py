@@ -1,7 +1,7 @@
 """Encoding on Ray: a pool of actors, each holding one encoder, fed the parts of ``encode_corpus``.
 
 The driver streams the corpus and cuts it into the same parts, with the same names and metadata,
-as a one-process run; each actor runs the same per-part step (:func:`retriever.encoding.encode_part`),
+as a one-process run; each actor runs the same per-part step (:func:`retriever.corpus_encoding.encode_part`),
 so the shards are the files one process would have written. At most one part per actor is in
 flight, so the driver never holds more than that many parts. An actor whose process dies is
 restarted by Ray and its part retried; a part whose shard exists is reused, as in one process.
@@ -18,9 +18,9 @@ from types import ModuleType
 import numpy as np
 
 from retriever.corpus import Document
+from retriever.corpus_encoding import PartJob, encode_part
 from retriever.distributed.ray_runtime import MAX_RETRIES, cluster_cpus_and_gpus, cpu_workers, ray_session, unwrapped
 from retriever.encoder import Encoder, EncoderSettings
-from retriever.encoding import PartJob, encode_part
 from retriever.errors import RetrieverError
 from retriever.shards import differing_fields
 

@@ -25,7 +25,7 @@ from transformers.utils import logging as hf_logging
 
 from retriever.errors import RetrieverError
 from retriever.files import read_json_object, write_json
-from retriever.models import load_model, resolve_model_path
+from retriever.model_loading import load_model, resolve_model_path
 
 HEAD_WEIGHTS = "model.pt"
 CONDENSER_CONFIG = "condenser.json"

@@ -19,7 +19,7 @@ from typing import ClassVar
 from transformers import PreTrainedTokenizerBase, Trainer, TrainerCallback, set_seed
 
 from retriever.errors import RetrieverError
-from retriever.models import load_tokenizer, resolve_model_path
+from retriever.model_loading import load_tokenizer, resolve_model_path
 from retriever.pretraining.condenser import CondenserForPretraining, load_condenser
 from retriever.pretraining.masking import CondenserExamples, TokenizedCorpus, WholeWordMasker, pad_batch
 from retriever.training import stack
@@ -52,7 +52,7 @@ class PretrainConfig(stack.StackConfig):
         if self.max_length < 8:
             raise RetrieverError("--max-length must be at least 8")
         if self.cocondenser and self.batch_size < 4:
-            raise RetrieverError("--cocondenser needs --batch-size of at least 4 (2 spans from each of 2+ documents)")
+            raise RetrieverError("--cocondenser needs --sequences-per-step of at least 4 (2 spans from each of 2+ documents)")
         if self.objective not in OBJECTIVES or self.objective == "mlm" and self.n_head_layers:
             raise RetrieverError(f"--objective is one of {', '.join(OBJECTIVES)}; mlm has no head (no --n-head-layers)")
         if self.freeze_backbone_steps < 0 or self.backbone_lr_scale <= 0:

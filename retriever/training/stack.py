@@ -119,7 +119,7 @@ class StackConfig:
         ranks = int(os.environ.get("WORLD_SIZE", "1"))
         if per_step % ranks:
             raise RetrieverError(f"a step's {per_step} examples do not split over {ranks} processes; make "
-                                 f"--batch-size a multiple of {ranks}")
+                                 f"--queries-per-step (train) or --sequences-per-step (pretrain) a multiple of {ranks}")
         arguments = TrainingArguments(
             output_dir=str(Path(self.output) / CHECKPOINTS), per_device_train_batch_size=per_step,
             num_train_epochs=self.epochs or 1, max_steps=max_steps or -1, learning_rate=self.learning_rate,

@@ -19,13 +19,13 @@ from accelerate.utils import broadcast_object_list
 from transformers import set_seed
 
 from retriever.errors import RetrieverError
-from retriever.models import resolve_model_path
+from retriever.model_loading import resolve_model_path
 from retriever.training import stack
 from retriever.training.data import Collator, EpochGroups, TrainExample, load_beir_examples, load_jsonl_examples
 from retriever.training.dev import DevSet, evaluate_dev, load_dev_set
+from retriever.training.dual_encoder import DualEncoder
 from retriever.training.gradcache import cached_embeddings
 from retriever.training.loss import contrastive_loss, default_temperature, global_batch, judged_positive_mask
-from retriever.training.model import DualEncoder
 
 SELECTION_METRIC = "ndcg@10"
 

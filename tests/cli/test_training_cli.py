@@ -48,7 +48,7 @@ def test_mine_then_train_with_hard_negatives_then_build_and_evaluate(tmp_path, t
     model = tmp_path / "trained"
     result = runner.invoke(train_command, [
         "--dataset", str(tiny_beir), "--negatives", str(negatives), "--model", str(tiny_model_dir),
-        "--output", str(model), "--towers", "untied", "--train-group-size", "3", "--batch-size", "3",
+        "--output", str(model), "--towers", "untied", "--train-group-size", "3", "--queries-per-step", "3",
         "--grad-cache-chunk-size", "4", "--epochs", "2", "--learning-rate", "1e-3", "--dev-split", "test",
         "--passage-max-length", "32", *CPU], catch_exceptions=False)
     assert result.exit_code == 0, result.output
@@ -99,7 +99,7 @@ def test_report_to_tensorboard_logs_loss_learning_rate_speed_and_dev_metrics(tmp
     output = tmp_path / "m"
     result = CliRunner().invoke(train_command, [
         "--dataset", str(tiny_beir), "--split", "test", "--model", str(tiny_model_dir), "--output", str(output),
-        "--max-steps", "2", "--batch-size", "2", "--dev-split", "test", "--report-to", "tensorboard", *CPU],
+        "--max-steps", "2", "--queries-per-step", "2", "--dev-split", "test", "--report-to", "tensorboard", *CPU],
         catch_exceptions=False)
     assert result.exit_code == 0, result.output
     events = EventAccumulator(str(output / "tensorboard"))

@@ -10,12 +10,12 @@ import time
 import numpy as np
 import pytest
 
+from retriever.corpus_encoding import encode_corpus
 from retriever.distributed.ray_encoding import RayEncoderPool, plan_workers
 from retriever.encoder import Encoder, EncoderSettings
-from retriever.encoding import encode_corpus
 from retriever.errors import RetrieverError
 from retriever.shards import done_marker, list_shards, read_shard, read_shard_metadata
-from test_encoding import write_corpus
+from test_corpus_encoding import write_corpus
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
+from retriever.corpus_encoding import encode_corpus
 from retriever.encoder import Encoder, EncoderSettings
-from retriever.encoding import encode_corpus
 from retriever.errors import RetrieverError
 from retriever.indexing import IndexParams, build_index, encode_and_index
 from retriever.searching import Searcher

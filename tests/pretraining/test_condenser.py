@@ -9,7 +9,7 @@ import torch
 from transformers import AutoModel, BertForMaskedLM
 
 from retriever.errors import RetrieverError
-from retriever.models import load_tokenizer
+from retriever.model_loading import load_tokenizer
 from retriever.pretraining.condenser import (HEAD_WEIGHTS, CondenserForPretraining, load_condenser,
                                              span_contrastive_loss)
 from retriever.pretraining.masking import WholeWordMasker, pad_batch

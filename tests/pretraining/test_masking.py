@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from retriever.models import load_tokenizer
+from retriever.model_loading import load_tokenizer
 from retriever.pretraining.condenser import IGNORE_INDEX
 from retriever.pretraining.masking import (CondenserExamples, TokenizedCorpus, WholeWordMasker, pad_batch,
                                            span_pair)

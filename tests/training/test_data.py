@@ -6,7 +6,7 @@ import pytest
 from conftest import write_jsonl
 from retriever.encoder import EncoderSettings
 from retriever.errors import InputFileError, RetrieverError
-from retriever.models import load_tokenizer
+from retriever.model_loading import load_tokenizer
 from retriever.training.data import (Collator, EpochGroups, Passage, TrainExample, epoch_groups, load_beir_examples,
                                      load_jsonl_examples)
 from retriever.training.loss import judged_positive_mask

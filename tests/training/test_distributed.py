@@ -21,7 +21,7 @@ from safetensors.torch import load_file
 
 from conftest import TINY_DOCS, make_tiny_bert, write_jsonl
 from retriever.encoder import EncoderSettings
-from retriever.models import load_tokenizer
+from retriever.model_loading import load_tokenizer
 from retriever.training import TrainConfig, train
 from retriever.training.data import Collator, epoch_groups, load_beir_examples
 from retriever.training.loss import judged_positive_mask
@@ -29,7 +29,7 @@ from retriever.training.loss import judged_positive_mask
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 ENVIRONMENT = {**os.environ, "OMP_NUM_THREADS": "1"}
 STEPS, BATCH = 3, 4
-KILLED_RUN = ["--max-steps", "40", "--batch-size", "2", "--save-steps", "2", "--warmup-ratio", "0.2"]
+KILLED_RUN = ["--max-steps", "40", "--queries-per-step", "2", "--save-steps", "2", "--warmup-ratio", "0.2"]
 # several runs in one launch: starting two processes costs more than these tiny trainings
 RUNS_SCRIPT = """
 import json, sys

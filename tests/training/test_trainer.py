@@ -23,9 +23,9 @@ from retriever.indexing import encode_and_index
 from retriever.searching import Searcher
 from retriever.training import TrainConfig, stack, train
 from retriever.training.data import Collator, epoch_groups, load_beir_examples
+from retriever.training.dual_encoder import DualEncoder
 from retriever.training.gradcache import cached_embeddings
 from retriever.training.loss import contrastive_loss, judged_positive_mask
-from retriever.training.model import DualEncoder
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

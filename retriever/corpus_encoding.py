@@ -190,16 +190,16 @@ def _share(total: int | None, worker: int, num_workers: int) -> int | None:
 
 
 def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | PartRunner, fmt: str = "auto",
-                  fields: Fields = Fields(), shard_size: int = 10_000, shard_index: int = 0,
-                  num_shards: int = 1, progress: bool = True) -> EncodeResult:
+                  fields: Fields = Fields(), shard_size: int = 10_000, worker_index: int = 0,
+                  num_workers: int = 1, progress: bool = True) -> EncodeResult:
     """Encode a corpus (or this worker's share of it) into Parquet shards under ``output``.
 
     ``encoder`` is an Encoder (parts run here, in order) or a PartRunner such as a Ray pool.
     """
     if shard_size < 1:
         raise RetrieverError("--shard-size must be at least 1")
-    if not 0 <= shard_index < num_shards:
-        raise RetrieverError(f"--shard-index must be in 0..{num_shards - 1} for --num-shards {num_shards}")
+    if not 0 <= worker_index < num_workers:
+        raise RetrieverError(f"--worker-index must be in 0..{num_workers - 1} for --num-workers {num_workers}")
     corpus_path = resolve_corpus_path(corpus)
     output = Path(output)
     created = not output.exists()
@@ -207,7 +207,7 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
     for stale in output.glob(".*.tmp-*"):
         stale.unlink()
     # Until this run finishes, this worker's shards may mix old and new content: not complete.
-    done_marker(output, shard_index, num_shards).unlink(missing_ok=True)
+    done_marker(output, worker_index, num_workers).unlink(missing_ok=True)
     recorded = encoder.metadata()  # model and corpus re-expressed relative to the shard folder, or as names
     base_metadata = {**recorded, **model_record(recorded["model"], output),
                      "corpus": relative_path(corpus_path, output) or corpus_path.name}
@@ -217,12 +217,12 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
     started = time.perf_counter()
     documents = iter_documents(corpus_path, fmt, fields, stats)
     run_parts = functools.partial(encode_parts, encoder) if isinstance(encoder, Encoder) else encoder.run_parts
-    jobs = ((part, output / shard_name(shard_index, num_shards, number),
-             part_metadata(base_metadata, part, shard_index, num_shards, number, shard_size))
-            for number, part in enumerate(parts(documents, shard_index, num_shards, shard_size)))
+    jobs = ((part, output / shard_name(worker_index, num_workers, number),
+             part_metadata(base_metadata, part, worker_index, num_workers, number, shard_size))
+            for number, part in enumerate(parts(documents, worker_index, num_workers, shard_size)))
     try:
-        with tqdm(desc=f"encode w{shard_index}/{num_shards}", unit="doc", file=sys.stderr, disable=not progress,
-                  total=_share(count_records(corpus_path, fmt) if progress else None, shard_index, num_shards),
+        with tqdm(desc=f"encode w{worker_index}/{num_workers}", unit="doc", file=sys.stderr, disable=not progress,
+                  total=_share(count_records(corpus_path, fmt) if progress else None, worker_index, num_workers),
                   dynamic_ncols=True) as bar:
             for outcome, rows in run_parts(jobs, bar.update):
                 counts[outcome] += 1
@@ -236,14 +236,14 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
         if created and not any(output.iterdir()):
             output.rmdir()  # a run that wrote nothing leaves nothing behind
         raise
-    removed = remove_parts_beyond(output, shard_index, num_shards, shards)
+    removed = remove_parts_beyond(output, worker_index, num_workers, shards)
     cut = sum(read_shard_metadata(path)["shard"].get("passages_cut", 0) for path in list_shards(output)
-              if parse_shard_name(path.name)[:2] == (shard_index, num_shards))
+              if parse_shard_name(path.name)[:2] == (worker_index, num_workers))
     seconds = time.perf_counter() - started
-    summary = {"worker": shard_index, "num_workers": num_shards, "shards": shards, "rows": encoded + skipped,
+    summary = {"worker": worker_index, "num_workers": num_workers, "shards": shards, "rows": encoded + skipped,
                "corpus_documents": stats.records, "empty_texts": stats.empty_texts, "passages_cut": cut,
                "encoder": base_metadata}
-    atomic_write_bytes(done_marker(output, shard_index, num_shards),
+    atomic_write_bytes(done_marker(output, worker_index, num_workers),
                        json.dumps(summary, indent=2, sort_keys=True).encode())
     return EncodeResult(output=output, documents=stats.records, encoded=encoded, skipped=skipped, shards=shards,
                         empty_texts=stats.empty_texts, seconds=seconds, changed_parts=counts[CHANGED],

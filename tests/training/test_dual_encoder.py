@@ -12,7 +12,7 @@ from conftest import make_tiny_bert
 from retriever.corpus import Document
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
-from retriever.training.model import DualEncoder
+from retriever.training.dual_encoder import DualEncoder
 
 QUERIES = ["where does honey come from", "hot lava rock and fire"]
 DOCUMENTS = [Document("d1", "the bee makes honey from a flower", "Bees"), Document("d2", "lava is hot rock")]

@@ -20,8 +20,8 @@ from retriever.device import resolve_batch_size
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.model_folder import untied_tower_paths, write_model_folder
-from retriever.models import (load_model, load_tokenizer, read_retriever_config, resolve_model_path,
-                              weights_fingerprint)
+from retriever.model_loading import (load_model, load_tokenizer, read_retriever_config, resolve_model_path,
+                                     weights_fingerprint)
 from retriever.pooling import get_pooling
 
 CONDENSER_HEAD = "model.pt"

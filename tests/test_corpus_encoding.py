@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import WORDS
+from retriever.corpus_encoding import encode_corpus
 from retriever.encoder import Encoder, EncoderSettings
-from retriever.encoding import encode_corpus
 from retriever.errors import RetrieverError
 from retriever.shards import check_complete, list_shards, read_shard
 
@@ -52,10 +52,10 @@ def test_shards_have_fixed_rows_and_metadata(tiny_model_dir, tmp_path):
 def test_workers_split_the_corpus(tiny_model_dir, tmp_path):
     corpus = write_corpus(tmp_path / "c.jsonl", 9)
     enc = encoder(tiny_model_dir)
-    encode_corpus(corpus, tmp_path / "out", enc, shard_size=2, shard_index=0, num_shards=2, progress=False)
+    encode_corpus(corpus, tmp_path / "out", enc, shard_size=2, worker_index=0, num_workers=2, progress=False)
     with pytest.raises(RetrieverError, match="worker 1 of 2 has not finished"):
         check_complete(tmp_path / "out")
-    encode_corpus(corpus, tmp_path / "out", enc, shard_size=2, shard_index=1, num_shards=2, progress=False)
+    encode_corpus(corpus, tmp_path / "out", enc, shard_size=2, worker_index=1, num_workers=2, progress=False)
     shards, _ = check_complete(tmp_path / "out")
     ids = [i for s in shards for i in read_shard(s)[0]]
     assert sorted(ids) == sorted(f"doc{i}" for i in range(9))
