@@ -17,13 +17,12 @@ import numpy as np
 import torch
 
 from common import dataset_path, stamp
-from retriever.corpus import BeirDataset, iter_documents, read_queries
+from retriever.corpus import BeirDataset, iter_documents
 from retriever.device import cpu_has_native_bf16, resolve_dtype
 from retriever.encoder import Encoder, EncoderSettings, passage_text
-from retriever.evaluation import judged_queries
+from retriever.evaluation import judged_split
 from retriever.metrics import evaluate_run
 from retriever.model_loading import resolve_model_path
-from retriever.runs import read_qrels
 
 
 def matmul_peak_gflops(dtype: torch.dtype, size: int = 2048, seconds: float = 3.0) -> float:
@@ -86,8 +85,7 @@ def main() -> None:
     dataset = BeirDataset.open(dataset_path(args.dataset))
     documents = list(iter_documents(dataset.corpus_path))[:args.limit]
     texts = [passage_text(d) for d in documents]
-    qrels = read_qrels(dataset.qrels_path(args.split))
-    queries = judged_queries(read_queries(dataset.queries_path), qrels)
+    queries, qrels = judged_split(dataset, args.split)
     doc_ids = [d.id for d in documents]
     dtype = resolve_dtype(args.dtype, torch.device("cpu"))
     ours = {dtype: Encoder(EncoderSettings.for_model("minilm"), device="cpu", dtype=dtype)}

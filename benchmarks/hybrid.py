@@ -32,11 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import dataset_path, stamp  # noqa: E402
 
 from retriever.corpus import BeirDataset, read_queries  # noqa: E402
-from retriever.evaluation import judged_queries  # noqa: E402
+from retriever.evaluation import judged_split  # noqa: E402
 from retriever.fusion import FusionParams, fuse  # noqa: E402
 from retriever.fusion_tuning import tune_fusion  # noqa: E402
 from retriever.metrics import evaluate_run  # noqa: E402
-from retriever.runs import read_qrels  # noqa: E402
 from retriever.searching import Searcher  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -119,8 +118,7 @@ def evaluate_variant(name: str, variant: str) -> list[dict]:
     """BM25, dense and hybrid rows of one dense model on one collection's test split."""
     data = dataset_path(name)
     beir = BeirDataset.open(data)
-    qrels = read_qrels(beir.qrels_path("test"))
-    queries = judged_queries(read_queries(beir.queries_path), qrels)
+    queries, qrels = judged_split(beir, "test")
     ids, texts = [q.id for q in queries], [q.text for q in queries]
     searcher = Searcher(dense_index(name, variant))
     dense, lexical = searcher.rank(texts, DEPTH, "dense"), searcher.rank(texts, DEPTH, "bm25")

@@ -15,13 +15,12 @@ import faiss
 import numpy as np
 
 from common import dataset_path, stamp
-from retriever.corpus import BeirDataset, iter_documents, read_queries
+from retriever.corpus import BeirDataset, iter_documents
 from retriever.encoder import Encoder, EncoderSettings, passage_text
-from retriever.evaluation import evaluate_index, judged_queries
+from retriever.evaluation import evaluate_index, judged_split
 from retriever.indexing import IndexParams, encode_and_index
 from retriever.metrics import evaluate_run
 from retriever.model_loading import resolve_model_path
-from retriever.runs import read_qrels
 from retriever.searching import Searcher
 
 METRICS = ("ndcg@10", "recall@100", "mrr@10", "recall@10")
@@ -32,8 +31,7 @@ def sentence_transformers_scores(dataset: BeirDataset, split: str) -> tuple[dict
 
     model = SentenceTransformer(resolve_model_path("minilm"), device="cpu")
     documents = list(iter_documents(dataset.corpus_path))
-    qrels = read_qrels(dataset.qrels_path(split))
-    queries = judged_queries(read_queries(dataset.queries_path), qrels)
+    queries, qrels = judged_split(dataset, split)
     started = time.perf_counter()
     doc_vectors = model.encode([passage_text(d) for d in documents], normalize_embeddings=True)
     seconds = time.perf_counter() - started

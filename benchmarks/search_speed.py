@@ -239,11 +239,10 @@ def coarse_recall(index: faiss.Index, vectors: np.ndarray, queries: np.ndarray, 
 
 def scifact_data(index_dir: Path) -> tuple[np.ndarray, np.ndarray]:
     """SciFact passage vectors from the engine's flat index (built if absent) and encoded test queries."""
-    from retriever.corpus import BeirDataset, read_queries
+    from retriever.corpus import BeirDataset
     from retriever.encoder import Encoder, EncoderSettings
-    from retriever.evaluation import judged_queries
+    from retriever.evaluation import judged_split
     from retriever.indexing import encode_and_index
-    from retriever.runs import read_qrels
 
     dataset = BeirDataset.open(dataset_path("scifact"))
     encoder = Encoder(EncoderSettings.for_model("minilm"))
@@ -252,7 +251,7 @@ def scifact_data(index_dir: Path) -> tuple[np.ndarray, np.ndarray]:
         encode_and_index(dataset.corpus_path, index_dir, encoder, IndexParams("flat"), overwrite=True)
     stored = faiss.read_index(str(index_dir / "index.faiss"))
     vectors = stored.reconstruct_n(0, stored.ntotal)
-    queries = judged_queries(read_queries(dataset.queries_path), read_qrels(dataset.qrels_path("test")))
+    queries, _ = judged_split(dataset, "test")
     return np.ascontiguousarray(vectors), np.ascontiguousarray(encoder.encode_queries([q.text for q in queries]))
 
 
