@@ -88,8 +88,8 @@ def new_index(spec: str, dim: int, params: IndexParams) -> faiss.Index:
     if ivf is not None:
         ivf = faiss.downcast_index(ivf)
         if getattr(ivf, "do_polysemous_training", False):
-            # Polysemous codes only speed up Hamming-filtered search, which we never turn on;
-            # training them took 3.7x the IVF-PQ training time on 1M x 384 (189 s vs 51 s).
+            # Polysemous codes only speed up Hamming-filtered search, which we never turn on, and
+            # training them costs several times the IVF-PQ training (benchmarks/README.md).
             ivf.do_polysemous_training = False
     return index
 
