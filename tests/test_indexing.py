@@ -10,7 +10,6 @@ import pytest
 from retriever.corpus_encoding import encode_corpus
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
-from retriever.faiss_index import default_nlist, default_pq_m
 from retriever.indexing import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, IndexParams, build_index,
                                 encode_and_index)
 from retriever.lexical import LEXICAL_DIR
@@ -80,12 +79,6 @@ def test_corpus_must_match_shards(tiny_beir, tiny_encoder, tmp_path):
     assert not (tmp_path / "idx").exists()
 
 
-def test_ivf_defaults_are_sane():
-    assert default_nlist(1_000_000) == 4000
-    assert default_nlist(100) == 2
-    assert default_pq_m(384) == 48 and 768 % default_pq_m(768) == 0
-
-
 def test_target_recall_is_measured_and_recorded(tiny_beir, tiny_encoder, tmp_path):
     from retriever.searching import Searcher
 
@@ -112,14 +105,6 @@ def test_vectors_held_out_for_tuning_are_added_after_it(tiny_beir, tiny_encoder,
         shard_vectors.update(zip(table["id"].to_pylist(), table["embedding"].to_pylist()))
     for row, doc_id in enumerate(ids):
         assert vectors[row].tolist() == pytest.approx(shard_vectors[doc_id], abs=1e-6)
-
-
-def test_refined_index_rescores_k_factor_candidates_and_keeps_it_on_disk(tmp_path):
-    from retriever.faiss_index import new_index
-
-    index = new_index("IVF4,PQ2x4,RFlat", 8, IndexParams(refine_k_factor=30))
-    faiss.write_index(index, str(tmp_path / "i.faiss"))
-    assert faiss.downcast_index(faiss.read_index(str(tmp_path / "i.faiss"))).k_factor == 30
 
 
 def test_given_queries_tune_instead_of_held_out_vectors(tiny_beir, tiny_encoder, tmp_path):
