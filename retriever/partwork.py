@@ -9,7 +9,6 @@ Parts are filled by Ray tasks with ``--ray``, else by worker processes.
 from __future__ import annotations
 
 import hashlib
-import json
 import multiprocessing
 import os
 import shutil
@@ -24,7 +23,7 @@ from tqdm import tqdm
 
 from retriever.errors import RetrieverError
 from retriever.ivfparts import ShardSlice, fill_part
-from retriever.files import atomic_write, write_json
+from retriever.files import atomic_write, read_json, write_json
 from retriever.shards import VECTOR_FIELDS, read_shard_metadata
 
 INPUTS_FILE = "inputs.json"
@@ -67,8 +66,8 @@ class PartsFolder:
 
     def _recorded(self) -> dict | None:
         try:
-            return json.loads((self.folder / INPUTS_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            return read_json(self.folder / INPUTS_FILE)
+        except RetrieverError:  # missing or unreadable: the parts are rebuilt
             return None
 
     @property
