@@ -1,0 +1,41 @@
+"""The package's shape rules: no function over 60 lines, no module over 300 (the project's limits)."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "retriever"
+MAX_FUNCTION_LINES = 60
+MAX_MODULE_LINES = 300
+
+
+def offenders(package: Path = PACKAGE) -> list[str]:
+    """``path: what is too long (lines)`` for every module and function over its limit; a function counts from
+    its ``def`` to its last line, decorators left out (click option stacks are declarations, not logic)."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        name = path.relative_to(package.parent)
+        lines = len(source.splitlines())
+        if lines > MAX_MODULE_LINES:
+            found.append(f"{name}: module has {lines} lines (limit {MAX_MODULE_LINES})")
+        for node in ast.walk(ast.parse(source, str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    found.append(f"{name}:{node.lineno}: {node.name} has {length} lines (limit {MAX_FUNCTION_LINES})")
+    return found
+
+
+def test_no_function_or_module_is_over_its_limit():
+    assert offenders() == [], "\n".join(["split these along their seams:", *offenders()])
+
+
+def test_the_check_sees_long_functions_and_modules(tmp_path):
+    package = tmp_path / "retriever"
+    package.mkdir()
+    body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+    (package / "long.py").write_text(f"def too_long():\n{body}\n" + "\n" * MAX_MODULE_LINES, encoding="utf-8")
+    assert offenders(package) == [
+        f"retriever/long.py: module has {MAX_FUNCTION_LINES + 1 + MAX_MODULE_LINES} lines (limit {MAX_MODULE_LINES})",
+        f"retriever/long.py:1: too_long has {MAX_FUNCTION_LINES + 1} lines (limit {MAX_FUNCTION_LINES})"]
