@@ -91,3 +91,29 @@ def test_parquet_missing_column(tmp_path):
     pq.write_table(pa.table({"_id": ["x"], "body": ["one"]}), path)
     with pytest.raises(InputFileError, match="missing column 'text'"):
         read_all(path)
+
+
+SHARED = {  # name: (documents, queries, {split: judged queries}), as the shared copies hold them
+    "scifact": (5183, 1109, {"test": 300, "train": 809}),
+    "cranfield": (1400, 225, {"test": 225}),
+    "medline": (1033, 30, {"test": 30}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHARED))
+def test_shared_benchmark_collections_read_whole(name):
+    """The benchmark collections (../shared/datasets) read without a complaint, and their qrels name only
+    documents and queries they hold; skipped, saying so, where they are absent."""
+    from conftest import shared_dataset
+    from retriever.runs import read_qrels
+
+    dataset = BeirDataset.open(shared_dataset(name))
+    documents, queries, judged = SHARED[name]
+    stats = ReadStats()
+    ids = {document.id for document in iter_documents(dataset.root, stats=stats)}
+    query_ids = {query.id for query in read_queries(dataset.queries_path)}
+    assert (len(ids), stats.records, len(query_ids)) == (documents, documents, queries)
+    for split, count in judged.items():
+        qrels = read_qrels(dataset.qrels_path(split))
+        assert len(qrels) == count and set(qrels) <= query_ids
+        assert {doc for grades in qrels.values() for doc in grades} <= ids
