@@ -36,8 +36,8 @@ def cpu_has_native_bf16() -> bool:
 
 
 def resolve_batch_size(batch_size: int | None, device: torch.device) -> int:
-    """Texts per forward pass: small on the CPU, where a 16-text batch stays in cache and ran ~12% faster than 64
-    (bf16, MiniLM, SciFact), large on a GPU, which needs wide batches to fill."""
+    """Texts per forward pass: small on the CPU, where a 16-text batch's activations stay in cache and a 64-text
+    batch's do not (benchmarks/README.md), large on a GPU, which needs wide batches to fill."""
     if batch_size is None:
         return 128 if device.type == "cuda" else 16
     if batch_size < 1:

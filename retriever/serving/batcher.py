@@ -1,15 +1,15 @@
 """Micro-batching: concurrent queries share one encoder forward pass.
 
-On a CPU one forward pass over 8 short queries costs about two thirds of 8 passes over one
-(29 vs 46 ms for MiniLM on one thread), so a server that groups requests saturates later than
-one that encodes each alone. A worker thread takes the first waiting request and whatever else
-is queued (up to ``max_batch`` queries); if another pass is running it also waits up to
-``max_wait_ms`` from the first request's arrival for more, since the encoder is busy anyway,
-while a query that finds every worker idle goes at once (that wait cost a lone query 2 ms for
-nothing). It encodes and searches them together and resolves each request's future. Requests
-that queued during a pass have waited already, so they go out at once in the next. ``workers``
-such threads may run batches side by side (the forward pass is read-only), each on its own small
-torch thread pool; see ``configure_threads`` for why that beats one wide pool on a small machine.
+On a CPU one forward pass over 8 short queries costs clearly less than 8 passes over one
+(benchmarks/README.md), so a server that groups requests saturates later than one that encodes
+each alone. A worker thread takes the first waiting request and whatever else is queued (up to
+``max_batch`` queries); if another pass is running it also waits up to ``max_wait_ms`` from the
+first request's arrival for more, since the encoder is busy anyway, while a query that finds
+every worker idle goes at once (waiting would only add to its latency). It encodes and searches
+them together and resolves each request's future. Requests that queued during a pass have waited
+already, so they go out at once in the next. ``workers`` such threads may run batches side by
+side (the forward pass is read-only), each on its own small torch thread pool; see
+``configure_threads`` for why that beats one wide pool on a small machine.
 
 One request's input must not fail the others it was batched with: when a batch fails, each of its
 requests is searched again alone, so only the request that caused the failure gets an error. A
@@ -250,8 +250,8 @@ def configure_threads(threads: int | None = None, workers: int | None = None) ->
 
     Defaults: two batcher workers (one on a single core), and per worker the cores this process
     may use, less one for the event loop that parses requests and writes JSON, shared out (at least
-    one each). Two single-threaded workers beat one two-threaded worker on 2 cores: with 8 clients
-    236 vs 148 QPS (benchmarks/README.md), because OpenMP's barriers stall whenever one of a
+    one each). Two single-threaded workers beat one two-threaded worker on 2 cores (measured in
+    benchmarks/README.md), because OpenMP's barriers stall whenever one of a
     forward's threads is descheduled by the event loop, while two independent forwards just
     interleave. Inter-op parallelism is off (one small graph at a time). FAISS gets one OpenMP
     thread: a flat search over a micro-batch takes well under a millisecond, and a second spinning

@@ -1,9 +1,9 @@
 """Writing search results as JSON in small pieces, within ``Limits.max_response_bytes``.
 
-``json.dumps`` is one C call that holds the GIL until it returns: on a 16 MB response that was
-hundreds of milliseconds during which the event loop could not answer even ``/health``. Writing
-one hit per call lets the loop thread take the GIL between hits, and lets an oversized response
-stop at the hit that crosses the limit rather than after all of it was built.
+``json.dumps`` is one C call that holds the GIL until it returns: while it writes a response of
+many megabytes the event loop cannot answer even ``/health`` (benchmarks/README.md). Writing one
+hit per call lets the loop thread take the GIL between hits, and lets an oversized response stop
+at the hit that crosses the limit rather than after all of it was built.
 """
 from __future__ import annotations
 
