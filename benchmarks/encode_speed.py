@@ -19,10 +19,11 @@ import torch
 from common import dataset_path, stamp
 from retriever.corpus import BeirDataset, iter_documents
 from retriever.device import cpu_has_native_bf16, resolve_dtype
-from retriever.encoder import Encoder, EncoderSettings, passage_text
+from retriever.encoder import Encoder, EncoderSettings
 from retriever.evaluation import judged_split
 from retriever.metrics import evaluate_run
 from retriever.model_loading import resolve_model_path
+from retriever.texts import passage_text
 
 
 def matmul_peak_gflops(dtype: torch.dtype, size: int = 2048, seconds: float = 3.0) -> float:
@@ -84,7 +85,7 @@ def main() -> None:
 
     dataset = BeirDataset.open(dataset_path(args.dataset))
     documents = list(iter_documents(dataset.corpus_path))[:args.limit]
-    texts = [passage_text(d) for d in documents]
+    texts = [passage_text(d.title, d.text) for d in documents]
     queries, qrels = judged_split(dataset, args.split)
     doc_ids = [d.id for d in documents]
     dtype = resolve_dtype(args.dtype, torch.device("cpu"))

@@ -128,8 +128,9 @@ def fine_tune(init_model: str, pooling: str, seed: int, dataset: Path, output: P
     from retriever.training import TrainConfig, train
 
     result = train(TrainConfig(
-        output=str(output), dataset=str(dataset), split="train", model=init_model, pooling=pooling,
-        normalize=True, query_max_length=recipe.query_max_length, passage_max_length=recipe.passage_max_length,
+        output=str(output), dataset=str(dataset), split="train", model=init_model,
+        encoder={"pooling": pooling, "normalize": True, "query_max_length": recipe.query_max_length,
+                 "passage_max_length": recipe.passage_max_length},
         max_steps=recipe.train_steps, batch_size=recipe.batch_size, learning_rate=recipe.learning_rate,
         seed=seed, save_steps=10))
     return {"train_seconds": round(result.seconds, 1), "steps": result.steps}

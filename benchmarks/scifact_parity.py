@@ -16,12 +16,13 @@ import numpy as np
 
 from common import dataset_path, stamp
 from retriever.corpus import BeirDataset, iter_documents
-from retriever.encoder import Encoder, EncoderSettings, passage_text
+from retriever.encoder import Encoder, EncoderSettings
 from retriever.evaluation import evaluate_index, judged_split
 from retriever.indexing import IndexParams, encode_and_index
 from retriever.metrics import evaluate_run
 from retriever.model_loading import resolve_model_path
 from retriever.searching import Searcher
+from retriever.texts import passage_text
 
 METRICS = ("ndcg@10", "recall@100", "mrr@10", "recall@10")
 
@@ -33,7 +34,7 @@ def sentence_transformers_scores(dataset: BeirDataset, split: str) -> tuple[dict
     documents = list(iter_documents(dataset.corpus_path))
     queries, qrels = judged_split(dataset, split)
     started = time.perf_counter()
-    doc_vectors = model.encode([passage_text(d) for d in documents], normalize_embeddings=True)
+    doc_vectors = model.encode([passage_text(d.title, d.text) for d in documents], normalize_embeddings=True)
     seconds = time.perf_counter() - started
     query_vectors = model.encode([q.text for q in queries], normalize_embeddings=True)
     index = faiss.IndexFlatIP(doc_vectors.shape[1])

@@ -34,10 +34,14 @@ REPO = Path(__file__).resolve().parents[1]
 STACK_RUNS = RESULTS / "train_stack_runs.jsonl"
 SEEDS = (1, 2, 3)
 SPEED_RUN = """
-import json, sys, time
+import dataclasses, json, sys, time
 from retriever.training import TrainConfig, train
+settings = json.loads(sys.argv[1])
+if "encoder" in {f.name for f in dataclasses.fields(TrainConfig)}:  # checkouts since encoder settings were nested
+    names = ("pooling", "normalize", "query_max_length", "passage_max_length")
+    settings["encoder"] = {name: settings.pop(name) for name in names if name in settings}
 started = time.perf_counter()
-train(TrainConfig(**json.loads(sys.argv[1])))
+train(TrainConfig(**settings))
 print(json.dumps({"seconds": time.perf_counter() - started}))
 """
 

@@ -1,73 +1,26 @@
 """The encoder: texts in, one vector per text out, in input order.
 
-Batches are sorted by length to cut padding (the largest CPU saving after bf16), and the
-settings that shape the vectors are gathered in one record that indexes and model folders
-store, so a mismatched query encoder can be refused.
+Batches are sorted by length to cut padding (the largest CPU saving after bf16). The settings
+that shape the vectors (``retriever.encoder_settings``) and the weights' fingerprint make one
+record that shards, indexes and model folders store, so a mismatched query encoder is refused.
 """
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from retriever.corpus import Document
 from retriever.device import autocast, resolve_batch_size, resolve_device, resolve_dtype, torch_dtype
+from retriever.encoder_settings import EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.model_folder import untied_tower_paths
-from retriever.model_loading import (default_max_length, load_model, load_tokenizer, read_retriever_config,
-                                     resolve_model_path, weights_fingerprint)
-from retriever.pooling import get_pooling
-from retriever.texts import CHARS_PER_TOKEN, tokenize_bounded
-
-TOWERS = ("shared", "untied")
-
-
-@dataclass(frozen=True)
-class EncoderSettings:
-    """Everything that changes the vectors; recorded in manifests and compared at search time."""
-
-    model: str = "minilm"
-    pooling: str = "mean"
-    normalize: bool = True
-    query_max_length: int | None = None  # None: the same as passage_max_length
-    passage_max_length: int | None = None  # None: what the model says (model_loading.default_max_length)
-    query_prefix: str = ""
-    passage_prefix: str = ""
-    towers: str = "shared"
-
-    def __post_init__(self) -> None:
-        if self.passage_max_length is None:
-            object.__setattr__(self, "passage_max_length", default_max_length(self.model))
-        if self.query_max_length is None:
-            object.__setattr__(self, "query_max_length", self.passage_max_length)
-
-    @classmethod
-    def for_model(cls, model: str = "minilm", **overrides: object) -> "EncoderSettings":
-        """Defaults, then what the model folder's retriever.json records, then explicit overrides (non-None)."""
-        recorded = read_retriever_config(model)
-        known = {f.name for f in dataclasses.fields(cls)}
-        values = {k: v for k, v in recorded.items() if k in known and k != "model"}
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        unknown = set(values) - known
-        if unknown:
-            raise RetrieverError(f"unknown encoder settings: {', '.join(sorted(unknown))}")
-        settings = cls(model=model, **values)
-        settings.validate()
-        return settings
-
-    def validate(self) -> None:
-        get_pooling(self.pooling)
-        if self.towers not in TOWERS:
-            raise RetrieverError(f"unknown towers {self.towers!r}; choose one of {', '.join(TOWERS)}")
-        for name in ("query_max_length", "passage_max_length"):
-            if int(getattr(self, name)) < 2:
-                raise RetrieverError(f"{name} must be at least 2")
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+from retriever.model_loading import load_model, load_tokenizer, resolve_model_path, weights_fingerprint
+from retriever.pooling import check_pooler_weights, get_pooling
+from retriever.recorded_paths import recorded_model
+from retriever.texts import CHARS_PER_TOKEN, passage_text, tokenize_bounded
 
 
 def position_limit(config) -> int | None:
@@ -88,11 +41,6 @@ def check_max_lengths(settings: EncoderSettings, config) -> None:
         if limit is not None and value > limit:
             raise RetrieverError(f"--{name.replace('_', '-')} {value} is more than the {limit} positions "
                                  f"{settings.model} can take; pass at most {limit}")
-
-
-def passage_text(document: Document) -> str:
-    """Title and body joined by a space, as BEIR's dense baselines do."""
-    return f"{document.title} {document.text}".strip() if document.title else document.text
 
 
 class Encoder:
@@ -118,16 +66,12 @@ class Encoder:
         self.weights_sha256 = weights_fingerprint(*models)  # of the stored weights, whatever the compute dtype
         for model in models:
             # Inference-only copies may hold their weights in the compute dtype: that saves autocast's weight
-            # casts on every batch (a one-query forward went from 5.3 to 4.1 ms on a bf16 CPU).
+            # casts on every batch, a large share of a one-query forward (benchmarks/README.md).
             model.to(torch_dtype(self.dtype))
 
     def _load(self, name: str) -> torch.nn.Module:
         model, info = load_model(name)
-        if self.settings.pooling == "pooler":
-            missing_pooler = any(key.startswith("pooler.") or ".pooler." in key for key in info.get("missing_keys", ()))
-            if getattr(model, "pooler", None) is None or missing_pooler:
-                raise RetrieverError(f"pooling 'pooler' needs trained pooler weights, and {name} has none; "
-                                     "use --pooling cls or mean")
+        check_pooler_weights(self.settings.pooling, model, info, name)
         return model.to(self.device).eval()
 
     def metadata(self) -> dict:
@@ -141,7 +85,7 @@ class Encoder:
 
     def encode_passages(self, documents: Sequence[Document],
                         progress: Callable[[int], None] | None = None) -> np.ndarray:
-        texts = [self.settings.passage_prefix + passage_text(d) for d in documents]
+        texts = [self.settings.passage_prefix + passage_text(d.title, d.text) for d in documents]
         return self._encode(texts, self.passage_model, self.settings.passage_max_length, progress, "passages")
 
     def _count_cut(self, kind: str, texts: Sequence[str], encoded, max_length: int) -> None:
@@ -162,11 +106,6 @@ class Encoder:
         return [f"note: {cut} of {total} {kind} were longer than {limits[kind][1]} tokens and were cut "
                 f"(--{limits[kind][0]}-max-length)"
                 for kind, (cut, total) in self.__dict__.get("cut_counts", {}).items() if cut]
-
-    def count_tokens(self, texts: Sequence[str], max_length: int) -> int:
-        """Non-padding tokens the model sees, for throughput figures."""
-        encoded = self.tokenizer(list(texts), truncation=True, max_length=max_length)
-        return sum(len(ids) for ids in encoded["input_ids"])
 
     @torch.inference_mode()
     def _encode(self, texts: list[str], model: torch.nn.Module, max_length: int,
@@ -193,3 +132,18 @@ class Encoder:
             if progress is not None:
                 progress(len(rows))
         return output
+
+
+def recorded_encoder(recorded: dict, made: str, folder: str | Path, device: str = "auto", dtype: str = "auto",
+                     batch_size: int | None = None, model: str | None = None) -> Encoder:
+    """The encoder an encoder record names (a manifest's or shards', written in ``folder``), refused if its
+    weights differ from the recorded ones; ``made`` says what was made with it, for the error. ``model``
+    says where the model is when it moved away from ``folder``."""
+    settings = EncoderSettings.from_record(recorded, model or recorded_model(recorded, folder))
+    encoder = Encoder(settings, device=device, dtype=dtype, batch_size=batch_size)
+    recorded_sha = recorded.get("weights_sha256")
+    if encoder.weights_sha256 != recorded_sha:
+        raise RetrieverError(f"the model at {settings.model} has weights {encoder.weights_sha256} but {made} with "
+                             f"{recorded_sha}; it is another model or it changed since, so pass the model the "
+                             "index was built with (--model) or rebuild the index")
+    return encoder

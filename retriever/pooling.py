@@ -12,6 +12,23 @@ import torch
 from retriever.errors import RetrieverError
 
 
+def _pooler_refusal(name: str) -> RetrieverError:
+    return RetrieverError(f"pooling 'pooler' needs trained pooler weights, and {name} has none; "
+                          "use --pooling cls or mean")
+
+
+def has_trained_pooler(model: torch.nn.Module, loading_info: dict) -> bool:
+    """Whether a loaded checkpoint brought pooler weights (a fresh pooler is random: its vectors are noise)."""
+    missing = any(key.startswith("pooler.") or ".pooler." in key for key in loading_info.get("missing_keys", ()))
+    return getattr(model, "pooler", None) is not None and not missing
+
+
+def check_pooler_weights(pooling: str, model: torch.nn.Module, loading_info: dict, name: str) -> None:
+    """Refuse pooler pooling on a checkpoint whose pooler was never trained."""
+    if pooling == "pooler" and not has_trained_pooler(model, loading_info):
+        raise _pooler_refusal(name)
+
+
 class Pooling:
     name: str = ""
 
@@ -36,8 +53,7 @@ class PoolerPooling(Pooling):
     def __call__(self, outputs: Any, attention_mask: torch.Tensor) -> torch.Tensor:
         pooled = getattr(outputs, "pooler_output", None)
         if pooled is None:
-            raise RetrieverError("pooling 'pooler' needs a model with a pooler layer; this model has none; "
-                                 "use --pooling cls or mean")
+            raise _pooler_refusal("this model")
         return pooled
 
 

@@ -14,19 +14,16 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, MappedDocuments, ParquetDocuments
-from retriever.encoder import Encoder, EncoderSettings
+from retriever.encoder import recorded_encoder
 from retriever.errors import RetrieverError
 from retriever.index_folder import DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, read_manifest
 from retriever.integrity import check_counts, check_folder, ids_sha256, reading
 from retriever.ondisk import IVFDATA_FILE, ONDISK_TYPE, read_ondisk_index
 from retriever.fusion import MODES, FusionParams, check_mode, fuse
 from retriever.lexical import LexicalIndex, missing_lexical_message
-from retriever.recorded_paths import recorded_model
 from retriever.tuning import apply_search_params
 from retriever.runs import Run, rank_order
-
-SETTING_NAMES = ("pooling", "normalize", "query_max_length", "passage_max_length", "query_prefix",
-                 "passage_prefix", "towers")
+from retriever.texts import passage_text
 
 
 @dataclass(frozen=True)
@@ -39,28 +36,6 @@ class Hit:
 
     def to_json(self) -> dict:
         return {"rank": self.rank, "id": self.id, "score": self.score, "title": self.title, "text": self.text}
-
-
-def settings_from_manifest(manifest: dict, folder: str | Path, model: str | None = None) -> EncoderSettings:
-    """The query encoder's settings; the model is ``model`` when given (e.g. after moving the index away from
-    its model), else the recorded one, found relative to ``folder``, the index or shard folder."""
-    recorded = manifest["encoder"]
-    model = model or recorded_model(recorded, folder)
-    return EncoderSettings(model=model, **{name: recorded[name] for name in SETTING_NAMES if name in recorded})
-
-
-def recorded_encoder(recorded: dict, made: str, folder: str | Path, device: str = "auto", dtype: str = "auto",
-                     batch_size: int | None = None, model: str | None = None) -> Encoder:
-    """The encoder named by recorded metadata (a manifest's or shards', written in ``folder``), refused if its
-    weights differ from the recorded ones; ``made`` says what was made with it, for the error."""
-    settings = settings_from_manifest({"encoder": recorded}, folder, model)
-    encoder = Encoder(settings, device=device, dtype=dtype, batch_size=batch_size)
-    recorded_sha = recorded.get("weights_sha256")
-    if encoder.weights_sha256 != recorded_sha:
-        raise RetrieverError(f"the model at {settings.model} has weights {encoder.weights_sha256} but {made} with "
-                             f"{recorded_sha}; it is another model or it changed since, so pass the model the "
-                             "index was built with (--model) or rebuild the index")
-    return encoder
 
 
 def check_requested_encoder(manifest: dict, **requested: object) -> None:
@@ -222,4 +197,4 @@ class Searcher:
         record = self.documents.document(doc_id)
         if record is None:
             raise KeyError(doc_id)
-        return f"{record['title'] or ''} {record['text'] or ''}".strip()
+        return passage_text(record["title"], record["text"] or "")

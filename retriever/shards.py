@@ -15,14 +15,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from retriever.encoder_settings import VECTOR_FIELDS
 from retriever.errors import RetrieverError
 from retriever.files import atomic_write
 
 METADATA_KEY = b"retriever"
 _SHARD_PATTERN = re.compile(r"^embeddings-w(\d+)of(\d+)-(\d{5})\.parquet$")
-# Settings that change the vectors; a shard made with other values cannot be mixed in.
-VECTOR_FIELDS = ("weights_sha256", "pooling", "normalize", "query_max_length", "passage_max_length",
-                 "query_prefix", "passage_prefix", "towers", "dim", "dtype")
 
 
 def shard_name(worker: int, num_workers: int, part: int) -> str:

@@ -32,6 +32,11 @@ def check_text(text: str, where: str, what: str = "text") -> str:
     return text
 
 
+def passage_text(title: str | None, text: str) -> str:
+    """Title and body joined by a space, as BEIR's dense baselines do: what training, encoding and search see."""
+    return f"{title} {text}".strip() if title else text
+
+
 def id_problem(value: str) -> str | None:
     """Why ``value`` cannot be an id in a TREC run or qrels file (one whitespace-free token), or None."""
     if not value:

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import torch
@@ -9,7 +7,7 @@ from transformers import AutoModel, AutoTokenizer
 
 from conftest import make_tiny_bert
 from retriever.corpus import Document
-from retriever.encoder import Encoder, EncoderSettings, passage_text
+from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 
 TEXTS = ["a cat", "the dog ran to the river with a ball and then back to the old city", "tea", "honey bee flower"]
@@ -53,24 +51,11 @@ def test_normalisation_prefix_and_max_length(tiny_model_dir):
                                reference_mean(tiny_model_dir, [TEXTS[1]], max_length=4), atol=1e-5)
 
 
-def test_passage_text_joins_title():
-    assert passage_text(Document("1", "body", "Title")) == "Title body"
-    assert passage_text(Document("1", "body")) == "body"
-
-
 def test_pooler_refused_when_checkpoint_has_none(tmp_path):
     folder = make_tiny_bert(tmp_path / "nopooler", with_pooler=False)
     with pytest.raises(RetrieverError, match="pooler"):
         Encoder(EncoderSettings(model=str(folder), pooling="pooler"), device="cpu")
     Encoder(EncoderSettings(model=str(folder), pooling="cls"), device="cpu")  # other poolings are fine
-
-
-def test_model_folder_settings_are_defaults(tmp_path):
-    folder = make_tiny_bert(tmp_path / "trained")
-    (folder / "retriever.json").write_text(json.dumps({"pooling": "cls", "normalize": False}))
-    settings = EncoderSettings.for_model(str(folder))
-    assert (settings.pooling, settings.normalize) == ("cls", False)
-    assert EncoderSettings.for_model(str(folder), pooling="mean").pooling == "mean"
 
 
 def test_minilm_alias_loads():
@@ -85,8 +70,3 @@ def test_unreachable_hub_id_says_how_to_pass_a_folder():
     assert constants.HF_HUB_OFFLINE, "conftest.py must make the hub offline before huggingface_hub is imported"
     with pytest.raises(RetrieverError, match="pass the folder"):
         Encoder(EncoderSettings(model="some-org/not-a-real-model"), device="cpu")
-
-
-def test_missing_local_folder_is_clear():
-    with pytest.raises(RetrieverError, match="no such model folder"):
-        EncoderSettings.for_model("./does/not/exist")

@@ -4,7 +4,7 @@ import pytest
 
 from retriever.errors import RetrieverError
 from retriever.model_loading import load_tokenizer
-from retriever.texts import CHARS_PER_TOKEN, check_text, id_problem, text_problem, tokenize_bounded
+from retriever.texts import CHARS_PER_TOKEN, check_text, id_problem, passage_text, text_problem, tokenize_bounded
 
 
 def test_text_problem_finds_lone_surrogates_only():
@@ -43,3 +43,8 @@ def test_tokenize_bounded_hands_the_tokenizer_only_a_head(tiny_model_dir):
 
     tokenize_bounded(spy, ["cat " * 1_000_000], 32)
     assert max(seen) <= CHARS_PER_TOKEN * 32
+
+
+def test_passage_text_joins_title_and_text_as_beir_does():
+    assert passage_text("Title", "body") == "Title body"
+    assert passage_text("", "body") == passage_text(None, "body") == "body"

@@ -6,18 +6,16 @@ from pathlib import Path
 
 import click
 
+from retriever.cli.options import device_options
 from retriever.cli.searching import print_hits
 from retriever.demo import run_demo
-from retriever.device import DTYPES
 
 
 @click.command("demo")
 @click.option("--output", "-o", type=click.Path(path_type=Path), default=Path("indexes/demo"), show_default=True,
               help="Where to build the demo index (replaced if present).")
 @click.option("--model", default="minilm", show_default=True, help="Encoder: a model folder, hub id or 'minilm'.")
-@click.option("--device", default="auto", show_default=True, help="auto (CUDA when present, else CPU), cpu, cuda.")
-@click.option("--dtype", type=click.Choice(DTYPES), default="auto", show_default=True,
-              help="auto = fp16 on CUDA, bf16 on CPUs with native bf16, else fp32.")
+@device_options()
 def demo_command(output, model, device, dtype):
     """Build an index of the shipped demo collection, search it and print recall.
 

@@ -5,13 +5,12 @@ Each decorator turns its flags into one value before the command runs (``mode`` 
 """
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from retriever.cli.options import compose
+from retriever.cli.options import collapsing, compose
 from retriever.fusion import METHODS as FUSIONS
 from retriever.fusion import MODES
 from retriever.lexical import METHODS as BM25_METHODS
@@ -20,20 +19,9 @@ from retriever.lexical import LexicalParams
 DATASET = click.Path(exists=True, file_okay=False, path_type=Path)
 
 
-def _collapsing(names: tuple[str, ...], into: str, make: Callable[..., object]) -> Callable:
-    """A decorator passing ``make(**flags)`` as ``into`` instead of the flags ``names``."""
-    def apply(function: Callable) -> Callable:
-        @functools.wraps(function)
-        def wrapper(*args, **kwargs):
-            flags = {name: kwargs.pop(name) for name in names}
-            return function(*args, **{into: make(**flags)}, **kwargs)
-        return wrapper
-    return apply
-
-
 def mode_options(default: str = "dense") -> Callable:
     """--mode and the fusion flags → ``mode`` and ``fusion_overrides`` (None values keep the manifest's)."""
-    collapse = _collapsing(("fusion", "alpha", "rrf_k", "fusion_depth"), "fusion_overrides",
+    collapse = collapsing(("fusion", "alpha", "rrf_k", "fusion_depth"), "fusion_overrides",
                            lambda fusion, alpha, rrf_k, fusion_depth: {"method": fusion, "alpha": alpha,
                                                                        "rrf_k": rrf_k, "depth": fusion_depth})
     return compose(
@@ -77,7 +65,7 @@ def lexical_options(switch: bool = True) -> Callable:
                      help="Snowball stemmer language (PyStemmer), or 'none'."),
         click.option("--bm25-stopwords", default="en", show_default=True,
                      help="bm25s stopword list (en, de, fr, es, ...), or 'none'."),
-        _collapsing(names, "lexical", _lexical_params),
+        collapsing(names, "lexical", _lexical_params),
     ]
     if switch:
         options.insert(0, click.option(
@@ -96,7 +84,7 @@ def tuning_options() -> Callable:
         click.option("--split", default="train", show_default=True,
                      help="Split of --tune-fusion-on to tune on; 'test' is refused (never tune on the split you "
                           "report)."),
-        _collapsing(("tune_fusion_on", "split"), "tune_fusion",
+        collapsing(("tune_fusion_on", "split"), "tune_fusion",
                     lambda tune_fusion_on, split: None if tune_fusion_on is None else (tune_fusion_on, split)),
     )
 

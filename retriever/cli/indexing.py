@@ -9,20 +9,24 @@ from pathlib import Path
 import click
 
 from retriever.cli.hybrid import check_tuning, lexical_options, run_tuning, tuning_options
-from retriever.cli.options import (compose, corpus_options, encoder_options, encoder_overrides, fields_from,
-                                   renamed_option, report_truncation, runtime_options)
+from retriever.cli.options import (compose, corpus_options, encoder_options, fields_from, renamed_option,
+                                   report_truncation, runtime_options)
 from retriever.corpus import read_queries
 from retriever.corpus_encoding import describe, encode_corpus
 from retriever.distributed.ray_runtime import ADDRESS_HELP, ray_session
-from retriever.encoder import Encoder, EncoderSettings
+from retriever.encoder import Encoder, EncoderSettings, recorded_encoder
 from retriever.errors import RetrieverError
 from retriever.indexing import INDEX_TYPES, IndexParams, build_index, encode_for_index
 from retriever.ondisk import ONDISK_TYPE
 from retriever.shards import check_complete, sample_rows
 
 
-def shard_options():
+def encoding_options():
+    """What `encode` and `build` share: the encoder, where it runs, how the corpus is read and cut into shards."""
     return compose(
+        encoder_options(),
+        runtime_options(),
+        corpus_options(),
         click.option("--shard-size", type=click.IntRange(min=1), default=10_000, show_default=True,
                      help="Rows per Parquet shard; a crashed run resumes after the last complete shard."),
     )
@@ -101,12 +105,6 @@ def _tuning_texts(path: Path | None, limit: int, seed: int) -> list[str] | None:
     return texts
 
 
-def _encoder_settings(model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
-                      passage_prefix) -> EncoderSettings:
-    return EncoderSettings.for_model(model, **encoder_overrides(
-        pooling, normalize, query_max_length, passage_max_length, query_prefix, passage_prefix))
-
-
 @contextlib.contextmanager
 def _passage_encoder(settings: EncoderSettings, device, dtype, batch_size, ray_address, ray_workers,
                      ray_cpus_per_worker) -> Iterator:
@@ -131,26 +129,21 @@ def _ray_for_parts(params: IndexParams) -> contextlib.AbstractContextManager:
 @click.argument("corpus", type=click.Path(exists=True, path_type=Path))
 @click.option("--output", "-o", type=click.Path(path_type=Path), required=True,
               help="Folder for the Parquet shards (created if missing; reruns resume in it).")
-@encoder_options()
-@runtime_options()
-@corpus_options()
-@shard_options()
+@encoding_options()
 @renamed_option("--worker-index", "--shard-index", type=click.IntRange(min=0), default=0, show_default=True,
-              help="This worker's number, for splitting one corpus over independent workers.")
+                help="This worker's number, for splitting one corpus over independent workers.")
 @renamed_option("--num-workers", "--num-shards", type=click.IntRange(min=1), default=1, show_default=True,
-              help="How many workers split the corpus (document p goes to worker p % N).")
+                help="How many workers split the corpus (document p goes to worker p % N).")
 @ray_options()
-def encode_command(corpus, output, model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
-                   passage_prefix, device, dtype, batch_size, fmt, id_field, text_field, title_field, shard_size,
-                   worker_index, num_workers, ray_address, ray_workers, ray_cpus_per_worker):
+def encode_command(corpus, output, model, encoder_overrides, device, dtype, batch_size, fmt, id_field, text_field,
+                   title_field, shard_size, worker_index, num_workers, ray_address, ray_workers, ray_cpus_per_worker):
     """Encode CORPUS (BEIR folder, JSONL, TSV or Parquet) into Parquet embedding shards.
 
     \b
     Example (worker 0 of 2; run --worker-index 1 elsewhere):
       retriever encode ../shared/datasets/scifact -o shards/ --worker-index 0 --num-workers 2
     """
-    settings = _encoder_settings(model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
-                                 passage_prefix)
+    settings = EncoderSettings.for_model(model, **encoder_overrides)
     with _passage_encoder(settings, device, dtype, batch_size, ray_address, ray_workers,
                           ray_cpus_per_worker) as encoder:
         result = encode_corpus(corpus, output, encoder, fmt, fields_from(id_field, text_field, title_field),
@@ -187,8 +180,6 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
     if texts is None:
         vectors = None
     else:
-        from retriever.searching import recorded_encoder
-
         _, recorded = check_complete(shards)
         query_encoder = recorded_encoder(recorded, f"the shards in {shards} were encoded", shards)
         vectors = query_encoder.encode_queries(texts)
@@ -203,18 +194,14 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
 @click.argument("corpus", type=click.Path(exists=True, path_type=Path))
 @click.option("--output", "-o", type=click.Path(path_type=Path), required=True,
               help="Index folder to create, e.g. indexes/NAME. Shards are kept beside it in NAME.shards/.")
-@encoder_options()
-@runtime_options()
-@corpus_options()
-@shard_options()
+@encoding_options()
 @index_options()
 @ray_options()
 @lexical_options()
 @tuning_options()
-def build_command(corpus, output, model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
-                  passage_prefix, device, dtype, batch_size, fmt, id_field, text_field, title_field, shard_size,
-                  overwrite, tuning_queries_file, ray_address, ray_workers, ray_cpus_per_worker, lexical, tune_fusion,
-                  **index_flags):
+def build_command(corpus, output, model, encoder_overrides, device, dtype, batch_size, fmt, id_field, text_field,
+                  title_field, shard_size, overwrite, tuning_queries_file, ray_address, ray_workers,
+                  ray_cpus_per_worker, lexical, tune_fusion, **index_flags):
     """Encode CORPUS and index it in one step (resumable: rerun after a crash).
 
     \b
@@ -222,8 +209,7 @@ def build_command(corpus, output, model, pooling, normalize, query_max_length, p
       retriever build ../shared/datasets/scifact --output indexes/scifact
     """
     check_tuning(tune_fusion, lexical)
-    settings = _encoder_settings(model, pooling, normalize, query_max_length, passage_max_length, query_prefix,
-                                 passage_prefix)
+    settings = EncoderSettings.for_model(model, **encoder_overrides)
     params = IndexParams(**index_flags, ray_address=ray_address, ray_workers=ray_workers,
                          ray_cpus_per_worker=ray_cpus_per_worker)
     fields = fields_from(id_field, text_field, title_field)

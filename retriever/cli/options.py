@@ -1,12 +1,14 @@
 """Click options shared by several subcommands, so each flag is spelled and documented once."""
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import click
 
 from retriever.corpus import FORMATS, Fields
 from retriever.device import DTYPES
+from retriever.encoder_settings import OVERRIDABLE, TOWERS
 from retriever.pooling import POOLINGS
 
 Decorator = Callable[[Callable], Callable]
@@ -42,11 +44,22 @@ def renamed_option(new: str, *old: str, **kwargs) -> Decorator:
     return click.option(new, *old, name, cls=_RenamedOption, old_names=old, **kwargs)
 
 
-def encoder_options(default_model: str | None = "minilm") -> Decorator:
-    """Flags that choose and shape the encoder; unset flags fall back to the model folder's retriever.json."""
-    return compose(
-        click.option("--model", default=default_model, show_default=True,
-                     help="Hugging Face model folder or hub id, or 'minilm' for the shipped all-MiniLM-L6-v2."),
+def collapsing(names: tuple[str, ...], into: str, make: Callable[..., object]) -> Decorator:
+    """A decorator passing ``make(**flags)`` as ``into`` instead of those of the flags ``names`` a command has."""
+    def apply(function: Callable) -> Callable:
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            flags = {name: kwargs.pop(name) for name in names if name in kwargs}
+            return function(*args, **{into: make(**flags)}, **kwargs)
+        return wrapper
+    return apply
+
+
+def encoder_options(default_model: str | None = "minilm", towers: bool = False) -> Decorator:
+    """--model and the flags that shape the encoder (``towers``: --towers too) → ``model`` and
+    ``encoder_overrides``, the EncoderSettings fields given; unset ones fall back to the model's retriever.json.
+    Each flag is named as its EncoderSettings field, so a new setting needs only its field and its flag here."""
+    flags = [
         click.option("--pooling", type=click.Choice(sorted(POOLINGS)), default=None,
                      help="How token states become one vector. [default: the model's retriever.json, else mean]"),
         click.option("--normalize/--no-normalize", default=None,
@@ -62,16 +75,34 @@ def encoder_options(default_model: str | None = "minilm") -> Decorator:
                      help="Text put before every query (e.g. 'query: '). [default: none]"),
         click.option("--passage-prefix", default=None,
                      help="Text put before every passage (e.g. 'passage: '). [default: none]"),
+    ]
+    if towers:
+        flags.append(click.option("--towers", type=click.Choice(TOWERS), default=None,
+                                  help="One encoder for queries and passages, or two untied copies of the init "
+                                       "model. [default: the model's retriever.json, else shared]"))
+    return compose(
+        click.option("--model", default=default_model, show_default=True,
+                     help="Hugging Face model folder or hub id, or 'minilm' for the shipped all-MiniLM-L6-v2."),
+        *flags,
+        collapsing(OVERRIDABLE, "encoder_overrides", dict),
+    )
+
+
+def device_options() -> Decorator:
+    """Where the model runs and in which precision."""
+    return compose(
+        click.option("--device", default="auto", show_default=True,
+                     help="auto (CUDA when present, else CPU), cpu, cuda or cuda:N."),
+        click.option("--dtype", type=click.Choice(DTYPES), default="auto", show_default=True,
+                     help="Compute precision: auto = fp16 on CUDA, bf16 on CPUs with native bf16 (AVX512-BF16/AMX), "
+                          "else fp32."),
     )
 
 
 def runtime_options() -> Decorator:
     """Where and how fast to run the encoder."""
     return compose(
-        click.option("--device", default="auto", show_default=True,
-                     help="auto (CUDA when present, else CPU), cpu, cuda or cuda:N."),
-        click.option("--dtype", type=click.Choice(DTYPES), default="auto", show_default=True,
-                     help="Compute precision: auto = fp16 on CUDA, bf16 on CPUs with native bf16, else fp32."),
+        device_options(),
         click.option("--batch-size", type=click.IntRange(min=1), default=None,
                      help="Texts per forward pass [default: 16 on the CPU, 128 on CUDA]."),
     )
@@ -92,14 +123,6 @@ def corpus_options() -> Decorator:
 
 def fields_from(id_field: str, text_field: str, title_field: str) -> Fields:
     return Fields(id=id_field, text=text_field, title=title_field)
-
-
-def encoder_overrides(pooling: str | None, normalize: bool | None, query_max_length: int | None,
-                      passage_max_length: int | None, query_prefix: str | None,
-                      passage_prefix: str | None) -> dict:
-    return {"pooling": pooling, "normalize": normalize, "query_max_length": query_max_length,
-            "passage_max_length": passage_max_length, "query_prefix": query_prefix,
-            "passage_prefix": passage_prefix}
 
 
 def report_truncation(encoder=None, passages_cut: int = 0, passages: int = 0,

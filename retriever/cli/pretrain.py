@@ -6,9 +6,8 @@ from pathlib import Path
 
 import click
 
-from retriever.cli.options import corpus_options, fields_from, renamed_option
-from retriever.cli.training import report_to_option
-from retriever.device import DTYPES
+from retriever.cli.options import corpus_options, device_options, fields_from, renamed_option
+from retriever.cli.training import optimizer_options, report_to_option
 
 
 @click.command("pretrain")
@@ -51,23 +50,14 @@ from retriever.device import DTYPES
                    "is given, then as many as --max-steps needs]")
 @click.option("--max-steps", type=click.IntRange(min=1), default=None,
               help="Optimizer steps to train. [default: as many as --epochs takes]")
-@click.option("--learning-rate", type=click.FloatRange(min=0, min_open=True), default=1e-4, show_default=True,
-              help="AdamW peak learning rate.")
-@click.option("--warmup-ratio", type=click.FloatRange(0, 1, max_open=True), default=0.1, show_default=True,
-              help="Share of steps with linear warmup; then linear decay to 0.")
-@click.option("--weight-decay", type=click.FloatRange(min=0), default=0.01, show_default=True,
-              help="AdamW weight decay (not on biases and LayerNorm).")
-@click.option("--max-grad-norm", type=click.FloatRange(min=0), default=1.0, show_default=True,
-              help="Clip the gradient norm to this (0 = no clipping).")
+@optimizer_options(learning_rate=1e-4)
 @click.option("--save-steps", type=click.IntRange(min=0), default=500, show_default=True,
               help="Checkpoint every N steps (and always at the end; 0 = only at the end).")
 @click.option("--keep-checkpoints", type=click.IntRange(min=1), default=2, show_default=True,
               help="Newest checkpoints kept in OUTPUT/checkpoints while training (a finished run keeps none).")
 @click.option("--seed", type=int, default=42, show_default=True,
               help="Seed for head initialisation, data order, masking and dropout.")
-@click.option("--device", default="auto", show_default=True, help="auto (CUDA when present, else CPU), cpu, cuda.")
-@click.option("--dtype", type=click.Choice(DTYPES), default="auto", show_default=True,
-              help="auto = fp16 with loss scaling on CUDA, bf16 autocast on CPUs with native bf16, else fp32.")
+@device_options()
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="Show a progress bar with the loss, learning rate and examples/s on stderr.")
 @report_to_option()

@@ -11,9 +11,8 @@ import click
 from tqdm import tqdm
 
 from retriever.cli.hybrid import mode_options
-from retriever.cli.options import compose, corpus_options, fields_from, report_truncation
+from retriever.cli.options import compose, corpus_options, device_options, fields_from, report_truncation
 from retriever.corpus import BeirDataset, Fields, Query, read_queries
-from retriever.device import DTYPES
 from retriever.errors import RetrieverError
 from retriever.files import write_json
 from retriever.evaluation import evaluate_index, evaluate_run_file
@@ -27,9 +26,7 @@ from retriever.texts import check_text
 def searcher_options():
     """Runtime and ANN flags, plus encoder flags that are only checked against the index's own encoder."""
     return compose(
-        click.option("--device", default="auto", show_default=True, help="auto (CUDA when present, else CPU), cpu, cuda."),
-        click.option("--dtype", type=click.Choice(DTYPES), default="auto", show_default=True,
-                     help="Query encoding precision (auto: fp16 on CUDA, bf16 on CPUs with native bf16)."),
+        device_options(),
         click.option("--nprobe", type=click.IntRange(min=1), default=None,
                      help="IVF lists to visit. [default: the value recorded in the manifest]"),
         click.option("--ef-search", type=click.IntRange(min=1), default=None,

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from retriever.cli.hybrid import mode_options
-from retriever.device import DTYPES
+from retriever.cli.options import device_options
 from retriever.errors import RetrieverError
 
 DEFAULT_PORT = 8000
@@ -53,9 +53,7 @@ def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True,
               help="TCP port to listen on.")
-@click.option("--device", default="auto", show_default=True, help="auto (CUDA when present, else CPU), cpu, cuda.")
-@click.option("--dtype", type=click.Choice(DTYPES), default="auto", show_default=True,
-              help="Query encoding precision (auto: fp16 on CUDA, bf16 on CPUs with native bf16, else fp32).")
+@device_options()
 @click.option("--max-batch", type=click.IntRange(min=1), default=32, show_default=True,
               help="Most queries encoded in one forward pass.")
 @click.option("--max-wait-ms", type=click.FloatRange(min=0, max=1000), default=2.0, show_default=True,

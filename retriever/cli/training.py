@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from retriever.cli.hybrid import mode_options
-from retriever.cli.options import corpus_options, encoder_options, fields_from, renamed_option, runtime_options
-from retriever.device import DTYPES
-from retriever.encoder import TOWERS
+from retriever.cli.options import (compose, corpus_options, device_options, encoder_options, fields_from,
+                                   renamed_option, runtime_options)
 
 REPORT_TO = ("none", "tensorboard")
 
@@ -21,6 +21,20 @@ def report_to_option():
     return click.option("--report-to", type=click.Choice(REPORT_TO), default="none", show_default=True,
                         help="Also log loss, learning rate and dev metrics to TensorBoard in OUTPUT/tensorboard "
                              "(needs the tensorboard package).")
+
+
+def optimizer_options(learning_rate: float) -> Callable:
+    """AdamW, its schedule and clipping: the training stack's flags, the same for `train` and `pretrain`."""
+    return compose(
+        click.option("--learning-rate", type=click.FloatRange(min=0, min_open=True), default=learning_rate,
+                     show_default=True, help="AdamW peak learning rate."),
+        click.option("--warmup-ratio", type=click.FloatRange(0, 1, max_open=True), default=0.1, show_default=True,
+                     help="Share of steps with linear warmup; then linear decay to 0."),
+        click.option("--weight-decay", type=click.FloatRange(min=0), default=0.01, show_default=True,
+                     help="AdamW weight decay (not on biases and LayerNorm)."),
+        click.option("--max-grad-norm", type=click.FloatRange(min=0), default=1.0, show_default=True,
+                     help="Clip the gradient norm to this (0 = no clipping)."),
+    )
 
 
 @click.command("train")
@@ -38,10 +52,7 @@ def report_to_option():
 @click.option("--negatives", type=EXISTING_FILE, default=None,
               help='Hard negatives for --dataset: JSONL {"query_id", "negatives": [doc ids]}, as `retriever mine` '
                    "writes; used when --train-group-size > 1. [default: none: in-batch negatives only]")
-@encoder_options()
-@click.option("--towers", type=click.Choice(TOWERS), default=None,
-              help="One encoder for queries and passages, or two untied copies of the init model. "
-                   "[default: the model's retriever.json, else shared]")
+@encoder_options(towers=True)
 @click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Model folder to write (checkpoints go in OUTPUT/checkpoints; rerun the same command to resume).")
 @click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True,
@@ -53,16 +64,9 @@ def report_to_option():
 @click.option("--train-group-size", type=click.IntRange(min=1), default=1, show_default=True,
               help="Passages per query: 1 positive + N-1 hard negatives sampled afresh each epoch from the given "
                    "ones (1 = in-batch negatives only).")
-@click.option("--learning-rate", type=click.FloatRange(min=0, min_open=True), default=2e-5, show_default=True,
-              help="AdamW peak learning rate.")
-@click.option("--warmup-ratio", type=click.FloatRange(0, 1, max_open=True), default=0.1, show_default=True,
-              help="Share of steps with linear warmup; then linear decay to 0.")
-@click.option("--weight-decay", type=click.FloatRange(min=0), default=0.01, show_default=True,
-              help="AdamW weight decay (not on biases and LayerNorm).")
+@optimizer_options(learning_rate=2e-5)
 @click.option("--temperature", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Softmax temperature τ of q·p/τ. [default: 0.05 with --normalize, 1.0 with --no-normalize]")
-@click.option("--max-grad-norm", type=click.FloatRange(min=0), default=1.0, show_default=True,
-              help="Clip the gradient norm to this (0 = no clipping).")
 @click.option("--seed", type=int, default=42, show_default=True, help="Seed for sampling, shuffling and dropout.")
 @click.option("--grad-cache-chunk-size", type=click.IntRange(min=1), default=None,
               help="GradCache: encode the batch in chunks of this many texts so a large batch fits in memory "
@@ -75,9 +79,7 @@ def report_to_option():
 @click.option("--dev-max-docs", type=click.IntRange(min=1), default=None,
               help="Search a sample of this many dev documents (all judged ones kept) to make evaluation cheap. "
                    "[default: the whole corpus]")
-@click.option("--device", default="auto", show_default=True, help="auto (CUDA when present, else CPU), cpu, cuda.")
-@click.option("--dtype", type=click.Choice(DTYPES), default="auto", show_default=True,
-              help="auto = fp16 with loss scaling on CUDA, bf16 autocast on CPUs with native bf16, else fp32.")
+@device_options()
 @click.option("--save-steps", type=click.IntRange(min=0), default=500, show_default=True,
               help="Also checkpoint every N steps (checkpoints are always written at each epoch's end; 0 = only "
                    "then).")
@@ -86,8 +88,8 @@ def report_to_option():
                    "each process's queries see only its own slice.")
 @report_to_option()
 @corpus_options()
-def train_command(dataset, split, train_jsonl, corpus, negatives, model, pooling, normalize, query_max_length,
-                  passage_max_length, query_prefix, passage_prefix, towers, output, epochs, max_steps, queries_per_step,
+def train_command(dataset, split, train_jsonl, corpus, negatives, model, encoder_overrides, output, epochs, max_steps,
+                  queries_per_step,
                   train_group_size, learning_rate, warmup_ratio, weight_decay, temperature, max_grad_norm, seed,
                   grad_cache_chunk_size, dev_split, dev_dataset, dev_max_docs, device, dtype, save_steps,
                   cross_device_negatives, report_to, fmt, id_field, text_field, title_field):
@@ -109,9 +111,8 @@ def train_command(dataset, split, train_jsonl, corpus, negatives, model, pooling
     config = TrainConfig(
         output=str(output), dataset=_str(dataset), split=split, train_jsonl=_str(train_jsonl), corpus=_str(corpus),
         corpus_format=fmt, corpus_fields=fields_from(id_field, text_field, title_field), negatives=_str(negatives),
-        model=model, pooling=pooling, normalize=normalize, towers=towers, query_max_length=query_max_length,
-        passage_max_length=passage_max_length, query_prefix=query_prefix, passage_prefix=passage_prefix,
-        epochs=epochs, max_steps=max_steps, batch_size=queries_per_step, train_group_size=train_group_size,
+        model=model, encoder=encoder_overrides, epochs=epochs, max_steps=max_steps, batch_size=queries_per_step,
+        train_group_size=train_group_size,
         learning_rate=learning_rate, warmup_ratio=warmup_ratio, weight_decay=weight_decay, temperature=temperature,
         max_grad_norm=max_grad_norm or None, seed=seed, grad_cache_chunk_size=grad_cache_chunk_size,
         dev_split=dev_split, dev_dataset=_str(dev_dataset), dev_max_docs=dev_max_docs, device=device, dtype=dtype,

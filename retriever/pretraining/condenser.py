@@ -26,6 +26,7 @@ from transformers.utils import logging as hf_logging
 from retriever.errors import RetrieverError
 from retriever.files import read_json_object, write_json
 from retriever.model_loading import load_model, resolve_model_path
+from retriever.pooling import has_trained_pooler
 
 HEAD_WEIGHTS = "model.pt"
 CONDENSER_CONFIG = "condenser.json"
@@ -177,7 +178,7 @@ def _pooler_weights(name: str) -> dict[str, torch.Tensor]:
     """The checkpoint's trained pooler as ``bert.pooler.*`` tensors, or nothing if it has none."""
     with _quiet_transformers():
         bert, info = load_model(name, BertModel)
-    if any(key.startswith("pooler.") for key in info.get("missing_keys", ())) or bert.pooler is None:
+    if not has_trained_pooler(bert, info):
         return {}
     return {f"bert.pooler.{key}": value.detach().clone() for key, value in bert.pooler.state_dict().items()}
 

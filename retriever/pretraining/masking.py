@@ -16,8 +16,8 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from retriever.corpus import Fields, iter_documents
-from retriever.encoder import passage_text
 from retriever.pretraining.condenser import IGNORE_INDEX
+from retriever.texts import passage_text
 
 Example = list[tuple[list[int], list[int]]]  # (input ids, labels) of one block, or of two sibling spans
 MIN_SPAN_TOKENS = 4
@@ -38,7 +38,7 @@ class TokenizedCorpus:
         """Tokenized a chunk of documents at a time, so the fast tokenizer batches."""
         documents = iter(iter_documents(corpus, fmt=fmt, fields=fields))
         ids: list[list[int]] = []
-        while chunk := [passage_text(document) for document in itertools.islice(documents, TOKENIZE_CHUNK)]:
+        while chunk := [passage_text(d.title, d.text) for d in itertools.islice(documents, TOKENIZE_CHUNK)]:
             ids += tokenizer(chunk, add_special_tokens=False, truncation=False, verbose=False,
                              return_attention_mask=False, return_token_type_ids=False)["input_ids"]
         return cls(ids)

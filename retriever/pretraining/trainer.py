@@ -52,7 +52,8 @@ class PretrainConfig(stack.StackConfig):
         if self.max_length < 8:
             raise RetrieverError("--max-length must be at least 8")
         if self.cocondenser and self.batch_size < 4:
-            raise RetrieverError("--cocondenser needs --sequences-per-step of at least 4 (2 spans from each of 2+ documents)")
+            raise RetrieverError("--cocondenser needs --sequences-per-step of at least 4 (2 spans from each of 2+ "
+                                 "documents)")
         if self.objective not in OBJECTIVES or self.objective == "mlm" and self.n_head_layers:
             raise RetrieverError(f"--objective is one of {', '.join(OBJECTIVES)}; mlm has no head (no --n-head-layers)")
         if self.freeze_backbone_steps < 0 or self.backbone_lr_scale <= 0:

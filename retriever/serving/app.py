@@ -36,6 +36,7 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from retriever.encoder_settings import SERVED_FIELDS
 from retriever.errors import RetrieverError
 from retriever.searching import Searcher
 from retriever.serving.batcher import Closed, MicroBatcher, Overloaded
@@ -45,7 +46,6 @@ from retriever.serving.page import page_html
 from retriever.serving.schemas import (ERRORS, K_PARAM, MODE_PARAM, NAME_PARAM, NAME_PATTERN, POST_BODY, Q_PARAM,
                                        BatchSearchResponse, Mode, SearchResponse)
 
-SUMMARY_KEYS = ("model", "pooling", "normalize", "query_max_length", "query_prefix", "dim")
 INLINE_HITS = 100
 
 
@@ -114,7 +114,7 @@ def _summary(name: str, searcher: Searcher) -> dict:
     encoder = manifest.get("encoder", {})
     return {"name": name, "documents": int(searcher.index.ntotal), "modes": searcher.modes(),
             "index_type": manifest.get("index", {}).get("type"),
-            "encoder": {key: encoder.get(key) for key in SUMMARY_KEYS}}
+            "encoder": {key: encoder.get(key) for key in SERVED_FIELDS}}
 
 
 async def _bounded_response(pieces: Iterable[bytes], hits: int, limits: Limits) -> Response:

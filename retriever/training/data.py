@@ -26,11 +26,11 @@ from pathlib import Path
 import torch
 
 from retriever.corpus import BeirDataset, Fields, iter_documents, parse_json_object, read_queries
+from retriever.encoder_settings import EncoderSettings
 from retriever.files import decoded_lines
-from retriever.encoder import EncoderSettings, passage_text
 from retriever.errors import InputFileError, RetrieverError
 from retriever.runs import read_qrels
-from retriever.texts import check_text
+from retriever.texts import check_text, passage_text
 from retriever.training.loss import passage_key
 
 
@@ -64,7 +64,7 @@ def read_corpus_passages(corpus: str | Path, wanted: set[str] | None = None, fmt
     passages: dict[str, Passage] = {}
     for document in iter_documents(corpus, fmt, fields):
         if wanted is None or document.id in wanted:
-            passages[document.id] = Passage(document.id, passage_text(document))
+            passages[document.id] = Passage(document.id, passage_text(document.title, document.text))
     return passages
 
 
@@ -134,7 +134,7 @@ def _parse_item(item: object, path: Path, number: int, with_corpus: bool) -> tup
         doc_id = item.get("id", item.get("_id"))
         if isinstance(item.get("text"), str):
             title = item.get("title") if isinstance(item.get("title"), str) else ""
-            text = f"{title} {item['text']}".strip() if title else item["text"]
+            text = passage_text(title, item["text"])
             check_text(text, f"{path}:{number}")
             return "", Passage(str(doc_id) if doc_id is not None else _inline_id(title, item["text"]), text)
         if doc_id is not None:

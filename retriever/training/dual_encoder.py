@@ -17,32 +17,24 @@ import torch
 from torch import nn
 
 from retriever.device import resolve_batch_size
-from retriever.encoder import Encoder, EncoderSettings
+from retriever.encoder import Encoder
+from retriever.encoder_settings import EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.model_folder import untied_tower_paths, write_model_folder
 from retriever.model_loading import (load_model, load_tokenizer, read_retriever_config, resolve_model_path,
                                      weights_fingerprint)
-from retriever.pooling import get_pooling
+from retriever.pooling import check_pooler_weights, get_pooling
 
 CONDENSER_HEAD = "model.pt"
-SETTING_KEYS = ("pooling", "normalize", "query_max_length", "passage_max_length", "query_prefix", "passage_prefix",
-                "towers")
 
 
 def _log(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def _has_pooler(model: nn.Module, info: dict) -> bool:
-    missing = any(key.startswith("pooler.") or ".pooler." in key for key in info.get("missing_keys", ()))
-    return getattr(model, "pooler", None) is not None and not missing
-
-
 def _load_backbone(name: str, pooling: str) -> nn.Module:
     model, info = load_model(name)
-    if pooling == "pooler" and not _has_pooler(model, info):
-        raise RetrieverError(f"pooling 'pooler' needs trained pooler weights, and {name} has none; "
-                             "use --pooling cls or mean")
+    check_pooler_weights(pooling, model, info, name)
     return model
 
 
@@ -113,7 +105,7 @@ class DualEncoder(nn.Module):
         return _InMemoryEncoder(self, device, dtype, batch_size)
 
     def retriever_config(self, training: dict | None = None) -> dict:
-        config = {key: getattr(self.settings, key) for key in SETTING_KEYS}
+        config = self.settings.recorded()
         if training is not None:
             config["training"] = training
         return config

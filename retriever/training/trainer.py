@@ -32,19 +32,13 @@ SELECTION_METRIC = "ndcg@10"
 
 @dataclass(kw_only=True)
 class TrainConfig(stack.StackConfig):
-    """Everything `retriever train` takes; None encoder settings fall back to the init model's retriever.json."""
+    """Everything `retriever train` takes; encoder settings missing from ``encoder`` come from the init model."""
 
     dataset: str | None = None
     split: str = "train"
     train_jsonl: str | None = None
     negatives: str | None = None
-    pooling: str | None = None
-    normalize: bool | None = None
-    towers: str | None = None
-    query_max_length: int | None = None
-    passage_max_length: int | None = None
-    query_prefix: str | None = None
-    passage_prefix: str | None = None
+    encoder: dict = field(default_factory=dict)  # EncoderSettings fields to set (see EncoderSettings.for_model)
     epochs: int = 1
     learning_rate: float = 2e-5
     train_group_size: int = 1
@@ -171,10 +165,7 @@ def train(config: TrainConfig) -> TrainResult:
     if finished is not None:
         return TrainResult(**{**finished["result"], "output": Path(config.output), "already_finished": True})
     set_seed(config.seed)
-    model = DualEncoder.from_pretrained(
-        config.model, pooling=config.pooling, normalize=config.normalize, towers=config.towers,
-        query_max_length=config.query_max_length, passage_max_length=config.passage_max_length,
-        query_prefix=config.query_prefix, passage_prefix=config.passage_prefix)
+    model = DualEncoder.from_pretrained(config.model, **config.encoder)
     examples = load_beir_examples(config.dataset, config.split, config.negatives) if config.dataset else \
         load_jsonl_examples(config.train_jsonl, config.corpus, config.corpus_format, config.corpus_fields)
     dev = _load_dev(config)

@@ -38,3 +38,9 @@ def test_help_shows_only_the_new_spelling(command, new, old, parameter):
         assert "--batch-size" not in result.output
     else:
         assert old not in result.output
+
+
+def test_every_encoder_setting_has_a_flag():
+    from retriever.encoder_settings import OVERRIDABLE
+
+    assert set(OVERRIDABLE) <= {param.name for param in main.commands["train"].params}

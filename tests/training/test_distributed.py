@@ -50,8 +50,8 @@ def flags(dataset: Path, model: Path, output: Path, *extra: str) -> list[str]:
 
 
 def settings(dataset: Path, model: Path, output: Path, **extra) -> dict:
-    return dict(dataset=str(dataset), model=str(model), output=str(output), learning_rate=1e-3, passage_max_length=32,
-                query_max_length=16, device="cpu", dtype="fp32", progress=False, **extra)
+    return dict(dataset=str(dataset), model=str(model), output=str(output), learning_rate=1e-3, device="cpu",
+                encoder={"passage_max_length": 32, "query_max_length": 16}, dtype="fp32", progress=False, **extra)
 
 
 def run(command: list[str]) -> None:

@@ -32,7 +32,8 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def config(output: Path, dataset: Path, model: Path, **overrides) -> TrainConfig:
     values = dict(output=str(output), dataset=str(dataset), model=str(model), batch_size=4, learning_rate=1e-3,
-                  device="cpu", dtype="fp32", progress=False, passage_max_length=32, query_max_length=16)
+                  device="cpu", dtype="fp32", progress=False,
+                  encoder={"passage_max_length": 32, "query_max_length": 16})
     return TrainConfig(**{**values, **overrides})
 
 

@@ -1,0 +1,91 @@
+"""Encoder settings, declared once: everything that shapes the vectors.
+
+Every list of setting names is derived from the fields of ``EncoderSettings``: what a shard's
+vectors are identified by, what a model folder's retriever.json records, what a manifest hands
+back to the query encoder, what `serve` shows and what the CLI collects. A new setting is one
+field here plus its flag in ``retriever.cli.options``.
+
+This module imports neither torch nor transformers (shard readers in spawned index workers use
+it); the model folder is read only when settings are made.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from retriever.errors import RetrieverError
+
+TOWERS = ("shared", "untied")
+
+
+def _setting(default: object, *, identity: bool = True, served: bool = False):
+    """A field; ``identity``: vectors made with another value cannot be mixed; ``served``: `serve` shows it."""
+    return field(default=default, metadata={"identity": identity, "served": served})
+
+
+@dataclass(frozen=True)
+class EncoderSettings:
+    """Everything that changes the vectors; recorded in manifests and compared at search time."""
+
+    model: str = _setting("minilm", identity=False, served=True)  # the weights' fingerprint identifies it
+    pooling: str = _setting("mean", served=True)
+    normalize: bool = _setting(True, served=True)
+    query_max_length: int | None = _setting(None, served=True)  # None: the same as passage_max_length
+    passage_max_length: int | None = _setting(None)  # None: what the model says (default_max_length)
+    query_prefix: str = _setting("", served=True)
+    passage_prefix: str = _setting("")
+    towers: str = _setting("shared")
+
+    def __post_init__(self) -> None:
+        if self.passage_max_length is None:
+            from retriever.model_loading import default_max_length
+
+            object.__setattr__(self, "passage_max_length", default_max_length(self.model))
+        if self.query_max_length is None:
+            object.__setattr__(self, "query_max_length", self.passage_max_length)
+
+    @classmethod
+    def for_model(cls, model: str = "minilm", **overrides: object) -> "EncoderSettings":
+        """Defaults, then what the model folder's retriever.json records, then explicit overrides (non-None)."""
+        from retriever.model_loading import read_retriever_config
+
+        values = {k: v for k, v in read_retriever_config(model).items() if k in OVERRIDABLE}
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        unknown = set(values) - set(OVERRIDABLE)
+        if unknown:
+            raise RetrieverError(f"unknown encoder settings: {', '.join(sorted(unknown))}")
+        settings = cls(model=model, **values)
+        settings.validate()
+        return settings
+
+    @classmethod
+    def from_record(cls, recorded: dict, model: str) -> "EncoderSettings":
+        """The settings a shard's or manifest's encoder record holds, with the model found at ``model``."""
+        return cls(model=model, **{name: recorded[name] for name in OVERRIDABLE if name in recorded})
+
+    def validate(self) -> None:
+        from retriever.pooling import get_pooling
+
+        get_pooling(self.pooling)
+        if self.towers not in TOWERS:
+            raise RetrieverError(f"unknown towers {self.towers!r}; choose one of {', '.join(TOWERS)}")
+        for name in ("query_max_length", "passage_max_length"):
+            if int(getattr(self, name)) < 2:
+                raise RetrieverError(f"{name} must be at least 2")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def recorded(self) -> dict:
+        """What a model folder's retriever.json records: every setting but where the model is."""
+        return {name: getattr(self, name) for name in OVERRIDABLE}
+
+
+_FIELDS = dataclasses.fields(EncoderSettings)
+# Settings a command line or a retriever.json may set (the model is named on its own).
+OVERRIDABLE = tuple(f.name for f in _FIELDS if f.name != "model")
+# What identifies the vectors: shards that differ in any of these cannot be mixed. Besides the settings, an
+# encoder's record (Encoder.metadata) holds the weights' fingerprint, the dimension and the compute dtype.
+VECTOR_FIELDS = ("weights_sha256", *(f.name for f in _FIELDS if f.metadata["identity"]), "dim", "dtype")
+# The encoder summary `serve` lists per index.
+SERVED_FIELDS = (*(f.name for f in _FIELDS if f.metadata["served"]), "dim")

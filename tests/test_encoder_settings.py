@@ -1,0 +1,50 @@
+"""Encoder settings: every list of setting names comes from the one dataclass."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import make_tiny_bert
+from retriever.encoder import Encoder
+from retriever.encoder_settings import OVERRIDABLE, SERVED_FIELDS, VECTOR_FIELDS, EncoderSettings
+from retriever.errors import RetrieverError
+
+
+def test_lists_are_derived_from_the_fields():
+    names = [f.name for f in dataclasses.fields(EncoderSettings)]
+    assert list(OVERRIDABLE) == [name for name in names if name != "model"]
+    assert set(VECTOR_FIELDS) == {*OVERRIDABLE, "weights_sha256", "dim", "dtype"}  # weights, not paths, identify
+    assert set(SERVED_FIELDS) <= {*names, "dim"} and "model" in SERVED_FIELDS
+
+
+def test_an_encoders_record_holds_every_setting_and_reads_back(tiny_model_dir):
+    settings = EncoderSettings.for_model(str(tiny_model_dir), pooling="cls", query_prefix="q: ")
+    record = Encoder(settings, device="cpu", dtype="fp32").metadata()
+    assert set(VECTOR_FIELDS) <= set(record)
+    assert EncoderSettings.from_record(record, settings.model) == settings
+
+
+def test_model_folder_settings_are_defaults(tmp_path):
+    folder = make_tiny_bert(tmp_path / "trained")
+    (folder / "retriever.json").write_text(json.dumps({"pooling": "cls", "normalize": False}))
+    settings = EncoderSettings.for_model(str(folder))
+    assert (settings.pooling, settings.normalize) == ("cls", False)
+    assert EncoderSettings.for_model(str(folder), pooling="mean").pooling == "mean"
+    (folder / "retriever.json").write_text(json.dumps(settings.recorded()))
+    assert EncoderSettings.for_model(str(folder)) == settings
+
+
+def test_missing_local_folder_is_clear():
+    with pytest.raises(RetrieverError, match="no such model folder"):
+        EncoderSettings.for_model("./does/not/exist")
+
+
+def test_importing_the_settings_loads_no_torch():
+    """Shard readers import them in spawned index workers, which must stay light."""
+    code = "import sys, retriever.shards, retriever.encoder_settings; print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip() == "False"
