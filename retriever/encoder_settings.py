@@ -35,7 +35,6 @@ class EncoderSettings:
     query_prefix: str = _setting("", served=True)
     passage_prefix: str = _setting("")
     towers: str = _setting("shared")
-    scratch_note: str = _setting("", served=True)  # SCRATCH: proves one field + one flag suffice
 
     def __post_init__(self) -> None:
         if self.passage_max_length is None:

@@ -75,7 +75,6 @@ def encoder_options(default_model: str | None = "minilm", towers: bool = False) 
                      help="Text put before every query (e.g. 'query: '). [default: none]"),
         click.option("--passage-prefix", default=None,
                      help="Text put before every passage (e.g. 'passage: '). [default: none]"),
-        click.option("--scratch-note", default=None, help="SCRATCH setting, to be reverted. [default: none]"),
     ]
     if towers:
         flags.append(click.option("--towers", type=click.Choice(TOWERS), default=None,
