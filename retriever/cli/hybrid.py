@@ -134,7 +134,7 @@ def bm25_command(index, lexical, tune_fusion, overwrite):
         click.echo(f"{index}: keeping its BM25 index", err=True)
     else:
         record = add_lexical(index, lexical, overwrite=overwrite)
-        click.echo(f"added BM25 to {index}: {record['documents']} documents, {record['vocabulary']} terms", err=True)
+        click.echo(f"added BM25 to {index}: {record['documents']} passages, {record['vocabulary']} terms", err=True)
     run_tuning(index, tune_fusion)
 
 

@@ -133,7 +133,7 @@ def _ray_for_parts(params: IndexParams) -> contextlib.AbstractContextManager:
 @renamed_option("--worker-index", "--shard-index", type=click.IntRange(min=0), default=0, show_default=True,
                 help="This worker's number, for splitting one corpus over independent workers.")
 @renamed_option("--num-workers", "--num-shards", type=click.IntRange(min=1), default=1, show_default=True,
-                help="How many workers split the corpus (document p goes to worker p % N).")
+                help="How many workers split the corpus (passage p goes to worker p % N).")
 @ray_options()
 def encode_command(corpus, output, model, encoder_overrides, device, dtype, batch_size, fmt, id_field, text_field,
                    title_field, shard_size, worker_index, num_workers, ray_address, ray_workers, ray_cpus_per_worker):

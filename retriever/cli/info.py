@@ -15,7 +15,7 @@ def _lines(summary: dict) -> list[str]:
              f"encoder:  {encoder['model']} ({encoder['pooling']} pooling, normalize={encoder['normalize']}, "
              f"dim {encoder['dim']}, {encoder['dtype']}, max lengths {encoder['query_max_length']}/"
              f"{encoder['passage_max_length']})",
-             f"counts:   {summary['vectors']} vectors, {summary['documents']} documents",
+             f"counts:   {summary['vectors']} vectors, {summary['documents']} passages",
              f"type:     {summary['index_type']} ({summary['factory']})",
              "search:   " + (", ".join(f"{k}={v}" for k, v in summary["search_defaults"].items() if v is not None)
                             or "no settings")]

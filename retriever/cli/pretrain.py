@@ -26,7 +26,7 @@ from retriever.cli.training import optimizer_options, report_to_option
                    "condenser.json, else num_hidden_layers // 2, i.e. 6 for BERT-base, 3 for MiniLM-L6; beware "
                    "the luyug/Condenser code default of 2, which is not what the paper used]")
 @click.option("--cocondenser", is_flag=True, default=False, show_default=True,
-              help="Add coCondenser's span-contrastive loss: two random spans per document, each must find its "
+              help="Add coCondenser's span-contrastive loss: two random spans per passage, each must find its "
                    "sibling among the batch by CLS similarity.")
 @click.option("--objective", type=click.Choice(["condenser", "mlm"]), default="condenser", show_default=True,
               help="mlm drops the Condenser head: plain masked-language modelling for the same steps (the ablation "
@@ -44,7 +44,7 @@ from retriever.cli.training import optimizer_options, report_to_option
 @click.option("--mlm-probability", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.15,
               show_default=True, help="Share of tokens masked, whole words at a time (BERT 80/10/10 replacement).")
 @renamed_option("--sequences-per-step", "--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
-                help="Sequences per optimizer step (with --cocondenser: N/2 documents x 2 spans).")
+                help="Sequences per optimizer step (with --cocondenser: N/2 passages x 2 spans).")
 @click.option("--epochs", type=click.IntRange(min=1), default=None,
               help="Passes over the corpus; with --max-steps, whichever ends first. [default: 1 unless --max-steps "
                    "is given, then as many as --max-steps needs]")

@@ -39,15 +39,15 @@ def optimizer_options(learning_rate: float) -> Callable:
 
 @click.command("train")
 @click.option("--dataset", type=EXISTING_DIR, default=None,
-              help="BEIR folder to train on: queries of --split with qrels score > 0, their judged documents as "
+              help="BEIR folder to train on: queries of --split with qrels score > 0, their judged passages as "
                    "positives. [default: none; give this or --train-jsonl]")
 @click.option("--split", default="train", show_default=True, help="qrels/<split>.tsv of --dataset to train on.")
 @click.option("--train-jsonl", type=EXISTING_FILE, default=None,
               help='Instead of --dataset: JSONL lines {"query", "positives", "negatives"?}. A string item is a '
-                   "document id when --corpus is given and the passage text when not; an object "
+                   "passage id when --corpus is given and the passage text when not; an object "
                    '{"text", "title"?, "id"?} is always a text. [default: none]')
 @click.option("--corpus", type=click.Path(exists=True, path_type=Path), default=None,
-              help="Corpus (BEIR folder, JSONL, TSV, Parquet) in which --train-jsonl document ids are looked up. "
+              help="Corpus (BEIR folder, JSONL, TSV, Parquet) in which --train-jsonl passage ids are looked up. "
                    "[default: none: strings in --train-jsonl are passage texts]")
 @click.option("--negatives", type=EXISTING_FILE, default=None,
               help='Hard negatives for --dataset: JSONL {"query_id", "negatives": [doc ids]}, as `retriever mine` '
@@ -77,7 +77,7 @@ def optimizer_options(learning_rate: float) -> Callable:
 @click.option("--dev-dataset", type=EXISTING_DIR, default=None,
               help="BEIR folder holding --dev-split. [default: --dataset]")
 @click.option("--dev-max-docs", type=click.IntRange(min=1), default=None,
-              help="Search a sample of this many dev documents (all judged ones kept) to make evaluation cheap. "
+              help="Search a sample of this many dev passages (all judged ones kept) to make evaluation cheap. "
                    "[default: the whole corpus]")
 @device_options()
 @click.option("--save-steps", type=click.IntRange(min=0), default=500, show_default=True,
@@ -136,7 +136,7 @@ def _str(path: Path | None) -> str | None:
               help='JSONL to write, one {"query_id", "negatives": [doc ids]} a line (for `retriever train '
                    '--negatives`).')
 @click.option("--depth", type=click.IntRange(min=1), default=100, show_default=True,
-              help="Documents retrieved per query.")
+              help="Passages retrieved per query.")
 @click.option("--skip-top", type=click.IntRange(min=0), default=0, show_default=True,
               help="Ranks dropped from the top before choosing (they often hold unjudged positives).")
 @click.option("--per-query", type=click.IntRange(min=1), default=30, show_default=True,

@@ -126,7 +126,7 @@ def test_damaged_folder_is_one_clear_error(built, tmp_path, case, damage, comman
 def test_info_summarises_and_verifies_an_intact_folder(built):
     result = CliRunner().invoke(main, ["info", str(built), "--verify"])
     assert result.exit_code == 0, result.output
-    assert "12 vectors, 12 documents" in result.output and "flat (Flat)" in result.output
+    assert "12 vectors, 12 passages" in result.output and "flat (Flat)" in result.output
     assert "verified: 3 files match their SHA-256; counts agree" in result.output
     summary = json.loads(CliRunner().invoke(main, ["info", str(built), "--json"]).output)
     assert summary["vectors"] == 12 and summary["bytes_on_disk"] > 0 and summary["encoder"]["dim"] == 32
