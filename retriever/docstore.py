@@ -97,6 +97,10 @@ class MappedDocuments:
     def ids_of(self, labels: Sequence[int]) -> list[str]:
         return self._field("id", labels)
 
+    def labels_of_rows(self, rows: np.ndarray) -> np.ndarray:
+        """FAISS labels of doc-store rows (BM25 returns rows): here they are the same numbers."""
+        return rows
+
     def records(self, labels: Sequence[int]) -> dict[str, list]:
         return {name: self._field(name, labels) for name in ("title", "text")}
 
@@ -124,12 +128,20 @@ class ParquetDocuments:
         self._docstore = docstore
         self.docstore_rows = docstore.num_rows
         self._row_of: dict[str, int] | None = None
+        self._label_of_row: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def ids_of(self, labels: Sequence[int]) -> list[str]:
         return [self.ids[label] for label in labels]
+
+    def labels_of_rows(self, rows: np.ndarray) -> np.ndarray:
+        """FAISS labels of doc-store rows (BM25 returns rows), through the id map's inverse, made once."""
+        if self._label_of_row is None:
+            self._label_of_row = np.empty(len(self.rows), dtype=np.int64)
+            self._label_of_row[self.rows] = np.arange(len(self.rows))
+        return self._label_of_row[rows]
 
     def records(self, labels: Sequence[int]) -> dict[str, list]:
         return self._docstore.take(np.asarray([self.rows[label] for label in labels],

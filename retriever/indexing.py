@@ -18,13 +18,14 @@ from tqdm import tqdm
 
 from retriever.corpus import Document, Fields, ReadStats, iter_documents, resolve_corpus_path
 from retriever.corpus_encoding import PartRunner, ShardContentCheck, clear_other_encoder, describe, encode_corpus
-from retriever.docstore import write_parquet_docstore
+from retriever.docstore import MAPPED_DOCSTORE_FILE, write_parquet_docstore
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError
 from retriever.faiss_index import INDEX_TYPES, IndexParams, factory_string, new_index, search_defaults, train
 from retriever.folders import clean_stale, replace_folder, temporary_folder
 from retriever.index_folder import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, IdMapWriter,
-                                    check_document_count, corpus_record, read_manifest, write_manifest)
+                                    check_document_count, corpus_record, read_manifest, replace_manifest,
+                                    write_manifest)
 from retriever.lexical import LEXICAL_DIR, LexicalParams, build_lexical
 from retriever.ondisk import ONDISK_TYPE, PartPlan, build_ondisk
 from retriever.partwork import parts_folder
@@ -65,12 +66,22 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
                   tuning_queries, started, corpus_of)
         ondisk = params.index_type == ONDISK_TYPE
         manifest = build_ondisk(*inputs, parts_folder(output)) if ondisk else _build_in_memory(*inputs, lexical)
+        if ondisk and lexical is not None:
+            manifest = _add_ondisk_lexical(building, manifest, lexical, progress)
         _move_into_place(building, output, overwrite)
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise
     if ondisk:  # kept until now so that a crash at any point before resumes from the finished parts
         shutil.rmtree(parts_folder(output), ignore_errors=True)
+    return manifest
+
+
+def _add_ondisk_lexical(building: Path, manifest: dict, lexical: LexicalParams, progress: bool) -> dict:
+    """The on-disk type's BM25 part, from its mapped Arrow doc store (BM25 rows are its rows, as FAISS labels are)."""
+    manifest = {**manifest, "lexical": build_lexical(building / MAPPED_DOCSTORE_FILE, building / LEXICAL_DIR, lexical,
+                                                     progress)}
+    replace_manifest(building, manifest)
     return manifest
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from retriever.index_folder import MANIFEST_FILE, read_manifest
-from retriever.integrity import check_folder, damaged, verify_files
+from retriever.integrity import check_folder, file_damage, recorded_files, verify_files
+from retriever.lexical import open_lexical
 from retriever.searching import open_index, required_files
 
 
@@ -41,6 +42,7 @@ def verify_index(index_dir: str | Path) -> int:
     check_folder(index_dir, manifest, MANIFEST_FILE, required_files(manifest))
     differing = verify_files(index_dir, manifest)
     if differing:
-        raise damaged(index_dir / differing[0], "its SHA-256 differs from the one the manifest records")
+        raise file_damage(index_dir, manifest, differing[0], "its SHA-256 differs from the one the manifest records")
     open_index(index_dir, manifest)  # reads every part and checks the counts and the id map's digest
-    return len(manifest["integrity"]["files"])
+    open_lexical(index_dir, manifest)
+    return len(recorded_files(manifest))

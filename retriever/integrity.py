@@ -1,6 +1,7 @@
 """An index folder checks itself when opened.
 
-The manifest records each file's size and SHA-256 and a digest of the id map. Opening checks
+The manifest records each file's size and SHA-256 (the BM25 part's files in its own ``lexical`` record, so
+adding or rebuilding that part replaces them with it) and a digest of the id map. Opening checks
 what is cheap (required keys, every recorded file present at its recorded size, counts that
 agree across the manifest, FAISS, the id map and the doc store, the id-map digest);
 ``retriever info --verify`` also re-hashes every file. Any damage is one error that names the
@@ -37,7 +38,7 @@ def file_sha256(path: Path, progress: str | None = None) -> str:
     return digest.hexdigest()
 
 
-def file_records(folder: Path, skip: str) -> dict[str, dict]:
+def file_records(folder: Path, skip: str | None = None) -> dict[str, dict]:
     """Size and SHA-256 of every file in a freshly built folder, for the manifest."""
     return {path.name: {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
             for path in sorted(folder.iterdir()) if path.is_file() and path.name != skip}
@@ -50,6 +51,24 @@ def ids_sha256(ids: list[str], docstore_rows: np.ndarray) -> str:
     return digest.hexdigest()
 
 
+def recorded_files(manifest: dict) -> dict[str, dict]:
+    """Size and SHA-256 of every recorded file by its path in the folder: the dense parts' and the BM25 part's."""
+    files = dict(manifest.get("integrity", {}).get("files") or {})
+    lexical = manifest.get("lexical") or {}
+    files.update({f"{lexical.get('directory', 'bm25')}/{name}": record
+                  for name, record in (lexical.get("files") or {}).items()})
+    return files
+
+
+def file_damage(folder: Path, manifest: dict, name: str, problem: str) -> RetrieverError:
+    """The damage error for one recorded file; a BM25 file is rebuilt alone, without re-encoding."""
+    lexical_dir = (manifest.get("lexical") or {}).get("directory", "bm25")
+    if name.startswith(f"{lexical_dir}/"):
+        return RetrieverError(f"{folder / name}: {problem}; the BM25 part is damaged; rebuild it with "
+                              f"`retriever bm25 {folder} --overwrite` (no re-encoding)")
+    return damaged(folder / name, problem)
+
+
 def check_folder(folder: Path, manifest: dict, manifest_name: str, required: tuple[str, ...]) -> None:
     """Cheap checks before anything is loaded: manifest keys, files present, sizes as recorded."""
     for key, inner in (("encoder", ("model", "dim")), ("index", ("count",))):
@@ -57,14 +76,14 @@ def check_folder(folder: Path, manifest: dict, manifest_name: str, required: tup
         missing = [name for name in inner if not isinstance(section, dict) or name not in section]
         if missing:
             raise damaged(folder / manifest_name, f"the manifest lacks {key}.{missing[0]}")
-    recorded = manifest.get("integrity", {}).get("files", {})
+    recorded = recorded_files(manifest)
     for name in dict.fromkeys((*required, *recorded)):
         path = folder / name
         if not path.is_file():
-            raise damaged(path, "missing")
+            raise file_damage(folder, manifest, name, "missing")
         if name in recorded and path.stat().st_size != recorded[name]["bytes"]:
-            raise damaged(path, f"{path.stat().st_size} bytes where the manifest records {recorded[name]['bytes']} "
-                                "(truncated or replaced)")
+            raise file_damage(folder, manifest, name, f"{path.stat().st_size} bytes where the manifest records "
+                                                      f"{recorded[name]['bytes']} (truncated or replaced)")
 
 
 @contextmanager
@@ -94,9 +113,9 @@ def check_counts(folder: Path, manifest: dict, counts: dict[str, int], ids_name:
 
 def verify_files(folder: Path, manifest: dict) -> list[str]:
     """Re-hash every recorded file; the names of those that differ (empty when all match)."""
-    recorded = manifest.get("integrity", {}).get("files")
-    if not recorded:
+    if not manifest.get("integrity", {}).get("files"):
         raise RetrieverError(f"{folder}: the manifest records no file hashes (built by an older version); "
                              "rebuild it to get them")
+    recorded = recorded_files(manifest)
     return [name for name, record in recorded.items()
             if not (folder / name).is_file() or file_sha256(folder / name) != record["sha256"]]

@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from retriever.errors import RetrieverError
 from retriever.folders import clean_stale, replace_folder, temporary_folder
+from retriever.integrity import file_damage, file_records, reading
 
 LEXICAL_DIR = "bm25"
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
@@ -83,10 +84,27 @@ class QueryTokenizer:
         return [self._stem(w) for w in words] if self._stem else words
 
 
+def _text_batches(docstore: Path, batch_rows: int) -> Iterator:
+    """Record batches of the doc store: Parquet (in-memory index types) or the on-disk type's mapped Arrow file."""
+    if docstore.suffix == ".arrow":
+        from retriever.docstore import open_mapped
+
+        reader = open_mapped(docstore)
+        return (reader.get_batch(i) for i in range(reader.num_record_batches))
+    return pq.ParquetFile(docstore).iter_batches(batch_size=batch_rows, columns=["title", "text"])
+
+
+def document_count(docstore: Path) -> int:
+    if docstore.suffix == ".arrow":
+        from retriever.docstore import open_mapped
+
+        return open_mapped(docstore).read_all().num_rows  # zero-copy views of the mapped file
+    return pq.ParquetFile(docstore).metadata.num_rows
+
+
 def document_texts(docstore: Path, batch_rows: int = 10_000) -> Iterator[str]:
     """Title and text of each doc-store row, in row order, one batch in memory at a time."""
-    reader = pq.ParquetFile(docstore)
-    for batch in reader.iter_batches(batch_size=batch_rows, columns=["title", "text"]):
+    for batch in _text_batches(docstore, batch_rows):
         for title, text in zip(batch.column("title").to_pylist(), batch.column("text").to_pylist()):
             yield f"{title or ''} {text or ''}"
 
@@ -100,7 +118,7 @@ def build_lexical(docstore: Path, target: Path, params: LexicalParams = LexicalP
     if params.method not in METHODS:
         raise RetrieverError(f"unknown BM25 method {params.method!r}; use one of {', '.join(METHODS)}")
     tokenizer = _tokenizer(params)
-    count = pq.ParquetFile(docstore).metadata.num_rows
+    count = document_count(docstore)
     texts = tqdm(document_texts(docstore), total=count, desc="bm25 tokenise", unit="doc", file=sys.stderr,
                  disable=not progress)
     token_ids = [array("i", ids) for ids in tokenizer.streaming_tokenize(texts)]
@@ -109,13 +127,15 @@ def build_lexical(docstore: Path, target: Path, params: LexicalParams = LexicalP
     tokens = sum(len(ids) for ids in token_ids)
     del token_ids
     model.save(str(target), show_progress=False)
-    return {**params.record(), "documents": count, "vocabulary": len(model.vocab_dict), "tokens": tokens}
+    return {**params.record(), "documents": count, "vocabulary": len(model.vocab_dict), "tokens": tokens,
+            "files": file_records(target)}
 
 
 def add_lexical(index_dir: str | Path, params: LexicalParams = LexicalParams(), overwrite: bool = False,
                 progress: bool = True) -> dict:
     """Add a BM25 part to an existing index folder from its doc store (no re-encoding); return the record."""
-    from retriever.index_folder import DOCSTORE_FILE, read_manifest, replace_manifest
+    from retriever.index_folder import read_manifest, replace_manifest
+    from retriever.searching import docstore_file
 
     index_dir = Path(index_dir)
     manifest = read_manifest(index_dir)
@@ -126,7 +146,7 @@ def add_lexical(index_dir: str | Path, params: LexicalParams = LexicalParams(), 
     building = temporary_folder(final)
     shutil.rmtree(building, ignore_errors=True)
     try:
-        record = build_lexical(index_dir / DOCSTORE_FILE, building, params, progress)
+        record = build_lexical(docstore_file(index_dir, manifest), building, params, progress)
         replace_folder(building, final)  # the same crash-safe swap as index folders' --overwrite
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
@@ -138,6 +158,22 @@ def add_lexical(index_dir: str | Path, params: LexicalParams = LexicalParams(), 
 def missing_lexical_message(index_dir: Path) -> str:
     return (f"{index_dir}: has no BM25 index, so --mode bm25/hybrid cannot run; add one with "
             f"`retriever bm25 {index_dir}` (reads the doc store, no re-encoding), or use --mode dense")
+
+
+def open_lexical(index_dir: Path, manifest: dict) -> LexicalIndex | None:
+    """The index folder's BM25 part (None without one), its row count checked against the dense part's:
+    BM25 rows are doc-store rows, so a part built for other documents would return wrong ids."""
+    record = manifest.get("lexical")
+    if not record:
+        return None
+    directory = record.get("directory", LEXICAL_DIR)
+    with reading(index_dir / directory):
+        lexical = LexicalIndex(index_dir, record)
+    expected = int(manifest["index"]["count"])
+    if lexical.count != expected:
+        raise file_damage(index_dir, manifest, f"{directory}/", f"holds {lexical.count} documents where the "
+                                                                 f"manifest records {expected}")
+    return lexical
 
 
 class LexicalIndex:

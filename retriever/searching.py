@@ -20,7 +20,7 @@ from retriever.index_folder import DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST
 from retriever.integrity import check_counts, check_folder, ids_sha256, reading
 from retriever.ondisk import IVFDATA_FILE, ONDISK_TYPE, read_ondisk_index
 from retriever.fusion import MODES, FusionParams, check_mode, fuse
-from retriever.lexical import LexicalIndex, missing_lexical_message
+from retriever.lexical import missing_lexical_message, open_lexical
 from retriever.tuning import apply_search_params
 from retriever.runs import Run, rank_order
 from retriever.texts import passage_text
@@ -55,6 +55,12 @@ def required_files(manifest: dict) -> tuple[str, ...]:
     if isinstance(index, dict) and index.get("type") == ONDISK_TYPE:
         return INDEX_FILE, IVFDATA_FILE, MAPPED_DOCSTORE_FILE, ID_ORDER_FILE
     return INDEX_FILE, IDS_FILE, DOCSTORE_FILE
+
+
+def docstore_file(index_dir: Path, manifest: dict) -> Path:
+    """The doc store of an index folder of this manifest's type (BM25 is built from it)."""
+    ondisk = manifest.get("index", {}).get("type") == ONDISK_TYPE
+    return index_dir / (MAPPED_DOCSTORE_FILE if ondisk else DOCSTORE_FILE)
 
 
 def open_index(index_dir: Path, manifest: dict) -> tuple[faiss.Index, MappedDocuments | ParquetDocuments]:
@@ -102,17 +108,9 @@ class Searcher:
         defaults = self.manifest["index"].get("search_defaults", {})
         self.default_nprobe = defaults.get("nprobe")
         self.default_ef_search = defaults.get("ef_search")
-        self.lexical = LexicalIndex(self.index_dir, self.manifest["lexical"]) if self.manifest.get("lexical") else None
-        self._label_of_row = self._bm25_row_labels() if self.lexical is not None else None
+        self.lexical = open_lexical(self.index_dir, self.manifest)
         self.fusion = FusionParams.from_record(self.manifest.get("fusion")).overridden(**(fusion_overrides or {}))
         self.mode = self.check_mode(mode)
-
-    def _bm25_row_labels(self) -> np.ndarray:
-        """FAISS label of each doc-store row (BM25 rows are doc-store rows)."""
-        rows = np.asarray(self.documents.rows)
-        labels = np.empty(len(rows), dtype=np.int64)
-        labels[rows] = np.arange(len(rows))
-        return labels
 
     def modes(self) -> list[str]:
         """The search modes this index can do."""
@@ -136,7 +134,7 @@ class Searcher:
             return self.search_vectors(vectors, k, nprobe, ef_search)
         depth = max(k, self.fusion.depth) if mode == "hybrid" else k
         scores, rows = self.lexical.search(texts, depth)
-        lexical = scores, np.where(rows >= 0, self._label_of_row[np.maximum(rows, 0)], -1)
+        lexical = scores, np.where(rows >= 0, self.documents.labels_of_rows(np.maximum(rows, 0)), -1)
         if mode == "bm25":
             return lexical
         return fuse(self.search_vectors(vectors, depth, nprobe, ef_search), lexical, self.fusion, k)

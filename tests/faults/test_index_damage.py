@@ -86,6 +86,25 @@ def _flip_one_byte(folder: Path) -> None:
     path.write_bytes(bytes(data))
 
 
+def _flip_bm25_byte(folder: Path) -> None:
+    path = folder / "bm25" / "data.csc.index.npy"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def _bm25_for_other_documents(folder: Path) -> None:
+    """A BM25 part whose files match their records but that indexes fewer documents than the dense part."""
+    from retriever.lexical import build_lexical
+
+    table = pq.read_table(folder / "docstore.parquet").slice(0, 5)
+    pq.write_table(table, folder / "five.parquet")
+    shutil.rmtree(folder / "bm25")
+    manifest = _manifest(folder)
+    manifest["lexical"] = build_lexical(folder / "five.parquet", folder / "bm25", progress=False)
+    _write_manifest(folder, manifest)
+
+
 # (case, damage, command ("search" opens the folder; "verify" is `info --verify`), expected in the error line)
 DAMAGE = [
     ("index-truncated", lambda f: _truncate(f / "index.faiss"), "search", "index.faiss: "),
@@ -105,6 +124,11 @@ DAMAGE = [
     ("ids-garbage-same-size", _garbage_same_size("ids.parquet"), "search", "ids.parquet: cannot be read"),
     ("docstore-one-byte-flipped", _flip_one_byte, "verify", "docstore.parquet: its SHA-256 differs"),
     ("ids-reversed-verify", _reverse_ids, "verify", "ids.parquet: its rows differ"),
+    ("bm25-truncated", lambda f: _truncate(f / "bm25" / "indices.csc.index.npy"), "search",
+     "bm25/indices.csc.index.npy: "),
+    ("bm25-missing", lambda f: (f / "bm25" / "vocab.index.json").unlink(), "search", "bm25/vocab.index.json: missing"),
+    ("bm25-one-byte-flipped", _flip_bm25_byte, "verify", "bm25/data.csc.index.npy: its SHA-256 differs"),
+    ("bm25-other-documents", _bm25_for_other_documents, "search", "idx/bm25: holds 5 documents where the manifest"),
 ]
 
 
@@ -121,12 +145,14 @@ def test_damaged_folder_is_one_clear_error(built, tmp_path, case, damage, comman
     assert expected in errors[0] and str(folder) in errors[0], errors[0]
     if "manifest.json:" not in expected or case == "manifest-truncated":
         assert "rebuild" in errors[0]
+    if case.startswith("bm25-"):
+        assert f"retriever bm25 {folder} --overwrite" in errors[0]
 
 
 def test_info_summarises_and_verifies_an_intact_folder(built):
     result = CliRunner().invoke(main, ["info", str(built), "--verify"])
     assert result.exit_code == 0, result.output
     assert "12 vectors, 12 passages" in result.output and "flat (Flat)" in result.output
-    assert "verified: 3 files match their SHA-256; counts agree" in result.output
+    assert "verified: 8 files match their SHA-256; counts agree" in result.output  # 3 dense + 5 in bm25/
     summary = json.loads(CliRunner().invoke(main, ["info", str(built), "--json"]).output)
     assert summary["vectors"] == 12 and summary["bytes_on_disk"] > 0 and summary["encoder"]["dim"] == 32
