@@ -2,15 +2,14 @@
 
 Built with bm25s (eager sparse BM25 in numpy, saved as plain ``.npy`` arrays that load memory-mapped)
 and PyStemmer's Snowball stemmers. Documents are streamed from the index's own doc store, so the
-corpus is never held in memory as text and adding BM25 to an existing index needs no encoder. Only
-the token ids are held while building (about 4 bytes a token). Row ``i`` of the BM25 matrix is row
-``i`` of ``docstore.parquet``.
+corpus is never held in memory as text and adding BM25 to an existing index needs no encoder. While
+building, the token ids are held as flat arrays (``retriever.lexical_build``). Row ``i`` of the BM25
+matrix is row ``i`` of the doc store.
 """
 from __future__ import annotations
 
 import shutil
 import sys
-from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -60,12 +59,23 @@ def _tokenizer(params: LexicalParams):
 
 
 def _stemmer(language: str | None):
+    stemmer = _snowball(language)
+    return stemmer.stemWord if stemmer else None
+
+
+def _stem_words(language: str | None):
+    """A whole list at once (PyStemmer's C loop), for documents."""
+    stemmer = _snowball(language)
+    return stemmer.stemWords if stemmer else None
+
+
+def _snowball(language: str | None):
     if not language:
         return None
     import Stemmer
 
     try:
-        return Stemmer.Stemmer(language).stemWord
+        return Stemmer.Stemmer(language)
     except KeyError:
         raise RetrieverError(f"no stemmer for {language!r}; use one of {', '.join(Stemmer.algorithms())} "
                              "or --bm25-stemmer none") from None
@@ -111,9 +121,9 @@ def document_texts(docstore: Path, batch_rows: int = 10_000) -> Iterator[str]:
 
 def build_lexical(docstore: Path, target: Path, params: LexicalParams = LexicalParams(),
                   progress: bool = True) -> dict:
-    """Tokenise every doc-store row and write a bm25s index to ``target``; return the manifest record."""
-    import bm25s
-    from bm25s.tokenization import Tokenized
+    """Tokenise every doc-store row and write a bm25s index to ``target``; return the manifest record.
+    Built through ``retriever.lexical_build`` (bm25s's formulas and files, flat arrays in memory)."""
+    from retriever.lexical_build import build_bm25s, tokenize_flat
 
     if params.method not in METHODS:
         raise RetrieverError(f"unknown BM25 method {params.method!r}; use one of {', '.join(METHODS)}")
@@ -121,13 +131,9 @@ def build_lexical(docstore: Path, target: Path, params: LexicalParams = LexicalP
     count = document_count(docstore)
     texts = tqdm(document_texts(docstore), total=count, desc="bm25 tokenise", unit="doc", file=sys.stderr,
                  disable=not progress)
-    token_ids = [array("i", ids) for ids in tokenizer.streaming_tokenize(texts)]
-    model = bm25s.BM25(k1=params.k1, b=params.b, method=params.method)
-    model.index(Tokenized(ids=token_ids, vocab=tokenizer.get_vocab_dict()), show_progress=progress)
-    tokens = sum(len(ids) for ids in token_ids)
-    del token_ids
-    model.save(str(target), show_progress=False)
-    return {**params.record(), "documents": count, "vocabulary": len(model.vocab_dict), "tokens": tokens,
+    flat = tokenize_flat(texts, tokenizer.splitter, frozenset(tokenizer.stopwords or ()), _stem_words(params.stemmer))
+    vocabulary, tokens = build_bm25s(flat, target, params.k1, params.b, params.method)
+    return {**params.record(), "documents": count, "vocabulary": vocabulary, "tokens": tokens,
             "files": file_records(target)}
 
 

@@ -1,0 +1,143 @@
+"""Building the BM25 part with memory that grows with the token count, not with Python objects.
+
+bm25s's ``Tokenizer`` + ``BM25.index`` keep three vocabulary dicts, a Python list per document and a
+set of every token id, and score document by document through ``Counter``s. With millions of
+passages that was most of an ``ivf-ondisk`` build's memory (benchmarks/README.md, "Scale").
+Here the documents become one flat int32 array, numbered by Arrow's dictionary encoding (no Python
+object per distinct term), and the vocabulary is written out before the scores are computed. The score matrix is computed with NumPy from
+bm25s's own idf and tf formulas (``bm25s.scoring``), saved by ``BM25.save`` and read back by
+``BM25.load``: the same files as ``BM25.index`` would write (tested), at a fraction of the memory.
+"""
+from __future__ import annotations
+
+import json
+import os
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+VOCAB_FILE = "vocab.index.json"  # bm25s's name for it (``BM25.save``'s ``vocab_name``)
+EMPTY_TOKEN = ""  # bm25s's id 0: the one token of a document with no words left
+
+
+@dataclass
+class FlatTokens:
+    """Every document's token ids end to end, each document's length, and the vocabulary (an Arrow
+    string array: ``vocabulary[id]`` is the term) in bm25s's numbering: ids by first appearance,
+    ``""`` first."""
+
+    vocabulary: pa.Array
+    tokens: np.ndarray
+    lengths: np.ndarray
+
+
+def tokenize_flat(texts: Iterable[str], split, stopwords: frozenset[str], stem_words,
+                  batch_tokens: int = 1_000_000) -> FlatTokens:
+    """bm25s's ``streaming_tokenize`` (lower-case, split, drop stopwords, stem), into flat arrays.
+
+    ``stem_words`` stems a list at once (PyStemmer's C loop and cache), or is None. Terms become
+    Arrow strings a batch at a time and Arrow numbers them (``dictionary_encode``, then
+    ``unify_dictionaries``), so no Python object per distinct term outlives its batch.
+    """
+    chunks = [pa.array([EMPTY_TOKEN]).dictionary_encode()]
+    lengths, batch = array("i"), []
+    for text in texts:
+        words = [word for word in split(text.lower()) if word not in stopwords]
+        terms = (stem_words(words) if stem_words else words) if words else [EMPTY_TOKEN]
+        batch.extend(terms)
+        lengths.append(len(terms))
+        if len(batch) >= batch_tokens:
+            chunks.append(pa.array(batch, pa.string()).dictionary_encode())
+            batch = []
+    chunks.append(pa.array(batch, pa.string()).dictionary_encode())
+    unified = pa.chunked_array(chunks).unify_dictionaries()
+    del chunks
+    tokens = np.concatenate([chunk.indices.to_numpy() for chunk in unified.chunks[1:]]).astype(np.int32)
+    return FlatTokens(unified.chunk(0).dictionary, tokens, np.frombuffer(lengths, dtype=np.int32))
+
+
+def write_vocab(vocabulary: pa.Array, path: Path, slice_terms: int = 100_000) -> None:
+    """The vocabulary as bm25s's JSON object (term → id), a slice at a time."""
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write("{")
+        for first in range(0, len(vocabulary), slice_terms):
+            terms = vocabulary.slice(first, slice_terms).to_pylist()
+            handle.write(",".join(f"{json.dumps(term, ensure_ascii=False)}:{first + number}"
+                                  for number, term in enumerate(terms)))
+            if first + slice_terms < len(vocabulary):
+                handle.write(",")
+        handle.write("}")
+
+
+def document_terms(tokens: np.ndarray, lengths: np.ndarray, n_vocab: int,
+                   chunk_docs: int = 1_000_000) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(document, term, term frequency) of each distinct term of each document, in document order."""
+    starts = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
+    docs, terms, counts = [], [], []
+    for first in range(0, len(lengths), chunk_docs):
+        last = min(first + chunk_docs, len(lengths))
+        doc = np.repeat(np.arange(last - first, dtype=np.int64), lengths[first:last])
+        keys, tf = np.unique(doc * n_vocab + tokens[starts[first]:starts[last]], return_counts=True)
+        docs.append((keys // n_vocab + first).astype(np.int32))
+        terms.append((keys % n_vocab).astype(np.int32))
+        counts.append(tf.astype(np.float32))
+    return np.concatenate(docs), np.concatenate(terms), np.concatenate(counts)
+
+
+def _per_term(function, doc_freq: np.ndarray, dtype: str) -> np.ndarray:
+    """``function(df)`` for every term that occurs, called once per distinct df (few: Zipf), as bm25s
+    fills its idf array term by term; 0 for terms in no document."""
+    values = np.zeros(len(doc_freq), dtype=dtype)
+    distinct, where = np.unique(doc_freq, return_inverse=True)
+    results = np.array([function(int(df)) if df else 0.0 for df in distinct], dtype=dtype)
+    values[:] = results[where]
+    return values
+
+
+def score_matrix(model, tokens: np.ndarray, lengths: np.ndarray, n_vocab: int) -> dict:
+    """The CSC score matrix (documents × vocabulary) ``model.build_index_from_ids`` would make, and
+    ``model.nonoccurrence_array`` set as it would be."""
+    from bm25s.scoring import _select_idf_scorer, _select_tfc_scorer
+
+    n_docs, avg_len = len(lengths), lengths.mean()
+    doc, term, tf = document_terms(tokens, lengths, n_vocab)
+    doc_freq = np.bincount(term, minlength=n_vocab)
+    idf_of = _select_idf_scorer(model.idf_method)
+    tfc_of = _select_tfc_scorer(model.method)
+    idf = _per_term(lambda df: idf_of(df, N=n_docs), doc_freq, model.dtype)
+    tfc = tfc_of(tf_array=tf, l_d=lengths[doc].astype(np.float64), l_avg=avg_len, k1=model.k1, b=model.b,
+                 delta=model.delta)
+    scores = idf[term] * tfc
+    model.nonoccurrence_array = None
+    if model.method in model.methods_requiring_nonoccurrence:
+        absent = tfc_of(tf_array=0, l_d=avg_len, l_avg=avg_len, k1=model.k1, b=model.b, delta=model.delta)
+        model.nonoccurrence_array = _per_term(lambda df: idf_of(df, N=n_docs) * absent, doc_freq, model.dtype)
+        scores -= model.nonoccurrence_array[term]
+    del tf, tfc
+    order = np.argsort(term, kind="stable")  # columns by term, rows (documents) ascending within each
+    indptr = np.zeros(n_vocab + 1, dtype=np.int64)  # bm25s's (NumPy backend) index types
+    np.cumsum(doc_freq, out=indptr[1:])
+    return {"data": scores[order].astype(model.dtype), "indices": doc[order].astype(model.int_dtype),
+            "indptr": indptr, "num_docs": n_docs}
+
+
+def build_bm25s(flat: FlatTokens, target: Path, k1: float, b: float, method: str) -> tuple[int, int]:
+    """Write a bm25s index of ``flat`` into ``target``; return (vocabulary size, token count).
+    ``flat`` is emptied on the way, so its arrays are freed as soon as they are used."""
+    import bm25s
+
+    target.mkdir(parents=True, exist_ok=True)
+    n_vocab, n_tokens = len(flat.vocabulary), len(flat.tokens)
+    write_vocab(flat.vocabulary, target / (VOCAB_FILE + ".part"))
+    flat.vocabulary = None
+    model = bm25s.BM25(k1=k1, b=b, method=method)
+    model.scores = score_matrix(model, flat.tokens, flat.lengths, n_vocab)
+    flat.tokens = flat.lengths = None
+    model.vocab_dict = {}  # BM25.save writes it; the real one is already on disk
+    model.save(str(target), show_progress=False)
+    os.replace(target / (VOCAB_FILE + ".part"), target / VOCAB_FILE)
+    return n_vocab, n_tokens
