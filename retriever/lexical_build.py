@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+SCORE_CHUNK = 4_000_000  # (document, term) pairs scored at once
+TERM_CHUNK_DOCS = 1_000_000  # documents whose distinct terms are counted at once
 VOCAB_FILE = "vocab.index.json"  # bm25s's name for it (``BM25.save``'s ``vocab_name``)
 EMPTY_TOKEN = ""  # bm25s's id 0: the one token of a document with no words left
 
@@ -73,13 +75,12 @@ def write_vocab(vocabulary: pa.Array, path: Path, slice_terms: int = 100_000) ->
         handle.write("}")
 
 
-def document_terms(tokens: np.ndarray, lengths: np.ndarray, n_vocab: int,
-                   chunk_docs: int = 1_000_000) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def document_terms(tokens: np.ndarray, lengths: np.ndarray, n_vocab: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(document, term, term frequency) of each distinct term of each document, in document order."""
     starts = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
     docs, terms, counts = [], [], []
-    for first in range(0, len(lengths), chunk_docs):
-        last = min(first + chunk_docs, len(lengths))
+    for first in range(0, len(lengths), TERM_CHUNK_DOCS):
+        last = min(first + TERM_CHUNK_DOCS, len(lengths))
         doc = np.repeat(np.arange(last - first, dtype=np.int64), lengths[first:last])
         keys, tf = np.unique(doc * n_vocab + tokens[starts[first]:starts[last]], return_counts=True)
         docs.append((keys // n_vocab + first).astype(np.int32))
@@ -101,28 +102,38 @@ def _per_term(function, doc_freq: np.ndarray, dtype: str) -> np.ndarray:
 def score_matrix(model, tokens: np.ndarray, lengths: np.ndarray, n_vocab: int) -> dict:
     """The CSC score matrix (documents × vocabulary) ``model.build_index_from_ids`` would make, and
     ``model.nonoccurrence_array`` set as it would be."""
-    from bm25s.scoring import _select_idf_scorer, _select_tfc_scorer
+    from bm25s.scoring import _select_idf_scorer
 
     n_docs, avg_len = len(lengths), lengths.mean()
     doc, term, tf = document_terms(tokens, lengths, n_vocab)
     doc_freq = np.bincount(term, minlength=n_vocab)
     idf_of = _select_idf_scorer(model.idf_method)
-    tfc_of = _select_tfc_scorer(model.method)
     idf = _per_term(lambda df: idf_of(df, N=n_docs), doc_freq, model.dtype)
-    tfc = tfc_of(tf_array=tf, l_d=lengths[doc].astype(np.float64), l_avg=avg_len, k1=model.k1, b=model.b,
-                 delta=model.delta)
-    scores = idf[term] * tfc
     model.nonoccurrence_array = None
     if model.method in model.methods_requiring_nonoccurrence:
-        absent = tfc_of(tf_array=0, l_d=avg_len, l_avg=avg_len, k1=model.k1, b=model.b, delta=model.delta)
+        absent = _tfc(model, 0, avg_len, avg_len)
         model.nonoccurrence_array = _per_term(lambda df: idf_of(df, N=n_docs) * absent, doc_freq, model.dtype)
-        scores -= model.nonoccurrence_array[term]
-    del tf, tfc
+    scores = np.empty(len(tf), dtype=model.dtype)
+    for first in range(0, len(tf), SCORE_CHUNK):  # float64 temporaries for a chunk only
+        part = slice(first, first + SCORE_CHUNK)
+        values = idf[term[part]] * _tfc(model, tf[part], lengths[doc[part]].astype(np.float64), avg_len)
+        if model.nonoccurrence_array is not None:
+            values -= model.nonoccurrence_array[term[part]]
+        scores[part] = values
+    del tf
     order = np.argsort(term, kind="stable")  # columns by term, rows (documents) ascending within each
     indptr = np.zeros(n_vocab + 1, dtype=np.int64)  # bm25s's (NumPy backend) index types
     np.cumsum(doc_freq, out=indptr[1:])
-    return {"data": scores[order].astype(model.dtype), "indices": doc[order].astype(model.int_dtype),
-            "indptr": indptr, "num_docs": n_docs}
+    return {"data": scores[order], "indices": doc[order].astype(model.int_dtype), "indptr": indptr,
+            "num_docs": n_docs}
+
+
+def _tfc(model, tf, doc_length, avg_length):
+    """bm25s's term-frequency component for the model's method (arrays or scalars, in float64 as bm25s)."""
+    from bm25s.scoring import _select_tfc_scorer
+
+    return _select_tfc_scorer(model.method)(tf_array=tf, l_d=doc_length, l_avg=avg_length, k1=model.k1, b=model.b,
+                                            delta=model.delta)
 
 
 def build_bm25s(flat: FlatTokens, target: Path, k1: float, b: float, method: str) -> tuple[int, int]:

@@ -7,6 +7,7 @@ from array import array
 import numpy as np
 import pytest
 
+from retriever import lexical_build
 from retriever.lexical import METHODS, LexicalParams, _stem_words, _tokenizer
 from retriever.lexical_build import build_bm25s, tokenize_flat
 
@@ -39,7 +40,9 @@ def flat(texts: list[str], params: LexicalParams, folder, batch_tokens: int = 4)
 
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("stemmer,stopwords", [("english", "en"), (None, None)])
-def test_flat_build_writes_the_files_bm25s_writes(tmp_path, method, stemmer, stopwords):
+def test_flat_build_writes_the_files_bm25s_writes(tmp_path, monkeypatch, method, stemmer, stopwords):
+    monkeypatch.setattr(lexical_build, "SCORE_CHUNK", 5)  # several chunks even on six documents
+    monkeypatch.setattr(lexical_build, "TERM_CHUNK_DOCS", 2)
     params = LexicalParams(method=method, stemmer=stemmer, stopwords=stopwords)
     reference(TEXTS, params, tmp_path / "bm25s")
     vocabulary, tokens = flat(TEXTS, params, tmp_path / "flat")
