@@ -188,8 +188,8 @@ def _records(path: Path, fmt: str, fields: Fields, need_text: bool = True):
     return _parquet_records(path, fields, need_text)
 
 
-def _checked(records, path: Path, stats: ReadStats, kind: str):
-    """Reject empty ids, duplicate ids and an empty file; count empty texts."""
+def _checked(records, path: Path, stats: ReadStats, kind: str, unique_ids: bool = True):
+    """Reject empty ids, duplicate ids (unless ``unique_ids`` is False) and an empty file; count empty texts."""
     seen: dict[str, int] = {}
     for number, record_id, text, title, raw in records:
         problem = id_problem(record_id)
@@ -197,10 +197,11 @@ def _checked(records, path: Path, stats: ReadStats, kind: str):
             raise InputFileError(path, number, f"bad {kind} id: {problem}", "ids must be one non-empty token")
         check_text(text, f"{path}:{number}")
         check_text(title, f"{path}:{number}", "the title")
-        if record_id in seen:
-            raise InputFileError(path, number, f"duplicate id {record_id!r} (first seen on line {seen[record_id]})",
-                                 "ids must be unique")
-        seen[record_id] = number
+        if unique_ids:
+            if record_id in seen:
+                raise InputFileError(path, number, f"duplicate id {record_id!r} (first seen on line {seen[record_id]})",
+                                     "ids must be unique")
+            seen[record_id] = number
         stats.records += 1
         if not text.strip() and not title.strip():
             stats.empty_texts += 1
@@ -213,11 +214,15 @@ def _checked(records, path: Path, stats: ReadStats, kind: str):
 
 
 def iter_documents(path: str | Path, fmt: str = "auto", fields: Fields = Fields(),
-                   stats: ReadStats | None = None) -> Iterator[Document]:
-    """Stream validated documents from a corpus file or BEIR folder."""
+                   stats: ReadStats | None = None, unique_ids: bool = True) -> Iterator[Document]:
+    """Stream validated documents from a corpus file or BEIR folder.
+
+    The duplicate-id check holds every id in memory; ``unique_ids=False`` leaves it to a caller that
+    checks in bounded memory (the on-disk build's external id sort, ``retriever.id_order``).
+    """
     corpus = resolve_corpus_path(path)
     stats = stats if stats is not None else ReadStats()
-    for doc_id, text, title, _ in _checked(_records(corpus, fmt, fields), corpus, stats, "document"):
+    for doc_id, text, title, _ in _checked(_records(corpus, fmt, fields), corpus, stats, "document", unique_ids):
         yield Document(id=doc_id, text=text, title=title)
 
 

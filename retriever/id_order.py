@@ -30,8 +30,10 @@ _MIN_BLOCK = 1024
 _MAX_ID_BYTES = 2**31 - 1  # Arrow `string` (32-bit offsets): the limit of the file's format
 
 
-def write_id_order(docstore: pa.ipc.RecordBatchFileReader, target: Path, run_rows: int = RUN_ROWS) -> None:
-    """Write ``target`` (atomically) from the mapped doc store; refuse duplicate ids."""
+def write_id_order(docstore: pa.ipc.RecordBatchFileReader, target: Path, run_rows: int = RUN_ROWS,
+                   source: Path | str = "the corpus") -> None:
+    """Write ``target`` (atomically) from the mapped doc store; refuse duplicate ids, naming ``source``
+    (the corpus file) and the two records that share one."""
     work = target.with_name(f".{target.name}.sorting-{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
@@ -40,7 +42,7 @@ def write_id_order(docstore: pa.ipc.RecordBatchFileReader, target: Path, run_row
         runs = math.ceil(count / run_rows)
         block = max(_MIN_BLOCK, run_rows // max(runs, 1))
         paths = _write_runs(docstore, work, run_rows, block)
-        columns = _ColumnFiles(work)
+        columns = _ColumnFiles(work, str(source))
         _merge(paths, columns)
         columns.close()
         atomic_write(target, lambda tmp: _write_batch(columns.mapped_batch(), tmp))
@@ -122,16 +124,17 @@ def _merge(paths: list[Path], columns: _ColumnFiles) -> None:
 class _ColumnFiles:
     """The sorted columns as raw Arrow buffers in three files, checked for duplicate ids on the way."""
 
-    def __init__(self, work: Path) -> None:
+    def __init__(self, work: Path, source: str) -> None:
+        self._source = source
         self._paths = {name: work / f"{name}.bin" for name in ("offsets", "data", "rows")}
         self._files = {name: open(path, "wb") for name, path in self._paths.items()}
         self._files["offsets"].write(np.zeros(1, np.int32).tobytes())
-        self._bytes, self._count, self._last = 0, 0, None
+        self._bytes, self._count, self._last = 0, 0, (None, -1)
 
     def append(self, ids: pa.StringArray, rows: pa.Int64Array) -> None:
         if not len(ids):
             return
-        _check_unique(ids, self._last)
+        _check_unique(ids, rows, self._last, self._source)
         offsets = np.frombuffer(ids.buffers()[1], np.int32)[ids.offset:ids.offset + len(ids) + 1].astype(np.int64)
         if self._bytes + offsets[-1] - offsets[0] > _MAX_ID_BYTES:
             raise RetrieverError("the corpus's ids total more than 2 GiB, the limit of ids.sorted.arrow; "
@@ -141,7 +144,7 @@ class _ColumnFiles:
         self._files["rows"].write(rows.to_numpy(zero_copy_only=False).astype(np.int64).tobytes())
         self._bytes += int(offsets[-1] - offsets[0])
         self._count += len(ids)
-        self._last = ids[-1].as_py()
+        self._last = (ids[-1].as_py(), rows[-1].as_py())
 
     def close(self) -> None:
         for handle in self._files.values():
@@ -161,11 +164,15 @@ def _mapped_buffer(path: Path) -> pa.Buffer:
     return pa.memory_map(str(path), "r").read_buffer()
 
 
-def _check_unique(ids: pa.StringArray, previous: str | None) -> None:
-    duplicate = ids[0].as_py() if previous == ids[0].as_py() else None
-    if duplicate is None and len(ids) > 1:
+def _check_unique(ids: pa.StringArray, rows: pa.Int64Array, previous: tuple[str | None, int], source: str) -> None:
+    """Sorted ids repeat only next to each other: in this block, or across its start."""
+    at = 0 if previous[0] == ids[0].as_py() else None
+    if at is None and len(ids) > 1:
         same = pc.equal(ids.slice(1), ids.slice(0, len(ids) - 1))
         if pc.any(same).as_py():
-            duplicate = ids[pc.index(same, True).as_py()].as_py()
-    if duplicate is not None:
-        raise RetrieverError(f"the corpus has duplicate document id {duplicate!r}; give every document its own id")
+            at = pc.index(same, True).as_py() + 1
+    if at is not None:
+        first = previous[1] if at == 0 else rows[at - 1].as_py()
+        records = sorted((first + 1, rows[at].as_py() + 1))
+        raise RetrieverError(f"{source}: duplicate document id {ids[at].as_py()!r} (records {records[0]} and "
+                             f"{records[1]}); give every document its own id")

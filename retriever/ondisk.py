@@ -104,10 +104,11 @@ class PartPlan:
 
 def write_documents(corpus: Path, fmt: str, fields: Fields, folder: Path, stats: ReadStats,
                     content: ShardContentCheck) -> None:
-    """The mapped doc store (corpus order, hashed part by part for ``content``) and its sorted id index."""
+    """The mapped doc store (corpus order, hashed part by part for ``content``) and its sorted id index,
+    whose external sort is also where duplicate ids are refused (the reader's check holds every id)."""
     docstore = folder / MAPPED_DOCSTORE_FILE
-    write_mapped_docstore(_hashed(iter_documents(corpus, fmt, fields, stats), content), docstore)
-    write_id_order(open_mapped(docstore), folder / ID_ORDER_FILE)
+    write_mapped_docstore(_hashed(iter_documents(corpus, fmt, fields, stats, unique_ids=False), content), docstore)
+    write_id_order(open_mapped(docstore), folder / ID_ORDER_FILE, source=corpus)
 
 
 def _hashed(documents: Iterator[Document], content: ShardContentCheck) -> Iterator[Document]:

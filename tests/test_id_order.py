@@ -41,11 +41,11 @@ def test_runs_merge_into_the_in_memory_sorts_file(tmp_path, run_rows):
     assert [p.name for p in tmp_path.iterdir()] != [] and not list(tmp_path.glob(".*sorting*"))
 
 
-@pytest.mark.parametrize("ids, duplicate", [(["b", "a", "c", "a"], "a"),  # in different runs
-                                            (["x", "x", "y"], "x"),  # in one run
-                                            (["m", "q", "n", "q", "p", "q"], "q")])
-def test_duplicate_ids_are_refused_wherever_they_fall(tmp_path, ids, duplicate):
+@pytest.mark.parametrize("ids, duplicate, records", [(["b", "a", "c", "a"], "a", "2 and 4"),  # in different runs
+                                                     (["x", "x", "y"], "x", "1 and 2"),  # in one run
+                                                     (["m", "q", "n", "q", "p", "q"], "q", "[246] and [46]")])
+def test_duplicate_ids_are_refused_wherever_they_fall(tmp_path, ids, duplicate, records):
     docstore = docstore_of(tmp_path / "docstore.arrow", ids)
-    with pytest.raises(RetrieverError, match=f"duplicate document id '{duplicate}'"):
-        write_id_order(docstore, tmp_path / "ids.sorted.arrow", run_rows=2)
+    with pytest.raises(RetrieverError, match=f"^corpus.jsonl: duplicate document id '{duplicate}' \\(records {records}\\)"):
+        write_id_order(docstore, tmp_path / "ids.sorted.arrow", run_rows=2, source="corpus.jsonl")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["docstore.arrow"]
