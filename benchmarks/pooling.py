@@ -30,7 +30,8 @@ from pooling_report import write_report  # noqa: E402
 
 from retriever.corpus import BeirDataset, read_queries  # noqa: E402
 from retriever.encoder import Encoder, EncoderSettings  # noqa: E402
-from retriever.metrics import answer_recall, evaluate_run  # noqa: E402
+from retriever.metrics import answer_recall, evaluate_run, trec_order  # noqa: E402
+from retriever.texts import passage_text  # noqa: E402
 from retriever.training.dev import exact_search, load_dev_set  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -95,8 +96,8 @@ def evaluate(model: str, pooling: str, dataset: Path, recipe: Recipe) -> dict:
     answers = {q.id: list(q.answers) for q in read_queries(BeirDataset.open(dataset).queries_path)
                if q.answers and q.id in run}
     if answers:
-        texts = {d.id: f"{d.title} {d.text}" for d in test.documents}
-        ranked = {qid: sorted(hits, key=hits.get, reverse=True) for qid, hits in run.items() if qid in answers}
+        texts = {d.id: passage_text(d.title, d.text) for d in test.documents}
+        ranked = {qid: trec_order(hits) for qid, hits in run.items() if qid in answers}
         scores.update(answer_recall(ranked, answers, texts, ks=ANSWER_KS))
     scores["eval_seconds"] = round(time.perf_counter() - started, 1)
     return scores

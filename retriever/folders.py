@@ -7,6 +7,9 @@ at any moment leaves ``NAME`` whole. Elsewhere the fallback is two renames, ``NA
 ``.NAME.old-PID`` then ``.NAME.building-PID`` → ``NAME``; a crash between them leaves ``NAME``
 missing for a moment, and the next build puts ``.NAME.old-PID`` back. Hidden folders of dead
 processes are deleted by the next build of the same ``NAME``.
+
+Model folders (`train`, `pretrain`) are staged too and moved in by ``publish_model_folder``, which
+keeps what an existing output folder holds besides the model (its ``checkpoints/``).
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import re
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 _RENAME_EXCHANGE = 2
@@ -96,3 +100,41 @@ def clean_stale(output: Path) -> list[str]:
             shutil.rmtree(path, ignore_errors=True)
             done.append(f"deleted {path}, left by a killed build")
     return done
+
+
+def publish_model_folder(folder: Path, write: Callable[[Path], None]) -> Path:
+    """Let ``write`` fill a hidden staging folder, then move it to ``folder`` with ``publish_folder``: a crash
+    never leaves something that loads half-written. Staged inside an existing ``folder`` (e.g. a training
+    output holding ``checkpoints/``), else beside it."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = (folder if folder.is_dir() else folder.parent) / f".{folder.name}.staging-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        write(staging)
+        publish_folder(staging, folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder
+
+
+def publish_folder(staging: Path, target: Path) -> None:
+    """Move a finished model folder into place.
+
+    A new target is one directory rename. An existing target keeps what the staging folder lacks (such
+    as ``checkpoints/``): it first loses its ``config.json``, then gets every other entry, and gets
+    ``config.json`` last, so a folder only looks like a model once everything is there.
+    """
+    if not target.exists():
+        os.rename(staging, target)
+        return
+    (target / "config.json").unlink(missing_ok=True)
+    for entry in sorted(staging.iterdir()):
+        if entry.name == "config.json":
+            continue
+        destination = target / entry.name
+        if destination.is_dir():
+            shutil.rmtree(destination)
+        os.replace(entry, destination)
+    os.replace(staging / "config.json", target / "config.json")
+    staging.rmdir()

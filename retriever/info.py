@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from retriever.encoder_settings import OVERRIDABLE
 from retriever.index_folder import MANIFEST_FILE, read_manifest
 from retriever.integrity import check_folder, file_damage, recorded_files, verify_files
 from retriever.lexical import open_lexical
@@ -18,8 +19,7 @@ def index_summary(index_dir: str | Path) -> dict:
     tuning = index.get("tuning") or {}
     return {
         "path": str(index_dir),
-        "encoder": {key: encoder.get(key) for key in ("model", "pooling", "normalize", "dim", "dtype",
-                                                       "query_max_length", "passage_max_length", "towers")},
+        "encoder": {key: encoder.get(key) for key in ("model", *OVERRIDABLE, "dim", "dtype")},
         "documents": corpus.get("documents"),
         "vectors": index["count"],
         "index_type": index.get("type"),

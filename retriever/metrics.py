@@ -181,7 +181,7 @@ def _token_re() -> re.Pattern[str]:
     """Tokens are runs of letters, digits and combining marks, like DPR's ALPHA_NUM class.
 
     The stdlib ``re`` has no ``\\p{M}``, so the mark ranges are collected once from unicodedata;
-    only planes 0, 1 and 14 hold combining marks, which keeps this under 0.1 s.
+    only planes 0, 1 and 14 hold combining marks, so the scan covers about 135k of the 1.1M code points.
     """
     ranges: list[tuple[int, int]] = []
     for cp in itertools.chain(range(0x20000), range(0xE0000, 0xE1000)):

@@ -99,11 +99,6 @@ def write_trec_run(run_or_ranked: RunLike, path: str | Path, tag: str = "retriev
     atomic_write_lines(path, trec_lines(run_or_ranked, tag))
 
 
-def write_jsonl_run(run_or_ranked: RunLike, path: str | Path) -> None:
-    """``jsonl_lines`` into ``path``, atomically."""
-    atomic_write_lines(path, jsonl_lines(run_or_ranked))
-
-
 def write_run(run_or_ranked: RunLike, path: str | Path | None, fmt: str = "trec", tag: str = "retriever") -> None:
     """A run in ``fmt`` (trec or jsonl) into ``path`` atomically, or to standard output when ``path`` is None
     (every line checked before the first is printed)."""

@@ -11,7 +11,7 @@ from retriever.runs import (
     read_qrels,
     read_run,
     read_trec_run,
-    write_jsonl_run,
+    write_run,
     write_trec_run,
 )
 
@@ -107,7 +107,7 @@ def test_read_run_reports_missing_empty_and_non_utf8_files(tmp_path: Path) -> No
 def test_jsonl_run_round_trip_and_autodetect(tmp_path: Path) -> None:
     run = {"q1": {"d1": 0.25, "d2": 0.75}, "7": {"é": 1.0}}
     path = tmp_path / "run.jsonl"
-    write_jsonl_run(run, path)
+    write_run(run, path, fmt="jsonl")
     first = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
     assert first == {"qid": "q1", "hits": [{"id": "d2", "score": 0.75}, {"id": "d1", "score": 0.25}]}
     assert read_run(path) == run

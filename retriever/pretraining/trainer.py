@@ -19,6 +19,7 @@ from typing import ClassVar
 from transformers import PreTrainedTokenizerBase, Trainer, TrainerCallback, set_seed
 
 from retriever.errors import RetrieverError
+from retriever.folders import publish_model_folder
 from retriever.model_loading import load_tokenizer, resolve_model_path
 from retriever.pretraining.condenser import CondenserForPretraining, load_condenser
 from retriever.pretraining.masking import CondenserExamples, TokenizedCorpus, WholeWordMasker, pad_batch
@@ -175,7 +176,8 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] = stack.log) -> 
                             time.perf_counter() - started, notes)
 
     def write_model() -> None:
-        trainer.accelerator.unwrap_model(trainer.model).save_pretrained(output, tokenizer)
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        publish_model_folder(output, lambda staging: model.save_pretrained(staging, tokenizer))
         if history:
             log(f"wrote {output}: {result.steps} steps, loss {history[0]['loss']:.3f} -> {history[-1]['loss']:.3f}, "
                 f"{result.tokens_per_second:.0f} tokens/s, {result.seconds:.0f}s")

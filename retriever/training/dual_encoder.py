@@ -8,8 +8,6 @@ how the model was trained.
 from __future__ import annotations
 
 import copy
-import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from retriever.device import resolve_batch_size
 from retriever.encoder import Encoder
 from retriever.encoder_settings import EncoderSettings
 from retriever.errors import RetrieverError
+from retriever.folders import publish_model_folder
 from retriever.model_folder import untied_tower_paths, write_model_folder
 from retriever.model_loading import (load_model, load_tokenizer, read_retriever_config, resolve_model_path,
                                      weights_fingerprint)
@@ -111,41 +110,9 @@ class DualEncoder(nn.Module):
         return config
 
     def save(self, folder: str | Path, training: dict | None = None) -> Path:
-        """Write a loadable model folder atomically (see ``publish_folder``)."""
-        folder = Path(folder)
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        staging = (folder if folder.is_dir() else folder.parent) / f".{folder.name}.staging-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir()
-        try:
-            write_model_folder(staging, self.query_model, self.untied_passage_model, self.tokenizer,
-                               self.retriever_config(training))
-            publish_folder(staging, folder)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        return folder
-
-
-def publish_folder(staging: Path, target: Path) -> None:
-    """Move a finished model folder into place so a crash never leaves something that loads half-written.
-
-    A new target is one directory rename.  An existing target (e.g. the training output, which
-    already holds ``checkpoints/``) first loses its ``config.json``, then gets every other entry,
-    and gets ``config.json`` last: a folder only looks like a model once everything is there.
-    """
-    if not target.exists():
-        os.rename(staging, target)
-        return
-    (target / "config.json").unlink(missing_ok=True)
-    for entry in sorted(staging.iterdir()):
-        if entry.name == "config.json":
-            continue
-        destination = target / entry.name
-        if destination.is_dir():
-            shutil.rmtree(destination)
-        os.replace(entry, destination)
-    os.replace(staging / "config.json", target / "config.json")
-    staging.rmdir()
+        """Write a loadable model folder atomically (see ``folders.publish_model_folder``)."""
+        return publish_model_folder(Path(folder), lambda staging: write_model_folder(
+            staging, self.query_model, self.untied_passage_model, self.tokenizer, self.retriever_config(training)))
 
 
 class _InMemoryEncoder(Encoder):

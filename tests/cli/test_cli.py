@@ -104,3 +104,32 @@ def test_every_flag_has_help(name, command):
     assert command.help, f"{name} has no description"
     result = CliRunner().invoke(main, [*name.split()[1:], "--help"])
     assert result.exit_code == 0
+
+
+def test_search_and_evaluate_rank_tied_passages_alike(tmp_path, tiny_model_dir):
+    """Four identical passages tie exactly and each is the one relevant passage of its own query: `evaluate`'s
+    per-query MRR is 1/rank of that passage in `search`'s output only if both commands order the tie the same.
+    Indexed in docid-descending order, so FAISS's own tie order (label descending) is not trec_eval's."""
+    from conftest import write_jsonl
+
+    tied = ["t4", "t3", "t2", "t1"]
+    dataset = tmp_path / "tied"
+    (dataset / "qrels").mkdir(parents=True)
+    write_jsonl(dataset / "corpus.jsonl", [{"_id": d, "title": "", "text": "honey bee flower"} for d in tied]
+                + [{"_id": "o1", "title": "", "text": "volcano lava"}, {"_id": "o2", "title": "", "text": "ice"}])
+    write_jsonl(dataset / "queries.jsonl", [{"_id": f"q{d}", "text": "honey bee flower"} for d in tied])
+    (dataset / "qrels" / "test.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"q{d}\t{d}\t1\n" for d in tied), encoding="utf-8")
+    runner, cpu, index = CliRunner(), ["--device", "cpu", "--dtype", "fp32"], tmp_path / "idx"
+    built = runner.invoke(main, ["build", str(dataset), "--output", str(index), "--model", str(tiny_model_dir), *cpu])
+    assert built.exit_code == 0, built.output
+    searched = runner.invoke(main, ["search", str(index), "honey bee flower", "--json", "-k", "6", *cpu])
+    assert searched.exit_code == 0, searched.output
+    hits = json.loads(searched.stdout)["hits"]
+    assert len({h["score"] for h in hits if h["id"] in tied}) == 1  # they do tie
+    rank = {h["id"]: h["rank"] for h in hits}
+    evaluated = runner.invoke(main, ["evaluate", "--index", str(index), "--dataset", str(dataset), "-k", "6",
+                                     "--metrics", "mrr@10", "--output", str(tmp_path / "metrics.json"), *cpu])
+    assert evaluated.exit_code == 0, evaluated.output
+    per_query = json.loads((tmp_path / "metrics.json").read_text())["per_query"]
+    assert {d: per_query[f"q{d}"]["mrr@10"] for d in tied} == pytest.approx({d: 1 / rank[d] for d in tied})

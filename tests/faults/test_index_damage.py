@@ -12,6 +12,7 @@ from click.testing import CliRunner
 
 from retriever.cli import main
 from retriever.encoder import Encoder, EncoderSettings
+from retriever.encoder_settings import OVERRIDABLE
 from retriever.indexing import encode_and_index
 
 
@@ -156,3 +157,4 @@ def test_info_summarises_and_verifies_an_intact_folder(built):
     assert "verified: 8 files match their SHA-256; counts agree" in result.output  # 3 dense + 5 in bm25/
     summary = json.loads(CliRunner().invoke(main, ["info", str(built), "--json"]).output)
     assert summary["vectors"] == 12 and summary["bytes_on_disk"] > 0 and summary["encoder"]["dim"] == 32
+    assert set(OVERRIDABLE) <= set(summary["encoder"])  # every encoder setting, a new one too
