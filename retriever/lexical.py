@@ -21,6 +21,7 @@ from tqdm import tqdm
 from retriever.errors import RetrieverError
 from retriever.folders import clean_stale, replace_folder, temporary_folder
 from retriever.integrity import file_damage, file_records, reading
+from retriever.texts import passage_text
 
 LEXICAL_DIR = "bm25"
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
@@ -116,7 +117,7 @@ def document_texts(docstore: Path, batch_rows: int = 10_000) -> Iterator[str]:
     """Title and text of each doc-store row, in row order, one batch in memory at a time."""
     for batch in _text_batches(docstore, batch_rows):
         for title, text in zip(batch.column("title").to_pylist(), batch.column("text").to_pylist()):
-            yield f"{title or ''} {text or ''}"
+            yield passage_text(title, text or "")
 
 
 def build_lexical(docstore: Path, target: Path, params: LexicalParams = LexicalParams(),
