@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 SCORE_CHUNK = 4_000_000  # (document, term) pairs scored at once
 TERM_CHUNK_DOCS = 1_000_000  # documents whose distinct terms are counted at once
@@ -45,21 +46,28 @@ def tokenize_flat(texts: Iterable[str], split, stopwords: frozenset[str], stem_w
     Arrow strings a batch at a time and Arrow numbers them (``dictionary_encode``, then
     ``unify_dictionaries``), so no Python object per distinct term outlives its batch.
     """
-    chunks = [pa.array([EMPTY_TOKEN]).dictionary_encode()]
-    lengths, batch = array("i"), []
+    pool = pa.system_memory_pool()  # frees to the allocator NumPy uses; Arrow's default pool keeps its peak
+
+    def encoded(terms: list[str]) -> pa.DictionaryArray:
+        return pc.dictionary_encode(pa.array(terms, pa.string(), memory_pool=pool), memory_pool=pool)
+
+    chunks, lengths, batch = [encoded([EMPTY_TOKEN])], array("i"), []
     for text in texts:
         words = [word for word in split(text.lower()) if word not in stopwords]
         terms = (stem_words(words) if stem_words else words) if words else [EMPTY_TOKEN]
         batch.extend(terms)
         lengths.append(len(terms))
         if len(batch) >= batch_tokens:
-            chunks.append(pa.array(batch, pa.string()).dictionary_encode())
+            chunks.append(encoded(batch))
             batch = []
-    chunks.append(pa.array(batch, pa.string()).dictionary_encode())
-    unified = pa.chunked_array(chunks).unify_dictionaries()
+    chunks.append(encoded(batch))
+    unified = pa.chunked_array(chunks).unify_dictionaries(memory_pool=pool)
     del chunks
-    tokens = np.concatenate([chunk.indices.to_numpy() for chunk in unified.chunks[1:]]).astype(np.int32)
-    return FlatTokens(unified.chunk(0).dictionary, tokens, np.frombuffer(lengths, dtype=np.int32))
+    tokens = np.concatenate([chunk.indices.to_numpy() for chunk in unified.chunks[1:]]).astype(np.int32, copy=False)
+    vocabulary = unified.chunk(0).dictionary
+    del unified
+    pool.release_unused()
+    return FlatTokens(vocabulary, tokens, np.frombuffer(lengths, dtype=np.int32))
 
 
 def write_vocab(vocabulary: pa.Array, path: Path, slice_terms: int = 100_000) -> None:
@@ -75,18 +83,21 @@ def write_vocab(vocabulary: pa.Array, path: Path, slice_terms: int = 100_000) ->
         handle.write("}")
 
 
-def document_terms(tokens: np.ndarray, lengths: np.ndarray, n_vocab: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(document, term, term frequency) of each distinct term of each document, in document order."""
+def document_terms(flat: FlatTokens, n_vocab: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(document, term, term frequency) of each distinct term of each document, in document order.
+    Takes ``flat.tokens`` (released once counted); the outputs are written in place, never concatenated."""
+    tokens, lengths, flat.tokens = flat.tokens, flat.lengths, None
     starts = np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])
-    docs, terms, counts = [], [], []
+    docs, terms = np.empty(len(tokens), np.int32), np.empty(len(tokens), np.int32)
+    counts, filled = np.empty(len(tokens), np.float32), 0
     for first in range(0, len(lengths), TERM_CHUNK_DOCS):
         last = min(first + TERM_CHUNK_DOCS, len(lengths))
         doc = np.repeat(np.arange(last - first, dtype=np.int64), lengths[first:last])
         keys, tf = np.unique(doc * n_vocab + tokens[starts[first]:starts[last]], return_counts=True)
-        docs.append((keys // n_vocab + first).astype(np.int32))
-        terms.append((keys % n_vocab).astype(np.int32))
-        counts.append(tf.astype(np.float32))
-    return np.concatenate(docs), np.concatenate(terms), np.concatenate(counts)
+        part = slice(filled, filled + len(keys))
+        docs[part], terms[part], counts[part] = keys // n_vocab + first, keys % n_vocab, tf
+        filled += len(keys)
+    return docs[:filled], terms[:filled], counts[:filled]
 
 
 def _per_term(function, doc_freq: np.ndarray, dtype: str) -> np.ndarray:
@@ -99,13 +110,14 @@ def _per_term(function, doc_freq: np.ndarray, dtype: str) -> np.ndarray:
     return values
 
 
-def score_matrix(model, tokens: np.ndarray, lengths: np.ndarray, n_vocab: int) -> dict:
+def score_matrix(model, flat: FlatTokens, n_vocab: int) -> dict:
     """The CSC score matrix (documents × vocabulary) ``model.build_index_from_ids`` would make, and
-    ``model.nonoccurrence_array`` set as it would be."""
+    ``model.nonoccurrence_array`` set as it would be. Each array is dropped as soon as it is used."""
     from bm25s.scoring import _select_idf_scorer
 
+    lengths = flat.lengths
     n_docs, avg_len = len(lengths), lengths.mean()
-    doc, term, tf = document_terms(tokens, lengths, n_vocab)
+    doc, term, tf = document_terms(flat, n_vocab)
     doc_freq = np.bincount(term, minlength=n_vocab)
     idf_of = _select_idf_scorer(model.idf_method)
     idf = _per_term(lambda df: idf_of(df, N=n_docs), doc_freq, model.dtype)
@@ -122,10 +134,14 @@ def score_matrix(model, tokens: np.ndarray, lengths: np.ndarray, n_vocab: int) -
         scores[part] = values
     del tf
     order = np.argsort(term, kind="stable")  # columns by term, rows (documents) ascending within each
+    del term
+    data = scores[order]
+    del scores
+    indices = doc[order].astype(model.int_dtype, copy=False)
+    del doc, order
     indptr = np.zeros(n_vocab + 1, dtype=np.int64)  # bm25s's (NumPy backend) index types
     np.cumsum(doc_freq, out=indptr[1:])
-    return {"data": scores[order], "indices": doc[order].astype(model.int_dtype), "indptr": indptr,
-            "num_docs": n_docs}
+    return {"data": data, "indices": indices, "indptr": indptr, "num_docs": n_docs}
 
 
 def _tfc(model, tf, doc_length, avg_length):
@@ -146,8 +162,8 @@ def build_bm25s(flat: FlatTokens, target: Path, k1: float, b: float, method: str
     write_vocab(flat.vocabulary, target / (VOCAB_FILE + ".part"))
     flat.vocabulary = None
     model = bm25s.BM25(k1=k1, b=b, method=method)
-    model.scores = score_matrix(model, flat.tokens, flat.lengths, n_vocab)
-    flat.tokens = flat.lengths = None
+    model.scores = score_matrix(model, flat, n_vocab)
+    flat.lengths = None
     model.vocab_dict = {}  # BM25.save writes it; the real one is already on disk
     model.save(str(target), show_progress=False)
     os.replace(target / (VOCAB_FILE + ".part"), target / VOCAB_FILE)
