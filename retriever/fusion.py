@@ -5,6 +5,14 @@ RRF needs no tuning and ignores score scales, which is why it is the default. Th
 each list's top ``depth``; it can do better with ``alpha`` tuned on judged queries
 (``retriever.fusion_tuning``). A document missing from one list gets that list's lowest normalised
 score there, as Pyserini's hybrid search does.
+
+Ties are broken by the other fusion's score, which the fusion has at hand: RRF sees only ranks, so a
+document at ranks (1, 2) ties one at (2, 1); the equal-weight score sum z(dense) + z(bm25) (what the convex
+fusion ranks by at alpha 0.5, the untuned weight) says which of them both systems scored higher; convex
+ties fall back to RRF. The returned float32 scores keep that order: documents the two keys
+separate get scores at least one float32 step apart (fused sums that float32 would round together are
+separated the same way), so ``runs.rank_order``, which re-sorts every result by score, cannot reorder them;
+only documents equal on both keys stay tied and are ordered there, by doc id, like every other tie.
 """
 from __future__ import annotations
 
@@ -16,6 +24,9 @@ from retriever.errors import RetrieverError
 
 MODES = ("dense", "bm25", "hybrid")
 METHODS = ("rrf", "convex")
+# Fused scores this close (relative) are tied: RRF sums equal in exact arithmetic can differ in the last bit
+# of a float64 (1/275 + 1/330 and 2/300), while distinct sums of depth-1000 ranks differ by far more.
+TIE_TOLERANCE = 1e-12
 
 
 @dataclass(frozen=True)
@@ -63,28 +74,71 @@ def _zscore(scores: np.ndarray) -> np.ndarray:
     return (scores - scores.mean()) / spread if spread > 0 else np.zeros_like(scores)
 
 
-def _contributions(scores: np.ndarray, params: FusionParams) -> tuple[np.ndarray, float]:
+def _contributions(scores: np.ndarray, method: str, rrf_k: float) -> tuple[np.ndarray, float]:
     """Each listed document's share of the fused score, and the share of a document the list missed."""
-    if params.method == "rrf":
-        return 1.0 / (params.rrf_k + np.arange(1, len(scores) + 1)), 0.0
+    if method == "rrf":
+        return 1.0 / (rrf_k + np.arange(1, len(scores) + 1)), 0.0
     normalised = _zscore(scores.astype(np.float64))
     return normalised, float(normalised.min()) if len(normalised) else 0.0
 
 
-def fuse_one(dense: tuple[np.ndarray, np.ndarray], lexical: tuple[np.ndarray, np.ndarray], params: FusionParams,
-             k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k (scores, labels) of one query from two rank-ordered (scores, labels) lists; -1 labels are padding."""
-    (d_scores, d_labels), (l_scores, l_labels) = [(s[l >= 0], l[l >= 0]) for s, l in (dense, lexical)]
-    labels = np.union1d(d_labels, l_labels)
-    weights = (params.alpha, 1.0 - params.alpha) if params.method == "convex" else (1.0, 1.0)
+def _fused(lists: list[tuple[np.ndarray, np.ndarray]], labels: np.ndarray, method: str, rrf_k: float,
+           alpha: float) -> np.ndarray:
+    """The (dense, lexical) lists' fused score of every label, in float64."""
+    weights = (alpha, 1.0 - alpha) if method == "convex" else (1.0, 1.0)
     fused = np.zeros(len(labels), dtype=np.float64)
-    for weight, scores, listed in zip(weights, (d_scores, l_scores), (d_labels, l_labels)):
-        share, missed = _contributions(scores, params)
+    for weight, (scores, listed) in zip(weights, lists):
+        share, missed = _contributions(scores, method, rrf_k)
         column = np.full(len(labels), missed)
         column[np.searchsorted(labels, listed)] = share
         fused += weight * column
-    order = np.lexsort((labels, -fused))[:k]
-    return fused[order].astype(np.float32), labels[order]
+    return fused
+
+
+def _ordered_bits(values: np.ndarray) -> np.ndarray:
+    """float32 values as int64 keys in the same order, one apart for neighbouring floats."""
+    bits = values.astype(np.float32).view(np.int32).astype(np.int64)
+    return np.where(bits < 0, -(bits & 0x7FFFFFFF), bits)
+
+
+def _float32_of_bits(keys: np.ndarray) -> np.ndarray:
+    return np.where(keys < 0, -keys | 0x80000000, keys).astype(np.uint32).view(np.float32)
+
+
+def _tie_groups(primary: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Per row, the rank of its ``primary`` value among the distinct ones (0 = highest), values equal up to
+    float64 rounding (``TIE_TOLERANCE``) counting as one."""
+    by_primary = np.lexsort((labels, -primary))
+    values = primary[by_primary]
+    groups = np.empty(len(primary), dtype=np.int64)
+    groups[by_primary] = np.r_[0, np.cumsum(values[:-1] - values[1:] > TIE_TOLERANCE * np.abs(values[1:]))]
+    return groups
+
+
+def _separated(primary: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """float32 scores of rows in fused order: ``primary`` rounded to float32, lowered where needed so each row
+    that starts a ``new`` tie class scores at least one float32 step below the row before; others keep
+    the score of their class's first row."""
+    steps = np.arange(int(new.sum()))
+    keys = np.minimum.accumulate(_ordered_bits(primary[new]) + steps) - steps
+    return _float32_of_bits(keys)[np.cumsum(new) - 1]
+
+
+def fuse_one(dense: tuple[np.ndarray, np.ndarray], lexical: tuple[np.ndarray, np.ndarray], params: FusionParams,
+             k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k (scores, labels) of one query from two rank-ordered (scores, labels) lists; -1 labels are padding.
+    Ranked by the fusion's score, ties by the other fusion's (module docstring), then by label."""
+    lists = [(s[l >= 0], l[l >= 0]) for s, l in (dense, lexical)]
+    labels = np.union1d(lists[0][1], lists[1][1])
+    if len(labels) == 0:
+        return np.zeros(0, dtype=np.float32), labels
+    primary = _fused(lists, labels, params.method, params.rrf_k, params.alpha)
+    secondary = _fused(lists, labels, "convex" if params.method == "rrf" else "rrf", params.rrf_k, 0.5)
+    groups = _tie_groups(primary, labels)
+    order = np.lexsort((labels, -secondary, groups))[:k]
+    groups, secondary = groups[order], secondary[order]
+    new = np.r_[True, (groups[1:] != groups[:-1]) | (secondary[1:] != secondary[:-1])]
+    return _separated(primary[order], new), labels[order]
 
 
 def fuse(dense: tuple[np.ndarray, np.ndarray], lexical: tuple[np.ndarray, np.ndarray], params: FusionParams,

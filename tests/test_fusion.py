@@ -5,6 +5,7 @@ import pytest
 
 from retriever.errors import RetrieverError
 from retriever.fusion import FusionParams, fuse, fuse_one
+from retriever.runs import ranked_hits
 
 
 def ranking(labels, scores=None):
@@ -13,7 +14,7 @@ def ranking(labels, scores=None):
     return scores, labels
 
 
-def test_rrf_sums_reciprocal_ranks_and_breaks_ties_by_label():
+def test_rrf_sums_reciprocal_ranks():
     scores, labels = fuse_one(ranking([1, 2, 3]), ranking([3, 4]), FusionParams("rrf", rrf_k=60), k=10)
     assert labels.tolist() == [3, 1, 2, 4]
     assert scores[0] == pytest.approx(1 / 61 + 1 / 63) and scores[1] == pytest.approx(1 / 61)
@@ -29,12 +30,75 @@ def test_convex_weight_one_or_zero_gives_back_one_list(alpha, expected):
 
 
 def test_convex_uses_score_gaps_not_just_ranks():
-    # dense nearly ties 1 and 2, BM25 strongly prefers 2: an even mix follows BM25, while RRF (ranks
-    # only) sees a tie and falls back to the label order.
+    # dense nearly ties 1 and 2, BM25 strongly prefers 2: an even mix follows BM25.
     dense = ranking([1, 2, 3], [0.801, 0.800, 0.1])
     lexical = ranking([2, 1, 3], [20.0, 1.1, 1.0])
     assert fuse_one(dense, lexical, FusionParams("convex", alpha=0.5), k=2)[1].tolist() == [2, 1]
-    assert fuse_one(dense, lexical, FusionParams("rrf"), k=2)[1].tolist() == [1, 2]
+
+
+def tied_at_the_top():
+    """Labels 1 and 2 at ranks (1, 2) and (2, 1): an exact RRF tie. Dense nearly ties them, BM25 puts 2 far
+    ahead, so the scores both systems gave favour 2, the larger label."""
+    return ranking([1, 2, 3, 4], [0.801, 0.800, 0.3, 0.1]), ranking([2, 1, 3, 4], [20.0, 1.1, 1.0, 0.9])
+
+
+def test_an_exact_rrf_tie_goes_to_the_higher_even_score_sum_not_the_label():
+    dense, lexical = tied_at_the_top()
+    scores, labels = fuse_one(dense, lexical, FusionParams("rrf"), k=4)
+    assert labels.tolist()[:2] == [2, 1]
+    assert scores[0] > scores[1] and scores[0] == pytest.approx(scores[1]) == pytest.approx(1 / 61 + 1 / 62)
+    # the same tie with the lists' roles swapped goes the other way: the rule favours no system
+    swapped = ranking([2, 1, 3, 4], [0.801, 0.800, 0.3, 0.1]), ranking([1, 2, 3, 4], [20.0, 1.1, 1.0, 0.9])
+    assert fuse_one(*swapped, FusionParams("rrf"), k=2)[1].tolist() == [1, 2]
+
+
+def test_the_fused_order_survives_ranking_by_score_and_doc_id():
+    # search results, run files and evaluation re-sort hits with runs.rank_order (float32 score, then doc id
+    # descending); the fused scores must not leave it a tie to break another way.
+    dense, lexical = tied_at_the_top()
+    scores, labels = fuse_one(dense, lexical, FusionParams("rrf"), k=4)
+    ids = {1: "doc-b", 2: "doc-a", 3: "doc-d", 4: "doc-c"}  # doc id order alone would put 1 before 2
+    hits = ranked_hits([(ids[label], float(score)) for label, score in zip(labels.tolist(), scores)])
+    assert [doc_id for doc_id, _ in hits] == [ids[label] for label in labels.tolist()]
+    assert np.all(np.diff(scores) < 0)
+
+
+def placed(length, at, scores=None):
+    """A ranking of ``length`` filler labels (1000+) with label -> 1-based rank ``at``."""
+    labels = list(range(1000, 1000 + length))
+    for label, rank in at.items():
+        labels[rank - 1] = label
+    return ranking(labels, scores)
+
+
+def test_sums_that_float32_rounds_together_keep_their_float64_order():
+    # at k=60, ranks (261, 263) sum to 1.9e-10 more than (245, 281): the same float32, distinct float64
+    dense, lexical = placed(300, {1: 245, 2: 261}), placed(300, {1: 281, 2: 263})
+    assert np.float32(1 / 321 + 1 / 323) == np.float32(1 / 305 + 1 / 341) and 1 / 321 + 1 / 323 > 1 / 305 + 1 / 341
+    scores, labels = fuse_one(dense, lexical, FusionParams("rrf"), k=600)
+    ids = {label: f"doc{label:05d}" for label in labels.tolist()}
+    ids[1], ids[2] = "zz-1", "aa-2"  # doc id descending would put 1 first; the float64 sums put 2 first
+    order = [doc_id for doc_id, _ in ranked_hits([(ids[lab], float(sc)) for lab, sc in zip(labels.tolist(), scores)])]
+    assert order.index("aa-2") < order.index("zz-1")
+
+
+def test_sums_equal_but_for_float64_rounding_are_a_tie_for_the_score_sum():
+    # 1/(60+215) + 1/(60+270) and 2/(60+240) are both 1/150, but float64 makes the second one larger; the
+    # dense scores drop steeply after rank 215, so the score sum prefers label 1 at ranks (215, 270).
+    dense_scores = np.r_[np.linspace(10.0, 9.0, 215), np.linspace(1.0, 0.9, 85)]
+    dense, lexical = placed(300, {1: 215, 2: 240}, dense_scores), placed(300, {1: 270, 2: 240})
+    assert 1 / 275 + 1 / 330 < 2 / 300
+    _, labels = fuse_one(dense, lexical, FusionParams("rrf"), k=600)
+    order = labels.tolist()
+    assert order.index(1) < order.index(2)
+
+
+def test_documents_equal_on_both_keys_stay_tied_for_rank_order():
+    # two documents at the same place in identical lists' mirror images tie on RRF and on the score sum
+    dense = ranking([1, 2], [1.0, 0.0])
+    lexical = ranking([2, 1], [1.0, 0.0])
+    scores, labels = fuse_one(dense, lexical, FusionParams("rrf"), k=2)
+    assert scores[0] == scores[1]
 
 
 def test_batch_fusion_skips_padding_and_pads_to_k():
