@@ -105,17 +105,13 @@ class MappedDocuments:
         return {name: self._field(name, labels) for name in ("title", "text")}
 
     def document(self, doc_id: str) -> dict | None:
-        """Title and text of one id, or None; found by binary search (about 25 mapped reads at 10M)."""
-        low, high = 0, len(self._sorted_ids)
-        while low < high:
-            middle = (low + high) // 2
-            if self._sorted_ids[middle].as_py() < doc_id:
-                low = middle + 1
-            else:
-                high = middle
-        if low == len(self._sorted_ids) or self._sorted_ids[low].as_py() != doc_id:
+        """Title and text of one id, or None; found by binary search in the mapped sorted ids."""
+        from retriever.id_order import sorted_position
+
+        position = sorted_position(self._sorted_ids, doc_id)
+        if position is None:
             return None
-        row = self._sorted_rows[low].as_py()
+        row = self._sorted_rows[position].as_py()
         return {key: values[0] for key, values in self.records([row]).items()}
 
 

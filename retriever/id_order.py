@@ -176,3 +176,16 @@ def _check_unique(ids: pa.StringArray, rows: pa.Int64Array, previous: tuple[str 
         records = sorted((first + 1, rows[at].as_py() + 1))
         raise RetrieverError(f"{source}: duplicate document id {ids[at].as_py()!r} (records {records[0]} and "
                              f"{records[1]}); give every document its own id")
+
+
+def sorted_position(sorted_keys: pa.StringArray, key: str) -> int | None:
+    """Where ``key`` is in a sorted Arrow string column (a memory-mapped one reads only the ~log2(n)
+    pages it touches), or None. Arrow sorts strings by UTF-8 bytes, the order of Python's ``<``."""
+    low, high = 0, len(sorted_keys)
+    while low < high:
+        middle = (low + high) // 2
+        if sorted_keys[middle].as_py() < key:
+            low = middle + 1
+        else:
+            high = middle
+    return low if low < len(sorted_keys) and sorted_keys[low].as_py() == key else None

@@ -21,6 +21,7 @@ from tqdm import tqdm
 from retriever.errors import RetrieverError
 from retriever.folders import clean_stale, replace_folder, temporary_folder
 from retriever.integrity import file_damage, file_records, reading
+from retriever.lexical_build import SORTED_VOCAB_FILE
 from retriever.texts import passage_text
 
 LEXICAL_DIR = "bm25"
@@ -195,9 +196,26 @@ class LexicalIndex:
         self.record = record
         params = {name: record[name] for name in ("k1", "b", "method", "stemmer", "stopwords") if name in record}
         self.tokenize = QueryTokenizer(LexicalParams(**params))
-        self.model = bm25s.BM25.load(str(index_dir / record.get("directory", LEXICAL_DIR)), mmap=True,
-                                     load_vocab=True)
+        folder = index_dir / record.get("directory", LEXICAL_DIR)
+        sorted_vocab = folder / SORTED_VOCAB_FILE
+        self.model = bm25s.BM25.load(str(folder), mmap=True, load_vocab=not sorted_vocab.is_file())
+        if sorted_vocab.is_file():
+            from retriever.docstore import open_mapped
+
+            vocabulary = open_mapped(sorted_vocab).get_batch(0)
+            self._terms, self._term_ids = vocabulary.column("term"), vocabulary.column("id")
+        else:  # a folder built before the sorted vocabulary: bm25s's JSON, loaded whole
+            self._terms = None
         self.count = int(self.model.scores["num_docs"])
+
+    def term_ids(self, terms: list[str]) -> list[int]:
+        """Vocabulary ids of the terms the index knows (others are dropped)."""
+        if self._terms is None:
+            return [self.model.vocab_dict[t] for t in terms if t in self.model.vocab_dict]
+        from retriever.id_order import sorted_position
+
+        found = (sorted_position(self._terms, term) for term in terms)
+        return [self._term_ids[position].as_py() for position in found if position is not None]
 
     def search(self, texts: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (scores, doc-store rows) per query, rows padded with -1; documents sharing no term are left out."""
@@ -205,7 +223,7 @@ class LexicalIndex:
         scores = np.full((len(texts), k), -np.inf, dtype=np.float32)
         rows = np.full((len(texts), k), -1, dtype=np.int64)
         for i, text in enumerate(texts):
-            ids = [self.model.vocab_dict[t] for t in self.tokenize(text) if t in self.model.vocab_dict]
+            ids = self.term_ids(self.tokenize(text))
             if not ids:
                 continue
             all_scores = self.model.get_scores_from_ids(ids)

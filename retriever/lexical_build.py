@@ -24,6 +24,8 @@ import pyarrow.compute as pc
 SCORE_CHUNK = 4_000_000  # (document, term) pairs scored at once
 TERM_CHUNK_DOCS = 1_000_000  # documents whose distinct terms are counted at once
 VOCAB_FILE = "vocab.index.json"  # bm25s's name for it (``BM25.save``'s ``vocab_name``)
+SORTED_VOCAB_FILE = "vocab.sorted.arrow"  # the same terms sorted, with their ids: searched mapped, never loaded
+SORTED_VOCAB_SCHEMA = pa.schema([("term", pa.string()), ("id", pa.int32())])
 EMPTY_TOKEN = ""  # bm25s's id 0: the one token of a document with no words left
 
 
@@ -81,6 +83,18 @@ def write_vocab(vocabulary: pa.Array, path: Path, slice_terms: int = 100_000) ->
             if first + slice_terms < len(vocabulary):
                 handle.write(",")
         handle.write("}")
+
+
+def write_sorted_vocab(vocabulary: pa.Array, path: Path) -> None:
+    """The vocabulary sorted, each term with its id, as one Arrow record batch: searching maps it and
+    binary-searches it (``id_order.sorted_position``) instead of loading bm25s's JSON into a dict."""
+    pool = pa.system_memory_pool()
+    order = pc.sort_indices(vocabulary, memory_pool=pool)
+    batch = pa.record_batch([vocabulary.take(order), order.cast(pa.int32())], schema=SORTED_VOCAB_SCHEMA)
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, SORTED_VOCAB_SCHEMA) as writer:
+        writer.write_batch(batch)
+    del order, batch
+    pool.release_unused()
 
 
 def document_terms(flat: FlatTokens, n_vocab: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -160,6 +174,7 @@ def build_bm25s(flat: FlatTokens, target: Path, k1: float, b: float, method: str
     target.mkdir(parents=True, exist_ok=True)
     n_vocab, n_tokens = len(flat.vocabulary), len(flat.tokens)
     write_vocab(flat.vocabulary, target / (VOCAB_FILE + ".part"))
+    write_sorted_vocab(flat.vocabulary, target / SORTED_VOCAB_FILE)
     flat.vocabulary = None
     model = bm25s.BM25(k1=k1, b=b, method=method)
     model.scores = score_matrix(model, flat, n_vocab)

@@ -67,3 +67,17 @@ def test_adding_bm25_to_a_built_index_does_not_encode(tiny_beir, tiny_model_dir,
     with pytest.raises(RetrieverError, match="already has a BM25 index; pass --overwrite"):
         add_lexical(index, progress=False)
     assert add_lexical(index, LexicalParams(k1=1.2), overwrite=True, progress=False)["k1"] == 1.2
+
+
+def test_queries_find_terms_in_the_mapped_vocabulary_or_in_an_older_folders_json(folder):
+    record = build_lexical(folder / DOCSTORE_FILE, folder / LEXICAL_DIR, progress=False)
+    mapped = LexicalIndex(folder, record)
+    assert mapped._terms is not None and not mapped.model.vocab_dict  # nothing loaded whole
+    (folder / LEXICAL_DIR / "vocab.sorted.arrow").unlink()  # as a folder built before it
+    loaded = LexicalIndex(folder, record)
+    assert loaded.model.vocab_dict
+    queries = ["the flower", "volcanoes erupt", "glaciers and bees", "unknownterm", "of the and"]
+    for query in queries:
+        terms = mapped.tokenize(query)
+        assert mapped.term_ids(terms) == loaded.term_ids(terms)
+    assert [r.tolist() for r in mapped.search(queries, k=3)[1]] == [r.tolist() for r in loaded.search(queries, k=3)[1]]

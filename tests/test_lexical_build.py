@@ -9,7 +9,7 @@ import pytest
 
 from retriever import lexical_build
 from retriever.lexical import METHODS, LexicalParams, _stem_words, _tokenizer
-from retriever.lexical_build import build_bm25s, tokenize_flat
+from retriever.lexical_build import SORTED_VOCAB_FILE, build_bm25s, tokenize_flat
 
 TEXTS = ["Honey bees collect nectar from flowers; bees love flowers.",
          "",  # no words: bm25s gives it the empty token
@@ -47,7 +47,7 @@ def test_flat_build_writes_the_files_bm25s_writes(tmp_path, monkeypatch, method,
     reference(TEXTS, params, tmp_path / "bm25s")
     vocabulary, tokens = flat(TEXTS, params, tmp_path / "flat")
     ours, theirs = tmp_path / "flat", tmp_path / "bm25s"
-    assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in theirs.iterdir())
+    assert sorted(p.name for p in ours.iterdir()) == sorted([p.name for p in theirs.iterdir()] + [SORTED_VOCAB_FILE])
     for array_file in theirs.glob("*.npy"):
         expected, got = np.load(array_file), np.load(ours / array_file.name)
         assert got.dtype == expected.dtype and np.array_equal(got, expected), array_file.name
@@ -68,3 +68,13 @@ def test_flat_build_loads_and_scores_like_bm25s(tmp_path):
     theirs = bm25s.BM25.load(str(tmp_path / "bm25s"), mmap=True, load_vocab=True)
     query = [ours.vocab_dict[t] for t in ("lava", "bee", "flower")]
     assert np.array_equal(ours.get_scores_from_ids(query), theirs.get_scores_from_ids(query))
+
+
+def test_sorted_vocabulary_holds_every_term_with_its_id(tmp_path):
+    from retriever.docstore import open_mapped
+
+    flat(TEXTS, LexicalParams(), tmp_path)
+    vocab = json.loads((tmp_path / "vocab.index.json").read_text(encoding="utf-8"))
+    batch = open_mapped(tmp_path / SORTED_VOCAB_FILE).get_batch(0)
+    terms = batch.column("term").to_pylist()
+    assert terms == sorted(vocab) and dict(zip(terms, batch.column("id").to_pylist())) == vocab
