@@ -154,7 +154,7 @@ def test_info_summarises_and_verifies_an_intact_folder(built):
     result = CliRunner().invoke(main, ["info", str(built), "--verify"])
     assert result.exit_code == 0, result.output
     assert "12 vectors, 12 passages" in result.output and "flat (Flat)" in result.output
-    assert "verified: 8 files match their SHA-256; counts agree" in result.output  # 3 dense + 5 in bm25/
+    assert "verified: 9 files match their SHA-256; counts agree" in result.output  # 3 dense + 6 in bm25/
     summary = json.loads(CliRunner().invoke(main, ["info", str(built), "--json"]).output)
     assert summary["vectors"] == 12 and summary["bytes_on_disk"] > 0 and summary["encoder"]["dim"] == 32
     assert set(OVERRIDABLE) <= set(summary["encoder"])  # every encoder setting, a new one too
