@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from retriever.corpus import Document
 from retriever.errors import RetrieverError
+from retriever.id_order import sorted_position
 
 DOCSTORE_SCHEMA = pa.schema([("id", pa.string()), ("title", pa.string()), ("text", pa.string())])
 MAPPED_DOCSTORE_FILE = "docstore.arrow"
@@ -106,8 +107,6 @@ class MappedDocuments:
 
     def document(self, doc_id: str) -> dict | None:
         """Title and text of one id, or None; found by binary search in the mapped sorted ids."""
-        from retriever.id_order import sorted_position
-
         position = sorted_position(self._sorted_ids, doc_id)
         if position is None:
             return None

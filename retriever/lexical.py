@@ -21,7 +21,8 @@ from tqdm import tqdm
 from retriever.errors import RetrieverError
 from retriever.folders import clean_stale, replace_folder, temporary_folder
 from retriever.integrity import file_damage, file_records, reading
-from retriever.lexical_build import SORTED_VOCAB_FILE
+from retriever.id_order import sorted_position
+from retriever.lexical_build import SORTED_VOCAB_FILE, build_bm25s, tokenize_flat
 from retriever.texts import passage_text
 
 LEXICAL_DIR = "bm25"
@@ -125,8 +126,6 @@ def build_lexical(docstore: Path, target: Path, params: LexicalParams = LexicalP
                   progress: bool = True) -> dict:
     """Tokenise every doc-store row and write a bm25s index to ``target``; return the manifest record.
     Built through ``retriever.lexical_build`` (bm25s's formulas and files, flat arrays in memory)."""
-    from retriever.lexical_build import build_bm25s, tokenize_flat
-
     if params.method not in METHODS:
         raise RetrieverError(f"unknown BM25 method {params.method!r}; use one of {', '.join(METHODS)}")
     tokenizer = _tokenizer(params)
@@ -198,8 +197,9 @@ class LexicalIndex:
         self.tokenize = QueryTokenizer(LexicalParams(**params))
         folder = index_dir / record.get("directory", LEXICAL_DIR)
         sorted_vocab = folder / SORTED_VOCAB_FILE
-        self.model = bm25s.BM25.load(str(folder), mmap=True, load_vocab=not sorted_vocab.is_file())
-        if sorted_vocab.is_file():
+        mapped_vocab = sorted_vocab.is_file()
+        self.model = bm25s.BM25.load(str(folder), mmap=True, load_vocab=not mapped_vocab)
+        if mapped_vocab:
             from retriever.docstore import open_mapped
 
             vocabulary = open_mapped(sorted_vocab).get_batch(0)
@@ -212,8 +212,6 @@ class LexicalIndex:
         """Vocabulary ids of the terms the index knows (others are dropped)."""
         if self._terms is None:
             return [self.model.vocab_dict[t] for t in terms if t in self.model.vocab_dict]
-        from retriever.id_order import sorted_position
-
         found = (sorted_position(self._terms, term) for term in terms)
         return [self._term_ids[position].as_py() for position in found if position is not None]
 
