@@ -35,7 +35,7 @@ from retriever.corpus import BeirDataset, read_queries  # noqa: E402
 from retriever.evaluation import judged_split  # noqa: E402
 from retriever.fusion import FusionParams, fuse  # noqa: E402
 from retriever.fusion_tuning import tune_fusion  # noqa: E402
-from retriever.metrics import evaluate_run  # noqa: E402
+from retriever.metrics import Evaluation, evaluate_run  # noqa: E402
 from retriever.searching import Searcher  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -44,6 +44,7 @@ RESULTS = HERE / "results"
 RUNS_FILE = RESULTS / "hybrid_runs.jsonl"
 DEPTH = 1000
 LATENCY_QUERIES = 100
+BOOTSTRAP_SAMPLES = 2000
 # The fine-tuned recipe: minilm, mean pooling, lr 5e-5 (pooling.py's), passages cut at 128 tokens while training
 # (half the cost on a CPU); SciFact gets the issue's 2 epochs (52 steps), SQuAD's 5.7k training queries
 # pooling.py's 25 steps. The index is built at minilm's own 256 tokens, not the 128 the model folder records:
@@ -75,9 +76,17 @@ def dense_index(name: str, variant: str) -> Path:
     return index
 
 
-def metrics_of(searcher: Searcher, ids: list[str], ranked: tuple[np.ndarray, np.ndarray], qrels: dict) -> dict:
-    mean = evaluate_run(searcher.as_run(ids, *ranked), qrels, ("ndcg@10", "recall@100")).mean
-    return {name: round(value, 4) for name, value in mean.items()}
+def metrics_of(searcher: Searcher, ids: list[str], ranked: tuple[np.ndarray, np.ndarray], qrels: dict) -> Evaluation:
+    return evaluate_run(searcher.as_run(ids, *ranked), qrels, ("ndcg@10", "recall@100"))
+
+
+def gain_interval(fused: Evaluation, singles: list[Evaluation], samples: int = BOOTSTRAP_SAMPLES) -> list[float]:
+    """95% paired-bootstrap interval, over queries, of fused nDCG@10 minus the better single system's (the one
+    better on all queries): how precisely a collection's queries pin the gain down (Medline has 30)."""
+    best = max(singles, key=lambda evaluation: evaluation.mean["ndcg@10"])
+    gains = np.array([fused.per_query[q]["ndcg@10"] - best.per_query[q]["ndcg@10"] for q in fused.per_query])
+    draws = np.random.default_rng(0).integers(0, len(gains), size=(samples, len(gains)))
+    return [round(float(v), 4) for v in np.percentile(gains[draws].mean(axis=1), [2.5, 97.5])]
 
 
 def latencies(searcher: Searcher, texts: list[str], fusions: dict[str, FusionParams],
@@ -133,10 +142,13 @@ def evaluate_variant(name: str, variant: str, latency_queries: int = LATENCY_QUE
     systems = {"bm25": lexical, "dense": dense,
                **{label: fuse(dense, lexical, params, DEPTH) for label, params in fusions.items()}}
     latency = latencies(searcher, texts, fusions, latency_queries)
+    evaluations = {system: metrics_of(searcher, ids, ranked, qrels) for system, ranked in systems.items()}
     rows = []
-    for system, ranked in systems.items():
+    for system, evaluation in evaluations.items():
         row = {"dataset": name, "dense_model": variant, "system": system, "queries": len(ids),
-               **metrics_of(searcher, ids, ranked, qrels), "p50_ms": latency[system]}
+               **{metric: round(value, 4) for metric, value in evaluation.mean.items()}, "p50_ms": latency[system]}
+        if system.startswith("hybrid"):
+            row["gain_ci95"] = gain_interval(evaluation, [evaluations["bm25"], evaluations["dense"]])
         if system == "hybrid tuned on train":
             row["fusion"] = {k: tuned[k] for k in ("method", "rrf_k", "alpha")}
         rows.append(row)

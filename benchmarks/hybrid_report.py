@@ -63,8 +63,10 @@ def rrf_gain(rows: dict, dataset: str, model: str, lines: list[str]) -> float | 
         return None
     best = max(parts[0]["ndcg@10"], parts[1]["ndcg@10"])
     gain = parts[2]["ndcg@10"] - best
+    interval = parts[2].get("gain_ci95")
+    spread = f" (95% CI over its {parts[2]['queries']} queries {interval[0]:+.4f}..{interval[1]:+.4f})" if interval else ""
     lines.append(f"- {dataset}: untuned RRF {parts[2]['ndcg@10']:.4f} vs max(BM25, {MODEL_NAMES[model]} dense) "
-                 f"{best:.4f}: {gain:+.4f}" + (" (below max - 0.005)" if gain < -0.005 else ""))
+                 f"{best:.4f}: {gain:+.4f}{spread}" + (" (below max - 0.005)" if gain < -0.005 else ""))
     return gain
 
 

@@ -45,13 +45,14 @@ def write_id_order(docstore: pa.ipc.RecordBatchFileReader, target: Path, run_row
         columns = _ColumnFiles(work, str(source))
         _merge(paths, columns)
         columns.close()
-        atomic_write(target, lambda tmp: _write_batch(columns.mapped_batch(), tmp))
+        atomic_write(target, lambda tmp: write_arrow_batch(columns.mapped_batch(), tmp))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _write_batch(batch: pa.RecordBatch, path: Path) -> None:
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, ID_ORDER_SCHEMA) as writer:
+def write_arrow_batch(batch: pa.RecordBatch, path: Path) -> None:
+    """One record batch as an Arrow IPC file: the layout the sorted id order and BM25 vocabulary are mapped in."""
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, batch.schema) as writer:
         writer.write_batch(batch)
 
 

@@ -21,6 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from retriever.id_order import write_arrow_batch
+
 SCORE_CHUNK = 4_000_000  # (document, term) pairs scored at once
 TERM_CHUNK_DOCS = 1_000_000  # documents whose distinct terms are counted at once
 VOCAB_FILE = "vocab.index.json"  # bm25s's name for it (``BM25.save``'s ``vocab_name``)
@@ -91,8 +93,7 @@ def write_sorted_vocab(vocabulary: pa.Array, path: Path) -> None:
     pool = pa.system_memory_pool()
     order = pc.sort_indices(vocabulary, memory_pool=pool)
     batch = pa.record_batch([vocabulary.take(order), order.cast(pa.int32())], schema=SORTED_VOCAB_SCHEMA)
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, SORTED_VOCAB_SCHEMA) as writer:
-        writer.write_batch(batch)
+    write_arrow_batch(batch, path)
     del order, batch
     pool.release_unused()
 
