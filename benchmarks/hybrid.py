@@ -1,11 +1,16 @@
 """Hybrid retrieval: BM25, dense and their fusion on every collection in ../shared/datasets.
 
 For each collection: our BM25 alone, zero-shot minilm, a fine-tuned minilm where the collection has
-a train split (SciFact, SQuAD: `retriever train`, mean pooling, 25 steps as in pooling.py), and each dense model
-fused with BM25 by the default untuned RRF (k=60, depth 1000) and, where there is a train split,
+a train split (SciFact, SQuAD: `retriever train`, mean pooling), the same fine-tuning with hard negatives
+mined from the first model's index (`retriever mine`, then `--negatives --train-group-size 4`), and each
+dense model fused with BM25 by the default untuned RRF (k=60, depth 1000) and, where there is a train split,
 by the fusion `retriever bm25 --tune-fusion-on` picks on train. Scored on the test split: nDCG@10,
 Recall@100, and query latency (p50 of one query at a time, encoding included, over a sample of
 test queries, all modes interleaved query by query so they share the machine's load).
+
+Whether hard negatives belong in the recipe is decided without the test split: `--dev-split NAME` holds
+a fifth of NAME's train queries out as a dev split (fixed seed), runs both fine-tuned variants on the
+rest and scores them on that dev split.
 
 Indexes and models are cached in benchmarks/.work/ (git-ignored) and built with the CLI when
 missing, with the commands printed; every finished row is appended to results/hybrid_runs.jsonl,
@@ -13,6 +18,7 @@ and `--report` turns them into results/hybrid.md and results/hybrid.png.
 
 Run (2 CPU cores; encoding is most of the time):
     python benchmarks/hybrid.py --dataset scifact --dataset medline --dataset cranfield --dataset squad
+    python benchmarks/hybrid.py --dev-split scifact
     python benchmarks/hybrid.py --report
 """
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import subprocess
 import sys
 import time
@@ -52,6 +59,9 @@ BOOTSTRAP_SAMPLES = 2000
 TRAIN_ARGS = ["--pooling", "mean", "--learning-rate", "5e-5", "--passage-max-length", "128", "--query-max-length", "64"]
 TRAIN_LENGTH = {"scifact": ["--epochs", "2"], "squad": ["--max-steps", "25"]}
 INDEX_PASSAGE_MAX_LENGTH = "256"
+HARD_NEGATIVE_ARGS = ["--train-group-size", "4"]  # the README's second round: 1 positive + 3 mined negatives
+DEV_FRACTION, DEV_SEED = 0.2, 12
+VARIANTS = ("minilm", "ft", "hn")
 
 
 def retriever_cli(*args: str) -> None:
@@ -60,20 +70,53 @@ def retriever_cli(*args: str) -> None:
     subprocess.run(command, check=True)
 
 
-def dense_index(name: str, variant: str) -> Path:
-    """The cached index of ``variant`` (minilm or ft) on ``name``, built (with BM25) when missing."""
-    data = dataset_path(name)
-    index = WORK / f"dense-{variant}-{name}"
-    model = WORK / f"model-ft-{name}"
-    if variant == "ft" and not (model / "retriever.json").is_file():
-        retriever_cli("train", "--dataset", str(data), "--split", "train", "--model", "minilm", *TRAIN_ARGS,
-                      *TRAIN_LENGTH.get(name, ["--epochs", "2"]), "-o", str(model))
+def fine_tuned_model(data: Path, tag: str, variant: str) -> Path:
+    """The cached fine-tuned model (ft: in-batch negatives; hn: plus negatives mined with the ft index)."""
+    model = WORK / f"model-{variant}-{tag}"
+    if (model / "retriever.json").is_file():
+        return model
+    extra = []
+    if variant == "hn":
+        negatives = WORK / f"negatives-{tag}.jsonl"
+        if not negatives.is_file():
+            retriever_cli("mine", str(dense_index(data, tag, "ft")), "--dataset", str(data), "--split", "train",
+                          "-o", str(negatives))
+        extra = ["--negatives", str(negatives), *HARD_NEGATIVE_ARGS]
+    retriever_cli("train", "--dataset", str(data), "--split", "train", "--model", "minilm", *TRAIN_ARGS,
+                  *TRAIN_LENGTH.get(tag.removesuffix("-dev"), ["--epochs", "2"]), *extra, "-o", str(model))
+    return model
+
+
+def dense_index(data: Path, tag: str, variant: str) -> Path:
+    """The cached index of ``variant`` (minilm, ft or hn) on ``data``, built (with BM25) when missing."""
+    index = WORK / f"dense-{variant}-{tag}"
     if not (index / "manifest.json").is_file():
-        retriever_cli("build", str(data), "-o", str(index), *(["--model", str(model), "--passage-max-length",
-                                                               INDEX_PASSAGE_MAX_LENGTH] if variant == "ft" else []))
+        model_args = [] if variant == "minilm" else ["--model", str(fine_tuned_model(data, tag, variant)),
+                                                     "--passage-max-length", INDEX_PASSAGE_MAX_LENGTH]
+        retriever_cli("build", str(data), "-o", str(index), *model_args)
     if not json.loads((index / "manifest.json").read_text()).get("lexical"):
         retriever_cli("bm25", str(index))
     return index
+
+
+def dev_split(name: str) -> Path:
+    """``name`` with its train qrels split into train and dev by query (DEV_FRACTION held out, DEV_SEED):
+    the corpus and queries are linked, not copied."""
+    source, folder = dataset_path(name), WORK / f"{name}-dev"
+    if (folder / "qrels" / "dev.tsv").is_file():
+        return folder
+    header, *lines = (source / "qrels" / "train.tsv").read_text(encoding="utf-8").splitlines()
+    query_ids = sorted({line.split("\t")[0] for line in lines if line.strip()})
+    random.Random(DEV_SEED).shuffle(query_ids)
+    held_out = set(query_ids[:int(len(query_ids) * DEV_FRACTION)])
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    for file in ("corpus.jsonl", "queries.jsonl"):
+        if not (folder / file).exists():
+            (folder / file).symlink_to((source / file).resolve())
+    for split, keep in (("train", False), ("dev", True)):
+        chosen = [line for line in lines if line.strip() and (line.split("\t")[0] in held_out) == keep]
+        (folder / "qrels" / f"{split}.tsv").write_text("\n".join([header, *chosen]) + "\n", encoding="utf-8")
+    return folder
 
 
 def metrics_of(searcher: Searcher, ids: list[str], ranked: tuple[np.ndarray, np.ndarray], qrels: dict) -> Evaluation:
@@ -108,7 +151,7 @@ def search_latency(name: str, queries: int = 300) -> dict:
     modes interleaved: what hybrid adds to a dense query, without the encoder's load-sensitive time.
     Each query runs three times per mode and its fastest is kept, so a preemption on a shared machine
     does not count as search time."""
-    searcher = Searcher(dense_index(name, "minilm"))
+    searcher = Searcher(dense_index(dataset_path(name), name, "minilm"))
     texts = [q.text for q in read_queries(BeirDataset.open(dataset_path(name)).queries_path)][:queries]
     vectors = searcher.encoder.encode_queries(texts)
     times: dict[str, list[float]] = {"dense": [], "bm25": [], "hybrid": []}
@@ -126,13 +169,13 @@ def search_latency(name: str, queries: int = 300) -> dict:
             **{f"{mode}_p90_ms": round(float(np.percentile(v, 90)) * 1000, 3) for mode, v in times.items()}}
 
 
-def evaluate_variant(name: str, variant: str, latency_queries: int = LATENCY_QUERIES) -> list[dict]:
-    """BM25, dense and hybrid rows of one dense model on one collection's test split."""
-    data = dataset_path(name)
+def evaluate_variant(data: Path, tag: str, variant: str, latency_queries: int = LATENCY_QUERIES,
+                     split: str = "test") -> list[dict]:
+    """BM25, dense and hybrid rows of one dense model on one collection's ``split``."""
     beir = BeirDataset.open(data)
-    queries, qrels = judged_split(beir, "test")
+    queries, qrels = judged_split(beir, split)
     ids, texts = [q.id for q in queries], [q.text for q in queries]
-    searcher = Searcher(dense_index(name, variant))
+    searcher = Searcher(dense_index(data, tag, variant))
     dense, lexical = searcher.rank(texts, DEPTH, "dense"), searcher.rank(texts, DEPTH, "bm25")
     fusions = {"hybrid rrf (untuned)": FusionParams(depth=DEPTH)}
     tuned = None
@@ -145,7 +188,7 @@ def evaluate_variant(name: str, variant: str, latency_queries: int = LATENCY_QUE
     evaluations = {system: metrics_of(searcher, ids, ranked, qrels) for system, ranked in systems.items()}
     rows = []
     for system, evaluation in evaluations.items():
-        row = {"dataset": name, "dense_model": variant, "system": system, "queries": len(ids),
+        row = {"dataset": tag, "split": split, "dense_model": variant, "system": system, "queries": len(ids),
                **{metric: round(value, 4) for metric, value in evaluation.mean.items()}, "p50_ms": latency[system]}
         if system.startswith("hybrid"):
             row["gain_ci95"] = gain_interval(evaluation, [evaluations["bm25"], evaluations["dense"]])
@@ -167,8 +210,11 @@ def record(rows: list[dict]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", action="append", default=[], help="Collection(s) to run (repeatable).")
-    parser.add_argument("--variants", default="minilm,ft",
-                        help="Dense models: minilm (zero-shot) and/or ft (fine-tuned; only with a train split).")
+    parser.add_argument("--variants", default=",".join(VARIANTS),
+                        help="Dense models: minilm (zero-shot), ft (fine-tuned) and/or hn (fine-tuned with mined "
+                             "hard negatives); ft and hn only where there is a train split.")
+    parser.add_argument("--dev-split", action="append", default=[],
+                        help="Collection(s) whose ft and hn models to compare on a dev split held out of train.")
     parser.add_argument("--report", action="store_true", help="Write results/hybrid.md and .png from the runs.")
     parser.add_argument("--search-latency", action="append", default=[],
                         help="Collection(s) whose search-only latency per mode to measure (repeatable).")
@@ -179,14 +225,16 @@ def main() -> None:
         row = search_latency(name)
         record([row])
         print(json.dumps(row), flush=True)
-    for name in args.dataset:
-        for variant in args.variants.split(","):
-            if variant == "ft" and not (dataset_path(name) / "qrels" / "train.tsv").is_file():
-                continue
-            rows = evaluate_variant(name, variant, args.latency_queries)
-            record(rows)
-            for row in rows:
-                print(json.dumps(row), flush=True)
+    variants = args.variants.split(",")
+    runs = [(dataset_path(name), name, variant, "test") for name in args.dataset for variant in variants]
+    runs += [(dev_split(name), f"{name}-dev", variant, "dev") for name in args.dev_split for variant in ("ft", "hn")]
+    for data, tag, variant, split in runs:
+        if variant != "minilm" and not (data / "qrels" / "train.tsv").is_file():
+            continue
+        rows = evaluate_variant(data, tag, variant, args.latency_queries, split)
+        record(rows)
+        for row in rows:
+            print(json.dumps(row), flush=True)
     if args.report:
         from hybrid_report import write_report
 

@@ -82,15 +82,16 @@ def _contributions(scores: np.ndarray, method: str, rrf_k: float) -> tuple[np.nd
     return normalised, float(normalised.min()) if len(normalised) else 0.0
 
 
-def _fused(lists: list[tuple[np.ndarray, np.ndarray]], labels: np.ndarray, method: str, rrf_k: float,
-           alpha: float) -> np.ndarray:
-    """The (dense, lexical) lists' fused score of every label, in float64."""
+def _fused(lists: list[tuple[np.ndarray, np.ndarray]], rows: list[np.ndarray], size: int, method: str,
+           rrf_k: float, alpha: float) -> np.ndarray:
+    """The (dense, lexical) lists' fused score of each of ``size`` labels, in float64; ``rows[i]`` says which
+    label each entry of list i is."""
     weights = (alpha, 1.0 - alpha) if method == "convex" else (1.0, 1.0)
-    fused = np.zeros(len(labels), dtype=np.float64)
-    for weight, (scores, listed) in zip(weights, lists):
+    fused = np.zeros(size, dtype=np.float64)
+    for weight, (scores, _), listed_rows in zip(weights, lists, rows):
         share, missed = _contributions(scores, method, rrf_k)
-        column = np.full(len(labels), missed)
-        column[np.searchsorted(labels, listed)] = share
+        column = np.full(size, missed)
+        column[listed_rows] = share
         fused += weight * column
     return fused
 
@@ -105,14 +106,15 @@ def _float32_of_bits(keys: np.ndarray) -> np.ndarray:
     return np.where(keys < 0, -keys | 0x80000000, keys).astype(np.uint32).view(np.float32)
 
 
-def _tie_groups(primary: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """Per row, the rank of its ``primary`` value among the distinct ones (0 = highest), values equal up to
-    float64 rounding (``TIE_TOLERANCE``) counting as one."""
-    by_primary = np.lexsort((labels, -primary))
+def _tie_groups(primary: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows that can reach the top ``k`` (every row of the first ``k`` tie classes of ``primary``, highest
+    first) and their class numbers, values equal up to float64 rounding (``TIE_TOLERANCE``) counting as one.
+    Only those rows need the tie-breaking sort."""
+    by_primary = np.argsort(-primary, kind="stable")
     values = primary[by_primary]
-    groups = np.empty(len(primary), dtype=np.int64)
-    groups[by_primary] = np.r_[0, np.cumsum(values[:-1] - values[1:] > TIE_TOLERANCE * np.abs(values[1:]))]
-    return groups
+    groups = np.r_[0, np.cumsum(values[:-1] - values[1:] > TIE_TOLERANCE * np.abs(values[1:]))]
+    reach = int(np.searchsorted(groups, groups[min(k, len(groups)) - 1], side="right"))
+    return by_primary[:reach], groups[:reach]
 
 
 def _separated(primary: np.ndarray, new: np.ndarray) -> np.ndarray:
@@ -129,15 +131,16 @@ def fuse_one(dense: tuple[np.ndarray, np.ndarray], lexical: tuple[np.ndarray, np
     """Top-k (scores, labels) of one query from two rank-ordered (scores, labels) lists; -1 labels are padding.
     Ranked by the fusion's score, ties by the other fusion's (module docstring), then by label."""
     lists = [(s[l >= 0], l[l >= 0]) for s, l in (dense, lexical)]
-    labels = np.union1d(lists[0][1], lists[1][1])
-    if len(labels) == 0:
-        return np.zeros(0, dtype=np.float32), labels
-    primary = _fused(lists, labels, params.method, params.rrf_k, params.alpha)
-    secondary = _fused(lists, labels, "convex" if params.method == "rrf" else "rrf", params.rrf_k, 0.5)
-    groups = _tie_groups(primary, labels)
-    order = np.lexsort((labels, -secondary, groups))[:k]
-    groups, secondary = groups[order], secondary[order]
-    new = np.r_[True, (groups[1:] != groups[:-1]) | (secondary[1:] != secondary[:-1])]
+    labels, rows = np.unique(np.concatenate([lists[0][1], lists[1][1]]), return_inverse=True)
+    if len(labels) == 0 or k < 1:
+        return np.zeros(0, dtype=np.float32), labels[:0]
+    rows = np.split(rows.ravel(), [len(lists[0][1])])
+    primary = _fused(lists, rows, len(labels), params.method, params.rrf_k, params.alpha)
+    secondary = _fused(lists, rows, len(labels), "convex" if params.method == "rrf" else "rrf", params.rrf_k, 0.5)
+    candidates, groups = _tie_groups(primary, k)
+    order = np.lexsort((candidates, -secondary[candidates], groups))[:k]  # rows are in label order
+    groups, order = groups[order], candidates[order]
+    new = np.r_[True, (groups[1:] != groups[:-1]) | (secondary[order][1:] != secondary[order][:-1])]
     return _separated(primary[order], new), labels[order]
 
 

@@ -117,3 +117,17 @@ def test_params_validate_and_a_lone_alpha_means_convex():
     tuned = FusionParams("rrf", rrf_k=20, depth=500)
     assert tuned.overridden(alpha=0.3) == FusionParams("convex", rrf_k=20, alpha=0.3, depth=500)
     assert FusionParams.from_record(tuned.record() | {"tuned": {}}) == tuned
+
+
+@pytest.mark.parametrize("params", [FusionParams("rrf"), FusionParams("convex", alpha=0.5)])
+def test_the_top_k_is_the_head_of_the_full_fused_order(params):
+    # only the tie classes that can reach the top k are tie-broken; a class straddling place k must come out
+    # the same as in the order of every candidate
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        dense = ranking(rng.permutation(40)[:25], np.sort(rng.choice([0.9, 0.7, 0.5], 25))[::-1])
+        lexical = ranking(rng.permutation(40)[:25], np.sort(rng.choice([3.0, 2.0, 1.0], 25))[::-1])
+        _, full_labels = fuse_one(dense, lexical, params, k=50)
+        for k in (1, 3, 7, 20):
+            _, labels = fuse_one(dense, lexical, params, k=k)
+            assert labels.tolist() == full_labels[:k].tolist()
