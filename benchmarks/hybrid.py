@@ -40,6 +40,7 @@ from common import dataset_path, stamp  # noqa: E402
 
 from retriever.corpus import BeirDataset, read_queries  # noqa: E402
 from retriever.evaluation import judged_split  # noqa: E402
+from retriever.files import atomic_write_lines  # noqa: E402
 from retriever.fusion import FusionParams, fuse  # noqa: E402
 from retriever.fusion_tuning import tune_fusion  # noqa: E402
 from retriever.metrics import Evaluation, evaluate_run  # noqa: E402
@@ -101,7 +102,7 @@ def dense_index(data: Path, tag: str, variant: str) -> Path:
 
 def dev_split(name: str) -> Path:
     """``name`` with its train qrels split into train and dev by query (DEV_FRACTION held out, DEV_SEED):
-    the corpus and queries are linked, not copied."""
+    the corpus and queries are linked, not copied; dev.tsv, written last, marks the split complete."""
     source, folder = dataset_path(name), WORK / f"{name}-dev"
     if (folder / "qrels" / "dev.tsv").is_file():
         return folder
@@ -115,7 +116,7 @@ def dev_split(name: str) -> Path:
             (folder / file).symlink_to((source / file).resolve())
     for split, keep in (("train", False), ("dev", True)):
         chosen = [line for line in lines if line.strip() and (line.split("\t")[0] in held_out) == keep]
-        (folder / "qrels" / f"{split}.tsv").write_text("\n".join([header, *chosen]) + "\n", encoding="utf-8")
+        atomic_write_lines(folder / "qrels" / f"{split}.tsv", [f"{line}\n" for line in [header, *chosen]])
     return folder
 
 

@@ -27,6 +27,7 @@ from hybrid import DEPTH, WORK, dense_index, gain_interval, metrics_of, retrieve
 
 from retriever.corpus import BeirDataset  # noqa: E402
 from retriever.evaluation import judged_split  # noqa: E402
+from retriever.files import atomic_write_text  # noqa: E402
 from retriever.fusion import FusionParams, fuse  # noqa: E402
 from retriever.searching import Searcher  # noqa: E402
 
@@ -94,9 +95,7 @@ def write_report(rows: list[dict], name: str) -> Path:
         lines.append(f"| {row['variant']} | {row['fusion_depth']} | {row['bm25']:.4f} | {row['dense']:.4f} | "
                      f"{row['rrf']:.4f} | {row['gain']:+.4f} | {low:+.4f}..{high:+.4f} |")
     path = RESULTS / f"hybrid_sensitivity_{name}.md"
-    staging = path.with_suffix(".md.tmp")
-    staging.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    staging.replace(path)
+    atomic_write_text(path, "\n".join(lines) + "\n")
     return path
 
 

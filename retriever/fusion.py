@@ -82,14 +82,14 @@ def _contributions(scores: np.ndarray, method: str, rrf_k: float) -> tuple[np.nd
     return normalised, float(normalised.min()) if len(normalised) else 0.0
 
 
-def _fused(lists: list[tuple[np.ndarray, np.ndarray]], rows: list[np.ndarray], size: int, method: str,
-           rrf_k: float, alpha: float) -> np.ndarray:
+def _fused(scores: list[np.ndarray], rows: list[np.ndarray], size: int, method: str, rrf_k: float,
+           alpha: float) -> np.ndarray:
     """The (dense, lexical) lists' fused score of each of ``size`` labels, in float64; ``rows[i]`` says which
-    label each entry of list i is."""
+    label each of ``scores[i]`` belongs to."""
     weights = (alpha, 1.0 - alpha) if method == "convex" else (1.0, 1.0)
     fused = np.zeros(size, dtype=np.float64)
-    for weight, (scores, _), listed_rows in zip(weights, lists, rows):
-        share, missed = _contributions(scores, method, rrf_k)
+    for weight, list_scores, listed_rows in zip(weights, scores, rows):
+        share, missed = _contributions(list_scores, method, rrf_k)
         column = np.full(size, missed)
         column[listed_rows] = share
         fused += weight * column
@@ -130,17 +130,19 @@ def fuse_one(dense: tuple[np.ndarray, np.ndarray], lexical: tuple[np.ndarray, np
              k: int) -> tuple[np.ndarray, np.ndarray]:
     """Top-k (scores, labels) of one query from two rank-ordered (scores, labels) lists; -1 labels are padding.
     Ranked by the fusion's score, ties by the other fusion's (module docstring), then by label."""
-    lists = [(s[l >= 0], l[l >= 0]) for s, l in (dense, lexical)]
-    labels, rows = np.unique(np.concatenate([lists[0][1], lists[1][1]]), return_inverse=True)
+    kept = [labels >= 0 for _, labels in (dense, lexical)]
+    scores = [dense[0][kept[0]], lexical[0][kept[1]]]
+    labels, rows = np.unique(np.concatenate([dense[1][kept[0]], lexical[1][kept[1]]]), return_inverse=True)
     if len(labels) == 0 or k < 1:
         return np.zeros(0, dtype=np.float32), labels[:0]
-    rows = np.split(rows.ravel(), [len(lists[0][1])])
-    primary = _fused(lists, rows, len(labels), params.method, params.rrf_k, params.alpha)
-    secondary = _fused(lists, rows, len(labels), "convex" if params.method == "rrf" else "rrf", params.rrf_k, 0.5)
+    rows = np.split(rows.ravel(), [len(scores[0])])
+    primary = _fused(scores, rows, len(labels), params.method, params.rrf_k, params.alpha)
+    secondary = _fused(scores, rows, len(labels), "convex" if params.method == "rrf" else "rrf", params.rrf_k, 0.5)
     candidates, groups = _tie_groups(primary, k)
     order = np.lexsort((candidates, -secondary[candidates], groups))[:k]  # rows are in label order
     groups, order = groups[order], candidates[order]
-    new = np.r_[True, (groups[1:] != groups[:-1]) | (secondary[order][1:] != secondary[order][:-1])]
+    tie_breaker = secondary[order]
+    new = np.r_[True, (groups[1:] != groups[:-1]) | (tie_breaker[1:] != tie_breaker[:-1])]
     return _separated(primary[order], new), labels[order]
 
 
