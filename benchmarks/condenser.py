@@ -35,7 +35,7 @@ from common import dataset_path, stamp  # noqa: E402
 from condenser_report import write_report  # noqa: E402
 from pooling import evaluate, fine_tune, log, record, recorded_runs  # noqa: E402
 
-from retriever.files import read_json, write_json  # noqa: E402
+from retriever.files import atomic_write_text, read_json, write_json  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 RUNS_FILE = RESULTS / "condenser_runs.jsonl"
@@ -115,8 +115,7 @@ def low_data_split(dataset: Path, work: Path, queries: int) -> Path:
         if not (folder / name).exists():
             (folder / name).symlink_to(dataset / name)
     write_json(folder / "sample.json", {"queries": sorted(chosen), "seed": 0})
-    train.write_text("\n".join([header, *[row for row in rows if row.split("\t")[0] in chosen]]) + "\n",
-                     encoding="utf-8")
+    atomic_write_text(train, "\n".join([header, *[row for row in rows if row.split("\t")[0] in chosen]]) + "\n")
     return folder
 
 

@@ -5,6 +5,8 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from retriever.files import atomic_write_text
+
 SIZES = ("100", "all")
 
 
@@ -137,5 +139,5 @@ def write_report(runs: list[dict], pretrainings: list[dict], results: Path) -> s
             *reading(runs), "", "![MLM loss and nDCG@10 against plain](condenser.png)", ""]
     markdown = "\n".join(text)
     plot(runs, pretrainings, results / "condenser.png")
-    (results / "condenser.md").write_text(markdown, encoding="utf-8")
+    atomic_write_text(results / "condenser.md", markdown)
     return markdown

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 
 import faiss
 import numpy as np
@@ -70,7 +71,23 @@ def timed(function):
     return result, time.perf_counter() - start
 
 
-def main() -> None:
+@dataclass
+class Measured:
+    """Everything one run measured, for the report."""
+    documents: int
+    real_tokens: int
+    max_length: int
+    dtype: str
+    batch_sizes: dict[str, int]
+    st_seconds: float
+    seconds: dict[str, float]
+    ndcg: dict[str, float]
+    cosines: dict[str, np.ndarray]
+    flops: float
+    peaks: dict[str, float]
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dataset", default="scifact")
     parser.add_argument("--split", default="test")
@@ -80,14 +97,18 @@ def main() -> None:
     parser.add_argument("--also-fp32", action="store_true",
                         help="also time retriever in fp32 (when --dtype resolves to bf16), to split the gain "
                              "into length-sorted batching and bf16")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def measure(args: argparse.Namespace) -> Measured:
+    """Each system in turn after a warm-up; sentence-transformers (fp32) gives the reference vectors."""
     from sentence_transformers import SentenceTransformer
 
     dataset = BeirDataset.open(dataset_path(args.dataset))
     documents = list(iter_documents(dataset.corpus_path))[:args.limit]
     texts = [passage_text(d.title, d.text) for d in documents]
     queries, qrels = judged_split(dataset, args.split)
-    doc_ids = [d.id for d in documents]
+    doc_ids, query_ids, query_texts = [d.id for d in documents], [q.id for q in queries], [q.text for q in queries]
     dtype = resolve_dtype(args.dtype, torch.device("cpu"))
     ours = {dtype: Encoder(EncoderSettings.for_model("minilm"), device="cpu", dtype=dtype)}
     if args.also_fp32 and dtype != "fp32":
@@ -96,9 +117,7 @@ def main() -> None:
     max_length = ours[dtype].settings.passage_max_length
     assert st.max_seq_length == max_length, "compare at the same truncation"
     lengths = [len(t) for t in ours[dtype].tokenizer(texts, truncation=True, max_length=max_length)["input_ids"]]
-    real_tokens = sum(lengths)
 
-    # warm-up, then measure each system in turn; sentence-transformers (fp32) is the reference vectors
     st.encode(texts[:64])
     for encoder in ours.values():
         encoder.encode_passages(documents[:64])
@@ -106,42 +125,49 @@ def main() -> None:
     vectors, seconds = {}, {}
     for name, encoder in ours.items():
         vectors[name], seconds[name] = timed(lambda: encoder.encode_passages(documents))
-    query_texts = [q.text for q in queries]
-    query_ids = [q.id for q in queries]
-    ndcg = {"sentence-transformers fp32": ndcg_at_10(doc_ids, st_vectors, st.encode(query_texts, normalize_embeddings=True),
-                                                      query_ids, qrels)}
+    ndcg = {"sentence-transformers fp32": ndcg_at_10(
+        doc_ids, st_vectors, st.encode(query_texts, normalize_embeddings=True), query_ids, qrels)}
     for name, encoder in ours.items():
-        ndcg[f"retriever {name}"] = ndcg_at_10(doc_ids, vectors[name], encoder.encode_queries(query_texts), query_ids,
-                                               qrels)
-    config = ours[dtype].passage_model.config
-    flops = forward_flops(lengths, ours[dtype].batch_size, config)
-    peaks = {name: matmul_peak_gflops(torch.bfloat16 if name == "bf16" else torch.float32)
-             for name in dict.fromkeys(["fp32", *ours])}
+        ndcg[f"retriever {name}"] = ndcg_at_10(doc_ids, vectors[name], encoder.encode_queries(query_texts),
+                                               query_ids, qrels)
+    return Measured(
+        documents=len(documents), real_tokens=sum(lengths), max_length=max_length, dtype=dtype,
+        batch_sizes={name: encoder.batch_size for name, encoder in ours.items()}, st_seconds=st_seconds,
+        seconds=seconds, ndcg=ndcg, cosines={name: (vectors[name] * st_vectors).sum(axis=1) for name in ours},
+        flops=forward_flops(lengths, ours[dtype].batch_size, ours[dtype].passage_model.config),
+        peaks={name: matmul_peak_gflops(torch.bfloat16 if name == "bf16" else torch.float32)
+               for name in dict.fromkeys(["fp32", *ours])})
 
+
+def report(args: argparse.Namespace, m: Measured) -> None:
     print(stamp())
     native = "native bf16 (AVX512-BF16/AMX)" if cpu_has_native_bf16() else "no native bf16 (bf16 would be emulated)"
-    print(f"CPU: {native}; retriever --dtype {args.dtype} resolves to {dtype}")
-    print(f"\n{args.dataset}: {len(documents)} passages, {real_tokens} non-padding tokens "
-          f"(max {max_length}), all-MiniLM-L6-v2\n")
+    print(f"CPU: {native}; retriever --dtype {args.dtype} resolves to {m.dtype}")
+    print(f"\n{args.dataset}: {m.documents} passages, {m.real_tokens} non-padding tokens "
+          f"(max {m.max_length}), all-MiniLM-L6-v2\n")
     print("| system | seconds | docs/s | tokens/s | speed vs sentence-transformers | nDCG@10 |")
     print("|---|---|---|---|---|---|")
-    rows = [("sentence-transformers encode (fp32, batch 32)", st_seconds, "sentence-transformers fp32")]
-    rows += [(f"retriever {name} (batch {ours[name].batch_size}, length-sorted)", seconds[name], f"retriever {name}")
-             for name in ours]
+    rows = [("sentence-transformers encode (fp32, batch 32)", m.st_seconds, "sentence-transformers fp32")]
+    rows += [(f"retriever {name} (batch {batch}, length-sorted)", m.seconds[name], f"retriever {name}")
+             for name, batch in m.batch_sizes.items()]
     for name, took, key in rows:
-        print(f"| {name} | {took:.1f} | {len(documents) / took:.1f} | {real_tokens / took:,.0f} | "
-              f"{st_seconds / took:.2f}x | {ndcg[key]:.4f} |")
-    for name in ours:
-        cosine = (vectors[name] * st_vectors).sum(axis=1)
+        print(f"| {name} | {took:.1f} | {m.documents / took:.1f} | {m.real_tokens / took:,.0f} | "
+              f"{m.st_seconds / took:.2f}x | {m.ndcg[key]:.4f} |")
+    for name, cosine in m.cosines.items():
         print(f"\nretriever {name} vs sentence-transformers fp32 embeddings: cosine min {cosine.min():.5f}, "
               f"mean {cosine.mean():.6f}; nDCG@10 difference "
-              f"{ndcg[f'retriever {name}'] - ndcg['sentence-transformers fp32']:+.4f}")
+              f"{m.ndcg[f'retriever {name}'] - m.ndcg['sentence-transformers fp32']:+.4f}")
     print("\nmeasured matmul peak (2048², all threads): " +
-          ", ".join(f"{name} {peak:.0f} GFLOPS" for name, peak in peaks.items()))
-    for name in ours:
-        achieved = flops / seconds[name] / 1e9
+          ", ".join(f"{name} {peak:.0f} GFLOPS" for name, peak in m.peaks.items()))
+    for name, took in m.seconds.items():
+        achieved = m.flops / took / 1e9
         print(f"achieved by retriever {name} (encoder-layer matmuls over padded batches): {achieved:.0f} GFLOPS "
-              f"= {achieved / peaks[name]:.0%} of the {name} peak")
+              f"= {achieved / m.peaks[name]:.0%} of the {name} peak")
+
+
+def main() -> None:
+    args = parse_args()
+    report(args, measure(args))
 
 
 if __name__ == "__main__":

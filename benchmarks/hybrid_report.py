@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from retriever.files import atomic_write_text
+
 PYSERINI_BM25_SCIFACT = 0.679
 SYSTEM_ORDER = ("bm25", "dense", "hybrid rrf (untuned)", "hybrid tuned on train")
 MODEL_NAMES = {"minilm": "minilm zero-shot", "ft": "minilm fine-tuned", "hn": "minilm fine-tuned, hard negatives"}
@@ -148,6 +150,6 @@ def write_report(runs_file: Path, results: Path) -> str:
     text = "\n".join(["# Hybrid retrieval (test splits)", "", *table(quality), *latency_lines(rows), *dev_table, "",
                       "Acceptance checks:", *checks(quality), *recipe_lines(quality, dev),
                       "", "Runs:", *[f"```\n{s}\n```" for s in stamps], ""])
-    (results / "hybrid.md").write_text(text, encoding="utf-8")
+    atomic_write_text(results / "hybrid.md", text)
     plot(quality, results / "hybrid.png")
     return text

@@ -30,6 +30,7 @@ from pooling_report import write_report  # noqa: E402
 
 from retriever.corpus import BeirDataset, read_queries  # noqa: E402
 from retriever.encoder import Encoder, EncoderSettings  # noqa: E402
+from retriever.files import write_json  # noqa: E402
 from retriever.metrics import answer_recall, evaluate_run, trec_order  # noqa: E402
 from retriever.texts import passage_text  # noqa: E402
 from retriever.training.dev import exact_search, load_dev_set  # noqa: E402
@@ -121,7 +122,7 @@ def condenser_model(dataset: Path, work: Path, recipe: Recipe) -> tuple[Path, di
     facts = {"steps": result.steps, "seconds": round(result.seconds, 1),
              "tokens_per_second": round(result.tokens_per_second), "notes": result.notes,
              "loss_first": round(sum(losses[:window]) / window, 3), "loss_last": round(sum(losses[-window:]) / window, 3)}
-    facts_file.write_text(json.dumps(facts, indent=2) + "\n", encoding="utf-8")
+    write_json(facts_file, facts)
     return output, facts
 
 

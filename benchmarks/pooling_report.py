@@ -5,6 +5,8 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from retriever.files import atomic_write_text
+
 POOLINGS = ("cls", "pooler", "mean")
 COLUMNS = ("ndcg@10", "mrr@10", "recall@10", "recall@100", "answer_recall@20", "answer_recall@100")
 
@@ -130,5 +132,5 @@ def write_report(runs: list[dict], results: Path) -> str:
             "![pooling bar chart](pooling.png)", ""]
     markdown = "\n".join(text)
     plot(runs, results / "pooling.png")
-    (results / "pooling.md").write_text(markdown, encoding="utf-8")
+    atomic_write_text(results / "pooling.md", markdown)
     return markdown

@@ -31,6 +31,8 @@ from scale_data import write_collection  # noqa: E402
 from scale_report import write_report  # noqa: E402
 from synthetic import SyntheticCollection, SyntheticSpec  # noqa: E402
 
+from retriever.files import write_json  # noqa: E402
+
 WORK = REPO / "benchmarks" / ".work" / "scale"
 
 
@@ -50,7 +52,7 @@ def build(shards: Path, corpus: Path, index: Path, args: argparse.Namespace) -> 
             raise SystemExit(f"index build failed ({child.returncode}): {' '.join(command)}")
     result = {"command": " ".join(["python", "-m", "retriever", *command[3:]]).replace(f"{REPO}/", ""),
               "seconds": round(time.perf_counter() - started, 1), **sampler.summary()}
-    record.write_text(json.dumps(result, indent=2))
+    write_json(record, result)
     return result
 
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from retriever.files import atomic_write_text
+
 GB = 1e9
 BUILD_ANON_LIMIT = 3 * GB
 SEARCH_ANON_LIMIT = 2 * GB
@@ -75,4 +77,4 @@ def write_report(path: Path, header: str, args, manifest: dict, built: dict, sea
         "CPU ms per query (process CPU time over the batch-64 pass, both threads) is the steadier cost, "
         "and memory does not depend on load.", "",
     ]
-    path.write_text("\n".join(lines))
+    atomic_write_text(path, "\n".join(lines))

@@ -26,101 +26,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # `common`, `synthetic
 from common import dataset_path, stamp  # noqa: E402
 from synthetic import SyntheticCollection, SyntheticSpec  # noqa: E402
 
-from search_report import Row, plot, table, verdict  # noqa: E402
+from search_report import Row, plot, report_lines  # noqa: E402
+from search_timing import K, index_bytes, loadavg, log, measure  # noqa: E402
 
 from retriever.faiss_index import IndexParams, factory_string, new_index  # noqa: E402
+from retriever.files import atomic_write_text  # noqa: E402
 from retriever.shards import sample_rows  # noqa: E402
-from retriever.tuning import apply_search_params, choose_search_params, recall_at_k  # noqa: E402
+from retriever.tuning import apply_search_params, choose_search_params  # noqa: E402
 
-K = 10
 HNSW_EF = (16, 32, 64, 128, 256, 512)
 NPROBE = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 REFINE_K_FACTOR = 50   # re-score K * 50 PQ candidates exactly: k_factor 10 stalls at recall 0.90 on 1M
 RESULTS = Path(__file__).resolve().parent / "results"
-NOTES = """## Reading the numbers
-
-- Batch-1 searches use one thread (FAISS parallelises over queries), except the RFlat re-ranking
-  step, which opens an OpenMP region even for one query; on a loaded machine waiting for the
-  second thread dominates its batch-1 latency (SciFact, load 4.5: 1.2 ms with 2 threads vs
-  0.16 ms with 1).
-- IVF-PQ indexes are built without FAISS's polysemous training, which `index_factory` switches
-  on for 8-bit PQ and which the engine never uses at search time (measured apart on SciFact:
-  189 s of training with it, 51 s without).
-- Plain IVF-PQ recall plateaus with nprobe: that is PQ48's quantisation error, not the
-  partition; re-scoring the top candidates with the exact vectors (RFlat) removes it.
-- Exact search is measured at the start and again at the end of each collection (load changes
-  it by up to 2×); speed-ups divide by the faster of the two, so they are the conservative ones.
-- Latencies in whole multiples of ~4-8 ms are scheduler time slices: another job held the core.
-- The 20× criterion is meant for the 1M set: on SciFact's 5k vectors exact search takes ~0.1 ms,
-  so no index can be 20× faster there.
-- Target-recall rows are tuned as build_index tunes: on a sample of the collection's own vectors
-  held out of the index until the sweep is done (a vector already in an HNSW graph is an easy
-  query: its node links straight to its neighbours); the bold rows show the recall that choice
-  then gives on the benchmark's queries.
-"""
-
-
-def loadavg() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')} load {loadavg()}] {message}", file=sys.stderr, flush=True)
-
-
-def index_bytes(index: faiss.Index) -> int:
-    """Serialised size, counted through a callback so a 1.5 GB index is not copied to measure it."""
-    total = [0]
-
-    def count(chunk: bytes) -> None:
-        total[0] += len(chunk)
-
-    faiss.write_index(index, faiss.PyCallbackIOWriter(count))
-    return total[0]
-
-
-def timed(index: faiss.Index, queries: np.ndarray, batch: int, budget: float,
-          min_queries: int = 30) -> tuple[float, float, float, np.ndarray]:
-    """QPS, p50 and p99 latency (ms per call of ``batch`` queries), and the ids of one full pass.
-
-    Batch 64 always does one full pass (its ids give recall), then repeats until ``budget``
-    seconds; batch 1 stops after ``budget`` seconds once ``min_queries`` were timed, so exact
-    search on 1M vectors does not take minutes.
-    """
-    index.search(queries[:batch], K)  # warm-up
-    ids = np.full((len(queries), K), -1, dtype=np.int64)
-    latencies, done, started = [], 0, time.perf_counter()
-    while True:
-        start = done % len(queries)
-        block = queries[start:start + batch]
-        t0 = time.perf_counter()
-        _, found = index.search(block, K)
-        latencies.append(time.perf_counter() - t0)
-        if done < len(queries):
-            ids[start:start + len(block)] = found
-        done += len(block)
-        elapsed = time.perf_counter() - started
-        full_pass = done >= len(queries)
-        if batch > 1 and full_pass and elapsed >= budget:
-            break
-        if batch == 1 and done >= min(min_queries, len(queries)) and (elapsed >= budget or done >= 2000):
-            break
-    seconds = sum(latencies)
-    ms = np.array(latencies) * 1000
-    return done / seconds, float(np.percentile(ms, 50)), float(np.percentile(ms, 99)), ids
-
-
-def measure(index: faiss.Index, queries: np.ndarray, truth: np.ndarray | None, row: dict,
-            budgets: tuple[float, float]) -> tuple[Row, np.ndarray]:
-    """One table row; recall is against ``truth`` (None: this is the exact search, recall 1)."""
-    qps1, p50_1, p99_1, _ = timed(index, queries, 1, budgets[0])
-    qps64, p50_64, p99_64, ids = timed(index, queries, 64, budgets[1])
-    recall = 1.0 if truth is None else recall_at_k(ids, truth)
-    result = Row(recall=recall, qps1=qps1, p50_1=p50_1, p99_1=p99_1, qps64=qps64, p50_64=p50_64,
-                 p99_64=p99_64, **row)
-    log(f"{result.dataset} {result.index} {result.params}: recall@10 {recall:.3f}, "
-        f"QPS b1 {qps1:.0f}, QPS b64 {qps64:.0f}")
-    return result, ids
 
 
 def build(spec: str, params: IndexParams, vectors: np.ndarray,
@@ -163,67 +80,86 @@ def target_row(index: faiss.Index, name: str, tuning: dict, queries: np.ndarray,
                    budgets)[0]
 
 
+def with_tuning_sample_last(vectors: np.ndarray, params: IndexParams, target: float | None
+                            ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+    """Vectors reordered so build_index's tuning sample comes last, and that sample with its exact
+    neighbours among the rest (None without a target)."""
+    if target is None:
+        return vectors, None
+    n, dim = vectors.shape
+    vectors = vectors[held_out_order(n, params)]
+    held = min(params.tuning_queries, n // 2)
+    rest = faiss.IndexFlatIP(dim)
+    rest.add(vectors[:n - held])
+    return vectors, (vectors[n - held:], rest.search(vectors[n - held:], params.tuning_k)[1])
+
+
+@dataclasses.dataclass
+class Workload:
+    """One collection's vectors and queries, the exact answers, and how long to time each setting."""
+    dataset: str
+    vectors: np.ndarray
+    queries: np.ndarray
+    budgets: tuple[float, float]
+    target: float | None
+    tuning_set: tuple[np.ndarray, np.ndarray] | None = None
+    truth: np.ndarray | None = None
+
+
+def sweep(work: Workload, params: IndexParams, parameter: str, values, label) -> tuple[list[Row], faiss.Index]:
+    """Build one index family, one row per search setting, then the row for what the target-recall
+    tuner picked."""
+    n, dim = work.vectors.shape
+    spec = params.index_type if params.index_type.endswith(",RFlat") else factory_string(params, dim, n)
+    log(f"{work.dataset}: building {spec} on {n} vectors")
+    index, seconds, tuning = build(spec, params, work.vectors, work.tuning_set, work.target)
+    base = dict(dataset=work.dataset, build_s=seconds, size_mb=index_bytes(index) / 2**20)
+    rows = []
+    for value in values(index):
+        apply_search_params(index, **{parameter: value})
+        rows.append(measure(index, work.queries, work.truth, {**base, "index": spec, "params": label(value)},
+                            work.budgets)[0])
+    if tuning is not None:
+        rows.append(target_row(index, spec, tuning, work.queries, work.truth, base, work.budgets))
+    return rows, index
+
+
+def exact_row(work: Workload, label: str, size_mb: float | None = None) -> tuple[Row, np.ndarray]:
+    flat, seconds, _ = build("Flat", IndexParams("flat"), work.vectors)
+    size = index_bytes(flat) / 2**20 if size_mb is None else size_mb
+    return measure(flat, work.queries, work.truth, dict(dataset=work.dataset, index=label, params="-", build_s=seconds,
+                                                        size_mb=size, kind="exact"), work.budgets)
+
+
 def benchmark(dataset: str, vectors: np.ndarray, queries: np.ndarray, base_params: IndexParams,
               budgets: tuple[float, float], target: float | None) -> tuple[list[Row], dict]:
     """Every index type on one collection; returns rows and facts for the notes."""
-    n, dim = vectors.shape
-    rows: list[Row] = []
-    facts: dict = {"n": n, "queries": len(queries), "load_start": loadavg()}
-
-    tuning_set = None
-    if target is not None:
-        vectors = vectors[held_out_order(n, base_params)]
-        held = min(base_params.tuning_queries, n // 2)
-        rest = faiss.IndexFlatIP(dim)
-        rest.add(vectors[:n - held])
-        tuning_set = (vectors[n - held:], rest.search(vectors[n - held:], base_params.tuning_k)[1])
-        del rest
-    flat, seconds, _ = build(factory_string(IndexParams("flat"), dim, n), IndexParams("flat"), vectors)
-    exact, truth = measure(flat, queries, None, dict(dataset=dataset, index="flat (exact)", params="-",
-                                                     build_s=seconds, size_mb=index_bytes(flat) / 2**20,
-                                                     kind="exact"), budgets)
-    rows.append(exact)
-    del flat
-
-    def sweep(index: faiss.Index, spec: str, base: dict, parameter: str, values, label, tuning: dict | None) -> None:
-        """One row per search setting, then the row for what the target-recall tuner picked."""
-        for value in values:
-            apply_search_params(index, **{parameter: value})
-            rows.append(measure(index, queries, truth, {**base, "index": spec, "params": label(value)}, budgets)[0])
-        if tuning is not None:
-            rows.append(target_row(index, spec, tuning, queries, truth, base, budgets))
+    facts: dict = {"n": len(vectors), "queries": len(queries), "load_start": loadavg()}
+    vectors, tuning_set = with_tuning_sample_last(vectors, base_params, target)
+    work = Workload(dataset, vectors, queries, budgets, target, tuning_set)
+    exact, work.truth = exact_row(work, "flat (exact)")
+    rows = [exact]
 
     params = dataclasses.replace(base_params, index_type="hnsw")
-    spec = factory_string(params, dim, n)
-    log(f"{dataset}: building {spec} (efConstruction {params.ef_construction}) on {n} vectors")
-    hnsw, seconds, tuning = build(spec, params, vectors, tuning_set, target)
-    base = dict(dataset=dataset, build_s=seconds, size_mb=index_bytes(hnsw) / 2**20)
-    facts["hnsw"] = f"{spec}, efConstruction {params.ef_construction}: {seconds:.0f} s"
-    sweep(hnsw, spec, base, "ef_search", HNSW_EF, lambda ef: f"efSearch={ef}", tuning)
+    found, hnsw = sweep(work, params, "ef_search", lambda _: HNSW_EF, lambda ef: f"efSearch={ef}")
+    rows += found
+    facts["hnsw"] = f"{found[0].index}, efConstruction {params.ef_construction}: {found[0].build_s:.0f} s"
     del hnsw
 
+    def nprobes(index: faiss.Index) -> list[int]:
+        return [p for p in NPROBE if p <= faiss.extract_index_ivf(index).nlist]
+
     params = dataclasses.replace(base_params, index_type="ivfpq")
-    spec = factory_string(params, dim, n)
-    log(f"{dataset}: building {spec} on {n} vectors (train sample {min(params.train_size, n)})")
-    ivfpq, seconds, tuning = build(spec, params, vectors, tuning_set, target)
-    base = dict(dataset=dataset, build_s=seconds, size_mb=index_bytes(ivfpq) / 2**20)
-    nprobes = [p for p in NPROBE if p <= faiss.extract_index_ivf(ivfpq).nlist]
-    sweep(ivfpq, spec, base, "nprobe", nprobes, lambda nprobe: f"nprobe={nprobe}", tuning)
-    facts["coarse_nprobe1"] = coarse_recall(ivfpq, vectors, queries, truth)
-    facts["ivfpq"] = spec
+    found, ivfpq = sweep(work, params, "nprobe", nprobes, lambda nprobe: f"nprobe={nprobe}")
+    rows += found
+    facts["coarse_nprobe1"] = coarse_recall(ivfpq, vectors, queries, work.truth)
+    facts["ivfpq"] = found[0].index
     del ivfpq
 
     # Re-ranked variant, as `--index-type "<factory>,RFlat"` builds it (k_factor from IndexParams).
-    params = dataclasses.replace(params, index_type=f"{spec},RFlat", refine_k_factor=REFINE_K_FACTOR)
-    log(f"{dataset}: building {params.index_type} on {n} vectors")
-    refined, seconds, tuning = build(params.index_type, params, vectors, tuning_set, target)
-    base = dict(dataset=dataset, build_s=seconds, size_mb=index_bytes(refined) / 2**20)
-    sweep(refined, params.index_type, base, "nprobe", nprobes,
-          lambda nprobe: f"nprobe={nprobe}, k_factor={REFINE_K_FACTOR}", tuning)
-    del refined
-    flat, seconds, _ = build("Flat", IndexParams("flat"), vectors)
-    rows.append(measure(flat, queries, truth, dict(dataset=dataset, index="flat (exact, again at end)", params="-",
-                                                   build_s=seconds, size_mb=exact.size_mb, kind="exact"), budgets)[0])
+    params = dataclasses.replace(params, index_type=f"{facts['ivfpq']},RFlat", refine_k_factor=REFINE_K_FACTOR)
+    rows += sweep(work, params, "nprobe", nprobes, lambda nprobe: f"nprobe={nprobe}, k_factor={REFINE_K_FACTOR}")[0]
+    rows.append(exact_row(work, "flat (exact, again at end)", exact.size_mb)[0])
     facts["load_end"] = loadavg()
     return rows, facts
 
@@ -298,35 +234,22 @@ def main() -> None:
     suffix = "_quick" if args.quick else ""
     png = RESULTS / f"search_recall_qps{suffix}.png"
     plot(results, png)
-    out = [stamp(), f"faiss {faiss.__version__}, {faiss.omp_get_max_threads()} FAISS threads "
-           f"(batch-1 searches run on one thread: FAISS parallelises over queries); "
-           f"/proc/loadavg at start {load_start}, at end {loadavg()} — the machine was shared, "
-           f"so QPS is noisy; runtime {runtime / 60:.1f} min", "", "# Search speed: flat vs HNSW vs IVF-PQ", "",
-           f"Recall@10 is measured against exact inner-product search (flat) on held-out queries; QPS counts "
-           f"queries per second of search calls; latency is per call (1 query, or 64). Batch 1 times at most "
-           f"{budgets[0]:g} s (≥ 30 queries) per setting, batch 64 one full pass and ≥ {budgets[1]:g} s. "
-           f"Sizes are serialised index bytes. Indexes come from `factory_string`/`new_index`/"
-           f"`apply_search_params` of the engine; the re-ranked IVF-PQ is `--index-type '<factory>,RFlat'` "
-           f"with `--refine-k-factor {REFINE_K_FACTOR}` (the exact vectors re-score the top {REFINE_K_FACTOR * K} PQ "
-           f"candidates). **Bold** rows are what `IndexParams(target_recall={target})` picks, tuned on held-out "
-           f"own vectors as `build_index` does, measured on the benchmark's queries.", ""]
-    for name, rows in results.items():
-        f = facts[name]
-        out += [f"## {name}", "", f"{f['queries']} queries; load {f['load_start']} → {f['load_end']}; "
-                f"HNSW build {f['hnsw']}.", ""]
-        if "spec" in f:
-            s = f["spec"]
-            out += [f"Synthetic set (`benchmarks/synthetic.py`, seed {s.seed}): {s.clusters:,} Gaussian clusters whose "
-                    f"centres and spreads share one power-law covariance (eigenvalue i ∝ i^-{s.alpha}, randomly "
-                    f"rotated), within-cluster spread {s.spread}× the centres' spread, isotropic noise {s.noise}, "
-                    f"normalised; queries are fresh draws. Hardness check: an IVF with the {f['ivfpq']} lists at "
-                    f"nprobe=1 keeps {f['coarse_nprobe1']:.3f} of the exact top-10 in the probed list "
-                    f"({'< 0.5: overlapping clusters, not trivially easy' if f['coarse_nprobe1'] < 0.5 else 'NOT < 0.5: too easy'}).", ""]
-        out += [table(rows), "", *(f"- {verdict(rows, b)}" for b in (1, 64)), ""]
-    out += [NOTES, f"![recall vs QPS]({png.name})", ""]
+    header = [stamp(), f"faiss {faiss.__version__}, {faiss.omp_get_max_threads()} FAISS threads "
+              f"(batch-1 searches run on one thread: FAISS parallelises over queries); "
+              f"/proc/loadavg at start {load_start}, at end {loadavg()} — the machine was shared, "
+              f"so QPS is noisy; runtime {runtime / 60:.1f} min", "", "# Search speed: flat vs HNSW vs IVF-PQ", "",
+              f"Recall@10 is measured against exact inner-product search (flat) on held-out queries; QPS counts "
+              f"queries per second of search calls; latency is per call (1 query, or 64). Batch 1 times at most "
+              f"{budgets[0]:g} s (≥ 30 queries) per setting, batch 64 one full pass and ≥ {budgets[1]:g} s. "
+              f"Sizes are serialised index bytes. Indexes come from `factory_string`/`new_index`/"
+              f"`apply_search_params` of the engine; the re-ranked IVF-PQ is `--index-type '<factory>,RFlat'` "
+              f"with `--refine-k-factor {REFINE_K_FACTOR}` (the exact vectors re-score the top {REFINE_K_FACTOR * K} "
+              f"PQ candidates). **Bold** rows are what `IndexParams(target_recall={target})` picks, tuned on "
+              f"held-out own vectors as `build_index` does, measured on the benchmark's queries.", ""]
+    text = "\n".join(report_lines(header, results, facts, png.name))
     md = RESULTS / f"search_speed{suffix}.md"
-    md.write_text("\n".join(out), encoding="utf-8")
-    print("\n".join(out))
+    atomic_write_text(md, text)
+    print(text)
     log(f"wrote {md} and {png} in {runtime / 60:.1f} min")
 
 
