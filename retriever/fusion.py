@@ -54,9 +54,16 @@ class FusionParams:
 
     def overridden(self, method: str | None = None, rrf_k: float | None = None, alpha: float | None = None,
                    depth: int | None = None) -> FusionParams:
-        """These params with the flags a user gave; a lone --alpha means the convex combination."""
-        if method is None and alpha is not None:
-            method = "convex"
+        """These params with the flags a user gave. A lone --alpha means the convex combination and a lone
+        --rrf-k means RRF, whatever the manifest's tuned method, so a flag is never silently unused; a flag
+        for the other method than the one named is refused for the same reason."""
+        if alpha is not None and rrf_k is not None:
+            raise RetrieverError("--alpha weights the convex fusion and --rrf-k sets RRF's constant: give one of them")
+        if method is None and (alpha is not None or rrf_k is not None):
+            method = "convex" if alpha is not None else "rrf"
+        if (method == "rrf" and alpha is not None) or (method == "convex" and rrf_k is not None):
+            flag = "--alpha" if method == "rrf" else "--rrf-k"
+            raise RetrieverError(f"{flag} does not apply to --fusion {method}: drop it or change --fusion")
         given = {"method": method, "rrf_k": rrf_k, "alpha": alpha, "depth": depth}
         return replace(self, **{name: value for name, value in given.items() if value is not None})
 

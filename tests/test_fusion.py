@@ -119,6 +119,18 @@ def test_params_validate_and_a_lone_alpha_means_convex():
     assert FusionParams.from_record(tuned.record() | {"tuned": {}}) == tuned
 
 
+def test_a_lone_rrf_k_means_rrf_and_a_flag_of_the_other_method_is_refused():
+    tuned_convex = FusionParams("convex", alpha=0.8)
+    assert tuned_convex.overridden(rrf_k=30) == FusionParams("rrf", rrf_k=30, alpha=0.8)
+    assert tuned_convex.overridden(depth=50) == FusionParams("convex", alpha=0.8, depth=50)
+    with pytest.raises(RetrieverError, match="--alpha does not apply to --fusion rrf"):
+        tuned_convex.overridden(method="rrf", alpha=0.3)
+    with pytest.raises(RetrieverError, match="--rrf-k does not apply to --fusion convex"):
+        FusionParams().overridden(method="convex", rrf_k=10)
+    with pytest.raises(RetrieverError, match="give one of them"):
+        FusionParams().overridden(alpha=0.3, rrf_k=10)
+
+
 @pytest.mark.parametrize("params", [FusionParams("rrf"), FusionParams("convex", alpha=0.5)])
 def test_the_top_k_is_the_head_of_the_full_fused_order(params):
     # only the tie classes that can reach the top k are tie-broken; a class straddling place k must come out

@@ -12,18 +12,23 @@ import click
 
 from retriever.cli.options import collapsing, compose
 from retriever.fusion import METHODS as FUSIONS
-from retriever.fusion import MODES
+from retriever.fusion import MODES, FusionParams
 from retriever.lexical import METHODS as BM25_METHODS
 from retriever.lexical import LexicalParams
 
 DATASET = click.Path(exists=True, file_okay=False, path_type=Path)
 
 
+def _fusion_overrides(fusion: str | None, alpha: float | None, rrf_k: float | None,
+                      fusion_depth: int | None) -> dict:
+    overrides = {"method": fusion, "alpha": alpha, "rrf_k": rrf_k, "depth": fusion_depth}
+    FusionParams().overridden(**overrides)  # flags that contradict each other fail here, before any work
+    return overrides
+
+
 def mode_options(default: str = "dense") -> Callable:
     """--mode and the fusion flags → ``mode`` and ``fusion_overrides`` (None values keep the manifest's)."""
-    collapse = collapsing(("fusion", "alpha", "rrf_k", "fusion_depth"), "fusion_overrides",
-                           lambda fusion, alpha, rrf_k, fusion_depth: {"method": fusion, "alpha": alpha,
-                                                                       "rrf_k": rrf_k, "depth": fusion_depth})
+    collapse = collapsing(("fusion", "alpha", "rrf_k", "fusion_depth"), "fusion_overrides", _fusion_overrides)
     return compose(
         click.option("--mode", type=click.Choice(MODES), default=default, show_default=True,
                      help="dense (FAISS), bm25 (the index's BM25 part) or hybrid (both, fused)."),
@@ -34,7 +39,8 @@ def mode_options(default: str = "dense") -> Callable:
                      help="Weight of the dense score in the convex fusion (alone, it implies --fusion convex). "
                           "[default: the manifest's, else 0.5]"),
         click.option("--rrf-k", type=click.FloatRange(min=0, min_open=True), default=None,
-                     help="RRF constant k in 1/(k + rank). [default: the manifest's, else 60]"),
+                     help="RRF constant k in 1/(k + rank) (alone, it implies --fusion rrf). [default: the "
+                          "manifest's, else 60]"),
         click.option("--fusion-depth", type=click.IntRange(min=1), default=None,
                      help="Hybrid fuses the top this-many of each list. [default: the manifest's, else 1000]"),
         collapse,

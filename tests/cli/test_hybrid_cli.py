@@ -46,3 +46,14 @@ def test_tuning_on_test_is_refused_before_any_work(tmp_path, tiny_model_dir, tin
     result = CliRunner().invoke(main, ["build", str(tiny_beir), "-o", str(index), "--model", str(tiny_model_dir),
                                        "--tune-fusion-on", str(tiny_beir), "--no-bm25", *COMMON])
     assert result.exit_code == 1 and "drop --no-bm25" in result.output
+
+
+def test_fusion_flags_that_contradict_each_other_fail_before_the_index_is_opened(tmp_path):
+    missing = tmp_path / "not-an-index"  # an empty folder, never opened: the flags are refused first
+    missing.mkdir()
+    for flags, message in ((["--fusion", "rrf", "--alpha", "0.3"], "--alpha does not apply to --fusion rrf"),
+                           (["--fusion", "convex", "--rrf-k", "10"], "--rrf-k does not apply to --fusion convex"),
+                           (["--alpha", "0.3", "--rrf-k", "10"], "give one of them")):
+        result = CliRunner().invoke(main, ["search", str(missing), "q", "--mode", "hybrid", *flags, *COMMON])
+        assert result.exit_code == 1 and message in result.output, result.output
+        assert len(result.output.strip().splitlines()) == 1
