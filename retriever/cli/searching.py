@@ -110,6 +110,9 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
             click.echo(json.dumps({"query": query, "hits": [h.to_json() for h in hits]}, ensure_ascii=False))
         else:
             print_hits(hits)
+            if not hits and searcher.mode == "bm25":
+                click.echo("no hits: BM25 returns only passages that share a term with the query (stopwords "
+                           "and words under two characters are not terms)", err=True)
         return
     batch = _read_batch(queries, fmt, fields_from(id_field, text_field, title_field))
     configure_batch_threads()

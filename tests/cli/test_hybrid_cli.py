@@ -27,6 +27,8 @@ def test_dense_only_index_gets_bm25_later_and_searches_in_every_mode(tmp_path, t
     result = runner.invoke(main, ["search", str(index), "hot volcanoes", "--mode", "bm25", "--json", *COMMON])
     assert result.exit_code == 0, result.output
     assert [h["id"] for h in json.loads(result.output)["hits"]] == ["d4", "d3"]
+    result = runner.invoke(main, ["search", str(index), "the of and", "--mode", "bm25", *COMMON])
+    assert result.exit_code == 0 and "no hits: BM25 returns only passages that share a term" in result.output
     for mode in ("dense", "bm25", "hybrid"):
         result = runner.invoke(main, ["evaluate", "--index", str(index), "--dataset", str(tiny_beir), "--mode", mode,
                                       "--fusion", "rrf", "--metrics", "ndcg@10", *COMMON])
