@@ -1,10 +1,13 @@
-"""Helpers shared by the benchmark scripts: where data lives and how a result is stamped."""
+"""Helpers shared by the benchmark scripts: where data lives, how a result is stamped, and the JSONL records
+of finished runs that let a rerun skip them."""
 from __future__ import annotations
 
+import json
 import os
 import platform
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,3 +44,33 @@ def stamp() -> str:
             f"machine: {cpu_model()}, {os.cpu_count()} cores ({simd}, {bf16}), torch threads "
             f"{torch.get_num_threads()}, python {platform.python_version()}, torch {torch.__version__}\n"
             f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+
+
+def read_records(path: Path) -> list[dict]:
+    """Every recorded run. A last line without its newline is a record a crash cut off mid-append: it is left
+    out, so that run is done again; any other bad line stops the benchmark, naming it."""
+    if not path.is_file():
+        return []
+    *complete, _cut_off = path.read_text(encoding="utf-8").split("\n")
+    records = []
+    for number, line in enumerate(complete, 1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as error:
+                sys.exit(f"{path}:{number}: not a JSON record ({error.msg}); fix or delete that line")
+    return records
+
+
+def append_records(path: Path, records: Iterable[dict]) -> None:
+    """Finished runs, appended and synced, so a crash loses at most the run in flight; a record an earlier
+    crash cut off is dropped first, so the new ones start on a line of their own."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as handle:
+        handle.seek(0)
+        kept = handle.read().rfind(b"\n") + 1
+        handle.truncate(kept)
+        handle.seek(kept)
+        handle.write("".join(json.dumps(record) + "\n" for record in records).encode("utf-8"))
+        handle.flush()
+        os.fsync(handle.fileno())

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import subprocess
 import sys
@@ -36,7 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import dataset_path, stamp  # noqa: E402
+from common import append_records, dataset_path, stamp  # noqa: E402
 
 from retriever.corpus import BeirDataset, read_queries  # noqa: E402
 from retriever.evaluation import judged_split  # noqa: E402
@@ -200,12 +199,7 @@ def evaluate_variant(data: Path, tag: str, variant: str, latency_queries: int = 
 
 
 def record(rows: list[dict]) -> None:
-    RESULTS.mkdir(exist_ok=True)
-    with open(RUNS_FILE, "a", encoding="utf-8") as handle:
-        for row in rows:
-            handle.write(json.dumps({**row, "stamp": stamp()}) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+    append_records(RUNS_FILE, [{**row, "stamp": stamp()} for row in rows])
 
 
 def main() -> None:

@@ -1,8 +1,9 @@
 """Turn results/hybrid_runs.jsonl into the Markdown table, the acceptance checks and the plot."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from common import read_records
 
 from retriever.files import atomic_write_text
 
@@ -13,12 +14,8 @@ MODEL_NAMES = {"minilm": "minilm zero-shot", "ft": "minilm fine-tuned", "hn": "m
 
 def latest(runs_file: Path) -> dict[tuple[str, str, str], dict]:
     """The last recorded row of each (dataset, dense model, system)."""
-    rows = {}
-    for line in runs_file.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            row = json.loads(line)
-            rows[(row["dataset"], row.get("dense_model", "minilm"), row["system"])] = row
-    return rows
+    return {(row["dataset"], row.get("dense_model", "minilm"), row["system"]): row
+            for row in read_records(runs_file)}
 
 
 def latency_lines(rows: dict) -> list[str]:

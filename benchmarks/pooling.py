@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -25,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import dataset_path, stamp  # noqa: E402
+from common import append_records, dataset_path, read_records, stamp  # noqa: E402
 from pooling_report import write_report  # noqa: E402
 
 from retriever.corpus import BeirDataset, read_queries  # noqa: E402
@@ -64,18 +63,11 @@ def log(message: str) -> None:
 
 
 def recorded_runs(path: Path = RUNS_FILE) -> list[dict]:
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return read_records(path)
 
 
 def record(run: dict, path: Path = RUNS_FILE) -> None:
-    """One finished run, appended and flushed to disk, so a crash loses at most the run in flight."""
-    path.parent.mkdir(exist_ok=True)
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(run) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+    append_records(path, [run])
 
 
 def run_key(run: dict) -> tuple:

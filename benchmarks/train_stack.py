@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import DATASETS, stamp  # noqa: E402
+from common import DATASETS, append_records, read_records, stamp  # noqa: E402
 from pooling import RESULTS, RUNS_FILE, Recipe, condenser_model, evaluate, fine_tune, log  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,8 +48,7 @@ print(json.dumps({"seconds": time.perf_counter() - started}))
 
 def quality(dataset: Path, work: Path, seeds: tuple[int, ...], inits: tuple[str, ...]) -> dict:
     recipe = Recipe()
-    done = {(r["init"], r["seed"]): r for r in map(json.loads, STACK_RUNS.read_text().splitlines())} \
-        if STACK_RUNS.is_file() else {}
+    done = {(r["init"], r["seed"]): r for r in read_records(STACK_RUNS)}
     for init in inits:  # minilm first: the Condenser cells wait for its pre-training
         model = "minilm" if init == "minilm" else str(condenser_model(dataset, work, recipe)[0])
         for seed in seeds:
@@ -60,10 +59,8 @@ def quality(dataset: Path, work: Path, seeds: tuple[int, ...], inits: tuple[str,
             row = {"init": init, "seed": seed, **fine_tune(model, "mean", seed, dataset, output, recipe),
                    **evaluate(str(output), "mean", dataset, recipe)}
             done[(init, seed)] = row
-            RESULTS.mkdir(exist_ok=True)
-            with open(STACK_RUNS, "a", encoding="utf-8") as handle:
-                handle.write(json.dumps(row) + "\n")
-    old = [json.loads(line) for line in RUNS_FILE.read_text().splitlines() if line.strip()]
+            append_records(STACK_RUNS, [row])
+    old = read_records(RUNS_FILE)
     table = {}
     for init in inits:
         before = [r["ndcg@10"] for r in old if (r["dataset"], r["init"], r["pooling"], r["mode"]) ==
