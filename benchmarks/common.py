@@ -1,5 +1,5 @@
-"""Helpers shared by the benchmark scripts: where data lives, how a result is stamped, and the JSONL records
-of finished runs that let a rerun skip them."""
+"""Helpers shared by the benchmark scripts: where data lives, BEIR folders that keep part of a train split,
+how a result is stamped, and the JSONL records of finished runs that let a rerun skip them."""
 from __future__ import annotations
 
 import json
@@ -10,6 +10,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from retriever.files import atomic_write_lines
+
 REPO = Path(__file__).resolve().parents[1]
 DATASETS = REPO.parent / "shared" / "datasets"
 
@@ -19,6 +21,31 @@ def dataset_path(name: str) -> Path:
     if not (path / "corpus.jsonl").is_file():
         sys.exit(f"{path} is missing: the benchmark data lives in ../shared/datasets beside the repository")
     return path
+
+
+def train_qrels(dataset: Path) -> tuple[str, list[str]]:
+    """The header of ``dataset``'s qrels/train.tsv and its non-blank rows."""
+    header, *rows = (dataset / "qrels" / "train.tsv").read_text(encoding="utf-8").splitlines()
+    return header, [row for row in rows if row.strip()]
+
+
+def qrels_query(row: str) -> str:
+    return row.split("\t")[0]
+
+
+def linked_qrels_folder(source: Path, folder: Path, header: str, rows: list[str],
+                        splits: dict[str, set[str]]) -> Path:
+    """A BEIR folder whose corpus and queries link to ``source``'s (no copy) and whose qrels keep, per split
+    name, the ``rows`` of that split's query ids in file order; each is written atomically in the order
+    given, so the last one marks the folder complete."""
+    (folder / "qrels").mkdir(parents=True, exist_ok=True)
+    for name in ("corpus.jsonl", "queries.jsonl"):
+        if not (folder / name).exists():
+            (folder / name).symlink_to((source / name).resolve())
+    for split, queries in splits.items():
+        kept = [row for row in rows if qrels_query(row) in queries]
+        atomic_write_lines(folder / "qrels" / f"{split}.tsv", [f"{line}\n" for line in [header, *kept]])
+    return folder
 
 
 def cpu_model() -> str:

@@ -31,11 +31,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import dataset_path, stamp  # noqa: E402
+from common import (append_records, dataset_path, linked_qrels_folder, qrels_query, read_records, stamp,  # noqa: E402
+                    train_qrels)
 from condenser_report import write_report  # noqa: E402
-from pooling import evaluate, fine_tune, log, record, recorded_runs  # noqa: E402
+from pooling import evaluate, fine_tune, log  # noqa: E402
 
-from retriever.files import atomic_write_text, read_json, write_json  # noqa: E402
+from retriever.files import read_json, write_json  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 RUNS_FILE = RESULTS / "condenser_runs.jsonl"
@@ -96,7 +97,8 @@ def pretrained(backbone: str, model: str, init: str, dataset: Path, work: Path, 
              "tokens_per_second": round(result.tokens_per_second),
              "curve": [{key: round(value, 4) for key, value in entry.items() if key != "lr"}
                        for entry in result.history[::every]]}
-    record({"backbone": backbone, "dataset": dataset.name, "init": init, **facts, "stamp": stamp()}, PRETRAIN_FILE)
+    append_records(PRETRAIN_FILE, [{"backbone": backbone, "dataset": dataset.name, "init": init, **facts,
+                                    "stamp": stamp()}])
     write_json(facts_file, facts)
     return output, facts
 
@@ -104,19 +106,13 @@ def pretrained(backbone: str, model: str, init: str, dataset: Path, work: Path, 
 def low_data_split(dataset: Path, work: Path, queries: int) -> Path:
     """A BEIR folder whose train qrels keep a fixed sample of ``queries`` queries (links to the rest)."""
     folder = work / "data" / f"{dataset.name}-{queries}"
-    train = folder / "qrels" / "train.tsv"
-    if train.is_file():
+    if (folder / "qrels" / "train.tsv").is_file():
         return folder
-    lines = (dataset / "qrels" / "train.tsv").read_text(encoding="utf-8").splitlines()
-    header, rows = lines[0], [line for line in lines[1:] if line.strip()]
-    chosen = set(random.Random(0).sample(sorted({row.split("\t")[0] for row in rows}), queries))
-    train.parent.mkdir(parents=True, exist_ok=True)
-    for name in ("corpus.jsonl", "queries.jsonl"):
-        if not (folder / name).exists():
-            (folder / name).symlink_to(dataset / name)
+    header, rows = train_qrels(dataset)
+    chosen = set(random.Random(0).sample(sorted({qrels_query(row) for row in rows}), queries))
+    folder.mkdir(parents=True, exist_ok=True)
     write_json(folder / "sample.json", {"queries": sorted(chosen), "seed": 0})
-    atomic_write_text(train, "\n".join([header, *[row for row in rows if row.split("\t")[0] in chosen]]) + "\n")
-    return folder
+    return linked_qrels_folder(dataset, folder, header, rows, {"train": chosen})
 
 
 def run_key(run: dict) -> tuple:
@@ -127,7 +123,7 @@ def run_key(run: dict) -> tuple:
 def run_grid(backbone: str, model: str, name: str, cells: dict[str, tuple], work: Path, recipe: Recipe) -> None:
     """``cells`` names the seeds, inits, sizes and poolings to run (two processes can split a grid by them)."""
     dataset = dataset_path(name)
-    done = {run_key(r) for r in recorded_runs(RUNS_FILE)}
+    done = {run_key(r) for r in read_records(RUNS_FILE)}
     base = {"backbone": backbone, "dataset": name, "recipe": asdict(recipe), "stamp": stamp()}
     models = {init: (model, {}) if init == "plain" else pretrained(backbone, model, init, dataset, work, recipe)
               for init in cells["inits"]}
@@ -146,7 +142,7 @@ def run_grid(backbone: str, model: str, name: str, cells: dict[str, tuple], work
                     log(f"{backbone} {name} {init} {pooling} {size} seed {seed}: nDCG@10 {scores['ndcg@10']:.4f} "
                         f"({time.perf_counter() - started:.0f}s)")
                     pretrain_facts = {k: v for k, v in models[init][1].items() if k != "curve"}
-                    record({**cell, **trained, **scores, "pretrain": pretrain_facts}, RUNS_FILE)
+                    append_records(RUNS_FILE, [{**cell, **trained, **scores, "pretrain": pretrain_facts}])
                     done.add(run_key(cell))
 
 
@@ -179,7 +175,7 @@ def main() -> None:
                  "poolings": args.poolings or POOLINGS[args.backbone]}
         run_grid(args.backbone, args.model_path or "minilm", args.dataset, cells, args.work_dir, recipe)
     if args.report:
-        print(write_report(recorded_runs(RUNS_FILE), recorded_runs(PRETRAIN_FILE), RESULTS))
+        print(write_report(read_records(RUNS_FILE), read_records(PRETRAIN_FILE), RESULTS))
 
 
 if __name__ == "__main__":

@@ -35,11 +35,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import append_records, dataset_path, stamp  # noqa: E402
+from common import append_records, dataset_path, linked_qrels_folder, qrels_query, stamp, train_qrels  # noqa: E402
 
 from retriever.corpus import BeirDataset, read_queries  # noqa: E402
 from retriever.evaluation import judged_split  # noqa: E402
-from retriever.files import atomic_write_lines  # noqa: E402
 from retriever.fusion import FusionParams, fuse  # noqa: E402
 from retriever.fusion_tuning import tune_fusion  # noqa: E402
 from retriever.metrics import Evaluation, evaluate_run  # noqa: E402
@@ -105,18 +104,12 @@ def dev_split(name: str) -> Path:
     source, folder = dataset_path(name), WORK / f"{name}-dev"
     if (folder / "qrels" / "dev.tsv").is_file():
         return folder
-    header, *lines = (source / "qrels" / "train.tsv").read_text(encoding="utf-8").splitlines()
-    query_ids = sorted({line.split("\t")[0] for line in lines if line.strip()})
+    header, rows = train_qrels(source)
+    query_ids = sorted({qrels_query(row) for row in rows})
     random.Random(DEV_SEED).shuffle(query_ids)
-    held_out = set(query_ids[:int(len(query_ids) * DEV_FRACTION)])
-    (folder / "qrels").mkdir(parents=True, exist_ok=True)
-    for file in ("corpus.jsonl", "queries.jsonl"):
-        if not (folder / file).exists():
-            (folder / file).symlink_to((source / file).resolve())
-    for split, keep in (("train", False), ("dev", True)):
-        chosen = [line for line in lines if line.strip() and (line.split("\t")[0] in held_out) == keep]
-        atomic_write_lines(folder / "qrels" / f"{split}.tsv", [f"{line}\n" for line in [header, *chosen]])
-    return folder
+    cut = int(len(query_ids) * DEV_FRACTION)
+    return linked_qrels_folder(source, folder, header, rows,
+                               {"train": set(query_ids[cut:]), "dev": set(query_ids[:cut])})
 
 
 def metrics_of(searcher: Searcher, ids: list[str], ranked: tuple[np.ndarray, np.ndarray], qrels: dict) -> Evaluation:

@@ -62,14 +62,6 @@ def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')} load {load}] {message}", file=sys.stderr, flush=True)
 
 
-def recorded_runs(path: Path = RUNS_FILE) -> list[dict]:
-    return read_records(path)
-
-
-def record(run: dict, path: Path = RUNS_FILE) -> None:
-    append_records(path, [run])
-
-
 def run_key(run: dict) -> tuple:
     return run["dataset"], run["init"], run["pooling"], run["mode"], run["seed"]
 
@@ -132,13 +124,13 @@ def fine_tune(init_model: str, pooling: str, seed: int, dataset: Path, output: P
 
 def run_dataset(name: str, seeds: tuple[int, ...], poolings: tuple[str, ...], work: Path, recipe: Recipe) -> None:
     dataset = dataset_path(name)
-    done = {run_key(r) for r in recorded_runs()}
+    done = {run_key(r) for r in read_records(RUNS_FILE)}
     base = {"dataset": name, "recipe": asdict(recipe), "stamp": stamp()}
     for pooling in poolings:
         if (name, "minilm", pooling, "zero-shot", None) not in done:
             log(f"{name}: zero-shot minilm, {pooling} pooling")
-            record({**base, "init": "minilm", "pooling": pooling, "mode": "zero-shot", "seed": None,
-                    **evaluate("minilm", pooling, dataset, recipe)})
+            append_records(RUNS_FILE, [{**base, "init": "minilm", "pooling": pooling, "mode": "zero-shot",
+                                        "seed": None, **evaluate("minilm", pooling, dataset, recipe)}])
     condenser, pretrain_facts = condenser_model(dataset, work, recipe)
     inits = {"minilm": "minilm", "condenser": str(condenser)}
     for seed in seeds:
@@ -151,8 +143,9 @@ def run_dataset(name: str, seeds: tuple[int, ...], poolings: tuple[str, ...], wo
                 training = fine_tune(inits[init], pooling, seed, dataset, output, recipe)
                 scores = evaluate(str(output), pooling, dataset, recipe)
                 log(f"{name} {init} {pooling} seed {seed}: nDCG@10 {scores['ndcg@10']:.4f}")
-                record({**base, "init": init, "pooling": pooling, "mode": "fine-tuned", "seed": seed,
-                        **training, **scores, **({"pretrain": pretrain_facts} if init == "condenser" else {})})
+                append_records(RUNS_FILE, [{**base, "init": init, "pooling": pooling, "mode": "fine-tuned",
+                                            "seed": seed, **training, **scores,
+                                            **({"pretrain": pretrain_facts} if init == "condenser" else {})}])
 
 
 def main() -> None:
@@ -171,7 +164,7 @@ def main() -> None:
         args.work_dir.mkdir(parents=True, exist_ok=True)
         run_dataset(args.dataset, tuple(args.seeds), tuple(args.poolings), args.work_dir, Recipe())
     if args.report:
-        print(write_report(recorded_runs(), RESULTS))
+        print(write_report(read_records(RUNS_FILE), RESULTS))
 
 
 if __name__ == "__main__":

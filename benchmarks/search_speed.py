@@ -110,7 +110,7 @@ def sweep(work: Workload, params: IndexParams, parameter: str, values, label) ->
     """Build one index family, one row per search setting, then the row for what the target-recall
     tuner picked."""
     n, dim = work.vectors.shape
-    spec = params.index_type if params.index_type.endswith(",RFlat") else factory_string(params, dim, n)
+    spec = factory_string(params, dim, n)  # a factory string such as "<ivfpq>,RFlat" comes back as it is
     log(f"{work.dataset}: building {spec} on {n} vectors")
     index, seconds, tuning = build(spec, params, work.vectors, work.tuning_set, work.target)
     base = dict(dataset=work.dataset, build_s=seconds, size_mb=index_bytes(index) / 2**20)
