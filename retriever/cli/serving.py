@@ -72,6 +72,8 @@ def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict
 @click.option("--request-timeout", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True,
               help="Seconds a client has to send a whole request (headers and body) after connecting or "
                    "starting it; slower connections are closed.")
+@click.option("--max-head-bytes", type=click.IntRange(min=1024), default=32 * 1024, show_default=True,
+              help="Largest request line plus headers; a larger one gets a 431 and the connection is closed.")
 @click.option("--timeout-keep-alive", type=click.FloatRange(min=0, min_open=True), default=5.0, show_default=True,
               help="Seconds an idle keep-alive connection stays open between requests.")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
@@ -84,8 +86,8 @@ def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict
               help="Log every request (costs throughput).")
 @mode_options()
 def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_ms, max_query_chars, max_body_bytes,
-                  max_queries, max_hits, max_response_bytes, request_timeout, timeout_keep_alive, threads, workers,
-                  access_log, mode, fusion_overrides):
+                  max_queries, max_hits, max_response_bytes, request_timeout, max_head_bytes, timeout_keep_alive,
+                  threads, workers, access_log, mode, fusion_overrides):
     """Serve INDEX (and/or each --index NAME=PATH) over HTTP: JSON search API, OpenAPI docs at /docs, search page at /.
 
     --mode and the fusion flags are the defaults; a request may ask for another mode (GET ?mode=,
@@ -100,7 +102,7 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
 
     from retriever.searching import Searcher
     from retriever.serving import BatchSettings, Limits, configure_threads, create_app
-    from retriever.serving.protocol import request_deadline_protocol
+    from retriever.serving.protocol import guarded_protocol
 
     folders = parse_named_indexes(index, named)
     used = configure_threads(threads, workers)
@@ -116,7 +118,7 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
                f"{used['workers']} workers x {used['torch']} torch threads, encoding in {dtype_used})", err=True)
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=access_log, workers=1,
-                    http=request_deadline_protocol(request_timeout), timeout_keep_alive=timeout_keep_alive)
+                    http=guarded_protocol(request_timeout, max_head_bytes), timeout_keep_alive=timeout_keep_alive)
     except SystemExit as error:  # uvicorn exits when the port is taken
         raise RetrieverError(f"could not serve on {host}:{port} (is the port in use?)") from error
 

@@ -16,9 +16,11 @@ Every error is JSON ``{"error": message}``: 400 for bad input (empty or over-lon
 outside 1..1000, malformed JSON, wrong fields; FastAPI's own 422 validation errors are turned
 into 400 too; a query with a lone surrogate; more than ``max_hits`` queries x k; a response over
 ``max_response_bytes``; JSON nested too deep; a query the encoder fails on, which fails only
-its own request), 404 unknown index or route, 405 wrong method, 413 body over the limit, 415 a
-POST that is not ``application/json``, 503 when too many requests are queued, and a bare
-500 message (never a traceback) for bugs. Request shapes are in ``schemas``, input checks and
+its own request; a GET query string that is not UTF-8, repeats a parameter or has a k that is not
+digits; a mode the index lacks), 404 unknown index or route, 405 wrong method (HEAD is answered
+as GET), 413 body over the limit, 415 a POST that is not ``application/json``, 431 a request
+head over ``--max-head-bytes``, 503 when too many requests are queued, and a bare 500 message
+(never a traceback) for bugs. Request shapes are in ``schemas``, input checks and
 limits in ``inputs``.
 """
 from __future__ import annotations
@@ -40,9 +42,11 @@ from retriever.encoder_settings import SERVED_FIELDS
 from retriever.errors import RetrieverError
 from retriever.searching import Searcher
 from retriever.serving.batcher import Closed, MicroBatcher, Overloaded
-from retriever.serving.inputs import ApiError, Limits, check_hits, check_query, read_search_body, validation_message
+from retriever.serving.inputs import (ApiError, Limits, check_hits, check_query, check_query_string, read_search_body,
+                                      validation_message)
 from retriever.serving.output import bounded, hits_list, list_object
 from retriever.serving.page import page_html
+from retriever.serving.protocol import HeadAsGet
 from retriever.serving.schemas import (ERRORS, K_PARAM, MODE_PARAM, NAME_PARAM, NAME_PATTERN, POST_BODY, Q_PARAM,
                                        BatchSearchResponse, Mode, SearchResponse)
 
@@ -85,6 +89,13 @@ class ServedIndexes:
         if name not in self.batchers:
             raise ApiError(503, "the server is starting or stopping")
         return self.batchers[name]
+
+    def check_mode(self, name: str, mode: str | None) -> None:
+        """A mode the index cannot do, refused in the client's terms (``mode``), not the CLI's."""
+        if mode is not None and mode not in self.searcher(name).modes():
+            raise ApiError(400, f"index {name!r} has no BM25 part, so mode {mode} cannot run on it: ask for "
+                                "mode dense (the server's operator can add BM25 with `retriever bm25`, "
+                                "without re-encoding)")
 
     def start(self) -> None:
         for name, searcher in self.searchers.items():
@@ -155,6 +166,7 @@ def create_app(searchers: dict[str, Searcher], limits: Limits | None = None,
                   description="Dense top-k search over the indexes this server loaded. "
                               "Errors are JSON `{\"error\": message}`; bad input is a 400.")
     app.state.served = served
+    app.add_middleware(HeadAsGet)
     _add_error_handlers(app)
     app.include_router(router)
     return app
@@ -196,8 +208,11 @@ def _served(request: Request) -> ServedIndexes:
     return request.app.state.served
 
 
-async def search_one(served: ServedIndexes, name: str, q: str, k: int, mode: str | None) -> Response:
+async def search_one(request: Request, name: str, q: str, k: int, mode: str | None) -> Response:
     started = time.perf_counter()
+    served = _served(request)
+    check_query_string(request.scope.get("query_string", b""))
+    served.check_mode(name, mode)
     check_hits(1, k, served.limits)
     [hits] = await served.batcher(name).search([check_query(q, served.limits)], k, mode)
     head = {"index": name, "query": q, "k": k, "mode": mode or served.searchers[name].mode,
@@ -209,6 +224,7 @@ async def search_many(served: ServedIndexes, name: str, request: Request) -> Res
     started = time.perf_counter()
     batcher = served.batcher(name)
     body = await read_search_body(request, served.limits)
+    served.check_mode(name, body.mode)
     results = await batcher.search(body.queries, body.k, body.mode)
     head = {"index": name, "k": body.k, "mode": body.mode or served.searchers[name].mode,
             "took_ms": _took_ms(started)}
@@ -254,8 +270,7 @@ async def named_info(request: Request, name: str = NAME_PARAM) -> Response:
 @router.get("/search", summary="Search the default index", responses={200: {"model": SearchResponse}})
 async def default_search_get(request: Request, q: str = Q_PARAM, k: int = K_PARAM,
                              mode: Mode | None = MODE_PARAM) -> Response:
-    served = _served(request)
-    return await search_one(served, served.default, q, k, mode)
+    return await search_one(request, _served(request).default, q, k, mode)
 
 
 @router.post("/search", summary="Search the default index for several queries",
@@ -268,7 +283,7 @@ async def default_search_post(request: Request) -> Response:
 @router.get("/indexes/{name}/search", summary="Search one index", responses={200: {"model": SearchResponse}})
 async def named_search_get(request: Request, name: str = NAME_PARAM, q: str = Q_PARAM, k: int = K_PARAM,
                            mode: Mode | None = MODE_PARAM) -> Response:
-    return await search_one(_served(request), name, q, k, mode)
+    return await search_one(request, name, q, k, mode)
 
 
 @router.post("/indexes/{name}/search", summary="Search one index for several queries",

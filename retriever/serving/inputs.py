@@ -13,6 +13,9 @@ Everything here raises ``ApiError`` with the status and message the client gets.
 - ``MAX_JSON_DEPTH``: nesting of the body, checked before ``json.loads`` recurses (a body of 5,000
   nested lists would otherwise hit Python's recursion limit); not a flag, since a valid body is
   two levels deep.
+- GET parameters are read strictly (``check_query_string``): bytes that are not UTF-8 once
+  %-decoded, a parameter given twice, or a k that is not plain digits are a 400, where the
+  framework would search for U+FFFD, take the last value, or read ``k=1_0`` as 10.
 - Queries the tokenizer cannot take (lone surrogates, which JSON's ``\\ud800`` escapes allow) are
   a 400 here rather than an exception inside a batch shared with other clients.
 """
@@ -20,6 +23,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
+from urllib.parse import parse_qsl
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +36,11 @@ from retriever.serving.schemas import SearchBody
 from retriever.texts import text_problem
 
 MAX_JSON_DEPTH = 32
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# A string literal, or an unterminated one running to the end of the body. Possessive loops and the
+# end-of-body branch mean every opening quote matches, so no scan restarts: linear in the body size.
+# (The plain '"(?:[^"\\]|\\.)*"' rescans to the end from every quote of an unterminated string,
+# and a 24 KB body of \" pairs stalled the event loop for seconds.)
+_JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.DOTALL)
 _OPENERS = np.frombuffer(b"[{", dtype=np.uint8)
 _CLOSERS = np.frombuffer(b"]}", dtype=np.uint8)
 
@@ -73,6 +82,22 @@ def check_query(text: str, limits: Limits) -> str:
         raise ApiError(400, f"the query has {problem}, which is not valid Unicode text; "
                             "remove it or replace it with U+FFFD")
     return text
+
+
+def check_query_string(raw: bytes) -> None:
+    """Refuse what the framework would otherwise guess at in a GET query string (module docstring)."""
+    try:
+        pairs = parse_qsl(raw.decode("latin-1"), keep_blank_values=True, encoding="utf-8", errors="strict")
+    except UnicodeDecodeError:
+        raise ApiError(400, "the query string is not UTF-8 once %-decoded; percent-encode the query's "
+                            "UTF-8 bytes") from None
+    counts = Counter(name for name, _ in pairs)
+    for name, count in counts.items():
+        if count > 1:
+            raise ApiError(400, f"the parameter {name!r} is given {count} times; give it once")
+    k = dict(pairs).get("k")
+    if k is not None and not re.fullmatch(r"[0-9]+", k):
+        raise ApiError(400, f"k must be a whole number written in digits, not {k!r}")
 
 
 def check_hits(queries: int, k: int, limits: Limits) -> None:

@@ -1,44 +1,80 @@
-"""A time limit on receiving each request, which uvicorn does not have.
+"""Limits on receiving each request that uvicorn's httptools protocol does not have: time and head size.
 
-uvicorn's ``timeout_keep_alive`` only runs between a finished response and the next request's
-first byte, so a client that connects and sends half a header (or trickles one byte a second)
-holds its connection, and the server's file descriptors, for ever: a few hundred such
-connections make a cheap denial of service (Slowloris). This protocol closes any connection
-that has not delivered a whole request (headers and body) within ``request_timeout`` seconds of
-connecting or of starting that request. Responses are never cut short: the clock stops once the
-request is in.
+- **Time.** uvicorn's ``timeout_keep_alive`` only runs between a finished response and the next
+  request's first byte, so a client that connects and sends half a header (or trickles one byte a
+  second) holds its connection, and the server's file descriptors, for ever: a few hundred such
+  connections make a cheap denial of service (Slowloris). Any connection that has not delivered a
+  whole request (headers and body) within ``request_timeout`` seconds of connecting or of starting
+  that request is closed. Responses are never cut short: the clock stops once the request is in.
+- **Head size.** httptools buffers a request line and headers of any length, so a few connections
+  sending headers of hundreds of megabytes would exhaust memory before the app sees a byte. A head
+  (request line plus headers) over ``max_head_bytes`` gets a JSON 431 and the connection is closed.
+- **Malformed requests** get uvicorn's 400, as JSON like every other error here.
+- **HEAD** is answered wherever GET is (``HeadAsGet``), as HTTP requires and health checkers expect.
 """
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 log = logging.getLogger(__name__)
+MAX_HEAD_BYTES = 32 * 1024
 
 
-class RequestDeadlineProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol plus a deadline for receiving each request."""
+class GuardedHttpProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol plus a deadline and a size cap for receiving each request."""
 
     request_timeout: float = 10.0
+    max_head_bytes: int = MAX_HEAD_BYTES
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._deadline: asyncio.TimerHandle | None = None
+        self._head_bytes: int | None = 0  # bytes of the head being received; None once it is in
         super().connection_made(transport)
         self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self._head_bytes is not None:
+            self._head_bytes += len(data)
+        super().data_received(data)
+        # Checked after parsing, so a chunk that completes a small head and carries a body is let
+        # through; the parser holds at most the cap plus one chunk of an oversized head.
+        if self._head_bytes is not None and self._head_bytes > self.max_head_bytes:
+            self._head_bytes = None
+            self._refuse(431, f"the request line and headers are over {self.max_head_bytes} bytes, "
+                              "the server's --max-head-bytes")
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._arm()
 
+    def on_headers_complete(self) -> None:
+        self._head_bytes = None
+        super().on_headers_complete()
+
     def on_message_complete(self) -> None:
         self._disarm()
+        self._head_bytes = 0
         super().on_message_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)
+
+    def send_400_response(self, msg: str) -> None:
+        self._refuse(400, f"malformed HTTP request ({msg.rstrip('.').lower()})")
+
+    def _refuse(self, status: int, message: str) -> None:
+        if self.transport.is_closing():
+            return
+        body = json.dumps({"error": message}).encode()
+        reason = {400: b"Bad Request", 431: b"Request Header Fields Too Large"}[status]
+        self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
+                             b"connection: close\r\n\r\n%s" % (status, reason, len(body), body))
+        self.transport.close()
 
     def _arm(self) -> None:
         self._disarm()
@@ -56,8 +92,22 @@ class RequestDeadlineProtocol(HttpToolsProtocol):
             self.transport.close()
 
 
-def request_deadline_protocol(seconds: float) -> type[RequestDeadlineProtocol]:
-    """The protocol class to pass as ``uvicorn.Config(http=...)``, with its deadline set."""
-    if seconds <= 0:
-        raise ValueError("the request timeout must be positive")
-    return type("RequestDeadlineProtocol", (RequestDeadlineProtocol,), {"request_timeout": float(seconds)})
+class HeadAsGet:
+    """ASGI middleware: the app routes a HEAD as a GET; uvicorn, whose scope still says HEAD, sends the
+    reply's headers (its length included) without the body."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["method"] == "HEAD":
+            scope = {**scope, "method": "GET"}
+        await self.app(scope, receive, send)
+
+
+def guarded_protocol(request_timeout: float, max_head_bytes: int = MAX_HEAD_BYTES) -> type[GuardedHttpProtocol]:
+    """The protocol class to pass as ``uvicorn.Config(http=...)``, with its limits set."""
+    if request_timeout <= 0 or max_head_bytes <= 0:
+        raise ValueError("the request timeout and the head size limit must be positive")
+    return type("GuardedHttpProtocol", (GuardedHttpProtocol,),
+                {"request_timeout": float(request_timeout), "max_head_bytes": int(max_head_bytes)})

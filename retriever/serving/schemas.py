@@ -18,7 +18,7 @@ Mode = Literal["dense", "bm25", "hybrid"]
 class SearchBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     queries: list[str] = Field(min_length=1, description="Query texts, searched in one batch.")
-    k: int = Field(10, ge=1, le=MAX_K, description="Hits per query.")
+    k: int = Field(10, ge=1, le=MAX_K, strict=True, description="Hits per query (a JSON integer).")
     mode: Mode | None = Field(None, description="dense, bm25 or hybrid. [default: the server's --mode]")
 
 

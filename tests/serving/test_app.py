@@ -138,6 +138,14 @@ BAD_REQUESTS = {
                                413, "limit"),
     "unknown mode": ("GET", "/search?q=cat&mode=sparse", None, {}, 400, "mode:"),
     "unknown mode in body": ("POST", "/search", b'{"queries": ["cat"], "mode": "sparse"}', None, 400, "mode:"),
+    "k with an underscore": ("GET", "/search?q=cat&k=1_0", None, {}, 400, "whole number written in digits"),
+    "k given twice": ("GET", "/search?q=cat&k=1&k=2", None, {}, 400, "'k' is given 2 times"),
+    "q given twice": ("GET", "/search?q=cat&q=dog", None, {}, 400, "'q' is given 2 times"),
+    "query string not utf-8": ("GET", "/search?q=%ff%fe", None, {}, 400, "not UTF-8"),
+    "encoded lone surrogate": ("GET", "/search?q=%ed%a0%80", None, {}, 400, "not UTF-8"),
+    "post k true": ("POST", "/search", b'{"queries": ["cat"], "k": true}', None, 400, "k:"),
+    "post k string": ("POST", "/search", b'{"queries": ["cat"], "k": "10"}', None, 400, "k:"),
+    "post k float": ("POST", "/search", b'{"queries": ["cat"], "k": 10.0}', None, 400, "k:"),
     "unknown index": ("GET", "/indexes/nope/search?q=cat", None, {}, 404, "no index named 'nope'"),
     "bad index name": ("GET", "/indexes/a.b/search?q=cat", None, {}, 400, "name:"),
     "path traversal": ("GET", "/indexes/..%2F..%2Fetc/search?q=cat", None, {}, 404, ""),
@@ -162,6 +170,27 @@ def test_bad_requests_get_a_json_4xx_and_the_server_keeps_serving(served, case):
     if status == 405:
         assert "GET" in reply.headers["allow"]
     assert served.get("/search?q=cat&k=1").json()["hits"][0]["rank"] == 1
+
+
+def test_a_mode_the_index_lacks_is_refused_in_the_api_s_terms(served):
+    searcher = served.searchers["small"]
+    lexical, searcher.lexical = searcher.lexical, None
+    try:
+        for reply in (served.get("/indexes/small/search?q=cat&mode=hybrid"),
+                      served.post_json("/indexes/small/search", {"queries": ["cat"], "mode": "bm25"})):
+            assert reply.status == 400, reply.body
+            error = reply.json()["error"]
+            assert error.startswith("index 'small' has no BM25 part") and "ask for mode dense" in error
+            assert str(served.small_index) not in error and "--mode" not in error
+    finally:
+        searcher.lexical = lexical
+
+
+def test_head_is_answered_wherever_get_is(served):
+    for path in ("/health", "/search?q=cat&k=1", "/"):
+        head = call(served.port, "HEAD", path)
+        assert head.status == 200 and head.body == b"" and int(head.headers["content-length"]) > 0
+    assert call(served.port, "HEAD", "/").headers["content-length"] == str(len(served.get("/").body))
 
 
 def test_a_failing_search_is_a_json_500_without_traceback(served):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -16,9 +17,20 @@ from retriever.serving.inputs import ApiError, Limits, check_hits, check_query, 
     (b'{"a": "quote \\" [[[", "b": [[1]]}', 3),  # nor after an escaped quote
     (b"[" * 5000 + b"]" * 5000, 5000),
     (b"[" * 5000, 5000),                     # unbalanced: still measured, json.loads reports the rest
+    (b'[["a", "b\\\\"], "[[[', 2),             # an unterminated string runs to the end
+    (b'[["x\\', 2),                           # ... even one ending in a lone backslash
 ])
 def test_json_depth_counts_nesting_outside_strings(raw, depth):
     assert json_depth(raw) == depth
+
+
+def test_json_depth_is_linear_on_unterminated_strings():
+    """A body of escaped quotes with no closing one made the old pattern rescan from every quote:
+    quadratic, minutes at the body limit, all of it on the event loop every client shares."""
+    started = time.perf_counter()
+    for body in (b'"' + b'\\"' * 128_000, b'"' * 256_000, b'"\\' * 128_000):
+        assert json_depth(body) == 0
+    assert time.perf_counter() - started < 2.0  # linear: milliseconds; the old pattern took minutes
 
 
 def test_check_query_refuses_lone_surrogates_with_the_reason():

@@ -8,10 +8,11 @@ import time
 import pytest
 from fastapi import FastAPI, Request
 
-from retriever.serving.protocol import request_deadline_protocol
+from retriever.serving.protocol import guarded_protocol
 from serving_fixtures import ServerThread, call
 
 TIMEOUT = 0.5
+HEAD_LIMIT = 8 * 1024
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +28,7 @@ def port():
     async def echo(request: Request) -> dict:
         return {"length": len(await request.body())}
 
-    server = ServerThread(app, http=request_deadline_protocol(TIMEOUT), timeout_keep_alive=5).start()
+    server = ServerThread(app, http=guarded_protocol(TIMEOUT, HEAD_LIMIT), timeout_keep_alive=5).start()
     yield server.port
     server.stop()
 
@@ -90,3 +91,58 @@ def test_the_deadline_restarts_for_each_request_on_a_keep_alive_connection(port)
             assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b'{"length":2}')
     finally:
         sock.close()
+
+
+def read_reply(sock: socket.socket) -> bytes:
+    sock.settimeout(5)
+    reply = b""
+    while True:
+        try:
+            piece = sock.recv(65536)
+        except (ConnectionResetError, socket.timeout):
+            break
+        if not piece:
+            break
+        reply += piece
+    return reply
+
+
+@pytest.mark.parametrize("head", [
+    b"GET /slow HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (4 * HEAD_LIMIT),   # one header, never finished
+    b"GET /slow HTTP/1.1\r\nHost: x\r\n" + b"X-Many: b\r\n" * HEAD_LIMIT,    # many small ones
+    b"GET /slow?q=" + b"c" * (2 * HEAD_LIMIT) + b" HTTP/1.1\r\n",            # a long URL
+])
+def test_a_head_over_the_cap_gets_a_json_431_and_is_closed(port, head):
+    sock = connect(port, b"")
+    try:
+        for start in range(0, len(head), 4096):  # in pieces, as a client streaming it would
+            try:
+                sock.sendall(head[start:start + 4096])
+            except OSError:
+                break
+        reply = read_reply(sock)
+    finally:
+        sock.close()
+    assert reply.startswith(b"HTTP/1.1 431 ")
+    assert b'{"error": "the request line and headers are over 8192 bytes' in reply
+
+
+def test_a_head_under_the_cap_with_a_large_body_in_the_same_packet_is_served(port):
+    body = b"x" * (4 * HEAD_LIMIT)
+    sock = connect(port, b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+                   % (len(body), body))
+    try:
+        reply = read_reply(sock)
+    finally:
+        sock.close()
+    assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b'{"length":%d}' % len(body))
+
+
+def test_a_malformed_request_gets_a_json_400(port):
+    sock = connect(port, b"GET /health HTTP/1.1\r\nContent-Length: -5\r\n\r\n")
+    try:
+        reply = read_reply(sock)
+    finally:
+        sock.close()
+    assert reply.startswith(b"HTTP/1.1 400 ") and b"application/json" in reply
+    assert b'{"error": "malformed HTTP request (invalid http request received)"}' in reply
