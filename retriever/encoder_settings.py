@@ -11,6 +11,7 @@ it); the model folder is read only when settings are made.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from dataclasses import dataclass, field
 
 from retriever.errors import RetrieverError
@@ -47,9 +48,10 @@ class EncoderSettings:
     @classmethod
     def for_model(cls, model: str = "minilm", **overrides: object) -> "EncoderSettings":
         """Defaults, then what the model folder's retriever.json records, then explicit overrides (non-None)."""
-        from retriever.model_loading import read_retriever_config
+        from retriever.model_loading import RETRIEVER_CONFIG, read_retriever_config, resolve_model_path
 
         values = {k: v for k, v in read_retriever_config(model).items() if k in OVERRIDABLE}
+        check_types(values, f"{resolve_model_path(model)}/{RETRIEVER_CONFIG}")
         values.update({k: v for k, v in overrides.items() if v is not None})
         unknown = set(values) - set(OVERRIDABLE)
         if unknown:
@@ -66,12 +68,14 @@ class EncoderSettings:
     def validate(self) -> None:
         from retriever.pooling import get_pooling
 
+        check_types(self.to_dict(), "encoder settings")
         get_pooling(self.pooling)
         if self.towers not in TOWERS:
             raise RetrieverError(f"unknown towers {self.towers!r}; choose one of {', '.join(TOWERS)}")
-        for name in ("query_max_length", "passage_max_length"):
-            if int(getattr(self, name)) < 2:
-                raise RetrieverError(f"{name} must be at least 2")
+        for name in ("passage_max_length", "query_max_length"):  # the query length defaults to the passage's
+            if getattr(self, name) < 2:
+                raise RetrieverError(f"{name} (--{name.replace('_', '-')}) must be at least 2, not "
+                                     f"{getattr(self, name)}")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -82,6 +86,21 @@ class EncoderSettings:
 
 
 _FIELDS = dataclasses.fields(EncoderSettings)
+# Each setting's type, without the None that means "the default" where a field allows it.
+_HINTS = typing.get_type_hints(EncoderSettings)
+_KINDS = {name: next((a for a in typing.get_args(hint) if a is not type(None)), hint) for name, hint in _HINTS.items()}
+_OPTIONAL = {name for name, hint in _HINTS.items() if type(None) in typing.get_args(hint)}
+_KIND_NAMES = {bool: "true or false", int: "a whole number", str: "a string"}
+
+
+def check_types(values: dict, source: str) -> None:
+    """Refuse a setting of the wrong JSON type (a retriever.json's "normalize": "false" would read as true)."""
+    for name, value in values.items():
+        kind = _KINDS.get(name)
+        if kind is None or (value is None and name in _OPTIONAL):
+            continue
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise RetrieverError(f"{source}: {name} must be {_KIND_NAMES[kind]}, not {value!r}; fix the value")
 # Settings a command line or a retriever.json may set (the model is named on its own).
 OVERRIDABLE = tuple(f.name for f in _FIELDS if f.name != "model")
 # What identifies the vectors: shards that differ in any of these cannot be mixed. Besides the settings, an

@@ -45,20 +45,39 @@ def resolve_model_path(name: str) -> str:
     return name
 
 
-def _hub_error(name: str, error: Exception) -> RetrieverError:
+def _load_error(name: str, path: str, what: str, error: Exception) -> RetrieverError:
+    """A local folder that fails to load is damaged (say which part); anything else failed on the hub."""
+    reason = f"{type(error).__name__}: {str(error).splitlines()[0]}" if str(error) else type(error).__name__
+    if Path(path).is_dir():
+        return RetrieverError(f"{path}: cannot load its {what} ({reason}); the model folder is damaged or "
+                              "incomplete, so save or download it again")
     return RetrieverError(
         f"could not load model {name!r}: it is not a local folder and fetching it from the Hugging Face hub "
-        f"failed ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}). "
-        "Download it where there is network access (e.g. `hf download ORG/NAME --local-dir DIR`) "
-        "and pass the folder, e.g. --model DIR, or use --model minilm for the shipped weights")
+        f"failed ({reason}). Download it where there is network access (e.g. `hf download ORG/NAME "
+        "--local-dir DIR`) and pass the folder, e.g. --model DIR, or use --model minilm for the shipped weights")
 
 
 def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
+    """The folder's tokenizer, refused when it has no vocabulary: without its files, transformers quietly
+    builds one of the special tokens alone, and every word becomes [UNK]."""
     path = resolve_model_path(name)
     try:
-        return AutoTokenizer.from_pretrained(path)
+        tokenizer = AutoTokenizer.from_pretrained(path)
     except (OSError, ValueError) as error:
-        raise _hub_error(name, error) from None
+        raise _load_error(name, path, "tokenizer", error) from None
+    if len(tokenizer.get_vocab()) <= len(set(tokenizer.all_special_tokens)):
+        raise RetrieverError(f"{path}: the tokenizer has no vocabulary, only its special tokens; the folder lacks "
+                             "its tokenizer files (tokenizer.json or vocab.txt): copy them from the model it "
+                             "was trained from")
+    return tokenizer
+
+
+def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
+    """A hash of the vocabulary, so a tokenizer swapped or lost under an index is noticed like changed weights."""
+    digest = hashlib.sha256(type(tokenizer).__name__.removesuffix("Fast").encode())
+    for token, token_id in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1]):
+        digest.update(f"{token_id}\t{token}\n".encode())
+    return digest.hexdigest()[:32]
 
 
 def load_model(name: str, model_class: Any = AutoModel, **kwargs: Any) -> tuple[PreTrainedModel, dict]:
@@ -72,7 +91,7 @@ def load_model(name: str, model_class: Any = AutoModel, **kwargs: Any) -> tuple[
         raise RetrieverError(f"{path}: the weights file cannot be loaded as plain tensors ({reason}); it is "
                              "damaged or holds code, so replace it (safetensors preferred)") from None
     except (OSError, ValueError) as error:
-        raise _hub_error(name, error) from None
+        raise _load_error(name, path, "config or weights", error) from None
     return model, info
 
 

@@ -24,6 +24,7 @@ from retriever.lexical import missing_lexical_message, open_lexical
 from retriever.tuning import apply_search_params
 from retriever.runs import Run, rank_order
 from retriever.texts import passage_text
+from retriever import tie_cut
 
 
 @dataclass(frozen=True)
@@ -124,20 +125,29 @@ class Searcher:
 
     def rank(self, texts: Sequence[str], k: int, mode: str | None = None, vectors: np.ndarray | None = None,
              nprobe: int | None = None, ef_search: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k (scores, FAISS labels) per query in ``mode``; ``vectors`` are the encoded texts if at hand."""
+        """Top-k (scores, FAISS labels) per query in ``mode``, in ``rank_order`` (so every prefix is the
+        top of a smaller k, ties included: see ``tie_cut``); ``vectors`` are the encoded texts if at hand."""
         mode = self.check_mode(mode or self.mode)
         if k < 1:
             raise RetrieverError("k must be at least 1")
         if mode != "bm25" and vectors is None:
             vectors = self.encoder.encode_queries(list(texts))
-        if mode == "dense":
-            return self.search_vectors(vectors, k, nprobe, ef_search)
-        depth = max(k, self.fusion.depth) if mode == "hybrid" else k
+        dense = lambda rows, depth: self.search_vectors(vectors[rows], depth, nprobe, ef_search)  # noqa: E731
+        lexical = lambda rows, depth: self._lexical([texts[i] for i in rows], depth)  # noqa: E731
+        if mode != "hybrid":
+            return self._top_k(dense if mode == "dense" else lexical, len(texts), k)
+        depth = max(k, self.fusion.depth)
+        dense_top, lexical_top = self._top_k(dense, len(texts), depth), self._top_k(lexical, len(texts), depth)
+        fused = lambda rows, top: fuse((dense_top[0][rows], dense_top[1][rows]),  # noqa: E731
+                                       (lexical_top[0][rows], lexical_top[1][rows]), self.fusion, top)
+        return self._top_k(fused, len(texts), k)
+
+    def _top_k(self, search, queries: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        return tie_cut.top_k(search, queries, k, self.index.ntotal, self.documents.ids_of)
+
+    def _lexical(self, texts: Sequence[str], depth: int) -> tuple[np.ndarray, np.ndarray]:
         scores, rows = self.lexical.search(texts, depth)
-        lexical = scores, np.where(rows >= 0, self.documents.labels_of_rows(np.maximum(rows, 0)), -1)
-        if mode == "bm25":
-            return lexical
-        return fuse(self.search_vectors(vectors, depth, nprobe, ef_search), lexical, self.fusion, k)
+        return scores, np.where(rows >= 0, self.documents.labels_of_rows(np.maximum(rows, 0)), -1)
 
     def search_vectors(self, vectors: np.ndarray, k: int, nprobe: int | None = None,
                        ef_search: int | None = None) -> tuple[np.ndarray, np.ndarray]:

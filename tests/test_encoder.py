@@ -70,3 +70,25 @@ def test_unreachable_hub_id_says_how_to_pass_a_folder():
     assert constants.HF_HUB_OFFLINE, "conftest.py must make the hub offline before huggingface_hub is imported"
     with pytest.raises(RetrieverError, match="pass the folder"):
         Encoder(EncoderSettings(model="some-org/not-a-real-model"), device="cpu")
+
+
+def test_a_folder_without_tokenizer_files_is_refused_not_read_as_all_unknown(tmp_path):
+    folder = make_tiny_bert(tmp_path / "model")
+    for path in folder.glob("tokenizer*"):
+        path.unlink()
+    (folder / "vocab.txt").unlink(missing_ok=True)
+    (folder / "special_tokens_map.json").unlink(missing_ok=True)
+    with pytest.raises(RetrieverError, match="the tokenizer has no vocabulary, only its special tokens"):
+        Encoder(EncoderSettings(model=str(folder)), device="cpu")
+
+
+@pytest.mark.parametrize("damage, part", [
+    (lambda folder: (folder / "config.json").write_text("{not json"), "cannot load its tokenizer"),
+    (lambda folder: (folder / "model.safetensors").unlink(), "cannot load its config or weights"),
+])
+def test_a_damaged_local_folder_is_named_as_such_not_blamed_on_the_hub(tmp_path, damage, part):
+    folder = make_tiny_bert(tmp_path / "model")
+    damage(folder)
+    with pytest.raises(RetrieverError, match=f"{part} .*the model folder is damaged or incomplete") as raised:
+        Encoder(EncoderSettings(model=str(folder)), device="cpu")
+    assert "hub" not in str(raised.value)

@@ -48,3 +48,19 @@ def test_importing_the_settings_loads_no_torch():
     code = "import sys, retriever.shards, retriever.encoder_settings; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("recorded, message", [
+    ({"normalize": "false"}, "normalize must be true or false, not 'false'"),
+    ({"passage_max_length": "abc"}, "passage_max_length must be a whole number, not 'abc'"),
+    ({"passage_max_length": 20.9}, "passage_max_length must be a whole number, not 20.9"),
+    ({"query_max_length": True}, "query_max_length must be a whole number, not True"),
+    ({"query_prefix": 5}, "query_prefix must be a string, not 5"),
+])
+def test_a_retriever_json_value_of_the_wrong_type_is_refused_naming_the_file(tmp_path, recorded, message):
+    folder = make_tiny_bert(tmp_path / "trained")
+    (folder / "retriever.json").write_text(json.dumps(recorded))
+    with pytest.raises(RetrieverError, match=f"retriever.json: {message}; fix the value"):
+        EncoderSettings.for_model(str(folder))
+    (folder / "retriever.json").write_text(json.dumps({"passage_max_length": None, "normalize": False}))
+    assert EncoderSettings.for_model(str(folder)).normalize is False  # null still means the default

@@ -123,3 +123,34 @@ def test_tied_documents_rank_the_same_in_search_run_and_evaluation(tiny_model_di
     evaluated = trec_order(run["q"])
     assert [h.id for h in hits] == evaluated == list(run["q"]) == [d for d, _ in ranked_hits(run["q"])]
     assert [h.rank for h in hits] == list(range(1, 7))
+
+
+def test_which_tied_documents_are_kept_does_not_depend_on_k(tiny_model_dir, tmp_path):
+    """FAISS and bm25s keep the tied documents they list first; a cut inside a tie must keep the ones
+    rank_order puts first (ids descending), so k=1's hit is k=4's first, in every mode."""
+    from conftest import write_jsonl
+    from retriever.lexical import LexicalParams
+
+    rows = [{"_id": d, "title": "", "text": "honey bee flower"} for d in ["t1", "t2", "t3", "t4"]]
+    rows += [{"_id": f"o{i}", "title": "", "text": text} for i, text in enumerate(["volcano lava", "whale ocean"])]
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", rows)
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(corpus, tmp_path / "idx", encoder, IndexParams("flat"), progress=False, lexical=LexicalParams())
+    searcher = Searcher(tmp_path / "idx", device="cpu", dtype="fp32")
+    for mode in ("dense", "bm25", "hybrid"):
+        kept = [[h.id for h in searcher.search(["honey bee flower"], k=k, mode=mode)[0]] for k in range(1, 5)]
+        assert kept == [["t4", "t3", "t2", "t1"][:k] for k in range(1, 5)], mode
+
+
+def test_a_changed_tokenizer_is_refused_like_changed_weights(tiny_beir, tmp_path):
+    from conftest import build_vocab
+    from transformers import BertTokenizerFast
+
+    model = make_tiny_bert(tmp_path / "model", seed=2)
+    encoder = Encoder(EncoderSettings(model=str(model)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "idx", encoder, progress=False)
+    vocab = build_vocab()
+    vocab[10], vocab[11] = vocab[11], vocab[10]  # same size, two words swapped: the weights do not notice
+    BertTokenizerFast(vocab={token: i for i, token in enumerate(vocab)}, do_lower_case=True).save_pretrained(model)
+    with pytest.raises(RetrieverError, match="tokenizer with vocabulary .* its tokenizer files changed since"):
+        Searcher(tmp_path / "idx", device="cpu")
