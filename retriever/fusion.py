@@ -16,6 +16,7 @@ only documents equal on both keys stay tied and are ordered there, by doc id, li
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -41,8 +42,10 @@ class FusionParams:
             raise RetrieverError(f"unknown fusion {self.method!r}; use one of {', '.join(METHODS)}")
         if not 0.0 <= self.alpha <= 1.0:
             raise RetrieverError(f"--alpha {self.alpha} is outside 0..1 (the weight of the dense score)")
-        if self.rrf_k <= 0 or self.depth < 1:
-            raise RetrieverError("--rrf-k must be positive and --fusion-depth at least 1")
+        if not (math.isfinite(self.rrf_k) and self.rrf_k > 0):  # nan and inf pass "> 0" checks
+            raise RetrieverError(f"--rrf-k must be a positive finite number, not {self.rrf_k}")
+        if self.depth < 1:
+            raise RetrieverError(f"--fusion-depth must be at least 1, not {self.depth}")
 
     def record(self) -> dict:
         return asdict(self)

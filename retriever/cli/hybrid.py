@@ -5,12 +5,14 @@ Each decorator turns its flags into one value before the command runs (``mode`` 
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from retriever.cli.options import collapsing, compose
+from retriever.errors import RetrieverError
 from retriever.fusion import METHODS as FUSIONS
 from retriever.fusion import MODES, FusionParams
 from retriever.lexical import METHODS as BM25_METHODS
@@ -26,9 +28,24 @@ def _fusion_overrides(fusion: str | None, alpha: float | None, rrf_k: float | No
     return overrides
 
 
-def mode_options(default: str = "dense") -> Callable:
-    """--mode and the fusion flags → ``mode`` and ``fusion_overrides`` (None values keep the manifest's)."""
+def _fusion_only_for_hybrid(function: Callable) -> Callable:
+    """A fusion flag with --mode dense or bm25 would do nothing: refused, so no flag is silently unused."""
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        given = [name for name, value in kwargs["fusion_overrides"].items() if value is not None]
+        if given and kwargs["mode"] != "hybrid":
+            flag = {"method": "--fusion", "rrf_k": "--rrf-k", "depth": "--fusion-depth"}.get(given[0], "--alpha")
+            raise RetrieverError(f"{flag} applies only to --mode hybrid, not --mode {kwargs['mode']}: drop it "
+                                 "or add --mode hybrid")
+        return function(*args, **kwargs)
+    return wrapper
+
+
+def mode_options(default: str = "dense", per_request: bool = False) -> Callable:
+    """--mode and the fusion flags → ``mode`` and ``fusion_overrides`` (None values keep the manifest's).
+    ``per_request``: the mode is only a default (serve), so fusion flags stand whatever it is."""
     collapse = collapsing(("fusion", "alpha", "rrf_k", "fusion_depth"), "fusion_overrides", _fusion_overrides)
+    checks = () if per_request else (_fusion_only_for_hybrid,)
     return compose(
         click.option("--mode", type=click.Choice(MODES), default=default, show_default=True,
                      help="dense (FAISS), bm25 (the index's BM25 part) or hybrid (both, fused)."),
@@ -42,8 +59,10 @@ def mode_options(default: str = "dense") -> Callable:
                      help="RRF constant k in 1/(k + rank) (alone, it implies --fusion rrf). [default: the "
                           "manifest's, else 60]"),
         click.option("--fusion-depth", type=click.IntRange(min=1), default=None,
-                     help="Hybrid fuses the top this-many of each list. [default: the manifest's, else 1000]"),
+                     help="Hybrid fuses the top this-many of each list, or the top k when k is larger. [default: "
+                          "the manifest's, else 1000]"),
         collapse,
+        *checks,  # innermost: sees ``fusion_overrides`` once ``collapse`` has made it
     )
 
 

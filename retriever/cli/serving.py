@@ -84,7 +84,7 @@ def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict
                    "[default: 2, or 1 on a single core]")
 @click.option("--access-log/--no-access-log", default=False, show_default=True,
               help="Log every request (costs throughput).")
-@mode_options()
+@mode_options(per_request=True)
 def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_ms, max_query_chars, max_body_bytes,
                   max_queries, max_hits, max_response_bytes, request_timeout, max_head_bytes, timeout_keep_alive,
                   threads, workers, access_log, mode, fusion_overrides):

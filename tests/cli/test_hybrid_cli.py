@@ -30,8 +30,9 @@ def test_dense_only_index_gets_bm25_later_and_searches_in_every_mode(tmp_path, t
     result = runner.invoke(main, ["search", str(index), "the of and", "--mode", "bm25", *COMMON])
     assert result.exit_code == 0 and "no hits: BM25 returns only passages that share a term" in result.output
     for mode in ("dense", "bm25", "hybrid"):
+        fusion = ["--fusion", "rrf"] if mode == "hybrid" else []
         result = runner.invoke(main, ["evaluate", "--index", str(index), "--dataset", str(tiny_beir), "--mode", mode,
-                                      "--fusion", "rrf", "--metrics", "ndcg@10", *COMMON])
+                                      *fusion, "--metrics", "ndcg@10", *COMMON])
         assert result.exit_code == 0 and "ndcg@10" in result.output, result.output
     result = runner.invoke(main, ["mine", str(index), "--dataset", str(tiny_beir), "--split", "train", "--mode",
                                   "bm25", "-o", str(tmp_path / "neg.jsonl"), *COMMON])
@@ -57,5 +58,18 @@ def test_fusion_flags_that_contradict_each_other_fail_before_the_index_is_opened
                            (["--fusion", "convex", "--rrf-k", "10"], "--rrf-k does not apply to --fusion convex"),
                            (["--alpha", "0.3", "--rrf-k", "10"], "give one of them")):
         result = CliRunner().invoke(main, ["search", str(missing), "q", "--mode", "hybrid", *flags, *COMMON])
+        assert result.exit_code == 1 and message in result.output, result.output
+        assert len(result.output.strip().splitlines()) == 1
+
+
+def test_fusion_flags_outside_hybrid_and_non_finite_rrf_k_fail_before_the_index_is_opened(tmp_path):
+    missing = tmp_path / "not-an-index"
+    missing.mkdir()
+    for args, message in ((["--mode", "bm25", "--alpha", "0.2"], "--alpha applies only to --mode hybrid, not --mode "
+                                                                  "bm25"),
+                          (["--fusion-depth", "5"], "--fusion-depth applies only to --mode hybrid, not --mode dense"),
+                          (["--mode", "hybrid", "--rrf-k", "nan"], "--rrf-k must be a positive finite number, not nan"),
+                          (["--mode", "hybrid", "--rrf-k", "inf"], "--rrf-k must be a positive finite number, not inf")):
+        result = CliRunner().invoke(main, ["search", str(missing), "q", *args, *COMMON])
         assert result.exit_code == 1 and message in result.output, result.output
         assert len(result.output.strip().splitlines()) == 1
