@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from retriever.errors import InputFileError
+from retriever.errors import InputFileError, RetrieverError
 
 
 def temporary_path(path: Path) -> Path:
@@ -19,9 +19,27 @@ def temporary_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
 
 
+def output_file_problem(path: Path) -> str | None:
+    """Why a file could never be written at ``path`` (a folder is there, or a file where a folder must be),
+    so commands can refuse it before their work rather than fail at the end of it."""
+    if path.is_dir():
+        return f"{path} is a folder; give a file path"
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                return f"{parent} is a file, so {path} cannot be created under it; give another path"
+            if not os.access(parent, os.W_OK | os.X_OK):
+                return f"cannot create files in {parent}; give another path"
+            return None
+    return None
+
+
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> None:
     """Let ``write`` fill a temporary file, then make it ``path`` in one rename; a failure leaves nothing."""
     path = Path(path)
+    problem = output_file_problem(path)
+    if problem:
+        raise RetrieverError(f"cannot write {path}: {problem}")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temporary_path(path)
     try:

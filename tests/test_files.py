@@ -43,3 +43,18 @@ def test_missing_json_is_an_error_unless_a_default_is_given(tmp_path):
     with pytest.raises(RetrieverError, match="missing.json: file not found"):
         read_json(tmp_path / "missing.json")
     assert read_json_object(tmp_path / "missing.json", missing={}) == {}
+
+
+def test_a_path_that_could_never_be_written_is_refused_before_any_work(tmp_path):
+    from retriever.errors import RetrieverError
+    from retriever.files import output_file_problem
+
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "afile").write_text("keep")
+    assert output_file_problem(tmp_path / "folder") == f"{tmp_path / 'folder'} is a folder; give a file path"
+    assert "afile is a file, so" in output_file_problem(tmp_path / "afile" / "sub" / "run.trec")
+    assert output_file_problem(tmp_path / "new" / "deeper" / "run.trec") is None
+    calls = []
+    with pytest.raises(RetrieverError, match="is a folder"):
+        atomic_write(tmp_path / "folder", calls.append)
+    assert calls == [] and (tmp_path / "afile").read_text() == "keep"

@@ -3,15 +3,31 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from pathlib import Path
 
 import click
 
 from retriever.corpus import FORMATS, Fields
 from retriever.device import DTYPES
 from retriever.encoder_settings import OVERRIDABLE, TOWERS
+from retriever.files import output_file_problem
 from retriever.pooling import POOLINGS
 
 Decorator = Callable[[Callable], Callable]
+
+
+class OutputFile(click.Path):
+    """A file a command writes at the end of its work: a path that could never be written is refused first."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False, path_type=Path)
+
+    def convert(self, value, param, ctx) -> Path:
+        path = super().convert(value, param, ctx)
+        problem = output_file_problem(Path(path))
+        if problem:
+            self.fail(problem, param, ctx)
+        return path
 
 
 def compose(*decorators: Decorator) -> Decorator:

@@ -11,7 +11,7 @@ import click
 from tqdm import tqdm
 
 from retriever.cli.hybrid import mode_options
-from retriever.cli.options import compose, corpus_options, device_options, fields_from, report_truncation
+from retriever.cli.options import OutputFile, compose, corpus_options, device_options, fields_from, report_truncation
 from retriever.corpus import BeirDataset, Fields, Query, read_queries
 from retriever.errors import RetrieverError
 from retriever.files import write_json
@@ -78,7 +78,7 @@ def print_hits(hits: list[Hit]) -> None:
 @click.option("--queries", type=click.Path(exists=True, allow_dash=True, path_type=Path), default=None,
               help="Batch mode: a queries file (JSONL/TSV/Parquet or BEIR folder), or - for standard input "
                    "(JSONL unless --format says tsv); writes a run file to --output.")
-@click.option("--output", "-o", type=click.Path(path_type=Path), default=None,
+@click.option("--output", "-o", type=OutputFile(), default=None,
               help="Run file to write in batch mode. [default: standard output]")
 @click.option("--run-format", type=click.Choice(["trec", "jsonl"]), default="trec", show_default=True,
               help="Batch-mode output: TREC run (qid Q0 docid rank score tag) or JSONL.")
@@ -115,6 +115,10 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
                            "and words under two characters are not terms)", err=True)
         return
     batch = _read_batch(queries, fmt, fields_from(id_field, text_field, title_field))
+    blank = [q.id for q in batch if not q.text.strip()]
+    if blank:  # searched all the same, so the run has every query id; their hits are arbitrary
+        click.echo(f"warning: {len(blank)} of {len(batch)} queries have empty text (e.g. "
+                   f"{', '.join(map(repr, blank[:3]))}); their hits match nothing in particular", err=True)
     configure_batch_threads()
     with tqdm(total=len(batch), desc="search", unit="q", file=sys.stderr) as bar:
         run = searcher.run([q.id for q in batch], [q.text for q in batch], k=k, nprobe=nprobe, ef_search=ef_search,
@@ -134,7 +138,10 @@ def _read_batch(queries: Path, fmt: str, fields: Fields) -> list[Query]:
         spooled = Path(folder) / f"stdin{suffix}"
         with open(spooled, "wb") as file:
             shutil.copyfileobj(sys.stdin.buffer, file)
-        return read_queries(spooled, fmt, fields)
+        try:
+            return read_queries(spooled, fmt, fields)
+        except RetrieverError as error:  # the spooled file is gone once this returns: name what the user gave
+            raise RetrieverError(str(error).replace(str(spooled), "standard input")) from None
 
 
 @click.command("evaluate")
@@ -151,9 +158,9 @@ def _read_batch(queries: Path, fmt: str, fields: Fields) -> list[Query]:
               help="Search depth with --index.")
 @click.option("--metrics", default=",".join(DEFAULT_METRICS), show_default=True,
               help="Comma-separated metrics: recall@k, mrr@k, ndcg@k, map@k.")
-@click.option("--output", "-o", type=click.Path(path_type=Path), default=None,
+@click.option("--output", "-o", type=OutputFile(), default=None,
               help="Write the per-query and mean metrics as JSON here.")
-@click.option("--save-run", type=click.Path(path_type=Path), default=None,
+@click.option("--save-run", type=OutputFile(), default=None,
               help="With --index: also write the TREC run file here.")
 @searcher_options()
 @mode_options()

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from retriever.cli.hybrid import mode_options
-from retriever.cli.options import (compose, corpus_options, device_options, encoder_options, fields_from,
+from retriever.cli.options import (OutputFile, compose, corpus_options, device_options, encoder_options, fields_from,
                                    renamed_option, runtime_options)
 
 REPORT_TO = ("none", "tensorboard")
@@ -132,7 +132,7 @@ def _str(path: Path | None) -> str | None:
 @click.option("--dataset", type=EXISTING_DIR, required=True, help="BEIR folder whose queries and qrels are mined.")
 @click.option("--split", default="train", show_default=True, help="qrels/<split>.tsv: its judged queries are mined "
               "and its positives skipped.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), required=True,
+@click.option("--output", "-o", type=OutputFile(), required=True,
               help='JSONL to write, one {"query_id", "negatives": [doc ids]} a line (for `retriever train '
                    '--negatives`).')
 @click.option("--depth", type=click.IntRange(min=1), default=100, show_default=True,

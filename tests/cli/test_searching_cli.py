@@ -1,0 +1,39 @@
+"""`search`, `evaluate` and `mine` output paths: one that could never be written is refused before any work."""
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from retriever.cli import main
+
+
+@pytest.mark.parametrize("command, flag", [
+    (["search", "{index}", "--queries", "{queries}"], "-o"),
+    (["evaluate", "--index", "{index}", "--dataset", "{index}"], "--save-run"),
+    (["evaluate", "--run", "{queries}", "--qrels", "{queries}"], "-o"),
+    (["mine", "{index}", "--dataset", "{index}"], "-o"),
+])
+def test_an_output_under_a_file_or_onto_a_folder_is_refused_before_the_index_is_opened(tmp_path, command, flag):
+    index = tmp_path / "not-an-index"  # never opened: the path check comes first
+    index.mkdir()
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text('{"_id": "q1", "text": "cat"}\n')
+    args = [part.format(index=index, queries=queries) for part in command]
+    for target, message in ((queries / "run.trec", "is a file, so"), (index, "is a directory")):
+        result = CliRunner().invoke(main, [*args, flag, str(target)])
+        assert result.exit_code == 2 and message in result.output, result.output
+    assert queries.read_text() == '{"_id": "q1", "text": "cat"}\n'
+
+
+def test_batch_search_names_standard_input_and_warns_of_empty_queries(tmp_path, tiny_beir, tiny_model_dir):
+    from retriever.encoder import Encoder, EncoderSettings
+    from retriever.indexing import IndexParams, encode_and_index
+
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "idx", encoder, IndexParams("flat"), progress=False, lexical=None)
+    common = ["search", str(tmp_path / "idx"), "--queries", "-", "-k", "2", "--device", "cpu", "--dtype", "fp32"]
+    result = CliRunner().invoke(main, common, input='{"_id": "q1"}\n')
+    assert result.exit_code == 1 and "error: standard input:1: missing text field 'text'" in result.output
+    result = CliRunner().invoke(main, common, input='{"_id": "qe", "text": " "}\n{"_id": "q1", "text": "cat"}\n')
+    assert result.exit_code == 0, result.output
+    assert "warning: 1 of 2 queries have empty text (e.g. 'qe')" in result.output
