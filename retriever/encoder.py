@@ -21,7 +21,7 @@ from retriever.model_loading import (load_model, load_tokenizer, resolve_model_p
                                      weights_fingerprint)
 from retriever.pooling import check_pooler_weights, get_pooling
 from retriever.recorded_paths import recorded_model
-from retriever.texts import CHARS_PER_TOKEN, passage_text, tokenize_bounded
+from retriever.texts import CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN, passage_text, tokenize_bounded
 
 
 def position_limit(config) -> int | None:
@@ -95,7 +95,8 @@ class Encoder:
         # Full max length and either tokens left over (fast tokenizers keep them) or text the tokenizer never
         # saw (tokenize_bounded hands it only the head of a long text): the text was cut.
         overflowing = [bool(e.overflowing) for e in encoded.encodings] if encoded.encodings else [True] * len(texts)
-        cut = sum(len(ids) >= max_length and (over or len(text) > CHARS_PER_TOKEN * max_length)
+        cut = sum(len(text) > MAX_CHARS_PER_TOKEN * max_length  # its tail was never read
+                  or (len(ids) >= max_length and (over or len(text) > CHARS_PER_TOKEN * max_length))
                   for ids, over, text in zip(encoded["input_ids"], overflowing, texts))
         counts = self.__dict__.setdefault("cut_counts", {})  # set lazily: subclasses skip __init__
         seen = counts.get(kind, (0, 0))

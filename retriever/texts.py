@@ -9,6 +9,10 @@ from retriever.errors import RetrieverError
 
 # A first guess of how many characters max_length tokens span; a text cut too short is retried with more.
 CHARS_PER_TOKEN = 8
+# Past this many characters per allowed token the rest of a text is not read: a head this long that still
+# yields fewer tokens is whitespace or one unknown "word" (a base64 blob, a run of one letter), and reading
+# on would cost time in proportion to the text. Such texts are counted as cut.
+MAX_CHARS_PER_TOKEN = 128
 _WHITESPACE = re.compile(r"\s")
 
 
@@ -65,13 +69,13 @@ def tokenize_bounded(tokenizer, texts: Sequence[str], max_length: int):
     A tokenizer reads a whole text before it truncates, so one huge line costs memory and time in proportion to
     its length. Each text is cut at a word boundary after ``CHARS_PER_TOKEN * max_length`` characters; a cut
     text that then yields fewer than ``max_length`` tokens is retried with twice as many characters, so the
-    result equals tokenising the whole text.
+    result equals tokenising the whole text, up to ``MAX_CHARS_PER_TOKEN * max_length`` characters.
     """
-    limit = CHARS_PER_TOKEN * max_length
+    limit, most = CHARS_PER_TOKEN * max_length, MAX_CHARS_PER_TOKEN * max_length
     encoded = tokenizer([_head(t, limit) for t in texts], truncation=True, max_length=max_length)
     pending = [i for i, text in enumerate(texts) if len(text) > limit and len(encoded["input_ids"][i]) < max_length]
-    while pending:
-        limit *= 2
+    while pending and limit < most:
+        limit = min(2 * limit, most)
         again = tokenizer([_head(texts[i], limit) for i in pending], truncation=True, max_length=max_length)
         for j, i in enumerate(pending):
             for key in encoded.keys():

@@ -92,3 +92,12 @@ def test_a_damaged_local_folder_is_named_as_such_not_blamed_on_the_hub(tmp_path,
     with pytest.raises(RetrieverError, match=f"{part} .*the model folder is damaged or incomplete") as raised:
         Encoder(EncoderSettings(model=str(folder)), device="cpu")
     assert "hub" not in str(raised.value)
+
+
+def test_a_text_read_only_up_to_the_bound_is_counted_as_cut(tiny_model_dir):
+    from retriever.texts import MAX_CHARS_PER_TOKEN
+
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir), passage_max_length=16), device="cpu", dtype="fp32")
+    encoder.encode_queries(["x" * (MAX_CHARS_PER_TOKEN * 16 + 10), "cat", "x" * 500])
+    assert encoder.truncation_report() == ["note: 1 of 3 queries were longer than 16 tokens and were cut "
+                                           "(--query-max-length)"]

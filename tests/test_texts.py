@@ -4,7 +4,7 @@ import pytest
 
 from retriever.errors import RetrieverError
 from retriever.model_loading import load_tokenizer
-from retriever.texts import CHARS_PER_TOKEN, check_text, id_problem, passage_text, text_problem, tokenize_bounded
+from retriever.texts import CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN, check_text, id_problem, passage_text, text_problem, tokenize_bounded
 
 
 def test_text_problem_finds_lone_surrogates_only():
@@ -29,8 +29,8 @@ def test_id_problem(value, ok):
 ])
 def test_tokenize_bounded_equals_whole_text_tokenisation(tiny_model_dir, text):
     tokenizer = load_tokenizer(str(tiny_model_dir))
-    expected = tokenizer([text], truncation=True, max_length=16)
-    assert tokenize_bounded(tokenizer, [text], 16)["input_ids"] == expected["input_ids"]
+    expected = tokenizer([text], truncation=True, max_length=64)  # every text is under 128 x 64 characters
+    assert tokenize_bounded(tokenizer, [text], 64)["input_ids"] == expected["input_ids"]
 
 
 def test_tokenize_bounded_hands_the_tokenizer_only_a_head(tiny_model_dir):
@@ -43,6 +43,20 @@ def test_tokenize_bounded_hands_the_tokenizer_only_a_head(tiny_model_dir):
 
     tokenize_bounded(spy, ["cat " * 1_000_000], 32)
     assert max(seen) <= CHARS_PER_TOKEN * 32
+
+
+@pytest.mark.parametrize("text", ["x" * 1_000_000, " " * 1_000_000 + "cat", "a" + "\u200b" * 1_000_000])
+def test_a_huge_text_that_yields_few_tokens_is_read_only_up_to_the_bound(tiny_model_dir, text):
+    """Doubling the head until it yields max_length tokens read all of such a text: time in proportion to it."""
+    tokenizer = load_tokenizer(str(tiny_model_dir))
+    seen = []
+
+    def spy(texts, **kwargs):
+        seen.extend(len(t) for t in texts)
+        return tokenizer(texts, **kwargs)
+
+    tokenize_bounded(spy, [text, "a cat"], 32)
+    assert max(seen) <= MAX_CHARS_PER_TOKEN * 32
 
 
 def test_passage_text_joins_title_and_text_as_beir_does():
