@@ -103,6 +103,42 @@ def read_manifest(index_dir: str | Path) -> dict:
     path = index_dir / MANIFEST_FILE
     if not path.is_file():
         raise RetrieverError(f"{index_dir}: not an index folder (no {MANIFEST_FILE}); build one with `retriever build`")
-    return read_json_object(path, REBUILD)
+    manifest = read_json_object(path, REBUILD)
+    check_manifest_shape(manifest, path)
+    return manifest
+
+
+_NONE = type(None)
+# The type of every manifest entry the code reads, where it is present, so a hand-edited or damaged manifest
+# fails here in one line rather than as an AttributeError deep in a command.
+MANIFEST_SHAPE: dict[str, type | tuple[type, ...]] = {
+    "encoder": dict, "corpus": dict, "index": dict, "integrity": dict, "lexical": (dict, _NONE),
+    "fusion": (dict, _NONE), "index.count": int, "index.dim": int, "index.type": str, "index.factory": str,
+    "index.search_defaults": (dict, _NONE), "index.tuning": (dict, _NONE), "integrity.files": dict,
+    "integrity.ids_sha256": str, "lexical.files": dict, "lexical.documents": int, "corpus.documents": int,
+}
+_FILE_RECORD = {"bytes": int, "sha256": str}
+
+
+def check_manifest_shape(manifest: dict, path: Path) -> None:
+    """Refuse entries of the wrong type (``MANIFEST_SHAPE``) and file records without their size and hash."""
+    def refuse(key: str, value: object, expected: str) -> None:
+        raise RetrieverError(f"{path}: {key} is {type(value).__name__} {str(value)[:40]!r}, not {expected}; "
+                             f"{REBUILD}")
+
+    for key, expected in MANIFEST_SHAPE.items():
+        parent, _, name = key.rpartition(".")
+        holder = manifest.get(parent) if parent else manifest
+        if isinstance(holder, dict) and name in holder:
+            value = holder[name]
+            if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+                kinds = expected if isinstance(expected, tuple) else (expected,)
+                refuse(key, value, " or ".join("null" if k is _NONE else k.__name__ for k in kinds))
+    for part in ("integrity", "lexical"):
+        for name, record in ((manifest.get(part) or {}).get("files") or {}).items():
+            for field, kind in _FILE_RECORD.items():
+                if not isinstance(record, dict) or not isinstance(record.get(field), kind):
+                    refuse(f"{part}.files[{name!r}].{field}", record.get(field) if isinstance(record, dict)
+                           else record, kind.__name__)
 
 

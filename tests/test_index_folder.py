@@ -12,3 +12,27 @@ def test_manifest_round_trip_and_errors_name_the_file(tmp_path):
     (tmp_path / MANIFEST_FILE).write_text('{"format_version": ', encoding="utf-8")
     with pytest.raises(RetrieverError, match=r"manifest\.json:1: malformed JSON .*; the index folder is damaged"):
         read_manifest(tmp_path)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda m: m.update(lexical="yes"), "lexical is str 'yes', not dict or null"),
+    (lambda m: m["index"].update(count="two"), "index.count is str 'two', not int"),
+    (lambda m: m["index"].update(count=True), "index.count is bool 'True', not int"),
+    (lambda m: m.update(integrity=[]), "integrity is list '[]', not dict"),
+    (lambda m: m["index"].update(tuning=[1]), "index.tuning is list '[1]', not dict or null"),
+    (lambda m: m["integrity"]["files"]["index.faiss"].pop("bytes"),
+     "integrity.files['index.faiss'].bytes is NoneType 'None', not int"),
+])
+def test_a_manifest_entry_of_the_wrong_type_is_one_line_naming_it(tmp_path, edit, message):
+    import json
+
+    manifest = {"encoder": {}, "corpus": {"documents": 2}, "lexical": None,
+                "index": {"type": "flat", "count": 2, "tuning": None, "search_defaults": {}},
+                "integrity": {"files": {"index.faiss": {"bytes": 10, "sha256": "ab"}}, "ids_sha256": "cd"}}
+    (tmp_path / MANIFEST_FILE).write_text(json.dumps(manifest))
+    assert read_manifest(tmp_path)["index"]["count"] == 2
+    edit(manifest)
+    (tmp_path / MANIFEST_FILE).write_text(json.dumps(manifest))
+    with pytest.raises(RetrieverError) as raised:
+        read_manifest(tmp_path)
+    assert str(raised.value).startswith(f"{tmp_path / MANIFEST_FILE}: {message}; the index folder is damaged")
