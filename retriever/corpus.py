@@ -5,20 +5,18 @@ every malformed line stops the run with ``file:line: what is wrong; what to do``
 """
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from retriever.corpus_records import as_id, as_text, parse_json_object, tsv_records
 from retriever.errors import InputFileError, RetrieverError
 from retriever.files import decoded_lines
 from retriever.texts import check_text, id_problem
 
 FORMATS = ("auto", "beir", "jsonl", "tsv", "parquet")
-_TSV_HEADER_IDS = {"id", "_id", "docid", "doc_id", "pid", "qid", "query_id", "query-id"}
 
 
 @dataclass(frozen=True)
@@ -96,32 +94,6 @@ def detect_format(path: Path, fmt: str = "auto") -> str:
     raise RetrieverError(f"{path}: cannot tell the format from the extension; pass --format jsonl, tsv or parquet")
 
 
-def _as_text(value: object, path: Path, number: int | None, name: str) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, int) and not isinstance(value, bool):
-        return str(value)
-    if isinstance(value, float) and math.isfinite(value):
-        return repr(value)
-    shown = value if isinstance(value, float) else type(value).__name__
-    raise InputFileError(path, number, f"field {name!r} must be a string, got {shown}",
-                         "write it as a JSON string")
-
-
-def parse_json_object(line: str, path: Path, number: int) -> dict:
-    """One JSONL line as a dict, or an error naming file:line."""
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise InputFileError(path, number, f"malformed JSON ({error.msg} at column {error.colno})",
-                             "each line must be one JSON object") from None
-    if not isinstance(record, dict):
-        raise InputFileError(path, number, "line is not a JSON object")
-    return record
-
-
 def _jsonl_records(path: Path, fields: Fields, need_text: bool = True) -> Iterator[tuple[int, str, str, str, dict]]:
     for number, line in decoded_lines(path):
         record = parse_json_object(line, path, number)
@@ -131,26 +103,10 @@ def _jsonl_records(path: Path, fields: Fields, need_text: bool = True) -> Iterat
         if need_text and fields.text not in record:
             raise InputFileError(path, number, f"missing text field {fields.text!r}",
                                  "pass --text-field if the text lives under another key")
-        doc_id = _as_text(record[fields.id], path, number, fields.id).strip()
-        text = _as_text(record.get(fields.text), path, number, fields.text)
-        title = _as_text(record.get(fields.title), path, number, fields.title)
+        doc_id = as_id(record[fields.id], path, number, fields.id)
+        text = as_text(record.get(fields.text), path, number, fields.text)
+        title = as_text(record.get(fields.title), path, number, fields.title)
         yield number, doc_id, text, title, record
-
-
-def _tsv_records(path: Path) -> Iterator[tuple[int, str, str, str, dict]]:
-    first = True
-    for number, line in decoded_lines(path):
-        columns = line.split("\t")
-        if first:
-            first = False
-            if columns[0].strip().lower() in _TSV_HEADER_IDS and len(columns) > 1 and \
-                    columns[1].strip().lower() in {"text", "passage", "contents", "query", "title"}:
-                continue
-        if len(columns) not in (2, 3):
-            raise InputFileError(path, number, f"expected 2 or 3 tab-separated columns (id, text[, title]), "
-                                 f"found {len(columns)}", "tabs inside text must be replaced by spaces")
-        title = columns[2] if len(columns) == 3 else ""
-        yield number, columns[0].strip(), columns[1], title, {}
 
 
 def _parquet_records(path: Path, fields: Fields, need_text: bool = True) -> Iterator[tuple[int, str, str, str, dict]]:
@@ -173,10 +129,9 @@ def _parquet_records(path: Path, fields: Fields, need_text: bool = True) -> Iter
         titles = data.get(fields.title, [None] * len(ids))
         for doc_id, text, title in zip(ids, texts, titles):
             row += 1
-            if doc_id is None:
-                raise InputFileError(path, row, "row has a null id")
-            yield (row, _as_text(doc_id, path, row, fields.id).strip(), _as_text(text, path, row, fields.text),
-                   _as_text(title, path, row, fields.title), {})
+            yield (row, as_id(doc_id, path, row, fields.id, "parquet"),
+                   as_text(text, path, row, fields.text, "parquet"), as_text(title, path, row, fields.title, "parquet"),
+                   {})
 
 
 def _records(path: Path, fmt: str, fields: Fields, need_text: bool = True):
@@ -184,7 +139,7 @@ def _records(path: Path, fmt: str, fields: Fields, need_text: bool = True):
     if fmt == "jsonl":
         return _jsonl_records(path, fields, need_text)
     if fmt == "tsv":
-        return _tsv_records(path)
+        return tsv_records(path)
     return _parquet_records(path, fields, need_text)
 
 
@@ -238,7 +193,7 @@ def count_records(path: Path, fmt: str = "auto") -> int | None:
         except Exception:  # pyarrow raises several types for a broken file
             return None
     if fmt == "tsv":
-        return sum(1 for _ in _tsv_records(path))
+        return sum(1 for _ in tsv_records(path))
     return sum(1 for _ in decoded_lines(path))
 
 

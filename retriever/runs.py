@@ -1,8 +1,8 @@
 """Run files and relevance judgments (qrels) on disk.
 
 Runs are written in TREC format (what trec_eval, ir_measures and most papers expect) and can be
-read back from TREC or JSONL.  Qrels are read from BEIR TSV or TREC qrels, because public
-benchmarks ship both.  Every malformed line is reported as ``file:line: problem; what to do``.
+read back from TREC or JSONL.  Qrels are read by ``retriever.qrels`` (re-exported here).  Every
+malformed line is reported as ``file:line: problem; what to do``.
 """
 from __future__ import annotations
 
@@ -17,22 +17,19 @@ import numpy as np
 
 from retriever.errors import InputFileError, RetrieverError
 from retriever.files import atomic_write_lines, check_is_file, decoded_lines
+from retriever.qrels import DECIMAL_NUMBER, Qrels, read_qrels
 from retriever.texts import id_problem
+
+__all__ = ["Qrels", "RankedLists", "Run", "RunLike", "rank_order", "ranked_hits", "read_qrels", "read_run",
+           "read_trec_run", "trec_lines", "jsonl_lines", "write_run", "write_trec_run"]
 
 Run = dict[str, dict[str, float]]
 """qid -> docid -> score."""
-
-Qrels = dict[str, dict[str, int]]
-"""qid -> docid -> graded relevance (trec_eval: >= 1 is relevant, 0 judged non-relevant)."""
 
 RankedLists = Mapping[str, Sequence[tuple[str, float]]]
 """qid -> [(docid, score), ...]; what a searcher returns."""
 
 RunLike = Union[Mapping[str, Mapping[str, float]], RankedLists]
-
-# The score column's name in a BEIR qrels header; a first line is a header only if it says so.
-_HEADER_SCORE_NAMES = {"score", "relevance", "rel", "label", "grade", "judgment", "judgement"}
-_BEIR_HEADER_HINT = "expected 'query-id<TAB>corpus-id<TAB>score' (BEIR) or 'qid 0 docid rel' (TREC)"
 
 
 # ---------------------------------------------------------------------------- ordering / writing
@@ -122,12 +119,12 @@ def _numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
 
 
 def _parse_score(path: Path, lineno: int, text: str) -> float:
-    try:
-        score = float(text)
-    except ValueError:
-        raise InputFileError(
-            path, lineno, f"score {text!r} is not a number", "the score column must be a float"
-        ) from None
+    """A score in plain ASCII decimal syntax (as trec_eval's atof reads it); beyond float range it is +-inf."""
+    if DECIMAL_NUMBER.fullmatch(text) is None:
+        shown = text if len(text) <= 40 else text[:37] + "..."
+        raise InputFileError(path, lineno, f"score {shown!r} is not a number",
+                             "write scores as plain decimal numbers such as 0.5, -3 or 1e-3")
+    score = float(text)
     if math.isnan(score):
         raise InputFileError(path, lineno, "score is NaN", "fix the system that produced this run")
     return score
@@ -176,6 +173,20 @@ def _read_id(value: object, path: Path, lineno: int, what: str) -> str:
     return str(value)
 
 
+def _jsonl_score(value: object, path: Path, lineno: int, what: str, shape_hint: str) -> float:
+    """A JSON score as a float; an integer beyond float range is +-inf, as the TREC reader (and C's atof) read
+    "1e400", rather than an OverflowError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputFileError(path, lineno, f"{what} {json.dumps(value)[:40]} is not a number", shape_hint)
+    try:
+        score = float(value)
+    except OverflowError:
+        score = math.inf if value > 0 else -math.inf
+    if math.isnan(score):
+        raise InputFileError(path, lineno, f"{what} is NaN", "fix the system that produced this run")
+    return score
+
+
 def _read_jsonl_run(path: Path) -> Run:
     run: Run = {}
     first_line: dict[str, int] = {}
@@ -199,19 +210,13 @@ def _read_jsonl_run(path: Path) -> Run:
             if not isinstance(hit, dict) or "id" not in hit or "score" not in hit:
                 raise InputFileError(path, lineno, f"hit {i} lacks 'id' or 'score'", shape_hint)
             docid = _read_id(hit["id"], path, lineno, f"hit {i} id")
-            score = hit["score"]
-            if isinstance(score, bool) or not isinstance(score, (int, float)):
-                raise InputFileError(path, lineno, f"hit {i} score {score!r} is not a number", shape_hint)
-            if math.isnan(score):
-                raise InputFileError(
-                    path, lineno, f"hit {i} score is NaN", "fix the system that produced this run"
-                )
+            score = _jsonl_score(hit["score"], path, lineno, f"hit {i} score", shape_hint)
             if docid in hits:
                 raise InputFileError(
                     path, lineno, f"document {docid!r} appears twice for query {qid!r}",
                     "keep one hit per document",
                 )
-            hits[docid] = float(score)
+            hits[docid] = score
         run[qid] = hits
     if not run:
         raise InputFileError(path, None, "run file is empty", "check that retrieval produced output")
@@ -229,66 +234,3 @@ def read_run(path: str | Path) -> Run:
     if first is None:
         raise InputFileError(path, None, "run file is empty", "check that retrieval produced output")
     return _read_jsonl_run(path) if first[1].startswith("{") else read_trec_run(path)
-
-
-def _parse_relevance(path: Path, lineno: int, text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if value.is_integer():  # "1.0" from tools that write floats
-        return int(value)
-    raise InputFileError(path, lineno, f"relevance {text!r} is not an integer", _BEIR_HEADER_HINT)
-
-
-def read_qrels(path: str | Path) -> Qrels:
-    """Read BEIR TSV (``query-id<TAB>corpus-id<TAB>score``, header optional) or TREC qrels.
-
-    The format is decided per line: 3 tab-separated columns is BEIR, 4 columns (tabs or spaces)
-    is TREC ``qid iter docid rel``.  A first line whose score column is a score's name (e.g.
-    ``query-id corpus-id score``) is the header; any other non-numeric grade is an error.  Grades stay ints; negative grades are kept (trec_eval treats them as unjudged).
-    An identical repeated judgment is tolerated, a conflicting one is an error.
-    """
-    path = Path(path)
-    qrels: Qrels = {}
-    first_seen: dict[tuple[str, str], int] = {}
-    saw_any_line = False
-    for lineno, text in _numbered_lines(path):
-        is_first = not saw_any_line
-        saw_any_line = True
-        cols = [c.strip() for c in text.split("\t")]
-        if len(cols) not in (3, 4):
-            cols = text.split()
-            if len(cols) != 4:
-                raise InputFileError(
-                    path, lineno, f"cannot split line into 3 or 4 columns (found {len(cols)})", _BEIR_HEADER_HINT
-                )
-        if len(cols) == 3:
-            qid, docid, rel_text = cols
-            if is_first and rel_text.lower() in _HEADER_SCORE_NAMES:
-                continue  # header; any other non-number is reported below, not swallowed
-        else:
-            qid, _, docid, rel_text = cols
-        for value in (qid, docid):
-            problem = id_problem(value)
-            if problem is not None:
-                raise InputFileError(path, lineno, f"bad query or document id: {problem}", _BEIR_HEADER_HINT)
-        rel = _parse_relevance(path, lineno, rel_text)
-        key = (qid, docid)
-        docs = qrels.setdefault(qid, {})
-        if key in first_seen and docs[docid] != rel:
-            raise InputFileError(
-                path, lineno,
-                f"document {docid!r} for query {qid!r} judged {rel} here "
-                f"but {docs[docid]} on line {first_seen[key]}",
-                "keep one judgment per (query, document)",
-            )
-        first_seen.setdefault(key, lineno)
-        docs[docid] = rel
-    if not qrels:
-        raise InputFileError(path, None, "qrels file is empty", _BEIR_HEADER_HINT)
-    return qrels

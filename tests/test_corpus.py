@@ -37,6 +37,84 @@ def test_tsv_with_and_without_title_and_header(tmp_path):
     assert [(d.id, d.text, d.title) for d in docs] == [("a", "first text", "A"), ("b", "second text", "")]
 
 
+@pytest.mark.parametrize("header", ["id\ttitle\ttext", "_id\ttitle\ttext", "title\ttext\tdocid", "TEXT\tID\tTitle"])
+def test_tsv_header_maps_columns_by_name(tmp_path, header):
+    """A header used to be skipped and the columns read by position, so id/title/text swapped title and text."""
+    order = [name.lower().lstrip("_").replace("docid", "id") for name in header.split("\t")]
+    values = {"id": "a", "title": "The Title", "text": "the body"}
+    path = tmp_path / "c.tsv"
+    path.write_text(header + "\n" + "\t".join(values[name] for name in order) + "\n", encoding="utf-8")
+    assert [(d.id, d.title, d.text) for d in read_all(path)] == [("a", "The Title", "the body")]
+
+
+@pytest.mark.parametrize("header, problem", [
+    ("id\tbody\ttitle", "header column 2 'body' is not a column this reader knows"),
+    ("id\ttitle", "header names no text column"),
+    ("title\ttext", "header names no id column"),
+    ("id\ttext\tpassage", "header column 3 'passage' is a second text column"),
+])
+def test_tsv_header_with_unknown_or_missing_columns_is_refused(tmp_path, header, problem):
+    path = tmp_path / "c.tsv"
+    path.write_text(header + "\na\tx\tT\n", encoding="utf-8")
+    with pytest.raises(InputFileError, match=rf"c\.tsv:1: {problem}; name the columns id"):
+        read_all(path)
+
+
+def test_tsv_header_fixes_the_column_count(tmp_path):
+    path = tmp_path / "c.tsv"
+    path.write_text("id\ttitle\ttext\na\tonly two\n", encoding="utf-8")
+    with pytest.raises(InputFileError, match=r"c\.tsv:2: expected 3 tab-separated columns \(id, title, text\), found 2"):
+        read_all(path)
+
+
+def test_tsv_with_cr_only_line_endings_says_so(tmp_path):
+    path = tmp_path / "c.tsv"
+    path.write_bytes(b"a\tx\rb\ty\rc\tz\r")
+    with pytest.raises(InputFileError, match=r"c\.tsv:1: the line holds a carriage return \(CR\): the file has "
+                                             r"CR-only line endings.*convert the line endings to LF"):
+        read_all(path)
+    path.write_bytes(b"a\tx\r\nb\ty\r\n")  # CRLF is fine
+    assert [d.id for d in read_all(path)] == ["a", "b"]
+
+
+@pytest.mark.parametrize("value", ["3.0", "1.5", "-0.0", "1e3"])
+def test_jsonl_float_ids_are_refused(tmp_path, value):
+    """README: an id is a string or an integer; 3.0 used to become the id "3.0", which no qrels "3" matches."""
+    for name, reader in (("c.jsonl", read_all), ("q.jsonl", read_queries)):
+        path = tmp_path / name
+        path.write_text(f'{{"_id": {value}, "text": "x"}}\n', encoding="utf-8")
+        with pytest.raises(InputFileError, match=rf"{name.replace('.', '[.]')}:1: id field '_id' must be a string or "
+                                                 r"an integer, got .*; write ids as JSON strings or integers"):
+            reader(path)
+
+
+def test_integer_and_string_ids_and_number_texts_still_read(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"_id": 3, "text": 1.5, "title": 2}\n{"_id": " b ", "text": "x"}\n', encoding="utf-8")
+    assert [(d.id, d.text, d.title) for d in read_all(path)] == [("3", "1.5", "2"), ("b", "x", "")]
+
+
+def test_parquet_float_ids_are_refused_and_int_ids_read(tmp_path):
+    path = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"_id": pa.array([1.0, 2.0], pa.float64()), "text": ["a", "b"]}), path)
+    with pytest.raises(InputFileError, match=r"c\.parquet:1: id field '_id' must be a string or an integer, got 1\.0; "
+                                             "store ids as a string or integer column"):
+        read_all(path)
+    pq.write_table(pa.table({"_id": pa.array([1, 2], pa.int64()), "text": ["a", "b"], "title": [0.5, None]}), path)
+    assert [(d.id, d.title) for d in read_all(path)] == [("1", "0.5"), ("2", "")]
+
+
+@pytest.mark.parametrize("table, message", [
+    ({"_id": ["a"], "text": [b"x"]}, r"c\.parquet:1: field 'text' must be a string, got bytes; store it as a string column"),
+    ({"_id": ["a", None], "text": ["x", "y"]}, r"c\.parquet:2: null id \(field '_id'\); every record needs an id"),
+])
+def test_parquet_errors_give_parquet_advice(tmp_path, table, message):
+    path = tmp_path / "c.parquet"
+    pq.write_table(pa.table(table), path)
+    with pytest.raises(InputFileError, match=message):
+        read_all(path)
+
+
 def test_parquet(tmp_path):
     path = tmp_path / "c.parquet"
     pq.write_table(pa.table({"_id": ["x", "y"], "text": ["one", "two"], "title": ["T", None]}), path)
@@ -67,6 +145,8 @@ BAD_CORPORA = {
     "missing text": (b'{"_id": "a", "text": "x"}\n{"_id": "b", "body": "y"}\n', r"c\.jsonl:2: missing text field 'text'"),
     "invalid UTF-8": (b'{"_id": "a", "text": "x"}\n{"_id": "b", "text": "caf\xe9"}\n', r"c\.jsonl:2: invalid UTF-8"),
     "empty file": (b"", r"c\.jsonl: the file holds no documents"),
+    "not an object": (b'["a", "x"]\n', r'c\.jsonl:1: line is not a JSON object \(it holds an array\); each line must be '
+                                       r'one JSON object'),
 }
 
 

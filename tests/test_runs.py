@@ -78,6 +78,9 @@ def test_ranked_hits_orders_like_trec_eval() -> None:
         ("q1 Q0 d1 1 1.0 tag\nq1 Q0 d2 2 1.0\n", 2, "expected 6"),
         ("\nq1 Q0 d1 1 high tag\n", 2, "is not a number"),
         ("q1 Q0 d1 1 nan tag\n", 1, "NaN"),
+        ("q1 Q0 d1 1 1_0 tag\n", 1, "score '1_0' is not a number"),
+        ("q1 Q0 d1 1 \u0661\u0662 tag\n", 1, "is not a number"),  # Arabic-Indic digits: float() takes them
+        ("q1 Q0 d1 1 0x1p3 tag\n", 1, "is not a number"),
         ("q1 Q0 d1 1 1.0 t\nq2 Q0 d1 1 1.0 t\nq1 Q0 d1 2 0.5 t\n", 3, "first on line 1"),
     ],
 )
@@ -125,6 +128,7 @@ def test_read_run_jsonl_accepts_leading_blank_lines_and_int_qids(tmp_path: Path)
         ('{"qid": "q1"}\n', 1, "'hits'"),
         ('{"qid": "q1", "hits": [{"id": "a"}]}\n', 1, "hit 1 lacks"),
         ('{"qid": "q1", "hits": [{"id": "a", "score": "x"}]}\n', 1, "not a number"),
+        ('{"qid": 1.5, "hits": []}\n', 1, "qid 1.5 is not a string"),
         ('{"qid": "q1", "hits": [{"id": "a", "score": 1}, {"id": "a", "score": 2}]}\n', 1, "twice"),
         ('{"qid": "q1", "hits": []}\n\n{"qid": "q1", "hits": []}\n', 3, "already appeared on line 1"),
     ],
@@ -170,10 +174,15 @@ def test_read_qrels_tolerates_identical_duplicates(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "text, line, fragment",
     [
-        ("q1 0 d1 1\nq1 d2 1\n", 2, "3 or 4 columns"),
+        ("q1 0 d1 1\nq1 d2\n", 2, "expected 3 or 4 columns, found 2"),
         ("q1 0 d1 1\nq1 0 d2 1 extra\n", 2, "3 or 4 columns"),
         ("q1\td1\t1\nq1\td2\tyes\n", 2, "not an integer"),
         ("q1 0 d1 0.5\n", 1, "not an integer"),
+        ("q1\td1\t1_0\n", 1, "relevance '1_0' is not an integer"),
+        ("q1\td1\t\u0661\n", 1, "is not an integer"),  # ARABIC-INDIC DIGIT ONE: int() takes it, atol does not
+        ("q1\td1\t2147483648\n", 1, "beyond a 32-bit integer"),
+        ("q1\td1\t1" + "0" * 400 + "\n", 1, "beyond a 32-bit integer"),
+        ("q1\td1\t1e10\n", 1, "beyond a 32-bit integer"),
         ("q1 0 d1 1\n\nq1 0 d1 2\n", 3, "judged 2 here but 1 on line 1"),
     ],
 )
@@ -190,3 +199,37 @@ def test_read_qrels_empty_file_is_an_error(tmp_path: Path, text: str) -> None:
     path = write(tmp_path / "qrels.tsv", text)
     with pytest.raises(InputFileError, match="qrels file is empty"):
         read_qrels(path)
+
+
+def test_read_trec_run_accepts_plain_decimal_syntax(tmp_path: Path) -> None:
+    path = write(tmp_path / "run.trec", "q1 Q0 a 1 +1.5 t\nq1 Q0 b 2 .5 t\nq1 Q0 c 3 -2. t\nq1 Q0 d 4 1E-3 t\n"
+                                        "q1 Q0 e 5 -inf t\nq1 Q0 f 6 7 t\n")
+    assert read_run(path) == {"q1": {"a": 1.5, "b": 0.5, "c": -2.0, "d": 1e-3, "e": float("-inf"), "f": 7.0}}
+
+
+def test_scores_beyond_float_range_are_infinite_in_trec_and_jsonl_alike(tmp_path: Path) -> None:
+    """A 400-digit JSON integer used to raise OverflowError; it now reads as the TREC reader reads 1e400."""
+    huge = "1" + "0" * 400
+    trec = write(tmp_path / "run.trec", f"q1 Q0 a 1 1e400 t\nq1 Q0 b 2 {huge} t\nq1 Q0 c 3 -{huge} t\n")
+    jsonl = write(tmp_path / "run.jsonl", '{"qid": "q1", "hits": [{"id": "a", "score": 1e400}, '
+                                          f'{{"id": "b", "score": {huge}}}, {{"id": "c", "score": -{huge}}}]}}\n')
+    expected = {"q1": {"a": float("inf"), "b": float("inf"), "c": float("-inf")}}
+    assert read_run(trec) == expected and read_run(jsonl) == expected
+
+
+def test_read_qrels_accepts_space_separated_beir_lines(tmp_path: Path) -> None:
+    """trec_eval reads qrels split at any whitespace; ids cannot hold whitespace, so 3 space-separated columns
+    are unambiguous."""
+    path = write(tmp_path / "qrels.txt", "q1 d6 1\nq1  d7\t2\n")
+    assert read_qrels(path) == {"q1": {"d6": 1, "d7": 2}}
+
+
+@pytest.mark.parametrize("header", ["qid iter docid rel", "qid\t0\tdocid\trelevance", "query-id corpus-id score"])
+def test_read_qrels_header_named_by_its_grade_column(tmp_path: Path, header: str) -> None:
+    path = write(tmp_path / "qrels.txt", f"{header}\nq1 0 d1 1\n")
+    assert read_qrels(path) == {"q1": {"d1": 1}}
+
+
+def test_read_qrels_grades_within_a_c_int_and_integral_decimals(tmp_path: Path) -> None:
+    path = write(tmp_path / "qrels.txt", "q1\td1\t2147483647\nq1\td2\t-2147483648\nq1\td3\t2.0\nq1\td4\t+1\n")
+    assert read_qrels(path) == {"q1": {"d1": 2**31 - 1, "d2": -2**31, "d3": 2, "d4": 1}}

@@ -1,0 +1,129 @@
+"""One corpus or queries record from one line or row: a JSON object, TSV columns, ids and texts as strings.
+
+``retriever.corpus`` streams whole files through these; every problem is ``file:line: what is wrong; what to do``.
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+from retriever.errors import InputFileError
+from retriever.files import decoded_lines
+
+TSV_ID_NAMES = ("id", "_id", "docid", "doc_id", "pid", "qid", "query_id", "query-id")
+TSV_TEXT_NAMES = ("text", "passage", "contents", "query")
+_TSV_FIELDS = {**{name: "id" for name in TSV_ID_NAMES}, **{name: "text" for name in TSV_TEXT_NAMES}, "title": "title"}
+_TSV_POSITIONS = {"id": 0, "text": 1, "title": 2}  # a file without a header
+_TSV_HEADER_HINT = (f"name the columns id ({', '.join(TSV_ID_NAMES[1:])}), text ({', '.join(TSV_TEXT_NAMES[1:])}) "
+                    "and optionally title, in any order, or drop the header and write id, text[, title]")
+
+# How to fix a value of the wrong type, in each format's own terms: (texts, ids).
+_HINTS = {"jsonl": ("write it as a JSON string", "write ids as JSON strings or integers"),
+          "parquet": ("store it as a string column", "store ids as a string or integer column")}
+_JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false"}
+
+
+def _shown(value: object) -> str:
+    """A wrong value as the message names it: numbers as written, anything else by its type."""
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return repr(value)[:40]
+    return type(value).__name__
+
+
+def as_text(value: object, path: Path, number: int | None, name: str, fmt: str = "jsonl") -> str:
+    """A text or title as a string: null is empty and a number is written out, but a list or object is refused,
+    not dumped into the text."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return repr(value)
+    raise InputFileError(path, number, f"field {name!r} must be a string, got {_shown(value)}", _HINTS[fmt][0])
+
+
+def as_id(value: object, path: Path, number: int | None, name: str, fmt: str = "jsonl") -> str:
+    """An id as a string: only a string or an integer, since a float's text ("3.0") never matches the "3" that
+    qrels and run files hold, and NaN or a list is no id at all."""
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if value is None:
+        raise InputFileError(path, number, f"null id (field {name!r})",
+                             "every record needs an id: fill it in or drop the record")
+    raise InputFileError(path, number, f"id field {name!r} must be a string or an integer, got {_shown(value)}",
+                         _HINTS[fmt][1])
+
+
+def parse_json_object(line: str, path: Path, number: int) -> dict:
+    """One JSONL line as a dict, or an error naming file:line."""
+    hint = 'each line must be one JSON object, {"key": value, ...}'
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise InputFileError(path, number, f"malformed JSON ({error.msg} at column {error.colno})", hint) from None
+    if not isinstance(record, dict):
+        kind = _JSON_KINDS.get(type(record), "null")
+        raise InputFileError(path, number, f"line is not a JSON object (it holds {kind})", hint)
+    return record
+
+
+def tsv_records(path: Path) -> Iterator[tuple[int, str, str, str, dict]]:
+    """(line, id, text, title, {}) per line. Columns are found by a header's names when the first line is one
+    (in any order), else by position: id, text[, title]."""
+    layout: dict[str, int] | None = None
+    for number, line in decoded_lines(path):
+        if "\r" in line:
+            raise InputFileError(path, number, "the line holds a carriage return (CR): the file has CR-only line "
+                                 "endings, or a text holds a CR", "convert the line endings to LF (e.g. tr '\\r' "
+                                 "'\\n') and replace CRs inside texts by spaces")
+        columns = line.split("\t")
+        if layout is None:
+            layout = _tsv_header(columns, path, number)
+            if layout is not None:
+                continue
+            layout = _TSV_POSITIONS
+        yield (number, *_tsv_fields(columns, layout, path, number), {})
+
+
+def _tsv_header(columns: list[str], path: Path, number: int) -> dict[str, int] | None:
+    """Where each field sits when ``columns`` (the first line) is a header: its first column names an id, or two
+    of its columns name fields. A header naming a column this reader does not know, or lacking the id or the
+    text, is refused: reading such a file by position could swap title and text without a word."""
+    names = [column.strip().lower() for column in columns]
+    if names[0] not in TSV_ID_NAMES and sum(name in _TSV_FIELDS for name in names) < 2:
+        return None
+    layout: dict[str, int] = {}
+    for position, name in enumerate(names):
+        field = _TSV_FIELDS.get(name)
+        if field is None or field in layout:
+            what = "is not a column this reader knows" if field is None else f"is a second {field} column"
+            raise InputFileError(path, number, f"header column {position + 1} {columns[position][:40]!r} {what}",
+                                 _TSV_HEADER_HINT)
+        layout[field] = position
+    for field in ("id", "text"):
+        if field not in layout:
+            raise InputFileError(path, number, f"header names no {field} column", _TSV_HEADER_HINT)
+    return layout
+
+
+def _tsv_fields(columns: list[str], layout: dict[str, int], path: Path, number: int) -> tuple[str, str, str]:
+    """(id, text, title) of one line; a title in the last column may be left off."""
+    width = len(layout)
+    title_last = layout.get("title") == width - 1
+    if len(columns) != width and not (title_last and len(columns) == width - 1):
+        order = sorted(layout, key=layout.__getitem__)
+        shown = ", ".join(order[:-1]) + "[, title]" if title_last else ", ".join(order)
+        expected = f"{width - 1} or {width}" if title_last else str(width)
+        raise InputFileError(path, number, f"expected {expected} tab-separated columns ({shown}), found "
+                             f"{len(columns)}", "tabs inside text must be replaced by spaces" if len(columns) > width
+                             else "separate the columns with one tab")
+    title = columns[layout["title"]] if layout.get("title", width) < len(columns) else ""
+    return columns[layout["id"]].strip(), columns[layout["text"]], title

@@ -1,0 +1,97 @@
+"""Relevance judgments (qrels) on disk, and the number syntax trec_eval reads in runs and qrels.
+
+Qrels are read from BEIR TSV or TREC qrels, because public benchmarks ship both; ``retriever.runs`` re-exports
+``read_qrels``. Every malformed line is reported as ``file:line: problem; what to do``.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from retriever.errors import InputFileError
+from retriever.files import check_is_file, decoded_lines
+from retriever.texts import id_problem
+
+Qrels = dict[str, dict[str, int]]
+"""qid -> docid -> graded relevance (trec_eval: >= 1 is relevant, 0 judged non-relevant)."""
+
+# Plain ASCII decimal numbers, as C's atof reads them (trec_eval parses runs and qrels with atof/atol); Python's
+# float() would also take "1_0" (ten) and other scripts' digits, which no other evaluator reads alike.
+DECIMAL_NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan)",
+                            re.IGNORECASE)
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_INT32 = (-2**31, 2**31 - 1)  # trec_eval keeps a grade in a C int
+
+# The grade column's name in a header; a first line is a header only if it says so.
+_HEADER_SCORE_NAMES = {"score", "relevance", "rel", "label", "grade", "judgment", "judgement"}
+LAYOUT_HINT = ("qrels lines are 'query-id corpus-id grade' (BEIR) or 'qid iter docid grade' (TREC), "
+               "columns separated by tabs or spaces")
+
+
+def _columns(path: Path, lineno: int, text: str) -> list[str]:
+    """A line's columns: split at tabs when that gives 3 or 4 (so an id holding a space is named as such), else
+    at any whitespace, as trec_eval reads qrels."""
+    cols = [c.strip() for c in text.split("\t")]
+    if len(cols) not in (3, 4):
+        cols = text.split()
+    if len(cols) not in (3, 4):
+        raise InputFileError(path, lineno, f"expected 3 or 4 columns, found {len(cols)}", LAYOUT_HINT)
+    return cols
+
+
+def _parse_relevance(path: Path, lineno: int, text: str, first: bool = False) -> int:
+    """A grade: a plain integer, or an integral decimal ("1.0", from tools that write floats), within a C int."""
+    shown = text if len(text) <= 40 else text[:37] + "..."
+    if _INTEGER.fullmatch(text):
+        grade = int(text)
+    elif DECIMAL_NUMBER.fullmatch(text) and float(text).is_integer():
+        grade = int(float(text))
+    else:
+        hint = "write grades as plain integers such as 0, 1, 2"
+        if first:
+            hint += "; a header line names its grade column, e.g. 'score' or 'rel'"
+        raise InputFileError(path, lineno, f"relevance {shown!r} is not an integer", hint)
+    if not _INT32[0] <= grade <= _INT32[1]:
+        raise InputFileError(path, lineno, f"relevance {shown!r} is beyond a 32-bit integer",
+                             "trec_eval keeps grades in a C int; write grades such as 0, 1, 2")
+    return grade
+
+
+def read_qrels(path: str | Path) -> Qrels:
+    """Read BEIR TSV (``query-id corpus-id score``, header optional) or TREC qrels (``qid iter docid rel``).
+
+    The format is decided per line by its number of columns, separated by tabs or spaces (ids cannot hold
+    whitespace, so the split is unambiguous). A first line whose last column is a grade's name (``score``,
+    ``rel``, ...) is the header; any other non-numeric grade is an error. Grades stay ints; negative grades are
+    kept (trec_eval treats them as unjudged). An identical repeated judgment is tolerated, a conflicting one is
+    an error.
+    """
+    path = Path(path)
+    check_is_file(path)
+    qrels: Qrels = {}
+    first_seen: dict[tuple[str, str], int] = {}
+    for position, (lineno, text) in enumerate(decoded_lines(path)):
+        cols = _columns(path, lineno, text.strip())
+        if position == 0 and cols[-1].lower() in _HEADER_SCORE_NAMES:
+            continue  # header; any other non-number is reported below, not swallowed
+        qid, docid, rel_text = cols[0], cols[-2], cols[-1]
+        for value in (qid, docid):
+            problem = id_problem(value)
+            if problem is not None:
+                raise InputFileError(path, lineno, f"bad query or document id: {problem}",
+                                     "ids must be one token without whitespace")
+        rel = _parse_relevance(path, lineno, rel_text, position == 0)
+        docs = qrels.setdefault(qid, {})
+        if (qid, docid) in first_seen and docs[docid] != rel:
+            raise InputFileError(
+                path, lineno,
+                f"document {docid!r} for query {qid!r} judged {rel} here "
+                f"but {docs[docid]} on line {first_seen[qid, docid]}",
+                "keep one judgment per (query, document)",
+            )
+        first_seen.setdefault((qid, docid), lineno)
+        docs[docid] = rel
+    if not qrels:
+        raise InputFileError(path, None, "qrels file is empty", LAYOUT_HINT)
+    return qrels
+
