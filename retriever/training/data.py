@@ -115,10 +115,28 @@ def load_beir_examples(dataset: str | Path, split: str = "train",
     if missing_docs or missing_queries:
         _log(f"training data: {missing_docs} judged documents missing from the corpus and {missing_queries} "
              "judged queries missing from queries.jsonl were skipped")
+    if negatives:
+        _log_negatives(negatives, unknown_queries, passages, positives, negatives_file)
     if not examples:
         raise RetrieverError(f"{beir.root}: split {split!r} yields no training examples (no query with a "
                              "positive judgment whose document is in the corpus)")
     return examples
+
+
+def _log_negatives(negatives: dict[str, list[str]], unknown_queries: set[str], passages: dict,
+                   positives: dict[str, list[str]], path: str | Path) -> None:
+    """Say how many hard negatives are used and why the others are not, so none is dropped silently."""
+    given = sum(len(set(ids)) for ids in negatives.values())
+    not_in_corpus = sum(1 for qid, ids in negatives.items() if qid not in unknown_queries
+                        for d in set(ids) if d not in passages)
+    judged = sum(1 for qid, ids in negatives.items() if qid not in unknown_queries
+                 for d in set(ids) if d in passages and d in positives[qid])
+    unused = sum(len(set(negatives[qid])) for qid in unknown_queries)
+    used = given - not_in_corpus - judged - unused
+    if used < given:
+        _log(f"hard negatives ({path}): {used} of {given} used; left out: {unused} of queries without a positive "
+             f"in this split ({len(unknown_queries)} queries), {not_in_corpus} ids not in the corpus, {judged} "
+             "judged relevant")
 
 
 def _parse_item(item: object, path: Path, number: int, with_corpus: bool) -> tuple[str, Passage | None]:

@@ -190,8 +190,8 @@ def train(config: TrainConfig) -> TrainResult:
 def _warn_about_negatives(config: TrainConfig, examples: list[TrainExample]) -> None:
     with_negatives = any(e.negatives for e in examples)
     if config.train_group_size > 1 and not with_negatives:
-        stack.log(f"warning: --train-group-size {config.train_group_size} but no hard negatives were given; "
-                  "training with in-batch negatives only")
+        stack.log(f"warning: --train-group-size {config.train_group_size} but no example has a usable hard "
+                  "negative (none given, or none left: see above); training with in-batch negatives only")
     elif with_negatives and config.train_group_size == 1:
         stack.log("warning: hard negatives are given but --train-group-size is 1, so they are not used")
 

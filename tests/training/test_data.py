@@ -29,12 +29,15 @@ def test_beir_examples_take_positive_judgments_and_corpus_text(train_beir):
     assert examples["q1"].judged == {"d6", "d3"} and examples["q1"].negatives == ()
 
 
-def test_negatives_file_drops_judged_positives_and_unknown_ids(train_beir, tmp_path):
+def test_negatives_file_drops_judged_positives_and_unknown_ids_and_says_so(train_beir, tmp_path, capsys):
     negatives = write_jsonl(tmp_path / "neg.jsonl", [{"query_id": "q1", "negatives": ["d3", "d9", "nope", "d1"]},
-                                                     {"query_id": "q2", "negatives": ["d6", "d5"]}])
+                                                     {"query_id": "q2", "negatives": ["d6", "d5"]},
+                                                     {"query_id": "qZZ", "negatives": ["d1", "d2"]}])
     examples = {e.query_id: e for e in load_beir_examples(train_beir, "train", negatives)}
     assert [p.id for p in examples["q1"].negatives] == ["d9", "d1"]
     assert [p.id for p in examples["q2"].negatives] == ["d5"]
+    assert ("3 of 8 used; left out: 2 of queries without a positive in this split (1 queries), 1 ids not in the "
+            "corpus, 2 judged relevant") in capsys.readouterr().err
 
 
 def test_negatives_mined_from_another_split_are_refused(train_beir, tmp_path):
