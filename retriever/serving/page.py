@@ -67,6 +67,7 @@ PAGE_HTML = """<!doctype html>
 "use strict";
 const $ = (id) => document.getElementById(id);
 let defaultIndex = null;
+let served = [];
 
 function element(tag, className, text) {
   const node = document.createElement(tag);
@@ -148,18 +149,27 @@ async function loadIndexes() {
     }
     select.value = defaultIndex;
     $("index-label").hidden = data.indexes.length < 2;
-    const current = data.indexes.find((info) => info.name === defaultIndex);
-    for (const option of $("mode").options) {
-      option.disabled = Boolean(option.value) && Boolean(current) && !current.modes.includes(option.value);
-    }
-    if (current) {
-      $("about").textContent = "Top-k search (" + current.modes.join(", ") + ") over " + current.documents.toLocaleString() +
-        " documents (" + String(current.encoder.model).split("/").pop() + ", " + current.index_type + ")";
-    }
+    served = data.indexes;
+    showIndex();
   } catch (error) {
     setStatus("Could not list the indexes: " + error.message, true);
   }
 }
+
+// The modes and summary of the index picked: another index may lack BM25, so its modes differ.
+function showIndex() {
+  const current = served.find((info) => info.name === $("index").value);
+  for (const option of $("mode").options) {
+    option.disabled = Boolean(option.value) && Boolean(current) && !current.modes.includes(option.value);
+  }
+  if ($("mode").selectedOptions[0]?.disabled) $("mode").value = "";
+  if (current) {
+    $("about").textContent = "Top-k search (" + current.modes.join(", ") + ") over " + current.documents.toLocaleString() +
+      " documents (" + String(current.encoder.model).split("/").pop() + ", " + current.index_type + ")";
+  }
+}
+
+$("index").addEventListener("change", showIndex);
 
 $("form").addEventListener("submit", (event) => { event.preventDefault(); search(); });
 
@@ -167,7 +177,7 @@ $("form").addEventListener("submit", (event) => { event.preventDefault(); search
   await loadIndexes();
   const params = new URLSearchParams(location.search);
   if (params.get("k")) setK(params.get("k"));
-  if (params.has("index")) $("index").value = params.get("index");
+  if (params.has("index")) { $("index").value = params.get("index"); showIndex(); }
   if (params.has("mode")) $("mode").value = params.get("mode");
   if (params.get("q")) { $("q").value = params.get("q"); await search(); }
   if (document.body.dataset.state === "idle") document.body.dataset.state = "ready";

@@ -170,6 +170,21 @@ def test_url_query_prefills_and_searches_another_index(served, browser):
     assert browser.evaluate("document.getElementById('index-label').hidden") is False
 
 
+def test_the_mode_switch_follows_the_index_picked(served, browser):
+    searcher = served.searchers["small"]
+    lexical, searcher.lexical = searcher.lexical, None  # "small" now offers dense only
+    disabled = "JSON.stringify([...document.getElementById('mode').options].filter(o => o.disabled).map(o => o.value))"
+    try:
+        browser.send("Page.navigate", {"url": served.url + "?index=small"})
+        browser.wait_for("['ready', 'done'].includes(document.body.dataset.state)")
+        assert json.loads(browser.evaluate(disabled)) == ["bm25", "hybrid"]
+        browser.evaluate("const s = document.getElementById('index'); s.value = 'tiny'; "
+                         "s.dispatchEvent(new Event('change'))")
+        assert json.loads(browser.evaluate(disabled)) == []
+    finally:
+        searcher.lexical = lexical
+
+
 def test_errors_show_on_the_page(served, browser):
     browser.send("Page.navigate", {"url": served.url + "?q=" + "x" * 201})
     browser.wait_for("document.body.dataset.state === 'error'")
