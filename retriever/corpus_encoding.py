@@ -11,10 +11,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import shutil
 import sys
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,8 +25,9 @@ from retriever.encoder import Encoder
 from retriever.errors import RetrieverError
 from retriever.recorded_paths import model_record, relative_path
 from retriever.files import atomic_write_bytes
-from retriever.shards import (differing_fields, done_marker, list_shards, parse_shard_name,
-                              read_shard_metadata, shard_name, write_shard)
+from retriever.folders import make_folder
+from retriever.shards import (ContentHash, differing_fields, done_marker, list_shards, parse_shard_name,
+                              read_shard_metadata, shard_ids_sha256, shard_name, write_shard)
 
 # What encode_part did with one part.
 ENCODED, REUSED, CHANGED = "encoded", "reused", "changed"
@@ -59,20 +58,6 @@ class EncodeResult:
     passages_cut: int = 0  # longer than the encoder's passage_max_length
 
 
-class ContentHash:
-    """Incremental hash of a part's documents: what a shard's vectors were made from."""
-
-    def __init__(self) -> None:
-        self._digest = hashlib.sha256()
-
-    def add(self, document: Document) -> None:
-        record = json.dumps([document.id, document.title, document.text], ensure_ascii=False)
-        self._digest.update(record.encode("utf-8", "surrogatepass") + b"\n")
-
-    def hexdigest(self) -> str:
-        return self._digest.hexdigest()
-
-
 def part_content_sha256(part: Sequence[Document]) -> str:
     content = ContentHash()
     for document in part:
@@ -93,16 +78,18 @@ def encode_part(encoder: Encoder, part: Sequence[Document], path: Path, metadata
     """Make the shard at ``path`` for one part unless it already holds exactly these documents.
 
     Returns ENCODED (new shard), REUSED (existing shard matches) or CHANGED (existing shard was
-    made from other documents and has been replaced). A shard from another encoder is refused.
+    made from other documents, or is damaged, and has been replaced). A shard from another encoder is refused.
     """
     outcome = ENCODED
-    if path.exists():
-        found = read_shard_metadata(path)
+    found = _existing_metadata(path)
+    if found == {}:
+        outcome = CHANGED
+    elif found is not None:
         diffs = differing_fields(metadata, found)
         if diffs:
             raise RetrieverError(f"{path}: an existing shard was made by a different encoder ({'; '.join(diffs)}); "
                                  "encode into an empty folder, delete the old shards, or use `build --overwrite`")
-        if found.get("shard", {}).get("content_sha256") == metadata["shard"]["content_sha256"]:
+        if _reusable(path, found, metadata, part):
             if progress is not None:
                 progress(len(part))
             return REUSED
@@ -111,6 +98,28 @@ def encode_part(encoder: Encoder, part: Sequence[Document], path: Path, metadata
     metadata["shard"]["passages_cut"] = encoder.last_cut
     write_shard(path, [d.id for d in part], vectors, metadata)
     return outcome
+
+
+def _existing_metadata(path: Path) -> dict | None:
+    """The metadata of the shard already at ``path``: None when there is none, and ``{}`` (re-encode it) when
+    it is damaged, truncated or holds other rows than it records: a rerun repairs what a crash or an edit broke."""
+    if not path.exists():
+        return None
+    try:
+        return read_shard_metadata(path)
+    except RetrieverError:
+        return {}
+
+
+def _reusable(path: Path, found: dict, metadata: dict, part: Sequence[Document]) -> bool:
+    """Whether the shard at ``path`` was made from these documents, its id column naming them in order."""
+    if found.get("shard", {}).get("content_sha256") != metadata["shard"]["content_sha256"]:
+        return False
+    try:
+        return shard_ids_sha256(path) == hashlib.sha256("".join(f"{d.id}\n" for d in part).encode(
+            "utf-8", "surrogatepass")).hexdigest()
+    except RetrieverError:
+        return False
 
 
 def encode_parts(encoder: Encoder, jobs: Iterator[PartJob],
@@ -136,13 +145,19 @@ def parts(documents: Iterator[Document], worker: int, num_workers: int,
 
 
 def clear_other_encoder(output: Path, metadata: dict) -> bool:
-    """Delete a shard folder whose shards another encoder made (``build --overwrite``); True if deleted."""
+    """Delete the shards and done markers another encoder made in a shard folder (``build --overwrite``); True
+    if deleted. Only those files go: anything else a user keeps there stays. A damaged first shard says
+    nothing of its encoder: it is re-encoded like any damaged shard."""
     if not output.is_dir():
         return False
     shards = list_shards(output)
-    if not shards or not differing_fields(metadata, read_shard_metadata(shards[0])):
+    try:
+        if not shards or not differing_fields(metadata, read_shard_metadata(shards[0])):
+            return False
+    except RetrieverError:
         return False
-    shutil.rmtree(output)
+    for path in [*shards, *output.glob("done-w*of*.json")]:
+        path.unlink()
     return True
 
 
@@ -155,33 +170,6 @@ def remove_parts_beyond(output: Path, worker: int, num_workers: int, count: int)
             path.unlink()
             removed += 1
     return removed
-
-
-class ShardContentCheck:
-    """Recompute each part's content hash while the corpus streams past, to prove the shards came from it."""
-
-    def __init__(self, shards: list[Path]) -> None:
-        self._expected: dict[tuple[int, int], tuple[Path, str]] = {}
-        self._hashes: dict[tuple[int, int], ContentHash] = defaultdict(ContentHash)
-        self._position = 0
-        for path in shards:
-            shard = read_shard_metadata(path)["shard"]
-            if "content_sha256" not in shard:
-                raise RetrieverError(f"{path}: the shard records no content hash (an older version made it); rerun "
-                                     "`retriever encode` on the corpus, which re-encodes such shards")
-            self._expected[(shard["worker"], shard["part"])] = (path, shard["content_sha256"])
-            self._num_workers, self._shard_size = shard["num_workers"], shard["shard_size"]
-
-    def add(self, document: Document) -> None:
-        worker, rank = self._position % self._num_workers, self._position // self._num_workers
-        self._hashes[(worker, rank // self._shard_size)].add(document)
-        self._position += 1
-
-    def check(self, corpus: Path) -> None:
-        for key, (path, expected) in sorted(self._expected.items()):
-            if key not in self._hashes or self._hashes[key].hexdigest() != expected:
-                raise RetrieverError(f"{path}: encoded from other documents than {corpus} holds now; rerun "
-                                     "`retriever encode` on it (only the changed parts are re-encoded)")
 
 
 def _share(total: int | None, worker: int, num_workers: int) -> int | None:
@@ -202,8 +190,7 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
         raise RetrieverError(f"--worker-index must be in 0..{num_workers - 1} for --num-workers {num_workers}")
     corpus_path = resolve_corpus_path(corpus)
     output = Path(output)
-    created = not output.exists()
-    output.mkdir(parents=True, exist_ok=True)
+    created = make_folder(output)
     for stale in output.glob(".*.tmp-*"):
         stale.unlink()
     # Until this run finishes, this worker's shards may mix old and new content: not complete.

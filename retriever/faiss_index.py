@@ -39,6 +39,18 @@ class IndexParams:
     ray_workers: int | None = None
     ray_cpus_per_worker: int = 1
 
+    def __post_init__(self) -> None:
+        check_factory(self.index_type)
+
+
+def check_factory(spec: str) -> None:
+    """Refuse up front, before any encoding, what FAISS would only refuse when vectors are added: an IDMap
+    index wants ids with every vector, and the tool numbers the vectors itself (the id map)."""
+    if "IDMap" in spec:
+        rest = ",".join(part for part in spec.split(",") if not part.strip().startswith("IDMap"))
+        raise RetrieverError(f"--index-type {spec!r}: IDMap indexes are not supported (the index keeps its own id "
+                             f"map, ids.parquet); drop the IDMap part" + (f", e.g. {rest!r}" if rest else ""))
+
 
 def default_nlist(count: int) -> int:
     """About 4·√N lists, but at least 39 training points per list as FAISS wants."""
@@ -72,6 +84,7 @@ def factory_string(params: IndexParams, dim: int, count: int) -> str:
 
 def new_index(spec: str, dim: int, params: IndexParams) -> faiss.Index:
     """An empty inner-product index from a factory string, with the build settings of ``params``."""
+    check_factory(spec)
     try:
         index = faiss.index_factory(dim, spec, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as error:

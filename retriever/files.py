@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -19,19 +20,31 @@ def temporary_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
 
 
+def creatable_problem(path: Path) -> str | None:
+    """Why nothing can be created at ``path``, or None: its nearest existing ancestor is a file, or no entry
+    can be made in it (tried with an empty folder, removed at once: permission bits do not tell for root,
+    nor for /proc)."""
+    existing = path.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file, so {path} cannot be created under it"
+    probe = existing / f".{path.name}.probe-{os.getpid()}-{threading.get_ident()}"
+    try:
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as error:
+        return f"nothing can be created in {existing} ({error.strerror})"
+    return None
+
+
 def output_file_problem(path: Path) -> str | None:
-    """Why a file could never be written at ``path`` (a folder is there, or a file where a folder must be),
-    so commands can refuse it before their work rather than fail at the end of it."""
+    """Why a file could never be written at ``path`` (a folder is there, or it cannot be created), so commands
+    can refuse it before their work rather than fail at the end of it."""
     if path.is_dir():
         return f"{path} is a folder; give a file path"
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                return f"{parent} is a file, so {path} cannot be created under it; give another path"
-            if not os.access(parent, os.W_OK | os.X_OK):
-                return f"cannot create files in {parent}; give another path"
-            return None
-    return None
+    problem = creatable_problem(path)
+    return f"{problem}; give another path" if problem else None
 
 
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> None:

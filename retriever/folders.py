@@ -22,6 +22,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from retriever.errors import RetrieverError
+from retriever.files import creatable_problem
+
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 # Tests set this to a file name: the process creates it after the swap and waits, so it can be killed there.
@@ -70,6 +73,43 @@ def replace_folder(building: Path, output: Path) -> None:
     _pause_for_tests("moved-old-aside")
     os.replace(building, output)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def named_output(output: Path, flag: str = "--output") -> Path:
+    """``output`` with a name of its own: ``.`` (or ``dir/..``) becomes the folder it means, since NAME.shards
+    and the hidden .NAME.building-PID are made beside it; the filesystem root is refused."""
+    if output.name in ("", ".."):
+        output = output.resolve()
+    if not output.name:
+        raise RetrieverError(f"{output}: cannot be an output folder (it has no name to put files beside); "
+                             f"choose a folder below it as {flag}")
+    return output
+
+
+def replaceable(path: Path, marker: str) -> bool:
+    """Whether ``--overwrite`` may replace ``path``: a folder of ours (holding ``marker``) or an empty one, never
+    a user's file or folder."""
+    return path.is_dir() and not path.is_symlink() and ((path / marker).is_file() or not any(path.iterdir()))
+
+
+def check_creatable(path: Path, flag: str = "--output") -> None:
+    """Refuse up front, before any encoding, a ``path`` that cannot be made (``files.creatable_problem``)."""
+    problem = creatable_problem(path)
+    if problem:
+        raise RetrieverError(f"{path}: cannot be created: {problem}; choose another {flag}")
+
+
+def make_folder(path: Path, flag: str = "--output") -> bool:
+    """Create the output folder ``path`` and its parents; True if it is new. A file in the way or a place that
+    cannot be written is one error naming it, not a traceback."""
+    if path.exists() and not path.is_dir():
+        raise RetrieverError(f"{path}: is a file, not a folder; remove it or choose another {flag}")
+    created = not path.exists()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise RetrieverError(f"{path}: cannot be created ({error.strerror}); choose another {flag}") from None
+    return created
 
 
 def _alive(pid: int) -> bool:

@@ -17,12 +17,12 @@ import numpy as np
 from tqdm import tqdm
 
 from retriever.corpus import Document, Fields, ReadStats, iter_documents, resolve_corpus_path
-from retriever.corpus_encoding import PartRunner, ShardContentCheck, clear_other_encoder, describe, encode_corpus
+from retriever.corpus_encoding import PartRunner, clear_other_encoder, describe, encode_corpus
 from retriever.docstore import MAPPED_DOCSTORE_FILE, write_parquet_docstore
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError
 from retriever.faiss_index import INDEX_TYPES, IndexParams, factory_string, new_index, search_defaults, train
-from retriever.folders import clean_stale, replace_folder, temporary_folder
+from retriever.folders import check_creatable, clean_stale, named_output, replace_folder, replaceable, temporary_folder
 from retriever.index_folder import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, IdMapWriter,
                                     check_document_count, corpus_record, read_manifest, replace_manifest,
                                     write_manifest)
@@ -30,7 +30,7 @@ from retriever.lexical import LEXICAL_DIR, LexicalParams, build_lexical
 from retriever.ondisk import ONDISK_TYPE, PartPlan, build_ondisk
 from retriever.partwork import parts_folder
 from retriever.recorded_paths import rebase_model_record
-from retriever.shards import check_complete, iter_shard_batches, read_shard_metadata
+from retriever.shards import ShardContentCheck, check_complete, iter_shard_batches, read_shard_metadata
 from retriever.tuning import held_out_rows, tune_build
 
 __all__ = ["DOCSTORE_FILE", "IDS_FILE", "INDEX_FILE", "INDEX_TYPES", "MANIFEST_FILE", "IndexParams", "build_index",
@@ -51,9 +51,10 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
     """
     started = time.perf_counter()
     _check_tuning_queries(tuning_queries is not None, params)
-    shards_dir, output = Path(shards_dir), Path(output)
+    shards_dir, output = Path(shards_dir), _check_output(Path(output), overwrite)
+    if lexical is not None:
+        lexical.check()
     corpus_path = resolve_corpus_path(corpus)
-    _refuse_existing(output, overwrite)
     shards, encoder = check_complete(shards_dir)
     encoder = rebase_model_record({k: v for k, v in encoder.items() if k not in ("shard", "corpus")}, shards_dir,
                                   output)
@@ -85,8 +86,27 @@ def _add_ondisk_lexical(building: Path, manifest: dict, lexical: LexicalParams, 
     return manifest
 
 
-def _refuse_existing(output: Path, overwrite: bool) -> None:
-    if output.exists() and not overwrite:
+def _check_output(output: Path, overwrite: bool) -> Path:
+    """The index folder to make, refused up front (before any encoding) when it cannot be made or when what is
+    there is not ours to replace: --overwrite replaces an index folder or an empty one, never a user's files."""
+    output = named_output(output)
+    _refuse_unreplaceable(output, overwrite)
+    for beside in (output.with_name(output.name + ".shards"), parts_folder(output)):
+        if beside.exists() and not beside.is_dir():
+            raise RetrieverError(f"{beside}: is a file where the build keeps its {beside.suffix[1:]} folder; "
+                                 "remove it or choose another --output")
+    check_creatable(output)
+    return output
+
+
+def _refuse_unreplaceable(output: Path, overwrite: bool) -> None:
+    if not (output.exists() or output.is_symlink()):
+        return
+    if not replaceable(output, MANIFEST_FILE):
+        what = "a folder without manifest.json" if output.is_dir() and not output.is_symlink() else "a file or link"
+        raise RetrieverError(f"{output}: exists and is not an index folder ({what}); --overwrite replaces only "
+                             "index folders: remove it or choose another --output")
+    if not overwrite:
         raise RetrieverError(f"{output}: already exists; pass --overwrite to replace it or choose another --output")
 
 
@@ -122,7 +142,7 @@ def _build_in_memory(shards: list[Path], encoder: dict, count: int, dim: int, co
     held_ids, held_rows, held_vectors = _add_shards(index, shards, held, count, ids_file, spec, progress)
     tuning = tune_build(index, shards, tuning_queries, held_vectors, held, params)
     if len(held):
-        index.add(held_vectors)
+        _add(index, held_vectors, spec)
         ids_file.write(held_ids, held_rows)
     ids_digest = ids_file.close()
     faiss.write_index(index, str(building / INDEX_FILE))
@@ -155,7 +175,7 @@ def _add_shards(index: faiss.Index, shards: list[Path], held: np.ndarray, count:
         rows = piece.first_label + piece.stride * np.arange(len(shard_ids), dtype=np.int64)
         keep = np.ones(len(vectors), dtype=bool)
         keep[list(piece.held)] = False
-        index.add(np.ascontiguousarray(vectors[keep]))
+        _add(index, np.ascontiguousarray(vectors[keep]), spec)
         ids_file.write([i for i, kept in zip(shard_ids, keep) if kept], rows[keep])
         held_ids.extend(shard_ids[row] for row in piece.held)
         held_rows.append(rows[~keep])
@@ -165,14 +185,24 @@ def _add_shards(index: faiss.Index, shards: list[Path], held: np.ndarray, count:
     return held_ids, np.concatenate(held_rows), np.ascontiguousarray(np.concatenate(held_vectors))
 
 
+def _add(index: faiss.Index, vectors: np.ndarray, spec: str) -> None:
+    """``index.add``, with FAISS's refusal (a C++ exception's text) turned into one line."""
+    try:
+        index.add(vectors)
+    except RuntimeError as error:
+        raise RetrieverError(f"FAISS cannot add vectors to {spec!r}: {str(error).strip().splitlines()[-1]}; "
+                             "use flat, hnsw, ivfpq or another FAISS factory string") from None
+
+
 def _check_tuning_queries(given: bool, params: IndexParams) -> None:
     if given and params.target_recall is None:
         raise RetrieverError("tuning queries were given without a target recall; add --target-recall")
 
 
 def _move_into_place(building: Path, output: Path, overwrite: bool) -> None:
-    if output.exists() and not overwrite:
-        raise RetrieverError(f"{output}: appeared while building; not replaced")
+    if (output.exists() or output.is_symlink()) and not (overwrite and replaceable(output, MANIFEST_FILE)):
+        raise RetrieverError(f"{output}: appeared or changed while building; not replaced: remove it or choose "
+                             "another --output, then rerun (the shards are kept)")
     replace_folder(building, output)
 
 
@@ -185,8 +215,7 @@ def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | 
     Split out so a caller can let the encoder go (e.g. Ray actors holding GPUs) before the index is built.
     """
     _check_tuning_queries(tuning_query_texts is not None, params)
-    output = Path(output)
-    _refuse_existing(output, overwrite)
+    output = _check_output(Path(output), overwrite)
     shards = output.with_name(output.name + ".shards")
     if overwrite and clear_other_encoder(shards, encoder.metadata()):
         print(f"deleted {shards}: another encoder made those shards", file=sys.stderr)
@@ -206,6 +235,8 @@ def encode_and_index(corpus: str | Path, output: str | Path, encoder: Encoder, p
     Shards are reused only when made by this encoder from the same documents; with ``overwrite``, shards of
     another encoder are deleted first instead of refused.
     """
+    if lexical is not None:
+        lexical.check()  # before the encoding, not after it
     shards, tuning_queries = encode_for_index(corpus, output, encoder, params, fmt, fields, shard_size, overwrite,
                                               progress, tuning_query_texts)
     return build_index(shards, corpus, output, params, fmt, fields, overwrite, progress, tuning_queries, lexical)

@@ -20,7 +20,8 @@ from tqdm import tqdm
 
 from retriever.errors import RetrieverError
 from retriever.folders import clean_stale, replace_folder, temporary_folder
-from retriever.integrity import file_damage, file_records, reading
+from retriever.integrity import (check_folder, damaged, file_damage, file_records, file_sha256, reading,
+                                 recorded_files)
 from retriever.id_order import sorted_position
 from retriever.lexical_build import SORTED_VOCAB_FILE, build_bm25s, tokenize_flat
 from retriever.texts import passage_text
@@ -39,6 +40,13 @@ class LexicalParams:
     method: str = "lucene"
     stemmer: str | None = "english"
     stopwords: str | None = "en"
+
+    def check(self) -> None:
+        """Refuse an unknown method, stemmer or stopword list up front: `build` learns of it before hours of
+        encoding, not after."""
+        if self.method not in METHODS:
+            raise RetrieverError(f"unknown BM25 method {self.method!r}; use one of {', '.join(METHODS)}")
+        _tokenizer(self)
 
     def record(self) -> dict:
         """What the manifest keeps: enough to tokenise queries exactly as the documents were."""
@@ -126,8 +134,7 @@ def build_lexical(docstore: Path, target: Path, params: LexicalParams = LexicalP
                   progress: bool = True) -> dict:
     """Tokenise every doc-store row and write a bm25s index to ``target``; return the manifest record.
     Built through ``retriever.lexical_build`` (bm25s's formulas and files, flat arrays in memory)."""
-    if params.method not in METHODS:
-        raise RetrieverError(f"unknown BM25 method {params.method!r}; use one of {', '.join(METHODS)}")
+    params.check()
     tokenizer = _tokenizer(params)
     count = document_count(docstore)
     texts = tqdm(document_texts(docstore), total=count, desc="bm25 tokenise", unit="doc", file=sys.stderr,
@@ -142,24 +149,42 @@ def add_lexical(index_dir: str | Path, params: LexicalParams = LexicalParams(), 
                 progress: bool = True) -> dict:
     """Add a BM25 part to an existing index folder from its doc store (no re-encoding); return the record."""
     from retriever.index_folder import read_manifest, replace_manifest
-    from retriever.searching import docstore_file
 
     index_dir = Path(index_dir)
     manifest = read_manifest(index_dir)
     if manifest.get("lexical") and not overwrite:
         raise RetrieverError(f"{index_dir}: already has a BM25 index; pass --overwrite to rebuild it")
+    params.check()
+    docstore = _checked_docstore(index_dir, manifest)
     final = index_dir / LEXICAL_DIR
     clean_stale(final)
     building = temporary_folder(final)
     shutil.rmtree(building, ignore_errors=True)
     try:
-        record = build_lexical(docstore_file(index_dir, manifest), building, params, progress)
+        with reading(docstore):
+            record = build_lexical(docstore, building, params, progress)
         replace_folder(building, final)  # the same crash-safe swap as index folders' --overwrite
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise
     replace_manifest(index_dir, {**manifest, "lexical": record})
     return record
+
+
+def _checked_docstore(index_dir: Path, manifest: dict) -> Path:
+    """The doc store BM25 is built from, after the checks opening the folder makes (files present at their
+    recorded sizes) and a hash against the manifest: BM25 rows must be the rows of the index's own doc store.
+    The BM25 part itself is left out, since it is what gets rebuilt."""
+    from retriever.index_folder import MANIFEST_FILE
+    from retriever.searching import docstore_file, required_files
+
+    dense = {**manifest, "lexical": None}
+    check_folder(index_dir, dense, MANIFEST_FILE, required_files(manifest))
+    docstore = docstore_file(index_dir, manifest)
+    recorded = recorded_files(dense).get(docstore.name)
+    if recorded and file_sha256(docstore) != recorded.get("sha256"):
+        raise damaged(docstore, "its content is not the one the index was built with (replaced or corrupted)")
+    return docstore
 
 
 def missing_lexical_message(index_dir: Path) -> str:

@@ -24,14 +24,13 @@ import numpy as np
 from faiss.contrib.ondisk import merge_ondisk
 
 from retriever.corpus import Document, Fields, ReadStats, iter_documents
-from retriever.corpus_encoding import ShardContentCheck
 from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, open_mapped, write_mapped_docstore
 from retriever.errors import RetrieverError
 from retriever.id_order import write_id_order
 from retriever.index_folder import INDEX_FILE, check_document_count, write_manifest
 from retriever.ivfparts import ShardSlice, read_held
 from retriever.partwork import PartsFolder, check_part_settings, fill_parts, inputs_record
-from retriever.shards import read_shard_metadata
+from retriever.shards import ShardContentCheck, read_shard_metadata
 from retriever.tuning import held_out_rows, tune_build
 
 ONDISK_TYPE = "ivf-ondisk"

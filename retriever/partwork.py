@@ -8,11 +8,15 @@ Parts are filled by Ray tasks with ``--ray``, else by worker processes.
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import multiprocessing
 import os
 import shutil
+import signal
 import sys
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -26,6 +30,7 @@ from retriever.ivfparts import ShardSlice, fill_part
 from retriever.files import atomic_write, read_json, write_json
 from retriever.shards import VECTOR_FIELDS, read_shard_metadata
 
+_PR_SET_PDEATHSIG = 1
 INPUTS_FILE = "inputs.json"
 TRAINED_FILE = "trained.faiss"
 
@@ -125,7 +130,28 @@ def fill_in_processes(jobs: list[tuple], workers: int, finished: Callable[[], No
             finished()
         return
     # spawn, not fork: a forked child of a process that already ran OpenMP (training) can hang.
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent,
+                             initargs=(os.getpid(),)) as pool:
         for future in as_completed([pool.submit(fill_part, *job, threads) for job in jobs]):
             future.result()
             finished()
+
+
+def die_with_parent(parent: int) -> None:
+    """A part worker's initializer: exit when the build that started it dies. A killed parent (SIGKILL, OOM)
+    cannot stop its pool, and the workers would otherwise wait for work, or keep filling parts, for ever.
+    Linux kills the worker with the parent (``PR_SET_PDEATHSIG``); elsewhere a thread watches the parent id."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (AttributeError, OSError):
+            pass
+    if os.getppid() != parent:  # died before the request above: nothing will signal it now
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="watch-parent").start()
+
+
+def _watch_parent(parent: int, every: float = 1.0) -> None:
+    while os.getppid() == parent:
+        time.sleep(every)
+    os._exit(1)

@@ -2,14 +2,18 @@
 
 Each shard carries the encoder record in its schema metadata, so any shard tells how it was
 made, and is written under a temporary name then renamed, so a file with a final name is
-always complete: that is what makes encoding resumable.
+always complete: that is what makes encoding resumable. ``ShardContentCheck`` proves, while the
+corpus streams past, that the shards were made from it, row for row.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -18,6 +22,9 @@ import pyarrow.parquet as pq
 from retriever.encoder_settings import VECTOR_FIELDS
 from retriever.errors import RetrieverError
 from retriever.files import atomic_write
+
+if TYPE_CHECKING:
+    from retriever.corpus import Document
 
 METADATA_KEY = b"retriever"
 _SHARD_PATTERN = re.compile(r"^embeddings-w(\d+)of(\d+)-(\d{5})\.parquet$")
@@ -54,28 +61,70 @@ def write_shard(path: Path, ids: list[str], embeddings: np.ndarray, metadata: di
     atomic_write(path, lambda tmp: pq.write_table(table, tmp))
 
 
+SHARD_KEYS = ("worker", "num_workers", "part", "rows", "shard_size")
+
+
+def invalid_shard(path: Path, problem: str) -> RetrieverError:
+    return RetrieverError(f"{path}: not a valid shard ({problem}); rerun `retriever encode` (or `build`) on its "
+                          "corpus, which re-encodes it, or delete it and rerun")
+
+
+def _first_line(error: Exception) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[-1][:200] if lines else type(error).__name__
+
+
 def read_shard_metadata(path: Path) -> dict:
+    """The encoder and part record a shard carries, refused in one line when the file cannot be read, the
+    record is broken or the file holds another number of rows than it records (truncated or rewritten)."""
     try:
-        raw = pq.read_schema(path).metadata or {}
+        footer = pq.read_metadata(path)
     except Exception as error:
-        raise RetrieverError(f"{path}: not a readable Parquet shard ({error})") from None
+        raise invalid_shard(path, f"not a readable Parquet file: {_first_line(error)}") from None
+    raw = footer.metadata or {}
     if METADATA_KEY not in raw:
-        raise RetrieverError(f"{path}: Parquet file has no retriever metadata; it was not written by `retriever encode`")
-    return json.loads(raw[METADATA_KEY])
+        raise invalid_shard(path, "the Parquet file has no retriever metadata; `retriever encode` did not write it")
+    try:
+        metadata = json.loads(raw[METADATA_KEY])
+    except ValueError:
+        raise invalid_shard(path, "its retriever metadata is not valid JSON") from None
+    shard = metadata.get("shard") if isinstance(metadata, dict) else None
+    if not isinstance(shard, dict):
+        raise invalid_shard(path, "its retriever metadata has no shard record")
+    for key in SHARD_KEYS:
+        if not isinstance(shard.get(key), int) or isinstance(shard.get(key), bool):
+            raise invalid_shard(path, f"its shard record lacks a whole number {key}")
+    if footer.num_rows != shard["rows"]:
+        raise invalid_shard(path, f"holds {footer.num_rows} rows where its metadata records {shard['rows']}")
+    return metadata
 
 
 def read_shard(path: Path) -> tuple[list[str], np.ndarray]:
     """Ids and vectors of one shard, decoded a few thousand rows at a time into one array:
     reading the whole table at once peaks at several times the vectors' size."""
-    shard = pq.ParquetFile(path, buffer_size=1 << 22, pre_buffer=False)
-    dim = shard.schema_arrow.field("embedding").type.list_size
-    vectors = np.empty((shard.metadata.num_rows, dim), dtype=np.float32)
-    ids: list[str] = []
-    for batch in shard.iter_batches(batch_size=8192, columns=["id", "embedding"]):
-        vectors[len(ids):len(ids) + batch.num_rows] = batch.column(1).values.to_numpy(
-            zero_copy_only=False).reshape(-1, dim)
-        ids.extend(batch.column(0).to_pylist())
+    try:
+        shard = pq.ParquetFile(path, buffer_size=1 << 22, pre_buffer=False)
+        dim = shard.schema_arrow.field("embedding").type.list_size
+        vectors = np.empty((shard.metadata.num_rows, dim), dtype=np.float32)
+        ids: list[str] = []
+        for batch in shard.iter_batches(batch_size=8192, columns=["id", "embedding"]):
+            vectors[len(ids):len(ids) + batch.num_rows] = batch.column(1).values.to_numpy(
+                zero_copy_only=False).reshape(-1, dim)
+            ids.extend(batch.column(0).to_pylist())
+    except Exception as error:
+        raise invalid_shard(path, f"cannot be read: {_first_line(error)}") from None
     return ids, vectors
+
+
+def shard_ids_sha256(path: Path) -> str:
+    """SHA-256 of a shard's id column, each id followed by a newline: compared with the corpus's ids of the part."""
+    digest = hashlib.sha256()
+    try:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=65_536, columns=["id"]):
+            digest.update("".join(f"{i}\n" for i in batch.column(0).to_pylist()).encode("utf-8", "surrogatepass"))
+    except Exception as error:
+        raise invalid_shard(path, f"its id column cannot be read: {_first_line(error)}") from None
+    return digest.hexdigest()
 
 
 def list_shards(folder: Path) -> list[Path]:
@@ -130,3 +179,52 @@ def read_rows(shards: list[Path], rows: np.ndarray) -> np.ndarray:
 def sample_vectors(shards: list[Path], total: int, size: int, seed: int) -> np.ndarray:
     """A uniform sample of the vectors, read shard by shard."""
     return read_rows(shards, sample_rows(total, size, seed))
+
+
+class ContentHash:
+    """Incremental hash of a part's documents: what a shard's vectors were made from."""
+
+    def __init__(self) -> None:
+        self._digest = hashlib.sha256()
+
+    def add(self, document: Document) -> None:
+        record = json.dumps([document.id, document.title, document.text], ensure_ascii=False)
+        self._digest.update(record.encode("utf-8", "surrogatepass") + b"\n")
+
+    def hexdigest(self) -> str:
+        return self._digest.hexdigest()
+
+
+class ShardContentCheck:
+    """Recompute each part's content hash, and a hash of its ids, while the corpus streams past, to prove the
+    shards came from it and that each shard's id column names its rows' documents in corpus order."""
+
+    def __init__(self, shards: list[Path]) -> None:
+        self._expected: dict[tuple[int, int], tuple[Path, str]] = {}
+        self._hashes: dict[tuple[int, int], ContentHash] = defaultdict(ContentHash)
+        self._ids = defaultdict(hashlib.sha256)  # per part: SHA-256 of its ids, each followed by a newline
+        self._position = 0
+        for path in shards:
+            shard = read_shard_metadata(path)["shard"]
+            if "content_sha256" not in shard:
+                raise RetrieverError(f"{path}: the shard records no content hash (an older version made it); rerun "
+                                     "`retriever encode` on the corpus, which re-encodes such shards")
+            self._expected[(shard["worker"], shard["part"])] = (path, shard["content_sha256"])
+            self._num_workers, self._shard_size = shard["num_workers"], shard["shard_size"]
+
+    def add(self, document: Document) -> None:
+        worker, rank = self._position % self._num_workers, self._position // self._num_workers
+        key = (worker, rank // self._shard_size)
+        self._hashes[key].add(document)
+        self._ids[key].update(f"{document.id}\n".encode("utf-8", "surrogatepass"))
+        self._position += 1
+
+    def check(self, corpus: Path) -> None:
+        for key, (path, expected) in sorted(self._expected.items()):
+            if key not in self._hashes or self._hashes[key].hexdigest() != expected:
+                raise RetrieverError(f"{path}: encoded from other documents than {corpus} holds now; rerun "
+                                     "`retriever encode` on it (only the changed parts are re-encoded)")
+            if shard_ids_sha256(path) != self._ids[key].hexdigest():
+                raise RetrieverError(f"{path}: its id column does not list its part's documents of {corpus} in "
+                                     "order (the shard was rewritten); rerun `retriever encode` (or `build`) "
+                                     "on the corpus, which re-encodes it")

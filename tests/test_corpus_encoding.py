@@ -91,3 +91,14 @@ def test_sigkill_then_rerun_gives_identical_shards(tiny_model_dir, tmp_path):
     subprocess.run(command + ["--output", str(killed)], check=True, env=env, capture_output=True)
     assert shard_contents(killed) == shard_contents(tmp_path / "reference")
     assert not list(killed.glob(".*tmp*")), "no temporary files are left behind"
+
+
+@pytest.mark.parametrize("where", ["output-is-a-file", "parent-is-a-file"])
+def test_a_shard_folder_that_cannot_be_made_is_one_error(tiny_model_dir, tmp_path, where):
+    corpus = write_corpus(tmp_path / "c.jsonl", 3)
+    (tmp_path / "afile").write_text("mine")
+    output = tmp_path / "afile" if where == "output-is-a-file" else tmp_path / "afile" / "shards"
+    expected = "afile: is a file, not a folder" if where == "output-is-a-file" else "shards: cannot be created"
+    with pytest.raises(RetrieverError, match=f"{expected}.*choose another --output"):
+        encode_corpus(corpus, output, encoder(tiny_model_dir), progress=False)
+    assert (tmp_path / "afile").read_text() == "mine"

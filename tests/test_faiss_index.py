@@ -28,3 +28,10 @@ def test_index_types_become_factory_strings(index_type, expected):
 def test_pq_m_must_divide_the_dimension():
     with pytest.raises(RetrieverError, match="must divide"):
         factory_string(IndexParams("ivfpq", pq_m=5), 384, 1_000_000)
+
+
+@pytest.mark.parametrize("spec", ["IDMap,Flat", "IDMap2,HNSW32,Flat", "IDMap,IVF4,Flat"])
+def test_idmap_factories_are_refused_when_the_settings_are_made(spec):
+    """The tool numbers the vectors itself: FAISS would refuse `add` only after the whole corpus is encoded."""
+    with pytest.raises(RetrieverError, match="IDMap indexes are not supported"):
+        IndexParams(spec)

@@ -135,3 +135,131 @@ def test_id_map_points_at_each_documents_docstore_row_with_split_shards(tiny_bei
     docstore_ids = pq.read_table(tmp_path / "idx" / DOCSTORE_FILE)["id"].to_pylist()
     assert sorted(id_map["id"]) == sorted(docstore_ids) and len(docstore_ids) == 12
     assert [docstore_ids[row] for row in id_map["docstore_row"]] == id_map["id"]
+
+
+class NoEncoding(Encoder):
+    """An encoder that fails the test if asked to encode: the refusal must come before any encoding."""
+
+    def encode_passages(self, *args, **kwargs):
+        raise AssertionError("encoded before refusing")
+
+
+@pytest.fixture()
+def no_encoding(tiny_model_dir) -> Encoder:
+    return NoEncoding(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+
+
+def _hidden(folder) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
+
+
+@pytest.mark.parametrize("kind", ["folder", "file"])
+def test_overwrite_never_replaces_what_is_not_an_index(tiny_beir, no_encoding, tmp_path, kind):
+    victim = tmp_path / "victim"
+    if kind == "folder":
+        victim.mkdir()
+        (victim / "notes.txt").write_text("mine")
+    else:
+        victim.write_text("mine")
+    with pytest.raises(RetrieverError, match="victim: exists and is not an index folder.*remove it or choose"):
+        encode_and_index(tiny_beir, victim, no_encoding, overwrite=True, progress=False)
+    assert (victim / "notes.txt" if kind == "folder" else victim).read_text() == "mine"
+    assert not (tmp_path / "victim.shards").exists() and _hidden(tmp_path) == []
+
+
+def test_overwrite_replaces_an_index_folder_or_an_empty_one(tiny_beir, tiny_encoder, tmp_path):
+    (tmp_path / "idx").mkdir()
+    encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, overwrite=True, progress=False, lexical=None)
+    build_index(tmp_path / "idx.shards", tiny_beir, tmp_path / "idx", overwrite=True, progress=False, lexical=None)
+    assert (tmp_path / "idx" / MANIFEST_FILE).is_file() and _hidden(tmp_path) == []
+
+
+def test_overwrite_keeps_what_a_user_put_in_the_shard_folder(tiny_beir, tiny_encoder, tmp_path):
+    """Shards of another encoder are deleted, the user's other files in NAME.shards are not."""
+    encode_corpus(tiny_beir, tmp_path / "idx.shards", tiny_encoder, progress=False)
+    (tmp_path / "idx.shards" / "notes.txt").write_text("mine")
+    other = Encoder(EncoderSettings(model=str(tiny_encoder.settings.model), normalize=False), device="cpu",
+                    dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "idx", other, overwrite=True, progress=False, lexical=None)
+    assert (tmp_path / "idx.shards" / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("where", ["shards-is-a-file", "parent-is-a-file"])
+def test_an_output_that_cannot_be_made_is_refused_before_encoding(tiny_beir, no_encoding, tmp_path, where):
+    if where == "shards-is-a-file":
+        (tmp_path / "idx.shards").write_text("mine")
+        output, expected = tmp_path / "idx", "idx.shards: is a file where the build keeps its shards folder"
+    else:
+        (tmp_path / "afile").write_text("mine")
+        output, expected = tmp_path / "afile" / "idx", "cannot be created: .*afile is a file"
+    with pytest.raises(RetrieverError, match=expected):
+        encode_and_index(tiny_beir, output, no_encoding, progress=False)
+    assert (tmp_path / ("idx.shards" if where == "shards-is-a-file" else "afile")).read_text() == "mine"
+
+
+def test_dot_as_output_is_the_current_folder(tiny_beir, tiny_encoder, tmp_path, monkeypatch):
+    (tmp_path / "idx").mkdir()
+    monkeypatch.chdir(tmp_path / "idx")
+    encode_and_index(tiny_beir, ".", tiny_encoder, overwrite=True, progress=False, lexical=None)
+    assert (tmp_path / "idx" / MANIFEST_FILE).is_file() and (tmp_path / "idx.shards").is_dir()
+
+
+def test_an_idmap_factory_is_refused_before_encoding(tiny_beir, no_encoding, tmp_path):
+    with pytest.raises(RetrieverError, match="IDMap indexes are not supported.*e.g. 'Flat'"):
+        encode_and_index(tiny_beir, tmp_path / "idx", no_encoding, IndexParams("IDMap,Flat"), progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny-beir"]
+
+
+@pytest.mark.parametrize("option", [{"stemmer": "klingon"}, {"stopwords": "xx"}, {"method": "bm99"}])
+def test_bad_bm25_settings_are_refused_before_encoding(tiny_beir, no_encoding, tmp_path, option):
+    from retriever.lexical import LexicalParams
+
+    with pytest.raises(RetrieverError, match="klingon|'xx'|bm99"):
+        encode_and_index(tiny_beir, tmp_path / "idx", no_encoding, lexical=LexicalParams(**option), progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny-beir"]
+
+
+def _rewrite_first_shard(folder, change) -> str:
+    import pyarrow as pa
+
+    shard = list_shards(folder)[0]
+    table = pq.read_table(shard)
+    metadata = table.schema.metadata
+    if change == "broken-json":
+        table = table.replace_schema_metadata({METADATA_KEY: b"{broken"})
+    elif change == "no-shard-record":
+        record = json.loads(metadata[METADATA_KEY])
+        del record["shard"]
+        table = table.replace_schema_metadata({METADATA_KEY: json.dumps(record).encode()})
+    elif change == "fewer-rows":
+        table = table.slice(0, 1).replace_schema_metadata(metadata)
+    elif change == "reversed-ids":
+        table = table.set_column(0, "id", pa.array(table["id"].to_pylist()[::-1])).replace_schema_metadata(metadata)
+    else:  # truncated
+        data = shard.read_bytes()
+        shard.write_bytes(data[:len(data) // 2])
+        return shard.name
+    pq.write_table(table, shard)
+    return shard.name
+
+
+SHARD_DAMAGE = {"broken-json": "metadata is not valid JSON", "no-shard-record": "has no shard record",
+                "fewer-rows": "holds 1 rows where its metadata records 5",
+                "reversed-ids": "its id column does not list its part's documents",
+                "truncated": "not a readable Parquet file"}
+
+
+@pytest.mark.parametrize("change", sorted(SHARD_DAMAGE))
+def test_a_damaged_shard_is_refused_by_name_and_a_rerun_of_encode_repairs_it(tiny_beir, tiny_encoder, tmp_path,
+                                                                            change):
+    encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, shard_size=5, progress=False)
+    name = _rewrite_first_shard(tmp_path / "shards", change)
+    with pytest.raises(RetrieverError, match=f"{name}: .*{SHARD_DAMAGE[change]}.*rerun `retriever encode`") as error:
+        build_index(tmp_path / "shards", tiny_beir, tmp_path / "idx", progress=False, lexical=None)
+    assert "\n" not in str(error.value) and not (tmp_path / "idx").exists()
+    result = encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, shard_size=5, progress=False)
+    assert (result.encoded, result.changed_parts) == (5, 1)
+    build_index(tmp_path / "shards", tiny_beir, tmp_path / "idx", progress=False, lexical=None)
+    id_map = pq.read_table(tmp_path / "idx" / IDS_FILE).to_pydict()
+    docstore_ids = pq.read_table(tmp_path / "idx" / DOCSTORE_FILE)["id"].to_pylist()
+    assert [docstore_ids[row] for row in id_map["docstore_row"]] == id_map["id"]

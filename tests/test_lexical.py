@@ -81,3 +81,37 @@ def test_queries_find_terms_in_the_mapped_vocabulary_or_in_an_older_folders_json
         terms = mapped.tokenize(query)
         assert mapped.term_ids(terms) == loaded.term_ids(terms)
     assert [r.tolist() for r in mapped.search(queries, k=3)[1]] == [r.tolist() for r in loaded.search(queries, k=3)[1]]
+
+
+@pytest.mark.parametrize("damage", ["missing", "one-byte-flipped", "bm25-part-broken"])
+def test_bm25_is_built_only_from_the_index_folders_own_doc_store(tiny_beir, tiny_model_dir, tmp_path, damage):
+    """`retriever bm25` checks the folder as opening it for search does, and hashes the doc store it reads."""
+    from retriever.encoder import Encoder, EncoderSettings
+
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    index = tmp_path / "idx"
+    encode_and_index(tiny_beir, index, encoder, IndexParams("flat"), progress=False)
+    docstore = index / DOCSTORE_FILE
+    if damage == "missing":
+        docstore.unlink()
+    elif damage == "one-byte-flipped":
+        data = bytearray(docstore.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        docstore.write_bytes(bytes(data))
+    else:  # the part being rebuilt may be damaged: it is what --overwrite replaces
+        (index / LEXICAL_DIR / "vocab.index.json").write_text("garbage")
+        assert add_lexical(index, overwrite=True, progress=False)["documents"] == 12
+        return
+    expected = "missing" if damage == "missing" else r"its content is not the one the index was built with \(.*\)"
+    with pytest.raises(RetrieverError, match=f"docstore.parquet: {expected}; the index folder is damaged"):
+        add_lexical(index, overwrite=True, progress=False)
+    assert [p.name for p in index.iterdir() if p.name.startswith(".")] == []
+
+
+def test_bm25_settings_are_checked_without_building(folder):
+    for params, expected in [(LexicalParams(stemmer="klingon"), "no stemmer for 'klingon'"),
+                             (LexicalParams(stopwords="xx"), "--bm25-stopwords 'xx'"),
+                             (LexicalParams(method="bm99"), "unknown BM25 method 'bm99'")]:
+        with pytest.raises(RetrieverError, match=expected):
+            params.check()
+    LexicalParams(stemmer=None, stopwords=None).check()

@@ -96,3 +96,57 @@ def test_processes_and_ray_are_not_mixed(shards, corpus, tmp_path):
     with pytest.raises(RetrieverError, match="with --ray, parts are Ray tasks: use --ray-workers"):
         build_index(shards, corpus, tmp_path / "idx", IndexParams(**ONDISK, ray_address="local"), progress=False)
     assert not (tmp_path / "idx").exists()
+
+
+def _children(parent: int, marker: str) -> set[int]:
+    """Processes whose parent is ``parent`` and whose command line holds ``marker`` (read from /proc)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if int(fields[1]) == parent and marker in command:
+            found.add(int(stat.parent.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a dead child nobody has reaped yet)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the workers through /proc")
+def test_part_workers_die_with_a_killed_build(shards, corpus, tmp_path):
+    """SIGKILL of `retriever index` cannot shut its pool down: the workers must notice on their own."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    command = [sys.executable, "-m", "retriever", "index", str(shards), "--corpus", str(corpus), "-o",
+               str(tmp_path / "idx"), "--index-type", "ivf-ondisk", "--nlist", "8", "--part-size", "60",
+               "--parallel-parts", "2", "--ondisk-codes", "flat", "--no-bm25"]
+    run = subprocess.Popen(command, env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    workers: set[int] = set()
+    deadline = time.monotonic() + 120
+    while run.poll() is None and len(workers) < 2 and time.monotonic() < deadline:
+        workers = _children(run.pid, "spawn_main")
+        time.sleep(0.02)
+    if run.poll() is None:
+        run.send_signal(signal.SIGKILL)
+    run.wait()
+    assert len(workers) == 2, "the build ended before its part workers could be seen"
+    deadline = time.monotonic() + 10
+    while any(_running(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    survivors = [pid for pid in workers if _running(pid)]
+    for pid in survivors:  # do not leave them behind after a failure
+        os.kill(pid, signal.SIGKILL)
+    assert survivors == [], "part workers outlived the killed build"
