@@ -136,8 +136,9 @@ class Searcher:
         lexical = lambda rows, depth: self._lexical([texts[i] for i in rows], depth)  # noqa: E731
         if mode != "hybrid":
             return self._top_k(dense if mode == "dense" else lexical, len(texts), k)
-        depth = max(k, self.fusion.depth)
-        dense_top, lexical_top = self._top_k(dense, len(texts), depth), self._top_k(lexical, len(texts), depth)
+        # The fused lists are the engines' own top --fusion-depth: a fixed depth, so k does not change them.
+        depth, everything = max(k, self.fusion.depth), np.arange(len(texts))
+        dense_top, lexical_top = dense(everything, depth), lexical(everything, depth)
         fused = lambda rows, top: fuse((dense_top[0][rows], dense_top[1][rows]),  # noqa: E731
                                        (lexical_top[0][rows], lexical_top[1][rows]), self.fusion, top)
         return self._top_k(fused, len(texts), k)

@@ -56,6 +56,9 @@ def top_k(search: Callable[[np.ndarray, int], Ranked], queries: int, k: int, ava
     depth = min(k + 1, limit)
     rows = np.arange(queries)
     scores, labels = search(rows, depth)
+    as_f32 = scores.astype(np.float32)
+    if not np.any((as_f32[:, 1:] == as_f32[:, :-1]) & (labels[:, 1:] >= 0)):  # no tie anywhere: the usual case
+        return scores[:, :k], labels[:, :k]
     width = min(k, scores.shape[1])
     kept_scores = np.empty((queries, width), dtype=scores.dtype)
     kept_labels = np.empty((queries, width), dtype=labels.dtype)
