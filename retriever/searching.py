@@ -23,7 +23,7 @@ from retriever.fusion import MODES, FusionParams, check_mode, fuse
 from retriever.lexical import missing_lexical_message, open_lexical
 from retriever.tuning import apply_search_params
 from retriever.runs import Run, rank_order
-from retriever.texts import passage_text
+from retriever.texts import check_text, passage_text
 from retriever import tie_cut
 
 
@@ -131,6 +131,8 @@ class Searcher:
         if k < 1:
             raise RetrieverError("k must be at least 1")
         if mode != "bm25" and vectors is None:
+            for number, text in enumerate(texts, 1):  # the tokenizer's own error is a TypeError naming no query
+                check_text(text, f"query {number} of {len(texts)}", "the query")
             vectors = self.encoder.encode_queries(list(texts))
         dense = lambda rows, depth: self.search_vectors(vectors[rows], depth, nprobe, ef_search)  # noqa: E731
         lexical = lambda rows, depth: self._lexical([texts[i] for i in rows], depth)  # noqa: E731

@@ -156,3 +156,9 @@ def test_a_changed_tokenizer_is_refused_like_changed_weights(tiny_beir, tmp_path
     BertTokenizerFast(vocab={token: i for i, token in enumerate(vocab)}, do_lower_case=True).save_pretrained(model)
     with pytest.raises(RetrieverError, match="tokenizer with vocabulary .* its tokenizer files changed since"):
         Searcher(tmp_path / "idx", device="cpu")
+
+
+def test_a_query_the_tokenizer_cannot_take_is_a_retriever_error_in_the_library(tiny_index):
+    searcher = Searcher(tiny_index, device="cpu", dtype="fp32")
+    with pytest.raises(RetrieverError, match="query 2 of 2: the query has a lone surrogate U[+]DCFF at character 4"):
+        searcher.search(["cat", "abc\udcff"], k=2)
