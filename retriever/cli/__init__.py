@@ -1,10 +1,13 @@
 """The `retriever` command line: a thin layer over the library API.
 
 A ``RetrieverError`` is printed as one line on stderr with exit code 1; anything else is a
-bug and keeps its traceback.
+bug and keeps its traceback. Under torchrun every process runs the command and meets the same
+error, so only rank 0 prints errors (and usage errors); the others exit non-zero silently, except
+for an error only that process can see (``every_process``, e.g. another process died).
 """
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -26,8 +29,26 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except RetrieverError as error:
-            click.echo(f"error: {error}", err=True)
+            if _is_rank_zero() or getattr(error, "every_process", False):
+                click.echo(f"error: {error}", err=True)
             sys.exit(1)
+
+    def main(self, *args, **kwargs):
+        """As click's, but a torchrun process other than rank 0 exits with usage errors' codes without printing."""
+        if _is_rank_zero() or kwargs.get("standalone_mode") is False:
+            return super().main(*args, **kwargs)
+        try:
+            code = super().main(*args, **{**kwargs, "standalone_mode": False})
+        except click.ClickException as error:
+            sys.exit(error.exit_code)
+        except click.Abort:
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def _is_rank_zero() -> bool:
+    """Rank 0 of a torchrun launch, or a process started without torchrun."""
+    return int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0"))) == 0
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "show_default": True})

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from retriever.cli.options import corpus_options, device_options, fields_from, renamed_option
-from retriever.cli.training import optimizer_options, report_to_option
+from retriever.cli.training import optimizer_options, progress_option, report_to_option
 
 
 @click.command("pretrain")
@@ -44,7 +44,8 @@ from retriever.cli.training import optimizer_options, report_to_option
 @click.option("--mlm-probability", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.15,
               show_default=True, help="Share of tokens masked, whole words at a time (BERT 80/10/10 replacement).")
 @renamed_option("--sequences-per-step", "--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
-                help="Sequences per optimizer step (with --cocondenser: N/2 passages x 2 spans).")
+                help="Sequences per optimizer step (with --cocondenser: N/2 passages x 2 spans; under torchrun a "
+                     "multiple of 2 x processes and at least 4 x processes).")
 @click.option("--epochs", type=click.IntRange(min=1), default=None,
               help="Passes over the corpus; with --max-steps, whichever ends first. [default: 1 unless --max-steps "
                    "is given, then as many as --max-steps needs]")
@@ -58,8 +59,7 @@ from retriever.cli.training import optimizer_options, report_to_option
 @click.option("--seed", type=int, default=42, show_default=True,
               help="Seed for head initialisation, data order, masking and dropout.")
 @device_options()
-@click.option("--progress/--no-progress", default=True, show_default=True,
-              help="Show a progress bar with the loss, learning rate and examples/s on stderr.")
+@progress_option()
 @report_to_option()
 @corpus_options()
 def pretrain_command(corpus, model, output, n_head_layers, skip_from, cocondenser, objective, freeze_backbone_steps,

@@ -23,6 +23,11 @@ def report_to_option():
                              "(needs the tensorboard package).")
 
 
+def progress_option():
+    return click.option("--progress/--no-progress", default=True, show_default=True,
+                        help="Show a progress bar with the loss, learning rate and examples/s on stderr.")
+
+
 def optimizer_options(learning_rate: float) -> Callable:
     """AdamW, its schedule and clipping: the training stack's flags, the same for `train` and `pretrain`."""
     return compose(
@@ -86,13 +91,14 @@ def optimizer_options(learning_rate: float) -> Callable:
 @click.option("--cross-device-negatives/--no-cross-device-negatives", default=True, show_default=True,
               help="Under torchrun, score each query against every process's passages (the global batch); off, "
                    "each process's queries see only its own slice.")
+@progress_option()
 @report_to_option()
 @corpus_options()
 def train_command(dataset, split, train_jsonl, corpus, negatives, model, encoder_overrides, output, epochs, max_steps,
                   queries_per_step,
                   train_group_size, learning_rate, warmup_ratio, weight_decay, temperature, max_grad_norm, seed,
                   grad_cache_chunk_size, dev_split, dev_dataset, dev_max_docs, device, dtype, save_steps,
-                  cross_device_negatives, report_to, fmt, id_field, text_field, title_field):
+                  cross_device_negatives, progress, report_to, fmt, id_field, text_field, title_field):
     """Fine-tune a dual encoder with in-batch (and hard) negatives into a model folder OUTPUT.
 
     Max lengths default to the start model's (as for every command), and the folder records them,
@@ -116,7 +122,8 @@ def train_command(dataset, split, train_jsonl, corpus, negatives, model, encoder
         learning_rate=learning_rate, warmup_ratio=warmup_ratio, weight_decay=weight_decay, temperature=temperature,
         max_grad_norm=max_grad_norm or None, seed=seed, grad_cache_chunk_size=grad_cache_chunk_size,
         dev_split=dev_split, dev_dataset=_str(dev_dataset), dev_max_docs=dev_max_docs, device=device, dtype=dtype,
-        save_steps=save_steps or None, cross_device_negatives=cross_device_negatives, report_to=report_to)
+        save_steps=save_steps or None, cross_device_negatives=cross_device_negatives, progress=progress,
+        report_to=report_to)
     result = train(config)
     if is_main_process():
         click.echo(json.dumps({"model": str(result.output), "steps": result.steps, "best_step": result.best_step,

@@ -4,7 +4,7 @@
 `retriever.training.stack`: checkpoints, resume, settings check, DDP, bf16, logging), with the
 Condenser's loss; each logged step also records the head and backbone MLM losses (and the
 coCondenser span loss).  Under torchrun each rank takes its slice of the global batch; the span
-loss pairs siblings within a rank's slice.
+loss pairs siblings within a rank's slice, so with --cocondenser each rank needs 2+ whole passages.
 """
 from __future__ import annotations
 
@@ -52,15 +52,27 @@ class PretrainConfig(stack.StackConfig):
         super().check()
         if self.max_length < 8:
             raise RetrieverError("--max-length must be at least 8")
-        if self.cocondenser and self.batch_size < 4:
-            raise RetrieverError("--cocondenser needs --sequences-per-step of at least 4 (2 spans from each of 2+ "
-                                 "documents)")
+        if self.cocondenser:
+            check_span_batch(self.batch_size, stack.launched_processes())
         if self.objective not in OBJECTIVES or self.objective == "mlm" and self.n_head_layers:
             raise RetrieverError(f"--objective is one of {', '.join(OBJECTIVES)}; mlm has no head (no --n-head-layers)")
         if self.freeze_backbone_steps < 0 or self.backbone_lr_scale <= 0:
             raise RetrieverError("--freeze-backbone-steps must not be negative and --backbone-lr-scale be positive")
         if self.temperature <= 0 or not 0 < self.mlm_probability < 1:
             raise RetrieverError("--temperature must be positive and --mlm-probability between 0 and 1")
+
+
+def check_span_batch(sequences: int, processes: int) -> None:
+    """coCondenser's span softmax runs within a process's slice: each process needs whole passages (2 spans each)
+    from at least 2 documents, or its only candidate is the sibling and the span loss is 0."""
+    if processes == 1 and sequences < 4:
+        raise RetrieverError("--cocondenser needs --sequences-per-step of at least 4 (2 spans from each of 2+ "
+                             "documents)")
+    if processes > 1 and (sequences < 4 * processes or sequences % (2 * processes)):
+        raise RetrieverError(f"--cocondenser over {processes} processes needs --sequences-per-step a multiple of "
+                             f"{2 * processes} (2 x processes: whole 2-span passages per process) and at least "
+                             f"{4 * processes} (4 x processes: 2+ passages per process for the span loss), not "
+                             f"{sequences}")
 
 
 @dataclass

@@ -31,6 +31,7 @@ from retriever.device import resolve_device, resolve_dtype
 from retriever.errors import RetrieverError
 from retriever.model_folder import portable_record
 from retriever.files import read_json, write_json
+from retriever.training.processes import is_peer_failure, launched_processes, peer_died
 
 CHECKPOINTS = "checkpoints"
 RUN_FILE = "run.json"
@@ -116,7 +117,7 @@ class StackConfig:
         With ``evaluate``, each epoch's end evaluates; ``metric`` picks the best checkpoint, kept from rotation."""
         device = resolve_device(self.device)
         precision = resolve_dtype(self.dtype, device)
-        ranks = int(os.environ.get("WORLD_SIZE", "1"))
+        ranks = launched_processes()
         if per_step % ranks:
             raise RetrieverError(f"a step's {per_step} examples do not split over {ranks} processes; make "
                                  f"--queries-per-step (train) or --sequences-per-step (pretrain) a multiple of {ranks}")
@@ -215,12 +216,17 @@ class StackTrainer(Trainer):
             write_json(marker, self.run_settings)
 
     def fit(self, resume_from: Path | None) -> None:
-        """Train, resuming from a checked checkpoint; a checkpoint file that is not plain data stops the run."""
+        """Train, resuming from a checked checkpoint; a checkpoint file that is not plain data stops the run, and
+        so does another process's death (its collective fails here), each with one line."""
         try:
             self.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
         except pickle.UnpicklingError as error:
             raise RetrieverError(f"{resume_from}: a checkpoint file is not plain tensors and was not loaded "
                                  f"({str(error).splitlines()[0]}); delete the folder to start over") from None
+        except RuntimeError as error:
+            if not is_peer_failure(error):
+                raise
+            raise peer_died(error) from None
 
     def finish(self, write_model, result: dict) -> None:
         """Rank 0 writes the model folder, records the finished run and drops its checkpoints; all ranks wait."""

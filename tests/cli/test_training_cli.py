@@ -106,3 +106,22 @@ def test_report_to_tensorboard_logs_loss_learning_rate_speed_and_dev_metrics(tmp
     events.Reload()
     assert {"train/loss", "train/learning_rate", "train/examples_per_second", "eval/ndcg@10"} <= \
         set(events.Tags()["scalars"])
+
+
+@pytest.mark.parametrize("flags, shown", [([], True), (["--no-progress"], False)])
+def test_train_takes_no_progress_like_pretrain(tmp_path, tiny_beir, monkeypatch, flags, shown):
+    from types import SimpleNamespace
+
+    import retriever.training
+    from retriever.cli.pretrain import pretrain_command
+
+    seen = []
+    monkeypatch.setattr(retriever.training, "train", lambda config: seen.append(config) or SimpleNamespace(
+        output=tmp_path / "m", steps=0, best_step=None, dev_scores=None, seconds=0.0))
+    result = CliRunner().invoke(train_command, ["--dataset", str(tiny_beir), "--output", str(tmp_path / "m"),
+                                                *flags], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert seen[0].progress is shown
+    options = {command.name: next(p for p in command.params if p.name == "progress")
+               for command in (train_command, pretrain_command)}
+    assert options["train"].to_info_dict() == options["pretrain"].to_info_dict()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -106,3 +107,21 @@ def test_rerun_with_other_settings_is_refused(tiny_beir, tiny_model_dir, tmp_pat
 def test_output_must_not_be_an_unrelated_folder(tiny_beir, tiny_model_dir):
     with pytest.raises(RetrieverError, match="holds no training run"):
         pretrain(config(tiny_beir, tiny_model_dir, tiny_model_dir, max_steps=1), log=quiet)
+
+
+@pytest.mark.parametrize("processes, sequences, message", [
+    (1, 2, "at least 4"), (1, 4, None), (1, 5, None),
+    (2, 4, "at least 8"),  # 1 passage per process: its span softmax holds only the sibling, the loss is 0
+    (2, 6, "multiple of 4"),  # 3 passages do not split over 2 processes
+    (2, 8, None), (2, 12, None), (2, 10, "multiple of 4"), (3, 6, "at least 12 (4 x processes"), (3, 12, None)])
+def test_cocondenser_needs_two_whole_passages_per_process(tmp_path, monkeypatch, processes, sequences, message):
+    monkeypatch.setenv("WORLD_SIZE", str(processes))
+    settings = config(tmp_path / "c.jsonl", tmp_path / "out", "bert", cocondenser=True, batch_size=sequences)
+    if message is None:
+        settings.check()
+        return
+    with pytest.raises(RetrieverError, match=re.escape(message)) as refused:
+        settings.check()
+    assert "\n" not in str(refused.value) and "--sequences-per-step" in str(refused.value)
+    if processes > 1:
+        assert f"multiple of {2 * processes} (2 x processes" in str(refused.value)

@@ -3,7 +3,7 @@
 The same global batch must give the loss and weights of one process (cross-device negatives and the
 shared-positive mask span both ranks, GradCache included), turning cross-device negatives off must
 change them, and a 2-process run killed after a checkpoint must end, when rerun, with the weights
-of an uninterrupted one.
+of an uninterrupted one; when one process is killed, the survivor stops with one line, not a gloo traceback.
 """
 from __future__ import annotations
 
@@ -160,3 +160,35 @@ def test_killed_two_process_run_resumes_to_the_uninterrupted_weights(work, two_p
     record = json.loads((output / "checkpoints" / "finished.json").read_text())["result"]
     assert record["resumed_from_step"] is not None and record["steps"] == 40
     assert largest_difference(weights(output), weights(two_process_runs / "straight")) < 1e-6
+
+
+def worker_of_rank(launcher: int, rank: int) -> int | None:
+    for pid in process_tree(launcher)[1:]:
+        try:
+            environment = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except FileNotFoundError:
+            continue
+        if f"RANK={rank}".encode() in environment:
+            return pid
+    return None
+
+
+def test_a_killed_process_leaves_the_survivor_one_line(work, tmp_path):
+    output = tmp_path / "out"
+    # the launcher's watch is slowed so the survivor meets the dead peer before it is told to stop
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               "--monitor-interval", "5", *flags(work / "beir", work / "bert", output, "--max-steps", "400", "--queries-per-step", "2",
+                     "--save-steps", "2", "--no-progress")]
+    launched = subprocess.Popen(command, env=ENVIRONMENT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not complete_checkpoints(output) and launched.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    victim = worker_of_rank(launched.pid, 1)
+    assert victim is not None and launched.poll() is None, "the run ended before a process could be killed"
+    os.kill(victim, signal.SIGKILL)
+    stderr = launched.communicate(timeout=120)[1]
+    assert launched.returncode != 0
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "another training process died (" in errors[0], stderr[-3000:]
+    assert errors[0].endswith("rerun the same command to resume from the last checkpoint")
+    assert "[rank0]: Traceback" not in stderr and "[rank0]: RuntimeError" not in stderr, stderr[-3000:]

@@ -1,0 +1,44 @@
+"""Which process of a torchrun launch this is, and telling a dead peer from a bug.
+
+When one process of a launch dies (killed, out of memory, a lost machine), the others fail in
+their next collective with a backend error ("Connection closed by peer" from gloo, an NCCL
+error); that is no bug of theirs, and the run resumes from its last checkpoint when rerun.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import torch.distributed as dist
+
+from retriever.errors import RetrieverError
+
+# gloo reports a lost peer as a plain RuntimeError; these mark its transport failures
+PEER_MARKERS = ("gloo/transport/", "Connection closed by peer", "Connection reset by peer")
+_SOURCE_PREFIX = re.compile(r"^\[[^\]]*\]\s*")  # "[.../pair.cc:553] " before gloo's message
+
+
+class PeerDied(RetrieverError):
+    """Another process of the launch died; every surviving process reports it (it may be rank 0 that died)."""
+
+    every_process = True
+
+
+def launched_processes() -> int:
+    """Processes of this launch as torchrun tells them (1 without torchrun), known before any group exists."""
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def is_peer_failure(error: BaseException) -> bool:
+    """Whether ``error`` is a failed collective of a distributed run (a communication error, not a bug)."""
+    if launched_processes() < 2 or not isinstance(error, RuntimeError):
+        return False
+    return isinstance(error, dist.DistError) or any(marker in str(error) for marker in PEER_MARKERS)
+
+
+def peer_died(error: BaseException) -> PeerDied:
+    """The one-line error a surviving process stops with."""
+    lines = str(error).strip().splitlines() or [type(error).__name__]
+    cause = _SOURCE_PREFIX.sub("", lines[0]).split(". ")[0].rstrip(".")
+    return PeerDied(f"another training process died ({cause}); rerun the same command to resume from the last "
+                    "checkpoint")
