@@ -2,8 +2,9 @@
 
 A ``RetrieverError`` is printed as one line on stderr with exit code 1; anything else is a
 bug and keeps its traceback. Under torchrun every process runs the command and meets the same
-error, so only rank 0 prints errors (and usage errors); the others exit non-zero silently, except
-for an error only that process can see (``every_process``, e.g. another process died).
+error, so only the first process on each machine (LOCAL_RANK 0: every machine's console gets the line)
+prints errors and usage errors; the others exit non-zero silently, except for an error only that
+process can see (``every_process``, e.g. another process died).
 """
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ class _Group(click.Group):
             sys.exit(1)
 
     def main(self, *args, **kwargs):
-        """As click's, but a torchrun process other than rank 0 exits with usage errors' codes without printing."""
+        """As click's, but a torchrun process other than its machine's first exits with usage errors' codes
+        without printing."""
         if _is_rank_zero() or kwargs.get("standalone_mode") is False:
             return super().main(*args, **kwargs)
         try:
@@ -47,8 +49,8 @@ class _Group(click.Group):
 
 
 def _is_rank_zero() -> bool:
-    """Rank 0 of a torchrun launch, or a process started without torchrun."""
-    return int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0"))) == 0
+    """The first torchrun process on this machine, or a process started without torchrun."""
+    return int(os.environ.get("LOCAL_RANK", os.environ.get("RANK", "0"))) == 0
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
