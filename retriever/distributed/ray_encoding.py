@@ -5,7 +5,9 @@ as a one-process run; each actor runs the same per-part step (:func:`retriever.c
 so the shards are the files one process would have written. At most one part per actor is in
 flight, so the driver never holds more than that many parts. An actor whose process dies is
 restarted by Ray and its part retried; a part whose shard exists is reused, as in one process.
-Actors write the shards themselves, so on a cluster ``--output`` must be a folder every node sees.
+Actors write the shards themselves, so on a cluster ``--output`` must be a folder every node sees. Actors
+do not run in the driver's working directory, so they are handed absolute paths (shards, a local model
+folder), and each shard an actor reports is checked to be in ``--output`` as the driver sees it.
 """
 from __future__ import annotations
 
@@ -22,7 +24,11 @@ from retriever.corpus_encoding import PartJob, encode_part
 from retriever.distributed.ray_runtime import MAX_RETRIES, cluster_cpus_and_gpus, cpu_workers, ray_session, unwrapped
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
+from retriever.model_loading import MODEL_ALIASES
 from retriever.shards import differing_fields
+
+# An actor's encode_part result: (outcome, rows, the shard's size and mtime as the actor sees them).
+PartResult = tuple[str, int, int, float]
 
 
 class EncoderActor:
@@ -48,11 +54,33 @@ class EncoderActor:
     def pid(self) -> int:
         return os.getpid()
 
-    def encode_part(self, part: list[Document], path: str, metadata: dict) -> tuple[str, int]:
-        return encode_part(self.encoder, part, Path(path), metadata), len(part)
+    def encode_part(self, part: list[Document], path: str, metadata: dict) -> PartResult:
+        outcome = encode_part(self.encoder, part, Path(path), metadata)
+        written = os.stat(path)
+        return outcome, len(part), written.st_size, written.st_mtime
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
         return self.encoder.encode_queries(texts)
+
+
+def actor_settings(settings: EncoderSettings) -> dict:
+    """The settings as actors get them: a local model folder by its absolute path (an alias or hub id as is)."""
+    values = settings.to_dict()
+    model = Path(values["model"]).expanduser()
+    if values["model"] not in MODEL_ALIASES and model.exists():
+        values["model"] = os.path.abspath(model)
+    return values
+
+
+def check_shard(shard: Path, size: int, mtime: float) -> None:
+    """That the shard an actor reports writing is the file the driver sees at ``shard``."""
+    try:
+        seen = shard.stat()
+    except OSError:
+        seen = None
+    if seen is None or seen.st_size != size or abs(seen.st_mtime - mtime) > 2:
+        raise RetrieverError(f"{shard}: a Ray worker wrote this shard but the driver does not see it there; --output "
+                             "must be a folder the driver and every Ray node see at the same path (e.g. NFS)")
 
 
 def plan_workers(ray: ModuleType, device: str, workers: int | None, cpus_per_worker: int) -> tuple[int, int, str]:
@@ -79,13 +107,13 @@ class RayEncoderPool:
             num_cpus=0 if gpus_per_worker else cpus_per_worker, num_gpus=gpus_per_worker,
             max_restarts=MAX_RETRIES, max_task_retries=MAX_RETRIES)
         threads = 0 if gpus_per_worker else cpus_per_worker
-        self.actors = [actor_class.remote(settings.to_dict(), actor_device, dtype, batch_size, threads)
+        self.actors = [actor_class.remote(actor_settings(settings), actor_device, dtype, batch_size, threads)
                        for _ in range(workers)]
-        self.pool = ray.util.ActorPool(self.actors)
         self._metadata = self._agreed_metadata()
 
     def _agreed_metadata(self) -> dict:
-        records = unwrapped(self.ray, lambda: self.ray.get([actor.metadata.remote() for actor in self.actors]))
+        records = unwrapped(self.ray, lambda: self.ray.get([actor.metadata.remote() for actor in self.actors]),
+                            "starting its encoder")
         for record in records[1:]:
             diffs = differing_fields(records[0], record)
             if diffs:
@@ -104,21 +132,27 @@ class RayEncoderPool:
 
         A new part is read from ``jobs`` only when an actor is free, so the driver holds one part per actor.
         """
-        for job in jobs:
-            while not self.pool.has_free():
-                yield self._next_finished(progress)
-            part, path, metadata = job
-            self.pool.submit(lambda actor, args: actor.encode_part.remote(*args), (list(part), str(path), metadata))
-        while self.pool.has_next():
-            yield self._next_finished(progress)
+        free, running = list(self.actors), {}  # running: the task's ref -> (its actor, its shard)
+        for part, path, metadata in jobs:
+            if not free:
+                yield self._next_finished(running, free, progress)
+            actor, shard = free.pop(), Path(path).absolute()  # absolute: actors run in another folder
+            running[actor.encode_part.remote(list(part), str(shard), metadata)] = (actor, shard)
+        while running:
+            yield self._next_finished(running, free, progress)
 
-    def _next_finished(self, progress: Callable[[int], None]) -> tuple[str, int]:
-        outcome, rows = unwrapped(self.ray, self.pool.get_next_unordered)
+    def _next_finished(self, running: dict, free: list, progress: Callable[[int], None]) -> tuple[str, int]:
+        [ready], _ = self.ray.wait(list(running), num_returns=1)
+        actor, shard = running.pop(ready)
+        free.append(actor)
+        outcome, rows, size, mtime = unwrapped(self.ray, lambda: self.ray.get(ready), f"encoding part {shard.name}")
+        check_shard(shard, size, mtime)
         progress(rows)
         return outcome, rows
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return unwrapped(self.ray, lambda: self.ray.get(self.actors[0].encode_queries.remote(list(texts))))
+        return unwrapped(self.ray, lambda: self.ray.get(self.actors[0].encode_queries.remote(list(texts))),
+                         "encoding queries")
 
     def close(self) -> None:
         for actor in self.actors:

@@ -9,6 +9,7 @@ must be on a filesystem every node sees. A task whose worker dies is retried by 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from retriever.distributed.ray_runtime import MAX_RETRIES, cpu_workers, ray_session, unwrapped
 from retriever.ivfparts import fill_part
@@ -20,10 +21,11 @@ def fill_parts_on_ray(address: str, jobs: list[tuple], workers: int | None, cpus
     with ray_session(address) as ray:
         workers = cpu_workers(ray, workers, cpus_per_worker)
         remote = ray.remote(task).options(num_cpus=cpus_per_worker, max_retries=MAX_RETRIES)
-        waiting, running = list(reversed(jobs)), []
+        waiting, running = list(reversed(jobs)), {}  # running: the task's ref -> the part file it writes
         while waiting or running:
             while waiting and len(running) < workers:
-                running.append(remote.remote(*waiting.pop(), cpus_per_worker))
-            done, running = ray.wait(running, num_returns=1)
-            unwrapped(ray, lambda: ray.get(done[0]))
+                job = waiting.pop()
+                running[remote.remote(*job, cpus_per_worker)] = Path(str(job[-1])).name
+            [done], _ = ray.wait(list(running), num_returns=1)
+            unwrapped(ray, lambda: ray.get(done), f"filling part {running.pop(done)}")
             finished()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import socket
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import TypeVar
@@ -19,6 +20,9 @@ LOCAL = "local"
 # Ray restarts a dead worker (actor or task) and re-runs its unfinished work this many times before the run
 # fails (a rerun then resumes after the work already written).
 MAX_RETRIES = 3
+# Seconds to wait for a cluster's port to answer: ray.init itself retries an unreachable GCS for ever.
+CONNECT_TIMEOUT = 5.0
+RAY_CLIENT_PORT = 10001  # what ray://HOST means without a port
 _Result = TypeVar("_Result")
 INSTALL_HINT = "pip install 'retriever[ray]' (in a checkout: pip install -e '.[ray]')"
 ADDRESS_HELP = ("Run on Ray. Without a value: a local Ray on this machine's cores; 'auto' joins the cluster this "
@@ -58,18 +62,38 @@ def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iter
     if ray.is_initialized():
         yield ray
         return
+    check_reachable(address)
     options: dict = {"logging_level": logging.WARNING}
     if address == LOCAL:
         options.update(num_cpus=num_cpus, include_dashboard=False)
     try:
         ray.init(address=address, **options)
     except (ConnectionError, RuntimeError, ValueError) as error:  # what ray.init raises for an unreachable cluster
-        raise RetrieverError(f"could not connect to Ray at {address!r} ({str(error).splitlines()[0]}); start a "
-                             "cluster with `ray start --head`, or pass --ray without a value for a local Ray") from None
+        raise _unreachable(address, str(error).splitlines()[0]) from None
     try:
         yield ray
     finally:
         ray.shutdown()
+
+
+def _unreachable(address: str, reason: str) -> RetrieverError:
+    return RetrieverError(f"could not connect to Ray at {address!r} ({reason}); start a cluster with "
+                          "`ray start --head`, or pass --ray without a value for a local Ray")
+
+
+def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """For a HOST:PORT or ray://HOST[:PORT] address, that something accepts a TCP connection there within
+    ``timeout`` seconds (``auto`` and ``local`` are left to ray.init)."""
+    if address in ("auto", LOCAL):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host:
+        host, port = port, str(RAY_CLIENT_PORT)
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except (OSError, ValueError) as error:
+        reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
+        raise _unreachable(address, f"nothing answers at {host}:{port} within {timeout:g}s: {reason}") from None
 
 
 def cluster_cpus_and_gpus(ray: ModuleType) -> tuple[int, int]:
@@ -90,11 +114,32 @@ def cpu_workers(ray: ModuleType, workers: int | None, cpus_per_worker: int) -> i
     return capacity if workers is None else workers
 
 
-def unwrapped(ray: ModuleType, call: Callable[[], _Result]) -> _Result:
-    """Run ``call``; a RetrieverError raised in a Ray worker comes out as itself, one line, not a remote traceback."""
+def worker_died_errors(ray: ModuleType) -> tuple[type, ...]:
+    """The errors Ray raises when the process running a task or actor is gone for good (its retries used up)."""
+    names = ("RayActorError", "WorkerCrashedError", "NodeDiedError", "OutOfMemoryError", "LocalRayletDiedError")
+    return tuple(getattr(ray.exceptions, name) for name in names if hasattr(ray.exceptions, name))
+
+
+def unwrapped(ray: ModuleType, call: Callable[[], _Result], doing: str = "running its task") -> _Result:
+    """Run ``call``; a RetrieverError raised in a Ray worker comes out as itself, one line, not a remote traceback,
+    and so does a worker that died more often than Ray restarts it (``doing`` says what it was doing)."""
     try:
         return call()
     except ray.exceptions.RayTaskError as error:
         if isinstance(error.cause, RetrieverError):
             raise error.cause from None
         raise
+    except worker_died_errors(ray) as error:
+        raise died(ray, error, doing) from None
+
+
+def died(ray: ModuleType, error: Exception, doing: str) -> RetrieverError:
+    """One line for a worker gone for good: why, and that a rerun resumes."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()] or [type(error).__name__]
+    if getattr(error, "_actor_init_failed", False):  # its __init__ raised: a restart would fail alike
+        return RetrieverError(f"a Ray worker could not start ({lines[-1][:200]}); check that every node has the "
+                              "same retriever and its dependencies installed, then rerun the same command")
+    what = (f"died {MAX_RETRIES + 1} times" if isinstance(error, (ray.exceptions.RayActorError,
+                                                                  ray.exceptions.WorkerCrashedError)) else "was lost")
+    return RetrieverError(f"a Ray worker {what} {doing} ({type(error).__name__}: {lines[0][:200]}); rerun the same "
+                          "command to resume (finished parts are kept)")

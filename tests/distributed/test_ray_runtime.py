@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import socket
 import sys
+import time
 
 import pytest
 
-from retriever.distributed.ray_runtime import check_address, cluster_cpus_and_gpus, ray_session, require_ray
+from retriever.distributed.ray_runtime import (MAX_RETRIES, check_address, cluster_cpus_and_gpus, ray_session,
+                                               require_ray, unwrapped)
 from retriever.errors import RetrieverError
 
 
@@ -32,3 +35,49 @@ def test_an_open_session_is_reused_and_left_open(local_ray):
         assert ray is local_ray
         assert cluster_cpus_and_gpus(ray) == (2, 0)
     assert local_ray.is_initialized()
+
+
+def test_an_address_where_nothing_listens_fails_within_seconds(monkeypatch):
+    ray = pytest.importorskip("ray")
+    with socket.socket() as probe:  # a port nothing listens on once this is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    def never(**_):  # ray.init retries an unreachable GCS for ever: it must not be reached
+        raise AssertionError("ray.init was called for an address nothing answers at")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # as if no test had opened a session
+    monkeypatch.setattr(ray, "init", never)
+    started = time.monotonic()
+    for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
+        with pytest.raises(RetrieverError, match=rf"could not connect to Ray at '{address}' \(nothing answers"), \
+                ray_session(address):
+            pass
+    assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("error", ["ActorDiedError", "RayActorError", "WorkerCrashedError"])
+def test_a_worker_that_died_past_its_restarts_is_one_line(error):
+    ray = pytest.importorskip("ray")
+
+    def dies():
+        raise getattr(ray.exceptions, error)()
+
+    with pytest.raises(RetrieverError) as raised:
+        unwrapped(ray, dies, "encoding part embeddings-w000of001-00003.parquet")
+    message = str(raised.value)
+    assert message.startswith(f"a Ray worker died {MAX_RETRIES + 1} times encoding part embeddings-w000of001-00003")
+    assert message.endswith("rerun the same command to resume (finished parts are kept)")
+    assert "\n" not in message and raised.value.__suppress_context__
+
+
+def test_a_worker_that_could_not_start_says_so():
+    ray = pytest.importorskip("ray")
+
+    def fails_to_start():
+        raise ray.exceptions.RayActorError(error_msg="The actor died because of an error raised in its creation "
+                                           "task\nTraceback...\nModuleNotFoundError: No module named 'retriever'",
+                                           actor_init_failed=True)
+
+    with pytest.raises(RetrieverError, match=r"could not start \(ModuleNotFoundError: No module named 'retriever'\)"):
+        unwrapped(ray, fails_to_start, "starting its encoder")
