@@ -26,7 +26,7 @@ from retriever.errors import RetrieverError
 from retriever.recorded_paths import model_record, relative_path
 from retriever.files import atomic_write_bytes
 from retriever.folders import make_folder
-from retriever.shards import (ContentHash, differing_fields, done_marker, list_shards, parse_shard_name,
+from retriever.shards import (ContentHash, differing_fields, done_marker, id_lines, list_shards, parse_shard_name,
                               read_shard_metadata, shard_ids_sha256, shard_name, write_shard)
 
 # What encode_part did with one part.
@@ -116,8 +116,7 @@ def _reusable(path: Path, found: dict, metadata: dict, part: Sequence[Document])
     if found.get("shard", {}).get("content_sha256") != metadata["shard"]["content_sha256"]:
         return False
     try:
-        return shard_ids_sha256(path) == hashlib.sha256("".join(f"{d.id}\n" for d in part).encode(
-            "utf-8", "surrogatepass")).hexdigest()
+        return shard_ids_sha256(path) == hashlib.sha256(id_lines(d.id for d in part)).hexdigest()
     except RetrieverError:
         return False
 

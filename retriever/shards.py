@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -116,12 +116,18 @@ def read_shard(path: Path) -> tuple[list[str], np.ndarray]:
     return ids, vectors
 
 
+def id_lines(ids: Iterable[str]) -> bytes:
+    """Ids as their hash reads them, one place for the shard's id column and the corpus's: each followed by a
+    newline, in UTF-8 that keeps lone surrogates."""
+    return "".join(f"{i}\n" for i in ids).encode("utf-8", "surrogatepass")
+
+
 def shard_ids_sha256(path: Path) -> str:
-    """SHA-256 of a shard's id column, each id followed by a newline: compared with the corpus's ids of the part."""
+    """SHA-256 of a shard's ``id_lines``: compared with the corpus's ids of the part."""
     digest = hashlib.sha256()
     try:
         for batch in pq.ParquetFile(path).iter_batches(batch_size=65_536, columns=["id"]):
-            digest.update("".join(f"{i}\n" for i in batch.column(0).to_pylist()).encode("utf-8", "surrogatepass"))
+            digest.update(id_lines(batch.column(0).to_pylist()))
     except Exception as error:
         raise invalid_shard(path, f"its id column cannot be read: {_first_line(error)}") from None
     return digest.hexdigest()
@@ -202,7 +208,7 @@ class ShardContentCheck:
     def __init__(self, shards: list[Path]) -> None:
         self._expected: dict[tuple[int, int], tuple[Path, str]] = {}
         self._hashes: dict[tuple[int, int], ContentHash] = defaultdict(ContentHash)
-        self._ids = defaultdict(hashlib.sha256)  # per part: SHA-256 of its ids, each followed by a newline
+        self._ids = defaultdict(hashlib.sha256)  # per part: SHA-256 of its id_lines
         self._position = 0
         for path in shards:
             shard = read_shard_metadata(path)["shard"]
@@ -216,7 +222,7 @@ class ShardContentCheck:
         worker, rank = self._position % self._num_workers, self._position // self._num_workers
         key = (worker, rank // self._shard_size)
         self._hashes[key].add(document)
-        self._ids[key].update(f"{document.id}\n".encode("utf-8", "surrogatepass"))
+        self._ids[key].update(id_lines([document.id]))
         self._position += 1
 
     def check(self, corpus: Path) -> None:

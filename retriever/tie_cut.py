@@ -30,13 +30,18 @@ def _ties_may_continue(scores: np.ndarray, labels: np.ndarray, k: int) -> np.nda
     return (labels[:, -1] >= 0) & (as_f32[:, k - 1] == as_f32[:, -1])
 
 
+def _tied_with_previous(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Per hit after a row's first: whether its float32 score equals the hit's before it (padding never ties)."""
+    as_f32 = scores.astype(np.float32)
+    return (as_f32[:, 1:] == as_f32[:, :-1]) & (labels[:, 1:] >= 0)
+
+
 def in_rank_order(scores: np.ndarray, labels: np.ndarray, ids_of: Callable[[Sequence[int]], list[str]]) -> Ranked:
     """Rows (score-descending, padded with -1 labels at the end) with their tied blocks put in ``rank_order``;
     only hits in a tied block have their ids looked up."""
     scores, labels = scores.copy(), labels.copy()
     as_f32 = scores.astype(np.float32)
-    valid = labels >= 0
-    same_as_previous = (as_f32[:, 1:] == as_f32[:, :-1]) & valid[:, 1:]
+    same_as_previous = _tied_with_previous(scores, labels)
     for row in np.flatnonzero(same_as_previous.any(axis=1)):
         tied = np.r_[same_as_previous[row], False] | np.r_[False, same_as_previous[row]]
         positions = np.flatnonzero(tied)
@@ -56,8 +61,7 @@ def top_k(search: Callable[[np.ndarray, int], Ranked], queries: int, k: int, ava
     depth = min(k + 1, limit)
     rows = np.arange(queries)
     scores, labels = search(rows, depth)
-    as_f32 = scores.astype(np.float32)
-    if not np.any((as_f32[:, 1:] == as_f32[:, :-1]) & (labels[:, 1:] >= 0)):  # no tie anywhere: the usual case
+    if not _tied_with_previous(scores, labels).any():  # no tie anywhere: the usual case
         return scores[:, :k], labels[:, :k]
     width = min(k, scores.shape[1])
     kept_scores = np.empty((queries, width), dtype=scores.dtype)

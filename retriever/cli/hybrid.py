@@ -71,9 +71,11 @@ def _lexical_params(bm25: bool = True, bm25_k1: float = 0.9, bm25_b: float = 0.4
     if not bm25:
         return None
     none = ("", "none")
-    return LexicalParams(k1=bm25_k1, b=bm25_b, method=bm25_method,
-                         stemmer=None if bm25_stemmer.lower() in none else bm25_stemmer,
-                         stopwords=None if bm25_stopwords.lower() in none else bm25_stopwords)
+    params = LexicalParams(k1=bm25_k1, b=bm25_b, method=bm25_method,
+                           stemmer=None if bm25_stemmer.lower() in none else bm25_stemmer,
+                           stopwords=None if bm25_stopwords.lower() in none else bm25_stopwords)
+    params.check()  # an unknown stemmer or stopword list is refused as the command starts, not after encoding
+    return params
 
 
 def lexical_options(switch: bool = True) -> Callable:

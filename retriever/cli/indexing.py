@@ -17,7 +17,6 @@ from retriever.distributed.ray_runtime import ADDRESS_HELP, ray_session
 from retriever.encoder import Encoder, EncoderSettings, recorded_encoder
 from retriever.errors import RetrieverError
 from retriever.indexing import INDEX_TYPES, IndexParams, build_index, encode_for_index
-from retriever.lexical import LexicalParams
 from retriever.ondisk import ONDISK_TYPE
 from retriever.shards import check_complete, sample_rows
 
@@ -126,12 +125,6 @@ def _ray_for_parts(params: IndexParams) -> contextlib.AbstractContextManager:
     return ray_session(params.ray_address)
 
 
-def _check_lexical(lexical: LexicalParams | None) -> None:
-    """An unknown BM25 stemmer or stopword list is refused when the command starts, not after the encoding."""
-    if lexical is not None:
-        lexical.check()
-
-
 @click.command("encode")
 @click.argument("corpus", type=click.Path(exists=True, path_type=Path))
 @click.option("--output", "-o", type=click.Path(path_type=Path), required=True,
@@ -179,7 +172,6 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
       retriever index shards/ --corpus ../shared/datasets/scifact -o indexes/scifact --index-type hnsw
     """
     check_tuning(tune_fusion, lexical)
-    _check_lexical(lexical)
     params = IndexParams(**index_flags)
     if params.ray_address is not None and params.index_type != ONDISK_TYPE:
         raise RetrieverError(f"--ray fills the parts of an {ONDISK_TYPE} index; other index types are built in "
@@ -217,7 +209,6 @@ def build_command(corpus, output, model, encoder_overrides, device, dtype, batch
       retriever build ../shared/datasets/scifact --output indexes/scifact
     """
     check_tuning(tune_fusion, lexical)
-    _check_lexical(lexical)
     settings = EncoderSettings.for_model(model, **encoder_overrides)
     params = IndexParams(**index_flags, ray_address=ray_address, ray_workers=ray_workers,
                          ray_cpus_per_worker=ray_cpus_per_worker)
