@@ -60,20 +60,9 @@ def test_tsv_header_with_unknown_or_missing_columns_is_refused(tmp_path, header,
         read_all(path)
 
 
-def test_tsv_header_fixes_the_column_count(tmp_path):
+def test_tsv_with_crlf_line_endings_reads(tmp_path):
     path = tmp_path / "c.tsv"
-    path.write_text("id\ttitle\ttext\na\tonly two\n", encoding="utf-8")
-    with pytest.raises(InputFileError, match=r"c\.tsv:2: expected 3 tab-separated columns \(id, title, text\), found 2"):
-        read_all(path)
-
-
-def test_tsv_with_cr_only_line_endings_says_so(tmp_path):
-    path = tmp_path / "c.tsv"
-    path.write_bytes(b"a\tx\rb\ty\rc\tz\r")
-    with pytest.raises(InputFileError, match=r"c\.tsv:1: the line holds a carriage return \(CR\): the file has "
-                                             r"CR-only line endings.*convert the line endings to LF"):
-        read_all(path)
-    path.write_bytes(b"a\tx\r\nb\ty\r\n")  # CRLF is fine
+    path.write_bytes(b"a\tx\r\nb\ty\r\n")  # CRLF is fine; CR alone is refused (BAD_TSVS)
     assert [d.id for d in read_all(path)] == ["a", "b"]
 
 
@@ -150,19 +139,25 @@ BAD_CORPORA = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(BAD_CORPORA))
-def test_bad_corpus_names_file_and_line(tmp_path, case):
-    content, pattern = BAD_CORPORA[case]
-    path = tmp_path / "c.jsonl"
+BAD_TSVS = {
+    "wrong column count": (b"a\tx\nb\n", r"c\.tsv:2: expected 2 or 3 tab-separated columns"),
+    "the header fixes the column count": (b"id\ttitle\ttext\na\tonly two\n",
+                                          r"c\.tsv:2: expected 3 tab-separated columns \(id, title, text\), found 2"),
+    "cr-only line endings": (b"a\tx\rb\ty\rc\tz\r", r"c\.tsv:1: the line holds a carriage return \(CR\): the file "
+                                                  r"has CR-only line endings.*convert the line endings to LF"),
+}
+
+
+BAD_FILES = {**{("c.jsonl", case): bad for case, bad in BAD_CORPORA.items()},
+             **{("c.tsv", case): bad for case, bad in BAD_TSVS.items()}}
+
+
+@pytest.mark.parametrize("name, case", sorted(BAD_FILES))
+def test_bad_corpus_names_file_and_line(tmp_path, name, case):
+    content, pattern = BAD_FILES[name, case]
+    path = tmp_path / name
     path.write_bytes(content)
     with pytest.raises(InputFileError, match=pattern):
-        read_all(path)
-
-
-def test_tsv_wrong_column_count(tmp_path):
-    path = tmp_path / "c.tsv"
-    path.write_text("a\tx\nb\n", encoding="utf-8")
-    with pytest.raises(InputFileError, match=r"c\.tsv:2: expected 2 or 3 tab-separated columns"):
         read_all(path)
 
 
