@@ -215,6 +215,16 @@ def read_queries(path: str | Path, fmt: str = "auto", fields: Fields = Fields())
     return list(iter_queries(path, fmt, fields))
 
 
+def blank_queries_warning(queries: list[Query]) -> str | None:
+    """A warning for queries with empty text: they are searched all the same, so a run keeps every query id,
+    but their hits match nothing in particular and would weigh on a mean silently."""
+    blank = [q.id for q in queries if not q.text.strip()]
+    if not blank:
+        return None
+    return (f"warning: {len(blank)} of {len(queries)} queries have empty text (e.g. "
+            f"{', '.join(map(repr, blank[:3]))}); their hits match nothing in particular")
+
+
 @dataclass(frozen=True)
 class BeirDataset:
     """A BEIR folder: ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv``."""

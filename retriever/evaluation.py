@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from retriever.corpus import BeirDataset, Query, read_queries
+from retriever.corpus import BeirDataset, Query, blank_queries_warning, read_queries
 from retriever.errors import RetrieverError
 from retriever.metrics import (DEFAULT_METRICS, Evaluation, answer_recall, evaluate_run, format_table, metric_cutoff,
                                trec_order)
@@ -77,6 +77,9 @@ def search_split(searcher: Searcher, dataset: BeirDataset, split: str, k: int = 
                  progress: bool = True, desc: str = "search") -> tuple[Run, list[Query], Qrels]:
     """Search every judged query of a split (the run, those queries and the split's qrels)."""
     queries, qrels = judged_split(dataset, split)
+    warning = blank_queries_warning(queries)
+    if warning:
+        print(warning, file=sys.stderr)
     with tqdm(total=len(queries), desc=f"{desc} {split}", unit="q", file=sys.stderr, disable=not progress) as bar:
         run = searcher.run([q.id for q in queries], [q.text for q in queries], k=k, nprobe=nprobe,
                            ef_search=ef_search, progress=bar.update)

@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from retriever.cli.hybrid import mode_options
 from retriever.cli.options import OutputFile, compose, corpus_options, device_options, fields_from, report_truncation
-from retriever.corpus import BeirDataset, Fields, Query, read_queries
+from retriever.corpus import BeirDataset, Fields, Query, blank_queries_warning, read_queries
 from retriever.errors import RetrieverError
 from retriever.files import write_json
 from retriever.evaluation import evaluate_index, evaluate_run_file
@@ -115,10 +115,9 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
                            "and words under two characters are not terms)", err=True)
         return
     batch = _read_batch(queries, fmt, fields_from(id_field, text_field, title_field))
-    blank = [q.id for q in batch if not q.text.strip()]
-    if blank:  # searched all the same, so the run has every query id; their hits are arbitrary
-        click.echo(f"warning: {len(blank)} of {len(batch)} queries have empty text (e.g. "
-                   f"{', '.join(map(repr, blank[:3]))}); their hits match nothing in particular", err=True)
+    warning = blank_queries_warning(batch)
+    if warning:
+        click.echo(warning, err=True)
     configure_batch_threads()
     with tqdm(total=len(batch), desc="search", unit="q", file=sys.stderr) as bar:
         run = searcher.run([q.id for q in batch], [q.text for q in batch], k=k, nprobe=nprobe, ef_search=ef_search,

@@ -37,3 +37,19 @@ def test_batch_search_names_standard_input_and_warns_of_empty_queries(tmp_path, 
     result = CliRunner().invoke(main, common, input='{"_id": "qe", "text": " "}\n{"_id": "q1", "text": "cat"}\n')
     assert result.exit_code == 0, result.output
     assert "warning: 1 of 2 queries have empty text (e.g. 'qe')" in result.output
+
+
+def test_evaluate_and_mine_warn_of_empty_judged_queries(tmp_path, tiny_beir, tiny_model_dir):
+    from retriever.encoder import Encoder, EncoderSettings
+    from retriever.indexing import IndexParams, encode_and_index
+
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "idx", encoder, IndexParams("flat"), progress=False, lexical=None)
+    queries = tiny_beir / "queries.jsonl"
+    queries.write_text(queries.read_text().replace('"hot lava rock"', '" "'))
+    common = ["--dataset", str(tiny_beir), "--split", "test", "--device", "cpu", "--dtype", "fp32"]
+    for command in (["evaluate", "--index", str(tmp_path / "idx")],
+                    ["mine", str(tmp_path / "idx"), "--output", str(tmp_path / "negatives.jsonl")]):
+        result = CliRunner().invoke(main, [*command, *common])
+        assert result.exit_code == 0, result.output
+        assert "warning: 1 of 4 queries have empty text (e.g. 'q2')" in result.output
