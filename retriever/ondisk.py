@@ -40,11 +40,14 @@ READ_FLAGS = faiss.IO_FLAG_ONDISK_SAME_DIR
 
 
 @contextmanager
-def faiss_chatter_to_stderr() -> Iterator[None]:
-    """FAISS's on-disk lists print notes on the C stdout, where `search` writes its results."""
+def faiss_notes_silenced() -> Iterator[None]:
+    """FAISS's on-disk lists print notes (which file they map) on the C stdout, where `search` writes its
+    results; they tell a user nothing they need, and FAISS reports failures by exception, not there."""
     sys.stdout.flush()
     saved = os.dup(1)
-    os.dup2(2, 1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
     try:
         yield
     finally:
@@ -57,7 +60,7 @@ def read_ondisk_index(path: Path) -> faiss.Index:
     folder can be moved (the path recorded at build time is not used)."""
     if not (path.parent / IVFDATA_FILE).is_file():
         raise RetrieverError(f"{path.parent}: has no {IVFDATA_FILE}; the on-disk index is incomplete, rebuild it")
-    with faiss_chatter_to_stderr():
+    with faiss_notes_silenced():
         return faiss.read_index(str(path), READ_FLAGS)
 
 
@@ -123,7 +126,7 @@ def merge_parts(trained: Path, parts: list[str], ivfdata: Path) -> faiss.Index:
     free-space map behind), so vectors held out for tuning are merged in a second time instead.
     """
     index = faiss.read_index(str(trained))
-    with faiss_chatter_to_stderr():
+    with faiss_notes_silenced():
         merge_ondisk(index, parts, str(ivfdata))
     return index
 

@@ -145,3 +145,9 @@ def test_shards_from_another_corpus_are_refused(shards, tmp_path):
     with pytest.raises(RetrieverError, match="encoded from other documents"):
         build_index(shards, other, tmp_path / "idx", IndexParams(**ONDISK), progress=False)
     assert not (tmp_path / "idx").exists()
+
+
+def test_opening_prints_no_faiss_notes(ondisk, capfd):
+    Searcher(ondisk, device="cpu", dtype="fp32").search(QUERIES[:1], k=3)
+    printed = capfd.readouterr()
+    assert "ONDISK" not in printed.out + printed.err and "ivfdata" not in printed.out + printed.err, printed
