@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import re
 import socket
 from collections.abc import Callable, Iterator
@@ -23,6 +24,9 @@ MAX_RETRIES = 3
 # Seconds to wait for a cluster's port to answer: ray.init itself retries an unreachable GCS for ever.
 CONNECT_TIMEOUT = 5.0
 RAY_CLIENT_PORT = 10001  # what ray://HOST means without a port
+# A client's HTTP/2 connection preface with an empty SETTINGS frame (RFC 9113 section 3.4), and that frame's type.
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+HTTP2_SETTINGS = 4
 _Result = TypeVar("_Result")
 INSTALL_HINT = "pip install 'retriever[ray]' (in a checkout: pip install -e '.[ray]')"
 ADDRESS_HELP = ("Run on Ray. Without a value: a local Ray on this machine's cores; 'auto' joins the cluster this "
@@ -69,7 +73,7 @@ def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iter
     try:
         ray.init(address=address, **options)
     except (ConnectionError, RuntimeError, ValueError) as error:  # what ray.init raises for an unreachable cluster
-        raise _unreachable(address, str(error).splitlines()[0]) from None
+        raise _unreachable(address, _refusal_reason(error)) from None
     try:
         yield ray
     finally:
@@ -81,19 +85,50 @@ def _unreachable(address: str, reason: str) -> RetrieverError:
                           "`ray start --head`, or pass --ray without a value for a local Ray")
 
 
+def _refusal_reason(error: BaseException) -> str:
+    """ray.init's first line, or what to do when the cluster wants an auth token: Ray says that only in a
+    traceback folded into the text of the error's cause."""
+    chain, cause = [], error
+    while cause is not None and len(chain) < 8:
+        chain.append(str(cause))
+        cause = cause.__cause__ or cause.__context__
+    if any("InvalidAuthToken" in text for text in chain):
+        return ("the cluster uses token authentication and this process has no matching token: set "
+                "RAY_AUTH_MODE=token, with the cluster's token in ~/.ray/auth_token or RAY_AUTH_TOKEN")
+    return str(error).splitlines()[0]
+
+
 def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
-    """For a HOST:PORT or ray://HOST[:PORT] address, that something accepts a TCP connection there within
-    ``timeout`` seconds (``auto`` and ``local`` are left to ray.init)."""
+    """For a HOST:PORT or ray://HOST[:PORT] address, that a gRPC server answers there within ``timeout``
+    seconds (``auto`` and ``local`` are left to ray.init, which waits long on anything else)."""
     if address in ("auto", LOCAL):
         return
     host, _, port = address.removeprefix("ray://").rpartition(":")
     if not host:
         host, port = port, str(RAY_CLIENT_PORT)
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as connection:
+            speaks_grpc = os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true") or _answers_http2(connection)
     except (OSError, ValueError) as error:
         reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
         raise _unreachable(address, f"nothing answers at {host}:{port} within {timeout:g}s: {reason}") from None
+    if not speaks_grpc:
+        raise _unreachable(address, f"what answers at {host}:{port} is not Ray: it does not speak gRPC; check the "
+                                    "port `ray start --head` printed")
+
+
+def _answers_http2(connection: socket.socket) -> bool:
+    """Whether the server opens HTTP/2 with a SETTINGS frame, as every gRPC server (Ray's GCS and its client
+    server) does; under TLS (``RAY_USE_TLS``) it cannot be seen, and the caller does not ask."""
+    head = b""
+    with contextlib.suppress(OSError):  # a timeout, or a server that hung up on the preface
+        connection.sendall(HTTP2_PREFACE)
+        while len(head) < 9:
+            chunk = connection.recv(9 - len(head))
+            if not chunk:
+                break
+            head += chunk
+    return len(head) == 9 and head[3] == HTTP2_SETTINGS
 
 
 def cluster_cpus_and_gpus(ray: ModuleType) -> tuple[int, int]:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import socket
 import sys
+import threading
 import time
 
 import pytest
@@ -54,6 +55,56 @@ def test_an_address_where_nothing_listens_fails_within_seconds(monkeypatch):
                 ray_session(address):
             pass
     assert time.monotonic() - started < 10
+
+
+def _server(reply: bytes) -> tuple[socket.socket, threading.Thread]:
+    """A one-connection server on a free port that sends ``reply`` once it has read a little."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve():
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(64)
+            connection.sendall(reply)
+            connection.recv(64)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return listener, thread
+
+
+def test_an_address_where_something_else_answers_is_refused_at_once(monkeypatch):
+    ray = pytest.importorskip("ray")
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **_: pytest.fail("ray.init was called for a server that is not Ray"))
+    listener, thread = _server(b"HTTP/1.0 400 Bad Request\r\n\r\n")
+    address = f"127.0.0.1:{listener.getsockname()[1]}"
+    started = time.monotonic()
+    with listener, pytest.raises(RetrieverError, match=rf"at '{address}' \(what answers .* is not Ray"), \
+            ray_session(address):
+        pass
+    assert time.monotonic() - started < 3
+    thread.join(5)
+
+
+def test_a_cluster_that_wants_a_token_says_how_to_give_it(monkeypatch):
+    ray = pytest.importorskip("ray")
+    settings_frame = bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])  # what a gRPC server sends first
+    listener, thread = _server(settings_frame)
+
+    def init(**_):  # how Ray reports it: a traceback folded into the text of the error's cause
+        try:
+            raise RuntimeError("Failed to connect to GCS. Last connection error: Traceback (most recent call last):\n"
+                               "ray.exceptions.AuthenticationError: RPC error: InvalidAuthToken: Authentication token")
+        except RuntimeError as cause:
+            raise ConnectionError("Failed to connect to Ray cluster at 10.0.0.5:6379") from cause
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", init)
+    with listener, pytest.raises(RetrieverError, match="token authentication .* set RAY_AUTH_MODE=token"), \
+            ray_session(f"127.0.0.1:{listener.getsockname()[1]}"):
+        pass
+    thread.join(5)
 
 
 @pytest.mark.parametrize("error", ["ActorDiedError", "RayActorError", "WorkerCrashedError"])
