@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch.distributed as dist
 
@@ -42,3 +44,14 @@ def peer_died(error: BaseException) -> PeerDied:
     cause = _SOURCE_PREFIX.sub("", lines[0]).split(". ")[0].rstrip(".")
     return PeerDied(f"another training process died ({cause}); rerun the same command to resume from the last "
                     "checkpoint")
+
+
+@contextmanager
+def peer_deaths_reported() -> Iterator[None]:
+    """Around collectives: another process's death becomes ``PeerDied``; any other error passes unchanged."""
+    try:
+        yield
+    except RuntimeError as error:
+        if not is_peer_failure(error):
+            raise
+        raise peer_died(error) from None

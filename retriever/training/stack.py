@@ -31,7 +31,7 @@ from retriever.device import resolve_device, resolve_dtype
 from retriever.errors import RetrieverError
 from retriever.model_folder import portable_record
 from retriever.files import read_json, write_json
-from retriever.training.processes import is_peer_failure, launched_processes, peer_died
+from retriever.training.processes import launched_processes, peer_deaths_reported
 
 CHECKPOINTS = "checkpoints"
 RUN_FILE = "run.json"
@@ -219,14 +219,11 @@ class StackTrainer(Trainer):
         """Train, resuming from a checked checkpoint; a checkpoint file that is not plain data stops the run, and
         so does another process's death (its collective fails here), each with one line."""
         try:
-            self.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+            with peer_deaths_reported():
+                self.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
         except pickle.UnpicklingError as error:
             raise RetrieverError(f"{resume_from}: a checkpoint file is not plain tensors and was not loaded "
                                  f"({str(error).splitlines()[0]}); delete the folder to start over") from None
-        except RuntimeError as error:
-            if not is_peer_failure(error):
-                raise
-            raise peer_died(error) from None
 
     def finish(self, write_model, result: dict) -> None:
         """Rank 0 writes the model folder, records the finished run and drops its checkpoints; all ranks wait."""
@@ -240,7 +237,8 @@ class StackTrainer(Trainer):
                 if path.is_dir():
                     shutil.rmtree(path, ignore_errors=True)
         if world_size() > 1:
-            dist.barrier()
+            with peer_deaths_reported():
+                dist.barrier()
 
 
 class StderrProgress(TrainerCallback):

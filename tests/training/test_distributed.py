@@ -192,3 +192,23 @@ def test_a_killed_process_leaves_the_survivor_one_line(work, tmp_path):
     assert len(errors) == 1 and "another training process died (" in errors[0], stderr[-3000:]
     assert errors[0].endswith("rerun the same command to resume from the last checkpoint")
     assert "[rank0]: Traceback" not in stderr and "[rank0]: RuntimeError" not in stderr, stderr[-3000:]
+
+
+def test_a_process_killed_at_the_final_barrier_leaves_the_survivor_one_line(work, tmp_path):
+    output = tmp_path / "out"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               "--monitor-interval", "5", *flags(work / "beir", work / "bert", output, "--max-steps", "2",
+                                                 "--queries-per-step", "2", "--no-progress")]
+    launched = subprocess.Popen(command, env=ENVIRONMENT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    # rank 0 stages the model folder while rank 1 already waits at the last barrier
+    while not list(output.glob(".out.staging-*")) and launched.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.001)
+    victim = worker_of_rank(launched.pid, 1)
+    assert victim is not None and launched.poll() is None, "the run ended before a process could be killed"
+    os.kill(victim, signal.SIGKILL)
+    stderr = launched.communicate(timeout=120)[1]
+    assert launched.returncode != 0 and (output / "model.safetensors").is_file()
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "another training process died (" in errors[0], stderr[-3000:]
+    assert "[rank0]: Traceback" not in stderr and "[rank0]: RuntimeError" not in stderr, stderr[-3000:]
