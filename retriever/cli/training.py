@@ -34,7 +34,8 @@ def optimizer_options(learning_rate: float) -> Callable:
         click.option("--learning-rate", type=click.FloatRange(min=0, min_open=True), default=learning_rate,
                      show_default=True, help="AdamW peak learning rate."),
         click.option("--warmup-ratio", type=click.FloatRange(0, 1, max_open=True), default=0.1, show_default=True,
-                     help="Share of steps with linear warmup; then linear decay to 0."),
+                     help="Share of steps with linear warmup (rounded up; its first step runs at learning rate 0, "
+                          "as in Hugging Face's schedule); then linear decay to 0."),
         click.option("--weight-decay", type=click.FloatRange(min=0), default=0.01, show_default=True,
                      help="AdamW weight decay (not on biases and LayerNorm)."),
         click.option("--max-grad-norm", type=click.FloatRange(min=0), default=1.0, show_default=True,
