@@ -6,10 +6,11 @@ malformed line is reported as ``file:line: problem; what to do``.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Union
 
@@ -137,9 +138,13 @@ def read_trec_run(path: str | Path) -> Run:
     A repeated (qid, docid) is an error because trec_eval would refuse the file too.
     """
     path = Path(path)
+    return _trec_run_lines(path, _numbered_lines(path))
+
+
+def _trec_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> Run:
     run: Run = {}
     first_seen: dict[tuple[str, str], int] = {}
-    for lineno, text in _numbered_lines(path):
+    for lineno, text in lines:
         cols = text.split()
         if len(cols) != 6:
             raise InputFileError(
@@ -187,11 +192,11 @@ def _jsonl_score(value: object, path: Path, lineno: int, what: str, shape_hint: 
     return score
 
 
-def _read_jsonl_run(path: Path) -> Run:
+def _jsonl_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> Run:
     run: Run = {}
     first_line: dict[str, int] = {}
     shape_hint = 'each line must be {"qid": ..., "hits": [{"id": ..., "score": ...}, ...]}'
-    for lineno, text in _numbered_lines(path):
+    for lineno, text in lines:
         try:
             record = json.loads(text)
         except json.JSONDecodeError as e:
@@ -226,11 +231,9 @@ def _read_jsonl_run(path: Path) -> Run:
 def read_run(path: str | Path) -> Run:
     """Read a run in TREC or JSONL format, chosen by whether the first non-blank char is ``{``."""
     path = Path(path)
-    lines = _numbered_lines(path)
-    try:
-        first = next(lines, None)
-    finally:
-        lines.close()  # release the file before re-reading it
+    lines = _numbered_lines(path)  # read once: the path may be a pipe
+    first = next(lines, None)
     if first is None:
         raise InputFileError(path, None, "run file is empty", "check that retrieval produced output")
-    return _read_jsonl_run(path) if first[1].startswith("{") else read_trec_run(path)
+    parse = _jsonl_run_lines if first[1].startswith("{") else _trec_run_lines
+    return parse(path, itertools.chain([first], lines))

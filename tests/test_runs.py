@@ -233,3 +233,20 @@ def test_read_qrels_header_named_by_its_grade_column(tmp_path: Path, header: str
 def test_read_qrels_grades_within_a_c_int_and_integral_decimals(tmp_path: Path) -> None:
     path = write(tmp_path / "qrels.txt", "q1\td1\t2147483647\nq1\td2\t-2147483648\nq1\td3\t2.0\nq1\td4\t+1\n")
     assert read_qrels(path) == {"q1": {"d1": 2**31 - 1, "d2": -2**31, "d3": 2, "d4": 1}}
+
+
+@pytest.mark.parametrize("first", ["q1 Q0 d1 1 1.0 t\n", '{"qid": "q1", "hits": [{"id": "d1", "score": 1.0}]}\n'])
+def test_read_run_reads_a_pipe_once(tmp_path: Path, first: str) -> None:
+    import os
+    import threading
+
+    trec = first.startswith("q1")
+    lines = [first] + [f"q{i} Q0 d{i} 1 1.0 t\n" if trec else json.dumps({"qid": f"q{i}", "hits": [
+        {"id": f"d{i}", "score": 1.0}]}) + "\n" for i in range(2, 3000)]
+    fifo = tmp_path / "run.pipe"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text("".join(lines)))
+    writer.start()
+    run = read_run(fifo)
+    writer.join(10)
+    assert len(run) == 2999 and run["q1"] == {"d1": 1.0} and run["q2999"] == {"d2999": 1.0}
