@@ -6,10 +6,14 @@ atomic). Whole folders are swapped by ``folders.replace_folder`` instead.
 """
 from __future__ import annotations
 
+import errno
+import glob
 import json
 import os
+import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from retriever.errors import InputFileError, RetrieverError
@@ -43,27 +47,92 @@ def output_file_problem(path: Path) -> str | None:
     can refuse it before their work rather than fail at the end of it."""
     if path.is_dir():
         return f"{path} is a folder; give a file path"
-    problem = creatable_problem(path)
+    if written_in_place(path):
+        return None if os.access(path, os.W_OK) else f"{path} cannot be written (permission denied); give another path"
+    problem = creatable_problem(_through_link(path))
     return f"{problem}; give another path" if problem else None
 
 
+def written_in_place(path: Path) -> bool:
+    """Whether ``path`` is a stream, not a file to replace: an existing device, pipe or socket, or a link through
+    /proc (``/dev/stdout``, ``/dev/fd/N``). Renaming over one would replace the entry instead of feeding it."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return True
+    except OSError:
+        return False
+    hop = Path(os.path.abspath(path))
+    for _ in range(40):  # the kernel's own limit on links in a path
+        if str(hop).startswith(("/proc/", "/dev/fd/")):
+            return True
+        if not hop.is_symlink():
+            return False
+        hop = Path(os.path.abspath(hop.parent / os.readlink(hop)))
+    return False
+
+
+def _through_link(path: Path) -> Path:
+    """The file a symlink names (it is written through, so the link stays a link), or ``path`` itself."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_dead_temporaries(path: Path) -> None:
+    """Temporary files of ``path`` that killed processes left behind (they can be as large as the output)."""
+    prefix = f".{path.name}.tmp-"
+    for leftover in path.parent.glob(f"{glob.escape(prefix)}*"):
+        pid = leftover.name[len(prefix):]
+        if pid.isdigit() and not process_alive(int(pid)):
+            leftover.unlink(missing_ok=True)
+
+
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> None:
-    """Let ``write`` fill a temporary file, then make it ``path`` in one rename; a failure leaves nothing."""
+    """Let ``write`` fill a temporary file, then make it ``path`` in one rename; a failure leaves nothing.
+    A stream (``written_in_place``) is written directly; a symlink is written through."""
     path = Path(path)
     problem = output_file_problem(path)
     if problem:
         raise RetrieverError(f"cannot write {path}: {problem}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temporary_path(path)
+    if written_in_place(path):
+        with _write_errors_named(path, path):
+            write(path)
+        return
+    target = _through_link(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_dead_temporaries(target)
+    tmp = temporary_path(target)
     try:
-        write(tmp)
-        with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        with _write_errors_named(path, tmp):
+            write(tmp)
+            with open(tmp, "rb+") as handle:
+                os.fsync(handle.fileno())
+            os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _sync_folder(path.parent)
+    _sync_folder(target.parent)
+
+
+@contextmanager
+def _write_errors_named(path: Path, written: Path) -> Iterator[None]:
+    """A failed write of ``written`` (a full disk, a quota, a read-only mount) as one line naming ``path``;
+    an error about another file is not ours to rename."""
+    try:
+        yield
+    except OSError as error:
+        if (error.filename is not None and str(error.filename) != str(written)) or error.strerror is None:
+            raise
+        hint = "free some space" if error.errno in (errno.ENOSPC, errno.EDQUOT) else "check the disk"
+        raise RetrieverError(f"cannot write {path}: {error.strerror.lower()}; {hint} or choose another path") from None
 
 
 def _sync_folder(folder: Path) -> None:

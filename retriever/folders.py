@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from retriever.errors import RetrieverError
-from retriever.files import creatable_problem
+from retriever.files import creatable_problem, process_alive
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -112,16 +112,6 @@ def make_folder(path: Path, flag: str = "--output") -> bool:
     return created
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def clean_stale(output: Path) -> list[str]:
     """Delete hidden folders that dead processes left beside ``output``; first put back an old version that
     an interrupted fallback replacement left aside. Returns what was done, one line per folder."""
@@ -131,7 +121,7 @@ def clean_stale(output: Path) -> list[str]:
     done = []
     for path in sorted(output.parent.iterdir()):
         match = pattern.match(path.name)
-        if match is None or not path.is_dir() or _alive(int(match.group(2))):
+        if match is None or not path.is_dir() or process_alive(int(match.group(2))):
             continue
         if match.group(1) == "old" and not output.exists():
             os.replace(path, output)

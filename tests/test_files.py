@@ -1,3 +1,9 @@
+import errno
+import os
+import stat
+import subprocess
+import threading
+
 import pytest
 
 from retriever.errors import RetrieverError
@@ -58,3 +64,54 @@ def test_a_path_that_could_never_be_written_is_refused_before_any_work(tmp_path)
     with pytest.raises(RetrieverError, match="is a folder"):
         atomic_write(tmp_path / "folder", calls.append)
     assert calls == [] and (tmp_path / "afile").read_text() == "keep"
+
+
+def test_a_full_disk_is_one_line_and_the_old_file_stays(tmp_path):
+    target = tmp_path / "out.txt"
+    target.write_text("old")
+
+    def fills_the_disk(tmp):
+        tmp.write_text("half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(RetrieverError, match=r"cannot write .*out\.txt: no space left on device; free some space or "
+                                             "choose another path"):
+        atomic_write(target, fills_the_disk)
+    assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+
+
+def test_a_symlink_is_written_through_and_stays_a_link(tmp_path):
+    (tmp_path / "real.txt").write_text("old")
+    (tmp_path / "link.txt").symlink_to("real.txt")
+    write_json(tmp_path / "link.txt", [1])
+    assert (tmp_path / "link.txt").is_symlink() and read_json(tmp_path / "real.txt") == [1]
+
+
+def test_streams_are_written_in_place_not_replaced(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text()))
+    reader.start()
+    atomic_write_lines(fifo, ["a\n"])
+    reader.join(10)
+    read_end, write_end = os.pipe()
+    (tmp_path / "stdout").symlink_to(f"/proc/self/fd/{write_end}")  # as /dev/stdout is, on a pipe
+    atomic_write_lines(tmp_path / "stdout", ["b\n"])
+    os.close(write_end)
+    assert received == ["a\n"] and os.read(read_end, 10) == b"b\n"
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and (tmp_path / "stdout").is_symlink()
+
+
+def test_temporaries_of_dead_writers_are_removed_and_live_ones_kept(tmp_path):
+    gone = _dead_pid()
+    (tmp_path / f".out.txt.tmp-{gone}").write_text("left by a killed write")
+    (tmp_path / f".out.txt.tmp-{os.getppid()}").write_text("being written")
+    atomic_write_lines(tmp_path / "out.txt", ["x\n"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f".out.txt.tmp-{os.getppid()}", "out.txt"]
+
+
+def _dead_pid() -> int:
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    return finished.pid
