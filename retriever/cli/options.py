@@ -10,7 +10,7 @@ import click
 from retriever.corpus import FORMATS, Fields
 from retriever.device import DTYPES
 from retriever.encoder_settings import OVERRIDABLE, TOWERS
-from retriever.files import output_file_problem
+from retriever.files import output_file_problem, written_in_place
 from retriever.pooling import POOLINGS
 
 Decorator = Callable[[Callable], Callable]
@@ -28,6 +28,27 @@ class OutputFile(click.Path):
         if problem:
             self.fail(problem, param, ctx)
         return path
+
+
+def check_outputs_apart(outputs: dict[str, Path | None], inputs: dict[str, Path | None]) -> None:
+    """Refuse, before any work, an output file that is an input file, an existing file inside an input folder
+    (an index, a BEIR folder) or another output: writing it would destroy what the command reads."""
+    named = [(flag, path) for flag, path in outputs.items() if path is not None and not written_in_place(path)]
+    for number, (flag, path) in enumerate(named):
+        target = path.resolve()
+        for other_flag, other in named[:number]:
+            if other.resolve() == target:
+                raise click.UsageError(f"{flag} and {other_flag} are the same file {path}; give two paths")
+        if not target.is_file():
+            continue
+        for input_flag, source in inputs.items():
+            if source is None:
+                continue
+            source = source.resolve()
+            if source == target or (source.is_dir() and source in target.parents):
+                what = "is the" if source == target else "is a file of the"
+                raise click.UsageError(f"{flag} {path} {what} {input_flag} input, which it would overwrite; give "
+                                       "another path")
 
 
 def compose(*decorators: Decorator) -> Decorator:

@@ -11,7 +11,8 @@ import click
 from tqdm import tqdm
 
 from retriever.cli.hybrid import mode_options
-from retriever.cli.options import OutputFile, compose, corpus_options, device_options, fields_from, report_truncation
+from retriever.cli.options import (OutputFile, check_outputs_apart, compose, corpus_options, device_options,
+                                   fields_from, report_truncation)
 from retriever.corpus import BeirDataset, Fields, Query, blank_queries_warning, read_queries
 from retriever.errors import RetrieverError
 from retriever.files import write_json
@@ -74,7 +75,7 @@ def print_hits(hits: list[Hit]) -> None:
 @click.option("--k", "-k", type=click.IntRange(min=1), default=None,
               help="Hits per query. [default: 10 for one QUERY; 1000 with --queries, as Pyserini's --hits, so the "
                    "run is deep enough for recall@1000 and map@1000]")
-@click.option("--json", "as_json", is_flag=True, help="Print hits as JSON instead of a table.")
+@click.option("--json", "as_json", is_flag=True, help="Print the hits of a single QUERY as JSON instead of a table.")
 @click.option("--queries", type=click.Path(exists=True, allow_dash=True, path_type=Path), default=None,
               help="Batch mode: a queries file (JSONL/TSV/Parquet or BEIR folder), or - for standard input "
                    "(JSONL unless --format says tsv); writes a run file to --output.")
@@ -97,6 +98,11 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
     """
     if (query is None) == (queries is None):
         raise click.UsageError("give either a QUERY argument or --queries FILE")
+    if query is not None and output is not None:
+        raise click.UsageError("-o writes the run of --queries; a single QUERY prints its hits (--json for JSON)")
+    if queries is not None and as_json:
+        raise click.UsageError("--json is for a single QUERY; for --queries write JSONL with --run-format jsonl")
+    check_outputs_apart({"--output": output}, {"--queries": None if str(queries) == "-" else queries, "INDEX": index})
     if query is not None and not query.strip():
         raise RetrieverError("the query is empty")
     if query is not None:
@@ -173,6 +179,8 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output,
       retriever evaluate --run run.trec --dataset ../shared/datasets/scifact --split test
     """
     metric_names = parse_metric_list(metrics)
+    check_outputs_apart({"--output": output, "--save-run": save_run},
+                        {"--run": run_path, "--qrels": qrels, "--index": index, "--dataset": dataset})
     if (run_path is None) == (index is None):
         raise click.UsageError("give either --run (with --qrels or --dataset) or --index with --dataset")
     if run_path is not None:

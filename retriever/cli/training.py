@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from retriever.cli.hybrid import mode_options
-from retriever.cli.options import (OutputFile, compose, corpus_options, device_options, encoder_options, fields_from,
-                                   renamed_option, runtime_options)
+from retriever.cli.options import (OutputFile, check_outputs_apart, compose, corpus_options, device_options,
+                                   encoder_options, fields_from, renamed_option, runtime_options)
 
 REPORT_TO = ("none", "tensorboard")
 
@@ -161,6 +161,7 @@ def mine_command(index, dataset, split, output, depth, skip_top, per_query, devi
     """
     from retriever.training import mine_negatives
 
+    check_outputs_apart({"--output": output}, {"INDEX": index, "--dataset": dataset})
     result = mine_negatives(index, dataset, output, split=split, depth=depth, skip_top=skip_top,
                             per_query=per_query, device=device, dtype=dtype, batch_size=batch_size, mode=mode,
                             fusion_overrides=fusion_overrides)

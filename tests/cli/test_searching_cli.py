@@ -1,6 +1,8 @@
 """`search`, `evaluate` and `mine` output paths: one that could never be written is refused before any work."""
 from __future__ import annotations
 
+import re
+
 import pytest
 from click.testing import CliRunner
 
@@ -53,3 +55,29 @@ def test_evaluate_and_mine_warn_of_empty_judged_queries(tmp_path, tiny_beir, tin
         result = CliRunner().invoke(main, [*command, *common])
         assert result.exit_code == 0, result.output
         assert "warning: 1 of 4 queries have empty text (e.g. 'q2')" in result.output
+
+
+@pytest.mark.parametrize("command, message", [
+    (["search", "{index}", "--queries", "{queries}", "-o", "{queries}"], "--output .* is the --queries input"),
+    (["search", "{index}", "--queries", "{queries}", "-o", "{index}/manifest.json"], "is a file of the INDEX input"),
+    (["evaluate", "--run", "{run}", "--qrels", "{qrels}", "-o", "{run}"], "is the --run input"),
+    (["evaluate", "--run", "{run}", "--qrels", "{qrels}", "-o", "{link}"], "is the --qrels input"),
+    (["evaluate", "--index", "{index}", "--dataset", "{index}", "-o", "{run}", "--save-run", "{run}"],
+     "--save-run and --output are the same file"),
+    (["mine", "{index}", "--dataset", "{dataset}", "-o", "{dataset}/queries.jsonl"], "is a file of the --dataset input"),
+    (["search", "{index}", "cat", "-o", "{run}"], "-o writes the run of --queries"),
+    (["search", "{index}", "--queries", "{queries}", "--json"], "--json is for a single QUERY"),
+])
+def test_an_output_that_would_overwrite_an_input_is_refused_before_any_work(tmp_path, command, message):
+    index, dataset = tmp_path / "not-an-index", tmp_path / "beir"  # never opened: the path check comes first
+    for folder in (index, dataset):
+        folder.mkdir()
+    files = {"queries": tmp_path / "q.jsonl", "run": tmp_path / "run.trec", "qrels": tmp_path / "qrels.txt",
+             "manifest": index / "manifest.json", "dataset_queries": dataset / "queries.jsonl"}
+    for path in files.values():
+        path.write_text("kept\n")
+    (tmp_path / "link").symlink_to(files["qrels"])
+    names = {"index": index, "dataset": dataset, "link": tmp_path / "link", **files}
+    result = CliRunner().invoke(main, [part.format(**names) for part in command])
+    assert result.exit_code == 2 and re.search(message, result.output), result.output
+    assert all(path.read_text() == "kept\n" for path in files.values())
