@@ -14,6 +14,7 @@ keeps what an existing output folder holds besides the model (its ``checkpoints/
 from __future__ import annotations
 
 import ctypes
+import glob
 import os
 import re
 import shutil
@@ -137,8 +138,12 @@ def publish_model_folder(folder: Path, write: Callable[[Path], None]) -> Path:
     never leaves something that loads half-written. Staged inside an existing ``folder`` (e.g. a training
     output holding ``checkpoints/``), else beside it."""
     folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = (folder if folder.is_dir() else folder.parent) / f".{folder.name}.staging-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
+    beside = folder if folder.is_dir() else folder.parent
+    for leftover in beside.glob(f".{glob.escape(folder.name)}.staging-*"):  # this process's, or a killed one's
+        pid = leftover.name.rpartition("-")[2]
+        if pid.isdigit() and (int(pid) == os.getpid() or not process_alive(int(pid))):
+            shutil.rmtree(leftover, ignore_errors=True)
+    staging = beside / f".{folder.name}.staging-{os.getpid()}"
     staging.mkdir()
     try:
         write(staging)

@@ -33,3 +33,19 @@ def test_a_failed_write_leaves_the_old_model_and_no_staging(tmp_path):
     assert (output / "model.safetensors").read_text() == "old"
     assert sorted(p.name for p in output.iterdir()) == ["config.json", "model.safetensors"]
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_staging_folders_of_killed_runs_are_removed_and_live_ones_kept(tmp_path):
+    import os
+    import subprocess
+
+    killed = subprocess.Popen(["true"])
+    killed.wait()
+    output = tmp_path / "out"
+    publish_model_folder(output, lambda staging: _model(staging, "old"))
+    for pid in (killed.pid, os.getppid()):
+        (output / f".out.staging-{pid}").mkdir()
+        _model(output / f".out.staging-{pid}", "a whole copy of the weights")
+    publish_model_folder(output, lambda staging: _model(staging, "new"))
+    assert sorted(p.name for p in output.iterdir()) == [f".out.staging-{os.getppid()}", "config.json",
+                                                         "model.safetensors"]
