@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from retriever.errors import InputFileError
-from retriever.files import decoded_lines
+from retriever.files import carriage_return_error, decoded_lines
 
 TSV_ID_NAMES = ("id", "_id", "docid", "doc_id", "pid", "qid", "query_id", "query-id")
 TSV_TEXT_NAMES = ("text", "passage", "contents", "query")
@@ -81,9 +81,7 @@ def tsv_records(path: Path) -> Iterator[tuple[int, str, str, str, dict]]:
     layout: dict[str, int] | None = None
     for number, line in decoded_lines(path):
         if "\r" in line:
-            raise InputFileError(path, number, "the line holds a carriage return (CR): the file has CR-only line "
-                                 "endings, or a text holds a CR", "convert the line endings to LF (e.g. tr '\\r' "
-                                 "'\\n') and replace CRs inside texts by spaces")
+            raise carriage_return_error(path, number)
         columns = line.split("\t")
         if layout is None:
             layout = _tsv_header(columns, path, number)

@@ -23,6 +23,8 @@ class EvaluationReport:
     answer_recall: dict[str, float] = field(default_factory=dict)
     queries_with_answers: int = 0
     run_depth: int | None = None  # hits per query when the run stops short of the collection, else None
+    # what gives exact values past the depth: a run file's collection size is unknown, so it may be whole already
+    deeper: str = "search deeper (-k) for exact values"
 
     def deeper_than_run(self) -> list[str]:
         """Metrics whose cutoff lies past the run's depth: they only count the hits the run has."""
@@ -44,7 +46,7 @@ class EvaluationReport:
         lines = [format_table(self.evaluation)]
         if self.deeper_than_run():
             lines.append(f"note: {', '.join(self.deeper_than_run())} reach past the run's depth ({self.run_depth} "
-                         "hits per query) and count only those hits; search deeper (-k) for exact values")
+                         f"hits per query) and count only those hits; {self.deeper}")
         if self.answer_recall:
             lines.append(f"answer recall ({self.queries_with_answers} queries with answer strings):")
             lines.extend(f"  {name:<20} {value:.4f}" for name, value in self.answer_recall.items())
@@ -60,7 +62,8 @@ def evaluate_run_file(run_path: str | Path, qrels_path: str | Path,
                       metrics: tuple[str, ...] = DEFAULT_METRICS) -> EvaluationReport:
     run = read_run(run_path)
     return EvaluationReport(evaluate_run(run, read_qrels(qrels_path), metrics),
-                            run_depth=max((len(hits) for hits in run.values()), default=0))
+                            run_depth=max((len(hits) for hits in run.values()), default=0),
+                            deeper="a deeper run gives exact values, unless this one holds the whole collection")
 
 
 def judged_split(dataset: BeirDataset, split: str) -> tuple[list[Query], Qrels]:

@@ -215,6 +215,14 @@ def decoded_lines(path: str | Path) -> Iterator[tuple[int, str]]:
                 yield number, line
 
 
+def carriage_return_error(path: Path, number: int) -> InputFileError:
+    """What line-based readers say of a line holding a CR: the usual cause is a file with CR-only line endings,
+    which reads as one long line."""
+    return InputFileError(path, number, "the line holds a carriage return (CR): the file has CR-only line endings, "
+                          "or a text holds a CR", "convert the line endings to LF (e.g. tr '\\r' '\\n') and replace "
+                          "CRs inside texts by spaces")
+
+
 def check_is_file(path: Path) -> None:
     """Refuse a missing path or a folder where a file is expected, before anything is read."""
     if not path.exists():

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from retriever.errors import InputFileError
-from retriever.files import check_is_file, decoded_lines
+from retriever.files import carriage_return_error, check_is_file, decoded_lines
 from retriever.texts import id_problem
 
 Qrels = dict[str, dict[str, int]]
@@ -35,6 +35,8 @@ def _columns(path: Path, lineno: int, text: str) -> list[str]:
     if len(cols) not in (3, 4):
         cols = text.split()
     if len(cols) not in (3, 4):
+        if "\r" in text:
+            raise carriage_return_error(path, lineno)
         raise InputFileError(path, lineno, f"expected 3 or 4 columns, found {len(cols)}", LAYOUT_HINT)
     return cols
 

@@ -17,7 +17,7 @@ from typing import Union
 import numpy as np
 
 from retriever.errors import InputFileError, RetrieverError
-from retriever.files import atomic_write_lines, check_is_file, decoded_lines
+from retriever.files import atomic_write_lines, carriage_return_error, check_is_file, decoded_lines
 from retriever.qrels import DECIMAL_NUMBER, Qrels, read_qrels
 from retriever.texts import id_problem
 
@@ -146,6 +146,8 @@ def _trec_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> Run:
     first_seen: dict[tuple[str, str], int] = {}
     for lineno, text in lines:
         cols = text.split()
+        if len(cols) != 6 and "\r" in text:
+            raise carriage_return_error(path, lineno)
         if len(cols) != 6:
             raise InputFileError(
                 path, lineno, f"expected 6 whitespace-separated columns, found {len(cols)}",

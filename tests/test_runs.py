@@ -250,3 +250,15 @@ def test_read_run_reads_a_pipe_once(tmp_path: Path, first: str) -> None:
     run = read_run(fifo)
     writer.join(10)
     assert len(run) == 2999 and run["q1"] == {"d1": 1.0} and run["q2999"] == {"d2999": 1.0}
+
+
+@pytest.mark.parametrize("reader, text", [
+    (read_qrels, "q\t0\td1\t1\rq\t0\td2\t1\r"),
+    (read_run, "q Q0 d1 1 2.0 t\rq Q0 d2 2 1.0 t\r"),
+])
+def test_cr_only_line_endings_are_named(tmp_path: Path, reader, text: str) -> None:
+    path = tmp_path / "cr.txt"
+    path.write_bytes(text.encode())
+    with pytest.raises(InputFileError, match=r"cr\.txt:1: the line holds a carriage return \(CR\): the file has "
+                                             "CR-only line endings"):
+        reader(path)

@@ -53,7 +53,11 @@ def test_metrics_deeper_than_the_run_are_marked(tiny_index, tiny_beir, tmp_path)
     report = tmp_path / "metrics.json"
     result = CliRunner().invoke(main, ["evaluate", "--run", str(run), "--dataset", str(tiny_beir), "-o", str(report)])
     assert "reach past the run's depth (3 hits per query)" in result.stdout
+    assert "a deeper run gives exact values, unless" in result.stdout and "-k" not in result.stdout  # no -k here
     assert "recall@1000" in json.loads(report.read_text())["metrics_deeper_than_run"]
+    shallow = CliRunner().invoke(main, ["evaluate", "--index", str(tiny_index), "--dataset", str(tiny_beir), "-k", "3",
+                                        *CPU])
+    assert "search deeper (-k) for exact values" in shallow.stdout
     full = CliRunner().invoke(main, ["evaluate", "--index", str(tiny_index), "--dataset", str(tiny_beir), *CPU])
     assert full.exit_code == 0 and "reach past" not in full.stdout  # 1000 deep covers all 12 documents
 
