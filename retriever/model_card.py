@@ -1,8 +1,6 @@
 """The README.md model card of a trained model folder, written from what retriever.json records."""
 from __future__ import annotations
 
-import json
-
 LOADING = """\
 ## Loading it
 
@@ -37,7 +35,22 @@ POOLING_NOTES = {
 }
 
 
+def training_data(training: dict) -> str:
+    """What the model was trained on, from the run's recorded settings (`TrainConfig`, `PretrainConfig`)."""
+    if training.get("dataset"):
+        data = f"`{training['dataset']}` split `{training.get('split', 'train')}`"
+    elif training.get("train_jsonl"):
+        data = f"`{training['train_jsonl']}`" + (f" (ids from corpus `{training['corpus']}`)"
+                                                 if training.get("corpus") else "")
+    elif training.get("corpus"):
+        data = f"corpus `{training['corpus']}`"
+    else:
+        data = "not recorded"
+    return data + (f", hard negatives `{training['negatives']}`" if training.get("negatives") else "")
+
+
 def model_card(config: dict) -> str:
+    """The README.md of a model folder, so whoever finds the folder knows where it came from and how to load it."""
     training = config.get("training") or {}
     untied = config.get("towers") == "untied"
     pooling_note = POOLING_NOTES.get(config["pooling"], config["pooling"])
@@ -45,9 +58,8 @@ def model_card(config: dict) -> str:
         pooling_note += ", then L2-normalised"
     lines = ["---", "library_name: sentence-transformers", "tags: [sentence-transformers, feature-extraction, "
              "dense-retrieval, retriever]", "---", "", "# Dense retrieval encoder trained with retriever", ""]
-    lines += [f"- Base model: `{training.get('init_model', 'unknown')}`",
-              f"- Training data: `{json.dumps(training.get('data'))}`"
-              + (f", hard negatives `{training['negatives']}`" if training.get("negatives") else ""),
+    lines += [f"- Base model: `{training.get('model', 'unknown')}`",
+              f"- Training data: {training_data(training)}",
               f"- Towers: {config.get('towers', 'shared')}"
               + (" (passage tower at the root, query tower in `query/`)" if untied else ""),
               f"- Pooling: {config['pooling']}; normalised: {bool(config.get('normalize'))}",
@@ -64,7 +76,8 @@ def model_card(config: dict) -> str:
     if dev:
         scores = dev.get("scores") or {}
         lines += ["", "## Dev metrics", "",
-                  f"On `{dev.get('dataset')}` split `{dev.get('split')}` (best step {dev.get('best_step')}): "
+                  f"On `{training.get('dev_dataset') or training.get('dataset')}` split `{training.get('dev_split')}` "
+                  f"(best step {dev.get('best_step')}): "
                   + (", ".join(f"{k} {v:.4f}" for k, v in scores.items()) or "no epoch improved on the start") + "."]
     lines += ["", LOADING.format(st_version=" 5 or later (a Router sends queries and passages to their towers)"
                                  if untied else "", pooling_note=pooling_note,

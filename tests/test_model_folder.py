@@ -42,9 +42,9 @@ def test_sentence_transformers_gives_our_embeddings(tmp_path, tiny_model_dir, on
 @pytest.mark.parametrize("towers", ["shared", "untied"])
 def test_transformers_loads_every_tower_and_the_card_says_how(tmp_path, tiny_model_dir, towers):
     model = DualEncoder.from_pretrained(str(tiny_model_dir), towers=towers, pooling="cls")
-    folder = model.save(tmp_path / "model", training={"init_model": "tiny", "data": {"dataset": "tiny-beir"},
-                                                      "dev": {"dataset": "tiny-beir", "split": "dev", "best_step": 2,
-                                                              "scores": {"ndcg@10": 0.5}}})
+    folder = model.save(tmp_path / "model", training={"model": "tiny", "dataset": "tiny-beir", "split": "train",
+                                                      "dev_split": "dev", "dev": {"best_step": 2,
+                                                                                  "scores": {"ndcg@10": 0.5}}})
     AutoModel.from_pretrained(folder)
     if towers == "untied":
         AutoModel.from_pretrained(folder / "query")

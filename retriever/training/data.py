@@ -26,11 +26,12 @@ from pathlib import Path
 import torch
 
 from retriever.corpus import BeirDataset, Fields, iter_documents, parse_json_object, read_queries
+from retriever.corpus_records import as_id
 from retriever.encoder_settings import EncoderSettings
 from retriever.files import decoded_lines
 from retriever.errors import InputFileError, RetrieverError
 from retriever.runs import read_qrels
-from retriever.texts import check_text, passage_text
+from retriever.texts import check_text, passage_text, tokenize_bounded
 from retriever.training.loss import passage_key
 
 
@@ -76,12 +77,12 @@ def read_negatives_file(path: str | Path) -> dict[str, list[str]]:
     negatives: dict[str, list[str]] = {}
     for number, line in decoded_lines(path):
         record = parse_json_object(line, path, number)
-        query_id, ids = record.get("query_id"), record.get("negatives")
-        if not isinstance(query_id, (str, int)) or not isinstance(ids, list) or \
-                not all(isinstance(i, (str, int)) and not isinstance(i, bool) for i in ids):
+        ids = record.get("negatives")
+        if "query_id" not in record or not isinstance(ids, list):
             raise InputFileError(path, number, 'expected {"query_id": ..., "negatives": [doc ids]}',
                                  "write it with `retriever mine`")
-        negatives.setdefault(str(query_id), []).extend(str(i) for i in ids)
+        query_id = as_id(record["query_id"], path, number, "query_id")
+        negatives.setdefault(query_id, []).extend(as_id(i, path, number, "negatives") for i in ids)
     return negatives
 
 
@@ -139,27 +140,32 @@ def _log_negatives(negatives: dict[str, list[str]], unknown_queries: set[str], p
              "judged relevant")
 
 
+def _nonempty(value: str, path: Path, number: int) -> str:
+    """``value``, refused if blank: an empty passage or id would train on nothing or match nothing."""
+    if not value.strip():
+        raise InputFileError(path, number, "empty passage or document id")
+    return value
+
+
 def _parse_item(item: object, path: Path, number: int, with_corpus: bool) -> tuple[str, Passage | None]:
     """Return (doc id to look up, None) or ("", inline passage), following the module's rule."""
     if isinstance(item, str):
-        if not item.strip():
-            raise InputFileError(path, number, "empty passage or document id")
         if with_corpus:
-            return item, None
-        check_text(item, f"{path}:{number}")
+            return _nonempty(item, path, number), None
+        check_text(_nonempty(item, path, number), f"{path}:{number}")
         return "", Passage(_inline_id("", item), item)
     if isinstance(item, dict):
         doc_id = item.get("id", item.get("_id"))
+        doc_id = as_id(doc_id, path, number, "id" if "id" in item else "_id") if doc_id is not None else None
         if isinstance(item.get("text"), str):
             title = item.get("title") if isinstance(item.get("title"), str) else ""
-            text = passage_text(title, item["text"])
-            check_text(text, f"{path}:{number}")
-            return "", Passage(str(doc_id) if doc_id is not None else _inline_id(title, item["text"]), text)
+            text = check_text(_nonempty(passage_text(title, item["text"]), path, number), f"{path}:{number}")
+            return "", Passage(doc_id or _inline_id(title, item["text"]), text)
         if doc_id is not None:
             if not with_corpus:
                 raise InputFileError(path, number, f"passage {doc_id!r} is given by id only",
                                      "pass --corpus so ids can be looked up, or give its text")
-            return str(doc_id), None
+            return _nonempty(doc_id, path, number), None
     raise InputFileError(path, number, f"a passage must be a string or an object with 'text' or 'id', "
                          f"got {json.dumps(item)[:60]}")
 
@@ -189,7 +195,7 @@ def load_jsonl_examples(path: str | Path, corpus: str | Path | None = None, corp
         for doc_id, _ in parsed[0] + parsed[1]:
             if doc_id:
                 first_line_of.setdefault(doc_id, number)
-        query_id = str(record.get("query_id", f"line-{number}"))
+        query_id = as_id(record["query_id"], path, number, "query_id") if "query_id" in record else f"line-{number}"
         rows.append((number, query_id, query, parsed[0], parsed[1]))
     if not rows:
         raise InputFileError(path, None, "the file holds no training examples")
@@ -262,8 +268,9 @@ class Collator:
         self.settings = settings
 
     def _tokenize(self, texts: Iterable[str], max_length: int) -> dict[str, torch.Tensor]:
-        return dict(self.tokenizer(list(texts), padding=True, truncation=True, max_length=max_length,
-                                   return_tensors="pt"))
+        """Padded tensors; only the head of a long text is tokenised, so one huge line costs what a short one does."""
+        encoded = tokenize_bounded(self.tokenizer, list(texts), max_length)
+        return dict(self.tokenizer.pad(encoded, return_tensors="pt"))
 
     def __call__(self, groups: Sequence[Group]) -> dict:
         passages: list[Passage] = []

@@ -1,7 +1,10 @@
 """Training examples from BEIR and JSONL, per-epoch sampling, and the collator's targets and mask."""
 from __future__ import annotations
 
+import time
+
 import pytest
+import torch
 
 from conftest import write_jsonl
 from retriever.encoder import EncoderSettings
@@ -40,6 +43,14 @@ def test_negatives_file_drops_judged_positives_and_unknown_ids_and_says_so(train
             "corpus, 2 judged relevant") in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("query_id", [True, 1.5, ["q1"]])
+def test_a_negatives_query_id_that_is_no_id_is_refused_at_its_line(train_beir, tmp_path, query_id):
+    negatives = write_jsonl(tmp_path / "neg.jsonl", [{"query_id": "q1", "negatives": ["d9"]},
+                                                     {"query_id": query_id, "negatives": ["d1"]}])
+    with pytest.raises(InputFileError, match="neg.jsonl:2: id field 'query_id' must be a string or an integer"):
+        load_beir_examples(train_beir, "train", negatives)
+
+
 def test_negatives_mined_from_another_split_are_refused(train_beir, tmp_path):
     negatives = write_jsonl(tmp_path / "neg.jsonl", [{"query_id": "q9", "negatives": ["d1"]}])
     with pytest.raises(RetrieverError, match="none of its query ids"):
@@ -66,6 +77,10 @@ def test_jsonl_strings_are_doc_ids_with_a_corpus_and_texts_without(tiny_beir, tm
     ({"query": "x", "positives": [{"id": "d1"}]}, False, "train.jsonl:2: passage 'd1' is given by id only"),
     ({"query": "x", "positives": []}, False, "train.jsonl:2: 'positives' is missing or empty"),
     ({"positives": ["a"]}, False, "train.jsonl:2: missing or empty 'query'"),
+    ({"query": "x", "positives": [{"text": ""}]}, False, "train.jsonl:2: empty passage or document id"),
+    ({"query": "x", "positives": [{"text": " ", "title": ""}]}, False, "train.jsonl:2: empty passage"),
+    ({"query": "x", "positives": ["a"], "query_id": True}, False, "train.jsonl:2: id field 'query_id' must be"),
+    ({"query": "x", "positives": [{"id": 3.0}]}, True, "train.jsonl:2: id field 'id' must be a string or an int"),
 ])
 def test_jsonl_errors_name_the_line(tiny_beir, tmp_path, row, corpus, message):
     path = write_jsonl(tmp_path / "train.jsonl", [{"query": "ok", "positives": ["d1"]}, row])
@@ -106,3 +121,50 @@ def test_collator_targets_mask_and_prefixes(tiny_model_dir):
     assert batch["passage"]["input_ids"].shape[0] == 3
     decoded = collator.tokenizer.decode(batch["query"]["input_ids"][0], skip_special_tokens=True)
     assert decoded.startswith("query")
+
+
+def test_collator_gives_the_tokenizers_own_ids_for_ordinary_texts(tiny_model_dir):
+    """Bounded tokenisation changes nothing for texts that fit: same ids, masks and padding as one plain call."""
+    tokenizer = load_tokenizer(str(tiny_model_dir))
+    settings = EncoderSettings(model=str(tiny_model_dir), query_max_length=8, passage_max_length=16)
+    long_text = " ".join(["the bee makes honey from a flower"] * 10)  # past 16 tokens: truncated
+    long_query = "where does honey come from in the old city by the river"  # past 8 tokens
+    examples = [TrainExample("q1", long_query, (Passage("d1", long_text),), (Passage("d2", "a dog ran"),),
+                             frozenset({"d1"})),
+                TrainExample("q2", "lava", (Passage("d3", "hot rock"),), (), frozenset({"d3"}))]
+    groups = epoch_groups(examples, epoch=0, seed=0, group_size=2)
+    batch = Collator(tokenizer, settings)(groups)
+    queries = [g.example.query for g in groups]
+    passages = [p.text for g in groups for p in g.passages]
+    for side, texts, length in (("query", queries, 8), ("passage", passages, 16)):
+        plain = tokenizer(texts, padding=True, truncation=True, max_length=length, return_tensors="pt")
+        assert list(batch[side]) == list(plain)
+        for key in plain:
+            assert torch.equal(batch[side][key], plain[key]), (side, key)
+
+
+class RecordingTokenizer:
+    """A tokenizer that remembers the longest text it was handed."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer, self.longest = tokenizer, 0
+
+    def __call__(self, texts, **kwargs):
+        self.longest = max([self.longest, *map(len, texts)])
+        return self.tokenizer(texts, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.tokenizer, name)
+
+
+def test_collator_reads_only_the_head_of_a_huge_passage(tiny_model_dir):
+    """One multi-MB line in --train-jsonl used to be tokenised whole at every step (a minute and GBs per step)."""
+    tokenizer = RecordingTokenizer(load_tokenizer(str(tiny_model_dir)))
+    settings = EncoderSettings(model=str(tiny_model_dir), query_max_length=8, passage_max_length=16)
+    huge = "lava is hot rock " * 250_000  # 4 MB
+    example = TrainExample("q1", huge, (Passage("d1", huge),), (Passage("d2", "a dog ran"),), frozenset({"d1"}))
+    started = time.perf_counter()
+    batch = Collator(tokenizer, settings)(epoch_groups([example], epoch=0, seed=0, group_size=2))
+    assert time.perf_counter() - started < 0.5
+    assert tokenizer.longest < 1000
+    assert batch["query"]["input_ids"].shape == (1, 8) and batch["passage"]["input_ids"].shape == (2, 16)

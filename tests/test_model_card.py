@@ -1,0 +1,46 @@
+"""The README.md model card names what a model was trained from, on, and evaluated on, as the run recorded it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_jsonl
+from retriever.training import TrainConfig, train
+from retriever.training.dual_encoder import DualEncoder
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def settings(output: Path, model: Path, **data) -> TrainConfig:
+    return TrainConfig(output=str(output), model=str(model), batch_size=2, max_steps=1, device="cpu", dtype="fp32",
+                       progress=False, encoder={"passage_max_length": 16, "query_max_length": 8}, **data)
+
+
+def test_a_trained_model_card_names_its_start_model_data_and_dev_set(tmp_path, tiny_model_dir, tiny_beir):
+    """The card used to read keys no trainer writes: "Base model: `unknown`", "Training data: `null`"."""
+    (tiny_beir / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td6\t1\nq2\td4\t1\n",
+                                                    encoding="utf-8")
+    negatives = write_jsonl(tmp_path / "mined.jsonl", [{"query_id": "q1", "negatives": ["d1"]}])
+    output = tmp_path / "model"
+    train(settings(output, tiny_model_dir, dataset=str(tiny_beir), negatives=str(negatives), dev_split="test"))
+    card = (output / "README.md").read_text(encoding="utf-8")
+    assert f"- Base model: `{tiny_model_dir.name}`\n" in card
+    assert "- Training data: `tiny-beir` split `train`, hard negatives `mined.jsonl`\n" in card
+    assert "On `tiny-beir` split `test` (best step " in card
+
+
+def test_a_jsonl_trained_model_card_names_the_file_its_corpus_and_the_dev_dataset(tmp_path, tiny_model_dir,
+                                                                                    tiny_beir):
+    """The record as `train` writes it (`learning_settings` and the dev result, saved through DualEncoder.save)."""
+    examples = write_jsonl(tmp_path / "pairs.jsonl", [{"query": "honey", "positives": ["d6"]}])
+    config = settings(tmp_path / "model", tiny_model_dir, train_jsonl=str(examples), corpus=str(tiny_beir),
+                      dev_dataset=str(tiny_beir), dev_split="dev").normalised()
+    model = DualEncoder.from_pretrained(config.model, **config.encoder)
+    folder = model.save(config.output, {**config.learning_settings(), "init_model_path": config.model, "steps": 1,
+                                        "dev": {"best_step": 1, "scores": {"ndcg@10": 0.25}, "history": []}})
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    assert f"- Base model: `{tiny_model_dir.name}`\n" in card
+    assert "- Training data: `pairs.jsonl` (ids from corpus `tiny-beir`)\n" in card
+    assert "On `tiny-beir` split `dev` (best step 1): ndcg@10 0.2500." in card
+    assert str(tmp_path) not in card
