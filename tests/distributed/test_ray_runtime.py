@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
 import threading
@@ -63,7 +64,7 @@ def _server(reply: bytes) -> tuple[socket.socket, threading.Thread]:
 
     def serve():
         connection, _ = listener.accept()
-        with connection:
+        with connection, contextlib.suppress(OSError):  # the client may hang up first
             connection.recv(64)
             connection.sendall(reply)
             connection.recv(64)
