@@ -1,13 +1,14 @@
 """The `retriever` command line: a thin layer over the library API.
 
-A ``RetrieverError`` is printed as one line on stderr with exit code 1; anything else is a
-bug and keeps its traceback. Under torchrun every process runs the command and meets the same
+A ``RetrieverError`` is printed as one line on stderr with exit code 1, and so is a full disk
+wherever it strikes; anything else is a bug and keeps its traceback. Under torchrun every process runs the command and meets the same
 error, so only the first process on each machine (LOCAL_RANK 0: every machine's console gets the line)
 prints errors and usage errors; the others exit non-zero silently, except for an error only that
 process can see (``every_process``, e.g. another process died).
 """
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
@@ -33,6 +34,14 @@ class _Group(click.Group):
             if _is_rank_zero() or getattr(error, "every_process", False):
                 click.echo(f"error: {error}", err=True)
             sys.exit(1)
+        except (OSError, RuntimeError) as error:
+            full = _disk_full(error)
+            if full is None:
+                raise
+            if _is_rank_zero():
+                click.echo(f"error: {full}; free some space and rerun the same command (finished work is kept)",
+                           err=True)
+            sys.exit(1)
 
     def main(self, *args, **kwargs):
         """As click's, but a torchrun process other than its machine's first exits with usage errors' codes
@@ -46,6 +55,18 @@ class _Group(click.Group):
         except click.Abort:
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _disk_full(error: BaseException) -> str | None:
+    """What ran out, for an error from a full disk or quota: a fault of the machine, not a bug, wherever it
+    strikes (our writers, FAISS's, Arrow's: FAISS and Arrow report it only in their message)."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        where = f" writing {error.filename}" if error.filename else ""
+        return f"no space left on the device{where}"
+    text = str(error)
+    if "No space left on device" in text or "Disk quota exceeded" in text:
+        return f"no space left on the device ({text.strip().splitlines()[-1][:200]})"
+    return None
 
 
 def _is_rank_zero() -> bool:

@@ -1,6 +1,7 @@
 """The command line: one-line errors, exit codes, nothing half-written, and documented flags."""
 from __future__ import annotations
 
+import errno
 import json
 import subprocess
 import sys
@@ -147,3 +148,23 @@ def test_under_torchrun_only_rank_zero_prints_errors(tmp_path, arguments, code):
         assert result.exit_code == code, result.output
         assert ("rror" in result.output) == printed, (rank, result.output)
         assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("error, shown", [
+    (OSError(errno.ENOSPC, "No space left on device", "idx/docstore.arrow"),
+     "no space left on the device writing idx/docstore.arrow"),
+    (RuntimeError("Error in faiss::FileIOWriter: write error in .part-00003.faiss.tmp-9 (No space left on device)"),
+     "no space left on the device (Error in faiss::FileIOWriter: write error in .part-00003.faiss.tmp-9"),
+])
+def test_a_full_disk_anywhere_is_one_line(monkeypatch, tmp_path, error, shown):
+    import retriever.cli.searching as searching
+
+    def fails(*_, **__):
+        raise error
+
+    monkeypatch.setattr(searching, "evaluate_run_file", fails)
+    (tmp_path / "run").write_text("q Q0 d 1 1.0 t\n")
+    result = CliRunner().invoke(main, ["evaluate", "--run", str(tmp_path / "run"), "--qrels", str(tmp_path / "run")])
+    assert result.exit_code == 1 and result.output.startswith(f"error: {shown}"), result.output
+    assert result.output.strip().endswith("free some space and rerun the same command (finished work is kept)")
+    assert result.output.count("\n") == 1
