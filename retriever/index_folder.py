@@ -116,29 +116,56 @@ MANIFEST_SHAPE: dict[str, type | tuple[type, ...]] = {
     "fusion": (dict, _NONE), "index.count": int, "index.dim": int, "index.type": str, "index.factory": str,
     "index.search_defaults": (dict, _NONE), "index.tuning": (dict, _NONE), "integrity.files": dict,
     "integrity.ids_sha256": str, "lexical.files": dict, "lexical.documents": int, "corpus.documents": int,
+    "index.search_defaults.nprobe": (int, _NONE), "index.search_defaults.ef_search": (int, _NONE),
+    "lexical.directory": str,
 }
 _FILE_RECORD = {"bytes": int, "sha256": str}
+SEARCH_SETTING_RANGE = (1, 2**31 - 1)  # what FAISS's nprobe and efSearch take
+
+
+def _entry(manifest: dict, key: str) -> tuple[bool, object]:
+    """(present, value) of a dotted key such as ``index.search_defaults.nprobe``."""
+    holder: object = manifest
+    for name in key.split("."):
+        if not isinstance(holder, dict) or name not in holder:
+            return False, None
+        holder = holder[name]
+    return True, holder
+
+
+def _inside_folder(name: str) -> bool:
+    """A path that stays in the index folder: relative, without '..' (a manifest never names files elsewhere)."""
+    parts = Path(name).parts
+    return bool(parts) and not Path(name).is_absolute() and ".." not in parts
 
 
 def check_manifest_shape(manifest: dict, path: Path) -> None:
-    """Refuse entries of the wrong type (``MANIFEST_SHAPE``) and file records without their size and hash."""
+    """Refuse entries of the wrong type (``MANIFEST_SHAPE``) or range, file records without their size and hash,
+    and paths that lead out of the index folder."""
     def refuse(key: str, value: object, expected: str) -> None:
         raise RetrieverError(f"{path}: {key} is {type(value).__name__} {str(value)[:40]!r}, not {expected}; "
                              f"{REBUILD}")
 
     for key, expected in MANIFEST_SHAPE.items():
-        parent, _, name = key.rpartition(".")
-        holder = manifest.get(parent) if parent else manifest
-        if isinstance(holder, dict) and name in holder:
-            value = holder[name]
-            if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
-                kinds = expected if isinstance(expected, tuple) else (expected,)
-                refuse(key, value, " or ".join("null" if k is _NONE else k.__name__ for k in kinds))
+        present, value = _entry(manifest, key)
+        if present and (not isinstance(value, expected) or (int in _kinds(expected) and isinstance(value, bool))):
+            refuse(key, value, " or ".join("null" if k is _NONE else k.__name__ for k in _kinds(expected)))
+    for setting in ("nprobe", "ef_search"):
+        value = _entry(manifest, f"index.search_defaults.{setting}")[1]
+        if isinstance(value, int) and not SEARCH_SETTING_RANGE[0] <= value <= SEARCH_SETTING_RANGE[1]:
+            refuse(f"index.search_defaults.{setting}", value, "an integer from 1 to 2**31 - 1")
+    directory = _entry(manifest, "lexical.directory")[1]
+    if isinstance(directory, str) and (not _inside_folder(directory) or len(Path(directory).parts) != 1):
+        refuse("lexical.directory", directory, "the name of a folder inside the index folder")
     for part in ("integrity", "lexical"):
         for name, record in ((manifest.get(part) or {}).get("files") or {}).items():
+            if not _inside_folder(name):
+                refuse(f"{part}.files key", name, "a path inside the index folder")
             for field, kind in _FILE_RECORD.items():
                 if not isinstance(record, dict) or not isinstance(record.get(field), kind):
                     refuse(f"{part}.files[{name!r}].{field}", record.get(field) if isinstance(record, dict)
                            else record, kind.__name__)
 
 
+def _kinds(expected: type | tuple[type, ...]) -> tuple[type, ...]:
+    return expected if isinstance(expected, tuple) else (expected,)

@@ -22,6 +22,20 @@ def test_manifest_round_trip_and_errors_name_the_file(tmp_path):
     (lambda m: m["index"].update(tuning=[1]), "index.tuning is list '[1]', not dict or null"),
     (lambda m: m["integrity"]["files"]["index.faiss"].pop("bytes"),
      "integrity.files['index.faiss'].bytes is NoneType 'None', not int"),
+    (lambda m: m["index"]["search_defaults"].update(nprobe=0),
+     "index.search_defaults.nprobe is int '0', not an integer from 1 to 2**31 - 1"),
+    (lambda m: m["index"]["search_defaults"].update(nprobe=2**31),
+     "index.search_defaults.nprobe is int '2147483648', not an integer from 1 to 2**31 - 1"),
+    (lambda m: m["index"]["search_defaults"].update(ef_search=2.7),
+     "index.search_defaults.ef_search is float '2.7', not int or null"),
+    (lambda m: m["index"]["search_defaults"].update(nprobe=True),
+     "index.search_defaults.nprobe is bool 'True', not int or null"),
+    (lambda m: m.update(lexical={"directory": "../other/bm25"}),
+     "lexical.directory is str '../other/bm25', not the name of a folder inside the index folder"),
+    (lambda m: m.update(lexical={"directory": "/tmp/bm25"}),
+     "lexical.directory is str '/tmp/bm25', not the name of a folder inside the index folder"),
+    (lambda m: m["integrity"]["files"].update({"../../etc/passwd": {"bytes": 1, "sha256": "ab"}}),
+     "integrity.files key is str '../../etc/passwd', not a path inside the index folder"),
 ])
 def test_a_manifest_entry_of_the_wrong_type_is_one_line_naming_it(tmp_path, edit, message):
     import json
