@@ -17,7 +17,7 @@ from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, MappedDocume
 from retriever.encoder import recorded_encoder
 from retriever.errors import RetrieverError
 from retriever.index_folder import DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, read_manifest
-from retriever.integrity import check_counts, check_folder, ids_sha256, reading
+from retriever.integrity import check_counts, check_folder, damaged, ids_sha256, reading
 from retriever.ondisk import IVFDATA_FILE, ONDISK_TYPE, read_ondisk_index
 from retriever.fusion import MODES, FusionParams, check_mode, fuse
 from retriever.lexical import missing_lexical_message, open_lexical
@@ -158,7 +158,18 @@ class Searcher:
             raise RetrieverError("k must be at least 1")
         apply_search_params(self.index, nprobe or self.default_nprobe, ef_search or self.default_ef_search)
         scores, labels = self.index.search(np.ascontiguousarray(vectors, dtype=np.float32), min(k, self.index.ntotal))
+        self._check_labels(labels)
         return scores, labels
+
+    def _check_labels(self, labels: np.ndarray) -> None:
+        """A healthy index returns each document row at most once per query, and only rows that exist: damage of
+        the right size (not caught on open) shows here instead of as an IndexError or the same hit k times."""
+        found = np.sort(np.where(labels >= 0, labels, -1 - np.arange(labels.shape[1])), axis=1)
+        if labels.size and (labels.max() >= self.index.ntotal or labels.min() < -1
+                            or (found[:, 1:] == found[:, :-1]).any()):
+            data = IVFDATA_FILE if self.manifest["index"]["type"] == ONDISK_TYPE else INDEX_FILE
+            raise damaged(self.index_dir / data, "it returned document rows that do not exist, or one row twice "
+                                                 "for a query (`retriever info --verify` checks every file)")
 
     def search(self, queries: Sequence[str], k: int = 10, nprobe: int | None = None,
                ef_search: int | None = None, mode: str | None = None) -> list[list[Hit]]:

@@ -162,3 +162,25 @@ def test_a_query_the_tokenizer_cannot_take_is_a_retriever_error_in_the_library(t
     searcher = Searcher(tiny_index, device="cpu", dtype="fp32")
     with pytest.raises(RetrieverError, match="query 2 of 2: the query has a lone surrogate U[+]DCFF at character 4"):
         searcher.search(["cat", "abc\udcff"], k=2)
+
+
+class ReturnsLabels:
+    """An index answering every query with the given labels: what same-size damage to its lists can return."""
+
+    def __init__(self, ntotal: int, labels: list[int]) -> None:
+        self.ntotal, self.labels = ntotal, labels
+
+    def search(self, vectors, k):
+        rows = np.array([self.labels] * len(vectors), dtype=np.int64)
+        return np.ones(rows.shape, dtype=np.float32), rows
+
+
+@pytest.mark.parametrize("labels", [[3, 3, 1], [0, 99, 1], [0, -7, 1]])
+def test_an_index_returning_impossible_rows_is_named_damaged(tiny_index, labels):
+    searcher = Searcher(tiny_index, device="cpu", dtype="fp32")
+    searcher.index = ReturnsLabels(searcher.index.ntotal, [2, -1, -1])  # -1 pads a short list: no damage
+    assert [hit.rank for hit in searcher.search(["honey bee"], k=3)[0]] == [1]
+    searcher.index = ReturnsLabels(searcher.index.ntotal, labels)
+    with pytest.raises(RetrieverError, match=r"index\.faiss: it returned document rows that do not exist, or one row "
+                                             "twice for a query .*; the index folder is damaged"):
+        searcher.search(["honey bee"], k=3)
