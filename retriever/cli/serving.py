@@ -1,14 +1,21 @@
 """`retriever serve`: load indexes once and answer top-k queries over HTTP."""
 from __future__ import annotations
 
+import errno
+import os
 import re
+import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from retriever.cli.hybrid import mode_options
 from retriever.cli.options import device_options
 from retriever.errors import RetrieverError
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 DEFAULT_PORT = 8000
 
@@ -42,6 +49,47 @@ def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict
     if not indexes:
         raise click.UsageError("give an INDEX folder or at least one --index NAME=PATH")
     return indexes
+
+
+def listening_sockets(host: str, port: int) -> list[socket.socket]:
+    """Bound before the indexes load, so a taken port fails at once and as itself (uvicorn binds only after its
+    startup and exits alike for both); bound as asyncio's ``create_server`` binds a host name."""
+    sockets: list[socket.socket] = []
+    try:
+        found = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        for family, kind, proto, _, address in dict.fromkeys(found):
+            sock = socket.socket(family, kind, proto)  # proto TCP: asyncio sets TCP_NODELAY only then
+            sockets.append(sock)
+            if os.name == "posix":
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            sock.bind(address)
+    except OSError as error:
+        for sock in sockets:
+            sock.close()
+        if error.errno == errno.EADDRINUSE:
+            raise RetrieverError(f"port {port} on {host} is in use: stop what listens there or pick another "
+                                 "--port") from None
+        raise RetrieverError(f"cannot listen on {host}:{port} ({error.strerror or error}): check --host and "
+                             "--port") from None
+    return sockets
+
+
+def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, **options: object) -> None:
+    """Start the batchers (warming each index up) here rather than in the app's lifespan, so a failing index is
+    this command's one-line error, not uvicorn's traceback and exit; then uvicorn on the bound sockets."""
+    import uvicorn
+
+    served = app.state.served
+    try:
+        served.start()
+        click.echo(announce, err=True)
+        uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning", **options)).run(sockets=sockets)
+    except KeyboardInterrupt:  # Ctrl+C, during the warm-up or after uvicorn's graceful shutdown
+        pass
+    finally:
+        served.stop()
 
 
 @click.command("serve")
@@ -98,29 +146,30 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
     Example:
       retriever serve indexes/scifact --port 8000
     """
-    import uvicorn
-
     from retriever.searching import Searcher
     from retriever.serving import BatchSettings, Limits, configure_threads, create_app
     from retriever.serving.protocol import guarded_protocol
 
     folders = parse_named_indexes(index, named)
-    used = configure_threads(threads, workers)
-    searchers = {}
-    for name, folder in folders.items():
-        click.echo(f"loading {name} from {folder}", err=True)
-        searchers[name] = Searcher(folder, device=device, dtype=dtype, mode=mode, fusion_overrides=fusion_overrides)
-    app = create_app(searchers, Limits(max_query_chars, max_body_bytes, max_queries, max_hits, max_response_bytes),
-                     BatchSettings(max_batch=max_batch, max_wait_ms=max_wait_ms, workers=used["workers"]))
-    shown = f"[{host}]" if ":" in host else host
-    dtype_used = searchers[next(iter(searchers))].encoder.dtype
-    click.echo(f"serving {', '.join(searchers)} at http://{shown}:{port}/ (API docs at /docs; "
-               f"{used['workers']} workers x {used['torch']} torch threads, encoding in {dtype_used})", err=True)
+    sockets = listening_sockets(host, port)
     try:
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=access_log, workers=1,
-                    http=guarded_protocol(request_timeout, max_head_bytes), timeout_keep_alive=timeout_keep_alive)
-    except SystemExit as error:  # uvicorn exits when the port is taken
-        raise RetrieverError(f"could not serve on {host}:{port} (is the port in use?)") from error
+        used = configure_threads(threads, workers)
+        searchers = {}
+        for name, folder in folders.items():
+            click.echo(f"loading {name} from {folder}", err=True)
+            searchers[name] = Searcher(folder, device=device, dtype=dtype, mode=mode,
+                                       fusion_overrides=fusion_overrides)
+        app = create_app(searchers, Limits(max_query_chars, max_body_bytes, max_queries, max_hits, max_response_bytes),
+                         BatchSettings(max_batch=max_batch, max_wait_ms=max_wait_ms, workers=used["workers"]))
+        shown = f"[{host}]" if ":" in host else host
+        dtype_used = searchers[next(iter(searchers))].encoder.dtype
+        announce = (f"serving {', '.join(searchers)} at http://{shown}:{sockets[0].getsockname()[1]}/ (API docs at "
+                    f"/docs; {used['workers']} workers x {used['torch']} torch threads, encoding in {dtype_used})")
+        run_app(app, sockets, announce, access_log=access_log, http=guarded_protocol(request_timeout, max_head_bytes),
+                timeout_keep_alive=timeout_keep_alive)
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 COMMANDS = [serve_command]

@@ -88,6 +88,7 @@ class MicroBatcher:
         if max_wait_ms < 0:
             raise RetrieverError("max_wait_ms must not be negative")
         self.searcher = searcher
+        self.name = name
         self.max_batch = max_batch
         # max_batch promises that many queries in one forward pass; the encoder's own batch size
         # (16 on a CPU, chosen for bulk encoding) would otherwise split such a batch in two.
@@ -124,13 +125,20 @@ class MicroBatcher:
         return await asyncio.wrap_future(self.submit(queries, k, mode))
 
     def warm_up(self) -> None:
-        """Run a few batch shapes once so the first real requests don't pay for kernel set-up."""
-        for size in WARM_UP_SIZES:
-            if size > self.max_batch and size > 1:
-                break
-            self.submit(["warm up query"] * size, 1).result()
-        if self.searcher.lexical is not None:
-            self.submit(["warm up query"], 1, "hybrid").result()
+        """Run a few batch shapes once so the first real requests don't pay for kernel set-up.
+
+        The query is fixed, so a failure here is the index's (damaged files, say): it is raised as one
+        ``RetrieverError`` naming the index, which ``retriever serve`` prints as its one-line error.
+        """
+        try:
+            for size in WARM_UP_SIZES:
+                if size > self.max_batch and size > 1:
+                    break
+                self.submit(["warm up query"] * size, 1).result()
+            if self.searcher.lexical is not None:
+                self.submit(["warm up query"], 1, "hybrid").result()
+        except Exception as error:  # noqa: BLE001 - reported as the index's fault, the original kept as the cause
+            raise _warm_up_failure(self.name, error) from error
         self.stats = BatchStats()
 
     def close(self, timeout: float = 5.0) -> None:
@@ -243,6 +251,16 @@ class MicroBatcher:
             self.stats.requests += len(batch)
             self.stats.queries += queries
             self.stats.largest_batch = max(self.stats.largest_batch, queries)
+
+
+def _warm_up_failure(name: str, error: Exception) -> RetrieverError:
+    """A RetrieverError's own message says what to do; anything else gets its type and a hint."""
+    if isinstance(error, QueryRejected) and error.__cause__ is not None:  # its advice is for clients' queries
+        error = error.__cause__
+    if isinstance(error, RetrieverError):
+        return RetrieverError(f"index {name!r} failed its warm-up search: {error}")
+    return RetrieverError(f"index {name!r} failed its warm-up search ({type(error).__name__}: {error}); "
+                          "its files (or its model's) may be damaged: rebuild the index")
 
 
 def configure_threads(threads: int | None = None, workers: int | None = None) -> dict:

@@ -3,16 +3,19 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import socket
 import subprocess
 import sys
 import threading
 import time
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from retriever.cli import main
 from retriever.cli.serving import serve_command
+from retriever.errors import RetrieverError
 from retriever.indexing import read_manifest
 from serving_fixtures import call, free_port, served, small_index, tiny_index  # noqa: F401 - fixtures
 from conftest import TINY_DOCS
@@ -318,3 +321,46 @@ def test_serve_command_runs_a_server_with_named_indexes(tiny_index, small_index,
         process.terminate()
         process.wait(15)
     assert "serving main, part at http://127.0.0.1:" in (tmp_path / "stderr").read_text()
+
+
+def invoke_serve(index, port: int, monkeypatch) -> Result:
+    """`retriever serve` in this process, with configure_threads stubbed so the session's thread pools stay put."""
+    monkeypatch.setattr("retriever.serving.configure_threads", lambda threads, workers: {"torch": 1, "workers": 1})
+    return CliRunner().invoke(main, ["serve", str(index), "--port", str(port), "--device", "cpu", "--dtype", "fp32"])
+
+
+@pytest.mark.parametrize("failure, message", [
+    (IndexError("doc-store row out of range 0..11"),
+     "error: index 'tiny' failed its warm-up search (IndexError: doc-store row out of range 0..11); its files"),
+    (RetrieverError("index.ivfdata: the index folder is damaged; rebuild it"),
+     "error: index 'tiny' failed its warm-up search: index.ivfdata: the index folder is damaged; rebuild it"),
+])
+def test_serve_reports_a_failing_warm_up_as_one_line_not_as_a_taken_port(tiny_index, monkeypatch, failure, message):
+    def broken_rank(*args, **kwargs):
+        raise failure
+
+    monkeypatch.setattr("retriever.searching.Searcher.rank", broken_rank)
+    result = invoke_serve(tiny_index, free_port(), monkeypatch)
+    assert result.exit_code == 1, result.output
+    assert result.output.splitlines()[-1].startswith(message), result.output
+    assert "in use" not in result.output and "Traceback" not in result.output and "startup" not in result.output
+
+
+def test_serve_reports_a_taken_port_before_loading_any_index(tiny_index, monkeypatch):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = invoke_serve(tiny_index, port, monkeypatch)
+    assert result.exit_code == 1, result.output
+    assert result.output == f"error: port {port} on 127.0.0.1 is in use: stop what listens there or pick another --port\n"
+
+
+def test_serve_reports_an_index_that_fails_to_open_as_one_line(tiny_index, tmp_path, monkeypatch):
+    damaged = tmp_path / "damaged"
+    shutil.copytree(tiny_index, damaged)
+    (damaged / "index.faiss").write_bytes(b"not an index")
+    result = invoke_serve(damaged, free_port(), monkeypatch)
+    assert result.exit_code == 1, result.output
+    assert result.output.splitlines()[-1].startswith("error: ") and "index.faiss" in result.output.splitlines()[-1]
+    assert "in use" not in result.output and "Traceback" not in result.output
