@@ -28,7 +28,7 @@ from retriever.index_folder import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFES
                                     write_manifest)
 from retriever.lexical import LEXICAL_DIR, LexicalParams, build_lexical
 from retriever.ondisk import ONDISK_TYPE, PartPlan, build_ondisk
-from retriever.partwork import parts_folder
+from retriever.partwork import clear_finished, mark_finished, owned_inputs, parts_folder
 from retriever.recorded_paths import rebase_model_record
 from retriever.shards import ShardContentCheck, check_complete, iter_shard_batches, read_shard_metadata
 from retriever.tuning import held_out_rows, tune_build
@@ -51,7 +51,8 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
     """
     started = time.perf_counter()
     _check_tuning_queries(tuning_queries is not None, params)
-    shards_dir, output = Path(shards_dir), _check_output(Path(output), overwrite)
+    ondisk = params.index_type == ONDISK_TYPE
+    shards_dir, output = Path(shards_dir), _check_output(Path(output), overwrite, ondisk)
     if lexical is not None:
         lexical.check()
     corpus_path = resolve_corpus_path(corpus)
@@ -65,16 +66,18 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
         corpus_of = lambda stats: corpus_record(corpus_path, output, shard_records, stats, progress)  # noqa: E731
         inputs = (shards, encoder, count, int(encoder["dim"]), corpus_path, fmt, fields, building, params, progress,
                   tuning_queries, started, corpus_of)
-        ondisk = params.index_type == ONDISK_TYPE
         manifest = build_ondisk(*inputs, parts_folder(output)) if ondisk else _build_in_memory(*inputs, lexical)
         if ondisk and lexical is not None:
             manifest = _add_ondisk_lexical(building, manifest, lexical, progress)
+        if ondisk:
+            mark_finished(parts_folder(output), building / MANIFEST_FILE)
         _move_into_place(building, output, overwrite)
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise
-    if ondisk:  # kept until now so that a crash at any point before resumes from the finished parts
-        shutil.rmtree(parts_folder(output), ignore_errors=True)
+    # the parts were kept until now so that a crash at any point before resumes from them; after it, the next
+    # build of this output deletes them (see _check_output)
+    clear_finished(parts_folder(output), output / MANIFEST_FILE)
     return manifest
 
 
@@ -86,15 +89,21 @@ def _add_ondisk_lexical(building: Path, manifest: dict, lexical: LexicalParams, 
     return manifest
 
 
-def _check_output(output: Path, overwrite: bool) -> Path:
+def _check_output(output: Path, overwrite: bool, ondisk: bool = False) -> Path:
     """The index folder to make, refused up front (before any encoding) when it cannot be made or when what is
-    there is not ours to replace: --overwrite replaces an index folder or an empty one, never a user's files."""
+    there is not ours to replace: --overwrite replaces an index folder or an empty one, never a user's files;
+    an ``ondisk`` build's OUTPUT.parts must be a build's. First, parts a crash left beside a finished index go."""
     output = named_output(output)
+    cleared = clear_finished(parts_folder(output), output / MANIFEST_FILE)
+    if cleared:
+        print(cleared, file=sys.stderr)
     _refuse_unreplaceable(output, overwrite)
     for beside in (output.with_name(output.name + ".shards"), parts_folder(output)):
         if beside.exists() and not beside.is_dir():
             raise RetrieverError(f"{beside}: is a file where the build keeps its {beside.suffix[1:]} folder; "
                                  "remove it or choose another --output")
+    if ondisk:
+        owned_inputs(parts_folder(output))
     check_creatable(output)
     return output
 
@@ -215,7 +224,7 @@ def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | 
     Split out so a caller can let the encoder go (e.g. Ray actors holding GPUs) before the index is built.
     """
     _check_tuning_queries(tuning_query_texts is not None, params)
-    output = _check_output(Path(output), overwrite)
+    output = _check_output(Path(output), overwrite, params.index_type == ONDISK_TYPE)
     shards = output.with_name(output.name + ".shards")
     if overwrite and clear_other_encoder(shards, encoder.metadata()):
         print(f"deleted {shards}: another encoder made those shards", file=sys.stderr)

@@ -5,13 +5,17 @@ PyArrow, not the encoder stack.
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import faiss
 import numpy as np
 
-from retriever.files import atomic_write
+from retriever.errors import RetrieverError
+from retriever.files import atomic_write, read_json, write_json
 from retriever.shards import read_shard
 
 
@@ -41,7 +45,7 @@ def fill_part(trained_path: str, slices: list[ShardSlice], output: str, threads:
     from their place in the split are the documents' doc-store rows.
     """
     faiss.omp_set_num_threads(threads)
-    index = faiss.read_index(trained_path)
+    index = read_part_file(trained_path)
     held_vectors, held_labels, added = [np.empty((0, index.d), np.float32)], [np.empty(0, np.int64)], 0
     for piece in slices:
         ids, vectors = read_shard(Path(piece.path))
@@ -55,6 +59,8 @@ def fill_part(trained_path: str, slices: list[ShardSlice], output: str, threads:
     held = {"vectors": np.concatenate(held_vectors), "labels": np.concatenate(held_labels)}
     atomic_write(held_path(output), lambda tmp: _save_arrays(tmp, held))
     atomic_write(output, lambda tmp: faiss.write_index(index, str(tmp)))
+    write_record(output, [Path(output), held_path(output)], **part_identity(recorded_sha256(trained_path), slices),
+                 ntotal=int(index.ntotal))
     return added
 
 
@@ -67,3 +73,68 @@ def read_held(part: str | Path) -> tuple[np.ndarray, np.ndarray]:
     """The (vectors, labels) a finished part held out."""
     with np.load(held_path(part), allow_pickle=False) as held:
         return held["vectors"], held["labels"]
+
+
+def read_part_file(path: str | Path) -> faiss.Index:
+    """A trained index or part file, its damage (FAISS's "read error", several lines of C++) one line naming it."""
+    try:
+        return faiss.read_index(str(path))
+    except RuntimeError:
+        raise RetrieverError(f"{path}: FAISS cannot read it (damaged or truncated?); delete it and rerun the same "
+                             "command, which builds it again") from None
+
+
+def record_path(path: str | Path) -> Path:
+    """Where the record of a written part (or trained index) lies: beside it, so that a part copied or restored
+    without it is not trusted."""
+    return Path(f"{path}.json")
+
+
+def part_identity(trained_sha256: str, slices: list[ShardSlice]) -> dict:
+    """What a part's content follows from: the trained index it is a copy of and its shards' places (by name, so
+    a moved project folder keeps its parts)."""
+    places = [[Path(piece.path).name, piece.first_label, piece.stride, list(piece.held)] for piece in slices]
+    return {"trained_sha256": trained_sha256,
+            "slices_sha256": hashlib.sha256(json.dumps(places).encode()).hexdigest()}
+
+
+def file_digest(path: Path) -> list:
+    """[size, SHA-256] of a file, read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+        return [os.fstat(handle.fileno()).st_size, digest.hexdigest()]
+
+
+def write_record(path: str | Path, files: list[Path], **identity) -> None:
+    """Record ``files`` (written whole before this) and what they were made from; written last, so a kill
+    before it leaves files without a record, which are made again (``record_problem``)."""
+    write_json(record_path(path), {**identity, "files": {file.name: file_digest(file) for file in files}})
+
+
+def record_problem(path: str | Path, files: list[Path], **identity) -> str | None:
+    """Why the ``files`` recorded at ``path`` cannot be reused (damaged, replaced, missing, unrecorded or made
+    from something else), or None when they are what was written."""
+    try:
+        record = read_json(record_path(path))
+    except RetrieverError:
+        return "it has no readable record (a killed run or an older version left it)"
+    if not isinstance(record, dict) or any(record.get(key) != value for key, value in identity.items()):
+        return "its record is of other inputs"
+    recorded = record.get("files") if isinstance(record.get("files"), dict) else {}
+    for file in files:
+        if not file.is_file():
+            return f"{file.name} is missing"
+        entry = recorded.get(file.name)  # the size first: a truncated file is not read through
+        if not isinstance(entry, list) or entry[:1] != [file.stat().st_size] or entry != file_digest(file):
+            return f"{file.name} differs from its record (damaged or replaced)"
+    return None
+
+
+def recorded_sha256(path: str | Path) -> str:
+    """The SHA-256 that the record of a verified file gives it."""
+    try:
+        return read_json(record_path(path))["files"][Path(path).name][1]
+    except (RetrieverError, KeyError, IndexError, TypeError):
+        raise RetrieverError(f"{record_path(path)}: missing or damaged; delete it and rerun the same command") from None

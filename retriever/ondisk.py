@@ -14,6 +14,7 @@ FAISS labels are doc-store rows, so the id map is the memory-mapped doc store it
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -125,10 +126,22 @@ def merge_parts(trained: Path, parts: list[str], ivfdata: Path) -> faiss.Index:
     The result is final: adding to merged on-disk lists corrupts them (FAISS 1.15's merge leaves the
     free-space map behind), so vectors held out for tuning are merged in a second time instead.
     """
+    check_space(ivfdata, sum(Path(part).stat().st_size for part in parts))
     index = faiss.read_index(str(trained))
     with faiss_notes_silenced():
         merge_ondisk(index, parts, str(ivfdata))
     return index
+
+
+def check_space(ivfdata: Path, needed: int) -> None:
+    """Refuse a merge the disk cannot hold: FAISS sizes the file first and then writes through a memory map,
+    so running out of space midway kills the process with SIGBUS and no message. The parts' files hold the
+    lists' codes and ids plus a little, so their total bounds the merged file."""
+    free = shutil.disk_usage(ivfdata.parent).free
+    if free < needed:
+        raise RetrieverError(f"{ivfdata.parent}: {needed / 2**20:.1f} MiB are needed for {ivfdata.name} and "
+                             f"{free / 2**20:.1f} MiB are free; free some space and rerun the same command "
+                             "(finished parts are kept)")
 
 
 def held_part(trained: Path, parts: list[str], path: Path) -> str:

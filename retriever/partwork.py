@@ -3,7 +3,11 @@
 The trained quantizer and each finished part are kept there until the index is in place, beside
 a record of the build's inputs (shards, encoder, factory, sample and part settings). A rerun
 after a crash reuses what the record says is the same and skips the finished parts; a record
-that differs means other inputs, and the folder is emptied and rebuilt, never reused.
+that differs means other inputs, and the folder is emptied and rebuilt, never reused. A folder of that name
+that a build did not make is refused, never emptied. Each part and the trained index is recorded (size, SHA-256,
+what it was made from) once written, and checked against its record before it is reused: one that fails is
+made again. Just before the index is moved into place the folder notes its manifest, so that parts a crash left
+after the move are deleted by the next build of that output (``clear_finished``).
 Parts are filled by Ray tasks with ``--ray``, else by worker processes.
 """
 from __future__ import annotations
@@ -12,6 +16,7 @@ import ctypes
 import hashlib
 import multiprocessing
 import os
+import re
 import shutil
 import signal
 import sys
@@ -19,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import faiss
@@ -26,13 +32,21 @@ import numpy as np
 from tqdm import tqdm
 
 from retriever.errors import RetrieverError
-from retriever.ivfparts import ShardSlice, fill_part
 from retriever.files import atomic_write, read_json, write_json
+from retriever.ivfparts import (ShardSlice, file_digest, fill_part, held_path, part_identity, record_path,
+                                record_problem, recorded_sha256, write_record)
 from retriever.shards import VECTOR_FIELDS, read_shard_metadata
 
 _PR_SET_PDEATHSIG = 1
 INPUTS_FILE = "inputs.json"
 TRAINED_FILE = "trained.faiss"
+FINISHED_FILE = "finished.json"
+# the keys of ``inputs_record``: an inputs.json without exactly these is not a build's record
+INPUT_KEYS = {"shards", "encoder", "factory", "train_size", "seed", "part_size", "held_rows_sha256", "faiss"}
+# what a build writes in OUTPUT.parts (records are ``ivfparts.record_path``), and the hidden temporaries of those
+# (``files.temporary_path``) and probe folders (``files.creatable_problem``) a killed run can leave
+_WRITTEN = re.compile(r"inputs\.json|finished\.json|trained\.faiss(\.json)?|part-\d{5,}\.faiss(\.held\.npz|\.json)?")
+_TEMPORARY = re.compile(r"\.(.+)\.(tmp|probe)-\d+(?:-\d+)?")
 
 
 def parts_folder(output: Path) -> Path:
@@ -51,29 +65,24 @@ def inputs_record(shards: list[Path], encoder: dict, spec: str, params, held: np
 
 
 class PartsFolder:
-    """``OUTPUT.parts/`` for one set of inputs: emptied first if it holds another build's parts."""
+    """``OUTPUT.parts/`` for one set of inputs: emptied first if it holds another build's parts, refused if it is
+    not a build's; its trained index is checked against its record (``ivfparts.record_problem``)."""
 
     def __init__(self, folder: Path, inputs: dict) -> None:
         self.folder = folder
-        if folder.is_dir() and any(folder.iterdir()):
-            recorded = self._recorded()
-            if recorded is None:
-                raise RetrieverError(f"{folder}: exists and is not the parts folder of an ivf-ondisk build; "
-                                     "move it away or choose another --output")
-            if recorded != inputs:
-                print(f"{folder}: its parts were built from other inputs (shards or index settings); rebuilding "
-                      "them", file=sys.stderr)
-                shutil.rmtree(folder)
+        recorded = owned_inputs(folder)
+        if recorded is not None and recorded != inputs:
+            print(f"{folder}: its parts were built from other inputs (shards or index settings); rebuilding "
+                  "them", file=sys.stderr)
+            shutil.rmtree(folder)  # owned_inputs saw only files a build writes
         folder.mkdir(parents=True, exist_ok=True)
         for leftover in folder.glob(".*.tmp-*"):  # a killed worker's unfinished file (see files.temporary_path)
             leftover.unlink()
         write_json(folder / INPUTS_FILE, inputs)
-
-    def _recorded(self) -> dict | None:
-        try:
-            return read_json(self.folder / INPUTS_FILE)
-        except RetrieverError:  # missing or unreadable: the parts are rebuilt
-            return None
+        problem = record_problem(self.trained, [self.trained]) if self.trained.is_file() else None
+        if problem:
+            print(f"{self.trained}: {problem}; training it again", file=sys.stderr)
+            self.trained.unlink()
 
     @property
     def trained(self) -> Path:
@@ -81,9 +90,85 @@ class PartsFolder:
 
     def save_trained(self, index: faiss.Index) -> None:
         atomic_write(self.trained, lambda tmp: faiss.write_index(index, str(tmp)))
+        write_record(self.trained, [self.trained])
 
     def part(self, number: int) -> Path:
         return self.folder / f"part-{number:05d}.faiss"
+
+    def reusable(self, number: int, slices: list[ShardSlice]) -> bool:
+        """Whether part ``number`` is finished and is what its record says; a damaged, replaced or unrecorded
+        one is said so on stderr and filled again."""
+        part = self.part(number)
+        if not part.is_file():
+            return False
+        problem = record_problem(part, [part, held_path(part)], **part_identity(recorded_sha256(self.trained), slices))
+        if problem:
+            print(f"{part}: {problem}; filling it again", file=sys.stderr)
+            record_path(part).unlink(missing_ok=True)
+        return not problem
+
+
+def _ours(entry: Path) -> bool:
+    """Whether an entry of OUTPUT.parts is one the build writes there: a file of its names or a temporary of one,
+    or a probe folder."""
+    temporary = _TEMPORARY.fullmatch(entry.name)
+    if _WRITTEN.fullmatch(temporary.group(1) if temporary else entry.name) is None or entry.is_symlink():
+        return False
+    return entry.is_dir() if temporary and temporary.group(2) == "probe" else entry.is_file()
+
+
+def owned_inputs(folder: Path) -> dict | None:
+    """The inputs record of a build's parts folder, None when there is nothing there yet; a folder that is not
+    a build's (an entry the build does not write, or no record of the shape it writes) is refused, never emptied."""
+    if not (folder.exists() or folder.is_symlink()):
+        return None
+    if folder.is_symlink() or not folder.is_dir():
+        raise _not_ours(folder, "it is a file or a link")
+    entries = list(folder.iterdir())
+    foreign = sorted(entry.name for entry in entries if not _ours(entry))
+    if foreign:
+        raise _not_ours(folder, f"it holds {', '.join(foreign[:3])}{', ...' if len(foreign) > 3 else ''}")
+    if all(_TEMPORARY.fullmatch(entry.name) for entry in entries):
+        return None  # empty, or a first run killed while writing its record
+    recorded = _recorded(folder / INPUTS_FILE)
+    if recorded is None:
+        raise _not_ours(folder, f"its {INPUTS_FILE} is missing or not a build's record; delete the folder if a "
+                                "build made it")
+    return recorded
+
+
+def _not_ours(folder: Path, why: str) -> RetrieverError:
+    return RetrieverError(f"{folder}: exists and is not the parts folder of an ivf-ondisk build ({why}); move it "
+                          "away or choose another --output")
+
+
+def _recorded(path: Path) -> dict | None:
+    try:
+        record = read_json(path)
+    except RetrieverError:
+        return None
+    return record if isinstance(record, dict) and set(record) == INPUT_KEYS else None
+
+
+def mark_finished(folder: Path, manifest: Path) -> None:
+    """Note in OUTPUT.parts the manifest of the index its parts made, just before that index is moved into place:
+    parts left behind by a crash after the move are then known to be done with (``clear_finished``)."""
+    if folder.is_dir():
+        write_json(folder / FINISHED_FILE, {"manifest_sha256": file_digest(manifest)[1]})
+
+
+def clear_finished(folder: Path, manifest: Path) -> str | None:
+    """Delete a build's parts folder whose index is in place (``manifest`` is the one it noted); what was done."""
+    marker = folder / FINISHED_FILE
+    try:
+        if not (marker.is_file() and manifest.is_file() and owned_inputs(folder) is not None):
+            return None
+        if read_json(marker) != {"manifest_sha256": file_digest(manifest)[1]}:
+            return None  # a crash before the move: the parts are there to resume from
+    except (RetrieverError, OSError):
+        return None
+    shutil.rmtree(folder, ignore_errors=True)
+    return f"deleted {folder}, left by a build that finished"
 
 
 def check_part_settings(params) -> None:
@@ -104,7 +189,7 @@ def fill_parts(work: PartsFolder, parts: list[list[ShardSlice]], params, progres
     every part's file, in order."""
     # absolute paths: a Ray worker (on another node, too) does not run in this process's folder
     todo = [(str(work.trained.resolve()), slices, str(work.part(number).resolve()))
-            for number, slices in enumerate(parts) if not work.part(number).is_file()]
+            for number, slices in enumerate(parts) if not work.reusable(number, slices)]
     if len(todo) < len(parts):
         print(f"resuming: {len(parts) - len(todo)} of {len(parts)} parts already built in {work.folder}",
               file=sys.stderr)
@@ -130,11 +215,18 @@ def fill_in_processes(jobs: list[tuple], workers: int, finished: Callable[[], No
             finished()
         return
     # spawn, not fork: a forked child of a process that already ran OpenMP (training) can hang.
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent,
-                             initargs=(os.getpid(),)) as pool:
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent,
+                               initargs=(os.getpid(),))
+    try:
         for future in as_completed([pool.submit(fill_part, *job, threads) for job in jobs]):
             future.result()
             finished()
+    except BrokenProcessPool:  # a worker was killed (the OOM killer, a user): its part cannot be finished here
+        raise RetrieverError("a part worker died (killed, or out of memory?) while filling parts; rerun the same "
+                             "command to resume (finished parts are kept), or lower --part-size / "
+                             "--parallel-parts") from None
+    finally:
+        pool.shutdown(cancel_futures=True)  # on a failure, parts not started yet are not filled for nothing
 
 
 def die_with_parent(parent: int) -> None:

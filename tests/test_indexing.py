@@ -263,3 +263,13 @@ def test_a_damaged_shard_is_refused_by_name_and_a_rerun_of_encode_repairs_it(tin
     id_map = pq.read_table(tmp_path / "idx" / IDS_FILE).to_pydict()
     docstore_ids = pq.read_table(tmp_path / "idx" / DOCSTORE_FILE)["id"].to_pylist()
     assert [docstore_ids[row] for row in id_map["docstore_row"]] == id_map["id"]
+
+
+def test_a_parts_folder_that_is_not_a_builds_is_refused_before_encoding(tiny_beir, no_encoding, tmp_path):
+    """An ivf-ondisk build's OUTPUT.parts is checked with the output, not after the whole corpus is encoded."""
+    (tmp_path / "idx.parts" / "photos").mkdir(parents=True)
+    (tmp_path / "idx.parts" / "inputs.json").write_text("[]")
+    with pytest.raises(RetrieverError, match="idx.parts: exists and is not the parts folder of an ivf-ondisk build"):
+        encode_and_index(tiny_beir, tmp_path / "idx", no_encoding, IndexParams("ivf-ondisk"), progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx.parts", "tiny-beir"]
+    assert sorted(p.name for p in (tmp_path / "idx.parts").iterdir()) == ["inputs.json", "photos"]

@@ -151,3 +151,14 @@ def test_opening_prints_no_faiss_notes(ondisk, capfd):
     Searcher(ondisk, device="cpu", dtype="fp32").search(QUERIES[:1], k=3)
     printed = capfd.readouterr()
     assert "ONDISK" not in printed.out + printed.err and "ivfdata" not in printed.out + printed.err, printed
+
+
+def test_a_merge_the_disk_cannot_hold_is_refused_not_killed(shards, corpus, tmp_path, monkeypatch):
+    import retriever.ondisk as ondisk
+
+    # FAISS sizes index.ivfdata and writes it through a memory map: a full disk would kill the process (SIGBUS)
+    monkeypatch.setattr(ondisk.shutil, "disk_usage", lambda _: shutil._ntuple_diskusage(10**9, 10**9 - 1000, 1000))
+    with pytest.raises(RetrieverError, match=r"MiB are needed for index\.ivfdata and 0\.0 MiB are free; free some "
+                                             r"space and rerun the same command \(finished parts are kept\)"):
+        build_index(shards, corpus, tmp_path / "idx", IndexParams(**ONDISK), progress=False)
+    assert not (tmp_path / "idx").exists()

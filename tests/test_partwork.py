@@ -2,11 +2,14 @@
 when the inputs match, rebuilt when they do not, and the result equals a clean build."""
 from __future__ import annotations
 
+import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
 
-from retriever import faiss_index, partwork
+from retriever import faiss_index, indexing, partwork
 from retriever.errors import RetrieverError
 from retriever.indexing import IndexParams, build_index
 from retriever.searching import Searcher
@@ -41,20 +44,23 @@ def calls(monkeypatch):
     return record
 
 
-def crash_after_one_part(shards, corpus, output, calls, params=IndexParams(**IN_PROCESS)) -> Path:
-    calls["crash_after"] = 1
+def crash_after_parts(shards, corpus, output, calls, params=IndexParams(**IN_PROCESS), parts: int = 1) -> Path:
+    """A build that crashed after filling ``parts`` parts: its parts folder (each part with its held-out vectors
+    and its record)."""
+    calls["crash_after"] = parts
     with pytest.raises(Crash):
         build_index(shards, corpus, output, params, progress=False)
     work = partwork.parts_folder(output)
     assert not output.exists()
-    assert sorted(p.name for p in work.glob("part-*")) == ["part-00000.faiss", "part-00000.faiss.held.npz"]
+    assert sorted(p.name for p in work.glob("part-*")) == sorted(
+        f"part-{number:05d}.faiss{end}" for number in range(parts) for end in ("", ".held.npz", ".json"))
     calls.update(filled=[], trained=0, crash_after=None)
     return work
 
 
 def test_a_crashed_build_skips_its_finished_parts_and_equals_a_clean_build(shards, corpus, ondisk, calls, tmp_path,
                                                                            capsys):
-    work = crash_after_one_part(shards, corpus, tmp_path / "idx", calls)
+    work = crash_after_parts(shards, corpus, tmp_path / "idx", calls)
     manifest = build_index(shards, corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
     assert calls["filled"] == ["part-00001.faiss", "part-00002.faiss", "part-00003.faiss"]
     assert calls["trained"] == 0, "the trained quantizer was reused"
@@ -68,20 +74,154 @@ def test_a_crashed_build_skips_its_finished_parts_and_equals_a_clean_build(shard
 
 @pytest.mark.parametrize("change", [{"seed": 1}, {"part_size": 200}, {"ondisk_codes": "sq8"}, {"nlist": 4}])
 def test_parts_of_other_inputs_are_rebuilt_not_reused(shards, corpus, calls, tmp_path, capsys, change):
-    crash_after_one_part(shards, corpus, tmp_path / "idx", calls)
+    crash_after_parts(shards, corpus, tmp_path / "idx", calls)
     params = IndexParams(**{**IN_PROCESS, **change})
     manifest = build_index(shards, corpus, tmp_path / "idx", params, progress=False)
     assert calls["trained"] == 1 and len(calls["filled"]) == manifest["index"]["parts"]
     assert "built from other inputs" in capsys.readouterr().err
 
 
-def test_resumed_build_keeps_the_held_out_tuning_vectors(shards, corpus, calls, tmp_path):
+@pytest.mark.parametrize("held_file", ["kept", "deleted"])
+def test_resumed_build_keeps_the_held_out_tuning_vectors(shards, corpus, calls, tmp_path, capsys, held_file):
     params = IndexParams(**IN_PROCESS, target_recall=0.9, tuning_queries=60)
-    crash_after_one_part(shards, corpus, tmp_path / "idx", calls, params)
+    work = crash_after_parts(shards, corpus, tmp_path / "idx", calls, params)
+    if held_file == "deleted":  # was a FileNotFoundError when the vectors were read for tuning
+        (work / "part-00000.faiss.held.npz").unlink()
     resumed = build_index(shards, corpus, tmp_path / "idx", params, progress=False)
+    assert len(calls["filled"]) == (4 if held_file == "deleted" else 3)
+    if held_file == "deleted":
+        assert "part-00000.faiss: part-00000.faiss.held.npz is missing; filling it again" in capsys.readouterr().err
     clean = build_index(shards, corpus, tmp_path / "clean", params, progress=False)
     assert resumed["index"]["tuning"] == clean["index"]["tuning"]
     assert (tmp_path / "idx" / "index.ivfdata").read_bytes() == (tmp_path / "clean" / "index.ivfdata").read_bytes()
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:len(path.read_bytes()) // 2])
+
+
+PART_DAMAGE = {  # what a crash, a full disk or a user's hand can leave in place of part 2
+    "truncated": lambda work: _truncate(work / "part-00002.faiss"),
+    "copied-over": lambda work: shutil.copyfile(work / "part-00001.faiss", work / "part-00002.faiss"),
+    "unrecorded": lambda work: (work / "part-00002.faiss.json").unlink(),
+    "record-of-another-part": lambda work: shutil.copyfile(work / "part-00001.faiss.json",
+                                                           work / "part-00002.faiss.json"),
+    "held-truncated": lambda work: _truncate(work / "part-00002.faiss.held.npz"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(PART_DAMAGE))
+def test_a_damaged_part_is_filled_again_not_reused(shards, corpus, ondisk, calls, tmp_path, capsys, damage):
+    work = crash_after_parts(shards, corpus, tmp_path / "idx", calls, parts=3)
+    PART_DAMAGE[damage](work)
+    capsys.readouterr()
+    build_index(shards, corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
+    assert calls["filled"] == ["part-00002.faiss", "part-00003.faiss"] and calls["trained"] == 0
+    err = capsys.readouterr().err
+    assert f"{work / 'part-00002.faiss'}: " in err and "; filling it again" in err
+    assert "resuming: 2 of 4 parts already built" in err
+    assert (tmp_path / "idx" / "index.ivfdata").read_bytes() == (ondisk / "index.ivfdata").read_bytes()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "unrecorded"])
+def test_a_damaged_trained_index_is_trained_again(shards, corpus, ondisk, calls, tmp_path, capsys, damage):
+    work = crash_after_parts(shards, corpus, tmp_path / "idx", calls)
+    if damage == "truncated":  # was FAISS's "read error" traceback
+        _truncate(work / "trained.faiss")
+    else:
+        (work / "trained.faiss.json").unlink()
+    capsys.readouterr()
+    build_index(shards, corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
+    assert calls["trained"] == 1
+    assert f"{work / 'trained.faiss'}: " in capsys.readouterr().err
+    assert (tmp_path / "idx" / "index.ivfdata").read_bytes() == (ondisk / "index.ivfdata").read_bytes()
+
+
+def test_parts_of_another_trained_index_are_filled_again(shards, corpus, calls, tmp_path, capsys):
+    """A part is a copy of the trained index: one made from another (e.g. one trained again after damage, on
+    other threads) cannot be merged with it."""
+    work = crash_after_parts(shards, corpus, tmp_path / "idx", calls)
+    record = json.loads((work / "part-00000.faiss.json").read_text())
+    (work / "part-00000.faiss.json").write_text(json.dumps({**record, "trained_sha256": "0" * 64}))
+    build_index(shards, corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
+    assert len(calls["filled"]) == 4
+    assert "part-00000.faiss: its record is of other inputs; filling it again" in capsys.readouterr().err
+
+
+NOT_OURS = {  # OUTPUT.parts as a user may have it: (files, what the refusal says)
+    "list-as-inputs": ({"inputs.json": "[]", "photos/precious.txt": "precious"}, "it holds photos"),
+    "any-json-as-inputs": ({"inputs.json": '{"shards": []}'}, "inputs.json is missing or not a build's record"),
+    "no-inputs": ({"part-00000.faiss": "mine"}, "inputs.json is missing or not a build's record"),
+    "a-file-of-another-name": ({"notes.txt": "mine"}, "it holds notes.txt"),
+    "a-folder-of-our-name": ({"trained.faiss/precious.txt": "precious"}, "it holds trained.faiss"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_OURS))
+def test_a_folder_that_is_not_ours_is_refused_before_any_work(shards, corpus, tmp_path, monkeypatch, case):
+    from retriever import ondisk
+
+    def no_docstore(*args):
+        raise AssertionError("the doc store was written before the refusal")
+
+    monkeypatch.setattr(ondisk, "write_documents", no_docstore)
+    files, why = NOT_OURS[case]
+    for name, text in files.items():
+        (tmp_path / "idx.parts" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "idx.parts" / name).write_text(text)
+    with pytest.raises(RetrieverError, match=rf"idx.parts: exists and is not the parts folder of an ivf-ondisk "
+                                             rf"build \(.*{why}.*\); move it away or choose another --output"):
+        build_index(shards, corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
+    for name, text in files.items():
+        assert (tmp_path / "idx.parts" / name).read_text() == text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx.parts"]
+
+
+def test_a_users_file_in_a_build_parts_folder_is_never_deleted(shards, corpus, calls, tmp_path):
+    """Other inputs empty the parts folder: only when all it holds is what a build writes there."""
+    work = crash_after_parts(shards, corpus, tmp_path / "idx", calls)
+    (work / "photos").mkdir()
+    (work / "photos" / "precious.txt").write_text("precious")
+    with pytest.raises(RetrieverError, match="idx.parts: exists and is not the parts folder.*it holds photos"):
+        build_index(shards, corpus, tmp_path / "idx", IndexParams(**{**IN_PROCESS, "seed": 1}), progress=False)
+    assert (work / "photos" / "precious.txt").read_text() == "precious" and (work / "part-00000.faiss").is_file()
+
+
+@pytest.mark.parametrize("crash", ["before-the-move", "after-the-move"])
+def test_parts_left_beside_a_finished_index_go_with_the_next_build(shards, corpus, calls, tmp_path, monkeypatch,
+                                                                   capsys, crash):
+    """A crash after the index is in place, before its parts are deleted, must not leave them for ever; one
+    before it keeps them to resume from."""
+    move = indexing._move_into_place
+
+    def crashing_move(*args):
+        if crash == "after-the-move":
+            move(*args)
+        raise Crash
+
+    monkeypatch.setattr(indexing, "_move_into_place", crashing_move)
+    with pytest.raises(Crash):
+        build_index(shards, corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
+    work = partwork.parts_folder(tmp_path / "idx")
+    assert work.is_dir() and (tmp_path / "idx").exists() == (crash == "after-the-move")
+    monkeypatch.setattr(indexing, "_move_into_place", move)
+    calls.update(filled=[], trained=0)
+    if crash == "after-the-move":
+        with pytest.raises(RetrieverError, match="already exists"):
+            build_index(shards, corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
+        assert not work.exists() and f"deleted {work}, left by a build that finished" in capsys.readouterr().err
+    else:
+        build_index(shards, corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
+        assert calls == {"filled": [], "trained": 0, "crash_after": None} and not work.exists()
+
+
+def test_a_killed_part_worker_is_one_line_saying_to_rerun(monkeypatch):
+    """A worker that dies (SIGKILL, the OOM killer) breaks the pool: one line, not BrokenProcessPool's traceback."""
+    monkeypatch.setattr(partwork, "fill_part", os._exit)  # each worker exits at once, as a killed one does
+    with pytest.raises(RetrieverError, match=r"^a part worker died \(killed, or out of memory\?\) while filling "
+                                             r"parts; rerun the same command to resume \(finished parts are kept\), "
+                                             r"or lower --part-size / --parallel-parts$"):
+        partwork.fill_in_processes([(), ()], 2, lambda: None)
 
 
 def test_a_folder_that_is_not_ours_is_not_emptied(shards, corpus, tmp_path):
@@ -150,3 +290,29 @@ def test_part_workers_die_with_a_killed_build(shards, corpus, tmp_path):
     for pid in survivors:  # do not leave them behind after a failure
         os.kill(pid, signal.SIGKILL)
     assert survivors == [], "part workers outlived the killed build"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the workers through /proc")
+def test_a_part_worker_killed_mid_build_is_one_line(shards, corpus, tmp_path):
+    """The tester's case: `kill -KILL` of a part worker of `retriever index` (as the OOM killer does)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    command = [sys.executable, "-m", "retriever", "index", str(shards), "--corpus", str(corpus), "-o",
+               str(tmp_path / "idx"), "--index-type", "ivf-ondisk", "--nlist", "8", "--part-size", "60",
+               "--parallel-parts", "2", "--ondisk-codes", "flat", "--no-bm25"]
+    run = subprocess.Popen(command, env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
+    deadline, workers = time.monotonic() + 120, set()
+    while run.poll() is None and not workers and time.monotonic() < deadline:
+        workers = _children(run.pid, "spawn_main")
+        time.sleep(0.02)
+    for pid in workers:
+        os.kill(pid, signal.SIGKILL)
+        break
+    err = run.communicate(timeout=120)[1]
+    assert workers, "the build ended before its part workers could be seen"
+    assert run.returncode == 1 and "Traceback" not in err, err
+    assert "error: a part worker died (killed, or out of memory?) while filling parts; rerun the same command" in err
