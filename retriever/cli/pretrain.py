@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from retriever.cli.options import corpus_options, device_options, fields_from, renamed_option
-from retriever.cli.training import optimizer_options, progress_option, report_to_option
+from retriever.cli.training import FiniteRange, optimizer_options, progress_option, report_to_option
 
 
 @click.command("pretrain")
@@ -34,14 +34,14 @@ from retriever.cli.training import optimizer_options, progress_option, report_to
 @click.option("--freeze-backbone-steps", type=click.IntRange(min=0), default=0, show_default=True,
               help="Train only the new heads (Condenser head, MLM transform) for the first N steps, so a fresh "
                    "head's early gradients do not pull a warm backbone around.")
-@click.option("--backbone-lr-scale", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+@click.option("--backbone-lr-scale", type=FiniteRange(min=0, min_open=True), default=1.0, show_default=True,
               help="The backbone learns at this times --learning-rate (the heads at the full rate).")
-@click.option("--temperature", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+@click.option("--temperature", type=FiniteRange(min=0, min_open=True), default=1.0, show_default=True,
               help="Softmax temperature of the --cocondenser span loss (coCondenser used 1).")
 @click.option("--max-length", type=click.IntRange(min=8), default=128, show_default=True,
               help="Tokens per training sequence, [CLS] and [SEP] included; plain Condenser packs the corpus "
                    "into blocks of this length.")
-@click.option("--mlm-probability", type=click.FloatRange(0, 1, min_open=True, max_open=True), default=0.15,
+@click.option("--mlm-probability", type=FiniteRange(0, 1, min_open=True, max_open=True), default=0.15,
               show_default=True, help="Share of tokens masked, whole words at a time (BERT 80/10/10 replacement).")
 @renamed_option("--sequences-per-step", "--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
                 help="Sequences per optimizer step (with --cocondenser: N/2 passages x 2 spans; under torchrun a "

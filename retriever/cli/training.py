@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +16,16 @@ REPORT_TO = ("none", "tensorboard")
 
 EXISTING_DIR = click.Path(exists=True, file_okay=False, path_type=Path)
 EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
+
+
+class FiniteRange(click.FloatRange):
+    """A FloatRange that refuses nan and inf too: nan fails none of its comparisons, and either trains a NaN model."""
+
+    def convert(self, value, param, ctx) -> float:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 
 def report_to_option():
@@ -31,14 +42,14 @@ def progress_option():
 def optimizer_options(learning_rate: float) -> Callable:
     """AdamW, its schedule and clipping: the training stack's flags, the same for `train` and `pretrain`."""
     return compose(
-        click.option("--learning-rate", type=click.FloatRange(min=0, min_open=True), default=learning_rate,
+        click.option("--learning-rate", type=FiniteRange(min=0, min_open=True), default=learning_rate,
                      show_default=True, help="AdamW peak learning rate."),
-        click.option("--warmup-ratio", type=click.FloatRange(0, 1, max_open=True), default=0.1, show_default=True,
+        click.option("--warmup-ratio", type=FiniteRange(0, 1, max_open=True), default=0.1, show_default=True,
                      help="Share of steps with linear warmup (rounded up; its first step runs at learning rate 0, "
                           "as in Hugging Face's schedule); then linear decay to 0."),
-        click.option("--weight-decay", type=click.FloatRange(min=0), default=0.01, show_default=True,
+        click.option("--weight-decay", type=FiniteRange(min=0), default=0.01, show_default=True,
                      help="AdamW weight decay (not on biases and LayerNorm)."),
-        click.option("--max-grad-norm", type=click.FloatRange(min=0), default=1.0, show_default=True,
+        click.option("--max-grad-norm", type=FiniteRange(min=0), default=1.0, show_default=True,
                      help="Clip the gradient norm to this (0 = no clipping)."),
     )
 
@@ -71,7 +82,7 @@ def optimizer_options(learning_rate: float) -> Callable:
               help="Passages per query: 1 positive + N-1 hard negatives sampled afresh each epoch from the given "
                    "ones (1 = in-batch negatives only).")
 @optimizer_options(learning_rate=2e-5)
-@click.option("--temperature", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--temperature", type=FiniteRange(min=0, min_open=True), default=None,
               help="Softmax temperature τ of q·p/τ. [default: 0.05 with --normalize, 1.0 with --no-normalize]")
 @click.option("--seed", type=int, default=42, show_default=True, help="Seed for sampling, shuffling and dropout.")
 @click.option("--grad-cache-chunk-size", type=click.IntRange(min=1), default=None,

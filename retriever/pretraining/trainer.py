@@ -47,6 +47,8 @@ class PretrainConfig(stack.StackConfig):
     mlm_probability: float = 0.15
     keep_checkpoints: int = 2
     RUNTIME_ONLY: ClassVar[tuple[str, ...]] = (*stack.StackConfig.RUNTIME_ONLY, "keep_checkpoints")
+    FINITE: ClassVar[tuple[str, ...]] = (*stack.StackConfig.FINITE, "backbone_lr_scale", "temperature",
+                                         "mlm_probability")
 
     def check(self) -> None:
         super().check()

@@ -3,16 +3,17 @@
 It brings the loop, AdamW (no decay on biases and norms), the linear warm-up/decay schedule,
 clipping, bf16/fp16 autocast, DDP under torchrun, checkpoints with every rank's RNG state, and
 logging callbacks. Added here: weights checkpointed as safetensors (the Trainer loads the other
-states with ``weights_only=True``), and a checkpoint counts only once its ``run.json`` (the
-run's settings, written after every rank saved) exists; a rerun compares it with its own
-settings before loading anything. ``finished.json`` makes a rerun of a finished run a no-op.
+states with ``weights_only=True``), checkpoints that count only once complete and that rerun
+compares with its own settings and inputs (`run_record`), and a run that stops at the first
+non-finite loss and never saves or publishes non-finite weights.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 import os
 import pickle
-import re
 import shutil
 import sys
 import time
@@ -29,15 +30,14 @@ from transformers import PrinterCallback, ProgressCallback, Trainer, TrainerCall
 from retriever.corpus import Fields
 from retriever.device import resolve_device, resolve_dtype
 from retriever.errors import RetrieverError
+from retriever.files import write_json
+from retriever.folders import check_creatable, make_folder
 from retriever.model_folder import portable_record
-from retriever.files import read_json, write_json
 from retriever.training.processes import launched_processes, peer_deaths_reported
-
-CHECKPOINTS = "checkpoints"
-RUN_FILE = "run.json"
-FINISHED_FILE = "finished.json"
-WEIGHTS_FILE = "model.safetensors"
-_CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
+from retriever.training.run_record import (CHECKPOINTS, FINISHED_FILE, INPUTS_KEY, RUN_FILE,  # noqa: F401 (stack.*)
+                                           WEIGHTS_FILE, checkpoint_step, corpus_file, final_state,
+                                           inputs_fingerprint, load_weights, model_weight_files, prior_run,
+                                           rotate_checkpoints)
 
 
 def log(message: str) -> None:
@@ -79,6 +79,7 @@ class StackConfig:
     RUNTIME_ONLY: ClassVar[tuple[str, ...]] = ("device", "dtype", "save_steps", "progress", "report_to")
     PATHS: ClassVar[tuple[str, ...]] = ("output", "corpus")
     AT_LEAST_ONE: ClassVar[tuple[str, ...]] = ("batch_size", "epochs", "max_steps", "save_steps")
+    FINITE: ClassVar[tuple[str, ...]] = ("learning_rate", "warmup_ratio", "weight_decay", "max_grad_norm")
 
     def __post_init__(self) -> None:
         if isinstance(self.corpus_fields, dict):  # as `dataclasses.asdict` and JSON give it back
@@ -88,6 +89,9 @@ class StackConfig:
         for name in self.AT_LEAST_ONE:
             if (getattr(self, name) or 1) < 1:
                 raise RetrieverError(f"--{name.replace('_', '-')} must be at least 1")
+        for name in self.FINITE:  # nan fails no comparison below, and nan or inf trains a NaN model
+            if getattr(self, name) is not None and not math.isfinite(getattr(self, name)):
+                raise RetrieverError(f"--{name.replace('_', '-')} is {getattr(self, name)}; give a finite number")
         if self.learning_rate <= 0 or not 0 <= self.warmup_ratio < 1:
             raise RetrieverError("--learning-rate must be positive and --warmup-ratio in [0, 1)")
 
@@ -100,10 +104,25 @@ class StackConfig:
         return dataclasses.replace(self, **paths)
 
     def prepare(self) -> tuple["StackConfig", dict | None, Path | None]:
-        """This config checked and normalised, and what a rerun of it finds (see `prior_run`)."""
+        """This config checked and normalised, and what a rerun of it finds (see `prior_run`), all before loading."""
         self.check()
         config = self.normalised()
-        return (config, *prior_run(Path(config.output), config.learning_settings()))
+        output = Path(config.output)
+        if not output.exists():
+            check_creatable(output, "--output")
+        finished, resume = prior_run(output, config.learning_settings(), config.inputs_sha256)
+        if finished is not None:
+            log(f"{output}: this run already finished ({finished['result']['steps']} steps); nothing to do")
+        return config, finished, resume
+
+    def data_files(self) -> dict[str, Path | None]:
+        """The data files the run reads, by role: with the start model's weights, what a resume must not change."""
+        return {"corpus": corpus_file(self.corpus)}
+
+    @functools.cached_property
+    def inputs_sha256(self) -> str:
+        """The fingerprint of the data files and the start model's weights (see `run_record`), read once."""
+        return inputs_fingerprint({**self.data_files(), **model_weight_files(self.model)})
 
     def learning_settings(self) -> dict:
         """What a resume must match. The record lives in the model folder, which gets moved, so paths are kept as
@@ -128,69 +147,27 @@ class StackConfig:
             seed=self.seed, save_strategy="steps" if self.save_steps else "epoch", save_steps=self.save_steps or 1,
             save_total_limit=keep_checkpoints, eval_strategy="epoch" if evaluate else "no",
             eval_on_start=evaluate and evaluate_first, metric_for_best_model=metric if evaluate else None,
-            logging_steps=1, report_to="none", disable_tqdm=True, use_cpu=device.type == "cpu",
+            logging_steps=1, logging_nan_inf_filter=False,  # the filter logs a NaN step's loss as 0.0: hidden
+            report_to="none", disable_tqdm=True, use_cpu=device.type == "cpu",
             bf16=precision == "bf16", fp16=precision == "fp16", remove_unused_columns=False,
             ddp_backend=None if ranks == 1 else "nccl" if device.type == "cuda" else "gloo",
             accelerator_config={"split_batches": True}, ddp_find_unused_parameters=True)
         return arguments, precision
 
 
-def _check_record(path: Path, current: dict, key: str | None = None) -> dict:
-    """A recorded run (``path``, its settings under ``key``) whose settings are exactly these; a record with other
-    keys (``{}`` included) is another kind of folder, not a compatible run."""
-    record = read_json(path, "delete it or choose another --output")
-    recorded = record.get(key) if key and isinstance(record, dict) else record
-    if not isinstance(recorded, dict) or set(recorded) != set(current):
-        raise RetrieverError(f"{path}: not a run of this command and version (its settings record does not match); "
-                             "choose another --output or delete the folder")
-    differing = [f"{k} {recorded[k]!r} -> {current[k]!r}" for k in sorted(current) if recorded[k] != current[k]]
-    if differing:
-        raise RetrieverError(f"{path.parent} holds a run with other settings ({'; '.join(differing)}); rerun with "
-                             "the same settings to resume, or choose another --output")
-    return record
-
-
-def prior_run(output: Path, settings: dict) -> tuple[dict | None, Path | None]:
-    """What a rerun finds: a finished run's record, or the newest complete checkpoint, each checked against
-    these settings before any other file of it is read. A folder that holds something else is refused."""
-    folder = output / CHECKPOINTS
-    if output.exists() and (not output.is_dir() or any(output.iterdir()) and not folder.is_dir()):
-        raise RetrieverError(f"{output}: exists and holds no training run (no {CHECKPOINTS}/); choose a new --output "
-                             "(the run writes a model folder there)")
-    if (folder / FINISHED_FILE).is_file():
-        record = _check_record(folder / FINISHED_FILE, settings, key="settings")
-        log(f"{output}: this run already finished ({record['result']['steps']} steps); nothing to do")
-        return record, None
-    complete = sorted((int(match.group(1)), path) for path in folder.glob("checkpoint-*")
-                      if (match := _CHECKPOINT_DIR.match(path.name)) and (path / RUN_FILE).is_file())
-    if complete:
-        _check_record(complete[-1][1] / RUN_FILE, settings)
-    return None, complete[-1][1] if complete else None
-
-
-def checkpoint_step(checkpoint: Path | None) -> int | None:
-    return int(checkpoint.name.split("-")[1]) if checkpoint else None
-
-
-def load_weights(model: torch.nn.Module, checkpoint: Path) -> None:
-    """A checkpoint's safetensors weights (tied tensors are stored once; safetensors restores both names)."""
-    path = checkpoint / WEIGHTS_FILE
-    try:
-        safetensors.torch.load_model(model, path, strict=True)
-    except (OSError, safetensors.SafetensorError, RuntimeError) as error:
-        raise RetrieverError(f"{path}: unreadable or not this model's checkpoint weights "
-                             f"({str(error).splitlines()[0]}); delete {checkpoint.parent} to start over") from None
-
-
 class StackTrainer(Trainer):
-    """Trainer whose checkpoints hold safetensors weights and are marked complete by the run's settings."""
+    """Trainer whose checkpoints hold safetensors weights and are marked complete by the run's record."""
 
     def __init__(self, config: StackConfig, arguments: TrainingArguments, precision: str, **kwargs) -> None:
         if is_main_process():  # inputs are checked: from now on OUTPUT is recognisably a run's, even if killed
-            (Path(config.output) / CHECKPOINTS).mkdir(parents=True, exist_ok=True)
-        callbacks = [StderrProgress(config.progress), EpochEndCheckpoints(), *_tensorboard(config)]  # examples/s first
+            make_folder(Path(config.output) / CHECKPOINTS, "--output")
+        callbacks = [StderrProgress(config.progress), EpochEndCheckpoints(), StopAtNonFiniteLoss(),
+                     *_tensorboard(config)]  # examples/s first
         super().__init__(args=arguments, callbacks=callbacks, **kwargs)
-        self.output, self.run_settings, self.precision = Path(config.output), config.learning_settings(), precision
+        self.output, self.precision = Path(config.output), precision
+        self.record = {**config.learning_settings(), INPUTS_KEY: config.inputs_sha256}
+        # rotated by _save_checkpoint once the new checkpoint is complete, not by the library before that
+        self.keep_checkpoints, self.args.save_total_limit = self.args.save_total_limit, None
         self.remove_callback(PrinterCallback)
         self.remove_callback(ProgressCallback)
 
@@ -206,18 +183,23 @@ class StackTrainer(Trainer):
         load_weights(model or self.model, Path(resume_from_checkpoint))
 
     def _save_checkpoint(self, model: torch.nn.Module, trial) -> None:
-        marker = Path(self.args.output_dir) / f"checkpoint-{self.state.global_step}" / RUN_FILE
+        check_finite_weights(model, self.state.global_step)
+        folder = Path(self.args.output_dir)
+        marker = folder / f"checkpoint-{self.state.global_step}" / RUN_FILE
         if self.args.should_save:  # saved again at this step (an epoch's end): incomplete while rewritten
             marker.unlink(missing_ok=True)
         super()._save_checkpoint(model, trial)
         if world_size() > 1:
             dist.barrier()  # every rank's RNG state is on disk before the checkpoint is marked complete
         if self.args.should_save:
-            write_json(marker, self.run_settings)
+            write_json(marker, self.record)
+            rotate_checkpoints(folder, self.keep_checkpoints, self.state.best_global_step)
 
     def fit(self, resume_from: Path | None) -> None:
         """Train, resuming from a checked checkpoint; a checkpoint file that is not plain data stops the run, and
         so does another process's death (its collective fails here), each with one line."""
+        if resume_from is not None and self._resume_at_the_end(resume_from):
+            return
         try:
             with peer_deaths_reported():
                 self.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
@@ -225,20 +207,51 @@ class StackTrainer(Trainer):
             raise RetrieverError(f"{resume_from}: a checkpoint file is not plain tensors and was not loaded "
                                  f"({str(error).splitlines()[0]}); delete the folder to start over") from None
 
+    def _resume_at_the_end(self, checkpoint: Path) -> bool:
+        """Whether ``checkpoint`` was taken at the last step (the run was killed while writing its model): then its
+        state and weights are the result, where the library would train one step past the schedule."""
+        state = final_state(checkpoint)
+        if state is not None:
+            self.state = state
+            load_weights(self.model, checkpoint)
+        return state is not None
+
     def finish(self, write_model, result: dict) -> None:
         """Rank 0 writes the model folder, records the finished run and drops its checkpoints; all ranks wait."""
+        check_finite_weights(self.model, self.state.global_step)
         if self.is_world_process_zero():
             write_model()
             folder = self.output / CHECKPOINTS
             folder.mkdir(parents=True, exist_ok=True)
             result = {key: value for key, value in result.items() if key != "output"}  # a rerun knows its output
-            write_json(folder / FINISHED_FILE, {"settings": self.run_settings, "result": result})
+            write_json(folder / FINISHED_FILE, {"settings": self.record, "result": result})
             for path in folder.iterdir():
                 if path.is_dir():
                     shutil.rmtree(path, ignore_errors=True)
         if world_size() > 1:
             with peer_deaths_reported():
                 dist.barrier()
+
+
+def diverged(step: int, what: str) -> RetrieverError:
+    return RetrieverError(f"training diverged at step {step}: {what}; nothing was saved from it. Rerun with a lower "
+                          "--learning-rate (or --max-grad-norm) into another --output")
+
+
+def check_finite_weights(model: torch.nn.Module, step: int) -> None:
+    """Refuse to checkpoint or publish weights that are not finite: what a diverged run has."""
+    if not all(bool(torch.isfinite(parameter).all()) for parameter in model.parameters()):
+        raise diverged(step, "its weights are not finite")
+
+
+class StopAtNonFiniteLoss(TrainerCallback):
+    """Stops the run at the first step whose loss is NaN or infinite (the logged mean over the ranks, so every rank
+    stops): each later step would train on, and checkpoint, NaN weights."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(loss):
+            raise diverged(state.global_step, f"its loss is {loss}")
 
 
 class StderrProgress(TrainerCallback):

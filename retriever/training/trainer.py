@@ -53,6 +53,7 @@ class TrainConfig(stack.StackConfig):
     PATHS: ClassVar[tuple[str, ...]] = ("output", "dataset", "train_jsonl", "corpus", "negatives", "dev_dataset")
     AT_LEAST_ONE: ClassVar[tuple[str, ...]] = (*stack.StackConfig.AT_LEAST_ONE, "train_group_size",
                                                "grad_cache_chunk_size", "dev_max_docs")
+    FINITE: ClassVar[tuple[str, ...]] = (*stack.StackConfig.FINITE, "temperature")
 
     def check(self) -> None:
         super().check()
@@ -66,6 +67,16 @@ class TrainConfig(stack.StackConfig):
             raise RetrieverError("--dev-split needs a BEIR folder: pass --dev-dataset")
         if self.temperature is not None and self.temperature <= 0:
             raise RetrieverError("--temperature must be positive")
+        check_candidates(self)
+
+    def data_files(self) -> dict[str, Path | None]:
+        """Besides --corpus: --train-jsonl, --negatives and the files of the training and dev splits' BEIR folders."""
+        files = {**super().data_files(), "train_jsonl": self.train_jsonl, "negatives": self.negatives}
+        splits = {"train_": (self.dataset, self.split), "dev_": (self.dev_dataset or self.dataset, self.dev_split)}
+        for prefix, (root, split) in splits.items():
+            for role, name in ("corpus", "corpus.jsonl"), ("queries", "queries.jsonl"), ("qrels", f"qrels/{split}.tsv"):
+                files[prefix + role] = Path(root) / name if root and split else None
+        return {role: Path(path) if path else None for role, path in files.items()}
 
 
 @dataclass
@@ -169,6 +180,7 @@ def train(config: TrainConfig) -> TrainResult:
     examples = load_beir_examples(config.dataset, config.split, config.negatives) if config.dataset else \
         load_jsonl_examples(config.train_jsonl, config.corpus, config.corpus_format, config.corpus_fields)
     dev = _load_dev(config)
+    check_candidates(config, examples)
     _warn_about_negatives(config, examples)
     arguments, precision = config.arguments(config.batch_size, config.max_steps, keep_checkpoints=2,
                                             evaluate=dev is not None, evaluate_first=resume is None,
@@ -185,6 +197,21 @@ def train(config: TrainConfig) -> TrainResult:
               f"{trainer.args.device} {precision}")
     trainer.fit(resume)
     return _export(trainer, config, len(examples), resume, started)
+
+
+def check_candidates(config: TrainConfig, examples: list[TrainExample] | None = None) -> None:
+    """Refuse a run whose every step scores each query against a single passage: a softmax over one candidate is 1,
+    so every loss is 0 and nothing is learnt. Before loading (``examples`` None) only the flags are known."""
+    processes = stack.launched_processes() if not config.cross_device_negatives else 1
+    queries = min(config.batch_size, len(examples)) if examples else config.batch_size
+    negatives = config.train_group_size - 1
+    if examples:
+        negatives = min(negatives, max(len(example.negatives) for example in examples))
+    if -(-queries // processes) * (1 + negatives) < 2:
+        where = " per process (--no-cross-device-negatives)" if processes > 1 else ""
+        raise RetrieverError(f"a training step holds one query and one passage{where}, its only candidate, so the "
+                             "loss is 0 and nothing is learnt; raise --queries-per-step, add training examples, or "
+                             "give hard negatives with --train-group-size 2 or more")
 
 
 def _warn_about_negatives(config: TrainConfig, examples: list[TrainExample]) -> None:

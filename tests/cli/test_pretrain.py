@@ -61,3 +61,13 @@ def test_killed_run_resumes_from_its_last_checkpoint(tmp_path, tiny_model_dir, t
     assert f"resuming from {checkpoints / f'checkpoint-{steps[-1]}'} (step {steps[-1]})" in second.stderr
     assert (output / "model.pt").is_file() and (output / "config.json").is_file()
     assert sorted(path.name for path in checkpoints.iterdir()) == ["finished.json"]
+
+
+def test_non_finite_numbers_are_refused_at_parse_time(tmp_path, tiny_beir):
+    """click's FloatRange lets nan (and inf, without an upper bound) through; either trained a NaN model."""
+    for flag, value in [("--learning-rate", "inf"), ("--learning-rate", "nan"), ("--temperature", "nan"),
+                        ("--backbone-lr-scale", "nan"), ("--mlm-probability", "nan"), ("--weight-decay", "nan")]:
+        result = CliRunner().invoke(pretrain_command, [str(tiny_beir), "--output", str(tmp_path / "out"), flag, value])
+        assert result.exit_code == 2, (flag, value, result.output)
+        assert f"Invalid value for '{flag}': '{value}' is not a finite number." in result.output
+    assert not (tmp_path / "out").exists()

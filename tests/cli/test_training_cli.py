@@ -125,3 +125,24 @@ def test_train_takes_no_progress_like_pretrain(tmp_path, tiny_beir, monkeypatch,
     options = {command.name: next(p for p in command.params if p.name == "progress")
                for command in (train_command, pretrain_command)}
     assert options["train"].to_info_dict() == options["pretrain"].to_info_dict()
+
+
+@pytest.mark.parametrize("flag, value", [("--learning-rate", "nan"), ("--learning-rate", "inf"),
+                                         ("--temperature", "nan"), ("--weight-decay", "nan"),
+                                         ("--weight-decay", "inf"), ("--warmup-ratio", "nan"),
+                                         ("--max-grad-norm", "nan")])
+def test_non_finite_numbers_are_refused_at_parse_time(tmp_path, tiny_beir, flag, value):
+    """click's FloatRange lets nan (and inf, without an upper bound) through; either trained a NaN model."""
+    output = tmp_path / "out"
+    result = CliRunner().invoke(main, ["train", "--dataset", str(tiny_beir), "--output", str(output), flag, value])
+    assert result.exit_code == 2 and f"Invalid value for '{flag}': '{value}' is not a finite number." in result.output
+    assert not output.exists()
+
+
+def test_an_output_that_cannot_be_created_is_one_line(tmp_path, tiny_beir):
+    (tmp_path / "afile").write_text("a file")
+    result = CliRunner().invoke(main, ["train", "--dataset", str(tiny_beir), "--output", str(tmp_path / "afile" / "x"),
+                                       "--model", str(tmp_path / "no-model"), *CPU])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.output.startswith("error: ") and result.output.count("\n") == 1
+    assert "cannot be created" in result.output and "choose another --output" in result.output

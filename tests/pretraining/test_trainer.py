@@ -71,15 +71,15 @@ def test_resume_continues_exactly_where_the_checkpoint_left_off(tiny_beir, tiny_
 
 def test_planted_pickles_in_a_checkpoint_never_run(tiny_beir, tiny_model_dir, tmp_path, monkeypatch):
     output = tmp_path / "out"
-    settings = config(tiny_beir, output, tiny_model_dir, max_steps=2, save_steps=1, batch_size=4)
+    settings = config(tiny_beir, output, tiny_model_dir, max_steps=3, save_steps=1, batch_size=4)
     monkeypatch.setattr(stack.StackTrainer, "finish", lambda self, write_model, result: write_model())
     pretrain(settings, log=quiet)
+    shutil.rmtree(output / "checkpoints" / "checkpoint-3")  # killed before step 3: resuming loads step 2's states
     checkpoint = output / "checkpoints" / "checkpoint-2"
     marker = plant_pickles(checkpoint, tmp_path / "marker")
     with pytest.raises(RetrieverError, match="not plain tensors"):
         pretrain(settings, log=quiet)
     (checkpoint / "run.json").write_text("{}")
-    shutil.rmtree(output / "checkpoints" / "checkpoint-1")
     with pytest.raises(RetrieverError, match="not a run of this command"):
         pretrain(settings, log=quiet)
     plant_pickles(output, marker)  # the written Condenser folder, its model.pt head included, as a warm start

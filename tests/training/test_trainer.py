@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -143,7 +144,7 @@ def latest_step(output: Path) -> int:
 
 def test_killed_run_resumes_from_its_last_checkpoint(tmp_path, small_bert, train_beir, capsys):
     output = tmp_path / "model"
-    settings = config(output, train_beir, small_bert, epochs=10, batch_size=1, save_steps=4, warmup_ratio=0.2)
+    settings = config(output, train_beir, small_bert, epochs=20, batch_size=2, save_steps=4, warmup_ratio=0.2)
     arguments = [sys.executable, "-c", RESUMABLE_RUN, json.dumps(dataclasses.asdict(settings))]
     killed = subprocess.Popen(arguments, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               env={**os.environ, "OMP_NUM_THREADS": "1"})
@@ -176,16 +177,16 @@ def test_killed_run_resumes_from_its_last_checkpoint(tmp_path, small_bert, train
 def test_planted_pickles_in_a_checkpoint_never_run(tmp_path, small_bert, train_beir, monkeypatch):
     """A checkpoint whose files would run code when unpickled: never loaded unsafely, whatever run.json says."""
     output = tmp_path / "model"
-    settings = config(output, train_beir, small_bert, max_steps=2, save_steps=1)
+    settings = config(output, train_beir, small_bert, max_steps=3, save_steps=1)
     monkeypatch.setattr(stack.StackTrainer, "finish", lambda self, write_model, result: write_model())  # as if killed
     train(settings)
+    shutil.rmtree(output / "checkpoints" / "checkpoint-3")  # killed before step 3: resuming loads step 2's states
     checkpoint = output / "checkpoints" / "checkpoint-2"
     marker = plant_pickles(checkpoint, tmp_path / "marker")
     with pytest.raises(RetrieverError, match="not plain tensors"):
         train(settings)
     assert not marker.exists()
     (checkpoint / "run.json").write_text("{}")  # a record that compares equal to nothing
-    (output / "checkpoints" / "checkpoint-1").rename(tmp_path / "older")
     with pytest.raises(RetrieverError, match="not a run of this command"):
         train(settings)
     assert not marker.exists()

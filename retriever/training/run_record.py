@@ -1,0 +1,155 @@
+"""What a training run leaves in OUTPUT/checkpoints, and what a rerun finds there.
+
+A checkpoint counts only once its ``run.json`` exists (written after every rank saved); it holds the
+run's settings and a fingerprint of its inputs (the data files it reads and the start model's weight
+files), and a rerun compares both with its own before it loads anything: resuming on other data, or
+from another start model under the same name, would silently mix two runs. ``finished.json`` records
+the same plus the result, so a rerun of a finished run is a no-op. Older records lack the fingerprint;
+they resume unchecked.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from pathlib import Path
+
+import safetensors.torch
+import torch
+from transformers import TrainerState
+from transformers.trainer import TRAINER_STATE_NAME
+
+from retriever.errors import RetrieverError
+from retriever.files import read_json
+from retriever.model_loading import resolve_model_path
+
+CHECKPOINTS = "checkpoints"
+RUN_FILE = "run.json"
+FINISHED_FILE = "finished.json"
+WEIGHTS_FILE = "model.safetensors"
+INPUTS_KEY = "inputs_sha256"  # beside the settings in both records, compared separately
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
+_CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
+# What the fingerprint reads: a file up to WHOLE_FILE bytes whole; a larger one (a pre-training corpus of
+# gigabytes, a model's weights) by its size and SAMPLES evenly spaced blocks of BLOCK bytes, first and last
+# included, so at most 64 MiB per file and a rerun starts in seconds. That is enough for what happens to data
+# between runs (another file under the same name, lines added, removed or rewritten): each changes the size or
+# a sampled block. Only an equal-length edit that misses every sampled block of a file over 64 MiB goes unseen.
+WHOLE_FILE, SAMPLES, BLOCK = 64 << 20, 64, 1 << 20
+
+
+def file_fingerprint(path: Path) -> str:
+    """SHA-256 of a file's size and content (sampled above WHOLE_FILE bytes, see above)."""
+    size = path.stat().st_size
+    digest = hashlib.sha256(str(size).encode())
+    with open(path, "rb") as handle:
+        if size <= WHOLE_FILE:
+            for block in iter(lambda: handle.read(BLOCK), b""):
+                digest.update(block)
+            return digest.hexdigest()
+        for sample in range(SAMPLES):
+            handle.seek((size - BLOCK) * sample // (SAMPLES - 1))
+            digest.update(handle.read(BLOCK))
+    return digest.hexdigest()
+
+
+def model_weight_files(model: str) -> dict[str, Path]:
+    """The start model's weight files by their place in its folder (an untied model's towers and a Condenser head
+    included, a training output's own checkpoints not); none for a hub id, which the settings name."""
+    root = Path(resolve_model_path(model))
+    if not root.is_dir():
+        return {}
+    return {f"model/{path.relative_to(root).as_posix()}": path for path in sorted(root.rglob("*"))
+            if path.suffix in WEIGHT_SUFFIXES and path.is_file()
+            and not any(part == CHECKPOINTS or part.startswith(".") for part in path.relative_to(root).parts)}
+
+
+def corpus_file(corpus: str | None) -> Path | None:
+    """The file a corpus argument (a file or a BEIR folder) reads."""
+    return None if corpus is None else Path(corpus) / "corpus.jsonl" if Path(corpus).is_dir() else Path(corpus)
+
+
+def inputs_fingerprint(files: dict[str, Path | None]) -> str:
+    """One hash of the named input files; a missing one counts as absent (its reader reports it)."""
+    digest = hashlib.sha256()
+    for role, path in sorted(files.items()):
+        digest.update(f"{role}\t{file_fingerprint(path) if path and path.is_file() else '-'}\n".encode())
+    return digest.hexdigest()[:32]
+
+
+def _check_record(path: Path, settings: dict, inputs_sha256: str, key: str | None = None) -> dict:
+    """A recorded run (``path``, its settings under ``key``) whose settings are exactly these and whose inputs (when
+    recorded) are these; a record with other keys (``{}`` included) is another kind of folder, not a compatible run."""
+    record = read_json(path, "delete it or choose another --output")
+    recorded = record.get(key) if key and isinstance(record, dict) else record
+    recorded_inputs = recorded.get(INPUTS_KEY) if isinstance(recorded, dict) else None
+    recorded = {k: v for k, v in recorded.items() if k != INPUTS_KEY} if isinstance(recorded, dict) else recorded
+    if not isinstance(recorded, dict) or set(recorded) != set(settings):
+        raise RetrieverError(f"{path}: not a run of this command and version (its settings record does not match); "
+                             "choose another --output or delete the folder")
+    differing = [f"{k} {recorded[k]!r} -> {settings[k]!r}" for k in sorted(settings) if recorded[k] != settings[k]]
+    if differing:
+        raise RetrieverError(f"{path.parent} holds a run with other settings ({'; '.join(differing)}); rerun with "
+                             "the same settings to resume, or choose another --output")
+    if recorded_inputs is not None and recorded_inputs != inputs_sha256:
+        raise RetrieverError(f"the training data or the start model changed since the run in {path.parent}; rerun "
+                             "with the same data and model to resume, or choose another --output")
+    return record
+
+
+def complete_checkpoints(folder: Path) -> list[tuple[int, Path]]:
+    """(step, folder) of every complete checkpoint, oldest first."""
+    return sorted((int(match.group(1)), path) for path in folder.glob("checkpoint-*")
+                  if (match := _CHECKPOINT_DIR.match(path.name)) and (path / RUN_FILE).is_file())
+
+
+def prior_run(output: Path, settings: dict, inputs_sha256: str) -> tuple[dict | None, Path | None]:
+    """What a rerun finds: a finished run's record, or the newest complete checkpoint, each checked against
+    these settings and inputs before any other file of it is read. A folder that holds something else is refused."""
+    folder = output / CHECKPOINTS
+    if output.exists() and (not output.is_dir() or any(output.iterdir()) and not folder.is_dir()):
+        raise RetrieverError(f"{output}: exists and holds no training run (no {CHECKPOINTS}/); choose a new --output "
+                             "(the run writes a model folder there)")
+    if (folder / FINISHED_FILE).is_file():
+        return _check_record(folder / FINISHED_FILE, settings, inputs_sha256, key="settings"), None
+    complete = complete_checkpoints(folder)
+    if complete:
+        _check_record(complete[-1][1] / RUN_FILE, settings, inputs_sha256)
+    return None, complete[-1][1] if complete else None
+
+
+def rotate_checkpoints(folder: Path, keep: int | None, best_step: int | None) -> None:
+    """Delete the oldest complete checkpoints down to ``keep`` (None: keep all), never the newest nor the best
+    (``best_step``), and what is left of older incomplete ones. Called once the newest is complete: Hugging Face's
+    rotation runs before that, so a kill between the two could leave no complete checkpoint."""
+    complete = complete_checkpoints(folder)
+    if not complete or (keep or 0) < 1:
+        return
+    protected = {complete[-1][1]} | {path for step, path in complete if step == best_step}
+    others = [path for _, path in complete if path not in protected]
+    doomed = others[:max(0, len(complete) - max(keep, len(protected)))]
+    doomed += [path for path in folder.glob("checkpoint-*") if (match := _CHECKPOINT_DIR.match(path.name))
+               and int(match.group(1)) < complete[-1][0] and not (path / RUN_FILE).is_file()]
+    for path in doomed:
+        (path / RUN_FILE).unlink(missing_ok=True)  # incomplete at once, should the deletion be cut short
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def checkpoint_step(checkpoint: Path | None) -> int | None:
+    return int(checkpoint.name.split("-")[1]) if checkpoint else None
+
+
+def final_state(checkpoint: Path) -> TrainerState | None:
+    """The library's state saved in ``checkpoint`` when it was taken at the schedule's last step, else None."""
+    state = TrainerState(**read_json(checkpoint / TRAINER_STATE_NAME, f"delete {checkpoint} to start over"))
+    return state if state.global_step >= state.max_steps else None
+
+
+def load_weights(model: torch.nn.Module, checkpoint: Path) -> None:
+    """A checkpoint's safetensors weights (tied tensors are stored once; safetensors restores both names)."""
+    path = checkpoint / WEIGHTS_FILE
+    try:
+        safetensors.torch.load_model(model, path, strict=True)
+    except (OSError, safetensors.SafetensorError, RuntimeError) as error:
+        raise RetrieverError(f"{path}: unreadable or not this model's checkpoint weights "
+                             f"({str(error).splitlines()[0]}); delete {checkpoint.parent} to start over") from None

@@ -1,0 +1,102 @@
+"""Pre-training refuses non-finite settings and an output it cannot make before tokenizing the corpus, stops at a
+diverging loss, refuses to resume on a changed corpus, and survives kills around checkpoint rotation and at the
+last step."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from retriever.errors import RetrieverError
+from retriever.pretraining import PretrainConfig, pretrain
+from retriever.pretraining import trainer as pretraining_trainer
+from retriever.training import run_record, stack
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def quiet(message: str) -> None:
+    pass
+
+
+def config(corpus, output, model, **overrides) -> PretrainConfig:
+    settings = dict(corpus=str(corpus), output=str(output), model=str(model), max_length=32, batch_size=4,
+                    device="cpu", dtype="fp32", progress=False, save_steps=1, learning_rate=2e-3, warmup_ratio=0.0,
+                    seed=3, max_steps=3)
+    return PretrainConfig(**{**settings, **overrides})
+
+
+def nothing_loaded(monkeypatch) -> None:
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model or corpus was loaded before the settings were refused")
+    monkeypatch.setattr(pretraining_trainer, "load_condenser", refuse)
+    monkeypatch.setattr(pretraining_trainer.TokenizedCorpus, "read", refuse)
+
+
+@pytest.mark.parametrize("name, value", [("learning_rate", math.inf), ("learning_rate", math.nan),
+                                         ("backbone_lr_scale", math.nan), ("temperature", math.nan),
+                                         ("mlm_probability", math.nan), ("weight_decay", math.inf)])
+def test_non_finite_settings_are_refused_before_loading(tiny_beir, tmp_path, monkeypatch, name, value):
+    nothing_loaded(monkeypatch)
+    with pytest.raises(RetrieverError, match=f"--{name.replace('_', '-')} is {value}; give a finite number"):
+        pretrain(config(tiny_beir, tmp_path / "out", tmp_path / "any-model", **{name: value}), log=quiet)
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_output_that_cannot_be_created_is_refused_before_tokenizing(tiny_beir, tmp_path, monkeypatch):
+    nothing_loaded(monkeypatch)
+    (tmp_path / "afile").write_text("a file")
+    with pytest.raises(RetrieverError, match="cannot be created: .* is a file.*; choose another --output"):
+        pretrain(config(tiny_beir, tmp_path / "afile" / "x", tmp_path / "any-model"), log=quiet)
+
+
+def test_a_diverging_run_stops_and_writes_no_model(tiny_beir, tiny_model_dir, tmp_path):
+    output = tmp_path / "out"
+    with pytest.raises(RetrieverError, match="training diverged at step 2: its loss is nan"):
+        pretrain(config(tiny_beir, output, tiny_model_dir, learning_rate=1e300, save_steps=None), log=quiet)
+    assert not (output / "config.json").exists() and not (output / "model.pt").exists()
+
+
+def test_a_resume_on_a_changed_corpus_is_refused(tiny_beir, tiny_model_dir, tmp_path, monkeypatch):
+    settings = config(tiny_beir, tmp_path / "out", tiny_model_dir)
+    with monkeypatch.context() as patch:
+        patch.setattr(stack.StackTrainer, "finish", lambda self, write_model, result: None)  # as if killed
+        pretrain(settings, log=quiet)
+    corpus = tiny_beir / "corpus.jsonl"
+    corpus.write_text(corpus.read_text() + json.dumps({"_id": "d13", "title": "", "text": "one more"}) + "\n")
+    with pytest.raises(RetrieverError, match="the training data or the start model changed"):
+        pretrain(settings, log=quiet)
+
+
+def test_a_kill_between_rotation_and_marker_leaves_a_complete_checkpoint(tiny_beir, tiny_model_dir, tmp_path,
+                                                                         monkeypatch):
+    """With --keep-checkpoints 1, killed after step 2's checkpoint was written but before it was marked complete:
+    step 1's must still be there to resume from."""
+    settings = config(tiny_beir, tmp_path / "out", tiny_model_dir, keep_checkpoints=1)
+    real_write = stack.write_json
+
+    def killed_at_step_2_marker(path, value, *args, **kwargs):
+        if Path(path).name == run_record.RUN_FILE and Path(path).parent.name == "checkpoint-2":
+            raise KeyboardInterrupt("killed")
+        return real_write(path, value, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(stack, "write_json", killed_at_step_2_marker)
+        with pytest.raises(KeyboardInterrupt):
+            pretrain(settings, log=quiet)
+    assert [step for step, _ in run_record.complete_checkpoints(tmp_path / "out" / "checkpoints")] == [1]
+    assert pretrain(settings, log=quiet).resumed_from_step == 1
+
+
+def test_resuming_from_the_last_steps_checkpoint_trains_no_extra_step(tiny_beir, tiny_model_dir, tmp_path,
+                                                                      monkeypatch):
+    settings = config(tiny_beir, tmp_path / "out", tiny_model_dir)
+    with monkeypatch.context() as patch:
+        patch.setattr(stack.StackTrainer, "finish", lambda self, write_model, result: None)  # killed writing the model
+        killed = pretrain(settings, log=quiet)
+    resumed = pretrain(settings, log=quiet)
+    assert resumed.resumed_from_step == 3 and resumed.steps == 3 and resumed.history == killed.history
+    assert (tmp_path / "out" / "model.pt").is_file()
+    assert pretrain(settings, log=quiet).already_finished

@@ -1,0 +1,247 @@
+"""What a training run refuses or stops on rather than train nothing, train NaN, or mix two runs: non-finite
+settings, a diverging loss, an output that cannot be made, changed inputs on resume, steps with a single candidate;
+and what a kill at the wrong moment must not cost (checkpoint rotation, the last step's checkpoint)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from conftest import make_tiny_bert, plant_pickles, write_jsonl
+from retriever.errors import RetrieverError
+from retriever.training import TrainConfig, run_record, stack, train
+from retriever.training.data import Passage, TrainExample
+from retriever.training.dual_encoder import DualEncoder
+from retriever.training.trainer import check_candidates
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def config(output: Path, dataset: Path | None, model: Path, **overrides) -> TrainConfig:
+    values = dict(output=str(output), dataset=str(dataset) if dataset else None, model=str(model), batch_size=4,
+                  learning_rate=1e-3, device="cpu", dtype="fp32", progress=False, warmup_ratio=0.0,
+                  encoder={"passage_max_length": 32, "query_max_length": 16})
+    return TrainConfig(**{**values, **overrides})
+
+
+def as_if_killed_before_finishing(monkeypatch) -> None:
+    """The run trains and checkpoints, then dies before it writes its model folder."""
+    monkeypatch.setattr(stack.StackTrainer, "finish", lambda self, write_model, result: None)
+
+
+def never_loaded(monkeypatch) -> None:
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model was loaded before the settings were refused")
+    monkeypatch.setattr(DualEncoder, "from_pretrained", refuse)
+
+
+@pytest.mark.parametrize("name, value", [("learning_rate", math.nan), ("learning_rate", math.inf),
+                                         ("temperature", math.nan), ("weight_decay", math.nan),
+                                         ("weight_decay", math.inf), ("warmup_ratio", math.nan),
+                                         ("max_grad_norm", math.nan)])
+def test_non_finite_settings_are_refused_before_loading(tmp_path, train_beir, monkeypatch, name, value):
+    never_loaded(monkeypatch)
+    output = tmp_path / "model"
+    with pytest.raises(RetrieverError, match=f"--{name.replace('_', '-')} is {value}; give a finite number"):
+        train(config(output, train_beir, tmp_path / "any-model", **{name: value}))
+    assert not output.exists()
+
+
+def test_a_diverging_run_stops_at_the_first_non_finite_loss(tmp_path, small_bert, train_beir):
+    """An absurd but finite learning rate makes the weights infinite after step 1 and step 2's loss NaN; that loss
+    is logged as it is (not as 0.0), stops the run with one line, and no model folder is written."""
+    output = tmp_path / "model"
+    with pytest.raises(RetrieverError, match=r"^training diverged at step 2: its loss is nan; .* another --output$"):
+        train(config(output, train_beir, small_bert, learning_rate=1e300, max_steps=3, save_steps=None))
+    assert not (output / "config.json").exists()
+
+
+def test_non_finite_weights_are_never_checkpointed_nor_published(tmp_path, small_bert, train_beir):
+    output = tmp_path / "model"
+    with pytest.raises(RetrieverError, match="diverged at step 1: its weights are not finite"):
+        train(config(output, train_beir, small_bert, learning_rate=1e300, max_steps=3, save_steps=1))
+    assert not list((output / "checkpoints").glob("checkpoint-*/run.json"))
+    with pytest.raises(RetrieverError, match="diverged at step 1: its weights are not finite"):
+        train(config(tmp_path / "one-step", train_beir, small_bert, learning_rate=1e300, max_steps=1,
+                     save_steps=None))
+    assert not (tmp_path / "one-step" / "config.json").exists()
+
+
+def test_a_checkpoint_with_non_finite_weights_is_never_published(tmp_path, small_bert, train_beir, monkeypatch):
+    """As an older version could mark one: the last step's checkpoint holds a NaN; finishing from it is refused."""
+    output = tmp_path / "model"
+    settings = config(output, train_beir, small_bert, max_steps=2, save_steps=1)
+    with monkeypatch.context() as patch:
+        as_if_killed_before_finishing(patch)
+        train(settings)
+    weights_file = output / "checkpoints" / "checkpoint-2" / "model.safetensors"
+    weights = load_file(weights_file)
+    next(iter(weights.values()))[0] = math.nan
+    save_file(weights, weights_file)
+    with pytest.raises(RetrieverError, match="diverged at step 2: its weights are not finite"):
+        train(settings)
+    assert not (output / "config.json").exists()
+
+
+def test_an_output_that_cannot_be_created_is_refused_before_loading(tmp_path, train_beir, monkeypatch):
+    never_loaded(monkeypatch)
+    (tmp_path / "afile").write_text("a file")
+    with pytest.raises(RetrieverError, match="afile/x: cannot be created: .* is a file.*; choose another --output"):
+        train(config(tmp_path / "afile" / "x", train_beir, tmp_path / "any-model"))
+
+
+def killed_run(tmp_path: Path, dataset: Path, model: Path, monkeypatch, **overrides) -> TrainConfig:
+    """A run of 3 steps killed before writing its model, with checkpoint-3 gone: a rerun resumes from step 2."""
+    settings = config(tmp_path / "model", dataset, model, max_steps=3, save_steps=1, **overrides)
+    with monkeypatch.context() as patch:
+        as_if_killed_before_finishing(patch)
+        train(settings)
+    shutil.rmtree(tmp_path / "model" / "checkpoints" / "checkpoint-3")
+    return settings
+
+
+def test_a_resume_on_changed_training_data_is_refused(tmp_path, small_bert, train_beir, monkeypatch):
+    settings = killed_run(tmp_path, train_beir, small_bert, monkeypatch)
+    qrels = train_beir / "qrels" / "train.tsv"
+    original = qrels.read_text()
+    qrels.write_text("".join(original.splitlines(keepends=True)[:-2]))  # two training queries fewer
+    with pytest.raises(RetrieverError, match="the training data or the start model changed since the run in"):
+        train(settings)
+    qrels.write_text(original)
+    result = train(settings)
+    assert result.resumed_from_step == 2 and result.steps == 3
+    (train_beir / "queries.jsonl").write_text((train_beir / "queries.jsonl").read_text().replace("cats", "kats"))
+    with pytest.raises(RetrieverError, match="changed since the run in .*checkpoints; rerun with the same data"):
+        train(settings)  # a finished run is not "nothing to do" on other data either
+
+
+@pytest.mark.parametrize("edited", ["train_jsonl", "corpus"])
+def test_a_resume_on_changed_jsonl_examples_or_corpus_is_refused(tmp_path, small_bert, train_beir, monkeypatch,
+                                                                  edited):
+    """The tester's case: a killed `train --train-jsonl edit.jsonl` rerun after the file was shortened resumed."""
+    lines = [{"query": f"query {i}", "positives": [f"d{i}"]} for i in range(1, 9)]
+    files = {"train_jsonl": write_jsonl(tmp_path / "edit.jsonl", lines), "corpus": tmp_path / "corpus.jsonl"}
+    shutil.copy(train_beir / "corpus.jsonl", files["corpus"])
+    settings = killed_run(tmp_path, None, small_bert, monkeypatch, train_jsonl=str(files["train_jsonl"]),
+                          corpus=str(files["corpus"]))
+    text = files[edited].read_text()
+    files[edited].write_text(text[:text.rindex("{")])  # its last line gone
+    with pytest.raises(RetrieverError, match="the training data or the start model changed"):
+        train(settings)
+
+
+def test_another_folder_of_the_same_name_is_other_data(tmp_path, small_bert, train_beir, monkeypatch):
+    """The settings record names, not paths (the model folder moves), so only the content tells the two apart."""
+    settings = killed_run(tmp_path, train_beir, small_bert, monkeypatch)
+    other = tmp_path / "elsewhere" / train_beir.name
+    shutil.copytree(train_beir, other)
+    write_jsonl(other / "corpus.jsonl", [{"_id": f"d{i}", "title": "", "text": f"other text {i}"}
+                                         for i in range(1, 13)])
+    with pytest.raises(RetrieverError, match="the training data or the start model changed"):
+        train(dataclasses.replace(settings, dataset=str(other)))
+
+
+def test_a_resume_from_another_start_model_of_the_same_path_is_refused(tmp_path, train_beir, monkeypatch):
+    model = make_tiny_bert(tmp_path / "bert", layers=1)
+    settings = killed_run(tmp_path, train_beir, model, monkeypatch)
+    make_tiny_bert(model, layers=1, seed=7)  # same folder, same config, other weights
+    with pytest.raises(RetrieverError, match="the training data or the start model changed"):
+        train(settings)
+
+
+def test_records_without_a_fingerprint_still_resume(tmp_path, small_bert, train_beir, monkeypatch):
+    """Checkpoints and finished runs recorded before the fingerprint existed resume (unchecked) as before."""
+    settings = killed_run(tmp_path, train_beir, small_bert, monkeypatch)
+    marker = tmp_path / "model" / "checkpoints" / "checkpoint-2" / "run.json"
+    record = json.loads(marker.read_text())
+    assert set(record) - set(settings.learning_settings()) == {run_record.INPUTS_KEY}
+    del record[run_record.INPUTS_KEY]
+    marker.write_text(json.dumps(record))
+    assert train(settings).resumed_from_step == 2
+    finished = tmp_path / "model" / "checkpoints" / "finished.json"
+    record = json.loads(finished.read_text())
+    del record["settings"][run_record.INPUTS_KEY]
+    finished.write_text(json.dumps(record))
+    assert train(settings).already_finished
+
+
+def test_the_fingerprint_samples_large_files(tmp_path, monkeypatch):
+    monkeypatch.setattr(run_record, "WHOLE_FILE", 100)
+    monkeypatch.setattr(run_record, "SAMPLES", 4)
+    monkeypatch.setattr(run_record, "BLOCK", 10)
+    path = tmp_path / "large"
+    path.write_bytes(bytes(1000))
+    before = run_record.file_fingerprint(path)
+    path.write_bytes(bytes(999) + b"x")  # the last block is sampled
+    assert run_record.file_fingerprint(path) != before
+    path.write_bytes(bytes(1001))  # a line more or less changes the size
+    assert run_record.file_fingerprint(path) != before
+    path.write_bytes(bytes(500) + b"x" + bytes(499))  # between samples: the documented blind spot
+    assert run_record.file_fingerprint(path) == before
+
+
+def single_example(negatives: int) -> list[TrainExample]:
+    return [TrainExample("q", "query", (Passage("p", "positive"),),
+                         tuple(Passage(f"n{i}", "negative") for i in range(negatives)))]
+
+
+def test_a_step_with_a_single_candidate_is_refused(tmp_path, train_beir, monkeypatch):
+    """One query and one passage per step: the softmax over one candidate is 1, every loss 0, nothing learnt."""
+    settings = config(tmp_path / "model", train_beir, tmp_path / "any-model", batch_size=1)
+    with pytest.raises(RetrieverError, match="one query and one passage, its only candidate, so the loss is 0"):
+        settings.check()
+    dataclasses.replace(settings, train_group_size=2).check()  # hard negatives may give a second candidate
+    check_candidates(dataclasses.replace(settings, train_group_size=2), single_example(negatives=1))
+    for group_size, negatives in ((2, 0), (1, 3)):  # one example: no in-batch negative, and no hard one used
+        with pytest.raises(RetrieverError, match="one query and one passage"):
+            check_candidates(dataclasses.replace(settings, batch_size=4, train_group_size=group_size),
+                             single_example(negatives))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    dataclasses.replace(settings, batch_size=2).check()  # the global batch is shared across the processes
+    with pytest.raises(RetrieverError, match="one passage per process"):
+        dataclasses.replace(settings, batch_size=2, cross_device_negatives=False).check()
+
+
+def test_a_single_training_example_is_refused(tmp_path, small_bert):
+    data = write_jsonl(tmp_path / "one.jsonl", [{"query": "honey bee", "positives": ["the bee makes honey"]}])
+    settings = TrainConfig(output=str(tmp_path / "model"), train_jsonl=str(data), model=str(small_bert), device="cpu",
+                           dtype="fp32", progress=False, batch_size=4)
+    with pytest.raises(RetrieverError, match="one query and one passage"):
+        train(settings)
+    assert not (tmp_path / "model").exists()
+
+
+def test_rotation_keeps_the_newest_and_the_best_complete_checkpoints(tmp_path):
+    for step, complete in ((1, True), (2, True), (3, False), (4, True), (5, False)):
+        (tmp_path / f"checkpoint-{step}").mkdir()
+        if complete:
+            (tmp_path / f"checkpoint-{step}" / run_record.RUN_FILE).write_text("{}")
+    run_record.rotate_checkpoints(tmp_path, keep=2, best_step=1)
+    # 2 goes (over the limit), 3 is left over from a kill, 5 may be the one being written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-1", "checkpoint-4", "checkpoint-5"]
+
+
+def test_resuming_from_the_last_steps_checkpoint_trains_no_extra_step(tmp_path, small_bert, train_beir,
+                                                                      monkeypatch):
+    """Killed while writing the model: the checkpoint of the last step is the result, and its pickled states are
+    not even read."""
+    output = tmp_path / "model"
+    settings = config(output, train_beir, small_bert, max_steps=3, save_steps=1)
+    with monkeypatch.context() as patch:
+        as_if_killed_before_finishing(patch)
+        killed = train(settings)
+    final = load_file(output / "checkpoints" / "checkpoint-3" / "model.safetensors")
+    marker = plant_pickles(output / "checkpoints" / "checkpoint-3", tmp_path / "marker")
+    resumed = train(settings)
+    assert resumed.resumed_from_step == 3 and resumed.steps == 3 and resumed.losses == killed.losses
+    assert len(resumed.losses) == 3 and not marker.exists()
+    assert json.loads((output / "retriever.json").read_text())["training"]["steps"] == 3
+    written = DualEncoder.from_pretrained(str(output)).query_model.state_dict()
+    for name, tensor in final.items():
+        torch.testing.assert_close(written[name.removeprefix("query_model.")], tensor, msg=name)
