@@ -24,3 +24,8 @@ class InputFileError(RetrieverError):
         self.path = str(path)
         self.line = line
         self.problem = problem
+        self.hint = hint
+
+    def __reduce__(self):
+        """Rebuilt from its parts, so one raised in a worker process or Ray task reaches the caller intact."""
+        return type(self), (self.path, self.line, self.problem, self.hint)
