@@ -14,13 +14,15 @@ keeps what an existing output folder holds besides the model (its ``checkpoints/
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import glob
 import os
 import re
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from retriever.errors import RetrieverError
@@ -119,6 +121,7 @@ def clean_stale(output: Path) -> list[str]:
     if not output.parent.is_dir():
         return []
     pattern = re.compile(rf"^\.{re.escape(output.name)}\.(building|old)-(\d+)$")
+    _remove_unheld_lock(output.parent / f".{output.name}.lock")
     done = []
     for path in sorted(output.parent.iterdir()):
         match = pattern.match(path.name)
@@ -131,6 +134,49 @@ def clean_stale(output: Path) -> list[str]:
             shutil.rmtree(path, ignore_errors=True)
             done.append(f"deleted {path}, left by a killed build")
     return done
+
+
+def _remove_unheld_lock(path: Path) -> None:
+    """A killed build's lock file (``exclusive_build``): nobody holds it, so it can go; a held one stays."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            path.unlink(missing_ok=True)
+    except OSError:  # absent, or held (by a live build, this one's included)
+        pass
+
+
+@contextmanager
+def exclusive_build(output: Path) -> Iterator[None]:
+    """Hold ``.NAME.lock`` beside ``output`` while a build of it runs, so a second build of the same output at the
+    same time is refused at once: the two would share OUTPUT.shards and OUTPUT.parts and delete each other's files.
+    The kernel drops the lock with its process, so a killed build never blocks the next."""
+    path = output.parent / f".{output.name}.lock"
+    if creatable_problem(path):  # the build's own checks say what is wrong with the output, in its words
+        yield
+        return
+    output.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        handle = open(path, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "?"
+            handle.close()
+            raise RetrieverError(f"{output}: another build of it is running (pid {holder}); wait for it to end or "
+                                 "choose another --output") from None
+        if path.exists() and os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
+            break
+        handle.close()  # the build before ours removed the file after we opened it: lock the new one
+    try:
+        handle.truncate(0)
+        handle.write(str(os.getpid()))
+        handle.flush()
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+        handle.close()
 
 
 def publish_model_folder(folder: Path, write: Callable[[Path], None]) -> Path:

@@ -22,7 +22,8 @@ from retriever.docstore import MAPPED_DOCSTORE_FILE, write_parquet_docstore
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError
 from retriever.faiss_index import INDEX_TYPES, IndexParams, factory_string, new_index, search_defaults, train
-from retriever.folders import check_creatable, clean_stale, named_output, replace_folder, replaceable, temporary_folder
+from retriever.folders import (check_creatable, clean_stale, exclusive_build, named_output, replace_folder, replaceable,
+                               temporary_folder)
 from retriever.index_folder import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, IdMapWriter,
                                     check_document_count, corpus_record, read_manifest, replace_manifest,
                                     write_manifest)
@@ -49,6 +50,14 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
     ``tuning_queries``: query vectors to tune ``params.target_recall`` on instead of held-out passages, for
     when real queries are at hand (they can be harder than passages: see benchmarks/README.md).
     """
+    with exclusive_build(named_output(Path(output))):
+        return _build_index(Path(shards_dir), corpus, Path(output), params, fmt, fields, overwrite, progress,
+                            tuning_queries, lexical)
+
+
+def _build_index(shards_dir: Path, corpus: str | Path, output: Path, params: IndexParams, fmt: str, fields: Fields,
+                 overwrite: bool, progress: bool, tuning_queries: np.ndarray | None,
+                 lexical: LexicalParams | None) -> dict:
     started = time.perf_counter()
     _check_tuning_queries(tuning_queries is not None, params)
     ondisk = params.index_type == ONDISK_TYPE
@@ -224,7 +233,15 @@ def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | 
     Split out so a caller can let the encoder go (e.g. Ray actors holding GPUs) before the index is built.
     """
     _check_tuning_queries(tuning_query_texts is not None, params)
-    output = _check_output(Path(output), overwrite, params.index_type == ONDISK_TYPE)
+    with exclusive_build(named_output(Path(output))):
+        output = _check_output(Path(output), overwrite, params.index_type == ONDISK_TYPE)
+        return _encode_shards(corpus, output, encoder, fmt, fields, shard_size, overwrite, progress,
+                              tuning_query_texts)
+
+
+def _encode_shards(corpus: str | Path, output: Path, encoder: Encoder | PartRunner, fmt: str, fields: Fields,
+                   shard_size: int, overwrite: bool, progress: bool,
+                   tuning_query_texts: list[str] | None) -> tuple[Path, np.ndarray | None]:
     shards = output.with_name(output.name + ".shards")
     if overwrite and clear_other_encoder(shards, encoder.metadata()):
         print(f"deleted {shards}: another encoder made those shards", file=sys.stderr)

@@ -1,9 +1,14 @@
 """Model folders are published whole: staged, then moved in with config.json last."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
-from retriever.folders import publish_model_folder
+from retriever.errors import RetrieverError
+from retriever.folders import exclusive_build, publish_model_folder
 
 
 def _model(folder, weights: str) -> None:
@@ -36,9 +41,6 @@ def test_a_failed_write_leaves_the_old_model_and_no_staging(tmp_path):
 
 
 def test_staging_folders_of_killed_runs_are_removed_and_live_ones_kept(tmp_path):
-    import os
-    import subprocess
-
     killed = subprocess.Popen(["true"])
     killed.wait()
     output = tmp_path / "out"
@@ -49,3 +51,24 @@ def test_staging_folders_of_killed_runs_are_removed_and_live_ones_kept(tmp_path)
     publish_model_folder(output, lambda staging: _model(staging, "new"))
     assert sorted(p.name for p in output.iterdir()) == [f".out.staging-{os.getppid()}", "config.json",
                                                          "model.safetensors"]
+
+
+def test_a_second_build_of_the_same_output_is_refused_while_the_first_runs(tmp_path):
+    output = tmp_path / "idx"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; from pathlib import Path; "
+                               "from retriever.folders import exclusive_build\n"
+                               f"with exclusive_build(Path({str(output)!r})):\n    print('held', flush=True); "
+                               "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RetrieverError, match=rf"idx: another build of it is running \(pid {holder.pid}\)"):
+            with exclusive_build(output):
+                pass
+    finally:
+        holder.kill()  # a killed build's lock goes with it
+        holder.wait()
+    with exclusive_build(output):
+        assert (tmp_path / ".idx.lock").read_text() == str(os.getpid())
+    with exclusive_build(output):  # one process's builds in turn (encode, then index) do not block each other
+        pass
+    assert list(tmp_path.iterdir()) == []
