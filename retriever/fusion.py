@@ -25,6 +25,7 @@ from retriever.errors import RetrieverError
 
 MODES = ("dense", "bm25", "hybrid")
 METHODS = ("rrf", "convex")
+FUSION_SETTINGS = ("method", "rrf_k", "alpha", "depth")  # what FusionParams.overridden takes
 # Fused scores this close (relative) are tied: RRF sums equal in exact arithmetic can differ in the last bit
 # of a float64 (1/275 + 1/330 and 2/300), while distinct sums of depth-1000 ranks differ by far more.
 TIE_TOLERANCE = 1e-12
@@ -44,15 +45,15 @@ class FusionParams:
             raise RetrieverError(f"--alpha {self.alpha} is outside 0..1 (the weight of the dense score)")
         if not (math.isfinite(self.rrf_k) and self.rrf_k > 0):  # nan and inf pass "> 0" checks
             raise RetrieverError(f"--rrf-k must be a positive finite number, not {self.rrf_k}")
-        if self.depth < 1:
-            raise RetrieverError(f"--fusion-depth must be at least 1, not {self.depth}")
+        if isinstance(self.depth, bool) or not isinstance(self.depth, int) or self.depth < 1:
+            raise RetrieverError(f"--fusion-depth must be a whole number of at least 1, not {self.depth!r}")
 
     def record(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_record(cls, record: dict | None) -> FusionParams:
-        known = {name: record[name] for name in ("method", "rrf_k", "alpha", "depth") if record and name in record}
+        known = {name: record[name] for name in FUSION_SETTINGS if record and name in record}
         return cls(**known)
 
     def overridden(self, method: str | None = None, rrf_k: float | None = None, alpha: float | None = None,

@@ -19,11 +19,11 @@ from retriever.errors import RetrieverError
 from retriever.index_folder import DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, read_manifest
 from retriever.integrity import check_counts, check_folder, damaged, ids_sha256, reading
 from retriever.ondisk import IVFDATA_FILE, ONDISK_TYPE, read_ondisk_index
-from retriever.fusion import MODES, FusionParams, check_mode, fuse
+from retriever.fusion import FUSION_SETTINGS, MODES, FusionParams, check_mode, fuse
 from retriever.lexical import missing_lexical_message, open_lexical
 from retriever.tuning import apply_search_params
 from retriever.runs import Run, rank_order
-from retriever.texts import check_text, passage_text
+from retriever.texts import check_k, check_queries, passage_text
 from retriever import tie_cut
 
 
@@ -110,6 +110,9 @@ class Searcher:
         self.default_nprobe = defaults.get("nprobe")
         self.default_ef_search = defaults.get("ef_search")
         self.lexical = open_lexical(self.index_dir, self.manifest)
+        unknown = sorted(set(fusion_overrides or {}) - set(FUSION_SETTINGS))
+        if unknown:
+            raise RetrieverError(f"unknown fusion setting {unknown[0]!r}; use {', '.join(FUSION_SETTINGS)}")
         self.fusion = FusionParams.from_record(self.manifest.get("fusion")).overridden(**(fusion_overrides or {}))
         self.mode = self.check_mode(mode)
 
@@ -127,13 +130,9 @@ class Searcher:
              nprobe: int | None = None, ef_search: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (scores, FAISS labels) per query in ``mode``, in ``rank_order`` (so every prefix is the
         top of a smaller k, ties included: see ``tie_cut``); ``vectors`` are the encoded texts if at hand."""
-        mode = self.check_mode(mode or self.mode)
-        if k < 1:
-            raise RetrieverError("k must be at least 1")
+        mode, texts, k = self.check_mode(mode or self.mode), check_queries(texts), check_k(k)
         if mode != "bm25" and vectors is None:
-            for number, text in enumerate(texts, 1):  # the tokenizer's own error is a TypeError naming no query
-                check_text(text, f"query {number} of {len(texts)}", "the query")
-            vectors = self.encoder.encode_queries(list(texts))
+            vectors = self.encoder.encode_queries(texts)
         dense = lambda rows, depth: self.search_vectors(vectors[rows], depth, nprobe, ef_search)  # noqa: E731
         lexical = lambda rows, depth: self._lexical([texts[i] for i in rows], depth)  # noqa: E731
         if mode != "hybrid":
@@ -154,8 +153,7 @@ class Searcher:
 
     def search_vectors(self, vectors: np.ndarray, k: int, nprobe: int | None = None,
                        ef_search: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        if k < 1:
-            raise RetrieverError("k must be at least 1")
+        k = check_k(k)
         apply_search_params(self.index, nprobe or self.default_nprobe, ef_search or self.default_ef_search)
         scores, labels = self.index.search(np.ascontiguousarray(vectors, dtype=np.float32), min(k, self.index.ntotal))
         self._check_labels(labels)
@@ -174,6 +172,7 @@ class Searcher:
     def search(self, queries: Sequence[str], k: int = 10, nprobe: int | None = None,
                ef_search: int | None = None, mode: str | None = None) -> list[list[Hit]]:
         """Top-k hits with title and text for each query."""
+        queries = check_queries(queries)
         if not queries:
             return []
         scores, labels = self.rank(queries, k, mode, nprobe=nprobe, ef_search=ef_search)
@@ -197,6 +196,9 @@ class Searcher:
     def run(self, query_ids: Sequence[str], query_texts: Sequence[str], k: int = 1000, nprobe: int | None = None,
             ef_search: int | None = None, batch_size: int = 256, progress=None) -> Run:
         """Scores of the top-k documents per query, for run files and evaluation."""
+        query_ids, query_texts = check_queries(query_ids), check_queries(query_texts)
+        if len(query_ids) != len(query_texts):
+            raise RetrieverError(f"{len(query_ids)} query ids for {len(query_texts)} query texts")
         result: Run = {}
         for start in range(0, len(query_ids), batch_size):
             texts = list(query_texts[start:start + batch_size])

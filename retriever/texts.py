@@ -36,6 +36,27 @@ def check_text(text: str, where: str, what: str = "text") -> str:
     return text
 
 
+def check_queries(queries: object) -> list[str]:
+    """The queries of a library call as a list of valid strings. A lone string would be searched character by
+    character and None as no queries, both silently; a non-string would fail deep in a tokenizer."""
+    if queries is None or isinstance(queries, (str, bytes, dict)) or not hasattr(queries, "__iter__"):
+        raise RetrieverError(f"queries must be a list of strings, not {type(queries).__name__}; wrap one query as "
+                             "[query]")
+    texts = list(queries)
+    for number, text in enumerate(texts, 1):
+        if not isinstance(text, str):
+            raise RetrieverError(f"query {number} of {len(texts)} is {type(text).__name__}, not a string")
+        check_text(text, f"query {number} of {len(texts)}", "the query")
+    return texts
+
+
+def check_k(k: object) -> int:
+    """``k`` as an int: a whole number of at least 1 (a bool or a string is refused, not compared)."""
+    if isinstance(k, bool) or not hasattr(k, "__index__") or k < 1:
+        raise RetrieverError(f"k must be a whole number of at least 1, not {k!r}")
+    return int(k)
+
+
 def passage_text(title: str | None, text: str) -> str:
     """Title and body joined by a space, as BEIR's dense baselines do: what training, encoding and search see."""
     return f"{title} {text}".strip() if title else text

@@ -184,3 +184,30 @@ def test_an_index_returning_impossible_rows_is_named_damaged(tiny_index, labels)
     with pytest.raises(RetrieverError, match=r"index\.faiss: it returned document rows that do not exist, or one row "
                                              "twice for a query .*; the index folder is damaged"):
         searcher.search(["honey bee"], k=3)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda s: s.search("honey bee"), r"queries must be a list of strings, not str; wrap one query as \[query\]"),
+    (lambda s: s.search(None), "queries must be a list of strings, not NoneType"),
+    (lambda s: s.search([None]), "query 1 of 1 is NoneType, not a string"),
+    (lambda s: s.search(["honey"], k="3"), "k must be a whole number of at least 1, not '3'"),
+    (lambda s: s.search(["honey"], k=None), "k must be a whole number of at least 1, not None"),
+    (lambda s: s.search(["honey"], k=0), "k must be a whole number of at least 1, not 0"),
+    (lambda s: s.search(["\ud800"], mode="bm25"), "query 1 of 1: the query has a lone surrogate"),
+    (lambda s: s.run("ab", "xy"), "queries must be a list of strings, not str"),
+    (lambda s: s.run(["a"], ["x", "y"]), "1 query ids for 2 query texts"),
+])
+def test_library_calls_with_the_wrong_shape_are_one_line(tiny_index, call, message):
+    searcher = Searcher(tiny_index, device="cpu", dtype="fp32")
+    with pytest.raises(RetrieverError, match=message):
+        call(searcher)
+    assert len(searcher.search(np.array(["honey", "bee"]), k=np.int64(2))) == 2  # arrays and numpy ints are fine
+
+
+def test_unknown_fusion_settings_are_one_line(tiny_index):
+    from retriever.fusion import FusionParams
+
+    with pytest.raises(RetrieverError, match="unknown fusion setting 'alph'; use method, rrf_k, alpha, depth"):
+        Searcher(tiny_index, device="cpu", dtype="fp32", fusion_overrides={"alph": 0.3})
+    with pytest.raises(RetrieverError, match="--fusion-depth must be a whole number of at least 1, not 2.5"):
+        FusionParams(depth=2.5)
