@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from retriever.corpus import FORMATS, Fields
 from retriever.device import DTYPES
@@ -49,6 +50,14 @@ def check_outputs_apart(outputs: dict[str, Path | None], inputs: dict[str, Path 
                 what = "is the" if source == target else "is a file of the"
                 raise click.UsageError(f"{flag} {path} {what} {input_flag} input, which it would overwrite; give "
                                        "another path")
+
+
+def flags_given(names: tuple[str, ...]) -> list[str]:
+    """Which of these parameters the user set on the command line (a default is not a choice)."""
+    ctx = click.get_current_context()
+    given = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+    return [("-" if len(name) == 1 else "--") + name.replace("_", "-") for name in names
+            if ctx.get_parameter_source(name) in given]
 
 
 def compose(*decorators: Decorator) -> Decorator:

@@ -12,7 +12,7 @@ from tqdm import tqdm
 
 from retriever.cli.hybrid import mode_options
 from retriever.cli.options import (OutputFile, check_outputs_apart, compose, corpus_options, device_options,
-                                   fields_from, report_truncation)
+                                   fields_from, flags_given, report_truncation)
 from retriever.corpus import BeirDataset, Fields, Query, blank_queries_warning, read_queries
 from retriever.errors import RetrieverError
 from retriever.files import write_json
@@ -149,6 +149,11 @@ def _read_batch(queries: Path, fmt: str, fields: Fields) -> list[Query]:
             raise RetrieverError(str(error).replace(str(spooled), "standard input")) from None
 
 
+# evaluate's flags that only searching an index uses
+INDEX_ONLY = ("k", "save_run", "device", "dtype", "nprobe", "ef_search", "model", "pooling", "normalize", "mode",
+              "fusion", "alpha", "rrf_k", "fusion_depth")
+
+
 @click.command("evaluate")
 @click.option("--run", "run_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="A TREC or JSONL run file to score (needs --qrels or --dataset/--split).")
@@ -184,6 +189,9 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output,
     if (run_path is None) == (index is None):
         raise click.UsageError("give either --run (with --qrels or --dataset) or --index with --dataset")
     if run_path is not None:
+        unused = flags_given(INDEX_ONLY)
+        if unused:
+            raise click.UsageError(f"{', '.join(unused)} apply only with --index; --run scores the run as it is")
         if qrels is None and dataset is None:
             raise click.UsageError("--run needs --qrels or --dataset/--split")
         qrels_path = qrels or BeirDataset.open(dataset).qrels_path(split)

@@ -81,3 +81,12 @@ def test_an_output_that_would_overwrite_an_input_is_refused_before_any_work(tmp_
     result = CliRunner().invoke(main, [part.format(**names) for part in command])
     assert result.exit_code == 2 and re.search(message, result.output), result.output
     assert all(path.read_text() == "kept\n" for path in files.values())
+
+
+def test_evaluate_run_refuses_flags_only_an_index_search_uses(tmp_path):
+    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 1.0 t\n")
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\n")
+    scored = ["evaluate", "--run", str(tmp_path / "run.trec"), "--qrels", str(tmp_path / "qrels.txt")]
+    result = CliRunner().invoke(main, [*scored, "--mode", "hybrid", "--alpha", "0.9", "-k", "5"])
+    assert result.exit_code == 2 and "-k, --mode, --alpha apply only with --index" in result.output, result.output
+    assert CliRunner().invoke(main, scored).exit_code == 0
