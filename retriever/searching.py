@@ -5,6 +5,7 @@ differs from the manifest, or a model whose weights changed since indexing, is r
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,6 +89,27 @@ def open_index(index_dir: Path, manifest: dict) -> tuple[faiss.Index, MappedDocu
     return index, documents
 
 
+REOPEN_ATTEMPTS = 3  # opens of a folder a build keeps replacing before giving up
+
+
+def _manifest_bytes(index_dir: Path) -> bytes | None:
+    try:
+        return (index_dir / MANIFEST_FILE).read_bytes()
+    except OSError:
+        return None
+
+
+def _manifest_changes(index_dir: Path, before: bytes | None, within: float = 0.25) -> bool:
+    """Whether the manifest changes from ``before`` within ``within`` seconds: a failed open is then a build
+    replacing the folder (``bm25 --overwrite`` swaps bm25/ first and writes the manifest just after), not damage."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if _manifest_bytes(index_dir) != before:
+            return True
+        time.sleep(0.05)
+    return _manifest_bytes(index_dir) != before
+
+
 class Searcher:
     """An index folder loaded once: FAISS index, id map, doc store, query encoder and BM25 index if it has one.
 
@@ -100,6 +122,26 @@ class Searcher:
                  model: str | None = None, mode: str = "dense", fusion_overrides: dict | None = None,
                  **requested_settings: object) -> None:
         self.index_dir = Path(index_dir)
+        unknown = sorted(set(fusion_overrides or {}) - set(FUSION_SETTINGS))
+        if unknown:
+            raise RetrieverError(f"unknown fusion setting {unknown[0]!r}; use {', '.join(FUSION_SETTINGS)}")
+        for attempt in range(REOPEN_ATTEMPTS):
+            before = _manifest_bytes(self.index_dir)
+            try:
+                self._open(device, dtype, batch_size, model, mode, fusion_overrides, requested_settings)
+            except RetrieverError:
+                if attempt + 1 == REOPEN_ATTEMPTS or not _manifest_changes(self.index_dir, before):
+                    raise
+                continue
+            if _manifest_bytes(self.index_dir) == before:
+                return
+        raise RetrieverError(f"{self.index_dir}: the index kept being replaced while it was opened; try again once "
+                             "its build has finished")
+
+    def _open(self, device: str, dtype: str, batch_size: int | None, model: str | None, mode: str,
+              fusion_overrides: dict | None, requested_settings: dict) -> None:
+        """Everything read from the folder, at once: a build swapping in a new version meanwhile is seen by the
+        manifest changing (``__init__`` then opens again), so files of two versions are never paired."""
         self.manifest = read_manifest(self.index_dir)
         check_folder(self.index_dir, self.manifest, MANIFEST_FILE, required_files(self.manifest))
         check_requested_encoder(self.manifest, **requested_settings)
@@ -110,9 +152,6 @@ class Searcher:
         self.default_nprobe = defaults.get("nprobe")
         self.default_ef_search = defaults.get("ef_search")
         self.lexical = open_lexical(self.index_dir, self.manifest)
-        unknown = sorted(set(fusion_overrides or {}) - set(FUSION_SETTINGS))
-        if unknown:
-            raise RetrieverError(f"unknown fusion setting {unknown[0]!r}; use {', '.join(FUSION_SETTINGS)}")
         self.fusion = FusionParams.from_record(self.manifest.get("fusion")).overridden(**(fusion_overrides or {}))
         self.mode = self.check_mode(mode)
 

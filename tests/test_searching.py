@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import make_tiny_bert
+from conftest import TINY_DOCS, make_tiny_bert
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.indexing import IndexParams, encode_and_index
@@ -211,3 +211,29 @@ def test_unknown_fusion_settings_are_one_line(tiny_index):
         Searcher(tiny_index, device="cpu", dtype="fp32", fusion_overrides={"alph": 0.3})
     with pytest.raises(RetrieverError, match="--fusion-depth must be a whole number of at least 1, not 2.5"):
         FusionParams(depth=2.5)
+
+
+def test_an_index_replaced_while_it_opens_is_opened_again_whole(tiny_beir, tiny_model_dir, tmp_path, monkeypatch):
+    import json
+    import os
+
+    import retriever.searching as searching
+
+    for name, model in (("idx", tiny_model_dir), ("idx-b", make_tiny_bert(tmp_path / "bert-b", seed=1))):
+        encoder = Encoder(EncoderSettings(model=str(model)), device="cpu", dtype="fp32")
+        encode_and_index(tiny_beir, tmp_path / name, encoder, IndexParams("flat"), progress=False, lexical=None)
+    real_open, swaps = searching.open_index, []
+
+    def replaced_meanwhile(index_dir, manifest):  # a build swapping its new version in after the manifest was read
+        if not swaps:
+            os.rename(index_dir, tmp_path / "old")
+            os.rename(tmp_path / "idx-b", index_dir)
+            swaps.append(index_dir)
+        return real_open(index_dir, manifest)
+
+    monkeypatch.setattr(searching, "open_index", replaced_meanwhile)
+    searcher = Searcher(tmp_path / "idx", device="cpu", dtype="fp32")
+    assert swaps and searcher.manifest == json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    _, title, text = TINY_DOCS[0]
+    [top] = searcher.search([f"{title} {text}"], k=1)
+    assert top[0].score > 0.99  # the encoder and the vectors are one build's
