@@ -254,6 +254,9 @@ class BeirDataset:
         return sorted(p.stem for p in (self.root / "qrels").glob("*.tsv"))
 
     def qrels_path(self, split: str) -> Path:
+        """``qrels/<split>.tsv``; a split is a file name there, so a path (``./test``) cannot alias another."""
+        if any(part in split for part in ("/", "\\", "..")):
+            raise RetrieverError(f"split {split!r}: a split is the name of a file in qrels/ (like train), not a path")
         path = self.root / "qrels" / f"{split}.tsv"
         if not path.is_file():
             available = ", ".join(self.splits()) or "none"

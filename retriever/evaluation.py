@@ -9,6 +9,7 @@ from tqdm import tqdm
 
 from retriever.corpus import BeirDataset, Query, blank_queries_warning, read_queries
 from retriever.errors import RetrieverError
+from retriever.fusion import FusionParams
 from retriever.metrics import (DEFAULT_METRICS, Evaluation, answer_recall, evaluate_run, format_table, metric_cutoff,
                                trec_order)
 from retriever.runs import Qrels, Run, read_qrels, read_run
@@ -93,6 +94,12 @@ def evaluate_index(searcher: Searcher, dataset: BeirDataset, split: str, k: int 
                    nprobe: int | None = None, ef_search: int | None = None,
                    metrics: tuple[str, ...] = DEFAULT_METRICS, progress: bool = True) -> tuple[EvaluationReport, Run]:
     """Search every judged query of a split and score the run; add answer recall when queries carry answers."""
+    fusion = searcher.manifest.get("fusion") or {}
+    tuned = fusion.get("tuned") or {}
+    if (searcher.mode == "hybrid" and searcher.fusion == FusionParams.from_record(fusion)
+            and (tuned.get("dataset"), tuned.get("split")) == (dataset.root.name, split)):
+        print(f"warning: the index's fusion was tuned on {dataset.root.name} split {split}, the split evaluated "
+              "here; these hybrid results overstate it (evaluate another split)", file=sys.stderr)
     run, queries, qrels = search_split(searcher, dataset, split, k, nprobe, ef_search, progress)
     report = EvaluationReport(evaluate_run(run, qrels, metrics),
                               run_depth=k if k < searcher.index.ntotal else None)

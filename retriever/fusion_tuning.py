@@ -1,7 +1,8 @@
 """Pick the fusion (RRF k, or convex weight alpha) that ranks best on judged queries, and record it.
 
 Dense and BM25 lists are retrieved once at the fusion depth; every setting of the grid only re-fuses
-them. Tuning on the split you report would overstate the result, so a split named ``test`` is refused.
+them. Tuning on the split you report would overstate the result, so the ``test`` split, or one judging any of
+its queries, is refused.
 """
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ from pathlib import Path
 
 import numpy as np
 
-from retriever.corpus import BeirDataset
+from retriever.corpus import BeirDataset, Query
 from retriever.errors import RetrieverError
 from retriever.evaluation import judged_split
 from retriever.fusion import FusionParams, fuse
 from retriever.index_folder import read_manifest, replace_manifest
 from retriever.metrics import evaluate_run
-from retriever.runs import Qrels, Run
+from retriever.runs import Qrels, Run, read_qrels
 from retriever.searching import Searcher
 
 RRF_KS = (60.0, 10.0, 20.0, 40.0, 100.0)
@@ -31,23 +32,48 @@ def fusion_grid(depth: int) -> list[FusionParams]:
             + [FusionParams("convex", alpha=a, depth=depth) for a in ALPHAS])
 
 
-def check_tuning_split(split: str) -> None:
-    if split == REPORTED_SPLIT:
+def check_tuning_split(dataset: str | Path, split: str) -> tuple[BeirDataset, list[Query], Qrels]:
+    """The split's judged queries and qrels, refused (before any encoding) when they are, or include, the
+    test split's: tuning on the queries you report overstates the fusion's quality."""
+    beir = BeirDataset.open(dataset)
+    path, test = beir.qrels_path(split), beir.root / "qrels" / f"{REPORTED_SPLIT}.tsv"
+    if split == REPORTED_SPLIT or (test.is_file() and path.samefile(test)):
         raise RetrieverError(f"--split {split}: tuning the fusion on the split you report overstates its quality; "
                              "tune on train or a dev split (split one off train if the collection has none)")
+    queries, qrels = judged_split(beir, split)
+    if test.is_file():
+        reported = {qid for qid, docs in read_qrels(test).items() if any(rel > 0 for rel in docs.values())}
+        overlap = len(reported.intersection(q.id for q in queries))
+        if overlap:
+            raise RetrieverError(f"--split {split}: {overlap} of the tuning split's queries are judged in "
+                                 f"qrels/{REPORTED_SPLIT}.tsv: tuning on them would overstate test results; use a "
+                                 "split without them")
+    return beir, queries, qrels
 
 
+def check_judged_documents(searcher: Searcher, beir: BeirDataset, split: str, qrels: Qrels) -> None:
+    """Judged documents the index lacks score nothing: on another collection every setting scores 0 and
+    the 'tuned' fusion would be noise, so that is refused, and a partial miss is reported."""
+    judged = {doc for docs in qrels.values() for doc, rel in docs.items() if rel > 0}
+    missing = sum(searcher.documents.document(doc) is None for doc in judged)
+    if missing == len(judged):
+        raise RetrieverError(f"none of the {len(judged)} judged documents of {beir.root.name} split {split} are in "
+                             f"the index: is this the index's collection?")
+    if missing:
+        print(f"warning: {missing} of the {len(judged)} judged documents of {beir.root.name} split {split} are not "
+              "in the index; they count as misses in every setting", file=sys.stderr)
 
 
 def _score(run: Run, qrels: Qrels) -> float:
     return float(evaluate_run(run, qrels, (METRIC,)).mean[METRIC])
 
 
-def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, k: int = 100, progress: bool = True) -> dict:
-    """The best fusion on ``split``'s judged queries by nDCG@10, with every measured setting."""
-    check_tuning_split(split)
-    beir = BeirDataset.open(dataset)
-    queries, qrels = judged_split(beir, split)
+def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, k: int = 100, progress: bool = True,
+                checked: tuple[BeirDataset, list[Query], Qrels] | None = None) -> dict:
+    """The best fusion on ``split``'s judged queries by nDCG@10, with every measured setting
+    (``checked``: what ``check_tuning_split`` returned, so it is not read twice)."""
+    beir, queries, qrels = checked or check_tuning_split(dataset, split)
+    check_judged_documents(searcher, beir, split, qrels)
     ids, texts = [q.id for q in queries], [q.text for q in queries]
     depth = searcher.fusion.depth
     dense = searcher.rank(texts, depth, "dense")
@@ -70,8 +96,8 @@ def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, k: int = 10
 def tune_and_record(index_dir: str | Path, dataset: str | Path, split: str, device: str = "auto",
                     dtype: str = "auto", progress: bool = True) -> dict:
     """Tune the fusion of a built index (which needs its BM25 part) and store it as the manifest's ``fusion``."""
-    check_tuning_split(split)
+    checked = check_tuning_split(dataset, split)
     searcher = Searcher(index_dir, device=device, dtype=dtype, mode="hybrid")
-    record = tune_fusion(searcher, dataset, split, progress=progress)
+    record = tune_fusion(searcher, dataset, split, progress=progress, checked=checked)
     replace_manifest(index_dir, {**read_manifest(index_dir), "fusion": record})
     return record

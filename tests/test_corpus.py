@@ -23,6 +23,13 @@ def test_beir_folder_reads_documents_and_queries(tiny_beir):
         BeirDataset.open(tiny_beir).qrels_path("dev")
 
 
+@pytest.mark.parametrize("split", ["./test", "../qrels/test", "sub\\test", ".."])
+def test_a_split_that_is_a_path_is_refused(tiny_beir, split):
+    """``./test`` would reach qrels/test.tsv under another name, past the refusal of tuning on test."""
+    with pytest.raises(RetrieverError, match="a split is the name of a file in qrels/"):
+        BeirDataset.open(tiny_beir).qrels_path(split)
+
+
 def test_jsonl_with_custom_fields(tmp_path):
     path = tmp_path / "c.jsonl"
     path.write_text('{"pid": 7, "body": "hello", "head": "t"}\n', encoding="utf-8")

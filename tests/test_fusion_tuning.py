@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -8,14 +9,25 @@ import pytest
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.fusion import FusionParams
-from retriever.fusion_tuning import fusion_grid, tune_and_record
+from retriever.corpus import BeirDataset
+from retriever.evaluation import evaluate_index
+from retriever.fusion_tuning import check_tuning_split, fusion_grid, tune_and_record
 from retriever.indexing import MANIFEST_FILE, encode_and_index
 from retriever.searching import Searcher
 
 
+HEADER = "query-id\tcorpus-id\tscore\n"
+
+
+def split_off_train(beir) -> None:
+    """Judge q1 and q2 in train and only q3 and q4 in test: a tuning split must not share test queries."""
+    (beir / "qrels" / "train.tsv").write_text(HEADER + "q1\td6\t1\nq2\td4\t1\n", encoding="utf-8")
+    (beir / "qrels" / "test.tsv").write_text(HEADER + "q3\td10\t1\nq4\td5\t1\n", encoding="utf-8")
+
+
 @pytest.fixture()
 def index_and_dataset(tiny_beir, tiny_model_dir, tmp_path):
-    shutil.copy(tiny_beir / "qrels" / "test.tsv", tiny_beir / "qrels" / "train.tsv")
+    split_off_train(tiny_beir)
     encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
     encode_and_index(tiny_beir, tmp_path / "idx", encoder, progress=False)
     return tmp_path / "idx", tiny_beir
@@ -31,7 +43,7 @@ def test_tuning_records_the_best_fusion_which_search_then_uses(index_and_dataset
     index, dataset = index_and_dataset
     record = tune_and_record(index, dataset, "train", device="cpu", dtype="fp32", progress=False)
     tuned = record["tuned"]
-    assert tuned["split"] == "train" and tuned["queries"] == 4 and tuned["metric"] == "ndcg@10"
+    assert tuned["split"] == "train" and tuned["queries"] == 2 and tuned["metric"] == "ndcg@10"
     assert tuned["score"] == max(row["ndcg@10"] for row in tuned["grid"]) >= tuned["untuned_rrf"]
     assert json.loads((index / MANIFEST_FILE).read_text())["fusion"] == record
     searcher = Searcher(index, device="cpu", dtype="fp32")
@@ -44,3 +56,50 @@ def test_tuning_on_the_test_split_is_refused(index_and_dataset):
     with pytest.raises(RetrieverError, match="--split test: tuning the fusion on the split you report"):
         tune_and_record(index, dataset, "test", device="cpu")
     assert "fusion" not in json.loads((index / MANIFEST_FILE).read_text())
+
+
+def test_a_split_that_is_or_includes_test_is_refused_before_the_index_is_opened(tiny_beir):
+    qrels = tiny_beir / "qrels"
+    with pytest.raises(RetrieverError, match="a split is the name of a file in qrels/"):
+        check_tuning_split(tiny_beir, "./test")
+    os.symlink(qrels / "test.tsv", qrels / "dev.tsv")  # the test split under another name
+    with pytest.raises(RetrieverError, match="--split dev: tuning the fusion on the split you report"):
+        check_tuning_split(tiny_beir, "dev")
+    (qrels / "all.tsv").write_text((qrels / "test.tsv").read_text() + "q5\td1\t1\n", encoding="utf-8")
+    with pytest.raises(RetrieverError, match="--split all: 4 of the tuning split's queries are judged in "
+                                             "qrels/test.tsv: tuning on them would overstate test results"):
+        check_tuning_split(tiny_beir, "all")
+    (qrels / "unjudged.tsv").write_text(HEADER + "q1\td6\t0\n", encoding="utf-8")
+    with pytest.raises(RetrieverError, match="no query of split 'unjudged' has a relevant judgment"):
+        check_tuning_split(tiny_beir, "unjudged")
+    split_off_train(tiny_beir)
+    beir, queries, _ = check_tuning_split(tiny_beir, "train")
+    assert beir.root == tiny_beir and [q.id for q in queries] == ["q1", "q2"]
+
+
+def test_tuning_on_another_collection_is_refused_and_keeps_the_earlier_tuning(index_and_dataset, tmp_path, capsys):
+    index, dataset = index_and_dataset
+    record = tune_and_record(index, dataset, "train", device="cpu", dtype="fp32", progress=False)
+    other = tmp_path / "other"
+    shutil.copytree(dataset, other)
+    (other / "qrels" / "train.tsv").write_text(HEADER + "q1\tx1\t1\nq2\tx2\t1\n", encoding="utf-8")
+    with pytest.raises(RetrieverError, match="none of the 2 judged documents of other split train are in the "
+                                             "index: is this the index's collection?"):
+        tune_and_record(index, other, "train", device="cpu", dtype="fp32", progress=False)
+    assert json.loads((index / MANIFEST_FILE).read_text())["fusion"] == record
+    (other / "qrels" / "train.tsv").write_text(HEADER + "q1\td6\t1\nq2\tx2\t1\n", encoding="utf-8")
+    tune_and_record(index, other, "train", device="cpu", dtype="fp32", progress=False)
+    assert "1 of the 2 judged documents of other split train are not in the index" in capsys.readouterr().err
+
+
+def test_evaluating_the_tuning_split_in_hybrid_warns(index_and_dataset, capsys):
+    index, dataset = index_and_dataset
+    tune_and_record(index, dataset, "train", device="cpu", dtype="fp32", progress=False)
+    beir = BeirDataset.open(dataset)
+    for mode, split, overrides, warned in (("hybrid", "train", None, True), ("hybrid", "test", None, False),
+                                           ("dense", "train", None, False),
+                                           ("hybrid", "train", {"method": "rrf", "rrf_k": 7.0}, False)):
+        searcher = Searcher(index, device="cpu", dtype="fp32", mode=mode, fusion_overrides=overrides)
+        evaluate_index(searcher, beir, split, k=10, progress=False)
+        err = capsys.readouterr().err
+        assert ("the index's fusion was tuned on tiny-beir split train" in err) == warned, (mode, split, err)

@@ -109,23 +109,24 @@ def tuning_options() -> Callable:
                      help="BEIR folder whose judged --split queries pick the hybrid fusion (RRF k or convex "
                           "alpha, by nDCG@10); recorded in the manifest. [default: no tuning, RRF k=60]"),
         click.option("--split", default="train", show_default=True,
-                     help="Split of --tune-fusion-on to tune on; 'test' is refused (never tune on the split you "
-                          "report)."),
+                     help="Split of --tune-fusion-on to tune on; 'test', or a split judging its queries, is refused "
+                          "(never tune on the split you report)."),
         collapsing(("tune_fusion_on", "split"), "tune_fusion",
                     lambda tune_fusion_on, split: None if tune_fusion_on is None else (tune_fusion_on, split)),
     )
 
 
 def check_tuning(tune_fusion: tuple[Path, str] | None, lexical: LexicalParams | None) -> None:
-    """Refuse bad tuning requests before any encoding."""
+    """Refuse bad tuning requests (no BM25; a split that is missing, unjudged or the test split's) before any
+    encoding or BM25 build, not after them."""
     from retriever.errors import RetrieverError
     from retriever.fusion_tuning import check_tuning_split
 
     if tune_fusion is None:
         return
-    check_tuning_split(tune_fusion[1])
     if lexical is None:
         raise RetrieverError("--tune-fusion-on tunes the hybrid fusion, which needs the BM25 index; drop --no-bm25")
+    check_tuning_split(*tune_fusion)
 
 
 def run_tuning(index: Path, tune_fusion: tuple[Path, str] | None) -> None:

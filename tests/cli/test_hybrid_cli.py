@@ -2,13 +2,19 @@
 from __future__ import annotations
 
 import json
-import shutil
 
 from click.testing import CliRunner
 
 from retriever.cli import main
 
 COMMON = ["--device", "cpu", "--dtype", "fp32"]
+HEADER = "query-id\tcorpus-id\tscore\n"
+
+
+def split_off_train(beir) -> None:
+    """Judge q1 and q2 in train and only q3 and q4 in test: a tuning split must not share test queries."""
+    (beir / "qrels" / "train.tsv").write_text(HEADER + "q1\td6\t1\nq2\td4\t1\n", encoding="utf-8")
+    (beir / "qrels" / "test.tsv").write_text(HEADER + "q3\td10\t1\nq4\td5\t1\n", encoding="utf-8")
 
 
 def test_dense_only_index_gets_bm25_later_and_searches_in_every_mode(tmp_path, tiny_model_dir, tiny_beir):
@@ -19,7 +25,7 @@ def test_dense_only_index_gets_bm25_later_and_searches_in_every_mode(tmp_path, t
     assert result.exit_code == 0, result.output
     result = runner.invoke(main, ["search", str(index), "lava", "--mode", "hybrid", *COMMON])
     assert result.exit_code == 1 and f"add one with `retriever bm25 {index}`" in result.output
-    shutil.copy(tiny_beir / "qrels" / "test.tsv", tiny_beir / "qrels" / "train.tsv")
+    split_off_train(tiny_beir)
     result = runner.invoke(main, ["bm25", str(index), "--bm25-k1", "1.2", "--tune-fusion-on", str(tiny_beir)])
     assert result.exit_code == 0, result.output
     manifest = json.loads((index / "manifest.json").read_text())
@@ -34,6 +40,9 @@ def test_dense_only_index_gets_bm25_later_and_searches_in_every_mode(tmp_path, t
         result = runner.invoke(main, ["evaluate", "--index", str(index), "--dataset", str(tiny_beir), "--mode", mode,
                                       *fusion, "--metrics", "ndcg@10", *COMMON])
         assert result.exit_code == 0 and "ndcg@10" in result.output, result.output
+    result = runner.invoke(main, ["evaluate", "--index", str(index), "--dataset", str(tiny_beir), "--split", "train",
+                                  "--mode", "hybrid", "--metrics", "ndcg@10", *COMMON])
+    assert result.exit_code == 0 and "fusion was tuned on tiny-beir split train" in result.output, result.output
     result = runner.invoke(main, ["mine", str(index), "--dataset", str(tiny_beir), "--split", "train", "--mode",
                                   "bm25", "-o", str(tmp_path / "neg.jsonl"), *COMMON])
     assert result.exit_code == 0, result.output
@@ -73,3 +82,20 @@ def test_fusion_flags_outside_hybrid_and_non_finite_rrf_k_fail_before_the_index_
         result = CliRunner().invoke(main, ["search", str(missing), "q", *args, *COMMON])
         assert result.exit_code == 1 and message in result.output, result.output
         assert len(result.output.strip().splitlines()) == 1
+
+
+def test_a_missing_unjudged_or_path_split_is_refused_before_encoding_or_bm25(tmp_path, tiny_model_dir, tiny_beir):
+    index = tmp_path / "idx"
+    result = CliRunner().invoke(main, ["build", str(tiny_beir), "-o", str(index), "--model", str(tiny_model_dir),
+                                       "--tune-fusion-on", str(tiny_beir), "--split", "dev", *COMMON])
+    assert result.exit_code == 1 and "no qrels for split 'dev' (available: test)" in result.output, result.output
+    assert not index.exists() and not (tmp_path / "idx.shards").exists()
+    (tiny_beir / "qrels" / "dev.tsv").write_text(HEADER + "q1\td6\t0\n", encoding="utf-8")
+    empty = tmp_path / "empty"  # never opened: the split is refused before the index is read or BM25 built
+    empty.mkdir()
+    for split, message in (("dev", "no query of split 'dev' has a relevant judgment"),
+                           ("./test", "a split is the name of a file in qrels/"),
+                           ("train", "no qrels for split 'train'")):
+        result = CliRunner().invoke(main, ["bm25", str(empty), "--tune-fusion-on", str(tiny_beir), "--split", split])
+        assert result.exit_code == 1 and message in result.output, result.output
+        assert len(result.output.strip().splitlines()) == 1 and not list(empty.iterdir())
