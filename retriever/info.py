@@ -27,11 +27,30 @@ def index_summary(index_dir: str | Path) -> dict:
         "search_defaults": index.get("search_defaults", {}),
         "tuning": {key: tuning.get(key) for key in ("parameter", "value", "measured_recall", "k", "reached",
                                                     "queries")} if tuning else None,
+        "bm25": _lexical_summary(manifest.get("lexical")),
+        "fusion": _fusion_summary(manifest.get("fusion")),
         "bytes_on_disk": sum(p.stat().st_size for p in index_dir.rglob("*") if p.is_file()),
         "created": manifest.get("created"),
         "retriever_version": manifest.get("versions", {}).get("retriever"),
         "integrity_recorded": bool(manifest.get("integrity", {}).get("files")),
     }
+
+
+def _lexical_summary(lexical: dict | None) -> dict | None:
+    """The BM25 settings queries are tokenised and scored with; None for a dense-only index."""
+    if not lexical:
+        return None
+    return {key: lexical.get(key) for key in ("k1", "b", "method", "stemmer", "stopwords", "documents", "vocabulary")}
+
+
+def _fusion_summary(fusion: dict | None) -> dict | None:
+    """The recorded hybrid fusion (what `--tune-fusion-on` stored) and where it was tuned; None if none is."""
+    if not fusion:
+        return None
+    tuned = fusion.get("tuned") or {}
+    return {**{key: fusion.get(key) for key in ("method", "rrf_k", "alpha", "depth")},
+            "tuned": {key: tuned.get(key) for key in ("dataset", "split", "queries", "metric", "score",
+                                                      "untuned_rrf")} if tuned else None}
 
 
 def verify_index(index_dir: str | Path) -> int:

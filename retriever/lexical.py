@@ -8,6 +8,7 @@ matrix is row ``i`` of the doc store.
 """
 from __future__ import annotations
 
+import math
 import shutil
 import sys
 from collections.abc import Iterator, Sequence
@@ -46,6 +47,11 @@ class LexicalParams:
         encoding, not after."""
         if self.method not in METHODS:
             raise RetrieverError(f"unknown BM25 method {self.method!r}; use one of {', '.join(METHODS)}")
+        # nan passes click's ranges and "<" tests, then makes every score NaN and the manifest invalid JSON
+        if not (math.isfinite(self.k1) and self.k1 >= 0):
+            raise RetrieverError(f"--bm25-k1 must be a finite number >= 0, not {self.k1}")
+        if not (math.isfinite(self.b) and 0 <= self.b <= 1):
+            raise RetrieverError(f"--bm25-b must be a finite number within [0, 1], not {self.b}")
         _tokenizer(self)
 
     def record(self) -> dict:
@@ -65,8 +71,17 @@ def _tokenizer(params: LexicalParams):
     try:
         return Tokenizer(lower=True, splitter=TOKEN_PATTERN, stopwords=params.stopwords or None,
                          stemmer=_stemmer(params.stemmer))
-    except ValueError as error:
-        raise RetrieverError(f"--bm25-stopwords {params.stopwords!r}: {error}") from None
+    except ValueError:  # bm25s's own message refuses 'English' while listing it, and suggests a list
+        raise RetrieverError(f"--bm25-stopwords {params.stopwords!r} is not a stopword list; use one of "
+                             f"{', '.join(stopword_lists())} (lower case) or none") from None
+
+
+def stopword_lists() -> list[str]:
+    """The stopword lists bm25s ships (its ``STOPWORDS_<NAME>`` constants), by the names it takes."""
+    import bm25s.stopwords
+
+    return sorted(name.removeprefix("STOPWORDS_").lower() for name in dir(bm25s.stopwords)
+                  if name.startswith("STOPWORDS_"))
 
 
 def _stemmer(language: str | None):

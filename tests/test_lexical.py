@@ -115,3 +115,47 @@ def test_bm25_settings_are_checked_without_building(folder):
         with pytest.raises(RetrieverError, match=expected):
             params.check()
     LexicalParams(stemmer=None, stopwords=None).check()
+
+
+@pytest.mark.parametrize("params, expected", [
+    (LexicalParams(k1=float("nan")), "--bm25-k1 must be a finite number >= 0, not nan"),
+    (LexicalParams(k1=float("inf")), "--bm25-k1 must be a finite number >= 0, not inf"),
+    (LexicalParams(k1=-3), "--bm25-k1 must be a finite number >= 0, not -3"),
+    (LexicalParams(b=float("nan")), r"--bm25-b must be a finite number within \[0, 1\], not nan"),
+    (LexicalParams(b=5), r"--bm25-b must be a finite number within \[0, 1\], not 5")])
+def test_bm25_k1_and_b_must_be_finite_and_in_range(params, expected):
+    with pytest.raises(RetrieverError, match=f"^{expected}$"):
+        params.check()
+    LexicalParams(k1=0, b=0).check()
+    LexicalParams(k1=3, b=1).check()
+
+
+@pytest.mark.parametrize("name", ["English", "EN", "ru,en", "xx"])
+def test_unknown_stopwords_list_the_lists_bm25s_ships(name):
+    with pytest.raises(RetrieverError) as caught:
+        LexicalParams(stopwords=name).check()
+    message = str(caught.value)
+    assert message.startswith(f"--bm25-stopwords {name!r} is not a stopword list; use one of chinese, danish, ")
+    assert "german" in message and "russian" in message and message.endswith(" (lower case) or none")
+    assert "\n" not in message and "Please input a list" not in message
+    for accepted in ("en", "english", "ru", "german", "en_plus"):
+        LexicalParams(stopwords=accepted).check()
+
+
+def test_cli_refuses_nan_k1_and_leaves_the_bm25_part_alone(tiny_beir, tiny_model_dir, tmp_path):
+    from click.testing import CliRunner
+
+    from retriever.cli import main
+
+    index = tmp_path / "idx"
+    runner = CliRunner()
+    result = runner.invoke(main, ["build", str(tiny_beir), "-o", str(index), "--model", str(tiny_model_dir),
+                                  "--device", "cpu", "--dtype", "fp32"])
+    assert result.exit_code == 0, result.output
+    before = {p.relative_to(index): p.read_bytes() for p in index.rglob("*") if p.is_file()}
+    for flag in ("--bm25-k1", "--bm25-b"):
+        result = runner.invoke(main, ["bm25", str(index), "--overwrite", flag, "nan"])
+        assert result.exit_code == 1, result.output
+        assert result.output.splitlines() == [f"error: {flag} must be a finite number "
+                                              + (">= 0" if flag == "--bm25-k1" else "within [0, 1]") + ", not nan"]
+    assert {p.relative_to(index): p.read_bytes() for p in index.rglob("*") if p.is_file()} == before

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from retriever.fusion import FusionParams
 from retriever.info import index_summary, verify_index
 
 
@@ -24,11 +25,31 @@ def _lines(summary: dict) -> list[str]:
         lines.append(f"tuned:    {tuning['parameter']}={tuning['value']}, recall@{tuning['k']} "
                      f"{tuning['measured_recall']:.4f} on {tuning['queries']}"
                      + ("" if tuning["reached"] else " (target NOT reached)"))
+    lines.extend(_hybrid_lines(summary))
     lines.append(f"size:     {summary['bytes_on_disk'] / 2**20:.1f} MiB on disk")
     lines.append(f"created:  {summary['created']} by retriever {summary['retriever_version']}")
     if not summary["integrity_recorded"]:
         lines.append("note:     built before file hashes were recorded; rebuild to get them")
     return lines
+
+
+def _hybrid_lines(summary: dict) -> list[str]:
+    """The BM25 part and the recorded fusion, so a tuned hybrid's settings can be seen without reading JSON."""
+    bm25, fusion = summary["bm25"], summary["fusion"]
+    if not bm25:
+        return [f"bm25:     none (add one with `retriever bm25 {summary['path']}`)"]
+    lines = [f"bm25:     k1={bm25['k1']:g} b={bm25['b']:g} ({bm25['method']}), stemmer {bm25['stemmer'] or 'none'}, "
+             f"stopwords {bm25['stopwords'] or 'none'}, {bm25['documents']} documents, {bm25['vocabulary']} terms"]
+    if not fusion:
+        return [*lines, f"fusion:   none recorded (hybrid uses {FusionParams().method} rrf_k={FusionParams().rrf_k:g} "
+                        "unless --fusion/--rrf-k/--alpha say otherwise)"]
+    setting = f"alpha={fusion['alpha']:g}" if fusion["method"] == "convex" else f"rrf_k={fusion['rrf_k']:g}"
+    line = f"fusion:   {fusion['method']} {setting}, depth {fusion['depth']}"
+    tuned = fusion["tuned"]
+    if tuned:
+        line += (f", tuned on {tuned['dataset']} {tuned['split']} ({tuned['queries']} queries, {tuned['metric']} "
+                 f"{tuned['score']}; untuned RRF {tuned['untuned_rrf']})")
+    return [*lines, line]
 
 
 @click.command("info")
@@ -38,7 +59,8 @@ def _lines(summary: dict) -> list[str]:
                    "map and the doc store (reads the whole folder).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 def info_command(index, verify, as_json):
-    """Summarise INDEX from its manifest (encoder, counts, index type, tuned settings, size on disk).
+    """Summarise INDEX from its manifest (encoder, counts, index type, tuned settings, BM25 settings, recorded
+    fusion, size on disk).
 
     Opening always checks file presence and sizes; --verify checks full hashes. Damage is one error
     naming the file.

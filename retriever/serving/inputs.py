@@ -14,8 +14,9 @@ Everything here raises ``ApiError`` with the status and message the client gets.
   nested lists would otherwise hit Python's recursion limit); not a flag, since a valid body is
   two levels deep.
 - GET parameters are read strictly (``check_query_string``): bytes that are not UTF-8 once
-  %-decoded, a parameter given twice, or a k that is not plain digits are a 400, where the
-  framework would search for U+FFFD, take the last value, or read ``k=1_0`` as 10.
+  %-decoded, a parameter given twice, a parameter GET does not take, or a k that is not plain
+  digits are a 400, where the framework would search for U+FFFD, take the last value, drop
+  ``K=1`` or ``fusion=convex`` unread (POST refuses extra fields too), or read ``k=1_0`` as 10.
 - Queries the tokenizer cannot take (lone surrogates, which JSON's ``\\ud800`` escapes allow) are
   a 400 here rather than an exception inside a batch shared with other clients.
 """
@@ -36,6 +37,7 @@ from retriever.serving.schemas import SearchBody
 from retriever.texts import text_problem
 
 MAX_JSON_DEPTH = 32
+GET_PARAMETERS = ("q", "k", "mode")  # GET /search's; the index is in the path (/indexes/NAME/search)
 # A string literal, or an unterminated one running to the end of the body. Possessive loops and the
 # end-of-body branch mean every opening quote matches, so no scan restarts: linear in the body size.
 # (The plain '"(?:[^"\\]|\\.)*"' rescans to the end from every quote of an unterminated string,
@@ -95,6 +97,9 @@ def check_query_string(raw: bytes) -> None:
     for name, count in counts.items():
         if count > 1:
             raise ApiError(400, f"the parameter {name!r} is given {count} times; give it once")
+        if name not in GET_PARAMETERS:
+            raise ApiError(400, f"unknown parameter {name!r}; GET /search takes only {', '.join(GET_PARAMETERS)} "
+                                "(fusion is set by `retriever serve --fusion`)")
     k = dict(pairs).get("k")
     if k is not None and not re.fullmatch(r"[0-9]+", k):
         raise ApiError(400, f"k must be a whole number written in digits, not {k!r}")

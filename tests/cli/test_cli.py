@@ -168,3 +168,39 @@ def test_a_full_disk_anywhere_is_one_line(monkeypatch, tmp_path, error, shown):
     assert result.exit_code == 1 and result.output.startswith(f"error: {shown}"), result.output
     assert result.output.strip().endswith("free some space and rerun the same command (finished work is kept)")
     assert result.output.count("\n") == 1
+
+
+def test_info_shows_the_bm25_part_and_the_tuned_fusion(tmp_path, tiny_model_dir, tiny_beir):
+    import shutil
+
+    runner = CliRunner()
+    index = tmp_path / "idx"
+    result = runner.invoke(main, ["build", str(tiny_beir), "-o", str(index), "--model", str(tiny_model_dir),
+                                  "--no-bm25", "--device", "cpu", "--dtype", "fp32"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(main, ["info", str(index)])
+    assert result.exit_code == 0 and f"bm25:     none (add one with `retriever bm25 {index}`)" in result.output
+    result = runner.invoke(main, ["bm25", str(index), "--bm25-k1", "1.2", "--bm25-b", "0.75"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(main, ["info", str(index)])
+    assert "bm25:     k1=1.2 b=0.75 (lucene), stemmer english, stopwords en, 12 documents, " in result.output
+    assert "fusion:   none recorded (hybrid uses rrf rrf_k=60" in result.output
+    shutil.move(tiny_beir / "qrels" / "test.tsv", tiny_beir / "qrels" / "train.tsv")  # tuning refuses test queries
+    result = runner.invoke(main, ["bm25", str(index), "--overwrite", "--bm25-stopwords", "none",
+                                  "--tune-fusion-on", str(tiny_beir)])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((index / "manifest.json").read_text())
+    fusion, tuned = manifest["fusion"], manifest["fusion"]["tuned"]
+    result = runner.invoke(main, ["info", str(index), "--json"])
+    summary = json.loads(result.output)
+    assert summary["bm25"] == {"k1": 0.9, "b": 0.4, "method": "lucene", "stemmer": "english", "stopwords": None,
+                               "documents": 12, "vocabulary": manifest["lexical"]["vocabulary"]}
+    assert summary["fusion"] == {"method": fusion["method"], "rrf_k": fusion["rrf_k"], "alpha": fusion["alpha"],
+                                 "depth": fusion["depth"], "tuned": {
+                                     "dataset": "tiny-beir", "split": "train", "queries": 4, "metric": "ndcg@10",
+                                     "score": tuned["score"], "untuned_rrf": tuned["untuned_rrf"]}}
+    result = runner.invoke(main, ["info", str(index)])
+    setting = f"alpha={fusion['alpha']:g}" if fusion["method"] == "convex" else f"rrf_k={fusion['rrf_k']:g}"
+    assert (f"fusion:   {fusion['method']} {setting}, depth {fusion['depth']}, tuned on tiny-beir train "
+            f"(4 queries, ndcg@10 {tuned['score']}; untuned RRF {tuned['untuned_rrf']})") in result.output
+    assert "stopwords none" in result.output

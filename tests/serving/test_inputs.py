@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from retriever.serving.inputs import ApiError, Limits, check_hits, check_query, json_depth
+from retriever.serving.inputs import ApiError, Limits, check_hits, check_query, check_query_string, json_depth
 
 
 @pytest.mark.parametrize("raw, depth", [
@@ -44,3 +44,16 @@ def test_check_hits_caps_queries_times_k():
     check_hits(10, 1000, Limits(max_hits=10_000))
     with pytest.raises(ApiError, match="256 queries x k=1000 asks for 256000 hits; the limit is 10000"):
         check_hits(256, 1000, Limits(max_hits=10_000))
+
+
+@pytest.mark.parametrize("raw, unknown", [(b"q=honey&K=1", "K"), (b"q=honey&fusion=convex&mode=hybrid", "fusion"),
+                                          (b"q=honey&alpha=0.3", "alpha"), (b"rrf_k=5&q=honey", "rrf_k"),
+                                          (b"q=honey&foo", "foo"), (b"q=honey&index=other", "index")])
+def test_get_refuses_parameters_it_does_not_take(raw, unknown):
+    with pytest.raises(ApiError) as caught:
+        check_query_string(raw)
+    assert caught.value.status == 400
+    assert caught.value.message == (f"unknown parameter {unknown!r}; GET /search takes only q, k, mode "
+                                    "(fusion is set by `retriever serve --fusion`)")
+    check_query_string(b"q=honey&k=1&mode=hybrid")
+    check_query_string(b"")
