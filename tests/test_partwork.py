@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -260,25 +264,26 @@ def _running(pid: int) -> bool:
         return False
 
 
+def _build_with_part_workers(shards, corpus, output: Path, workers: int, stderr) -> tuple[subprocess.Popen, set[int]]:
+    """`retriever index` filling ivf-ondisk parts in 2 worker processes, once ``workers`` of them are seen (fewer
+    when the build ends first)."""
+    command = [sys.executable, "-m", "retriever", "index", str(shards), "--corpus", str(corpus), "-o", str(output),
+               "--index-type", "ivf-ondisk", "--nlist", "8", "--part-size", "60", "--parallel-parts", "2",
+               "--ondisk-codes", "flat", "--no-bm25"]
+    run = subprocess.Popen(command, env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=subprocess.DEVNULL,
+                           stderr=stderr, text=True)
+    seen: set[int] = set()
+    deadline = time.monotonic() + 120
+    while run.poll() is None and len(seen) < workers and time.monotonic() < deadline:
+        seen = _children(run.pid, "spawn_main")
+        time.sleep(0.02)
+    return run, seen
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the workers through /proc")
 def test_part_workers_die_with_a_killed_build(shards, corpus, tmp_path):
     """SIGKILL of `retriever index` cannot shut its pool down: the workers must notice on their own."""
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    command = [sys.executable, "-m", "retriever", "index", str(shards), "--corpus", str(corpus), "-o",
-               str(tmp_path / "idx"), "--index-type", "ivf-ondisk", "--nlist", "8", "--part-size", "60",
-               "--parallel-parts", "2", "--ondisk-codes", "flat", "--no-bm25"]
-    run = subprocess.Popen(command, env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-    workers: set[int] = set()
-    deadline = time.monotonic() + 120
-    while run.poll() is None and len(workers) < 2 and time.monotonic() < deadline:
-        workers = _children(run.pid, "spawn_main")
-        time.sleep(0.02)
+    run, workers = _build_with_part_workers(shards, corpus, tmp_path / "idx", 2, subprocess.DEVNULL)
     if run.poll() is None:
         run.send_signal(signal.SIGKILL)
     run.wait()
@@ -295,20 +300,7 @@ def test_part_workers_die_with_a_killed_build(shards, corpus, tmp_path):
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the workers through /proc")
 def test_a_part_worker_killed_mid_build_is_one_line(shards, corpus, tmp_path):
     """The tester's case: `kill -KILL` of a part worker of `retriever index` (as the OOM killer does)."""
-    import signal
-    import subprocess
-    import sys
-    import time
-
-    command = [sys.executable, "-m", "retriever", "index", str(shards), "--corpus", str(corpus), "-o",
-               str(tmp_path / "idx"), "--index-type", "ivf-ondisk", "--nlist", "8", "--part-size", "60",
-               "--parallel-parts", "2", "--ondisk-codes", "flat", "--no-bm25"]
-    run = subprocess.Popen(command, env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, text=True)
-    deadline, workers = time.monotonic() + 120, set()
-    while run.poll() is None and not workers and time.monotonic() < deadline:
-        workers = _children(run.pid, "spawn_main")
-        time.sleep(0.02)
+    run, workers = _build_with_part_workers(shards, corpus, tmp_path / "idx", 1, subprocess.PIPE)
     for pid in workers:
         os.kill(pid, signal.SIGKILL)
         break
