@@ -86,13 +86,21 @@ def process_alive(pid: int) -> bool:
     return True
 
 
+def left_by_dead_processes(folder: Path, prefix: str) -> list[Path]:
+    """Entries of ``folder`` named ``prefix`` and a process id whose process is gone: what a killed writer left
+    (a temporary file, a staging folder), never a live one's."""
+    found = []
+    for entry in folder.glob(f"{glob.escape(prefix)}*"):
+        pid = entry.name[len(prefix):]
+        if pid.isdigit() and not process_alive(int(pid)):
+            found.append(entry)
+    return found
+
+
 def _remove_dead_temporaries(path: Path) -> None:
     """Temporary files of ``path`` that killed processes left behind (they can be as large as the output)."""
-    prefix = f".{path.name}.tmp-"
-    for leftover in path.parent.glob(f"{glob.escape(prefix)}*"):
-        pid = leftover.name[len(prefix):]
-        if pid.isdigit() and not process_alive(int(pid)):
-            leftover.unlink(missing_ok=True)
+    for leftover in left_by_dead_processes(path.parent, f".{path.name}.tmp-"):
+        leftover.unlink(missing_ok=True)
 
 
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> None:

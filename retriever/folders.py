@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
-import glob
 import os
 import re
 import shutil
@@ -26,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from retriever.errors import RetrieverError
-from retriever.files import creatable_problem, process_alive
+from retriever.files import creatable_problem, left_by_dead_processes, process_alive
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -185,11 +184,10 @@ def publish_model_folder(folder: Path, write: Callable[[Path], None]) -> Path:
     output holding ``checkpoints/``), else beside it."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     beside = folder if folder.is_dir() else folder.parent
-    for leftover in beside.glob(f".{glob.escape(folder.name)}.staging-*"):  # this process's, or a killed one's
-        pid = leftover.name.rpartition("-")[2]
-        if pid.isdigit() and (int(pid) == os.getpid() or not process_alive(int(pid))):
-            shutil.rmtree(leftover, ignore_errors=True)
+    for leftover in left_by_dead_processes(beside, f".{folder.name}.staging-"):  # a whole copy of the weights each
+        shutil.rmtree(leftover, ignore_errors=True)
     staging = beside / f".{folder.name}.staging-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:
         write(staging)

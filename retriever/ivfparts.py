@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import numpy as np
 
 from retriever.errors import RetrieverError
 from retriever.files import atomic_write, read_json, write_json
+from retriever.integrity import file_sha256
 from retriever.shards import read_shard
 
 
@@ -99,12 +99,8 @@ def part_identity(trained_sha256: str, slices: list[ShardSlice]) -> dict:
 
 
 def file_digest(path: Path) -> list:
-    """[size, SHA-256] of a file, read in blocks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-        return [os.fstat(handle.fileno()).st_size, digest.hexdigest()]
+    """[size, SHA-256] of a file: what a record holds of it."""
+    return [path.stat().st_size, file_sha256(path)]
 
 
 def write_record(path: str | Path, files: list[Path], **identity) -> None:
