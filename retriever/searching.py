@@ -22,7 +22,7 @@ from retriever.integrity import check_counts, check_folder, damaged, ids_sha256,
 from retriever.ondisk import IVFDATA_FILE, ONDISK_TYPE, read_ondisk_index
 from retriever.fusion import FUSION_SETTINGS, MODES, FusionParams, check_mode, fuse
 from retriever.lexical import missing_lexical_message, open_lexical
-from retriever.tuning import apply_search_params
+from retriever.tuning import search_with
 from retriever.runs import Run, rank_order
 from retriever.texts import check_k, check_queries, passage_text
 from retriever import tie_cut
@@ -193,8 +193,9 @@ class Searcher:
     def search_vectors(self, vectors: np.ndarray, k: int, nprobe: int | None = None,
                        ef_search: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         k = check_k(k)
-        apply_search_params(self.index, nprobe or self.default_nprobe, ef_search or self.default_ef_search)
-        scores, labels = self.index.search(np.ascontiguousarray(vectors, dtype=np.float32), min(k, self.index.ntotal))
+        scores, labels = search_with(self.index, np.ascontiguousarray(vectors, dtype=np.float32),
+                                     min(k, self.index.ntotal), nprobe or self.default_nprobe,
+                                     ef_search or self.default_ef_search)
         self._check_labels(labels)
         return scores, labels
 

@@ -11,6 +11,7 @@ the target (with a two-standard-error margin for the sample) is kept: the fastes
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,12 +31,23 @@ NPROBE_CANDIDATES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256
 EF_SEARCH_CANDIDATES = (16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048)
 
 
+_PASS_THROUGH = (faiss.IndexIDMap, faiss.IndexIDMap2, faiss.IndexPreTransform, faiss.IndexRefine)
+
+
+def _wrapped(index: faiss.Index) -> faiss.Index:
+    """The index inside one of FAISS's ``_PASS_THROUGH`` wrappers."""
+    return faiss.downcast_index(index.base_index if isinstance(index, faiss.IndexRefine) else index.index)
+
+
 def downcast_hnsw(index: faiss.Index):
+    """The HNSW index itself, also inside id maps, pre-transforms (e.g. ``PCA64,HNSW32``) and refinements."""
     try:
-        downcast = faiss.downcast_index(index)
-    except RuntimeError:
+        index = faiss.downcast_index(index)
+        while isinstance(index, _PASS_THROUGH):
+            index = _wrapped(index)
+    except (RuntimeError, TypeError):
         return None
-    return downcast if hasattr(downcast, "hnsw") else None
+    return index if isinstance(index, faiss.IndexHNSW) else None
 
 
 def ivf_part(index: faiss.Index):
@@ -55,6 +67,56 @@ def apply_search_params(index: faiss.Index, nprobe: int | None = None, ef_search
         hnsw = downcast_hnsw(index)
         if hnsw is not None:
             hnsw.hnsw.efSearch = int(ef_search)
+
+
+def search_parameters(index: faiss.Index, nprobe: int | None = None, ef_search: int | None = None):
+    """nprobe / efSearch for one call, as FAISS ``SearchParameters`` nested like the index's wrappers, so
+    a call never changes the shared index: threads setting different values on it race (wrong hits, or
+    FAISS's "Invalid key" error). None when the index takes no setting; LookupError for a wrapper that
+    has no parameter form in FAISS; None for an object that only looks like an index."""
+    if not isinstance(index, faiss.Index):
+        return None
+    index = faiss.downcast_index(index)
+    if isinstance(index, (faiss.IndexIDMap, faiss.IndexIDMap2)):  # they pass the parameters through
+        return search_parameters(_wrapped(index), nprobe, ef_search)
+    if isinstance(index, (faiss.IndexPreTransform, faiss.IndexRefine)):
+        inner = search_parameters(_wrapped(index), nprobe, ef_search)
+        if inner is None:
+            return None
+        if isinstance(index, faiss.IndexRefine):
+            params = faiss.IndexRefineSearchParameters()
+            params.base_index_params, params.k_factor = inner, index.k_factor
+        else:
+            params = faiss.SearchParametersPreTransform()
+            params.index_params = inner
+        params.referenced_objects = [inner]  # FAISS holds a bare pointer to it
+        return params
+    if isinstance(index, faiss.IndexIVF):
+        params = faiss.SearchParametersIVF()
+        params.nprobe, params.max_codes = int(nprobe or index.nprobe), index.max_codes
+        return params
+    if isinstance(index, faiss.IndexHNSW):
+        params = faiss.SearchParametersHNSW()
+        params.efSearch = int(ef_search or index.hnsw.efSearch)
+        return params
+    if ivf_part(index) is not None:
+        raise LookupError(type(index).__name__)
+    return None
+
+
+_SETTINGS_ON_THE_INDEX = threading.Lock()
+
+
+def search_with(index: faiss.Index, vectors: np.ndarray, k: int, nprobe: int | None = None,
+                ef_search: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``index.search`` with these settings for this call alone, safe for threads sharing the index."""
+    try:
+        params = search_parameters(index, nprobe, ef_search)
+    except LookupError:
+        with _SETTINGS_ON_THE_INDEX:  # no per-call form: set on the index, searched before another thread sets
+            apply_search_params(index, nprobe, ef_search)
+            return index.search(vectors, k)
+    return index.search(vectors, k) if params is None else index.search(vectors, k, params=params)
 
 
 def per_query_recall(found: np.ndarray, truth: np.ndarray) -> np.ndarray:

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import threading
+
+import faiss
 import numpy as np
 import pytest
 
@@ -237,3 +240,33 @@ def test_an_index_replaced_while_it_opens_is_opened_again_whole(tiny_beir, tiny_
     _, title, text = TINY_DOCS[0]
     [top] = searcher.search([f"{title} {text}"], k=1)
     assert top[0].score > 0.99  # the encoder and the vectors are one build's
+
+
+@pytest.mark.parametrize("spec, setting", [("IVF64,Flat", "nprobe"), ("HNSW16,Flat", "ef_search")])
+def test_threads_passing_different_settings_to_one_searcher_each_get_their_own(tiny_index, spec, setting):
+    """FAISS keeps nprobe/efSearch on the index, and setting them there per call made threads race: hits
+    searched with another thread's value, or FAISS's "Invalid key" error."""
+    searcher = Searcher(tiny_index, device="cpu")
+    vectors = np.random.default_rng(0).standard_normal((10_000, 32)).astype(np.float32)
+    searcher.index = faiss.index_factory(32, spec, faiss.METRIC_INNER_PRODUCT)  # large enough for settings to matter
+    searcher.index.train(vectors)
+    searcher.index.add(vectors)
+    queries = np.random.default_rng(1).standard_normal((64, 32)).astype(np.float32)
+    expected = {value: searcher.search_vectors(queries, 10, **{setting: value})[1] for value in (1, 64)}
+    assert not np.array_equal(expected[1], expected[64])
+    failures: list = []
+
+    def search_repeatedly(value: int) -> None:
+        try:
+            for _ in range(100):
+                if not np.array_equal(searcher.search_vectors(queries, 10, **{setting: value})[1], expected[value]):
+                    failures.append(value)
+        except RuntimeError as error:
+            failures.append(error)
+
+    threads = [threading.Thread(target=search_repeatedly, args=(value,)) for value in (1, 64, 1, 64)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []

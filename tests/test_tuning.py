@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from retriever.errors import RetrieverError
-from retriever.tuning import apply_search_params, choose_search_params, recall_at_k
+from retriever.tuning import apply_search_params, choose_search_params, recall_at_k, search_parameters, search_with
 
 
 def clustered(count: int, dim: int = 16, seed: int = 0) -> np.ndarray:
@@ -54,3 +54,21 @@ def test_unreachable_target_keeps_the_cheapest_best_setting():
     assert not choice["reached"] and choice["measured_recall"] == best
     assert choice["value"] == min(step["value"] for step in choice["sweep"] if step["recall"] == best)
     assert choice["value"] < choice["sweep"][-1]["value"]  # coarse codes: more lists stop helping
+
+
+@pytest.mark.parametrize("spec", ["IVF32,Flat", "OPQ4,IVF32,PQ4", "IVF32,PQ4,RFlat", "PCA8,HNSW8,Flat", "HNSW8,Flat"])
+def test_per_call_settings_reach_through_wrappers_and_leave_the_index_alone(spec):
+    vectors = clustered(2000)
+    index = faiss.index_factory(16, spec, faiss.METRIC_INNER_PRODUCT)
+    index.train(vectors)
+    index.add(vectors)
+    before = faiss.serialize_index(index)
+    narrow, wide = search_with(index, vectors[:100], 10, 1, 16), search_with(index, vectors[:100], 10, 32, 512)
+    assert faiss.serialize_index(index).tobytes() == before.tobytes()
+    apply_search_params(index, 32, 512)  # the same settings put on the index give the same hits
+    assert np.array_equal(index.search(vectors[:100], 10)[1], wide[1])
+    assert not np.array_equal(narrow[1], wide[1])
+
+
+def test_an_index_without_settings_takes_no_parameters():
+    assert search_parameters(faiss.IndexFlatIP(16)) is None
