@@ -185,6 +185,7 @@ def train(config: TrainConfig) -> TrainResult:
     arguments, precision = config.arguments(config.batch_size, config.max_steps, keep_checkpoints=2,
                                             evaluate=dev is not None, evaluate_first=resume is None,
                                             metric=SELECTION_METRIC)
+    _drop_a_lone_last_step(config, examples, arguments)
     trainer = DualEncoderTrainer(config, model, arguments=arguments, precision=precision, eval_dataset=dev,
                                  train_dataset=EpochGroups(examples, config.seed, config.train_group_size),
                                  data_collator=Collator(model.tokenizer, model.settings))
@@ -199,19 +200,35 @@ def train(config: TrainConfig) -> TrainResult:
     return _export(trainer, config, len(examples), resume, started)
 
 
-def check_candidates(config: TrainConfig, examples: list[TrainExample] | None = None) -> None:
-    """Refuse a run whose every step scores each query against a single passage: a softmax over one candidate is 1,
-    so every loss is 0 and nothing is learnt. Before loading (``examples`` None) only the flags are known."""
+def _single_candidate(config: TrainConfig, queries: int, examples: list[TrainExample] | None, negatives_of=max) -> bool:
+    """Whether a step of ``queries`` scores each query against one passage: a softmax over one candidate is 1, so
+    its loss is 0. ``negatives_of`` picks which example's hard negatives count (``min``: the poorest one's)."""
     processes = stack.launched_processes() if not config.cross_device_negatives else 1
-    queries = min(config.batch_size, len(examples)) if examples else config.batch_size
     negatives = config.train_group_size - 1
     if examples:
-        negatives = min(negatives, max(len(example.negatives) for example in examples))
-    if -(-queries // processes) * (1 + negatives) < 2:
+        negatives = min(negatives, negatives_of(len(example.negatives) for example in examples))
+    return -(-queries // processes) * (1 + negatives) < 2
+
+
+def check_candidates(config: TrainConfig, examples: list[TrainExample] | None = None) -> None:
+    """Refuse a run whose every step scores each query against a single passage: nothing would be learnt.
+    Before loading (``examples`` None) only the flags are known."""
+    if _single_candidate(config, min(config.batch_size, len(examples)) if examples else config.batch_size, examples):
+        processes = stack.launched_processes() if not config.cross_device_negatives else 1
         where = " per process (--no-cross-device-negatives)" if processes > 1 else ""
         raise RetrieverError(f"a training step holds one query and one passage{where}, its only candidate, so the "
                              "loss is 0 and nothing is learnt; raise --queries-per-step, add training examples, or "
                              "give hard negatives with --train-group-size 2 or more")
+
+
+def _drop_a_lone_last_step(config: TrainConfig, examples: list[TrainExample], arguments) -> None:
+    """An epoch's last, short step of a query alone with its positive would train at loss 0 (an optimizer step on
+    nothing), so it is dropped; the order is shuffled per epoch, so a different query sits out each time."""
+    leftover = len(examples) % config.batch_size
+    if leftover and _single_candidate(config, leftover, examples, negatives_of=min):
+        arguments.dataloader_drop_last = True
+        stack.log(f"the last step of each epoch would hold one query ({len(examples)} queries in steps of "
+                  f"{config.batch_size}) and no other candidate passage, so its loss would be 0; it is left out")
 
 
 def _warn_about_negatives(config: TrainConfig, examples: list[TrainExample]) -> None:

@@ -245,3 +245,14 @@ def test_resuming_from_the_last_steps_checkpoint_trains_no_extra_step(tmp_path, 
     written = DualEncoder.from_pretrained(str(output)).query_model.state_dict()
     for name, tensor in final.items():
         torch.testing.assert_close(written[name.removeprefix("query_model.")], tensor, msg=name)
+
+
+def test_an_epochs_last_step_with_a_lone_query_and_no_other_candidate_is_dropped(tmp_path, small_bert, train_beir,
+                                                                                 capfd):
+    """8 training queries in steps of 7 left a last step of one query and its positive: loss 0, an optimizer step
+    on nothing. The epoch's order is shuffled, so a different query sits out each epoch."""
+    result = train(config(tmp_path / "model", train_beir, small_bert, batch_size=7, epochs=2))
+    assert result.steps == 2 and all(loss > 0 for loss in result.losses)
+    assert "the last step of each epoch would hold one query" in capfd.readouterr().err
+    kept = train(config(tmp_path / "kept", train_beir, small_bert, batch_size=6, epochs=1))  # a last step of 2
+    assert kept.steps == 2 and all(loss > 0 for loss in kept.losses)
