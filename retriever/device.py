@@ -19,9 +19,14 @@ def resolve_device(device: str = "auto") -> torch.device:
     try:
         resolved = torch.device(device)
     except RuntimeError:
-        raise RetrieverError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N") from None
+        resolved = None
+    if resolved is None or resolved.type not in ("cpu", "cuda"):  # mps, xpu, meta...: a traceback when the model moves
+        raise RetrieverError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N")
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise RetrieverError("--device cuda was asked for but no CUDA GPU is available; use --device cpu")
+    if resolved.type == "cuda" and (resolved.index or 0) >= torch.cuda.device_count():
+        raise RetrieverError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA GPU(s), numbered "
+                             "from 0")
     return resolved
 
 

@@ -17,21 +17,11 @@ from retriever.device import autocast, resolve_batch_size, resolve_device, resol
 from retriever.encoder_settings import EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.model_folder import untied_tower_paths
-from retriever.model_loading import (load_model, load_tokenizer, resolve_model_path, tokenizer_fingerprint,
-                                     weights_fingerprint)
+from retriever.model_loading import (check_vocabulary, load_model, load_tokenizer, position_limit, resolve_model_path,
+                                     tokenizer_fingerprint, weights_fingerprint)
 from retriever.pooling import check_pooler_weights, get_pooling
 from retriever.recorded_paths import recorded_model
 from retriever.texts import CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN, passage_text, tokenize_bounded
-
-
-def position_limit(config) -> int | None:
-    """How many tokens the model's position embeddings can take (None when positions are unbounded)."""
-    limit = getattr(config, "max_position_embeddings", None)
-    if not limit:
-        return None
-    if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "longformer"):
-        limit -= (config.pad_token_id or 0) + 1  # these count positions from pad_token_id + 1
-    return int(limit)
 
 
 def check_max_lengths(settings: EncoderSettings, config) -> None:
@@ -74,6 +64,7 @@ class Encoder:
     def _load(self, name: str) -> torch.nn.Module:
         model, info = load_model(name)
         check_pooler_weights(self.settings.pooling, model, info, name)
+        check_vocabulary(self.tokenizer, model, name)
         return model.to(self.device).eval()
 
     def metadata(self) -> dict:

@@ -47,11 +47,16 @@ class EncoderSettings:
 
     @classmethod
     def for_model(cls, model: str = "minilm", **overrides: object) -> "EncoderSettings":
-        """Defaults, then what the model folder's retriever.json records, then explicit overrides (non-None)."""
-        from retriever.model_loading import RETRIEVER_CONFIG, read_retriever_config, resolve_model_path
+        """Defaults, then what the model folder's retriever.json records (else what its sentence-transformers
+        modules apply: pooling, Normalize, prompts), then explicit overrides (non-None)."""
+        from retriever.model_folder import sentence_transformers_settings
+        from retriever.model_loading import RETRIEVER_CONFIG, model_files, read_retriever_config, resolve_model_path
 
-        values = {k: v for k, v in read_retriever_config(model).items() if k in OVERRIDABLE}
+        recorded = read_retriever_config(model)  # what retriever wrote beats the sentence-transformers files
+        values = {k: v for k, v in recorded.items() if k in OVERRIDABLE}
         check_types(values, f"{resolve_model_path(model)}/{RETRIEVER_CONFIG}")
+        if not recorded and model_files(model) is not None:
+            values = sentence_transformers_settings(model_files(model))
         values.update({k: v for k, v in overrides.items() if v is not None})
         unknown = set(values) - set(OVERRIDABLE)
         if unknown:

