@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from retriever.corpus_records import as_id, as_text, parse_json_object, tsv_records
+from retriever.corpus_records import as_id, as_text, compressed_error, parse_json_object, tsv_records
 from retriever.errors import InputFileError, RetrieverError
 from retriever.files import decoded_lines
 from retriever.texts import check_text, id_problem
@@ -82,6 +82,9 @@ def resolve_queries_path(path: str | Path) -> Path:
 def detect_format(path: Path, fmt: str = "auto") -> str:
     if fmt not in FORMATS:
         raise RetrieverError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    compressed = compressed_error(path)
+    if compressed is not None:
+        raise compressed
     if fmt not in ("auto", "beir"):
         return fmt
     suffix = path.suffix.lower()
@@ -165,6 +168,10 @@ def _checked(records, path: Path, stats: ReadStats, kind: str, unique_ids: bool 
         yield record_id, text, title, raw
     if stats.records == 0:
         plural = "queries" if kind == "query" else f"{kind}s"
+        if not path.is_file():  # a pipe: `build` and `index` read the corpus twice, the second time drained
+            raise InputFileError(path, None, f"no {plural} came through this stream (a pipe can be read only "
+                                 "once, and `build` or `index` reads the corpus more than once)",
+                                 "save it to a file and pass that")
         raise InputFileError(path, None, f"the file holds no {plural}", "check that this is the right file")
 
 
@@ -184,8 +191,11 @@ def iter_documents(path: str | Path, fmt: str = "auto", fields: Fields = Fields(
 def count_records(path: Path, fmt: str = "auto") -> int | None:
     """How many records a corpus or queries file holds, by a pass that parses no JSON: a progress bar's total.
 
-    None when the file cannot be read; the reader then reports what is wrong with it.
+    None when the file cannot be read (the reader then reports what is wrong with it) or is a stream (a pipe,
+    ``/dev/stdin``): it can be read only once, and that read is the reader's.
     """
+    if not path.is_file():
+        return None
     fmt = detect_format(path, fmt)
     if fmt == "parquet":
         try:

@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
 from tqdm import tqdm
 
 from retriever.corpus import Document, Fields, ReadStats, count_records, iter_documents, resolve_corpus_path
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError
 from retriever.recorded_paths import model_record, relative_path
-from retriever.files import atomic_write_bytes
+from retriever.files import atomic_write_bytes, left_by_dead_processes
 from retriever.folders import make_folder
 from retriever.shards import (ContentHash, differing_fields, done_marker, id_lines, list_shards, parse_shard_name,
                               read_shard_metadata, shard_ids_sha256, shard_name, write_shard)
@@ -95,9 +96,20 @@ def encode_part(encoder: Encoder, part: Sequence[Document], path: Path, metadata
             return REUSED
         outcome = CHANGED
     vectors = encoder.encode_passages(part, progress=progress)
+    _check_finite(vectors, part, path)
     metadata["shard"]["passages_cut"] = encoder.last_cut
     write_shard(path, [d.id for d in part], vectors, metadata)
     return outcome
+
+
+def _check_finite(vectors: np.ndarray, part: Sequence[Document], path: Path) -> None:
+    """Refuse NaN or infinite vectors before they are written: weights holding non-finite values, or fp16
+    overflowing, make them, and FAISS would index them without a word and rank garbage for every query."""
+    bad = ~np.isfinite(vectors).all(axis=1)
+    if bad.any():
+        raise RetrieverError(f"{path}: the encoder made NaN or infinite vectors for {int(bad.sum())} of "
+                             f"{len(part)} passages (first: id {part[int(np.argmax(bad))].id!r}); its weights hold "
+                             "non-finite values or its dtype overflowed: check the model, or pass --dtype fp32")
 
 
 def _existing_metadata(path: Path) -> dict | None:
@@ -143,21 +155,48 @@ def parts(documents: Iterator[Document], worker: int, num_workers: int,
         yield part
 
 
-def clear_other_encoder(output: Path, metadata: dict) -> bool:
-    """Delete the shards and done markers another encoder made in a shard folder (``build --overwrite``); True
-    if deleted. Only those files go: anything else a user keeps there stays. A damaged first shard says
-    nothing of its encoder: it is re-encoded like any damaged shard."""
+def clear_other_encoder(output: Path, metadata: dict, num_workers: int = 1) -> bool:
+    """Delete the shards and done markers another encoder (or split) made in a shard folder (``build --overwrite``);
+    True if deleted. Only those files go: anything else a user keeps there stays. Every readable shard is looked
+    at: a damaged one says nothing of its encoder, and when only the first was read, a damaged first shard left
+    the other encoder's shards to refuse the very `build --overwrite` that was asked to replace them."""
     if not output.is_dir():
         return False
     shards = list_shards(output)
-    try:
-        if not shards or not differing_fields(metadata, read_shard_metadata(shards[0])):
-            return False
-    except RetrieverError:
+    if not any(_other_shard(metadata, found, num_workers) for found in map(_existing_metadata, shards)):
         return False
     for path in [*shards, *output.glob("done-w*of*.json")]:
         path.unlink()
     return True
+
+
+def _other_shard(metadata: dict, found: dict | None, num_workers: int) -> list[str]:
+    """How a readable shard's record differs from this run's encoder and split (empty: it does not, or is damaged)."""
+    if not found:
+        return []
+    diffs = differing_fields(metadata, found)
+    if not diffs and found["shard"]["num_workers"] != num_workers:
+        diffs = [f"num_workers: {found['shard']['num_workers']} vs {num_workers}"]
+    return diffs
+
+
+def refuse_other_shards(output: Path, metadata: dict, num_workers: int) -> None:
+    """Refuse a folder holding shards of another encoder or another --num-workers, before anything in it changes.
+    ``encode_part`` looks only at the shards a run rewrites: another split's shards stayed beside the new ones,
+    so the folder held two encoders' vectors until `index` refused it (and a refused rerun un-finished it)."""
+    for path in list_shards(output):
+        diffs = _other_shard(metadata, _existing_metadata(path), num_workers)  # a damaged one is re-encoded
+        if diffs:
+            raise RetrieverError(f"{path}: an existing shard was made by a different encoder or split "
+                                 f"({'; '.join(diffs)}); encode into an empty folder, delete the old shards, or "
+                                 "use `build --overwrite`")
+
+
+def left_by_dead_temporaries(output: Path) -> list[Path]:
+    """Temporary shard files that killed runs left in ``output``. Those of live processes stay: another worker
+    may be writing its shards into the same folder (``--num-workers``), and deleting its file would stop it."""
+    names = {path.name.rpartition(".tmp-")[0] for path in output.glob(".*.tmp-*")}
+    return [found for name in sorted(names) for found in left_by_dead_processes(output, f"{name}.tmp-")]
 
 
 def remove_parts_beyond(output: Path, worker: int, num_workers: int, count: int) -> int:
@@ -190,11 +229,12 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
     corpus_path = resolve_corpus_path(corpus)
     output = Path(output)
     created = make_folder(output)
-    for stale in output.glob(".*.tmp-*"):
-        stale.unlink()
+    for stale in left_by_dead_temporaries(output):
+        stale.unlink(missing_ok=True)
+    recorded = encoder.metadata()  # model and corpus re-expressed relative to the shard folder, or as names
+    refuse_other_shards(output, recorded, num_workers)
     # Until this run finishes, this worker's shards may mix old and new content: not complete.
     done_marker(output, worker_index, num_workers).unlink(missing_ok=True)
-    recorded = encoder.metadata()  # model and corpus re-expressed relative to the shard folder, or as names
     base_metadata = {**recorded, **model_record(recorded["model"], output),
                      "corpus": relative_path(corpus_path, output) or corpus_path.name}
     stats = ReadStats()

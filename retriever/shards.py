@@ -46,8 +46,16 @@ def done_marker(folder: Path, worker: int, num_workers: int) -> Path:
     return folder / f"done-w{worker:03d}of{num_workers:03d}.json"
 
 
+# The tokenizer shapes the vectors as much as the weights do: shards made with another vocabulary cannot be mixed.
+# Records older than its fingerprint lack it, and are compared without it.
+TOKENIZER_FIELD = "tokenizer_sha256"
+
+
 def differing_fields(expected: dict, found: dict, fields: tuple[str, ...] = VECTOR_FIELDS) -> list[str]:
-    return [f"{name}: {found.get(name)!r} vs {expected.get(name)!r}" for name in fields
+    """What differs between two encoder records in ``fields``, plus the tokenizer's fingerprint when both hold it."""
+    both = TOKENIZER_FIELD in expected and TOKENIZER_FIELD in found
+    names = (*fields, TOKENIZER_FIELD) if both and TOKENIZER_FIELD not in fields else fields
+    return [f"{name}: {found.get(name)!r} vs {expected.get(name)!r}" for name in names
             if found.get(name) != expected.get(name)]
 
 
@@ -96,7 +104,22 @@ def read_shard_metadata(path: Path) -> dict:
             raise invalid_shard(path, f"its shard record lacks a whole number {key}")
     if footer.num_rows != shard["rows"]:
         raise invalid_shard(path, f"holds {footer.num_rows} rows where its metadata records {shard['rows']}")
+    _check_columns(path, footer.schema.to_arrow_schema(), metadata.get("dim"))
     return metadata
+
+
+def _check_columns(path: Path, schema: pa.Schema, dim: object) -> None:
+    """That the columns are the ones ``write_shard`` makes, vectors of the dimension the record names: a shard of
+    another width would pass every record check and stop FAISS with an assertion, or be reused on resume."""
+    if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
+        raise invalid_shard(path, "its encoder record lacks a whole-number dim")
+    kinds = {field.name: field.type for field in schema}
+    vectors = kinds.get("embedding")
+    if (list(kinds) != ["id", "embedding"] or kinds["id"] != pa.string()
+            or not pa.types.is_fixed_size_list(vectors) or vectors.value_type != pa.float32()
+            or vectors.list_size != dim):
+        shown = ", ".join(f"{name}: {kind}" for name, kind in kinds.items())
+        raise invalid_shard(path, f"its columns are {shown}, not id: string, embedding: {dim} float32 values")
 
 
 def read_shard(path: Path) -> tuple[list[str], np.ndarray]:
@@ -113,6 +136,9 @@ def read_shard(path: Path) -> tuple[list[str], np.ndarray]:
             ids.extend(batch.column(0).to_pylist())
     except Exception as error:
         raise invalid_shard(path, f"cannot be read: {_first_line(error)}") from None
+    if not np.isfinite(vectors).all():  # the encoder refuses to write these, so the file was changed since
+        raise RetrieverError(f"{path}: holds NaN or infinite vectors, which no encoder run writes; delete it and "
+                             "rerun `retriever encode` (or `build`) on its corpus")
     return ids, vectors
 
 

@@ -14,6 +14,8 @@ CHARS_PER_TOKEN = 8
 # on would cost time in proportion to the text. Such texts are counted as cut.
 MAX_CHARS_PER_TOKEN = 128
 _WHITESPACE = re.compile(r"\s")
+# Control characters \s does not match: trec_eval reads an id only up to a NUL, and none belongs in a TREC file.
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]")
 
 
 def text_problem(text: str) -> str | None:
@@ -70,6 +72,9 @@ def id_problem(value: str) -> str | None:
     if match is not None:
         return (f"id {value[:40]!r} holds whitespace ({match.group()!r}), which TREC run and qrels files cannot "
                 "hold")
+    match = _CONTROL.search(value)
+    if match is not None:
+        return f"id {value[:40]!r} holds a control character ({match.group()!r}), which TREC run files cannot hold"
     return text_problem(value)
 
 

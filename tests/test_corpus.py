@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -199,3 +201,37 @@ def test_shared_benchmark_collections_read_whole(name):
         qrels = read_qrels(dataset.qrels_path(split))
         assert len(qrels) == count and set(qrels) <= query_ids
         assert {doc for grades in qrels.values() for doc in grades} <= ids
+
+
+@pytest.mark.parametrize("fmt", ["auto", "jsonl"])
+def test_a_compressed_corpus_is_refused_saying_how_to_unpack_it(tmp_path, fmt):
+    """Read as text a gzip file was 'invalid UTF-8; re-encode the file as UTF-8', and without --format 'pass
+    --format jsonl', which led to that."""
+    import gzip
+
+    path = tmp_path / "corpus.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"_id": "a", "text": "x"}\n'))
+    with pytest.raises(InputFileError, match=r"corpus.jsonl.gz: the file is gzip-compressed.*gunzip -k corpus"):
+        read_all(path, fmt=fmt)
+
+
+def test_a_piped_corpus_is_read_once_not_drained_by_the_progress_count(tmp_path):
+    """The progress bar's counting pass read a pipe to its end, and the reader then said it held no documents."""
+    import os
+    import threading
+
+    from retriever.corpus import count_records
+
+    read_end, write_end = os.pipe()
+    feed = threading.Thread(target=lambda: (os.write(write_end, b'{"_id": "a", "text": "x"}\n{"_id": "b", '
+                                                                b'"text": "y"}\n'), os.close(write_end)))
+    feed.start()
+    path = f"/dev/fd/{read_end}"
+    try:
+        assert count_records(Path(path), "jsonl") is None
+        assert [d.id for d in read_all(path, fmt="jsonl")] == ["a", "b"]
+        with pytest.raises(InputFileError, match="no documents came through this stream.*save it to a file"):
+            read_all(path, fmt="jsonl")  # what `build` meets when it reads the corpus again
+    finally:
+        feed.join()
+        os.close(read_end)

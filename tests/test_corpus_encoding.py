@@ -3,20 +3,23 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from conftest import WORDS
-from retriever.corpus_encoding import encode_corpus
+from retriever.corpus_encoding import clear_other_encoder, encode_corpus
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
-from retriever.shards import check_complete, list_shards, read_shard
+from retriever.shards import check_complete, list_shards, read_shard, read_shard_metadata
 
 
 def write_corpus(path: Path, count: int, words: int = 60, seed: int = 0) -> Path:
@@ -102,3 +105,113 @@ def test_a_shard_folder_that_cannot_be_made_is_one_error(tiny_model_dir, tmp_pat
     with pytest.raises(RetrieverError, match=f"{expected}.*choose another --output"):
         encode_corpus(corpus, output, encoder(tiny_model_dir), progress=False)
     assert (tmp_path / "afile").read_text() == "mine"
+
+
+def test_a_resume_with_another_tokenizer_is_refused(tiny_model_dir, tmp_path):
+    """Shards record the tokenizer's fingerprint but resume compared weights only: a folder whose tokenizer was
+    swapped kept its old shards and encoded the rest with the new vocabulary, and `index` took the mix."""
+    corpus = write_corpus(tmp_path / "c.jsonl", 6)
+    encode_corpus(corpus, tmp_path / "out", encoder(tiny_model_dir), shard_size=2, progress=False)
+    list_shards(tmp_path / "out")[-1].unlink()  # a run killed before its last part
+    other = tmp_path / "other-vocab"
+    shutil.copytree(tiny_model_dir, other)
+    tokenizer = json.loads((other / "tokenizer.json").read_text())
+    vocab = tokenizer["model"]["vocab"]
+    vocab["cat"], vocab["dog"] = vocab["dog"], vocab["cat"]
+    (other / "tokenizer.json").write_text(json.dumps(tokenizer))
+    with pytest.raises(RetrieverError, match="different encoder.*tokenizer_sha256"):
+        encode_corpus(corpus, tmp_path / "out", encoder(other), shard_size=2, progress=False)
+    assert len(list_shards(tmp_path / "out")) == 2
+
+
+def rewrite_vectors(path: Path, vectors: np.ndarray) -> None:
+    """Write other vectors into a shard, keeping its ids and its metadata (so every record check still passes)."""
+    table = pq.read_table(path)
+    flat = pa.array(np.ascontiguousarray(vectors).reshape(-1))
+    damaged = pa.table({"id": table.column("id"),
+                        "embedding": pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1])})
+    pq.write_table(damaged.replace_schema_metadata(table.schema.metadata), path)
+
+
+def test_a_shard_of_another_width_is_invalid_and_a_rerun_reencodes_it(tiny_model_dir, tmp_path):
+    """A shard whose vectors are narrower than its record says was reused by a rerun, and `index` stopped with a
+    bare FAISS AssertionError."""
+    corpus = write_corpus(tmp_path / "c.jsonl", 6)
+    enc = encoder(tiny_model_dir)
+    encode_corpus(corpus, tmp_path / "out", enc, shard_size=2, progress=False)
+    before = shard_contents(tmp_path / "out")
+    shard = list_shards(tmp_path / "out")[1]
+    rewrite_vectors(shard, read_shard(shard)[1][:, :16])
+    with pytest.raises(RetrieverError, match=r"not a valid shard \(its columns are .*\[16\].*32 float32"):
+        read_shard_metadata(shard)
+    result = encode_corpus(corpus, tmp_path / "out", enc, shard_size=2, progress=False)
+    assert (result.changed_parts, result.skipped) == (1, 4)
+    assert shard_contents(tmp_path / "out") == before
+
+
+def test_non_finite_vectors_are_refused_before_they_are_written(tiny_model_dir, tmp_path, monkeypatch):
+    """Weights holding inf (or fp16 overflowing) made all-NaN vectors that were written, indexed and searched."""
+    corpus = write_corpus(tmp_path / "c.jsonl", 6)
+    enc = encoder(tiny_model_dir)
+    encode_corpus(corpus, tmp_path / "out", enc, shard_size=2, progress=False)
+    shard = list_shards(tmp_path / "out")[0]
+    rewrite_vectors(shard, np.full((2, 32), np.nan, dtype=np.float32))
+    with pytest.raises(RetrieverError, match="holds NaN or infinite vectors"):
+        read_shard(shard)  # what `index` reads
+    real = enc.encode_passages
+
+    def poisoned(documents, progress=None):
+        vectors = real(documents, progress)
+        vectors[-1, 3] = np.inf
+        return vectors
+
+    monkeypatch.setattr(enc, "encode_passages", poisoned)
+    with pytest.raises(RetrieverError, match=r"NaN or infinite vectors for 1 of 2 passages \(first: id 'doc1'\)"):
+        encode_corpus(corpus, tmp_path / "fresh", enc, shard_size=2, progress=False)
+    assert not (tmp_path / "fresh").exists()
+
+
+def test_a_worker_keeps_the_temporaries_of_live_writers(tiny_model_dir, tmp_path):
+    """Every start deleted every `.*.tmp-*` in the folder: another worker writing a shard there lost its file and
+    stopped. Only temporaries of dead processes go."""
+    corpus = write_corpus(tmp_path / "c.jsonl", 4)
+    out = tmp_path / "out"
+    out.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    live = out / f".embeddings-w000of002-00000.parquet.tmp-{os.getpid()}"
+    left = out / f".embeddings-w001of002-00003.parquet.tmp-{dead.stdout.strip()}"
+    live.write_bytes(b"being written")
+    left.write_bytes(b"left by a killed run")
+    encode_corpus(corpus, out, encoder(tiny_model_dir), shard_size=2, worker_index=1, num_workers=2, progress=False)
+    assert live.read_bytes() == b"being written" and not left.exists()
+
+
+def test_shards_of_another_split_or_encoder_are_refused_before_the_folder_changes(tiny_model_dir, tmp_path):
+    """Only the shards a run rewrote were compared: `--num-workers 2` with another model wrote beside a finished
+    one-worker folder (two encoders' vectors in one folder), and a refused rerun deleted the done marker."""
+    corpus = write_corpus(tmp_path / "c.jsonl", 6)
+    out = tmp_path / "out"
+    encode_corpus(corpus, out, encoder(tiny_model_dir), shard_size=2, progress=False)
+    before = shard_contents(out)
+    other = Encoder(EncoderSettings(model=str(tiny_model_dir), pooling="cls"), device="cpu", dtype="fp32")
+    with pytest.raises(RetrieverError, match="different encoder or split.*pooling"):
+        encode_corpus(corpus, out, other, shard_size=2, worker_index=1, num_workers=2, progress=False)
+    with pytest.raises(RetrieverError, match=r"different encoder or split \(num_workers: 1 vs 2\)"):
+        encode_corpus(corpus, out, encoder(tiny_model_dir), shard_size=2, num_workers=2, progress=False)
+    assert shard_contents(out) == before
+    check_complete(out)  # still finished
+
+
+def test_overwrite_clears_another_encoders_shards_behind_a_damaged_first_one(tiny_model_dir, tmp_path):
+    """`build --overwrite` read only the first shard to tell whose the folder was: a truncated first shard hid
+    the other encoder's shards, and the build it had asked to replace them refused them."""
+    corpus = write_corpus(tmp_path / "c.jsonl", 6)
+    out = tmp_path / "out"
+    encode_corpus(corpus, out, encoder(tiny_model_dir), shard_size=2, progress=False)
+    first = list_shards(out)[0]
+    first.write_bytes(first.read_bytes()[:100])  # killed mid-copy, or a full disk
+    (out / "notes.txt").write_text("mine")
+    other = Encoder(EncoderSettings(model=str(tiny_model_dir), pooling="cls"), device="cpu", dtype="fp32")
+    assert clear_other_encoder(out, other.metadata())
+    assert list_shards(out) == [] and (out / "notes.txt").read_text() == "mine"
+    assert encode_corpus(corpus, out, other, shard_size=2, progress=False).encoded == 6

@@ -42,6 +42,9 @@ CASES = [
      "build {dir}/c.jsonl -o {dir}/out --model {model}", "c.jsonl:1: bad document id: id 'a b' holds whitespace"),
     ("9-id-with-newline", {"c.jsonl": GOOD_CORPUS + b'{"_id": "b\\nc", "text": "x"}\n'},
      "build {dir}/c.jsonl -o {dir}/out --model {model}", "c.jsonl:2: bad document id"),
+    ("9-id-with-nul", {"c.jsonl": GOOD_CORPUS + b'{"_id": "a\\u0000b", "text": "x"}\n'},
+     "build {dir}/c.jsonl -o {dir}/out --model {model}", "c.jsonl:2: bad document id: id 'a\\x00b' holds a control "
+                                                          "character"),
     ("9-tsv-id-with-space", {"c.tsv": b"a b\tsome text\n"},
      "build {dir}/c.tsv -o {dir}/out --model {model}", "c.tsv:1: bad document id"),
     ("9-query-id-with-tab", {"q.jsonl": b'{"_id": "q\\t1", "text": "cat"}\n'},
