@@ -171,7 +171,13 @@ def _saved_head(folder: Path) -> dict[str, torch.Tensor]:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # a truncated or foreign pickle: say which file
         raise RetrieverError(f"{path}: cannot read the Condenser head ({type(error).__name__}: {error})") from None
-    return {key: value for key, value in state.items() if key.startswith(HEAD_PREFIX)}
+    head = ({key: value for key, value in state.items() if isinstance(key, str) and key.startswith(HEAD_PREFIX)}
+            if isinstance(state, dict) else None)
+    if head is None or not all(_HEAD_KEY.match(key) and isinstance(value, torch.Tensor) for key, value in head.items()):
+        # a tensor, a list, or keys without a layer number died of an AttributeError traceback
+        raise RetrieverError(f"{path}: not a Condenser head (a dict of c_head.N.* tensors, as luyug/Condenser saves "
+                             "it); remove or rename it to start from this folder's backbone with a new head")
+    return head
 
 
 def _pooler_weights(name: str) -> dict[str, torch.Tensor]:

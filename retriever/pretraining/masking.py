@@ -22,12 +22,14 @@ from retriever.texts import passage_text
 Example = list[tuple[list[int], list[int]]]  # (input ids, labels) of one block, or of two sibling spans
 MIN_SPAN_TOKENS = 4
 TOKENIZE_CHUNK = 256
+PIECE_CHARS = 1 << 16  # characters of a text the tokenizer sees in one piece
+TOKENIZE_CHARS = 1 << 20  # characters per tokenizer call
 
 
 class TokenizedCorpus:
     """Every document's token ids in one array; ``offsets[i]:offsets[i+1]`` is document i."""
 
-    def __init__(self, documents: Iterable[list[int]]) -> None:
+    def __init__(self, documents: Iterable[Sequence[int]]) -> None:
         pieces = [np.asarray(ids, dtype=np.int32) for ids in documents]
         self.ids = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.int32)
         self.offsets = np.cumsum([0, *map(len, pieces)], dtype=np.int64)
@@ -35,13 +37,53 @@ class TokenizedCorpus:
     @classmethod
     def read(cls, corpus: str, tokenizer: PreTrainedTokenizerBase, fmt: str = "auto",
              fields: Fields = Fields()) -> "TokenizedCorpus":
-        """Tokenized a chunk of documents at a time, so the fast tokenizer batches."""
+        """Tokenized a chunk of documents at a time, so the fast tokenizer batches. Each chunk becomes int32 at
+        once (Python lists of ids cost 9-36 bytes a token, not 4), and a long text is tokenized in pieces of at
+        most PIECE_CHARS characters: whole, a 20 MB line held the tokenizer's per-token records of all of it
+        (3.9 GB)."""
         documents = iter(iter_documents(corpus, fmt=fmt, fields=fields))
-        ids: list[list[int]] = []
-        while chunk := [passage_text(d.title, d.text) for d in itertools.islice(documents, TOKENIZE_CHUNK)]:
-            ids += tokenizer(chunk, add_special_tokens=False, truncation=False, verbose=False,
-                             return_attention_mask=False, return_token_type_ids=False)["input_ids"]
-        return cls(ids)
+        chunks, lengths = [], []
+        while texts := [passage_text(d.title, d.text) for d in itertools.islice(documents, TOKENIZE_CHUNK)]:
+            ids, chunk_lengths = _tokenize_chunk(tokenizer, texts)
+            chunks.append(ids)
+            lengths.append(np.asarray(chunk_lengths, dtype=np.int64))
+        corpus_ids = cls([])
+        corpus_ids.ids = np.concatenate(chunks) if chunks else corpus_ids.ids
+        if lengths:
+            corpus_ids.offsets = np.concatenate([[0], np.cumsum(np.concatenate(lengths))])
+        return corpus_ids
+
+
+def text_pieces(text: str, limit: int = PIECE_CHARS) -> list[str]:
+    """``text`` cut into pieces of at most ``limit`` characters, each cut after a whitespace character where the
+    window has one: BERT tokenizers split words at whitespace, so the pieces' tokens are the whole text's. Only a
+    run of ``limit`` characters without whitespace is cut inside it (one word, [UNK] either way)."""
+    pieces, start = [], 0
+    while len(text) - start > limit:
+        window = text[start:start + limit]
+        cut = max(window.rfind(" "), window.rfind("\n"), window.rfind("\t"))
+        end = start + (cut + 1 if cut > 0 else limit)
+        pieces.append(text[start:end])
+        start = end
+    return [*pieces, text[start:]]  # a cut leaves more than `limit` characters, so this is never empty but for ""
+
+
+def _tokenize_chunk(tokenizer: PreTrainedTokenizerBase, texts: list[str]) -> tuple[np.ndarray, list[int]]:
+    """The chunk's token ids as one int32 array, and each text's token count; the tokenizer gets at most
+    about TOKENIZE_CHARS characters a call, whatever the texts' lengths."""
+    owners = [(index, piece) for index, text in enumerate(texts) for piece in text_pieces(text)]
+    arrays, lengths, batch, size = [], [0] * len(texts), [], 0
+    for position, (index, piece) in enumerate(owners):
+        batch.append((index, piece))
+        size += len(piece)
+        if size >= TOKENIZE_CHARS or position == len(owners) - 1:
+            encoded = tokenizer([piece for _, piece in batch], add_special_tokens=False, truncation=False,
+                                verbose=False, return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+            for (owner, _), ids in zip(batch, encoded):
+                arrays.append(np.asarray(ids, dtype=np.int32))
+                lengths[owner] += len(ids)
+            batch, size = [], 0
+    return (np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int32)), lengths
 
 
 class WholeWordMasker:

@@ -16,18 +16,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from transformers import PreTrainedTokenizerBase, Trainer, TrainerCallback, set_seed
+from transformers import Trainer, TrainerCallback, set_seed
 
 from retriever.errors import RetrieverError
 from retriever.folders import publish_model_folder
 from retriever.model_loading import load_tokenizer, resolve_model_path
+from retriever.pretraining.card import pretrain_card
 from retriever.pretraining.condenser import CondenserForPretraining, load_condenser
+from retriever.pretraining.guards import check_examples, check_tokenizer
 from retriever.pretraining.masking import CondenserExamples, TokenizedCorpus, WholeWordMasker, pad_batch
 from retriever.training import stack
+from retriever.training.run_guards import one_run_at_a_time
 
 LOSS_PARTS = ("head_mlm", "backbone_mlm", "span")
 OBJECTIVES = ("condenser", "mlm")
 BACKBONE_PREFIX = "lm.bert."  # the encoder a retriever keeps; everything else is a pre-training head
+MODEL_CARD = "README.md"
 CONTRASTIVE_MARKERS = ("modules.json", "config_sentence_transformers.json", "retriever.json")
 
 
@@ -144,7 +148,14 @@ class CondenserTrainer(stack.StackTrainer):
 
 
 def pretrain(config: PretrainConfig, log: Callable[[str], None] = stack.log) -> PretrainResult:
-    """Run (or continue) Condenser pre-training and write the backbone + head to ``config.output``."""
+    """Run (or continue) Condenser pre-training and write the backbone + head to ``config.output``; one run of an
+    output at a time, never inside the start model's folder."""
+    config.check()
+    with one_run_at_a_time(config.output, stack.is_main_process()):
+        return _pretrain(config, log)
+
+
+def _pretrain(config: PretrainConfig, log: Callable[[str], None]) -> PretrainResult:
     started = time.perf_counter()
     config, finished, resume = config.prepare()
     output = Path(config.output)
@@ -156,7 +167,7 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] = stack.log) -> 
     model, notes = load_condenser(config.model, 0 if config.objective == "mlm" else config.n_head_layers,
                                   config.skip_from)
     tokenizer = load_tokenizer(config.model)
-    _check_tokenizer(tokenizer, model, config)
+    check_tokenizer(tokenizer, model.lm, config.model, config.max_length)
     notes += [f"resuming from {resume} (step {stack.checkpoint_step(resume)})"] if resume else []
     for note in notes:
         log(note)
@@ -164,13 +175,9 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] = stack.log) -> 
                                                       config.corpus_fields),
                                  WholeWordMasker(tokenizer, config.mlm_probability), config.max_length,
                                  config.cocondenser, config.seed)
-    if len(examples) == 0:
-        raise RetrieverError(f"{config.corpus}: no training sequences (the documents are empty"
-                             + (" or too short for two spans" if config.cocondenser else "") + ")")
+    check_examples(examples, tokenizer.unk_token_id, config.corpus, log)
     per_step = config.batch_size // 2 if config.cocondenser else config.batch_size
-    max_steps = config.max_steps
-    if config.epochs is not None or max_steps is None:  # whichever ends first
-        max_steps = min(max_steps or math.inf, (config.epochs or 1) * math.ceil(len(examples) / per_step))
+    max_steps = run_steps(config, len(examples), per_step, log)
     arguments, precision = config.arguments(per_step, max_steps, config.keep_checkpoints)
     trainer = CondenserTrainer(config, arguments=arguments, precision=precision, model=model, train_dataset=examples,
                                data_collator=lambda batch: pad_batch(batch, tokenizer.pad_token_id))
@@ -191,12 +198,31 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] = stack.log) -> 
 
     def write_model() -> None:
         model = trainer.accelerator.unwrap_model(trainer.model)
-        publish_model_folder(output, lambda staging: model.save_pretrained(staging, tokenizer))
+        card = pretrain_card(config.learning_settings(), result.steps, model.n_head_layers, model.skip_from)
+
+        def fill(staging: Path) -> None:
+            model.save_pretrained(staging, tokenizer)
+            (staging / MODEL_CARD).write_text(card, encoding="utf-8")  # a train folder's card has the same name
+        publish_model_folder(output, fill)
         if history:
             log(f"wrote {output}: {result.steps} steps, loss {history[0]['loss']:.3f} -> {history[-1]['loss']:.3f}, "
                 f"{result.tokens_per_second:.0f} tokens/s, {result.seconds:.0f}s")
     trainer.finish(write_model, {**dataclasses.asdict(result), "output": str(output)})
     return result
+
+
+def run_steps(config: PretrainConfig, examples: int, per_step: int, log: Callable[[str], None]) -> int:
+    """The run's optimizer steps: --max-steps or --epochs, whichever ends first. Freezing them all writes the start
+    model's backbone back bit for bit (a head-only stage, continued later with --model OUTPUT, or a typo), so it
+    is said; it used to pass silently."""
+    max_steps = config.max_steps
+    if config.epochs is not None or max_steps is None:
+        max_steps = min(max_steps or math.inf, (config.epochs or 1) * math.ceil(examples / per_step))
+    if config.freeze_backbone_steps >= max_steps:
+        log(f"warning: --freeze-backbone-steps {config.freeze_backbone_steps} covers all {max_steps} steps of the "
+            "run: only the heads train and the backbone (what fine-tuning keeps) comes out unchanged; continue with "
+            "--model OUTPUT to train it, or freeze fewer steps (the README's recipe freezes a quarter)")
+    return max_steps
 
 
 def contrastive_start_warning(name: str) -> str | None:
@@ -209,12 +235,3 @@ def contrastive_start_warning(name: str) -> str | None:
     return (f"warning: {name} is already a contrastive sentence encoder ({found[0]}); on minilm, Condenser "
             "pre-training measurably lowered fine-tuned nDCG@10 (README.md, \"When pre-training helps\"). Fine-tune "
             "it directly, or pre-train a BERT with an MLM head instead")
-
-
-def _check_tokenizer(tokenizer: PreTrainedTokenizerBase, model: CondenserForPretraining,
-                     config: PretrainConfig) -> None:
-    if None in (tokenizer.mask_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id):
-        raise RetrieverError(f"{config.model}: the tokenizer lacks [MASK]/[CLS]/[SEP]/[PAD]; "
-                             "a BERT tokenizer is needed")
-    if config.max_length > (limit := model.lm.config.max_position_embeddings):
-        raise RetrieverError(f"--max-length {config.max_length} exceeds the model's {limit} positions")

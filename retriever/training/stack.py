@@ -34,6 +34,7 @@ from retriever.files import write_json
 from retriever.folders import check_creatable, make_folder
 from retriever.model_folder import portable_record
 from retriever.training.processes import launched_processes, peer_deaths_reported
+from retriever.training.run_guards import check_run_paths
 from retriever.training.run_record import (CHECKPOINTS, FINISHED_FILE, INPUTS_KEY, RUN_FILE,  # noqa: F401 (stack.*)
                                            WEIGHTS_FILE, checkpoint_step, corpus_file, final_state,
                                            inputs_fingerprint, load_weights, model_weight_files, prior_run,
@@ -94,6 +95,7 @@ class StackConfig:
                 raise RetrieverError(f"--{name.replace('_', '-')} is {getattr(self, name)}; give a finite number")
         if self.learning_rate <= 0 or not 0 <= self.warmup_ratio < 1:
             raise RetrieverError("--learning-rate must be positive and --warmup-ratio in [0, 1)")
+        check_run_paths(self.output, self.model, self.data_files())
 
     def normalised(self) -> "StackConfig":
         """Paths resolved, so a rerun from another directory compares equal."""

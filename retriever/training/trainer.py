@@ -26,6 +26,7 @@ from retriever.training.dev import DevSet, evaluate_dev, load_dev_set
 from retriever.training.dual_encoder import DualEncoder
 from retriever.training.gradcache import cached_embeddings
 from retriever.training.loss import contrastive_loss, default_temperature, global_batch, judged_positive_mask
+from retriever.training.run_guards import one_run_at_a_time
 
 SELECTION_METRIC = "ndcg@10"
 
@@ -170,7 +171,14 @@ class DualEncoderTrainer(stack.StackTrainer):
 
 
 def train(config: TrainConfig) -> TrainResult:
-    """Fine-tune a dual encoder and write it to ``config.output``; rerun the same call after a crash to resume."""
+    """Fine-tune a dual encoder and write it to ``config.output``; rerun the same call after a crash to resume.
+    One run of an output at a time."""
+    config.check()
+    with one_run_at_a_time(config.output, stack.is_main_process()):
+        return _train(config)
+
+
+def _train(config: TrainConfig) -> TrainResult:
     started = time.time()
     config, finished, resume = config.prepare()
     if finished is not None:

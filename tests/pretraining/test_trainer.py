@@ -104,9 +104,12 @@ def test_rerun_with_other_settings_is_refused(tiny_beir, tiny_model_dir, tmp_pat
         pretrain(config(tiny_beir, output, tiny_model_dir, max_steps=2, max_length=64), log=quiet)
 
 
-def test_output_must_not_be_an_unrelated_folder(tiny_beir, tiny_model_dir):
+def test_output_must_not_be_an_unrelated_folder(tiny_beir, tiny_model_dir, tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("a user's file")
     with pytest.raises(RetrieverError, match="holds no training run"):
-        pretrain(config(tiny_beir, tiny_model_dir, tiny_model_dir, max_steps=1), log=quiet)
+        pretrain(config(tiny_beir, tmp_path / "mine", tiny_model_dir, max_steps=1), log=quiet)
+    assert [path.name for path in (tmp_path / "mine").iterdir()] == ["notes.txt"]
 
 
 @pytest.mark.parametrize("processes, sequences, message", [

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import shutil
 from pathlib import Path
 
@@ -256,3 +257,32 @@ def test_an_epochs_last_step_with_a_lone_query_and_no_other_candidate_is_dropped
     assert "the last step of each epoch would hold one query" in capfd.readouterr().err
     kept = train(config(tmp_path / "kept", train_beir, small_bert, batch_size=6, epochs=1))  # a last step of 2
     assert kept.steps == 2 and all(loss > 0 for loss in kept.losses)
+
+
+def test_a_second_train_of_the_same_output_is_refused_while_one_runs(tmp_path, small_bert, train_beir):
+    """Two runs of one output resumed from each other's live checkpoints and rotated them away under each other."""
+    from retriever.folders import exclusive_build, named_output
+    output = tmp_path / "model"
+    with exclusive_build(named_output(output.resolve())):  # what a running `train` of it holds
+        with pytest.raises(RetrieverError, match=r"another training run of it is running \(pid \d+\)"):
+            train(config(output, train_beir, small_bert, epochs=1))
+    assert not output.exists()
+
+
+def test_train_output_inside_the_start_model_and_a_piped_data_file_are_refused(tmp_path, small_bert, train_beir,
+                                                                               monkeypatch):
+    """An output inside the start model joined its fingerprint (a rerun said "the start model changed"); a pipe
+    resolved to /proc/PID/fd/pipe:[N] and was "no such file"."""
+    never_loaded(monkeypatch)
+    model = shutil.copytree(small_bert, tmp_path / "start")
+    with pytest.raises(RetrieverError, match="is inside the start model's folder"):
+        train(config(model / "fine-tuned", train_beir, model))
+    read, write = os.pipe()
+    try:
+        with pytest.raises(RetrieverError, match=f"/dev/fd/{read}: is a pipe or a device, not a file"):
+            train(config(tmp_path / "out", None, small_bert, train_jsonl=f"/dev/fd/{read}",
+                         corpus=str(train_beir / "corpus.jsonl")))
+    finally:
+        os.close(read)
+        os.close(write)
+    assert not (model / "fine-tuned").exists() and not (tmp_path / "out").exists()

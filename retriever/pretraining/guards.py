@@ -1,0 +1,53 @@
+"""What `retriever pretrain` refuses before it trains, each case one line instead of a traceback or a run that
+trains nothing: a tokenizer the model cannot embed, and a corpus without anything to learn from (what `train`
+refuses as well is in `retriever.training.run_guards`)."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from transformers import PreTrainedTokenizerBase
+
+from retriever.errors import RetrieverError
+from retriever.model_loading import check_vocabulary
+from retriever.pretraining.masking import CondenserExamples
+from retriever.training.processes import launched_processes
+
+COUNT_BLOCK = 1 << 24  # tokens counted at a time, so the check holds no corpus-sized temporary
+UNK_WARNING_SHARE = 0.1
+
+
+def check_tokenizer(tokenizer: PreTrainedTokenizerBase, model, name: str, max_length: int) -> None:
+    """A BERT tokenizer whose every id the model can embed (a larger vocabulary died of an ``IndexError`` in the
+    embedding at the first batch), and a max length within the model's positions."""
+    if None in (tokenizer.mask_token_id, tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id):
+        raise RetrieverError(f"{name}: the tokenizer lacks [MASK]/[CLS]/[SEP]/[PAD]; a BERT tokenizer is needed")
+    check_vocabulary(tokenizer, model, name)
+    if max_length > (limit := model.config.max_position_embeddings):
+        raise RetrieverError(f"--max-length {max_length} exceeds the model's {limit} positions")
+
+
+def check_examples(examples: CondenserExamples, unk_id: int | None, corpus: str, log: Callable[[str], None]) -> None:
+    """Refuse a corpus that gives no sequence, nothing to mask (every token [UNK] or special: the loss was 0.000
+    at every step and exit 0) or, with --cocondenser, fewer than 2 span documents per process (the span softmax
+    held only the sibling: span loss 0 at every step); warn when many tokens are [UNK]."""
+    cocondenser = examples.cocondenser
+    if len(examples) == 0:
+        raise RetrieverError(f"{corpus}: no training sequences (the documents are empty"
+                             + (" or too short for two spans" if cocondenser else "") + ")")
+    ids, special = examples.corpus.ids, np.fromiter(examples.masker.special_ids, dtype=np.int64)
+    specials = unknown = 0
+    for start in range(0, len(ids), COUNT_BLOCK):
+        block = ids[start:start + COUNT_BLOCK]
+        specials += int(np.isin(block, special).sum())
+        unknown += int((block == unk_id).sum()) if unk_id is not None else 0
+    if specials == len(ids):
+        raise RetrieverError(f"{corpus}: every token of the corpus is [UNK] or another special token of the model's "
+                             "tokenizer, so there is nothing to mask and learn; use a model whose vocabulary covers "
+                             "the corpus's language")
+    if unknown > UNK_WARNING_SHARE * len(ids):
+        log(f"warning: {unknown / len(ids):.0%} of the corpus's tokens are [UNK] (never masked or predicted); "
+            "the model's vocabulary does not cover much of the corpus")
+    if cocondenser and len(examples) < 2 * (processes := launched_processes()):
+        raise RetrieverError(f"{corpus}: --cocondenser needs at least {2 * processes} documents long enough for two "
+                             f"spans (2 per process), and there are {len(examples)}: the span loss would be 0")

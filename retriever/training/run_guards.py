@@ -1,0 +1,51 @@
+"""What `train` and `pretrain` refuse before they load anything, each a line instead of a run that breaks later:
+a second run of the same output at once, an output inside the start model's folder, and a data file that is a
+pipe or a device."""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from retriever.errors import RetrieverError
+from retriever.folders import exclusive_build, named_output
+
+
+@contextlib.contextmanager
+def one_run_at_a_time(output: str, main_process: bool) -> Iterator[None]:
+    """Hold ``.NAME.lock`` beside the output while this run lives (rank 0 only; the kernel drops it with the
+    process): two runs of one output resumed from each other's live checkpoints, rotated them away under each
+    other, and died with a traceback or published one over the other."""
+    if not main_process:
+        yield
+        return
+    with exclusive_build(named_output(Path(output).expanduser().resolve()), "training run"):
+        yield
+
+
+def check_output_outside_model(output: str, model: str) -> None:
+    """The output may not be (or lie in) the start model's folder: the run's own weights would join the start
+    model's fingerprint, so a rerun of the finished run was refused as "the start model changed"."""
+    root = Path(model).expanduser()  # a local folder; aliases and hub ids name folders no output goes into
+    if not root.is_dir():
+        return
+    root, target = root.resolve(), Path(output).expanduser().resolve()
+    if target == root or root in target.parents:
+        raise RetrieverError(f"--output {output} is inside the start model's folder {root}; choose an --output "
+                             "outside it")
+
+
+def check_data_file(path: Path | None) -> None:
+    """A data file that is a pipe or a device (``/dev/stdin``, ``<(...)``) is refused by name: its path resolved to
+    ``/proc/PID/fd/pipe:[N]`` and failed as "no such file". A rerun could not check that it is unchanged before
+    resuming, and under torchrun every process reads it."""
+    if path is not None and path.exists() and not (path.is_file() or path.is_dir()):
+        raise RetrieverError(f"{path}: is a pipe or a device, not a file; training reads its data from files (a rerun "
+                             "checks they are unchanged before resuming): save it to a file and pass that")
+
+
+def check_run_paths(output: str, model: str, data_files: dict[str, Path | None]) -> None:
+    """The output is outside the start model and no data file is a pipe: checked before anything loads."""
+    check_output_outside_model(output, model)
+    for path in data_files.values():
+        check_data_file(path)

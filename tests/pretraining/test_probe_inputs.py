@@ -1,0 +1,147 @@
+"""Inputs that used to crash pre-training or let it train nothing (probe round 6): a tokenizer larger than the
+model's embeddings, a corpus the tokenizer only knows as [UNK], a coCondenser corpus with one span document, and a
+huge line, which is now tokenized in bounded pieces with the same tokens."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+from transformers import BertConfig, BertModel
+
+from conftest import make_tiny_bert
+from retriever.errors import RetrieverError
+from retriever.model_loading import load_tokenizer
+from retriever.pretraining import PretrainConfig, pretrain
+from retriever.pretraining import masking
+from retriever.pretraining.condenser import load_condenser
+from retriever.pretraining.masking import TokenizedCorpus, text_pieces
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def config(corpus, output, model, **overrides) -> PretrainConfig:
+    settings = dict(corpus=str(corpus), output=str(output), model=str(model), max_length=16, batch_size=4,
+                    device="cpu", dtype="fp32", progress=False, save_steps=None, max_steps=2, seed=3)
+    return PretrainConfig(**{**settings, **overrides})
+
+
+def corpus_of(path, texts) -> str:
+    path.write_text("".join(json.dumps({"_id": f"d{i}", "text": text}) + "\n" for i, text in enumerate(texts)),
+                    encoding="utf-8")
+    return str(path)
+
+
+def test_a_tokenizer_larger_than_the_models_vocabulary_is_refused_before_training(tiny_model_dir, tiny_beir, tmp_path):
+    """It died of `IndexError: index out of range in self` in the embedding at the first batch."""
+    folder = tmp_path / "small-vocab"
+    load_tokenizer(str(tiny_model_dir)).save_pretrained(folder)
+    BertModel(BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64)).save_pretrained(folder)
+    with pytest.raises(RetrieverError, match=r"its tokenizer has token ids up to \d+ but the model embeds only 60 "
+                                             "tokens"):
+        pretrain(config(tiny_beir, tmp_path / "out", folder), log=print)
+    assert not (tmp_path / "out" / "config.json").exists()
+
+
+def test_a_corpus_the_tokenizer_only_knows_as_unk_is_refused(tiny_model_dir, tmp_path):
+    """Every token was [UNK], nothing was masked: loss 0.000 -> 0.000, a model written and exit 0."""
+    corpus = corpus_of(tmp_path / "c.jsonl", ["日本語 中文 한국어 ελληνικά"] * 12)
+    with pytest.raises(RetrieverError, match="every token of the corpus is \\[UNK\\] or another special token"):
+        pretrain(config(corpus, tmp_path / "out", tiny_model_dir), log=print)
+    assert not (tmp_path / "out" / "config.json").exists()
+
+
+def test_a_corpus_mostly_of_unk_trains_with_a_warning(tiny_model_dir, tmp_path):
+    corpus = corpus_of(tmp_path / "c.jsonl", ["日本語 中文 한국어 the cat sat on the mat"] * 12)
+    lines = []
+    result = pretrain(config(corpus, tmp_path / "out", tiny_model_dir), log=lines.append)
+    assert result.steps == 2 and all(entry["loss"] > 0 for entry in result.history)
+    assert any(line.startswith("warning: ") and "of the corpus's tokens are [UNK]" in line for line in lines), lines
+
+
+def test_cocondenser_with_one_span_document_is_refused(tiny_model_dir, tmp_path):
+    """Each step's span softmax held only the sibling: span loss 0.0 at every step, exit 0."""
+    corpus = corpus_of(tmp_path / "c.jsonl", ["the cat sat on the old mat by the fire and a dog ran to the river",
+                                              "cat"])
+    with pytest.raises(RetrieverError, match="--cocondenser needs at least 2 documents long enough for two spans"):
+        pretrain(config(corpus, tmp_path / "out", tiny_model_dir, cocondenser=True), log=print)
+
+
+class CountingTokenizer:
+    """The tokenizer, noting how many characters each call hands it."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer, self.calls = tokenizer, []
+
+    def __call__(self, texts, **kwargs):
+        self.calls.append(sum(map(len, texts)))
+        return self.tokenizer(texts, **kwargs)
+
+
+def test_a_huge_line_is_tokenized_in_bounded_pieces_with_the_same_tokens(tiny_model_dir, tmp_path):
+    """A 20 MB line went to the tokenizer whole: 3.9 GB peak and 81 s, for 20 MB of int32 ids."""
+    tokenizer = load_tokenizer(str(tiny_model_dir))
+    sentence = "the cat sat on the old mat by the fire "
+    repeats = 2 * masking.TOKENIZE_CHARS // len(sentence)
+    corpus = corpus_of(tmp_path / "c.jsonl", [sentence * repeats, "a dog ran", ""])
+    counting = CountingTokenizer(tokenizer)
+    tokens = TokenizedCorpus.read(corpus, counting)
+    assert max(counting.calls) < masking.TOKENIZE_CHARS + masking.PIECE_CHARS, counting.calls
+    one = tokenizer(sentence, add_special_tokens=False)["input_ids"]
+    short = len(tokenizer("a dog ran", add_special_tokens=False)["input_ids"])
+    assert tokens.offsets.tolist() == [0, len(one) * repeats, len(one) * repeats + short, len(one) * repeats + short]
+    assert tokens.ids[:len(one) * repeats].tolist() == one * repeats and tokens.ids.dtype.name == "int32"
+
+
+@pytest.mark.parametrize("text, limit, expected", [("", 4, [""]), ("abc", 4, ["abc"]),
+                                                   ("ab cd ef gh", 4, ["ab ", "cd ", "ef ", "gh"]),
+                                                   ("a\nbc\tde", 3, ["a\n", "bc\t", "de"]),
+                                                   ("abcdefghij", 4, ["abcd", "efgh", "ij"])])
+def test_text_pieces_cut_after_whitespace_and_lose_nothing(text, limit, expected):
+    assert text_pieces(text, limit) == expected
+
+
+def test_output_inside_the_start_models_folder_is_refused(tiny_beir, tmp_path):
+    """A finished run's own weights joined the start model's fingerprint: its rerun was refused as 'the start model
+    changed'; the start model folder itself as output is refused before any work too."""
+    model = make_tiny_bert(tmp_path / "model", layers=2)
+    for output in (model / "condenser", model):
+        with pytest.raises(RetrieverError, match="is inside the start model's folder"):
+            pretrain(config(tiny_beir, output, model), log=print)
+    assert not (model / "condenser").exists()
+
+
+@pytest.mark.parametrize("steps", [{"max_steps": 3}, {"epochs": 1, "max_steps": None}])
+def test_freezing_the_backbone_for_every_step_is_said(tiny_beir, tiny_model_dir, tmp_path, steps):
+    """The backbone, all that fine-tuning keeps, came out bit-identical to the start model without a word."""
+    lines = []
+    pretrain(config(tiny_beir, tmp_path / "out", tiny_model_dir, freeze_backbone_steps=1000, **steps), log=lines.append)
+    assert any(line.startswith("warning: --freeze-backbone-steps 1000 covers all ") and "comes out unchanged" in line
+               for line in lines), lines
+    lines.clear()
+    pretrain(config(tiny_beir, tmp_path / "thawed", tiny_model_dir, freeze_backbone_steps=1, max_steps=2),
+             log=lines.append)
+    assert not any("--freeze-backbone-steps" in line for line in lines), lines
+
+
+def test_a_corpus_that_is_a_pipe_is_refused_by_name(tiny_model_dir, tmp_path):
+    """`pretrain <(cat corpus.jsonl)` resolved the pipe to /proc/PID/fd/pipe:[N] and said "no such file or folder"."""
+    read, write = os.pipe()
+    try:
+        with pytest.raises(RetrieverError, match=f"/dev/fd/{read}: is a pipe or a device, not a file"):
+            pretrain(config(f"/dev/fd/{read}", tmp_path / "out", tiny_model_dir, corpus_format="jsonl"), log=print)
+    finally:
+        os.close(read)
+        os.close(write)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("payload", [torch.zeros(3), [1, 2], {"c_head.zz": torch.zeros(2)}, {"c_head.0.x": 1}])
+def test_a_model_pt_that_is_not_a_head_is_one_error(tmp_path, payload):
+    """A warm start whose model.pt held a tensor, a list or unnumbered c_head keys died of an AttributeError."""
+    model = make_tiny_bert(tmp_path / "model", layers=2)
+    torch.save(payload, model / "model.pt")
+    with pytest.raises(RetrieverError, match="model.pt: not a Condenser head \\(a dict of c_head.N.\\* tensors"):
+        load_condenser(str(model))

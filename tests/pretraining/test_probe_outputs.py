@@ -1,0 +1,63 @@
+"""A pre-training output folder (probe round 6): it gets a model card as `train` folders do, and a second run of
+the same output while one runs is refused instead of resuming from, and rotating away, the other's checkpoints."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from retriever.pretraining import PretrainConfig, pretrain
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def config(corpus, output, model, **overrides) -> PretrainConfig:
+    settings = dict(corpus=str(corpus), output=str(output), model=str(model), max_length=16, batch_size=4,
+                    device="cpu", dtype="fp32", progress=False, save_steps=None, max_steps=2, seed=3)
+    return PretrainConfig(**{**settings, **overrides})
+
+
+def test_a_pretrained_folder_has_a_model_card(tiny_beir, tiny_model_dir, tmp_path):
+    """`pretrain` folders had no README.md, while `train` folders get one."""
+    output = tmp_path / "out"
+    pretrain(config(tiny_beir, output, tiny_model_dir, cocondenser=True, max_length=24), log=print)
+    card = (output / "README.md").read_text(encoding="utf-8")
+    assert f"- Base model: `{tiny_model_dir.name}`\n" in card
+    assert "- Training data: corpus `tiny-beir`\n" in card
+    assert "- Objective: coCondenser: 2 head layers fed the last layer's CLS and the tokens of layer 2" in card
+    assert "- Steps: 2\n" in card and "max_length 24" in card and "mlm_probability 0.15" in card
+    assert "retriever train --dataset DATASET --split train --model MODEL_FOLDER" in card
+    assert "`model.pt`" in card and str(tmp_path) not in card
+    mlm = tmp_path / "mlm"
+    pretrain(config(tiny_beir, mlm, tiny_model_dir, objective="mlm"), log=print)
+    card = (mlm / "README.md").read_text(encoding="utf-8")
+    assert "- Objective: MLM only (no Condenser head)" in card and "There is no Condenser head" in card
+
+
+def test_a_second_run_of_the_same_output_is_refused_while_the_first_runs(tiny_beir, tiny_model_dir, tmp_path):
+    """The second resumed from the first's live checkpoint and died when the first rotated it away
+    (`trainer_state.json: file not found`, or a torch `Parent directory ... does not exist` traceback)."""
+    output = tmp_path / "out"
+    command = [sys.executable, "-m", "retriever", "pretrain", str(tiny_beir), "--output", str(output), "--model",
+               str(tiny_model_dir), "--max-steps", "100000", "--save-steps", "2", "--sequences-per-step", "4",
+               "--max-length", "16", "--device", "cpu", "--dtype", "fp32", "--no-progress"]
+    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        deadline = time.monotonic() + 60
+        while not list((output / "checkpoints").glob("checkpoint-*/run.json")):
+            assert first.poll() is None, first.communicate()
+            assert time.monotonic() < deadline, "no checkpoint appeared within 60 s"
+            time.sleep(0.05)
+        second = subprocess.run(command, capture_output=True, text=True, timeout=120,
+                                env={**os.environ, "OMP_NUM_THREADS": "1"})  # the same command
+        assert second.returncode == 1 and f"another training run of it is running (pid {first.pid})" in second.stderr
+        assert second.stderr.count("\n") == 1 and "Traceback" not in second.stderr, second.stderr
+        assert first.poll() is None
+    finally:
+        first.kill()
+        first.wait()
+    assert not (output / "config.json").exists()
