@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import torch
-from huggingface_hub.errors import StrictDataclassError
+from huggingface_hub.errors import LocalEntryNotFoundError, StrictDataclassError
 from safetensors import SafetensorError
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
@@ -101,6 +101,7 @@ def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
     builds one of the special tokens alone, and every word becomes [UNK]."""
     path = resolve_model_path(name)
     check_config_files(path)
+    _check_hub_reachable(name, path, "tokenizer")
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
     except (OSError, ValueError, StrictDataclassError) as error:
@@ -127,6 +128,7 @@ def load_model(name: str, model_class: Any = AutoModel, **kwargs: Any) -> tuple[
     transformers ≥ 5 otherwise keeps the stored dtype, and a checkpoint stored in fp16 then trained in fp16."""
     path = resolve_model_path(name)
     options = {"dtype": torch.float32, "trust_remote_code": False, **kwargs}  # never run a model folder's code
+    _check_hub_reachable(name, path, "config or weights")
     try:
         model, info = model_class.from_pretrained(path, output_loading_info=True, **options)
     except (pickle.UnpicklingError, EOFError, SafetensorError) as error:
@@ -152,17 +154,28 @@ def model_files(name: str) -> Path | None:
     files (fetched, or from the cache when offline); None when they cannot be had (loading the model then says
     why). Hub ids used to be read from no folder at all: their pooling and max length were never seen."""
     path = Path(resolve_model_path(name))
-    return path if path.is_dir() else _hub_json_files(str(path))
+    if path.is_dir():
+        return path
+    found = _hub_json_files(str(path))
+    return found if isinstance(found, Path) else None
 
 
 @lru_cache(maxsize=64)
-def _hub_json_files(repo_id: str) -> Path | None:
+def _hub_json_files(repo_id: str) -> Path | Exception:
+    """A snapshot of the repo's JSON files, or why there is none (no network, no such repo, a bad id)."""
     from huggingface_hub import snapshot_download
 
     try:
         return Path(snapshot_download(repo_id, allow_patterns=["*.json"]))
-    except Exception:  # noqa: BLE001 - no network, no such repo, a bad id: all mean "no settings files here"
-        return None
+    except Exception as error:  # noqa: BLE001 - each means "no settings files here"; loading says why
+        return error
+
+
+def _check_hub_reachable(name: str, path: str, what: str) -> None:
+    """A hub id that neither the hub (unreachable) nor the cache has fails at once: transformers retried for most
+    of a minute before failing the same way."""
+    if not Path(path).is_dir() and isinstance(found := _hub_json_files(path), LocalEntryNotFoundError):
+        raise _load_error(name, path, what, found)
 
 
 def check_vocabulary(tokenizer: PreTrainedTokenizerBase, model: torch.nn.Module, path: str) -> None:

@@ -209,3 +209,21 @@ def test_a_tokenizer_of_another_model_is_refused_before_any_text(tmp_path):
     with pytest.raises(RetrieverError, match=f"token ids up to {len(vocab) - 1} but the model embeds only "
                                              f"{len(build_vocab())} tokens"):
         Encoder(EncoderSettings(model=str(folder)), device="cpu")
+
+
+def test_an_unreachable_hub_fails_at_once_not_after_a_minute_of_retries(tmp_path):
+    """With the hub unreachable (no network) and the id not cached, transformers retried for ~50 s before the same
+    error. Run in a process of its own: the offline switch conftest.py sets is read once, at import."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    env = {key: value for key, value in os.environ.items() if key != "HF_HUB_OFFLINE"}
+    env.update(HF_HOME=str(tmp_path / "hf"), HF_ENDPOINT="http://127.0.0.1:9")  # nothing listens on port 9
+    code = ("from retriever.encoder import Encoder, EncoderSettings\n"
+            "Encoder(EncoderSettings(model='some-org/not-a-real-model'), device='cpu')")
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert "fetching it from the Hugging Face hub failed" in result.stderr and "pass the folder" in result.stderr
+    assert time.monotonic() - started < 25, "the hub was retried"
