@@ -3,6 +3,7 @@ and tokenisation that never hands the tokenizer more text than the max length ca
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 
 from retriever.errors import RetrieverError
@@ -27,6 +28,12 @@ def text_problem(text: str) -> str | None:
     except UnicodeEncodeError as error:
         return f"a lone surrogate U+{ord(text[error.start]):04X} at character {error.start + 1}"
     return None
+
+
+def is_blank(text: str) -> bool:
+    """Whether ``text`` has nothing to search for: only whitespace and invisible format characters (Unicode's Cf:
+    U+200B, U+FEFF, U+2060), which BERT's tokenizer drops, so such a query returned arbitrary hits."""
+    return all(character.isspace() or unicodedata.category(character) == "Cf" for character in text)
 
 
 def check_text(text: str, where: str, what: str = "text") -> str:

@@ -21,7 +21,7 @@ from retriever.metrics import DEFAULT_METRICS, parse_metric_list
 from retriever.pooling import POOLINGS
 from retriever.runs import write_run, write_trec_run
 from retriever.searching import Hit, Searcher
-from retriever.texts import check_text
+from retriever.texts import check_text, is_blank
 
 
 def searcher_options():
@@ -103,8 +103,8 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
     if queries is not None and as_json:
         raise click.UsageError("--json is for a single QUERY; for --queries write JSONL with --run-format jsonl")
     check_outputs_apart({"--output": output}, {"--queries": None if str(queries) == "-" else queries, "INDEX": index})
-    if query is not None and not query.strip():
-        raise RetrieverError("the query is empty")
+    if query is not None and is_blank(query):
+        raise RetrieverError("the query is empty (nothing but whitespace or invisible characters)")
     if query is not None:
         check_text(query, "the QUERY argument", "the query")
     searcher = open_searcher(index, device, dtype, model, pooling, normalize, mode, fusion_overrides)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
 DEFAULT_PORT = 8000
+BACKLOG = 2048  # uvicorn's default
 
 
 def name_from_folder(folder: Path) -> str:
@@ -53,7 +54,8 @@ def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict
 
 def listening_sockets(host: str, port: int) -> list[socket.socket]:
     """Bound before the indexes load, so a taken port fails at once and as itself (uvicorn binds only after its
-    startup and exits alike for both); bound as asyncio's ``create_server`` binds a host name."""
+    startup and exits alike for both); bound as asyncio's ``create_server`` binds a host name. With --port 0 every
+    address gets the port the first was given (each drew its own, and the one announced missed the others)."""
     sockets: list[socket.socket] = []
     try:
         found = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -64,7 +66,8 @@ def listening_sockets(host: str, port: int) -> list[socket.socket]:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            sock.bind(address)
+            first_port = sockets[0].getsockname()[1] if len(sockets) > 1 else port
+            sock.bind((address[0], port or first_port, *address[2:]))
     except OSError as error:
         for sock in sockets:
             sock.close()
@@ -76,14 +79,31 @@ def listening_sockets(host: str, port: int) -> list[socket.socket]:
     return sockets
 
 
-def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, **options: object) -> None:
+def start_listening(sockets: list[socket.socket], host: str, port: int, backlog: int = BACKLOG) -> None:
+    """Listen on the sockets bound at start, once the indexes are warm. SO_REUSEADDR lets a second server bind
+    the same port while neither listens yet (both loading); the one that listens second then gets EADDRINUSE,
+    which uvloop drops: it announced itself and sat there answering nothing. Here that is the port error."""
+    try:
+        for sock in sockets:
+            sock.listen(backlog)
+    except OSError as error:
+        if error.errno == errno.EADDRINUSE:
+            raise RetrieverError(f"port {port} on {host} was taken by another server while the indexes loaded: "
+                                 "stop it or pick another --port") from None
+        raise RetrieverError(f"cannot listen on {host}:{port} ({error.strerror or error})") from None
+
+
+def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: tuple[str, int] = ("", 0),
+            **options: object) -> None:
     """Start the batchers (warming each index up) here rather than in the app's lifespan, so a failing index is
-    this command's one-line error, not uvicorn's traceback and exit; then uvicorn on the bound sockets."""
+    this command's one-line error, not uvicorn's traceback and exit; then listen on the bound sockets (at
+    ``address``, for the error) and run uvicorn on them."""
     import uvicorn
 
     served = app.state.served
     try:
         served.start()
+        start_listening(sockets, *address, backlog=int(options.get("backlog", BACKLOG)))
         click.echo(announce, err=True)
         uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning", **options)).run(sockets=sockets)
     except KeyboardInterrupt:  # Ctrl+C, during the warm-up or after uvicorn's graceful shutdown
@@ -161,11 +181,12 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
                                        fusion_overrides=fusion_overrides)
         app = create_app(searchers, Limits(max_query_chars, max_body_bytes, max_queries, max_hits, max_response_bytes),
                          BatchSettings(max_batch=max_batch, max_wait_ms=max_wait_ms, workers=used["workers"]))
-        shown = f"[{host}]" if ":" in host else host
+        shown = f"[{host}]" if ":" in host else host or "0.0.0.0"
         dtype_used = searchers[next(iter(searchers))].encoder.dtype
         announce = (f"serving {', '.join(searchers)} at http://{shown}:{sockets[0].getsockname()[1]}/ (API docs at "
                     f"/docs; {used['workers']} workers x {used['torch']} torch threads, encoding in {dtype_used})")
-        run_app(app, sockets, announce, access_log=access_log, http=guarded_protocol(request_timeout, max_head_bytes),
+        run_app(app, sockets, announce, (host, port), access_log=access_log,
+                http=guarded_protocol(request_timeout, max_head_bytes),
                 timeout_keep_alive=timeout_keep_alive)
     finally:
         for sock in sockets:

@@ -46,7 +46,7 @@ from retriever.serving.inputs import (ApiError, Limits, check_hits, check_query,
                                       validation_message)
 from retriever.serving.output import bounded, hits_list, list_object
 from retriever.serving.page import page_html
-from retriever.serving.protocol import HeadAsGet
+from retriever.serving.protocol import HeadAsGet, allowed_methods
 from retriever.serving.schemas import (ERRORS, K_PARAM, MODE_PARAM, NAME_PARAM, NAME_PATTERN, POST_BODY, Q_PARAM,
                                        BatchSearchResponse, Mode, SearchResponse)
 
@@ -185,7 +185,10 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> Response:
-        return _error(error.status_code, str(error.detail), getattr(error, "headers", None))
+        headers = dict(getattr(error, "headers", None) or {})
+        if error.status_code == 405:
+            headers["allow"] = allowed_methods(request.app.router.routes, request.scope)
+        return _error(error.status_code, str(error.detail), headers)
 
     @app.exception_handler(Overloaded)
     @app.exception_handler(Closed)

@@ -223,15 +223,17 @@ class MicroBatcher:
                                 "send a shorter or plainer text") from error
 
     def _search(self, batch: list[_Request]) -> list[list[list[Hit]]]:
-        """One encoder pass for every query that needs a vector, then one search per mode in the batch."""
+        """One encoder pass for every query that needs a vector, then one search per group (``_group``: mode and
+        hybrid depth)."""
         encoded = [i for i, request in enumerate(batch) if request.mode != "bm25"]
         vectors = self._encode([t for i in encoded for t in batch[i].queries]) if encoded else None
         first_row, row = {}, 0
         for i in encoded:
             first_row[i], row = row, row + len(batch[i].queries)
         results: list[list[list[Hit]]] = [[] for _ in batch]
-        for mode in dict.fromkeys(request.mode for request in batch):
-            group = [i for i, request in enumerate(batch) if request.mode == mode]
+        keys = [self._group(request) for request in batch]
+        for key in dict.fromkeys(keys):
+            group, mode = [i for i in range(len(batch)) if keys[i] == key], key[0]
             group_vectors = None if mode == "bm25" else np.concatenate(
                 [vectors[first_row[i]:first_row[i] + len(batch[i].queries)] for i in group])
             scores, labels = self.searcher.rank([t for i in group for t in batch[i].queries],
@@ -244,6 +246,13 @@ class MicroBatcher:
                 row += len(batch[i].queries)
         self._count(batch, sum(len(request.queries) for request in batch))
         return results
+
+    def _group(self, request: _Request) -> tuple[str, int]:
+        """Requests searched together: one mode, and in hybrid one fusion depth. Hybrid fuses the engines' top
+        ``max(k, --fusion-depth)``, so a k over the depth searched with smaller ones deepened their lists too and
+        changed their hits (a k=5 query batched with a k=200 one under --fusion-depth 10)."""
+        deeper = request.mode == "hybrid" and request.k > self.searcher.fusion.depth
+        return request.mode, request.k if deeper else 0
 
     def _count(self, batch: list[_Request], queries: int) -> None:
         with self._lock:

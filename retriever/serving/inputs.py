@@ -13,6 +13,8 @@ Everything here raises ``ApiError`` with the status and message the client gets.
 - ``MAX_JSON_DEPTH``: nesting of the body, checked before ``json.loads`` recurses (a body of 5,000
   nested lists would otherwise hit Python's recursion limit); not a flag, since a valid body is
   two levels deep.
+- A POST body's JSON object with a key given twice (``{"k": 3, "k": 2}``) is a 400, as a repeated
+  GET parameter is; so is an integer of over ``MAX_INT_DIGITS`` digits.
 - GET parameters are read strictly (``check_query_string``): bytes that are not UTF-8 once
   %-decoded, a parameter given twice, a parameter GET does not take, or a k that is not plain
   digits are a 400, where the framework would search for U+FFFD, take the last value, drop
@@ -34,9 +36,10 @@ from pydantic import ValidationError
 from starlette.requests import ClientDisconnect
 
 from retriever.serving.schemas import SearchBody
-from retriever.texts import text_problem
+from retriever.texts import is_blank, text_problem
 
 MAX_JSON_DEPTH = 32
+MAX_INT_DIGITS = 100  # k is at most 1000; a longer number is a mistake or an attack
 GET_PARAMETERS = ("q", "k", "mode")  # GET /search's; the index is in the path (/indexes/NAME/search)
 # A string literal, or an unterminated one running to the end of the body. Possessive loops and the
 # end-of-body branch mean every opening quote matches, so no scan restarts: linear in the body size.
@@ -75,8 +78,8 @@ def validation_message(errors: list[dict]) -> str:
 
 
 def check_query(text: str, limits: Limits) -> str:
-    if not text.strip():
-        raise ApiError(400, "the query is empty")
+    if is_blank(text):
+        raise ApiError(400, "the query is empty (nothing but whitespace or invisible characters)")
     if len(text) > limits.max_query_chars:
         raise ApiError(400, f"the query is {len(text)} characters; the limit is {limits.max_query_chars}")
     problem = text_problem(text)
@@ -140,9 +143,28 @@ async def read_json(request: Request, limits: Limits) -> object:
     if depth > MAX_JSON_DEPTH:
         raise ApiError(400, f"the JSON nests {depth} levels deep; the limit is {MAX_JSON_DEPTH}")
     try:
-        return json.loads(raw)
+        return json.loads(raw, object_pairs_hook=_unique_keys, parse_int=_small_int)
     except (ValueError, UnicodeDecodeError) as error:
         raise ApiError(400, f"malformed JSON: {error}") from None
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """An object without repeated keys: ``json.loads`` keeps the last of ``{"k": 3, "k": 2}`` unsaid, where a GET
+    parameter given twice is refused (which one the client meant is a guess either way)."""
+    counts = Counter(key for key, _ in pairs)
+    for key, count in counts.items():
+        if count > 1:
+            raise ApiError(400, f"the key {key!r} is given {count} times in one JSON object; give it once")
+    return dict(pairs)
+
+
+def _small_int(digits: str) -> int:
+    """A JSON integer; one longer than any valid field is refused before Python's 4,300-digit conversion limit,
+    whose message tells the client to call ``sys.set_int_max_str_digits``."""
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise ApiError(400, f"a number in the body has {len(digits.lstrip('-'))} digits; the limit is "
+                            f"{MAX_INT_DIGITS}")
+    return int(digits)
 
 
 async def read_search_body(request: Request, limits: Limits) -> SearchBody:

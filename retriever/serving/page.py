@@ -169,6 +169,29 @@ function showIndex() {
   }
 }
 
+// A link's index and mode, or why they cannot be used: an index not served (the select fell back to
+// the default, which then answered in its place) or a mode it lacks (a disabled option was selected).
+function applyLink(params) {
+  if (params.has("index")) {
+    const name = params.get("index");
+    if (served.length && !served.some((info) => info.name === name)) {
+      return "No index named \\u201c" + name + "\\u201d is served here; pick one from the list.";
+    }
+    $("index").value = name;
+    showIndex();
+  }
+  if (params.has("mode")) {
+    const mode = params.get("mode");
+    const option = [...$("mode").options].find((o) => o.value === mode);
+    if (option && option.disabled) {
+      return "Index " + $("index").value + " has no BM25 part, so mode " + mode +
+        " cannot run on it; pick another mode.";
+    }
+    $("mode").value = mode;
+  }
+  return null;
+}
+
 $("index").addEventListener("change", showIndex);
 
 $("form").addEventListener("submit", (event) => { event.preventDefault(); search(); });
@@ -177,8 +200,8 @@ $("form").addEventListener("submit", (event) => { event.preventDefault(); search
   await loadIndexes();
   const params = new URLSearchParams(location.search);
   if (params.get("k")) setK(params.get("k"));
-  if (params.has("index")) { $("index").value = params.get("index"); showIndex(); }
-  if (params.has("mode")) $("mode").value = params.get("mode");
+  const refused = applyLink(params);
+  if (refused) { setStatus(refused, true); document.body.dataset.state = "error"; return; }
   if (params.get("q")) { $("q").value = params.get("q"); await search(); }
   if (document.body.dataset.state === "idle") document.body.dataset.state = "ready";
 })();

@@ -9,8 +9,10 @@
 - **Head size.** httptools buffers a request line and headers of any length, so a few connections
   sending headers of hundreds of megabytes would exhaust memory before the app sees a byte. A head
   (request line plus headers) over ``max_head_bytes`` gets a JSON 431 and the connection is closed.
-- **Malformed requests** get uvicorn's 400, as JSON like every other error here.
-- **HEAD** is answered wherever GET is (``HeadAsGet``), as HTTP requires and health checkers expect.
+- **Malformed requests** get uvicorn's 400, as JSON like every other error here, once the requests
+  pipelined before them are answered.
+- **HEAD** is answered wherever GET is (``HeadAsGet``), as HTTP requires and health checkers expect;
+  a 405's ``Allow`` names every method of the path (``allowed_methods``).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import asyncio
 import json
 import logging
 
+from starlette.routing import Match
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 log = logging.getLogger(__name__)
@@ -33,6 +36,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._deadline: asyncio.TimerHandle | None = None
         self._head_bytes: int | None = 0  # bytes of the head being received; None once it is in
+        self._pending_400: str | None = None  # a malformed request's refusal, waiting for earlier responses
         super().connection_made(transport)
         self._arm()
 
@@ -65,7 +69,19 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def send_400_response(self, msg: str) -> None:
-        self._refuse(400, f"malformed HTTP request ({msg.rstrip('.').lower()})")
+        """Refused once the requests before it are answered: pipelined after a good request, the 400 and close
+        used to cut that request's response off (uvicorn's own behaviour)."""
+        self._pending_400 = f"malformed HTTP request ({msg.rstrip('.').lower()})"
+        if self.cycle is None or self.cycle.response_complete:
+            self._refuse(400, self._pending_400)
+        else:
+            self.flow.pause_reading()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        pending = self._pending_400
+        if pending and (self.cycle is None or self.cycle.response_complete):
+            self._refuse(400, pending)
 
     def _refuse(self, status: int, message: str) -> None:
         if self.transport.is_closing():
@@ -103,6 +119,27 @@ class HeadAsGet:
         if scope["type"] == "http" and scope["method"] == "HEAD":
             scope = {**scope, "method": "GET"}
         await self.app(scope, receive, send)
+
+
+def allowed_methods(routes: list, scope: dict) -> str:
+    """The ``Allow`` of a 405: every method some route takes at this path. Starlette names only the first
+    route's, so a DELETE or OPTIONS on /search said ``allow: GET`` though POST is served there too; HEAD is
+    added wherever GET is, as ``HeadAsGet`` answers it."""
+    methods = _route_methods(routes, scope)
+    if "GET" in methods:
+        methods.add("HEAD")
+    return ", ".join(sorted(methods))
+
+
+def _route_methods(routes: list, scope: dict) -> set[str]:
+    methods: set[str] = set()
+    for route in routes:
+        if route.matches(scope)[0] == Match.NONE:
+            continue
+        methods |= set(getattr(route, "methods", None) or ())
+        included = getattr(route, "original_router", route)  # FastAPI wraps an included router (no prefix here)
+        methods |= _route_methods(getattr(included, "routes", None) or [], scope)
+    return methods
 
 
 def guarded_protocol(request_timeout: float, max_head_bytes: int = MAX_HEAD_BYTES) -> type[GuardedHttpProtocol]:

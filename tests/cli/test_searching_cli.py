@@ -90,3 +90,11 @@ def test_evaluate_run_refuses_flags_only_an_index_search_uses(tmp_path):
     result = CliRunner().invoke(main, [*scored, "--mode", "hybrid", "--alpha", "0.9", "-k", "5"])
     assert result.exit_code == 2 and "-k, --mode, --alpha apply only with --index" in result.output, result.output
     assert CliRunner().invoke(main, scored).exit_code == 0
+
+
+def test_a_query_of_invisible_characters_is_refused_as_empty(tmp_path, tiny_beir, tiny_model_dir):
+    index = tmp_path / "idx"
+    assert CliRunner().invoke(main, ["build", str(tiny_beir), "-o", str(index), "--model", str(tiny_model_dir),
+                                     "--no-bm25"]).exit_code == 0
+    result = CliRunner().invoke(main, ["search", str(index), "\u200b\u2060"])
+    assert result.exit_code == 1 and "the query is empty" in result.output

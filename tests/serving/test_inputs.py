@@ -57,3 +57,12 @@ def test_get_refuses_parameters_it_does_not_take(raw, unknown):
                                     "(fusion is set by `retriever serve --fusion`)")
     check_query_string(b"q=honey&k=1&mode=hybrid")
     check_query_string(b"")
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\u200b", "\ufeff \u2060", "\u200b\u200d\t"])
+def test_a_query_of_nothing_but_invisible_characters_is_empty(text):
+    """U+200B and its kin are not whitespace to str.strip, but BERT's tokenizer drops them: such a query searched
+    for nothing and returned arbitrary hits."""
+    with pytest.raises(ApiError, match="the query is empty"):
+        check_query(text, Limits())
+    assert check_query("\u200bbee", Limits()) == "\u200bbee"

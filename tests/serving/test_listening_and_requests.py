@@ -1,0 +1,175 @@
+"""Serve faults found by the sixth probe round: a port taken while loading, duplicate JSON keys, the page's
+URL parameters, the Allow header of a 405, a malformed pipelined request, hybrid depth in a batch, port 0."""
+from __future__ import annotations
+
+import re
+import socket
+
+import pytest
+from click.testing import CliRunner
+
+from retriever.cli import main
+from serving_fixtures import call, free_port, served, small_index, tiny_index  # noqa: F401 - fixtures
+from test_page_browser import browser  # noqa: F401 - fixture
+
+
+def test_a_port_taken_while_the_indexes_load_is_an_error_not_a_silent_server(tiny_index, monkeypatch):
+    """Two `serve`s started together both bind (SO_REUSEADDR, neither listening yet); the second to listen
+    used to announce itself and run on, answering nothing (uvloop drops the listen error)."""
+    from retriever.serving.batcher import MicroBatcher
+
+    monkeypatch.setattr("retriever.serving.configure_threads", lambda threads, workers: {"torch": 1, "workers": 1})
+    port, other = free_port(), []
+    warm_up = MicroBatcher.warm_up
+
+    def warm_up_while_another_server_takes_the_port(self):
+        warm_up(self)
+        rival = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        rival.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        rival.bind(("127.0.0.1", port))
+        rival.listen()
+        other.append(rival)
+
+    def uvicorn_must_not_start(*args, **kwargs):
+        raise AssertionError("uvicorn ran on a port another server listens on")
+
+    monkeypatch.setattr(MicroBatcher, "warm_up", warm_up_while_another_server_takes_the_port)
+    monkeypatch.setattr("uvicorn.Server.run", uvicorn_must_not_start)
+    try:
+        result = CliRunner().invoke(main, ["serve", str(tiny_index), "--port", str(port), "--device", "cpu",
+                                           "--dtype", "fp32"])
+    finally:
+        for sock in other:
+            sock.close()
+    assert result.exit_code == 1, result.output
+    assert result.output.splitlines()[-1] == (f"error: port {port} on 127.0.0.1 was taken by another server while "
+                                              "the indexes loaded: stop it or pick another --port")
+    assert "serving tiny at" not in result.output
+
+
+@pytest.mark.parametrize("body, message", [
+    (b'{"queries": ["cat"], "k": 3, "k": 2}', "the key 'k' is given 2 times in one JSON object; give it once"),
+    (b'{"queries": ["cat"], "mode": "bm25", "mode": "dense"}', "the key 'mode' is given 2 times"),
+    (b'{"queries": ["cat"], "queries": ["dog"]}', "the key 'queries' is given 2 times"),
+    (b'{"queries": ["cat"], "k": 1' + b"0" * 200 + b"}", "a number in the body has 201 digits; the limit is 100"),
+])
+def test_a_post_body_repeating_a_key_is_refused_as_a_repeated_get_parameter_is(served, body, message):
+    """json.loads kept the last value unsaid (a GET k given twice is a 400); a k of over 4,300 digits (fits the
+    default 256 KiB body) got Python's advice to call sys.set_int_max_str_digits: long integers stop at 100."""
+    reply = call(served.port, "POST", "/search", body, {"Content-Type": "application/json"})
+    assert reply.status == 400, reply.body
+    assert reply.json()["error"] == message or message in reply.json()["error"]
+    assert "set_int_max_str_digits" not in reply.json()["error"]
+    assert served.post_json("/search", {"queries": ["cat"], "k": 2}).json()["k"] == 2
+
+
+def test_a_link_to_an_index_not_served_or_a_mode_it_lacks_says_so_on_the_page(served, browser):
+    """``/?index=nope&q=cat`` showed the default index's hits; ``/?index=small&mode=bm25`` on an index without
+    BM25 selected the disabled option."""
+    searcher = served.searchers["small"]
+    lexical, searcher.lexical = searcher.lexical, None  # "small" now offers dense only
+    state = "document.body.dataset.state"
+    status = "document.getElementById('status').textContent"
+    try:
+        browser.send("Page.navigate", {"url": served.url + "?index=nope&q=cat"})
+        browser.wait_for(f"['ready', 'done', 'error'].includes({state})")
+        assert browser.evaluate(state) == "error"
+        assert "No index named \u201cnope\u201d is served here" in browser.evaluate(status)
+        assert browser.evaluate("document.querySelectorAll('#results .hit').length") == 0
+        browser.send("Page.navigate", {"url": served.url + "?index=small&mode=bm25"})
+        browser.wait_for(f"['ready', 'done', 'error'].includes({state})")
+        assert browser.evaluate(state) == "error"
+        assert "Index small has no BM25 part, so mode bm25 cannot run" in browser.evaluate(status)
+        assert browser.evaluate("document.getElementById('mode').selectedOptions[0].disabled") is False
+        browser.send("Page.navigate", {"url": served.url + "?index=small&mode=dense&q=cat&k=5"})
+        browser.wait_for(f"['done', 'error'].includes({state})")
+        assert "5 hits from small (dense)" in browser.evaluate(status)
+    finally:
+        searcher.lexical = lexical
+
+
+@pytest.mark.parametrize("method, path, allow", [
+    ("DELETE", "/search", "GET, HEAD, POST"),
+    ("OPTIONS", "/search", "GET, HEAD, POST"),
+    ("PUT", "/indexes/small/search", "GET, HEAD, POST"),
+    ("POST", "/health", "GET, HEAD"),
+    ("OPTIONS", "/", "GET, HEAD"),
+])
+def test_a_405_allows_every_method_the_path_takes(served, method, path, allow):
+    """Starlette named only the first route's method, so /search said ``allow: GET`` though it takes POST."""
+    reply = call(served.port, method, path)
+    assert reply.status == 405 and reply.json()["error"] == "Method Not Allowed"
+    assert reply.headers["allow"] == allow
+
+
+def test_a_malformed_request_pipelined_after_good_ones_is_refused_after_their_responses():
+    """The 400 was written and the connection closed at once, so the responses of the good requests sent before
+    it on the same connection were never written."""
+    import asyncio
+    import socket as sockets
+
+    from fastapi import FastAPI
+
+    from retriever.serving.protocol import guarded_protocol
+    from serving_fixtures import ServerThread
+
+    app = FastAPI()
+
+    @app.get("/slow")
+    async def slow() -> dict:
+        await asyncio.sleep(0.3)
+        return {"ok": True}
+
+    server = ServerThread(app, http=guarded_protocol(5.0)).start()
+    try:
+        with sockets.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /slow HTTP/1.1\r\nHost: x\r\n\r\nGARBAGE\r\n\r\n")
+            received = b""
+            while chunk := sock.recv(65536):
+                received += chunk
+    finally:
+        server.stop()
+    statuses = re.findall(rb"HTTP/1\.1 \d+", received)
+    assert statuses == [b"HTTP/1.1 200", b"HTTP/1.1 200", b"HTTP/1.1 400"], received
+    assert received.count(b'{"ok":true}') == 2 and received.endswith(b'"malformed HTTP request (invalid http '
+                                                                      b'request received)"}')
+
+
+def test_a_hybrid_query_gets_the_same_hits_whatever_k_its_batch_mates_ask_for(tiny_index):
+    """Hybrid fuses each engine's top max(k, --fusion-depth); batched with a k over the depth, a small-k query
+    was fused from the deeper lists and got other hits than alone (18 of 25 concurrent k=5 requests under
+    `serve --fusion-depth 10` next to k=200 ones)."""
+    from concurrent.futures import Future
+
+    from conftest import TINY_DOCS
+    from retriever.searching import Searcher
+    from retriever.serving.batcher import MicroBatcher, _Request
+
+    searcher = Searcher(tiny_index, device="cpu", dtype="fp32", fusion_overrides={"depth": 2})
+    queries = [text for _, _, text in TINY_DOCS] + ["hot", "river of ice", "the"]
+    batcher = MicroBatcher(searcher, max_batch=64, max_wait_ms=0)
+    try:
+        batch = [_Request([q], 3, Future(), "hybrid") for q in queries] + [_Request(["deep"], 12, Future(), "hybrid"),
+                                                                           _Request(["dense"], 12, Future(), "dense")]
+        together = batcher._search(batch)
+    finally:
+        batcher.close()
+    alone = searcher.search(queries, k=3, mode="hybrid")
+    assert [[(h.id, h.score) for h in hits] for [hits] in together[:len(queries)]] == \
+        [[(h.id, h.score) for h in hits] for hits in alone]
+    assert together[-2] == searcher.search(["deep"], k=12, mode="hybrid")
+
+
+def test_port_0_on_every_address_is_one_port():
+    """``--host '' --port 0`` bound 0.0.0.0 and :: to two different random ports and announced one of them."""
+    from retriever.cli.serving import listening_sockets
+
+    bound = listening_sockets("", 0)
+    try:
+        ports = {sock.getsockname()[1] for sock in bound}
+        if len(bound) < 2:
+            pytest.skip("this machine resolves the wildcard host to one address only")
+        assert len(ports) == 1 and 0 not in ports, [sock.getsockname() for sock in bound]
+    finally:
+        for sock in bound:
+            sock.close()
