@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +12,7 @@ import faiss
 from retriever.errors import RetrieverError
 from retriever.ondisk import CODES, ONDISK_TYPE
 from retriever.shards import sample_vectors
-from retriever.tuning import downcast_hnsw, ivf_part
+from retriever.tuning import downcast_hnsw, inner_index, ivf_part
 
 INDEX_TYPES = ("flat", "hnsw", "ivfpq", ONDISK_TYPE)
 
@@ -82,14 +83,44 @@ def factory_string(params: IndexParams, dim: int, count: int) -> str:
     return params.index_type
 
 
+def faiss_message(error: Exception) -> str:
+    """FAISS's reason without the C++ function and source line it prefixes to it."""
+    return re.sub(r"^Error in .*? at \S+:\d+: (Error: )?", "", str(error).strip().splitlines()[-1])
+
+
+def check_buildable(params: IndexParams, dim: int) -> None:
+    """Refuse, once the dimension is known and before any encoding, what FAISS would refuse only after it (a
+    string it cannot parse, an L2-only type, sub-quantisers not dividing the dimension, a PCA wider than the
+    vectors) or an index the build cannot fill: NSG builds its graph in one add of every vector, the build adds
+    shard by shard and the --target-recall sample after its sweep (it failed at the second add)."""
+    if params.index_type in INDEX_TYPES:
+        if params.index_type == "ivfpq" and params.pq_m and dim % params.pq_m:
+            raise RetrieverError(f"--pq-m {params.pq_m} must divide the embedding dimension {dim}")
+        return
+    index = new_index(params.index_type, dim, params)
+    if isinstance(inner_index(index), faiss.IndexNSG):
+        raise RetrieverError(f"--index-type {params.index_type!r}: NSG needs every vector in one add, and the "
+                             "index is filled shard by shard; use HNSW instead, e.g. 'HNSW32,Flat'")
+    outer = faiss.downcast_index(index)  # a view: ``index`` owns the C++ object and must outlive it
+    for position in range(outer.chain.size() if isinstance(outer, faiss.IndexPreTransform) else 0):
+        transform = faiss.downcast_VectorTransform(outer.chain.at(position))
+        if isinstance(transform, faiss.PCAMatrix) and transform.d_out > transform.d_in:
+            problem = f"a PCA cannot output {transform.d_out} dimensions from {transform.d_in}"
+        elif isinstance(transform, faiss.OPQMatrix) and transform.d_out % transform.M:
+            problem = f"OPQ's {transform.M} sub-quantisers do not divide its {transform.d_out} dimensions"
+        else:
+            continue
+        raise RetrieverError(f"--index-type {params.index_type!r}: {problem} (the vectors have {dim})")
+
+
 def new_index(spec: str, dim: int, params: IndexParams) -> faiss.Index:
     """An empty inner-product index from a factory string, with the build settings of ``params``."""
     check_factory(spec)
     try:
         index = faiss.index_factory(dim, spec, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as error:
-        raise RetrieverError(f"FAISS cannot build index {spec!r}: {str(error).splitlines()[-1]}; "
-                             f"use flat, hnsw, ivfpq or a valid FAISS factory string") from None
+        raise RetrieverError(f"FAISS cannot build index {spec!r} for {dim}-dimension vectors: "
+                             f"{faiss_message(error)}; use flat, hnsw, ivfpq or a valid FAISS factory string") from None
     hnsw = downcast_hnsw(index)
     if hnsw is not None:
         hnsw.hnsw.efConstruction = params.ef_construction
@@ -107,6 +138,16 @@ def new_index(spec: str, dim: int, params: IndexParams) -> faiss.Index:
     return index
 
 
+def hnsw_record(index: faiss.Index) -> dict:
+    """The manifest's ``hnsw_m`` and ``ef_construction``, read from the graph built rather than from the flags:
+    a factory string such as 'PCA16,HNSW8,Flat' sets its own M, and the HNSW of an 'IVF16_HNSW8' quantizer is not
+    the one efConstruction is set on (both were recorded as the flag defaults, 32 and 200)."""
+    hnsw = downcast_hnsw(index)
+    if hnsw is None:
+        return {"hnsw_m": None, "ef_construction": None}
+    return {"hnsw_m": int(hnsw.hnsw.nb_neighbors(1)), "ef_construction": int(hnsw.hnsw.efConstruction)}
+
+
 def train(index: faiss.Index, shards: list[Path], count: int, params: IndexParams, spec: str) -> int | None:
     """Train on a sample read shard by shard; return the sample size (None if nothing to train)."""
     if index.is_trained:
@@ -117,7 +158,8 @@ def train(index: faiss.Index, shards: list[Path], count: int, params: IndexParam
         index.train(sample)
     except RuntimeError as error:
         raise RetrieverError(f"FAISS could not train {spec!r} on {len(sample)} vectors: "
-                             f"{str(error).splitlines()[-1]}; use fewer lists (--nlist) or a flat index") from None
+                             f"{faiss_message(error)}; use fewer lists (--nlist) or codes of fewer bits, more "
+                             "training vectors, or a flat index") from None
     return len(sample)
 
 

@@ -21,7 +21,8 @@ from retriever.corpus_encoding import PartRunner, clear_other_encoder, describe,
 from retriever.docstore import MAPPED_DOCSTORE_FILE, write_parquet_docstore
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError
-from retriever.faiss_index import INDEX_TYPES, IndexParams, factory_string, new_index, search_defaults, train
+from retriever.faiss_index import (INDEX_TYPES, IndexParams, check_buildable, factory_string, hnsw_record, new_index,
+                                   search_defaults, train)
 from retriever.folders import (check_creatable, clean_stale, exclusive_build, named_output, replace_folder, replaceable,
                                temporary_folder)
 from retriever.index_folder import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, IdMapWriter,
@@ -70,6 +71,7 @@ def _build_index(shards_dir: Path, corpus: str | Path, output: Path, params: Ind
                                   output)
     shard_records = [read_shard_metadata(s)["shard"] for s in shards]
     count = sum(record["rows"] for record in shard_records)
+    check_buildable(params, int(encoder["dim"]))
     building = _fresh_building_folder(output)
     try:
         corpus_of = lambda stats: corpus_record(corpus_path, output, shard_records, stats, progress)  # noqa: E731
@@ -164,11 +166,9 @@ def _build_in_memory(shards: list[Path], encoder: dict, count: int, dim: int, co
         ids_file.write(held_ids, held_rows)
     ids_digest = ids_file.close()
     faiss.write_index(index, str(building / INDEX_FILE))
-    hnsw = "HNSW" in spec
     return write_manifest(building, encoder, corpus_of(stats), started, {
         "type": params.index_type, "factory": spec, "metric": "inner_product", "dim": dim,
-        "count": int(index.ntotal), "hnsw_m": params.hnsw_m if hnsw else None,
-        "ef_construction": params.ef_construction if hnsw else None, "trained_on": trained_on,
+        "count": int(index.ntotal), **hnsw_record(index), "trained_on": trained_on,
         "search_defaults": search_defaults(index, params, tuning), "tuning": tuning}, ids_digest, lexical_record)
 
 
@@ -235,6 +235,7 @@ def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | 
     _check_tuning_queries(tuning_query_texts is not None, params)
     with exclusive_build(named_output(Path(output))):
         output = _check_output(Path(output), overwrite, params.index_type == ONDISK_TYPE)
+        check_buildable(params, int(encoder.metadata()["dim"]))
         return _encode_shards(corpus, output, encoder, fmt, fields, shard_size, overwrite, progress,
                               tuning_query_texts)
 

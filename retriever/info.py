@@ -16,7 +16,7 @@ def index_summary(index_dir: str | Path) -> dict:
     manifest = read_manifest(index_dir)
     check_folder(index_dir, manifest, MANIFEST_FILE, required_files(manifest))
     encoder, index, corpus = manifest["encoder"], manifest["index"], manifest.get("corpus", {})
-    tuning = index.get("tuning") or {}
+    tuning = _entry(index, "tuning")
     return {
         "path": str(index_dir),
         "encoder": {key: encoder.get(key) for key in ("model", *OVERRIDABLE, "dim", "dtype")},
@@ -24,16 +24,23 @@ def index_summary(index_dir: str | Path) -> dict:
         "vectors": index["count"],
         "index_type": index.get("type"),
         "factory": index.get("factory"),
-        "search_defaults": index.get("search_defaults", {}),
+        "search_defaults": _entry(index, "search_defaults"),
         "tuning": {key: tuning.get(key) for key in ("parameter", "value", "measured_recall", "k", "reached",
                                                     "queries")} if tuning else None,
         "bm25": _lexical_summary(manifest.get("lexical")),
         "fusion": _fusion_summary(manifest.get("fusion")),
         "bytes_on_disk": sum(p.stat().st_size for p in index_dir.rglob("*") if p.is_file()),
         "created": manifest.get("created"),
-        "retriever_version": manifest.get("versions", {}).get("retriever"),
+        "retriever_version": _entry(manifest, "versions").get("retriever"),
         "integrity_recorded": bool(manifest.get("integrity", {}).get("files")),
     }
+
+
+def _entry(record: dict, key: str) -> dict:
+    """An entry that should be an object, or {} where a damaged manifest holds anything else (the manifest check
+    leaves entries search does not read, such as ``versions``, to the summary)."""
+    value = record.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 def _lexical_summary(lexical: dict | None) -> dict | None:
@@ -47,7 +54,7 @@ def _fusion_summary(fusion: dict | None) -> dict | None:
     """The recorded hybrid fusion (what `--tune-fusion-on` stored) and where it was tuned; None if none is."""
     if not fusion:
         return None
-    tuned = fusion.get("tuned") or {}
+    tuned = _entry(fusion, "tuned")
     return {**{key: fusion.get(key) for key in ("method", "rrf_k", "alpha", "depth")},
             "tuned": {key: tuned.get(key) for key in ("dataset", "split", "queries", "metric", "score",
                                                       "untuned_rrf")} if tuned else None}

@@ -148,7 +148,7 @@ class Searcher:
         self.encoder = recorded_encoder(self.manifest["encoder"], "the index was built", self.index_dir, device,
                                         dtype, batch_size, model)
         self.index, self.documents = open_index(self.index_dir, self.manifest)
-        defaults = self.manifest["index"].get("search_defaults", {})
+        defaults = self.manifest["index"].get("search_defaults") or {}  # null is allowed: no defaults
         self.default_nprobe = defaults.get("nprobe")
         self.default_ef_search = defaults.get("ef_search")
         self.lexical = open_lexical(self.index_dir, self.manifest)

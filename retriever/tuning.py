@@ -39,14 +39,20 @@ def _wrapped(index: faiss.Index) -> faiss.Index:
     return faiss.downcast_index(index.base_index if isinstance(index, faiss.IndexRefine) else index.index)
 
 
-def downcast_hnsw(index: faiss.Index):
-    """The HNSW index itself, also inside id maps, pre-transforms (e.g. ``PCA64,HNSW32``) and refinements."""
+def inner_index(index: faiss.Index):
+    """The index inside id maps, pre-transforms and refinements (None for an object that is not an index)."""
     try:
         index = faiss.downcast_index(index)
         while isinstance(index, _PASS_THROUGH):
             index = _wrapped(index)
     except (RuntimeError, TypeError):
         return None
+    return index
+
+
+def downcast_hnsw(index: faiss.Index):
+    """The HNSW index itself, also inside id maps, pre-transforms (e.g. ``PCA64,HNSW32``) and refinements."""
+    index = inner_index(index)
     return index if isinstance(index, faiss.IndexHNSW) else None
 
 
@@ -57,16 +63,25 @@ def ivf_part(index: faiss.Index):
         return None
 
 
+def bounded(value: int, most: int, name: str) -> int:
+    """A setting FAISS can take: at least 1, and at most ``most`` (an IVF's lists, the vectors an HNSW graph
+    holds), since more gives the same hits while FAISS overflows its C int past 2**31 - 1 (an OverflowError
+    traceback) or allocates heaps of efSearch entries first (``std::bad_alloc`` at 2**31 - 1)."""
+    if isinstance(value, bool) or int(value) != value or value < 1:
+        raise RetrieverError(f"{name} must be a whole number of at least 1, not {value!r}")
+    return int(min(value, max(int(most), 1)))
+
+
 def apply_search_params(index: faiss.Index, nprobe: int | None = None, ef_search: int | None = None) -> None:
     """Set nprobe / efSearch on whichever part of the index has them."""
     if nprobe is not None:
         ivf = ivf_part(index)
         if ivf is not None:
-            ivf.nprobe = int(nprobe)
+            ivf.nprobe = bounded(nprobe, ivf.nlist, "nprobe")
     if ef_search is not None:
         hnsw = downcast_hnsw(index)
         if hnsw is not None:
-            hnsw.hnsw.efSearch = int(ef_search)
+            hnsw.hnsw.efSearch = bounded(ef_search, hnsw.ntotal, "ef_search")
 
 
 def search_parameters(index: faiss.Index, nprobe: int | None = None, ef_search: int | None = None):
@@ -93,11 +108,11 @@ def search_parameters(index: faiss.Index, nprobe: int | None = None, ef_search: 
         return params
     if isinstance(index, faiss.IndexIVF):
         params = faiss.SearchParametersIVF()
-        params.nprobe, params.max_codes = int(nprobe or index.nprobe), index.max_codes
+        params.nprobe, params.max_codes = bounded(nprobe or index.nprobe, index.nlist, "nprobe"), index.max_codes
         return params
     if isinstance(index, faiss.IndexHNSW):
         params = faiss.SearchParametersHNSW()
-        params.efSearch = int(ef_search or index.hnsw.efSearch)
+        params.efSearch = bounded(ef_search or index.hnsw.efSearch, index.ntotal, "ef_search")
         return params
     if ivf_part(index) is not None:
         raise LookupError(type(index).__name__)
@@ -220,8 +235,9 @@ def tune(index: faiss.Index, shards: list[Path], queries: np.ndarray, held: np.n
         truth = labels_of_rows(truth)
     tuning = {**choose_search_params(index, queries, truth, params.target_recall), "queries": source}
     outcome = "measured" if tuning["reached"] else "NOT REACHED; best measured"
-    print(f"target recall@{tuning['k']} {params.target_recall}: {tuning['parameter']}={tuning['value']} "
-          f"{outcome} {tuning['measured_recall']:.4f} on {len(queries)} {source}", file=sys.stderr)
+    setting = f"{tuning['parameter']}={tuning['value']}" if tuning["parameter"] else "nothing to tune"
+    print(f"target recall@{tuning['k']} {params.target_recall}: {setting} {outcome} {tuning['measured_recall']:.4f} "
+          f"on {len(queries)} {source}", file=sys.stderr)
     if not tuning["reached"]:
         print("warning: no search setting reaches the target recall; rebuild with more lists/links, a finer code "
               "(e.g. an RFlat refinement) or a flat index", file=sys.stderr)

@@ -60,7 +60,7 @@ def test_approximate_indexes_build(tiny_beir, tiny_encoder, tmp_path, index_type
 def test_bad_factory_string_leaves_nothing(tiny_beir, tiny_encoder, tmp_path):
     with pytest.raises(RetrieverError, match="FAISS cannot build"):
         encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, IndexParams("NotAnIndex"), progress=False)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx.shards", "tiny-beir"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny-beir"]  # refused before encoding
 
 
 def test_existing_index_is_not_overwritten_without_flag(tiny_beir, tiny_encoder, tmp_path):
@@ -273,3 +273,24 @@ def test_a_parts_folder_that_is_not_a_builds_is_refused_before_encoding(tiny_bei
         encode_and_index(tiny_beir, tmp_path / "idx", no_encoding, IndexParams("ivf-ondisk"), progress=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx.parts", "tiny-beir"]
     assert sorted(p.name for p in (tmp_path / "idx.parts").iterdir()) == ["inputs.json", "photos"]
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("NotAnIndex", "could not parse index string NotAnIndex"), ("PQ5", "multiple of the number of subquantizers"),
+    ("LSH", "METRIC_L2"), ("NSG16,Flat", "NSG needs every vector in one add"),
+    ("PCA64,Flat", "a PCA cannot output 64 dimensions from 32"), ("OPQ5,IVF2,PQ4", "OPQ's 5 sub-quantisers")])
+def test_a_factory_string_faiss_cannot_build_is_refused_before_encoding(tiny_beir, no_encoding, tmp_path, spec,
+                                                                          expected):
+    """Each was refused only after the whole corpus was encoded (NSG even built, then failed at a second add)."""
+    with pytest.raises(RetrieverError, match=expected):
+        encode_and_index(tiny_beir, tmp_path / "idx", no_encoding, IndexParams(spec), progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny-beir"]
+
+
+@pytest.mark.parametrize("spec, m, ef_construction", [("HNSW8,Flat", 8, 200), ("PCA8,HNSW4,Flat", 4, 200),
+                                                      ("IVF2_HNSW4,Flat", None, None), ("hnsw", 32, 200)])
+def test_the_manifest_records_the_hnsw_the_index_has(tiny_beir, tiny_encoder, tmp_path, spec, m, ef_construction):
+    """hnsw_m was the --hnsw-m default (32) for any string holding 'HNSW', also an IVF's HNSW quantizer."""
+    manifest = encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, IndexParams(spec, nlist=2),
+                                progress=False, lexical=None)
+    assert (manifest["index"]["hnsw_m"], manifest["index"]["ef_construction"]) == (m, ef_construction)

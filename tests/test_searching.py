@@ -270,3 +270,12 @@ def test_threads_passing_different_settings_to_one_searcher_each_get_their_own(t
     for thread in threads:
         thread.join()
     assert failures == []
+
+
+def test_a_manifest_with_null_search_defaults_is_searched(tiny_index):
+    """The manifest check allows ``search_defaults: null``; the Searcher then died of an AttributeError."""
+    import json
+    manifest = json.loads((tiny_index / "manifest.json").read_text())
+    manifest["index"]["search_defaults"] = None
+    (tiny_index / "manifest.json").write_text(json.dumps(manifest))
+    assert len(Searcher(tiny_index, device="cpu").search(["honey bee"], k=2)[0]) == 2

@@ -72,3 +72,20 @@ def test_per_call_settings_reach_through_wrappers_and_leave_the_index_alone(spec
 
 def test_an_index_without_settings_takes_no_parameters():
     assert search_parameters(faiss.IndexFlatIP(16)) is None
+
+
+@pytest.mark.parametrize("spec, setting", [("PCA8,HNSW8,Flat", "ef_search"), ("IVF16,Flat", "nprobe")])
+def test_settings_past_what_faiss_takes_give_the_widest_search_not_a_traceback(spec, setting):
+    """--ef-search 2**31 was an OverflowError traceback, 2**31 - 1 a std::bad_alloc (or gigabytes allocated),
+    --nprobe 10**30 an OverflowError: past the graph's vectors or the lists, more changes no hit."""
+    vectors = clustered(500)
+    index = faiss.index_factory(16, spec, faiss.METRIC_INNER_PRODUCT)
+    index.train(vectors)
+    index.add(vectors)
+    widest = search_with(index, vectors[:20], 10, **{setting: 500 if setting == "ef_search" else 16})
+    for huge in (2**31, 10**30):
+        assert np.array_equal(search_with(index, vectors[:20], 10, **{setting: huge})[1], widest[1])
+    apply_search_params(index, **{setting: 2**31})
+    assert np.array_equal(index.search(vectors[:20], 10)[1], widest[1])
+    with pytest.raises(RetrieverError, match=setting):
+        search_with(index, vectors[:20], 10, **{setting: -3})

@@ -22,9 +22,9 @@ def _lines(summary: dict) -> list[str]:
                             or "no settings")]
     tuning = summary["tuning"]
     if tuning:
-        lines.append(f"tuned:    {tuning['parameter']}={tuning['value']}, recall@{tuning['k']} "
-                     f"{tuning['measured_recall']:.4f} on {tuning['queries']}"
-                     + ("" if tuning["reached"] else " (target NOT reached)"))
+        setting = f"{tuning['parameter']}={tuning['value']}" if tuning["parameter"] else "nothing to tune"
+        lines.append(f"tuned:    {setting}, recall@{tuning['k']} {_number(tuning['measured_recall'], '.4f')} on "
+                     f"{tuning['queries']}" + ("" if tuning["reached"] else " (target NOT reached)"))
     lines.extend(_hybrid_lines(summary))
     lines.append(f"size:     {summary['bytes_on_disk'] / 2**20:.1f} MiB on disk")
     lines.append(f"created:  {summary['created']} by retriever {summary['retriever_version']}")
@@ -33,17 +33,24 @@ def _lines(summary: dict) -> list[str]:
     return lines
 
 
+def _number(value: object, spec: str) -> str:
+    """A recorded number as ``spec`` formats it, or '?' where a damaged or hand-edited manifest holds something else
+    (search reads these entries with defaults; the summary died on them with a TypeError traceback)."""
+    return format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else "?"
+
+
 def _hybrid_lines(summary: dict) -> list[str]:
     """The BM25 part and the recorded fusion, so a tuned hybrid's settings can be seen without reading JSON."""
     bm25, fusion = summary["bm25"], summary["fusion"]
     if not bm25:
         return [f"bm25:     none (add one with `retriever bm25 {summary['path']}`)"]
-    lines = [f"bm25:     k1={bm25['k1']:g} b={bm25['b']:g} ({bm25['method']}), stemmer {bm25['stemmer'] or 'none'}, "
-             f"stopwords {bm25['stopwords'] or 'none'}, {bm25['documents']} documents, {bm25['vocabulary']} terms"]
+    lines = [f"bm25:     k1={_number(bm25['k1'], 'g')} b={_number(bm25['b'], 'g')} ({bm25['method']}), "
+             f"stemmer {bm25['stemmer'] or 'none'}, stopwords {bm25['stopwords'] or 'none'}, {bm25['documents']} documents, {bm25['vocabulary']} terms"]
     if not fusion:
         return [*lines, f"fusion:   none recorded (hybrid uses {FusionParams().method} rrf_k={FusionParams().rrf_k:g} "
                         "unless --fusion/--rrf-k/--alpha say otherwise)"]
-    setting = f"alpha={fusion['alpha']:g}" if fusion["method"] == "convex" else f"rrf_k={fusion['rrf_k']:g}"
+    setting = (f"alpha={_number(fusion['alpha'], 'g')}" if fusion["method"] == "convex"
+               else f"rrf_k={_number(fusion['rrf_k'], 'g')}")
     line = f"fusion:   {fusion['method']} {setting}, depth {fusion['depth']}"
     tuned = fusion["tuned"]
     if tuned:

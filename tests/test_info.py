@@ -1,0 +1,53 @@
+"""`retriever info` on folders whose manifest a person edited or damaged: a summary, never a traceback."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from retriever.cli import main
+from retriever.encoder import Encoder, EncoderSettings
+from retriever.indexing import IndexParams, encode_and_index
+
+# Entries search reads with defaults or never reads, so the manifest check lets them through (probe round 6).
+EDITS = {
+    "versions-not-an-object": lambda m: m.update(versions="x"),
+    "tuning-without-its-recall": lambda m: m["index"].update(tuning={"parameter": "nprobe"}),
+    "bm25-without-k1": lambda m: m["lexical"].pop("k1"),
+    "bm25-k1-a-string": lambda m: m["lexical"].update(k1="0.9"),
+    "fusion-without-alpha": lambda m: m.update(fusion={"method": "convex"}),
+    "search-defaults-null": lambda m: m["index"].update(search_defaults=None),
+}
+
+
+@pytest.fixture(scope="module")
+def sq8_index(tmp_path_factory, tiny_model_dir):
+    folder = tmp_path_factory.mktemp("info")
+    rows = [{"_id": f"d{i}", "text": f"passage {i} about topic {i % 3}"} for i in range(12)]
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(folder / "corpus.jsonl", folder / "idx", encoder, IndexParams("SQ8", target_recall=0.5),
+                     progress=False)
+    return folder / "idx"
+
+
+def test_a_type_with_nothing_to_tune_says_so_not_none_equals_none(sq8_index):
+    result = CliRunner().invoke(main, ["info", str(sq8_index)])
+    assert result.exit_code == 0, result.output
+    assert "tuned:    nothing to tune, recall@" in result.output and "None=None" not in result.output
+
+
+@pytest.mark.parametrize("edit", sorted(EDITS))
+def test_info_on_an_edited_manifest_is_a_summary_not_a_traceback(sq8_index, tmp_path, edit):
+    """Each was an AttributeError, TypeError or ValueError traceback, while `search` opened the folder."""
+    import shutil
+
+    index = tmp_path / "idx"
+    shutil.copytree(sq8_index, index)
+    manifest = json.loads((index / "manifest.json").read_text())
+    EDITS[edit](manifest)
+    (index / "manifest.json").write_text(json.dumps(manifest))
+    for flags in ([], ["--json"]):
+        result = CliRunner().invoke(main, ["info", str(index), *flags])
+        assert result.exit_code == 0 and result.exception is None, result.output
