@@ -1,4 +1,5 @@
-"""A BM25 index beside the dense one, in the index folder's ``bm25/`` sub-folder.
+"""A BM25 index beside the dense one, in a sub-folder of the index folder (``bm25/``; the manifest's
+``lexical.directory`` names it, see ``retriever.lexical_part``).
 
 Built with bm25s (eager sparse BM25 in numpy, saved as plain ``.npy`` arrays that load memory-mapped)
 and PyStemmer's Snowball stemmers. Documents are streamed from the index's own doc store, so the
@@ -9,7 +10,6 @@ matrix is row ``i`` of the doc store.
 from __future__ import annotations
 
 import math
-import shutil
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -20,9 +20,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from retriever.errors import RetrieverError
-from retriever.folders import clean_stale, replace_folder, temporary_folder
-from retriever.integrity import (check_folder, damaged, file_damage, file_records, file_sha256, reading,
-                                 recorded_files)
+from retriever.integrity import file_damage, file_records, reading
 from retriever.id_order import sorted_position
 from retriever.lexical_build import SORTED_VOCAB_FILE, build_bm25s, tokenize_flat
 from retriever.texts import passage_text
@@ -158,48 +156,6 @@ def build_lexical(docstore: Path, target: Path, params: LexicalParams = LexicalP
     vocabulary, tokens = build_bm25s(flat, target, params.k1, params.b, params.method)
     return {**params.record(), "documents": count, "vocabulary": vocabulary, "tokens": tokens,
             "files": file_records(target)}
-
-
-def add_lexical(index_dir: str | Path, params: LexicalParams = LexicalParams(), overwrite: bool = False,
-                progress: bool = True) -> dict:
-    """Add a BM25 part to an existing index folder from its doc store (no re-encoding); return the record."""
-    from retriever.index_folder import read_manifest, replace_manifest
-
-    index_dir = Path(index_dir)
-    manifest = read_manifest(index_dir)
-    if manifest.get("lexical") and not overwrite:
-        raise RetrieverError(f"{index_dir}: already has a BM25 index; pass --overwrite to rebuild it")
-    params.check()
-    docstore = _checked_docstore(index_dir, manifest)
-    final = index_dir / LEXICAL_DIR
-    clean_stale(final)
-    building = temporary_folder(final)
-    shutil.rmtree(building, ignore_errors=True)
-    try:
-        with reading(docstore):
-            record = build_lexical(docstore, building, params, progress)
-        replace_folder(building, final)  # the same crash-safe swap as index folders' --overwrite
-    except BaseException:
-        shutil.rmtree(building, ignore_errors=True)
-        raise
-    replace_manifest(index_dir, {**manifest, "lexical": record})
-    return record
-
-
-def _checked_docstore(index_dir: Path, manifest: dict) -> Path:
-    """The doc store BM25 is built from, after the checks opening the folder makes (files present at their
-    recorded sizes) and a hash against the manifest: BM25 rows must be the rows of the index's own doc store.
-    The BM25 part itself is left out, since it is what gets rebuilt."""
-    from retriever.index_folder import MANIFEST_FILE
-    from retriever.searching import docstore_file, required_files
-
-    dense = {**manifest, "lexical": None}
-    check_folder(index_dir, dense, MANIFEST_FILE, required_files(manifest))
-    docstore = docstore_file(index_dir, manifest)
-    recorded = recorded_files(dense).get(docstore.name)
-    if recorded and file_sha256(docstore) != recorded.get("sha256"):
-        raise damaged(docstore, "its content is not the one the index was built with (replaced or corrupted)")
-    return docstore
 
 
 def missing_lexical_message(index_dir: Path) -> str:

@@ -101,7 +101,8 @@ def _manifest_bytes(index_dir: Path) -> bytes | None:
 
 def _manifest_changes(index_dir: Path, before: bytes | None, within: float = 0.25) -> bool:
     """Whether the manifest changes from ``before`` within ``within`` seconds: a failed open is then a build
-    replacing the folder (``bm25 --overwrite`` swaps bm25/ first and writes the manifest just after), not damage."""
+    replacing the folder (``bm25 --overwrite`` deletes the old BM25 part just after the manifest names the new), not
+    damage."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         if _manifest_bytes(index_dir) != before:

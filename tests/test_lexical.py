@@ -8,7 +8,8 @@ import pytest
 
 from retriever.errors import RetrieverError
 from retriever.indexing import DOCSTORE_FILE, INDEX_FILE, MANIFEST_FILE, IndexParams, encode_and_index
-from retriever.lexical import LEXICAL_DIR, LexicalIndex, LexicalParams, add_lexical, build_lexical
+from retriever.lexical import LEXICAL_DIR, LexicalIndex, LexicalParams, build_lexical
+from retriever.lexical_part import add_lexical
 
 DOCS = [("a", "Bees", "Honey bees collect nectar from flowers."),
         ("b", "", "A volcano erupts hot lava."),

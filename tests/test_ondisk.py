@@ -15,7 +15,7 @@ from retriever.docstore import MappedDocuments
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.indexing import IndexParams, build_index
-from retriever.lexical import add_lexical
+from retriever.lexical_part import add_lexical
 from retriever.ondisk import IVFDATA_FILE
 from retriever.searching import Searcher
 from tests.conftest import WORDS, write_jsonl

@@ -153,7 +153,7 @@ def bm25_command(index, lexical, tune_fusion, overwrite):
     """
     from retriever.errors import RetrieverError
     from retriever.index_folder import read_manifest
-    from retriever.lexical import add_lexical
+    from retriever.lexical_part import add_lexical
 
     check_tuning(tune_fusion, lexical)
     if read_manifest(index).get("lexical") and not overwrite:
