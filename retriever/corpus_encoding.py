@@ -192,13 +192,6 @@ def refuse_other_shards(output: Path, metadata: dict, num_workers: int) -> None:
                                  "use `build --overwrite`")
 
 
-def left_by_dead_temporaries(output: Path) -> list[Path]:
-    """Temporary shard files that killed runs left in ``output``. Those of live processes stay: another worker
-    may be writing its shards into the same folder (``--num-workers``), and deleting its file would stop it."""
-    names = {path.name.rpartition(".tmp-")[0] for path in output.glob(".*.tmp-*")}
-    return [found for name in sorted(names) for found in left_by_dead_processes(output, f"{name}.tmp-")]
-
-
 def remove_parts_beyond(output: Path, worker: int, num_workers: int, count: int) -> int:
     """Delete this worker's shards numbered ``count`` and up: the corpus no longer has those parts."""
     removed = 0
@@ -229,7 +222,8 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
     corpus_path = resolve_corpus_path(corpus)
     output = Path(output)
     created = make_folder(output)
-    for stale in left_by_dead_temporaries(output):
+    # only dead runs' temporaries: another worker may be writing its shards into this folder (--num-workers)
+    for stale in left_by_dead_processes(output, ".", ".tmp-"):
         stale.unlink(missing_ok=True)
     recorded = encoder.metadata()  # model and corpus re-expressed relative to the shard folder, or as names
     refuse_other_shards(output, recorded, num_workers)

@@ -55,8 +55,9 @@ class EncoderSettings:
         recorded = read_retriever_config(model)  # what retriever wrote beats the sentence-transformers files
         values = {k: v for k, v in recorded.items() if k in OVERRIDABLE}
         check_types(values, f"{resolve_model_path(model)}/{RETRIEVER_CONFIG}")
-        if not recorded and model_files(model) is not None:
-            values = sentence_transformers_settings(model_files(model))
+        folder = None if recorded else model_files(model)
+        if folder is not None:
+            values = sentence_transformers_settings(folder)
         values.update({k: v for k, v in overrides.items() if v is not None})
         unknown = set(values) - set(OVERRIDABLE)
         if unknown:

@@ -86,12 +86,13 @@ def process_alive(pid: int) -> bool:
     return True
 
 
-def left_by_dead_processes(folder: Path, prefix: str) -> list[Path]:
+def left_by_dead_processes(folder: Path, prefix: str, marker: str = "") -> list[Path]:
     """Entries of ``folder`` named ``prefix`` and a process id whose process is gone: what a killed writer left
-    (a temporary file, a staging folder), never a live one's."""
+    (a temporary file, a staging folder), never a live one's. With ``marker``, any name between ``prefix`` and
+    the marker (``prefix`` ".", marker ".tmp-": every output's temporaries in a folder that several write)."""
     found = []
-    for entry in folder.glob(f"{glob.escape(prefix)}*"):
-        pid = entry.name[len(prefix):]
+    for entry in folder.glob(f"{glob.escape(prefix)}*{glob.escape(marker)}*" if marker else f"{glob.escape(prefix)}*"):
+        pid = entry.name.rpartition(marker)[2] if marker else entry.name[len(prefix):]
         if pid.isdigit() and not process_alive(int(pid)):
             found.append(entry)
     return found

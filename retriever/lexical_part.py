@@ -57,10 +57,8 @@ def _remove_unrecorded_parts(index_dir: Path, recorded: str | None) -> None:
     for path in index_dir.iterdir():
         if path.is_dir() and _PART_NAME.match(path.name) and path.name != recorded:
             shutil.rmtree(path, ignore_errors=True)
-    prefixes = {path.name.rpartition(".building-")[0] for path in index_dir.glob(f".{LEXICAL_DIR}*.building-*")}
-    for prefix in sorted(prefixes):
-        for leftover in left_by_dead_processes(index_dir, f"{prefix}.building-"):
-            shutil.rmtree(leftover, ignore_errors=True)
+    for leftover in left_by_dead_processes(index_dir, f".{LEXICAL_DIR}", ".building-"):
+        shutil.rmtree(leftover, ignore_errors=True)
 
 
 def _checked_docstore(index_dir: Path, manifest: dict) -> Path:

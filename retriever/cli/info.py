@@ -45,7 +45,8 @@ def _hybrid_lines(summary: dict) -> list[str]:
     if not bm25:
         return [f"bm25:     none (add one with `retriever bm25 {summary['path']}`)"]
     lines = [f"bm25:     k1={_number(bm25['k1'], 'g')} b={_number(bm25['b'], 'g')} ({bm25['method']}), "
-             f"stemmer {bm25['stemmer'] or 'none'}, stopwords {bm25['stopwords'] or 'none'}, {bm25['documents']} documents, {bm25['vocabulary']} terms"]
+             f"stemmer {bm25['stemmer'] or 'none'}, stopwords {bm25['stopwords'] or 'none'}, "
+             f"{bm25['documents']} documents, {bm25['vocabulary']} terms"]
     if not fusion:
         return [*lines, f"fusion:   none recorded (hybrid uses {FusionParams().method} rrf_k={FusionParams().rrf_k:g} "
                         "unless --fusion/--rrf-k/--alpha say otherwise)"]

@@ -66,8 +66,8 @@ def listening_sockets(host: str, port: int) -> list[socket.socket]:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            first_port = sockets[0].getsockname()[1] if len(sockets) > 1 else port
-            sock.bind((address[0], port or first_port, *address[2:]))
+            sock.bind((address[0], port, *address[2:]))
+            port = sock.getsockname()[1]  # with --port 0, the one drawn for the first address serves every address
     except OSError as error:
         for sock in sockets:
             sock.close()

@@ -208,22 +208,25 @@ def _train(config: TrainConfig) -> TrainResult:
     return _export(trainer, config, len(examples), resume, started)
 
 
+def _softmax_processes(config: TrainConfig) -> int:
+    """Over how many processes a step's queries are spread for each one's softmax (1: the whole global batch)."""
+    return stack.launched_processes() if not config.cross_device_negatives else 1
+
+
 def _single_candidate(config: TrainConfig, queries: int, examples: list[TrainExample] | None, negatives_of=max) -> bool:
     """Whether a step of ``queries`` scores each query against one passage: a softmax over one candidate is 1, so
     its loss is 0. ``negatives_of`` picks which example's hard negatives count (``min``: the poorest one's)."""
-    processes = stack.launched_processes() if not config.cross_device_negatives else 1
     negatives = config.train_group_size - 1
     if examples:
         negatives = min(negatives, negatives_of(len(example.negatives) for example in examples))
-    return -(-queries // processes) * (1 + negatives) < 2
+    return -(-queries // _softmax_processes(config)) * (1 + negatives) < 2
 
 
 def check_candidates(config: TrainConfig, examples: list[TrainExample] | None = None) -> None:
     """Refuse a run whose every step scores each query against a single passage: nothing would be learnt.
     Before loading (``examples`` None) only the flags are known."""
     if _single_candidate(config, min(config.batch_size, len(examples)) if examples else config.batch_size, examples):
-        processes = stack.launched_processes() if not config.cross_device_negatives else 1
-        where = " per process (--no-cross-device-negatives)" if processes > 1 else ""
+        where = " per process (--no-cross-device-negatives)" if _softmax_processes(config) > 1 else ""
         raise RetrieverError(f"a training step holds one query and one passage{where}, its only candidate, so the "
                              "loss is 0 and nothing is learnt; raise --queries-per-step, add training examples, or "
                              "give hard negatives with --train-group-size 2 or more")
