@@ -22,7 +22,7 @@ from retriever.integrity import check_counts, check_folder, damaged, ids_sha256,
 from retriever.ondisk import IVFDATA_FILE, ONDISK_TYPE, read_ondisk_index
 from retriever.fusion import FUSION_SETTINGS, MODES, FusionParams, check_mode, fuse
 from retriever.lexical import missing_lexical_message, open_lexical
-from retriever.tuning import search_with
+from retriever.tuning import check_settings_apply, search_with
 from retriever.runs import Run, rank_order
 from retriever.texts import check_k, check_queries, passage_text
 from retriever import tie_cut
@@ -171,6 +171,7 @@ class Searcher:
         """Top-k (scores, FAISS labels) per query in ``mode``, in ``rank_order`` (so every prefix is the
         top of a smaller k, ties included: see ``tie_cut``); ``vectors`` are the encoded texts if at hand."""
         mode, texts, k = self.check_mode(mode or self.mode), check_queries(texts), check_k(k)
+        check_settings_apply(self.index, nprobe, ef_search)
         if mode != "bm25" and vectors is None:
             vectors = self.encoder.encode_queries(texts)
         dense = lambda rows, depth: self.search_vectors(vectors[rows], depth, nprobe, ef_search)  # noqa: E731

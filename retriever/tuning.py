@@ -84,6 +84,18 @@ def apply_search_params(index: faiss.Index, nprobe: int | None = None, ef_search
             hnsw.hnsw.efSearch = bounded(ef_search, hnsw.ntotal, "ef_search")
 
 
+def check_settings_apply(index: faiss.Index, nprobe: int | None, ef_search: int | None) -> None:
+    """Refuse an nprobe for an index without IVF lists, or an efSearch for one without an HNSW graph:
+    the value would be ignored, and the user believe they had traded speed for recall."""
+    if (nprobe is None and ef_search is None) or not isinstance(index, faiss.Index):
+        return
+    kind = "IVF" if ivf_part(index) is not None else "HNSW" if downcast_hnsw(index) is not None else None
+    hint = {"IVF": "use --nprobe", "HNSW": "use --ef-search", None: "it is exact and takes neither setting"}[kind]
+    for given, flag, applies in ((nprobe, "--nprobe", "IVF"), (ef_search, "--ef-search", "HNSW")):
+        if given is not None and kind != applies:
+            raise RetrieverError(f"{flag} applies to {applies} indexes, and this index is {kind or 'flat'}: {hint}")
+
+
 def search_parameters(index: faiss.Index, nprobe: int | None = None, ef_search: int | None = None):
     """nprobe / efSearch for one call, as FAISS ``SearchParameters`` nested like the index's wrappers, so
     a call never changes the shared index: threads setting different values on it race (wrong hits, or

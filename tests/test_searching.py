@@ -279,3 +279,10 @@ def test_a_manifest_with_null_search_defaults_is_searched(tiny_index):
     manifest["index"]["search_defaults"] = None
     (tiny_index / "manifest.json").write_text(json.dumps(manifest))
     assert len(Searcher(tiny_index, device="cpu").search(["honey bee"], k=2)[0]) == 2
+
+
+def test_an_nprobe_for_a_flat_index_is_refused_before_any_query_is_encoded(tiny_index):
+    searcher = Searcher(tiny_index, device="cpu")
+    searcher.encoder = None  # encoding would fail: the refusal must come first
+    with pytest.raises(RetrieverError, match="--nprobe applies to IVF indexes, and this index is flat"):
+        searcher.search(["honey bee"], k=3, nprobe=8)

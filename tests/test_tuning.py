@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from retriever.errors import RetrieverError
-from retriever.tuning import apply_search_params, choose_search_params, recall_at_k, search_parameters, search_with
+from retriever.tuning import (apply_search_params, check_settings_apply, choose_search_params, recall_at_k,
+                             search_parameters, search_with)
 
 
 def clustered(count: int, dim: int = 16, seed: int = 0) -> np.ndarray:
@@ -89,3 +90,24 @@ def test_settings_past_what_faiss_takes_give_the_widest_search_not_a_traceback(s
     assert np.array_equal(index.search(vectors[:20], 10)[1], widest[1])
     with pytest.raises(RetrieverError, match=setting):
         search_with(index, vectors[:20], 10, **{setting: -3})
+
+
+@pytest.mark.parametrize("spec, settings, message", [
+    ("HNSW8,Flat", {"nprobe": 4}, "--nprobe applies to IVF indexes, and this index is HNSW: use --ef-search"),
+    ("IVF16,Flat", {"ef_search": 64}, "--ef-search applies to HNSW indexes, and this index is IVF: use --nprobe"),
+    ("Flat", {"nprobe": 4}, "this index is flat: it is exact and takes neither setting"),
+    ("Flat", {"ef_search": 64}, "--ef-search applies to HNSW indexes, and this index is flat"),
+])
+def test_a_setting_the_index_would_ignore_is_refused(spec, settings, message):
+    """They were ignored: the hits of the default search, exit 0, and the user thinking recall was traded."""
+    index = faiss.index_factory(16, spec, faiss.METRIC_INNER_PRODUCT)
+    with pytest.raises(RetrieverError, match=message):
+        check_settings_apply(index, settings.get("nprobe"), settings.get("ef_search"))
+    check_settings_apply(index, None, None)
+
+
+@pytest.mark.parametrize("spec", ["IVF16,Flat", "OPQ4,IVF16,PQ4", "IVF16,PQ4,RFlat", "PCA8,HNSW8,Flat", "IDMap,HNSW8"])
+def test_a_setting_the_index_uses_passes_through_wrappers(spec):
+    index = faiss.index_factory(16, spec, faiss.METRIC_INNER_PRODUCT)
+    setting = "ef_search" if "HNSW" in spec else "nprobe"
+    check_settings_apply(index, *((8, None) if setting == "nprobe" else (None, 8)))

@@ -35,7 +35,8 @@ from fastapi import Request
 from pydantic import ValidationError
 from starlette.requests import ClientDisconnect
 
-from retriever.serving.schemas import SearchBody
+from retriever.errors import RetrieverError
+from retriever.serving.schemas import DEFAULT_K, SearchBody
 from retriever.texts import is_blank, text_problem
 
 MAX_JSON_DEPTH = 32
@@ -59,6 +60,11 @@ class Limits:
     max_queries: int = 256
     max_hits: int = 2_000
     max_response_bytes: int = 8 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if self.max_hits < DEFAULT_K:  # else a request without k would be refused whatever it asks
+            raise RetrieverError(f"--max-hits is {self.max_hits}; it must be at least {DEFAULT_K}, the k of a "
+                                 "request that gives none")
 
 
 class ApiError(Exception):

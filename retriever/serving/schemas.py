@@ -12,13 +12,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 MAX_K = 1000
+DEFAULT_K = 10  # a request without k; `--max-hits` is at least this, so such a request always fits
 Mode = Literal["dense", "bm25", "hybrid"]
 
 
 class SearchBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     queries: list[str] = Field(min_length=1, description="Query texts, searched in one batch.")
-    k: int = Field(10, ge=1, le=MAX_K, strict=True, description="Hits per query (a JSON integer).")
+    k: int = Field(DEFAULT_K, ge=1, le=MAX_K, strict=True, description="Hits per query (a JSON integer).")
     mode: Mode | None = Field(None, description="dense, bm25 or hybrid. [default: the server's --mode]")
 
 
@@ -59,7 +60,7 @@ class ErrorModel(BaseModel):
 ERRORS = {status: {"model": ErrorModel} for status in (400, 404, 413, 415, 503)}
 NAME_PARAM = Path(description="Index name, as given to `--index NAME=PATH`.", pattern=NAME_PATTERN)
 Q_PARAM = Query(description="The query text.")
-K_PARAM = Query(10, ge=1, le=MAX_K, description="Hits to return.")
+K_PARAM = Query(DEFAULT_K, ge=1, le=MAX_K, description="Hits to return.")
 MODE_PARAM = Query(None, description="dense, bm25 or hybrid. [default: the server's --mode]")
 POST_BODY = {"requestBody": {"required": True,
                              "content": {"application/json": {"schema": SearchBody.model_json_schema()}}}}

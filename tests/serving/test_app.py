@@ -287,6 +287,7 @@ def test_serve_help_documents_every_flag():
     (["--index", "noequals"], "is not NAME=PATH"),
     (["--index", "x=/definitely/not/here"], "is not an index folder"),
     (["--index", "x=/tmp", "--index", "x=/tmp"], "used twice"),
+    (["--max-hits", "9", "/tmp"], "9 is not in the range x>=10"),
 ])
 def test_serve_refuses_bad_index_arguments_before_loading(args, message):
     result = CliRunner().invoke(serve_command, args)

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from retriever.errors import RetrieverError
 from retriever.serving.inputs import ApiError, Limits, check_hits, check_query, check_query_string, json_depth
 
 
@@ -44,6 +45,12 @@ def test_check_hits_caps_queries_times_k():
     check_hits(10, 1000, Limits(max_hits=10_000))
     with pytest.raises(ApiError, match="256 queries x k=1000 asks for 256000 hits; the limit is 10000"):
         check_hits(256, 1000, Limits(max_hits=10_000))
+
+
+def test_max_hits_below_the_default_k_is_refused_since_no_request_without_k_would_fit():
+    check_hits(1, 10, Limits(max_hits=10))
+    with pytest.raises(RetrieverError, match="--max-hits is 9; it must be at least 10"):
+        Limits(max_hits=9)
 
 
 @pytest.mark.parametrize("raw, unknown", [(b"q=honey&K=1", "K"), (b"q=honey&fusion=convex&mode=hybrid", "fusion"),
