@@ -18,7 +18,7 @@ from retriever.encoder_settings import EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.model_folder import untied_tower_paths
 from retriever.model_loading import (check_vocabulary, load_model, load_tokenizer, position_limit, resolve_model_path,
-                                     tokenizer_fingerprint, weights_fingerprint)
+                                     tokenizer_behaviour, tokenizer_fingerprint, weights_fingerprint)
 from retriever.pooling import check_pooler_weights, get_pooling
 from retriever.recorded_paths import recorded_model
 from retriever.texts import CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN, passage_text, tokenize_bounded
@@ -56,6 +56,7 @@ class Encoder:
         models = [self.query_model] if self.query_model is self.passage_model else [self.query_model, self.passage_model]
         self.weights_sha256 = weights_fingerprint(*models)  # of the stored weights, whatever the compute dtype
         self.tokenizer_sha256 = tokenizer_fingerprint(self.tokenizer)
+        self.tokenizer_behaviour_sha256 = tokenizer_behaviour(self.tokenizer)
         for model in models:
             # Inference-only copies may hold their weights in the compute dtype: that saves autocast's weight
             # casts on every batch, a large share of a one-query forward (benchmarks/README.md).
@@ -70,8 +71,8 @@ class Encoder:
     def metadata(self) -> dict:
         """The record written into shards and manifests (which re-express ``model_path`` relative to themselves)."""
         return {**self.settings.to_dict(), "model_path": resolve_model_path(self.settings.model),
-                "weights_sha256": self.weights_sha256, "tokenizer_sha256": self.tokenizer_sha256, "dim": self.dim,
-                "dtype": self.dtype}
+                "weights_sha256": self.weights_sha256, "tokenizer_sha256": self.tokenizer_sha256,
+                "tokenizer_behaviour_sha256": self.tokenizer_behaviour_sha256, "dim": self.dim, "dtype": self.dtype}
 
     def encode_queries(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
         texts = [self.settings.query_prefix + t for t in texts]
@@ -141,10 +142,10 @@ def recorded_encoder(recorded: dict, made: str, folder: str | Path, device: str 
         raise RetrieverError(f"the model at {settings.model} has weights {encoder.weights_sha256} but {made} with "
                              f"{recorded_sha}; it is another model or it changed since, so pass the model the "
                              "index was built with (--model) or rebuild the index")
-    recorded_tokenizer = recorded.get("tokenizer_sha256")  # absent from records older than the check
-    if recorded_tokenizer is not None and encoder.tokenizer_sha256 != recorded_tokenizer:
-        raise RetrieverError(f"the model at {settings.model} has a tokenizer with vocabulary "
-                             f"{encoder.tokenizer_sha256} but {made} with {recorded_tokenizer}; its tokenizer files "
-                             "changed since, so restore them (or pass the model the index was built with, --model) "
-                             "or rebuild the index")
+    for field, what in (("tokenizer_sha256", "vocabulary"), ("tokenizer_behaviour_sha256", "normalisation")):
+        found, expected = getattr(encoder, field), recorded.get(field)  # absent from records older than the check
+        if expected is not None and found != expected:
+            raise RetrieverError(f"the model at {settings.model} has a tokenizer with {what} {found} but {made} "
+                                 f"with {expected}; its tokenizer files changed since, so restore them (or pass the "
+                                 "model the index was built with, --model) or rebuild the index")
     return encoder

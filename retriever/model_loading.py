@@ -123,6 +123,18 @@ def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
     return digest.hexdigest()[:32]
 
 
+# Text a tokenizer's normalisation options change: case, accents, compatibility forms, CJK splitting, spaces.
+TOKENIZER_PROBE = "Ünïcödé CAFÉ naïve İstanbul Straße ﬁne ½ 東京タワー x\u00a0y can't—won't"
+
+
+def tokenizer_behaviour(tokenizer: PreTrainedTokenizerBase) -> str:
+    """A hash of how the tokenizer splits a probe text: a vocabulary kept while lowercasing, accent stripping
+    or another normaliser setting changed (tokenizer_config.json, tokenizer.json) gives other ids, and other
+    vectors, which the vocabulary's fingerprint alone does not notice."""
+    ids = tokenizer(TOKENIZER_PROBE, add_special_tokens=True)["input_ids"]
+    return hashlib.sha256(" ".join(map(str, ids)).encode()).hexdigest()[:32]
+
+
 def load_model(name: str, model_class: Any = AutoModel, **kwargs: Any) -> tuple[PreTrainedModel, dict]:
     """Load a checkpoint in fp32 and return it with its loading info (missing keys etc.). fp32 is asked for:
     transformers ≥ 5 otherwise keeps the stored dtype, and a checkpoint stored in fp16 then trained in fp16."""

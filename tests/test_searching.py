@@ -161,6 +161,21 @@ def test_a_changed_tokenizer_is_refused_like_changed_weights(tiny_beir, tmp_path
         Searcher(tmp_path / "idx", device="cpu")
 
 
+def test_a_tokenizer_normalising_otherwise_with_the_same_vocabulary_is_refused(tiny_beir, tmp_path):
+    """do_lower_case turned off under an index: the same vocabulary, so the vocabulary's fingerprint held, and
+    queries were tokenized differently from the documents (other vectors, exit 0)."""
+    from conftest import build_vocab
+    from transformers import BertTokenizerFast
+
+    model = make_tiny_bert(tmp_path / "model", seed=2)
+    encoder = Encoder(EncoderSettings(model=str(model)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "idx", encoder, progress=False)
+    BertTokenizerFast(vocab={token: i for i, token in enumerate(build_vocab())},
+                      do_lower_case=False).save_pretrained(model)
+    with pytest.raises(RetrieverError, match="tokenizer with normalisation .* its tokenizer files changed since"):
+        Searcher(tmp_path / "idx", device="cpu")
+
+
 def test_a_query_the_tokenizer_cannot_take_is_a_retriever_error_in_the_library(tiny_index):
     searcher = Searcher(tiny_index, device="cpu", dtype="fp32")
     with pytest.raises(RetrieverError, match="query 2 of 2: the query has a lone surrogate U[+]DCFF at character 4"):
