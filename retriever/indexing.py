@@ -16,7 +16,7 @@ import faiss
 import numpy as np
 from tqdm import tqdm
 
-from retriever.corpus import Document, Fields, ReadStats, iter_documents, resolve_corpus_path
+from retriever.corpus import Document, Fields, ReadStats, count_records, iter_documents, resolve_corpus_path
 from retriever.corpus_encoding import PartRunner, clear_other_encoder, describe, encode_corpus
 from retriever.docstore import MAPPED_DOCSTORE_FILE, write_parquet_docstore
 from retriever.encoder import Encoder
@@ -33,7 +33,7 @@ from retriever.ondisk import ONDISK_TYPE, PartPlan, build_ondisk
 from retriever.partwork import clear_finished, mark_finished, owned_inputs, parts_folder
 from retriever.recorded_paths import rebase_model_record
 from retriever.shards import ShardContentCheck, check_complete, iter_shard_batches, read_shard_metadata
-from retriever.tuning import held_out_rows, tune_build
+from retriever.tuning import held_out_rows, inner_index, ivf_part, tune_build
 
 __all__ = ["DOCSTORE_FILE", "IDS_FILE", "INDEX_FILE", "INDEX_TYPES", "MANIFEST_FILE", "IndexParams", "build_index",
            "encode_and_index", "encode_for_index", "read_manifest"]
@@ -236,8 +236,30 @@ def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | 
     with exclusive_build(named_output(Path(output))):
         output = _check_output(Path(output), overwrite, params.index_type == ONDISK_TYPE)
         check_buildable(params, int(encoder.metadata()["dim"]))
+        _check_trainable(corpus, fmt, params, int(encoder.metadata()["dim"]))
         return _encode_shards(corpus, output, encoder, fmt, fields, shard_size, overwrite, progress,
                               tuning_query_texts)
+
+
+def _check_trainable(corpus: str | Path, fmt: str, params: IndexParams, dim: int) -> None:
+    """Refuse, before encoding, an index whose training needs more vectors than the corpus or --train-size
+    gives: FAISS refuses it only at training, once the whole corpus has been encoded."""
+    if params.index_type in INDEX_TYPES:  # these size their lists and codes to the corpus, unless --nlist is given
+        needed = (params.nlist or 0) if params.index_type in ("ivfpq", ONDISK_TYPE) else 0
+    else:
+        index = new_index(params.index_type, dim, params)
+        ivf, inner = ivf_part(index), inner_index(index)
+        codes = getattr(ivf if ivf is not None else inner, "pq", None)
+        needed = max(ivf.nlist if ivf is not None else 0, codes.ksub if codes is not None else 0)
+    count = count_records(resolve_corpus_path(corpus), fmt) if needed > 1 else None
+    if count is None:
+        return
+    given = min(count, params.train_size)
+    if given < needed:
+        source = (f"the corpus has {count} documents" if count <= params.train_size
+                  else f"--train-size is {params.train_size}")
+        raise RetrieverError(f"--index-type {params.index_type!r} trains on at least {needed} vectors, and {source}: "
+                             "use fewer lists (--nlist) or codes of fewer bits, or a flat index")
 
 
 def _encode_shards(corpus: str | Path, output: Path, encoder: Encoder | PartRunner, fmt: str, fields: Fields,

@@ -287,6 +287,26 @@ def test_a_factory_string_faiss_cannot_build_is_refused_before_encoding(tiny_bei
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny-beir"]
 
 
+@pytest.mark.parametrize("params, expected", [
+    (IndexParams("IVF64,Flat"), "'IVF64,Flat' trains on at least 64 vectors, and the corpus has 12 documents"),
+    (IndexParams("ivfpq", nlist=20), "'ivfpq' trains on at least 20 vectors"),
+    (IndexParams("ivf-ondisk", nlist=13), "'ivf-ondisk' trains on at least 13 vectors"),
+    (IndexParams("PQ4", train_size=100), "'PQ4' trains on at least 256 vectors"),
+    (IndexParams("IVF8,Flat", train_size=5), "'IVF8,Flat' trains on at least 8 vectors, and --train-size is 5"),
+])
+def test_an_index_with_more_lists_or_codes_than_vectors_is_refused_before_encoding(tiny_beir, no_encoding, tmp_path,
+                                                                                  params, expected):
+    """FAISS refused it only at training, once the whole corpus had been encoded."""
+    with pytest.raises(RetrieverError, match=expected):
+        encode_and_index(tiny_beir, tmp_path / "idx", no_encoding, params, progress=False)
+
+
+@pytest.mark.parametrize("params", [IndexParams("hnsw", nlist=64), IndexParams("IVF12,Flat"),
+                                    IndexParams("IVF4,PQ4x3")])
+def test_an_index_the_corpus_can_train_is_built(tiny_beir, tiny_encoder, tmp_path, params):
+    assert encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, params, progress=False)["index"]["count"] == 12
+
+
 @pytest.mark.parametrize("spec, m, ef_construction", [("HNSW8,Flat", 8, 200), ("PCA8,HNSW4,Flat", 4, 200),
                                                       ("IVF2_HNSW4,Flat", None, None), ("hnsw", 32, 200)])
 def test_the_manifest_records_the_hnsw_the_index_has(tiny_beir, tiny_encoder, tmp_path, spec, m, ef_construction):
