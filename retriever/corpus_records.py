@@ -85,15 +85,27 @@ def as_id(value: object, path: Path, number: int | None, name: str, fmt: str = "
 
 
 def parse_json_object(line: str, path: Path, number: int) -> dict:
-    """One JSONL line as a dict, or an error naming file:line."""
+    """One JSONL line as a dict, or an error naming file:line. A key given twice is refused: JSON parsers
+    keep one of the values (Python the last, others the first), so the record would be read silently."""
     hint = 'each line must be one JSON object, {"key": value, ...}'
+    outermost: list = [()]  # the pairs of the last object parsed: the line's own, since inner objects close first
+
+    def keep_pairs(pairs: list) -> dict:
+        outermost[0] = pairs
+        return dict(pairs)
+
     try:
-        record = json.loads(line)
+        record = json.loads(line, object_pairs_hook=keep_pairs)
     except json.JSONDecodeError as error:
         raise InputFileError(path, number, f"malformed JSON ({error.msg} at column {error.colno})", hint) from None
     if not isinstance(record, dict):
         kind = _JSON_KINDS.get(type(record), "null")
         raise InputFileError(path, number, f"line is not a JSON object (it holds {kind})", hint)
+    if len(record) != len(outermost[0]):
+        keys = [key for key, _ in outermost[0]]
+        twice = next(key for key in keys if keys.count(key) > 1)
+        raise InputFileError(path, number, f"the key {twice!r} is given {keys.count(twice)} times",
+                             "give each key once; a parser would keep one of the values and drop the others")
     return record
 
 

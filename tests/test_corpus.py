@@ -145,6 +145,8 @@ BAD_CORPORA = {
     "empty file": (b"", r"c\.jsonl: the file holds no documents"),
     "not an object": (b'["a", "x"]\n', r'c\.jsonl:1: line is not a JSON object \(it holds an array\); each line must be '
                                        r'one JSON object'),
+    "a key given twice": (b'{"_id": "a", "text": "x", "m": {"k": 1, "k": 2}}\n{"_id": "b", "text": "y", "text": "z"}\n',
+                          r"c\.jsonl:2: the key 'text' is given 2 times; give each key once"),
 }
 
 
