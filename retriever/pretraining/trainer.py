@@ -26,6 +26,7 @@ from retriever.pretraining.condenser import CondenserForPretraining, load_conden
 from retriever.pretraining.guards import check_examples, check_tokenizer
 from retriever.pretraining.masking import CondenserExamples, TokenizedCorpus, WholeWordMasker, pad_batch
 from retriever.training import stack
+from retriever.training.layout import steps_per_epoch
 from retriever.training.run_guards import one_run_at_a_time
 
 LOSS_PARTS = ("head_mlm", "backbone_mlm", "span")
@@ -33,6 +34,7 @@ OBJECTIVES = ("condenser", "mlm")
 BACKBONE_PREFIX = "lm.bert."  # the encoder a retriever keeps; everything else is a pre-training head
 MODEL_CARD = "README.md"
 CONTRASTIVE_MARKERS = ("modules.json", "config_sentence_transformers.json", "retriever.json")
+MAX_HEAD_LAYERS = 12  # a BERT-base's depth; the Condenser head is a few fresh layers (the paper's 2)
 
 
 @dataclass(kw_only=True)
@@ -62,6 +64,9 @@ class PretrainConfig(stack.StackConfig):
             check_span_batch(self.batch_size, stack.launched_processes())
         if self.objective not in OBJECTIVES or self.objective == "mlm" and self.n_head_layers:
             raise RetrieverError(f"--objective is one of {', '.join(OBJECTIVES)}; mlm has no head (no --n-head-layers)")
+        if self.n_head_layers is not None and self.n_head_layers > MAX_HEAD_LAYERS:  # each a backbone layer's memory
+            raise RetrieverError(f"--n-head-layers {self.n_head_layers} is more than {MAX_HEAD_LAYERS}; the Condenser "
+                                 f"head is a few fresh layers (the paper used 2): give 1 to {MAX_HEAD_LAYERS}")
         if self.freeze_backbone_steps < 0 or self.backbone_lr_scale <= 0:
             raise RetrieverError("--freeze-backbone-steps must not be negative and --backbone-lr-scale be positive")
         if self.temperature <= 0 or not 0 < self.mlm_probability < 1:
@@ -178,13 +183,14 @@ def _pretrain(config: PretrainConfig, log: Callable[[str], None]) -> PretrainRes
     check_examples(examples, tokenizer.unk_token_id, config.corpus, log)
     per_step = config.batch_size // 2 if config.cocondenser else config.batch_size
     max_steps = run_steps(config, len(examples), per_step, log)
-    arguments, precision = config.arguments(per_step, max_steps, config.keep_checkpoints)
+    unit = "documents with two spans" if config.cocondenser else "blocks"
+    arguments, precision = config.arguments(per_step, max_steps, config.keep_checkpoints, (len(examples), unit))
     trainer = CondenserTrainer(config, arguments=arguments, precision=precision, model=model, train_dataset=examples,
                                data_collator=lambda batch: pad_batch(batch, tokenizer.pad_token_id))
     log(f"pre-training {'co' if config.cocondenser else ''}{'MLM' if config.objective == 'mlm' else 'Condenser'} "
         f"from {config.model}: "
         f"{model.n_head_layers} head layers fed from layer {model.skip_from} of {model.lm.config.num_hidden_layers}, "
-        f"{len(examples)} {'documents with two spans' if config.cocondenser else 'blocks'}, {max_steps} steps of "
+        f"{len(examples)} {unit}, {max_steps} steps of "
         f"{config.batch_size} sequences x {config.max_length} tokens over {stack.world_size()} process(es), "
         f"{arguments.device} {precision}")
     trainer.fit(resume)
@@ -217,7 +223,7 @@ def run_steps(config: PretrainConfig, examples: int, per_step: int, log: Callabl
     is said; it used to pass silently."""
     max_steps = config.max_steps
     if config.epochs is not None or max_steps is None:
-        max_steps = min(max_steps or math.inf, (config.epochs or 1) * math.ceil(examples / per_step))
+        max_steps = min(max_steps or math.inf, (config.epochs or 1) * steps_per_epoch(examples, per_step))
     if config.freeze_backbone_steps >= max_steps:
         log(f"warning: --freeze-backbone-steps {config.freeze_backbone_steps} covers all {max_steps} steps of the "
             "run: only the heads train and the backbone (what fine-tuning keeps) comes out unchanged; continue with "

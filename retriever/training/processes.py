@@ -17,6 +17,7 @@ from retriever.errors import RetrieverError
 
 # gloo reports a lost peer as a plain RuntimeError; these mark its transport failures
 PEER_MARKERS = ("gloo/transport/", "Connection closed by peer", "Connection reset by peer")
+KEY_NAMES = {"inputs_sha256": "fingerprint of the data files and start model"}  # how a compared key is named
 _SOURCE_PREFIX = re.compile(r"^\[[^\]]*\]\s*")  # "[.../pair.cc:553] " before gloo's message
 
 
@@ -55,3 +56,22 @@ def peer_deaths_reported() -> Iterator[None]:
         if not is_peer_failure(error):
             raise
         raise peer_died(error) from None
+
+
+def check_same_run_everywhere(record: dict) -> None:
+    """Every process must run the same settings on the same data from the same checkpoint: each compares its
+    ``record`` with the first process's, so all stop with the same line. Nothing compared them, and a process
+    given another --learning-rate, data file or OUTPUT trained on with exit 0, averaging its gradients into the
+    model the first process saved."""
+    if launched_processes() < 2 or not dist.is_initialized():
+        return
+    records: list[dict | None] = [None] * dist.get_world_size()
+    with peer_deaths_reported():
+        dist.all_gather_object(records, record)
+    for rank, other in enumerate(records):
+        differing = [f"{KEY_NAMES.get(key, key)} {records[0].get(key)!r} in process 0, {other.get(key)!r} in {rank}"
+                     for key in sorted({*records[0], *other}) if records[0].get(key) != other.get(key)]
+        if differing:
+            raise RetrieverError(f"process {rank} of the launch runs another training than process 0 "
+                                 f"({'; '.join(differing)}); start every process with the same command, data files "
+                                 "and --output")

@@ -16,7 +16,6 @@ import os
 import pickle
 import shutil
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -33,7 +32,9 @@ from retriever.errors import RetrieverError
 from retriever.files import write_json
 from retriever.folders import check_creatable, make_folder
 from retriever.model_folder import portable_record
-from retriever.training.processes import launched_processes, peer_deaths_reported
+from retriever.training.callbacks import EpochEndCheckpoints, StderrProgress, tensorboard
+from retriever.training.layout import check_resume_layout, check_step_layout
+from retriever.training.processes import check_same_run_everywhere, launched_processes, peer_deaths_reported
 from retriever.training.run_guards import check_run_paths
 from retriever.training.run_record import (CHECKPOINTS, FINISHED_FILE, INPUTS_KEY, RUN_FILE,  # noqa: F401 (stack.*)
                                            WEIGHTS_FILE, checkpoint_step, corpus_file, final_state,
@@ -132,16 +133,19 @@ class StackConfig:
         return portable_record({k: v for k, v in dataclasses.asdict(self).items()
                                 if k not in (*self.RUNTIME_ONLY, "output")})
 
-    def arguments(self, per_step: int, max_steps: int | None, keep_checkpoints: int, evaluate: bool = False,
-                  evaluate_first: bool = False, metric: str | None = None) -> tuple[TrainingArguments, str]:
-        """TrainingArguments and the precision; ``per_step`` examples make the global batch, split over the ranks.
-        With ``evaluate``, each epoch's end evaluates; ``metric`` picks the best checkpoint, kept from rotation."""
+    def arguments(self, per_step: int, max_steps: int | None, keep_checkpoints: int,
+                  examples: tuple[int, str] | None = None, evaluate: bool = False, evaluate_first: bool = False,
+                  metric: str | None = None) -> tuple[TrainingArguments, str]:
+        """TrainingArguments and the precision; ``per_step`` examples make the global batch, split over the ranks;
+        ``examples`` is the count and unit of the data (`layout`). With ``evaluate``, each epoch's end evaluates;
+        ``metric`` picks the best checkpoint, kept from rotation."""
         device = resolve_device(self.device)
         precision = resolve_dtype(self.dtype, device)
         ranks = launched_processes()
         if per_step % ranks:
             raise RetrieverError(f"a step's {per_step} examples do not split over {ranks} processes; make "
                                  f"--queries-per-step (train) or --sequences-per-step (pretrain) a multiple of {ranks}")
+        drop_last = examples is not None and check_step_layout(examples[0], per_step, examples[1], log)
         arguments = TrainingArguments(
             output_dir=str(Path(self.output) / CHECKPOINTS), per_device_train_batch_size=per_step,
             num_train_epochs=self.epochs or 1, max_steps=max_steps or -1, learning_rate=self.learning_rate,
@@ -153,7 +157,7 @@ class StackConfig:
             report_to="none", disable_tqdm=True, use_cpu=device.type == "cpu",
             bf16=precision == "bf16", fp16=precision == "fp16", remove_unused_columns=False,
             ddp_backend=None if ranks == 1 else "nccl" if device.type == "cuda" else "gloo",
-            accelerator_config={"split_batches": True}, ddp_find_unused_parameters=True)
+            accelerator_config={"split_batches": True}, ddp_find_unused_parameters=True, dataloader_drop_last=drop_last)
         return arguments, precision
 
 
@@ -164,9 +168,9 @@ class StackTrainer(Trainer):
         if is_main_process():  # inputs are checked: from now on OUTPUT is recognisably a run's, even if killed
             make_folder(Path(config.output) / CHECKPOINTS, "--output")
         callbacks = [StderrProgress(config.progress), EpochEndCheckpoints(), StopAtNonFiniteLoss(),
-                     *_tensorboard(config)]  # examples/s first
+                     *tensorboard(config, is_main_process())]  # examples/s first
         super().__init__(args=arguments, callbacks=callbacks, **kwargs)
-        self.output, self.precision = Path(config.output), precision
+        self.output, self.precision, self.resuming = Path(config.output), precision, None
         self.record = {**config.learning_settings(), INPUTS_KEY: config.inputs_sha256}
         # rotated by _save_checkpoint once the new checkpoint is complete, not by the library before that
         self.keep_checkpoints, self.args.save_total_limit = self.args.save_total_limit, None
@@ -198,8 +202,11 @@ class StackTrainer(Trainer):
             rotate_checkpoints(folder, self.keep_checkpoints, self.state.best_global_step)
 
     def fit(self, resume_from: Path | None) -> None:
-        """Train, resuming from a checked checkpoint; a checkpoint file that is not plain data stops the run, and
-        so does another process's death (its collective fails here), each with one line."""
+        """Train, resuming from a checked checkpoint laid out as this run is; a checkpoint file that is not plain data
+        stops the run, and so does another process's death (its collective fails here) or a process running another
+        training than the first's, each with one line."""
+        check_same_run_everywhere({**self.record, "resume_from_step": checkpoint_step(resume_from)})
+        self.resuming = resume_from
         if resume_from is not None and self._resume_at_the_end(resume_from):
             return
         try:
@@ -208,6 +215,11 @@ class StackTrainer(Trainer):
         except pickle.UnpicklingError as error:
             raise RetrieverError(f"{resume_from}: a checkpoint file is not plain tensors and was not loaded "
                                  f"({str(error).splitlines()[0]}); delete the folder to start over") from None
+
+    def set_initial_training_values(self, args, dataloader):
+        values = super().set_initial_training_values(args, dataloader)
+        check_resume_layout(self.resuming, values[-1])  # the last value is the run's max_steps
+        return values
 
     def _resume_at_the_end(self, checkpoint: Path) -> bool:
         """Whether ``checkpoint`` was taken at the last step (the run was killed while writing its model): then its
@@ -254,47 +266,3 @@ class StopAtNonFiniteLoss(TrainerCallback):
         loss = (logs or {}).get("loss")
         if loss is not None and not math.isfinite(loss):
             raise diverged(state.global_step, f"its loss is {loss}")
-
-
-class StderrProgress(TrainerCallback):
-    """A tqdm bar with loss, learning rate and examples/s on stderr (rank 0); examples/s goes into the logs."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.enabled, self.bar, self.started, self.first_step = enabled, None, 0.0, 0
-
-    def on_train_begin(self, args, state, control, **kwargs):
-        if state.is_world_process_zero:
-            self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc="train", unit="step",
-                            file=sys.stderr, dynamic_ncols=True, disable=not self.enabled)
-        self.started, self.first_step = time.perf_counter(), state.global_step
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if self.bar is None or "loss" not in (logs or {}):
-            return
-        examples = (state.global_step - self.first_step) * args.per_device_train_batch_size
-        logs["examples_per_second"] = round(examples / max(time.perf_counter() - self.started, 1e-9), 2)
-        self.bar.update(state.global_step - self.bar.n)
-        self.bar.set_postfix(loss=f"{logs['loss']:.4f}", lr=f"{logs.get('learning_rate', 0):.2e}",
-                             ex_s=f"{logs['examples_per_second']:.1f}")
-        if state.global_step >= state.max_steps:
-            self.bar.close()
-
-
-class EpochEndCheckpoints(TrainerCallback):
-    """A checkpoint at each epoch's end besides every --save-steps: dev evaluation picks the best among them."""
-
-    def on_epoch_end(self, args, state, control, **kwargs):
-        control.should_save = True
-
-
-def _tensorboard(config: StackConfig) -> list[TrainerCallback]:
-    """The library's TensorBoard callback, writing to OUTPUT/tensorboard (kept with the model folder)."""
-    if config.report_to == "none":
-        return []
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-        from transformers.integrations import TensorBoardCallback
-    except ImportError:
-        raise RetrieverError("--report-to tensorboard needs the tensorboard package: pip install tensorboard") from None
-    writer = SummaryWriter(log_dir=str(Path(config.output) / "tensorboard")) if is_main_process() else None
-    return [TensorBoardCallback(tb_writer=writer)]

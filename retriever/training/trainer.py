@@ -191,8 +191,8 @@ def _train(config: TrainConfig) -> TrainResult:
     check_candidates(config, examples)
     _warn_about_negatives(config, examples)
     arguments, precision = config.arguments(config.batch_size, config.max_steps, keep_checkpoints=2,
-                                            evaluate=dev is not None, evaluate_first=resume is None,
-                                            metric=SELECTION_METRIC)
+                                            examples=(len(examples), "training queries"), evaluate=dev is not None,
+                                            evaluate_first=resume is None, metric=SELECTION_METRIC)
     _drop_a_lone_last_step(config, examples, arguments)
     trainer = DualEncoderTrainer(config, model, arguments=arguments, precision=precision, eval_dataset=dev,
                                  train_dataset=EpochGroups(examples, config.seed, config.train_group_size),
@@ -236,7 +236,7 @@ def _drop_a_lone_last_step(config: TrainConfig, examples: list[TrainExample], ar
     """An epoch's last, short step of a query alone with its positive would train at loss 0 (an optimizer step on
     nothing), so it is dropped; the order is shuffled per epoch, so a different query sits out each time."""
     leftover = len(examples) % config.batch_size
-    if leftover and _single_candidate(config, leftover, examples, negatives_of=min):
+    if leftover and not arguments.dataloader_drop_last and _single_candidate(config, leftover, examples, min):
         arguments.dataloader_drop_last = True
         stack.log(f"the last step of each epoch would hold one query ({len(examples)} queries in steps of "
                   f"{config.batch_size}) and no other candidate passage, so its loss would be 0; it is left out")

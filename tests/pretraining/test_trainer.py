@@ -128,3 +128,13 @@ def test_cocondenser_needs_two_whole_passages_per_process(tmp_path, monkeypatch,
     assert "\n" not in str(refused.value) and "--sequences-per-step" in str(refused.value)
     if processes > 1:
         assert f"multiple of {2 * processes} (2 x processes" in str(refused.value)
+
+
+@pytest.mark.parametrize("layers", [13, 100_000])
+def test_a_head_of_more_layers_than_the_bound_is_refused_before_loading(tmp_path, layers):
+    """--n-head-layers had no upper bound: 100,000 fresh layers were built for minutes (or until memory ran out)."""
+    settings = config(tmp_path / "corpus.jsonl", tmp_path / "out", "no-such-model", n_head_layers=layers)
+    with pytest.raises(RetrieverError, match=rf"^--n-head-layers {layers} is more than 12; .*give 1 to 12"):
+        settings.check()
+    assert not (tmp_path / "out").exists()
+    config(tmp_path / "corpus.jsonl", tmp_path / "out", "no-such-model", n_head_layers=12).check()

@@ -1,0 +1,55 @@
+"""The training stack's own callbacks: progress on stderr, a checkpoint at each epoch's end, TensorBoard."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+from tqdm import tqdm
+from transformers import TrainerCallback
+
+from retriever.errors import RetrieverError
+
+
+class StderrProgress(TrainerCallback):
+    """A tqdm bar with loss, learning rate and examples/s on stderr (rank 0); examples/s goes into the logs."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled, self.bar, self.started, self.first_step = enabled, None, 0.0, 0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc="train", unit="step",
+                            file=sys.stderr, dynamic_ncols=True, disable=not self.enabled)
+        self.started, self.first_step = time.perf_counter(), state.global_step
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.bar is None or "loss" not in (logs or {}):
+            return
+        examples = (state.global_step - self.first_step) * args.per_device_train_batch_size
+        logs["examples_per_second"] = round(examples / max(time.perf_counter() - self.started, 1e-9), 2)
+        self.bar.update(state.global_step - self.bar.n)
+        self.bar.set_postfix(loss=f"{logs['loss']:.4f}", lr=f"{logs.get('learning_rate', 0):.2e}",
+                             ex_s=f"{logs['examples_per_second']:.1f}")
+        if state.global_step >= state.max_steps:
+            self.bar.close()
+
+
+class EpochEndCheckpoints(TrainerCallback):
+    """A checkpoint at each epoch's end besides every --save-steps: dev evaluation picks the best among them."""
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        control.should_save = True
+
+
+def tensorboard(config, main_process: bool) -> list[TrainerCallback]:
+    """The library's TensorBoard callback, writing to OUTPUT/tensorboard (kept with the model folder)."""
+    if config.report_to == "none":
+        return []
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+        from transformers.integrations import TensorBoardCallback
+    except ImportError:
+        raise RetrieverError("--report-to tensorboard needs the tensorboard package: pip install tensorboard") from None
+    writer = SummaryWriter(log_dir=str(Path(config.output) / "tensorboard")) if main_process else None
+    return [TensorBoardCallback(tb_writer=writer)]

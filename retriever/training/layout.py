@@ -1,0 +1,56 @@
+"""How a run's examples fill its steps when torchrun splits every step over its processes.
+
+Accelerate gives each process an equal slice of a step: an epoch's short last step was filled up by repeating the
+epoch's first examples, so under torchrun they were trained twice, their passages sat in the batch twice as
+negatives of the other queries (a coCondenser passage's spans could meet their own copies), and the losses and
+weights were not those of one process on the same data. So under torchrun a short last step is left out (a
+different set sits out each epoch, the order being shuffled per epoch) and fewer examples than one step are
+refused. The steps of an epoch then depend on the process count, so a resume with another count is refused too.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from retriever.errors import RetrieverError
+from retriever.files import read_json
+from retriever.training.processes import launched_processes
+
+
+def drops_short_last_step(examples: int, per_step: int) -> bool:
+    """Whether an epoch's last step would be short and filled with repeats (only under torchrun)."""
+    return launched_processes() > 1 and examples % per_step != 0
+
+
+def steps_per_epoch(examples: int, per_step: int) -> int:
+    return examples // per_step if drops_short_last_step(examples, per_step) else -(-examples // per_step)
+
+
+def check_step_layout(examples: int, per_step: int, unit: str, log: Callable[[str], None]) -> bool:
+    """Refuse ``examples`` (of ``unit``) that fill no step under torchrun; return whether the short last step of
+    each epoch is left out, saying so."""
+    processes = launched_processes()
+    if processes > 1 and examples < per_step:
+        raise RetrieverError(f"{examples} {unit} do not fill one step of {per_step} over {processes} processes "
+                             "(each process would train on repeats of them); lower --queries-per-step (train) or "
+                             f"--sequences-per-step (pretrain) to fit, a multiple of {processes}, or give more data")
+    if not drops_short_last_step(examples, per_step):
+        return False
+    log(f"the last step of each epoch would hold {examples % per_step} of its {per_step} {unit} "
+        f"({examples} in steps of {per_step}), which torchrun fills with repeats; it is left out (a different "
+        "set each epoch)")
+    return True
+
+
+def check_resume_layout(checkpoint: Path | None, max_steps: int) -> None:
+    """Refuse to resume ``checkpoint`` when this run lays its epochs out in other steps (another process count
+    leaving out or keeping a short last step): the library skipped batches by the new layout and the schedule
+    changed length, so the run silently trained another order than the one it resumed."""
+    if checkpoint is None:
+        return
+    state = read_json(checkpoint / "trainer_state.json", f"delete {checkpoint} to start over")
+    recorded = state.get("max_steps") if isinstance(state, dict) else None
+    if isinstance(recorded, int) and recorded != max_steps:
+        raise RetrieverError(f"{checkpoint}: the run was laid out in {recorded} steps and this one, over "
+                             f"{launched_processes()} process(es), in {max_steps}; resume with the number of "
+                             "processes it was started with, or choose another --output")

@@ -1,0 +1,48 @@
+"""How examples fill steps under torchrun: a short last step is left out, too few examples are refused, and a
+resume laid out in other steps is refused (the process count is faked through torchrun's WORLD_SIZE)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from retriever.errors import RetrieverError
+from retriever.training.layout import check_resume_layout, check_step_layout, steps_per_epoch
+
+
+@pytest.fixture()
+def two_processes(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+
+
+def test_one_process_keeps_the_short_last_step(monkeypatch):
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    said = []
+    assert not check_step_layout(7, 4, "training queries", said.append) and not said
+    assert not check_step_layout(3, 8, "training queries", said.append)
+    assert steps_per_epoch(7, 4) == 2 and steps_per_epoch(3, 8) == 1
+
+
+def test_under_torchrun_a_short_last_step_is_left_out_and_said(two_processes):
+    said = []
+    assert check_step_layout(7, 4, "training queries", said.append)
+    assert len(said) == 1 and "hold 3 of its 4 training queries" in said[0] and "left out" in said[0]
+    assert steps_per_epoch(7, 4) == 1 and steps_per_epoch(8, 4) == 2
+    assert not check_step_layout(8, 4, "blocks", said.append) and len(said) == 1
+
+
+def test_under_torchrun_fewer_examples_than_a_step_are_refused(two_processes):
+    with pytest.raises(RetrieverError, match=r"^3 training queries do not fill one step of 8 over 2 processes .*"
+                                             r"lower --queries-per-step"):
+        check_step_layout(3, 8, "training queries", print)
+
+
+def test_a_resume_laid_out_in_other_steps_is_refused(tmp_path, two_processes):
+    checkpoint = tmp_path / "checkpoint-2"
+    checkpoint.mkdir()
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"max_steps": 4, "global_step": 2}))
+    check_resume_layout(None, 2)
+    check_resume_layout(checkpoint, 4)
+    with pytest.raises(RetrieverError, match=r"checkpoint-2: the run was laid out in 4 steps and this one, over 2 "
+                                             r"process\(es\), in 2; resume with the number of processes"):
+        check_resume_layout(checkpoint, 2)

@@ -1,0 +1,114 @@
+"""Under torchrun (two gloo processes on the CPU), what one launch must refuse or lay out differently from one
+process: processes started with other settings, a step the data cannot fill, a short last step (Accelerate filled
+it with repeats of the epoch's first examples), and a resume whose steps another process count lays out otherwise.
+One launch runs every case (starting two processes costs more than these tiny trainings)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import TINY_DOCS, make_tiny_bert, write_jsonl
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+ENVIRONMENT = {**os.environ, "OMP_NUM_THREADS": "1"}
+# each process runs the cases in order, rank-specific settings applied, and writes what each one ended with
+CASES_SCRIPT = """
+import json, os, sys
+from retriever.errors import RetrieverError
+from retriever.pretraining import PretrainConfig, pretrain
+from retriever.training import TrainConfig, train
+rank, results = os.environ["RANK"], []
+for kind, settings in json.loads(sys.argv[1]):
+    settings.update(settings.pop("per_rank", {}).get(rank, {}))
+    try:
+        run = train(TrainConfig(**settings)) if kind == "train" else pretrain(PretrainConfig(**settings))
+        results.append({"steps": run.steps})
+    except RetrieverError as error:
+        results.append({"error": str(error)})
+open(sys.argv[2] + rank, "w").write(json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    """A BEIR folder whose splits hold 8, 7 and 3 judged queries, and a one-layer BERT."""
+    root = tmp_path_factory.mktemp("torchrun-layout")
+    (root / "beir" / "qrels").mkdir(parents=True)
+    write_jsonl(root / "beir" / "corpus.jsonl", [{"_id": i, "title": t, "text": x} for i, t, x in TINY_DOCS])
+    write_jsonl(root / "beir" / "queries.jsonl", [{"_id": f"q{i}", "text": f"{t.lower()} {x.split()[-1]}"}
+                                                  for i, (_, t, x) in enumerate(TINY_DOCS)])
+    for split, count in ("eight", 8), ("seven", 7), ("three", 3):
+        lines = "".join(f"q{i}\td{i + 1}\t1\n" for i in range(count))
+        (root / "beir" / "qrels" / f"{split}.tsv").write_text("query-id\tcorpus-id\tscore\n" + lines)
+    make_tiny_bert(root / "bert", layers=1)
+    return root
+
+
+def train_settings(work: Path, output: str, **extra) -> dict:
+    return dict(dataset=str(work / "beir"), model=str(work / "bert"), output=str(work / "runs" / output),
+                learning_rate=1e-3, device="cpu", dtype="fp32", progress=False,
+                encoder={"passage_max_length": 32, "query_max_length": 16}, **extra)
+
+
+def killed_after_its_first_checkpoint(work: Path, settings: dict) -> None:
+    """A one-process run of ``settings`` SIGKILLed once it has a complete checkpoint."""
+    script = f"from retriever.training import TrainConfig, train; train(TrainConfig(**{settings!r}))"
+    process = subprocess.Popen([sys.executable, "-c", script], env=ENVIRONMENT, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    checkpoints, deadline = Path(settings["output"]) / "checkpoints", time.monotonic() + 120
+    while not list(checkpoints.glob("checkpoint-*/run.json")) and process.poll() is None \
+            and time.monotonic() < deadline:
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+
+
+@pytest.fixture(scope="module")
+def results(work: Path) -> tuple[list[dict], list[dict]]:
+    resumed = train_settings(work, "resumed", split="seven", epochs=3, batch_size=4, save_steps=1)
+    killed_after_its_first_checkpoint(work, resumed)  # one process: 2 steps an epoch (4 + 3 queries), 6 in all
+    cases = [("train", train_settings(work, "other-rate", split="eight", max_steps=2, batch_size=4,
+                                      per_rank={"1": {"learning_rate": 1e-2}})),
+             ("train", train_settings(work, "other-data", split="eight", max_steps=2, batch_size=4,
+                                      per_rank={"1": {"split": "seven"}})),
+             ("train", train_settings(work, "too-few", split="three", epochs=1, batch_size=8)),
+             ("train", train_settings(work, "short-last", split="seven", epochs=2, batch_size=4)),
+             ("train", resumed),
+             ("pretrain", dict(corpus=str(work / "beir"), model=str(work / "bert"), output=str(work / "runs" / "pre"),
+                               max_length=16, batch_size=8, epochs=1, device="cpu", dtype="fp32", progress=False))]
+    script = work / "cases.py"
+    script.write_text(CASES_SCRIPT)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script),
+               json.dumps(cases), str(work / "result-")]
+    finished = subprocess.run(command, capture_output=True, text=True, env=ENVIRONMENT, timeout=600)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    return tuple(json.loads((work / f"result-{rank}").read_text()) for rank in (0, 1))
+
+
+def test_a_process_started_with_another_setting_or_data_is_refused_by_every_process(results):
+    for rank_results in results:  # both stop, with the same line (neither trains on)
+        other_rate, other_data = rank_results[0], rank_results[1]
+        assert other_rate["error"].startswith("process 1 of the launch runs another training than process 0 "
+                                              "(learning_rate 0.001 in process 0, 0.01 in 1)"), other_rate
+        assert "fingerprint of the data files and start model" in other_data["error"], other_data
+    assert results[0][:2] == results[1][:2]
+
+
+def test_too_few_queries_for_a_step_are_refused_and_a_short_last_step_is_left_out(results):
+    for rank_results in results:
+        assert rank_results[2]["error"].startswith("3 training queries do not fill one step of 8 over 2 processes")
+        assert rank_results[3] == {"steps": 2}  # 7 queries in steps of 4: one full step an epoch, not a padded one
+        assert rank_results[5] == {"steps": 1}  # 12 blocks in steps of 8: the same in pre-training
+
+
+def test_a_resume_laid_out_in_other_steps_by_another_process_count_is_refused(results):
+    for rank_results in results:
+        assert "the run was laid out in 6 steps and this one, over 2 process(es), in 3" in rank_results[4]["error"]
