@@ -244,22 +244,22 @@ def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | 
 def _check_trainable(corpus: str | Path, fmt: str, params: IndexParams, dim: int) -> None:
     """Refuse, before encoding, an index whose training needs more vectors than the corpus or --train-size
     gives: FAISS refuses it only at training, once the whole corpus has been encoded."""
-    if params.index_type in INDEX_TYPES:  # these size their lists and codes to the corpus, unless --nlist is given
-        needed = (params.nlist or 0) if params.index_type in ("ivfpq", ONDISK_TYPE) else 0
-    else:
-        index = new_index(params.index_type, dim, params)
-        ivf, inner = ivf_part(index), inner_index(index)
-        codes = getattr(ivf if ivf is not None else inner, "pq", None)
-        needed = max(ivf.nlist if ivf is not None else 0, codes.ksub if codes is not None else 0)
-    count = count_records(resolve_corpus_path(corpus), fmt) if needed > 1 else None
-    if count is None:
+    named = params.index_type in INDEX_TYPES
+    if params.index_type in ("flat", "hnsw") or not named and new_index(params.index_type, dim, params).is_trained:
         return
-    given = min(count, params.train_size)
-    if given < needed:
+    count = count_records(resolve_corpus_path(corpus), fmt)
+    if count is None:  # a stream: the training refuses it, later
+        return
+    index = new_index(factory_string(params, dim, count), dim, params)  # named types size lists and codes to it
+    ivf, inner = ivf_part(index), inner_index(index)
+    codes = getattr(faiss.downcast_index(ivf) if ivf is not None else inner, "pq", None)
+    needed = max(ivf.nlist if ivf is not None else 0, codes.ksub if codes is not None else 0)
+    if min(count, params.train_size) < needed:
         source = (f"the corpus has {count} documents" if count <= params.train_size
                   else f"--train-size is {params.train_size}")
         raise RetrieverError(f"--index-type {params.index_type!r} trains on at least {needed} vectors, and {source}: "
-                             "use fewer lists (--nlist) or codes of fewer bits, or a flat index")
+                             "use fewer lists (--nlist) or codes of fewer bits, a larger --train-size, or a flat "
+                             "index")
 
 
 def _encode_shards(corpus: str | Path, output: Path, encoder: Encoder | PartRunner, fmt: str, fields: Fields,

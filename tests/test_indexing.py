@@ -293,6 +293,8 @@ def test_a_factory_string_faiss_cannot_build_is_refused_before_encoding(tiny_bei
     (IndexParams("ivf-ondisk", nlist=13), "'ivf-ondisk' trains on at least 13 vectors"),
     (IndexParams("PQ4", train_size=100), "'PQ4' trains on at least 256 vectors"),
     (IndexParams("IVF8,Flat", train_size=5), "'IVF8,Flat' trains on at least 8 vectors, and --train-size is 5"),
+    (IndexParams("ivfpq", train_size=2), "'ivfpq' trains on at least 8 vectors, and --train-size is 2"),
+    (IndexParams("ivf-ondisk", train_size=0), "'ivf-ondisk' trains on at least 1 vectors, and --train-size is 0"),
 ])
 def test_an_index_with_more_lists_or_codes_than_vectors_is_refused_before_encoding(tiny_beir, no_encoding, tmp_path,
                                                                                   params, expected):
