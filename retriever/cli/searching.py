@@ -5,6 +5,7 @@ import json
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
@@ -19,7 +20,7 @@ from retriever.files import write_json
 from retriever.evaluation import evaluate_index, evaluate_run_file
 from retriever.metrics import DEFAULT_METRICS, parse_metric_list
 from retriever.pooling import POOLINGS
-from retriever.runs import write_run, write_trec_run
+from retriever.runs import Run, write_run, write_trec_run
 from retriever.searching import Hit, Searcher
 from retriever.texts import check_text, is_blank
 
@@ -126,12 +127,28 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
         click.echo(warning, err=True)
     configure_batch_threads()
     with tqdm(total=len(batch), desc="search", unit="q", file=sys.stderr) as bar:
-        run = searcher.run([q.id for q in batch], [q.text for q in batch], k=k, nprobe=nprobe, ef_search=ef_search,
-                           progress=bar.update)
+        batches = searcher.run_batches([q.id for q in batch], [q.text for q in batch], k=k, nprobe=nprobe,
+                                       ef_search=ef_search, progress=bar.update)
+        # A file is written batch by batch (its temporary is renamed at the end), so memory holds one batch of
+        # hits; standard output gets every line checked before the first, so the whole run is held for it.
+        write_run(StreamedRun(batches) if output else StreamedRun(batches).whole(), output, run_format, tag)
     report_truncation(searcher.encoder)
-    write_run(run, output, run_format, tag)
     if output:
-        click.echo(f"wrote {len(run)} queries × top {k} to {output}", err=True)
+        click.echo(f"wrote {len(batch)} queries × top {k} to {output}", err=True)
+
+
+class StreamedRun:
+    """Runs of successive query batches as one run for the run writers, which only iterate ``items()``."""
+
+    def __init__(self, batches: Iterator[Run]) -> None:
+        self._batches = batches
+
+    def items(self) -> Iterator[tuple[str, dict[str, float]]]:
+        for part in self._batches:
+            yield from part.items()
+
+    def whole(self) -> Run:
+        return dict(self.items())
 
 
 def _read_batch(queries: Path, fmt: str, fields: Fields) -> list[Query]:
