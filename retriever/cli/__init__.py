@@ -1,13 +1,15 @@
 """The `retriever` command line: a thin layer over the library API.
 
 A ``RetrieverError`` is printed as one line on stderr with exit code 1, and so is a full disk
-wherever it strikes; anything else is a bug and keeps its traceback. Under torchrun every process runs the command and meets the same
+wherever it strikes; a usage error (a bad flag or argument) is one line too, with exit code 2;
+anything else is a bug and keeps its traceback. Under torchrun every process runs the command and meets the same
 error, so only the first process on each machine (LOCAL_RANK 0: every machine's console gets the line)
 prints errors and usage errors; the others exit non-zero silently, except for an error only that
 process can see (``every_process``, e.g. another process died).
 """
 from __future__ import annotations
 
+import codecs
 import errno
 import os
 import sys
@@ -27,6 +29,14 @@ class _Group(click.Group):
         rank = {name: position for position, name in enumerate(PIPELINE_ORDER)}
         return sorted(self.commands, key=lambda name: (rank.get(name, len(rank)), name))
 
+    def make_context(self, info_name, args, parent=None, **extra) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as error:  # `retriever --bogus`; a bare `retriever` still prints its help
+            if isinstance(error, getattr(click.exceptions, "NoArgsIsHelpError", ())):
+                raise
+            _exit_with_usage_line(error)
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
@@ -34,6 +44,8 @@ class _Group(click.Group):
             if _is_rank_zero() or getattr(error, "every_process", False):
                 click.echo(f"error: {error}", err=True)
             sys.exit(1)
+        except click.UsageError as error:  # a subcommand's flags and arguments, or a command name
+            _exit_with_usage_line(error)
         except (OSError, RuntimeError) as error:
             full = _disk_full(error)
             if full is None:
@@ -46,6 +58,7 @@ class _Group(click.Group):
     def main(self, *args, **kwargs):
         """As click's, but a torchrun process other than its machine's first exits with usage errors' codes
         without printing."""
+        _write_utf8()
         if _is_rank_zero() or kwargs.get("standalone_mode") is False:
             return super().main(*args, **kwargs)
         try:
@@ -55,6 +68,25 @@ class _Group(click.Group):
         except click.Abort:
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _exit_with_usage_line(error: click.UsageError) -> None:
+    """A bad flag, argument or command as one line like every other error, saying where the flags are listed
+    (click printed the usage, a hint and the error on four lines), with click's exit code."""
+    if _is_rank_zero():
+        where = f" (see `{error.ctx.command_path} --help`)" if error.ctx is not None else ""
+        click.echo(f"error: {error.format_message()}{where}", err=True)
+    sys.exit(error.exit_code)
+
+
+def _write_utf8() -> None:
+    """Standard output and error in UTF-8 whatever the locale, as Python's UTF-8 mode does: under a Latin-1
+    locale the first hit holding a character Latin-1 lacks (the snippet's '…', a CJK title) was a
+    UnicodeEncodeError traceback, and a run on standard output must be the bytes `-o` writes."""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = getattr(stream, "encoding", None)
+        if encoding and codecs.lookup(encoding).name != "utf-8" and hasattr(stream, "reconfigure"):
+            stream.reconfigure(encoding="utf-8")
 
 
 def _disk_full(error: BaseException) -> str | None:

@@ -18,12 +18,20 @@ Decorator = Callable[[Callable], Callable]
 
 
 class OutputFile(click.Path):
-    """A file a command writes at the end of its work: a path that could never be written is refused first."""
+    """A file a command writes at the end of its work: a path that could never be written is refused first.
+    ``-`` is standard output (None, for a command whose default is to print) where ``dash_is_stdout``, else
+    refused: `--queries -` reads standard input, and `-o -` wrote a file named '-' with exit 0."""
 
-    def __init__(self) -> None:
+    def __init__(self, dash_is_stdout: bool = False) -> None:
         super().__init__(dir_okay=False, path_type=Path)
+        self.dash_is_stdout = dash_is_stdout
 
-    def convert(self, value, param, ctx) -> Path:
+    def convert(self, value, param, ctx) -> Path | None:
+        if isinstance(value, str) and value == "-":
+            if self.dash_is_stdout:
+                return None
+            self.fail("'-' is not standard output for this option; give a file name (./- for a file named '-')",
+                      param, ctx)
         path = super().convert(value, param, ctx)
         problem = output_file_problem(Path(path))
         if problem:

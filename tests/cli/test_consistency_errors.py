@@ -1,0 +1,51 @@
+"""Every subcommand's usage errors are one line naming the flag or argument, as its other errors are."""
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from retriever.cli import main
+
+
+def _one_line_usage_error(args: list[str]) -> str:
+    result = CliRunner().invoke(main, args, prog_name="retriever")
+    lines = result.stderr.splitlines()
+    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert result.stdout == "" and "Usage:" not in result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", sorted(main.commands))
+def test_an_unknown_flag_is_one_line_naming_it_and_where_the_flags_are(command):
+    """click printed the usage line, a hint, a blank line and `Error: …`: four lines for one mistake."""
+    line = _one_line_usage_error([command, "--no-such-flag"])
+    assert "No such option '--no-such-flag'" in line and f"(see `retriever {command} --help`)" in line
+
+
+@pytest.mark.parametrize("args, names", [
+    (["search", "/no/such/index", "a query"], "Invalid value for 'INDEX': Directory '/no/such/index' does not exist"),
+    (["search", ".", "q", "-k", "0"], "Invalid value for '--k' / '-k': 0 is not in the range x>=1"),
+    (["build", "."], "Missing option '--output' / '-o'"),
+    (["evaluate"], "give either --run (with --qrels or --dataset) or --index with --dataset"),
+    (["info"], "Missing argument 'INDEX'"),
+    (["nosuch"], "No such command 'nosuch'"),
+    (["--verison"], "No such option '--verison'"),
+])
+def test_bad_arguments_and_commands_are_one_line(args, names):
+    assert names in _one_line_usage_error(args)
+
+
+def test_a_bare_command_still_prints_its_help():
+    result = CliRunner().invoke(main, [])
+    assert "Commands:" in result.output and "demo" in result.output
+
+
+@pytest.mark.parametrize("command", ["train", "pretrain"])
+@pytest.mark.parametrize("seed", ["-1", str(2**32)])
+def test_a_seed_numpy_cannot_take_is_a_usage_error(tmp_path, tiny_beir, tiny_model_dir, command, seed):
+    """It was a `ValueError: Seed must be between 0 and 2**32 - 1` traceback once the model had loaded."""
+    data = ["--dataset", str(tiny_beir)] if command == "train" else [str(tiny_beir)]
+    line = _one_line_usage_error([command, *data, "--model", str(tiny_model_dir), "-o", str(tmp_path / "out"),
+                                  "--max-steps", "1", "--device", "cpu", "--seed", seed])
+    assert f"Invalid value for '--seed': {seed} is not in the range 0<=x<=4294967295" in line
+    assert not (tmp_path / "out").exists()
