@@ -5,8 +5,11 @@ that says how to pass a local folder instead.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import pickle
+import sys
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 from types import SimpleNamespace
@@ -142,7 +145,8 @@ def load_model(name: str, model_class: Any = AutoModel, **kwargs: Any) -> tuple[
     options = {"dtype": torch.float32, "trust_remote_code": False, **kwargs}  # never run a model folder's code
     _check_hub_reachable(name, path, "config or weights")
     try:
-        model, info = model_class.from_pretrained(path, output_loading_info=True, **options)
+        with quiet_transformers():
+            model, info = model_class.from_pretrained(path, output_loading_info=True, **options)
     except (pickle.UnpicklingError, EOFError, SafetensorError) as error:
         # transformers loads .bin files with torch.load(weights_only=True): a file that needs more is refused.
         reason = str(error).splitlines()[0] if str(error) else type(error).__name__
@@ -158,7 +162,30 @@ def load_model(name: str, model_class: Any = AutoModel, **kwargs: Any) -> tuple[
     if getattr(model.config, "is_encoder_decoder", False):  # its forward wants decoder inputs: a traceback at encode
         raise RetrieverError(f"{path}: a {model.config.model_type} encoder-decoder model; retriever encodes with "
                              "encoder-only models (BERT, RoBERTa, ...), so pass one of those")
+    _say_missing_weights(path, info)
     return model, info
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """transformers' load report is a table of every key it did not use (an MLM head's, on each search of a
+    pre-trained folder), in terminal bold even into a log; what matters is said in one line instead."""
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
+def _say_missing_weights(path: str, info: dict) -> None:
+    """One stderr line for weights the checkpoint lacks and that were initialised at random, but for a pooler
+    (``pooling.check_pooler_weights`` decides about it) and an MLM head (pre-training reports it)."""
+    missing = [key for key in info.get("missing_keys", ())
+               if not key.removeprefix("bert.").startswith(("pooler.", "cls."))]
+    if missing:
+        shown = ", ".join(sorted(missing)[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        print(f"warning: {path} lacks {len(missing)} weights, initialised at random: {shown}", file=sys.stderr)
 
 
 def model_files(name: str) -> Path | None:

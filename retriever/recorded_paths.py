@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from retriever.errors import RetrieverError
 from retriever.model_loading import MODEL_ALIASES, resolve_model_path
 
 
@@ -46,6 +47,13 @@ def rebase_model_record(record: dict, old_folder: str | Path, new_folder: str | 
 
 def recorded_model(record: dict, folder: str | Path) -> str:
     """The model to load for a record written in ``folder``: its recorded folder when that still exists, else
-    the recorded name (an alias or hub id)."""
+    the recorded name (an alias or hub id, or a folder of that name here). A local folder no longer where it was
+    recorded is refused: its name alone was looked up on the hub, and the hub's error hid the move."""
     found = locate(record.get("model_path"), folder)
-    return str(found) if found is not None else record["model"]
+    if found is not None:
+        return str(found)
+    if record.get("model_path") and not Path(record["model"]).is_dir():
+        raise RetrieverError(f"{folder}: its model was recorded at {record['model_path']} (relative to it), which is "
+                             "not there now: the folder moved away from its model; pass the model's folder "
+                             "(--model PATH) or move the model back")
+    return record["model"]

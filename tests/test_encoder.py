@@ -9,6 +9,7 @@ from conftest import build_vocab, make_tiny_bert
 from retriever.corpus import Document
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
+from retriever.model_loading import load_model
 
 TEXTS = ["a cat", "the dog ran to the river with a ball and then back to the old city", "tea", "honey bee flower"]
 
@@ -227,3 +228,23 @@ def test_an_unreachable_hub_fails_at_once_not_after_a_minute_of_retries(tmp_path
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert "fetching it from the Hugging Face hub failed" in result.stderr and "pass the folder" in result.stderr
     assert time.monotonic() - started < 25, "the hub was retried"
+
+
+def test_loading_a_pretraining_folder_prints_no_load_report_and_missing_weights_in_one_line(tmp_path, capfd):
+    """A pre-trained folder's MLM head printed transformers' 10-line LOAD REPORT, in terminal bold, on every
+    search; weights the checkpoint lacks (initialised at random) must still be said."""
+    from safetensors.torch import load_file, save_file
+    from transformers import BertConfig, BertForMaskedLM
+
+    folder = make_tiny_bert(tmp_path / "mlm")
+    config = BertConfig.from_pretrained(folder)
+    BertForMaskedLM(config).save_pretrained(folder)
+    capfd.readouterr()
+    load_model(str(folder))
+    assert capfd.readouterr().err == ""
+    weights = load_file(folder / "model.safetensors")
+    save_file({k: v for k, v in weights.items() if "layer.1.output" not in k}, folder / "model.safetensors",
+              metadata={"format": "pt"})
+    load_model(str(folder))
+    lines = capfd.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "lacks 4 weights, initialised at random: encoder.layer.1.output" in lines[0], lines

@@ -9,9 +9,7 @@ saved weights (``bert.pooler.*``): ``pooler`` pooling still works on the pre-tra
 """
 from __future__ import annotations
 
-import contextlib
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +19,6 @@ from torch import nn
 from transformers import BertForMaskedLM, BertModel, PreTrainedTokenizerBase
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.models.bert.modeling_bert import BertLayer
-from transformers.utils import logging as hf_logging
 
 from retriever.errors import RetrieverError
 from retriever.files import read_json_object, write_json
@@ -152,17 +149,6 @@ def span_contrastive_loss(cls: torch.Tensor, temperature: float = 1.0) -> torch.
     return F.cross_entropy(scores, siblings)
 
 
-@contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """Its load report is a wall of key names; we say what matters in one line instead."""
-    level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(level)
-
-
 def _saved_head(folder: Path) -> dict[str, torch.Tensor]:
     path = folder / HEAD_WEIGHTS
     if not path.is_file():
@@ -182,8 +168,7 @@ def _saved_head(folder: Path) -> dict[str, torch.Tensor]:
 
 def _pooler_weights(name: str) -> dict[str, torch.Tensor]:
     """The checkpoint's trained pooler as ``bert.pooler.*`` tensors, or nothing if it has none."""
-    with _quiet_transformers():
-        bert, info = load_model(name, BertModel)
+    bert, info = load_model(name, BertModel)
     if not has_trained_pooler(bert, info):
         return {}
     return {f"bert.pooler.{key}": value.detach().clone() for key, value in bert.pooler.state_dict().items()}
@@ -197,8 +182,7 @@ def load_condenser(name: str, n_head_layers: int | None = None,
     model_type = read_json_object(path / "config.json", missing={}).get("model_type") if local else None
     if model_type is not None and model_type != "bert":
         raise RetrieverError(f"{name} is a {model_type!r} checkpoint; Condenser pre-training here needs a BERT one")
-    with _quiet_transformers():
-        lm, info = load_model(name, BertForMaskedLM)
+    lm, info = load_model(name, BertForMaskedLM)
     notes: list[str] = []
     missing = sorted(info.get("missing_keys", ()))
     if any(key.startswith("cls.") for key in missing):
