@@ -80,8 +80,8 @@ def print_hits(hits: list[Hit]) -> None:
 @click.option("--queries", type=click.Path(exists=True, allow_dash=True, path_type=Path), default=None,
               help="Batch mode: a queries file (JSONL/TSV/Parquet or BEIR folder), or - for standard input "
                    "(JSONL unless --format says tsv); writes a run file to --output.")
-@click.option("--output", "-o", type=OutputFile(), default=None,
-              help="Run file to write in batch mode. [default: standard output]")
+@click.option("--output", "-o", type=OutputFile(dash_is_stdout=True), default=None,
+              help="Run file to write in batch mode; - is standard output. [default: standard output]")
 @click.option("--run-format", type=click.Choice(["trec", "jsonl"]), default="trec", show_default=True,
               help="Batch-mode output: TREC run (qid Q0 docid rank score tag) or JSONL.")
 @click.option("--tag", default="retriever", show_default=True, help="Run tag (last column of a TREC run).")

@@ -63,6 +63,15 @@ def test_dash_as_an_output_file_is_refused_not_written_as_a_file_named_dash(tmp_
     assert "'-' is not standard output for this option; give a file name (./- for a file named '-')" in result.output
 
 
+def test_search_dash_o_prints_the_run_a_file_would_hold(cjk_index, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    queries = write_jsonl(tmp_path / "queries.jsonl", [{"_id": "q1", "text": "cat"}])
+    printed = CliRunner().invoke(main, ["search", str(cjk_index), "--queries", str(queries), "-o", "-"])
+    written = CliRunner().invoke(main, ["search", str(cjk_index), "--queries", str(queries), "-o", "run.trec"])
+    assert printed.exit_code == written.exit_code == 0 and not (tmp_path / "-").exists()
+    assert printed.stdout == (tmp_path / "run.trec").read_text(encoding="utf-8") != ""
+
+
 def test_dash_is_standard_output_where_an_option_says_so():
     from retriever.cli.options import OutputFile
 
