@@ -89,6 +89,7 @@ def open_index(index_dir: Path, manifest: dict) -> tuple[faiss.Index, MappedDocu
     return index, documents
 
 
+DEFAULT_K = 10  # hits of a search that names no k (the CLI's one QUERY, a server request without k)
 BATCH_HITS = 256 * 1000  # most hits a batch search holds at once (its default batch at the default depth)
 REOPEN_ATTEMPTS = 3  # opens of a folder a build keeps replacing before giving up
 
@@ -212,7 +213,7 @@ class Searcher:
             raise damaged(self.index_dir / data, "it returned document rows that do not exist, or one row twice "
                                                  "for a query (`retriever info --verify` checks every file)")
 
-    def search(self, queries: Sequence[str], k: int = 10, nprobe: int | None = None,
+    def search(self, queries: Sequence[str], k: int = DEFAULT_K, nprobe: int | None = None,
                ef_search: int | None = None, mode: str | None = None) -> list[list[Hit]]:
         """Top-k hits with title and text for each query."""
         queries = check_queries(queries)

@@ -21,7 +21,7 @@ from retriever.evaluation import evaluate_index, evaluate_run_file
 from retriever.metrics import DEFAULT_METRICS, parse_metric_list
 from retriever.pooling import POOLINGS
 from retriever.runs import Run, write_run, write_trec_run
-from retriever.searching import Hit, Searcher
+from retriever.searching import DEFAULT_K, Hit, Searcher
 from retriever.texts import check_text, is_blank
 
 
@@ -109,7 +109,7 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
     if query is not None:
         check_text(query, "the QUERY argument", "the query")
     searcher = open_searcher(index, device, dtype, model, pooling, normalize, mode, fusion_overrides)
-    k = k or (10 if query is not None else 1000)
+    k = k or (DEFAULT_K if query is not None else 1000)
     if query is not None:
         hits = searcher.search([query], k=k, nprobe=nprobe, ef_search=ef_search)[0]
         report_truncation(searcher.encoder)

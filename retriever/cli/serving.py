@@ -13,7 +13,7 @@ import click
 from retriever.cli.hybrid import mode_options
 from retriever.cli.options import device_options
 from retriever.errors import RetrieverError
-from retriever.serving.schemas import DEFAULT_K
+from retriever.searching import DEFAULT_K
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

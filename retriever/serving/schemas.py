@@ -10,9 +10,10 @@ from typing import Literal
 from fastapi import Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
+from retriever.searching import DEFAULT_K  # `--max-hits` is at least this, so a request without k always fits
+
 NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 MAX_K = 1000
-DEFAULT_K = 10  # a request without k; `--max-hits` is at least this, so such a request always fits
 Mode = Literal["dense", "bm25", "hybrid"]
 
 
