@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from retriever.cli.options import corpus_options, device_options, fields_from, renamed_option
-from retriever.cli.training import SEED, FiniteRange, optimizer_options, progress_option, report_to_option
+from retriever.cli.training import FiniteRange, optimizer_options, progress_option, report_to_option
 
 
 @click.command("pretrain")
@@ -56,7 +56,7 @@ from retriever.cli.training import SEED, FiniteRange, optimizer_options, progres
               help="Checkpoint every N steps (and always at the end; 0 = only at the end).")
 @click.option("--keep-checkpoints", type=click.IntRange(min=1), default=2, show_default=True,
               help="Newest checkpoints kept in OUTPUT/checkpoints while training (a finished run keeps none).")
-@click.option("--seed", type=SEED, default=42, show_default=True,
+@click.option("--seed", type=int, default=42, show_default=True,
               help="Seed for head initialisation, data order, masking and dropout.")
 @device_options()
 @progress_option()

@@ -28,10 +28,6 @@ class FiniteRange(click.FloatRange):
         return number
 
 
-SEED_MAX = 2**32 - 1  # numpy's seeding takes no more (-1 or 2**32 was a ValueError once the model had loaded)
-SEED = click.IntRange(0, SEED_MAX)
-
-
 def report_to_option():
     return click.option("--report-to", type=click.Choice(REPORT_TO), default="none", show_default=True,
                         help="Also log loss, learning rate and dev metrics to TensorBoard in OUTPUT/tensorboard "
@@ -88,7 +84,7 @@ def optimizer_options(learning_rate: float) -> Callable:
 @optimizer_options(learning_rate=2e-5)
 @click.option("--temperature", type=FiniteRange(min=0, min_open=True), default=None,
               help="Softmax temperature τ of q·p/τ. [default: 0.05 with --normalize, 1.0 with --no-normalize]")
-@click.option("--seed", type=SEED, default=42, show_default=True,
+@click.option("--seed", type=int, default=42, show_default=True,
               help="Seed for sampling, shuffling and dropout.")
 @click.option("--grad-cache-chunk-size", type=click.IntRange(min=1), default=None,
               help="GradCache: encode the batch in chunks of this many texts so a large batch fits in memory "
