@@ -25,10 +25,10 @@ from retriever.corpus import Document, Fields, ReadStats, count_records, iter_do
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError
 from retriever.recorded_paths import model_record, relative_path
-from retriever.files import atomic_write_bytes, left_by_dead_processes
+from retriever.files import atomic_write_bytes, creatable_problem, left_by_dead_processes
 from retriever.folders import make_folder
 from retriever.shards import (ContentHash, differing_fields, done_marker, id_lines, list_shards, parse_shard_name,
-                              read_shard_metadata, shard_ids_sha256, shard_name, write_shard)
+                              read_shard_metadata, shard_ids_sha256, shard_name, worker_shards, write_shard)
 
 # What encode_part did with one part.
 ENCODED, REUSED, CHANGED = "encoded", "reused", "changed"
@@ -203,6 +203,19 @@ def remove_parts_beyond(output: Path, worker: int, num_workers: int, count: int)
     return removed
 
 
+def _shard_folder(output: Path) -> bool:
+    """Make the shard folder (True if new) and delete the temporaries of dead runs, only theirs: another worker may
+    be writing its shards into it (--num-workers). One nothing can be written in (a read-only mount) is refused in
+    one line: its first write, the done marker's removal, was an OSError traceback."""
+    created = make_folder(output)
+    problem = creatable_problem(output / "shard")
+    if problem:
+        raise RetrieverError(f"{output}: {problem}; choose another --output")
+    for stale in left_by_dead_processes(output, ".", ".tmp-"):
+        stale.unlink(missing_ok=True)
+    return created
+
+
 def _share(total: int | None, worker: int, num_workers: int) -> int | None:
     """How many of ``total`` documents fall to this worker (positions p with p % n == worker)."""
     return None if total is None else total // num_workers + (worker < total % num_workers)
@@ -221,10 +234,7 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
         raise RetrieverError(f"--worker-index must be in 0..{num_workers - 1} for --num-workers {num_workers}")
     corpus_path = resolve_corpus_path(corpus)
     output = Path(output)
-    created = make_folder(output)
-    # only dead runs' temporaries: another worker may be writing its shards into this folder (--num-workers)
-    for stale in left_by_dead_processes(output, ".", ".tmp-"):
-        stale.unlink(missing_ok=True)
+    created = _shard_folder(output)
     recorded = encoder.metadata()  # model and corpus re-expressed relative to the shard folder, or as names
     refuse_other_shards(output, recorded, num_workers)
     # Until this run finishes, this worker's shards may mix old and new content: not complete.
@@ -257,8 +267,8 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
             output.rmdir()  # a run that wrote nothing leaves nothing behind
         raise
     removed = remove_parts_beyond(output, worker_index, num_workers, shards)
-    cut = sum(read_shard_metadata(path)["shard"].get("passages_cut", 0) for path in list_shards(output)
-              if parse_shard_name(path.name)[:2] == (worker_index, num_workers))
+    cut = sum(read_shard_metadata(path)["shard"].get("passages_cut", 0)
+              for path in worker_shards(output, worker_index, num_workers, shards))  # all there, or no done marker
     seconds = time.perf_counter() - started
     summary = {"worker": worker_index, "num_workers": num_workers, "shards": shards, "rows": encoded + skipped,
                "corpus_documents": stats.records, "empty_texts": stats.empty_texts, "passages_cut": cut,

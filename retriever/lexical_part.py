@@ -16,7 +16,7 @@ from pathlib import Path
 
 from retriever.errors import RetrieverError
 from retriever.files import left_by_dead_processes
-from retriever.folders import temporary_folder
+from retriever.folders import exclusive_build, named_output, temporary_folder
 from retriever.integrity import check_folder, damaged, file_sha256, reading, recorded_files
 from retriever.lexical import LEXICAL_DIR, LexicalParams, build_lexical
 
@@ -25,10 +25,17 @@ _PART_NAME = re.compile(rf"^{LEXICAL_DIR}(-[0-9a-f]{{8}})?$")
 
 def add_lexical(index_dir: str | Path, params: LexicalParams = LexicalParams(), overwrite: bool = False,
                 progress: bool = True) -> dict:
-    """Add a BM25 part to an existing index folder from its doc store (no re-encoding); return the record."""
+    """Add a BM25 part to an existing index folder from its doc store (no re-encoding); return the record.
+    It holds the lock a build of that folder holds: two runs at once each deleted the other's uncommitted part as
+    unrecorded (an OSError traceback, or a manifest naming a deleted part) and left an orphan part behind."""
+    index_dir = Path(index_dir)
+    with exclusive_build(named_output(index_dir)):
+        return _add_lexical(index_dir, params, overwrite, progress)
+
+
+def _add_lexical(index_dir: Path, params: LexicalParams, overwrite: bool, progress: bool) -> dict:
     from retriever.index_folder import read_manifest, replace_manifest
 
-    index_dir = Path(index_dir)
     manifest = read_manifest(index_dir)
     if manifest.get("lexical") and not overwrite:
         raise RetrieverError(f"{index_dir}: already has a BM25 index; pass --overwrite to rebuild it")

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from retriever.encoder_settings import VECTOR_FIELDS
 from retriever.errors import RetrieverError
-from retriever.files import atomic_write
+from retriever.files import atomic_write, read_json_object
 
 if TYPE_CHECKING:
     from retriever.corpus import Document
@@ -167,6 +167,21 @@ def list_shards(folder: Path) -> list[Path]:
     return sorted(shards, key=lambda p: parse_shard_name(p.name))
 
 
+def worker_shards(folder: Path, worker: int, num_workers: int, count: int) -> list[Path]:
+    """A worker's ``count`` shards, or one line naming the first that is missing: a shard deleted after it was
+    written (its folder deleted or emptied while `encode` ran, or since) must not pass as done, nor leave `index`
+    blaming the corpus for the rows the shards lack."""
+    found = {parse_shard_name(path.name)[2]: path for path in (list_shards(folder) if folder.is_dir() else [])
+             if parse_shard_name(path.name)[:2] == (worker, num_workers)}
+    missing = [part for part in range(count) if part not in found]
+    if missing:
+        first = folder / shard_name(worker, num_workers, missing[0])
+        raise RetrieverError(f"{first}: missing ({len(missing)} of worker {worker}'s {count} shards are gone, deleted "
+                             "while or after they were encoded); rerun `retriever encode` (or `build`) on the corpus, "
+                             "which encodes them again")
+    return [found[part] for part in range(count)]
+
+
 def check_complete(folder: Path) -> tuple[list[Path], dict]:
     """All shards of a finished encoding, made by one encoder; refuse anything partial or mixed."""
     shards = list_shards(folder)
@@ -175,9 +190,13 @@ def check_complete(folder: Path) -> tuple[list[Path], dict]:
     first = read_shard_metadata(shards[0])
     num_workers = first["shard"]["num_workers"]
     for worker in range(num_workers):
-        if not done_marker(folder, worker, num_workers).is_file():
+        marker = done_marker(folder, worker, num_workers)
+        if not marker.is_file():
             raise RetrieverError(f"{folder}: worker {worker} of {num_workers} has not finished encoding; "
                                  f"rerun `retriever encode --worker-index {worker} --num-workers {num_workers}`")
+        recorded = read_json_object(marker, "rerun `retriever encode` on the corpus").get("shards")
+        if isinstance(recorded, int) and not isinstance(recorded, bool):
+            worker_shards(folder, worker, num_workers, recorded)
     for shard in shards[1:]:
         meta = read_shard_metadata(shard)
         diffs = differing_fields(first, meta)
