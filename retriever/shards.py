@@ -46,15 +46,14 @@ def done_marker(folder: Path, worker: int, num_workers: int) -> Path:
     return folder / f"done-w{worker:03d}of{num_workers:03d}.json"
 
 
-# The tokenizer shapes the vectors as much as the weights do: shards made with another vocabulary cannot be mixed.
-# Records older than its fingerprint lack it, and are compared without it.
-TOKENIZER_FIELD = "tokenizer_sha256"
+# The tokenizer shapes the vectors as much as the weights do: shards made with another vocabulary or normalisation
+# (e.g. lowercasing) cannot be mixed. Records older than a fingerprint lack it, and are compared without it.
+TOKENIZER_FIELDS = ("tokenizer_sha256", "tokenizer_behaviour_sha256")
 
 
 def differing_fields(expected: dict, found: dict, fields: tuple[str, ...] = VECTOR_FIELDS) -> list[str]:
-    """What differs between two encoder records in ``fields``, plus the tokenizer's fingerprint when both hold it."""
-    both = TOKENIZER_FIELD in expected and TOKENIZER_FIELD in found
-    names = (*fields, TOKENIZER_FIELD) if both and TOKENIZER_FIELD not in fields else fields
+    """What differs between two encoder records in ``fields``, plus the tokenizer's fingerprints both hold."""
+    names = (*fields, *(name for name in TOKENIZER_FIELDS if name in expected and name in found and name not in fields))
     return [f"{name}: {found.get(name)!r} vs {expected.get(name)!r}" for name in names
             if found.get(name) != expected.get(name)]
 

@@ -124,6 +124,24 @@ def test_a_resume_with_another_tokenizer_is_refused(tiny_model_dir, tmp_path):
     assert len(list_shards(tmp_path / "out")) == 2
 
 
+def test_a_resume_with_a_tokenizer_normalising_otherwise_is_refused(tiny_model_dir, tmp_path):
+    """The same vocabulary with lowercasing turned off passed the vocabulary's fingerprint: the rest of the
+    corpus was encoded cased beside lowercased shards."""
+    corpus = write_corpus(tmp_path / "c.jsonl", 6)
+    encode_corpus(corpus, tmp_path / "out", encoder(tiny_model_dir), shard_size=2, progress=False)
+    list_shards(tmp_path / "out")[-1].unlink()
+    other = tmp_path / "cased"
+    shutil.copytree(tiny_model_dir, other)
+    tokenizer = json.loads((other / "tokenizer.json").read_text())
+    tokenizer["normalizer"]["lowercase"] = False
+    (other / "tokenizer.json").write_text(json.dumps(tokenizer))
+    config = json.loads((other / "tokenizer_config.json").read_text())
+    (other / "tokenizer_config.json").write_text(json.dumps({**config, "do_lower_case": False}))
+    with pytest.raises(RetrieverError, match="different encoder.*tokenizer_behaviour_sha256"):
+        encode_corpus(corpus, tmp_path / "out", encoder(other), shard_size=2, progress=False)
+    assert len(list_shards(tmp_path / "out")) == 2
+
+
 def rewrite_vectors(path: Path, vectors: np.ndarray) -> None:
     """Write other vectors into a shard, keeping its ids and its metadata (so every record check still passes)."""
     table = pq.read_table(path)
