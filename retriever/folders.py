@@ -146,7 +146,8 @@ def _remove_unheld_lock(path: Path) -> None:
 
 
 @contextmanager
-def exclusive_build(output: Path, what: str = "build") -> Iterator[None]:
+def exclusive_build(output: Path, what: str = "build",
+                    elsewhere: str = " or choose another --output") -> Iterator[None]:
     """Hold ``.NAME.lock`` beside ``output`` while a build of it runs, so a second build of the same output at the
     same time is refused at once: the two would share OUTPUT.shards and OUTPUT.parts and delete each other's files.
     The kernel drops the lock with its process, so a killed build never blocks the next."""
@@ -163,8 +164,8 @@ def exclusive_build(output: Path, what: str = "build") -> Iterator[None]:
             handle.seek(0)
             holder = handle.read().strip() or "?"
             handle.close()
-            raise RetrieverError(f"{output}: another {what} of it is running (pid {holder}); wait for it to end or "
-                                 "choose another --output") from None
+            raise RetrieverError(f"{output}: another {what} of it is running (pid {holder}); wait for it to "
+                                 f"end{elsewhere}") from None
         if path.exists() and os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
             break
         handle.close()  # the build before ours removed the file after we opened it: lock the new one

@@ -29,7 +29,7 @@ def add_lexical(index_dir: str | Path, params: LexicalParams = LexicalParams(), 
     It holds the lock a build of that folder holds: two runs at once each deleted the other's uncommitted part as
     unrecorded (an OSError traceback, or a manifest naming a deleted part) and left an orphan part behind."""
     index_dir = Path(index_dir)
-    with exclusive_build(named_output(index_dir)):
+    with exclusive_build(named_output(index_dir), elsewhere=""):  # `bm25 INDEX` has no --output
         return _add_lexical(index_dir, params, overwrite, progress)
 
 

@@ -119,7 +119,6 @@ def tuning_options() -> Callable:
 def check_tuning(tune_fusion: tuple[Path, str] | None, lexical: LexicalParams | None) -> None:
     """Refuse bad tuning requests (no BM25; a split that is missing, unjudged or the test split's) before any
     encoding or BM25 build, not after them."""
-    from retriever.errors import RetrieverError
     from retriever.fusion_tuning import check_tuning_split
 
     if tune_fusion is None:
@@ -127,6 +126,20 @@ def check_tuning(tune_fusion: tuple[Path, str] | None, lexical: LexicalParams | 
     if lexical is None:
         raise RetrieverError("--tune-fusion-on tunes the hybrid fusion, which needs the BM25 index; drop --no-bm25")
     check_tuning_split(*tune_fusion)
+
+
+def check_build_tuning(tune_fusion: tuple[Path, str] | None, lexical: LexicalParams | None, output: Path,
+                       overwrite: bool) -> None:
+    """``check_tuning`` for `build`/`index`, and a rerun of one stopped while tuning is told the command that
+    finishes it (it said only that OUTPUT exists, and nothing of the tuning never recorded)."""
+    from retriever.index_folder import MANIFEST_FILE, read_manifest
+
+    check_tuning(tune_fusion, lexical)
+    built = not overwrite and (output / MANIFEST_FILE).is_file()
+    if tune_fusion is not None and built and read_manifest(output).get("fusion") is None:
+        raise RetrieverError(f"{output}: already built, without the fusion tuning --tune-fusion-on asks for (a run "
+                             f"stopped while tuning?); tune it alone with `retriever bm25 {output} --tune-fusion-on "
+                             f"{tune_fusion[0]} --split {tune_fusion[1]}`, or pass --overwrite to rebuild it")
 
 
 def run_tuning(index: Path, tune_fusion: tuple[Path, str] | None) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from retriever.cli.hybrid import check_tuning, lexical_options, run_tuning, tuning_options
+from retriever.cli.hybrid import check_build_tuning, lexical_options, run_tuning, tuning_options
 from retriever.cli.options import (compose, corpus_options, encoder_options, fields_from, renamed_option,
                                    report_truncation, runtime_options)
 from retriever.corpus import read_queries
@@ -171,7 +171,7 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
     Example:
       retriever index shards/ --corpus ../shared/datasets/scifact -o indexes/scifact --index-type hnsw
     """
-    check_tuning(tune_fusion, lexical)
+    check_build_tuning(tune_fusion, lexical, output, overwrite)
     params = IndexParams(**index_flags)
     if params.ray_address is not None and params.index_type != ONDISK_TYPE:
         raise RetrieverError(f"--ray fills the parts of an {ONDISK_TYPE} index; other index types are built in "
@@ -208,7 +208,7 @@ def build_command(corpus, output, model, encoder_overrides, device, dtype, batch
     Example:
       retriever build ../shared/datasets/scifact --output indexes/scifact
     """
-    check_tuning(tune_fusion, lexical)
+    check_build_tuning(tune_fusion, lexical, output, overwrite)
     settings = EncoderSettings.for_model(model, **encoder_overrides)
     params = IndexParams(**index_flags, ray_address=ray_address, ray_workers=ray_workers,
                          ray_cpus_per_worker=ray_cpus_per_worker)

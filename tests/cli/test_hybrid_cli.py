@@ -99,3 +99,18 @@ def test_a_missing_unjudged_or_path_split_is_refused_before_encoding_or_bm25(tmp
         result = CliRunner().invoke(main, ["bm25", str(empty), "--tune-fusion-on", str(tiny_beir), "--split", split])
         assert result.exit_code == 1 and message in result.output, result.output
         assert len(result.output.strip().splitlines()) == 1 and not list(empty.iterdir())
+
+
+def test_a_build_stopped_while_tuning_is_rerun_into_the_command_that_finishes_it(tmp_path, tiny_model_dir, tiny_beir):
+    """Killed while tuning, the index stood without its fusion record, and the rerun said only that it existed."""
+    index = tmp_path / "idx"
+    split_off_train(tiny_beir)
+    build = ["build", str(tiny_beir), "-o", str(index), "--model", str(tiny_model_dir), *COMMON]
+    assert CliRunner().invoke(main, build).exit_code == 0  # as a run killed after the build, before the tuning
+    result = CliRunner().invoke(main, [*build, "--tune-fusion-on", str(tiny_beir), "--split", "train"])
+    assert result.exit_code == 1 and result.stderr.strip().splitlines() == [
+        f"error: {index}: already built, without the fusion tuning --tune-fusion-on asks for (a run stopped while "
+        f"tuning?); tune it alone with `retriever bm25 {index} --tune-fusion-on {tiny_beir} --split train`, or pass "
+        "--overwrite to rebuild it"]
+    result = CliRunner().invoke(main, ["bm25", str(index), "--tune-fusion-on", str(tiny_beir), "--split", "train"])
+    assert result.exit_code == 0 and json.loads((index / "manifest.json").read_text())["fusion"] is not None

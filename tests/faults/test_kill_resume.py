@@ -92,7 +92,8 @@ def test_a_second_bm25_run_of_one_index_is_refused_while_one_runs(tiny_beir, tin
     index = tmp_path / "idx"
     encode_and_index(tiny_beir, index, tiny_encoder(tiny_model_dir), IndexParams("flat"), progress=False)
     with exclusive_build(index):  # what a running build or bm25 of that folder holds
-        with pytest.raises(RetrieverError, match=r"idx: another build of it is running \(pid \d+\)"):
+        with pytest.raises(RetrieverError, match=r"idx: another build of it is running \(pid \d+\); wait for it "
+                                                 r"to end$"):
             add_lexical(index, LexicalParams(k1=1.5), overwrite=True, progress=False)
     assert add_lexical(index, LexicalParams(k1=1.5), overwrite=True, progress=False)["k1"] == 1.5
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx", "idx.shards", "tiny-beir"]  # lock released
