@@ -25,6 +25,13 @@ from retriever.searching import DEFAULT_K, Hit, Searcher
 from retriever.texts import check_text, is_blank
 
 
+def moved_model_option():
+    return click.option("--model", default=None,
+                        help="Where the index's model is, when it moved (e.g. the index was copied without it); "
+                             "refused unless its weights are the ones the index was built with. [default: the "
+                             "model the manifest records, found relative to the index folder]")
+
+
 def searcher_options():
     """Runtime and ANN flags, plus encoder flags that are only checked against the index's own encoder."""
     return compose(
@@ -33,10 +40,7 @@ def searcher_options():
                      help="IVF lists to visit. [default: the value recorded in the manifest]"),
         click.option("--ef-search", type=click.IntRange(min=1), default=None,
                      help="HNSW search beam width. [default: the value recorded in the manifest]"),
-        click.option("--model", default=None,
-                     help="Where the index's model is, when it moved (e.g. the index was copied without it); "
-                          "refused unless its weights are the ones the index was built with. [default: the "
-                          "model the manifest records, found relative to the index folder]"),
+        moved_model_option(),
         click.option("--pooling", type=click.Choice(sorted(POOLINGS)), default=None,
                      help="Only checked: refused if it differs from the index's pooling."),
         click.option("--normalize/--no-normalize", default=None,

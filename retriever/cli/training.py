@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from retriever.cli.hybrid import mode_options
+from retriever.cli.searching import moved_model_option
 from retriever.cli.options import (OutputFile, check_outputs_apart, compose, corpus_options, device_options,
                                    encoder_options, fields_from, renamed_option, runtime_options)
 
@@ -163,8 +164,9 @@ def _str(path: Path | None) -> str | None:
               help="Negatives kept per query, in rank order, after dropping judged positives.")
 @runtime_options()
 @mode_options()
+@moved_model_option()
 def mine_command(index, dataset, split, output, depth, skip_top, per_query, device, dtype, batch_size, mode,
-                 fusion_overrides):
+                 fusion_overrides, model):
     """Write hard negatives for a BEIR split by searching INDEX, skipping judged positives.
 
     \b
@@ -176,7 +178,7 @@ def mine_command(index, dataset, split, output, depth, skip_top, per_query, devi
     check_outputs_apart({"--output": output}, {"INDEX": index, "--dataset": dataset})
     result = mine_negatives(index, dataset, output, split=split, depth=depth, skip_top=skip_top,
                             per_query=per_query, device=device, dtype=dtype, batch_size=batch_size, mode=mode,
-                            fusion_overrides=fusion_overrides)
+                            fusion_overrides=fusion_overrides, model=model)
     click.echo(f"wrote {result.negatives} negatives for {result.queries} queries to {result.output} "
                f"({result.queries_without_negatives} queries got none), {result.seconds:.1f}s", err=True)
 

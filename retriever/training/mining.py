@@ -37,7 +37,7 @@ def select_negatives(ranked_ids: list[str], positives: set[str], skip_top: int, 
 def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, split: str = "train",
                    depth: int = 100, skip_top: int = 0, per_query: int = 30, device: str = "auto",
                    dtype: str = "auto", batch_size: int | None = None, progress: bool = True, mode: str = "dense",
-                   fusion_overrides: dict | None = None) -> MiningResult:
+                   fusion_overrides: dict | None = None, model: str | None = None) -> MiningResult:
     """Search every judged query of a BEIR split in INDEX (in ``mode``, see ``Searcher``) and write its hard
     negatives as JSONL, atomically."""
     if depth < 1 or per_query < 1 or skip_top < 0:
@@ -48,7 +48,7 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
     beir = BeirDataset.open(dataset)
     judged_split(beir, split)  # refused before the index and its model are loaded
     searcher = Searcher(index, device=device, dtype=dtype, batch_size=batch_size, mode=mode,
-                        fusion_overrides=fusion_overrides)
+                        fusion_overrides=fusion_overrides, model=model)
     run, queries, qrels = search_split(searcher, beir, split, k=depth, progress=progress, desc="mine")
     lines, total, empty = [], 0, 0
     for query in queries:

@@ -146,3 +146,22 @@ def test_an_output_that_cannot_be_created_is_one_line(tmp_path, tiny_beir):
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert result.output.startswith("error: ") and result.output.count("\n") == 1
     assert "cannot be created" in result.output and "choose another --output" in result.output
+
+
+def test_mine_takes_the_model_of_an_index_that_moved_away_from_it(tmp_path, tiny_model_dir, tiny_beir):
+    """The moved index's error said to pass --model, which mine did not have."""
+    import shutil
+
+    (tiny_beir / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td6\t1\n", encoding="utf-8")
+    model = tmp_path / "project" / "model"
+    shutil.copytree(tiny_model_dir, model)
+    index = tmp_path / "project" / "idx"
+    assert CliRunner().invoke(main, ["build", str(tiny_beir), "-o", str(index), "--model", str(model),
+                                     *CPU]).exit_code == 0
+    model.rename(tmp_path / "model-elsewhere")
+    mine = ["mine", str(index), "--dataset", str(tiny_beir), "-o", str(tmp_path / "neg.jsonl"), *CPU]
+    result = CliRunner().invoke(main, mine)
+    assert result.exit_code == 1 and "moved away from its model" in result.stderr
+    result = CliRunner().invoke(main, [*mine, "--model", str(tmp_path / "model-elsewhere")])
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "neg.jsonl").read_text().count("\n") == 1
