@@ -12,6 +12,7 @@ import click
 
 from retriever.cli.hybrid import mode_options
 from retriever.cli.options import device_options
+from retriever.cli.searching import moved_model_option
 from retriever.errors import RetrieverError
 from retriever.searching import DEFAULT_K
 
@@ -155,9 +156,10 @@ def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: 
 @click.option("--access-log/--no-access-log", default=False, show_default=True,
               help="Log every request (costs throughput).")
 @mode_options(per_request=True)
+@moved_model_option()
 def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_ms, max_query_chars, max_body_bytes,
                   max_queries, max_hits, max_response_bytes, request_timeout, max_head_bytes, timeout_keep_alive,
-                  threads, workers, access_log, mode, fusion_overrides):
+                  threads, workers, access_log, mode, fusion_overrides, model):
     """Serve INDEX (and/or each --index NAME=PATH) over HTTP: JSON search API, OpenAPI docs at /docs, search page at /.
 
     --mode and the fusion flags are the defaults; a request may ask for another mode (GET ?mode=,
@@ -173,6 +175,9 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
     from retriever.serving.protocol import guarded_protocol
 
     folders = parse_named_indexes(index, named)
+    if model is not None and len(folders) > 1:
+        raise click.UsageError("--model is the model of one moved index; serve that index alone, or move each "
+                               "model back beside its index")
     sockets = listening_sockets(host, port)
     try:
         used = configure_threads(threads, workers)
@@ -180,7 +185,7 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
         for name, folder in folders.items():
             click.echo(f"loading {name} from {folder}", err=True)
             searchers[name] = Searcher(folder, device=device, dtype=dtype, mode=mode,
-                                       fusion_overrides=fusion_overrides)
+                                       fusion_overrides=fusion_overrides, model=model)
         app = create_app(searchers, Limits(max_query_chars, max_body_bytes, max_queries, max_hits, max_response_bytes),
                          BatchSettings(max_batch=max_batch, max_wait_ms=max_wait_ms, workers=used["workers"]))
         shown = f"[{host}]" if ":" in host else host or "0.0.0.0"

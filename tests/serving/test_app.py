@@ -365,3 +365,25 @@ def test_serve_reports_an_index_that_fails_to_open_as_one_line(tiny_index, tmp_p
     assert result.exit_code == 1, result.output
     assert result.output.splitlines()[-1].startswith("error: ") and "index.faiss" in result.output.splitlines()[-1]
     assert "in use" not in result.output and "Traceback" not in result.output
+
+
+def test_serve_passes_model_to_the_one_moved_index_and_refuses_it_for_several(tmp_path, monkeypatch):
+    """A moved index's error says to pass --model, which serve did not have."""
+    import retriever.searching
+
+    opened = []
+
+    class Opened(Exception):
+        pass
+
+    def record(folder, **options):
+        opened.append((folder, options["model"]))
+        raise Opened()
+
+    monkeypatch.setattr(retriever.searching, "Searcher", record)
+    port = str(free_port())
+    result = CliRunner().invoke(serve_command, [str(tmp_path), "--model", "/models/m", "--port", port])
+    assert isinstance(result.exception, Opened) and opened == [(tmp_path, "/models/m")]
+    result = CliRunner().invoke(serve_command, ["--index", f"a={tmp_path}", "--index", f"b={tmp_path}",
+                                                "--model", "/models/m", "--port", port])
+    assert result.exit_code == 2 and "--model is the model of one moved index" in result.output
