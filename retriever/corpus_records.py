@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from retriever.errors import InputFileError
-from retriever.files import carriage_return_error, decoded_lines
+from retriever.files import carriage_return_error, decoded_lines, repeated_key
 
 TSV_ID_NAMES = ("id", "_id", "docid", "doc_id", "pid", "qid", "query_id", "query-id")
 TSV_TEXT_NAMES = ("text", "passage", "contents", "query")
@@ -101,10 +101,9 @@ def parse_json_object(line: str, path: Path, number: int) -> dict:
     if not isinstance(record, dict):
         kind = _JSON_KINDS.get(type(record), "null")
         raise InputFileError(path, number, f"line is not a JSON object (it holds {kind})", hint)
-    if len(record) != len(outermost[0]):
-        keys = [key for key, _ in outermost[0]]
-        twice = next(key for key in keys if keys.count(key) > 1)
-        raise InputFileError(path, number, f"the key {twice!r} is given {keys.count(twice)} times",
+    if len(record) != len(outermost[0]):  # fewer keys than pairs: one was given twice, and the pairs say which
+        key, count = repeated_key(outermost[0])
+        raise InputFileError(path, number, f"the key {key!r} is given {count} times",
                              "give each key once; a parser would keep one of the values and drop the others")
     return record
 

@@ -12,6 +12,7 @@ import json
 import os
 import stat
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -193,6 +194,13 @@ def read_json(path: str | Path, hint: str = "fix or delete the file") -> object:
         return json.loads(text)
     except json.JSONDecodeError as error:
         raise InputFileError(path, error.lineno, f"malformed JSON ({error.msg})", hint) from None
+
+
+def repeated_key(pairs: Iterable[tuple[str, object]]) -> tuple[str, int] | None:
+    """The first key a JSON object's (key, value) pairs give more than once, and how often: ``json.loads`` keeps
+    the last value silently (other parsers the first), so the object says two things."""
+    counts = Counter(key for key, _ in pairs)
+    return next(((key, count) for key, count in counts.items() if count > 1), None)
 
 
 def read_json_object(path: str | Path, hint: str = "fix or delete the file", missing: dict | None = None) -> dict:

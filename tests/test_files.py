@@ -7,7 +7,8 @@ import threading
 import pytest
 
 from retriever.errors import RetrieverError
-from retriever.files import atomic_write, atomic_write_lines, decoded_lines, read_json, read_json_object, write_json
+from retriever.files import (atomic_write, atomic_write_lines, decoded_lines, read_json, read_json_object,
+                             repeated_key, write_json)
 
 
 def test_failed_write_leaves_neither_file_nor_temporary(tmp_path):
@@ -115,3 +116,9 @@ def _dead_pid() -> int:
     finished = subprocess.Popen(["true"])
     finished.wait()
     return finished.pid
+
+
+def test_repeated_key_names_the_first_key_given_twice_and_how_often():
+    assert repeated_key([("a", 1), ("b", 2)]) is None
+    assert repeated_key([("a", 1), ("b", 2), ("b", 3), ("a", 4), ("b", 5)]) == ("a", 2)
+    assert repeated_key([(str(i), i) for i in range(50_000)] + [("49999", 0)]) == ("49999", 2)

@@ -36,6 +36,7 @@ from pydantic import ValidationError
 from starlette.requests import ClientDisconnect
 
 from retriever.errors import RetrieverError
+from retriever.files import repeated_key
 from retriever.serving.schemas import DEFAULT_K, SearchBody
 from retriever.texts import is_blank, text_problem
 
@@ -157,10 +158,9 @@ async def read_json(request: Request, limits: Limits) -> object:
 def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
     """An object without repeated keys: ``json.loads`` keeps the last of ``{"k": 3, "k": 2}`` unsaid, where a GET
     parameter given twice is refused (which one the client meant is a guess either way)."""
-    counts = Counter(key for key, _ in pairs)
-    for key, count in counts.items():
-        if count > 1:
-            raise ApiError(400, f"the key {key!r} is given {count} times in one JSON object; give it once")
+    repeated = repeated_key(pairs)
+    if repeated is not None:
+        raise ApiError(400, f"the key {repeated[0]!r} is given {repeated[1]} times in one JSON object; give it once")
     return dict(pairs)
 
 
