@@ -84,16 +84,22 @@ def apply_search_params(index: faiss.Index, nprobe: int | None = None, ef_search
             hnsw.hnsw.efSearch = bounded(ef_search, hnsw.ntotal, "ef_search")
 
 
+# The setting each kind of index takes, as its flag names it.
+SETTING_KINDS = {"nprobe": ("IVF", "--nprobe"), "ef_search": ("HNSW", "--ef-search")}
+
+
 def check_settings_apply(index: faiss.Index, nprobe: int | None, ef_search: int | None) -> None:
     """Refuse an nprobe for an index without IVF lists, or an efSearch for one without an HNSW graph:
     the value would be ignored, and the user believe they had traded speed for recall."""
     if (nprobe is None and ef_search is None) or not isinstance(index, faiss.Index):
         return
-    kind = "IVF" if ivf_part(index) is not None else "HNSW" if downcast_hnsw(index) is not None else None
-    hint = {"IVF": "use --nprobe", "HNSW": "use --ef-search", None: "it is exact and takes neither setting"}[kind]
-    for given, flag, applies in ((nprobe, "--nprobe", "IVF"), (ef_search, "--ef-search", "HNSW")):
-        if given is not None and kind != applies:
-            raise RetrieverError(f"{flag} applies to {applies} indexes, and this index is {kind or 'flat'}: {hint}")
+    taken = (tunable_parameter(index) or (None,))[0]
+    kind, flag = SETTING_KINDS.get(taken, ("flat", None))
+    hint = f"use {flag}" if flag else "it is exact and takes neither setting"
+    for name, given in (("nprobe", nprobe), ("ef_search", ef_search)):
+        if given is not None and name != taken:
+            applies, given_flag = SETTING_KINDS[name]
+            raise RetrieverError(f"{given_flag} applies to {applies} indexes, and this index is {kind}: {hint}")
 
 
 def search_parameters(index: faiss.Index, nprobe: int | None = None, ef_search: int | None = None):
