@@ -235,8 +235,9 @@ def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | 
     _check_tuning_queries(tuning_query_texts is not None, params)
     with exclusive_build(named_output(Path(output))):
         output = _check_output(Path(output), overwrite, params.index_type == ONDISK_TYPE)
-        check_buildable(params, int(encoder.metadata()["dim"]))
-        _check_trainable(corpus, fmt, params, int(encoder.metadata()["dim"]))
+        dim = int(encoder.metadata()["dim"])
+        check_buildable(params, dim)
+        _check_trainable(corpus, fmt, params, dim)
         return _encode_shards(corpus, output, encoder, fmt, fields, shard_size, overwrite, progress,
                               tuning_query_texts)
 
@@ -244,9 +245,10 @@ def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | 
 def _check_trainable(corpus: str | Path, fmt: str, params: IndexParams, dim: int) -> None:
     """Refuse, before encoding, an index whose training needs more vectors than the corpus or --train-size
     gives: FAISS refuses it only at training, once the whole corpus has been encoded."""
-    named = params.index_type in INDEX_TYPES
-    if params.index_type in ("flat", "hnsw") or not named and new_index(params.index_type, dim, params).is_trained:
+    if params.index_type in ("flat", "hnsw"):
         return
+    if params.index_type not in INDEX_TYPES and new_index(params.index_type, dim, params).is_trained:
+        return  # a factory string with nothing to train: the corpus need not be counted
     count = count_records(resolve_corpus_path(corpus), fmt)
     if count is None:  # a stream: the training refuses it, later
         return
