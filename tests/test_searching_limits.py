@@ -63,17 +63,23 @@ def test_a_batch_search_to_standard_output_prints_the_same_run(tiny_index, tmp_p
     assert printed.stdout == (tmp_path / "run.trec").read_text()
 
 
-def test_deep_batch_searches_take_fewer_queries_at_once(tiny_index, monkeypatch, one_torch_thread):
-    """256 queries × 100,000 hits were searched and held as one batch (2.8 GB); a batch now holds at most
-    ``BATCH_HITS`` hits, counting only the hits the index can return."""
+def batch_sizes(monkeypatch, batch_hits: int) -> list[int]:
+    """The query count of every batch ``Searcher.rank`` is given from now on, with ``BATCH_HITS`` set."""
     import retriever.searching as searching
 
-    searcher = Searcher(tiny_index, device="cpu", dtype="fp32")
-    monkeypatch.setattr(searching, "BATCH_HITS", 10)
-    sizes = []
+    monkeypatch.setattr(searching, "BATCH_HITS", batch_hits)
+    sizes: list[int] = []
     rank = Searcher.rank
     monkeypatch.setattr(Searcher, "rank", lambda self, texts, *a, **kw: sizes.append(len(texts)) or rank(
         self, texts, *a, **kw))
+    return sizes
+
+
+def test_deep_batch_searches_take_fewer_queries_at_once(tiny_index, monkeypatch, one_torch_thread):
+    """256 queries × 100,000 hits were searched and held as one batch (2.8 GB); a batch now holds at most
+    ``BATCH_HITS`` hits, counting only the hits the index can return."""
+    searcher = Searcher(tiny_index, device="cpu", dtype="fp32")
+    sizes = batch_sizes(monkeypatch, 10)
     texts = [x for _, _, x in TINY_DOCS]
     run = searcher.run([f"q{i}" for i in range(12)], texts, k=5)
     assert sizes == [2] * 6 and {len(hits) for hits in run.values()} == {5}
@@ -85,14 +91,8 @@ def test_deep_batch_searches_take_fewer_queries_at_once(tiny_index, monkeypatch,
 def test_a_hybrid_batch_is_sized_by_the_fusion_depth(tiny_index, monkeypatch, one_torch_thread):
     """Hybrid holds each engine's top --fusion-depth for every query of a batch: at --fusion-depth 10**9, 256
     queries of k=10 held 3 GB on 200k passages."""
-    import retriever.searching as searching
-
     searcher = Searcher(tiny_index, device="cpu", dtype="fp32", mode="hybrid", fusion_overrides={"depth": 10**9})
-    monkeypatch.setattr(searching, "BATCH_HITS", 24)
-    sizes = []
-    rank = Searcher.rank
-    monkeypatch.setattr(Searcher, "rank", lambda self, texts, *a, **kw: sizes.append(len(texts)) or rank(
-        self, texts, *a, **kw))
+    sizes = batch_sizes(monkeypatch, 24)
     texts = [x for _, _, x in TINY_DOCS]
     run = searcher.run([f"q{i}" for i in range(12)], texts, k=2)
     assert sizes == [2] * 6 and {len(hits) for hits in run.values()} == {2}

@@ -164,7 +164,6 @@ def bm25_command(index, lexical, tune_fusion, overwrite):
     Example:
       retriever bm25 indexes/scifact --tune-fusion-on ../shared/datasets/scifact --split train
     """
-    from retriever.errors import RetrieverError
     from retriever.index_folder import read_manifest
     from retriever.lexical_part import add_lexical
 
