@@ -8,6 +8,7 @@ import click
 
 from retriever.cli.options import corpus_options, device_options, fields_from, renamed_option
 from retriever.cli.training import FiniteRange, optimizer_options, progress_option, report_to_option
+from retriever.pretraining.trainer import MAX_HEAD_LAYERS
 
 
 @click.command("pretrain")
@@ -19,8 +20,9 @@ from retriever.cli.training import FiniteRange, optimizer_options, progress_opti
 @click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Folder to write: the backbone as a Hugging Face model, the head as model.pt, condenser.json. "
                    "Checkpoints go in OUTPUT/checkpoints; rerun the same command to resume.")
-@click.option("--n-head-layers", type=click.IntRange(min=1), default=None,
-              help="Fresh transformer layers in the Condenser head. [default: the warm start's head, else 2]")
+@click.option("--n-head-layers", type=click.IntRange(min=1, max=MAX_HEAD_LAYERS), default=None,
+              help=f"Fresh transformer layers in the Condenser head, 1 to {MAX_HEAD_LAYERS}. [default: the warm "
+                   "start's head, else 2]")
 @click.option("--skip-from", type=click.IntRange(min=0), default=None,
               help="Backbone layer whose token states feed the head (0 = embeddings). [default: the warm start's "
                    "condenser.json, else num_hidden_layers // 2, i.e. 6 for BERT-base, 3 for MiniLM-L6; beware "

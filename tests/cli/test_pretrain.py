@@ -71,3 +71,11 @@ def test_non_finite_numbers_are_refused_at_parse_time(tmp_path, tiny_beir):
         assert result.exit_code == 2, (flag, value, result.output)
         assert f"Invalid value for '{flag}': '{value}' is not a finite number." in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_head_layer_bound_is_in_the_help_and_refused_as_usage():
+    """The bound of 12 head layers was only in the README: `--help` did not give it, and 13 got past click."""
+    help_text = " ".join(CliRunner().invoke(pretrain_command, ["--help"], terminal_width=200).output.split())
+    assert "1 to 12" in help_text
+    result = CliRunner().invoke(pretrain_command, ["corpus", "-o", "out", "--n-head-layers", "13"])
+    assert result.exit_code == 2 and "13 is not in the range 1<=x<=12" in result.output
