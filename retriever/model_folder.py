@@ -175,5 +175,5 @@ def _st_prefixes(folder: Path) -> dict:
     prompts = read_json_object(path, ST_HINT, missing={}).get("prompts") or {}
     if not isinstance(prompts, dict) or not all(isinstance(v, (str, type(None))) for v in prompts.values()):
         raise InputFileError(path, None, "its prompts are not an object of strings", ST_HINT)
-    return {key: next((prompts[name] for name in names if prompts.get(name) is not None), "")
+    return {key: next((prompts[name] or "" for name in names if name in prompts), "")  # a null one too, as ST
             for key, names in ST_PROMPTS.items()}

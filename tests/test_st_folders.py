@@ -71,6 +71,14 @@ def test_a_legacy_folder_gives_its_vectors(tmp_path, pooling_config, kinds):
     assert_same_vectors(hand_written(tmp_path, pooling_config, kinds, prompts={"query": "q: "}))
 
 
+@pytest.mark.parametrize("prompts", [{"query": None, "document": None, "passage": "p: "},
+                                     {"document": "", "passage": "p: ", "query": "q: "}])
+def test_a_named_prompt_that_is_null_or_empty_means_no_prompt(tmp_path, prompts):
+    """sentence-transformers takes the first of document/passage/corpus that is a key, even with a null value;
+    we skipped a null one and prepended the passage prompt."""
+    assert_same_vectors(hand_written(tmp_path, {"pooling_mode": "mean"}, prompts=prompts))
+
+
 def test_flags_still_override_what_the_folder_says(tmp_path, tiny_model_dir):
     folder = saved_by_sentence_transformers(tmp_path, tiny_model_dir, "cls", True, PROMPTS)
     settings = EncoderSettings.for_model(str(folder), pooling="mean", normalize=False, query_prefix="")
