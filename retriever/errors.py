@@ -12,6 +12,14 @@ class RetrieverError(Exception):
     """A problem with the user's input or environment, with a message saying what to do."""
 
 
+OUT_OF_SPACE_HINT = "free some space (or choose another path) and rerun the same command (finished work is kept)"
+
+
+def out_of_space(where: str = "") -> RetrieverError:
+    """A full disk or quota, wherever it strikes: a fault of the machine, said one way everywhere."""
+    return RetrieverError(f"no space left on the device{' ' if where else ''}{where}; {OUT_OF_SPACE_HINT}")
+
+
 class InputFileError(RetrieverError):
     """A problem at a known place in an input file, reported as ``file:line: problem``."""
 

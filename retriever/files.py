@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from retriever.errors import InputFileError, RetrieverError
+from retriever.errors import InputFileError, RetrieverError, out_of_space
 
 
 def temporary_path(path: Path) -> Path:
@@ -141,8 +141,10 @@ def _write_errors_named(path: Path, written: Path) -> Iterator[None]:
     except OSError as error:
         if (error.filename is not None and str(error.filename) != str(written)) or error.strerror is None:
             raise
-        hint = "free some space" if error.errno in (errno.ENOSPC, errno.EDQUOT) else "check the disk"
-        raise RetrieverError(f"cannot write {path}: {error.strerror.lower()}; {hint} or choose another path") from None
+        if error.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise out_of_space(f"writing {path}") from None
+        raise RetrieverError(f"cannot write {path}: {error.strerror.lower()}; check the disk or choose another "
+                             "path") from None
 
 
 def _sync_folder(folder: Path) -> None:

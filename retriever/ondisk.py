@@ -26,7 +26,7 @@ from faiss.contrib.ondisk import merge_ondisk
 
 from retriever.corpus import Document, Fields, ReadStats, iter_documents
 from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, open_mapped, write_mapped_docstore
-from retriever.errors import RetrieverError
+from retriever.errors import OUT_OF_SPACE_HINT, RetrieverError
 from retriever.id_order import write_id_order
 from retriever.index_folder import INDEX_FILE, check_document_count, write_manifest
 from retriever.ivfparts import ShardSlice, read_held
@@ -140,8 +140,7 @@ def check_space(ivfdata: Path, needed: int) -> None:
     free = shutil.disk_usage(ivfdata.parent).free
     if free < needed:
         raise RetrieverError(f"{ivfdata.parent}: {needed / 2**20:.1f} MiB are needed for {ivfdata.name} and "
-                             f"{free / 2**20:.1f} MiB are free; free some space and rerun the same command "
-                             "(finished parts are kept)")
+                             f"{free / 2**20:.1f} MiB are free; {OUT_OF_SPACE_HINT}")
 
 
 def held_part(trained: Path, parts: list[str], path: Path) -> str:

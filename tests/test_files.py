@@ -75,8 +75,8 @@ def test_a_full_disk_is_one_line_and_the_old_file_stays(tmp_path):
         tmp.write_text("half")
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    with pytest.raises(RetrieverError, match=r"cannot write .*out\.txt: no space left on device; free some space or "
-                                             "choose another path"):
+    with pytest.raises(RetrieverError, match=r"^no space left on the device writing .*out\.txt; free some space \(or "
+                                             r"choose another path\) and rerun the same command"):
         atomic_write(target, fills_the_disk)
     assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
 

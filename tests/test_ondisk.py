@@ -159,6 +159,6 @@ def test_a_merge_the_disk_cannot_hold_is_refused_not_killed(shards, corpus, tmp_
     # FAISS sizes index.ivfdata and writes it through a memory map: a full disk would kill the process (SIGBUS)
     monkeypatch.setattr(ondisk.shutil, "disk_usage", lambda _: shutil._ntuple_diskusage(10**9, 10**9 - 1000, 1000))
     with pytest.raises(RetrieverError, match=r"MiB are needed for index\.ivfdata and 0\.0 MiB are free; free some "
-                                             r"space and rerun the same command \(finished parts are kept\)"):
+                                             r"space \(or choose another path\) and rerun the same command"):
         build_index(shards, corpus, tmp_path / "idx", IndexParams(**ONDISK), progress=False)
     assert not (tmp_path / "idx").exists()

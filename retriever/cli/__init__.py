@@ -16,7 +16,7 @@ import sys
 
 import click
 
-from retriever.errors import RetrieverError
+from retriever.errors import RetrieverError, out_of_space
 
 
 # `retriever --help` lists commands in the order they are used; commands not named here come last.
@@ -51,8 +51,7 @@ class _Group(click.Group):
             if full is None:
                 raise
             if _is_rank_zero():
-                click.echo(f"error: {full}; free some space and rerun the same command (finished work is kept)",
-                           err=True)
+                click.echo(f"error: {full}", err=True)
             sys.exit(1)
 
     def main(self, *args, **kwargs):
@@ -89,15 +88,14 @@ def _write_utf8() -> None:
             stream.reconfigure(encoding="utf-8")
 
 
-def _disk_full(error: BaseException) -> str | None:
-    """What ran out, for an error from a full disk or quota: a fault of the machine, not a bug, wherever it
-    strikes (our writers, FAISS's, Arrow's: FAISS and Arrow report it only in their message)."""
+def _disk_full(error: BaseException) -> RetrieverError | None:
+    """The error to show for a full disk or quota anywhere (our writers, FAISS's, Arrow's: FAISS and Arrow
+    report it only in their message); None for any other error."""
     if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
-        where = f" writing {error.filename}" if error.filename else ""
-        return f"no space left on the device{where}"
+        return out_of_space(f"writing {error.filename}" if error.filename else "")
     text = str(error)
     if "No space left on device" in text or "Disk quota exceeded" in text:
-        return f"no space left on the device ({text.strip().splitlines()[-1][:200]})"
+        return out_of_space(f"({text.strip().splitlines()[-1][:200]})")
     return None
 
 

@@ -166,7 +166,8 @@ def test_a_full_disk_anywhere_is_one_line(monkeypatch, tmp_path, error, shown):
     (tmp_path / "run").write_text("q Q0 d 1 1.0 t\n")
     result = CliRunner().invoke(main, ["evaluate", "--run", str(tmp_path / "run"), "--qrels", str(tmp_path / "run")])
     assert result.exit_code == 1 and result.output.startswith(f"error: {shown}"), result.output
-    assert result.output.strip().endswith("free some space and rerun the same command (finished work is kept)")
+    assert result.output.strip().endswith("free some space (or choose another path) and rerun the same command "
+                                          "(finished work is kept)")
     assert result.output.count("\n") == 1
 
 
