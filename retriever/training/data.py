@@ -170,6 +170,9 @@ def _parse_item(item: object, path: Path, number: int, with_corpus: bool) -> tup
                          f"got {json.dumps(item)[:60]}")
 
 
+JSONL_KEYS = ("query", "positives", "negatives", "query_id")
+
+
 def load_jsonl_examples(path: str | Path, corpus: str | Path | None = None, corpus_format: str = "auto",
                         fields: Fields = Fields()) -> list[TrainExample]:
     """Examples from ``{query, positives, negatives?}`` lines; string items are doc ids iff a corpus is given."""
@@ -180,6 +183,10 @@ def load_jsonl_examples(path: str | Path, corpus: str | Path | None = None, corp
     first_line_of: dict[str, int] = {}
     for number, line in decoded_lines(path):
         record = parse_json_object(line, path, number)
+        unknown = sorted(set(record) - set(JSONL_KEYS))  # a misspelt "negatives" would train without them
+        if unknown:
+            raise InputFileError(path, number, f"unknown key {unknown[0]!r} (a line holds {', '.join(JSONL_KEYS)})",
+                                 "rename or remove it")
         query = record.get("query")
         if not isinstance(query, str) or not query.strip():
             raise InputFileError(path, number, "missing or empty 'query' (a string)")

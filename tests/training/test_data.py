@@ -81,6 +81,11 @@ def test_jsonl_strings_are_doc_ids_with_a_corpus_and_texts_without(tiny_beir, tm
     ({"query": "x", "positives": [{"text": " ", "title": ""}]}, False, "train.jsonl:2: empty passage"),
     ({"query": "x", "positives": ["a"], "query_id": True}, False, "train.jsonl:2: id field 'query_id' must be"),
     ({"query": "x", "positives": [{"id": 3.0}]}, True, "train.jsonl:2: id field 'id' must be a string or an int"),
+    # a misspelt or foreign key was ignored: these hard negatives were left out with exit 0
+    ({"query": "x", "positives": ["a"], "negs": ["b"]}, False, "train.jsonl:2: unknown key 'negs' \\(a line holds "
+                                                               "query, positives, negatives, query_id\\)"),
+    ({"query": "x", "positives": ["a"], "negative_passages": [{"text": "b"}]}, False,
+     "train.jsonl:2: unknown key 'negative_passages'"),
 ])
 def test_jsonl_errors_name_the_line(tiny_beir, tmp_path, row, corpus, message):
     path = write_jsonl(tmp_path / "train.jsonl", [{"query": "ok", "positives": ["d1"]}, row])
