@@ -45,9 +45,9 @@ def resolve_batch_size(batch_size: int | None, device: torch.device) -> int:
     batch's do not (benchmarks/README.md), large on a GPU, which needs wide batches to fill."""
     if batch_size is None:
         return 128 if device.type == "cuda" else 16
-    if batch_size < 1:
-        raise RetrieverError(f"batch size must be at least 1, got {batch_size}")
-    return batch_size
+    if isinstance(batch_size, bool) or not hasattr(batch_size, "__index__") or batch_size < 1:
+        raise RetrieverError(f"batch size must be a whole number of at least 1, not {batch_size!r}")
+    return int(batch_size)
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> str:

@@ -14,14 +14,15 @@ import torch
 
 from retriever.corpus import Document
 from retriever.device import autocast, resolve_batch_size, resolve_device, resolve_dtype, torch_dtype
-from retriever.encoder_settings import EncoderSettings
+from retriever.encoder_settings import OVERRIDABLE, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.model_folder import untied_tower_paths
 from retriever.model_loading import (check_vocabulary, load_model, load_tokenizer, position_limit, resolve_model_path,
                                      tokenizer_behaviour, tokenizer_fingerprint, weights_fingerprint)
 from retriever.pooling import check_pooler_weights, get_pooling
 from retriever.recorded_paths import recorded_model
-from retriever.texts import CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN, passage_text, tokenize_bounded
+from retriever.texts import (CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN, check_queries, check_text, passage_text,
+                             tokenize_bounded)
 
 
 def check_max_lengths(settings: EncoderSettings, config) -> None:
@@ -34,11 +35,32 @@ def check_max_lengths(settings: EncoderSettings, config) -> None:
                                  f"{settings.model} can take; pass at most {limit}")
 
 
+def _passage_texts(documents: object) -> list[str]:
+    """What is encoded of each ``corpus.Document``, refused where it is no Document of strings: a string or a list of
+    strings failed deep in the encoder (an AttributeError), a lone surrogate in the tokenizer (a TypeError)."""
+    if isinstance(documents, (str, bytes, dict)) or not hasattr(documents, "__iter__"):
+        raise RetrieverError(f"passages must be a list of retriever.corpus.Document, not {type(documents).__name__}")
+    documents, texts = list(documents), []
+    for number, document in enumerate(documents, 1):
+        where = f"passage {number} of {len(documents)}"
+        if not isinstance(document, Document):
+            raise RetrieverError(f"{where} is {type(document).__name__}, not a Document; wrap each text as "
+                                 "retriever.corpus.Document(id, text, title)")
+        if not (isinstance(document.text, str) and isinstance(document.title or "", str)):
+            raise RetrieverError(f"{where} has a text or title that is no string ({type(document.text).__name__}, "
+                                 f"{type(document.title).__name__}); give strings")
+        texts.append(check_text(passage_text(document.title, document.text), where))
+    return texts
+
+
 class Encoder:
     """A loaded query/passage encoder on one device."""
 
     def __init__(self, settings: EncoderSettings, device: str = "auto", dtype: str = "auto",
                  batch_size: int | None = None) -> None:
+        if not isinstance(settings, EncoderSettings):
+            raise RetrieverError(f"Encoder takes EncoderSettings, not {type(settings).__name__}; use Encoder("
+                                 "EncoderSettings.for_model(MODEL)), which reads the model folder's settings")
         settings.validate()
         self.settings = settings
         self.device = resolve_device(device)
@@ -75,12 +97,14 @@ class Encoder:
                 "tokenizer_behaviour_sha256": self.tokenizer_behaviour_sha256, "dim": self.dim, "dtype": self.dtype}
 
     def encode_queries(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
-        texts = [self.settings.query_prefix + t for t in texts]
+        """One row per query, in order; a lone string is refused (it would be encoded letter by letter)."""
+        texts = [self.settings.query_prefix + t for t in check_queries(texts)]
         return self._encode(texts, self.query_model, self.settings.query_max_length, progress, "queries")
 
     def encode_passages(self, documents: Sequence[Document],
                         progress: Callable[[int], None] | None = None) -> np.ndarray:
-        texts = [self.settings.passage_prefix + passage_text(d.title, d.text) for d in documents]
+        """One row per ``corpus.Document`` (title and text joined as ``passage_text`` joins them), in order."""
+        texts = [self.settings.passage_prefix + text for text in _passage_texts(documents)]
         return self._encode(texts, self.passage_model, self.settings.passage_max_length, progress, "passages")
 
     def _count_cut(self, kind: str, texts: Sequence[str], encoded, max_length: int) -> None:
@@ -128,6 +152,20 @@ class Encoder:
             if progress is not None:
                 progress(len(rows))
         return output
+
+
+def check_requested_encoder(manifest: dict, **requested: object) -> None:
+    """Refuse query-encoder settings that differ from the ones the passages were encoded with (a different
+    model is refused by its weights' fingerprint in ``recorded_encoder``), and names that are no setting."""
+    unknown = sorted(set(requested) - set(OVERRIDABLE))
+    if unknown:
+        raise RetrieverError(f"unknown encoder setting {unknown[0]!r}; the settings are {', '.join(OVERRIDABLE)}")
+    recorded = manifest["encoder"]
+    differences = [f"{name} {value!r} (index: {recorded.get(name)!r})" for name, value in requested.items()
+                   if value is not None and recorded.get(name) != value]
+    if differences:
+        raise RetrieverError("the index was built with a different encoder; refusing to search with "
+                             + ", ".join(differences) + ". Drop those flags to use the index's own encoder")
 
 
 def recorded_encoder(recorded: dict, made: str, folder: str | Path, device: str = "auto", dtype: str = "auto",

@@ -72,6 +72,7 @@ class EncoderSettings:
         return cls(model=model, **{name: recorded[name] for name in OVERRIDABLE if name in recorded})
 
     def validate(self) -> None:
+        """Refuse settings of the wrong type or value, before any model is loaded."""
         from retriever.pooling import get_pooling
 
         check_types(self.to_dict(), "encoder settings")
@@ -84,6 +85,7 @@ class EncoderSettings:
                                      f"{getattr(self, name)}")
 
     def to_dict(self) -> dict:
+        """Every setting by name, the model included."""
         return dataclasses.asdict(self)
 
     def recorded(self) -> dict:

@@ -148,12 +148,14 @@ def hnsw_record(index: faiss.Index) -> dict:
     return {"hnsw_m": int(hnsw.hnsw.nb_neighbors(1)), "ef_construction": int(hnsw.hnsw.efConstruction)}
 
 
-def train(index: faiss.Index, shards: list[Path], count: int, params: IndexParams, spec: str) -> int | None:
+def train(index: faiss.Index, shards: list[Path], count: int, params: IndexParams, spec: str,
+          progress: bool = True) -> int | None:
     """Train on a sample read shard by shard; return the sample size (None if nothing to train)."""
     if index.is_trained:
         return None
     sample = sample_vectors(shards, count, params.train_size, params.seed)
-    print(f"training {spec} on {len(sample)} sampled vectors", file=sys.stderr)
+    if progress:
+        print(f"training {spec} on {len(sample)} sampled vectors", file=sys.stderr)
     try:
         index.train(sample)
     except RuntimeError as error:

@@ -50,6 +50,7 @@ class IdMapWriter:
 
 
 def check_document_count(stats: ReadStats, count: int, corpus_path: Path, shards_dir: Path) -> None:
+    """Refuse a corpus holding another number of documents than the shards encoded from it."""
     if stats.records != count:
         raise RetrieverError(f"{corpus_path}: holds {stats.records} documents but the shards in {shards_dir} hold "
                              f"{count}; re-encode this corpus or pass the corpus that was encoded")
@@ -57,6 +58,7 @@ def check_document_count(stats: ReadStats, count: int, corpus_path: Path, shards
 
 def corpus_record(corpus_path: Path, output: Path, shard_records: list[dict], stats: ReadStats,
                   progress: bool) -> dict:
+    """The manifest's record of the corpus: where it is (relative to the index), its SHA-256 and counts."""
     return {"name": "/".join(corpus_path.parts[-2:]), "path": relative_path(corpus_path, output),
             "sha256": file_sha256(corpus_path, "hash corpus" if progress else None),
             "passages_cut": sum(record.get("passages_cut", 0) for record in shard_records),
@@ -64,6 +66,7 @@ def corpus_record(corpus_path: Path, output: Path, shard_records: list[dict], st
 
 
 def library_versions() -> dict:
+    """The versions a manifest records, to tell which build made an index."""
     import torch
     import transformers
 
@@ -98,7 +101,28 @@ def replace_manifest(index_dir: str | Path, manifest: dict) -> None:
     write_json(Path(index_dir) / MANIFEST_FILE, manifest)
 
 
+def manifest_bytes(index_dir: Path) -> bytes | None:
+    """The manifest as it is now (None if absent): a Searcher compares it before and after opening a folder."""
+    try:
+        return (index_dir / MANIFEST_FILE).read_bytes()
+    except OSError:
+        return None
+
+
+def manifest_changes(index_dir: Path, before: bytes | None, within: float = 0.25) -> bool:
+    """Whether the manifest changes from ``before`` within ``within`` seconds: a failed open is then a build
+    replacing the folder (``bm25 --overwrite`` deletes the old BM25 part just after the manifest names the new), not
+    damage."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if manifest_bytes(index_dir) != before:
+            return True
+        time.sleep(0.05)
+    return manifest_bytes(index_dir) != before
+
+
 def read_manifest(index_dir: str | Path) -> dict:
+    """The manifest of an index folder, its entries' types checked (``check_manifest_shape``)."""
     index_dir = Path(index_dir)
     path = index_dir / MANIFEST_FILE
     if not path.is_file():

@@ -156,7 +156,7 @@ def _build_in_memory(shards: list[Path], encoder: dict, count: int, dim: int, co
                       if lexical is not None else None)
     spec = factory_string(params, dim, count)
     index = new_index(spec, dim, params)
-    trained_on = train(index, shards, count, params, spec)
+    trained_on = train(index, shards, count, params, spec, progress)
     held = held_out_rows(count, params) if tuning_queries is None else np.empty(0, dtype=np.int64)
     ids_file = IdMapWriter(building / IDS_FILE)
     held_ids, held_rows, held_vectors = _add_shards(index, shards, held, count, ids_file, spec, progress)

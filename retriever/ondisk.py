@@ -160,15 +160,17 @@ def write_ondisk_index(index: faiss.Index, path: Path) -> None:
     faiss.write_index(index, str(path))
 
 
-def trained_quantizer(work: PartsFolder, spec: str, dim: int, shards: list[Path], count: int, params) -> int:
+def trained_quantizer(work: PartsFolder, spec: str, dim: int, shards: list[Path], count: int, params,
+                      progress: bool = True) -> int:
     """Train the empty index into ``work`` unless a crashed run of the same inputs did; the sample size."""
     from retriever.faiss_index import new_index, train  # it imports this module
 
     if work.trained.is_file():
-        print(f"resuming: reusing the trained quantizer in {work.folder}", file=sys.stderr)
+        if progress:
+            print(f"resuming: reusing the trained quantizer in {work.folder}", file=sys.stderr)
         return min(params.train_size, count)  # what `train` samples (see shards.sample_rows)
     index = new_index(spec, dim, params)
-    trained_on = train(index, shards, count, params, spec)
+    trained_on = train(index, shards, count, params, spec, progress)
     work.save_trained(index)
     return trained_on
 
@@ -205,7 +207,7 @@ def build_ondisk(shards: list[Path], encoder: dict, count: int, dim: int, corpus
     held = held_out_rows(count, params) if tuning_queries is None else np.empty(0, dtype=np.int64)
     plan = PartPlan(shards, held, params.part_size)
     work = PartsFolder(work_folder, inputs_record(shards, encoder, spec, params, held))
-    trained_on = trained_quantizer(work, spec, dim, shards, count, params)
+    trained_on = trained_quantizer(work, spec, dim, shards, count, params, progress)
     files = fill_parts(work, plan.parts, params, progress)
     tuning = None
     if tuning_queries is not None or len(held):

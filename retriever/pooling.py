@@ -30,6 +30,8 @@ def check_pooler_weights(pooling: str, model: torch.nn.Module, loading_info: dic
 
 
 class Pooling:
+    """A named way of turning a model's token states (and the attention mask) into one vector per text."""
+
     name: str = ""
 
     def __call__(self, outputs: Any, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -72,6 +74,7 @@ POOLINGS: dict[str, type[Pooling]] = {cls.name: cls for cls in (ClsPooling, Pool
 
 
 def get_pooling(name: str) -> Pooling:
+    """The pooling recorded under ``name`` (in a manifest, retriever.json or a flag), or a one-line error."""
     try:
         return POOLINGS[name]()
     except KeyError:

@@ -5,8 +5,7 @@ differs from the manifest, or a model whose weights changed since indexing, is r
 """
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,14 +14,15 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, MappedDocuments, ParquetDocuments
-from retriever.encoder import recorded_encoder
+from retriever.encoder import check_requested_encoder, recorded_encoder
 from retriever.errors import RetrieverError
-from retriever.index_folder import DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, read_manifest
+from retriever.index_folder import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, manifest_bytes,
+                                    manifest_changes, read_manifest)
 from retriever.integrity import check_counts, check_folder, damaged, ids_sha256, reading
 from retriever.ondisk import IVFDATA_FILE, ONDISK_TYPE, read_ondisk_index
 from retriever.fusion import FUSION_SETTINGS, MODES, FusionParams, check_mode, fuse
 from retriever.lexical import missing_lexical_message, open_lexical
-from retriever.tuning import check_settings_apply, search_with
+from retriever.tuning import bounded, check_settings_apply, search_with
 from retriever.runs import Run, rank_order
 from retriever.texts import check_k, check_queries, passage_text
 from retriever import tie_cut
@@ -30,6 +30,8 @@ from retriever import tie_cut
 
 @dataclass(frozen=True)
 class Hit:
+    """One ranked passage of a search, with its title and text."""
+
     rank: int
     id: str
     score: float
@@ -38,17 +40,6 @@ class Hit:
 
     def to_json(self) -> dict:
         return {"rank": self.rank, "id": self.id, "score": self.score, "title": self.title, "text": self.text}
-
-
-def check_requested_encoder(manifest: dict, **requested: object) -> None:
-    """Refuse query-encoder settings that differ from the ones the passages were encoded with (a different
-    model is refused by its weights' fingerprint in ``recorded_encoder``)."""
-    recorded = manifest["encoder"]
-    differences = [f"{name} {value!r} (index: {recorded.get(name)!r})" for name, value in requested.items()
-                   if value is not None and recorded.get(name) != value]
-    if differences:
-        raise RetrieverError("the index was built with a different encoder; refusing to search with "
-                             + ", ".join(differences) + ". Drop those flags to use the index's own encoder")
 
 
 def required_files(manifest: dict) -> tuple[str, ...]:
@@ -94,25 +85,6 @@ BATCH_HITS = 256 * 1000  # most hits a batch search holds at once (its default b
 REOPEN_ATTEMPTS = 3  # opens of a folder a build keeps replacing before giving up
 
 
-def _manifest_bytes(index_dir: Path) -> bytes | None:
-    try:
-        return (index_dir / MANIFEST_FILE).read_bytes()
-    except OSError:
-        return None
-
-
-def _manifest_changes(index_dir: Path, before: bytes | None, within: float = 0.25) -> bool:
-    """Whether the manifest changes from ``before`` within ``within`` seconds: a failed open is then a build
-    replacing the folder (``bm25 --overwrite`` deletes the old BM25 part just after the manifest names the new), not
-    damage."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if _manifest_bytes(index_dir) != before:
-            return True
-        time.sleep(0.05)
-    return _manifest_bytes(index_dir) != before
-
-
 class Searcher:
     """An index folder loaded once: FAISS index, id map, doc store, query encoder and BM25 index if it has one.
 
@@ -125,21 +97,36 @@ class Searcher:
                  model: str | None = None, mode: str = "dense", fusion_overrides: dict | None = None,
                  **requested_settings: object) -> None:
         self.index_dir = Path(index_dir)
+        if fusion_overrides is not None and not isinstance(fusion_overrides, Mapping):
+            raise RetrieverError(f"fusion_overrides must be a dict such as {{'alpha': 0.3}}, not "
+                                 f"{type(fusion_overrides).__name__}")
         unknown = sorted(set(fusion_overrides or {}) - set(FUSION_SETTINGS))
         if unknown:
             raise RetrieverError(f"unknown fusion setting {unknown[0]!r}; use {', '.join(FUSION_SETTINGS)}")
         for attempt in range(REOPEN_ATTEMPTS):
-            before = _manifest_bytes(self.index_dir)
+            before = manifest_bytes(self.index_dir)
             try:
                 self._open(device, dtype, batch_size, model, mode, fusion_overrides, requested_settings)
             except RetrieverError:
-                if attempt + 1 == REOPEN_ATTEMPTS or not _manifest_changes(self.index_dir, before):
+                if attempt + 1 == REOPEN_ATTEMPTS or not manifest_changes(self.index_dir, before):
                     raise
                 continue
-            if _manifest_bytes(self.index_dir) == before:
+            if manifest_bytes(self.index_dir) == before:
                 return
         raise RetrieverError(f"{self.index_dir}: the index kept being replaced while it was opened; try again once "
                              "its build has finished")
+
+    def __reduce_ex__(self, protocol: object) -> tuple:
+        """Refused in one line (FAISS's own error names a ``cobj``): the loaded model, index and memory maps belong
+        to this process."""
+        raise RetrieverError(f"a Searcher cannot be pickled or deep-copied; open Searcher({str(self.index_dir)!r}) "
+                             "in each process, or share this one between threads")
+
+    def __copy__(self) -> Searcher:
+        """A shallow copy sharing the loaded index and model (it is safe to share)."""
+        copied = object.__new__(Searcher)
+        copied.__dict__.update(self.__dict__)
+        return copied
 
     def _open(self, device: str, dtype: str, batch_size: int | None, model: str | None, mode: str,
               fusion_overrides: dict | None, requested_settings: dict) -> None:
@@ -174,8 +161,11 @@ class Searcher:
         top of a smaller k, ties included: see ``tie_cut``); ``vectors`` are the encoded texts if at hand."""
         mode, texts, k = self.check_mode(mode or self.mode), check_queries(texts), check_k(k)
         check_settings_apply(self.index, nprobe, ef_search)
+        _check_settings(nprobe, ef_search)
         if mode != "bm25" and vectors is None:
             vectors = self.encoder.encode_queries(texts)
+        elif vectors is not None and len(vectors) != len(texts):
+            raise RetrieverError(f"{len(vectors)} query vectors for {len(texts)} queries")
         dense = lambda rows, depth: self.search_vectors(vectors[rows], depth, nprobe, ef_search)  # noqa: E731
         lexical = lambda rows, depth: self._lexical([texts[i] for i in rows], depth)  # noqa: E731
         if mode != "hybrid":
@@ -196,10 +186,17 @@ class Searcher:
 
     def search_vectors(self, vectors: np.ndarray, k: int, nprobe: int | None = None,
                        ef_search: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        k = check_k(k)
-        scores, labels = search_with(self.index, np.ascontiguousarray(vectors, dtype=np.float32),
-                                     min(k, self.index.ntotal), nprobe or self.default_nprobe,
-                                     ef_search or self.default_ef_search)
+        """Top-k (scores, FAISS labels) of query vectors, in FAISS's order; a setting of None is the index's default."""
+        k, vectors = check_k(k), np.ascontiguousarray(vectors, dtype=np.float32)
+        _check_settings(nprobe, ef_search)
+        if vectors.ndim != 2 or vectors.shape[1] != self.index.d:
+            raise RetrieverError(f"query vectors must be rows of {self.index.d} numbers (the index's dimension), "
+                                 f"not an array of shape {vectors.shape}")
+        if not np.isfinite(vectors).all():  # FAISS finds nothing for them: no hits, and no word why
+            raise RetrieverError("query vectors hold NaN or infinity; an encoder in fp16 may overflow (--dtype fp32)")
+        scores, labels = search_with(self.index, vectors, min(k, self.index.ntotal),
+                                     self.default_nprobe if nprobe is None else nprobe,
+                                     self.default_ef_search if ef_search is None else ef_search)
         self._check_labels(labels)
         return scores, labels
 
@@ -216,9 +213,6 @@ class Searcher:
     def search(self, queries: Sequence[str], k: int = DEFAULT_K, nprobe: int | None = None,
                ef_search: int | None = None, mode: str | None = None) -> list[list[Hit]]:
         """Top-k hits with title and text for each query."""
-        queries = check_queries(queries)
-        if not queries:
-            return []
         scores, labels = self.rank(queries, k, mode, nprobe=nprobe, ef_search=ef_search)
         return [self.hits(row_scores, row_labels) for row_scores, row_labels in zip(scores, labels)]
 
@@ -238,7 +232,8 @@ class Searcher:
                     text=rows["text"][i] or "") for i in range(len(ids))]
 
     def run(self, query_ids: Sequence[str], query_texts: Sequence[str], k: int = 1000, nprobe: int | None = None,
-            ef_search: int | None = None, batch_size: int = 256, progress=None) -> Run:
+            ef_search: int | None = None, batch_size: int = 256,
+            progress: Callable[[int], None] | None = None) -> Run:
         """Scores of the top-k documents per query, for run files and evaluation."""
         result: Run = {}
         for part in self.run_batches(query_ids, query_texts, k, nprobe, ef_search, batch_size, progress):
@@ -247,14 +242,15 @@ class Searcher:
 
     def run_batches(self, query_ids: Sequence[str], query_texts: Sequence[str], k: int = 1000,
                     nprobe: int | None = None, ef_search: int | None = None, batch_size: int = 256,
-                    progress=None) -> Iterator[Run]:
+                    progress: Callable[[int], None] | None = None) -> Iterator[Run]:
         """``run`` one batch of queries at a time, each as soon as it is searched: a writer taking them holds one
         batch, not queries × k hits (about 60 bytes a hit: 100k queries × 1000 hits held 6 GB), and a batch at most
         ``BATCH_HITS`` hits per list (256 queries × 100,000 hits took 2.8 GB, and 3 GB at --fusion-depth 10**9)."""
         query_ids, query_texts = check_queries(query_ids), check_queries(query_texts)
         if len(query_ids) != len(query_texts):
             raise RetrieverError(f"{len(query_ids)} query ids for {len(query_texts)} query texts")
-        k = check_k(k)
+        _check_unique(query_ids)
+        k, batch_size = check_k(k), bounded(batch_size, BATCH_HITS, "batch_size")
         # Deep searches take fewer queries at once, so a batch holds at most as many hits as 256 queries × 1000
         # (hybrid holds each engine's top --fusion-depth).
         depth = max(k, self.fusion.depth) if self.mode == "hybrid" else k
@@ -281,3 +277,19 @@ class Searcher:
         if record is None:
             raise KeyError(doc_id)
         return passage_text(record["title"], record["text"] or "")
+
+
+def _check_unique(query_ids: list[str]) -> None:
+    """A run holds one ranking per query id: a second query of an id replaced the first's hits silently."""
+    first: dict[str, int] = {}
+    for number, qid in enumerate(query_ids, 1):
+        if first.setdefault(qid, number) != number:
+            raise RetrieverError(f"query id {qid!r} is given twice (queries {first[qid]} and {number} of "
+                                 f"{len(query_ids)}); give each query its own id")
+
+
+def _check_settings(nprobe: int | None, ef_search: int | None) -> None:
+    """Refuse per-call settings below 1: FAISS's search parameters read 0 as the index's own value, silently."""
+    for name, value in (("nprobe", nprobe), ("ef_search", ef_search)):
+        if value is not None:
+            bounded(value, 1, name)

@@ -13,6 +13,13 @@ def test_batch_size_defaults_by_device_and_keeps_an_explicit_choice():
         resolve_batch_size(0, torch.device("cpu"))
 
 
+@pytest.mark.parametrize("batch_size", [2.5, "8", True])
+def test_a_batch_size_that_is_no_whole_number_is_refused_at_once(batch_size):
+    """2.5 was taken and failed at the first encode (a TypeError); "8" failed at once with a TypeError."""
+    with pytest.raises(RetrieverError, match=rf"^batch size must be a whole number of at least 1, not "):
+        resolve_batch_size(batch_size, torch.device("cpu"))
+
+
 def test_dtype_auto_is_fp16_on_cuda_and_fp16_is_refused_on_the_cpu():
     assert resolve_dtype("auto", torch.device("cuda")) == "fp16"
     assert resolve_dtype("auto", torch.device("cpu")) in ("bf16", "fp32")

@@ -51,10 +51,11 @@ def test_shards_and_docstore_open_with_plain_pyarrow_and_pandas(tiny_beir, tiny_
 
 
 @pytest.mark.parametrize("index_type", ["hnsw", "ivfpq", "IVF2,Flat"])
-def test_approximate_indexes_build(tiny_beir, tiny_encoder, tmp_path, index_type):
+def test_approximate_indexes_build(tiny_beir, tiny_encoder, tmp_path, index_type, capsys):
     params = IndexParams(index_type, nlist=2, pq_m=4)
     manifest = encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, params, progress=False)
     assert manifest["index"]["count"] == 12
+    assert capsys.readouterr() == ("", "")  # "training IVF... on N sampled vectors" printed at progress=False
 
 
 def test_bad_factory_string_leaves_nothing(tiny_beir, tiny_encoder, tmp_path):

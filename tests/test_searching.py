@@ -186,8 +186,8 @@ def test_a_query_the_tokenizer_cannot_take_is_a_retriever_error_in_the_library(t
 class ReturnsLabels:
     """An index answering every query with the given labels: what same-size damage to its lists can return."""
 
-    def __init__(self, ntotal: int, labels: list[int]) -> None:
-        self.ntotal, self.labels = ntotal, labels
+    def __init__(self, ntotal: int, labels: list[int], d: int = 32) -> None:
+        self.ntotal, self.labels, self.d = ntotal, labels, d
 
     def search(self, vectors, k):
         rows = np.array([self.labels] * len(vectors), dtype=np.int64)

@@ -1,0 +1,51 @@
+"""Library calls on an Encoder with inputs of the wrong shape: a one-line RetrieverError, never vectors of the wrong
+texts or a traceback from deep in the tokenizer."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from retriever.corpus import Document
+from retriever.encoder import Encoder, EncoderSettings
+from retriever.errors import RetrieverError
+
+
+@pytest.fixture(scope="module")
+def encoder(tiny_model_dir) -> Encoder:
+    return Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+
+
+def test_encode_queries_refuses_a_lone_string_and_non_strings(encoder):
+    # "cat" was encoded letter by letter into 3 vectors; bytes and None were TypeErrors, a lone surrogate a
+    # TypeError from the tokenizer.
+    with pytest.raises(RetrieverError, match=r"queries must be a list of strings, not str; wrap one query as \[query\]"):
+        encoder.encode_queries("cat")
+    for texts, message in (([b"cat"], "query 1 of 1 is bytes, not a string"),
+                           (["cat", None], "query 2 of 2 is NoneType, not a string"),
+                           (["ab\ud800"], "query 1 of 1: the query has a lone surrogate U[+]D800")):
+        with pytest.raises(RetrieverError, match=message):
+            encoder.encode_queries(texts)
+    assert encoder.encode_queries(text for text in ("cat", "dog")).shape == (2, 32)
+    assert encoder.encode_queries([]).shape == (0, 32)
+
+
+def test_encode_passages_takes_documents_only(encoder):
+    # A list of strings was an AttributeError ('str' object has no attribute 'text').
+    for passages, message in (("cat", "passages must be a list of retriever.corpus.Document, not str"),
+                              (["cat"], r"passage 1 of 1 is str, not a Document; wrap each text as "
+                                        r"retriever.corpus.Document\(id, text, title\)"),
+                              ([Document("a", "cat"), Document("b", None)],
+                               r"passage 2 of 2 has a text or title that is no string \(NoneType, str\)"),
+                              ([Document("a", "cat", "\ud800")], "passage 1 of 1: text has a lone surrogate")):
+        with pytest.raises(RetrieverError, match=message):
+            encoder.encode_passages(passages)
+    vectors = encoder.encode_passages([Document("a", "cat", "Cats"), Document("b", "dog", None)])
+    np.testing.assert_allclose(vectors, encoder.encode_passages([Document("a", "cat", "Cats"), Document("b", "dog")]))
+
+
+def test_an_encoder_takes_settings_not_a_model_name(tiny_model_dir):
+    # Encoder("minilm") was an AttributeError ('str' object has no attribute 'validate').
+    for wrong in (str(tiny_model_dir), {"model": str(tiny_model_dir)}):
+        with pytest.raises(RetrieverError, match=r"Encoder takes EncoderSettings, not \w+; use Encoder\("
+                                                 r"EncoderSettings.for_model\(MODEL\)\)"):
+            Encoder(wrong)

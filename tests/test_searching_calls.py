@@ -1,0 +1,96 @@
+"""Library calls on a Searcher that a CLI flag or a server check never makes: each is a one-line RetrieverError,
+never a silent wrong result or a traceback from FAISS or numpy."""
+from __future__ import annotations
+
+import copy
+import pickle
+
+import faiss
+import numpy as np
+import pytest
+
+from retriever.encoder import Encoder, EncoderSettings
+from retriever.errors import RetrieverError
+from retriever.indexing import IndexParams, encode_and_index
+from retriever.searching import Searcher
+from tests.conftest import TINY_DOCS, write_jsonl
+
+
+@pytest.fixture(scope="module")
+def searcher(tiny_model_dir, tmp_path_factory) -> Searcher:
+    root = tmp_path_factory.mktemp("calls")
+    corpus = write_jsonl(root / "corpus.jsonl", [{"_id": i, "title": t, "text": x} for i, t, x in TINY_DOCS])
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(corpus, root / "idx", encoder, IndexParams("flat"), progress=False)
+    return Searcher(root / "idx", device="cpu", dtype="fp32")
+
+
+def test_a_query_id_given_twice_in_a_run_is_refused_not_merged(searcher):
+    # The second query's hits replaced the first's under the one id, silently.
+    with pytest.raises(RetrieverError, match=r"query id 'q1' is given twice \(queries 1 and 3 of 3\)"):
+        searcher.run(["q1", "q2", "q1"], ["honey bee", "lava", "ice"], k=2)
+    assert list(searcher.run(["q1", "q2"], ["honey bee", "lava"], k=2)) == ["q1", "q2"]
+
+
+@pytest.mark.parametrize("spec, setting", [("IVF4,Flat", "nprobe"), ("HNSW8,Flat", "ef_search")])
+def test_a_search_setting_of_0_is_refused_not_read_as_the_default(searcher, spec, setting):
+    # FAISS's search parameters read 0 as "the index's own value": nprobe=0 searched with the default, exit 0.
+    vectors = np.random.default_rng(0).standard_normal((200, 32)).astype(np.float32)
+    index = faiss.index_factory(32, spec, faiss.METRIC_INNER_PRODUCT)
+    index.train(vectors)
+    index.add(vectors[:12])
+    swapped = copy.copy(searcher)
+    swapped.index = index
+    for value in (0, -1):
+        with pytest.raises(RetrieverError, match=f"{setting} must be a whole number of at least 1, not {value}"):
+            swapped.search(["honey bee"], k=2, **{setting: value})
+        with pytest.raises(RetrieverError, match=f"{setting} must be a whole number of at least 1, not {value}"):
+            swapped.search_vectors(vectors[:1], 2, **{setting: value})
+    assert len(swapped.search(["honey bee"], k=2, **{setting: 1})[0]) == 2
+
+
+WRONG_CALLS = [
+    ("vectors-of-another-width", lambda s: s.search_vectors(np.zeros((1, 31), np.float32), 2),
+     r"query vectors must be rows of 32 numbers \(the index's dimension\), not an array of shape \(1, 31\)"),
+    ("one-vector-not-in-a-row", lambda s: s.search_vectors(np.zeros(32, np.float32), 2),
+     r"not an array of shape \(32,\)"),
+    ("nan-vectors", lambda s: s.search_vectors(np.full((1, 32), np.nan, np.float32), 2), "hold NaN or infinity"),
+    ("fewer-vectors-than-queries", lambda s: s.rank(["a", "b"], 2, vectors=np.zeros((1, 32), np.float32)),
+     "1 query vectors for 2 queries"),
+    ("no-queries-k-0", lambda s: s.search([], k=0), "k must be a whole number of at least 1, not 0"),
+    ("no-queries-unknown-mode", lambda s: s.search([], mode="Dense"), "unknown mode 'Dense'"),
+    ("run-batch-size-0", lambda s: s.run(["q1"], ["cat"], k=2, batch_size=0),
+     "batch_size must be a whole number of at least 1, not 0"),
+    ("run-batch-size-fraction", lambda s: s.run(["q1", "q2"], ["cat", "dog"], k=2, batch_size=1.5),
+     "batch_size must be a whole number of at least 1, not 1.5"),
+]
+
+
+@pytest.mark.parametrize("call, message", [case[1:] for case in WRONG_CALLS], ids=[case[0] for case in WRONG_CALLS])
+def test_wrong_library_calls_are_one_line(searcher, call, message):
+    # AssertionError from FAISS, ValueError, IndexError, TypeError; NaN vectors found no hits; k=0, an unknown mode
+    # and batch_size 0 were accepted.
+    with pytest.raises(RetrieverError, match=message):
+        call(searcher)
+    assert searcher.search([], k=3) == []
+
+
+def test_wrong_searcher_arguments_are_named(searcher):
+    # An unknown setting was reported as "a different encoder ... (index: None)"; a list of fusion settings was a
+    # TypeError and a string was read letter by letter ("unknown fusion setting 'a'").
+    with pytest.raises(RetrieverError, match="unknown encoder setting 'poolin'; the settings are pooling, normalize"):
+        Searcher(searcher.index_dir, device="cpu", poolin="cls")
+    for overrides in (["alpha"], "alpha"):
+        with pytest.raises(RetrieverError, match="fusion_overrides must be a dict such as {'alpha': 0.3}, not"):
+            Searcher(searcher.index_dir, device="cpu", fusion_overrides=overrides)
+
+
+def test_a_searcher_refuses_pickling_in_one_line_and_copies_shallowly(searcher):
+    # FAISS's "self.cobj cannot be converted to a Python object for pickling" named nothing a user knows.
+    for attempt in (pickle.dumps, copy.deepcopy):
+        with pytest.raises(RetrieverError, match=r"a Searcher cannot be pickled or deep-copied; open Searcher\("):
+            attempt(searcher)
+    shallow = copy.copy(searcher)
+    assert shallow.index is searcher.index
+    assert [h.id for h in shallow.search(["honey bee"], k=2)[0]] == [h.id for h in searcher.search(["honey bee"],
+                                                                                                    k=2)[0]]
