@@ -70,9 +70,17 @@ def evaluate_run_file(run_path: str | Path, qrels_path: str | Path,
 def judged_split(dataset: BeirDataset, split: str) -> tuple[list[Query], Qrels]:
     """A split's judged queries and its qrels; a split without one judged query is refused."""
     qrels = read_qrels(dataset.qrels_path(split))
-    queries = judged_queries(read_queries(dataset.queries_path), qrels)
+    all_queries = read_queries(dataset.queries_path)
+    queries = judged_queries(all_queries, qrels)
     if not queries:
-        raise RetrieverError(f"{dataset.root}: no query of split {split!r} has a relevant judgment")
+        judged = [qid for qid, docs in qrels.items() if any(rel > 0 for rel in docs.values())]
+        if not judged:
+            raise RetrieverError(f"{dataset.root}: no query of split {split!r} has a relevant judgment (a grade of 1 "
+                                 "or more); check the qrels' grade column")
+        shown = ", ".join(repr(q.id) for q in all_queries[:3]) or "none"
+        raise RetrieverError(f"{dataset.root}: none of the {len(judged)} queries split {split!r} judges (e.g. "
+                             f"{', '.join(map(repr, judged[:3]))}) is in {dataset.queries_path.name} (ids e.g. "
+                             f"{shown}); check that the queries and qrels use the same query ids")
     return queries, qrels
 
 

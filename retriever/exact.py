@@ -33,10 +33,11 @@ def exact_neighbours(shards: list[Path], queries: np.ndarray, k: int,
     With ``exclude_rows`` (sorted global rows), those vectors are skipped and the others are
     numbered consecutively, as they are in an index built without them.
     """
-    return exact_top_k(queries, _kept_vectors(shards, exclude_rows), k)[1]
+    return exact_top_k(queries, kept_vectors(shards, exclude_rows), k)[1]
 
 
-def _kept_vectors(shards: list[Path], exclude_rows: np.ndarray | None) -> Iterator[np.ndarray]:
+def kept_vectors(shards: list[Path], exclude_rows: np.ndarray | None) -> Iterator[np.ndarray]:
+    """The shards' vectors block by block, without ``exclude_rows`` (sorted global rows)."""
     offset = 0
     for _, vectors in iter_shard_batches(shards):
         if exclude_rows is not None and len(exclude_rows):

@@ -101,6 +101,22 @@ def _query_metrics(
     return values
 
 
+def _nothing_judged(run: Run, qrels: Qrels) -> RetrieverError:
+    """Why no run query can be scored: its ids are not the qrels' judged ones, or the qrels judge nothing relevant
+    (grades below 1 only: then saying to check the ids would send the user the wrong way)."""
+    if not any(g >= 1 for docs in qrels.values() for g in docs.values()):
+        grades = sorted({g for docs in qrels.values() for g in docs.values()})
+        return RetrieverError(
+            f"the qrels judge no document relevant: their {sum(map(len, qrels.values()))} judgments have grades "
+            f"{', '.join(map(str, grades[:5]))}{', ...' if len(grades) > 5 else ''}, and only 1 or more is relevant "
+            "(as in trec_eval); check the qrels' grade column")
+    sample = ", ".join(repr(q) for q in list(run)[:3]) or "none"
+    qsample = ", ".join(repr(q) for q in list(qrels)[:3]) or "none"
+    return RetrieverError(
+        f"none of the run's {len(run)} queries has relevance judgments (run ids e.g. {sample}; "
+        f"qrels ids e.g. {qsample}); check that the run and qrels use the same query ids")
+
+
 @dataclass
 class Evaluation:
     """Per-query and mean metric values plus how many queries were left out and why."""
@@ -139,12 +155,7 @@ def evaluate_run(run: Run, qrels: Qrels, metrics: Sequence[str] = DEFAULT_METRIC
     excluded = sum(1 for q in run if q not in judged_set)
     missing = sum(1 for q in judged_qids if q not in run)
     if missing == len(judged_qids):  # also true when nothing is judged
-        sample = ", ".join(repr(q) for q in list(run)[:3]) or "none"
-        qsample = ", ".join(repr(q) for q in list(qrels)[:3]) or "none"
-        raise RetrieverError(
-            f"none of the run's {len(run)} queries has relevance judgments (run ids e.g. {sample}; "
-            f"qrels ids e.g. {qsample}); check that the run and qrels use the same query ids"
-        )
+        raise _nothing_judged(run, qrels)
 
     per_query: dict[str, dict[str, float]] = {}
     for qid in judged_qids:

@@ -18,7 +18,7 @@ from typing import Union
 import numpy as np
 
 from retriever.errors import InputFileError, RetrieverError
-from retriever.files import atomic_write_lines, carriage_return_error, check_is_file, decoded_lines
+from retriever.files import atomic_write_lines, carriage_return_error, check_is_file, decoded_lines, repeated_key
 from retriever.qrels import DECIMAL_NUMBER, Qrels, read_qrels
 from retriever.texts import id_problem
 
@@ -194,15 +194,29 @@ def _jsonl_score(value: object, path: Path, lineno: int, what: str, shape_hint: 
     return score
 
 
+def _json_line(path: Path, lineno: int, text: str, shape_hint: str) -> object:
+    """A run line's JSON; a key given twice in any object (``"id"`` or ``"score"`` of a hit, ``"qid"``) is refused,
+    since ``json.loads`` keeps the last value silently and the hit would be scored as another document."""
+    def unique_keys(pairs: list) -> dict:
+        record = dict(pairs)
+        if len(record) != len(pairs):  # fewer keys than pairs: one was given twice, and the pairs say which
+            key, count = repeated_key(pairs)
+            raise InputFileError(path, lineno, f"the key {key!r} is given {count} times in one object",
+                                 "give each key once; a parser would keep one of the values and drop the others")
+        return record
+
+    try:
+        return json.loads(text, object_pairs_hook=unique_keys)
+    except json.JSONDecodeError as e:
+        raise InputFileError(path, lineno, f"invalid JSON ({e.msg})", shape_hint) from None
+
+
 def _jsonl_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> Run:
     run: Run = {}
     first_line: dict[str, int] = {}
     shape_hint = 'each line must be {"qid": ..., "hits": [{"id": ..., "score": ...}, ...]}'
     for lineno, text in lines:
-        try:
-            record = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise InputFileError(path, lineno, f"invalid JSON ({e.msg})", shape_hint) from None
+        record = _json_line(path, lineno, text, shape_hint)
         if not isinstance(record, dict) or "qid" not in record or not isinstance(record.get("hits"), list):
             raise InputFileError(path, lineno, "missing 'qid' or 'hits' list", shape_hint)
         qid = _read_id(record["qid"], path, lineno, "qid")

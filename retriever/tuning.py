@@ -19,8 +19,9 @@ import faiss
 import numpy as np
 
 from retriever.errors import RetrieverError
-from retriever.exact import exact_neighbours
+from retriever.exact import kept_vectors, exact_top_k
 from retriever.shards import sample_rows
+from retriever.tie_cut import MAX_EXTRA
 
 if TYPE_CHECKING:
     from retriever.faiss_index import IndexParams
@@ -152,15 +153,32 @@ def search_with(index: faiss.Index, vectors: np.ndarray, k: int, nprobe: int | N
     return index.search(vectors, k) if params is None else index.search(vectors, k, params=params)
 
 
-def per_query_recall(found: np.ndarray, truth: np.ndarray) -> np.ndarray:
-    """Each query's share of the exact top-k that the approximate search returned."""
-    k = truth.shape[1]
-    return np.array([len(set(f[:k]) & set(t)) / k for f, t in zip(found, truth)])
+def per_query_recall(found: np.ndarray, truth: np.ndarray, k: int | None = None) -> np.ndarray:
+    """Each query's share of its top ``k`` (default: truth's width) that the approximate search returned; a truth
+    row wider than k also lists the rows tied with the k-th (``true_neighbours``), -1 padded."""
+    k = k or truth.shape[1]
+    return np.array([len(set(f[:k].tolist()) & set(t[t >= 0].tolist())) / k for f, t in zip(found, truth)])
 
 
-def recall_at_k(found: np.ndarray, truth: np.ndarray) -> float:
+def recall_at_k(found: np.ndarray, truth: np.ndarray, k: int | None = None) -> float:
     """Mean share of the exact top-k that the approximate search returned."""
-    return float(np.mean(per_query_recall(found, truth)))
+    return float(np.mean(per_query_recall(found, truth, k)))
+
+
+def true_neighbours(shards: list[Path], queries: np.ndarray, k: int, held: np.ndarray) -> np.ndarray:
+    """Each query's exact top-k rows, widened (-1 padded) by every row whose score ties the k-th, up to MAX_EXTRA
+    more: an index returning one of those found a true neighbour as much as the one exact search kept (duplicated
+    passages measured 0.89 at any efSearch and warned that no setting reached the target)."""
+    scores, rows = exact_top_k(queries, kept_vectors(shards, held), k + 1)
+    floor = scores[:, k - 1] - 1e-6 * np.abs(scores[:, k - 1])  # one vector's dot product may round otherwise
+    tied = np.flatnonzero((rows[:, k] >= 0) & (scores[:, k] >= floor))
+    if not len(tied):
+        return rows[:, :k]
+    deep_scores, deep_rows = exact_top_k(queries[tied], kept_vectors(shards, held), k + MAX_EXTRA)
+    truth = np.full((len(queries), deep_rows.shape[1]), -1, dtype=rows.dtype)
+    truth[:, :k] = rows[:, :k]
+    truth[tied] = np.where(deep_scores >= floor[tied, None], deep_rows, -1)
+    return truth
 
 
 def tunable_parameter(index: faiss.Index) -> tuple[str, tuple[int, ...]] | None:
@@ -173,7 +191,7 @@ def tunable_parameter(index: faiss.Index) -> tuple[str, tuple[int, ...]] | None:
 
 
 def choose_search_params(index: faiss.Index, queries: np.ndarray, truth: np.ndarray,
-                         target_recall: float) -> dict:
+                         target_recall: float, k: int | None = None) -> dict:
     """The smallest nprobe/efSearch whose recall@k reaches the target with ~97.5% confidence.
 
     A setting counts only if its measured mean minus two standard errors (over the sample
@@ -182,10 +200,10 @@ def choose_search_params(index: faiss.Index, queries: np.ndarray, truth: np.ndar
     """
     if not 0 < target_recall <= 1:
         raise RetrieverError("--target-recall must be in (0, 1]")
-    k = truth.shape[1]
+    k = k or truth.shape[1]
 
     def measured() -> dict:
-        recalls = per_query_recall(index.search(queries, k)[1], truth)
+        recalls = per_query_recall(index.search(queries, k)[1], truth, k)
         error = float(recalls.std(ddof=1) / np.sqrt(len(recalls))) if len(recalls) > 1 else 0.0
         mean = float(recalls.mean())
         return {"recall": round(mean, 4), "lower_bound": round(mean - 2 * error, 4)}
@@ -248,10 +266,11 @@ def tune(index: faiss.Index, shards: list[Path], queries: np.ndarray, held: np.n
 
     ``labels_of_rows`` maps exact search's row numbers to the index's labels where they differ."""
     queries = np.ascontiguousarray(queries, dtype=np.float32)
-    truth = exact_neighbours(shards, queries, min(params.tuning_k, int(index.ntotal)), exclude_rows=held)
+    k = min(params.tuning_k, int(index.ntotal))
+    truth = true_neighbours(shards, queries, k, held)
     if labels_of_rows is not None:
         truth = labels_of_rows(truth)
-    tuning = {**choose_search_params(index, queries, truth, params.target_recall), "queries": source}
+    tuning = {**choose_search_params(index, queries, truth, params.target_recall, k), "queries": source}
     outcome = "measured" if tuning["reached"] else "NOT REACHED; best measured"
     setting = f"{tuning['parameter']}={tuning['value']}" if tuning["parameter"] else "nothing to tune"
     print(f"target recall@{tuning['k']} {params.target_recall}: {setting} {outcome} {tuning['measured_recall']:.4f} "

@@ -85,7 +85,15 @@ def test_no_overlap_between_run_and_qrels_is_an_error() -> None:
     with pytest.raises(RetrieverError, match="same query ids"):
         evaluate_run({"1": {"a": 1.0}}, {"q1": {"a": 1}})
     with pytest.raises(RetrieverError, match="same query ids"):
-        evaluate_run({"q1": {"a": 1.0}}, {"q1": {"a": 0}})
+        evaluate_run({"1": {"a": 1.0}}, {"q1": {"a": 1}, "1": {"a": 0}})
+
+
+def test_qrels_judging_nothing_relevant_say_so_rather_than_blame_the_query_ids() -> None:
+    """The ids matched, yet the error said to check that they do."""
+    with pytest.raises(RetrieverError, match=r"^the qrels judge no document relevant: their 3 judgments have "
+                                             r"grades -1, 0, and only 1 or more is relevant") as error:
+        evaluate_run({"q1": {"a": 1.0}}, {"q1": {"a": 0, "b": -1}, "q2": {"a": 0}})
+    assert "query ids" not in str(error.value)
 
 
 @pytest.mark.parametrize("name", ["recall", "recall@0", "p@10", "ndcg_cut_10", "mrr@x"])

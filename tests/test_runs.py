@@ -144,6 +144,17 @@ def test_read_run_jsonl_errors_name_file_and_line(tmp_path: Path, text: str, lin
 # ---------------------------------------------------------------------------- qrels
 
 
+@pytest.mark.parametrize("line", [
+    '{"qid": "q1", "hits": [{"id": "d5", "score": 9, "id": "d6"}]}',  # which document is ranked first?
+    '{"qid": "q1", "hits": [{"id": "d5", "score": 9, "score": 1}]}',
+    '{"qid": "q1", "hits": [{"id": "d5", "score": 9}], "qid": "q2"}',
+])
+def test_a_jsonl_run_giving_a_key_twice_is_refused_not_read_with_the_last_value(tmp_path: Path, line: str) -> None:
+    path = write(tmp_path / "run.jsonl", '{"qid": "q0", "hits": []}\n' + line + "\n")
+    with pytest.raises(InputFileError, match=rf"^{path}:2: the key '(id|score|qid)' is given 2 times in one object"):
+        read_run(path)
+
+
 def test_read_qrels_beir_tsv_with_header(tmp_path: Path) -> None:
     path = write(tmp_path / "test.tsv", "query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\t0\nq2\td1\t2\n")
     assert read_qrels(path) == {"q1": {"d1": 1, "d2": 0}, "q2": {"d1": 2}}

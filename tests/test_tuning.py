@@ -111,3 +111,25 @@ def test_a_setting_the_index_uses_passes_through_wrappers(spec):
     index = faiss.index_factory(16, spec, faiss.METRIC_INNER_PRODUCT)
     setting = "ef_search" if "HNSW" in spec else "nprobe"
     check_settings_apply(index, *((8, None) if setting == "nprobe" else (None, 8)))
+
+
+def test_rows_tied_with_the_kth_true_neighbour_count_as_found(tmp_path):
+    """60 copies of one passage: exact search keeps 10 of them, HNSW returns others, each as near. Counted by
+    row, recall stayed below the target at any efSearch and the build warned that no setting reached it."""
+    from retriever.faiss_index import IndexParams
+    from retriever.shards import write_shard
+    from retriever.tuning import true_neighbours, tune
+
+    vectors = np.concatenate([clustered(200), np.repeat(clustered(1, seed=3), 60, axis=0)])
+    shards = [tmp_path / "s0.parquet", tmp_path / "s1.parquet"]
+    for part, shard in enumerate(shards):
+        write_shard(shard, [f"{part}-{i}" for i in range(130)], vectors[part * 130:(part + 1) * 130], {})
+    index = faiss.index_factory(16, "HNSW32,Flat", faiss.METRIC_INNER_PRODUCT)
+    index.add(vectors)
+    queries = np.concatenate([vectors[200:205], clustered(20, seed=1)])
+    held = np.empty(0, dtype=np.int64)
+    truth = true_neighbours(shards, queries, 10, held)
+    assert sorted(truth[0][truth[0] >= 0].tolist()) == list(range(200, 260))  # every copy is a true neighbour
+    assert (truth[5:, 10:] == -1).all()  # no tie at the cut: the exact top 10 alone
+    tuning = tune(index, shards, queries, held, IndexParams(index_type="HNSW32,Flat", target_recall=0.99), "given")
+    assert tuning["reached"] and tuning["measured_recall"] == 1.0
