@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from retriever.cli.options import collapsing, compose
+from retriever.cli.options import FiniteRange, collapsing, compose
 from retriever.errors import RetrieverError
 from retriever.fusion import METHODS as FUSIONS
 from retriever.fusion import MODES, FusionParams
@@ -52,10 +52,10 @@ def mode_options(default: str = "dense", per_request: bool = False) -> Callable:
         click.option("--fusion", type=click.Choice(FUSIONS), default=None,
                      help="Hybrid fusion: rrf (reciprocal rank) or convex (alpha * z(dense) + (1 - alpha) * "
                           "z(bm25)). [default: the manifest's tuned fusion, else rrf]"),
-        click.option("--alpha", type=click.FloatRange(0, 1), default=None,
+        click.option("--alpha", type=FiniteRange(0, 1), default=None,
                      help="Weight of the dense score in the convex fusion (alone, it implies --fusion convex). "
                           "[default: the manifest's, else 0.5]"),
-        click.option("--rrf-k", type=click.FloatRange(min=0, min_open=True), default=None,
+        click.option("--rrf-k", type=FiniteRange(min=0, min_open=True), default=None,
                      help="RRF constant k in 1/(k + rank) (alone, it implies --fusion rrf). [default: the "
                           "manifest's, else 60]"),
         click.option("--fusion-depth", type=click.IntRange(min=1), default=None,
@@ -82,9 +82,9 @@ def lexical_options(switch: bool = True) -> Callable:
     """BM25 settings → ``lexical`` (None with --no-bm25); ``switch`` adds --bm25/--no-bm25."""
     names = ("bm25_k1", "bm25_b", "bm25_method", "bm25_stemmer", "bm25_stopwords") + (("bm25",) if switch else ())
     options = [
-        click.option("--bm25-k1", type=click.FloatRange(min=0), default=0.9, show_default=True,
+        click.option("--bm25-k1", type=FiniteRange(min=0), default=0.9, show_default=True,
                      help="BM25 term-frequency saturation k1."),
-        click.option("--bm25-b", type=click.FloatRange(0, 1), default=0.4, show_default=True,
+        click.option("--bm25-b", type=FiniteRange(0, 1), default=0.4, show_default=True,
                      help="BM25 length normalisation b."),
         click.option("--bm25-method", type=click.Choice(BM25_METHODS), default="lucene", show_default=True,
                      help="bm25s scoring variant."),

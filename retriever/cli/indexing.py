@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from retriever.cli.hybrid import check_build_tuning, lexical_options, run_tuning, tuning_options
-from retriever.cli.options import (compose, corpus_options, encoder_options, fields_from, renamed_option,
+from retriever.cli.options import (FiniteRange, compose, corpus_options, encoder_options, fields_from, renamed_option,
                                    report_truncation, runtime_options)
 from retriever.corpus import read_queries
 from retriever.corpus_encoding import describe, encode_corpus
@@ -78,7 +78,7 @@ def index_options():
                           "vectors."),
         click.option("--train-size", type=click.IntRange(min=1), default=100_000, show_default=True,
                      help="Vectors sampled from the shards to train IVF/PQ."),
-        click.option("--target-recall", type=click.FloatRange(0, 1, min_open=True), default=None,
+        click.option("--target-recall", type=FiniteRange(0, 1, min_open=True), default=None,
                      help="Pick nprobe/efSearch as the smallest value whose recall@10 against exact search, "
                           "measured on --tuning-queries of the collection's own vectors (held out of the index "
                           "until tuning is done) or on --tuning-queries-file, reaches this; `search` then uses "

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +16,16 @@ from retriever.files import output_file_problem, written_in_place
 from retriever.pooling import POOLINGS
 
 Decorator = Callable[[Callable], Callable]
+
+
+class FiniteRange(click.FloatRange):
+    """A FloatRange that refuses nan and inf too: nan fails none of its comparisons, and a NaN setting trains a NaN model or ranks nothing."""
+
+    def convert(self, value, param, ctx) -> float:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number
 
 
 class OutputFile(click.Path):

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from retriever.cli.options import corpus_options, device_options, fields_from, renamed_option
-from retriever.cli.training import FiniteRange, optimizer_options, progress_option, report_to_option
+from retriever.cli.options import FiniteRange, corpus_options, device_options, fields_from, renamed_option
+from retriever.cli.training import optimizer_options, progress_option, report_to_option
 from retriever.pretraining.trainer import MAX_HEAD_LAYERS
 
 

@@ -213,13 +213,14 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output,
         unused = flags_given(INDEX_ONLY)
         if unused:
             raise click.UsageError(f"{', '.join(unused)} apply only with --index; --run scores the run as it is")
-        if qrels is None and dataset is None:
-            raise click.UsageError("--run needs --qrels or --dataset/--split")
+        if (qrels is None) == (dataset is None):
+            raise click.UsageError("--run needs --qrels or --dataset/--split, not both")
         qrels_path = qrels or BeirDataset.open(dataset).qrels_path(split)
         report = evaluate_run_file(run_path, qrels_path, metric_names)
     else:
-        if dataset is None:
-            raise click.UsageError("--index needs --dataset (a BEIR folder)")
+        if dataset is None or qrels is not None:
+            raise click.UsageError("--index needs --dataset (a BEIR folder), whose qrels/<split>.tsv it is scored "
+                                   "on; --qrels applies only with --run")
         searcher = open_searcher(index, device, dtype, model, pooling, normalize, mode, fusion_overrides)
         configure_batch_threads()
         report, run = evaluate_index(searcher, BeirDataset.open(dataset), split, k, nprobe, ef_search, metric_names)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -10,23 +9,13 @@ import click
 
 from retriever.cli.hybrid import mode_options
 from retriever.cli.searching import moved_model_option
-from retriever.cli.options import (OutputFile, check_outputs_apart, compose, corpus_options, device_options,
-                                   encoder_options, fields_from, renamed_option, runtime_options)
+from retriever.cli.options import (FiniteRange, OutputFile, check_outputs_apart, compose, corpus_options,
+                                   device_options, encoder_options, fields_from, renamed_option, runtime_options)
 
 REPORT_TO = ("none", "tensorboard")
 
 EXISTING_DIR = click.Path(exists=True, file_okay=False, path_type=Path)
 EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
-
-
-class FiniteRange(click.FloatRange):
-    """A FloatRange that refuses nan and inf too: nan fails none of its comparisons, and either trains a NaN model."""
-
-    def convert(self, value, param, ctx) -> float:
-        number = super().convert(value, param, ctx)
-        if not math.isfinite(number):
-            self.fail(f"{value!r} is not a finite number.", param, ctx)
-        return number
 
 
 def report_to_option():

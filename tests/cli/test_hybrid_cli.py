@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from click.testing import CliRunner
 
 from retriever.cli import main
@@ -71,17 +73,32 @@ def test_fusion_flags_that_contradict_each_other_fail_before_the_index_is_opened
         assert len(result.output.strip().splitlines()) == 1
 
 
-def test_fusion_flags_outside_hybrid_and_non_finite_rrf_k_fail_before_the_index_is_opened(tmp_path):
+def test_fusion_flags_outside_hybrid_and_non_finite_numbers_fail_before_the_index_is_opened(tmp_path):
+    """nan and inf were one-line errors with exit 1 where other bad flag values exit 2 (click's FloatRange lets
+    nan pass every comparison)."""
     missing = tmp_path / "not-an-index"
     missing.mkdir()
-    for args, message in ((["--mode", "bm25", "--alpha", "0.2"], "--alpha applies only to --mode hybrid, not --mode "
-                                                                  "bm25"),
-                          (["--fusion-depth", "5"], "--fusion-depth applies only to --mode hybrid, not --mode dense"),
-                          (["--mode", "hybrid", "--rrf-k", "nan"], "--rrf-k must be a positive finite number, not nan"),
-                          (["--mode", "hybrid", "--rrf-k", "inf"], "--rrf-k must be a positive finite number, not inf")):
+    for args, message, code in (
+            (["--mode", "bm25", "--alpha", "0.2"], "--alpha applies only to --mode hybrid, not --mode bm25", 1),
+            (["--fusion-depth", "5"], "--fusion-depth applies only to --mode hybrid, not --mode dense", 1),
+            (["--mode", "hybrid", "--rrf-k", "nan"], "Invalid value for '--rrf-k': 'nan' is not a finite number", 2),
+            (["--mode", "hybrid", "--rrf-k", "inf"], "Invalid value for '--rrf-k': 'inf' is not a finite number", 2),
+            (["--mode", "hybrid", "--alpha", "nan"], "Invalid value for '--alpha': 'nan' is not a finite number", 2)):
         result = CliRunner().invoke(main, ["search", str(missing), "q", *args, *COMMON])
-        assert result.exit_code == 1 and message in result.output, result.output
+        assert result.exit_code == code and message in result.output, result.output
         assert len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command, flag", [(["bm25", "IDX"], "--bm25-k1"), (["bm25", "IDX"], "--bm25-b"),
+                                           (["index", "SHARDS", "CORPUS", "-o", "OUT"], "--target-recall")])
+def test_non_finite_build_numbers_are_usage_errors(tmp_path, command, flag):
+    for name in ("IDX", "SHARDS"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "CORPUS").write_text("")
+    args = [str(tmp_path / a) if a in ("IDX", "SHARDS", "CORPUS", "OUT") else a for a in command]
+    result = CliRunner().invoke(main, [*args, flag, "nan"])
+    assert result.exit_code == 2 and f"Invalid value for '{flag}': 'nan' is not a finite number" in result.output, \
+        result.output
 
 
 def test_a_missing_unjudged_or_path_split_is_refused_before_encoding_or_bm25(tmp_path, tiny_model_dir, tiny_beir):

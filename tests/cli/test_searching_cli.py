@@ -98,3 +98,18 @@ def test_a_query_of_invisible_characters_is_refused_as_empty(tmp_path, tiny_beir
                                      "--no-bm25"]).exit_code == 0
     result = CliRunner().invoke(main, ["search", str(index), "\u200b\u2060"])
     assert result.exit_code == 1 and "the query is empty" in result.output
+
+
+def test_evaluate_refuses_qrels_it_would_ignore(tmp_path, tiny_beir):
+    """`--index` with `--qrels`, and `--run` with both `--qrels` and `--dataset`, scored on other judgments than
+    the ones given, exit 0."""
+    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 1.0 t\n")
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\n")
+    index = tmp_path / "not-an-index"  # never opened: the flags are checked first
+    index.mkdir()
+    for args, message in (
+            (["--index", str(index), "--dataset", str(tiny_beir)], "--qrels applies only with --run"),
+            (["--run", str(tmp_path / "run.trec"), "--dataset", str(tiny_beir)], "--qrels or --dataset/--split, "
+                                                                                   "not both")):
+        result = CliRunner().invoke(main, ["evaluate", *args, "--qrels", str(tmp_path / "qrels.txt")])
+        assert result.exit_code == 2 and message in result.output, result.output
