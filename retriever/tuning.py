@@ -10,6 +10,8 @@ the target (with a two-standard-error margin for the sample) is kept: the fastes
 """
 from __future__ import annotations
 
+import math
+import numbers
 import sys
 import threading
 from pathlib import Path
@@ -68,7 +70,8 @@ def bounded(value: int, most: int, name: str) -> int:
     """A setting FAISS can take: at least 1, and at most ``most`` (an IVF's lists, the vectors an HNSW graph
     holds), since more gives the same hits while FAISS overflows its C int past 2**31 - 1 (an OverflowError
     traceback) or allocates heaps of efSearch entries first (``std::bad_alloc`` at 2**31 - 1)."""
-    if isinstance(value, bool) or int(value) != value or value < 1:
+    if (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)
+            or int(value) != value or value < 1):
         raise RetrieverError(f"{name} must be a whole number of at least 1, not {value!r}")
     return int(min(value, max(int(most), 1)))
 
@@ -127,11 +130,11 @@ def search_parameters(index: faiss.Index, nprobe: int | None = None, ef_search: 
         return params
     if isinstance(index, faiss.IndexIVF):
         params = faiss.SearchParametersIVF()
-        params.nprobe, params.max_codes = bounded(nprobe or index.nprobe, index.nlist, "nprobe"), index.max_codes
+        params.nprobe, params.max_codes = bounded(index.nprobe if nprobe is None else nprobe, index.nlist, "nprobe"), index.max_codes
         return params
     if isinstance(index, faiss.IndexHNSW):
         params = faiss.SearchParametersHNSW()
-        params.efSearch = bounded(ef_search or index.hnsw.efSearch, index.ntotal, "ef_search")
+        params.efSearch = bounded(index.hnsw.efSearch if ef_search is None else ef_search, index.ntotal, "ef_search")
         return params
     if ivf_part(index) is not None:
         raise LookupError(type(index).__name__)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from retriever.errors import RetrieverError
-from retriever.tuning import (apply_search_params, check_settings_apply, choose_search_params, recall_at_k,
+from retriever.tuning import (apply_search_params, bounded, check_settings_apply, choose_search_params, recall_at_k,
                              search_parameters, search_with)
 
 
@@ -133,3 +133,11 @@ def test_rows_tied_with_the_kth_true_neighbour_count_as_found(tmp_path):
     assert (truth[5:, 10:] == -1).all()  # no tie at the cut: the exact top 10 alone
     tuning = tune(index, shards, queries, held, IndexParams(index_type="HNSW32,Flat", target_recall=0.99), "given")
     assert tuning["reached"] and tuning["measured_recall"] == 1.0
+
+
+@pytest.mark.parametrize("value", ["2", float("nan"), float("inf"), None, 1.5, 0])
+def test_a_search_setting_that_is_no_whole_number_is_one_line(value):
+    """"2" was a ValueError from int(), nan a ValueError and inf an OverflowError, each a traceback."""
+    with pytest.raises(RetrieverError, match=r"^nprobe must be a whole number of at least 1, not "):
+        bounded(value, 10, "nprobe")
+    assert bounded(np.int64(3), 10, "nprobe") == 3 and bounded(10**30, 10, "nprobe") == 10
