@@ -11,6 +11,7 @@ it); the model folder is read only when settings are made.
 from __future__ import annotations
 
 import dataclasses
+import os
 import typing
 from dataclasses import dataclass, field
 
@@ -52,9 +53,15 @@ class EncoderSettings:
         from retriever.model_folder import sentence_transformers_settings
         from retriever.model_loading import RETRIEVER_CONFIG, model_files, read_retriever_config, resolve_model_path
 
+        model = os.fspath(model) if isinstance(model, os.PathLike) else model
         recorded = read_retriever_config(model)  # what retriever wrote beats the sentence-transformers files
         values = {k: v for k, v in recorded.items() if k in OVERRIDABLE}
-        check_types(values, f"{resolve_model_path(model)}/{RETRIEVER_CONFIG}")
+        where = f"{resolve_model_path(model)}/{RETRIEVER_CONFIG}"
+        check_types(values, where)
+        try:  # a bad recorded value (an unknown pooling) names the file it is in
+            cls(model=model, **values).validate()
+        except RetrieverError as error:
+            raise RetrieverError(f"{where}: {error}") from None
         folder = None if recorded else model_files(model)
         if folder is not None:
             values = sentence_transformers_settings(folder)

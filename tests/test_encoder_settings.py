@@ -64,3 +64,17 @@ def test_a_retriever_json_value_of_the_wrong_type_is_refused_naming_the_file(tmp
         EncoderSettings.for_model(str(folder))
     (folder / "retriever.json").write_text(json.dumps({"passage_max_length": None, "normalize": False}))
     assert EncoderSettings.for_model(str(folder)).normalize is False  # null still means the default
+
+
+def test_a_retriever_json_value_of_no_known_kind_names_the_file(tmp_path):
+    """`"pooling": "max"` was refused without saying which file held it."""
+    folder = make_tiny_bert(tmp_path / "trained")
+    (folder / "retriever.json").write_text(json.dumps({"pooling": "max"}))
+    with pytest.raises(RetrieverError, match=r"trained/retriever.json: unknown pooling 'max'; choose one of "):
+        EncoderSettings.for_model(str(folder))
+
+
+def test_a_model_may_be_named_by_a_path_object(tmp_path):
+    """`for_model(Path(...))` was refused: the model must be a string, though index folders take a Path."""
+    folder = make_tiny_bert(tmp_path / "model")
+    assert EncoderSettings.for_model(folder).model == str(folder)

@@ -13,7 +13,7 @@ from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.indexing import IndexParams, encode_and_index
 from retriever.searching import Searcher
-from tests.conftest import TINY_DOCS, write_jsonl
+from conftest import TINY_DOCS, write_jsonl
 
 
 @pytest.fixture(scope="module")
@@ -94,3 +94,9 @@ def test_a_searcher_refuses_pickling_in_one_line_and_copies_shallowly(searcher):
     assert shallow.index is searcher.index
     assert [h.id for h in shallow.search(["honey bee"], k=2)[0]] == [h.id for h in searcher.search(["honey bee"],
                                                                                                     k=2)[0]]
+
+
+def test_a_searchers_model_may_be_a_path(searcher, tiny_model_dir):
+    """`Searcher(IDX, model=Path(...))` was refused (the model must be a string), though IDX may be a Path."""
+    moved = Searcher(searcher.index_dir, device="cpu", dtype="fp32", model=tiny_model_dir)
+    assert moved.encoder.settings.model == str(tiny_model_dir)
