@@ -30,10 +30,17 @@ def text_problem(text: str) -> str | None:
     return None
 
 
+# Characters BERT's tokenizer drops (control, format, private-use, lone combining marks) or cleans away (U+FFFD):
+# a query of nothing else is encoded as [CLS][SEP] and returned arbitrary hits.
+DROPPED_CATEGORIES = ("Cc", "Cf", "Co", "Mn")
+
+
 def is_blank(text: str) -> bool:
-    """Whether ``text`` has nothing to search for: only whitespace and invisible format characters (Unicode's Cf:
-    U+200B, U+FEFF, U+2060), which BERT's tokenizer drops, so such a query returned arbitrary hits."""
-    return all(character.isspace() or unicodedata.category(character) == "Cf" for character in text)
+    """Whether ``text`` has nothing to search for: only whitespace and characters the tokenizer drops
+    (``DROPPED_CATEGORIES``, U+FFFD). A lone surrogate is left to ``text_problem``, an unassigned character reads
+    as [UNK]."""
+    return all(character.isspace() or character == "\ufffd" or unicodedata.category(character) in DROPPED_CATEGORIES
+               for character in text)
 
 
 def check_text(text: str, where: str, what: str = "text") -> str:

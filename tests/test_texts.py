@@ -4,7 +4,8 @@ import pytest
 
 from retriever.errors import RetrieverError
 from retriever.model_loading import load_tokenizer
-from retriever.texts import CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN, check_text, id_problem, passage_text, text_problem, tokenize_bounded
+from retriever.texts import (CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN, check_text, id_problem, is_blank, passage_text,
+                             text_problem, tokenize_bounded)
 
 
 def test_text_problem_finds_lone_surrogates_only():
@@ -62,3 +63,12 @@ def test_a_huge_text_that_yields_few_tokens_is_read_only_up_to_the_bound(tiny_mo
 def test_passage_text_joins_title_and_text_as_beir_does():
     assert passage_text("Title", "body") == "Title body"
     assert passage_text("", "body") == passage_text(None, "body") == "body"
+
+
+@pytest.mark.parametrize("text", ["\x00", "\x01\x02 \x7f", "\ufffd", "\u0301", "\ue000", "\U000f0000", "\u200b"])
+def test_what_is_blank_is_what_the_tokenizer_drops(tiny_model_dir, text):
+    """A query of control, private-use, replacement or lone combining characters was encoded as [CLS][SEP] and
+    returned arbitrary hits with exit 0 / status 200."""
+    tokenizer = load_tokenizer(str(tiny_model_dir))
+    assert tokenizer(text)["input_ids"] == tokenizer("")["input_ids"]
+    assert is_blank(text) and not is_blank(text + "a")

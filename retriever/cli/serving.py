@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import click
 
 from retriever.cli.hybrid import mode_options
-from retriever.cli.options import device_options
+from retriever.cli.options import FiniteRange, device_options
 from retriever.cli.searching import moved_model_option
 from retriever.errors import RetrieverError
 from retriever.searching import DEFAULT_K
@@ -95,6 +95,16 @@ def start_listening(sockets: list[socket.socket], host: str, port: int, backlog:
         raise RetrieverError(f"cannot listen on {host}:{port} ({error.strerror or error})") from None
 
 
+def check_fusion_used(searchers: dict, fusion_overrides: dict) -> None:
+    """Fusion flags stand whatever --mode is, since a request may ask for hybrid; but where no index has BM25 no
+    request can, and the flags were ignored without a word (as `search` refuses them outside --mode hybrid)."""
+    given = [name for name, value in fusion_overrides.items() if value is not None]
+    if given and all(searcher.lexical is None for searcher in searchers.values()):
+        raise RetrieverError(f"the fusion flags (--fusion, --alpha, --rrf-k, --fusion-depth) apply only to hybrid "
+                             f"search, and no index served ({', '.join(searchers)}) has a BM25 part: drop them, or "
+                             "add BM25 with `retriever bm25 INDEX`")
+
+
 def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: tuple[str, int] = ("", 0),
             **options: object) -> None:
     """Start the batchers (warming each index up) here rather than in the app's lifespan, so a failing index is
@@ -126,7 +136,7 @@ def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: 
 @device_options()
 @click.option("--max-batch", type=click.IntRange(min=1), default=32, show_default=True,
               help="Most queries encoded in one forward pass.")
-@click.option("--max-wait-ms", type=click.FloatRange(min=0, max=1000), default=2.0, show_default=True,
+@click.option("--max-wait-ms", type=FiniteRange(min=0, max=1000), default=2.0, show_default=True,
               help="Longest a query waits for others to share its forward pass while another pass runs "
                    "(one that finds the encoder idle goes at once).")
 @click.option("--max-query-chars", type=click.IntRange(min=1), default=1000, show_default=True,
@@ -140,12 +150,12 @@ def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: 
                    f"At least {DEFAULT_K}, the k of a request that gives none.")
 @click.option("--max-response-bytes", type=click.IntRange(min=1), default=8 * 1024 * 1024, show_default=True,
               help="Largest JSON response; a request whose hits would be longer gets a 400 instead.")
-@click.option("--request-timeout", type=click.FloatRange(min=0, min_open=True), default=10.0, show_default=True,
+@click.option("--request-timeout", type=FiniteRange(min=0, min_open=True), default=10.0, show_default=True,
               help="Seconds a client has to send a whole request (headers and body) after connecting or "
-                   "starting it; slower connections are closed.")
+                   "starting it, and to read some of a response waiting for it; slower connections are closed.")
 @click.option("--max-head-bytes", type=click.IntRange(min=1024), default=32 * 1024, show_default=True,
               help="Largest request line plus headers; a larger one gets a 431 and the connection is closed.")
-@click.option("--timeout-keep-alive", type=click.FloatRange(min=0, min_open=True), default=5.0, show_default=True,
+@click.option("--timeout-keep-alive", type=FiniteRange(min=0, min_open=True), default=5.0, show_default=True,
               help="Seconds an idle keep-alive connection stays open between requests.")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="torch threads per worker for query encoding (FAISS uses one). [default: the CPU cores this "
@@ -186,6 +196,7 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
             click.echo(f"loading {name} from {folder}", err=True)
             searchers[name] = Searcher(folder, device=device, dtype=dtype, mode=mode,
                                        fusion_overrides=fusion_overrides, model=model)
+        check_fusion_used(searchers, fusion_overrides)
         app = create_app(searchers, Limits(max_query_chars, max_body_bytes, max_queries, max_hits, max_response_bytes),
                          BatchSettings(max_batch=max_batch, max_wait_ms=max_wait_ms, workers=used["workers"]))
         shown = f"[{host}]" if ":" in host else host or "0.0.0.0"

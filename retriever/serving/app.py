@@ -18,10 +18,10 @@ into 400 too; a query with a lone surrogate; more than ``max_hits`` queries x k;
 ``max_response_bytes``; JSON nested too deep; a query the encoder fails on, which fails only
 its own request; a GET query string that is not UTF-8, repeats a parameter or has a k that is not
 digits; a mode the index lacks), 404 unknown index or route, 405 wrong method (HEAD is answered
-as GET), 413 body over the limit, 415 a POST that is not ``application/json``, 431 a request
-head over ``--max-head-bytes``, 503 when too many requests are queued, and a bare 500 message
-(never a traceback) for bugs. Request shapes are in ``schemas``, input checks and
-limits in ``inputs``.
+as GET), 413 body over the limit, 415 a POST that is not ``application/json`` or is compressed
+(``Content-Encoding``), 431 a request head over ``--max-head-bytes``, 503 when too many requests
+are queued, and a bare 500 message (never a traceback) for bugs. Request shapes are in
+``schemas``, input checks and limits in ``inputs``.
 """
 from __future__ import annotations
 

@@ -13,6 +13,8 @@ Everything here raises ``ApiError`` with the status and message the client gets.
 - ``MAX_JSON_DEPTH``: nesting of the body, checked before ``json.loads`` recurses (a body of 5,000
   nested lists would otherwise hit Python's recursion limit); not a flag, since a valid body is
   two levels deep.
+- A POST body with a ``Content-Encoding`` (gzip, br) is a 415: it is not decompressed, and read as JSON it
+  was "malformed JSON: 'utf-8' codec can't decode byte 0x8b".
 - A POST body's JSON object with a key given twice (``{"k": 3, "k": 2}``) is a 400, as a repeated
   GET parameter is; so is an integer of over ``MAX_INT_DIGITS`` digits.
 - GET parameters are read strictly (``check_query_string``): bytes that are not UTF-8 once
@@ -41,6 +43,7 @@ from retriever.serving.schemas import DEFAULT_K, SearchBody
 from retriever.texts import is_blank, text_problem
 
 MAX_JSON_DEPTH = 32
+MAX_PROBLEMS = 5  # a body's problems named in one error; 250 KB of [1, 1, ...] was a 5.6 MB message naming each
 MAX_INT_DIGITS = 100  # k is at most 1000; a longer number is a mistake or an attack
 GET_PARAMETERS = ("q", "k", "mode")  # GET /search's; the index is in the path (/indexes/NAME/search)
 # A string literal, or an unterminated one running to the end of the body. Possessive loops and the
@@ -76,11 +79,13 @@ class ApiError(Exception):
 
 
 def validation_message(errors: list[dict]) -> str:
-    """Pydantic's error list as one line: ``field: problem; ...``."""
+    """Pydantic's error list as one line: ``field: problem; ...``, the first ``MAX_PROBLEMS`` of them."""
     parts = []
-    for error in errors:
+    for error in errors[:MAX_PROBLEMS]:
         where = ".".join(str(p) for p in error.get("loc", ()) if p not in ("query", "path", "body"))
         parts.append(f"{where}: {error.get('msg', 'invalid')}" if where else str(error.get("msg", "invalid")))
+    if len(errors) > MAX_PROBLEMS:
+        parts.append(f"and {len(errors) - MAX_PROBLEMS} more problems like these")
     return "; ".join(parts) or "invalid request"
 
 
@@ -133,6 +138,10 @@ async def read_json(request: Request, limits: Limits) -> object:
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media_type != "application/json":
         raise ApiError(415, "send the body as application/json")
+    coding = request.headers.get("content-encoding", "").strip().lower()
+    if coding not in ("", "identity"):  # a gzip body was read as text: "malformed JSON: can't decode byte 0x8b"
+        raise ApiError(415, f"the body is sent with content-encoding {coding}, which the server does not undo; "
+                            "send it uncompressed")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limits.max_body_bytes:
         raise ApiError(413, f"the body is {declared} bytes; the limit is {limits.max_body_bytes}")

@@ -2,7 +2,9 @@
 
 It lives in Python rather than a package data file so an editable or wheel install needs no
 extra packaging rule. ``/?q=...&k=...&mode=...&index=NAME`` fills the form and runs the search, so a
-result page can be linked to (and rendered by ``chromium --dump-dom``). Hit text is inserted
+result page can be linked to (and rendered by ``chromium --dump-dom``); each new search is a
+history entry, so Back and Forward step through earlier searches. Only the newest search's reply
+is shown (an older one answering late used to replace it). Hit text is inserted
 with ``textContent`` only, never as HTML, so documents cannot inject markup or script.
 """
 from __future__ import annotations
@@ -68,6 +70,7 @@ PAGE_HTML = """<!doctype html>
 const $ = (id) => document.getElementById(id);
 let defaultIndex = null;
 let served = [];
+let latest = 0;  // the newest search's number: a reply to an older one, arriving later, is dropped
 
 function element(tag, className, text) {
   const node = document.createElement(tag);
@@ -109,7 +112,8 @@ function render(data) {
   setStatus(data.hits.length + " hits from " + data.index + " (" + data.mode + ") in " + data.took_ms.toFixed(1) + " ms", false);
 }
 
-async function search() {
+// A search typed in is a new history entry; one the address asked for (followLink) keeps its entry.
+async function search(fromAddress) {
   const query = $("q").value;
   const k = $("k").value;
   const index = $("index").value || defaultIndex;
@@ -117,8 +121,11 @@ async function search() {
   const params = new URLSearchParams({ q: query, k: k });
   if (mode) params.set("mode", mode);
   if (index && index !== defaultIndex) params.set("index", index);
-  history.replaceState(null, "", "?" + params.toString());
-  if (!query.trim()) { setStatus("Type a query first.", true); return; }
+  const url = "?" + params.toString();
+  const replace = fromAddress || !query.trim() || url === location.search;
+  if (replace) history.replaceState(null, "", url); else history.pushState(null, "", url);
+  const ticket = ++latest;
+  if (!query.trim()) { $("results").replaceChildren(); setStatus("Type a query first.", true); return; }
   document.body.dataset.state = "loading";
   setStatus("Searching\\u2026", false);
   const base = index && index !== defaultIndex ? "indexes/" + encodeURIComponent(index) + "/search" : "search";
@@ -127,10 +134,12 @@ async function search() {
     if (mode) request.set("mode", mode);
     const response = await fetch(base + "?" + request.toString());
     const data = await response.json();
+    if (ticket !== latest) return;
     if (!response.ok) throw new Error(data.error || ("HTTP " + response.status));
     render(data);
     document.body.dataset.state = "done";
   } catch (error) {
+    if (ticket !== latest) return;
     $("results").replaceChildren();
     setStatus("Error: " + error.message, true);
     document.body.dataset.state = "error";
@@ -183,7 +192,8 @@ function applyLink(params) {
   if (params.has("mode")) {
     const mode = params.get("mode");
     const option = [...$("mode").options].find((o) => o.value === mode);
-    if (option && option.disabled) {
+    if (!option) return "There is no mode \\u201c" + mode + "\\u201d; pick dense, bm25 or hybrid.";
+    if (option.disabled) {
       return "Index " + $("index").value + " has no BM25 part, so mode " + mode +
         " cannot run on it; pick another mode.";
     }
@@ -196,14 +206,29 @@ $("index").addEventListener("change", showIndex);
 
 $("form").addEventListener("submit", (event) => { event.preventDefault(); search(); });
 
-(async () => {
-  await loadIndexes();
+// The form as the address says (a link, a reload, Back or Forward), searched when it holds a query.
+async function followLink() {
   const params = new URLSearchParams(location.search);
-  if (params.get("k")) setK(params.get("k"));
+  latest++;
+  $("results").replaceChildren();
+  setStatus("", false);
+  document.body.dataset.state = "idle";
+  $("q").value = params.get("q") || "";
+  setK(params.get("k") || "10");
+  $("index").value = defaultIndex;
+  $("mode").value = "";
+  showIndex();
   const refused = applyLink(params);
   if (refused) { setStatus(refused, true); document.body.dataset.state = "error"; return; }
-  if (params.get("q")) { $("q").value = params.get("q"); await search(); }
+  if (params.get("q")) await search(true);
   if (document.body.dataset.state === "idle") document.body.dataset.state = "ready";
+}
+
+window.addEventListener("popstate", followLink);
+
+(async () => {
+  await loadIndexes();
+  await followLink();
 })();
 </script>
 </body>

@@ -5,12 +5,16 @@
   second) holds its connection, and the server's file descriptors, for ever: a few hundred such
   connections make a cheap denial of service (Slowloris). Any connection that has not delivered a
   whole request (headers and body) within ``request_timeout`` seconds of connecting or of starting
-  that request is closed. Responses are never cut short: the clock stops once the request is in.
+  that request is closed. Responses are not cut short for taking long: the clock stops once the request
+  is in. The other way round, a client that reads nothing of a response waiting for it for
+  ``request_timeout`` seconds is disconnected: a request of a few bytes may get megabytes back, which
+  the server holds until they are read, so clients that never read would pin that memory for ever.
 - **Head size.** httptools buffers a request line and headers of any length, so a few connections
   sending headers of hundreds of megabytes would exhaust memory before the app sees a byte. A head
   (request line plus headers) over ``max_head_bytes`` gets a JSON 431 and the connection is closed.
 - **Malformed requests** get uvicorn's 400, as JSON like every other error here, once the requests
-  pipelined before them are answered.
+  pipelined before them are answered; also when the fault is in the body (a bad chunk size), whose
+  request would otherwise wait for the rest of a body that can never come.
 - **HEAD** is answered wherever GET is (``HeadAsGet``), as HTTP requires and health checkers expect;
   a 405's ``Allow`` names every method of the path (``allowed_methods``).
 """
@@ -19,12 +23,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import struct
 
 from starlette.routing import Match
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 log = logging.getLogger(__name__)
 MAX_HEAD_BYTES = 32 * 1024
+try:  # the bytes a socket's peer has not acknowledged (Linux's SIOCOUTQ)
+    from fcntl import ioctl
+    from termios import TIOCOUTQ
+except ImportError:  # elsewhere only the transport's own buffer is watched
+    ioctl, TIOCOUTQ = None, None
 
 
 class GuardedHttpProtocol(HttpToolsProtocol):
@@ -37,6 +47,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._deadline: asyncio.TimerHandle | None = None
         self._head_bytes: int | None = 0  # bytes of the head being received; None once it is in
         self._pending_400: str | None = None  # a malformed request's refusal, waiting for earlier responses
+        self._body_of = None  # the request (uvicorn's cycle) whose body is coming in, if any
+        self._stall: asyncio.TimerHandle | None = None  # while the transport holds more than it may buffer
         super().connection_made(transport)
         self._arm()
 
@@ -58,30 +70,77 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._head_bytes = None
         super().on_headers_complete()
+        self._body_of = self.cycle
 
     def on_message_complete(self) -> None:
         self._disarm()
         self._head_bytes = 0
+        self._body_of = None
         super().on_message_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        self._watch_reading(None)
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        self._watch_reading(self._unread() + 1)
+
+    def resume_writing(self) -> None:
+        self._watch_reading(None)
+        super().resume_writing()
+
+    def _watch_reading(self, unread: int | None) -> None:
+        """While a response waits for the client to read it, drop the client if it read none of it (``unread``
+        bytes a timeout ago, ``None`` to stop watching): uvicorn keeps such a response, up to
+        --max-response-bytes, for ever, and a keep-alive timeout's close waits for it to be sent."""
+        if self._stall is not None:
+            self._stall.cancel()
+            self._stall = None
+        if unread is None or (self.transport.is_closing() and not self.transport.get_write_buffer_size()):
+            return
+        left = self._unread()
+        if left >= unread:
+            log.debug("dropped a connection that read none of its response for %ss", self.request_timeout)
+            self.transport.abort()
+            return
+        self._stall = self.loop.call_later(self.request_timeout, self._watch_reading, left)
+
+    def _unread(self) -> int:
+        """Bytes written for the client that it has not taken in: the transport's buffer, plus the socket's send
+        queue where the system says (megabytes of kernel buffer may drain to a slow reader before the transport's
+        own buffer moves)."""
+        unread = self.transport.get_write_buffer_size()
+        sock = self.transport.get_extra_info("socket")
+        if ioctl is not None and sock is not None:
+            try:
+                unread += struct.unpack("i", ioctl(sock.fileno(), TIOCOUTQ, b"\0" * 4))[0]
+            except (OSError, ValueError):  # closed meanwhile, or not a TCP socket
+                pass
+        return unread
 
     def send_400_response(self, msg: str) -> None:
         """Refused once the requests before it are answered: pipelined after a good request, the 400 and close
-        used to cut that request's response off (uvicorn's own behaviour)."""
+        used to cut that request's response off (uvicorn's own behaviour). A fault in a request's body (a bad
+        chunk) means that request never gets the rest of its body: it is not run, or, running and not yet
+        answering, it is refused at once (it waited for the request timeout and got no reply)."""
         self._pending_400 = f"malformed HTTP request ({msg.rstrip('.').lower()})"
-        if self.cycle is None or self.cycle.response_complete:
+        broken = self._body_of
+        queued = [entry for entry in self.pipeline if entry[0] is broken]
+        for entry in queued:
+            self.pipeline.remove(entry)
+        running = broken is not None and not queued and not broken.response_started
+        if running or self.cycle is None or self.cycle.response_complete:
             self._refuse(400, self._pending_400)
         else:
             self.flow.pause_reading()
 
     def on_response_complete(self) -> None:
+        last = not self.pipeline  # no request waits behind the one just answered
         super().on_response_complete()
-        pending = self._pending_400
-        if pending and (self.cycle is None or self.cycle.response_complete):
-            self._refuse(400, pending)
+        if self._pending_400 and last:
+            self._refuse(400, self._pending_400)
 
     def _refuse(self, status: int, message: str) -> None:
         if self.transport.is_closing():
@@ -144,7 +203,7 @@ def _route_methods(routes: list, scope: dict) -> set[str]:
 
 def guarded_protocol(request_timeout: float, max_head_bytes: int = MAX_HEAD_BYTES) -> type[GuardedHttpProtocol]:
     """The protocol class to pass as ``uvicorn.Config(http=...)``, with its limits set."""
-    if request_timeout <= 0 or max_head_bytes <= 0:
-        raise ValueError("the request timeout and the head size limit must be positive")
+    if not (0 < request_timeout < float("inf") and max_head_bytes > 0):  # NaN passes `<= 0`, then fails each connection
+        raise ValueError("the request timeout must be a positive number of seconds and the head size limit positive")
     return type("GuardedHttpProtocol", (GuardedHttpProtocol,),
                 {"request_timeout": float(request_timeout), "max_head_bytes": int(max_head_bytes)})

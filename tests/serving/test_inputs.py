@@ -66,7 +66,8 @@ def test_get_refuses_parameters_it_does_not_take(raw, unknown):
     check_query_string(b"")
 
 
-@pytest.mark.parametrize("text", ["", "   ", "\u200b", "\ufeff \u2060", "\u200b\u200d\t"])
+@pytest.mark.parametrize("text", ["", "   ", "\u200b", "\ufeff \u2060", "\u200b\u200d\t", "\x00", "\x01\x02", "\x7f",
+                                  "\ufffd", "\u0301", "\ue000 \U000f0000"])
 def test_a_query_of_nothing_but_invisible_characters_is_empty(text):
     """U+200B and its kin are not whitespace to str.strip, but BERT's tokenizer drops them: such a query searched
     for nothing and returned arbitrary hits."""

@@ -1,0 +1,69 @@
+"""`retriever serve` timing flags that are not finite numbers are usage errors (probe round 8)."""
+from __future__ import annotations
+
+import socket
+from types import SimpleNamespace
+
+import pytest
+from click.testing import CliRunner
+
+from retriever.cli import main
+from retriever.cli.serving import serve_command
+from retriever.serving.protocol import guarded_protocol
+
+
+@pytest.mark.parametrize("flag, value", [("--request-timeout", "nan"), ("--request-timeout", "inf"),
+                                         ("--timeout-keep-alive", "nan"), ("--timeout-keep-alive", "inf"),
+                                         ("--max-wait-ms", "nan")])
+def test_a_timing_flag_that_is_not_a_finite_number_is_a_usage_error(flag, value, tmp_path, monkeypatch):
+    """NaN passed click's range check: --request-timeout nan made every connection raise in uvloop's call_later
+    (a traceback each, no request ever answered), --timeout-keep-alive nan a traceback after every response, and
+    --max-wait-ms nan was taken as 0 without a word."""
+    def must_not_start(*args, **kwargs):
+        raise AssertionError(f"serve started with {flag} {value}")
+
+    monkeypatch.setattr("retriever.cli.serving.listening_sockets", must_not_start)
+    result = CliRunner().invoke(serve_command, [str(tmp_path), flag, value])
+    assert result.exit_code == 2, result.output
+    assert f"Invalid value for '{flag}'" in result.output and "is not a finite number" in result.output
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), float("inf")])
+def test_the_protocol_refuses_a_request_timeout_that_is_not_a_positive_number(timeout):
+    with pytest.raises(ValueError, match="the request timeout must be a positive number of seconds"):
+        guarded_protocol(timeout)
+
+
+class FakeSearcher:
+    def __init__(self, folder, **kwargs) -> None:
+        self.lexical = object() if "hyb" in str(folder) else None
+        self.encoder = SimpleNamespace(dtype="fp32")
+
+
+@pytest.fixture()
+def fake_serve(monkeypatch):
+    """serve_command with the listening, loading and serving stood in for: the runs it would have served."""
+    ran = []
+    monkeypatch.setattr("retriever.cli.serving.listening_sockets", lambda host, port: [socket.socket()])
+    monkeypatch.setattr("retriever.serving.configure_threads", lambda threads, workers: {"torch": 1, "workers": 1})
+    monkeypatch.setattr("retriever.searching.Searcher", FakeSearcher)
+    monkeypatch.setattr("retriever.serving.create_app", lambda searchers, *args: searchers)
+    monkeypatch.setattr("retriever.cli.serving.run_app", lambda app, *args, **kwargs: ran.append(sorted(app)))
+    return ran
+
+
+@pytest.mark.parametrize("flag", [["--alpha", "0.5"], ["--fusion", "convex"], ["--rrf-k", "10"],
+                                  ["--fusion-depth", "50"]])
+def test_fusion_flags_where_no_index_served_has_bm25_are_refused(fake_serve, tmp_path, flag):
+    """`serve DENSE_ONLY --alpha 0.5` served on, the flag unused: no request can be hybrid there (`search` refuses
+    a fusion flag outside --mode hybrid)."""
+    (tmp_path / "dense").mkdir()
+    (tmp_path / "hyb").mkdir()
+    result = CliRunner().invoke(main, ["serve", "--index", f"a={tmp_path / 'dense'}", *flag])
+    assert result.exit_code == 1 and fake_serve == []
+    assert result.output.splitlines()[-1] == (
+        "error: the fusion flags (--fusion, --alpha, --rrf-k, --fusion-depth) apply only to hybrid search, and no "
+        "index served (a) has a BM25 part: drop them, or add BM25 with `retriever bm25 INDEX`")
+    both = CliRunner().invoke(main, ["serve", "--index", f"a={tmp_path / 'dense'}", "--index", f"b={tmp_path / 'hyb'}",
+                                     *flag])
+    assert both.exit_code == 0 and fake_serve == [["a", "b"]], both.output

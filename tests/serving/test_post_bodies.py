@@ -1,0 +1,44 @@
+"""POST bodies found wanting by probe round 8: compressed ones, and ones with thousands of problems."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from serving_fixtures import call, served, small_index, tiny_index  # noqa: F401 - fixtures
+
+BODY = b'{"queries": ["cat"], "k": 2}'
+
+
+@pytest.mark.parametrize("coding, body", [("gzip", gzip.compress(BODY)), ("GZIP", gzip.compress(BODY)),
+                                          ("br", BODY), ("deflate, gzip", BODY)])
+def test_a_compressed_body_is_a_415_naming_its_encoding(served, coding, body):
+    """A gzip body got 400 "malformed JSON: 'utf-8' codec can't decode byte 0x8b in position 1", and one labelled
+    compressed but sent plain was searched."""
+    reply = call(served.port, "POST", "/search", body, {"Content-Type": "application/json",
+                                                       "Content-Encoding": coding})
+    assert reply.status == 415, reply.body
+    assert reply.json()["error"] == (f"the body is sent with content-encoding {coding.lower()}, which the server does "
+                                     "not undo; send it uncompressed")
+
+
+def test_an_identity_encoding_is_read_as_it_is(served):
+    reply = call(served.port, "POST", "/search", BODY, {"Content-Type": "application/json",
+                                                       "Content-Encoding": "identity"})
+    assert reply.status == 200 and reply.json()["k"] == 2
+
+
+@pytest.mark.parametrize("body, first, more", [
+    ({"queries": [1] * 1500}, "queries.0: Input should be a valid string", 1495),  # within the test's 4 KB
+    ({"queries": ["cat"], **{f"x{i}": 0 for i in range(350)}}, "x0: Extra inputs are not permitted", 345),
+])
+def test_a_body_with_thousands_of_problems_gets_a_short_message(served, body, first, more):
+    """120 KB of ``[1, 1, ...]`` got a 2.8 MB error naming every item (5.6 MB at the default body limit), 23 times
+    the request, outside --max-response-bytes and written in one piece on the event loop."""
+    raw = json.dumps(body, separators=(",", ":")).encode()
+    reply = call(served.port, "POST", "/search", raw, {"Content-Type": "application/json"})
+    assert reply.status == 400 and len(reply.body) < 1000, len(reply.body)
+    message = reply.json()["error"]
+    assert message.startswith(first + "; ") and message.endswith(f"; and {more} more problems like these")
+    assert message.count(";") == 5

@@ -1,0 +1,94 @@
+"""Probe round 8's protocol faults: a malformed chunked body, and a client that never reads its response."""
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+
+from retriever.serving.protocol import guarded_protocol
+from serving_fixtures import ServerThread
+
+TIMEOUT = 0.5
+BIG = 8 * 1024 * 1024  # more than the kernel's socket buffers hold, so the rest waits in the server
+POST_HEAD = b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+REFUSAL = b'{"error": "malformed HTTP request (invalid http request received)"}'
+
+
+@pytest.fixture(scope="module")
+def port():
+    app = FastAPI()
+
+    @app.post("/echo")
+    async def echo(request: Request) -> dict:
+        return {"length": len(await request.body())}
+
+    @app.get("/big")
+    async def big() -> Response:
+        return Response(b"x" * BIG, media_type="application/octet-stream")
+
+    server = ServerThread(app, http=guarded_protocol(TIMEOUT), timeout_keep_alive=5).start()
+    yield server.port
+    server.stop()
+
+
+def exchange(port: int, data: bytes, wait: float = 5.0) -> tuple[bytes, float]:
+    """What the server sends back until it closes the connection (or ``wait`` passes), and how long that took."""
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=wait) as sock:
+        sock.sendall(data)
+        received = b""
+        try:
+            while chunk := sock.recv(65536):
+                received += chunk
+        except (socket.timeout, ConnectionResetError):
+            pass
+    return received, time.monotonic() - started
+
+
+@pytest.mark.parametrize("before", [b"", b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nab"])
+@pytest.mark.parametrize("body", [b"zz\r\n", b"2\r\nabXX0\r\n\r\n"])
+def test_a_malformed_chunked_body_gets_a_json_400_at_once(port, before, body):
+    """The request whose body the parser failed on waited for the rest of its body until the request timeout, then
+    the connection was closed without any reply (uvicorn alone answers 400 at once); a request before it on the
+    same connection is still answered first."""
+    received, took = exchange(port, before + POST_HEAD + body, wait=10 * TIMEOUT)
+    assert took < TIMEOUT, received
+    assert received.endswith(REFUSAL) and received.count(b"HTTP/1.1 ") == (2 if before else 1), received
+    if before:
+        assert received.startswith(b"HTTP/1.1 200 ") and b'{"length":2}' in received
+
+
+def read_all(sock: socket.socket, piece: int = 1 << 20, pause: float = 0.0) -> int:
+    sock.settimeout(5)
+    total = 0
+    try:
+        while chunk := sock.recv(piece):
+            total += len(chunk)
+            time.sleep(pause)
+    except (socket.timeout, ConnectionResetError):
+        pass
+    return total
+
+
+def big_request(port: int, window: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, window)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    return sock
+
+
+def test_a_client_that_reads_none_of_its_response_is_dropped_and_a_slow_reader_is_not(port):
+    """A client that sent a small request and never read the answer kept its connection, and the server the
+    unsent part of the response, for ever (with defaults, ~8 MiB per connection; a keep-alive timeout's close
+    waits for the data to be sent). One that reads slowly but steadily still gets the whole response."""
+    with big_request(port, 4096) as stalled:
+        time.sleep(4 * TIMEOUT)
+        assert read_all(stalled) < BIG
+    with big_request(port, 256 * 1024) as slow:  # ~4 MB/s: the server's buffers take seconds to drain
+        started = time.monotonic()
+        received = read_all(slow, piece=256 * 1024, pause=TIMEOUT / 8)
+    assert received > BIG and time.monotonic() - started > 4 * TIMEOUT
