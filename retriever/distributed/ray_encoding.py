@@ -21,7 +21,8 @@ import numpy as np
 
 from retriever.corpus import Document
 from retriever.corpus_encoding import PartJob, encode_part
-from retriever.distributed.ray_runtime import MAX_RETRIES, cluster_cpus_and_gpus, cpu_workers, ray_session, unwrapped
+from retriever.distributed.ray_runtime import (MAX_RETRIES, cluster_cpus_and_gpus, cpu_workers, default_workers,
+                                               ray_session, say_if_waiting, unwrapped)
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.model_loading import MODEL_ALIASES
@@ -90,10 +91,16 @@ def plan_workers(ray: ModuleType, device: str, workers: int | None, cpus_per_wor
         if workers is not None and workers > gpus:
             raise RetrieverError(f"--ray-workers {workers} needs more than the cluster's {gpus} GPUs; "
                                  "lower --ray-workers")
-        return gpus if workers is None else workers, 1, device
+        return workers if workers is not None else default_workers(gpus, _free(ray, "GPU", 1)), 1, device
     if device.startswith("cuda"):
         raise RetrieverError(f"--device {device} was asked for but the Ray cluster has no GPU; use --device cpu")
-    return cpu_workers(ray, workers, cpus_per_worker), 0, "cpu"
+    count = cpu_workers(ray, workers, cpus_per_worker)
+    return count if workers is not None else default_workers(count, _free(ray, "CPU", cpus_per_worker)), 0, "cpu"
+
+
+def _free(ray: ModuleType, resource: str, per_worker: int) -> int:
+    """Workers of ``per_worker`` CPUs (GPUs) the cluster has room for now."""
+    return int(ray.available_resources().get(resource, 0)) // per_worker
 
 
 class RayEncoderPool:
@@ -107,8 +114,10 @@ class RayEncoderPool:
             num_cpus=0 if gpus_per_worker else cpus_per_worker, num_gpus=gpus_per_worker,
             max_restarts=MAX_RETRIES, max_task_retries=MAX_RETRIES)
         threads = 0 if gpus_per_worker else cpus_per_worker
+        say_if_waiting(ray, workers, "encoder workers", *(("GPU", 1) if gpus_per_worker else ("CPU", cpus_per_worker)))
         self.actors = [actor_class.remote(actor_settings(settings), actor_device, dtype, batch_size, threads)
                        for _ in range(workers)]
+        self._running: dict = {}  # parts in flight: the task's ref -> (its actor, its shard)
         self._metadata = self._agreed_metadata()
 
     def _agreed_metadata(self) -> dict:
@@ -132,7 +141,8 @@ class RayEncoderPool:
 
         A new part is read from ``jobs`` only when an actor is free, so the driver holds one part per actor.
         """
-        free, running = list(self.actors), {}  # running: the task's ref -> (its actor, its shard)
+        free, running = list(self.actors), {}
+        self._running = running  # what close() cancels
         for part, path, metadata in jobs:
             if not free:
                 yield self._next_finished(running, free, progress)
@@ -155,6 +165,11 @@ class RayEncoderPool:
                          "encoding queries")
 
     def close(self) -> None:
+        """Let the actors go. Parts still in flight (a run stopped by an error, Ctrl-C or SIGTERM) are cancelled
+        first: killed under them, Ray printed that each part "will be retried" as the run stopped."""
+        for ref in self._running:
+            self.ray.cancel(ref)
+        self._running.clear()
         for actor in self.actors:
             self.ray.kill(actor)
 

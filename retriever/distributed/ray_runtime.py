@@ -10,7 +10,10 @@ import contextlib
 import logging
 import os
 import re
+import signal
 import socket
+import sys
+import threading
 from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import TypeVar
@@ -70,14 +73,39 @@ def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iter
     options: dict = {"logging_level": logging.WARNING}
     if address == LOCAL:
         options.update(num_cpus=num_cpus, include_dashboard=False)
+    before = _sigterm_handler()
     try:
         ray.init(address=address, **options)
     except (ConnectionError, RuntimeError, ValueError) as error:  # what ray.init raises for an unreachable cluster
+        _set_sigterm(before, before)  # ray.init set its own
         raise _unreachable(address, _refusal_reason(error)) from None
+    _set_sigterm(before, _exit_quietly)
     try:
         yield ray
     finally:
         ray.shutdown()
+        _set_sigterm(before, before)
+
+
+def _sigterm_handler() -> object:
+    """This process's SIGTERM handler (one set outside Python counts as the default), or None where it cannot be
+    changed: only the main thread may."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.getsignal(signal.SIGTERM) or signal.SIG_DFL
+
+
+def _set_sigterm(before: object, handler: object) -> None:
+    """Set the SIGTERM handler if ``before`` says this thread may. A SIGTERM under Ray is to end the process as it
+    ends one without Ray, quietly after the ``finally`` blocks (actors killed, a local Ray shut down): ray.init hands
+    it to a C++ crash handler that printed a stack dump (``*** SIGTERM received ... PC: @``) and, 3 runs in 4,
+    ended the process by SIGABRT (exit code 134). Setting a handler again here takes it back at the C level."""
+    if before is not None:
+        signal.signal(signal.SIGTERM, handler)
+
+
+def _exit_quietly(signum: int, _frame: object) -> None:
+    sys.exit(128 + signum)  # the exit code of a process SIGTERM ends
 
 
 def _unreachable(address: str, reason: str) -> RetrieverError:
@@ -147,6 +175,25 @@ def cpu_workers(ray: ModuleType, workers: int | None, cpus_per_worker: int) -> i
         raise RetrieverError(f"--ray-workers {workers} needs more than the cluster's {cpus} CPUs at {cpus_per_worker} "
                              f"per worker (room for {capacity}); lower --ray-workers or --ray-cpus-per-worker")
     return capacity if workers is None else workers
+
+
+def default_workers(capacity: int, free: int) -> int:
+    """Workers to start when --ray-workers is not given: as many as the cluster has room for now, when other work
+    (another run, another user's job) holds part of it; as many as it holds when it has room for none now (they
+    wait, and the pool says so). Sized on the totals alone, the workers other work left no room for waited for it
+    in silence, and the others with them."""
+    return free if 1 <= free < capacity else capacity
+
+
+def say_if_waiting(ray: ModuleType, workers: int, what: str, resource: str, per_worker: int) -> None:
+    """Say on stderr, before starting them, how many of ``workers`` will wait for CPUs (GPUs) that other work on the
+    cluster holds: Ray waits for them as long as that takes, and the run showed nothing meanwhile."""
+    free = int(ray.available_resources().get(resource, 0))
+    waiting = workers - free // per_worker
+    if waiting > 0:
+        print(f"{min(waiting, workers)} of {workers} Ray {what} wait for {resource}s that other work on the cluster "
+              f"holds ({free} {resource}s free): they start when it lets go (or stop with Ctrl-C; a rerun resumes)",
+              file=sys.stderr)
 
 
 def worker_died_errors(ray: ModuleType) -> tuple[type, ...]:

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -133,3 +136,42 @@ def test_a_worker_that_could_not_start_says_so():
 
     with pytest.raises(RetrieverError, match=r"could not start \(ModuleNotFoundError: No module named 'retriever'\)"):
         unwrapped(ray, fails_to_start, "starting its encoder")
+
+
+SESSION_THEN_WAIT = """
+import time
+from retriever.distributed.ray_runtime import ray_session
+with ray_session(num_cpus=1):
+    print("ready", flush=True)
+    time.sleep(120)
+"""
+
+
+def test_sigterm_ends_a_ray_session_quietly_with_code_143():
+    """As a process without Ray ends: Ray's C++ crash handler printed `*** SIGTERM received ... PC: @` lines and
+    often ended the driver by SIGABRT (134)."""
+    pytest.importorskip("ray")
+    process = subprocess.Popen([sys.executable, "-c", SESSION_THEN_WAIT], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    try:
+        assert process.stdout.readline() == "ready\n"  # a fresh local Ray: seconds
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 143, stderr
+    assert "SIGTERM received" not in stderr and "PC: @" not in stderr
+
+
+def test_the_sigterm_handler_is_given_back_when_the_session_ends(monkeypatch):
+    ray = pytest.importorskip("ray")
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **_: signal.signal(signal.SIGTERM, lambda *_: None))  # as Ray's does
+    monkeypatch.setattr(ray, "shutdown", lambda: None)
+    with ray_session():
+        assert signal.getsignal(signal.SIGTERM) not in (before, signal.SIG_DFL)
+        with pytest.raises(SystemExit) as exited:
+            signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)
+        assert exited.value.code == 143
+    assert signal.getsignal(signal.SIGTERM) is before

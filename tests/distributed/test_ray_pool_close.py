@@ -1,0 +1,34 @@
+"""A run stopped while parts are on the actors (a corpus error, Ctrl-C, SIGTERM): closing the pool cancels the
+parts in flight before it kills the actors, so Ray does not announce that they "will be retried" as the run
+stops. Its own module: the pool of test_ray_encoding holds the session's two CPUs while its module runs."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from retriever.corpus import Document
+from retriever.corpus_encoding import part_metadata
+from retriever.distributed.ray_encoding import RayEncoderPool
+from retriever.encoder import EncoderSettings
+from retriever.errors import RetrieverError
+from retriever.shards import shard_name
+
+
+def test_closing_mid_part_cancels_the_parts_in_flight(local_ray, tiny_model_dir, tmp_path, capfd):
+    pool = RayEncoderPool(local_ray, EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32",
+                          workers=1)
+    part = [Document(f"d{i}", " ".join(["the river and the mountain"] * 30)) for i in range(300)]
+
+    def jobs():  # one part handed out, then the corpus turns out bad, as a malformed line does
+        yield part, tmp_path / shard_name(0, 1, 0), part_metadata(pool.metadata(), part, 0, 1, 0, len(part))
+        raise RetrieverError("c.jsonl:301: malformed JSON")
+
+    with pytest.raises(RetrieverError, match="malformed"):
+        list(pool.run_parts(jobs(), lambda rows: None))
+    [in_flight] = pool._running
+    pool.close()
+    with pytest.raises(local_ray.exceptions.TaskCancelledError):
+        local_ray.get(in_flight, timeout=60)
+    time.sleep(2)  # Ray's workers' lines reach the driver's stderr a moment later
+    assert "will be retried" not in capfd.readouterr().err
