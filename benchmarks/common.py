@@ -16,10 +16,12 @@ REPO = Path(__file__).resolve().parents[1]
 DATASETS = REPO.parent / "shared" / "datasets"
 
 
-def dataset_path(name: str) -> Path:
-    path = DATASETS / name
+def dataset_path(name: str, root: Path = DATASETS) -> Path:
+    """``root/name``, or the one-line exit a benchmark gives when its data is not there."""
+    path = root / name
     if not (path / "corpus.jsonl").is_file():
-        sys.exit(f"{path} is missing: the benchmark data lives in ../shared/datasets beside the repository")
+        where = "../shared/datasets beside the repository" if root == DATASETS else str(root)
+        sys.exit(f"{path} is missing: the benchmark data lives in {where}")
     return path
 
 
@@ -58,17 +60,24 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def stamp() -> str:
-    """Command, machine and date, printed above every result."""
+def machine() -> str:
+    """The CPU, its cores, SIMD level and whether it has native bf16: CPU-bound figures compare only within one."""
     import torch
 
     from retriever.device import cpu_has_native_bf16
 
-    command = " ".join([Path(sys.executable).name, *sys.argv])
     simd = torch.backends.cpu.get_cpu_capability()
     bf16 = "native bf16" if cpu_has_native_bf16() else "no native bf16"
+    return f"{cpu_model()}, {os.cpu_count()} cores ({simd}, {bf16})"
+
+
+def stamp() -> str:
+    """Command, machine and date, printed above every result."""
+    import torch
+
+    command = " ".join([Path(sys.executable).name, *sys.argv])
     return (f"command: {command}\n"
-            f"machine: {cpu_model()}, {os.cpu_count()} cores ({simd}, {bf16}), torch threads "
+            f"machine: {machine()}, torch threads "
             f"{torch.get_num_threads()}, python {platform.python_version()}, torch {torch.__version__}\n"
             f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
 

@@ -30,7 +30,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
-from common import cpu_model
+from common import machine
 
 FALLBACK_QUERIES = ["vitamin D and bone fractures", "what causes inflammation", "gene expression in cancer cells",
                     "effects of exercise on the heart", "antibiotic resistance in bacteria",
@@ -201,6 +201,16 @@ def run_modes(url: str, args: argparse.Namespace, paths: dict[str | None, list[s
     return rows
 
 
+def header(url: str, info: dict, k: int, queries: int, load_before: float) -> list[str]:
+    """Command, machine (with its SIMD level and bf16: the server's encoder speed turns on them) and date."""
+    return [f"command: {' '.join([Path(sys.executable).name, *sys.argv])}",
+            f"machine: {machine()}, {len(os.sched_getaffinity(0))} available to this run "
+            f"(load average {load_before:.2f} before the run: other jobs share the machine)",
+            f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+            f"server: {url}, index {info.get('name')} ({info.get('documents')} docs, {info.get('index_type')}, "
+            f"{info.get('encoder', {}).get('model')}), k={k}, {queries} distinct queries", ""]
+
+
 def main() -> None:
     args = parse_args()
     queries = load_queries(args.queries, args.index)
@@ -222,12 +232,7 @@ def main() -> None:
         if process is not None:
             process.terminate()
             process.wait(30)
-    print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
-    print(f"machine: {cpu_model()}, {len(os.sched_getaffinity(0))} cores available "
-          f"(load average {load_before[0]:.2f} before the run: other jobs share the machine)")
-    print(f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print(f"server: {url}, index {info.get('name')} ({info.get('documents')} docs, {info.get('index_type')}, "
-          f"{info.get('encoder', {}).get('model')}), k={args.k}, {len(queries)} distinct queries\n")
+    print("\n".join(header(url, info, args.k, len(queries), load_before[0])))
     print("| clients | mode | requests | errors | QPS | p50 ms | p90 ms | p99 ms | mean batch |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:

@@ -98,20 +98,21 @@ def plot(results: dict[str, list[Row]], path: Path) -> None:
 
 NOTES = """## Reading the numbers
 
+(Why the figures above behave as they do; nothing here is measured by this run. Figures measured
+apart, such as the cost of FAISS's polysemous training, are in benchmarks/README.md with their run.)
+
 - Batch-1 searches use one thread (FAISS parallelises over queries), except the RFlat re-ranking
   step, which opens an OpenMP region even for one query; on a loaded machine waiting for the
-  second thread dominates its batch-1 latency (SciFact, load 4.5: 1.2 ms with 2 threads vs
-  0.16 ms with 1).
+  second thread can dominate its batch-1 latency.
 - IVF-PQ indexes are built without FAISS's polysemous training, which `index_factory` switches
-  on for 8-bit PQ and which the engine never uses at search time (measured apart on SciFact:
-  189 s of training with it, 51 s without).
+  on for 8-bit PQ and which the engine never uses at search time.
 - Plain IVF-PQ recall plateaus with nprobe: that is PQ48's quantisation error, not the
   partition; re-scoring the top candidates with the exact vectors (RFlat) removes it.
 - Exact search is measured at the start and again at the end of each collection (load changes
-  it by up to 2×); speed-ups divide by the faster of the two, so they are the conservative ones.
-- Latencies in whole multiples of ~4-8 ms are scheduler time slices: another job held the core.
-- The 20× criterion is meant for the 1M set: on SciFact's 5k vectors exact search takes ~0.1 ms,
-  so no index can be 20× faster there.
+  it); speed-ups divide by the faster of the two, so they are the conservative ones.
+- Latencies in whole multiples of a scheduler time slice are time another job held the core.
+- The 20× criterion is meant for the 1M set: on SciFact's 5k vectors exact search is already
+  a fraction of a millisecond (the flat rows), so no index can be 20× faster there.
 - Target-recall rows are tuned as build_index tunes: on a sample of the collection's own vectors
   held out of the index until the sweep is done (a vector already in an HNSW graph is an easy
   query: its node links straight to its neighbours); the bold rows show the recall that choice

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import DATASETS, append_records, read_records, stamp  # noqa: E402
+from common import DATASETS, append_records, dataset_path, read_records, stamp  # noqa: E402
 from pooling import RESULTS, RUNS_FILE, Recipe, condenser_model, evaluate, fine_tune, log  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -112,14 +112,17 @@ def main() -> None:
     parser.add_argument("--inits", nargs="+", choices=("minilm", "condenser"), default=["minilm", "condenser"],
                         help="quality: a subset of the inits (the table covers every seed recorded)")
     args = parser.parse_args()
-    dataset = args.datasets / "scifact"
+    dataset = dataset_path("scifact", args.datasets)
+    if args.what == "speed" and args.old_checkout is None:
+        parser.error("speed needs --old-checkout")
+    if args.what == "speed" and not (args.old_checkout / "retriever").is_dir():
+        sys.exit(f"{args.old_checkout}: not a checkout of this repository (no retriever/ in it); "
+                 "make one with git worktree add --detach")
     print(stamp())
     if args.what == "quality":
         args.work_dir.mkdir(parents=True, exist_ok=True)
         result = quality(dataset, args.work_dir, tuple(args.seeds), tuple(args.inits))
     else:
-        if args.old_checkout is None:
-            parser.error("speed needs --old-checkout")
         result = speed(dataset, args.old_checkout, args.start_steps, args.delta_steps, args.repeats)
     print(json.dumps(result, indent=2))
 
