@@ -47,6 +47,9 @@ def training_data(training: dict) -> str:
         data = f"corpus `{training['corpus']}`"
     else:
         data = "not recorded"
+    if training.get("negatives") and training.get("hard_negatives") == 0:  # the card said they were trained on
+        return data + f", hard negatives `{training['negatives']}` given but none used (train_group_size 1, or " \
+            "none usable), so in-batch negatives only"
     return data + (f", hard negatives `{training['negatives']}`" if training.get("negatives") else "")
 
 
@@ -75,7 +78,8 @@ def model_card(config: dict) -> str:
               "warmup_ratio", "weight_decay", "temperature", "max_grad_norm", "grad_cache_chunk_size", "seed", "dtype")
     steps = ", ".join(f"{key} {training[key]}" for key in recipe if training.get(key) is not None)
     if steps:  # a record without them printed "...(`retriever train`): ." under its heading
-        lines += ["", "## Recipe", "", f"In-batch-negative contrastive training (`retriever train`): {steps}."]
+        kind = "In-batch and hard-negative" if training.get("hard_negatives") else "In-batch-negative"
+        lines += ["", "## Recipe", "", f"{kind} contrastive training (`retriever train`): {steps}."]
     dev = training.get("dev")
     if dev:
         scores = dev.get("scores") or {}

@@ -23,11 +23,29 @@ def test_a_trained_model_card_names_its_start_model_data_and_dev_set(tmp_path, t
                                                     encoding="utf-8")
     negatives = write_jsonl(tmp_path / "mined.jsonl", [{"query_id": "q1", "negatives": ["d1"]}])
     output = tmp_path / "model"
-    train(settings(output, tiny_model_dir, dataset=str(tiny_beir), negatives=str(negatives), dev_split="test"))
+    train(settings(output, tiny_model_dir, dataset=str(tiny_beir), negatives=str(negatives), dev_split="test",
+                   train_group_size=2))
     card = (output / "README.md").read_text(encoding="utf-8")
     assert f"- Base model: `{tiny_model_dir.name}`\n" in card
     assert "- Training data: `tiny-beir` split `train`, hard negatives `mined.jsonl`\n" in card
+    assert "In-batch and hard-negative contrastive training (`retriever train`): " in card
     assert "On `tiny-beir` split `test` (best step " in card
+
+
+@pytest.mark.parametrize("group_size, mined", [(1, ["d1"]), (3, ["d6"])])
+def test_a_card_says_when_the_hard_negatives_given_were_not_trained_on(tmp_path, tiny_model_dir, tiny_beir,
+                                                                       group_size, mined):
+    """`--negatives` with --train-group-size 1, or whose every id is judged relevant: stderr said they were not used,
+    and the card said the model was trained with them."""
+    (tiny_beir / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td6\t1\nq2\td4\t1\n",
+                                                    encoding="utf-8")
+    negatives = write_jsonl(tmp_path / "mined.jsonl", [{"query_id": "q1", "negatives": mined}])
+    train(settings(tmp_path / "model", tiny_model_dir, dataset=str(tiny_beir), negatives=str(negatives),
+                   train_group_size=group_size))
+    card = (tmp_path / "model" / "README.md").read_text(encoding="utf-8")
+    assert "- Training data: `tiny-beir` split `train`, hard negatives `mined.jsonl` given but none used " \
+           "(train_group_size 1, or none usable), so in-batch negatives only\n" in card
+    assert "In-batch-negative contrastive training" in card
 
 
 def test_a_jsonl_trained_model_card_names_the_file_its_corpus_and_the_dev_dataset(tmp_path, tiny_model_dir,

@@ -31,7 +31,7 @@ from retriever.encoder_settings import EncoderSettings
 from retriever.files import decoded_lines
 from retriever.errors import InputFileError, RetrieverError
 from retriever.runs import read_qrels
-from retriever.texts import check_text, passage_text, tokenize_bounded
+from retriever.texts import check_text, is_blank, passage_text, tokenize_bounded
 from retriever.training.loss import passage_key
 
 
@@ -103,7 +103,7 @@ def load_beir_examples(dataset: str | Path, split: str = "train",
     queries = {q.id: q.text for q in read_queries(beir.queries_path)}
     examples, missing_docs, missing_queries = [], 0, 0
     for qid, ids in positives.items():
-        if qid not in queries:
+        if qid not in queries or is_blank(queries[qid]):  # an empty query trains toward its positive on nothing
             missing_queries += 1
             continue
         found = [passages[d] for d in ids if d in passages]
@@ -115,7 +115,7 @@ def load_beir_examples(dataset: str | Path, split: str = "train",
         examples.append(TrainExample(qid, queries[qid], tuple(found), tuple(hard), judged))
     if missing_docs or missing_queries:
         _log(f"training data: {missing_docs} judged documents missing from the corpus and {missing_queries} "
-             "judged queries missing from queries.jsonl were skipped")
+             "judged queries missing from queries.jsonl or blank there were skipped")
     if negatives:
         _log_negatives(negatives, unknown_queries, passages, positives, negatives_file)
     if not examples:
@@ -188,7 +188,7 @@ def load_jsonl_examples(path: str | Path, corpus: str | Path | None = None, corp
             raise InputFileError(path, number, f"unknown key {unknown[0]!r} (a line holds {', '.join(JSONL_KEYS)})",
                                  "rename or remove it")
         query = record.get("query")
-        if not isinstance(query, str) or not query.strip():
+        if not isinstance(query, str) or is_blank(query):  # blank: nothing the tokenizer reads, as "\x01"
             raise InputFileError(path, number, "missing or empty 'query' (a string)")
         check_text(query, f"{path}:{number}", "the query")
         parsed = []

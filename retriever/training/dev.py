@@ -63,6 +63,18 @@ def load_dev_set(dataset: str | Path, split: str, max_docs: int | None = None, s
     return DevSet(name, [q.id for q in queries], [q.text for q in queries], documents, qrels)
 
 
+def shared_queries_warning(dev: DevSet, training_queries: list[str]) -> str | None:
+    """A warning naming the dev queries that are training queries too (same text): a dev split under another name
+    than the training split's may still hold them, and scored on them the dev metric picks the weights that fit."""
+    trained = {text.strip() for text in training_queries}
+    shared = [query_id for query_id, text in zip(dev.query_ids, dev.query_texts) if text.strip() in trained]
+    if not shared:
+        return None
+    return (f"warning: {len(shared)} of the {len(dev.query_ids)} dev queries (e.g. {shared[0]!r}) are training "
+            "queries too: on them dev scores measure fit, not generalisation, and they choose the weights kept; hold "
+            "them out of the training data")
+
+
 def exact_search(query_ids: list[str], query_vectors: np.ndarray, document_vectors: np.ndarray,
                  document_ids: list[str], k: int = SEARCH_DEPTH) -> Run:
     """Top-k by inner product: the search a flat index of these vectors does."""

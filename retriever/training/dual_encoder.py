@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from retriever.device import resolve_batch_size
-from retriever.encoder import Encoder
+from retriever.encoder import Encoder, check_max_lengths
 from retriever.encoder_settings import EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.folders import publish_model_folder
@@ -84,6 +84,7 @@ class DualEncoder(nn.Module):
         else:
             query_model = _load_backbone(model, settings.pooling, tokenizer)
             passage_model = copy.deepcopy(query_model) if settings.towers == "untied" else None
+        check_max_lengths(settings, query_model.config)  # else a long text fails mid-training, deep in the model
         return cls(query_model, passage_model, tokenizer, settings)
 
     def towers(self) -> list[nn.Module]:

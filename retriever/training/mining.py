@@ -15,7 +15,7 @@ from pathlib import Path
 from retriever.corpus import BeirDataset
 from retriever.errors import RetrieverError
 from retriever.evaluation import judged_split, search_split
-from retriever.runs import ranked_hits
+from retriever.runs import Qrels, ranked_hits
 from retriever.searching import Searcher
 from retriever.files import atomic_write_lines
 
@@ -34,6 +34,17 @@ def select_negatives(ranked_ids: list[str], positives: set[str], skip_top: int, 
     return [doc_id for doc_id in ranked_ids[skip_top:] if doc_id not in positives][:per_query]
 
 
+def check_index_holds_judged(searcher: Searcher, index: str | Path, beir: BeirDataset, split: str,
+                             qrels: Qrels) -> None:
+    """Refuse an index holding none of the split's judged documents: it indexes another collection, so every hit
+    would be written as a negative that is no passage of the dataset (found only when `train` dropped them all)."""
+    judged = {doc_id for docs in qrels.values() for doc_id, grade in docs.items() if grade > 0}
+    if not any(searcher.documents.document(doc_id) is not None for doc_id in judged):
+        raise RetrieverError(f"{index}: none of the {len(judged)} judged documents of {beir.root.name} split {split} "
+                             "is in the index, so its hits are another collection's passages; mine from an index "
+                             "built from the dataset's corpus")
+
+
 def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, split: str = "train",
                    depth: int = 100, skip_top: int = 0, per_query: int = 30, device: str = "auto",
                    dtype: str = "auto", batch_size: int | None = None, progress: bool = True, mode: str = "dense",
@@ -46,9 +57,10 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
         raise RetrieverError(f"--skip-top {skip_top} drops all {depth} retrieved documents; raise --depth")
     started = time.time()
     beir = BeirDataset.open(dataset)
-    judged_split(beir, split)  # refused before the index and its model are loaded
+    _, judged = judged_split(beir, split)  # refused before the index and its model are loaded
     searcher = Searcher(index, device=device, dtype=dtype, batch_size=batch_size, mode=mode,
                         fusion_overrides=fusion_overrides, model=model)
+    check_index_holds_judged(searcher, index, beir, split, judged)
     run, queries, qrels = search_split(searcher, beir, split, k=depth, progress=progress, desc="mine")
     lines, total, empty = [], 0, 0
     for query in queries:

@@ -221,6 +221,7 @@ class StackTrainer(Trainer):
     def set_initial_training_values(self, args, dataloader):
         values = super().set_initial_training_values(args, dataloader)
         check_resume_layout(self.resuming, values[-1])  # the last value is the run's max_steps
+        warn_if_no_step_learns(values[-1], args)
         return values
 
     def _resume_at_the_end(self, checkpoint: Path) -> bool:
@@ -247,6 +248,15 @@ class StackTrainer(Trainer):
         if world_size() > 1:
             with peer_deaths_reported():
                 dist.barrier()
+
+
+def warn_if_no_step_learns(max_steps: int, args: TrainingArguments) -> None:
+    """Say that a one-step run with warm-up trains nothing: the schedule's first step runs at learning rate 0, so the
+    start model's weights were written back unchanged as the result, without a word."""
+    if max_steps == 1 and args.get_warmup_steps(max_steps) > 0:
+        log(f"warning: the run is 1 optimizer step and warm-up (--warmup-ratio {args.warmup_steps:g}, rounded up to "
+            "a whole step) runs it at learning rate 0, so the weights come out unchanged; pass --warmup-ratio 0, or "
+            "train more steps (--epochs, --max-steps, or fewer --queries-per-step or --sequences-per-step)")
 
 
 def diverged(step: int, what: str) -> RetrieverError:

@@ -22,7 +22,7 @@ from retriever.errors import RetrieverError
 from retriever.model_loading import resolve_model_path
 from retriever.training import stack
 from retriever.training.data import Collator, EpochGroups, TrainExample, load_beir_examples, load_jsonl_examples
-from retriever.training.dev import DevSet, evaluate_dev, load_dev_set
+from retriever.training.dev import DevSet, evaluate_dev, load_dev_set, shared_queries_warning
 from retriever.training.dual_encoder import DualEncoder
 from retriever.training.gradcache import cached_embeddings
 from retriever.training.loss import contrastive_loss, default_temperature, global_batch, judged_positive_mask
@@ -66,6 +66,8 @@ class TrainConfig(stack.StackConfig):
             raise RetrieverError("--negatives goes with --dataset; put a JSONL example's negatives in its own line")
         if self.dev_split and not (self.dev_dataset or self.dataset):
             raise RetrieverError("--dev-split needs a BEIR folder: pass --dev-dataset")
+        if not self.dev_split and (self.dev_dataset or self.dev_max_docs):  # else no dev evaluation, without a word
+            raise RetrieverError("--dev-dataset and --dev-max-docs go with --dev-split, the split to evaluate; add it")
         if self.temperature is not None and self.temperature <= 0:
             raise RetrieverError("--temperature must be positive")
         check_candidates(self)
@@ -98,17 +100,22 @@ class TrainResult:
         return {**dataclasses.asdict(self), "output": str(self.output)}
 
 
-def _load_dev(config: TrainConfig) -> DevSet | None:
+def _load_dev(config: TrainConfig, examples: list[TrainExample]) -> DevSet | None:
     if not config.dev_split:
         return None
     dataset = config.dev_dataset or config.dataset
-    if config.dataset and Path(dataset).resolve() == Path(config.dataset).resolve() and config.dev_split == config.split:
+    same_split = config.dataset and Path(dataset).resolve() == Path(config.dataset).resolve() \
+        and config.dev_split == config.split
+    if same_split:
         stack.log(f"warning: the dev split is the training split {config.split!r}: dev scores measure fit, "
                   "not generalisation")
     if config.dev_split == "test":
         stack.log("warning: selecting checkpoints on a test split leaks it into training; hold out a dev split instead")
     dev = load_dev_set(dataset, config.dev_split, config.dev_max_docs, config.seed)
     stack.log(f"dev set {dev.name}: {len(dev.query_ids)} queries, {len(dev.documents)} documents")
+    warning = None if same_split else shared_queries_warning(dev, [example.query for example in examples])
+    if warning:
+        stack.log(warning)
     return dev
 
 
@@ -120,6 +127,7 @@ class DualEncoderTrainer(stack.StackTrainer):
         self.temperature = config.temperature or default_temperature(model.settings.normalize)
         self.cross_device = config.cross_device_negatives and stack.world_size() > 1
         self.grad_cache_chunk_size, self.dev_batch_size = config.grad_cache_chunk_size, config.dev_batch_size
+        self.dev_progress = config.progress  # --no-progress silences the dev encoding bar too
 
     def batch_loss(self, queries: torch.Tensor, passages: torch.Tensor, batch: dict) -> torch.Tensor:
         """Cross-entropy of each query's positive among the (global) batch's passages. Across devices every rank
@@ -159,7 +167,7 @@ class DualEncoderTrainer(stack.StackTrainer):
         scores = None
         if self.is_world_process_zero():
             scores = evaluate_dev(self.accelerator.unwrap_model(self.model), self.eval_dataset, self.args.device,
-                                  self.precision, self.dev_batch_size)
+                                  self.precision, self.dev_batch_size, self.dev_progress)
             step = self.state.global_step
             label = "before training" if step == 0 else f"epoch {self.state.epoch:g}, step {step}"
             stack.log(f"dev {self.eval_dataset.name} {label}: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items()))
@@ -187,7 +195,7 @@ def _train(config: TrainConfig) -> TrainResult:
     model = DualEncoder.from_pretrained(config.model, **config.encoder)
     examples = load_beir_examples(config.dataset, config.split, config.negatives) if config.dataset else \
         load_jsonl_examples(config.train_jsonl, config.corpus, config.corpus_format, config.corpus_fields)
-    dev = _load_dev(config)
+    dev = _load_dev(config, examples)
     check_candidates(config, examples)
     _warn_about_negatives(config, examples)
     arguments, precision = config.arguments(config.batch_size, config.max_steps, keep_checkpoints=2,
@@ -199,13 +207,14 @@ def _train(config: TrainConfig) -> TrainResult:
                                  data_collator=Collator(model.tokenizer, model.settings))
     if resume is not None:
         stack.log(f"resuming from {resume} (step {stack.checkpoint_step(resume)})")
+    group = min(config.train_group_size, 1 + max(len(e.negatives) for e in examples))  # what a query can bring
     stack.log(f"training {config.model} ({model.settings.towers} towers, {model.settings.pooling} pooling, "
               f"normalize={model.settings.normalize}, tau={trainer.temperature}) on {len(examples)} queries: "
               f"{config.max_steps or config.epochs} {'steps' if config.max_steps else 'epochs'} of "
-              f"{config.batch_size} x {config.train_group_size} passages over {stack.world_size()} process(es), "
+              f"{config.batch_size} x {group} passages over {stack.world_size()} process(es), "
               f"{trainer.args.device} {precision}")
     trainer.fit(resume)
-    return _export(trainer, config, len(examples), resume, started)
+    return _export(trainer, config, examples, resume, started)
 
 
 def _softmax_processes(config: TrainConfig) -> int:
@@ -263,14 +272,14 @@ def _dev_history(log_history: list[dict]) -> list[dict]:
     return history
 
 
-def _export(trainer: DualEncoderTrainer, config: TrainConfig, examples: int, resume: Path | None,
+def _export(trainer: DualEncoderTrainer, config: TrainConfig, examples: list[TrainExample], resume: Path | None,
             started: float) -> TrainResult:
     """The best (or last) weights become the model folder."""
     state, model = trainer.state, trainer.accelerator.unwrap_model(trainer.model)
     best_step = state.best_global_step if config.dev_split else None
     history = _dev_history(state.log_history) if config.dev_split else []
     best = next((h for h in history if h["step"] == best_step and h["step"] > 0), None)
-    result = TrainResult(Path(config.output), state.global_step, examples, time.time() - started, best_step,
+    result = TrainResult(Path(config.output), state.global_step, len(examples), time.time() - started, best_step,
                          {k: v for k, v in best.items() if "@" in k} if best else None, history,
                          stack.checkpoint_step(resume), losses=[e["loss"] for e in state.log_history if "loss" in e])
 
@@ -280,7 +289,8 @@ def _export(trainer: DualEncoderTrainer, config: TrainConfig, examples: int, res
             stack.log(f"keeping the weights of step {best_step} (best dev {SELECTION_METRIC} {state.best_metric:.4f})")
         model.save(config.output, {
             **config.learning_settings(), "init_model_path": resolve_model_path(config.model),
-            "temperature": trainer.temperature, "examples": examples, "steps": result.steps,
+            "temperature": trainer.temperature, "examples": len(examples), "steps": result.steps,
+            "hard_negatives": sum(len(e.negatives) for e in examples) if config.train_group_size > 1 else 0,
             "epochs_completed": int(state.epoch or 0), "dtype": trainer.precision, "processes": stack.world_size(),
             "seconds": round(result.seconds, 1), "dev": {"best_step": best_step, "scores": result.dev_scores,
                                                          "history": history} if config.dev_split else None})

@@ -84,6 +84,9 @@ def test_train_from_jsonl_with_a_corpus(tmp_path, tiny_model_dir, tiny_beir):
     (["--train-jsonl", "{jsonl}", "--dataset", "{beir}"], "either --dataset"),
     (["--dataset", "{beir}", "--corpus", "{beir}"], "--corpus resolves document ids"),
     (["--train-jsonl", "{jsonl}", "--dev-split", "test"], "--dev-split needs"),
+    # without --dev-split these were ignored: no dev evaluation, the last weights kept, exit 0
+    (["--dataset", "{beir}", "--dev-dataset", "{beir}"], "--dev-dataset and --dev-max-docs go with --dev-split"),
+    (["--dataset", "{beir}", "--dev-max-docs", "5"], "--dev-dataset and --dev-max-docs go with --dev-split"),
 ])
 def test_conflicting_data_flags_are_refused(tmp_path, tiny_beir, arguments, message):
     jsonl = write_jsonl(tmp_path / "t.jsonl", [{"query": "q", "positives": ["p"]}])

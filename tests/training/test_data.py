@@ -1,6 +1,7 @@
 """Training examples from BEIR and JSONL, per-epoch sampling, and the collator's targets and mask."""
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -30,6 +31,19 @@ def test_beir_examples_take_positive_judgments_and_corpus_text(train_beir):
     assert examples["q1"].positives[0].text == "Bees the bee makes honey from a flower"
     assert examples["q1"].query == "where does honey come from"
     assert examples["q1"].judged == {"d6", "d3"} and examples["q1"].negatives == ()
+
+
+def test_judged_queries_that_are_blank_are_skipped_and_counted(train_beir, capsys):
+    """A BEIR query of "" or of characters the tokenizer drops was trained on (toward its positive, from nothing),
+    where a JSONL line holding one is refused."""
+    queries = [line for line in (train_beir / "queries.jsonl").read_text().splitlines()]
+    blanked = {"q1": "", "q2": "\x01\u200b"}
+    rows = [json.loads(line) for line in queries]
+    write_jsonl(train_beir / "queries.jsonl", [{**row, "text": blanked.get(row["_id"], row["text"])} for row in rows])
+    (train_beir / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td6\t1\nq2\td4\t1\n"
+                                                    "q3\td1\t1\n", encoding="utf-8")
+    assert [e.query_id for e in load_beir_examples(train_beir, "train")] == ["q3"]
+    assert "2 judged queries missing from queries.jsonl or blank there were skipped" in capsys.readouterr().err
 
 
 def test_negatives_file_drops_judged_positives_and_unknown_ids_and_says_so(train_beir, tmp_path, capsys):
@@ -77,6 +91,7 @@ def test_jsonl_strings_are_doc_ids_with_a_corpus_and_texts_without(tiny_beir, tm
     ({"query": "x", "positives": [{"id": "d1"}]}, False, "train.jsonl:2: passage 'd1' is given by id only"),
     ({"query": "x", "positives": []}, False, "train.jsonl:2: 'positives' is missing or empty"),
     ({"positives": ["a"]}, False, "train.jsonl:2: missing or empty 'query'"),
+    ({"query": "\x01\u200b\ufffd", "positives": ["a"]}, False, "train.jsonl:2: missing or empty 'query'"),
     ({"query": "x", "positives": [{"text": ""}]}, False, "train.jsonl:2: empty passage or document id"),
     ({"query": "x", "positives": [{"text": " ", "title": ""}]}, False, "train.jsonl:2: empty passage"),
     ({"query": "x", "positives": ["a"], "query_id": True}, False, "train.jsonl:2: id field 'query_id' must be"),

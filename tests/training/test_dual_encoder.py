@@ -121,3 +121,19 @@ def test_training_refuses_a_tokenizer_of_another_model(tmp_path):
     with pytest.raises(RetrieverError, match="its tokenizer has token ids up to .* the tokenizer files belong to "
                                              "another model"):
         DualEncoder.from_pretrained(str(folder))
+
+
+@pytest.mark.parametrize("lengths", [{"passage_max_length": 1000}, {"query_max_length": 600}])
+def test_max_lengths_past_the_models_positions_are_refused_before_training(tmp_path, tiny_model_dir, lengths):
+    """`train --passage-max-length 1000` on a 512-position model trained on, until a long passage raised a
+    RuntimeError traceback mid-run (or wrote a folder that `build --model` then refused)."""
+    from retriever.training import TrainConfig, train
+
+    with pytest.raises(RetrieverError, match=r"-max-length \d+ is more than the 512 positions .*; pass at most 512"):
+        DualEncoder.from_pretrained(str(tiny_model_dir), **lengths)
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"query": "cat", "positives": ["the cat sat"]}\n{"query": "dog", "positives": ["a dog ran"]}\n')
+    with pytest.raises(RetrieverError, match="positions"):
+        train(TrainConfig(output=str(tmp_path / "out"), train_jsonl=str(data), model=str(tiny_model_dir),
+                          batch_size=2, device="cpu", dtype="fp32", progress=False, encoder=lengths))
+    assert not (tmp_path / "out").exists()

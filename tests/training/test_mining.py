@@ -58,3 +58,16 @@ def test_skipping_every_retrieved_document_is_refused(indexed_beir, tmp_path):
     dataset, index = indexed_beir
     with pytest.raises(RetrieverError, match="skip-top"):
         mine_negatives(index, dataset, tmp_path / "n.jsonl", depth=5, skip_top=5, progress=False)
+
+
+def test_mining_an_index_of_another_collection_is_refused(indexed_beir, tmp_path):
+    """An index holding none of the split's judged documents (another collection's) had its hits written as
+    negatives, exit 0; `train` then dropped every one as not in the corpus, or took same-named other passages."""
+    dataset, index = indexed_beir
+    qrels = dataset / "qrels" / "train.tsv"
+    qrels.write_text(qrels.read_text().replace("\td", "\tother-d"), encoding="utf-8")
+    output = tmp_path / "negatives.jsonl"
+    with pytest.raises(RetrieverError, match=r"none of the 4 judged documents of tiny-beir split train is in the "
+                                             r"index, so its hits are another collection's passages"):
+        mine_negatives(index, dataset, output, device="cpu", dtype="fp32", progress=False)
+    assert not output.exists()

@@ -202,3 +202,40 @@ def test_model_folder_names_no_path_of_this_machine(tmp_path, small_bert, train_
             text = path.read_text(encoding="utf-8")
             assert not [p for p in machine_paths if p in text], path
     assert train(settings).already_finished  # the relative record still matches its own run
+
+
+def dev_split_of(train_beir: Path, name: str, from_split: str) -> str:
+    """A split named ``name`` judging the first two queries of ``from_split``."""
+    lines = (train_beir / "qrels" / f"{from_split}.tsv").read_text().splitlines(keepends=True)
+    (train_beir / "qrels" / f"{name}.tsv").write_text("".join(lines[:3]))
+    return name
+
+
+def test_dev_evaluation_draws_no_bar_under_no_progress(tmp_path, small_bert, train_beir, capsys):
+    """`train --no-progress --dev-split dev` drew a `dev encode` bar at every evaluation all the same."""
+    train(config(tmp_path / "model", train_beir, small_bert, max_steps=2, dev_split=dev_split_of(train_beir, "dev",
+                                                                                                   "test")))
+    err = capsys.readouterr().err
+    assert "dev encode" not in err and "\r" not in err and "before training: ndcg@10" in err, err
+
+
+def test_a_dev_split_holding_training_queries_under_another_name_is_warned_about(tmp_path, small_bert, train_beir,
+                                                                                 capsys):
+    """Only a dev split named as the training split was warned about: `--dev-split dev` judging training queries
+    picked the weights kept by their fit, without a word."""
+    train(config(tmp_path / "held-out", train_beir, small_bert, max_steps=2,
+                 dev_split=dev_split_of(train_beir, "dev", "test")))
+    assert "training queries too" not in capsys.readouterr().err
+    train(config(tmp_path / "overlap", train_beir, small_bert, max_steps=2,
+                 dev_split=dev_split_of(train_beir, "devover", "train")))
+    assert "warning: 2 of the 2 dev queries (e.g. 'q0') are training queries too" in capsys.readouterr().err
+
+
+def test_the_passages_a_step_holds_are_those_the_queries_can_bring(tmp_path, small_bert, train_beir, capsys):
+    """`--train-group-size 50` with two hard negatives a query said `4 x 50 passages` a step; each step held 4 x 3."""
+    negatives = tmp_path / "negatives.jsonl"
+    negatives.write_text("".join(json.dumps({"query_id": f"q{i}", "negatives": ["d9", "d10"]}) + "\n"
+                                 for i in range(8)))
+    train(config(tmp_path / "model", train_beir, small_bert, max_steps=2, negatives=str(negatives),
+                 train_group_size=50))
+    assert "2 steps of 4 x 3 passages over 1 process(es)" in capsys.readouterr().err

@@ -1,0 +1,34 @@
+"""The shared training stack's schedule: a run whose only step warm-up holds at learning rate 0 says so."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from safetensors.torch import load_file
+
+from retriever.training import TrainConfig, train
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def one_step(output: Path, dataset: Path, model: Path, **overrides) -> TrainConfig:
+    """8 training queries in one step of 32 (the default --queries-per-step) and one epoch: a single step."""
+    return TrainConfig(**{**dict(output=str(output), dataset=str(dataset), model=str(model), batch_size=32,
+                                 learning_rate=1e-3, device="cpu", dtype="fp32", progress=False,
+                                 encoder={"passage_max_length": 32, "query_max_length": 16}), **overrides})
+
+
+def changed(start: Path, trained: Path) -> bool:
+    before, after = load_file(start / "model.safetensors"), load_file(trained / "model.safetensors")
+    return any(not before[name].equal(after[name]) for name in before)
+
+
+def test_a_one_step_run_that_warm_up_holds_at_learning_rate_0_is_warned_about(tmp_path, small_bert, train_beir,
+                                                                              capsys):
+    """`train --dataset D` on 32 or fewer queries (or `--max-steps 1`) with the default --warmup-ratio 0.1 wrote the
+    start model back unchanged, exit 0 and no word: warm-up runs the first step at learning rate 0."""
+    assert train(one_step(tmp_path / "warm", train_beir, small_bert)).steps == 1
+    assert "warning: the run is 1 optimizer step and warm-up (--warmup-ratio 0.1" in capsys.readouterr().err
+    assert not changed(small_bert, tmp_path / "warm")
+    train(one_step(tmp_path / "cold", train_beir, small_bert, warmup_ratio=0.0))
+    assert "warm-up" not in capsys.readouterr().err and changed(small_bert, tmp_path / "cold")
