@@ -28,7 +28,8 @@ from retriever.recorded_paths import model_record, relative_path
 from retriever.files import atomic_write_bytes, creatable_problem, left_by_dead_processes
 from retriever.folders import make_folder
 from retriever.shards import (ContentHash, differing_fields, done_marker, id_lines, list_shards, parse_shard_name,
-                              read_shard_metadata, shard_ids_sha256, shard_name, worker_shards, write_shard)
+                              read_shard_metadata, shard_ids_sha256, shard_name, warn_resized, worker_shards,
+                              write_shard)
 
 # What encode_part did with one part.
 ENCODED, REUSED, CHANGED = "encoded", "reused", "changed"
@@ -57,6 +58,7 @@ class EncodeResult:
     changed_parts: int = 0  # parts re-encoded because their documents changed since the last run
     removed_parts: int = 0  # shards of parts the corpus no longer has
     passages_cut: int = 0  # longer than the encoder's passage_max_length
+    earlier_shard_size: int | None = None  # the other --shard-size the folder's shards were cut at
 
 
 def part_content_sha256(part: Sequence[Document]) -> str:
@@ -237,6 +239,7 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
     created = _shard_folder(output)
     recorded = encoder.metadata()  # model and corpus re-expressed relative to the shard folder, or as names
     refuse_other_shards(output, recorded, num_workers)
+    earlier_size = warn_resized(output, worker_index, num_workers, shard_size)
     # Until this run finishes, this worker's shards may mix old and new content: not complete.
     done_marker(output, worker_index, num_workers).unlink(missing_ok=True)
     base_metadata = {**recorded, **model_record(recorded["model"], output),
@@ -277,7 +280,7 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
                        json.dumps(summary, indent=2, sort_keys=True).encode())
     return EncodeResult(output=output, documents=stats.records, encoded=encoded, skipped=skipped, shards=shards,
                         empty_texts=stats.empty_texts, seconds=seconds, changed_parts=counts[CHANGED],
-                        removed_parts=removed, passages_cut=cut)
+                        removed_parts=removed, passages_cut=cut, earlier_shard_size=earlier_size)
 
 
 def describe(result: EncodeResult) -> str:
@@ -285,9 +288,12 @@ def describe(result: EncodeResult) -> str:
     message = (f"encoded {result.encoded} documents ({result.skipped} already done) into {result.shards} shards "
                f"in {result.output}, {result.seconds:.1f}s")
     if result.changed_parts:
-        message += f"; re-encoded {result.changed_parts} parts whose documents changed"
+        message += f"; re-encoded {result.changed_parts} parts " + (
+            f"cut at --shard-size {result.earlier_shard_size} before" if result.earlier_shard_size
+            else "whose documents changed")
     if result.removed_parts:
-        message += f"; removed {result.removed_parts} shards of parts the corpus no longer has"
+        message += f"; removed {result.removed_parts} shards " + (
+            "past the last part" if result.earlier_shard_size else "of parts the corpus no longer has")
     if result.empty_texts:
         message += f"; {result.empty_texts} documents had empty text"
     return message

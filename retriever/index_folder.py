@@ -16,6 +16,7 @@ from retriever.errors import RetrieverError
 from retriever.files import read_json_object, write_json
 from retriever.integrity import REBUILD, file_records, file_sha256
 from retriever.recorded_paths import relative_path
+from retriever.shards import list_shards
 
 INDEX_FILE = "index.faiss"
 IDS_FILE = "ids.parquet"
@@ -126,6 +127,9 @@ def read_manifest(index_dir: str | Path) -> dict:
     index_dir = Path(index_dir)
     path = index_dir / MANIFEST_FILE
     if not path.is_file():
+        if index_dir.is_dir() and list_shards(index_dir):  # `encode` output, or a `build` stopped before indexing
+            raise RetrieverError(f"{index_dir}: a folder of embedding shards, not an index folder (no {MANIFEST_FILE});"
+                                 f" index it with `retriever index {index_dir} --corpus CORPUS --output INDEX`")
         raise RetrieverError(f"{index_dir}: not an index folder (no {MANIFEST_FILE}); build one with `retriever build`")
     manifest = read_json_object(path, REBUILD)
     check_manifest_shape(manifest, path)

@@ -7,9 +7,11 @@ corpus streams past, that the shards were made from it, row for row.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
+import sys
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -181,6 +183,22 @@ def worker_shards(folder: Path, worker: int, num_workers: int, count: int) -> li
     return [found[part] for part in range(count)]
 
 
+def warn_resized(folder: Path, worker: int, num_workers: int, shard_size: int) -> int | None:
+    """The other --shard-size this worker's shards were cut at, said on stderr before any encoding: parts cut
+    otherwise are all encoded again, and a resume with another size lost every finished shard without a word."""
+    records = []
+    for path in (p for p in list_shards(folder) if parse_shard_name(p.name)[:2] == (worker, num_workers)):
+        with contextlib.suppress(RetrieverError):  # a damaged shard is re-encoded anyway
+            records.append(read_shard_metadata(path)["shard"])
+    earlier = {record["shard_size"] for record in records} - {shard_size}
+    if not earlier or (len(records) == 1 and records[0]["rows"] <= shard_size):  # one short part: the same part
+        return None
+    print(f"warning: {folder}: its shards were cut at --shard-size {min(earlier)}, this run cuts at {shard_size}, "
+          f"so every part is encoded again; stop it and pass --shard-size {min(earlier)} to reuse them",
+          file=sys.stderr)
+    return min(earlier)
+
+
 def check_complete(folder: Path) -> tuple[list[Path], dict]:
     """All shards of a finished encoding, made by one encoder; refuse anything partial or mixed."""
     shards = list_shards(folder)
@@ -254,17 +272,19 @@ class ShardContentCheck:
         self._hashes: dict[tuple[int, int], ContentHash] = defaultdict(ContentHash)
         self._ids = defaultdict(hashlib.sha256)  # per part: SHA-256 of its id_lines
         self._position = 0
+        self._shard_sizes: dict[int, int] = {}  # per worker: each worker runs on its own, with its own --shard-size
         for path in shards:
             shard = read_shard_metadata(path)["shard"]
             if "content_sha256" not in shard:
                 raise RetrieverError(f"{path}: the shard records no content hash (an older version made it); rerun "
                                      "`retriever encode` on the corpus, which re-encodes such shards")
             self._expected[(shard["worker"], shard["part"])] = (path, shard["content_sha256"])
-            self._num_workers, self._shard_size = shard["num_workers"], shard["shard_size"]
+            self._num_workers = shard["num_workers"]
+            self._shard_sizes.setdefault(shard["worker"], shard["shard_size"])
 
     def add(self, document: Document) -> None:
         worker, rank = self._position % self._num_workers, self._position // self._num_workers
-        key = (worker, rank // self._shard_size)
+        key = (worker, rank // self._shard_sizes.get(worker, 1))
         self._hashes[key].add(document)
         self._ids[key].update(id_lines([document.id]))
         self._position += 1

@@ -50,3 +50,15 @@ def test_a_manifest_entry_of_the_wrong_type_is_one_line_naming_it(tmp_path, edit
     with pytest.raises(RetrieverError) as raised:
         read_manifest(tmp_path)
     assert str(raised.value).startswith(f"{tmp_path / MANIFEST_FILE}: {message}; the index folder is damaged")
+
+
+def test_a_shard_folder_opened_as_an_index_says_to_index_it(tmp_path):
+    """`info`/`search` on `encode`'s output (or NAME.shards of a build stopped before indexing) said to build
+    one with `retriever build`, which encodes the corpus again: `retriever index` is the step missing."""
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / "embeddings-w000of001-00000.parquet").write_bytes(b"")
+    with pytest.raises(RetrieverError) as caught:
+        read_manifest(shards)
+    assert str(caught.value) == (f"{shards}: a folder of embedding shards, not an index folder (no manifest.json); "
+                                 f"index it with `retriever index {shards} --corpus CORPUS --output INDEX`")

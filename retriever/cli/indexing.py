@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from retriever.cli.hybrid import check_build_tuning, lexical_options, run_tuning, tuning_options
 from retriever.cli.options import (FiniteRange, compose, corpus_options, encoder_options, fields_from, renamed_option,
@@ -15,7 +16,6 @@ from retriever.corpus import read_queries
 from retriever.corpus_encoding import describe, encode_corpus
 from retriever.distributed.ray_runtime import ADDRESS_HELP, ray_session
 from retriever.encoder import Encoder, EncoderSettings, recorded_encoder
-from retriever.errors import RetrieverError
 from retriever.indexing import INDEX_TYPES, IndexParams, build_index, encode_for_index
 from retriever.ondisk import ONDISK_TYPE
 from retriever.shards import check_complete, sample_rows
@@ -105,6 +105,46 @@ def _tuning_texts(path: Path | None, limit: int, seed: int) -> list[str] | None:
     return texts
 
 
+_IVF_TYPES = ("ivfpq", ONDISK_TYPE)
+# The index types each build flag is used by, and how to say so: given with another type it was ignored in silence.
+_TYPE_FLAGS = {
+    "hnsw_m": (lambda kind: kind == "hnsw", "--index-type hnsw (a factory string gives M itself: 'HNSW64,Flat')"),
+    "ef_construction": (lambda kind: kind == "hnsw" or "HNSW" in kind, "an index with an HNSW graph"),
+    "nlist": (lambda kind: kind in _IVF_TYPES, "--index-type ivfpq or ivf-ondisk (a factory string gives its lists "
+                                               "itself: 'IVF1024,PQ48')"),
+    "pq_m": (lambda kind: kind == "ivfpq", "--index-type ivfpq (a factory string gives its codes itself: "
+                                           "'IVF1024,PQ48')"),
+    "ondisk_codes": (lambda kind: kind == ONDISK_TYPE, f"--index-type {ONDISK_TYPE}"),
+    "part_size": (lambda kind: kind == ONDISK_TYPE, f"--index-type {ONDISK_TYPE}"),
+    "parallel_parts": (lambda kind: kind == ONDISK_TYPE, f"--index-type {ONDISK_TYPE}"),
+    "refine_k_factor": (lambda kind: "RFlat" in kind or "Refine" in kind, "factory strings ending in ',RFlat'"),
+}
+
+
+def _check_type_flags(index_type: str) -> None:
+    """Refuse a build flag the --index-type does not use, before any encoding, as `search` refuses --nprobe on a
+    flat index: `--nlist 4096 --index-type hnsw` built the default graph and exited 0."""
+    context = click.get_current_context()
+    for name, (uses, users) in _TYPE_FLAGS.items():
+        if context.get_parameter_source(name) not in (ParameterSource.DEFAULT, None) and not uses(index_type):
+            flag = "--" + name.replace("_", "-")
+            raise click.UsageError(f"{flag} is used only by {users}, not by --index-type {index_type!r}; drop it or "
+                                   "choose an index type that uses it")
+
+
+def _check_ray_flags(params: IndexParams, encodes: bool) -> None:
+    """Flags --ray does not take, refused as usage errors before any encoding (`build` encoded the whole corpus and
+    only then refused --parallel-parts, with exit code 1)."""
+    if params.ray_address is None:
+        return
+    if params.parallel_parts is not None:
+        raise click.UsageError("--parallel-parts sets worker processes on this machine; with --ray, parts are Ray "
+                               "tasks: use --ray-workers and --ray-cpus-per-worker instead")
+    if not encodes and params.index_type != ONDISK_TYPE:
+        raise click.UsageError(f"--ray fills the parts of an {ONDISK_TYPE} index; other index types are built in "
+                               f"one process: add --index-type {ONDISK_TYPE} or drop --ray")
+
+
 @contextlib.contextmanager
 def _passage_encoder(settings: EncoderSettings, device, dtype, batch_size, ray_address, ray_workers,
                      ray_cpus_per_worker) -> Iterator:
@@ -143,6 +183,9 @@ def encode_command(corpus, output, model, encoder_overrides, device, dtype, batc
     Example (worker 0 of 2; run --worker-index 1 elsewhere):
       retriever encode ../shared/datasets/scifact -o shards/ --worker-index 0 --num-workers 2
     """
+    if worker_index >= num_workers:  # the library's check said so with exit code 1, not as a bad flag
+        raise click.BadParameter(f"{worker_index} is not below --num-workers {num_workers} (workers are numbered "
+                                 f"0 to {num_workers - 1})", param_hint="'--worker-index'")
     settings = EncoderSettings.for_model(model, **encoder_overrides)
     with _passage_encoder(settings, device, dtype, batch_size, ray_address, ray_workers,
                           ray_cpus_per_worker) as encoder:
@@ -173,9 +216,8 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
     """
     check_build_tuning(tune_fusion, lexical, output, overwrite)
     params = IndexParams(**index_flags)
-    if params.ray_address is not None and params.index_type != ONDISK_TYPE:
-        raise RetrieverError(f"--ray fills the parts of an {ONDISK_TYPE} index; other index types are built in "
-                             f"one process: add --index-type {ONDISK_TYPE} or drop --ray")
+    _check_ray_flags(params, encodes=False)
+    _check_type_flags(params.index_type)
     texts = _tuning_texts(tuning_queries_file, params.tuning_queries, params.seed)
     if texts is None:
         vectors = None
@@ -212,6 +254,8 @@ def build_command(corpus, output, model, encoder_overrides, device, dtype, batch
     settings = EncoderSettings.for_model(model, **encoder_overrides)
     params = IndexParams(**index_flags, ray_address=ray_address, ray_workers=ray_workers,
                          ray_cpus_per_worker=ray_cpus_per_worker)
+    _check_ray_flags(params, encodes=True)
+    _check_type_flags(params.index_type)
     fields = fields_from(id_field, text_field, title_field)
     tuning_texts = _tuning_texts(tuning_queries_file, params.tuning_queries, params.seed)
     # One Ray session for the encoder actors and the ivf-ondisk part tasks: starting Ray costs seconds.

@@ -5,8 +5,10 @@ import subprocess
 import sys
 
 import pytest
+from click.testing import CliRunner
 
 from conftest import write_jsonl
+from retriever.cli import main
 
 
 def _run(*args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -66,3 +68,53 @@ def test_encode_into_a_file_is_one_line(tmp_path, tiny_model_dir):
     _one_line_error(_run("encode", str(corpus), "-o", str(tmp_path / "afile"), "--model", str(tiny_model_dir)),
                     "afile: is a file, not a folder")
     assert (tmp_path / "afile").read_text() == "mine"
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["build", "--index-type", "ivf-ondisk", "--ray", "--parallel-parts", "2"],
+     "--parallel-parts sets worker processes on this machine; with --ray, parts are Ray tasks"),
+    (["index", "--index-type", "ivf-ondisk", "--ray", "--parallel-parts", "2"],
+     "--parallel-parts sets worker processes on this machine; with --ray, parts are Ray tasks"),
+    (["index", "--ray"], "--ray fills the parts of an ivf-ondisk index"),
+    (["encode", "--worker-index", "2", "--num-workers", "2"],
+     "Invalid value for '--worker-index': 2 is not below --num-workers 2 (workers are numbered 0 to 1)"),
+])
+def test_flag_pairs_that_cannot_go_together_are_usage_errors_before_encoding(tmp_path, tiny_model_dir, args,
+                                                                             expected):
+    """`build --ray --parallel-parts` encoded the whole corpus, then refused the pair with exit code 1; the other
+    pairs were refused with exit code 1 too, where a bad flag is a usage error (exit code 2)."""
+    corpus = write_jsonl(tmp_path / "c.jsonl", [{"_id": "a", "text": "hello world"}, {"_id": "b", "text": "bye"}])
+    command, *flags = args
+    source = ["index", str(tmp_path), "--corpus", str(corpus)] if command == "index" else [command, str(corpus)]
+    model = [] if command == "index" else ["--model", str(tiny_model_dir)]
+    result = _run(*source, "--output", str(tmp_path / "out"), *model, *flags)
+    line = result.stderr.strip()
+    assert result.returncode == 2 and "\n" not in line and line.startswith(f"error: {expected}"), result.stderr
+    assert line.endswith(f"retriever {command} --help`)")
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.shards").exists()
+
+
+@pytest.mark.parametrize("index_type, flags", [
+    ("flat", ["--hnsw-m", "8"]), ("hnsw", ["--nlist", "64"]), ("flat", ["--ef-construction", "40"]),
+    ("hnsw", ["--pq-m", "4"]), ("ivfpq", ["--ondisk-codes", "fp16"]), ("ivfpq", ["--part-size", "4"]),
+    ("hnsw", ["--parallel-parts", "2"]), ("HNSW8,Flat", ["--hnsw-m", "16"]), ("hnsw", ["--refine-k-factor", "3"]),
+])
+def test_a_build_flag_the_index_type_does_not_use_is_refused(tmp_path, index_type, flags):
+    """`--nlist 64 --index-type hnsw` built the default graph and exited 0, the flag ignored without a word."""
+    result = CliRunner().invoke(main, ["index", str(tmp_path), "--corpus", str(tmp_path), "-o", str(tmp_path / "i"),
+                                       "--index-type", index_type, *flags])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: {flags[0]} is used only by ") and result.stderr.count("\n") == 1
+    assert f"not by --index-type {index_type!r}; drop it or choose an index type that uses it" in result.stderr
+
+
+@pytest.mark.parametrize("index_type, flags", [
+    ("hnsw", ["--hnsw-m", "8", "--ef-construction", "40"]), ("HNSW8,Flat", ["--ef-construction", "40"]),
+    ("ivfpq", ["--nlist", "2", "--pq-m", "4"]), ("ivf-ondisk", ["--nlist", "2", "--part-size", "4",
+                                                               "--parallel-parts", "1", "--ondisk-codes", "fp16"]),
+    ("IVF2,PQ4,RFlat", ["--refine-k-factor", "3"]),
+])
+def test_build_flags_the_index_type_uses_pass_the_check(tmp_path, index_type, flags):
+    result = CliRunner().invoke(main, ["index", str(tmp_path), "--corpus", str(tmp_path), "-o", str(tmp_path / "i"),
+                                       "--index-type", index_type, *flags])
+    assert result.exit_code == 1 and "is used only by" not in result.stderr, result.output  # refused later: no shards

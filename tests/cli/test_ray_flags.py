@@ -60,9 +60,9 @@ def test_index_fills_ivf_ondisk_parts_as_ray_tasks(local_ray, tmp_path, tiny_mod
     assert result.exit_code == 0, result.output
     index = ["index", str(tmp_path / "shards"), "--corpus", str(tiny_beir)]
     result = runner.invoke(main, [*index, "-o", str(tmp_path / "flat"), "--ray"])
-    assert result.exit_code == 1 and "--ray fills the parts of an ivf-ondisk index" in result.output
+    assert result.exit_code == 2 and "--ray fills the parts of an ivf-ondisk index" in result.output
     result = runner.invoke(main, [*index, "-o", str(tmp_path / "mixed"), *ONDISK, "--ray", "--parallel-parts", "2"])
-    assert result.exit_code == 1 and "use --ray-workers and --ray-cpus-per-worker" in result.output
+    assert result.exit_code == 2 and "use --ray-workers and --ray-cpus-per-worker" in result.output
     result = runner.invoke(main, [*index, "-o", str(tmp_path / "idx"), *ONDISK, "--ray", "--ray-workers", "2"])
     assert result.exit_code == 0, result.output
     manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())

@@ -1,0 +1,47 @@
+"""Shard records as `index` reads them: parts located by each worker's own record."""
+from __future__ import annotations
+
+import pytest
+
+from retriever.corpus_encoding import describe, encode_corpus
+from retriever.encoder import Encoder, EncoderSettings
+from retriever.indexing import build_index
+from retriever.searching import Searcher
+
+
+@pytest.fixture()
+def tiny_encoder(tiny_model_dir) -> Encoder:
+    return Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+
+
+def test_workers_that_used_different_shard_sizes_index_together(tiny_beir, tiny_encoder, tmp_path, one_torch_thread):
+    """Workers run on their own machines and may pass their own --shard-size: each shard records it. `index` cut
+    every worker's share by the last shard's size, so it said the shards were encoded from other documents, and
+    the rerun of `encode` it advised reused them and the refusal came back."""
+    for worker, shard_size in ((0, 2), (1, 5)):
+        encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, shard_size=shard_size, worker_index=worker,
+                      num_workers=2, progress=False)
+    build_index(tmp_path / "shards", tiny_beir, tmp_path / "idx", progress=False)
+    hit = Searcher(tmp_path / "idx", device="cpu", dtype="fp32").search(
+        ["Whales the whale and the octopus live in the ocean"], k=1)[0][0]
+    assert hit.id == "d8" and hit.score > 0.999
+
+
+def test_a_rerun_with_another_shard_size_says_so_before_encoding(tiny_beir, tiny_encoder, tmp_path, capsys,
+                                                                 one_torch_thread):
+    """Every part is cut otherwise, so every part is encoded again: a resume with another --shard-size threw the
+    finished shards away in silence, and the summary blamed the corpus (`parts whose documents changed`)."""
+    encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, shard_size=5, progress=False)
+    result = encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, shard_size=4, progress=False)
+    assert (result.changed_parts, result.earlier_shard_size) == (3, 5)
+    assert ("shards were cut at --shard-size 5, this run cuts at 4, so every part is encoded again; stop it and "
+            "pass --shard-size 5 to reuse them") in capsys.readouterr().err
+    assert describe(result).endswith("re-encoded 3 parts cut at --shard-size 5 before")
+    encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, shard_size=4, progress=False)
+    assert capsys.readouterr().err == ""  # cut as before: nothing to say
+
+
+def test_one_short_part_is_the_same_part_at_any_larger_shard_size(tiny_beir, tiny_encoder, tmp_path, capsys):
+    encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, shard_size=20, progress=False)
+    result = encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, shard_size=30, progress=False)
+    assert (result.skipped, result.earlier_shard_size, capsys.readouterr().err) == (12, None, "")
