@@ -2,9 +2,8 @@
 
 Worker ``i`` of ``n`` takes every document whose position ``p`` has ``p % n == i`` and cuts
 its share into parts of ``shard_size`` rows. Each shard records a hash of its part's ids,
-titles and texts, so a rerun keeps a shard only when it was made by the same encoder from the
-same documents: after a crash it continues past the complete shards, and after a corpus edit
-it re-encodes exactly the parts whose content changed.
+titles and texts, so a rerun keeps a shard only when it was made by the same encoder from the same documents:
+after a crash it continues past the complete shards, after a corpus edit it re-encodes the parts that changed.
 """
 from __future__ import annotations
 
@@ -27,6 +26,7 @@ from retriever.errors import RetrieverError
 from retriever.recorded_paths import model_record, relative_path
 from retriever.files import atomic_write_bytes, creatable_problem, left_by_dead_processes
 from retriever.folders import make_folder
+from retriever.index_folder import MANIFEST_FILE
 from retriever.shards import (ContentHash, differing_fields, done_marker, id_lines, list_shards, parse_shard_name,
                               read_shard_metadata, shard_ids_sha256, shard_name, warn_resized, worker_shards,
                               write_shard)
@@ -206,9 +206,10 @@ def remove_parts_beyond(output: Path, worker: int, num_workers: int, count: int)
 
 
 def _shard_folder(output: Path) -> bool:
-    """Make the shard folder (True if new) and delete the temporaries of dead runs, only theirs: another worker may
-    be writing its shards into it (--num-workers). One nothing can be written in (a read-only mount) is refused in
-    one line: its first write, the done marker's removal, was an OSError traceback."""
+    """Make the shard folder (True if new); delete only dead runs' temporaries (another worker may be writing). An
+    index folder (its records would not hold the shards) or one nothing can be written in is refused in one line."""
+    if (output / MANIFEST_FILE).is_file():
+        raise RetrieverError(f"{output}: is an index folder; encode into a folder of its own, e.g. {output}.shards")
     created = make_folder(output)
     problem = creatable_problem(output / "shard")
     if problem:

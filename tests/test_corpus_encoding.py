@@ -107,6 +107,17 @@ def test_a_shard_folder_that_cannot_be_made_is_one_error(tiny_model_dir, tmp_pat
     assert (tmp_path / "afile").read_text() == "mine"
 
 
+def test_an_index_folder_is_refused_as_a_shard_folder(tiny_model_dir, tmp_path):
+    """`encode -o INDEX` wrote shards and a done marker into an index folder, outside its manifest's records."""
+    corpus = write_corpus(tmp_path / "c.jsonl", 3)
+    index = tmp_path / "idx"
+    index.mkdir()
+    (index / "manifest.json").write_text("{}")
+    with pytest.raises(RetrieverError, match=r"idx: is an index folder; encode into a folder of its own, e\.g\. "):
+        encode_corpus(corpus, index, encoder(tiny_model_dir), progress=False)
+    assert sorted(p.name for p in index.iterdir()) == ["manifest.json"]
+
+
 def test_a_resume_with_another_tokenizer_is_refused(tiny_model_dir, tmp_path):
     """Shards record the tokenizer's fingerprint but resume compared weights only: a folder whose tokenizer was
     swapped kept its old shards and encoded the rest with the new vocabulary, and `index` took the mix."""
