@@ -197,9 +197,8 @@ def refuse_other_shards(output: Path, metadata: dict, num_workers: int) -> None:
 def remove_parts_beyond(output: Path, worker: int, num_workers: int, count: int) -> int:
     """Delete this worker's shards numbered ``count`` and up: the corpus no longer has those parts."""
     removed = 0
-    for path in list_shards(output):
-        w, n, part = parse_shard_name(path.name)
-        if (w, n) == (worker, num_workers) and part >= count:
+    for path in list_shards(output, (worker, num_workers)):
+        if parse_shard_name(path.name)[2] >= count:
             path.unlink()
             removed += 1
     return removed

@@ -6,7 +6,6 @@ record that shards, indexes and model folders store, so a mismatched query encod
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -174,8 +173,7 @@ def recorded_encoder(recorded: dict, made: str, folder: str | Path, device: str 
     """The encoder an encoder record names (a manifest's or shards', written in ``folder``), refused if its
     weights differ from the recorded ones; ``made`` says what was made with it, for the error. ``model``
     says where the model is when it moved away from ``folder``."""
-    settings = EncoderSettings.from_record(recorded, (os.fspath(model) if isinstance(model, os.PathLike) else model)
-                                         or recorded_model(recorded, folder))
+    settings = EncoderSettings.from_record(recorded, model or recorded_model(recorded, folder))
     encoder = Encoder(settings, device=device, dtype=dtype, batch_size=batch_size)
     recorded_sha = recorded.get("weights_sha256")
     if encoder.weights_sha256 != recorded_sha:

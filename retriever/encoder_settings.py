@@ -53,7 +53,7 @@ class EncoderSettings:
         from retriever.model_folder import sentence_transformers_settings
         from retriever.model_loading import RETRIEVER_CONFIG, model_files, read_retriever_config, resolve_model_path
 
-        model = os.fspath(model) if isinstance(model, os.PathLike) else model
+        model = model_name(model)
         recorded = read_retriever_config(model)  # what retriever wrote beats the sentence-transformers files
         values = {k: v for k, v in recorded.items() if k in OVERRIDABLE}
         where = f"{resolve_model_path(model)}/{RETRIEVER_CONFIG}"
@@ -76,7 +76,7 @@ class EncoderSettings:
     @classmethod
     def from_record(cls, recorded: dict, model: str) -> "EncoderSettings":
         """The settings a shard's or manifest's encoder record holds, with the model found at ``model``."""
-        return cls(model=model, **{name: recorded[name] for name in OVERRIDABLE if name in recorded})
+        return cls(model=model_name(model), **{name: recorded[name] for name in OVERRIDABLE if name in recorded})
 
     def validate(self) -> None:
         """Refuse settings of the wrong type or value, before any model is loaded."""
@@ -106,6 +106,11 @@ _HINTS = typing.get_type_hints(EncoderSettings)
 _KINDS = {name: next((a for a in typing.get_args(hint) if a is not type(None)), hint) for name, hint in _HINTS.items()}
 _OPTIONAL = {name for name, hint in _HINTS.items() if type(None) in typing.get_args(hint)}
 _KIND_NAMES = {bool: "true or false", int: "a whole number", str: "a string"}
+
+
+def model_name(model: object) -> object:
+    """A model folder given as a Path, as the string settings record; anything else as it is (validate judges it)."""
+    return os.fspath(model) if isinstance(model, os.PathLike) else model
 
 
 def check_types(values: dict, source: str) -> None:

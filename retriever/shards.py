@@ -160,20 +160,20 @@ def shard_ids_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def list_shards(folder: Path) -> list[Path]:
-    """Complete shards in a folder, in worker then part order."""
+def list_shards(folder: Path, worker: tuple[int, int] | None = None) -> list[Path]:
+    """Complete shards in a folder, in worker then part order; only one worker's with ``worker`` (index, count)."""
     if not folder.is_dir():
         raise RetrieverError(f"{folder}: no such shard folder; run `retriever encode` first")
-    shards = [p for p in folder.iterdir() if _SHARD_PATTERN.match(p.name)]
+    shards = [p for p in folder.iterdir()
+              if _SHARD_PATTERN.match(p.name) and worker in (None, parse_shard_name(p.name)[:2])]
     return sorted(shards, key=lambda p: parse_shard_name(p.name))
 
 
 def worker_shards(folder: Path, worker: int, num_workers: int, count: int) -> list[Path]:
-    """A worker's ``count`` shards, or one line naming the first that is missing: a shard deleted after it was
-    written (its folder deleted or emptied while `encode` ran, or since) must not pass as done, nor leave `index`
-    blaming the corpus for the rows the shards lack."""
-    found = {parse_shard_name(path.name)[2]: path for path in (list_shards(folder) if folder.is_dir() else [])
-             if parse_shard_name(path.name)[:2] == (worker, num_workers)}
+    """A worker's ``count`` shards, or one line naming the first missing: a shard deleted after it was written must
+    not pass as done, nor leave `index` blaming the corpus for the rows the shards lack."""
+    found = {parse_shard_name(path.name)[2]: path
+             for path in (list_shards(folder, (worker, num_workers)) if folder.is_dir() else [])}
     missing = [part for part in range(count) if part not in found]
     if missing:
         first = folder / shard_name(worker, num_workers, missing[0])
@@ -187,7 +187,7 @@ def warn_resized(folder: Path, worker: int, num_workers: int, shard_size: int) -
     """The other --shard-size this worker's shards were cut at, said on stderr before any encoding: parts cut
     otherwise are all encoded again, and a resume with another size lost every finished shard without a word."""
     records = []
-    for path in (p for p in list_shards(folder) if parse_shard_name(p.name)[:2] == (worker, num_workers)):
+    for path in list_shards(folder, (worker, num_workers)):
         with contextlib.suppress(RetrieverError):  # a damaged shard is re-encoded anyway
             records.append(read_shard_metadata(path)["shard"])
     earlier = {record["shard_size"] for record in records} - {shard_size}

@@ -21,7 +21,7 @@ import faiss
 import numpy as np
 
 from retriever.errors import RetrieverError
-from retriever.exact import kept_vectors, exact_top_k
+from retriever.exact import exact_top_k, kept_vectors
 from retriever.shards import sample_rows
 from retriever.tie_cut import MAX_EXTRA
 
@@ -130,7 +130,8 @@ def search_parameters(index: faiss.Index, nprobe: int | None = None, ef_search: 
         return params
     if isinstance(index, faiss.IndexIVF):
         params = faiss.SearchParametersIVF()
-        params.nprobe, params.max_codes = bounded(index.nprobe if nprobe is None else nprobe, index.nlist, "nprobe"), index.max_codes
+        params.nprobe = bounded(index.nprobe if nprobe is None else nprobe, index.nlist, "nprobe")
+        params.max_codes = index.max_codes
         return params
     if isinstance(index, faiss.IndexHNSW):
         params = faiss.SearchParametersHNSW()

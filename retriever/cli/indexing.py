@@ -7,11 +7,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import click
-from click.core import ParameterSource
 
 from retriever.cli.hybrid import check_build_tuning, lexical_options, run_tuning, tuning_options
-from retriever.cli.options import (FiniteRange, compose, corpus_options, encoder_options, fields_from, renamed_option,
-                                   report_truncation, runtime_options)
+from retriever.cli.options import (FiniteRange, compose, corpus_options, encoder_options, fields_from, flags_given,
+                                   renamed_option, report_truncation, runtime_options)
 from retriever.corpus import read_queries
 from retriever.corpus_encoding import describe, encode_corpus
 from retriever.distributed.ray_runtime import ADDRESS_HELP, ray_session
@@ -124,12 +123,11 @@ _TYPE_FLAGS = {
 def _check_type_flags(index_type: str) -> None:
     """Refuse a build flag the --index-type does not use, before any encoding, as `search` refuses --nprobe on a
     flat index: `--nlist 4096 --index-type hnsw` built the default graph and exited 0."""
-    context = click.get_current_context()
     for name, (uses, users) in _TYPE_FLAGS.items():
-        if context.get_parameter_source(name) not in (ParameterSource.DEFAULT, None) and not uses(index_type):
-            flag = "--" + name.replace("_", "-")
-            raise click.UsageError(f"{flag} is used only by {users}, not by --index-type {index_type!r}; drop it or "
-                                   "choose an index type that uses it")
+        given = [] if uses(index_type) else flags_given((name,))
+        if given:
+            raise click.UsageError(f"{given[0]} is used only by {users}, not by --index-type {index_type!r}; drop it "
+                                   "or choose an index type that uses it")
 
 
 def _check_ray_flags(params: IndexParams, encodes: bool) -> None:

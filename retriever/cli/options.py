@@ -19,7 +19,8 @@ Decorator = Callable[[Callable], Callable]
 
 
 class FiniteRange(click.FloatRange):
-    """A FloatRange that refuses nan and inf too: nan fails none of its comparisons, and a NaN setting trains a NaN model or ranks nothing."""
+    """A FloatRange that refuses nan and inf too: nan fails none of its comparisons, and a NaN setting trains a NaN
+    model or ranks nothing."""
 
     def convert(self, value, param, ctx) -> float:
         number = super().convert(value, param, ctx)

@@ -51,8 +51,8 @@ def optimizer_options(learning_rate: float) -> Callable:
 @click.option("--split", default="train", show_default=True, help="qrels/<split>.tsv of --dataset to train on.")
 @click.option("--train-jsonl", type=EXISTING_FILE, default=None,
               help='Instead of --dataset: JSONL lines {"query", "positives", "negatives"?, "query_id"?}; any other '
-                   "key is refused. A string item is a passage id when --corpus is given and the passage text when not; an object "
-                   '{"text", "title"?, "id"?} is always a text. [default: none]')
+                   "key is refused. A string item is a passage id when --corpus is given and the passage text when "
+                   'not; an object {"text", "title"?, "id"?} is always a text. [default: none]')
 @click.option("--corpus", type=click.Path(exists=True, path_type=Path), default=None,
               help="Corpus (BEIR folder, JSONL, TSV, Parquet) in which --train-jsonl passage ids are looked up. "
                    "[default: none: strings in --train-jsonl are passage texts]")
