@@ -205,6 +205,23 @@ def repeated_key(pairs: Iterable[tuple[str, object]]) -> tuple[str, int] | None:
     return next(((key, count) for key, count in counts.items() if count > 1), None)
 
 
+class RepeatedKeyError(ValueError):
+    """A JSON object giving one key more than once (raised by ``unique_keys``)."""
+
+    def __init__(self, key: str, count: int) -> None:
+        super().__init__(f"the key {key!r} is given {count} times in one object")
+        self.key, self.count = key, count
+
+
+def unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """A ``json.loads`` object hook refusing a key given twice in any object (``repeated_key``); the dict is built
+    first, so an object without one costs a length comparison (a run file has one object per hit)."""
+    record = dict(pairs)
+    if len(record) != len(pairs):
+        raise RepeatedKeyError(*repeated_key(pairs))
+    return record
+
+
 def read_json_object(path: str | Path, hint: str = "fix or delete the file", missing: dict | None = None) -> dict:
     """``read_json`` of a file that must hold a JSON object; ``missing``, when given, stands for an absent file."""
     if missing is not None and not Path(path).is_file():

@@ -18,7 +18,8 @@ from typing import Union
 import numpy as np
 
 from retriever.errors import InputFileError, RetrieverError
-from retriever.files import atomic_write_lines, carriage_return_error, check_is_file, decoded_lines, repeated_key
+from retriever.files import (RepeatedKeyError, atomic_write_lines, carriage_return_error, check_is_file, decoded_lines,
+                             unique_keys)
 from retriever.qrels import DECIMAL_NUMBER, Qrels, read_qrels
 from retriever.texts import id_problem
 
@@ -197,16 +198,11 @@ def _jsonl_score(value: object, path: Path, lineno: int, what: str, shape_hint: 
 def _json_line(path: Path, lineno: int, text: str, shape_hint: str) -> object:
     """A run line's JSON; a key given twice in any object (``"id"`` or ``"score"`` of a hit, ``"qid"``) is refused,
     since ``json.loads`` keeps the last value silently and the hit would be scored as another document."""
-    def unique_keys(pairs: list) -> dict:
-        record = dict(pairs)
-        if len(record) != len(pairs):  # fewer keys than pairs: one was given twice, and the pairs say which
-            key, count = repeated_key(pairs)
-            raise InputFileError(path, lineno, f"the key {key!r} is given {count} times in one object",
-                                 "give each key once; a parser would keep one of the values and drop the others")
-        return record
-
     try:
         return json.loads(text, object_pairs_hook=unique_keys)
+    except RepeatedKeyError as error:
+        raise InputFileError(path, lineno, str(error),
+                             "give each key once; a parser would keep one of the values and drop the others") from None
     except json.JSONDecodeError as e:
         raise InputFileError(path, lineno, f"invalid JSON ({e.msg})", shape_hint) from None
 

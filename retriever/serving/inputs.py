@@ -38,7 +38,7 @@ from pydantic import ValidationError
 from starlette.requests import ClientDisconnect
 
 from retriever.errors import RetrieverError
-from retriever.files import repeated_key
+from retriever.files import RepeatedKeyError, unique_keys
 from retriever.serving.schemas import DEFAULT_K, SearchBody
 from retriever.texts import is_blank, text_problem
 
@@ -159,18 +159,13 @@ async def read_json(request: Request, limits: Limits) -> object:
     if depth > MAX_JSON_DEPTH:
         raise ApiError(400, f"the JSON nests {depth} levels deep; the limit is {MAX_JSON_DEPTH}")
     try:
-        return json.loads(raw, object_pairs_hook=_unique_keys, parse_int=_small_int)
+        return json.loads(raw, object_pairs_hook=unique_keys, parse_int=_small_int)
+    except RepeatedKeyError as error:  # json.loads keeps the last of {"k": 3, "k": 2} unsaid, where a GET parameter
+        # given twice is refused (which one the client meant is a guess either way)
+        raise ApiError(400, f"the key {error.key!r} is given {error.count} times in one JSON object; give it "
+                            "once") from None
     except (ValueError, UnicodeDecodeError) as error:
         raise ApiError(400, f"malformed JSON: {error}") from None
-
-
-def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
-    """An object without repeated keys: ``json.loads`` keeps the last of ``{"k": 3, "k": 2}`` unsaid, where a GET
-    parameter given twice is refused (which one the client meant is a guess either way)."""
-    repeated = repeated_key(pairs)
-    if repeated is not None:
-        raise ApiError(400, f"the key {repeated[0]!r} is given {repeated[1]} times in one JSON object; give it once")
-    return dict(pairs)
 
 
 def _small_int(digits: str) -> int:
