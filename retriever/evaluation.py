@@ -84,6 +84,13 @@ def judged_split(dataset: BeirDataset, split: str) -> tuple[list[Query], Qrels]:
     return queries, qrels
 
 
+def judged_missing_from(searcher: Searcher, qrels: Qrels) -> tuple[int, int]:
+    """(missing, judged): how many of the documents the qrels judge relevant the index lacks, of how many. All of
+    them missing means the index is of another collection."""
+    judged = {doc for docs in qrels.values() for doc, grade in docs.items() if grade > 0}
+    return sum(searcher.documents.document(doc) is None for doc in judged), len(judged)
+
+
 def search_split(searcher: Searcher, dataset: BeirDataset, split: str, k: int = 1000,
                  nprobe: int | None = None, ef_search: int | None = None,
                  progress: bool = True, desc: str = "search") -> tuple[Run, list[Query], Qrels]:

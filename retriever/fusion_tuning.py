@@ -13,7 +13,7 @@ import numpy as np
 
 from retriever.corpus import BeirDataset, Query
 from retriever.errors import RetrieverError
-from retriever.evaluation import judged_split
+from retriever.evaluation import judged_missing_from, judged_split
 from retriever.fusion import FusionParams, fuse
 from retriever.index_folder import read_manifest, replace_manifest
 from retriever.metrics import evaluate_run
@@ -54,13 +54,12 @@ def check_tuning_split(dataset: str | Path, split: str) -> tuple[BeirDataset, li
 def check_judged_documents(searcher: Searcher, beir: BeirDataset, split: str, qrels: Qrels) -> None:
     """Judged documents the index lacks score nothing: on another collection every setting scores 0 and
     the 'tuned' fusion would be noise, so that is refused, and a partial miss is reported."""
-    judged = {doc for docs in qrels.values() for doc, rel in docs.items() if rel > 0}
-    missing = sum(searcher.documents.document(doc) is None for doc in judged)
-    if missing == len(judged):
-        raise RetrieverError(f"none of the {len(judged)} judged documents of {beir.root.name} split {split} are in "
+    missing, judged = judged_missing_from(searcher, qrels)
+    if missing == judged:
+        raise RetrieverError(f"none of the {judged} judged documents of {beir.root.name} split {split} are in "
                              f"the index: is this the index's collection?")
     if missing:
-        print(f"warning: {missing} of the {len(judged)} judged documents of {beir.root.name} split {split} are not "
+        print(f"warning: {missing} of the {judged} judged documents of {beir.root.name} split {split} are not "
               "in the index; they count as misses in every setting", file=sys.stderr)
 
 

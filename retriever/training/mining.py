@@ -14,7 +14,7 @@ from pathlib import Path
 
 from retriever.corpus import BeirDataset
 from retriever.errors import RetrieverError
-from retriever.evaluation import judged_split, search_split
+from retriever.evaluation import judged_missing_from, judged_split, search_split
 from retriever.runs import Qrels, ranked_hits
 from retriever.searching import Searcher
 from retriever.files import atomic_write_lines
@@ -38,9 +38,9 @@ def check_index_holds_judged(searcher: Searcher, index: str | Path, beir: BeirDa
                              qrels: Qrels) -> None:
     """Refuse an index holding none of the split's judged documents: it indexes another collection, so every hit
     would be written as a negative that is no passage of the dataset (found only when `train` dropped them all)."""
-    judged = {doc_id for docs in qrels.values() for doc_id, grade in docs.items() if grade > 0}
-    if not any(searcher.documents.document(doc_id) is not None for doc_id in judged):
-        raise RetrieverError(f"{index}: none of the {len(judged)} judged documents of {beir.root.name} split {split} "
+    missing, judged = judged_missing_from(searcher, qrels)
+    if missing == judged:
+        raise RetrieverError(f"{index}: none of the {judged} judged documents of {beir.root.name} split {split} "
                              "is in the index, so its hits are another collection's passages; mine from an index "
                              "built from the dataset's corpus")
 
