@@ -212,10 +212,6 @@ class LexicalIndex:
         position = sorted_position(self._terms, term)
         return None if position is None else self._term_ids[position].as_py()
 
-    def term_ids(self, terms: list[str]) -> list[int]:
-        """Vocabulary ids of the terms the index knows (others are dropped)."""
-        return [term_id for term_id in map(self.term_id, terms) if term_id is not None]
-
     def term_counts(self, terms: list[str]) -> tuple[list[int], list[int]]:
         """Ids of the distinct known terms, in first-occurrence order, and how often the query holds each: each
         is looked up once."""
