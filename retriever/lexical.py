@@ -9,6 +9,7 @@ matrix is row ``i`` of the doc store.
 """
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from collections import Counter
@@ -29,6 +30,9 @@ from retriever.texts import passage_text
 LEXICAL_DIR = "bm25"
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
+# Query terms whose vocabulary ids a searcher remembers: a lookup in the memory-mapped vocabulary is a
+# binary search in Python, and a served index sees the same terms again and again. A few MB at most.
+TERM_ID_CACHE_SIZE = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -201,6 +205,7 @@ class LexicalIndex:
 
             vocabulary = open_mapped(sorted_vocab).get_batch(0)
             self._terms, self._term_ids = vocabulary.column("term"), vocabulary.column("id")
+            self._mapped_term_id = functools.lru_cache(maxsize=TERM_ID_CACHE_SIZE)(self._look_up_term_id)
         else:  # a folder built before the sorted vocabulary: bm25s's JSON, loaded whole
             self._terms = None
         self.count = int(self.model.scores["num_docs"])
@@ -209,6 +214,9 @@ class LexicalIndex:
         """The vocabulary id of a term, or None when the index does not know it."""
         if self._terms is None:
             return self.model.vocab_dict.get(term)
+        return self._mapped_term_id(term)
+
+    def _look_up_term_id(self, term: str) -> int | None:
         position = sorted_position(self._terms, term)
         return None if position is None else self._term_ids[position].as_py()
 
@@ -223,7 +231,8 @@ class LexicalIndex:
         """Every document's BM25 score for these terms, each counted as often as the query holds it (as Anserini
         weights a repeated query term): bm25s's sum, but each posting list is read once, so a query repeating a
         term 100,000 times costs one read of it, not 100,000 (a 1M-character query took minutes)."""
-        data, indices, indptr = (self.model.scores[name] for name in ("data", "indices", "indptr"))
+        # plain views of the memory maps: slicing an np.memmap makes a memmap object per posting list
+        data, indices, indptr = (np.asarray(self.model.scores[name]) for name in ("data", "indices", "indptr"))
         total = np.zeros(self.count, dtype=np.dtype(self.model.dtype))
         for term, count in zip(ids, counts):
             start, end = indptr[term], indptr[term + 1]

@@ -156,23 +156,25 @@ class Searcher:
         return mode
 
     def rank(self, texts: Sequence[str], k: int, mode: str | None = None, vectors: np.ndarray | None = None,
-             nprobe: int | None = None, ef_search: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+             nprobe: int | None = None, ef_search: int | None = None,
+             lexical_top: tie_cut.Ranked | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (scores, FAISS labels) per query in ``mode``, in ``rank_order`` (so every prefix is the
-        top of a smaller k, ties included: see ``tie_cut``); ``vectors`` are the encoded texts if at hand."""
+        top of a smaller k, ties included: see ``tie_cut``); ``vectors`` are the encoded texts if at hand, and
+        ``lexical_top`` their ``lexical_ranking`` at ``fusion_depth(k)`` (a server runs it beside the encoder)."""
         mode, texts, k = self.check_mode(mode or self.mode), check_queries(texts), check_k(k)
         check_settings_apply(self.index, nprobe, ef_search)
         _check_settings(nprobe, ef_search)
         if mode != "bm25" and vectors is None:
             vectors = self.encoder.encode_queries(texts)
-        elif vectors is not None and len(vectors) != len(texts):
-            raise RetrieverError(f"{len(vectors)} query vectors for {len(texts)} queries")
+        for given, name in ((vectors, "query vectors"), ((lexical_top or [None])[0], "BM25 lists")):
+            if given is not None and len(given) != len(texts):
+                raise RetrieverError(f"{len(given)} {name} for {len(texts)} queries")
         dense = lambda rows, depth: self.search_vectors(vectors[rows], depth, nprobe, ef_search)  # noqa: E731
-        lexical = lambda rows, depth: self._lexical([texts[i] for i in rows], depth)  # noqa: E731
+        lexical = lambda rows, depth: self.lexical_ranking([texts[i] for i in rows], depth)  # noqa: E731
         if mode != "hybrid":
             return self._top_k(dense if mode == "dense" else lexical, len(texts), k)
-        # The fused lists are the engines' own top --fusion-depth: a fixed depth, so k does not change them.
-        depth, everything = max(k, self.fusion.depth), np.arange(len(texts))
-        dense_top, lexical_top = dense(everything, depth), lexical(everything, depth)
+        everything, depth = np.arange(len(texts)), self.fusion_depth(k)
+        dense_top, lexical_top = dense(everything, depth), lexical_top or lexical(everything, depth)
         fused = lambda rows, top: fuse((dense_top[0][rows], dense_top[1][rows]),  # noqa: E731
                                        (lexical_top[0][rows], lexical_top[1][rows]), self.fusion, top)
         return self._top_k(fused, len(texts), k)
@@ -180,7 +182,12 @@ class Searcher:
     def _top_k(self, search, queries: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         return tie_cut.top_k(search, queries, k, self.index.ntotal, self.documents.ids_of)
 
-    def _lexical(self, texts: Sequence[str], depth: int) -> tuple[np.ndarray, np.ndarray]:
+    def fusion_depth(self, k: int) -> int:
+        """How deep hybrid reads each engine's ranking: --fusion-depth, fixed, so k does not change the lists."""
+        return max(k, self.fusion.depth)
+
+    def lexical_ranking(self, texts: Sequence[str], depth: int) -> tuple[np.ndarray, np.ndarray]:
+        """BM25's top ``depth`` (scores, FAISS labels) per text; the index must have a BM25 part."""
         scores, rows = self.lexical.search(texts, depth)
         return scores, np.where(rows >= 0, self.documents.labels_of_rows(np.maximum(rows, 0)), -1)
 
@@ -235,10 +242,8 @@ class Searcher:
             ef_search: int | None = None, batch_size: int = 256,
             progress: Callable[[int], None] | None = None) -> Run:
         """Scores of the top-k documents per query, for run files and evaluation."""
-        result: Run = {}
-        for part in self.run_batches(query_ids, query_texts, k, nprobe, ef_search, batch_size, progress):
-            result.update(part)
-        return result
+        parts = self.run_batches(query_ids, query_texts, k, nprobe, ef_search, batch_size, progress)
+        return {qid: hits for part in parts for qid, hits in part.items()}
 
     def run_batches(self, query_ids: Sequence[str], query_texts: Sequence[str], k: int = 1000,
                     nprobe: int | None = None, ef_search: int | None = None, batch_size: int = 256,
@@ -253,7 +258,7 @@ class Searcher:
         k, batch_size = check_k(k), bounded(batch_size, BATCH_HITS, "batch_size")
         # Deep searches take fewer queries at once, so a batch holds at most as many hits as 256 queries × 1000
         # (hybrid holds each engine's top --fusion-depth).
-        depth = max(k, self.fusion.depth) if self.mode == "hybrid" else k
+        depth = self.fusion_depth(k) if self.mode == "hybrid" else k
         batch_size = max(1, min(batch_size, BATCH_HITS // min(depth, max(int(self.index.ntotal), 1))))
         for start in range(0, len(query_ids), batch_size):
             texts = list(query_texts[start:start + batch_size])
