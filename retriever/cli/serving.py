@@ -54,6 +54,12 @@ def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict
     return indexes
 
 
+def _unbracketed(host: str) -> str:
+    """``[::1]`` as ``::1``: the URL form of an IPv6 address, which a user copies from an address bar, named no
+    host to the resolver ("Name or service not known")."""
+    return host[1:-1] if host.startswith("[") and host.endswith("]") and ":" in host else host
+
+
 def listening_sockets(host: str, port: int) -> list[socket.socket]:
     """Bound before the indexes load, so a taken port fails at once and as itself (uvicorn binds only after its
     startup and exits alike for both); bound as asyncio's ``create_server`` binds a host name. With --port 0 every
@@ -130,7 +136,8 @@ def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: 
               help="Serve the index at PATH as NAME (repeatable; NAME matches ^[A-Za-z0-9_-]{1,64}$). "
                    "It is searched at /indexes/NAME/search; the first index given (INDEX, served under its "
                    "folder name, else the first --index) also answers /search.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--host", default="127.0.0.1", show_default=True, callback=lambda ctx, param, host: _unbracketed(host),
+              help="Address to listen on (an IPv6 one with or without [brackets]).")
 @click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True,
               help="TCP port to listen on.")
 @device_options()

@@ -67,3 +67,17 @@ def test_fusion_flags_where_no_index_served_has_bm25_are_refused(fake_serve, tmp
     both = CliRunner().invoke(main, ["serve", "--index", f"a={tmp_path / 'dense'}", "--index", f"b={tmp_path / 'hyb'}",
                                      *flag])
     assert both.exit_code == 0 and fake_serve == [["a", "b"]], both.output
+
+
+def test_an_ipv6_host_in_url_brackets_is_listened_on(monkeypatch, tmp_path):
+    """`serve --host [::1]` failed with "cannot listen on [::1]:8000 (Name or service not known)"."""
+    hosts = []
+
+    def listening_sockets(host, port):
+        hosts.append(host)
+        raise KeyboardInterrupt  # serve no further
+
+    monkeypatch.setattr("retriever.cli.serving.listening_sockets", listening_sockets)
+    for given in ("[::1]", "::1", "127.0.0.1"):
+        CliRunner().invoke(serve_command, [str(tmp_path), "--host", given])
+    assert hosts == ["::1", "::1", "127.0.0.1"]
