@@ -6,15 +6,16 @@ every malformed line stops the run with ``file:line: what is wrong; what to do``
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from retriever.corpus_records import as_id, as_text, compressed_error, parse_json_object, tsv_records
+from retriever.corpus_records import (DEFAULT_TITLE, Fields, as_answers, compressed_error, jsonl_records,
+                                      parquet_records, tsv_records)
 from retriever.errors import InputFileError, RetrieverError
 from retriever.files import decoded_lines
-from retriever.texts import check_text, id_problem
+from retriever.texts import check_text, id_problem, is_blank
 
 FORMATS = ("auto", "beir", "jsonl", "tsv", "parquet")
 
@@ -31,15 +32,6 @@ class Query:
     id: str
     text: str
     answers: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Fields:
-    """Which JSONL keys / Parquet columns hold the id, text and title."""
-
-    id: str = "_id"
-    text: str = "text"
-    title: str = "title"
 
 
 @dataclass
@@ -97,53 +89,13 @@ def detect_format(path: Path, fmt: str = "auto") -> str:
     raise RetrieverError(f"{path}: cannot tell the format from the extension; pass --format jsonl, tsv or parquet")
 
 
-def _jsonl_records(path: Path, fields: Fields, need_text: bool = True) -> Iterator[tuple[int, str, str, str, dict]]:
-    for number, line in decoded_lines(path):
-        record = parse_json_object(line, path, number)
-        if fields.id not in record:
-            raise InputFileError(path, number, f"missing id field {fields.id!r}",
-                                 "pass --id-field if the id lives under another key")
-        if need_text and fields.text not in record:
-            raise InputFileError(path, number, f"missing text field {fields.text!r}",
-                                 "pass --text-field if the text lives under another key")
-        doc_id = as_id(record[fields.id], path, number, fields.id)
-        text = as_text(record.get(fields.text), path, number, fields.text)
-        title = as_text(record.get(fields.title), path, number, fields.title)
-        yield number, doc_id, text, title, record
-
-
-def _parquet_records(path: Path, fields: Fields, need_text: bool = True) -> Iterator[tuple[int, str, str, str, dict]]:
-    try:
-        parquet = pq.ParquetFile(path)
-    except Exception as error:  # pyarrow raises several types for a broken file
-        raise InputFileError(path, None, f"not a readable Parquet file ({error})") from None
-    names = set(parquet.schema_arrow.names)
-    required = [fields.id] + ([fields.text] if need_text else [])
-    for column in required:
-        if column not in names:
-            raise InputFileError(path, None, f"missing column {column!r} (columns: {', '.join(sorted(names))})",
-                                 "pass --id-field/--text-field to name the columns")
-    columns = [c for c in (fields.id, fields.text, fields.title) if c in names]
-    row = 0
-    for batch in parquet.iter_batches(columns=columns, batch_size=8192):
-        data = batch.to_pydict()
-        ids = data[fields.id]
-        texts = data.get(fields.text, [None] * len(ids))
-        titles = data.get(fields.title, [None] * len(ids))
-        for doc_id, text, title in zip(ids, texts, titles):
-            row += 1
-            yield (row, as_id(doc_id, path, row, fields.id, "parquet"),
-                   as_text(text, path, row, fields.text, "parquet"), as_text(title, path, row, fields.title, "parquet"),
-                   {})
-
-
-def _records(path: Path, fmt: str, fields: Fields, need_text: bool = True):
+def _records(path: Path, fmt: str, fields: Fields):
     fmt = detect_format(path, fmt)
     if fmt == "jsonl":
-        return _jsonl_records(path, fields, need_text)
+        return jsonl_records(path, fields)
     if fmt == "tsv":
         return tsv_records(path)
-    return _parquet_records(path, fields, need_text)
+    return parquet_records(path, fields)
 
 
 def _checked(records, path: Path, stats: ReadStats, kind: str, unique_ids: bool = True):
@@ -165,7 +117,7 @@ def _checked(records, path: Path, stats: ReadStats, kind: str, unique_ids: bool 
             stats.empty_texts += 1
             if len(stats.empty_examples) < 3:
                 stats.empty_examples.append(record_id)
-        yield record_id, text, title, raw
+        yield number, record_id, text, title, raw
     if stats.records == 0:
         plural = "queries" if kind == "query" else f"{kind}s"
         if not path.is_file():  # a pipe: `build` and `index` read the corpus twice, the second time drained
@@ -184,8 +136,17 @@ def iter_documents(path: str | Path, fmt: str = "auto", fields: Fields = Fields(
     """
     corpus = resolve_corpus_path(path)
     stats = stats if stats is not None else ReadStats()
-    for doc_id, text, title, _ in _checked(_records(corpus, fmt, fields), corpus, stats, "document", unique_ids):
+    for _, doc_id, text, title, _ in _checked(_records(corpus, fmt, fields), corpus, stats, "document", unique_ids):
         yield Document(id=doc_id, text=text, title=title)
+
+
+def check_rereadable(path: str | Path) -> None:
+    """Refuse a pipe, FIFO or device as the corpus of a command that reads it more than once (`build`, `index`),
+    before any work: the second read of a FIFO waited for ever, and a drained pipe read as empty after encoding."""
+    corpus = resolve_corpus_path(path)
+    if not corpus.is_file():
+        raise InputFileError(corpus, None, "is a pipe or a device, not a file, and `build` and `index` read the "
+                             "corpus more than once", "save it to a file and pass that")
 
 
 def count_records(path: Path, fmt: str = "auto") -> int | None:
@@ -212,13 +173,9 @@ def iter_queries(path: str | Path, fmt: str = "auto", fields: Fields = Fields(),
     """Stream validated queries; SQuAD-style ``metadata.answers`` are kept for answer recall."""
     queries_path = resolve_queries_path(path)
     stats = stats if stats is not None else ReadStats()
-    records = _records(queries_path, fmt, fields)
-    for query_id, text, _, raw in _checked(records, queries_path, stats, "query"):
-        metadata = raw.get("metadata") if isinstance(raw, dict) else None
-        answers = metadata.get("answers", ()) if isinstance(metadata, dict) else ()
-        if isinstance(answers, str):
-            answers = (answers,)
-        yield Query(id=query_id, text=text, answers=tuple(str(a) for a in answers))
+    records = _records(queries_path, fmt, replace(fields, title=DEFAULT_TITLE))  # a query has no title to look for
+    for number, query_id, text, _, raw in _checked(records, queries_path, stats, "query"):
+        yield Query(id=query_id, text=text, answers=as_answers(raw, queries_path, number))
 
 
 def read_queries(path: str | Path, fmt: str = "auto", fields: Fields = Fields()) -> list[Query]:
@@ -228,7 +185,7 @@ def read_queries(path: str | Path, fmt: str = "auto", fields: Fields = Fields())
 def blank_queries_warning(queries: list[Query]) -> str | None:
     """A warning for queries with empty text: they are searched all the same, so a run keeps every query id,
     but their hits match nothing in particular and would weigh on a mean silently."""
-    blank = [q.id for q in queries if not q.text.strip()]
+    blank = [q.id for q in queries if is_blank(q.text)]
     if not blank:
         return None
     return (f"warning: {len(blank)} of {len(queries)} queries have empty text (e.g. "

@@ -7,10 +7,31 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+
+import pyarrow.parquet as pq
 
 from retriever.errors import InputFileError
 from retriever.files import carriage_return_error, decoded_lines, repeated_key
+
+
+@dataclass(frozen=True)
+class Fields:
+    """Which JSONL keys / Parquet columns hold the id, text and title. A title is read where a record has one, but
+    a title key other than the default must be in the data: a misspelt one dropped every title silently."""
+
+    id: str = "_id"
+    text: str = "text"
+    title: str = "title"
+
+    @property
+    def title_named(self) -> bool:
+        return self.title != DEFAULT_TITLE
+
+
+DEFAULT_TITLE = Fields.title
+_TITLE_HINT = "check the name (keys are case-sensitive), or leave --title-field out to read titles where present"
 
 TSV_ID_NAMES = ("id", "_id", "docid", "doc_id", "pid", "qid", "query_id", "query-id")
 TSV_TEXT_NAMES = ("text", "passage", "contents", "query")
@@ -84,6 +105,21 @@ def as_id(value: object, path: Path, number: int | None, name: str, fmt: str = "
                          _HINTS[fmt][1])
 
 
+def as_answers(record: dict, path: Path, number: int) -> tuple[str, ...]:
+    """A query's SQuAD-style ``metadata.answers``: a string or a list of them (numbers written out); null is none.
+    An object (SQuAD's own ``{"text": [...], "answer_start": [...]}``) was read as its keys, and a number raised."""
+    metadata = record.get("metadata")
+    answers = metadata.get("answers") if isinstance(metadata, dict) else None
+    if answers is None:
+        return ()
+    if isinstance(answers, str):
+        answers = [answers]
+    if not isinstance(answers, list):
+        raise InputFileError(path, number, f"metadata.answers must be a list of strings, got "
+                             f"{_JSON_KINDS.get(type(answers), 'an object')}", 'write it as ["answer", ...]')
+    return tuple(as_text(answer, path, number, "metadata.answers") for answer in answers)
+
+
 def parse_json_object(line: str, path: Path, number: int) -> dict:
     """One JSONL line as a dict, or an error naming file:line. A key given twice is refused: JSON parsers
     keep one of the values (Python the last, others the first), so the record would be read silently."""
@@ -97,7 +133,10 @@ def parse_json_object(line: str, path: Path, number: int) -> dict:
     try:
         record = json.loads(line, object_pairs_hook=keep_pairs)
     except json.JSONDecodeError as error:
-        raise InputFileError(path, number, f"malformed JSON ({error.msg} at column {error.colno})", hint) from None
+        if "\r" in line:  # CR-only line endings: the whole file reads as one line
+            raise carriage_return_error(path, number) from None
+        where = error.msg.removesuffix(" at")  # Python's "Invalid control character at" read "… at at column 21"
+        raise InputFileError(path, number, f"malformed JSON ({where} at column {error.colno})", hint) from None
     if not isinstance(record, dict):
         kind = _JSON_KINDS.get(type(record), "null")
         raise InputFileError(path, number, f"line is not a JSON object (it holds {kind})", hint)
@@ -158,3 +197,56 @@ def _tsv_fields(columns: list[str], layout: dict[str, int], path: Path, number: 
                              else "separate the columns with one tab")
     title = columns[layout["title"]] if layout.get("title", width) < len(columns) else ""
     return columns[layout["id"]].strip(), columns[layout["text"]], title
+
+
+def jsonl_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str, str, dict]]:
+    """(line, id, text, title, the record) per JSON object line."""
+    titled, number = not fields.title_named, 0
+    for number, line in decoded_lines(path):
+        record = parse_json_object(line, path, number)
+        if fields.id not in record:
+            raise InputFileError(path, number, f"missing id field {fields.id!r}",
+                                 "pass --id-field if the id lives under another key")
+        if fields.text not in record:
+            raise InputFileError(path, number, f"missing text field {fields.text!r}",
+                                 "pass --text-field if the text lives under another key")
+        doc_id = as_id(record[fields.id], path, number, fields.id)
+        text = as_text(record.get(fields.text), path, number, fields.text)
+        title = as_text(record.get(fields.title), path, number, fields.title)
+        titled = titled or fields.title in record
+        yield number, doc_id, text, title, record
+    if not titled and number:
+        raise InputFileError(path, None, f"no title field {fields.title!r} in any record", _TITLE_HINT)
+
+
+def parquet_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str, str, dict]]:
+    """(row, id, text, title, {}) per row, read a batch of rows at a time."""
+    try:
+        parquet = pq.ParquetFile(path)
+    except Exception as error:  # pyarrow raises several types for a broken file
+        raise InputFileError(path, None, f"not a readable Parquet file ({error})") from None
+    listed = parquet.schema_arrow.names
+    names = set(listed)
+    for column in {fields.id, fields.text, fields.title}:
+        if listed.count(column) > 1:  # the batch's dict would keep one of them, silently
+            raise InputFileError(path, None, f"the column {column!r} is there {listed.count(column)} times",
+                                 "give each column its own name")
+    for column in (fields.id, fields.text):
+        if column not in names:
+            raise InputFileError(path, None, f"missing column {column!r} (columns: {', '.join(sorted(names))})",
+                                 "pass --id-field/--text-field to name the columns")
+    if fields.title_named and fields.title not in names:
+        raise InputFileError(path, None, f"no title column {fields.title!r} (columns: {', '.join(sorted(names))})",
+                             _TITLE_HINT)
+    columns = [c for c in (fields.id, fields.text, fields.title) if c in names]
+    row = 0
+    for batch in parquet.iter_batches(columns=columns, batch_size=8192):
+        data = batch.to_pydict()
+        ids = data[fields.id]
+        texts = data.get(fields.text, [None] * len(ids))
+        titles = data.get(fields.title, [None] * len(ids))
+        for doc_id, text, title in zip(ids, texts, titles):
+            row += 1
+            yield (row, as_id(doc_id, path, row, fields.id, "parquet"),
+                   as_text(text, path, row, fields.text, "parquet"), as_text(title, path, row, fields.title, "parquet"),
+                   {})

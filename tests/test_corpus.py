@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -37,6 +39,21 @@ def test_jsonl_with_custom_fields(tmp_path):
     path.write_text('{"pid": 7, "body": "hello", "head": "t"}\n', encoding="utf-8")
     [doc] = read_all(path, fields=Fields(id="pid", text="body", title="head"))
     assert (doc.id, doc.text, doc.title) == ("7", "hello", "t")
+
+
+def test_a_named_title_field_no_record_holds_is_refused_while_the_default_may_be_absent(tmp_path):
+    """A misspelt --title-field dropped every title silently; a title held by some records only is read."""
+    jsonl, parquet = tmp_path / "c.jsonl", tmp_path / "c.parquet"
+    jsonl.write_text('{"_id": "a", "text": "x", "title": "T"}\n{"_id": "b", "text": "y", "head": "H"}\n')
+    pq.write_table(pa.table({"_id": ["a"], "text": ["x"], "title": ["T"]}), parquet)
+    for path in (jsonl, parquet):
+        with pytest.raises(InputFileError, match=r"c\.\w+: no title (field|column) 'heading'.*--title-field"):
+            read_all(path, fields=Fields(title="heading"))
+    assert [d.title for d in read_all(jsonl, fields=Fields(title="head"))] == ["", "H"]
+    assert [d.title for d in read_all(jsonl)] == ["T", ""]
+    jsonl.write_text('{"_id": "a", "text": "x"}\n')
+    assert [d.title for d in read_all(jsonl)] == [""]
+    assert [q.id for q in read_queries(jsonl, fields=Fields(title="heading"))] == ["a"]  # a query has no title
 
 
 def test_tsv_with_and_without_title_and_header(tmp_path):
@@ -237,3 +254,67 @@ def test_a_piped_corpus_is_read_once_not_drained_by_the_progress_count(tmp_path)
     finally:
         feed.join()
         os.close(read_end)
+
+
+def test_a_parquet_column_named_twice_is_refused(tmp_path):
+    """Two `text` columns: the batch's dict kept the last one silently."""
+    path = tmp_path / "c.parquet"
+    table = pa.Table.from_arrays([pa.array(["a"]), pa.array(["x"]), pa.array(["y"])], names=["_id", "text", "text"])
+    pq.write_table(table, path)
+    with pytest.raises(InputFileError, match=r"c\.parquet: the column 'text' is there 2 times; give each column"):
+        read_all(path)
+
+
+@pytest.mark.parametrize("answers, expected", [
+    ("null", ()), ('"Paris"', ("Paris",)), ('["Paris", 1945, null]', ("Paris", "1945", "")),
+    ('{"text": ["Paris"], "answer_start": [3]}', "metadata.answers must be a list of strings, got an object"),
+    ("5", "metadata.answers must be a list of strings, got a number"),
+    ('[["Paris"]]', "field 'metadata.answers' must be a string, got list"),
+])
+def test_query_answers_of_any_json_kind_are_read_or_refused_by_line(tmp_path, answers, expected):
+    """null raised a TypeError traceback; SQuAD's own answers object was read as its keys ('text', 'answer_start')."""
+    path = tmp_path / "q.jsonl"
+    path.write_text('{"_id": "q0", "text": "where"}\n{"_id": "q1", "text": "where", "metadata": {"answers": '
+                    + answers + "}}\n")
+    if isinstance(expected, tuple):
+        assert [q.answers for q in read_queries(path)] == [(), expected]
+    else:
+        with pytest.raises(InputFileError, match=rf"q\.jsonl:2: {re.escape(expected)}"):
+            read_queries(path)
+
+
+def test_jsonl_errors_name_cr_line_endings_and_read_well(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b'{"_id": "a", "text": "x"}\r{"_id": "b", "text": "y"}\r')
+    with pytest.raises(InputFileError, match=r"c\.jsonl:1: the line holds a carriage return \(CR\)"):
+        read_all(path)
+    path.write_bytes(b'{"_id": "a", "text": "x\x00y"}\n')
+    with pytest.raises(InputFileError, match=r"c\.jsonl:1: malformed JSON \(Invalid control character at column 24\)"):
+        read_all(path)
+
+
+def test_a_corpus_read_twice_must_be_a_file(tmp_path):
+    """`build FIFO` (and `index --corpus FIFO`) waited for ever on the second read; `build <(...)` encoded
+    everything, then found the pipe drained."""
+    from retriever.corpus import check_rereadable
+
+    fifo = tmp_path / "corpus.jsonl"
+    os.mkfifo(fifo)
+    read_end, write_end = os.pipe()
+    try:
+        for path in (fifo, Path(f"/dev/fd/{read_end}")):
+            with pytest.raises(InputFileError, match="is a pipe or a device, not a file, and `build` and `index`"):
+                check_rereadable(path)
+    finally:
+        os.close(read_end), os.close(write_end)
+    fifo.unlink()
+    fifo.write_text('{"_id": "a", "text": "x"}\n')
+    check_rereadable(fifo)
+    check_rereadable(tmp_path)  # a BEIR folder stands for its corpus.jsonl
+
+
+def test_queries_of_invisible_characters_are_warned_of_as_blank():
+    from retriever.corpus import Query, blank_queries_warning
+
+    queries = [Query("q1", "honey"), Query("q2", "\u200b"), Query("q3", " \ufffd ")]
+    assert blank_queries_warning(queries).startswith("warning: 2 of 3 queries have empty text (e.g. 'q2', 'q3')")

@@ -183,7 +183,8 @@ def corpus_options() -> Decorator:
         click.option("--text-field", default=Fields.text, show_default=True,
                      help="JSONL key / Parquet column of the text."),
         click.option("--title-field", default=Fields.title, show_default=True,
-                     help="JSONL key / Parquet column of the title (optional in the data)."),
+                     help="JSONL key / Parquet column of the title: read where a record has it; a name other "
+                          "than the default must be in some record."),
     )
 
 

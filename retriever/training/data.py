@@ -25,7 +25,8 @@ from pathlib import Path
 
 import torch
 
-from retriever.corpus import BeirDataset, Fields, iter_documents, parse_json_object, read_queries
+from retriever.corpus import BeirDataset, Fields, iter_documents, read_queries
+from retriever.corpus_records import parse_json_object
 from retriever.corpus_records import as_id
 from retriever.encoder_settings import EncoderSettings
 from retriever.files import decoded_lines

@@ -44,3 +44,14 @@ def test_every_encoder_setting_has_a_flag():
     from retriever.encoder_settings import OVERRIDABLE
 
     assert set(OVERRIDABLE) <= {param.name for param in main.commands["train"].params}
+
+
+def test_a_title_field_named_but_in_no_record_is_an_error(tmp_path, tiny_model_dir):
+    """`encode --title-field heading` on a corpus without that key encoded every passage untitled, exit 0."""
+    args = required_args("encode", tmp_path)
+    result = CliRunner().invoke(main, ["encode", *args, "--title-field", "heading", "--model", str(tiny_model_dir),
+                                       "--device", "cpu", "--dtype", "fp32"])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip().splitlines()[-1].startswith("error: ")
+    assert "corpus.jsonl: no title field 'heading' in any record" in result.stderr
+    assert not list((tmp_path / "out").glob("done-*"))
