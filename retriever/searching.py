@@ -24,7 +24,7 @@ from retriever.fusion import FUSION_SETTINGS, MODES, FusionParams, check_mode, f
 from retriever.lexical import missing_lexical_message, open_lexical
 from retriever.tuning import bounded, check_settings_apply, search_with
 from retriever.runs import Run, rank_order
-from retriever.texts import check_k, check_queries, passage_text
+from retriever.texts import check_k, check_queries, passage_text, refuse_blank
 from retriever import tie_cut
 
 
@@ -219,8 +219,8 @@ class Searcher:
 
     def search(self, queries: Sequence[str], k: int = DEFAULT_K, nprobe: int | None = None,
                ef_search: int | None = None, mode: str | None = None) -> list[list[Hit]]:
-        """Top-k hits with title and text for each query."""
-        scores, labels = self.rank(queries, k, mode, nprobe=nprobe, ef_search=ef_search)
+        """Top-k hits with title and text for each query (a blank one is refused: ``run`` keeps it)."""
+        scores, labels = self.rank(refuse_blank(check_queries(queries)), k, mode, nprobe=nprobe, ef_search=ef_search)
         return [self.hits(row_scores, row_labels) for row_scores, row_labels in zip(scores, labels)]
 
     def ranked(self, scores: np.ndarray, labels: np.ndarray) -> tuple[list[str], list[float], list[int]]:

@@ -66,6 +66,16 @@ def check_queries(queries: object) -> list[str]:
     return texts
 
 
+def refuse_blank(queries: list[str]) -> list[str]:
+    """Queries a top-k search answers: a blank one (``is_blank``) is encoded as [CLS][SEP] and gets arbitrary
+    hits, so it is refused, as the CLI's QUERY and a server request are (batch runs keep it and warn)."""
+    for number, text in enumerate(queries, 1):
+        if is_blank(text):
+            raise RetrieverError(f"query {number} of {len(queries)} is empty (nothing but whitespace or invisible "
+                                 "characters), so any hits would be arbitrary; drop it")
+    return queries
+
+
 def check_k(k: object) -> int:
     """``k`` as an int: a whole number of at least 1 (a bool or a string is refused, not compared)."""
     if isinstance(k, bool) or not hasattr(k, "__index__") or k < 1:

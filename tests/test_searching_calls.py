@@ -100,3 +100,12 @@ def test_a_searchers_model_may_be_a_path(searcher, tiny_model_dir):
     """`Searcher(IDX, model=Path(...))` was refused (the model must be a string), though IDX may be a Path."""
     moved = Searcher(searcher.index_dir, device="cpu", dtype="fp32", model=tiny_model_dir)
     assert moved.encoder.settings.model == str(tiny_model_dir)
+
+
+@pytest.mark.parametrize("blank", ["", "   ", "\u200b\n", "\ufffd"])
+def test_a_blank_query_is_refused_by_search_and_kept_by_run(searcher, blank):
+    """`Searcher.search([""])` returned k arbitrary hits (the encoding of [CLS][SEP]); the CLI's QUERY and the
+    server refuse it. A run keeps every query id, so `run` still searches it."""
+    with pytest.raises(RetrieverError, match=r"query 2 of 2 is empty \(nothing but whitespace or invisible"):
+        searcher.search(["honey bee", blank], k=2)
+    assert list(searcher.run(["q1", "q2"], ["honey bee", blank], k=2)) == ["q1", "q2"]
