@@ -10,8 +10,8 @@ from tqdm import tqdm
 from retriever.corpus import BeirDataset, Query, blank_queries_warning, read_queries
 from retriever.errors import RetrieverError
 from retriever.fusion import FusionParams
-from retriever.metrics import (DEFAULT_METRICS, Evaluation, answer_recall, evaluate_run, format_table, metric_cutoff,
-                               trec_order)
+from retriever.metrics import (DEFAULT_METRICS, Evaluation, answer_recall, answer_tokens, evaluate_run, format_table,
+                               metric_cutoff, trec_order)
 from retriever.runs import Qrels, Run, read_qrels, read_run
 from retriever.searching import Searcher
 
@@ -84,6 +84,25 @@ def judged_split(dataset: BeirDataset, split: str) -> tuple[list[Query], Qrels]:
     return queries, qrels
 
 
+def left_out_queries(queries: list[Query], qrels: Qrels) -> list[str]:
+    """Ids of the queries the qrels judge relevant that ``queries`` (a split's queries found in queries.jsonl)
+    lack: they are never searched."""
+    found = {q.id for q in queries}
+    return [qid for qid, docs in qrels.items() if qid not in found and any(rel > 0 for rel in docs.values())]
+
+
+def warn_of_left_out(dataset: BeirDataset, split: str, queries: list[Query], qrels: Qrels,
+                     consequence: str) -> list[str]:
+    """``left_out_queries``, named on stderr with what becomes of them, so mining, tuning or a dev set never leaves
+    them out without a word (evaluate counts them as missing from the run, which names no cause)."""
+    left_out = left_out_queries(queries, qrels)
+    if left_out:
+        print(f"warning: {dataset.queries_path.name} lacks {len(left_out)} of the {len(left_out) + len(queries)} "
+              f"queries split {split!r} judges (e.g. {', '.join(map(repr, left_out[:3]))}); {consequence}",
+              file=sys.stderr)
+    return left_out
+
+
 def judged_missing_from(searcher: Searcher, qrels: Qrels) -> tuple[int, int]:
     """(missing, judged): how many of the documents the qrels judge relevant the index lacks, of how many. All of
     them missing means the index is of another collection."""
@@ -105,6 +124,19 @@ def search_split(searcher: Searcher, dataset: BeirDataset, split: str, k: int = 
     return run, queries, qrels
 
 
+def scorable_answers(queries: list[Query]) -> dict[str, list[str]]:
+    """Answer strings of the queries with at least one that holds a word: only those can match a passage, and a
+    collection whose answers hold none (e.g. "—") lost its whole evaluation, after the search, to that; such
+    answers are named on stderr."""
+    answers = {q.id: list(q.answers) for q in queries if any(map(answer_tokens, q.answers))}
+    wordless = [q for q in queries if q.answers and q.id not in answers]
+    if wordless:
+        print(f"warning: the answers of {len(wordless)} queries hold no word (e.g. {wordless[0].id!r}: "
+              f"{list(wordless[0].answers)[:3]}), so no passage can contain them; those queries are left out of "
+              "answer recall", file=sys.stderr)
+    return answers
+
+
 def evaluate_index(searcher: Searcher, dataset: BeirDataset, split: str, k: int = 1000,
                    nprobe: int | None = None, ef_search: int | None = None,
                    metrics: tuple[str, ...] = DEFAULT_METRICS, progress: bool = True) -> tuple[EvaluationReport, Run]:
@@ -116,9 +148,11 @@ def evaluate_index(searcher: Searcher, dataset: BeirDataset, split: str, k: int 
         print(f"warning: the index's fusion was tuned on {dataset.root.name} split {split}, the split evaluated "
               "here; these hybrid results overstate it (evaluate another split)", file=sys.stderr)
     run, queries, qrels = search_split(searcher, dataset, split, k, nprobe, ef_search, progress)
+    warn_of_left_out(dataset, split, queries, qrels, "they are counted as missing from the run and score 0, as "
+                     "trec_eval -c scores them")
     report = EvaluationReport(evaluate_run(run, qrels, metrics),
                               run_depth=k if k < searcher.index.ntotal else None)
-    answers = {q.id: list(q.answers) for q in queries if q.answers}
+    answers = scorable_answers(queries)
     if answers:
         ranked = {qid: trec_order(hits) for qid, hits in run.items() if qid in answers}
         ks = tuple(k_ for k_ in ANSWER_KS if k_ <= k)

@@ -13,7 +13,7 @@ import numpy as np
 
 from retriever.corpus import BeirDataset, Query
 from retriever.errors import RetrieverError
-from retriever.evaluation import judged_missing_from, judged_split
+from retriever.evaluation import judged_missing_from, judged_split, warn_of_left_out
 from retriever.fusion import FusionParams, fuse
 from retriever.index_folder import read_manifest, replace_manifest
 from retriever.metrics import evaluate_run
@@ -73,6 +73,8 @@ def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, k: int = 10
     (``checked``: what ``check_tuning_split`` returned, so it is not read twice)."""
     beir, queries, qrels = checked or check_tuning_split(dataset, split)
     check_judged_documents(searcher, beir, split, qrels)
+    warn_of_left_out(beir, split, queries, qrels, "they are not searched and score 0 in every setting (as evaluate "
+                     "scores them)")
     ids, texts = [q.id for q in queries], [q.text for q in queries]
     depth = searcher.fusion.depth
     dense = searcher.rank(texts, depth, "dense")

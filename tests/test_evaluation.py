@@ -3,8 +3,11 @@ from __future__ import annotations
 import pytest
 
 from retriever.corpus import BeirDataset
+from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
-from retriever.evaluation import judged_split
+from retriever.evaluation import evaluate_index, judged_split
+from retriever.indexing import encode_and_index
+from retriever.searching import Searcher
 
 HEADER = "query-id\tcorpus-id\tscore\n"
 
@@ -18,3 +21,46 @@ def test_a_split_judging_only_queries_the_queries_file_lacks_names_the_ids_not_t
     (tiny_beir / "qrels" / "zero.tsv").write_text(HEADER + "q1\td6\t0\n", encoding="utf-8")
     with pytest.raises(RetrieverError, match="no query of split 'zero' has a relevant judgment .*grade column"):
         judged_split(BeirDataset.open(tiny_beir), "zero")
+
+
+def tiny_searcher(beir, model_dir, tmp_path) -> Searcher:
+    encoder = Encoder(EncoderSettings(model=str(model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(beir, tmp_path / "idx", encoder, progress=False, lexical=None)
+    return Searcher(tmp_path / "idx", device="cpu", dtype="fp32")
+
+
+def test_judged_queries_the_queries_file_lacks_are_named_not_only_counted_as_missing_from_the_run(
+        tiny_beir, tiny_model_dir, tmp_path, capsys) -> None:
+    """The table said only `1 missing from run, scored 0`, as if the search had dropped a query, when queries.jsonl
+    never held it."""
+    (tiny_beir / "qrels" / "test.tsv").write_text(HEADER + "q1\td6\t1\nq2\td4\t1\nq9\td2\t1\n", encoding="utf-8")
+    searcher = tiny_searcher(tiny_beir, tiny_model_dir, tmp_path)
+    report, _ = evaluate_index(searcher, BeirDataset.open(tiny_beir), "test", k=5, progress=False)
+    assert report.evaluation.num_missing_from_run == 1 and report.evaluation.num_queries == 3
+    assert ("warning: queries.jsonl lacks 1 of the 3 queries split 'test' judges (e.g. 'q9'); they are counted as "
+            "missing from the run and score 0") in capsys.readouterr().err
+
+
+def test_answers_that_hold_no_word_are_left_out_of_answer_recall_not_the_end_of_the_evaluation(
+        tiny_beir, tiny_model_dir, tmp_path, capsys) -> None:
+    """Answers of only punctuation (`"—"`) can match no passage: when no query had another, evaluate failed after
+    the whole search (`no query has a non-empty answer`, no metrics), and beside others they were counted in
+    `queries with answer strings` though left out of the mean."""
+    queries = tiny_beir / "queries.jsonl"
+    text = queries.read_text(encoding="utf-8")
+    searcher = tiny_searcher(tiny_beir, tiny_model_dir, tmp_path)
+    for answers, counted in (('["—", ""]', 3), ('["…"]', 3)):
+        queries.write_text(text.replace('["flower"]', answers), encoding="utf-8")
+        report, _ = evaluate_index(searcher, BeirDataset.open(tiny_beir), "test", k=5, progress=False)
+        assert report.queries_with_answers == counted and set(report.answer_recall) == {
+            "answer_recall@1", "answer_recall@5"}
+        assert "warning: the answers of 1 queries hold no word (e.g. 'q1'" in capsys.readouterr().err
+    queries.write_text(text.replace('"metadata": {"answers": [', '"metadata": {"answers": ["?", '), encoding="utf-8")
+    report, _ = evaluate_index(searcher, BeirDataset.open(tiny_beir), "test", k=5, progress=False)
+    assert report.queries_with_answers == 4  # "?" beside a word: the query keeps its other answer
+    only_wordless = text.replace('["flower"]', '["?"]').replace('["volcano"]', '["!"]')
+    only_wordless = only_wordless.replace('["blood"]', '["-"]').replace('["glacier"]', '["."]')
+    queries.write_text(only_wordless, encoding="utf-8")
+    report, _ = evaluate_index(searcher, BeirDataset.open(tiny_beir), "test", k=5, progress=False)
+    assert report.answer_recall == {} and report.evaluation.num_queries == 4
+    assert "the answers of 4 queries hold no word" in capsys.readouterr().err

@@ -103,3 +103,14 @@ def test_evaluating_the_tuning_split_in_hybrid_warns(index_and_dataset, capsys):
         evaluate_index(searcher, beir, split, k=10, progress=False)
         err = capsys.readouterr().err
         assert ("the index's fusion was tuned on tiny-beir split train" in err) == warned, (mode, split, err)
+
+
+def test_judged_queries_missing_from_the_queries_file_are_named_when_tuning(index_and_dataset, capsys):
+    """Tuning left judged queries that queries.jsonl lacks out of its search without a word, though each scores 0 in
+    every setting of the grid."""
+    index, dataset = index_and_dataset
+    (dataset / "qrels" / "train.tsv").write_text(HEADER + "q1\td6\t1\nq2\td4\t1\nq9\td2\t1\n", encoding="utf-8")
+    record = tune_and_record(index, dataset, "train", device="cpu", dtype="fp32", progress=False)
+    assert record["tuned"]["queries"] == 2
+    assert ("warning: queries.jsonl lacks 1 of the 3 queries split 'train' judges (e.g. 'q9'); they are not searched "
+            "and score 0 in every setting") in capsys.readouterr().err

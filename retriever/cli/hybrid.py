@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from retriever.cli.options import FiniteRange, collapsing, compose
+from retriever.cli.options import FiniteRange, collapsing, compose, flags_given
 from retriever.errors import RetrieverError
 from retriever.fusion import METHODS as FUSIONS
 from retriever.fusion import MODES, FusionParams
@@ -78,9 +78,12 @@ def _lexical_params(bm25: bool = True, bm25_k1: float = 0.9, bm25_b: float = 0.4
     return params
 
 
+BM25_SETTINGS = ("bm25_k1", "bm25_b", "bm25_method", "bm25_stemmer", "bm25_stopwords")
+
+
 def lexical_options(switch: bool = True) -> Callable:
     """BM25 settings → ``lexical`` (None with --no-bm25); ``switch`` adds --bm25/--no-bm25."""
-    names = ("bm25_k1", "bm25_b", "bm25_method", "bm25_stemmer", "bm25_stopwords") + (("bm25",) if switch else ())
+    names = BM25_SETTINGS + (("bm25",) if switch else ())
     options = [
         click.option("--bm25-k1", type=FiniteRange(min=0), default=0.9, show_default=True,
                      help="BM25 term-frequency saturation k1."),
@@ -171,6 +174,11 @@ def bm25_command(index, lexical, tune_fusion, overwrite):
     if read_manifest(index).get("lexical") and not overwrite:
         if tune_fusion is None:
             raise RetrieverError(f"{index}: already has a BM25 index; pass --overwrite to rebuild it")
+        settings = flags_given(BM25_SETTINGS)  # they would go unused: the index's BM25 is kept as it is
+        if settings:
+            raise RetrieverError(f"{', '.join(settings)}: {index} keeps the BM25 index it has, so these settings "
+                                 "would not be used; pass --overwrite to rebuild it with them, or drop them to "
+                                 "only tune the fusion")
         click.echo(f"{index}: keeping its BM25 index", err=True)
     else:
         record = add_lexical(index, lexical, overwrite=overwrite)

@@ -101,12 +101,7 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
       retriever search indexes/scifact "vitamin D and fractures"
       retriever search indexes/scifact --queries queries.jsonl -o run.trec
     """
-    if (query is None) == (queries is None):
-        raise click.UsageError("give either a QUERY argument or --queries FILE")
-    if query is not None and output is not None:
-        raise click.UsageError("-o writes the run of --queries; a single QUERY prints its hits (--json for JSON)")
-    if queries is not None and as_json:
-        raise click.UsageError("--json is for a single QUERY; for --queries write JSONL with --run-format jsonl")
+    _check_search_flags(query, queries, output, as_json, run_format)
     check_outputs_apart({"--output": output}, {"--queries": None if str(queries) == "-" else queries, "INDEX": index})
     if query is not None and is_blank(query):
         raise RetrieverError("the query is empty (nothing but whitespace or invisible characters)")
@@ -139,6 +134,29 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
     report_truncation(searcher.encoder)
     if output:
         click.echo(f"wrote {len(batch)} queries × top {k} to {output}", err=True)
+
+
+# search's flags that only a batch run (--queries) uses, with the flag each parameter is
+BATCH_ONLY = {"run_format": "--run-format", "tag": "--tag", "fmt": "--format", "id_field": "--id-field",
+              "text_field": "--text-field", "title_field": "--title-field"}
+
+
+def _check_search_flags(query: str | None, queries: Path | None, output: Path | None, as_json: bool,
+                        run_format: str) -> None:
+    """Refuse flags the search asked for would not use (a single QUERY printed a table under --run-format jsonl)."""
+    if (query is None) == (queries is None):
+        raise click.UsageError("give either a QUERY argument or --queries FILE")
+    if query is not None and output is not None:
+        raise click.UsageError("-o writes the run of --queries; a single QUERY prints its hits (--json for JSON)")
+    if queries is not None and as_json:
+        raise click.UsageError("--json is for a single QUERY; for --queries write JSONL with --run-format jsonl")
+    unused = [BATCH_ONLY[name] for name in BATCH_ONLY if flags_given((name,))]
+    if query is not None and unused:
+        raise click.UsageError(f"{', '.join(unused)} {'applies' if len(unused) == 1 else 'apply'} only with "
+                               "--queries; a single QUERY prints its hits (--json for JSON)")
+    if run_format == "jsonl" and "--tag" in unused:
+        raise click.UsageError("--tag is the last column of a TREC run, and a JSONL run has no tag; drop --tag or "
+                               "use --run-format trec")
 
 
 class StreamedRun:

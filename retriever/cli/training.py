@@ -168,8 +168,10 @@ def mine_command(index, dataset, split, output, depth, skip_top, per_query, devi
     result = mine_negatives(index, dataset, output, split=split, depth=depth, skip_top=skip_top,
                             per_query=per_query, device=device, dtype=dtype, batch_size=batch_size, mode=mode,
                             fusion_overrides=fusion_overrides, model=model)
+    left_out = (f"; {result.queries_left_out} judged queries left out, not in queries.jsonl"
+                if result.queries_left_out else "")
     click.echo(f"wrote {result.negatives} negatives for {result.queries} queries to {result.output} "
-               f"({result.queries_without_negatives} queries got none), {result.seconds:.1f}s", err=True)
+               f"({result.queries_without_negatives} queries got none{left_out}), {result.seconds:.1f}s", err=True)
 
 
 COMMANDS = [train_command, mine_command]

@@ -15,7 +15,7 @@ import torch
 from tqdm import tqdm
 
 from retriever.corpus import BeirDataset, Document, iter_documents
-from retriever.evaluation import judged_split
+from retriever.evaluation import judged_split, warn_of_left_out
 from retriever.exact import exact_top_k
 from retriever.metrics import evaluate_run
 from retriever.runs import Qrels, Run
@@ -41,6 +41,7 @@ def load_dev_set(dataset: str | Path, split: str, max_docs: int | None = None, s
     """
     beir = BeirDataset.open(dataset)
     queries, qrels = judged_split(beir, split)
+    warn_of_left_out(beir, split, queries, qrels, "they are not searched, and score 0 in every dev evaluation")
     judged_docs = {doc_id for docs in qrels.values() for doc_id in docs}
     kept: list[Document] = []
     sample: list[Document] = []

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from retriever.corpus import BeirDataset
 from retriever.errors import RetrieverError
-from retriever.evaluation import judged_missing_from, judged_split, search_split
+from retriever.evaluation import judged_missing_from, judged_split, search_split, warn_of_left_out
 from retriever.runs import Qrels, ranked_hits
 from retriever.searching import Searcher
 from retriever.files import atomic_write_lines
@@ -27,6 +27,7 @@ class MiningResult:
     negatives: int
     queries_without_negatives: int
     seconds: float
+    queries_left_out: int = 0  # judged in the split but not in queries.jsonl, so not mined
 
 
 def select_negatives(ranked_ids: list[str], positives: set[str], skip_top: int, per_query: int) -> list[str]:
@@ -57,7 +58,8 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
         raise RetrieverError(f"--skip-top {skip_top} drops all {depth} retrieved documents; raise --depth")
     started = time.time()
     beir = BeirDataset.open(dataset)
-    _, judged = judged_split(beir, split)  # refused before the index and its model are loaded
+    found, judged = judged_split(beir, split)  # refused before the index and its model are loaded
+    left_out = warn_of_left_out(beir, split, found, judged, "they get no negatives")
     searcher = Searcher(index, device=device, dtype=dtype, batch_size=batch_size, mode=mode,
                         fusion_overrides=fusion_overrides, model=model)
     check_index_holds_judged(searcher, index, beir, split, judged)
@@ -72,4 +74,4 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
         lines.append(json.dumps({"query_id": query.id, "negatives": negatives}, ensure_ascii=False) + "\n")
     output = Path(output)
     atomic_write_lines(output, lines)
-    return MiningResult(output, len(queries), total, empty, time.time() - started)
+    return MiningResult(output, len(queries), total, empty, time.time() - started, len(left_out))

@@ -131,3 +131,23 @@ def test_a_build_stopped_while_tuning_is_rerun_into_the_command_that_finishes_it
         "--overwrite to rebuild it"]
     result = CliRunner().invoke(main, ["bm25", str(index), "--tune-fusion-on", str(tiny_beir), "--split", "train"])
     assert result.exit_code == 0 and json.loads((index / "manifest.json").read_text())["fusion"] is not None
+
+
+def test_bm25_settings_given_to_tune_an_index_that_keeps_its_bm25_are_refused(tmp_path, tiny_model_dir, tiny_beir):
+    """`bm25 IDX --tune-fusion-on D --bm25-k1 1.5` kept the BM25 index built with k1 0.9 and tuned the fusion on it,
+    exit 0: the settings were never used."""
+    index = tmp_path / "idx"
+    split_off_train(tiny_beir)
+    build = ["build", str(tiny_beir), "-o", str(index), "--model", str(tiny_model_dir), *COMMON]
+    assert CliRunner().invoke(main, build).exit_code == 0
+    tune = ["bm25", str(index), "--tune-fusion-on", str(tiny_beir), "--split", "train", "--bm25-k1", "1.5",
+            "--bm25-stemmer", "none"]
+    result = CliRunner().invoke(main, tune)
+    assert result.exit_code == 1 and result.stderr.strip().splitlines() == [
+        f"error: --bm25-k1, --bm25-stemmer: {index} keeps the BM25 index it has, so these settings would not be "
+        "used; pass --overwrite to rebuild it with them, or drop them to only tune the fusion"]
+    assert "fusion" not in json.loads((index / "manifest.json").read_text())
+    result = CliRunner().invoke(main, [*tune, "--overwrite"])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((index / "manifest.json").read_text())
+    assert manifest["lexical"]["k1"] == 1.5 and manifest["fusion"]["tuned"]["split"] == "train"

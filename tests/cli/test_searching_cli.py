@@ -113,3 +113,21 @@ def test_evaluate_refuses_qrels_it_would_ignore(tmp_path, tiny_beir):
                                                                                    "not both")):
         result = CliRunner().invoke(main, ["evaluate", *args, "--qrels", str(tmp_path / "qrels.txt")])
         assert result.exit_code == 2 and message in result.output, result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["cat", "--run-format", "jsonl"], "--run-format applies only with --queries"),
+    (["cat", "--tag", "x", "--format", "tsv", "--id-field", "qid"], "--tag, --format, --id-field apply only with "
+                                                                   "--queries"),
+    (["--queries", "{queries}", "--run-format", "jsonl", "--tag", "x"], "--tag is the last column of a TREC run, "
+                                                                       "and a JSONL run has no tag"),
+])
+def test_search_refuses_run_flags_it_would_not_use(tmp_path, args, message):
+    """`search IDX "cat" --run-format jsonl` printed the hits table, `--tag` went unwritten in a JSONL run and
+    `--format`/`--*-field` were ignored for a single QUERY, all with exit 0."""
+    index = tmp_path / "not-an-index"  # never opened: the flags are checked first
+    index.mkdir()
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"_id": "q1", "text": "cat"}\n')
+    result = CliRunner().invoke(main, ["search", str(index), *(a.format(queries=queries) for a in args)])
+    assert result.exit_code == 2 and message in result.output, result.output
