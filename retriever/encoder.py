@@ -19,7 +19,7 @@ from retriever.errors import RetrieverError
 from retriever.model_folder import untied_tower_paths
 from retriever.model_loading import (check_vocabulary, load_model, load_tokenizer, position_limit, resolve_model_path,
                                      tokenizer_behaviour, tokenizer_fingerprint, weights_fingerprint)
-from retriever.pooling import check_pooler_weights, get_pooling
+from retriever.pooling import check_pooler_weights, drop_untrained_pooler, get_pooling
 from retriever.recorded_paths import recorded_model
 from retriever.texts import (CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN, check_queries, check_text, passage_text,
                              tokenize_bounded)
@@ -85,8 +85,9 @@ class Encoder:
             model.to(torch_dtype(self.dtype))
 
     def _load(self, name: str) -> torch.nn.Module:
-        model, info = load_model(name)
+        model, info = load_model(name, refuse_random=True)
         check_pooler_weights(self.settings.pooling, model, info, name)
+        drop_untrained_pooler(model, info)
         check_vocabulary(self.tokenizer, model, name)
         return model.to(self.device).eval()
 

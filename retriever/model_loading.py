@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import pickle
 import sys
 from collections.abc import Iterator
@@ -106,9 +107,10 @@ def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
     check_config_files(path)
     _check_hub_reachable(name, path, "tokenizer")
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+        with quiet_transformers():  # its fallbacks log paragraphs before the error they end in
+            tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
     except (OSError, ValueError, StrictDataclassError) as error:
-        raise _load_error(name, path, "tokenizer", error) from None
+        raise _sentencepiece_missing(path) or _load_error(name, path, "tokenizer", error) from None
     tokenizer.padding_side = "right"  # left padding moves BERT's positions and CLS: vectors then depend on the batch
     _check_lower_case(name, tokenizer)
     if len(tokenizer.get_vocab()) <= len(set(tokenizer.all_special_tokens)):
@@ -116,6 +118,17 @@ def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
                              "its tokenizer files (tokenizer.json or vocab.txt): copy them from the model it "
                              "was trained from")
     return tokenizer
+
+
+def _sentencepiece_missing(path: str) -> RetrieverError | None:
+    """A folder whose tokenizer is only a SentencePiece model needs the sentencepiece package, which retriever does
+    not install: transformers then failed asking for tiktoken, and the folder was called damaged."""
+    folder = Path(path)
+    models = sorted(folder.glob("*.model")) if folder.is_dir() and not (folder / "tokenizer.json").is_file() else []
+    if not models or importlib.util.find_spec("sentencepiece") is not None:
+        return None
+    return RetrieverError(f"{models[0]}: a SentencePiece tokenizer (no tokenizer.json) needs the sentencepiece "
+                          "package: pip install sentencepiece, or add the model's tokenizer.json to the folder")
 
 
 def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
@@ -133,14 +146,17 @@ TOKENIZER_PROBE = "Ünïcödé CAFÉ naïve İstanbul Straße ﬁne ½ 東京タ
 def tokenizer_behaviour(tokenizer: PreTrainedTokenizerBase) -> str:
     """A hash of how the tokenizer splits a probe text: a vocabulary kept while lowercasing, accent stripping
     or another normaliser setting changed (tokenizer_config.json, tokenizer.json) gives other ids, and other
-    vectors, which the vocabulary's fingerprint alone does not notice."""
-    ids = tokenizer(TOKENIZER_PROBE, add_special_tokens=True)["input_ids"]
+    vectors, which the vocabulary's fingerprint alone does not notice. (verbose=False: a model_max_length below
+    the probe's 42 tokens warned of "indexing errors" on every load.)"""
+    ids = tokenizer(TOKENIZER_PROBE, add_special_tokens=True, verbose=False)["input_ids"]
     return hashlib.sha256(" ".join(map(str, ids)).encode()).hexdigest()[:32]
 
 
-def load_model(name: str, model_class: Any = AutoModel, **kwargs: Any) -> tuple[PreTrainedModel, dict]:
+def load_model(name: str, model_class: Any = AutoModel, *, refuse_random: bool = False,
+               **kwargs: Any) -> tuple[PreTrainedModel, dict]:
     """Load a checkpoint in fp32 and return it with its loading info (missing keys etc.). fp32 is asked for:
-    transformers ≥ 5 otherwise keeps the stored dtype, and a checkpoint stored in fp16 then trained in fp16."""
+    transformers ≥ 5 otherwise keeps the stored dtype, and a checkpoint stored in fp16 then trained in fp16.
+    Weights it lacks are drawn at random: training learns them, an encoder refuses them (``refuse_random``)."""
     path = resolve_model_path(name)
     options = {"dtype": torch.float32, "trust_remote_code": False, **kwargs}  # never run a model folder's code
     _check_hub_reachable(name, path, "config or weights")
@@ -162,7 +178,7 @@ def load_model(name: str, model_class: Any = AutoModel, **kwargs: Any) -> tuple[
     if getattr(model.config, "is_encoder_decoder", False):  # its forward wants decoder inputs: a traceback at encode
         raise RetrieverError(f"{path}: a {model.config.model_type} encoder-decoder model; retriever encodes with "
                              "encoder-only models (BERT, RoBERTa, ...), so pass one of those")
-    _say_missing_weights(path, info)
+    _say_missing_weights(path, info, refuse_random)
     return model, info
 
 
@@ -178,13 +194,15 @@ def quiet_transformers() -> Iterator[None]:
         hf_logging.set_verbosity(level)
 
 
-def _say_missing_weights(path: str, info: dict) -> None:
-    """One stderr line for weights the checkpoint lacks and that were initialised at random, but for a pooler
-    (``pooling.check_pooler_weights`` decides about it) and an MLM head (pre-training reports it)."""
-    missing = [key for key in info.get("missing_keys", ())
-               if not key.removeprefix("bert.").startswith(("pooler.", "cls."))]
+def _say_missing_weights(path: str, info: dict, refuse: bool) -> None:
+    """Say (or refuse) weights the checkpoint lacks, drawn at random; a pooler and an MLM head are judged elsewhere."""
+    missing = sorted(key for key in info.get("missing_keys", ())
+                     if not key.removeprefix("bert.").startswith(("pooler.", "cls.")))
+    shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+    if missing and refuse:  # other vectors on each load: an index of them was built, exit 0, then never searchable
+        raise RetrieverError(f"{path}: its weights file lacks {len(missing)} of the model's weights ({shown}), drawn "
+                             "at random on every load, so its vectors would be noise; pass a complete checkpoint")
     if missing:
-        shown = ", ".join(sorted(missing)[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
         print(f"warning: {path} lacks {len(missing)} weights, initialised at random: {shown}", file=sys.stderr)
 
 

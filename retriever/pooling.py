@@ -29,6 +29,14 @@ def check_pooler_weights(pooling: str, model: torch.nn.Module, loading_info: dic
         raise _pooler_refusal(name)
 
 
+def drop_untrained_pooler(model: torch.nn.Module, loading_info: dict) -> None:
+    """Remove a pooler the checkpoint lacks (once ``check_pooler_weights`` passed, cls or mean pooling ignores it):
+    drawn at random on every load, it changed the weights' fingerprint, so an index built from a checkpoint
+    without pooler weights (a coCondenser MLM folder) was refused by its own search as made by another model."""
+    if getattr(model, "pooler", None) is not None and not has_trained_pooler(model, loading_info):
+        model.pooler = None
+
+
 class Pooling:
     """A named way of turning a model's token states (and the attention mask) into one vector per text."""
 

@@ -248,3 +248,32 @@ def test_loading_a_pretraining_folder_prints_no_load_report_and_missing_weights_
     load_model(str(folder))
     lines = capfd.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "lacks 4 weights, initialised at random: encoder.layer.1.output" in lines[0], lines
+
+
+def test_a_checkpoint_without_pooler_weights_encodes_alike_on_every_load(tmp_path):
+    """BertModel adds a pooler the checkpoint lacked (a coCondenser MLM folder) with random weights on each load;
+    they joined the weights' fingerprint, so `build` made an index its own `search` refused as another model's."""
+    from retriever.encoder import recorded_encoder
+
+    folder = make_tiny_bert(tmp_path / "model", with_pooler=False)
+    first = Encoder(EncoderSettings(model=str(folder), pooling="cls"), device="cpu", dtype="fp32")
+    again = recorded_encoder(first.metadata(), "the index was built", tmp_path, device="cpu", dtype="fp32",
+                             model=str(folder))
+    assert again.weights_sha256 == first.weights_sha256
+    np.testing.assert_array_equal(again.encode_queries(TEXTS), first.encode_queries(TEXTS))
+
+
+def test_an_encoder_refuses_weights_drawn_at_random_where_training_only_warns(tmp_path, capfd):
+    """Weights saved under other names (a wrapper's `encoder_q.` prefix) were all drawn at random with a warning:
+    `build` wrote an index of noise, exit 0, that its search then refused as made by another model."""
+    from safetensors.torch import load_file, save_file
+
+    folder = make_tiny_bert(tmp_path / "model")
+    weights = load_file(folder / "model.safetensors")
+    save_file({f"encoder_q.{k}": v for k, v in weights.items()}, folder / "model.safetensors",
+              metadata={"format": "pt"})
+    with pytest.raises(RetrieverError, match=r"lacks \d+ of the model's weights .* drawn at random on every load"):
+        Encoder(EncoderSettings(model=str(folder), pooling="cls"), device="cpu")
+    assert "warning" not in capfd.readouterr().err  # one line: the error alone
+    load_model(str(folder))  # training learns them: a warning only
+    assert "initialised at random" in capfd.readouterr().err

@@ -1,0 +1,44 @@
+"""Loading a model folder's tokenizer: what the user is told when it cannot be read, and nothing else on stderr."""
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from conftest import make_tiny_bert
+from retriever.encoder import Encoder, EncoderSettings
+from retriever.errors import RetrieverError
+from retriever.model_loading import load_tokenizer
+
+
+@pytest.mark.skipif(importlib.util.find_spec("sentencepiece") is not None, reason="sentencepiece is installed")
+@pytest.mark.parametrize("model_file, tokenizer_class", [("sentencepiece.bpe.model", "XLMRobertaTokenizer"),
+                                                         ("spiece.model", "T5Tokenizer")])
+def test_a_sentencepiece_tokenizer_without_its_package_says_to_install_it(tmp_path, capfd, caplog, model_file,
+                                                                           tokenizer_class):
+    """transformers fell back to tiktoken and failed asking to `pip install tiktoken`, after five lines of log, and
+    the folder was called damaged."""
+    folder = make_tiny_bert(tmp_path / "model")
+    (folder / "tokenizer.json").unlink()
+    (folder / model_file).write_bytes(b"\x0a\x05\x0a\x01a\x15\x00\x00\x00\x00")
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "tokenizer_class": tokenizer_class}))
+    capfd.readouterr()
+    with pytest.raises(RetrieverError, match=f"{model_file}: a SentencePiece tokenizer .* pip install sentencepiece"):
+        load_tokenizer(str(folder))
+    assert capfd.readouterr().err == "" and caplog.text == ""  # transformers' log goes to caplog under pytest
+
+
+def test_a_model_max_length_below_the_tokenizer_probe_warns_of_nothing(tmp_path, capfd, caplog):
+    """sentence-transformers 6 saves max_seq_length as the tokenizer's model_max_length; below the 42 tokens of the
+    tokenizer probe, every load printed `Token indices sequence length is longer than the specified maximum ...
+    will result in indexing errors`, though every text is cut to the max length."""
+    folder = make_tiny_bert(tmp_path / "model")
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "model_max_length": 16}))
+    capfd.readouterr()
+    encoder = Encoder(EncoderSettings(model=str(folder)), device="cpu", dtype="fp32")
+    encoder.encode_queries(["the cat " * 40])
+    assert encoder.settings.passage_max_length == 16 and capfd.readouterr().err == ""
+    assert "indexing errors" not in caplog.text  # transformers' log goes to caplog under pytest
