@@ -127,9 +127,11 @@ def encoder_options(default_model: str | None = "minilm", towers: bool = False) 
     Each flag is named as its EncoderSettings field, so a new setting needs only its field and its flag here."""
     flags = [
         click.option("--pooling", type=click.Choice(sorted(POOLINGS)), default=None,
-                     help="How token states become one vector. [default: the model's retriever.json, else mean]"),
+                     help="How token states become one vector. [default: the model's retriever.json, else its "
+                          "sentence-transformers Pooling module, else mean]"),
         click.option("--normalize/--no-normalize", default=None,
-                     help="L2-normalise embeddings (cosine). [default: the model's retriever.json, else on]"),
+                     help="L2-normalise embeddings (cosine). [default: the model's retriever.json, else whether it has a "
+                          "sentence-transformers Normalize module, else on]"),
         click.option("--query-max-length", type=int, default=None,
                      help="Max tokens per query; longer ones are cut, and the count is reported. [default: the "
                           "model's retriever.json, else the passage max length]"),
@@ -138,9 +140,11 @@ def encoder_options(default_model: str | None = "minilm", towers: bool = False) 
                           "model's retriever.json, else its sentence-transformers max_seq_length, else its "
                           "tokenizer's limit, at most 512]"),
         click.option("--query-prefix", default=None,
-                     help="Text put before every query (e.g. 'query: '). [default: none]"),
+                     help="Text put before every query (e.g. 'query: '). [default: the model's retriever.json, else its "
+                          "sentence-transformers query prompt, else none]"),
         click.option("--passage-prefix", default=None,
-                     help="Text put before every passage (e.g. 'passage: '). [default: none]"),
+                     help="Text put before every passage (e.g. 'passage: '). [default: the model's retriever.json, else its "
+                          "sentence-transformers document prompt, else none]"),
     ]
     if towers:
         flags.append(click.option("--towers", type=click.Choice(TOWERS), default=None,
