@@ -113,6 +113,61 @@ def check_buildable(params: IndexParams, dim: int) -> None:
         raise RetrieverError(f"--index-type {params.index_type!r}: {problem} (the vectors have {dim})")
 
 
+def check_trainable(params: IndexParams, dim: int, count: int, source: str = "the corpus has") -> None:
+    """Refuse, before the corpus is encoded (``build``) or read (``index``), an index whose training needs more
+    vectors than ``count`` documents or --train-size give: FAISS refuses it only at training, after that pass."""
+    if params.index_type in ("flat", "hnsw"):
+        return
+    index = new_index(factory_string(params, dim, count), dim, params)  # named types size lists and codes to it
+    needed, what = max(training_needs(index), default=(0, ""))
+    if min(count, params.train_size) < needed:
+        given = (f"{source} {count} documents" if count <= params.train_size
+                 else f"--train-size is {params.train_size}")
+        raise RetrieverError(f"--index-type {params.index_type!r} trains on at least {needed} vectors, and {given} "
+                             f"({what}): use fewer lists (--nlist), codes of fewer bits or a smaller PCA, a larger "
+                             "--train-size, or a flat index")
+
+
+def training_needs(index: faiss.Index) -> list[tuple[int, str]]:
+    """The fewest training vectors each trained part of ``index`` takes, with what it is: FAISS refuses fewer
+    points than an IVF's lists or a codebook's centroids, fewer than a PCA's output dimensions, and (residual
+    quantizers) fewer than their dimensions."""
+    part = faiss.downcast_index(index)  # a view: ``index`` owns the C++ object, so the name must stay bound
+    if part.is_trained:
+        return []
+    if isinstance(part, faiss.IndexPreTransform):
+        chain = [faiss.downcast_VectorTransform(part.chain.at(i)) for i in range(part.chain.size())]
+        return [need for transform in chain for need in _transform_needs(transform)] + training_needs(part.index)
+    if isinstance(part, faiss.IndexRefine):
+        return training_needs(part.base_index) + training_needs(part.refine_index)
+    if isinstance(part, faiss.IndexHNSW):
+        return training_needs(part.storage)
+    needs = [(part.nlist, f"{part.nlist} IVF lists"), *training_needs(part.quantizer)] \
+        if isinstance(part, faiss.IndexIVF) else []
+    for name in ("pq", "refine_pq"):  # PQ codes, and an IVFPQR's refinement codes
+        codes = getattr(part, name, None)
+        if codes is not None:
+            needs.append((int(codes.ksub), f"{codes.nbits}-bit PQ codes of {codes.ksub} centroids"))
+    quantizers = [part.rq] if hasattr(part, "rq") else []
+    if hasattr(part, "prq"):
+        quantizers = [part.prq.subquantizer(i) for i in range(part.prq.nsplits)]
+    for quantizer in quantizers:
+        centroids = 2 ** int(max(faiss.vector_to_array(quantizer.nbits), default=0))
+        needs.append((max(int(quantizer.d), centroids), f"a residual quantizer of {quantizer.d} dimensions and "
+                                                        f"{centroids} centroids"))
+    return needs
+
+
+def _transform_needs(transform: faiss.VectorTransform) -> list[tuple[int, str]]:
+    if transform.is_trained:
+        return []
+    if isinstance(transform, (faiss.PCAMatrix, faiss.ITQTransform)):
+        return [(int(transform.d_out), f"a PCA to {transform.d_out} dimensions")]
+    if isinstance(transform, faiss.OPQMatrix):
+        return [(256, "OPQ's 8-bit codes of 256 centroids")]  # OPQMatrix::train always trains 8-bit PQ codes
+    return []
+
+
 def new_index(spec: str, dim: int, params: IndexParams) -> faiss.Index:
     """An empty inner-product index from a factory string, with the build settings of ``params``."""
     check_factory(spec)

@@ -140,7 +140,7 @@ _NONE = type(None)
 # The type of every manifest entry the code reads, where it is present, so a hand-edited or damaged manifest
 # fails here in one line rather than as an AttributeError deep in a command.
 MANIFEST_SHAPE: dict[str, type | tuple[type, ...]] = {
-    "encoder": dict, "corpus": dict, "index": dict, "integrity": dict, "lexical": (dict, _NONE),
+    "format_version": int, "encoder": dict, "corpus": dict, "index": dict, "integrity": dict, "lexical": (dict, _NONE),
     "fusion": (dict, _NONE), "index.count": int, "index.dim": int, "index.type": str, "index.factory": str,
     "index.search_defaults": (dict, _NONE), "index.tuning": (dict, _NONE), "integrity.files": dict,
     "integrity.ids_sha256": str, "lexical.files": dict, "lexical.documents": int, "corpus.documents": int,
@@ -178,6 +178,7 @@ def check_manifest_shape(manifest: dict, path: Path) -> None:
         present, value = _entry(manifest, key)
         if present and (not isinstance(value, expected) or (int in _kinds(expected) and isinstance(value, bool))):
             refuse(key, value, " or ".join("null" if k is _NONE else k.__name__ for k in _kinds(expected)))
+    _check_format_version(manifest, path)
     for setting in ("nprobe", "ef_search"):
         value = _entry(manifest, f"index.search_defaults.{setting}")[1]
         if isinstance(value, int) and not SEARCH_SETTING_RANGE[0] <= value <= SEARCH_SETTING_RANGE[1]:
@@ -193,6 +194,20 @@ def check_manifest_shape(manifest: dict, path: Path) -> None:
                 if not isinstance(record, dict) or not isinstance(record.get(field), kind):
                     refuse(f"{part}.files[{name!r}].{field}", record.get(field) if isinstance(record, dict)
                            else record, kind.__name__)
+
+
+def _check_format_version(manifest: dict, path: Path) -> None:
+    """Refuse a folder of another layout (a newer retriever's) rather than read its entries as this one's: the
+    version was written from the start and never read, so such a folder was searched as if it were format 1."""
+    version = manifest.get("format_version", FORMAT_VERSION)  # hand-made manifests (tests) may leave it out
+    if version != FORMAT_VERSION:
+        from retriever import __version__
+
+        built_by = _entry(manifest, "versions.retriever")[1]
+        raise RetrieverError(f"{path}: format_version is {version}, and retriever {__version__} reads format "
+                             f"{FORMAT_VERSION} only; open it with the retriever that built it"
+                             + (f" ({built_by})" if isinstance(built_by, str) else "")
+                             + " or rebuild it with `retriever build ... --overwrite`")
 
 
 def _kinds(expected: type | tuple[type, ...]) -> tuple[type, ...]:

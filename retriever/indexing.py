@@ -16,13 +16,14 @@ import faiss
 import numpy as np
 from tqdm import tqdm
 
-from retriever.corpus import Document, Fields, ReadStats, count_records, iter_documents, resolve_corpus_path
+from retriever.corpus import (Document, Fields, ReadStats, check_rereadable, count_records, iter_documents,
+                              resolve_corpus_path)
 from retriever.corpus_encoding import PartRunner, clear_other_encoder, describe, encode_corpus
 from retriever.docstore import MAPPED_DOCSTORE_FILE, write_parquet_docstore
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError
-from retriever.faiss_index import (INDEX_TYPES, IndexParams, check_buildable, factory_string, hnsw_record, new_index,
-                                   search_defaults, train)
+from retriever.faiss_index import (INDEX_TYPES, IndexParams, check_buildable, check_trainable, factory_string,
+                                   hnsw_record, new_index, search_defaults, train)
 from retriever.folders import (check_creatable, clean_stale, exclusive_build, named_output, replace_folder, replaceable,
                                temporary_folder)
 from retriever.index_folder import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, IdMapWriter,
@@ -33,7 +34,7 @@ from retriever.ondisk import ONDISK_TYPE, PartPlan, build_ondisk
 from retriever.partwork import clear_finished, mark_finished, owned_inputs, parts_folder
 from retriever.recorded_paths import rebase_model_record
 from retriever.shards import ShardContentCheck, check_complete, iter_shard_batches, read_shard_metadata
-from retriever.tuning import held_out_rows, inner_index, ivf_part, tune_build
+from retriever.tuning import held_out_rows, tune_build
 
 __all__ = ["DOCSTORE_FILE", "IDS_FILE", "INDEX_FILE", "INDEX_TYPES", "MANIFEST_FILE", "IndexParams", "build_index",
            "encode_and_index", "encode_for_index", "read_manifest"]
@@ -51,6 +52,7 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
     ``tuning_queries``: query vectors to tune ``params.target_recall`` on instead of held-out passages, for
     when real queries are at hand (they can be harder than passages: see benchmarks/README.md).
     """
+    check_rereadable(corpus)
     with exclusive_build(named_output(Path(output))):
         return _build_index(Path(shards_dir), corpus, Path(output), params, fmt, fields, overwrite, progress,
                             tuning_queries, lexical)
@@ -72,6 +74,7 @@ def _build_index(shards_dir: Path, corpus: str | Path, output: Path, params: Ind
     shard_records = [read_shard_metadata(s)["shard"] for s in shards]
     count = sum(record["rows"] for record in shard_records)
     check_buildable(params, int(encoder["dim"]))
+    check_trainable(params, int(encoder["dim"]), count, f"the shards in {shards_dir} hold")
     building = _fresh_building_folder(output)
     try:
         corpus_of = lambda stats: corpus_record(corpus_path, output, shard_records, stats, progress)  # noqa: E731
@@ -232,6 +235,7 @@ def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | 
 
     Split out so a caller can let the encoder go (e.g. Ray actors holding GPUs) before the index is built.
     """
+    check_rereadable(corpus)
     _check_tuning_queries(tuning_query_texts is not None, params)
     with exclusive_build(named_output(Path(output))):
         output = _check_output(Path(output), overwrite, params.index_type == ONDISK_TYPE)
@@ -243,25 +247,14 @@ def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | 
 
 
 def _check_trainable(corpus: str | Path, fmt: str, params: IndexParams, dim: int) -> None:
-    """Refuse, before encoding, an index whose training needs more vectors than the corpus or --train-size
-    gives: FAISS refuses it only at training, once the whole corpus has been encoded."""
+    """``check_trainable`` on the corpus's document count, before encoding it."""
     if params.index_type in ("flat", "hnsw"):
         return
     if params.index_type not in INDEX_TYPES and new_index(params.index_type, dim, params).is_trained:
         return  # a factory string with nothing to train: the corpus need not be counted
     count = count_records(resolve_corpus_path(corpus), fmt)
-    if count is None:  # a stream: the training refuses it, later
-        return
-    index = new_index(factory_string(params, dim, count), dim, params)  # named types size lists and codes to it
-    ivf, inner = ivf_part(index), inner_index(index)
-    codes = getattr(faiss.downcast_index(ivf) if ivf is not None else inner, "pq", None)
-    needed = max(ivf.nlist if ivf is not None else 0, codes.ksub if codes is not None else 0)
-    if min(count, params.train_size) < needed:
-        source = (f"the corpus has {count} documents" if count <= params.train_size
-                  else f"--train-size is {params.train_size}")
-        raise RetrieverError(f"--index-type {params.index_type!r} trains on at least {needed} vectors, and {source}: "
-                             "use fewer lists (--nlist) or codes of fewer bits, a larger --train-size, or a flat "
-                             "index")
+    if count is not None:  # else a stream: the training refuses it, later
+        check_trainable(params, dim, count)
 
 
 def _encode_shards(corpus: str | Path, output: Path, encoder: Encoder | PartRunner, fmt: str, fields: Fields,

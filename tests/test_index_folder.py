@@ -1,5 +1,6 @@
 import pytest
 
+from retriever import __version__
 from retriever.errors import RetrieverError
 from retriever.index_folder import MANIFEST_FILE, read_manifest, replace_manifest
 
@@ -34,6 +35,7 @@ def test_manifest_round_trip_and_errors_name_the_file(tmp_path):
      "lexical.directory is str '../other/bm25', not the name of a folder inside the index folder"),
     (lambda m: m.update(lexical={"directory": "/tmp/bm25"}),
      "lexical.directory is str '/tmp/bm25', not the name of a folder inside the index folder"),
+    (lambda m: m.update(format_version="1"), "format_version is str '1', not int"),
     (lambda m: m["integrity"]["files"].update({"../../etc/passwd": {"bytes": 1, "sha256": "ab"}}),
      "integrity.files key is str '../../etc/passwd', not a path inside the index folder"),
 ])
@@ -62,3 +64,15 @@ def test_a_shard_folder_opened_as_an_index_says_to_index_it(tmp_path):
         read_manifest(shards)
     assert str(caught.value) == (f"{shards}: a folder of embedding shards, not an index folder (no manifest.json); "
                                  f"index it with `retriever index {shards} --corpus CORPUS --output INDEX`")
+
+
+def test_a_manifest_of_another_format_version_is_refused_naming_the_version_that_built_it(tmp_path):
+    """format_version was written and never read: a folder of format 2 (a newer retriever's layout, or an edit)
+    was summarised and searched as format 1, exit 0."""
+    replace_manifest(tmp_path, {"format_version": 2, "versions": {"retriever": "9.0.0"}})
+    with pytest.raises(RetrieverError) as caught:
+        read_manifest(tmp_path)
+    assert str(caught.value) == (f"{tmp_path / MANIFEST_FILE}: format_version is 2, and retriever {__version__} reads "
+                                 "format 1 "
+                                 "only; open it with the retriever that built it (9.0.0) or rebuild it with "
+                                 "`retriever build ... --overwrite`")

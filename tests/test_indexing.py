@@ -296,12 +296,30 @@ def test_a_factory_string_faiss_cannot_build_is_refused_before_encoding(tiny_bei
     (IndexParams("IVF8,Flat", train_size=5), "'IVF8,Flat' trains on at least 8 vectors, and --train-size is 5"),
     (IndexParams("ivfpq", train_size=2), "'ivfpq' trains on at least 8 vectors, and --train-size is 2"),
     (IndexParams("ivf-ondisk", train_size=0), "'ivf-ondisk' trains on at least 1 vectors, and --train-size is 0"),
+    (IndexParams("OPQ4,Flat"), r"'OPQ4,Flat' trains on at least 256 vectors, .*\(OPQ's 8-bit codes"),
+    (IndexParams("HNSW8,PQ4"), r"'HNSW8,PQ4' trains on at least 256 vectors, .*\(8-bit PQ codes of 256"),
+    (IndexParams("PCA16,Flat"), r"'PCA16,Flat' trains on at least 16 vectors, .*\(a PCA to 16 dimensions"),
+    (IndexParams("RQ1x4"), r"'RQ1x4' trains on at least 32 vectors, .*\(a residual quantizer of 32 dimensions"),
 ])
 def test_an_index_with_more_lists_or_codes_than_vectors_is_refused_before_encoding(tiny_beir, no_encoding, tmp_path,
                                                                                   params, expected):
     """FAISS refused it only at training, once the whole corpus had been encoded."""
     with pytest.raises(RetrieverError, match=expected):
         encode_and_index(tiny_beir, tmp_path / "idx", no_encoding, params, progress=False)
+
+
+def test_index_refuses_an_index_the_shards_cannot_train_before_reading_the_corpus(tiny_beir, tiny_encoder, tmp_path,
+                                                                                   monkeypatch):
+    """`retriever index` wrote the doc store, hashed the corpus and built BM25 before FAISS refused the training."""
+    encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, shard_size=5, progress=False)
+    monkeypatch.setattr("retriever.indexing.iter_documents", lambda *a, **k: pytest.fail("read the corpus first"))
+    monkeypatch.setattr("retriever.ondisk.iter_documents", lambda *a, **k: pytest.fail("read the corpus first"))
+    for params, expected in [(IndexParams("IVF64,Flat"), "at least 64 vectors, and the shards in .* hold 12"),
+                             (IndexParams("ivf-ondisk", nlist=13), "'ivf-ondisk' trains on at least 13 vectors"),
+                             (IndexParams("OPQ4,Flat"), "'OPQ4,Flat' trains on at least 256 vectors")]:
+        with pytest.raises(RetrieverError, match=expected):
+            build_index(tmp_path / "shards", tiny_beir, tmp_path / "idx", params, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shards", "tiny-beir"]
 
 
 @pytest.mark.parametrize("params", [IndexParams("hnsw", nlist=64), IndexParams("IVF12,Flat"),

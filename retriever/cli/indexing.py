@@ -117,17 +117,24 @@ _TYPE_FLAGS = {
     "part_size": (lambda kind: kind == ONDISK_TYPE, f"--index-type {ONDISK_TYPE}"),
     "parallel_parts": (lambda kind: kind == ONDISK_TYPE, f"--index-type {ONDISK_TYPE}"),
     "refine_k_factor": (lambda kind: "RFlat" in kind or "Refine" in kind, "factory strings ending in ',RFlat'"),
+    "train_size": (lambda kind: kind not in ("flat", "hnsw"), "an index that is trained (ivfpq, ivf-ondisk or a "
+                                                              "factory string such as 'IVF1024,PQ48')"),
 }
 
 
 def _check_type_flags(index_type: str) -> None:
-    """Refuse a build flag the --index-type does not use, before any encoding, as `search` refuses --nprobe on a
-    flat index: `--nlist 4096 --index-type hnsw` built the default graph and exited 0."""
+    """Refuse a build flag the --index-type (or, for the tuning flags, the absent --target-recall) does not use,
+    before any encoding, as `search` refuses --nprobe on a flat index: `--nlist 4096 --index-type hnsw` built the
+    default graph and exited 0."""
     for name, (uses, users) in _TYPE_FLAGS.items():
         given = [] if uses(index_type) else flags_given((name,))
         if given:
             raise click.UsageError(f"{given[0]} is used only by {users}, not by --index-type {index_type!r}; drop it "
                                    "or choose an index type that uses it")
+    given = [] if flags_given(("target_recall",)) else flags_given(("tuning_queries", "tuning_queries_file"))
+    if given:  # the count was ignored in silence; the file's queries were encoded before the library refused them
+        raise click.UsageError(f"{given[0]} is used only with --target-recall (what recall is measured on); add "
+                               "--target-recall or drop it")
 
 
 def _check_ray_flags(params: IndexParams, encodes: bool) -> None:

@@ -98,6 +98,7 @@ def test_flag_pairs_that_cannot_go_together_are_usage_errors_before_encoding(tmp
     ("flat", ["--hnsw-m", "8"]), ("hnsw", ["--nlist", "64"]), ("flat", ["--ef-construction", "40"]),
     ("hnsw", ["--pq-m", "4"]), ("ivfpq", ["--ondisk-codes", "fp16"]), ("ivfpq", ["--part-size", "4"]),
     ("hnsw", ["--parallel-parts", "2"]), ("HNSW8,Flat", ["--hnsw-m", "16"]), ("hnsw", ["--refine-k-factor", "3"]),
+    ("flat", ["--train-size", "5"]), ("hnsw", ["--train-size", "5"]),
 ])
 def test_a_build_flag_the_index_type_does_not_use_is_refused(tmp_path, index_type, flags):
     """`--nlist 64 --index-type hnsw` built the default graph and exited 0, the flag ignored without a word."""
@@ -112,9 +113,43 @@ def test_a_build_flag_the_index_type_does_not_use_is_refused(tmp_path, index_typ
     ("hnsw", ["--hnsw-m", "8", "--ef-construction", "40"]), ("HNSW8,Flat", ["--ef-construction", "40"]),
     ("ivfpq", ["--nlist", "2", "--pq-m", "4"]), ("ivf-ondisk", ["--nlist", "2", "--part-size", "4",
                                                                "--parallel-parts", "1", "--ondisk-codes", "fp16"]),
-    ("IVF2,PQ4,RFlat", ["--refine-k-factor", "3"]),
+    ("IVF2,PQ4,RFlat", ["--refine-k-factor", "3"]), ("ivfpq", ["--train-size", "5"]),
+    ("IVF2,Flat", ["--train-size", "5"]),
+    ("hnsw", ["--target-recall", "0.9", "--tuning-queries", "5"]),
 ])
 def test_build_flags_the_index_type_uses_pass_the_check(tmp_path, index_type, flags):
     result = CliRunner().invoke(main, ["index", str(tmp_path), "--corpus", str(tmp_path), "-o", str(tmp_path / "i"),
                                        "--index-type", index_type, *flags])
     assert result.exit_code == 1 and "is used only by" not in result.stderr, result.output  # refused later: no shards
+
+
+@pytest.mark.parametrize("flags", [["--tuning-queries", "5"], ["--tuning-queries-file", "QUERIES"]])
+def test_a_tuning_flag_without_target_recall_is_refused(tmp_path, flags):
+    """`--tuning-queries 5` without --target-recall built the index untuned and exited 0; `--tuning-queries-file`
+    loaded the model and encoded the queries before the library refused them, with exit code 1."""
+    queries = write_jsonl(tmp_path / "q.jsonl", [{"_id": "q1", "text": "hello"}])
+    flags = [str(queries) if flag == "QUERIES" else flag for flag in flags]
+    result = CliRunner().invoke(main, ["index", str(tmp_path), "--corpus", str(queries), "-o", str(tmp_path / "i"),
+                                       "--index-type", "hnsw", *flags])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (f"error: {flags[0]} is used only with --target-recall (what recall is measured on); add "
+                             "--target-recall or drop it (see `main index --help`)\n")
+
+
+@pytest.mark.parametrize("command", [["index", "SHARDS", "--corpus", "FIFO", "-o", "OUT"],
+                                     ["build", "FIFO", "-o", "OUT"]])
+def test_a_fifo_corpus_is_refused_before_it_is_read(tmp_path, command):
+    """The second read of a FIFO (build and index read the corpus twice) waited for ever (probe round 9)."""
+    import os
+    import threading
+
+    (tmp_path / "shards").mkdir()
+    os.mkfifo(tmp_path / "c.jsonl")
+    paths = {"SHARDS": tmp_path / "shards", "FIFO": tmp_path / "c.jsonl", "OUT": tmp_path / "out"}
+    results = []
+    arguments = [str(paths.get(a, a)) for a in command]
+    run = threading.Thread(target=lambda: results.append(CliRunner().invoke(main, arguments)), daemon=True)
+    run.start()
+    run.join(60)
+    assert results, f"`retriever {command[0]}` is still waiting on the FIFO"
+    assert results[0].exit_code == 1 and "is a pipe or a device, not a file" in results[0].output
