@@ -46,8 +46,8 @@ from retriever.pretraining.trainer import MAX_HEAD_LAYERS
 @click.option("--mlm-probability", type=FiniteRange(0, 1, min_open=True, max_open=True), default=0.15,
               show_default=True, help="Share of tokens masked, whole words at a time (BERT 80/10/10 replacement).")
 @renamed_option("--sequences-per-step", "--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
-                help="Sequences per optimizer step (with --cocondenser: N/2 passages x 2 spans; under torchrun a "
-                     "multiple of 2 x processes and at least 4 x processes).")
+                help="Sequences per optimizer step (with --cocondenser: an even N, N/2 passages x 2 spans; under "
+                     "torchrun a multiple of 2 x processes and at least 4 x processes).")
 @click.option("--epochs", type=click.IntRange(min=1), default=None,
               help="Passes over the corpus; with --max-steps, whichever ends first. [default: 1 unless --max-steps "
                    "is given, then as many as --max-steps needs]")

@@ -30,6 +30,7 @@ CONDENSER_CONFIG = "condenser.json"
 HEAD_PREFIX = "c_head."
 IGNORE_INDEX = -100
 DEFAULT_HEAD_LAYERS = 2
+MAX_HEAD_LAYERS = 12  # a BERT-base's depth; the Condenser head is a few fresh layers (the paper's 2)
 _HEAD_KEY = re.compile(r"^c_head\.(\d+)\.")
 
 
@@ -166,6 +167,21 @@ def _saved_head(folder: Path) -> dict[str, torch.Tensor]:
     return head
 
 
+def _saved_wiring(folder: Path) -> dict:
+    """The warm start's ``condenser.json``, checked: a number given as a string or a float, or a head of 100000
+    layers, died of a TypeError traceback or built layers for minutes. A recorded 0 layers (an MLM-only run) is no
+    head to continue, so the default head applies, as ``--help`` says."""
+    path = folder / CONDENSER_CONFIG
+    saved = read_json_object(path, missing={})
+    for key, most in (("n_head_layers", MAX_HEAD_LAYERS), ("skip_from", None)):
+        value = saved.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0
+                                  or most is not None and value > most):
+            raise RetrieverError(f"{path}: {key} is {value!r}, not a whole number from 0"
+                                 + (f" to {most}" if most is not None else "") + "; fix or delete the file")
+    return {**saved, "n_head_layers": saved.get("n_head_layers") or None}
+
+
 def _pooler_weights(name: str) -> dict[str, torch.Tensor]:
     """The checkpoint's trained pooler as ``bert.pooler.*`` tensors, or nothing if it has none."""
     bert, info = load_model(name, BertModel)
@@ -195,7 +211,7 @@ def load_condenser(name: str, n_head_layers: int | None = None,
     if backbone_missing:
         notes.append(f"warning: {len(backbone_missing)} backbone weights are missing from {name} and newly "
                      f"initialised (e.g. {backbone_missing[0]})")
-    saved = read_json_object(path / CONDENSER_CONFIG, missing={}) if local else {}
+    saved = _saved_wiring(path) if local else {}
     head = _saved_head(path) if local and n_head_layers != 0 else {}  # 0: MLM only, any saved head unused
     saved_layers = len({_HEAD_KEY.match(key).group(1) for key in head}) if head else saved.get("n_head_layers")
     if head and n_head_layers is not None and n_head_layers != saved_layers:

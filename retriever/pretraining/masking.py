@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedTokenizerBase
 
-from retriever.corpus import Fields, iter_documents
+from retriever.corpus import Fields, ReadStats, iter_documents
 from retriever.pretraining.condenser import IGNORE_INDEX
 from retriever.texts import passage_text
 
@@ -36,12 +36,12 @@ class TokenizedCorpus:
 
     @classmethod
     def read(cls, corpus: str, tokenizer: PreTrainedTokenizerBase, fmt: str = "auto",
-             fields: Fields = Fields()) -> "TokenizedCorpus":
+             fields: Fields = Fields(), stats: ReadStats | None = None) -> "TokenizedCorpus":
         """Tokenized a chunk of documents at a time, so the fast tokenizer batches. Each chunk becomes int32 at
         once (Python lists of ids cost 9-36 bytes a token, not 4), and a long text is tokenized in pieces of at
         most PIECE_CHARS characters: whole, a 20 MB line held the tokenizer's per-token records of all of it
-        (3.9 GB)."""
-        documents = iter(iter_documents(corpus, fmt=fmt, fields=fields))
+        (3.9 GB). ``stats`` counts the documents and those with empty text."""
+        documents = iter(iter_documents(corpus, fmt=fmt, fields=fields, stats=stats))
         chunks, lengths = [], []
         while texts := [passage_text(d.title, d.text) for d in itertools.islice(documents, TOKENIZE_CHUNK)]:
             ids, chunk_lengths = _tokenize_chunk(tokenizer, texts)

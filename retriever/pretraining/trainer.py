@@ -18,11 +18,12 @@ from typing import ClassVar
 
 from transformers import Trainer, TrainerCallback, set_seed
 
+from retriever.corpus import ReadStats
 from retriever.errors import RetrieverError
 from retriever.folders import publish_model_folder
 from retriever.model_loading import load_tokenizer, resolve_model_path
 from retriever.pretraining.card import pretrain_card
-from retriever.pretraining.condenser import CondenserForPretraining, load_condenser
+from retriever.pretraining.condenser import MAX_HEAD_LAYERS, CondenserForPretraining, load_condenser
 from retriever.pretraining.guards import check_examples, check_tokenizer
 from retriever.pretraining.masking import CondenserExamples, TokenizedCorpus, WholeWordMasker, pad_batch
 from retriever.training import stack
@@ -34,7 +35,6 @@ OBJECTIVES = ("condenser", "mlm")
 BACKBONE_PREFIX = "lm.bert."  # the encoder a retriever keeps; everything else is a pre-training head
 MODEL_CARD = "README.md"
 CONTRASTIVE_MARKERS = ("modules.json", "config_sentence_transformers.json", "retriever.json")
-MAX_HEAD_LAYERS = 12  # a BERT-base's depth; the Condenser head is a few fresh layers (the paper's 2)
 
 
 @dataclass(kw_only=True)
@@ -76,9 +76,9 @@ class PretrainConfig(stack.StackConfig):
 def check_span_batch(sequences: int, processes: int) -> None:
     """coCondenser's span softmax runs within a process's slice: each process needs whole passages (2 spans each)
     from at least 2 documents, or its only candidate is the sibling and the span loss is 0."""
-    if processes == 1 and sequences < 4:
-        raise RetrieverError("--cocondenser needs --sequences-per-step of at least 4 (2 spans from each of 2+ "
-                             "documents)")
+    if processes == 1 and (sequences < 4 or sequences % 2):  # an odd one trained a step of one sequence fewer
+        raise RetrieverError(f"--cocondenser needs an even --sequences-per-step of at least 4 (2 spans from each of "
+                             f"2+ documents), not {sequences}")
     if processes > 1 and (sequences < 4 * processes or sequences % (2 * processes)):
         raise RetrieverError(f"--cocondenser over {processes} processes needs --sequences-per-step a multiple of "
                              f"{2 * processes} (2 x processes: whole 2-span passages per process) and at least "
@@ -176,11 +176,7 @@ def _pretrain(config: PretrainConfig, log: Callable[[str], None]) -> PretrainRes
     notes += [f"resuming from {resume} (step {stack.checkpoint_step(resume)})"] if resume else []
     for note in notes:
         log(note)
-    examples = CondenserExamples(TokenizedCorpus.read(config.corpus, tokenizer, config.corpus_format,
-                                                      config.corpus_fields),
-                                 WholeWordMasker(tokenizer, config.mlm_probability), config.max_length,
-                                 config.cocondenser, config.seed)
-    check_examples(examples, tokenizer.unk_token_id, config.corpus, log)
+    examples = read_examples(config, tokenizer, log)
     per_step = config.batch_size // 2 if config.cocondenser else config.batch_size
     max_steps = run_steps(config, len(examples), per_step, log)
     unit = "documents with two spans" if config.cocondenser else "blocks"
@@ -215,6 +211,18 @@ def _pretrain(config: PretrainConfig, log: Callable[[str], None]) -> PretrainRes
                 f"{result.tokens_per_second:.0f} tokens/s, {result.seconds:.0f}s")
     trainer.finish(write_model, {**dataclasses.asdict(result), "output": str(output)})
     return result
+
+
+def read_examples(config: PretrainConfig, tokenizer, log: Callable[[str], None]) -> CondenserExamples:
+    """The corpus as checked training sequences, saying how many documents were read and how many had empty
+    text, as `encode` does: they add nothing, and pre-training passed over them without a word."""
+    stats = ReadStats()
+    corpus = TokenizedCorpus.read(config.corpus, tokenizer, config.corpus_format, config.corpus_fields, stats)
+    log(f"{config.corpus}: {stats.summary()}")
+    examples = CondenserExamples(corpus, WholeWordMasker(tokenizer, config.mlm_probability), config.max_length,
+                                 config.cocondenser, config.seed)
+    check_examples(examples, tokenizer.unk_token_id, config.corpus, log)
+    return examples
 
 
 def run_steps(config: PretrainConfig, examples: int, per_step: int, log: Callable[[str], None]) -> int:

@@ -79,3 +79,13 @@ def test_head_layer_bound_is_in_the_help_and_refused_as_usage():
     assert "1 to 12" in help_text
     result = CliRunner().invoke(pretrain_command, ["corpus", "-o", "out", "--n-head-layers", "13"])
     assert result.exit_code == 2 and "13 is not in the range 1<=x<=12" in result.output
+
+
+def test_an_odd_cocondenser_step_is_refused_before_loading(tmp_path, tiny_beir):
+    """`--cocondenser --sequences-per-step 5` trained steps of 4 sequences (2 passages x 2 spans), the losses of 4,
+    while the log said "steps of 5 sequences" and the card recorded batch_size 5; torchrun refused it already."""
+    result = CliRunner().invoke(pretrain_command, [str(tiny_beir), "--output", str(tmp_path / "out"), "--cocondenser",
+                                                   "--sequences-per-step", "5", "--model", "no-such-model"])
+    message = str(result.exception)
+    assert message.startswith("--cocondenser needs an even --sequences-per-step of at least 4"), message
+    assert message.endswith("not 5") and not (tmp_path / "out").exists()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import pytest
 import torch
@@ -148,3 +149,22 @@ def test_warm_start_pooler_survives_pretraining_save(tiny_model_dir, tmp_path):
     again, _ = load_condenser(str(tmp_path / "saved"))
     torch.testing.assert_close(again.carried_pooler["bert.pooler.dense.bias"], original.pooler.dense.bias,
                                rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("wiring, wrong", [({"n_head_layers": "2"}, "n_head_layers is '2'"),
+                                           ({"n_head_layers": -1}, "n_head_layers is -1"),
+                                           ({"n_head_layers": 100000}, "n_head_layers is 100000"),
+                                           ({"skip_from": "1"}, "skip_from is '1'"),
+                                           ({"skip_from": 1.5}, "skip_from is 1.5"),
+                                           ({"skip_from": True}, "skip_from is True")])
+def test_a_warm_starts_condenser_json_is_checked(tiny_model_dir, tmp_path, wiring, wrong):
+    """Strings and floats died of TypeError tracebacks (the float at the first batch), -1 blamed --n-head-layers,
+    which was not given, and 100000 layers were built (minutes, or out of memory): the flag's bound of 12 did not
+    hold for the file."""
+    folder = tmp_path / "warm"
+    folder.mkdir()
+    for item in tiny_model_dir.iterdir():
+        (folder / item.name).symlink_to(item)
+    (folder / "condenser.json").write_text(json.dumps(wiring))
+    with pytest.raises(RetrieverError, match=rf"condenser.json: {re.escape(wrong)}, not a whole number from 0"):
+        load_condenser(str(folder))

@@ -145,3 +145,12 @@ def test_a_model_pt_that_is_not_a_head_is_one_error(tmp_path, payload):
     torch.save(payload, model / "model.pt")
     with pytest.raises(RetrieverError, match="model.pt: not a Condenser head \\(a dict of c_head.N.\\* tensors"):
         load_condenser(str(model))
+
+
+def test_documents_with_empty_text_are_counted_and_said(tiny_model_dir, tmp_path):
+    """`encode` says how many documents had empty text; pre-training passed over them without a word, so a corpus
+    whose texts were mostly empty trained on the rest as if nothing were missing."""
+    corpus = corpus_of(tmp_path / "c.jsonl", ["the cat sat on the old mat by the fire", "", "a dog ran", "  "])
+    lines: list[str] = []
+    pretrain(config(corpus, tmp_path / "out", tiny_model_dir, max_steps=1, warmup_ratio=0), log=lines.append)
+    assert f"{corpus}: 4 documents; 2 with empty text (e.g. d1, d3)" in lines, lines

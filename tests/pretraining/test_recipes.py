@@ -69,11 +69,25 @@ def test_mlm_only_has_no_condenser_head(tiny_beir, tiny_model_dir, tmp_path):
                for record in result.history)
     assert torch.load(result.output / "model.pt", weights_only=True) == {}
     assert json.loads((result.output / "condenser.json").read_text())["n_head_layers"] == 0
-    model, notes = load_condenser(str(result.output))  # continuing an MLM-only run stays MLM-only
+    model, notes = load_condenser(str(result.output), n_head_layers=0)  # continuing it with --objective mlm
     assert len(model.c_head) == 0 and "MLM only" in notes[-1]
     assert not any(name.startswith("c_head") for name, _ in model.named_parameters())
     with pytest.raises(RetrieverError, match="mlm has no head"):
         pretrain(config(tiny_beir, tmp_path / "bad", tiny_model_dir, objective="mlm", n_head_layers=2))
+
+
+def test_a_condenser_run_from_an_mlm_only_output_gets_a_new_head(tiny_beir, tiny_model_dir, tmp_path):
+    """The output's condenser.json records 0 head layers; the default objective took that as the head to continue
+    and trained plain MLM, logged as "pre-training Condenser ... 0 head layers", its card "Condenser: 0 head
+    layers", where --help promises the warm start's head, else 2."""
+    mlm = pretrain(config(tiny_beir, tmp_path / "mlm", tiny_model_dir, max_steps=1, objective="mlm"),
+                   log=lambda message: None)
+    messages: list[str] = []
+    result = pretrain(config(tiny_beir, tmp_path / "condenser", mlm.output, max_steps=2), log=messages.append)
+    assert "the 2-layer Condenser head is newly initialised (skip_from 2)" in messages
+    assert all(record["head_mlm"] > 0 for record in result.history)
+    assert json.loads((result.output / "condenser.json").read_text())["n_head_layers"] == 2
+    assert "Condenser: 2 head layers" in (result.output / "README.md").read_text()
 
 
 def test_pretraining_a_sentence_encoder_warns_first(tiny_beir, tiny_model_dir, tmp_path):

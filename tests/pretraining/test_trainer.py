@@ -113,7 +113,7 @@ def test_output_must_not_be_an_unrelated_folder(tiny_beir, tiny_model_dir, tmp_p
 
 
 @pytest.mark.parametrize("processes, sequences, message", [
-    (1, 2, "at least 4"), (1, 4, None), (1, 5, None),
+    (1, 2, "at least 4"), (1, 4, None), (1, 5, "an even --sequences-per-step"),  # 5 trained steps of 4
     (2, 4, "at least 8"),  # 1 passage per process: its span softmax holds only the sibling, the loss is 0
     (2, 6, "multiple of 4"),  # 3 passages do not split over 2 processes
     (2, 8, None), (2, 12, None), (2, 10, "multiple of 4"), (3, 6, "at least 12 (4 x processes"), (3, 12, None)])
