@@ -12,6 +12,7 @@ from pathlib import Path
 from retriever.corpus import BeirDataset, read_queries
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.evaluation import EvaluationReport, evaluate_index
+from retriever.folders import named_output
 from retriever.indexing import IndexParams, encode_and_index
 from retriever.searching import Hit, Searcher
 
@@ -31,11 +32,15 @@ class DemoResult:
 
 def run_demo(output: str | Path = "indexes/demo", model: str = "minilm", device: str = "auto",
              dtype: str = "auto", k: int = 5, progress: bool = True) -> DemoResult:
-    """Build ``output`` from the demo collection (replacing an old one), then search and evaluate it."""
+    """Build ``output`` from the demo collection (replacing an old one), then search and evaluate it.
+
+    The index is opened by its absolute path, taken before the build: building ``.`` swaps a new folder in at
+    the working folder's path, after which ``.`` still names the old, deleted one."""
     dataset = demo_dataset()
     encoder = Encoder(EncoderSettings.for_model(model), device=device, dtype=dtype)
+    built = named_output(Path(output)).absolute()
     encode_and_index(dataset.corpus_path, output, encoder, IndexParams("flat"), overwrite=True, progress=progress)
-    searcher = Searcher(output, device=device, dtype=dtype)
+    searcher = Searcher(built, device=device, dtype=dtype)
     report, _ = evaluate_index(searcher, dataset, "test", k=1000, progress=progress)
     queries = read_queries(dataset.queries_path)[:DEMO_QUERIES]
     hits = searcher.search([q.text for q in queries], k=k)

@@ -21,3 +21,19 @@ def test_demo_builds_searches_and_scores(tmp_path):
     assert (tmp_path / "demo" / "manifest.json").is_file()
     assert len(result.examples) == 3 and all(len(hits) == 5 for _, hits in result.examples)
     assert result.report.evaluation.mean["recall@10"] > 0.8  # minilm finds paraphrased answers
+
+
+def test_demo_into_the_working_folder_opens_the_index_it_built(tmp_path, tiny_beir, tiny_model_dir, monkeypatch,
+                                                             one_torch_thread):
+    """`retriever demo -o .` in an empty folder: the build swaps a new folder in at the working folder's path,
+    and the demo then opened `.`, the old, deleted folder (`.: not an index folder`, exit 1, index built)."""
+    import retriever.demo as demo
+    from retriever.corpus import BeirDataset
+
+    monkeypatch.setattr(demo, "demo_dataset", lambda: BeirDataset.open(tiny_beir))
+    here = tmp_path / "empty"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    result = demo.run_demo(".", model=str(tiny_model_dir), progress=False)
+    assert (tmp_path / "empty" / "manifest.json").is_file()
+    assert result.report.evaluation.num_queries == 4 and len(result.examples) == 3
