@@ -1,7 +1,6 @@
 """Finding and loading Hugging Face checkpoints: local folders, hub ids and the ``minilm`` alias.
 
-Loading from the hub is kept real (users elsewhere have one); a failure becomes an error
-that says how to pass a local folder instead.
+Loading from the hub is kept real (users elsewhere have one); a failure says how to pass a local folder instead.
 """
 from __future__ import annotations
 
@@ -45,8 +44,9 @@ def resolve_model_path(name: str) -> str:
         return str(module.get_model_path())
     path = Path(name).expanduser()
     if path.exists():
-        if not (path / "config.json").is_file():
-            raise RetrieverError(f"{path}: not a Hugging Face model folder (no config.json)" + (
+        if not (path / "config.json").is_file():  # a file: its config.json, say (the folder was meant)
+            what = "a file: pass the folder holding the model" if path.is_file() else "no config.json"
+            raise RetrieverError(f"{path}: not a Hugging Face model folder ({what})" + (
                 "; it is a sentence-transformers folder of the old layout, its transformer in a subfolder: save it "
                 "again with sentence-transformers (SentenceTransformer(OLD).save(NEW)) and pass the new folder"
                 if (path / "modules.json").is_file() else ""))

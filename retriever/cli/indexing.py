@@ -15,6 +15,7 @@ from retriever.corpus import read_queries
 from retriever.corpus_encoding import describe, encode_corpus
 from retriever.distributed.ray_runtime import ADDRESS_HELP, ray_session
 from retriever.encoder import Encoder, EncoderSettings, recorded_encoder
+from retriever.folders import named_output
 from retriever.indexing import INDEX_TYPES, IndexParams, build_index, encode_for_index
 from retriever.ondisk import ONDISK_TYPE
 from retriever.shards import check_complete, sample_rows
@@ -219,6 +220,7 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
     Example:
       retriever index shards/ --corpus ../shared/datasets/scifact -o indexes/scifact --index-type hnsw
     """
+    output = named_output(output)  # `-o .`: the build swaps a new folder in at that path; `.` would name the old one
     check_build_tuning(tune_fusion, lexical, output, overwrite)
     params = IndexParams(**index_flags)
     _check_ray_flags(params, encodes=False)
@@ -255,6 +257,7 @@ def build_command(corpus, output, model, encoder_overrides, device, dtype, batch
     Example:
       retriever build ../shared/datasets/scifact --output indexes/scifact
     """
+    output = named_output(output)  # as in index_command
     check_build_tuning(tune_fusion, lexical, output, overwrite)
     settings = EncoderSettings.for_model(model, **encoder_overrides)
     params = IndexParams(**index_flags, ray_address=ray_address, ray_workers=ray_workers,

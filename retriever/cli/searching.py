@@ -133,7 +133,7 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
         write_run(StreamedRun(batches) if output else StreamedRun(batches).whole(), output, run_format, tag)
     report_truncation(searcher.encoder)
     if output:
-        click.echo(f"wrote {len(batch)} queries × top {k} to {output}", err=True)
+        click.echo(f"wrote {len(batch)} queries × top {min(k, searcher.index.ntotal)} to {output}", err=True)
 
 
 # search's flags that only a batch run (--queries) uses, with the flag each parameter is
@@ -193,6 +193,14 @@ INDEX_ONLY = ("k", "save_run", "device", "dtype", "nprobe", "ef_search", "model"
               "fusion", "alpha", "rrf_k", "fusion_depth")
 
 
+def _metric_names(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
+    """--metrics parsed while the flags are, so a misspelt metric is a usage error (exit 2) like any bad flag."""
+    try:
+        return parse_metric_list(value)
+    except RetrieverError as error:
+        raise click.BadParameter(str(error), ctx, param) from None
+
+
 @click.command("evaluate")
 @click.option("--run", "run_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="A TREC or JSONL run file to score (needs --qrels or --dataset/--split).")
@@ -205,7 +213,7 @@ INDEX_ONLY = ("k", "save_run", "device", "dtype", "nprobe", "ef_search", "model"
 @click.option("--split", default="test", show_default=True, help="Which qrels/<split>.tsv to use.")
 @click.option("--k", "-k", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Search depth with --index.")
-@click.option("--metrics", default=",".join(DEFAULT_METRICS), show_default=True,
+@click.option("--metrics", default=",".join(DEFAULT_METRICS), show_default=True, callback=_metric_names,
               help="Comma-separated metrics: recall@k, mrr@k, ndcg@k, map@k.")
 @click.option("--output", "-o", type=OutputFile(), default=None,
               help="Write the per-query and mean metrics as JSON here.")
@@ -222,7 +230,6 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output,
       retriever evaluate --index indexes/scifact --dataset ../shared/datasets/scifact --split test
       retriever evaluate --run run.trec --dataset ../shared/datasets/scifact --split test
     """
-    metric_names = parse_metric_list(metrics)
     check_outputs_apart({"--output": output, "--save-run": save_run},
                         {"--run": run_path, "--qrels": qrels, "--index": index, "--dataset": dataset})
     if (run_path is None) == (index is None):
@@ -234,14 +241,14 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output,
         if (qrels is None) == (dataset is None):
             raise click.UsageError("--run needs --qrels or --dataset/--split, not both")
         qrels_path = qrels or BeirDataset.open(dataset).qrels_path(split)
-        report = evaluate_run_file(run_path, qrels_path, metric_names)
+        report = evaluate_run_file(run_path, qrels_path, metrics)
     else:
         if dataset is None or qrels is not None:
             raise click.UsageError("--index needs --dataset (a BEIR folder), whose qrels/<split>.tsv it is scored "
                                    "on; --qrels applies only with --run")
         searcher = open_searcher(index, device, dtype, model, pooling, normalize, mode, fusion_overrides)
         configure_batch_threads()
-        report, run = evaluate_index(searcher, BeirDataset.open(dataset), split, k, nprobe, ef_search, metric_names)
+        report, run = evaluate_index(searcher, BeirDataset.open(dataset), split, k, nprobe, ef_search, metrics)
         report_truncation(searcher.encoder)
         if save_run:
             write_trec_run(run, save_run)

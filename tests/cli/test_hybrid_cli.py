@@ -151,3 +151,16 @@ def test_bm25_settings_given_to_tune_an_index_that_keeps_its_bm25_are_refused(tm
     assert result.exit_code == 0, result.output
     manifest = json.loads((index / "manifest.json").read_text())
     assert manifest["lexical"]["k1"] == 1.5 and manifest["fusion"]["tuned"]["split"] == "train"
+
+
+def test_build_into_the_working_folder_tunes_the_index_it_built(tmp_path, tiny_model_dir, tiny_beir, monkeypatch):
+    """`build BEIR -o . --tune-fusion-on BEIR` built the index, then failed with `.: not an index folder`, exit 1:
+    the build swaps a new folder in at the working folder's path, and `.` still named the old one."""
+    split_off_train(tiny_beir)
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    result = CliRunner().invoke(main, ["build", str(tiny_beir), "-o", ".", "--overwrite", "--model",
+                                       str(tiny_model_dir), "--tune-fusion-on", str(tiny_beir), *COMMON])
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((tmp_path / "here" / "manifest.json").read_text())
+    assert manifest["fusion"]["tuned"]["split"] == "train"
