@@ -133,10 +133,11 @@ def test_search_refuses_run_flags_it_would_not_use(tmp_path, args, message):
     assert result.exit_code == 2 and message in result.output, result.output
 
 
-@pytest.mark.parametrize("metrics", ["bogus@3", ","])
-def test_an_unknown_metric_is_a_usage_error(tmp_path, metrics):
-    """It exited 1 without the --help pointer every other bad flag gets (probe round 9)."""
+@pytest.mark.parametrize("metrics, message", [("bogus@3", "unknown metric 'bogus@3'"), (",", "no metric given"),
+                                             ("ndcg@10,prec@5", "unknown metric 'prec@5'")])
+def test_an_unknown_metric_is_a_usage_error(tmp_path, metrics, message):
+    """It exited 1 without the --help pointer every other bad flag gets (probe round 9); before any search."""
     run = tmp_path / "run.trec"
     run.write_text("q1 Q0 d1 1 1.0 x\n", encoding="utf-8")
     result = CliRunner().invoke(main, ["evaluate", "--run", str(run), "--qrels", str(run), "--metrics", metrics])
-    assert result.exit_code == 2 and "Invalid value for '--metrics'" in result.output, result.output
+    assert result.exit_code == 2 and f"Invalid value for '--metrics': {message}" in result.output, result.output

@@ -73,10 +73,7 @@ CASES = [
      "evaluate --run {dir}/r.trec --qrels {dir}/qrels.tsv", "r.trec:1: score '1_0' is not a number"),
     ("13-qrels-huge-grade", {"r.trec": b"q1 Q0 d1 1 1.0 t\n", "qrels.tsv": b"q1\td1\t1" + b"0" * 400 + b"\n"},
      "evaluate --run {dir}/r.trec --qrels {dir}/qrels.tsv", "qrels.tsv:1: relevance '1000"),
-    ("12-metrics-comma", {"r.trec": b"q1 Q0 d1 1 1.0 t\n", "qrels.tsv": QRELS},
-     "evaluate --run {dir}/r.trec --qrels {dir}/qrels.tsv --metrics ,", "no metric given"),
-    ("12-metrics-unknown-before-search", {}, "evaluate --index {index} --dataset {beir} --metrics ndcg@10,prec@5",
-     "unknown metric 'prec@5'"),
+    # --metrics , and --metrics ndcg@10,prec@5: usage errors since probe round 9 (tests/cli/test_searching_cli.py)
     ("12-no-queries-typo", {"q.jsonl": b"\n"}, "search {index} --queries {dir}/q.jsonl",
      "q.jsonl: the file holds no queries"),
     ("12-unpicklable-bin-weights", {"c.jsonl": GOOD_CORPUS}, "build {dir}/c.jsonl -o {dir}/out --model {pickled_model}",
