@@ -156,25 +156,22 @@ class Searcher:
         return mode
 
     def rank(self, texts: Sequence[str], k: int, mode: str | None = None, vectors: np.ndarray | None = None,
-             nprobe: int | None = None, ef_search: int | None = None,
-             lexical_top: tie_cut.Ranked | None = None) -> tuple[np.ndarray, np.ndarray]:
+             nprobe: int | None = None, ef_search: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (scores, FAISS labels) per query in ``mode``, in ``rank_order`` (so every prefix is the
-        top of a smaller k, ties included: see ``tie_cut``); ``vectors`` are the encoded texts if at hand, and
-        ``lexical_top`` their ``lexical_ranking`` at ``fusion_depth(k)`` (a server runs it beside the encoder)."""
+        top of a smaller k, ties included: see ``tie_cut``); ``vectors`` are the encoded texts if at hand."""
         mode, texts, k = self.check_mode(mode or self.mode), check_queries(texts), check_k(k)
         check_settings_apply(self.index, nprobe, ef_search)
         _check_settings(nprobe, ef_search)
         if mode != "bm25" and vectors is None:
             vectors = self.encoder.encode_queries(texts)
-        for given, name in ((vectors, "query vectors"), ((lexical_top or [None])[0], "BM25 lists")):
-            if given is not None and len(given) != len(texts):
-                raise RetrieverError(f"{len(given)} {name} for {len(texts)} queries")
+        elif vectors is not None and len(vectors) != len(texts):
+            raise RetrieverError(f"{len(vectors)} query vectors for {len(texts)} queries")
         dense = lambda rows, depth: self.search_vectors(vectors[rows], depth, nprobe, ef_search)  # noqa: E731
         lexical = lambda rows, depth: self.lexical_ranking([texts[i] for i in rows], depth)  # noqa: E731
         if mode != "hybrid":
             return self._top_k(dense if mode == "dense" else lexical, len(texts), k)
         everything, depth = np.arange(len(texts)), self.fusion_depth(k)
-        dense_top, lexical_top = dense(everything, depth), lexical_top or lexical(everything, depth)
+        dense_top, lexical_top = dense(everything, depth), lexical(everything, depth)
         fused = lambda rows, top: fuse((dense_top[0][rows], dense_top[1][rows]),  # noqa: E731
                                        (lexical_top[0][rows], lexical_top[1][rows]), self.fusion, top)
         return self._top_k(fused, len(texts), k)

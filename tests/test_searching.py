@@ -96,19 +96,6 @@ def test_bm25_and_hybrid_modes(tiny_index):
     assert len(run["q"]) == 2 and max(run["q"], key=run["q"].get) == "d4"
 
 
-def test_a_hybrid_rank_takes_bm25_lists_made_beforehand(tiny_index, monkeypatch):
-    """A server runs BM25 while the encoder works and hands its lists to rank: the hits are rank's own."""
-    searcher = Searcher(tiny_index, device="cpu", dtype="fp32")
-    texts = ["hot volcanoes", "honey", "river of ice"]
-    expected = searcher.rank(texts, 3, "hybrid")
-    lexical_top = searcher.lexical_ranking(texts, searcher.fusion_depth(3))
-    monkeypatch.setattr(searcher, "lexical_ranking", lambda *args: pytest.fail("BM25 searched again"))
-    given = searcher.rank(texts, 3, "hybrid", lexical_top=lexical_top)
-    assert np.array_equal(given[0], expected[0]) and np.array_equal(given[1], expected[1])
-    with pytest.raises(RetrieverError, match="3 BM25 lists for 2 queries"):
-        searcher.rank(texts[:2], 3, "hybrid", lexical_top=lexical_top)
-
-
 def test_bm25_modes_on_a_dense_only_index_say_how_to_add_bm25(tiny_beir, tiny_model_dir, tmp_path):
     encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
     encode_and_index(tiny_beir, tmp_path / "dense", encoder, progress=False, lexical=None)

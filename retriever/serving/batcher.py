@@ -25,15 +25,15 @@ import queue
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import faiss
+import numpy as np
 import torch
 
 from retriever.errors import RetrieverError
 from retriever.searching import Hit, Searcher
-from retriever.serving.batch_search import search_batch
 
 WARM_UP_SIZES = (1, 2, 4, 8, 16, 32)
 log = logging.getLogger(__name__)
@@ -103,8 +103,6 @@ class MicroBatcher:
         self._busy = 0
         self._threads = [threading.Thread(target=self._run, name=f"batcher-{name}-{i}", daemon=True)
                          for i in range(max(1, workers))]
-        # BM25 for hybrid requests, run while the encoder works (``batch_search``)
-        self._lexical_thread = ThreadPoolExecutor(len(self._threads), thread_name_prefix=f"bm25-{name}")
         for thread in self._threads:
             thread.start()
 
@@ -152,7 +150,6 @@ class MicroBatcher:
             self._queue.put(_STOP)
         for thread in self._threads:
             thread.join(timeout)
-        self._lexical_thread.shutdown(wait=False, cancel_futures=True)
 
     def _run(self) -> None:
         # OpenMP thread counts are per OS thread: a new thread starts with one per core whatever
@@ -226,9 +223,36 @@ class MicroBatcher:
                                 "send a shorter or plainer text") from error
 
     def _search(self, batch: list[_Request]) -> list[list[list[Hit]]]:
-        results = search_batch(self.searcher, batch, self._encode, self._lexical_thread)
+        """One encoder pass for every query that needs a vector, then one search per group (``_group``: mode and
+        hybrid depth)."""
+        encoded = [i for i, request in enumerate(batch) if request.mode != "bm25"]
+        vectors = self._encode([t for i in encoded for t in batch[i].queries]) if encoded else None
+        first_row, row = {}, 0
+        for i in encoded:
+            first_row[i], row = row, row + len(batch[i].queries)
+        results: list[list[list[Hit]]] = [[] for _ in batch]
+        keys = [self._group(request) for request in batch]
+        for key in dict.fromkeys(keys):
+            group, mode = [i for i in range(len(batch)) if keys[i] == key], key[0]
+            group_vectors = None if mode == "bm25" else np.concatenate(
+                [vectors[first_row[i]:first_row[i] + len(batch[i].queries)] for i in group])
+            scores, labels = self.searcher.rank([t for i in group for t in batch[i].queries],
+                                                max(batch[i].k for i in group), mode, group_vectors)
+            row = 0
+            for i in group:
+                k = batch[i].k
+                results[i] = [self.searcher.hits(scores[j, :k], labels[j, :k])
+                              for j in range(row, row + len(batch[i].queries))]
+                row += len(batch[i].queries)
         self._count(batch, sum(len(request.queries) for request in batch))
         return results
+
+    def _group(self, request: _Request) -> tuple[str, int]:
+        """Requests searched together: one mode, and in hybrid one fusion depth. Hybrid fuses the engines' top
+        ``max(k, --fusion-depth)``, so a k over the depth searched with smaller ones deepened their lists too and
+        changed their hits (a k=5 query batched with a k=200 one under --fusion-depth 10)."""
+        deeper = request.mode == "hybrid" and request.k > self.searcher.fusion.depth
+        return request.mode, request.k if deeper else 0
 
     def _count(self, batch: list[_Request], queries: int) -> None:
         with self._lock:

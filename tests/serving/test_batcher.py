@@ -50,7 +50,7 @@ class FakeSearcher:
     def check_mode(self, mode):
         return Searcher.check_mode(self, mode)
 
-    def rank(self, texts, k, mode, vectors, lexical_top=None):
+    def rank(self, texts, k, mode, vectors):
         return self.search_vectors(vectors, k)
 
     def search_vectors(self, vectors, k):
