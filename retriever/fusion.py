@@ -120,14 +120,8 @@ def _float32_of_bits(keys: np.ndarray) -> np.ndarray:
 def _tie_groups(primary: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The rows that can reach the top ``k`` (every row of the first ``k`` tie classes of ``primary``, highest
     first) and their class numbers, values equal up to float64 rounding (``TIE_TOLERANCE``) counting as one.
-    Only those rows need the tie-breaking sort, and only rows near the k-th value need sorting at all: a
-    chain of rows each within tolerance of the next spans at most ``len(primary)`` tolerances."""
-    k = min(k, len(primary))
-    near = np.arange(len(primary))
-    if len(primary) > 4 * k:
-        kth = -np.partition(-primary, k - 1)[k - 1]
-        near = np.flatnonzero(primary >= kth - TIE_TOLERANCE * (len(primary) + 1) * np.abs(primary).max())
-    by_primary = near[np.argsort(-primary[near], kind="stable")]
+    Only those rows need the tie-breaking sort."""
+    by_primary = np.argsort(-primary, kind="stable")
     values = primary[by_primary]
     groups = np.r_[0, np.cumsum(values[:-1] - values[1:] > TIE_TOLERANCE * np.abs(values[1:]))]
     reach = int(np.searchsorted(groups, groups[min(k, len(groups)) - 1], side="right"))

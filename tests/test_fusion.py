@@ -144,27 +144,3 @@ def test_the_top_k_is_the_head_of_the_full_fused_order(params):
             _, labels = fuse_one(dense, lexical, params, k=k)
             assert labels.tolist() == full_labels[:k].tolist()
 
-
-def test_tie_groups_of_the_values_near_the_cut_match_those_of_a_full_sort():
-    """Only values near the k-th are sorted; a chain of values each within float64 rounding of the next must
-    still be one class, as in a sort of every value."""
-    from retriever.fusion import TIE_TOLERANCE, _tie_groups
-
-    def full_sort_groups(primary, k):
-        by_primary = np.argsort(-primary, kind="stable")
-        values = primary[by_primary]
-        groups = np.r_[0, np.cumsum(values[:-1] - values[1:] > TIE_TOLERANCE * np.abs(values[1:]))]
-        reach = int(np.searchsorted(groups, groups[min(k, len(groups)) - 1], side="right"))
-        return by_primary[:reach], groups[:reach]
-
-    rng = np.random.default_rng(7)
-    for _ in range(300):
-        size = int(rng.integers(1, 400))
-        rounding = 1 + rng.integers(0, 3, size) * 1e-16
-        primary = rng.choice([1 / 61 + 1 / 70, 2 / 65.5, 0.02, 0.01, 1 / 61], size) * rounding
-        chain = 0.02 * (1 - np.arange(size) * 0.5e-12)  # each within tolerance of the next, far apart end to end
-        primary = np.where(rng.random(size) < 0.3, chain, primary)
-        for k in (1, 2, 5, 11, 50):
-            rows, groups = _tie_groups(primary, k)
-            expected_rows, expected_groups = full_sort_groups(primary, k)
-            assert rows.tolist() == expected_rows.tolist() and groups.tolist() == expected_groups.tolist()
