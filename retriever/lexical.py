@@ -209,6 +209,8 @@ class LexicalIndex:
         else:  # a folder built before the sorted vocabulary: bm25s's JSON, loaded whole
             self._terms = None
         self.count = int(self.model.scores["num_docs"])
+        # plain views of the memory maps, made once: slicing an np.memmap makes a memmap object per posting list
+        self._postings = tuple(np.asarray(self.model.scores[name]) for name in ("data", "indices", "indptr"))
 
     def term_id(self, term: str) -> int | None:
         """The vocabulary id of a term, or None when the index does not know it."""
@@ -231,8 +233,7 @@ class LexicalIndex:
         """Every document's BM25 score for these terms, each counted as often as the query holds it (as Anserini
         weights a repeated query term): bm25s's sum, but each posting list is read once, so a query repeating a
         term 100,000 times costs one read of it, not 100,000 (a 1M-character query took minutes)."""
-        # plain views of the memory maps: slicing an np.memmap makes a memmap object per posting list
-        data, indices, indptr = (np.asarray(self.model.scores[name]) for name in ("data", "indices", "indptr"))
+        data, indices, indptr = self._postings
         total = np.zeros(self.count, dtype=np.dtype(self.model.dtype))
         for term, count in zip(ids, counts):
             start, end = indptr[term], indptr[term + 1]
