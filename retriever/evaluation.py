@@ -11,7 +11,7 @@ from retriever.corpus import BeirDataset, Query, blank_queries_warning, read_que
 from retriever.errors import RetrieverError
 from retriever.fusion import FusionParams
 from retriever.metrics import (DEFAULT_METRICS, Evaluation, answer_recall, answer_tokens, evaluate_run, format_table,
-                               metric_cutoff, trec_order)
+                               judged_query_ids, metric_cutoff, trec_order)
 from retriever.runs import Qrels, Run, read_qrels, read_run
 from retriever.searching import Searcher
 
@@ -56,7 +56,8 @@ class EvaluationReport:
 
 def judged_queries(queries: list[Query], qrels: Qrels) -> list[Query]:
     """Queries with at least one relevant judgment: the only ones worth searching."""
-    return [q for q in queries if any(rel > 0 for rel in qrels.get(q.id, {}).values())]
+    judged = set(judged_query_ids(qrels))
+    return [q for q in queries if q.id in judged]
 
 
 def evaluate_run_file(run_path: str | Path, qrels_path: str | Path,
@@ -73,7 +74,7 @@ def judged_split(dataset: BeirDataset, split: str) -> tuple[list[Query], Qrels]:
     all_queries = read_queries(dataset.queries_path)
     queries = judged_queries(all_queries, qrels)
     if not queries:
-        judged = [qid for qid, docs in qrels.items() if any(rel > 0 for rel in docs.values())]
+        judged = judged_query_ids(qrels)
         if not judged:
             raise RetrieverError(f"{dataset.root}: no query of split {split!r} has a relevant judgment (a grade of 1 "
                                  "or more); check the qrels' grade column")
@@ -88,7 +89,7 @@ def left_out_queries(queries: list[Query], qrels: Qrels) -> list[str]:
     """Ids of the queries the qrels judge relevant that ``queries`` (a split's queries found in queries.jsonl)
     lack: they are never searched."""
     found = {q.id for q in queries}
-    return [qid for qid, docs in qrels.items() if qid not in found and any(rel > 0 for rel in docs.values())]
+    return [qid for qid in judged_query_ids(qrels) if qid not in found]
 
 
 def warn_of_left_out(dataset: BeirDataset, split: str, queries: list[Query], qrels: Qrels,

@@ -16,7 +16,7 @@ from retriever.errors import RetrieverError
 from retriever.evaluation import judged_missing_from, judged_split, warn_of_left_out
 from retriever.fusion import FusionParams, fuse
 from retriever.index_folder import read_manifest, replace_manifest
-from retriever.metrics import evaluate_run
+from retriever.metrics import evaluate_run, judged_query_ids
 from retriever.runs import Qrels, Run, read_qrels
 from retriever.searching import Searcher
 
@@ -42,7 +42,7 @@ def check_tuning_split(dataset: str | Path, split: str) -> tuple[BeirDataset, li
                              "tune on train or a dev split (split one off train if the collection has none)")
     queries, qrels = judged_split(beir, split)
     if test.is_file():
-        reported = {qid for qid, docs in read_qrels(test).items() if any(rel > 0 for rel in docs.values())}
+        reported = set(judged_query_ids(read_qrels(test)))
         overlap = len(reported.intersection(q.id for q in queries))
         if overlap:
             raise RetrieverError(f"--split {split}: {overlap} of the tuning split's queries are judged in "

@@ -101,10 +101,16 @@ def _query_metrics(
     return values
 
 
+def judged_query_ids(qrels: Qrels) -> list[str]:
+    """Ids of the queries with at least one relevant judgment (a grade of 1 or more), in qrels order: the queries
+    trec_eval's mean is over, and the only ones worth searching."""
+    return [qid for qid, docs in qrels.items() if any(grade >= 1 for grade in docs.values())]
+
+
 def _nothing_judged(run: Run, qrels: Qrels) -> RetrieverError:
     """Why no run query can be scored: its ids are not the qrels' judged ones, or the qrels judge nothing relevant
     (grades below 1 only: then saying to check the ids would send the user the wrong way)."""
-    if not any(g >= 1 for docs in qrels.values() for g in docs.values()):
+    if not judged_query_ids(qrels):
         grades = sorted({g for docs in qrels.values() for g in docs.values()})
         return RetrieverError(
             f"the qrels judge no document relevant: their {sum(map(len, qrels.values()))} judgments have grades "
@@ -150,7 +156,7 @@ def evaluate_run(run: Run, qrels: Qrels, metrics: Sequence[str] = DEFAULT_METRIC
     """
     parsed = check_metrics(metrics)
     names = list(metrics)
-    judged_qids = [q for q, docs in qrels.items() if any(g >= 1 for g in docs.values())]
+    judged_qids = judged_query_ids(qrels)
     judged_set = set(judged_qids)
     excluded = sum(1 for q in run if q not in judged_set)
     missing = sum(1 for q in judged_qids if q not in run)
