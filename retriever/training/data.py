@@ -26,8 +26,7 @@ from pathlib import Path
 import torch
 
 from retriever.corpus import BeirDataset, Fields, iter_documents, read_queries
-from retriever.corpus_records import parse_json_object
-from retriever.corpus_records import as_id
+from retriever.corpus_records import as_id, parse_json_object
 from retriever.encoder_settings import EncoderSettings
 from retriever.files import decoded_lines
 from retriever.errors import InputFileError, RetrieverError
