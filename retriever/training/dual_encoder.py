@@ -22,7 +22,7 @@ from retriever.folders import publish_model_folder
 from retriever.model_folder import untied_tower_paths, write_model_folder
 from retriever.model_loading import (check_vocabulary, load_model, load_tokenizer, read_retriever_config,
                                      resolve_model_path, weights_fingerprint)
-from retriever.pooling import check_pooler_weights, get_pooling
+from retriever.pooling import check_pooler_weights, drop_untrained_pooler, get_pooling
 
 CONDENSER_HEAD = "model.pt"
 
@@ -34,6 +34,7 @@ def _log(message: str) -> None:
 def _load_backbone(name: str, pooling: str, tokenizer) -> nn.Module:
     model, info = load_model(name)
     check_pooler_weights(pooling, model, info, name)
+    drop_untrained_pooler(model, info)  # else its random draw is saved as trained, and `--pooling pooler` takes it
     check_vocabulary(tokenizer, model, name)
     return model
 

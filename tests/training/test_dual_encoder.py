@@ -99,6 +99,20 @@ def test_pooler_pooling_needs_pooler_weights(tmp_path):
         DualEncoder.from_pretrained(str(folder), pooling="pooler")
 
 
+@pytest.mark.parametrize("towers", ["shared", "untied"])
+def test_a_model_trained_from_a_checkpoint_without_a_pooler_does_not_save_a_random_one(tmp_path, towers):
+    """transformers drew the missing pooler at random and the trained folder saved it: `--pooling pooler` was then
+    accepted on that folder, as if the pooler were trained (the start checkpoint was refused)."""
+    folder = make_tiny_bert(tmp_path / "no-pooler", layers=1, with_pooler=False)
+    model = DualEncoder.from_pretrained(str(folder), pooling="mean", towers=towers)
+    assert not [name for name, _ in model.named_parameters() if ".pooler." in name]
+    model.save(tmp_path / "out")
+    with pytest.raises(RetrieverError, match="pooler"):
+        DualEncoder.from_pretrained(str(tmp_path / "out"), pooling="pooler")
+    with pytest.raises(RetrieverError, match="pooler"):
+        Encoder(EncoderSettings.for_model(str(tmp_path / "out"), pooling="pooler"))
+
+
 def test_saving_into_a_folder_with_checkpoints_keeps_them(tmp_path, tiny_model_dir):
     output = tmp_path / "out"
     (output / "checkpoints").mkdir(parents=True)
