@@ -16,23 +16,14 @@ from retriever.corpus import Document
 from retriever.device import autocast, resolve_batch_size, resolve_device, resolve_dtype, torch_dtype
 from retriever.encoder_settings import OVERRIDABLE, EncoderSettings
 from retriever.errors import RetrieverError
+from retriever.max_lengths import check_max_lengths
 from retriever.model_folder import untied_tower_paths
-from retriever.model_loading import (check_vocabulary, load_model, load_tokenizer, position_limit, resolve_model_path,
+from retriever.model_loading import (check_vocabulary, load_model, load_tokenizer, resolve_model_path,
                                      tokenizer_behaviour, tokenizer_fingerprint, weights_fingerprint)
 from retriever.pooling import check_pooler_weights, drop_untrained_pooler, get_pooling
 from retriever.recorded_paths import recorded_model
 from retriever.texts import (CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN, check_queries, check_text, passage_text,
                              tokenize_bounded)
-
-
-def check_max_lengths(settings: EncoderSettings, config) -> None:
-    """Refuse, before any text is read, max lengths the model's positions cannot take."""
-    limit = position_limit(config)
-    for name in ("passage_max_length", "query_max_length"):  # passages first: queries follow their limit
-        value = int(getattr(settings, name))
-        if limit is not None and value > limit:
-            raise RetrieverError(f"--{name.replace('_', '-')} {value} is more than the {limit} positions "
-                                 f"{settings.model} can take; pass at most {limit}")
 
 
 def _passage_texts(documents: object) -> list[str]:

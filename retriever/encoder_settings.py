@@ -40,7 +40,7 @@ class EncoderSettings:
 
     def __post_init__(self) -> None:
         if self.passage_max_length is None:
-            from retriever.model_loading import default_max_length
+            from retriever.max_lengths import default_max_length
 
             object.__setattr__(self, "passage_max_length", default_max_length(self.model))
         if self.query_max_length is None:

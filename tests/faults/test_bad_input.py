@@ -96,7 +96,8 @@ def places(tmp_path_factory, tiny_model_dir) -> dict[str, Path]:
     pickled = root / "pickled-model"
     shutil.copytree(tiny_model_dir, pickled)
     (pickled / "model.safetensors").unlink()
-    (pickled / "pytorch_model.bin").write_bytes(pickle.dumps(_Payload(root / "PWNED")))
+    (pickled / "pytorch_model.bin").write_bytes(pickle.dumps(_Payload(root / "PWNED"), protocol=2))  # 4: see
+    # tests/test_model_loading.py::test_weights_saved_with_a_pickle_protocol_the_safe_loader_cannot_read_say_so
     return {"model": tiny_model_dir, "index": index, "beir": beir, "pickled_model": pickled, "root": root}
 
 

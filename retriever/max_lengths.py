@@ -1,0 +1,66 @@
+"""How many tokens of a text are encoded: what the model folder says, within what its positions take.
+
+A length the user did not type comes from the folder (sentence-transformers' ``max_seq_length``): when it is
+past the model's positions, the error names that file as well as the flag that overrides it.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from retriever.errors import RetrieverError
+from retriever.model_loading import json_value, model_files
+
+MAX_LENGTH_CAP = 512  # the default when a model states no sentence-transformers max_seq_length (BERT's limit)
+ST_CONFIG = "sentence_bert_config.json"
+
+
+def _trained_length(path: Path) -> int | None:
+    trained = json_value(path / ST_CONFIG, "max_seq_length")
+    return trained if isinstance(trained, int) and not isinstance(trained, bool) and trained > 1 else None
+
+
+def default_max_length(name: str) -> int:
+    """The length the model was trained for: sentence-transformers' ``max_seq_length`` when the folder has one,
+    else the tokenizer's ``model_max_length`` and the position limit, capped at ``MAX_LENGTH_CAP``."""
+    path = model_files(name)
+    if path is None:
+        return MAX_LENGTH_CAP
+    trained = _trained_length(path)
+    if trained is not None:
+        return trained
+    config = {key: json_value(path / "config.json", key) for key in ("max_position_embeddings", "model_type",
+                                                                     "pad_token_id")}
+    positions = position_limit(SimpleNamespace(**config)) if isinstance(config["max_position_embeddings"], int) \
+        and isinstance(config["pad_token_id"], (int, type(None))) else None
+    limits = [json_value(path / "tokenizer_config.json", "model_max_length"), positions]
+    return min([MAX_LENGTH_CAP] + [int(v) for v in limits if isinstance(v, (int, float)) and 1 < v < 1e9])
+
+
+def position_limit(config: Any) -> int | None:
+    """How many tokens the model's position embeddings can take (None when positions are unbounded); the default
+    max length stays within it, or the encoder would refuse the length it picked itself."""
+    limit = getattr(config, "max_position_embeddings", None)
+    if not limit:
+        return None
+    if getattr(config, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "longformer"):
+        limit -= (getattr(config, "pad_token_id", None) or 0) + 1  # these count positions from pad_token_id + 1
+    return int(limit)
+
+
+def check_max_lengths(settings: Any, config: Any) -> None:
+    """Refuse, before any text is read, max lengths the model's positions cannot take (``settings``: an
+    ``EncoderSettings``)."""
+    limit = position_limit(config)
+    for name in ("passage_max_length", "query_max_length"):  # passages first: queries follow their limit
+        value = int(getattr(settings, name))
+        if limit is None or value <= limit:
+            continue
+        flag = f"--{name.replace('_', '-')}"
+        folder = model_files(settings.model)
+        if folder is not None and _trained_length(folder) == value:  # the folder's own length, maybe not typed
+            raise RetrieverError(f"{folder / ST_CONFIG}: max_seq_length {value} is more than the {limit} positions "
+                                 f"the model can take; set it to at most {limit} there, or pass {flag} {limit}")
+        raise RetrieverError(f"{flag} {value} is more than the {limit} positions {settings.model} can take; "
+                             f"pass at most {limit}")

@@ -1,0 +1,47 @@
+"""Why a PyTorch weights file (``.bin``, ``.pt``) is refused by torch's safe loader, in words a user can act on.
+
+Weights are only ever read with ``torch.load(weights_only=True)``, which unpickles plain tensors and never
+runs code. That loader reads pickle protocols 2 and 3 only: a plain state dict saved with ``pickle_protocol=4``
+or 5 is refused with an "unsupported operand" message, which read as "damaged or holds code".
+"""
+from __future__ import annotations
+
+import pickle
+import zipfile
+from pathlib import Path
+
+SAFE_LOADER_PROTOCOLS = (2, 3)
+PROTOCOL_WARNING = "Detected pickle protocol"  # torch's UserWarning before it tries a protocol other than 2
+
+
+def pickle_protocol(path: Path) -> int | None:
+    """The pickle protocol a torch file was saved with (zip archive or legacy format); None if unreadable."""
+    try:
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as archive:
+                name = next((n for n in archive.namelist() if n.endswith("/data.pkl") or n == "data.pkl"), None)
+                if name is None:
+                    return None
+                with archive.open(name) as member:
+                    head = member.read(2)
+        else:
+            with open(path, "rb") as file:
+                head = file.read(2)
+    except (OSError, zipfile.BadZipFile):
+        return None
+    return head[1] if len(head) == 2 and head[0] == pickle.PROTO[0] else None
+
+
+def unreadable_weights_message(folder: str | Path, error: BaseException) -> str:
+    """What is wrong with a model folder whose weights the safe loader refused, and what to do."""
+    folder = Path(folder)
+    for path in sorted(folder.glob("*.bin")) if folder.is_dir() else [folder]:
+        protocol = pickle_protocol(path)
+        if protocol is not None and protocol not in SAFE_LOADER_PROTOCOLS:
+            return (f"{path}: saved with pickle protocol {protocol}, which torch's safe loader (weights_only) does "
+                    "not read, and retriever unpickles nothing else (it could run code); if you trust the file, save "
+                    "the model again as safetensors (model.save_pretrained(folder)) or with torch.save(state_dict, "
+                    "file, pickle_protocol=2)")
+    reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+    return (f"{folder}: the weights file cannot be loaded as plain tensors ({reason}); it is damaged or holds "
+            "code, so replace it (safetensors preferred)")
