@@ -23,8 +23,8 @@ from retriever.files import (RepeatedKeyError, atomic_write_lines, carriage_retu
 from retriever.qrels import DECIMAL_NUMBER, Qrels, read_qrels
 from retriever.texts import id_problem
 
-__all__ = ["Qrels", "RankedLists", "Run", "RunLike", "rank_order", "ranked_hits", "read_qrels", "read_run",
-           "read_trec_run", "trec_lines", "jsonl_lines", "write_run", "write_trec_run"]
+__all__ = ["Qrels", "RankedLists", "Run", "RunLike", "check_tag", "rank_order", "ranked_hits", "read_qrels",
+           "read_run", "read_trec_run", "trec_lines", "jsonl_lines", "write_run", "write_trec_run"]
 
 Run = dict[str, dict[str, float]]
 """qid -> docid -> score."""
@@ -70,14 +70,22 @@ def _check_score(score: float, qid: str, docid: str) -> None:
         raise RetrieverError(f"cannot write run: score of {docid!r} for query {qid!r} is NaN")
 
 
+def check_tag(tag: str) -> str:
+    """A run tag, the last column of a TREC run line: one non-empty token. Commands check it when they start, so a
+    bad tag costs no search (a run for standard output was searched whole before its first line refused it)."""
+    if not isinstance(tag, str) or not tag or _WHITESPACE.search(tag):
+        raise RetrieverError(f"tag {tag!r} must be one non-empty token without whitespace (the last column of a "
+                             "TREC run line)")
+    return tag
+
+
 def trec_lines(run_or_ranked: RunLike, tag: str = "retriever") -> Iterator[str]:
     """``qid Q0 docid rank score tag`` lines, ranks from 1, queries in the input order.
 
     Scores are written with ``repr`` so reading the file back gives bit-identical floats (and
     hence the same trec_eval tie-breaking).
     """
-    if not tag or any(ch.isspace() for ch in tag):
-        raise RetrieverError(f"cannot write run: tag {tag!r} must be non-empty without whitespace")
+    check_tag(tag)
     for qid, hits in run_or_ranked.items():
         qid = str(qid)
         _check_token(qid, "query id", qid)

@@ -20,7 +20,7 @@ from retriever.files import write_json
 from retriever.evaluation import evaluate_index, evaluate_run_file
 from retriever.metrics import DEFAULT_METRICS, parse_metric_list
 from retriever.pooling import POOLINGS
-from retriever.runs import Run, write_run, write_trec_run
+from retriever.runs import Run, check_tag, write_run, write_trec_run
 from retriever.searching import DEFAULT_K, Hit, Searcher
 from retriever.texts import check_text, is_blank
 
@@ -74,6 +74,15 @@ def print_hits(hits: list[Hit]) -> None:
         click.echo(f"     {_snippet(hit)}")
 
 
+def _run_tag(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """--tag checked while the flags are parsed: a tag a run line cannot hold is a usage error before any search
+    (a run for standard output was searched whole before its first line refused the tag)."""
+    try:
+        return check_tag(value)
+    except RetrieverError as error:
+        raise click.BadParameter(str(error), ctx, param) from None
+
+
 @click.command("search")
 @click.argument("index", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("query", required=False)
@@ -88,7 +97,8 @@ def print_hits(hits: list[Hit]) -> None:
               help="Run file to write in batch mode; - is standard output. [default: standard output]")
 @click.option("--run-format", type=click.Choice(["trec", "jsonl"]), default="trec", show_default=True,
               help="Batch-mode output: TREC run (qid Q0 docid rank score tag) or JSONL.")
-@click.option("--tag", default="retriever", show_default=True, help="Run tag (last column of a TREC run).")
+@click.option("--tag", default="retriever", show_default=True, callback=_run_tag,
+              help="Run tag (last column of a TREC run): one token without whitespace.")
 @searcher_options()
 @mode_options()
 @corpus_options()

@@ -141,3 +141,14 @@ def test_an_unknown_metric_is_a_usage_error(tmp_path, metrics, message):
     run.write_text("q1 Q0 d1 1 1.0 x\n", encoding="utf-8")
     result = CliRunner().invoke(main, ["evaluate", "--run", str(run), "--qrels", str(run), "--metrics", metrics])
     assert result.exit_code == 2 and f"Invalid value for '--metrics': {message}" in result.output, result.output
+
+
+@pytest.mark.parametrize("tag", ["a b", "", "tab\there"])
+def test_a_run_tag_a_trec_line_cannot_hold_is_a_usage_error_before_any_search(tmp_path, tag):
+    """Without -o the whole run was searched (and held) before its first line refused the tag, exit 1."""
+    index = tmp_path / "not-an-index"  # never opened: the tag is checked with the flags
+    index.mkdir()
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"_id": "q1", "text": "cat"}\n')
+    result = CliRunner().invoke(main, ["search", str(index), "--queries", str(queries), "--tag", tag])
+    assert result.exit_code == 2 and "Invalid value for '--tag'" in result.output, result.output
