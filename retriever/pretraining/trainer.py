@@ -113,7 +113,8 @@ class CondenserTrainer(stack.StackTrainer):
     """The Condenser's loss, with its parts averaged into each log entry; the backbone may learn slower."""
 
     def __init__(self, config: PretrainConfig, **kwargs) -> None:
-        super().__init__(config, **kwargs)
+        # every parameter has a gradient at every step, but the frozen backbone's in the first steps
+        super().__init__(config, unused_parameters=config.freeze_backbone_steps > 0, **kwargs)
         self.span_temperature = config.temperature if config.cocondenser else None
         self.backbone_lr_scale = config.backbone_lr_scale
         self.parts, self.batches, self.tokens = {}, 0, 0

@@ -91,6 +91,14 @@ class DualEncoder(nn.Module):
     def towers(self) -> list[nn.Module]:
         return [self.query_model] if self.untied_passage_model is None else [self.query_model, self.passage_model]
 
+    def parameters_without_gradient(self) -> list[str]:
+        """The parameters no training step reaches: a tower's pooler, where the pooling reads the token states."""
+        if self.settings.pooling == "pooler":
+            return []
+        towers = {"query_model": self.query_model, "untied_passage_model": self.untied_passage_model}
+        return [f"{name}.pooler.{parameter}" for name, tower in towers.items()
+                if getattr(tower, "pooler", None) is not None for parameter, _ in tower.pooler.named_parameters()]
+
     def _embed(self, model: nn.Module, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         outputs = model(**inputs)
         pooled = self.pooling(outputs, inputs["attention_mask"]).float()

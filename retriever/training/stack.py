@@ -159,14 +159,19 @@ class StackConfig:
             report_to="none", disable_tqdm=True, use_cpu=device.type == "cpu",
             bf16=precision == "bf16", fp16=precision == "fp16", remove_unused_columns=False,
             ddp_backend=None if ranks == 1 else "nccl" if device.type == "cuda" else "gloo",
-            accelerator_config={"split_batches": True}, ddp_find_unused_parameters=True, dataloader_drop_last=drop_last)
+            accelerator_config={"split_batches": True}, dataloader_drop_last=drop_last)
         return arguments, precision
 
 
 class StackTrainer(Trainer):
     """Trainer whose checkpoints hold safetensors weights and are marked complete by the run's record."""
 
-    def __init__(self, config: StackConfig, arguments: TrainingArguments, precision: str, **kwargs) -> None:
+    def __init__(self, config: StackConfig, arguments: TrainingArguments, precision: str, *,
+                 unused_parameters: bool, **kwargs) -> None:
+        """``unused_parameters``: whether some step leaves a trainable parameter without a gradient. Only then must DDP
+        search each step's autograd graph for them (`find_unused_parameters`; without it DDP waits for their
+        gradients and fails); elsewhere the search costs a traversal a step and a warning from every process."""
+        arguments.ddp_find_unused_parameters = unused_parameters
         if is_main_process():  # inputs are checked: from now on OUTPUT is recognisably a run's, even if killed
             make_folder(Path(config.output) / CHECKPOINTS, "--output")
         callbacks = [StderrProgress(config.progress), EpochEndCheckpoints(), StopAtNonFiniteLoss(),

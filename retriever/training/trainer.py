@@ -123,7 +123,7 @@ class DualEncoderTrainer(stack.StackTrainer):
     """The contrastive loss over the global batch, GradCache steps and per-epoch dev evaluation."""
 
     def __init__(self, config: TrainConfig, model: DualEncoder, **kwargs) -> None:
-        super().__init__(config, model=model, **kwargs)
+        super().__init__(config, model=model, unused_parameters=bool(model.parameters_without_gradient()), **kwargs)
         self.temperature = config.temperature or default_temperature(model.settings.normalize)
         self.cross_device = config.cross_device_negatives and stack.world_size() > 1
         self.grad_cache_chunk_size, self.dev_batch_size = config.grad_cache_chunk_size, config.dev_batch_size

@@ -19,10 +19,10 @@ def torchrun(*arguments: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
-def pretrain(corpus, model, output, sequences: int) -> subprocess.CompletedProcess:
+def pretrain(corpus, model, output, sequences: int, *extra: str) -> subprocess.CompletedProcess:
     return torchrun("pretrain", str(corpus), "--model", str(model), "--output", str(output), "--cocondenser",
                     "--sequences-per-step", str(sequences), "--max-steps", "2", "--max-length", "16",
-                    "--device", "cpu", "--dtype", "fp32", "--no-progress")
+                    "--device", "cpu", "--dtype", "fp32", "--no-progress", *extra)
 
 
 def error_lines(stderr: str) -> list[str]:
@@ -34,6 +34,15 @@ def test_two_passages_per_process_give_a_span_loss(tiny_beir, tiny_model_dir, tm
     assert finished.returncode == 0, finished.stderr[-3000:]
     history = json.loads((tmp_path / "out" / "checkpoints" / "finished.json").read_text())["result"]["history"]
     assert len(history) == 2 and all(entry["span"] > 0.01 for entry in history)
+    # every parameter gets a gradient: DDP's search for those without one only made every process warn
+    assert "find_unused_parameters" not in finished.stderr
+
+
+def test_a_frozen_backbone_trains_under_torchrun(tiny_beir, tiny_model_dir, tmp_path):
+    """The frozen steps leave the backbone without a gradient: DDP must look for such parameters there."""
+    finished = pretrain(tiny_beir, tiny_model_dir, tmp_path / "out", 8, "--freeze-backbone-steps", "1")
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert (tmp_path / "out" / "model.safetensors").is_file()
 
 
 @pytest.mark.parametrize("sequences, rule", [(6, "multiple of 4 (2 x processes"),

@@ -30,6 +30,7 @@ from retriever.training.loss import judged_positive_mask
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 ENVIRONMENT = {**os.environ, "OMP_NUM_THREADS": "1"}
 STEPS, BATCH = 3, 4
+LAUNCH_STDERR = "launch.stderr"
 KILLED_RUN = ["--max-steps", "40", "--queries-per-step", "2", "--save-steps", "2", "--warmup-ratio", "0.2"]
 # several runs in one launch: starting two processes costs more than these tiny trainings
 RUNS_SCRIPT = """
@@ -55,9 +56,11 @@ def settings(dataset: Path, model: Path, output: Path, **extra) -> dict:
                 encoder={"passage_max_length": 32, "query_max_length": 16}, dtype="fp32", progress=False, **extra)
 
 
-def run(command: list[str]) -> None:
+def run(command: list[str]) -> str:
+    """The launch's standard error, once it succeeded."""
     finished = subprocess.run(command, capture_output=True, text=True, env=ENVIRONMENT, timeout=300)
     assert finished.returncode == 0, finished.stderr[-3000:]
+    return finished.stderr
 
 
 def losses(output: Path) -> list[float]:
@@ -94,18 +97,22 @@ def work(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def two_process_runs(work: Path) -> Path:
-    """One torchrun launch: cross-device negatives, the same with GradCache, without cross-device negatives, and
-    the uninterrupted reference of the killed run."""
+    """One torchrun launch: cross-device negatives, the same with GradCache, without cross-device negatives, the
+    uninterrupted reference of the killed run, and pooler pooling (no parameter left without a gradient); the
+    launch's stderr is kept in LAUNCH_STDERR."""
     beir, model, runs = work / "beir", work / "no-dropout", work / "runs"
     same_batch = dict(max_steps=STEPS, batch_size=BATCH)
     configs = [settings(beir, model, runs / "two", **same_batch),
                settings(beir, model, runs / "two-gc", grad_cache_chunk_size=1, **same_batch),
                settings(beir, model, runs / "local", cross_device_negatives=False, **same_batch),
                settings(beir, work / "bert", runs / "straight", max_steps=40, batch_size=2, save_steps=2,
-                        warmup_ratio=0.2)]
+                        warmup_ratio=0.2),
+               {**settings(beir, model, runs / "pooler", max_steps=2, batch_size=BATCH),
+                "encoder": {"pooling": "pooler", "passage_max_length": 32, "query_max_length": 16}}]
     script = work / "runs.py"
     script.write_text(RUNS_SCRIPT)
-    run(torchrun(str(script), json.dumps(configs)))
+    stderr = run(torchrun(str(script), json.dumps(configs)))
+    (runs / LAUNCH_STDERR).write_text(stderr)
     return runs
 
 
@@ -129,6 +136,14 @@ def test_two_processes_match_one_on_the_same_global_batch(tmp_path, work, two_pr
     # without cross-device negatives each rank's logits miss the other rank's passages
     assert abs(losses(two_process_runs / "local")[0] - single.losses[0]) > 1e-2
     assert largest_difference(weights(two_process_runs / "local"), weights(tmp_path / "one")) > 1e-4
+
+
+def test_ddp_searches_for_parameters_without_gradient_only_where_a_step_leaves_some(two_process_runs):
+    """Mean pooling leaves the pooler without a gradient, so DDP must search for it (else it fails at the second
+    step); pooler pooling leaves none, and the search made every process warn of its extra traversal a step."""
+    assert (two_process_runs / "two" / "model.safetensors").is_file()  # mean pooling of a model with a pooler
+    assert (two_process_runs / "pooler" / "model.safetensors").is_file()
+    assert "find_unused_parameters" not in (two_process_runs / LAUNCH_STDERR).read_text()
 
 
 def complete_checkpoints(output: Path) -> list[int]:

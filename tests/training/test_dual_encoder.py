@@ -151,3 +151,21 @@ def test_max_lengths_past_the_models_positions_are_refused_before_training(tmp_p
         train(TrainConfig(output=str(tmp_path / "out"), train_jsonl=str(data), model=str(tiny_model_dir),
                           batch_size=2, device="cpu", dtype="fp32", progress=False, encoder=lengths))
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("pooling, with_pooler", [("cls", True), ("mean", True), ("pooler", True), ("cls", False),
+                                                  ("mean", False)])  # pooler without one: refused at loading
+@pytest.mark.parametrize("towers", ["shared", "untied"])
+def test_the_parameters_said_to_get_no_gradient_are_those_a_step_leaves_without_one(tmp_path, pooling, towers,
+                                                                                   with_pooler):
+    """What decides DDP's `find_unused_parameters`: said too few, DDP fails at the second step; too many, every
+    process warned of an extra autograd traversal a step."""
+    folder = make_tiny_bert(tmp_path / "bert", layers=1, with_pooler=with_pooler)
+    model = DualEncoder.from_pretrained(str(folder), pooling=pooling, towers=towers)
+    query, passage = (dict(model.tokenizer(texts, padding=True, return_tensors="pt"))
+                      for texts in (QUERIES, [d.text for d in DOCUMENTS]))
+    queries, passages = model(query=query, passage=passage)
+    (queries @ passages.T).logsumexp(dim=1).sum().backward()
+    without_gradient = [name for name, parameter in model.named_parameters() if parameter.grad is None]
+    assert sorted(model.parameters_without_gradient()) == sorted(without_gradient)
+    assert bool(without_gradient) == (with_pooler and pooling != "pooler")
