@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from retriever.errors import InputFileError
-from retriever.files import carriage_return_error, decoded_lines, repeated_key
+from retriever.files import carriage_return_error, compression_error, decoded_lines, repeated_key
 
 
 @dataclass(frozen=True)
@@ -46,11 +46,6 @@ _HINTS = {"jsonl": ("write it as a JSON string", "write ids as JSON strings or i
 _JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false"}
 
 
-# The first bytes of compressed files, with the command that undoes each: read as text they are "invalid UTF-8".
-_COMPRESSED = ((b"\x1f\x8b", "gzip", "gunzip -k"), (b"BZh", "bzip2", "bunzip2 -k"), (b"\xfd7zXZ\x00", "xz", "unxz -k"),
-               (b"\x28\xb5\x2f\xfd", "zstd", "unzstd"), (b"PK\x03\x04", "zip", "unzip"))
-
-
 def compressed_error(path: Path) -> InputFileError | None:
     """An error for a compressed input file, which the readers do not unpack, or None. Only a regular file is
     looked at: the first bytes of a pipe would be lost to the reader."""
@@ -61,11 +56,7 @@ def compressed_error(path: Path) -> InputFileError | None:
             head = handle.read(6)
     except OSError:
         return None  # the reader says what is wrong with it
-    for magic, kind, command in _COMPRESSED:
-        if head.startswith(magic):
-            return InputFileError(path, None, f"the file is {kind}-compressed, which this reader does not unpack",
-                                  f"decompress it first ({command} {path.name}) and pass the file it gives")
-    return None
+    return compression_error(path, head)
 
 
 def _shown(value: object) -> str:

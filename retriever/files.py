@@ -232,8 +232,24 @@ def read_json_object(path: str | Path, hint: str = "fix or delete the file", mis
     return value
 
 
+# The first bytes of compressed files, with the command that undoes each: read as text they are "invalid UTF-8".
+_COMPRESSED = ((b"\x1f\x8b", "gzip", "gunzip -k"), (b"BZh", "bzip2", "bunzip2 -k"), (b"\xfd7zXZ\x00", "xz", "unxz -k"),
+               (b"\x28\xb5\x2f\xfd", "zstd", "unzstd"), (b"PK\x03\x04", "zip", "unzip"))
+
+
+def compression_error(path: Path, head: bytes) -> InputFileError | None:
+    """An error for a file whose first bytes ``head`` are a compressed format's (the readers do not unpack one),
+    or None."""
+    for magic, kind, command in _COMPRESSED:
+        if head.startswith(magic):
+            return InputFileError(path, None, f"the file is {kind}-compressed, which this reader does not unpack",
+                                  f"decompress it first ({command} {path.name}) and pass the file it gives")
+    return None
+
+
 def decoded_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """Yield (line number, text) of non-blank lines without a leading BOM, naming the line of any invalid UTF-8.
+    """Yield (line number, text) of non-blank lines without a leading BOM, naming the line of any invalid UTF-8
+    (or the compression of a file whose first line is a compressed format's, such as a run.trec.gz).
 
     Every line-based reader (corpus, queries, qrels, runs, training files) reads through this."""
     path = Path(path)
@@ -242,8 +258,9 @@ def decoded_lines(path: str | Path) -> Iterator[tuple[int, str]]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:
-                raise InputFileError(path, number, f"invalid UTF-8 at byte {error.start} of the line",
-                                     "re-encode the file as UTF-8") from None
+                compressed = compression_error(path, raw) if number == 1 else None
+                raise compressed or InputFileError(path, number, f"invalid UTF-8 at byte {error.start} of the line",
+                                                   "re-encode the file as UTF-8") from None
             if number == 1:
                 line = line.lstrip("\ufeff")
             line = line.rstrip("\r\n")

@@ -273,3 +273,18 @@ def test_cr_only_line_endings_are_named(tmp_path: Path, reader, text: str) -> No
     with pytest.raises(InputFileError, match=r"cr\.txt:1: the line holds a carriage return \(CR\): the file has "
                                              "CR-only line endings"):
         reader(path)
+
+
+@pytest.mark.parametrize("reader, text", [(read_run, "q1 Q0 d1 1 1.0 t\n"), (read_qrels, "q1\td1\t1\n")])
+@pytest.mark.parametrize("module, kind", [("gzip", "gzip"), ("bz2", "bzip2"), ("lzma", "xz")])
+def test_a_compressed_run_or_qrels_file_says_it_is_compressed(tmp_path: Path, reader, text: str, module: str,
+                                                             kind: str) -> None:
+    """Pyserini's runs and many qrels ship as .gz: it said `invalid UTF-8 at byte 1 of the line; re-encode the
+    file as UTF-8`, as if the file were text in another encoding."""
+    import importlib
+
+    path = tmp_path / "file.gz"
+    path.write_bytes(importlib.import_module(module).compress(text.encode() * 50))
+    with pytest.raises(InputFileError, match=rf"file\.gz: the file is {kind}-compressed, which this reader does not "
+                                             r"unpack; decompress it first \(\w+ (-k )?file\.gz\)"):
+        reader(path)
