@@ -243,6 +243,14 @@ class LexicalIndex:
             total += (self.model.nonoccurrence_array[ids] * np.asarray(counts, dtype=total.dtype)).sum()
         return total
 
+    def _holding(self, ids: list[int]) -> np.ndarray:
+        """Which documents hold at least one of these terms: the only ones a search returns."""
+        _, indices, indptr = self._postings
+        held = np.zeros(self.count, dtype=bool)
+        for term in ids:
+            held[indices[indptr[term]:indptr[term + 1]]] = True
+        return held
+
     def search(self, texts: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (scores, doc-store rows) per query, rows padded with -1; documents sharing no term are left out."""
         k = max(1, min(k, self.count))
@@ -253,6 +261,8 @@ class LexicalIndex:
             if not ids:
                 continue
             all_scores = self.scores(ids, counts)
+            if self.model.nonoccurrence_array is not None:  # bm25l and bm25+ give every document a score
+                all_scores[~self._holding(ids)] = 0
             top = np.argpartition(-all_scores, k - 1)[:k] if k < len(all_scores) else np.arange(len(all_scores))
             top = top[np.lexsort((top, -all_scores[top]))]
             top = top[all_scores[top] > 0]

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -159,3 +160,15 @@ def test_cli_refuses_nan_k1_and_leaves_the_bm25_part_alone(tiny_beir, tiny_model
         assert result.exit_code == 2, result.output  # a usage error, as any bad flag value
         assert len(result.output.splitlines()) == 1 and f"'{flag}': 'nan' is not a finite number" in result.output
     assert {p.relative_to(index): p.read_bytes() for p in index.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize("method", ["bm25l", "bm25+"])
+def test_methods_scoring_absent_terms_still_return_only_documents_sharing_a_term(folder, method):
+    """bm25l and bm25+ give every document a score for the terms it lacks: a search returned all of them, tied
+    after the one match, where the README (and every other method) leaves out documents sharing no term."""
+    params = LexicalParams(method=method)
+    index = LexicalIndex(folder, build_lexical(folder / DOCSTORE_FILE, folder / LEXICAL_DIR, params, False))
+    scores, rows = index.search(["volcanoes", "the flower"], k=4)
+    assert rows[0].tolist() == [1, -1, -1, -1]
+    assert sorted(rows[1].tolist()[:2]) == [0, 3] and rows[1].tolist()[2:] == [-1, -1]
+    assert np.array_equal(scores[0, :1], index.scores(*index.term_counts(index.tokenize("volcanoes")))[[1]])
