@@ -12,8 +12,9 @@ from __future__ import annotations
 import functools
 import math
 import sys
+import unicodedata
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -29,6 +30,9 @@ from retriever.texts import passage_text
 
 LEXICAL_DIR = "bm25"
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
+# Text is put in this Unicode form before it is split: "é" as one code point or as "e" and a combining accent look
+# the same, and the second split "résumé" into "re" and "sume", so the two forms of a word never matched.
+UNICODE_FORM = "NFC"
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 # Query terms whose vocabulary ids a searcher remembers: a lookup in the memory-mapped vocabulary is a
 # binary search in Python, and a served index sees the same terms again and again. A few MB at most.
@@ -62,7 +66,7 @@ class LexicalParams:
         import bm25s
 
         return {**asdict(self), "library": "bm25s", "library_version": bm25s.__version__,
-                "tokenizer": {"pattern": TOKEN_PATTERN, "lowercase": True},
+                "tokenizer": {"pattern": TOKEN_PATTERN, "unicode": UNICODE_FORM, "lowercase": True},
                 "stemmer_library": "PyStemmer (Snowball)" if self.stemmer else None,
                 "fields": "title + text", "directory": LEXICAL_DIR}
 
@@ -110,15 +114,24 @@ def _snowball(language: str | None):
                              "or --bm25-stemmer none") from None
 
 
-class QueryTokenizer:
-    """The documents' tokenisation for query texts, without growing a vocabulary per query."""
+def unicode_normalised(texts: Iterable[str]) -> Iterator[str]:
+    """Each text in ``UNICODE_FORM``, as documents are indexed."""
+    return (unicodedata.normalize(UNICODE_FORM, text) for text in texts)
 
-    def __init__(self, params: LexicalParams) -> None:
+
+class QueryTokenizer:
+    """The documents' tokenisation for query texts, without growing a vocabulary per query. ``unicode_form``: the
+    form the documents were put in (None for folders built before ``UNICODE_FORM``, whose text was split as given)."""
+
+    def __init__(self, params: LexicalParams, unicode_form: str | None = UNICODE_FORM) -> None:
         tokenizer = _tokenizer(params)
         self._split, self._stem = tokenizer.splitter, tokenizer.stemmer
         self._stopwords = frozenset(tokenizer.stopwords or ())
+        self._unicode_form = unicode_form
 
     def __call__(self, text: str) -> list[str]:
+        if self._unicode_form:
+            text = unicodedata.normalize(self._unicode_form, text)
         words = [w for w in self._split(text.lower()) if w not in self._stopwords]
         return [self._stem(w) for w in words] if self._stem else words
 
@@ -155,8 +168,8 @@ def build_lexical(docstore: Path, target: Path, params: LexicalParams = LexicalP
     params.check()
     tokenizer = _tokenizer(params)
     count = document_count(docstore)
-    texts = tqdm(document_texts(docstore), total=count, desc="bm25 tokenise", unit="doc", file=sys.stderr,
-                 disable=not progress)
+    texts = tqdm(unicode_normalised(document_texts(docstore)), total=count, desc="bm25 tokenise", unit="doc",
+                 file=sys.stderr, disable=not progress)
     flat = tokenize_flat(texts, tokenizer.splitter, frozenset(tokenizer.stopwords or ()), _stem_words(params.stemmer))
     vocabulary, tokens = build_bm25s(flat, target, params.k1, params.b, params.method)
     return {**params.record(), "documents": count, "vocabulary": vocabulary, "tokens": tokens,
@@ -195,7 +208,9 @@ class LexicalIndex:
                                  f"rebuild it with `retriever bm25 {index_dir} --overwrite`")
         self.record = record
         params = {name: record[name] for name in ("k1", "b", "method", "stemmer", "stopwords") if name in record}
-        self.tokenize = QueryTokenizer(LexicalParams(**params))
+        tokenizer = record.get("tokenizer")
+        recorded_form = tokenizer.get("unicode") if isinstance(tokenizer, dict) else None
+        self.tokenize = QueryTokenizer(LexicalParams(**params), UNICODE_FORM if recorded_form == UNICODE_FORM else None)
         folder = index_dir / record.get("directory", LEXICAL_DIR)
         sorted_vocab = folder / SORTED_VOCAB_FILE
         mapped_vocab = sorted_vocab.is_file()

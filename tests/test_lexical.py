@@ -172,3 +172,26 @@ def test_methods_scoring_absent_terms_still_return_only_documents_sharing_a_term
     assert rows[0].tolist() == [1, -1, -1, -1]
     assert sorted(rows[1].tolist()[:2]) == [0, 3] and rows[1].tolist()[2:] == [-1, -1]
     assert np.array_equal(scores[0, :1], index.scores(*index.term_counts(index.tokenize("volcanoes")))[[1]])
+
+
+def test_a_word_matches_whether_its_accents_are_composed_or_not(tmp_path):
+    """'é' as one code point (NFC) or as 'e' and a combining accent (NFD) looks the same: the NFD document was
+    split into 're' and 'sume', so an NFC query for 'résumé' found only the NFC document, and 'sume' found the
+    NFD one. A folder recorded before the normalisation keeps tokenising its queries as its documents were."""
+    import unicodedata
+
+    text = "Résumé tips for a café"
+    pq.write_table(pa.table({"id": ["nfd", "nfc", "other"], "title": ["", "", ""],
+                             "text": [unicodedata.normalize("NFD", text), unicodedata.normalize("NFC", text),
+                                      "nothing alike here"]}), tmp_path / DOCSTORE_FILE)
+    record = build_lexical(tmp_path / DOCSTORE_FILE, tmp_path / LEXICAL_DIR, progress=False)
+    index = LexicalIndex(tmp_path, record)
+    for form in ("NFC", "NFD"):
+        scores, rows = index.search([unicodedata.normalize(form, "résumé café")], k=3)
+        assert sorted(rows[0].tolist()[:2]) == [0, 1] and rows[0, 2] == -1 and scores[0, 0] == scores[0, 1]
+    assert index.search(["sume"], k=3)[1].tolist() == [[-1, -1, -1]]
+    assert record["tokenizer"]["unicode"] == "NFC"
+    older = {**record, "tokenizer": {"pattern": record["tokenizer"]["pattern"], "lowercase": True}}
+    nfd_cafe = unicodedata.normalize("NFD", "café")
+    assert index.tokenize(nfd_cafe) == index.tokenize("café") == ["café"]
+    assert LexicalIndex(tmp_path, older).tokenize(nfd_cafe) == ["cafe"]  # split as before, as its documents were
