@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 from retriever.errors import RetrieverError
-from retriever.runs import Qrels, Run, rank_order
+from retriever.runs import Qrels, Run, ranked_hits
 
 DEFAULT_METRICS: tuple[str, ...] = (
     "recall@1", "recall@5", "recall@10", "recall@20", "recall@100", "recall@1000",
@@ -45,7 +45,11 @@ def _parse_metric(name: str) -> tuple[str, int]:
 
 
 def check_metrics(metrics: Sequence[str]) -> list[tuple[str, int]]:
-    """(family, k) of each metric name; refuse an empty list, an unknown name or a duplicate."""
+    """(family, k) of each metric name; refuse an empty list, an unknown name or a duplicate (and a lone string,
+    which was read letter by letter: "metric list has duplicates: ['r', 'e', 'c', ...]")."""
+    if isinstance(metrics, str):
+        raise RetrieverError(f"metrics must be a list of names, not the string {metrics!r}; wrap one metric as "
+                             f"[{metrics!r}] (parse_metric_list reads a comma-separated list)")
     if not metrics:
         raise RetrieverError(f"no metric given; name at least one, e.g. {','.join(DEFAULT_METRICS[:3])}")
     if len(set(metrics)) != len(metrics):
@@ -65,13 +69,9 @@ def metric_cutoff(name: str) -> int:
     return _parse_metric(name)[1]
 
 
-def trec_order(scores: Mapping[str, float]) -> list[str]:
-    """Docids in trec_eval's order (``runs.rank_order``); a NaN score has no rank."""
-    docids = list(scores)
-    values = [scores[d] for d in docids]
-    if any(math.isnan(value) for value in values):
-        raise RetrieverError("run contains NaN scores, which have no rank; fix the system that produced it")
-    return [docids[i] for i in rank_order(docids, values)]
+def trec_order(scores: Mapping[str, float], qid: object = None) -> list[str]:
+    """Docids, as text, in trec_eval's order (``runs.ranked_hits``); a NaN score has no rank."""
+    return [docid for docid, _ in ranked_hits(scores, qid)]
 
 
 def _query_metrics(
@@ -123,6 +123,16 @@ def _nothing_judged(run: Run, qrels: Qrels) -> RetrieverError:
         f"qrels ids e.g. {qsample}); check that the run and qrels use the same query ids")
 
 
+def _ids_as_text(run: Run, qrels: Qrels) -> tuple[Run, Qrels]:
+    """Query and document ids as the text a run or qrels file holds, as the run writers write them: a run of
+    integer ids (or numpy ones) scored against qrels read from a file matched nothing and scored 0, silently."""
+    if all(type(qid) is str for qid in itertools.chain(run, qrels)) and all(
+            type(doc) is str for docs in qrels.values() for doc in docs):
+        return run, qrels  # document ids of the run are made text as each query is ranked
+    return ({str(qid): hits for qid, hits in run.items()},
+            {str(qid): {str(doc): grade for doc, grade in docs.items()} for qid, docs in qrels.items()})
+
+
 @dataclass
 class Evaluation:
     """Per-query and mean metric values plus how many queries were left out and why."""
@@ -156,6 +166,7 @@ def evaluate_run(run: Run, qrels: Qrels, metrics: Sequence[str] = DEFAULT_METRIC
     """
     parsed = check_metrics(metrics)
     names = list(metrics)
+    run, qrels = _ids_as_text(run, qrels)
     judged_qids = judged_query_ids(qrels)
     judged_set = set(judged_qids)
     excluded = sum(1 for q in run if q not in judged_set)
@@ -167,7 +178,7 @@ def evaluate_run(run: Run, qrels: Qrels, metrics: Sequence[str] = DEFAULT_METRIC
     for qid in judged_qids:
         judged = qrels[qid]
         if qid in run:
-            grades = [judged.get(d, 0) for d in trec_order(run[qid])]
+            grades = [judged.get(d, 0) for d in trec_order(run[qid], qid)]
             per_query[qid] = dict(zip(names, _query_metrics(grades, judged, parsed)))
         else:
             per_query[qid] = {name: 0.0 for name in names}

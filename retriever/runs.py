@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -21,7 +20,7 @@ from retriever.errors import InputFileError, RetrieverError
 from retriever.files import (RepeatedKeyError, atomic_write_lines, carriage_return_error, check_is_file, decoded_lines,
                              unique_keys)
 from retriever.qrels import DECIMAL_NUMBER, Qrels, read_qrels
-from retriever.texts import id_problem
+from retriever.texts import first_id_problem, id_problem
 
 __all__ = ["Qrels", "RankedLists", "Run", "RunLike", "check_tag", "rank_order", "ranked_hits", "read_qrels",
            "read_run", "read_trec_run", "trec_lines", "jsonl_lines", "write_run", "write_trec_run"]
@@ -33,6 +32,8 @@ RankedLists = Mapping[str, Sequence[tuple[str, float]]]
 """qid -> [(docid, score), ...]; what a searcher returns."""
 
 RunLike = Union[Mapping[str, Mapping[str, float]], RankedLists]
+
+RUN_FORMATS = ("trec", "jsonl")
 
 
 # ---------------------------------------------------------------------------- ordering / writing
@@ -47,33 +48,50 @@ def rank_order(docids: Sequence[str], scores: Sequence[float]) -> list[int]:
     return sorted(range(len(docids)), key=lambda i: (as_f32[i], docids[i]), reverse=True)
 
 
-def ranked_hits(hits: Mapping[str, float] | Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
-    """(docid, score) pairs in ``rank_order``; writing ranks in it keeps a run's rank column as evaluators
-    read the file (trec_eval ignores that column and re-sorts)."""
-    items = [(str(d), float(s)) for d, s in (hits.items() if isinstance(hits, Mapping) else hits)]
-    return [items[i] for i in rank_order([d for d, _ in items], [s for _, s in items])]
+def ranked_hits(hits: Mapping[str, float] | Sequence[tuple[str, float]], qid: object = None) -> list[tuple[str, float]]:
+    """(docid, score) pairs in ``rank_order``, ids as text and scores as floats, as a run file holds them; writing
+    ranks in it keeps a run's rank column as evaluators read the file (trec_eval ignores that column and re-sorts).
+    The writers and ``evaluate_run`` all take hits through this, so a run is refused alike by each of them when
+    no run file could hold it: a score that is no number or NaN, a document given twice (``qid`` names it)."""
+    pairs = list(hits.items() if isinstance(hits, Mapping) else hits)
+    try:
+        ids, raw = [str(d) for d, _ in pairs], [s for _, s in pairs]
+    except (TypeError, ValueError):
+        raise RetrieverError(f"the hits of query {qid!r} must be a mapping of document id to score, or (id, score) "
+                             "pairs") from None
+    scores = _scores(raw, ids, qid)
+    if len(set(ids)) != len(ids):
+        repeated = next(d for i, d in enumerate(ids) if d in ids[:i])
+        raise RetrieverError(f"document {repeated!r} is given twice for query {qid!r} (as the same text); a run "
+                             "holds one score per (query, document)")
+    return [(ids[i], scores[i]) for i in rank_order(ids, scores)]
 
 
-_WHITESPACE = re.compile(r"\s")  # what str.isspace() finds, at C speed (per character it was half a write's time)
+def _scores(raw: list[object], ids: list[str], qid: object) -> list[float]:
+    """Scores as floats; text (``"0.5"``, which float() would take), a bool and NaN, which has no rank, are
+    refused. Plain floats and ints, a search's scores, are taken at C speed."""
+    for value, docid in zip(raw, ids) if set(map(type, raw)) - {float, int} else ():
+        if isinstance(value, (str, bytes, bool)) or not hasattr(value, "__float__"):
+            raise RetrieverError(f"the score of document {docid!r} for query {qid!r} is {value!r}, not a number")
+    scores = list(map(float, raw))
+    if any(map(math.isnan, scores)):
+        docid = ids[next(i for i, score in enumerate(scores) if math.isnan(score))]
+        raise RetrieverError(f"the score of document {docid!r} for query {qid!r} is NaN, which has no rank; fix the "
+                             "system that produced it")
+    return scores
 
 
-def _check_token(value: str, what: str, qid: str) -> None:
-    if not value or _WHITESPACE.search(value):
-        raise RetrieverError(
-            f"cannot write run: {what} {value!r} (query {qid!r}) is empty or contains whitespace, "
-            "which the TREC run format cannot represent; use ids without spaces"
-        )
-
-
-def _check_score(score: float, qid: str, docid: str) -> None:
-    if math.isnan(score):
-        raise RetrieverError(f"cannot write run: score of {docid!r} for query {qid!r} is NaN")
+def _check_ids(ids: Sequence[str], what: str, qid: str) -> None:
+    found = first_id_problem(ids)
+    if found is not None:
+        raise RetrieverError(f"cannot write run: bad {what} of query {qid!r}: {found[1]}; ids must be one token a "
+                             "TREC file can hold")
 
 
 def check_tag(tag: str) -> str:
     """A run tag, the last column of a TREC run line: one non-empty token. Commands check it when they start, so a
     bad tag costs no search (a run for standard output was searched whole before its first line refused it)."""
-    if not isinstance(tag, str) or not tag or _WHITESPACE.search(tag):
+    if not isinstance(tag, str) or id_problem(tag) is not None:
         raise RetrieverError(f"tag {tag!r} must be one non-empty token without whitespace (the last column of a "
                              "TREC run line)")
     return tag
@@ -88,20 +106,25 @@ def trec_lines(run_or_ranked: RunLike, tag: str = "retriever") -> Iterator[str]:
     check_tag(tag)
     for qid, hits in run_or_ranked.items():
         qid = str(qid)
-        _check_token(qid, "query id", qid)
-        for rank, (docid, score) in enumerate(ranked_hits(hits), start=1):
-            _check_token(docid, "document id", qid)
-            _check_score(score, qid, docid)
+        _check_ids([qid], "query id", qid)
+        ranked = ranked_hits(hits, qid)
+        _check_ids([docid for docid, _ in ranked], "document id", qid)
+        for rank, (docid, score) in enumerate(ranked, start=1):
             yield f"{qid} Q0 {docid} {rank} {score!r} {tag}\n"
 
 
 def jsonl_lines(run_or_ranked: RunLike) -> Iterator[str]:
     """One ``{"qid", "hits": [{"id", "score"}]}`` line per query, hits ranked."""
     for qid, hits in run_or_ranked.items():
-        ranked = ranked_hits(hits)
+        qid = str(qid)
+        _check_ids([qid], "query id", qid)
+        ranked = ranked_hits(hits, qid)
+        _check_ids([docid for docid, _ in ranked], "document id", qid)
         for docid, score in ranked:
-            _check_score(score, str(qid), docid)
-        record = {"qid": str(qid), "hits": [{"id": d, "score": s} for d, s in ranked]}
+            if math.isinf(score):
+                raise RetrieverError(f"cannot write run: the score of document {docid!r} for query {qid!r} is "
+                                     f"{score}, which JSON cannot hold; write the run in TREC format")
+        record = {"qid": qid, "hits": [{"id": d, "score": s} for d, s in ranked]}
         yield json.dumps(record, ensure_ascii=False) + "\n"
 
 
@@ -113,6 +136,8 @@ def write_trec_run(run_or_ranked: RunLike, path: str | Path, tag: str = "retriev
 def write_run(run_or_ranked: RunLike, path: str | Path | None, fmt: str = "trec", tag: str = "retriever") -> None:
     """A run in ``fmt`` (trec or jsonl) into ``path`` atomically, or to standard output when ``path`` is None
     (every line checked before the first is printed)."""
+    if fmt not in RUN_FORMATS:
+        raise RetrieverError(f"unknown run format {fmt!r}; choose one of {', '.join(RUN_FORMATS)}")
     lines = trec_lines(run_or_ranked, tag) if fmt == "trec" else jsonl_lines(run_or_ranked)
     if path is None:
         sys.stdout.writelines(list(lines))

@@ -235,3 +235,19 @@ def test_answer_recall_errors() -> None:
         answer_recall({"q": ["p9"]}, {"q": ["x"]}, {}, ks=(1,))
     with pytest.raises(RetrieverError, match="non-empty answer"):
         answer_recall({"q": ["p"]}, {"q": []}, {"p": "x"})
+
+
+def test_evaluate_run_reads_ids_as_the_text_run_files_hold() -> None:
+    """A run of integer document ids against qrels read from a file scored 0 with no word (the writers write the
+    ids as text, so the same run written and read back scored 1); hits as (id, score) pairs, which the writers
+    take, were a TypeError traceback; metrics="ndcg@10" was read letter by letter."""
+    qrels = {"q1": {"7": 1, "8": 0}, "2": {"9": 2}}
+    expected = evaluate_run({"q1": {"7": 0.9, "8": 0.5}, "2": {"9": 0.1}}, qrels, ["ndcg@10"]).mean
+    assert expected == {"ndcg@10": 1.0}
+    assert evaluate_run({"q1": {7: 0.9, 8: 0.5}, 2: {np.int64(9): 0.1}}, qrels, ["ndcg@10"]).mean == expected
+    assert evaluate_run({"q1": [("8", 0.5), ("7", 0.9)], "2": [("9", 0.1)]}, qrels, ["ndcg@10"]).mean == expected
+    assert evaluate_run({"q1": {"7": 0.9}, "2": {"9": 1}}, {"q1": {7: 1}, 2: {9: 1}}, ["ndcg@10"]).mean == expected
+    with pytest.raises(RetrieverError, match=r"metrics must be a list of names, not the string 'ndcg@10'"):
+        evaluate_run({"q1": {"7": 0.9}}, qrels, "ndcg@10")
+    with pytest.raises(RetrieverError, match=r"the score of document '7' for query 'q1' is '0.9', not a number"):
+        evaluate_run({"q1": {"7": "0.9"}}, qrels, ["ndcg@10"])

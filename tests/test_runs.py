@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -288,3 +289,35 @@ def test_a_compressed_run_or_qrels_file_says_it_is_compressed(tmp_path: Path, re
     with pytest.raises(InputFileError, match=rf"file\.gz: the file is {kind}-compressed, which this reader does not "
                                              r"unpack; decompress it first \(\w+ (-k )?file\.gz\)"):
         reader(path)
+
+
+@pytest.mark.parametrize("fmt", ["trec", "jsonl"])
+@pytest.mark.parametrize("run, fragment", [
+    ({"q1": {"a b": 1.0}}, "holds whitespace"),
+    ({"q1": {"": 1.0}}, "empty id"),
+    ({"q1": {"d\x00": 1.0}}, "holds a control character"),
+    ({"q\x01": {"d1": 1.0}}, "holds a control character"),
+    ({"q1": [("d1", 1.0), ("d1", 2.0)]}, "document 'd1' is given twice for query 'q1'"),
+    ({"q1": {1: 1.0, "1": 2.0}}, "document '1' is given twice"),
+    ({"q1": {"d1": "0.5"}}, "is '0.5', not a number"),
+    ({"q1": {"d1": None}}, "is None, not a number"),
+    ({"q1": {"d1": float("nan")}}, "is NaN"),
+])
+def test_the_run_writers_refuse_what_the_run_readers_refuse(tmp_path: Path, fmt: str, run: dict, fragment: str) -> None:
+    """The JSONL writer wrote ids with whitespace or empty ones, and both writers control characters and a document
+    twice, all of which read_run then refused; a score given as text was written as its float."""
+    path = tmp_path / "run.out"
+    with pytest.raises(RetrieverError, match=re.escape(fragment)):
+        write_run(run, path, fmt=fmt)
+    assert not list(tmp_path.iterdir())
+
+
+def test_write_run_refuses_a_format_it_does_not_write_and_jsonl_infinity(tmp_path: Path) -> None:
+    """fmt="TREC" (or any name but "trec") wrote JSONL, and JSONL wrote the non-JSON token Infinity."""
+    with pytest.raises(RetrieverError, match="unknown run format 'TREC'; choose one of trec, jsonl"):
+        write_run({"q1": {"d1": 1.0}}, tmp_path / "run.trec", fmt="TREC")
+    with pytest.raises(RetrieverError, match="is inf, which JSON cannot hold; write the run in TREC format"):
+        write_run({"q1": {"d1": float("inf")}}, tmp_path / "run.jsonl", fmt="jsonl")
+    assert not list(tmp_path.iterdir())
+    write_run({"q1": {"d1": float("inf"), "d2": -float("inf")}}, tmp_path / "run.trec")
+    assert read_run(tmp_path / "run.trec") == {"q1": {"d1": float("inf"), "d2": -float("inf")}}
