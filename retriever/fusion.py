@@ -17,6 +17,7 @@ only documents equal on both keys stay tied and are ordered there, by doc id, li
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -41,10 +42,10 @@ class FusionParams:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise RetrieverError(f"unknown fusion {self.method!r}; use one of {', '.join(METHODS)}")
-        if not 0.0 <= self.alpha <= 1.0:
-            raise RetrieverError(f"--alpha {self.alpha} is outside 0..1 (the weight of the dense score)")
-        if not (math.isfinite(self.rrf_k) and self.rrf_k > 0):  # nan and inf pass "> 0" checks
-            raise RetrieverError(f"--rrf-k must be a positive finite number, not {self.rrf_k}")
+        if not (is_number(self.alpha) and 0.0 <= self.alpha <= 1.0):
+            raise RetrieverError(f"--alpha {self.alpha!r} is outside 0..1 (the weight of the dense score)")
+        if not (is_number(self.rrf_k) and math.isfinite(self.rrf_k) and self.rrf_k > 0):  # nan and inf pass "> 0"
+            raise RetrieverError(f"--rrf-k must be a positive finite number, not {self.rrf_k!r}")
         if isinstance(self.depth, bool) or not isinstance(self.depth, int) or self.depth < 1:
             raise RetrieverError(f"--fusion-depth must be a whole number of at least 1, not {self.depth!r}")
 
@@ -70,6 +71,12 @@ class FusionParams:
             raise RetrieverError(f"{flag} does not apply to --fusion {method}: drop it or change --fusion")
         given = {"method": method, "rrf_k": rrf_k, "alpha": alpha, "depth": depth}
         return replace(self, **{name: value for name, value in given.items() if value is not None})
+
+
+def is_number(value: object) -> bool:
+    """A plain or NumPy number: text such as "0.3" (a library call, an edited manifest) raised a TypeError deep in a
+    comparison, and True passed as 1."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def check_mode(mode: str) -> str:

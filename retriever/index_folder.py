@@ -145,7 +145,9 @@ MANIFEST_SHAPE: dict[str, type | tuple[type, ...]] = {
     "index.search_defaults": (dict, _NONE), "index.tuning": (dict, _NONE), "integrity.files": dict,
     "integrity.ids_sha256": str, "lexical.files": dict, "lexical.documents": int, "corpus.documents": int,
     "index.search_defaults.nprobe": (int, _NONE), "index.search_defaults.ef_search": (int, _NONE),
-    "lexical.directory": str,
+    "lexical.directory": str, "lexical.stemmer": (str, _NONE), "lexical.stopwords": (str, _NONE),
+    "lexical.tokenizer": dict,
+    "fusion.method": str, "fusion.rrf_k": (int, float), "fusion.alpha": (int, float), "fusion.depth": int,
 }
 _FILE_RECORD = {"bytes": int, "sha256": str}
 SEARCH_SETTING_RANGE = (1, 2**31 - 1)  # what FAISS's nprobe and efSearch take

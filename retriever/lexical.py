@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from retriever.errors import RetrieverError
+from retriever.fusion import is_number
 from retriever.integrity import file_damage, file_records, reading
 from retriever.id_order import sorted_position
 from retriever.lexical_build import SORTED_VOCAB_FILE, build_bm25s, tokenize_flat
@@ -55,10 +56,10 @@ class LexicalParams:
         if self.method not in METHODS:
             raise RetrieverError(f"unknown BM25 method {self.method!r}; use one of {', '.join(METHODS)}")
         # nan passes click's ranges and "<" tests, then makes every score NaN and the manifest invalid JSON
-        if not (math.isfinite(self.k1) and self.k1 >= 0):
-            raise RetrieverError(f"--bm25-k1 must be a finite number >= 0, not {self.k1}")
-        if not (math.isfinite(self.b) and 0 <= self.b <= 1):
-            raise RetrieverError(f"--bm25-b must be a finite number within [0, 1], not {self.b}")
+        if not (is_number(self.k1) and math.isfinite(self.k1) and self.k1 >= 0):
+            raise RetrieverError(f"--bm25-k1 must be a finite number >= 0, not {self.k1!r}")
+        if not (is_number(self.b) and math.isfinite(self.b) and 0 <= self.b <= 1):
+            raise RetrieverError(f"--bm25-b must be a finite number within [0, 1], not {self.b!r}")
         _tokenizer(self)
 
     def record(self) -> dict:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -117,6 +119,17 @@ def test_params_validate_and_a_lone_alpha_means_convex():
     tuned = FusionParams("rrf", rrf_k=20, depth=500)
     assert tuned.overridden(alpha=0.3) == FusionParams("convex", rrf_k=20, alpha=0.3, depth=500)
     assert FusionParams.from_record(tuned.record() | {"tuned": {}}) == tuned
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"alpha": "0.3"}, "--alpha '0.3' is outside 0..1"), ({"alpha": True}, "--alpha True is outside 0..1"),
+    ({"rrf_k": "60"}, "--rrf-k must be a positive finite number, not '60'"),
+    ({"rrf_k": None}, "--rrf-k must be a positive finite number, not None")])
+def test_settings_that_are_not_numbers_are_one_line(settings, message):
+    """A library call's FusionParams(alpha="0.3") raised a TypeError from a comparison, and True weighed as 1."""
+    with pytest.raises(RetrieverError, match=f"^{re.escape(message)}"):
+        FusionParams(**settings)
+    FusionParams(alpha=np.float32(0.3), rrf_k=np.int64(20))
 
 
 def test_a_lone_rrf_k_means_rrf_and_a_flag_of_the_other_method_is_refused():

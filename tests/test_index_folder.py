@@ -38,6 +38,12 @@ def test_manifest_round_trip_and_errors_name_the_file(tmp_path):
     (lambda m: m.update(format_version="1"), "format_version is str '1', not int"),
     (lambda m: m["integrity"]["files"].update({"../../etc/passwd": {"bytes": 1, "sha256": "ab"}}),
      "integrity.files key is str '../../etc/passwd', not a path inside the index folder"),
+    (lambda m: m.update(fusion={"method": "convex", "alpha": "0.5"}), "fusion.alpha is str '0.5', not int or float"),
+    (lambda m: m.update(fusion={"method": "rrf", "rrf_k": "60"}), "fusion.rrf_k is str '60', not int or float"),
+    (lambda m: m.update(fusion={"method": "rrf", "depth": True}), "fusion.depth is bool 'True', not int"),
+    (lambda m: m.update(lexical={"stemmer": ["english"]}), "lexical.stemmer is list \"['english']\", not str or null"),
+    (lambda m: m.update(lexical={"stopwords": 5}), "lexical.stopwords is int '5', not str or null"),
+    (lambda m: m.update(lexical={"tokenizer": "bm25s"}), "lexical.tokenizer is str 'bm25s', not dict"),
 ])
 def test_a_manifest_entry_of_the_wrong_type_is_one_line_naming_it(tmp_path, edit, message):
     import json

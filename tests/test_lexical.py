@@ -124,7 +124,10 @@ def test_bm25_settings_are_checked_without_building(folder):
     (LexicalParams(k1=float("inf")), "--bm25-k1 must be a finite number >= 0, not inf"),
     (LexicalParams(k1=-3), "--bm25-k1 must be a finite number >= 0, not -3"),
     (LexicalParams(b=float("nan")), r"--bm25-b must be a finite number within \[0, 1\], not nan"),
-    (LexicalParams(b=5), r"--bm25-b must be a finite number within \[0, 1\], not 5")])
+    (LexicalParams(b=5), r"--bm25-b must be a finite number within \[0, 1\], not 5"),
+    (LexicalParams(k1="1.2"), "--bm25-k1 must be a finite number >= 0, not '1.2'"),  # a TypeError traceback
+    (LexicalParams(k1=True), "--bm25-k1 must be a finite number >= 0, not True"),
+    (LexicalParams(b=None), r"--bm25-b must be a finite number within \[0, 1\], not None")])
 def test_bm25_k1_and_b_must_be_finite_and_in_range(params, expected):
     with pytest.raises(RetrieverError, match=f"^{expected}$"):
         params.check()
