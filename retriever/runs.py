@@ -20,7 +20,7 @@ from retriever.errors import InputFileError, RetrieverError
 from retriever.files import (RepeatedKeyError, atomic_write_lines, carriage_return_error, check_is_file, decoded_lines,
                              unique_keys)
 from retriever.qrels import DECIMAL_NUMBER, Qrels, read_qrels
-from retriever.texts import first_id_problem, id_problem
+from retriever.texts import CONTROL_CHARACTER, first_id_problem, id_problem
 
 __all__ = ["Qrels", "RankedLists", "Run", "RunLike", "check_tag", "rank_order", "ranked_hits", "read_qrels",
            "read_run", "read_trec_run", "trec_lines", "jsonl_lines", "write_run", "write_trec_run"]
@@ -191,6 +191,8 @@ def _trec_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> Run:
                 "TREC run lines are 'qid Q0 docid rank score tag'",
             )
         qid, _, docid, _, score_text, _ = cols
+        if CONTROL_CHARACTER.search(text) is not None:  # one search a line; trec_eval would cut an id at a NUL
+            _check_line_ids(path, lineno, qid, docid)
         score = _parse_score(path, lineno, score_text)
         hits = run.setdefault(qid, {})
         if docid in hits:  # the first line is found again only now: a line number per hit tripled the memory
@@ -201,6 +203,14 @@ def _trec_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> Run:
     if not run:
         raise InputFileError(path, None, "run file is empty", "check that retrieval produced output")
     return run
+
+
+def _check_line_ids(path: Path, lineno: int, qid: str, docid: str) -> None:
+    """A TREC run line's ids refused as the JSONL run and qrels readers refuse them (a control character)."""
+    for what, value in (("query id", qid), ("document id", docid)):
+        problem = id_problem(value)
+        if problem is not None:
+            raise InputFileError(path, lineno, f"bad {what}: {problem}", "ids must be one non-empty token")
 
 
 def _read_id(value: object, path: Path, lineno: int, what: str) -> str:

@@ -16,7 +16,7 @@ CHARS_PER_TOKEN = 8
 MAX_CHARS_PER_TOKEN = 128
 _WHITESPACE = re.compile(r"\s")
 # Control characters \s does not match: trec_eval reads an id only up to a NUL, and none belongs in a TREC file.
-_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]")
+CONTROL_CHARACTER = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]")
 
 
 def text_problem(text: str) -> str | None:
@@ -88,7 +88,7 @@ def passage_text(title: str | None, text: str) -> str:
     return f"{title} {text}".strip() if title else text
 
 
-_NOT_IN_AN_ID = re.compile(rf"\s|{_CONTROL.pattern}")  # both in one search: run writers check every id
+_NOT_IN_AN_ID = re.compile(rf"\s|{CONTROL_CHARACTER.pattern}")  # both in one search: run writers check every id
 
 
 def id_problem(value: str) -> str | None:
@@ -101,7 +101,7 @@ def id_problem(value: str) -> str | None:
     if match is not None:
         return (f"id {value[:40]!r} holds whitespace ({match.group()!r}), which TREC run and qrels files cannot "
                 "hold")
-    match = _CONTROL.search(value)
+    match = CONTROL_CHARACTER.search(value)
     if match is not None:
         return f"id {value[:40]!r} holds a control character ({match.group()!r}), which TREC run files cannot hold"
     return text_problem(value)

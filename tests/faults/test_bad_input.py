@@ -71,6 +71,9 @@ CASES = [
      "evaluate --run {dir}/r.trec --qrels {dir}/qrels.tsv", "qrels.tsv:1: relevance 'x' is not an integer"),
     ("13-run-score-underscore", {"r.trec": b"q1 Q0 d1 1 1_0 t\n", "qrels.tsv": QRELS},
      "evaluate --run {dir}/r.trec --qrels {dir}/qrels.tsv", "r.trec:1: score '1_0' is not a number"),
+    # a NUL in a TREC run's id: trec_eval reads the id up to it ("d1"), the run was scored with "d1\x00x" (0 for 1)
+    ("13-run-id-with-nul", {"r.trec": b"q1 Q0 d1\x00x 1 1.0 t\n", "qrels.tsv": QRELS},
+     "evaluate --run {dir}/r.trec --qrels {dir}/qrels.tsv", "r.trec:1: bad document id: id 'd1\\x00x' holds a control"),
     ("13-qrels-huge-grade", {"r.trec": b"q1 Q0 d1 1 1.0 t\n", "qrels.tsv": b"q1\td1\t1" + b"0" * 400 + b"\n"},
      "evaluate --run {dir}/r.trec --qrels {dir}/qrels.tsv", "qrels.tsv:1: relevance '1000"),
     # --metrics , and --metrics ndcg@10,prec@5: usage errors since probe round 9 (tests/cli/test_searching_cli.py)
