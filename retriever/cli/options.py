@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,6 +44,10 @@ class OutputFile(click.Path):
             if self.dash_is_stdout:
                 return None
             self.fail("'-' is not standard output for this option; give a file name (./- for a file named '-')",
+                      param, ctx)
+        if isinstance(value, str) and value.endswith(("/", os.sep)) and not Path(value).is_dir():
+            # Path() drops the slash: `-o runs/` wrote a file named runs
+            self.fail(f"{value} ends in a slash, so it names a folder; give the path of a file in it ({value}NAME)",
                       param, ctx)
         path = super().convert(value, param, ctx)
         problem = output_file_problem(Path(path))

@@ -55,3 +55,18 @@ def test_a_title_field_named_but_in_no_record_is_an_error(tmp_path, tiny_model_d
     assert result.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "corpus.jsonl: no title field 'heading' in any record" in result.stderr
     assert not list((tmp_path / "out").glob("done-*"))
+
+
+@pytest.mark.parametrize("args", [["search", "{index}", "--queries", "{queries}", "-o"],
+                                  ["evaluate", "--run", "{queries}", "--qrels", "{queries}", "-o"],
+                                  ["evaluate", "--index", "{index}", "--dataset", "{index}", "--save-run"]])
+def test_an_output_file_ending_in_a_slash_is_refused_not_written_as_the_folders_name(tmp_path, args):
+    """`search --queries Q -o runs/` wrote a file named runs (Path drops the slash), exit 0."""
+    index = tmp_path / "not-an-index"  # never opened: the flags are checked first
+    index.mkdir()
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"_id": "q1", "text": "cat"}\n')
+    target = f"{tmp_path / 'runs'}/"
+    result = CliRunner().invoke(main, [a.format(index=index, queries=queries) for a in args] + [target])
+    assert result.exit_code == 2 and f"{target} ends in a slash, so it names a folder" in result.output, result.output
+    assert not (tmp_path / "runs").exists()
