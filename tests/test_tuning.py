@@ -57,6 +57,21 @@ def test_unreachable_target_keeps_the_cheapest_best_setting():
     assert choice["value"] < choice["sweep"][-1]["value"]  # coarse codes: more lists stop helping
 
 
+def test_the_sweep_reaches_every_list_when_nlist_is_no_candidate():
+    """nprobe = nlist searches every list, exactly for Flat codes: with 40 lists the sweep stopped at 32, the
+    candidate below, and said no setting reached a recall of 1.0 (rebuild, it advised)."""
+    vectors = np.random.default_rng(0).standard_normal((4000, 32)).astype(np.float32)  # no clusters: 32 lists miss
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    index = faiss.index_factory(32, "IVF40,Flat", faiss.METRIC_INNER_PRODUCT)
+    index.train(vectors)
+    index.add(vectors)
+    flat = faiss.IndexFlatIP(32)
+    flat.add(vectors)
+    _, truth = flat.search(vectors[:300], 10)
+    choice = choose_search_params(index, vectors[:300], truth, target_recall=1.0)
+    assert choice["reached"] and choice["measured_recall"] == 1.0 and 32 < choice["value"] <= 40
+
+
 @pytest.mark.parametrize("spec", ["IVF32,Flat", "OPQ4,IVF32,PQ4", "IVF32,PQ4,RFlat", "PCA8,HNSW8,Flat", "HNSW8,Flat"])
 def test_per_call_settings_reach_through_wrappers_and_leave_the_index_alone(spec):
     vectors = clustered(2000)
