@@ -10,8 +10,12 @@ they resume unchecked.
 from __future__ import annotations
 
 import hashlib
+import pickle
 import re
 import shutil
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import safetensors.torch
@@ -22,11 +26,13 @@ from transformers.trainer import TRAINER_STATE_NAME
 from retriever.errors import RetrieverError
 from retriever.files import read_json
 from retriever.model_loading import resolve_model_path
+from retriever.weights_files import PROTOCOL_WARNING
 
 CHECKPOINTS = "checkpoints"
 RUN_FILE = "run.json"
 FINISHED_FILE = "finished.json"
 WEIGHTS_FILE = "model.safetensors"
+OPTIMIZER_STATES = ("optimizer.pt", "scheduler.pt")
 INPUTS_KEY = "inputs_sha256"  # beside the settings in both records, compared separately
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
@@ -153,3 +159,46 @@ def load_weights(model: torch.nn.Module, checkpoint: Path) -> None:
     except (OSError, safetensors.SafetensorError, RuntimeError) as error:
         raise RetrieverError(f"{path}: unreadable or not this model's checkpoint weights "
                              f"({str(error).splitlines()[0]}); delete {checkpoint.parent} to start over") from None
+
+
+def rng_states_read(checkpoint: str | None, process: int, processes: int) -> tuple[str, ...]:
+    """The RNG state file this process reads from ``checkpoint``: its own, unless the checkpoint was saved by another
+    process count (one ``rng_state.pth``, or one ``rng_state_N.pth`` per process), whose files no process reads: a
+    resume under another count is allowed where its steps are the same (`layout`), with other dropout draws."""
+    own = f"rng_state_{process}.pth" if processes > 1 else "rng_state.pth"
+    saved = list(Path(checkpoint).glob("rng_state*.pth")) if checkpoint else []
+    same_count = any((path.name == "rng_state.pth") == (processes == 1) for path in saved)
+    return (own,) if same_count or not saved else ()
+
+
+@contextmanager
+def checkpoint_states_loaded(checkpoint: str | None, names: tuple[str, ...]) -> Iterator[None]:
+    """Around the library's loading of a checkpoint's optimizer, schedule or RNG states (the files ``names``).
+    It skipped a missing file without a word, so a resume went on with fresh AdamW moments, a schedule back at
+    warm-up or other dropout draws (other weights, exit 0), and a damaged file was a torch traceback (an empty one
+    "Aborted!"); both are one line here. Loading is ``weights_only``: a pickle that needs more is never run."""
+    if checkpoint is None:
+        yield
+        return
+    folder = Path(checkpoint)
+    earlier = [path.name for step, path in complete_checkpoints(folder.parent) if step < checkpoint_step(folder)]
+    advice = f"delete it to resume from {earlier[-1]}" if earlier else f"delete {folder.parent} to start over"
+    missing = [name for name in names if not (folder / name).is_file()]
+    if missing:
+        raise RetrieverError(f"{folder}: {' and '.join(missing)} missing, so the run cannot resume as it was; {advice}")
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=PROTOCOL_WARNING)  # the refusal below says it all
+            yield
+    except pickle.UnpicklingError as error:
+        raise RetrieverError(f"{folder}: a checkpoint file is not plain tensors and was not loaded "
+                             f"({_first_sentence(error)}); {advice}") from None
+    except (EOFError, RuntimeError, ValueError, KeyError, TypeError) as error:  # truncated, or another run's states
+        raise RetrieverError(f"{folder}: {' or '.join(names)} unreadable ({_first_sentence(error)}); "
+                             f"{advice}") from None
+
+
+def _first_sentence(error: BaseException) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__} {text}".strip() if isinstance(error, (KeyError, EOFError)) or not text else \
+        text.splitlines()[0].split(". ")[0]

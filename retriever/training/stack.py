@@ -13,7 +13,6 @@ import dataclasses
 import functools
 import math
 import os
-import pickle
 import shutil
 import sys
 from dataclasses import dataclass
@@ -36,8 +35,9 @@ from retriever.training.callbacks import EpochEndCheckpoints, StderrProgress, te
 from retriever.training.layout import check_resume_layout, check_step_layout
 from retriever.training.processes import check_same_run_everywhere, launched_processes, peer_deaths_reported
 from retriever.training.run_guards import check_run_paths
-from retriever.training.run_record import (CHECKPOINTS, FINISHED_FILE, INPUTS_KEY, RUN_FILE,  # noqa: F401 (stack.*)
-                                           WEIGHTS_FILE, checkpoint_step, corpus_file, final_state,
+from retriever.training.run_record import (CHECKPOINTS, FINISHED_FILE, INPUTS_KEY,  # noqa: F401 (stack.*)
+                                           OPTIMIZER_STATES, RUN_FILE, WEIGHTS_FILE, checkpoint_states_loaded,
+                                           checkpoint_step, corpus_file, final_state, rng_states_read,
                                            inputs_fingerprint, load_weights, model_weight_files, prior_run,
                                            rotate_checkpoints)
 
@@ -209,19 +209,24 @@ class StackTrainer(Trainer):
             rotate_checkpoints(folder, self.keep_checkpoints, self.state.best_global_step)
 
     def fit(self, resume_from: Path | None) -> None:
-        """Train, resuming from a checked checkpoint laid out as this run is; a checkpoint file that is not plain data
-        stops the run, and so does another process's death (its collective fails here) or a process running another
-        training than the first's, each with one line."""
+        """Train, resuming from a checked checkpoint laid out as this run is; a checkpoint state that is missing,
+        damaged or not plain data stops the run (`checkpoint_states_loaded`), and so does another process's death
+        (its collective fails here) or a process running another training than the first's, each with one line."""
         check_same_run_everywhere({**self.record, "resume_from_step": checkpoint_step(resume_from)})
         self.resuming = resume_from
         if resume_from is not None and self._resume_at_the_end(resume_from):
             return
-        try:
-            with peer_deaths_reported():
-                self.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
-        except pickle.UnpicklingError as error:
-            raise RetrieverError(f"{resume_from}: a checkpoint file is not plain tensors and was not loaded "
-                                 f"({str(error).splitlines()[0]}); delete the folder to start over") from None
+        with peer_deaths_reported():
+            self.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+
+    def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
+        with checkpoint_states_loaded(checkpoint, OPTIMIZER_STATES):
+            super()._load_optimizer_and_scheduler(checkpoint)
+
+    def _load_rng_state(self, checkpoint: str | None) -> None:
+        expected = rng_states_read(checkpoint, self.args.process_index, world_size())
+        with checkpoint_states_loaded(checkpoint, expected):
+            super()._load_rng_state(checkpoint)
 
     def set_initial_training_values(self, args, dataloader):
         values = super().set_initial_training_values(args, dataloader)

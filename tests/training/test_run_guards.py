@@ -36,6 +36,21 @@ def as_if_killed_before_finishing(monkeypatch) -> None:
     monkeypatch.setattr(stack.StackTrainer, "finish", lambda self, write_model, result: None)
 
 
+class Killed(Exception):
+    pass
+
+
+def killed_after_checkpoint(monkeypatch, step: int) -> None:
+    """The run dies once the checkpoint of ``step`` is complete."""
+    save = stack.StackTrainer._save_checkpoint
+
+    def save_then_die(self, model, trial):
+        save(self, model, trial)
+        if self.state.global_step == step:
+            raise Killed
+    monkeypatch.setattr(stack.StackTrainer, "_save_checkpoint", save_then_die)
+
+
 def never_loaded(monkeypatch) -> None:
     def refuse(*args, **kwargs):
         raise AssertionError("the model was loaded before the settings were refused")
@@ -246,6 +261,47 @@ def test_resuming_from_the_last_steps_checkpoint_trains_no_extra_step(tmp_path, 
     written = DualEncoder.from_pretrained(str(output)).query_model.state_dict()
     for name, tensor in final.items():
         torch.testing.assert_close(written[name.removeprefix("query_model.")], tensor, msg=name)
+
+
+DAMAGES = {"deleted": lambda path: path.unlink(), "truncated": lambda path: path.write_bytes(path.read_bytes()[:100]),
+           "emptied": lambda path: path.write_bytes(b""),
+           "another state": lambda path: shutil.copy(path.with_name("scheduler.pt"), path)}
+
+
+@pytest.mark.parametrize("name, damage", [("optimizer.pt", "deleted"), ("scheduler.pt", "deleted"),
+                                          ("rng_state.pth", "deleted"), ("optimizer.pt", "truncated"),
+                                          ("optimizer.pt", "emptied"), ("scheduler.pt", "truncated"),
+                                          ("rng_state.pth", "emptied"), ("optimizer.pt", "another state")])
+def test_a_checkpoint_state_deleted_or_damaged_stops_the_resume_with_one_line(tmp_path, small_bert, train_beir,
+                                                                             monkeypatch, name, damage):
+    """The library skipped a missing optimizer, scheduler or RNG file without a word (fresh AdamW moments, warm-up
+    again, other dropout draws: other weights, exit 0), and a damaged one was a torch traceback ("Aborted!" from the
+    CLI for an empty one). Deleting the damaged checkpoint, as the error says, resumes from the one before it."""
+    output = tmp_path / "model"
+    settings = config(output, train_beir, small_bert, max_steps=4, save_steps=1)
+    with monkeypatch.context() as patch:
+        killed_after_checkpoint(patch, 3)
+        with pytest.raises(Killed):
+            train(settings)
+    checkpoint = output / "checkpoints" / "checkpoint-3"
+    DAMAGES[damage](checkpoint / name)
+    expected = f"{name} missing" if damage == "deleted" else "unreadable"
+    with pytest.raises(RetrieverError, match=f"checkpoint-3: .*{expected}.*; delete it to resume from checkpoint-2$"):
+        train(settings)
+    shutil.rmtree(checkpoint)
+    assert train(settings).resumed_from_step == 2
+
+
+@pytest.mark.parametrize("saved, process, processes, read", [
+    (["rng_state.pth"], 0, 1, ("rng_state.pth",)), ([], 0, 1, ("rng_state.pth",)),
+    (["rng_state_0.pth", "rng_state_1.pth"], 1, 2, ("rng_state_1.pth",)),
+    (["rng_state_0.pth"], 1, 2, ("rng_state_1.pth",)),  # a missing one of this process count's
+    (["rng_state_0.pth", "rng_state_1.pth"], 0, 1, ()), (["rng_state.pth"], 1, 2, ())])  # another count's
+def test_each_process_reads_its_own_rng_state_unless_another_process_count_saved_them(tmp_path, saved, process,
+                                                                                       processes, read):
+    for name in saved:
+        (tmp_path / name).write_bytes(b"")
+    assert run_record.rng_states_read(str(tmp_path), process, processes) == read
 
 
 def test_an_epochs_last_step_with_a_lone_query_and_no_other_candidate_is_dropped(tmp_path, small_bert, train_beir,
