@@ -5,6 +5,8 @@ and keeps its traceback.
 """
 from __future__ import annotations
 
+import errno
+import re
 from pathlib import Path
 
 
@@ -18,6 +20,30 @@ OUT_OF_SPACE_HINT = "free some space (or choose another path) and rerun the same
 def out_of_space(where: str = "") -> RetrieverError:
     """A full disk or quota, wherever it strikes: a fault of the machine, said one way everywhere."""
     return RetrieverError(f"no space left on the device{' ' if where else ''}{where}; {OUT_OF_SPACE_HINT}")
+
+
+OUT_OF_MEMORY_HINT = ("free some memory or raise the process's memory limit (`ulimit -v` counts memory-mapped files: "
+                      "an ivf-ondisk index needs address space for its whole index.ivfdata), then rerun the same "
+                      "command (finished work is kept)")
+
+
+def out_of_memory(where: str = "") -> RetrieverError:
+    """Memory or address space running out, wherever it strikes: a limit of the machine, not damage to a file."""
+    return RetrieverError(f"out of memory{' ' if where else ''}{where}; {OUT_OF_MEMORY_HINT}")
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Python's MemoryError (Arrow's ArrowMemoryError is one), the OS's ENOMEM, or a C++ library's report of
+    either in its text (FAISS: ``could not mmap …: Cannot allocate memory``, ``std::bad_alloc``)."""
+    if isinstance(error, MemoryError) or (isinstance(error, OSError) and error.errno == errno.ENOMEM):
+        return True
+    return isinstance(error, RuntimeError) and any(text in str(error) for text in ("Cannot allocate memory",
+                                                                                   "std::bad_alloc"))
+
+
+def faiss_message(error: Exception) -> str:
+    """FAISS's reason without the C++ function and source line it prefixes to it."""
+    return re.sub(r"^Error in .*? at \S+:\d+: (Error: )?", "", str(error).strip().splitlines()[-1])
 
 
 class InputFileError(RetrieverError):

@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import math
-import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import faiss
 
-from retriever.errors import RetrieverError
+from retriever.errors import RetrieverError, faiss_message
 from retriever.ondisk import CODES, ONDISK_TYPE
 from retriever.shards import sample_vectors
 from retriever.tuning import downcast_hnsw, inner_index, ivf_part
@@ -81,11 +80,6 @@ def factory_string(params: IndexParams, dim: int, count: int) -> str:
         nbits = max(1, min(8, int(math.log2(max(count, 2)))))
         return f"IVF{nlist},PQ{pq_m}" + (f"x{nbits}" if nbits < 8 else "")
     return params.index_type
-
-
-def faiss_message(error: Exception) -> str:
-    """FAISS's reason without the C++ function and source line it prefixes to it."""
-    return re.sub(r"^Error in .*? at \S+:\d+: (Error: )?", "", str(error).strip().splitlines()[-1])
 
 
 def check_buildable(params: IndexParams, dim: int) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from retriever.errors import RetrieverError
+from retriever.errors import RetrieverError, faiss_message, is_out_of_memory, out_of_memory
 
 REBUILD = "the index folder is damaged; rebuild it with `retriever build ... --overwrite`"
 
@@ -88,13 +88,16 @@ def check_folder(folder: Path, manifest: dict, manifest_name: str, required: tup
 
 @contextmanager
 def reading(path: Path) -> Iterator[None]:
-    """Turn any failure to read one of the folder's files into the damage error naming it."""
+    """Turn any failure to read one of the folder's files into the damage error naming it, but for memory running
+    out: under `ulimit -v` an ivf-ondisk index's mapped lists were called damaged, and a rebuild would fail alike."""
     try:
         yield
     except RetrieverError:
         raise
     except Exception as error:  # FAISS, Arrow and the OS each raise their own types for a broken file
-        first_line = str(error).strip().splitlines()[-1] if str(error).strip() else type(error).__name__
+        first_line = faiss_message(error) if str(error).strip() else type(error).__name__
+        if is_out_of_memory(error):
+            raise out_of_memory(f"opening {path} ({first_line[:200]}; the file is not damaged)") from None
         raise damaged(path, f"cannot be read ({first_line[:200]})") from None
 
 

@@ -109,6 +109,27 @@ def test_missing_ivfdata_is_a_clear_error(ondisk, tmp_path):
         Searcher(copy, device="cpu")
 
 
+def test_an_address_space_limit_below_the_lists_is_said_not_called_damage(ondisk, monkeypatch):
+    """Under `ulimit -v` below index.ivfdata's size FAISS cannot map the lists: that is the limit, not damage (it said
+    the folder was damaged and to rebuild it, which fails alike)."""
+    real = faiss.read_index
+
+    def mapped_under_a_limit(path, *flags):
+        if flags:
+            raise RuntimeError("Error in void faiss::OnDiskInvertedLists::do_mmap() at /project/faiss/invlists/"
+                               "OnDiskInvertedLists.cpp:285: Error: 'ptro != MAP_FAILED' failed: could not mmap "
+                               f"{ondisk}/index.ivfdata: Cannot allocate memory")
+        return real(path)
+
+    monkeypatch.setattr(faiss, "read_index", mapped_under_a_limit)
+    with pytest.raises(RetrieverError) as caught:
+        Searcher(ondisk, device="cpu")
+    message = str(caught.value)
+    assert message.startswith(f"out of memory opening {ondisk / 'index.faiss'} ('ptro != MAP_FAILED' failed: could "
+                              f"not mmap {ondisk}/index.ivfdata: Cannot allocate memory; the file is not damaged)")
+    assert "rebuild" not in message and "ulimit -v" in message
+
+
 def test_workers_split_shards_label_the_same_documents(ondisk, corpus, encoder, tmp_path):
     split = tmp_path / "split"
     for worker in range(2):

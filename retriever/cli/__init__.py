@@ -1,7 +1,7 @@
 """The `retriever` command line: a thin layer over the library API.
 
-A ``RetrieverError`` is printed as one line on stderr with exit code 1, and so is a full disk
-wherever it strikes; a usage error (a bad flag or argument) is one line too, with exit code 2;
+A ``RetrieverError`` is printed as one line on stderr with exit code 1, and so is a full disk or memory
+running out wherever it strikes; a usage error (a bad flag or argument) is one line too, with exit code 2;
 anything else is a bug and keeps its traceback. Under torchrun every process runs the command and meets the same
 error, so only the first process on each machine (LOCAL_RANK 0: every machine's console gets the line)
 prints errors and usage errors; the others exit non-zero silently, except for an error only that
@@ -16,7 +16,7 @@ import sys
 
 import click
 
-from retriever.errors import RetrieverError, out_of_space
+from retriever.errors import RetrieverError, is_out_of_memory, out_of_memory, out_of_space
 
 
 # `retriever --help` lists commands in the order they are used; commands not named here come last.
@@ -46,8 +46,8 @@ class _Group(click.Group):
             sys.exit(1)
         except click.UsageError as error:  # a subcommand's flags and arguments, or a command name
             _exit_with_usage_line(error)
-        except (OSError, RuntimeError) as error:
-            full = _disk_full(error)
+        except (OSError, RuntimeError, MemoryError) as error:
+            full = _disk_full(error) or (out_of_memory(f"({_last_line(error)})") if is_out_of_memory(error) else None)
             if full is None:
                 raise
             if _is_rank_zero():
@@ -95,8 +95,12 @@ def _disk_full(error: BaseException) -> RetrieverError | None:
         return out_of_space(f"writing {error.filename}" if error.filename else "")
     text = str(error)
     if "No space left on device" in text or "Disk quota exceeded" in text:
-        return out_of_space(f"({text.strip().splitlines()[-1][:200]})")
+        return out_of_space(f"({_last_line(error)})")
     return None
+
+
+def _last_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[-1][:200]
 
 
 def _is_rank_zero() -> bool:

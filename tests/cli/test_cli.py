@@ -171,6 +171,26 @@ def test_a_full_disk_anywhere_is_one_line(monkeypatch, tmp_path, error, shown):
     assert result.output.count("\n") == 1
 
 
+@pytest.mark.parametrize("error, shown", [
+    (MemoryError(), "out of memory (MemoryError)"),
+    (MemoryError("malloc of size 64 failed"), "out of memory (malloc of size 64 failed)"),  # Arrow's
+    (RuntimeError("Error in faiss::IndexIVF: std::bad_alloc"), "out of memory (Error in faiss::IndexIVF: std::bad_alloc)"),
+    (OSError(errno.ENOMEM, "Cannot allocate memory"), "out of memory ([Errno 12] Cannot allocate memory)"),
+])
+def test_memory_running_out_anywhere_is_one_line(monkeypatch, tmp_path, error, shown):
+    """As a full disk: a limit of the machine (e.g. `ulimit -v`), said in one line with what to do (a traceback)."""
+    import retriever.cli.searching as searching
+
+    def fails(*_, **__):
+        raise error
+
+    monkeypatch.setattr(searching, "evaluate_run_file", fails)
+    (tmp_path / "run").write_text("q Q0 d 1 1.0 t\n")
+    result = CliRunner().invoke(main, ["evaluate", "--run", str(tmp_path / "run"), "--qrels", str(tmp_path / "run")])
+    assert result.exit_code == 1 and result.output.startswith(f"error: {shown}; free some memory"), result.output
+    assert "ulimit -v" in result.output and result.output.count("\n") == 1
+
+
 def test_info_shows_the_bm25_part_and_the_tuned_fusion(tmp_path, tiny_model_dir, tiny_beir):
     import shutil
 
