@@ -174,7 +174,8 @@ def test_a_full_disk_anywhere_is_one_line(monkeypatch, tmp_path, error, shown):
 @pytest.mark.parametrize("error, shown", [
     (MemoryError(), "out of memory (MemoryError)"),
     (MemoryError("malloc of size 64 failed"), "out of memory (malloc of size 64 failed)"),  # Arrow's
-    (RuntimeError("Error in faiss::IndexIVF: std::bad_alloc"), "out of memory (Error in faiss::IndexIVF: std::bad_alloc)"),
+    (RuntimeError("Error in faiss::IndexIVF: std::bad_alloc"),
+     "out of memory (Error in faiss::IndexIVF: std::bad_alloc)"),
     (OSError(errno.ENOMEM, "Cannot allocate memory"), "out of memory ([Errno 12] Cannot allocate memory)"),
 ])
 def test_memory_running_out_anywhere_is_one_line(monkeypatch, tmp_path, error, shown):
