@@ -253,10 +253,7 @@ class Searcher:
             raise RetrieverError(f"{len(query_ids)} query ids for {len(query_texts)} query texts")
         _check_unique(query_ids)
         k, batch_size = check_k(k), bounded(batch_size, BATCH_HITS, "batch_size")
-        # Deep searches take fewer queries at once, so a batch holds at most as many hits as 256 queries × 1000
-        # (hybrid holds each engine's top --fusion-depth).
-        depth = self.fusion_depth(k) if self.mode == "hybrid" else k
-        batch_size = max(1, min(batch_size, BATCH_HITS // min(depth, max(int(self.index.ntotal), 1))))
+        batch_size = self.queries_per_batch(self.fusion_depth(k) if self.mode == "hybrid" else k, batch_size)
         for start in range(0, len(query_ids), batch_size):
             texts = list(query_texts[start:start + batch_size])
             part = self.as_run(query_ids[start:start + batch_size],
@@ -264,6 +261,11 @@ class Searcher:
             if progress is not None:
                 progress(len(texts))
             yield part
+
+    def queries_per_batch(self, depth: int, batch_size: int = 256) -> int:
+        """Deep searches take fewer queries at once, so a batch holds at most as many hits per list as 256 queries ×
+        1000 (hybrid holds each engine's top --fusion-depth)."""
+        return max(1, min(batch_size, BATCH_HITS // min(depth, max(int(self.index.ntotal), 1))))
 
     def as_run(self, query_ids: Sequence[str], scores: np.ndarray, labels: np.ndarray) -> Run:
         """Result rows (``rank``'s output) as a run, each query's hits in rank order."""

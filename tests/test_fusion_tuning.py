@@ -114,3 +114,23 @@ def test_judged_queries_missing_from_the_queries_file_are_named_when_tuning(inde
     assert record["tuned"]["queries"] == 2
     assert ("warning: queries.jsonl lacks 1 of the 3 queries split 'train' judges (e.g. 'q9'); they are not searched "
             "and score 0 in every setting") in capsys.readouterr().err
+
+
+def test_tuning_searches_a_batch_of_queries_at_a_time_and_shows_its_progress(index_and_dataset, monkeypatch, capsys):
+    """Tuning searched every query of the split at once, holding each one's dense and BM25 lists at the fusion depth,
+    and printed nothing while it ran (SQuAD's 5,696 train queries: 3 min 20 s without a word). It now searches as
+    evaluate does, a batch at a time under a progress bar, and records the same fusion."""
+    import retriever.searching
+
+    index, dataset = index_and_dataset
+    whole = tune_and_record(index, dataset, "train", device="cpu", dtype="fp32", progress=False)
+    capsys.readouterr()
+    searched = []
+    rank = Searcher.rank
+    monkeypatch.setattr(Searcher, "rank", lambda self, texts, *args: searched.append(len(texts)) or rank(self, texts,
+                                                                                                        *args))
+    monkeypatch.setattr(retriever.searching, "BATCH_HITS", 12)  # one query's lists over the 12 documents
+    assert tune_and_record(index, dataset, "train", device="cpu", dtype="fp32") == whole
+    assert searched == [1, 1, 1, 1]  # each of the 2 queries, dense then BM25
+    err = capsys.readouterr().err
+    assert "tune fusion on train: 100%" in err and " 2/2 " in err
