@@ -93,6 +93,7 @@ def _check_record(path: Path, settings: dict, inputs_sha256: str, key: str | Non
     if not isinstance(recorded, dict) or set(recorded) != set(settings):
         raise RetrieverError(f"{path}: not a run of this command and version (its settings record does not match); "
                              "choose another --output or delete the folder")
+    recorded, settings = _given(recorded), _given(settings)
     differing = [f"{k} {recorded[k]!r} -> {settings[k]!r}" for k in sorted(settings) if recorded[k] != settings[k]]
     if differing:
         raise RetrieverError(f"{path.parent} holds a run with other settings ({'; '.join(differing)}); rerun with "
@@ -101,6 +102,14 @@ def _check_record(path: Path, settings: dict, inputs_sha256: str, key: str | Non
         raise RetrieverError(f"the training data or the start model changed since the run in {path.parent}; rerun "
                              "with the same data and model to resume, or choose another --output")
     return record
+
+
+def _given(settings: dict) -> dict:
+    """Settings with the None entries of their nested dicts left out: there None means "not given" (an encoder
+    setting then comes from the model), and the CLI passes every flag where the library passes only those set, so
+    a run started from one was refused as "other settings" when resumed or rerun from the other."""
+    return {key: {k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value
+            for key, value in settings.items()}
 
 
 def complete_checkpoints(folder: Path) -> list[tuple[int, Path]]:

@@ -137,6 +137,19 @@ def test_a_resume_on_changed_training_data_is_refused(tmp_path, small_bert, trai
         train(settings)  # a finished run is not "nothing to do" on other data either
 
 
+def test_encoder_settings_not_given_compare_equal_whether_left_out_or_none(tmp_path, small_bert, train_beir,
+                                                                         monkeypatch):
+    """The CLI passes every encoder flag (None when not given), the library only those set: a run started from one
+    was refused as "other settings" when resumed or rerun from the other."""
+    settings = killed_run(tmp_path, train_beir, small_bert, monkeypatch)  # encoder: only the two max lengths
+    as_cli = dataclasses.replace(settings, encoder={"pooling": None, "normalize": None, "towers": None,
+                                                    "query_prefix": None, **settings.encoder})
+    assert train(as_cli).resumed_from_step == 2
+    assert train(settings).already_finished
+    with pytest.raises(RetrieverError, match="other settings .*'pooling': 'cls'"):
+        train(dataclasses.replace(as_cli, encoder={**as_cli.encoder, "pooling": "cls"}))
+
+
 @pytest.mark.parametrize("edited", ["train_jsonl", "corpus"])
 def test_a_resume_on_changed_jsonl_examples_or_corpus_is_refused(tmp_path, small_bert, train_beir, monkeypatch,
                                                                   edited):
