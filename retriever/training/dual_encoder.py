@@ -15,10 +15,11 @@ import torch
 from torch import nn
 
 from retriever.device import resolve_batch_size
-from retriever.encoder import Encoder, check_max_lengths
+from retriever.encoder import Encoder
 from retriever.encoder_settings import EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.folders import publish_model_folder
+from retriever.max_lengths import check_max_lengths
 from retriever.model_folder import untied_tower_paths, write_model_folder
 from retriever.model_loading import (check_vocabulary, load_model, load_tokenizer, read_retriever_config,
                                      resolve_model_path, weights_fingerprint)
