@@ -34,7 +34,7 @@ from retriever.ondisk import ONDISK_TYPE, PartPlan, build_ondisk
 from retriever.partwork import clear_finished, mark_finished, owned_inputs, parts_folder
 from retriever.recorded_paths import rebase_model_record
 from retriever.shards import ShardContentCheck, check_complete, iter_shard_batches, read_shard_metadata
-from retriever.tuning import held_out_rows, tune_build
+from retriever.tuning import check_held_out, held_out_rows, tune_build
 
 __all__ = ["DOCSTORE_FILE", "IDS_FILE", "INDEX_FILE", "INDEX_TYPES", "MANIFEST_FILE", "IndexParams", "build_index",
            "encode_and_index", "encode_for_index", "read_manifest"]
@@ -75,6 +75,8 @@ def _build_index(shards_dir: Path, corpus: str | Path, output: Path, params: Ind
     count = sum(record["rows"] for record in shard_records)
     check_buildable(params, int(encoder["dim"]))
     check_trainable(params, int(encoder["dim"]), count, f"the shards in {shards_dir} hold")
+    if tuning_queries is None:
+        check_held_out(count, params, f"the shards in {shards_dir} hold")
     building = _fresh_building_folder(output)
     try:
         corpus_of = lambda stats: corpus_record(corpus_path, output, shard_records, stats, progress)  # noqa: E731
@@ -241,20 +243,24 @@ def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | 
         output = _check_output(Path(output), overwrite, params.index_type == ONDISK_TYPE)
         dim = int(encoder.metadata()["dim"])
         check_buildable(params, dim)
-        _check_trainable(corpus, fmt, params, dim)
+        _check_countable(corpus, fmt, params, dim, holds_out=tuning_query_texts is None)
         return _encode_shards(corpus, output, encoder, fmt, fields, shard_size, overwrite, progress,
                               tuning_query_texts)
 
 
-def _check_trainable(corpus: str | Path, fmt: str, params: IndexParams, dim: int) -> None:
-    """``check_trainable`` on the corpus's document count, before encoding it."""
-    if params.index_type in ("flat", "hnsw"):
+def _check_countable(corpus: str | Path, fmt: str, params: IndexParams, dim: int, holds_out: bool) -> None:
+    """``check_trainable`` and (tuning on held-out own vectors) ``check_held_out`` on the corpus's document count,
+    before encoding it."""
+    trains = params.index_type not in ("flat", "hnsw") and not (  # a factory string may have nothing to train
+        params.index_type not in INDEX_TYPES and new_index(params.index_type, dim, params).is_trained)
+    holds_out = holds_out and params.target_recall is not None
+    count = count_records(resolve_corpus_path(corpus), fmt) if trains or holds_out else None
+    if count is None:  # nothing to check, or a stream: the training or the tuning refuses it, later
         return
-    if params.index_type not in INDEX_TYPES and new_index(params.index_type, dim, params).is_trained:
-        return  # a factory string with nothing to train: the corpus need not be counted
-    count = count_records(resolve_corpus_path(corpus), fmt)
-    if count is not None:  # else a stream: the training refuses it, later
+    if trains:
         check_trainable(params, dim, count)
+    if holds_out:
+        check_held_out(count, params)
 
 
 def _encode_shards(corpus: str | Path, output: Path, encoder: Encoder | PartRunner, fmt: str, fields: Fields,

@@ -248,12 +248,21 @@ def choose_search_params(index: faiss.Index, queries: np.ndarray, truth: np.ndar
             "lower_bound": chosen["lower_bound"], **base, "reached": reached, "sweep": sweep}
 
 
+def check_held_out(count: int, params: IndexParams, source: str = "the corpus has") -> None:
+    """Refuse, from the count before any encoding (``build``) or corpus pass (``index``), a --target-recall measured
+    on the collection's own vectors when it has fewer than 2: one is held out as the query, one must be found (it
+    was refused only after the doc store and BM25 were made)."""
+    if params.target_recall is not None and count < 2:
+        raise RetrieverError(f"--target-recall needs at least 2 vectors to measure recall on (own vectors held out as "
+                             f"queries), and {source} {count}; tune on real queries with --tuning-queries-file, or "
+                             "drop --target-recall")
+
+
 def held_out_rows(count: int, params: IndexParams) -> np.ndarray:
     """Rows kept out of the index until --target-recall tuning is done (none without it)."""
     if params.target_recall is None:
         return np.empty(0, dtype=np.int64)
-    if count < 2:
-        raise RetrieverError("--target-recall needs at least 2 vectors to measure recall on")
+    check_held_out(count, params)
     return sample_rows(count, min(params.tuning_queries, count // 2), params.seed + 1)
 
 

@@ -322,6 +322,31 @@ def test_index_refuses_an_index_the_shards_cannot_train_before_reading_the_corpu
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shards", "tiny-beir"]
 
 
+@pytest.mark.parametrize("index_type", ["flat", "hnsw", "ivf-ondisk"])
+def test_target_recall_on_one_document_is_refused_before_encoding_or_the_corpus_pass(tmp_path, no_encoding,
+                                                                                     tiny_encoder, index_type,
+                                                                                     monkeypatch):
+    """One own vector cannot be both the held-out query and what it finds: this was refused only after the encoding,
+    the doc store and BM25. Real tuning queries (--tuning-queries-file) still tune a one-document index."""
+    corpus = tmp_path / "one.jsonl"
+    corpus.write_text('{"_id": "d1", "text": "the cat sat on the mat"}\n')
+    params = IndexParams(index_type, target_recall=0.9, nlist=1, train_size=1)
+    with pytest.raises(RetrieverError, match="--target-recall needs at least 2 vectors .* and the corpus has 1; "
+                                             "tune on real queries with --tuning-queries-file"):
+        encode_and_index(corpus, tmp_path / "idx", no_encoding, params, progress=False)
+    encode_corpus(corpus, tmp_path / "shards", tiny_encoder, progress=False)
+    monkeypatch.setattr("retriever.indexing.iter_documents", lambda *a, **k: pytest.fail("read the corpus first"))
+    monkeypatch.setattr("retriever.ondisk.iter_documents", lambda *a, **k: pytest.fail("read the corpus first"))
+    with pytest.raises(RetrieverError, match="--target-recall needs at least 2 vectors .* and the shards in .* hold 1"):
+        build_index(tmp_path / "shards", corpus, tmp_path / "idx", params, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one.jsonl", "shards"]
+    monkeypatch.undo()
+    queries = tiny_encoder.encode_queries(["a cat"])
+    manifest = build_index(tmp_path / "shards", corpus, tmp_path / "idx", params, progress=False, lexical=None,
+                           tuning_queries=queries)
+    assert manifest["index"]["count"] == 1 and manifest["index"]["tuning"]["queries"] == "given queries"
+
+
 @pytest.mark.parametrize("params", [IndexParams("hnsw", nlist=64), IndexParams("IVF12,Flat"),
                                     IndexParams("IVF4,PQ4x3")])
 def test_an_index_the_corpus_can_train_is_built(tiny_beir, tiny_encoder, tmp_path, params):
