@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
@@ -16,6 +16,7 @@ from retriever.corpus_encoding import describe, encode_corpus
 from retriever.distributed.ray_runtime import ADDRESS_HELP, ray_session
 from retriever.encoder import Encoder, EncoderSettings, recorded_encoder
 from retriever.folders import named_output
+from retriever.faiss_index import new_index
 from retriever.indexing import INDEX_TYPES, IndexParams, build_index, encode_for_index
 from retriever.ondisk import ONDISK_TYPE
 from retriever.shards import check_complete, sample_rows
@@ -138,6 +139,16 @@ def _check_type_flags(index_type: str) -> None:
                                "--target-recall or drop it")
 
 
+def _check_train_size_used(index_type: str, dim_of: Callable[[], int]) -> None:
+    """--train-size with a factory string that trains nothing ('HNSW32,Flat', 'SQfp16') is refused as with flat or
+    hnsw (it was ignored, exit 0); FAISS must build the string to tell, so this waits for the vectors' width."""
+    if index_type in INDEX_TYPES or not flags_given(("train_size",)):
+        return
+    if new_index(index_type, dim_of(), IndexParams(index_type)).is_trained:
+        raise click.UsageError(f"--train-size is used only by {_TYPE_FLAGS['train_size'][1]}, not by --index-type "
+                               f"{index_type!r}, which trains nothing; drop it or choose an index type that uses it")
+
+
 def _check_ray_flags(params: IndexParams, encodes: bool) -> None:
     """Flags --ray does not take, refused as usage errors before any encoding (`build` encoded the whole corpus and
     only then refused --parallel-parts, with exit code 1)."""
@@ -225,6 +236,7 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
     params = IndexParams(**index_flags)
     _check_ray_flags(params, encodes=False)
     _check_type_flags(params.index_type)
+    _check_train_size_used(params.index_type, lambda: int(check_complete(shards)[1]["dim"]))
     texts = _tuning_texts(tuning_queries_file, params.tuning_queries, params.seed)
     if texts is None:
         vectors = None
@@ -270,6 +282,7 @@ def build_command(corpus, output, model, encoder_overrides, device, dtype, batch
     with _ray_for_parts(params):
         with _passage_encoder(settings, device, dtype, batch_size, ray_address, ray_workers,
                               ray_cpus_per_worker) as encoder:  # let go (Ray: its actors) before indexing
+            _check_train_size_used(params.index_type, lambda: int(encoder.metadata()["dim"]))
             shards, tuning_queries = encode_for_index(corpus, output, encoder, params, fmt, fields, shard_size,
                                                       overwrite, tuning_query_texts=tuning_texts)
         manifest = build_index(shards, corpus, output, params, fmt, fields, overwrite, tuning_queries=tuning_queries,

@@ -109,6 +109,27 @@ def test_a_build_flag_the_index_type_does_not_use_is_refused(tmp_path, index_typ
     assert f"not by --index-type {index_type!r}; drop it or choose an index type that uses it" in result.stderr
 
 
+@pytest.mark.parametrize("command", ["build", "index"])
+@pytest.mark.parametrize("index_type", ["HNSW8,Flat", "SQfp16", "Flat"])
+def test_train_size_with_a_factory_string_that_trains_nothing_is_refused(tmp_path, tiny_model_dir, command,
+                                                                         index_type):
+    """As with flat/hnsw: `--train-size 5 --index-type 'HNSW8,Flat'` built the graph and exited 0, the flag ignored.
+    FAISS builds the string to tell, so the check waits for the vectors' width, still before any encoding."""
+    corpus = write_jsonl(tmp_path / "c.jsonl", [{"_id": "a", "text": "hello world"}, {"_id": "b", "text": "bye"}])
+    model = ["--model", str(tiny_model_dir), "--device", "cpu", "--dtype", "fp32"]
+    if command == "index":
+        assert CliRunner().invoke(main, ["encode", str(corpus), "-o", str(tmp_path / "shards"), *model]).exit_code == 0
+    source = ["index", str(tmp_path / "shards"), "--corpus", str(corpus)] if command == "index" else \
+        ["build", str(corpus), *model]
+    result = CliRunner().invoke(main, [*source, "-o", str(tmp_path / "out"), "--index-type", index_type,
+                                       "--train-size", "5"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: --train-size is used only by an index that is trained") \
+        and result.stderr.count("\n") == 1, result.stderr
+    assert f"not by --index-type {index_type!r}, which trains nothing; drop it" in result.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.shards").exists()
+
+
 @pytest.mark.parametrize("index_type, flags", [
     ("hnsw", ["--hnsw-m", "8", "--ef-construction", "40"]), ("HNSW8,Flat", ["--ef-construction", "40"]),
     ("ivfpq", ["--nlist", "2", "--pq-m", "4"]), ("ivf-ondisk", ["--nlist", "2", "--part-size", "4",
