@@ -8,15 +8,16 @@ import click
 
 from retriever.cli.options import FiniteRange, corpus_options, device_options, fields_from, renamed_option
 from retriever.cli.training import optimizer_options, progress_option, report_to_option
-from retriever.pretraining.trainer import MAX_HEAD_LAYERS
+from retriever.pretraining.trainer import DEFAULT_START, MAX_HEAD_LAYERS
 
 
 @click.command("pretrain")
 @click.argument("corpus", type=click.Path(exists=True, path_type=Path))
-@click.option("--model", default="minilm", show_default=True,
-              help="BERT checkpoint to start from: Hugging Face folder or hub id, 'minilm' for the shipped "
-                   "all-MiniLM-L6-v2, or a Condenser folder (HF model + model.pt head, e.g. Luyu/condenser or an "
-                   "earlier output) to continue both backbone and head.")
+@click.option("--model", default=DEFAULT_START, show_default=True,
+              help="BERT checkpoint to start from: Hugging Face folder or hub id (the default is fetched from the "
+                   "hub; offline, pass a local folder), or a Condenser folder (HF model + model.pt head, e.g. "
+                   "Luyu/condenser or an earlier output) to continue both backbone and head. Not 'minilm': it is "
+                   "already a sentence encoder, which pre-training made worse (README, \"When pre-training helps\").")
 @click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Folder to write: the backbone as a Hugging Face model, the head as model.pt, condenser.json. "
                    "Checkpoints go in OUTPUT/checkpoints; rerun the same command to resume.")

@@ -35,6 +35,9 @@ OBJECTIVES = ("condenser", "mlm")
 BACKBONE_PREFIX = "lm.bert."  # the encoder a retriever keeps; everything else is a pre-training head
 MODEL_CARD = "README.md"
 CONTRASTIVE_MARKERS = ("modules.json", "config_sentence_transformers.json", "retriever.json")
+# Where Condenser starts (the paper's BERT-base, with the MLM head pre-training continues); not minilm, the
+# default encoder, on which pre-training lowered fine-tuned quality (contrastive_start_warning).
+DEFAULT_START = "bert-base-uncased"
 
 
 @dataclass(kw_only=True)
@@ -42,6 +45,7 @@ class PretrainConfig(stack.StackConfig):
     """Everything `retriever pretrain` takes. None head settings come from a Condenser warm start, else defaults."""
 
     corpus: str
+    model: str = DEFAULT_START
     n_head_layers: int | None = None
     skip_from: int | None = None
     cocondenser: bool = False

@@ -30,7 +30,7 @@ def test_help_documents_every_flag_with_its_default():
         assert re.search(rf"{flag}\b", result.output), flag
     help_text = " ".join(result.output.split())
     for default in ["[default: 128;", "[default: 0.15;", "[default: 0.0001;", "[default: 500;", "[default: 42]",
-                    "[default: minilm]", "[default: 0.1;", "[default: 32;", "[default: 1.0;", "[default: auto]",
+                    "[default: bert-base-uncased]", "[default: 0.1;", "[default: 32;", "[default: 1.0;", "[default: auto]",
                     "num_hidden_layers // 2", "code default of 2"]:
         assert default in help_text, default
     assert pretrain_command.name == "pretrain"
@@ -89,3 +89,13 @@ def test_an_odd_cocondenser_step_is_refused_before_loading(tmp_path, tiny_beir):
     message = str(result.exception)
     assert message.startswith("--cocondenser needs an even --sequences-per-step of at least 4"), message
     assert message.endswith("not 5") and not (tmp_path / "out").exists()
+
+
+def test_the_default_start_is_a_bert_pretrain_does_not_warn_against():
+    """The default was minilm, on which `pretrain` itself warns that pre-training lowers fine-tuned quality."""
+    from retriever.pretraining import PretrainConfig
+    from retriever.pretraining.trainer import contrastive_start_warning
+
+    default = next(p.default for p in pretrain_command.params if p.name == "model")
+    assert default == PretrainConfig(corpus="c", output="o").model == "bert-base-uncased"
+    assert contrastive_start_warning(default) is None and contrastive_start_warning("minilm") is not None
