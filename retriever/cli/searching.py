@@ -136,14 +136,15 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
         click.echo(warning, err=True)
     configure_batch_threads()
     with tqdm(total=len(batch), desc="search", unit="q", file=sys.stderr) as bar:
-        batches = searcher.run_batches([q.id for q in batch], [q.text for q in batch], k=k, nprobe=nprobe,
-                                       ef_search=ef_search, progress=bar.update)
+        run = StreamedRun(searcher.run_batches([q.id for q in batch], [q.text for q in batch], k=k, nprobe=nprobe,
+                                               ef_search=ef_search, progress=bar.update))
         # A file is written batch by batch (its temporary is renamed at the end), so memory holds one batch of
         # hits; standard output gets every line checked before the first, so the whole run is held for it.
-        write_run(StreamedRun(batches) if output else StreamedRun(batches).whole(), output, run_format, tag)
+        write_run(run if output else run.whole(), output, run_format, tag)
     report_truncation(searcher.encoder)
     if output:
-        click.echo(f"wrote {len(batch)} queries × top {min(k, searcher.index.ntotal)} to {output}", err=True)
+        depth = min(k, searcher.index.ntotal)
+        click.echo(f"wrote {len(batch)} queries × top {depth} to {output}{run.shortfall(depth)}", err=True)
 
 
 # search's flags that only a batch run (--queries) uses, with the flag each parameter is
@@ -174,10 +175,19 @@ class StreamedRun:
 
     def __init__(self, batches: Iterator[Run]) -> None:
         self._batches = batches
+        self.hit_counts: list[int] = []
 
     def items(self) -> Iterator[tuple[str, dict[str, float]]]:
         for part in self._batches:
-            yield from part.items()
+            for query_id, hits in part.items():
+                self.hit_counts.append(len(hits))
+                yield query_id, hits
+
+    def shortfall(self, depth: int) -> str:
+        """What the summary adds for queries that got fewer hits than ``depth``: an IVF searched at a low nprobe, or
+        BM25, returns only what it reaches, and the summary said every query had the top ``depth``."""
+        short = [count for count in self.hit_counts if count < depth]
+        return f"; {len(short)} of them got fewer (as few as {min(short)}), all the search reached" if short else ""
 
     def whole(self) -> Run:
         return dict(self.items())

@@ -152,3 +152,23 @@ def test_a_run_tag_a_trec_line_cannot_hold_is_a_usage_error_before_any_search(tm
     queries.write_text('{"_id": "q1", "text": "cat"}\n')
     result = CliRunner().invoke(main, ["search", str(index), "--queries", str(queries), "--tag", tag])
     assert result.exit_code == 2 and "Invalid value for '--tag'" in result.output, result.output
+
+
+def test_the_summary_says_when_queries_got_fewer_hits_than_it_names(tmp_path, tiny_beir, tiny_model_dir):
+    """An IVF probing 1 of 2 lists returns fewer than -k hits: the summary said `× top 12` for runs of 5 to 7."""
+    from retriever.encoder import Encoder, EncoderSettings
+    from retriever.indexing import IndexParams, encode_and_index
+    from retriever.runs import read_run
+
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "idx", encoder, IndexParams("IVF2,Flat"), progress=False, lexical=None)
+    run_file = tmp_path / "run.trec"
+    common = ["search", str(tmp_path / "idx"), "--queries", str(tiny_beir), "-o", str(run_file), "--device", "cpu"]
+    result = CliRunner().invoke(main, [*common, "-k", "50", "--nprobe", "1"])
+    counts = [len(hits) for hits in read_run(run_file).values()]
+    assert result.exit_code == 0 and max(counts) < 12, (result.output, counts)
+    short = sum(count < 12 for count in counts)
+    assert result.stderr.strip().endswith(f"wrote 4 queries × top 12 to {run_file}; {short} of them got fewer (as few "
+                                          f"as {min(counts)}), all the search reached"), result.stderr
+    result = CliRunner().invoke(main, [*common, "-k", "50", "--nprobe", "2"])
+    assert result.stderr.strip().endswith(f"wrote 4 queries × top 12 to {run_file}"), result.stderr
