@@ -26,6 +26,24 @@ from retriever.texts import (CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN, check_queries
                              tokenize_bounded)
 
 
+def length_batches(lengths: Sequence[int], batch_size: int, mix_lengths: bool = False) -> list[list[int]]:
+    """Rows to encode together, longest first. A text's vector moves in its low bits with the padded length of its
+    batch (bf16 most), so a batch of queries holds one token count only: a query's vector is then the same
+    whatever else is encoded with it (a subset of the file, another --batch-size, one served alone). Passages
+    and the server's concurrent queries mix lengths (``mix_lengths``): there, splitting costs more than the low
+    bits are worth (benchmarks/README.md)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    if mix_lengths:
+        return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+    batches: list[list[int]] = []
+    for row in order:
+        if batches and len(batches[-1]) < batch_size and lengths[batches[-1][0]] == lengths[row]:
+            batches[-1].append(row)
+        else:
+            batches.append([row])
+    return batches
+
+
 def _passage_texts(documents: object) -> list[str]:
     """What is encoded of each ``corpus.Document``, refused where it is no Document of strings: a string or a list of
     strings failed deep in the encoder (an AttributeError), a lone surrogate in the tokenizer (a TypeError)."""
@@ -46,6 +64,8 @@ def _passage_texts(documents: object) -> list[str]:
 
 class Encoder:
     """A loaded query/passage encoder on one device."""
+
+    mix_query_lengths = False  # see length_batches; the server sets it for its batches
 
     def __init__(self, settings: EncoderSettings, device: str = "auto", dtype: str = "auto",
                  batch_size: int | None = None) -> None:
@@ -91,13 +111,14 @@ class Encoder:
     def encode_queries(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
         """One row per query, in order; a lone string is refused (it would be encoded letter by letter)."""
         texts = [self.settings.query_prefix + t for t in check_queries(texts)]
-        return self._encode(texts, self.query_model, self.settings.query_max_length, progress, "queries")
+        return self._encode(texts, self.query_model, self.settings.query_max_length, progress, "queries",
+                            self.mix_query_lengths)
 
     def encode_passages(self, documents: Sequence[Document],
                         progress: Callable[[int], None] | None = None) -> np.ndarray:
         """One row per ``corpus.Document`` (title and text joined as ``passage_text`` joins them), in order."""
         texts = [self.settings.passage_prefix + text for text in _passage_texts(documents)]
-        return self._encode(texts, self.passage_model, self.settings.passage_max_length, progress, "passages")
+        return self._encode(texts, self.passage_model, self.settings.passage_max_length, progress, "passages", True)
 
     def _count_cut(self, kind: str, texts: Sequence[str], encoded, max_length: int) -> None:
         # Full max length and either tokens left over (fast tokenizers keep them) or text the tokenizer never
@@ -121,16 +142,13 @@ class Encoder:
 
     @torch.inference_mode()
     def _encode(self, texts: list[str], model: torch.nn.Module, max_length: int,
-                progress: Callable[[int], None] | None, kind: str) -> np.ndarray:
+                progress: Callable[[int], None] | None, kind: str, mix_lengths: bool) -> np.ndarray:
         output = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return output
         encoded = tokenize_bounded(self.tokenizer, texts, max_length)
         self._count_cut(kind, texts, encoded, max_length)
-        input_ids = encoded["input_ids"]
-        order = sorted(range(len(texts)), key=lambda i: -len(input_ids[i]))
-        for start in range(0, len(order), self.batch_size):
-            rows = order[start:start + self.batch_size]
+        for rows in length_batches([len(ids) for ids in encoded["input_ids"]], self.batch_size, mix_lengths):
             batch = self.tokenizer.pad({key: [encoded[key][i] for i in rows] for key in encoded.keys()},
                                        return_tensors="pt")
             batch = {key: value.to(self.device) for key, value in batch.items()}

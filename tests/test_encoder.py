@@ -7,7 +7,7 @@ from transformers import AutoModel, AutoTokenizer
 
 from conftest import build_vocab, make_tiny_bert
 from retriever.corpus import Document
-from retriever.encoder import Encoder, EncoderSettings
+from retriever.encoder import Encoder, EncoderSettings, length_batches
 from retriever.errors import RetrieverError
 from retriever.model_loading import load_model
 
@@ -29,6 +29,31 @@ def test_length_sorted_batches_return_input_order(tiny_model_dir):
     encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32", batch_size=2)
     got = encoder.encode_queries(TEXTS)
     np.testing.assert_allclose(got, reference_mean(tiny_model_dir, TEXTS), atol=1e-5)
+
+
+def test_batches_hold_one_token_count_longest_first_unless_lengths_are_mixed():
+    lengths = [3, 7, 3, 7, 7, 5, 3]
+    assert length_batches(lengths, 2) == [[1, 3], [4], [5], [0, 2], [6]]
+    assert length_batches(lengths, 2, mix_lengths=True) == [[1, 3], [4, 5], [0, 2], [6]]
+    assert length_batches([], 4) == []
+
+
+WORDS = ("cat dog river ball city tea honey bee flower lava rock moon planet whale ocean train bridge heart blood "
+         "brain solar power sun light energy wind rain cloud storm").split()
+
+
+def test_a_vector_does_not_depend_on_what_is_encoded_with_it(tiny_model_dir):
+    """In bf16 a text's vector moved in its low bits with the padded length of its batch: a query searched with
+    other queries, a subset of a file, or another --batch-size got another vector (search then evaluate --run
+    differed from evaluate --index in the third decimal)."""
+    texts = [" ".join(WORDS[(i * 7 + j) % len(WORDS)] for j in range(1 + i % 13)) for i in range(60)]
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="bf16", batch_size=16)
+    together = encoder.encode_queries(texts)
+    alone = np.stack([encoder.encode_queries([text])[0] for text in texts[:20]])
+    assert np.array_equal(alone, together[:20])
+    assert np.array_equal(encoder.encode_queries(texts[::3]), together[::3])
+    encoder.batch_size = 5
+    assert np.array_equal(encoder.encode_passages([Document(str(i), t) for i, t in enumerate(texts)]), together)
 
 
 def test_bf16_close_to_fp32(tiny_model_dir):

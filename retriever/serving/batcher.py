@@ -93,6 +93,7 @@ class MicroBatcher:
         # max_batch promises that many queries in one forward pass; the encoder's own batch size
         # (16 on a CPU, chosen for bulk encoding) would otherwise split such a batch in two.
         searcher.encoder.batch_size = max(searcher.encoder.batch_size, max_batch)
+        searcher.encoder.mix_query_lengths = True  # and queries of several lengths share it (encoder.length_batches)
         self.max_wait = max_wait_ms / 1000.0
         self.stats = BatchStats()
         self._queue: queue.Queue = queue.Queue(maxsize=max_pending)
