@@ -2,6 +2,7 @@
 
 A ``RetrieverError`` is printed as one line on stderr with exit code 1, and so is a full disk or memory
 running out wherever it strikes; a usage error (a bad flag or argument) is one line too, with exit code 2;
+Ctrl-C is one line with the shell's 130 (128 + SIGINT);
 anything else is a bug and keeps its traceback. Under torchrun every process runs the command and meets the same
 error, so only the first process on each machine (LOCAL_RANK 0: every machine's console gets the line)
 prints errors and usage errors; the others exit non-zero silently, except for an error only that
@@ -46,6 +47,11 @@ class _Group(click.Group):
             sys.exit(1)
         except click.UsageError as error:  # a subcommand's flags and arguments, or a command name
             _exit_with_usage_line(error)
+        except KeyboardInterrupt:  # click said "Aborted!" with exit 1, as if the command had failed
+            if _is_rank_zero():
+                click.echo("error: interrupted (Ctrl-C); outputs are written under their names only when complete, "
+                           "so rerun the same command to finish (finished work is kept where it resumes)", err=True)
+            sys.exit(130)
         except (OSError, RuntimeError, MemoryError) as error:
             full = _disk_full(error) or (out_of_memory(f"({_last_line(error)})") if is_out_of_memory(error) else None)
             if full is None:

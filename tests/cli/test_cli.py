@@ -226,3 +226,17 @@ def test_info_shows_the_bm25_part_and_the_tuned_fusion(tmp_path, tiny_model_dir,
     assert (f"fusion:   {fusion['method']} {setting}, depth {fusion['depth']}, tuned on tiny-beir train "
             f"(4 queries, ndcg@10 {tuned['score']}; untuned RRF {tuned['untuned_rrf']})") in result.output
     assert "stopwords none" in result.output
+
+
+def test_ctrl_c_is_one_line_and_the_shells_exit_code(monkeypatch, tmp_path):
+    """click said `Aborted!` with exit 1, the code of a failed command, so a script could not tell the two apart."""
+    import retriever.cli.searching as searching
+
+    def interrupted(*_, **__):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(searching, "evaluate_run_file", interrupted)
+    (tmp_path / "run").write_text("q Q0 d 1 1.0 t\n")
+    result = CliRunner().invoke(main, ["evaluate", "--run", str(tmp_path / "run"), "--qrels", str(tmp_path / "run")])
+    assert result.exit_code == 130 and result.output.startswith("error: interrupted (Ctrl-C); "), result.output
+    assert result.output.count("\n") == 1
