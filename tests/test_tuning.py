@@ -42,14 +42,19 @@ def test_target_recall_must_be_a_fraction():
         choose_search_params(index, np.zeros((1, 4), np.float32), np.zeros((1, 1), np.int64), 1.5)
 
 
-def test_unreachable_target_keeps_the_cheapest_best_setting():
-    vectors = clustered(2000)
-    index = faiss.index_factory(16, "IVF8,PQ2x4", faiss.METRIC_INNER_PRODUCT)
+def trained_with_truth(factory: str, vectors: np.ndarray, queries: int):
+    """An index of ``vectors`` and the exact top 10 of its first ``queries`` vectors."""
+    index = faiss.index_factory(vectors.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
     index.train(vectors)
     index.add(vectors)
-    flat = faiss.IndexFlatIP(16)
+    flat = faiss.IndexFlatIP(vectors.shape[1])
     flat.add(vectors)
-    _, truth = flat.search(vectors[:100], 10)
+    return index, flat.search(vectors[:queries], 10)[1]
+
+
+def test_unreachable_target_keeps_the_cheapest_best_setting():
+    vectors = clustered(2000)
+    index, truth = trained_with_truth("IVF8,PQ2x4", vectors, 100)
     choice = choose_search_params(index, vectors[:100], truth, target_recall=1.0)
     best = max(step["recall"] for step in choice["sweep"])
     assert not choice["reached"] and choice["measured_recall"] == best
@@ -62,12 +67,7 @@ def test_the_sweep_reaches_every_list_when_nlist_is_no_candidate():
     candidate below, and said no setting reached a recall of 1.0 (rebuild, it advised)."""
     vectors = np.random.default_rng(0).standard_normal((4000, 32)).astype(np.float32)  # no clusters: 32 lists miss
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    index = faiss.index_factory(32, "IVF40,Flat", faiss.METRIC_INNER_PRODUCT)
-    index.train(vectors)
-    index.add(vectors)
-    flat = faiss.IndexFlatIP(32)
-    flat.add(vectors)
-    _, truth = flat.search(vectors[:300], 10)
+    index, truth = trained_with_truth("IVF40,Flat", vectors, 300)
     choice = choose_search_params(index, vectors[:300], truth, target_recall=1.0)
     assert choice["reached"] and choice["measured_recall"] == 1.0 and 32 < choice["value"] <= 40
 

@@ -150,13 +150,8 @@ def test_under_torchrun_only_rank_zero_prints_errors(tmp_path, arguments, code):
         assert "Traceback" not in result.output
 
 
-@pytest.mark.parametrize("error, shown", [
-    (OSError(errno.ENOSPC, "No space left on device", "idx/docstore.arrow"),
-     "no space left on the device writing idx/docstore.arrow"),
-    (RuntimeError("Error in faiss::FileIOWriter: write error in .part-00003.faiss.tmp-9 (No space left on device)"),
-     "no space left on the device (Error in faiss::FileIOWriter: write error in .part-00003.faiss.tmp-9"),
-])
-def test_a_full_disk_anywhere_is_one_line(monkeypatch, tmp_path, error, shown):
+def evaluate_raising(monkeypatch, tmp_path, error: BaseException):
+    """`retriever evaluate` whose evaluation raises ``error``: how the CLI says a failure from anywhere."""
     import retriever.cli.searching as searching
 
     def fails(*_, **__):
@@ -164,7 +159,17 @@ def test_a_full_disk_anywhere_is_one_line(monkeypatch, tmp_path, error, shown):
 
     monkeypatch.setattr(searching, "evaluate_run_file", fails)
     (tmp_path / "run").write_text("q Q0 d 1 1.0 t\n")
-    result = CliRunner().invoke(main, ["evaluate", "--run", str(tmp_path / "run"), "--qrels", str(tmp_path / "run")])
+    return CliRunner().invoke(main, ["evaluate", "--run", str(tmp_path / "run"), "--qrels", str(tmp_path / "run")])
+
+
+@pytest.mark.parametrize("error, shown", [
+    (OSError(errno.ENOSPC, "No space left on device", "idx/docstore.arrow"),
+     "no space left on the device writing idx/docstore.arrow"),
+    (RuntimeError("Error in faiss::FileIOWriter: write error in .part-00003.faiss.tmp-9 (No space left on device)"),
+     "no space left on the device (Error in faiss::FileIOWriter: write error in .part-00003.faiss.tmp-9"),
+])
+def test_a_full_disk_anywhere_is_one_line(monkeypatch, tmp_path, error, shown):
+    result = evaluate_raising(monkeypatch, tmp_path, error)
     assert result.exit_code == 1 and result.output.startswith(f"error: {shown}"), result.output
     assert result.output.strip().endswith("free some space (or choose another path) and rerun the same command "
                                           "(finished work is kept)")
@@ -180,14 +185,7 @@ def test_a_full_disk_anywhere_is_one_line(monkeypatch, tmp_path, error, shown):
 ])
 def test_memory_running_out_anywhere_is_one_line(monkeypatch, tmp_path, error, shown):
     """As a full disk: a limit of the machine (e.g. `ulimit -v`), said in one line with what to do (a traceback)."""
-    import retriever.cli.searching as searching
-
-    def fails(*_, **__):
-        raise error
-
-    monkeypatch.setattr(searching, "evaluate_run_file", fails)
-    (tmp_path / "run").write_text("q Q0 d 1 1.0 t\n")
-    result = CliRunner().invoke(main, ["evaluate", "--run", str(tmp_path / "run"), "--qrels", str(tmp_path / "run")])
+    result = evaluate_raising(monkeypatch, tmp_path, error)
     assert result.exit_code == 1 and result.output.startswith(f"error: {shown}; free some memory"), result.output
     assert "ulimit -v" in result.output and result.output.count("\n") == 1
 
@@ -230,13 +228,6 @@ def test_info_shows_the_bm25_part_and_the_tuned_fusion(tmp_path, tiny_model_dir,
 
 def test_ctrl_c_is_one_line_and_the_shells_exit_code(monkeypatch, tmp_path):
     """click said `Aborted!` with exit 1, the code of a failed command, so a script could not tell the two apart."""
-    import retriever.cli.searching as searching
-
-    def interrupted(*_, **__):
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(searching, "evaluate_run_file", interrupted)
-    (tmp_path / "run").write_text("q Q0 d 1 1.0 t\n")
-    result = CliRunner().invoke(main, ["evaluate", "--run", str(tmp_path / "run"), "--qrels", str(tmp_path / "run")])
+    result = evaluate_raising(monkeypatch, tmp_path, KeyboardInterrupt())
     assert result.exit_code == 130 and result.output.startswith("error: interrupted (Ctrl-C); "), result.output
     assert result.output.count("\n") == 1
