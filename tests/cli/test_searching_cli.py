@@ -172,3 +172,30 @@ def test_the_summary_says_when_queries_got_fewer_hits_than_it_names(tmp_path, ti
                                           f"as {min(counts)}), all the search reached"), result.stderr
     result = CliRunner().invoke(main, [*common, "-k", "50", "--nprobe", "2"])
     assert result.stderr.strip().endswith(f"wrote 4 queries × top 12 to {run_file}"), result.stderr
+
+
+def test_search_then_evaluate_run_scores_as_evaluate_index_in_bf16(tmp_path, tiny_beir):
+    """evaluate --index encodes only the judged queries; search --queries encodes the whole file, so in bf16 each
+    judged query was batched with other mates and got other low bits of its vector (README: the third decimal).
+    minilm: the tiny BERT's vectors did not move."""
+    from conftest import texts_of_many_lengths, write_jsonl
+    from retriever.encoder import Encoder, EncoderSettings
+    from retriever.indexing import IndexParams, encode_and_index
+
+    texts = texts_of_many_lengths(60)
+    write_jsonl(tiny_beir / "queries.jsonl", [{"_id": f"q{i}", "text": text} for i, text in enumerate(texts)])
+    (tiny_beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"q{i}\td{1 + i % 12}\t1\n" for i in range(0, 60, 3)), encoding="utf-8")
+    encoder = Encoder(EncoderSettings.for_model("minilm"), device="cpu", dtype="bf16")
+    encode_and_index(tiny_beir, tmp_path / "idx", encoder, IndexParams("flat"), progress=False, lexical=None)
+    device = ["--device", "cpu", "--dtype", "bf16", "-k", "12"]
+    run, saved = tmp_path / "run.trec", tmp_path / "saved.trec"
+    result = CliRunner().invoke(main, ["search", str(tmp_path / "idx"), "--queries", str(tiny_beir / "queries.jsonl"),
+                                       "-o", str(run), *device])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, ["evaluate", "--index", str(tmp_path / "idx"), "--dataset", str(tiny_beir),
+                                       "--save-run", str(saved), *device])
+    assert result.exit_code == 0, result.output
+    judged = {f"q{i}" for i in range(0, 60, 3)}
+    assert [line for line in run.read_text().splitlines() if line.split()[0] in judged] == \
+        saved.read_text().splitlines()
