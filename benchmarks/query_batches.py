@@ -50,15 +50,14 @@ def measure(name: str, rounds: int, passage_sample: int) -> str:
     max_length = encoder.settings.passage_max_length
     rows, vectors = [], {}
     for mix in (True, False) * 2:  # alternating, so both ways share the machine's load
-        encoder.mix_query_lengths = mix
-        query_seconds, vectors[mix] = timed_encode(encoder.encode_queries, texts, rounds)
+        query_seconds, vectors[mix] = timed_encode(lambda batch: encoder.encode_queries(batch, mix_lengths=mix),
+                                                   texts, rounds)
         passage_seconds, _ = timed_encode(lambda batch: encoder._encode(  # noqa: SLF001 - passages always mix
-            batch, encoder.passage_model, max_length, None, "passages", mix), sample, 1)
+            batch, encoder.passage_model, max_length, None, "passages", (encoder.batch_size, mix)), sample, 1)
         rows.append((mix, query_seconds, passage_seconds))
     alone = {}
     for mix in (True, False):
-        encoder.mix_query_lengths = mix
-        alone[mix] = np.stack([encoder.encode_queries([text])[0] for text in texts])
+        alone[mix] = np.stack([encoder.encode_queries([text], mix_lengths=mix)[0] for text in texts])
     lines = [f"### {name}: {len(texts)} test queries, {len(documents)} passages ({encoder.dtype})", "",
              "| batches | queries s | first passages s | queries equal to alone | max abs diff to alone | nDCG@10 |",
              "|---|---:|---:|---:|---:|---:|"]

@@ -65,8 +65,6 @@ def _passage_texts(documents: object) -> list[str]:
 class Encoder:
     """A loaded query/passage encoder on one device."""
 
-    mix_query_lengths = False  # see length_batches; the server sets it for its batches
-
     def __init__(self, settings: EncoderSettings, device: str = "auto", dtype: str = "auto",
                  batch_size: int | None = None) -> None:
         if not isinstance(settings, EncoderSettings):
@@ -108,17 +106,21 @@ class Encoder:
                 "weights_sha256": self.weights_sha256, "tokenizer_sha256": self.tokenizer_sha256,
                 "tokenizer_behaviour_sha256": self.tokenizer_behaviour_sha256, "dim": self.dim, "dtype": self.dtype}
 
-    def encode_queries(self, texts: Sequence[str], progress: Callable[[int], None] | None = None) -> np.ndarray:
-        """One row per query, in order; a lone string is refused (it would be encoded letter by letter)."""
+    def encode_queries(self, texts: Sequence[str], progress: Callable[[int], None] | None = None,
+                       batch_size: int | None = None, mix_lengths: bool = False) -> np.ndarray:
+        """One row per query, in order; a lone string is refused (it would be encoded letter by letter).
+        ``batch_size`` (default ``self.batch_size``) and ``mix_lengths`` (see ``length_batches``) are the server's
+        for its micro-batches, per call: set on the encoder, which a caller may share, they changed its own vectors."""
         texts = [self.settings.query_prefix + t for t in check_queries(texts)]
         return self._encode(texts, self.query_model, self.settings.query_max_length, progress, "queries",
-                            self.mix_query_lengths)
+                            (batch_size or self.batch_size, mix_lengths))
 
     def encode_passages(self, documents: Sequence[Document],
                         progress: Callable[[int], None] | None = None) -> np.ndarray:
         """One row per ``corpus.Document`` (title and text joined as ``passage_text`` joins them), in order."""
         texts = [self.settings.passage_prefix + text for text in _passage_texts(documents)]
-        return self._encode(texts, self.passage_model, self.settings.passage_max_length, progress, "passages", True)
+        return self._encode(texts, self.passage_model, self.settings.passage_max_length, progress, "passages",
+                            (self.batch_size, True))
 
     def _count_cut(self, kind: str, texts: Sequence[str], encoded, max_length: int) -> None:
         # Full max length and either tokens left over (fast tokenizers keep them) or text the tokenizer never
@@ -142,13 +144,13 @@ class Encoder:
 
     @torch.inference_mode()
     def _encode(self, texts: list[str], model: torch.nn.Module, max_length: int,
-                progress: Callable[[int], None] | None, kind: str, mix_lengths: bool) -> np.ndarray:
+                progress: Callable[[int], None] | None, kind: str, batching: tuple[int, bool]) -> np.ndarray:
         output = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return output
         encoded = tokenize_bounded(self.tokenizer, texts, max_length)
         self._count_cut(kind, texts, encoded, max_length)
-        for rows in length_batches([len(ids) for ids in encoded["input_ids"]], self.batch_size, mix_lengths):
+        for rows in length_batches([len(ids) for ids in encoded["input_ids"]], *batching):
             batch = self.tokenizer.pad({key: [encoded[key][i] for i in rows] for key in encoded.keys()},
                                        return_tensors="pt")
             batch = {key: value.to(self.device) for key, value in batch.items()}

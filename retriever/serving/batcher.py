@@ -90,10 +90,6 @@ class MicroBatcher:
         self.searcher = searcher
         self.name = name
         self.max_batch = max_batch
-        # max_batch promises that many queries in one forward pass; the encoder's own batch size
-        # (16 on a CPU, chosen for bulk encoding) would otherwise split such a batch in two.
-        searcher.encoder.batch_size = max(searcher.encoder.batch_size, max_batch)
-        searcher.encoder.mix_query_lengths = True  # and queries of several lengths share it (encoder.length_batches)
         self.max_wait = max_wait_ms / 1000.0
         self.stats = BatchStats()
         self._queue: queue.Queue = queue.Queue(maxsize=max_pending)
@@ -218,7 +214,11 @@ class MicroBatcher:
 
     def _encode(self, texts: list[str]):
         try:
-            return self.searcher.encoder.encode_queries(texts)
+            # max_batch promises that many queries, of any lengths, in one forward pass: the encoder's own batch
+            # size (16 on a CPU, for bulk encoding) would split it, and one-length batches too (length_batches).
+            # Asked per call, as the searcher's own searches (a library caller's) keep the encoder's defaults.
+            encoder = self.searcher.encoder
+            return encoder.encode_queries(texts, batch_size=max(encoder.batch_size, self.max_batch), mix_lengths=True)
         except Exception as error:  # noqa: BLE001 - bad input in one request, or a bug; _resolve sorts out which
             raise QueryRejected(f"the encoder failed on this query ({type(error).__name__}); "
                                 "send a shorter or plainer text") from error

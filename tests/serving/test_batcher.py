@@ -27,7 +27,7 @@ class FakeEncoder:
         self.poison = "poison"  # a pass with a text containing this fails, as the tokenizer does on bad input
         self.hold_only: str | None = None  # when set, only a pass holding this text waits for ``hold``
 
-    def encode_queries(self, texts):
+    def encode_queries(self, texts, **settings):
         self.entered.set()
         if self.hold_only is None or self.hold_only in texts:
             self.hold.wait(10)
@@ -240,6 +240,24 @@ def test_max_batch_queries_go_through_one_forward_pass(tiny_index):
     finally:
         batcher.close()
     assert len(hits) == 32 and len(passes) == 1, f"32 queries took {len(passes)} forward passes"
+
+
+def test_a_batcher_leaves_the_searchers_own_searches_as_they_were(tiny_index):
+    """The batcher mixes query lengths (and widens the batch) in its own calls only: set on the shared encoder, a
+    caller's Searcher.search after building one mixed lengths too, and got other bf16 scores than before."""
+    searcher = Searcher(tiny_index, device="cpu", dtype="fp32")
+    passes = []
+    searcher.encoder.query_model.register_forward_pre_hook(lambda module, args: passes.append(1))
+    queries, batch_size = ["cat", "a much longer query about dogs and cats"], searcher.encoder.batch_size
+    batcher = MicroBatcher(searcher, max_batch=64, max_wait_ms=0)
+    try:
+        assert len(batcher.submit(queries, 1).result(30)) == 2 and len(passes) == 1
+        passes.clear()
+        searcher.search(queries, k=1)
+    finally:
+        batcher.close()
+    assert len(passes) == 2, "the library's search mixed query lengths in one pass once a batcher was built"
+    assert searcher.encoder.batch_size == batch_size
 
 
 def test_too_many_pending_requests_are_refused(fake):
