@@ -7,13 +7,13 @@ after a crash it continues past the complete shards, after a corpus edit it re-e
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -21,11 +21,12 @@ import numpy as np
 from tqdm import tqdm
 
 from retriever.corpus import Document, Fields, ReadStats, count_records, iter_documents, resolve_corpus_path
+from retriever.encode_result import EncodeResult
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError
 from retriever.recorded_paths import model_record, relative_path
 from retriever.files import atomic_write_bytes, creatable_problem, left_by_dead_processes
-from retriever.folders import make_folder
+from retriever.folders import held_lock, make_folder
 from retriever.index_folder import MANIFEST_FILE
 from retriever.shards import (ContentHash, differing_fields, done_marker, id_lines, list_shards, parse_shard_name,
                               read_shard_metadata, shard_ids_sha256, shard_name, warn_resized, worker_shards,
@@ -44,21 +45,6 @@ class PartRunner(Protocol):
 
     def run_parts(self, jobs: Iterator[PartJob], progress: Callable[[int], None]) -> Iterator[tuple[str, int]]:
         """Run ``encode_part`` on each job; yield (outcome, rows) per part, in any order."""
-
-
-@dataclass
-class EncodeResult:
-    output: Path
-    documents: int
-    encoded: int
-    skipped: int
-    shards: int
-    empty_texts: int
-    seconds: float
-    changed_parts: int = 0  # parts re-encoded because their documents changed since the last run
-    removed_parts: int = 0  # shards of parts the corpus no longer has
-    passages_cut: int = 0  # longer than the encoder's passage_max_length
-    earlier_shard_size: int | None = None  # the other --shard-size the folder's shards were cut at
 
 
 def part_content_sha256(part: Sequence[Document]) -> str:
@@ -228,7 +214,9 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
                   num_workers: int = 1, progress: bool = True) -> EncodeResult:
     """Encode a corpus (or this worker's share of it) into Parquet shards under ``output``.
 
-    ``encoder`` is an Encoder (parts run here, in order) or a PartRunner such as a Ray pool.
+    ``encoder`` is an Encoder (parts run here, in order) or a PartRunner such as a Ray pool. Other workers may
+    encode into ``output`` at the same time; a second run of this worker is refused at once (``held_lock`` on
+    ``.encode-wXXXofYYY.lock`` in the folder).
     """
     if shard_size < 1:
         raise RetrieverError("--shard-size must be at least 1")
@@ -237,6 +225,23 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
     corpus_path = resolve_corpus_path(corpus)
     output = Path(output)
     created = _shard_folder(output)
+    try:
+        with held_lock(output / f".encode-w{worker_index:03d}of{num_workers:03d}.lock",
+                       lambda pid: f"{output}: another encode of worker {worker_index} of {num_workers} into it is "
+                                   f"running (pid {pid}); wait for it to end or choose another --output"):
+            return _encode_share(corpus_path, output, encoder, fmt, fields, shard_size, worker_index, num_workers,
+                                 progress)
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):  # only an empty folder goes: a run that wrote nothing leaves nothing
+                output.rmdir()
+        raise
+
+
+def _encode_share(corpus_path: Path, output: Path, encoder: Encoder | PartRunner, fmt: str, fields: Fields,
+                  shard_size: int, worker_index: int, num_workers: int, progress: bool) -> EncodeResult:
+    """``encode_corpus`` once it holds this worker's lock: a second run of the same worker in the same folder
+    would re-encode the same parts beside it and overwrite its shards."""
     recorded = encoder.metadata()  # model and corpus re-expressed relative to the shard folder, or as names
     refuse_other_shards(output, recorded, num_workers)
     earlier_size = warn_resized(output, worker_index, num_workers, shard_size)
@@ -253,22 +258,17 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
     jobs = ((part, output / shard_name(worker_index, num_workers, number),
              part_metadata(base_metadata, part, worker_index, num_workers, number, shard_size))
             for number, part in enumerate(parts(documents, worker_index, num_workers, shard_size)))
-    try:
-        with tqdm(desc=f"encode w{worker_index}/{num_workers}", unit="doc", file=sys.stderr, disable=not progress,
-                  total=_share(count_records(corpus_path, fmt) if progress else None, worker_index, num_workers),
-                  dynamic_ncols=True) as bar:
-            for outcome, rows in run_parts(jobs, bar.update):
-                counts[outcome] += 1
-                shards += 1
-                if outcome == REUSED:
-                    skipped += rows
-                    bar.set_postfix_str(f"{skipped} already done")
-                else:
-                    encoded += rows
-    except BaseException:
-        if created and not any(output.iterdir()):
-            output.rmdir()  # a run that wrote nothing leaves nothing behind
-        raise
+    with tqdm(desc=f"encode w{worker_index}/{num_workers}", unit="doc", file=sys.stderr, disable=not progress,
+              total=_share(count_records(corpus_path, fmt) if progress else None, worker_index, num_workers),
+              dynamic_ncols=True) as bar:
+        for outcome, rows in run_parts(jobs, bar.update):
+            counts[outcome] += 1
+            shards += 1
+            if outcome == REUSED:
+                skipped += rows
+                bar.set_postfix_str(f"{skipped} already done")
+            else:
+                encoded += rows
     removed = remove_parts_beyond(output, worker_index, num_workers, shards)
     cut = sum(read_shard_metadata(path)["shard"].get("passages_cut", 0)
               for path in worker_shards(output, worker_index, num_workers, shards))  # all there, or no done marker
@@ -281,19 +281,3 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
     return EncodeResult(output=output, documents=stats.records, encoded=encoded, skipped=skipped, shards=shards,
                         empty_texts=stats.empty_texts, seconds=seconds, changed_parts=counts[CHANGED],
                         removed_parts=removed, passages_cut=cut, earlier_shard_size=earlier_size)
-
-
-def describe(result: EncodeResult) -> str:
-    """One line on what a run encoded, reused and replaced."""
-    message = (f"encoded {result.encoded} documents ({result.skipped} already done) into {result.shards} shards "
-               f"in {result.output}, {result.seconds:.1f}s")
-    if result.changed_parts:
-        message += f"; re-encoded {result.changed_parts} parts " + (
-            f"cut at --shard-size {result.earlier_shard_size} before" if result.earlier_shard_size
-            else "whose documents changed")
-    if result.removed_parts:
-        message += f"; removed {result.removed_parts} shards " + (
-            "past the last part" if result.earlier_shard_size else "of parts the corpus no longer has")
-    if result.empty_texts:
-        message += f"; {result.empty_texts} documents had empty text"
-    return message

@@ -156,6 +156,16 @@ def exclusive_build(output: Path, what: str = "build",
         yield
         return
     output.parent.mkdir(parents=True, exist_ok=True)
+    with held_lock(path, lambda pid: f"{output}: another {what} of it is running (pid {pid}); wait for it to end"
+                                     f"{elsewhere}"):
+        yield
+
+
+@contextmanager
+def held_lock(path: Path, refusal: Callable[[str], str]) -> Iterator[None]:
+    """Hold an flock on the file ``path`` (it records our pid, and is removed on the way out), or raise at once
+    ``refusal(pid of the holder)`` when another process holds it. The kernel drops the lock with its process, so a
+    lock file a killed run left behind blocks nobody."""
     while True:
         handle = open(path, "a+", encoding="utf-8")
         try:
@@ -164,11 +174,10 @@ def exclusive_build(output: Path, what: str = "build",
             handle.seek(0)
             holder = handle.read().strip() or "?"
             handle.close()
-            raise RetrieverError(f"{output}: another {what} of it is running (pid {holder}); wait for it to "
-                                 f"end{elsewhere}") from None
+            raise RetrieverError(refusal(holder)) from None
         if path.exists() and os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
             break
-        handle.close()  # the build before ours removed the file after we opened it: lock the new one
+        handle.close()  # the holder before ours removed the file after we opened it: lock the new one
     try:
         handle.truncate(0)
         handle.write(str(os.getpid()))

@@ -18,8 +18,9 @@ from tqdm import tqdm
 
 from retriever.corpus import (Document, Fields, ReadStats, check_rereadable, count_records, iter_documents,
                               resolve_corpus_path)
-from retriever.corpus_encoding import PartRunner, clear_other_encoder, describe, encode_corpus
+from retriever.corpus_encoding import PartRunner, clear_other_encoder, encode_corpus
 from retriever.docstore import MAPPED_DOCSTORE_FILE, write_parquet_docstore
+from retriever.encode_result import describe
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError
 from retriever.faiss_index import (INDEX_TYPES, IndexParams, check_buildable, check_trainable, factory_string,

@@ -19,6 +19,7 @@ from conftest import WORDS
 from retriever.corpus_encoding import clear_other_encoder, encode_corpus
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
+from retriever.indexing import IndexParams, build_index
 from retriever.shards import check_complete, list_shards, read_shard, read_shard_metadata
 
 
@@ -244,3 +245,82 @@ def test_overwrite_clears_another_encoders_shards_behind_a_damaged_first_one(tin
     assert clear_other_encoder(out, other.metadata())
     assert list_shards(out) == [] and (out / "notes.txt").read_text() == "mine"
     assert encode_corpus(corpus, out, other, shard_size=2, progress=False).encoded == 6
+
+
+# Worker 0 of 2, encoding through a PartRunner that stops after its first shard until a line comes on stdin.
+HELD_WORKER = """
+import sys
+from retriever.corpus_encoding import encode_corpus, encode_parts
+from retriever.encoder import Encoder, EncoderSettings
+
+class HeldAfterTheFirstShard:
+    def __init__(self, encoder): self.encoder = encoder
+    def metadata(self): return self.encoder.metadata()
+    def run_parts(self, jobs, progress):
+        for number, outcome in enumerate(encode_parts(self.encoder, jobs, progress)):
+            if number == 0:
+                print("held", flush=True)
+                sys.stdin.readline()
+            yield outcome
+
+corpus, output, model = sys.argv[1:]
+encoder = Encoder(EncoderSettings(model=model), device="cpu", dtype="fp32", batch_size=8)
+encode_corpus(corpus, output, HeldAfterTheFirstShard(encoder), shard_size=2, worker_index=0, num_workers=2,
+              progress=False)
+print("done", flush=True)
+"""
+
+
+def held_worker(corpus: Path, output: Path, model_dir: Path) -> subprocess.Popen:
+    """Worker 0 of 2 encoding ``corpus`` into ``output`` in another process, held after its first shard."""
+    process = subprocess.Popen([sys.executable, "-c", HELD_WORKER, str(corpus), str(output), str(model_dir)],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert process.stdout.readline().strip() == "held"
+    return process
+
+
+def test_a_second_run_of_one_worker_is_refused_while_other_workers_encode_beside_it(tiny_model_dir, tmp_path):
+    """Two runs of one worker into one folder at once were not refused: each re-encoded most of the share (twice
+    the time) and they overwrote each other's shards. Other workers of the split still encode there at once."""
+    corpus, out = write_corpus(tmp_path / "c.jsonl", 12), tmp_path / "out"
+    holder = held_worker(corpus, out, tiny_model_dir)
+    try:
+        second = subprocess.run([sys.executable, "-m", "retriever", "encode", str(corpus), "-o", str(out), "--model",
+                                 str(tiny_model_dir), "--dtype", "fp32", "--shard-size", "2", "--worker-index", "0",
+                                 "--num-workers", "2"], capture_output=True, text=True, timeout=120)
+        refusal = (f"{out}: another encode of worker 0 of 2 into it is running (pid {holder.pid}); wait for it to "
+                   "end or choose another --output")
+        assert (second.returncode, second.stderr) == (1, f"error: {refusal}\n")
+        with pytest.raises(RetrieverError) as refused:  # a library caller too
+            encode_corpus(corpus, out, encoder(tiny_model_dir), shard_size=2, worker_index=0, num_workers=2,
+                          progress=False)
+        assert str(refused.value) == refusal
+        other = encode_corpus(corpus, out, encoder(tiny_model_dir), shard_size=2, worker_index=1, num_workers=2,
+                              progress=False)
+        assert (other.encoded, other.skipped) == (6, 0)
+        holder.stdin.write("go on\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "done"
+    finally:
+        holder.kill()
+        holder.wait()
+    shards, _ = check_complete(out)
+    assert len(shards) == 6 and not list(out.glob(".*"))  # the locks are gone with their runs
+
+
+def test_a_lock_left_by_a_killed_run_blocks_nothing_and_is_no_shard(tiny_model_dir, tmp_path):
+    corpus, out = write_corpus(tmp_path / "c.jsonl", 12), tmp_path / "out"
+    holder = held_worker(corpus, out, tiny_model_dir)
+    holder.kill()
+    holder.wait()
+    assert [p.name for p in out.glob(".*")] == [".encode-w000of002.lock"]
+    encode_corpus(corpus, out, encoder(tiny_model_dir), shard_size=2, worker_index=1, num_workers=2, progress=False)
+    (out / ".encode-w001of002.lock").write_text(str(holder.pid))  # as if worker 1 was killed after it finished
+    result = encode_corpus(corpus, out, encoder(tiny_model_dir), shard_size=2, worker_index=0, num_workers=2,
+                           progress=False)
+    assert (result.encoded, result.skipped) == (4, 2)
+    shards, _ = check_complete(out)
+    assert [p.name for p in shards] == [p.name for p in list_shards(out)] and len(shards) == 6
+    manifest = build_index(out, corpus, tmp_path / "idx", IndexParams("flat"), progress=False, lexical=None)
+    assert manifest["index"]["count"] == 12

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from retriever.corpus_encoding import describe, encode_corpus
+from retriever.corpus_encoding import encode_corpus
+from retriever.encode_result import describe
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.indexing import build_index
 from retriever.searching import Searcher

@@ -12,8 +12,9 @@ from retriever.cli.hybrid import check_build_tuning, lexical_options, run_tuning
 from retriever.cli.options import (FiniteRange, compose, corpus_options, encoder_options, fields_from, flags_given,
                                    renamed_option, report_truncation, runtime_options)
 from retriever.corpus import read_queries
-from retriever.corpus_encoding import describe, encode_corpus
+from retriever.corpus_encoding import encode_corpus
 from retriever.distributed.ray_runtime import ADDRESS_HELP, ray_session
+from retriever.encode_result import describe
 from retriever.encoder import Encoder, EncoderSettings, recorded_encoder
 from retriever.folders import named_output
 from retriever.faiss_index import new_index

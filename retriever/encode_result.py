@@ -1,0 +1,36 @@
+"""What one run of ``encode_corpus`` did, and the line that tells the user."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class EncodeResult:
+    output: Path
+    documents: int
+    encoded: int
+    skipped: int
+    shards: int
+    empty_texts: int
+    seconds: float
+    changed_parts: int = 0  # parts re-encoded because their documents changed since the last run
+    removed_parts: int = 0  # shards of parts the corpus no longer has
+    passages_cut: int = 0  # longer than the encoder's passage_max_length
+    earlier_shard_size: int | None = None  # the other --shard-size the folder's shards were cut at
+
+
+def describe(result: EncodeResult) -> str:
+    """One line on what a run encoded, reused and replaced."""
+    message = (f"encoded {result.encoded} documents ({result.skipped} already done) into {result.shards} shards "
+               f"in {result.output}, {result.seconds:.1f}s")
+    if result.changed_parts:
+        message += f"; re-encoded {result.changed_parts} parts " + (
+            f"cut at --shard-size {result.earlier_shard_size} before" if result.earlier_shard_size
+            else "whose documents changed")
+    if result.removed_parts:
+        message += f"; removed {result.removed_parts} shards " + (
+            "past the last part" if result.earlier_shard_size else "of parts the corpus no longer has")
+    if result.empty_texts:
+        message += f"; {result.empty_texts} documents had empty text"
+    return message
