@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import errno
 import glob
+import itertools
 import json
 import os
 import stat
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from retriever.errors import InputFileError, RetrieverError, out_of_space
@@ -50,7 +51,7 @@ def output_file_problem(path: Path) -> str | None:
         return f"{path} is a folder; give a file path"
     if written_in_place(path):
         return None if os.access(path, os.W_OK) else f"{path} cannot be written (permission denied); give another path"
-    problem = creatable_problem(_through_link(path))
+    problem = creatable_problem(through_link(path))
     return f"{problem}; give another path" if problem else None
 
 
@@ -72,7 +73,7 @@ def written_in_place(path: Path) -> bool:
     return False
 
 
-def _through_link(path: Path) -> Path:
+def through_link(path: Path) -> Path:
     """The file a symlink names (it is written through, so the link stays a link), or ``path`` itself."""
     return Path(os.path.realpath(path)) if path.is_symlink() else path
 
@@ -113,27 +114,42 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> None:
     if problem:
         raise RetrieverError(f"cannot write {path}: {problem}")
     if written_in_place(path):
-        with _write_errors_named(path, path):
+        with write_errors_named(path, path):
             write(path)
         return
-    target = _through_link(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    _remove_dead_temporaries(target)
+    target = through_link(path)
     tmp = temporary_path(target)
-    try:
-        with _write_errors_named(path, tmp):
-            write(tmp)
-            with open(tmp, "rb+") as handle:
-                os.fsync(handle.fileno())
-            os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _sync_folder(target.parent)
+    with folders_made_for(target):
+        _remove_dead_temporaries(target)
+        try:
+            with write_errors_named(path, tmp):
+                write(tmp)
+                with open(tmp, "rb+") as handle:
+                    os.fsync(handle.fileno())
+                os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    sync_folder(target.parent)
 
 
 @contextmanager
-def _write_errors_named(path: Path, written: Path) -> Iterator[None]:
+def folders_made_for(path: Path) -> Iterator[None]:
+    """Make the missing folders above ``path``; a failure or Ctrl-C inside removes those left empty (an
+    interrupted ``-o new/sub/run.trec`` left ``new/sub/`` behind)."""
+    missing = list(itertools.takewhile(lambda folder: not folder.exists(), path.parents))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        yield
+    except BaseException:
+        with suppress(OSError):  # innermost first; one still holding something stops it
+            for folder in missing:
+                folder.rmdir()
+        raise
+
+
+@contextmanager
+def write_errors_named(path: Path, written: Path) -> Iterator[None]:
     """A failed write of ``written`` (a full disk, a quota, a read-only mount) as one line naming ``path``;
     an error about another file is not ours to rename."""
     try:
@@ -147,18 +163,15 @@ def _write_errors_named(path: Path, written: Path) -> Iterator[None]:
                              "path") from None
 
 
-def _sync_folder(folder: Path) -> None:
+def sync_folder(folder: Path) -> None:
     """Make the rename itself durable; not possible on every platform, so best effort."""
     try:
         handle = os.open(folder, os.O_RDONLY)
     except OSError:
         return
-    try:
+    with suppress(OSError):
         os.fsync(handle)
-    except OSError:
-        pass
-    finally:
-        os.close(handle)
+    os.close(handle)
 
 
 def atomic_write_lines(path: str | Path, lines: Iterable[str]) -> None:

@@ -25,6 +25,20 @@ def test_failed_write_leaves_neither_file_nor_temporary(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
 
 
+def test_an_interrupted_write_removes_the_folders_it_made(tmp_path):
+    """Ctrl-C while `-o new/sub/out` is written left `new/sub/` behind, empty; a folder that was there stays."""
+    (tmp_path / "kept").mkdir()
+
+    def interrupted(tmp):
+        tmp.write_text("half")
+        raise KeyboardInterrupt
+
+    for target in (tmp_path / "new" / "sub" / "out.txt", tmp_path / "kept" / "sub" / "out.txt"):
+        with pytest.raises(KeyboardInterrupt):
+            atomic_write(target, interrupted)
+    assert sorted(path.name for path in tmp_path.rglob("*")) == ["kept"]
+
+
 def test_lines_and_json_round_trip(tmp_path):
     atomic_write_lines(tmp_path / "sub" / "lines.txt", (f"{i}\n" for i in range(3)))
     assert list(decoded_lines(tmp_path / "sub" / "lines.txt")) == [(1, "0"), (2, "1"), (3, "2")]
