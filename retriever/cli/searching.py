@@ -5,12 +5,10 @@ import json
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
-from tqdm import tqdm
-
 from retriever.cli.hybrid import mode_options
 from retriever.cli.options import (OutputFile, check_outputs_apart, compose, corpus_options, device_options,
                                    fields_from, flags_given, report_truncation)
@@ -20,7 +18,8 @@ from retriever.files import write_json
 from retriever.evaluation import evaluate_index, evaluate_run_file
 from retriever.metrics import DEFAULT_METRICS, parse_metric_list
 from retriever.pooling import POOLINGS
-from retriever.runs import Run, check_tag, write_run, write_trec_run
+from retriever.partial_runs import search_fingerprint, write_search_run
+from retriever.runs import Run, check_tag, write_trec_run
 from retriever.searching import DEFAULT_K, Hit, Searcher
 from retriever.texts import check_text, is_blank
 
@@ -135,17 +134,17 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
     if warning:
         click.echo(warning, err=True)
     configure_batch_threads()
-    with tqdm(total=len(batch), desc="search", unit="q", file=sys.stderr) as bar:
-        run = StreamedRun(searcher.run_batches([q.id for q in batch], [q.text for q in batch], k=k, nprobe=nprobe,
-                                               ef_search=ef_search, progress=bar.update))
-        # A file is written batch by batch (its temporary is renamed at the end), so memory holds one batch of
-        # hits; standard output gets every line checked before the first, so the whole run is held for it.
-        write_run(run if output else run.whole(), output, run_format, tag)
+    ids, texts, depth = [q.id for q in batch], [q.text for q in batch], min(k, searcher.index.ntotal)
+    settings = {"nprobe": nprobe, "ef_search": ef_search}
+
+    def search(start: int, progress: Callable[[int], None]) -> Iterator[Run]:
+        return searcher.run_batches(ids[start:], texts[start:], k=k, progress=progress, **settings)
+
+    key = search_fingerprint(searcher, ids, texts, k, settings, run_format, tag) if output else ""
+    shortfall = write_search_run(search, len(batch), output, run_format, tag, depth, key)
     report_truncation(searcher.encoder)
     if output:
-        depth = min(k, searcher.index.ntotal)
-        click.echo(f"wrote {len(batch)} queries × top {depth} to {output}{run.shortfall(depth)}", err=True)
-
+        click.echo(f"wrote {len(batch)} queries × top {depth} to {output}{shortfall}", err=True)
 
 # search's flags that only a batch run (--queries) uses, with the flag each parameter is
 BATCH_ONLY = {"run_format": "--run-format", "tag": "--tag", "fmt": "--format", "id_field": "--id-field",
@@ -168,29 +167,6 @@ def _check_search_flags(query: str | None, queries: Path | None, output: Path | 
     if run_format == "jsonl" and "--tag" in unused:
         raise click.UsageError("--tag is the last column of a TREC run, and a JSONL run has no tag; drop --tag or "
                                "use --run-format trec")
-
-
-class StreamedRun:
-    """Runs of successive query batches as one run for the run writers, which only iterate ``items()``."""
-
-    def __init__(self, batches: Iterator[Run]) -> None:
-        self._batches = batches
-        self.hit_counts: list[int] = []
-
-    def items(self) -> Iterator[tuple[str, dict[str, float]]]:
-        for part in self._batches:
-            for query_id, hits in part.items():
-                self.hit_counts.append(len(hits))
-                yield query_id, hits
-
-    def shortfall(self, depth: int) -> str:
-        """What the summary adds for queries that got fewer hits than ``depth``: an IVF searched at a low nprobe, or
-        BM25, returns only what it reaches, and the summary said every query had the top ``depth``."""
-        short = [count for count in self.hit_counts if count < depth]
-        return f"; {len(short)} of them got fewer (as few as {min(short)}), all the search reached" if short else ""
-
-    def whole(self) -> Run:
-        return dict(self.items())
 
 
 def _read_batch(queries: Path, fmt: str, fields: Fields) -> list[Query]:

@@ -1,0 +1,187 @@
+"""A batch run written into a file so that a rerun of the same search continues after its last complete batch.
+
+The lines of finished batches go to a hidden ``.NAME.partial`` beside the output, and after each batch
+``.NAME.partial.json`` records how many queries and bytes are complete, under a fingerprint of everything the
+lines depend on (index, queries, k, mode, fusion, settings, format, tag). A rerun whose fingerprint matches cuts
+the partial file to the recorded bytes (a batch half-written when the process died goes) and searches on from
+there; any other partial file is discarded. The finished file is renamed to NAME, so NAME only ever holds a
+complete run, the same bytes as an uninterrupted search.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tqdm import tqdm
+
+import retriever
+from retriever.errors import RetrieverError
+from retriever.files import (folders_made_for, read_json_object, sync_folder, through_link, write_errors_named,
+                             write_json, written_in_place)
+from retriever.folders import exclusive_build
+from retriever.index_folder import manifest_bytes
+from retriever.runs import Run, jsonl_lines, trec_lines, write_run
+
+if TYPE_CHECKING:
+    from retriever.searching import Searcher
+
+RECORD_KEYS = ("fingerprint", "queries", "bytes", "short", "fewest")
+
+
+def search_fingerprint(searcher: Searcher, ids: list[str], texts: list[str], k: int, settings: dict, fmt: str,
+                       tag: str) -> str:
+    """SHA-256 of everything a batch run's bytes depend on, as canonical JSON of plain values (never a pickle):
+    the index (its manifest), the queries, k, mode, fusion, search settings, device and dtype, how many queries
+    a batch takes, the format and tag."""
+    depth = searcher.fusion_depth(k) if searcher.mode == "hybrid" else k
+    inputs = {"manifest": hashlib.sha256(manifest_bytes(searcher.index_dir) or b"").hexdigest(),
+              "queries": queries_sha256(ids, texts), "k": k, "mode": searcher.mode, "fusion": asdict(searcher.fusion),
+              "settings": settings, "device": str(searcher.encoder.device), "dtype": searcher.encoder.dtype,
+              "per_batch": searcher.queries_per_batch(depth), "format": fmt, "tag": tag,
+              "version": retriever.__version__}
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def queries_sha256(ids: Iterable[str], texts: Iterable[str]) -> str:
+    """The queries as searched (ids and texts in order), whatever file or format they were read from."""
+    digest = hashlib.sha256()
+    for query_id, text in zip(ids, texts):
+        digest.update(json.dumps([query_id, text], ensure_ascii=False).encode("utf-8") + b"\n")
+    return digest.hexdigest()
+
+
+class PartialRun:
+    """The partial file of one output: what is done, and appending a batch's lines then recording it."""
+
+    def __init__(self, output: Path, key: str, fmt: str, tag: str, depth: int) -> None:
+        self.target = through_link(output)
+        self.data = self.target.with_name(f".{self.target.name}.partial")
+        self.record_path = self.target.with_name(f".{self.target.name}.partial.json")
+        self.key, self.depth = key, depth
+        self.fmt, self.tag = fmt, tag
+        self.record = {"fingerprint": key, "queries": 0, "bytes": 0, "short": 0, "fewest": None}
+        self.note = self._resume()
+
+    @property
+    def queries_done(self) -> int:
+        return self.record["queries"]
+
+    def _resume(self) -> str | None:
+        """Take up the recorded progress if it is this search's, else start over; a note when a partial run of
+        other inputs (or a damaged one) is discarded."""
+        if not self.record_path.is_file():
+            self.data.unlink(missing_ok=True)
+            return None
+        try:
+            record = read_json_object(self.record_path)
+        except RetrieverError:
+            record = {}
+        usable = (set(RECORD_KEYS) <= set(record) and record["fingerprint"] == self.key and self.data.is_file()
+                  and all(isinstance(record[key], int) for key in ("queries", "bytes", "short"))
+                  and self.data.stat().st_size >= record["bytes"])
+        if usable:
+            self.record = {key: record[key] for key in RECORD_KEYS}
+            return None
+        self.discard()
+        return (f"note: discarded the partial run {self.data} left by a search with other inputs (index, queries, "
+                f"k, mode, settings, format or tag) or damaged; starting over")
+
+    def discard(self) -> None:
+        self.data.unlink(missing_ok=True)
+        self.record_path.unlink(missing_ok=True)
+
+    def write(self, batches: Iterable[Run]) -> None:
+        """Append each batch, make it durable, then record it; at the end the file becomes the output."""
+        with write_errors_named(self.target, self.data), open(self.data, "ab") as handle:
+            handle.truncate(self.record["bytes"])
+            for batch in batches:
+                lines = trec_lines(batch, self.tag) if self.fmt == "trec" else jsonl_lines(batch)
+                handle.write("".join(lines).encode("utf-8"))
+                handle.flush()
+                os.fsync(handle.fileno())
+                self._count(batch, handle.tell())
+            os.replace(self.data, self.target)
+        self.record_path.unlink(missing_ok=True)
+        sync_folder(self.target.parent)
+
+    def _count(self, batch: Run, size: int) -> None:
+        counts = [len(hits) for hits in batch.values()]
+        short = [count for count in counts if count < self.depth]
+        fewest = min(short + ([self.record["fewest"]] if self.record["fewest"] is not None else []), default=None)
+        self.record.update(queries=self.record["queries"] + len(counts), bytes=size,
+                           short=self.record["short"] + len(short), fewest=fewest)
+        write_json(self.record_path, self.record)
+
+    def shortfall(self) -> str:
+        """What the summary adds for queries that got fewer hits than the depth (an IVF at a low nprobe, BM25)."""
+        short, fewest = self.record["short"], self.record["fewest"]
+        return f"; {short} of them got fewer (as few as {fewest}), all the search reached" if short else ""
+
+
+@contextmanager
+def resumable_run(output: Path, key: str, fmt: str, tag: str, depth: int) -> Iterator[PartialRun]:
+    """The partial run of ``output`` for the search ``key``, held against a second search of the same output; a
+    failure before any batch is complete leaves nothing behind (no partial file, no folder it made)."""
+    with folders_made_for(through_link(output)), exclusive_build(output, "search"):
+        partial = PartialRun(output, key, fmt, tag, depth)
+        try:
+            yield partial
+        except BaseException:
+            if partial.queries_done == 0:
+                partial.discard()
+            raise
+
+
+class StreamedRun:
+    """Runs of successive query batches as one run for the run writers, which only iterate ``items()``."""
+
+    def __init__(self, batches: Iterator[Run]) -> None:
+        self._batches = batches
+        self.hit_counts: list[int] = []
+
+    def items(self) -> Iterator[tuple[str, dict[str, float]]]:
+        for part in self._batches:
+            for query_id, hits in part.items():
+                self.hit_counts.append(len(hits))
+                yield query_id, hits
+
+    def shortfall(self, depth: int) -> str:
+        """What the summary adds for queries that got fewer hits than ``depth``: an IVF searched at a low nprobe, or
+        BM25, returns only what it reaches, and the summary said every query had the top ``depth``."""
+        short = [count for count in self.hit_counts if count < depth]
+        return f"; {len(short)} of them got fewer (as few as {min(short)}), all the search reached" if short else ""
+
+    def whole(self) -> Run:
+        return dict(self.items())
+
+
+Search = Callable[[int, Callable[[int], None]], Iterator[Run]]
+"""The batches of a search from query ``start`` on, calling ``progress`` with each batch's query count."""
+
+
+def write_search_run(search: Search, total: int, output: Path | None, fmt: str, tag: str, depth: int,
+                     key: str) -> str:
+    """Search every query into ``output`` (None: standard output) with a progress bar; a file is resumed from its
+    partial run when ``key`` is the same. Returns the summary's note on queries that got fewer than ``depth``."""
+    if output is None or written_in_place(output):
+        with tqdm(total=total, desc="search", unit="q", file=sys.stderr) as bar:
+            run = StreamedRun(search(0, bar.update))
+            # A stream gets batch after batch; standard output gets every line checked before the first, so the
+            # whole run is held for it.
+            write_run(run if output else run.whole(), output, fmt, tag)
+        return run.shortfall(depth)
+    with resumable_run(output, key, fmt, tag, depth) as partial:
+        if partial.note:
+            print(partial.note, file=sys.stderr)
+        done = partial.queries_done
+        desc = f"search ({done} already done)" if done else "search"
+        with tqdm(total=total, initial=done, desc=desc, unit="q", file=sys.stderr) as bar:
+            partial.write(search(done, bar.update))  # one batch of hits held at a time
+        return partial.shortfall()

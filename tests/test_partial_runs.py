@@ -1,0 +1,130 @@
+"""`search --queries -o FILE` resumes after its last complete batch when rerun with the same inputs."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from retriever.cli import main
+
+# Two queries a batch at -k 5 over the 12-document tiny index (queries_per_batch: BATCH_HITS // depth), each slowed
+# down so a process can be killed between batches.
+SLOW_SMALL_BATCHES = """
+import sys, time
+import retriever.searching as searching
+searching.BATCH_HITS = 10
+rank = searching.Searcher.rank
+def slow_rank(self, *args, **kwargs):
+    time.sleep(0.3)
+    return rank(self, *args, **kwargs)
+searching.Searcher.rank = slow_rank
+from retriever.cli import main
+sys.argv = ["retriever", *sys.argv[1:]]
+main()
+"""
+
+
+@pytest.fixture()
+def index_and_queries(tmp_path, tiny_beir, tiny_model_dir):
+    from conftest import write_jsonl
+    from retriever.encoder import Encoder, EncoderSettings
+    from retriever.indexing import IndexParams, encode_and_index
+
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "idx", encoder, IndexParams("flat"), progress=False)
+    words = ["cat", "lava", "rock", "river", "sun", "moon", "tree", "stone"]
+    queries = write_jsonl(tmp_path / "queries.jsonl", [{"_id": f"q{i}", "text": f"{words[i % 8]} {words[i // 8]}"}
+                                                       for i in range(20)])
+    return tmp_path / "idx", queries
+
+
+def searched_batches(monkeypatch) -> list[int]:
+    """Small batches in this process too; returns the list each searched batch's size is appended to."""
+    import retriever.searching as searching
+
+    monkeypatch.setattr(searching, "BATCH_HITS", 10)
+    sizes, rank = [], searching.Searcher.rank
+    monkeypatch.setattr(searching.Searcher, "rank",
+                        lambda self, texts, *args, **kwargs: sizes.append(len(texts)) or rank(self, texts, *args,
+                                                                                              **kwargs))
+    return sizes
+
+
+def search_args(index, queries, output, *extra):
+    return ["search", str(index), "--queries", str(queries), "-o", str(output), "-k", "5", "--device", "cpu",
+            "--dtype", "fp32", *extra]
+
+
+def kill_after(args: list[str], record, queries: int) -> None:
+    """Run the search in a process of its own and SIGKILL it once ``record`` says ``queries`` are done."""
+    process = subprocess.Popen([sys.executable, "-c", SLOW_SMALL_BATCHES, *args], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None:
+            if record.is_file() and json.loads(record.read_text() or "{}").get("queries", 0) >= queries:
+                break
+            time.sleep(0.05)
+        assert process.poll() is None, process.stderr.read().decode()
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+
+
+@pytest.mark.parametrize("run_format, mode", [("trec", "dense"), ("jsonl", "hybrid")])
+def test_a_killed_search_resumes_after_its_last_batch_into_the_same_bytes(tmp_path, index_and_queries, monkeypatch,
+                                                                           run_format, mode):
+    """Batches of two queries (one in hybrid, which reads each engine 1000 deep)."""
+    index, queries = index_and_queries
+    output = tmp_path / "new" / "sub" / "run.out"
+    record = output.with_name(".run.out.partial.json")
+    flags = ["--run-format", run_format, "--mode", mode]
+    kill_after(search_args(index, queries, output, *flags), record, 6)
+    done = json.loads(record.read_text())["queries"]
+    assert not output.exists() and done >= 6 and output.with_name(".run.out.partial").is_file()
+    sizes = searched_batches(monkeypatch)
+    result = CliRunner().invoke(main, search_args(index, queries, output, *flags))
+    assert result.exit_code == 0, result.output
+    assert sum(sizes) == 20 - done and f"search ({done} already done)" in result.stderr, (sizes, result.stderr)
+    assert sorted(os.listdir(output.parent)) == ["run.out"]  # the partial file and its record are gone
+    whole = tmp_path / "whole.out"
+    CliRunner().invoke(main, search_args(index, queries, whole, *flags))
+    assert output.read_bytes() == whole.read_bytes()
+
+
+@pytest.mark.parametrize("changed", [["-k", "4"], ["--tag", "other"], ["--mode", "bm25"], ["queries"]])
+def test_a_rerun_with_other_inputs_starts_over(tmp_path, index_and_queries, monkeypatch, changed):
+    index, queries = index_and_queries
+    output = tmp_path / "run.trec"
+    kill_after(search_args(index, queries, output), tmp_path / ".run.trec.partial.json", 4)
+    if changed == ["queries"]:
+        queries.write_text(queries.read_text().replace('"cat ', '"dog '))
+        changed = []
+    sizes = searched_batches(monkeypatch)
+    result = CliRunner().invoke(main, search_args(index, queries, output, *changed))
+    assert result.exit_code == 0, result.output
+    assert sum(sizes) == 20 and "note: discarded the partial run" in result.stderr, (sizes, result.stderr)
+    whole = tmp_path / "whole.trec"
+    CliRunner().invoke(main, search_args(index, queries, whole, *changed))
+    assert output.read_bytes() == whole.read_bytes()
+    assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith(".run")) == []
+
+
+def test_ctrl_c_before_any_batch_leaves_no_folder_and_no_partial_file(tmp_path, index_and_queries, monkeypatch):
+    import retriever.searching as searching
+
+    index, queries = index_and_queries
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(searching.Searcher, "rank", interrupted)
+    result = CliRunner().invoke(main, search_args(index, queries, tmp_path / "new" / "sub" / "run.trec"))
+    assert result.exit_code == 130, result.output
+    assert not (tmp_path / "new").exists()
