@@ -142,7 +142,7 @@ def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: 
               help="TCP port to listen on.")
 @device_options()
 @click.option("--max-batch", type=click.IntRange(min=1), default=32, show_default=True,
-              help="Most queries encoded in one forward pass.")
+              help="Most queries encoded in one forward pass, a request's own included.")
 @click.option("--max-wait-ms", type=FiniteRange(min=0, max=1000), default=2.0, show_default=True,
               help="Longest a query waits for others to share its forward pass while another pass runs "
                    "(one that finds the encoder idle goes at once).")

@@ -214,11 +214,11 @@ class MicroBatcher:
 
     def _encode(self, texts: list[str]):
         try:
-            # max_batch promises that many queries, of any lengths, in one forward pass: the encoder's own batch
-            # size (16 on a CPU, for bulk encoding) would split it, and one-length batches too (length_batches).
-            # Asked per call, as the searcher's own searches (a library caller's) keep the encoder's defaults.
-            encoder = self.searcher.encoder
-            return encoder.encode_queries(texts, batch_size=max(encoder.batch_size, self.max_batch), mix_lengths=True)
+            # max_batch is the most queries, of any lengths, in one forward pass, a request's own queries too: the
+            # encoder's own batch size (16 on a CPU, for bulk encoding) split a batch of 32 and let one of 16 through
+            # --max-batch 1, and one-length batches (length_batches) would split it. Asked per call, so the
+            # searcher's own searches (a library caller's) keep the encoder's defaults.
+            return self.searcher.encoder.encode_queries(texts, batch_size=self.max_batch, mix_lengths=True)
         except Exception as error:  # noqa: BLE001 - bad input in one request, or a bug; _resolve sorts out which
             raise QueryRejected(f"the encoder failed on this query ({type(error).__name__}); "
                                 "send a shorter or plainer text") from error

@@ -242,6 +242,21 @@ def test_max_batch_queries_go_through_one_forward_pass(tiny_index):
     assert len(hits) == 32 and len(passes) == 1, f"32 queries took {len(passes)} forward passes"
 
 
+def test_no_forward_pass_holds_more_queries_than_max_batch(tiny_index):
+    """A request's own queries count too: --max-batch 1 encoded a 20-query POST in passes of 16 (the encoder's
+    default batch), so 'the most queries in one forward pass' held only for batches of several requests."""
+    searcher = Searcher(tiny_index, device="cpu", dtype="fp32")
+    sizes = []
+    searcher.encoder.query_model.register_forward_pre_hook(lambda module, args, kwargs: sizes.append(
+        len(kwargs["input_ids"])), with_kwargs=True)
+    batcher = MicroBatcher(searcher, max_batch=2, max_wait_ms=0)
+    try:
+        hits = batcher.submit([f"query {'word ' * i}" for i in range(5)], 1).result(30)
+    finally:
+        batcher.close()
+    assert len(hits) == 5 and sizes == [2, 2, 1]
+
+
 def test_a_batcher_leaves_the_searchers_own_searches_as_they_were(tiny_index):
     """The batcher mixes query lengths (and widens the batch) in its own calls only: set on the shared encoder, a
     caller's Searcher.search after building one mixed lengths too, and got other bf16 scores than before."""
