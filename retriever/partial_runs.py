@@ -120,9 +120,13 @@ class PartialRun:
         write_json(self.record_path, self.record)
 
     def shortfall(self) -> str:
-        """What the summary adds for queries that got fewer hits than the depth (an IVF at a low nprobe, BM25)."""
-        short, fewest = self.record["short"], self.record["fewest"]
-        return f"; {short} of them got fewer (as few as {fewest}), all the search reached" if short else ""
+        return shortfall_note(self.record["short"], self.record["fewest"])
+
+
+def shortfall_note(short: int, fewest: int | None) -> str:
+    """What the summary adds for ``short`` queries that got fewer hits than it names: an IVF searched at a low
+    nprobe, or BM25, returns only what it reaches, and the summary said every query had the top k."""
+    return f"; {short} of them got fewer (as few as {fewest}), all the search reached" if short else ""
 
 
 @contextmanager
@@ -153,10 +157,8 @@ class StreamedRun:
                 yield query_id, hits
 
     def shortfall(self, depth: int) -> str:
-        """What the summary adds for queries that got fewer hits than ``depth``: an IVF searched at a low nprobe, or
-        BM25, returns only what it reaches, and the summary said every query had the top ``depth``."""
         short = [count for count in self.hit_counts if count < depth]
-        return f"; {len(short)} of them got fewer (as few as {min(short)}), all the search reached" if short else ""
+        return shortfall_note(len(short), min(short, default=None))
 
     def whole(self) -> Run:
         return dict(self.items())
