@@ -88,13 +88,11 @@ def tiny_beir(tmp_path) -> Path:
     return root
 
 
-WORDS = ("cat dog river ball city tea honey bee flower lava rock moon planet whale ocean train bridge heart blood "
-         "brain solar power sun light energy wind rain cloud storm").split()
-
-
 def texts_of_many_lengths(count: int) -> list[str]:
     """Texts of 1 to 13 words, so batches of them mix token counts."""
-    return [" ".join(WORDS[(i * 7 + j) % len(WORDS)] for j in range(1 + i % 13)) for i in range(count)]
+    words = ("cat dog river ball city tea honey bee flower lava rock moon planet whale ocean train bridge heart blood "
+             "brain solar power sun light energy wind rain cloud storm").split()
+    return [" ".join(words[(i * 7 + j) % len(words)] for j in range(1 + i % 13)) for i in range(count)]
 
 
 def shared_dataset(name: str) -> Path:

@@ -28,7 +28,7 @@ def tiny_index(tiny_model_dir, tmp_path_factory):
 def test_a_batch_search_writes_each_batch_of_queries_before_searching_the_next(tiny_index, tmp_path, monkeypatch,
                                                                                run_format, one_torch_thread):
     """The whole run was held until every query was searched (about 60 bytes a hit: 10k queries × 1000 hits
-    took 1.2 GB, 100k would take 6 GB); now each batch of 256 queries goes to the file's temporary at once."""
+    took 1.2 GB, 100k would take 6 GB); now each batch of 256 queries goes to the file's partial run at once."""
     words = [x for _, _, x in TINY_DOCS]
     queries = tmp_path / "queries.jsonl"
     queries.write_text("".join(json.dumps({"_id": f"q{i}", "text": words[i % len(words)]}) + "\n"
@@ -38,7 +38,7 @@ def test_a_batch_search_writes_each_batch_of_queries_before_searching_the_next(t
     rank = Searcher.rank
 
     def rank_noting_what_is_written(self, *args, **kwargs):
-        written_before_each_batch.append(sum(f.stat().st_size for f in tmp_path.glob(".run.out.tmp-*")))
+        written_before_each_batch.append(sum(f.stat().st_size for f in tmp_path.glob(".run.out.partial")))
         return rank(self, *args, **kwargs)
 
     monkeypatch.setattr(Searcher, "rank", rank_noting_what_is_written)
@@ -49,7 +49,7 @@ def test_a_batch_search_writes_each_batch_of_queries_before_searching_the_next(t
     assert written_before_each_batch[0] == 0 < written_before_each_batch[1] < written_before_each_batch[2]
     run = read_run(output)
     assert list(run) == [f"q{i}" for i in range(600)] and {len(hits) for hits in run.values()} == {3}
-    assert not list(tmp_path.glob(".run.out.tmp-*"))
+    assert not list(tmp_path.glob(".run.out*"))  # neither the partial run nor its record is left
     assert "wrote 600 queries × top 3" in result.output
 
 
