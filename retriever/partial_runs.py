@@ -27,7 +27,7 @@ from retriever.files import (folders_made_for, read_json_object, sync_folder, th
                              write_json, written_in_place)
 from retriever.folders import exclusive_build
 from retriever.index_folder import manifest_bytes
-from retriever.runs import Run, jsonl_lines, trec_lines, write_run
+from retriever.runs import Run, run_lines, write_run
 
 if TYPE_CHECKING:
     from retriever.searching import Searcher
@@ -102,8 +102,7 @@ class PartialRun:
         with write_errors_named(self.target, self.data), open(self.data, "ab") as handle:
             handle.truncate(self.record["bytes"])
             for batch in batches:
-                lines = trec_lines(batch, self.tag) if self.fmt == "trec" else jsonl_lines(batch)
-                handle.write("".join(lines).encode("utf-8"))
+                handle.write("".join(run_lines(batch, self.fmt, self.tag)).encode("utf-8"))
                 handle.flush()
                 os.fsync(handle.fileno())
                 self._count(batch, handle.tell())

@@ -23,7 +23,7 @@ from retriever.qrels import DECIMAL_NUMBER, Qrels, read_qrels
 from retriever.texts import CONTROL_CHARACTER, first_id_problem, id_problem
 
 __all__ = ["Qrels", "RankedLists", "Run", "RunLike", "check_tag", "rank_order", "ranked_hits", "read_qrels",
-           "read_run", "read_trec_run", "trec_lines", "jsonl_lines", "write_run", "write_trec_run"]
+           "read_run", "read_trec_run", "run_lines", "trec_lines", "jsonl_lines", "write_run", "write_trec_run"]
 
 Run = dict[str, dict[str, float]]
 """qid -> docid -> score."""
@@ -32,8 +32,7 @@ RankedLists = Mapping[str, Sequence[tuple[str, float]]]
 """qid -> [(docid, score), ...]; what a searcher returns."""
 
 RunLike = Union[Mapping[str, Mapping[str, float]], RankedLists]
-
-RUN_FORMATS = ("trec", "jsonl")
+RUN_FORMATS = ("trec", "jsonl")  # what run_lines writes
 
 
 # ---------------------------------------------------------------------------- ordering / writing
@@ -104,22 +103,31 @@ def trec_lines(run_or_ranked: RunLike, tag: str = "retriever") -> Iterator[str]:
     hence the same trec_eval tie-breaking).
     """
     check_tag(tag)
-    for qid, hits in run_or_ranked.items():
-        qid = str(qid)
-        _check_ids([qid], "query id", qid)
-        ranked = ranked_hits(hits, qid)
-        _check_ids([docid for docid, _ in ranked], "document id", qid)
+    for qid, ranked in _checked_queries(run_or_ranked):
         for rank, (docid, score) in enumerate(ranked, start=1):
             yield f"{qid} Q0 {docid} {rank} {score!r} {tag}\n"
 
 
-def jsonl_lines(run_or_ranked: RunLike) -> Iterator[str]:
-    """One ``{"qid", "hits": [{"id", "score"}]}`` line per query, hits ranked."""
+def _checked_queries(run_or_ranked: RunLike) -> Iterator[tuple[str, list[tuple[str, float]]]]:
+    """Each query id as text with its hits ranked, the ids checked as one token a run file can hold."""
     for qid, hits in run_or_ranked.items():
         qid = str(qid)
         _check_ids([qid], "query id", qid)
         ranked = ranked_hits(hits, qid)
         _check_ids([docid for docid, _ in ranked], "document id", qid)
+        yield qid, ranked
+
+
+def run_lines(run_or_ranked: RunLike, fmt: str = "trec", tag: str = "retriever") -> Iterator[str]:
+    """The lines of a run in ``fmt`` (trec or jsonl), for every writer of run files."""
+    if fmt not in RUN_FORMATS:
+        raise RetrieverError(f"unknown run format {fmt!r}; choose one of {', '.join(RUN_FORMATS)}")
+    return trec_lines(run_or_ranked, tag) if fmt == "trec" else jsonl_lines(run_or_ranked)
+
+
+def jsonl_lines(run_or_ranked: RunLike) -> Iterator[str]:
+    """One ``{"qid", "hits": [{"id", "score"}]}`` line per query, hits ranked."""
+    for qid, ranked in _checked_queries(run_or_ranked):
         for docid, score in ranked:
             if math.isinf(score):
                 raise RetrieverError(f"cannot write run: the score of document {docid!r} for query {qid!r} is "
@@ -136,9 +144,7 @@ def write_trec_run(run_or_ranked: RunLike, path: str | Path, tag: str = "retriev
 def write_run(run_or_ranked: RunLike, path: str | Path | None, fmt: str = "trec", tag: str = "retriever") -> None:
     """A run in ``fmt`` (trec or jsonl) into ``path`` atomically, or to standard output when ``path`` is None
     (every line checked before the first is printed)."""
-    if fmt not in RUN_FORMATS:
-        raise RetrieverError(f"unknown run format {fmt!r}; choose one of {', '.join(RUN_FORMATS)}")
-    lines = trec_lines(run_or_ranked, tag) if fmt == "trec" else jsonl_lines(run_or_ranked)
+    lines = run_lines(run_or_ranked, fmt, tag)
     if path is None:
         sys.stdout.writelines(list(lines))
         sys.stdout.flush()

@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import click
+
 from retriever.cli.hybrid import mode_options
 from retriever.cli.options import (OutputFile, check_outputs_apart, compose, corpus_options, device_options,
                                    fields_from, flags_given, report_truncation)
@@ -145,6 +146,7 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
     report_truncation(searcher.encoder)
     if output:
         click.echo(f"wrote {len(batch)} queries × top {depth} to {output}{shortfall}", err=True)
+
 
 # search's flags that only a batch run (--queries) uses, with the flag each parameter is
 BATCH_ONLY = {"run_format": "--run-format", "tag": "--tag", "fmt": "--format", "id_field": "--id-field",
