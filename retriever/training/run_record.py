@@ -13,7 +13,6 @@ import hashlib
 import pickle
 import re
 import shutil
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,7 +25,7 @@ from transformers.trainer import TRAINER_STATE_NAME
 from retriever.errors import RetrieverError
 from retriever.files import read_json
 from retriever.model_loading import resolve_model_path
-from retriever.weights_files import PROTOCOL_WARNING
+from retriever.weights_files import protocol_note_silenced
 
 CHECKPOINTS = "checkpoints"
 RUN_FILE = "run.json"
@@ -196,8 +195,7 @@ def checkpoint_states_loaded(checkpoint: str | None, names: tuple[str, ...]) -> 
     if missing:
         raise RetrieverError(f"{folder}: {' and '.join(missing)} missing, so the run cannot resume as it was; {advice}")
     try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=PROTOCOL_WARNING)  # the refusal below says it all
+        with protocol_note_silenced():  # the refusal below says it all
             yield
     except pickle.UnpicklingError as error:
         raise RetrieverError(f"{folder}: a checkpoint file is not plain tensors and was not loaded "
