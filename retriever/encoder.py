@@ -6,6 +6,9 @@ record that shards, indexes and model folders store, so a mismatched query encod
 """
 from __future__ import annotations
 
+import dataclasses
+import os
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -107,13 +110,16 @@ class Encoder:
                 "tokenizer_behaviour_sha256": self.tokenizer_behaviour_sha256, "dim": self.dim, "dtype": self.dtype}
 
     def encode_queries(self, texts: Sequence[str], progress: Callable[[int], None] | None = None,
-                       batch_size: int | None = None, mix_lengths: bool = False) -> np.ndarray:
+                       batch_size: int | None = None, mix_lengths: bool = False,
+                       cut_at: list | None = None) -> np.ndarray:
         """One row per query, in order; a lone string is refused (it would be encoded letter by letter).
         ``batch_size`` (default ``self.batch_size``) and ``mix_lengths`` (see ``length_batches``) are the server's
-        for its micro-batches, per call: set on the encoder, which a caller may share, they changed its own vectors."""
+        for its micro-batches, per call: set on the encoder, which a caller may share, they changed its own vectors.
+        ``cut_at``, when given, is filled with one entry per query: the tokens it was cut to (the query max length)
+        if it was longer, else None; the server tells each client so, from the tokenization the vectors used."""
         texts = [self.settings.query_prefix + t for t in check_queries(texts)]
         return self._encode(texts, self.query_model, self.settings.query_max_length, progress, "queries",
-                            (batch_size or self.batch_size, mix_lengths))
+                            (batch_size or self.batch_size, mix_lengths), cut_at)
 
     def encode_passages(self, documents: Sequence[Document],
                         progress: Callable[[int], None] | None = None) -> np.ndarray:
@@ -122,17 +128,19 @@ class Encoder:
         return self._encode(texts, self.passage_model, self.settings.passage_max_length, progress, "passages",
                             (self.batch_size, True))
 
-    def _count_cut(self, kind: str, texts: Sequence[str], encoded, max_length: int) -> None:
+    def _count_cut(self, kind: str, texts: Sequence[str], encoded, max_length: int) -> list[bool]:
+        """Which texts were cut, counted for ``truncation_report``."""
         # Full max length and either tokens left over (fast tokenizers keep them) or text the tokenizer never
         # saw (tokenize_bounded hands it only the head of a long text): the text was cut.
         overflowing = [bool(e.overflowing) for e in encoded.encodings] if encoded.encodings else [True] * len(texts)
-        cut = sum(len(text) > MAX_CHARS_PER_TOKEN * max_length  # its tail was never read
-                  or (len(ids) >= max_length and (over or len(text) > CHARS_PER_TOKEN * max_length))
-                  for ids, over, text in zip(encoded["input_ids"], overflowing, texts))
+        flags = [len(text) > MAX_CHARS_PER_TOKEN * max_length  # its tail was never read
+                 or (len(ids) >= max_length and (over or len(text) > CHARS_PER_TOKEN * max_length))
+                 for ids, over, text in zip(encoded["input_ids"], overflowing, texts)]
         counts = self.__dict__.setdefault("cut_counts", {})  # set lazily: subclasses skip __init__
-        seen = counts.get(kind, (0, 0))
+        seen, cut = counts.get(kind, (0, 0)), sum(flags)
         counts[kind] = (seen[0] + cut, seen[1] + len(encoded["input_ids"]))
         self.last_cut = cut
+        return flags
 
     def truncation_report(self) -> list[str]:
         """One line per kind of text this encoder cut at its max length, so no cut goes unsaid."""
@@ -144,12 +152,15 @@ class Encoder:
 
     @torch.inference_mode()
     def _encode(self, texts: list[str], model: torch.nn.Module, max_length: int,
-                progress: Callable[[int], None] | None, kind: str, batching: tuple[int, bool]) -> np.ndarray:
+                progress: Callable[[int], None] | None, kind: str, batching: tuple[int, bool],
+                cut_at: list | None = None) -> np.ndarray:
         output = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return output
         encoded = tokenize_bounded(self.tokenizer, texts, max_length)
-        self._count_cut(kind, texts, encoded, max_length)
+        flags = self._count_cut(kind, texts, encoded, max_length)
+        if cut_at is not None:
+            cut_at[:] = [max_length if cut else None for cut in flags]
         for rows in length_batches([len(ids) for ids in encoded["input_ids"]], *batching):
             batch = self.tokenizer.pad({key: [encoded[key][i] for i in rows] for key in encoded.keys()},
                                        return_tensors="pt")
@@ -180,13 +191,36 @@ def check_requested_encoder(manifest: dict, **requested: object) -> None:
                              + ", ".join(differences) + ". Drop those flags to use the index's own encoder")
 
 
+class SharedEncoders:
+    """Encoders loaded once for all who ask for the same one, so serving several indexes built with one model holds
+    one copy of its weights, not one per index. The same: equal settings (every ``EncoderSettings`` field, the model
+    folder compared by its real path), device, dtype and batch size, so a shared encoder gives each index the vectors
+    its own would, bit for bit. Encoding only reads the model, so threads may share one."""
+
+    def __init__(self) -> None:
+        self.loaded: dict[tuple, Encoder] = {}
+        self._lock = threading.Lock()
+
+    def get(self, settings: EncoderSettings, device: str = "auto", dtype: str = "auto",
+            batch_size: int | None = None) -> Encoder:
+        """The encoder of these settings, loaded on the first call that asks for it."""
+        model = os.path.realpath(settings.model) if os.path.isdir(settings.model) else settings.model
+        key = (dataclasses.replace(settings, model=model), device, dtype, batch_size)
+        with self._lock:
+            if key not in self.loaded:
+                self.loaded[key] = Encoder(settings, device=device, dtype=dtype, batch_size=batch_size)
+            return self.loaded[key]
+
+
 def recorded_encoder(recorded: dict, made: str, folder: str | Path, device: str = "auto", dtype: str = "auto",
-                     batch_size: int | None = None, model: str | None = None) -> Encoder:
+                     batch_size: int | None = None, model: str | None = None,
+                     shared: SharedEncoders | None = None) -> Encoder:
     """The encoder an encoder record names (a manifest's or shards', written in ``folder``), refused if its
     weights differ from the recorded ones; ``made`` says what was made with it, for the error. ``model``
-    says where the model is when it moved away from ``folder``."""
+    says where the model is when it moved away from ``folder``; ``shared``, where to take it from if loaded."""
     settings = EncoderSettings.from_record(recorded, model or recorded_model(recorded, folder))
-    encoder = Encoder(settings, device=device, dtype=dtype, batch_size=batch_size)
+    make = Encoder if shared is None else shared.get
+    encoder = make(settings, device=device, dtype=dtype, batch_size=batch_size)
     recorded_sha = recorded.get("weights_sha256")
     if encoder.weights_sha256 != recorded_sha:
         raise RetrieverError(f"the model at {settings.model} has weights {encoder.weights_sha256} but {made} with "

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, MappedDocuments, ParquetDocuments
-from retriever.encoder import check_requested_encoder, recorded_encoder
+from retriever.encoder import SharedEncoders, check_requested_encoder, recorded_encoder
 from retriever.errors import RetrieverError
 from retriever.index_folder import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, manifest_bytes,
                                     manifest_changes, read_manifest)
@@ -90,12 +90,12 @@ class Searcher:
 
     ``mode`` (dense, bm25 or hybrid) is the default of every search. Hybrid fuses with the manifest's
     tuned fusion if it has one, else RRF; ``fusion_overrides`` (``FusionParams.overridden`` keywords)
-    change single settings of it.
+    change single settings of it. Searchers given one ``encoders`` share the model of indexes built alike.
     """
 
     def __init__(self, index_dir: str | Path, device: str = "auto", dtype: str = "auto", batch_size: int | None = None,
                  model: str | None = None, mode: str = "dense", fusion_overrides: dict | None = None,
-                 **requested_settings: object) -> None:
+                 encoders: SharedEncoders | None = None, **requested_settings: object) -> None:
         self.index_dir = Path(index_dir)
         if fusion_overrides is not None and not isinstance(fusion_overrides, Mapping):
             raise RetrieverError(f"fusion_overrides must be a dict such as {{'alpha': 0.3}}, not "
@@ -106,7 +106,7 @@ class Searcher:
         for attempt in range(REOPEN_ATTEMPTS):
             before = manifest_bytes(self.index_dir)
             try:
-                self._open(device, dtype, batch_size, model, mode, fusion_overrides, requested_settings)
+                self._open(device, dtype, batch_size, model, mode, fusion_overrides, requested_settings, encoders)
             except RetrieverError:
                 if attempt + 1 == REOPEN_ATTEMPTS or not manifest_changes(self.index_dir, before):
                     raise
@@ -129,14 +129,14 @@ class Searcher:
         return copied
 
     def _open(self, device: str, dtype: str, batch_size: int | None, model: str | None, mode: str,
-              fusion_overrides: dict | None, requested_settings: dict) -> None:
+              fusion_overrides: dict | None, requested_settings: dict, encoders: SharedEncoders | None) -> None:
         """Everything read from the folder, at once: a build swapping in a new version meanwhile is seen by the
         manifest changing (``__init__`` then opens again), so files of two versions are never paired."""
         self.manifest = read_manifest(self.index_dir)
         check_folder(self.index_dir, self.manifest, MANIFEST_FILE, required_files(self.manifest))
         check_requested_encoder(self.manifest, **requested_settings)
         self.encoder = recorded_encoder(self.manifest["encoder"], "the index was built", self.index_dir, device,
-                                        dtype, batch_size, model)
+                                        dtype, batch_size, model, encoders)
         self.index, self.documents = open_index(self.index_dir, self.manifest)
         defaults = self.manifest["index"].get("search_defaults") or {}  # null is allowed: no defaults
         self.default_nprobe = defaults.get("nprobe")

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from retriever.corpus import Document
-from retriever.encoder import Encoder, EncoderSettings
+from retriever.encoder import Encoder, EncoderSettings, SharedEncoders
 from retriever.errors import RetrieverError
 
 
@@ -49,3 +49,30 @@ def test_an_encoder_takes_settings_not_a_model_name(tiny_model_dir):
         with pytest.raises(RetrieverError, match=r"Encoder takes EncoderSettings, not \w+; use Encoder\("
                                                  r"EncoderSettings.for_model\(MODEL\)\)"):
             Encoder(wrong)
+
+
+def test_encode_queries_says_which_queries_it_cut_and_at_how_many_tokens(tiny_model_dir):
+    """The server tells each client its query was cut from the tokenization the vectors used (no second pass)."""
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir), query_max_length=8), device="cpu", dtype="fp32")
+    texts = ["cat", "the cat sat on the old mat by the fire", "x" * 5000, "a dog ran"]  # 3, 12, 1 (UNK), 5 tokens
+    cut_at = ["stale"]
+    vectors = encoder.encode_queries(texts, cut_at=cut_at)
+    assert cut_at == [None, 8, 8, None]  # the 5,000 characters were never all read, so they count as cut
+    np.testing.assert_array_equal(vectors, encoder.encode_queries(texts))
+
+
+def test_shared_encoders_load_a_model_once_per_settings(tiny_model_dir, tmp_path):
+    """Indexes served together share the encoder when every setting that shapes the vectors is equal (the model
+    folder by its real path), and get their own when one differs."""
+    shared = SharedEncoders()
+    settings = EncoderSettings(model=str(tiny_model_dir))
+    first = shared.get(settings, device="cpu", dtype="fp32")
+    (tmp_path / "link").symlink_to(tiny_model_dir)
+    assert shared.get(EncoderSettings(model=str(tmp_path / "link")), device="cpu", dtype="fp32") is first
+    assert shared.get(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32") is first
+    others = [shared.get(EncoderSettings(model=str(tiny_model_dir), pooling="cls"), device="cpu", dtype="fp32"),
+              shared.get(EncoderSettings(model=str(tiny_model_dir), query_max_length=8), device="cpu", dtype="fp32"),
+              shared.get(EncoderSettings(model=str(tiny_model_dir), normalize=False), device="cpu", dtype="fp32"),
+              shared.get(settings, device="cpu", dtype="bf16")]
+    assert len({id(encoder) for encoder in [first, *others]}) == 5 and len(shared.loaded) == 5
+    assert all(encoder.query_model is not first.query_model for encoder in others)

@@ -111,6 +111,23 @@ def check_fusion_used(searchers: dict, fusion_overrides: dict) -> None:
                              "add BM25 with `retriever bm25 INDEX`")
 
 
+def load_searchers(folders: dict[str, Path], **options: object) -> dict:
+    """A Searcher per index folder (``options`` are Searcher's). Indexes built with one model and the same encoder
+    settings share one loaded encoder (``SharedEncoders``), so memory does not grow with each index of a model;
+    each batcher still encodes only its own index's queries, with the vectors its own encoder would give."""
+    from retriever.encoder import SharedEncoders
+    from retriever.searching import Searcher
+
+    searchers, shared = {}, SharedEncoders()
+    for name, folder in folders.items():
+        click.echo(f"loading {name} from {folder}", err=True)
+        searchers[name] = Searcher(folder, encoders=shared, **options)
+        first = next(other for other, searcher in searchers.items() if searcher.encoder is searchers[name].encoder)
+        if first != name:
+            click.echo(f"{name} shares the loaded model of {first} (same model folder and encoder settings)", err=True)
+    return searchers
+
+
 def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: tuple[str, int] = ("", 0),
             **options: object) -> None:
     """Start the batchers (warming each index up) here rather than in the app's lifespan, so a failing index is
@@ -187,7 +204,6 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
     Example:
       retriever serve indexes/scifact --port 8000
     """
-    from retriever.searching import Searcher
     from retriever.serving import BatchSettings, Limits, configure_threads, create_app
     from retriever.serving.protocol import guarded_protocol
 
@@ -198,11 +214,8 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
     sockets = listening_sockets(host, port)
     try:
         used = configure_threads(threads, workers)
-        searchers = {}
-        for name, folder in folders.items():
-            click.echo(f"loading {name} from {folder}", err=True)
-            searchers[name] = Searcher(folder, device=device, dtype=dtype, mode=mode,
-                                       fusion_overrides=fusion_overrides, model=model)
+        searchers = load_searchers(folders, device=device, dtype=dtype, mode=mode,
+                                   fusion_overrides=fusion_overrides, model=model)
         check_fusion_used(searchers, fusion_overrides)
         app = create_app(searchers, Limits(max_query_chars, max_body_bytes, max_queries, max_hits, max_response_bytes),
                          BatchSettings(max_batch=max_batch, max_wait_ms=max_wait_ms, workers=used["workers"]))

@@ -217,9 +217,10 @@ async def search_one(request: Request, name: str, q: str, k: int, mode: str | No
     check_query_string(request.scope.get("query_string", b""))
     served.check_mode(name, mode)
     check_hits(1, k, served.limits)
-    [hits] = await served.batcher(name).search([check_query(q, served.limits)], k, mode)
-    head = {"index": name, "query": q, "k": k, "mode": mode or served.searchers[name].mode,
-            "took_ms": _took_ms(started)}
+    cut_at: list = []
+    [hits] = await served.batcher(name).search([check_query(q, served.limits)], k, mode, cut_at)
+    head = {"index": name, "query": q, "cut_at_tokens": cut_at[0], "k": k,
+            "mode": mode or served.searchers[name].mode, "took_ms": _took_ms(started)}
     return await _bounded_response(hits_list(head, hits), len(hits), served.limits)
 
 
@@ -228,10 +229,12 @@ async def search_many(served: ServedIndexes, name: str, request: Request) -> Res
     batcher = served.batcher(name)
     body = await read_search_body(request, served.limits)
     served.check_mode(name, body.mode)
-    results = await batcher.search(body.queries, body.k, body.mode)
+    cut_at: list = []
+    results = await batcher.search(body.queries, body.k, body.mode, cut_at)
     head = {"index": name, "k": body.k, "mode": body.mode or served.searchers[name].mode,
             "took_ms": _took_ms(started)}
-    pieces = list_object(head, "results", (hits_list({"query": q}, hits) for q, hits in zip(body.queries, results)))
+    pieces = list_object(head, "results", (hits_list({"query": q, "cut_at_tokens": cut}, hits)
+                                           for q, cut, hits in zip(body.queries, cut_at, results)))
     return await _bounded_response(pieces, sum(len(hits) for hits in results), served.limits)
 
 

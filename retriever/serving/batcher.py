@@ -8,8 +8,9 @@ first request's arrival for more, since the encoder is busy anyway, while a quer
 every worker idle goes at once (waiting would only add to its latency). It encodes and searches
 them together and resolves each request's future. Requests that queued during a pass have waited
 already, so they go out at once in the next. ``workers`` such threads may run batches side by
-side (the forward pass is read-only), each on its own small torch thread pool; see
-``configure_threads`` for why that beats one wide pool on a small machine.
+side (the forward pass is read-only), each on its own small torch thread pool (``configure_threads``).
+Each index has its own batcher: indexes sharing one loaded encoder (``SharedEncoders``) are never batched
+together; their passes run side by side on the read-only model, as two copies' would.
 
 One request's input must not fail the others it was batched with: when a batch fails, each of its
 requests is searched again alone, so only the request that caused the failure gets an error. A
@@ -57,6 +58,7 @@ class _Request:
     k: int
     future: Future
     mode: str = "dense"
+    cut_at: list = field(default_factory=list)  # per query: the tokens it was cut to, or None
     enqueued: float = field(default_factory=time.perf_counter)
 
 
@@ -103,23 +105,27 @@ class MicroBatcher:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, queries: Sequence[str], k: int, mode: str | None = None) -> Future:
+    def submit(self, queries: Sequence[str], k: int, mode: str | None = None, cut_at: list | None = None) -> Future:
         """A future of one hit list per query; the queries go out with the next batch.
 
         ``mode`` (dense, bm25, hybrid) defaults to the searcher's; one the index cannot do is refused here.
+        ``cut_at`` is filled before the future resolves, per query: the tokens it was cut to, or None.
         """
         if self._closed:
             raise Closed("the server is shutting down")
-        request = _Request(list(queries), k, Future(), self.searcher.check_mode(mode or self.searcher.mode))
+        cut_at = [] if cut_at is None else cut_at
+        cut_at[:] = [None] * len(queries)
+        request = _Request(list(queries), k, Future(), self.searcher.check_mode(mode or self.searcher.mode), cut_at)
         try:
             self._queue.put_nowait(request)
         except queue.Full:
             raise Overloaded("too many requests are waiting; retry shortly") from None
         return request.future
 
-    async def search(self, queries: Sequence[str], k: int, mode: str | None = None) -> list[list[Hit]]:
+    async def search(self, queries: Sequence[str], k: int, mode: str | None = None,
+                     cut_at: list | None = None) -> list[list[Hit]]:
         """``submit`` for asyncio code: awaits the batch without blocking the event loop."""
-        return await asyncio.wrap_future(self.submit(queries, k, mode))
+        return await asyncio.wrap_future(self.submit(queries, k, mode, cut_at))
 
     def warm_up(self) -> None:
         """Run a few batch shapes once so the first real requests don't pay for kernel set-up.
@@ -212,25 +218,25 @@ class MicroBatcher:
                         error.__cause__)
         request.future.set_exception(error)
 
-    def _encode(self, texts: list[str]):
+    def _encode(self, texts: list[str], cut_at: list):
         try:
-            # max_batch is the most queries, of any lengths, in one forward pass, a request's own queries too: the
-            # encoder's own batch size (16 on a CPU, for bulk encoding) split a batch of 32 and let one of 16 through
-            # --max-batch 1, and one-length batches (length_batches) would split it. Asked per call, so the
-            # searcher's own searches (a library caller's) keep the encoder's defaults.
-            return self.searcher.encoder.encode_queries(texts, batch_size=self.max_batch, mix_lengths=True)
+            # Passes of max_batch queries of any lengths, a request's own too (the encoder's bulk default, 16 on a CPU,
+            # split a batch of 32 and let 16 through --max-batch 1); per call, so a library caller keeps the defaults.
+            return self.searcher.encoder.encode_queries(texts, batch_size=self.max_batch, mix_lengths=True,
+                                                        cut_at=cut_at)
         except Exception as error:  # noqa: BLE001 - bad input in one request, or a bug; _resolve sorts out which
             raise QueryRejected(f"the encoder failed on this query ({type(error).__name__}); "
                                 "send a shorter or plainer text") from error
 
     def _search(self, batch: list[_Request]) -> list[list[list[Hit]]]:
-        """One encoder pass for every query that needs a vector, then one search per group (``_group``: mode and
-        hybrid depth)."""
+        """One encoder pass for every query that needs a vector, then one search per group (``_group``)."""
         encoded = [i for i, request in enumerate(batch) if request.mode != "bm25"]
-        vectors = self._encode([t for i in encoded for t in batch[i].queries]) if encoded else None
+        cut_at: list = []  # the encoder's word on each query it cut (the tokenization the vectors used)
+        vectors = self._encode([t for i in encoded for t in batch[i].queries], cut_at) if encoded else None
         first_row, row = {}, 0
         for i in encoded:
             first_row[i], row = row, row + len(batch[i].queries)
+            batch[i].cut_at[:] = cut_at[first_row[i]:row] or batch[i].cut_at
         results: list[list[list[Hit]]] = [[] for _ in batch]
         keys = [self._group(request) for request in batch]
         for key in dict.fromkeys(keys):
@@ -250,8 +256,7 @@ class MicroBatcher:
 
     def _group(self, request: _Request) -> tuple[str, int]:
         """Requests searched together: one mode, and in hybrid one fusion depth. Hybrid fuses the engines' top
-        ``max(k, --fusion-depth)``, so a k over the depth searched with smaller ones deepened their lists too and
-        changed their hits (a k=5 query batched with a k=200 one under --fusion-depth 10)."""
+        ``max(k, --fusion-depth)``, so a k=200 query batched with a k=5 one deepened its lists and changed its hits."""
         deeper = request.mode == "hybrid" and request.k > self.searcher.fusion.depth
         return request.mode, request.k if deeper else 0
 
@@ -276,14 +281,12 @@ def _warm_up_failure(name: str, error: Exception) -> RetrieverError:
 def configure_threads(threads: int | None = None, workers: int | None = None) -> dict:
     """Size the batcher workers and torch's and FAISS's thread pools for this machine.
 
-    Defaults: two batcher workers (one on a single core), and per worker the cores this process
-    may use, less one for the event loop that parses requests and writes JSON, shared out (at least
-    one each). Two single-threaded workers beat one two-threaded worker on 2 cores (measured in
-    benchmarks/README.md), because OpenMP's barriers stall whenever one of a
-    forward's threads is descheduled by the event loop, while two independent forwards just
-    interleave. Inter-op parallelism is off (one small graph at a time). FAISS gets one OpenMP
-    thread: a flat search over a micro-batch takes well under a millisecond, and a second spinning
-    pool would steal the encoder's cores.
+    Defaults: two batcher workers (one on a single core), and per worker the cores this process may use, less one
+    for the event loop that parses requests and writes JSON, shared out (at least one each). Two single-threaded
+    workers beat one two-threaded worker on 2 cores (measured in benchmarks/README.md), because OpenMP's barriers
+    stall whenever one of a forward's threads is descheduled by the event loop, while two independent forwards just
+    interleave. Inter-op parallelism is off (one small graph at a time). FAISS gets one OpenMP thread: a flat search
+    over a micro-batch takes well under a millisecond, and a second spinning pool would steal the encoder's cores.
     """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     workers = workers or (2 if cores >= 2 else 1)

@@ -4,8 +4,9 @@ It lives in Python rather than a package data file so an editable or wheel insta
 extra packaging rule. ``/?q=...&k=...&mode=...&index=NAME`` fills the form and runs the search, so a
 result page can be linked to (and rendered by ``chromium --dump-dom``); each new search is a
 history entry, so Back and Forward step through earlier searches. Only the newest search's reply
-is shown (an older one answering late used to replace it). Hit text is inserted
-with ``textContent`` only, never as HTML, so documents cannot inject markup or script.
+is shown (an older one answering late used to replace it); a query cut at the index's query max length
+says so under the form. Hit text is inserted with ``textContent`` only, never as HTML, so documents
+cannot inject markup or script.
 """
 from __future__ import annotations
 
@@ -109,7 +110,11 @@ function render(data) {
     item.append(meta, element("p", "snippet", snippet(hit.text, 300)));
     list.append(item);
   }
-  setStatus(data.hits.length + " hits from " + data.index + " (" + data.mode + ") in " + data.took_ms.toFixed(1) + " ms", false);
+  let status = data.hits.length + " hits from " + data.index + " (" + data.mode + ") in " + data.took_ms.toFixed(1) + " ms";
+  if (data.cut_at_tokens) {
+    status += " \u2014 the query is longer than the index's " + data.cut_at_tokens + " tokens: only its beginning was encoded";
+  }
+  setStatus(status, false);
 }
 
 // A search typed in is a new history entry; one the address asked for (followLink) keeps its entry.

@@ -24,6 +24,10 @@ class SearchBody(BaseModel):
     mode: Mode | None = Field(None, description="dense, bm25 or hybrid. [default: the server's --mode]")
 
 
+CUT_AT_TOKENS = ("null, or the tokens the query was cut to when it was longer than the index's query_max_length "
+                 "(GET /indexes): only that beginning of it was encoded (bm25 reads all of it).")
+
+
 class HitModel(BaseModel):
     rank: int
     id: str
@@ -35,6 +39,7 @@ class HitModel(BaseModel):
 class SearchResponse(BaseModel):
     index: str
     query: str
+    cut_at_tokens: int | None = Field(description=CUT_AT_TOKENS)
     k: int
     mode: str
     took_ms: float
@@ -43,6 +48,7 @@ class SearchResponse(BaseModel):
 
 class QueryResult(BaseModel):
     query: str
+    cut_at_tokens: int | None = Field(description=CUT_AT_TOKENS)
     hits: list[HitModel]
 
 

@@ -110,8 +110,8 @@ class Served:
         return f"http://127.0.0.1:{self.port}/"
 
 
-def _build(corpus: Path, output: Path, model_dir: Path) -> Path:
-    encoder = Encoder(EncoderSettings(model=str(model_dir)), device="cpu", dtype="fp32")
+def _build(corpus: Path, output: Path, model_dir: Path, **settings: object) -> Path:
+    encoder = Encoder(EncoderSettings(model=str(model_dir), **settings), device="cpu", dtype="fp32")
     encode_and_index(corpus, output, encoder, IndexParams("flat"), progress=False)
     return output
 
@@ -153,3 +153,20 @@ def served(tiny_index, small_index, request) -> Served:
         request.config.add_cleanup(server.stop)
         _CACHE["served"] = Served(server.port, tiny_index, small_index, searchers, passes)
     return _CACHE["served"]
+
+
+SHORT_QUERY_TOKENS = 8
+
+
+@pytest.fixture()
+def short_query_server(tiny_beir, tiny_model_dir, tmp_path_factory, request) -> tuple[int, Searcher]:
+    """A server over the tiny corpus indexed with a query max length of ``SHORT_QUERY_TOKENS``, so that queries
+    within the character limit are cut; built once."""
+    if "short_query_server" not in _CACHE:
+        folder = _build(tiny_beir, tmp_path_factory.mktemp("serving-short") / "short", tiny_model_dir,
+                        query_max_length=SHORT_QUERY_TOKENS)
+        searcher = Searcher(folder, device="cpu", dtype="fp32")
+        server = ServerThread(create_app({"short": searcher}, LIMITS, BATCHING)).start()
+        request.config.add_cleanup(server.stop)
+        _CACHE["short_query_server"] = (server.port, searcher)
+    return _CACHE["short_query_server"]

@@ -17,7 +17,8 @@ from retriever.cli import main
 from retriever.cli.serving import serve_command
 from retriever.errors import RetrieverError
 from retriever.indexing import read_manifest
-from serving_fixtures import call, free_port, served, small_index, tiny_index  # noqa: F401 - fixtures
+from serving_fixtures import (SHORT_QUERY_TOKENS, call, free_port, served, short_query_server,  # noqa: F401
+                              small_index, tiny_index)
 from conftest import TINY_DOCS
 
 QUERIES = ["where does honey come from", "hot lava rock", "what does the heart do", "ice and snow"]
@@ -56,6 +57,30 @@ def test_post_search_matches_the_searcher(served):
     for result, hits in zip(results, expected):
         assert_same_hits(result["hits"], [h.to_json() for h in hits])
     assert len(served.post_json("/search", {"queries": ["x"]}).json()["results"][0]["hits"]) == 10
+
+
+def test_each_query_cut_at_the_query_max_length_says_so_in_its_result(short_query_server, served):
+    """`search` notes a query longer than the query max length; the server cut it without a word (the limit was
+    only listed in /indexes). Now each query's result has cut_at_tokens: the tokens it was cut to, or null."""
+    port, searcher = short_query_server
+    long, short = "the cat sat on the old mat by the fire", "hot lava"  # 12 tokens with [CLS] and [SEP]; 4
+    body = call(port, "GET", "/search?q=" + long.replace(" ", "+") + "&k=3").json()
+    assert body["cut_at_tokens"] == SHORT_QUERY_TOKENS and body["query"] == long
+    assert_same_hits(body["hits"], [h.to_json() for h in searcher.search([long], k=3)[0]])
+    assert call(port, "GET", "/search?q=hot+lava&k=3").json()["cut_at_tokens"] is None
+    payload = json.dumps({"queries": [short, long, short], "k": 3}).encode()
+    results = call(port, "POST", "/search", payload, {"Content-Type": "application/json"}).json()["results"]
+    assert [r["cut_at_tokens"] for r in results] == [None, SHORT_QUERY_TOKENS, None]
+    for result, hits in zip(results, searcher.search([short, long, short], k=3)):
+        assert_same_hits(result["hits"], [h.to_json() for h in hits])
+    bm25 = call(port, "GET", "/search?q=" + long.replace(" ", "+") + "&mode=bm25")
+    assert bm25.status == 200 and bm25.json()["cut_at_tokens"] is None  # BM25 reads the whole query
+    hybrid = call(port, "GET", "/search?q=" + long.replace(" ", "+") + "&mode=hybrid").json()
+    assert hybrid["cut_at_tokens"] == SHORT_QUERY_TOKENS  # its dense half was cut
+    assert served.get("/search?q=" + long.replace(" ", "+")).json()["cut_at_tokens"] is None  # 512 tokens there
+    schema = served.get("/openapi.json").json()["components"]["schemas"]
+    assert "cut_at_tokens" in schema["SearchResponse"]["properties"] and "cut_at_tokens" in schema["QueryResult"][
+        "properties"]
 
 
 def test_each_request_picks_its_mode(served):

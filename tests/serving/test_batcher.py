@@ -14,6 +14,9 @@ from retriever.serving.batcher import Closed, MicroBatcher, Overloaded, QueryRej
 from serving_fixtures import tiny_index  # noqa: F401 - fixture
 
 
+CUT_AT = 5
+
+
 class FakeEncoder:
     """Encodes a text as [len(text), 0]; can be held inside a pass to pile up requests."""
 
@@ -27,13 +30,15 @@ class FakeEncoder:
         self.poison = "poison"  # a pass with a text containing this fails, as the tokenizer does on bad input
         self.hold_only: str | None = None  # when set, only a pass holding this text waits for ``hold``
 
-    def encode_queries(self, texts, **settings):
+    def encode_queries(self, texts, cut_at=None, **settings):
         self.entered.set()
         if self.hold_only is None or self.hold_only in texts:
             self.hold.wait(10)
         self.batches.append(list(texts))
         if self.fail or any(self.poison in t for t in texts):
             raise RuntimeError("encoder exploded")
+        if cut_at is not None:  # texts over CUT_AT characters count as cut at CUT_AT tokens
+            cut_at[:] = [CUT_AT if len(t) > CUT_AT else None for t in texts]
         return np.array([[len(t), 0.0] for t in texts], dtype=np.float32)
 
 
@@ -288,6 +293,45 @@ def test_too_many_pending_requests_are_refused(fake):
     finally:
         fake.encoder.hold.set()
         batcher.close()
+
+
+def test_each_request_learns_which_of_its_own_queries_were_cut(fake):
+    """Requests encoded in one pass get the encoder's cut notes of their own queries, in order."""
+    batcher = MicroBatcher(fake, max_batch=64, max_wait_ms=200)
+    first, second = [], ["stale"]
+    try:
+        held = start_held_pass(batcher, fake)
+        futures = [batcher.submit(["a", "long query"], 1, cut_at=first),
+                   batcher.submit(["longer query", "b", "c"], 1, cut_at=second), batcher.submit(["x" * 9], 1)]
+        fake.encoder.hold.set()
+        for future in [held, *futures]:
+            future.result(5)
+    finally:
+        batcher.close()
+    assert fake.encoder.batches[1] == ["a", "long query", "longer query", "b", "c", "x" * 9]
+    assert first == [None, CUT_AT] and second == [CUT_AT, None, None]
+
+
+def test_indexes_sharing_an_encoder_are_batched_apart_and_do_not_wait_on_each_other(fake):
+    """Two batchers (two indexes) over one encoder: a pass of one held inside the encoder does not hold the other's,
+    and no pass mixes their queries."""
+    other = FakeSearcher()
+    other.encoder = fake.encoder
+    first, second = MicroBatcher(fake, max_wait_ms=0, name="a"), MicroBatcher(other, max_wait_ms=0, name="b")
+    try:
+        fake.encoder.hold.clear()
+        fake.encoder.hold_only = "a-held"
+        held = first.submit(["a-held"], 1)
+        assert fake.encoder.entered.wait(5)
+        assert second.submit(["b-one", "b-two"], 1).result(5)[0][0].score == len("b-one")
+        assert not held.done()
+        fake.encoder.hold.set()
+        assert held.result(5)[0][0].score == len("a-held")
+    finally:
+        fake.encoder.hold.set()
+        first.close()
+        second.close()
+    assert sorted(fake.encoder.batches) == [["a-held"], ["b-one", "b-two"]]
 
 
 def test_close_finishes_queued_work_then_refuses(fake):

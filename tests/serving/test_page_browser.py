@@ -18,7 +18,7 @@ import urllib.parse
 
 import pytest
 
-from serving_fixtures import served, small_index, tiny_index  # noqa: F401 - fixtures
+from serving_fixtures import SHORT_QUERY_TOKENS, served, short_query_server, small_index, tiny_index  # noqa: F401
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -189,6 +189,17 @@ def test_errors_show_on_the_page(served, browser):
     browser.send("Page.navigate", {"url": served.url + "?q=" + "x" * 201})
     browser.wait_for("document.body.dataset.state === 'error'")
     assert "limit is 200" in browser.evaluate("document.getElementById('status').textContent")
+
+
+def test_a_query_cut_at_the_query_max_length_says_so_on_the_page(short_query_server, browser):
+    port, _ = short_query_server
+    status = "document.getElementById('status').textContent"
+    browser.send("Page.navigate", {"url": f"http://127.0.0.1:{port}/?q=the+cat+sat+on+the+old+mat+by+the+fire"})
+    browser.wait_for("document.body.dataset.state === 'done'")
+    assert f"longer than the index's {SHORT_QUERY_TOKENS} tokens: only its beginning" in browser.evaluate(status)
+    browser.send("Page.navigate", {"url": f"http://127.0.0.1:{port}/?q=hot+lava"})
+    browser.wait_for("document.body.dataset.state === 'done'")
+    assert "tokens" not in browser.evaluate(status)
 
 
 def test_dump_dom_of_a_linked_search(served, tmp_path):
