@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+import torch
 from transformers import Trainer, TrainerCallback, set_seed
 
 from retriever.corpus import ReadStats
@@ -28,6 +29,7 @@ from retriever.pretraining.guards import check_examples, check_tokenizer
 from retriever.pretraining.masking import CondenserExamples, TokenizedCorpus, WholeWordMasker, pad_batch
 from retriever.training import stack
 from retriever.training.layout import steps_per_epoch
+from retriever.training.processes import average_gradients
 from retriever.training.run_guards import one_run_at_a_time
 
 LOSS_PARTS = ("head_mlm", "backbone_mlm", "span")
@@ -113,12 +115,17 @@ class FrozenBackbone(TrainerCallback):
         self.backbone.requires_grad_(state.global_step >= self.steps)
 
 
+def backbone_frozen(model: CondenserForPretraining) -> bool:
+    """Whether this step trains only the heads (`FrozenBackbone` froze the backbone)."""
+    return not any(parameter.requires_grad for parameter in model.lm.bert.parameters())
+
+
 class CondenserTrainer(stack.StackTrainer):
     """The Condenser's loss, with its parts averaged into each log entry; the backbone may learn slower."""
 
     def __init__(self, config: PretrainConfig, **kwargs) -> None:
-        # every parameter has a gradient at every step, but the frozen backbone's in the first steps
-        super().__init__(config, unused_parameters=config.freeze_backbone_steps > 0, **kwargs)
+        # every parameter has a gradient at every step DDP runs (frozen steps run past it: training_step)
+        super().__init__(config, unused_parameters=False, **kwargs)
         self.span_temperature = config.temperature if config.cocondenser else None
         self.backbone_lr_scale = config.backbone_lr_scale
         self.parts, self.batches, self.tokens = {}, 0, 0
@@ -139,6 +146,18 @@ class CondenserTrainer(stack.StackTrainer):
             optimizer_cls, kwargs = Trainer.get_optimizer_cls_and_kwargs(self.args, model)
             self.optimizer = optimizer_cls([group for group in groups if group["params"]], **kwargs)
         return self.optimizer
+
+    def training_step(self, model, inputs, num_items_in_batch=None) -> torch.Tensor:
+        """A frozen-backbone step under torchrun runs past DDP and averages the heads' gradients itself. DDP would
+        wait for the frozen parameters' gradients; searching each step's graph for them instead
+        (``find_unused_parameters``) cost a traversal at every step of the run and, once the backbone thawed, a
+        warning from every process that the search found nothing."""
+        module = self.accelerator.unwrap_model(model)
+        if stack.world_size() < 2 or not backbone_frozen(module):
+            return super().training_step(model, inputs, num_items_in_batch)
+        loss = super().training_step(module, inputs, num_items_in_batch)
+        average_gradients(module.parameters())
+        return loss
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         outputs = model(**inputs, span_temperature=self.span_temperature)

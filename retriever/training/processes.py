@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
+import torch
 import torch.distributed as dist
 
 from retriever.errors import RetrieverError
@@ -45,6 +46,18 @@ def peer_died(error: BaseException) -> PeerDied:
     cause = _SOURCE_PREFIX.sub("", lines[0]).split(". ")[0].rstrip(".")
     return PeerDied(f"another training process died ({cause}); rerun the same command to resume from the last "
                     "checkpoint")
+
+
+def average_gradients(parameters: Iterable[torch.nn.Parameter]) -> None:
+    """What DDP does after a backward pass, for a step run past its hooks (GradCache's chunks, pretrain's frozen
+    steps): each gradient becomes its mean over the processes. Every process must hold gradients for the same
+    parameters, as DDP assumes too."""
+    if not dist.is_initialized() or dist.get_world_size() < 2:
+        return
+    for parameter in parameters:
+        if parameter.grad is not None:
+            dist.all_reduce(parameter.grad)
+            parameter.grad /= dist.get_world_size()
 
 
 @contextmanager

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import ClassVar
 
 import torch
-import torch.distributed as dist
 from accelerate.utils import broadcast_object_list
 from transformers import set_seed
 
@@ -26,6 +25,7 @@ from retriever.training.dev import DevSet, evaluate_dev, load_dev_set, shared_qu
 from retriever.training.dual_encoder import DualEncoder
 from retriever.training.gradcache import cached_embeddings
 from retriever.training.loss import contrastive_loss, default_temperature, global_batch, judged_positive_mask
+from retriever.training.processes import average_gradients
 from retriever.training.run_guards import one_run_at_a_time
 
 SELECTION_METRIC = "ndcg@10"
@@ -156,10 +156,7 @@ class DualEncoderTrainer(stack.StackTrainer):
                                      self.grad_cache_chunk_size)
         loss = self.batch_loss(queries, passages, inputs)
         self.accelerator.backward(loss)
-        for parameter in encoder.parameters() if stack.world_size() > 1 else ():
-            if parameter.grad is not None:  # what DDP would have done: average the ranks' gradients
-                dist.all_reduce(parameter.grad)
-                parameter.grad /= stack.world_size()
+        average_gradients(encoder.parameters())  # what DDP would have done
         return loss.detach() / scale
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:

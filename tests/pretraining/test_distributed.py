@@ -1,16 +1,26 @@
-"""coCondenser under torchrun (two gloo processes on the CPU): each process's span softmax needs passages of
-its own, a batch that does not split is refused with the real rule, and errors are printed once."""
+"""Pre-training under torchrun (two gloo processes on the CPU): each coCondenser process's span softmax needs
+passages of its own, a batch that does not split is refused with the real rule, errors are printed once, and
+frozen-backbone steps average the heads' gradients without DDP's search for parameters without one."""
 from __future__ import annotations
 
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import torch
+from safetensors.torch import load_file
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 ENVIRONMENT = {**os.environ, "OMP_NUM_THREADS": "1"}
+RUNS_SCRIPT = """
+import json, sys
+from retriever.pretraining import PretrainConfig, pretrain
+for settings in json.loads(sys.argv[1]):
+    pretrain(PretrainConfig(**settings))
+"""
 
 
 def torchrun(*arguments: str) -> subprocess.CompletedProcess:
@@ -38,11 +48,30 @@ def test_two_passages_per_process_give_a_span_loss(tiny_beir, tiny_model_dir, tm
     assert "find_unused_parameters" not in finished.stderr
 
 
-def test_a_frozen_backbone_trains_under_torchrun(tiny_beir, tiny_model_dir, tmp_path):
-    """The frozen steps leave the backbone without a gradient: DDP must look for such parameters there."""
-    finished = pretrain(tiny_beir, tiny_model_dir, tmp_path / "out", 8, "--freeze-backbone-steps", "1")
+def weights(output: Path) -> dict[str, torch.Tensor]:
+    return {**load_file(output / "model.safetensors"), **torch.load(output / "model.pt", weights_only=True)}
+
+
+def test_frozen_steps_average_the_heads_gradients_without_a_warning(tiny_beir, tiny_model_dir, tmp_path):
+    """The frozen steps leave the backbone without a gradient, so they run past DDP and average the heads' gradients
+    themselves: the heads must learn as when DDP averages them (a run whose backbone learns at a rate too small to
+    move it, without clipping, whose norm would count the backbone), and no process may warn that DDP searched each
+    step for parameters without a gradient (every process did, once the backbone thawed)."""
+    same = dict(corpus=str(tiny_beir), model=str(tiny_model_dir), max_length=16, batch_size=8, max_steps=2,
+                device="cpu", dtype="fp32", progress=False, save_steps=None, learning_rate=2e-3, warmup_ratio=0.0,
+                max_grad_norm=None, backbone_lr_scale=1e-30)
+    configs = [dict(same, output=str(tmp_path / "frozen"), freeze_backbone_steps=1),
+               dict(same, output=str(tmp_path / "still"))]
+    script = tmp_path / "runs.py"
+    script.write_text(RUNS_SCRIPT)
+    finished = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                               str(script), json.dumps(configs)], capture_output=True, text=True, env=ENVIRONMENT,
+                              timeout=300)
     assert finished.returncode == 0, finished.stderr[-3000:]
-    assert (tmp_path / "out" / "model.safetensors").is_file()
+    assert "find_unused_parameters" not in finished.stderr, finished.stderr[-3000:]
+    frozen, still = weights(tmp_path / "frozen"), weights(tmp_path / "still")
+    assert frozen.keys() == still.keys() and any(key.startswith("c_head.") for key in frozen)
+    assert max(float((frozen[key] - still[key]).abs().max()) for key in frozen) < 1e-6
 
 
 @pytest.mark.parametrize("sequences, rule", [(6, "multiple of 4 (2 x processes"),
