@@ -146,7 +146,7 @@ MANIFEST_SHAPE: dict[str, type | tuple[type, ...]] = {
     "integrity.ids_sha256": str, "lexical.files": dict, "lexical.documents": int, "corpus.documents": int,
     "index.search_defaults.nprobe": (int, _NONE), "index.search_defaults.ef_search": (int, _NONE),
     "lexical.directory": str, "lexical.stemmer": (str, _NONE), "lexical.stopwords": (str, _NONE),
-    "lexical.tokenizer": dict,
+    "lexical.tokenizer": dict, "lexical.docstore": dict, "lexical.docstore.file": str, "lexical.docstore.sha256": str,
     "fusion.method": str, "fusion.rrf_k": (int, float), "fusion.alpha": (int, float), "fusion.depth": int,
 }
 _FILE_RECORD = {"bytes": int, "sha256": str}

@@ -99,9 +99,11 @@ def _build_index(shards_dir: Path, corpus: str | Path, output: Path, params: Ind
 
 
 def _add_ondisk_lexical(building: Path, manifest: dict, lexical: LexicalParams, progress: bool) -> dict:
-    """The on-disk type's BM25 part, from its mapped Arrow doc store (BM25 rows are its rows, as FAISS labels are)."""
+    """The on-disk type's BM25 part, from its mapped Arrow doc store (BM25 rows are its rows, as FAISS labels are),
+    named by the hash the manifest already records for it (not hashed again)."""
+    docstore_sha256 = manifest["integrity"]["files"][MAPPED_DOCSTORE_FILE]["sha256"]
     manifest = {**manifest, "lexical": build_lexical(building / MAPPED_DOCSTORE_FILE, building / LEXICAL_DIR, lexical,
-                                                     progress)}
+                                                     progress, docstore_sha256)}
     replace_manifest(building, manifest)
     return manifest
 

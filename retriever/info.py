@@ -5,9 +5,9 @@ from pathlib import Path
 
 from retriever.encoder_settings import OVERRIDABLE
 from retriever.index_folder import MANIFEST_FILE, read_manifest
+from retriever.index_opening import open_index, required_files
 from retriever.integrity import check_folder, file_damage, recorded_files, verify_files
-from retriever.lexical import open_lexical
-from retriever.searching import open_index, required_files
+from retriever.lexical_part import open_lexical
 
 
 def index_summary(index_dir: str | Path) -> dict:

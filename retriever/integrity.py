@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -60,6 +60,11 @@ def recorded_files(manifest: dict) -> dict[str, dict]:
     return files
 
 
+def dense_part(manifest: dict) -> dict:
+    """The manifest without its BM25 part: what dense search and a rebuild of that part check."""
+    return {**manifest, "lexical": None}
+
+
 def file_damage(folder: Path, manifest: dict, name: str, problem: str) -> RetrieverError:
     """The damage error for one recorded file; a BM25 file is rebuilt alone, without re-encoding."""
     lexical_dir = (manifest.get("lexical") or {}).get("directory", "bm25")
@@ -76,8 +81,13 @@ def check_folder(folder: Path, manifest: dict, manifest_name: str, required: tup
         missing = [name for name in inner if not isinstance(section, dict) or name not in section]
         if missing:
             raise damaged(folder / manifest_name, f"the manifest lacks {key}.{missing[0]}")
+    check_files(folder, manifest, (*required, *recorded_files(manifest)))
+
+
+def check_files(folder: Path, manifest: dict, names: Iterable[str]) -> None:
+    """Each named file present, at the size the manifest records for it (where it records one)."""
     recorded = recorded_files(manifest)
-    for name in dict.fromkeys((*required, *recorded)):
+    for name in dict.fromkeys(names):
         path = folder / name
         if not path.is_file():
             raise file_damage(folder, manifest, name, "missing")
@@ -87,9 +97,10 @@ def check_folder(folder: Path, manifest: dict, manifest_name: str, required: tup
 
 
 @contextmanager
-def reading(path: Path) -> Iterator[None]:
-    """Turn any failure to read one of the folder's files into the damage error naming it, but for memory running
-    out: under `ulimit -v` an ivf-ondisk index's mapped lists were called damaged, and a rebuild would fail alike."""
+def reading(path: Path, damage: Callable[[Path, str], RetrieverError] = damaged) -> Iterator[None]:
+    """Turn any failure to read one of the folder's files into the damage error naming it (``damage``: the BM25
+    part's says how to rebuild that part alone), but for memory running out: under `ulimit -v` an ivf-ondisk
+    index's mapped lists were called damaged, and a rebuild would fail alike."""
     try:
         yield
     except RetrieverError:
@@ -98,7 +109,7 @@ def reading(path: Path) -> Iterator[None]:
         first_line = faiss_message(error) if str(error).strip() else type(error).__name__
         if is_out_of_memory(error):
             raise out_of_memory(f"opening {path} ({first_line[:200]}; the file is not damaged)") from None
-        raise damaged(path, f"cannot be read ({first_line[:200]})") from None
+        raise damage(path, f"cannot be read ({first_line[:200]})") from None
 
 
 def check_counts(folder: Path, manifest: dict, counts: dict[str, int], ids_name: str, ids_digest: str) -> None:

@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from retriever.errors import RetrieverError
 from retriever.fusion import is_number
-from retriever.integrity import file_damage, file_records, reading
+from retriever.integrity import file_records, file_sha256
 from retriever.id_order import sorted_position
 from retriever.lexical_build import SORTED_VOCAB_FILE, build_bm25s, tokenize_flat
 from retriever.texts import passage_text
@@ -163,9 +163,11 @@ def document_texts(docstore: Path, batch_rows: int = 10_000) -> Iterator[str]:
 
 
 def build_lexical(docstore: Path, target: Path, params: LexicalParams = LexicalParams(),
-                  progress: bool = True) -> dict:
+                  progress: bool = True, docstore_sha256: str | None = None) -> dict:
     """Tokenise every doc-store row and write a bm25s index to ``target``; return the manifest record.
-    Built through ``retriever.lexical_build`` (bm25s's formulas and files, flat arrays in memory)."""
+    Built through ``retriever.lexical_build`` (bm25s's formulas and files, flat arrays in memory). The record
+    names the doc store by its SHA-256 (``docstore_sha256`` where the caller has it, else hashed here), the
+    one the manifest records for it: ``lexical_part.open_lexical`` refuses a part built from another."""
     params.check()
     tokenizer = _tokenizer(params)
     count = document_count(docstore)
@@ -174,28 +176,8 @@ def build_lexical(docstore: Path, target: Path, params: LexicalParams = LexicalP
     flat = tokenize_flat(texts, tokenizer.splitter, frozenset(tokenizer.stopwords or ()), _stem_words(params.stemmer))
     vocabulary, tokens = build_bm25s(flat, target, params.k1, params.b, params.method)
     return {**params.record(), "documents": count, "vocabulary": vocabulary, "tokens": tokens,
+            "docstore": {"file": docstore.name, "sha256": docstore_sha256 or file_sha256(docstore)},
             "files": file_records(target)}
-
-
-def missing_lexical_message(index_dir: Path) -> str:
-    return (f"{index_dir}: has no BM25 index, so --mode bm25/hybrid cannot run; add one with "
-            f"`retriever bm25 {index_dir}` (reads the doc store, no re-encoding), or use --mode dense")
-
-
-def open_lexical(index_dir: Path, manifest: dict) -> LexicalIndex | None:
-    """The index folder's BM25 part (None without one), its row count checked against the dense part's:
-    BM25 rows are doc-store rows, so a part built for other documents would return wrong ids."""
-    record = manifest.get("lexical")
-    if not record:
-        return None
-    directory = record.get("directory", LEXICAL_DIR)
-    with reading(index_dir / directory):
-        lexical = LexicalIndex(index_dir, record)
-    expected = int(manifest["index"]["count"])
-    if lexical.count != expected:
-        raise file_damage(index_dir, manifest, f"{directory}/", f"holds {lexical.count} documents where the "
-                                                                 f"manifest records {expected}")
-    return lexical
 
 
 class LexicalIndex:
@@ -285,4 +267,3 @@ class LexicalIndex:
             scores[i, :len(top)] = all_scores[top]
             rows[i, :len(top)] = top
         return scores, rows
-

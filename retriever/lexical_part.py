@@ -1,4 +1,5 @@
-"""Adding or replacing the BM25 part of an existing index folder (`retriever bm25`), from its doc store.
+"""The BM25 part of an index folder: opening it, checked against the dense part, and adding or replacing it
+(`retriever bm25`) from the folder's doc store.
 
 The manifest write is the one commit point: the new part is built under a folder name of its own, the
 manifest is switched to it, and only then is the old part deleted. A run killed at any moment leaves the
@@ -17,10 +18,49 @@ from pathlib import Path
 from retriever.errors import RetrieverError
 from retriever.files import left_by_dead_processes
 from retriever.folders import exclusive_build, named_output, temporary_folder
-from retriever.integrity import check_folder, damaged, file_sha256, reading, recorded_files
-from retriever.lexical import LEXICAL_DIR, LexicalParams, build_lexical
+from retriever.integrity import (check_files, check_folder, damaged, dense_part, file_damage, file_sha256, reading,
+                                 recorded_files)
+from retriever.lexical import LEXICAL_DIR, LexicalIndex, LexicalParams, build_lexical
 
 _PART_NAME = re.compile(rf"^{LEXICAL_DIR}(-[0-9a-f]{{8}})?$")
+
+
+def missing_lexical_message(index_dir: Path) -> str:
+    return (f"{index_dir}: has no BM25 index, so --mode bm25/hybrid cannot run; add one with "
+            f"`retriever bm25 {index_dir}` (reads the doc store, no re-encoding), or use --mode dense")
+
+
+def open_lexical(index_dir: Path, manifest: dict) -> LexicalIndex | None:
+    """The index folder's BM25 part (None without one), checked against the dense part: its files at their recorded
+    sizes, built from this folder's doc store, and as many rows: BM25 rows are doc-store rows, so a part built for
+    other documents would return wrong ids. Any damage says to rebuild the part alone."""
+    record = manifest.get("lexical")
+    if not record:
+        return None
+    directory = record.get("directory", LEXICAL_DIR)
+    check_files(index_dir, manifest, [f"{directory}/{name}" for name in record.get("files") or {}])
+    with reading(index_dir / directory, lambda _, problem: file_damage(index_dir, manifest, f"{directory}/", problem)):
+        lexical = LexicalIndex(index_dir, record)
+    expected = int(manifest["index"]["count"])
+    if lexical.count != expected:
+        raise file_damage(index_dir, manifest, f"{directory}/", f"holds {lexical.count} documents where the "
+                                                                 f"manifest records {expected}")
+    _check_built_from(index_dir, manifest, record)
+    return lexical
+
+
+def _check_built_from(index_dir: Path, manifest: dict, record: dict) -> None:
+    """The doc store the part was built from (its file and SHA-256) must be this folder's, as the manifest records
+    it: a part copied from an index of as many documents passed every other check and returned that index's rows
+    as this one's documents. Two manifest entries compared, nothing hashed; parts built before the record pass."""
+    built_from, own = record.get("docstore"), manifest.get("integrity", {}).get("files")
+    if not isinstance(built_from, dict) or not own:
+        return
+    if (own.get(built_from.get("file")) or {}).get("sha256") != built_from.get("sha256"):
+        raise RetrieverError(f"{index_dir / record.get('directory', LEXICAL_DIR)}: this BM25 part was built from "
+                             "another doc store than this index's (copied from another index?), so its hits would "
+                             f"name the wrong documents; rebuild it with `retriever bm25 {index_dir} --overwrite` "
+                             "(no re-encoding)")
 
 
 def add_lexical(index_dir: str | Path, params: LexicalParams = LexicalParams(), overwrite: bool = False,
@@ -40,14 +80,14 @@ def _add_lexical(index_dir: Path, params: LexicalParams, overwrite: bool, progre
     if manifest.get("lexical") and not overwrite:
         raise RetrieverError(f"{index_dir}: already has a BM25 index; pass --overwrite to rebuild it")
     params.check()
-    docstore = _checked_docstore(index_dir, manifest)
+    docstore, docstore_sha256 = _checked_docstore(index_dir, manifest)
     recorded = (manifest.get("lexical") or {}).get("directory")
     _remove_unrecorded_parts(index_dir, recorded)
     final = index_dir / (LEXICAL_DIR if recorded != LEXICAL_DIR else f"{LEXICAL_DIR}-{secrets.token_hex(4)}")
     building = temporary_folder(final)
     try:
         with reading(docstore):
-            record = build_lexical(docstore, building, params, progress)
+            record = build_lexical(docstore, building, params, progress, docstore_sha256)
         os.replace(building, final)
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
@@ -68,17 +108,17 @@ def _remove_unrecorded_parts(index_dir: Path, recorded: str | None) -> None:
         shutil.rmtree(leftover, ignore_errors=True)
 
 
-def _checked_docstore(index_dir: Path, manifest: dict) -> Path:
+def _checked_docstore(index_dir: Path, manifest: dict) -> tuple[Path, str | None]:
     """The doc store BM25 is built from, after the checks opening the folder makes (files present at their
     recorded sizes) and a hash against the manifest: BM25 rows must be the rows of the index's own doc store.
-    The BM25 part itself is left out, since it is what gets rebuilt."""
+    The BM25 part itself is left out, since it is what gets rebuilt. Also the hash, where the manifest has one."""
     from retriever.index_folder import MANIFEST_FILE
-    from retriever.searching import docstore_file, required_files
+    from retriever.index_opening import docstore_file, required_files
 
-    dense = {**manifest, "lexical": None}
+    dense = dense_part(manifest)
     check_folder(index_dir, dense, MANIFEST_FILE, required_files(manifest))
     docstore = docstore_file(index_dir, manifest)
     recorded = recorded_files(dense).get(docstore.name)
     if recorded and file_sha256(docstore) != recorded.get("sha256"):
         raise damaged(docstore, "its content is not the one the index was built with (replaced or corrupted)")
-    return docstore
+    return docstore, recorded.get("sha256") if recorded else None

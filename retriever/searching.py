@@ -9,19 +9,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import faiss
 import numpy as np
-import pyarrow.parquet as pq
 
-from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, MappedDocuments, ParquetDocuments
 from retriever.encoder import SharedEncoders, check_requested_encoder, recorded_encoder
 from retriever.errors import RetrieverError
-from retriever.index_folder import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, manifest_bytes,
-                                    manifest_changes, read_manifest)
-from retriever.integrity import check_counts, check_folder, damaged, ids_sha256, reading
-from retriever.ondisk import IVFDATA_FILE, ONDISK_TYPE, read_ondisk_index
+from retriever.index_folder import INDEX_FILE, MANIFEST_FILE, manifest_bytes, manifest_changes, read_manifest
+from retriever.index_opening import open_index, required_files
+from retriever.integrity import check_folder, damaged, dense_part
+from retriever.ondisk import IVFDATA_FILE, ONDISK_TYPE
 from retriever.fusion import FUSION_SETTINGS, MODES, FusionParams, check_mode, fuse
-from retriever.lexical import missing_lexical_message, open_lexical
+from retriever.lexical_part import missing_lexical_message, open_lexical
 from retriever.tuning import bounded, check_settings_apply, search_with
 from retriever.runs import Run, rank_order
 from retriever.texts import check_k, check_queries, passage_text, refuse_blank
@@ -42,51 +39,14 @@ class Hit:
         return {"rank": self.rank, "id": self.id, "score": self.score, "title": self.title, "text": self.text}
 
 
-def required_files(manifest: dict) -> tuple[str, ...]:
-    """The files an index folder of this manifest's type must hold (read before the manifest is checked)."""
-    index = manifest.get("index")
-    if isinstance(index, dict) and index.get("type") == ONDISK_TYPE:
-        return INDEX_FILE, IVFDATA_FILE, MAPPED_DOCSTORE_FILE, ID_ORDER_FILE
-    return INDEX_FILE, IDS_FILE, DOCSTORE_FILE
-
-
-def docstore_file(index_dir: Path, manifest: dict) -> Path:
-    """The doc store of an index folder of this manifest's type (BM25 is built from it)."""
-    ondisk = manifest.get("index", {}).get("type") == ONDISK_TYPE
-    return index_dir / (MAPPED_DOCSTORE_FILE if ondisk else DOCSTORE_FILE)
-
-
-def open_index(index_dir: Path, manifest: dict) -> tuple[faiss.Index, MappedDocuments | ParquetDocuments]:
-    """The FAISS index and its documents, counts checked against the manifest. An on-disk index and
-    its doc store are memory-mapped, not read; the others' id map and doc store are read whole."""
-    if manifest["index"].get("type") == ONDISK_TYPE:
-        with reading(index_dir / INDEX_FILE):
-            index = read_ondisk_index(index_dir / INDEX_FILE)
-        with reading(index_dir / MAPPED_DOCSTORE_FILE):
-            documents = MappedDocuments(index_dir)
-        counts = {INDEX_FILE: int(index.ntotal), MAPPED_DOCSTORE_FILE: len(documents),
-                  ID_ORDER_FILE: documents.sorted_ids}
-        check_counts(index_dir, manifest, counts, ID_ORDER_FILE, "")
-        return index, documents
-    with reading(index_dir / INDEX_FILE):
-        index = faiss.read_index(str(index_dir / INDEX_FILE))
-    with reading(index_dir / IDS_FILE):
-        ids = pq.read_table(index_dir / IDS_FILE)
-    with reading(index_dir / DOCSTORE_FILE):
-        documents = ParquetDocuments(ids, pq.read_table(index_dir / DOCSTORE_FILE, memory_map=True))
-    check_counts(index_dir, manifest, {INDEX_FILE: int(index.ntotal), IDS_FILE: len(documents),
-                                       DOCSTORE_FILE: documents.docstore_rows},
-                 IDS_FILE, ids_sha256(documents.ids, documents.rows))
-    return index, documents
-
-
 DEFAULT_K = 10  # hits of a search that names no k (the CLI's one QUERY, a server request without k)
 BATCH_HITS = 256 * 1000  # most hits a batch search holds at once (its default batch at the default depth)
 REOPEN_ATTEMPTS = 3  # opens of a folder a build keeps replacing before giving up
 
 
 class Searcher:
-    """An index folder loaded once: FAISS index, id map, doc store, query encoder and BM25 index if it has one.
+    """An index folder loaded once: FAISS index, id map, doc store, query encoder and BM25 index if it has one (a
+    damaged BM25 part fails only the modes that use it).
 
     ``mode`` (dense, bm25 or hybrid) is the default of every search. Hybrid fuses with the manifest's
     tuned fusion if it has one, else RRF; ``fusion_overrides`` (``FusionParams.overridden`` keywords)
@@ -133,7 +93,7 @@ class Searcher:
         """Everything read from the folder, at once: a build swapping in a new version meanwhile is seen by the
         manifest changing (``__init__`` then opens again), so files of two versions are never paired."""
         self.manifest = read_manifest(self.index_dir)
-        check_folder(self.index_dir, self.manifest, MANIFEST_FILE, required_files(self.manifest))
+        check_folder(self.index_dir, dense_part(self.manifest), MANIFEST_FILE, required_files(self.manifest))
         check_requested_encoder(self.manifest, **requested_settings)
         self.encoder = recorded_encoder(self.manifest["encoder"], "the index was built", self.index_dir, device,
                                         dtype, batch_size, model, encoders)
@@ -141,18 +101,22 @@ class Searcher:
         defaults = self.manifest["index"].get("search_defaults") or {}  # null is allowed: no defaults
         self.default_nprobe = defaults.get("nprobe")
         self.default_ef_search = defaults.get("ef_search")
-        self.lexical = open_lexical(self.index_dir, self.manifest)
+        try:  # damage to the BM25 part refuses the modes that read it (check_mode), not dense search
+            self.lexical, self._lexical_problem = open_lexical(self.index_dir, self.manifest), None
+        except RetrieverError as error:
+            self.lexical, self._lexical_problem = None, str(error)
         self.fusion = FusionParams.from_record(self.manifest.get("fusion")).overridden(**(fusion_overrides or {}))
         self.mode = self.check_mode(mode)
 
     def modes(self) -> list[str]:
-        """The search modes this index can do."""
-        return list(MODES) if self.lexical is not None else ["dense"]
+        """The search modes this index can do (bm25 and hybrid on a damaged BM25 part say so when asked for)."""
+        return list(MODES) if self.lexical is not None or self._lexical_problem else ["dense"]
 
     def check_mode(self, mode: str) -> str:
-        """``mode``, refused when it needs a BM25 index this one lacks."""
+        """``mode``, refused when it needs a BM25 index this one lacks or could not open."""
         if check_mode(mode) != "dense" and self.lexical is None:
-            raise RetrieverError(missing_lexical_message(self.index_dir))
+            problem = getattr(self, "_lexical_problem", None)  # None in stand-ins that borrow this method
+            raise RetrieverError(problem or missing_lexical_message(self.index_dir))
         return mode
 
     def rank(self, texts: Sequence[str], k: int, mode: str | None = None, vectors: np.ndarray | None = None,

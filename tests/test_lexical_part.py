@@ -50,3 +50,43 @@ def test_a_kill_during_bm25_overwrite_leaves_one_matching_pair(index, killed_at)
     record = add_lexical(index, LexicalParams(k1=3.0, b=0.9), overwrite=True, progress=False)  # the rerun tidies up
     parts = sorted(path.name for path in index.iterdir() if path.name.startswith(("bm25", ".bm25")))
     assert parts == [record["directory"]] and bm25_hits(index) != before
+
+
+def _reversed_corpus_index(tiny_beir, tiny_model_dir, tmp_path):
+    """An index of the same documents in the opposite order: as many rows, each BM25 row another document."""
+    from conftest import write_jsonl
+
+    rows = [json.loads(line) for line in (tiny_beir / "corpus.jsonl").read_text().splitlines()][::-1]
+    corpus = write_jsonl(tmp_path / "reversed.jsonl", rows)
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(corpus, tmp_path / "other", encoder, IndexParams("flat"), progress=False)
+    return tmp_path / "other"
+
+
+def test_a_bm25_part_copied_from_another_index_of_as_many_documents_is_refused(index, tiny_beir, tiny_model_dir,
+                                                                               tmp_path):
+    """The BM25 record held nothing of the doc store it was built from: a part (folder and record) copied from an
+    index of as many documents opened, and its rows were read as this index's documents."""
+    import shutil
+
+    from retriever.errors import RetrieverError
+
+    other = _reversed_corpus_index(tiny_beir, tiny_model_dir, tmp_path)
+    manifest, theirs = (json.loads((folder / MANIFEST_FILE).read_text()) for folder in (index, other))
+    shutil.rmtree(index / manifest["lexical"]["directory"])
+    shutil.copytree(other / theirs["lexical"]["directory"], index / theirs["lexical"]["directory"])
+    (index / MANIFEST_FILE).write_text(json.dumps({**manifest, "lexical": theirs["lexical"]}))
+    for mode in ("bm25", "hybrid"):
+        with pytest.raises(RetrieverError, match=rf"^{index}/bm25: this BM25 part was built from another doc store "
+                                                 rf".*; rebuild it with `retriever bm25 {index} --overwrite`"):
+            Searcher(index, device="cpu", mode=mode)
+    add_lexical(index, overwrite=True, progress=False)
+    assert bm25_hits(index)[0][0] == "d6"  # the bee passage, by this index's own rows
+
+
+def test_a_bm25_part_recorded_before_its_doc_store_fingerprint_still_opens(index):
+    manifest = json.loads((index / MANIFEST_FILE).read_text())
+    assert manifest["lexical"]["docstore"]["sha256"] == manifest["integrity"]["files"]["docstore.parquet"]["sha256"]
+    del manifest["lexical"]["docstore"]
+    (index / MANIFEST_FILE).write_text(json.dumps(manifest))
+    assert bm25_hits(index)[0][0] == "d6"

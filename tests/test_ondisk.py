@@ -1,6 +1,7 @@
 """ivf-ondisk: built in parallel parts, merged to on-disk lists, searched memory-mapped."""
 from __future__ import annotations
 
+import json
 import os
 import random
 import shutil
@@ -15,6 +16,7 @@ from retriever.docstore import MappedDocuments
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.indexing import IndexParams, build_index
+from retriever.integrity import file_sha256
 from retriever.lexical_part import add_lexical
 from retriever.ondisk import IVFDATA_FILE
 from retriever.searching import Searcher
@@ -80,11 +82,13 @@ def test_bm25_and_hybrid_on_ondisk_match_an_in_memory_index(ondisk, shards, corp
         assert found == [[(hit.id, round(hit.score, 5)) for hit in row]
                          for row in memory.search(QUERIES, 10, 8, mode=mode)]
         assert all(len(row) == 10 for row in found)
-    bm25_files = mapped.manifest["lexical"]["files"]
+    bm25_files, built_from = mapped.manifest["lexical"]["files"], mapped.manifest["lexical"]["docstore"]
+    assert built_from == {"file": "docstore.arrow", "sha256": file_sha256(ondisk / "docstore.arrow")}
     assert verify_index(ondisk) == len(mapped.manifest["integrity"]["files"]) + len(bm25_files) > len(bm25_files)
     rebuilt = tmp_path / "rebuilt"  # `retriever bm25 --overwrite` reads the mapped Arrow doc store
     shutil.copytree(ondisk, rebuilt)
     assert add_lexical(rebuilt, overwrite=True, progress=False)["files"] == bm25_files
+    assert json.loads((rebuilt / "manifest.json").read_text())["lexical"]["docstore"] == built_from
     again = Searcher(rebuilt, device="cpu").rank(QUERIES, 10, "bm25")
     assert again[1].tolist() == mapped.rank(QUERIES, 10, "bm25")[1].tolist()
 

@@ -106,7 +106,8 @@ def _bm25_for_other_documents(folder: Path) -> None:
     _write_manifest(folder, manifest)
 
 
-# (case, damage, command ("search" opens the folder; "verify" is `info --verify`), expected in the error line)
+# (case, damage, command ("search" opens the folder for dense search, "bm25"/"hybrid" for those modes; "verify" is
+# `info --verify`), expected in the error line)
 DAMAGE = [
     ("index-truncated", lambda f: _truncate(f / "index.faiss"), "search", "index.faiss: "),
     ("index-missing", lambda f: (f / "index.faiss").unlink(), "search", "index.faiss: missing"),
@@ -125,11 +126,12 @@ DAMAGE = [
     ("ids-garbage-same-size", _garbage_same_size("ids.parquet"), "search", "ids.parquet: cannot be read"),
     ("docstore-one-byte-flipped", _flip_one_byte, "verify", "docstore.parquet: its SHA-256 differs"),
     ("ids-reversed-verify", _reverse_ids, "verify", "ids.parquet: its rows differ"),
-    ("bm25-truncated", lambda f: _truncate(f / "bm25" / "indices.csc.index.npy"), "search",
+    ("bm25-truncated", lambda f: _truncate(f / "bm25" / "indices.csc.index.npy"), "hybrid",
      "bm25/indices.csc.index.npy: "),
-    ("bm25-missing", lambda f: (f / "bm25" / "vocab.index.json").unlink(), "search", "bm25/vocab.index.json: missing"),
+    ("bm25-missing", lambda f: (f / "bm25" / "vocab.index.json").unlink(), "hybrid", "bm25/vocab.index.json: missing"),
+    ("bm25-garbage-same-size", _garbage_same_size("bm25/indptr.csc.index.npy"), "bm25", "bm25: cannot be read"),
     ("bm25-one-byte-flipped", _flip_bm25_byte, "verify", "bm25/data.csc.index.npy: its SHA-256 differs"),
-    ("bm25-other-documents", _bm25_for_other_documents, "search", "idx/bm25: holds 5 documents where the manifest"),
+    ("bm25-other-documents", _bm25_for_other_documents, "hybrid", "idx/bm25: holds 5 documents where the manifest"),
 ]
 
 
@@ -138,8 +140,9 @@ def test_damaged_folder_is_one_clear_error(built, tmp_path, case, damage, comman
     folder = tmp_path / "idx"
     shutil.copytree(built, folder)
     damage(folder)
-    argv = (["search", str(folder), "cat", "--device", "cpu", "--dtype", "fp32"] if command == "search"
-            else ["info", str(folder), "--verify"])
+    argv = (["info", str(folder), "--verify"] if command == "verify"
+            else ["search", str(folder), "cat", "--device", "cpu", "--dtype", "fp32", "--mode",
+                  "dense" if command == "search" else command])
     result = CliRunner().invoke(main, argv)
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert result.exit_code == 1 and len(errors) == 1, (result.output, result.exception)
@@ -148,6 +151,17 @@ def test_damaged_folder_is_one_clear_error(built, tmp_path, case, damage, comman
         assert "rebuild" in errors[0]
     if case.startswith("bm25-"):
         assert f"retriever bm25 {folder} --overwrite" in errors[0]
+
+
+@pytest.mark.parametrize("case, damage", [(case, damage) for case, damage, command, _ in DAMAGE
+                                          if case.startswith("bm25-") and command != "verify"])
+def test_dense_search_works_on_a_folder_whose_bm25_part_is_damaged(built, tmp_path, case, damage):
+    """Searcher opened the BM25 part in every mode, so damage there refused dense search too."""
+    folder = tmp_path / "idx"
+    shutil.copytree(built, folder)
+    damage(folder)
+    result = CliRunner().invoke(main, ["search", str(folder), "cat", "--device", "cpu", "--dtype", "fp32", "--json"])
+    assert result.exit_code == 0 and len(json.loads(result.stdout)["hits"]) == 10, result.output
 
 
 def test_info_summarises_and_verifies_an_intact_folder(built):

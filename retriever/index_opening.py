@@ -1,0 +1,51 @@
+"""Opening the dense part of an index folder: which files a folder of each index type holds, and its FAISS index
+with its documents, counts checked against the manifest (search, `info --verify` and `retriever bm25` share it)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import faiss
+import pyarrow.parquet as pq
+
+from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, MappedDocuments, ParquetDocuments
+from retriever.index_folder import DOCSTORE_FILE, IDS_FILE, INDEX_FILE
+from retriever.integrity import check_counts, ids_sha256, reading
+from retriever.ondisk import IVFDATA_FILE, ONDISK_TYPE, read_ondisk_index
+
+
+def required_files(manifest: dict) -> tuple[str, ...]:
+    """The files an index folder of this manifest's type must hold (read before the manifest is checked)."""
+    index = manifest.get("index")
+    if isinstance(index, dict) and index.get("type") == ONDISK_TYPE:
+        return INDEX_FILE, IVFDATA_FILE, MAPPED_DOCSTORE_FILE, ID_ORDER_FILE
+    return INDEX_FILE, IDS_FILE, DOCSTORE_FILE
+
+
+def docstore_file(index_dir: Path, manifest: dict) -> Path:
+    """The doc store of an index folder of this manifest's type (BM25 is built from it)."""
+    ondisk = manifest.get("index", {}).get("type") == ONDISK_TYPE
+    return index_dir / (MAPPED_DOCSTORE_FILE if ondisk else DOCSTORE_FILE)
+
+
+def open_index(index_dir: Path, manifest: dict) -> tuple[faiss.Index, MappedDocuments | ParquetDocuments]:
+    """The FAISS index and its documents, counts checked against the manifest. An on-disk index and
+    its doc store are memory-mapped, not read; the others' id map and doc store are read whole."""
+    if manifest["index"].get("type") == ONDISK_TYPE:
+        with reading(index_dir / INDEX_FILE):
+            index = read_ondisk_index(index_dir / INDEX_FILE)
+        with reading(index_dir / MAPPED_DOCSTORE_FILE):
+            documents = MappedDocuments(index_dir)
+        counts = {INDEX_FILE: int(index.ntotal), MAPPED_DOCSTORE_FILE: len(documents),
+                  ID_ORDER_FILE: documents.sorted_ids}
+        check_counts(index_dir, manifest, counts, ID_ORDER_FILE, "")
+        return index, documents
+    with reading(index_dir / INDEX_FILE):
+        index = faiss.read_index(str(index_dir / INDEX_FILE))
+    with reading(index_dir / IDS_FILE):
+        ids = pq.read_table(index_dir / IDS_FILE)
+    with reading(index_dir / DOCSTORE_FILE):
+        documents = ParquetDocuments(ids, pq.read_table(index_dir / DOCSTORE_FILE, memory_map=True))
+    check_counts(index_dir, manifest, {INDEX_FILE: int(index.ntotal), IDS_FILE: len(documents),
+                                       DOCSTORE_FILE: documents.docstore_rows},
+                 IDS_FILE, ids_sha256(documents.ids, documents.rows))
+    return index, documents
