@@ -14,6 +14,7 @@ from retriever.metrics import (DEFAULT_METRICS, Evaluation, answer_recall, answe
                                judged_query_ids, metric_cutoff, trec_order)
 from retriever.runs import Qrels, Run, read_qrels, read_run
 from retriever.searching import Searcher
+from retriever.texts import is_blank
 
 ANSWER_KS = (1, 5, 20, 100)
 
@@ -111,14 +112,31 @@ def judged_missing_from(searcher: Searcher, qrels: Qrels) -> tuple[int, int]:
     return sum(searcher.documents.document(doc) is None for doc in judged), len(judged)
 
 
+def unknown_words_warning(searcher: Searcher, queries: list[Query], mode: str | None = None) -> str | None:
+    """A batch run's note on the queries a dense search refuses as holding no word the model knows
+    (``Searcher.rank``; blank ones have ``blank_queries_warning``): searched all the same, so a run keeps every
+    query id, as blank ones are, with hits that match nothing in particular; hybrid ranks them by BM25 alone.
+    ``mode``: the run's, by default the searcher's."""
+    mode = mode or searcher.mode
+    if mode == "bm25":
+        return None
+    texts = [q.text for q in queries]
+    named = [q.id for q, unknown in zip(queries, searcher.unknown_words(texts)) if unknown and not is_blank(q.text)]
+    if not named:
+        return None
+    fate = "hybrid ranks them by BM25 alone" if mode == "hybrid" else "their hits match nothing in particular"
+    return (f"warning: {len(named)} of {len(queries)} queries hold no word the model knows (e.g. "
+            f"{', '.join(map(repr, named[:3]))}: it reads them as [UNK] only); {fate}")
+
+
 def search_split(searcher: Searcher, dataset: BeirDataset, split: str, k: int = 1000,
                  nprobe: int | None = None, ef_search: int | None = None,
                  progress: bool = True, desc: str = "search") -> tuple[Run, list[Query], Qrels]:
     """Search every judged query of a split (the run, those queries and the split's qrels)."""
     queries, qrels = judged_split(dataset, split)
-    warning = blank_queries_warning(queries)
-    if warning:
-        print(warning, file=sys.stderr)
+    for warning in (blank_queries_warning(queries), unknown_words_warning(searcher, queries)):
+        if warning:
+            print(warning, file=sys.stderr)
     with tqdm(total=len(queries), desc=f"{desc} {split}", unit="q", file=sys.stderr, disable=not progress) as bar:
         run = searcher.run([q.id for q in queries], [q.text for q in queries], k=k, nprobe=nprobe,
                            ef_search=ef_search, progress=bar.update)

@@ -15,7 +15,7 @@ from tqdm import tqdm
 
 from retriever.corpus import BeirDataset, Query, blank_queries_warning
 from retriever.errors import RetrieverError
-from retriever.evaluation import judged_missing_from, judged_split, warn_of_left_out
+from retriever.evaluation import judged_missing_from, judged_split, unknown_words_warning, warn_of_left_out
 from retriever.fusion import FusionParams, fuse
 from retriever.index_folder import read_manifest, replace_manifest
 from retriever.metrics import evaluate_run, judged_query_ids
@@ -79,9 +79,11 @@ def _scores_by_query(searcher: Searcher, queries: list[Query], qrels: Qrels, gri
     for start in range(0, len(queries), step):
         batch = queries[start:start + step]
         ids, texts = [q.id for q in batch], [q.text for q in batch]
-        dense, lexical = searcher.rank(texts, depth, "dense"), searcher.rank(texts, depth, "bm25")
+        dense, lexical = searcher.rank(texts, depth, "dense", keep_unknown=True), searcher.rank(texts, depth, "bm25")
+        # as hybrid search does (Searcher.rank), a query of no word the model knows is fused from BM25's list alone
+        fusable = (dense[0], np.where(searcher.unknown_words(texts)[:, None], -1, dense[1]))
         judged = {qid: qrels[qid] for qid in ids}
-        for into, ranked in zip(scores, [fuse(dense, lexical, params, k) for params in grid] + [dense, lexical]):
+        for into, ranked in zip(scores, [fuse(fusable, lexical, params, k) for params in grid] + [dense, lexical]):
             into.update(_per_query(searcher.as_run(ids, *ranked), judged))
         bar.update(len(batch))
     return scores
@@ -95,9 +97,9 @@ def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, k: int = 10
     check_judged_documents(searcher, beir, split, qrels)
     warn_of_left_out(beir, split, queries, qrels, "they are not searched and score 0 in every setting (as evaluate "
                      "scores them)")
-    warning = blank_queries_warning(queries)
-    if warning:
-        print(warning, file=sys.stderr)
+    for warning in (blank_queries_warning(queries), unknown_words_warning(searcher, queries, "hybrid")):
+        if warning:
+            print(warning, file=sys.stderr)
     grid = fusion_grid(searcher.fusion.depth)
     with tqdm(total=len(queries), desc=f"tune fusion on {split}", unit="q", file=sys.stderr,
               disable=not progress) as bar:

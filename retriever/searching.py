@@ -21,7 +21,7 @@ from retriever.fusion import FUSION_SETTINGS, MODES, FusionParams, check_mode, f
 from retriever.lexical_part import missing_lexical_message, open_lexical
 from retriever.tuning import bounded, check_settings_apply, search_with
 from retriever.runs import Run, rank_order
-from retriever.texts import check_k, check_queries, passage_text, refuse_blank
+from retriever.texts import check_k, check_queries, passage_text, refuse_blank, without_known_tokens
 from retriever import tie_cut
 
 
@@ -120,12 +120,18 @@ class Searcher:
         return mode
 
     def rank(self, texts: Sequence[str], k: int, mode: str | None = None, vectors: np.ndarray | None = None,
-             nprobe: int | None = None, ef_search: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+             nprobe: int | None = None, ef_search: int | None = None,
+             keep_unknown: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (scores, FAISS labels) per query in ``mode``, in ``rank_order`` (so every prefix is the
-        top of a smaller k, ties included: see ``tie_cut``); ``vectors`` are the encoded texts if at hand."""
+        top of a smaller k, ties included: see ``tie_cut``); ``vectors`` are the encoded texts if at hand. A query
+        the model reads as nothing but [UNK] (``unknown_words``) is refused in dense mode, since any hits would be
+        arbitrary, unless ``keep_unknown`` (batch runs keep every query, and warn); hybrid ranks it by BM25 alone."""
         mode, texts, k = self.check_mode(mode or self.mode), check_queries(texts), check_k(k)
         check_settings_apply(self.index, nprobe, ef_search)
         _check_settings(nprobe, ef_search)
+        unknown = self.unknown_words(texts) if mode == "hybrid" or (mode == "dense" and not keep_unknown) else None
+        if mode == "dense" and unknown is not None and unknown.any():
+            raise RetrieverError(self._unknown_message(unknown))
         if mode != "bm25" and vectors is None:
             vectors = self.encoder.encode_queries(texts)
         elif vectors is not None and len(vectors) != len(texts):
@@ -136,9 +142,23 @@ class Searcher:
             return self._top_k(dense if mode == "dense" else lexical, len(texts), k)
         everything, depth = np.arange(len(texts)), self.fusion_depth(k)
         dense_top, lexical_top = dense(everything, depth), lexical(everything, depth)
+        dense_top[1][unknown] = -1  # the dense half has nothing to go on: such a query gets BM25's ranking
         fused = lambda rows, top: fuse((dense_top[0][rows], dense_top[1][rows]),  # noqa: E731
                                        (lexical_top[0][rows], lexical_top[1][rows]), self.fusion, top)
         return self._top_k(fused, len(texts), k)
+
+    def unknown_words(self, texts: Sequence[str]) -> np.ndarray:
+        """Which queries hold no word the model knows (``texts.without_known_tokens``): the model reads "🐝" as
+        [UNK] as it reads any unknown word, so its vector, and its dense hits, say nothing of the query."""
+        encoder = self.encoder
+        return np.array(without_known_tokens(encoder.tokenizer, texts, encoder.settings.query_max_length), dtype=bool)
+
+    def _unknown_message(self, unknown: np.ndarray) -> str:
+        number, total = int(np.flatnonzero(unknown)[0]) + 1, len(unknown)
+        bm25 = ", or search it in hybrid or bm25 mode (BM25 may match its text)" if self.manifest.get("lexical") else ""
+        return (f"{'the query' if total == 1 else f'query {number} of {total}'} holds no word the model knows (it "
+                f"reads as {self.encoder.tokenizer.unk_token or 'unknown tokens'} only), so its dense hits would be "
+                f"arbitrary; rephrase it{bm25}")
 
     def _top_k(self, search, queries: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         return tie_cut.top_k(search, queries, k, self.index.ntotal, self.documents.ids_of)
@@ -180,7 +200,8 @@ class Searcher:
 
     def search(self, queries: Sequence[str], k: int = DEFAULT_K, nprobe: int | None = None,
                ef_search: int | None = None, mode: str | None = None) -> list[list[Hit]]:
-        """Top-k hits with title and text for each query (a blank one is refused: ``run`` keeps it)."""
+        """Top-k hits with title and text for each query (a blank one is refused, and in dense mode one of unknown
+        words: ``run`` keeps them)."""
         scores, labels = self.rank(refuse_blank(check_queries(queries)), k, mode, nprobe=nprobe, ef_search=ef_search)
         return [self.hits(row_scores, row_labels) for row_scores, row_labels in zip(scores, labels)]
 
@@ -221,7 +242,7 @@ class Searcher:
         for start in range(0, len(query_ids), batch_size):
             texts = list(query_texts[start:start + batch_size])
             part = self.as_run(query_ids[start:start + batch_size],
-                               *self.rank(texts, k, nprobe=nprobe, ef_search=ef_search))
+                               *self.rank(texts, k, nprobe=nprobe, ef_search=ef_search, keep_unknown=True))
             if progress is not None:
                 progress(len(texts))
             yield part

@@ -147,3 +147,14 @@ def tokenize_bounded(tokenizer, texts: Sequence[str], max_length: int):
         pending = [i for j, i in enumerate(pending)
                    if len(texts[i]) > limit and len(again["input_ids"][j]) < max_length]
     return encoded
+
+
+def without_known_tokens(tokenizer, texts: Sequence[str], max_length: int) -> list[bool]:
+    """Which texts the model reads as nothing but special tokens ([UNK], [CLS], [SEP]) within ``max_length``:
+    "🐝" is [CLS] [UNK] [SEP] to BERT, the vector of any other unknown word, so its dense hits are arbitrary.
+    Blank texts count too. A tokenizer without an unknown token (byte-level BPE) knows every non-blank text."""
+    if not texts:
+        return []
+    special = set(tokenizer.all_special_ids)
+    encoded = tokenize_bounded(tokenizer, list(texts), max_length)
+    return [all(token in special for token in ids) for ids in encoded["input_ids"]]

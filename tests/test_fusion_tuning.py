@@ -127,8 +127,8 @@ def test_tuning_searches_a_batch_of_queries_at_a_time_and_shows_its_progress(ind
     capsys.readouterr()
     searched = []
     rank = Searcher.rank
-    monkeypatch.setattr(Searcher, "rank", lambda self, texts, *args: searched.append(len(texts)) or rank(self, texts,
-                                                                                                        *args))
+    monkeypatch.setattr(Searcher, "rank", lambda self, texts, *args, **kwargs: searched.append(len(texts))
+                        or rank(self, texts, *args, **kwargs))
     monkeypatch.setattr(retriever.searching, "BATCH_HITS", 12)  # one query's lists over the 12 documents
     assert tune_and_record(index, dataset, "train", device="cpu", dtype="fp32") == whole
     assert searched == [1, 1, 1, 1]  # each of the 2 queries, dense then BM25

@@ -16,7 +16,7 @@ from retriever.cli.options import (OutputFile, check_outputs_apart, compose, cor
 from retriever.corpus import BeirDataset, Fields, Query, blank_queries_warning, read_queries
 from retriever.errors import RetrieverError
 from retriever.files import write_json
-from retriever.evaluation import evaluate_index, evaluate_run_file
+from retriever.evaluation import evaluate_index, evaluate_run_file, unknown_words_warning
 from retriever.metrics import DEFAULT_METRICS, parse_metric_list
 from retriever.pooling import POOLINGS
 from retriever.partial_runs import search_fingerprint, write_search_run
@@ -131,9 +131,9 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
                            "and words under two characters are not terms)", err=True)
         return
     batch = _read_batch(queries, fmt, fields_from(id_field, text_field, title_field))
-    warning = blank_queries_warning(batch)
-    if warning:
-        click.echo(warning, err=True)
+    for warning in (blank_queries_warning(batch), unknown_words_warning(searcher, batch)):
+        if warning:
+            click.echo(warning, err=True)
     configure_batch_threads()
     ids, texts, depth = [q.id for q in batch], [q.text for q in batch], min(k, searcher.index.ntotal)
     settings = {"nprobe": nprobe, "ef_search": ef_search}

@@ -1,0 +1,91 @@
+"""A query the model reads as nothing but [UNK]: its vector is that of any unknown word, so dense hits for it are
+arbitrary, as a blank query's were before blank queries were refused."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from conftest import TINY_DOCS
+from retriever.cli import main
+from retriever.encoder import Encoder, EncoderSettings
+from retriever.errors import RetrieverError
+from retriever.indexing import IndexParams, encode_and_index
+from retriever.searching import Searcher
+
+GREEK_HONEY = "μέλι"  # letters the tiny BERT's vocabulary lacks ([UNK]) and BM25 indexes as a word
+DEVICE = ["--device", "cpu", "--dtype", "fp32"]
+
+
+@pytest.fixture(scope="module")
+def index(tiny_model_dir, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("unknown-words")
+    docs = [(i, t, f"{x} ({GREEK_HONEY})" if i == "d6" else x) for i, t, x in TINY_DOCS]
+    corpus = folder / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in docs))
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(corpus, folder / "idx", encoder, IndexParams("flat"), progress=False)
+    return folder / "idx"
+
+
+def test_a_query_of_unknown_words_is_refused_in_dense_mode_in_one_line(index):
+    searcher = Searcher(index, device="cpu", dtype="fp32")
+    assert searcher.unknown_words(["🐝", "🐝 🐝", GREEK_HONEY, "bee 🐝", " "]).tolist() == [True, True, True, False,
+                                                                                              True]
+    with pytest.raises(RetrieverError, match=r"^the query holds no word the model knows \(it reads as \[UNK\] only\), "
+                                             r"so its dense hits would be arbitrary; rephrase it, or search it in "
+                                             r"hybrid or bm25 mode \(BM25 may match its text\)$"):
+        searcher.search(["🐝"], k=3)
+    with pytest.raises(RetrieverError, match=r"^query 2 of 2 holds no word the model knows"):
+        searcher.rank(["bee", "🐝 🐝"], 3)  # what the server searches with
+
+
+def test_hybrid_ranks_a_query_of_unknown_words_by_bm25_alone_and_bm25_is_unchanged(index):
+    searcher = Searcher(index, device="cpu", dtype="fp32", mode="hybrid")
+    [bm25] = searcher.search([GREEK_HONEY], k=5, mode="bm25")
+    [hybrid] = searcher.search([GREEK_HONEY], k=5)
+    assert [h.id for h in bm25] == [h.id for h in hybrid] == ["d6"]  # no arbitrary dense hits fused in
+    assert searcher.search(["🐝"], k=5) == [[]]  # nothing either engine can go on
+    known = searcher.rank([f"honey {GREEK_HONEY}"], 5)
+    assert (known[1] >= 0).sum() == 5  # a query with a known word keeps its dense half
+
+
+def test_a_batch_run_keeps_queries_of_unknown_words_and_warns_of_them(index, tmp_path):
+    searcher = Searcher(index, device="cpu", dtype="fp32")
+    run = searcher.run(["q1", "q2"], ["honey bee", "🐝"], k=3)
+    assert [len(run[qid]) for qid in ("q1", "q2")] == [3, 3]  # every query id stays in the run, as blank ones do
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text("".join(json.dumps({"_id": qid, "text": text}) + "\n"
+                               for qid, text in [("q1", "honey bee"), ("qb", "🐝"), ("qe", " ")]))
+    for mode, fate in (("dense", "their hits match nothing in particular"), ("hybrid", "hybrid ranks them by BM25 "
+                                                                                      "alone")):
+        result = CliRunner().invoke(main, ["search", str(index), "--queries", str(queries), "-k", "2", "--mode", mode,
+                                           *DEVICE])
+        assert result.exit_code == 0, result.output
+        assert (f"warning: 1 of 3 queries hold no word the model knows (e.g. 'qb': it reads them as [UNK] only); "
+                f"{fate}") in result.stderr
+        assert "warning: 1 of 3 queries have empty text (e.g. 'qe')" in result.stderr
+
+
+def test_the_cli_refuses_one_query_of_unknown_words_in_dense_mode_only(index):
+    result = CliRunner().invoke(main, ["search", str(index), "🐝", *DEVICE])
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert result.exit_code == 1 and len(errors) == 1 and "the query holds no word the model knows" in errors[0]
+    result = CliRunner().invoke(main, ["search", str(index), GREEK_HONEY, "--mode", "hybrid", "--json", *DEVICE])
+    assert result.exit_code == 0 and [h["id"] for h in json.loads(result.stdout)["hits"]] == ["d6"], result.output
+
+
+def test_fusion_tuning_keeps_a_query_of_unknown_words_and_fuses_it_as_hybrid_search_does(index, tmp_path, capsys):
+    from retriever.fusion_tuning import tune_fusion
+
+    root = tmp_path / "beir"
+    (root / "qrels").mkdir(parents=True)
+    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n"
+                                               for i, t, x in TINY_DOCS))
+    (root / "queries.jsonl").write_text(json.dumps({"_id": "qg", "text": GREEK_HONEY}) + "\n"
+                                        + json.dumps({"_id": "ql", "text": "hot lava rock"}) + "\n")
+    (root / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nqg\td6\t1\nql\td4\t1\n")
+    tune_fusion(Searcher(index, device="cpu", dtype="fp32"), root, "train", progress=False)
+    assert "1 of 2 queries hold no word the model knows (e.g. 'qg'" in capsys.readouterr().err
