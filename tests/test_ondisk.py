@@ -20,7 +20,7 @@ from retriever.integrity import file_sha256
 from retriever.lexical_part import add_lexical
 from retriever.ondisk import IVFDATA_FILE
 from retriever.searching import Searcher
-from tests.conftest import WORDS, write_jsonl
+from conftest import WORDS, write_jsonl
 
 QUERIES = ["the cat and the dog", "a river of ice", "solar power in the city", "honey from a flower",
            "the king and the queen", "rain storm cloud", "a rocket to the moon", "bread and coffee"]
