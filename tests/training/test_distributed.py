@@ -32,6 +32,23 @@ ENVIRONMENT = {**os.environ, "OMP_NUM_THREADS": "1"}
 STEPS, BATCH = 3, 4
 LAUNCH_STDERR = "launch.stderr"
 KILLED_RUN = ["--max-steps", "40", "--queries-per-step", "2", "--save-steps", "2", "--warmup-ratio", "0.2"]
+# `retriever ARGS` whose processes stop, for the test to kill them, once the checkpoint of step PAUSE_STEP is complete:
+# the tiny run's 38 other steps take a few seconds, and on a loaded machine the test's kill came after the run had
+# finished. Step 4 ends an epoch, whose end writes the checkpoint again: the kill lands between the two.
+PAUSE_STEP = 4
+PAUSED_CLI = """
+import sys, time
+from retriever.cli import main
+from retriever.training import stack
+
+class PausedAfterCheckpoint(stack.EpochEndCheckpoints):
+    def on_save(self, args, state, control, **kwargs):
+        if state.global_step == int(sys.argv[1]):
+            time.sleep(300)  # killed here by the test
+
+stack.EpochEndCheckpoints = PausedAfterCheckpoint
+main(sys.argv[2:])
+"""
 # several runs in one launch: starting two processes costs more than these tiny trainings
 RUNS_SCRIPT = """
 import json, sys
@@ -159,23 +176,37 @@ def process_tree(pid: int) -> list[int]:
     return [pid, *(grandchild for child in children for grandchild in process_tree(int(child)))]
 
 
+def gone(pid: int) -> bool:
+    """Whether a process has exited (a zombie holds no file, lock or socket any more)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
 def test_killed_two_process_run_resumes_to_the_uninterrupted_weights(work, two_process_runs):
-    output = work / "killed"
-    killed = subprocess.Popen(torchrun(*flags(work / "beir", work / "bert", output, *KILLED_RUN)), env=ENVIRONMENT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    output, script = work / "killed", work / "paused_cli.py"
+    script.write_text(PAUSED_CLI)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script),
+               str(PAUSE_STEP), *flags(work / "beir", work / "bert", output, *KILLED_RUN)[2:]]
+    killed = subprocess.Popen(command, env=ENVIRONMENT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
-    while not complete_checkpoints(output) and killed.poll() is None and time.monotonic() < deadline:
+    while PAUSE_STEP not in complete_checkpoints(output) and killed.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
-    for pid in process_tree(killed.pid):
+    assert killed.poll() is None and PAUSE_STEP in complete_checkpoints(output), "the run ended or never paused"
+    processes = process_tree(killed.pid)
+    for pid in processes:
         with contextlib.suppress(ProcessLookupError):  # a worker may go with its launcher before its own kill
             os.kill(pid, signal.SIGKILL)
     killed.wait()
-    assert killed.returncode == -signal.SIGKILL, "the run ended before it could be killed"
-    time.sleep(0.5)  # let the killed workers go
-    assert complete_checkpoints(output) and not (output / "checkpoints" / "finished.json").exists()
+    deadline = time.monotonic() + 60
+    while not all(gone(pid) for pid in processes) and time.monotonic() < deadline:
+        time.sleep(0.01)  # the workers are not ours to wait for; rank 0 holds the output's lock until it is gone
+    assert all(gone(pid) for pid in processes), "a killed worker is still running"
+    assert not (output / "checkpoints" / "finished.json").exists()
     run(torchrun(*flags(work / "beir", work / "bert", output, *KILLED_RUN)))
     record = json.loads((output / "checkpoints" / "finished.json").read_text())["result"]
-    assert record["resumed_from_step"] is not None and record["steps"] == 40
+    assert record["resumed_from_step"] == PAUSE_STEP and record["steps"] == 40
     assert largest_difference(weights(output), weights(two_process_runs / "straight")) < 1e-6
 
 
