@@ -14,6 +14,11 @@ class RetrieverError(Exception):
     """A problem with the user's input or environment, with a message saying what to do."""
 
 
+class IndexDamaged(RetrieverError):
+    """A file of an index folder is damaged, or is not the folder's own: the fault of whoever keeps the index, not
+    of the input that reached it (a server answers 500, not 400), and mended by rebuilding what the message names."""
+
+
 OUT_OF_SPACE_HINT = "free some space (or choose another path) and rerun the same command (finished work is kept)"
 
 

@@ -4,17 +4,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from retriever.encoder_settings import OVERRIDABLE
+from retriever.errors import IndexDamaged
 from retriever.index_folder import MANIFEST_FILE, read_manifest
 from retriever.index_opening import open_index, required_files
-from retriever.integrity import check_folder, file_damage, recorded_files, verify_files
-from retriever.lexical_part import open_lexical
+from retriever.integrity import check_folder, dense_part, file_damage, recorded_files, verify_files
+from retriever.lexical_part import check_lexical_files, open_lexical
 
 
 def index_summary(index_dir: str | Path) -> dict:
-    """The manifest's essentials plus the folder's size on disk; runs the cheap open checks first."""
+    """The manifest's essentials plus the folder's size on disk; runs the cheap open checks first. Damage to the
+    BM25 part is reported in ``bm25.damage`` rather than raised: dense search of the folder still works."""
     index_dir = Path(index_dir)
     manifest = read_manifest(index_dir)
-    check_folder(index_dir, manifest, MANIFEST_FILE, required_files(manifest))
+    check_folder(index_dir, dense_part(manifest), MANIFEST_FILE, required_files(manifest))
     encoder, index, corpus = manifest["encoder"], manifest["index"], manifest.get("corpus", {})
     tuning = _entry(index, "tuning")
     return {
@@ -27,7 +29,7 @@ def index_summary(index_dir: str | Path) -> dict:
         "search_defaults": _entry(index, "search_defaults"),
         "tuning": {key: tuning.get(key) for key in ("parameter", "value", "measured_recall", "k", "reached",
                                                     "queries")} if tuning else None,
-        "bm25": _lexical_summary(manifest.get("lexical")),
+        "bm25": _lexical_summary(index_dir, manifest),
         "fusion": _fusion_summary(manifest.get("fusion")),
         "bytes_on_disk": sum(p.stat().st_size for p in index_dir.rglob("*") if p.is_file()),
         "created": manifest.get("created"),
@@ -43,11 +45,19 @@ def _entry(record: dict, key: str) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _lexical_summary(lexical: dict | None) -> dict | None:
-    """The BM25 settings queries are tokenised and scored with; None for a dense-only index."""
+def _lexical_summary(index_dir: Path, manifest: dict) -> dict | None:
+    """The BM25 settings queries are tokenised and scored with, and the part's damage (None if its cheap checks
+    pass) with how to rebuild it; None for a dense-only index."""
+    lexical = manifest.get("lexical")
     if not lexical:
         return None
-    return {key: lexical.get(key) for key in ("k1", "b", "method", "stemmer", "stopwords", "documents", "vocabulary")}
+    try:
+        check_lexical_files(index_dir, manifest)
+        damage = None
+    except IndexDamaged as error:
+        damage = str(error)
+    return {**{key: lexical.get(key) for key in ("k1", "b", "method", "stemmer", "stopwords", "documents",
+                                                  "vocabulary")}, "damage": damage}
 
 
 def _fusion_summary(fusion: dict | None) -> dict | None:

@@ -18,13 +18,13 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from retriever.errors import RetrieverError, faiss_message, is_out_of_memory, out_of_memory
+from retriever.errors import IndexDamaged, RetrieverError, faiss_message, is_out_of_memory, out_of_memory
 
 REBUILD = "the index folder is damaged; rebuild it with `retriever build ... --overwrite`"
 
 
-def damaged(path: Path, problem: str) -> RetrieverError:
-    return RetrieverError(f"{path}: {problem}; {REBUILD}")
+def damaged(path: Path, problem: str) -> IndexDamaged:
+    return IndexDamaged(f"{path}: {problem}; {REBUILD}")
 
 
 def file_sha256(path: Path, progress: str | None = None) -> str:
@@ -65,11 +65,11 @@ def dense_part(manifest: dict) -> dict:
     return {**manifest, "lexical": None}
 
 
-def file_damage(folder: Path, manifest: dict, name: str, problem: str) -> RetrieverError:
+def file_damage(folder: Path, manifest: dict, name: str, problem: str) -> IndexDamaged:
     """The damage error for one recorded file; a BM25 file is rebuilt alone, without re-encoding."""
     lexical_dir = (manifest.get("lexical") or {}).get("directory", "bm25")
     if name.startswith(f"{lexical_dir}/"):
-        return RetrieverError(f"{folder / name}: {problem}; the BM25 part is damaged; rebuild it with "
+        return IndexDamaged(f"{folder / name}: {problem}; the BM25 part is damaged; rebuild it with "
                               f"`retriever bm25 {folder} --overwrite` (no re-encoding)")
     return damaged(folder / name, problem)
 

@@ -15,7 +15,7 @@ import secrets
 import shutil
 from pathlib import Path
 
-from retriever.errors import RetrieverError
+from retriever.errors import IndexDamaged, RetrieverError
 from retriever.files import left_by_dead_processes
 from retriever.folders import exclusive_build, named_output, temporary_folder
 from retriever.integrity import (check_files, check_folder, damaged, dense_part, file_damage, file_sha256, reading,
@@ -49,6 +49,16 @@ def open_lexical(index_dir: Path, manifest: dict) -> LexicalIndex | None:
     return lexical
 
 
+def check_lexical_files(index_dir: Path, manifest: dict) -> None:
+    """The BM25 part's cheap checks, nothing loaded (what `retriever info` reports): its files present at their
+    recorded sizes, and built from this folder's doc store."""
+    record = manifest.get("lexical")
+    if record:
+        directory = record.get("directory", LEXICAL_DIR)
+        check_files(index_dir, manifest, [f"{directory}/{name}" for name in record.get("files") or {}])
+        _check_built_from(index_dir, manifest, record)
+
+
 def _check_built_from(index_dir: Path, manifest: dict, record: dict) -> None:
     """The doc store the part was built from (its file and SHA-256) must be this folder's, as the manifest records
     it: a part copied from an index of as many documents passed every other check and returned that index's rows
@@ -57,10 +67,10 @@ def _check_built_from(index_dir: Path, manifest: dict, record: dict) -> None:
     if not isinstance(built_from, dict) or not own:
         return
     if (own.get(built_from.get("file")) or {}).get("sha256") != built_from.get("sha256"):
-        raise RetrieverError(f"{index_dir / record.get('directory', LEXICAL_DIR)}: this BM25 part was built from "
-                             "another doc store than this index's (copied from another index?), so its hits would "
-                             f"name the wrong documents; rebuild it with `retriever bm25 {index_dir} --overwrite` "
-                             "(no re-encoding)")
+        raise IndexDamaged(f"{index_dir / record.get('directory', LEXICAL_DIR)}: this BM25 part was built from "
+                           "another doc store than this index's (copied from another index?), so its hits would "
+                           f"name the wrong documents; rebuild it with `retriever bm25 {index_dir} --overwrite` "
+                           "(no re-encoding)")
 
 
 def add_lexical(index_dir: str | Path, params: LexicalParams = LexicalParams(), overwrite: bool = False,

@@ -5,6 +5,7 @@ differs from the manifest, or a model whose weights changed since indexing, is r
 """
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,21 +103,22 @@ class Searcher:
         self.default_nprobe = defaults.get("nprobe")
         self.default_ef_search = defaults.get("ef_search")
         try:  # damage to the BM25 part refuses the modes that read it (check_mode), not dense search
-            self.lexical, self._lexical_problem = open_lexical(self.index_dir, self.manifest), None
+            self.lexical, self.lexical_problem = open_lexical(self.index_dir, self.manifest), None
         except RetrieverError as error:
-            self.lexical, self._lexical_problem = None, str(error)
+            self.lexical, self.lexical_problem = None, error
         self.fusion = FusionParams.from_record(self.manifest.get("fusion")).overridden(**(fusion_overrides or {}))
         self.mode = self.check_mode(mode)
 
     def modes(self) -> list[str]:
         """The search modes this index can do (bm25 and hybrid on a damaged BM25 part say so when asked for)."""
-        return list(MODES) if self.lexical is not None or self._lexical_problem else ["dense"]
+        return list(MODES) if self.lexical is not None or self.lexical_problem else ["dense"]
 
     def check_mode(self, mode: str) -> str:
-        """``mode``, refused when it needs a BM25 index this one lacks or could not open."""
+        """``mode``, refused when it needs a BM25 index this one lacks or could not open (``lexical_problem``: the
+        error opening it raised, an ``IndexDamaged`` for damage, raised afresh for each search refused)."""
         if check_mode(mode) != "dense" and self.lexical is None:
-            problem = getattr(self, "_lexical_problem", None)  # None in stand-ins that borrow this method
-            raise RetrieverError(problem or missing_lexical_message(self.index_dir))
+            problem = getattr(self, "lexical_problem", None)  # None in stand-ins that borrow this method
+            raise copy.copy(problem) if problem else RetrieverError(missing_lexical_message(self.index_dir))
         return mode
 
     def rank(self, texts: Sequence[str], k: int, mode: str | None = None, vectors: np.ndarray | None = None,

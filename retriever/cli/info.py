@@ -47,6 +47,8 @@ def _hybrid_lines(summary: dict) -> list[str]:
     lines = [f"bm25:     k1={_number(bm25['k1'], 'g')} b={_number(bm25['b'], 'g')} ({bm25['method']}), "
              f"stemmer {bm25['stemmer'] or 'none'}, stopwords {bm25['stopwords'] or 'none'}, "
              f"{bm25['documents']} documents, {bm25['vocabulary']} terms"]
+    if bm25.get("damage"):
+        lines.append(f"bm25:     DAMAGED (--mode bm25/hybrid cannot run): {bm25['damage']}")
     if not fusion:
         return [*lines, f"fusion:   none recorded (hybrid uses {FusionParams().method} rrf_k={FusionParams().rrf_k:g} "
                         "unless --fusion/--rrf-k/--alpha say otherwise)"]
@@ -71,7 +73,8 @@ def info_command(index, verify, as_json):
     fusion, size on disk).
 
     Opening always checks file presence and sizes; --verify checks full hashes. Damage is one error
-    naming the file.
+    naming the file, but for a damaged BM25 part, which the summary names with its fix (dense search
+    still works); --verify fails on it.
 
     Example: retriever info indexes/scifact --verify
     """

@@ -105,10 +105,14 @@ def check_fusion_used(searchers: dict, fusion_overrides: dict) -> None:
     """Fusion flags stand whatever --mode is, since a request may ask for hybrid; but where no index has BM25 no
     request can, and the flags were ignored without a word (as `search` refuses them outside --mode hybrid)."""
     given = [name for name, value in fusion_overrides.items() if value is not None]
-    if given and all(searcher.lexical is None for searcher in searchers.values()):
-        raise RetrieverError(f"the fusion flags (--fusion, --alpha, --rrf-k, --fusion-depth) apply only to hybrid "
-                             f"search, and no index served ({', '.join(searchers)}) has a BM25 part: drop them, or "
-                             "add BM25 with `retriever bm25 INDEX`")
+    if not given or any(searcher.lexical is not None for searcher in searchers.values()):
+        return
+    unusable = (f"the fusion flags (--fusion, --alpha, --rrf-k, --fusion-depth) apply only to hybrid search, and no "
+                f"index served ({', '.join(searchers)}) has a BM25 part")
+    damaged = [(name, searcher.lexical_problem) for name, searcher in searchers.items() if searcher.lexical_problem]
+    if damaged:  # there, but it did not open: "has no BM25 part" was untrue, and adding one is not the fix
+        raise RetrieverError(f"{unusable} it can search: {damaged[0][0]}'s could not be opened: {damaged[0][1]}")
+    raise RetrieverError(f"{unusable}: drop them, or add BM25 with `retriever bm25 INDEX`")
 
 
 def load_searchers(folders: dict[str, Path], **options: object) -> dict:

@@ -20,8 +20,10 @@ its own request; a GET query string that is not UTF-8, repeats a parameter or ha
 digits; a mode the index lacks), 404 unknown index or route, 405 wrong method (HEAD is answered
 as GET), 413 body over the limit, 415 a POST that is not ``application/json`` or is compressed
 (``Content-Encoding``), 431 a request head over ``--max-head-bytes``, 503 when too many requests
-are queued, and a bare 500 message (never a traceback) for bugs. Request shapes are in
-``schemas``, input checks and limits in ``inputs``.
+are queued, 500 with its one-line message for damage to a served index's files (the server's
+fault, which a retry will not mend: a damaged BM25 part fails the bm25/hybrid requests alone),
+and a bare 500 message (never a traceback) for bugs. Request shapes are in ``schemas``, input
+checks and limits in ``inputs``.
 """
 from __future__ import annotations
 
@@ -39,7 +41,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from retriever.encoder_settings import SERVED_FIELDS
-from retriever.errors import RetrieverError
+from retriever.errors import IndexDamaged, RetrieverError
 from retriever.searching import Searcher
 from retriever.serving.batcher import Closed, MicroBatcher, Overloaded
 from retriever.serving.inputs import (ApiError, Limits, check_hits, check_query, check_query_string, read_search_body,
@@ -197,7 +199,7 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RetrieverError)
     async def refused(request: Request, error: RetrieverError) -> Response:
-        return _error(400, str(error))
+        return _error(500 if isinstance(error, IndexDamaged) else 400, str(error))
 
     @app.exception_handler(Exception)
     async def bug(request: Request, error: Exception) -> Response:

@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from retriever.cli import main
 from retriever.cli.serving import serve_command
+from retriever.errors import IndexDamaged
 from retriever.serving.protocol import guarded_protocol
 
 
@@ -37,6 +38,7 @@ def test_the_protocol_refuses_a_request_timeout_that_is_not_a_positive_number(ti
 class FakeSearcher:
     def __init__(self, folder, **kwargs) -> None:
         self.lexical = object() if "hyb" in str(folder) else None
+        self.lexical_problem = IndexDamaged(f"{folder}/bm25: damaged") if "dmg" in str(folder) else None
         self.encoder = SimpleNamespace(dtype="fp32")
 
 
@@ -67,6 +69,16 @@ def test_fusion_flags_where_no_index_served_has_bm25_are_refused(fake_serve, tmp
     both = CliRunner().invoke(main, ["serve", "--index", f"a={tmp_path / 'dense'}", "--index", f"b={tmp_path / 'hyb'}",
                                      *flag])
     assert both.exit_code == 0 and fake_serve == [["a", "b"]], both.output
+
+
+def test_fusion_flags_where_the_served_bm25_part_is_damaged_say_so_not_that_there_is_none(fake_serve, tmp_path):
+    """The refusal said "no index served has a BM25 part" of an index whose part is there but damaged."""
+    (tmp_path / "dmg").mkdir()
+    result = CliRunner().invoke(main, ["serve", "--index", f"a={tmp_path / 'dmg'}", "--alpha", "0.5"])
+    assert result.exit_code == 1 and fake_serve == []
+    assert result.output.splitlines()[-1] == (
+        "error: the fusion flags (--fusion, --alpha, --rrf-k, --fusion-depth) apply only to hybrid search, and no "
+        f"index served (a) has a BM25 part it can search: a's could not be opened: {tmp_path / 'dmg'}/bm25: damaged")
 
 
 def test_an_ipv6_host_in_url_brackets_is_listened_on(monkeypatch, tmp_path):

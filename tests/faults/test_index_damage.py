@@ -172,3 +172,23 @@ def test_info_summarises_and_verifies_an_intact_folder(built):
     summary = json.loads(CliRunner().invoke(main, ["info", str(built), "--json"]).output)
     assert summary["vectors"] == 12 and summary["bytes_on_disk"] > 0 and summary["encoder"]["dim"] == 32
     assert set(OVERRIDABLE) <= set(summary["encoder"])  # every encoder setting, a new one too
+
+
+@pytest.mark.parametrize("case, damage", [(case, damage) for case, damage, command, _ in DAMAGE
+                                          if case in ("bm25-truncated", "bm25-missing")])
+def test_info_summarises_a_folder_whose_bm25_part_is_damaged_and_says_how_to_rebuild_it(built, tmp_path, case,
+                                                                                        damage):
+    """Dense search of the folder works, so its summary is printed (it was an error); --verify still fails."""
+    folder = tmp_path / "idx"
+    shutil.copytree(built, folder)
+    damage(folder)
+    result = CliRunner().invoke(main, ["info", str(folder)])
+    assert result.exit_code == 0, result.output
+    bm25 = [line for line in result.stdout.splitlines() if line.startswith("bm25:")]
+    assert "12 vectors, 12 passages" in result.stdout and len(bm25) == 2, result.stdout
+    assert bm25[1].startswith("bm25:     DAMAGED (--mode bm25/hybrid cannot run): ") and str(folder) in bm25[1]
+    assert bm25[1].endswith(f"rebuild it with `retriever bm25 {folder} --overwrite` (no re-encoding)")
+    summary = json.loads(CliRunner().invoke(main, ["info", str(folder), "--json"]).stdout)
+    assert bm25[1].endswith(f"cannot run): {summary['bm25']['damage']}")
+    verified = CliRunner().invoke(main, ["info", str(folder), "--verify"])
+    assert verified.exit_code == 1 and f"retriever bm25 {folder} --overwrite" in verified.stderr

@@ -200,6 +200,29 @@ def test_bad_requests_get_a_json_4xx_and_the_server_keeps_serving(served, case):
     assert served.get("/search?q=cat&k=1").json()["hits"][0]["rank"] == 1
 
 
+def test_a_damaged_bm25_part_is_the_server_s_fault_a_500_for_the_requests_that_need_it(served, tmp_path):
+    """It was a 400, as if the client had sent bad input; the client's own bad input stays a 400."""
+    from retriever.lexical_part import open_lexical
+
+    folder = tmp_path / "small"
+    shutil.copytree(served.small_index, folder)
+    (folder / "bm25" / "vocab.index.json").unlink()
+    with pytest.raises(RetrieverError) as damage:
+        open_lexical(folder, read_manifest(folder))
+    searcher = served.searchers["small"]
+    lexical, searcher.lexical, searcher.lexical_problem = searcher.lexical, None, damage.value
+    try:
+        for reply in (served.get("/indexes/small/search?q=cat&mode=hybrid"),
+                      served.post_json("/indexes/small/search", {"queries": ["cat"], "mode": "bm25"})):
+            assert reply.status == 500 and reply.json() == {"error": str(damage.value)}, reply.body
+            assert f"retriever bm25 {folder} --overwrite" in str(damage.value) and "\n" not in str(damage.value)
+        assert served.get("/indexes/small/search?q=cat&mode=bm25&k=0").status == 400
+        assert served.get("/indexes/small/search?q=cat&k=1").status == 200  # dense still answers
+        assert served.get("/indexes/tiny/search?q=cat&k=1&mode=hybrid").status == 200
+    finally:
+        searcher.lexical, searcher.lexical_problem = lexical, None
+
+
 def test_a_mode_the_index_lacks_is_refused_in_the_api_s_terms(served):
     searcher = served.searchers["small"]
     lexical, searcher.lexical = searcher.lexical, None
