@@ -25,8 +25,8 @@ from retriever.model_loading import (check_vocabulary, load_model, load_tokenize
                                      tokenizer_behaviour, tokenizer_fingerprint, weights_fingerprint)
 from retriever.pooling import check_pooler_weights, drop_untrained_pooler, get_pooling
 from retriever.recorded_paths import recorded_model
-from retriever.texts import (CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN, check_queries, check_text, passage_text,
-                             tokenize_bounded)
+from retriever.texts import (CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN, check_queries, check_text, only_unknown_tokens,
+                             passage_text, tokenize_bounded)
 
 
 def length_batches(lengths: Sequence[int], batch_size: int, mix_lengths: bool = False) -> list[list[int]]:
@@ -111,15 +111,31 @@ class Encoder:
 
     def encode_queries(self, texts: Sequence[str], progress: Callable[[int], None] | None = None,
                        batch_size: int | None = None, mix_lengths: bool = False,
-                       cut_at: list | None = None) -> np.ndarray:
+                       cut_at: list | None = None, unknown: list | None = None) -> np.ndarray:
         """One row per query, in order; a lone string is refused (it would be encoded letter by letter).
         ``batch_size`` (default ``self.batch_size``) and ``mix_lengths`` (see ``length_batches``) are the server's
         for its micro-batches, per call: set on the encoder, which a caller may share, they changed its own vectors.
         ``cut_at``, when given, is filled with one entry per query: the tokens it was cut to (the query max length)
-        if it was longer, else None; the server tells each client so, from the tokenization the vectors used."""
+        if it was longer, else None; the server tells each client so, from the tokenization the vectors used.
+        ``unknown``, likewise: whether that tokenization read the query as [UNK] only (``unknown_queries``)."""
         texts = [self.settings.query_prefix + t for t in check_queries(texts)]
         return self._encode(texts, self.query_model, self.settings.query_max_length, progress, "queries",
-                            (batch_size or self.batch_size, mix_lengths), cut_at)
+                            (batch_size or self.batch_size, mix_lengths), cut_at, unknown)
+
+    def unknown_queries(self, texts: Sequence[str]) -> list[bool]:
+        """Which queries the model reads as nothing but [UNK] (its vector is any unknown word's), without encoding
+        them: for a batch run's warning. ``encode_queries(unknown=)`` says the same of the queries it encodes."""
+        texts = [self.settings.query_prefix + t for t in check_queries(texts)]
+        return self._unknown(tokenize_bounded(self.tokenizer, texts, self.settings.query_max_length)) if texts else []
+
+    def _unknown(self, encoded) -> list[bool]:
+        """``texts.only_unknown_tokens`` of tokenized queries: special ids and the query prefix's tokens, found once."""
+        if "_special_and_prefix" not in self.__dict__:  # set lazily: subclasses skip __init__
+            tokenizer, prefix = self.tokenizer, self.settings.query_prefix
+            special = set(tokenizer.all_special_ids) | ({tokenizer.unk_token_id} - {None})
+            self._special_and_prefix = (special, tokenizer(prefix, add_special_tokens=False)["input_ids"]
+                                        if prefix else [])
+        return only_unknown_tokens(encoded["input_ids"], *self._special_and_prefix)
 
     def encode_passages(self, documents: Sequence[Document],
                         progress: Callable[[int], None] | None = None) -> np.ndarray:
@@ -153,7 +169,7 @@ class Encoder:
     @torch.inference_mode()
     def _encode(self, texts: list[str], model: torch.nn.Module, max_length: int,
                 progress: Callable[[int], None] | None, kind: str, batching: tuple[int, bool],
-                cut_at: list | None = None) -> np.ndarray:
+                cut_at: list | None = None, unknown: list | None = None) -> np.ndarray:
         output = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return output
@@ -161,6 +177,8 @@ class Encoder:
         flags = self._count_cut(kind, texts, encoded, max_length)
         if cut_at is not None:
             cut_at[:] = [max_length if cut else None for cut in flags]
+        if unknown is not None:
+            unknown[:] = self._unknown(encoded)
         for rows in length_batches([len(ids) for ids in encoded["input_ids"]], *batching):
             batch = self.tokenizer.pad({key: [encoded[key][i] for i in rows] for key in encoded.keys()},
                                        return_tensors="pt")

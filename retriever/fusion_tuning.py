@@ -79,9 +79,11 @@ def _scores_by_query(searcher: Searcher, queries: list[Query], qrels: Qrels, gri
     for start in range(0, len(queries), step):
         batch = queries[start:start + step]
         ids, texts = [q.id for q in batch], [q.text for q in batch]
-        dense, lexical = searcher.rank(texts, depth, "dense", keep_unknown=True), searcher.rank(texts, depth, "bm25")
-        # as hybrid search does (Searcher.rank), a query of no word the model knows is fused from BM25's list alone
-        fusable = (dense[0], np.where(searcher.unknown_words(texts)[:, None], -1, dense[1]))
+        unknown: list = []  # as hybrid search does (Searcher.rank), a query of [UNK] only is fused from BM25's alone
+        vectors = searcher.encoder.encode_queries(texts, unknown=unknown)
+        dense = searcher.rank(texts, depth, "dense", vectors, keep_unknown=True, unknown=unknown)
+        lexical = searcher.rank(texts, depth, "bm25")
+        fusable = (dense[0], np.where(np.array(unknown, dtype=bool)[:, None], -1, dense[1]))
         judged = {qid: qrels[qid] for qid in ids}
         for into, ranked in zip(scores, [fuse(fusable, lexical, params, k) for params in grid] + [dense, lexical]):
             into.update(_per_query(searcher.as_run(ids, *ranked), judged))

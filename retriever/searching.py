@@ -22,7 +22,7 @@ from retriever.fusion import FUSION_SETTINGS, MODES, FusionParams, check_mode, f
 from retriever.lexical_part import missing_lexical_message, open_lexical
 from retriever.tuning import bounded, check_settings_apply, search_with
 from retriever.runs import Run, rank_order
-from retriever.texts import check_k, check_queries, passage_text, refuse_blank, without_known_tokens
+from retriever.texts import check_k, check_queries, passage_text, refuse_blank
 from retriever import tie_cut
 
 
@@ -122,22 +122,29 @@ class Searcher:
         return mode
 
     def rank(self, texts: Sequence[str], k: int, mode: str | None = None, vectors: np.ndarray | None = None,
-             nprobe: int | None = None, ef_search: int | None = None,
-             keep_unknown: bool = False) -> tuple[np.ndarray, np.ndarray]:
+             nprobe: int | None = None, ef_search: int | None = None, keep_unknown: bool = False,
+             unknown: Sequence[bool] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (scores, FAISS labels) per query in ``mode``, in ``rank_order`` (so every prefix is the
-        top of a smaller k, ties included: see ``tie_cut``); ``vectors`` are the encoded texts if at hand. A query
-        the model reads as nothing but [UNK] (``unknown_words``) is refused in dense mode, since any hits would be
-        arbitrary, unless ``keep_unknown`` (batch runs keep every query, and warn); hybrid ranks it by BM25 alone."""
+        top of a smaller k, ties included: see ``tie_cut``); ``vectors`` are the encoded texts if at hand, with
+        ``unknown`` (``encode_queries(unknown=)``) if known. A query the model reads as nothing but [UNK] is
+        refused in dense mode (``refuse_unknown``), since any hits would be arbitrary, unless ``keep_unknown`` (batch
+        runs keep every query, and warn); hybrid ranks it by BM25 alone. The encoder's tokenization says which."""
         mode, texts, k = self.check_mode(mode or self.mode), check_queries(texts), check_k(k)
         check_settings_apply(self.index, nprobe, ef_search)
         _check_settings(nprobe, ef_search)
-        unknown = self.unknown_words(texts) if mode == "hybrid" or (mode == "dense" and not keep_unknown) else None
-        if mode == "dense" and unknown is not None and unknown.any():
-            raise RetrieverError(self._unknown_message(unknown))
-        if mode != "bm25" and vectors is None:
-            vectors = self.encoder.encode_queries(texts)
-        elif vectors is not None and len(vectors) != len(texts):
+        if vectors is not None and len(vectors) != len(texts):
             raise RetrieverError(f"{len(vectors)} query vectors for {len(texts)} queries")
+        if mode != "bm25" and vectors is None:
+            flags: list = []
+            vectors = self.encoder.encode_queries(texts, unknown=flags)
+            unknown = flags
+        elif mode != "bm25" and unknown is None and (mode == "hybrid" or not keep_unknown):
+            unknown = self.unknown_words(texts)  # the caller's own vectors: their tokenization is not at hand
+        unknown = np.zeros(len(texts), bool) if unknown is None else np.asarray(unknown, dtype=bool)
+        if unknown.shape != (len(texts),):
+            raise RetrieverError(f"{unknown.size} unknown-word flags for {len(texts)} queries")
+        if mode == "dense" and not keep_unknown:
+            self.refuse_unknown(unknown)
         dense = lambda rows, depth: self.search_vectors(vectors[rows], depth, nprobe, ef_search)  # noqa: E731
         lexical = lambda rows, depth: self.lexical_ranking([texts[i] for i in rows], depth)  # noqa: E731
         if mode != "hybrid":
@@ -150,17 +157,20 @@ class Searcher:
         return self._top_k(fused, len(texts), k)
 
     def unknown_words(self, texts: Sequence[str]) -> np.ndarray:
-        """Which queries hold no word the model knows (``texts.without_known_tokens``): the model reads "🐝" as
-        [UNK] as it reads any unknown word, so its vector, and its dense hits, say nothing of the query."""
-        encoder = self.encoder
-        return np.array(without_known_tokens(encoder.tokenizer, texts, encoder.settings.query_max_length), dtype=bool)
+        """Which queries hold no word the model knows (``Encoder.unknown_queries``, a tokenization of its own: a
+        batch run's warning before it searches): the model reads "🐝" as [UNK] as it reads any unknown word, so
+        its vector, and its dense hits, say nothing of the query."""
+        return np.array(self.encoder.unknown_queries(texts), dtype=bool)
 
-    def _unknown_message(self, unknown: np.ndarray) -> str:
+    def refuse_unknown(self, unknown: np.ndarray) -> None:
+        """Refuse a dense search of queries read as [UNK] only (``unknown``, one flag per query), naming the first."""
+        if not unknown.any():
+            return
         number, total = int(np.flatnonzero(unknown)[0]) + 1, len(unknown)
         bm25 = ", or search it in hybrid or bm25 mode (BM25 may match its text)" if self.manifest.get("lexical") else ""
-        return (f"{'the query' if total == 1 else f'query {number} of {total}'} holds no word the model knows (it "
-                f"reads as {self.encoder.tokenizer.unk_token or 'unknown tokens'} only), so its dense hits would be "
-                f"arbitrary; rephrase it{bm25}")
+        raise RetrieverError(f"{'the query' if total == 1 else f'query {number} of {total}'} holds no word the model "
+                             f"knows (it reads as {self.encoder.tokenizer.unk_token or 'unknown tokens'} only), so its "
+                             f"dense hits would be arbitrary; rephrase it{bm25}")
 
     def _top_k(self, search, queries: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         return tie_cut.top_k(search, queries, k, self.index.ntotal, self.documents.ids_of)

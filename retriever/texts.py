@@ -149,12 +149,13 @@ def tokenize_bounded(tokenizer, texts: Sequence[str], max_length: int):
     return encoded
 
 
-def without_known_tokens(tokenizer, texts: Sequence[str], max_length: int) -> list[bool]:
-    """Which texts the model reads as nothing but special tokens ([UNK], [CLS], [SEP]) within ``max_length``:
-    "🐝" is [CLS] [UNK] [SEP] to BERT, the vector of any other unknown word, so its dense hits are arbitrary.
-    Blank texts count too. A tokenizer without an unknown token (byte-level BPE) knows every non-blank text."""
-    if not texts:
-        return []
-    special = set(tokenizer.all_special_ids)
-    encoded = tokenize_bounded(tokenizer, list(texts), max_length)
-    return [all(token in special for token in ids) for ids in encoded["input_ids"]]
+def only_unknown_tokens(token_ids: Sequence[Sequence[int]], special: set[int], prefix: Sequence[int] = ()) -> list[bool]:
+    """Which tokenized texts hold nothing but special tokens ([UNK], [CLS], [SEP]) once the ``prefix`` tokens (the
+    query prefix every query starts with) are dropped: "🐝" is [CLS] [UNK] [SEP] to BERT, the vector of any other
+    unknown word, so its dense hits are arbitrary. Blank texts count too; with no unknown token (byte-level BPE)
+    every other text is known, as is one whose first token the tokenizer merged with the prefix."""
+    prefix, flags = list(prefix), []
+    for ids in token_ids:
+        words = [token for token in ids if token not in special]
+        flags.append(not (words[len(prefix):] if prefix and words[:len(prefix)] == prefix else words))
+    return flags

@@ -76,3 +76,13 @@ def test_shared_encoders_load_a_model_once_per_settings(tiny_model_dir, tmp_path
               shared.get(settings, device="cpu", dtype="bf16")]
     assert len({id(encoder) for encoder in [first, *others]}) == 5 and len(shared.loaded) == 5
     assert all(encoder.query_model is not first.query_model for encoder in others)
+
+
+def test_encode_queries_says_which_queries_it_reads_as_unknown_tokens_only_past_the_query_prefix(tiny_model_dir):
+    """The prefix's own words do not make a query of unknown words known; the flags come from the same tokenization
+    as the vectors, and ``unknown_queries`` (no encoding) agrees."""
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir), query_prefix="the "), device="cpu", dtype="fp32")
+    texts, unknown = ["🐝", "cat", " ", "the 🐝", "🐝 cat"], ["stale"]
+    vectors = encoder.encode_queries(texts, unknown=unknown)
+    assert unknown == [True, False, True, False, False] == encoder.unknown_queries(texts)
+    np.testing.assert_array_equal(vectors, encoder.encode_queries(texts))

@@ -89,3 +89,22 @@ def test_fusion_tuning_keeps_a_query_of_unknown_words_and_fuses_it_as_hybrid_sea
     (root / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nqg\td6\t1\nql\td4\t1\n")
     tune_fusion(Searcher(index, device="cpu", dtype="fp32"), root, "train", progress=False)
     assert "1 of 2 queries hold no word the model knows (e.g. 'qg'" in capsys.readouterr().err
+
+
+def test_rank_tells_unknown_words_from_the_tokenization_its_vectors_use_not_a_second_one(index, monkeypatch):
+    """Dense and hybrid tokenized each query twice: once to find [UNK]-only queries, once to encode them."""
+    import retriever.encoder
+    import retriever.texts
+
+    searcher, tokenized = Searcher(index, device="cpu", dtype="fp32"), []
+    for module in (retriever.encoder, retriever.texts):
+        monkeypatch.setattr(module, "tokenize_bounded", lambda tokenizer, texts, *args, original=module.tokenize_bounded:
+                            tokenized.extend(texts) or original(tokenizer, texts, *args))
+    for mode in ("dense", "hybrid"):
+        tokenized.clear()
+        searcher.rank(["honey bee", "lava"], 3, mode)
+        assert tokenized == ["honey bee", "lava"], mode
+    tokenized.clear()
+    with pytest.raises(RetrieverError, match=r"^query 2 of 2 holds no word the model knows"):
+        searcher.rank(["bee", "🐝 🐝"], 3)
+    assert tokenized == ["bee", "🐝 🐝"]

@@ -57,7 +57,7 @@ def open_searcher(index: Path, device: str, dtype: str, model: str | None, pooli
 def configure_batch_threads() -> None:
     """Thread pools as `serve` sizes them (one worker): under CPU load, torch's and FAISS's default OpenMP
     pools spin against each other and against other processes, and a batch search runs several times slower."""
-    from retriever.serving.batcher import configure_threads
+    from retriever.serving.threads import configure_threads
 
     configure_threads(workers=1)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from retriever.serving.app import BatchSettings, create_app, valid_index_name
 from retriever.serving.inputs import Limits
-from retriever.serving.batcher import MicroBatcher, configure_threads
+from retriever.serving.batcher import MicroBatcher
+from retriever.serving.threads import configure_threads
 
 __all__ = ["BatchSettings", "Limits", "MicroBatcher", "configure_threads", "create_app", "valid_index_name"]

@@ -8,7 +8,7 @@ first request's arrival for more, since the encoder is busy anyway, while a quer
 every worker idle goes at once (waiting would only add to its latency). It encodes and searches
 them together and resolves each request's future. Requests that queued during a pass have waited
 already, so they go out at once in the next. ``workers`` such threads may run batches side by
-side (the forward pass is read-only), each on its own small torch thread pool (``configure_threads``).
+side (the forward pass is read-only), each on its own small torch thread pool (``threads.configure_threads``).
 Each index has its own batcher: indexes sharing one loaded encoder (``SharedEncoders``) are never batched
 together; their passes run side by side on the read-only model, as two copies' would.
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import queue
 import threading
 import time
@@ -209,7 +208,10 @@ class MicroBatcher:
                 self._resolve([request])
             return
         for request, hits in zip(batch, results):
-            request.future.set_result(hits)
+            if isinstance(hits, RetrieverError):  # refused alone (``_search``): its batch mates were searched
+                request.future.set_exception(hits)
+            else:
+                request.future.set_result(hits)
 
     @staticmethod
     def _fail(request: _Request, error: Exception) -> None:
@@ -218,33 +220,38 @@ class MicroBatcher:
                         error.__cause__)
         request.future.set_exception(error)
 
-    def _encode(self, texts: list[str], cut_at: list):
+    def _encode(self, texts: list[str], cut_at: list, unknown: list):
         try:
             # Passes of max_batch queries of any lengths, a request's own too (the encoder's bulk default, 16 on a CPU,
             # split a batch of 32 and let 16 through --max-batch 1); per call, so a library caller keeps the defaults.
             return self.searcher.encoder.encode_queries(texts, batch_size=self.max_batch, mix_lengths=True,
-                                                        cut_at=cut_at)
+                                                        cut_at=cut_at, unknown=unknown)
         except Exception as error:  # noqa: BLE001 - bad input in one request, or a bug; _resolve sorts out which
             raise QueryRejected(f"the encoder failed on this query ({type(error).__name__}); "
                                 "send a shorter or plainer text") from error
 
-    def _search(self, batch: list[_Request]) -> list[list[list[Hit]]]:
-        """One encoder pass for every query that needs a vector, then one search per group (``_group``)."""
+    def _search(self, batch: list[_Request]) -> list:
+        """One encoder pass for every query that needs a vector, then one search per group (``_group``). A dense
+        request of a query read as [UNK] only gets its refusal (``Searcher.refuse_unknown``, from the tokenization
+        its vectors used) in place of hits and is left out, so its batch mates are not searched again alone."""
         encoded = [i for i, request in enumerate(batch) if request.mode != "bm25"]
-        cut_at: list = []  # the encoder's word on each query it cut (the tokenization the vectors used)
-        vectors = self._encode([t for i in encoded for t in batch[i].queries], cut_at) if encoded else None
-        first_row, row = {}, 0
+        cut_at, unknown = [], []  # the encoder's word on each query: cut, and read as [UNK] only
+        vectors = self._encode([t for i in encoded for t in batch[i].queries], cut_at, unknown) if encoded else None
+        rows, row, results, unknown = {}, 0, [[] for _ in batch], np.array(unknown, dtype=bool)
         for i in encoded:
-            first_row[i], row = row, row + len(batch[i].queries)
-            batch[i].cut_at[:] = cut_at[first_row[i]:row] or batch[i].cut_at
-        results: list[list[list[Hit]]] = [[] for _ in batch]
-        keys = [self._group(request) for request in batch]
-        for key in dict.fromkeys(keys):
+            start, row = row, row + len(batch[i].queries)
+            rows[i], batch[i].cut_at[:] = np.arange(start, row), cut_at[start:row] or batch[i].cut_at
+            if batch[i].mode == "dense":
+                results[i] = self._refusal(unknown[rows[i]])
+        keys = [self._group(request) if not isinstance(results[i], RetrieverError) else None
+                for i, request in enumerate(batch)]
+        for key in dict.fromkeys(key for key in keys if key is not None):
             group, mode = [i for i in range(len(batch)) if keys[i] == key], key[0]
-            group_vectors = None if mode == "bm25" else np.concatenate(
-                [vectors[first_row[i]:first_row[i] + len(batch[i].queries)] for i in group])
+            picked = None if mode == "bm25" else np.concatenate([rows[i] for i in group])
             scores, labels = self.searcher.rank([t for i in group for t in batch[i].queries],
-                                                max(batch[i].k for i in group), mode, group_vectors)
+                                                max(batch[i].k for i in group), mode,
+                                                None if picked is None else vectors[picked],
+                                                unknown=None if picked is None else unknown[picked])
             row = 0
             for i in group:
                 k = batch[i].k
@@ -253,6 +260,14 @@ class MicroBatcher:
                 row += len(batch[i].queries)
         self._count(batch, sum(len(request.queries) for request in batch))
         return results
+
+    def _refusal(self, unknown: np.ndarray) -> RetrieverError | list:
+        """A dense request's refusal of its queries read as [UNK] only, numbered within it; else no hits yet."""
+        try:
+            self.searcher.refuse_unknown(unknown)
+        except RetrieverError as error:
+            return error
+        return []
 
     def _group(self, request: _Request) -> tuple[str, int]:
         """Requests searched together: one mode, and in hybrid one fusion depth. Hybrid fuses the engines' top
@@ -276,25 +291,3 @@ def _warm_up_failure(name: str, error: Exception) -> RetrieverError:
         return RetrieverError(f"index {name!r} failed its warm-up search: {error}")
     return RetrieverError(f"index {name!r} failed its warm-up search ({type(error).__name__}: {error}); "
                           "its files (or its model's) may be damaged: rebuild the index")
-
-
-def configure_threads(threads: int | None = None, workers: int | None = None) -> dict:
-    """Size the batcher workers and torch's and FAISS's thread pools for this machine.
-
-    Defaults: two batcher workers (one on a single core), and per worker the cores this process may use, less one
-    for the event loop that parses requests and writes JSON, shared out (at least one each). Two single-threaded
-    workers beat one two-threaded worker on 2 cores (measured in benchmarks/README.md), because OpenMP's barriers
-    stall whenever one of a forward's threads is descheduled by the event loop, while two independent forwards just
-    interleave. Inter-op parallelism is off (one small graph at a time). FAISS gets one OpenMP thread: a flat search
-    over a micro-batch takes well under a millisecond, and a second spinning pool would steal the encoder's cores.
-    """
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    workers = workers or (2 if cores >= 2 else 1)
-    threads = max(1, threads or (cores - 1) // workers)
-    torch.set_num_threads(threads)
-    try:
-        torch.set_num_interop_threads(1)
-    except RuntimeError:  # already set once parallel work ran; harmless
-        pass
-    faiss.omp_set_num_threads(1)
-    return {"torch": threads, "workers": workers, "faiss": 1, "cores": cores}

@@ -36,7 +36,7 @@ def test_batch_search_sizes_thread_pools_as_serve_does(tiny_beir, tiny_model_dir
     assert CliRunner().invoke(main, ["build", str(tiny_beir), "-o", str(index), "--model", str(tiny_model_dir),
                                      *common]).exit_code == 0
     calls = []
-    monkeypatch.setattr("retriever.serving.batcher.configure_threads", lambda **kw: calls.append(kw))
+    monkeypatch.setattr("retriever.serving.threads.configure_threads", lambda **kw: calls.append(kw))
     queries = write_jsonl(tmp_path / "q.jsonl", [{"_id": "q1", "text": "honey"}])
     result = CliRunner().invoke(main, ["search", str(index), "--queries", str(queries), "-o", str(tmp_path / "r"),
                                        *common])

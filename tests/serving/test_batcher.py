@@ -30,7 +30,7 @@ class FakeEncoder:
         self.poison = "poison"  # a pass with a text containing this fails, as the tokenizer does on bad input
         self.hold_only: str | None = None  # when set, only a pass holding this text waits for ``hold``
 
-    def encode_queries(self, texts, cut_at=None, **settings):
+    def encode_queries(self, texts, cut_at=None, unknown=None, **settings):
         self.entered.set()
         if self.hold_only is None or self.hold_only in texts:
             self.hold.wait(10)
@@ -39,6 +39,8 @@ class FakeEncoder:
             raise RuntimeError("encoder exploded")
         if cut_at is not None:  # texts over CUT_AT characters count as cut at CUT_AT tokens
             cut_at[:] = [CUT_AT if len(t) > CUT_AT else None for t in texts]
+        if unknown is not None:  # texts the fake's vocabulary lacks: none
+            unknown[:] = [False] * len(texts)
         return np.array([[len(t), 0.0] for t in texts], dtype=np.float32)
 
 
@@ -55,8 +57,11 @@ class FakeSearcher:
     def check_mode(self, mode):
         return Searcher.check_mode(self, mode)
 
-    def rank(self, texts, k, mode, vectors):
+    def rank(self, texts, k, mode, vectors, unknown=None):
         return self.search_vectors(vectors, k)
+
+    def refuse_unknown(self, unknown):
+        assert not unknown.any()
 
     def search_vectors(self, vectors, k):
         scores = np.repeat(vectors[:, :1], k, axis=1) - np.arange(k)
@@ -332,6 +337,38 @@ def test_indexes_sharing_an_encoder_are_batched_apart_and_do_not_wait_on_each_ot
         first.close()
         second.close()
     assert sorted(fake.encoder.batches) == [["a-held"], ["b-one", "b-two"]]
+
+
+def test_a_dense_query_of_unknown_words_fails_only_its_own_request_and_nothing_is_encoded_twice(tiny_index):
+    """Told by the tokenization of the batch's one pass (no second tokenization); its batch mates, a hybrid request
+    of the same query among them, are searched in that pass too, not again one by one."""
+    searcher = Searcher(tiny_index, device="cpu", dtype="fp32")
+    encode, passes, hold = searcher.encoder.encode_queries, [], threading.Event()
+
+    def held(texts, *args, **kwargs):
+        passes.append(list(texts))
+        if texts == ["held"]:
+            hold.wait(10)
+        return encode(texts, *args, **kwargs)
+
+    searcher.encoder.encode_queries = held
+    batcher = MicroBatcher(searcher, max_batch=64, max_wait_ms=200)
+    try:
+        first = batcher.submit(["held"], 2)
+        while not passes:
+            time.sleep(0.01)
+        futures = [batcher.submit(["honey bee"], 2), batcher.submit(["lava", "🐝"], 2),
+                   batcher.submit(["🐝"], 2, "hybrid"), batcher.submit(["🐝"], 2, "bm25"), batcher.submit(["ice"], 2)]
+        hold.set()
+        first.result(10)
+        alone = searcher.search(["honey bee"], 2)
+        assert futures[0].result(10) == alone and len(futures[4].result(10)[0]) == 2
+        with pytest.raises(RetrieverError, match=r"^query 2 of 2 holds no word the model knows"):
+            futures[1].result(10)
+        assert futures[2].result(10) == futures[3].result(10)  # hybrid: BM25's ranking alone
+    finally:
+        batcher.close()
+    assert passes == [["held"], ["honey bee", "lava", "🐝", "🐝", "ice"], ["honey bee"]]  # the last: ``alone``
 
 
 def test_close_finishes_queued_work_then_refuses(fake):

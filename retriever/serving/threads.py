@@ -1,0 +1,29 @@
+"""Thread pools of a server's batcher workers (and of a batch search): torch's and FAISS's, sized for the cores."""
+from __future__ import annotations
+
+import os
+
+import faiss
+import torch
+
+
+def configure_threads(threads: int | None = None, workers: int | None = None) -> dict:
+    """Size the batcher workers and torch's and FAISS's thread pools for this machine.
+
+    Defaults: two batcher workers (one on a single core), and per worker the cores this process may use, less one
+    for the event loop that parses requests and writes JSON, shared out (at least one each). Two single-threaded
+    workers beat one two-threaded worker on 2 cores (measured in benchmarks/README.md), because OpenMP's barriers
+    stall whenever one of a forward's threads is descheduled by the event loop, while two independent forwards just
+    interleave. Inter-op parallelism is off (one small graph at a time). FAISS gets one OpenMP thread: a flat search
+    over a micro-batch takes well under a millisecond, and a second spinning pool would steal the encoder's cores.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    workers = workers or (2 if cores >= 2 else 1)
+    threads = max(1, threads or (cores - 1) // workers)
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # already set once parallel work ran; harmless
+        pass
+    faiss.omp_set_num_threads(1)
+    return {"torch": threads, "workers": workers, "faiss": 1, "cores": cores}
