@@ -140,14 +140,19 @@ _NONE = type(None)
 # The type of every manifest entry the code reads, where it is present, so a hand-edited or damaged manifest
 # fails here in one line rather than as an AttributeError deep in a command.
 MANIFEST_SHAPE: dict[str, type | tuple[type, ...]] = {
-    "format_version": int, "encoder": dict, "corpus": dict, "index": dict, "integrity": dict, "lexical": (dict, _NONE),
+    "format_version": int, "encoder": dict, "corpus": dict, "index": dict, "integrity": dict,
     "fusion": (dict, _NONE), "index.count": int, "index.dim": int, "index.type": str, "index.factory": str,
     "index.search_defaults": (dict, _NONE), "index.tuning": (dict, _NONE), "integrity.files": dict,
-    "integrity.ids_sha256": str, "lexical.files": dict, "lexical.documents": int, "corpus.documents": int,
+    "integrity.ids_sha256": str, "corpus.documents": int,
     "index.search_defaults.nprobe": (int, _NONE), "index.search_defaults.ef_search": (int, _NONE),
-    "lexical.directory": str, "lexical.stemmer": (str, _NONE), "lexical.stopwords": (str, _NONE),
-    "lexical.tokenizer": dict, "lexical.docstore": dict, "lexical.docstore.file": str, "lexical.docstore.sha256": str,
     "fusion.method": str, "fusion.rrf_k": (int, float), "fusion.alpha": (int, float), "fusion.depth": int,
+}
+# The BM25 part's record, checked only by what reads that part (``lexical_part``): a broken entry there fails
+# bm25 and hybrid search alone, and `retriever bm25 INDEX --overwrite` replaces the record whole.
+LEXICAL_SHAPE: dict[str, type | tuple[type, ...]] = {
+    "lexical": (dict, _NONE), "lexical.files": dict, "lexical.documents": int, "lexical.directory": str,
+    "lexical.stemmer": (str, _NONE), "lexical.stopwords": (str, _NONE), "lexical.tokenizer": dict,
+    "lexical.docstore": dict, "lexical.docstore.file": str, "lexical.docstore.sha256": str,
 }
 _FILE_RECORD = {"bytes": int, "sha256": str}
 SEARCH_SETTING_RANGE = (1, 2**31 - 1)  # what FAISS's nprobe and efSearch take
@@ -171,31 +176,55 @@ def _inside_folder(name: str) -> bool:
 
 def check_manifest_shape(manifest: dict, path: Path) -> None:
     """Refuse entries of the wrong type (``MANIFEST_SHAPE``) or range, file records without their size and hash,
-    and paths that lead out of the index folder."""
-    def refuse(key: str, value: object, expected: str) -> None:
-        raise RetrieverError(f"{path}: {key} is {type(value).__name__} {str(value)[:40]!r}, not {expected}; "
-                             f"{REBUILD}")
-
-    for key, expected in MANIFEST_SHAPE.items():
-        present, value = _entry(manifest, key)
-        if present and (not isinstance(value, expected) or (int in _kinds(expected) and isinstance(value, bool))):
-            refuse(key, value, " or ".join("null" if k is _NONE else k.__name__ for k in _kinds(expected)))
-    _check_format_version(manifest, path)
+    and paths that lead out of the index folder. The BM25 part's record is left to ``lexical_shape_problem``."""
+    problem = _shape_problem(manifest, MANIFEST_SHAPE) or _files_problem(manifest, "integrity")
+    lowest, highest = SEARCH_SETTING_RANGE
     for setting in ("nprobe", "ef_search"):
         value = _entry(manifest, f"index.search_defaults.{setting}")[1]
-        if isinstance(value, int) and not SEARCH_SETTING_RANGE[0] <= value <= SEARCH_SETTING_RANGE[1]:
-            refuse(f"index.search_defaults.{setting}", value, "an integer from 1 to 2**31 - 1")
+        if problem is None and isinstance(value, int) and not lowest <= value <= highest:
+            problem = _wrong(f"index.search_defaults.{setting}", value, "an integer from 1 to 2**31 - 1")
+    if problem is not None:
+        raise RetrieverError(f"{path}: {problem}; {REBUILD}")
+    _check_format_version(manifest, path)
+
+
+def lexical_shape_problem(manifest: dict) -> str | None:
+    """What is wrong with the shape of the manifest's BM25 record (``LEXICAL_SHAPE``, its files' records, a
+    directory that is no folder name inside the index folder), or None."""
+    problem = _shape_problem(manifest, LEXICAL_SHAPE)
     directory = _entry(manifest, "lexical.directory")[1]
-    if isinstance(directory, str) and (not _inside_folder(directory) or len(Path(directory).parts) != 1):
-        refuse("lexical.directory", directory, "the name of a folder inside the index folder")
-    for part in ("integrity", "lexical"):
-        for name, record in ((manifest.get(part) or {}).get("files") or {}).items():
-            if not _inside_folder(name):
-                refuse(f"{part}.files key", name, "a path inside the index folder")
-            for field, kind in _FILE_RECORD.items():
-                if not isinstance(record, dict) or not isinstance(record.get(field), kind):
-                    refuse(f"{part}.files[{name!r}].{field}", record.get(field) if isinstance(record, dict)
-                           else record, kind.__name__)
+    if problem is None and isinstance(directory, str) and not is_part_folder_name(directory):
+        problem = _wrong("lexical.directory", directory, "the name of a folder inside the index folder")
+    return problem or _files_problem(manifest, "lexical")
+
+
+def is_part_folder_name(name: object) -> bool:
+    """A name of one folder directly inside the index folder (what ``lexical.directory`` must be)."""
+    return isinstance(name, str) and _inside_folder(name) and len(Path(name).parts) == 1
+
+
+def _wrong(key: str, value: object, expected: str) -> str:
+    return f"{key} is {type(value).__name__} {str(value)[:40]!r}, not {expected}"
+
+
+def _shape_problem(manifest: dict, shape: dict[str, type | tuple[type, ...]]) -> str | None:
+    for key, expected in shape.items():
+        present, value = _entry(manifest, key)
+        if present and (not isinstance(value, expected) or (int in _kinds(expected) and isinstance(value, bool))):
+            return _wrong(key, value, " or ".join("null" if k is _NONE else k.__name__ for k in _kinds(expected)))
+    return None
+
+
+def _files_problem(manifest: dict, part: str) -> str | None:
+    """A file record of ``part`` without its size and hash, or naming a path outside the index folder."""
+    for name, record in ((manifest.get(part) or {}).get("files") or {}).items():
+        if not _inside_folder(name):
+            return _wrong(f"{part}.files key", name, "a path inside the index folder")
+        for field, kind in _FILE_RECORD.items():
+            if not isinstance(record, dict) or not isinstance(record.get(field), kind):
+                return _wrong(f"{part}.files[{name!r}].{field}",
+                              record.get(field) if isinstance(record, dict) else record, kind.__name__)
+    return None
 
 
 def _check_format_version(manifest: dict, path: Path) -> None:

@@ -8,7 +8,7 @@ from retriever.errors import IndexDamaged
 from retriever.index_folder import MANIFEST_FILE, read_manifest
 from retriever.index_opening import open_index, required_files
 from retriever.integrity import check_folder, dense_part, file_damage, recorded_files, verify_files
-from retriever.lexical_part import check_lexical_files, open_lexical
+from retriever.lexical_part import check_lexical_files, lexical_record, open_lexical
 
 
 def index_summary(index_dir: str | Path) -> dict:
@@ -56,6 +56,7 @@ def _lexical_summary(index_dir: Path, manifest: dict) -> dict | None:
         damage = None
     except IndexDamaged as error:
         damage = str(error)
+    lexical = lexical if isinstance(lexical, dict) else {}
     return {**{key: lexical.get(key) for key in ("k1", "b", "method", "stemmer", "stopwords", "documents",
                                                   "vocabulary")}, "damage": damage}
 
@@ -75,6 +76,7 @@ def verify_index(index_dir: str | Path) -> int:
     damaged one."""
     index_dir = Path(index_dir)
     manifest = read_manifest(index_dir)
+    lexical_record(index_dir, manifest)  # its shape, before its files are read by their records
     check_folder(index_dir, manifest, MANIFEST_FILE, required_files(manifest))
     differing = verify_files(index_dir, manifest)
     if differing:

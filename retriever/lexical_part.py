@@ -30,11 +30,23 @@ def missing_lexical_message(index_dir: Path) -> str:
             f"`retriever bm25 {index_dir}` (reads the doc store, no re-encoding), or use --mode dense")
 
 
+def lexical_record(index_dir: Path, manifest: dict) -> dict | None:
+    """The manifest's BM25 record (None without one), its shape checked here rather than with the whole manifest:
+    a broken entry of it damages the BM25 part alone, which `retriever bm25 --overwrite` replaces whole."""
+    from retriever.index_folder import MANIFEST_FILE, lexical_shape_problem
+
+    problem = lexical_shape_problem(manifest)
+    if problem is not None:
+        raise IndexDamaged(f"{index_dir / MANIFEST_FILE}: {problem}, so the BM25 part's record is damaged; rebuild "
+                           f"it with `retriever bm25 {index_dir} --overwrite` (no re-encoding)")
+    return manifest.get("lexical") or None
+
+
 def open_lexical(index_dir: Path, manifest: dict) -> LexicalIndex | None:
     """The index folder's BM25 part (None without one), checked against the dense part: its files at their recorded
     sizes, built from this folder's doc store, and as many rows: BM25 rows are doc-store rows, so a part built for
     other documents would return wrong ids. Any damage says to rebuild the part alone."""
-    record = manifest.get("lexical")
+    record = lexical_record(index_dir, manifest)
     if not record:
         return None
     directory = record.get("directory", LEXICAL_DIR)
@@ -52,7 +64,7 @@ def open_lexical(index_dir: Path, manifest: dict) -> LexicalIndex | None:
 def check_lexical_files(index_dir: Path, manifest: dict) -> None:
     """The BM25 part's cheap checks, nothing loaded (what `retriever info` reports): its files present at their
     recorded sizes, and built from this folder's doc store."""
-    record = manifest.get("lexical")
+    record = lexical_record(index_dir, manifest)
     if record:
         directory = record.get("directory", LEXICAL_DIR)
         check_files(index_dir, manifest, [f"{directory}/{name}" for name in record.get("files") or {}])
@@ -62,15 +74,25 @@ def check_lexical_files(index_dir: Path, manifest: dict) -> None:
 def _check_built_from(index_dir: Path, manifest: dict, record: dict) -> None:
     """The doc store the part was built from (its file and SHA-256) must be this folder's, as the manifest records
     it: a part copied from an index of as many documents passed every other check and returned that index's rows
-    as this one's documents. Two manifest entries compared, nothing hashed; parts built before the record pass."""
-    built_from, own = record.get("docstore"), manifest.get("integrity", {}).get("files")
-    if not isinstance(built_from, dict) or not own:
+    as this one's documents. Two manifest entries compared, nothing hashed; parts recorded before the field (no
+    ``docstore`` at all) pass, an incomplete record or one naming another file does not."""
+    from retriever.index_opening import docstore_file
+
+    if "docstore" not in record:
         return
-    if (own.get(built_from.get("file")) or {}).get("sha256") != built_from.get("sha256"):
-        raise IndexDamaged(f"{index_dir / record.get('directory', LEXICAL_DIR)}: this BM25 part was built from "
-                           "another doc store than this index's (copied from another index?), so its hits would "
-                           f"name the wrong documents; rebuild it with `retriever bm25 {index_dir} --overwrite` "
-                           "(no re-encoding)")
+    built_from, own = record["docstore"], manifest.get("integrity", {}).get("files") or {}
+    name = docstore_file(index_dir, manifest).name
+    if set(built_from) != {"file", "sha256"}:
+        problem = "this BM25 part's record of the doc store it was built from is incomplete"
+    elif built_from["file"] != name:
+        problem = f"this BM25 part was built from {built_from['file']}, not from this index's doc store {name}"
+    elif own and (own.get(name) or {}).get("sha256") != built_from["sha256"]:
+        problem = ("this BM25 part was built from another doc store than this index's (copied from another index?), "
+                   "so its hits would name the wrong documents")
+    else:
+        return
+    raise IndexDamaged(f"{index_dir / record.get('directory', LEXICAL_DIR)}: {problem}; rebuild it with "
+                       f"`retriever bm25 {index_dir} --overwrite` (no re-encoding)")
 
 
 def add_lexical(index_dir: str | Path, params: LexicalParams = LexicalParams(), overwrite: bool = False,
@@ -91,7 +113,7 @@ def _add_lexical(index_dir: Path, params: LexicalParams, overwrite: bool, progre
         raise RetrieverError(f"{index_dir}: already has a BM25 index; pass --overwrite to rebuild it")
     params.check()
     docstore, docstore_sha256 = _checked_docstore(index_dir, manifest)
-    recorded = (manifest.get("lexical") or {}).get("directory")
+    recorded = _recorded_directory(manifest)
     _remove_unrecorded_parts(index_dir, recorded)
     final = index_dir / (LEXICAL_DIR if recorded != LEXICAL_DIR else f"{LEXICAL_DIR}-{secrets.token_hex(4)}")
     building = temporary_folder(final)
@@ -107,6 +129,16 @@ def _add_lexical(index_dir: Path, params: LexicalParams, overwrite: bool, progre
     if recorded and recorded != final.name:
         shutil.rmtree(index_dir / recorded, ignore_errors=True)
     return record
+
+
+def _recorded_directory(manifest: dict) -> str | None:
+    """The folder the BM25 record names, if it names one inside the index folder: a broken record (what
+    ``--overwrite`` repairs) must not send the clean-up elsewhere."""
+    from retriever.index_folder import is_part_folder_name
+
+    lexical = manifest.get("lexical")
+    directory = lexical.get("directory", LEXICAL_DIR) if isinstance(lexical, dict) else None
+    return directory if is_part_folder_name(directory) else None
 
 
 def _remove_unrecorded_parts(index_dir: Path, recorded: str | None) -> None:

@@ -90,3 +90,41 @@ def test_a_bm25_part_recorded_before_its_doc_store_fingerprint_still_opens(index
     del manifest["lexical"]["docstore"]
     (index / MANIFEST_FILE).write_text(json.dumps(manifest))
     assert bm25_hits(index)[0][0] == "d6"
+
+
+def _with_record(index, **changes) -> None:
+    manifest = json.loads((index / MANIFEST_FILE).read_text())
+    manifest["lexical"].update(changes)
+    (index / MANIFEST_FILE).write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("docstore", ["x", None, {"file": 5}, ["docstore.parquet"]])
+def test_a_broken_bm25_record_fails_only_bm25_and_hybrid_and_bm25_overwrite_repairs_it(index, docstore):
+    """The lexical entries were checked with the whole manifest: a broken lexical.docstore failed dense search,
+    `info` and the repair itself, saying to rebuild the whole index with `retriever build`."""
+    from retriever.errors import RetrieverError
+    from retriever.info import index_summary
+
+    _with_record(index, docstore=docstore)
+    searcher = Searcher(index, device="cpu")
+    assert searcher.search(["honey bee"], k=2)[0]
+    for mode in ("bm25", "hybrid"):
+        with pytest.raises(RetrieverError, match=rf"lexical\.docstore.*; rebuild it with `retriever bm25 {index} "
+                                                 "--overwrite`"):
+            searcher.search(["honey bee"], k=2, mode=mode)
+    assert "retriever bm25" in index_summary(index)["bm25"]["damage"]
+    add_lexical(index, overwrite=True, progress=False)
+    assert bm25_hits(index)[0][0] == "d6"
+
+
+@pytest.mark.parametrize("docstore", [{}, {"sha256": "0" * 64}, {"file": "ids.parquet"}, "ids.parquet"])
+def test_an_incomplete_or_mispointed_doc_store_record_is_refused(index, docstore):
+    """An empty record, or one naming another file of the folder by that file's own hash, passed the check."""
+    from retriever.errors import RetrieverError
+
+    manifest = json.loads((index / MANIFEST_FILE).read_text())
+    if docstore == "ids.parquet":
+        docstore = {"file": "ids.parquet", "sha256": manifest["integrity"]["files"]["ids.parquet"]["sha256"]}
+    _with_record(index, docstore=docstore)
+    with pytest.raises(RetrieverError, match=rf"; rebuild it with `retriever bm25 {index} --overwrite`"):
+        Searcher(index, device="cpu", mode="bm25")
