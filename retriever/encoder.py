@@ -25,8 +25,7 @@ from retriever.model_loading import (check_vocabulary, load_model, load_tokenize
                                      tokenizer_behaviour, tokenizer_fingerprint, weights_fingerprint)
 from retriever.pooling import check_pooler_weights, drop_untrained_pooler, get_pooling
 from retriever.recorded_paths import recorded_model
-from retriever.texts import (CHARS_PER_TOKEN, MAX_CHARS_PER_TOKEN, check_queries, check_text, only_unknown_tokens,
-                             passage_text, tokenize_bounded)
+from retriever.texts import check_queries, check_text, non_word_ids, only_unknown_tokens, passage_text, tokenize_bounded
 
 
 def length_batches(lengths: Sequence[int], batch_size: int, mix_lengths: bool = False) -> list[list[int]]:
@@ -117,25 +116,34 @@ class Encoder:
         for its micro-batches, per call: set on the encoder, which a caller may share, they changed its own vectors.
         ``cut_at``, when given, is filled with one entry per query: the tokens it was cut to (the query max length)
         if it was longer, else None; the server tells each client so, from the tokenization the vectors used.
-        ``unknown``, likewise: whether that tokenization read the query as [UNK] only (``unknown_queries``)."""
+        ``unknown``, likewise: whether that tokenization holds no word the model knows (``unknown_queries``)."""
         texts = [self.settings.query_prefix + t for t in check_queries(texts)]
         return self._encode(texts, self.query_model, self.settings.query_max_length, progress, "queries",
                             (batch_size or self.batch_size, mix_lengths), cut_at, unknown)
 
-    def unknown_queries(self, texts: Sequence[str]) -> list[bool]:
-        """Which queries the model reads as nothing but [UNK] (its vector is any unknown word's), without encoding
-        them: for a batch run's warning. ``encode_queries(unknown=)`` says the same of the queries it encodes."""
+    def unknown_queries(self, texts: Sequence[str], cut_at: list | None = None) -> list[bool]:
+        """Which queries hold no word the model knows (its vector is any unknown word's), without encoding them: for
+        a batch run's warning. ``encode_queries(unknown=)`` says the same of the queries it encodes; ``cut_at`` as
+        there, uncounted."""
         texts = [self.settings.query_prefix + t for t in check_queries(texts)]
-        return self._unknown(tokenize_bounded(self.tokenizer, texts, self.settings.query_max_length)) if texts else []
+        if not texts:
+            return []
+        unread: list = []
+        encoded = tokenize_bounded(self.tokenizer, texts, self.settings.query_max_length, True, unread)
+        if cut_at is not None:
+            cut_at[:] = [self.settings.query_max_length if cut else None
+                         for cut in _cut_flags(encoded, unread, self.settings.query_max_length)]
+        return self._unknown(encoded)
 
     def _unknown(self, encoded) -> list[bool]:
-        """``texts.only_unknown_tokens`` of tokenized queries: special ids and the query prefix's tokens, found once."""
-        if "_special_and_prefix" not in self.__dict__:  # set lazily: subclasses skip __init__
+        """``texts.only_unknown_tokens`` of tokenized queries: special ids, non-word ids and the query prefix's
+        tokens, found once."""
+        if "_unknown_rule" not in self.__dict__:  # set lazily: subclasses skip __init__
             tokenizer, prefix = self.tokenizer, self.settings.query_prefix
             special = set(tokenizer.all_special_ids) | ({tokenizer.unk_token_id} - {None})
-            self._special_and_prefix = (special, tokenizer(prefix, add_special_tokens=False)["input_ids"]
-                                        if prefix else [])
-        return only_unknown_tokens(encoded["input_ids"], *self._special_and_prefix)
+            self._unknown_rule = (special, non_word_ids(tokenizer), tokenizer(prefix, add_special_tokens=False)
+                                  ["input_ids"] if prefix else [])
+        return only_unknown_tokens(encoded["input_ids"], *self._unknown_rule)
 
     def encode_passages(self, documents: Sequence[Document],
                         progress: Callable[[int], None] | None = None) -> np.ndarray:
@@ -144,14 +152,9 @@ class Encoder:
         return self._encode(texts, self.passage_model, self.settings.passage_max_length, progress, "passages",
                             (self.batch_size, True))
 
-    def _count_cut(self, kind: str, texts: Sequence[str], encoded, max_length: int) -> list[bool]:
-        """Which texts were cut, counted for ``truncation_report``."""
-        # Full max length and either tokens left over (fast tokenizers keep them) or text the tokenizer never
-        # saw (tokenize_bounded hands it only the head of a long text): the text was cut.
-        overflowing = [bool(e.overflowing) for e in encoded.encodings] if encoded.encodings else [True] * len(texts)
-        flags = [len(text) > MAX_CHARS_PER_TOKEN * max_length  # its tail was never read
-                 or (len(ids) >= max_length and (over or len(text) > CHARS_PER_TOKEN * max_length))
-                 for ids, over, text in zip(encoded["input_ids"], overflowing, texts)]
+    def _count_cut(self, kind: str, encoded, unread: list, max_length: int) -> list[bool]:
+        """Which texts were cut (``_cut_flags``), counted for ``truncation_report``."""
+        flags = _cut_flags(encoded, unread, max_length)
         counts = self.__dict__.setdefault("cut_counts", {})  # set lazily: subclasses skip __init__
         seen, cut = counts.get(kind, (0, 0)), sum(flags)
         counts[kind] = (seen[0] + cut, seen[1] + len(encoded["input_ids"]))
@@ -173,8 +176,9 @@ class Encoder:
         output = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return output
-        encoded = tokenize_bounded(self.tokenizer, texts, max_length)
-        flags = self._count_cut(kind, texts, encoded, max_length)
+        unread: list = []
+        encoded = tokenize_bounded(self.tokenizer, texts, max_length, kind == "queries", unread)
+        flags = self._count_cut(kind, encoded, unread, max_length)
         if cut_at is not None:
             cut_at[:] = [max_length if cut else None for cut in flags]
         if unknown is not None:
@@ -193,6 +197,15 @@ class Encoder:
             if progress is not None:
                 progress(len(rows))
         return output
+
+
+def _cut_flags(encoded, unread: list, max_length: int) -> list[bool]:
+    """Which tokenized texts were cut: tokens left over past the max length (fast tokenizers keep them; others are
+    taken as cut at full length), or text other than whitespace the tokenizer never saw (``tokenize_bounded``'s
+    ``unread``: only the head of a long text is read). Trailing whitespace past the cut is no cut."""
+    overflowing = ([bool(e.overflowing) for e in encoded.encodings] if encoded.encodings
+                   else [len(ids) >= max_length for ids in encoded["input_ids"]])
+    return [bool(left or over) for left, over in zip(unread, overflowing)]
 
 
 def check_requested_encoder(manifest: dict, **requested: object) -> None:

@@ -126,7 +126,7 @@ def unknown_words_warning(searcher: Searcher, queries: list[Query], mode: str | 
         return None
     fate = "hybrid ranks them by BM25 alone" if mode == "hybrid" else "their hits match nothing in particular"
     return (f"warning: {len(named)} of {len(queries)} queries hold no word the model knows (e.g. "
-            f"{', '.join(map(repr, named[:3]))}: it reads them as [UNK] only); {fate}")
+            f"{', '.join(map(repr, named[:3]))}: it reads them as unknown tokens or punctuation only); {fate}")
 
 
 def search_split(searcher: Searcher, dataset: BeirDataset, split: str, k: int = 1000,

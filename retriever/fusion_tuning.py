@@ -21,6 +21,7 @@ from retriever.index_folder import read_manifest, replace_manifest
 from retriever.metrics import evaluate_run, judged_query_ids
 from retriever.runs import Qrels, Run, read_qrels
 from retriever.searching import Searcher
+from retriever.unknown_words import without_unknown
 
 RRF_KS = (60.0, 10.0, 20.0, 40.0, 100.0)
 ALPHAS = tuple(round(a, 2) for a in np.arange(0.0, 1.0001, 0.05))
@@ -79,11 +80,11 @@ def _scores_by_query(searcher: Searcher, queries: list[Query], qrels: Qrels, gri
     for start in range(0, len(queries), step):
         batch = queries[start:start + step]
         ids, texts = [q.id for q in batch], [q.text for q in batch]
-        unknown: list = []  # as hybrid search does (Searcher.rank), a query of [UNK] only is fused from BM25's alone
+        unknown: list = []  # as hybrid search does (Searcher.rank), a query of no known word is fused from BM25's alone
         vectors = searcher.encoder.encode_queries(texts, unknown=unknown)
         dense = searcher.rank(texts, depth, "dense", vectors, keep_unknown=True, unknown=unknown)
         lexical = searcher.rank(texts, depth, "bm25")
-        fusable = (dense[0], np.where(np.array(unknown, dtype=bool)[:, None], -1, dense[1]))
+        fusable = without_unknown(dense, unknown)
         judged = {qid: qrels[qid] for qid in ids}
         for into, ranked in zip(scores, [fuse(fusable, lexical, params, k) for params in grid] + [dense, lexical]):
             into.update(_per_query(searcher.as_run(ids, *ranked), judged))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -22,22 +21,10 @@ from retriever.fusion import FUSION_SETTINGS, MODES, FusionParams, check_mode, f
 from retriever.lexical_part import missing_lexical_message, open_lexical
 from retriever.tuning import bounded, check_settings_apply, search_with
 from retriever.runs import Run, rank_order
-from retriever.texts import check_k, check_queries, passage_text, refuse_blank
+from retriever.hits import Hit
+from retriever.texts import check_k, check_queries, check_unique_ids, passage_text, refuse_blank
+from retriever.unknown_words import refusal, without_unknown
 from retriever import tie_cut
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One ranked passage of a search, with its title and text."""
-
-    rank: int
-    id: str
-    score: float
-    title: str
-    text: str
-
-    def to_json(self) -> dict:
-        return {"rank": self.rank, "id": self.id, "score": self.score, "title": self.title, "text": self.text}
 
 
 DEFAULT_K = 10  # hits of a search that names no k (the CLI's one QUERY, a server request without k)
@@ -117,7 +104,7 @@ class Searcher:
         """``mode``, refused when it needs a BM25 index this one lacks or could not open (``lexical_problem``: the
         error opening it raised, an ``IndexDamaged`` for damage, raised afresh for each search refused)."""
         if check_mode(mode) != "dense" and self.lexical is None:
-            problem = getattr(self, "lexical_problem", None)  # None in stand-ins that borrow this method
+            problem = self.lexical_problem
             raise copy.copy(problem) if problem else RetrieverError(missing_lexical_message(self.index_dir))
         return mode
 
@@ -134,9 +121,10 @@ class Searcher:
         _check_settings(nprobe, ef_search)
         if vectors is not None and len(vectors) != len(texts):
             raise RetrieverError(f"{len(vectors)} query vectors for {len(texts)} queries")
+        cut_at: list = []
         if mode != "bm25" and vectors is None:
             flags: list = []
-            vectors = self.encoder.encode_queries(texts, unknown=flags)
+            vectors = self.encoder.encode_queries(texts, unknown=flags, cut_at=cut_at)
             unknown = flags
         elif mode != "bm25" and unknown is None and (mode == "hybrid" or not keep_unknown):
             unknown = self.unknown_words(texts)  # the caller's own vectors: their tokenization is not at hand
@@ -144,14 +132,13 @@ class Searcher:
         if unknown.shape != (len(texts),):
             raise RetrieverError(f"{unknown.size} unknown-word flags for {len(texts)} queries")
         if mode == "dense" and not keep_unknown:
-            self.refuse_unknown(unknown)
+            self.refuse_unknown(unknown, texts, cut_at)
         dense = lambda rows, depth: self.search_vectors(vectors[rows], depth, nprobe, ef_search)  # noqa: E731
         lexical = lambda rows, depth: self.lexical_ranking([texts[i] for i in rows], depth)  # noqa: E731
         if mode != "hybrid":
             return self._top_k(dense if mode == "dense" else lexical, len(texts), k)
         everything, depth = np.arange(len(texts)), self.fusion_depth(k)
-        dense_top, lexical_top = dense(everything, depth), lexical(everything, depth)
-        dense_top[1][unknown] = -1  # the dense half has nothing to go on: such a query gets BM25's ranking
+        dense_top, lexical_top = without_unknown(dense(everything, depth), unknown), lexical(everything, depth)
         fused = lambda rows, top: fuse((dense_top[0][rows], dense_top[1][rows]),  # noqa: E731
                                        (lexical_top[0][rows], lexical_top[1][rows]), self.fusion, top)
         return self._top_k(fused, len(texts), k)
@@ -162,15 +149,19 @@ class Searcher:
         its vector, and its dense hits, say nothing of the query."""
         return np.array(self.encoder.unknown_queries(texts), dtype=bool)
 
-    def refuse_unknown(self, unknown: np.ndarray) -> None:
-        """Refuse a dense search of queries read as [UNK] only (``unknown``, one flag per query), naming the first."""
-        if not unknown.any():
-            return
-        number, total = int(np.flatnonzero(unknown)[0]) + 1, len(unknown)
-        bm25 = ", or search it in hybrid or bm25 mode (BM25 may match its text)" if self.manifest.get("lexical") else ""
-        raise RetrieverError(f"{'the query' if total == 1 else f'query {number} of {total}'} holds no word the model "
-                             f"knows (it reads as {self.encoder.tokenizer.unk_token or 'unknown tokens'} only), so its "
-                             f"dense hits would be arbitrary; rephrase it{bm25}")
+    def refuse_unknown(self, unknown: np.ndarray, texts: Sequence[str], cut_at: Sequence | None = None) -> None:
+        """Refuse a dense search of ``texts`` holding no word the model knows (``unknown``, one flag per query),
+        naming the first and whether it was cut (``encode_queries(cut_at=)``; without it, that query is tokenized
+        again alone)."""
+        first, cut = np.flatnonzero(unknown)[:1], []
+        if first.size and cut_at:
+            cut = [cut_at[int(first[0])]]
+        elif first.size:
+            self.encoder.unknown_queries([texts[int(first[0])]], cut_at=cut)
+        message = refusal(unknown, bool(cut and cut[0]), self.encoder.tokenizer.unk_token,
+                          self.encoder.settings.query_max_length, self.lexical is not None)
+        if message is not None:
+            raise RetrieverError(message)
 
     def _top_k(self, search, queries: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         return tie_cut.top_k(search, queries, k, self.index.ntotal, self.documents.ids_of)
@@ -248,7 +239,7 @@ class Searcher:
         query_ids, query_texts = check_queries(query_ids), check_queries(query_texts)
         if len(query_ids) != len(query_texts):
             raise RetrieverError(f"{len(query_ids)} query ids for {len(query_texts)} query texts")
-        _check_unique(query_ids)
+        check_unique_ids(query_ids)
         k, batch_size = check_k(k), bounded(batch_size, BATCH_HITS, "batch_size")
         batch_size = self.queries_per_batch(self.fusion_depth(k) if self.mode == "hybrid" else k, batch_size)
         for start in range(0, len(query_ids), batch_size):
@@ -278,15 +269,6 @@ class Searcher:
         if record is None:
             raise KeyError(doc_id)
         return passage_text(record["title"], record["text"] or "")
-
-
-def _check_unique(query_ids: list[str]) -> None:
-    """A run holds one ranking per query id: a second query of an id replaced the first's hits silently."""
-    first: dict[str, int] = {}
-    for number, qid in enumerate(query_ids, 1):
-        if first.setdefault(qid, number) != number:
-            raise RetrieverError(f"query id {qid!r} is given twice (queries {first[qid]} and {number} of "
-                                 f"{len(query_ids)}); give each query its own id")
 
 
 def _check_settings(nprobe: int | None, ef_search: int | None) -> None:

@@ -15,6 +15,7 @@ CHARS_PER_TOKEN = 8
 # on would cost time in proportion to the text. Such texts are counted as cut.
 MAX_CHARS_PER_TOKEN = 128
 _WHITESPACE = re.compile(r"\s")
+_NOT_SPACE = re.compile(r"\S")
 # Control characters \s does not match: trec_eval reads an id only up to a NUL, and none belongs in a TREC file.
 CONTROL_CHARACTER = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]")
 
@@ -64,6 +65,15 @@ def check_queries(queries: object) -> list[str]:
             raise RetrieverError(f"query {number} of {len(texts)} is {type(text).__name__}, not a string")
         check_text(text, f"query {number} of {len(texts)}", "the query")
     return texts
+
+
+def check_unique_ids(query_ids: list[str]) -> None:
+    """A run holds one ranking per query id: a second query of an id replaced the first's hits silently."""
+    first: dict[str, int] = {}
+    for number, qid in enumerate(query_ids, 1):
+        if first.setdefault(qid, number) != number:
+            raise RetrieverError(f"query id {qid!r} is given twice (queries {first[qid]} and {number} of "
+                                 f"{len(query_ids)}); give each query its own id")
 
 
 def refuse_blank(queries: list[str]) -> list[str]:
@@ -127,35 +137,70 @@ def _head(text: str, limit: int) -> str:
     return head
 
 
-def tokenize_bounded(tokenizer, texts: Sequence[str], max_length: int):
+def tokenize_bounded(tokenizer, texts: Sequence[str], max_length: int, split_special: bool = False,
+                     unread: list | None = None):
     """``tokenizer(texts, truncation=True, max_length=max_length)``, giving the tokenizer only the head of long texts.
 
     A tokenizer reads a whole text before it truncates, so one huge line costs memory and time in proportion to
     its length. Each text is cut at a word boundary after ``CHARS_PER_TOKEN * max_length`` characters; a cut
     text that then yields fewer than ``max_length`` tokens is retried with twice as many characters, so the
     result equals tokenising the whole text, up to ``MAX_CHARS_PER_TOKEN * max_length`` characters.
+    ``split_special`` reads special-token text ("[SEP]") in the texts as plain text, not as that token.
+    ``unread``, when given, is filled per text: whether text other than whitespace was left unread.
     """
     limit, most = CHARS_PER_TOKEN * max_length, MAX_CHARS_PER_TOKEN * max_length
-    encoded = tokenizer([_head(t, limit) for t in texts], truncation=True, max_length=max_length)
+    options = {"truncation": True, "max_length": max_length, **({"split_special_tokens": True} if split_special
+                                                                  else {})}
+    heads = [_head(t, limit) for t in texts]
+    encoded = tokenizer(heads, **options)
     pending = [i for i, text in enumerate(texts) if len(text) > limit and len(encoded["input_ids"][i]) < max_length]
     while pending and limit < most:
         limit = min(2 * limit, most)
-        again = tokenizer([_head(texts[i], limit) for i in pending], truncation=True, max_length=max_length)
+        again_heads = [_head(texts[i], limit) for i in pending]
+        again = tokenizer(again_heads, **options)
         for j, i in enumerate(pending):
+            heads[i] = again_heads[j]
             for key in encoded.keys():
                 encoded[key][i] = again[key][j]
         pending = [i for j, i in enumerate(pending)
                    if len(texts[i]) > limit and len(again["input_ids"][j]) < max_length]
+    if unread is not None:
+        unread[:] = [len(head) < len(text) and _NOT_SPACE.search(text, len(head)) is not None
+                     for head, text in zip(heads, texts)]
     return encoded
 
 
-def only_unknown_tokens(token_ids: Sequence[Sequence[int]], special: set[int], prefix: Sequence[int] = ()) -> list[bool]:
-    """Which tokenized texts hold nothing but special tokens ([UNK], [CLS], [SEP]) once the ``prefix`` tokens (the
-    query prefix every query starts with) are dropped: "🐝" is [CLS] [UNK] [SEP] to BERT, the vector of any other
-    unknown word, so its dense hits are arbitrary. Blank texts count too; with no unknown token (byte-level BPE)
-    every other text is known, as is one whose first token the tokenizer merged with the prefix."""
+# What marks a token as the start or the rest of a word in WordPiece (BERT's "##ing"), SentencePiece ("▁wing") and
+# byte-level BPE ("Ġwing"): stripped before asking whether a token holds a letter or digit.
+WORD_PIECE_MARKS = ("##", "▁", "Ġ")
+
+
+def non_word_ids(tokenizer) -> frozenset[int]:
+    """Ids of the tokens that are no word the model knows: special tokens ([UNK], [CLS], <s>) and tokens with no
+    letter or digit once their word-piece marks (``WORD_PIECE_MARKS``) are stripped ("?", "!", SentencePiece's lone
+    "▁"). A word in any script counts ("β", "中", "19"); punctuation alone does not."""
+    special = set(tokenizer.all_special_ids) | ({tokenizer.unk_token_id} - {None})
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    return frozenset(special | {i for i, token in enumerate(tokens) if not _has_word(token)})
+
+
+def _has_word(token: str | None) -> bool:
+    if token is None:
+        return False
+    token = token[2:] if token.startswith(WORD_PIECE_MARKS[0]) else token
+    return any(character.isalnum() for character in token.lstrip("".join(WORD_PIECE_MARKS[1:])))
+
+
+def only_unknown_tokens(token_ids: Sequence[Sequence[int]], special: set[int], non_word: frozenset[int],
+                        prefix: Sequence[int] = ()) -> list[bool]:
+    """Which tokenized texts hold no word the model knows (every token in ``non_word``, see ``non_word_ids``) once
+    the ``prefix`` tokens (the query prefix every query starts with) are dropped from their ``special``-free tokens:
+    "🐝" is [CLS] [UNK] [SEP] to BERT and "🐝?" [CLS] [UNK] ? [SEP], the vector of any other unknown word, so its
+    dense hits are arbitrary. Blank texts count too; a text whose first token the tokenizer merged with the prefix
+    is tested whole."""
     prefix, flags = list(prefix), []
     for ids in token_ids:
         words = [token for token in ids if token not in special]
-        flags.append(not (words[len(prefix):] if prefix and words[:len(prefix)] == prefix else words))
+        words = words[len(prefix):] if prefix and words[:len(prefix)] == prefix else words
+        flags.append(all(token in non_word for token in words))
     return flags

@@ -298,3 +298,21 @@ def test_an_encoder_refuses_weights_drawn_at_random_where_training_only_warns(tm
     assert "warning" not in capfd.readouterr().err  # one line: the error alone
     load_model(str(folder))  # training learns them: a warning only
     assert "initialised at random" in capfd.readouterr().err
+
+
+def test_trailing_whitespace_past_the_query_max_length_is_no_cut(tiny_model_dir):
+    """A text longer than the characters read counted as cut though only whitespace was left unread."""
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir), query_max_length=8), device="cpu", dtype="fp32")
+    cut_at: list = []
+    encoder.encode_queries(["honey bee" + " " * 1100, "honey bee" + " " * 70, "bee " * 3 + " " * 2000 + "honey",
+                            "bee " * 20], cut_at=cut_at)
+    assert cut_at == [None, None, 8, 8]
+
+
+def test_special_token_text_in_a_query_is_read_as_text_not_as_that_token(tiny_model_dir):
+    """"[MASK]" in a query was encoded as the [MASK] token (and "[SEP] [CLS]" as two control tokens)."""
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    unknown: list = []
+    vectors = encoder.encode_queries(["[MASK]", "[SEP] [CLS]", "[mask]"], unknown=unknown)
+    assert unknown == [False, False, False]
+    np.testing.assert_allclose(vectors[0], vectors[2], atol=1e-6)  # lower-cased text, as "[mask]" is read

@@ -34,7 +34,8 @@ def test_a_query_of_unknown_words_is_refused_in_dense_mode_in_one_line(index):
     searcher = Searcher(index, device="cpu", dtype="fp32")
     assert searcher.unknown_words(["🐝", "🐝 🐝", GREEK_HONEY, "bee 🐝", " "]).tolist() == [True, True, True, False,
                                                                                               True]
-    with pytest.raises(RetrieverError, match=r"^the query holds no word the model knows \(it reads as \[UNK\] only\), "
+    with pytest.raises(RetrieverError, match=r"^the query holds no word the model knows \(it reads as \[UNK\] or punctuation "
+                                             r"only\), "
                                              r"so its dense hits would be arbitrary; rephrase it, or search it in "
                                              r"hybrid or bm25 mode \(BM25 may match its text\)$"):
         searcher.search(["🐝"], k=3)
@@ -64,7 +65,7 @@ def test_a_batch_run_keeps_queries_of_unknown_words_and_warns_of_them(index, tmp
         result = CliRunner().invoke(main, ["search", str(index), "--queries", str(queries), "-k", "2", "--mode", mode,
                                            *DEVICE])
         assert result.exit_code == 0, result.output
-        assert (f"warning: 1 of 3 queries hold no word the model knows (e.g. 'qb': it reads them as [UNK] only); "
+        assert (f"warning: 1 of 3 queries hold no word the model knows (e.g. 'qb': it reads them as unknown tokens or punctuation only); "
                 f"{fate}") in result.stderr
         assert "warning: 1 of 3 queries have empty text (e.g. 'qe')" in result.stderr
 
@@ -108,3 +109,38 @@ def test_rank_tells_unknown_words_from_the_tokenization_its_vectors_use_not_a_se
     with pytest.raises(RetrieverError, match=r"^query 2 of 2 holds no word the model knows"):
         searcher.rank(["bee", "🐝 🐝"], 3)
     assert tokenized == ["bee", "🐝 🐝"]
+
+
+@pytest.fixture(scope="module")
+def short_index(tiny_model_dir, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("short-queries")
+    corpus = folder / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in TINY_DOCS))
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir), query_max_length=8), device="cpu", dtype="fp32")
+    encode_and_index(corpus, folder / "idx", encoder, IndexParams("flat"), progress=False)
+    return folder / "idx"
+
+
+def test_a_query_whose_words_lie_past_the_cut_is_told_so(short_index):
+    """The refusal said the query held no word the model knows, though "wing" was just past the query max length."""
+    searcher = Searcher(short_index, device="cpu", dtype="fp32")
+    with pytest.raises(RetrieverError, match=r"^the query holds no word the model knows in its first 8 tokens, and "
+                                             r"the rest of it was cut .*--query-max-length.*; put its words first"):
+        searcher.search(["🐝 " * 20 + "wing"], k=3)
+    with pytest.raises(RetrieverError, match=r"^the query holds no word the model knows \(it reads as \[UNK\] or "
+                                             r"punctuation only\)"):
+        searcher.search(["🐝 !!!"], k=3)
+    assert searcher.search(["[SEP] [CLS]"], k=3)[0]  # read as text, not as two control tokens
+
+
+def test_the_refusal_suggests_bm25_only_where_the_bm25_part_opened(index, tmp_path):
+    import shutil
+
+    damaged = tmp_path / "idx"
+    shutil.copytree(index, damaged)
+    manifest = json.loads((damaged / "manifest.json").read_text())
+    (damaged / manifest["lexical"]["directory"] / next(iter(manifest["lexical"]["files"]))).write_bytes(b"x")
+    searcher = Searcher(damaged, device="cpu", dtype="fp32")
+    with pytest.raises(RetrieverError) as refused:
+        searcher.search(["🐝"], k=3)
+    assert "bm25" not in str(refused.value) and str(refused.value).endswith("rephrase it")

@@ -72,3 +72,44 @@ def test_what_is_blank_is_what_the_tokenizer_drops(tiny_model_dir, text):
     tokenizer = load_tokenizer(str(tiny_model_dir))
     assert tokenizer(text)["input_ids"] == tokenizer("")["input_ids"]
     assert is_blank(text) and not is_blank(text + "a")
+
+
+@pytest.fixture(scope="module")
+def minilm_tokenizer():
+    return load_tokenizer("minilm")
+
+
+@pytest.mark.parametrize("text, unknown", [
+    ("🐝", True), ("🐝?", True), ("🐝 !!!", True), ("???", True),
+    ("C++", False), ("3.5%", False), ("β-catenin", False), ("COVID-19", False), ("中国", False), ("bee 🐝", False),
+])
+def test_a_text_holds_no_known_word_when_none_of_its_tokens_is_a_word_of_the_vocabulary(minilm_tokenizer, text,
+                                                                                         unknown):
+    """Only texts of [UNK] and special tokens counted: "🐝?" ([UNK] ?) was searched for its arbitrary dense hits."""
+    from retriever.texts import non_word_ids, only_unknown_tokens
+
+    tokenizer = minilm_tokenizer
+    ids = tokenizer([text])["input_ids"]
+    assert only_unknown_tokens(ids, set(tokenizer.all_special_ids), non_word_ids(tokenizer)) == [unknown]
+
+
+def test_a_sentencepiece_text_of_unknown_characters_holds_no_known_word():
+    """SentencePiece reads "🐝" as <s> ▁ <unk> </s>: the lone word-start mark "▁" counted as a known word."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    from retriever.texts import non_word_ids, only_unknown_tokens
+
+    vocab = [("<s>", 0.0), ("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0), ("▁", -2.0), ("▁wing", -3.0),
+             ("?", -4.0), ("w", -5.0), ("i", -5.0), ("n", -5.0), ("g", -5.0)]
+    backend = Tokenizer(models.Unigram(vocab, unk_id=3, byte_fallback=False))
+    backend.pre_tokenizer, backend.decoder = pre_tokenizers.Metaspace(), decoders.Metaspace()
+    backend.post_processor = processors.TemplateProcessing(single="<s> $A </s>", special_tokens=[("<s>", 0),
+                                                                                                 ("</s>", 2)])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", pad_token="<pad>",
+                                        bos_token="<s>", eos_token="</s>")
+    texts = ["🐝", "🐝 ?", "wing", "🐝 wing"]
+    ids = tokenizer(texts)["input_ids"]
+    assert tokenizer.convert_ids_to_tokens(ids[0]) == ["<s>", "▁", "<unk>", "</s>"]
+    assert only_unknown_tokens(ids, set(tokenizer.all_special_ids), non_word_ids(tokenizer)) == [True, True, False,
+                                                                                                  False]

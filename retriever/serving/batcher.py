@@ -232,17 +232,18 @@ class MicroBatcher:
 
     def _search(self, batch: list[_Request]) -> list:
         """One encoder pass for every query that needs a vector, then one search per group (``_group``). A dense
-        request of a query read as [UNK] only gets its refusal (``Searcher.refuse_unknown``, from the tokenization
-        its vectors used) in place of hits and is left out, so its batch mates are not searched again alone."""
+        request of a query holding no word the model knows gets its refusal (``Searcher.refuse_unknown``, from the
+        tokenization its vectors used) in place of hits and is left out, so its batch mates are not searched again
+        alone."""
         encoded = [i for i, request in enumerate(batch) if request.mode != "bm25"]
-        cut_at, unknown = [], []  # the encoder's word on each query: cut, and read as [UNK] only
+        cut_at, unknown = [], []  # the encoder's word on each query: cut, and holding no known word
         vectors = self._encode([t for i in encoded for t in batch[i].queries], cut_at, unknown) if encoded else None
         rows, row, results, unknown = {}, 0, [[] for _ in batch], np.array(unknown, dtype=bool)
         for i in encoded:
             start, row = row, row + len(batch[i].queries)
             rows[i], batch[i].cut_at[:] = np.arange(start, row), cut_at[start:row] or batch[i].cut_at
             if batch[i].mode == "dense":
-                results[i] = self._refusal(unknown[rows[i]])
+                results[i] = self._refusal(unknown[rows[i]], batch[i])
         keys = [self._group(request) if not isinstance(results[i], RetrieverError) else None
                 for i, request in enumerate(batch)]
         for key in dict.fromkeys(key for key in keys if key is not None):
@@ -261,10 +262,10 @@ class MicroBatcher:
         self._count(batch, sum(len(request.queries) for request in batch))
         return results
 
-    def _refusal(self, unknown: np.ndarray) -> RetrieverError | list:
-        """A dense request's refusal of its queries read as [UNK] only, numbered within it; else no hits yet."""
+    def _refusal(self, unknown: np.ndarray, request: _Request) -> RetrieverError | list:
+        """A dense request's refusal of its queries of no known word, numbered within it; else no hits yet."""
         try:
-            self.searcher.refuse_unknown(unknown)
+            self.searcher.refuse_unknown(unknown, request.queries, request.cut_at)
         except RetrieverError as error:
             return error
         return []

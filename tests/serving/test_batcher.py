@@ -48,7 +48,7 @@ class FakeSearcher:
     """Hits are the query's own length repeated, so rows can be traced back to their query."""
 
     mode = "dense"
-    lexical = None
+    lexical = lexical_problem = None
     index_dir = "fake-index"
 
     def __init__(self) -> None:
@@ -60,7 +60,7 @@ class FakeSearcher:
     def rank(self, texts, k, mode, vectors, unknown=None):
         return self.search_vectors(vectors, k)
 
-    def refuse_unknown(self, unknown):
+    def refuse_unknown(self, unknown, texts, cut_at=None):
         assert not unknown.any()
 
     def search_vectors(self, vectors, k):

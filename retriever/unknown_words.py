@@ -1,0 +1,31 @@
+"""Queries that hold no word the model knows (``texts.only_unknown_tokens``): what dense search tells their
+sender, and how hybrid search drops their dense half. One place, so search, the server and fusion tuning agree."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+NO_WORD = "holds no word the model knows"
+
+
+def refusal(unknown: np.ndarray, cut: bool, unk_token: str | None, max_length: int, bm25_works: bool) -> str | None:
+    """The one-line refusal of a dense search whose queries ``unknown`` flags (None if it flags none), naming the
+    first: ``cut`` says whether that query was cut at ``max_length`` tokens, so its words may lie past the cut;
+    hybrid and bm25 mode are suggested only where the index's BM25 part opened (``bm25_works``)."""
+    if not unknown.any():
+        return None
+    number, total = int(np.flatnonzero(unknown)[0]) + 1, len(unknown)
+    who = "the query" if total == 1 else f"query {number} of {total}"
+    bm25 = ", or search it in hybrid or bm25 mode (BM25 may match its text)" if bm25_works else ""
+    if cut:
+        return (f"{who} {NO_WORD} in its first {max_length} tokens, and the rest of it was cut (the index's query "
+                f"max length, --query-max-length), so its dense hits would be arbitrary; put its words first{bm25}")
+    return (f"{who} {NO_WORD} (it reads as {unk_token or 'unknown tokens'} or punctuation only), so its dense hits "
+            f"would be arbitrary; rephrase it{bm25}")
+
+
+def without_unknown(top: tuple[np.ndarray, np.ndarray], unknown: Sequence[bool]) -> tuple[np.ndarray, np.ndarray]:
+    """A dense ranking (scores, labels) with the rows of ``unknown`` queries emptied (labels -1), for fusion: the
+    dense half has nothing to go on there, so hybrid ranks such a query by BM25 alone."""
+    return top[0], np.where(np.asarray(unknown, dtype=bool)[:, None], -1, top[1])
