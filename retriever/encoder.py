@@ -226,17 +226,19 @@ class SharedEncoders:
     """Encoders loaded once for all who ask for the same one, so serving several indexes built with one model holds
     one copy of its weights, not one per index. The same: equal settings (every ``EncoderSettings`` field, the model
     folder compared by its real path), device, dtype and batch size, so a shared encoder gives each index the vectors
-    its own would, bit for bit. Encoding only reads the model, so threads may share one."""
+    its own would, bit for bit, and the weights the index records (``weights_sha256``): an index built after the
+    folder's weights changed is checked against a load of its own, not against the copy loaded before the change.
+    Encoding only reads the model, so threads may share one."""
 
     def __init__(self) -> None:
         self.loaded: dict[tuple, Encoder] = {}
         self._lock = threading.Lock()
 
     def get(self, settings: EncoderSettings, device: str = "auto", dtype: str = "auto",
-            batch_size: int | None = None) -> Encoder:
-        """The encoder of these settings, loaded on the first call that asks for it."""
+            batch_size: int | None = None, weights_sha256: str | None = None) -> Encoder:
+        """The encoder of these settings and recorded weights, loaded on the first call that asks for it."""
         model = os.path.realpath(settings.model) if os.path.isdir(settings.model) else settings.model
-        key = (dataclasses.replace(settings, model=model), device, dtype, batch_size)
+        key = (dataclasses.replace(settings, model=model), device, dtype, batch_size, weights_sha256)
         with self._lock:
             if key not in self.loaded:
                 self.loaded[key] = Encoder(settings, device=device, dtype=dtype, batch_size=batch_size)
@@ -250,9 +252,11 @@ def recorded_encoder(recorded: dict, made: str, folder: str | Path, device: str 
     weights differ from the recorded ones; ``made`` says what was made with it, for the error. ``model``
     says where the model is when it moved away from ``folder``; ``shared``, where to take it from if loaded."""
     settings = EncoderSettings.from_record(recorded, model or recorded_model(recorded, folder))
-    make = Encoder if shared is None else shared.get
-    encoder = make(settings, device=device, dtype=dtype, batch_size=batch_size)
     recorded_sha = recorded.get("weights_sha256")
+    if shared is None:
+        encoder = Encoder(settings, device=device, dtype=dtype, batch_size=batch_size)
+    else:
+        encoder = shared.get(settings, device=device, dtype=dtype, batch_size=batch_size, weights_sha256=recorded_sha)
     if encoder.weights_sha256 != recorded_sha:
         raise RetrieverError(f"the model at {settings.model} has weights {encoder.weights_sha256} but {made} with "
                              f"{recorded_sha}; it is another model or it changed since, so pass the model the "

@@ -77,3 +77,24 @@ def test_concurrent_requests_to_indexes_sharing_an_encoder_are_never_batched_tog
     assert all(len({text.rsplit(" ", 1)[1] for text in batch}) == 1 for batch in passes)
     assert sorted(text for batch in passes for text in batch) == sorted(tagged["a"] + tagged["b"])
     assert all(len(hits) == 12 for hits in results["a"]) and all(len(hits) == SMALL_DOCS for hits in results["b"])
+
+
+def test_an_index_of_other_weights_in_the_same_model_folder_gets_its_own_encoder(tiny_beir, tmp_path):
+    """The share was keyed by the model folder: an index built after its weights changed (a fine-tuned copy saved
+    over the folder) was handed the encoder loaded for the first index and refused as built with another model."""
+    import shutil
+
+    from conftest import make_tiny_bert
+    from retriever.encoder import SharedEncoders
+
+    model = make_tiny_bert(tmp_path / "model", seed=1)
+    first = _build(tiny_beir, tmp_path / "first", model)
+    shared = SharedEncoders()
+    opened = Searcher(first, device="cpu", dtype="fp32", encoders=shared)
+    shutil.rmtree(model)
+    make_tiny_bert(model, seed=2)
+    second = _build(tiny_beir, tmp_path / "second", model)
+    reopened = Searcher(second, device="cpu", dtype="fp32", encoders=shared)
+    assert reopened.encoder is not opened.encoder
+    assert reopened.search(["honey bee"], k=3) == Searcher(second, device="cpu", dtype="fp32").search(["honey bee"],
+                                                                                                     k=3)
