@@ -31,7 +31,7 @@ def name_from_folder(folder: Path) -> str:
 
 def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict[str, Path]:
     """NAME=PATH pairs (and the positional INDEX) in the order given; the first is the default."""
-    from retriever.serving.app import valid_index_name
+    from retriever.serving.served import valid_index_name
 
     indexes: dict[str, Path] = {}
     if positional is not None:
@@ -118,7 +118,8 @@ def check_fusion_used(searchers: dict, fusion_overrides: dict) -> None:
 def load_searchers(folders: dict[str, Path], **options: object) -> dict:
     """A Searcher per index folder (``options`` are Searcher's). Indexes built with one model and the same encoder
     settings share one loaded encoder (``SharedEncoders``), so memory does not grow with each index of a model;
-    each batcher still encodes only its own index's queries, with the vectors its own encoder would give."""
+    each batcher still encodes only its own index's queries, with the vectors its own encoder would give. An index
+    whose BM25 part could not be opened is served for dense search, with a warning naming the damage."""
     from retriever.encoder import SharedEncoders
     from retriever.searching import Searcher
 
@@ -129,6 +130,9 @@ def load_searchers(folders: dict[str, Path], **options: object) -> dict:
         first = next(other for other, searcher in searchers.items() if searcher.encoder is searchers[name].encoder)
         if first != name:
             click.echo(f"{name} shares the loaded model of {first} (same model folder and encoder settings)", err=True)
+        if searchers[name].lexical_problem:  # dense requests work: the operator hears of it now, not per request
+            click.echo(f"warning: {name}: its BM25 part could not be opened, so bm25 and hybrid requests to it get a "
+                       f"500 until it is rebuilt: {searchers[name].lexical_problem}", err=True)
     return searchers
 
 

@@ -7,7 +7,8 @@ Typical use is the CLI (``retriever serve INDEX``); in code::
 """
 from __future__ import annotations
 
-from retriever.serving.app import BatchSettings, create_app, valid_index_name
+from retriever.serving.app import create_app
+from retriever.serving.served import BatchSettings, valid_index_name
 from retriever.serving.inputs import Limits
 from retriever.serving.batcher import MicroBatcher
 from retriever.serving.threads import configure_threads

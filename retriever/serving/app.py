@@ -28,11 +28,9 @@ checks and limits in ``inputs``.
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Iterable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -40,76 +38,19 @@ from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from retriever.encoder_settings import SERVED_FIELDS
 from retriever.errors import IndexDamaged, RetrieverError
 from retriever.searching import Searcher
-from retriever.serving.batcher import Closed, MicroBatcher, Overloaded
+from retriever.serving.batcher import Closed, Overloaded
 from retriever.serving.inputs import (ApiError, Limits, check_hits, check_query, check_query_string, read_search_body,
                                       validation_message)
 from retriever.serving.output import bounded, hits_list, list_object
 from retriever.serving.page import page_html
 from retriever.serving.protocol import HeadAsGet, allowed_methods
-from retriever.serving.schemas import (ERRORS, K_PARAM, MODE_PARAM, NAME_PARAM, NAME_PATTERN, POST_BODY, Q_PARAM,
+from retriever.serving.served import BatchSettings, ServedIndexes, summary, valid_index_name
+from retriever.serving.schemas import (ERRORS, K_PARAM, MODE_PARAM, NAME_PARAM, POST_BODY, Q_PARAM,
                                        BatchSearchResponse, Mode, SearchResponse)
 
 INLINE_HITS = 100
-
-
-def valid_index_name(name: str) -> bool:
-    """Names end up in URLs and log lines only, never in paths, but stay boring on purpose."""
-    return re.fullmatch(NAME_PATTERN, name) is not None
-
-
-@dataclass(frozen=True)
-class BatchSettings:
-    """How the micro-batchers group concurrent queries (see ``retriever.serving.batcher``)."""
-
-    max_batch: int = 32
-    max_wait_ms: float = 2.0
-    max_pending: int = 4096
-    workers: int = 1
-    warm_up: bool = True
-
-
-@dataclass
-class ServedIndexes:
-    """What the routes need: the searchers, their batchers (while the app runs) and the limits."""
-
-    searchers: dict[str, Searcher]
-    default: str
-    limits: Limits
-    batching: BatchSettings
-    batchers: dict[str, MicroBatcher] = field(default_factory=dict)
-
-    def searcher(self, name: str) -> Searcher:
-        if name not in self.searchers:
-            raise ApiError(404, f"no index named {name!r}; served: {', '.join(self.searchers)}")
-        return self.searchers[name]
-
-    def batcher(self, name: str) -> MicroBatcher:
-        self.searcher(name)
-        if name not in self.batchers:
-            raise ApiError(503, "the server is starting or stopping")
-        return self.batchers[name]
-
-    def check_mode(self, name: str, mode: str | None) -> None:
-        """A mode the index cannot do, refused in the client's terms (``mode``), not the CLI's."""
-        if mode is not None and mode not in self.searcher(name).modes():
-            raise ApiError(400, f"index {name!r} has no BM25 part, so mode {mode} cannot run on it: ask for "
-                                "mode dense (the server's operator can add BM25 with `retriever bm25`, "
-                                "without re-encoding)")
-
-    def start(self) -> None:
-        for name, searcher in self.searchers.items():
-            self.batchers[name] = MicroBatcher(searcher, self.batching.max_batch, self.batching.max_wait_ms,
-                                               self.batching.max_pending, name=name, workers=self.batching.workers)
-            if self.batching.warm_up:
-                self.batchers[name].warm_up()
-
-    def stop(self) -> None:
-        for batcher in self.batchers.values():
-            batcher.close()
-        self.batchers.clear()
 
 
 def json_response(payload: dict, status: int = 200) -> Response:
@@ -120,14 +61,6 @@ def _error(status: int, message: str, headers: dict | None = None) -> Response:
     response = json_response({"error": message}, status)
     response.headers.update(headers or {})
     return response
-
-
-def _summary(name: str, searcher: Searcher) -> dict:
-    manifest = searcher.manifest
-    encoder = manifest.get("encoder", {})
-    return {"name": name, "documents": int(searcher.index.ntotal), "modes": searcher.modes(),
-            "index_type": manifest.get("index", {}).get("type"),
-            "encoder": {key: encoder.get(key) for key in SERVED_FIELDS}}
 
 
 async def _bounded_response(pieces: Iterable[bytes], hits: int, limits: Limits) -> Response:
@@ -242,7 +175,7 @@ async def search_many(served: ServedIndexes, name: str, request: Request) -> Res
 
 def info(served: ServedIndexes, name: str) -> Response:
     searcher = served.searcher(name)
-    return json_response({**_summary(name, searcher), "manifest": searcher.manifest})
+    return json_response({**summary(name, searcher), "manifest": searcher.manifest})
 
 
 @router.get("/", response_class=HTMLResponse, include_in_schema=False)
@@ -261,7 +194,7 @@ async def health(request: Request) -> Response:
 async def indexes(request: Request) -> Response:
     served = _served(request)
     return json_response({"default": served.default,
-                          "indexes": [_summary(n, s) for n, s in served.searchers.items()]})
+                          "indexes": [summary(n, s) for n, s in served.searchers.items()]})
 
 
 @router.get("/info", summary="The default index's manifest")

@@ -93,3 +93,23 @@ def test_an_ipv6_host_in_url_brackets_is_listened_on(monkeypatch, tmp_path):
     for given in ("[::1]", "::1", "127.0.0.1"):
         CliRunner().invoke(serve_command, [str(tmp_path), "--host", given])
     assert hosts == ["::1", "::1", "127.0.0.1"]
+
+
+def test_serve_warns_at_start_of_an_index_whose_bm25_part_is_damaged(tiny_beir, tiny_model_dir, tmp_path, capsys):
+    """It started silently, and bm25/hybrid requests to it failed one by one."""
+    import json
+
+    from retriever.cli.serving import load_searchers
+    from retriever.encoder import Encoder, EncoderSettings
+    from retriever.indexing import IndexParams, encode_and_index
+
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "idx", encoder, IndexParams("flat"), progress=False)
+    manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    (tmp_path / "idx" / "manifest.json").write_text(json.dumps({**manifest, "lexical": {**manifest["lexical"],
+                                                                                        "docstore": "x"}}))
+    load_searchers({"docs": tmp_path / "idx"}, device="cpu", dtype="fp32")
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and warnings[0].startswith("warning: docs: its BM25 part could not be opened, so bm25 "
+                                                         "and hybrid requests to it get a 500 until it is rebuilt: ")
+    assert f"rebuild it with `retriever bm25 {tmp_path / 'idx'} --overwrite`" in warnings[0]

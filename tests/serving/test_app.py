@@ -216,6 +216,9 @@ def test_a_damaged_bm25_part_is_the_server_s_fault_a_500_for_the_requests_that_n
                       served.post_json("/indexes/small/search", {"queries": ["cat"], "mode": "bm25"})):
             assert reply.status == 500 and reply.json() == {"error": str(damage.value)}, reply.body
             assert f"retriever bm25 {folder} --overwrite" in str(damage.value) and "\n" not in str(damage.value)
+        listed = {index["name"]: index for index in served.get("/indexes").json()["indexes"]}
+        assert listed["small"]["modes"] == ["dense"] and listed["small"]["bm25_damage"] == str(damage.value)
+        assert listed["tiny"]["bm25_damage"] is None and "hybrid" in listed["tiny"]["modes"]
         assert served.get("/indexes/small/search?q=cat&mode=bm25&k=0").status == 400
         assert served.get("/indexes/small/search?q=cat&k=1").status == 200  # dense still answers
         assert served.get("/indexes/tiny/search?q=cat&k=1&mode=hybrid").status == 200

@@ -1,0 +1,80 @@
+"""The served indexes: their searchers and batchers, as the routes reach them, and how /indexes describes one."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from retriever.encoder_settings import SERVED_FIELDS
+from retriever.searching import Searcher
+from retriever.serving.batcher import MicroBatcher
+from retriever.serving.inputs import ApiError, Limits
+from retriever.serving.schemas import NAME_PATTERN
+
+
+def valid_index_name(name: str) -> bool:
+    """Names end up in URLs and log lines only, never in paths, but stay boring on purpose."""
+    return re.fullmatch(NAME_PATTERN, name) is not None
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """How the micro-batchers group concurrent queries (see ``retriever.serving.batcher``)."""
+
+    max_batch: int = 32
+    max_wait_ms: float = 2.0
+    max_pending: int = 4096
+    workers: int = 1
+    warm_up: bool = True
+
+
+@dataclass
+class ServedIndexes:
+    """What the routes need: the searchers, their batchers (while the app runs) and the limits."""
+
+    searchers: dict[str, Searcher]
+    default: str
+    limits: Limits
+    batching: BatchSettings
+    batchers: dict[str, MicroBatcher] = field(default_factory=dict)
+
+    def searcher(self, name: str) -> Searcher:
+        if name not in self.searchers:
+            raise ApiError(404, f"no index named {name!r}; served: {', '.join(self.searchers)}")
+        return self.searchers[name]
+
+    def batcher(self, name: str) -> MicroBatcher:
+        self.searcher(name)
+        if name not in self.batchers:
+            raise ApiError(503, "the server is starting or stopping")
+        return self.batchers[name]
+
+    def check_mode(self, name: str, mode: str | None) -> None:
+        """A mode the index cannot do, refused in the client's terms (``mode``), not the CLI's."""
+        if mode is not None and mode not in self.searcher(name).modes():
+            raise ApiError(400, f"index {name!r} has no BM25 part, so mode {mode} cannot run on it: ask for "
+                                "mode dense (the server's operator can add BM25 with `retriever bm25`, "
+                                "without re-encoding)")
+
+    def start(self) -> None:
+        for name, searcher in self.searchers.items():
+            self.batchers[name] = MicroBatcher(searcher, self.batching.max_batch, self.batching.max_wait_ms,
+                                               self.batching.max_pending, name=name, workers=self.batching.workers)
+            if self.batching.warm_up:
+                self.batchers[name].warm_up()
+
+    def stop(self) -> None:
+        for batcher in self.batchers.values():
+            batcher.close()
+        self.batchers.clear()
+
+
+def summary(name: str, searcher: Searcher) -> dict:
+    """An index as /indexes lists it: ``modes`` are those that work now, so a BM25 part that could not be opened
+    leaves bm25 and hybrid out and says why in ``bm25_damage`` (null otherwise); requests for them get a 500."""
+    manifest = searcher.manifest
+    encoder = manifest.get("encoder", {})
+    damage = searcher.lexical_problem
+    return {"name": name, "documents": int(searcher.index.ntotal),
+            "modes": ["dense"] if damage else searcher.modes(), "bm25_damage": str(damage) if damage else None,
+            "index_type": manifest.get("index", {}).get("type"),
+            "encoder": {key: encoder.get(key) for key in SERVED_FIELDS}}
