@@ -6,6 +6,7 @@ record that shards, indexes and model folders store, so a mismatched query encod
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import threading
@@ -129,17 +130,27 @@ class Encoder:
         if not texts:
             return []
         unread: list = []
-        encoded = tokenize_bounded(self.tokenizer, texts, self.settings.query_max_length, True, unread)
+        encoded = tokenize_bounded(self._query_tokenizer(), texts, self.settings.query_max_length, True, unread)
         if cut_at is not None:
             cut_at[:] = [self.settings.query_max_length if cut else None
                          for cut in _cut_flags(encoded, unread, self.settings.query_max_length)]
         return self._unknown(encoded)
 
+    def _query_tokenizer(self):
+        """A copy of the tokenizer that reads special-token text in queries as text. A fast tokenizer keeps that
+        switch, and its truncation length, in its one Rust backend and sets them on each call that differs: one
+        tokenizer shared by query and passage calls on two threads could tokenize a batch with the other's."""
+        if "_queries_tokenizer" not in self.__dict__:  # set lazily: subclasses skip __init__
+            tokenizer = copy.deepcopy(self.tokenizer)
+            tokenizer.split_special_tokens = True
+            self._queries_tokenizer = tokenizer
+        return self._queries_tokenizer
+
     def _unknown(self, encoded) -> list[bool]:
         """``texts.only_unknown_tokens`` of tokenized queries: special ids, non-word ids and the query prefix's
         tokens, found once."""
         if "_unknown_rule" not in self.__dict__:  # set lazily: subclasses skip __init__
-            tokenizer, prefix = self.tokenizer, self.settings.query_prefix
+            tokenizer, prefix = self._query_tokenizer(), self.settings.query_prefix
             special = set(tokenizer.all_special_ids) | ({tokenizer.unk_token_id} - {None})
             self._unknown_rule = (special, non_word_ids(tokenizer), tokenizer(prefix, add_special_tokens=False)
                                   ["input_ids"] if prefix else [])
@@ -177,7 +188,8 @@ class Encoder:
         if not texts:
             return output
         unread: list = []
-        encoded = tokenize_bounded(self.tokenizer, texts, max_length, kind == "queries", unread)
+        tokenizer = self._query_tokenizer() if kind == "queries" else self.tokenizer
+        encoded = tokenize_bounded(tokenizer, texts, max_length, kind == "queries", unread)
         flags = self._count_cut(kind, encoded, unread, max_length)
         if cut_at is not None:
             cut_at[:] = [max_length if cut else None for cut in flags]

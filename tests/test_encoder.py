@@ -316,3 +316,16 @@ def test_special_token_text_in_a_query_is_read_as_text_not_as_that_token(tiny_mo
     vectors = encoder.encode_queries(["[MASK]", "[SEP] [CLS]", "[mask]"], unknown=unknown)
     assert unknown == [False, False, False]
     np.testing.assert_allclose(vectors[0], vectors[2], atol=1e-6)  # lower-cased text, as "[mask]" is read
+
+
+def test_encoding_queries_leaves_the_passage_tokenizers_state_as_it_was(tiny_model_dir):
+    """Queries read "[SEP]" as text by switching the fast tokenizer's backend; on the one tokenizer passages use, a
+    passage batch tokenized at the same time on another thread could be read with the queries' switch (and
+    truncation length)."""
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir), query_max_length=8), device="cpu", dtype="fp32")
+    backend = encoder.tokenizer.backend_tokenizer
+    encoder.encode_passages([Document("d1", "the cat [SEP] sat")])
+    before = (backend.encode_special_tokens, backend.truncation)
+    encoder.encode_queries(["the [SEP] cat", "[MASK]"])
+    assert (backend.encode_special_tokens, backend.truncation) == before
+    assert backend.encode_special_tokens is False

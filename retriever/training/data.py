@@ -274,9 +274,10 @@ class Collator:
         self.tokenizer = tokenizer
         self.settings = settings
 
-    def _tokenize(self, texts: Iterable[str], max_length: int) -> dict[str, torch.Tensor]:
-        """Padded tensors; only the head of a long text is tokenised, so one huge line costs what a short one does."""
-        encoded = tokenize_bounded(self.tokenizer, list(texts), max_length)
+    def _tokenize(self, texts: Iterable[str], max_length: int, queries: bool = False) -> dict[str, torch.Tensor]:
+        """Padded tensors; only the head of a long text is tokenised, so one huge line costs what a short one does.
+        Queries read special-token text ("[SEP]") as text, as the encoder reads them at search time."""
+        encoded = tokenize_bounded(self.tokenizer, list(texts), max_length, split_special=queries)
         return dict(self.tokenizer.pad(encoded, return_tensors="pt"))
 
     def __call__(self, groups: Sequence[Group]) -> dict:
@@ -288,7 +289,7 @@ class Collator:
         s = self.settings
         widest = max(len(g.example.judged) for g in groups)
         judged = [sorted(passage_key(i) for i in g.example.judged) for g in groups]
-        return {"query": self._tokenize((s.query_prefix + g.example.query for g in groups), s.query_max_length),
+        return {"query": self._tokenize((s.query_prefix + g.example.query for g in groups), s.query_max_length, True),
                 "passage": self._tokenize((s.passage_prefix + p.text for p in passages), s.passage_max_length),
                 "targets": torch.tensor(targets, dtype=torch.long),
                 "judged_keys": torch.tensor([keys + [-1] * (widest - len(keys)) for keys in judged], dtype=torch.long),

@@ -188,3 +188,17 @@ def test_collator_reads_only_the_head_of_a_huge_passage(tiny_model_dir):
     assert time.perf_counter() - started < 0.5
     assert tokenizer.longest < 1000
     assert batch["query"]["input_ids"].shape == (1, 8) and batch["passage"]["input_ids"].shape == (2, 16)
+
+
+def test_collated_queries_read_special_token_text_as_the_search_encoder_does(tiny_model_dir):
+    """A training query "[SEP] cat" was tokenized as the [SEP] control token, where search reads it as text."""
+    from retriever.encoder import Encoder
+    settings = EncoderSettings(model=str(tiny_model_dir), query_max_length=8)
+    encoder = Encoder(settings, device="cpu", dtype="fp32")
+    example = TrainExample("q1", "[SEP] cat", (Passage("d1", "the cat [SEP] sat"),), (), frozenset({"d1"}))
+    batch = Collator(load_tokenizer(str(tiny_model_dir)), settings)(epoch_groups([example], epoch=0, seed=0,
+                                                                                 group_size=1))
+    searched = encoder._query_tokenizer()(["[SEP] cat"], truncation=True, max_length=8)["input_ids"][0]
+    assert batch["query"]["input_ids"][0].tolist() == searched
+    sep = encoder.tokenizer.sep_token_id
+    assert batch["passage"]["input_ids"][0].tolist().count(sep) == 2  # passages still read it as [SEP]
