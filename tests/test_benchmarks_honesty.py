@@ -47,3 +47,25 @@ def test_load_test_printout_names_the_simd_level_and_bf16():
 def test_search_report_notes_quote_no_figure_the_run_did_not_measure():
     quoted = re.findall(r"\d+(?:\.\d+)?\s*(?:ms|s|GB|MB)\b", search_report.NOTES)
     assert quoted == []
+
+
+def test_bm25_scale_figures_are_the_results_files():
+    """README.md, benchmarks/README.md and docs/scaling.md quoted a 10M BM25 build peak (1.64 GB, 1.48 GB), open
+    cost and query time that no results file recorded; they now quote results/bm25_scale_10000000.md."""
+    results = (BENCHMARKS / "results" / "bm25_scale_10000000.md").read_text(encoding="utf-8")
+    readme = " ".join((BENCHMARKS / "README.md").read_text(encoding="utf-8").split())  # line breaks as spaces
+    scaling = (BENCHMARKS.parent / "docs" / "scaling.md").read_text(encoding="utf-8")
+    build = re.search(r"largest peak RssAnon: \*\*([\d.]+) GB\*\*", results).group(1)
+    own = re.search(r"BM25\.index.*\n(?:.*\n)*?- peak RssAnon [^*]*\*\*([\d.]+) GB\*\*", results).group(1)
+    opened = re.search(r"opened in \*\*([\d.]+) s\*\*, RssAnon \*\*\+([\d.]+) MB\*\*", results).groups()
+    json_seconds, json_gb = re.search(r"into a dict, .*\): ([\d.]+) s, RssAnon \+([\d.]+) GB", results).groups()
+    p50 = re.search(r"latency p50 \*\*([\d.]+) ms\*\*", results).group(1)
+    assert f"peaks at **{build} GB** RssAnon" in readme and f"peaked at **{own} GB**" in readme
+    assert f"opened in {opened[0]} s, +{opened[1]} MB RssAnon" in readme
+    assert f"{float(json_seconds):.1f} s" in readme and f"+{json_gb} GB RssAnon" in readme
+    assert f"takes {p50} ms" in readme
+    assert f"**{build} GB** for 10M passages" in scaling
+    main_readme = " ".join((BENCHMARKS.parent / "README.md").read_text(encoding="utf-8").split())
+    assert f"peaked at {build} GB RssAnon, where bm25s's own tokenizer and `index` took {own} GB" in main_readme
+    assert f"opening the 10M part takes {opened[0]} s and {opened[1]} MB" in main_readme
+    assert f"{round(float(json_seconds))} s and {json_gb} GB" in main_readme
