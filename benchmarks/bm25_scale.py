@@ -26,14 +26,13 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling modules from any cwd
 
 from common import REPO, stamp  # noqa: E402
-from procmem import PeakSampler  # noqa: E402
+from procmem import PeakSampler, Sampling  # noqa: E402
 from scale_data import write_collection  # noqa: E402
 from synthetic import SyntheticSpec  # noqa: E402
 
@@ -42,26 +41,15 @@ DIM = 8  # the dense part only has to exist: BM25 is built from the doc store al
 GB = 1e9
 
 
-class LoadWatch:
+class LoadWatch(Sampling):
     """The 1-minute load average, sampled every few seconds in a thread: times mean little on a shared machine."""
 
     def __init__(self, interval: float = 5.0) -> None:
-        self.interval, self.loads = interval, []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        super().__init__(interval)
+        self.loads: list[float] = []
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.loads.append(os.getloadavg()[0])
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> "LoadWatch":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
+    def sample(self) -> None:
+        self.loads.append(os.getloadavg()[0])
 
 
 def run_sampled(command: list[str], interval: float, stdout=None) -> tuple[dict, str | None]:

@@ -42,23 +42,40 @@ def descendants(root: int) -> list[int]:
     return tree
 
 
-class PeakSampler:
-    """Samples a process tree every ``interval`` seconds in a thread: the peak of the tree's summed
-    RssAnon (and RssFile at that moment), and the largest VmHWM of any one process."""
+class Sampling:
+    """Calls ``sample()`` every ``interval`` seconds in a thread while the ``with`` block runs: the one
+    background loop the memory and load samplers share."""
 
-    def __init__(self, root: int, interval: float = 0.5) -> None:
-        self.root, self.interval = root, interval
-        self.peak_anon = self.file_at_peak = self.peak_file = self.max_hwm = self.samples = 0
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> "PeakSampler":
+    def sample(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self):
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval)
+
+
+class PeakSampler(Sampling):
+    """Samples a process tree every ``interval`` seconds in a thread: the peak of the tree's summed
+    RssAnon (and RssFile at that moment), and the largest VmHWM of any one process."""
+
+    def __init__(self, root: int, interval: float = 0.5) -> None:
+        super().__init__(interval)
+        self.root = root
+        self.peak_anon = self.file_at_peak = self.peak_file = self.max_hwm = self.samples = 0
 
     def sample(self) -> None:
         found = [status(pid) for pid in descendants(self.root)]
@@ -69,11 +86,6 @@ class PeakSampler:
             self.peak_anon, self.file_at_peak = anon, mapped
         self.peak_file = max(self.peak_file, mapped)
         self.max_hwm = max([self.max_hwm, *(s.get("VmHWM", 0) for s in found)])
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.sample()
-            self._stop.wait(self.interval)
 
     def summary(self) -> dict[str, int]:
         return {"peak_rss_anon": self.peak_anon, "rss_file_at_peak": self.file_at_peak,
