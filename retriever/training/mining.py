@@ -63,6 +63,9 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
     searcher = Searcher(index, device=device, dtype=dtype, batch_size=batch_size, mode=mode,
                         fusion_overrides=fusion_overrides, model=model)
     check_index_holds_judged(searcher, index, beir, split, judged)
+    if skip_top >= searcher.index.ntotal:  # under --depth, yet every hit is dropped: an empty file, exit 0
+        raise RetrieverError(f"--skip-top {skip_top} drops all {searcher.index.ntotal} documents of the index; "
+                             "lower --skip-top")
     run, queries, qrels = search_split(searcher, beir, split, k=depth, progress=progress, desc="mine")
     lines, total, empty = [], 0, 0
     for query in queries:

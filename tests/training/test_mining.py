@@ -60,6 +60,14 @@ def test_skipping_every_retrieved_document_is_refused(indexed_beir, tmp_path):
         mine_negatives(index, dataset, tmp_path / "n.jsonl", depth=5, skip_top=5, progress=False)
 
 
+def test_skipping_every_document_of_the_index_is_refused(indexed_beir, tmp_path):
+    """--skip-top under --depth but at least the index's size drops every hit: an empty negatives file, exit 0."""
+    dataset, index = indexed_beir
+    with pytest.raises(RetrieverError, match="--skip-top 12 drops all 12 documents of the index"):
+        mine_negatives(index, dataset, tmp_path / "n.jsonl", depth=100, skip_top=12, progress=False)
+    assert not (tmp_path / "n.jsonl").exists()
+
+
 def test_mining_an_index_of_another_collection_is_refused(indexed_beir, tmp_path):
     """An index holding none of the split's judged documents (another collection's) had its hits written as
     negatives, exit 0; `train` then dropped every one as not in the corpus, or took same-named other passages."""
