@@ -238,6 +238,9 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output,
             raise click.UsageError(f"{', '.join(unused)} apply only with --index; --run scores the run as it is")
         if (qrels is None) == (dataset is None):
             raise click.UsageError("--run needs --qrels or --dataset/--split, not both")
+        if qrels is not None and flags_given(("split",)):
+            raise click.UsageError("--split names a qrels file of --dataset; --qrels gives the judgments itself, so "
+                                   "drop --split (or use --dataset D --split S)")
         qrels_path = qrels or BeirDataset.open(dataset).qrels_path(split)
         report = evaluate_run_file(run_path, qrels_path, metrics)
     else:

@@ -115,6 +115,15 @@ def test_evaluate_refuses_qrels_it_would_ignore(tmp_path, tiny_beir):
         assert result.exit_code == 2 and message in result.output, result.output
 
 
+def test_evaluate_refuses_a_split_its_qrels_file_makes_unused(tmp_path):
+    """`evaluate --run R --qrels Q --split dev` scored Q, the --split unread, exit 0."""
+    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 1.0 t\n")
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\n")
+    result = CliRunner().invoke(main, ["evaluate", "--run", str(tmp_path / "run.trec"), "--qrels",
+                                       str(tmp_path / "qrels.txt"), "--split", "dev"])
+    assert result.exit_code == 2 and "--split names a qrels file of --dataset" in result.output, result.output
+
+
 @pytest.mark.parametrize("args, message", [
     (["cat", "--run-format", "jsonl"], "--run-format applies only with --queries"),
     (["cat", "--tag", "x", "--format", "tsv", "--id-field", "qid"], "--tag, --format, --id-field apply only with "
