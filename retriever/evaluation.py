@@ -55,6 +55,12 @@ class EvaluationReport:
         return "\n".join(lines)
 
 
+def dataset_name(dataset: BeirDataset) -> str:
+    """The name a fusion tuning records its dataset by, and evaluation compares: the folder's real name, since
+    ``.`` (tuning from inside the dataset) has none and was recorded as ""."""
+    return dataset.root.resolve().name
+
+
 def judged_queries(queries: list[Query], qrels: Qrels) -> list[Query]:
     """Queries with at least one relevant judgment: the only ones worth searching."""
     judged = set(judged_query_ids(qrels))
@@ -163,8 +169,8 @@ def evaluate_index(searcher: Searcher, dataset: BeirDataset, split: str, k: int 
     fusion = searcher.manifest.get("fusion") or {}
     tuned = fusion.get("tuned") or {}
     if (searcher.mode == "hybrid" and searcher.fusion == FusionParams.from_record(fusion)
-            and (tuned.get("dataset"), tuned.get("split")) == (dataset.root.name, split)):
-        print(f"warning: the index's fusion was tuned on {dataset.root.name} split {split}, the split evaluated "
+            and (tuned.get("dataset"), tuned.get("split")) == (dataset_name(dataset), split)):
+        print(f"warning: the index's fusion was tuned on {dataset_name(dataset)} split {split}, the split evaluated "
               "here; these hybrid results overstate it (evaluate another split)", file=sys.stderr)
     run, queries, qrels = search_split(searcher, dataset, split, k, nprobe, ef_search, progress)
     warn_of_left_out(dataset, split, queries, qrels, "they are counted as missing from the run and score 0, as "

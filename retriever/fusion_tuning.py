@@ -15,7 +15,8 @@ from tqdm import tqdm
 
 from retriever.corpus import BeirDataset, Query, blank_queries_warning
 from retriever.errors import RetrieverError
-from retriever.evaluation import judged_missing_from, judged_split, unknown_words_warning, warn_of_left_out
+from retriever.evaluation import (dataset_name, judged_missing_from, judged_split, unknown_words_warning,
+                                  warn_of_left_out)
 from retriever.fusion import FusionParams, fuse
 from retriever.index_folder import read_manifest, replace_manifest
 from retriever.metrics import evaluate_run, judged_query_ids
@@ -59,10 +60,10 @@ def check_judged_documents(searcher: Searcher, beir: BeirDataset, split: str, qr
     the 'tuned' fusion would be noise, so that is refused, and a partial miss is reported."""
     missing, judged = judged_missing_from(searcher, qrels)
     if missing == judged:
-        raise RetrieverError(f"none of the {judged} judged documents of {beir.root.name} split {split} are in "
+        raise RetrieverError(f"none of the {judged} judged documents of {dataset_name(beir)} split {split} are in "
                              f"the index: is this the index's collection?")
     if missing:
-        print(f"warning: {missing} of the {judged} judged documents of {beir.root.name} split {split} are not "
+        print(f"warning: {missing} of the {judged} judged documents of {dataset_name(beir)} split {split} are not "
               "in the index; they count as misses in every setting", file=sys.stderr)
 
 
@@ -115,7 +116,7 @@ def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, k: int = 10
         print(f"fusion tuned on {len(queries)} {split} queries: {best.method} rrf_k={best.rrf_k:g} "
               f"alpha={best.alpha:g} {METRIC} {best_score:.4f} (untuned RRF {measured[0][0]:.4f})", file=sys.stderr)
     return {**best.record(), "tuned": {
-        "dataset": beir.root.name, "split": split, "queries": len(queries), "metric": METRIC,
+        "dataset": dataset_name(beir), "split": split, "queries": len(queries), "metric": METRIC,
         "score": round(best_score, 4), "untuned_rrf": round(measured[0][0], 4),
         "dense": round(means[-2], 4), "bm25": round(means[-1], 4),
         "grid": [{**p.record(), METRIC: round(s, 4)} for s, p in measured]}}

@@ -105,6 +105,21 @@ def test_evaluating_the_tuning_split_in_hybrid_warns(index_and_dataset, capsys):
         assert ("the index's fusion was tuned on tiny-beir split train" in err) == warned, (mode, split, err)
 
 
+def test_tuning_on_the_working_folder_records_its_name_and_evaluating_it_warns(index_and_dataset, capsys,
+                                                                               monkeypatch):
+    """`--tune-fusion-on .` recorded the dataset as "" (info: `tuned on  train`), so evaluating that split from
+    anywhere else never warned that the hybrid results overstate it."""
+    index, dataset = index_and_dataset
+    monkeypatch.chdir(dataset)
+    record = tune_and_record(index.resolve(), ".", "train", device="cpu", dtype="fp32", progress=False)
+    assert record["tuned"]["dataset"] == "tiny-beir"
+    monkeypatch.chdir(dataset.parent)
+    searcher = Searcher(index, device="cpu", dtype="fp32", mode="hybrid")
+    capsys.readouterr()
+    evaluate_index(searcher, BeirDataset.open("tiny-beir"), "train", k=10, progress=False)
+    assert "the index's fusion was tuned on tiny-beir split train" in capsys.readouterr().err
+
+
 def test_judged_queries_missing_from_the_queries_file_are_named_when_tuning(index_and_dataset, capsys):
     """Tuning left judged queries that queries.jsonl lacks out of its search without a word, though each scores 0 in
     every setting of the grid."""
