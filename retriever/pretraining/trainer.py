@@ -204,6 +204,7 @@ def _pretrain(config: PretrainConfig, log: Callable[[str], None]) -> PretrainRes
     per_step = config.batch_size // 2 if config.cocondenser else config.batch_size
     max_steps = run_steps(config, len(examples), per_step, log)
     unit = "documents with two spans" if config.cocondenser else "blocks"
+    sequences = min(per_step, len(examples)) * (config.batch_size // per_step)  # what a step holds
     arguments, precision = config.arguments(per_step, max_steps, config.keep_checkpoints, (len(examples), unit))
     trainer = CondenserTrainer(config, arguments=arguments, precision=precision, model=model, train_dataset=examples,
                                data_collator=lambda batch: pad_batch(batch, tokenizer.pad_token_id))
@@ -211,7 +212,7 @@ def _pretrain(config: PretrainConfig, log: Callable[[str], None]) -> PretrainRes
         f"from {config.model}: "
         f"{model.n_head_layers} head layers fed from layer {model.skip_from} of {model.lm.config.num_hidden_layers}, "
         f"{len(examples)} {unit}, {max_steps} steps of "
-        f"{config.batch_size} sequences x {config.max_length} tokens over {stack.world_size()} process(es), "
+        f"{sequences} sequences x {config.max_length} tokens over {stack.world_size()} process(es), "
         f"{arguments.device} {precision}")
     trainer.fit(resume)
     history = [{"step": entry["step"], "loss": entry["loss"], **{name: entry[name] for name in LOSS_PARTS

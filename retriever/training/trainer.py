@@ -205,10 +205,11 @@ def _train(config: TrainConfig) -> TrainResult:
     if resume is not None:
         stack.log(f"resuming from {resume} (step {stack.checkpoint_step(resume)})")
     group = min(config.train_group_size, 1 + max(len(e.negatives) for e in examples))  # what a query can bring
+    queries = min(config.batch_size, len(examples))  # what a step holds (too few for torchrun is refused)
     stack.log(f"training {config.model} ({model.settings.towers} towers, {model.settings.pooling} pooling, "
               f"normalize={model.settings.normalize}, tau={trainer.temperature}) on {len(examples)} queries: "
               f"{config.max_steps or config.epochs} {'steps' if config.max_steps else 'epochs'} of "
-              f"{config.batch_size} x {group} passages over {stack.world_size()} process(es), "
+              f"{queries} x {group} passages over {stack.world_size()} process(es), "
               f"{trainer.args.device} {precision}")
     trainer.fit(resume)
     return _export(trainer, config, examples, resume, started)

@@ -138,3 +138,14 @@ def test_a_head_of_more_layers_than_the_bound_is_refused_before_loading(tmp_path
         settings.check()
     assert not (tmp_path / "out").exists()
     config(tmp_path / "corpus.jsonl", tmp_path / "out", "no-such-model", n_head_layers=12).check()
+
+
+def test_the_sequences_a_step_holds_are_those_the_corpus_has(tmp_path, tiny_model_dir):
+    """A corpus of 2 blocks at `--sequences-per-step 32` said `steps of 32 sequences`; each step held 2."""
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": f"d{i}", "text": text}) + "\n" for i, text in enumerate(SENTENCES)))
+    lines = []
+    pretrain(config(corpus, tmp_path / "out", tiny_model_dir, batch_size=32, max_steps=1, warmup_ratio=0),
+             log=lines.append)
+    blocks = re.search(r"(\d+) blocks, 1 steps of (\d+) sequences", "\n".join(lines))
+    assert blocks and blocks[1] == blocks[2] and int(blocks[1]) < 32, lines

@@ -239,3 +239,9 @@ def test_the_passages_a_step_holds_are_those_the_queries_can_bring(tmp_path, sma
     train(config(tmp_path / "model", train_beir, small_bert, max_steps=2, negatives=str(negatives),
                  train_group_size=50))
     assert "2 steps of 4 x 3 passages over 1 process(es)" in capsys.readouterr().err
+
+
+def test_the_queries_a_step_holds_are_those_the_data_has(tmp_path, small_bert, train_beir, capsys):
+    """8 training queries at `--queries-per-step 32` said `1 epochs of 32 x 1 passages`; the one step held 8."""
+    train(config(tmp_path / "model", train_beir, small_bert, batch_size=32))
+    assert "1 epochs of 8 x 1 passages over 1 process(es)" in capsys.readouterr().err
