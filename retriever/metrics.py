@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -123,6 +124,26 @@ def _nothing_judged(run: Run, qrels: Qrels) -> RetrieverError:
         f"qrels ids e.g. {qsample}); check that the run and qrels use the same query ids")
 
 
+def _grade(value: object, doc: object, qid: object) -> int:
+    """A grade as trec_eval keeps it, a C int: an integer, numpy's too, or an integral float (1.0, from pandas). Text
+    was a TypeError traceback, and 0.5 gave gain to a document counted non-relevant."""
+    if not isinstance(value, bool) and (isinstance(value, numbers.Integral) or (
+            isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer())):
+        return int(value)
+    raise RetrieverError(f"the grade of document {doc!r} for query {qid!r} is {value!r}, not an integer; grades are "
+                         "integers as trec_eval reads them (0 judged non-relevant, 1 or more relevant)")
+
+
+def _int_grades(qrels: Qrels) -> Qrels:
+    """The qrels with every grade an int (``_grade``); plain ints, as ``read_qrels`` gives, are taken as they are."""
+    for qid, docs in qrels.items():
+        if not isinstance(docs, Mapping):
+            raise RetrieverError(f"the judgments of query {qid!r} must be a mapping of document id to grade")
+    if all(type(grade) is int for docs in qrels.values() for grade in docs.values()):
+        return qrels
+    return {qid: {doc: _grade(grade, doc, qid) for doc, grade in docs.items()} for qid, docs in qrels.items()}
+
+
 def _ids_as_text(run: Run, qrels: Qrels) -> tuple[Run, Qrels]:
     """Query and document ids as the text a run or qrels file holds, as the run writers write them: a run of
     integer ids (or numpy ones) scored against qrels read from a file matched nothing and scored 0, silently."""
@@ -166,7 +187,7 @@ def evaluate_run(run: Run, qrels: Qrels, metrics: Sequence[str] = DEFAULT_METRIC
     """
     parsed = check_metrics(metrics)
     names = list(metrics)
-    run, qrels = _ids_as_text(run, qrels)
+    run, qrels = _ids_as_text(run, _int_grades(qrels))
     judged_qids = judged_query_ids(qrels)
     judged_set = set(judged_qids)
     excluded = sum(1 for q in run if q not in judged_set)

@@ -251,3 +251,19 @@ def test_evaluate_run_reads_ids_as_the_text_run_files_hold() -> None:
         evaluate_run({"q1": {"7": 0.9}}, qrels, "ndcg@10")
     with pytest.raises(RetrieverError, match=r"the score of document '7' for query 'q1' is '0.9', not a number"):
         evaluate_run({"q1": {"7": "0.9"}}, qrels, ["ndcg@10"])
+
+
+def test_evaluate_run_takes_grades_as_trec_eval_reads_them_or_names_the_one_it_cannot() -> None:
+    """Library qrels with a text grade ("1", from a CSV) or a list of documents (ir_datasets-style) were a TypeError
+    or AttributeError traceback; a grade of 0.5 gave gain 0.5 to a document counted non-relevant (nDCG 0.86 where
+    trec_eval, which keeps grades as C ints, gives 0.63). Integral floats (1.0, from pandas) and numpy ints count as
+    the integers they are."""
+    run = {"q": {"d": 1.0, "e": 0.5}}
+    expected = evaluate_run(run, {"q": {"d": 0, "e": 1}}, ["ndcg@10"]).mean
+    assert evaluate_run(run, {"q": {"d": 0.0, "e": np.int64(1)}}, ["ndcg@10"]).mean == expected
+    for qrels, message in (({"q": {"d": "1"}}, r"the grade of document 'd' for query 'q' is '1', not an integer"),
+                           ({"q": {"d": 0.5, "e": 1}}, r"the grade of document 'd' for query 'q' is 0.5, not an int"),
+                           ({"q": {"d": True}}, r"the grade of document 'd' for query 'q' is True, not an integer"),
+                           ({"q": ["d"]}, r"the judgments of query 'q' must be a mapping of document id to grade")):
+        with pytest.raises(RetrieverError, match=message):
+            evaluate_run(run, qrels, ["ndcg@10"])
