@@ -54,10 +54,12 @@ def ranked_hits(hits: Mapping[str, float] | Sequence[tuple[str, float]], qid: ob
     no run file could hold it: a score that is no number or NaN, a document given twice (``qid`` names it)."""
     pairs = list(hits.items() if isinstance(hits, Mapping) else hits)
     try:
+        if not isinstance(hits, Mapping) and any(isinstance(pair, (str, bytes)) for pair in pairs):
+            raise TypeError  # ids alone: "d1" was unpacked as document 'd' with the score '1'
         ids, raw = [str(d) for d, _ in pairs], [s for _, s in pairs]
     except (TypeError, ValueError):
         raise RetrieverError(f"the hits of query {qid!r} must be a mapping of document id to score, or (id, score) "
-                             "pairs") from None
+                             "pairs, not ids alone") from None
     scores = _scores(raw, ids, qid)
     if len(set(ids)) != len(ids):
         repeated = next(d for i, d in enumerate(ids) if d in ids[:i])
@@ -97,11 +99,8 @@ def check_tag(tag: str) -> str:
 
 
 def trec_lines(run_or_ranked: RunLike, tag: str = "retriever") -> Iterator[str]:
-    """``qid Q0 docid rank score tag`` lines, ranks from 1, queries in the input order.
-
-    Scores are written with ``repr`` so reading the file back gives bit-identical floats (and
-    hence the same trec_eval tie-breaking).
-    """
+    """``qid Q0 docid rank score tag`` lines, ranks from 1, queries in the input order; scores are written with
+    ``repr`` so reading the file back gives bit-identical floats (and hence the same trec_eval tie-breaking)."""
     check_tag(tag)
     for qid, ranked in _checked_queries(run_or_ranked):
         for rank, (docid, score) in enumerate(ranked, start=1):
@@ -176,11 +175,8 @@ def _parse_score(path: Path, lineno: int, text: str) -> float:
 
 
 def read_trec_run(path: str | Path) -> Run:
-    """Read a TREC run (``qid Q0 docid rank score tag``).
-
-    The Q0 and rank columns are not interpreted: like trec_eval, ranking comes from the score.
-    A repeated (qid, docid) is an error because trec_eval would refuse the file too.
-    """
+    """Read a TREC run (``qid Q0 docid rank score tag``). The Q0 and rank columns are not interpreted: like
+    trec_eval, ranking comes from the score. A repeated (qid, docid) is an error, as trec_eval refuses it too."""
     path = Path(path)
     return _trec_run_lines(path, _numbered_lines(path))
 

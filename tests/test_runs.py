@@ -321,3 +321,16 @@ def test_write_run_refuses_a_format_it_does_not_write_and_jsonl_infinity(tmp_pat
     assert not list(tmp_path.iterdir())
     write_run({"q1": {"d1": float("inf"), "d2": -float("inf")}}, tmp_path / "run.trec")
     assert read_run(tmp_path / "run.trec") == {"q1": {"d1": float("inf"), "d2": -float("inf")}}
+
+
+def test_a_ranked_list_of_ids_without_scores_is_named_not_read_letter_by_letter(tmp_path):
+    """Hits given as a list of ids (``["d1", "e2"]``) were unpacked as (id, score) pairs of letters: "the score of
+    document 'd' for query 'q' is '1'", naming a document no one gave."""
+    from retriever.metrics import evaluate_run
+
+    for call in (lambda: evaluate_run({"q": ["d1", "e2"]}, {"q": {"d1": 1}}, ["ndcg@10"]),
+                 lambda: write_run({"q": ["d1", "e2"]}, tmp_path / "r.trec")):
+        with pytest.raises(RetrieverError, match=r"the hits of query 'q' must be a mapping of document id to score, "
+                                                 r"or \(id, score\) pairs, not ids alone"):
+            call()
+    assert not (tmp_path / "r.trec").exists()
