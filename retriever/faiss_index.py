@@ -95,6 +95,11 @@ def check_buildable(params: IndexParams, dim: int) -> None:
     if isinstance(inner_index(index), faiss.IndexNSG):
         raise RetrieverError(f"--index-type {params.index_type!r}: NSG needs every vector in one add, and the "
                              "index is filled shard by shard; use HNSW instead, e.g. 'HNSW32,Flat'")
+    for graph in _hnsw_graphs(index):
+        links = graph.hnsw.cum_nneighbor_per_level  # 0, then 2M on the bottom layer: M=1 sets no layer at all
+        if links.size() < 2 or links.at(1) < 4:
+            raise RetrieverError(f"--index-type {params.index_type!r}: an HNSW graph needs at least 2 neighbours a "
+                                 "node (FAISS crashes adding to one of fewer); use e.g. 'HNSW32,Flat'")
     outer = faiss.downcast_index(index)  # a view: ``index`` owns the C++ object and must outlive it
     for position in range(outer.chain.size() if isinstance(outer, faiss.IndexPreTransform) else 0):
         transform = faiss.downcast_VectorTransform(outer.chain.at(position))
@@ -105,6 +110,15 @@ def check_buildable(params: IndexParams, dim: int) -> None:
         else:
             continue
         raise RetrieverError(f"--index-type {params.index_type!r}: {problem} (the vectors have {dim})")
+
+
+def _hnsw_graphs(index: faiss.Index) -> list:
+    """The HNSW indexes in ``index``: its own (inside wrappers) and an IVF's quantizer (``IVF16_HNSW8``)."""
+    graphs = [downcast_hnsw(index)]
+    ivf = ivf_part(index)
+    if ivf is not None:
+        graphs.append(downcast_hnsw(faiss.downcast_index(ivf).quantizer))
+    return [graph for graph in graphs if graph is not None]
 
 
 def check_trainable(params: IndexParams, dim: int, count: int, source: str = "the corpus has") -> None:

@@ -279,10 +279,13 @@ def test_a_parts_folder_that_is_not_a_builds_is_refused_before_encoding(tiny_bei
 @pytest.mark.parametrize("spec, expected", [
     ("NotAnIndex", "could not parse index string NotAnIndex"), ("PQ5", "multiple of the number of subquantizers"),
     ("LSH", "METRIC_L2"), ("NSG16,Flat", "NSG needs every vector in one add"),
-    ("PCA64,Flat", "a PCA cannot output 64 dimensions from 32"), ("OPQ5,IVF2,PQ4", "OPQ's 5 sub-quantisers")])
+    ("PCA64,Flat", "a PCA cannot output 64 dimensions from 32"), ("OPQ5,IVF2,PQ4", "OPQ's 5 sub-quantisers"),
+    ("HNSW1,Flat", "an HNSW graph needs at least 2 neighbours a node"), ("HNSW0", "HNSW graph needs at least 2"),
+    ("PCA16,HNSW1,SQ8", "HNSW graph needs at least 2"), ("IVF2_HNSW1,Flat", "HNSW graph needs at least 2")])
 def test_a_factory_string_faiss_cannot_build_is_refused_before_encoding(tiny_beir, no_encoding, tmp_path, spec,
                                                                           expected):
-    """Each was refused only after the whole corpus was encoded (NSG even built, then failed at a second add)."""
+    """Each was refused only after the whole corpus was encoded (NSG even built, then failed at a second add; an
+    HNSW of fewer than 2 neighbours killed the build with SIGSEGV or a FAISS abort, leaving its work folder)."""
     with pytest.raises(RetrieverError, match=expected):
         encode_and_index(tiny_beir, tmp_path / "idx", no_encoding, IndexParams(spec), progress=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny-beir"]
