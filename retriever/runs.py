@@ -258,6 +258,9 @@ def _jsonl_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> Run:
     shape_hint = 'each line must be {"qid": ..., "hits": [{"id": ..., "score": ...}, ...]}'
     for lineno, text in lines:
         record = _json_line(path, lineno, text, shape_hint)
+        if isinstance(record, list):
+            raise InputFileError(path, lineno, "a JSON array, not an object", "a JSONL run holds one object per "
+                                 'line, {"qid": ..., "hits": [{"id": ..., "score": ...}, ...]}; write each query so')
         if not isinstance(record, dict) or "qid" not in record or not isinstance(record.get("hits"), list):
             raise InputFileError(path, lineno, "missing 'qid' or 'hits' list", shape_hint)
         qid = _read_id(record["qid"], path, lineno, "qid")
@@ -286,11 +289,11 @@ def _jsonl_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> Run:
 
 
 def read_run(path: str | Path) -> Run:
-    """Read a run in TREC or JSONL format, chosen by whether the first non-blank char is ``{``."""
+    """Read a run in TREC or JSONL format, chosen by whether the first non-blank char is ``{`` (or ``[``)."""
     path = Path(path)
     lines = _numbered_lines(path)  # read once: the path may be a pipe
     first = next(lines, None)
     if first is None:
         raise InputFileError(path, None, "run file is empty", "check that retrieval produced output")
-    parse = _jsonl_run_lines if first[1].startswith("{") else _trec_run_lines
+    parse = _jsonl_run_lines if first[1].startswith(("{", "[")) else _trec_run_lines
     return parse(path, itertools.chain([first], lines))

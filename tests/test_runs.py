@@ -334,3 +334,12 @@ def test_a_ranked_list_of_ids_without_scores_is_named_not_read_letter_by_letter(
                                                  r"or \(id, score\) pairs, not ids alone"):
             call()
     assert not (tmp_path / "r.trec").exists()
+
+
+def test_a_run_of_json_arrays_is_named_as_json_not_as_a_trec_line_of_few_columns(tmp_path):
+    """A run file holding a JSON array (``json.dump`` of a list of records) was read as TREC: "expected 6
+    whitespace-separated columns, found 4"."""
+    path = write(tmp_path / "r.json", '[{"qid": "q1", "hits": [{"id": "d1", "score": 1.0}]}]\n')
+    with pytest.raises(InputFileError, match=r"r.json:1: a JSON array, not an object; a JSONL run holds one "
+                                             r"object per line"):
+        read_run(path)
