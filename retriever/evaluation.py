@@ -162,6 +162,17 @@ def scorable_answers(queries: list[Query]) -> dict[str, list[str]]:
     return answers
 
 
+def check_collection(searcher: Searcher, dataset: BeirDataset, split: str, run: Run, qrels: Qrels) -> None:
+    """Refuse a run that found no relevant document when the index holds none of them: it indexes another
+    collection, and every metric was printed as 0 with exit 0. Looked up only then, as the lookup can be costly."""
+    if any(qrels.get(qid, {}).get(doc, 0) >= 1 for qid, hits in run.items() for doc in hits):
+        return
+    missing, judged = judged_missing_from(searcher, qrels)
+    if judged and missing == judged:
+        raise RetrieverError(f"none of the {judged} documents {dataset_name(dataset)} split {split} judges relevant "
+                             "is in the index, so every metric is 0: is this the index's collection?")
+
+
 def evaluate_index(searcher: Searcher, dataset: BeirDataset, split: str, k: int = 1000,
                    nprobe: int | None = None, ef_search: int | None = None,
                    metrics: tuple[str, ...] = DEFAULT_METRICS, progress: bool = True) -> tuple[EvaluationReport, Run]:
@@ -175,6 +186,7 @@ def evaluate_index(searcher: Searcher, dataset: BeirDataset, split: str, k: int 
     run, queries, qrels = search_split(searcher, dataset, split, k, nprobe, ef_search, progress)
     warn_of_left_out(dataset, split, queries, qrels, "they are counted as missing from the run and score 0, as "
                      "trec_eval -c scores them")
+    check_collection(searcher, dataset, split, run, qrels)
     report = EvaluationReport(evaluate_run(run, qrels, metrics),
                               run_depth=k if k < searcher.index.ntotal else None)
     answers = scorable_answers(queries)

@@ -64,3 +64,17 @@ def test_answers_that_hold_no_word_are_left_out_of_answer_recall_not_the_end_of_
     report, _ = evaluate_index(searcher, BeirDataset.open(tiny_beir), "test", k=5, progress=False)
     assert report.answer_recall == {} and report.evaluation.num_queries == 4
     assert "the answers of 4 queries hold no word" in capsys.readouterr().err
+
+
+def test_an_index_holding_none_of_the_judged_documents_is_named_not_scored_zero(tiny_beir, tiny_model_dir,
+                                                                                tmp_path) -> None:
+    """Evaluating an index on another collection's split printed every metric as 0.0000 with exit 0, where fusion
+    tuning and mining refuse it; an index lacking only some judged documents is scored as before."""
+    searcher = tiny_searcher(tiny_beir, tiny_model_dir, tmp_path)
+    (tiny_beir / "qrels" / "other.tsv").write_text(HEADER + "q1\tX6\t1\nq2\tX4\t2\nq3\td1\t0\n", encoding="utf-8")
+    with pytest.raises(RetrieverError, match=r"none of the 2 documents tiny-beir split other judges relevant is in the "
+                                             r"index, so every metric is 0: is this the index's collection\?"):
+        evaluate_index(searcher, BeirDataset.open(tiny_beir), "other", k=12, progress=False)
+    (tiny_beir / "qrels" / "some.tsv").write_text(HEADER + "q1\tX6\t1\nq2\td4\t1\n", encoding="utf-8")
+    report, _ = evaluate_index(searcher, BeirDataset.open(tiny_beir), "some", k=12, progress=False)
+    assert report.evaluation.per_query["q1"]["recall@10"] == 0.0 and report.evaluation.num_queries == 2
