@@ -1,6 +1,7 @@
 """The training stack's own callbacks: progress on stderr, a checkpoint at each epoch's end, TensorBoard."""
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from pathlib import Path
@@ -35,8 +36,34 @@ class StderrProgress(TrainerCallback):
             self.bar.close()
 
 
+def adopt_save_steps(state, args, log) -> None:
+    """A resume checkpoints at this run's --save-steps: the library kept the checkpoint's interval, and said so in a
+    multi-line warning of its own (`_only_save_steps_differ` drops it)."""
+    if state.save_steps != args.save_steps:
+        if args.save_strategy == "steps":
+            log(f"--save-steps changed: checkpoints every {args.save_steps} steps from now on")
+        state.save_steps = args.save_steps
+
+
+def _only_save_steps_differ(record: logging.LogRecord) -> bool:
+    """False for the library's resume warning when save_steps is all it names (`adopt_save_steps` handles it)."""
+    head, *lines = record.getMessage().split("\n\t")
+    return not ("do not match the ones in the `trainer_state.json`" in head and lines
+                and all(line.startswith("save_steps:") for line in lines))
+
+
+logging.getLogger("transformers.trainer_utils").addFilter(_only_save_steps_differ)
+
+
 class EpochEndCheckpoints(TrainerCallback):
-    """A checkpoint at each epoch's end besides every --save-steps: dev evaluation picks the best among them."""
+    """A checkpoint at each epoch's end besides every --save-steps: dev evaluation picks the best among them.
+
+    A step that ends the epoch (or the run) is saved there only, after the dev evaluation: the library's
+    own save of it at the step's end wrote the same checkpoint a second time."""
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if control.should_training_stop or float(state.epoch).is_integer():
+            control.should_save = False
 
     def on_epoch_end(self, args, state, control, **kwargs):
         control.should_save = True

@@ -31,7 +31,7 @@ from retriever.errors import RetrieverError
 from retriever.files import write_json
 from retriever.folders import check_creatable, make_folder
 from retriever.model_folder import portable_record
-from retriever.training.callbacks import EpochEndCheckpoints, StderrProgress, tensorboard
+from retriever.training.callbacks import EpochEndCheckpoints, StderrProgress, adopt_save_steps, tensorboard
 from retriever.training.layout import check_resume_layout, check_step_layout
 from retriever.training.processes import check_same_run_everywhere, launched_processes, peer_deaths_reported
 from retriever.training.run_guards import check_run_paths
@@ -183,6 +183,10 @@ class StackTrainer(Trainer):
         self.keep_checkpoints, self.args.save_total_limit = self.args.save_total_limit, None
         self.remove_callback(PrinterCallback)
         self.remove_callback(ProgressCallback)
+
+    def _load_callback_state(self) -> None:
+        adopt_save_steps(self.state, self.args, log)  # the resumed state is loaded now, before any step
+        super()._load_callback_state()
 
     def _get_train_sampler(self, train_dataset=None):
         """Our datasets order themselves per epoch (``set_epoch``), so a resumed run sees the same batches."""
