@@ -75,7 +75,8 @@ def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iter
         options.update(num_cpus=num_cpus, include_dashboard=False)
     before = _sigterm_handler()
     try:
-        ray.init(address=address, **options)
+        with _quiet_auth_notice(address == LOCAL):
+            ray.init(address=address, **options)
     except (ConnectionError, RuntimeError, ValueError) as error:  # what ray.init raises for an unreachable cluster
         _set_sigterm(before, before)  # ray.init set its own
         raise _unreachable(address, _refusal_reason(error)) from None
@@ -85,6 +86,20 @@ def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iter
     finally:
         ray.shutdown()
         _set_sigterm(before, before)
+
+
+@contextlib.contextmanager
+def _quiet_auth_notice(local: bool) -> Iterator[None]:
+    """Without Ray's notice, logged as a WARNING on every start of a local Ray, that it turned on token
+    authentication (its default; RAY_AUTH_MODE set by the user is obeyed and silent): nothing to act on."""
+    notice = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    level = notice.level
+    if local:
+        notice.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        notice.setLevel(level)
 
 
 def _sigterm_handler() -> object:

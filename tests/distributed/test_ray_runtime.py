@@ -175,3 +175,16 @@ def test_the_sigterm_handler_is_given_back_when_the_session_ends(monkeypatch):
             signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)
         assert exited.value.code == 143
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_local_ray_starts_without_rays_token_auth_warning():
+    """A local Ray keeps Ray's own default, token authentication, without Ray's stderr line `WARNING ... Token
+    authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=disabled to opt out` on every `encode --ray`
+    and `build --ray` (Ray logs it whenever RAY_AUTH_MODE is unset)."""
+    pytest.importorskip("ray")
+    env = {key: value for key, value in os.environ.items() if key != "RAY_AUTH_MODE"}
+    code = "from retriever.distributed.ray_runtime import ray_session\nwith ray_session(num_cpus=1):\n    pass\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**env, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr
+    assert "Token authentication is" not in done.stderr and "RAY_AUTH_MODE" not in done.stderr, done.stderr
