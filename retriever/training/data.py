@@ -215,13 +215,17 @@ def load_jsonl_examples(path: str | Path, corpus: str | Path | None = None, corp
     def resolve(items: list[tuple[str, Passage | None]]) -> list[Passage]:
         return [passages[doc_id] if doc_id else passage for doc_id, passage in items]
 
-    resolved = [(number, qid, query, resolve(pos), resolve(neg)) for number, qid, query, pos, neg in rows]
+    resolved = [(qid, query, resolve(pos), resolve(neg)) for _, qid, query, pos, neg in rows]
     judged_by_query: dict[str, set[str]] = {}
-    for _, _, query, pos, _ in resolved:  # the same query on several lines shares its judgments
+    for _, query, pos, _ in resolved:  # the same query on several lines shares its judgments
         judged_by_query.setdefault(query, set()).update(p.id for p in pos)
-    return [TrainExample(qid, query, tuple(pos), tuple(n for n in neg if n.id not in judged_by_query[query]),
-                         frozenset(judged_by_query[query]))
-            for _, qid, query, pos, neg in resolved]
+    examples = [TrainExample(qid, query, tuple(pos), tuple(n for n in neg if n.id not in judged_by_query[query]),
+                             frozenset(judged_by_query[query])) for qid, query, pos, neg in resolved]
+    given, used = sum(len(neg) for *_, neg in resolved), sum(len(e.negatives) for e in examples)
+    if used < given:  # as for a --negatives file: none is dropped silently
+        _log(f"hard negatives ({path}): {used} of {given} used; left out: {given - used} judged relevant (a positive "
+             "of the same query)")
+    return examples
 
 
 @dataclass(frozen=True)

@@ -202,3 +202,15 @@ def test_collated_queries_read_special_token_text_as_the_search_encoder_does(tin
     assert batch["query"]["input_ids"][0].tolist() == searched
     sep = encoder.tokenizer.sep_token_id
     assert batch["passage"]["input_ids"][0].tolist().count(sep) == 2  # passages still read it as [SEP]
+
+
+def test_jsonl_negatives_that_are_positives_of_their_query_are_counted(tmp_path, capsys):
+    """Dropped without a word, so `train` pointed to a note "above" that was never printed."""
+    path = write_jsonl(tmp_path / "train.jsonl", [
+        {"query": "cat", "positives": ["the cat"], "negatives": ["the cat", "a dog"]},
+        {"query": "cat", "positives": ["the mat"], "negatives": ["the mat"]},
+        {"query": "bee", "positives": ["honey"], "negatives": ["lava"]}])
+    examples = load_jsonl_examples(path)
+    assert [len(e.negatives) for e in examples] == [1, 0, 1]
+    assert (f"hard negatives ({path}): 2 of 4 used; left out: 2 judged relevant (a positive of the same query)"
+            in capsys.readouterr().err)
