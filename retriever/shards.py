@@ -230,8 +230,7 @@ def iter_shard_batches(shards: list[Path]) -> Iterator[tuple[list[str], np.ndarr
 
 def sample_rows(total: int, size: int, seed: int) -> np.ndarray:
     """Sorted row numbers of a uniform sample without replacement."""
-    rng = np.random.default_rng(seed)
-    return np.sort(rng.choice(total, size=min(size, total), replace=False))
+    return np.sort(np.random.default_rng(seed).choice(total, size=min(size, total), replace=False))
 
 
 def read_rows(shards: list[Path], rows: np.ndarray) -> np.ndarray:
@@ -292,8 +291,9 @@ class ShardContentCheck:
     def check(self, corpus: Path) -> None:
         for key, (path, expected) in sorted(self._expected.items()):
             if key not in self._hashes or self._hashes[key].hexdigest() != expected:
-                raise RetrieverError(f"{path}: encoded from other documents than {corpus} holds now; rerun "
-                                     "`retriever encode` on it (only the changed parts are re-encoded)")
+                raise RetrieverError(f"{path}: encoded from other documents than {corpus} holds now, or read with "
+                                     "other --format/--id-field/--text-field/--title-field than `encode` was; pass "
+                                     "those, or rerun `retriever encode` with them (it re-encodes changed parts)")
             if shard_ids_sha256(path) != self._ids[key].hexdigest():
                 raise RetrieverError(f"{path}: its id column does not list its part's documents of {corpus} in "
                                      "order (the shard was rewritten); rerun `retriever encode` (or `build`) "

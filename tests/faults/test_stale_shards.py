@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from retriever.corpus import Fields
 from retriever.corpus_encoding import encode_corpus
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
@@ -77,3 +78,14 @@ def test_build_overwrite_after_a_model_change_starts_clean(tiny_beir, tiny_model
         encode_corpus(tiny_beir, tmp_path / "idx.shards", other, shard_size=5, progress=False)
     manifest = encode_and_index(tiny_beir, tmp_path / "idx", other, shard_size=5, overwrite=True, progress=False)
     assert manifest["encoder"]["pooling"] == "cls"
+
+
+def test_index_read_with_other_fields_than_encode_names_the_flags(tmp_path, tiny_model_dir):
+    """`encode --title-field head` then `index` without it: the corpus did not change, the reading did, and the
+    advice to rerun `encode` alone re-encoded every part without titles."""
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"_id": "a", "text": "cat dog", "head": "Cats"}\n')
+    encode_corpus(corpus, tmp_path / "shards", _encoder(tiny_model_dir), fields=Fields(title="head"), progress=False)
+    with pytest.raises(RetrieverError, match=r"encoded from other documents than .*c\.jsonl holds now, or read with "
+                                             r"other --format/--id-field/--text-field/--title-field than `encode` was"):
+        build_index(tmp_path / "shards", corpus, tmp_path / "idx", progress=False)
