@@ -144,6 +144,17 @@ def test_empty_texts_are_counted(tmp_path):
     assert stats.empty_texts == 1 and "a" in stats.summary()
 
 
+def test_texts_of_only_characters_the_tokenizer_drops_are_counted_empty(tmp_path):
+    """A zero-width space, a control character or a private-use character alone is encoded as [CLS][SEP], as an
+    empty text is: `encode` said `2 documents had empty text` of 3 such documents, as queries now say (is_blank)."""
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"_id": "a", "text": "\\u200b"}\n{"_id": "b", "text": "\\u0001", "title": "\\ue000"}\n'
+                    '{"_id": "c", "text": " "}\n{"_id": "d", "text": "\\u200b", "title": "Cats"}\n', encoding="utf-8")
+    stats = ReadStats()
+    assert len(read_all(path, stats=stats)) == 4
+    assert stats.empty_texts == 3 and stats.empty_examples == ["a", "b", "c"]
+
+
 def test_reading_streams(tmp_path):
     path = tmp_path / "c.jsonl"
     path.write_text('{"_id": "a", "text": "x"}\n{broken\n', encoding="utf-8")
