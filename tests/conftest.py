@@ -9,6 +9,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 
 import json  # noqa: E402
 import string
+import threading
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,15 @@ TINY_DOCS = [
     ("d11", "Solar", "solar power turns sun light into energy"),
     ("d12", "Storms", "wind rain and cloud make a storm"),
 ]
+
+
+def run_in_threads(target, argument_tuples, timeout: float | None = None) -> None:
+    """Start one thread per argument tuple, all before any is joined, so they run at the same time."""
+    threads = [threading.Thread(target=target, args=arguments) for arguments in argument_tuples]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:

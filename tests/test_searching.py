@@ -1,12 +1,11 @@
 from __future__ import annotations
 
-import threading
 
 import faiss
 import numpy as np
 import pytest
 
-from conftest import TINY_DOCS, make_tiny_bert
+from conftest import TINY_DOCS, make_tiny_bert, run_in_threads
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.indexing import IndexParams, encode_and_index
@@ -280,11 +279,7 @@ def test_threads_passing_different_settings_to_one_searcher_each_get_their_own(t
         except RuntimeError as error:
             failures.append(error)
 
-    threads = [threading.Thread(target=search_repeatedly, args=(value,)) for value in (1, 64, 1, 64)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    run_in_threads(search_repeatedly, [(value,) for value in (1, 64, 1, 64)])
     assert failures == []
 
 

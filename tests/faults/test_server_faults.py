@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY_DOCS, write_jsonl
+from conftest import TINY_DOCS, run_in_threads, write_jsonl
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.indexing import IndexParams, encode_and_index
 
@@ -95,11 +95,7 @@ def test_poisoned_requests_fail_alone(server):
             outcomes["bad" if bad else "good"].append((status, body, queries))
         connection.close()
 
-    threads = [threading.Thread(target=client, args=(n, n >= 8)) for n in range(12)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
+    run_in_threads(client, [(n, n >= 8) for n in range(12)], timeout=120)
     good, bad = outcomes["good"], outcomes["bad"]
     assert len(good) == 200 and len(bad) == 100
     assert [status for status, _, _ in good] == [200] * 200

@@ -19,7 +19,7 @@ from retriever.errors import RetrieverError
 from retriever.indexing import read_manifest
 from serving_fixtures import (SHORT_QUERY_TOKENS, call, free_port, served, short_query_server,  # noqa: F401
                               small_index, tiny_index)
-from conftest import TINY_DOCS
+from conftest import TINY_DOCS, run_in_threads
 
 QUERIES = ["where does honey come from", "hot lava rock", "what does the heart do", "ice and snow"]
 
@@ -281,11 +281,7 @@ def test_a_query_the_encoder_fails_on_is_a_400_for_that_request_only(served):
 
     encoder.encode_queries = fails_on_boom
     try:
-        threads = [threading.Thread(target=client, args=(q,)) for q in queries]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(30)
+        run_in_threads(client, [(q,) for q in queries], timeout=30)
     finally:
         encoder.encode_queries = encode
     assert {q: replies[q].status for q in queries} == {q: 400 if "boom" in q else 200 for q in queries}
@@ -302,11 +298,7 @@ def test_concurrent_requests_are_micro_batched(served):
         barrier.wait()
         replies[i] = served.get(f"/search?q=query+number+{i}&k=2")
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
+    run_in_threads(client, [(i,) for i in range(clients)], timeout=30)
     assert all(r is not None and r.status == 200 for r in replies)
     assert [r.json()["query"] for r in replies] == [f"query number {i}" for i in range(clients)]
     passes = served.forward_passes[0] - before

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import threading
 
+from conftest import run_in_threads
 from retriever.cli.serving import load_searchers
 from retriever.searching import Searcher
 from retriever.serving.batcher import MicroBatcher
@@ -64,11 +65,7 @@ def test_concurrent_requests_to_indexes_sharing_an_encoder_are_never_batched_tog
         futures[name] = [batchers[name].submit([query], 12) for query in tagged[name]]
 
     try:
-        threads = [threading.Thread(target=client, args=(name,)) for name in batchers]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(30)
+        run_in_threads(client, [(name,) for name in batchers], timeout=30)
         results = {name: [future.result(30)[0] for future in futures[name]] for name in batchers}
     finally:
         for batcher in batchers.values():
