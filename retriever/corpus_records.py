@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 
 from retriever.errors import InputFileError
 from retriever.files import carriage_return_error, compression_error, decoded_lines, repeated_key
+from retriever.texts import id_problem
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,16 @@ def as_id(value: object, path: Path, number: int | None, name: str, fmt: str = "
                              "every record needs an id: fill it in or drop the record")
     raise InputFileError(path, number, f"id field {name!r} must be a string or an integer, got {_shown(value)}",
                          _HINTS[fmt][1])
+
+
+def as_token_id(value: object, path: Path, number: int | None, name: str) -> str:
+    """``as_id`` that also refuses what no run or qrels file can hold (empty, whitespace): the ids training reads
+    name queries and documents that runs and judgments name."""
+    text = as_id(value, path, number, name)
+    problem = id_problem(text)
+    if problem is not None:
+        raise InputFileError(path, number, f"bad id in field {name!r}: {problem}", "ids must be one non-empty token")
+    return text
 
 
 def as_answers(record: dict, path: Path, number: int) -> tuple[str, ...]:

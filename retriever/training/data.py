@@ -26,7 +26,7 @@ from pathlib import Path
 import torch
 
 from retriever.corpus import BeirDataset, Fields, iter_documents, read_queries
-from retriever.corpus_records import as_id, parse_json_object
+from retriever.corpus_records import as_token_id, parse_json_object
 from retriever.encoder_settings import EncoderSettings
 from retriever.files import decoded_lines
 from retriever.errors import InputFileError, RetrieverError
@@ -81,8 +81,8 @@ def read_negatives_file(path: str | Path) -> dict[str, list[str]]:
         if "query_id" not in record or not isinstance(ids, list):
             raise InputFileError(path, number, 'expected {"query_id": ..., "negatives": [doc ids]}',
                                  "write it with `retriever mine`")
-        query_id = as_id(record["query_id"], path, number, "query_id")
-        negatives.setdefault(query_id, []).extend(as_id(i, path, number, "negatives") for i in ids)
+        query_id = as_token_id(record["query_id"], path, number, "query_id")
+        negatives.setdefault(query_id, []).extend(as_token_id(i, path, number, "negatives") for i in ids)
     return negatives
 
 
@@ -156,7 +156,7 @@ def _parse_item(item: object, path: Path, number: int, with_corpus: bool) -> tup
         return "", Passage(_inline_id("", item), item)
     if isinstance(item, dict):
         doc_id = item.get("id", item.get("_id"))
-        doc_id = as_id(doc_id, path, number, "id" if "id" in item else "_id") if doc_id is not None else None
+        doc_id = as_token_id(doc_id, path, number, "id" if "id" in item else "_id") if doc_id is not None else None
         if isinstance(item.get("text"), str):
             title = item.get("title") if isinstance(item.get("title"), str) else ""
             text = check_text(_nonempty(passage_text(title, item["text"]), path, number), f"{path}:{number}")
@@ -202,7 +202,7 @@ def load_jsonl_examples(path: str | Path, corpus: str | Path | None = None, corp
         for doc_id, _ in parsed[0] + parsed[1]:
             if doc_id:
                 first_line_of.setdefault(doc_id, number)
-        query_id = as_id(record["query_id"], path, number, "query_id") if "query_id" in record else f"line-{number}"
+        query_id = as_token_id(record["query_id"], path, number, "query_id") if "query_id" in record else f"line-{number}"
         rows.append((number, query_id, query, parsed[0], parsed[1]))
     if not rows:
         raise InputFileError(path, None, "the file holds no training examples")

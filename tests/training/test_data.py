@@ -65,6 +65,13 @@ def test_a_negatives_query_id_that_is_no_id_is_refused_at_its_line(train_beir, t
         load_beir_examples(train_beir, "train", negatives)
 
 
+@pytest.mark.parametrize("line", [{"query_id": "", "negatives": ["d1"]}, {"query_id": "q1", "negatives": ["d 1"]}])
+def test_a_negatives_id_no_run_could_hold_is_refused_at_its_line(train_beir, tmp_path, line):
+    negatives = write_jsonl(tmp_path / "neg.jsonl", [{"query_id": "q1", "negatives": ["d9"]}, line])
+    with pytest.raises(InputFileError, match="neg.jsonl:2: bad id in field"):
+        load_beir_examples(train_beir, "train", negatives)
+
+
 def test_negatives_mined_from_another_split_are_refused(train_beir, tmp_path):
     negatives = write_jsonl(tmp_path / "neg.jsonl", [{"query_id": "q9", "negatives": ["d1"]}])
     with pytest.raises(RetrieverError, match="none of its query ids"):
@@ -96,6 +103,9 @@ def test_jsonl_strings_are_doc_ids_with_a_corpus_and_texts_without(tiny_beir, tm
     ({"query": "x", "positives": [{"text": " ", "title": ""}]}, False, "train.jsonl:2: empty passage"),
     ({"query": "x", "positives": ["a"], "query_id": True}, False, "train.jsonl:2: id field 'query_id' must be"),
     ({"query": "x", "positives": [{"id": 3.0}]}, True, "train.jsonl:2: id field 'id' must be a string or an int"),
+    # an empty query id was taken (null was refused), and one with a space could be no run's or qrels' id
+    ({"query": "x", "positives": ["a"], "query_id": ""}, False, "train.jsonl:2: bad id in field 'query_id': empty"),
+    ({"query": "x", "positives": ["a"], "query_id": "q 1"}, False, "train.jsonl:2: bad id in field 'query_id'"),
     # a misspelt or foreign key was ignored: these hard negatives were left out with exit 0
     ({"query": "x", "positives": ["a"], "negs": ["b"]}, False, "train.jsonl:2: unknown key 'negs' \\(a line holds "
                                                                "query, positives, negatives, query_id\\)"),
