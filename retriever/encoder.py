@@ -26,7 +26,8 @@ from retriever.model_loading import (check_vocabulary, load_model, load_tokenize
                                      tokenizer_behaviour, tokenizer_fingerprint, weights_fingerprint)
 from retriever.pooling import check_pooler_weights, drop_untrained_pooler, get_pooling
 from retriever.recorded_paths import recorded_model
-from retriever.texts import check_queries, check_text, non_word_ids, only_unknown_tokens, passage_text, tokenize_bounded
+from retriever.texts import (check_queries, check_text, non_word_ids, only_unknown_tokens, passage_text, special_ids,
+                             tokenize_bounded)
 
 
 def length_batches(lengths: Sequence[int], batch_size: int, mix_lengths: bool = False) -> list[list[int]]:
@@ -129,12 +130,19 @@ class Encoder:
         texts = [self.settings.query_prefix + t for t in check_queries(texts)]
         if not texts:
             return []
-        unread: list = []
-        encoded = tokenize_bounded(self._query_tokenizer(), texts, self.settings.query_max_length, True, unread)
+        encoded, cut = self._tokenize(texts, "queries", self.settings.query_max_length)
         if cut_at is not None:
-            cut_at[:] = [self.settings.query_max_length if cut else None
-                         for cut in _cut_flags(encoded, unread, self.settings.query_max_length)]
+            cut_at[:] = _cut_lengths(cut, self.settings.query_max_length)
         return self._unknown(encoded)
+
+    def _tokenize(self, texts: list[str], kind: str, max_length: int):
+        """``texts`` tokenized as ``kind`` is (queries read special-token text as text, on their own tokenizer),
+        and which were cut (``_cut_flags``)."""
+        unread: list = []
+        queries = kind == "queries"
+        encoded = tokenize_bounded(self._query_tokenizer() if queries else self.tokenizer, texts, max_length, queries,
+                                   unread)
+        return encoded, _cut_flags(encoded, unread, max_length)
 
     def _query_tokenizer(self):
         """A copy of the tokenizer that reads special-token text in queries as text. A fast tokenizer keeps that
@@ -151,9 +159,8 @@ class Encoder:
         tokens, found once."""
         if "_unknown_rule" not in self.__dict__:  # set lazily: subclasses skip __init__
             tokenizer, prefix = self._query_tokenizer(), self.settings.query_prefix
-            special = set(tokenizer.all_special_ids) | ({tokenizer.unk_token_id} - {None})
-            self._unknown_rule = (special, non_word_ids(tokenizer), tokenizer(prefix, add_special_tokens=False)
-                                  ["input_ids"] if prefix else [])
+            prefix_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"] if prefix else []
+            self._unknown_rule = (special_ids(tokenizer), non_word_ids(tokenizer), prefix_ids)
         return only_unknown_tokens(encoded["input_ids"], *self._unknown_rule)
 
     def encode_passages(self, documents: Sequence[Document],
@@ -163,14 +170,12 @@ class Encoder:
         return self._encode(texts, self.passage_model, self.settings.passage_max_length, progress, "passages",
                             (self.batch_size, True))
 
-    def _count_cut(self, kind: str, encoded, unread: list, max_length: int) -> list[bool]:
+    def _count_cut(self, kind: str, flags: list[bool]) -> None:
         """Which texts were cut (``_cut_flags``), counted for ``truncation_report``."""
-        flags = _cut_flags(encoded, unread, max_length)
         counts = self.__dict__.setdefault("cut_counts", {})  # set lazily: subclasses skip __init__
         seen, cut = counts.get(kind, (0, 0)), sum(flags)
-        counts[kind] = (seen[0] + cut, seen[1] + len(encoded["input_ids"]))
+        counts[kind] = (seen[0] + cut, seen[1] + len(flags))
         self.last_cut = cut
-        return flags
 
     def truncation_report(self) -> list[str]:
         """One line per kind of text this encoder cut at its max length, so no cut goes unsaid."""
@@ -187,12 +192,10 @@ class Encoder:
         output = np.zeros((len(texts), self.dim), dtype=np.float32)
         if not texts:
             return output
-        unread: list = []
-        tokenizer = self._query_tokenizer() if kind == "queries" else self.tokenizer
-        encoded = tokenize_bounded(tokenizer, texts, max_length, kind == "queries", unread)
-        flags = self._count_cut(kind, encoded, unread, max_length)
+        encoded, flags = self._tokenize(texts, kind, max_length)
+        self._count_cut(kind, flags)
         if cut_at is not None:
-            cut_at[:] = [max_length if cut else None for cut in flags]
+            cut_at[:] = _cut_lengths(flags, max_length)
         if unknown is not None:
             unknown[:] = self._unknown(encoded)
         for rows in length_batches([len(ids) for ids in encoded["input_ids"]], *batching):
@@ -218,6 +221,11 @@ def _cut_flags(encoded, unread: list, max_length: int) -> list[bool]:
     overflowing = ([bool(e.overflowing) for e in encoded.encodings] if encoded.encodings
                    else [len(ids) >= max_length for ids in encoded["input_ids"]])
     return [bool(left or over) for left, over in zip(unread, overflowing)]
+
+
+def _cut_lengths(flags: list[bool], max_length: int) -> list[int | None]:
+    """``encode_queries(cut_at=)``'s entries: the tokens a cut text was cut to, None for one that fit."""
+    return [max_length if cut else None for cut in flags]
 
 
 def check_requested_encoder(manifest: dict, **requested: object) -> None:

@@ -46,11 +46,10 @@ def open_lexical(index_dir: Path, manifest: dict) -> LexicalIndex | None:
     """The index folder's BM25 part (None without one), checked against the dense part: its files at their recorded
     sizes, built from this folder's doc store, and as many rows: BM25 rows are doc-store rows, so a part built for
     other documents would return wrong ids. Any damage says to rebuild the part alone."""
-    record = lexical_record(index_dir, manifest)
+    record = _record_with_files(index_dir, manifest)
     if not record:
         return None
     directory = record.get("directory", LEXICAL_DIR)
-    check_files(index_dir, manifest, [f"{directory}/{name}" for name in record.get("files") or {}])
     with reading(index_dir / directory, lambda _, problem: file_damage(index_dir, manifest, f"{directory}/", problem)):
         lexical = LexicalIndex(index_dir, record)
     expected = int(manifest["index"]["count"])
@@ -64,11 +63,18 @@ def open_lexical(index_dir: Path, manifest: dict) -> LexicalIndex | None:
 def check_lexical_files(index_dir: Path, manifest: dict) -> None:
     """The BM25 part's cheap checks, nothing loaded (what `retriever info` reports): its files present at their
     recorded sizes, and built from this folder's doc store."""
+    record = _record_with_files(index_dir, manifest)
+    if record:
+        _check_built_from(index_dir, manifest, record)
+
+
+def _record_with_files(index_dir: Path, manifest: dict) -> dict | None:
+    """``lexical_record``, its files checked present at their recorded sizes."""
     record = lexical_record(index_dir, manifest)
     if record:
         directory = record.get("directory", LEXICAL_DIR)
         check_files(index_dir, manifest, [f"{directory}/{name}" for name in record.get("files") or {}])
-        _check_built_from(index_dir, manifest, record)
+    return record
 
 
 def _check_built_from(index_dir: Path, manifest: dict, record: dict) -> None:

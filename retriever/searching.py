@@ -97,8 +97,9 @@ class Searcher:
         self.mode = self.check_mode(mode)
 
     def modes(self) -> list[str]:
-        """The search modes this index can do (bm25 and hybrid on a damaged BM25 part say so when asked for)."""
-        return list(MODES) if self.lexical is not None or self.lexical_problem else ["dense"]
+        """The search modes that work on this index now (a damaged BM25 part leaves dense alone: ``check_mode``
+        says why to whoever asks for the others)."""
+        return list(MODES) if self.lexical is not None else ["dense"]
 
     def check_mode(self, mode: str) -> str:
         """``mode``, refused when it needs a BM25 index this one lacks or could not open (``lexical_problem``: the
@@ -123,9 +124,8 @@ class Searcher:
             raise RetrieverError(f"{len(vectors)} query vectors for {len(texts)} queries")
         cut_at: list = []
         if mode != "bm25" and vectors is None:
-            flags: list = []
-            vectors = self.encoder.encode_queries(texts, unknown=flags, cut_at=cut_at)
-            unknown = flags
+            unknown = []
+            vectors = self.encoder.encode_queries(texts, unknown=unknown, cut_at=cut_at)
         elif mode != "bm25" and unknown is None and (mode == "hybrid" or not keep_unknown):
             unknown = self.unknown_words(texts)  # the caller's own vectors: their tokenization is not at hand
         unknown = np.zeros(len(texts), bool) if unknown is None else np.asarray(unknown, dtype=bool)

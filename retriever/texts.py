@@ -175,13 +175,17 @@ def tokenize_bounded(tokenizer, texts: Sequence[str], max_length: int, split_spe
 WORD_PIECE_MARKS = ("##", "▁", "Ġ")
 
 
+def special_ids(tokenizer) -> set[int]:
+    """The ids of a tokenizer's control tokens ([CLS], <s>, [PAD]) and of its unknown token."""
+    return set(tokenizer.all_special_ids) | ({tokenizer.unk_token_id} - {None})
+
+
 def non_word_ids(tokenizer) -> frozenset[int]:
     """Ids of the tokens that are no word the model knows: special tokens ([UNK], [CLS], <s>) and tokens with no
     letter or digit once their word-piece marks (``WORD_PIECE_MARKS``) are stripped ("?", "!", SentencePiece's lone
     "▁"). A word in any script counts ("β", "中", "19"); punctuation alone does not."""
-    special = set(tokenizer.all_special_ids) | ({tokenizer.unk_token_id} - {None})
     tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
-    return frozenset(special | {i for i, token in enumerate(tokens) if not _has_word(token)})
+    return frozenset(special_ids(tokenizer) | {i for i, token in enumerate(tokens) if not _has_word(token)})
 
 
 def _has_word(token: str | None) -> bool:

@@ -49,8 +49,10 @@ class ServedIndexes:
         return self.batchers[name]
 
     def check_mode(self, name: str, mode: str | None) -> None:
-        """A mode the index cannot do, refused in the client's terms (``mode``), not the CLI's."""
-        if mode is not None and mode not in self.searcher(name).modes():
+        """A mode the index cannot do, refused in the client's terms (``mode``), not the CLI's. A damaged BM25 part
+        is left to the searcher, whose error for it is the server's fault (a 500), not the client's."""
+        searcher = self.searcher(name)
+        if mode is not None and mode not in searcher.modes() and not searcher.lexical_problem:
             raise ApiError(400, f"index {name!r} has no BM25 part, so mode {mode} cannot run on it: ask for "
                                 "mode dense (the server's operator can add BM25 with `retriever bm25`, "
                                 "without re-encoding)")
@@ -75,6 +77,6 @@ def summary(name: str, searcher: Searcher) -> dict:
     encoder = manifest.get("encoder", {})
     damage = searcher.lexical_problem
     return {"name": name, "documents": int(searcher.index.ntotal),
-            "modes": ["dense"] if damage else searcher.modes(), "bm25_damage": str(damage) if damage else None,
+            "modes": searcher.modes(), "bm25_damage": str(damage) if damage else None,
             "index_type": manifest.get("index", {}).get("type"),
             "encoder": {key: encoder.get(key) for key in SERVED_FIELDS}}
