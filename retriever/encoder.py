@@ -7,18 +7,16 @@ record that shards, indexes and model folders store, so a mismatched query encod
 from __future__ import annotations
 
 import copy
-import dataclasses
-import os
-import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from retriever.corpus import Document
 from retriever.device import autocast, resolve_batch_size, resolve_device, resolve_dtype, torch_dtype
-from retriever.encoder_settings import OVERRIDABLE, EncoderSettings
+from retriever.encoder_settings import OVERRIDABLE, QUERY_SETTINGS, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.max_lengths import check_max_lengths
 from retriever.model_folder import untied_tower_paths
@@ -28,6 +26,9 @@ from retriever.pooling import check_pooler_weights, drop_untrained_pooler, get_p
 from retriever.recorded_paths import recorded_model
 from retriever.texts import (check_queries, check_text, non_word_ids, only_unknown_tokens, passage_text, special_ids,
                              tokenize_bounded)
+
+if TYPE_CHECKING:  # it imports this module
+    from retriever.shared_encoders import SharedEncoders
 
 
 def length_batches(lengths: Sequence[int], batch_size: int, mix_lengths: bool = False) -> list[list[int]]:
@@ -155,17 +156,38 @@ class Encoder:
         return self._queries_tokenizer
 
     def _unknown(self, encoded) -> list[bool]:
-        """``texts.only_unknown_tokens`` of tokenized queries: special ids, non-word ids and the query prefix's
-        tokens, found once."""
-        if "_unknown_rule" not in self.__dict__:  # set lazily: subclasses skip __init__
+        """``texts.only_unknown_tokens`` of tokenized queries."""
+        return only_unknown_tokens(encoded["input_ids"], *self._unknown_rule())
+
+    def _unknown_rule(self) -> tuple:
+        """What ``only_unknown_tokens`` takes: special ids, non-word ids and the query prefix's tokens, found once."""
+        if "_unknown_ids" not in self.__dict__:  # set lazily: subclasses skip __init__
             tokenizer, prefix = self._query_tokenizer(), self.settings.query_prefix
             prefix_ids = tokenizer(prefix, add_special_tokens=False)["input_ids"] if prefix else []
-            self._unknown_rule = (special_ids(tokenizer), non_word_ids(tokenizer), prefix_ids)
-        return only_unknown_tokens(encoded["input_ids"], *self._unknown_rule)
+            self._unknown_ids = (special_ids(tokenizer), non_word_ids(tokenizer), prefix_ids)
+        return self._unknown_ids
+
+    def for_queries(self, settings: EncoderSettings) -> Encoder:
+        """This loaded model as the query encoder of ``settings`` (equal to its own in ``QUERY_SETTINGS``), loading
+        nothing: a copy with those settings, its own cut counts, and no passages (its passage settings may differ,
+        and one tokenizer shared by passage calls of two lengths on two threads mixes them: ``_query_tokenizer``)."""
+        mine = {name: getattr(self.settings, name) for name in QUERY_SETTINGS if name != "model"}
+        if mine != {name: getattr(settings, name) for name in mine}:
+            raise RetrieverError("a loaded encoder is shared only by indexes of equal query settings")
+        check_max_lengths(settings, self.query_model.config)  # as loading the model for ``settings`` would
+        self._unknown_rule()  # found once, for every copy
+        view = copy.copy(self)
+        for state in ("cut_counts", "last_cut"):
+            view.__dict__.pop(state, None)
+        view.settings, view.queries_only = settings, True
+        return view
 
     def encode_passages(self, documents: Sequence[Document],
                         progress: Callable[[int], None] | None = None) -> np.ndarray:
         """One row per ``corpus.Document`` (title and text joined as ``passage_text`` joins them), in order."""
+        if self.__dict__.get("queries_only"):
+            raise RetrieverError("this encoder is shared by served indexes for their queries only; open "
+                                 "Encoder(EncoderSettings.for_model(MODEL)) to encode passages")
         texts = [self.settings.passage_prefix + text for text in _passage_texts(documents)]
         return self._encode(texts, self.passage_model, self.settings.passage_max_length, progress, "passages",
                             (self.batch_size, True))
@@ -240,29 +262,6 @@ def check_requested_encoder(manifest: dict, **requested: object) -> None:
     if differences:
         raise RetrieverError("the index was built with a different encoder; refusing to search with "
                              + ", ".join(differences) + ". Drop those flags to use the index's own encoder")
-
-
-class SharedEncoders:
-    """Encoders loaded once for all who ask for the same one, so serving several indexes built with one model holds
-    one copy of its weights, not one per index. The same: equal settings (every ``EncoderSettings`` field, the model
-    folder compared by its real path), device, dtype and batch size, so a shared encoder gives each index the vectors
-    its own would, bit for bit, and the weights the index records (``weights_sha256``): an index built after the
-    folder's weights changed is checked against a load of its own, not against the copy loaded before the change.
-    Encoding only reads the model, so threads may share one."""
-
-    def __init__(self) -> None:
-        self.loaded: dict[tuple, Encoder] = {}
-        self._lock = threading.Lock()
-
-    def get(self, settings: EncoderSettings, device: str = "auto", dtype: str = "auto",
-            batch_size: int | None = None, weights_sha256: str | None = None) -> Encoder:
-        """The encoder of these settings and recorded weights, loaded on the first call that asks for it."""
-        model = os.path.realpath(settings.model) if os.path.isdir(settings.model) else settings.model
-        key = (dataclasses.replace(settings, model=model), device, dtype, batch_size, weights_sha256)
-        with self._lock:
-            if key not in self.loaded:
-                self.loaded[key] = Encoder(settings, device=device, dtype=dtype, batch_size=batch_size)
-            return self.loaded[key]
 
 
 def recorded_encoder(recorded: dict, made: str, folder: str | Path, device: str = "auto", dtype: str = "auto",

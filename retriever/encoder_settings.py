@@ -20,9 +20,10 @@ from retriever.errors import RetrieverError
 TOWERS = ("shared", "untied")
 
 
-def _setting(default: object, *, identity: bool = True, served: bool = False):
-    """A field; ``identity``: vectors made with another value cannot be mixed; ``served``: `serve` shows it."""
-    return field(default=default, metadata={"identity": identity, "served": served})
+def _setting(default: object, *, identity: bool = True, served: bool = False, passages_only: bool = False):
+    """A field; ``identity``: vectors made with another value cannot be mixed; ``served``: `serve` shows it;
+    ``passages_only``: only passages are encoded with it, so query vectors do not depend on it."""
+    return field(default=default, metadata={"identity": identity, "served": served, "passages_only": passages_only})
 
 
 @dataclass(frozen=True)
@@ -33,9 +34,9 @@ class EncoderSettings:
     pooling: str = _setting("mean", served=True)
     normalize: bool = _setting(True, served=True)
     query_max_length: int | None = _setting(None, served=True)  # None: the same as passage_max_length
-    passage_max_length: int | None = _setting(None)  # None: what the model says (default_max_length)
+    passage_max_length: int | None = _setting(None, passages_only=True)  # None: the model's (default_max_length)
     query_prefix: str = _setting("", served=True)
-    passage_prefix: str = _setting("")
+    passage_prefix: str = _setting("", passages_only=True)
     towers: str = _setting("shared")
 
     def __post_init__(self) -> None:
@@ -126,5 +127,8 @@ OVERRIDABLE = tuple(f.name for f in _FIELDS if f.name != "model")
 # What identifies the vectors: shards that differ in any of these cannot be mixed. Besides the settings, an
 # encoder's record (Encoder.metadata) holds the weights' fingerprint, the dimension and the compute dtype.
 VECTOR_FIELDS = ("weights_sha256", *(f.name for f in _FIELDS if f.metadata["identity"]), "dim", "dtype")
+# What shapes query vectors besides the weights: indexes whose settings differ only elsewhere (passage settings)
+# may share one loaded query encoder (``shared_encoders.SharedEncoders``).
+QUERY_SETTINGS = tuple(f.name for f in _FIELDS if not f.metadata["passages_only"])
 # The encoder summary `serve` lists per index.
 SERVED_FIELDS = (*(f.name for f in _FIELDS if f.metadata["served"]), "dim")

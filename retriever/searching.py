@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from retriever.encoder import SharedEncoders, check_requested_encoder, recorded_encoder
+from retriever.encoder import check_requested_encoder, recorded_encoder
 from retriever.errors import RetrieverError
 from retriever.index_folder import INDEX_FILE, MANIFEST_FILE, manifest_bytes, manifest_changes, read_manifest
 from retriever.index_opening import open_index, required_files
@@ -21,6 +21,7 @@ from retriever.fusion import FUSION_SETTINGS, MODES, FusionParams, check_mode, f
 from retriever.lexical_part import missing_lexical_message, open_lexical
 from retriever.tuning import bounded, check_settings_apply, search_with
 from retriever.runs import Run, rank_order
+from retriever.shared_encoders import SharedEncoders
 from retriever.hits import Hit
 from retriever.texts import check_k, check_queries, check_unique_ids, passage_text, refuse_blank
 from retriever.unknown_words import refusal, without_unknown

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from retriever.corpus import Document
-from retriever.encoder import Encoder, EncoderSettings, SharedEncoders
+from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 
 
@@ -59,23 +59,6 @@ def test_encode_queries_says_which_queries_it_cut_and_at_how_many_tokens(tiny_mo
     vectors = encoder.encode_queries(texts, cut_at=cut_at)
     assert cut_at == [None, 8, 8, None]  # the 5,000 characters were never all read, so they count as cut
     np.testing.assert_array_equal(vectors, encoder.encode_queries(texts))
-
-
-def test_shared_encoders_load_a_model_once_per_settings(tiny_model_dir, tmp_path):
-    """Indexes served together share the encoder when every setting that shapes the vectors is equal (the model
-    folder by its real path), and get their own when one differs."""
-    shared = SharedEncoders()
-    settings = EncoderSettings(model=str(tiny_model_dir))
-    first = shared.get(settings, device="cpu", dtype="fp32")
-    (tmp_path / "link").symlink_to(tiny_model_dir)
-    assert shared.get(EncoderSettings(model=str(tmp_path / "link")), device="cpu", dtype="fp32") is first
-    assert shared.get(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32") is first
-    others = [shared.get(EncoderSettings(model=str(tiny_model_dir), pooling="cls"), device="cpu", dtype="fp32"),
-              shared.get(EncoderSettings(model=str(tiny_model_dir), query_max_length=8), device="cpu", dtype="fp32"),
-              shared.get(EncoderSettings(model=str(tiny_model_dir), normalize=False), device="cpu", dtype="fp32"),
-              shared.get(settings, device="cpu", dtype="bf16")]
-    assert len({id(encoder) for encoder in [first, *others]}) == 5 and len(shared.loaded) == 5
-    assert all(encoder.query_model is not first.query_model for encoder in others)
 
 
 def test_encode_queries_says_which_queries_it_reads_as_unknown_tokens_only_past_the_query_prefix(tiny_model_dir):

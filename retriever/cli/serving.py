@@ -116,20 +116,22 @@ def check_fusion_used(searchers: dict, fusion_overrides: dict) -> None:
 
 
 def load_searchers(folders: dict[str, Path], **options: object) -> dict:
-    """A Searcher per index folder (``options`` are Searcher's). Indexes built with one model and the same encoder
-    settings share one loaded encoder (``SharedEncoders``), so memory does not grow with each index of a model;
+    """A Searcher per index folder (``options`` are Searcher's). Indexes built with one model and the same query
+    encoder settings share one loaded encoder (``SharedEncoders``), so memory does not grow with each index of a model;
     each batcher still encodes only its own index's queries, with the vectors its own encoder would give. An index
     whose BM25 part could not be opened is served for dense search, with a warning naming the damage."""
-    from retriever.encoder import SharedEncoders
+    from retriever.shared_encoders import SharedEncoders
     from retriever.searching import Searcher
 
     searchers, shared = {}, SharedEncoders()
     for name, folder in folders.items():
         click.echo(f"loading {name} from {folder}", err=True)
         searchers[name] = Searcher(folder, encoders=shared, **options)
-        first = next(other for other, searcher in searchers.items() if searcher.encoder is searchers[name].encoder)
+        model = searchers[name].encoder.query_model
+        first = next(other for other, searcher in searchers.items() if searcher.encoder.query_model is model)
         if first != name:
-            click.echo(f"{name} shares the loaded model of {first} (same model folder and encoder settings)", err=True)
+            click.echo(f"{name} shares the loaded model of {first} (same model folder, weights and query encoder "
+                       "settings)", err=True)
         if searchers[name].lexical_problem:  # dense requests work: the operator hears of it now, not per request
             click.echo(f"warning: {name}: its BM25 part could not be opened, so bm25 and hybrid requests to it get a "
                        f"500 until it is rebuilt: {searchers[name].lexical_problem}", err=True)
