@@ -11,6 +11,8 @@ from retriever.cli.hybrid import mode_options
 from retriever.cli.searching import moved_model_option
 from retriever.cli.options import (FiniteRange, OutputFile, check_outputs_apart, compose, corpus_options,
                                    device_options, encoder_options, fields_from, renamed_option, runtime_options)
+from retriever.errors import RetrieverError
+from retriever.training.loss import MIN_TEMPERATURE, check_temperature
 
 REPORT_TO = ("none", "tensorboard")
 
@@ -27,6 +29,27 @@ def report_to_option():
 def progress_option():
     return click.option("--progress/--no-progress", default=True, show_default=True,
                         help="Show a progress bar with the loss, learning rate and examples/s on stderr.")
+
+
+class TemperatureRange(FiniteRange):
+    """τ of `train` and `pretrain`: finite and at least the library's floor, whose line (flag, value, floor, what to
+    give) is the usage error."""
+
+    def __init__(self) -> None:
+        super().__init__(min=MIN_TEMPERATURE)
+
+    def convert(self, value, param, ctx) -> float:
+        number = FiniteRange().convert(value, param, ctx)
+        try:
+            check_temperature(number)
+        except RetrieverError as error:
+            raise click.UsageError(str(error), ctx) from None
+        return number
+
+
+def temperature_option(default: float | None, help_text: str) -> Callable:
+    return click.option("--temperature", type=TemperatureRange(), default=default, show_default=default is not None,
+                        help=help_text)
 
 
 def optimizer_options(learning_rate: float) -> Callable:
@@ -72,8 +95,8 @@ def optimizer_options(learning_rate: float) -> Callable:
               help="Passages per query: 1 positive + N-1 hard negatives sampled afresh each epoch from the given "
                    "ones (1 = in-batch negatives only).")
 @optimizer_options(learning_rate=2e-5)
-@click.option("--temperature", type=FiniteRange(min=0, min_open=True), default=None,
-              help="Softmax temperature τ of q·p/τ. [default: 0.05 with --normalize, 1.0 with --no-normalize]")
+@temperature_option(None, "Softmax temperature τ of q·p/τ, at least 1e-4 (under it the softmax is a hard max). "
+                         "[default: 0.05 with --normalize, 1.0 with --no-normalize]")
 @click.option("--seed", type=int, default=42, show_default=True,
               help="Seed for sampling, shuffling and dropout.")
 @click.option("--grad-cache-chunk-size", type=click.IntRange(min=1), default=None,

@@ -29,6 +29,7 @@ from retriever.pretraining.guards import check_examples, check_tokenizer
 from retriever.pretraining.masking import CondenserExamples, TokenizedCorpus, WholeWordMasker, pad_batch
 from retriever.training import stack
 from retriever.training.layout import steps_per_epoch
+from retriever.training.loss import check_temperature
 from retriever.training.processes import average_gradients
 from retriever.training.run_guards import one_run_at_a_time
 
@@ -75,8 +76,9 @@ class PretrainConfig(stack.StackConfig):
                                  f"head is a few fresh layers (the paper used 2): give 1 to {MAX_HEAD_LAYERS}")
         if self.freeze_backbone_steps < 0 or self.backbone_lr_scale <= 0:
             raise RetrieverError("--freeze-backbone-steps must not be negative and --backbone-lr-scale be positive")
-        if self.temperature <= 0 or not 0 < self.mlm_probability < 1:
-            raise RetrieverError("--temperature must be positive and --mlm-probability between 0 and 1")
+        check_temperature(self.temperature)
+        if not 0 < self.mlm_probability < 1:
+            raise RetrieverError("--mlm-probability must be between 0 and 1")
 
 
 def check_span_batch(sequences: int, processes: int) -> None:

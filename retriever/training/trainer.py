@@ -24,7 +24,8 @@ from retriever.training.data import Collator, EpochGroups, TrainExample, load_be
 from retriever.training.dev import DevSet, evaluate_dev, load_dev_set, shared_queries_warning
 from retriever.training.dual_encoder import DualEncoder
 from retriever.training.gradcache import cached_embeddings
-from retriever.training.loss import contrastive_loss, default_temperature, global_batch, judged_positive_mask
+from retriever.training.loss import (check_temperature, contrastive_loss, default_temperature, global_batch,
+                                     judged_positive_mask)
 from retriever.training.processes import average_gradients
 from retriever.training.run_guards import one_run_at_a_time
 
@@ -68,8 +69,8 @@ class TrainConfig(stack.StackConfig):
             raise RetrieverError("--dev-split needs a BEIR folder: pass --dev-dataset")
         if not self.dev_split and (self.dev_dataset or self.dev_max_docs):  # else no dev evaluation, without a word
             raise RetrieverError("--dev-dataset and --dev-max-docs go with --dev-split, the split to evaluate; add it")
-        if self.temperature is not None and self.temperature <= 0:
-            raise RetrieverError("--temperature must be positive")
+        if self.temperature is not None:
+            check_temperature(self.temperature)
         check_candidates(self)
 
     def data_files(self) -> dict[str, Path | None]:

@@ -168,3 +168,33 @@ def test_mine_takes_the_model_of_an_index_that_moved_away_from_it(tmp_path, tiny
     result = CliRunner().invoke(main, [*mine, "--model", str(tmp_path / "model-elsewhere")])
     assert result.exit_code == 0, result.stderr
     assert (tmp_path / "neg.jsonl").read_text().count("\n") == 1
+
+
+@pytest.mark.parametrize("command", ["train", "pretrain"])
+@pytest.mark.parametrize("value", ["1e-45", "0.00005", "-1"])
+def test_a_temperature_too_low_to_train_is_refused_at_parse_time(tmp_path, tiny_beir, command, value):
+    """`--temperature 1e-45` was taken, then training diverged (1/τ is inf in fp32) with advice to lower
+    --learning-rate; the line now names the flag, the value, the bound and what to give."""
+    data = ["--dataset", str(tiny_beir)] if command == "train" else [str(tiny_beir)]
+    output = tmp_path / "out"
+    result = CliRunner().invoke(main, [command, *data, "--output", str(output), "--temperature", value,
+                                       "--model", str(tmp_path / "no-model")])
+    assert result.exit_code == 2, result.output
+    line = result.output.strip()
+    assert line.count("\n") == 0 and f"--temperature {float(value):g} is below 0.0001" in line, line
+    assert "give at least 0.0001" in line and not output.exists()
+
+
+@pytest.mark.parametrize("value", ["0.0001", "0.001", "0.01"])
+def test_temperatures_in_use_are_taken(tmp_path, tiny_beir, monkeypatch, value):
+    from types import SimpleNamespace
+
+    import retriever.training
+
+    seen = []
+    monkeypatch.setattr(retriever.training, "train", lambda config: seen.append(config) or SimpleNamespace(
+        output=tmp_path / "m", steps=0, best_step=None, dev_scores=None, seconds=0.0))
+    result = CliRunner().invoke(train_command, ["--dataset", str(tiny_beir), "--output", str(tmp_path / "m"),
+                                                "--temperature", value], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert seen[0].temperature == float(value)

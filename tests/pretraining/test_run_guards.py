@@ -45,6 +45,14 @@ def test_non_finite_settings_are_refused_before_loading(tiny_beir, tmp_path, mon
     assert not (tmp_path / "out").exists()
 
 
+def test_a_span_temperature_below_the_bound_is_refused_before_loading(tiny_beir, tmp_path, monkeypatch):
+    nothing_loaded(monkeypatch)
+    with pytest.raises(RetrieverError, match=r"--temperature 1e-45 is below 0\.0001.*give at least 0\.0001"):
+        pretrain(config(tiny_beir, tmp_path / "out", tmp_path / "any-model", cocondenser=True, temperature=1e-45),
+                 log=quiet)
+    assert not (tmp_path / "out").exists()
+
+
 def test_an_output_that_cannot_be_created_is_refused_before_tokenizing(tiny_beir, tmp_path, monkeypatch):
     nothing_loaded(monkeypatch)
     (tmp_path / "afile").write_text("a file")

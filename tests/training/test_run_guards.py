@@ -69,6 +69,15 @@ def test_non_finite_settings_are_refused_before_loading(tmp_path, train_beir, mo
     assert not output.exists()
 
 
+def test_a_temperature_below_the_bound_is_refused_before_loading(tmp_path, train_beir, monkeypatch):
+    """The library took τ = 1e-45 and diverged at step 1 (1/τ is inf in fp32)."""
+    never_loaded(monkeypatch)
+    output = tmp_path / "model"
+    with pytest.raises(RetrieverError, match=r"--temperature 1e-45 is below 0\.0001.*give at least 0\.0001"):
+        train(config(output, train_beir, tmp_path / "any-model", temperature=1e-45))
+    assert not output.exists()
+
+
 def test_a_diverging_run_stops_at_the_first_non_finite_loss(tmp_path, small_bert, train_beir):
     """An absurd but finite learning rate makes the weights infinite after step 1 and step 2's loss NaN; that loss
     is logged as it is (not as 0.0), stops the run with one line, and no model folder is written."""
