@@ -15,6 +15,8 @@ Everything here raises ``ApiError`` with the status and message the client gets.
   two levels deep.
 - A POST body with a ``Content-Encoding`` (gzip, br) is a 415: it is not decompressed, and read as JSON it
   was "malformed JSON: 'utf-8' codec can't decode byte 0x8b".
+- A POST body with a ``Transfer-Encoding`` other than chunked (``gzip, chunked``) is a 501, as HTTP asks of a
+  server that does not implement a coding: the parser undoes the chunks and passed the gzip bytes on as the body.
 - A POST body's JSON object with a key given twice (``{"k": 3, "k": 2}``) is a 400, as a repeated
   GET parameter is; so is an integer of over ``MAX_INT_DIGITS`` digits.
 - GET parameters are read strictly (``check_query_string``): bytes that are not UTF-8 once
@@ -142,6 +144,10 @@ async def read_json(request: Request, limits: Limits) -> object:
     if coding not in ("", "identity"):  # a gzip body was read as text: "malformed JSON: can't decode byte 0x8b"
         raise ApiError(415, f"the body is sent with content-encoding {coding}, which the server does not undo; "
                             "send it uncompressed")
+    transfer = _codings(request, "transfer-encoding")
+    if any(coding != "chunked" for coding in transfer):  # the parser undoes the chunks alone and passed the rest on
+        raise ApiError(501, f"the body is sent with transfer-encoding {', '.join(transfer)}, of which the server "
+                            "undoes only chunked; send it chunked alone or with a Content-Length")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limits.max_body_bytes:
         raise ApiError(413, f"the body is {declared} bytes; the limit is {limits.max_body_bytes}")
@@ -166,6 +172,12 @@ async def read_json(request: Request, limits: Limits) -> object:
                             "once") from None
     except (ValueError, UnicodeDecodeError) as error:
         raise ApiError(400, f"malformed JSON: {error}") from None
+
+
+def _codings(request: Request, header: str) -> list[str]:
+    """The codings a header lists, lower-cased, over every line of it."""
+    return [coding.strip().lower() for line in request.headers.getlist(header) for coding in line.split(",")
+            if coding.strip()]
 
 
 def _small_int(digits: str) -> int:

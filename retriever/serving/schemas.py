@@ -64,7 +64,7 @@ class ErrorModel(BaseModel):
     error: str
 
 
-ERRORS = {status: {"model": ErrorModel} for status in (400, 404, 413, 415, 500, 503)}
+ERRORS = {status: {"model": ErrorModel} for status in (400, 404, 413, 415, 500, 501, 503)}
 NAME_PARAM = Path(description="Index name, as given to `--index NAME=PATH`.", pattern=NAME_PATTERN)
 Q_PARAM = Query(description="The query text.")
 K_PARAM = Query(DEFAULT_K, ge=1, le=MAX_K, description="Hits to return.")

@@ -1,0 +1,45 @@
+"""POST requests found wanting by probe round 12: how the body is framed and labelled, parameters in the URL, and
+which of several queries is refused."""
+from __future__ import annotations
+
+import gzip
+import socket
+
+import pytest
+
+from serving_fixtures import call, served, small_index, tiny_index  # noqa: F401 - fixtures
+
+BODY = b'{"queries": ["cat"], "k": 2}'
+JSON = {"Content-Type": "application/json"}
+
+
+def raw_reply(port: int, request: bytes) -> bytes:
+    """Everything the server sends back for ``request`` on a connection of its own, until it closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(request)
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    return reply
+
+
+def chunked_post(port: int, body: bytes, codings: str) -> bytes:
+    return raw_reply(port, b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: "
+                           b"%s\r\nConnection: close\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (codings.encode(), len(body), body))
+
+
+@pytest.mark.parametrize("codings, body", [("gzip, chunked", gzip.compress(BODY)), ("gzip, chunked", BODY),
+                                           ("bogus, chunked", BODY), ("Deflate, Chunked", BODY)],
+                         ids=["gzip", "labelled-gzip", "unknown", "capitals"])
+def test_a_transfer_coding_other_than_chunked_is_a_501_naming_it(served, codings, body):
+    """The chunks were undone and the rest taken as the body: a gzip one got 400 "malformed JSON: 'utf-8' codec can't
+    decode byte 0x8b", and one labelled gzip but sent plain was searched."""
+    reply = chunked_post(served.port, body, codings)
+    assert reply.startswith(b"HTTP/1.1 501 "), reply[:200]
+    assert (b'{"error": "the body is sent with transfer-encoding %s, of which the server undoes only chunked; send it '
+            b'chunked alone or with a Content-Length"}' % codings.lower().encode()) in reply
+
+
+def test_a_chunked_body_alone_is_read(served):
+    reply = chunked_post(served.port, BODY, "chunked")
+    assert reply.startswith(b"HTTP/1.1 200 ") and b'"k": 2' in reply
