@@ -140,10 +140,10 @@ async def read_json(request: Request, limits: Limits) -> object:
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media_type != "application/json":
         raise ApiError(415, "send the body as application/json")
-    coding = request.headers.get("content-encoding", "").strip().lower()
-    if coding not in ("", "identity"):  # a gzip body was read as text: "malformed JSON: can't decode byte 0x8b"
-        raise ApiError(415, f"the body is sent with content-encoding {coding}, which the server does not undo; "
-                            "send it uncompressed")
+    content = _codings(request, "content-encoding")  # every line: `.get` read the first alone, often "identity"
+    if any(coding != "identity" for coding in content):  # a gzip body read as text: "can't decode byte 0x8b"
+        raise ApiError(415, f"the body is sent with content-encoding {', '.join(content)}, which the server does not "
+                            "undo; send it uncompressed")
     transfer = _codings(request, "transfer-encoding")
     if any(coding != "chunked" for coding in transfer):  # the parser undoes the chunks alone and passed the rest on
         raise ApiError(501, f"the body is sent with transfer-encoding {', '.join(transfer)}, of which the server "

@@ -43,3 +43,15 @@ def test_a_transfer_coding_other_than_chunked_is_a_501_naming_it(served, codings
 def test_a_chunked_body_alone_is_read(served):
     reply = chunked_post(served.port, BODY, "chunked")
     assert reply.startswith(b"HTTP/1.1 200 ") and b'"k": 2' in reply
+
+
+def test_a_content_encoding_on_a_second_header_line_is_a_415_too(served):
+    """Only the first ``Content-Encoding`` line was read: ``identity`` then ``gzip`` got 400 "malformed JSON: 'utf-8'
+    codec can't decode byte 0x8b" for a gzip body, and a body labelled so but sent plain was searched."""
+    for body in (gzip.compress(BODY), BODY):
+        reply = raw_reply(served.port, b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                       b"Content-Encoding: identity\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n"
+                                       b"Connection: close\r\n\r\n%s" % (len(body), body))
+        assert reply.startswith(b"HTTP/1.1 415 "), reply[:200]
+        assert (b'{"error": "the body is sent with content-encoding identity, gzip, which the server does not undo; '
+                b'send it uncompressed"}') in reply
