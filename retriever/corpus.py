@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from retriever.corpus_records import (DEFAULT_TITLE, Fields, as_answers, compressed_error, jsonl_records,
-                                      parquet_records, tsv_records)
+from retriever.corpus_records import DEFAULT_TITLE, Fields, as_answers, jsonl_records, parquet_records, tsv_records
 from retriever.errors import InputFileError, RetrieverError
+from retriever.file_kinds import file_kind_error
 from retriever.files import decoded_lines
 from retriever.texts import check_text, id_problem, is_blank
 
@@ -74,9 +74,9 @@ def resolve_queries_path(path: str | Path) -> Path:
 def detect_format(path: Path, fmt: str = "auto") -> str:
     if fmt not in FORMATS:
         raise RetrieverError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    compressed = compressed_error(path)
-    if compressed is not None:
-        raise compressed
+    foreign = file_kind_error(path)  # compressed, or UTF-16: the reader would say less
+    if foreign is not None:
+        raise foreign
     if fmt not in ("auto", "beir"):
         return fmt
     suffix = path.suffix.lower()

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from retriever.errors import InputFileError
-from retriever.files import carriage_return_error, compression_error, decoded_lines, repeated_key
+from retriever.files import carriage_return_error, decoded_lines, repeated_key
 from retriever.texts import id_problem
 
 
@@ -45,19 +45,6 @@ _TSV_HEADER_HINT = (f"name the columns id ({', '.join(TSV_ID_NAMES[1:])}), text 
 _HINTS = {"jsonl": ("write it as a JSON string", "write ids as JSON strings or integers"),
           "parquet": ("store it as a string column", "store ids as a string or integer column")}
 _JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false"}
-
-
-def compressed_error(path: Path) -> InputFileError | None:
-    """An error for a compressed input file, which the readers do not unpack, or None. Only a regular file is
-    looked at: the first bytes of a pipe would be lost to the reader."""
-    if not path.is_file():
-        return None
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(6)
-    except OSError:
-        return None  # the reader says what is wrong with it
-    return compression_error(path, head)
 
 
 def _shown(value: object) -> str:

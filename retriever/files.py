@@ -19,6 +19,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from retriever.errors import InputFileError, RetrieverError, out_of_space
+from retriever.file_kinds import HEAD_BYTES, kind_error
 
 
 def temporary_path(path: Path) -> Path:
@@ -200,7 +201,11 @@ def read_json(path: str | Path, hint: str = "fix or delete the file") -> object:
     """A JSON file's value; a missing, undecodable or malformed file is a one-line ``FILE:LINE: problem; hint``."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
+        foreign = kind_error(path, data[:HEAD_BYTES])
+        if foreign is not None:
+            raise foreign
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise InputFileError(path, None, "file not found", hint) from None
     except (OSError, UnicodeDecodeError) as error:
@@ -245,35 +250,22 @@ def read_json_object(path: str | Path, hint: str = "fix or delete the file", mis
     return value
 
 
-# The first bytes of compressed files, with the command that undoes each: read as text they are "invalid UTF-8".
-_COMPRESSED = ((b"\x1f\x8b", "gzip", "gunzip -k"), (b"BZh", "bzip2", "bunzip2 -k"), (b"\xfd7zXZ\x00", "xz", "unxz -k"),
-               (b"\x28\xb5\x2f\xfd", "zstd", "unzstd"), (b"PK\x03\x04", "zip", "unzip"))
-
-
-def compression_error(path: Path, head: bytes) -> InputFileError | None:
-    """An error for a file whose first bytes ``head`` are a compressed format's (the readers do not unpack one),
-    or None."""
-    for magic, kind, command in _COMPRESSED:
-        if head.startswith(magic):
-            return InputFileError(path, None, f"the file is {kind}-compressed, which this reader does not unpack",
-                                  f"decompress it first ({command} {path.name}) and pass the file it gives")
-    return None
-
-
 def decoded_lines(path: str | Path) -> Iterator[tuple[int, str]]:
-    """Yield (line number, text) of non-blank lines without a leading BOM, naming the line of any invalid UTF-8
-    (or the compression of a file whose first line is a compressed format's, such as a run.trec.gz).
+    """Yield (line number, text) of non-blank lines without a leading BOM, naming the line of any invalid UTF-8,
+    or what the file is when its first line is not UTF-8 text (``file_kinds``: a run.trec.gz, a UTF-16 corpus).
 
     Every line-based reader (corpus, queries, qrels, runs, training files) reads through this."""
     path = Path(path)
     with open(path, "rb") as handle:
         for number, raw in enumerate(handle, start=1):
+            foreign = kind_error(path, raw[:HEAD_BYTES]) if number == 1 else None
+            if foreign is not None:  # UTF-16 without a mark decodes as UTF-8, NULs and all
+                raise foreign
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as error:
-                compressed = compression_error(path, raw) if number == 1 else None
-                raise compressed or InputFileError(path, number, f"invalid UTF-8 at byte {error.start} of the line",
-                                                   "re-encode the file as UTF-8") from None
+                raise InputFileError(path, number, f"invalid UTF-8 at byte {error.start} of the line",
+                                     "re-encode the file as UTF-8") from None
             if number == 1:
                 line = line.lstrip("\ufeff")
             line = line.rstrip("\r\n")
