@@ -22,7 +22,8 @@ Everything here raises ``ApiError`` with the status and message the client gets.
 - GET parameters are read strictly (``check_query_string``): bytes that are not UTF-8 once
   %-decoded, a parameter given twice, a parameter GET does not take, or a k that is not plain
   digits are a 400, where the framework would search for U+FFFD, take the last value, drop
-  ``K=1`` or ``fusion=convex`` unread (POST refuses extra fields too), or read ``k=1_0`` as 10.
+  ``K=1`` or ``fusion=convex`` unread (POST refuses extra fields too), or read ``k=1_0`` as 10. A POST
+  with parameters in its address (``POST /search?k=1``) is a 400 naming them: they were dropped unread.
 - Queries the tokenizer cannot take (lone surrogates, which JSON's ``\\ud800`` escapes allow) are
   a 400 here rather than an exception inside a batch shared with other clients.
 """
@@ -122,6 +123,15 @@ def check_query_string(raw: bytes) -> None:
         raise ApiError(400, f"k must be a whole number written in digits, not {k!r}")
 
 
+def check_post_query_string(raw: bytes) -> None:
+    """POST reads its parameters from the body alone; ones in the address (``POST /search?k=1``) were dropped
+    unread, and the default k or mode answered."""
+    names = list(dict.fromkeys(name for name, _ in parse_qsl(raw.decode("latin-1"), keep_blank_values=True)))
+    if names:
+        raise ApiError(400, f"POST takes its parameters in the JSON body, not in the address: move "
+                            f"{', '.join(map(repr, names[:MAX_PROBLEMS]))} into the body (queries, k, mode)")
+
+
 def check_hits(queries: int, k: int, limits: Limits) -> None:
     if queries * k > limits.max_hits:
         raise ApiError(400, f"{queries} queries x k={k} asks for {queries * k} hits; the limit is "
@@ -191,6 +201,7 @@ def _small_int(digits: str) -> int:
 
 async def read_search_body(request: Request, limits: Limits) -> SearchBody:
     """A POST /search body, validated: fields, query count and each query."""
+    check_post_query_string(request.scope.get("query_string", b""))
     try:
         body = SearchBody.model_validate(await read_json(request, limits))
     except ValidationError as error:

@@ -55,3 +55,18 @@ def test_a_content_encoding_on_a_second_header_line_is_a_415_too(served):
         assert reply.startswith(b"HTTP/1.1 415 "), reply[:200]
         assert (b'{"error": "the body is sent with content-encoding identity, gzip, which the server does not undo; '
                 b'send it uncompressed"}') in reply
+
+
+@pytest.mark.parametrize("path, named", [("/search?k=1", "'k'"), ("/indexes/small/search?mode=bm25&q=dog", "'mode', 'q'"),
+                                         ("/search?fusion=rrf", "'fusion'")])
+def test_a_post_with_parameters_in_its_address_is_refused_naming_them(served, path, named):
+    """They were dropped unread: ``POST /search?k=1`` got the default 10 hits, ``?mode=bm25`` a dense search."""
+    reply = call(served.port, "POST", path, BODY, JSON)
+    assert reply.status == 400, reply.body
+    assert reply.json()["error"] == (f"POST takes its parameters in the JSON body, not in the address: move {named} "
+                                     "into the body (queries, k, mode)")
+
+
+@pytest.mark.parametrize("path", ["/search?", "/search?&"])
+def test_a_post_whose_address_ends_in_an_empty_query_string_is_searched(served, path):
+    assert call(served.port, "POST", path, BODY, JSON).json()["k"] == 2
