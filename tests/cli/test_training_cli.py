@@ -198,3 +198,11 @@ def test_temperatures_in_use_are_taken(tmp_path, tiny_beir, monkeypatch, value):
                                                 "--temperature", value], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert seen[0].temperature == float(value)
+
+
+def test_mine_into_the_datasets_qrels_folder_is_one_line(tmp_path, tiny_beir):
+    output = tiny_beir / "qrels" / "negs.tsv"
+    result = CliRunner().invoke(main, ["mine", str(tmp_path), "--dataset", str(tiny_beir), "--split", "test",
+                                       "-o", str(output)])
+    assert result.exit_code == 1 and result.output.startswith(f"error: {output}: ") and result.output.count("\n") == 1
+    assert not output.exists()

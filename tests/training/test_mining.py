@@ -93,3 +93,28 @@ def test_judged_queries_missing_from_the_queries_file_are_counted_not_dropped_si
     assert result.queries == 3 and result.queries_left_out == 2
     assert ("warning: queries.jsonl lacks 2 of the 5 queries split 'train' judges (e.g. 'q8', 'q9'); they get no "
             "negatives") in capsys.readouterr().err
+
+
+class Searched(Exception):
+    pass
+
+
+@pytest.mark.parametrize("where", ["same", "other"])
+def test_an_output_in_a_collections_qrels_folder_is_refused_before_mining(tiny_beir, tmp_path, monkeypatch, where):
+    """`-o BEIR/qrels/negs.tsv` was written, and the collection then had a split "negs" that no command could read."""
+    import shutil
+
+    from retriever.training import mining
+
+    def searched(*args, **kwargs):
+        raise Searched
+    monkeypatch.setattr(mining, "Searcher", searched)
+    collection = tiny_beir if where == "same" else shutil.copytree(tiny_beir, tmp_path / "other-beir")
+    output = collection / "qrels" / "negs.tsv"
+    with pytest.raises(RetrieverError, match=rf"^{output}: .* qrels folder of the collection {collection},.* write "
+                                             r"the negatives elsewhere"):
+        mine_negatives(tmp_path / "index", tiny_beir, output, split="test", progress=False)
+    assert not output.exists()
+    with pytest.raises(Searched):  # a qrels folder of no collection is only a folder
+        mine_negatives(tmp_path / "index", tiny_beir, tmp_path / "qrels" / "negs.tsv", split="test",
+                       progress=False)
