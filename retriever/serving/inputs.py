@@ -209,6 +209,9 @@ async def read_search_body(request: Request, limits: Limits) -> SearchBody:
     if len(body.queries) > limits.max_queries:
         raise ApiError(400, f"{len(body.queries)} queries in one request; the limit is {limits.max_queries}")
     check_hits(len(body.queries), body.k, limits)
-    for query in body.queries:
-        check_query(query, limits)
+    for number, query in enumerate(body.queries):
+        try:
+            check_query(query, limits)
+        except ApiError as error:  # named by its place, as pydantic's errors name theirs ("queries.1: ...")
+            raise ApiError(error.status, f"queries.{number}: {error.message}") from None
     return body

@@ -70,3 +70,20 @@ def test_a_post_with_parameters_in_its_address_is_refused_naming_them(served, pa
 @pytest.mark.parametrize("path", ["/search?", "/search?&"])
 def test_a_post_whose_address_ends_in_an_empty_query_string_is_searched(served, path):
     assert call(served.port, "POST", path, BODY, JSON).json()["k"] == 2
+
+
+@pytest.mark.parametrize("queries, error", [
+    (["cat", "", "dog"], "queries.1: the query is empty (nothing but whitespace or invisible characters)"),
+    (["cat", "dog", "a" * 201], "queries.2: the query is 201 characters; the limit is 200"),
+    (["\u200b", "cat"], "queries.0: the query is empty (nothing but whitespace or invisible characters)"),
+])
+def test_a_refused_query_of_several_is_named_by_its_place(served, queries, error):
+    """Among a POST's queries the refused one went unnamed ("the query is empty"), as pydantic's own errors name
+    theirs (``queries.1: Input should be a valid string``)."""
+    reply = served.post_json("/search", {"queries": queries, "k": 1})
+    assert reply.status == 400 and reply.json()["error"] == error
+
+
+def test_a_lone_surrogate_among_several_queries_is_named_by_its_place(served):
+    reply = call(served.port, "POST", "/search", b'{"queries": ["cat", "\\ud800"]}', JSON)
+    assert reply.status == 400 and reply.json()["error"].startswith("queries.1: the query has a lone surrogate U+D800")
