@@ -18,9 +18,10 @@ into 400 too; a query with a lone surrogate; more than ``max_hits`` queries x k;
 ``max_response_bytes``; JSON nested too deep; a query the encoder fails on, which fails only
 its own request; a GET query string that is not UTF-8, repeats a parameter or has a k that is not
 digits; a mode the index lacks), 404 unknown index or route, 405 wrong method (HEAD is answered
-as GET), 413 body over the limit, 415 a POST that is not ``application/json`` or is compressed
-(``Content-Encoding``), 431 a request head over ``--max-head-bytes``, 501 a POST body in a transfer
-coding other than chunked, 503 when too many requests are queued, 500 with its one-line message for damage to a served index's files (the server's
+as GET), 413 body over the limit, 415 a POST that is not ``application/json``, is declared in a
+charset other than UTF-8 or is compressed (``Content-Encoding``), 431 a request head over
+``--max-head-bytes``, 501 a POST body in a transfer coding other than chunked, 503 when too many
+requests are queued, 500 with its one-line message for damage to a served index's files (the server's
 fault, which a retry will not mend: a damaged BM25 part fails the bm25/hybrid requests alone),
 and a bare 500 message (never a traceback) for bugs. Request shapes are in ``schemas``, input
 checks and limits in ``inputs``.

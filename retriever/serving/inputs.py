@@ -15,6 +15,8 @@ Everything here raises ``ApiError`` with the status and message the client gets.
   two levels deep.
 - A POST body with a ``Content-Encoding`` (gzip, br) is a 415: it is not decompressed, and read as JSON it
   was "malformed JSON: 'utf-8' codec can't decode byte 0x8b".
+- A POST body declared in a charset other than UTF-8 (``; charset=iso-8859-1``) is a 415: JSON is UTF-8 (RFC
+  8259), and the charset went unread, so a latin-1 é was "malformed JSON: can't decode byte 0xe9".
 - A POST body with a ``Transfer-Encoding`` other than chunked (``gzip, chunked``) is a 501, as HTTP asks of a
   server that does not implement a coding: the parser undoes the chunks and passed the gzip bytes on as the body.
 - A POST body's JSON object with a key given twice (``{"k": 3, "k": 2}``) is a 400, as a repeated
@@ -48,6 +50,7 @@ from retriever.texts import is_blank, text_problem
 MAX_JSON_DEPTH = 32
 MAX_PROBLEMS = 5  # a body's problems named in one error; 250 KB of [1, 1, ...] was a 5.6 MB message naming each
 MAX_INT_DIGITS = 100  # k is at most 1000; a longer number is a mistake or an attack
+UTF_8 = ("utf-8", "utf8", "us-ascii")  # charsets a JSON body may be declared in: UTF-8 and its ASCII subset
 GET_PARAMETERS = ("q", "k", "mode")  # GET /search's; the index is in the path (/indexes/NAME/search)
 # A string literal, or an unterminated one running to the end of the body. Possessive loops and the
 # end-of-body branch mean every opening quote matches, so no scan restarts: linear in the body size.
@@ -147,9 +150,13 @@ def json_depth(raw: bytes) -> int:
 
 async def read_json(request: Request, limits: Limits) -> object:
     """The body parsed as JSON, refusing other media types and bodies over the size limit."""
-    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media_type != "application/json":
+    media_type, *parameters = request.headers.get("content-type", "").lower().split(";")
+    if media_type.strip() != "application/json":
         raise ApiError(415, "send the body as application/json")
+    charset = dict(_parameter(p) for p in parameters).get("charset", "utf-8")
+    if charset not in UTF_8:  # it was not read: a latin-1 é was "malformed JSON: can't decode byte 0xe9"
+        raise ApiError(415, f"the body is sent as charset {charset}; the server reads JSON as UTF-8 alone (RFC 8259): "
+                            "send it as UTF-8")
     content = _codings(request, "content-encoding")  # every line: `.get` read the first alone, often "identity"
     if any(coding != "identity" for coding in content):  # a gzip body read as text: "can't decode byte 0x8b"
         raise ApiError(415, f"the body is sent with content-encoding {', '.join(content)}, which the server does not "
@@ -182,6 +189,12 @@ async def read_json(request: Request, limits: Limits) -> object:
                             "once") from None
     except (ValueError, UnicodeDecodeError) as error:
         raise ApiError(400, f"malformed JSON: {error}") from None
+
+
+def _parameter(text: str) -> tuple[str, str]:
+    """A media type parameter ``name=value`` (the value maybe quoted) as the pair."""
+    name, _, value = text.partition("=")
+    return name.strip(), value.strip().strip('"')
 
 
 def _codings(request: Request, header: str) -> list[str]:

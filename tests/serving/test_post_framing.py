@@ -87,3 +87,23 @@ def test_a_refused_query_of_several_is_named_by_its_place(served, queries, error
 def test_a_lone_surrogate_among_several_queries_is_named_by_its_place(served):
     reply = call(served.port, "POST", "/search", b'{"queries": ["cat", "\\ud800"]}', JSON)
     assert reply.status == 400 and reply.json()["error"].startswith("queries.1: the query has a lone surrogate U+D800")
+
+
+@pytest.mark.parametrize("charset, body", [
+    ("iso-8859-1", '{"queries": ["caf\u00e9"]}'.encode("latin-1")),
+    ("iso-8859-1", '{"queries": ["caf\u00c3\u00a9"]}'.encode("latin-1")),  # bytes that happen to be UTF-8 "café"
+    ("windows-1252", BODY), ("utf-16", '{"queries": ["cat"]}'.encode("utf-16")), ('"latin1"', BODY),
+], ids=["latin-1", "latin-1-read-as-utf-8", "cp1252-ascii", "utf-16", "quoted"])
+def test_a_body_in_a_charset_other_than_utf_8_is_a_415_naming_it(served, charset, body):
+    """The charset was not read: a latin-1 é was a 400 "malformed JSON: 'utf-8' codec can't decode byte 0xe9", and
+    latin-1 bytes that happen to be UTF-8 were searched as other text."""
+    reply = call(served.port, "POST", "/search", body, {"Content-Type": f"application/json; charset={charset}"})
+    assert reply.status == 415, reply.body
+    assert reply.json()["error"] == (f"the body is sent as charset {charset.strip(chr(34)).lower()}; the server reads "
+                                     "JSON as UTF-8 alone (RFC 8259): send it as UTF-8")
+
+
+@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", 'application/json;charset="UTF-8"',
+                                          "application/json; charset=us-ascii", "application/json; v=1"])
+def test_a_body_declared_utf_8_or_ascii_is_read(served, content_type):
+    assert call(served.port, "POST", "/search", BODY, {"Content-Type": content_type}).json()["k"] == 2
