@@ -17,8 +17,8 @@ outside 1..1000, malformed JSON, wrong fields; FastAPI's own 422 validation erro
 into 400 too; a query with a lone surrogate; more than ``max_hits`` queries x k; a response over
 ``max_response_bytes``; JSON nested too deep; a query the encoder fails on, which fails only
 its own request; a GET query string that is not UTF-8, repeats a parameter or has a k that is not
-digits; a mode the index lacks), 404 unknown index or route, 405 wrong method (HEAD is answered
-as GET), 413 body over the limit, 415 a POST that is not ``application/json``, is declared in a
+digits; a mode the index lacks), 404 unknown index or route (a trailing slash is not redirected: the
+404 names the path without it), 405 wrong method (HEAD is answered as GET), 413 body over the limit, 415 a POST that is not ``application/json``, is declared in a
 charset other than UTF-8 or is compressed (``Content-Encoding``), 431 a request head over
 ``--max-head-bytes``, 501 a POST body in a transfer coding other than chunked, 503 when too many
 requests are queued, 500 with its one-line message for damage to a served index's files (the server's
@@ -46,7 +46,7 @@ from retriever.serving.inputs import (ApiError, Limits, check_hits, check_query,
                                       validation_message)
 from retriever.serving.output import bounded, hits_list, list_object
 from retriever.serving.page import page_html
-from retriever.serving.protocol import HeadAsGet, allowed_methods
+from retriever.serving.protocol import HeadAsGet, allowed_methods, path_without_slash
 from retriever.serving.served import BatchSettings, ServedIndexes, summary, valid_index_name
 from retriever.serving.schemas import (ERRORS, K_PARAM, MODE_PARAM, NAME_PARAM, POST_BODY, Q_PARAM,
                                        BatchSearchResponse, Mode, SearchResponse)
@@ -98,7 +98,7 @@ def create_app(searchers: dict[str, Searcher], limits: Limits | None = None,
         finally:
             served.stop()
 
-    app = FastAPI(title="retriever", version="1", lifespan=lifespan, responses=ERRORS,
+    app = FastAPI(title="retriever", version="1", lifespan=lifespan, responses=ERRORS, redirect_slashes=False,
                   description="Dense top-k search over the indexes this server loaded. "
                               "Errors are JSON `{\"error\": message}`; bad input is a 400.")
     app.state.served = served
@@ -124,6 +124,9 @@ def _add_error_handlers(app: FastAPI) -> None:
         headers = dict(getattr(error, "headers", None) or {})
         if error.status_code == 405:
             headers["allow"] = allowed_methods(request.app.router.routes, request.scope)
+        bare = path_without_slash(request.app.router.routes, request.scope) if error.status_code == 404 else None
+        if bare:
+            return _error(404, f"no route at {request.scope['path']}; the path is {bare}, without the slash")
         return _error(error.status_code, str(error.detail), headers)
 
     @app.exception_handler(Overloaded)

@@ -16,7 +16,8 @@
   pipelined before them are answered; also when the fault is in the body (a bad chunk size), whose
   request would otherwise wait for the rest of a body that can never come.
 - **HEAD** is answered wherever GET is (``HeadAsGet``), as HTTP requires and health checkers expect;
-  a 405's ``Allow`` names every method of the path (``allowed_methods``).
+  a 405's ``Allow`` names every method of the path (``allowed_methods``), and a 404 for a path with a trailing
+  slash names the path without it (``path_without_slash``).
 """
 from __future__ import annotations
 
@@ -188,6 +189,14 @@ def allowed_methods(routes: list, scope: dict) -> str:
     if "GET" in methods:
         methods.add("HEAD")
     return ", ".join(sorted(methods))
+
+
+def path_without_slash(routes: list, scope: dict) -> str | None:
+    """The path without its trailing slashes, where a route serves that: Starlette's redirect of ``/search/`` was
+    an empty 307 to ``http://`` plus the client's Host header, wrong behind a proxy and not JSON."""
+    path = scope["path"]
+    bare = path.rstrip("/")
+    return bare if bare and bare != path and _route_methods(routes, {**scope, "path": bare}) else None
 
 
 def _route_methods(routes: list, scope: dict) -> set[str]:

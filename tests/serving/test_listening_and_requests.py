@@ -173,3 +173,19 @@ def test_port_0_on_every_address_is_one_port():
     finally:
         for sock in bound:
             sock.close()
+
+
+@pytest.mark.parametrize("method, path, meant", [("GET", "/search/?q=cat", "/search"), ("POST", "/search/", "/search"),
+                                                 ("GET", "/indexes/small/search/?q=cat", "/indexes/small/search"),
+                                                 ("GET", "/health//", "/health")])
+def test_a_path_with_a_trailing_slash_is_a_json_404_naming_the_path_without_it(served, method, path, meant):
+    """It was an empty 307 to ``http://`` plus whatever the Host header said (``evil.example``), so behind a proxy it
+    named another host or dropped https, and a client that does not follow redirects got no JSON."""
+    reply = call(served.port, method, path, b'{"queries": ["cat"]}', {"Host": "evil.example",
+                                                                       "Content-Type": "application/json"})
+    assert reply.status == 404 and "location" not in reply.headers
+    assert reply.json() == {"error": f"no route at {path.split('?')[0]}; the path is {meant}, without the slash"}
+
+
+def test_an_unknown_path_is_still_a_plain_404(served):
+    assert call(served.port, "GET", "/nope/").json() == {"error": "Not Found"}
