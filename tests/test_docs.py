@@ -86,3 +86,18 @@ def test_the_readme_names_every_route_the_server_has():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for path in sorted({route.path for route in router.routes} - {"/"}):
         assert f"`{path.replace('{name}', 'NAME')}" in readme, path
+
+
+def test_the_readme_states_the_server_limits_that_have_no_flag():
+    """Of the limits no flag sets, the queue of requests waiting per index (more got a 503) and the digits of a
+    number in a POST body were in no document."""
+    from retriever.serving.inputs import MAX_INT_DIGITS, MAX_JSON_DEPTH, MAX_PROBLEMS
+    from retriever.serving.schemas import MAX_K
+    from retriever.serving.served import BatchSettings
+
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert f"k outside 1..{MAX_K}" in readme
+    assert f"naming at most {MAX_PROBLEMS} problems" in readme
+    assert f"JSON nesting is capped at {MAX_JSON_DEPTH} levels" in readme
+    assert f"a number in a POST body of over {MAX_INT_DIGITS} digits is a 400" in readme
+    assert f"at most {BatchSettings().max_pending:,} requests wait per index (more get a 503" in readme
