@@ -28,12 +28,15 @@ from retriever.recorded_paths import model_record, relative_path
 from retriever.files import atomic_write_bytes, creatable_problem, left_by_dead_processes
 from retriever.folders import held_lock, make_folder
 from retriever.index_folder import MANIFEST_FILE
-from retriever.shards import (ContentHash, differing_fields, done_marker, id_lines, list_shards, parse_shard_name,
+from retriever.shard_origin import READING, ContentHash, check_reading, reading_problem, reading_record
+from retriever.shards import (differing_fields, done_marker, id_lines, list_shards, parse_shard_name,
                               read_shard_metadata, shard_ids_sha256, shard_name, warn_resized, worker_shards,
                               write_shard)
 
 # What encode_part did with one part.
 ENCODED, REUSED, CHANGED = "encoded", "reused", "changed"
+# How to replace a folder's shards made otherwise (another encoder, split or reading flags).
+_RE_ENCODE = "encode into an empty folder, delete the old shards, or use `build --overwrite`"
 # One part of the corpus, the shard it becomes, and the metadata that shard carries.
 PartJob = tuple[Sequence[Document], Path, dict]
 
@@ -151,7 +154,8 @@ def clear_other_encoder(output: Path, metadata: dict, num_workers: int = 1) -> b
     if not output.is_dir():
         return False
     shards = list_shards(output)
-    if not any(_other_shard(metadata, found, num_workers) for found in map(_existing_metadata, shards)):
+    if not any(_other_shard(metadata, found, num_workers) or _other_reading(metadata, found)
+               for found in map(_existing_metadata, shards)):
         return False
     for path in [*shards, *output.glob("done-w*of*.json")]:
         path.unlink()
@@ -168,16 +172,23 @@ def _other_shard(metadata: dict, found: dict | None, num_workers: int) -> list[s
     return diffs
 
 
+def _other_reading(metadata: dict, found: dict | None) -> tuple[str, str] | None:
+    """``reading_problem`` of a readable shard read with other flags than this run's ``metadata`` records."""
+    return reading_problem(found.get(READING), metadata[READING]) if found and READING in metadata else None
+
+
 def refuse_other_shards(output: Path, metadata: dict, num_workers: int) -> None:
     """Refuse a folder holding shards of another encoder or another --num-workers, before anything in it changes.
     ``encode_part`` looks only at the shards a run rewrites: another split's shards stayed beside the new ones,
     so the folder held two encoders' vectors until `index` refused it (and a refused rerun un-finished it)."""
     for path in list_shards(output):
-        diffs = _other_shard(metadata, _existing_metadata(path), num_workers)  # a damaged one is re-encoded
+        found = _existing_metadata(path)
+        diffs = _other_shard(metadata, found, num_workers)  # a damaged one is re-encoded
         if diffs:
             raise RetrieverError(f"{path}: an existing shard was made by a different encoder or split "
-                                 f"({'; '.join(diffs)}); encode into an empty folder, delete the old shards, or "
-                                 "use `build --overwrite`")
+                                 f"({'; '.join(diffs)}); {_RE_ENCODE}")
+        if _other_reading(metadata, found):
+            check_reading(output, found[READING], metadata[READING], _RE_ENCODE)
 
 
 def remove_parts_beyond(output: Path, worker: int, num_workers: int, count: int) -> int:
@@ -242,7 +253,8 @@ def _encode_share(corpus_path: Path, output: Path, encoder: Encoder | PartRunner
                   shard_size: int, worker_index: int, num_workers: int, progress: bool) -> EncodeResult:
     """``encode_corpus`` once it holds this worker's lock: a second run of the same worker in the same folder
     would re-encode the same parts beside it and overwrite its shards."""
-    recorded = encoder.metadata()  # model and corpus re-expressed relative to the shard folder, or as names
+    # model and corpus re-expressed relative to the shard folder, or as names; the flags that read the corpus
+    recorded = {**encoder.metadata(), READING: reading_record(corpus_path, fmt, fields)}
     refuse_other_shards(output, recorded, num_workers)
     earlier_size = warn_resized(output, worker_index, num_workers, shard_size)
     # Until this run finishes, this worker's shards may mix old and new content: not complete.

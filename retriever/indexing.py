@@ -34,7 +34,8 @@ from retriever.lexical import LEXICAL_DIR, LexicalParams, build_lexical
 from retriever.ondisk import ONDISK_TYPE, PartPlan, build_ondisk
 from retriever.partwork import clear_finished, mark_finished, owned_inputs, parts_folder
 from retriever.recorded_paths import rebase_model_record
-from retriever.shards import ShardContentCheck, check_complete, iter_shard_batches, read_shard_metadata
+from retriever.shard_origin import READING, ShardContentCheck, check_reading, reading_record
+from retriever.shards import check_complete, iter_shard_batches, read_shard_metadata
 from retriever.tuning import check_held_out, held_out_rows, tune_build
 
 __all__ = ["DOCSTORE_FILE", "IDS_FILE", "INDEX_FILE", "INDEX_TYPES", "MANIFEST_FILE", "IndexParams", "build_index",
@@ -70,8 +71,10 @@ def _build_index(shards_dir: Path, corpus: str | Path, output: Path, params: Ind
         lexical.check()
     corpus_path = resolve_corpus_path(corpus)
     shards, encoder = check_complete(shards_dir)
-    encoder = rebase_model_record({k: v for k, v in encoder.items() if k not in ("shard", "corpus")}, shards_dir,
-                                  output)
+    check_reading(shards_dir, encoder.get(READING), reading_record(corpus_path, fmt, fields),
+                  "encode them again with the new flags (`retriever build --overwrite`, or `encode` to a new folder)")
+    encoder = rebase_model_record({k: v for k, v in encoder.items() if k not in ("shard", "corpus", READING)},
+                                  shards_dir, output)
     shard_records = [read_shard_metadata(s)["shard"] for s in shards]
     count = sum(record["rows"] for record in shard_records)
     check_buildable(params, int(encoder["dim"]))
@@ -270,8 +273,9 @@ def _encode_shards(corpus: str | Path, output: Path, encoder: Encoder | PartRunn
                    shard_size: int, overwrite: bool, progress: bool,
                    tuning_query_texts: list[str] | None) -> tuple[Path, np.ndarray | None]:
     shards = output.with_name(output.name + ".shards")
-    if overwrite and clear_other_encoder(shards, encoder.metadata()):
-        print(f"deleted {shards}: another encoder made those shards", file=sys.stderr)
+    reading = {READING: reading_record(resolve_corpus_path(corpus), fmt, fields)}
+    if overwrite and clear_other_encoder(shards, {**encoder.metadata(), **reading}):
+        print(f"deleted {shards}: another encoder, split or reading flags made those shards", file=sys.stderr)
     result = encode_corpus(corpus, shards, encoder, fmt, fields, shard_size, progress=progress)
     if progress:
         print(describe(result), file=sys.stderr)

@@ -31,7 +31,8 @@ from retriever.id_order import write_id_order
 from retriever.index_folder import INDEX_FILE, check_document_count, write_manifest
 from retriever.ivfparts import ShardSlice, read_held
 from retriever.partwork import PartsFolder, check_part_settings, fill_parts, inputs_record
-from retriever.shards import ShardContentCheck, read_shard_metadata
+from retriever.shard_origin import ShardContentCheck
+from retriever.shards import read_shard_metadata
 from retriever.tuning import held_out_rows, tune_build
 
 ONDISK_TYPE = "ivf-ondisk"

@@ -2,8 +2,8 @@
 
 Each shard carries the encoder record in its schema metadata, so any shard tells how it was
 made, and is written under a temporary name then renamed, so a file with a final name is
-always complete: that is what makes encoding resumable. ``ShardContentCheck`` proves, while the
-corpus streams past, that the shards were made from it, row for row.
+always complete: that is what makes encoding resumable. ``shard_origin`` proves that they were made from
+a corpus, read as they were.
 """
 from __future__ import annotations
 
@@ -12,10 +12,8 @@ import hashlib
 import json
 import re
 import sys
-from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -24,9 +22,6 @@ import pyarrow.parquet as pq
 from retriever.encoder_settings import VECTOR_FIELDS
 from retriever.errors import RetrieverError
 from retriever.files import atomic_write, read_json_object
-
-if TYPE_CHECKING:
-    from retriever.corpus import Document
 
 METADATA_KEY = b"retriever"
 _SHARD_PATTERN = re.compile(r"^embeddings-w(\d+)of(\d+)-(\d{5})\.parquet$")
@@ -246,55 +241,3 @@ def read_rows(shards: list[Path], rows: np.ndarray) -> np.ndarray:
 def sample_vectors(shards: list[Path], total: int, size: int, seed: int) -> np.ndarray:
     """A uniform sample of the vectors, read shard by shard."""
     return read_rows(shards, sample_rows(total, size, seed))
-
-
-class ContentHash:
-    """Incremental hash of a part's documents: what a shard's vectors were made from."""
-
-    def __init__(self) -> None:
-        self._digest = hashlib.sha256()
-
-    def add(self, document: Document) -> None:
-        record = json.dumps([document.id, document.title, document.text], ensure_ascii=False)
-        self._digest.update(record.encode("utf-8", "surrogatepass") + b"\n")
-
-    def hexdigest(self) -> str:
-        return self._digest.hexdigest()
-
-
-class ShardContentCheck:
-    """Recompute each part's content hash, and a hash of its ids, while the corpus streams past, to prove the
-    shards came from it and that each shard's id column names its rows' documents in corpus order."""
-
-    def __init__(self, shards: list[Path]) -> None:
-        self._expected: dict[tuple[int, int], tuple[Path, str]] = {}
-        self._hashes: dict[tuple[int, int], ContentHash] = defaultdict(ContentHash)
-        self._ids = defaultdict(hashlib.sha256)  # per part: SHA-256 of its id_lines
-        self._position = 0
-        self._shard_sizes: dict[int, int] = {}  # per worker: each worker runs on its own, with its own --shard-size
-        for path in shards:
-            shard = read_shard_metadata(path)["shard"]
-            if "content_sha256" not in shard:
-                raise RetrieverError(f"{path}: the shard records no content hash (an older version made it); rerun "
-                                     "`retriever encode` on the corpus, which re-encodes such shards")
-            self._expected[(shard["worker"], shard["part"])] = (path, shard["content_sha256"])
-            self._num_workers = shard["num_workers"]
-            self._shard_sizes.setdefault(shard["worker"], shard["shard_size"])
-
-    def add(self, document: Document) -> None:
-        worker, rank = self._position % self._num_workers, self._position // self._num_workers
-        key = (worker, rank // self._shard_sizes.get(worker, 1))
-        self._hashes[key].add(document)
-        self._ids[key].update(id_lines([document.id]))
-        self._position += 1
-
-    def check(self, corpus: Path) -> None:
-        for key, (path, expected) in sorted(self._expected.items()):
-            if key not in self._hashes or self._hashes[key].hexdigest() != expected:
-                raise RetrieverError(f"{path}: encoded from other documents than {corpus} holds now, or read with "
-                                     "other --format/--id-field/--text-field/--title-field than `encode` was; pass "
-                                     "those, or rerun `retriever encode` with them (it re-encodes changed parts)")
-            if shard_ids_sha256(path) != self._ids[key].hexdigest():
-                raise RetrieverError(f"{path}: its id column does not list its part's documents of {corpus} in "
-                                     "order (the shard was rewritten); rerun `retriever encode` (or `build`) "
-                                     "on the corpus, which re-encodes it")

@@ -86,6 +86,7 @@ def test_index_read_with_other_fields_than_encode_names_the_flags(tmp_path, tiny
     corpus = tmp_path / "c.jsonl"
     corpus.write_text('{"_id": "a", "text": "cat dog", "head": "Cats"}\n')
     encode_corpus(corpus, tmp_path / "shards", _encoder(tiny_model_dir), fields=Fields(title="head"), progress=False)
-    with pytest.raises(RetrieverError, match=r"encoded from other documents than .*c\.jsonl holds now, or read with "
-                                             r"other --format/--id-field/--text-field/--title-field than `encode` was"):
+    with pytest.raises(RetrieverError, match=r"shards: its shards were encoded from the corpus read with "
+                                             r"--title-field head, this run reads it with --title-field title; "
+                                             r"rerun with --title-field head to use them"):
         build_index(tmp_path / "shards", corpus, tmp_path / "idx", progress=False)
