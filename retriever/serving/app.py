@@ -42,8 +42,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from retriever.errors import IndexDamaged, RetrieverError
 from retriever.searching import Searcher
 from retriever.serving.batcher import Closed, Overloaded
-from retriever.serving.inputs import (ApiError, Limits, check_hits, check_query, check_query_string, read_search_body,
-                                      validation_message)
+from retriever.serving.inputs import (ApiError, Limits, check_hits, check_no_parameters, check_query,
+                                      check_query_string, read_search_body, validation_message)
 from retriever.serving.output import bounded, hits_list, list_object
 from retriever.serving.page import page_html
 from retriever.serving.protocol import HeadAsGet, allowed_methods, path_without_slash
@@ -150,6 +150,12 @@ def _served(request: Request) -> ServedIndexes:
     return request.app.state.served
 
 
+def _unparameterised(request: Request) -> ServedIndexes:
+    """The served indexes, for a route that takes no parameters (refusing any given, which it would not read)."""
+    check_no_parameters(request.scope["path"], request.scope.get("query_string", b""))
+    return _served(request)
+
+
 async def search_one(request: Request, name: str, q: str, k: int, mode: str | None) -> Response:
     started = time.perf_counter()
     served = _served(request)
@@ -189,27 +195,27 @@ async def page() -> HTMLResponse:
 
 @router.get("/health", summary="Liveness and batching counters")
 async def health(request: Request) -> Response:
-    served = _served(request)
+    served = _served(request)  # parameters let be: a health checker may add a cache-buster (?_=1700000000)
     return json_response({"status": "ok", "default": served.default,
                           "indexes": {name: b.stats.to_json() for name, b in served.batchers.items()}})
 
 
 @router.get("/indexes", summary="The served indexes")
 async def indexes(request: Request) -> Response:
-    served = _served(request)
+    served = _unparameterised(request)
     return json_response({"default": served.default,
                           "indexes": [summary(n, s) for n, s in served.searchers.items()]})
 
 
 @router.get("/info", summary="The default index's manifest")
 async def default_info(request: Request) -> Response:
-    served = _served(request)
+    served = _unparameterised(request)
     return info(served, served.default)
 
 
 @router.get("/indexes/{name}/info", summary="One index's manifest")
 async def named_info(request: Request, name: str = NAME_PARAM) -> Response:
-    return info(_served(request), name)
+    return info(_unparameterised(request), name)
 
 
 @router.get("/search", summary="Search the default index", responses={200: {"model": SearchResponse}})

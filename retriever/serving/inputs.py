@@ -25,7 +25,8 @@ Everything here raises ``ApiError`` with the status and message the client gets.
   %-decoded, a parameter given twice, a parameter GET does not take, or a k that is not plain
   digits are a 400, where the framework would search for U+FFFD, take the last value, drop
   ``K=1`` or ``fusion=convex`` unread (POST refuses extra fields too), or read ``k=1_0`` as 10. A POST
-  with parameters in its address (``POST /search?k=1``) is a 400 naming them: they were dropped unread.
+  with parameters in its address (``POST /search?k=1``) is a 400 naming them: they were dropped unread; so
+  are parameters given to GET /info or /indexes, which take none.
 - Queries the tokenizer cannot take (lone surrogates, which JSON's ``\\ud800`` escapes allow) are
   a 400 here rather than an exception inside a batch shared with other clients.
 """
@@ -129,10 +130,25 @@ def check_query_string(raw: bytes) -> None:
 def check_post_query_string(raw: bytes) -> None:
     """POST reads its parameters from the body alone; ones in the address (``POST /search?k=1``) were dropped
     unread, and the default k or mode answered."""
-    names = list(dict.fromkeys(name for name, _ in parse_qsl(raw.decode("latin-1"), keep_blank_values=True)))
+    names = _parameter_names(raw)
     if names:
-        raise ApiError(400, f"POST takes its parameters in the JSON body, not in the address: move "
-                            f"{', '.join(map(repr, names[:MAX_PROBLEMS]))} into the body (queries, k, mode)")
+        raise ApiError(400, f"POST takes its parameters in the JSON body, not in the address: move {names} into the "
+                            "body (queries, k, mode)")
+
+
+def check_no_parameters(path: str, raw: bytes) -> None:
+    """GET /info and /indexes take no parameters; ones given were dropped unread (``/info?index=b``, the
+    page's own form, answered the default index's manifest)."""
+    names = _parameter_names(raw)
+    if names:
+        raise ApiError(400, f"GET {path} takes no parameters, and was given {names}; another index's manifest is at "
+                            "/indexes/NAME/info, its search at /indexes/NAME/search")
+
+
+def _parameter_names(raw: bytes) -> str:
+    """The names in a query string, each once, quoted (the first ``MAX_PROBLEMS``); empty if it has none."""
+    names = dict.fromkeys(name for name, _ in parse_qsl(raw.decode("latin-1"), keep_blank_values=True))
+    return ", ".join(map(repr, list(names)[:MAX_PROBLEMS]))
 
 
 def check_hits(queries: int, k: int, limits: Limits) -> None:

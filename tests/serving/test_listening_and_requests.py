@@ -189,3 +189,19 @@ def test_a_path_with_a_trailing_slash_is_a_json_404_naming_the_path_without_it(s
 
 def test_an_unknown_path_is_still_a_plain_404(served):
     assert call(served.port, "GET", "/nope/").json() == {"error": "Not Found"}
+
+
+@pytest.mark.parametrize("path, named", [("/info?index=small", "'index'"), ("/indexes?name=small", "'name'"),
+                                         ("/indexes/small/info?verbose=1", "'verbose'"),
+                                         ("/indexes/small/info?index=tiny&x", "'index', 'x'")])
+def test_a_route_that_takes_no_parameters_refuses_them_by_name(served, path, named):
+    """They were dropped unread: ``/info?index=small`` (the page's own ``?index=`` form) answered the default index's
+    manifest, ``/indexes?name=small`` listed every index."""
+    reply = call(served.port, "GET", path)
+    assert reply.status == 400, reply.body
+    assert reply.json()["error"] == (f"GET {path.split('?')[0]} takes no parameters, and was given {named}; another "
+                                     "index's manifest is at /indexes/NAME/info, its search at /indexes/NAME/search")
+
+
+def test_health_lets_a_checker_s_cache_buster_be(served):
+    assert call(served.port, "GET", "/health?_=1700000000").status == 200
