@@ -178,10 +178,11 @@ def check_part_settings(params) -> None:
         raise RetrieverError("--parallel-parts sets worker processes on this machine; with --ray, parts are Ray tasks: "
                              "use --ray-workers and --ray-cpus-per-worker instead")
     if params.ray_address is not None:  # before the corpus pass and training, not after
-        from retriever.distributed.ray_runtime import check_address, require_ray
+        from retriever.distributed.ray_runtime import check_address, check_local_cpus, require_ray
 
         require_ray()
         check_address(params.ray_address)
+        check_local_cpus(params.ray_address, params.ray_workers, params.ray_cpus_per_worker)
 
 
 def fill_parts(work: PartsFolder, parts: list[list[ShardSlice]], params, progress: bool = True) -> list[str]:

@@ -13,7 +13,7 @@ from retriever.cli.options import (FiniteRange, compose, corpus_options, encoder
                                    renamed_option, report_truncation, runtime_options)
 from retriever.corpus import read_queries
 from retriever.corpus_encoding import encode_corpus
-from retriever.distributed.ray_runtime import ADDRESS_HELP, ray_session
+from retriever.distributed.ray_runtime import ADDRESS_HELP, check_local_cpus, ray_session
 from retriever.encode_result import describe
 from retriever.encoder import Encoder, EncoderSettings, recorded_encoder
 from retriever.folders import named_output
@@ -180,6 +180,7 @@ def _ray_for_parts(params: IndexParams) -> contextlib.AbstractContextManager:
     """A Ray session held open across encoding and indexing when the index's parts are Ray tasks."""
     if params.ray_address is None or params.index_type != ONDISK_TYPE:
         return contextlib.nullcontext()
+    check_local_cpus(params.ray_address, params.ray_workers, params.ray_cpus_per_worker)  # the parts' CPUs
     return ray_session(params.ray_address)
 
 

@@ -18,11 +18,12 @@ from pathlib import Path
 from types import ModuleType
 
 import numpy as np
+import torch
 
 from retriever.corpus import Document
 from retriever.corpus_encoding import PartJob, encode_part
-from retriever.distributed.ray_runtime import (MAX_RETRIES, cluster_cpus_and_gpus, cpu_workers, default_workers,
-                                               ray_session, say_if_waiting, unwrapped)
+from retriever.distributed.ray_runtime import (MAX_RETRIES, check_local_cpus, cluster_cpus_and_gpus, cpu_workers,
+                                               default_workers, ray_session, say_if_waiting, unwrapped)
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.model_loading import MODEL_ALIASES
@@ -179,6 +180,8 @@ def ray_encoder_pool(address: str | None, settings: EncoderSettings, device: str
                      batch_size: int | None = None, workers: int | None = None,
                      cpus_per_worker: int = 1) -> Iterator[RayEncoderPool]:
     """Connect to Ray (see :func:`ray_session`) and start the encoder actors for the duration of the block."""
+    if device == "cpu" or not torch.cuda.is_available():  # CPU actors then, on a local Ray's known cores
+        check_local_cpus(address, workers, cpus_per_worker)
     with ray_session(address) as ray:
         pool = RayEncoderPool(ray, settings, device, dtype, batch_size, workers, cpus_per_worker)
         try:

@@ -182,7 +182,37 @@ def cluster_cpus_and_gpus(ray: ModuleType) -> tuple[int, int]:
 
 def cpu_workers(ray: ModuleType, workers: int | None, cpus_per_worker: int) -> int:
     """How many CPU workers of ``cpus_per_worker`` cores to run: ``workers``, or as many as the cluster holds."""
-    cpus, _ = cluster_cpus_and_gpus(ray)
+    return _cpu_capacity(cluster_cpus_and_gpus(ray)[0], workers, cpus_per_worker)
+
+
+def local_cpus(num_cpus: int | None = None) -> int | None:
+    """The CPUs a local Ray started by ``ray_session`` will offer, known before starting it: ``num_cpus`` when given,
+    else Ray's own count (the machine's, or a container's CPU quota); None when the environment overrides Ray's
+    resources, or Ray no longer has that function (then only the cluster says, once started)."""
+    if num_cpus is not None:
+        return num_cpus
+    if os.environ.get("RAY_OVERRIDE_RESOURCES"):
+        return None
+    try:
+        from ray._private.utils import get_num_cpus  # what ray.init counts; private, hence the fallback
+        return int(get_num_cpus(override_docker_cpu_warning=True))
+    except (ImportError, AttributeError, TypeError):
+        return None
+
+
+def check_local_cpus(address: str | None, workers: int | None, cpus_per_worker: int,
+                     num_cpus: int | None = None) -> None:
+    """``cpu_workers``' refusal before a local Ray is started (no address, no session open), with the same words:
+    refused after the start, it came after many seconds. A cluster's CPUs are known only once connected."""
+    if check_address(address) != LOCAL or require_ray().is_initialized():
+        return
+    cpus = local_cpus(num_cpus)
+    if cpus is not None:
+        _cpu_capacity(cpus, workers, cpus_per_worker)
+
+
+def _cpu_capacity(cpus: int, workers: int | None, cpus_per_worker: int) -> int:
+    """``cpu_workers`` on a count of ``cpus``: refuse more workers than fit."""
     capacity = cpus // cpus_per_worker
     if capacity < 1:
         raise RetrieverError(f"the Ray cluster has {cpus} CPUs, fewer than --ray-cpus-per-worker {cpus_per_worker}")

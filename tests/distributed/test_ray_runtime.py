@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -11,8 +12,8 @@ import time
 
 import pytest
 
-from retriever.distributed.ray_runtime import (MAX_RETRIES, check_address, cluster_cpus_and_gpus, ray_session,
-                                               require_ray, unwrapped)
+from retriever.distributed.ray_runtime import (MAX_RETRIES, check_address, check_local_cpus, cluster_cpus_and_gpus,
+                                               ray_session, require_ray, unwrapped)
 from retriever.errors import RetrieverError
 
 
@@ -188,3 +189,66 @@ def test_a_local_ray_starts_without_rays_token_auth_warning():
                           env={**env, "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr
     assert "Token authentication is" not in done.stderr and "RAY_AUTH_MODE" not in done.stderr, done.stderr
+
+
+@pytest.fixture()
+def no_ray_start(monkeypatch):
+    """Ray not running in this process, and failing the test if anything starts it."""
+    ray = pytest.importorskip("ray")
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **_: pytest.fail("Ray was started for a refused worker count"))
+    monkeypatch.delenv("RAY_OVERRIDE_RESOURCES", raising=False)
+    return ray
+
+
+def too_many(per_worker: int = 1) -> int:
+    """More workers than this machine's cores hold (Ray counts the machine's cores, or a container's fewer)."""
+    return (os.cpu_count() or 1) // per_worker + 1
+
+
+@pytest.mark.parametrize("command", ["encode", "build"])
+def test_too_many_ray_workers_for_a_local_ray_are_refused_before_it_starts(no_ray_start, tiny_model_dir, tiny_beir,
+                                                                           tmp_path, command):
+    """`encode --ray --ray-workers 5` on 2 cores was refused only after the local Ray had started (seconds)."""
+    from click.testing import CliRunner
+
+    from retriever.cli import main
+
+    result = CliRunner().invoke(main, [command, str(tiny_beir), "-o", str(tmp_path / "out"), "--model",
+                                       str(tiny_model_dir), "--device", "cpu", "--ray", "--ray-workers",
+                                       str(too_many())])
+    assert result.exit_code == 1, result.output
+    assert re.fullmatch(rf"error: --ray-workers {too_many()} needs more than the cluster's \d+ CPUs at 1 per worker "
+                        r"\(room for \d+\); lower --ray-workers or --ray-cpus-per-worker\n", result.output)
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.shards").exists()
+
+
+def test_the_local_cpu_check_uses_a_given_count_and_the_cpus_per_worker(no_ray_start):
+    with pytest.raises(RetrieverError, match=r"^--ray-workers 3 needs more than the cluster's 2 CPUs at 1 per worker "
+                                             r"\(room for 2\)"):
+        check_local_cpus(None, 3, 1, num_cpus=2)
+    with pytest.raises(RetrieverError, match="the Ray cluster has 2 CPUs, fewer than --ray-cpus-per-worker 3"):
+        check_local_cpus("local", None, 3, num_cpus=2)
+    check_local_cpus(None, 2, 1, num_cpus=2)
+    check_local_cpus(None, None, 1, num_cpus=2)
+
+
+def test_a_cluster_or_an_open_session_is_checked_once_connected(no_ray_start, monkeypatch):
+    """An address's CPUs are the cluster's, known only once connected; an open session's, too; and an environment
+    overriding Ray's resources gives the local Ray another count than the machine's."""
+    check_local_cpus("auto", too_many(), 1)
+    check_local_cpus("10.0.0.5:6379", too_many(), 1)
+    monkeypatch.setenv("RAY_OVERRIDE_RESOURCES", '{"CPU": 10000}')
+    check_local_cpus(None, too_many(), 1)
+    monkeypatch.delenv("RAY_OVERRIDE_RESOURCES")
+    monkeypatch.setattr(no_ray_start, "is_initialized", lambda: True)
+    check_local_cpus(None, too_many(), 1)
+
+
+def test_ondisk_parts_on_a_local_ray_are_refused_before_the_corpus_pass(no_ray_start):
+    from retriever.faiss_index import IndexParams
+    from retriever.partwork import check_part_settings
+
+    params = IndexParams("ivf-ondisk", ray_address="local", ray_workers=too_many(2), ray_cpus_per_worker=2)
+    with pytest.raises(RetrieverError, match=rf"--ray-workers {too_many(2)} needs more than the cluster's"):
+        check_part_settings(params)
