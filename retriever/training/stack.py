@@ -96,6 +96,9 @@ class StackConfig:
                 raise RetrieverError(f"--{name.replace('_', '-')} is {getattr(self, name)}; give a finite number")
         if self.learning_rate <= 0 or not 0 <= self.warmup_ratio < 1:
             raise RetrieverError("--learning-rate must be positive and --warmup-ratio in [0, 1)")
+        if not self.corpus and (self.corpus_format != "auto" or self.corpus_fields != Fields()):  # else ignored
+            raise RetrieverError("--format, --id-field, --text-field and --title-field describe --corpus, which is "
+                                 "not given; drop them or add --corpus")
         if not 0 <= self.seed <= 2**32 - 1:  # numpy's seeding refused it only once the model had loaded
             raise RetrieverError(f"--seed {self.seed} is outside 0..2**32-1, the seeds numpy takes")
         check_run_paths(self.output, self.model, self.data_files())

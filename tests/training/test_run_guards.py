@@ -78,6 +78,17 @@ def test_a_temperature_below_the_bound_is_refused_before_loading(tmp_path, train
     assert not output.exists()
 
 
+@pytest.mark.parametrize("setting", [{"corpus_format": "tsv"}, {"corpus_fields": {"id": "doc", "text": "text",
+                                                                                 "title": "title"}}])
+def test_corpus_reading_settings_without_a_corpus_are_refused(tmp_path, train_beir, monkeypatch, setting):
+    """`train --dataset D --format tsv --id-field doc` trained, the flags (which describe --corpus) ignored."""
+    never_loaded(monkeypatch)
+    with pytest.raises(RetrieverError, match=r"^--format, --id-field, --text-field and --title-field describe "
+                                             r"--corpus, which is not given; drop them or add --corpus$"):
+        train(config(tmp_path / "model", train_beir, tmp_path / "any-model", **setting))
+    assert not (tmp_path / "model").exists()
+
+
 def test_a_diverging_run_stops_at_the_first_non_finite_loss(tmp_path, small_bert, train_beir):
     """An absurd but finite learning rate makes the weights infinite after step 1 and step 2's loss NaN; that loss
     is logged as it is (not as 0.0), stops the run with one line, and no model folder is written."""
