@@ -3,8 +3,10 @@
 RRF needs no tuning and ignores score scales, which is why it is the default. The convex combination
 ``alpha * z(dense) + (1 - alpha) * z(bm25)`` uses the scores themselves, z-normalised per query over
 each list's top ``depth``; it can do better with ``alpha`` tuned on judged queries
-(``retriever.fusion_tuning``). A document missing from one list gets that list's lowest normalised
-score there, as Pyserini's hybrid search does.
+(``retriever.fusion_tuning``). In RRF, documents a list scores equally share their places' mean
+1/(k + rank), so the fused score never depends on the order an engine lists tied documents in. A
+document missing from one list gets that list's lowest normalised score there, as Pyserini's hybrid
+search does.
 
 Ties are broken by the other fusion's score, which the fusion has at hand: RRF sees only ranks, so a
 document at ranks (1, 2) ties one at (2, 1); the equal-weight score sum z(dense) + z(bm25) (what the convex
@@ -95,9 +97,21 @@ def _zscore(scores: np.ndarray) -> np.ndarray:
 def _contributions(scores: np.ndarray, method: str, rrf_k: float) -> tuple[np.ndarray, float]:
     """Each listed document's share of the fused score, and the share of a document the list missed."""
     if method == "rrf":
-        return 1.0 / (rrf_k + np.arange(1, len(scores) + 1)), 0.0
+        return _shared_by_ties(scores, 1.0 / (rrf_k + np.arange(1, len(scores) + 1))), 0.0
     normalised = _zscore(scores.astype(np.float64))
     return normalised, float(normalised.min()) if len(normalised) else 0.0
+
+
+def _shared_by_ties(scores: np.ndarray, shares: np.ndarray) -> np.ndarray:
+    """``shares`` of rank-ordered ``scores`` with each block of equal float32 scores given its mean: the engines list
+    tied documents in their own row order, and RRF read that order as ranks (copies of one passage got unequal
+    fused scores, in an order set by where each sat in FAISS and in bm25s)."""
+    as_f32 = scores.astype(np.float32)
+    starts = np.flatnonzero(np.r_[True, as_f32[1:] != as_f32[:-1]]) if len(scores) else np.zeros(0, np.int64)
+    if len(starts) == len(scores):  # no tie (or nothing): the usual case
+        return shares
+    sizes = np.diff(np.r_[starts, len(scores)])
+    return np.repeat(np.add.reduceat(shares, starts) / sizes, sizes)
 
 
 def _fused(scores: list[np.ndarray], rows: list[np.ndarray], size: int, method: str, rrf_k: float,

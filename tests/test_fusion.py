@@ -157,3 +157,13 @@ def test_the_top_k_is_the_head_of_the_full_fused_order(params):
             _, labels = fuse_one(dense, lexical, params, k=k)
             assert labels.tolist() == full_labels[:k].tolist()
 
+
+
+@pytest.mark.parametrize("lexical_order", [[1, 2, 3], [3, 2, 1], [2, 3, 1]])
+def test_rrf_of_documents_tied_in_a_list_does_not_depend_on_the_order_the_engine_lists_them(lexical_order):
+    # three copies of one passage: tied in both lists, which FAISS and bm25s list in their own row orders
+    dense = ranking([3, 2, 1, 4], [0.9, 0.9, 0.9, 0.5])
+    lexical = ranking(lexical_order, [2.5, 2.5, 2.5])
+    scores, labels = fuse_one(dense, lexical, FusionParams("rrf", rrf_k=60), k=4)
+    assert labels[:3].tolist() == [1, 2, 3] and labels[3] == 4
+    assert scores[0] == scores[1] == scores[2] == pytest.approx(2 * (1 / 61 + 1 / 62 + 1 / 63) / 3)
