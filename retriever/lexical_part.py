@@ -13,6 +13,7 @@ import os
 import re
 import secrets
 import shutil
+import sys
 from pathlib import Path
 
 from retriever.errors import IndexDamaged, RetrieverError
@@ -131,10 +132,38 @@ def _add_lexical(index_dir: Path, params: LexicalParams, overwrite: bool, progre
         shutil.rmtree(building, ignore_errors=True)
         raise
     record = {**record, "directory": final.name}
-    replace_manifest(index_dir, {**manifest, "lexical": record})  # the commit point
+    changed = _scoring_changes(manifest, record) if isinstance(manifest.get("fusion"), dict) else []
+    kept = {key: value for key, value in manifest.items() if not (changed and key == "fusion")}
+    replace_manifest(index_dir, {**kept, "lexical": record})  # the commit point
     if recorded and recorded != final.name:
         shutil.rmtree(index_dir / recorded, ignore_errors=True)
+    if changed:
+        _say_fusion_dropped(index_dir, manifest["fusion"], changed)
     return record
+
+
+# What shapes BM25's scores: a fusion tuned with other values was tuned for another ranking.
+_SCORING = ("k1", "b", "method", "stemmer", "stopwords", "tokenizer")
+
+
+def _scoring_changes(manifest: dict, record: dict) -> list[str]:
+    """The scoring settings the new BM25 record changes from the one it replaces ("k1 0.9 -> 2.0"); none when the
+    old record is broken, since what it scored with is unknown."""
+    old = manifest.get("lexical")
+    if not isinstance(old, dict):
+        return []
+    return [f"{name} {old.get(name)} -> {record.get(name)}" for name in _SCORING if old.get(name) != record.get(name)]
+
+
+def _say_fusion_dropped(index_dir: Path, fusion: dict, changed: list[str]) -> None:
+    """The tuned fusion's nDCG (and its BM25-only score) measured the BM25 index just replaced: kept, it was shown
+    by `info` and used by hybrid searches as tuned for this one."""
+    tuned = fusion.get("tuned") if isinstance(fusion.get("tuned"), dict) else {}
+    where = f"tuned on {tuned.get('dataset')} {tuned.get('split')}" if tuned else "recorded"
+    retune = (f"`retriever bm25 {index_dir} --tune-fusion-on {tuned.get('dataset')} --split {tuned.get('split')}`"
+              if tuned else f"`retriever bm25 {index_dir} --tune-fusion-on DATASET --split SPLIT`")
+    print(f"note: {index_dir}: the hybrid fusion {where} measured the BM25 index this replaces ({', '.join(changed)}), "
+          f"so it is dropped and hybrid uses RRF k=60; tune it again with {retune}", file=sys.stderr)
 
 
 def _recorded_directory(manifest: dict) -> str | None:

@@ -128,3 +128,20 @@ def test_an_incomplete_or_mispointed_doc_store_record_is_refused(index, docstore
     _with_record(index, docstore=docstore)
     with pytest.raises(RetrieverError, match=rf"; rebuild it with `retriever bm25 {index} --overwrite`"):
         Searcher(index, device="cpu", mode="bm25")
+
+
+def test_a_fusion_tuned_with_the_bm25_index_an_overwrite_replaces_by_other_settings_is_dropped(index, capsys):
+    """The manifest kept the tuned fusion, its BM25 nDCG and its claim of being tuned, for a BM25 index scoring
+    otherwise; `info` showed it and hybrid searches used it. A rebuild with the same settings (a repair) keeps it."""
+    from retriever.index_folder import read_manifest, replace_manifest
+
+    tuned = {"method": "convex", "rrf_k": 60.0, "alpha": 0.3, "depth": 1000,
+             "tuned": {"dataset": "tiny-beir", "split": "train", "queries": 4, "bm25": 0.9}}
+    replace_manifest(index, {**read_manifest(index), "fusion": tuned})
+    add_lexical(index, overwrite=True, progress=False)
+    assert read_manifest(index)["fusion"] == tuned
+    add_lexical(index, LexicalParams(k1=2.0), overwrite=True, progress=False)
+    assert "fusion" not in read_manifest(index)
+    note = capsys.readouterr().err
+    assert "tuned on tiny-beir train" in note and "k1 0.9 -> 2.0" in note
+    assert f"retriever bm25 {index} --tune-fusion-on" in note
