@@ -63,8 +63,10 @@ class EncoderSettings:
             cls(model=model, **values).validate()
         except RetrieverError as error:
             raise RetrieverError(f"{where}: {error}") from None
-        folder = None if recorded else model_files(model)
-        if folder is not None:
+        folder = model_files(model)
+        if recorded and folder is not None:
+            _refuse_disagreement(where, folder, values, overrides)
+        elif folder is not None:
             values = sentence_transformers_settings(folder)
         values.update({k: v for k, v in overrides.items() if v is not None})
         unknown = set(values) - set(OVERRIDABLE)
@@ -99,6 +101,22 @@ class EncoderSettings:
     def recorded(self) -> dict:
         """What a model folder's retriever.json records: every setting but where the model is."""
         return {name: getattr(self, name) for name in OVERRIDABLE}
+
+
+def _refuse_disagreement(where: str, folder, recorded: dict, overrides: dict) -> None:
+    """Refuse a retriever.json whose settings the folder's sentence-transformers files (edited since) contradict,
+    unless a flag settles each such setting: which of the two the user meant cannot be guessed."""
+    from retriever.model_folder import st_disagreements
+
+    differing = {name: pair for name, pair in st_disagreements(folder, recorded).items() if overrides.get(name) is None}
+    if differing:
+        named = "; ".join(f"{name} {ours!r} in retriever.json, {theirs!r} in its sentence-transformers files"
+                          for name, (ours, theirs) in differing.items())
+        flags = " ".join(f"--{name.replace('_', '-')}" for name in differing)
+        raise RetrieverError(f"{where}: disagrees with the folder's sentence-transformers files, edited since "
+                             f"retriever wrote both ({named}), so retriever and SentenceTransformer(folder) would "
+                             f"give other vectors; make them agree (delete retriever.json to use the "
+                             f"sentence-transformers files), or pass {flags}")
 
 
 _FIELDS = dataclasses.fields(EncoderSettings)

@@ -177,3 +177,25 @@ def _st_prefixes(folder: Path) -> dict:
         raise InputFileError(path, None, "its prompts are not an object of strings", ST_HINT)
     return {key: next((prompts[name] or "" for name in names if name in prompts), "")  # a null one too, as ST
             for key, names in ST_PROMPTS.items()}
+
+
+def st_disagreements(folder: str | Path, recorded: dict) -> dict[str, tuple[object, object]]:
+    """Settings ``recorded`` (retriever.json) holds otherwise than the folder's sentence-transformers files apply,
+    as {name: (ours, theirs)}: retriever wrote both alike, so a difference is a later edit (a folder re-saved by
+    sentence-transformers with another prompt), and either reading gives other vectors than the other."""
+    folder = Path(folder)
+    if not (folder / "modules.json").is_file():
+        return {}
+    modules = read_json(folder / "modules.json", ST_HINT)
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise InputFileError(folder / "modules.json", None, "not a list of module records", ST_HINT)
+    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
+    theirs: dict[str, object] = dict(_st_prefixes(folder))
+    if kinds[:1] == ["Transformer"]:  # a shared tower: its modules are the whole pipeline (a Router nests them)
+        theirs["normalize"] = "Normalize" in kinds
+        pooling = next((m for m, kind in zip(modules, kinds) if kind == "Pooling"), None)
+        if pooling is not None and str(pooling.get("path") or "").strip("./"):
+            mode = _st_pooling(folder / str(pooling["path"]))[0]
+            theirs["pooling"] = "pooler" if mode == "cls" and "Dense" in kinds else mode
+    return {name: (recorded[name], value) for name, value in theirs.items()
+            if name in recorded and recorded[name] != value}

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -53,3 +54,35 @@ def test_transformers_loads_every_tower_and_the_card_says_how(tmp_path, tiny_mod
     modules = json.loads((folder / "modules.json").read_text())
     assert [m["type"].rsplit(".", 1)[1] for m in modules] == (["Transformer", "Pooling", "Normalize"]
                                                               if towers == "shared" else ["Router", "Normalize"])
+
+
+@pytest.mark.parametrize("edit, named", [
+    (lambda f: _edit_json(f / "config_sentence_transformers.json", lambda c: c["prompts"].update(query="search: ")),
+     "query_prefix 'q: ' in retriever.json, 'search: '"),
+    (lambda f: _edit_json(f / "1_Pooling" / "config.json", lambda c: c.update(pooling_mode_cls_token=True,
+                                                                               pooling_mode_mean_tokens=False)),
+     "pooling 'mean' in retriever.json, 'cls'"),
+    (lambda f: _edit_json(f / "modules.json", lambda m: m.pop()), "normalize True in retriever.json, False"),
+])
+def test_sentence_transformers_files_edited_to_disagree_with_retriever_json_are_refused(tmp_path, tiny_model_dir,
+                                                                                       edit, named):
+    """A folder re-saved by sentence-transformers with another prompt (or pooling, or without Normalize) was encoded
+    with retriever.json's stale settings: other vectors than SentenceTransformer(folder)'s, exit 0."""
+    from retriever.errors import RetrieverError
+
+    model = DualEncoder.from_pretrained(str(tiny_model_dir), pooling="mean", normalize=True, query_prefix="q: ",
+                                        passage_prefix="p: ", query_max_length=32, passage_max_length=32)
+    folder = model.save(tmp_path / "model", training={"init_model": "tiny"})
+    EncoderSettings.for_model(str(folder))
+    edit(folder)
+    with pytest.raises(RetrieverError, match=re.escape(named)):
+        EncoderSettings.for_model(str(folder))
+    overrides = {"query_prefix": "search: ", "pooling": "cls", "normalize": False}
+    name = next(key for key in overrides if key in named)
+    assert getattr(EncoderSettings.for_model(str(folder), **{name: overrides[name]}), name) == overrides[name]
+
+
+def _edit_json(path, change) -> None:
+    value = json.loads(path.read_text())
+    change(value)
+    path.write_text(json.dumps(value))
