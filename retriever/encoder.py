@@ -126,8 +126,8 @@ class Encoder:
 
     def unknown_queries(self, texts: Sequence[str], cut_at: list | None = None) -> list[bool]:
         """Which queries hold no word the model knows (its vector is any unknown word's), without encoding them: for
-        a batch run's warning. ``encode_queries(unknown=)`` says the same of the queries it encodes; ``cut_at`` as
-        there, uncounted."""
+        queries encoded elsewhere. ``encode_queries(unknown=)`` says the same of the queries it encodes (a batch run's
+        warning takes it from there, so no query is tokenized twice); ``cut_at`` as there, uncounted."""
         texts = [self.settings.query_prefix + t for t in check_queries(texts)]
         if not texts:
             return []

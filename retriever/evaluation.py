@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -118,16 +119,15 @@ def judged_missing_from(searcher: Searcher, qrels: Qrels) -> tuple[int, int]:
     return sum(searcher.documents.document(doc) is None for doc in judged), len(judged)
 
 
-def unknown_words_warning(searcher: Searcher, queries: list[Query], mode: str | None = None) -> str | None:
+def unknown_words_warning(queries: list[Query], unknown: Sequence[bool], mode: str) -> str | None:
     """A batch run's note on the queries a dense search refuses as holding no word the model knows
     (``Searcher.rank``; blank ones have ``blank_queries_warning``): searched all the same, so a run keeps every
     query id, as blank ones are, with hits that match nothing in particular; hybrid ranks them by BM25 alone.
-    ``mode``: the run's, by default the searcher's."""
-    mode = mode or searcher.mode
+    ``unknown``: a flag per query, from the tokenization that made its vector (``Searcher.run(unknown_found=)``), so
+    no query is tokenized twice; hence the note comes after the run. ``mode``: the run's."""
     if mode == "bm25":
         return None
-    texts = [q.text for q in queries]
-    named = [q.id for q, unknown in zip(queries, searcher.unknown_words(texts)) if unknown and not is_blank(q.text)]
+    named = [q.id for q, flag in zip(queries, unknown) if flag and not is_blank(q.text)]
     if not named:
         return None
     fate = "hybrid ranks them by BM25 alone" if mode == "hybrid" else "their hits match nothing in particular"
@@ -140,13 +140,19 @@ def search_split(searcher: Searcher, dataset: BeirDataset, split: str, k: int = 
                  progress: bool = True, desc: str = "search") -> tuple[Run, list[Query], Qrels]:
     """Search every judged query of a split (the run, those queries and the split's qrels)."""
     queries, qrels = judged_split(dataset, split)
-    for warning in (blank_queries_warning(queries), unknown_words_warning(searcher, queries)):
-        if warning:
-            print(warning, file=sys.stderr)
+    warn(blank_queries_warning(queries))
+    unknown: list = []
     with tqdm(total=len(queries), desc=f"{desc} {split}", unit="q", file=sys.stderr, disable=not progress) as bar:
         run = searcher.run([q.id for q in queries], [q.text for q in queries], k=k, nprobe=nprobe,
-                           ef_search=ef_search, progress=bar.update)
+                           ef_search=ef_search, progress=bar.update, unknown_found=unknown)
+    warn(unknown_words_warning(queries, unknown, searcher.mode))
     return run, queries, qrels
+
+
+def warn(warning: str | None) -> None:
+    """A batch run's warning (if any) on stderr."""
+    if warning:
+        print(warning, file=sys.stderr)
 
 
 def scorable_answers(queries: list[Query]) -> dict[str, list[str]]:

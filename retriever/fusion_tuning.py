@@ -16,7 +16,7 @@ from tqdm import tqdm
 from retriever.corpus import BeirDataset, Query, blank_queries_warning
 from retriever.errors import RetrieverError
 from retriever.evaluation import (dataset_name, judged_missing_from, judged_split, unknown_words_warning,
-                                  warn_of_left_out)
+                                  warn, warn_of_left_out)
 from retriever.fusion import FusionParams, fuse
 from retriever.index_folder import read_manifest, replace_manifest
 from retriever.metrics import evaluate_run, judged_query_ids
@@ -72,10 +72,11 @@ def _per_query(run: Run, qrels: Qrels) -> dict[str, float]:
 
 
 def _scores_by_query(searcher: Searcher, queries: list[Query], qrels: Qrels, grid: list[FusionParams], k: int,
-                     bar: tqdm) -> list[dict[str, float]]:
+                     bar: tqdm, unknown_found: list) -> list[dict[str, float]]:
     """Each query's nDCG@10 under every setting of ``grid``, then dense and BM25 alone. Searched a batch of queries at
     a time (``Searcher.queries_per_batch``), as evaluation does: every query's two lists at the fusion depth were held
-    at once, and a split of thousands of queries ran for minutes without a word."""
+    at once, and a split of thousands of queries ran for minutes without a word. ``unknown_found`` gets each query's
+    no-known-word flag from the tokenization that made its vector (``unknown_words_warning``)."""
     depth, scores = searcher.fusion.depth, [{} for _ in range(len(grid) + 2)]
     step = searcher.queries_per_batch(depth)
     for start in range(0, len(queries), step):
@@ -83,6 +84,7 @@ def _scores_by_query(searcher: Searcher, queries: list[Query], qrels: Qrels, gri
         ids, texts = [q.id for q in batch], [q.text for q in batch]
         unknown: list = []  # as hybrid search does (Searcher.rank), a query of no known word is fused from BM25's alone
         vectors = searcher.encoder.encode_queries(texts, unknown=unknown)
+        unknown_found.extend(unknown)
         dense = searcher.rank(texts, depth, "dense", vectors, keep_unknown=True, unknown=unknown)
         lexical = searcher.rank(texts, depth, "bm25")
         fusable = without_unknown(dense, unknown)
@@ -101,13 +103,12 @@ def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, k: int = 10
     check_judged_documents(searcher, beir, split, qrels)
     warn_of_left_out(beir, split, queries, qrels, "they are not searched and score 0 in every setting (as evaluate "
                      "scores them)")
-    for warning in (blank_queries_warning(queries), unknown_words_warning(searcher, queries, "hybrid")):
-        if warning:
-            print(warning, file=sys.stderr)
-    grid = fusion_grid(searcher.fusion.depth)
+    warn(blank_queries_warning(queries))
+    grid, unknown = fusion_grid(searcher.fusion.depth), []
     with tqdm(total=len(queries), desc=f"tune fusion on {split}", unit="q", file=sys.stderr,
               disable=not progress) as bar:
-        by_query = _scores_by_query(searcher, queries, qrels, grid, k, bar)
+        by_query = _scores_by_query(searcher, queries, qrels, grid, k, bar, unknown)
+    warn(unknown_words_warning(queries, unknown, "hybrid"))
     judged = judged_query_ids(qrels)  # the mean is over all of them, as evaluate_run's: left-out queries score 0
     means = [math.fsum(scores.get(qid, 0.0) for qid in judged) / len(judged) for scores in by_query]
     measured = list(zip(means, grid))

@@ -112,12 +112,13 @@ class Searcher:
 
     def rank(self, texts: Sequence[str], k: int, mode: str | None = None, vectors: np.ndarray | None = None,
              nprobe: int | None = None, ef_search: int | None = None, keep_unknown: bool = False,
-             unknown: Sequence[bool] | None = None) -> tuple[np.ndarray, np.ndarray]:
+             unknown: Sequence[bool] | None = None, unknown_found: list | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (scores, FAISS labels) per query in ``mode``, in ``rank_order`` (so every prefix is the
         top of a smaller k, ties included: see ``tie_cut``); ``vectors`` are the encoded texts if at hand, with
         ``unknown`` (``encode_queries(unknown=)``) if known. A query the model reads as nothing but [UNK] is
         refused in dense mode (``refuse_unknown``), since any hits would be arbitrary, unless ``keep_unknown`` (batch
-        runs keep every query, and warn); hybrid ranks it by BM25 alone. The encoder's tokenization says which."""
+        runs keep every query, and warn); hybrid ranks it by BM25 alone. The encoder's tokenization says which, and
+        ``unknown_found``, if given, is extended with those flags (none in bm25 mode), for a batch run's warning."""
         mode, texts, k = self.check_mode(mode or self.mode), check_queries(texts), check_k(k)
         check_settings_apply(self.index, nprobe, ef_search)
         _check_settings(nprobe, ef_search)
@@ -132,6 +133,8 @@ class Searcher:
         unknown = np.zeros(len(texts), bool) if unknown is None else np.asarray(unknown, dtype=bool)
         if unknown.shape != (len(texts),):
             raise RetrieverError(f"{unknown.size} unknown-word flags for {len(texts)} queries")
+        if unknown_found is not None and mode != "bm25":
+            unknown_found.extend(unknown.tolist())
         if mode == "dense" and not keep_unknown:
             self.refuse_unknown(unknown, texts, cut_at)
         dense = lambda rows, depth: self.search_vectors(vectors[rows], depth, nprobe, ef_search)  # noqa: E731
@@ -145,9 +148,9 @@ class Searcher:
         return self._top_k(fused, len(texts), k)
 
     def unknown_words(self, texts: Sequence[str]) -> np.ndarray:
-        """Which queries hold no word the model knows (``Encoder.unknown_queries``, a tokenization of its own: a
-        batch run's warning before it searches): the model reads "🐝" as [UNK] as it reads any unknown word, so
-        its vector, and its dense hits, say nothing of the query."""
+        """Which queries hold no word the model knows (``Encoder.unknown_queries``, a tokenization of its own, for
+        queries not encoded here): the model reads "🐝" as [UNK] as it reads any unknown word, so its vector, and its
+        dense hits, say nothing of the query."""
         return np.array(self.encoder.unknown_queries(texts), dtype=bool)
 
     def refuse_unknown(self, unknown: np.ndarray, texts: Sequence[str], cut_at: Sequence | None = None) -> None:
@@ -226,17 +229,19 @@ class Searcher:
 
     def run(self, query_ids: Sequence[str], query_texts: Sequence[str], k: int = 1000, nprobe: int | None = None,
             ef_search: int | None = None, batch_size: int = 256,
-            progress: Callable[[int], None] | None = None) -> Run:
-        """Scores of the top-k documents per query, for run files and evaluation."""
-        parts = self.run_batches(query_ids, query_texts, k, nprobe, ef_search, batch_size, progress)
+            progress: Callable[[int], None] | None = None, unknown_found: list | None = None) -> Run:
+        """Scores of the top-k documents per query, for run files and evaluation (``unknown_found`` as
+        ``run_batches``')."""
+        parts = self.run_batches(query_ids, query_texts, k, nprobe, ef_search, batch_size, progress, unknown_found)
         return {qid: hits for part in parts for qid, hits in part.items()}
 
     def run_batches(self, query_ids: Sequence[str], query_texts: Sequence[str], k: int = 1000,
                     nprobe: int | None = None, ef_search: int | None = None, batch_size: int = 256,
-                    progress: Callable[[int], None] | None = None) -> Iterator[Run]:
+                    progress: Callable[[int], None] | None = None, unknown_found: list | None = None) -> Iterator[Run]:
         """``run`` one batch of queries at a time, each as soon as it is searched: a writer taking them holds one
         batch, not queries × k hits (about 60 bytes a hit: 100k queries × 1000 hits held 6 GB), and a batch at most
-        ``BATCH_HITS`` hits per list (256 queries × 100,000 hits took 2.8 GB, and 3 GB at --fusion-depth 10**9)."""
+        ``BATCH_HITS`` hits per list (256 queries × 100,000 hits took 2.8 GB, and 3 GB at --fusion-depth 10**9).
+        ``unknown_found`` (``rank``'s) gets each searched query's flag from the tokenization that made its vector."""
         query_ids, query_texts = check_queries(query_ids), check_queries(query_texts)
         if len(query_ids) != len(query_texts):
             raise RetrieverError(f"{len(query_ids)} query ids for {len(query_texts)} query texts")
@@ -246,7 +251,8 @@ class Searcher:
         for start in range(0, len(query_ids), batch_size):
             texts = list(query_texts[start:start + batch_size])
             part = self.as_run(query_ids[start:start + batch_size],
-                               *self.rank(texts, k, nprobe=nprobe, ef_search=ef_search, keep_unknown=True))
+                               *self.rank(texts, k, nprobe=nprobe, ef_search=ef_search, keep_unknown=True,
+                                          unknown_found=unknown_found))
             if progress is not None:
                 progress(len(texts))
             yield part

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from conftest import TINY_DOCS
 from retriever.cli import main
+from retriever.corpus import BeirDataset
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.indexing import IndexParams, encode_and_index
@@ -78,9 +79,9 @@ def test_the_cli_refuses_one_query_of_unknown_words_in_dense_mode_only(index):
     assert result.exit_code == 0 and [h["id"] for h in json.loads(result.stdout)["hits"]] == ["d6"], result.output
 
 
-def test_fusion_tuning_keeps_a_query_of_unknown_words_and_fuses_it_as_hybrid_search_does(index, tmp_path, capsys):
-    from retriever.fusion_tuning import tune_fusion
-
+@pytest.fixture()
+def unknown_beir(tmp_path):
+    """A BEIR folder whose split (train) has one query of unknown words, qg, that BM25 finds."""
     root = tmp_path / "beir"
     (root / "qrels").mkdir(parents=True)
     (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n"
@@ -88,8 +89,64 @@ def test_fusion_tuning_keeps_a_query_of_unknown_words_and_fuses_it_as_hybrid_sea
     (root / "queries.jsonl").write_text(json.dumps({"_id": "qg", "text": GREEK_HONEY}) + "\n"
                                         + json.dumps({"_id": "ql", "text": "hot lava rock"}) + "\n")
     (root / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nqg\td6\t1\nql\td4\t1\n")
-    tune_fusion(Searcher(index, device="cpu", dtype="fp32"), root, "train", progress=False)
+    return root
+
+
+@pytest.fixture()
+def tokenized(monkeypatch) -> list[str]:
+    """Every text the encoder tokenizes from now on."""
+    import retriever.encoder
+
+    texts, original = [], retriever.encoder.tokenize_bounded
+    monkeypatch.setattr(retriever.encoder, "tokenize_bounded",
+                        lambda tokenizer, batch, *args: texts.extend(batch) or original(tokenizer, batch, *args))
+    return texts
+
+
+def test_fusion_tuning_keeps_a_query_of_unknown_words_and_fuses_it_as_hybrid_search_does(index, unknown_beir,
+                                                                                          capsys):
+    from retriever.fusion_tuning import tune_fusion
+
+    tune_fusion(Searcher(index, device="cpu", dtype="fp32"), unknown_beir, "train", progress=False)
     assert "1 of 2 queries hold no word the model knows (e.g. 'qg'" in capsys.readouterr().err
+
+
+def test_batch_runs_warn_of_unknown_words_from_the_tokenization_their_vectors_use(index, unknown_beir, tmp_path,
+                                                                                   tokenized, capsys):
+    """search --queries, evaluate, mine and fusion tuning tokenized every query twice: once, up front, for the
+    warning, and again to encode it."""
+    from retriever.evaluation import evaluate_index
+    from retriever.fusion_tuning import tune_fusion
+
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text("".join(json.dumps({"_id": qid, "text": text}) + "\n"
+                               for qid, text in [("q1", "honey bee"), ("qb", "🐝"), ("qe", " ")]))
+    for mode, output in (("dense", ["-o", str(tmp_path / "run.trec")]), ("hybrid", [])):
+        tokenized.clear()
+        result = CliRunner().invoke(main, ["search", str(index), "--queries", str(queries), "-k", "2", "--mode", mode,
+                                           *output, *DEVICE])
+        assert result.exit_code == 0, result.output
+        assert "warning: 1 of 3 queries hold no word the model knows (e.g. 'qb'" in result.stderr
+        assert sorted(tokenized) == sorted(["honey bee", "🐝", " "]), mode
+    searcher = Searcher(index, device="cpu", dtype="fp32")
+    for run in (lambda: evaluate_index(searcher, BeirDataset.open(unknown_beir), "train", k=3, progress=False),
+                lambda: tune_fusion(searcher, unknown_beir, "train", progress=False)):
+        tokenized.clear()
+        capsys.readouterr()
+        run()
+        assert "1 of 2 queries hold no word the model knows (e.g. 'qg'" in capsys.readouterr().err
+        assert sorted(tokenized) == sorted([GREEK_HONEY, "hot lava rock"])
+
+
+def test_a_resumed_batch_run_still_warns_of_the_queries_searched_before(index, tmp_path):
+    queries, output = tmp_path / "queries.jsonl", tmp_path / "run.trec"
+    queries.write_text("".join(json.dumps({"_id": qid, "text": text}) + "\n"
+                               for qid, text in [("q1", "honey bee"), ("qb", "🐝")]))
+    for _ in range(2):  # the second finds every query done
+        result = CliRunner().invoke(main, ["search", str(index), "--queries", str(queries), "-o", str(output),
+                                           *DEVICE])
+        assert result.exit_code == 0, result.output
+        assert "warning: 1 of 2 queries hold no word the model knows (e.g. 'qb'" in result.stderr
 
 
 def test_rank_tells_unknown_words_from_the_tokenization_its_vectors_use_not_a_second_one(index, monkeypatch):

@@ -16,7 +16,7 @@ from retriever.cli.options import (OutputFile, check_outputs_apart, compose, cor
 from retriever.corpus import BeirDataset, Fields, Query, blank_queries_warning, read_queries
 from retriever.errors import RetrieverError
 from retriever.files import write_json
-from retriever.evaluation import evaluate_index, evaluate_run_file, unknown_words_warning
+from retriever.evaluation import evaluate_index, evaluate_run_file, unknown_words_warning, warn
 from retriever.metrics import DEFAULT_METRICS, parse_metric_list
 from retriever.pooling import POOLINGS
 from retriever.partial_runs import search_fingerprint, write_search_run
@@ -131,18 +131,20 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
                            "and words under two characters are not terms)", err=True)
         return
     batch = _read_batch(queries, fmt, fields_from(id_field, text_field, title_field))
-    for warning in (blank_queries_warning(batch), unknown_words_warning(searcher, batch)):
-        if warning:
-            click.echo(warning, err=True)
+    warn(blank_queries_warning(batch))
     configure_batch_threads()
     ids, texts, depth = [q.id for q in batch], [q.text for q in batch], min(k, searcher.index.ntotal)
-    settings = {"nprobe": nprobe, "ef_search": ef_search}
+    settings, unknown = {"nprobe": nprobe, "ef_search": ef_search}, []
 
     def search(start: int, progress: Callable[[int], None]) -> Iterator[Run]:
-        return searcher.run_batches(ids[start:], texts[start:], k=k, progress=progress, **settings)
+        # the unknown-word flags come with the vectors, but a resumed run's done queries get none made here
+        unknown[:] = searcher.unknown_words(texts[:start]).tolist() if start and searcher.mode != "bm25" else []
+        return searcher.run_batches(ids[start:], texts[start:], k=k, progress=progress, unknown_found=unknown,
+                                    **settings)
 
     key = search_fingerprint(searcher, ids, texts, k, settings, run_format, tag) if output else ""
     shortfall = write_search_run(search, len(batch), output, run_format, tag, depth, key)
+    warn(unknown_words_warning(batch, unknown, searcher.mode))
     report_truncation(searcher.encoder)
     if output:
         click.echo(f"wrote {len(batch)} queries × top {depth} to {output}{shortfall}", err=True)
