@@ -69,8 +69,10 @@ class PretrainConfig(stack.StackConfig):
             raise RetrieverError("--max-length must be at least 8")
         if self.cocondenser:
             check_span_batch(self.batch_size, stack.launched_processes())
-        if self.objective not in OBJECTIVES or self.objective == "mlm" and self.n_head_layers:
-            raise RetrieverError(f"--objective is one of {', '.join(OBJECTIVES)}; mlm has no head (no --n-head-layers)")
+        if self.objective not in OBJECTIVES or self.objective == "mlm" and (self.n_head_layers or
+                                                                           self.skip_from is not None):
+            raise RetrieverError(f"--objective is one of {', '.join(OBJECTIVES)}; mlm has no head (no --n-head-layers "
+                                 "or --skip-from)")
         if self.n_head_layers is not None and self.n_head_layers > MAX_HEAD_LAYERS:  # each a backbone layer's memory
             raise RetrieverError(f"--n-head-layers {self.n_head_layers} is more than {MAX_HEAD_LAYERS}; the Condenser "
                                  f"head is a few fresh layers (the paper used 2): give 1 to {MAX_HEAD_LAYERS}")

@@ -53,6 +53,15 @@ def test_a_span_temperature_below_the_bound_is_refused_before_loading(tiny_beir,
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("head", [{"n_head_layers": 2}, {"skip_from": 0}, {"skip_from": 1}])
+def test_head_settings_with_the_mlm_objective_are_refused_before_loading(tiny_beir, tmp_path, monkeypatch, head):
+    """--objective mlm has no Condenser head: --n-head-layers was refused but --skip-from was ignored, exit 0."""
+    nothing_loaded(monkeypatch)
+    with pytest.raises(RetrieverError, match=r"mlm has no head \(no --n-head-layers or --skip-from\)"):
+        pretrain(config(tiny_beir, tmp_path / "out", tmp_path / "any-model", objective="mlm", **head), log=quiet)
+    assert not (tmp_path / "out").exists()
+
+
 def test_an_output_that_cannot_be_created_is_refused_before_tokenizing(tiny_beir, tmp_path, monkeypatch):
     nothing_loaded(monkeypatch)
     (tmp_path / "afile").write_text("a file")
