@@ -132,4 +132,8 @@ def _register() -> None:
             main.add_command(command)
 
 
-_register()
+try:
+    _register()
+except KeyboardInterrupt:  # Ctrl-C in the seconds the commands' modules (torch, FAISS) import: it was a traceback
+    click.echo("error: interrupted (Ctrl-C) while starting; nothing was done", err=True)
+    sys.exit(130)

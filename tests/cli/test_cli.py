@@ -231,3 +231,18 @@ def test_ctrl_c_is_one_line_and_the_shells_exit_code(monkeypatch, tmp_path):
     result = evaluate_raising(monkeypatch, tmp_path, KeyboardInterrupt())
     assert result.exit_code == 130 and result.output.startswith("error: interrupted (Ctrl-C); "), result.output
     assert result.output.count("\n") == 1
+
+
+def test_ctrl_c_while_the_commands_import_is_one_line_and_130():
+    """The commands' modules take seconds to import on a loaded machine (torch, FAISS); a Ctrl-C then, as `serve`
+    starts, was a KeyboardInterrupt traceback through importlib. The interrupt is raised here as one import starts."""
+    code = ("import sys\n"
+            "class Interrupt:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'retriever.evaluation':\n"
+            "            raise KeyboardInterrupt\n"
+            "sys.meta_path.insert(0, Interrupt())\n"
+            "from retriever.cli import main\n"
+            "main()\n")
+    result = subprocess.run([sys.executable, "-c", code, "serve", "--help"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 130 and result.stderr == "error: interrupted (Ctrl-C) while starting; nothing was done\n"
