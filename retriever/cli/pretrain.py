@@ -39,8 +39,8 @@ from retriever.pretraining.trainer import DEFAULT_START, MAX_HEAD_LAYERS
                    "head's early gradients do not pull a warm backbone around.")
 @click.option("--backbone-lr-scale", type=FiniteRange(min=0, min_open=True), default=1.0, show_default=True,
               help="The backbone learns at this times --learning-rate (the heads at the full rate).")
-@temperature_option(1.0, "Softmax temperature of the --cocondenser span loss (coCondenser used 1), at least 1e-4 "
-                        "(under it the softmax is a hard max).")
+@temperature_option(1.0, "Softmax temperature of the --cocondenser span loss (coCondenser used 1; another value "
+                        "needs --cocondenser), at least 1e-4 (under it the softmax is a hard max).")
 @click.option("--max-length", type=click.IntRange(min=8), default=128, show_default=True,
               help="Tokens per training sequence, [CLS] and [SEP] included; plain Condenser packs the corpus "
                    "into blocks of this length.")

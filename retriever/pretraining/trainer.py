@@ -79,6 +79,9 @@ class PretrainConfig(stack.StackConfig):
         if self.freeze_backbone_steps < 0 or self.backbone_lr_scale <= 0:
             raise RetrieverError("--freeze-backbone-steps must not be negative and --backbone-lr-scale be positive")
         check_temperature(self.temperature)
+        if not self.cocondenser and self.temperature != PretrainConfig.temperature:  # else unused, without a word
+            raise RetrieverError(f"--temperature {self.temperature:g} is the --cocondenser span loss's, which this "
+                                 "run does not have; add --cocondenser or drop --temperature")
         if not 0 < self.mlm_probability < 1:
             raise RetrieverError("--mlm-probability must be between 0 and 1")
 

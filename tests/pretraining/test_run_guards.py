@@ -62,6 +62,15 @@ def test_head_settings_with_the_mlm_objective_are_refused_before_loading(tiny_be
     assert not (tmp_path / "out").exists()
 
 
+def test_a_span_temperature_without_the_span_loss_is_refused_before_loading(tiny_beir, tmp_path, monkeypatch):
+    """`--temperature 0.05` without --cocondenser trained plain Condenser, the temperature unused, exit 0."""
+    nothing_loaded(monkeypatch)
+    with pytest.raises(RetrieverError, match=r"^--temperature 0.05 is the --cocondenser span loss's, .* add "
+                                             r"--cocondenser or drop --temperature$"):
+        pretrain(config(tiny_beir, tmp_path / "out", tmp_path / "any-model", temperature=0.05), log=quiet)
+    assert not (tmp_path / "out").exists()
+
+
 def test_an_output_that_cannot_be_created_is_refused_before_tokenizing(tiny_beir, tmp_path, monkeypatch):
     nothing_loaded(monkeypatch)
     (tmp_path / "afile").write_text("a file")
