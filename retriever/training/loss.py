@@ -34,7 +34,7 @@ MIN_TEMPERATURE = 1e-4
 
 
 def check_temperature(temperature: float) -> None:
-    """Refuse a τ under `MIN_TEMPERATURE`: it was taken, and 1e-45 then diverged with advice about the learning rate."""
+    """Refuse a τ under `MIN_TEMPERATURE`: 1e-45 was taken, then diverged with advice about the learning rate."""
     if not temperature >= MIN_TEMPERATURE:
         raise RetrieverError(f"--temperature {temperature:g} is below {MIN_TEMPERATURE:g}, under which the softmax "
                              f"of q·p/τ is a hard max in fp32 (and 1/τ overflows near 1e-38): give at least "
