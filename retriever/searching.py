@@ -141,8 +141,11 @@ class Searcher:
         lexical = lambda rows, depth: self.lexical_ranking([texts[i] for i in rows], depth)  # noqa: E731
         if mode != "hybrid":
             return self._top_k(dense if mode == "dense" else lexical, len(texts), k)
-        everything, depth = np.arange(len(texts)), self.fusion_depth(k)
-        dense_top, lexical_top = without_unknown(dense(everything, depth), unknown), lexical(everything, depth)
+        depth = self.fusion_depth(k)
+        # Each list is the top ``depth`` in rank_order, tied blocks at the cut complete (``tie_cut``), as fusion tuning
+        # fuses them: the engines' own order chose which tied documents entered a list, and so the fused hits.
+        dense_top = without_unknown(self._top_k(dense, len(texts), depth), unknown)
+        lexical_top = self._top_k(lexical, len(texts), depth)
         fused = lambda rows, top: fuse((dense_top[0][rows], dense_top[1][rows]),  # noqa: E731
                                        (lexical_top[0][rows], lexical_top[1][rows]), self.fusion, top)
         return self._top_k(fused, len(texts), k)

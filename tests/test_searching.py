@@ -143,8 +143,10 @@ def test_which_tied_documents_are_kept_does_not_depend_on_k(tiny_model_dir, tmp_
     for mode in ("dense", "bm25", "hybrid"):
         kept = [[h.id for h in searcher.search(["honey bee flower"], k=k, mode=mode)[0]] for k in range(1, 5)]
         assert all(kept[k - 1] == kept[-1][:k] for k in range(1, 5)), mode  # each k is a prefix of the larger
-        if mode != "hybrid":  # RRF gives the engines' tied hits different ranks, so its scores do not tie
-            assert kept[-1] == ["t4", "t3", "t2", "t1"], mode
+        assert kept[-1] == ["t4", "t3", "t2", "t1"], mode
+    for depth in (1, 2, 3):  # a fusion depth inside the tie: each list keeps the tied hits rank_order puts first
+        shallow = Searcher(tmp_path / "idx", device="cpu", dtype="fp32", fusion_overrides={"depth": depth})
+        assert [h.id for h in shallow.search(["honey bee flower"], k=depth, mode="hybrid")[0]] == kept[-1][:depth]
 
 
 def test_a_changed_tokenizer_is_refused_like_changed_weights(tiny_beir, tmp_path):
