@@ -197,5 +197,8 @@ def st_disagreements(folder: str | Path, recorded: dict) -> dict[str, tuple[obje
         if pooling is not None and str(pooling.get("path") or "").strip("./"):
             mode = _st_pooling(folder / str(pooling["path"]))[0]
             theirs["pooling"] = "pooler" if mode == "cls" and "Dense" in kinds else mode
+        length = read_json_object(folder / "sentence_bert_config.json", ST_HINT, missing={}).get("max_seq_length")
+        if isinstance(length, int) and not isinstance(length, bool):  # what sentence-transformers cuts passages at
+            theirs["passage_max_length"] = length
     return {name: (recorded[name], value) for name, value in theirs.items()
-            if name in recorded and recorded[name] != value}
+            if recorded.get(name) is not None and recorded[name] != value}

@@ -63,6 +63,8 @@ def test_transformers_loads_every_tower_and_the_card_says_how(tmp_path, tiny_mod
                                                                                pooling_mode_mean_tokens=False)),
      "pooling 'mean' in retriever.json, 'cls'"),
     (lambda f: _edit_json(f / "modules.json", lambda m: m.pop()), "normalize True in retriever.json, False"),
+    (lambda f: _edit_json(f / "sentence_bert_config.json", lambda c: c.update(max_seq_length=16)),
+     "passage_max_length 32 in retriever.json, 16"),
 ])
 def test_sentence_transformers_files_edited_to_disagree_with_retriever_json_are_refused(tmp_path, tiny_model_dir,
                                                                                        edit, named):
@@ -77,7 +79,7 @@ def test_sentence_transformers_files_edited_to_disagree_with_retriever_json_are_
     edit(folder)
     with pytest.raises(RetrieverError, match=re.escape(named)):
         EncoderSettings.for_model(str(folder))
-    overrides = {"query_prefix": "search: ", "pooling": "cls", "normalize": False}
+    overrides = {"query_prefix": "search: ", "pooling": "cls", "normalize": False, "passage_max_length": 16}
     name = next(key for key in overrides if key in named)
     assert getattr(EncoderSettings.for_model(str(folder), **{name: overrides[name]}), name) == overrides[name]
 
