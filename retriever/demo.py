@@ -12,8 +12,9 @@ from pathlib import Path
 from retriever.corpus import BeirDataset, read_queries
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.evaluation import EvaluationReport, evaluate_index
-from retriever.folders import named_output
-from retriever.indexing import IndexParams, encode_and_index
+from retriever.errors import RetrieverError
+from retriever.folders import named_output, replaceable
+from retriever.indexing import MANIFEST_FILE, IndexParams, encode_and_index
 from retriever.searching import Hit, Searcher
 
 DEMO_QUERIES = 3
@@ -37,8 +38,11 @@ def run_demo(output: str | Path = "indexes/demo", model: str = "minilm", device:
     The index is opened by its absolute path, taken before the build: building ``.`` swaps a new folder in at
     the working folder's path, after which ``.`` still names the old, deleted one."""
     dataset = demo_dataset()
-    encoder = Encoder(EncoderSettings.for_model(model), device=device, dtype=dtype)
     built = named_output(Path(output)).absolute()
+    if (built.exists() or built.is_symlink()) and not replaceable(built, MANIFEST_FILE):  # before the model loads
+        raise RetrieverError(f"{output}: exists and is not an index folder; the demo replaces only an index folder "
+                             "(one it built before) or an empty one: remove it or choose another --output")
+    encoder = Encoder(EncoderSettings.for_model(model), device=device, dtype=dtype)
     encode_and_index(dataset.corpus_path, output, encoder, IndexParams("flat"), overwrite=True, progress=progress)
     searcher = Searcher(built, device=device, dtype=dtype)
     report, _ = evaluate_index(searcher, dataset, "test", k=1000, progress=progress)

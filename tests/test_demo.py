@@ -37,3 +37,21 @@ def test_demo_into_the_working_folder_opens_the_index_it_built(tmp_path, tiny_be
     result = demo.run_demo(".", model=str(tiny_model_dir), progress=False)
     assert (tmp_path / "empty" / "manifest.json").is_file()
     assert result.report.evaluation.num_queries == 4 and len(result.examples) == 3
+
+
+def test_demo_into_a_users_folder_is_refused_before_loading_naming_no_flag_it_lacks(tmp_path, monkeypatch):
+    """The refusal said `--overwrite replaces only index folders`, a flag `retriever demo` does not have, and came
+    after the model loaded."""
+    import pytest
+
+    import retriever.demo as demo
+    from retriever.errors import RetrieverError
+
+    monkeypatch.setattr(demo, "Encoder", lambda *a, **k: pytest.fail("the model was loaded"))
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("precious")
+    for output in (tmp_path / "mine", tmp_path / "mine" / "notes.txt"):
+        with pytest.raises(RetrieverError, match="the demo replaces only an index folder") as refused:
+            demo.run_demo(output, progress=False)
+        assert "--overwrite" not in str(refused.value)
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "precious"
