@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from retriever.corpus_records import DEFAULT_TITLE, Fields, as_answers, jsonl_records, parquet_records, tsv_records
 from retriever.errors import InputFileError, RetrieverError
 from retriever.file_kinds import file_kind_error
-from retriever.files import decoded_lines
+from retriever.files import decoded_lines, through_link
 from retriever.texts import check_text, id_problem, is_blank
 
 FORMATS = ("auto", "beir", "jsonl", "tsv", "parquet")
@@ -230,3 +230,13 @@ class BeirDataset:
             raise RetrieverError(f"{self.root}: no qrels for split {split!r} (available: {available})")
         return path
 
+
+
+def check_output_outside_qrels(output: Path, what: str) -> None:
+    """Refuse an output in a BEIR collection's qrels/ folder: every .tsv there is read as a split, so
+    `-o BEIR/qrels/negs.tsv` gave the collection a bogus split "negs" that no command could read."""
+    folder = through_link(output).absolute().parent.resolve()  # as written: through links, by its real folder
+    collection = folder.parent
+    if folder.name == "qrels" and any((collection / name).is_file() for name in ("corpus.jsonl", "queries.jsonl")):
+        raise RetrieverError(f"{output}: {what} would sit in the qrels folder of the collection {collection}, "
+                             f"where every .tsv is read as a split; write it elsewhere")

@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
-from retriever.corpus import FORMATS, Fields
+from retriever.corpus import FORMATS, Fields, check_output_outside_qrels
 from retriever.device import DTYPES
 from retriever.encoder_settings import OVERRIDABLE, TOWERS
 from retriever.files import output_file_problem, written_in_place
@@ -58,9 +58,11 @@ class OutputFile(click.Path):
 
 def check_outputs_apart(outputs: dict[str, Path | None], inputs: dict[str, Path | None]) -> None:
     """Refuse, before any work, an output file that is an input file, an existing file inside an input folder
-    (an index, a BEIR folder) or another output: writing it would destroy what the command reads."""
+    (an index, a BEIR folder), another output or a file in a collection's qrels folder: writing it would destroy
+    what the command reads, or add a split to a collection."""
     named = [(flag, path) for flag, path in outputs.items() if path is not None and not written_in_place(path)]
     for number, (flag, path) in enumerate(named):
+        check_output_outside_qrels(path, f"the {flag} file")
         target = path.resolve()
         for other_flag, other in named[:number]:
             if other.resolve() == target:

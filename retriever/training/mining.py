@@ -12,12 +12,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from retriever.corpus import BeirDataset
+from retriever.corpus import BeirDataset, check_output_outside_qrels
 from retriever.errors import RetrieverError
 from retriever.evaluation import judged_missing_from, judged_split, search_split, warn_of_left_out
 from retriever.runs import Qrels, ranked_hits
 from retriever.searching import Searcher
-from retriever.files import atomic_write_lines, through_link
+from retriever.files import atomic_write_lines
 
 
 @dataclass
@@ -46,16 +46,6 @@ def check_index_holds_judged(searcher: Searcher, index: str | Path, beir: BeirDa
                              "built from the dataset's corpus")
 
 
-def check_output_outside_qrels(output: Path) -> None:
-    """Refuse an output in a BEIR collection's qrels/ folder: every .tsv there is read as a split, so
-    `-o BEIR/qrels/negs.tsv` gave the collection a bogus split "negs" that no command could read."""
-    folder = through_link(output).absolute().parent.resolve()  # as written: through links, by its real folder
-    collection = folder.parent
-    if folder.name == "qrels" and any((collection / name).is_file() for name in ("corpus.jsonl", "queries.jsonl")):
-        raise RetrieverError(f"{output}: the negatives file would sit in the qrels folder of the collection "
-                             f"{collection}, where every .tsv is read as a split; write the negatives elsewhere")
-
-
 def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, split: str = "train",
                    depth: int = 100, skip_top: int = 0, per_query: int = 30, device: str = "auto",
                    dtype: str = "auto", batch_size: int | None = None, progress: bool = True, mode: str = "dense",
@@ -66,7 +56,7 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
         raise RetrieverError("--depth and --per-query must be at least 1 and --skip-top at least 0")
     if skip_top >= depth:
         raise RetrieverError(f"--skip-top {skip_top} drops all {depth} retrieved documents; raise --depth")
-    check_output_outside_qrels(Path(output))
+    check_output_outside_qrels(Path(output), "the negatives file")
     started = time.time()
     beir = BeirDataset.open(dataset)
     found, judged = judged_split(beir, split)  # refused before the index and its model are loaded

@@ -83,6 +83,26 @@ def test_an_output_that_would_overwrite_an_input_is_refused_before_any_work(tmp_
     assert all(path.read_text() == "kept\n" for path in files.values())
 
 
+@pytest.mark.parametrize("command", [
+    ["search", "{index}", "--queries", "{queries}", "-o", "{output}"],
+    ["evaluate", "--index", "{index}", "--dataset", "{dataset}", "--save-run", "{output}"],
+    ["evaluate", "--run", "{queries}", "--qrels", "{dataset}/qrels/test.tsv", "-o", "{output}"],
+])
+def test_an_output_in_a_collections_qrels_folder_is_refused_before_any_work(tmp_path, command):
+    """Every .tsv in qrels/ is read as a split: a run saved there gave the collection a bogus split."""
+    index, dataset = tmp_path / "not-an-index", tmp_path / "beir"  # never opened: the path check comes first
+    (dataset / "qrels").mkdir(parents=True)
+    for name in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):
+        (dataset / name).write_text("kept\n")
+    index.mkdir()
+    output = dataset / "qrels" / "run.tsv"
+    names = {"index": index, "dataset": dataset, "queries": dataset / "queries.jsonl", "output": output}
+    result = CliRunner().invoke(main, [part.format(**names) for part in command])
+    assert result.exit_code == 1 and result.output.startswith(f"error: {output}: the ") and "qrels folder" in \
+        result.output and result.output.count("\n") == 1, result.output
+    assert not output.exists()
+
+
 def test_evaluate_run_refuses_flags_only_an_index_search_uses(tmp_path):
     (tmp_path / "run.trec").write_text("q1 Q0 d1 1 1.0 t\n")
     (tmp_path / "qrels.txt").write_text("q1 0 d1 1\n")

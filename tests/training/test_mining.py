@@ -112,7 +112,7 @@ def test_an_output_in_a_collections_qrels_folder_is_refused_before_mining(tiny_b
     collection = tiny_beir if where == "same" else shutil.copytree(tiny_beir, tmp_path / "other-beir")
     output = collection / "qrels" / "negs.tsv"
     with pytest.raises(RetrieverError, match=rf"^{output}: .* qrels folder of the collection {collection},.* write "
-                                             r"the negatives elsewhere"):
+                                             r"it elsewhere"):
         mine_negatives(tmp_path / "index", tiny_beir, output, split="test", progress=False)
     assert not output.exists()
     with pytest.raises(Searched):  # a qrels folder of no collection is only a folder
