@@ -22,6 +22,7 @@ from retriever.index_folder import read_manifest, replace_manifest
 from retriever.metrics import evaluate_run, judged_query_ids
 from retriever.runs import Qrels, Run, read_qrels
 from retriever.searching import Searcher
+from retriever.texts import is_blank
 from retriever.unknown_words import without_unknown
 
 RRF_KS = (60.0, 10.0, 20.0, 40.0, 100.0)
@@ -45,6 +46,10 @@ def check_tuning_split(dataset: str | Path, split: str) -> tuple[BeirDataset, li
         raise RetrieverError(f"--split {split}: tuning the fusion on the split you report overstates its quality; "
                              "tune on train or a dev split (split one off train if the collection has none)")
     queries, qrels = judged_split(beir, split)
+    if all(is_blank(q.text) for q in queries):  # every setting would score their arbitrary hits alike
+        raise RetrieverError(f"{dataset_name(beir)}: all {len(queries)} queries split {split!r} judges have empty text "
+                             "in queries.jsonl, so there is nothing to tune the fusion on; give them their text or "
+                             "tune on another split")
     if test.is_file():
         reported = set(judged_query_ids(read_qrels(test)))
         overlap = len(reported.intersection(q.id for q in queries))

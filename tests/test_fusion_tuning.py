@@ -77,6 +77,17 @@ def test_a_split_that_is_or_includes_test_is_refused_before_the_index_is_opened(
     assert beir.root == tiny_beir and [q.id for q in queries] == ["q1", "q2"]
 
 
+def test_a_split_whose_every_query_is_blank_is_refused_before_the_index_is_opened(tiny_beir):
+    """Every setting scored 0 on such a split, and the 'tuned' fusion was recorded (ndcg@10 0.0000, exit 0)."""
+    split_off_train(tiny_beir)
+    queries = [json.loads(line) for line in (tiny_beir / "queries.jsonl").read_text().splitlines()]
+    for query in queries:
+        query["text"] = {"q1": "", "q2": "\u200b "}.get(query["_id"], query["text"])
+    (tiny_beir / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
+    with pytest.raises(RetrieverError, match="all 2 queries split 'train' judges have empty text"):
+        check_tuning_split(tiny_beir, "train")
+
+
 def test_tuning_on_another_collection_is_refused_and_keeps_the_earlier_tuning(index_and_dataset, tmp_path, capsys):
     index, dataset = index_and_dataset
     record = tune_and_record(index, dataset, "train", device="cpu", dtype="fp32", progress=False)
