@@ -68,3 +68,10 @@ class InputFileError(RetrieverError):
     def __reduce__(self):
         """Rebuilt from its parts, so one raised in a worker process or Ray task reaches the caller intact."""
         return type(self), (self.path, self.line, self.problem, self.hint)
+
+
+def check_kind(value: object, kind: type | tuple[type, ...], name: str, wanted: str) -> None:
+    """A library argument of the wrong kind, refused in one line naming it: it failed deep in the call instead, as
+    an AttributeError (``'str' object has no attribute 'metadata'``) or pathlib's TypeError naming no argument."""
+    if not isinstance(value, kind):
+        raise RetrieverError(f"{name} must be {wanted}, not {type(value).__name__} {repr(value)[:60]}")

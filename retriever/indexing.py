@@ -22,7 +22,7 @@ from retriever.corpus_encoding import PartRunner, clear_other_encoder, encode_co
 from retriever.docstore import MAPPED_DOCSTORE_FILE, write_parquet_docstore
 from retriever.encode_result import describe
 from retriever.encoder import Encoder
-from retriever.errors import RetrieverError
+from retriever.errors import RetrieverError, check_kind
 from retriever.faiss_index import (INDEX_TYPES, IndexParams, check_buildable, check_trainable, factory_string,
                                    hnsw_record, new_index, search_defaults, train)
 from retriever.folders import (check_creatable, clean_stale, exclusive_build, named_output, replace_folder, replaceable,
@@ -287,11 +287,11 @@ def encode_and_index(corpus: str | Path, output: str | Path, encoder: Encoder, p
                      fmt: str = "auto", fields: Fields = Fields(), shard_size: int = 10_000, overwrite: bool = False,
                      progress: bool = True, tuning_query_texts: list[str] | None = None,
                      lexical: LexicalParams | None = LexicalParams()) -> dict:
-    """Encode then index; shards stay in OUTPUT.shards so another index type needs no re-encoding.
-
-    Shards are reused only when made by this encoder from the same documents; with ``overwrite``, shards of
-    another encoder are deleted first instead of refused.
-    """
+    """Encode then index; shards stay in OUTPUT.shards so another index type needs no re-encoding. Shards are
+    reused only when made by this encoder from the same documents; with ``overwrite``, shards of another encoder
+    are deleted first instead of refused."""
+    check_kind(encoder, Encoder, "encoder", "Encoder, e.g. Encoder(EncoderSettings.for_model('minilm'))")
+    check_kind(params, IndexParams, "params", "IndexParams, e.g. IndexParams('flat')")
     if lexical is not None:
         lexical.check()  # before the encoding, not after it
     shards, tuning_queries = encode_for_index(corpus, output, encoder, params, fmt, fields, shard_size, overwrite,

@@ -16,7 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from retriever.errors import IndexDamaged, RetrieverError
+from retriever.errors import IndexDamaged, RetrieverError, check_kind
 from retriever.files import left_by_dead_processes
 from retriever.folders import exclusive_build, named_output, temporary_folder
 from retriever.integrity import (check_files, check_folder, damaged, dense_part, file_damage, file_sha256, reading,
@@ -107,6 +107,7 @@ def add_lexical(index_dir: str | Path, params: LexicalParams = LexicalParams(), 
     """Add a BM25 part to an existing index folder from its doc store (no re-encoding); return the record.
     It holds the lock a build of that folder holds: two runs at once each deleted the other's uncommitted part as
     unrecorded (an OSError traceback, or a manifest naming a deleted part) and left an orphan part behind."""
+    check_kind(params, LexicalParams, "params", "LexicalParams, e.g. LexicalParams(k1=1.2)")
     index_dir = Path(index_dir)
     with exclusive_build(named_output(index_dir), elsewhere=""):  # `bm25 INDEX` has no --output
         return _add_lexical(index_dir, params, overwrite, progress)

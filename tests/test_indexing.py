@@ -211,6 +211,19 @@ def test_an_idmap_factory_is_refused_before_encoding(tiny_beir, no_encoding, tmp
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny-beir"]
 
 
+@pytest.mark.parametrize("arguments, message", [
+    (lambda encoder: ("minilm", IndexParams("flat")), r"encoder must be Encoder, e.g. Encoder\(EncoderSettings"),
+    (lambda encoder: (encoder, "hnsw"), r"params must be IndexParams, e.g. IndexParams\('flat'\), not str 'hnsw'"),
+])
+def test_library_arguments_of_the_wrong_kind_are_named_before_encoding(tiny_beir, no_encoding, tmp_path, arguments,
+                                                                       message):
+    """encode_and_index(corpus, out, "minilm") or (…, encoder, "hnsw"): AttributeError tracebacks ('str' object has
+    no attribute 'metadata' / 'index_type')."""
+    with pytest.raises(RetrieverError, match=message):
+        encode_and_index(tiny_beir, tmp_path / "idx", *arguments(no_encoding), progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny-beir"]
+
+
 @pytest.mark.parametrize("option", [{"stemmer": "klingon"}, {"stopwords": "xx"}, {"method": "bm99"}])
 def test_bad_bm25_settings_are_refused_before_encoding(tiny_beir, no_encoding, tmp_path, option):
     from retriever.lexical import LexicalParams

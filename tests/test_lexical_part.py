@@ -145,3 +145,11 @@ def test_a_fusion_tuned_with_the_bm25_index_an_overwrite_replaces_by_other_setti
     note = capsys.readouterr().err
     assert "tuned on tiny-beir train" in note and "k1 0.9 -> 2.0" in note
     assert f"retriever bm25 {index} --tune-fusion-on" in note
+
+
+def test_bm25_settings_given_as_a_dict_are_named(index):
+    """`add_lexical(IDX, {"k1": 1.0})` was an AttributeError traceback ('dict' object has no attribute 'check')."""
+    from retriever.errors import RetrieverError
+
+    with pytest.raises(RetrieverError, match=r"params must be LexicalParams, e.g. LexicalParams\(k1=1.2\), not dict"):
+        add_lexical(index, {"k1": 1.0}, overwrite=True, progress=False)

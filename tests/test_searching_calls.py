@@ -109,3 +109,10 @@ def test_a_blank_query_is_refused_by_search_and_kept_by_run(searcher, blank):
     with pytest.raises(RetrieverError, match=r"query 2 of 2 is empty \(nothing but whitespace or invisible"):
         searcher.search(["honey bee", blank], k=2)
     assert list(searcher.run(["q1", "q2"], ["honey bee", blank], k=2)) == ["q1", "q2"]
+
+
+@pytest.mark.parametrize("index_dir", [None, 5, b"/tmp/idx"])
+def test_a_searcher_given_no_folder_path_names_the_argument(index_dir):
+    """A TypeError from pathlib (`expected str, bytes or os.PathLike object, not NoneType`) named no argument."""
+    with pytest.raises(RetrieverError, match="index_dir must be the index folder's path .str or Path., not"):
+        Searcher(index_dir)
