@@ -39,7 +39,7 @@ class FakeSearcher:
     def __init__(self, folder, **kwargs) -> None:
         self.lexical = object() if "hyb" in str(folder) else None
         self.lexical_problem = IndexDamaged(f"{folder}/bm25: damaged") if "dmg" in str(folder) else None
-        self.encoder = SimpleNamespace(dtype="fp32")
+        self.encoder = SimpleNamespace(dtype="fp32", query_model=object())
 
 
 @pytest.fixture()
