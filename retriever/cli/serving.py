@@ -179,9 +179,10 @@ def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: 
               help="Larger POST bodies are refused with a 413.")
 @click.option("--max-queries", type=click.IntRange(min=1), default=256, show_default=True,
               help="Most queries in one POST /search.")
-@click.option("--max-hits", type=click.IntRange(min=DEFAULT_K), default=2_000, show_default=True,
+@click.option("--max-hits", type=click.IntRange(min=DEFAULT_K), default=256 * DEFAULT_K, show_default=True,
               help=f"Most hits (queries x k) one request may ask for; more is refused with a 400 before any work. "
-                   f"At least {DEFAULT_K}, the k of a request that gives none.")
+                   f"At least {DEFAULT_K}, the k of a request that gives none; the default fits the most queries "
+                   "--max-queries lets a request send, without a k.")
 @click.option("--max-response-bytes", type=click.IntRange(min=1), default=8 * 1024 * 1024, show_default=True,
               help="Largest JSON response; a request whose hits would be longer gets a 400 instead.")
 @click.option("--request-timeout", type=FiniteRange(min=0, min_open=True), default=10.0, show_default=True,

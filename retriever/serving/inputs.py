@@ -69,7 +69,7 @@ class Limits:
     max_query_chars: int = 1000
     max_body_bytes: int = 256 * 1024
     max_queries: int = 256
-    max_hits: int = 2_000
+    max_hits: int = 256 * DEFAULT_K  # so the most queries a request may send fit without a k
     max_response_bytes: int = 8 * 1024 * 1024
 
     def __post_init__(self) -> None:

@@ -160,7 +160,7 @@ BAD_REQUESTS = {
                                   "lone surrogate U+DC00 at character 5"),
     "deeply nested json": ("POST", "/search", b"[" * 2000 + b"]" * 2000, None, 400, "nests 2000 levels"),
     "too many hits": ("POST", "/search", json.dumps({"queries": ["cat"] * 3, "k": 1000}).encode(), None, 400,
-                      "3000 hits; the limit is 2000"),
+                      "3000 hits; the limit is 2560"),
     "body too large": ("POST", "/search", json.dumps({"queries": ["cat " * 1100]}).encode(), None, 413, "limit"),
     "chunked body too large": ("POST-CHUNKED", "/search", json.dumps({"queries": ["cat " * 1100]}).encode(), None,
                                413, "limit"),

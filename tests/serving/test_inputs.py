@@ -74,3 +74,15 @@ def test_a_query_of_nothing_but_invisible_characters_is_empty(text):
     with pytest.raises(ApiError, match="the query is empty"):
         check_query(text, Limits())
     assert check_query("\u200bbee", Limits()) == "\u200bbee"
+
+
+def test_the_default_limits_take_the_most_queries_a_request_may_send_without_a_k():
+    """With the defaults, 256 queries and no k asked for 2,560 hits against --max-hits 2,000: a request inside
+    every limit a client reads was refused. The CLI's defaults are these."""
+    from retriever.cli.serving import serve_command
+    from retriever.searching import DEFAULT_K
+
+    limits = Limits()
+    check_hits(limits.max_queries, DEFAULT_K, limits)
+    defaults = {option.name: option.default for option in serve_command.params}
+    assert (defaults["max_queries"], defaults["max_hits"]) == (limits.max_queries, limits.max_hits)
