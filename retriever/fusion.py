@@ -21,10 +21,11 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
-from retriever.errors import RetrieverError
+from retriever.errors import IndexDamaged, RetrieverError
 
 MODES = ("dense", "bm25", "hybrid")
 METHODS = ("rrf", "convex")
@@ -73,6 +74,32 @@ class FusionParams:
             raise RetrieverError(f"{flag} does not apply to --fusion {method}: drop it or change --fusion")
         given = {"method": method, "rrf_k": rrf_k, "alpha": alpha, "depth": depth}
         return replace(self, **{name: value for name, value in given.items() if value is not None})
+
+
+# What each recorded setting must be, in the manifest's terms (FusionParams says it in the flags').
+_RECORDED = {"method": f"one of {', '.join(METHODS)}", "rrf_k": "a positive finite number",
+             "alpha": "a number from 0 to 1", "depth": "a whole number of at least 1"}
+
+
+def recorded_fusion(index_dir: Path, manifest: dict, overrides: dict | None) -> tuple[FusionParams, IndexDamaged | None]:
+    """The manifest's fusion with the user's ``overrides``, and the damage of its record (None if sound). A damaged
+    record fails hybrid search alone (``Searcher.check_mode``), as it matters to nothing else; until it is mended,
+    the defaults stand in, so overrides are still checked when the folder opens."""
+    from retriever.index_folder import MANIFEST_FILE, fusion_shape_problem
+
+    record, problem = manifest.get("fusion"), fusion_shape_problem(manifest)
+    for name in FUSION_SETTINGS if problem is None and record else ():
+        try:
+            FusionParams.from_record({name: record[name]} if name in record else None)
+        except RetrieverError:
+            problem = f"fusion.{name} is {record[name]!r:.40}, not {_RECORDED[name]}"
+            break
+    damage = None if problem is None else IndexDamaged(
+        f"{index_dir / MANIFEST_FILE}: {problem}, so the hybrid fusion's record is damaged (dense and bm25 search "
+        f"still work); tune it again with `retriever bm25 {index_dir} --tune-fusion-on DATASET --split train`, or "
+        f"drop it (hybrid then uses RRF k=60) with `retriever bm25 {index_dir} --overwrite` (no re-encoding)")
+    recorded = FusionParams() if damage else FusionParams.from_record(record)
+    return recorded.overridden(**(overrides or {})), damage
 
 
 def is_number(value: object) -> bool:

@@ -132,7 +132,8 @@ def tune_and_record(index_dir: str | Path, dataset: str | Path, split: str, devi
                     dtype: str = "auto", progress: bool = True) -> dict:
     """Tune the fusion of a built index (which needs its BM25 part) and store it as the manifest's ``fusion``."""
     checked = check_tuning_split(dataset, split)
-    searcher = Searcher(index_dir, device=device, dtype=dtype, mode="hybrid")
+    # bm25, not hybrid: the two lists are ranked apart, and a damaged fusion record (which refuses hybrid) is retuned
+    searcher = Searcher(index_dir, device=device, dtype=dtype, mode="bm25")
     record = tune_fusion(searcher, dataset, split, progress=progress, checked=checked)
     replace_manifest(index_dir, {**read_manifest(index_dir), "fusion": record})
     return record

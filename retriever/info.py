@@ -5,6 +5,7 @@ from pathlib import Path
 
 from retriever.encoder_settings import OVERRIDABLE
 from retriever.errors import IndexDamaged
+from retriever.fusion import recorded_fusion
 from retriever.index_folder import MANIFEST_FILE, read_manifest
 from retriever.index_opening import open_index, required_files
 from retriever.integrity import check_folder, dense_part, file_damage, recorded_files, verify_files
@@ -30,7 +31,7 @@ def index_summary(index_dir: str | Path) -> dict:
         "tuning": {key: tuning.get(key) for key in ("parameter", "value", "measured_recall", "k", "reached",
                                                     "queries")} if tuning else None,
         "bm25": _lexical_summary(index_dir, manifest),
-        "fusion": _fusion_summary(manifest.get("fusion")),
+        "fusion": _fusion_summary(index_dir, manifest),
         "bytes_on_disk": sum(p.stat().st_size for p in index_dir.rglob("*") if p.is_file()),
         "created": manifest.get("created"),
         "retriever_version": _entry(manifest, "versions").get("retriever"),
@@ -61,14 +62,18 @@ def _lexical_summary(index_dir: Path, manifest: dict) -> dict | None:
                                                   "vocabulary")}, "damage": damage}
 
 
-def _fusion_summary(fusion: dict | None) -> dict | None:
-    """The recorded hybrid fusion (what `--tune-fusion-on` stored) and where it was tuned; None if none is."""
+def _fusion_summary(index_dir: Path, manifest: dict) -> dict | None:
+    """The recorded hybrid fusion (what `--tune-fusion-on` stored), where it was tuned and its record's damage with
+    how to mend it (None if sound; only hybrid search fails on it); None if none is recorded."""
+    fusion, damage = manifest.get("fusion"), recorded_fusion(index_dir, manifest, None)[1]
     if not fusion:
         return None
+    fusion = fusion if isinstance(fusion, dict) else {}
     tuned = _entry(fusion, "tuned")
     return {**{key: fusion.get(key) for key in ("method", "rrf_k", "alpha", "depth")},
             "tuned": {key: tuned.get(key) for key in ("dataset", "split", "queries", "metric", "score",
-                                                      "untuned_rrf")} if tuned else None}
+                                                      "untuned_rrf")} if tuned else None,
+            "damage": str(damage) if damage else None}
 
 
 def verify_index(index_dir: str | Path) -> int:

@@ -114,6 +114,7 @@ def add_lexical(index_dir: str | Path, params: LexicalParams = LexicalParams(), 
 
 
 def _add_lexical(index_dir: Path, params: LexicalParams, overwrite: bool, progress: bool) -> dict:
+    from retriever.fusion import recorded_fusion
     from retriever.index_folder import read_manifest, replace_manifest
 
     manifest = read_manifest(index_dir)
@@ -133,13 +134,17 @@ def _add_lexical(index_dir: Path, params: LexicalParams, overwrite: bool, progre
         shutil.rmtree(building, ignore_errors=True)
         raise
     record = {**record, "directory": final.name}
-    changed = _scoring_changes(manifest, record) if isinstance(manifest.get("fusion"), dict) else []
-    kept = {key: value for key, value in manifest.items() if not (changed and key == "fusion")}
+    broken = recorded_fusion(index_dir, manifest, None)[1]  # a damaged fusion record is dropped: the repair it names
+    changed = _scoring_changes(manifest, record) if isinstance(manifest.get("fusion"), dict) and not broken else []
+    kept = {key: value for key, value in manifest.items() if not ((changed or broken) and key == "fusion")}
     replace_manifest(index_dir, {**kept, "lexical": record})  # the commit point
     if recorded and recorded != final.name:
         shutil.rmtree(index_dir / recorded, ignore_errors=True)
     if changed:
         _say_fusion_dropped(index_dir, manifest["fusion"], changed)
+    if broken:
+        print(f"note: {index_dir}: the damaged hybrid fusion record is dropped, so hybrid uses RRF k=60; tune it "
+              f"with `retriever bm25 {index_dir} --tune-fusion-on DATASET --split train`", file=sys.stderr)
     return record
 
 

@@ -18,7 +18,7 @@ from retriever.index_folder import INDEX_FILE, MANIFEST_FILE, manifest_bytes, ma
 from retriever.index_opening import open_index, required_files
 from retriever.integrity import check_folder, damaged, dense_part
 from retriever.ondisk import IVFDATA_FILE, ONDISK_TYPE
-from retriever.fusion import FUSION_SETTINGS, MODES, FusionParams, check_mode, fuse
+from retriever.fusion import FUSION_SETTINGS, MODES, check_mode, fuse, recorded_fusion
 from retriever.lexical_part import missing_lexical_message, open_lexical
 from retriever.tuning import bounded, check_settings_apply, search_with
 from retriever.runs import Run, rank_order
@@ -96,20 +96,23 @@ class Searcher:
             self.lexical, self.lexical_problem = open_lexical(self.index_dir, self.manifest), None
         except RetrieverError as error:
             self.lexical, self.lexical_problem = None, error
-        self.fusion = FusionParams.from_record(self.manifest.get("fusion")).overridden(**(fusion_overrides or {}))
+        self.fusion, self.fusion_problem = recorded_fusion(self.index_dir, self.manifest, fusion_overrides)
         self.mode = self.check_mode(mode)
 
     def modes(self) -> list[str]:
         """The search modes that work on this index now (a damaged BM25 part leaves dense alone: ``check_mode``
-        says why to whoever asks for the others)."""
-        return list(MODES) if self.lexical is not None else ["dense"]
+        says why to whoever asks for the others; a damaged fusion record leaves out hybrid alone)."""
+        return ["dense"] if self.lexical is None else [m for m in MODES if m != "hybrid" or not self.fusion_problem]
 
     def check_mode(self, mode: str) -> str:
         """``mode``, refused when it needs a BM25 index this one lacks or could not open (``lexical_problem``: the
-        error opening it raised, an ``IndexDamaged`` for damage, raised afresh for each search refused)."""
+        error opening it raised, an ``IndexDamaged`` for damage, raised afresh for each search refused), or hybrid when
+        the fusion record is damaged (``fusion_problem``)."""
         if check_mode(mode) != "dense" and self.lexical is None:
             problem = self.lexical_problem
             raise copy.copy(problem) if problem else RetrieverError(missing_lexical_message(self.index_dir))
+        if mode == "hybrid" and self.fusion_problem:
+            raise copy.copy(self.fusion_problem)
         return mode
 
     def rank(self, texts: Sequence[str], k: int, mode: str | None = None, vectors: np.ndarray | None = None,

@@ -33,9 +33,6 @@ def test_manifest_round_trip_and_errors_name_the_file(tmp_path):
     (lambda m: m.update(format_version="1"), "format_version is str '1', not int"),
     (lambda m: m["integrity"]["files"].update({"../../etc/passwd": {"bytes": 1, "sha256": "ab"}}),
      "integrity.files key is str '../../etc/passwd', not a path inside the index folder"),
-    (lambda m: m.update(fusion={"method": "convex", "alpha": "0.5"}), "fusion.alpha is str '0.5', not int or float"),
-    (lambda m: m.update(fusion={"method": "rrf", "rrf_k": "60"}), "fusion.rrf_k is str '60', not int or float"),
-    (lambda m: m.update(fusion={"method": "rrf", "depth": True}), "fusion.depth is bool 'True', not int"),
 ])
 def test_a_manifest_entry_of_the_wrong_type_is_one_line_naming_it(tmp_path, edit, message):
     import json

@@ -153,3 +153,27 @@ def test_bm25_settings_given_as_a_dict_are_named(index):
 
     with pytest.raises(RetrieverError, match=r"params must be LexicalParams, e.g. LexicalParams\(k1=1.2\), not dict"):
         add_lexical(index, {"k1": 1.0}, overwrite=True, progress=False)
+
+
+@pytest.mark.parametrize("fusion", ["rrf", {"method": "convex", "alpha": 2.0}, {"method": "convex", "alpha": "0.5"},
+                                    {"method": "mean"}, {"depth": True}])
+def test_a_damaged_fusion_record_fails_only_hybrid_and_names_the_repairs(index, fusion):
+    """Checked with the whole manifest, it failed dense and bm25 search and `info` too, saying to rebuild the whole
+    index (a full re-encode) with `retriever build --overwrite`; only hybrid reads it, and retuning or dropping it
+    mends it."""
+    from retriever.errors import IndexDamaged
+    from retriever.index_folder import read_manifest, replace_manifest
+    from retriever.info import index_summary
+
+    replace_manifest(index, {**read_manifest(index), "fusion": fusion})
+    searcher = Searcher(index, device="cpu")
+    assert searcher.search(["honey bee"], k=2)[0] and searcher.search(["honey bee"], k=2, mode="bm25")[0]
+    assert searcher.modes() == ["dense", "bm25"]
+    repairs = (rf"fusion.*; tune it again with `retriever bm25 {index} --tune-fusion-on DATASET --split train`, or "
+               rf"drop it \(hybrid then uses RRF k=60\) with `retriever bm25 {index} --overwrite` \(no re-encoding\)$")
+    with pytest.raises(IndexDamaged, match=repairs):
+        searcher.search(["honey bee"], k=2, mode="hybrid")
+    assert "--tune-fusion-on" in index_summary(index)["fusion"]["damage"]
+    add_lexical(index, overwrite=True, progress=False)
+    assert "fusion" not in read_manifest(index)
+    assert Searcher(index, device="cpu", mode="hybrid").search(["honey bee"], k=2)[0]

@@ -59,7 +59,8 @@ def _hybrid_lines(summary: dict) -> list[str]:
     if tuned:
         line += (f", tuned on {tuned['dataset']} {tuned['split']} ({tuned['queries']} queries, {tuned['metric']} "
                  f"{tuned['score']}; untuned RRF {tuned['untuned_rrf']})")
-    return [*lines, line]
+    damage = [f"fusion:   DAMAGED (--mode hybrid cannot run): {fusion['damage']}"] if fusion.get("damage") else []
+    return [*lines, line, *damage]
 
 
 @click.command("info")

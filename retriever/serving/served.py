@@ -50,9 +50,10 @@ class ServedIndexes:
 
     def check_mode(self, name: str, mode: str | None) -> None:
         """A mode the index cannot do, refused in the client's terms (``mode``), not the CLI's. A damaged BM25 part
-        is left to the searcher, whose error for it is the server's fault (a 500), not the client's."""
+        is left to the searcher (as is a damaged fusion record), whose error for it is the server's fault (a 500), not
+        the client's."""
         searcher = self.searcher(name)
-        if mode is not None and mode not in searcher.modes() and not searcher.lexical_problem:
+        if mode not in (None, *searcher.modes()) and searcher.lexical is None and not searcher.lexical_problem:
             raise ApiError(400, f"index {name!r} has no BM25 part, so mode {mode} cannot run on it: ask for "
                                 "mode dense (the server's operator can add BM25 with `retriever bm25`, "
                                 "without re-encoding)")
@@ -72,11 +73,13 @@ class ServedIndexes:
 
 def summary(name: str, searcher: Searcher) -> dict:
     """An index as /indexes lists it: ``modes`` are those that work now, so a BM25 part that could not be opened
-    leaves bm25 and hybrid out and says why in ``bm25_damage`` (null otherwise); requests for them get a 500."""
+    leaves bm25 and hybrid out and says why in ``bm25_damage`` (null otherwise), a damaged fusion record leaves hybrid
+    out and says why in ``fusion_damage``; requests for them get a 500."""
     manifest = searcher.manifest
     encoder = manifest.get("encoder", {})
     damage = searcher.lexical_problem
     return {"name": name, "documents": int(searcher.index.ntotal),
             "modes": searcher.modes(), "bm25_damage": str(damage) if damage else None,
+            "fusion_damage": str(searcher.fusion_problem) if searcher.fusion_problem else None,
             "index_type": manifest.get("index", {}).get("type"),
             "encoder": {key: encoder.get(key) for key in SERVED_FIELDS}}

@@ -226,6 +226,25 @@ def test_a_damaged_bm25_part_is_the_server_s_fault_a_500_for_the_requests_that_n
         searcher.lexical, searcher.lexical_problem = lexical, None
 
 
+def test_a_damaged_fusion_record_is_a_500_for_hybrid_alone_and_listed(served):
+    """It failed the whole index at start-up, dense included; the client had asked for nothing wrong."""
+    from retriever.fusion import recorded_fusion
+
+    searcher = served.searchers["tiny"]
+    damage = recorded_fusion(searcher.index_dir, {"fusion": {"alpha": 2.0}}, None)[1]
+    searcher.fusion_problem = damage
+    try:
+        for reply in (served.get("/indexes/tiny/search?q=cat&mode=hybrid"),
+                      served.post_json("/indexes/tiny/search", {"queries": ["cat"], "mode": "hybrid"})):
+            assert reply.status == 500 and reply.json() == {"error": str(damage)}, reply.body
+        listed = {index["name"]: index for index in served.get("/indexes").json()["indexes"]}
+        assert listed["tiny"]["modes"] == ["dense", "bm25"] and listed["tiny"]["fusion_damage"] == str(damage)
+        assert served.get("/indexes/tiny/search?q=cat&k=1&mode=bm25").status == 200
+        assert served.get("/indexes/tiny/search?q=cat&k=1").status == 200
+    finally:
+        searcher.fusion_problem = None
+
+
 def test_a_mode_the_index_lacks_is_refused_in_the_api_s_terms(served):
     searcher = served.searchers["small"]
     lexical, searcher.lexical = searcher.lexical, None
