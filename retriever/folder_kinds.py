@@ -1,0 +1,32 @@
+"""What a folder given where an index folder belongs is instead, and the command that fits it.
+
+`info`, `search`, `evaluate --index` and `serve` given a model folder, a BEIR collection or `encode`'s shards said
+only "not an index folder; build one", which left the user to work out how from what they had.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from retriever.errors import RetrieverError
+from retriever.shards import list_shards
+
+MODEL_MARKERS = ("config.json", "modules.json")  # a Hugging Face or sentence-transformers model folder's own files
+BEIR_FILES = ("corpus.jsonl", "queries.jsonl")
+
+
+def not_an_index(folder: Path, manifest_name: str) -> RetrieverError:
+    """The error for ``folder``, which lacks ``manifest_name``: what it is (shards, a model, a BEIR collection) and
+    the command that makes an index of it, else how to build one."""
+    from retriever.model_loading import RETRIEVER_CONFIG
+
+    lacks = f"not an index folder (no {manifest_name})"
+    if folder.is_dir() and list_shards(folder):  # `encode` output, or a `build` stopped before indexing
+        return RetrieverError(f"{folder}: a folder of embedding shards, {lacks}; index it with "
+                              f"`retriever index {folder} --corpus CORPUS --output INDEX`")
+    if any((folder / name).is_file() for name in (*MODEL_MARKERS, RETRIEVER_CONFIG)):
+        return RetrieverError(f"{folder}: a model folder, {lacks}; build an index with it: "
+                              f"`retriever build CORPUS --model {folder} --output INDEX`")
+    if all((folder / name).is_file() for name in BEIR_FILES):
+        return RetrieverError(f"{folder}: a BEIR collection, {lacks}; build an index of its corpus: "
+                              f"`retriever build {folder} --output INDEX`")
+    return RetrieverError(f"{folder}: {lacks}; build one with `retriever build`")
