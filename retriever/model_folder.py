@@ -124,6 +124,16 @@ def _write_pooler_dense(folder: Path, model: nn.Module) -> None:
                "linear.bias": dense.bias.detach().float().contiguous().cpu()}, str(folder / "model.safetensors"))
 
 
+def _st_modules(folder: Path) -> tuple[list[dict] | None, list[str]]:
+    """The folder's sentence-transformers module records and their short type names (None without modules.json)."""
+    if not (folder / "modules.json").is_file():
+        return None, []
+    modules = read_json(folder / "modules.json", ST_HINT)
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise InputFileError(folder / "modules.json", None, "not a list of module records", ST_HINT)
+    return modules, [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
+
+
 def sentence_transformers_settings(folder: str | Path) -> dict:
     """Pooling, normalisation and prefixes a sentence-transformers folder applies ({} when it has no modules.json).
 
@@ -132,12 +142,9 @@ def sentence_transformers_settings(folder: str | Path) -> dict:
     with exit 0. Modules retriever does not apply (Dense, max or last-token pooling, ...) are refused, not skipped.
     """
     folder = Path(folder)
-    if not (folder / "modules.json").is_file():
+    modules, kinds = _st_modules(folder)
+    if modules is None:
         return {}
-    modules = read_json(folder / "modules.json", ST_HINT)
-    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
-        raise InputFileError(folder / "modules.json", None, "not a list of module records", ST_HINT)
-    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
     if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]) \
             or str(modules[0].get("path", "")) not in ("", "."):
         raise RetrieverError(f"{folder}: its sentence-transformers modules are {' → '.join(kinds) or 'none'}; "
@@ -184,12 +191,9 @@ def st_disagreements(folder: str | Path, recorded: dict) -> dict[str, tuple[obje
     as {name: (ours, theirs)}: retriever wrote both alike, so a difference is a later edit (a folder re-saved by
     sentence-transformers with another prompt), and either reading gives other vectors than the other."""
     folder = Path(folder)
-    if not (folder / "modules.json").is_file():
+    modules, kinds = _st_modules(folder)
+    if modules is None:
         return {}
-    modules = read_json(folder / "modules.json", ST_HINT)
-    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
-        raise InputFileError(folder / "modules.json", None, "not a list of module records", ST_HINT)
-    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
     theirs: dict[str, object] = dict(_st_prefixes(folder))
     if kinds[:1] == ["Transformer"]:  # a shared tower: its modules are the whole pipeline (a Router nests them)
         theirs["normalize"] = "Normalize" in kinds
