@@ -138,11 +138,16 @@ _NONE = type(None)
 # fails here in one line rather than as an AttributeError deep in a command.
 MANIFEST_SHAPE: dict[str, type | tuple[type, ...]] = {
     "format_version": int, "encoder": dict, "corpus": dict, "index": dict, "integrity": dict,
-    "fusion": (dict, _NONE), "index.count": int, "index.dim": int, "index.type": str, "index.factory": str,
+    "index.count": int, "index.dim": int, "index.type": str, "index.factory": str,
     "index.search_defaults": (dict, _NONE), "index.tuning": (dict, _NONE), "integrity.files": dict,
     "integrity.ids_sha256": str, "corpus.documents": int,
     "index.search_defaults.nprobe": (int, _NONE), "index.search_defaults.ef_search": (int, _NONE),
-    "fusion.method": str, "fusion.rrf_k": (int, float), "fusion.alpha": (int, float), "fusion.depth": int,
+}
+# The hybrid fusion's record, checked only by what reads it (``fusion.recorded_fusion``): a broken entry there fails
+# hybrid search alone, and retuning or `retriever bm25 INDEX --overwrite` replaces it.
+FUSION_SHAPE: dict[str, type | tuple[type, ...]] = {
+    "fusion": (dict, _NONE), "fusion.method": str, "fusion.rrf_k": (int, float), "fusion.alpha": (int, float),
+    "fusion.depth": int,
 }
 # The BM25 part's record, checked only by what reads that part (``lexical_part``): a broken entry there fails
 # bm25 and hybrid search alone, and `retriever bm25 INDEX --overwrite` replaces the record whole.
@@ -193,6 +198,11 @@ def lexical_shape_problem(manifest: dict) -> str | None:
     if problem is None and isinstance(directory, str) and not is_part_folder_name(directory):
         problem = _wrong("lexical.directory", directory, "the name of a folder inside the index folder")
     return problem or _files_problem(manifest, "lexical")
+
+
+def fusion_shape_problem(manifest: dict) -> str | None:
+    """What is wrong with the types of the manifest's hybrid fusion record (``FUSION_SHAPE``), or None."""
+    return _shape_problem(manifest, FUSION_SHAPE)
 
 
 def is_part_folder_name(name: object) -> bool:
