@@ -161,17 +161,18 @@ class Searcher:
         dense hits, say nothing of the query."""
         return np.array(self.encoder.unknown_queries(texts), dtype=bool)
 
-    def refuse_unknown(self, unknown: np.ndarray, texts: Sequence[str], cut_at: Sequence | None = None) -> None:
+    def refuse_unknown(self, unknown: np.ndarray, texts: Sequence[str], cut_at: Sequence | None = None,
+                       listed: bool = False) -> None:
         """Refuse a dense search of ``texts`` holding no word the model knows (``unknown``, one flag per query),
         naming the first and whether it was cut (``encode_queries(cut_at=)``; without it, that query is tokenized
-        again alone)."""
+        again alone); ``listed`` names it as a POST body's item (``unknown_words.refusal``)."""
         first, cut = np.flatnonzero(unknown)[:1], []
         if first.size and cut_at:
             cut = [cut_at[int(first[0])]]
         elif first.size:
             self.encoder.unknown_queries([texts[int(first[0])]], cut_at=cut)
         message = refusal(unknown, bool(cut and cut[0]), self.encoder.tokenizer.unk_token,
-                          self.encoder.settings.query_max_length, self.lexical is not None)
+                          self.encoder.settings.query_max_length, self.lexical is not None, listed)
         if message is not None:
             raise RetrieverError(message)
 

@@ -9,14 +9,18 @@ import numpy as np
 NO_WORD = "holds no word the model knows"
 
 
-def refusal(unknown: np.ndarray, cut: bool, unk_token: str | None, max_length: int, bm25_works: bool) -> str | None:
+def refusal(unknown: np.ndarray, cut: bool, unk_token: str | None, max_length: int, bm25_works: bool,
+            listed: bool = False) -> str | None:
     """The one-line refusal of a dense search whose queries ``unknown`` flags (None if it flags none), naming the
     first: ``cut`` says whether that query was cut at ``max_length`` tokens, so its words may lie past the cut;
-    hybrid and bm25 mode are suggested only where the index's BM25 part opened (``bm25_works``)."""
+    hybrid and bm25 mode are suggested only where the index's BM25 part opened (``bm25_works``). ``listed`` queries
+    (a POST body's) are named by their place in the list, ``queries.1: the query ...``, 0-based, as pydantic's
+    errors and the server's other refusals name them; others as "query 2 of 2", or "the query" if alone."""
     if not unknown.any():
         return None
-    number, total = int(np.flatnonzero(unknown)[0]) + 1, len(unknown)
-    who = "the query" if total == 1 else f"query {number} of {total}"
+    number, total = int(np.flatnonzero(unknown)[0]), len(unknown)
+    who = (f"queries.{number}: the query" if listed else "the query" if total == 1
+           else f"query {number + 1} of {total}")
     bm25 = ", or search it in hybrid or bm25 mode (BM25 may match its text)" if bm25_works else ""
     if cut:
         return (f"{who} {NO_WORD} in its first {max_length} tokens, and the rest of it was cut (the index's query "

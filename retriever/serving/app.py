@@ -175,7 +175,7 @@ async def search_many(served: ServedIndexes, name: str, request: Request) -> Res
     body = await read_search_body(request, served.limits)
     served.check_mode(name, body.mode)
     cut_at: list = []
-    results = await batcher.search(body.queries, body.k, body.mode, cut_at)
+    results = await batcher.search(body.queries, body.k, body.mode, cut_at, listed=True)
     head = {"index": name, "k": body.k, "mode": body.mode or served.searchers[name].mode,
             "took_ms": _took_ms(started)}
     pieces = list_object(head, "results", (hits_list({"query": q, "cut_at_tokens": cut}, hits)

@@ -58,6 +58,7 @@ class _Request:
     future: Future
     mode: str = "dense"
     cut_at: list = field(default_factory=list)  # per query: the tokens it was cut to, or None
+    listed: bool = False  # a POST body's list: refusals name a query "queries.N" (``unknown_words.refusal``)
     enqueued: float = field(default_factory=time.perf_counter)
 
 
@@ -104,17 +105,20 @@ class MicroBatcher:
         for thread in self._threads:
             thread.start()
 
-    def submit(self, queries: Sequence[str], k: int, mode: str | None = None, cut_at: list | None = None) -> Future:
+    def submit(self, queries: Sequence[str], k: int, mode: str | None = None, cut_at: list | None = None,
+               listed: bool = False) -> Future:
         """A future of one hit list per query; the queries go out with the next batch.
 
         ``mode`` (dense, bm25, hybrid) defaults to the searcher's; one the index cannot do is refused here.
-        ``cut_at`` is filled before the future resolves, per query: the tokens it was cut to, or None.
+        ``cut_at`` is filled before the future resolves, per query: the tokens it was cut to, or None. ``listed``
+        queries (a POST body's) are named ``queries.N`` in a refusal.
         """
         if self._closed:
             raise Closed("the server is shutting down")
         cut_at = [] if cut_at is None else cut_at
         cut_at[:] = [None] * len(queries)
-        request = _Request(list(queries), k, Future(), self.searcher.check_mode(mode or self.searcher.mode), cut_at)
+        request = _Request(list(queries), k, Future(), self.searcher.check_mode(mode or self.searcher.mode), cut_at,
+                           listed=listed)
         try:
             self._queue.put_nowait(request)
         except queue.Full:
@@ -122,9 +126,9 @@ class MicroBatcher:
         return request.future
 
     async def search(self, queries: Sequence[str], k: int, mode: str | None = None,
-                     cut_at: list | None = None) -> list[list[Hit]]:
+                     cut_at: list | None = None, listed: bool = False) -> list[list[Hit]]:
         """``submit`` for asyncio code: awaits the batch without blocking the event loop."""
-        return await asyncio.wrap_future(self.submit(queries, k, mode, cut_at))
+        return await asyncio.wrap_future(self.submit(queries, k, mode, cut_at, listed))
 
     def warm_up(self) -> None:
         """Run a few batch shapes once so the first real requests don't pay for kernel set-up.
@@ -265,7 +269,7 @@ class MicroBatcher:
     def _refusal(self, unknown: np.ndarray, request: _Request) -> RetrieverError | list:
         """A dense request's refusal of its queries of no known word, numbered within it; else no hits yet."""
         try:
-            self.searcher.refuse_unknown(unknown, request.queries, request.cut_at)
+            self.searcher.refuse_unknown(unknown, request.queries, request.cut_at, request.listed)
         except RetrieverError as error:
             return error
         return []

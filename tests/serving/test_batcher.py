@@ -60,7 +60,7 @@ class FakeSearcher:
     def rank(self, texts, k, mode, vectors, unknown=None):
         return self.search_vectors(vectors, k)
 
-    def refuse_unknown(self, unknown, texts, cut_at=None):
+    def refuse_unknown(self, unknown, texts, cut_at=None, listed=False):
         assert not unknown.any()
 
     def search_vectors(self, vectors, k):

@@ -84,6 +84,16 @@ def test_a_refused_query_of_several_is_named_by_its_place(served, queries, error
     assert reply.status == 400 and reply.json()["error"] == error
 
 
+@pytest.mark.parametrize("queries, place", [(["cat", "\U0001f41d"], "queries.1: "), (["\U0001f41d"], "queries.0: ")])
+def test_a_query_of_no_known_word_is_named_by_its_place_as_the_other_refusals(served, queries, place):
+    """It said "query 2 of 2", counting from 1, where the refusals made before batching and pydantic's say
+    "queries.1"; a GET's one query needs no number."""
+    reply = served.post_json("/search", {"queries": queries, "k": 1})
+    assert reply.status == 400 and reply.json()["error"].startswith(f"{place}the query holds no word"), reply.body
+    reply = served.get("/search?q=%F0%9F%90%9D&k=1")
+    assert reply.status == 400 and reply.json()["error"].startswith("the query holds no word"), reply.body
+
+
 def test_a_lone_surrogate_among_several_queries_is_named_by_its_place(served):
     reply = call(served.port, "POST", "/search", b'{"queries": ["cat", "\\ud800"]}', JSON)
     assert reply.status == 400 and reply.json()["error"].startswith("queries.1: the query has a lone surrogate U+D800")
