@@ -8,8 +8,8 @@ import faiss
 import pyarrow.parquet as pq
 
 from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, MappedDocuments, ParquetDocuments
-from retriever.index_folder import DOCSTORE_FILE, IDS_FILE, INDEX_FILE
-from retriever.integrity import check_counts, ids_sha256, reading
+from retriever.index_folder import DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, read_manifest
+from retriever.integrity import check_counts, check_folder, dense_part, ids_sha256, reading
 from retriever.ondisk import IVFDATA_FILE, ONDISK_TYPE, read_ondisk_index
 
 
@@ -19,6 +19,14 @@ def required_files(manifest: dict) -> tuple[str, ...]:
     if isinstance(index, dict) and index.get("type") == ONDISK_TYPE:
         return INDEX_FILE, IVFDATA_FILE, MAPPED_DOCSTORE_FILE, ID_ORDER_FILE
     return INDEX_FILE, IDS_FILE, DOCSTORE_FILE
+
+
+def checked_manifest(index_dir: Path) -> dict:
+    """The manifest of an index folder whose dense part's files are all there at their recorded sizes: the cheap
+    checks, before any model is loaded (``serve`` runs them on every folder before loading the first)."""
+    manifest = read_manifest(index_dir)
+    check_folder(index_dir, dense_part(manifest), MANIFEST_FILE, required_files(manifest))
+    return manifest
 
 
 def docstore_file(index_dir: Path, manifest: dict) -> Path:

@@ -7,8 +7,8 @@ from retriever.encoder_settings import OVERRIDABLE
 from retriever.errors import IndexDamaged
 from retriever.fusion import recorded_fusion
 from retriever.index_folder import MANIFEST_FILE, read_manifest
-from retriever.index_opening import open_index, required_files
-from retriever.integrity import check_folder, dense_part, file_damage, recorded_files, verify_files
+from retriever.index_opening import checked_manifest, open_index, required_files
+from retriever.integrity import check_folder, file_damage, recorded_files, verify_files
 from retriever.lexical_part import check_lexical_files, lexical_record, open_lexical
 
 
@@ -16,8 +16,7 @@ def index_summary(index_dir: str | Path) -> dict:
     """The manifest's essentials plus the folder's size on disk; runs the cheap open checks first. Damage to the
     BM25 part is reported in ``bm25.damage`` rather than raised: dense search of the folder still works."""
     index_dir = Path(index_dir)
-    manifest = read_manifest(index_dir)
-    check_folder(index_dir, dense_part(manifest), MANIFEST_FILE, required_files(manifest))
+    manifest = checked_manifest(index_dir)
     encoder, index, corpus = manifest["encoder"], manifest["index"], manifest.get("corpus", {})
     tuning = _entry(index, "tuning")
     return {

@@ -14,9 +14,9 @@ import numpy as np
 
 from retriever.encoder import check_requested_encoder, recorded_encoder
 from retriever.errors import RetrieverError, check_kind
-from retriever.index_folder import INDEX_FILE, MANIFEST_FILE, manifest_bytes, manifest_changes, read_manifest
-from retriever.index_opening import open_index, required_files
-from retriever.integrity import check_folder, damaged, dense_part
+from retriever.index_folder import INDEX_FILE, manifest_bytes, manifest_changes
+from retriever.index_opening import checked_manifest, open_index
+from retriever.integrity import damaged
 from retriever.ondisk import IVFDATA_FILE, ONDISK_TYPE
 from retriever.fusion import FUSION_SETTINGS, MODES, check_mode, fuse, recorded_fusion
 from retriever.lexical_part import missing_lexical_message, open_lexical
@@ -83,8 +83,7 @@ class Searcher:
               fusion_overrides: dict | None, requested_settings: dict, encoders: SharedEncoders | None) -> None:
         """Everything read from the folder, at once: a build swapping in a new version meanwhile is seen by the
         manifest changing (``__init__`` then opens again), so files of two versions are never paired."""
-        self.manifest = read_manifest(self.index_dir)
-        check_folder(self.index_dir, dense_part(self.manifest), MANIFEST_FILE, required_files(self.manifest))
+        self.manifest = checked_manifest(self.index_dir)
         check_requested_encoder(self.manifest, **requested_settings)
         self.encoder = recorded_encoder(self.manifest["encoder"], "the index was built", self.index_dir, device,
                                         dtype, batch_size, model, encoders)

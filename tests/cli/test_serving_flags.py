@@ -49,6 +49,7 @@ def fake_serve(monkeypatch):
     monkeypatch.setattr("retriever.cli.serving.listening_sockets", lambda host, port: [socket.socket()])
     monkeypatch.setattr("retriever.serving.configure_threads", lambda threads, workers: {"torch": 1, "workers": 1})
     monkeypatch.setattr("retriever.searching.Searcher", FakeSearcher)
+    monkeypatch.setattr("retriever.index_opening.checked_manifest", lambda folder: {})  # the folders are empty
     monkeypatch.setattr("retriever.serving.create_app", lambda searchers, *args: searchers)
     monkeypatch.setattr("retriever.cli.serving.run_app", lambda app, *args, **kwargs: ran.append(sorted(app)))
     return ran
@@ -113,3 +114,34 @@ def test_serve_warns_at_start_of_an_index_whose_bm25_part_is_damaged(tiny_beir, 
     assert len(warnings) == 1 and warnings[0].startswith("warning: docs: its BM25 part could not be opened, so bm25 "
                                                          "and hybrid requests to it get a 500 until it is rebuilt: ")
     assert f"rebuild it with `retriever bm25 {tmp_path / 'idx'} --overwrite`" in warnings[0]
+
+
+@pytest.mark.parametrize("damage", ["no manifest", "bad manifest", "missing file"])
+def test_serve_checks_every_index_folder_before_loading_any_model(tiny_beir, tiny_model_dir, tmp_path, monkeypatch,
+                                                                    damage):
+    """`serve --index a=GOOD --index b=GOOD --index c=DAMAGED` loaded a's and b's models (seconds to a minute
+    each) before c's one-line error."""
+    import shutil
+
+    from retriever.cli.serving import load_searchers
+    from retriever.encoder import Encoder, EncoderSettings
+    from retriever.errors import RetrieverError
+    from retriever.indexing import IndexParams, encode_and_index
+
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "a", encoder, IndexParams("flat"), progress=False, lexical=None)
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    shutil.copytree(tmp_path / "a", tmp_path / "c")
+    if damage == "no manifest":
+        (tmp_path / "c" / "manifest.json").unlink()
+    elif damage == "bad manifest":
+        (tmp_path / "c" / "manifest.json").write_text("{", encoding="utf-8")
+    else:
+        (tmp_path / "c" / "docstore.parquet").unlink()
+
+    def must_not_load(*args, **kwargs):
+        raise AssertionError(f"a model was loaded for {args[2]} before every folder was checked")
+
+    monkeypatch.setattr("retriever.searching.recorded_encoder", must_not_load)
+    with pytest.raises(RetrieverError, match=str(tmp_path / "c")):
+        load_searchers({name: tmp_path / name for name in "abc"}, device="cpu", dtype="fp32")
