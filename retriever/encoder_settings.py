@@ -18,6 +18,17 @@ from dataclasses import dataclass, field
 from retriever.errors import RetrieverError
 
 TOWERS = ("shared", "untied")
+# The fewest tokens a max length may be: BERT-like tokenizers put two special tokens around every text ([CLS] x
+# [SEP], <s> x </s>), so at 2 no token of the text is left and every text encodes to the same vector.
+MIN_MAX_LENGTH = 3
+
+
+def max_length_problem(value: int) -> str | None:
+    """Why a max length is too small to encode anything of a text (None if it is not)."""
+    if value >= MIN_MAX_LENGTH:
+        return None
+    return (f"{value} is less than {MIN_MAX_LENGTH}, the fewest tokens that leave a text one of its own next to the "
+            "model's two special tokens ([CLS] and [SEP]); below it every text encodes to the same vector")
 
 
 def _setting(default: object, *, identity: bool = True, served: bool = False, passages_only: bool = False):
@@ -90,9 +101,9 @@ class EncoderSettings:
         if self.towers not in TOWERS:
             raise RetrieverError(f"unknown towers {self.towers!r}; choose one of {', '.join(TOWERS)}")
         for name in ("passage_max_length", "query_max_length"):  # the query length defaults to the passage's
-            if getattr(self, name) < 2:
-                raise RetrieverError(f"{name} (--{name.replace('_', '-')}) must be at least 2, not "
-                                     f"{getattr(self, name)}")
+            problem = max_length_problem(getattr(self, name))
+            if problem is not None:
+                raise RetrieverError(f"{name} (--{name.replace('_', '-')}): {problem}")
 
     def to_dict(self) -> dict:
         """Every setting by name, the model included."""

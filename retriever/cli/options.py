@@ -12,7 +12,7 @@ from click.core import ParameterSource
 
 from retriever.corpus import FORMATS, Fields, check_output_outside_qrels
 from retriever.device import DTYPES
-from retriever.encoder_settings import OVERRIDABLE, TOWERS
+from retriever.encoder_settings import OVERRIDABLE, TOWERS, max_length_problem
 from retriever.files import output_file_problem, written_in_place
 from retriever.pooling import POOLINGS
 
@@ -128,6 +128,14 @@ def collapsing(names: tuple[str, ...], into: str, make: Callable[..., object]) -
     return apply
 
 
+def _checked_max_length(ctx: click.Context, param: click.Parameter, value: int | None) -> int | None:
+    """A max length refused as the flags are parsed when it leaves a text no token (``max_length_problem``)."""
+    problem = None if value is None else max_length_problem(value)
+    if problem is not None:
+        raise click.BadParameter(problem, ctx, param)
+    return value
+
+
 def encoder_options(default_model: str | None = "minilm", towers: bool = False) -> Decorator:
     """--model and the flags that shape the encoder (``towers``: --towers too) → ``model`` and
     ``encoder_overrides``, the EncoderSettings fields given; unset ones fall back to the model's retriever.json.
@@ -139,10 +147,10 @@ def encoder_options(default_model: str | None = "minilm", towers: bool = False) 
         click.option("--normalize/--no-normalize", default=None,
                      help="L2-normalise embeddings (cosine). [default: the model's retriever.json, else whether it has a "
                           "sentence-transformers Normalize module, else on]"),
-        click.option("--query-max-length", type=int, default=None,
+        click.option("--query-max-length", type=int, default=None, callback=_checked_max_length,
                      help="Max tokens per query; longer ones are cut, and the count is reported. [default: the "
                           "model's retriever.json, else the passage max length]"),
-        click.option("--passage-max-length", type=int, default=None,
+        click.option("--passage-max-length", type=int, default=None, callback=_checked_max_length,
                      help="Max tokens per passage; longer ones are cut, and the count is reported. [default: the "
                           "model's retriever.json, else its sentence-transformers max_seq_length, else its "
                           "tokenizer's limit, at most 512]"),
