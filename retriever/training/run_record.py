@@ -132,6 +132,21 @@ def prior_run(output: Path, settings: dict, inputs_sha256: str) -> tuple[dict | 
     return None, complete[-1][1] if complete else None
 
 
+def skipped_checkpoints(output: Path, resume: Path | None) -> str | None:
+    """One line naming the checkpoints newer than ``resume`` that a rerun skips for lacking their ``run.json`` (a run
+    stopped while saving them), or None: skipping them is right, but silent, a user who expected a resume from one
+    saw the run start over."""
+    after = checkpoint_step(resume) if resume else -1
+    skipped = sorted((int(match.group(1)), path.name) for path in (output / CHECKPOINTS).glob("checkpoint-*")
+                     if (match := _CHECKPOINT_DIR.match(path.name)) and int(match.group(1)) > after
+                     and not (path / RUN_FILE).is_file())
+    if not skipped:
+        return None
+    return (f"note: skipping {', '.join(name for _, name in skipped)} in {output / CHECKPOINTS}: incomplete (no "
+            f"{RUN_FILE}, which is written last: the run stopped while saving it); "
+            + (f"resuming from {resume.name}" if resume else "starting from the beginning"))
+
+
 def rotate_checkpoints(folder: Path, keep: int | None, best_step: int | None) -> None:
     """Delete the oldest complete checkpoints down to ``keep`` (None: keep all), never the newest nor the best
     (``best_step``), and what is left of older incomplete ones. Called once the newest is complete: Hugging Face's

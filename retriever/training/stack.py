@@ -39,7 +39,7 @@ from retriever.training.run_record import (CHECKPOINTS, FINISHED_FILE, INPUTS_KE
                                            OPTIMIZER_STATES, RUN_FILE, WEIGHTS_FILE, checkpoint_states_loaded,
                                            checkpoint_step, corpus_file, final_state, rng_states_read,
                                            inputs_fingerprint, load_weights, model_weight_files, prior_run,
-                                           rotate_checkpoints)
+                                           rotate_checkpoints, skipped_checkpoints)
 
 
 def log(message: str) -> None:
@@ -119,6 +119,8 @@ class StackConfig:
         if not output.exists():
             check_creatable(output, "--output")
         finished, resume = prior_run(output, config.learning_settings(), config.inputs_sha256)
+        if finished is None and (skipped := skipped_checkpoints(output, resume)):
+            log(skipped)
         if finished is not None:
             log(f"{output}: this run already finished ({finished['result']['steps']} steps); nothing to do")
         return config, finished, resume

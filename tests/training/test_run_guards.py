@@ -220,6 +220,22 @@ def test_records_without_a_fingerprint_still_resume(tmp_path, small_bert, train_
     assert train(settings).already_finished
 
 
+def test_a_checkpoint_without_its_run_record_is_skipped_with_one_line_naming_it(tmp_path, small_bert, train_beir,
+                                                                             monkeypatch, capfd):
+    """It was skipped in silence: a user who expected a resume from it saw the run go on from an older one, or start
+    over, without a word."""
+    settings = killed_run(tmp_path, train_beir, small_bert, monkeypatch)
+    checkpoints = tmp_path / "model" / "checkpoints"
+    shutil.copytree(checkpoints / "checkpoint-2", checkpoints / "checkpoint-3")
+    (checkpoints / "checkpoint-3" / run_record.RUN_FILE).unlink()  # killed while saving it
+    capfd.readouterr()
+    assert train(settings).resumed_from_step == 2
+    assert (f"note: skipping checkpoint-3 in {checkpoints}: incomplete (no run.json, which is written last: the run "
+            "stopped while saving it); resuming from checkpoint-2\n") in capfd.readouterr().err
+    (tmp_path / "other" / "checkpoints" / "checkpoint-5").mkdir(parents=True)
+    assert run_record.skipped_checkpoints(tmp_path / "other", None).endswith("; starting from the beginning")
+
+
 def test_the_fingerprint_samples_large_files(tmp_path, monkeypatch):
     monkeypatch.setattr(run_record, "WHOLE_FILE", 100)
     monkeypatch.setattr(run_record, "SAMPLES", 4)
