@@ -443,6 +443,7 @@ def test_serve_passes_model_to_the_one_moved_index_and_refuses_it_for_several(tm
         raise Opened()
 
     monkeypatch.setattr(retriever.searching, "Searcher", record)
+    monkeypatch.setattr("retriever.index_opening.checked_manifest", lambda folder: {})  # the folder is empty
     port = str(free_port())
     result = CliRunner().invoke(serve_command, [str(tmp_path), "--model", "/models/m", "--port", port])
     assert isinstance(result.exception, Opened) and opened == [(tmp_path, "/models/m")]
