@@ -19,6 +19,8 @@ from retriever.searching import DEFAULT_K
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
+    from retriever.searching import Searcher
+
 DEFAULT_PORT = 8000
 BACKLOG = 2048  # uvicorn's default
 
@@ -136,10 +138,19 @@ def load_searchers(folders: dict[str, Path], **options: object) -> dict:
         if first != name:
             click.echo(f"{name} shares the loaded model of {first} (same model folder, weights and query encoder "
                        "settings)", err=True)
-        if searchers[name].lexical_problem:  # dense requests work: the operator hears of it now, not per request
-            click.echo(f"warning: {name}: its BM25 part could not be opened, so bm25 and hybrid requests to it get a "
-                       f"500 until it is rebuilt: {searchers[name].lexical_problem}", err=True)
+        warn_of_damage(name, searchers[name])
     return searchers
+
+
+def warn_of_damage(name: str, searcher: Searcher) -> None:
+    """Say at start-up what part of an index could not be opened: its other modes are served, so the operator hears
+    of it now rather than from each failing request."""
+    if searcher.lexical_problem:
+        click.echo(f"warning: {name}: its BM25 part could not be opened, so bm25 and hybrid requests to it get a "
+                   f"500 until it is rebuilt: {searcher.lexical_problem}", err=True)
+    elif searcher.fusion_problem:
+        click.echo(f"warning: {name}: its recorded fusion is damaged, so hybrid requests to it get a 500 until it is "
+                   f"retuned or dropped: {searcher.fusion_problem}", err=True)
 
 
 def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: tuple[str, int] = ("", 0),

@@ -39,6 +39,7 @@ class FakeSearcher:
     def __init__(self, folder, **kwargs) -> None:
         self.lexical = object() if "hyb" in str(folder) else None
         self.lexical_problem = IndexDamaged(f"{folder}/bm25: damaged") if "dmg" in str(folder) else None
+        self.fusion_problem = None
         self.encoder = SimpleNamespace(dtype="fp32", query_model=object())
 
 
@@ -114,6 +115,25 @@ def test_serve_warns_at_start_of_an_index_whose_bm25_part_is_damaged(tiny_beir, 
     assert len(warnings) == 1 and warnings[0].startswith("warning: docs: its BM25 part could not be opened, so bm25 "
                                                          "and hybrid requests to it get a 500 until it is rebuilt: ")
     assert f"rebuild it with `retriever bm25 {tmp_path / 'idx'} --overwrite`" in warnings[0]
+
+
+def test_serve_warns_at_start_of_an_index_whose_fusion_record_is_damaged(tiny_beir, tiny_model_dir, tmp_path, capsys):
+    """Hybrid requests to it get a 500; like a damaged BM25 part, the operator hears of it at start-up."""
+    import json
+
+    from retriever.cli.serving import load_searchers
+    from retriever.encoder import Encoder, EncoderSettings
+    from retriever.indexing import IndexParams, encode_and_index
+
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "idx", encoder, IndexParams("flat"), progress=False)
+    manifest = json.loads((tmp_path / "idx" / "manifest.json").read_text())
+    (tmp_path / "idx" / "manifest.json").write_text(json.dumps({**manifest, "fusion": "rrf"}))
+    searchers = load_searchers({"docs": tmp_path / "idx"}, device="cpu", dtype="fp32")
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and warnings[0].startswith("warning: docs: its recorded fusion is damaged, so hybrid "
+                                                         "requests to it get a 500 until it is retuned or dropped: ")
+    assert searchers["docs"].modes() == ["dense", "bm25"]
 
 
 @pytest.mark.parametrize("damage", ["no manifest", "bad manifest", "missing file"])
