@@ -148,8 +148,9 @@ class Searcher:
         depth = self.fusion_depth(k)
         # Each list is the top ``depth`` in rank_order, tied blocks at the cut complete (``tie_cut``), as fusion tuning
         # fuses them: the engines' own order chose which tied documents entered a list, and so the fused hits.
-        dense_top = without_unknown(self._top_k(dense, len(texts), depth), unknown)
-        lexical_top = self._top_k(lexical, len(texts), depth)
+        # Fusion reads a tied block as one (``fuse``), so only the block at the cut is put in rank_order.
+        dense_top = without_unknown(self._top_k(dense, len(texts), depth, order_within_ties=False), unknown)
+        lexical_top = self._top_k(lexical, len(texts), depth, order_within_ties=False)
         fused = lambda rows, top: fuse((dense_top[0][rows], dense_top[1][rows]),  # noqa: E731
                                        (lexical_top[0][rows], lexical_top[1][rows]), self.fusion, top)
         return self._top_k(fused, len(texts), k)
@@ -175,8 +176,8 @@ class Searcher:
         if message is not None:
             raise RetrieverError(message)
 
-    def _top_k(self, search, queries: int, k: int) -> tuple[np.ndarray, np.ndarray]:
-        return tie_cut.top_k(search, queries, k, self.index.ntotal, self.documents.ids_of)
+    def _top_k(self, search, queries: int, k: int, order_within_ties: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        return tie_cut.top_k(search, queries, k, self.index.ntotal, self.documents.ids_of, order_within_ties)
 
     def fusion_depth(self, k: int) -> int:
         """How deep hybrid reads each engine's ranking: --fusion-depth, fixed, so k does not change the lists."""

@@ -36,12 +36,20 @@ def _tied_with_previous(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return (as_f32[:, 1:] == as_f32[:, :-1]) & (labels[:, 1:] >= 0)
 
 
-def in_rank_order(scores: np.ndarray, labels: np.ndarray, ids_of: Callable[[Sequence[int]], list[str]]) -> Ranked:
+def in_rank_order(scores: np.ndarray, labels: np.ndarray, ids_of: Callable[[Sequence[int]], list[str]],
+                  cut: int | None = None) -> Ranked:
     """Rows (score-descending, padded with -1 labels at the end) with their tied blocks put in ``rank_order``;
-    only hits in a tied block have their ids looked up."""
+    only hits in a tied block have their ids looked up. With ``cut``, only the block tied across it is ordered:
+    that decides which documents a cut keeps, and a reader blind to order within a block (fusion) needs no more."""
     scores, labels = scores.copy(), labels.copy()
     as_f32 = scores.astype(np.float32)
     same_as_previous = _tied_with_previous(scores, labels)
+    if cut is not None:
+        across = np.zeros_like(same_as_previous)
+        if 0 < cut <= same_as_previous.shape[1]:
+            straddling = same_as_previous[:, cut - 1]
+            across[straddling] = same_as_previous[straddling] & (as_f32[straddling, 1:] == as_f32[straddling, cut, None])
+        same_as_previous = across
     for row in np.flatnonzero(same_as_previous.any(axis=1)):
         tied = np.r_[same_as_previous[row], False] | np.r_[False, same_as_previous[row]]
         positions = np.flatnonzero(tied)
@@ -53,10 +61,11 @@ def in_rank_order(scores: np.ndarray, labels: np.ndarray, ids_of: Callable[[Sequ
 
 
 def top_k(search: Callable[[np.ndarray, int], Ranked], queries: int, k: int, available: int,
-          ids_of: Callable[[Sequence[int]], list[str]]) -> Ranked:
+          ids_of: Callable[[Sequence[int]], list[str]], order_within_ties: bool = True) -> Ranked:
     """The first k hits per query in ``rank_order``; ``search(rows, depth)`` is an engine's score-descending
     top-``depth`` for those query rows, and ``available`` the most hits it can return. Only the queries whose
-    tie at the cut is still open are searched again, deeper."""
+    tie at the cut is still open are searched again, deeper. Without ``order_within_ties`` the same documents
+    are kept, but tied blocks before the cut stay in the engine's order (for fusion, which reads a block as one)."""
     limit = min(available, k + MAX_EXTRA)
     depth = min(k + 1, limit)
     rows = np.arange(queries)
@@ -69,7 +78,8 @@ def top_k(search: Callable[[np.ndarray, int], Ranked], queries: int, k: int, ava
     while True:
         still_open = _ties_may_continue(scores, labels, k) & (depth < limit)
         done = ~still_open
-        ordered_scores, ordered_labels = in_rank_order(scores[done], labels[done], ids_of)
+        ordered_scores, ordered_labels = in_rank_order(scores[done], labels[done], ids_of,
+                                                       None if order_within_ties else width)
         kept_scores[rows[done]], kept_labels[rows[done]] = ordered_scores[:, :width], ordered_labels[:, :width]
         if not still_open.any():
             return kept_scores, kept_labels

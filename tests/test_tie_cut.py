@@ -84,3 +84,25 @@ def test_only_queries_whose_tie_is_still_open_are_searched_again():
     scores, labels = tie_cut.top_k(search, 2, 2, len(SCORES), ids_of)
     assert asked == [([0, 1], 3), ([0], 6), ([0], 12)]
     assert labels.tolist() == [expected(2), [0, 1]]
+
+
+def test_without_order_within_ties_the_same_documents_are_kept_and_only_the_cut_block_is_ordered():
+    """Fusion reads a tied block as one, so hybrid skips ordering blocks before the cut (their id lookups were
+    most of what the tie cut added to a hybrid search): which documents a cut keeps must not change."""
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        scores = np.sort(rng.integers(0, 6, size=rng.integers(2, 30)).astype(np.float32) / 4)[::-1]
+        ids = [f"d{i:02d}" for i in rng.permutation(len(scores))]
+        looked_up = []
+
+        def ids_looked_up(labels):
+            looked_up.append(len(labels))
+            return [ids[label] for label in labels]
+
+        for k in range(1, len(scores)):
+            ordered = tie_cut.top_k(Engine(scores), 1, k, len(scores), lambda labels: [ids[i] for i in labels])
+            looked_up.clear()
+            kept = tie_cut.top_k(Engine(scores), 1, k, len(scores), ids_looked_up, order_within_ties=False)
+            assert sorted(kept[1][0].tolist()) == sorted(ordered[1][0].tolist())
+            assert np.array_equal(np.sort(kept[0][0]), np.sort(ordered[0][0]))
+            assert sum(looked_up) <= int((scores == scores[k - 1]).sum())
