@@ -218,7 +218,7 @@ def test_info_shows_the_bm25_part_and_the_tuned_fusion(tmp_path, tiny_model_dir,
     assert summary["fusion"] == {"method": fusion["method"], "rrf_k": fusion["rrf_k"], "alpha": fusion["alpha"],
                                  "depth": fusion["depth"], "tuned": {
                                      "dataset": "tiny-beir", "split": "train", "queries": 4, "metric": "ndcg@10",
-                                     "score": tuned["score"], "untuned_rrf": tuned["untuned_rrf"]}}
+                                     "score": tuned["score"], "untuned_rrf": tuned["untuned_rrf"]}, "damage": None}
     result = runner.invoke(main, ["info", str(index)])
     setting = f"alpha={fusion['alpha']:g}" if fusion["method"] == "convex" else f"rrf_k={fusion['rrf_k']:g}"
     assert (f"fusion:   {fusion['method']} {setting}, depth {fusion['depth']}, tuned on tiny-beir train "
