@@ -108,7 +108,7 @@ def test_poisoned_requests_fail_alone(server):
 def test_amplification_and_deep_json_are_refused_up_front(server):
     started = time.perf_counter()
     status, body = server.request("POST", "/search", json.dumps({"queries": ["honey"] * 256, "k": 1000}).encode())
-    assert status == 400 and "256000 hits; the limit is 2000" in body["error"]
+    assert status == 400 and "256000 hits; the limit is 2560" in body["error"]
     assert time.perf_counter() - started < 5, "refused before any encoding"
     status, body = server.request("POST", "/search", b'{"queries": ' + b"[" * 5000 + b"]" * 5000 + b"}")
     assert status == 400 and "nests 5001 levels deep; the limit is 32" in body["error"]
