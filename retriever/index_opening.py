@@ -29,6 +29,18 @@ def checked_manifest(index_dir: Path) -> dict:
     return manifest
 
 
+def check_default_mode(index_dir: Path, manifest: dict, mode: str) -> None:
+    """Refuse a default ``mode`` the manifest and file sizes alone show the index cannot serve (no BM25 part, or
+    one failing its cheap checks), with ``Searcher.check_mode``'s messages, before any model loads: Searcher runs it
+    first, and ``serve`` on every folder before loading the first."""
+    from retriever.errors import RetrieverError
+    from retriever.fusion import check_mode
+    from retriever.lexical_part import check_lexical_files, missing_lexical_message
+
+    if check_mode(mode) != "dense" and check_lexical_files(index_dir, manifest) is None:
+        raise RetrieverError(missing_lexical_message(index_dir))
+
+
 def docstore_file(index_dir: Path, manifest: dict) -> Path:
     """The doc store of an index folder of this manifest's type (BM25 is built from it)."""
     ondisk = manifest.get("index", {}).get("type") == ONDISK_TYPE

@@ -61,12 +61,13 @@ def open_lexical(index_dir: Path, manifest: dict) -> LexicalIndex | None:
     return lexical
 
 
-def check_lexical_files(index_dir: Path, manifest: dict) -> None:
-    """The BM25 part's cheap checks, nothing loaded (what `retriever info` reports): its files present at their
-    recorded sizes, and built from this folder's doc store."""
+def check_lexical_files(index_dir: Path, manifest: dict) -> dict | None:
+    """The BM25 part's record (None without one) after its cheap checks, nothing loaded (what `retriever info`
+    reports): its files present at their recorded sizes, and built from this folder's doc store."""
     record = _record_with_files(index_dir, manifest)
     if record:
         _check_built_from(index_dir, manifest, record)
+    return record
 
 
 def _record_with_files(index_dir: Path, manifest: dict) -> dict | None:

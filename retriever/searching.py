@@ -15,7 +15,7 @@ import numpy as np
 from retriever.encoder import check_requested_encoder, recorded_encoder
 from retriever.errors import RetrieverError, check_kind
 from retriever.index_folder import INDEX_FILE, manifest_bytes, manifest_changes
-from retriever.index_opening import checked_manifest, open_index
+from retriever.index_opening import check_default_mode, checked_manifest, open_index
 from retriever.integrity import damaged
 from retriever.ondisk import IVFDATA_FILE, ONDISK_TYPE
 from retriever.fusion import FUSION_SETTINGS, MODES, check_mode, fuse, recorded_fusion
@@ -84,6 +84,7 @@ class Searcher:
         """Everything read from the folder, at once: a build swapping in a new version meanwhile is seen by the
         manifest changing (``__init__`` then opens again), so files of two versions are never paired."""
         self.manifest = checked_manifest(self.index_dir)
+        check_default_mode(self.index_dir, self.manifest, mode)
         check_requested_encoder(self.manifest, **requested_settings)
         self.encoder = recorded_encoder(self.manifest["encoder"], "the index was built", self.index_dir, device,
                                         dtype, batch_size, model, encoders)

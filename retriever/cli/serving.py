@@ -122,13 +122,14 @@ def load_searchers(folders: dict[str, Path], **options: object) -> dict:
     encoder settings share one loaded encoder (``SharedEncoders``), so memory does not grow with each index of a model;
     each batcher still encodes only its own index's queries, with the vectors its own encoder would give. An index
     whose BM25 part could not be opened is served for dense search, with a warning naming the damage. Every folder's
-    manifest and files are checked first, so a damaged last index fails before the others' models load."""
-    from retriever.index_opening import checked_manifest
+    manifest and files, and the default mode, are checked first, so a last index that is damaged or cannot serve
+    --mode fails before the others' models load."""
+    from retriever.index_opening import check_default_mode, checked_manifest
     from retriever.shared_encoders import SharedEncoders
     from retriever.searching import Searcher
 
     for folder in folders.values():
-        checked_manifest(folder)
+        check_default_mode(folder, checked_manifest(folder), options.get("mode", "dense"))
     searchers, shared = {}, SharedEncoders()
     for name, folder in folders.items():
         click.echo(f"loading {name} from {folder}", err=True)

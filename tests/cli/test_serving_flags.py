@@ -1,6 +1,7 @@
 """`retriever serve` timing flags that are not finite numbers are usage errors (probe round 8)."""
 from __future__ import annotations
 
+import re
 import socket
 from types import SimpleNamespace
 
@@ -165,3 +166,49 @@ def test_serve_checks_every_index_folder_before_loading_any_model(tiny_beir, tin
     monkeypatch.setattr("retriever.searching.recorded_encoder", must_not_load)
     with pytest.raises(RetrieverError, match=str(tmp_path / "c")):
         load_searchers({name: tmp_path / name for name in "abc"}, device="cpu", dtype="fp32")
+
+
+def _index_pair(tiny_beir, tiny_model_dir, tmp_path) -> None:
+    """a: an index with a BM25 part; b: a copy of it, to be damaged by the test."""
+    import shutil
+
+    from retriever.encoder import Encoder, EncoderSettings
+    from retriever.indexing import IndexParams, encode_and_index
+
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "a", encoder, IndexParams("flat"), progress=False)
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+
+
+def _must_not_load(*args, **kwargs):
+    raise AssertionError(f"a model was loaded for {args[2]} before every folder's default mode was checked")
+
+
+@pytest.mark.parametrize("mode", ["bm25", "hybrid"])
+@pytest.mark.parametrize("bm25", ["none", "missing file"])
+def test_serve_refuses_a_default_mode_an_index_cannot_serve_before_loading_any_model(tiny_beir, tiny_model_dir,
+                                                                                      tmp_path, monkeypatch, mode,
+                                                                                      bm25):
+    """`serve --index a=GOOD --index b=NO_BM25 --mode hybrid` loaded a's model before b's refusal."""
+    import json
+    import shutil
+
+    from retriever.cli.serving import load_searchers
+    from retriever.errors import RetrieverError
+    from retriever.lexical_part import missing_lexical_message
+    from retriever.searching import Searcher
+
+    _index_pair(tiny_beir, tiny_model_dir, tmp_path)
+    if bm25 == "none":
+        manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+        (tmp_path / "b" / "manifest.json").write_text(json.dumps({**manifest, "lexical": None}))
+        shutil.rmtree(tmp_path / "b" / manifest["lexical"].get("directory", "bm25"))
+        expected = re.escape(missing_lexical_message(tmp_path / "b"))
+    else:
+        next((tmp_path / "b" / "bm25").iterdir()).unlink()
+        expected = rf"{tmp_path / 'b'}.*retriever bm25 {tmp_path / 'b'} --overwrite"
+    monkeypatch.setattr("retriever.searching.recorded_encoder", _must_not_load)
+    with pytest.raises(RetrieverError, match=expected):
+        load_searchers({"a": tmp_path / "a", "b": tmp_path / "b"}, device="cpu", dtype="fp32", mode=mode)
+    with pytest.raises(RetrieverError, match=expected):  # `search --mode hybrid` too, before loading the model
+        Searcher(tmp_path / "b", device="cpu", dtype="fp32", mode=mode)

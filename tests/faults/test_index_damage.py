@@ -103,6 +103,7 @@ def _bm25_for_other_documents(folder: Path) -> None:
     shutil.rmtree(folder / "bm25")
     manifest = _manifest(folder)
     manifest["lexical"] = build_lexical(folder / "five.parquet", folder / "bm25", progress=False)
+    del manifest["lexical"]["docstore"]  # recorded before that field: only the count tells (five.parquet told first)
     _write_manifest(folder, manifest)
 
 
