@@ -31,14 +31,17 @@ def checked_manifest(index_dir: Path) -> dict:
 
 def check_default_mode(index_dir: Path, manifest: dict, mode: str) -> None:
     """Refuse a default ``mode`` the manifest and file sizes alone show the index cannot serve (no BM25 part, or
-    one failing its cheap checks), with ``Searcher.check_mode``'s messages, before any model loads: Searcher runs it
-    first, and ``serve`` on every folder before loading the first."""
+    one failing its cheap checks; for hybrid, a damaged fusion record), with ``Searcher.check_mode``'s messages,
+    before any model loads: Searcher runs it first, and ``serve`` on every folder before loading the first."""
     from retriever.errors import RetrieverError
-    from retriever.fusion import check_mode
+    from retriever.fusion import check_mode, recorded_fusion
     from retriever.lexical_part import check_lexical_files, missing_lexical_message
 
     if check_mode(mode) != "dense" and check_lexical_files(index_dir, manifest) is None:
         raise RetrieverError(missing_lexical_message(index_dir))
+    damage = recorded_fusion(index_dir, manifest, None)[1] if mode == "hybrid" else None
+    if damage:
+        raise damage
 
 
 def docstore_file(index_dir: Path, manifest: dict) -> Path:

@@ -212,3 +212,24 @@ def test_serve_refuses_a_default_mode_an_index_cannot_serve_before_loading_any_m
         load_searchers({"a": tmp_path / "a", "b": tmp_path / "b"}, device="cpu", dtype="fp32", mode=mode)
     with pytest.raises(RetrieverError, match=expected):  # `search --mode hybrid` too, before loading the model
         Searcher(tmp_path / "b", device="cpu", dtype="fp32", mode=mode)
+
+
+def test_serve_refuses_a_default_hybrid_mode_over_a_damaged_fusion_record_before_loading_any_model(
+        tiny_beir, tiny_model_dir, tmp_path, monkeypatch):
+    """`serve --mode hybrid` (and `Searcher(folder, mode="hybrid")`) on such an index failed only once its model, and
+    every earlier index's, had loaded; a damaged BM25 part is refused there before any model loads."""
+    import json
+
+    from retriever.cli.serving import load_searchers
+    from retriever.errors import IndexDamaged
+    from retriever.searching import Searcher
+
+    _index_pair(tiny_beir, tiny_model_dir, tmp_path)
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    (tmp_path / "b" / "manifest.json").write_text(json.dumps({**manifest, "fusion": "rrf"}))
+    expected = rf"{tmp_path / 'b'}.*fusion.*tune it again with `retriever bm25 {tmp_path / 'b'} --tune-fusion-on"
+    monkeypatch.setattr("retriever.searching.recorded_encoder", _must_not_load)
+    with pytest.raises(IndexDamaged, match=expected):
+        load_searchers({"a": tmp_path / "a", "b": tmp_path / "b"}, device="cpu", dtype="fp32", mode="hybrid")
+    with pytest.raises(IndexDamaged, match=expected):
+        Searcher(tmp_path / "b", device="cpu", dtype="fp32", mode="hybrid")
