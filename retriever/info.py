@@ -77,10 +77,13 @@ def _fusion_summary(index_dir: Path, manifest: dict) -> dict | None:
 
 def verify_index(index_dir: str | Path) -> int:
     """Re-hash every file and re-count every part; the number of files checked, or an error naming the first
-    damaged one."""
+    damaged one (a damaged BM25 or fusion record too, which the summary only reports)."""
     index_dir = Path(index_dir)
     manifest = read_manifest(index_dir)
     lexical_record(index_dir, manifest)  # its shape, before its files are read by their records
+    fusion_damage = recorded_fusion(index_dir, manifest, None)[1]
+    if fusion_damage:
+        raise fusion_damage
     check_folder(index_dir, manifest, MANIFEST_FILE, required_files(manifest))
     differing = verify_files(index_dir, manifest)
     if differing:

@@ -51,3 +51,21 @@ def test_info_on_an_edited_manifest_is_a_summary_not_a_traceback(sq8_index, tmp_
     for flags in ([], ["--json"]):
         result = CliRunner().invoke(main, ["info", str(index), *flags])
         assert result.exit_code == 0 and result.exception is None, result.output
+
+
+@pytest.mark.parametrize("fusion", ["rrf", {"method": "convex", "alpha": 2.0}])
+def test_verify_fails_on_a_damaged_fusion_record_naming_the_repairs(sq8_index, tmp_path, fusion):
+    """The summary said `fusion: DAMAGED` but --verify passed (exit 0), as it does not for a damaged BM25 part."""
+    import shutil
+
+    index = tmp_path / "idx"
+    shutil.copytree(sq8_index, index)
+    manifest = json.loads((index / "manifest.json").read_text())
+    (index / "manifest.json").write_text(json.dumps({**manifest, "fusion": fusion}))
+    assert CliRunner().invoke(main, ["info", str(index)]).exit_code == 0
+    result = CliRunner().invoke(main, ["info", str(index), "--verify"])
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert result.exit_code == 1 and len(errors) == 1, result.output
+    assert f"{index / 'manifest.json'}: fusion" in errors[0]
+    assert f"`retriever bm25 {index} --tune-fusion-on DATASET --split train`" in errors[0]
+    assert f"`retriever bm25 {index} --overwrite`" in errors[0]

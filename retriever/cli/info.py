@@ -74,8 +74,8 @@ def info_command(index, verify, as_json):
     fusion, size on disk).
 
     Opening always checks file presence and sizes; --verify checks full hashes. Damage is one error
-    naming the file, but for a damaged BM25 part, which the summary names with its fix (dense search
-    still works); --verify fails on it.
+    naming the file, but for a damaged BM25 part or fusion record, which the summary names with its fix
+    (dense search still works); --verify fails on them.
 
     Example: retriever info indexes/scifact --verify
     """
