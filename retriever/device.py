@@ -7,9 +7,9 @@ from pathlib import Path
 
 import torch
 
+from retriever.choices import DTYPES
 from retriever.errors import RetrieverError
 
-DTYPES = ("auto", "fp32", "bf16", "fp16")
 _TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 

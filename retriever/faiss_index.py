@@ -8,12 +8,12 @@ from pathlib import Path
 
 import faiss
 
+from retriever.choices import INDEX_TYPES, ONDISK_TYPE
 from retriever.errors import RetrieverError, faiss_message
-from retriever.ondisk import CODES, ONDISK_TYPE
+from retriever.ondisk import CODES
 from retriever.shards import sample_vectors
 from retriever.tuning import downcast_hnsw, inner_index, ivf_part
 
-INDEX_TYPES = ("flat", "hnsw", "ivfpq", ONDISK_TYPE)
 
 
 @dataclass

@@ -24,6 +24,7 @@ import faiss
 import numpy as np
 from faiss.contrib.ondisk import merge_ondisk
 
+from retriever.choices import ONDISK_TYPE
 from retriever.corpus import Document, Fields, ReadStats, iter_documents
 from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, open_mapped, write_mapped_docstore
 from retriever.errors import OUT_OF_SPACE_HINT, RetrieverError
@@ -35,7 +36,6 @@ from retriever.shard_origin import ShardContentCheck
 from retriever.shards import read_shard_metadata
 from retriever.tuning import held_out_rows, tune_build
 
-ONDISK_TYPE = "ivf-ondisk"
 IVFDATA_FILE = "index.ivfdata"
 CODES = {"sq8": "SQ8", "fp16": "SQfp16", "flat": "Flat"}
 READ_FLAGS = faiss.IO_FLAG_ONDISK_SAME_DIR

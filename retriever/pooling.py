@@ -5,11 +5,12 @@ index manifests and model configs.
 """
 from __future__ import annotations
 
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from retriever.errors import RetrieverError
+
+if TYPE_CHECKING:  # only annotations: the CLI's --pooling choices come from here, and imports no torch
+    import torch
 
 
 def _pooler_refusal(name: str) -> RetrieverError:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from retriever.choices import DEFAULT_K
 from retriever.encoder import check_requested_encoder, recorded_encoder
 from retriever.errors import RetrieverError, check_kind
 from retriever.index_folder import INDEX_FILE, manifest_bytes, manifest_changes
@@ -29,7 +30,6 @@ from retriever.unknown_words import refusal, without_unknown
 from retriever import tie_cut
 
 
-DEFAULT_K = 10  # hits of a search that names no k (the CLI's one QUERY, a server request without k)
 BATCH_HITS = 256 * 1000  # most hits a batch search holds at once (its default batch at the default depth)
 REOPEN_ATTEMPTS = 3  # opens of a folder a build keeps replacing before giving up
 

@@ -134,6 +134,6 @@ def _register() -> None:
 
 try:
     _register()
-except KeyboardInterrupt:  # Ctrl-C in the seconds the commands' modules (torch, FAISS) import: it was a traceback
+except KeyboardInterrupt:  # Ctrl-C while the commands' modules import: it was a traceback
     click.echo("error: interrupted (Ctrl-C) while starting; nothing was done", err=True)
     sys.exit(130)

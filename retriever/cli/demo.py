@@ -8,7 +8,6 @@ import click
 
 from retriever.cli.options import device_options
 from retriever.cli.searching import print_hits
-from retriever.demo import run_demo
 
 
 @click.command("demo")
@@ -23,6 +22,8 @@ def demo_command(output, model, device, dtype):
     Example:
       retriever demo --output indexes/demo
     """
+    from retriever.demo import run_demo
+
     started = time.perf_counter()
     result = run_demo(output, model=model, device=device, dtype=dtype)
     for query, hits in result.examples:

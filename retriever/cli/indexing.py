@@ -1,25 +1,21 @@
 """`retriever encode`, `retriever index` and `retriever build`."""
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
+from retriever.choices import INDEX_TYPES, ONDISK_TYPE
 from retriever.cli.hybrid import check_build_tuning, lexical_options, run_tuning, tuning_options
 from retriever.cli.options import (FiniteRange, compose, corpus_options, encoder_options, fields_from, flags_given,
                                    renamed_option, report_truncation, runtime_options)
+from retriever.cli.ray_flags import check_ray_flags, passage_encoder, ray_for_parts, ray_options
 from retriever.corpus import read_queries
-from retriever.corpus_encoding import encode_corpus
-from retriever.distributed.ray_runtime import ADDRESS_HELP, check_local_cpus, ray_session
 from retriever.encode_result import describe
-from retriever.encoder import Encoder, EncoderSettings, recorded_encoder
+from retriever.encoder_settings import EncoderSettings
 from retriever.folders import named_output
-from retriever.faiss_index import new_index
-from retriever.indexing import INDEX_TYPES, IndexParams, build_index, encode_for_index
-from retriever.ondisk import ONDISK_TYPE
 from retriever.shards import check_complete, sample_rows
 
 
@@ -31,22 +27,6 @@ def encoding_options():
         corpus_options(),
         click.option("--shard-size", type=click.IntRange(min=1), default=10_000, show_default=True,
                      help="Rows per Parquet shard; a crashed run resumes after the last complete shard."),
-    )
-
-
-def ray_options():
-    """--ray and its worker flags; the encoder actors are made by retriever.distributed.ray_encoding, the
-    ivf-ondisk part tasks by retriever.distributed.ray_parts."""
-    return compose(
-        click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None, metavar="[ADDRESS]",
-                     help=ADDRESS_HELP + " Encodes on Ray (encode, build) and fills ivf-ondisk parts as Ray tasks "
-                                         "(index, build). Needs the [ray] extra."),
-        click.option("--ray-workers", type=click.IntRange(min=1), default=None,
-                     help="Encoder actors, and ivf-ondisk part tasks running at once, on Ray. [default: one actor "
-                          "per GPU of the cluster, else its CPUs divided by --ray-cpus-per-worker]"),
-        click.option("--ray-cpus-per-worker", type=click.IntRange(min=1), default=1, show_default=True,
-                     help="CPU cores per encoder actor (torch threads) when the cluster has no GPU, and per "
-                          "ivf-ondisk part task (FAISS threads)."),
     )
 
 
@@ -145,43 +125,11 @@ def _check_train_size_used(index_type: str, dim_of: Callable[[], int]) -> None:
     hnsw (it was ignored, exit 0); FAISS must build the string to tell, so this waits for the vectors' width."""
     if index_type in INDEX_TYPES or not flags_given(("train_size",)):
         return
+    from retriever.faiss_index import IndexParams, new_index
+
     if new_index(index_type, dim_of(), IndexParams(index_type)).is_trained:
         raise click.UsageError(f"--train-size is used only by {_TYPE_FLAGS['train_size'][1]}, not by --index-type "
                                f"{index_type!r}, which trains nothing; drop it or choose an index type that uses it")
-
-
-def _check_ray_flags(params: IndexParams, encodes: bool) -> None:
-    """Flags --ray does not take, refused as usage errors before any encoding (`build` encoded the whole corpus and
-    only then refused --parallel-parts, with exit code 1)."""
-    if params.ray_address is None:
-        return
-    if params.parallel_parts is not None:
-        raise click.UsageError("--parallel-parts sets worker processes on this machine; with --ray, parts are Ray "
-                               "tasks: use --ray-workers and --ray-cpus-per-worker instead")
-    if not encodes and params.index_type != ONDISK_TYPE:
-        raise click.UsageError(f"--ray fills the parts of an {ONDISK_TYPE} index; other index types are built in "
-                               f"one process: add --index-type {ONDISK_TYPE} or drop --ray")
-
-
-@contextlib.contextmanager
-def _passage_encoder(settings: EncoderSettings, device, dtype, batch_size, ray_address, ray_workers,
-                     ray_cpus_per_worker) -> Iterator:
-    """An Encoder in this process, or with --ray a pool of encoder actors that encode_corpus takes alike."""
-    if ray_address is None:
-        yield Encoder(settings, device=device, dtype=dtype, batch_size=batch_size)
-        return
-    from retriever.distributed.ray_encoding import ray_encoder_pool
-
-    with ray_encoder_pool(ray_address, settings, device, dtype, batch_size, ray_workers, ray_cpus_per_worker) as pool:
-        yield pool
-
-
-def _ray_for_parts(params: IndexParams) -> contextlib.AbstractContextManager:
-    """A Ray session held open across encoding and indexing when the index's parts are Ray tasks."""
-    if params.ray_address is None or params.index_type != ONDISK_TYPE:
-        return contextlib.nullcontext()
-    check_local_cpus(params.ray_address, params.ray_workers, params.ray_cpus_per_worker)  # the parts' CPUs
-    return ray_session(params.ray_address)
 
 
 @click.command("encode")
@@ -202,11 +150,13 @@ def encode_command(corpus, output, model, encoder_overrides, device, dtype, batc
     Example (worker 0 of 2; run --worker-index 1 elsewhere):
       retriever encode ../shared/datasets/scifact -o shards/ --worker-index 0 --num-workers 2
     """
+    from retriever.corpus_encoding import encode_corpus  # torch, transformers: only for the work, not for --help
+
     if worker_index >= num_workers:  # the library's check said so with exit code 1, not as a bad flag
         raise click.BadParameter(f"{worker_index} is not below --num-workers {num_workers} (workers are numbered "
                                  f"0 to {num_workers - 1})", param_hint="'--worker-index'")
     settings = EncoderSettings.for_model(model, **encoder_overrides)
-    with _passage_encoder(settings, device, dtype, batch_size, ray_address, ray_workers,
+    with passage_encoder(settings, device, dtype, batch_size, ray_address, ray_workers,
                           ray_cpus_per_worker) as encoder:
         result = encode_corpus(corpus, output, encoder, fmt, fields_from(id_field, text_field, title_field),
                                shard_size, worker_index, num_workers)
@@ -233,10 +183,13 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
     Example:
       retriever index shards/ --corpus ../shared/datasets/scifact -o indexes/scifact --index-type hnsw
     """
+    from retriever.encoder import recorded_encoder
+    from retriever.indexing import IndexParams, build_index
+
     output = named_output(output)  # `-o .`: the build swaps a new folder in at that path; `.` would name the old one
     check_build_tuning(tune_fusion, lexical, output, overwrite)
     params = IndexParams(**index_flags)
-    _check_ray_flags(params, encodes=False)
+    check_ray_flags(params, encodes=False)
     _check_type_flags(params.index_type)
     _check_train_size_used(params.index_type, lambda: int(check_complete(shards)[1]["dim"]))
     texts = _tuning_texts(tuning_queries_file, params.tuning_queries, params.seed)
@@ -271,18 +224,20 @@ def build_command(corpus, output, model, encoder_overrides, device, dtype, batch
     Example:
       retriever build ../shared/datasets/scifact --output indexes/scifact
     """
+    from retriever.indexing import IndexParams, build_index, encode_for_index
+
     output = named_output(output)  # as in index_command
     check_build_tuning(tune_fusion, lexical, output, overwrite)
     settings = EncoderSettings.for_model(model, **encoder_overrides)
     params = IndexParams(**index_flags, ray_address=ray_address, ray_workers=ray_workers,
                          ray_cpus_per_worker=ray_cpus_per_worker)
-    _check_ray_flags(params, encodes=True)
+    check_ray_flags(params, encodes=True)
     _check_type_flags(params.index_type)
     fields = fields_from(id_field, text_field, title_field)
     tuning_texts = _tuning_texts(tuning_queries_file, params.tuning_queries, params.seed)
     # One Ray session for the encoder actors and the ivf-ondisk part tasks: starting Ray costs seconds.
-    with _ray_for_parts(params):
-        with _passage_encoder(settings, device, dtype, batch_size, ray_address, ray_workers,
+    with ray_for_parts(params):
+        with passage_encoder(settings, device, dtype, batch_size, ray_address, ray_workers,
                               ray_cpus_per_worker) as encoder:  # let go (Ray: its actors) before indexing
             _check_train_size_used(params.index_type, lambda: int(encoder.metadata()["dim"]))
             shards, tuning_queries = encode_for_index(corpus, output, encoder, params, fmt, fields, shard_size,

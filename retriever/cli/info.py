@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from retriever.fusion import FusionParams
-from retriever.info import index_summary, verify_index
 
 
 def _lines(summary: dict) -> list[str]:
@@ -79,6 +78,8 @@ def info_command(index, verify, as_json):
 
     Example: retriever info indexes/scifact --verify
     """
+    from retriever.info import index_summary, verify_index  # the manifest's readers import torch and FAISS
+
     summary = index_summary(index)
     if verify:
         summary["verified_files"] = verify_index(index)

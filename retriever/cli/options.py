@@ -10,8 +10,8 @@ from pathlib import Path
 import click
 from click.core import ParameterSource
 
+from retriever.choices import DTYPES
 from retriever.corpus import FORMATS, Fields, check_output_outside_qrels
-from retriever.device import DTYPES
 from retriever.encoder_settings import OVERRIDABLE, TOWERS, max_length_problem
 from retriever.files import output_file_problem, written_in_place
 from retriever.pooling import POOLINGS

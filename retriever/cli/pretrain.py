@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
+from retriever.choices import DEFAULT_START, MAX_HEAD_LAYERS
 from retriever.cli.options import FiniteRange, corpus_options, device_options, fields_from, renamed_option
 from retriever.cli.training import optimizer_options, progress_option, report_to_option, temperature_option
-from retriever.pretraining.trainer import DEFAULT_START, MAX_HEAD_LAYERS
 
 
 @click.command("pretrain")

@@ -7,22 +7,25 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
+from retriever.choices import DEFAULT_K
 from retriever.cli.hybrid import mode_options
 from retriever.cli.options import (OutputFile, check_outputs_apart, compose, corpus_options, device_options,
                                    fields_from, flags_given, report_truncation)
 from retriever.corpus import BeirDataset, Fields, Query, blank_queries_warning, read_queries
 from retriever.errors import RetrieverError
 from retriever.files import write_json
-from retriever.evaluation import evaluate_index, evaluate_run_file, unknown_words_warning, warn
+from retriever.hits import Hit
 from retriever.metrics import DEFAULT_METRICS, parse_metric_list
 from retriever.pooling import POOLINGS
-from retriever.partial_runs import search_fingerprint, write_search_run
 from retriever.runs import Run, check_tag, write_trec_run
-from retriever.searching import DEFAULT_K, Hit, Searcher
 from retriever.texts import check_text, is_blank
+
+if TYPE_CHECKING:
+    from retriever.searching import Searcher
 
 
 def moved_model_option():
@@ -50,6 +53,8 @@ def searcher_options():
 
 def open_searcher(index: Path, device: str, dtype: str, model: str | None, pooling: str | None,
                   normalize: bool | None, mode: str = "dense", fusion_overrides: dict | None = None) -> Searcher:
+    from retriever.searching import Searcher  # torch, transformers and FAISS: only for a command's work, not its --help
+
     return Searcher(index, device=device, dtype=dtype, model=model, pooling=pooling, normalize=normalize, mode=mode,
                     fusion_overrides=fusion_overrides)
 
@@ -111,6 +116,9 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
       retriever search indexes/scifact "vitamin D and fractures"
       retriever search indexes/scifact --queries queries.jsonl -o run.trec
     """
+    from retriever.evaluation import unknown_words_warning, warn
+    from retriever.partial_runs import search_fingerprint, write_search_run
+
     _check_search_flags(query, queries, output, as_json, run_format)
     check_outputs_apart({"--output": output}, {"--queries": None if str(queries) == "-" else queries, "INDEX": index})
     if query is not None and is_blank(query):
@@ -230,6 +238,8 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output,
       retriever evaluate --index indexes/scifact --dataset ../shared/datasets/scifact --split test
       retriever evaluate --run run.trec --dataset ../shared/datasets/scifact --split test
     """
+    from retriever.evaluation import evaluate_index, evaluate_run_file
+
     check_outputs_apart({"--output": output, "--save-run": save_run},
                         {"--run": run_path, "--qrels": qrels, "--index": index, "--dataset": dataset})
     if (run_path is None) == (index is None):

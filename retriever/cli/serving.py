@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 
 import click
 
+from retriever.choices import DEFAULT_K
 from retriever.cli.hybrid import mode_options
 from retriever.cli.options import FiniteRange, device_options
 from retriever.cli.searching import moved_model_option
 from retriever.errors import RetrieverError
-from retriever.searching import DEFAULT_K
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import click
 
+from retriever.choices import MIN_TEMPERATURE, check_temperature
 from retriever.cli.hybrid import mode_options
 from retriever.cli.searching import moved_model_option
 from retriever.cli.options import (FiniteRange, OutputFile, check_outputs_apart, compose, corpus_options,
                                    device_options, encoder_options, fields_from, renamed_option, runtime_options)
 from retriever.errors import RetrieverError
-from retriever.training.loss import MIN_TEMPERATURE, check_temperature
 
 REPORT_TO = ("none", "tensorboard")
 

@@ -20,6 +20,7 @@ from transformers import BertForMaskedLM, BertModel, PreTrainedTokenizerBase
 from transformers.masking_utils import create_bidirectional_mask
 from transformers.models.bert.modeling_bert import BertLayer
 
+from retriever.choices import MAX_HEAD_LAYERS
 from retriever.errors import RetrieverError
 from retriever.files import read_json_object, write_json
 from retriever.model_loading import load_model, resolve_model_path
@@ -30,7 +31,6 @@ CONDENSER_CONFIG = "condenser.json"
 HEAD_PREFIX = "c_head."
 IGNORE_INDEX = -100
 DEFAULT_HEAD_LAYERS = 2
-MAX_HEAD_LAYERS = 12  # a BERT-base's depth; the Condenser head is a few fresh layers (the paper's 2)
 _HEAD_KEY = re.compile(r"^c_head\.(\d+)\.")
 
 

@@ -19,6 +19,7 @@ from typing import ClassVar
 import torch
 from transformers import Trainer, TrainerCallback, set_seed
 
+from retriever.choices import DEFAULT_START, check_temperature
 from retriever.corpus import ReadStats
 from retriever.errors import RetrieverError
 from retriever.folders import publish_model_folder
@@ -29,7 +30,6 @@ from retriever.pretraining.guards import check_examples, check_tokenizer
 from retriever.pretraining.masking import CondenserExamples, TokenizedCorpus, WholeWordMasker, pad_batch
 from retriever.training import stack
 from retriever.training.layout import steps_per_epoch
-from retriever.training.loss import check_temperature
 from retriever.training.processes import average_gradients
 from retriever.training.run_guards import one_run_at_a_time
 
@@ -38,9 +38,6 @@ OBJECTIVES = ("condenser", "mlm")
 BACKBONE_PREFIX = "lm.bert."  # the encoder a retriever keeps; everything else is a pre-training head
 MODEL_CARD = "README.md"
 CONTRASTIVE_MARKERS = ("modules.json", "config_sentence_transformers.json", "retriever.json")
-# Where Condenser starts (the paper's BERT-base, with the MLM head pre-training continues); not minilm, the
-# default encoder, on which pre-training lowered fine-tuned quality (contrastive_start_warning).
-DEFAULT_START = "bert-base-uncased"
 
 
 @dataclass(kw_only=True)

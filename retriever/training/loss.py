@@ -10,7 +10,7 @@ Temperature: scores are ``q·p / τ``.  With L2-normalised embeddings the dot pr
 [-1, 1], too flat for a softmax, so τ = 0.05 (as in SimCSE, Contriever, E5); without normalisation
 the raw dot product already has a scale and τ = 1 (DPR).
 
-τ has a floor, `MIN_TEMPERATURE` (1e-4), for this loss and the Condenser span loss alike. Recipes use 0.01 to 1
+τ has a floor, `retriever.choices.MIN_TEMPERATURE` (1e-4), for this loss and the Condenser span loss alike. Recipes use 0.01 to 1
 (CLIP clamps its learned scale 1/τ at 100, i.e. τ ≥ 0.01; E5 0.01) and sweeps reach 0.001; the floor is 100x
 below CLIP's. Below it the fp32 softmax is a hard max: a passage scored 17τ under the top gets less than 1e-7 of
 the probability and one 104τ under gets exactly 0, so no gradient; at 1e-4 that is a cosine gap of 0.01, and a
@@ -26,19 +26,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from retriever.errors import RetrieverError
-
 NORMALIZED_TEMPERATURE = 0.05
 UNNORMALIZED_TEMPERATURE = 1.0
-MIN_TEMPERATURE = 1e-4
-
-
-def check_temperature(temperature: float) -> None:
-    """Refuse a τ under `MIN_TEMPERATURE`: 1e-45 was taken, then diverged with advice about the learning rate."""
-    if not temperature >= MIN_TEMPERATURE:
-        raise RetrieverError(f"--temperature {temperature:g} is below {MIN_TEMPERATURE:g}, under which the softmax "
-                             f"of q·p/τ is a hard max in fp32 (and 1/τ overflows near 1e-38): give at least "
-                             f"{MIN_TEMPERATURE:g} (0.01 to 0.05 with normalized embeddings, 1 without)")
 
 
 def default_temperature(normalize: bool) -> float:

@@ -17,6 +17,7 @@ import torch
 from accelerate.utils import broadcast_object_list
 from transformers import set_seed
 
+from retriever.choices import check_temperature
 from retriever.errors import RetrieverError
 from retriever.model_loading import resolve_model_path
 from retriever.training import stack
@@ -24,8 +25,7 @@ from retriever.training.data import Collator, EpochGroups, TrainExample, load_be
 from retriever.training.dev import DevSet, evaluate_dev, load_dev_set, shared_queries_warning
 from retriever.training.dual_encoder import DualEncoder
 from retriever.training.gradcache import cached_embeddings
-from retriever.training.loss import (check_temperature, contrastive_loss, default_temperature, global_batch,
-                                     judged_positive_mask)
+from retriever.training.loss import contrastive_loss, default_temperature, global_batch, judged_positive_mask
 from retriever.training.processes import average_gradients
 from retriever.training.run_guards import one_run_at_a_time
 

@@ -152,12 +152,12 @@ def test_under_torchrun_only_rank_zero_prints_errors(tmp_path, arguments, code):
 
 def evaluate_raising(monkeypatch, tmp_path, error: BaseException):
     """`retriever evaluate` whose evaluation raises ``error``: how the CLI says a failure from anywhere."""
-    import retriever.cli.searching as searching
+    import retriever.evaluation as evaluation  # `evaluate` imports it as it runs, so it meets the replacement
 
     def fails(*_, **__):
         raise error
 
-    monkeypatch.setattr(searching, "evaluate_run_file", fails)
+    monkeypatch.setattr(evaluation, "evaluate_run_file", fails)
     (tmp_path / "run").write_text("q Q0 d 1 1.0 t\n")
     return CliRunner().invoke(main, ["evaluate", "--run", str(tmp_path / "run"), "--qrels", str(tmp_path / "run")])
 
@@ -233,16 +233,43 @@ def test_ctrl_c_is_one_line_and_the_shells_exit_code(monkeypatch, tmp_path):
     assert result.output.count("\n") == 1
 
 
-def test_ctrl_c_while_the_commands_import_is_one_line_and_130():
-    """The commands' modules take seconds to import on a loaded machine (torch, FAISS); a Ctrl-C then, as `serve`
-    starts, was a KeyboardInterrupt traceback through importlib. The interrupt is raised here as one import starts."""
+@pytest.mark.parametrize("module, arguments, shown", [
+    ("retriever.corpus", ["serve", "--help"], "error: interrupted (Ctrl-C) while starting; nothing was done\n"),
+    ("retriever.info", ["info", "."], "error: interrupted (Ctrl-C); outputs are written under their names only "),
+])
+def test_ctrl_c_while_the_commands_import_is_one_line_and_130(module, arguments, shown):
+    """Modules take seconds to import on a loaded machine (torch, FAISS); a Ctrl-C then, as `serve` started, was a
+    KeyboardInterrupt traceback through importlib. The interrupt is raised here as one import starts: one the CLI
+    makes to list its commands, or one a command makes for its work."""
     code = ("import sys\n"
             "class Interrupt:\n"
             "    def find_spec(self, name, path=None, target=None):\n"
-            "        if name == 'retriever.evaluation':\n"
+            f"        if name == {module!r}:\n"
             "            raise KeyboardInterrupt\n"
             "sys.meta_path.insert(0, Interrupt())\n"
             "from retriever.cli import main\n"
             "main()\n")
-    result = subprocess.run([sys.executable, "-c", code, "serve", "--help"], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 130 and result.stderr == "error: interrupted (Ctrl-C) while starting; nothing was done\n"
+    result = subprocess.run([sys.executable, "-c", code, *arguments], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 130 and result.stderr.startswith(shown) and result.stderr.count("\n") == 1, \
+        result.stderr
+
+
+HEAVY_LIBRARIES = ("torch", "transformers", "faiss", "ray")
+
+
+@pytest.mark.parametrize("arguments, exit_code", [
+    (["--help"], 0), *(([name, "--help"], 0) for name in sorted(main.commands)),
+    (["serch"], 2), (["search", "--k", "many", "idx", "q"], 2), (["build", "--index-type"], 2),
+])
+def test_help_and_usage_errors_import_no_heavy_library(arguments, exit_code):
+    """Every command, even `--help` or a typo, took seconds before answering: importing the CLI imported torch,
+    transformers and FAISS. Only the work itself imports them now."""
+    code = ("import sys\n"
+            "from retriever.cli import main\n"
+            "try:\n"
+            "    main()\n"
+            "finally:\n"
+            f"    print(sorted(name for name in {HEAVY_LIBRARIES!r} if name in sys.modules), file=sys.stderr)\n")
+    result = subprocess.run([sys.executable, "-c", code, *arguments], capture_output=True, text=True, timeout=120)
+    assert result.returncode == exit_code, result.stderr
+    assert result.stderr.splitlines()[-1] == "[]", result.stderr

@@ -1,0 +1,69 @@
+"""`--ray` for `encode`, `index` and `build`: its flags, their checks, and the encoder actors and Ray session it
+starts (Ray, torch and FAISS are imported only when a command runs, not for its --help)."""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import click
+
+from retriever.choices import ONDISK_TYPE
+from retriever.cli.options import compose
+from retriever.distributed.ray_runtime import ADDRESS_HELP, check_local_cpus, ray_session
+from retriever.encoder_settings import EncoderSettings
+
+if TYPE_CHECKING:
+    from retriever.faiss_index import IndexParams
+
+
+def ray_options() -> Callable:
+    """--ray and its worker flags; the encoder actors are made by retriever.distributed.ray_encoding, the
+    ivf-ondisk part tasks by retriever.distributed.ray_parts."""
+    return compose(
+        click.option("--ray", "ray_address", is_flag=False, flag_value="local", default=None, metavar="[ADDRESS]",
+                     help=ADDRESS_HELP + " Encodes on Ray (encode, build) and fills ivf-ondisk parts as Ray tasks "
+                                         "(index, build). Needs the [ray] extra."),
+        click.option("--ray-workers", type=click.IntRange(min=1), default=None,
+                     help="Encoder actors, and ivf-ondisk part tasks running at once, on Ray. [default: one actor "
+                          "per GPU of the cluster, else its CPUs divided by --ray-cpus-per-worker]"),
+        click.option("--ray-cpus-per-worker", type=click.IntRange(min=1), default=1, show_default=True,
+                     help="CPU cores per encoder actor (torch threads) when the cluster has no GPU, and per "
+                          "ivf-ondisk part task (FAISS threads)."),
+    )
+
+
+def check_ray_flags(params: IndexParams, encodes: bool) -> None:
+    """Flags --ray does not take, refused as usage errors before any encoding (`build` encoded the whole corpus and
+    only then refused --parallel-parts, with exit code 1)."""
+    if params.ray_address is None:
+        return
+    if params.parallel_parts is not None:
+        raise click.UsageError("--parallel-parts sets worker processes on this machine; with --ray, parts are Ray "
+                               "tasks: use --ray-workers and --ray-cpus-per-worker instead")
+    if not encodes and params.index_type != ONDISK_TYPE:
+        raise click.UsageError(f"--ray fills the parts of an {ONDISK_TYPE} index; other index types are built in "
+                               f"one process: add --index-type {ONDISK_TYPE} or drop --ray")
+
+
+@contextlib.contextmanager
+def passage_encoder(settings: EncoderSettings, device: str, dtype: str, batch_size: int, ray_address: str | None,
+                    ray_workers: int | None, ray_cpus_per_worker: int) -> Iterator:
+    """An Encoder in this process, or with --ray a pool of encoder actors that encode_corpus takes alike."""
+    if ray_address is None:
+        from retriever.encoder import Encoder
+
+        yield Encoder(settings, device=device, dtype=dtype, batch_size=batch_size)
+        return
+    from retriever.distributed.ray_encoding import ray_encoder_pool
+
+    with ray_encoder_pool(ray_address, settings, device, dtype, batch_size, ray_workers, ray_cpus_per_worker) as pool:
+        yield pool
+
+
+def ray_for_parts(params: IndexParams) -> contextlib.AbstractContextManager:
+    """A Ray session held open across encoding and indexing when the index's parts are Ray tasks."""
+    if params.ray_address is None or params.index_type != ONDISK_TYPE:
+        return contextlib.nullcontext()
+    check_local_cpus(params.ray_address, params.ray_workers, params.ray_cpus_per_worker)  # the parts' CPUs
+    return ray_session(params.ray_address)
