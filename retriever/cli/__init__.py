@@ -46,7 +46,8 @@ class _Group(click.Group):
                 click.echo(f"error: {error}", err=True)
             sys.exit(1)
         except click.UsageError as error:  # a subcommand's flags and arguments, or a command name
-            _exit_with_usage_line(error)
+            sub = ctx.invoked_subcommand  # set before its flags are parsed: click's "requires an argument" has no ctx
+            _exit_with_usage_line(error, f"{ctx.command_path} {sub}" if sub else None)
         except KeyboardInterrupt:  # click said "Aborted!" with exit 1, as if the command had failed
             if _is_rank_zero():
                 click.echo("error: interrupted (Ctrl-C); outputs are written under their names only when complete, "
@@ -75,11 +76,13 @@ class _Group(click.Group):
         sys.exit(code if isinstance(code, int) else 0)
 
 
-def _exit_with_usage_line(error: click.UsageError) -> None:
+def _exit_with_usage_line(error: click.UsageError, command_path: str | None = None) -> None:
     """A bad flag, argument or command as one line like every other error, saying where the flags are listed
-    (click printed the usage, a hint and the error on four lines), with click's exit code."""
+    (click printed the usage, a hint and the error on four lines), with click's exit code; ``command_path`` is the
+    command's when click's error names no context."""
     if _is_rank_zero():
-        where = f" (see `{error.ctx.command_path} --help`)" if error.ctx is not None else ""
+        command_path = error.ctx.command_path if error.ctx is not None else command_path
+        where = f" (see `{command_path} --help`)" if command_path else ""
         click.echo(f"error: {error.format_message()}{where}", err=True)
     sys.exit(error.exit_code)
 

@@ -51,3 +51,10 @@ def test_a_seed_numpy_cannot_take_is_one_line_before_loading(tmp_path, tiny_beir
     assert result.exit_code == 1 and result.stderr.splitlines() == [
         f"error: --seed {seed} is outside 0..2**32-1, the seeds numpy takes"], result.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("args, command", [(["build", "--index-type"], "build"), (["search", "-k"], "search")])
+def test_a_flag_missing_its_value_says_where_the_flags_are(args, command):
+    """click raises "requires an argument" without a context, so the line lacked the (see … --help) the others have."""
+    line = _one_line_usage_error(args)
+    assert "requires an argument" in line and line.endswith(f"(see `retriever {command} --help`)")
