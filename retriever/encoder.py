@@ -171,7 +171,7 @@ class Encoder:
         """This loaded model as the query encoder of ``settings`` (equal to its own in ``QUERY_SETTINGS``), loading
         nothing: a copy with those settings, its own cut counts, and no passages (its passage settings may differ,
         and one tokenizer shared by passage calls of two lengths on two threads mixes them: ``_query_tokenizer``)."""
-        mine = {name: getattr(self.settings, name) for name in QUERY_SETTINGS if name != "model"}
+        mine = {name: getattr(self.settings, name) for name in QUERY_SETTINGS}
         if mine != {name: getattr(settings, name) for name in mine}:
             raise RetrieverError("a loaded encoder is shared only by indexes of equal query settings")
         check_max_lengths(settings, self.query_model.config)  # as loading the model for ``settings`` would

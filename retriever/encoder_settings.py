@@ -156,8 +156,9 @@ OVERRIDABLE = tuple(f.name for f in _FIELDS if f.name != "model")
 # What identifies the vectors: shards that differ in any of these cannot be mixed. Besides the settings, an
 # encoder's record (Encoder.metadata) holds the weights' fingerprint, the dimension and the compute dtype.
 VECTOR_FIELDS = ("weights_sha256", *(f.name for f in _FIELDS if f.metadata["identity"]), "dim", "dtype")
-# What shapes query vectors besides the weights: indexes whose settings differ only elsewhere (passage settings)
-# may share one loaded query encoder (``shared_encoders.SharedEncoders``).
-QUERY_SETTINGS = tuple(f.name for f in _FIELDS if not f.metadata["passages_only"])
+# What shapes query vectors besides the model and its weights: indexes whose settings differ only elsewhere (passage
+# settings) may share one loaded query encoder (``shared_encoders.SharedEncoders``, which compares the model folder
+# by its real path).
+QUERY_SETTINGS = tuple(f.name for f in _FIELDS if f.name != "model" and not f.metadata["passages_only"])
 # The encoder summary `serve` lists per index.
 SERVED_FIELDS = (*(f.name for f in _FIELDS if f.metadata["served"]), "dim")

@@ -23,7 +23,7 @@ class SharedEncoders:
             batch_size: int | None = None, weights_sha256: str | None = None) -> Encoder:
         """The query encoder of these settings and recorded weights, loaded on the first call that asks for it."""
         model = os.path.realpath(settings.model) if os.path.isdir(settings.model) else settings.model
-        query = tuple(getattr(settings, name) for name in QUERY_SETTINGS if name != "model")
+        query = tuple(getattr(settings, name) for name in QUERY_SETTINGS)
         key = (model, query, device, dtype, batch_size, weights_sha256)
         with self._lock:
             if key not in self.loaded:
