@@ -88,9 +88,8 @@ def _scores_by_query(searcher: Searcher, queries: list[Query], qrels: Qrels, gri
         batch = queries[start:start + step]
         ids, texts = [q.id for q in batch], [q.text for q in batch]
         unknown: list = []  # as hybrid search does (Searcher.rank), a query of no known word is fused from BM25's alone
-        vectors = searcher.encoder.encode_queries(texts, unknown=unknown)
+        dense = searcher.rank(texts, depth, "dense", keep_unknown=True, unknown_found=unknown)
         unknown_found.extend(unknown)
-        dense = searcher.rank(texts, depth, "dense", vectors, keep_unknown=True, unknown=unknown)
         lexical = searcher.rank(texts, depth, "bm25")
         fusable = without_unknown(dense, unknown)
         judged = {qid: qrels[qid] for qid in ids}
