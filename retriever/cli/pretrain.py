@@ -40,7 +40,7 @@ from retriever.cli.training import optimizer_options, progress_option, report_to
 @click.option("--backbone-lr-scale", type=FiniteRange(min=0, min_open=True), default=1.0, show_default=True,
               help="The backbone learns at this times --learning-rate (the heads at the full rate).")
 @temperature_option(1.0, "Softmax temperature of the --cocondenser span loss (coCondenser used 1; another value "
-                        "needs --cocondenser), at least 1e-4 (under it the softmax is a hard max).")
+                        "needs --cocondenser)", ".")
 @click.option("--max-length", type=click.IntRange(min=8), default=128, show_default=True,
               help="Tokens per training sequence, [CLS] and [SEP] included; plain Condenser packs the corpus "
                    "into blocks of this length.")

@@ -47,9 +47,10 @@ class TemperatureRange(FiniteRange):
         return number
 
 
-def temperature_option(default: float | None, help_text: str) -> Callable:
+def temperature_option(default: float | None, what: str, then: str) -> Callable:
+    """--temperature, its help saying ``what`` it is, then the floor, then ``then``."""
     return click.option("--temperature", type=TemperatureRange(), default=default, show_default=default is not None,
-                        help=help_text)
+                        help=f"{what}, at least {MIN_TEMPERATURE:g} (under it the softmax is a hard max){then}")
 
 
 def optimizer_options(learning_rate: float) -> Callable:
@@ -95,8 +96,8 @@ def optimizer_options(learning_rate: float) -> Callable:
               help="Passages per query: 1 positive + N-1 hard negatives sampled afresh each epoch from the given "
                    "ones (1 = in-batch negatives only).")
 @optimizer_options(learning_rate=2e-5)
-@temperature_option(None, "Softmax temperature τ of q·p/τ, at least 1e-4 (under it the softmax is a hard max). "
-                         "[default: 0.05 with --normalize, 1.0 with --no-normalize]")
+@temperature_option(None, "Softmax temperature τ of q·p/τ",
+                    ". [default: 0.05 with --normalize, 1.0 with --no-normalize]")
 @click.option("--seed", type=int, default=42, show_default=True,
               help="Seed for sampling, shuffling and dropout.")
 @click.option("--grad-cache-chunk-size", type=click.IntRange(min=1), default=None,
