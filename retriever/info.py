@@ -64,9 +64,10 @@ def _lexical_summary(index_dir: Path, manifest: dict) -> dict | None:
 def _fusion_summary(index_dir: Path, manifest: dict) -> dict | None:
     """The recorded hybrid fusion (what `--tune-fusion-on` stored), where it was tuned and its record's damage with
     how to mend it (None if sound; only hybrid search fails on it); None if none is recorded."""
-    fusion, damage = manifest.get("fusion"), recorded_fusion(index_dir, manifest, None)[1]
+    fusion = manifest.get("fusion")
     if not fusion:
         return None
+    damage = recorded_fusion(index_dir, manifest, None)[1]
     fusion = fusion if isinstance(fusion, dict) else {}
     tuned = _entry(fusion, "tuned")
     return {**{key: fusion.get(key) for key in ("method", "rrf_k", "alpha", "depth")},
