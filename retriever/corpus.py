@@ -192,6 +192,9 @@ def blank_queries_warning(queries: list[Query]) -> str | None:
             f"{', '.join(map(repr, blank[:3]))}); their hits match nothing in particular")
 
 
+BEIR_FILES = ("corpus.jsonl", "queries.jsonl")  # what makes a folder a BEIR collection, besides qrels/
+
+
 @dataclass(frozen=True)
 class BeirDataset:
     """A BEIR folder: ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv``."""
@@ -204,7 +207,7 @@ class BeirDataset:
         if not root.is_dir():
             raise RetrieverError(f"{root}: not a folder; a BEIR dataset is a folder with corpus.jsonl, "
                                  "queries.jsonl and qrels/<split>.tsv")
-        for name in ("corpus.jsonl", "queries.jsonl"):
+        for name in BEIR_FILES:
             if not (root / name).is_file():
                 raise RetrieverError(f"{root}: missing {name}; not a BEIR folder")
         return cls(root)
@@ -237,6 +240,6 @@ def check_output_outside_qrels(output: Path, what: str) -> None:
     `-o BEIR/qrels/negs.tsv` gave the collection a bogus split "negs" that no command could read."""
     folder = through_link(output).absolute().parent.resolve()  # as written: through links, by its real folder
     collection = folder.parent
-    if folder.name == "qrels" and any((collection / name).is_file() for name in ("corpus.jsonl", "queries.jsonl")):
+    if folder.name == "qrels" and any((collection / name).is_file() for name in BEIR_FILES):
         raise RetrieverError(f"{output}: {what} would sit in the qrels folder of the collection {collection}, "
                              f"where every .tsv is read as a split; write it elsewhere")

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from retriever.corpus import BEIR_FILES
 from retriever.errors import RetrieverError
 from retriever.shards import list_shards
 
 MODEL_MARKERS = ("config.json", "modules.json")  # a Hugging Face or sentence-transformers model folder's own files
-BEIR_FILES = ("corpus.jsonl", "queries.jsonl")
 
 
 def not_an_index(folder: Path, manifest_name: str) -> RetrieverError:
