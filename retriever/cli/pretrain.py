@@ -8,7 +8,8 @@ import click
 
 from retriever.choices import DEFAULT_START, MAX_HEAD_LAYERS
 from retriever.cli.options import FiniteRange, corpus_options, device_options, fields_from, renamed_option
-from retriever.cli.training import optimizer_options, progress_option, report_to_option, temperature_option
+from retriever.cli.training import (optimizer_options, progress_option, report_to_option, run_length_options,
+                                   temperature_option)
 
 
 @click.command("pretrain")
@@ -49,11 +50,7 @@ from retriever.cli.training import optimizer_options, progress_option, report_to
 @renamed_option("--sequences-per-step", "--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
                 help="Sequences per optimizer step (with --cocondenser: an even N, N/2 passages x 2 spans; under "
                      "torchrun a multiple of 2 x processes and at least 4 x processes).")
-@click.option("--epochs", type=click.IntRange(min=1), default=None,
-              help="Passes over the corpus; with --max-steps, whichever ends first. [default: 1 unless --max-steps "
-                   "is given, then as many as --max-steps needs]")
-@click.option("--max-steps", type=click.IntRange(min=1), default=None,
-              help="Optimizer steps to train. [default: as many as --epochs takes]")
+@run_length_options("the corpus", None)
 @optimizer_options(learning_rate=1e-4)
 @click.option("--save-steps", type=click.IntRange(min=0), default=500, show_default=True,
               help="Checkpoint every N steps (and always at the end; 0 = only at the end).")

@@ -1,6 +1,7 @@
 """`retriever train` and `retriever mine`."""
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +12,8 @@ from retriever.choices import MIN_TEMPERATURE, check_temperature
 from retriever.cli.hybrid import mode_options
 from retriever.cli.searching import moved_model_option
 from retriever.cli.options import (FiniteRange, OutputFile, check_outputs_apart, compose, corpus_options,
-                                   device_options, encoder_options, fields_from, renamed_option, runtime_options)
+                                   device_options, encoder_options, fields_from, flags_given, renamed_option,
+                                   runtime_options)
 from retriever.errors import RetrieverError
 
 REPORT_TO = ("none", "tensorboard")
@@ -68,6 +70,28 @@ def optimizer_options(learning_rate: float) -> Callable:
     )
 
 
+def run_length_options(passes_over: str, epochs_default: int | None) -> Callable:
+    """--epochs and --max-steps, read by HF TrainingArguments' rule (max_steps overrides num_train_epochs) in both
+    commands (`layout.planned_steps`). Giving both is refused: --epochs would go unused, and `pretrain` once
+    took whichever ended first, so an old command line would now train another length without a word."""
+    def refuse_both(function: Callable) -> Callable:
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            if len(flags_given(("epochs", "max_steps"))) == 2:
+                raise click.UsageError("--epochs and --max-steps both set how long to train, and --max-steps "
+                                       "overrides --epochs (as in Hugging Face's Trainer); give one of them")
+            return function(*args, **kwargs)
+        return wrapper
+    return compose(
+        click.option("--epochs", type=click.IntRange(min=1), default=epochs_default, show_default=False,
+                     help=f"Passes over {passes_over}. [default: 1; give this or --max-steps]"),
+        click.option("--max-steps", type=click.IntRange(min=1), default=None,
+                     help="Optimizer steps to train, in place of --epochs (passing over the data as often as they "
+                          "need). [default: --epochs x the steps of a pass]"),
+        refuse_both,
+    )
+
+
 @click.command("train")
 @click.option("--dataset", type=EXISTING_DIR, default=None,
               help="BEIR folder to train on: queries of --split with qrels score > 0, their judged passages as "
@@ -86,10 +110,7 @@ def optimizer_options(learning_rate: float) -> Callable:
 @encoder_options(towers=True)
 @click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Model folder to write (checkpoints go in OUTPUT/checkpoints; rerun the same command to resume).")
-@click.option("--epochs", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Passes over the training queries (one sampled positive per query per pass).")
-@click.option("--max-steps", type=click.IntRange(min=1), default=None,
-              help="Stop after this many optimizer steps, overriding --epochs. [default: epochs x batches]")
+@run_length_options("the training queries (one sampled positive per query per pass)", 1)
 @renamed_option("--queries-per-step", "--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
                 help="Queries per optimizer step; each brings --train-group-size passages, all shared as negatives.")
 @click.option("--train-group-size", type=click.IntRange(min=1), default=1, show_default=True,

@@ -9,7 +9,6 @@ loss pairs siblings within a rank's slice, so with --cocondenser each rank needs
 from __future__ import annotations
 
 import dataclasses
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from retriever.pretraining.condenser import MAX_HEAD_LAYERS, CondenserForPretrai
 from retriever.pretraining.guards import check_examples, check_tokenizer
 from retriever.pretraining.masking import CondenserExamples, TokenizedCorpus, WholeWordMasker, pad_batch
 from retriever.training import stack
-from retriever.training.layout import steps_per_epoch
+from retriever.training.layout import planned_steps
 from retriever.training.processes import average_gradients
 from retriever.training.run_guards import one_run_at_a_time
 
@@ -255,12 +254,10 @@ def read_examples(config: PretrainConfig, tokenizer, log: Callable[[str], None])
 
 
 def run_steps(config: PretrainConfig, examples: int, per_step: int, log: Callable[[str], None]) -> int:
-    """The run's optimizer steps: --max-steps or --epochs, whichever ends first. Freezing them all writes the start
+    """The run's optimizer steps, as `train` counts them (`planned_steps`). Freezing them all writes the start
     model's backbone back bit for bit (a head-only stage, continued later with --model OUTPUT, or a typo), so it
     is said; it used to pass silently."""
-    max_steps = config.max_steps
-    if config.epochs is not None or max_steps is None:
-        max_steps = min(max_steps or math.inf, (config.epochs or 1) * steps_per_epoch(examples, per_step))
+    max_steps = planned_steps(config.max_steps, config.epochs, examples, per_step)
     if config.freeze_backbone_steps >= max_steps:
         log(f"warning: --freeze-backbone-steps {config.freeze_backbone_steps} covers all {max_steps} steps of the "
             "run: only the heads train and the backbone (what fine-tuning keeps) comes out unchanged; continue with "

@@ -26,6 +26,12 @@ def steps_per_epoch(examples: int, per_step: int) -> int:
     return examples // per_step if drops_short_last_step(examples, per_step) else -(-examples // per_step)
 
 
+def planned_steps(max_steps: int | None, epochs: int | None, examples: int, per_step: int) -> int:
+    """A run's optimizer steps by HF TrainingArguments' rule, which `train` gets from the Trainer itself and
+    `pretrain` counts ahead: --max-steps when given (it overrides --epochs), else --epochs (default 1) passes."""
+    return max_steps or (epochs or 1) * steps_per_epoch(examples, per_step)
+
+
 def check_step_layout(examples: int, per_step: int, unit: str, log: Callable[[str], None]) -> bool:
     """Refuse ``examples`` (of ``unit``) that fill no step under torchrun; return whether the short last step of
     each epoch is left out, saying so."""

@@ -99,3 +99,15 @@ def test_the_default_start_is_a_bert_pretrain_does_not_warn_against():
     default = next(p.default for p in pretrain_command.params if p.name == "model")
     assert default == PretrainConfig(corpus="c", output="o").model == "bert-base-uncased"
     assert contrastive_start_warning(default) is None and contrastive_start_warning("minilm") is not None
+
+
+def test_epochs_with_max_steps_is_refused_before_any_work(tmp_path):
+    """--max-steps sets the run's length in place of --epochs (HF's rule, as `train` has it), so giving both would
+    leave --epochs unused: refused, as `train` refuses it, where pretrain used to take whichever ended first."""
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": "d1", "text": "a"}\n', encoding="utf-8")
+    result = CliRunner().invoke(pretrain_command, [str(corpus), "--output", str(tmp_path / "out"), "--model",
+                                                   str(tmp_path / "missing"), "--epochs", "2", "--max-steps", "5"])
+    assert result.exit_code == 2, result.output
+    assert "--epochs" in result.output and "--max-steps" in result.output and "one of them" in result.output
+    assert not (tmp_path / "out").exists()

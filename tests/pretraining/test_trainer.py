@@ -149,3 +149,14 @@ def test_the_sequences_a_step_holds_are_those_the_corpus_has(tmp_path, tiny_mode
              log=lines.append)
     blocks = re.search(r"(\d+) blocks, 1 steps of (\d+) sequences", "\n".join(lines))
     assert blocks and blocks[1] == blocks[2] and int(blocks[1]) < 32, lines
+
+
+def test_max_steps_overrides_epochs_as_in_train(tmp_path):
+    """`pretrain` took the lesser of --max-steps and --epochs while `train` (HF's TrainingArguments) lets max steps
+    override epochs; both follow HF now, so 50 steps over a corpus of 2 steps an epoch are 50 steps."""
+    from retriever.pretraining.trainer import run_steps
+
+    settings = dict(corpus=str(tmp_path / "corpus.jsonl"), output=str(tmp_path / "out"))
+    assert run_steps(PretrainConfig(**settings, epochs=1, max_steps=50), 10, 5, quiet) == 50
+    assert run_steps(PretrainConfig(**settings, epochs=3), 10, 5, quiet) == 6
+    assert run_steps(PretrainConfig(**settings), 10, 5, quiet) == 2
