@@ -184,7 +184,10 @@ def held_lock(path: Path, refusal: Callable[[str], str]) -> Iterator[None]:
         handle.flush()
         yield
     finally:
-        path.unlink(missing_ok=True)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:  # its folder turned read-only meanwhile: the file stays, but the lock goes with the handle
+            pass
         handle.close()
 
 

@@ -72,3 +72,23 @@ def test_a_second_build_of_the_same_output_is_refused_while_the_first_runs(tmp_p
     with exclusive_build(output):  # one process's builds in turn (encode, then index) do not block each other
         pass
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_lock_whose_folder_turned_read_only_lets_the_commands_own_error_through(tmp_path, monkeypatch):
+    """A folder made read-only (or immutable) while the run held its lock: the lock file cannot be removed, but the
+    kernel drops the lock anyway, so the run's one-line error is what the user sees, not a PermissionError."""
+    from pathlib import Path
+
+    real_unlink = Path.unlink
+
+    def refusing_unlink(self, missing_ok=False):
+        if self.name == ".idx.lock":
+            raise PermissionError(1, "Operation not permitted", str(self))
+        return real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", refusing_unlink)
+    with pytest.raises(RetrieverError, match="cannot write the shard"):
+        with exclusive_build(tmp_path / "idx"):
+            raise RetrieverError("cannot write the shard")
+    with exclusive_build(tmp_path / "idx"):  # the file left behind blocks nobody
+        pass
