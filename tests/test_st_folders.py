@@ -147,7 +147,7 @@ def test_a_hub_id_is_read_from_its_snapshot_like_a_folder(tmp_path, monkeypatch)
     with max_seq_length 20 encoded with mean pooling at 512 tokens. Here the hub is a cache, offline."""
     from huggingface_hub import constants
 
-    from retriever.model_loading import _hub_json_files
+    from retriever.model_names import hub_json_files
 
     folder = hand_written(tmp_path, {"pooling_mode": "cls"}, ("Transformer", "Pooling", "Normalize"), PROMPTS)
     repo = tmp_path / "cache" / "models--some-org--st-model"
@@ -155,11 +155,11 @@ def test_a_hub_id_is_read_from_its_snapshot_like_a_folder(tmp_path, monkeypatch)
     (repo / "refs" / "main").write_text("0" * 40)
     shutil.copytree(folder, repo / "snapshots" / ("0" * 40))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
-    _hub_json_files.cache_clear()
+    hub_json_files.cache_clear()
     try:
         settings = EncoderSettings.for_model("some-org/st-model")
     finally:
-        _hub_json_files.cache_clear()
+        hub_json_files.cache_clear()
     assert (settings.pooling, settings.normalize, settings.passage_max_length, settings.query_prefix) == \
         ("cls", True, 20, "query: ")
 

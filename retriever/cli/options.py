@@ -14,6 +14,7 @@ from retriever.choices import DTYPES
 from retriever.corpus import FORMATS, Fields, check_output_outside_qrels
 from retriever.encoder_settings import OVERRIDABLE, TOWERS, max_length_problem
 from retriever.files import output_file_problem, written_in_place
+from retriever.model_names import located_model
 from retriever.pooling import POOLINGS
 
 Decorator = Callable[[Callable], Callable]
@@ -136,6 +137,14 @@ def _checked_max_length(ctx: click.Context, param: click.Parameter, value: int |
     return value
 
 
+def _resolved_model(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A --model that is neither a local folder nor a hub id the hub (or its cache) has, refused as the flags are
+    read (`located_model`): before torch loads, and before --ray starts Ray, which it once did first."""
+    if value is not None:
+        located_model(value)
+    return value
+
+
 def encoder_options(default_model: str | None = "minilm", towers: bool = False) -> Decorator:
     """--model and the flags that shape the encoder (``towers``: --towers too) → ``model`` and
     ``encoder_overrides``, the EncoderSettings fields given; unset ones fall back to the model's retriever.json.
@@ -166,7 +175,7 @@ def encoder_options(default_model: str | None = "minilm", towers: bool = False) 
                                   help="One encoder for queries and passages, or two untied copies of the init "
                                        "model. [default: the model's retriever.json, else shared]"))
     return compose(
-        click.option("--model", default=default_model, show_default=True,
+        click.option("--model", default=default_model, show_default=True, callback=_resolved_model,
                      help="Hugging Face model folder or hub id, or 'minilm' for the shipped all-MiniLM-L6-v2."),
         *flags,
         collapsing(OVERRIDABLE, "encoder_overrides", dict),

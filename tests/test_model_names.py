@@ -1,0 +1,49 @@
+"""Telling a model's name apart (alias, local folder, hub id) before anything loads."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from retriever.encoder_settings import EncoderSettings
+from retriever.errors import RetrieverError
+from retriever.model_names import hub_json_files
+
+NOT_FOUND = "model 'models/typo' is neither a local folder nor reachable on the Hugging Face hub"
+
+
+@pytest.fixture()
+def offline_hub(tmp_path, monkeypatch):
+    """A hub that cannot be reached and an empty cache, whatever the machine's network."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    hub_json_files.cache_clear()
+    yield {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub-cache")}
+    hub_json_files.cache_clear()
+
+
+def test_a_missing_folder_shaped_like_a_hub_id_is_refused_as_it_is_resolved(offline_hub):
+    """`models/typo` (no such folder here) was taken as a hub id in silence; its settings read as none, and only
+    loading the model failed, after Ray had started under --ray."""
+    with pytest.raises(RetrieverError, match=NOT_FOUND):
+        EncoderSettings.for_model("models/typo")
+
+
+@pytest.mark.parametrize("command", ["encode", "build"])
+def test_ray_commands_refuse_it_before_ray_or_torch(command, offline_hub, tmp_path):
+    """`encode/build --model models/typo --ray` imported torch, started Ray and its actors, and failed in them
+    (26 s); the name is refused as the flags are read, in one line, with nothing written."""
+    (tmp_path / "corpus.jsonl").write_text('{"_id": "d1", "text": "hello"}\n', encoding="utf-8")
+    code = ("import sys\nfrom retriever.cli import main\ntry:\n    main()\nfinally:\n"
+            "    print(sorted(n for n in ('torch', 'transformers', 'ray') if n in sys.modules), file=sys.stderr)\n")
+    result = subprocess.run([sys.executable, "-c", code, command, "corpus.jsonl", "-o", "out", "--model",
+                             "models/typo", "--ray"], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                            env=offline_hub)
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2 and lines[0].startswith(f"error: {NOT_FOUND} (") and lines[1] == "[]", result.stderr
+    assert not (tmp_path / "out").exists()
