@@ -62,7 +62,17 @@ def _pause_for_tests(stage: str) -> None:
 
 
 def replace_folder(building: Path, output: Path) -> None:
-    """Put the complete folder ``building`` at ``output``, replacing what is there."""
+    """Put the complete folder ``building`` at ``output``, replacing what is there. A rename the filesystem refuses
+    (its folder turned read-only) is one line, and what was at ``output`` stays there."""
+    try:
+        _replace_folder(building, output)
+    except OSError as error:
+        why = (error.strerror or str(error)).lower()
+        raise RetrieverError(f"{output}: cannot move the finished folder into place ({why}); make {output.parent} "
+                             "writable and rerun the same command (finished work is kept)") from None
+
+
+def _replace_folder(building: Path, output: Path) -> None:
     if not output.exists():
         os.replace(building, output)
         return
@@ -73,7 +83,11 @@ def replace_folder(building: Path, output: Path) -> None:
     old = temporary_folder(output, "old")
     os.replace(output, old)
     _pause_for_tests("moved-old-aside")
-    os.replace(building, output)
+    try:
+        os.replace(building, output)
+    except OSError:
+        os.replace(old, output)
+        raise
     shutil.rmtree(old, ignore_errors=True)
 
 

@@ -92,3 +92,35 @@ def test_a_lock_whose_folder_turned_read_only_lets_the_commands_own_error_throug
             raise RetrieverError("cannot write the shard")
     with exclusive_build(tmp_path / "idx"):  # the file left behind blocks nobody
         pass
+
+
+@pytest.mark.parametrize("exchange", [True, False], ids=["exchange", "two-renames"])
+def test_a_folder_that_cannot_be_moved_into_place_is_one_line_and_the_old_one_stays(tmp_path, monkeypatch, exchange):
+    """The output's folder turned read-only (or immutable) while the index was built: the last rename fails; one line
+    saying what to do, and an index already there is still there (the two-rename fallback puts it back)."""
+    import retriever.folders as folders
+
+    building, output = tmp_path / ".idx.building-1", tmp_path / "idx"
+    building.mkdir()
+    output.mkdir()
+    (output / "manifest.json").write_text("old")
+    real_replace = os.replace
+
+    def refusing_replace(source, target):
+        if os.fspath(source) == os.fspath(building):
+            raise PermissionError(1, "Operation not permitted", os.fspath(source), os.fspath(target))
+        return real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", refusing_replace)
+    if exchange:
+        monkeypatch.setattr(folders, "_exchange", lambda a, b: (_ for _ in ()).throw(
+            PermissionError(1, "Operation not permitted", os.fspath(a))))
+    else:
+        monkeypatch.setattr(folders, "_exchange", lambda a, b: False)
+    with pytest.raises(RetrieverError, match=r"idx: cannot move the finished folder into place \(operation not "
+                                             r"permitted\); .* rerun the same command"):
+        folders.replace_folder(building, output)
+    assert (output / "manifest.json").read_text() == "old"
+    output.rename(tmp_path / "gone")
+    with pytest.raises(RetrieverError, match="cannot move the finished folder into place"):
+        folders.replace_folder(building, output)
