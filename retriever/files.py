@@ -129,7 +129,8 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> None:
                     os.fsync(handle.fileno())
                 os.replace(tmp, target)
         except BaseException:
-            tmp.unlink(missing_ok=True)
+            with suppress(OSError):  # a folder turned read-only keeps it; the next write removes a dead writer's
+                tmp.unlink(missing_ok=True)
             raise
     sync_folder(target.parent)
 

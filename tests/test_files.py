@@ -95,6 +95,23 @@ def test_a_full_disk_is_one_line_and_the_old_file_stays(tmp_path):
     assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
 
 
+def test_a_folder_turned_read_only_mid_write_is_one_line_and_the_old_file_stays(tmp_path, monkeypatch):
+    """The folder made read-only (or immutable) after the temporary was written: the rename fails and so does removing
+    the temporary; the rename's one-line error shows (a PermissionError traceback from the clean-up hid it), and the
+    temporary, a dead writer's once this process ends, goes with the next write."""
+    target = tmp_path / "out.txt"
+    target.write_text("old")
+
+    def refused(*args, **kwargs):
+        raise PermissionError(errno.EPERM, "Operation not permitted", str(args[0]))
+
+    monkeypatch.setattr(os, "replace", refused)
+    monkeypatch.setattr(os, "unlink", refused)
+    with pytest.raises(RetrieverError, match=r"^cannot write .*out\.txt: operation not permitted"):
+        atomic_write(target, lambda tmp: tmp.write_text("new"))
+    assert target.read_text() == "old"
+
+
 def test_a_symlink_is_written_through_and_stays_a_link(tmp_path):
     (tmp_path / "real.txt").write_text("old")
     (tmp_path / "link.txt").symlink_to("real.txt")
