@@ -26,6 +26,22 @@ from retriever.lexical import LEXICAL_DIR, LexicalIndex, LexicalParams, build_le
 _PART_NAME = re.compile(rf"^{LEXICAL_DIR}(-[0-9a-f]{{8}})?$")
 
 
+def corpus_terms(record: dict) -> int | None:
+    """The distinct terms a BM25 part's corpus holds: its recorded vocabulary less bm25s's empty token
+    (``EMPTY_TOKEN``, the one token of a passage with no terms left), which `bm25` and `info` counted as a term,
+    so passages that were all empty or stopwords read as "1 terms". None for a damaged record."""
+    vocabulary = record.get("vocabulary")
+    return vocabulary - 1 if type(vocabulary) is int and vocabulary >= 1 else None
+
+
+def terms_text(record: dict) -> str:
+    """A BM25 part's terms as `bm25` and `info` state them, saying what a part without any means."""
+    terms = corpus_terms(record)
+    if terms == 0:
+        return "0 terms (every passage is empty or stopwords: --mode bm25 finds nothing, hybrid ranks by dense)"
+    return f"{terms if terms is not None else '?'} terms"
+
+
 def missing_lexical_message(index_dir: Path) -> str:
     return (f"{index_dir}: has no BM25 index, so --mode bm25/hybrid cannot run; add one with "
             f"`retriever bm25 {index_dir}` (reads the doc store, no re-encoding), or use --mode dense")

@@ -168,7 +168,7 @@ def bm25_command(index, lexical, tune_fusion, overwrite):
       retriever bm25 indexes/scifact --tune-fusion-on ../shared/datasets/scifact --split train
     """
     from retriever.index_folder import read_manifest
-    from retriever.lexical_part import add_lexical
+    from retriever.lexical_part import add_lexical, terms_text
 
     check_tuning(tune_fusion, lexical)
     if read_manifest(index).get("lexical") and not overwrite:
@@ -182,7 +182,7 @@ def bm25_command(index, lexical, tune_fusion, overwrite):
         click.echo(f"{index}: keeping its BM25 index", err=True)
     else:
         record = add_lexical(index, lexical, overwrite=overwrite)
-        click.echo(f"added BM25 to {index}: {record['documents']} passages, {record['vocabulary']} terms", err=True)
+        click.echo(f"added BM25 to {index}: {record['documents']} passages, {terms_text(record)}", err=True)
     run_tuning(index, tune_fusion)
 
 

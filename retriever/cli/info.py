@@ -40,12 +40,14 @@ def _number(value: object, spec: str) -> str:
 
 def _hybrid_lines(summary: dict) -> list[str]:
     """The BM25 part and the recorded fusion, so a tuned hybrid's settings can be seen without reading JSON."""
+    from retriever.lexical_part import terms_text
+
     bm25, fusion = summary["bm25"], summary["fusion"]
     if not bm25:
         return [f"bm25:     none (add one with `retriever bm25 {summary['path']}`)"]
     lines = [f"bm25:     k1={_number(bm25['k1'], 'g')} b={_number(bm25['b'], 'g')} ({bm25['method']}), "
              f"stemmer {bm25['stemmer'] or 'none'}, stopwords {bm25['stopwords'] or 'none'}, "
-             f"{bm25['documents']} documents, {bm25['vocabulary']} terms"]
+             f"{bm25['documents']} documents, {terms_text(bm25)}"]
     if bm25.get("damage"):
         lines.append(f"bm25:     DAMAGED (--mode bm25/hybrid cannot run): {bm25['damage']}")
     if not fusion:

@@ -164,3 +164,24 @@ def test_build_into_the_working_folder_tunes_the_index_it_built(tmp_path, tiny_m
     assert result.exit_code == 0, result.output
     manifest = json.loads((tmp_path / "here" / "manifest.json").read_text())
     assert manifest["fusion"]["tuned"]["split"] == "train"
+
+
+@pytest.mark.parametrize("texts, terms", [(["the", "a and of", ""], 0), (["cats and cats", "a dog", ""], 2)])
+def test_bm25_counts_the_corpus_terms_and_a_corpus_without_any_still_searches(tmp_path, tiny_model_dir, texts, terms):
+    """bm25s's vocabulary also holds the empty token of a passage with no terms left, so `bm25` and `info` said
+    "1 terms" for passages that are all empty or stopwords (and one more than the corpus has, always)."""
+    corpus, index = tmp_path / "corpus.jsonl", tmp_path / "idx"
+    corpus.write_text("".join(json.dumps({"_id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    runner = CliRunner()
+    result = runner.invoke(main, ["build", str(corpus), "-o", str(index), "--model", str(tiny_model_dir),
+                                  "--no-bm25", *COMMON])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(main, ["bm25", str(index)])
+    assert result.exit_code == 0 and f"added BM25 to {index}: 3 passages, {terms} terms" in result.output
+    result = runner.invoke(main, ["info", str(index)])
+    assert result.exit_code == 0 and f"3 documents, {terms} terms" in result.output, result.output
+    assert json.loads(runner.invoke(main, ["info", str(index), "--json"]).output)["bm25"]["terms"] == terms
+    result = runner.invoke(main, ["search", str(index), "cats", "--mode", "bm25", "--json", *COMMON])
+    assert result.exit_code == 0 and len(json.loads(result.output)["hits"]) == (1 if terms else 0), result.output
+    result = runner.invoke(main, ["search", str(index), "cats", "--mode", "hybrid", "--json", *COMMON])
+    assert result.exit_code == 0 and len(json.loads(result.output)["hits"]) == 3, result.output
