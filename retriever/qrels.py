@@ -56,6 +56,12 @@ def _parse_relevance(path: Path, lineno: int, text: str, first: bool = False) ->
     if not _INT32[0] <= grade <= _INT32[1]:
         raise InputFileError(path, lineno, f"relevance {shown!r} is beyond a 32-bit integer",
                              "trec_eval keeps grades in a C int; write grades such as 0, 1, 2")
+    leading = _INTEGER.match(text)  # what atol reads of a grade: 1 of "1e1", 10 of "10e-1", 0 of ".3e1"
+    as_atol = int(leading.group()) if leading else 0
+    if as_atol != grade:  # '1e1' is 10, but trec_eval reads 1; '10e-1' is 1, but it reads 10
+        raise InputFileError(path, lineno, f"relevance {shown!r} is {grade}, but trec_eval reads it as {as_atol} "
+                             "(C's atol: the digits before the first other character)",
+                             f"write it as {grade}, a plain integer, so every evaluator reads the same grade")
     return grade
 
 
