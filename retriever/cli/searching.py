@@ -176,6 +176,9 @@ def _check_search_flags(query: str | None, queries: Path | None, output: Path | 
     if query is not None and unused:
         raise click.UsageError(f"{', '.join(unused)} {'applies' if len(unused) == 1 else 'apply'} only with "
                                "--queries; a single QUERY prints its hits (--json for JSON)")
+    if queries is not None and "--title-field" in unused:  # the queries reader reads no title: it went unused
+        raise click.UsageError("--title-field names a passage's title, and a query has none: a query is its "
+                               "--text-field alone; drop --title-field")
     if run_format == "jsonl" and "--tag" in unused:
         raise click.UsageError("--tag is the last column of a TREC run, and a JSONL run has no tag; drop --tag or "
                                "use --run-format trec")

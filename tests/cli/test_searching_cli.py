@@ -150,10 +150,13 @@ def test_evaluate_refuses_a_split_its_qrels_file_makes_unused(tmp_path):
                                                                    "--queries"),
     (["--queries", "{queries}", "--run-format", "jsonl", "--tag", "x"], "--tag is the last column of a TREC run, "
                                                                        "and a JSONL run has no tag"),
+    (["--queries", "{queries}", "--title-field", "head"], "--title-field names a passage's title, and a query has "
+                                                          "none"),
 ])
 def test_search_refuses_run_flags_it_would_not_use(tmp_path, args, message):
     """`search IDX "cat" --run-format jsonl` printed the hits table, `--tag` went unwritten in a JSONL run and
-    `--format`/`--*-field` were ignored for a single QUERY, all with exit 0."""
+    `--format`/`--*-field` were ignored for a single QUERY, all with exit 0; `--queries F --title-field head` was
+    ignored too (probe round 13: the queries reader reads no title, so even a field in no record passed)."""
     index = tmp_path / "not-an-index"  # never opened: the flags are checked first
     index.mkdir()
     queries = tmp_path / "q.jsonl"
