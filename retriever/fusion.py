@@ -95,9 +95,10 @@ def recorded_fusion(index_dir: Path, manifest: dict, overrides: dict | None) -> 
             problem = f"fusion.{name} is {record[name]!r:.40}, not {_RECORDED[name]}"
             break
     damage = None if problem is None else IndexDamaged(
-        f"{index_dir / MANIFEST_FILE}: {problem}, so the hybrid fusion's record is damaged (dense and bm25 search "
-        f"still work); tune it again with `retriever bm25 {index_dir} --tune-fusion-on DATASET --split train`, or "
-        f"drop it (hybrid then uses RRF k=60) with `retriever bm25 {index_dir} --overwrite` (no re-encoding)")
+        f"{index_dir / MANIFEST_FILE}: {problem}, so the hybrid fusion's record is damaged and hybrid search "
+        f"refused (--mode dense and --mode bm25 still work); tune it again with `retriever bm25 {index_dir} "
+        f"--tune-fusion-on DATASET --split train`, or drop it (hybrid then uses RRF k=60) with `retriever bm25 "
+        f"{index_dir} --overwrite` (no re-encoding)")
     recorded = FusionParams() if damage else FusionParams.from_record(record)
     return recorded.overridden(**(overrides or {})), damage
 

@@ -167,3 +167,17 @@ def test_rrf_of_documents_tied_in_a_list_does_not_depend_on_the_order_the_engine
     scores, labels = fuse_one(dense, lexical, FusionParams("rrf", rrf_k=60), k=4)
     assert labels[:3].tolist() == [1, 2, 3] and labels[3] == 4
     assert scores[0] == scores[1] == scores[2] == pytest.approx(2 * (1 / 61 + 1 / 62 + 1 / 63) / 3)
+
+
+@pytest.mark.parametrize("fusion", ["x", {"method": "bogus"}, {"method": "convex", "alpha": "0.3"}])
+def test_a_damaged_record_says_which_modes_still_work_and_how_to_repair_it(tmp_path, fusion):
+    """The message said "dense and bm25 search still work" without the flags that choose them; it names
+    `--mode dense` and `--mode bm25`, then the two repairs the code supports (retune, or drop with --overwrite)."""
+    from retriever.fusion import recorded_fusion
+
+    params, damage = recorded_fusion(tmp_path, {"fusion": fusion}, None)
+    assert params == FusionParams() and damage is not None
+    message = str(damage)
+    assert "\n" not in message and "--mode dense and --mode bm25 still work" in message, message
+    assert message.index("still work") < message.index(f"`retriever bm25 {tmp_path} --tune-fusion-on DATASET")
+    assert f"`retriever bm25 {tmp_path} --overwrite`" in message
