@@ -125,6 +125,10 @@ class Searcher:
         runs keep every query, and warn); hybrid ranks it by BM25 alone. The encoder's tokenization says which, and
         ``unknown_found``, if given, is extended with those flags (none in bm25 mode), for a batch run's warning."""
         mode, texts, k = self.check_mode(mode or self.mode), check_queries(texts), check_k(k)
+        for flag, value in (("--nprobe", nprobe), ("--ef-search", ef_search)) if mode == "bm25" else ():
+            if value is not None:  # it was left unused, the user believing they had traded speed for recall
+                raise RetrieverError(f"{flag} sets how the dense index is searched, and mode bm25 searches the BM25 "
+                                     f"part alone; drop {flag}, or search in dense or hybrid mode")
         check_settings_apply(self.index, nprobe, ef_search)
         _check_settings(nprobe, ef_search)
         if vectors is not None and len(vectors) != len(texts):

@@ -116,3 +116,21 @@ def test_a_searcher_given_no_folder_path_names_the_argument(index_dir):
     """A TypeError from pathlib (`expected str, bytes or os.PathLike object, not NoneType`) named no argument."""
     with pytest.raises(RetrieverError, match="index_dir must be the index folder's path .str or Path., not"):
         Searcher(index_dir)
+
+
+@pytest.mark.parametrize("spec, setting", [("HNSW8,Flat", "ef_search"), ("IVF2,Flat", "nprobe")])
+def test_a_dense_search_setting_in_bm25_mode_is_refused_not_ignored(searcher, spec, setting):
+    """`search --mode bm25 --ef-search 64` (and `evaluate --index`) searched BM25 alone with the value unused, exit 0,
+    on an index that takes it (probe round 13); dense and hybrid modes use it."""
+    vectors = searcher.index.reconstruct_n(0, searcher.index.ntotal)
+    approximate = copy.copy(searcher)
+    approximate.index = faiss.index_factory(vectors.shape[1], spec, faiss.METRIC_INNER_PRODUCT)
+    approximate.index.train(vectors)
+    approximate.index.add(vectors)
+    approximate.mode, flag = "bm25", "--" + setting.replace("_", "-")
+    for call in (lambda: approximate.search(["honey bee"], k=2, **{setting: 4}),
+                 lambda: approximate.run(["q1"], ["honey bee"], k=2, **{setting: 4})):
+        with pytest.raises(RetrieverError, match=f"{flag} sets how the dense index is searched, and mode bm25"):
+            call()
+    for mode in ("dense", "hybrid"):
+        assert approximate.search(["honey bee"], k=2, mode=mode, **{setting: 4})[0]
