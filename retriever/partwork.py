@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import suppress
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
@@ -74,7 +75,7 @@ class PartsFolder:
         if recorded is not None and recorded != inputs:
             print(f"{folder}: its parts were built from other inputs (shards or index settings); rebuilding "
                   "them", file=sys.stderr)
-            shutil.rmtree(folder)  # owned_inputs saw only files a build writes
+            remove_parts_folder(folder)  # owned_inputs saw only files a build writes
         folder.mkdir(parents=True, exist_ok=True)
         for leftover in folder.glob(".*.tmp-*"):  # a killed worker's unfinished file (see files.temporary_path)
             leftover.unlink()
@@ -167,8 +168,19 @@ def clear_finished(folder: Path, manifest: Path) -> str | None:
             return None  # a crash before the move: the parts are there to resume from
     except (RetrieverError, OSError):
         return None
-    shutil.rmtree(folder, ignore_errors=True)
+    with suppress(OSError):
+        remove_parts_folder(folder)
     return f"deleted {folder}, left by a build that finished"
+
+
+def remove_parts_folder(folder: Path) -> None:
+    """Delete a build's parts folder, its finished mark and then its inputs record last: a build killed while deleting
+    it leaves a folder the next build still knows as its own (and, marked, deletes), never parts without a record,
+    which would be refused as a user's."""
+    last = (FINISHED_FILE, INPUTS_FILE)
+    for entry in sorted(folder.iterdir(), key=lambda entry: last.index(entry.name) if entry.name in last else -1):
+        shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+    folder.rmdir()
 
 
 def check_part_settings(params) -> None:

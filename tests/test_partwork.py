@@ -308,3 +308,38 @@ def test_a_part_worker_killed_mid_build_is_one_line(shards, corpus, tmp_path):
     assert workers, "the build ended before its part workers could be seen"
     assert run.returncode == 1 and "Traceback" not in err, err
     assert "error: a part worker died (killed, or out of memory?) while filling parts; rerun the same command" in err
+
+
+class Killed(BaseException):
+    """A kill in the middle of deleting files, as SIGKILL would stop it."""
+
+
+def test_a_build_killed_while_it_empties_its_parts_folder_is_resumed_not_refused(tmp_path, monkeypatch):
+    """Parts of other inputs are deleted (as are a finished build's): a kill at any point of that must leave a folder
+    the next build still knows as its own (its inputs.json goes last), not one refused as a user's."""
+    def inputs(seed: int) -> dict:
+        return {key: seed for key in partwork.INPUT_KEYS}
+
+    folder = tmp_path / "idx.parts"
+    entries = ["trained.faiss", "trained.faiss.json"] + [
+        f"part-{number:05d}.faiss{end}" for number in range(4) for end in ("", ".held.npz", ".json")]
+    unlink = os.unlink
+    for survived in range(len(entries) + 1):
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        for name in entries:
+            (folder / name).write_text("x")
+        (folder / partwork.INPUTS_FILE).write_text(json.dumps(inputs(0)))
+        deleted = []
+
+        def killed_after(path, *args, **kwargs):
+            if len(deleted) == survived:
+                raise Killed
+            deleted.append(path)
+            return unlink(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, "unlink", killed_after)
+        with pytest.raises(Killed):
+            partwork.PartsFolder(folder, inputs(1))
+        monkeypatch.setattr(os, "unlink", unlink)
+        assert partwork.owned_inputs(folder) in (inputs(0), None), f"killed after {survived} files were deleted"
