@@ -174,7 +174,12 @@ def iter_queries(path: str | Path, fmt: str = "auto", fields: Fields = Fields(),
     queries_path = resolve_queries_path(path)
     stats = stats if stats is not None else ReadStats()
     records = _records(queries_path, fmt, replace(fields, title=DEFAULT_TITLE))  # a query has no title to look for
-    for number, query_id, text, _, raw in _checked(records, queries_path, stats, "query"):
+    tsv = detect_format(queries_path, fmt) == "tsv"
+    for number, query_id, text, title, raw in _checked(records, queries_path, stats, "query"):
+        if tsv and title.strip():  # a TSV's third column is a title: dropped, it lost a TREC topic's keyword query
+            raise InputFileError(queries_path, number, "the query has a title (a third column), and a query is its "
+                                 "text alone", "put the whole query in the text column (e.g. title and "
+                                 "description joined by a space), or drop the title column")
         yield Query(id=query_id, text=text, answers=as_answers(raw, queries_path, number))
 
 

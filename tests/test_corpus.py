@@ -329,3 +329,17 @@ def test_queries_of_invisible_characters_are_warned_of_as_blank():
 
     queries = [Query("q1", "honey"), Query("q2", "\u200b"), Query("q3", " \ufffd ")]
     assert blank_queries_warning(queries).startswith("warning: 2 of 3 queries have empty text (e.g. 'q2', 'q3')")
+
+
+@pytest.mark.parametrize("text, line", [("q1\tice\nq2\tzzzz\thoney\n", 2), ("id\ttitle\ttext\nq1\thoney\tzzzz\n", 2)])
+def test_a_tsv_query_with_a_title_column_is_refused_not_dropped(tmp_path, text, line):
+    """A query has no title, and a TSV's third column (or a header's `title`) was dropped without a word: a TREC
+    topic converted to `id title text` was searched by its description alone, its title, the keyword query,
+    lost (probe round 13)."""
+    path = tmp_path / "queries.tsv"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputFileError) as error:
+        read_queries(path)
+    assert str(error.value).startswith(f"{path}:{line}: the query has a title")
+    path.write_text("q1\tice\t\nq2\thoney\n", encoding="utf-8")  # an empty third column loses nothing
+    assert [q.text for q in read_queries(path)] == ["ice", "honey"]
