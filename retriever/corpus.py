@@ -177,8 +177,8 @@ def iter_queries(path: str | Path, fmt: str = "auto", fields: Fields = Fields(),
     tsv = detect_format(queries_path, fmt) == "tsv"
     for number, query_id, text, title, raw in _checked(records, queries_path, stats, "query"):
         if tsv and title.strip():  # a TSV's third column is a title: dropped, it lost a TREC topic's keyword query
-            raise InputFileError(queries_path, number, "the query has a title (a third column), and a query is its "
-                                 "text alone", "put the whole query in the text column (e.g. title and "
+            raise InputFileError(queries_path, number, "the query has a title (its TSV title column), and a query is "
+                                 "its text alone", "put the whole query in the text column (e.g. title and "
                                  "description joined by a space), or drop the title column")
         yield Query(id=query_id, text=text, answers=as_answers(raw, queries_path, number))
 
