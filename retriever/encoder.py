@@ -18,7 +18,7 @@ from retriever.corpus import Document
 from retriever.device import autocast, resolve_batch_size, resolve_device, resolve_dtype, torch_dtype
 from retriever.encoder_settings import OVERRIDABLE, QUERY_SETTINGS, EncoderSettings
 from retriever.errors import RetrieverError
-from retriever.max_lengths import check_max_lengths
+from retriever.max_lengths import check_max_lengths, check_room_for_text
 from retriever.model_folder import untied_tower_paths
 from retriever.model_loading import (check_vocabulary, load_model, load_tokenizer, resolve_model_path,
                                      tokenizer_behaviour, tokenizer_fingerprint, weights_fingerprint)
@@ -82,6 +82,7 @@ class Encoder:
         self.batch_size = resolve_batch_size(batch_size, self.device)
         self.pooling = get_pooling(settings.pooling)
         self.tokenizer = load_tokenizer(settings.model)
+        check_room_for_text(settings, self.tokenizer)  # before the weights load
         if settings.towers == "untied":
             query_path, passage_path = untied_tower_paths(resolve_model_path(settings.model))
             self.query_model, self.passage_model = self._load(str(query_path)), self._load(str(passage_path))
@@ -175,6 +176,7 @@ class Encoder:
         if mine != {name: getattr(settings, name) for name in mine}:
             raise RetrieverError("a loaded encoder is shared only by indexes of equal query settings")
         check_max_lengths(settings, self.query_model.config)  # as loading the model for ``settings`` would
+        check_room_for_text(settings, self.tokenizer)
         self._unknown_rule()  # found once, for every copy
         view = copy.copy(self)
         for state in ("cut_counts", "last_cut"):

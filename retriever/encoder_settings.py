@@ -18,17 +18,23 @@ from dataclasses import dataclass, field
 from retriever.errors import RetrieverError
 
 TOWERS = ("shared", "untied")
-# The fewest tokens a max length may be: BERT-like tokenizers put two special tokens around every text ([CLS] x
-# [SEP], <s> x </s>), so at 2 no token of the text is left and every text encodes to the same vector.
-MIN_MAX_LENGTH = 3
+# The fewest tokens a max length may be whatever the model: one, a token of the text. Tokenizers add their own
+# special tokens to every text ([CLS] x [SEP] and <s> x </s> two, a [CLS]-only one, some three), so the floor that
+# leaves a text a token of its own is checked where the tokenizer is loaded (``max_lengths.check_room_for_text``).
+MIN_MAX_LENGTH = 1
 
 
-def max_length_problem(value: int) -> str | None:
-    """Why a max length is too small to encode anything of a text (None if it is not)."""
-    if value >= MIN_MAX_LENGTH:
+def max_length_problem(value: int, special: tuple[str, ...] = ()) -> str | None:
+    """Why a max length is too small to hold a token of a text next to the ``special`` tokens its tokenizer adds
+    (None if it is not): at that length every text encodes to the same vector."""
+    floor = MIN_MAX_LENGTH + len(special)
+    if value >= floor:
         return None
-    return (f"{value} is less than {MIN_MAX_LENGTH}, the fewest tokens that leave a text one of its own next to the "
-            "model's two special tokens ([CLS] and [SEP]); below it every text encodes to the same vector")
+    if not special:
+        return f"{value} is less than {floor}: a max length counts a text's tokens, so give at least {floor}"
+    return (f"{value} is less than {floor}, the fewest tokens that leave a text one of its own next to the "
+            f"{len(special)} special token{'s' if len(special) > 1 else ''} the model's tokenizer adds "
+            f"({' '.join(special)}); below it every text encodes to the same vector")
 
 
 def _setting(default: object, *, identity: bool = True, served: bool = False, passages_only: bool = False):

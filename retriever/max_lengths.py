@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from retriever.encoder_settings import max_length_problem
 from retriever.errors import RetrieverError
 from retriever.model_loading import json_value, model_files
 
@@ -64,3 +65,17 @@ def check_max_lengths(settings: Any, config: Any) -> None:
                                  f"the model can take; set it to at most {limit} there, or pass {flag} {limit}")
         raise RetrieverError(f"{flag} {value} is more than the {limit} positions {settings.model} can take; "
                              f"pass at most {limit}")
+
+
+def check_room_for_text(settings: Any, tokenizer: Any) -> None:
+    """Refuse, as soon as the tokenizer is loaded, max lengths (``settings``: an ``EncoderSettings``) that leave a
+    text no token next to the special tokens this tokenizer adds: the floor the flags are parsed with cannot know
+    how many (a fixed floor of 3 assumed [CLS] and [SEP], refusing 2 to a [CLS]-only tokenizer and letting one of
+    three specials encode every text to one vector)."""
+    count = tokenizer.num_special_tokens_to_add()
+    special = tokenizer.convert_ids_to_tokens(tokenizer("", add_special_tokens=True)["input_ids"])
+    special = tuple(special) if len(special) == count else ("?",) * count  # names when the two agree
+    for name in ("passage_max_length", "query_max_length"):
+        problem = max_length_problem(int(getattr(settings, name)), special)
+        if problem is not None:
+            raise RetrieverError(f"{name} (--{name.replace('_', '-')}): {problem}")

@@ -19,7 +19,7 @@ from retriever.encoder import Encoder
 from retriever.encoder_settings import EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.folders import publish_model_folder
-from retriever.max_lengths import check_max_lengths
+from retriever.max_lengths import check_max_lengths, check_room_for_text
 from retriever.model_folder import untied_tower_paths, write_model_folder
 from retriever.model_loading import (check_vocabulary, load_model, load_tokenizer, read_retriever_config,
                                      resolve_model_path, weights_fingerprint)
@@ -76,6 +76,7 @@ class DualEncoder(nn.Module):
                 _log(f"note: Condenser pre-training shapes the CLS vector; --pooling cls usually suits it better "
                      f"than {settings.pooling}")
         tokenizer = load_tokenizer(model)
+        check_room_for_text(settings, tokenizer)  # before the weights load
         if recorded_towers == "untied":
             if settings.towers != "untied":
                 raise RetrieverError(f"{model} has untied query/passage towers and cannot be trained as shared; "

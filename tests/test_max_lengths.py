@@ -1,0 +1,53 @@
+"""Max lengths against the model: its positions above, its tokenizer's special tokens below."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import make_tiny_bert
+from retriever.encoder import Encoder, EncoderSettings
+from retriever.errors import RetrieverError
+from retriever.training.dual_encoder import DualEncoder
+
+CLS, SEP = ({"SpecialToken": {"id": token, "type_id": 0}} for token in ("[CLS]", "[SEP]"))
+SEQUENCE = {"Sequence": {"id": "A", "type_id": 0}}
+
+
+def with_specials(folder: Path, single: list[dict]) -> Path:
+    """A tiny BERT whose tokenizer wraps a text in ``single`` (tokenizers' template), read as tokenizer.json says."""
+    make_tiny_bert(folder, layers=1)
+    tokenizer = json.loads((folder / "tokenizer.json").read_text())
+    tokenizer["post_processor"]["single"] = single
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "tokenizer_class": "PreTrainedTokenizerFast"}))
+    return folder
+
+
+def test_a_cls_only_tokenizer_takes_a_max_length_of_two(tmp_path):
+    """A fixed floor of 3 assumed [CLS] and [SEP]; a tokenizer that adds [CLS] alone leaves a text a token at 2."""
+    folder = with_specials(tmp_path / "cls-only", [CLS, SEQUENCE])
+    encoder = Encoder(EncoderSettings(model=str(folder), passage_max_length=2), device="cpu", dtype="fp32")
+    vectors = encoder.encode_queries(["cat", "dog"])  # the query length follows the passage length
+    assert encoder.tokenizer.num_special_tokens_to_add() == 1 and not (vectors[0] == vectors[1]).all()
+
+
+@pytest.mark.parametrize("flag, value", [("passage_max_length", 3), ("query_max_length", 3)])
+def test_a_length_the_tokenizers_own_tokens_fill_is_refused_when_it_loads(tmp_path, flag, value):
+    """A tokenizer adding three special tokens filled a max length of 3 with them ([CLS] [CLS] [SEP]), so every
+    text encoded to one vector, exit 0; refused in one line, for `train` too, before the weights load."""
+    folder = with_specials(tmp_path / "three", [CLS, CLS, SEQUENCE, SEP])
+    message = (rf"^{flag} \(--{flag.replace('_', '-')}\): 3 is less than 4, the fewest tokens that leave a text one "
+               r"of its own next to the 3 special tokens the model's tokenizer adds \(\[CLS\] \[CLS\] \[SEP\]\)")
+    with pytest.raises(RetrieverError, match=message):
+        Encoder(EncoderSettings(model=str(folder), **{flag: value}), device="cpu")
+    with pytest.raises(RetrieverError, match=message):
+        DualEncoder.from_pretrained(str(folder), **{flag: value})
+    assert Encoder(EncoderSettings(model=str(folder), **{flag: 4}), device="cpu").settings.model == str(folder)
+
+
+def test_a_bert_tokenizer_keeps_its_floor_of_three(tiny_model_dir):
+    with pytest.raises(RetrieverError, match=r"2 is less than 3, .* 2 special tokens .* \(\[CLS\] \[SEP\]\)"):
+        Encoder(EncoderSettings(model=str(tiny_model_dir), query_max_length=2), device="cpu")
