@@ -208,11 +208,11 @@ def test_mine_into_the_datasets_qrels_folder_is_one_line(tmp_path, tiny_beir):
     assert not output.exists()
 
 
-def test_epochs_with_max_steps_is_refused_before_any_work(tmp_path, tiny_beir):
+def test_epochs_with_max_steps_is_refused_before_any_work(tmp_path, tiny_beir, tiny_model_dir):
     """HF's max_steps overrides num_train_epochs, so `--epochs 3 --max-steps 5` trained 5 steps and ignored
     --epochs without a word; refused (as `pretrain` refuses it), before any model loads."""
     result = CliRunner().invoke(train_command, ["--dataset", str(tiny_beir), "--output", str(tmp_path / "out"),
-                                                "--model", str(tmp_path / "missing"), "--epochs", "3",
+                                                "--model", str(tiny_model_dir), "--epochs", "3",
                                                 "--max-steps", "5"])
     assert result.exit_code == 2, result.output
     assert "--epochs" in result.output and "--max-steps" in result.output and "one of them" in result.output
