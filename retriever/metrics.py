@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 from retriever.errors import RetrieverError
-from retriever.runs import Qrels, Run, ranked_hits
+from retriever.runs import Qrels, Run, by_query, ranked_hits
 
 DEFAULT_METRICS: tuple[str, ...] = (
     "recall@1", "recall@5", "recall@10", "recall@20", "recall@100", "recall@1000",
@@ -187,7 +187,7 @@ def evaluate_run(run: Run, qrels: Qrels, metrics: Sequence[str] = DEFAULT_METRIC
     """
     parsed = check_metrics(metrics)
     names = list(metrics)
-    run, qrels = _ids_as_text(run, _int_grades(qrels))
+    run, qrels = _ids_as_text(by_query(run, "a run"), _int_grades(by_query(qrels, "qrels")))
     judged_qids = judged_query_ids(qrels)
     judged_set = set(judged_qids)
     excluded = sum(1 for q in run if q not in judged_set)

@@ -6,9 +6,10 @@ Qrels are read from BEIR TSV or TREC qrels, because public benchmarks ship both;
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
-from retriever.errors import InputFileError
+from retriever.errors import InputFileError, RetrieverError
 from retriever.files import carriage_return_error, check_is_file, decoded_lines
 from retriever.texts import id_problem
 
@@ -63,6 +64,20 @@ def _parse_relevance(path: Path, lineno: int, text: str, first: bool = False) ->
                              "(C's atol: the digits before the first other character)",
                              f"write it as {grade}, a plain integer, so every evaluator reads the same grade")
     return grade
+
+
+# What a run's and qrels' values are, for ``by_query``'s refusal.
+_VALUES = {"a run": "hits ({document id: score}, or (id, score) pairs), as Searcher.run returns",
+           "qrels": "{document id: grade}, as read_qrels returns"}
+
+
+def by_query(value: object, what: str) -> Mapping:
+    """``value``, ``what`` ("a run" or "qrels"), refused in one line when it is no mapping of query id to hits or
+    grades: a list of Searcher.search results was an AttributeError traceback from ``.items()``."""
+    if not isinstance(value, Mapping):
+        raise RetrieverError(f"{what} must be a mapping of query id to {_VALUES[what]}, not a "
+                             f"{type(value).__name__}")
+    return value
 
 
 def read_qrels(path: str | Path) -> Qrels:

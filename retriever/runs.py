@@ -19,7 +19,8 @@ import numpy as np
 from retriever.errors import InputFileError, RetrieverError
 from retriever.files import (RepeatedKeyError, atomic_write_lines, carriage_return_error, check_is_file, decoded_lines,
                              unique_keys)
-from retriever.qrels import DECIMAL_NUMBER, Qrels, read_qrels
+from retriever.hits import Hit
+from retriever.qrels import DECIMAL_NUMBER, Qrels, by_query, read_qrels
 from retriever.texts import CONTROL_CHARACTER, first_id_problem, id_problem
 
 __all__ = ["Qrels", "RankedLists", "Run", "RunLike", "check_tag", "rank_order", "ranked_hits", "read_qrels",
@@ -58,8 +59,11 @@ def ranked_hits(hits: Mapping[str, float] | Sequence[tuple[str, float]], qid: ob
             raise TypeError  # ids alone: "d1" was unpacked as document 'd' with the score '1'
         ids, raw = [str(d) for d, _ in pairs], [s for _, s in pairs]
     except (TypeError, ValueError):
-        raise RetrieverError(f"the hits of query {qid!r} must be a mapping of document id to score, or (id, score) "
-                             "pairs, not ids alone") from None
+        given = "must be a mapping of document id to score, or (id, score) pairs, not ids alone"
+        if any(isinstance(pair, Hit) for pair in pairs):  # Searcher.search's results, handed on as they came
+            given = ("are Hit objects (Searcher.search's); give {hit.id: hit.score for hit in hits}, or take the run "
+                     "Searcher.run returns")
+        raise RetrieverError(f"the hits of query {qid!r} {given}") from None
     scores = _scores(raw, ids, qid)
     if len(set(ids)) != len(ids):
         repeated = next(d for i, d in enumerate(ids) if d in ids[:i])
@@ -109,7 +113,7 @@ def trec_lines(run_or_ranked: RunLike, tag: str = "retriever") -> Iterator[str]:
 
 def _checked_queries(run_or_ranked: RunLike) -> Iterator[tuple[str, list[tuple[str, float]]]]:
     """Each query id as text with its hits ranked, the ids checked as one token a run file can hold."""
-    for qid, hits in run_or_ranked.items():
+    for qid, hits in by_query(run_or_ranked, "a run").items():
         qid = str(qid)
         _check_ids([qid], "query id", qid)
         ranked = ranked_hits(hits, qid)
@@ -188,10 +192,8 @@ def _trec_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> Run:
         if len(cols) != 6 and "\r" in text:
             raise carriage_return_error(path, lineno)
         if len(cols) != 6:
-            raise InputFileError(
-                path, lineno, f"expected 6 whitespace-separated columns, found {len(cols)}",
-                "TREC run lines are 'qid Q0 docid rank score tag'",
-            )
+            raise InputFileError(path, lineno, f"expected 6 whitespace-separated columns, found {len(cols)}",
+                                 "TREC run lines are 'qid Q0 docid rank score tag'")
         qid, _, docid, _, score_text, _ = cols
         if CONTROL_CHARACTER.search(text) is not None:  # one search a line; trec_eval would cut an id at a NUL
             _check_line_ids(path, lineno, qid, docid)
@@ -265,10 +267,8 @@ def _jsonl_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> Run:
             raise InputFileError(path, lineno, "missing 'qid' or 'hits' list", shape_hint)
         qid = _read_id(record["qid"], path, lineno, "qid")
         if qid in first_line:
-            raise InputFileError(
-                path, lineno, f"query {qid!r} already appeared on line {first_line[qid]}",
-                "put all hits of a query on one line",
-            )
+            raise InputFileError(path, lineno, f"query {qid!r} already appeared on line {first_line[qid]}",
+                                 "put all hits of a query on one line")
         first_line[qid] = lineno
         hits: dict[str, float] = {}
         for i, hit in enumerate(record["hits"], start=1):
@@ -277,10 +277,8 @@ def _jsonl_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> Run:
             docid = _read_id(hit["id"], path, lineno, f"hit {i} id")
             score = _jsonl_score(hit["score"], path, lineno, f"hit {i} score", shape_hint)
             if docid in hits:
-                raise InputFileError(
-                    path, lineno, f"document {docid!r} appears twice for query {qid!r}",
-                    "keep one hit per document",
-                )
+                raise InputFileError(path, lineno, f"document {docid!r} appears twice for query {qid!r}",
+                                     "keep one hit per document")
             hits[docid] = score
         run[qid] = hits
     if not run:

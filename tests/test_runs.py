@@ -343,3 +343,24 @@ def test_a_run_of_json_arrays_is_named_as_json_not_as_a_trec_line_of_few_columns
     with pytest.raises(InputFileError, match=r"r.json:1: a JSON array, not an object; a JSONL run holds one "
                                              r"object per line"):
         read_run(path)
+
+
+def test_a_run_or_qrels_that_is_no_mapping_or_hits_as_search_results_are_named(tmp_path):
+    """`write_run(searcher.search(...), path)` and `evaluate_run` of a list were AttributeError tracebacks, and
+    `write_run({"q": searcher.search(...)[0]}, path)` (Hit objects) said the hits were "ids alone" (probe round 13)."""
+    from retriever.hits import Hit
+    from retriever.metrics import evaluate_run
+
+    hits = [Hit(1, "d1", 0.9, "T", "x"), Hit(2, "d2", 0.5, "U", "y")]
+    for call, message in (
+            (lambda: write_run([hits], tmp_path / "r.trec"), r"a run must be a mapping of query id to hits"),
+            (lambda: evaluate_run([hits], {"q": {"d1": 1}}, ["ndcg@10"]), r"a run must be a mapping of query id"),
+            (lambda: evaluate_run({"q": {"d1": 1.0}}, [("q", "d1", 1)], ["ndcg@10"]),
+             r"qrels must be a mapping of query id to \{document id: grade\}"),
+            (lambda: write_run({"q": hits}, tmp_path / "r.trec"), r"the hits of query 'q' are Hit objects .*"
+                                                                   r"\{hit.id: hit.score for hit in hits\}")):
+        with pytest.raises(RetrieverError, match=message):
+            call()
+    assert not (tmp_path / "r.trec").exists()
+    write_run({"q": {h.id: h.score for h in hits}}, tmp_path / "r.trec")
+    assert read_run(tmp_path / "r.trec") == {"q": {"d1": 0.9, "d2": 0.5}}
