@@ -142,10 +142,10 @@ def test_non_finite_numbers_are_refused_at_parse_time(tmp_path, tiny_beir, flag,
     assert not output.exists()
 
 
-def test_an_output_that_cannot_be_created_is_one_line(tmp_path, tiny_beir):
-    (tmp_path / "afile").write_text("a file")
+def test_an_output_that_cannot_be_created_is_one_line(tmp_path, tiny_beir, tiny_model_dir):
+    (tmp_path / "afile").write_text("a file")  # a model that exists: a missing one is refused as the flags are read
     result = CliRunner().invoke(main, ["train", "--dataset", str(tiny_beir), "--output", str(tmp_path / "afile" / "x"),
-                                       "--model", str(tmp_path / "no-model"), *CPU])
+                                       "--model", str(tiny_model_dir), *CPU])
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert result.output.startswith("error: ") and result.output.count("\n") == 1
     assert "cannot be created" in result.output and "choose another --output" in result.output
