@@ -11,7 +11,8 @@ from retriever.choices import INDEX_TYPES, ONDISK_TYPE
 from retriever.cli.hybrid import check_build_tuning, lexical_options, run_tuning, tuning_options
 from retriever.cli.options import (FiniteRange, compose, corpus_options, encoder_options, fields_from, flags_given,
                                    renamed_option, report_truncation, runtime_options)
-from retriever.cli.ray_flags import check_ray_flags, passage_encoder, ray_for_parts, ray_options
+from retriever.cli.ray_flags import (check_ray_flags, check_ray_worker_flags, passage_encoder, ray_for_parts,
+                                     ray_options)
 from retriever.corpus import read_queries
 from retriever.encode_result import describe
 from retriever.encoder_settings import EncoderSettings
@@ -155,6 +156,7 @@ def encode_command(corpus, output, model, encoder_overrides, device, dtype, batc
     if worker_index >= num_workers:  # the library's check said so with exit code 1, not as a bad flag
         raise click.BadParameter(f"{worker_index} is not below --num-workers {num_workers} (workers are numbered "
                                  f"0 to {num_workers - 1})", param_hint="'--worker-index'")
+    check_ray_worker_flags(ray_address)
     settings = EncoderSettings.for_model(model, **encoder_overrides)
     with passage_encoder(settings, device, dtype, batch_size, ray_address, ray_workers,
                           ray_cpus_per_worker) as encoder:

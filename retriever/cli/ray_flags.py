@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from retriever.choices import ONDISK_TYPE
-from retriever.cli.options import compose
+from retriever.cli.options import compose, flags_given
 from retriever.distributed.ray_runtime import ADDRESS_HELP, check_local_cpus, ray_session
 from retriever.encoder_settings import EncoderSettings
 
@@ -33,9 +33,19 @@ def ray_options() -> Callable:
     )
 
 
+def check_ray_worker_flags(ray_address: str | None) -> None:
+    """--ray-workers and --ray-cpus-per-worker without --ray, refused as usage errors: they were ignored in silence
+    (one process encoded, or --parallel-parts processes filled the parts, exit 0)."""
+    given = [] if ray_address is not None else flags_given(("ray_workers", "ray_cpus_per_worker"))
+    if given:
+        raise click.UsageError(f"{given[0]} is used only with --ray (it sizes Ray's workers), and this run does not "
+                               "use Ray; add --ray or drop it")
+
+
 def check_ray_flags(params: IndexParams, encodes: bool) -> None:
-    """Flags --ray does not take, refused as usage errors before any encoding (`build` encoded the whole corpus and
-    only then refused --parallel-parts, with exit code 1)."""
+    """Flags --ray does not take, or that need it, refused as usage errors before any encoding (`build` encoded the
+    whole corpus and only then refused --parallel-parts, with exit code 1)."""
+    check_ray_worker_flags(params.ray_address)
     if params.ray_address is None:
         return
     if params.parallel_parts is not None:

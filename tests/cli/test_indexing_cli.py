@@ -78,6 +78,9 @@ def test_encode_into_a_file_is_one_line(tmp_path, tiny_model_dir):
     (["index", "--ray"], "--ray fills the parts of an ivf-ondisk index"),
     (["encode", "--worker-index", "2", "--num-workers", "2"],
      "Invalid value for '--worker-index': 2 is not below --num-workers 2 (workers are numbered 0 to 1)"),
+    (["encode", "--ray-workers", "4"], "--ray-workers is used only with --ray"),
+    (["build", "--ray-cpus-per-worker", "2"], "--ray-cpus-per-worker is used only with --ray"),
+    (["index", "--index-type", "ivf-ondisk", "--ray-workers", "2"], "--ray-workers is used only with --ray"),
 ])
 def test_flag_pairs_that_cannot_go_together_are_usage_errors_before_encoding(tmp_path, tiny_model_dir, args,
                                                                              expected):
