@@ -11,7 +11,7 @@ from pathlib import Path
 
 from retriever.errors import InputFileError, RetrieverError
 from retriever.files import carriage_return_error, check_is_file, decoded_lines
-from retriever.texts import id_problem
+from retriever.texts import columns, id_problem
 
 Qrels = dict[str, dict[str, int]]
 """qid -> docid -> graded relevance (trec_eval: >= 1 is relevant, 0 judged non-relevant)."""
@@ -34,7 +34,7 @@ def _columns(path: Path, lineno: int, text: str) -> list[str]:
     at any whitespace, as trec_eval reads qrels."""
     cols = [c.strip() for c in text.split("\t")]
     if len(cols) not in (3, 4):
-        cols = text.split()
+        cols = columns(text)
     if len(cols) not in (3, 4):
         if "\r" in text:
             raise carriage_return_error(path, lineno)

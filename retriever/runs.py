@@ -21,7 +21,7 @@ from retriever.files import (RepeatedKeyError, atomic_write_lines, carriage_retu
                              unique_keys)
 from retriever.hits import Hit
 from retriever.qrels import DECIMAL_NUMBER, Qrels, by_query, read_qrels
-from retriever.texts import CONTROL_CHARACTER, first_id_problem, id_problem
+from retriever.texts import CONTROL_CHARACTER, columns, first_id_problem, id_problem
 
 __all__ = ["Qrels", "RankedLists", "Run", "RunLike", "check_tag", "rank_order", "ranked_hits", "read_qrels",
            "read_run", "read_trec_run", "run_lines", "trec_lines", "jsonl_lines", "write_run", "write_trec_run"]
@@ -188,7 +188,7 @@ def read_trec_run(path: str | Path) -> Run:
 def _trec_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> Run:
     run: Run = {}
     for lineno, text in lines:
-        cols = text.split()
+        cols = columns(text)
         if len(cols) != 6 and "\r" in text:
             raise carriage_return_error(path, lineno)
         if len(cols) != 6:
@@ -200,7 +200,7 @@ def _trec_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> Run:
         score = _parse_score(path, lineno, score_text)
         hits = run.setdefault(qid, {})
         if docid in hits:  # the first line is found again only now: a line number per hit tripled the memory
-            first = next(number for number, line in _numbered_lines(path) if line.split()[:3:2] == [qid, docid])
+            first = next(number for number, line in _numbered_lines(path) if columns(line)[:3:2] == [qid, docid])
             raise InputFileError(path, lineno, f"document {docid!r} appears twice for query {qid!r} (first on line "
                                                f"{first})", "keep one line per (query, document)")
         hits[docid] = score

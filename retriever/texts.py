@@ -18,6 +18,7 @@ _WHITESPACE = re.compile(r"\s")
 _NOT_SPACE = re.compile(r"\S")
 # Control characters \s does not match: trec_eval reads an id only up to a NUL, and none belongs in a TREC file.
 CONTROL_CHARACTER = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]")
+_C_SPACES = re.compile(r"[ \t\n\v\f\r]+")  # C's isspace, where trec_eval splits a run or qrels line
 
 
 def text_problem(text: str) -> str | None:
@@ -208,3 +209,12 @@ def only_unknown_tokens(token_ids: Sequence[Sequence[int]], special: set[int], n
         words = words[len(prefix):] if prefix and words[:len(prefix)] == prefix else words
         flags.append(all(token in non_word for token in words))
     return flags
+
+
+def columns(line: str) -> list[str]:
+    """A run or qrels line's columns, split where trec_eval splits them, at C's whitespace alone: str.split() also
+    splits at a no-break space, U+3000 or \\x1c-\\x1f, so an id holding one read as two columns, and a 5-column run
+    line as 6 (its rank taken for the score). str.split() where it splits alike: it is several times faster."""
+    if line.isascii() and "\x1c" not in line and "\x1d" not in line and "\x1e" not in line and "\x1f" not in line:
+        return line.split()
+    return [column for column in _C_SPACES.split(line) if column]

@@ -364,3 +364,16 @@ def test_a_run_or_qrels_that_is_no_mapping_or_hits_as_search_results_are_named(t
     assert not (tmp_path / "r.trec").exists()
     write_run({"q": {h.id: h.score for h in hits}}, tmp_path / "r.trec")
     assert read_run(tmp_path / "r.trec") == {"q": {"d1": 0.9, "d2": 0.5}}
+
+
+@pytest.mark.parametrize("space", ["\u00a0", "\u3000", "\x1c"])
+def test_run_and_qrels_columns_split_where_trec_eval_splits_them(tmp_path, space):
+    """trec_eval splits lines at C's whitespace only; str.split() split an id holding a no-break space (or U+3000,
+    \\x1c) in two, so the 5-column run line `q1 Q0 d1<NBSP>x 1 0.5` was read as document d1 scored 1 (its rank) and
+    the qrels line `q1 d1<NBSP>x 1` as a TREC line judging document x, silently (probe round 13)."""
+    run = write(tmp_path / "run.trec", f"q1 Q0 d1{space}x 1 0.5\n")
+    with pytest.raises(InputFileError, match="expected 6 whitespace-separated columns, found 5"):
+        read_run(run)
+    qrels = write(tmp_path / "qrels.txt", f"q1 d1{space}x 1\n")
+    with pytest.raises(InputFileError, match="bad query or document id"):
+        read_qrels(qrels)
