@@ -177,6 +177,10 @@ def _tsv_fields(columns: list[str], layout: dict[str, int], path: Path, number: 
     """(id, text, title) of one line; a title in the last column may be left off."""
     width = len(layout)
     title_last = layout.get("title") == width - 1
+    if len(columns) == 1 and columns[0].lstrip().startswith("<"):  # "add tabs" would be no help to SGML
+        raise InputFileError(path, number, f"the line is an SGML/XML tag ({columns[0].strip()[:20]!r}), as in TREC "
+                             "topics and document files, which no reader here parses", 'write each record as JSONL '
+                             '{"_id": ..., "text": ...} (a topic\'s title as its text) or as TSV id<TAB>text')
     if len(columns) != width and not (title_last and len(columns) == width - 1):
         order = sorted(layout, key=layout.__getitem__)
         shown = ", ".join(order[:-1]) + "[, title]" if title_last else ", ".join(order)

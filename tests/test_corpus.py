@@ -343,3 +343,16 @@ def test_a_tsv_query_with_a_title_column_is_refused_not_dropped(tmp_path, text, 
     assert str(error.value).startswith(f"{path}:{line}: the query has a title")
     path.write_text("q1\tice\t\nq2\thoney\n", encoding="utf-8")  # an empty third column loses nothing
     assert [q.text for q in read_queries(path)] == ["ice", "honey"]
+
+
+@pytest.mark.parametrize("name", ["topics.txt", "topics.tsv"])
+def test_a_trec_topics_file_is_named_as_such_not_as_a_tsv_missing_tabs(tmp_path, name):
+    """A TREC topics file (`<top> <num> … <title> …`) read as TSV said "expected 2 or 3 tab-separated columns …;
+    separate the columns with one tab", sending the user to add tabs to SGML (probe round 13)."""
+    path = tmp_path / name
+    path.write_text("<top>\n<num> Number: 301\n<title> International Organized Crime\n</top>\n", encoding="utf-8")
+    with pytest.raises(InputFileError) as error:
+        read_queries(path)
+    message = str(error.value)
+    assert message.startswith(f"{path}:1: the line is an SGML/XML tag ('<top>')") and "TREC topics" in message
+    assert "JSONL" in message and "separate the columns" not in message
