@@ -77,7 +77,7 @@ def _fusion_summary(index_dir: Path, manifest: dict) -> dict | None:
             "damage": str(damage) if damage else None}
 
 
-def verify_index(index_dir: str | Path) -> int:
+def verify_index(index_dir: str | Path, progress: bool = True) -> int:
     """Re-hash every file and re-count every part; the number of files checked, or an error naming the first
     damaged one (a damaged BM25 or fusion record too, which the summary only reports)."""
     index_dir = Path(index_dir)
@@ -87,7 +87,7 @@ def verify_index(index_dir: str | Path) -> int:
     if fusion_damage:
         raise fusion_damage
     check_folder(index_dir, manifest, MANIFEST_FILE, required_files(manifest))
-    differing = verify_files(index_dir, manifest)
+    differing = verify_files(index_dir, manifest, progress)
     if differing:
         raise file_damage(index_dir, manifest, differing[0], "its SHA-256 differs from the one the manifest records")
     open_index(index_dir, manifest)  # reads every part and checks the counts and the id map's digest

@@ -27,14 +27,17 @@ def damaged(path: Path, problem: str) -> IndexDamaged:
     return IndexDamaged(f"{path}: {problem}; {REBUILD}")
 
 
-def file_sha256(path: Path, progress: str | None = None) -> str:
-    """SHA-256 of a file; ``progress`` names a progress bar with a total, for files that take minutes."""
+def file_sha256(path: Path, progress: str | None = None, read: Callable[[int], object] | None = None) -> str:
+    """SHA-256 of a file; ``progress`` names a progress bar with a total, for files that take minutes; ``read`` is
+    told each block's size (a bar over several files)."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle, tqdm(total=path.stat().st_size, desc=progress, unit="B", unit_scale=True,
                                           file=sys.stderr, disable=progress is None) as bar:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
             bar.update(len(block))
+            if read is not None:
+                read(len(block))
     return digest.hexdigest()
 
 
@@ -125,11 +128,14 @@ def check_counts(folder: Path, manifest: dict, counts: dict[str, int], ids_name:
                       "its rows differ from the ones the index was built with (reordered or replaced)")
 
 
-def verify_files(folder: Path, manifest: dict) -> list[str]:
-    """Re-hash every recorded file; the names of those that differ (empty when all match)."""
+def verify_files(folder: Path, manifest: dict, progress: bool = True) -> list[str]:
+    """Re-hash every recorded file, under one progress bar over their bytes (a large index's take minutes); the
+    names of those that differ (empty when all match)."""
     if not manifest.get("integrity", {}).get("files"):
         raise RetrieverError(f"{folder}: the manifest records no file hashes (built by an older version); "
                              "rebuild it to get them")
-    recorded = recorded_files(manifest)
-    return [name for name, record in recorded.items()
-            if not (folder / name).is_file() or file_sha256(folder / name) != record["sha256"]]
+    present = {name: record for name, record in recorded_files(manifest).items() if (folder / name).is_file()}
+    with tqdm(total=sum((folder / name).stat().st_size for name in present), desc="verify", unit="B",
+              unit_scale=True, file=sys.stderr, disable=not progress) as bar:
+        return [name for name, record in recorded_files(manifest).items()
+                if name not in present or file_sha256(folder / name, read=bar.update) != record["sha256"]]

@@ -69,3 +69,17 @@ def test_verify_fails_on_a_damaged_fusion_record_naming_the_repairs(sq8_index, t
     assert f"{index / 'manifest.json'}: fusion" in errors[0]
     assert f"`retriever bm25 {index} --tune-fusion-on DATASET --split train`" in errors[0]
     assert f"`retriever bm25 {index} --overwrite`" in errors[0]
+
+
+def test_verify_shows_its_progress_over_every_files_bytes(sq8_index):
+    """--verify reads the whole folder (gigabytes for a large index) and said nothing until it was done."""
+    from tqdm import tqdm
+
+    manifest = json.loads((sq8_index / "manifest.json").read_text())
+    total = sum(record["bytes"] for record in manifest["integrity"]["files"].values()) + sum(
+        record["bytes"] for record in manifest["lexical"]["files"].values())
+    result = CliRunner().invoke(main, ["info", str(sq8_index), "--verify"])
+    assert result.exit_code == 0, result.output
+    bar = [line for line in result.stderr.replace("\r", "\n").splitlines() if line.startswith("verify")]
+    assert bar and f"/{tqdm.format_sizeof(total)} " in bar[-1] and "100%" in bar[-1], result.stderr
+    assert "verified:" in result.stdout and "verify" not in result.stdout.replace("verified:", "")
