@@ -23,6 +23,7 @@ from pathlib import Path
 import faiss
 import numpy as np
 from faiss.contrib.ondisk import merge_ondisk
+from tqdm import tqdm
 
 from retriever.choices import ONDISK_TYPE
 from retriever.corpus import Document, Fields, ReadStats, iter_documents
@@ -107,17 +108,21 @@ class PartPlan:
 
 
 def write_documents(corpus: Path, fmt: str, fields: Fields, folder: Path, stats: ReadStats,
-                    content: ShardContentCheck) -> None:
-    """The mapped doc store (corpus order, hashed part by part for ``content``) and its sorted id index,
-    whose external sort is also where duplicate ids are refused (the reader's check holds every id)."""
+                    content: ShardContentCheck, count: int, progress: bool = True) -> None:
+    """The mapped doc store (corpus order, hashed part by part for ``content``, under a ``doc store`` bar of the
+    ``count`` documents the shards hold, as the in-memory build draws) and its sorted id index, whose external sort
+    is also where duplicate ids are refused (the reader's check holds every id)."""
     docstore = folder / MAPPED_DOCSTORE_FILE
-    write_mapped_docstore(_hashed(iter_documents(corpus, fmt, fields, stats, unique_ids=False), content), docstore)
+    with tqdm(total=count, desc="doc store", unit="doc", file=sys.stderr, disable=not progress) as bar:
+        write_mapped_docstore(_hashed(iter_documents(corpus, fmt, fields, stats, unique_ids=False), content,
+                                      bar.update), docstore)
     write_id_order(open_mapped(docstore), folder / ID_ORDER_FILE, source=corpus)
 
 
-def _hashed(documents: Iterator[Document], content: ShardContentCheck) -> Iterator[Document]:
+def _hashed(documents: Iterator[Document], content: ShardContentCheck, read) -> Iterator[Document]:
     for document in documents:
         content.add(document)
+        read(1)
         yield document
 
 
@@ -201,7 +206,7 @@ def build_ondisk(shards: list[Path], encoder: dict, count: int, dim: int, corpus
 
     check_part_settings(params)
     stats, content = ReadStats(), ShardContentCheck(shards)
-    write_documents(corpus_path, fmt, fields, building, stats, content)
+    write_documents(corpus_path, fmt, fields, building, stats, content, count, progress)
     check_document_count(stats, count, corpus_path, shards[0].parent)
     content.check(corpus_path)
     spec = factory_string(params, dim, count)

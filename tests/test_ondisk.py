@@ -187,3 +187,11 @@ def test_a_merge_the_disk_cannot_hold_is_refused_not_killed(shards, corpus, tmp_
                                              r"space \(or choose another path\) and rerun the same command"):
         build_index(shards, corpus, tmp_path / "idx", IndexParams(**ONDISK), progress=False)
     assert not (tmp_path / "idx").exists()
+
+
+def test_the_doc_store_pass_shows_its_progress_with_a_total(shards, corpus, tmp_path, capsys):
+    """An in-memory build draws a `doc store` bar over the corpus pass; the on-disk one, made for corpora of millions,
+    read the whole corpus (and sorted its ids) with nothing on stderr."""
+    build_index(shards, corpus, tmp_path / "idx", IndexParams(**{**ONDISK, "parallel_parts": 1}), lexical=None)
+    bar = [line for line in capsys.readouterr().err.replace("\r", "\n").splitlines() if line.startswith("doc store")]
+    assert bar and "400/400" in bar[-1], bar
