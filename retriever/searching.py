@@ -25,7 +25,7 @@ from retriever.tuning import bounded, check_settings_apply, search_with
 from retriever.runs import Run, rank_order
 from retriever.shared_encoders import SharedEncoders
 from retriever.hits import Hit
-from retriever.texts import check_k, check_queries, check_unique_ids, passage_text, refuse_blank
+from retriever.texts import check_k, check_queries, check_query_ids, passage_text, refuse_blank
 from retriever.unknown_words import refusal, without_unknown
 from retriever import tie_cut
 
@@ -256,10 +256,9 @@ class Searcher:
         batch, not queries × k hits (about 60 bytes a hit: 100k queries × 1000 hits held 6 GB), and a batch at most
         ``BATCH_HITS`` hits per list (256 queries × 100,000 hits took 2.8 GB, and 3 GB at --fusion-depth 10**9).
         ``unknown_found`` (``rank``'s) gets each searched query's flag from the tokenization that made its vector."""
-        query_ids, query_texts = check_queries(query_ids), check_queries(query_texts)
+        query_ids, query_texts = check_query_ids(query_ids), check_queries(query_texts)
         if len(query_ids) != len(query_texts):
             raise RetrieverError(f"{len(query_ids)} query ids for {len(query_texts)} query texts")
-        check_unique_ids(query_ids)
         k, batch_size = check_k(k), bounded(batch_size, BATCH_HITS, "batch_size")
         batch_size = self.queries_per_batch(self.fusion_depth(k) if self.mode == "hybrid" else k, batch_size)
         for start in range(0, len(query_ids), batch_size):

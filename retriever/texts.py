@@ -68,13 +68,22 @@ def check_queries(queries: object) -> list[str]:
     return texts
 
 
-def check_unique_ids(query_ids: list[str]) -> None:
-    """A run holds one ranking per query id: a second query of an id replaced the first's hits silently."""
-    first: dict[str, int] = {}
+def check_query_ids(query_ids: object) -> list[str]:
+    """A run's query ids as a list: strings a run file can hold (``id_problem``; one such as "q 1" was searched, then
+    refused by the run writers), each given once (a second query of an id replaced the first's hits silently)."""
+    if query_ids is None or isinstance(query_ids, (str, bytes, dict)) or not hasattr(query_ids, "__iter__"):
+        raise RetrieverError(f"query ids must be a list of strings, not {type(query_ids).__name__}")
+    query_ids, first = list(query_ids), {}
     for number, qid in enumerate(query_ids, 1):
+        if not isinstance(qid, str):
+            raise RetrieverError(f"query id {number} of {len(query_ids)} is {type(qid).__name__}, not a string")
+        problem = id_problem(qid)
+        if problem is not None:
+            raise RetrieverError(f"query id {number} of {len(query_ids)}: {problem}; give ids of one token")
         if first.setdefault(qid, number) != number:
             raise RetrieverError(f"query id {qid!r} is given twice (queries {first[qid]} and {number} of "
                                  f"{len(query_ids)}); give each query its own id")
+    return query_ids
 
 
 def refuse_blank(queries: list[str]) -> list[str]:

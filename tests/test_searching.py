@@ -214,7 +214,7 @@ def test_an_index_returning_impossible_rows_is_named_damaged(tiny_index, labels)
     (lambda s: s.search(["honey"], k=None), "k must be a whole number of at least 1, not None"),
     (lambda s: s.search(["honey"], k=0), "k must be a whole number of at least 1, not 0"),
     (lambda s: s.search(["\ud800"], mode="bm25"), "query 1 of 1: the query has a lone surrogate"),
-    (lambda s: s.run("ab", "xy"), "queries must be a list of strings, not str"),
+    (lambda s: s.run("ab", "xy"), "query ids must be a list of strings, not str"),
     (lambda s: s.run(["a"], ["x", "y"]), "1 query ids for 2 query texts"),
 ])
 def test_library_calls_with_the_wrong_shape_are_one_line(tiny_index, call, message):
