@@ -209,13 +209,25 @@ def check_complete(folder: Path) -> tuple[list[Path], dict]:
         recorded = read_json_object(marker, "rerun `retriever encode` on the corpus").get("shards")
         if isinstance(recorded, int) and not isinstance(recorded, bool):
             worker_shards(folder, worker, num_workers, recorded)
-    for shard in shards[1:]:
-        meta = read_shard_metadata(shard)
+    for shard in shards:
+        meta = first if shard == shards[0] else read_shard_metadata(shard)
         diffs = differing_fields(first, meta)
         if diffs or meta["shard"]["num_workers"] != num_workers:
             raise RetrieverError(f"{shard}: made by a different encoder or split than {shards[0].name} "
                                  f"({'; '.join(diffs) or 'num_workers differs'}); re-encode into an empty folder")
+        _check_place(shard, meta["shard"])
     return shards, first
+
+
+def _check_place(shard: Path, record: dict) -> None:
+    """That a shard is the part its file name says: a build lays rows out by the names, the content check finds each
+    part by the record, so two shards swapped by name passed it and put every vector on another passage's row."""
+    worker, num_workers, part = parse_shard_name(shard.name)
+    if (record.get("worker"), record.get("num_workers"), record.get("part")) != (worker, num_workers, part):
+        raise RetrieverError(f"{shard}: its record says it is part {record.get('part')} of worker "
+                             f"{record.get('worker')} of {record.get('num_workers')}, not part {part} as its file "
+                             "name says (renamed, or copied over another shard?); rerun `retriever encode` (or "
+                             "`build`) on the corpus, which re-encodes it")
 
 
 def iter_shard_batches(shards: list[Path]) -> Iterator[tuple[list[str], np.ndarray]]:

@@ -46,3 +46,25 @@ def test_one_short_part_is_the_same_part_at_any_larger_shard_size(tiny_beir, tin
     encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, shard_size=20, progress=False)
     result = encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, shard_size=30, progress=False)
     assert (result.skipped, result.earlier_shard_size, capsys.readouterr().err) == (12, None, "")
+
+
+@pytest.mark.parametrize("index_type", ["flat", "ivf-ondisk"])
+def test_shards_renamed_into_each_others_places_are_refused_not_indexed(tiny_beir, tiny_encoder, tmp_path,
+                                                                        one_torch_thread, index_type):
+    """Two shards swapped by name (renamed, or copied over one another): each still matched its own part's content,
+    so the build went through with every vector of both put on another passage's row (ivf-ondisk: another document
+    came back; flat: the right id with another passage's title and text), exit 0."""
+    from retriever.errors import RetrieverError
+    from retriever.indexing import IndexParams
+
+    shards = tmp_path / "shards"
+    encode_corpus(tiny_beir, shards, tiny_encoder, shard_size=4, progress=False)
+    first, second = shards / "embeddings-w000of001-00000.parquet", shards / "embeddings-w000of001-00001.parquet"
+    first.rename(tmp_path / "held")
+    second.rename(first)
+    (tmp_path / "held").rename(second)
+    params = IndexParams(index_type, **({"nlist": 2, "train_size": 12} if index_type == "ivf-ondisk" else {}))
+    with pytest.raises(RetrieverError, match=r"embeddings-w000of001-00000\.parquet: its record says it is part 1 of "
+                                             r"worker 0 of 1, not part 0 as its file name says"):
+        build_index(shards, tiny_beir, tmp_path / "idx", params, progress=False)
+    assert not (tmp_path / "idx").exists()
