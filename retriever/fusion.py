@@ -6,7 +6,8 @@ each list's top ``depth``; it can do better with ``alpha`` tuned on judged queri
 (``retriever.fusion_tuning``). In RRF, documents a list scores equally share their places' mean
 1/(k + rank), so the fused score never depends on the order an engine lists tied documents in. A
 document missing from one list gets that list's lowest normalised score there, as Pyserini's hybrid
-search does.
+search does; when a list gives one score to all it found (a lone BM25 match), z has no spread and the
+documents it missed get -1 there, one unit under the found, so finding a document still counts.
 
 Ties are broken by the other fusion's score, which the fusion has at hand: RRF sees only ranks, so a
 document at ranks (1, 2) ties one at (2, 1); the equal-weight score sum z(dense) + z(bm25) (what the convex
@@ -127,6 +128,8 @@ def _contributions(scores: np.ndarray, method: str, rrf_k: float) -> tuple[np.nd
     if method == "rrf":
         return _shared_by_ties(scores, 1.0 / (rrf_k + np.arange(1, len(scores) + 1))), 0.0
     normalised = _zscore(scores.astype(np.float64))
+    if len(normalised) and not normalised.any():  # one score (a lone BM25 match): no spread to put the missed under
+        return normalised, -1.0
     return normalised, float(normalised.min()) if len(normalised) else 0.0
 
 

@@ -181,3 +181,12 @@ def test_a_damaged_record_says_which_modes_still_work_and_how_to_repair_it(tmp_p
     assert "\n" not in message and "--mode dense and --mode bm25 still work" in message, message
     assert message.index("still work") < message.index(f"`retriever bm25 {tmp_path} --tune-fusion-on DATASET")
     assert f"`retriever bm25 {tmp_path} --overwrite`" in message
+
+
+@pytest.mark.parametrize("lexical", [ranking([6], [3.2]), ranking([6, 2], [3.2, 3.2])])
+def test_a_list_of_one_score_still_lifts_the_documents_it_found_above_the_ones_it_missed(lexical):
+    # BM25 matched only label 6 (or scored its matches equally): z-scores have no spread, and its documents
+    # must still outrank those it missed, so a mostly-BM25 mix puts 6 first and a mostly-dense one keeps dense's.
+    dense = ranking([1, 3, 4, 5, 6], [0.9, 0.8, 0.7, 0.6, 0.5])
+    assert fuse_one(dense, lexical, FusionParams("convex", alpha=0.05), k=1)[1].tolist() == [6]
+    assert fuse_one(dense, lexical, FusionParams("convex", alpha=0.95), k=2)[1].tolist() == [1, 3]
