@@ -9,6 +9,7 @@ from pathlib import Path
 
 from retriever.corpus import BEIR_FILES
 from retriever.errors import RetrieverError
+from retriever.partwork import PARTS_SUFFIX, owned_inputs
 from retriever.shards import list_shards
 
 MODEL_MARKERS = ("config.json", "modules.json")  # a Hugging Face or sentence-transformers model folder's own files
@@ -23,6 +24,10 @@ def not_an_index(folder: Path, manifest_name: str) -> RetrieverError:
     if folder.is_dir() and list_shards(folder):  # `encode` output, or a `build` stopped before indexing
         return RetrieverError(f"{folder}: a folder of embedding shards, {lacks}; index it with "
                               f"`retriever index {folder} --corpus CORPUS --output INDEX`")
+    if _ondisk_parts(folder):
+        output = folder.with_name(folder.name.removesuffix(PARTS_SUFFIX))
+        return RetrieverError(f"{folder}: the parts of an ivf-ondisk build of {output} that did not finish, {lacks}; "
+                              f"rerun that build (the same command) to finish it, then use {output}")
     if any((folder / name).is_file() for name in (*MODEL_MARKERS, RETRIEVER_CONFIG)):
         return RetrieverError(f"{folder}: a model folder, {lacks}; build an index with it: "
                               f"`retriever build CORPUS --model {folder} --output INDEX`")
@@ -30,3 +35,11 @@ def not_an_index(folder: Path, manifest_name: str) -> RetrieverError:
         return RetrieverError(f"{folder}: a BEIR collection, {lacks}; build an index of its corpus: "
                               f"`retriever build {folder} --output INDEX`")
     return RetrieverError(f"{folder}: {lacks}; build one with `retriever build`")
+
+
+def _ondisk_parts(folder: Path) -> bool:
+    """Whether ``folder`` is the ``OUTPUT.parts`` an ivf-ondisk build keeps until its index is in place."""
+    try:
+        return folder.name.endswith(PARTS_SUFFIX) and owned_inputs(folder) is not None
+    except RetrieverError:  # a folder of that name holding what a build does not write
+        return False

@@ -42,6 +42,7 @@ _PR_SET_PDEATHSIG = 1
 INPUTS_FILE = "inputs.json"
 TRAINED_FILE = "trained.faiss"
 FINISHED_FILE = "finished.json"
+PARTS_SUFFIX = ".parts"  # OUTPUT.parts, beside the index folder
 # the keys of ``inputs_record``: an inputs.json without exactly these is not a build's record
 INPUT_KEYS = {"shards", "encoder", "factory", "train_size", "seed", "part_size", "held_rows_sha256", "faiss"}
 # what a build writes in OUTPUT.parts (records are ``ivfparts.record_path``), and the hidden temporaries of those
@@ -51,7 +52,7 @@ _TEMPORARY = re.compile(r"\.(.+)\.(tmp|probe)-\d+(?:-\d+)?")
 
 
 def parts_folder(output: Path) -> Path:
-    return output.with_name(output.name + ".parts")
+    return output.with_name(output.name + PARTS_SUFFIX)
 
 
 def inputs_record(shards: list[Path], encoder: dict, spec: str, params, held: np.ndarray) -> dict:

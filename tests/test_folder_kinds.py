@@ -43,3 +43,21 @@ def test_a_folder_of_neither_kind_says_to_build_an_index(tmp_path):
     assert result.exit_code == 1, result.output
     assert result.output.strip().splitlines()[-1] == (
         f"error: {tmp_path}: not an index folder (no manifest.json); build one with `retriever build`")
+
+
+@pytest.mark.parametrize("command", [["info"], ["search"]])
+def test_the_parts_folder_of_an_unfinished_ondisk_build_says_to_rerun_that_build(tmp_path, command):
+    """`OUTPUT.parts` (kept by an ivf-ondisk build that was stopped, so a rerun resumes) said only "not an index
+    folder; build one with `retriever build`", which would start over elsewhere."""
+    import json
+
+    from retriever.partwork import INPUT_KEYS, INPUTS_FILE
+
+    folder = tmp_path / "idx.parts"
+    folder.mkdir()
+    (folder / INPUTS_FILE).write_text(json.dumps({key: 0 for key in INPUT_KEYS}), encoding="utf-8")
+    result = CliRunner().invoke(main, command + [str(folder)] + (["some query"] if command == ["search"] else []))
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"error: {folder}: the parts of an ivf-ondisk build of {tmp_path / 'idx'} that did not finish, not an index "
+        f"folder (no manifest.json); rerun that build (the same command) to finish it, then use {tmp_path / 'idx'}")
