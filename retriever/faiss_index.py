@@ -216,7 +216,7 @@ def train(index: faiss.Index, shards: list[Path], count: int, params: IndexParam
     """Train on a sample read shard by shard; return the sample size (None if nothing to train)."""
     if index.is_trained:
         return None
-    sample = sample_vectors(shards, count, params.train_size, params.seed)
+    sample = sample_vectors(shards, count, params.train_size, params.seed, "sample for training" if progress else None)
     if progress:
         print(f"training {spec} on {len(sample)} sampled vectors", file=sys.stderr)
     try:

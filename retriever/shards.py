@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from tqdm import tqdm
 
 from retriever.encoder_settings import VECTOR_FIELDS
 from retriever.errors import RetrieverError
@@ -230,8 +231,10 @@ def _check_place(shard: Path, record: dict) -> None:
                              "`build`) on the corpus, which re-encodes it")
 
 
-def iter_shard_batches(shards: list[Path]) -> Iterator[tuple[list[str], np.ndarray]]:
-    for shard in shards:
+def iter_shard_batches(shards: list[Path], progress: str | None = None) -> Iterator[tuple[list[str], np.ndarray]]:
+    """Each shard's ids and vectors in turn; ``progress`` names a bar over the shards, for passes that read them all
+    only to keep a little (a sample, exact neighbours), which otherwise say nothing for minutes."""
+    for shard in tqdm(shards, desc=progress, unit="shard", file=sys.stderr, disable=progress is None):
         yield read_shard(shard)
 
 
@@ -240,16 +243,16 @@ def sample_rows(total: int, size: int, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(total, size=min(size, total), replace=False))
 
 
-def read_rows(shards: list[Path], rows: np.ndarray) -> np.ndarray:
-    """The vectors at sorted global row numbers, read shard by shard."""
+def read_rows(shards: list[Path], rows: np.ndarray, progress: str | None = None) -> np.ndarray:
+    """The vectors at sorted global row numbers, read shard by shard (``iter_shard_batches``' ``progress``)."""
     parts, offset = [], 0
-    for _, vectors in iter_shard_batches(shards):
+    for _, vectors in iter_shard_batches(shards, progress):
         local = rows[(rows >= offset) & (rows < offset + len(vectors))] - offset
         parts.append(vectors[local])
         offset += len(vectors)
     return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
 
 
-def sample_vectors(shards: list[Path], total: int, size: int, seed: int) -> np.ndarray:
-    """A uniform sample of the vectors, read shard by shard."""
-    return read_rows(shards, sample_rows(total, size, seed))
+def sample_vectors(shards: list[Path], total: int, size: int, seed: int, progress: str | None = None) -> np.ndarray:
+    """A uniform sample of the vectors, read shard by shard (``iter_shard_batches``' ``progress``)."""
+    return read_rows(shards, sample_rows(total, size, seed), progress)

@@ -61,3 +61,20 @@ def test_training_needs_are_what_faiss_refuses_below(spec):
 @pytest.mark.parametrize("spec", ["flat", "hnsw", "Flat", "HNSW8,Flat", "SQ8", "HNSW8,SQ8", "LSQ2x4", "RR16,Flat"])
 def test_an_index_that_trains_on_one_vector_passes_the_check(spec):
     check_trainable(IndexParams(spec), 32, 1)
+
+
+def test_the_training_sample_pass_over_the_shards_shows_its_progress(tmp_path, capsys):
+    """The sample is read by a pass over every shard (15 GB of Parquet at 10M vectors) that said nothing on stderr
+    until the `training ... on N sampled vectors` line after it."""
+    from retriever.faiss_index import train
+    from retriever.shards import write_shard
+
+    shards = []
+    for part in range(3):
+        shards.append(tmp_path / f"embeddings-w000of001-{part:05d}.parquet")
+        write_shard(shards[-1], [f"d{part}-{row}" for row in range(20)],
+                    np.random.default_rng(part).random((20, 8), dtype=np.float32), {})
+    index = new_index("IVF2,Flat", 8, IndexParams())
+    assert train(index, shards, 60, IndexParams(train_size=30), "IVF2,Flat") == 30
+    bar = [line for line in capsys.readouterr().err.replace("\r", "\n").splitlines() if line.startswith("sample")]
+    assert bar and "3/3" in bar[-1], bar
