@@ -40,9 +40,14 @@ def model_record(model: str, folder: str | Path) -> dict:
 
 
 def rebase_model_record(record: dict, old_folder: str | Path, new_folder: str | Path) -> dict:
-    """A model record written in ``old_folder`` (e.g. shards) re-expressed for ``new_folder`` (their index)."""
-    found = locate(record.get("model_path"), old_folder)
-    return {**record, "model_path": relative_path(found, new_folder) if found is not None else None}
+    """A model record written in ``old_folder`` (e.g. shards) re-expressed for ``new_folder`` (their index). A model
+    folder not there now (moved away while the shards were indexed, which needs no model) keeps the place it was
+    recorded at: dropped, the index named it alone, which `search` looked up on the hub."""
+    recorded = record.get("model_path")
+    if not recorded:
+        return {**record, "model_path": None}
+    where = Path(recorded) if Path(recorded).is_absolute() else Path(old_folder) / recorded
+    return {**record, "model_path": relative_path(where, new_folder)}
 
 
 def recorded_model(record: dict, folder: str | Path) -> str:
