@@ -47,9 +47,11 @@ class EvaluationReport:
 
     def table(self) -> str:
         lines = [format_table(self.evaluation)]
-        if self.deeper_than_run():
-            lines.append(f"note: {', '.join(self.deeper_than_run())} reach past the run's depth ({self.run_depth} "
-                         f"hits per query) and count only those hits; {self.deeper}")
+        deeper = self.deeper_than_run()
+        if deeper:
+            lines.append(f"note: {', '.join(deeper)} {'reach' if len(deeper) > 1 else 'reaches'} past the run's depth "
+                         f"({self.run_depth} hits per query) and count{'' if len(deeper) > 1 else 's'} only those "
+                         f"hits; {self.deeper}")
         if self.answer_recall:
             lines.append(f"answer recall ({self.queries_with_answers} queries with answer strings):")
             lines.extend(f"  {name:<20} {value:.4f}" for name, value in self.answer_recall.items())

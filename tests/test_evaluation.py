@@ -78,3 +78,15 @@ def test_an_index_holding_none_of_the_judged_documents_is_named_not_scored_zero(
     (tiny_beir / "qrels" / "some.tsv").write_text(HEADER + "q1\tX6\t1\nq2\td4\t1\n", encoding="utf-8")
     report, _ = evaluate_index(searcher, BeirDataset.open(tiny_beir), "some", k=12, progress=False)
     assert report.evaluation.per_query["q1"]["recall@10"] == 0.0 and report.evaluation.num_queries == 2
+
+
+@pytest.mark.parametrize("metrics, phrase", [(("recall@10",), "recall@10 reaches past"),
+                                             (("recall@10", "ndcg@20"), "recall@10, ndcg@20 reach past")])
+def test_the_depth_note_agrees_with_one_metric_or_several(metrics, phrase) -> None:
+    """It said "recall@10 reach past the run's depth" of a single metric."""
+    from retriever.evaluation import EvaluationReport
+    from retriever.metrics import evaluate_run
+
+    run = {"q": {"d1": 2.0, "d2": 1.0}}
+    report = EvaluationReport(evaluate_run(run, {"q": {"d1": 1}}, metrics), run_depth=2)
+    assert f"note: {phrase} the run's depth (2 hits per query)" in report.table()
