@@ -11,8 +11,9 @@ from tqdm import tqdm
 from retriever.corpus import BeirDataset, Query, blank_queries_warning, read_queries
 from retriever.errors import RetrieverError
 from retriever.fusion import FusionParams
-from retriever.metrics import (DEFAULT_METRICS, Evaluation, answer_recall, answer_tokens, evaluate_run, format_table,
-                               judged_query_ids, metric_cutoff, trec_order)
+from retriever.metric_names import DEFAULT_METRICS, metric_cutoff
+from retriever.metrics import (Evaluation, answer_recall, answer_tokens, evaluate_run, format_table, judged_query_ids,
+                               trec_order)
 from retriever.runs import Qrels, Run, read_qrels, read_run
 from retriever.searching import Searcher
 from retriever.texts import is_blank

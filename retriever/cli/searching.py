@@ -19,7 +19,7 @@ from retriever.corpus import BeirDataset, Fields, Query, blank_queries_warning, 
 from retriever.errors import RetrieverError
 from retriever.files import write_json
 from retriever.hits import Hit
-from retriever.metrics import DEFAULT_METRICS, parse_metric_list
+from retriever.metric_names import DEFAULT_METRICS, parse_metric_list
 from retriever.pooling import POOLINGS
 from retriever.runs import Run, check_tag, write_trec_run
 from retriever.texts import check_text, is_blank
