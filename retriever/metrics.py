@@ -70,10 +70,14 @@ def judged_query_ids(qrels: Qrels) -> list[str]:
 def _nothing_judged(run: Run, qrels: Qrels) -> RetrieverError:
     """Why no run query can be scored: its ids are not the qrels' judged ones, or the qrels judge nothing relevant
     (grades below 1 only: then saying to check the ids would send the user the wrong way)."""
+    judgments = sum(map(len, qrels.values()))
+    if not judgments:  # the grade list below would be empty: "their 0 judgments have grades , and ..."
+        held = f"{len(qrels)} quer{'y' if len(qrels) == 1 else 'ies'} and no judgment" if qrels else "no query"
+        return RetrieverError(f"the qrels are empty (they hold {held}); pass the qrels that judge the run's queries")
     if not judged_query_ids(qrels):
         grades = sorted({g for docs in qrels.values() for g in docs.values()})
         return RetrieverError(
-            f"the qrels judge no document relevant: their {sum(map(len, qrels.values()))} judgments have grades "
+            f"the qrels judge no document relevant: their {judgments} judgments have grades "
             f"{', '.join(map(str, grades[:5]))}{', ...' if len(grades) > 5 else ''}, and only 1 or more is relevant "
             "(as in trec_eval); check the qrels' grade column")
     sample = ", ".join(repr(q) for q in list(run)[:3]) or "none"

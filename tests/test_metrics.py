@@ -96,6 +96,15 @@ def test_qrels_judging_nothing_relevant_say_so_rather_than_blame_the_query_ids()
     assert "query ids" not in str(error.value)
 
 
+@pytest.mark.parametrize("qrels, held", [({}, "no query"), ({"q1": {}, "q2": {}}, "2 queries and no judgment")])
+def test_empty_qrels_are_named_in_one_line(qrels, held) -> None:
+    """Empty qrels said "their 0 judgments have grades , and only 1 or more is relevant"."""
+    with pytest.raises(RetrieverError) as error:
+        evaluate_run({"q1": {"a": 1.0}}, qrels)
+    assert str(error.value).startswith(f"the qrels are empty (they hold {held}); ") and "\n" not in str(error.value)
+    assert "grades ," not in str(error.value)
+
+
 @pytest.mark.parametrize("name", ["recall", "recall@0", "p@10", "ndcg_cut_10", "mrr@x"])
 def test_unknown_metric_is_an_error(name: str) -> None:
     with pytest.raises(RetrieverError, match="unknown metric"):
