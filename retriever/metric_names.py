@@ -14,13 +14,54 @@ _FAMILIES = ("recall", "mrr", "ndcg", "map")
 _METRIC_RE = re.compile(r"^(recall|mrr|ndcg|map)@([1-9][0-9]*)$")
 
 
+# trec_eval's names (as pytrec_eval and Pyserini write them, "_" or "." before the cutoff) are refused, each metric
+# having one spelling here, but the refusal names ours: a cut measure is family@k, a whole-run one family@depth.
+_TREC_CUT = {"ndcg_cut": "ndcg", "recall": "recall", "map_cut": "map"}
+_TREC_WHOLE = {"ndcg": ("nDCG", "ndcg", " (the same while no query has more relevant documents than k)"),
+               "map": ("MAP", "map", ""), "recip_rank": ("reciprocal rank", "mrr", "")}
+# measures this engine does not compute (trec_eval's, and BEIR's P@k), lower-cased
+_NOT_COMPUTED = {"p": "precision", "precision": "precision", "success": "success", "rprec": "R-precision",
+                 "bpref": "bpref", "set_p": "set precision", "set_recall": "set recall", "set_f": "set F-measure",
+                 "set_map": "set MAP", "iprec_at_recall": "interpolated precision", "gm_map": "geometric-mean MAP",
+                 "infap": "inferred AP", "num_ret": "retrieved count", "num_rel": "relevant count",
+                 "num_rel_ret": "relevant retrieved count"}
+_OTHER_NAME_RE = re.compile(r"^([A-Za-z][A-Za-z_]*?)(?:([_.@])([0-9]+))?$")
+
+
+def _other_spelling(name: str) -> tuple[str, bool]:
+    """What a refused name is in this engine's terms, for the refusal, and whether it names our equivalent: an
+    upper-case spelling (BEIR prints NDCG@10), trec_eval's name of one of ours, or a measure not computed here;
+    ("", False) when it is none of these."""
+    if _METRIC_RE.match(name.lower()):
+        return f"metric names are lower case; write {name.lower()}", True
+    match = _OTHER_NAME_RE.match(name)
+    if not match:
+        return "", False
+    base, separator, k = match.group(1), match.group(2), match.group(3)
+    if base.lower() in _NOT_COMPUTED:
+        at = f" at {int(k)}" if k else ""
+        return f"{name} is {_NOT_COMPUTED[base.lower()]}{at}, which this engine does not compute", False
+    if separator == "@" or (k is not None and int(k) < 1):
+        return "", False
+    if base in _TREC_CUT:
+        ours = f"{_TREC_CUT[base]}@{int(k) if k else 'k'}"
+        return f"{name} is trec_eval's name for {ours}; write {ours}", True
+    if base in _TREC_WHOLE and k is None:
+        measure, family, caveat = _TREC_WHOLE[base]
+        return (f"{name} is trec_eval's {measure} over the whole run, which {family}@k gives with k the run's depth"
+                f"{caveat}; write e.g. {family}@1000"), True
+    return "", False
+
+
 def _parse_metric(name: str) -> tuple[str, int]:
     match = _METRIC_RE.match(name)
     if not match:
-        raise RetrieverError(
-            f"unknown metric {name!r}; use one of {', '.join(f + '@k' for f in _FAMILIES)} with k >= 1, "
-            f"e.g. {', '.join(DEFAULT_METRICS)}"
-        )
+        known = f"use one of {', '.join(f + '@k' for f in _FAMILIES)} with k >= 1"
+        hint, equivalent = _other_spelling(name) if isinstance(name, str) else ("", False)
+        if equivalent:
+            raise RetrieverError(f"unknown metric {name!r}: {hint}")
+        raise RetrieverError(f"unknown metric {name!r}: {hint}; {known}" if hint else
+                             f"unknown metric {name!r}; {known}, e.g. {', '.join(DEFAULT_METRICS)}")
     return match.group(1), int(match.group(2))
 
 

@@ -166,7 +166,9 @@ def test_search_refuses_run_flags_it_would_not_use(tmp_path, args, message):
 
 
 @pytest.mark.parametrize("metrics, message", [("bogus@3", "unknown metric 'bogus@3'"), (",", "no metric given"),
-                                             ("ndcg@10,prec@5", "unknown metric 'prec@5'")])
+                                             ("ndcg@10,prec@5", "unknown metric 'prec@5'"),
+                                             ("ndcg_cut_10", "unknown metric 'ndcg_cut_10': ndcg_cut_10 is trec_eval's "
+                                                             "name for ndcg@10; write ndcg@10")])
 def test_an_unknown_metric_is_a_usage_error(tmp_path, metrics, message):
     """It exited 1 without the --help pointer every other bad flag gets (probe round 9); before any search."""
     run = tmp_path / "run.trec"

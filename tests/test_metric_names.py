@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import pytest
+
+from retriever.errors import RetrieverError
+from retriever.metric_names import check_metrics, parse_metric_list
+
+
+def refusal(name: str) -> str:
+    with pytest.raises(RetrieverError) as error:
+        check_metrics([name])
+    message = str(error.value)
+    assert message.startswith(f"unknown metric {name!r}") and "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize("name, ours", [("ndcg_cut_10", "ndcg@10"), ("recall_100", "recall@100"),
+                                        ("map_cut_1000", "map@1000"), ("ndcg_cut.10", "ndcg@10")])
+def test_trec_evals_name_of_a_cut_metric_is_refused_naming_ours(name, ours):
+    """Pyserini and trec_eval users type these; the refusal listed our names without saying which one was meant."""
+    assert refusal(name) == f"unknown metric {name!r}: {name} is trec_eval's name for {ours}; write {ours}"
+
+
+@pytest.mark.parametrize("name, ours", [("map", "map@1000"), ("recip_rank", "mrr@1000"), ("ndcg", "ndcg@1000")])
+def test_trec_evals_whole_run_metrics_are_refused_naming_ours_at_the_runs_depth(name, ours):
+    message = refusal(name)
+    assert "over the whole run" in message and "with k the run's depth" in message and message.endswith(
+        f"write e.g. {ours}")
+
+
+@pytest.mark.parametrize("name, measure", [("P_10", "precision at 10"), ("P@10", "precision at 10"),
+                                           ("success_5", "success at 5"), ("Rprec", "R-precision")])
+def test_a_measure_without_an_equivalent_says_plainly_there_is_none(name, measure):
+    message = refusal(name)
+    assert f"{name} is {measure}, which this engine does not compute; use one of recall@k" in message
+    assert "write" not in message
+
+
+def test_an_upper_case_spelling_is_refused_naming_the_lower_case_one():
+    """BEIR prints NDCG@10 and Recall@100; one spelling per metric is kept, so the refusal names it."""
+    assert refusal("NDCG@10") == "unknown metric 'NDCG@10': metric names are lower case; write ndcg@10"
+
+
+@pytest.mark.parametrize("name", ["bogus@3", "prec@5", "recall_0", "ndcg@0", "mrr@x"])
+def test_other_unknown_names_list_ours_without_a_guess(name):
+    message = refusal(name)
+    assert "trec_eval" not in message and "use one of recall@k, mrr@k, ndcg@k, map@k with k >= 1, e.g." in message
+
+
+def test_our_names_are_the_only_spelling_accepted():
+    assert parse_metric_list("ndcg@10, recall@100,map@1000,mrr@10") == ("ndcg@10", "recall@100", "map@1000", "mrr@10")
+    with pytest.raises(RetrieverError):
+        parse_metric_list("ndcg@10,recall_100")
