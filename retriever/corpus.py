@@ -187,14 +187,18 @@ def read_queries(path: str | Path, fmt: str = "auto", fields: Fields = Fields())
     return list(iter_queries(path, fmt, fields))
 
 
-def blank_queries_warning(queries: list[Query]) -> str | None:
-    """A warning for queries with empty text: they are searched all the same, so a run keeps every query id,
-    but their hits match nothing in particular and would weigh on a mean silently."""
+def blank_queries_warning(queries: list[Query], mode: str) -> str | None:
+    """A warning for queries with empty text, searched all the same in ``mode``: dense gives them hits that match
+    nothing in particular, BM25 none, and hybrid none either, as it drops the dense hits of a query holding no word
+    (``Searcher.rank``); either would weigh on a mean silently."""
     blank = [q.id for q in queries if is_blank(q.text)]
     if not blank:
         return None
+    fate = {"dense": "their hits match nothing in particular",
+            "bm25": "they get no hits: BM25 finds no term in them"}.get(
+        mode, "they get no hits: BM25 finds no term in them, and hybrid drops their dense hits as arbitrary")
     return (f"warning: {len(blank)} of {len(queries)} queries have empty text (e.g. "
-            f"{', '.join(map(repr, blank[:3]))}); their hits match nothing in particular")
+            f"{', '.join(map(repr, blank[:3]))}); {fate}")
 
 
 BEIR_FILES = ("corpus.jsonl", "queries.jsonl")  # what makes a folder a BEIR collection, besides qrels/

@@ -143,7 +143,7 @@ def search_split(searcher: Searcher, dataset: BeirDataset, split: str, k: int = 
                  progress: bool = True, desc: str = "search") -> tuple[Run, list[Query], Qrels]:
     """Search every judged query of a split (the run, those queries and the split's qrels)."""
     queries, qrels = judged_split(dataset, split)
-    warn(blank_queries_warning(queries))
+    warn(blank_queries_warning(queries, searcher.mode))
     unknown: list = []
     with tqdm(total=len(queries), desc=f"{desc} {split}", unit="q", file=sys.stderr, disable=not progress) as bar:
         run = searcher.run([q.id for q in queries], [q.text for q in queries], k=k, nprobe=nprobe,

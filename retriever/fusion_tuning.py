@@ -107,7 +107,7 @@ def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, k: int = 10
     check_judged_documents(searcher, beir, split, qrels)
     warn_of_left_out(beir, split, queries, qrels, "they are not searched and score 0 in every setting (as evaluate "
                      "scores them)")
-    warn(blank_queries_warning(queries))
+    warn(blank_queries_warning(queries, "hybrid"))  # what the fused settings do
     grid, unknown = fusion_grid(searcher.fusion.depth), []
     with tqdm(total=len(queries), desc=f"tune fusion on {split}", unit="q", file=sys.stderr,
               disable=not progress) as bar:

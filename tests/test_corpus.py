@@ -328,7 +328,8 @@ def test_queries_of_invisible_characters_are_warned_of_as_blank():
     from retriever.corpus import Query, blank_queries_warning
 
     queries = [Query("q1", "honey"), Query("q2", "\u200b"), Query("q3", " \ufffd ")]
-    assert blank_queries_warning(queries).startswith("warning: 2 of 3 queries have empty text (e.g. 'q2', 'q3')")
+    assert blank_queries_warning(queries, "dense").startswith(
+        "warning: 2 of 3 queries have empty text (e.g. 'q2', 'q3')")
 
 
 @pytest.mark.parametrize("text, line", [("q1\tice\nq2\tzzzz\thoney\n", 2), ("id\ttitle\ttext\nq1\thoney\tzzzz\n", 2)])

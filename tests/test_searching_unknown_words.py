@@ -201,3 +201,20 @@ def test_the_refusal_suggests_bm25_only_where_the_bm25_part_opened(index, tmp_pa
     with pytest.raises(RetrieverError) as refused:
         searcher.search(["🐝"], k=3)
     assert "bm25" not in str(refused.value) and str(refused.value).endswith("rephrase it")
+
+
+@pytest.mark.parametrize("mode, fate", [
+    ("dense", "their hits match nothing in particular"),
+    ("bm25", "they get no hits: BM25 finds no term in them"),
+    ("hybrid", "they get no hits: BM25 finds no term in them, and hybrid drops their dense hits as arbitrary")])
+def test_the_blank_query_warning_says_what_becomes_of_them_in_each_mode(index, tmp_path, mode, fate):
+    """It said their hits match nothing in particular in every mode, when bm25 and hybrid give them none."""
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text("".join(json.dumps({"_id": qid, "text": text}) + "\n"
+                               for qid, text in [("q1", "honey bee"), ("qe", " \u200b")]))
+    result = CliRunner().invoke(main, ["search", str(index), "--queries", str(queries), "-k", "2", "--mode", mode,
+                                       *DEVICE])
+    assert result.exit_code == 0, result.output
+    blank_hits = [line for line in result.stdout.splitlines() if line.startswith("qe ")]
+    assert len(blank_hits) == (2 if mode == "dense" else 0), result.stdout
+    assert f"warning: 1 of 2 queries have empty text (e.g. 'qe'); {fate}\n" in result.stderr
