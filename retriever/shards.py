@@ -57,8 +57,10 @@ def differing_fields(expected: dict, found: dict, fields: tuple[str, ...] = VECT
 
 
 def write_shard(path: Path, ids: list[str], embeddings: np.ndarray, metadata: dict) -> None:
-    """Write one shard atomically."""
+    """Write one shard atomically; its part record (``metadata["shard"]``) gets the vectors' ``vectors_sha256``."""
     dim = int(embeddings.shape[1])
+    if isinstance(metadata.get("shard"), dict):
+        metadata = {**metadata, "shard": {**metadata["shard"], "vectors_sha256": vectors_sha256(embeddings)}}
     flat = pa.array(np.ascontiguousarray(embeddings, dtype=np.float32).reshape(-1))
     table = pa.table({"id": pa.array(ids, pa.string()),
                       "embedding": pa.FixedSizeListArray.from_arrays(flat, dim)})
@@ -136,7 +138,24 @@ def read_shard(path: Path) -> tuple[list[str], np.ndarray]:
     if not np.isfinite(vectors).all():  # the encoder refuses to write these, so the file was changed since
         raise RetrieverError(f"{path}: holds NaN or infinite vectors, which no encoder run writes; delete it and "
                              "rerun `retriever encode` (or `build`) on its corpus")
+    if _recorded_vectors_sha256(shard) not in (None, vectors_sha256(vectors)):
+        raise RetrieverError(f"{path}: its vectors differ from the SHA-256 recorded when it was written (damaged on "
+                             "disk or in a copy); delete it and rerun `retriever encode` (or `build`) on its corpus")
     return ids, vectors
+
+
+def vectors_sha256(vectors: np.ndarray) -> str:
+    """SHA-256 of a shard's vectors as float32 rows: recorded when written and checked when read, since same-size
+    damage inside the vector data passes every other check (ids, rows, columns, content) and indexes other vectors."""
+    return hashlib.sha256(np.ascontiguousarray(vectors, dtype=np.float32).tobytes()).hexdigest()
+
+
+def _recorded_vectors_sha256(shard: pq.ParquetFile) -> str | None:
+    """The hash a shard's record gives its vectors; None for shards written before it was recorded."""
+    try:
+        return json.loads((shard.schema_arrow.metadata or {})[METADATA_KEY])["shard"].get("vectors_sha256")
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
 
 
 def id_lines(ids: Iterable[str]) -> bytes:

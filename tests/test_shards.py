@@ -68,3 +68,30 @@ def test_shards_renamed_into_each_others_places_are_refused_not_indexed(tiny_bei
                                              r"worker 0 of 1, not part 0 as its file name says"):
         build_index(shards, tiny_beir, tmp_path / "idx", params, progress=False)
     assert not (tmp_path / "idx").exists()
+
+
+def test_a_shard_whose_vector_bytes_were_damaged_in_place_is_refused(tiny_beir, tiny_encoder, tmp_path,
+                                                                     one_torch_thread):
+    """Same-size damage inside a shard's vector data (a flipped byte: bit rot, a bad copy) passed every record check
+    (ids, rows, columns, content) and was indexed as other vectors, exit 0."""
+    import numpy as np
+
+    from retriever.errors import RetrieverError
+    from retriever.shards import read_shard
+
+    shards = tmp_path / "shards"
+    encode_corpus(tiny_beir, shards, tiny_encoder, shard_size=6, progress=False)
+    path = shards / "embeddings-w000of001-00001.parquet"
+    value = read_shard(path)[1][2, 5]
+    data = bytearray(path.read_bytes())
+    at = data.find(np.float32(value).tobytes())
+    assert at > 0, "the vector's bytes are stored as they are"
+    data[at] ^= 0x01  # the lowest mantissa bit: still a finite number
+    path.write_bytes(bytes(data))
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(path).column("embedding")[2].values[5].as_py() != value  # read past every record check
+    with pytest.raises(RetrieverError, match=r"embeddings-w000of001-00001\.parquet: its vectors differ from the "
+                                             r"SHA-256 recorded when it was written"):
+        build_index(shards, tiny_beir, tmp_path / "idx", progress=False)
+    assert not (tmp_path / "idx").exists()
