@@ -69,13 +69,22 @@ def check_max_lengths(settings: Any, config: Any) -> None:
 
 def check_room_for_text(settings: Any, tokenizer: Any) -> None:
     """Refuse, as soon as the tokenizer is loaded, max lengths (``settings``: an ``EncoderSettings``) that leave a
-    text no token next to the special tokens this tokenizer adds: the floor the flags are parsed with cannot know
-    how many (a fixed floor of 3 assumed [CLS] and [SEP], refusing 2 to a [CLS]-only tokenizer and letting one of
-    three specials encode every text to one vector)."""
+    text no token next to the special tokens this tokenizer adds and the tokens of its prefix: the floor the flags
+    are parsed with cannot know how many (a fixed floor of 3 assumed [CLS] and [SEP], refusing 2 to a [CLS]-only
+    tokenizer and letting one of three specials, or a prefix, encode every text to one vector)."""
     count = tokenizer.num_special_tokens_to_add()
     special = tokenizer.convert_ids_to_tokens(tokenizer("", add_special_tokens=True)["input_ids"])
     special = tuple(special) if len(special) == count else ("?",) * count  # names when the two agree
-    for name in ("passage_max_length", "query_max_length"):
-        problem = max_length_problem(int(getattr(settings, name)), special)
+    for role in ("passage", "query"):  # passages first: queries follow their limit
+        name, prefix = f"{role}_max_length", getattr(settings, f"{role}_prefix")
+        value, flag = int(getattr(settings, name)), f"--{role}-max-length"
+        problem = max_length_problem(value, special)
         if problem is not None:
-            raise RetrieverError(f"{name} (--{name.replace('_', '-')}): {problem}")
+            raise RetrieverError(f"{name} ({flag}): {problem}")
+        taken = len(tokenizer(prefix, add_special_tokens=False)["input_ids"]) if prefix else 0
+        if taken and value < count + taken + 1:  # the prefix is cut into, and the text gets no token at all
+            raise RetrieverError(
+                f"{name} ({flag}): {value} is less than {count + taken + 1}, the fewest tokens that leave a text one "
+                f"of its own after the {taken} tokens of --{role}-prefix {prefix!r} and the {count} special "
+                f"token{'s' if count != 1 else ''} the model's tokenizer adds ({' '.join(special)}); pass at least "
+                f"{count + taken + 1}, or a shorter prefix; below it every text encodes to the same vector")

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import make_tiny_bert
+from retriever.corpus import Document
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.training.dual_encoder import DualEncoder
@@ -51,3 +52,25 @@ def test_a_length_the_tokenizers_own_tokens_fill_is_refused_when_it_loads(tmp_pa
 def test_a_bert_tokenizer_keeps_its_floor_of_three(tiny_model_dir):
     with pytest.raises(RetrieverError, match=r"2 is less than 3, .* 2 special tokens .* \(\[CLS\] \[SEP\]\)"):
         Encoder(EncoderSettings(model=str(tiny_model_dir), query_max_length=2), device="cpu")
+
+
+@pytest.mark.parametrize("role", ["query", "passage"])
+def test_a_length_a_prefix_fills_is_refused_when_the_tokenizer_loads(tiny_model_dir, role):
+    """A prefix takes room too: --query-max-length 8 with --query-prefix "query: " (6 tokens of the tiny vocabulary)
+    and [CLS] [SEP] left a query no token of its own, so every query encoded to one vector, without a word."""
+    prefix, length, flag = f"{role}: ", f"{role}_max_length", f"--{role}-max-length"
+    taken = len(Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu").tokenizer.tokenize(prefix))
+    floor = taken + 3
+    settings = {f"{role}_prefix": prefix, length: floor - 1}
+    message = (rf"^{length} \({flag}\): {floor - 1} is less than {floor}, the fewest tokens that leave a text one of "
+               rf"its own after the {taken} tokens of --{role}-prefix '{role}: ' and the 2 special tokens the model's "
+               r"tokenizer adds \(\[CLS\] \[SEP\]\); pass at least")
+    with pytest.raises(RetrieverError, match=message):
+        Encoder(EncoderSettings(model=str(tiny_model_dir), **settings), device="cpu")
+    with pytest.raises(RetrieverError, match=message):
+        DualEncoder.from_pretrained(str(tiny_model_dir), **settings)
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir), **{**settings, length: floor}), device="cpu",
+                      dtype="fp32")
+    vectors = encoder.encode_queries(["cat", "dog"]) if role == "query" else encoder.encode_passages(
+        [Document("d1", "cat"), Document("d2", "dog")])
+    assert not (vectors[0] == vectors[1]).all()
