@@ -10,7 +10,7 @@ from tqdm import tqdm
 
 from retriever.corpus import BeirDataset, Query, blank_queries_warning, read_queries
 from retriever.errors import RetrieverError
-from retriever.fusion import FusionParams
+from retriever.fusion import FusionParams, recorded_fusion
 from retriever.metric_names import DEFAULT_METRICS, metric_cutoff
 from retriever.metrics import (Evaluation, answer_recall, answer_tokens, evaluate_run, format_table, judged_query_ids,
                                trec_order)
@@ -187,8 +187,10 @@ def evaluate_index(searcher: Searcher, dataset: BeirDataset, split: str, k: int 
                    metrics: tuple[str, ...] = DEFAULT_METRICS, progress: bool = True) -> tuple[EvaluationReport, Run]:
     """Search every judged query of a split and score the run; add answer recall when queries carry answers."""
     fusion = searcher.manifest.get("fusion") or {}
-    tuned = fusion.get("tuned") or {}
-    if (searcher.mode == "hybrid" and searcher.fusion == FusionParams.from_record(fusion)
+    # a damaged record (flags standing in for it: ``recorded_fusion``) says nothing of where it was tuned
+    sound = searcher.mode == "hybrid" and recorded_fusion(searcher.index_dir, searcher.manifest, None)[1] is None
+    tuned = (fusion.get("tuned") or {}) if sound else {}
+    if (sound and searcher.fusion == FusionParams.from_record(fusion)
             and (tuned.get("dataset"), tuned.get("split")) == (dataset_name(dataset), split)):
         print(f"warning: the index's fusion was tuned on {dataset_name(dataset)} split {split}, the split evaluated "
               "here; these hybrid results overstate it (evaluate another split)", file=sys.stderr)

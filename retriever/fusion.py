@@ -83,24 +83,30 @@ _RECORDED = {"method": f"one of {', '.join(METHODS)}", "rrf_k": "a positive fini
 
 
 def recorded_fusion(index_dir: Path, manifest: dict, overrides: dict | None) -> tuple[FusionParams, IndexDamaged | None]:
-    """The manifest's fusion with the user's ``overrides``, and the damage of its record (None if sound). A damaged
-    record fails hybrid search alone (``Searcher.check_mode``), as it matters to nothing else; until it is mended,
-    the defaults stand in, so overrides are still checked when the folder opens."""
+    """The manifest's fusion with the user's ``overrides``, and the damage of its record (None if sound, or if the
+    overrides give the method and its setting, all hybrid reads of it but the depth). A damaged record fails hybrid
+    search alone (``Searcher.check_mode``), as it matters to nothing else; until it is mended, the defaults stand in,
+    so overrides are still checked when the folder opens. A record lacking a setting is damaged: every record
+    written holds all four, and the default filled in for a lost one went unsaid."""
     from retriever.index_folder import MANIFEST_FILE, fusion_shape_problem
 
     record, problem = manifest.get("fusion"), fusion_shape_problem(manifest)
+    missing = [name for name in FUSION_SETTINGS if name not in record] if problem is None and record else []
+    problem = f"fusion.{missing[0]} is missing" if missing else problem
     for name in FUSION_SETTINGS if problem is None and record else ():
         try:
             FusionParams.from_record({name: record[name]} if name in record else None)
         except RetrieverError:
             problem = f"fusion.{name} is {record[name]!r:.40}, not {_RECORDED[name]}"
             break
-    damage = None if problem is None else IndexDamaged(
+    given = {name: value for name, value in (overrides or {}).items() if value is not None}
+    damage = None if problem is None or {"alpha", "rrf_k"} & set(given) else IndexDamaged(
         f"{index_dir / MANIFEST_FILE}: {problem}, so the hybrid fusion's record is damaged and hybrid search "
         f"refused (--mode dense and --mode bm25 still work); tune it again with `retriever bm25 {index_dir} "
         f"--tune-fusion-on DATASET --split train`, or drop it (hybrid then uses RRF k=60) with `retriever bm25 "
-        f"{index_dir} --overwrite` (no re-encoding)")
-    recorded = FusionParams() if damage else FusionParams.from_record(record)
+        f"{index_dir} --overwrite` (no re-encoding), or search hybrid with --fusion rrf --rrf-k K or --alpha A, "
+        "which need no record")
+    recorded = FusionParams() if problem else FusionParams.from_record(record)
     return recorded.overridden(**(overrides or {})), damage
 
 

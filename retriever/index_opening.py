@@ -29,9 +29,10 @@ def checked_manifest(index_dir: Path) -> dict:
     return manifest
 
 
-def check_default_mode(index_dir: Path, manifest: dict, mode: str) -> None:
+def check_default_mode(index_dir: Path, manifest: dict, mode: str, fusion_overrides: dict | None = None) -> None:
     """Refuse a default ``mode`` the manifest and file sizes alone show the index cannot serve (no BM25 part, or
-    one failing its cheap checks; for hybrid, a damaged fusion record), with ``Searcher.check_mode``'s messages,
+    one failing its cheap checks; for hybrid, a damaged fusion record the ``fusion_overrides`` do not stand in for,
+    as ``recorded_fusion`` says), with ``Searcher.check_mode``'s messages,
     before any model loads: Searcher runs it first, and ``serve`` on every folder before loading the first."""
     from retriever.errors import RetrieverError
     from retriever.fusion import check_mode, recorded_fusion
@@ -39,7 +40,7 @@ def check_default_mode(index_dir: Path, manifest: dict, mode: str) -> None:
 
     if check_mode(mode) != "dense" and check_lexical_files(index_dir, manifest) is None:
         raise RetrieverError(missing_lexical_message(index_dir))
-    damage = recorded_fusion(index_dir, manifest, None)[1] if mode == "hybrid" else None
+    damage = recorded_fusion(index_dir, manifest, fusion_overrides)[1] if mode == "hybrid" else None
     if damage:
         raise damage
 

@@ -84,7 +84,7 @@ class Searcher:
         """Everything read from the folder, at once: a build swapping in a new version meanwhile is seen by the
         manifest changing (``__init__`` then opens again), so files of two versions are never paired."""
         self.manifest = checked_manifest(self.index_dir)
-        check_default_mode(self.index_dir, self.manifest, mode)
+        check_default_mode(self.index_dir, self.manifest, mode, fusion_overrides)
         check_requested_encoder(self.manifest, **requested_settings)
         self.encoder = recorded_encoder(self.manifest["encoder"], "the index was built", self.index_dir, device,
                                         dtype, batch_size, model, encoders)

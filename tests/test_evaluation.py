@@ -90,3 +90,20 @@ def test_the_depth_note_agrees_with_one_metric_or_several(metrics, phrase) -> No
     run = {"q": {"d1": 2.0, "d2": 1.0}}
     report = EvaluationReport(evaluate_run(run, {"q": {"d1": 1}}, metrics), run_depth=2)
     assert f"note: {phrase} the run's depth (2 hits per query)" in report.table()
+
+
+@pytest.mark.parametrize("fusion", [{"method": "convex", "alpha": "0.3", "depth": 1000, "rrf_k": 60},
+                                    {"method": "rrf", "rrf_k": 60, "alpha": 0.5, "depth": 1000, "tuned": 5}])
+def test_hybrid_evaluation_with_flags_standing_in_for_a_damaged_fusion_record(tiny_beir, tiny_model_dir, tmp_path,
+                                                                              fusion) -> None:
+    """Flags giving the method and its setting let hybrid run over a damaged record; evaluate then read the record
+    for where it was tuned, and raised on it (a RetrieverError on "0.3", an AttributeError on 5)."""
+    from retriever.index_folder import read_manifest, replace_manifest
+
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "idx", encoder, progress=False)
+    replace_manifest(tmp_path / "idx", {**read_manifest(tmp_path / "idx"), "fusion": fusion})
+    searcher = Searcher(tmp_path / "idx", device="cpu", dtype="fp32", mode="hybrid",
+                        fusion_overrides={"method": "rrf", "rrf_k": 60})
+    report, _ = evaluate_index(searcher, BeirDataset.open(tiny_beir), "test", k=5, progress=False)
+    assert report.evaluation.num_queries == 4

@@ -190,3 +190,48 @@ def test_a_list_of_one_score_still_lifts_the_documents_it_found_above_the_ones_i
     dense = ranking([1, 3, 4, 5, 6], [0.9, 0.8, 0.7, 0.6, 0.5])
     assert fuse_one(dense, lexical, FusionParams("convex", alpha=0.05), k=1)[1].tolist() == [6]
     assert fuse_one(dense, lexical, FusionParams("convex", alpha=0.95), k=2)[1].tolist() == [1, 3]
+
+
+SOUND_RECORD = {"method": "convex", "rrf_k": 60.0, "alpha": 0.3, "depth": 1000}
+
+
+@pytest.mark.parametrize("fusion, problem", [
+    ({"method": "convex"}, "fusion.rrf_k is missing"),
+    ({k: v for k, v in SOUND_RECORD.items() if k != "alpha"}, "fusion.alpha is missing"),
+    ({**SOUND_RECORD, "tuned": 5}, "fusion.tuned is int '5', not dict or null")])
+def test_a_record_missing_a_setting_or_with_a_tuned_entry_not_an_object_is_damaged(tmp_path, fusion, problem):
+    """{"method": "convex"} fused with the default alpha 0.5, and "tuned": 5 was taken, without a word."""
+    from retriever.fusion import recorded_fusion
+
+    params, damage = recorded_fusion(tmp_path, {"fusion": fusion}, None)
+    assert params == FusionParams() and damage is not None
+    assert str(damage).startswith(f"{tmp_path / 'manifest.json'}: {problem}, so the hybrid fusion's record is damaged")
+
+
+@pytest.mark.parametrize("fusion", [SOUND_RECORD, {**SOUND_RECORD, "tuned": None},
+                                    {**SOUND_RECORD, "tuned": {"dataset": "scifact", "split": "train"}}, {}, None])
+def test_a_whole_record_is_sound(tmp_path, fusion):
+    from retriever.fusion import recorded_fusion
+
+    params, damage = recorded_fusion(tmp_path, {"fusion": fusion}, None)
+    assert damage is None and params == FusionParams.from_record(fusion)
+
+
+@pytest.mark.parametrize("overrides, used", [({"method": "rrf", "rrf_k": 60}, FusionParams("rrf", rrf_k=60)),
+                                             ({"rrf_k": 30, "depth": 200}, FusionParams("rrf", rrf_k=30, depth=200)),
+                                             ({"method": "convex", "alpha": 0.2}, FusionParams("convex", alpha=0.2)),
+                                             ({"alpha": 0.2, "method": None}, FusionParams("convex", alpha=0.2))])
+def test_flags_giving_the_method_and_its_setting_need_no_damaged_record(tmp_path, overrides, used):
+    """Hybrid was refused over a damaged record even when the flags said everything it is used for."""
+    from retriever.fusion import recorded_fusion
+
+    assert recorded_fusion(tmp_path, {"fusion": {"method": "convex", "alpha": "0.3"}}, overrides) == (used, None)
+
+
+@pytest.mark.parametrize("overrides", [None, {"method": "rrf"}, {"method": "convex", "depth": 100},
+                                       {"method": None, "rrf_k": None, "alpha": None, "depth": None}])
+def test_flags_that_leave_a_setting_to_a_damaged_record_still_refuse_hybrid(tmp_path, overrides):
+    from retriever.fusion import recorded_fusion
+
+    damage = recorded_fusion(tmp_path, {"fusion": {"method": "convex"}}, overrides)[1]
+    assert damage is not None and "--fusion rrf --rrf-k K or --alpha A" in str(damage)

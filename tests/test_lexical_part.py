@@ -170,9 +170,12 @@ def test_a_damaged_fusion_record_fails_only_hybrid_and_names_the_repairs(index, 
     assert searcher.search(["honey bee"], k=2)[0] and searcher.search(["honey bee"], k=2, mode="bm25")[0]
     assert searcher.modes() == ["dense", "bm25"]
     repairs = (rf"fusion.*; tune it again with `retriever bm25 {index} --tune-fusion-on DATASET --split train`, or "
-               rf"drop it \(hybrid then uses RRF k=60\) with `retriever bm25 {index} --overwrite` \(no re-encoding\)$")
+               rf"drop it \(hybrid then uses RRF k=60\) with `retriever bm25 {index} --overwrite` \(no re-encoding\), "
+               r"or search hybrid with --fusion rrf --rrf-k K or --alpha A, which need no record$")
     with pytest.raises(IndexDamaged, match=repairs):
         searcher.search(["honey bee"], k=2, mode="hybrid")
+    for given in ({"method": "rrf", "rrf_k": 60}, {"alpha": 0.5}):  # all hybrid reads of the record but its depth
+        assert Searcher(index, device="cpu", mode="hybrid", fusion_overrides=given).search(["honey bee"], k=2)[0]
     assert "--tune-fusion-on" in index_summary(index)["fusion"]["damage"]
     add_lexical(index, overwrite=True, progress=False)
     assert "fusion" not in read_manifest(index)

@@ -129,7 +129,8 @@ def load_searchers(folders: dict[str, Path], **options: object) -> dict:
     from retriever.searching import Searcher
 
     for folder in folders.values():
-        check_default_mode(folder, checked_manifest(folder), options.get("mode", "dense"))
+        check_default_mode(folder, checked_manifest(folder), options.get("mode", "dense"),
+                           options.get("fusion_overrides"))
     searchers, shared = {}, SharedEncoders()
     for name, folder in folders.items():
         click.echo(f"loading {name} from {folder}", err=True)
