@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import json
 import sys
 import time
@@ -29,8 +28,8 @@ from retriever.files import atomic_write_bytes, creatable_problem, left_by_dead_
 from retriever.folders import held_lock, make_folder
 from retriever.index_folder import MANIFEST_FILE
 from retriever.shard_origin import READING, ContentHash, check_reading, reading_problem, reading_record
-from retriever.shards import (differing_fields, done_marker, id_lines, list_shards, parse_shard_name,
-                              read_shard_metadata, shard_ids_sha256, shard_name, warn_resized, worker_shards,
+from retriever.shards import (differing_fields, done_marker, list_shards, parse_shard_name,
+                              read_shard, read_shard_metadata, shard_name, warn_resized, worker_shards,
                               write_shard)
 
 # What encode_part did with one part.
@@ -115,13 +114,17 @@ def _existing_metadata(path: Path) -> dict | None:
 
 
 def _reusable(path: Path, found: dict, metadata: dict, part: Sequence[Document]) -> bool:
-    """Whether the shard at ``path`` was made from these documents, its id column naming them in order."""
+    """Whether the shard at ``path`` was made from these documents, its id column naming them in order, and still
+    holds the vectors it was written with (``read_shard`` checks their SHA-256): a resume reading the ids alone
+    reused a shard damaged in place, which `index` then refused."""
     if found.get("shard", {}).get("content_sha256") != metadata["shard"]["content_sha256"]:
         return False
     try:
-        return shard_ids_sha256(path) == hashlib.sha256(id_lines(d.id for d in part)).hexdigest()
-    except RetrieverError:
+        ids, _ = read_shard(path)
+    except RetrieverError as error:  # "PATH: what is wrong; what to do", and here what to do is this run's
+        print(f"{str(error).split('; ')[0]}; encoding it again", file=sys.stderr)
         return False
+    return ids == [d.id for d in part]
 
 
 def encode_parts(encoder: Encoder, jobs: Iterator[PartJob],

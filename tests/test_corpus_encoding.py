@@ -179,6 +179,25 @@ def test_a_shard_of_another_width_is_invalid_and_a_rerun_reencodes_it(tiny_model
     assert shard_contents(tmp_path / "out") == before
 
 
+
+def test_a_resume_reencodes_a_shard_whose_vectors_were_damaged_in_place(tiny_model_dir, tmp_path, capsys):
+    """The resume check read the ids only: a shard whose vector bytes were damaged in place (bit rot, a bad copy)
+    was reused, and `index` then refused it, naming the SHA-256 its vectors no longer match."""
+    corpus = write_corpus(tmp_path / "c.jsonl", 6)
+    enc = encoder(tiny_model_dir)
+    encode_corpus(corpus, tmp_path / "out", enc, shard_size=2, progress=False)
+    before = shard_contents(tmp_path / "out")
+    shard = list_shards(tmp_path / "out")[1]
+    vectors = read_shard(shard)[1]
+    vectors[1, 3] = np.nextafter(vectors[1, 3], np.float32(2))  # one bit off: finite, same width, same ids
+    rewrite_vectors(shard, vectors)
+    capsys.readouterr()
+    result = encode_corpus(corpus, tmp_path / "out", enc, shard_size=2, progress=False)
+    assert (result.changed_parts, result.skipped, result.encoded) == (1, 4, 2)
+    assert (f"{shard}: its vectors differ from the SHA-256 recorded when it was written (damaged on disk or in a "
+            "copy); encoding it again") in capsys.readouterr().err
+    assert shard_contents(tmp_path / "out") == before
+
 def test_non_finite_vectors_are_refused_before_they_are_written(tiny_model_dir, tmp_path, monkeypatch):
     """Weights holding inf (or fp16 overflowing) made all-NaN vectors that were written, indexed and searched."""
     corpus = write_corpus(tmp_path / "c.jsonl", 6)
