@@ -79,6 +79,9 @@ def detect_format(path: Path, fmt: str = "auto") -> str:
         raise foreign
     if fmt not in ("auto", "beir"):
         return fmt
+    if path.exists() and not path.is_file():  # /dev/stdin, a FIFO: its name is no file's, and its bytes go unread
+        raise RetrieverError(f"{path}: a pipe or device has no file name to tell its format by; pass --format jsonl "
+                             "or tsv")
     suffix = path.suffix.lower()
     if suffix in (".jsonl", ".json", ".ndjson"):
         return "jsonl"

@@ -13,7 +13,7 @@ from retriever.cli.options import (FiniteRange, compose, corpus_options, encoder
                                    renamed_option, report_truncation, runtime_options)
 from retriever.cli.ray_flags import (check_ray_flags, check_ray_worker_flags, passage_encoder, ray_for_parts,
                                      ray_options)
-from retriever.corpus import read_queries
+from retriever.corpus import detect_format, read_queries, resolve_corpus_path
 from retriever.encode_result import describe
 from retriever.encoder_settings import EncoderSettings
 from retriever.folders import named_output
@@ -157,6 +157,7 @@ def encode_command(corpus, output, model, encoder_overrides, device, dtype, batc
         raise click.BadParameter(f"{worker_index} is not below --num-workers {num_workers} (workers are numbered "
                                  f"0 to {num_workers - 1})", param_hint="'--worker-index'")
     check_ray_worker_flags(ray_address)
+    detect_format(resolve_corpus_path(corpus), fmt)  # before the model loads and Ray starts, which take seconds
     settings = EncoderSettings.for_model(model, **encoder_overrides)
     with passage_encoder(settings, device, dtype, batch_size, ray_address, ray_workers,
                           ray_cpus_per_worker) as encoder:

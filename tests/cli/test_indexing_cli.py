@@ -177,3 +177,26 @@ def test_a_fifo_corpus_is_refused_before_it_is_read(tmp_path, command):
     run.join(60)
     assert results, f"`retriever {command[0]}` is still waiting on the FIFO"
     assert results[0].exit_code == 1 and "is a pipe or a device, not a file" in results[0].output
+
+
+@pytest.mark.parametrize("ray", [False, True])
+def test_encode_of_a_pipe_without_format_is_refused_before_the_model_or_ray(tmp_path, monkeypatch, ray):
+    """A pipe (`encode /dev/stdin`) has no name to tell its format by: the refusal came after the model loaded,
+    and with --ray after Ray started (about 10 s)."""
+    import os
+
+    import retriever.cli.indexing as cli_indexing
+    from retriever.encoder_settings import EncoderSettings
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("the model or Ray was loaded before the format was refused")
+
+    monkeypatch.setattr(cli_indexing, "passage_encoder", loaded)
+    monkeypatch.setattr(EncoderSettings, "for_model", loaded)
+    os.mkfifo(tmp_path / "corpus")
+    result = CliRunner().invoke(main, ["encode", str(tmp_path / "corpus"), "-o", str(tmp_path / "out"),
+                                       *(["--ray"] if ray else [])])
+    assert result.exit_code == 1 and not isinstance(result.exception, AssertionError), result.output
+    assert (f"{tmp_path / 'corpus'}: a pipe or device has no file name to tell its format by; pass --format jsonl "
+            "or tsv") in result.output
+    assert not (tmp_path / "out").exists()
