@@ -268,11 +268,12 @@ def check_requested_encoder(manifest: dict, **requested: object) -> None:
 
 def recorded_encoder(recorded: dict, made: str, folder: str | Path, device: str = "auto", dtype: str = "auto",
                      batch_size: int | None = None, model: str | None = None,
-                     shared: SharedEncoders | None = None) -> Encoder:
+                     shared: SharedEncoders | None = None, remedy: str | None = None) -> Encoder:
     """The encoder an encoder record names (a manifest's or shards', written in ``folder``), refused if its
     weights differ from the recorded ones; ``made`` says what was made with it, for the error. ``model``
-    says where the model is when it moved away from ``folder``; ``shared``, where to take it from if loaded."""
-    settings = EncoderSettings.from_record(recorded, model or recorded_model(recorded, folder))
+    says where the model is when it moved away from ``folder``; ``shared``, where to take it from if loaded;
+    ``remedy``, what to do when the model is gone or changed, for a command that takes no --model."""
+    settings = EncoderSettings.from_record(recorded, model or recorded_model(recorded, folder, remedy))
     recorded_sha = recorded.get("weights_sha256")
     if shared is None:
         encoder = Encoder(settings, device=device, dtype=dtype, batch_size=batch_size)
@@ -280,12 +281,12 @@ def recorded_encoder(recorded: dict, made: str, folder: str | Path, device: str 
         encoder = shared.get(settings, device=device, dtype=dtype, batch_size=batch_size, weights_sha256=recorded_sha)
     if encoder.weights_sha256 != recorded_sha:
         raise RetrieverError(f"the model at {settings.model} has weights {encoder.weights_sha256} but {made} with "
-                             f"{recorded_sha}; it is another model or it changed since, so pass the model the "
-                             "index was built with (--model) or rebuild the index")
+                             f"{recorded_sha}; it is another model or it changed since, so " + (remedy or "pass the "
+                             "model the index was built with (--model) or rebuild the index"))
     for field, what in (("tokenizer_sha256", "vocabulary"), ("tokenizer_behaviour_sha256", "normalisation")):
         found, expected = getattr(encoder, field), recorded.get(field)  # absent from records older than the check
         if expected is not None and found != expected:
             raise RetrieverError(f"the model at {settings.model} has a tokenizer with {what} {found} but {made} "
-                                 f"with {expected}; its tokenizer files changed since, so restore them (or pass the "
-                                 "model the index was built with, --model) or rebuild the index")
+                                 f"with {expected}; its tokenizer files changed since, so " + (remedy or "restore "
+                                 "them (or pass the model the index was built with, --model) or rebuild the index"))
     return encoder

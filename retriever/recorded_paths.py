@@ -50,15 +50,16 @@ def rebase_model_record(record: dict, old_folder: str | Path, new_folder: str | 
     return {**record, "model_path": relative_path(where, new_folder)}
 
 
-def recorded_model(record: dict, folder: str | Path) -> str:
+def recorded_model(record: dict, folder: str | Path, remedy: str | None = None) -> str:
     """The model to load for a record written in ``folder``: its recorded folder when that still exists, else
     the recorded name (an alias or hub id, or a folder of that name here). A local folder no longer where it was
-    recorded is refused: its name alone was looked up on the hub, and the hub's error hid the move."""
+    recorded is refused: its name alone was looked up on the hub, and the hub's error hid the move. ``remedy`` says
+    what to do then, in the terms of the command that loads it."""
     found = locate(record.get("model_path"), folder)
     if found is not None:
         return str(found)
     if record.get("model_path") and not Path(record["model"]).is_dir():
         raise RetrieverError(f"{folder}: its model was recorded at {record['model_path']} (relative to it), which is "
-                             "not there now: the folder moved away from its model; pass the model's folder "
-                             "(--model PATH) or move the model back")
+                             f"not there now: the folder moved away from its model; "
+                             + (remedy or "pass the model's folder (--model PATH) or move the model back"))
     return record["model"]

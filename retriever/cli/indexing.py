@@ -200,7 +200,9 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
         vectors = None
     else:
         _, recorded = check_complete(shards)
-        query_encoder = recorded_encoder(recorded, f"the shards in {shards} were encoded", shards)
+        query_encoder = recorded_encoder(recorded, f"the shards in {shards} were encoded", shards, remedy=(
+            "put the model the shards were encoded with back where they record it, or drop --tuning-queries-file "
+            "(--target-recall then tunes on held-out passages, which needs no model)"))
         vectors = query_encoder.encode_queries(texts)
         report_truncation(query_encoder)
     manifest = build_index(shards, corpus, output, params, fmt, fields_from(id_field, text_field, title_field),

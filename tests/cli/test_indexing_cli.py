@@ -200,3 +200,26 @@ def test_encode_of_a_pipe_without_format_is_refused_before_the_model_or_ray(tmp_
     assert (f"{tmp_path / 'corpus'}: a pipe or device has no file name to tell its format by; pass --format jsonl "
             "or tsv") in result.output
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("change", ["moved", "replaced"])
+def test_index_tuning_on_queries_when_the_shards_model_is_gone_names_what_index_takes(tmp_path, tiny_beir, change):
+    """`index --tuning-queries-file` loads the shards' model to encode the queries; when it had moved away (or been
+    replaced) the advice said to pass --model, a flag `index` does not have."""
+    from conftest import make_tiny_bert
+    from retriever.corpus_encoding import encode_corpus
+    from retriever.encoder import Encoder, EncoderSettings
+
+    model = make_tiny_bert(tmp_path / "model", seed=2)
+    encode_corpus(tiny_beir, tmp_path / "shards", Encoder(EncoderSettings(model=str(model)), device="cpu",
+                                                          dtype="fp32"), shard_size=6, progress=False)
+    model.rename(tmp_path / "model-away")
+    if change == "replaced":
+        make_tiny_bert(tmp_path / "model", seed=3)
+    result = CliRunner().invoke(main, ["index", str(tmp_path / "shards"), "--corpus", str(tiny_beir), "-o",
+                                       str(tmp_path / "idx"), "--index-type", "hnsw", "--target-recall", "0.9",
+                                       "--tuning-queries-file", str(tiny_beir)])
+    assert result.exit_code == 1 and "--model" not in result.output, result.output
+    assert ("put the model the shards were encoded with back where they record it, or drop --tuning-queries-file "
+            "(--target-recall then tunes on held-out passages, which needs no model)") in result.output
+    assert not (tmp_path / "idx").exists()
