@@ -128,6 +128,17 @@ def make_folder(path: Path, flag: str = "--output") -> bool:
     return created
 
 
+def fresh_building_folder(output: Path) -> Path:
+    """An empty hidden folder beside ``output`` to build in, after clearing dead builds' leftovers."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    for line in clean_stale(output):
+        print(line, file=sys.stderr)
+    building = temporary_folder(output)
+    shutil.rmtree(building, ignore_errors=True)
+    building.mkdir()
+    return building
+
+
 def clean_stale(output: Path) -> list[str]:
     """Delete hidden folders that dead processes left beside ``output``; first put back an old version that
     an interrupted fallback replacement left aside. Returns what was done, one line per folder."""

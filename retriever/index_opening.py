@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 
 from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, MappedDocuments, ParquetDocuments
 from retriever.index_folder import DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, read_manifest
-from retriever.integrity import check_counts, check_folder, dense_part, ids_sha256, reading
+from retriever.integrity import check_counts, check_folder, damaged, dense_part, ids_sha256, reading
 from retriever.ondisk import IVFDATA_FILE, ONDISK_TYPE, read_ondisk_index
 
 
@@ -54,20 +54,21 @@ def docstore_file(index_dir: Path, manifest: dict) -> Path:
 def open_index(index_dir: Path, manifest: dict) -> tuple[faiss.Index, MappedDocuments | ParquetDocuments]:
     """The FAISS index and its documents, counts checked against the manifest. An on-disk index and
     its doc store are memory-mapped, not read; the others' id map and doc store are read whole."""
+    damage = lambda path, problem: damaged(path, problem, manifest)  # noqa: E731  (names the command that built it)
     if manifest["index"].get("type") == ONDISK_TYPE:
-        with reading(index_dir / INDEX_FILE):
+        with reading(index_dir / INDEX_FILE, damage):
             index = read_ondisk_index(index_dir / INDEX_FILE)
-        with reading(index_dir / MAPPED_DOCSTORE_FILE):
+        with reading(index_dir / MAPPED_DOCSTORE_FILE, damage):
             documents = MappedDocuments(index_dir)
         counts = {INDEX_FILE: int(index.ntotal), MAPPED_DOCSTORE_FILE: len(documents),
                   ID_ORDER_FILE: documents.sorted_ids}
         check_counts(index_dir, manifest, counts, ID_ORDER_FILE, "")
         return index, documents
-    with reading(index_dir / INDEX_FILE):
+    with reading(index_dir / INDEX_FILE, damage):
         index = faiss.read_index(str(index_dir / INDEX_FILE))
-    with reading(index_dir / IDS_FILE):
+    with reading(index_dir / IDS_FILE, damage):
         ids = pq.read_table(index_dir / IDS_FILE)
-    with reading(index_dir / DOCSTORE_FILE):
+    with reading(index_dir / DOCSTORE_FILE, damage):
         documents = ParquetDocuments(ids, pq.read_table(index_dir / DOCSTORE_FILE, memory_map=True))
     check_counts(index_dir, manifest, {INDEX_FILE: int(index.ntotal), IDS_FILE: len(documents),
                                        DOCSTORE_FILE: documents.docstore_rows},

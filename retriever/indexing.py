@@ -25,8 +25,8 @@ from retriever.encoder import Encoder
 from retriever.errors import RetrieverError, check_kind
 from retriever.faiss_index import (INDEX_TYPES, IndexParams, check_buildable, check_trainable, factory_string,
                                    hnsw_record, new_index, search_defaults, train)
-from retriever.folders import (check_creatable, clean_stale, exclusive_build, named_output, replace_folder, replaceable,
-                               temporary_folder)
+from retriever.folders import (check_creatable, exclusive_build, fresh_building_folder, named_output, replace_folder,
+                               replaceable)
 from retriever.index_folder import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, IdMapWriter,
                                     check_document_count, corpus_record, read_manifest, replace_manifest,
                                     write_manifest)
@@ -45,8 +45,9 @@ __all__ = ["DOCSTORE_FILE", "IDS_FILE", "INDEX_FILE", "INDEX_TYPES", "MANIFEST_F
 def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, params: IndexParams = IndexParams(),
                 fmt: str = "auto", fields: Fields = Fields(), overwrite: bool = False,
                 progress: bool = True, tuning_queries: np.ndarray | None = None,
-                lexical: LexicalParams | None = LexicalParams()) -> dict:
-    """Build an index folder from complete shards and the corpus they came from; return its manifest.
+                lexical: LexicalParams | None = LexicalParams(), built_by: str = "index") -> dict:
+    """Build an index folder from complete shards and the corpus they came from; return its manifest, which names
+    the command that rebuilds it (``built_by``: `index`, or `build` when it encoded the shards too).
 
     ``lexical``: BM25 settings for the index's ``bm25/`` part (built from the doc store just written), or
     None for a dense-only index.
@@ -57,12 +58,12 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
     check_rereadable(corpus)
     with exclusive_build(named_output(Path(output))):
         return _build_index(Path(shards_dir), corpus, Path(output), params, fmt, fields, overwrite, progress,
-                            tuning_queries, lexical)
+                            tuning_queries, lexical, built_by)
 
 
 def _build_index(shards_dir: Path, corpus: str | Path, output: Path, params: IndexParams, fmt: str, fields: Fields,
-                 overwrite: bool, progress: bool, tuning_queries: np.ndarray | None,
-                 lexical: LexicalParams | None) -> dict:
+                 overwrite: bool, progress: bool, tuning_queries: np.ndarray | None, lexical: LexicalParams | None,
+                 built_by: str) -> dict:
     started = time.perf_counter()
     _check_tuning_queries(tuning_queries is not None, params)
     ondisk = params.index_type == ONDISK_TYPE
@@ -81,12 +82,14 @@ def _build_index(shards_dir: Path, corpus: str | Path, output: Path, params: Ind
     check_trainable(params, int(encoder["dim"]), count, f"the shards in {shards_dir} hold")
     if tuning_queries is None:
         check_held_out(count, params, f"the shards in {shards_dir} hold")
-    building = _fresh_building_folder(output)
+    building = fresh_building_folder(output)
     try:
         corpus_of = lambda stats: corpus_record(corpus_path, output, shard_records, stats, progress)  # noqa: E731
         inputs = (shards, encoder, count, int(encoder["dim"]), corpus_path, fmt, fields, building, params, progress,
                   tuning_queries, started, corpus_of)
         manifest = build_ondisk(*inputs, parts_folder(output)) if ondisk else _build_in_memory(*inputs, lexical)
+        manifest = {**manifest, "built_by": built_by}
+        replace_manifest(building, manifest)
         if ondisk and lexical is not None:
             manifest = _add_ondisk_lexical(building, manifest, lexical, progress)
         if ondisk:
@@ -139,17 +142,6 @@ def _refuse_unreplaceable(output: Path, overwrite: bool) -> None:
                              "index folders: remove it or choose another --output")
     if not overwrite:
         raise RetrieverError(f"{output}: already exists; pass --overwrite to replace it or choose another --output")
-
-
-def _fresh_building_folder(output: Path) -> Path:
-    """An empty hidden folder beside ``output`` to build in, after clearing dead builds' leftovers."""
-    output.parent.mkdir(parents=True, exist_ok=True)
-    for line in clean_stale(output):
-        print(line, file=sys.stderr)
-    building = temporary_folder(output)
-    shutil.rmtree(building, ignore_errors=True)
-    building.mkdir()
-    return building
 
 
 def _build_in_memory(shards: list[Path], encoder: dict, count: int, dim: int, corpus_path: Path, fmt: str,
@@ -296,4 +288,5 @@ def encode_and_index(corpus: str | Path, output: str | Path, encoder: Encoder, p
         lexical.check()  # before the encoding, not after it
     shards, tuning_queries = encode_for_index(corpus, output, encoder, params, fmt, fields, shard_size, overwrite,
                                               progress, tuning_query_texts)
-    return build_index(shards, corpus, output, params, fmt, fields, overwrite, progress, tuning_queries, lexical)
+    return build_index(shards, corpus, output, params, fmt, fields, overwrite, progress, tuning_queries, lexical,
+                       built_by="build")

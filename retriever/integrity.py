@@ -21,10 +21,20 @@ from tqdm import tqdm
 from retriever.errors import IndexDamaged, RetrieverError, faiss_message, is_out_of_memory, out_of_memory
 
 REBUILD = "the index folder is damaged; rebuild it with `retriever build ... --overwrite`"
+BUILT_BY = ("build", "index")  # the commands that make an index folder, as the manifest's ``built_by`` names them
 
 
-def damaged(path: Path, problem: str) -> IndexDamaged:
-    return IndexDamaged(f"{path}: {problem}; {REBUILD}")
+def rebuild_advice(manifest: dict | None) -> str:
+    """How to rebuild a damaged folder: with the command its manifest says built it (`index` rebuilds from the
+    shards, with no model), else ``REBUILD``."""
+    built_by = manifest.get("built_by") if isinstance(manifest, dict) else None
+    if built_by not in BUILT_BY:  # built before the manifest said which command built it
+        return REBUILD
+    return f"the index folder is damaged; rebuild it with `retriever {built_by} ... --overwrite`"
+
+
+def damaged(path: Path, problem: str, manifest: dict | None = None) -> IndexDamaged:
+    return IndexDamaged(f"{path}: {problem}; {rebuild_advice(manifest)}")
 
 
 def file_sha256(path: Path, progress: str | None = None, read: Callable[[int], object] | None = None) -> str:
@@ -74,7 +84,7 @@ def file_damage(folder: Path, manifest: dict, name: str, problem: str) -> IndexD
     if name.startswith(f"{lexical_dir}/"):
         return IndexDamaged(f"{folder / name}: {problem}; the BM25 part is damaged; rebuild it with "
                               f"`retriever bm25 {folder} --overwrite` (no re-encoding)")
-    return damaged(folder / name, problem)
+    return damaged(folder / name, problem, manifest)
 
 
 def check_folder(folder: Path, manifest: dict, manifest_name: str, required: tuple[str, ...]) -> None:
@@ -83,7 +93,7 @@ def check_folder(folder: Path, manifest: dict, manifest_name: str, required: tup
         section = manifest.get(key)
         missing = [name for name in inner if not isinstance(section, dict) or name not in section]
         if missing:
-            raise damaged(folder / manifest_name, f"the manifest lacks {key}.{missing[0]}")
+            raise damaged(folder / manifest_name, f"the manifest lacks {key}.{missing[0]}", manifest)
     check_files(folder, manifest, (*required, *recorded_files(manifest)))
 
 
@@ -121,11 +131,11 @@ def check_counts(folder: Path, manifest: dict, counts: dict[str, int], ids_name:
     expected = int(manifest["index"]["count"])
     for name, count in counts.items():
         if count != expected:
-            raise damaged(folder / name, f"holds {count} entries where the manifest records {expected}")
+            raise damaged(folder / name, f"holds {count} entries where the manifest records {expected}", manifest)
     recorded = manifest.get("integrity", {}).get("ids_sha256")
     if recorded is not None and recorded != ids_digest:
         raise damaged(folder / ids_name,
-                      "its rows differ from the ones the index was built with (reordered or replaced)")
+                      "its rows differ from the ones the index was built with (reordered or replaced)", manifest)
 
 
 def verify_files(folder: Path, manifest: dict, progress: bool = True) -> list[str]:

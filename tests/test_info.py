@@ -83,3 +83,30 @@ def test_verify_shows_its_progress_over_every_files_bytes(sq8_index):
     bar = [line for line in result.stderr.replace("\r", "\n").splitlines() if line.startswith("verify")]
     assert bar and f"/{tqdm.format_sizeof(total)} " in bar[-1] and "100%" in bar[-1], result.stderr
     assert "verified:" in result.stdout and "verify" not in result.stdout.replace("verified:", "")
+
+
+@pytest.mark.parametrize("command", ["build", "index"])
+@pytest.mark.parametrize("damage", ["hash", "missing"])
+def test_verify_damage_names_the_command_that_built_the_index(sq8_index, tmp_path, command, damage):
+    """The damage messages of an index built with `retriever index` said to rebuild it with `retriever build`, which
+    encodes the corpus again (and needs the model), where `index` rebuilds it from the shards."""
+    import shutil
+
+    from retriever.indexing import build_index
+
+    index = tmp_path / "idx"
+    if command == "build":
+        shutil.copytree(sq8_index, index)
+    else:
+        build_index(sq8_index.with_name("idx.shards"), sq8_index.parent / "corpus.jsonl", index, IndexParams("flat"),
+                    progress=False, lexical=None)
+    victim = index / "ids.parquet"
+    if damage == "hash":
+        data = bytearray(victim.read_bytes())
+        data[len(data) // 2] ^= 0x01
+        victim.write_bytes(bytes(data))
+    else:
+        victim.unlink()
+    result = CliRunner().invoke(main, ["info", str(index), "--verify"])
+    assert result.exit_code == 1 and f"{victim}: " in result.output, result.output
+    assert f"the index folder is damaged; rebuild it with `retriever {command} ... --overwrite`" in result.output

@@ -248,7 +248,7 @@ def build_command(corpus, output, model, encoder_overrides, device, dtype, batch
             shards, tuning_queries = encode_for_index(corpus, output, encoder, params, fmt, fields, shard_size,
                                                       overwrite, tuning_query_texts=tuning_texts)
         manifest = build_index(shards, corpus, output, params, fmt, fields, overwrite, tuning_queries=tuning_queries,
-                               lexical=lexical)
+                               lexical=lexical, built_by="build")
     report_truncation(passages_cut=manifest["corpus"]["passages_cut"], passages=manifest["corpus"]["documents"],
                       passage_max_length=manifest["encoder"]["passage_max_length"])
     run_tuning(output, tune_fusion)
