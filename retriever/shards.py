@@ -26,6 +26,7 @@ from retriever.files import atomic_write, read_json_object
 
 METADATA_KEY = b"retriever"
 _SHARD_PATTERN = re.compile(r"^embeddings-w(\d+)of(\d+)-(\d{5})\.parquet$")
+_MARKER_PATTERN = re.compile(r"^done-w\d+of(\d+)\.json$")  # ``done_marker``'s names; the group is num_workers
 
 
 def shard_name(worker: int, num_workers: int, part: int) -> str:
@@ -185,8 +186,8 @@ def list_shards(folder: Path, worker: tuple[int, int] | None = None) -> list[Pat
 
 
 def worker_shards(folder: Path, worker: int, num_workers: int, count: int) -> list[Path]:
-    """A worker's ``count`` shards, or one line naming the first missing: a shard deleted after it was written must
-    not pass as done, nor leave `index` blaming the corpus for the rows the shards lack."""
+    """A worker's ``count`` shards, or one line naming the first missing or stray: a shard deleted after it was
+    written must not pass as done, and neither kind may leave `index` blaming the corpus for the rows they change."""
     found = {parse_shard_name(path.name)[2]: path
              for path in (list_shards(folder, (worker, num_workers)) if folder.is_dir() else [])}
     missing = [part for part in range(count) if part not in found]
@@ -195,6 +196,13 @@ def worker_shards(folder: Path, worker: int, num_workers: int, count: int) -> li
         raise RetrieverError(f"{first}: missing ({len(missing)} of worker {worker}'s {count} shards are gone, deleted "
                              "while or after they were encoded); rerun `retriever encode` (or `build`) on the corpus, "
                              "which encodes them again")
+    stray = sorted(part for part in found if part >= count)
+    if stray:
+        raise RetrieverError(f"{found[stray[0]]}: a stray shard: worker {worker}'s done marker records {count} shards"
+                             + (f" (parts 0 to {count - 1})" if count else "")
+                             + (f", and {len(stray) - 1} more past them" if len(stray) > 1 else "")
+                             + "; copied in, or left by another run? delete it, or rerun `retriever encode` (or "
+                             "`build`) on the corpus, which removes it")
     return [found[part] for part in range(count)]
 
 
@@ -217,18 +225,14 @@ def warn_resized(folder: Path, worker: int, num_workers: int, shard_size: int) -
 def check_complete(folder: Path) -> tuple[list[Path], dict]:
     """All shards of a finished encoding, made by one encoder; refuse anything partial or mixed."""
     shards = list_shards(folder)
-    if not shards:
+    if not shards:  # a worker with no documents may be done: then name the workers that are not
+        splits = sorted(int(m.group(1)) for m in map(_MARKER_PATTERN.match, (p.name for p in folder.iterdir())) if m)
+        if splits:
+            _check_workers(folder, splits[0])
         raise RetrieverError(f"{folder}: holds no embedding shards; run `retriever encode` first")
     first = read_shard_metadata(shards[0])
     num_workers = first["shard"]["num_workers"]
-    for worker in range(num_workers):
-        marker = done_marker(folder, worker, num_workers)
-        if not marker.is_file():
-            raise RetrieverError(f"{folder}: worker {worker} of {num_workers} has not finished encoding; "
-                                 f"rerun `retriever encode --worker-index {worker} --num-workers {num_workers}`")
-        recorded = read_json_object(marker, "rerun `retriever encode` on the corpus").get("shards")
-        if isinstance(recorded, int) and not isinstance(recorded, bool):
-            worker_shards(folder, worker, num_workers, recorded)
+    _check_workers(folder, num_workers)
     for shard in shards:
         meta = first if shard == shards[0] else read_shard_metadata(shard)
         diffs = differing_fields(first, meta)
@@ -237,6 +241,18 @@ def check_complete(folder: Path) -> tuple[list[Path], dict]:
                                  f"({'; '.join(diffs) or 'num_workers differs'}); re-encode into an empty folder")
         _check_place(shard, meta["shard"])
     return shards, first
+
+
+def _check_workers(folder: Path, num_workers: int) -> None:
+    """That each worker's done marker is there and its shards are the ones it records (``worker_shards``)."""
+    for worker in range(num_workers):
+        marker = done_marker(folder, worker, num_workers)
+        if not marker.is_file():
+            raise RetrieverError(f"{folder}: worker {worker} of {num_workers} has not finished encoding; "
+                                 f"rerun `retriever encode --worker-index {worker} --num-workers {num_workers}`")
+        recorded = read_json_object(marker, "rerun `retriever encode` on the corpus").get("shards")
+        if isinstance(recorded, int) and not isinstance(recorded, bool):
+            worker_shards(folder, worker, num_workers, recorded)
 
 
 def _check_place(shard: Path, record: dict) -> None:

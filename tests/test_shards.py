@@ -95,3 +95,39 @@ def test_a_shard_whose_vector_bytes_were_damaged_in_place_is_refused(tiny_beir, 
                                              r"SHA-256 recorded when it was written"):
         build_index(shards, tiny_beir, tmp_path / "idx", progress=False)
     assert not (tmp_path / "idx").exists()
+
+
+def test_a_stray_shard_beyond_the_done_markers_count_is_named(tiny_beir, tiny_encoder, tmp_path, one_torch_thread):
+    """A shard past the count a worker's done marker records (copied in from a run over a larger corpus) made `index`
+    blame the corpus ("holds 12 ... the shards hold 16") without naming the shard."""
+    import json
+    import re
+    import shutil
+
+    from retriever.errors import RetrieverError
+
+    larger = tmp_path / "larger.jsonl"
+    extra = [{"_id": f"x{i}", "title": "", "text": f"extra passage {i}"} for i in range(4)]
+    larger.write_text((tiny_beir / "corpus.jsonl").read_text() + "".join(json.dumps(row) + "\n" for row in extra))
+    encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, shard_size=4, progress=False)
+    encode_corpus(larger, tmp_path / "other", tiny_encoder, shard_size=4, progress=False)
+    stray = tmp_path / "shards" / "embeddings-w000of001-00003.parquet"
+    shutil.copy(tmp_path / "other" / stray.name, stray)
+    with pytest.raises(RetrieverError, match=re.escape(f"{stray}: a stray shard: worker 0's done marker records 3 "
+                                                       "shards (parts 0 to 2)")) as error:
+        build_index(tmp_path / "shards", tiny_beir, tmp_path / "idx", progress=False, lexical=None)
+    assert "corpus" not in str(error.value).split(";")[0] and not (tmp_path / "idx").exists()
+
+
+def test_a_folder_with_only_an_empty_workers_done_marker_names_the_workers_that_have_not_run(tiny_encoder, tmp_path):
+    """A worker with no documents (more workers than documents) finishes at once with no shard; with only it done,
+    the folder was said to hold no shards ("run `retriever encode` first"), naming no worker."""
+    from retriever.errors import RetrieverError
+    from retriever.shards import check_complete
+
+    corpus = tmp_path / "one.jsonl"
+    corpus.write_text('{"_id": "a", "text": "a lone passage"}\n')
+    encode_corpus(corpus, tmp_path / "shards", tiny_encoder, worker_index=1, num_workers=2, progress=False)
+    with pytest.raises(RetrieverError, match=r"worker 0 of 2 has not finished encoding; rerun `retriever encode "
+                                             r"--worker-index 0 --num-workers 2`"):
+        check_complete(tmp_path / "shards")
