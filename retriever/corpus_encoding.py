@@ -180,7 +180,7 @@ def _other_reading(metadata: dict, found: dict | None) -> tuple[str, str] | None
     return reading_problem(found.get(READING), metadata[READING]) if found and READING in metadata else None
 
 
-def refuse_other_shards(output: Path, metadata: dict, num_workers: int) -> None:
+def refuse_other_shards(output: Path, metadata: dict, num_workers: int, corpus: Path | None = None) -> None:
     """Refuse a folder holding shards of another encoder or another --num-workers, before anything in it changes.
     ``encode_part`` looks only at the shards a run rewrites: another split's shards stayed beside the new ones,
     so the folder held two encoders' vectors until `index` refused it (and a refused rerun un-finished it)."""
@@ -191,7 +191,7 @@ def refuse_other_shards(output: Path, metadata: dict, num_workers: int) -> None:
             raise RetrieverError(f"{path}: an existing shard was made by a different encoder or split "
                                  f"({'; '.join(diffs)}); {_RE_ENCODE}")
         if _other_reading(metadata, found):
-            check_reading(output, found[READING], metadata[READING], _RE_ENCODE)
+            check_reading(output, found[READING], metadata[READING], _RE_ENCODE, corpus)
 
 
 def remove_parts_beyond(output: Path, worker: int, num_workers: int, count: int) -> int:
@@ -258,7 +258,7 @@ def _encode_share(corpus_path: Path, output: Path, encoder: Encoder | PartRunner
     would re-encode the same parts beside it and overwrite its shards."""
     # model and corpus re-expressed relative to the shard folder, or as names; the flags that read the corpus
     recorded = {**encoder.metadata(), READING: reading_record(corpus_path, fmt, fields)}
-    refuse_other_shards(output, recorded, num_workers)
+    refuse_other_shards(output, recorded, num_workers, corpus_path)
     earlier_size = warn_resized(output, worker_index, num_workers, shard_size)
     # Until this run finishes, this worker's shards may mix old and new content: not complete.
     done_marker(output, worker_index, num_workers).unlink(missing_ok=True)

@@ -73,7 +73,8 @@ def _build_index(shards_dir: Path, corpus: str | Path, output: Path, params: Ind
     corpus_path = resolve_corpus_path(corpus)
     shards, encoder = check_complete(shards_dir)
     check_reading(shards_dir, encoder.get(READING), reading_record(corpus_path, fmt, fields),
-                  "encode them again with the new flags (`retriever build --overwrite`, or `encode` to a new folder)")
+                  "encode them again with the new flags (`retriever build --overwrite`, or `encode` to a new folder)",
+                  corpus_path)
     encoder = rebase_model_record({k: v for k, v in encoder.items() if k not in ("shard", "corpus", READING)},
                                   shards_dir, output)
     shard_records = [read_shard_metadata(s)["shard"] for s in shards]

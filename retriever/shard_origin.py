@@ -48,12 +48,28 @@ def reading_problem(recorded: object, given: dict) -> tuple[str, str] | None:
             f"{_flags(given, names)}", _flags(recorded, names))
 
 
-def check_reading(folder: Path, recorded: object, given: dict, re_encode: str) -> None:
+def check_reading(folder: Path, recorded: object, given: dict, re_encode: str, corpus: Path | None = None) -> None:
     """Refuse, in one line, a run reading the corpus of the shards in ``folder`` with other flags than they
-    were encoded with; ``re_encode`` says how to encode them again with the new flags instead."""
+    were encoded with; ``re_encode`` says how to encode them again with the new flags instead. A ``corpus`` whose
+    extension names another format than theirs is another file (a copy in another format), which their --format
+    would misread: the advice is then to pass theirs."""
     problem = reading_problem(recorded, given)
-    if problem is not None:
-        raise RetrieverError(f"{folder}: {problem[0]}; rerun with {problem[1]} to use them, or {re_encode}")
+    if problem is None:
+        return
+    theirs = recorded["format"]
+    if corpus is not None and theirs != given.get("format") and _format_by_name(corpus) not in (None, theirs):
+        raise RetrieverError(f"{folder}: its shards were encoded from a {theirs} corpus, and {corpus} is read as "
+                             f"{given.get('format')} (by its extension); pass the {theirs} file they were encoded "
+                             f"from to use them, or {re_encode}")
+    raise RetrieverError(f"{folder}: {problem[0]}; rerun with {problem[1]} to use them, or {re_encode}")
+
+
+def _format_by_name(corpus: Path) -> str | None:
+    """The format a corpus file's extension names, None when it names none."""
+    try:
+        return detect_format(corpus)
+    except RetrieverError:
+        return None
 
 
 class ContentHash:

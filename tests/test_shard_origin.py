@@ -107,3 +107,28 @@ def test_an_edited_corpus_is_said_to_have_changed(encoded, tmp_path) -> None:
     with pytest.raises(RetrieverError, match=r"other documents than .* holds now \(read with the same flags: the "
                                              r"corpus changed\)"):
         build_index(shards, source, tmp_path / "idx", IndexParams("flat"), progress=False, lexical=None)
+
+
+@pytest.mark.parametrize("command", ["index", "encode"])
+def test_a_copy_of_the_corpus_in_another_format_is_not_advised_to_be_read_as_the_old_one(encoded, tmp_path,
+                                                                                       command) -> None:
+    """Shards encoded from JSONL, given a TSV copy of the corpus: the advice was 'rerun with --format jsonl', which
+    would read the TSV file as JSONL."""
+    _, shards, encoder = encoded
+    copy = tmp_path / "c.tsv"
+    copy.write_text("id\ttitle\ttext\n" + "".join(f"d{i}\ttitle {i}\tthe cat number {i} sat\n" for i in range(6)))
+    with pytest.raises(RetrieverError) as error:
+        if command == "index":
+            build_index(shards, copy, tmp_path / "idx", IndexParams("flat"), progress=False, lexical=None)
+        else:
+            encode_corpus(copy, shards, encoder, shard_size=4, progress=False)
+    assert f"{shards}: its shards were encoded from a jsonl corpus, and {copy} is read as tsv (by its extension); " \
+           "pass the jsonl file they were encoded from to use them, or " in str(error.value)
+    assert "--format jsonl" not in str(error.value)
+
+
+def test_a_corpus_named_for_its_format_but_read_as_another_is_advised_its_own_format(encoded, tmp_path) -> None:
+    source, shards, _ = encoded
+    with pytest.raises(RetrieverError, match=r"read with --format jsonl, this run reads it with --format tsv; rerun "
+                                             r"with --format jsonl to use them"):
+        build_index(shards, source, tmp_path / "idx", IndexParams("flat"), fmt="tsv", progress=False, lexical=None)
