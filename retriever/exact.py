@@ -36,10 +36,12 @@ def exact_neighbours(shards: list[Path], queries: np.ndarray, k: int,
     return exact_top_k(queries, kept_vectors(shards, exclude_rows), k)[1]
 
 
-def kept_vectors(shards: list[Path], exclude_rows: np.ndarray | None) -> Iterator[np.ndarray]:
-    """The shards' vectors block by block, without ``exclude_rows`` (sorted global rows)."""
+def kept_vectors(shards: list[Path], exclude_rows: np.ndarray | None,
+                 progress: str | None = None) -> Iterator[np.ndarray]:
+    """The shards' vectors block by block, without ``exclude_rows`` (sorted global rows); ``progress`` names a bar
+    over the shards (``iter_shard_batches``)."""
     offset = 0
-    for _, vectors in iter_shard_batches(shards):
+    for _, vectors in iter_shard_batches(shards, progress):
         if exclude_rows is not None and len(exclude_rows):
             local = exclude_rows[(exclude_rows >= offset) & (exclude_rows < offset + len(vectors))] - offset
             offset += len(vectors)

@@ -164,7 +164,7 @@ def _build_in_memory(shards: list[Path], encoder: dict, count: int, dim: int, co
     held = held_out_rows(count, params) if tuning_queries is None else np.empty(0, dtype=np.int64)
     ids_file = IdMapWriter(building / IDS_FILE)
     held_ids, held_rows, held_vectors = _add_shards(index, shards, held, count, ids_file, spec, progress)
-    tuning = tune_build(index, shards, tuning_queries, held_vectors, held, params)
+    tuning = tune_build(index, shards, tuning_queries, held_vectors, held, params, progress=progress)
     if len(held):
         _add(index, held_vectors, spec)
         ids_file.write(held_ids, held_rows)

@@ -182,13 +182,13 @@ def trained_quantizer(work: PartsFolder, spec: str, dim: int, shards: list[Path]
 
 
 def tune_on_parts(trained: Path, parts: list[str], building: Path, shards: list[Path], plan: PartPlan, params,
-                  tuning_queries: np.ndarray | None) -> tuple[dict, list[str]]:
+                  tuning_queries: np.ndarray | None, progress: bool = True) -> tuple[dict, list[str]]:
     """Tune nprobe on the merged parts; the tuning record and the part files to merge (held-out vectors
     added as one more part)."""
     held = plan.held
     held_vectors = np.concatenate([read_held(part)[0] for part in parts])
     index = merge_parts(trained, parts, building / "tuning.ivfdata")
-    tuning = tune_build(index, shards, tuning_queries, held_vectors, held, params, plan.labels_of_kept)
+    tuning = tune_build(index, shards, tuning_queries, held_vectors, held, params, plan.labels_of_kept, progress)
     del index
     os.remove(building / "tuning.ivfdata")
     if len(held):
@@ -217,7 +217,7 @@ def build_ondisk(shards: list[Path], encoder: dict, count: int, dim: int, corpus
     files = fill_parts(work, plan.parts, params, progress)
     tuning = None
     if tuning_queries is not None or len(held):
-        tuning, files = tune_on_parts(work.trained, files, building, shards, plan, params, tuning_queries)
+        tuning, files = tune_on_parts(work.trained, files, building, shards, plan, params, tuning_queries, progress)
     index = merge_parts(work.trained, files, building / IVFDATA_FILE)
     if os.path.exists(building / "part-held.faiss"):
         os.remove(building / "part-held.faiss")

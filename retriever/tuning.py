@@ -168,16 +168,19 @@ def recall_at_k(found: np.ndarray, truth: np.ndarray, k: int | None = None) -> f
     return float(np.mean(per_query_recall(found, truth, k)))
 
 
-def true_neighbours(shards: list[Path], queries: np.ndarray, k: int, held: np.ndarray) -> np.ndarray:
+def true_neighbours(shards: list[Path], queries: np.ndarray, k: int, held: np.ndarray, progress: bool = True
+                    ) -> np.ndarray:
     """Each query's exact top-k rows, widened (-1 padded) by every row whose score ties the k-th, up to MAX_EXTRA
     more: an index returning one of those found a true neighbour as much as the one exact search kept (duplicated
-    passages measured 0.89 at any efSearch and warned that no setting reached the target)."""
-    scores, rows = exact_top_k(queries, kept_vectors(shards, held), k + 1)
+    passages measured 0.89 at any efSearch and warned that no setting reached the target). Each pass over the
+    shards draws a bar with ``progress``: it reads them all (gigabytes) for a few rows per query."""
+    scores, rows = exact_top_k(queries, kept_vectors(shards, held, "exact neighbours" if progress else None), k + 1)
     floor = scores[:, k - 1] - 1e-6 * np.abs(scores[:, k - 1])  # one vector's dot product may round otherwise
     tied = np.flatnonzero((rows[:, k] >= 0) & (scores[:, k] >= floor))
     if not len(tied):
         return rows[:, :k]
-    deep_scores, deep_rows = exact_top_k(queries[tied], kept_vectors(shards, held), k + MAX_EXTRA)
+    deep_scores, deep_rows = exact_top_k(queries[tied], kept_vectors(shards, held, "exact neighbours, ties"
+                                                                     if progress else None), k + MAX_EXTRA)
     truth = np.full((len(queries), deep_rows.shape[1]), -1, dtype=rows.dtype)
     truth[:, :k] = rows[:, :k]
     truth[tied] = np.where(deep_scores >= floor[tied, None], deep_rows, -1)
@@ -267,23 +270,23 @@ def held_out_rows(count: int, params: IndexParams) -> np.ndarray:
 
 
 def tune_build(index: faiss.Index, shards: list[Path], given_queries: np.ndarray | None, held_vectors: np.ndarray,
-               held: np.ndarray, params: IndexParams, labels_of_rows=None) -> dict | None:
+               held: np.ndarray, params: IndexParams, labels_of_rows=None, progress: bool = True) -> dict | None:
     """A build's tuning: on the given query vectors, else on the held-out rows' vectors; None with neither."""
     if given_queries is not None:
-        return tune(index, shards, given_queries, held, params, "given queries", labels_of_rows)
+        return tune(index, shards, given_queries, held, params, "given queries", labels_of_rows, progress)
     if len(held):
-        return tune(index, shards, held_vectors, held, params, "held-out own vectors", labels_of_rows)
+        return tune(index, shards, held_vectors, held, params, "held-out own vectors", labels_of_rows, progress)
     return None
 
 
 def tune(index: faiss.Index, shards: list[Path], queries: np.ndarray, held: np.ndarray, params: IndexParams,
-         source: str, labels_of_rows=None) -> dict:
+         source: str, labels_of_rows=None, progress: bool = True) -> dict:
     """Measure recall against exact search over the indexed rows; pick nprobe/efSearch.
 
     ``labels_of_rows`` maps exact search's row numbers to the index's labels where they differ."""
     queries = np.ascontiguousarray(queries, dtype=np.float32)
     k = min(params.tuning_k, int(index.ntotal))
-    truth = true_neighbours(shards, queries, k, held)
+    truth = true_neighbours(shards, queries, k, held, progress)
     if labels_of_rows is not None:
         truth = labels_of_rows(truth)
     tuning = {**choose_search_params(index, queries, truth, params.target_recall, k), "queries": source}
