@@ -5,7 +5,7 @@
 2. Fill parts of about ``--part-size`` vectors in parallel (worker processes, or Ray tasks with
    ``--ray``), each adding its shards to a copy of the trained empty index and writing it out.
    The trained index and finished parts survive a crash (``retriever.partwork``).
-3. Merge the parts' inverted lists into one ``index.ivfdata`` file (``merge_ondisk``), which
+3. Merge the parts' inverted lists into one ``index.ivfdata`` file (as FAISS's ``merge_ondisk``), which
    ``search`` and ``serve`` map into memory instead of reading.
 
 FAISS labels are doc-store rows, so the id map is the memory-mapped doc store itself (see
@@ -13,16 +13,18 @@ FAISS labels are doc-store rows, so the id map is the memory-mapped doc store it
 """
 from __future__ import annotations
 
+import ctypes
 import os
+import re
 import shutil
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import faiss
 import numpy as np
-from faiss.contrib.ondisk import merge_ondisk
 from tqdm import tqdm
 
 from retriever.choices import ONDISK_TYPE
@@ -43,19 +45,34 @@ READ_FLAGS = faiss.IO_FLAG_ONDISK_SAME_DIR
 
 
 @contextmanager
-def faiss_notes_silenced() -> Iterator[None]:
+def faiss_notes_silenced(heard: Callable[[str], None] | None = None) -> Iterator[None]:
     """FAISS's on-disk lists print notes (which file they map) on the C stdout, where `search` writes its
-    results; they tell a user nothing they need, and FAISS reports failures by exception, not there."""
+    results; they tell a user nothing they need, and FAISS reports failures by exception, not there. ``heard`` is
+    given that text as it comes (a merge's progress), else it goes to /dev/null."""
     sys.stdout.flush()
-    saved = os.dup(1)
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
-    os.close(devnull)
+    saved, relay = os.dup(1), None
+    if heard is None:
+        sink = os.open(os.devnull, os.O_WRONLY)
+    else:  # FAISS releases the GIL while it works, so the relay keeps the pipe from filling up
+        source, sink = os.pipe()
+        relay = threading.Thread(target=_relay, args=(source, heard), daemon=True, name="faiss-stdout")
+        relay.start()
+    os.dup2(sink, 1)
+    os.close(sink)
     try:
         yield
     finally:
+        ctypes.CDLL(None).fflush(None)  # what C stdio still holds goes where it was written, not to our stdout
         os.dup2(saved, 1)
         os.close(saved)
+        if relay is not None:
+            relay.join()  # the pipe's last writer is closed: the relay reads to its end
+
+
+def _relay(source: int, heard: Callable[[str], None]) -> None:
+    with os.fdopen(source, "rb") as pipe:
+        for chunk in iter(lambda: pipe.read1(1 << 12), b""):
+            heard(chunk.decode("utf-8", "replace"))
 
 
 def read_ondisk_index(path: Path) -> faiss.Index:
@@ -126,7 +143,7 @@ def _hashed(documents: Iterator[Document], content: ShardContentCheck, read) -> 
         yield document
 
 
-def merge_parts(trained: Path, parts: list[str], ivfdata: Path) -> faiss.Index:
+def merge_parts(trained: Path, parts: list[str], ivfdata: Path, progress: bool = True) -> faiss.Index:
     """One index whose inverted lists are the parts' lists merged into the ``ivfdata`` file.
 
     The result is final: adding to merged on-disk lists corrupts them (FAISS 1.15's merge leaves the
@@ -134,9 +151,27 @@ def merge_parts(trained: Path, parts: list[str], ivfdata: Path) -> faiss.Index:
     """
     check_space(ivfdata, sum(Path(part).stat().st_size for part in parts))
     index = faiss.read_index(str(trained))
-    with faiss_notes_silenced():
-        merge_ondisk(index, parts, str(ivfdata))
+    ivf = faiss.extract_index_ivf(index)
+    with tqdm(total=ivf.nlist, desc="merge lists", unit="list", file=sys.stderr, disable=not progress) as bar:
+        with faiss_notes_silenced(lambda text: bar.update(max(0, merged_lists(text, bar.n) - bar.n))):
+            merged = faiss.OnDiskInvertedLists(ivf.nlist, ivf.code_size, str(ivfdata))
+            vector = faiss.InvertedListsPtrVector()
+            for part in parts:  # mapped, not read: the parts together may exceed the memory
+                part_index = faiss.read_index(part, faiss.IO_FLAG_MMAP)  # held until its lists are let go
+                part_ivf = faiss.extract_index_ivf(part_index)
+                part_ivf.own_invlists = False  # the lists outlive their index, as in FAISS's merge_ondisk
+                vector.push_back(part_ivf.invlists)
+            index.ntotal = ivf.ntotal = merged.merge_from_multiple(vector.data(), vector.size(), False, True)
+        bar.update(bar.total - bar.n)
+    ivf.replace_invlists(merged, True)
+    merged.this.disown()
     return index
+
+
+def merged_lists(text: str, before: int) -> int:
+    """How many lists FAISS's verbose merge says it has merged (its 'merged N lists in T s' lines), else ``before``."""
+    counts = re.findall(r"merged (\d+) lists", text)
+    return int(counts[-1]) if counts else before
 
 
 def check_space(ivfdata: Path, needed: int) -> None:
@@ -187,7 +222,7 @@ def tune_on_parts(trained: Path, parts: list[str], building: Path, shards: list[
     added as one more part)."""
     held = plan.held
     held_vectors = np.concatenate([read_held(part)[0] for part in parts])
-    index = merge_parts(trained, parts, building / "tuning.ivfdata")
+    index = merge_parts(trained, parts, building / "tuning.ivfdata", progress)
     tuning = tune_build(index, shards, tuning_queries, held_vectors, held, params, plan.labels_of_kept, progress)
     del index
     os.remove(building / "tuning.ivfdata")
@@ -218,7 +253,7 @@ def build_ondisk(shards: list[Path], encoder: dict, count: int, dim: int, corpus
     tuning = None
     if tuning_queries is not None or len(held):
         tuning, files = tune_on_parts(work.trained, files, building, shards, plan, params, tuning_queries, progress)
-    index = merge_parts(work.trained, files, building / IVFDATA_FILE)
+    index = merge_parts(work.trained, files, building / IVFDATA_FILE, progress)
     if os.path.exists(building / "part-held.faiss"):
         os.remove(building / "part-held.faiss")
     write_ondisk_index(index, building / INDEX_FILE)

@@ -196,3 +196,24 @@ def test_the_doc_store_pass_shows_its_progress_with_a_total(shards, corpus, tmp_
     build_index(shards, corpus, tmp_path / "idx", IndexParams(**{**ONDISK, "parallel_parts": 1}), lexical=None)
     bar = [line for line in capsys.readouterr().err.replace("\r", "\n").splitlines() if line.startswith("doc store")]
     assert bar and "400/400" in bar[-1], bar
+
+
+def test_the_merge_of_the_parts_shows_its_progress_over_the_lists(shards, corpus, tmp_path, capfd):
+    """The merge into index.ivfdata (and the tuning's merge before it) wrote the whole index with nothing on stderr;
+    FAISS's verbose merge says how many lists it has merged, which the bar follows, and nothing reaches stdout."""
+    build_index(shards, corpus, tmp_path / "idx", IndexParams(**{**ONDISK, "parallel_parts": 1}), lexical=None)
+    captured = capfd.readouterr()
+    nlist = ONDISK["nlist"]
+    bar = [line for line in captured.err.replace("\r", "\n").splitlines() if line.startswith("merge lists")]
+    assert bar and f"{nlist}/{nlist}" in bar[-1], bar
+    assert "merged" not in captured.out and "resizing" not in captured.out
+
+
+def test_faiss_progress_lines_reach_the_bar_and_not_stdout(capfd):
+    from retriever.ondisk import faiss_notes_silenced, merged_lists
+
+    heard: list[str] = []
+    with faiss_notes_silenced(heard.append):
+        os.write(1, b"merged 3 lists in 0.501 s\rmerged 7 lists in 1.002 s\r\n")
+    assert merged_lists("".join(heard), 0) == 7 and merged_lists("resizing x to 10 bytes", 2) == 2
+    assert capfd.readouterr().out == ""
