@@ -223,3 +223,25 @@ def test_index_tuning_on_queries_when_the_shards_model_is_gone_names_what_index_
     assert ("put the model the shards were encoded with back where they record it, or drop --tuning-queries-file "
             "(--target-recall then tunes on held-out passages, which needs no model)") in result.output
     assert not (tmp_path / "idx").exists()
+
+
+@pytest.mark.parametrize("corpus", ["c.dat", "fifo"])
+def test_build_refuses_a_corpus_it_cannot_read_before_the_model_or_ray(tmp_path, monkeypatch, corpus):
+    """`build` of a file whose name tells no format, or of a pipe (read twice), was refused only after the model
+    loaded (with --ray, after Ray started)."""
+    import os
+
+    import retriever.cli.indexing as cli_indexing
+    from retriever.encoder_settings import EncoderSettings
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("the model or Ray was loaded before the corpus was refused")
+
+    monkeypatch.setattr(cli_indexing, "passage_encoder", loaded)
+    monkeypatch.setattr(EncoderSettings, "for_model", loaded)
+    path = tmp_path / corpus
+    os.mkfifo(path) if corpus == "fifo" else path.write_text('{"_id": "a", "text": "hello"}\n')
+    result = CliRunner().invoke(main, ["build", str(path), "-o", str(tmp_path / "out"), "--ray"])
+    assert result.exit_code == 1 and not isinstance(result.exception, AssertionError), result.output
+    assert ("is a pipe or a device, not a file" if corpus == "fifo" else "cannot tell the format from the "
+            "extension; pass --format jsonl, tsv or parquet") in result.output
