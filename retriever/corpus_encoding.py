@@ -33,7 +33,7 @@ from retriever.shards import (differing_fields, done_marker, list_shards, parse_
                               write_shard)
 
 # What encode_part did with one part.
-ENCODED, REUSED, CHANGED = "encoded", "reused", "changed"
+ENCODED, REUSED, CHANGED, DAMAGED = "encoded", "reused", "changed", "damaged"
 # How to replace a folder's shards made otherwise (another encoder, split or reading flags).
 _RE_ENCODE = "encode into an empty folder, delete the old shards, or use `build --overwrite`"
 # One part of the corpus, the shard it becomes, and the metadata that shard carries.
@@ -68,23 +68,23 @@ def encode_part(encoder: Encoder, part: Sequence[Document], path: Path, metadata
                 progress: Callable[[int], None] | None = None) -> str:
     """Make the shard at ``path`` for one part unless it already holds exactly these documents.
 
-    Returns ENCODED (new shard), REUSED (existing shard matches) or CHANGED (existing shard was
-    made from other documents, or is damaged, and has been replaced). A shard from another encoder is refused.
+    Returns ENCODED (new shard), REUSED (existing shard matches), CHANGED (existing shard was made from other
+    documents) or DAMAGED (existing shard fails its record); both replaced. A shard from another encoder is refused.
     """
     outcome = ENCODED
     found = _existing_metadata(path)
     if found == {}:
-        outcome = CHANGED
+        outcome = DAMAGED
     elif found is not None:
         diffs = differing_fields(metadata, found)
         if diffs:
             raise RetrieverError(f"{path}: an existing shard was made by a different encoder ({'; '.join(diffs)}); "
                                  "encode into an empty folder, delete the old shards, or use `build --overwrite`")
-        if _reusable(path, found, metadata, part):
-            if progress is not None:
-                progress(len(part))
+        outcome = _reuse(path, found, metadata, part)
+        if outcome == REUSED and progress is not None:
+            progress(len(part))
+        if outcome == REUSED:
             return REUSED
-        outcome = CHANGED
     vectors = encoder.encode_passages(part, progress=progress)
     _check_finite(vectors, part, path)
     metadata["shard"]["passages_cut"] = encoder.last_cut
@@ -113,18 +113,18 @@ def _existing_metadata(path: Path) -> dict | None:
         return {}
 
 
-def _reusable(path: Path, found: dict, metadata: dict, part: Sequence[Document]) -> bool:
-    """Whether the shard at ``path`` was made from these documents, its id column naming them in order, and still
-    holds the vectors it was written with (``read_shard`` checks their SHA-256): a resume reading the ids alone
-    reused a shard damaged in place, which `index` then refused."""
+def _reuse(path: Path, found: dict, metadata: dict, part: Sequence[Document]) -> str:
+    """REUSED when the shard at ``path`` was made from these documents, its id column naming them in order, and
+    still holds the vectors it was written with (``read_shard`` checks their SHA-256: a resume reading the ids alone
+    reused a shard damaged in place, which `index` then refused); else CHANGED (other documents) or DAMAGED."""
     if found.get("shard", {}).get("content_sha256") != metadata["shard"]["content_sha256"]:
-        return False
+        return CHANGED
     try:
         ids, _ = read_shard(path)
     except RetrieverError as error:  # "PATH: what is wrong; what to do", and here what to do is this run's
         print(f"{str(error).split('; ')[0]}; encoding it again", file=sys.stderr)
-        return False
-    return ids == [d.id for d in part]
+        return DAMAGED
+    return REUSED if ids == [d.id for d in part] else DAMAGED  # its record names these documents, its ids do not
 
 
 def encode_parts(encoder: Encoder, jobs: Iterator[PartJob],
@@ -265,7 +265,7 @@ def _encode_share(corpus_path: Path, output: Path, encoder: Encoder | PartRunner
     base_metadata = {**recorded, **model_record(recorded["model"], output),
                      "corpus": relative_path(corpus_path, output) or corpus_path.name}
     stats = ReadStats()
-    counts = {ENCODED: 0, REUSED: 0, CHANGED: 0}
+    counts = dict.fromkeys((ENCODED, REUSED, CHANGED, DAMAGED), 0)
     encoded = skipped = shards = 0
     started = time.perf_counter()
     documents = iter_documents(corpus_path, fmt, fields, stats)
@@ -295,4 +295,5 @@ def _encode_share(corpus_path: Path, output: Path, encoder: Encoder | PartRunner
                        json.dumps(summary, indent=2, sort_keys=True).encode())
     return EncodeResult(output=output, documents=stats.records, encoded=encoded, skipped=skipped, shards=shards,
                         empty_texts=stats.empty_texts, seconds=seconds, changed_parts=counts[CHANGED],
-                        removed_parts=removed, passages_cut=cut, earlier_shard_size=earlier_size)
+                        removed_parts=removed, passages_cut=cut, earlier_shard_size=earlier_size,
+                        damaged_parts=counts[DAMAGED])

@@ -18,6 +18,7 @@ class EncodeResult:
     removed_parts: int = 0  # shards of parts the corpus no longer has
     passages_cut: int = 0  # longer than the encoder's passage_max_length
     earlier_shard_size: int | None = None  # the other --shard-size the folder's shards were cut at
+    damaged_parts: int = 0  # shards that failed their record (truncated, rewritten, vectors changed) and were redone
 
 
 def describe(result: EncodeResult) -> str:
@@ -28,6 +29,8 @@ def describe(result: EncodeResult) -> str:
         message += f"; re-encoded {result.changed_parts} parts " + (
             f"cut at --shard-size {result.earlier_shard_size} before" if result.earlier_shard_size
             else "whose documents changed")
+    if result.damaged_parts:
+        message += f"; re-encoded {result.damaged_parts} damaged shards"
     if result.removed_parts:
         message += f"; removed {result.removed_parts} shards " + (
             "past the last part" if result.earlier_shard_size else "of parts the corpus no longer has")

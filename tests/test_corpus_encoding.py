@@ -17,6 +17,7 @@ import pytest
 
 from conftest import WORDS
 from retriever.corpus_encoding import clear_other_encoder, encode_corpus
+from retriever.encode_result import describe
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.indexing import IndexParams, build_index
@@ -175,7 +176,7 @@ def test_a_shard_of_another_width_is_invalid_and_a_rerun_reencodes_it(tiny_model
     with pytest.raises(RetrieverError, match=r"not a valid shard \(its columns are .*\[16\].*32 float32"):
         read_shard_metadata(shard)
     result = encode_corpus(corpus, tmp_path / "out", enc, shard_size=2, progress=False)
-    assert (result.changed_parts, result.skipped) == (1, 4)
+    assert (result.damaged_parts, result.changed_parts, result.skipped) == (1, 0, 4)
     assert shard_contents(tmp_path / "out") == before
 
 
@@ -193,7 +194,8 @@ def test_a_resume_reencodes_a_shard_whose_vectors_were_damaged_in_place(tiny_mod
     rewrite_vectors(shard, vectors)
     capsys.readouterr()
     result = encode_corpus(corpus, tmp_path / "out", enc, shard_size=2, progress=False)
-    assert (result.changed_parts, result.skipped, result.encoded) == (1, 4, 2)
+    assert (result.damaged_parts, result.changed_parts, result.skipped, result.encoded) == (1, 0, 4, 2)
+    assert describe(result).endswith("; re-encoded 1 damaged shards")
     assert (f"{shard}: its vectors differ from the SHA-256 recorded when it was written (damaged on disk or in a "
             "copy); encoding it again") in capsys.readouterr().err
     assert shard_contents(tmp_path / "out") == before

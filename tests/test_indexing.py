@@ -272,7 +272,7 @@ def test_a_damaged_shard_is_refused_by_name_and_a_rerun_of_encode_repairs_it(tin
         build_index(tmp_path / "shards", tiny_beir, tmp_path / "idx", progress=False, lexical=None)
     assert "\n" not in str(error.value) and not (tmp_path / "idx").exists()
     result = encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, shard_size=5, progress=False)
-    assert (result.encoded, result.changed_parts) == (5, 1)
+    assert (result.encoded, result.damaged_parts, result.changed_parts) == (5, 1, 0)
     build_index(tmp_path / "shards", tiny_beir, tmp_path / "idx", progress=False, lexical=None)
     id_map = pq.read_table(tmp_path / "idx" / IDS_FILE).to_pydict()
     docstore_ids = pq.read_table(tmp_path / "idx" / DOCSTORE_FILE)["id"].to_pylist()
