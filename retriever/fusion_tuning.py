@@ -72,6 +72,21 @@ def check_judged_documents(searcher: Searcher, beir: BeirDataset, split: str, qr
               "in the index; they count as misses in every setting", file=sys.stderr)
 
 
+def warn_of_training_split(searcher: Searcher, beir: BeirDataset, split: str) -> None:
+    """A fine-tuned encoder ranks its own training queries better than unseen ones, so a fusion tuned on them leans
+    to dense more than held-out queries bear out: said, not refused (there may be no other split). Only a local
+    model folder's retriever.json is read, as `retriever train` writes it; its dataset is recorded by folder name."""
+    from retriever.model_loading import RETRIEVER_CONFIG, json_value
+
+    folder = Path(searcher.encoder.settings.model)
+    training = json_value(folder / RETRIEVER_CONFIG, "training") if folder.is_dir() else None
+    if isinstance(training, dict) and (training.get("dataset"), training.get("split", "train")) == (
+            dataset_name(beir), split):
+        warn(f"warning: the index's encoder was trained on {dataset_name(beir)} split {split}, the split tuned on "
+             "here; it ranks its training queries better than unseen ones, so the tuned fusion leans to dense more "
+             "than it should: tune on a split held out of its training (e.g. a dev split)")
+
+
 def _per_query(run: Run, qrels: Qrels) -> dict[str, float]:
     return {qid: values[METRIC] for qid, values in evaluate_run(run, qrels, (METRIC,)).per_query.items()}
 
@@ -105,6 +120,7 @@ def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, k: int = 10
     (``checked``: what ``check_tuning_split`` returned, so it is not read twice)."""
     beir, queries, qrels = checked or check_tuning_split(dataset, split)
     check_judged_documents(searcher, beir, split, qrels)
+    warn_of_training_split(searcher, beir, split)
     warn_of_left_out(beir, split, queries, qrels, "they are not searched and score 0 in every setting (as evaluate "
                      "scores them)")
     warn(blank_queries_warning(queries, "hybrid"))  # what the fused settings do

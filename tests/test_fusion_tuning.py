@@ -160,3 +160,21 @@ def test_tuning_searches_a_batch_of_queries_at_a_time_and_shows_its_progress(ind
     assert searched == [1, 1, 1, 1]  # each of the 2 queries, dense then BM25
     err = capsys.readouterr().err
     assert "tune fusion on train: 100%" in err and " 2/2 " in err
+
+
+def test_tuning_on_the_split_the_encoder_was_trained_on_warns_but_tunes(tiny_beir, tiny_model_dir, tmp_path, capsys):
+    """A fine-tuned encoder ranks its own training queries better than unseen ones, so tuning on them picked a weight
+    favouring dense (SQuAD: alpha 0.75 tuned on train scored below a less trained model on test) without a word."""
+    split_off_train(tiny_beir)
+    (tiny_beir / "qrels" / "dev.tsv").write_text(HEADER + "q1\td6\t1\n", encoding="utf-8")
+    model = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    (model / "retriever.json").write_text(json.dumps({"training": {"dataset": "tiny-beir", "split": "train"}}))
+    encoder = Encoder(EncoderSettings(model=str(model)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "idx", encoder, progress=False)
+    capsys.readouterr()
+    for split, warned in (("train", True), ("dev", False)):
+        record = tune_and_record(tmp_path / "idx", tiny_beir, split, device="cpu", dtype="fp32", progress=False)
+        err = capsys.readouterr().err
+        assert record["tuned"]["split"] == split
+        assert ("the index's encoder was trained on tiny-beir split train, the split tuned on here" in err) == warned
+        assert ("tune on a split held out of its training" in err) == warned, err
