@@ -73,6 +73,10 @@ def check_metrics(metrics: Sequence[str]) -> list[tuple[str, int]]:
                              f"[{metrics!r}] (parse_metric_list reads a comma-separated list)")
     if not metrics:
         raise RetrieverError(f"no metric given; name at least one, e.g. {','.join(DEFAULT_METRICS[:3])}")
+    odd = [name for name in metrics if not isinstance(name, str)]  # re's TypeError (set()'s, for a list) named
+    if odd:  # neither the argument nor the name
+        raise RetrieverError(f"metric names must be strings such as 'ndcg@10', not {type(odd[0]).__name__} "
+                             f"{repr(odd[0])[:60]}")
     if len(set(metrics)) != len(metrics):
         raise RetrieverError(f"metric list has duplicates: {list(metrics)}")
     return [_parse_metric(m) for m in metrics]

@@ -51,3 +51,13 @@ def test_our_names_are_the_only_spelling_accepted():
     assert parse_metric_list("ndcg@10, recall@100,map@1000,mrr@10") == ("ndcg@10", "recall@100", "map@1000", "mrr@10")
     with pytest.raises(RetrieverError):
         parse_metric_list("ndcg@10,recall_100")
+
+
+@pytest.mark.parametrize("metrics", [[5], ["ndcg@10", None], [["ndcg@10"]]])
+def test_a_metric_that_is_not_a_string_is_refused_in_one_line(metrics):
+    """A library caller's [5] raised re's TypeError ("expected string or bytes-like object"); a list in the list,
+    set()'s "unhashable type"."""
+    with pytest.raises(RetrieverError) as error:
+        check_metrics(metrics)
+    message = str(error.value)
+    assert message.startswith("metric names must be strings such as 'ndcg@10', not ") and "\n" not in message
