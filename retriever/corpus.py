@@ -190,16 +190,19 @@ def read_queries(path: str | Path, fmt: str = "auto", fields: Fields = Fields())
     return list(iter_queries(path, fmt, fields))
 
 
-def blank_queries_warning(queries: list[Query], mode: str) -> str | None:
+def blank_queries_warning(queries: list[Query], mode: str, run_format: str | None = None) -> str | None:
     """A warning for queries with empty text, searched all the same in ``mode``: dense gives them hits that match
     nothing in particular, BM25 none, and hybrid none either, as it drops the dense hits of a query holding no word
-    (``Searcher.rank``); either would weigh on a mean silently."""
+    (``Searcher.rank``); either would weigh on a mean silently. ``run_format``: the run file written, if any; a TREC
+    run has no line for a query without hits, so `evaluate --run` counts them as missing (a JSONL one keeps them)."""
     blank = [q.id for q in queries if is_blank(q.text)]
     if not blank:
         return None
     fate = {"dense": "their hits match nothing in particular",
             "bm25": "they get no hits: BM25 finds no term in them"}.get(
         mode, "they get no hits: BM25 finds no term in them, and hybrid drops their dense hits as arbitrary")
+    if mode != "dense" and run_format == "trec":
+        fate += "; the run holds no line for them, so `evaluate --run` counts them as missing from it (scored 0)"
     return (f"warning: {len(blank)} of {len(queries)} queries have empty text (e.g. "
             f"{', '.join(map(repr, blank[:3]))}); {fate}")
 

@@ -203,10 +203,14 @@ def test_the_refusal_suggests_bm25_only_where_the_bm25_part_opened(index, tmp_pa
     assert "bm25" not in str(refused.value) and str(refused.value).endswith("rephrase it")
 
 
+NO_LINE = "; the run holds no line for them, so `evaluate --run` counts them as missing from it (scored 0)"
+
+
 @pytest.mark.parametrize("mode, fate", [
     ("dense", "their hits match nothing in particular"),
-    ("bm25", "they get no hits: BM25 finds no term in them"),
-    ("hybrid", "they get no hits: BM25 finds no term in them, and hybrid drops their dense hits as arbitrary")])
+    ("bm25", "they get no hits: BM25 finds no term in them" + NO_LINE),
+    ("hybrid", "they get no hits: BM25 finds no term in them, and hybrid drops their dense hits as arbitrary"
+     + NO_LINE)])
 def test_the_blank_query_warning_says_what_becomes_of_them_in_each_mode(index, tmp_path, mode, fate):
     """It said their hits match nothing in particular in every mode, when bm25 and hybrid give them none."""
     queries = tmp_path / "queries.jsonl"
@@ -218,3 +222,20 @@ def test_the_blank_query_warning_says_what_becomes_of_them_in_each_mode(index, t
     blank_hits = [line for line in result.stdout.splitlines() if line.startswith("qe ")]
     assert len(blank_hits) == (2 if mode == "dense" else 0), result.stdout
     assert f"warning: 1 of 2 queries have empty text (e.g. 'qe'); {fate}\n" in result.stderr
+
+
+@pytest.mark.parametrize("mode", ["bm25", "hybrid"])
+@pytest.mark.parametrize("run_format", ["trec", "jsonl"])
+def test_the_blank_query_warning_says_a_trec_run_holds_no_line_for_them(index, tmp_path, mode, run_format):
+    """A TREC run has no line for a query without hits, so `evaluate --run` later counted blank queries as missing
+    from the run, and the warning had said only that they get no hits; a JSONL run keeps them, with no hits."""
+    queries, run = tmp_path / "queries.jsonl", tmp_path / f"run.{run_format}"
+    queries.write_text("".join(json.dumps({"_id": qid, "text": text}) + "\n"
+                               for qid, text in [("q1", "honey bee"), ("qe", " ")]))
+    result = CliRunner().invoke(main, ["search", str(index), "--queries", str(queries), "-k", "2", "--mode", mode,
+                                       "--output", str(run), "--run-format", run_format, *DEVICE])
+    assert result.exit_code == 0, result.output
+    held = [line for line in run.read_text().splitlines() if line.startswith(("qe ", '{"qid": "qe"'))]
+    assert held == ([] if run_format == "trec" else ['{"qid": "qe", "hits": []}'])
+    warning = next(line for line in result.stderr.splitlines() if "have empty text" in line)
+    assert (NO_LINE in warning) == (run_format == "trec"), warning

@@ -139,7 +139,7 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
                            "and words under two characters are not terms)", err=True)
         return
     batch = _read_batch(queries, fmt, fields_from(id_field, text_field, title_field))
-    warn(blank_queries_warning(batch, searcher.mode))
+    warn(blank_queries_warning(batch, searcher.mode, run_format))
     configure_batch_threads()
     ids, texts, depth = [q.id for q in batch], [q.text for q in batch], min(k, searcher.index.ntotal)
     settings, unknown = {"nprobe": nprobe, "ef_search": ef_search}, []
