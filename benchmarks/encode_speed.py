@@ -23,7 +23,7 @@ from retriever.device import cpu_has_native_bf16, resolve_dtype
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.evaluation import judged_split
 from retriever.metrics import evaluate_run
-from retriever.model_loading import resolve_model_path
+from retriever.model_names import resolve_model_path
 from retriever.texts import passage_text
 
 

@@ -20,7 +20,7 @@ from retriever.encoder import Encoder, EncoderSettings
 from retriever.evaluation import evaluate_index, judged_split
 from retriever.indexing import IndexParams, encode_and_index
 from retriever.metrics import evaluate_run
-from retriever.model_loading import resolve_model_path
+from retriever.model_names import resolve_model_path
 from retriever.searching import Searcher
 from retriever.texts import passage_text
 

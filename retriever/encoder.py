@@ -20,8 +20,9 @@ from retriever.encoder_settings import OVERRIDABLE, QUERY_SETTINGS, EncoderSetti
 from retriever.errors import RetrieverError
 from retriever.max_lengths import check_max_lengths, check_room_for_text
 from retriever.model_folder import untied_tower_paths
-from retriever.model_loading import (check_vocabulary, load_model, load_tokenizer, resolve_model_path,
-                                     tokenizer_behaviour, tokenizer_fingerprint, weights_fingerprint)
+from retriever.model_loading import (check_vocabulary, load_model, load_tokenizer, tokenizer_behaviour,
+                                     tokenizer_fingerprint, weights_fingerprint)
+from retriever.model_names import resolve_model_path
 from retriever.pooling import check_pooler_weights, drop_untrained_pooler, get_pooling
 from retriever.recorded_paths import recorded_model
 from retriever.texts import (check_queries, check_text, non_word_ids, only_unknown_tokens, passage_text, special_ids,

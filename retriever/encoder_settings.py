@@ -69,7 +69,8 @@ class EncoderSettings:
         """Defaults, then what the model folder's retriever.json records (else what its sentence-transformers
         modules apply: pooling, Normalize, prompts), then explicit overrides (non-None)."""
         from retriever.model_folder import sentence_transformers_settings
-        from retriever.model_loading import RETRIEVER_CONFIG, model_files, read_retriever_config, resolve_model_path
+        from retriever.model_loading import RETRIEVER_CONFIG, model_files, read_retriever_config
+        from retriever.model_names import resolve_model_path
 
         model = model_name(model)
         recorded = read_retriever_config(model)  # what retriever wrote beats the sentence-transformers files

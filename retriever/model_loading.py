@@ -21,8 +21,7 @@ from transformers.utils import logging as hf_logging
 
 from retriever.errors import RetrieverError
 from retriever.files import read_json, read_json_object
-from retriever.model_names import (  # noqa: F401 - MODEL_ALIASES and resolve_model_path are imported from here
-    DOWNLOAD_ADVICE, MODEL_ALIASES, hub_json_files, located_model, resolve_model_path)
+from retriever.model_names import DOWNLOAD_ADVICE, hub_json_files, located_model
 from retriever.weights_files import protocol_note_silenced, unreadable_weights_message
 
 RETRIEVER_CONFIG = "retriever.json"

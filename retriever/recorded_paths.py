@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from retriever.errors import RetrieverError
-from retriever.model_loading import MODEL_ALIASES, resolve_model_path
+from retriever.model_names import MODEL_ALIASES, resolve_model_path
 
 
 def relative_path(path: str | Path, folder: str | Path) -> str | None:

@@ -45,20 +45,6 @@ def test_a_model_max_length_below_the_tokenizer_probe_warns_of_nothing(tmp_path,
 
 
 
-def test_a_models_config_file_given_for_its_folder_says_to_pass_the_folder(tmp_path):
-    """`--model F/config.json` said `F/config.json: not a Hugging Face model folder (no config.json)` (probe round 9)."""
-    from retriever.errors import RetrieverError
-    from retriever.model_loading import resolve_model_path
-
-    (tmp_path / "model").mkdir()
-    (tmp_path / "model" / "config.json").write_text("{}", encoding="utf-8")
-    (tmp_path / "empty").mkdir()
-    with pytest.raises(RetrieverError, match=r"config.json: not a Hugging Face model folder \(a file: pass the folder"):
-        resolve_model_path(str(tmp_path / "model" / "config.json"))
-    with pytest.raises(RetrieverError, match=r"empty: not a Hugging Face model folder \(no config.json\)"):
-        resolve_model_path(str(tmp_path / "empty"))
-
-
 @pytest.mark.parametrize("protocol", [4, 5])
 def test_weights_saved_with_a_pickle_protocol_the_safe_loader_cannot_read_say_so(tmp_path, capfd, protocol):
     """Such a file is harmless but torch's weights_only loader refuses it: the message said "damaged or holds code",

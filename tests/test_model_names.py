@@ -9,7 +9,7 @@ import pytest
 
 from retriever.encoder_settings import EncoderSettings
 from retriever.errors import RetrieverError
-from retriever.model_names import hub_json_files
+from retriever.model_names import hub_json_files, resolve_model_path
 
 NOT_FOUND = "model 'models/typo' is neither a local folder nor reachable on the Hugging Face hub"
 
@@ -47,3 +47,14 @@ def test_ray_commands_refuse_it_before_ray_or_torch(command, offline_hub, tmp_pa
     lines = result.stderr.splitlines()
     assert len(lines) == 2 and lines[0].startswith(f"error: {NOT_FOUND} (") and lines[1] == "[]", result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_models_config_file_given_for_its_folder_says_to_pass_the_folder(tmp_path):
+    """`--model F/config.json` said `F/config.json: not a Hugging Face model folder (no config.json)` (probe round 9)."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}", encoding="utf-8")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RetrieverError, match=r"config.json: not a Hugging Face model folder \(a file: pass the folder"):
+        resolve_model_path(str(tmp_path / "model" / "config.json"))
+    with pytest.raises(RetrieverError, match=r"empty: not a Hugging Face model folder \(no config.json\)"):
+        resolve_model_path(str(tmp_path / "empty"))

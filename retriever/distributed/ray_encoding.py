@@ -26,7 +26,7 @@ from retriever.distributed.ray_runtime import (MAX_RETRIES, check_local_cpus, cl
                                                default_workers, ray_session, say_if_waiting, unwrapped)
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
-from retriever.model_loading import MODEL_ALIASES
+from retriever.model_names import MODEL_ALIASES
 from retriever.shards import differing_fields
 
 # An actor's encode_part result: (outcome, rows, the shard's size and mtime as the actor sees them).

@@ -23,7 +23,8 @@ from transformers.models.bert.modeling_bert import BertLayer
 from retriever.choices import MAX_HEAD_LAYERS
 from retriever.errors import RetrieverError
 from retriever.files import read_json_object, write_json
-from retriever.model_loading import load_model, resolve_model_path
+from retriever.model_loading import load_model
+from retriever.model_names import resolve_model_path
 from retriever.pooling import has_trained_pooler
 
 HEAD_WEIGHTS = "model.pt"

@@ -22,7 +22,8 @@ from retriever.choices import DEFAULT_START, check_temperature
 from retriever.corpus import ReadStats
 from retriever.errors import RetrieverError
 from retriever.folders import publish_model_folder
-from retriever.model_loading import load_tokenizer, resolve_model_path
+from retriever.model_loading import load_tokenizer
+from retriever.model_names import resolve_model_path
 from retriever.pretraining.card import pretrain_card
 from retriever.pretraining.condenser import MAX_HEAD_LAYERS, CondenserForPretraining, load_condenser
 from retriever.pretraining.guards import check_examples, check_tokenizer

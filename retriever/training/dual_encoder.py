@@ -22,7 +22,8 @@ from retriever.folders import publish_model_folder
 from retriever.max_lengths import check_max_lengths, check_room_for_text
 from retriever.model_folder import untied_tower_paths, write_model_folder
 from retriever.model_loading import (check_vocabulary, load_model, load_tokenizer, read_retriever_config,
-                                     resolve_model_path, weights_fingerprint)
+                                     weights_fingerprint)
+from retriever.model_names import resolve_model_path
 from retriever.pooling import check_pooler_weights, drop_untrained_pooler, get_pooling
 
 CONDENSER_HEAD = "model.pt"

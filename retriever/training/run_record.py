@@ -24,7 +24,7 @@ from transformers.trainer import TRAINER_STATE_NAME
 
 from retriever.errors import RetrieverError
 from retriever.files import read_json
-from retriever.model_loading import resolve_model_path
+from retriever.model_names import resolve_model_path
 from retriever.weights_files import protocol_note_silenced
 
 CHECKPOINTS = "checkpoints"

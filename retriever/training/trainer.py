@@ -19,7 +19,7 @@ from transformers import set_seed
 
 from retriever.choices import check_temperature
 from retriever.errors import RetrieverError
-from retriever.model_loading import resolve_model_path
+from retriever.model_names import resolve_model_path
 from retriever.training import stack
 from retriever.training.data import Collator, EpochGroups, TrainExample, load_beir_examples, load_jsonl_examples
 from retriever.training.dev import DevSet, evaluate_dev, load_dev_set, shared_queries_warning
