@@ -20,7 +20,8 @@ from procmem import status  # noqa: E402
 
 from retriever.indexing import read_manifest  # noqa: E402
 from retriever.searching import open_index  # noqa: E402
-from retriever.tuning import NPROBE_CANDIDATES, apply_search_params, ivf_part, recall_at_k  # noqa: E402
+from retriever.search_settings import apply_search_params, ivf_part  # noqa: E402
+from retriever.tuning import NPROBE_CANDIDATES, recall_at_k  # noqa: E402
 
 
 def batch64(index, queries: np.ndarray) -> tuple[np.ndarray, float, float]:

@@ -32,7 +32,8 @@ from search_timing import K, index_bytes, loadavg, log, measure  # noqa: E402
 from retriever.faiss_index import IndexParams, factory_string, new_index  # noqa: E402
 from retriever.files import atomic_write_text  # noqa: E402
 from retriever.shards import sample_rows  # noqa: E402
-from retriever.tuning import apply_search_params, choose_search_params  # noqa: E402
+from retriever.search_settings import apply_search_params  # noqa: E402
+from retriever.tuning import choose_search_params  # noqa: E402
 
 HNSW_EF = (16, 32, 64, 128, 256, 512)
 NPROBE = (1, 2, 4, 8, 16, 32, 64, 128, 256)

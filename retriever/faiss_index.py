@@ -12,7 +12,7 @@ from retriever.choices import INDEX_TYPES, ONDISK_TYPE
 from retriever.errors import RetrieverError, faiss_message
 from retriever.ondisk import CODES
 from retriever.shards import sample_vectors
-from retriever.tuning import downcast_hnsw, inner_index, ivf_part
+from retriever.search_settings import downcast_hnsw, inner_index, ivf_part
 
 
 

@@ -21,7 +21,7 @@ from retriever.integrity import damaged
 from retriever.ondisk import IVFDATA_FILE, ONDISK_TYPE
 from retriever.fusion import FUSION_SETTINGS, MODES, check_mode, fuse, recorded_fusion
 from retriever.lexical_part import missing_lexical_message, open_lexical
-from retriever.tuning import bounded, check_settings_apply, search_with
+from retriever.search_settings import bounded, check_settings_apply, search_with
 from retriever.runs import Run, rank_order
 from retriever.shared_encoders import SharedEncoders
 from retriever.hits import Hit
