@@ -230,6 +230,12 @@ def check_complete(folder: Path) -> tuple[list[Path], dict]:
         if splits:
             _check_workers(folder, splits[0])
         raise RetrieverError(f"{folder}: holds no embedding shards; run `retriever encode` first")
+    for shard in shards:  # no done marker names such a worker, so the checks by worker never looked at it
+        worker, num_workers, _ = parse_shard_name(shard.name)
+        if worker >= num_workers:
+            raise RetrieverError(f"{shard}: named for worker {worker} of {num_workers}, but the split's workers are "
+                                 + (f"0 to {num_workers - 1}" if num_workers else "none") + " (copied in, or "
+                                 "renamed?); no worker of the split wrote it, so delete it")
     first = read_shard_metadata(shards[0])
     num_workers = first["shard"]["num_workers"]
     _check_workers(folder, num_workers)

@@ -131,3 +131,27 @@ def test_a_folder_with_only_an_empty_workers_done_marker_names_the_workers_that_
     with pytest.raises(RetrieverError, match=r"worker 0 of 2 has not finished encoding; rerun `retriever encode "
                                              r"--worker-index 0 --num-workers 2`"):
         check_complete(tmp_path / "shards")
+
+
+@pytest.mark.parametrize("record_worker", [2, 1])
+def test_a_shard_named_for_a_worker_outside_the_split_is_refused_naming_it(tiny_beir, tiny_encoder, tmp_path,
+                                                                           one_torch_thread, record_worker):
+    """A shard named for worker 2 of 2 (workers are 0 and 1) was never looked at by the done-marker checks, so one
+    whose record agreed with its name passed `check_complete` and its rows went into the index."""
+    import re
+
+    from retriever.errors import RetrieverError
+    from retriever.shards import check_complete, read_shard, read_shard_metadata, write_shard
+
+    shards = tmp_path / "shards"
+    for worker in (0, 1):
+        encode_corpus(tiny_beir, shards, tiny_encoder, shard_size=4, worker_index=worker, num_workers=2,
+                      progress=False)
+    source = shards / "embeddings-w001of002-00000.parquet"
+    metadata = read_shard_metadata(source)
+    metadata["shard"]["worker"] = record_worker
+    outside = shards / "embeddings-w002of002-00000.parquet"
+    write_shard(outside, *read_shard(source)[:2], metadata)
+    with pytest.raises(RetrieverError, match=re.escape(f"{outside}: named for worker 2 of 2, but the split's workers "
+                                                       "are 0 to 1")):
+        check_complete(shards)
