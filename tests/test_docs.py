@@ -101,3 +101,13 @@ def test_the_readme_states_the_server_limits_that_have_no_flag():
     assert f"JSON nesting is capped at {MAX_JSON_DEPTH} levels" in readme
     assert f"a number in a POST body of over {MAX_INT_DIGITS} digits is a 400" in readme
     assert f"at most {BatchSettings().max_pending:,} requests wait per index (more get a 503" in readme
+
+
+def test_every_test_the_faults_table_names_is_there():
+    """docs/faults.md says which test guards each fault; a test moved or renamed must take its row along."""
+    text = (ROOT / "docs" / "faults.md").read_text()
+    named = set(re.findall(r"(tests/[\w/]+\.py)::(\w+)", text))
+    missing = [f"{path}::{name}" for path, name in sorted(named)
+               if not (ROOT / path).is_file()
+               or not re.search(rf"^(?:def {name}\(|{name} = )", (ROOT / path).read_text(), re.M)]
+    assert len(named) > 300 and missing == []
