@@ -127,6 +127,21 @@ def test_a_head_over_the_cap_gets_a_json_431_and_is_closed(port, head):
     assert b'{"error": "the request line and headers are over 8192 bytes' in reply
 
 
+@pytest.mark.parametrize("head", [
+    b"GET /slow?q=" + b"c" * (2 * HEAD_LIMIT) + b" HTTP/1.1\r\nHost: x\r\n\r\n",     # a whole long URL
+    b"GET /slow HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (2 * HEAD_LIMIT) + b"\r\n\r\n",  # a whole big header
+    b"GET /slow HTTP/1.1\r\nHost: x\n" + b"X-Big: " + b"a" * (2 * HEAD_LIMIT) + b"\n\n",  # bare LF line ends
+])
+def test_a_whole_head_over_the_cap_in_one_packet_gets_a_431(port, head):
+    """Counted only after parsing, a head that arrived whole in one read was served (at twice the cap, a 200)."""
+    sock = connect(port, head)
+    try:
+        reply = read_reply(sock)
+    finally:
+        sock.close()
+    assert reply.startswith(b"HTTP/1.1 431 ")
+
+
 def test_a_head_under_the_cap_with_a_large_body_in_the_same_packet_is_served(port):
     body = b"x" * (4 * HEAD_LIMIT)
     sock = connect(port, b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
