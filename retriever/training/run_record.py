@@ -106,9 +106,12 @@ def _check_record(path: Path, settings: dict, inputs_sha256: str, key: str | Non
 def _given(settings: dict) -> dict:
     """Settings with the None entries of their nested dicts left out: there None means "not given" (an encoder
     setting then comes from the model), and the CLI passes every flag where the library passes only those set, so
-    a run started from one was refused as "other settings" when resumed or rerun from the other."""
-    return {key: {k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value
-            for key, value in settings.items()}
+    a run started from one was refused as "other settings" when resumed or rerun from the other. With max_steps
+    set, epochs goes unused (HF's rule, `layout.planned_steps`): a run recorded with both before the CLI refused
+    them together was refused on resume as "other settings" (epochs 3 -> 1), and no command line could match it."""
+    given = {key: {k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value
+             for key, value in settings.items()}
+    return {**given, "epochs": None} if given.get("max_steps") is not None and "epochs" in given else given
 
 
 def complete_checkpoints(folder: Path) -> list[tuple[int, Path]]:

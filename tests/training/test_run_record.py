@@ -1,0 +1,38 @@
+"""What a rerun of `train` or `pretrain` accepts as the same run (`retriever/training/run_record.py`)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from retriever.errors import RetrieverError
+from retriever.training.run_record import CHECKPOINTS, FINISHED_FILE, RUN_FILE, prior_run
+
+
+def recorded(output: Path, settings: dict, finished: bool) -> None:
+    """A run folder as a run with ``settings`` leaves it: finished, or killed after its first checkpoint."""
+    folder = output / CHECKPOINTS
+    if finished:
+        folder.mkdir(parents=True)
+        (folder / FINISHED_FILE).write_text(json.dumps({"settings": settings, "result": {"steps": 2}}))
+    else:
+        (folder / "checkpoint-1").mkdir(parents=True)
+        (folder / "checkpoint-1" / RUN_FILE).write_text(json.dumps(settings))
+
+
+@pytest.mark.parametrize("finished", [True, False])
+def test_a_run_recorded_with_epochs_and_max_steps_is_taken_up_by_max_steps_alone(tmp_path, finished):
+    """Before --epochs and --max-steps were refused together, a run could record both (--max-steps overriding);
+    the CLI now passes --epochs at its default beside --max-steps, and that rerun was refused as "other settings"
+    (epochs 3 -> 1) while the old command line is a usage error: no command could resume or rerun the run."""
+    old = {"epochs": 3, "max_steps": 2, "learning_rate": 1e-3}
+    recorded(tmp_path / "run", old, finished)
+    finished_record, resume = prior_run(tmp_path / "run", {**old, "epochs": 1}, "inputs")
+    assert (finished_record is not None) == finished and (resume is not None) != finished
+
+
+def test_epochs_still_tell_runs_apart_without_max_steps(tmp_path):
+    recorded(tmp_path / "run", {"epochs": 3, "max_steps": None, "learning_rate": 1e-3}, finished=False)
+    with pytest.raises(RetrieverError, match="epochs 3 -> 1"):
+        prior_run(tmp_path / "run", {"epochs": 1, "max_steps": None, "learning_rate": 1e-3}, "inputs")
