@@ -55,7 +55,7 @@ def _hybrid_lines(summary: dict) -> list[str]:
                         "unless --fusion/--rrf-k/--alpha say otherwise)"]
     setting = (f"alpha={_number(fusion['alpha'], 'g')}" if fusion["method"] == "convex"
                else f"rrf_k={_number(fusion['rrf_k'], 'g')}")
-    line = f"fusion:   {fusion['method']} {setting}, depth {fusion['depth']}"
+    line = f"fusion:   {fusion['method']} {setting}, depth {_number(fusion['depth'], '')}"
     tuned = fusion["tuned"]
     if tuned:
         line += (f", tuned on {tuned['dataset']} {tuned['split']} ({tuned['queries']} queries, {tuned['metric']} "
