@@ -56,7 +56,19 @@ def check_resume_layout(checkpoint: Path | None, max_steps: int) -> None:
         return
     state = read_json(checkpoint / "trainer_state.json", f"delete {checkpoint} to start over")
     recorded = state.get("max_steps") if isinstance(state, dict) else None
-    if isinstance(recorded, int) and recorded != max_steps:
-        raise RetrieverError(f"{checkpoint}: the run was laid out in {recorded} steps and this one, over "
-                             f"{launched_processes()} process(es), in {max_steps}; resume with the number of "
-                             "processes it was started with, or choose another --output")
+    if not isinstance(recorded, int) or recorded == max_steps:
+        return
+    if saved_processes(checkpoint) == launched_processes():  # an old pretrain plan, mostly
+        raise RetrieverError(f"{checkpoint}: the run was planned in {recorded} steps and this one, under the same "
+                             f"process count, in {max_steps} (a pretrain run from before --max-steps overrode "
+                             "--epochs stopped at whichever came first), so it cannot resume as it was; choose "
+                             "another --output, or delete the folder to start over")
+    raise RetrieverError(f"{checkpoint}: the run was laid out in {recorded} steps and this one, over "
+                         f"{launched_processes()} process(es), in {max_steps}; resume with the number of "
+                         "processes it was started with, or choose another --output")
+
+
+def saved_processes(checkpoint: Path) -> int | None:
+    """The process count that saved ``checkpoint``, from its RNG state files (one per process), None if none."""
+    per_process = len(list(checkpoint.glob("rng_state_*.pth")))
+    return 1 if (checkpoint / "rng_state.pth").is_file() else per_process or None

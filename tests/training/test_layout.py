@@ -46,3 +46,18 @@ def test_a_resume_laid_out_in_other_steps_is_refused(tmp_path, two_processes):
     with pytest.raises(RetrieverError, match=r"checkpoint-2: the run was laid out in 4 steps and this one, over 2 "
                                              r"process\(es\), in 2; resume with the number of processes"):
         check_resume_layout(checkpoint, 2)
+
+
+def test_a_resume_planned_otherwise_under_the_same_process_count_does_not_blame_the_count(tmp_path, monkeypatch):
+    """A pretrain run recorded with --epochs 1 --max-steps 100 stopped at the epoch's end (6 steps) before
+    `planned_steps` took HF's rule; resumed, it plans 100 under the same single process, and the refusal told
+    the user to resume with the number of processes it was started with, which they already had."""
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    checkpoint = tmp_path / "checkpoint-2"
+    checkpoint.mkdir()
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"max_steps": 6, "global_step": 2}))
+    (checkpoint / "rng_state.pth").write_bytes(b"")
+    with pytest.raises(RetrieverError) as refused:
+        check_resume_layout(checkpoint, 100)
+    assert "number of processes" not in str(refused.value)
+    assert "in 6 steps" in str(refused.value) and "whichever came first" in str(refused.value)
