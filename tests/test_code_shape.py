@@ -59,3 +59,10 @@ def test_modules_import_test_helpers_as_plain_pytest_finds_them():
                 [alias.name for alias in node.names] if isinstance(node, ast.Import) else [])
             found += [f"{path.relative_to(REPO)}:{node.lineno}" for name in names if name.split(".")[0] == "tests"]
     assert found == [], "import these as `from conftest import ...`: " + ", ".join(found)
+
+
+def test_no_two_test_modules_share_a_name():
+    """pytest imports test files by their base name (the test folders are no packages), so a second
+    tests/**/test_x.py stops the whole run at collection."""
+    names = [path.name for path in (REPO / "tests").rglob("test_*.py")]
+    assert len(names) > 100 and sorted({name for name in names if names.count(name) > 1}) == []
