@@ -62,7 +62,13 @@ def test_modules_import_test_helpers_as_plain_pytest_finds_them():
 
 
 def test_no_two_test_modules_share_a_name():
-    """pytest imports test files by their base name (the test folders are no packages), so a second
-    tests/**/test_x.py stops the whole run at collection."""
-    names = [path.name for path in (REPO / "tests").rglob("test_*.py")]
+    """pytest imports a test file by its base name, prefixed by the packages around it (folders holding an
+    ``__init__.py``), so two test_x.py outside packages stop the whole run at collection."""
+    def import_name(path: Path) -> str:
+        parts, folder = [path.stem], path.parent
+        while (folder / "__init__.py").is_file():
+            parts, folder = [folder.name, *parts], folder.parent
+        return ".".join(parts)
+
+    names = [import_name(path) for path in (REPO / "tests").rglob("test_*.py")]
     assert len(names) > 100 and sorted({name for name in names if names.count(name) > 1}) == []
