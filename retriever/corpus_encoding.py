@@ -81,9 +81,9 @@ def encode_part(encoder: Encoder, part: Sequence[Document], path: Path, metadata
             raise RetrieverError(f"{path}: an existing shard was made by a different encoder ({'; '.join(diffs)}); "
                                  "encode into an empty folder, delete the old shards, or use `build --overwrite`")
         outcome = _reuse(path, found, metadata, part)
-        if outcome == REUSED and progress is not None:
-            progress(len(part))
         if outcome == REUSED:
+            if progress is not None:
+                progress(len(part))
             return REUSED
     vectors = encoder.encode_passages(part, progress=progress)
     _check_finite(vectors, part, path)

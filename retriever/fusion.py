@@ -95,7 +95,7 @@ def recorded_fusion(index_dir: Path, manifest: dict, overrides: dict | None) -> 
     problem = f"fusion.{missing[0]} is missing" if missing else problem
     for name in FUSION_SETTINGS if problem is None and record else ():
         try:
-            FusionParams.from_record({name: record[name]} if name in record else None)
+            FusionParams.from_record({name: record[name]})
         except RetrieverError:
             problem = f"fusion.{name} is {record[name]!r:.40}, not {_RECORDED[name]}"
             break
