@@ -21,7 +21,7 @@ from transformers.utils import logging as hf_logging
 
 from retriever.errors import RetrieverError
 from retriever.files import read_json, read_json_object
-from retriever.model_names import DOWNLOAD_ADVICE, hub_json_files, located_model
+from retriever.model_names import DOWNLOAD_ADVICE, error_reason, hub_json_files, located_model
 from retriever.weights_files import protocol_note_silenced, unreadable_weights_message
 
 RETRIEVER_CONFIG = "retriever.json"
@@ -32,7 +32,7 @@ hf_logging.disable_progress_bar()
 
 def _load_error(name: str, path: str, what: str, error: Exception) -> RetrieverError:
     """A local folder that fails to load is damaged (say which part); anything else failed on the hub."""
-    reason = f"{type(error).__name__}: {str(error).splitlines()[0]}" if str(error) else type(error).__name__
+    reason = error_reason(error)
     if "trust_remote_code" in str(error) or "contains custom code" in str(error):
         # transformers would ask on a terminal whether to run it; retriever never runs a model folder's code
         return RetrieverError(f"{path}: the model needs its own Python code (auto_map in its config), which retriever "

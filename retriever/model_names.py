@@ -46,6 +46,11 @@ def located_model(name: str) -> str:
     return path
 
 
+def error_reason(error: Exception) -> str:
+    """An exception as a loading refusal names it: its type and its first line."""
+    return f"{type(error).__name__}: {str(error).splitlines()[0]}" if str(error) else type(error).__name__
+
+
 @lru_cache(maxsize=64)
 def hub_json_files(repo_id: str) -> Path | Exception:
     """A snapshot of the repo's JSON files, or why there is none (no network, no such repo, a bad id)."""
@@ -65,6 +70,5 @@ def check_on_hub(name: str) -> None:
 
     found = hub_json_files(name)
     if isinstance(found, LocalEntryNotFoundError):
-        reason = f"{type(found).__name__}: {str(found).splitlines()[0]}" if str(found) else type(found).__name__
         raise RetrieverError(f"model {name!r} is neither a local folder nor reachable on the Hugging Face hub "
-                             f"({reason}). {DOWNLOAD_ADVICE}")
+                             f"({error_reason(found)}). {DOWNLOAD_ADVICE}")
