@@ -2,6 +2,7 @@
 with its documents, counts checked against the manifest (search, `info --verify` and `retriever bm25` share it)."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import faiss
@@ -54,7 +55,7 @@ def docstore_file(index_dir: Path, manifest: dict) -> Path:
 def open_index(index_dir: Path, manifest: dict) -> tuple[faiss.Index, MappedDocuments | ParquetDocuments]:
     """The FAISS index and its documents, counts checked against the manifest. An on-disk index and
     its doc store are memory-mapped, not read; the others' id map and doc store are read whole."""
-    damage = lambda path, problem: damaged(path, problem, manifest)  # noqa: E731  (names the command that built it)
+    damage = functools.partial(damaged, manifest=manifest)  # names the command that built it
     if manifest["index"].get("type") == ONDISK_TYPE:
         with reading(index_dir / INDEX_FILE, damage):
             index = read_ondisk_index(index_dir / INDEX_FILE)

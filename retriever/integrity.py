@@ -20,8 +20,9 @@ from tqdm import tqdm
 
 from retriever.errors import IndexDamaged, RetrieverError, faiss_message, is_out_of_memory, out_of_memory
 
-REBUILD = "the index folder is damaged; rebuild it with `retriever build ... --overwrite`"
 BUILT_BY = ("build", "index")  # the commands that make an index folder, as the manifest's ``built_by`` names them
+_REBUILD_WITH = "the index folder is damaged; rebuild it with `retriever {} ... --overwrite`"
+REBUILD = _REBUILD_WITH.format("build")
 
 
 def rebuild_advice(manifest: dict | None) -> str:
@@ -30,7 +31,7 @@ def rebuild_advice(manifest: dict | None) -> str:
     built_by = manifest.get("built_by") if isinstance(manifest, dict) else None
     if built_by not in BUILT_BY:  # built before the manifest said which command built it
         return REBUILD
-    return f"the index folder is damaged; rebuild it with `retriever {built_by} ... --overwrite`"
+    return _REBUILD_WITH.format(built_by)
 
 
 def damaged(path: Path, problem: str, manifest: dict | None = None) -> IndexDamaged:
