@@ -194,7 +194,8 @@ def blank_queries_warning(queries: list[Query], mode: str, run_format: str | Non
     """A warning for queries with empty text, searched all the same in ``mode``: dense gives them hits that match
     nothing in particular, BM25 none, and hybrid none either, as it drops the dense hits of a query holding no word
     (``Searcher.rank``); either would weigh on a mean silently. ``run_format``: the run file written, if any; a TREC
-    run has no line for a query without hits, so `evaluate --run` counts them as missing (a JSONL one keeps them)."""
+    run has no line for a query without hits, so `evaluate --run` counts them as missing (as ``evaluate_run`` counts
+    any query without hits, so a JSONL run and `evaluate --index` print the same)."""
     blank = [q.id for q in queries if is_blank(q.text)]
     if not blank:
         return None

@@ -143,7 +143,9 @@ def evaluate_run(run: Run, qrels: Qrels, metrics: Sequence[str] = DEFAULT_METRIC
     * judged queries absent from the run score 0 on every metric and are included in the mean,
       counted in ``num_missing_from_run``.  pytrec_eval only reports queries present in the run,
       so its mean differs when queries are missing; ours cannot be inflated by dropping hard
-      queries.
+      queries;
+    * a query without hits counts as absent from the run, as a TREC run file holds no line for it: a search's
+      run (``evaluate --index``, a JSONL run) and the TREC file written from it print the same counts.
 
     Raises RetrieverError when no run query is judged, which almost always means the query
     ids of the run and the qrels do not match.
@@ -153,15 +155,15 @@ def evaluate_run(run: Run, qrels: Qrels, metrics: Sequence[str] = DEFAULT_METRIC
     run, qrels = _ids_as_text(by_query(run, "a run"), _int_grades(by_query(qrels, "qrels")))
     judged_qids = judged_query_ids(qrels)
     judged_set = set(judged_qids)
-    excluded = sum(1 for q in run if q not in judged_set)
-    missing = sum(1 for q in judged_qids if q not in run)
-    if missing == len(judged_qids):  # also true when nothing is judged
+    excluded = sum(1 for q, hits in run.items() if hits and q not in judged_set)
+    missing = sum(1 for q in judged_qids if not run.get(q))
+    if not any(q in run for q in judged_qids):  # also true when nothing is judged
         raise _nothing_judged(run, qrels)
 
     per_query: dict[str, dict[str, float]] = {}
     for qid in judged_qids:
         judged = qrels[qid]
-        if qid in run:
+        if run.get(qid):
             grades = [judged.get(d, 0) for d in trec_order(run[qid], qid)]
             per_query[qid] = dict(zip(names, _query_metrics(grades, judged, parsed)))
         else:

@@ -233,3 +233,33 @@ def test_search_then_evaluate_run_scores_as_evaluate_index_in_bf16(tmp_path, tin
     judged = {f"q{i}" for i in range(0, 60, 3)}
     assert [line for line in run.read_text().splitlines() if line.split()[0] in judged] == \
         saved.read_text().splitlines()
+
+
+@pytest.mark.parametrize("mode", ["bm25", "hybrid"])
+def test_evaluating_the_saved_run_prints_what_evaluate_index_printed_with_blank_queries(tmp_path, tiny_beir,
+                                                                                      tiny_model_dir, mode):
+    """A blank query gets no hits in bm25 and hybrid: `evaluate --index` kept it in its run with none and printed
+    `0 missing from run`, while the TREC run --save-run wrote holds no line for it, so `evaluate --run` on that file
+    printed `1 missing from run`: the same search, two counts."""
+    from retriever.encoder import Encoder, EncoderSettings
+    from retriever.indexing import IndexParams, encode_and_index
+
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "idx", encoder, IndexParams("flat"), progress=False)
+    queries = tiny_beir / "queries.jsonl"
+    queries.write_text(queries.read_text().replace('"hot lava rock"', '" "'))
+    saved = tmp_path / "saved.trec"
+    searched = CliRunner().invoke(main, ["evaluate", "--index", str(tmp_path / "idx"), "--dataset", str(tiny_beir),
+                                         "--mode", mode, "--save-run", str(saved), "--device", "cpu", "--dtype",
+                                         "fp32"])
+    assert searched.exit_code == 0, searched.output
+    assert not any(line.startswith("q2 ") for line in saved.read_text().splitlines())
+    scored = CliRunner().invoke(main, ["evaluate", "--run", str(saved), "--qrels", str(tiny_beir / "qrels/test.tsv")])
+    assert scored.exit_code == 0, scored.output
+
+    def table(output: str) -> list[str]:  # the metrics and query counts, before notes and answer recall
+        lines = output.splitlines()
+        return lines[:next(i for i, line in enumerate(lines) if line.startswith("queries:")) + 1]
+
+    assert "(1 missing from run, scored 0)" in table(scored.stdout)[-1]
+    assert table(searched.stdout) == table(scored.stdout)
