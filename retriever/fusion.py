@@ -86,8 +86,16 @@ def recorded_fusion(index_dir: Path, manifest: dict, overrides: dict | None) -> 
     """The manifest's fusion with the user's ``overrides``, and the damage of its record (None if sound, or if the
     overrides give the method and its setting, all hybrid reads of it but the depth). A damaged record fails hybrid
     search alone (``Searcher.check_mode``), as it matters to nothing else; until it is mended, the defaults stand in,
-    so overrides are still checked when the folder opens. A record lacking a setting is damaged: every record
-    written holds all four, and the default filled in for a lost one went unsaid."""
+    so overrides are still checked when the folder opens."""
+    damage = record_damage(index_dir, manifest, overrides)
+    recorded = FusionParams() if damage else FusionParams.from_record(manifest.get("fusion"))
+    return recorded.overridden(**(overrides or {})), None if _stands_in(overrides) else damage
+
+
+def record_damage(index_dir: Path, manifest: dict, overrides: dict | None = None) -> IndexDamaged | None:
+    """The damage of the manifest's fusion record with its repairs (None if sound), whether or not ``overrides``
+    stand in for it: `serve` names it at start even then, as `info` shows it. A record lacking a setting is damaged:
+    every record written holds all four, and the default filled in for a lost one went unsaid."""
     from retriever.index_folder import MANIFEST_FILE, fusion_shape_problem
 
     record, problem = manifest.get("fusion"), fusion_shape_problem(manifest)
@@ -99,15 +107,21 @@ def recorded_fusion(index_dir: Path, manifest: dict, overrides: dict | None) -> 
         except RetrieverError:
             problem = f"fusion.{name} is {record[name]!r:.40}, not {_RECORDED[name]}"
             break
-    given = {name: value for name, value in (overrides or {}).items() if value is not None}
-    damage = None if problem is None or {"alpha", "rrf_k"} & set(given) else IndexDamaged(
-        f"{index_dir / MANIFEST_FILE}: {problem}, so the hybrid fusion's record is damaged and hybrid search "
-        f"refused (--mode dense and --mode bm25 still work); tune it again with `retriever bm25 {index_dir} "
-        f"--tune-fusion-on DATASET --split train`, or drop it (hybrid then uses RRF k=60) with `retriever bm25 "
-        f"{index_dir} --overwrite` (no re-encoding), or search hybrid with --fusion rrf --rrf-k K or --alpha A, "
-        "which need no record")
-    recorded = FusionParams() if problem else FusionParams.from_record(record)
-    return recorded.overridden(**(overrides or {})), damage
+    if problem is None:
+        return None
+    stood_in = _stands_in(overrides)
+    return IndexDamaged(
+        f"{index_dir / MANIFEST_FILE}: {problem}, so the hybrid fusion's record is damaged and "
+        + ("the fusion flags given stand in for it" if stood_in else
+           "hybrid search refused (--mode dense and --mode bm25 still work)")
+        + f"; tune it again with `retriever bm25 {index_dir} --tune-fusion-on DATASET --split train`, or drop it "
+        f"(hybrid then uses RRF k=60) with `retriever bm25 {index_dir} --overwrite` (no re-encoding)"
+        + ("" if stood_in else ", or search hybrid with --fusion rrf --rrf-k K or --alpha A, which need no record"))
+
+
+def _stands_in(overrides: dict | None) -> bool:
+    """Whether fusion flags give a setting of the method they use, all hybrid reads of the record but the depth."""
+    return any((overrides or {}).get(name) is not None for name in ("alpha", "rrf_k"))
 
 
 def is_number(value: object) -> bool:

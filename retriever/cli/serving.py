@@ -140,19 +140,25 @@ def load_searchers(folders: dict[str, Path], **options: object) -> dict:
         if first != name:
             click.echo(f"{name} shares the loaded model of {first} (same model folder, weights and query encoder "
                        "settings)", err=True)
-        warn_of_damage(name, searchers[name])
+        warn_of_damage(name, searchers[name], options.get("fusion_overrides"))
     return searchers
 
 
-def warn_of_damage(name: str, searcher: Searcher) -> None:
+def warn_of_damage(name: str, searcher: Searcher, fusion_overrides: dict | None = None) -> None:
     """Say at start-up what part of an index could not be opened: its other modes are served, so the operator hears
-    of it now rather than from each failing request."""
+    of it now rather than from each failing request. A damaged fusion record the fusion flags stand in for is named
+    too (hybrid works on the flags, but `info` shows it damaged, and a restart without them refuses hybrid)."""
+    from retriever.fusion import record_damage
+
     if searcher.lexical_problem:
         click.echo(f"warning: {name}: its BM25 part could not be opened, so bm25 and hybrid requests to it get a "
                    f"500 until it is rebuilt: {searcher.lexical_problem}", err=True)
-    elif searcher.fusion_problem:
-        click.echo(f"warning: {name}: its recorded fusion is damaged, so hybrid requests to it get a 500 until it is "
-                   f"retuned or dropped: {searcher.fusion_problem}", err=True)
+        return
+    damage = searcher.fusion_problem or record_damage(searcher.index_dir, searcher.manifest, fusion_overrides)
+    if damage:
+        served = "get a 500" if searcher.fusion_problem else "use the fusion flags given"
+        click.echo(f"warning: {name}: its recorded fusion is damaged, so hybrid requests to it {served} until it is "
+                   f"retuned or dropped: {damage}", err=True)
 
 
 def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: tuple[str, int] = ("", 0),

@@ -41,6 +41,7 @@ class FakeSearcher:
         self.lexical = object() if "hyb" in str(folder) else None
         self.lexical_problem = IndexDamaged(f"{folder}/bm25: damaged") if "dmg" in str(folder) else None
         self.fusion_problem = None
+        self.index_dir, self.manifest = folder, {}
         self.encoder = SimpleNamespace(dtype="fp32", query_model=object())
 
 
@@ -135,6 +136,33 @@ def test_serve_warns_at_start_of_an_index_whose_fusion_record_is_damaged(tiny_be
     assert len(warnings) == 1 and warnings[0].startswith("warning: docs: its recorded fusion is damaged, so hybrid "
                                                          "requests to it get a 500 until it is retuned or dropped: ")
     assert searchers["docs"].modes() == ["dense", "bm25"]
+
+
+@pytest.mark.parametrize("flag", [{"rrf_k": 30.0}, {"method": "convex", "alpha": 0.3}])
+def test_serve_warns_at_start_of_a_damaged_fusion_record_its_fusion_flags_stand_in_for(tiny_beir, tiny_model_dir,
+                                                                                       tmp_path, capsys, flag):
+    """`serve --rrf-k 30` on such an index served hybrid on the flag and said nothing of the record, which `info`
+    shows DAMAGED: the operator hears of it, and of its repairs, once at start."""
+    import json
+
+    from retriever.cli.serving import load_searchers
+
+    _index_pair(tiny_beir, tiny_model_dir, tmp_path)
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    fusion = {"method": "rrf", "rrf_k": "x", "alpha": 0.5, "depth": 1000}
+    (tmp_path / "a" / "manifest.json").write_text(json.dumps({**manifest, "fusion": fusion}))
+    overrides = {"method": None, "rrf_k": None, "alpha": None, "depth": None, **flag}
+    searchers = load_searchers({"docs": tmp_path / "a", "fine": tmp_path / "b"}, device="cpu", dtype="fp32",
+                               fusion_overrides=overrides)
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and warnings[0].startswith("warning: docs: its recorded fusion is damaged, so hybrid "
+                                                         "requests to it use the fusion flags given until it is "
+                                                         "retuned or dropped: ")
+    assert f"{tmp_path / 'a' / 'manifest.json'}: fusion.rrf_k is str 'x'" in warnings[0]
+    assert f"`retriever bm25 {tmp_path / 'a'} --tune-fusion-on DATASET --split train`" in warnings[0]
+    assert f"`retriever bm25 {tmp_path / 'a'} --overwrite` (no re-encoding)" in warnings[0]
+    assert "hybrid search refused" not in warnings[0]  # it is not: the flags stand in
+    assert searchers["docs"].modes() == ["dense", "bm25", "hybrid"]
 
 
 @pytest.mark.parametrize("damage", ["no manifest", "bad manifest", "missing file"])
