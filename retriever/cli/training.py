@@ -126,7 +126,8 @@ def run_length_options(passes_over: str, epochs_default: int | None) -> Callable
                    "(same gradients; one extra forward pass, ~1.5x the time). [default: off]")
 @click.option("--dev-split", default=None,
               help="Evaluate nDCG@10/Recall@100 on this split after each epoch (exact search) and keep the best "
-                   "epoch as the output. [default: no dev evaluation; the last weights are kept]")
+                   "epoch as the output (a warning says when the start model scored higher than every epoch). "
+                   "[default: no dev evaluation; the last weights are kept]")
 @click.option("--dev-dataset", type=EXISTING_DIR, default=None,
               help="BEIR folder holding --dev-split. [default: --dataset]")
 @click.option("--dev-max-docs", type=click.IntRange(min=1), default=None,

@@ -21,6 +21,7 @@ from retriever.metrics import evaluate_run
 from retriever.runs import Qrels, Run
 
 DEV_METRICS = ("ndcg@10", "recall@100")
+SELECTION_METRIC = "ndcg@10"  # the dev metric that picks the weights kept
 SEARCH_DEPTH = 100
 
 
@@ -99,3 +100,28 @@ def evaluate_dev(model, dev: DevSet, device: torch.device, dtype: str, batch_siz
         model.train(was_training)
     run = exact_search(dev.query_ids, query_vectors, document_vectors, [d.id for d in dev.documents])
     return dict(evaluate_run(run, dev.qrels, DEV_METRICS).mean)
+
+
+def dev_history(log_history: list[dict]) -> list[dict]:
+    """Each dev evaluation with the step, epoch and the training loss logged just before it."""
+    history, last_loss = [], None
+    for entry in log_history:
+        last_loss = entry.get("loss", last_loss)
+        if f"eval_{SELECTION_METRIC}" in entry:
+            scores = {key[len("eval_"):]: value for key, value in entry.items() if key.startswith("eval_")}
+            loss = {"train_loss": round(last_loss, 5)} if entry["step"] > 0 and last_loss is not None else {}
+            history.append({"step": entry["step"], "epoch": round(entry.get("epoch") or 0, 3), **scores, **loss})
+    return history
+
+
+def start_model_note(start_model: str, dev: DevSet, history: list[dict], best: dict | None) -> str | None:
+    """The warning for a run none of whose trained steps beat the start model on dev. The best trained step is kept
+    all the same: the start model is already on disk under --model, and an output holding its weights would be
+    recorded (steps, epochs, negatives) as training it never had."""
+    start = next((h for h in history if h["step"] == 0), None)
+    if start is None or best is None or start[SELECTION_METRIC] <= best[SELECTION_METRIC]:
+        return None
+    return (f"warning: no trained step beat the start model on dev {dev.name} ({SELECTION_METRIC} "
+            f"{start[SELECTION_METRIC]:.4f} before training, {best[SELECTION_METRIC]:.4f} at step {best['step']}, the "
+            f"weights kept); the start model {start_model} is better there: use it, or retrain with a lower "
+            "--learning-rate")

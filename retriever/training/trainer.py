@@ -22,14 +22,13 @@ from retriever.errors import RetrieverError
 from retriever.model_names import resolve_model_path
 from retriever.training import stack
 from retriever.training.data import Collator, EpochGroups, TrainExample, load_beir_examples, load_jsonl_examples
-from retriever.training.dev import DevSet, evaluate_dev, load_dev_set, shared_queries_warning
+from retriever.training.dev import (SELECTION_METRIC, DevSet, dev_history, evaluate_dev, load_dev_set,
+                                   shared_queries_warning, start_model_note)
 from retriever.training.dual_encoder import DualEncoder
 from retriever.training.gradcache import cached_embeddings
 from retriever.training.loss import contrastive_loss, default_temperature, global_batch, judged_positive_mask
 from retriever.training.processes import average_gradients
 from retriever.training.run_guards import one_run_at_a_time
-
-SELECTION_METRIC = "ndcg@10"
 
 
 @dataclass(kw_only=True)
@@ -96,6 +95,8 @@ class TrainResult:
     already_finished: bool = False
     losses: list[float] = field(default_factory=list)
     """The training loss of every step (over the global batch under torchrun)."""
+    start_model_better: bool | None = None
+    """Whether the start model scored higher on dev than every trained step (None: no dev split)."""
 
     def to_json(self) -> dict:
         return {**dataclasses.asdict(self), "output": str(self.output)}
@@ -259,28 +260,18 @@ def _warn_about_negatives(config: TrainConfig, examples: list[TrainExample]) -> 
         stack.log("warning: hard negatives are given but --train-group-size is 1, so they are not used")
 
 
-def _dev_history(log_history: list[dict]) -> list[dict]:
-    """Each dev evaluation with the step, epoch and the training loss logged just before it."""
-    history, last_loss = [], None
-    for entry in log_history:
-        last_loss = entry.get("loss", last_loss)
-        if f"eval_{SELECTION_METRIC}" in entry:
-            scores = {key[len("eval_"):]: value for key, value in entry.items() if key.startswith("eval_")}
-            loss = {"train_loss": round(last_loss, 5)} if entry["step"] > 0 and last_loss is not None else {}
-            history.append({"step": entry["step"], "epoch": round(entry.get("epoch") or 0, 3), **scores, **loss})
-    return history
-
-
 def _export(trainer: DualEncoderTrainer, config: TrainConfig, examples: list[TrainExample], resume: Path | None,
             started: float) -> TrainResult:
     """The best (or last) weights become the model folder."""
     state, model = trainer.state, trainer.accelerator.unwrap_model(trainer.model)
     best_step = state.best_global_step if config.dev_split else None
-    history = _dev_history(state.log_history) if config.dev_split else []
+    history = dev_history(state.log_history) if config.dev_split else []
     best = next((h for h in history if h["step"] == best_step and h["step"] > 0), None)
+    note = start_model_note(config.model, trainer.eval_dataset, history, best) if config.dev_split else None
     result = TrainResult(Path(config.output), state.global_step, len(examples), time.time() - started, best_step,
                          {k: v for k, v in best.items() if "@" in k} if best else None, history,
-                         stack.checkpoint_step(resume), losses=[e["loss"] for e in state.log_history if "loss" in e])
+                         stack.checkpoint_step(resume), losses=[e["loss"] for e in state.log_history if "loss" in e],
+                         start_model_better=note is not None if config.dev_split else None)
 
     def write_model() -> None:
         if best_step is not None and best_step != state.global_step:
@@ -292,7 +283,11 @@ def _export(trainer: DualEncoderTrainer, config: TrainConfig, examples: list[Tra
             "hard_negatives": sum(len(e.negatives) for e in examples) if config.train_group_size > 1 else 0,
             "epochs_completed": int(state.epoch or 0), "dtype": trainer.precision, "processes": stack.world_size(),
             "seconds": round(result.seconds, 1), "dev": {"best_step": best_step, "scores": result.dev_scores,
-                                                         "history": history} if config.dev_split else None})
+                                                         "history": history,
+                                                         "start_model_better": result.start_model_better}
+            if config.dev_split else None})
         stack.log(f"wrote {config.output} ({state.global_step} steps, {result.seconds:.0f}s)")
+        if note:
+            stack.log(note)
     trainer.finish(write_model, result.to_json())
     return result

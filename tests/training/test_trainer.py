@@ -245,3 +245,23 @@ def test_the_queries_a_step_holds_are_those_the_data_has(tmp_path, small_bert, t
     """8 training queries at `--queries-per-step 32` said `1 epochs of 32 x 1 passages`; the one step held 8."""
     train(config(tmp_path / "model", train_beir, small_bert, batch_size=32))
     assert "1 epochs of 8 x 1 passages over 1 process(es)" in capsys.readouterr().err
+
+
+def test_a_start_model_better_on_dev_than_every_trained_step_is_said_and_recorded(tmp_path, small_bert, train_beir,
+                                                                                capsys):
+    """The start model is evaluated on dev before training, but only trained steps competed to be kept: a run whose
+    every step scored worse than it (here a learning rate that wrecks the weights) kept its best trained step
+    without a word, and the user shipped a model worse than the one they started from."""
+    result = train(config(tmp_path / "worse", train_beir, small_bert, epochs=2, learning_rate=10.0, dev_split="test"))
+    start, *trained = [h["ndcg@10"] for h in result.history]
+    assert result.history[0]["step"] == 0 and trained and start > max(trained)  # the situation, not assumed
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"warning: no trained step beat the start model on dev beir/test (ndcg@10 {start:.4f} before "
+                       f"training, {max(trained):.4f} at step {result.best_step}, the weights kept); the start model "
+                       f"{small_bert} is better there: use it, or retrain with a lower --learning-rate")
+    recorded = json.loads((tmp_path / "worse" / "retriever.json").read_text())["training"]["dev"]
+    assert recorded["start_model_better"] is True and result.start_model_better is True
+    train(config(tmp_path / "better", train_beir, small_bert, epochs=2, dev_split="test"))
+    assert "no trained step beat" not in capsys.readouterr().err
+    recorded = json.loads((tmp_path / "better" / "retriever.json").read_text())["training"]["dev"]
+    assert recorded["start_model_better"] is False
