@@ -115,7 +115,7 @@ def record_damage(index_dir: Path, manifest: dict, overrides: dict | None = None
         + ("the fusion flags given stand in for it" if stood_in else
            "hybrid search refused (--mode dense and --mode bm25 still work)")
         + f"; tune it again with `retriever bm25 {index_dir} --tune-fusion-on DATASET --split train`, or drop it "
-        f"(hybrid then uses RRF k=60) with `retriever bm25 {index_dir} --overwrite` (no re-encoding)"
+        f"(hybrid then uses RRF k=60) with `retriever bm25 {index_dir} --drop-fusion`"
         + ("" if stood_in else ", or search hybrid with --fusion rrf --rrf-k K or --alpha A, which need no record"))
 
 

@@ -152,3 +152,17 @@ def tune_and_record(index_dir: str | Path, dataset: str | Path, split: str, devi
     record = tune_fusion(searcher, dataset, split, progress=progress, checked=checked)
     replace_manifest(index_dir, {**read_manifest(index_dir), "fusion": record})
     return record
+
+
+def drop_fusion(index_dir: str | Path) -> bool:
+    """Remove the manifest's ``fusion`` record, a damaged one too (hybrid then uses RRF k=60), leaving the BM25 part
+    and every other entry as they are; False when there was none. The repair a damaged record names, without the
+    BM25 rebuild of `bm25 --overwrite`. Under the folder's build lock, as `bm25` rewrites the manifest too."""
+    from retriever.folders import exclusive_build, named_output
+
+    index_dir = Path(index_dir)
+    with exclusive_build(named_output(index_dir), elsewhere=""):
+        manifest = read_manifest(index_dir)
+        if "fusion" in manifest:  # the record's integrity entries are the files', which stay as they are
+            replace_manifest(index_dir, {key: value for key, value in manifest.items() if key != "fusion"})
+        return manifest.get("fusion") is not None

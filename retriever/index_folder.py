@@ -144,7 +144,7 @@ MANIFEST_SHAPE: dict[str, type | tuple[type, ...]] = {
     "index.search_defaults.nprobe": (int, _NONE), "index.search_defaults.ef_search": (int, _NONE),
 }
 # The hybrid fusion's record, checked only by what reads it (``fusion.recorded_fusion``): a broken entry there fails
-# hybrid search alone, and retuning or `retriever bm25 INDEX --overwrite` replaces it.
+# hybrid search alone, and retuning replaces it or `retriever bm25 INDEX --drop-fusion` drops it.
 FUSION_SHAPE: dict[str, type | tuple[type, ...]] = {
     "fusion": (dict, _NONE), "fusion.method": str, "fusion.rrf_k": (int, float), "fusion.alpha": (int, float),
     "fusion.depth": int, "fusion.tuned": (dict, _NONE),

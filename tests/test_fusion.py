@@ -172,7 +172,7 @@ def test_rrf_of_documents_tied_in_a_list_does_not_depend_on_the_order_the_engine
 @pytest.mark.parametrize("fusion", ["x", {"method": "bogus"}, {"method": "convex", "alpha": "0.3"}])
 def test_a_damaged_record_says_which_modes_still_work_and_how_to_repair_it(tmp_path, fusion):
     """The message said "dense and bm25 search still work" without the flags that choose them; it names
-    `--mode dense` and `--mode bm25`, then the two repairs the code supports (retune, or drop with --overwrite)."""
+    `--mode dense` and `--mode bm25`, then the two repairs the code supports (retune, or drop with --drop-fusion)."""
     from retriever.fusion import recorded_fusion
 
     params, damage = recorded_fusion(tmp_path, {"fusion": fusion}, None)
@@ -180,7 +180,7 @@ def test_a_damaged_record_says_which_modes_still_work_and_how_to_repair_it(tmp_p
     message = str(damage)
     assert "\n" not in message and "--mode dense and --mode bm25 still work" in message, message
     assert message.index("still work") < message.index(f"`retriever bm25 {tmp_path} --tune-fusion-on DATASET")
-    assert f"`retriever bm25 {tmp_path} --overwrite`" in message
+    assert f"`retriever bm25 {tmp_path} --drop-fusion`" in message
 
 
 @pytest.mark.parametrize("lexical", [ranking([6], [3.2]), ranking([6, 2], [3.2, 3.2])])

@@ -68,7 +68,7 @@ def test_verify_fails_on_a_damaged_fusion_record_naming_the_repairs(sq8_index, t
     assert result.exit_code == 1 and len(errors) == 1, result.output
     assert f"{index / 'manifest.json'}: fusion" in errors[0]
     assert f"`retriever bm25 {index} --tune-fusion-on DATASET --split train`" in errors[0]
-    assert f"`retriever bm25 {index} --overwrite`" in errors[0]
+    assert f"`retriever bm25 {index} --drop-fusion`" in errors[0]
 
 
 def test_verify_shows_its_progress_over_every_files_bytes(sq8_index):

@@ -170,7 +170,7 @@ def test_a_damaged_fusion_record_fails_only_hybrid_and_names_the_repairs(index, 
     assert searcher.search(["honey bee"], k=2)[0] and searcher.search(["honey bee"], k=2, mode="bm25")[0]
     assert searcher.modes() == ["dense", "bm25"]
     repairs = (rf"fusion.*; tune it again with `retriever bm25 {index} --tune-fusion-on DATASET --split train`, or "
-               rf"drop it \(hybrid then uses RRF k=60\) with `retriever bm25 {index} --overwrite` \(no re-encoding\), "
+               rf"drop it \(hybrid then uses RRF k=60\) with `retriever bm25 {index} --drop-fusion`, "
                r"or search hybrid with --fusion rrf --rrf-k K or --alpha A, which need no record$")
     with pytest.raises(IndexDamaged, match=repairs):
         searcher.search(["honey bee"], k=2, mode="hybrid")

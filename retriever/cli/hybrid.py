@@ -154,14 +154,33 @@ def run_tuning(index: Path, tune_fusion: tuple[Path, str] | None) -> None:
                    f"alpha={record['alpha']:g}", err=True)
 
 
+def run_drop(index: Path) -> None:
+    """`bm25 --drop-fusion`: a flag that builds or tunes is refused, as the run would not do what it asks."""
+    from retriever.fusion_tuning import drop_fusion
+
+    others = flags_given(("overwrite", *BM25_SETTINGS, "tune_fusion_on", "split"))
+    if others:
+        raise RetrieverError(f"{others[0]}: --drop-fusion only drops the fusion record; give it alone, and "
+                             f"{others[0]} in another run")
+    if drop_fusion(index):
+        click.echo(f"{index}: dropped its recorded hybrid fusion, so hybrid uses RRF k=60 unless --fusion, --rrf-k "
+                   "or --alpha say otherwise", err=True)
+    else:
+        click.echo(f"{index}: no hybrid fusion recorded; nothing to drop", err=True)
+
+
 @click.command("bm25")
 @click.argument("index", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @lexical_options(switch=False)
 @tuning_options()
 @click.option("--overwrite", is_flag=True, help="Rebuild a BM25 index the folder already has.")
-def bm25_command(index, lexical, tune_fusion, overwrite):
+@click.option("--drop-fusion", is_flag=True,
+              help="Only drop the hybrid fusion recorded in the manifest (a damaged one too), keeping the BM25 "
+                   "index: hybrid then uses RRF k=60 unless a fusion flag says otherwise.")
+def bm25_command(index, lexical, tune_fusion, overwrite, drop_fusion):
     """Add a BM25 index to the built INDEX folder from its doc store (no re-encoding), and optionally tune the
-    hybrid fusion. With a BM25 index already there and --tune-fusion-on, only tunes.
+    hybrid fusion. With a BM25 index already there and --tune-fusion-on, only tunes; with --drop-fusion, only drops
+    the recorded fusion.
 
     \b
     Example:
@@ -170,6 +189,8 @@ def bm25_command(index, lexical, tune_fusion, overwrite):
     from retriever.index_folder import read_manifest
     from retriever.lexical_part import add_lexical, terms_text
 
+    if drop_fusion:
+        return run_drop(index)
     check_tuning(tune_fusion, lexical)
     if read_manifest(index).get("lexical") and not overwrite:
         if tune_fusion is None:

@@ -185,3 +185,51 @@ def test_bm25_counts_the_corpus_terms_and_a_corpus_without_any_still_searches(tm
     assert result.exit_code == 0 and len(json.loads(result.output)["hits"]) == (1 if terms else 0), result.output
     result = runner.invoke(main, ["search", str(index), "cats", "--mode", "hybrid", "--json", *COMMON])
     assert result.exit_code == 0 and len(json.loads(result.output)["hits"]) == 3, result.output
+
+
+@pytest.mark.parametrize("fusion", [{"method": "rrf", "rrf_k": "x", "alpha": 0.5, "depth": 1000}, "tuned"])
+def test_bm25_drop_fusion_drops_only_the_fusion_record(tmp_path, tiny_model_dir, tiny_beir, fusion):
+    """No command dropped a fusion record alone: the repair a damaged one named (`bm25 --overwrite`) rebuilt the BM25
+    part too. The rest of the manifest and the BM25 files stay as they were, and `info --verify` passes."""
+    index = tmp_path / "idx"
+    split_off_train(tiny_beir)
+    build = ["build", str(tiny_beir), "-o", str(index), "--model", str(tiny_model_dir), *COMMON]
+    if fusion == "tuned":
+        build += ["--tune-fusion-on", str(tiny_beir), "--split", "train"]
+    assert CliRunner().invoke(main, build).exit_code == 0
+    manifest = json.loads((index / "manifest.json").read_text())
+    if fusion != "tuned":
+        (index / "manifest.json").write_text(json.dumps({**manifest, "fusion": fusion}))
+    bm25_files = {path: path.stat().st_mtime_ns for path in (index / manifest["lexical"]["directory"]).iterdir()}
+    result = CliRunner().invoke(main, ["bm25", str(index), "--drop-fusion"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"{index}: dropped its recorded hybrid fusion, so hybrid uses RRF k=60 unless --fusion, --rrf-k or --alpha "
+        "say otherwise")
+    assert json.loads((index / "manifest.json").read_text()) == {k: v for k, v in manifest.items() if k != "fusion"}
+    assert {p: p.stat().st_mtime_ns for p in (index / manifest["lexical"]["directory"]).iterdir()} == bm25_files
+    assert not list(tmp_path.glob(".*")) and not list(index.glob(".*"))  # no lock or temporary file left
+    verified = CliRunner().invoke(main, ["info", str(index), "--verify"])
+    assert verified.exit_code == 0 and "fusion:   none recorded" in verified.output, verified.output
+    searched = CliRunner().invoke(main, ["search", str(index), "lava", "--mode", "hybrid", *COMMON])
+    assert searched.exit_code == 0, searched.output
+    again = CliRunner().invoke(main, ["bm25", str(index), "--drop-fusion"])
+    assert again.exit_code == 0 and again.stderr.strip() == f"{index}: no hybrid fusion recorded; nothing to drop"
+
+
+@pytest.mark.parametrize("other", [["--overwrite"], ["--bm25-k1", "1.2"], ["--tune-fusion-on", "BEIR"],
+                                   ["--split", "dev"]])
+def test_bm25_drop_fusion_with_a_flag_that_builds_or_tunes_is_refused_before_any_work(tmp_path, tiny_model_dir,
+                                                                                     tiny_beir, other):
+    index = tmp_path / "idx"
+    split_off_train(tiny_beir)
+    build = ["build", str(tiny_beir), "-o", str(index), "--model", str(tiny_model_dir), "--tune-fusion-on",
+             str(tiny_beir), "--split", "train", *COMMON]
+    assert CliRunner().invoke(main, build).exit_code == 0
+    before = (index / "manifest.json").read_bytes()
+    other = [str(tiny_beir) if word == "BEIR" else word for word in other]
+    result = CliRunner().invoke(main, ["bm25", str(index), "--drop-fusion", *other])
+    assert result.exit_code == 1 and result.stderr.strip().splitlines() == [
+        f"error: {other[0]}: --drop-fusion only drops the fusion record; give it alone, and "
+        f"{other[0]} in another run"]
+    assert (index / "manifest.json").read_bytes() == before

@@ -160,7 +160,7 @@ def test_serve_warns_at_start_of_a_damaged_fusion_record_its_fusion_flags_stand_
                                                          "retuned or dropped: ")
     assert f"{tmp_path / 'a' / 'manifest.json'}: fusion.rrf_k is str 'x'" in warnings[0]
     assert f"`retriever bm25 {tmp_path / 'a'} --tune-fusion-on DATASET --split train`" in warnings[0]
-    assert f"`retriever bm25 {tmp_path / 'a'} --overwrite` (no re-encoding)" in warnings[0]
+    assert f"`retriever bm25 {tmp_path / 'a'} --drop-fusion`" in warnings[0]
     assert "hybrid search refused" not in warnings[0]  # it is not: the flags stand in
     assert searchers["docs"].modes() == ["dense", "bm25", "hybrid"]
 
