@@ -71,7 +71,12 @@ def check_room_for_text(settings: Any, tokenizer: Any) -> None:
     """Refuse, as soon as the tokenizer is loaded, max lengths (``settings``: an ``EncoderSettings``) that leave a
     text no token next to the special tokens this tokenizer adds and the tokens of its prefix: the floor the flags
     are parsed with cannot know how many (a fixed floor of 3 assumed [CLS] and [SEP], refusing 2 to a [CLS]-only
-    tokenizer and letting one of three specials, or a prefix, encode every text to one vector)."""
+    tokenizer and letting one of three specials, or a prefix, encode every text to one vector). The prefix is counted
+    alone though a text follows it with no space: WordPiece's greedy longest match never covers the prefix's
+    characters with more tokens when text follows (a merge, "abcq" + "ing" = abc ##qing, only stretches its last
+    token into the text), and a prefix ending in whitespace or punctuation is split from the text before WordPiece
+    runs. Only a prefix word [UNK] alone yet matched with the text's letters could break this, which a vocabulary
+    holding each of the prefix's characters as a piece rules out."""
     count = tokenizer.num_special_tokens_to_add()
     special = tokenizer.convert_ids_to_tokens(tokenizer("", add_special_tokens=True)["input_ids"])
     special = tuple(special) if len(special) == count else ("?",) * count  # names when the two agree

@@ -74,3 +74,28 @@ def test_a_length_a_prefix_fills_is_refused_when_the_tokenizer_loads(tiny_model_
     vectors = encoder.encode_queries(["cat", "dog"]) if role == "query" else encoder.encode_passages(
         [Document("d1", "cat"), Document("d2", "dog")])
     assert not (vectors[0] == vectors[1]).all()
+
+
+PREFIXES = ["query: ", "passage: ", "query:", "Represent this sentence for searching relevant passages: ", "query",
+            "abcq", "xqzj", "search_query"]
+TEXTS = ["querying", "ing", "uick brown fox", "\u0301abc", "Ünïcode", "漢字 text", "-x", "42 cats", "zzzz", "##s"]
+
+
+@pytest.mark.parametrize("model", ["minilm", "tiny"])
+def test_a_prefix_merged_with_the_text_never_takes_more_tokens_than_it_was_counted_for(tiny_model_dir, model):
+    """``check_room_for_text`` counts a prefix's tokens on their own; the text follows it with no space between, so
+    WordPiece can merge the two ("abcq" + "ing": abc ##qing). The floor holds all the same: the first ``taken + 1``
+    tokens of prefix + text always reach into the text, and a prefix ending in whitespace or punctuation tokenizes
+    apart."""
+    from transformers import AutoTokenizer
+
+    from retriever.model_names import resolve_model_path
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("minilm") if model == "minilm" else tiny_model_dir)
+    for prefix in PREFIXES:
+        alone = tokenizer(prefix, add_special_tokens=False)["input_ids"]
+        for text in TEXTS:
+            joined = tokenizer(prefix + text, add_special_tokens=False, return_offsets_mapping=True)
+            assert max(end for _, end in joined["offset_mapping"][:len(alone) + 1]) > len(prefix), (prefix, text)
+            if not prefix[-1].isalnum():
+                assert joined["input_ids"] == alone + tokenizer(text, add_special_tokens=False)["input_ids"]
