@@ -13,6 +13,8 @@ is not needed to train.
 from __future__ import annotations
 
 import os
+import shlex
+from collections.abc import Collection
 from pathlib import Path
 
 from torch import nn
@@ -33,6 +35,7 @@ ST_LEGACY_POOLING = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens":
 ST_POOLINGS = {"cls": "cls", "mean": "mean"}
 # The prompt names `encode_query` and `encode_document` look for, in their order.
 ST_PROMPTS = {"query_prefix": ("query",), "passage_prefix": ("document", "passage", "corpus")}
+ST_CONFIG = "config_sentence_transformers.json"
 ST_HINT = "fix it, or to use the transformer alone pass a copy of the folder without modules.json"
 
 
@@ -101,7 +104,7 @@ def write_sentence_transformers_files(folder: Path, config: dict, towers: dict[s
             "structure": routes, "parameters": {"default_route": "document", "allow_empty_key": True}})
     prompts = {name: config[key] for name, key in (("query", "query_prefix"), ("document", "passage_prefix"))
                if config.get(key)}
-    write_json(folder / "config_sentence_transformers.json", {
+    write_json(folder / ST_CONFIG, {
         "prompts": prompts, "default_prompt_name": None,
         "similarity_fn_name": "cosine" if config["normalize"] else "dot"})
 
@@ -134,12 +137,13 @@ def _st_modules(folder: Path) -> tuple[list[dict] | None, list[str]]:
     return modules, [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
 
 
-def sentence_transformers_settings(folder: str | Path) -> dict:
+def sentence_transformers_settings(folder: str | Path, given: Collection[str] = ()) -> dict:
     """Pooling, normalisation and prefixes a sentence-transformers folder applies ({} when it has no modules.json).
 
     A folder made by sentence-transformers records them in its modules, not in retriever.json; encoding it with
     retriever's defaults (mean, normalised, no prefix) gave other vectors than ``SentenceTransformer(folder)``
-    with exit 0. Modules retriever does not apply (Dense, max or last-token pooling, ...) are refused, not skipped.
+    with exit 0. Modules retriever does not apply (Dense, max or last-token pooling, ...) are refused, not skipped,
+    and so is a prefix sentence-transformers' versions read otherwise, unless ``given`` (the flags) names it.
     """
     folder = Path(folder)
     modules, kinds = _st_modules(folder)
@@ -154,7 +158,11 @@ def sentence_transformers_settings(folder: str | Path) -> dict:
     if not str(modules[1].get("path") or "").strip("./"):  # "" would read the transformer's own config.json
         raise InputFileError(folder / "modules.json", None, "its Pooling module names no folder", ST_HINT)
     pooling, include_prompt = _st_pooling(folder / str(modules[1]["path"]))
-    settings = {"pooling": pooling, "normalize": len(kinds) == 3, **_st_prefixes(folder)}
+    settings = {"pooling": pooling, "normalize": len(kinds) == 3}
+    for key, (as_5, as_6) in _st_prefixes(folder).items():
+        if as_5 != as_6 and key not in given:
+            raise _version_dependent_prompt(folder / ST_CONFIG, key, as_5, as_6)
+        settings[key] = as_6
     if not include_prompt and any(settings[key] for key in ST_PROMPTS):
         raise RetrieverError(f"{folder}: its pooling leaves its prompts out (include_prompt false), and retriever "
                              "pools every token of the text; encode it with sentence-transformers")
@@ -176,14 +184,31 @@ def _st_pooling(folder: Path) -> tuple[str, bool]:
     return ST_POOLINGS[modes[0]], config.get("include_prompt", True) is not False
 
 
-def _st_prefixes(folder: Path) -> dict:
-    """The prompts `encode_query` and `encode_document` would prepend, as our query and passage prefixes."""
-    path = folder / "config_sentence_transformers.json"
-    prompts = read_json_object(path, ST_HINT, missing={}).get("prompts") or {}
+def _st_prefixes(folder: Path) -> dict[str, tuple[str, str]]:
+    """The prompts `encode_query` and `encode_document` prepend, as our query and passage prefixes, under
+    sentence-transformers 5 and under 6: 6 always holds 'query' and 'document' prompts (empty unless saved), so
+    it never reaches 5's 'passage'/'corpus' prompts, nor its fallback to the default prompt."""
+    path = folder / ST_CONFIG
+    config = read_json_object(path, ST_HINT, missing={})
+    if config.get("truncate_dim") is not None:  # sentence-transformers cuts every vector to it (Matryoshka)
+        raise RetrieverError(f"{path}: truncate_dim {config['truncate_dim']}: sentence-transformers keeps only the "
+                             "first dimensions of each vector, and retriever does not truncate; encode it with "
+                             "sentence-transformers, or delete truncate_dim there to use the whole vectors")
+    prompts = config.get("prompts") or {}
     if not isinstance(prompts, dict) or not all(isinstance(v, (str, type(None))) for v in prompts.values()):
         raise InputFileError(path, None, "its prompts are not an object of strings", ST_HINT)
-    return {key: next((prompts[name] or "" for name in names if name in prompts), "")  # a null one too, as ST
-            for key, names in ST_PROMPTS.items()}
+    name = config.get("default_prompt_name")
+    default = (prompts.get(name) if isinstance(name, str) else None) or ""
+    return {key: (next((prompts[name] or "" for name in names if name in prompts), default),  # a null one too
+                  prompts.get(names[0]) or "") for key, names in ST_PROMPTS.items()}
+
+
+def _version_dependent_prompt(path: Path, key: str, as_5: str, as_6: str) -> RetrieverError:
+    texts, flag = ("queries", "--query-prefix") if key == "query_prefix" else ("documents", "--passage-prefix")
+    return RetrieverError(f"{path}: sentence-transformers 5 prepends {as_5!r} to {texts} and 6 prepends {as_6!r} "
+                          f"(6 reads only its '{ST_PROMPTS[key][0]}' prompt, where 5 falls back to others or to "
+                          f"default_prompt_name), so its vectors depend on the version; pass {flag} "
+                          f"{shlex.quote(as_5)} to encode as 5 does, or {flag} {shlex.quote(as_6)} as 6 does")
 
 
 def st_disagreements(folder: str | Path, recorded: dict) -> dict[str, tuple[object, object]]:
@@ -194,7 +219,8 @@ def st_disagreements(folder: str | Path, recorded: dict) -> dict[str, tuple[obje
     modules, kinds = _st_modules(folder)
     if modules is None:
         return {}
-    theirs: dict[str, object] = dict(_st_prefixes(folder))
+    theirs: dict[str, object] = {key: as_5 if recorded.get(key) == as_6 else as_6  # either version's reading
+                                 for key, (as_5, as_6) in _st_prefixes(folder).items()}
     if kinds[:1] == ["Transformer"]:  # a shared tower: its modules are the whole pipeline (a Router nests them)
         theirs["normalize"] = "Normalize" in kinds
         pooling = next((m for m, kind in zip(modules, kinds) if kind == "Pooling"), None)

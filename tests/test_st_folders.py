@@ -173,3 +173,37 @@ def test_a_folders_max_seq_length_past_the_positions_names_the_file(tmp_path):
                                              r"--passage-max-length 512$"):
         Encoder(EncoderSettings.for_model(str(folder)))
     assert Encoder(EncoderSettings.for_model(str(folder), passage_max_length=512)).settings.query_max_length == 512
+
+
+def test_a_truncate_dim_is_refused_not_encoded_at_full_width(tmp_path, tiny_model_dir):
+    """sentence-transformers keeps the first truncate_dim dimensions of a folder that records one (Matryoshka);
+    retriever encoded all 32, exit 0."""
+    from sentence_transformers import models
+    modules = [models.Transformer(str(tiny_model_dir), max_seq_length=24), models.Pooling(32, pooling_mode="cls")]
+    sentence_transformers.SentenceTransformer(modules=modules, device="cpu", truncate_dim=16).save(str(tmp_path / "st"))
+    assert sentence_transformers.SentenceTransformer(str(tmp_path / "st"), device="cpu").encode(TEXTS).shape == (3, 16)
+    with pytest.raises(RetrieverError, match=r"config_sentence_transformers.json: truncate_dim 16: sentence-transformers keeps only the first dimensions"):
+        EncoderSettings.for_model(str(tmp_path / "st"))
+
+
+@pytest.mark.parametrize("prompts, default, flags", [
+    ({"query": "q: ", "passage": "p: "}, None, ["passage_prefix"]),  # 5 takes 'passage' for documents, 6 'document'
+    ({"query": "q: ", "corpus": "c: "}, None, ["passage_prefix"]),
+    ({"query": "q: "}, "query", ["passage_prefix"]),  # 5 falls back to the default prompt for documents, 6 does not
+    ({"classification": "c: "}, "classification", ["query_prefix", "passage_prefix"]),
+])
+def test_prompts_sentence_transformers_versions_apply_otherwise_need_a_flag(tmp_path, prompts, default, flags):
+    """sentence-transformers 6 always has 'query' and 'document' prompts (empty unless saved), so it never reaches
+    the 'passage'/'corpus' prompts or the default prompt that 5 applies: retriever followed 5, and its vectors
+    differed from the installed sentence-transformers' with exit 0."""
+    folder = hand_written(tmp_path, {"pooling_mode": "mean"}, prompts=prompts)
+    config = json.loads((folder / "config_sentence_transformers.json").read_text())
+    (folder / "config_sentence_transformers.json").write_text(json.dumps({**config, "default_prompt_name": default}))
+    with pytest.raises(RetrieverError, match=rf"sentence-transformers 5 .* 6 .* pass --{flags[0].replace('_', '-')}"):
+        EncoderSettings.for_model(str(folder))
+    settings = EncoderSettings.for_model(str(folder), **dict.fromkeys(flags, ""))  # flags settle it: here as 6 does
+    theirs = sentence_transformers.SentenceTransformer(str(folder), device="cpu")
+    ours = Encoder(settings, device="cpu", dtype="fp32")
+    np.testing.assert_allclose(ours.encode_queries(TEXTS), theirs.encode_query(TEXTS), atol=1e-5)
+    np.testing.assert_allclose(ours.encode_passages([Document(str(i), t) for i, t in enumerate(TEXTS)]),
+                               theirs.encode_document(TEXTS), atol=1e-5)
