@@ -81,6 +81,18 @@ def test_query_selection_and_counts() -> None:
     assert list(ev.mean) == list(DEFAULT_METRICS)
 
 
+def test_a_query_without_hits_counts_as_a_trec_file_of_the_run_holds_it(tmp_path) -> None:
+    """A TREC run has no line for a query without hits, so the file written from a run scored such a query as
+    missing (and an unjudged one not at all) while the run itself had counted it present: two counts, one run."""
+    from retriever.runs import read_run, write_trec_run
+
+    run = {"judged": {"a": 1.0}, "hitless": {}, "unjudged_hitless": {}}
+    qrels = {"judged": {"a": 1}, "hitless": {"a": 1}}
+    write_trec_run(run, tmp_path / "run.trec")
+    assert evaluate_run(run, qrels) == evaluate_run(read_run(tmp_path / "run.trec"), qrels)
+    assert evaluate_run(run, qrels).num_missing_from_run == 1
+
+
 def test_no_overlap_between_run_and_qrels_is_an_error() -> None:
     with pytest.raises(RetrieverError, match="same query ids"):
         evaluate_run({"1": {"a": 1.0}}, {"q1": {"a": 1}})
