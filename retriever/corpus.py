@@ -202,8 +202,10 @@ def blank_queries_warning(queries: list[Query], mode: str, run_format: str | Non
     fate = {"dense": "their hits match nothing in particular",
             "bm25": "they get no hits: BM25 finds no term in them"}.get(
         mode, "they get no hits: BM25 finds no term in them, and hybrid drops their dense hits as arbitrary")
-    if mode != "dense" and run_format == "trec":
-        fate += "; the run holds no line for them, so `evaluate --run` counts them as missing from it (scored 0)"
+    if mode != "dense" and run_format is not None:
+        fate += ("; the run holds no line for them, so `evaluate --run` counts them as missing from it (scored 0)"
+                 if run_format == "trec" else
+                 "; `evaluate --run` counts them as missing from the run (scored 0), as any query without hits")
     return (f"warning: {len(blank)} of {len(queries)} queries have empty text (e.g. "
             f"{', '.join(map(repr, blank[:3]))}); {fate}")
 

@@ -228,7 +228,8 @@ def test_the_blank_query_warning_says_what_becomes_of_them_in_each_mode(index, t
 @pytest.mark.parametrize("run_format", ["trec", "jsonl"])
 def test_the_blank_query_warning_says_a_trec_run_holds_no_line_for_them(index, tmp_path, mode, run_format):
     """A TREC run has no line for a query without hits, so `evaluate --run` later counted blank queries as missing
-    from the run, and the warning had said only that they get no hits; a JSONL run keeps them, with no hits."""
+    from the run, and the warning had said only that they get no hits; a JSONL run keeps them, with no hits, and
+    `evaluate` counts them as missing all the same (it said nothing of them for a JSONL run)."""
     queries, run = tmp_path / "queries.jsonl", tmp_path / f"run.{run_format}"
     queries.write_text("".join(json.dumps({"_id": qid, "text": text}) + "\n"
                                for qid, text in [("q1", "honey bee"), ("qe", " ")]))
@@ -239,3 +240,5 @@ def test_the_blank_query_warning_says_a_trec_run_holds_no_line_for_them(index, t
     assert held == ([] if run_format == "trec" else ['{"qid": "qe", "hits": []}'])
     warning = next(line for line in result.stderr.splitlines() if "have empty text" in line)
     assert (NO_LINE in warning) == (run_format == "trec"), warning
+    assert warning.endswith("counts them as missing from it (scored 0)" if run_format == "trec" else
+                            "counts them as missing from the run (scored 0), as any query without hits"), warning
