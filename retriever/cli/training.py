@@ -100,7 +100,8 @@ def run_length_options(passes_over: str, epochs_default: int | None) -> Callable
 @click.option("--train-jsonl", type=EXISTING_FILE, default=None,
               help='Instead of --dataset: JSONL lines {"query", "positives", "negatives"?, "query_id"?}; any other '
                    "key is refused. A string item is a passage id when --corpus is given and the passage text when "
-                   'not; an object {"text", "title"?, "id"?} is always a text. [default: none]')
+                   'not; an object {"text", "title"?, "id"?} is always a text (any other key is refused but '
+                   'Tevatron\'s "docid", an id). [default: none]')
 @click.option("--corpus", type=click.Path(exists=True, path_type=Path), default=None,
               help="Corpus (BEIR folder, JSONL, TSV, Parquet) in which --train-jsonl passage ids are looked up. "
                    "[default: none: strings in --train-jsonl are passage texts]")
@@ -176,7 +177,8 @@ def train_command(dataset, split, train_jsonl, corpus, negatives, model, encoder
     result = train(config)
     if is_main_process():
         click.echo(json.dumps({"model": str(result.output), "steps": result.steps, "best_step": result.best_step,
-                               "dev": result.dev_scores, "seconds": round(result.seconds, 1)}))
+                               "dev": result.dev_scores, "start_model_better": result.start_model_better,
+                               "seconds": round(result.seconds, 1)}))
 
 
 def _str(path: Path | None) -> str | None:

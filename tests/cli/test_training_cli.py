@@ -120,7 +120,7 @@ def test_train_takes_no_progress_like_pretrain(tmp_path, tiny_beir, monkeypatch,
 
     seen = []
     monkeypatch.setattr(retriever.training, "train", lambda config: seen.append(config) or SimpleNamespace(
-        output=tmp_path / "m", steps=0, best_step=None, dev_scores=None, seconds=0.0))
+        output=tmp_path / "m", steps=0, best_step=None, dev_scores=None, start_model_better=None, seconds=0.0))
     result = CliRunner().invoke(train_command, ["--dataset", str(tiny_beir), "--output", str(tmp_path / "m"),
                                                 *flags], catch_exceptions=False)
     assert result.exit_code == 0, result.output
@@ -193,7 +193,7 @@ def test_temperatures_in_use_are_taken(tmp_path, tiny_beir, monkeypatch, value):
 
     seen = []
     monkeypatch.setattr(retriever.training, "train", lambda config: seen.append(config) or SimpleNamespace(
-        output=tmp_path / "m", steps=0, best_step=None, dev_scores=None, seconds=0.0))
+        output=tmp_path / "m", steps=0, best_step=None, dev_scores=None, start_model_better=None, seconds=0.0))
     result = CliRunner().invoke(train_command, ["--dataset", str(tiny_beir), "--output", str(tmp_path / "m"),
                                                 "--temperature", value], catch_exceptions=False)
     assert result.exit_code == 0, result.output
@@ -217,3 +217,19 @@ def test_epochs_with_max_steps_is_refused_before_any_work(tmp_path, tiny_beir, t
     assert result.exit_code == 2, result.output
     assert "--epochs" in result.output and "--max-steps" in result.output and "one of them" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_the_train_summary_says_whether_the_start_model_was_better_on_dev(tmp_path, tiny_beir, monkeypatch):
+    """The run record held start_model_better, but the JSON line train prints (what scripts read) did not."""
+    from types import SimpleNamespace
+
+    import retriever.training
+
+    monkeypatch.setattr(retriever.training, "train", lambda config: SimpleNamespace(
+        output=tmp_path / "m", steps=4, best_step=2, dev_scores={"ndcg@10": 0.3}, start_model_better=True,
+        seconds=1.0))
+    result = CliRunner().invoke(train_command, ["--dataset", str(tiny_beir), "--output", str(tmp_path / "m"),
+                                                "--dev-split", "test"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    assert summary["start_model_better"] is True and summary["best_step"] == 2
