@@ -8,7 +8,7 @@ Two sources:
 * a JSONL file, one ``{"query", "positives", "negatives"?, "query_id"?}`` object a line.  The rule for
   an item of ``positives``/``negatives``: a string is a document id when a corpus is given
   (``--corpus``) and the passage text itself when none is; an object ``{"text", "title"?, "id"?}``
-  is always a text, and an object with only an ``id``/``_id`` is a document id.
+  is always a text, and an object with only an ``id`` (``_id``, Tevatron's ``docid``) is a document id.
 
 Every passage carries an id (the document id, the object's id, or a hash of an inline text) so a
 batch can mask a document that is a judged positive of more than one query.
@@ -33,6 +33,7 @@ from retriever.errors import InputFileError, RetrieverError
 from retriever.runs import read_qrels
 from retriever.texts import check_text, is_blank, passage_text, tokenize_bounded
 from retriever.training.loss import passage_key
+from retriever.training.negatives import log_negatives, read_negatives_file
 
 
 @dataclass(frozen=True)
@@ -69,23 +70,6 @@ def read_corpus_passages(corpus: str | Path, wanted: set[str] | None = None, fmt
     return passages
 
 
-def read_negatives_file(path: str | Path) -> dict[str, list[str]]:
-    """``{"query_id", "negatives": [doc ids]}`` lines -> query id -> doc ids (later lines extend earlier ones)."""
-    path = Path(path)
-    if not path.is_file():
-        raise RetrieverError(f"{path}: no such negatives file")
-    negatives: dict[str, list[str]] = {}
-    for number, line in decoded_lines(path):
-        record = parse_json_object(line, path, number)
-        ids = record.get("negatives")
-        if "query_id" not in record or not isinstance(ids, list):
-            raise InputFileError(path, number, 'expected {"query_id": ..., "negatives": [doc ids]}',
-                                 "write it with `retriever mine`")
-        query_id = as_token_id(record["query_id"], path, number, "query_id")
-        negatives.setdefault(query_id, []).extend(as_token_id(i, path, number, "negatives") for i in ids)
-    return negatives
-
-
 def load_beir_examples(dataset: str | Path, split: str = "train",
                        negatives_file: str | Path | None = None) -> list[TrainExample]:
     """One example per query with a relevant judgment; documents missing from the corpus are dropped and counted."""
@@ -117,27 +101,11 @@ def load_beir_examples(dataset: str | Path, split: str = "train",
         _log(f"training data: {missing_docs} judged documents missing from the corpus and {missing_queries} "
              "judged queries missing from queries.jsonl or blank there were skipped")
     if negatives:
-        _log_negatives(negatives, unknown_queries, passages, positives, negatives_file)
+        log_negatives(negatives, unknown_queries, passages, positives, negatives_file)
     if not examples:
         raise RetrieverError(f"{beir.root}: split {split!r} yields no training examples (no query with a "
                              "positive judgment whose document is in the corpus)")
     return examples
-
-
-def _log_negatives(negatives: dict[str, list[str]], unknown_queries: set[str], passages: dict,
-                   positives: dict[str, list[str]], path: str | Path) -> None:
-    """Say how many hard negatives are used and why the others are not, so none is dropped silently."""
-    given = sum(len(set(ids)) for ids in negatives.values())
-    not_in_corpus = sum(1 for qid, ids in negatives.items() if qid not in unknown_queries
-                        for d in set(ids) if d not in passages)
-    judged = sum(1 for qid, ids in negatives.items() if qid not in unknown_queries
-                 for d in set(ids) if d in passages and d in positives[qid])
-    unused = sum(len(set(negatives[qid])) for qid in unknown_queries)
-    used = given - not_in_corpus - judged - unused
-    if used < given:
-        _log(f"hard negatives ({path}): {used} of {given} used; left out: {unused} of queries without a positive "
-             f"in this split ({len(unknown_queries)} queries), {not_in_corpus} ids not in the corpus, {judged} "
-             "judged relevant")
 
 
 def _nonempty(value: str, path: Path, number: int) -> str:
@@ -155,8 +123,9 @@ def _parse_item(item: object, path: Path, number: int, with_corpus: bool) -> tup
         check_text(_nonempty(item, path, number), f"{path}:{number}")
         return "", Passage(_inline_id("", item), item)
     if isinstance(item, dict):
-        doc_id = item.get("id", item.get("_id"))
-        doc_id = as_token_id(doc_id, path, number, "id" if "id" in item else "_id") if doc_id is not None else None
+        _refuse_unknown_keys(item, PASSAGE_KEYS, path, number, "passage key", "a passage object holds")
+        key = next((key for key in PASSAGE_KEYS[2:] if item.get(key) is not None), None)
+        doc_id = as_token_id(item[key], path, number, key) if key is not None else None
         if isinstance(item.get("text"), str):
             title = item.get("title") if isinstance(item.get("title"), str) else ""
             text = check_text(_nonempty(passage_text(title, item["text"]), path, number), f"{path}:{number}")
@@ -171,6 +140,20 @@ def _parse_item(item: object, path: Path, number: int, with_corpus: bool) -> tup
 
 
 JSONL_KEYS = ("query", "positives", "negatives", "query_id")
+PASSAGE_KEYS = ("text", "title", "id", "_id", "docid")  # then the id's names, in the order they are taken
+OTHER_FORMATS = {"positive_passages": ("Tevatron", "positives"), "negative_passages": ("Tevatron", "negatives"),
+                 "pos": ("FlagEmbedding", "positives"), "neg": ("FlagEmbedding", "negatives")}
+
+
+def _refuse_unknown_keys(record: dict, keys: tuple[str, ...], path: Path, number: int, what: str,
+                         holds: str) -> None:
+    """Refuse a key the reader does not take: a misspelt one ("negs", "titel") would drop its data silently."""
+    unknown = sorted(set(record) - set(keys))
+    if unknown:
+        tool, ours = OTHER_FORMATS.get(unknown[0], (None, None))
+        raise InputFileError(path, number, f"unknown {what} {unknown[0]!r} ({holds} {', '.join(keys)})"
+                             + (f"; {tool}'s {unknown[0]!r} is {ours!r} here" if tool else ""),
+                             "rename it" if tool else "rename or remove it")
 
 
 def load_jsonl_examples(path: str | Path, corpus: str | Path | None = None, corpus_format: str = "auto",
@@ -183,10 +166,7 @@ def load_jsonl_examples(path: str | Path, corpus: str | Path | None = None, corp
     first_line_of: dict[str, int] = {}
     for number, line in decoded_lines(path):
         record = parse_json_object(line, path, number)
-        unknown = sorted(set(record) - set(JSONL_KEYS))  # a misspelt "negatives" would train without them
-        if unknown:
-            raise InputFileError(path, number, f"unknown key {unknown[0]!r} (a line holds {', '.join(JSONL_KEYS)})",
-                                 "rename or remove it")
+        _refuse_unknown_keys(record, JSONL_KEYS, path, number, "key", "a line holds")
         query = record.get("query")
         if not isinstance(query, str) or is_blank(query):  # blank: nothing the tokenizer reads, as "\x01"
             raise InputFileError(path, number, "missing or empty 'query' (a string)")

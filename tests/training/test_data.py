@@ -224,3 +224,28 @@ def test_jsonl_negatives_that_are_positives_of_their_query_are_counted(tmp_path,
     assert [len(e.negatives) for e in examples] == [1, 0, 1]
     assert (f"hard negatives ({path}): 2 of 4 used; left out: 2 judged relevant (a positive of the same query)"
             in capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("row, message", [
+    # a misspelt title was dropped, and the passage trained without it
+    ({"query": "x", "positives": [{"text": "a bee", "titel": "Bees"}]},
+     "train.jsonl:2: unknown passage key 'titel' \\(a passage object holds text, title, id, _id, docid\\)"),
+    # formats of other tools: the error names our key for theirs
+    ({"query": "x", "positive_passages": [{"docid": "d6", "text": "a bee"}]},
+     "unknown key 'positive_passages' .*; Tevatron's 'positive_passages' is 'positives' here"),
+    ({"query": "x", "pos": ["a bee"], "neg": ["a dog"]}, "unknown key 'neg' .*; FlagEmbedding's 'neg' is 'negatives' here"),
+])
+def test_unknown_keys_of_passage_objects_are_refused_and_other_formats_keys_named(tmp_path, row, message):
+    path = write_jsonl(tmp_path / "train.jsonl", [{"query": "ok", "positives": ["a cat"]}, row])
+    with pytest.raises(InputFileError, match=message):
+        load_jsonl_examples(path)
+
+
+def test_a_tevatron_passage_objects_docid_is_its_id(tmp_path):
+    """Tevatron names a passage's id `docid`: it was ignored, so a passage judged for two queries under its id
+    was not known to be one passage unless its title and text were the same to the byte."""
+    path = write_jsonl(tmp_path / "train.jsonl", [
+        {"query_id": "q1", "query": "honey", "positives": [{"docid": "d6", "title": "Bees", "text": "a bee"}],
+         "negatives": [{"docid": "d1", "title": "", "text": "a cat"}]}])
+    example = load_jsonl_examples(path)[0]
+    assert [p.id for p in (*example.positives, *example.negatives)] == ["d6", "d1"]

@@ -1,0 +1,43 @@
+"""Hard negatives files (``--negatives``: ``{"query_id", "negatives": [doc ids]}`` lines, as ``retriever mine``
+writes them): reading one, and saying on stderr how many of its negatives training uses and why not the others."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from retriever.corpus_records import as_token_id, parse_json_object
+from retriever.errors import InputFileError, RetrieverError
+from retriever.files import decoded_lines
+
+
+def read_negatives_file(path: str | Path) -> dict[str, list[str]]:
+    """``{"query_id", "negatives": [doc ids]}`` lines -> query id -> doc ids (later lines extend earlier ones)."""
+    path = Path(path)
+    if not path.is_file():
+        raise RetrieverError(f"{path}: no such negatives file")
+    negatives: dict[str, list[str]] = {}
+    for number, line in decoded_lines(path):
+        record = parse_json_object(line, path, number)
+        ids = record.get("negatives")
+        if "query_id" not in record or not isinstance(ids, list):
+            raise InputFileError(path, number, 'expected {"query_id": ..., "negatives": [doc ids]}',
+                                 "write it with `retriever mine`")
+        query_id = as_token_id(record["query_id"], path, number, "query_id")
+        negatives.setdefault(query_id, []).extend(as_token_id(i, path, number, "negatives") for i in ids)
+    return negatives
+
+
+def log_negatives(negatives: dict[str, list[str]], unknown_queries: set[str], passages: dict,
+                   positives: dict[str, list[str]], path: str | Path) -> None:
+    """Say how many hard negatives are used and why the others are not, so none is dropped silently."""
+    given = sum(len(set(ids)) for ids in negatives.values())
+    not_in_corpus = sum(1 for qid, ids in negatives.items() if qid not in unknown_queries
+                        for d in set(ids) if d not in passages)
+    judged = sum(1 for qid, ids in negatives.items() if qid not in unknown_queries
+                 for d in set(ids) if d in passages and d in positives[qid])
+    unused = sum(len(set(negatives[qid])) for qid in unknown_queries)
+    used = given - not_in_corpus - judged - unused
+    if used < given:
+        print(f"hard negatives ({path}): {used} of {given} used; left out: {unused} of queries without a positive "
+              f"in this split ({len(unknown_queries)} queries), {not_in_corpus} ids not in the corpus, {judged} "
+              "judged relevant", file=sys.stderr)
