@@ -103,6 +103,16 @@ def start_listening(sockets: list[socket.socket], host: str, port: int, backlog:
         raise RetrieverError(f"cannot listen on {host}:{port} ({error.strerror or error})") from None
 
 
+def _origins(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    """--allow-origin checked while the flags are parsed, before any socket is bound or index loaded."""
+    from retriever.serving.cors import checked_origins
+
+    try:
+        return checked_origins(value)
+    except RetrieverError as error:
+        raise click.BadParameter(str(error), ctx, param) from None
+
+
 def check_fusion_used(searchers: dict, fusion_overrides: dict) -> None:
     """Fusion flags stand whatever --mode is, since a request may ask for hybrid; but where no index has BM25 no
     request can, and the flags were ignored without a word (as `search` refuses them outside --mode hybrid)."""
@@ -223,11 +233,15 @@ def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: 
                    "[default: 2, or 1 on a single core]")
 @click.option("--access-log/--no-access-log", default=False, show_default=True,
               help="Log every request (costs throughput).")
+@click.option("--allow-origin", "origins", multiple=True, metavar="ORIGIN", callback=_origins,
+              help="Let web pages from ORIGIN (scheme://host[:port], or * for any) call the API from a browser: "
+                   "CORS headers on its responses, a 204 to its preflights (repeatable). [default: none, no CORS "
+                   "headers]")
 @mode_options(per_request=True)
 @moved_model_option()
 def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_ms, max_query_chars, max_body_bytes,
                   max_queries, max_hits, max_response_bytes, request_timeout, max_head_bytes, timeout_keep_alive,
-                  threads, workers, access_log, mode, fusion_overrides, model):
+                  threads, workers, access_log, origins, mode, fusion_overrides, model):
     """Serve INDEX (and/or each --index NAME=PATH) over HTTP: JSON search API, OpenAPI docs at /docs, search page at /.
 
     --mode and the fusion flags are the defaults; a request may ask for another mode (GET ?mode=,
@@ -252,7 +266,8 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
                                    fusion_overrides=fusion_overrides, model=model)
         check_fusion_used(searchers, fusion_overrides)
         app = create_app(searchers, Limits(max_query_chars, max_body_bytes, max_queries, max_hits, max_response_bytes),
-                         BatchSettings(max_batch=max_batch, max_wait_ms=max_wait_ms, workers=used["workers"]))
+                         BatchSettings(max_batch=max_batch, max_wait_ms=max_wait_ms, workers=used["workers"]),
+                         origins=origins)
         shown = f"[{host}]" if ":" in host else host or "0.0.0.0"
         dtype_used = searchers[next(iter(searchers))].encoder.dtype
         announce = (f"serving {', '.join(searchers)} at http://{shown}:{sockets[0].getsockname()[1]}/ (API docs at "

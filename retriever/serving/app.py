@@ -24,7 +24,7 @@ charset other than UTF-8 or is compressed (``Content-Encoding``), 431 a request 
 requests are queued, 500 with its one-line message for damage to a served index's files (the server's
 fault, which a retry will not mend: a damaged BM25 part fails the bm25/hybrid requests alone),
 and a bare 500 message (never a traceback) for bugs. Request shapes are in ``schemas``, input
-checks and limits in ``inputs``.
+checks and limits in ``inputs``; CORS headers, off unless origins are allowed, in ``cors``.
 """
 from __future__ import annotations
 
@@ -42,6 +42,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from retriever.errors import IndexDamaged, RetrieverError
 from retriever.searching import Searcher
 from retriever.serving.batcher import Closed, Overloaded
+from retriever.serving.cors import CrossOrigin, checked_origins, cross_origin_headers
 from retriever.serving.inputs import (ApiError, Limits, check_hits, check_no_parameters, check_query,
                                       check_query_string, read_search_body, validation_message)
 from retriever.serving.output import bounded, hits_list, list_object
@@ -78,8 +79,11 @@ def _took_ms(started: float) -> float:
 
 
 def create_app(searchers: dict[str, Searcher], limits: Limits | None = None,
-               batching: BatchSettings | None = None, default: str | None = None) -> FastAPI:
-    """An app serving already-loaded searchers; each gets a micro-batcher while the app runs."""
+               batching: BatchSettings | None = None, default: str | None = None,
+               origins: Iterable[str] = ()) -> FastAPI:
+    """An app serving already-loaded searchers; each gets a micro-batcher while the app runs. Pages on ``origins``
+    (``*``: any) may call it from a browser (``cors``)."""
+    origins = checked_origins(origins)
     if not searchers:
         raise RetrieverError("nothing to serve: give at least one index")
     bad = [name for name in searchers if not valid_index_name(name)]
@@ -101,8 +105,10 @@ def create_app(searchers: dict[str, Searcher], limits: Limits | None = None,
     app = FastAPI(title="retriever", version="1", lifespan=lifespan, responses=ERRORS, redirect_slashes=False,
                   description="Dense top-k search over the indexes this server loaded. "
                               "Errors are JSON `{\"error\": message}`; bad input is a 400.")
-    app.state.served = served
+    app.state.served, app.state.origins = served, origins
     app.add_middleware(HeadAsGet)
+    if origins:
+        app.add_middleware(CrossOrigin, origins=origins)
     _add_error_handlers(app)
     app.include_router(router)
     return app
@@ -140,7 +146,8 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def bug(request: Request, error: Exception) -> Response:
-        return _error(500, "internal server error")
+        return _error(500, "internal server error",  # sent around CrossOrigin: its headers are added here
+                      cross_origin_headers(request.app.state.origins, request.headers.get("origin")))
 
 
 router = APIRouter()

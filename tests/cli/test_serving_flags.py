@@ -53,7 +53,7 @@ def fake_serve(monkeypatch):
     monkeypatch.setattr("retriever.serving.configure_threads", lambda threads, workers: {"torch": 1, "workers": 1})
     monkeypatch.setattr("retriever.searching.Searcher", FakeSearcher)
     monkeypatch.setattr("retriever.index_opening.checked_manifest", lambda folder: {})  # the folders are empty
-    monkeypatch.setattr("retriever.serving.create_app", lambda searchers, *args: searchers)
+    monkeypatch.setattr("retriever.serving.create_app", lambda searchers, *args, **kwargs: searchers)
     monkeypatch.setattr("retriever.cli.serving.run_app", lambda app, *args, **kwargs: ran.append(sorted(app)))
     return ran
 
@@ -83,6 +83,25 @@ def test_fusion_flags_where_the_served_bm25_part_is_damaged_say_so_not_that_ther
     assert result.output.splitlines()[-1] == (
         "error: the fusion flags (--fusion, --alpha, --rrf-k, --fusion-depth) apply only to hybrid search, and no "
         f"index served (a) has a BM25 part it can search: a's could not be opened: {tmp_path / 'dmg'}/bm25: damaged")
+
+
+def test_allow_origin_is_checked_before_listening_and_given_to_the_app(fake_serve, tmp_path, monkeypatch):
+    """--allow-origin https://page.example/ (a slash no browser's Origin has) would never match: a usage error
+    before any socket is bound, not a flag unused without a word."""
+    given = []
+    monkeypatch.setattr("retriever.serving.create_app",
+                        lambda searchers, *args, origins=(): given.append(origins) or searchers)
+    (tmp_path / "hyb").mkdir()
+    result = CliRunner().invoke(main, ["serve", str(tmp_path / "hyb"), "--allow-origin", "https://page.example/"])
+    assert result.exit_code == 2 and fake_serve == [] and given == []
+    assert result.output.splitlines()[-1] == (
+        "error: Invalid value for '--allow-origin': 'https://page.example/' is no origin: give scheme://host[:port] "
+        "with nothing after it (e.g. https://search.example.com or http://localhost:3000), or * for any "
+        "(see `main serve --help`)")
+    result = CliRunner().invoke(main, ["serve", str(tmp_path / "hyb"), "--allow-origin", "https://Page.example",
+                                       "--allow-origin", "*"])
+    assert result.exit_code == 0 and given == [("https://page.example", "*")], result.output
+    assert CliRunner().invoke(main, ["serve", str(tmp_path / "hyb")]).exit_code == 0 and given[-1] == ()
 
 
 def test_an_ipv6_host_in_url_brackets_is_listened_on(monkeypatch, tmp_path):

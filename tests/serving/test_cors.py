@@ -1,0 +1,90 @@
+"""`serve --allow-origin`: CORS headers for a search page on another origin, off by default, over real HTTP."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import pytest
+
+from retriever.searching import Searcher
+from retriever.serving import create_app
+from serving_fixtures import BATCHING, LIMITS, ServerThread, call, served, small_index, tiny_index  # noqa: F401
+
+PAGE = "https://search.example"
+PREFLIGHT = {"Origin": PAGE, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"}
+
+
+@contextmanager
+def cors_server(index, origins):
+    server = ServerThread(create_app({"tiny": Searcher(index, device="cpu", dtype="fp32")}, LIMITS, BATCHING,
+                                     origins=origins)).start()
+    try:
+        yield server.port
+    finally:
+        server.stop()
+
+
+def test_without_the_flag_no_cors_header_is_sent_and_a_preflight_is_a_405(served):
+    """The default stays as it was: a page on another origin cannot read the replies."""
+    reply = call(served.port, "GET", "/search?q=cat&k=2", headers={"Origin": PAGE})
+    assert reply.status == 200 and not [h for h in reply.headers if h.startswith("access-control-")]
+    assert "origin" not in reply.headers.get("vary", "").lower()
+    preflight = call(served.port, "OPTIONS", "/search", headers=PREFLIGHT)
+    assert preflight.status == 405 and preflight.headers["allow"] == "GET, HEAD, POST"
+    assert not [h for h in preflight.headers if h.startswith("access-control-")]
+
+
+def test_an_allowed_origin_gets_the_header_on_answers_and_errors_and_a_204_preflight(tiny_index, monkeypatch):
+    """No flag let a search page on another origin call the API: the browser refused every reply."""
+    with cors_server(tiny_index, (PAGE, "http://localhost:3000")) as port:
+        preflight = call(port, "OPTIONS", "/indexes/tiny/search", headers=PREFLIGHT)
+        assert preflight.status == 204 and preflight.body == b""
+        assert preflight.headers["access-control-allow-origin"] == PAGE
+        assert preflight.headers["access-control-allow-methods"] == "GET, HEAD, POST"
+        assert preflight.headers["access-control-allow-headers"] == "Content-Type"
+        assert preflight.headers["vary"] == "Origin"
+        posted = call(port, "POST", "/search", b'{"queries": ["cat"], "k": 2}',
+                      {"Origin": PAGE, "Content-Type": "application/json"})
+        assert posted.status == 200 and posted.headers["access-control-allow-origin"] == PAGE
+        assert "Origin" in posted.headers["vary"]
+        for method, path in [("GET", "/search?q="), ("GET", "/nowhere"), ("DELETE", "/search"),
+                             ("GET", "/indexes/none/search?q=cat")]:
+            refused = call(port, method, path, headers={"Origin": "http://localhost:3000"})
+            assert refused.status >= 400 and refused.json()["error"], (method, path)
+            assert refused.headers["access-control-allow-origin"] == "http://localhost:3000", (method, path)
+        monkeypatch.setattr("retriever.serving.app.summary", lambda *args: 1 / 0)  # a bug: a bare 500
+        bug = call(port, "GET", "/indexes", headers={"Origin": PAGE})
+        assert bug.status == 500 and bug.json() == {"error": "internal server error"}
+        assert bug.headers["access-control-allow-origin"] == PAGE and bug.headers["vary"] == "Origin"
+
+
+def test_another_origin_gets_no_header_and_its_preflight_is_answered_as_without_the_flag(tiny_index):
+    with cors_server(tiny_index, (PAGE,)) as port:
+        reply = call(port, "GET", "/search?q=cat&k=2", headers={"Origin": "https://evil.example"})
+        assert reply.status == 200 and "access-control-allow-origin" not in reply.headers
+        assert reply.headers["vary"] == "Origin"  # the answer depends on the Origin: caches must keep them apart
+        preflight = call(port, "OPTIONS", "/search", headers={**PREFLIGHT, "Origin": "https://evil.example"})
+        assert preflight.status == 405 and "access-control-allow-origin" not in preflight.headers
+        plain = call(port, "OPTIONS", "/search", headers={"Origin": PAGE})  # no Access-Control-Request-Method
+        assert plain.status == 405
+        assert "access-control-allow-origin" not in call(port, "GET", "/health").headers
+
+
+def test_a_star_allows_every_origin(tiny_index):
+    with cors_server(tiny_index, ("*",)) as port:
+        reply = call(port, "GET", "/search?q=cat&k=2", headers={"Origin": "https://any.example"})
+        assert reply.status == 200 and reply.headers["access-control-allow-origin"] == "*"
+        preflight = call(port, "OPTIONS", "/search", headers={**PREFLIGHT, "Origin": "null"})
+        assert preflight.status == 204 and preflight.headers["access-control-allow-origin"] == "*"
+
+
+@pytest.mark.parametrize("origin", ["https://search.example/", "search.example", "https://a.example/page", "",
+                                    "https://a.example?x", "**"])
+def test_an_origin_that_no_browser_sends_is_refused(origin):
+    """An origin is scheme://host[:port]: a trailing slash or a path would never match the Origin header, and the
+    flag would be silently unused."""
+    from retriever.errors import RetrieverError
+    from retriever.serving.cors import checked_origins
+
+    with pytest.raises(RetrieverError, match="scheme://host"):
+        checked_origins([origin])
+    assert checked_origins(["HTTPS://Search.Example:8443", "*"]) == ("https://search.example:8443", "*")
