@@ -160,7 +160,7 @@ def clear_other_encoder(output: Path, metadata: dict, num_workers: int = 1) -> b
     if not any(_other_shard(metadata, found, num_workers) or _other_reading(metadata, found)
                for found in map(_existing_metadata, shards)):
         return False
-    for path in [*shards, *output.glob("done-w*of*.json")]:
+    for path in [*shards, *output.glob("*done-w*of*.json")]:
         path.unlink()
     return True
 

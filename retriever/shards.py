@@ -1,9 +1,8 @@
 """Embedding shards: Parquet files of ``{id: string, embedding: fixed_size_list<float32>[dim]}``.
 
-Each shard carries the encoder record in its schema metadata, so any shard tells how it was
-made, and is written under a temporary name then renamed, so a file with a final name is
-always complete: that is what makes encoding resumable. ``shard_origin`` proves that they were made from
-a corpus, read as they were.
+Each shard carries the encoder record in its schema metadata, so any shard tells how it was made, and is written
+under a temporary name then renamed, so a file with a final name is always complete: that is what makes encoding
+resumable. ``shard_origin`` proves that they were made from a corpus, read as they were.
 """
 from __future__ import annotations
 
@@ -26,7 +25,7 @@ from retriever.files import atomic_write, read_json_object
 
 METADATA_KEY = b"retriever"
 _SHARD_PATTERN = re.compile(r"^embeddings-w(\d+)of(\d+)-(\d{5})\.parquet$")
-_MARKER_PATTERN = re.compile(r"^done-w\d+of(\d+)\.json$")  # ``done_marker``'s names; the group is num_workers
+_MARKER_PATTERN = re.compile(r"^_?done-w\d+of(\d+)\.json$")  # ``done_marker``'s names; the group is num_workers
 
 
 def shard_name(worker: int, num_workers: int, part: int) -> str:
@@ -42,7 +41,10 @@ def parse_shard_name(name: str) -> tuple[int, int, int]:
 
 
 def done_marker(folder: Path, worker: int, num_workers: int) -> Path:
-    return folder / f"done-w{worker:03d}of{num_workers:03d}.json"
+    """Named with a leading '_', which Parquet readers skip, so the folder reads as one dataset (``pd.read_parquet``
+    failed on it); the name without it while an older run's marker is there."""
+    name = f"done-w{worker:03d}of{num_workers:03d}.json"
+    return folder / name if (folder / name).is_file() else folder / f"_{name}"
 
 
 # The tokenizer shapes the vectors as much as the weights do: shards made with another vocabulary or normalisation
@@ -78,8 +80,7 @@ def invalid_shard(path: Path, problem: str) -> RetrieverError:
 
 
 def _first_line(error: Exception) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[-1][:200] if lines else type(error).__name__
+    return (str(error).strip().splitlines() or [type(error).__name__])[-1][:200]
 
 
 def read_shard_metadata(path: Path) -> dict:

@@ -155,3 +155,20 @@ def test_a_shard_named_for_a_worker_outside_the_split_is_refused_naming_it(tiny_
     with pytest.raises(RetrieverError, match=re.escape(f"{outside}: named for worker 2 of 2, but the split's workers "
                                                        "are 0 to 1")):
         check_complete(shards)
+
+
+def test_a_shard_folder_reads_as_one_parquet_dataset(tiny_beir, tiny_encoder, tmp_path, one_torch_thread):
+    """`pd.read_parquet(folder)` (a pyarrow dataset) failed on the done marker, `done-w000of001.json`: not Parquet.
+    Markers now start with '_', which Parquet readers skip; a folder with an older marker still indexes."""
+    import pandas as pd
+
+    from retriever.shards import done_marker
+
+    encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, shard_size=5, progress=False)
+    table = pd.read_parquet(tmp_path / "shards")
+    assert sorted(table["id"]) == sorted(f"d{i}" for i in range(1, 13)) and len(table["embedding"][0]) == 32
+    marker = done_marker(tmp_path / "shards", 0, 1)
+    marker.rename(tmp_path / "shards" / marker.name.lstrip("_"))  # as runs before the rename wrote it
+    build_index(tmp_path / "shards", tiny_beir, tmp_path / "index", progress=False)
+    encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, shard_size=5, progress=False)  # resumes, renames it
+    assert [p.name for p in (tmp_path / "shards").glob("*.json")] == ["_done-w000of001.json"]
