@@ -145,12 +145,17 @@ def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, k: int = 10
 
 def tune_and_record(index_dir: str | Path, dataset: str | Path, split: str, device: str = "auto",
                     dtype: str = "auto", progress: bool = True) -> dict:
-    """Tune the fusion of a built index (which needs its BM25 part) and store it as the manifest's ``fusion``."""
+    """Tune the fusion of a built index (which needs its BM25 part) and store it as the manifest's ``fusion``. Under
+    the folder's build lock throughout, as `bm25` and `--drop-fusion` rewrite the manifest too: a rebuild of the BM25
+    part mid-tuning would leave a record tuned on the old part, and overlapping manifest writes would lose one."""
+    from retriever.folders import exclusive_build, named_output
+
     checked = check_tuning_split(dataset, split)
-    # bm25, not hybrid: the two lists are ranked apart, and a damaged fusion record (which refuses hybrid) is retuned
-    searcher = Searcher(index_dir, device=device, dtype=dtype, mode="bm25")
-    record = tune_fusion(searcher, dataset, split, progress=progress, checked=checked)
-    replace_manifest(index_dir, {**read_manifest(index_dir), "fusion": record})
+    with exclusive_build(named_output(Path(index_dir)), "build or tuning", elsewhere=""):
+        # bm25, not hybrid: the two lists are ranked apart, and a damaged record (which refuses hybrid) is retuned
+        searcher = Searcher(index_dir, device=device, dtype=dtype, mode="bm25")
+        record = tune_fusion(searcher, dataset, split, progress=progress, checked=checked)
+        replace_manifest(index_dir, {**read_manifest(index_dir), "fusion": record})
     return record
 
 

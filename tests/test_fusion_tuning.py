@@ -178,3 +178,17 @@ def test_tuning_on_the_split_the_encoder_was_trained_on_warns_but_tunes(tiny_bei
         assert record["tuned"]["split"] == split
         assert ("the index's encoder was trained on tiny-beir split train, the split tuned on here" in err) == warned
         assert ("tune on a split held out of its training" in err) == warned, err
+
+
+def test_tuning_is_refused_while_a_build_of_the_index_holds_its_lock(index_and_dataset):
+    """Tuning took no lock: a `bm25 --overwrite` (or `--drop-fusion`) beside it could swap the BM25 part it ranks
+    with, or one of the two manifest writes would be lost."""
+    from retriever.folders import exclusive_build, named_output
+
+    index, dataset = index_and_dataset
+    before = (index / MANIFEST_FILE).read_bytes()
+    with exclusive_build(named_output(index), elsewhere=""):
+        with pytest.raises(RetrieverError, match=r"another build or tuning of it is running \(pid \d+\); wait"):
+            tune_and_record(index, dataset, "train", device="cpu", dtype="fp32", progress=False)
+    assert (index / MANIFEST_FILE).read_bytes() == before
+    assert tune_and_record(index, dataset, "train", device="cpu", dtype="fp32", progress=False)["method"]
