@@ -26,7 +26,8 @@ from retriever.model_loading import RETRIEVER_CONFIG
 
 QUERY_TOWER = "query"
 LEGACY_PASSAGE_TOWER = "passage"  # folders written before the passage tower moved to the root
-ST_MODULE = "sentence_transformers.models."
+ST_PACKAGE = "sentence_transformers."
+ST_MODULE = ST_PACKAGE + "models."
 POOLING_DIR, DENSE_DIR, NORMALIZE_DIR = "1_Pooling", "2_Dense", "3_Normalize"
 # sentence-transformers' legacy pooling keys, in its order, and the poolings of ours that equal its modes.
 ST_LEGACY_POOLING = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens": "max",
@@ -149,6 +150,11 @@ def sentence_transformers_settings(folder: str | Path, given: Collection[str] = 
     modules, kinds = _st_modules(folder)
     if modules is None:
         return {}
+    foreign = next((i for i, m in enumerate(modules) if not str(m.get("type", "")).startswith(ST_PACKAGE)), None)
+    if foreign is not None:  # its class name alone ("custom_st.Transformer") would pass for sentence-transformers'
+        raise RetrieverError(f"{folder}: its sentence-transformers module {foreign} is {modules[foreign].get('type')}, "
+                             "code of the model's own, which sentence-transformers runs only with trust_remote_code "
+                             "and retriever never runs; encode it with sentence-transformers")
     if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]) \
             or str(modules[0].get("path", "")) not in ("", "."):
         raise RetrieverError(f"{folder}: its sentence-transformers modules are {' → '.join(kinds) or 'none'}; "

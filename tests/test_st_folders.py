@@ -207,3 +207,14 @@ def test_prompts_sentence_transformers_versions_apply_otherwise_need_a_flag(tmp_
     np.testing.assert_allclose(ours.encode_queries(TEXTS), theirs.encode_query(TEXTS), atol=1e-5)
     np.testing.assert_allclose(ours.encode_passages([Document(str(i), t) for i, t in enumerate(TEXTS)]),
                                theirs.encode_document(TEXTS), atol=1e-5)
+
+
+def test_a_module_of_code_outside_sentence_transformers_is_refused(tmp_path):
+    """A module of the model's own code (`custom_st.Transformer`, which sentence-transformers runs only with
+    trust_remote_code) was taken for sentence-transformers' own by its class name, and encoded as a plain one."""
+    folder = hand_written(tmp_path, {"pooling_mode": "mean"})
+    modules = json.loads((folder / "modules.json").read_text())
+    modules[0]["type"] = "custom_st.Transformer"
+    (folder / "modules.json").write_text(json.dumps(modules))
+    with pytest.raises(RetrieverError, match=r"module 0 is custom_st.Transformer, code of the model's own"):
+        EncoderSettings.for_model(str(folder))
