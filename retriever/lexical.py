@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import math
 import sys
-import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -27,13 +26,10 @@ from retriever.fusion import is_number
 from retriever.integrity import file_records, file_sha256
 from retriever.id_order import sorted_position
 from retriever.lexical_build import SORTED_VOCAB_FILE, build_bm25s, tokenize_flat
+from retriever.lexical_terms import prepared, recorded_splitting, split_words, tokenizer_record
 from retriever.texts import passage_text
 
 LEXICAL_DIR = "bm25"
-TOKEN_PATTERN = r"(?u)\b\w\w+\b"
-# Text is put in this Unicode form before it is split: "é" as one code point or as "e" and a combining accent look
-# the same, and the second split "résumé" into "re" and "sume", so the two forms of a word never matched.
-UNICODE_FORM = "NFC"
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 # Query terms whose vocabulary ids a searcher remembers: a lookup in the memory-mapped vocabulary is a
 # binary search in Python, and a served index sees the same terms again and again. A few MB at most.
@@ -67,7 +63,7 @@ class LexicalParams:
         import bm25s
 
         return {**asdict(self), "library": "bm25s", "library_version": bm25s.__version__,
-                "tokenizer": {"pattern": TOKEN_PATTERN, "unicode": UNICODE_FORM, "lowercase": True},
+                "tokenizer": tokenizer_record(),
                 "stemmer_library": "PyStemmer (Snowball)" if self.stemmer else None,
                 "fields": "title + text", "directory": LEXICAL_DIR}
 
@@ -77,7 +73,7 @@ def _tokenizer(params: LexicalParams):
     from bm25s.tokenization import Tokenizer
 
     try:
-        return Tokenizer(lower=True, splitter=TOKEN_PATTERN, stopwords=params.stopwords or None,
+        return Tokenizer(lower=True, splitter=split_words, stopwords=params.stopwords or None,
                          stemmer=_stemmer(params.stemmer))
     except ValueError:  # bm25s's own message refuses 'English' while listing it, and suggests a list
         raise RetrieverError(f"--bm25-stopwords {params.stopwords!r} is not a stopword list; use one of "
@@ -116,24 +112,22 @@ def _snowball(language: str | None):
 
 
 def unicode_normalised(texts: Iterable[str]) -> Iterator[str]:
-    """Each text in ``UNICODE_FORM``, as documents are indexed."""
-    return (unicodedata.normalize(UNICODE_FORM, text) for text in texts)
+    """Each text as documents are split (``lexical_terms.prepared``: NFC, in-word invisibles dropped)."""
+    return map(prepared, texts)
 
 
 class QueryTokenizer:
-    """The documents' tokenisation for query texts, without growing a vocabulary per query. ``unicode_form``: the
-    form the documents were put in (None for folders built before ``UNICODE_FORM``, whose text was split as given)."""
+    """The documents' tokenisation for query texts, without growing a vocabulary per query. ``recorded``: the
+    manifest's tokenizer record, so a folder built before a change splits its queries as its documents were."""
 
-    def __init__(self, params: LexicalParams, unicode_form: str | None = UNICODE_FORM) -> None:
+    def __init__(self, params: LexicalParams, recorded: object = None) -> None:
         tokenizer = _tokenizer(params)
-        self._split, self._stem = tokenizer.splitter, tokenizer.stemmer
+        self._stem = tokenizer.stemmer
         self._stopwords = frozenset(tokenizer.stopwords or ())
-        self._unicode_form = unicode_form
+        self._prepare, self._split = recorded_splitting(tokenizer_record() if recorded is None else recorded)
 
     def __call__(self, text: str) -> list[str]:
-        if self._unicode_form:
-            text = unicodedata.normalize(self._unicode_form, text)
-        words = [w for w in self._split(text.lower()) if w not in self._stopwords]
+        words = [w for w in self._split(self._prepare(text).lower()) if w not in self._stopwords]
         return [self._stem(w) for w in words] if self._stem else words
 
 
@@ -191,9 +185,7 @@ class LexicalIndex:
                                  f"rebuild it with `retriever bm25 {index_dir} --overwrite`")
         self.record = record
         params = {name: record[name] for name in ("k1", "b", "method", "stemmer", "stopwords") if name in record}
-        tokenizer = record.get("tokenizer")
-        recorded_form = tokenizer.get("unicode") if isinstance(tokenizer, dict) else None
-        self.tokenize = QueryTokenizer(LexicalParams(**params), UNICODE_FORM if recorded_form == UNICODE_FORM else None)
+        self.tokenize = QueryTokenizer(LexicalParams(**params), record.get("tokenizer", {}))
         folder = index_dir / record.get("directory", LEXICAL_DIR)
         sorted_vocab = folder / SORTED_VOCAB_FILE
         mapped_vocab = sorted_vocab.is_file()

@@ -11,6 +11,7 @@ from retriever.errors import RetrieverError
 from retriever.indexing import DOCSTORE_FILE, INDEX_FILE, MANIFEST_FILE, IndexParams, encode_and_index
 from retriever.lexical import LEXICAL_DIR, LexicalIndex, LexicalParams, build_lexical
 from retriever.lexical_part import add_lexical
+from retriever.lexical_terms import FORMER_PATTERN
 
 DOCS = [("a", "Bees", "Honey bees collect nectar from flowers."),
         ("b", "", "A volcano erupts hot lava."),
@@ -194,7 +195,26 @@ def test_a_word_matches_whether_its_accents_are_composed_or_not(tmp_path):
         assert sorted(rows[0].tolist()[:2]) == [0, 1] and rows[0, 2] == -1 and scores[0, 0] == scores[0, 1]
     assert index.search(["sume"], k=3)[1].tolist() == [[-1, -1, -1]]
     assert record["tokenizer"]["unicode"] == "NFC"
-    older = {**record, "tokenizer": {"pattern": record["tokenizer"]["pattern"], "lowercase": True}}
+    older = {**record, "tokenizer": {"pattern": FORMER_PATTERN, "lowercase": True}}
     nfd_cafe = unicodedata.normalize("NFD", "café")
     assert index.tokenize(nfd_cafe) == index.tokenize("café") == ["café"]
     assert LexicalIndex(tmp_path, older).tokenize(nfd_cafe) == ["cafe"]  # split as before, as its documents were
+
+
+WORDS_WITH_MARKS = [("hi", "हिन्दी भाषा", "भाषा"), ("bn", "বাংলা ভাষা", "বাংলা"), ("ta", "தமிழ் மொழி", "தமிழ்"),
+                    ("th", "กินข้าว แล้ว", "กินข้าว"), ("shy", "co\u00adoperation between teams", "cooperation"),
+                    ("zwnj", "می\u200cخواهم", "میخواهم"), ("tr", "İSTANBUL is big", "istanbul")]
+
+
+def test_words_holding_combining_marks_or_invisible_joiners_are_one_term(tmp_path):
+    """Python's \\w leaves out combining marks, so every Devanagari or Bengali vowel sign split a word into single
+    letters, which were dropped: a Hindi passage had no term at all and no Hindi query found anything; Thai and
+    Tamil words fell into fragments. A soft hyphen (a hyphenation point) or a zero-width joiner inside a word split
+    it too, and Turkish İ lowercased to i and a combining dot, so 'istanbul' never found 'İSTANBUL'."""
+    pq.write_table(pa.table({"id": [d[0] for d in WORDS_WITH_MARKS], "title": [""] * len(WORDS_WITH_MARKS),
+                             "text": [d[1] for d in WORDS_WITH_MARKS]}), tmp_path / DOCSTORE_FILE)
+    index = LexicalIndex(tmp_path, build_lexical(tmp_path / DOCSTORE_FILE, tmp_path / LEXICAL_DIR, progress=False))
+    scores, rows = index.search([query for _, _, query in WORDS_WITH_MARKS], k=2)
+    assert rows[:, 0].tolist() == list(range(len(WORDS_WITH_MARKS))) and (rows[:, 1] == -1).all()
+    assert index.tokenize("हिन्दी भाषा") == ["हिन्दी", "भाषा"] and index.tokenize("h₂o₂ km²") == ["h₂o₂", "km²"]
+    assert index.search(["खाना"], k=2)[1].tolist() == [[-1, -1]]  # a Hindi word no passage holds
