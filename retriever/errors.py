@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import errno
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -25,6 +27,35 @@ OUT_OF_SPACE_HINT = "free some space (or choose another path) and rerun the same
 def out_of_space(where: str = "") -> RetrieverError:
     """A full disk or quota, wherever it strikes: a fault of the machine, said one way everywhere."""
     return RetrieverError(f"no space left on the device{' ' if where else ''}{where}; {OUT_OF_SPACE_HINT}")
+
+
+# numpy's ``tofile`` (under ``np.save``) reports a short write this way, without the errno: a full disk or quota
+_SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")
+
+
+def full_disk(error: BaseException, where: str = "") -> RetrieverError | None:
+    """``out_of_space`` for a full disk or quota however a library reports it (Python's and Arrow's errno, FAISS's
+    and Arrow's text, numpy's short write), saying ``where`` when given, else the file it names; None for any
+    other error."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return out_of_space(where or (f"writing {error.filename}" if error.filename else ""))
+    text = str(error).strip()
+    if "No space left on device" in text or "Disk quota exceeded" in text or _SHORT_WRITE.fullmatch(text):
+        return out_of_space(where or f"({(text.splitlines() or [''])[-1][:200]})")
+    return None
+
+
+@contextmanager
+def full_disk_named(path: Path) -> Iterator[None]:
+    """A full disk met inside, by a library writing into ``path`` (a folder being built), as one line naming
+    ``path``: Arrow named no file, FAISS the hidden building folder, and numpy's short write was a traceback."""
+    try:
+        yield
+    except (OSError, RuntimeError) as error:
+        full = full_disk(error, f"writing {path}")
+        if full is None:
+            raise
+        raise full from None
 
 
 OUT_OF_MEMORY_HINT = ("free some memory or raise the process's memory limit (`ulimit -v` counts memory-mapped files: "

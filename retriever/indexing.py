@@ -22,7 +22,7 @@ from retriever.corpus_encoding import PartRunner, clear_other_encoder, encode_co
 from retriever.docstore import MAPPED_DOCSTORE_FILE, write_parquet_docstore
 from retriever.encode_result import describe
 from retriever.encoder import Encoder
-from retriever.errors import RetrieverError, check_kind
+from retriever.errors import RetrieverError, check_kind, full_disk_named
 from retriever.faiss_index import (INDEX_TYPES, IndexParams, check_buildable, check_trainable, factory_string,
                                    hnsw_record, new_index, search_defaults, train)
 from retriever.folders import (check_creatable, exclusive_build, fresh_building_folder, named_output, replace_folder,
@@ -56,7 +56,8 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
     when real queries are at hand (they can be harder than passages: see benchmarks/README.md).
     """
     check_rereadable(corpus)
-    with exclusive_build(named_output(Path(output))):
+    named = named_output(Path(output))
+    with exclusive_build(named), full_disk_named(named):  # a library's full disk names the output, not its temporary
         return _build_index(Path(shards_dir), corpus, Path(output), params, fmt, fields, overwrite, progress,
                             tuning_queries, lexical, built_by)
 

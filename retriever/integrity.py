@@ -18,7 +18,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from retriever.errors import IndexDamaged, RetrieverError, faiss_message, is_out_of_memory, out_of_memory
+from retriever.errors import (IndexDamaged, RetrieverError, faiss_message, full_disk, is_out_of_memory,
+                              out_of_memory)
 
 BUILT_BY = ("build", "index")  # the commands that make an index folder, as the manifest's ``built_by`` names them
 _REBUILD_WITH = "the index folder is damaged; rebuild it with `retriever {} ... --overwrite`"
@@ -120,6 +121,8 @@ def reading(path: Path, damage: Callable[[Path, str], RetrieverError] = damaged)
     except RetrieverError:
         raise
     except Exception as error:  # FAISS, Arrow and the OS each raise their own types for a broken file
+        if full_disk(error) is not None:  # met writing what is built from the file, not damage to it
+            raise
         first_line = faiss_message(error) if str(error).strip() else type(error).__name__
         if is_out_of_memory(error):
             raise out_of_memory(f"opening {path} ({first_line[:200]}; the file is not damaged)") from None

@@ -16,7 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from retriever.errors import IndexDamaged, RetrieverError, check_kind
+from retriever.errors import IndexDamaged, RetrieverError, check_kind, full_disk_named
 from retriever.files import left_by_dead_processes
 from retriever.folders import exclusive_build, named_output, temporary_folder
 from retriever.integrity import (check_files, check_folder, damaged, dense_part, file_damage, file_sha256, reading,
@@ -144,7 +144,7 @@ def _add_lexical(index_dir: Path, params: LexicalParams, overwrite: bool, progre
     final = index_dir / (LEXICAL_DIR if recorded != LEXICAL_DIR else f"{LEXICAL_DIR}-{secrets.token_hex(4)}")
     building = temporary_folder(final)
     try:
-        with reading(docstore):
+        with full_disk_named(index_dir), reading(docstore):
             record = build_lexical(docstore, building, params, progress, docstore_sha256)
         os.replace(building, final)
     except BaseException:

@@ -376,3 +376,28 @@ def test_the_manifest_records_the_hnsw_the_index_has(tiny_beir, tiny_encoder, tm
     manifest = encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, IndexParams(spec, nlist=2),
                                 progress=False, lexical=None)
     assert (manifest["index"]["hnsw_m"], manifest["index"]["ef_construction"]) == (m, ef_construction)
+
+
+@pytest.mark.parametrize("where, failure", [
+    ("retriever.docstore.pq.ParquetWriter.write_table",  # Arrow: errno 28, no file name
+     OSError(28, "Error writing bytes to file. Detail: [errno 28] No space left on device")),
+    ("bm25s.BM25.save", OSError("84305 requested and 4064 written")),  # numpy's tofile: no errno, no file
+    ("retriever.indexing.faiss.write_index", RuntimeError(
+        "Error in void faiss::write_index: 'ret == (size * 4)' failed: write error in /x/.idx.building-7/index.faiss: "
+        "102355 != 384000 (No space left on device)")),
+])
+def test_a_disk_filling_inside_the_index_folder_is_one_line_naming_the_output(tiny_beir, tiny_encoder, tmp_path,
+                                                                               monkeypatch, where, failure):
+    """A full disk met by a library writing into the folder being built: the error named no path (Arrow), named
+    the hidden building folder (FAISS), or was numpy's short-write OSError traceback (bm25s's np.save)."""
+    shards = tmp_path / "shards"
+    encode_corpus(tiny_beir, shards, tiny_encoder, progress=False)
+
+    def fails(*_, **__):
+        raise failure
+
+    monkeypatch.setattr(where, fails)
+    with pytest.raises(RetrieverError) as caught:
+        build_index(shards, tiny_beir, tmp_path / "idx", progress=False)
+    assert str(caught.value).startswith(f"no space left on the device writing {tmp_path / 'idx'}; free some space")
+    assert not (tmp_path / "idx").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["shards", "tiny-beir"]

@@ -8,6 +8,7 @@ import textwrap
 import pytest
 
 from retriever.encoder import Encoder, EncoderSettings
+from retriever.errors import RetrieverError
 from retriever.indexing import MANIFEST_FILE, IndexParams, encode_and_index
 from retriever.lexical import LexicalParams
 from retriever.lexical_part import add_lexical
@@ -180,3 +181,20 @@ def test_a_damaged_fusion_record_fails_only_hybrid_and_names_the_repairs(index, 
     add_lexical(index, overwrite=True, progress=False)
     assert "fusion" not in read_manifest(index)
     assert Searcher(index, device="cpu", mode="hybrid").search(["honey bee"], k=2)[0]
+
+
+def test_a_disk_filling_while_bm25_overwrite_writes_is_not_called_damage(index, monkeypatch):
+    """bm25s's np.save on a full disk (numpy's short-write OSError, no errno) was reported as the doc store
+    being damaged, with advice to rebuild the whole index; the old part stays searched."""
+    before = bm25_hits(index)
+    entries = sorted(p.name for p in index.iterdir())
+
+    def fails(*_, **__):
+        raise OSError("84305 requested and 4064 written")
+
+    monkeypatch.setattr("bm25s.BM25.save", fails)
+    with pytest.raises(RetrieverError) as caught:
+        add_lexical(index, LexicalParams(k1=1.2), overwrite=True, progress=False)
+    assert str(caught.value).startswith(f"no space left on the device writing {index}"), caught.value
+    assert "damaged" not in str(caught.value) and "free some space" in str(caught.value)
+    assert sorted(p.name for p in index.iterdir()) == entries and bm25_hits(index) == before

@@ -11,13 +11,12 @@ process can see (``every_process``, e.g. another process died).
 from __future__ import annotations
 
 import codecs
-import errno
 import os
 import sys
 
 import click
 
-from retriever.errors import RetrieverError, is_out_of_memory, out_of_memory, out_of_space
+from retriever.errors import RetrieverError, full_disk, is_out_of_memory, out_of_memory
 
 
 # `retriever --help` lists commands in the order they are used; commands not named here come last.
@@ -54,7 +53,7 @@ class _Group(click.Group):
                            "so rerun the same command to finish (finished work is kept where it resumes)", err=True)
             sys.exit(130)
         except (OSError, RuntimeError, MemoryError) as error:
-            full = _disk_full(error) or (out_of_memory(f"({_last_line(error)})") if is_out_of_memory(error) else None)
+            full = full_disk(error) or (out_of_memory(f"({_last_line(error)})") if is_out_of_memory(error) else None)
             if full is None:
                 raise
             if _is_rank_zero():
@@ -95,17 +94,6 @@ def _write_utf8() -> None:
         encoding = getattr(stream, "encoding", None)
         if encoding and codecs.lookup(encoding).name != "utf-8" and hasattr(stream, "reconfigure"):
             stream.reconfigure(encoding="utf-8")
-
-
-def _disk_full(error: BaseException) -> RetrieverError | None:
-    """The error to show for a full disk or quota anywhere (our writers, FAISS's, Arrow's: FAISS and Arrow
-    report it only in their message); None for any other error."""
-    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
-        return out_of_space(f"writing {error.filename}" if error.filename else "")
-    text = str(error)
-    if "No space left on device" in text or "Disk quota exceeded" in text:
-        return out_of_space(f"({_last_line(error)})")
-    return None
 
 
 def _last_line(error: BaseException) -> str:

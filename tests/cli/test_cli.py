@@ -167,6 +167,8 @@ def evaluate_raising(monkeypatch, tmp_path, error: BaseException):
      "no space left on the device writing idx/docstore.arrow"),
     (RuntimeError("Error in faiss::FileIOWriter: write error in .part-00003.faiss.tmp-9 (No space left on device)"),
      "no space left on the device (Error in faiss::FileIOWriter: write error in .part-00003.faiss.tmp-9"),
+    (OSError("84305 requested and 4064 written"),  # numpy's np.save on a full disk: no errno (a traceback)
+     "no space left on the device (84305 requested and 4064 written)"),
 ])
 def test_a_full_disk_anywhere_is_one_line(monkeypatch, tmp_path, error, shown):
     result = evaluate_raising(monkeypatch, tmp_path, error)
