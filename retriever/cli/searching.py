@@ -88,6 +88,16 @@ def _run_tag(ctx: click.Context, param: click.Parameter, value: str) -> str:
         raise click.BadParameter(str(error), ctx, param) from None
 
 
+def _say_why_no_hits(searcher, query: str) -> None:
+    """BM25 finds only passages sharing a term; hybrid finds none only when it dropped its dense half (a query of no
+    word the model knows), which left it printing nothing at all."""
+    dropped = searcher.mode == "hybrid" and bool(searcher.unknown_words([query])[0])
+    if searcher.mode == "bm25" or dropped:
+        hybrid = "the query holds no word the model knows, so hybrid ranks it by BM25 alone, and " if dropped else ""
+        click.echo(f"no hits: {hybrid}BM25 returns only passages that share a term with the query (stopwords and "
+                   "words under two characters are not terms)", err=True)
+
+
 @click.command("search")
 @click.argument("index", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("query", required=False)
@@ -134,9 +144,8 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
             click.echo(json.dumps({"query": query, "hits": [h.to_json() for h in hits]}, ensure_ascii=False))
         else:
             print_hits(hits)
-            if not hits and searcher.mode == "bm25":
-                click.echo("no hits: BM25 returns only passages that share a term with the query (stopwords "
-                           "and words under two characters are not terms)", err=True)
+            if not hits:
+                _say_why_no_hits(searcher, query)
         return
     batch = _read_batch(queries, fmt, fields_from(id_field, text_field, title_field))
     warn(blank_queries_warning(batch, searcher.mode, run_format))

@@ -263,3 +263,23 @@ def test_evaluating_the_saved_run_prints_what_evaluate_index_printed_with_blank_
 
     assert "(1 missing from run, scored 0)" in table(scored.stdout)[-1]
     assert table(searched.stdout) == table(scored.stdout)
+
+
+def test_a_hybrid_query_of_no_known_word_says_how_it_was_ranked(tmp_path, tiny_beir, tiny_model_dir):
+    """Hybrid ranks a query of no word the model knows by BM25 alone (a batch run warns of it): given one QUERY that
+    BM25 finds no term in either, "?!" printed nothing at all and exited 0, where bm25 mode says why."""
+    from retriever.encoder import Encoder, EncoderSettings
+    from retriever.indexing import IndexParams, encode_and_index
+
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "idx", encoder, IndexParams("flat"), progress=False)
+    common = ["search", str(tmp_path / "idx"), "--mode", "hybrid", "--device", "cpu", "--dtype", "fp32"]
+    result = CliRunner().invoke(main, [*common, "?!"])
+    assert result.exit_code == 0 and result.stdout == "", result.output
+    assert result.stderr == ("no hits: the query holds no word the model knows, so hybrid ranks it by BM25 alone, "
+                             "and BM25 returns only passages that share a term with the query (stopwords and words "
+                             "under two characters are not terms)\n")
+    result = CliRunner().invoke(main, [*common, "лава 🐝 ?"])
+    assert result.exit_code == 0 and "no hits" in result.stderr
+    result = CliRunner().invoke(main, [*common, "lava"])
+    assert result.exit_code == 0 and "d4" in result.stdout and result.stderr == "", result.output
