@@ -143,6 +143,17 @@ def iter_documents(path: str | Path, fmt: str = "auto", fields: Fields = Fields(
         yield Document(id=doc_id, text=text, title=title)
 
 
+def check_first_record(path: str | Path, fmt: str, fields: Fields) -> None:
+    """Read a corpus file's first record, so fields the flags name wrongly (a Pyserini corpus's ``id``/``contents``
+    under the default ``_id``/``text``) are refused before the model loads and Ray starts, which take seconds.
+    A pipe is left to the encoding, which reads it once."""
+    corpus = resolve_corpus_path(path)
+    if corpus.is_file():
+        documents = iter_documents(corpus, fmt, fields)
+        next(documents, None)
+        documents.close()
+
+
 def check_rereadable(path: str | Path) -> None:
     """Refuse a pipe, FIFO or device as the corpus of a command that reads it more than once (`build`, `index`),
     before any work: the second read of a FIFO waited for ever, and a drained pipe read as empty after encoding."""

@@ -197,12 +197,11 @@ def jsonl_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str, s
     titled, number = not fields.title_named, 0
     for number, line in decoded_lines(path):
         record = parse_json_object(line, path, number)
-        if fields.id not in record:
-            raise InputFileError(path, number, f"missing id field {fields.id!r}",
-                                 "pass --id-field if the id lives under another key")
-        if fields.text not in record:
-            raise InputFileError(path, number, f"missing text field {fields.text!r}",
-                                 "pass --text-field if the text lives under another key")
+        for name, field in (("id", fields.id), ("text", fields.text)):
+            if field not in record:  # its keys tell the flag's value (a Pyserini corpus: id, contents)
+                keys = ", ".join(sorted(record)[:10]) + (", ..." if len(record) > 10 else "")
+                raise InputFileError(path, number, f"missing {name} field {field!r} (its keys: {keys or 'none'})",
+                                     f"pass --{name}-field if the {name} lives under another key")
         doc_id = as_id(record[fields.id], path, number, fields.id)
         text = as_text(record.get(fields.text), path, number, fields.text)
         title = as_text(record.get(fields.title), path, number, fields.title)

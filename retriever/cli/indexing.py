@@ -13,7 +13,8 @@ from retriever.cli.options import (FiniteRange, compose, corpus_options, encoder
                                    renamed_option, report_truncation, runtime_options)
 from retriever.cli.ray_flags import (check_ray_flags, check_ray_worker_flags, passage_encoder, ray_for_parts,
                                      ray_options)
-from retriever.corpus import check_rereadable, detect_format, read_queries, resolve_corpus_path
+from retriever.corpus import (check_first_record, check_rereadable, detect_format, read_queries,
+                              resolve_corpus_path)
 from retriever.encode_result import describe
 from retriever.encoder_settings import EncoderSettings
 from retriever.folders import named_output
@@ -158,6 +159,7 @@ def encode_command(corpus, output, model, encoder_overrides, device, dtype, batc
                                  f"0 to {num_workers - 1})", param_hint="'--worker-index'")
     check_ray_worker_flags(ray_address)
     detect_format(resolve_corpus_path(corpus), fmt)  # before the model loads and Ray starts, which take seconds
+    check_first_record(corpus, fmt, fields_from(id_field, text_field, title_field))
     settings = EncoderSettings.for_model(model, **encoder_overrides)
     with passage_encoder(settings, device, dtype, batch_size, ray_address, ray_workers,
                           ray_cpus_per_worker) as encoder:
@@ -235,6 +237,7 @@ def build_command(corpus, output, model, encoder_overrides, device, dtype, batch
     check_build_tuning(tune_fusion, lexical, output, overwrite)
     check_rereadable(corpus)  # these two before the model loads and Ray starts, which take seconds
     detect_format(resolve_corpus_path(corpus), fmt)
+    check_first_record(corpus, fmt, fields_from(id_field, text_field, title_field))
     settings = EncoderSettings.for_model(model, **encoder_overrides)
     params = IndexParams(**index_flags, ray_address=ray_address, ray_workers=ray_workers,
                          ray_cpus_per_worker=ray_cpus_per_worker)

@@ -245,3 +245,24 @@ def test_build_refuses_a_corpus_it_cannot_read_before_the_model_or_ray(tmp_path,
     assert result.exit_code == 1 and not isinstance(result.exception, AssertionError), result.output
     assert ("is a pipe or a device, not a file" if corpus == "fifo" else "cannot tell the format from the "
             "extension; pass --format jsonl, tsv or parquet") in result.output
+
+
+@pytest.mark.parametrize("command", ["encode", "build"])
+def test_a_pyserini_corpus_without_field_flags_is_refused_before_the_model_naming_its_keys(tmp_path, monkeypatch,
+                                                                                          command):
+    """A Pyserini JSONL corpus ({"id", "contents"}) under the default _id/text was refused only once the model had
+    loaded (with --ray, once Ray had started), and the error did not say which keys the records hold."""
+    import retriever.cli.indexing as cli_indexing
+    from retriever.encoder_settings import EncoderSettings
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("the model or Ray was loaded before the corpus was refused")
+
+    monkeypatch.setattr(cli_indexing, "passage_encoder", loaded)
+    monkeypatch.setattr(EncoderSettings, "for_model", loaded)
+    path = tmp_path / "pyserini.jsonl"
+    path.write_text('{"id": "a", "contents": "hello"}\n')
+    result = CliRunner().invoke(main, [command, str(path), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 1 and not isinstance(result.exception, AssertionError), result.output
+    assert "pyserini.jsonl:1: missing id field '_id' (its keys: contents, id); pass --id-field" in result.output
+    assert not (tmp_path / "out").exists()
