@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import tempfile
@@ -67,15 +68,25 @@ def configure_batch_threads() -> None:
     configure_threads(workers=1)
 
 
+# Shown as escapes, not obeyed: C0 and C1 controls (ESC starts sequences that clear a terminal, recolour it or set its
+# title) and the bidirectional embeddings, overrides and isolates, which reorder what follows them on screen.
+_UNSHOWABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _shown(text: str) -> str:
+    """A corpus text as one line of a terminal table: whitespace runs as one space, controls escaped."""
+    return _UNSHOWABLE.sub(lambda match: f"\\u{ord(match.group()):04x}", " ".join(text.split()))
+
+
 def _snippet(hit: Hit, width: int = 160) -> str:
     text = " ".join(hit.text.split())
-    return text if len(text) <= width else text[:width - 1].rsplit(" ", 1)[0] + "…"
+    return _shown(text if len(text) <= width else text[:width - 1].rsplit(" ", 1)[0] + "…")
 
 
 def print_hits(hits: list[Hit]) -> None:
     for hit in hits:
-        title = f"  {hit.title}" if hit.title else ""
-        click.echo(f"{hit.rank:>3}  {hit.score:8.4f}  {hit.id}{title}")
+        title = f"  {_shown(hit.title)}" if hit.title else ""
+        click.echo(f"{hit.rank:>3}  {hit.score:8.4f}  {_shown(hit.id)}{title}")
         click.echo(f"     {_snippet(hit)}")
 
 

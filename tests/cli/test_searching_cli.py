@@ -283,3 +283,28 @@ def test_a_hybrid_query_of_no_known_word_says_how_it_was_ranked(tmp_path, tiny_b
     assert result.exit_code == 0 and "no hits" in result.stderr
     result = CliRunner().invoke(main, [*common, "lava"])
     assert result.exit_code == 0 and "d4" in result.stdout and result.stderr == "", result.output
+
+
+def test_hits_show_control_and_bidi_characters_as_escapes_not_obeyed(tmp_path, tiny_model_dir):
+    """A passage's ESC sequences reached the terminal as they were (clearing it, recolouring what followed), and a
+    right-to-left override showed the title 'evil\\u202egnp.exe' as 'evilexe.png'; a newline in a title broke the
+    table's line. Search results are shown with them escaped; JSON keeps the text as it is."""
+    import json
+
+    from retriever.encoder import Encoder, EncoderSettings
+    from retriever.indexing import IndexParams, encode_and_index
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"_id": "d\u202e1", "title": "evil\u202egnp.exe\nsecond line",
+                                  "text": "lava \x1b[2J cleared \x1b]0;title\x07 \u2066x\u2069"}) + "\n"
+                      + json.dumps({"_id": "d2", "text": "other"}) + "\n", encoding="utf-8")
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(corpus, tmp_path / "idx", encoder, IndexParams("flat"), progress=False)
+    result = CliRunner().invoke(main, ["search", str(tmp_path / "idx"), "lava", "--mode", "bm25", "--device", "cpu"],
+                                color=True)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[1:] == [
+        "     lava \\u001b[2J cleared \\u001b]0;title\\u0007 \\u2066x\\u2069"]
+    assert result.stdout.splitlines()[0].endswith("d\\u202e1  evil\\u202egnp.exe second line")
+    result = CliRunner().invoke(main, ["search", str(tmp_path / "idx"), "lava", "--mode", "bm25", "--json"])
+    assert json.loads(result.stdout)["hits"][0]["title"] == "evil\u202egnp.exe\nsecond line"
