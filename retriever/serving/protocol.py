@@ -12,9 +12,13 @@
 - **Head size.** httptools buffers a request line and headers of any length, so a few connections
   sending headers of hundreds of megabytes would exhaust memory before the app sees a byte. A head
   (request line plus headers) over ``max_head_bytes`` gets a JSON 431 and the connection is closed.
-- **Malformed requests** get uvicorn's 400, as JSON like every other error here, once the requests
-  pipelined before them are answered; also when the fault is in the body (a bad chunk size), whose
-  request would otherwise wait for the rest of a body that can never come.
+- **Malformed requests** get a JSON 400 naming the parser's reason (``refusal``; uvicorn's said "invalid
+  http request received" whatever it was, and logged a warning each time a client sent one), once the
+  requests pipelined before them are answered; also when the fault is in the body (a bad chunk size), whose
+  request would otherwise wait for the rest of a body that can never come. An address holding bytes to
+  percent-encode (curl sends ``?q=café`` as raw UTF-8) says so and how.
+- **Upgrades** (WebSocket, h2c) are answered as plain HTTP, as no route takes one; uvicorn also logged two
+  warnings per request, the second telling the operator to install a WebSocket library.
 - **HEAD** is answered wherever GET is (``HeadAsGet``), as HTTP requires and health checkers expect;
   a 405's ``Allow`` names every method of the path (``allowed_methods``), and a 404 for a path with a trailing
   slash names the path without it (``path_without_slash``).
@@ -26,11 +30,14 @@ import json
 import logging
 import struct
 
+import httptools
 from starlette.routing import Match
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 log = logging.getLogger(__name__)
 MAX_HEAD_BYTES = 32 * 1024
+PERCENT_ENCODE = ("percent-encode spaces, control characters and letters outside ASCII (the query's UTF-8 bytes as %XX), "
+                  "e.g. with curl --get --data-urlencode 'q=...' URL")
 try:  # the bytes a socket's peer has not acknowledged (Linux's SIOCOUTQ)
     from fcntl import ioctl
     from termios import TIOCOUTQ
@@ -62,11 +69,26 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             if ends and self._head_bytes + min(ends) > self.max_head_bytes:
                 return self._refuse_head()
             self._head_bytes += len(data)
-        super().data_received(data)
+        self._feed(data)
         # Also checked after parsing, for a head that began in an earlier chunk; the parser holds at
         # most the cap plus one chunk of an oversized head.
         if self._head_bytes is not None and self._head_bytes > self.max_head_bytes:
             self._refuse_head()
+
+    def _feed(self, data: bytes) -> None:
+        """uvicorn's ``data_received``, keeping the parser's reason for a 400 and logging no warning a client causes
+        (an upgrade is served as plain HTTP: no route takes one)."""
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            pass
+        except httptools.HttpParserError as error:
+            log.debug("refused a malformed request: %s", error)
+            self.send_400_response(refusal(error))
+
+    def _should_upgrade(self) -> bool:
+        return False  # else, with a WebSocket library installed, uvicorn hands the connection to its own protocol
 
     def _refuse_head(self) -> None:
         self._head_bytes = None
@@ -131,11 +153,11 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         return unread
 
     def send_400_response(self, msg: str) -> None:
-        """Refused once the requests before it are answered: pipelined after a good request, the 400 and close
-        used to cut that request's response off (uvicorn's own behaviour). A fault in a request's body (a bad
-        chunk) means that request never gets the rest of its body: it is not run, or, running and not yet
-        answering, it is refused at once (it waited for the request timeout and got no reply)."""
-        self._pending_400 = f"malformed HTTP request ({msg.rstrip('.').lower()})"
+        """Refused (with ``msg``, from ``refusal``) once the requests before it are answered: pipelined after a good
+        request, the 400 and close used to cut that request's response off (uvicorn's own behaviour). A fault in a
+        request's body (a bad chunk) means that request never gets the rest of its body: it is not run, or, running
+        and not yet answering, it is refused at once (it waited for the request timeout and got no reply)."""
+        self._pending_400 = msg
         broken = self._body_of
         queued = [entry for entry in self.pipeline if entry[0] is broken]
         for entry in queued:
@@ -175,6 +197,32 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if not self.transport.is_closing():
             log.debug("closed a connection that sent no complete request within %ss", self.request_timeout)
             self.transport.close()
+
+
+def refusal(error: Exception) -> str:
+    """A malformed request's 400 message, from the parser's error: what is wrong, and for an address, how to mend it.
+    uvicorn checks the address itself as the head ends, so its failure comes as the callback's error's context."""
+    if isinstance(error, httptools.HttpParserCallbackError) and isinstance(error.__context__, httptools.HttpParserError):
+        return "malformed HTTP request (the address is not a valid URL)"
+    reason = str(error).rstrip(".")
+    if isinstance(error, httptools.HttpParserInvalidURLError) and "invalid char" in reason.lower():
+        return f"malformed HTTP request: the address holds a character that must be percent-encoded; {PERCENT_ENCODE}"
+    if reason.startswith("Expected HTTP/"):  # a third space in the request line: most often one in the address
+        return f"malformed HTTP request: the request line is not METHOD ADDRESS HTTP/1.1; {PERCENT_ENCODE}"
+    if reason.startswith("Pause on PRI"):
+        reason = "an HTTP/2 connection preface: this server speaks HTTP/1.1"
+    elif isinstance(error, httptools.HttpParserInvalidMethodError):
+        reason = ("no method this server answers (GET, HEAD, POST) begins the request; after another request, that "
+                  "one's Content-Length may be short of its body")
+    elif isinstance(error, httptools.HttpParserInvalidURLError):
+        reason = f"the address is not a path beginning with / or a URL: {reason[:1].lower()}{reason[1:]}"
+    elif isinstance(error, httptools.HttpParserCallbackError):
+        reason = "the server could not read it"
+        log.warning("a parser callback failed on a request", exc_info=error.__context__)
+    first, _, rest = reason.partition(" ")
+    if first[1:].islower():  # "Duplicate Content-Length" reads on as "duplicate Content-Length"
+        reason = first.lower() + (" " + rest if rest else "")
+    return f"malformed HTTP request ({reason})"
 
 
 class HeadAsGet:

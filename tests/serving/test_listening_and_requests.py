@@ -131,8 +131,7 @@ def test_a_malformed_request_pipelined_after_good_ones_is_refused_after_their_re
         server.stop()
     statuses = re.findall(rb"HTTP/1\.1 \d+", received)
     assert statuses == [b"HTTP/1.1 200", b"HTTP/1.1 200", b"HTTP/1.1 400"], received
-    assert received.count(b'{"ok":true}') == 2 and received.endswith(b'"malformed HTTP request (invalid http '
-                                                                      b'request received)"}')
+    assert received.count(b'{"ok":true}') == 2 and b"(GET, HEAD, POST) begins the request" in received
 
 
 def test_a_hybrid_query_gets_the_same_hits_whatever_k_its_batch_mates_ask_for(tiny_index):

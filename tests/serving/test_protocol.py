@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import time
 
@@ -107,6 +108,14 @@ def read_reply(sock: socket.socket) -> bytes:
     return reply
 
 
+def reply_to(port: int, request_bytes: bytes) -> bytes:
+    sock = connect(port, request_bytes)
+    try:
+        return read_reply(sock)
+    finally:
+        sock.close()
+
+
 @pytest.mark.parametrize("head", [
     b"GET /slow HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (4 * HEAD_LIMIT),   # one header, never finished
     b"GET /slow HTTP/1.1\r\nHost: x\r\n" + b"X-Many: b\r\n" * HEAD_LIMIT,    # many small ones
@@ -134,30 +143,70 @@ def test_a_head_over_the_cap_gets_a_json_431_and_is_closed(port, head):
 ])
 def test_a_whole_head_over_the_cap_in_one_packet_gets_a_431(port, head):
     """Counted only after parsing, a head that arrived whole in one read was served (at twice the cap, a 200)."""
-    sock = connect(port, head)
-    try:
-        reply = read_reply(sock)
-    finally:
-        sock.close()
+    reply = reply_to(port, head)
     assert reply.startswith(b"HTTP/1.1 431 ")
 
 
 def test_a_head_under_the_cap_with_a_large_body_in_the_same_packet_is_served(port):
     body = b"x" * (4 * HEAD_LIMIT)
-    sock = connect(port, b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
-                   % (len(body), body))
-    try:
-        reply = read_reply(sock)
-    finally:
-        sock.close()
+    reply = reply_to(port, b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s"
+                     % (len(body), body))
     assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(b'{"length":%d}' % len(body))
 
 
-def test_a_malformed_request_gets_a_json_400(port):
-    sock = connect(port, b"GET /health HTTP/1.1\r\nContent-Length: -5\r\n\r\n")
-    try:
-        reply = read_reply(sock)
-    finally:
-        sock.close()
+@pytest.mark.parametrize(("request_bytes", "said"), [
+    (b"GET /slow HTTP/1.1\r\nContent-Length: -5\r\n\r\n", b"(invalid character in Content-Length)"),
+    (b"POST /echo HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nab", b"(duplicate Content-Length)"),
+    (b"POST /echo HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n",
+     b"(Transfer-Encoding can't be present with Content-Length)"),
+    (b"FOO /slow HTTP/1.1\r\n\r\n", b"(no method this server answers (GET, HEAD, POST) begins the request; "
+                                      b"after another request, that one's Content-Length may be short of its body)"),
+    (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", b"(an HTTP/2 connection preface: this server speaks HTTP/1.1)"),
+], ids=["negative-length", "two-lengths", "length-and-chunked", "unknown-method", "http2-preface"])
+def test_a_malformed_request_gets_a_json_400_saying_what_is_malformed(port, request_bytes, said):
+    """uvicorn's 400 said "invalid http request received" whatever the fault, and warned of it in the log."""
+    reply = reply_to(port, request_bytes)
     assert reply.startswith(b"HTTP/1.1 400 ") and b"application/json" in reply
-    assert b'{"error": "malformed HTTP request (invalid http request received)"}' in reply
+    assert reply.endswith(b'{"error": "malformed HTTP request ' + said + b'"}'), reply
+
+
+@pytest.mark.parametrize("target", [b"/slow?q=caf\xc3\xa9", b"/slow?q=a\x01b", b"/caf\xc3\xa9", b"/slow?q=a b"],
+                         ids=["utf8-query", "control", "utf8-path", "space"])
+def test_an_address_holding_a_character_to_percent_encode_is_a_400_saying_so(port, target):
+    """``curl 'http://host/search?q=café'`` sends the UTF-8 bytes unencoded, and got "malformed HTTP request (invalid
+    http request received)"."""
+    reply = reply_to(port, b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % target)
+    assert reply.startswith(b"HTTP/1.1 400 ") and b"application/json" in reply
+    assert b"percent-encode" in reply and b"--data-urlencode" in reply, reply
+
+
+@pytest.mark.parametrize(("target", "said"), [(b"http://[::1/slow", b"not a valid URL"),
+                                              (b"?q=cat", b"a path beginning with /")])
+def test_a_request_target_that_is_not_a_url_is_a_400_saying_so(port, target, said):
+    reply = reply_to(port, b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % target)
+    assert reply.startswith(b"HTTP/1.1 400 ") and said in reply, reply
+
+
+UPGRADES = [b"Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n",
+            b"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n"]
+
+
+@pytest.mark.parametrize("request_bytes", [b"GET /slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + u + b"\r\n"
+                                           for u in UPGRADES] + [b"GET /caf\xc3\xa9 HTTP/1.1\r\n\r\n"],
+                         ids=["websocket", "h2c", "malformed"])
+def test_a_clients_upgrade_or_malformed_request_puts_no_warning_in_the_servers_log(port, request_bytes):
+    """Each logged warnings: an upgrade two (the second telling the operator to install a WebSocket library, for a
+    server with no WebSocket route), a malformed request "Invalid HTTP request received." (without its reason). An
+    upgrade is answered as plain HTTP."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append
+    logger = logging.getLogger("uvicorn.error")
+    logger.addHandler(handler)
+    try:
+        reply = reply_to(port, request_bytes)
+    finally:
+        logger.removeHandler(handler)
+    assert reply.startswith(b"HTTP/1.1 400 " if b"caf" in request_bytes else b"HTTP/1.1 200 "), reply
+    assert [r.getMessage() for r in records if r.levelno >= logging.WARNING] == []
