@@ -150,7 +150,8 @@ def sentence_transformers_settings(folder: str | Path, given: Collection[str] = 
     modules, kinds = _st_modules(folder)
     if modules is None:
         return {}
-    foreign = next((i for i, m in enumerate(modules) if not str(m.get("type", "")).startswith(ST_PACKAGE)), None)
+    foreign = next((i for i, m in enumerate(modules)
+                    if isinstance(m.get("type"), str) and not m["type"].startswith(ST_PACKAGE)), None)
     if foreign is not None:  # its class name alone ("custom_st.Transformer") would pass for sentence-transformers'
         raise RetrieverError(f"{folder}: its sentence-transformers module {foreign} is {modules[foreign].get('type')}, "
                              "code of the model's own, which sentence-transformers runs only with trust_remote_code "
