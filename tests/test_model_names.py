@@ -58,3 +58,11 @@ def test_a_models_config_file_given_for_its_folder_says_to_pass_the_folder(tmp_p
         resolve_model_path(str(tmp_path / "model" / "config.json"))
     with pytest.raises(RetrieverError, match=r"empty: not a Hugging Face model folder \(no config.json\)"):
         resolve_model_path(str(tmp_path / "empty"))
+
+
+def test_the_shipped_models_hub_id_offline_points_to_the_alias(offline_hub):
+    """A sentence-transformers user types the hub id of the default model; offline it was refused with the general
+    advice (download it, or use minilm 'for the shipped weights'), not that minilm is that very model."""
+    with pytest.raises(RetrieverError, match=r"'sentence-transformers/all-MiniLM-L6-v2' is neither .*\. --model minilm "
+                                             r"is this model, shipped with retriever: use it$"):
+        EncoderSettings.for_model("sentence-transformers/all-MiniLM-L6-v2")
