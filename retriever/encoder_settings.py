@@ -85,7 +85,7 @@ class EncoderSettings:
         if recorded and folder is not None:
             _refuse_disagreement(where, folder, values, overrides)
         elif folder is not None:
-            values = sentence_transformers_settings(folder, {k for k, v in overrides.items() if v is not None})
+            values = sentence_transformers_settings(folder, {k: v for k, v in overrides.items() if v is not None})
         values.update({k: v for k, v in overrides.items() if v is not None})
         unknown = set(values) - set(OVERRIDABLE)
         if unknown:

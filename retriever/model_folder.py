@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Collection
 from pathlib import Path
 
 from torch import nn
@@ -138,15 +137,15 @@ def _st_modules(folder: Path) -> tuple[list[dict] | None, list[str]]:
     return modules, [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
 
 
-def sentence_transformers_settings(folder: str | Path, given: Collection[str] = ()) -> dict:
+def sentence_transformers_settings(folder: str | Path, given: dict | None = None) -> dict:
     """Pooling, normalisation and prefixes a sentence-transformers folder applies ({} when it has no modules.json).
 
     A folder made by sentence-transformers records them in its modules, not in retriever.json; encoding it with
     retriever's defaults (mean, normalised, no prefix) gave other vectors than ``SentenceTransformer(folder)``
     with exit 0. Modules retriever does not apply (Dense, max or last-token pooling, ...) are refused, not skipped,
-    and so is a prefix sentence-transformers' versions read otherwise, unless ``given`` (the flags) names it.
+    and so is a prefix sentence-transformers' versions read otherwise, unless ``given`` (the flags' settings) has it.
     """
-    folder = Path(folder)
+    folder, given = Path(folder), given or {}
     modules, kinds = _st_modules(folder)
     if modules is None:
         return {}
@@ -170,9 +169,10 @@ def sentence_transformers_settings(folder: str | Path, given: Collection[str] = 
         if as_5 != as_6 and key not in given:
             raise _version_dependent_prompt(folder / ST_CONFIG, key, as_5, as_6)
         settings[key] = as_6
-    if not include_prompt and any(settings[key] for key in ST_PROMPTS):
+    if not include_prompt and any({**settings, **given}[key] for key in ST_PROMPTS):  # a flag's prefix too
         raise RetrieverError(f"{folder}: its pooling leaves its prompts out (include_prompt false), and retriever "
-                             "pools every token of the text; encode it with sentence-transformers")
+                             "pools every token of the text; encode it with sentence-transformers, or pass "
+                             "--query-prefix '' --passage-prefix '' to encode without prompts")
     return settings
 
 

@@ -218,3 +218,15 @@ def test_a_module_of_code_outside_sentence_transformers_is_refused(tmp_path):
     (folder / "modules.json").write_text(json.dumps(modules))
     with pytest.raises(RetrieverError, match=r"module 0 is custom_st.Transformer, code of the model's own"):
         EncoderSettings.for_model(str(folder))
+
+
+def test_flags_that_drop_the_prompts_of_a_model_pooling_without_them_are_taken(tmp_path):
+    """With include_prompt false and prompts in the folder, --query-prefix '' --passage-prefix '' (no prompt, so
+    every token is pooled, as sentence-transformers pools a text given no prompt) was still refused."""
+    folder = hand_written(tmp_path, {"pooling_mode": "mean", "include_prompt": False}, prompts=PROMPTS)
+    settings = EncoderSettings.for_model(str(folder), query_prefix="", passage_prefix="")
+    theirs = sentence_transformers.SentenceTransformer(str(folder), device="cpu")
+    np.testing.assert_allclose(Encoder(settings, device="cpu", dtype="fp32").encode_queries(TEXTS),
+                               theirs.encode(TEXTS, prompt=""), atol=1e-5)
+    with pytest.raises(RetrieverError, match="include_prompt false"):  # a prefix of a flag is pooled all the same
+        EncoderSettings.for_model(str(folder), query_prefix="", passage_prefix="p: ")
