@@ -195,7 +195,7 @@ def _trec_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> Run:
             raise InputFileError(path, lineno, f"expected 6 whitespace-separated columns, found {len(cols)}",
                                  "TREC run lines are 'qid Q0 docid rank score tag'")
         qid, _, docid, _, score_text, _ = cols
-        if CONTROL_CHARACTER.search(text) is not None:  # one search a line; trec_eval would cut an id at a NUL
+        if CONTROL_CHARACTER.search(text) is not None or "\ufeff" in text:  # trec_eval would cut an id at a NUL
             _check_line_ids(path, lineno, qid, docid)
         score = _parse_score(path, lineno, score_text)
         hits = run.setdefault(qid, {})

@@ -124,6 +124,9 @@ def id_problem(value: str) -> str | None:
     match = CONTROL_CHARACTER.search(value)
     if match is not None:
         return f"id {value[:40]!r} holds a control character ({match.group()!r}), which TREC run files cannot hold"
+    if "\ufeff" in value:  # invisible: '\ufeffq2' never matched 'q2' in qrels or a run, and nothing said why
+        return (f"id {value[:40]!r} holds U+FEFF, a byte-order mark (one starting a line mid-file is where two files "
+                "were joined; save them without it)")
     return text_problem(value)
 
 

@@ -45,6 +45,17 @@ CASES = [
     ("9-id-with-nul", {"c.jsonl": GOOD_CORPUS + b'{"_id": "a\\u0000b", "text": "x"}\n'},
      "build {dir}/c.jsonl -o {dir}/out --model {model}", "c.jsonl:2: bad document id: id 'a\\x00b' holds a control "
                                                           "character"),
+    # a byte-order mark mid-file (files joined with cat): it became part of the next line's id, silently
+    ("9-tsv-bom-mid-file", {"c.tsv": b"a\tthe cat\n\xef\xbb\xbfb\tthe dog\n"},
+     "build {dir}/c.tsv -o {dir}/out --model {model}", "c.tsv:2: bad document id: id '\\ufeffb' holds U+FEFF, a "
+                                                       "byte-order mark"),
+    ("9-tsv-query-bom-mid-file", {"q.tsv": b"q1\tcat\n\xef\xbb\xbfq2\tdog\n"},
+     "search {index} --queries {dir}/q.tsv", "q.tsv:2: bad query id: id '\\ufeffq2' holds U+FEFF"),
+    ("9-qrels-bom-mid-file", {"r.trec": b"q1 Q0 d1 1 1.0 t\n", "q.txt": QRELS + b"\xef\xbb\xbfq2\td1\t1\n"},
+     "evaluate --run {dir}/r.trec --qrels {dir}/q.txt", "q.txt:2: bad query or document id: id '\\ufeffq2' holds U+"),
+    ("9-run-bom-mid-file", {"r.trec": b"q1 Q0 d1 1 1.0 t\n\xef\xbb\xbfq2 Q0 d1 1 1.0 t\n",
+                            "q.txt": b"q1 0 d1 1\nq2 0 d1 1\n"},
+     "evaluate --run {dir}/r.trec --qrels {dir}/q.txt", "r.trec:2: bad query id: id '\\ufeffq2' holds U+FEFF"),
     ("9-tsv-id-with-space", {"c.tsv": b"a b\tsome text\n"},
      "build {dir}/c.tsv -o {dir}/out --model {model}", "c.tsv:1: bad document id"),
     ("9-query-id-with-tab", {"q.jsonl": b'{"_id": "q\\t1", "text": "cat"}\n'},
