@@ -17,6 +17,8 @@
   requests pipelined before them are answered; also when the fault is in the body (a bad chunk size), whose
   request would otherwise wait for the rest of a body that can never come. An address holding bytes to
   percent-encode (curl sends ``?q=café`` as raw UTF-8) says so and how.
+- **Half-close.** A client that shuts its sending side after its requests (``nc -N``) gets their responses, then
+  the connection closes; uvicorn read the half-close as giving up and closed at once, the responses lost.
 - **Upgrades** (WebSocket, h2c) are answered as plain HTTP, as no route takes one; uvicorn also logged two
   warnings per request, the second telling the operator to install a WebSocket library.
 - **HEAD** is answered wherever GET is (``HeadAsGet``), as HTTP requires and health checkers expect;
@@ -57,6 +59,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._pending_400: str | None = None  # a malformed request's refusal, waiting for earlier responses
         self._body_of = None  # the request (uvicorn's cycle) whose body is coming in, if any
         self._stall: asyncio.TimerHandle | None = None  # while the transport holds more than it may buffer
+        self._client_done = False  # the client half-closed: it sends no more requests
         super().connection_made(transport)
         self._arm()
 
@@ -114,6 +117,13 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._disarm()
         self._watch_reading(None)
         super().connection_lost(exc)
+
+    def eof_received(self) -> bool:
+        """The client shut its sending side (``nc -N``, ``shutdown(SHUT_WR)``): it has sent all it will, so the requests
+        in flight are answered, then the connection closes (uvicorn closed it at once, their responses lost). One whose
+        body is still coming can never finish: closed at once, as before."""
+        self._client_done = True
+        return self._body_of is None and bool(self.pipeline or (self.cycle and not self.cycle.response_complete))
 
     def pause_writing(self) -> None:
         super().pause_writing()
@@ -173,6 +183,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         super().on_response_complete()
         if self._pending_400 and last:
             self._refuse(400, self._pending_400)
+        elif self._client_done and last and not self.transport.is_closing():
+            self.transport.close()
 
     def _refuse(self, status: int, message: str) -> None:
         if self.transport.is_closing():

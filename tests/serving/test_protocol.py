@@ -210,3 +210,29 @@ def test_a_clients_upgrade_or_malformed_request_puts_no_warning_in_the_servers_l
         logger.removeHandler(handler)
     assert reply.startswith(b"HTTP/1.1 400 " if b"caf" in request_bytes else b"HTTP/1.1 200 "), reply
     assert [r.getMessage() for r in records if r.levelno >= logging.WARNING] == []
+
+
+def half_closed_exchange(port: int, request_bytes: bytes) -> tuple[bytes, float]:
+    """What comes back to a client that sends ``request_bytes`` and then shuts its sending side (``nc -N``), until
+    the server closes, and how long that took."""
+    started = time.monotonic()
+    sock = connect(port, request_bytes)
+    sock.shutdown(socket.SHUT_WR)
+    try:
+        return read_reply(sock), time.monotonic() - started
+    finally:
+        sock.close()
+
+
+@pytest.mark.parametrize("requests", [1, 3])
+def test_a_client_that_half_closes_after_its_requests_gets_their_responses(port, requests):
+    """A half-close says the client has sent all it will, not that it gave up on the replies; uvicorn closed the
+    connection at once, and the requests in flight got no response."""
+    reply, _ = half_closed_exchange(port, b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n" * requests)
+    assert reply.count(b"HTTP/1.1 200 ") == requests and reply.endswith(b'{"ok":true}'), reply
+
+
+def test_a_half_close_in_the_middle_of_a_body_closes_at_once(port):
+    """That body can never be finished, so the request is not left waiting for the request timeout."""
+    reply, took = half_closed_exchange(port, b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
+    assert reply == b"" and took < TIMEOUT
