@@ -175,7 +175,8 @@ def _scoring_changes(manifest: dict, record: dict) -> list[str]:
     old = manifest.get("lexical")
     if not isinstance(old, dict):
         return []
-    return [f"{name} {old.get(name)} -> {record.get(name)}" for name in _SCORING if old.get(name) != record.get(name)]
+    return [f"{name} {old.get(name)} -> {record.get(name)}" if name != "tokenizer" else  # a record too long to show
+            "tokenizer: text is cut into words otherwise" for name in _SCORING if old.get(name) != record.get(name)]
 
 
 def _say_fusion_dropped(index_dir: Path, fusion: dict, changed: list[str]) -> None:

@@ -148,6 +148,21 @@ def test_a_fusion_tuned_with_the_bm25_index_an_overwrite_replaces_by_other_setti
     assert f"retriever bm25 {index} --tune-fusion-on" in note
 
 
+def test_a_fusion_dropped_for_another_tokenizer_names_it_in_words(index, capsys):
+    """A part rebuilt by a retriever that cuts text into words otherwise drops the fusion tuned on the old one; the
+    note printed both tokenizer records as Python dicts (regex patterns, lists of code points) in one line."""
+    from retriever.index_folder import read_manifest, replace_manifest
+    from retriever.lexical_terms import FORMER_PATTERN
+
+    manifest = read_manifest(index)
+    older = {**manifest["lexical"], "tokenizer": {"pattern": FORMER_PATTERN, "unicode": "NFC", "lowercase": True}}
+    replace_manifest(index, {**manifest, "lexical": older, "fusion": {"method": "convex", "rrf_k": 60.0, "alpha": 0.3, "depth": 1000}})
+    add_lexical(index, overwrite=True, progress=False)
+    note = capsys.readouterr().err
+    assert "fusion" not in read_manifest(index) and "(tokenizer: text is cut into words otherwise)" in note
+    assert "{" not in note and "pattern" not in note
+
+
 def test_bm25_settings_given_as_a_dict_are_named(index):
     """`add_lexical(IDX, {"k1": 1.0})` was an AttributeError traceback ('dict' object has no attribute 'check')."""
     from retriever.errors import RetrieverError
