@@ -156,7 +156,8 @@ def test_a_fusion_dropped_for_another_tokenizer_names_it_in_words(index, capsys)
 
     manifest = read_manifest(index)
     older = {**manifest["lexical"], "tokenizer": {"pattern": FORMER_PATTERN, "unicode": "NFC", "lowercase": True}}
-    replace_manifest(index, {**manifest, "lexical": older, "fusion": {"method": "convex", "rrf_k": 60.0, "alpha": 0.3, "depth": 1000}})
+    fusion = {"method": "convex", "rrf_k": 60.0, "alpha": 0.3, "depth": 1000}
+    replace_manifest(index, {**manifest, "lexical": older, "fusion": fusion})
     add_lexical(index, overwrite=True, progress=False)
     note = capsys.readouterr().err
     assert "fusion" not in read_manifest(index) and "(tokenizer: text is cut into words otherwise)" in note
