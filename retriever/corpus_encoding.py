@@ -25,7 +25,7 @@ from retriever.encoder import Encoder
 from retriever.errors import RetrieverError
 from retriever.recorded_paths import model_record, relative_path
 from retriever.files import atomic_write_bytes, creatable_problem, left_by_dead_processes
-from retriever.folders import held_lock, make_folder
+from retriever.folders import check_output_name, held_lock, make_folder
 from retriever.index_folder import MANIFEST_FILE
 from retriever.shard_origin import READING, ContentHash, check_reading, reading_problem, reading_record
 from retriever.shards import (differing_fields, done_marker, list_shards, parse_shard_name,
@@ -207,6 +207,7 @@ def remove_parts_beyond(output: Path, worker: int, num_workers: int, count: int)
 def _shard_folder(output: Path) -> bool:
     """Make the shard folder (True if new); delete only dead runs' temporaries (another worker may be writing). An
     index folder (its records would not hold the shards) or one nothing can be written in is refused in one line."""
+    check_output_name(output, "--output")
     if (output / MANIFEST_FILE).is_file():
         raise RetrieverError(f"{output}: is an index folder; encode into a folder of its own, e.g. {output}.shards")
     created = make_folder(output)

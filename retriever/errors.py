@@ -45,6 +45,15 @@ def full_disk(error: BaseException, where: str = "") -> RetrieverError | None:
     return None
 
 
+def name_too_long(error: BaseException) -> RetrieverError | None:
+    """A path holding a name longer than its file system takes (ENAMETOOLONG, often 255 bytes), wherever it is met;
+    None for any other error."""
+    if not (isinstance(error, OSError) and error.errno == errno.ENAMETOOLONG):
+        return None
+    return RetrieverError(f"{error.filename or 'a path'}: a name in the path is longer than the file system takes "
+                          "(often 255 bytes); choose a shorter one")
+
+
 @contextmanager
 def full_disk_named(path: Path) -> Iterator[None]:
     """A full disk met inside, by a library writing into ``path`` (a folder being built), as one line naming

@@ -99,7 +99,31 @@ def named_output(output: Path, flag: str = "--output") -> Path:
     if not output.name:
         raise RetrieverError(f"{output}: cannot be an output folder (it has no name to put files beside); "
                              f"choose a folder below it as {flag}")
+    check_output_name(output, flag, BESIDE_NAME_BYTES)
     return output
+
+
+# The most a name made beside an output adds to it (.NAME.building-PID, .NAME.probe-PID-THREAD)
+BESIDE_NAME_BYTES = 40
+
+
+def check_output_name(output: Path, flag: str, beside: int = 0) -> None:
+    """Refuse up front an output path Arrow and FAISS cannot take (not UTF-8: they encode paths as UTF-8), or a name
+    the file system cannot hold with ``beside`` bytes added for the names made beside it; both were tracebacks,
+    the first once a shard was written."""
+    try:
+        os.path.abspath(output).encode("utf-8")
+    except UnicodeEncodeError:
+        raise RetrieverError(f"{output}: the path is not valid UTF-8, and Arrow and FAISS take UTF-8 paths only; "
+                             f"choose another {flag}") from None
+    existing = Path(os.path.abspath(output)).parent
+    while not existing.is_dir() and existing != existing.parent:
+        existing = existing.parent
+    limit = os.pathconf(existing, "PC_NAME_MAX") - beside
+    if len(os.fsencode(output.name)) > limit:
+        raise RetrieverError(f"{output}: the name is {len(os.fsencode(output.name))} bytes long; the file system "
+                             f"takes names of at most {limit + beside} bytes" + (f", and the names made beside it add "
+                             f"up to {beside}" if beside else "") + f"; choose a shorter {flag}")
 
 
 def replaceable(path: Path, marker: str) -> bool:
@@ -118,6 +142,7 @@ def check_creatable(path: Path, flag: str = "--output") -> None:
 def make_folder(path: Path, flag: str = "--output") -> bool:
     """Create the output folder ``path`` and its parents; True if it is new. A file in the way or a place that
     cannot be written is one error naming it, not a traceback."""
+    check_output_name(path, flag)
     if path.exists() and not path.is_dir():
         raise RetrieverError(f"{path}: is a file, not a folder; remove it or choose another {flag}")
     created = not path.exists()

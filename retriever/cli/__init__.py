@@ -16,7 +16,7 @@ import sys
 
 import click
 
-from retriever.errors import RetrieverError, full_disk, is_out_of_memory, out_of_memory
+from retriever.errors import RetrieverError, full_disk, is_out_of_memory, name_too_long, out_of_memory
 
 
 # `retriever --help` lists commands in the order they are used; commands not named here come last.
@@ -53,7 +53,8 @@ class _Group(click.Group):
                            "so rerun the same command to finish (finished work is kept where it resumes)", err=True)
             sys.exit(130)
         except (OSError, RuntimeError, MemoryError) as error:
-            full = full_disk(error) or (out_of_memory(f"({_last_line(error)})") if is_out_of_memory(error) else None)
+            full = full_disk(error) or name_too_long(error) or (
+                out_of_memory(f"({_last_line(error)})") if is_out_of_memory(error) else None)
             if full is None:
                 raise
             if _is_rank_zero():

@@ -276,3 +276,26 @@ def test_help_and_usage_errors_import_no_heavy_library(arguments, exit_code):
     result = subprocess.run([sys.executable, "-c", code, *arguments], capture_output=True, text=True, timeout=120)
     assert result.returncode == exit_code, result.stderr
     assert result.stderr.splitlines()[-1] == "[]", result.stderr
+
+
+@pytest.mark.parametrize("command", ["encode", "build"])
+@pytest.mark.parametrize("name, said", [("a" * 300, "bytes long"), ("bad\udcff\udcfename", "is not valid UTF-8")])
+def test_an_output_name_the_file_system_or_arrow_cannot_take_is_one_line_and_leaves_nothing(tmp_path, tiny_model_dir,
+                                                                                            tiny_beir, command, name,
+                                                                                            said):
+    """A name over the file system's 255 bytes (an ENAMETOOLONG traceback) or holding bytes that are not UTF-8
+    (Arrow's UnicodeEncodeError traceback once the first shard was written, as FAISS takes UTF-8 paths too)."""
+    before = sorted(tmp_path.iterdir())
+    result = CliRunner().invoke(main, [command, str(tiny_beir), "--model", str(tiny_model_dir), "--device", "cpu",
+                                       "-o", str(tmp_path / name)])
+    assert result.exit_code == 1 and result.output.startswith("error: ") and said in result.output, result.output
+    assert result.output.count("\n") == 1 and sorted(tmp_path.iterdir()) == before
+
+
+def test_a_name_too_long_anywhere_is_one_line(tmp_path):
+    """`evaluate -o`, `search -o` or `mine -o` into a name over the file system's limit: an ENAMETOOLONG traceback."""
+    (tmp_path / "run").write_text("q Q0 d 1 1.0 t\n")
+    result = CliRunner().invoke(main, ["evaluate", "--run", str(tmp_path / "run"), "--qrels", str(tmp_path / "run"),
+                                       "-o", str(tmp_path / ("m" * 300 + ".json"))])
+    assert result.exit_code == 1 and result.output.startswith("error: "), result.output
+    assert "longer than the file system takes" in result.output and result.output.count("\n") == 1
