@@ -12,7 +12,7 @@ from retriever.choices import INDEX_TYPES, ONDISK_TYPE
 from retriever.errors import RetrieverError, faiss_message
 from retriever.ondisk import CODES
 from retriever.shards import sample_vectors
-from retriever.search_settings import downcast_hnsw, inner_index, ivf_part
+from retriever.search_settings import apply_search_params, downcast_hnsw, inner_index, ivf_part
 
 
 
@@ -226,6 +226,13 @@ def train(index: faiss.Index, shards: list[Path], count: int, params: IndexParam
                              f"{faiss_message(error)}; use fewer lists (--nlist) or codes of fewer bits, more "
                              "training vectors, or a flat index") from None
     return len(sample)
+
+
+def with_search_defaults(index: faiss.Index, defaults: dict) -> faiss.Index:
+    """``index`` with the manifest's nprobe / efSearch set on it, as FAISS saves them in the file: one opened with
+    plain ``faiss.read_index`` then searches as `retriever search` does, not at FAISS's own nprobe 1 / efSearch 16."""
+    apply_search_params(index, defaults.get("nprobe"), defaults.get("ef_search"))
+    return index
 
 
 def search_defaults(index: faiss.Index, params: IndexParams, tuning: dict | None) -> dict:

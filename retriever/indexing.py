@@ -24,7 +24,7 @@ from retriever.encode_result import describe
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError, check_kind, full_disk_named
 from retriever.faiss_index import (INDEX_TYPES, IndexParams, check_buildable, check_trainable, factory_string,
-                                   hnsw_record, new_index, search_defaults, train)
+                                   hnsw_record, new_index, search_defaults, train, with_search_defaults)
 from retriever.folders import (check_creatable, exclusive_build, fresh_building_folder, named_output, replace_folder,
                                replaceable)
 from retriever.index_folder import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, IdMapWriter,
@@ -170,11 +170,12 @@ def _build_in_memory(shards: list[Path], encoder: dict, count: int, dim: int, co
         _add(index, held_vectors, spec)
         ids_file.write(held_ids, held_rows)
     ids_digest = ids_file.close()
-    faiss.write_index(index, str(building / INDEX_FILE))
+    defaults = search_defaults(index, params, tuning)
+    faiss.write_index(with_search_defaults(index, defaults), str(building / INDEX_FILE))
     return write_manifest(building, encoder, corpus_of(stats), started, {
         "type": params.index_type, "factory": spec, "metric": "inner_product", "dim": dim,
         "count": int(index.ntotal), **hnsw_record(index), "trained_on": trained_on,
-        "search_defaults": search_defaults(index, params, tuning), "tuning": tuning}, ids_digest, lexical_record)
+        "search_defaults": defaults, "tuning": tuning}, ids_digest, lexical_record)
 
 
 def _checked(documents: Iterator[Document], content: ShardContentCheck, progress) -> Iterator[Document]:

@@ -237,7 +237,7 @@ def build_ondisk(shards: list[Path], encoder: dict, count: int, dim: int, corpus
     """Fill ``building`` with an on-disk index folder; return its manifest (see the module docstring).
     ``corpus_of(stats)`` gives the manifest's corpus record once the corpus has been read; the trained
     quantizer and the parts are kept in ``work_folder`` (see ``retriever.partwork``)."""
-    from retriever.faiss_index import factory_string, search_defaults  # it imports this module
+    from retriever.faiss_index import factory_string, search_defaults, with_search_defaults  # it imports this module
 
     check_part_settings(params)
     stats, content = ReadStats(), ShardContentCheck(shards)
@@ -256,9 +256,10 @@ def build_ondisk(shards: list[Path], encoder: dict, count: int, dim: int, corpus
     index = merge_parts(work.trained, files, building / IVFDATA_FILE, progress)
     if os.path.exists(building / "part-held.faiss"):
         os.remove(building / "part-held.faiss")
-    write_ondisk_index(index, building / INDEX_FILE)
+    defaults = search_defaults(index, params, tuning)
+    write_ondisk_index(with_search_defaults(index, defaults), building / INDEX_FILE)
     record = {"type": ONDISK_TYPE, "factory": spec, "metric": "inner_product", "dim": dim, "count": int(index.ntotal),
               "codes": params.ondisk_codes, "parts": len(plan.parts), "part_size": params.part_size,
-              "trained_on": trained_on, "search_defaults": search_defaults(index, params, tuning), "tuning": tuning}
+              "trained_on": trained_on, "search_defaults": defaults, "tuning": tuning}
     del index  # unmaps the inverted lists before the folder is renamed
     return write_manifest(building, encoder, corpus_of(stats), started, record)

@@ -78,3 +78,24 @@ def test_the_training_sample_pass_over_the_shards_shows_its_progress(tmp_path, c
     assert train(index, shards, 60, IndexParams(train_size=30), "IVF2,Flat") == 30
     bar = [line for line in capsys.readouterr().err.replace("\r", "\n").splitlines() if line.startswith("sample")]
     assert bar and "3/3" in bar[-1], bar
+
+
+@pytest.mark.parametrize("index_type, setting", [("hnsw", "ef_search"), ("ivfpq", "nprobe")])
+def test_plain_faiss_opens_the_index_file_with_the_manifests_search_settings(tiny_beir, tiny_model_dir, tmp_path,
+                                                                              index_type, setting):
+    """FAISS saves nprobe and efSearch in the file, but the file was written with FAISS's own 1 and 16 while the
+    tuned values lived only in the manifest, so a user opening index.faiss in plain FAISS got lower recall."""
+    import json
+
+    from retriever.encoder import Encoder, EncoderSettings
+    from retriever.faiss_index import IndexParams
+    from retriever.indexing import encode_and_index
+
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    params = IndexParams(index_type=index_type, nlist=2, search_defaults={setting: 2 if setting == "nprobe" else 8})
+    encode_and_index(tiny_beir, tmp_path / "idx", encoder, params=params, progress=False)
+    recorded = json.loads((tmp_path / "idx" / "manifest.json").read_text())["index"]["search_defaults"][setting]
+    plain = faiss.read_index(str(tmp_path / "idx" / "index.faiss"))
+    stored = (faiss.extract_index_ivf(plain).nprobe if setting == "nprobe"
+              else faiss.downcast_index(plain).hnsw.efSearch)
+    assert stored == recorded and recorded != (1 if setting == "nprobe" else 16)

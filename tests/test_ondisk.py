@@ -217,3 +217,10 @@ def test_faiss_progress_lines_reach_the_bar_and_not_stdout(capfd):
         os.write(1, b"merged 3 lists in 0.501 s\rmerged 7 lists in 1.002 s\r\n")
     assert merged_lists("".join(heard), 0) == 7 and merged_lists("resizing x to 10 bytes", 2) == 2
     assert capfd.readouterr().out == ""
+
+
+def test_plain_faiss_opens_the_ondisk_index_with_the_manifests_nprobe(ondisk):
+    """The file held FAISS's own nprobe 1 while the manifest's default (here min(16, nlist)) was retriever's alone."""
+    recorded = json.loads((ondisk / "manifest.json").read_text())["index"]["search_defaults"]["nprobe"]
+    plain = faiss.read_index(str(ondisk / "index.faiss"), faiss.IO_FLAG_ONDISK_SAME_DIR)
+    assert faiss.extract_index_ivf(plain).nprobe == recorded == 8
