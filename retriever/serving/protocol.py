@@ -11,16 +11,13 @@
   the server holds until they are read, so clients that never read would pin that memory for ever.
 - **Head size.** httptools buffers a request line and headers of any length, so a few connections
   sending headers of hundreds of megabytes would exhaust memory before the app sees a byte. A head
-  (request line plus headers) over ``max_head_bytes`` gets a JSON 431 and the connection is closed.
-- **Malformed requests** get a JSON 400 naming the parser's reason (``refusal``; uvicorn's said "invalid
-  http request received" whatever it was, and logged a warning each time a client sent one), once the
-  requests pipelined before them are answered; also when the fault is in the body (a bad chunk size), whose
-  request would otherwise wait for the rest of a body that can never come. An address holding bytes to
-  percent-encode (curl sends ``?q=café`` as raw UTF-8) says so and how.
-- **Half-close.** A client that shuts its sending side after its requests (``nc -N``) gets their responses, then
-  the connection closes; uvicorn read the half-close as giving up and closed at once, the responses lost.
-- **Upgrades** (WebSocket, h2c) are answered as plain HTTP, as no route takes one; uvicorn also logged two
-  warnings per request, the second telling the operator to install a WebSocket library.
+  (request line plus headers) over ``max_head_bytes`` gets a JSON 431 and the connection is closed; so do
+  trailer fields after a chunked body, which the parser holds alike (``on_chunk_header``).
+- **Malformed requests** get a JSON 400 naming the parser's reason (``refusal``: uvicorn's said "invalid http
+  request received" whatever it was, and logged a warning each time), once the requests pipelined before them are
+  answered; also when the fault is in the body (a bad chunk size), whose request would otherwise wait for the rest
+  of a body that can never come. **Upgrades** (WebSocket, h2c) are answered as plain HTTP, logging nothing.
+- **Half-close** (``nc -N``): the requests sent are answered, then the connection closes (uvicorn closed at once).
 - **HEAD** is answered wherever GET is (``HeadAsGet``), as HTTP requires and health checkers expect;
   a 405's ``Allow`` names every method of the path (``allowed_methods``), and a 404 for a path with a trailing
   slash names the path without it (``path_without_slash``).
@@ -56,6 +53,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._deadline: asyncio.TimerHandle | None = None
         self._head_bytes: int | None = 0  # bytes of the head being received; None once it is in
+        self._trailer_bytes: int | None = None  # bytes since a chunk header not followed by data: trailer fields
         self._pending_400: str | None = None  # a malformed request's refusal, waiting for earlier responses
         self._body_of = None  # the request (uvicorn's cycle) whose body is coming in, if any
         self._stall: asyncio.TimerHandle | None = None  # while the transport holds more than it may buffer
@@ -72,11 +70,17 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             if ends and self._head_bytes + min(ends) > self.max_head_bytes:
                 return self._refuse_head()
             self._head_bytes += len(data)
+        in_trailer = self._trailer_bytes is not None
         self._feed(data)
         # Also checked after parsing, for a head that began in an earlier chunk; the parser holds at
         # most the cap plus one chunk of an oversized head.
         if self._head_bytes is not None and self._head_bytes > self.max_head_bytes:
             self._refuse_head()
+        if in_trailer and self._trailer_bytes is not None:  # no chunk data came since the last chunk header
+            self._trailer_bytes += len(data)
+            if self._trailer_bytes > self.max_head_bytes:
+                self._refuse(431, f"the chunked body's trailer fields are over {self.max_head_bytes} bytes, the "
+                                  "server's --max-head-bytes")
 
     def _feed(self, data: bytes) -> None:
         """uvicorn's ``data_received``, keeping the parser's reason for a 400 and logging no warning a client causes
@@ -107,7 +111,17 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         super().on_headers_complete()
         self._body_of = self.cycle
 
+    def on_chunk_header(self) -> None:
+        """After the last chunk come trailer fields, parsed and held like headers (one streamed for the request timeout
+        grew the connection's memory and stalled the event loop): counted from here until chunk data comes."""
+        self._trailer_bytes = 0
+
+    def on_body(self, body: bytes) -> None:
+        self._trailer_bytes = None
+        super().on_body(body)
+
     def on_message_complete(self) -> None:
+        self._trailer_bytes = None
         self._disarm()
         self._head_bytes = 0
         self._body_of = None
@@ -119,9 +133,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def eof_received(self) -> bool:
-        """The client shut its sending side (``nc -N``, ``shutdown(SHUT_WR)``): it has sent all it will, so the requests
-        in flight are answered, then the connection closes (uvicorn closed it at once, their responses lost). One whose
-        body is still coming can never finish: closed at once, as before."""
+        """The client shut its sending side: it has sent all it will, so the requests in flight are answered, then the
+        connection closes (uvicorn closed it at once). One whose body is still coming can never finish: closed now."""
         self._client_done = True
         return self._body_of is None and bool(self.pipeline or (self.cycle and not self.cycle.response_complete))
 
