@@ -19,6 +19,7 @@ TOKEN_PATTERN = r"[\w\p{No}]{2,}"  # the regex module's syntax
 UNICODE_FORM = "NFC"
 INVISIBLE_IN_WORDS = "\u00ad\u200c\u200d\u2060\ufeff"
 _FOLDS = str.maketrans({**dict.fromkeys(INVISIBLE_IN_WORDS), "\u0130": "I"})
+_FOLDED = re.compile(f"[{INVISIBLE_IN_WORDS}\u0130]")  # str.translate walks every text; a search skips most
 # Folders built before: documents split by ``re`` on this pattern, put in NFC first when the record says so.
 FORMER_PATTERN = r"(?u)\b\w\w+\b"
 
@@ -27,7 +28,8 @@ split_words: Callable[[str], list[str]] = regex.compile(TOKEN_PATTERN).findall
 
 def prepared(text: str) -> str:
     """A text as it is split: NFC, invisible in-word characters dropped, İ as I (lowercasing comes after)."""
-    return unicodedata.normalize(UNICODE_FORM, text).translate(_FOLDS)
+    text = unicodedata.normalize(UNICODE_FORM, text)
+    return text if text.isascii() or _FOLDED.search(text) is None else text.translate(_FOLDS)
 
 
 def tokenizer_record() -> dict:
