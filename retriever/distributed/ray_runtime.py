@@ -142,11 +142,16 @@ def _refusal_reason(error: BaseException) -> str:
 
 
 def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
-    """For a HOST:PORT or ray://HOST[:PORT] address, that a gRPC server answers there within ``timeout``
-    seconds (``auto`` and ``local`` are left to ray.init, which waits long on anything else)."""
-    if address in ("auto", LOCAL):
+    """For a HOST:PORT or ray://HOST[:PORT] address, or the one ``auto`` finds, that a gRPC server answers there
+    within ``timeout`` seconds (``local``, and ``auto`` finding none, are left to ray.init, which waits long on
+    an address nothing answers at: for ``auto``, RAY_ADDRESS or the last `ray start` of a head now gone)."""
+    target, found = address, ""
+    if address == "auto":
+        target = _auto_address() or LOCAL
+        found = f"it found {target} in RAY_ADDRESS or a past `ray start`; "
+    if target in ("auto", LOCAL) or not _ADDRESS.match(target):
         return
-    host, _, port = address.removeprefix("ray://").rpartition(":")
+    host, _, port = target.removeprefix("ray://").rpartition(":")
     if not host:
         host, port = port, str(RAY_CLIENT_PORT)
     try:
@@ -154,10 +159,21 @@ def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
             speaks_grpc = os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true") or _answers_http2(connection)
     except (OSError, ValueError) as error:
         reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
-        raise _unreachable(address, f"nothing answers at {host}:{port} within {timeout:g}s: {reason}") from None
+        raise _unreachable(address, f"{found}nothing answers at {host}:{port} within {timeout:g}s: {reason}") \
+            from None
     if not speaks_grpc:
-        raise _unreachable(address, f"what answers at {host}:{port} is not Ray: it does not speak gRPC; check the "
-                                    "port `ray start --head` printed")
+        raise _unreachable(address, f"{found}what answers at {host}:{port} is not Ray: it does not speak gRPC; "
+                                    "check the port `ray start --head` printed")
+
+
+def _auto_address() -> str | None:
+    """The address ray.init takes ``auto`` to mean (RAY_ADDRESS, else the last `ray start` on this node, else a
+    running Ray found by its process name), or None when it finds none or its private lookup is gone."""
+    try:
+        from ray._private.services import get_ray_address_from_environment
+        return get_ray_address_from_environment("auto", None)
+    except (ImportError, AttributeError, TypeError, ConnectionError, ValueError, OSError):
+        return None
 
 
 def _answers_http2(connection: socket.socket) -> bool:

@@ -62,6 +62,24 @@ def test_an_address_where_nothing_listens_fails_within_seconds(monkeypatch):
     assert time.monotonic() - started < 10
 
 
+def test_auto_where_the_cluster_it_finds_is_gone_fails_within_seconds(monkeypatch, tmp_path):
+    """`auto` names the cluster of RAY_ADDRESS, else of the last `ray start` on this node: one whose head died (a
+    reboot, a SIGKILL, RAY_ADDRESS left from another session) was waited for by ray.init for minutes."""
+    ray = pytest.importorskip("ray")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **_: pytest.fail("ray.init was called for a cluster that is gone"))
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+    started = time.monotonic()
+    with pytest.raises(RetrieverError, match=rf"could not connect to Ray at 'auto' \(it found 127.0.0.1:{port} "
+                                             r"in RAY_ADDRESS or a past `ray start`; nothing answers"), \
+            ray_session("auto"):
+        pass
+    assert time.monotonic() - started < 10
+
+
 def _server(reply: bytes) -> tuple[socket.socket, threading.Thread]:
     """A one-connection server on a free port that sends ``reply`` once it has read a little."""
     listener = socket.create_server(("127.0.0.1", 0))
