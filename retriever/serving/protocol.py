@@ -13,10 +13,12 @@
   sending headers of hundreds of megabytes would exhaust memory before the app sees a byte. A head
   (request line plus headers) over ``max_head_bytes`` gets a JSON 431 and the connection is closed; so do
   trailer fields after a chunked body, which the parser holds alike (``on_chunk_header``).
-- **Malformed requests** get a JSON 400 naming the parser's reason (``refusal``: uvicorn's said "invalid http
+- **Malformed requests** get a JSON 400 naming the parser's reason (``malformed.refusal``: uvicorn's said "invalid http
   request received" whatever it was, and logged a warning each time), once the requests pipelined before them are
   answered; also when the fault is in the body (a bad chunk size), whose request would otherwise wait for the rest
   of a body that can never come. **Upgrades** (WebSocket, h2c) are answered as plain HTTP, logging nothing.
+- **100-continue.** A request answered before the body its client waits for a 100 Continue to send (a 413 or 415)
+  closes the connection: the client may never send it, and its next request was read as that body.
 - **Half-close** (``nc -N``): the requests sent are answered, then the connection closes (uvicorn closed at once).
 - **HEAD** is answered wherever GET is (``HeadAsGet``), as HTTP requires and health checkers expect;
   a 405's ``Allow`` names every method of the path (``allowed_methods``), and a 404 for a path with a trailing
@@ -33,10 +35,10 @@ import httptools
 from starlette.routing import Match
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from retriever.serving.malformed import refusal
+
 log = logging.getLogger(__name__)
 MAX_HEAD_BYTES = 32 * 1024
-PERCENT_ENCODE = ("percent-encode spaces, control characters and letters outside ASCII (the query's UTF-8 bytes as %XX), "
-                  "e.g. with curl --get --data-urlencode 'q=...' URL")
 try:  # the bytes a socket's peer has not acknowledged (Linux's SIOCOUTQ)
     from fcntl import ioctl
     from termios import TIOCOUTQ
@@ -58,6 +60,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._body_of = None  # the request (uvicorn's cycle) whose body is coming in, if any
         self._stall: asyncio.TimerHandle | None = None  # while the transport holds more than it may buffer
         self._client_done = False  # the client half-closed: it sends no more requests
+        self._awaiting_body = None  # a request whose client waits for a 100 Continue to send its body
         super().connection_made(transport)
         self._arm()
 
@@ -110,6 +113,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._head_bytes = None
         super().on_headers_complete()
         self._body_of = self.cycle
+        if self.cycle.waiting_for_100_continue and self.cycle.keep_alive:  # kept alive once the body is in
+            self.cycle.keep_alive, self._awaiting_body = False, self.cycle
 
     def on_chunk_header(self) -> None:
         """After the last chunk come trailer fields, parsed and held like headers (one streamed for the request timeout
@@ -121,6 +126,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         super().on_body(body)
 
     def on_message_complete(self) -> None:
+        if self._awaiting_body is self.cycle and not self.cycle.response_started:
+            self.cycle.keep_alive = True
+        self._awaiting_body = None
         self._trailer_bytes = None
         self._disarm()
         self._head_bytes = 0
@@ -222,32 +230,6 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if not self.transport.is_closing():
             log.debug("closed a connection that sent no complete request within %ss", self.request_timeout)
             self.transport.close()
-
-
-def refusal(error: Exception) -> str:
-    """A malformed request's 400 message, from the parser's error: what is wrong, and for an address, how to mend it.
-    uvicorn checks the address itself as the head ends, so its failure comes as the callback's error's context."""
-    if isinstance(error, httptools.HttpParserCallbackError) and isinstance(error.__context__, httptools.HttpParserError):
-        return "malformed HTTP request (the address is not a valid URL)"
-    reason = str(error).rstrip(".")
-    if isinstance(error, httptools.HttpParserInvalidURLError) and "invalid char" in reason.lower():
-        return f"malformed HTTP request: the address holds a character that must be percent-encoded; {PERCENT_ENCODE}"
-    if reason.startswith("Expected HTTP/"):  # a third space in the request line: most often one in the address
-        return f"malformed HTTP request: the request line is not METHOD ADDRESS HTTP/1.1; {PERCENT_ENCODE}"
-    if reason.startswith("Pause on PRI"):
-        reason = "an HTTP/2 connection preface: this server speaks HTTP/1.1"
-    elif isinstance(error, httptools.HttpParserInvalidMethodError):
-        reason = ("no method this server answers (GET, HEAD, POST) begins the request; after another request, that "
-                  "one's Content-Length may be short of its body")
-    elif isinstance(error, httptools.HttpParserInvalidURLError):
-        reason = f"the address is not a path beginning with / or a URL: {reason[:1].lower()}{reason[1:]}"
-    elif isinstance(error, httptools.HttpParserCallbackError):
-        reason = "the server could not read it"
-        log.warning("a parser callback failed on a request", exc_info=error.__context__)
-    first, _, rest = reason.partition(" ")
-    if first[1:].islower():  # "Duplicate Content-Length" reads on as "duplicate Content-Length"
-        reason = first.lower() + (" " + rest if rest else "")
-    return f"malformed HTTP request ({reason})"
 
 
 class HeadAsGet:

@@ -1,4 +1,5 @@
-"""Probe round 8's protocol faults: a malformed chunked body, and a client that never reads its response."""
+"""Protocol faults of bodies and reads: a malformed chunked body, a refused 100-continue, a client that never reads
+its response."""
 from __future__ import annotations
 
 import socket
@@ -23,6 +24,10 @@ def port():
     @app.post("/echo")
     async def echo(request: Request) -> dict:
         return {"length": len(await request.body())}
+
+    @app.post("/refuse")
+    async def refuse() -> Response:  # answers before reading the body, as a 413 or 415 does
+        return Response(b"no", status_code=415)
 
     @app.get("/big")
     async def big() -> Response:
@@ -93,3 +98,34 @@ def test_a_client_that_reads_none_of_its_response_is_dropped_and_a_slow_reader_i
         started = time.monotonic()
         received = read_all(slow, piece=256 * 1024, pause=TIMEOUT / 8)
     assert received > BIG and time.monotonic() - started > 4 * TIMEOUT
+
+
+def head_of_reply(sock: socket.socket) -> bytes:
+    reply = b""
+    while b"\r\n\r\n" not in reply:
+        reply += sock.recv(65536)
+    return reply
+
+
+def test_a_request_answered_before_the_body_its_client_awaits_100_continue_for_closes_the_connection(port):
+    """Refused before any 100 Continue, the client may well never send that body; the server waited for it on a
+    kept-alive connection, so the client's next request was read as the body (its first Content-Length bytes) and the
+    rest as a malformed request: the two lost, or another request than the one sent."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"POST /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\nExpect: 100-continue\r\n\r\n")
+        reply = head_of_reply(sock)
+        assert reply.startswith(b"HTTP/1.1 415 ") and b"connection: close" in reply.lower(), reply
+        while sock.recv(65536):
+            pass  # the server closes; a timeout here fails the test
+
+
+def test_a_100_continue_followed_by_its_body_keeps_the_connection(port):
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
+        assert head_of_reply(sock).startswith(b"HTTP/1.1 100 ")
+        sock.sendall(b"ab")
+        reply = head_of_reply(sock)
+        assert reply.startswith(b"HTTP/1.1 200 ") and b"connection: close" not in reply.lower(), reply
+        sock.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc")
+        time.sleep(0.2)
+        assert b'{"length":3}' in sock.recv(65536)

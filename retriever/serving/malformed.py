@@ -1,0 +1,41 @@
+"""What a malformed request's 400 says: the HTTP parser's reason, in the client's terms.
+
+uvicorn answered every parser error with "invalid http request received", so a client could not tell a duplicate
+Content-Length from a bad chunk, and ``curl 'http://host/search?q=café'`` (curl sends the UTF-8 bytes unencoded) got
+no hint that the query wants percent-encoding. ``protocol.GuardedHttpProtocol`` sends what ``refusal`` returns.
+"""
+from __future__ import annotations
+
+import logging
+
+import httptools
+
+log = logging.getLogger(__name__)
+PERCENT_ENCODE = ("percent-encode spaces, control characters and letters outside ASCII (the query's UTF-8 bytes as %XX), "
+                  "e.g. with curl --get --data-urlencode 'q=...' URL")
+
+
+def refusal(error: Exception) -> str:
+    """A malformed request's 400 message, from the parser's error: what is wrong, and for an address, how to mend it.
+    uvicorn checks the address itself as the head ends, so its failure comes as the callback's error's context."""
+    if isinstance(error, httptools.HttpParserCallbackError) and isinstance(error.__context__, httptools.HttpParserError):
+        return "malformed HTTP request (the address is not a valid URL)"
+    reason = str(error).rstrip(".")
+    if isinstance(error, httptools.HttpParserInvalidURLError) and "invalid char" in reason.lower():
+        return f"malformed HTTP request: the address holds a character that must be percent-encoded; {PERCENT_ENCODE}"
+    if reason.startswith("Expected HTTP/"):  # a third space in the request line: most often one in the address
+        return f"malformed HTTP request: the request line is not METHOD ADDRESS HTTP/1.1; {PERCENT_ENCODE}"
+    if reason.startswith("Pause on PRI"):
+        reason = "an HTTP/2 connection preface: this server speaks HTTP/1.1"
+    elif isinstance(error, httptools.HttpParserInvalidMethodError):
+        reason = ("no method this server answers (GET, HEAD, POST) begins the request; after another request, that "
+                  "one's Content-Length may be short of its body")
+    elif isinstance(error, httptools.HttpParserInvalidURLError):
+        reason = f"the address is not a path beginning with / or a URL: {reason[:1].lower()}{reason[1:]}"
+    elif isinstance(error, httptools.HttpParserCallbackError):
+        reason = "the server could not read it"
+        log.warning("a parser callback failed on a request", exc_info=error.__context__)
+    first, _, rest = reason.partition(" ")
+    if first[1:].islower():  # "Duplicate Content-Length" reads on as "duplicate Content-Length"
+        reason = first.lower() + (" " + rest if rest else "")
+    return f"malformed HTTP request ({reason})"
