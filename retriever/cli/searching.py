@@ -176,6 +176,8 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
     report_truncation(searcher.encoder)
     if output:
         click.echo(f"wrote {len(batch)} queries × top {depth} to {output}{shortfall}", err=True)
+    elif shortfall:  # no summary for standard output, but a query without hits has no line there to tell of it
+        click.echo(f"searched {len(batch)} queries × top {depth}{shortfall}", err=True)
 
 
 # search's flags that only a batch run (--queries) uses, with the flag each parameter is

@@ -308,3 +308,19 @@ def test_hits_show_control_and_bidi_characters_as_escapes_not_obeyed(tmp_path, t
     assert result.stdout.splitlines()[0].endswith("d\\u202e1  evil\\u202egnp.exe second line")
     result = CliRunner().invoke(main, ["search", str(tmp_path / "idx"), "lava", "--mode", "bm25", "--json"])
     assert json.loads(result.stdout)["hits"][0]["title"] == "evil\u202egnp.exe\nsecond line"
+
+
+def test_a_run_on_standard_output_says_when_queries_got_fewer_hits(tmp_path, tiny_beir, tiny_model_dir):
+    """BM25 returns only passages sharing a term: a run on standard output of queries that share none printed nothing
+    at all and exited 0 (a run into a file says so in its summary)."""
+    from retriever.encoder import Encoder, EncoderSettings
+    from retriever.indexing import IndexParams, encode_and_index
+
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "idx", encoder, IndexParams("flat"), progress=False)
+    common = ["search", str(tmp_path / "idx"), "--queries", "-", "--mode", "bm25", "-k", "3", "--format", "tsv"]
+    result = CliRunner().invoke(main, common, input="q1\tzebra\nq2\tlava\n")
+    assert result.exit_code == 0 and result.stdout.startswith("q2 Q0 d4 1 "), result.output
+    assert "searched 2 queries × top 3; 2 of them got fewer (as few as 0), all the search reached" in result.stderr
+    result = CliRunner().invoke(main, [*common, "-k", "1"], input="q1\tthe lava\nq2\thot lava rock\n")
+    assert "fewer" not in result.stderr and "searched" not in result.stderr, result.stderr
