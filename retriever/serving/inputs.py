@@ -194,6 +194,9 @@ async def read_json(request: Request, limits: Limits) -> object:
     except ClientDisconnect:  # e.g. closed for sending too slowly (see ``protocol``); nobody reads the reply
         raise ApiError(400, "the client disconnected before sending the whole body") from None
     raw = b"".join(chunks)
+    if not raw.strip():  # "malformed JSON: Expecting value: line 1 column 1 (char 0)" said nothing of the cause
+        raise ApiError(400, 'the body is empty; send a JSON object such as {"queries": ["..."]}, with a Content-Length '
+                            "or chunked (a body without either is not read)")
     depth = json_depth(raw)
     if depth > MAX_JSON_DEPTH:
         raise ApiError(400, f"the JSON nests {depth} levels deep; the limit is {MAX_JSON_DEPTH}")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import socket
 
 import pytest
 
@@ -42,3 +43,20 @@ def test_a_body_with_thousands_of_problems_gets_a_short_message(served, body, fi
     message = reply.json()["error"]
     assert message.startswith(first + "; ") and message.endswith(f"; and {more} more problems like these")
     assert message.count(";") == 5
+
+
+@pytest.mark.parametrize("body", [b"", b"  \r\n"])
+def test_a_post_without_a_body_says_so(served, body):
+    """``curl -X POST URL`` got "malformed JSON: Expecting value: line 1 column 1 (char 0)"."""
+    reply = call(served.port, "POST", "/search", body, {"Content-Type": "application/json"})
+    assert reply.status == 400 and reply.json()["error"].startswith("the body is empty"), reply.body
+
+
+def test_an_http_1_0_post_without_a_length_says_its_body_was_not_read(served):
+    """Without a Content-Length the server cannot tell where an HTTP/1.0 body ends, so it reads none; the client was
+    told its JSON was malformed."""
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+        sock.sendall(b'POST /search HTTP/1.0\r\nContent-Type: application/json\r\n\r\n{"queries": ["cat"]}')
+        sock.shutdown(socket.SHUT_WR)
+        reply = b"".join(iter(lambda: sock.recv(65536), b""))
+    assert reply.startswith(b"HTTP/1.1 400 ") and b"the body is empty" in reply and b"Content-Length" in reply, reply
