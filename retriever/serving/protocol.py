@@ -22,13 +22,14 @@
 - **Half-close** (``nc -N``): the requests sent are answered, then the connection closes (uvicorn closed at once).
 - **HEAD** is answered wherever GET is (``HeadAsGet``), as HTTP requires and health checkers expect;
   a 405's ``Allow`` names every method of the path (``allowed_methods``), and a 404 for a path with a trailing
-  slash names the path without it (``path_without_slash``).
+  or doubled slash names the path without it (``path_without_slash``).
 """
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+import re
 import struct
 
 import httptools
@@ -256,10 +257,11 @@ def allowed_methods(routes: list, scope: dict) -> str:
 
 
 def path_without_slash(routes: list, scope: dict) -> str | None:
-    """The path without its trailing slashes, where a route serves that: Starlette's redirect of ``/search/`` was
-    an empty 307 to ``http://`` plus the client's Host header, wrong behind a proxy and not JSON."""
+    """The path without its trailing or doubled slashes, where a route serves that: Starlette's redirect of ``/search/``
+    was an empty 307 to ``http://`` plus the client's Host header, wrong behind a proxy and not JSON; ``//search`` (a
+    base URL ending in a slash, joined to ``/search``) was a bare "Not Found"."""
     path = scope["path"]
-    bare = path.rstrip("/")
+    bare = re.sub("//+", "/", path).rstrip("/")
     return bare if bare and bare != path and _route_methods(routes, {**scope, "path": bare}) else None
 
 

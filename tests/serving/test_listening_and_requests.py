@@ -186,6 +186,16 @@ def test_a_path_with_a_trailing_slash_is_a_json_404_naming_the_path_without_it(s
     assert reply.json() == {"error": f"no route at {path.split('?')[0]}; the path is {meant}, without the slash"}
 
 
+@pytest.mark.parametrize("method, path, meant", [("GET", "//search?q=cat", "/search"), ("POST", "//search", "/search"),
+                                                 ("GET", "/indexes/small//search?q=cat", "/indexes/small/search"),
+                                                 ("GET", "//health", "/health")])
+def test_a_path_with_a_doubled_slash_is_a_404_naming_the_path(served, method, path, meant):
+    """A base URL ending in a slash joined to ``/search`` (``$BASE/search``) got a bare "Not Found"."""
+    reply = call(served.port, method, path, b'{"queries": ["cat"]}', {"Content-Type": "application/json"})
+    assert reply.status == 404
+    assert reply.json() == {"error": f"no route at {path.split('?')[0]}; the path is {meant}, without the slash"}
+
+
 def test_an_unknown_path_is_still_a_plain_404(served):
     assert call(served.port, "GET", "/nope/").json() == {"error": "Not Found"}
 
