@@ -48,23 +48,41 @@ def check_step_layout(examples: int, per_step: int, unit: str, log: Callable[[st
     return True
 
 
-def check_resume_layout(checkpoint: Path | None, max_steps: int) -> None:
+def check_resume_layout(checkpoint: Path | None, max_steps: int, epoch_steps: int | None = None) -> None:
     """Refuse to resume ``checkpoint`` when this run lays its epochs out in other steps (another process count
     leaving out or keeping a short last step): the library skipped batches by the new layout and the schedule
-    changed length, so the run silently trained another order than the one it resumed."""
+    changed length, so the run silently trained another order than the one it resumed. Under --max-steps the
+    length is the same whatever the count, so the steps of an epoch (``epoch_steps``) are compared too."""
     if checkpoint is None:
         return
     state = read_json(checkpoint / "trainer_state.json", f"delete {checkpoint} to start over")
-    recorded = state.get("max_steps") if isinstance(state, dict) else None
-    if not isinstance(recorded, int) or recorded == max_steps:
-        return
-    if saved_processes(checkpoint) == launched_processes():  # an old pretrain plan, mostly
-        raise RetrieverError(f"{checkpoint}: the run was planned in {recorded} steps and this one, under the same "
-                             f"process count, in {max_steps} (a pretrain run from before --max-steps overrode "
-                             "--epochs stopped at whichever came first), so it cannot resume as it was; choose "
-                             "another --output, or delete the folder to start over")
-    raise RetrieverError(f"{checkpoint}: the run was laid out in {recorded} steps and this one, over "
-                         f"{launched_processes()} process(es), in {max_steps}; resume with the number of "
+    state = state if isinstance(state, dict) else {}
+    recorded = state.get("max_steps")
+    if isinstance(recorded, int) and recorded != max_steps:
+        _refuse_layout(checkpoint, f"{recorded} steps", f"{max_steps}", old_plan=True)
+    recorded_epoch = _recorded_epoch_steps(state)
+    if epoch_steps is not None and recorded_epoch is not None and recorded_epoch != epoch_steps:
+        _refuse_layout(checkpoint, f"{recorded_epoch} steps an epoch", f"{epoch_steps}", old_plan=False)
+
+
+def _recorded_epoch_steps(state: dict) -> int | None:
+    """The steps of an epoch the checkpoint's run had: the library records its step and its epoch as a fraction
+    (step + 1) / steps of the epoch it was in."""
+    step, epoch = state.get("global_step"), state.get("epoch")
+    if not isinstance(step, int) or isinstance(epoch, bool) or not isinstance(epoch, (int, float)) or epoch <= 0:
+        return None
+    return round(step / epoch)
+
+
+def _refuse_layout(checkpoint: Path, recorded: str, planned: str, old_plan: bool) -> None:
+    if saved_processes(checkpoint) == launched_processes():
+        reason = ("a pretrain run from before --max-steps overrode --epochs stopped at whichever came first" if
+                  old_plan else "its data or steps differ")
+        raise RetrieverError(f"{checkpoint}: the run was planned in {recorded} and this one, under the same process "
+                             f"count, in {planned} ({reason}), so it cannot resume as it was; choose another "
+                             "--output, or delete the folder to start over")
+    raise RetrieverError(f"{checkpoint}: the run was laid out in {recorded} and this one, over "
+                         f"{launched_processes()} process(es), in {planned}; resume with the number of "
                          "processes it was started with, or choose another --output")
 
 

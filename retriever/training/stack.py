@@ -239,7 +239,7 @@ class StackTrainer(Trainer):
 
     def set_initial_training_values(self, args, dataloader):
         values = super().set_initial_training_values(args, dataloader)
-        check_resume_layout(self.resuming, values[-1])  # the last value is the run's max_steps
+        check_resume_layout(self.resuming, values[-1], values[1])  # the run's max_steps and steps an epoch
         warn_if_no_step_learns(values[-1], args)
         return values
 

@@ -61,3 +61,21 @@ def test_a_resume_planned_otherwise_under_the_same_process_count_does_not_blame_
         check_resume_layout(checkpoint, 100)
     assert "number of processes" not in str(refused.value)
     assert "in 6 steps" in str(refused.value) and "whichever came first" in str(refused.value)
+
+
+def test_a_resume_of_as_many_steps_laid_out_in_other_epochs_is_refused(tmp_path, monkeypatch):
+    """A --max-steps run plans as many steps under any process count, but under two processes 8 queries in steps of
+    6 make 1 step an epoch (the short one left out) and under one process 2: the checkpoint at step 1, an epoch's
+    end, resumed in one process, was taken for the middle of epoch 0 and trained a mix of both orders."""
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    checkpoint = tmp_path / "checkpoint-1"
+    checkpoint.mkdir()
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"max_steps": 20, "global_step": 1, "epoch": 1.0}))
+    for rank in (0, 1):
+        (checkpoint / f"rng_state_{rank}.pth").write_bytes(b"")
+    check_resume_layout(checkpoint, 20, 1)
+    with pytest.raises(RetrieverError, match=r"checkpoint-1: the run was laid out in 1 steps an epoch and this one, "
+                                             r"over 1 process\(es\), in 2; resume with the number of processes"):
+        check_resume_layout(checkpoint, 20, 2)
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"max_steps": 20, "global_step": 4, "epoch": 4 / 3}))
+    check_resume_layout(checkpoint, 20, 3)  # mid-epoch: 4 steps are 1 1/3 epochs of 3
