@@ -140,6 +140,7 @@ def tsv_records(path: Path) -> Iterator[tuple[int, str, str, str, dict]]:
     """(line, id, text, title, {}) per line. Columns are found by a header's names when the first line is one
     (in any order), else by position: id, text[, title]."""
     layout: dict[str, int] | None = None
+    header: tuple[int, str] | None = None
     for number, line in decoded_lines(path):
         if "\r" in line:
             raise carriage_return_error(path, number)
@@ -147,8 +148,13 @@ def tsv_records(path: Path) -> Iterator[tuple[int, str, str, str, dict]]:
         if layout is None:
             layout = _tsv_header(columns, path, number)
             if layout is not None:
+                header = (number, line)
                 continue
             layout = _TSV_POSITIONS
+        elif header is not None and line == header[1]:  # read as a record 'id', whose text was 'text'
+            raise InputFileError(path, number, f"the line repeats the header of line {header[0]} (files joined "
+                                               "with their headers?)", "remove it, or join them without their "
+                                               "headers (tail -n +2 FILE)")
         yield (number, *_tsv_fields(columns, layout, path, number), {})
 
 

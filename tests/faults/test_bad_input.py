@@ -70,6 +70,11 @@ CASES = [
      "build {dir}/c.jsonl -o {dir}/out --model {model}", "c.jsonl:1: id field '_id' must be a string or an integer, got list"),
     ("12-id-float", {"c.jsonl": b'{"_id": 3.0, "text": "x"}\n'},
      "build {dir}/c.jsonl -o {dir}/out --model {model}", "c.jsonl:1: id field '_id' must be a string or an integer, got 3.0"),
+    # two files joined with their headers: the second header was read as a passage 'id' or a query 'id', silently
+    ("13-tsv-header-repeated", {"c.tsv": b"id\ttext\na\tthe cat\nid\ttext\nb\tthe dog\n"},
+     "build {dir}/c.tsv -o {dir}/out --model {model}", "c.tsv:3: the line repeats the header of line 1"),
+    ("13-tsv-query-header-repeated", {"q.tsv": b"qid\tquery\nq1\tcat\nqid\tquery\nq2\tdog\n"},
+     "search {index} --queries {dir}/q.tsv", "q.tsv:3: the line repeats the header of line 1"),
     ("13-tsv-header-unknown-column", {"c.tsv": b"id\tbody\ttitle\na\tx\tT\n"},
      "build {dir}/c.tsv -o {dir}/out --model {model}", "c.tsv:1: header column 2 'body' is not a column"),
     ("13-tsv-cr-line-endings", {"c.tsv": b"a\tthe cat\rb\tthe dog\rc\tthe cow\r"},
