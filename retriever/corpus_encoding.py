@@ -28,6 +28,7 @@ from retriever.files import atomic_write_bytes, creatable_problem, left_by_dead_
 from retriever.folders import check_output_name, held_lock, make_folder
 from retriever.index_folder import MANIFEST_FILE
 from retriever.shard_origin import READING, ContentHash, check_reading, reading_problem, reading_record
+from retriever.texts import whole_number
 from retriever.shards import (differing_fields, done_marker, list_shards, parse_shard_name,
                               read_shard, read_shard_metadata, shard_name, warn_resized, worker_shards,
                               write_shard)
@@ -233,8 +234,7 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
     encode into ``output`` at the same time; a second run of this worker is refused at once (``held_lock`` on
     ``.encode-wXXXofYYY.lock`` in the folder).
     """
-    if shard_size < 1:
-        raise RetrieverError("--shard-size must be at least 1")
+    shard_size = whole_number(shard_size, "--shard-size", 1)
     if not 0 <= worker_index < num_workers:
         raise RetrieverError(f"--worker-index must be in 0..{num_workers - 1} for --num-workers {num_workers}")
     corpus_path = resolve_corpus_path(corpus)

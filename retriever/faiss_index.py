@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import math
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from numbers import Real
 from pathlib import Path
 
 import faiss
@@ -12,6 +13,7 @@ from retriever.choices import INDEX_TYPES, ONDISK_TYPE
 from retriever.errors import RetrieverError, faiss_message
 from retriever.ondisk import CODES
 from retriever.shards import sample_vectors
+from retriever.texts import whole_number
 from retriever.search_settings import apply_search_params, downcast_hnsw, inner_index, ivf_part
 
 
@@ -40,7 +42,27 @@ class IndexParams:
     ray_cpus_per_worker: int = 1
 
     def __post_init__(self) -> None:
+        """Refuse what the CLI's flags refuse, and make numpy numbers Python ones (the manifest is JSON)."""
         check_factory(self.index_type)
+        for setting in fields(self):
+            least = _LEAST.get(setting.name)
+            value = getattr(self, setting.name)
+            if least is not None and not (value is None and setting.default is None):
+                setattr(self, setting.name, whole_number(value, _flag(setting.name), least))
+        if self.target_recall is not None:
+            if isinstance(self.target_recall, bool) or not isinstance(self.target_recall, Real) \
+                    or not 0 < self.target_recall <= 1:
+                raise RetrieverError(f"--target-recall must be a number in (0, 1], not {self.target_recall!r}")
+            self.target_recall = float(self.target_recall)
+
+
+_LEAST = {"hnsw_m": 2, "ef_construction": 1, "nlist": 1, "pq_m": 1, "refine_k_factor": 1, "train_size": 1, "seed": 0,
+          "tuning_queries": 1, "tuning_k": 1, "part_size": 1, "parallel_parts": 1, "ray_workers": 1,
+          "ray_cpus_per_worker": 1}  # the least each whole-number setting takes (the CLI's flags' ranges)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
 
 
 def check_factory(spec: str) -> None:

@@ -2,6 +2,7 @@
 and tokenisation that never hands the tokenizer more text than the max length can use."""
 from __future__ import annotations
 
+import operator
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -96,11 +97,21 @@ def refuse_blank(queries: list[str]) -> list[str]:
     return queries
 
 
+def whole_number(value: object, name: str, minimum: int) -> int:
+    """``value`` as a Python int of at least ``minimum``; numpy and torch integers are taken (as such they broke
+    json.dump and FAISS's setters late in a build), a bool, float or string is refused in one line naming it."""
+    try:
+        number = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        number = None
+    if number is None or number < minimum:
+        raise RetrieverError(f"{name} must be a whole number of at least {minimum}, not {value!r}")
+    return number
+
+
 def check_k(k: object) -> int:
     """``k`` as an int: a whole number of at least 1 (a bool or a string is refused, not compared)."""
-    if isinstance(k, bool) or not hasattr(k, "__index__") or k < 1:
-        raise RetrieverError(f"k must be a whole number of at least 1, not {k!r}")
-    return int(k)
+    return whole_number(k, "k", 1)
 
 
 def passage_text(title: str | None, text: str) -> str:

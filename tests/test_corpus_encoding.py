@@ -54,6 +54,19 @@ def test_shards_have_fixed_rows_and_metadata(tiny_model_dir, tmp_path):
     assert metadata["pooling"] == "mean" and metadata["dim"] == 32 and metadata["weights_sha256"]
 
 
+@pytest.mark.parametrize("shard_size, message", [(np.int64(10), None), (0, "of at least 1, not 0"), (2.5, "of at least 1, not 2.5")])
+def test_shard_size_is_a_whole_number_numpy_ones_included(tiny_model_dir, tmp_path, shard_size, message):
+    """np.int64 reached the shard metadata's json.dump after the first shard was encoded."""
+    corpus = write_corpus(tmp_path / "c.jsonl", 12)
+    if message:
+        with pytest.raises(RetrieverError, match=f"^--shard-size must be a whole number {message}$"):
+            encode_corpus(corpus, tmp_path / "out", encoder(tiny_model_dir), shard_size=shard_size, progress=False)
+        assert not (tmp_path / "out").exists()
+        return
+    result = encode_corpus(corpus, tmp_path / "out", encoder(tiny_model_dir), shard_size=shard_size, progress=False)
+    assert (result.documents, result.shards) == (12, 2)
+
+
 def test_workers_split_the_corpus(tiny_model_dir, tmp_path):
     corpus = write_corpus(tmp_path / "c.jsonl", 9)
     enc = encoder(tiny_model_dir)

@@ -99,3 +99,28 @@ def test_plain_faiss_opens_the_index_file_with_the_manifests_search_settings(tin
     stored = (faiss.extract_index_ivf(plain).nprobe if setting == "nprobe"
               else faiss.downcast_index(plain).hnsw.efSearch)
     assert stored == recorded and recorded != (1 if setting == "nprobe" else 16)
+
+
+def test_numpy_numbers_in_the_settings_become_python_numbers():
+    """A notebook's np.int64 / np.float64 reached the manifest's json.dump (or FAISS's SWIG setters) after the
+    whole corpus was encoded: 'Object of type int64 is not JSON serializable'."""
+    params = IndexParams("hnsw", hnsw_m=np.int64(8), ef_construction=np.int32(40), target_recall=np.float64(0.9),
+                         tuning_queries=np.int64(5), nlist=np.uint16(3))
+    assert [type(v) for v in (params.hnsw_m, params.ef_construction, params.target_recall, params.tuning_queries,
+                              params.nlist)] == [int, int, float, int, int]
+    new_index(factory_string(params, 8, 100), 8, params)
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"hnsw_m": 0}, "--hnsw-m must be a whole number of at least 2, not 0"),  # FAISS aborted the process
+    ({"hnsw_m": "8"}, "--hnsw-m must be a whole number of at least 2, not '8'"),
+    ({"nlist": 0}, "--nlist must be a whole number of at least 1, not 0"),  # was read as 'no nlist given'
+    ({"ef_construction": 2.5}, "--ef-construction must be a whole number of at least 1, not 2.5"),
+    ({"train_size": True}, "--train-size must be a whole number of at least 1, not True"),
+    ({"target_recall": 0}, r"--target-recall must be a number in \(0, 1\], not 0"),
+    ({"target_recall": float("nan")}, r"--target-recall must be a number in \(0, 1\], not nan"),
+    ({"target_recall": "0.9"}, r"--target-recall must be a number in \(0, 1\], not '0.9'"),
+])
+def test_library_settings_are_refused_as_the_cli_refuses_them(settings, message):
+    with pytest.raises(RetrieverError, match=f"^{message}$"):
+        IndexParams("hnsw", **settings)
