@@ -254,12 +254,13 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
       retriever serve indexes/scifact --port 8000
     """
     from retriever.serving import BatchSettings, Limits, configure_threads, create_app
-    from retriever.serving.protocol import guarded_protocol
+    from retriever.serving.protocol import guarded_protocol, raise_open_files_limit
 
     folders = parse_named_indexes(index, named)
     if model is not None and len(folders) > 1:
         raise click.UsageError("--model is the model of one moved index; serve that index alone, or move each "
                                "model back beside its index")
+    raise_open_files_limit()
     sockets = listening_sockets(host, port)
     try:
         used = configure_threads(threads, workers)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import resource
 import socket
 from types import SimpleNamespace
 
@@ -11,7 +12,7 @@ from click.testing import CliRunner
 from retriever.cli import main
 from retriever.cli.serving import serve_command
 from retriever.errors import IndexDamaged
-from retriever.serving.protocol import guarded_protocol
+from retriever.serving.protocol import MOST_OPEN_FILES, guarded_protocol
 
 
 @pytest.mark.parametrize("flag, value", [("--request-timeout", "nan"), ("--request-timeout", "inf"),
@@ -102,6 +103,22 @@ def test_allow_origin_is_checked_before_listening_and_given_to_the_app(fake_serv
                                        "--allow-origin", "*"])
     assert result.exit_code == 0 and given == [("https://page.example", "*")], result.output
     assert CliRunner().invoke(main, ["serve", str(tmp_path / "hyb")]).exit_code == 0 and given[-1] == ()
+
+
+def test_serve_raises_its_open_files_limit_to_the_hard_limit(fake_serve, tmp_path):
+    """Under a soft limit of 100 (1,024 is a common default), 300 idle connections, each closed only at
+    --request-timeout, took every descriptor: each new client, a search included, was reset at once until they timed
+    out. The hard limit is what the system allows; the soft one is only the default a process starts with."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (100, hard))
+    try:
+        (tmp_path / "hyb").mkdir()
+        result = CliRunner().invoke(main, ["serve", str(tmp_path / "hyb")])
+        assert result.exit_code == 0 and fake_serve == [["hyb"]], result.output
+        raised = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert raised == (MOST_OPEN_FILES if hard == resource.RLIM_INFINITY else min(hard, MOST_OPEN_FILES))
 
 
 def test_an_ipv6_host_in_url_brackets_is_listened_on(monkeypatch, tmp_path):
