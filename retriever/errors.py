@@ -29,18 +29,20 @@ def out_of_space(where: str = "") -> RetrieverError:
     return RetrieverError(f"no space left on the device{' ' if where else ''}{where}; {OUT_OF_SPACE_HINT}")
 
 
-# numpy's ``tofile`` (under ``np.save``) reports a short write this way, without the errno: a full disk or quota
-_SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")
+# A short write reported without its errno, on a full disk or quota: numpy's ``tofile`` (under ``np.save``), and
+# torch.save's zip writer finding the file shorter than what it wrote
+_SHORT_WRITE = re.compile(r"^\d+ requested and \d+ written$|inline_container\.cc:\d+\] \. unexpected pos \d+ vs \d+$",
+                          re.MULTILINE)
 
 
 def full_disk(error: BaseException, where: str = "") -> RetrieverError | None:
     """``out_of_space`` for a full disk or quota however a library reports it (Python's and Arrow's errno, FAISS's
-    and Arrow's text, numpy's short write), saying ``where`` when given, else the file it names; None for any
+    and Arrow's text, numpy's and torch.save's short writes), saying ``where`` when given, else the file it names; None for any
     other error."""
     if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
         return out_of_space(where or (f"writing {error.filename}" if error.filename else ""))
     text = str(error).strip()
-    if "No space left on device" in text or "Disk quota exceeded" in text or _SHORT_WRITE.fullmatch(text):
+    if "No space left on device" in text or "Disk quota exceeded" in text or _SHORT_WRITE.search(text):
         return out_of_space(where or f"({(text.splitlines() or [''])[-1][:200]})")
     return None
 
@@ -57,10 +59,13 @@ def name_too_long(error: BaseException) -> RetrieverError | None:
 @contextmanager
 def full_disk_named(path: Path) -> Iterator[None]:
     """A full disk met inside, by a library writing into ``path`` (a folder being built), as one line naming
-    ``path``: Arrow named no file, FAISS the hidden building folder, and numpy's short write was a traceback."""
+    ``path``: Arrow named no file, FAISS the hidden building folder, and numpy's and torch's short writes and
+    safetensors' error (not an OSError) were tracebacks."""
     try:
         yield
-    except (OSError, RuntimeError) as error:
+    except RetrieverError:
+        raise
+    except Exception as error:
         full = full_disk(error, f"writing {path}")
         if full is None:
             raise

@@ -52,7 +52,7 @@ class _Group(click.Group):
                 click.echo("error: interrupted (Ctrl-C); outputs are written under their names only when complete, "
                            "so rerun the same command to finish (finished work is kept where it resumes)", err=True)
             sys.exit(130)
-        except (OSError, RuntimeError, MemoryError) as error:
+        except Exception as error:  # re-raised unless the machine ran out (safetensors' full disk is no OSError)
             full = full_disk(error) or name_too_long(error) or (
                 out_of_memory(f"({_last_line(error)})") if is_out_of_memory(error) else None)
             if full is None:

@@ -20,7 +20,7 @@ from transformers import Trainer, TrainerCallback, set_seed
 
 from retriever.choices import DEFAULT_START, check_temperature
 from retriever.corpus import ReadStats
-from retriever.errors import RetrieverError
+from retriever.errors import RetrieverError, full_disk_named
 from retriever.folders import publish_model_folder
 from retriever.model_loading import load_tokenizer
 from retriever.model_names import resolve_model_path
@@ -184,7 +184,7 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] = stack.log) -> 
     """Run (or continue) Condenser pre-training and write the backbone + head to ``config.output``; one run of an
     output at a time, never inside the start model's folder."""
     config.check()
-    with one_run_at_a_time(config.output, stack.is_main_process()):
+    with one_run_at_a_time(config.output, stack.is_main_process()), full_disk_named(Path(config.output)):
         return _pretrain(config, log)
 
 

@@ -18,7 +18,7 @@ from accelerate.utils import broadcast_object_list
 from transformers import set_seed
 
 from retriever.choices import check_temperature
-from retriever.errors import RetrieverError
+from retriever.errors import RetrieverError, full_disk_named
 from retriever.model_names import resolve_model_path
 from retriever.training import stack
 from retriever.training.data import Collator, EpochGroups, TrainExample, load_beir_examples, load_jsonl_examples
@@ -181,7 +181,7 @@ def train(config: TrainConfig) -> TrainResult:
     """Fine-tune a dual encoder and write it to ``config.output``; rerun the same call after a crash to resume.
     One run of an output at a time."""
     config.check()
-    with one_run_at_a_time(config.output, stack.is_main_process()):
+    with one_run_at_a_time(config.output, stack.is_main_process()), full_disk_named(Path(config.output)):
         return _train(config)
 
 

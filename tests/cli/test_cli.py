@@ -169,6 +169,11 @@ def evaluate_raising(monkeypatch, tmp_path, error: BaseException):
      "no space left on the device (Error in faiss::FileIOWriter: write error in .part-00003.faiss.tmp-9"),
     (OSError("84305 requested and 4064 written"),  # numpy's np.save on a full disk: no errno (a traceback)
      "no space left on the device (84305 requested and 4064 written)"),
+    (RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 43968 vs 43856"),  # torch.save's
+     "no space left on the device ([enforce fail at inline_container.cc:672] . unexpected pos 43968 vs 43856)"),
+    (type("SafetensorError", (Exception,), {})("Error while serializing: I/O error: No space left on device (os "
+                                               "error 28)"),  # not an OSError: a traceback
+     "no space left on the device (Error while serializing: I/O error: No space left on device (os error 28))"),
 ])
 def test_a_full_disk_anywhere_is_one_line(monkeypatch, tmp_path, error, shown):
     result = evaluate_raising(monkeypatch, tmp_path, error)

@@ -265,3 +265,32 @@ def test_a_start_model_better_on_dev_than_every_trained_step_is_said_and_recorde
     assert "no trained step beat" not in capsys.readouterr().err
     recorded = json.loads((tmp_path / "better" / "retriever.json").read_text())["training"]["dev"]
     assert recorded["start_model_better"] is False
+
+
+class SafetensorError(Exception):
+    """As safetensors' own: not an OSError, the errno only in its text."""
+
+
+@pytest.mark.parametrize("failure", [
+    RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 43968 vs 43856"),  # torch.save's
+    SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)"),
+])
+def test_a_disk_filling_while_a_checkpoint_is_saved_is_one_line_and_a_rerun_resumes(tmp_path, small_bert, train_beir,
+                                                                                     monkeypatch, failure):
+    """torch.save's short write (a RuntimeError naming no errno) or safetensors' error on a full disk: tracebacks."""
+    output = tmp_path / "model"
+    settings = config(output, train_beir, small_bert, max_steps=4, save_steps=2)
+    real_save = torch.save
+
+    def save(state, path, *args, **kwargs):
+        if "checkpoint-4" in str(path):
+            raise failure
+        return real_save(state, path, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "save", save)
+    with pytest.raises(RetrieverError) as caught:
+        train(settings)
+    assert str(caught.value).startswith(f"no space left on the device writing {output}; free some space")
+    monkeypatch.setattr(torch, "save", real_save)
+    result = train(settings)
+    assert (result.steps, result.resumed_from_step) == (4, 2)
