@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 from retriever.errors import RetrieverError
 
@@ -65,12 +65,16 @@ def _parse_metric(name: str) -> tuple[str, int]:
     return match.group(1), int(match.group(2))
 
 
-def check_metrics(metrics: Sequence[str]) -> list[tuple[str, int]]:
+def check_metrics(metrics: Iterable[str]) -> list[tuple[str, int]]:
     """(family, k) of each metric name; refuse an empty list, an unknown name or a duplicate (and a lone string,
     which was read letter by letter: "metric list has duplicates: ['r', 'e', 'c', ...]")."""
     if isinstance(metrics, str):
         raise RetrieverError(f"metrics must be a list of names, not the string {metrics!r}; wrap one metric as "
                              f"[{metrics!r}] (parse_metric_list reads a comma-separated list)")
+    if not isinstance(metrics, Iterable):
+        raise RetrieverError(f"metrics must be a list of names such as 'ndcg@10', not {type(metrics).__name__} "
+                             f"{repr(metrics)[:60]}")
+    metrics = list(metrics)  # a generator is read once
     if not metrics:
         raise RetrieverError(f"no metric given; name at least one, e.g. {','.join(DEFAULT_METRICS[:3])}")
     odd = [name for name in metrics if not isinstance(name, str)]  # re's TypeError (set()'s, for a list) named

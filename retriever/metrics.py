@@ -132,7 +132,7 @@ class Evaluation:
         return asdict(self)
 
 
-def evaluate_run(run: Run, qrels: Qrels, metrics: Sequence[str] = DEFAULT_METRICS) -> Evaluation:
+def evaluate_run(run: Run, qrels: Qrels, metrics: Iterable[str] = DEFAULT_METRICS) -> Evaluation:
     """Score a run against qrels with trec_eval semantics (see module docstring).
 
     Which queries count:
@@ -150,8 +150,8 @@ def evaluate_run(run: Run, qrels: Qrels, metrics: Sequence[str] = DEFAULT_METRIC
     Raises RetrieverError when no run query is judged, which almost always means the query
     ids of the run and the qrels do not match.
     """
-    parsed = check_metrics(metrics)
-    names = list(metrics)
+    names = list(metrics) if isinstance(metrics, Iterable) and not isinstance(metrics, str) else metrics
+    parsed = check_metrics(names)
     run, qrels = _ids_as_text(by_query(run, "a run"), _int_grades(by_query(qrels, "qrels")))
     judged_qids = judged_query_ids(qrels)
     judged_set = set(judged_qids)

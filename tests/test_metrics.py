@@ -288,3 +288,13 @@ def test_evaluate_run_takes_grades_as_trec_eval_reads_them_or_names_the_one_it_c
                            ({"q": ["d"]}, r"the judgments of query 'q' must be a mapping of document id to grade")):
         with pytest.raises(RetrieverError, match=message):
             evaluate_run(run, qrels, ["ndcg@10"])
+
+
+def test_metrics_may_be_any_iterable_of_names_a_generator_included():
+    """A generator was read up by the name check, then len() of it was a TypeError."""
+    run, qrels = {"q1": {"d1": 2.0, "d2": 1.0}}, {"q1": {"d2": 1}}
+    wanted = evaluate_run(run, qrels, ["mrr@10", "recall@1"]).to_json()
+    assert evaluate_run(run, qrels, (m for m in ["mrr@10", "recall@1"])).to_json() == wanted
+    assert evaluate_run(run, qrels, {"mrr@10": 1, "recall@1": 1}.keys()).to_json() == wanted
+    with pytest.raises(RetrieverError, match="^metrics must be a list of names such as 'ndcg@10', not int 10$"):
+        evaluate_run(run, qrels, 10)
