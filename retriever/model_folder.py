@@ -6,7 +6,7 @@ with ``retriever.json`` for retriever and a ``README.md`` model card. Untied tow
 passage tower at the root and the query tower in ``query/`` (each a complete HF folder); a
 sentence-transformers ``Router`` (sentence-transformers ≥ 5) sends ``encode_query`` to
 ``query/`` and ``encode_document`` to the root. ``pooler`` pooling is written as CLS pooling
-then a tanh ``Dense`` layer holding the pooler's weights, which is exactly BERT's pooler.
+then a tanh ``Dense`` layer holding the pooler's weights, which is exactly BERT's pooler (``pooler_dense``).
 The files are written by hand (the formats are small and stable), so sentence-transformers
 is not needed to train.
 """
@@ -22,6 +22,7 @@ from retriever.errors import InputFileError, RetrieverError
 from retriever.files import atomic_write_text, read_json, read_json_object, write_json
 from retriever.model_card import model_card
 from retriever.model_loading import RETRIEVER_CONFIG
+from retriever.pooler_dense import pooler_dense_problem, write_pooler_dense
 
 QUERY_TOWER = "query"
 LEGACY_PASSAGE_TOWER = "passage"  # folders written before the passage tower moved to the root
@@ -87,7 +88,7 @@ def write_sentence_transformers_files(folder: Path, config: dict, towers: dict[s
         route = [subfolder or ".", POOLING_DIR]
         if config["pooling"] == "pooler":
             dense = f"{subfolder}_{DENSE_DIR}" if subfolder else DENSE_DIR
-            _write_pooler_dense(folder / dense, model)
+            write_pooler_dense(folder / dense, model)
             route.append(dense)
         routes["query" if subfolder == QUERY_TOWER else "document"] = route
     modules = ([{"path": ".", "type": "Router"}] if len(towers) > 1 else
@@ -113,18 +114,6 @@ def _module_type(path: str) -> str:
     if path == POOLING_DIR:
         return "Pooling"
     return "Dense" if path.endswith(DENSE_DIR) else "Transformer"
-
-
-def _write_pooler_dense(folder: Path, model: nn.Module) -> None:
-    """BERT's pooler (tanh(W·CLS + b)) as a sentence-transformers Dense layer with the same weights."""
-    from safetensors.torch import save_file
-
-    dense = model.pooler.dense
-    folder.mkdir(parents=True, exist_ok=True)
-    write_json(folder / "config.json", {"in_features": dense.in_features, "out_features": dense.out_features,
-                                         "bias": True, "activation_function": "torch.nn.modules.activation.Tanh"})
-    save_file({"linear.weight": dense.weight.detach().float().contiguous().cpu(),
-               "linear.bias": dense.bias.detach().float().contiguous().cpu()}, str(folder / "model.safetensors"))
 
 
 def _st_modules(folder: Path) -> tuple[list[dict] | None, list[str]]:
@@ -155,16 +144,25 @@ def sentence_transformers_settings(folder: str | Path, given: dict | None = None
         raise RetrieverError(f"{folder}: its sentence-transformers module {foreign} is {modules[foreign].get('type')}, "
                              "code of the model's own, which sentence-transformers runs only with trust_remote_code "
                              "and retriever never runs; encode it with sentence-transformers")
-    if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]) \
+    if read_json_object(folder / ST_CONFIG, ST_HINT, missing={}).get("model_type") == "CrossEncoder":
+        raise RetrieverError(f"{folder} is a sentence-transformers CrossEncoder: a reranker (cross-encoder) that "
+                             "scores query-passage pairs, not an embedding model, so it cannot encode passages for "
+                             "an index; use an embedding model (e.g. minilm)")
+    dense = kinds[2:3] == ["Dense"]  # BERT's pooler, as retriever writes `pooler` pooling, or refused below
+    if [kind for i, kind in enumerate(kinds) if not (dense and i == 2)] not in (
+            ["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]) \
             or str(modules[0].get("path", "")) not in ("", "."):
-        raise RetrieverError(f"{folder}: its sentence-transformers modules are {' → '.join(kinds) or 'none'}; "
-                             "retriever applies a Transformer at the folder's root, then cls or mean Pooling, then "
-                             "an optional Normalize, so its vectors would differ from sentence-transformers'; "
-                             "encode it with sentence-transformers")
-    if not str(modules[1].get("path") or "").strip("./"):  # "" would read the transformer's own config.json
-        raise InputFileError(folder / "modules.json", None, "its Pooling module names no folder", ST_HINT)
+        raise _unapplied(folder, kinds)
+    for module, kind in zip(modules[1:2 + dense], kinds[1:2 + dense]):  # "" would read the transformer's config
+        if not str(module.get("path") or "").strip("./"):
+            raise InputFileError(folder / "modules.json", None, f"its {kind} module names no folder", ST_HINT)
     pooling, include_prompt = _st_pooling(folder / str(modules[1]["path"]))
-    settings = {"pooling": pooling, "normalize": len(kinds) == 3}
+    if dense:
+        problem = pooler_dense_problem(folder, folder / str(modules[2]["path"]), pooling, ST_HINT)
+        if problem:
+            raise _unapplied(folder, kinds, f"its Dense is not BERT's pooler, as retriever writes one: {problem}")
+        pooling = "pooler"
+    settings = {"pooling": pooling, "normalize": kinds[-1] == "Normalize"}
     for key, (as_5, as_6) in _st_prefixes(folder).items():
         if as_5 != as_6 and key not in given:
             raise _version_dependent_prompt(folder / ST_CONFIG, key, as_5, as_6)
@@ -174,6 +172,13 @@ def sentence_transformers_settings(folder: str | Path, given: dict | None = None
                              "pools every token of the text; encode it with sentence-transformers, or pass "
                              "--query-prefix '' --passage-prefix '' to encode without prompts")
     return settings
+
+
+def _unapplied(folder: Path, kinds: list[str], why: str = "") -> RetrieverError:
+    return RetrieverError(f"{folder}: its sentence-transformers modules are {' → '.join(kinds) or 'none'}; "
+                          "retriever applies a Transformer at the folder's root, then cls or mean Pooling (or BERT's "
+                          "pooler), then an optional Normalize, so its vectors would differ from sentence-transformers'"
+                          f"{f' ({why})' if why else ''}; encode it with sentence-transformers")
 
 
 def _st_pooling(folder: Path) -> tuple[str, bool]:

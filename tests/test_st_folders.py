@@ -230,3 +230,12 @@ def test_flags_that_drop_the_prompts_of_a_model_pooling_without_them_are_taken(t
                                theirs.encode(TEXTS, prompt=""), atol=1e-5)
     with pytest.raises(RetrieverError, match="include_prompt false"):  # a prefix of a flag is pooled all the same
         EncoderSettings.for_model(str(folder), query_prefix="", passage_prefix="p: ")
+
+
+def test_a_cross_encoder_is_refused_as_a_reranker_not_an_embedding_model(tmp_path, tiny_model_dir):
+    """It was refused for its modules, with advice to encode it with sentence-transformers, which cannot either."""
+    sentence_transformers.CrossEncoder(str(tiny_model_dir), num_labels=1, device="cpu").save(str(tmp_path / "ce"))
+    with pytest.raises(RetrieverError, match=r"is a sentence-transformers CrossEncoder: a reranker \(cross-encoder\) "
+                                             r"that scores query-passage pairs, not an embedding model, so it cannot "
+                                             r"encode passages for an index; use an embedding model"):
+        EncoderSettings.for_model(str(tmp_path / "ce"))

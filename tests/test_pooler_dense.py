@@ -1,0 +1,71 @@
+"""A pooler-pooling folder re-saved by sentence-transformers: its Dense is BERT's pooler, so it encodes as pooler."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from retriever.corpus import Document
+from retriever.encoder import Encoder, EncoderSettings
+from retriever.errors import RetrieverError
+from retriever.training.dual_encoder import DualEncoder
+from training.test_dual_encoder import perturbed
+
+sentence_transformers = pytest.importorskip("sentence_transformers")  # in the `test` extra
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+TEXTS = ["where does honey come from", "hot lava rock and fire by the old river city"]
+
+
+@pytest.fixture()
+def resaved(tmp_path, tiny_model_dir):
+    """`retriever train --pooling pooler`'s folder, then SentenceTransformer(folder).save(other): no retriever.json."""
+    model = perturbed(DualEncoder.from_pretrained(str(tiny_model_dir), pooling="pooler", normalize=True,
+                                                  query_prefix="q: ", query_max_length=32, passage_max_length=32))
+    folder = model.save(tmp_path / "model", training={"init_model": "tiny"})
+    sentence_transformers.SentenceTransformer(str(folder), device="cpu").save(str(tmp_path / "resaved"))
+    return tmp_path / "resaved"
+
+
+def test_its_dense_is_read_as_the_pooler_and_gives_sentence_transformers_vectors(resaved):
+    """It was refused as having a Dense module, although that Dense is exactly BERT's pooler (dense + tanh)."""
+    assert not (resaved / "retriever.json").exists()
+    ours = Encoder(EncoderSettings.for_model(str(resaved)), device="cpu", dtype="fp32")
+    assert (ours.settings.pooling, ours.settings.normalize, ours.settings.query_prefix) == ("pooler", True, "q: ")
+    theirs = sentence_transformers.SentenceTransformer(str(resaved), device="cpu")
+    np.testing.assert_allclose(ours.encode_queries(TEXTS), theirs.encode_query(TEXTS), atol=1e-5)
+    np.testing.assert_allclose(ours.encode_passages([Document(str(i), t) for i, t in enumerate(TEXTS)]),
+                               theirs.encode_document(TEXTS), atol=1e-5)
+
+
+def _edit_dense(folder, weights=None, config=None) -> None:
+    if weights:
+        tensors = load_file(folder / "2_Dense" / "model.safetensors")
+        weights(tensors)
+        save_file(tensors, folder / "2_Dense" / "model.safetensors")
+    if config:
+        path = folder / "2_Dense" / "config.json"
+        path.write_text(json.dumps({**json.loads(path.read_text()), **config}))
+
+
+@pytest.mark.parametrize("weights, config, problem", [
+    (lambda t: t["linear.bias"].add_(1e-3), None, "its weights are not the transformer's pooler's"),
+    (lambda t: t.update({"linear.weight": torch.eye(32)}), None, "its weights are not the transformer's pooler's"),
+    (None, {"activation_function": "torch.nn.modules.linear.Identity"}, "its activation is not tanh"),
+    (None, {"out_features": 16}, "it is not a 32 → 32 layer with a bias"),
+])
+def test_a_dense_that_is_not_the_pooler_is_still_refused(resaved, weights, config, problem):
+    _edit_dense(resaved, weights, config)
+    with pytest.raises(RetrieverError, match=f"modules are Transformer → Pooling → Dense → Normalize.*{problem}"):
+        EncoderSettings.for_model(str(resaved))
+
+
+def test_a_dense_after_mean_pooling_is_still_refused(resaved):
+    path = resaved / "1_Pooling" / "config.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "pooling_mode_cls_token": False,
+                                "pooling_mode_mean_tokens": True, "pooling_mode": "mean"}))
+    with pytest.raises(RetrieverError, match="Dense → Normalize.*the pooler reads the CLS token, not mean pooling"):
+        EncoderSettings.for_model(str(resaved))
