@@ -57,6 +57,9 @@ class EncoderSettings:
     towers: str = _setting("shared")
 
     def __post_init__(self) -> None:
+        for name, value in self.to_dict().items():  # a notebook's numpy scalar, as the Python value it holds
+            if type(value).__module__ == "numpy" and hasattr(value, "item"):
+                object.__setattr__(self, name, value.item())
         if self.passage_max_length is None:
             from retriever.max_lengths import default_max_length
 

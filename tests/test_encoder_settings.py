@@ -78,3 +78,16 @@ def test_a_model_may_be_named_by_a_path_object(tmp_path):
     """`for_model(Path(...))` was refused: the model must be a string, though index folders take a Path."""
     folder = make_tiny_bert(tmp_path / "model")
     assert EncoderSettings.for_model(folder).model == str(folder)
+
+
+def test_numpy_scalars_are_taken_as_the_python_values_they_hold(tiny_model_dir):
+    """A notebook's np.int64 max length was refused as 'must be a whole number, not np.int64(64)' (and an
+    np.bool_ as not true or false)."""
+    import numpy as np
+
+    settings = EncoderSettings.for_model(str(tiny_model_dir), passage_max_length=np.int64(64), normalize=np.bool_(False),
+                                         pooling=np.str_("cls"))
+    assert (settings.passage_max_length, settings.query_max_length, settings.normalize, settings.pooling) == \
+        (64, 64, False, "cls")
+    assert [type(v) for v in (settings.passage_max_length, settings.normalize, settings.pooling)] == [int, bool, str]
+    assert EncoderSettings(str(tiny_model_dir), query_max_length=np.int32(16)).query_max_length.__class__ is int
