@@ -33,3 +33,14 @@ def without_unknown(top: tuple[np.ndarray, np.ndarray], unknown: Sequence[bool])
     """A dense ranking (scores, labels) with the rows of ``unknown`` queries emptied (labels -1), for fusion: the
     dense half has nothing to go on there, so hybrid ranks such a query by BM25 alone."""
     return top[0], np.where(np.asarray(unknown, dtype=bool)[:, None], -1, top[1])
+
+
+def no_hits_reason(searcher, queries: Sequence[str], mode: str) -> list[str | None]:
+    """Why each of ``queries`` searched in ``mode`` may find no hits, for a search that found none, so the CLI and the
+    server say the same: BM25 finds only passages sharing a term, and hybrid finds none only when it dropped its
+    dense half (a query of no word the model knows). None where neither applies."""
+    unknown = searcher.unknown_words(list(queries)) if mode == "hybrid" and queries else [False] * len(queries)
+    hybrid = f"the query {NO_WORD}, so hybrid ranks it by BM25 alone, and "
+    return [f"no hits: {hybrid if dropped else ''}BM25 returns only passages that share a term with the query "
+            "(stopwords and words under two characters are not terms)" if mode == "bm25" or dropped else None
+            for dropped in map(bool, unknown)]

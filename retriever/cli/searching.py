@@ -24,6 +24,7 @@ from retriever.metric_names import DEFAULT_METRICS, parse_metric_list
 from retriever.pooling import POOLINGS
 from retriever.runs import Run, check_tag, write_trec_run
 from retriever.texts import check_text, is_blank
+from retriever.unknown_words import no_hits_reason
 
 if TYPE_CHECKING:
     from retriever.searching import Searcher
@@ -100,13 +101,10 @@ def _run_tag(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
 
 def _say_why_no_hits(searcher, query: str) -> None:
-    """BM25 finds only passages sharing a term; hybrid finds none only when it dropped its dense half (a query of no
-    word the model knows), which left it printing nothing at all."""
-    dropped = searcher.mode == "hybrid" and bool(searcher.unknown_words([query])[0])
-    if searcher.mode == "bm25" or dropped:
-        hybrid = "the query holds no word the model knows, so hybrid ranks it by BM25 alone, and " if dropped else ""
-        click.echo(f"no hits: {hybrid}BM25 returns only passages that share a term with the query (stopwords and "
-                   "words under two characters are not terms)", err=True)
+    """A search that found nothing says why where it can (``no_hits_reason``): it printed nothing at all."""
+    reason = no_hits_reason(searcher, [query], searcher.mode)[0]
+    if reason:
+        click.echo(reason, err=True)
 
 
 @click.command("search")

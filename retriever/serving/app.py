@@ -51,6 +51,7 @@ from retriever.serving.protocol import HeadAsGet, allowed_methods, path_without_
 from retriever.serving.served import BatchSettings, ServedIndexes, summary, valid_index_name
 from retriever.serving.schemas import (ERRORS, K_PARAM, MODE_PARAM, NAME_PARAM, POST_BODY, Q_PARAM,
                                        BatchSearchResponse, Mode, SearchResponse)
+from retriever.unknown_words import no_hits_reason
 
 INLINE_HITS = 100
 
@@ -171,8 +172,9 @@ async def search_one(request: Request, name: str, q: str, k: int, mode: str | No
     check_hits(1, k, served.limits)
     cut_at: list = []
     [hits] = await served.batcher(name).search([check_query(q, served.limits)], k, mode, cut_at)
-    head = {"index": name, "query": q, "cut_at_tokens": cut_at[0], "k": k,
-            "mode": mode or served.searchers[name].mode, "took_ms": _took_ms(started)}
+    mode = mode or served.searchers[name].mode
+    head = {"index": name, "query": q, "cut_at_tokens": cut_at[0], "k": k, "mode": mode,
+            **_notes(served.searchers[name], [q], [hits], mode)[0], "took_ms": _took_ms(started)}
     return await _bounded_response(hits_list(head, hits), len(hits), served.limits)
 
 
@@ -183,11 +185,20 @@ async def search_many(served: ServedIndexes, name: str, request: Request) -> Res
     served.check_mode(name, body.mode)
     cut_at: list = []
     results = await batcher.search(body.queries, body.k, body.mode, cut_at, listed=True)
-    head = {"index": name, "k": body.k, "mode": body.mode or served.searchers[name].mode,
-            "took_ms": _took_ms(started)}
-    pieces = list_object(head, "results", (hits_list({"query": q, "cut_at_tokens": cut}, hits)
-                                           for q, cut, hits in zip(body.queries, cut_at, results)))
+    mode = body.mode or served.searchers[name].mode
+    head = {"index": name, "k": body.k, "mode": mode, "took_ms": _took_ms(started)}
+    notes = _notes(served.searchers[name], body.queries, results, mode)
+    pieces = list_object(head, "results", (hits_list({"query": q, "cut_at_tokens": cut, **note}, hits)
+                                           for q, cut, note, hits in zip(body.queries, cut_at, notes, results)))
     return await _bounded_response(pieces, sum(len(hits) for hits in results), served.limits)
+
+
+def _notes(searcher: Searcher, queries: list[str], results: list[list], mode: str) -> list[dict]:
+    """Per query, ``{"note": why}`` where it found no hits and ``no_hits_reason`` knows why (the reason the CLI
+    prints), else nothing: a 200 with ``hits: []`` said no word of it."""
+    empty = [number for number, hits in enumerate(results) if not hits]
+    reasons = dict(zip(empty, no_hits_reason(searcher, [queries[n] for n in empty], mode)))
+    return [{"note": reasons[n]} if reasons.get(n) else {} for n in range(len(queries))]
 
 
 def info(served: ServedIndexes, name: str) -> Response:

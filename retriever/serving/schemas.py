@@ -26,6 +26,8 @@ class SearchBody(BaseModel):
 
 CUT_AT_TOKENS = ("null, or the tokens the query was cut to when it was longer than the index's query_max_length "
                  "(GET /indexes): only that beginning of it was encoded (bm25 reads all of it).")
+NOTE = ("Present only when the query found no hits and the reason is known: why (e.g. BM25 matched no term of it), "
+        "as `retriever search` prints it.")
 
 
 class HitModel(BaseModel):
@@ -42,6 +44,7 @@ class SearchResponse(BaseModel):
     cut_at_tokens: int | None = Field(description=CUT_AT_TOKENS)
     k: int
     mode: str
+    note: str | None = Field(None, description=NOTE)
     took_ms: float
     hits: list[HitModel]
 
@@ -49,6 +52,7 @@ class SearchResponse(BaseModel):
 class QueryResult(BaseModel):
     query: str
     cut_at_tokens: int | None = Field(description=CUT_AT_TOKENS)
+    note: str | None = Field(None, description=NOTE)
     hits: list[HitModel]
 
 
