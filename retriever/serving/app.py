@@ -17,7 +17,7 @@ outside 1..1000, malformed JSON, wrong fields; FastAPI's own 422 validation erro
 into 400 too; a query with a lone surrogate; more than ``max_hits`` queries x k; a response over
 ``max_response_bytes``; JSON nested too deep; a query the encoder fails on, which fails only
 its own request; a GET query string that is not UTF-8, repeats a parameter or has a k that is not
-digits; a mode the index lacks), 404 unknown index or route (a trailing slash is not redirected: the
+digits; a mode the index lacks; an HTTP/1.1 request without exactly one Host header), 404 unknown index or route (a trailing slash is not redirected: the
 404 names the path without it), 405 wrong method (HEAD is answered as GET), 413 body over the limit, 415 a POST that is not ``application/json``, is declared in a
 charset other than UTF-8 or is compressed (``Content-Encoding``), 431 a request head over
 ``--max-head-bytes``, 501 a POST body in a transfer coding other than chunked, 503 when too many
@@ -45,6 +45,7 @@ from retriever.serving.batcher import Closed, Overloaded
 from retriever.serving.cors import CrossOrigin, checked_origins, cross_origin_headers
 from retriever.serving.inputs import (ApiError, Limits, check_hits, check_no_parameters, check_query,
                                       check_query_string, read_search_body, validation_message)
+from retriever.serving.malformed import HostChecked
 from retriever.serving.output import bounded, hits_list, list_object
 from retriever.serving.page import page_html
 from retriever.serving.protocol import HeadAsGet, allowed_methods, path_without_slash
@@ -108,6 +109,7 @@ def create_app(searchers: dict[str, Searcher], limits: Limits | None = None,
                               "Errors are JSON `{\"error\": message}`; bad input is a 400.")
     app.state.served, app.state.origins = served, origins
     app.add_middleware(HeadAsGet)
+    app.add_middleware(HostChecked)
     if origins:
         app.add_middleware(CrossOrigin, origins=origins)
     _add_error_handlers(app)

@@ -3,9 +3,11 @@
 uvicorn answered every parser error with "invalid http request received", so a client could not tell a duplicate
 Content-Length from a bad chunk, and ``curl 'http://host/search?q=café'`` (curl sends the UTF-8 bytes unencoded) got
 no hint that the query wants percent-encoding. ``protocol.GuardedHttpProtocol`` sends what ``refusal`` returns.
+A well-formed HTTP/1.1 request without exactly one Host header is refused by ``HostChecked``.
 """
 from __future__ import annotations
 
+import json
 import logging
 
 import httptools
@@ -39,3 +41,22 @@ def refusal(error: Exception) -> str:
     if first[1:].islower():  # "Duplicate Content-Length" reads on as "duplicate Content-Length"
         reason = first.lower() + (" " + rest if rest else "")
     return f"malformed HTTP request ({reason})"
+
+
+class HostChecked:
+    """ASGI middleware: an HTTP/1.1 request without a Host header, or with several, is a 400 (RFC 9112 section 3.2
+    asks a server so); both were served."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        hosts = sum(name == b"host" for name, _ in scope.get("headers", ())) if scope["type"] == "http" else 1
+        if hosts == 1 or scope.get("http_version") != "1.1":
+            return await self.app(scope, receive, send)
+        said = "no Host header" if not hosts else f"{hosts} Host headers"
+        body = json.dumps({"error": f"malformed HTTP request ({said}; HTTP/1.1 requires exactly one, naming the "
+                                    "server's host and port)"}).encode()
+        await send({"type": "http.response.start", "status": 400,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]})
+        await send({"type": "http.response.body", "body": body})
