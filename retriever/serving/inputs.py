@@ -21,8 +21,8 @@ Everything here raises ``ApiError`` with the status and message the client gets.
   server that does not implement a coding: the parser undoes the chunks and passed the gzip bytes on as the body.
 - A POST body's JSON object with a key given twice (``{"k": 3, "k": 2}``) is a 400, as a repeated
   GET parameter is; so is an integer of over ``MAX_INT_DIGITS`` digits.
-- GET parameters are read strictly (``check_query_string``): bytes that are not UTF-8 once
-  %-decoded, a parameter given twice, a parameter GET does not take, or a k that is not plain
+- GET parameters are read strictly (``check_query_string``): a % not followed by two hex digits, bytes that are not
+  UTF-8 once %-decoded, a parameter given twice, a parameter GET does not take, or a k that is not plain
   digits are a 400, where the framework would search for U+FFFD, take the last value, drop
   ``K=1`` or ``fusion=convex`` unread (POST refuses extra fields too), or read ``k=1_0`` as 10. A POST
   with parameters in its address (``POST /search?k=1``) is a 400 naming them: they were dropped unread; so
@@ -58,6 +58,7 @@ GET_PARAMETERS = ("q", "k", "mode")  # GET /search's; the index is in the path (
 # (The plain '"(?:[^"\\]|\\.)*"' rescans to the end from every quote of an unterminated string,
 # and a 24 KB body of \" pairs stalled the event loop for seconds.)
 _JSON_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.DOTALL)
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})[^&]{0,2}")
 _OPENERS = np.frombuffer(b"[{", dtype=np.uint8)
 _CLOSERS = np.frombuffer(b"]}", dtype=np.uint8)
 
@@ -110,6 +111,10 @@ def check_query(text: str, limits: Limits) -> str:
 
 def check_query_string(raw: bytes) -> None:
     """Refuse what the framework would otherwise guess at in a GET query string (module docstring)."""
+    bad = _BAD_ESCAPE.search(raw.decode("latin-1"))
+    if bad:  # parse_qsl keeps it as it is: q=%zz searched for "%zz"
+        raise ApiError(400, f"the query string holds {bad.group()!r}, which is not a percent-escape (% and two hex "
+                            "digits); write a literal % as %25")
     try:
         pairs = parse_qsl(raw.decode("latin-1"), keep_blank_values=True, encoding="utf-8", errors="strict")
     except UnicodeDecodeError:
@@ -170,6 +175,9 @@ async def read_json(request: Request, limits: Limits) -> object:
     if media_type.strip() != "application/json":
         raise ApiError(415, "send the body as application/json")
     charset = dict(_parameter(p) for p in parameters).get("charset", "utf-8")
+    if not charset:  # "charset ;" said nothing
+        raise ApiError(415, "the body's Content-Type has an empty charset; the server reads JSON as UTF-8 alone (RFC "
+                            "8259): send it as UTF-8 with charset=utf-8 or none")
     if charset not in UTF_8:  # it was not read: a latin-1 é was "malformed JSON: can't decode byte 0xe9"
         raise ApiError(415, f"the body is sent as charset {charset}; the server reads JSON as UTF-8 alone (RFC 8259): "
                             "send it as UTF-8")

@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from serving_fixtures import served, small_index, tiny_index  # noqa: F401 - fixtures
+from serving_fixtures import call, served, small_index, tiny_index  # noqa: F401 - fixtures
 
 
 def raw(port: int, request: bytes) -> bytes:
@@ -27,3 +27,17 @@ def test_an_http_1_1_request_without_exactly_one_host_header_is_a_400(served, ho
 
 def test_an_http_1_0_request_without_a_host_is_served(served):
     assert raw(served.port, b"GET /health HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.1 200 ")
+@pytest.mark.parametrize("query, bad", [("%zz", "%zz"), ("%", "%"), ("cat%2", "%2"), ("a%g1b", "%g1")])
+def test_a_bad_percent_escape_in_a_get_query_is_a_400_naming_it(served, query, bad):
+    """``q=%zz`` was searched for the three characters "%zz", where a client meant some escaped byte."""
+    reply = served.get(f"/search?q={query}")
+    assert reply.status == 400, reply.body
+    assert reply.json()["error"] == (f"the query string holds {bad!r}, which is not a percent-escape (% and two hex "
+                                     "digits); write a literal % as %25")
+
+
+def test_an_empty_charset_is_a_415_saying_so(served):
+    reply = call(served.port, "POST", "/search", b'{"queries": ["cat"]}', {"Content-Type": "application/json; charset="})
+    assert reply.status == 415 and reply.json()["error"] == ("the body's Content-Type has an empty charset; the server "
+                                                             "reads JSON as UTF-8 alone (RFC 8259): send it as UTF-8 "
+                                                             "with charset=utf-8 or none"), reply.body
