@@ -229,9 +229,7 @@ def held_lock(path: Path, refusal: Callable[[str], str]) -> Iterator[None]:
             break
         handle.close()  # the holder before ours removed the file after we opened it: lock the new one
     try:
-        handle.truncate(0)
-        handle.write(str(os.getpid()))
-        handle.flush()
+        _record_pid(handle.fileno())
         yield
     finally:
         try:
@@ -239,6 +237,17 @@ def held_lock(path: Path, refusal: Callable[[str], str]) -> Iterator[None]:
         except OSError:  # its folder turned read-only meanwhile: the file stays, but the lock goes with the handle
             pass
         handle.close()
+
+
+def _record_pid(descriptor: int) -> None:
+    """Our pid in the lock file, for a refused run to name; on a full disk the lock holds without it (the refused
+    run says pid ?), so the command's own write can say which path it could not write (this one failed first,
+    naming none)."""
+    try:
+        os.ftruncate(descriptor, 0)
+        os.write(descriptor, str(os.getpid()).encode())
+    except OSError:
+        pass
 
 
 def publish_model_folder(folder: Path, write: Callable[[Path], None]) -> Path:

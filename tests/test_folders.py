@@ -1,6 +1,7 @@
 """Model folders are published whole: staged, then moved in with config.json last."""
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -8,7 +9,7 @@ import sys
 import pytest
 
 from retriever.errors import RetrieverError
-from retriever.folders import exclusive_build, publish_model_folder
+from retriever.folders import exclusive_build, held_lock, publish_model_folder
 
 
 def _model(folder, weights: str) -> None:
@@ -124,3 +125,15 @@ def test_a_folder_that_cannot_be_moved_into_place_is_one_line_and_the_old_one_st
     output.rename(tmp_path / "gone")
     with pytest.raises(RetrieverError, match="cannot move the finished folder into place"):
         folders.replace_folder(building, output)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, where every write fails with ENOSPC")
+def test_a_lock_file_a_full_disk_has_no_room_for_still_locks_and_lets_the_commands_own_error_name_the_path(tmp_path):
+    """On a full disk the pid written into `.NAME.lock` failed first, as `no space left on the device` naming no
+    path, before the command's own write could name it; the pid is only for a refused run's message."""
+    lock = tmp_path / ".out.lock"
+    lock.symlink_to("/dev/full")  # opens, locks and stats as a file; writing the pid fails (as on a full disk)
+    with held_lock(lock, lambda pid: f"held by {pid}"), open(lock, "rb") as other:
+        with pytest.raises(BlockingIOError):  # held: a second run is refused
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    assert not lock.is_symlink()
