@@ -55,6 +55,7 @@ from retriever.serving.schemas import (ERRORS, K_PARAM, MODE_PARAM, NAME_PARAM, 
 from retriever.unknown_words import no_hits_reason
 
 INLINE_HITS = 100
+RETRY_AFTER = "1"  # seconds: the queue drains a batch at a time, so a second is a long wait already
 
 
 def json_response(payload: dict, status: int = 200) -> Response:
@@ -141,7 +142,7 @@ def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Overloaded)
     @app.exception_handler(Closed)
     async def busy(request: Request, error: RetrieverError) -> Response:
-        return _error(503, str(error))
+        return _error(503, str(error), {"retry-after": RETRY_AFTER})  # without it a client guessed at "shortly"
 
     @app.exception_handler(RetrieverError)
     async def refused(request: Request, error: RetrieverError) -> Response:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import socket
+import time
 
 import pytest
 
@@ -41,3 +42,30 @@ def test_an_empty_charset_is_a_415_saying_so(served):
     assert reply.status == 415 and reply.json()["error"] == ("the body's Content-Type has an empty charset; the server "
                                                              "reads JSON as UTF-8 alone (RFC 8259): send it as UTF-8 "
                                                              "with charset=utf-8 or none"), reply.body
+
+
+def test_a_503_for_too_many_waiting_requests_says_when_to_retry(tiny_index):
+    """It had no ``Retry-After``, so a client could only guess how long "retry shortly" is."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from retriever.searching import Searcher
+    from retriever.serving import BatchSettings, create_app
+    from serving_fixtures import ServerThread
+
+    searcher = Searcher(tiny_index, device="cpu", dtype="fp32")
+    encode = searcher.encoder.encode_queries
+
+    def slow_encode(*args, **kwargs):
+        time.sleep(0.3)
+        return encode(*args, **kwargs)
+
+    searcher.encoder.encode_queries = slow_encode
+    server = ServerThread(create_app({"tiny": searcher}, batching=BatchSettings(max_batch=1, max_pending=1,
+                                                                               warm_up=False))).start()
+    try:
+        with ThreadPoolExecutor(6) as pool:
+            replies = list(pool.map(lambda n: call(server.port, "GET", f"/search?q=cat+{n}&k=1"), range(6)))
+    finally:
+        server.stop()
+    busy = [reply for reply in replies if reply.status == 503]
+    assert busy and all(reply.headers.get("retry-after") == "1" for reply in busy), [r.status for r in replies]
