@@ -14,12 +14,14 @@ FAISS labels are doc-store rows, so the id map is the memory-mapped doc store it
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import re
 import shutil
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -38,6 +40,9 @@ from retriever.partwork import PartsFolder, check_part_settings, fill_parts, inp
 from retriever.shard_origin import ShardContentCheck
 from retriever.shards import read_shard_metadata
 from retriever.tuning import held_out_rows, tune_build
+
+if TYPE_CHECKING:
+    from retriever.faiss_index import IndexParams  # it imports this module
 
 IVFDATA_FILE = "index.ivfdata"
 CODES = {"sq8": "SQ8", "fp16": "SQfp16", "flat": "Flat"}
@@ -179,9 +184,18 @@ def check_space(ivfdata: Path, needed: int) -> None:
     so running out of space midway kills the process with SIGBUS and no message. The parts' files hold the
     lists' codes and ids plus a little, so their total bounds the merged file."""
     free = shutil.disk_usage(ivfdata.parent).free
-    if free < needed:
-        raise RetrieverError(f"{ivfdata.parent}: {needed / 2**20:.1f} MiB are needed for {ivfdata.name} and "
-                             f"{free / 2**20:.1f} MiB are free; {OUT_OF_SPACE_HINT}")
+    if free < needed:  # named by the folder beside the output's: the one it is built in is hidden
+        raise RetrieverError(f"{ivfdata.parent.parent}: {_size(needed, math.ceil)} are needed for {ivfdata.name} "
+                             f"and {_size(free, math.floor)} are free on its file system; {OUT_OF_SPACE_HINT}")
+
+
+def _size(count: int, rounded: Callable[[float], int]) -> str:
+    """A byte count in a unit that keeps it apart from a close one (one decimal of MiB made 150 and 100 KB alike),
+    ``rounded`` up for what is needed and down for what is free, so the first always reads larger."""
+    if count < 2**20:
+        return f"{rounded(count / 2**10)} KiB"
+    scale, unit = (2**30, "GiB") if count >= 2**30 else (2**20, "MiB")
+    return f"{rounded(count * 10 / scale) / 10:.1f} {unit}"
 
 
 def held_part(trained: Path, parts: list[str], path: Path) -> str:
@@ -201,7 +215,7 @@ def write_ondisk_index(index: faiss.Index, path: Path) -> None:
     faiss.write_index(index, str(path))
 
 
-def trained_quantizer(work: PartsFolder, spec: str, dim: int, shards: list[Path], count: int, params,
+def trained_quantizer(work: PartsFolder, spec: str, dim: int, shards: list[Path], count: int, params: IndexParams,
                       progress: bool = True) -> int:
     """Train the empty index into ``work`` unless a crashed run of the same inputs did; the sample size."""
     from retriever.faiss_index import new_index, train  # it imports this module
@@ -216,8 +230,8 @@ def trained_quantizer(work: PartsFolder, spec: str, dim: int, shards: list[Path]
     return trained_on
 
 
-def tune_on_parts(trained: Path, parts: list[str], building: Path, shards: list[Path], plan: PartPlan, params,
-                  tuning_queries: np.ndarray | None, progress: bool = True) -> tuple[dict, list[str]]:
+def tune_on_parts(trained: Path, parts: list[str], building: Path, shards: list[Path], plan: PartPlan,
+                  params: IndexParams, tuning_queries: np.ndarray | None, progress: bool = True) -> tuple[dict, list[str]]:
     """Tune nprobe on the merged parts; the tuning record and the part files to merge (held-out vectors
     added as one more part)."""
     held = plan.held
@@ -232,8 +246,9 @@ def tune_on_parts(trained: Path, parts: list[str], building: Path, shards: list[
 
 
 def build_ondisk(shards: list[Path], encoder: dict, count: int, dim: int, corpus_path: Path, fmt: str, fields: Fields,
-                 building: Path, params, progress: bool, tuning_queries: np.ndarray | None, started: float,
-                 corpus_of, work_folder: Path) -> dict:
+                 building: Path, params: IndexParams, progress: bool, tuning_queries: np.ndarray | None,
+                 started: float,
+                 corpus_of: Callable[[ReadStats], dict], work_folder: Path) -> dict:
     """Fill ``building`` with an on-disk index folder; return its manifest (see the module docstring).
     ``corpus_of(stats)`` gives the manifest's corpus record once the corpus has been read; the trained
     quantizer and the parts are kept in ``work_folder`` (see ``retriever.partwork``)."""
