@@ -115,8 +115,7 @@ class StackConfig:
         """This config checked and normalised, and what a rerun of it finds (see `prior_run`), all before loading."""
         self.check()
         config = self.normalised()
-        output = Path(config.output)
-        if not output.exists():
+        if not (output := Path(config.output)).exists():
             check_creatable(output, "--output")
         finished, resume = prior_run(output, config.learning_settings(), config.inputs_sha256)
         if finished is None and (skipped := skipped_checkpoints(output, resume)):
@@ -219,9 +218,11 @@ class StackTrainer(Trainer):
 
     def fit(self, resume_from: Path | None) -> None:
         """Train, resuming from a checked checkpoint laid out as this run is; a checkpoint state that is missing,
-        damaged or not plain data stops the run (`checkpoint_states_loaded`), and so does another process's death
-        (its collective fails here) or a process running another training than the first's, each with one line."""
-        check_same_run_everywhere({**self.record, "resume_from_step": checkpoint_step(resume_from)})
+        damaged or not plain data stops the run, and so does a process's death or a process running another training
+        than the first's (settings, checkpoint interval or precision: all save and average together), in one line."""
+        check_same_run_everywhere({**self.record, "resume_from_step": checkpoint_step(resume_from),
+                                   "save_steps": self.args.save_steps if self.args.save_strategy == "steps" else 0,
+                                   "dtype": self.precision})
         self.resuming = resume_from
         if resume_from is not None and self._resume_at_the_end(resume_from):
             return

@@ -83,7 +83,11 @@ def results(work: Path) -> tuple[list[dict], list[dict]]:
              ("train", train_settings(work, "short-last", split="seven", epochs=2, batch_size=4)),
              ("train", resumed),
              ("pretrain", dict(corpus=str(work / "beir"), model=str(work / "bert"), output=str(work / "runs" / "pre"),
-                               max_length=16, batch_size=8, epochs=1, device="cpu", dtype="fp32", progress=False))]
+                               max_length=16, batch_size=8, epochs=1, device="cpu", dtype="fp32", progress=False)),
+             ("train", train_settings(work, "other-save-steps", split="eight", max_steps=2, batch_size=4, save_steps=1,
+                                      per_rank={"1": {"save_steps": 2}})),
+             ("train", {**train_settings(work, "other-dtype", split="eight", max_steps=2, batch_size=4),
+                        "per_rank": {"1": {"dtype": "bf16"}}})]
     script = work / "cases.py"
     script.write_text(CASES_SCRIPT)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script),
@@ -100,6 +104,17 @@ def test_a_process_started_with_another_setting_or_data_is_refused_by_every_proc
                                               "(learning_rate 0.001 in process 0, 0.01 in 1)"), other_rate
         assert "fingerprint of the data files and start model" in other_data["error"], other_data
     assert results[0][:2] == results[1][:2]
+
+
+def test_processes_started_with_another_checkpoint_interval_or_precision_are_refused(results):
+    """Checkpoints are saved by every process together (a barrier), so another --save-steps in one process made the
+    launch wait for ever; another --dtype (or an auto one resolved otherwise on another node) trained on, averaging
+    a bf16 replica's gradients into the fp32 model."""
+    for rank_results in results:
+        other_interval, other_precision = rank_results[6], rank_results[7]
+        assert other_interval["error"].startswith("process 1 of the launch runs another training than process 0 "
+                                                  "(save_steps 1 in process 0, 2 in 1)"), other_interval
+        assert "(dtype 'fp32' in process 0, 'bf16' in 1)" in other_precision["error"], other_precision
 
 
 def test_too_few_queries_for_a_step_are_refused_and_a_short_last_step_is_left_out(results):
