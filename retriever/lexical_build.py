@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import os
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from retriever.id_order import write_arrow_batch
+
+if TYPE_CHECKING:
+    import bm25s
 
 SCORE_CHUNK = 4_000_000  # (document, term) pairs scored at once
 TERM_CHUNK_DOCS = 1_000_000  # documents whose distinct terms are counted at once
@@ -42,7 +46,8 @@ class FlatTokens:
     lengths: np.ndarray
 
 
-def tokenize_flat(texts: Iterable[str], split, stopwords: frozenset[str], stem_words,
+def tokenize_flat(texts: Iterable[str], split: Callable[[str], list[str]], stopwords: frozenset[str],
+                  stem_words: Callable[[list[str]], list[str]] | None,
                   batch_tokens: int = 1_000_000) -> FlatTokens:
     """bm25s's ``streaming_tokenize`` (lower-case, split, drop stopwords, stem), into flat arrays.
 
@@ -125,7 +130,7 @@ def _per_term(function, doc_freq: np.ndarray, dtype: str) -> np.ndarray:
     return values
 
 
-def score_matrix(model, flat: FlatTokens, n_vocab: int) -> dict:
+def score_matrix(model: bm25s.BM25, flat: FlatTokens, n_vocab: int) -> dict:
     """The CSC score matrix (documents × vocabulary) ``model.build_index_from_ids`` would make, and
     ``model.nonoccurrence_array`` set as it would be. Each array is dropped as soon as it is used."""
     from bm25s.scoring import _select_idf_scorer

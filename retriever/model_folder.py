@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import shlex
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from torch import nn
 
@@ -23,6 +24,9 @@ from retriever.files import atomic_write_text, read_json, read_json_object, writ
 from retriever.model_card import model_card
 from retriever.model_loading import RETRIEVER_CONFIG
 from retriever.pooler_dense import pooler_dense_problem, write_pooler_dense
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 QUERY_TOWER = "query"
 LEGACY_PASSAGE_TOWER = "passage"  # folders written before the passage tower moved to the root
@@ -48,8 +52,8 @@ def untied_tower_paths(root: str | Path) -> tuple[Path, Path]:
     return root / QUERY_TOWER, root
 
 
-def write_model_folder(folder: Path, query_model: nn.Module, passage_model: nn.Module | None, tokenizer,
-                       config: dict) -> None:
+def write_model_folder(folder: Path, query_model: nn.Module, passage_model: nn.Module | None,
+                       tokenizer: PreTrainedTokenizerBase, config: dict) -> None:
     """Weights, tokenizer, retriever.json, sentence-transformers files and model card into ``folder``."""
     config = portable_record(config)
     towers = {"": query_model} if passage_model is None else {"": passage_model, QUERY_TOWER: query_model}

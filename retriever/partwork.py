@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import suppress
 from concurrent.futures.process import BrokenProcessPool
@@ -37,6 +38,9 @@ from retriever.files import atomic_write, read_json, write_json
 from retriever.ivfparts import (ShardSlice, file_digest, fill_part, held_path, part_identity, record_path,
                                 record_problem, recorded_sha256, write_record)
 from retriever.shards import VECTOR_FIELDS, read_shard_metadata
+
+if TYPE_CHECKING:
+    from retriever.faiss_index import IndexParams  # it imports ondisk, which imports this module
 
 _PR_SET_PDEATHSIG = 1
 INPUTS_FILE = "inputs.json"
@@ -55,7 +59,7 @@ def parts_folder(output: Path) -> Path:
     return output.with_name(output.name + PARTS_SUFFIX)
 
 
-def inputs_record(shards: list[Path], encoder: dict, spec: str, params, held: np.ndarray) -> dict:
+def inputs_record(shards: list[Path], encoder: dict, spec: str, params: IndexParams, held: np.ndarray) -> dict:
     """What the trained quantizer and the parts depend on: equal records, interchangeable parts."""
     records = [read_shard_metadata(shard)["shard"] for shard in shards]
     return {"shards": [[shard.name, shard.stat().st_size, record["rows"], record["content_sha256"]]
@@ -184,7 +188,7 @@ def remove_parts_folder(folder: Path) -> None:
     folder.rmdir()
 
 
-def check_part_settings(params) -> None:
+def check_part_settings(params: IndexParams) -> None:
     if params.part_size < 1 or (params.parallel_parts is not None and params.parallel_parts < 1):
         raise RetrieverError("--part-size and --parallel-parts must be at least 1")
     if params.ray_address is not None and params.parallel_parts is not None:
@@ -198,7 +202,7 @@ def check_part_settings(params) -> None:
         check_local_cpus(params.ray_address, params.ray_workers, params.ray_cpus_per_worker)
 
 
-def fill_parts(work: PartsFolder, parts: list[list[ShardSlice]], params, progress: bool = True) -> list[str]:
+def fill_parts(work: PartsFolder, parts: list[list[ShardSlice]], params: IndexParams, progress: bool = True) -> list[str]:
     """Fill the parts not finished yet (Ray tasks with ``params.ray_address``, else processes); return
     every part's file, in order."""
     # absolute paths: a Ray worker (on another node, too) does not run in this process's folder
