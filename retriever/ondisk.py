@@ -231,7 +231,8 @@ def trained_quantizer(work: PartsFolder, spec: str, dim: int, shards: list[Path]
 
 
 def tune_on_parts(trained: Path, parts: list[str], building: Path, shards: list[Path], plan: PartPlan,
-                  params: IndexParams, tuning_queries: np.ndarray | None, progress: bool = True) -> tuple[dict, list[str]]:
+                  params: IndexParams, tuning_queries: np.ndarray | None,
+                  progress: bool = True) -> tuple[dict, list[str]]:
     """Tune nprobe on the merged parts; the tuning record and the part files to merge (held-out vectors
     added as one more part)."""
     held = plan.held

@@ -202,7 +202,8 @@ def check_part_settings(params: IndexParams) -> None:
         check_local_cpus(params.ray_address, params.ray_workers, params.ray_cpus_per_worker)
 
 
-def fill_parts(work: PartsFolder, parts: list[list[ShardSlice]], params: IndexParams, progress: bool = True) -> list[str]:
+def fill_parts(work: PartsFolder, parts: list[list[ShardSlice]], params: IndexParams,
+               progress: bool = True) -> list[str]:
     """Fill the parts not finished yet (Ray tasks with ``params.ray_address``, else processes); return
     every part's file, in order."""
     # absolute paths: a Ray worker (on another node, too) does not run in this process's folder
