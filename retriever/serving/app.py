@@ -18,7 +18,7 @@ into 400 too; a query with a lone surrogate; more than ``max_hits`` queries x k;
 ``max_response_bytes``; JSON nested too deep; a query the encoder fails on, which fails only
 its own request; a GET query string that is not UTF-8, repeats a parameter or has a k that is not
 digits; a mode the index lacks; an HTTP/1.1 request without exactly one Host header), 404 unknown index or route (a trailing slash is not redirected: the
-404 names the path without it), 405 wrong method (HEAD is answered as GET), 413 body over the limit, 415 a POST that is not ``application/json``, is declared in a
+404 names the path without it), 405 wrong method (HEAD is answered as GET), 413 body over the limit (closing the connection), 415 a POST that is not ``application/json``, is declared in a
 charset other than UTF-8 or is compressed (``Content-Encoding``), 431 a request head over
 ``--max-head-bytes``, 501 a POST body in a transfer coding other than chunked, 503 when too many
 requests are queued, 500 with its one-line message for damage to a served index's files (the server's
@@ -123,7 +123,8 @@ def _add_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, error: ApiError) -> Response:
-        return _error(error.status, error.message)
+        # A body over the limit is not read: closing spares reading (and the client sending) the rest of it
+        return _error(error.status, error.message, {"connection": "close"} if error.status == 413 else None)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, error: RequestValidationError) -> Response:

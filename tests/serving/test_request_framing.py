@@ -69,3 +69,31 @@ def test_a_503_for_too_many_waiting_requests_says_when_to_retry(tiny_index):
         server.stop()
     busy = [reply for reply in replies if reply.status == 503]
     assert busy and all(reply.headers.get("retry-after") == "1" for reply in busy), [r.status for r in replies]
+
+
+@pytest.mark.parametrize("sent", [0, 1000, 200_000])
+def test_a_413_closes_the_connection_without_waiting_for_the_body(served, sent):
+    """The connection was kept and the refused body read (and thrown away) to its end, or until --request-timeout
+    closed it: a client that stopped sending waited that long, and one that went on sent megabytes for nothing."""
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+        sock.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 10000000\r\n\r\n")
+        started = time.monotonic()
+        try:
+            sock.sendall(b" " * sent)
+        except OSError:  # the server closed first
+            pass
+        reply = b""
+        while chunk := sock.recv(65536):  # a socket timeout here fails the test
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 413 ") and b"connection: close" in reply.lower(), reply
+    assert time.monotonic() - started < 5
+
+
+def test_a_413_body_holding_a_request_is_never_served_as_one(served):
+    """Closing after the 413 keeps what 100-continue's fix keeps: no byte of a refused body is read as a request."""
+    inner = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+    body = inner * (5000 // len(inner) + 1)
+    reply = raw(served.port, b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+                             b"%d\r\n\r\n%s" % (len(body), body))
+    assert reply.startswith(b"HTTP/1.1 413 ") and reply.count(b"HTTP/1.1 ") == 1, reply
