@@ -167,8 +167,9 @@ def tune(index: faiss.Index, shards: list[Path], queries: np.ndarray, held: np.n
     tuning = {**choose_search_params(index, queries, truth, params.target_recall, k), "queries": source}
     outcome = "measured" if tuning["reached"] else "NOT REACHED; best measured"
     setting = f"{tuning['parameter']}={tuning['value']}" if tuning["parameter"] else "nothing to tune"
-    print(f"target recall@{tuning['k']} {params.target_recall}: {setting} {outcome} {tuning['measured_recall']:.4f} "
-          f"on {len(queries)} {source}", file=sys.stderr)
+    if progress:  # the manifest holds the result; a library build with progress=False keeps stderr quiet
+        print(f"target recall@{tuning['k']} {params.target_recall}: {setting} {outcome} "
+              f"{tuning['measured_recall']:.4f} on {len(queries)} {source}", file=sys.stderr)
     if not tuning["reached"]:
         print("warning: no search setting reaches the target recall; rebuild with more lists/links, a finer code "
               "(e.g. an RFlat refinement) or a flat index", file=sys.stderr)

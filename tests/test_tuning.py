@@ -115,3 +115,26 @@ def test_the_exact_neighbour_pass_of_a_tuning_shows_its_progress(tmp_path, capsy
     tune_build(index, shards, vectors[:4], np.empty((0, 8), np.float32), np.empty(0, np.int64), params,
                progress=False)
     assert "exact" not in capsys.readouterr().err
+
+
+def test_a_tuning_without_progress_prints_its_result_only_when_it_is_a_warning(tmp_path, capsys):
+    """A library build with progress=False still printed 'target recall@k ...: ... measured ...' on stderr; the
+    result is in the manifest it returns. A target no setting reaches is still a warning."""
+    from retriever.faiss_index import IndexParams, new_index
+    from retriever.shards import write_shard
+    from retriever.tuning import tune_build
+
+    vectors = np.random.default_rng(0).random((40, 8), dtype=np.float32)
+    shards = [tmp_path / "embeddings-w000of001-00000.parquet"]
+    write_shard(shards[0], [f"d{row}" for row in range(40)], vectors, {})
+    index = new_index("IVF2,PQ1x2", 8, IndexParams())
+    index.train(vectors)
+    index.add(vectors)
+    held, none = np.empty((0, 8), np.float32), np.empty(0, np.int64)
+    for target, reached in ((0.01, True), (1.0, False)):
+        params = IndexParams("IVF2,PQ1x2", target_recall=target, tuning_k=3)
+        assert tune_build(index, shards, vectors[:4], held, none, params, progress=False)["reached"] is reached
+        err = capsys.readouterr().err
+        assert "target recall@" not in err and ("warning: no search setting reaches" in err) is not reached
+        tune_build(index, shards, vectors[:4], held, none, params, progress=True)
+        assert "target recall@3" in capsys.readouterr().err
