@@ -222,8 +222,8 @@ def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: 
               help="Seconds a client has to send a whole request (headers and body) after connecting or "
                    "starting it, and to read some of a response waiting for it; slower connections are closed.")
 @click.option("--max-head-bytes", type=click.IntRange(min=1024), default=32 * 1024, show_default=True,
-              help="Largest request line plus headers, and largest set of trailer fields after a chunked body; a "
-                   "larger one gets a 431 and the connection is closed.")
+              help="Largest request line plus headers, and largest run of a chunked body's chunk extensions and "
+                   "trailer fields; a larger one gets a 431 and the connection is closed.")
 @click.option("--timeout-keep-alive", type=FiniteRange(min=0, min_open=True), default=5.0, show_default=True,
               help="Seconds an idle keep-alive connection stays open between requests.")
 @click.option("--threads", type=click.IntRange(min=1), default=None,

@@ -11,8 +11,9 @@
   the server holds until they are read, so clients that never read would pin that memory for ever.
 - **Head size.** httptools buffers a request line and headers of any length, so a few connections
   sending headers of hundreds of megabytes would exhaust memory before the app sees a byte. A head
-  (request line plus headers) over ``max_head_bytes`` gets a JSON 431 and the connection is closed; so do
-  trailer fields after a chunked body, which the parser holds alike (``on_chunk_header``).
+  (request line plus headers) over ``max_head_bytes`` gets a JSON 431 and the connection is closed; so do a
+  chunked body's chunk extensions and trailer fields, which the parser reads alike: the bytes of a body read
+  since its last data.
 - **Malformed requests** get a JSON 400 naming the parser's reason (``malformed.refusal``: uvicorn's said "invalid http
   request received" whatever it was, and logged a warning each time), once the requests pipelined before them are
   answered; also when the fault is in the body (a bad chunk size), whose request would otherwise wait for the rest
@@ -57,7 +58,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._deadline: asyncio.TimerHandle | None = None
         self._head_bytes: int | None = 0  # bytes of the head being received; None once it is in
-        self._trailer_bytes: int | None = None  # bytes since a chunk header not followed by data: trailer fields
+        self._framing_bytes: int | None = None  # a body's bytes since its last data (chunk extensions, trailers)
+        self._body_read = False  # data of a body came in the chunk being parsed
         self._pending_400: str | None = None  # a malformed request's refusal, waiting for earlier responses
         self._body_of = None  # the request (uvicorn's cycle) whose body is coming in, if any
         self._stall: asyncio.TimerHandle | None = None  # while the transport holds more than it may buffer
@@ -75,17 +77,17 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             if ends and self._head_bytes + min(ends) > self.max_head_bytes:
                 return self._refuse_head()
             self._head_bytes += len(data)
-        in_trailer = self._trailer_bytes is not None
+        self._body_read = False
         self._feed(data)
         # Also checked after parsing, for a head that began in an earlier chunk; the parser holds at
         # most the cap plus one chunk of an oversized head.
         if self._head_bytes is not None and self._head_bytes > self.max_head_bytes:
             self._refuse_head()
-        if in_trailer and self._trailer_bytes is not None:  # no chunk data came since the last chunk header
-            self._trailer_bytes += len(data)
-            if self._trailer_bytes > self.max_head_bytes:
-                self._refuse(431, f"the chunked body's trailer fields are over {self.max_head_bytes} bytes, the "
-                                  "server's --max-head-bytes")
+        if self._framing_bytes is not None:  # in a body: only a chunked one's framing comes without data
+            self._framing_bytes = 0 if self._body_read else self._framing_bytes + len(data)
+            if self._framing_bytes > self.max_head_bytes:
+                self._refuse(431, f"the chunked body's chunk extensions or trailer fields are over "
+                                  f"{self.max_head_bytes} bytes, the server's --max-head-bytes")
 
     def _feed(self, data: bytes) -> None:
         """uvicorn's ``data_received``, keeping the parser's reason for a 400 and logging no warning a client causes
@@ -114,23 +116,19 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._head_bytes = None
         super().on_headers_complete()
-        self._body_of = self.cycle
+        self._body_of, self._framing_bytes = self.cycle, 0
         if self.cycle.waiting_for_100_continue and self.cycle.keep_alive:  # kept alive once the body is in
             self.cycle.keep_alive, self._awaiting_body = False, self.cycle
 
-    def on_chunk_header(self) -> None:
-        """After the last chunk come trailer fields, held like headers: counted from here until chunk data comes."""
-        self._trailer_bytes = 0
-
     def on_body(self, body: bytes) -> None:
-        self._trailer_bytes = None
+        self._body_read = True
         super().on_body(body)
 
     def on_message_complete(self) -> None:
         if self._awaiting_body is self.cycle and not self.cycle.response_started:
             self.cycle.keep_alive = True
         self._awaiting_body = None
-        self._trailer_bytes = None
+        self._framing_bytes = None
         self._disarm()
         self._head_bytes = 0
         self._body_of = None

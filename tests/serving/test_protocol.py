@@ -270,3 +270,20 @@ def test_a_half_close_in_the_middle_of_a_body_closes_at_once(port):
     """That body can never be finished, so the request is not left waiting for the request timeout."""
     reply, took = half_closed_exchange(port, b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
     assert reply == b"" and took < TIMEOUT
+
+
+def test_a_chunk_extension_streamed_without_end_gets_a_431(port):
+    """A chunk's extensions (``1;name=value``) are read like a header line, and went uncounted: one streamed without
+    end was bounded only by the request timeout, as trailer fields were."""
+    sock = connect(port, b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n1;a")
+    try:
+        for _ in range(4 * HEAD_LIMIT // 4096):
+            try:
+                sock.sendall(b"a" * 4096)
+            except OSError:
+                break
+            time.sleep(0.002)  # separate reads, as an extension streamed over time arrives
+        reply = read_reply(sock)
+    finally:
+        sock.close()
+    assert reply.startswith(b"HTTP/1.1 431 ") and b"chunk extensions" in reply, reply
