@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from retriever.errors import IndexDamaged, RetrieverError
+from retriever.texts import whole_number
 
 MODES = ("dense", "bm25", "hybrid")
 METHODS = ("rrf", "convex")
@@ -50,8 +51,9 @@ class FusionParams:
             raise RetrieverError(f"--alpha {self.alpha!r} is outside 0..1 (the weight of the dense score)")
         if not (is_number(self.rrf_k) and math.isfinite(self.rrf_k) and self.rrf_k > 0):  # nan and inf pass "> 0"
             raise RetrieverError(f"--rrf-k must be a positive finite number, not {self.rrf_k!r}")
-        if isinstance(self.depth, bool) or not isinstance(self.depth, int) or self.depth < 1:
-            raise RetrieverError(f"--fusion-depth must be a whole number of at least 1, not {self.depth!r}")
+        object.__setattr__(self, "depth", whole_number(self.depth, "--fusion-depth", 1))
+        for name in ("rrf_k", "alpha"):  # a NumPy float as the Python one (the manifest's record is JSON)
+            object.__setattr__(self, name, float(getattr(self, name)))
 
     def record(self) -> dict:
         return asdict(self)

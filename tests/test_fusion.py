@@ -235,3 +235,12 @@ def test_flags_that_leave_a_setting_to_a_damaged_record_still_refuse_hybrid(tmp_
 
     damage = recorded_fusion(tmp_path, {"fusion": {"method": "convex"}}, overrides)[1]
     assert damage is not None and "--fusion rrf --rrf-k K or --alpha A" in str(damage)
+
+
+def test_numpy_numbers_are_taken_as_python_numbers():
+    """np.int64 depth was refused as 'must be a whole number of at least 1, not np.int64(100)', and an np.float64
+    rrf_k or alpha stayed NumPy in the record a tuning writes to the manifest."""
+    params = FusionParams("convex", rrf_k=np.float64(30), alpha=np.float32(0.25), depth=np.int64(100))
+    assert params.record() == {"method": "convex", "rrf_k": 30.0, "alpha": 0.25, "depth": 100}
+    assert [type(value) for value in params.record().values()] == [str, float, float, int]
+    assert FusionParams().overridden(depth=np.int32(50)).depth == 50
