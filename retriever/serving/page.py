@@ -6,7 +6,8 @@ result page can be linked to (and rendered by ``chromium --dump-dom``); each new
 history entry, so Back and Forward step through earlier searches. Only the newest search's reply
 is shown (an older one answering late used to replace it); a query cut at the index's query max length
 says so under the form. Hit text is inserted with ``textContent`` only, never as HTML, so documents
-cannot inject markup or script.
+cannot inject markup or script, each title and snippet in an element of its own with ``dir="auto"``, so a
+right-to-left one reads right to left and its bidi controls stay inside it.
 """
 from __future__ import annotations
 
@@ -80,6 +81,14 @@ function element(tag, className, text) {
   return node;
 }
 
+// A document's own text takes its direction from its first strong letter (a Hebrew title reads right to left), and
+// its bidi controls stay inside it.
+function passage(tag, className, text) {
+  const node = element(tag, className, text);
+  node.dir = "auto";
+  return node;
+}
+
 function snippet(text, width) {
   const flat = text.split(/\\s+/).join(" ").trim();
   if (flat.length <= width) return flat;
@@ -103,11 +112,11 @@ function render(data) {
   for (const hit of data.hits) {
     const item = element("li", "hit");
     item.dataset.id = hit.id;
-    item.append(element("h2", "title", hit.title || hit.id));
+    item.append(passage("h2", "title", hit.title || hit.id));
     const meta = element("div", "meta");
     meta.append(element("span", "rank", "#" + hit.rank), element("span", "id", "id " + hit.id),
                 element("span", "score", "score " + hit.score.toFixed(4)));
-    item.append(meta, element("p", "snippet", snippet(hit.text, 300)));
+    item.append(meta, passage("p", "snippet", snippet(hit.text, 300)));
     list.append(item);
   }
   let status = data.hits.length + " hits from " + data.index + " (" + data.mode + ") in " + data.took_ms.toFixed(1) + " ms";

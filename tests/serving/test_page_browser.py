@@ -246,3 +246,39 @@ def test_one_index_hides_the_selector_and_document_html_is_shown_as_text(one_ind
     assert bees["title"] == "<b>Bees</b> & <i>honey</i>" and "<script>window.injected=2</script>" in bees["snippet"]
     assert browser.evaluate("document.querySelectorAll('#results img, #results script, #results b').length") == 0
     assert browser.evaluate("window.injected === undefined") is True
+
+
+BIDI_DOCS = [{"_id": "r\u202e1", "title": "\u202eevil title", "text": "\u202ethe bee makes honey " * 30},
+             {"_id": "r2", "title": "\u05d3\u05d1\u05d5\u05e8\u05d4!", "text": "\u05d3\u05d1\u05e9 honey bee"}]
+BOXES = """JSON.stringify([...document.querySelectorAll('#results .hit')].map(item => {
+  const edges = (node) => { const range = document.createRange(); range.selectNodeContents(node);
+                            return [range.getBoundingClientRect().right, node.getBoundingClientRect().right]; };
+  return {id: item.querySelector('.id').getBoundingClientRect().right,
+          score: item.querySelector('.score').getBoundingClientRect().left,
+          title: edges(item.querySelector('.title')), snippet: edges(item.querySelector('.snippet')),
+          rtl: /[\u0590-\u05ff]/.test(item.querySelector('.title').textContent)};
+}))"""
+
+
+def test_a_right_to_left_title_or_text_is_laid_out_right_to_left_and_isolated(tmp_path, tiny_model_dir, browser):
+    """Titles and snippets were shown in the page's left-to-right direction: a Hebrew title sat at the left with its
+    "!" at the wrong end. Each is its own ``dir="auto"`` element, so its own first strong letter sets its direction;
+    and an id holding U+202E RIGHT-TO-LEFT OVERRIDE does not reorder the score shown after it."""
+    from conftest import write_jsonl
+    from serving_fixtures import BATCHING, LIMITS, ServerThread, _build
+
+    from retriever.searching import Searcher
+    from retriever.serving import create_app
+
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", BIDI_DOCS)
+    searcher = Searcher(_build(corpus, tmp_path / "bidi", tiny_model_dir), device="cpu", dtype="fp32")
+    server = ServerThread(create_app({"bidi": searcher}, LIMITS, BATCHING)).start()
+    try:
+        browser.send("Page.navigate", {"url": f"http://127.0.0.1:{server.port}/?q=bee+honey&k=2"})
+        browser.wait_for("document.body.dataset.state === 'done'")
+        boxes = json.loads(browser.evaluate(BOXES))
+    finally:
+        server.stop()
+    assert len(boxes) == 2 and all(box["score"] >= box["id"] for box in boxes), boxes  # the score stays after the id
+    hebrew = next(box for box in boxes if box["rtl"])
+    assert abs(hebrew["title"][0] - hebrew["title"][1]) < 1 and abs(hebrew["snippet"][0] - hebrew["snippet"][1]) < 1
