@@ -46,6 +46,12 @@ class LexicalParams:
     stemmer: str | None = "english"
     stopwords: str | None = "en"
 
+    def __post_init__(self) -> None:
+        for name in ("k1", "b"):  # a NumPy float32 as the Python float: bm25s and the manifest write them as JSON
+            value = getattr(self, name)
+            if is_number(value) and type(value) not in (int, float):
+                object.__setattr__(self, name, float(value))
+
     def check(self) -> None:
         """Refuse an unknown method, stemmer or stopword list up front: `build` learns of it before hours of
         encoding, not after."""

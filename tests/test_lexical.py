@@ -218,3 +218,11 @@ def test_words_holding_combining_marks_or_invisible_joiners_are_one_term(tmp_pat
     assert rows[:, 0].tolist() == list(range(len(WORDS_WITH_MARKS))) and (rows[:, 1] == -1).all()
     assert index.tokenize("हिन्दी भाषा") == ["हिन्दी", "भाषा"] and index.tokenize("h₂o₂ km²") == ["h₂o₂", "km²"]
     assert index.search(["खाना"], k=2)[1].tolist() == [[-1, -1]]  # a Hindi word no passage holds
+
+
+def test_numpy_float32_settings_are_written_as_python_floats(folder):
+    """np.float32 k1/b broke bm25s's params JSON mid-build, reported as the doc store being damaged."""
+    params = LexicalParams(k1=np.float32(1.5), b=np.float32(0.5))
+    record = build_lexical(folder / DOCSTORE_FILE, folder / LEXICAL_DIR, params, progress=False)
+    assert (record["k1"], record["b"]) == (1.5, 0.5) and type(record["k1"]) is float
+    json.dumps(record)
