@@ -123,6 +123,7 @@ function render(data) {
   if (data.cut_at_tokens) {
     status += " \u2014 the query is longer than the index's " + data.cut_at_tokens + " tokens: only its beginning was encoded";
   }
+  if (data.note) status += " \u2014 " + data.note;
   setStatus(status, false);
 }
 

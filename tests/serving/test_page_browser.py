@@ -282,3 +282,13 @@ def test_a_right_to_left_title_or_text_is_laid_out_right_to_left_and_isolated(tm
     assert len(boxes) == 2 and all(box["score"] >= box["id"] for box in boxes), boxes  # the score stays after the id
     hebrew = next(box for box in boxes if box["rtl"])
     assert abs(hebrew["title"][0] - hebrew["title"][1]) < 1 and abs(hebrew["snippet"][0] - hebrew["snippet"][1]) < 1
+
+
+def test_a_search_without_hits_says_why_on_the_page(served, browser):
+    """The page said "0 hits from tiny (bm25)" and nothing more; it shows the reply's note."""
+    browser.send("Page.navigate", {"url": served.url + "?q=the&mode=bm25"})
+    browser.wait_for("document.body.dataset.state === 'done'")
+    status = browser.evaluate("document.getElementById('status').textContent")
+    assert status.startswith("0 hits from tiny (bm25)") and status.endswith(
+        "\u2014 no hits: BM25 returns only passages that share a term with the query (stopwords and words under two "
+        "characters are not terms)"), status
