@@ -117,6 +117,7 @@ def test_numpy_numbers_in_the_settings_become_python_numbers():
     ({"nlist": 0}, "--nlist must be a whole number of at least 1, not 0"),  # was read as 'no nlist given'
     ({"ef_construction": 2.5}, "--ef-construction must be a whole number of at least 1, not 2.5"),
     ({"train_size": True}, "--train-size must be a whole number of at least 1, not True"),
+    ({"train_size": 0}, "--train-size must be a whole number of at least 1, not 0"),  # once refused after encoding
     ({"target_recall": 0}, r"--target-recall must be a number in \(0, 1\], not 0"),
     ({"target_recall": float("nan")}, r"--target-recall must be a number in \(0, 1\], not nan"),
     ({"target_recall": "0.9"}, r"--target-recall must be a number in \(0, 1\], not '0.9'"),

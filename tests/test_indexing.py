@@ -311,7 +311,6 @@ def test_a_factory_string_faiss_cannot_build_is_refused_before_encoding(tiny_bei
     (IndexParams("PQ4", train_size=100), "'PQ4' trains on at least 256 vectors"),
     (IndexParams("IVF8,Flat", train_size=5), "'IVF8,Flat' trains on at least 8 vectors, and --train-size is 5"),
     (IndexParams("ivfpq", train_size=2), "'ivfpq' trains on at least 8 vectors, and --train-size is 2"),
-    (IndexParams("ivf-ondisk", train_size=0), "'ivf-ondisk' trains on at least 1 vectors, and --train-size is 0"),
     (IndexParams("OPQ4,Flat"), r"'OPQ4,Flat' trains on at least 256 vectors, .*\(OPQ's 8-bit codes"),
     (IndexParams("HNSW8,PQ4"), r"'HNSW8,PQ4' trains on at least 256 vectors, .*\(8-bit PQ codes of 256"),
     (IndexParams("PCA16,Flat"), r"'PCA16,Flat' trains on at least 16 vectors, .*\(a PCA to 16 dimensions"),
