@@ -22,6 +22,8 @@ FORMATS = ("auto", "beir", "jsonl", "tsv", "parquet")
 
 @dataclass(frozen=True)
 class Document:
+    """A passage: ``encode_passages`` encodes ``title`` and ``text`` joined by a space; runs name it by ``id``."""
+
     id: str
     text: str
     title: str = ""
@@ -29,6 +31,8 @@ class Document:
 
 @dataclass(frozen=True)
 class Query:
+    """A query read from a file; ``answers`` are the answer strings some collections give (answer recall)."""
+
     id: str
     text: str
     answers: tuple[str, ...] = ()
