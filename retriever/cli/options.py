@@ -202,15 +202,16 @@ def runtime_options() -> Decorator:
     )
 
 
-def corpus_options() -> Decorator:
-    """How to read a corpus or queries file."""
+def corpus_options(titles: bool = True) -> Decorator:
+    """How to read a corpus or queries file; a queries reader takes no title, so its --title-field is only
+    parsed (to be refused with a reason), not offered in --help."""
     return compose(
         click.option("--format", "fmt", type=click.Choice(FORMATS), default="auto", show_default=True,
                      help="Input format; auto picks by extension (a folder is read as BEIR)."),
         click.option("--id-field", default=Fields.id, show_default=True, help="JSONL key / Parquet column of the id."),
         click.option("--text-field", default=Fields.text, show_default=True,
                      help="JSONL key / Parquet column of the text."),
-        click.option("--title-field", default=Fields.title, show_default=True,
+        click.option("--title-field", default=Fields.title, show_default=True, hidden=not titles,
                      help="JSONL key / Parquet column of the title: read where a record has it; a name other "
                           "than the default must be in some record."),
     )

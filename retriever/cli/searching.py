@@ -125,7 +125,7 @@ def _say_why_no_hits(searcher, query: str) -> None:
               help="Run tag (last column of a TREC run): one token without whitespace.")
 @searcher_options()
 @mode_options()
-@corpus_options()
+@corpus_options(titles=False)
 def search_command(index, query, k, as_json, queries, output, run_format, tag, device, dtype, nprobe, ef_search,
                    model, pooling, normalize, mode, fusion_overrides, fmt, id_field, text_field, title_field):
     """Search INDEX for QUERY, or for every query in --queries.

@@ -165,6 +165,13 @@ def test_search_refuses_run_flags_it_would_not_use(tmp_path, args, message):
     assert result.exit_code == 2 and message in result.output, result.output
 
 
+def test_search_help_does_not_offer_the_title_field_it_refuses():
+    """`search --help` listed `--title-field` ("read where a record has it", default title), which search always
+    refuses, and the refusal sends the user to that help (probe round 14)."""
+    result = CliRunner().invoke(main, ["search", "--help"])
+    assert result.exit_code == 0 and "--text-field" in result.output and "--title-field" not in result.output
+
+
 @pytest.mark.parametrize("metrics, message", [("bogus@3", "unknown metric 'bogus@3'"), (",", "no metric given"),
                                              ("ndcg@10,prec@5", "unknown metric 'prec@5'"),
                                              ("ndcg_cut_10", "unknown metric 'ndcg_cut_10': ndcg_cut_10 is trec_eval's "
