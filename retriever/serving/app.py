@@ -48,8 +48,8 @@ from retriever.serving.inputs import (ApiError, Limits, check_hits, check_no_par
 from retriever.serving.malformed import HostChecked
 from retriever.serving.output import bounded, hits_list, list_object
 from retriever.serving.page import page_html
-from retriever.serving.protocol import HeadAsGet, allowed_methods, path_without_slash
 from retriever.serving.served import BatchSettings, ServedIndexes, summary, valid_index_name
+from retriever.serving.routing import HeadAsGet, allowed_methods, path_without_slash
 from retriever.serving.schemas import (ERRORS, K_PARAM, MODE_PARAM, NAME_PARAM, POST_BODY, Q_PARAM,
                                        BatchSearchResponse, Mode, SearchResponse)
 from retriever.unknown_words import no_hits_reason

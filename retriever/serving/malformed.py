@@ -58,5 +58,6 @@ class HostChecked:
         body = json.dumps({"error": f"malformed HTTP request ({said}; HTTP/1.1 requires exactly one, naming the "
                                     "server's host and port)"}).encode()
         await send({"type": "http.response.start", "status": 400,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]})
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)),
+                                (b"connection", b"close")]})  # as the protocol's refusals of malformed requests
         await send({"type": "http.response.body", "body": body})

@@ -19,24 +19,22 @@
   answered; also when the fault is in the body (a bad chunk size), whose request would otherwise wait for the rest
   of a body that can never come. **Upgrades** (WebSocket, h2c) are answered as plain HTTP, logging nothing.
 - **100-continue.** A request answered before the body its client waits for a 100 Continue to send (a 413 or 415)
-  closes the connection: the client may never send it, and its next request was read as that body.
+  closes the connection: the client may never send it, and its next request was read as that body. A response closing
+  the connection before the request's body is all in closes it lingering (``lingering``), dropping what more comes.
 - **Half-close** (``nc -N``): the requests sent are answered, then the connection closes (uvicorn closed at once).
-- **HEAD** is answered wherever GET is (``HeadAsGet``), as HTTP requires and health checkers expect;
-  a 405's ``Allow`` names every method of the path (``allowed_methods``), and a 404 for a path with a trailing
-  or doubled slash names the path without it (``path_without_slash``).
+HEAD, a 405's ``Allow`` and a 404 for a path with a slash too many are in ``routing``.
 """
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
-import re
 import struct
 
 import httptools
-from starlette.routing import Match
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from retriever.serving.lingering import LingeringTransport
 from retriever.serving.malformed import refusal
 
 log = logging.getLogger(__name__)
@@ -65,10 +63,13 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._stall: asyncio.TimerHandle | None = None  # while the transport holds more than it may buffer
         self._client_done = False  # the client half-closed: it sends no more requests
         self._awaiting_body = None  # a request whose client waits for a 100 Continue to send its body
+        self._lingering = False  # a response closing the connection is sent: what more comes is dropped
         super().connection_made(transport)
         self._arm()
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            return
         if self._head_bytes is not None:
             # A head ending in this chunk is measured up to its blank line before it is parsed: one
             # arriving whole in one read was served before the count below saw it (twice the cap got a
@@ -117,6 +118,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._head_bytes = None
         super().on_headers_complete()
         self._body_of, self._framing_bytes = self.cycle, 0
+        self.cycle.transport = LingeringTransport(self.transport, lambda cycle=self.cycle: self._body_of is cycle,
+                                                  lambda: setattr(self, "_lingering", True))
         if self.cycle.waiting_for_100_continue and self.cycle.keep_alive:  # kept alive once the body is in
             self.cycle.keep_alive, self._awaiting_body = False, self.cycle
 
@@ -229,49 +232,6 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if not self.transport.is_closing():
             log.debug("closed a connection that sent no complete request within %ss", self.request_timeout)
             self.transport.close()
-
-
-class HeadAsGet:
-    """ASGI middleware: the app routes a HEAD as a GET; uvicorn, whose scope still says HEAD, sends the
-    reply's headers (its length included) without the body."""
-
-    def __init__(self, app) -> None:
-        self.app = app
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] == "http" and scope["method"] == "HEAD":
-            scope = {**scope, "method": "GET"}
-        await self.app(scope, receive, send)
-
-
-def allowed_methods(routes: list, scope: dict) -> str:
-    """The ``Allow`` of a 405: every method some route takes at this path. Starlette names only the first
-    route's, so a DELETE or OPTIONS on /search said ``allow: GET`` though POST is served there too; HEAD is
-    added wherever GET is, as ``HeadAsGet`` answers it."""
-    methods = _route_methods(routes, scope)
-    if "GET" in methods:
-        methods.add("HEAD")
-    return ", ".join(sorted(methods))
-
-
-def path_without_slash(routes: list, scope: dict) -> str | None:
-    """The path without its trailing or doubled slashes, where a route serves that: Starlette's redirect of ``/search/``
-    was an empty 307 to ``http://`` plus the client's Host header, wrong behind a proxy and not JSON; ``//search`` (a
-    base URL ending in a slash, joined to ``/search``) was a bare "Not Found"."""
-    path = scope["path"]
-    bare = re.sub("//+", "/", path).rstrip("/")
-    return bare if bare and bare != path and _route_methods(routes, {**scope, "path": bare}) else None
-
-
-def _route_methods(routes: list, scope: dict) -> set[str]:
-    methods: set[str] = set()
-    for route in routes:
-        if route.matches(scope)[0] == Match.NONE:
-            continue
-        methods |= set(getattr(route, "methods", None) or ())
-        included = getattr(route, "original_router", route)  # FastAPI wraps an included router (no prefix here)
-        methods |= _route_methods(getattr(included, "routes", None) or [], scope)
-    return methods
 
 
 def guarded_protocol(request_timeout: float, max_head_bytes: int = MAX_HEAD_BYTES) -> type[GuardedHttpProtocol]:

@@ -116,7 +116,7 @@ def test_amplification_and_deep_json_are_refused_up_front(server):
 
 def test_connections_that_never_finish_a_request_are_closed(server):
     openings = [b"", b"POST /search HTTP/1.1\r\n", b"GET /health HTTP/1.1\r\nHost: x\r\n",
-                b"POST /search HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{"]
+                b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 50\r\n\r\n{"]
     sockets = []
     try:
         for i in range(300):

@@ -29,6 +29,10 @@ def port():
     async def refuse() -> Response:  # answers before reading the body, as a 413 or 415 does
         return Response(b"no", status_code=415)
 
+    @app.post("/limited")
+    async def limited() -> Response:  # refuses the body unread and closes, as a 413 does
+        return Response(b"x" * BIG, status_code=413, headers={"connection": "close"})
+
     @app.get("/big")
     async def big() -> Response:
         return Response(b"x" * BIG, media_type="application/octet-stream")
@@ -79,11 +83,12 @@ def read_all(sock: socket.socket, piece: int = 1 << 20, pause: float = 0.0) -> i
     return total
 
 
-def big_request(port: int, window: int) -> socket.socket:
+def big_request(port: int, window: int, request: bytes = b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                ) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, window)
     sock.connect(("127.0.0.1", port))
-    sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    sock.sendall(request)
     return sock
 
 
@@ -129,3 +134,18 @@ def test_a_100_continue_followed_by_its_body_keeps_the_connection(port):
         sock.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc")
         time.sleep(0.2)
         assert b'{"length":3}' in sock.recv(65536)
+
+
+def test_a_response_closing_the_connection_while_its_body_comes_is_read_whole_before_the_close(port):
+    """Closed at once after a 413, the body bytes still arriving met a socket the server no longer read, and closing
+    it with them unread reset the connection, throwing away the response the kernel had not sent yet: a client still
+    sending got "connection reset" and not (all of) the 413. The server now shuts its sending side and drops what
+    more comes until the client closes (or the request timeout)."""
+    with big_request(port, 4096, b"POST /limited HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n") as sock:
+        time.sleep(0.2)  # the 413 is being sent meanwhile
+        sock.sendall(b"x" * 100_000)  # a client still sending the body it was refused
+        time.sleep(0.2)
+        reply = b""
+        while chunk := sock.recv(1 << 20):  # a reset fails the test
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 413 ") and reply.endswith(b"x" * BIG), len(reply)

@@ -71,11 +71,23 @@ def test_a_503_for_too_many_waiting_requests_says_when_to_retry(tiny_index):
     assert busy and all(reply.headers.get("retry-after") == "1" for reply in busy), [r.status for r in replies]
 
 
+@pytest.fixture()
+def guarded_port(served, request) -> int:
+    """The served indexes behind the protocol ``retriever serve`` runs (``guarded_protocol``)."""
+    from retriever.serving import create_app
+    from retriever.serving.protocol import guarded_protocol
+    from serving_fixtures import LIMITS, ServerThread
+
+    server = ServerThread(create_app(served.searchers, LIMITS), http=guarded_protocol(2.0)).start()
+    request.addfinalizer(server.stop)
+    return server.port
+
+
 @pytest.mark.parametrize("sent", [0, 1000, 200_000])
-def test_a_413_closes_the_connection_without_waiting_for_the_body(served, sent):
+def test_a_413_closes_the_connection_without_waiting_for_the_body(guarded_port, sent):
     """The connection was kept and the refused body read (and thrown away) to its end, or until --request-timeout
     closed it: a client that stopped sending waited that long, and one that went on sent megabytes for nothing."""
-    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", guarded_port), timeout=10) as sock:
         sock.sendall(b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                      b"Content-Length: 10000000\r\n\r\n")
         started = time.monotonic()

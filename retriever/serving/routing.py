@@ -1,0 +1,54 @@
+"""How requests meet the routes, where Starlette's own answers were wrong for an API.
+
+- **HEAD** is answered wherever GET is (``HeadAsGet``), as HTTP requires and health checkers expect;
+  a 405's ``Allow`` names every method of the path (``allowed_methods``), and a 404 for a path with a trailing
+  or doubled slash names the path without it (``path_without_slash``).
+"""
+from __future__ import annotations
+
+import re
+
+from starlette.routing import Match
+
+
+class HeadAsGet:
+    """ASGI middleware: the app routes a HEAD as a GET; uvicorn, whose scope still says HEAD, sends the
+    reply's headers (its length included) without the body."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["method"] == "HEAD":
+            scope = {**scope, "method": "GET"}
+        await self.app(scope, receive, send)
+
+
+def allowed_methods(routes: list, scope: dict) -> str:
+    """The ``Allow`` of a 405: every method some route takes at this path. Starlette names only the first
+    route's, so a DELETE or OPTIONS on /search said ``allow: GET`` though POST is served there too; HEAD is
+    added wherever GET is, as ``HeadAsGet`` answers it."""
+    methods = _route_methods(routes, scope)
+    if "GET" in methods:
+        methods.add("HEAD")
+    return ", ".join(sorted(methods))
+
+
+def path_without_slash(routes: list, scope: dict) -> str | None:
+    """The path without its trailing or doubled slashes, where a route serves that: Starlette's redirect of ``/search/``
+    was an empty 307 to ``http://`` plus the client's Host header, wrong behind a proxy and not JSON; ``//search`` (a
+    base URL ending in a slash, joined to ``/search``) was a bare "Not Found"."""
+    path = scope["path"]
+    bare = re.sub("//+", "/", path).rstrip("/")
+    return bare if bare and bare != path and _route_methods(routes, {**scope, "path": bare}) else None
+
+
+def _route_methods(routes: list, scope: dict) -> set[str]:
+    methods: set[str] = set()
+    for route in routes:
+        if route.matches(scope)[0] == Match.NONE:
+            continue
+        methods |= set(getattr(route, "methods", None) or ())
+        included = getattr(route, "original_router", route)  # FastAPI wraps an included router (no prefix here)
+        methods |= _route_methods(getattr(included, "routes", None) or [], scope)
+    return methods
