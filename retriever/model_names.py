@@ -29,14 +29,23 @@ def resolve_model_path(name: str) -> str:
     if path.exists():
         if not (path / "config.json").is_file():  # a file: its config.json, say (the folder was meant)
             what = "a file: pass the folder holding the model" if path.is_file() else "no config.json"
-            raise RetrieverError(f"{path}: not a Hugging Face model folder ({what})" + (
-                "; it is a sentence-transformers folder of the old layout, its transformer in a subfolder: save it "
-                "again with sentence-transformers (SentenceTransformer(OLD).save(NEW)) and pass the new folder"
-                if (path / "modules.json").is_file() else ""))
+            raise RetrieverError(f"{path}: not a Hugging Face model folder ({what})" + _st_layout(path))
         return str(path.resolve())
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise RetrieverError(f"{name}: no such model folder")
     return name
+
+
+def _st_layout(path: Path) -> str:
+    """What a sentence-transformers folder without a root config.json is, and what to do."""
+    if (path / "router_config.json").is_file():  # untied towers as sentence-transformers saves them
+        return ("; its sentence-transformers Router sends queries and documents to towers in subfolders, which "
+                "retriever reads only as `retriever train` writes them (the passage tower at the folder's root, "
+                "the query tower in query/); encode it with sentence-transformers")
+    if (path / "modules.json").is_file():
+        return ("; it is a sentence-transformers folder of the old layout, its transformer in a subfolder: save it "
+                "again with sentence-transformers (SentenceTransformer(OLD).save(NEW)) and pass the new folder")
+    return ""
 
 
 def located_model(name: str) -> str:

@@ -66,3 +66,22 @@ def test_the_shipped_models_hub_id_offline_points_to_the_alias(offline_hub):
     with pytest.raises(RetrieverError, match=r"'sentence-transformers/all-MiniLM-L6-v2' is neither .*\. --model minilm "
                                              r"is this model, shipped with retriever: use it$"):
         EncoderSettings.for_model("sentence-transformers/all-MiniLM-L6-v2")
+
+
+def test_a_router_folder_is_not_called_the_old_layout(tmp_path):
+    """Untied towers re-saved by sentence-transformers (a Router over document_0_Transformer and
+    query_0_Transformer) were called 'the old layout' with advice to save them again with sentence-transformers,
+    which is what made them."""
+    import json
+
+    folder = tmp_path / "st"
+    (folder / "document_0_Transformer").mkdir(parents=True)
+    (folder / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.base.modules.router.Router"},
+        {"idx": 1, "name": "1", "path": "1_Normalize", "type": "sentence_transformers.models.Normalize"}]))
+    (folder / "router_config.json").write_text("{}")
+    with pytest.raises(RetrieverError, match=r"^[^;]*st: not a Hugging Face model folder \(no config.json\); its "
+                                             r"sentence-transformers Router sends queries and documents to towers in "
+                                             r"subfolders, which retriever reads only as `retriever train` writes "
+                                             r"them \(.*\); encode it with sentence-transformers$"):
+        resolve_model_path(str(folder))
