@@ -13,7 +13,8 @@ import functools
 import math
 import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager as ContextManager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -163,21 +164,34 @@ def document_texts(docstore: Path, batch_rows: int = 10_000) -> Iterator[str]:
 
 
 def build_lexical(docstore: Path, target: Path, params: LexicalParams = LexicalParams(),
-                  progress: bool = True, docstore_sha256: str | None = None) -> dict:
+                  progress: bool = True, docstore_sha256: str | None = None,
+                  reads: Callable[[], ContextManager] = nullcontext) -> dict:
     """Tokenise every doc-store row and write a bm25s index to ``target``; return the manifest record.
     Built through ``retriever.lexical_build`` (bm25s's formulas and files, flat arrays in memory). The record
     names the doc store by its SHA-256 (``docstore_sha256`` where the caller has it, else hashed here), the
-    one the manifest records for it: ``lexical_part.open_lexical`` refuses a part built from another."""
+    one the manifest records for it: ``lexical_part.open_lexical`` refuses a part built from another.
+    ``reads`` wraps each read of the doc store (``integrity.reading`` names it damaged), and nothing else."""
     params.check()
     tokenizer = _tokenizer(params)
-    count = document_count(docstore)
-    texts = tqdm(unicode_normalised(document_texts(docstore)), total=count, desc="bm25 tokenise", unit="doc",
-                 file=sys.stderr, disable=not progress)
+    with reads():
+        count = document_count(docstore)
+    texts = tqdm(unicode_normalised(_each_read(document_texts(docstore), reads)), total=count, desc="bm25 tokenise",
+                 unit="doc", file=sys.stderr, disable=not progress)
     flat = tokenize_flat(texts, tokenizer.splitter, frozenset(tokenizer.stopwords or ()), _stem_words(params.stemmer))
     vocabulary, tokens = build_bm25s(flat, target, params.k1, params.b, params.method)
     return {**params.record(), "documents": count, "vocabulary": vocabulary, "tokens": tokens,
             "docstore": {"file": docstore.name, "sha256": docstore_sha256 or file_sha256(docstore)},
             "files": file_records(target)}
+
+
+def _each_read(items: Iterator[str], reads: Callable[[], ContextManager]) -> Iterator[str]:
+    """``items``, each taken from it inside ``reads()``: an error reading is the doc store's, one tokenising not."""
+    while True:
+        with reads():
+            item = next(items, None)
+        if item is None:
+            return
+        yield item
 
 
 class LexicalIndex:

@@ -144,8 +144,8 @@ def _add_lexical(index_dir: Path, params: LexicalParams, overwrite: bool, progre
     final = index_dir / (LEXICAL_DIR if recorded != LEXICAL_DIR else f"{LEXICAL_DIR}-{secrets.token_hex(4)}")
     building = temporary_folder(final)
     try:
-        with full_disk_named(index_dir), reading(docstore):
-            record = build_lexical(docstore, building, params, progress, docstore_sha256)
+        with full_disk_named(index_dir):
+            record = build_lexical(docstore, building, params, progress, docstore_sha256, lambda: reading(docstore))
         os.replace(building, final)
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)

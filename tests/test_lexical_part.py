@@ -214,3 +214,28 @@ def test_a_disk_filling_while_bm25_overwrite_writes_is_not_called_damage(index, 
     assert str(caught.value).startswith(f"no space left on the device writing {index}"), caught.value
     assert "damaged" not in str(caught.value) and "free some space" in str(caught.value)
     assert sorted(p.name for p in index.iterdir()) == entries and bm25_hits(index) == before
+
+
+def test_a_failure_building_bm25_is_not_called_damage_to_the_doc_store(index, monkeypatch):
+    """Any error of the build (an np.float32 k1 in bm25s's JSON, a bug) was reported as 'docstore.parquet: cannot
+    be read (...); the index folder is damaged; rebuild it with retriever build --overwrite'. Failing reads of the
+    doc store still are."""
+    before, entries = bm25_hits(index), sorted(p.name for p in index.iterdir())
+
+    def fails(*_, **__):
+        raise ValueError("boom")
+
+    monkeypatch.setattr("retriever.lexical.build_bm25s", fails)
+    with pytest.raises(ValueError, match="^boom$"):
+        add_lexical(index, LexicalParams(k1=1.2), overwrite=True, progress=False)
+    monkeypatch.undo()
+
+    def unreadable(_docstore):
+        yield "the first text"
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr("retriever.lexical.document_texts", unreadable)
+    with pytest.raises(RetrieverError, match=r"docstore.parquet: cannot be read \(.*Input/output error\); the index "
+                                             r"folder is damaged"):
+        add_lexical(index, LexicalParams(k1=1.2), overwrite=True, progress=False)
+    assert sorted(p.name for p in index.iterdir()) == entries and bm25_hits(index) == before
