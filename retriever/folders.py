@@ -116,14 +116,21 @@ def check_output_name(output: Path, flag: str, beside: int = 0) -> None:
     except UnicodeEncodeError:
         raise RetrieverError(f"{output}: the path is not valid UTF-8, and Arrow and FAISS take UTF-8 paths only; "
                              f"choose another {flag}") from None
+    check_name_length(output, flag, beside)
+
+
+def check_name_length(output: Path, flag: str, beside: int = BESIDE_NAME_BYTES) -> None:
+    """Refuse a name the file system cannot hold with ``beside`` bytes added for the names made beside it (a
+    temporary file, a probe): the failure came later, as a folder nothing could be created in, or a traceback."""
     existing = Path(os.path.abspath(output)).parent
     while not existing.is_dir() and existing != existing.parent:
         existing = existing.parent
     limit = os.pathconf(existing, "PC_NAME_MAX") - beside
     if len(os.fsencode(output.name)) > limit:
         raise RetrieverError(f"{output}: the name is {len(os.fsencode(output.name))} bytes long; the file system "
-                             f"takes names of at most {limit + beside} bytes" + (f", and the names made beside it add "
-                             f"up to {beside}" if beside else "") + f"; choose a shorter {flag}")
+                             f"takes names of at most {limit + beside} bytes" + (f", and the names made beside it add up "
+                             f"to {beside} more, so it may be at most {limit}" if beside else "")
+                             + f"; choose a shorter {flag}")
 
 
 def replaceable(path: Path, marker: str) -> bool:

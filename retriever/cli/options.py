@@ -13,7 +13,9 @@ from click.core import ParameterSource
 from retriever.choices import DTYPES
 from retriever.corpus import FORMATS, Fields, check_output_outside_qrels
 from retriever.encoder_settings import OVERRIDABLE, TOWERS, max_length_problem
-from retriever.files import output_file_problem, written_in_place
+from retriever.errors import RetrieverError
+from retriever.files import output_file_problem, through_link, written_in_place
+from retriever.folders import check_name_length
 from retriever.model_names import located_model
 from retriever.pooling import POOLINGS
 
@@ -51,6 +53,13 @@ class OutputFile(click.Path):
             self.fail(f"{value} ends in a slash, so it names a folder; give the path of a file in it ({value}NAME)",
                       param, ctx)
         path = super().convert(value, param, ctx)
+        flag = f"--{param.name.replace('_', '-')}" if param and param.name else "path"
+        try:  # the name, then a link's target: a temporary file is made beside it, NAME.tmp-PID
+            check_name_length(Path(path), flag)
+            if not written_in_place(Path(path)):
+                check_name_length(through_link(Path(path)), flag)
+        except RetrieverError as error:
+            self.fail(str(error), param, ctx)
         problem = output_file_problem(Path(path))
         if problem:
             self.fail(problem, param, ctx)

@@ -81,3 +81,16 @@ def test_a_max_length_that_leaves_a_text_no_token_of_its_own_is_refused_when_par
     assert result.exit_code == 2 and f"'{flag}': 0 is less than 1: a max length counts a text's" in result.output, \
         result.output
     assert f"'{flag}'" not in CliRunner().invoke(main, [command, flag, "2"]).output
+
+
+@pytest.mark.parametrize("length", [230, 300])
+def test_an_output_file_name_too_long_with_its_temporary_suffix_says_so_not_that_the_folder_is_unwritable(tmp_path,
+                                                                                                          length):
+    """`search -o NAME` of 216–255 bytes said 'nothing can be created in . (File name too long)', blaming the folder,
+    where NAME plus the suffix of the temporary file made beside it is what is too long."""
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"_id": "q1", "text": "cat"}\n')
+    result = CliRunner().invoke(main, ["search", str(tmp_path), "--queries", str(queries),
+                                       "-o", str(tmp_path / ("r" * length))])
+    assert result.exit_code == 2 and f"the name is {length} bytes long" in result.output, result.output
+    assert "so it may be at most" in result.output and "nothing can be created" not in result.output
