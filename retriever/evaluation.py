@@ -1,6 +1,7 @@
 """Evaluate an index on a BEIR split, or a run file against qrels."""
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -9,7 +10,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from retriever.corpus import BeirDataset, Query, blank_queries_warning, read_queries
-from retriever.errors import RetrieverError
+from retriever.errors import RetrieverError, check_kind
 from retriever.fusion import FusionParams, recorded_fusion
 from retriever.metric_names import DEFAULT_METRICS, metric_cutoff
 from retriever.metrics import (Evaluation, answer_recall, answer_tokens, evaluate_run, format_table, judged_query_ids,
@@ -182,10 +183,14 @@ def check_collection(searcher: Searcher, dataset: BeirDataset, split: str, run: 
                              "is in the index, so every metric is 0: is this the index's collection?")
 
 
-def evaluate_index(searcher: Searcher, dataset: BeirDataset, split: str, k: int = 1000,
+def evaluate_index(searcher: Searcher, dataset: BeirDataset | str | Path, split: str, k: int = 1000,
                    nprobe: int | None = None, ef_search: int | None = None,
                    metrics: tuple[str, ...] = DEFAULT_METRICS, progress: bool = True) -> tuple[EvaluationReport, Run]:
     """Search every judged query of a split and score the run; add answer recall when queries carry answers."""
+    check_kind(searcher, Searcher, "searcher", "a Searcher, e.g. Searcher('indexes/NAME')")
+    if not isinstance(dataset, BeirDataset):
+        check_kind(dataset, (str, os.PathLike), "dataset", "a BEIR folder's path or a BeirDataset")
+        dataset = BeirDataset.open(dataset)
     fusion = searcher.manifest.get("fusion") or {}
     # a damaged record (flags standing in for it: ``recorded_fusion``) says nothing of where it was tuned
     sound = searcher.mode == "hybrid" and recorded_fusion(searcher.index_dir, searcher.manifest, None)[1] is None

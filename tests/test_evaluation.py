@@ -107,3 +107,16 @@ def test_hybrid_evaluation_with_flags_standing_in_for_a_damaged_fusion_record(ti
                         fusion_overrides={"method": "rrf", "rrf_k": 60})
     report, _ = evaluate_index(searcher, BeirDataset.open(tiny_beir), "test", k=5, progress=False)
     assert report.evaluation.num_queries == 4
+
+
+def test_evaluate_index_takes_the_dataset_as_a_path_too(tiny_beir, tiny_model_dir, tmp_path) -> None:
+    """A folder's path (as tune_fusion takes it) failed with AttributeError: 'str' object has no attribute
+    'qrels_path'; an index path where the Searcher goes, with 'no attribute manifest'."""
+    searcher = tiny_searcher(tiny_beir, tiny_model_dir, tmp_path)
+    wanted = evaluate_index(searcher, BeirDataset.open(tiny_beir), "test", k=5, progress=False)[0].to_json()
+    assert evaluate_index(searcher, str(tiny_beir), "test", k=5, progress=False)[0].to_json() == wanted
+    assert evaluate_index(searcher, tiny_beir, "test", k=5, progress=False)[0].to_json() == wanted
+    with pytest.raises(RetrieverError, match="^searcher must be a Searcher, e.g. Searcher.'indexes/NAME'., not str"):
+        evaluate_index(str(searcher.index_dir), tiny_beir, "test", k=5, progress=False)
+    with pytest.raises(RetrieverError, match="^dataset must be a BEIR folder's path or a BeirDataset, not int 3$"):
+        evaluate_index(searcher, 3, "test", k=5, progress=False)
