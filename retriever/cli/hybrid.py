@@ -24,7 +24,10 @@ DATASET = click.Path(exists=True, file_okay=False, path_type=Path)
 def _fusion_overrides(fusion: str | None, alpha: float | None, rrf_k: float | None,
                       fusion_depth: int | None) -> dict:
     overrides = {"method": fusion, "alpha": alpha, "rrf_k": rrf_k, "depth": fusion_depth}
-    FusionParams().overridden(**overrides)  # flags that contradict each other fail here, before any work
+    try:  # flags that contradict each other fail here, before any work, as the usage errors they are
+        FusionParams().overridden(**overrides)
+    except RetrieverError as error:
+        raise click.UsageError(str(error)) from None
     return overrides
 
 
@@ -35,8 +38,8 @@ def _fusion_only_for_hybrid(function: Callable) -> Callable:
         given = [name for name, value in kwargs["fusion_overrides"].items() if value is not None]
         if given and kwargs["mode"] != "hybrid":
             flag = {"method": "--fusion", "rrf_k": "--rrf-k", "depth": "--fusion-depth"}.get(given[0], "--alpha")
-            raise RetrieverError(f"{flag} applies only to --mode hybrid, not --mode {kwargs['mode']}: drop it "
-                                 "or add --mode hybrid")
+            raise click.UsageError(f"{flag} applies only to --mode hybrid, not --mode {kwargs['mode']}: drop it "
+                                   "or add --mode hybrid")
         return function(*args, **kwargs)
     return wrapper
 
@@ -127,7 +130,7 @@ def check_tuning(tune_fusion: tuple[Path, str] | None, lexical: LexicalParams | 
     if tune_fusion is None:
         return
     if lexical is None:
-        raise RetrieverError("--tune-fusion-on tunes the hybrid fusion, which needs the BM25 index; drop --no-bm25")
+        raise click.UsageError("--tune-fusion-on tunes the hybrid fusion, which needs the BM25 index; drop --no-bm25")
     check_tuning_split(*tune_fusion)
 
 
@@ -160,8 +163,8 @@ def run_drop(index: Path) -> None:
 
     others = flags_given(("overwrite", *BM25_SETTINGS, "tune_fusion_on", "split"))
     if others:
-        raise RetrieverError(f"{others[0]}: --drop-fusion only drops the fusion record; give it alone, and "
-                             f"{others[0]} in another run")
+        raise click.UsageError(f"{others[0]}: --drop-fusion only drops the fusion record; give it alone, and "
+                               f"{others[0]} in another run")
     if drop_fusion(index):
         click.echo(f"{index}: dropped its recorded hybrid fusion, so hybrid uses RRF k=60 unless --fusion, --rrf-k "
                    "or --alpha say otherwise", err=True)
