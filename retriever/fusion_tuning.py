@@ -14,7 +14,7 @@ import numpy as np
 from tqdm import tqdm
 
 from retriever.corpus import BeirDataset, Query, blank_queries_warning
-from retriever.errors import RetrieverError
+from retriever.errors import RetrieverError, check_kind
 from retriever.evaluation import (dataset_name, judged_missing_from, judged_split, unknown_words_warning,
                                   warn, warn_of_left_out)
 from retriever.fusion import FusionParams, fuse
@@ -118,6 +118,8 @@ def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, k: int = 10
                 checked: tuple[BeirDataset, list[Query], Qrels] | None = None) -> dict:
     """The best fusion on ``split``'s judged queries by nDCG@10, with every measured setting
     (``checked``: what ``check_tuning_split`` returned, so it is not read twice)."""
+    check_kind(searcher, Searcher, "searcher", "a Searcher, e.g. Searcher('indexes/NAME', mode='hybrid') "
+               "(tune_and_record takes the index's path and records the fusion in it)")
     beir, queries, qrels = checked or check_tuning_split(dataset, split)
     check_judged_documents(searcher, beir, split, qrels)
     warn_of_training_split(searcher, beir, split)

@@ -192,3 +192,13 @@ def test_tuning_is_refused_while_a_build_of_the_index_holds_its_lock(index_and_d
             tune_and_record(index, dataset, "train", device="cpu", dtype="fp32", progress=False)
     assert (index / MANIFEST_FILE).read_bytes() == before
     assert tune_and_record(index, dataset, "train", device="cpu", dtype="fp32", progress=False)["method"]
+
+
+def test_tune_fusion_given_an_index_path_says_to_open_a_searcher(tmp_path):
+    """An index path where the Searcher goes failed with AttributeError: 'str' object has no attribute 'documents'."""
+    from retriever.fusion_tuning import tune_fusion
+
+    with pytest.raises(RetrieverError, match=r"^searcher must be a Searcher, e.g. Searcher\('indexes/NAME', "
+                                             r"mode='hybrid'\) \(tune_and_record takes the index's path and records "
+                                             r"the fusion in it\), not str"):
+        tune_fusion(str(tmp_path / "idx"), tmp_path / "beir", "train", progress=False)
