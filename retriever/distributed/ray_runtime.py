@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import TypeVar
 
+from retriever.distributed.ray_probe import PORT_HINT, answers_as_gcs
 from retriever.errors import RetrieverError
 
 LOCAL = "local"
@@ -151,19 +152,23 @@ def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
         found = f"it found {target} in RAY_ADDRESS or a past `ray start`; "
     if target in ("auto", LOCAL) or not _ADDRESS.match(target):
         return
+    tls = os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true")
     host, _, port = target.removeprefix("ray://").rpartition(":")
     if not host:
         host, port = port, str(RAY_CLIENT_PORT)
     try:
         with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout) as connection:
-            speaks_grpc = os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true") or _answers_http2(connection)
+            speaks_grpc = tls or _answers_http2(connection)
     except (OSError, ValueError) as error:
         reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
-        raise _unreachable(address, f"{found}nothing answers at {host}:{port} within {timeout:g}s: {reason}") \
+        hint = f"; {PORT_HINT}" if target.startswith("ray://") else ""
+        raise _unreachable(address, f"{found}nothing answers at {host}:{port} within {timeout:g}s: {reason}{hint}") \
             from None
     if not speaks_grpc:
         raise _unreachable(address, f"{found}what answers at {host}:{port} is not Ray: it does not speak gRPC; "
                                     "check the port `ray start --head` printed")
+    if target.startswith("ray://") and not tls and answers_as_gcs(host.strip("[]"), int(port), timeout):
+        raise _unreachable(address, f"what answers at {host}:{port} is a Ray GCS, not a Ray client server; {PORT_HINT}")
 
 
 def _auto_address() -> str | None:
