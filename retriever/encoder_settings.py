@@ -68,9 +68,10 @@ class EncoderSettings:
             object.__setattr__(self, "query_max_length", self.passage_max_length)
 
     @classmethod
-    def for_model(cls, model: str = "minilm", **overrides: object) -> "EncoderSettings":
+    def for_model(cls, model: str = "minilm", *, training: bool = False, **overrides: object) -> "EncoderSettings":
         """Defaults, then what the model folder's retriever.json records (else what its sentence-transformers
-        modules apply: pooling, Normalize, prompts), then explicit overrides (non-None)."""
+        modules apply: pooling, Normalize, prompts), then explicit overrides (non-None). ``training`` lets a
+        CrossEncoder's folder through, whose encoder a bi-encoder may start from; encoding refuses it."""
         from retriever.model_folder import sentence_transformers_settings
         from retriever.model_loading import RETRIEVER_CONFIG, model_files, read_retriever_config
         from retriever.model_names import resolve_model_path
@@ -88,7 +89,8 @@ class EncoderSettings:
         if recorded and folder is not None:
             _refuse_disagreement(where, folder, values, overrides)
         elif folder is not None:
-            values = sentence_transformers_settings(folder, {k: v for k, v in overrides.items() if v is not None})
+            values = sentence_transformers_settings(folder, {k: v for k, v in overrides.items() if v is not None},
+                                                    training)
         values.update({k: v for k, v in overrides.items() if v is not None})
         unknown = set(values) - set(OVERRIDABLE)
         if unknown:

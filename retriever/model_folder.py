@@ -22,7 +22,7 @@ from torch import nn
 from retriever.errors import InputFileError, RetrieverError
 from retriever.files import atomic_write_text, read_json, read_json_object, write_json
 from retriever.model_card import model_card
-from retriever.model_loading import RETRIEVER_CONFIG
+from retriever.model_loading import RETRIEVER_CONFIG, json_value
 from retriever.pooler_dense import pooler_dense_problem, write_pooler_dense
 
 if TYPE_CHECKING:
@@ -130,7 +130,7 @@ def _st_modules(folder: Path) -> tuple[list[dict] | None, list[str]]:
     return modules, [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
 
 
-def sentence_transformers_settings(folder: str | Path, given: dict | None = None) -> dict:
+def sentence_transformers_settings(folder: str | Path, given: dict | None = None, training: bool = False) -> dict:
     """Pooling, normalisation and prefixes a sentence-transformers folder applies ({} when it has no modules.json).
 
     A folder made by sentence-transformers records them in its modules, not in retriever.json; encoding it with
@@ -139,6 +139,12 @@ def sentence_transformers_settings(folder: str | Path, given: dict | None = None
     and so is a prefix sentence-transformers' versions read otherwise, unless ``given`` (the flags' settings) has it.
     """
     folder, given = Path(folder), given or {}
+    if is_cross_encoder(folder):  # training may start from its encoder (`DualEncoder` says so): its head is dropped
+        if training:
+            return {}
+        raise RetrieverError(f"{folder} is a sentence-transformers CrossEncoder: a reranker (cross-encoder) that "
+                             "scores query-passage pairs, not an embedding model, so it cannot encode passages for "
+                             "an index; use an embedding model (e.g. minilm)")
     modules, kinds = _st_modules(folder)
     if modules is None:
         return {}
@@ -148,10 +154,11 @@ def sentence_transformers_settings(folder: str | Path, given: dict | None = None
         raise RetrieverError(f"{folder}: its sentence-transformers module {foreign} is {modules[foreign].get('type')}, "
                              "code of the model's own, which sentence-transformers runs only with trust_remote_code "
                              "and retriever never runs; encode it with sentence-transformers")
-    if read_json_object(folder / ST_CONFIG, ST_HINT, missing={}).get("model_type") == "CrossEncoder":
-        raise RetrieverError(f"{folder} is a sentence-transformers CrossEncoder: a reranker (cross-encoder) that "
-                             "scores query-passage pairs, not an embedding model, so it cannot encode passages for "
-                             "an index; use an embedding model (e.g. minilm)")
+    if read_json_object(folder / ST_CONFIG, ST_HINT, missing={}).get("model_type") == "SparseEncoder" \
+            or {"SpladePooling", "MLMTransformer"} & set(kinds):
+        raise RetrieverError(f"{folder} is a sentence-transformers SparseEncoder (SPLADE-style): its vectors are "
+                             "vocabulary-sized term weights, which this dense engine does not index; use a dense "
+                             "embedding model (e.g. minilm), or the BM25 part for term matching")
     dense = kinds[2:3] == ["Dense"]  # BERT's pooler, as retriever writes `pooler` pooling, or refused below
     if [kind for i, kind in enumerate(kinds) if not (dense and i == 2)] not in (
             ["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]) \
@@ -176,6 +183,16 @@ def sentence_transformers_settings(folder: str | Path, given: dict | None = None
                              "pools every token of the text; encode it with sentence-transformers, or pass "
                              "--query-prefix '' --passage-prefix '' to encode without prompts")
     return settings
+
+
+def is_cross_encoder(folder: Path) -> bool:
+    """Whether sentence-transformers saved the folder as a CrossEncoder: ≥ 5 says so in its own config, < 5 wrote
+    no modules.json but an activation into config.json (a sequence-classification model a plain BERT loads)."""
+    if read_json_object(folder / ST_CONFIG, ST_HINT, missing={}).get("model_type") == "CrossEncoder":
+        return True
+    legacy = json_value(folder / "config.json", "sentence_transformers")
+    return json_value(folder / "config.json", "sbert_ce_default_activation_function") is not None \
+        or isinstance(legacy, dict) and "activation_fn" in legacy
 
 
 def _unapplied(folder: Path, kinds: list[str], why: str = "") -> RetrieverError:

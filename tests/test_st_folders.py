@@ -239,3 +239,53 @@ def test_a_cross_encoder_is_refused_as_a_reranker_not_an_embedding_model(tmp_pat
                                              r"that scores query-passage pairs, not an embedding model, so it cannot "
                                              r"encode passages for an index; use an embedding model"):
         EncoderSettings.for_model(str(tmp_path / "ce"))
+
+
+def old_cross_encoder(tmp_path, tiny_model_dir, config_entry: dict):
+    """A CrossEncoder folder as sentence-transformers < 5 saved it: a BertForSequenceClassification, no
+    modules.json, the activation in config.json."""
+    from transformers import BertForSequenceClassification
+    folder = tmp_path / "old-ce"
+    BertForSequenceClassification.from_pretrained(str(tiny_model_dir), num_labels=1).save_pretrained(folder)
+    for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (tiny_model_dir / name).is_file():
+            shutil.copy(tiny_model_dir / name, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **config_entry}))
+    return folder
+
+
+@pytest.mark.parametrize("entry", [{"sbert_ce_default_activation_function": "torch.nn.modules.linear.Identity"},
+                                   {"sentence_transformers": {"activation_fn": "torch.nn.modules.activation.Sigmoid"}}])
+def test_an_old_cross_encoder_is_refused_as_a_reranker(tmp_path, tiny_model_dir, entry):
+    """Without modules.json it loaded as a plain BERT and was mean-pooled, without a word."""
+    folder = old_cross_encoder(tmp_path, tiny_model_dir, entry)
+    with pytest.raises(RetrieverError, match=r"is a sentence-transformers CrossEncoder: a reranker \(cross-encoder\)"):
+        EncoderSettings.for_model(str(folder))
+
+
+def test_training_from_a_cross_encoder_says_its_head_is_dropped(tmp_path, tiny_model_dir, capsys):
+    """Starting a bi-encoder from a reranker's weights is allowed (unusual, not wrong): one line on stderr."""
+    from retriever.training.dual_encoder import DualEncoder
+    folder = old_cross_encoder(tmp_path, tiny_model_dir, {"sbert_ce_default_activation_function": "x.Identity"})
+    DualEncoder.from_pretrained(str(folder), query_max_length=16, passage_max_length=16)
+    sentence_transformers.CrossEncoder(str(tiny_model_dir), num_labels=1, device="cpu").save(str(tmp_path / "ce"))
+    DualEncoder.from_pretrained(str(tmp_path / "ce"), query_max_length=16, passage_max_length=16)
+    lines = [line for line in capsys.readouterr().err.splitlines() if "CrossEncoder" in line]
+    assert len(lines) == 2 and all("head is dropped" in line and "reranker" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("st_config, kinds", [
+    ({"model_type": "SparseEncoder"}, ["Transformer", "Pooling"]),
+    ({}, ["sparse_encoder.models.MLMTransformer", "sparse_encoder.models.SpladePooling"])])
+def test_a_sparse_encoder_is_refused_as_sparse(tmp_path, tiny_model_dir, st_config, kinds):
+    """It was refused for its modules, as if another pooling could make its vectors dense."""
+    folder = tmp_path / "splade"
+    shutil.copytree(tiny_model_dir, folder)
+    (folder / "modules.json").write_text(json.dumps([
+        {"idx": i, "name": str(i), "path": "" if i == 0 else f"{i}_M", "type": f"sentence_transformers.{kind}"}
+        for i, kind in enumerate(kinds)]))
+    (folder / "config_sentence_transformers.json").write_text(json.dumps(st_config))
+    with pytest.raises(RetrieverError, match=r"is a sentence-transformers SparseEncoder \(SPLADE-style\): its "
+                                             r"vectors are vocabulary-sized term weights"):
+        EncoderSettings.for_model(str(folder))
