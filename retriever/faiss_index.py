@@ -205,7 +205,7 @@ def new_index(spec: str, dim: int, params: IndexParams) -> faiss.Index:
         index = faiss.index_factory(dim, spec, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as error:
         raise RetrieverError(f"FAISS cannot build index {spec!r} for {dim}-dimension vectors: "
-                             f"{faiss_message(error)}; use flat, hnsw, ivfpq or a valid FAISS factory string") from None
+                             f"{faiss_message(error)}; use {', '.join(INDEX_TYPES)} or a valid FAISS factory string") from None
     hnsw = downcast_hnsw(index)
     if hnsw is not None:
         hnsw.hnsw.efConstruction = params.ef_construction

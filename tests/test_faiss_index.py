@@ -125,3 +125,11 @@ def test_numpy_numbers_in_the_settings_become_python_numbers():
 def test_library_settings_are_refused_as_the_cli_refuses_them(settings, message):
     with pytest.raises(RetrieverError, match=f"^{message}$"):
         IndexParams("hnsw", **settings)
+
+
+def test_an_index_faiss_cannot_build_names_every_index_type():
+    """The hint listed flat, hnsw and ivfpq, leaving out ivf-ondisk, which --index-type takes too."""
+    from retriever.choices import INDEX_TYPES
+    with pytest.raises(RetrieverError, match="FAISS cannot build index") as caught:
+        new_index("NoSuchIndex", 8, IndexParams())
+    assert all(name in str(caught.value) for name in INDEX_TYPES), str(caught.value)
