@@ -11,7 +11,8 @@
   the server holds until they are read, so clients that never read would pin that memory for ever.
 - **Head size.** httptools buffers a request line and headers of any length, so a few connections
   sending headers of hundreds of megabytes would exhaust memory before the app sees a byte. A head
-  (request line plus headers) over ``max_head_bytes`` gets a JSON 431 and the connection is closed; so do a
+  (request line plus headers) over ``max_head_bytes`` gets a JSON 431 and the connection is closed (lingering, as
+  below, as for a 400: the client may still be sending); so do a
   chunked body's chunk extensions and trailer fields, which the parser reads alike: the bytes of a body read
   since its last data.
 - **Malformed requests** get a JSON 400 naming the parser's reason (``malformed.refusal``: uvicorn's said "invalid http
@@ -34,7 +35,7 @@ import struct
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from retriever.serving.lingering import LingeringTransport
+from retriever.serving.lingering import LingeringTransport, close_lingering
 from retriever.serving.malformed import refusal
 
 log = logging.getLogger(__name__)
@@ -210,13 +211,18 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self.transport.close()
 
     def _refuse(self, status: int, message: str) -> None:
-        if self.transport.is_closing():
+        """Send a 400 or 431 and close lingering (the client may still be sending), at most a request timeout on."""
+        if self._lingering or self.transport.is_closing():
             return
         body = json.dumps({"error": message}).encode()
         reason = {400: b"Bad Request", 431: b"Request Header Fields Too Large"}[status]
         self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
                              b"connection: close\r\n\r\n%s" % (status, reason, len(body), body))
-        self.transport.close()
+        if self.cycle is not None and not self.cycle.response_complete:  # as connection_lost tells a running app
+            self.cycle.disconnected = True
+            self.cycle.message_event.set()
+        close_lingering(self.transport, lambda: setattr(self, "_lingering", True))
+        self._arm()
 
     def _arm(self) -> None:
         self._disarm()

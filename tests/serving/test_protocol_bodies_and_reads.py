@@ -149,3 +149,18 @@ def test_a_response_closing_the_connection_while_its_body_comes_is_read_whole_be
         while chunk := sock.recv(1 << 20):  # a reset fails the test
             reply += chunk
     assert reply.startswith(b"HTTP/1.1 413 ") and reply.endswith(b"x" * BIG), len(reply)
+
+
+@pytest.mark.parametrize(("request_bytes", "status"), [
+    (b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 4_000_000 + b"\r\n\r\n", b"431"),
+    (POST_HEAD + b"zz\r\n" + b"a" * 4_000_000, b"400")])
+def test_a_refusal_while_the_client_still_sends_is_read_before_the_close(port, request_bytes, status):
+    """The protocol's own 431 (a head over the cap) and 400 (a malformed request) closed the connection at once, with
+    the rest of the request still arriving: the kernel reset it, and a client that sends its whole request before
+    reading (http.client, most libraries) got "connection reset" and never the refusal. They close lingering now."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(request_bytes)  # a reset fails the test
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 " + status + b" ") and b'{"error":' in reply, reply[:200]
