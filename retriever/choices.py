@@ -14,6 +14,9 @@ MAX_HEAD_LAYERS = 12  # a BERT-base's depth; the Condenser head is a few fresh l
 # default encoder, on which pre-training lowered fine-tuned quality (contrastive_start_warning).
 DEFAULT_START = "bert-base-uncased"
 MIN_TEMPERATURE = 1e-4  # the contrastive and span losses' floor on τ (why: retriever.training.loss)
+# Seconds a collective of a torchrun launch waits for the other processes (a stopped one) before failing: the
+# Trainer's own default (ddp_timeout), which it did not pass on for CPU training (retriever.training.processes).
+DDP_TIMEOUT = 1800
 
 
 def check_temperature(temperature: float) -> None:

@@ -8,8 +8,8 @@ import click
 
 from retriever.choices import DEFAULT_START, MAX_HEAD_LAYERS
 from retriever.cli.options import FiniteRange, corpus_options, device_options, fields_from, renamed_option
-from retriever.cli.training import (optimizer_options, progress_option, report_to_option, run_length_options,
-                                   temperature_option)
+from retriever.cli.training import (ddp_timeout_option, optimizer_options, progress_option, report_to_option,
+                                    run_length_options, temperature_option)
 
 
 @click.command("pretrain")
@@ -61,12 +61,13 @@ from retriever.cli.training import (optimizer_options, progress_option, report_t
 @device_options()
 @progress_option()
 @report_to_option()
+@ddp_timeout_option()
 @corpus_options()
 def pretrain_command(corpus, model, output, n_head_layers, skip_from, cocondenser, objective, freeze_backbone_steps,
                      backbone_lr_scale, temperature, max_length,
                      mlm_probability, sequences_per_step, epochs, max_steps, learning_rate, warmup_ratio, weight_decay,
-                     max_grad_norm, save_steps, keep_checkpoints, seed, device, dtype, progress, report_to, fmt,
-                     id_field, text_field, title_field):
+                     max_grad_norm, save_steps, keep_checkpoints, seed, device, dtype, progress, report_to, ddp_timeout,
+                     fmt, id_field, text_field, title_field):
     """Condenser pre-training of a BERT on CORPUS (BEIR folder, JSONL, TSV, Parquet) into OUTPUT.
 
     The backbone learns masked-language modelling twice: from its own last layer, and through a
@@ -89,7 +90,8 @@ def pretrain_command(corpus, model, output, n_head_layers, skip_from, cocondense
         mlm_probability=mlm_probability, batch_size=sequences_per_step, epochs=epochs, max_steps=max_steps,
         learning_rate=learning_rate, warmup_ratio=warmup_ratio, weight_decay=weight_decay,
         max_grad_norm=max_grad_norm or None, save_steps=save_steps or None, keep_checkpoints=keep_checkpoints,
-        seed=seed, device=device, dtype=dtype, progress=progress, report_to=report_to)
+        seed=seed, device=device, dtype=dtype, progress=progress, report_to=report_to,
+        ddp_timeout=ddp_timeout)
     result = pretrain(config)
     if not is_main_process():
         return

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from retriever.choices import MIN_TEMPERATURE, check_temperature
+from retriever.choices import DDP_TIMEOUT, MIN_TEMPERATURE, check_temperature
 from retriever.cli.hybrid import mode_options
 from retriever.cli.searching import moved_model_option
 from retriever.cli.options import (FiniteRange, OutputFile, check_outputs_apart, compose, corpus_options,
@@ -31,6 +31,12 @@ def report_to_option():
 def progress_option():
     return click.option("--progress/--no-progress", default=True, show_default=True,
                         help="Show a progress bar with the loss, learning rate and examples/s on stderr.")
+
+
+def ddp_timeout_option():
+    return click.option("--ddp-timeout", type=click.IntRange(min=1), default=DDP_TIMEOUT, show_default=True,
+                        help="Under torchrun, seconds a process waits for the others at a synchronisation before the "
+                             "run fails: a process stopped (not dead) holds the others this long.")
 
 
 class TemperatureRange(FiniteRange):
@@ -143,12 +149,13 @@ def run_length_options(passes_over: str, epochs_default: int | None) -> Callable
                    "each process's queries see only its own slice.")
 @progress_option()
 @report_to_option()
+@ddp_timeout_option()
 @corpus_options()
 def train_command(dataset, split, train_jsonl, corpus, negatives, model, encoder_overrides, output, epochs, max_steps,
                   queries_per_step,
                   train_group_size, learning_rate, warmup_ratio, weight_decay, temperature, max_grad_norm, seed,
                   grad_cache_chunk_size, dev_split, dev_dataset, dev_max_docs, device, dtype, save_steps,
-                  cross_device_negatives, progress, report_to, fmt, id_field, text_field, title_field):
+                  cross_device_negatives, progress, report_to, ddp_timeout, fmt, id_field, text_field, title_field):
     """Fine-tune a dual encoder with in-batch (and hard) negatives into a model folder OUTPUT.
 
     Max lengths default to the start model's (as for every command), and the folder records them,
@@ -173,7 +180,7 @@ def train_command(dataset, split, train_jsonl, corpus, negatives, model, encoder
         max_grad_norm=max_grad_norm or None, seed=seed, grad_cache_chunk_size=grad_cache_chunk_size,
         dev_split=dev_split, dev_dataset=_str(dev_dataset), dev_max_docs=dev_max_docs, device=device, dtype=dtype,
         save_steps=save_steps or None, cross_device_negatives=cross_device_negatives, progress=progress,
-        report_to=report_to)
+        report_to=report_to, ddp_timeout=ddp_timeout)
     result = train(config)
     if is_main_process():
         click.echo(json.dumps({"model": str(result.output), "steps": result.steps, "best_step": result.best_step,

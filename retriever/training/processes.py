@@ -10,10 +10,12 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
+from retriever.choices import DDP_TIMEOUT
 from retriever.errors import RetrieverError
 
 # gloo reports a lost peer as a plain RuntimeError; these mark its transport failures
@@ -31,6 +33,18 @@ class PeerDied(RetrieverError):
 def launched_processes() -> int:
     """Processes of this launch as torchrun tells them (1 without torchrun), known before any group exists."""
     return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def join_process_group(device: torch.device, timeout_seconds: int = DDP_TIMEOUT) -> str | None:
+    """The backend of this launch's process group (None for one process), started here unless it is, with
+    ``timeout_seconds`` for a collective to wait for the others: the Trainer passes its ddp_timeout on GPUs only,
+    so on CPU a stopped (not dead) process held the others for torch's default whatever --ddp-timeout said."""
+    if launched_processes() < 2:
+        return None
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    if not dist.is_initialized():
+        dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout_seconds))
+    return backend
 
 
 def is_peer_failure(error: BaseException) -> bool:

@@ -1,12 +1,10 @@
 """The one training stack under `retriever train` and `retriever pretrain`: Hugging Face's `Trainer`.
 
-It brings the loop, AdamW (no decay on biases and norms), the linear warm-up/decay schedule,
-clipping, bf16/fp16 autocast, DDP under torchrun, checkpoints with every rank's RNG state, and
-logging callbacks. Added here: weights checkpointed as safetensors (the Trainer loads the other
-states with ``weights_only=True``), checkpoints that count only once complete and that rerun
-compares with its own settings and inputs (`run_record`), and a run that stops at the first
-non-finite loss and never saves or publishes non-finite weights.
-"""
+It brings the loop, AdamW (no decay on biases and norms), the linear warm-up/decay schedule, clipping, bf16/fp16
+autocast, DDP under torchrun, checkpoints with every rank's RNG state, and logging callbacks. Added here: weights
+checkpointed as safetensors (the Trainer loads the other states with ``weights_only=True``), checkpoints that count
+only once complete and that rerun compares with its own settings and inputs (`run_record`), and a run that stops at
+the first non-finite loss and never saves or publishes non-finite weights."""
 from __future__ import annotations
 
 import dataclasses
@@ -33,13 +31,14 @@ from retriever.folders import check_creatable, make_folder
 from retriever.model_folder import portable_record
 from retriever.training.callbacks import EpochEndCheckpoints, StderrProgress, adopt_save_steps, tensorboard
 from retriever.training.layout import check_resume_layout, check_step_layout
-from retriever.training.processes import check_same_run_everywhere, launched_processes, peer_deaths_reported
+from retriever.training.processes import (DDP_TIMEOUT, check_same_run_everywhere, join_process_group,
+                                          launched_processes, peer_deaths_reported)
 from retriever.training.run_guards import check_run_paths
 from retriever.training.run_record import (CHECKPOINTS, FINISHED_FILE, INPUTS_KEY,  # noqa: F401 (stack.*)
                                            OPTIMIZER_STATES, RUN_FILE, WEIGHTS_FILE, checkpoint_states_loaded,
-                                           checkpoint_step, corpus_file, final_state, rng_states_read,
-                                           inputs_fingerprint, load_weights, model_weight_files, prior_run,
-                                           rotate_checkpoints, skipped_checkpoints)
+                                           checkpoint_step, corpus_file, final_state, rng_states_read, prior_run,
+                                           inputs_fingerprint, load_weights, model_weight_files, rotate_checkpoints,
+                                           skipped_checkpoints)
 
 
 def log(message: str) -> None:
@@ -78,9 +77,10 @@ class StackConfig:
     dtype: str = "auto"
     progress: bool = True
     report_to: str = "none"
-    RUNTIME_ONLY: ClassVar[tuple[str, ...]] = ("device", "dtype", "save_steps", "progress", "report_to")
+    ddp_timeout: int = DDP_TIMEOUT
+    RUNTIME_ONLY: ClassVar[tuple[str, ...]] = ("device", "dtype", "save_steps", "progress", "report_to", "ddp_timeout")
     PATHS: ClassVar[tuple[str, ...]] = ("output", "corpus")
-    AT_LEAST_ONE: ClassVar[tuple[str, ...]] = ("batch_size", "epochs", "max_steps", "save_steps")
+    AT_LEAST_ONE: ClassVar[tuple[str, ...]] = ("batch_size", "epochs", "max_steps", "save_steps", "ddp_timeout")
     FINITE: ClassVar[tuple[str, ...]] = ("learning_rate", "warmup_ratio", "weight_decay", "max_grad_norm")
 
     def __post_init__(self) -> None:
@@ -152,6 +152,7 @@ class StackConfig:
             raise RetrieverError(f"a step's {per_step} examples do not split over {ranks} processes; make "
                                  f"--queries-per-step (train) or --sequences-per-step (pretrain) a multiple of {ranks}")
         drop_last = examples is not None and check_step_layout(examples[0], per_step, examples[1], log)
+        backend = join_process_group(device, self.ddp_timeout)
         arguments = TrainingArguments(
             output_dir=str(Path(self.output) / CHECKPOINTS), per_device_train_batch_size=per_step,
             num_train_epochs=self.epochs or 1, max_steps=max_steps or -1, learning_rate=self.learning_rate,
@@ -160,10 +161,9 @@ class StackConfig:
             save_total_limit=keep_checkpoints, eval_strategy="epoch" if evaluate else "no",
             eval_on_start=evaluate and evaluate_first, metric_for_best_model=metric if evaluate else None,
             logging_steps=1, logging_nan_inf_filter=False,  # the filter logs a NaN step's loss as 0.0: hidden
-            report_to="none", disable_tqdm=True, use_cpu=device.type == "cpu",
+            report_to="none", disable_tqdm=True, use_cpu=device.type == "cpu", ddp_timeout=self.ddp_timeout,
             bf16=precision == "bf16", fp16=precision == "fp16", remove_unused_columns=False,
-            ddp_backend=None if ranks == 1 else "nccl" if device.type == "cuda" else "gloo",
-            accelerator_config={"split_batches": True}, dataloader_drop_last=drop_last)
+            accelerator_config={"split_batches": True}, dataloader_drop_last=drop_last, ddp_backend=backend)
         return arguments, precision
 
 

@@ -233,3 +233,26 @@ def test_the_train_summary_says_whether_the_start_model_was_better_on_dev(tmp_pa
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["start_model_better"] is True and summary["best_step"] == 2
+
+
+@pytest.mark.parametrize("command", ["train", "pretrain"])
+@pytest.mark.parametrize("flags, seconds", [([], 1800), (["--ddp-timeout", "120"], 120)])
+def test_ddp_timeout_is_a_flag_of_train_and_pretrain(tmp_path, tiny_beir, monkeypatch, command, flags, seconds):
+    """A torchrun process stopped (not dead) held the others for torch's 30 minutes, and nothing could change it."""
+    from types import SimpleNamespace
+
+    import retriever.pretraining
+    import retriever.training
+
+    seen = []
+    done = SimpleNamespace(output=tmp_path / "m", steps=0, best_step=None, dev_scores=None, start_model_better=None,
+                           seconds=0.0, history=[], resumed_from_step=None, tokens_per_second=0.0)
+    monkeypatch.setattr(retriever.training, "train", lambda config: seen.append(config) or done)
+    monkeypatch.setattr(retriever.pretraining, "pretrain", lambda config: seen.append(config) or done)
+    data = ["--dataset", str(tiny_beir)] if command == "train" else [str(tiny_beir)]
+    result = CliRunner().invoke(main, [command, *data, "--output", str(tmp_path / "m"), *flags],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert seen[0].ddp_timeout == seconds
+    refused = CliRunner().invoke(main, [command, *data, "--output", str(tmp_path / "m"), "--ddp-timeout", "0"])
+    assert refused.exit_code == 2 and "--ddp-timeout" in refused.output

@@ -30,3 +30,46 @@ def test_the_survivor_says_what_happened_and_what_to_do_on_one_line():
     assert isinstance(error, RetrieverError) and error.every_process
     assert str(error) == ("another training process died (Connection closed by peer [127.0.0.1]:16022); rerun the "
                           "same command to resume from the last checkpoint")
+
+
+def test_the_process_group_waits_the_ddp_timeout_for_a_stopped_peer(monkeypatch):
+    """A process stopped (not dead) under torchrun held the others for torch's 30 minutes: the Trainer starts the
+    group on CPU without its ddp_timeout, and nothing else set one. A one-process group shows the timeout it got."""
+    import socket
+
+    import torch
+
+    from retriever.training.processes import join_process_group
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setattr("retriever.training.processes.launched_processes", lambda: 2)  # as torchrun's WORLD_SIZE
+    assert join_process_group(torch.device("cpu"), 77) == "gloo"
+    try:
+        group = dist.distributed_c10d._get_default_group()
+        assert group._get_backend(torch.device("cpu")).options._timeout.total_seconds() == 77
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("command", ["train", "pretrain"])
+def test_ddp_timeout_reaches_the_process_group_a_launch_starts(monkeypatch, small_bert, tmp_path, command):
+    from retriever.choices import DDP_TIMEOUT
+    from retriever.pretraining import PretrainConfig
+    from retriever.training import TrainConfig
+    from retriever.training import stack
+
+    joined = []
+    monkeypatch.setattr(stack, "launched_processes", lambda: 2)
+    monkeypatch.setattr(stack, "join_process_group", lambda device, seconds: joined.append((device.type, seconds)))
+    monkeypatch.setattr(stack, "TrainingArguments", dict)  # the real one would start the group of 2 itself
+    kind = TrainConfig if command == "train" else PretrainConfig
+    given = kind(output=str(tmp_path / "m"), model=str(small_bert), device="cpu", ddp_timeout=90).arguments(4, 1, 1)
+    kind(output=str(tmp_path / "m"), model=str(small_bert), device="cpu").arguments(4, 1, 1)
+    assert joined == [("cpu", 90), ("cpu", DDP_TIMEOUT)] and DDP_TIMEOUT == 1800  # the Trainer's own default
+    assert given[0]["ddp_timeout"] == 90
