@@ -10,6 +10,7 @@ from retriever.index_folder import MANIFEST_FILE, read_manifest
 from retriever.index_opening import checked_manifest, open_index, required_files
 from retriever.integrity import check_folder, file_damage, recorded_files, verify_files
 from retriever.lexical_part import check_lexical_files, corpus_terms, lexical_record, open_lexical
+from retriever.lexical_terms import splits_as_now
 
 
 def index_summary(index_dir: str | Path) -> dict:
@@ -59,7 +60,7 @@ def _lexical_summary(index_dir: Path, manifest: dict) -> dict | None:
     lexical = lexical if isinstance(lexical, dict) else {}
     return {**{key: lexical.get(key) for key in ("k1", "b", "method", "stemmer", "stopwords", "documents",
                                                   "vocabulary")}, "terms": corpus_terms(lexical),
-            "damage": damage}
+            "current_splitting": splits_as_now(lexical.get("tokenizer")), "damage": damage}
 
 
 def _fusion_summary(index_dir: Path, manifest: dict) -> dict | None:

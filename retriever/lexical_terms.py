@@ -46,10 +46,15 @@ def _nfc(text: str) -> str:
     return unicodedata.normalize(UNICODE_FORM, text)
 
 
+def splits_as_now(record: object) -> bool:
+    """Whether a folder's ``lexical.tokenizer`` record is today's splitting; any other was split the former way."""
+    return isinstance(record, dict) and record.get("pattern") == TOKEN_PATTERN
+
+
 def recorded_splitting(record: object) -> tuple[Callable[[str], str], Callable[[str], list[str]]]:
     """(prepare, split) for queries of a folder whose manifest records ``record`` as its tokenizer: the way its
     documents were split, so a folder built before a change keeps matching its own terms."""
-    if isinstance(record, dict) and record.get("pattern") == TOKEN_PATTERN:
+    if splits_as_now(record):
         return prepared, split_words
     nfc = isinstance(record, dict) and record.get("unicode") == UNICODE_FORM
     return (_nfc if nfc else _unchanged), re.compile(FORMER_PATTERN).findall

@@ -23,3 +23,23 @@ def test_a_fusion_record_missing_its_settings_shows_question_marks_not_none(tmp_
     assert result.exit_code == 0, result.output
     assert "fusion:   rrf rrf_k=?, depth ?\n" in result.output and "None" not in result.output
     assert "fusion:   DAMAGED (--mode hybrid cannot run): " in result.output
+
+
+def test_a_bm25_part_split_the_former_way_says_a_rebuild_would_split_it_now(tmp_path, tiny_model_dir, tiny_beir):
+    """A folder whose BM25 words were split before combining marks stayed in words (and soft hyphens, İ were folded)
+    showed nothing of it, though `bm25 --overwrite` changes its terms for such text; said without reading the corpus."""
+    from retriever.lexical_terms import FORMER_PATTERN
+
+    runner = CliRunner()
+    index = tmp_path / "idx"
+    result = runner.invoke(main, ["build", str(tiny_beir), "-o", str(index), "--model", str(tiny_model_dir),
+                                  "--device", "cpu", "--dtype", "fp32"])
+    assert result.exit_code == 0, result.output
+    said = f"`retriever bm25 {index} --overwrite` rebuilds it with the current splitting"
+    assert said not in runner.invoke(main, ["info", str(index)]).output
+    manifest = json.loads((index / "manifest.json").read_text())
+    manifest["lexical"]["tokenizer"] = {"pattern": FORMER_PATTERN, "unicode": "NFC", "lowercase": True}
+    (index / "manifest.json").write_text(json.dumps(manifest))
+    result = runner.invoke(main, ["info", str(index)])
+    assert result.exit_code == 0 and result.output.count(said) == 1, result.output
+    assert json.loads(runner.invoke(main, ["info", str(index), "--json"]).output)["bm25"]["current_splitting"] is False
