@@ -12,8 +12,8 @@ PORT_HINT = ("ray://HOST:PORT takes the Ray client server's port (10001 by defau
 
 
 def answers_as_gcs(host: str, port: int, timeout: float) -> bool:
-    """Whether the gRPC server at ``host:port`` has the GCS's service; False when it lacks it, or does not say
-    within ``timeout`` seconds (then Ray is left to try)."""
+    """Whether the gRPC server at ``host:port`` (an IPv6 host in brackets) has the GCS's service; False when it
+    lacks it, or does not say within ``timeout`` seconds (then Ray is left to try)."""
     import grpc  # installed with Ray
 
     with grpc.insecure_channel(f"{host}:{port}") as channel:

@@ -167,7 +167,7 @@ def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
     if not speaks_grpc:
         raise _unreachable(address, f"{found}what answers at {host}:{port} is not Ray: it does not speak gRPC; "
                                     "check the port `ray start --head` printed")
-    if target.startswith("ray://") and not tls and answers_as_gcs(host.strip("[]"), int(port), timeout):
+    if target.startswith("ray://") and not tls and answers_as_gcs(host, int(port), timeout):
         raise _unreachable(address, f"what answers at {host}:{port} is a Ray GCS, not a Ray client server; {PORT_HINT}")
 
 
