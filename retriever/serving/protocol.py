@@ -12,7 +12,7 @@
 - **Head size.** httptools buffers a request line and headers of any length, so a few connections
   sending headers of hundreds of megabytes would exhaust memory before the app sees a byte. A head
   (request line plus headers) over ``max_head_bytes`` gets a JSON 431 and the connection is closed (lingering, as
-  below, as for a 400: the client may still be sending); so do a
+  below, and after the responses of the requests before it, as for a 400: the client may still be sending); so do a
   chunked body's chunk extensions and trailer fields, which the parser reads alike: the bytes of a body read
   since its last data.
 - **Malformed requests** get a JSON 400 naming the parser's reason (``malformed.refusal``: uvicorn's said "invalid http
@@ -40,6 +40,7 @@ from retriever.serving.malformed import refusal
 
 log = logging.getLogger(__name__)
 MAX_HEAD_BYTES = 32 * 1024
+BODY_CUTS = 64  # blank lines a chunked body is cut at per read, so a head pipelined behind it is measured whole
 MOST_OPEN_FILES = 1 << 20  # Linux's default fs.nr_open, for a hard limit of "unlimited"
 try:  # the bytes a socket's peer has not acknowledged (Linux's SIOCOUTQ)
     from fcntl import ioctl
@@ -59,8 +60,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._head_bytes: int | None = 0  # bytes of the head being received; None once it is in
         self._framing_bytes: int | None = None  # a body's bytes since its last data (chunk extensions, trailers)
         self._body_read = False  # data of a body came in the chunk being parsed
-        self._pending_400: str | None = None  # a malformed request's refusal, waiting for earlier responses
+        self._pending: tuple[int, str] | None = None  # a 400 or 431 waiting for earlier responses
         self._body_of = None  # the request (uvicorn's cycle) whose body is coming in, if any
+        self._body_left: int | None = None  # bytes of a Content-Length body still to come
         self._stall: asyncio.TimerHandle | None = None  # while the transport holds more than it may buffer
         self._client_done = False  # the client half-closed: it sends no more requests
         self._awaiting_body = None  # a request whose client waits for a 100 Continue to send its body
@@ -69,26 +71,38 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._arm()
 
     def data_received(self, data: bytes) -> None:
-        if self._lingering:
-            return
-        if self._head_bytes is not None:
-            # A head ending in this chunk is measured up to its blank line before it is parsed: one
-            # arriving whole in one read was served before the count below saw it (twice the cap got a
-            # 200); a body after a small head in the same chunk is not counted.
-            ends = [end + len(mark) for mark in (b"\r\n\r\n", b"\n\n") if (end := data.find(mark)) >= 0]
-            if ends and self._head_bytes + min(ends) > self.max_head_bytes:
-                return self._refuse_head()
+        """Parsed in pieces that end where a message can end (a blank line, a Content-Length body's last byte), so each
+        head is measured from its first byte and refused before it is parsed: fed a read at once, the parser took in
+        the heads pipelined behind the first (one over the cap was served) uncounted. A chunked body is cut at its first
+        ``BODY_CUTS`` blank lines in a read, then fed whole: each cut is a parser call, and a body of blank lines took
+        seconds; a head behind such a body in the same read is counted from the next read (as all were)."""
+        view, start, cuts = memoryview(data), 0, 0
+        found = {b"\r\n\r\n": -1, b"\n\n": -1}  # where each blank line is next
+        while start < len(data) and not (self._lingering or self._pending):  # once refused, what more comes is dropped
+            if self._body_left:  # a Content-Length body is cut where it ends, whatever it holds
+                end = min(len(data), start + self._body_left)
+            elif self._body_of is not None and cuts >= BODY_CUTS:
+                end = len(data)
+            else:
+                cuts += self._body_of is not None
+                for mark, at in found.items():
+                    if at < start:
+                        found[mark] = at if (at := data.find(mark, start)) >= 0 else len(data)
+                end = min(min(at + len(mark), len(data)) for mark, at in found.items())
+            self._receive(view[start:end])
+            start = end
+
+    def _receive(self, data: memoryview) -> None:
+        if self._head_bytes is not None:  # the parser holds at most the cap of an oversized head
             self._head_bytes += len(data)
+            if self._head_bytes > self.max_head_bytes:
+                return self._refuse_head()
         self._body_read = False
         self._feed(data)
-        # Also checked after parsing, for a head that began in an earlier chunk; the parser holds at
-        # most the cap plus one chunk of an oversized head.
-        if self._head_bytes is not None and self._head_bytes > self.max_head_bytes:
-            self._refuse_head()
         if self._framing_bytes is not None:  # in a body: only a chunked one's framing comes without data
             self._framing_bytes = 0 if self._body_read else self._framing_bytes + len(data)
             if self._framing_bytes > self.max_head_bytes:
-                self._refuse(431, f"the chunked body's chunk extensions or trailer fields are over "
+                self._refuse_in_turn(431, f"the chunked body's chunk extensions or trailer fields are over "
                                   f"{self.max_head_bytes} bytes, the server's --max-head-bytes")
 
     def _feed(self, data: bytes) -> None:
@@ -108,7 +122,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def _refuse_head(self) -> None:
         self._head_bytes = None
-        self._refuse(431, f"the request line and headers are over {self.max_head_bytes} bytes, the server's "
+        self._refuse_in_turn(431, f"the request line and headers are over {self.max_head_bytes} bytes, the server's "
                           "--max-head-bytes")
 
     def on_message_begin(self) -> None:
@@ -119,6 +133,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._head_bytes = None
         super().on_headers_complete()
         self._body_of, self._framing_bytes = self.cycle, 0
+        lengths = [value for name, value in self.headers if name == b"content-length"]  # the parser checked it
+        chunked = any(name == b"transfer-encoding" for name, _ in self.headers)
+        self._body_left = int(lengths[0]) if len(lengths) == 1 and lengths[0].isdigit() and not chunked else None
         self.cycle.transport = LingeringTransport(self.transport, lambda cycle=self.cycle: self._body_of is cycle,
                                                   lambda: setattr(self, "_lingering", True))
         if self.cycle.waiting_for_100_continue and self.cycle.keep_alive:  # kept alive once the body is in
@@ -126,13 +143,15 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def on_body(self, body: bytes) -> None:
         self._body_read = True
+        if self._body_left is not None:
+            self._body_left -= len(body)
         super().on_body(body)
 
     def on_message_complete(self) -> None:
         if self._awaiting_body is self.cycle and not self.cycle.response_started:
             self.cycle.keep_alive = True
         self._awaiting_body = None
-        self._framing_bytes = None
+        self._framing_bytes = self._body_left = None
         self._disarm()
         self._head_bytes = 0
         self._body_of = None
@@ -191,22 +210,30 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         request, the 400 and close used to cut that request's response off (uvicorn's own behaviour). A fault in a
         request's body (a bad chunk) means that request never gets the rest of its body: it is not run, or, running
         and not yet answering, it is refused at once (it waited for the request timeout and got no reply)."""
-        self._pending_400 = msg
+        self._refuse_in_turn(400, msg)
+
+    def _refuse_in_turn(self, status: int, message: str) -> None:
+        """A 400 or 431 (``send_400_response`` says why it waits), sent by the one way for both: the 431 of a head over
+        the cap pipelined behind a request still being answered was written at once, and that response was lost."""
+        if self._pending:
+            return
+        self._pending = (status, message)
         broken = self._body_of
         queued = [entry for entry in self.pipeline if entry[0] is broken]
         for entry in queued:
             self.pipeline.remove(entry)
         running = broken is not None and not queued and not broken.response_started
         if running or self.cycle is None or self.cycle.response_complete:
-            self._refuse(400, self._pending_400)
-        else:
+            self._refuse(status, message)
+        else:  # the receiving deadline stops: the requests are in, and their responses are not cut short for time
+            self._disarm()
             self.flow.pause_reading()
 
     def on_response_complete(self) -> None:
         last = not self.pipeline  # no request waits behind the one just answered
         super().on_response_complete()
-        if self._pending_400 and last:
-            self._refuse(400, self._pending_400)
+        if self._pending and last:
+            self._refuse(*self._pending)
         elif self._client_done and last and not self.transport.is_closing():
             self.transport.close()
 

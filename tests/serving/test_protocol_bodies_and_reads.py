@@ -1,7 +1,9 @@
 """Protocol faults of bodies and reads: a malformed chunked body, a refused 100-continue, a client that never reads
-its response."""
+its response, a refusal pipelined behind a request still being answered."""
 from __future__ import annotations
 
+import asyncio
+import re
 import socket
 import time
 
@@ -32,6 +34,11 @@ def port():
     @app.post("/limited")
     async def limited() -> Response:  # refuses the body unread and closes, as a 413 does
         return Response(b"x" * BIG, status_code=413, headers={"connection": "close"})
+
+    @app.api_route("/slow", methods=["GET", "POST"])
+    async def slow(wait: float = 0.3) -> dict:  # still being answered when the request pipelined behind it comes in
+        await asyncio.sleep(wait)
+        return {"ok": True}
 
     @app.get("/big")
     async def big() -> Response:
@@ -164,3 +171,37 @@ def test_a_refusal_while_the_client_still_sends_is_read_before_the_close(port, r
         while chunk := sock.recv(65536):
             reply += chunk
     assert reply.startswith(b"HTTP/1.1 " + status + b" ") and b'{"error":' in reply, reply[:200]
+
+
+
+SLOW = b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"
+OVERSIZED = b"GET /slow HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100_000
+HEAD_SAID = b"431 Request Header Fields Too Large", b"are over 32768 bytes, the server's --max-head-bytes"
+
+
+@pytest.mark.parametrize(("before", "after", "pause", "said"), [
+    (SLOW, OVERSIZED + b"\r\n\r\n", 0.0, HEAD_SAID),  # a whole head, in the same read: it was served (a 200)
+    (SLOW, OVERSIZED, 0.0, HEAD_SAID),  # never finished: it was not counted, and the deadline closed without a 431
+    (SLOW, OVERSIZED, 0.1, HEAD_SAID),  # sent while the first is answered: the 431 came first, its 200 never
+    (b"POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", OVERSIZED + b"\r\n\r\n", 0.0, HEAD_SAID),
+    (b"POST /slow HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+     OVERSIZED + b"\r\n\r\n", 0.0, HEAD_SAID),
+    (SLOW, POST_HEAD + b"5;" + b"e" * 100_000, 0.0, (b"431 ", b"chunk extensions or trailer fields are over")),
+    (b"GET /slow?wait=1.0 HTTP/1.1\r\nHost: x\r\n\r\n", b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: z\r\n\r\n", 0.0,
+     (b"400 Bad Request", b"malformed HTTP request")),  # answered past the request timeout: it was cut off at it
+], ids=["whole-head", "unfinished-head", "head-sent-later", "after-a-body", "after-a-chunked-body",
+        "chunk-extension", "400-past-the-timeout"])
+def test_a_refusal_pipelined_behind_a_request_comes_after_its_response(port, before, after, pause, said):
+    """A 431 (a head, chunk extensions or trailers over the cap) pipelined on a keep-alive connection behind a request
+    still being answered was written at once and the connection closed: that request's response was lost. The client
+    now reads the responses before it whole, then the refusal, then the close, as for a malformed request's 400."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(before + (b"" if pause else after))
+        if pause:
+            time.sleep(pause)
+            sock.sendall(after)
+        received = b""
+        while chunk := sock.recv(65536):  # a reset or a timeout fails the test
+            received += chunk
+    assert re.findall(rb"HTTP/1\.1 \d+", received) == [b"HTTP/1.1 200", b"HTTP/1.1 " + said[0][:3]], received
+    assert received.index(b'{"ok":true}') < received.index(b"HTTP/1.1 " + said[0]) < received.index(said[1]), received
