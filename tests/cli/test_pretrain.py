@@ -111,3 +111,25 @@ def test_epochs_with_max_steps_is_refused_before_any_work(tmp_path):
     assert result.exit_code == 2, result.output
     assert "--epochs" in result.output and "--max-steps" in result.output and "one of them" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_a_start_model_offline_is_not_answered_with_minilm(tmp_path, monkeypatch):
+    """Offline, the default bert-base-uncased was refused with 'or use --model minilm for the shipped weights', the
+    start pretrain's help and README advise against (it lowers fine-tuned quality); refused as the flags are read."""
+    from huggingface_hub import constants
+
+    from retriever.cli import main
+    from retriever.model_names import hub_json_files
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+    hub_json_files.cache_clear()
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": "d1", "text": "a"}\n', encoding="utf-8")
+    try:
+        result = CliRunner().invoke(main, ["pretrain", str(corpus), "--output", str(tmp_path / "out")])
+    finally:
+        hub_json_files.cache_clear()
+    assert result.exit_code == 1 and "'bert-base-uncased' is neither a local folder nor reachable" in result.output
+    assert "--model DIR" in result.output and "minilm" not in result.output, result.output
+    assert not (tmp_path / "out").exists()
