@@ -72,7 +72,10 @@ def check_outputs_apart(outputs: dict[str, Path | None], inputs: dict[str, Path 
     what the command reads, or add a split to a collection."""
     named = [(flag, path) for flag, path in outputs.items() if path is not None and not written_in_place(path)]
     for number, (flag, path) in enumerate(named):
-        check_output_outside_qrels(path, f"the {flag} file")
+        try:
+            check_output_outside_qrels(path, f"the {flag} file")
+        except RetrieverError as error:  # a bad flag, as the refusals below
+            raise click.UsageError(str(error)) from None
         target = path.resolve()
         for other_flag, other in named[:number]:
             if other.resolve() == target:
