@@ -222,7 +222,8 @@ def test_info_shows_the_bm25_part_and_the_tuned_fusion(tmp_path, tiny_model_dir,
     summary = json.loads(result.output)
     assert summary["bm25"] == {"k1": 0.9, "b": 0.4, "method": "lucene", "stemmer": "english", "stopwords": None,
                                "documents": 12, "vocabulary": manifest["lexical"]["vocabulary"],
-                               "terms": manifest["lexical"]["vocabulary"] - 1, "damage": None}  # less bm25s's ""
+                               "terms": manifest["lexical"]["vocabulary"] - 1, "damage": None,  # less bm25s's ""
+                               "current_splitting": True}
     assert summary["fusion"] == {"method": fusion["method"], "rrf_k": fusion["rrf_k"], "alpha": fusion["alpha"],
                                  "depth": fusion["depth"], "tuned": {
                                      "dataset": "tiny-beir", "split": "train", "queries": 4, "metric": "ndcg@10",
