@@ -37,14 +37,21 @@ def fusion_grid(depth: int) -> list[FusionParams]:
             + [FusionParams("convex", alpha=a, depth=depth) for a in ALPHAS])
 
 
+def refuse_reported_split(qrels: Path, split: str) -> None:
+    """Refuse ``test``, or another name of its qrels file (``qrels`` is the split's, as ``qrels_path`` found it):
+    a bad --split alone, which the command line reports as a usage error."""
+    test = qrels.parent / f"{REPORTED_SPLIT}.tsv"
+    if split == REPORTED_SPLIT or (test.is_file() and qrels.samefile(test)):
+        raise RetrieverError(f"--split {split}: tuning the fusion on the split you report overstates its quality; "
+                             "tune on train or a dev split (split one off train if the collection has none)")
+
+
 def check_tuning_split(dataset: str | Path, split: str) -> tuple[BeirDataset, list[Query], Qrels]:
     """The split's judged queries and qrels, refused (before any encoding) when they are, or include, the
     test split's: tuning on the queries you report overstates the fusion's quality."""
     beir = BeirDataset.open(dataset)
-    path, test = beir.qrels_path(split), beir.root / "qrels" / f"{REPORTED_SPLIT}.tsv"
-    if split == REPORTED_SPLIT or (test.is_file() and path.samefile(test)):
-        raise RetrieverError(f"--split {split}: tuning the fusion on the split you report overstates its quality; "
-                             "tune on train or a dev split (split one off train if the collection has none)")
+    refuse_reported_split(beir.qrels_path(split), split)
+    test = beir.root / "qrels" / f"{REPORTED_SPLIT}.tsv"
     queries, qrels = judged_split(beir, split)
     if all(is_blank(q.text) for q in queries):  # every setting would score their arbitrary hits alike
         raise RetrieverError(f"{dataset_name(beir)}: all {len(queries)} queries split {split!r} judges have empty text "

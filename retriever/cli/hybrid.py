@@ -115,8 +115,8 @@ def tuning_options() -> Callable:
                      help="BEIR folder whose judged --split queries pick the hybrid fusion (RRF k or convex "
                           "alpha, by nDCG@10); recorded in the manifest. [default: no tuning, RRF k=60]"),
         click.option("--split", default="train", show_default=True,
-                     help="Split of --tune-fusion-on to tune on; 'test', or a split judging its queries, is refused "
-                          "(never tune on the split you report)."),
+                     help="Split of --tune-fusion-on to tune on. It must judge other queries than test, the split "
+                          "you report: test itself, or a split judging any of test's queries, is refused."),
         collapsing(("tune_fusion_on", "split"), "tune_fusion",
                     lambda tune_fusion_on, split: None if tune_fusion_on is None else (tune_fusion_on, split)),
     )
@@ -124,14 +124,22 @@ def tuning_options() -> Callable:
 
 def check_tuning(tune_fusion: tuple[Path, str] | None, lexical: LexicalParams | None) -> None:
     """Refuse bad tuning requests (no BM25; a split that is missing, unjudged or the test split's) before any
-    encoding or BM25 build, not after them."""
-    from retriever.fusion_tuning import check_tuning_split
+    encoding or BM25 build, not after them. --split test is a bad flag, so a usage error; a split missing from the
+    folder, or sharing test's queries, is the folder's (exit 1)."""
+    from retriever.corpus import BeirDataset
+    from retriever.fusion_tuning import check_tuning_split, refuse_reported_split
 
     if tune_fusion is None:
         return
     if lexical is None:
         raise click.UsageError("--tune-fusion-on tunes the hybrid fusion, which needs the BM25 index; drop --no-bm25")
-    check_tuning_split(*tune_fusion)
+    dataset, split = tune_fusion
+    qrels = BeirDataset.open(dataset).qrels_path(split)  # not a BEIR folder, no such split: exit 1
+    try:
+        refuse_reported_split(qrels, split)
+    except RetrieverError as error:
+        raise click.UsageError(str(error)) from None
+    check_tuning_split(dataset, split)
 
 
 def check_build_tuning(tune_fusion: tuple[Path, str] | None, lexical: LexicalParams | None, output: Path,

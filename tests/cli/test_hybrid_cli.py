@@ -52,11 +52,20 @@ def test_dense_only_index_gets_bm25_later_and_searches_in_every_mode(tmp_path, t
 
 
 def test_tuning_on_test_is_refused_before_any_work(tmp_path, tiny_model_dir, tiny_beir):
+    """--split test is a bad flag: a usage error with the --help pointer, as the README says (exit 1 until
+    session 19's follow-up), and still before any encoding or BM25 build."""
     index = tmp_path / "idx"
     result = CliRunner().invoke(main, ["build", str(tiny_beir), "-o", str(index), "--model", str(tiny_model_dir),
                                        "--tune-fusion-on", str(tiny_beir), "--split", "test", *COMMON])
-    assert result.exit_code == 1 and "never" not in result.output and "--split test" in result.output
+    assert result.exit_code == 2 and "never" not in result.output, result.output
+    assert result.output.startswith("error: --split test: tuning the fusion on the split you report")
+    assert result.output.rstrip().endswith("build --help`)")
     assert not index.exists() and not (tmp_path / "idx.shards").exists()
+    empty = tmp_path / "empty"  # never opened: refused before the index is read or BM25 built
+    empty.mkdir()
+    result = CliRunner().invoke(main, ["bm25", str(empty), "--tune-fusion-on", str(tiny_beir), "--split", "test"])
+    assert result.exit_code == 2 and result.output.rstrip().endswith("bm25 --help`)"), result.output
+    assert not list(empty.iterdir())
     result = CliRunner().invoke(main, ["build", str(tiny_beir), "-o", str(index), "--model", str(tiny_model_dir),
                                        "--tune-fusion-on", str(tiny_beir), "--no-bm25", *COMMON])
     assert result.exit_code == 2 and "drop --no-bm25" in result.output  # a flag conflict: a usage error (round 14)
@@ -100,6 +109,14 @@ def test_non_finite_build_numbers_are_usage_errors(tmp_path, command, flag):
     result = CliRunner().invoke(main, [*args, flag, "nan"])
     assert result.exit_code == 2 and f"Invalid value for '{flag}': 'nan' is not a finite number" in result.output, \
         result.output
+
+
+def test_split_help_says_the_tuning_split_must_judge_other_queries_than_test():
+    """The help read "'test', or a split judging its queries, is refused": whose queries was unclear."""
+    for command in ("build", "bm25"):
+        result = CliRunner().invoke(main, [command, "--help"], terminal_width=400)
+        assert "It must judge other queries than test, the split you report: test itself, or a split judging any " \
+               "of test's queries, is refused." in " ".join(result.output.split()), result.output
 
 
 def test_a_missing_unjudged_or_path_split_is_refused_before_encoding_or_bm25(tmp_path, tiny_model_dir, tiny_beir):
