@@ -10,6 +10,7 @@ from retriever.choices import DEFAULT_START, MAX_HEAD_LAYERS
 from retriever.cli.options import FiniteRange, corpus_options, device_options, fields_from, renamed_option
 from retriever.cli.training import (ddp_timeout_option, optimizer_options, progress_option, report_to_option,
                                     run_length_options, temperature_option)
+from retriever.errors import RetrieverError
 
 
 @click.command("pretrain")
@@ -92,6 +93,10 @@ def pretrain_command(corpus, model, output, n_head_layers, skip_from, cocondense
         max_grad_norm=max_grad_norm or None, save_steps=save_steps or None, keep_checkpoints=keep_checkpoints,
         seed=seed, device=device, dtype=dtype, progress=progress, report_to=report_to,
         ddp_timeout=ddp_timeout)
+    try:
+        config.check_flag_combinations()
+    except RetrieverError as error:  # a bad flag combination, as the README says
+        raise click.UsageError(str(error), click.get_current_context()) from None
     result = pretrain(config)
     if not is_main_process():
         return

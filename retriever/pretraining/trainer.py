@@ -66,21 +66,26 @@ class PretrainConfig(stack.StackConfig):
             raise RetrieverError("--max-length must be at least 8")
         if self.cocondenser:
             check_span_batch(self.batch_size, stack.launched_processes())
-        if self.objective not in OBJECTIVES or self.objective == "mlm" and (self.n_head_layers or
-                                                                           self.skip_from is not None):
-            raise RetrieverError(f"--objective is one of {', '.join(OBJECTIVES)}; mlm has no head (no --n-head-layers "
-                                 "or --skip-from)")
+        self.check_flag_combinations()
         if self.n_head_layers is not None and self.n_head_layers > MAX_HEAD_LAYERS:  # each a backbone layer's memory
             raise RetrieverError(f"--n-head-layers {self.n_head_layers} is more than {MAX_HEAD_LAYERS}; the Condenser "
                                  f"head is a few fresh layers (the paper used 2): give 1 to {MAX_HEAD_LAYERS}")
         if self.freeze_backbone_steps < 0 or self.backbone_lr_scale <= 0:
             raise RetrieverError("--freeze-backbone-steps must not be negative and --backbone-lr-scale be positive")
+        if not 0 < self.mlm_probability < 1:
+            raise RetrieverError("--mlm-probability must be between 0 and 1")
+
+    def check_flag_combinations(self) -> None:
+        """Settings that contradict each other, read from no file: `retriever pretrain` reports them as usage
+        errors before anything is read."""
+        if self.objective not in OBJECTIVES or self.objective == "mlm" and (self.n_head_layers or
+                                                                           self.skip_from is not None):
+            raise RetrieverError(f"--objective is one of {', '.join(OBJECTIVES)}; mlm has no head (no --n-head-layers "
+                                 "or --skip-from)")
         check_temperature(self.temperature)
         if not self.cocondenser and self.temperature != PretrainConfig.temperature:  # else unused, without a word
             raise RetrieverError(f"--temperature {self.temperature:g} is the --cocondenser span loss's, which this "
                                  "run does not have; add --cocondenser or drop --temperature")
-        if not 0 < self.mlm_probability < 1:
-            raise RetrieverError("--mlm-probability must be between 0 and 1")
 
 
 def check_span_batch(sequences: int, processes: int) -> None:

@@ -133,3 +133,17 @@ def test_a_start_model_offline_is_not_answered_with_minilm(tmp_path, monkeypatch
     assert result.exit_code == 1 and "'bert-base-uncased' is neither a local folder nor reachable" in result.output
     assert "--model DIR" in result.output and "minilm" not in result.output, result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_contradicting_flags_are_usage_errors(tmp_path, tiny_beir):
+    """The README calls a bad flag combination a usage error (exit 2, the --help pointer); these two exited 1 with
+    the library's line, as PretrainConfig.check refused them."""
+    from retriever.cli import main
+
+    for flags, message in ((["--objective", "mlm", "--n-head-layers", "2"], "mlm has no head (no --n-head-layers"),
+                           (["--temperature", "0.5"], "--temperature 0.5 is the --cocondenser span loss's")):
+        result = CliRunner().invoke(main, ["pretrain", str(tiny_beir), "--output", str(tmp_path / "out"), "--model",
+                                           "no-such-model", *flags])
+        assert result.exit_code == 2 and result.output.startswith("error: --"), result.output
+        assert message in result.output and result.output.rstrip().endswith("pretrain --help`)"), result.output
+        assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
