@@ -2,7 +2,8 @@
 
 When one process of a launch dies (killed, out of memory, a lost machine), the others fail in
 their next collective with a backend error ("Connection closed by peer" from gloo, an NCCL
-error); that is no bug of theirs, and the run resumes from its last checkpoint when rerun.
+error); that is no bug of theirs, and the run resumes from its last checkpoint when rerun. A process
+stopped or hung, not dead, fails them only after --ddp-timeout, with a timeout they report as such.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from retriever.errors import RetrieverError
 PEER_MARKERS = ("gloo/transport/", "Connection closed by peer", "Connection reset by peer")
 KEY_NAMES = {"inputs_sha256": "fingerprint of the data files and start model"}  # how a compared key is named
 _SOURCE_PREFIX = re.compile(r"^\[[^\]]*\]\s*")  # "[.../pair.cc:553] " before gloo's message
+_TIMED_OUT = re.compile(r"timed out|timeout", re.IGNORECASE)  # gloo's "Timed out waiting", NCCL's watchdog timeout
 
 
 class PeerDied(RetrieverError):
@@ -54,12 +56,14 @@ def is_peer_failure(error: BaseException) -> bool:
     return isinstance(error, dist.DistError) or any(marker in str(error) for marker in PEER_MARKERS)
 
 
-def peer_died(error: BaseException) -> PeerDied:
-    """The one-line error a surviving process stops with."""
+def peer_died(error: BaseException, timeout_seconds: int) -> PeerDied:
+    """The one-line error a surviving process stops with. A timeout does not say the peer died: a stopped or hung
+    one times out alike (``timeout_seconds``, the group's --ddp-timeout)."""
     lines = str(error).strip().splitlines() or [type(error).__name__]
     cause = _SOURCE_PREFIX.sub("", lines[0]).split(". ")[0].rstrip(".")
-    return PeerDied(f"another training process died ({cause}); rerun the same command to resume from the last "
-                    "checkpoint")
+    what = (f"did not answer within --ddp-timeout {timeout_seconds} s (stopped, hung or died: {cause})"
+            if _TIMED_OUT.search(cause) else f"died ({cause})")
+    return PeerDied(f"another training process {what}; rerun the same command to resume from the last checkpoint")
 
 
 def average_gradients(parameters: Iterable[torch.nn.Parameter]) -> None:
@@ -75,17 +79,18 @@ def average_gradients(parameters: Iterable[torch.nn.Parameter]) -> None:
 
 
 @contextmanager
-def peer_deaths_reported() -> Iterator[None]:
-    """Around collectives: another process's death becomes ``PeerDied``; any other error passes unchanged."""
+def peer_deaths_reported(timeout_seconds: int) -> Iterator[None]:
+    """Around collectives of a group waiting ``timeout_seconds``: another process's death (or silence past the
+    timeout) becomes ``PeerDied``; any other error passes unchanged."""
     try:
         yield
     except RuntimeError as error:
         if not is_peer_failure(error):
             raise
-        raise peer_died(error) from None
+        raise peer_died(error, timeout_seconds) from None
 
 
-def check_same_run_everywhere(record: dict) -> None:
+def check_same_run_everywhere(record: dict, timeout_seconds: int) -> None:
     """Every process must run the same settings on the same data from the same checkpoint: each compares its
     ``record`` with the first process's, so all stop with the same line. Nothing compared them, and a process
     given another --learning-rate, data file or OUTPUT trained on with exit 0, averaging its gradients into the
@@ -93,7 +98,7 @@ def check_same_run_everywhere(record: dict) -> None:
     if launched_processes() < 2 or not dist.is_initialized():
         return
     records: list[dict | None] = [None] * dist.get_world_size()
-    with peer_deaths_reported():
+    with peer_deaths_reported(timeout_seconds):
         dist.all_gather_object(records, record)
     for rank, other in enumerate(records):
         differing = [f"{KEY_NAMES.get(key, key)} {records[0].get(key)!r} in process 0, {other.get(key)!r} in {rank}"

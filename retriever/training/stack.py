@@ -222,11 +222,11 @@ class StackTrainer(Trainer):
         than the first's (settings, checkpoint interval or precision: all save and average together), in one line."""
         check_same_run_everywhere({**self.record, "resume_from_step": checkpoint_step(resume_from),
                                    "save_steps": self.args.save_steps if self.args.save_strategy == "steps" else 0,
-                                   "dtype": self.precision})
+                                   "dtype": self.precision}, self.args.ddp_timeout)
         self.resuming = resume_from
         if resume_from is not None and self._resume_at_the_end(resume_from):
             return
-        with peer_deaths_reported():
+        with peer_deaths_reported(self.args.ddp_timeout):
             self.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
 
     def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
@@ -266,7 +266,7 @@ class StackTrainer(Trainer):
                 if path.is_dir():
                     shutil.rmtree(path, ignore_errors=True)
         if world_size() > 1:
-            with peer_deaths_reported():
+            with peer_deaths_reported(self.args.ddp_timeout):
                 dist.barrier()
 
 

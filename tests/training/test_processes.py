@@ -5,11 +5,13 @@ import pytest
 import torch.distributed as dist
 
 from retriever.errors import RetrieverError
-from retriever.training.processes import is_peer_failure, peer_died
+from retriever.training.processes import PeerDied, is_peer_failure, peer_deaths_reported, peer_died
 
 GLOO_CLOSED = ("[/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
                "[127.0.0.1]:16022. This is typically caused by a remote worker crashing. Check the logs of the "
                "remote worker before reporting an error. GLHF!")
+GLOO_TIMED_OUT = ("[../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 90000ms for recv "
+                  "operation to complete")
 
 
 @pytest.mark.parametrize("error, processes, converted", [
@@ -26,10 +28,20 @@ def test_only_failed_collectives_of_a_launch_count_as_a_dead_peer(monkeypatch, e
 
 
 def test_the_survivor_says_what_happened_and_what_to_do_on_one_line():
-    error = peer_died(RuntimeError(GLOO_CLOSED))
+    error = peer_died(RuntimeError(GLOO_CLOSED), 1800)
     assert isinstance(error, RetrieverError) and error.every_process
     assert str(error) == ("another training process died (Connection closed by peer [127.0.0.1]:16022); rerun the "
                           "same command to resume from the last checkpoint")
+
+
+def test_a_peer_that_timed_out_is_not_said_to_have_died(monkeypatch):
+    """A stopped (not dead) peer fails the others after --ddp-timeout, and they said it "died (Timed out ...)"."""
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(PeerDied) as caught, peer_deaths_reported(90):
+        raise RuntimeError(GLOO_TIMED_OUT)
+    assert str(caught.value) == ("another training process did not answer within --ddp-timeout 90 s (stopped, hung or "
+                                 "died: Timed out waiting 90000ms for recv operation to complete); rerun the same "
+                                 "command to resume from the last checkpoint")
 
 
 def test_the_process_group_waits_the_ddp_timeout_for_a_stopped_peer(monkeypatch):
