@@ -20,6 +20,7 @@ from pathlib import Path
 
 from retriever.errors import InputFileError, RetrieverError, out_of_space
 from retriever.file_kinds import HEAD_BYTES, kind_error
+from retriever.name_length import check_name_length
 
 
 def temporary_path(path: Path) -> Path:
@@ -111,6 +112,8 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> None:
     """Let ``write`` fill a temporary file, then make it ``path`` in one rename; a failure leaves nothing.
     A stream (``written_in_place``) is written directly; a symlink is written through."""
     path = Path(path)
+    if not path.is_dir() and not written_in_place(path):  # its temporary's suffix must fit too
+        check_name_length(through_link(path), "file name")
     problem = output_file_problem(path)
     if problem:
         raise RetrieverError(f"cannot write {path}: {problem}")

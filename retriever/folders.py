@@ -26,6 +26,7 @@ from pathlib import Path
 
 from retriever.errors import RetrieverError
 from retriever.files import creatable_problem, left_by_dead_processes, process_alive
+from retriever.name_length import BESIDE_NAME_BYTES, check_name_length
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -103,10 +104,6 @@ def named_output(output: Path, flag: str = "--output") -> Path:
     return output
 
 
-# The most a name made beside an output adds to it (.NAME.building-PID, .NAME.probe-PID-THREAD)
-BESIDE_NAME_BYTES = 40
-
-
 def check_output_name(output: Path, flag: str, beside: int = 0) -> None:
     """Refuse up front an output path Arrow and FAISS cannot take (not UTF-8: they encode paths as UTF-8), or a name
     the file system cannot hold with ``beside`` bytes added for the names made beside it; both were tracebacks,
@@ -117,20 +114,6 @@ def check_output_name(output: Path, flag: str, beside: int = 0) -> None:
         raise RetrieverError(f"{output}: the path is not valid UTF-8, and Arrow and FAISS take UTF-8 paths only; "
                              f"choose another {flag}") from None
     check_name_length(output, flag, beside)
-
-
-def check_name_length(output: Path, flag: str, beside: int = BESIDE_NAME_BYTES) -> None:
-    """Refuse a name the file system cannot hold with ``beside`` bytes added for the names made beside it (a
-    temporary file, a probe): the failure came later, as a folder nothing could be created in, or a traceback."""
-    existing = Path(os.path.abspath(output)).parent
-    while not existing.is_dir() and existing != existing.parent:
-        existing = existing.parent
-    limit = os.pathconf(existing, "PC_NAME_MAX") - beside
-    if len(os.fsencode(output.name)) > limit:
-        raise RetrieverError(f"{output}: the name is {len(os.fsencode(output.name))} bytes long; the file system "
-                             f"takes names of at most {limit + beside} bytes" + (f", and the names made beside it add up "
-                             f"to {beside} more, so it may be at most {limit}" if beside else "")
-                             + f"; choose a shorter {flag}")
 
 
 def replaceable(path: Path, marker: str) -> bool:

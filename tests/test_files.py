@@ -153,3 +153,18 @@ def test_repeated_key_names_the_first_key_given_twice_and_how_often():
     assert repeated_key([("a", 1), ("b", 2)]) is None
     assert repeated_key([("a", 1), ("b", 2), ("b", 3), ("a", 4), ("b", 5)]) == ("a", 2)
     assert repeated_key([(str(i), i) for i in range(50_000)] + [("49999", 0)]) == ("49999", 2)
+
+
+@pytest.mark.parametrize("length", [216, 255])
+def test_a_name_too_long_for_its_temporary_says_so(tmp_path, length):
+    """A name of 216-255 bytes fits the file system alone but not with the temporary's suffix: atomic_write said
+    "nothing can be created in ... (File name too long)", as if the folder were at fault."""
+    path = tmp_path / ("a" * length)
+    with pytest.raises(RetrieverError) as caught:
+        atomic_write_lines(path, ["x\n"])
+    assert str(caught.value).startswith(f"{path}: the name is {length} bytes long; the file system takes names of at "
+                                        "most 255 bytes, and the names made beside it add up to 40 more, so it may "
+                                        "be at most 215; choose a shorter file name"), str(caught.value)
+    assert not list(tmp_path.iterdir())
+    atomic_write_lines(tmp_path / ("a" * 215), ["x\n"])  # the longest name it takes
+    assert (tmp_path / ("a" * 215)).read_text() == "x\n"
