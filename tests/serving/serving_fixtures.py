@@ -89,6 +89,16 @@ def call(port: int, method: str, path: str, body: bytes | None = None, headers: 
         connection.close()
 
 
+def raw_reply(port: int, request: bytes) -> bytes:
+    """Everything the server sends back for the raw bytes ``request`` on a connection of its own, until it closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(request)
+        reply = b""
+        while chunk := sock.recv(65536):
+            reply += chunk
+    return reply
+
+
 @dataclass
 class Served:
     """The running test server: ``tiny`` (default, 12 docs) and ``small`` (the first 6 docs)."""

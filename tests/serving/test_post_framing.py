@@ -3,24 +3,13 @@ which of several queries is refused."""
 from __future__ import annotations
 
 import gzip
-import socket
 
 import pytest
 
-from serving_fixtures import call, served, small_index, tiny_index  # noqa: F401 - fixtures
+from serving_fixtures import call, raw_reply, served, small_index, tiny_index  # noqa: F401 - fixtures
 
 BODY = b'{"queries": ["cat"], "k": 2}'
 JSON = {"Content-Type": "application/json"}
-
-
-def raw_reply(port: int, request: bytes) -> bytes:
-    """Everything the server sends back for ``request`` on a connection of its own, until it closes."""
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        sock.sendall(request)
-        reply = b""
-        while chunk := sock.recv(65536):
-            reply += chunk
-    return reply
 
 
 def chunked_post(port: int, body: bytes, codings: str) -> bytes:

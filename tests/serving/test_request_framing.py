@@ -6,28 +6,19 @@ import time
 
 import pytest
 
-from serving_fixtures import call, served, small_index, tiny_index  # noqa: F401 - fixtures
-
-
-def raw(port: int, request: bytes) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        sock.sendall(request)
-        reply = b""
-        while chunk := sock.recv(65536):
-            reply += chunk
-    return reply
+from serving_fixtures import call, raw_reply, served, small_index, tiny_index  # noqa: F401 - fixtures
 
 
 @pytest.mark.parametrize("hosts, said", [(b"", b"no Host header"), (b"Host: a\r\nHost: b\r\n", b"2 Host headers")])
 def test_an_http_1_1_request_without_exactly_one_host_header_is_a_400(served, hosts, said):
     """RFC 9112 section 3.2: a server must answer 400 to an HTTP/1.1 request lacking a Host header or with more than
     one; both were served."""
-    reply = raw(served.port, b"GET /health HTTP/1.1\r\n%sConnection: close\r\n\r\n" % hosts)
+    reply = raw_reply(served.port, b"GET /health HTTP/1.1\r\n%sConnection: close\r\n\r\n" % hosts)
     assert reply.startswith(b"HTTP/1.1 400 ") and said in reply, reply
 
 
 def test_an_http_1_0_request_without_a_host_is_served(served):
-    assert raw(served.port, b"GET /health HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.1 200 ")
+    assert raw_reply(served.port, b"GET /health HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.1 200 ")
 @pytest.mark.parametrize("query, bad", [("%zz", "%zz"), ("%", "%"), ("cat%2", "%2"), ("a%g1b", "%g1")])
 def test_a_bad_percent_escape_in_a_get_query_is_a_400_naming_it(served, query, bad):
     """``q=%zz`` was searched for the three characters "%zz", where a client meant some escaped byte."""
@@ -106,6 +97,6 @@ def test_a_413_body_holding_a_request_is_never_served_as_one(served):
     """Closing after the 413 keeps what 100-continue's fix keeps: no byte of a refused body is read as a request."""
     inner = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
     body = inner * (5000 // len(inner) + 1)
-    reply = raw(served.port, b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+    reply = raw_reply(served.port, b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
                              b"%d\r\n\r\n%s" % (len(body), body))
     assert reply.startswith(b"HTTP/1.1 413 ") and reply.count(b"HTTP/1.1 ") == 1, reply
