@@ -44,6 +44,8 @@ def join_process_group(device: torch.device, timeout_seconds: int = DDP_TIMEOUT)
     if launched_processes() < 2:
         return None
     backend = "nccl" if device.type == "cuda" else "gloo"
+    if device.type == "cuda":  # each process on its own GPU before NCCL's first collective, as the Trainer sets later
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     if not dist.is_initialized():
         dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout_seconds))
     return backend

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 import torch.distributed as dist
 
 from retriever.errors import RetrieverError
@@ -85,3 +86,18 @@ def test_ddp_timeout_reaches_the_process_group_a_launch_starts(monkeypatch, smal
     kind(output=str(tmp_path / "m"), model=str(small_bert), device="cpu").arguments(4, 1, 1)
     assert joined == [("cpu", 90), ("cpu", DDP_TIMEOUT)] and DDP_TIMEOUT == 1800  # the Trainer's own default
     assert given[0]["ddp_timeout"] == 90
+
+
+def test_on_gpus_each_process_takes_its_own_gpu_before_the_group_starts(monkeypatch):
+    """The group is started before the Trainer sets each process's GPU, and our first collective (the settings
+    compared across processes) runs before that too: NCCL would put every process of a machine on GPU 0."""
+    from retriever.training import processes
+
+    calls = []
+    monkeypatch.setattr(processes, "launched_processes", lambda: 2)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(torch.cuda, "set_device", lambda index: calls.append(("set_device", index)))
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(dist, "init_process_group", lambda **kwargs: calls.append(("init", kwargs["backend"])))
+    assert processes.join_process_group(torch.device("cuda"), 60) == "nccl"
+    assert calls == [("set_device", 1), ("init", "nccl")]
