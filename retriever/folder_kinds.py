@@ -10,7 +10,7 @@ from pathlib import Path
 from retriever.corpus import BEIR_FILES
 from retriever.errors import RetrieverError
 from retriever.partwork import PARTS_SUFFIX, owned_inputs
-from retriever.shards import list_shards
+from retriever.shards import done_marker, list_shards, parse_shard_name
 
 MODEL_MARKERS = ("config.json", "modules.json")  # a Hugging Face or sentence-transformers model folder's own files
 
@@ -21,7 +21,14 @@ def not_an_index(folder: Path, manifest_name: str) -> RetrieverError:
     from retriever.model_loading import RETRIEVER_CONFIG
 
     lacks = f"not an index folder (no {manifest_name})"
-    if folder.is_dir() and list_shards(folder):  # `encode` output, or a `build` stopped before indexing
+    shards = list_shards(folder) if folder.is_dir() else []
+    if shards and (unfinished := _unfinished_worker(folder, shards)):  # stopped before a worker's done marker
+        worker, workers = unfinished
+        return RetrieverError(f"{folder}: a folder of embedding shards whose encoding did not finish (worker {worker} "
+                              f"of {workers} has no done marker), {lacks}; finish it with `retriever encode "
+                              f"--worker-index {worker} --num-workers {workers}` (or rerun the build that made it), "
+                              f"then index it with `retriever index {folder} --corpus CORPUS --output INDEX`")
+    if shards:  # `encode` output, or a `build` stopped before indexing
         return RetrieverError(f"{folder}: a folder of embedding shards, {lacks}; index it with "
                               f"`retriever index {folder} --corpus CORPUS --output INDEX`")
     if _ondisk_parts(folder):
@@ -43,3 +50,11 @@ def _ondisk_parts(folder: Path) -> bool:
         return folder.name.endswith(PARTS_SUFFIX) and owned_inputs(folder) is not None
     except RetrieverError:  # a folder of that name holding what a build does not write
         return False
+
+
+def _unfinished_worker(folder: Path, shards: list[Path]) -> tuple[int, int] | None:
+    """The first worker of the shards' split without its done marker: `retriever index` refuses such a folder, so
+    pointing at it would send the user round in a circle."""
+    workers = parse_shard_name(shards[0].name)[1]
+    return next(((worker, workers) for worker in range(workers) if not done_marker(folder, worker, workers).is_file()),
+                None)

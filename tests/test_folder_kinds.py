@@ -61,3 +61,23 @@ def test_the_parts_folder_of_an_unfinished_ondisk_build_says_to_rerun_that_build
     assert result.output.strip().splitlines()[-1] == (
         f"error: {folder}: the parts of an ivf-ondisk build of {tmp_path / 'idx'} that did not finish, not an index "
         f"folder (no manifest.json); rerun that build (the same command) to finish it, then use {tmp_path / 'idx'}")
+
+
+@pytest.mark.parametrize("command", [["info"], ["search"]])
+def test_a_shard_folder_whose_encoding_did_not_finish_says_to_finish_it_first(tmp_path, command):
+    """An `encode` stopped before its done marker (or a build's NAME.shards likewise) was called a folder to index
+    with `retriever index`, which then refused it as unfinished: the step missing is finishing the encoding."""
+    from retriever.shards import done_marker, shard_name
+
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    for worker in (0, 1):
+        (folder / shard_name(worker, 2, 0)).write_bytes(b"")
+    done_marker(folder, 0, 2).write_text("{}", encoding="utf-8")
+    result = CliRunner().invoke(main, command + [str(folder)] + (["some query"] if command == ["search"] else []))
+    assert result.exit_code == 1, result.output
+    assert result.output.strip().splitlines()[-1] == (
+        f"error: {folder}: a folder of embedding shards whose encoding did not finish (worker 1 of 2 has no done "
+        "marker), not an index folder (no manifest.json); finish it with `retriever encode --worker-index 1 "
+        "--num-workers 2` (or rerun the build that made it), then index it with "
+        f"`retriever index {folder} --corpus CORPUS --output INDEX`")

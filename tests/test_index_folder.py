@@ -85,6 +85,7 @@ def test_a_shard_folder_opened_as_an_index_says_to_index_it(tmp_path):
     shards = tmp_path / "shards"
     shards.mkdir()
     (shards / "embeddings-w000of001-00000.parquet").write_bytes(b"")
+    (shards / "_done-w000of001.json").write_text("{}")  # a finished encoding; an unfinished one: test_folder_kinds
     with pytest.raises(RetrieverError) as caught:
         read_manifest(shards)
     assert str(caught.value) == (f"{shards}: a folder of embedding shards, not an index folder (no manifest.json); "
