@@ -157,6 +157,7 @@ LEXICAL_SHAPE: dict[str, type | tuple[type, ...]] = {
     "lexical.docstore": dict, "lexical.docstore.file": str, "lexical.docstore.sha256": str,
 }
 _FILE_RECORD = {"bytes": int, "sha256": str}
+SEARCH_SETTINGS = ("nprobe", "ef_search")  # what `index.search_defaults` records, null when it has none
 SEARCH_SETTING_RANGE = (1, 2**31 - 1)  # what FAISS's nprobe and efSearch take
 
 
@@ -181,7 +182,7 @@ def check_manifest_shape(manifest: dict, path: Path) -> None:
     and paths that lead out of the index folder. The BM25 part's record is left to ``lexical_shape_problem``."""
     problem = _shape_problem(manifest, MANIFEST_SHAPE) or _files_problem(manifest, "integrity")
     lowest, highest = SEARCH_SETTING_RANGE
-    for setting in ("nprobe", "ef_search"):
+    for setting in SEARCH_SETTINGS:
         value = _entry(manifest, f"index.search_defaults.{setting}")[1]
         if problem is None and isinstance(value, int) and not lowest <= value <= highest:
             problem = _wrong(f"index.search_defaults.{setting}", value, "an integer from 1 to 2**31 - 1")

@@ -6,7 +6,7 @@ from pathlib import Path
 from retriever.encoder_settings import OVERRIDABLE
 from retriever.errors import IndexDamaged
 from retriever.fusion import recorded_fusion
-from retriever.index_folder import MANIFEST_FILE, read_manifest
+from retriever.index_folder import MANIFEST_FILE, SEARCH_SETTINGS, read_manifest
 from retriever.index_opening import checked_manifest, open_index, required_files
 from retriever.integrity import check_folder, file_damage, recorded_files, verify_files
 from retriever.lexical_part import check_lexical_files, corpus_terms, lexical_record, open_lexical
@@ -27,7 +27,7 @@ def index_summary(index_dir: str | Path) -> dict:
         "vectors": index["count"],
         "index_type": index.get("type"),
         "factory": index.get("factory"),
-        "search_defaults": _entry(index, "search_defaults"),
+        "search_defaults": {key: _entry(index, "search_defaults").get(key) for key in SEARCH_SETTINGS},
         "tuning": {key: tuning.get(key) for key in ("parameter", "value", "measured_recall", "k", "reached",
                                                     "queries")} if tuning else None,
         "bm25": _lexical_summary(index_dir, manifest),

@@ -110,3 +110,43 @@ def test_verify_damage_names_the_command_that_built_the_index(sq8_index, tmp_pat
     result = CliRunner().invoke(main, ["info", str(index), "--verify"])
     assert result.exit_code == 1 and f"{victim}: " in result.output, result.output
     assert f"the index folder is damaged; rebuild it with `retriever {command} ... --overwrite`" in result.output
+
+
+@pytest.mark.parametrize("edit", sorted(EDITS))
+def test_info_json_keeps_its_keys_whatever_the_manifest_holds(sq8_index, tmp_path, edit):
+    """`search_defaults: null` (allowed: no defaults) made `"search_defaults": {}`, so a script reading
+    `["search_defaults"]["nprobe"]` failed on one index and not another; a missing value is null, its key stays."""
+    import shutil
+
+    index = tmp_path / "idx"
+    shutil.copytree(sq8_index, index)
+    manifest = json.loads((index / "manifest.json").read_text())
+    EDITS[edit](manifest)
+    (index / "manifest.json").write_text(json.dumps(manifest))
+    edited = json.loads(CliRunner().invoke(main, ["info", str(index), "--json"]).output)
+    whole = json.loads(CliRunner().invoke(main, ["info", str(sq8_index), "--json"]).output)
+    assert set(edited) == set(whole)
+    for key in ("encoder", "search_defaults"):
+        assert set(edited[key]) == set(whole[key]) == ({"nprobe", "ef_search"} if key == "search_defaults"
+                                                       else set(whole["encoder"]))
+    assert set(edited["tuning"]) == set(whole["tuning"])
+
+
+def test_every_key_of_info_json_is_described_in_the_readme(sq8_index, tmp_path):
+    """The `--json` summary is for scripts, so each of its keys is named where README describes `info`."""
+    from pathlib import Path
+
+    from retriever.info import index_summary
+
+    index = tmp_path / "idx"
+    __import__("shutil").copytree(sq8_index, index)
+    manifest = json.loads((index / "manifest.json").read_text())
+    manifest["fusion"] = {"method": "convex", "alpha": 0.5, "depth": 100, "tuned": {"dataset": "d", "split": "s"}}
+    (index / "manifest.json").write_text(json.dumps(manifest))
+    summary = index_summary(index)
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("`info --json` prints"):][:2500]
+    keys = set(summary) | {key for value in summary.values() if isinstance(value, dict) for key in value}
+    keys |= set(summary["fusion"]["tuned"])
+    assert summary["bm25"] and summary["tuning"]  # their keys are among those checked
+    assert sorted(key for key in keys if f"`{key}`" not in section) == []
