@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from retriever.corpus_records import DEFAULT_TITLE, Fields, as_answers, jsonl_records, parquet_records, tsv_records
+from retriever.corpus_records import (DEFAULT_TITLE, Fields, as_answers, check_tsv_fields, jsonl_records, parquet_records,
+                                      tsv_records)
 from retriever.errors import InputFileError, RetrieverError
 from retriever.file_kinds import file_kind_error
 from retriever.files import decoded_lines, through_link
@@ -101,6 +102,7 @@ def _records(path: Path, fmt: str, fields: Fields):
     if fmt == "jsonl":
         return jsonl_records(path, fields)
     if fmt == "tsv":
+        check_tsv_fields(path, fields)
         return tsv_records(path)
     return parquet_records(path, fields)
 

@@ -136,6 +136,17 @@ def parse_json_object(line: str, path: Path, number: int) -> dict:
     return record
 
 
+def check_tsv_fields(path: Path, fields: Fields) -> None:
+    """Refuse field flags on a TSV file: its columns are placed, or named by its header, so the flags were ignored
+    (the first column read as the id whatever --id-field said)."""
+    named = [f"--{name}-field {getattr(fields, name)}" for name in ("id", "text", "title")
+             if getattr(fields, name) != getattr(Fields(), name)]
+    if named:
+        raise InputFileError(path, None, f"the field flags ({', '.join(named)}) name JSONL keys or Parquet columns, "
+                             "and a TSV file's columns are id, text[, title] in that order or named by its header "
+                             "(id, text, title)", "drop the flags, or rename the header's columns")
+
+
 def tsv_records(path: Path) -> Iterator[tuple[int, str, str, str, dict]]:
     """(line, id, text, title, {}) per line. Columns are found by a header's names when the first line is one
     (in any order), else by position: id, text[, title]."""

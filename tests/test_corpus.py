@@ -357,3 +357,19 @@ def test_a_trec_topics_file_is_named_as_such_not_as_a_tsv_missing_tabs(tmp_path,
     message = str(error.value)
     assert message.startswith(f"{path}:1: the line is an SGML/XML tag ('<top>')") and "TREC topics" in message
     assert "JSONL" in message and "separate the columns" not in message
+
+
+@pytest.mark.parametrize("fields, named", [(Fields(id="pid"), "--id-field pid"),
+                                           (Fields(text="body", title="head"), "--text-field body, --title-field head")])
+def test_field_flags_on_a_tsv_file_are_refused_not_ignored(tmp_path, fields, named):
+    """A TSV's columns are placed or named by its header, so `encode c.tsv --id-field pid` read the first column
+    whatever the flag said (and a later run without the flag was refused as a corpus read another way)."""
+    corpus = tmp_path / "c.tsv"
+    corpus.write_text("id\ttext\n1\tsome text\n", encoding="utf-8")
+    with pytest.raises(RetrieverError) as raised:
+        list(iter_documents(corpus, fields=fields))
+    assert str(raised.value) == (
+        f"{corpus}: the field flags ({named}) name JSONL keys or Parquet columns, and a TSV file's columns are id, "
+        "text[, title] in that order or named by its header (id, text, title); drop the flags, or rename the "
+        "header's columns")
+    assert [d.id for d in iter_documents(corpus, fields=Fields())] == ["1"]
