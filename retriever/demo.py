@@ -5,6 +5,7 @@ machine, and it proves every stage (read, encode, index, search, evaluate) end t
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -15,6 +16,7 @@ from retriever.evaluation import EvaluationReport, evaluate_index
 from retriever.errors import RetrieverError
 from retriever.folders import named_output, replaceable
 from retriever.indexing import MANIFEST_FILE, IndexParams, encode_and_index
+from retriever.integrity import file_sha256
 from retriever.searching import Hit, Searcher
 
 DEMO_QUERIES = 3
@@ -42,6 +44,7 @@ def run_demo(output: str | Path = "indexes/demo", model: str = "minilm", device:
     if (built.exists() or built.is_symlink()) and not replaceable(built, MANIFEST_FILE):  # before the model loads
         raise RetrieverError(f"{output}: exists and is not an index folder; the demo replaces only an index folder "
                              "(one it built before) or an empty one: remove it or choose another --output")
+    _check_own_index(built, output, dataset.corpus_path)
     encoder = Encoder(EncoderSettings.for_model(model), device=device, dtype=dtype)
     encode_and_index(dataset.corpus_path, output, encoder, IndexParams("flat"), overwrite=True, progress=progress)
     searcher = Searcher(built, device=device, dtype=dtype)
@@ -49,3 +52,17 @@ def run_demo(output: str | Path = "indexes/demo", model: str = "minilm", device:
     queries = read_queries(dataset.queries_path)[:DEMO_QUERIES]
     hits = searcher.search([q.text for q in queries], k=k)
     return DemoResult(index=Path(output), examples=[(q.text, h) for q, h in zip(queries, hits)], report=report)
+
+
+def _check_own_index(built: Path, output: str | Path, corpus: Path) -> None:
+    """Refuse an index of another corpus: `demo -o indexes/scifact` replaced a user's index with the demo's. A
+    folder whose manifest cannot be read (empty, or damaged) is replaced as before."""
+    try:
+        recorded = json.loads((built / MANIFEST_FILE).read_text(encoding="utf-8"))["corpus"]
+        sha256, name = recorded["sha256"], recorded.get("name")
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if sha256 != file_sha256(corpus):
+        raise RetrieverError(f"{output}: an index of another corpus ({name}), not the demo's; the demo replaces only an "
+                             "index of the demo collection (one it built before) or an empty folder: choose another "
+                             "--output, or remove it")

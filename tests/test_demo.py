@@ -55,3 +55,27 @@ def test_demo_into_a_users_folder_is_refused_before_loading_naming_no_flag_it_la
             demo.run_demo(output, progress=False)
         assert "--overwrite" not in str(refused.value)
     assert (tmp_path / "mine" / "notes.txt").read_text() == "precious"
+
+
+def test_demo_over_an_index_of_another_corpus_is_refused_before_loading(tmp_path, tiny_beir, tiny_model_dir,
+                                                                         monkeypatch):
+    """`retriever demo -o indexes/scifact` replaced the user's index of another corpus by the demo's (the refusal
+    covered only folders that are not indexes), though its message says it replaces one it built before."""
+    import pytest
+
+    import retriever.demo as demo
+    from retriever.encoder import Encoder, EncoderSettings
+    from retriever.errors import RetrieverError
+    from retriever.indexing import IndexParams, encode_and_index
+
+    index = tmp_path / "scifact"
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir / "corpus.jsonl", index, encoder, IndexParams("flat"), progress=False)
+    manifest = (index / "manifest.json").read_bytes()
+    monkeypatch.setattr(demo, "Encoder", lambda *a, **k: pytest.fail("the model was loaded"))
+    with pytest.raises(RetrieverError) as refused:
+        demo.run_demo(index, progress=False)
+    assert str(refused.value) == (
+        f"{index}: an index of another corpus (tiny-beir/corpus.jsonl), not the demo's; the demo replaces only an index of the "
+        "demo collection (one it built before) or an empty folder: choose another --output, or remove it")
+    assert (index / "manifest.json").read_bytes() == manifest

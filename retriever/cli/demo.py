@@ -12,7 +12,8 @@ from retriever.cli.searching import print_hits
 
 @click.command("demo")
 @click.option("--output", "-o", type=click.Path(path_type=Path), default=Path("indexes/demo"), show_default=True,
-              help="Where to build the demo index (replaced if present).")
+              help="Where to build the demo index (an earlier demo index there is replaced; another index or a "
+                   "folder of yours is refused).")
 @click.option("--model", default="minilm", show_default=True, help="Encoder: a model folder, hub id or 'minilm'.")
 @device_options()
 def demo_command(output, model, device, dtype):
