@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from retriever.errors import InputFileError
+from retriever.errors import InputFileError, RetrieverError
 from retriever.files import carriage_return_error, decoded_lines, repeated_key
 from retriever.texts import id_problem
 
@@ -25,6 +25,12 @@ class Fields:
     id: str = "_id"
     text: str = "text"
     title: str = "title"
+
+    def __post_init__(self) -> None:
+        for other, flag in ((self.text, "--text-field"), (self.title, "--title-field")):
+            if self.id == other:  # the id would be encoded as the passage's words, or its title, silently
+                raise RetrieverError(f"--id-field and {flag} both name {other!r}; a record's id and its "
+                                     f"{flag[2:-6]} are read from different keys: name each one's own")
 
     @property
     def title_named(self) -> bool:

@@ -230,7 +230,10 @@ def corpus_options(titles: bool = True) -> Decorator:
 
 
 def fields_from(id_field: str, text_field: str, title_field: str) -> Fields:
-    return Fields(id=id_field, text=text_field, title=title_field)
+    try:
+        return Fields(id=id_field, text=text_field, title=title_field)
+    except RetrieverError as error:  # two flags naming one key: a usage error
+        raise click.UsageError(str(error)) from None
 
 
 def report_truncation(encoder=None, passages_cut: int = 0, passages: int = 0,

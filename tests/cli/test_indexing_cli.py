@@ -266,3 +266,14 @@ def test_a_pyserini_corpus_without_field_flags_is_refused_before_the_model_namin
     assert result.exit_code == 1 and not isinstance(result.exception, AssertionError), result.output
     assert "pyserini.jsonl:1: missing id field '_id' (its keys: contents, id); pass --id-field" in result.output
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("flags, said", [(["--id-field", "pid", "--text-field", "pid"], "--text-field both name 'pid'"),
+                                         (["--id-field", "title"], "--title-field both name 'title'")])
+def test_an_id_field_that_is_also_the_text_or_title_field_is_a_usage_error(tmp_path, flags, said):
+    """`encode --id-field pid --text-field pid` was taken: every passage's text was its id, encoded without a word."""
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"pid": "a", "title": "t", "text": "hello"}\n')
+    result = CliRunner().invoke(main, ["encode", str(path), "-o", str(tmp_path / "out"), *flags])
+    assert result.exit_code == 2 and f"--id-field and {said}" in result.output, result.output
+    assert not (tmp_path / "out").exists()
