@@ -225,6 +225,9 @@ def mine_command(index, dataset, split, output, depth, skip_top, per_query, devi
                             fusion_overrides=fusion_overrides, model=model)
     left_out = (f"; {result.queries_left_out} judged queries left out, not in queries.jsonl"
                 if result.queries_left_out else "")
+    if result.queries_without_positives:
+        left_out += (f"; {result.queries_without_positives} judged only non-relevant left out, with no positive "
+                     "to train on")
     click.echo(f"wrote {result.negatives} negatives for {result.queries} queries to {result.output} "
                f"({result.queries_without_negatives} queries got none{left_out}), {result.seconds:.1f}s", err=True)
 

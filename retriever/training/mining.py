@@ -28,6 +28,7 @@ class MiningResult:
     queries_without_negatives: int
     seconds: float
     queries_left_out: int = 0  # judged in the split but not in queries.jsonl, so not mined
+    queries_without_positives: int = 0  # judged only non-relevant: no positive to train on, so not mined
 
 
 def select_negatives(ranked_ids: list[str], positives: set[str], skip_top: int, per_query: int) -> list[str]:
@@ -78,4 +79,5 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
         lines.append(json.dumps({"query_id": query.id, "negatives": negatives}, ensure_ascii=False) + "\n")
     output = Path(output)
     atomic_write_lines(output, lines)
-    return MiningResult(output, len(queries), total, empty, time.time() - started, len(left_out))
+    no_positive = sum(not any(grade > 0 for grade in grades.values()) for grades in qrels.values())
+    return MiningResult(output, len(queries), total, empty, time.time() - started, len(left_out), no_positive)

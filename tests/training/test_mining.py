@@ -118,3 +118,22 @@ def test_an_output_in_a_collections_qrels_folder_is_refused_before_mining(tiny_b
     with pytest.raises(Searched):  # a qrels folder of no collection is only a folder
         mine_negatives(tmp_path / "index", tiny_beir, tmp_path / "qrels" / "negs.tsv", split="test",
                        progress=False)
+
+
+def test_queries_judged_only_non_relevant_are_counted_in_the_summary(indexed_beir, tmp_path):
+    """A query whose judgments are all grade 0 has no positive, so it is not mined; the summary said "for 3 queries"
+    of a split judging 4, without a word of the fourth."""
+    from click.testing import CliRunner
+
+    from retriever.cli import main
+
+    dataset, index = indexed_beir
+    qrels = dataset / "qrels" / "train.tsv"
+    qrels.write_text(qrels.read_text() + "q4\td2\t0\n", encoding="utf-8")
+    result = mine_negatives(index, dataset, tmp_path / "n.jsonl", depth=12, device="cpu", dtype="fp32",
+                            progress=False)
+    assert result.queries == 3 and result.queries_without_positives == 1
+    said = CliRunner().invoke(main, ["mine", str(index), "--dataset", str(dataset), "--split", "train", "-o",
+                                     str(tmp_path / "m.jsonl"), "--device", "cpu", "--dtype", "fp32"])
+    assert said.exit_code == 0, said.output
+    assert "; 1 judged only non-relevant left out, with no positive to train on)" in said.stderr
