@@ -81,15 +81,18 @@ def test_mining_an_index_of_another_collection_is_refused(indexed_beir, tmp_path
     assert not output.exists()
 
 
+def mined_with_judgments(dataset, index, tmp_path, judgments: str):
+    """Mine the train split after appending ``judgments`` (qrels lines) to it."""
+    qrels = dataset / "qrels" / "train.tsv"
+    qrels.write_text(qrels.read_text() + judgments, encoding="utf-8")
+    return mine_negatives(index, dataset, tmp_path / "n.jsonl", depth=12, device="cpu", dtype="fp32", progress=False)
+
+
 def test_judged_queries_missing_from_the_queries_file_are_counted_not_dropped_silently(indexed_beir, tmp_path,
                                                                                          capsys):
     """A split judging queries that queries.jsonl lacks had them left out of the mined file without a word (evaluate
     counts such queries as missing from its run)."""
-    dataset, index = indexed_beir
-    qrels = dataset / "qrels" / "train.tsv"
-    qrels.write_text(qrels.read_text() + "q8\td2\t1\nq9\td7\t2\nq7\td8\t0\n", encoding="utf-8")
-    result = mine_negatives(index, dataset, tmp_path / "n.jsonl", depth=12, device="cpu", dtype="fp32",
-                            progress=False)
+    result = mined_with_judgments(*indexed_beir, tmp_path, "q8\td2\t1\nq9\td7\t2\nq7\td8\t0\n")
     assert result.queries == 3 and result.queries_left_out == 2
     assert ("warning: queries.jsonl lacks 2 of the 5 queries split 'train' judges (e.g. 'q8', 'q9'); they get no "
             "negatives") in capsys.readouterr().err
@@ -128,10 +131,7 @@ def test_queries_judged_only_non_relevant_are_counted_in_the_summary(indexed_bei
     from retriever.cli import main
 
     dataset, index = indexed_beir
-    qrels = dataset / "qrels" / "train.tsv"
-    qrels.write_text(qrels.read_text() + "q4\td2\t0\n", encoding="utf-8")
-    result = mine_negatives(index, dataset, tmp_path / "n.jsonl", depth=12, device="cpu", dtype="fp32",
-                            progress=False)
+    result = mined_with_judgments(dataset, index, tmp_path, "q4\td2\t0\n")
     assert result.queries == 3 and result.queries_without_positives == 1
     said = CliRunner().invoke(main, ["mine", str(index), "--dataset", str(dataset), "--split", "train", "-o",
                                      str(tmp_path / "m.jsonl"), "--device", "cpu", "--dtype", "fp32"])
