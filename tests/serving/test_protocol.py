@@ -147,23 +147,28 @@ def test_a_whole_head_over_the_cap_in_one_packet_gets_a_431(port, head):
     assert reply.startswith(b"HTTP/1.1 431 ")
 
 
+def streamed_reply(port: int, head: bytes, stream: bytes) -> bytes:
+    """The reply to ``head`` then ``stream`` sent in 4 KiB pieces a moment apart (separate reads, as bytes streamed
+    over time arrive), until the server stops taking them."""
+    sock = connect(port, head)
+    try:
+        for start in range(0, len(stream), 4096):
+            try:
+                sock.sendall(stream[start:start + 4096])
+            except OSError:
+                break
+            time.sleep(0.002)
+        return read_reply(sock)
+    finally:
+        sock.close()
+
+
 def test_a_chunked_bodys_trailer_fields_over_the_cap_get_a_431(port):
     """The fields after a chunked body's last chunk are parsed, and held, like headers; they went uncounted, so one
     client streaming a trailer field held its connection's memory growing and stalled the event loop (a search took
     7.8 s while 80 MB streamed) until the request timeout."""
     head = b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX-Big: "
-    trailer = b"a" * (4 * HEAD_LIMIT) + b"\r\n\r\n"
-    sock = connect(port, head)
-    try:
-        for start in range(0, len(trailer), 4096):
-            try:
-                sock.sendall(trailer[start:start + 4096])
-            except OSError:
-                break
-            time.sleep(0.002)  # separate reads, as a trailer streamed over time arrives
-        reply = read_reply(sock)
-    finally:
-        sock.close()
+    reply = streamed_reply(port, head, b"a" * (4 * HEAD_LIMIT) + b"\r\n\r\n")
     assert reply.startswith(b"HTTP/1.1 431 ") and b"trailer" in reply, reply
 
 
@@ -275,15 +280,6 @@ def test_a_half_close_in_the_middle_of_a_body_closes_at_once(port):
 def test_a_chunk_extension_streamed_without_end_gets_a_431(port):
     """A chunk's extensions (``1;name=value``) are read like a header line, and went uncounted: one streamed without
     end was bounded only by the request timeout, as trailer fields were."""
-    sock = connect(port, b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n1;a")
-    try:
-        for _ in range(4 * HEAD_LIMIT // 4096):
-            try:
-                sock.sendall(b"a" * 4096)
-            except OSError:
-                break
-            time.sleep(0.002)  # separate reads, as an extension streamed over time arrives
-        reply = read_reply(sock)
-    finally:
-        sock.close()
+    reply = streamed_reply(port, b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n1;a",
+                           b"a" * (4 * HEAD_LIMIT))
     assert reply.startswith(b"HTTP/1.1 431 ") and b"chunk extensions" in reply, reply
