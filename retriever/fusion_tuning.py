@@ -37,12 +37,16 @@ def fusion_grid(depth: int) -> list[FusionParams]:
             + [FusionParams("convex", alpha=a, depth=depth) for a in ALPHAS])
 
 
+class TuningOnReportedSplit(RetrieverError):
+    """--split names the split you report: a bad flag alone, which the command line reports as a usage error (a split
+    missing from the folder, or sharing test's queries, is the folder's)."""
+
+
 def refuse_reported_split(qrels: Path, split: str) -> None:
-    """Refuse ``test``, or another name of its qrels file (``qrels`` is the split's, as ``qrels_path`` found it):
-    a bad --split alone, which the command line reports as a usage error."""
+    """Refuse ``test``, or another name of its qrels file (``qrels`` is the split's, as ``qrels_path`` found it)."""
     test = qrels.parent / f"{REPORTED_SPLIT}.tsv"
     if split == REPORTED_SPLIT or (test.is_file() and qrels.samefile(test)):
-        raise RetrieverError(f"--split {split}: tuning the fusion on the split you report overstates its quality; "
+        raise TuningOnReportedSplit(f"--split {split}: tuning the fusion on the split you report overstates its quality; "
                              "tune on train or a dev split (split one off train if the collection has none)")
 
 
