@@ -111,12 +111,13 @@ def check_query(text: str, limits: Limits) -> str:
 
 def check_query_string(raw: bytes) -> None:
     """Refuse what the framework would otherwise guess at in a GET query string (module docstring)."""
-    bad = _BAD_ESCAPE.search(raw.decode("latin-1"))
+    text = raw.decode("latin-1")
+    bad = _BAD_ESCAPE.search(text)
     if bad:  # parse_qsl keeps it as it is: q=%zz searched for "%zz"
         raise ApiError(400, f"the query string holds {bad.group()!r}, which is not a percent-escape (% and two hex "
                             "digits); write a literal % as %25")
     try:
-        pairs = parse_qsl(raw.decode("latin-1"), keep_blank_values=True, encoding="utf-8", errors="strict")
+        pairs = parse_qsl(text, keep_blank_values=True, encoding="utf-8", errors="strict")
     except UnicodeDecodeError:
         raise ApiError(400, "the query string is not UTF-8 once %-decoded; percent-encode the query's "
                             "UTF-8 bytes") from None

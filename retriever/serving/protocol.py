@@ -103,7 +103,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self._framing_bytes = 0 if self._body_read else self._framing_bytes + len(data)
             if self._framing_bytes > self.max_head_bytes:
                 self._refuse_in_turn(431, f"the chunked body's chunk extensions or trailer fields are over "
-                                  f"{self.max_head_bytes} bytes, the server's --max-head-bytes")
+                                          f"{self.max_head_bytes} bytes, the server's --max-head-bytes")
 
     def _feed(self, data: bytes) -> None:
         """uvicorn's ``data_received``, keeping the parser's reason for a 400 and logging no warning a client causes
@@ -122,8 +122,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def _refuse_head(self) -> None:
         self._head_bytes = None
-        self._refuse_in_turn(431, f"the request line and headers are over {self.max_head_bytes} bytes, the server's "
-                          "--max-head-bytes")
+        self._refuse_in_turn(431, f"the request line and headers are over {self.max_head_bytes} bytes, the "
+                                  "server's --max-head-bytes")
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
