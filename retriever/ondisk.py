@@ -21,9 +21,9 @@ import shutil
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import faiss
 import numpy as np
@@ -248,8 +248,7 @@ def tune_on_parts(trained: Path, parts: list[str], building: Path, shards: list[
 
 def build_ondisk(shards: list[Path], encoder: dict, count: int, dim: int, corpus_path: Path, fmt: str, fields: Fields,
                  building: Path, params: IndexParams, progress: bool, tuning_queries: np.ndarray | None,
-                 started: float,
-                 corpus_of: Callable[[ReadStats], dict], work_folder: Path) -> dict:
+                 started: float, corpus_of: Callable[[ReadStats], dict], work_folder: Path) -> dict:
     """Fill ``building`` with an on-disk index folder; return its manifest (see the module docstring).
     ``corpus_of(stats)`` gives the manifest's corpus record once the corpus has been read; the trained
     quantizer and the parts are kept in ``work_folder`` (see ``retriever.partwork``)."""

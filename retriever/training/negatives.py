@@ -28,7 +28,7 @@ def read_negatives_file(path: str | Path) -> dict[str, list[str]]:
 
 
 def log_negatives(negatives: dict[str, list[str]], unknown_queries: set[str], passages: dict,
-                   positives: dict[str, list[str]], path: str | Path) -> None:
+                  positives: dict[str, list[str]], path: str | Path) -> None:
     """Say how many hard negatives are used and why the others are not, so none is dropped silently."""
     given = sum(len(set(ids)) for ids in negatives.values())
     not_in_corpus = sum(1 for qid, ids in negatives.items() if qid not in unknown_queries
