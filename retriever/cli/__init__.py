@@ -2,7 +2,8 @@
 
 A ``RetrieverError`` is printed as one line on stderr with exit code 1, and so is a full disk or memory
 running out wherever it strikes; a usage error (a bad flag or argument) is one line too, with exit code 2;
-Ctrl-C is one line with the shell's 130 (128 + SIGINT);
+Ctrl-C is one line with the shell's 130 (128 + SIGINT), or 0 once every output file is in place
+(``cli.outputs``);
 anything else is a bug and keeps its traceback. Under torchrun every process runs the command and meets the same
 error, so only the first process on each machine (LOCAL_RANK 0: every machine's console gets the line)
 prints errors and usage errors; the others exit non-zero silently, except for an error only that
@@ -16,6 +17,7 @@ import sys
 
 import click
 
+from retriever.cli.outputs import interrupted
 from retriever.errors import RetrieverError, full_disk, is_out_of_memory, name_too_long, out_of_memory
 
 
@@ -48,10 +50,10 @@ class _Group(click.Group):
             sub = ctx.invoked_subcommand  # set before its flags are parsed: click's "requires an argument" has no ctx
             _exit_with_usage_line(error, f"{ctx.command_path} {sub}" if sub else None)
         except KeyboardInterrupt:  # click said "Aborted!" with exit 1, as if the command had failed
+            line, code = interrupted(ctx)
             if _is_rank_zero():
-                click.echo("error: interrupted (Ctrl-C); outputs are written under their names only when complete, "
-                           "so rerun the same command to finish (finished work is kept where it resumes)", err=True)
-            sys.exit(130)
+                click.echo(f"{'note' if code == 0 else 'error'}: {line}", err=True)
+            sys.exit(code)
         except Exception as error:  # re-raised unless the machine ran out (safetensors' full disk is no OSError)
             full = full_disk(error) or name_too_long(error) or (
                 out_of_memory(f"({_last_line(error)})") if is_out_of_memory(error) else None)

@@ -16,6 +16,7 @@ from retriever.choices import DEFAULT_K
 from retriever.cli.hybrid import mode_options
 from retriever.cli.options import (OutputFile, check_outputs_apart, compose, corpus_options, device_options,
                                    fields_from, flags_given, report_truncation)
+from retriever.cli.outputs import expect_outputs
 from retriever.corpus import BeirDataset, Fields, Query, blank_queries_warning, read_queries
 from retriever.errors import RetrieverError
 from retriever.files import write_json
@@ -140,6 +141,7 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
 
     _check_search_flags(query, queries, output, as_json, run_format)
     check_outputs_apart({"--output": output}, {"--queries": None if str(queries) == "-" else queries, "INDEX": index})
+    expect_outputs(output)
     if query is not None and is_blank(query):
         raise RetrieverError("the query is empty (nothing but whitespace or invisible characters)")
     if query is not None:
@@ -265,6 +267,7 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output,
 
     check_outputs_apart({"--output": output, "--save-run": save_run},
                         {"--run": run_path, "--qrels": qrels, "--index": index, "--dataset": dataset})
+    expect_outputs(save_run, output)
     if (run_path is None) == (index is None):
         raise click.UsageError("give either --run (with --qrels or --dataset) or --index with --dataset")
     if run_path is not None:
@@ -286,9 +289,9 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output,
         configure_batch_threads()
         report, run = evaluate_index(searcher, BeirDataset.open(dataset), split, k, nprobe, ef_search, metrics)
         report_truncation(searcher.encoder)
-        if save_run:
-            write_trec_run(run, save_run)
-    click.echo(report.table())
+    click.echo(report.table())  # before the files: a Ctrl-C once they are in place finds the work done
+    if save_run:
+        write_trec_run(run, save_run)
     if output:
         write_json(output, report.to_json())
         click.echo(f"wrote {output}", err=True)

@@ -14,6 +14,7 @@ from retriever.cli.searching import moved_model_option
 from retriever.cli.options import (FiniteRange, OutputFile, check_outputs_apart, compose, corpus_options,
                                    device_options, encoder_options, fields_from, flags_given, renamed_option,
                                    runtime_options)
+from retriever.cli.outputs import expect_outputs
 from retriever.errors import RetrieverError
 
 REPORT_TO = ("none", "tensorboard")
@@ -220,6 +221,7 @@ def mine_command(index, dataset, split, output, depth, skip_top, per_query, devi
     from retriever.training import mine_negatives
 
     check_outputs_apart({"--output": output}, {"INDEX": index, "--dataset": dataset})
+    expect_outputs(output)
     result = mine_negatives(index, dataset, output, split=split, depth=depth, skip_top=skip_top,
                             per_query=per_query, device=device, dtype=dtype, batch_size=batch_size, mode=mode,
                             fusion_overrides=fusion_overrides, model=model)

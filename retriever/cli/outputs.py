@@ -1,0 +1,47 @@
+"""What a Ctrl-C leaves: the output files a command had already put in place are whole, and said to be.
+
+Every output file is written to a temporary name and renamed into place only when complete, so an output whose
+file is another than the one there when the command started (another inode or modification time) was written
+whole by this run. A Ctrl-C after all of a command's outputs are in place (while it prints its summary or
+warnings) exits 0 saying so: it exited 130 telling the user to rerun, as if the work were lost.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+INTERRUPTED = ("interrupted (Ctrl-C); outputs are written under their names only when complete, so rerun the same "
+               "command to finish (finished work is kept where it resumes)")
+
+
+def _identity(path: Path) -> tuple[int, int, int] | None:
+    try:
+        status = os.stat(path)  # through a link: the file written is its target
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino, status.st_mtime_ns
+
+
+def expect_outputs(*paths: Path | None) -> None:
+    """Name the files the running command writes (None: standard output, not counted), noting what is there now;
+    the command's stdout results must be printed before the last of them is written."""
+    ctx = click.get_current_context()
+    ctx.meta.setdefault("retriever.outputs", {}).update(
+        {path: _identity(path) for path in paths if path is not None})
+
+
+def interrupted(ctx: click.Context) -> tuple[str, int]:
+    """The line and exit code for a Ctrl-C in ``ctx``'s command: 0 when every output it names is in place."""
+    outputs = ctx.meta.get("retriever.outputs", {})  # a subcommand's context shares ``meta`` with the group's
+    whole = [path for path, before in outputs.items() if _identity(path) not in (None, before)]
+    if not whole:
+        return INTERRUPTED, 130
+    named = " and ".join(str(path) for path in whole)
+    verb = "was" if len(whole) == 1 else "were"
+    if len(whole) == len(outputs):
+        return (f"interrupted (Ctrl-C) after {named} {verb} written whole; the command's work is done, only its "
+                "summary on stderr may be cut short"), 0
+    return f"interrupted (Ctrl-C); {named} {verb} written whole; rerun for the rest", 130
+

@@ -1,0 +1,91 @@
+"""A Ctrl-C that comes once a command's output files are complete: exit 0, saying the files are whole."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from retriever.cli import main
+
+
+@pytest.fixture()
+def flat_index(tmp_path, tiny_beir, tiny_model_dir):
+    from retriever.encoder import Encoder, EncoderSettings
+    from retriever.indexing import IndexParams, encode_and_index
+
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "idx", encoder, IndexParams("flat"), progress=False, lexical=None)
+    return tmp_path / "idx"
+
+
+def test_a_sigint_after_the_search_run_is_renamed_exits_0(tmp_path, tiny_beir, flat_index):
+    """A real SIGINT, sent by the process to itself right after the run file is in place (as the warnings after
+    it are made), exited 130 saying to rerun, as if the run were lost."""
+    run = tmp_path / "run.trec"
+    code = ("import os, signal\n"
+            "import retriever.evaluation as evaluation\n"
+            "def interrupted(*_, **__):\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    return None\n"
+            "evaluation.unknown_words_warning = interrupted\n"
+            "from retriever.cli import main\n"
+            "main()\n")
+    result = subprocess.run([sys.executable, "-c", code, "search", str(flat_index), "--queries",
+                             str(tiny_beir / "queries.jsonl"), "-o", str(run), "-k", "3", "--device", "cpu",
+                             "--dtype", "fp32"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert f"interrupted (Ctrl-C) after {run} was written whole" in result.stderr
+    assert len(run.read_text().splitlines()) == 12
+
+
+def _raise_after(monkeypatch, module, name: str) -> None:
+    """``module.name`` does its work, then Ctrl-C arrives."""
+    original = getattr(module, name)
+
+    def then_interrupted(*args, **kwargs):
+        result = original(*args, **kwargs)
+        raise KeyboardInterrupt
+    monkeypatch.setattr(module, name, then_interrupted)
+
+
+def test_evaluate_interrupted_after_its_files_exits_0_and_before_them_130(monkeypatch, tmp_path, tiny_beir,
+                                                                          flat_index):
+    import retriever.cli.searching as searching
+
+    common = ["evaluate", "--index", str(flat_index), "--dataset", str(tiny_beir), "--device", "cpu", "--dtype",
+              "fp32", "--save-run", str(tmp_path / "run.trec"), "-o", str(tmp_path / "metrics.json")]
+    with monkeypatch.context() as patch:
+        _raise_after(patch, searching, "write_trec_run")  # the run is whole, the metrics not yet written
+        result = CliRunner().invoke(main, common)
+    assert result.exit_code == 130 and (tmp_path / "run.trec").is_file(), result.output
+    assert not (tmp_path / "metrics.json").exists()
+    assert f"{tmp_path / 'run.trec'} was written whole; rerun for the rest" in result.output
+    _raise_after(monkeypatch, searching, "write_json")
+    result = CliRunner().invoke(main, common)
+    assert result.exit_code == 0 and (tmp_path / "metrics.json").is_file(), result.output
+    assert "ndcg@10" in result.output  # the table was printed before the files were written
+
+
+def test_mine_interrupted_after_its_file_exits_0(monkeypatch, tmp_path, tiny_beir, flat_index):
+    import retriever.training as training
+
+    _raise_after(monkeypatch, training, "mine_negatives")
+    output = tmp_path / "negatives.jsonl"
+    result = CliRunner().invoke(main, ["mine", str(flat_index), "--dataset", str(tiny_beir), "--split", "test",
+                                       "-o", str(output), "--device", "cpu", "--dtype", "fp32"])
+    assert result.exit_code == 0 and output.is_file(), result.output
+    assert f"interrupted (Ctrl-C) after {output} was written whole" in result.output
+
+
+def test_an_interrupt_before_an_old_output_is_replaced_still_exits_130(monkeypatch, tmp_path, tiny_beir,
+                                                                        flat_index):
+    """An output left by an earlier run is not this run's: it does not count as written."""
+    import retriever.training as training
+
+    output = tmp_path / "negatives.jsonl"
+    output.write_text("{}\n")
+    monkeypatch.setattr(training, "mine_negatives", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+    result = CliRunner().invoke(main, ["mine", str(flat_index), "--dataset", str(tiny_beir), "-o", str(output)])
+    assert result.exit_code == 130 and "rerun the same command" in result.output, result.output
