@@ -17,6 +17,9 @@ Everything here raises ``ApiError`` with the status and message the client gets.
   was "malformed JSON: 'utf-8' codec can't decode byte 0x8b".
 - A POST body declared in a charset other than UTF-8 (``; charset=iso-8859-1``) is a 415: JSON is UTF-8 (RFC
   8259), and the charset went unread, so a latin-1 é was "malformed JSON: can't decode byte 0xe9".
+- A POST body in UTF-16 or UTF-32 (by its byte order mark or the zero bytes its first characters hold) is a 415
+  asking for UTF-8, whatever its Content-Type says: ``json.loads`` guessed the encoding and searched. A UTF-8 byte
+  order mark is skipped, as RFC 8259 lets a parser do.
 - A POST body with a ``Transfer-Encoding`` other than chunked (``gzip, chunked``) is a 501, as HTTP asks of a
   server that does not implement a coding: the parser undoes the chunks and passed the gzip bytes on as the body.
 - A POST body's JSON object with a key given twice (``{"k": 3, "k": 2}``) is a 400, as a repeated
@@ -206,6 +209,7 @@ async def read_json(request: Request, limits: Limits) -> object:
     if not raw.strip():  # "malformed JSON: Expecting value: line 1 column 1 (char 0)" said nothing of the cause
         raise ApiError(400, 'the body is empty; send a JSON object such as {"queries": ["..."]}, with a Content-Length '
                             "or chunked (a body without either is not read)")
+    check_utf_8(raw)
     depth = json_depth(raw)
     if depth > MAX_JSON_DEPTH:
         raise ApiError(400, f"the JSON nests {depth} levels deep; the limit is {MAX_JSON_DEPTH}")
@@ -217,6 +221,15 @@ async def read_json(request: Request, limits: Limits) -> object:
                             "once") from None
     except (ValueError, UnicodeDecodeError) as error:
         raise ApiError(400, f"malformed JSON: {error}") from None
+
+
+def check_utf_8(raw: bytes) -> None:
+    """Refuse a body in UTF-16 or UTF-32, which ``json.loads`` would decode by guessing (module docstring)."""
+    encoding = json.detect_encoding(raw)  # the BOM, else where the first four bytes hold zeros
+    if encoding not in ("utf-8", "utf-8-sig"):
+        named = encoding.upper().replace("-LE", " little-endian").replace("-BE", " big-endian")
+        raise ApiError(415, f"the body is {named} (by its byte order mark or zero bytes); the server reads JSON as "
+                            "UTF-8 alone (RFC 8259): send it as UTF-8")
 
 
 def _parameter(text: str) -> tuple[str, str]:

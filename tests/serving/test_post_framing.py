@@ -106,3 +106,29 @@ def test_a_body_in_a_charset_other_than_utf_8_is_a_415_naming_it(served, charset
                                           "application/json; charset=us-ascii", "application/json; v=1"])
 def test_a_body_declared_utf_8_or_ascii_is_read(served, content_type):
     assert call(served.port, "POST", "/search", BODY, {"Content-Type": content_type}).json()["k"] == 2
+
+
+TEXT = '{"queries": ["caf\u00e9"], "k": 2}'
+
+
+@pytest.mark.parametrize("encoding, named", [
+    ("utf-16", "UTF-16"), ("utf-16-le", "UTF-16"), ("utf-16-be", "UTF-16"),
+    ("utf-32", "UTF-32"), ("utf-32-le", "UTF-32"), ("utf-32-be", "UTF-32")])
+@pytest.mark.parametrize("content_type", ["application/json", "application/json; charset=utf-8"])
+def test_a_utf_16_or_32_body_is_a_415_asking_for_utf_8(served, encoding, named, content_type):
+    """JSON between systems is UTF-8 (RFC 8259); json.loads guessed UTF-16 or UTF-32 from the zero bytes or the BOM
+    and searched, though the request said nothing of it (or said UTF-8)."""
+    reply = call(served.port, "POST", "/search", TEXT.encode(encoding), {"Content-Type": content_type})
+    assert reply.status == 415, reply.body
+    error = reply.json()["error"]
+    assert error.startswith(f"the body is {named}") and error.endswith("send it as UTF-8"), error
+    assert "\n" not in error
+
+
+@pytest.mark.parametrize("content_type", ["application/json", "application/json; charset=utf-8"])
+def test_a_utf_8_body_with_a_byte_order_mark_is_read_as_without_one(served, content_type):
+    """RFC 8259 lets a parser ignore a UTF-8 BOM: the body is searched as it would be without it."""
+    plain = call(served.port, "POST", "/search", TEXT.encode(), {"Content-Type": content_type}).json()
+    marked = call(served.port, "POST", "/search", TEXT.encode("utf-8-sig"), {"Content-Type": content_type}).json()
+    assert marked["results"][0]["query"] == "caf\u00e9" and marked["k"] == 2
+    assert [r["hits"] for r in marked["results"]] == [r["hits"] for r in plain["results"]]
