@@ -35,12 +35,12 @@ import struct
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from retriever.serving.chunked import ChunkedEnd
 from retriever.serving.lingering import LingeringTransport, close_lingering
 from retriever.serving.malformed import refusal
 
 log = logging.getLogger(__name__)
 MAX_HEAD_BYTES = 32 * 1024
-BODY_CUTS = 64  # blank lines a chunked body is cut at per read, so a head pipelined behind it is measured whole
 MOST_OPEN_FILES = 1 << 20  # Linux's default fs.nr_open, for a hard limit of "unlimited"
 try:  # the bytes a socket's peer has not acknowledged (Linux's SIOCOUTQ)
     from fcntl import ioctl
@@ -63,6 +63,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._pending: tuple[int, str] | None = None  # a 400 or 431 waiting for earlier responses
         self._body_of = None  # the request (uvicorn's cycle) whose body is coming in, if any
         self._body_left: int | None = None  # bytes of a Content-Length body still to come
+        self._chunks: ChunkedEnd | None = None  # where a chunked body coming in ends, while that is followed
         self._stall: asyncio.TimerHandle | None = None  # while the transport holds more than it may buffer
         self._client_done = False  # the client half-closed: it sends no more requests
         self._awaiting_body = None  # a request whose client waits for a 100 Continue to send its body
@@ -73,18 +74,20 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         """Parsed in pieces that end where a message can end (a blank line, a Content-Length body's last byte), so each
         head is measured from its first byte and refused before it is parsed: fed a read at once, the parser took in
-        the heads pipelined behind the first (one over the cap was served) uncounted. A chunked body is cut at its first
-        ``BODY_CUTS`` blank lines in a read, then fed whole: each cut is a parser call, and a body of blank lines took
-        seconds; a head behind such a body in the same read is counted from the next read (as all were)."""
-        view, start, cuts = memoryview(data), 0, 0
+        the heads pipelined behind the first (one over the cap was served) uncounted. A chunked body is cut where its
+        chunk sizes say it ends (``chunked``): cut at its first 64 blank lines in a read, a head behind more was counted
+        from the next read."""
+        view, start = memoryview(data), 0
         found = {b"\r\n\r\n": -1, b"\n\n": -1}  # where each blank line is next
         while start < len(data) and not (self._lingering or self._pending):  # once refused, what more comes is dropped
             if self._body_left:  # a Content-Length body is cut where it ends, whatever it holds
                 end = min(len(data), start + self._body_left)
-            elif self._body_of is not None and cuts >= BODY_CUTS:
-                end = len(data)
+            elif self._body_of is not None:  # chunked
+                at = self._chunks.end(data, start) if self._chunks else None
+                if at is not None:  # the parser ends the body there; if it does not (it refuses the framing), the
+                    self._chunks = None  # rest is fed whole
+                end = len(data) if at is None else at
             else:
-                cuts += self._body_of is not None
                 for mark, at in found.items():
                     if at < start:
                         found[mark] = at if (at := data.find(mark, start)) >= 0 else len(data)
@@ -136,6 +139,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         lengths = [value for name, value in self.headers if name == b"content-length"]  # the parser checked it
         chunked = any(name == b"transfer-encoding" for name, _ in self.headers)
         self._body_left = int(lengths[0]) if len(lengths) == 1 and lengths[0].isdigit() and not chunked else None
+        self._chunks = ChunkedEnd() if chunked else None
         self.cycle.transport = LingeringTransport(self.transport, lambda cycle=self.cycle: self._body_of is cycle,
                                                   lambda: setattr(self, "_lingering", True))
         if self.cycle.waiting_for_100_continue and self.cycle.keep_alive:  # kept alive once the body is in
@@ -151,7 +155,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if self._awaiting_body is self.cycle and not self.cycle.response_started:
             self.cycle.keep_alive = True
         self._awaiting_body = None
-        self._framing_bytes = self._body_left = None
+        self._framing_bytes = self._body_left = self._chunks = None
         self._disarm()
         self._head_bytes = 0
         self._body_of = None

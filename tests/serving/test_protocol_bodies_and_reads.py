@@ -186,10 +186,13 @@ HEAD_SAID = b"431 Request Header Fields Too Large", b"are over 32768 bytes, the 
     (b"POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", OVERSIZED + b"\r\n\r\n", 0.0, HEAD_SAID),
     (b"POST /slow HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
      OVERSIZED + b"\r\n\r\n", 0.0, HEAD_SAID),
+    (b"POST /slow HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n190\r\n" + b"\r\n" * 200 + b"\r\n0\r\n\r\n",
+     OVERSIZED + b"\r\n\r\n", 0.0, HEAD_SAID),  # over 64 blank lines in the body: the head was counted from the next read
     (SLOW, POST_HEAD + b"5;" + b"e" * 100_000, 0.0, (b"431 ", b"chunk extensions or trailer fields are over")),
     (b"GET /slow?wait=1.0 HTTP/1.1\r\nHost: x\r\n\r\n", b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: z\r\n\r\n", 0.0,
      (b"400 Bad Request", b"malformed HTTP request")),  # answered past the request timeout: it was cut off at it
 ], ids=["whole-head", "unfinished-head", "head-sent-later", "after-a-body", "after-a-chunked-body",
+        "after-a-body-of-blank-lines",
         "chunk-extension", "400-past-the-timeout"])
 def test_a_refusal_pipelined_behind_a_request_comes_after_its_response(port, before, after, pause, said):
     """A 431 (a head, chunk extensions or trailers over the cap) pipelined on a keep-alive connection behind a request
