@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,7 @@ from retriever.files import atomic_write_text, read_json, read_json_object, writ
 from retriever.model_card import model_card
 from retriever.model_loading import RETRIEVER_CONFIG, json_value
 from retriever.pooler_dense import pooler_dense_problem, write_pooler_dense
+from retriever.st_router import router_settings, router_towers
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -45,11 +47,11 @@ ST_HINT = "fix it, or to use the transformer alone pass a copy of the folder wit
 
 
 def untied_tower_paths(root: str | Path) -> tuple[Path, Path]:
-    """(query, passage) folders of an untied model folder."""
+    """(query, passage) folders of an untied model folder (``st_router`` reads a Router's)."""
     root = Path(root)
     if (root / LEGACY_PASSAGE_TOWER / "config.json").is_file():
         return root / QUERY_TOWER, root / LEGACY_PASSAGE_TOWER
-    return root / QUERY_TOWER, root
+    return router_towers(root) or (root / QUERY_TOWER, root)  # as sentence-transformers routes them
 
 
 def write_model_folder(folder: Path, query_model: nn.Module, passage_model: nn.Module | None,
@@ -139,8 +141,11 @@ def sentence_transformers_settings(folder: str | Path, given: dict | None = None
     and so is a prefix sentence-transformers' versions read otherwise, unless ``given`` (the flags' settings) has it.
     """
     folder, given = Path(folder), given or {}
-    if is_cross_encoder(folder):  # training may start from its encoder (`DualEncoder` says so): its head is dropped
+    config = read_json_object(folder / ST_CONFIG, ST_HINT, missing={})  # read here only: passed on
+    if is_cross_encoder(folder, config):  # training may start from its encoder: its head is dropped
         if training:
+            print(f"note: {folder} is a sentence-transformers CrossEncoder (a reranker): its classification head is "
+                  "dropped, and the bi-encoder starts from the reranker's encoder weights", file=sys.stderr)
             return {}
         raise RetrieverError(f"{folder} is a sentence-transformers CrossEncoder: a reranker (cross-encoder) that "
                              "scores query-passage pairs, not an embedding model, so it cannot encode passages for "
@@ -154,27 +159,17 @@ def sentence_transformers_settings(folder: str | Path, given: dict | None = None
         raise RetrieverError(f"{folder}: its sentence-transformers module {foreign} is {modules[foreign].get('type')}, "
                              "code of the model's own, which sentence-transformers runs only with trust_remote_code "
                              "and retriever never runs; encode it with sentence-transformers")
-    if read_json_object(folder / ST_CONFIG, ST_HINT, missing={}).get("model_type") == "SparseEncoder" \
+    if config.get("model_type") == "SparseEncoder" \
             or {"SpladePooling", "MLMTransformer"} & set(kinds):
         raise RetrieverError(f"{folder} is a sentence-transformers SparseEncoder (SPLADE-style): its vectors are "
                              "vocabulary-sized term weights, which this dense engine does not index; use a dense "
                              "embedding model (e.g. minilm), or the BM25 part for term matching")
-    dense = kinds[2:3] == ["Dense"]  # BERT's pooler, as retriever writes `pooler` pooling, or refused below
-    if [kind for i, kind in enumerate(kinds) if not (dense and i == 2)] not in (
-            ["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]) \
-            or str(modules[0].get("path", "")) not in ("", "."):
-        raise _unapplied(folder, kinds)
-    for module, kind in zip(modules[1:2 + dense], kinds[1:2 + dense]):  # "" would read the transformer's config
-        if not str(module.get("path") or "").strip("./"):
-            raise InputFileError(folder / "modules.json", None, f"its {kind} module names no folder", ST_HINT)
-    pooling, include_prompt = _st_pooling(folder / str(modules[1]["path"]))
-    if dense:
-        problem = pooler_dense_problem(folder, folder / str(modules[2]["path"]), pooling, ST_HINT)
-        if problem:
-            raise _unapplied(folder, kinds, f"its Dense is not BERT's pooler, as retriever writes one: {problem}")
-        pooling = "pooler"
-    settings = {"pooling": pooling, "normalize": kinds[-1] == "Normalize"}
-    for key, (as_5, as_6) in _st_prefixes(folder).items():
+    if kinds in (["Router"], ["Router", "Normalize"]):  # untied towers (``st_router``)
+        settings, include_prompt = router_settings(folder)
+    else:
+        settings, include_prompt = _pipeline_settings(folder, modules, kinds)
+    settings["normalize"] = kinds[-1] == "Normalize"
+    for key, (as_5, as_6) in _st_prefixes(folder, config).items():
         if as_5 != as_6 and key not in given:
             raise _version_dependent_prompt(folder / ST_CONFIG, key, as_5, as_6)
         settings[key] = as_6
@@ -185,24 +180,44 @@ def sentence_transformers_settings(folder: str | Path, given: dict | None = None
     return settings
 
 
-def is_cross_encoder(folder: Path) -> bool:
-    """Whether sentence-transformers saved the folder as a CrossEncoder: ≥ 5 says so in its own config, < 5 wrote
-    no modules.json but an activation into config.json (a sequence-classification model a plain BERT loads)."""
-    if read_json_object(folder / ST_CONFIG, ST_HINT, missing={}).get("model_type") == "CrossEncoder":
+def _pipeline_settings(folder: Path, modules: list[dict], kinds: list[str]) -> tuple[dict, bool]:
+    """The pooling of a Transformer → Pooling [→ Dense] [→ Normalize] folder, and its ``include_prompt``."""
+    dense = kinds[2:3] == ["Dense"]  # BERT's pooler, as retriever writes `pooler` pooling, or refused below
+    if [kind for i, kind in enumerate(kinds) if not (dense and i == 2)] not in (
+            ["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]) \
+            or str(modules[0].get("path", "")) not in ("", "."):
+        raise unapplied_modules(folder, kinds)
+    for module, kind in zip(modules[1:2 + dense], kinds[1:2 + dense]):  # "" would read the transformer's config
+        if not str(module.get("path") or "").strip("./"):
+            raise InputFileError(folder / "modules.json", None, f"its {kind} module names no folder", ST_HINT)
+    pooling, include_prompt = st_pooling(folder / str(modules[1]["path"]))
+    if dense:
+        problem = pooler_dense_problem(folder, folder / str(modules[2]["path"]), pooling, ST_HINT)
+        if problem:
+            raise unapplied_modules(folder, kinds, f"its Dense is not BERT's pooler, as retriever writes one: {problem}")
+        pooling = "pooler"
+    return {"pooling": pooling}, include_prompt
+
+
+def is_cross_encoder(folder: Path, config: dict) -> bool:
+    """Whether sentence-transformers saved the folder as a CrossEncoder: ≥ 5 says so in its own config (``config``,
+    its config_sentence_transformers.json), < 5 wrote no modules.json but an activation into config.json (a
+    sequence-classification model a plain BERT loads)."""
+    if config.get("model_type") == "CrossEncoder":
         return True
     legacy = json_value(folder / "config.json", "sentence_transformers")
     return json_value(folder / "config.json", "sbert_ce_default_activation_function") is not None \
         or isinstance(legacy, dict) and "activation_fn" in legacy
 
 
-def _unapplied(folder: Path, kinds: list[str], why: str = "") -> RetrieverError:
+def unapplied_modules(folder: Path, kinds: list[str], why: str = "") -> RetrieverError:
     return RetrieverError(f"{folder}: its sentence-transformers modules are {' → '.join(kinds) or 'none'}; "
                           "retriever applies a Transformer at the folder's root, then cls or mean Pooling (or BERT's "
                           "pooler), then an optional Normalize, so its vectors would differ from sentence-transformers'"
                           f"{f' ({why})' if why else ''}; encode it with sentence-transformers")
 
 
-def _st_pooling(folder: Path) -> tuple[str, bool]:
+def st_pooling(folder: Path) -> tuple[str, bool]:
     """Our pooling for a sentence-transformers Pooling config (either format), and its ``include_prompt``."""
     config = read_json_object(folder / "config.json", ST_HINT)
     modes = config.get("pooling_mode")
@@ -217,12 +232,11 @@ def _st_pooling(folder: Path) -> tuple[str, bool]:
     return ST_POOLINGS[modes[0]], config.get("include_prompt", True) is not False
 
 
-def _st_prefixes(folder: Path) -> dict[str, tuple[str, str]]:
+def _st_prefixes(folder: Path, config: dict) -> dict[str, tuple[str, str]]:
     """The prompts `encode_query` and `encode_document` prepend, as our query and passage prefixes, under
     sentence-transformers 5 and under 6: 6 always holds 'query' and 'document' prompts (empty unless saved), so
     it never reaches 5's 'passage'/'corpus' prompts, nor its fallback to the default prompt."""
-    path = folder / ST_CONFIG
-    config = read_json_object(path, ST_HINT, missing={})
+    path = folder / ST_CONFIG  # ``config`` is its content
     if config.get("truncate_dim") is not None:  # sentence-transformers cuts every vector to it (Matryoshka)
         raise RetrieverError(f"{path}: truncate_dim {config['truncate_dim']}: sentence-transformers keeps only the "
                              "first dimensions of each vector, and retriever does not truncate; encode it with "
@@ -253,12 +267,13 @@ def st_disagreements(folder: str | Path, recorded: dict) -> dict[str, tuple[obje
     if modules is None:
         return {}
     theirs: dict[str, object] = {key: as_5 if recorded.get(key) == as_6 else as_6  # either version's reading
-                                 for key, (as_5, as_6) in _st_prefixes(folder).items()}
+                                 for key, (as_5, as_6) in _st_prefixes(folder, read_json_object(
+                                     folder / ST_CONFIG, ST_HINT, missing={})).items()}
     if kinds[:1] == ["Transformer"]:  # a shared tower: its modules are the whole pipeline (a Router nests them)
         theirs["normalize"] = "Normalize" in kinds
         pooling = next((m for m, kind in zip(modules, kinds) if kind == "Pooling"), None)
         if pooling is not None and str(pooling.get("path") or "").strip("./"):
-            mode = _st_pooling(folder / str(pooling["path"]))[0]
+            mode = st_pooling(folder / str(pooling["path"]))[0]
             theirs["pooling"] = "pooler" if mode == "cls" and "Dense" in kinds else mode
         length = read_json_object(folder / "sentence_bert_config.json", ST_HINT, missing={}).get("max_seq_length")
         if isinstance(length, int) and not isinstance(length, bool):  # what sentence-transformers cuts passages at

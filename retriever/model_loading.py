@@ -22,6 +22,7 @@ from transformers.utils import logging as hf_logging
 from retriever.errors import RetrieverError
 from retriever.files import read_json, read_json_object
 from retriever.model_names import DOWNLOAD_ADVICE, error_reason, hub_json_files, located_model
+from retriever.st_router import transformer_folder
 from retriever.weights_files import protocol_note_silenced, unreadable_weights_message
 
 RETRIEVER_CONFIG = "retriever.json"
@@ -58,10 +59,11 @@ def check_config_files(path: str) -> None:
                                  "is damaged or incomplete, so save or download it again")
 
 
-def _check_lower_case(name: str, tokenizer: PreTrainedTokenizerBase) -> None:
+def _check_lower_case(path: Path, tokenizer: PreTrainedTokenizerBase) -> None:
     """Refuse a folder whose sentence-transformers config lowercases texts (``do_lower_case``) for a tokenizer that
     keeps case: sentence-transformers lowercases before tokenizing and retriever does not, so the vectors differ."""
-    path = model_files(name)
+    if not path.is_dir():  # a hub id: its snapshot of JSON files
+        path = model_files(str(path))
     if path is None or json_value(path / "sentence_bert_config.json", "do_lower_case") is not True:
         return
     probe = "THE QUICK BROWN FOX"
@@ -75,7 +77,8 @@ def _check_lower_case(name: str, tokenizer: PreTrainedTokenizerBase) -> None:
 def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
     """The folder's tokenizer, refused when it has no vocabulary: without its files, transformers quietly
     builds one of the special tokens alone, and every word becomes [UNK]."""
-    path = located_model(name)
+    root = located_model(name)
+    path = str(transformer_folder(root))  # a Router's document tower, whose query tower must tokenize alike
     check_config_files(path)
     try:
         with quiet_transformers():  # its fallbacks log paragraphs before the error they end in
@@ -83,12 +86,28 @@ def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
     except (OSError, ValueError, StrictDataclassError) as error:
         raise _sentencepiece_missing(path) or _load_error(name, path, "tokenizer", error) from None
     tokenizer.padding_side = "right"  # left padding moves BERT's positions and CLS: vectors then depend on the batch
-    _check_lower_case(name, tokenizer)
+    _check_lower_case(Path(path), tokenizer)
     if len(tokenizer.get_vocab()) <= len(set(tokenizer.all_special_tokens)):
         raise RetrieverError(f"{path}: the tokenizer has no vocabulary, only its special tokens; the folder lacks "
                              "its tokenizer files (tokenizer.json or vocab.txt): copy them from the model it "
                              "was trained from")
+    if path != root:
+        _check_query_tower_tokenizer(root, tokenizer)
     return tokenizer
+
+
+def _check_query_tower_tokenizer(root: str, tokenizer: PreTrainedTokenizerBase) -> None:
+    """Refuse a Router folder whose query tower tokenizes otherwise than its document tower: retriever tokenizes
+    queries and passages with one tokenizer, so the queries' token ids would not be the ones the tower was saved with."""
+    from retriever.st_router import router_towers
+
+    query = str((router_towers(root) or (root,))[0])
+    theirs = load_tokenizer(query)
+    if (tokenizer_fingerprint(theirs), tokenizer_behaviour(theirs)) != \
+            (tokenizer_fingerprint(tokenizer), tokenizer_behaviour(tokenizer)):
+        raise RetrieverError(f"{query}: the query tower's tokenizer differs from the document tower's (vocabulary or "
+                             "normalisation), and retriever tokenizes queries and passages alike; encode the model "
+                             "with sentence-transformers")
 
 
 def _sentencepiece_missing(path: str) -> RetrieverError | None:

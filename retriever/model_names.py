@@ -28,7 +28,7 @@ def resolve_model_path(name: str) -> str:
         return str(module.get_model_path())
     path = Path(name).expanduser()
     if path.exists():
-        if not (path / "config.json").is_file():  # a file: its config.json, say (the folder was meant)
+        if not (path / "config.json").is_file() and not _router_root(path):  # a file: its config.json, say
             what = "a file: pass the folder holding the model" if path.is_file() else "no config.json"
             raise RetrieverError(f"{path}: not a Hugging Face model folder ({what})" + _st_layout(path))
         return str(path.resolve())
@@ -37,12 +37,19 @@ def resolve_model_path(name: str) -> str:
     return name
 
 
+def _router_root(path: Path) -> bool:
+    """Whether ``path`` holds untied towers as sentence-transformers saves them (``st_router``): a Router whose
+    query and document towers are model folders in subfolders, and no config.json at the root."""
+    from retriever.st_router import router_towers
+
+    towers = router_towers(path) if path.is_dir() else None
+    return towers is not None and all((tower / "config.json").is_file() for tower in towers)
+
+
 def _st_layout(path: Path) -> str:
     """What a sentence-transformers folder without a root config.json is, and what to do."""
-    if (path / "router_config.json").is_file():  # untied towers as sentence-transformers saves them
-        return ("; its sentence-transformers Router sends queries and documents to towers in subfolders, which "
-                "retriever reads only as `retriever train` writes them (the passage tower at the folder's root, "
-                "the query tower in query/); encode it with sentence-transformers")
+    if (path / "router_config.json").is_file():  # a Router whose towers are not model folders
+        return "; its sentence-transformers Router's query and document routes do not start with model folders"
     if (path / "modules.json").is_file():
         return ("; it is a sentence-transformers folder of the old layout, its transformer in a subfolder: save it "
                 "again with sentence-transformers (SentenceTransformer(OLD).save(NEW)) and pass the new folder")

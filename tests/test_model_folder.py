@@ -88,3 +88,21 @@ def _edit_json(path, change) -> None:
     value = json.loads(path.read_text())
     change(value)
     path.write_text(json.dumps(value))
+
+
+def test_config_sentence_transformers_json_is_read_once_per_load(tmp_path, tiny_model_dir, monkeypatch, capsys):
+    """It was read three times for one folder's settings (CrossEncoder, SparseEncoder, prompts), and once more when
+    training started from it."""
+    from pathlib import Path
+
+    from test_st_folders import PROMPTS, saved_by_sentence_transformers
+
+    folder = saved_by_sentence_transformers(tmp_path, tiny_model_dir, "mean", True, PROMPTS)
+    reads = []
+    read_bytes = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes", lambda path: (reads.append(path.name), read_bytes(path))[1])
+    settings = EncoderSettings.for_model(str(folder))
+    assert (reads.count("config_sentence_transformers.json"), settings.query_prefix) == (1, "query: ")
+    reads.clear()
+    DualEncoder.from_pretrained(str(folder))
+    assert reads.count("config_sentence_transformers.json") == 1

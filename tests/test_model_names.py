@@ -71,7 +71,8 @@ def test_the_shipped_models_hub_id_offline_points_to_the_alias(offline_hub):
 def test_a_router_folder_is_not_called_the_old_layout(tmp_path):
     """Untied towers re-saved by sentence-transformers (a Router over document_0_Transformer and
     query_0_Transformer) were called 'the old layout' with advice to save them again with sentence-transformers,
-    which is what made them."""
+    which is what made them. Such a folder is read now (tests/test_st_router.py); one whose routes name no model
+    folders, or whose router_config.json is damaged, is refused saying so."""
     import json
 
     folder = tmp_path / "st"
@@ -80,8 +81,12 @@ def test_a_router_folder_is_not_called_the_old_layout(tmp_path):
         {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.base.modules.router.Router"},
         {"idx": 1, "name": "1", "path": "1_Normalize", "type": "sentence_transformers.models.Normalize"}]))
     (folder / "router_config.json").write_text("{}")
+    with pytest.raises(RetrieverError, match=r"router_config.json: its structure, types or parameters are not JSON "
+                                             r"objects"):
+        resolve_model_path(str(folder))
+    (folder / "router_config.json").write_text(json.dumps({"types": {}, "structure": {
+        "query": ["query_0_Transformer"], "document": ["document_0_Transformer"]}}))
     with pytest.raises(RetrieverError, match=r"^[^;]*st: not a Hugging Face model folder \(no config.json\); its "
-                                             r"sentence-transformers Router sends queries and documents to towers in "
-                                             r"subfolders, which retriever reads only as `retriever train` writes "
-                                             r"them \(.*\); encode it with sentence-transformers$"):
+                                             r"sentence-transformers Router's query and document routes do not start "
+                                             r"with model folders$"):
         resolve_model_path(str(folder))

@@ -20,11 +20,12 @@ from retriever.encoder_settings import EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.folders import publish_model_folder
 from retriever.max_lengths import check_max_lengths, check_room_for_text
-from retriever.model_folder import is_cross_encoder, untied_tower_paths, write_model_folder
-from retriever.model_loading import (check_vocabulary, load_model, load_tokenizer, model_files,
+from retriever.model_folder import untied_tower_paths, write_model_folder
+from retriever.model_loading import (check_vocabulary, load_model, load_tokenizer,
                                      read_retriever_config, weights_fingerprint)
 from retriever.model_names import resolve_model_path
 from retriever.pooling import check_pooler_weights, drop_untrained_pooler, get_pooling
+from retriever.st_router import transformer_folder
 
 CONDENSER_HEAD = "model.pt"
 
@@ -69,11 +70,8 @@ class DualEncoder(nn.Module):
         """
         settings = EncoderSettings.for_model(model, training=True, **overrides)
         root = Path(resolve_model_path(model))
-        folder = model_files(model)
-        if folder is not None and is_cross_encoder(folder):
-            _log(f"note: {model} is a sentence-transformers CrossEncoder (a reranker): its classification head is "
-                 "dropped, and the bi-encoder starts from the reranker's encoder weights")
-        recorded_towers = read_retriever_config(model).get("towers", "shared")
+        recorded_towers = "untied" if transformer_folder(root) != root else \
+            read_retriever_config(model).get("towers", "shared")  # a Router sentence-transformers saved has two
         if (root / CONDENSER_HEAD).is_file():
             _log(f"{model}: Condenser checkpoint; loading its HF backbone only, its MLM head and the Condenser head "
                  f"in {CONDENSER_HEAD} are dropped")
