@@ -64,8 +64,6 @@ class PretrainConfig(stack.StackConfig):
         super().check()
         if self.max_length < 8:
             raise RetrieverError("--max-length must be at least 8")
-        if self.cocondenser:
-            check_span_batch(self.batch_size, stack.launched_processes())
         self.check_flag_combinations()
         if self.n_head_layers is not None and self.n_head_layers > MAX_HEAD_LAYERS:  # each a backbone layer's memory
             raise RetrieverError(f"--n-head-layers {self.n_head_layers} is more than {MAX_HEAD_LAYERS}; the Condenser "
@@ -83,6 +81,8 @@ class PretrainConfig(stack.StackConfig):
             raise RetrieverError(f"--objective is one of {', '.join(OBJECTIVES)}; mlm has no head (no --n-head-layers "
                                  "or --skip-from)")
         check_temperature(self.temperature)
+        if self.cocondenser:
+            check_span_batch(self.batch_size, stack.launched_processes())
         if not self.cocondenser and self.temperature != PretrainConfig.temperature:  # else unused, without a word
             raise RetrieverError(f"--temperature {self.temperature:g} is the --cocondenser span loss's, which this "
                                  "run does not have; add --cocondenser or drop --temperature")
@@ -90,15 +90,17 @@ class PretrainConfig(stack.StackConfig):
 
 def check_span_batch(sequences: int, processes: int) -> None:
     """coCondenser's span softmax runs within a process's slice: each process needs whole passages (2 spans each)
-    from at least 2 documents, or its only candidate is the sibling and the span loss is 0."""
-    if processes == 1 and (sequences < 4 or sequences % 2):  # an odd one trained a step of one sequence fewer
-        raise RetrieverError(f"--cocondenser needs an even --sequences-per-step of at least 4 (2 spans from each of "
-                             f"2+ documents), not {sequences}")
-    if processes > 1 and (sequences < 4 * processes or sequences % (2 * processes)):
-        raise RetrieverError(f"--cocondenser over {processes} processes needs --sequences-per-step a multiple of "
-                             f"{2 * processes} (2 x processes: whole 2-span passages per process) and at least "
-                             f"{4 * processes} (4 x processes: 2+ passages per process for the span loss), not "
-                             f"{sequences}")
+    from at least 2 documents, or its only candidate is the sibling and the span loss is 0. A flag error, so the line
+    names the counts that fit (the CLI refused it with exit 1, as if a run had failed)."""
+    step, least = 2 * processes, 4 * processes
+    if sequences >= least and sequences % step == 0:
+        return
+    lower, upper = (max(least, rounded * step) for rounded in (sequences // step, -(-sequences // step)))
+    use = f"{lower}" if lower == upper else f"{lower} or {upper}"
+    rule = (f"a multiple of {step} (whole 2-span passages in each of the {processes} processes) and at least "
+            f"{least} (2+ passages a process for the span loss)" if processes > 1 else
+            "even (2 spans a passage) and at least 4 (2+ passages for the span loss)")
+    raise RetrieverError(f"--sequences-per-step {sequences} does not fit --cocondenser: it must be {rule}; use {use}")
 
 
 @dataclass

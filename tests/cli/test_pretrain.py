@@ -10,9 +10,12 @@ import sys
 import time
 
 import click
+import pytest
 from click.testing import CliRunner
 
 from retriever.cli.pretrain import pretrain_command
+from retriever.errors import RetrieverError
+from retriever.pretraining import PretrainConfig, pretrain
 
 SPEC_FLAGS = ["--model", "--output", "--n-head-layers", "--skip-from", "--cocondenser", "--temperature",
               "--max-length", "--mlm-probability", "--sequences-per-step", "--epochs", "--max-steps", "--learning-rate",
@@ -81,14 +84,28 @@ def test_head_layer_bound_is_in_the_help_and_refused_as_usage():
     assert result.exit_code == 2 and "13 is not in the range 1<=x<=12" in result.output
 
 
-def test_an_odd_cocondenser_step_is_refused_before_loading(tmp_path, tiny_beir):
-    """`--cocondenser --sequences-per-step 5` trained steps of 4 sequences (2 passages x 2 spans), the losses of 4,
-    while the log said "steps of 5 sequences" and the card recorded batch_size 5; torchrun refused it already."""
-    result = CliRunner().invoke(pretrain_command, [str(tiny_beir), "--output", str(tmp_path / "out"), "--cocondenser",
-                                                   "--sequences-per-step", "5", "--model", "no-such-model"])
-    message = str(result.exception)
-    assert message.startswith("--cocondenser needs an even --sequences-per-step of at least 4"), message
-    assert message.endswith("not 5") and not (tmp_path / "out").exists()
+@pytest.mark.parametrize("processes, sequences, use", [("1", "5", "use 4 or 6"), ("2", "5", "use 8"),
+                                                     ("2", "10", "use 8 or 12")])
+def test_an_odd_cocondenser_step_is_refused_before_loading(tmp_path, tiny_beir, monkeypatch, processes,
+                                                            sequences, use):
+    """`--cocondenser --sequences-per-step 5` once trained steps of 4 sequences (2 passages x 2 spans); refused since,
+    it exited 1 like a failed run, naming no value that fits. A bad flag is a usage error (exit 2, --help pointer),
+    before anything is loaded, by the process count torchrun gives; the library raises the same line."""
+    from retriever.cli import main
+
+    monkeypatch.setenv("WORLD_SIZE", processes)
+    arguments = [str(tiny_beir), "--output", str(tmp_path / "out"), "--cocondenser", "--sequences-per-step", sequences,
+                 "--model", "no-such-model"]
+    result = CliRunner().invoke(main, ["pretrain", *arguments])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: --sequences-per-step {sequences} does not fit --cocondenser: it must be")
+    assert use in result.output and result.output.rstrip().endswith("pretrain --help`)"), result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+    library = PretrainConfig(corpus=str(tiny_beir), output=str(tmp_path / "out"), model="no-such-model",
+                             cocondenser=True, batch_size=int(sequences))
+    with pytest.raises(RetrieverError) as refused:
+        pretrain(library)
+    assert f"error: {refused.value} (see" in result.output
 
 
 def test_the_default_start_is_a_bert_pretrain_does_not_warn_against():

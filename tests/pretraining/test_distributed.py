@@ -74,14 +74,15 @@ def test_frozen_steps_average_the_heads_gradients_without_a_warning(tiny_beir, t
     assert max(float((frozen[key] - still[key]).abs().max()) for key in frozen) < 1e-6
 
 
-@pytest.mark.parametrize("sequences, rule", [(6, "multiple of 4 (2 x processes"),
-                                             (4, "at least 8 (4 x processes")])
+@pytest.mark.parametrize("sequences, rule", [(6, "multiple of 4 (whole 2-span passages in each of the 2 processes"),
+                                             (5, "at least 8 (2+ passages a process")])
 def test_a_cocondenser_batch_that_leaves_a_process_short_is_refused_once(tiny_beir, tiny_model_dir, tmp_path,
                                                                            sequences, rule):
     finished = pretrain(tiny_beir, tiny_model_dir, tmp_path / "out", sequences)
     assert finished.returncode != 0
     lines = error_lines(finished.stderr)
-    assert len(lines) == 1 and rule in lines[0] and "--sequences-per-step" in lines[0], finished.stderr
+    assert len(lines) == 1 and rule in lines[0] and lines[0].endswith("; use 8 (see `python -m retriever pretrain --help`)"), \
+        finished.stderr
     assert "[rank" not in finished.stderr
 
 

@@ -113,10 +113,10 @@ def test_output_must_not_be_an_unrelated_folder(tiny_beir, tiny_model_dir, tmp_p
 
 
 @pytest.mark.parametrize("processes, sequences, message", [
-    (1, 2, "at least 4"), (1, 4, None), (1, 5, "an even --sequences-per-step"),  # 5 trained steps of 4
-    (2, 4, "at least 8"),  # 1 passage per process: its span softmax holds only the sibling, the loss is 0
-    (2, 6, "multiple of 4"),  # 3 passages do not split over 2 processes
-    (2, 8, None), (2, 12, None), (2, 10, "multiple of 4"), (3, 6, "at least 12 (4 x processes"), (3, 12, None)])
+    (1, 2, "use 4"), (1, 4, None), (1, 5, "use 4 or 6"),  # 5 trained steps of 4
+    (2, 4, "use 8"),  # 1 passage per process: its span softmax holds only the sibling, the loss is 0
+    (2, 6, "use 8"),  # 3 passages do not split over 2 processes
+    (2, 8, None), (2, 12, None), (2, 10, "use 8 or 12"), (3, 6, "use 12"), (3, 12, None)])
 def test_cocondenser_needs_two_whole_passages_per_process(tmp_path, monkeypatch, processes, sequences, message):
     monkeypatch.setenv("WORLD_SIZE", str(processes))
     settings = config(tmp_path / "c.jsonl", tmp_path / "out", "bert", cocondenser=True, batch_size=sequences)
@@ -126,8 +126,8 @@ def test_cocondenser_needs_two_whole_passages_per_process(tmp_path, monkeypatch,
     with pytest.raises(RetrieverError, match=re.escape(message)) as refused:
         settings.check()
     assert "\n" not in str(refused.value) and "--sequences-per-step" in str(refused.value)
-    if processes > 1:
-        assert f"multiple of {2 * processes} (2 x processes" in str(refused.value)
+    rule = f"multiple of {2 * processes} (whole 2-span passages" if processes > 1 else "must be even (2 spans"
+    assert rule in str(refused.value) and f"at least {4 * processes} (2+ passages" in str(refused.value)
 
 
 @pytest.mark.parametrize("layers", [13, 100_000])
