@@ -210,6 +210,16 @@ def is_cross_encoder(folder: Path, config: dict) -> bool:
         or isinstance(legacy, dict) and "activation_fn" in legacy
 
 
+def refuse_reranker(folder: Path | None, made: str) -> None:
+    """Refuse the model folder of a record (``made`` with it: an index built, shards encoded) that is a CrossEncoder:
+    made before such folders were refused, its vectors came from a reranker's encoder, and so would its queries'."""
+    if folder is not None and is_cross_encoder(folder, read_json_object(folder / ST_CONFIG, ST_HINT, missing={})):
+        raise RetrieverError(f"{folder} is a sentence-transformers CrossEncoder and {made} with it: the index's "
+                             "vectors came from a reranker (which scores query-passage pairs), not an embedding model, "
+                             "and its queries would be encoded by it too; rebuild the index with a bi-encoder (e.g. "
+                             "--model minilm)")
+
+
 def unapplied_modules(folder: Path, kinds: list[str], why: str = "") -> RetrieverError:
     return RetrieverError(f"{folder}: its sentence-transformers modules are {' → '.join(kinds) or 'none'}; "
                           "retriever applies a Transformer at the folder's root, then cls or mean Pooling (or BERT's "

@@ -98,7 +98,7 @@ def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
 
 def _check_query_tower_tokenizer(root: str, tokenizer: PreTrainedTokenizerBase) -> None:
     """Refuse a Router folder whose query tower tokenizes otherwise than its document tower: retriever tokenizes
-    queries and passages with one tokenizer, so the queries' token ids would not be the ones the tower was saved with."""
+    queries and passages with one tokenizer, so queries would not get the token ids the query tower was saved with."""
     from retriever.st_router import router_towers
 
     query = str((router_towers(root) or (root,))[0])

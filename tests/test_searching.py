@@ -299,3 +299,21 @@ def test_an_nprobe_for_a_flat_index_is_refused_before_any_query_is_encoded(tiny_
     searcher.encoder = None  # encoding would fail: the refusal must come first
     with pytest.raises(RetrieverError, match="--nprobe applies to IVF indexes, and this index is flat"):
         searcher.search(["honey bee"], k=3, nprobe=8)
+
+
+@pytest.mark.parametrize("mark", [
+    lambda folder: (folder / "config_sentence_transformers.json").write_text('{"model_type": "CrossEncoder"}'),
+    lambda folder: (folder / "config.json").write_text(
+        (folder / "config.json").read_text().replace("{", '{"sbert_ce_default_activation_function": "x.Identity",', 1))])
+def test_an_index_built_from_a_cross_encoder_is_refused_when_opened(tiny_beir, tmp_path, mark):
+    """An index built before CrossEncoder folders were refused names a reranker as its encoder: it opened, and
+    searched with queries encoded by the reranker's encoder."""
+    import shutil
+
+    model = shutil.copytree(make_tiny_bert(tmp_path / "bert"), tmp_path / "reranker")
+    encoder = Encoder(EncoderSettings(model=str(model)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "idx", encoder, IndexParams("flat"), progress=False)
+    mark(model)  # as a CrossEncoder's folder is: the weights and tokenizer the index records are unchanged
+    with pytest.raises(RetrieverError, match=r"^[^\n]*reranker[^\n]*: the index's vectors came from a reranker "
+                                             r"[^\n]*; rebuild the index with a bi-encoder[^\n]*$"):
+        Searcher(tmp_path / "idx", device="cpu")
