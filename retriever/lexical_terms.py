@@ -6,6 +6,12 @@ Python's ``re`` ``\\w`` leaves out combining marks, so a pattern built on it spl
 ``re`` kept besides (``km²``, ``h₂o₂``). Before splitting, text is put in NFC, characters that sit inside a word
 without being one of its letters (soft hyphen, zero-width joiners, word joiner) are dropped, and Turkish İ becomes
 I, so lowercasing gives ``i`` (as Lucene's lowercasing does) rather than ``i`` and a combining dot.
+
+Chinese and Japanese are written without spaces, so a run of their letters was one term, and a query matched only
+a passage holding the very same run. Runs of Han, Hiragana, Katakana and Hangul are cut into overlapping pairs of
+letters (``東京都`` is ``東京`` and ``京都``; a letter alone is itself), as Lucene's CJKAnalyzer does (its
+CJKBigramFilter); letters of other scripts beside them in one run are a word of their own, by the same rule as any.
+Thai is left unsegmented (a run of letters is one term): it needs a dictionary.
 """
 from __future__ import annotations
 
@@ -20,10 +26,29 @@ UNICODE_FORM = "NFC"
 INVISIBLE_IN_WORDS = "\u00ad\u200c\u200d\u2060\ufeff"
 _FOLDS = str.maketrans({**dict.fromkeys(INVISIBLE_IN_WORDS), "\u0130": "I"})
 _FOLDED = re.compile(f"[{INVISIBLE_IN_WORDS}\u0130]")  # str.translate walks every text; a search skips most
+CJK = "bigrams"  # the record's word for how CJK runs are split (``cjk``); folders without it split them as words
+# Word characters of these scripts (scx: the prolonged sound mark ー too; the middle dot and 《》 are no letters)
+_CJK_LETTER = r"[\w&&[\p{scx=Han}\p{scx=Hiragana}\p{scx=Katakana}\p{scx=Hangul}]]"
+_CJK_RUN = regex.compile(f"(?V1){_CJK_LETTER}+")
+_CJK_ANY = regex.compile(r"[\p{scx=Han}\p{scx=Hiragana}\p{scx=Katakana}\p{scx=Hangul}]")  # letter or not: quicker
+_WORD_OR_CJK_RUN = regex.compile(f"(?V1){_CJK_LETTER}+|(?:(?!{_CJK_LETTER})[\\w\\p{{No}}]){{2,}}")
 # Folders built before: documents split by ``re`` on this pattern, put in NFC first when the record says so.
 FORMER_PATTERN = r"(?u)\b\w\w+\b"
 
-split_words: Callable[[str], list[str]] = regex.compile(TOKEN_PATTERN).findall
+split_without_bigrams: Callable[[str], list[str]] = regex.compile(TOKEN_PATTERN).findall
+
+
+def split_words(text: str) -> list[str]:
+    """The words of a text (``TOKEN_PATTERN``), a CJK run's as its overlapping letter pairs (module docstring)."""
+    if text.isascii() or not _CJK_ANY.search(text):  # other text is split exactly as before CJK bigrams
+        return split_without_bigrams(text)
+    words = []
+    for word in _WORD_OR_CJK_RUN.findall(text):
+        if _CJK_RUN.match(word):
+            words.extend([word[at:at + 2] for at in range(len(word) - 1)] or [word])
+        else:
+            words.append(word)
+    return words
 
 
 def prepared(text: str) -> str:
@@ -35,7 +60,8 @@ def prepared(text: str) -> str:
 def tokenizer_record() -> dict:
     """The manifest's ``lexical.tokenizer``: what queries must be split like."""
     return {"pattern": TOKEN_PATTERN, "syntax": "regex", "unicode": UNICODE_FORM,
-            "dropped": [f"U+{ord(c):04X}" for c in INVISIBLE_IN_WORDS], "folded": {"U+0130": "I"}, "lowercase": True}
+            "dropped": [f"U+{ord(c):04X}" for c in INVISIBLE_IN_WORDS], "folded": {"U+0130": "I"}, "lowercase": True,
+            "cjk": CJK}
 
 
 def _unchanged(text: str) -> str:
@@ -47,14 +73,18 @@ def _nfc(text: str) -> str:
 
 
 def splits_as_now(record: object) -> bool:
-    """Whether a folder's ``lexical.tokenizer`` record is today's splitting; any other was split the former way."""
+    """Whether a folder's ``lexical.tokenizer`` record is today's splitting; any other was split a former way."""
+    return _pattern_now(record) and record.get("cjk") == CJK
+
+
+def _pattern_now(record: object) -> bool:
     return isinstance(record, dict) and record.get("pattern") == TOKEN_PATTERN
 
 
 def recorded_splitting(record: object) -> tuple[Callable[[str], str], Callable[[str], list[str]]]:
     """(prepare, split) for queries of a folder whose manifest records ``record`` as its tokenizer: the way its
     documents were split, so a folder built before a change keeps matching its own terms."""
-    if splits_as_now(record):
-        return prepared, split_words
+    if _pattern_now(record):
+        return prepared, split_words if splits_as_now(record) else split_without_bigrams
     nfc = isinstance(record, dict) and record.get("unicode") == UNICODE_FORM
     return (_nfc if nfc else _unchanged), re.compile(FORMER_PATTERN).findall

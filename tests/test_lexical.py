@@ -226,3 +226,17 @@ def test_numpy_float32_settings_are_written_as_python_floats(folder):
     record = build_lexical(folder / DOCSTORE_FILE, folder / LEXICAL_DIR, params, progress=False)
     assert (record["k1"], record["b"]) == (1.5, 0.5) and type(record["k1"]) is float
     json.dumps(record)
+
+
+def test_a_chinese_or_japanese_query_finds_passages_holding_part_of_its_run(tmp_path):
+    """A run of Han or kana letters was one term: '東京' found nothing in '東京都に住む'. A folder recorded before
+    keeps its queries split as its documents were."""
+    texts = ["東京都に住む", "京都の寺", "ソウルは韓国の首都"]
+    pq.write_table(pa.table({"id": ["a", "b", "c"], "title": [""] * 3, "text": texts}), tmp_path / DOCSTORE_FILE)
+    record = build_lexical(tmp_path / DOCSTORE_FILE, tmp_path / LEXICAL_DIR, progress=False)
+    index = LexicalIndex(tmp_path, record)
+    assert index.search(["東京"], k=3)[1].tolist() == [[0, -1, -1]]
+    assert sorted(index.search(["京都"], k=3)[1][0].tolist()[:2]) == [0, 1]
+    assert index.search(["韓国"], k=3)[1].tolist() == [[2, -1, -1]]
+    older = {**record, "tokenizer": {k: v for k, v in record["tokenizer"].items() if k != "cjk"}}
+    assert LexicalIndex(tmp_path, older).tokenize("東京都") == ["東京都"]

@@ -22,3 +22,23 @@ def test_folders_built_before_split_their_queries_as_their_documents_were():
 def test_splitting_keeps_what_the_former_pattern_kept_in_latin_text():
     text = "Covid-19 rose 3.5% in 2020; β-catenin, h₂o₂, km², snake_case, naïve, ÉCOLE"
     assert split(tokenizer_record(), text) == split({"pattern": FORMER_PATTERN, "unicode": "NFC"}, text)
+
+
+def test_cjk_runs_are_cut_into_overlapping_letter_pairs():
+    """Chinese and Japanese have no spaces, so a run of letters was one term and a query found only a passage
+    holding that very run; now each run is its overlapping pairs (Lucene's CJKAnalyzer), a letter alone itself."""
+    now = tokenizer_record()
+    assert split(now, "東京都に住む") == ["東京", "京都", "都に", "に住", "住む"]
+    assert split(now, "コーヒー 한국어 東") == ["コー", "ーヒ", "ヒー", "한국", "국어", "東"]
+    assert split(now, "PDF文書をabc 《建國》·x²") == ["pdf", "文書", "書を", "abc", "建國", "x²"]
+    assert split(now, "ภาษาไทย") == ["ภาษาไทย"]  # Thai needs a dictionary: a run is one term
+    assert split({**now, "cjk": None}, "東京都 abc") == ["東京都", "abc"]  # a folder built before bigrams
+    assert split({"pattern": FORMER_PATTERN, "unicode": "NFC"}, "東京都") == ["東京都"]
+
+
+def test_a_folder_split_before_cjk_bigrams_is_not_the_current_splitting():
+    """``info`` says a rebuild would change its terms (for text holding CJK letters)."""
+    from retriever.lexical_terms import splits_as_now
+
+    record = tokenizer_record()
+    assert splits_as_now(record) and not splits_as_now({k: v for k, v in record.items() if k != "cjk"})
