@@ -11,7 +11,8 @@ from pathlib import Path
 
 import click
 
-from retriever.cli.options import FiniteRange, collapsing, compose, flags_given
+from retriever.cli.info import echo_summary_json
+from retriever.cli.options import FiniteRange, collapsing, compose, flags_given, json_option
 from retriever.errors import RetrieverError
 from retriever.fusion import METHODS as FUSIONS
 from retriever.fusion import MODES, FusionParams
@@ -184,7 +185,8 @@ def run_drop(index: Path) -> None:
 @click.option("--drop-fusion", is_flag=True,
               help="Only drop the hybrid fusion recorded in the manifest (a damaged one too), keeping the BM25 "
                    "index: hybrid then uses RRF k=60 unless a fusion flag says otherwise.")
-def bm25_command(index, lexical, tune_fusion, overwrite, drop_fusion):
+@json_option("the folder's summary once done (`info --json`'s)")
+def bm25_command(index, lexical, tune_fusion, overwrite, drop_fusion, as_json):
     """Add a BM25 index to the built INDEX folder from its doc store (no re-encoding), and optionally tune the
     hybrid fusion. With a BM25 index already there and --tune-fusion-on, only tunes; with --drop-fusion, only drops
     the recorded fusion.
@@ -193,11 +195,19 @@ def bm25_command(index, lexical, tune_fusion, overwrite, drop_fusion):
     Example:
       retriever bm25 indexes/scifact --tune-fusion-on ../shared/datasets/scifact --split train
     """
+    if drop_fusion:
+        run_drop(index)
+    else:
+        _add_or_tune(index, lexical, tune_fusion, overwrite)
+    if as_json:
+        echo_summary_json(index)
+
+
+def _add_or_tune(index: Path, lexical: LexicalParams, tune_fusion: tuple[Path, str] | None, overwrite: bool) -> None:
+    """`bm25` without --drop-fusion: build the BM25 part, or keep the one there to tune the fusion alone."""
     from retriever.index_folder import read_manifest
     from retriever.lexical_part import add_lexical, terms_text
 
-    if drop_fusion:
-        return run_drop(index)
     check_tuning(tune_fusion, lexical)
     if read_manifest(index).get("lexical") and not overwrite:
         if tune_fusion is None:

@@ -3,14 +3,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 
 import click
 
 from retriever.choices import INDEX_TYPES, ONDISK_TYPE
 from retriever.cli.hybrid import check_build_tuning, lexical_options, run_tuning, tuning_options
+from retriever.cli.info import echo_summary_json
 from retriever.cli.options import (FiniteRange, compose, corpus_options, encoder_options, fields_from, flags_given,
-                                   renamed_option, report_truncation, runtime_options)
+                                   json_option, renamed_option, report_truncation, runtime_options)
 from retriever.cli.ray_flags import (check_ray_flags, check_ray_worker_flags, passage_encoder, ray_for_parts,
                                      ray_options)
 from retriever.corpus import (check_first_record, check_rereadable, detect_format, read_queries,
@@ -144,8 +146,10 @@ def _check_train_size_used(index_type: str, dim_of: Callable[[], int]) -> None:
 @renamed_option("--num-workers", "--num-shards", type=click.IntRange(min=1), default=1, show_default=True,
                 help="How many workers split the corpus (passage p goes to worker p % N).")
 @ray_options()
+@json_option("what the run encoded (the fields of `retriever.encode_result.EncodeResult`)")
 def encode_command(corpus, output, model, encoder_overrides, device, dtype, batch_size, fmt, id_field, text_field,
-                   title_field, shard_size, worker_index, num_workers, ray_address, ray_workers, ray_cpus_per_worker):
+                   title_field, shard_size, worker_index, num_workers, ray_address, ray_workers, ray_cpus_per_worker,
+                   as_json):
     """Encode CORPUS (BEIR folder, JSONL, TSV or Parquet) into Parquet embedding shards.
 
     \b
@@ -168,6 +172,8 @@ def encode_command(corpus, output, model, encoder_overrides, device, dtype, batc
     click.echo(describe(result), err=True)
     report_truncation(passages_cut=result.passages_cut, passages=result.encoded + result.skipped,
                       passage_max_length=settings.passage_max_length)
+    if as_json:
+        click.echo(json.dumps({**asdict(result), "output": str(result.output)}))
 
 
 @click.command("index")
@@ -180,8 +186,9 @@ def encode_command(corpus, output, model, encoder_overrides, device, dtype, batc
 @ray_options()
 @lexical_options()
 @tuning_options()
+@json_option("the built folder's summary (`info --json`'s)")
 def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, title_field, tuning_queries_file,
-                  lexical, tune_fusion, **index_flags):
+                  lexical, tune_fusion, as_json, **index_flags):
     """Build a FAISS index folder from the embedding SHARDS folder.
 
     \b
@@ -209,8 +216,8 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
         report_truncation(query_encoder)
     manifest = build_index(shards, corpus, output, params, fmt, fields_from(id_field, text_field, title_field),
                            overwrite, tuning_queries=vectors, lexical=lexical)
-    click.echo(f"built {output}: {manifest['index']['count']} vectors, {manifest['index']['factory']}", err=True)
     run_tuning(output, tune_fusion)
+    _summarise(output, manifest, as_json)
 
 
 @click.command("build")
@@ -222,9 +229,10 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
 @ray_options()
 @lexical_options()
 @tuning_options()
+@json_option("the built folder's summary (`info --json`'s)")
 def build_command(corpus, output, model, encoder_overrides, device, dtype, batch_size, fmt, id_field, text_field,
                   title_field, shard_size, overwrite, tuning_queries_file, ray_address, ray_workers,
-                  ray_cpus_per_worker, lexical, tune_fusion, **index_flags):
+                  ray_cpus_per_worker, lexical, tune_fusion, as_json, **index_flags):
     """Encode CORPUS and index it in one step (resumable: rerun after a crash).
 
     \b
@@ -257,8 +265,14 @@ def build_command(corpus, output, model, encoder_overrides, device, dtype, batch
     report_truncation(passages_cut=manifest["corpus"]["passages_cut"], passages=manifest["corpus"]["documents"],
                       passage_max_length=manifest["encoder"]["passage_max_length"])
     run_tuning(output, tune_fusion)
-    click.echo(json.dumps({"index": str(output), "count": manifest["index"]["count"],
-                           "factory": manifest["index"]["factory"]}))
+    _summarise(output, manifest, as_json)
+
+
+def _summarise(output: Path, manifest: dict, as_json: bool) -> None:
+    """`build` and `index` end alike: the line on stderr, and with --json the folder's summary on stdout."""
+    click.echo(f"built {output}: {manifest['index']['count']} vectors, {manifest['index']['factory']}", err=True)
+    if as_json:
+        echo_summary_json(output)
 
 
 COMMANDS = [encode_command, index_command, build_command]

@@ -68,6 +68,13 @@ def _hybrid_lines(summary: dict) -> list[str]:
     return [*lines, line, *damage]
 
 
+def echo_summary_json(index: Path) -> None:
+    """`info --json`'s object, which `build`, `index` and `bm25 --json` print too: one shape for a folder."""
+    from retriever.info import index_summary  # the manifest's readers import torch and FAISS
+
+    click.echo(json.dumps(index_summary(index), indent=2))
+
+
 @click.command("info")
 @click.argument("index", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--verify", is_flag=True,

@@ -236,6 +236,14 @@ def fields_from(id_field: str, text_field: str, title_field: str) -> Fields:
         raise click.UsageError(str(error)) from None
 
 
+def json_option(what: str) -> Decorator:
+    """--json on the commands that build (``as_json``): standard output holds nothing else, so a script reads one
+    object there, and without it nothing, the summary line going to stderr as progress does."""
+    return click.option("--json", "as_json", is_flag=True,
+                        help=f"Print {what} as one JSON object on standard output (without it nothing is printed "
+                             "there; the summary line goes to standard error).")
+
+
 def report_truncation(encoder=None, passages_cut: int = 0, passages: int = 0,
                       passage_max_length: int | None = None) -> None:
     """Say on stderr how many texts were cut at the max length: a silent cut costs quality unnoticed.

@@ -26,9 +26,9 @@ def test_build_with_ray_indexes_the_same_shards_as_encode(local_ray, tmp_path, t
     runner = CliRunner()
     model = ["--model", str(tiny_model_dir)]
     result = runner.invoke(main, ["build", str(tiny_beir), "--output", str(tmp_path / "idx"), *model, *COMMON,
-                                  *ONDISK, "--ray", "--ray-workers", "2"])  # encoder actors, then part tasks
+                                  *ONDISK, "--ray", "--ray-workers", "2", "--json"])  # encoder actors, then parts
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["count"] == 12
+    assert json.loads(result.stdout)["vectors"] == 12
     assert json.loads((tmp_path / "idx" / "manifest.json").read_text())["index"]["parts"] == 3
     assert cpus_freed(local_ray), "the encoder actors are let go"
     result = runner.invoke(main, ["encode", str(tiny_beir), "--output", str(tmp_path / "one"), *model, *COMMON])

@@ -1,0 +1,44 @@
+"""`encode`, `index`, `build` and `bm25` print alike: a summary line on stderr, and on stdout only with --json."""
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from retriever.cli import main
+
+
+def _invoke(*args: str):
+    return CliRunner().invoke(main, [*args])
+
+
+def test_the_four_print_nothing_on_stdout_but_with_json(tmp_path, tiny_beir, tiny_model_dir):
+    """`build` printed a JSON line on stdout where `index`, `encode` and `bm25` printed nothing there."""
+    model = ["--model", str(tiny_model_dir), "--device", "cpu", "--dtype", "fp32"]
+    built = tmp_path / "built"
+    result = _invoke("build", str(tiny_beir), "-o", str(built), "--no-bm25", *model)
+    assert result.exit_code == 0 and result.stdout == "", result.output
+    assert f"built {built}: 12 vectors, Flat" in result.stderr
+    result = _invoke("bm25", str(built))
+    assert result.exit_code == 0 and result.stdout == "" and "added BM25 to" in result.stderr, result.output
+    shards = tmp_path / "shards"
+    result = _invoke("encode", str(tiny_beir), "-o", str(shards), *model)
+    assert result.exit_code == 0 and result.stdout == "" and "encoded 12 documents" in result.stderr, result.output
+    indexed = tmp_path / "indexed"
+    result = _invoke("index", str(shards), "--corpus", str(tiny_beir), "-o", str(indexed))
+    assert result.exit_code == 0 and result.stdout == "" and f"built {indexed}" in result.stderr, result.output
+
+    summaries = {}
+    for name, args in (("build", ["build", str(tiny_beir), "-o", str(tmp_path / "b2"), *model]),
+                       ("index", ["index", str(shards), "--corpus", str(tiny_beir), "-o", str(tmp_path / "i2")]),
+                       ("bm25", ["bm25", str(built), "--overwrite"])):
+        result = _invoke(*args, "--json")
+        assert result.exit_code == 0, result.output
+        summaries[name] = json.loads(result.stdout)
+    for name, folder in (("build", tmp_path / "b2"), ("index", tmp_path / "i2"), ("bm25", built)):
+        assert summaries[name] == json.loads(_invoke("info", str(folder), "--json").stdout)
+    assert summaries["build"]["vectors"] == 12 and summaries["bm25"]["bm25"]["documents"] == 12
+    result = _invoke("encode", str(tiny_beir), "-o", str(shards), *model, "--json")
+    summary = json.loads(result.stdout)
+    assert summary["output"] == str(shards) and (summary["encoded"], summary["skipped"]) == (0, 12)
+    assert summary["shards"] == 1 and summary["passages_cut"] == 0
