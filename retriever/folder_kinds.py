@@ -5,10 +5,12 @@ only "not an index folder; build one", which left the user to work out how from 
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from retriever.corpus import BEIR_FILES
 from retriever.errors import RetrieverError
+from retriever.files import process_alive
 from retriever.partwork import PARTS_SUFFIX, owned_inputs
 from retriever.shards import done_marker, list_shards, parse_shard_name
 
@@ -21,6 +23,9 @@ def not_an_index(folder: Path, manifest_name: str) -> RetrieverError:
     from retriever.model_loading import RETRIEVER_CONFIG
 
     lacks = f"not an index folder (no {manifest_name})"
+    staging = _staging_folder(folder, lacks)
+    if staging:
+        return RetrieverError(staging)
     shards = list_shards(folder) if folder.is_dir() else []
     if shards and (unfinished := _unfinished_worker(folder, shards)):  # stopped before a worker's done marker
         worker, workers = unfinished
@@ -42,6 +47,30 @@ def not_an_index(folder: Path, manifest_name: str) -> RetrieverError:
         return RetrieverError(f"{folder}: a BEIR collection, {lacks}; build an index of its corpus: "
                               f"`retriever build {folder} --output INDEX`")
     return RetrieverError(f"{folder}: {lacks}; build one with `retriever build`")
+
+
+_STAGING = re.compile(r"^\.(.+)\.(building|old)-(\d+)$")  # ``folders.temporary_folder``'s names
+
+
+def _staging_folder(folder: Path, lacks: str) -> str | None:
+    """The line for a build's hidden ``.NAME.building-PID`` (or an --overwrite's ``.NAME.old-PID``): whose build
+    it is, whether that process still runs and what to do; a stopped build's folder was "not an index folder"."""
+    match = _STAGING.match(folder.name)
+    if match is None:
+        return None
+    name, kind, pid = match.group(1), match.group(2), int(match.group(3))
+    output = folder.with_name(name)
+    alive = process_alive(pid)
+    state = "is still running" if alive else "is no longer running"
+    if kind == "building":
+        remedy = (f"wait for it to put {output} in place" if alive else
+                  f"rerun that build (the same command) to build {output}, which deletes this folder first, or "
+                  "remove it")
+        return f"{folder}: the unfinished build of {output} by process {pid}, which {state}; {lacks}; {remedy}"
+    remedy = ("it deletes this folder when done" if alive else
+              "the next build of it deletes this folder (or puts it back if the index is missing), or remove it")
+    return (f"{folder}: what an --overwrite build of {output} by process {pid} set aside, which {state}; {lacks}; "
+            f"{remedy}")
 
 
 def _ondisk_parts(folder: Path) -> bool:

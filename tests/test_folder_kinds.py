@@ -81,3 +81,36 @@ def test_a_shard_folder_whose_encoding_did_not_finish_says_to_finish_it_first(tm
         "marker), not an index folder (no manifest.json); finish it with `retriever encode --worker-index 1 "
         "--num-workers 2` (or rerun the build that made it), then index it with "
         f"`retriever index {folder} --corpus CORPUS --output INDEX`")
+
+
+def _ended_pid() -> int:
+    import subprocess
+    import sys
+
+    process = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    return int(process.stdout)
+
+
+def test_a_stopped_builds_hidden_folder_says_whose_build_it_was_and_what_to_do(tmp_path):
+    """`info .idx.building-PID` said only "not an index folder; build one", not that it is an unfinished build."""
+    import os
+
+    dead, alive = _ended_pid(), os.getpid()
+    for pid, state, remedy in (
+            (dead, "is no longer running", f"rerun that build (the same command) to build {tmp_path / 'idx'}, which "
+                                           "deletes this folder first, or remove it"),
+            (alive, "is still running", f"wait for it to put {tmp_path / 'idx'} in place")):
+        folder = tmp_path / f".idx.building-{pid}"
+        (folder / "bm25").mkdir(parents=True)
+        result = CliRunner().invoke(main, ["info", str(folder)])
+        assert result.exit_code == 1, result.output
+        assert result.output.strip().splitlines()[-1] == (
+            f"error: {folder}: the unfinished build of {tmp_path / 'idx'} by process {pid}, which {state}; not an "
+            f"index folder (no manifest.json); {remedy}")
+    folder = tmp_path / f".idx.old-{dead}"
+    folder.mkdir()
+    result = CliRunner().invoke(main, ["info", str(folder)])
+    assert result.output.strip().splitlines()[-1] == (
+        f"error: {folder}: what an --overwrite build of {tmp_path / 'idx'} by process {dead} set aside, which is no "
+        "longer running; not an index folder (no manifest.json); the next build of it deletes this folder (or puts "
+        "it back if the index is missing), or remove it")
