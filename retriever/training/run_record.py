@@ -13,7 +13,7 @@ import hashlib
 import pickle
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -187,13 +187,21 @@ def load_weights(model: torch.nn.Module, checkpoint: Path) -> None:
                              f"({str(error).splitlines()[0]}); delete {checkpoint.parent} to start over") from None
 
 
-def rng_states_read(checkpoint: str | None, process: int, processes: int) -> tuple[str, ...]:
+def rng_states_read(checkpoint: str | None, process: int, processes: int,
+                    log: Callable[[str], None] | None = None) -> tuple[str, ...]:
     """The RNG state file this process reads from ``checkpoint``: its own, unless the checkpoint was saved by another
     process count (one ``rng_state.pth``, or one ``rng_state_N.pth`` per process), whose files no process reads: a
-    resume under another count is allowed where its steps are the same (`layout`), with other dropout draws."""
+    resume under another count is allowed where its steps are the same (`layout`), with other dropout draws, which
+    ``log`` is told in one line (the library noted it at info level, unseen). One process's generator cannot replay
+    the draws of several (each drew its own slice's masks), so this cannot be made equal to an uninterrupted run."""
     own = f"rng_state_{process}.pth" if processes > 1 else "rng_state.pth"
     saved = list(Path(checkpoint).glob("rng_state*.pth")) if checkpoint else []
     same_count = any((path.name == "rng_state.pth") == (processes == 1) for path in saved)
+    if saved and not same_count and log is not None:
+        count = 1 if any(path.name == "rng_state.pth" for path in saved) else len(saved)
+        log(f"note: {Path(checkpoint).name} was saved by {count} process(es) and this run has {processes}: it "
+            "continues with the same data order but other random draws (dropout) than an uninterrupted run, so its "
+            f"losses and weights will not be that run's; resume with {count} process(es) to continue it exactly")
     return (own,) if same_count or not saved else ()
 
 

@@ -234,7 +234,7 @@ class StackTrainer(Trainer):
             super()._load_optimizer_and_scheduler(checkpoint)
 
     def _load_rng_state(self, checkpoint: str | None) -> None:
-        expected = rng_states_read(checkpoint, self.args.process_index, world_size())
+        expected = rng_states_read(checkpoint, self.args.process_index, world_size(), log)
         with checkpoint_states_loaded(checkpoint, expected):
             super()._load_rng_state(checkpoint)
 
