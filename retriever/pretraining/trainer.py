@@ -30,7 +30,7 @@ from retriever.pretraining.guards import check_examples, check_tokenizer
 from retriever.pretraining.masking import CondenserExamples, TokenizedCorpus, WholeWordMasker, pad_batch
 from retriever.training import stack
 from retriever.training.layout import planned_steps
-from retriever.training.processes import average_gradients
+from retriever.training.processes import average_gradients, summed_over_processes
 from retriever.training.run_guards import one_run_at_a_time
 
 LOSS_PARTS = ("head_mlm", "backbone_mlm", "span")
@@ -181,8 +181,9 @@ class CondenserTrainer(stack.StackTrainer):
         return (outputs.loss, outputs) if return_outputs else outputs.loss
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        if "loss" in logs and self.batches:
-            logs.update({name: float(total) / self.batches for name, total in self.parts.items()})
+        if "loss" in logs and self.batches:  # each part's mean over the launch, as the loss is (not rank 0's)
+            totals = summed_over_processes(self.parts)
+            logs.update({name: total / (self.batches * stack.world_size()) for name, total in totals.items()})
             self.parts, self.batches = {}, 0
         super().log(logs, start_time)
 

@@ -80,6 +80,17 @@ def average_gradients(parameters: Iterable[torch.nn.Parameter]) -> None:
             parameter.grad /= dist.get_world_size()
 
 
+def summed_over_processes(values: dict[str, torch.Tensor]) -> dict[str, float]:
+    """Each value summed over the processes, every one calling with the same keys: what a process adds up alone is
+    its own slice's, where the Trainer's logged loss is the launch's."""
+    if not values:
+        return {}
+    stacked = torch.stack([value.detach().float() for value in values.values()])
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(stacked)
+    return dict(zip(values, stacked.tolist()))
+
+
 @contextmanager
 def peer_deaths_reported(timeout_seconds: int) -> Iterator[None]:
     """Around collectives of a group waiting ``timeout_seconds``: another process's death (or silence past the

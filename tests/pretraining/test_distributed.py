@@ -56,6 +56,9 @@ def test_two_passages_per_process_give_a_span_loss(tiny_beir, tiny_model_dir, tm
     assert finished.returncode == 0, finished.stderr[-3000:]
     history = json.loads((tmp_path / "out" / "checkpoints" / "finished.json").read_text())["result"]["history"]
     assert len(history) == 2 and all(entry["span"] > 0.01 for entry in history)
+    # the parts are the launch's means, as the loss is: they were rank 0's alone, and did not add up to it
+    assert all(entry["loss"] == pytest.approx(entry["head_mlm"] + entry["backbone_mlm"] + entry["span"], rel=1e-5)
+               for entry in history), history
     # every parameter gets a gradient: DDP's search for those without one only made every process warn
     assert "find_unused_parameters" not in finished.stderr
 
