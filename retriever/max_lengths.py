@@ -12,19 +12,21 @@ from typing import Any
 from retriever.encoder_settings import max_length_problem
 from retriever.errors import RetrieverError
 from retriever.model_loading import json_value, model_files
+from retriever.st_transformer import transformer_config_file
 
 MAX_LENGTH_CAP = 512  # the default when a model states no sentence-transformers max_seq_length (BERT's limit)
-ST_CONFIG = "sentence_bert_config.json"
 
 
 def _trained_length(path: Path) -> int | None:
-    trained = json_value(path / ST_CONFIG, "max_seq_length")
+    trained = json_value(transformer_config_file(path), "max_seq_length")
     return trained if isinstance(trained, int) and not isinstance(trained, bool) and trained > 1 else None
 
 
 def default_max_length(name: str) -> int:
     """The length the model was trained for: sentence-transformers' ``max_seq_length`` when the folder has one,
-    else the tokenizer's ``model_max_length`` and the position limit, capped at ``MAX_LENGTH_CAP``."""
+    else the tokenizer's ``model_max_length`` and the position limit, capped at ``MAX_LENGTH_CAP`` but in a
+    sentence-transformers folder (or a Router's tower): ≥ 6 saves ``max_seq_length`` as that ``model_max_length``,
+    and < 6 took the smaller of the two, so a cap cut texts sentence-transformers reads whole."""
     path = model_files(name)
     if path is None:
         return MAX_LENGTH_CAP
@@ -35,8 +37,11 @@ def default_max_length(name: str) -> int:
                                                                      "pad_token_id")}
     positions = position_limit(SimpleNamespace(**config)) if isinstance(config["max_position_embeddings"], int) \
         and isinstance(config["pad_token_id"], (int, type(None))) else None
-    limits = [json_value(path / "tokenizer_config.json", "model_max_length"), positions]
-    return min([MAX_LENGTH_CAP] + [int(v) for v in limits if isinstance(v, (int, float)) and 1 < v < 1e9])
+    limits = [int(v) for v in (json_value(path / "tokenizer_config.json", "model_max_length"), positions)
+              if isinstance(v, (int, float)) and 1 < v < 1e9]
+    if limits and ((path / "modules.json").is_file() or (path.parent / "router_config.json").is_file()):
+        return min(limits)
+    return min([MAX_LENGTH_CAP] + limits)
 
 
 def position_limit(config: Any) -> int | None:
@@ -61,7 +66,7 @@ def check_max_lengths(settings: Any, config: Any) -> None:
         flag = f"--{name.replace('_', '-')}"
         folder = model_files(settings.model)
         if folder is not None and _trained_length(folder) == value:  # the folder's own length, maybe not typed
-            raise RetrieverError(f"{folder / ST_CONFIG}: max_seq_length {value} is more than the {limit} positions "
+            raise RetrieverError(f"{transformer_config_file(folder)}: max_seq_length {value} is more than the {limit} positions "
                                  f"the model can take; set it to at most {limit} there, or pass {flag} {limit}")
         raise RetrieverError(f"{flag} {value} is more than the {limit} positions {settings.model} can take; "
                              f"pass at most {limit}")

@@ -26,6 +26,7 @@ from retriever.model_card import model_card
 from retriever.model_loading import RETRIEVER_CONFIG, json_value
 from retriever.pooler_dense import pooler_dense_problem, write_pooler_dense
 from retriever.st_router import router_settings, router_towers
+from retriever.st_transformer import check_transformer_config, transformer_config_file
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -168,6 +169,7 @@ def sentence_transformers_settings(folder: str | Path, given: dict | None = None
         settings, include_prompt = router_settings(folder)
     else:
         settings, include_prompt = _pipeline_settings(folder, modules, kinds)
+        check_transformer_config(folder)
     settings["normalize"] = kinds[-1] == "Normalize"
     for key, (as_5, as_6) in _st_prefixes(folder, config).items():
         if as_5 != as_6 and key not in given:
@@ -280,12 +282,13 @@ def st_disagreements(folder: str | Path, recorded: dict) -> dict[str, tuple[obje
                                  for key, (as_5, as_6) in _st_prefixes(folder, read_json_object(
                                      folder / ST_CONFIG, ST_HINT, missing={})).items()}
     if kinds[:1] == ["Transformer"]:  # a shared tower: its modules are the whole pipeline (a Router nests them)
+        check_transformer_config(folder)
         theirs["normalize"] = "Normalize" in kinds
         pooling = next((m for m, kind in zip(modules, kinds) if kind == "Pooling"), None)
         if pooling is not None and str(pooling.get("path") or "").strip("./"):
             mode = st_pooling(folder / str(pooling["path"]))[0]
             theirs["pooling"] = "pooler" if mode == "cls" and "Dense" in kinds else mode
-        length = read_json_object(folder / "sentence_bert_config.json", ST_HINT, missing={}).get("max_seq_length")
+        length = read_json_object(transformer_config_file(folder), ST_HINT, missing={}).get("max_seq_length")
         if isinstance(length, int) and not isinstance(length, bool):  # what sentence-transformers cuts passages at
             theirs["passage_max_length"] = length
     return {name: (recorded[name], value) for name, value in theirs.items()

@@ -23,6 +23,7 @@ from retriever.errors import RetrieverError
 from retriever.files import read_json, read_json_object
 from retriever.model_names import DOWNLOAD_ADVICE, error_reason, hub_json_files, located_model
 from retriever.st_router import transformer_folder
+from retriever.st_transformer import transformer_config_file
 from retriever.weights_files import protocol_note_silenced, unreadable_weights_message
 
 RETRIEVER_CONFIG = "retriever.json"
@@ -64,12 +65,12 @@ def _check_lower_case(path: Path, tokenizer: PreTrainedTokenizerBase) -> None:
     keeps case: sentence-transformers lowercases before tokenizing and retriever does not, so the vectors differ."""
     if not path.is_dir():  # a hub id: its snapshot of JSON files
         path = model_files(str(path))
-    if path is None or json_value(path / "sentence_bert_config.json", "do_lower_case") is not True:
+    if path is None or json_value(transformer_config_file(path), "do_lower_case") is not True:
         return
     probe = "THE QUICK BROWN FOX"
     if tokenizer(probe, add_special_tokens=False)["input_ids"] != tokenizer(probe.lower(),
                                                                              add_special_tokens=False)["input_ids"]:
-        raise RetrieverError(f"{path}: its sentence_bert_config.json lowercases texts (do_lower_case) but its "
+        raise RetrieverError(f"{transformer_config_file(path)}: lowercases texts (do_lower_case) but its "
                              "tokenizer keeps case, and retriever hands texts over as they are; encode it with "
                              "sentence-transformers")
 

@@ -67,6 +67,7 @@ def router_settings(folder: Path) -> tuple[dict, bool]:
     from retriever.max_lengths import default_max_length
     from retriever.model_folder import ST_HINT, ST_PACKAGE, st_pooling, unapplied_modules
     from retriever.pooler_dense import pooler_dense_problem
+    from retriever.st_transformer import check_transformer_config
 
     routes = router_routes(folder)
     assert routes is not None
@@ -78,6 +79,7 @@ def router_settings(folder: Path) -> tuple[dict, bool]:
             why = f"its {route} route runs {foreign or ' → '.join(kinds)}"
             raise unapplied_modules(folder, ["Router"], why)
         tower = folder / modules[0][0]
+        check_transformer_config(tower)
         pooling, include_prompt = st_pooling(folder / modules[1][0])
         if len(kinds) == 3:
             problem = pooler_dense_problem(tower, folder / modules[2][0], pooling, ST_HINT)

@@ -49,13 +49,13 @@ def hand_written(tmp_path, pooling_config: dict, kinds=("Transformer", "Pooling"
     return folder
 
 
-def assert_same_vectors(folder) -> None:
+def assert_same_vectors(folder, texts: list[str] = TEXTS) -> None:
     ours = Encoder(EncoderSettings.for_model(str(folder)), device="cpu", dtype="fp32")
     theirs = sentence_transformers.SentenceTransformer(str(folder), device="cpu")
     assert ours.settings.passage_max_length == theirs.max_seq_length
-    np.testing.assert_allclose(ours.encode_queries(TEXTS), theirs.encode_query(TEXTS), atol=1e-5)
-    np.testing.assert_allclose(ours.encode_passages([Document(str(i), t) for i, t in enumerate(TEXTS)]),
-                               theirs.encode_document(TEXTS), atol=1e-5)
+    np.testing.assert_allclose(ours.encode_queries(texts), theirs.encode_query(texts), atol=1e-5)
+    np.testing.assert_allclose(ours.encode_passages([Document(str(i), t) for i, t in enumerate(texts)]),
+                               theirs.encode_document(texts), atol=1e-5)
 
 
 @pytest.mark.parametrize("pooling, normalize", [("cls", True), ("cls", False), ("mean", False), ("mean", True)])
