@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from retriever.wording import counted
+
 
 @dataclass
 class EncodeResult:
@@ -23,17 +25,17 @@ class EncodeResult:
 
 def describe(result: EncodeResult) -> str:
     """One line on what a run encoded, reused and replaced."""
-    message = (f"encoded {result.encoded} documents ({result.skipped} already done) into {result.shards} shards "
-               f"in {result.output}, {result.seconds:.1f}s")
+    message = (f"encoded {counted(result.encoded, 'document')} ({result.skipped} already done) into "
+               f"{counted(result.shards, 'shard')} in {result.output}, {result.seconds:.1f}s")
     if result.changed_parts:
-        message += f"; re-encoded {result.changed_parts} parts " + (
+        message += f"; re-encoded {counted(result.changed_parts, 'part')} " + (
             f"cut at --shard-size {result.earlier_shard_size} before" if result.earlier_shard_size
             else "whose documents changed")
     if result.damaged_parts:
-        message += f"; re-encoded {result.damaged_parts} damaged shards"
+        message += f"; re-encoded {counted(result.damaged_parts, 'damaged shard')}"
     if result.removed_parts:
-        message += f"; removed {result.removed_parts} shards " + (
+        message += f"; removed {counted(result.removed_parts, 'shard')} " + (
             "past the last part" if result.earlier_shard_size else "of parts the corpus no longer has")
     if result.empty_texts:
-        message += f"; {result.empty_texts} documents had empty text"
+        message += f"; {counted(result.empty_texts, 'document')} had empty text"
     return message

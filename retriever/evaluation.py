@@ -18,6 +18,7 @@ from retriever.metrics import (Evaluation, answer_recall, answer_tokens, evaluat
 from retriever.runs import Qrels, Run, read_qrels, read_run
 from retriever.searching import Searcher
 from retriever.texts import is_blank
+from retriever.wording import counted
 
 ANSWER_KS = (1, 5, 20, 100)
 
@@ -55,7 +56,7 @@ class EvaluationReport:
                          f"({self.run_depth} hits per query) and count{'' if len(deeper) > 1 else 's'} only those "
                          f"hits; {self.deeper}")
         if self.answer_recall:
-            lines.append(f"answer recall ({self.queries_with_answers} queries with answer strings):")
+            lines.append(f"answer recall ({counted(self.queries_with_answers, 'query')} with answer strings):")
             lines.extend(f"  {name:<20} {value:.4f}" for name, value in self.answer_recall.items())
         return "\n".join(lines)
 
@@ -166,7 +167,7 @@ def scorable_answers(queries: list[Query]) -> dict[str, list[str]]:
     answers = {q.id: list(q.answers) for q in queries if any(map(answer_tokens, q.answers))}
     wordless = [q for q in queries if q.answers and q.id not in answers]
     if wordless:
-        print(f"warning: the answers of {len(wordless)} queries hold no word (e.g. {wordless[0].id!r}: "
+        print(f"warning: the answers of {counted(len(wordless), 'query')} hold no word (e.g. {wordless[0].id!r}: "
               f"{list(wordless[0].answers)[:3]}), so no passage can contain them; those queries are left out of "
               "answer recall", file=sys.stderr)
     return answers

@@ -24,6 +24,7 @@ from retriever.runs import Qrels, Run, read_qrels
 from retriever.searching import Searcher
 from retriever.texts import is_blank
 from retriever.unknown_words import without_unknown
+from retriever.wording import counted
 
 RRF_KS = (60.0, 10.0, 20.0, 40.0, 100.0)
 ALPHAS = tuple(round(a, 2) for a in np.arange(0.0, 1.0001, 0.05))
@@ -147,8 +148,9 @@ def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, k: int = 10
     measured = list(zip(means, grid))
     best_score, best = max(measured, key=lambda item: item[0])
     if progress:
-        print(f"fusion tuned on {len(queries)} {split} queries: {best.method} rrf_k={best.rrf_k:g} "
-              f"alpha={best.alpha:g} {METRIC} {best_score:.4f} (untuned RRF {measured[0][0]:.4f})", file=sys.stderr)
+        print(f"fusion tuned on {counted(len(queries), f'{split} query', f'{split} queries')}: {best.method} "
+              f"rrf_k={best.rrf_k:g} alpha={best.alpha:g} {METRIC} {best_score:.4f} (untuned RRF "
+              f"{measured[0][0]:.4f})", file=sys.stderr)
     return {**best.record(), "tuned": {
         "dataset": dataset_name(beir), "split": split, "queries": len(queries), "metric": METRIC,
         "score": round(best_score, 4), "untuned_rrf": round(measured[0][0], 4),

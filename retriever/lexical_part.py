@@ -22,6 +22,7 @@ from retriever.folders import exclusive_build, named_output, temporary_folder
 from retriever.integrity import (check_files, check_folder, damaged, dense_part, file_damage, file_sha256, reading,
                                  recorded_files)
 from retriever.lexical import LEXICAL_DIR, LexicalIndex, LexicalParams, build_lexical
+from retriever.wording import counted
 
 _PART_NAME = re.compile(rf"^{LEXICAL_DIR}(-[0-9a-f]{{8}})?$")
 
@@ -39,7 +40,7 @@ def terms_text(record: dict) -> str:
     terms = corpus_terms(record)
     if terms == 0:
         return "0 terms (every passage is empty or stopwords: --mode bm25 finds nothing, hybrid ranks by dense)"
-    return f"{terms if terms is not None else '?'} terms"
+    return counted(terms if terms is not None else "?", "term")
 
 
 def missing_lexical_message(index_dir: Path) -> str:

@@ -208,7 +208,7 @@ def test_a_resume_reencodes_a_shard_whose_vectors_were_damaged_in_place(tiny_mod
     capsys.readouterr()
     result = encode_corpus(corpus, tmp_path / "out", enc, shard_size=2, progress=False)
     assert (result.damaged_parts, result.changed_parts, result.skipped, result.encoded) == (1, 0, 4, 2)
-    assert describe(result).endswith("; re-encoded 1 damaged shards")
+    assert describe(result).endswith("; re-encoded 1 damaged shard")
     assert (f"{shard}: its vectors differ from the SHA-256 recorded when it was written (damaged on disk or in a "
             "copy); encoding it again") in capsys.readouterr().err
     assert shard_contents(tmp_path / "out") == before

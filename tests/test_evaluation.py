@@ -54,7 +54,7 @@ def test_answers_that_hold_no_word_are_left_out_of_answer_recall_not_the_end_of_
         report, _ = evaluate_index(searcher, BeirDataset.open(tiny_beir), "test", k=5, progress=False)
         assert report.queries_with_answers == counted and set(report.answer_recall) == {
             "answer_recall@1", "answer_recall@5"}
-        assert "warning: the answers of 1 queries hold no word (e.g. 'q1'" in capsys.readouterr().err
+        assert "warning: the answers of 1 query hold no word (e.g. 'q1'" in capsys.readouterr().err
     queries.write_text(text.replace('"metadata": {"answers": [', '"metadata": {"answers": ["?", '), encoding="utf-8")
     report, _ = evaluate_index(searcher, BeirDataset.open(tiny_beir), "test", k=5, progress=False)
     assert report.queries_with_answers == 4  # "?" beside a word: the query keeps its other answer

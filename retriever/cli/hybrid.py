@@ -18,6 +18,7 @@ from retriever.fusion import METHODS as FUSIONS
 from retriever.fusion import MODES, FusionParams
 from retriever.lexical import METHODS as BM25_METHODS
 from retriever.lexical import LexicalParams
+from retriever.wording import counted
 
 DATASET = click.Path(exists=True, file_okay=False, path_type=Path)
 
@@ -220,7 +221,8 @@ def _add_or_tune(index: Path, lexical: LexicalParams, tune_fusion: tuple[Path, s
         click.echo(f"{index}: keeping its BM25 index", err=True)
     else:
         record = add_lexical(index, lexical, overwrite=overwrite)
-        click.echo(f"added BM25 to {index}: {record['documents']} passages, {terms_text(record)}", err=True)
+        click.echo(f"added BM25 to {index}: {counted(record['documents'], 'passage')}, {terms_text(record)}",
+                   err=True)
     run_tuning(index, tune_fusion)
 
 

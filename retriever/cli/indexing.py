@@ -21,6 +21,7 @@ from retriever.encode_result import describe
 from retriever.encoder_settings import EncoderSettings
 from retriever.folders import named_output
 from retriever.shards import check_complete, sample_rows
+from retriever.wording import counted
 
 
 def encoding_options():
@@ -270,7 +271,8 @@ def build_command(corpus, output, model, encoder_overrides, device, dtype, batch
 
 def _summarise(output: Path, manifest: dict, as_json: bool) -> None:
     """`build` and `index` end alike: the line on stderr, and with --json the folder's summary on stdout."""
-    click.echo(f"built {output}: {manifest['index']['count']} vectors, {manifest['index']['factory']}", err=True)
+    click.echo(f"built {output}: {counted(manifest['index']['count'], 'vector')}, {manifest['index']['factory']}",
+               err=True)
     if as_json:
         echo_summary_json(output)
 

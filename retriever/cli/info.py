@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from retriever.fusion import FusionParams
+from retriever.wording import counted
 
 
 def _lines(summary: dict) -> list[str]:
@@ -15,7 +16,7 @@ def _lines(summary: dict) -> list[str]:
              f"encoder:  {encoder['model']} ({encoder['pooling']} pooling, normalize={encoder['normalize']}, "
              f"dim {encoder['dim']}, {encoder['dtype']}, max lengths {encoder['query_max_length']}/"
              f"{encoder['passage_max_length']})",
-             f"counts:   {summary['vectors']} vectors, {summary['documents']} passages",
+             f"counts:   {counted(summary['vectors'], 'vector')}, {counted(summary['documents'], 'passage')}",
              f"type:     {summary['index_type']} ({summary['factory']})",
              "search:   " + (", ".join(f"{k}={v}" for k, v in summary["search_defaults"].items() if v is not None)
                             or "no settings")]
@@ -47,7 +48,7 @@ def _hybrid_lines(summary: dict) -> list[str]:
         return [f"bm25:     none (add one with `retriever bm25 {summary['path']}`)"]
     lines = [f"bm25:     k1={_number(bm25['k1'], 'g')} b={_number(bm25['b'], 'g')} ({bm25['method']}), "
              f"stemmer {bm25['stemmer'] or 'none'}, stopwords {bm25['stopwords'] or 'none'}, "
-             f"{bm25['documents']} documents, {terms_text(bm25)}"]
+             f"{counted(bm25['documents'], 'document')}, {terms_text(bm25)}"]
     if bm25.get("damage"):
         lines.append(f"bm25:     DAMAGED (--mode bm25/hybrid cannot run): {bm25['damage']}")
     if bm25.get("current_splitting") is False and not bm25.get("damage"):  # the corpus is not read: cheap
@@ -62,8 +63,8 @@ def _hybrid_lines(summary: dict) -> list[str]:
     line = f"fusion:   {fusion['method']} {setting}, depth {_number(fusion['depth'], '')}"
     tuned = fusion["tuned"]
     if tuned:
-        line += (f", tuned on {tuned['dataset']} {tuned['split']} ({tuned['queries']} queries, {tuned['metric']} "
-                 f"{tuned['score']}; untuned RRF {tuned['untuned_rrf']})")
+        line += (f", tuned on {tuned['dataset']} {tuned['split']} ({counted(tuned['queries'], 'query')}, "
+                 f"{tuned['metric']} {tuned['score']}; untuned RRF {tuned['untuned_rrf']})")
     damage = [f"fusion:   DAMAGED (--mode hybrid cannot run): {fusion['damage']}"] if fusion.get("damage") else []
     return [*lines, line, *damage]
 
@@ -101,7 +102,7 @@ def info_command(index, verify, as_json):
         return
     click.echo("\n".join(_lines(summary)))
     if verify:
-        click.echo(f"verified: {summary['verified_files']} files match their SHA-256; counts agree")
+        click.echo(f"verified: {counted(summary['verified_files'], 'file')} match their SHA-256; counts agree")
 
 
 COMMANDS = [info_command]

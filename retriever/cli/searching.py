@@ -26,6 +26,7 @@ from retriever.pooling import POOLINGS
 from retriever.runs import Run, check_tag, write_trec_run
 from retriever.texts import check_text, is_blank
 from retriever.unknown_words import no_hits_reason
+from retriever.wording import counted
 
 if TYPE_CHECKING:
     from retriever.searching import Searcher
@@ -174,10 +175,9 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
     shortfall = write_search_run(search, len(batch), output, run_format, tag, depth, key)
     warn(unknown_words_warning(batch, unknown, searcher.mode))
     report_truncation(searcher.encoder)
-    if output:
-        click.echo(f"wrote {len(batch)} queries × top {depth} to {output}{shortfall}", err=True)
-    elif shortfall:  # no summary for standard output, but a query without hits has no line there to tell of it
-        click.echo(f"searched {len(batch)} queries × top {depth}{shortfall}", err=True)
+    if output or shortfall:  # no summary for standard output, but a query without hits has no line there to tell of
+        click.echo(f"{'wrote' if output else 'searched'} {counted(len(batch), 'query')} × top {depth}"
+                   f"{f' to {output}' if output else ''}{shortfall}", err=True)
 
 
 # search's flags that only a batch run (--queries) uses, with the flag each parameter is

@@ -16,6 +16,7 @@ from retriever.cli.options import (FiniteRange, OutputFile, check_outputs_apart,
                                    runtime_options)
 from retriever.cli.outputs import expect_outputs
 from retriever.errors import RetrieverError
+from retriever.wording import counted
 
 REPORT_TO = ("none", "tensorboard")
 
@@ -230,8 +231,9 @@ def mine_command(index, dataset, split, output, depth, skip_top, per_query, devi
     if result.queries_without_positives:
         left_out += (f"; {result.queries_without_positives} judged only non-relevant left out, with no positive "
                      "to train on")
-    click.echo(f"wrote {result.negatives} negatives for {result.queries} queries to {result.output} "
-               f"({result.queries_without_negatives} queries got none{left_out}), {result.seconds:.1f}s", err=True)
+    click.echo(f"wrote {counted(result.negatives, 'negative')} for {counted(result.queries, 'query')} to "
+               f"{result.output} ({counted(result.queries_without_negatives, 'query')} got none{left_out}), "
+               f"{result.seconds:.1f}s", err=True)
 
 
 COMMANDS = [train_command, mine_command]

@@ -42,3 +42,23 @@ def test_the_four_print_nothing_on_stdout_but_with_json(tmp_path, tiny_beir, tin
     summary = json.loads(result.stdout)
     assert summary["output"] == str(shards) and (summary["encoded"], summary["skipped"]) == (0, 12)
     assert summary["shards"] == 1 and summary["passages_cut"] == 0
+
+
+def test_counts_of_one_are_singular_in_every_summary(tmp_path, tiny_model_dir):
+    """A one-passage corpus was "encoded 1 documents ... into 1 shards", its index "1 vectors", its run "1 queries"."""
+    from conftest import write_jsonl
+
+    corpus = write_jsonl(tmp_path / "c.jsonl", [{"_id": "a", "text": "the cat sat on the mat"}])
+    model = ["--model", str(tiny_model_dir), "--device", "cpu", "--dtype", "fp32"]
+    result = _invoke("encode", str(corpus), "-o", str(tmp_path / "shards"), *model)
+    assert "encoded 1 document (0 already done) into 1 shard in" in result.stderr, result.output
+    result = _invoke("index", str(tmp_path / "shards"), "--corpus", str(corpus), "-o", str(tmp_path / "idx"))
+    assert f"built {tmp_path / 'idx'}: 1 vector, Flat" in result.stderr, result.output
+    result = _invoke("bm25", str(tmp_path / "idx"), "--overwrite")
+    assert f"added BM25 to {tmp_path / 'idx'}: 1 passage, " in result.stderr, result.output
+    result = _invoke("info", str(tmp_path / "idx"), "--verify")
+    assert "counts:   1 vector, 1 passage\n" in result.stdout and ", 1 document, " in result.stdout, result.output
+    queries = write_jsonl(tmp_path / "q.jsonl", [{"_id": "q1", "text": "cat"}])
+    result = _invoke("search", str(tmp_path / "idx"), "--queries", str(queries), "-o", str(tmp_path / "run"),
+                     "--device", "cpu", "--dtype", "fp32")
+    assert f"wrote 1 query × top 1 to {tmp_path / 'run'}" in result.stderr, result.output

@@ -35,7 +35,7 @@ def test_corpus_edit_reencodes_exactly_the_changed_part(tiny_beir, tiny_model_di
     new_text = "a storm of bread and ink over the glacier"
     _edit(tiny_beir / "corpus.jsonl", "d6", new_text)  # d6 is in the second part of three
     encode_and_index(tiny_beir, index, encoder, shard_size=4, overwrite=True, progress=True)
-    assert "re-encoded 1 parts whose documents changed" in capsys.readouterr().err
+    assert "re-encoded 1 part whose documents changed" in capsys.readouterr().err
     after = {p.name: p.read_bytes() for p in list_shards(tmp_path / "idx.shards")}
     assert [name for name in before if before[name] != after[name]] == ["embeddings-w000of001-00001.parquet"]
     hit = Searcher(index, device="cpu", dtype="fp32").search([f"Bees {new_text}"], k=1)[0][0]
