@@ -14,6 +14,7 @@ from retriever.errors import RetrieverError, faiss_message
 from retriever.ondisk import CODES
 from retriever.shards import sample_vectors
 from retriever.texts import whole_number
+from retriever.train_memory import check_training_memory
 from retriever.search_settings import apply_search_params, downcast_hnsw, inner_index, ivf_part
 
 
@@ -238,7 +239,9 @@ def train(index: faiss.Index, shards: list[Path], count: int, params: IndexParam
     """Train on a sample read shard by shard; return the sample size (None if nothing to train)."""
     if index.is_trained:
         return None
+    check_training_memory(index, min(count, params.train_size), index.d, spec, sampled=False)
     sample = sample_vectors(shards, count, params.train_size, params.seed, "sample for training" if progress else None)
+    check_training_memory(index, len(sample), index.d, spec, sampled=True)  # FAISS's BLAS crashes when short
     if progress:
         print(f"training {spec} on {len(sample)} sampled vectors", file=sys.stderr)
     try:

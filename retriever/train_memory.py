@@ -1,0 +1,158 @@
+"""The memory FAISS training takes, checked before the sample is read: under an address-space limit (`ulimit -v`,
+``RLIMIT_AS``) FAISS's BLAS crashes the process (SIGSEGV, no message) when its work buffer cannot be mapped, and a
+cgroup or the machine running out kills it; both lose the encoded work's build with nothing said.
+
+What training allocates beyond the sample (FAISS's ``Clustering::train_encoded`` and ``IndexIVF::train``):
+- the k-means phase: a copy of ``k × max_points_per_centroid`` points when the sample is larger, their assignment
+  (an int64 and a float each) and a permutation (int32), the centroids twice (the list and the flat index), and
+  the blocks of distances its BLAS search computes (``distance_compute_blas_query_bs × …_database_bs`` floats);
+- then the codes' phase (residual encoders): the residual of every point the encoder trains on (a copy of that
+  many points, capped at ``train_encoder_num_vectors``), their assignment and the same distance blocks;
+- OpenBLAS's work buffer, mapped on its first product and kept; and, per FAISS thread beyond the first, a stack
+  and a malloc arena, which count against an address-space limit though little of them is touched.
+"""
+from __future__ import annotations
+
+import resource
+from pathlib import Path
+
+import faiss
+
+from retriever.errors import RetrieverError
+from retriever.search_settings import ivf_part
+
+MIB = 1 << 20
+BLAS_BUFFER = 128 * MIB  # OpenBLAS's BUFFER_SIZE on x86-64 (32 << 22), mapped whole by its first sgemm
+THREAD_ARENA = 64 * MIB  # glibc's HEAP_MAX_SIZE: the address space each thread's malloc arena reserves
+UNLIMITED_STACK = 32 * MIB  # glibc's default thread stack when RLIMIT_STACK is unlimited
+
+
+def training_bytes(index: faiss.Index, count: int, dim: int, sampled: bool = True) -> tuple[int, int]:
+    """(resident, address space) bytes that training ``index`` on a sample of ``count`` vectors takes beyond what is
+    mapped now, reading the sample included unless it was ``sampled`` (its pieces, then the joined copy; not what
+    Arrow's pool keeps of reading it); the address space adds what is mapped but barely touched (BLAS buffer, thread stacks and
+    arenas)."""
+    sample = 4 * count * dim
+    block = 4 * faiss.cvar.distance_compute_blas_query_bs * faiss.cvar.distance_compute_blas_database_bs
+    phases = [block + _transform_copies(index, count)]
+    ivf = ivf_part(index)
+    if ivf is not None:
+        ivf = faiss.downcast_index(ivf)  # a view: ``index`` owns it
+        lists, most = int(ivf.nlist), int(ivf.cp.max_points_per_centroid) * int(ivf.nlist)
+        clustered = min(count, most)
+        copy = 4 * most * dim + 4 * count if count > most else 0
+        phases.append(copy + 16 * clustered + 8 * lists * dim + block)
+        if ivf.by_residual:
+            cap = int(ivf.train_encoder_num_vectors())
+            encoded = min(count, cap) if cap > 0 else count
+            phases.append((4 * encoded * dim if encoded < count else 0) + 4 * encoded * dim + 8 * encoded + block)
+    resident = max(phases) if sampled else sample + max(sample, *phases)
+    threads = max(1, faiss.omp_get_max_threads())
+    stack = resource.getrlimit(resource.RLIMIT_STACK)[0]
+    stack = UNLIMITED_STACK if stack == resource.RLIM_INFINITY else stack
+    return resident, resident + BLAS_BUFFER + (threads - 1) * (THREAD_ARENA + stack)
+
+
+def _transform_copies(index: faiss.Index, count: int) -> int:
+    """The transformed sample each of a pre-transform chain's steps (PCA, OPQ, …) makes."""
+    outer = faiss.downcast_index(index)
+    if not isinstance(outer, faiss.IndexPreTransform):
+        return 0
+    return sum(4 * count * int(outer.chain.at(i).d_out) for i in range(outer.chain.size()))
+
+
+def memory_left() -> list[tuple[int, str, bool]]:
+    """(bytes left, what bounds them, whether it bounds address space rather than resident memory) for each bound
+    that applies: the process's RLIMIT_AS past what it maps now, the cgroup's limit past its usage, and the
+    machine's available memory and free swap."""
+    bounds = []
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if soft != resource.RLIM_INFINITY:
+        bounds.append((soft - _status("VmSize"), "the process's address-space limit (`ulimit -v`, RLIMIT_AS) leaves",
+                       True))
+    cgroup = _cgroup_left()
+    if cgroup is not None:
+        bounds.append((cgroup, "its cgroup's memory limit leaves", False))
+    meminfo = _fields(Path("/proc/meminfo"))
+    if "MemAvailable" in meminfo:
+        bounds.append((meminfo["MemAvailable"] + meminfo.get("SwapFree", 0), "the machine has available", False))
+    return bounds
+
+
+def _status(name: str) -> int:
+    return _fields(Path("/proc/self/status")).get(name, 0)
+
+
+def _fields(path: Path) -> dict[str, int]:
+    """A /proc file's ``Name: N kB`` lines, in bytes."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return {}
+    values = {}
+    for line in lines:
+        name, _, rest = line.partition(":")
+        words = rest.split()
+        if len(words) == 2 and words[1] == "kB" and words[0].isdigit():
+            values[name] = int(words[0]) * 1024
+    return values
+
+
+def _cgroup_left() -> int | None:
+    """The memory the process's cgroup (v2 ``memory.max``, v1 ``memory.limit_in_bytes``) allows past its usage."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    root = Path("/sys/fs/cgroup")
+    for line in lines:
+        _, controllers, place = line.split(":", 2)
+        if controllers == "":
+            names, folders = ("memory.max", "memory.current"), (root / place.lstrip("/"), root)
+        elif "memory" in controllers.split(","):
+            names = ("memory.limit_in_bytes", "memory.usage_in_bytes")
+            folders = (root / "memory" / place.lstrip("/"), root / "memory")
+        else:
+            continue
+        for folder in folders:
+            try:
+                limit, usage = ((folder / name).read_text().strip() for name in names)
+            except OSError:
+                continue
+            if limit.isdigit() and usage.isdigit() and int(limit) < 1 << 60:
+                return int(limit) - int(usage)
+            break
+    return None
+
+
+def check_training_memory(index: faiss.Index, count: int, dim: int, spec: str, sampled: bool) -> None:
+    """Refuse a training the memory left cannot hold, saying how much it needs, how much there is and the largest
+    --train-size that fits: before the sample is read (what it takes at least), and again once it is in memory."""
+    for left, bound, address in memory_left():
+        needed = training_bytes(index, count, dim, sampled)[address]
+        if needed <= left:
+            continue
+        fits = _largest_fitting(index, count, dim, address, left, sampled)
+        lists = ivf_part(index)
+        least = int(faiss.downcast_index(lists).nlist) if lists is not None else 1
+        advice = f"--train-size {fits} fits" if fits >= least else "no --train-size fits"
+        raise RetrieverError(f"training {spec!r} on {count} sampled vectors needs about {_mib(needed)} of memory and "
+                             f"{bound} {_mib(max(left, 0))}: use a smaller --train-size ({advice}) or fewer lists "
+                             "(--nlist), or free memory or raise the limit, then rerun the same command (the "
+                             "encoded shards are kept)")
+
+
+def _largest_fitting(index: faiss.Index, count: int, dim: int, address: bool, left: int, sampled: bool) -> int:
+    """The largest sample (0 if none) whose training fits in ``left`` bytes (the need grows with the sample)."""
+    low, high = 0, count
+    while low < high:
+        middle = (low + high + 1) // 2
+        if training_bytes(index, middle, dim, sampled)[address] <= left:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _mib(count: int) -> str:
+    return f"{-(-count // MIB)} MiB"
