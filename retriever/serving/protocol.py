@@ -110,8 +110,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def _feed(self, data: bytes) -> None:
         """uvicorn's ``data_received``, keeping the parser's reason for a 400 and logging no warning a client causes
-        (an upgrade is served as plain HTTP: no route takes one)."""
-        self._unset_keepalive_if_required()
+        (an upgrade is served as plain HTTP: no route takes one). The keep-alive timeout is cancelled once a request
+        begins (``on_message_begin``), not by any byte: blank lines, which the parser skips, held a connection for ever."""
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -129,6 +129,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
                                   "server's --max-head-bytes")
 
     def on_message_begin(self) -> None:
+        self._unset_keepalive_if_required()
         super().on_message_begin()
         self._arm()
 

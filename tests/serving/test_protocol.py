@@ -283,3 +283,31 @@ def test_a_chunk_extension_streamed_without_end_gets_a_431(port):
     reply = streamed_reply(port, b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n1;a",
                            b"a" * (4 * HEAD_LIMIT))
     assert reply.startswith(b"HTTP/1.1 431 ") and b"chunk extensions" in reply, reply
+
+
+@pytest.mark.parametrize("trickled", [b"\r\n", b"\n"])
+def test_blank_lines_trickled_after_a_response_do_not_hold_the_connection(trickled):
+    """Blank lines before a request are skipped by the parser, but each cancelled the keep-alive timeout, and no
+    request began to start the request deadline: a client sending one every second after a response held its
+    connection (and a file descriptor) for ever, a slowloris past both limits."""
+    app = FastAPI()
+
+    @app.get("/ok")
+    async def ok() -> dict:
+        return {"ok": True}
+
+    server = ServerThread(app, http=guarded_protocol(TIMEOUT, HEAD_LIMIT), timeout_keep_alive=1).start()
+    try:
+        sock = connect(server.port, b"GET /ok HTTP/1.1\r\nHost: x\r\n\r\n")
+        with sock:
+            assert sock.recv(4096).startswith(b"HTTP/1.1 200")
+            started = time.monotonic()
+            try:
+                while time.monotonic() - started < 4:
+                    sock.sendall(trickled)
+                    time.sleep(0.1)
+            except OSError:  # closed by the server: a broken pipe or a reset
+                pass
+            assert time.monotonic() - started < 2.5
+    finally:
+        server.stop()
