@@ -63,9 +63,7 @@ def check_config_files(path: str) -> None:
 def _check_lower_case(path: Path, tokenizer: PreTrainedTokenizerBase) -> None:
     """Refuse a folder whose sentence-transformers config lowercases texts (``do_lower_case``) for a tokenizer that
     keeps case: sentence-transformers lowercases before tokenizing and retriever does not, so the vectors differ."""
-    if not path.is_dir():  # a hub id: its snapshot of JSON files
-        path = model_files(str(path))
-    if path is None or json_value(transformer_config_file(path), "do_lower_case") is not True:
+    if json_value(transformer_config_file(path), "do_lower_case") is not True:
         return
     probe = "THE QUICK BROWN FOX"
     if tokenizer(probe, add_special_tokens=False)["input_ids"] != tokenizer(probe.lower(),
@@ -86,8 +84,10 @@ def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
             tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
     except (OSError, ValueError, StrictDataclassError) as error:
         raise _sentencepiece_missing(path) or _load_error(name, path, "tokenizer", error) from None
-    tokenizer.padding_side = "right"  # left padding moves BERT's positions and CLS: vectors then depend on the batch
-    _check_lower_case(Path(path), tokenizer)
+    files = Path(path) if Path(path).is_dir() else model_files(path)  # a hub id's: a snapshot of its JSON files
+    _right_sides(files, tokenizer)
+    if files is not None:
+        _check_lower_case(files, tokenizer)
     if len(tokenizer.get_vocab()) <= len(set(tokenizer.all_special_tokens)):
         raise RetrieverError(f"{path}: the tokenizer has no vocabulary, only its special tokens; the folder lacks "
                              "its tokenizer files (tokenizer.json or vocab.txt): copy them from the model it "
@@ -95,6 +95,21 @@ def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
     if path != root:
         _check_query_tower_tokenizer(root, tokenizer)
     return tokenizer
+
+
+def _right_sides(path: Path | None, tokenizer: PreTrainedTokenizerBase) -> None:
+    """Pad and cut on the right: left padding moves BERT's positions and CLS (vectors then depend on the batch), and
+    cutting on the left the head of a text `texts.tokenize_bounded` hands over encoded its middle. A
+    sentence-transformers folder (or a Router's tower) whose tokenizer says left is refused: sentence-transformers
+    pads or cuts there as it says, so its vectors would differ."""
+    for side, does in (("padding_side", "pads"), ("truncation_side", "cuts")):
+        if getattr(tokenizer, side, "right") != "right" and path is not None and (
+                (path / "modules.json").is_file() or (path.parent / "router_config.json").is_file()):
+            raise RetrieverError(f"{path / 'tokenizer_config.json'}: {side} {getattr(tokenizer, side)!r}: "
+                                 f"sentence-transformers {does} texts on that side, and retriever only on the right, "
+                                 f"so its vectors would differ; set {side} to \"right\" there, or encode the model "
+                                 "with sentence-transformers")
+        setattr(tokenizer, side, "right")
 
 
 def _check_query_tower_tokenizer(root: str, tokenizer: PreTrainedTokenizerBase) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib.util
 import json
 
+import numpy as np
 import pytest
 
 from conftest import make_tiny_bert
@@ -90,3 +91,29 @@ def test_weights_saved_with_pickle_protocol_3_load_without_a_note(tmp_path):
         warnings.simplefilter("always")
         assert Encoder(EncoderSettings.for_model(str(folder))).dim == 32
     assert not [w for w in seen if "pickle protocol" in str(w.message)]
+
+
+def _tokenizer_config(folder, **entries):
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, **entries}))
+    return folder
+
+
+@pytest.mark.parametrize("side", ["padding_side", "truncation_side"])
+def test_a_sentence_transformers_folder_padding_or_cutting_on_the_left_is_refused(tmp_path, side):
+    """sentence-transformers pads (moving a BERT's positions) or cuts on the left as the tokenizer says; retriever
+    pads and cuts on the right, so its vectors differed from SentenceTransformer(folder)'s, exit 0."""
+    folder = _tokenizer_config(make_tiny_bert(tmp_path / "st"), **{side: "left"})
+    (folder / "modules.json").write_text("[]")
+    with pytest.raises(RetrieverError, match=rf"tokenizer_config.json: {side} 'left': sentence-transformers "):
+        load_tokenizer(str(folder))
+
+
+def test_a_tokenizer_cutting_on_the_left_still_encodes_the_head_of_a_text(tmp_path):
+    """retriever hands the tokenizer the head of a long text; cutting that on the left encoded its middle."""
+    folder = make_tiny_bert(tmp_path / "model")
+    text = ["the cat sat by the fire " + "and the dog ran to the river " * 80]
+    right = Encoder(EncoderSettings(model=str(folder), passage_max_length=16), device="cpu").encode_queries(text)
+    _tokenizer_config(folder, truncation_side="left")
+    left = Encoder(EncoderSettings(model=str(folder), passage_max_length=16), device="cpu").encode_queries(text)
+    np.testing.assert_array_equal(left, right)
