@@ -90,3 +90,19 @@ def test_a_router_folder_is_not_called_the_old_layout(tmp_path):
                                              r"sentence-transformers Router's query and document routes do not start "
                                              r"with model folders$"):
         resolve_model_path(str(folder))
+
+
+def test_a_sentence_transformers_folder_without_a_transformer_is_not_called_the_old_layout(tmp_path):
+    """A StaticEmbedding (model2vec-style) folder has no transformer at all: it was called the old layout, with
+    advice to save it again with sentence-transformers, which writes it the same way."""
+    import json
+
+    folder = tmp_path / "static"
+    (folder / "0_StaticEmbedding").mkdir(parents=True)
+    (folder / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "0_StaticEmbedding", "type":
+                                                      "sentence_transformers.models.StaticEmbedding"}]))
+    with pytest.raises(RetrieverError, match=r"static: not a Hugging Face model folder \(no config.json\); its "
+                                             r"sentence-transformers modules are StaticEmbedding, with no transformer "
+                                             r"model for retriever to encode with; encode it with "
+                                             r"sentence-transformers$"):
+        resolve_model_path(str(folder))
