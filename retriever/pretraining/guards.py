@@ -51,3 +51,16 @@ def check_examples(examples: CondenserExamples, unk_id: int | None, corpus: str,
     if cocondenser and len(examples) < 2 * (processes := launched_processes()):
         raise RetrieverError(f"{corpus}: --cocondenser needs at least {2 * processes} documents long enough for two "
                              f"spans (2 per process), and there are {len(examples)}: the span loss would be 0")
+
+
+def drops_lone_span_passage(examples: CondenserExamples, per_step: int, log: Callable[[str], None]) -> bool:
+    """Whether an epoch's last step, in one process with --cocondenser, would hold one passage: its two spans have
+    only each other to pick from, so that step's span loss is 0 (it trained MLM alone, logged beside the others).
+    It is left out, as `train` leaves out a lone query, and said; under torchrun a short last step is left out
+    anyway (`layout`)."""
+    if not examples.cocondenser or launched_processes() > 1 or len(examples) % per_step != 1 or len(examples) < 2:
+        return False
+    log(f"the last step of each epoch would hold one passage ({len(examples)} in steps of {per_step}), whose two "
+        "spans have only each other to pick from, so its span loss would be 0; it is left out (a different passage "
+        "each epoch)")
+    return True

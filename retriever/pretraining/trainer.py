@@ -26,7 +26,7 @@ from retriever.model_loading import load_tokenizer
 from retriever.model_names import FETCH_ADVICE, located_model, resolve_model_path
 from retriever.pretraining.card import pretrain_card
 from retriever.pretraining.condenser import MAX_HEAD_LAYERS, CondenserForPretraining, load_condenser
-from retriever.pretraining.guards import check_examples, check_tokenizer
+from retriever.pretraining.guards import check_examples, check_tokenizer, drops_lone_span_passage
 from retriever.pretraining.masking import CondenserExamples, TokenizedCorpus, WholeWordMasker, pad_batch
 from retriever.training import stack
 from retriever.training.layout import planned_steps
@@ -215,10 +215,12 @@ def _pretrain(config: PretrainConfig, log: Callable[[str], None]) -> PretrainRes
         log(note)
     examples = read_examples(config, tokenizer, log)
     per_step = config.batch_size // 2 if config.cocondenser else config.batch_size
-    max_steps = run_steps(config, len(examples), per_step, log)
+    lone = drops_lone_span_passage(examples, per_step, log)
+    max_steps = run_steps(config, len(examples) - lone, per_step, log)
     unit = "documents with two spans" if config.cocondenser else "blocks"
     sequences = min(per_step, len(examples)) * (config.batch_size // per_step)  # what a step holds
     arguments, precision = config.arguments(per_step, max_steps, config.keep_checkpoints, (len(examples), unit))
+    arguments.dataloader_drop_last |= lone
     trainer = CondenserTrainer(config, arguments=arguments, precision=precision, model=model, train_dataset=examples,
                                data_collator=lambda batch: pad_batch(batch, tokenizer.pad_token_id))
     log(f"pre-training {'co' if config.cocondenser else ''}{'MLM' if config.objective == 'mlm' else 'Condenser'} "

@@ -97,6 +97,17 @@ def test_epochs_size_the_run_and_cocondenser_adds_a_finite_span_loss(tiny_beir, 
                                                rel=1e-5)
 
 
+def test_an_epochs_last_step_of_one_span_passage_is_left_out(tiny_beir, tiny_model_dir, tmp_path):
+    """5 passages in steps of 4 left each epoch a last step of one passage, whose spans could pick only each other:
+    span loss 0.0 at that step, logged among the others (and as the run's last loss), and the step counted."""
+    corpus = tmp_path / "five.jsonl"
+    corpus.write_text("".join((tiny_beir / "corpus.jsonl").read_text().splitlines(keepends=True)[:5]))
+    said = []
+    result = pretrain(config(corpus, tmp_path / "out", tiny_model_dir, epochs=2, cocondenser=True), log=said.append)
+    assert result.steps == 2 and all(record["span"] > 0.01 for record in result.history), result.history
+    assert "the last step of each epoch would hold one passage (5 in steps of 4)" in "\n".join(said), said
+
+
 def test_rerun_with_other_settings_is_refused(tiny_beir, tiny_model_dir, tmp_path):
     output = tmp_path / "out"
     pretrain(config(tiny_beir, output, tiny_model_dir, max_steps=1), log=quiet)
