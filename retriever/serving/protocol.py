@@ -58,8 +58,6 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._deadline: asyncio.TimerHandle | None = None
         self._head_bytes: int | None = 0  # bytes of the head being received; None once it is in
-        self._framing_bytes: int | None = None  # a body's bytes since its last data (chunk extensions, trailers)
-        self._body_read = False  # data of a body came in the chunk being parsed
         self._pending: tuple[int, str] | None = None  # a 400 or 431 waiting for earlier responses
         self._body_of = None  # the request (uvicorn's cycle) whose body is coming in, if any
         self._body_left: int | None = None  # bytes of a Content-Length body still to come
@@ -84,6 +82,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
                 end = min(len(data), start + self._body_left)
             elif self._body_of is not None:  # chunked
                 at = self._chunks.end(data, start) if self._chunks else None
+                if self._chunks and self._chunks.longest > self.max_head_bytes:  # refused before it is parsed
+                    return self._refuse_in_turn(431, f"the chunked body's chunk extensions or trailer fields are over "
+                                                     f"{self.max_head_bytes} bytes, the server's --max-head-bytes")
                 if at is not None:  # the parser ends the body there; if it does not (it refuses the framing), the
                     self._chunks = None  # rest is fed whole
                 end = len(data) if at is None else at
@@ -100,13 +101,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self._head_bytes += len(data)
             if self._head_bytes > self.max_head_bytes:
                 return self._refuse_head()
-        self._body_read = False
         self._feed(data)
-        if self._framing_bytes is not None:  # in a body: only a chunked one's framing comes without data
-            self._framing_bytes = 0 if self._body_read else self._framing_bytes + len(data)
-            if self._framing_bytes > self.max_head_bytes:
-                self._refuse_in_turn(431, f"the chunked body's chunk extensions or trailer fields are over "
-                                          f"{self.max_head_bytes} bytes, the server's --max-head-bytes")
 
     def _feed(self, data: bytes) -> None:
         """uvicorn's ``data_received``, keeping the parser's reason for a 400 and logging no warning a client causes
@@ -136,7 +131,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._head_bytes = None
         super().on_headers_complete()
-        self._body_of, self._framing_bytes = self.cycle, 0
+        self._body_of = self.cycle
         lengths = [value for name, value in self.headers if name == b"content-length"]  # the parser checked it
         chunked = any(name == b"transfer-encoding" for name, _ in self.headers)
         self._body_left = int(lengths[0]) if len(lengths) == 1 and lengths[0].isdigit() and not chunked else None
@@ -147,7 +142,6 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self.cycle.keep_alive, self._awaiting_body = False, self.cycle
 
     def on_body(self, body: bytes) -> None:
-        self._body_read = True
         if self._body_left is not None:
             self._body_left -= len(body)
         super().on_body(body)
@@ -156,7 +150,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if self._awaiting_body is self.cycle and not self.cycle.response_started:
             self.cycle.keep_alive = True
         self._awaiting_body = None
-        self._framing_bytes = self._body_left = self._chunks = None
+        self._body_left = self._chunks = None
         self._disarm()
         self._head_bytes = 0
         self._body_of = None

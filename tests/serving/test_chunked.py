@@ -18,13 +18,19 @@ BODIES = [
 
 def ends(body: bytes, cuts: list[int]) -> int | None:
     """Where ChunkedEnd says the body ends in ``body + NEXT`` fed in reads split at ``cuts``."""
+    return followed(body, cuts)[0]
+
+
+def followed(body: bytes, cuts: list[int]) -> tuple[int | None, int]:
+    """Where ChunkedEnd says the body ends in ``body + NEXT`` fed in reads split at ``cuts``, and its longest run of
+    framing."""
     whole, chunks, start = body + NEXT, ChunkedEnd(), 0
     for cut in cuts + [len(body + NEXT)]:
         at = chunks.end(whole[:cut], start)
         if at is not None:
-            return at
+            return at, chunks.longest
         start = cut
-    return None
+    return None, chunks.longest
 
 
 def parser_end(body: bytes) -> int:
@@ -53,3 +59,22 @@ def test_an_unfinished_body_has_no_end_yet():
     assert chunks.end(b"5\r\nhel", 0) is None and chunks.end(b"lo\r\n0\r\n", 0) is None
     assert chunks.end(b"\r\nGET", 0) == 2
 
+
+
+@pytest.mark.parametrize("body, longest", [
+    (b"5\r\nhello\r\n0\r\n\r\n", len(b"\r\n0\r\n\r\n")),
+    (b"3;ext=1\r\nabc\r\n0\r\nX-Sum: 12\r\n\r\n", len(b"\r\n0\r\nX-Sum: 12\r\n\r\n")),
+    (b"1;%s\r\na\r\n0\r\n\r\n" % (b"e" * 100), len(b"1;\r\n") + 100),
+])
+def test_the_longest_run_of_framing_is_the_same_at_every_split(body, longest):
+    """The protocol caps chunk extensions and trailers by this run: counted a read at a time, a read holding some data
+    was not counted, so a whole trailer over the cap sent with the data before it was served."""
+    for cut in range(len(body)):
+        assert followed(body, [cut]) == (len(body), longest), cut
+
+
+@pytest.mark.parametrize("body", [b"zz\r\n", b"5 \r\nhello\r\n", b"\r\n", b"5z" + b"a" * 100])
+def test_a_size_line_the_parser_refuses_is_not_followed(body):
+    """The parser's 400 says what is wrong; following on would read its bytes as trailers and refuse with a 431."""
+    chunks = ChunkedEnd()
+    assert chunks.end(body + b"a" * 100_000, 0) is None and chunks.longest < 100

@@ -172,6 +172,20 @@ def test_a_chunked_bodys_trailer_fields_over_the_cap_get_a_431(port):
     assert reply.startswith(b"HTTP/1.1 431 ") and b"trailer" in reply, reply
 
 
+@pytest.mark.parametrize("body", [
+    b"3\r\nabc\r\n0\r\nX-Big: %s\r\n\r\n" % (b"a" * (4 * HEAD_LIMIT)),  # a whole trailer field
+    b"3\r\nabc\r\n1;%s\r\nd\r\n0\r\n\r\n" % (b"e" * (4 * HEAD_LIMIT)),  # a whole chunk extension
+    b"3\r\nabc\r\n0\r\n%s\r\n" % b"".join(b"X-%d: 1\r\n" % i for i in range(HEAD_LIMIT // 4)),  # many short ones
+], ids=["trailer", "extension", "many-trailers"])
+def test_chunk_framing_over_the_cap_sent_whole_with_data_before_it_gets_a_431(port, body):
+    """The run of framing since a body's last data was counted a piece at a time, and a piece that held some data was
+    not counted at all: a trailer or extension over the cap that came in one read with the data before it and ended
+    there was served, one sent in its own reads refused."""
+    reply = reply_to(port, b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+                     + body)
+    assert reply.startswith(b"HTTP/1.1 431 ") and b"chunk extensions or trailer fields" in reply, reply[:300]
+
+
 def test_a_chunked_body_of_many_chunks_and_a_small_trailer_is_served(port):
     chunks = b"".join(b"400\r\n%s\r\n" % (b"x" * 1024) for _ in range(4 * HEAD_LIMIT // 1024))
     sock = connect(port, b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
