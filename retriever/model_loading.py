@@ -22,7 +22,7 @@ from transformers.utils import logging as hf_logging
 from retriever.errors import RetrieverError
 from retriever.files import read_json, read_json_object
 from retriever.model_names import DOWNLOAD_ADVICE, error_reason, hub_json_files, located_model
-from retriever.st_router import transformer_folder
+from retriever.st_router import check_local_router, transformer_folder
 from retriever.st_transformer import transformer_config_file
 from retriever.weights_files import protocol_note_silenced, unreadable_weights_message
 
@@ -78,13 +78,14 @@ def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
     builds one of the special tokens alone, and every word becomes [UNK]."""
     root = located_model(name)
     path = str(transformer_folder(root))  # a Router's document tower, whose query tower must tokenize alike
+    files = Path(path) if Path(path).is_dir() else model_files(path)  # a hub id's: a snapshot of its JSON files
+    check_local_router(path, files)
     check_config_files(path)
     try:
         with quiet_transformers():  # its fallbacks log paragraphs before the error they end in
             tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
     except (OSError, ValueError, StrictDataclassError) as error:
         raise _sentencepiece_missing(path) or _load_error(name, path, "tokenizer", error) from None
-    files = Path(path) if Path(path).is_dir() else model_files(path)  # a hub id's: a snapshot of its JSON files
     _right_sides(files, tokenizer)
     if files is not None:
         _check_lower_case(files, tokenizer)

@@ -61,6 +61,15 @@ def transformer_folder(folder: str | Path) -> Path:
     return folder if towers is None else towers[1]
 
 
+def check_local_router(name: str, files: Path | None) -> None:
+    """Refuse untied towers named by a hub id (``files``: its snapshot of JSON files): the towers are subfolders,
+    which retriever loads only from a local folder; loading failed saying the hub could not be reached."""
+    if not Path(name).is_dir() and files is not None and (files / ROUTER_CONFIG).is_file():
+        raise RetrieverError(f"{name}: untied towers (a sentence-transformers Router) on the Hugging Face hub, which "
+                             f"retriever reads only from a local folder: download it (hf download {name} --local-dir "
+                             "DIR) and pass --model DIR")
+
+
 def router_settings(folder: Path) -> tuple[dict, bool]:
     """The settings a Router's routes apply (untied towers, their pooling and max lengths) and whether its pooling
     includes the prompt; a route of other modules than retriever applies, or towers pooled otherwise, are refused."""
