@@ -3,8 +3,9 @@
 sentence-transformers reads the first of several file names (``sentence_bert_config.json``, then the names older
 versions wrote per architecture); retriever read only the first, so a ``sentence_roberta_config.json``'s
 ``max_seq_length`` was never seen. Besides the max length and lowercasing, the file may hold keyword arguments for
-loading the model, config or tokenizer, or tokenizing (``processor_kwargs``: another max length, casing), or another
-output than the token states (``transformer_task``, ``modality_config``): each changes the vectors
+loading the model, config or tokenizer, or tokenizing (``processor_kwargs``: another max length, casing), another
+tokenizer (``tokenizer_name_or_path``), or another output than the token states (``transformer_task``,
+``modality_config``): each changes the vectors
 sentence-transformers gives, and retriever applies none, so a folder holding one is refused, naming it.
 This module reads JSON only.
 """
@@ -51,6 +52,10 @@ def check_transformer_config(folder: Path) -> None:
             raise RetrieverError(f"{path}: its {key} ({', '.join(options)}) change how sentence-transformers loads "
                                  "or tokenizes the model, and retriever applies none of them, so its vectors would "
                                  "differ; encode the model with sentence-transformers, or delete them there")
+    if config.get("tokenizer_name_or_path") is not None:
+        raise RetrieverError(f"{path}: tokenizer_name_or_path {config['tokenizer_name_or_path']!r}: "
+                             "sentence-transformers loads the tokenizer from there, and retriever the folder's own; "
+                             "encode the model with sentence-transformers, or copy that tokenizer into the folder")
     for key in MULTI_VECTOR:
         if config.get(key) is not None:
             raise RetrieverError(f"{path}: {key} {config[key]!r} is a multi-vector setting, which this dense engine "

@@ -31,6 +31,8 @@ def edited(folder, **entries):
     ({"transformer_task": "fill-mask", "modality_config": None}, r"transformer_task 'fill-mask': sentence-transformers "
                                                                  r"takes another output"),
     ({"query_length": 32}, r"query_length 32 is a multi-vector setting"),
+    ({"tokenizer_name_or_path": "bert-base-cased"}, r"tokenizer_name_or_path 'bert-base-cased': sentence-transformers "
+                                                    r"loads the tokenizer from there"),
 ])
 def test_transformer_options_retriever_does_not_apply_are_refused(tmp_path, tiny_model_dir, entries, message):
     folder = saved_by_sentence_transformers(tmp_path, tiny_model_dir, "mean", False, {})
