@@ -291,5 +291,7 @@ def st_disagreements(folder: str | Path, recorded: dict) -> dict[str, tuple[obje
         length = read_json_object(transformer_config_file(folder), ST_HINT, missing={}).get("max_seq_length")
         if isinstance(length, int) and not isinstance(length, bool):  # what sentence-transformers cuts passages at
             theirs["passage_max_length"] = length
+    elif kinds[:1] == ["Router"]:  # untied towers: their pooling and each tower's length (``st_router``)
+        theirs.update({**router_settings(folder)[0], "normalize": "Normalize" in kinds})
     return {name: (recorded[name], value) for name, value in theirs.items()
             if recorded.get(name) is not None and recorded[name] != value}

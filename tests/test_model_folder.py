@@ -106,3 +106,29 @@ def test_config_sentence_transformers_json_is_read_once_per_load(tmp_path, tiny_
     reads.clear()
     DualEncoder.from_pretrained(str(folder))
     assert reads.count("config_sentence_transformers.json") == 1
+
+
+@pytest.mark.parametrize("edit, named", [
+    (lambda f: _edit_json(f / "modules.json", lambda m: m.pop()), "normalize True in retriever.json, False"),
+    (lambda f: _edit_json(f / "1_Pooling" / "config.json", lambda c: c.update(pooling_mode_cls_token=True,
+                                                                               pooling_mode_mean_tokens=False)),
+     "pooling 'mean' in retriever.json, 'cls'"),
+    (lambda f: _edit_json(f / "query" / "sentence_bert_config.json", lambda c: c.update(max_seq_length=8)),
+     "query_max_length 20 in retriever.json, 8"),
+    (lambda f: _edit_json(f / "sentence_bert_config.json", lambda c: c.update(max_seq_length=16)),
+     "passage_max_length 28 in retriever.json, 16"),
+])
+def test_untied_towers_sentence_transformers_files_edited_to_disagree_are_refused(tmp_path, tiny_model_dir, edit,
+                                                                                  named):
+    """Only a shared tower's modules were compared: an untied folder's Router edited to drop Normalize, pool
+    otherwise or cut at another length was encoded with retriever.json's settings, other vectors than
+    SentenceTransformer(folder)'s, exit 0."""
+    from retriever.errors import RetrieverError
+
+    model = DualEncoder.from_pretrained(str(tiny_model_dir), towers="untied", pooling="mean", normalize=True,
+                                        query_max_length=20, passage_max_length=28)
+    folder = model.save(tmp_path / "model", training={"init_model": "tiny"})
+    EncoderSettings.for_model(str(folder))
+    edit(folder)
+    with pytest.raises(RetrieverError, match=re.escape(named)):
+        EncoderSettings.for_model(str(folder))
