@@ -141,6 +141,10 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if self.cycle.waiting_for_100_continue and self.cycle.keep_alive:  # kept alive once the body is in
             self.cycle.keep_alive, self._awaiting_body = False, self.cycle
 
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._body_of is None:  # a trailer field is dropped: added to the headers, it was read as one if it came soon
+            super().on_header(name, value)
+
     def on_body(self, body: bytes) -> None:
         if self._body_left is not None:
             self._body_left -= len(body)
