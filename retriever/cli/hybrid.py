@@ -34,11 +34,13 @@ def _fusion_overrides(fusion: str | None, alpha: float | None, rrf_k: float | No
 
 
 def _fusion_only_for_hybrid(function: Callable) -> Callable:
-    """A fusion flag with --mode dense or bm25 would do nothing: refused, so no flag is silently unused."""
+    """A fusion flag with --mode dense or bm25 would do nothing: refused, so no flag is silently unused. Not when
+    `evaluate` scores a --run file: it searches nothing, so it refuses every search flag itself (this one said to add
+    --mode hybrid, which it then refused)."""
     @functools.wraps(function)
     def wrapper(*args, **kwargs):
         given = [name for name, value in kwargs["fusion_overrides"].items() if value is not None]
-        if given and kwargs["mode"] != "hybrid":
+        if given and kwargs["mode"] != "hybrid" and kwargs.get("run_path") is None:
             flag = {"method": "--fusion", "rrf_k": "--rrf-k", "depth": "--fusion-depth"}.get(given[0], "--alpha")
             raise click.UsageError(f"{flag} applies only to --mode hybrid, not --mode {kwargs['mode']}: drop it "
                                    "or add --mode hybrid")

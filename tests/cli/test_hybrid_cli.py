@@ -99,6 +99,20 @@ def test_fusion_flags_outside_hybrid_and_non_finite_numbers_fail_before_the_inde
         assert len(result.output.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("flag", [["--alpha", "0.3"], ["--rrf-k", "10"], ["--fusion", "convex"],
+                                  ["--fusion-depth", "5"]])
+def test_evaluate_run_with_a_fusion_flag_alone_says_it_needs_an_index_not_hybrid(tmp_path, flag):
+    """It said to add --mode hybrid, and with that the run was refused for --mode: scoring a run file searches
+    nothing, so the flag applies only with --index."""
+    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 1.0 t\n")
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\n")
+    result = CliRunner().invoke(main, ["evaluate", "--run", str(tmp_path / "run.trec"), "--qrels",
+                                       str(tmp_path / "qrels.txt"), *flag])
+    assert result.exit_code == 2 and result.output.startswith(f"error: {flag[0]} appl"), result.output
+    assert "only with --index; --run scores the run as it is" in result.output, result.output
+    assert "--mode hybrid" not in result.output, result.output
+
+
 @pytest.mark.parametrize("command, flag", [(["bm25", "IDX"], "--bm25-k1"), (["bm25", "IDX"], "--bm25-b"),
                                            (["index", "SHARDS", "CORPUS", "-o", "OUT"], "--target-recall")])
 def test_non_finite_build_numbers_are_usage_errors(tmp_path, command, flag):
