@@ -236,6 +236,24 @@ def fields_from(id_field: str, text_field: str, title_field: str) -> Fields:
         raise click.UsageError(str(error)) from None
 
 
+RUN_SUFFIXES = {"trec": (".trec", ".run"), "jsonl": (".jsonl", ".json", ".ndjson")}  # the first: what to name it
+_RUN_KINDS = {"trec": ("TREC", "TREC lines"), "jsonl": ("JSONL", "JSONL")}
+
+
+def check_run_suffix(path: Path | None, fmt: str, flag: str, switch: str | None = None) -> None:
+    """Refuse a run file named for the other format (`-o run.jsonl` got TREC lines, exit 0), before any work;
+    ``switch`` is the flag that picks the format, where the command has one."""
+    other = next((kind for kind, suffixes in RUN_SUFFIXES.items()
+                  if kind != fmt and path is not None and path.suffix.lower() in suffixes), None)
+    if other is None:
+        return
+    chosen = f" ({switch} {fmt})" if switch else ""
+    fix = f"add {switch} {other}, or " if switch else ""
+    raise click.UsageError(f"{flag} {path} names a {_RUN_KINDS[other][0]} file, but the run is written as "
+                           f"{_RUN_KINDS[fmt][1]}{chosen}; {fix}name the file for its format "
+                           f"({path.with_suffix(RUN_SUFFIXES[fmt][0]).name})")
+
+
 def json_option(what: str) -> Decorator:
     """--json on the commands that build (``as_json``): standard output holds nothing else, so a script reads one
     object there, and without it nothing, the summary line going to stderr as progress does."""

@@ -3,9 +3,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,9 +11,10 @@ import click
 
 from retriever.choices import DEFAULT_K
 from retriever.cli.hybrid import mode_options
-from retriever.cli.options import (OutputFile, check_outputs_apart, compose, corpus_options, device_options,
-                                   fields_from, flags_given, report_truncation)
+from retriever.cli.options import (OutputFile, check_outputs_apart, check_run_suffix, compose, corpus_options,
+                                   device_options, fields_from, flags_given, report_truncation)
 from retriever.cli.outputs import expect_outputs
+from retriever.cli.stdin import read_stdin
 from retriever.corpus import BeirDataset, Fields, Query, blank_queries_warning, read_queries
 from retriever.errors import RetrieverError
 from retriever.files import write_json
@@ -142,6 +140,7 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
 
     _check_search_flags(query, queries, output, as_json, run_format)
     check_outputs_apart({"--output": output}, {"--queries": None if str(queries) == "-" else queries, "INDEX": index})
+    check_run_suffix(output, run_format, "-o", "--run-format")  # after: an output that is an input is worse
     expect_outputs(output)
     if query is not None and is_blank(query):
         raise RetrieverError("the query is empty (nothing but whitespace or invisible characters)")
@@ -207,18 +206,11 @@ def _check_search_flags(query: str | None, queries: Path | None, output: Path | 
 
 
 def _read_batch(queries: Path, fmt: str, fields: Fields) -> list[Query]:
-    """Queries from a file, or from standard input for ``-`` (spooled to a temporary file the readers take)."""
+    """Queries from a file, or from standard input for ``-``."""
     if str(queries) != "-":
         return read_queries(queries, fmt, fields)
     suffix = {"tsv": ".tsv", "parquet": ".parquet"}.get(fmt, ".jsonl")
-    with tempfile.TemporaryDirectory() as folder:
-        spooled = Path(folder) / f"stdin{suffix}"
-        with open(spooled, "wb") as file:
-            shutil.copyfileobj(sys.stdin.buffer, file)
-        try:
-            return read_queries(spooled, fmt, fields)
-        except RetrieverError as error:  # the spooled file is gone once this returns: name what the user gave
-            raise RetrieverError(str(error).replace(str(spooled), "standard input")) from None
+    return read_stdin(suffix, lambda path: read_queries(path, fmt, fields))
 
 
 # evaluate's flags that only searching an index uses
@@ -267,6 +259,7 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output,
 
     check_outputs_apart({"--output": output, "--save-run": save_run},
                         {"--run": run_path, "--qrels": qrels, "--index": index, "--dataset": dataset})
+    check_run_suffix(save_run, "trec", "--save-run")
     expect_outputs(save_run, output)
     if (run_path is None) == (index is None):
         raise click.UsageError("give either --run (with --qrels or --dataset) or --index with --dataset")

@@ -94,3 +94,22 @@ def test_an_output_file_name_too_long_with_its_temporary_suffix_says_so_not_that
                                        "-o", str(tmp_path / ("r" * length))])
     assert result.exit_code == 2 and f"the name is {length} bytes long" in result.output, result.output
     assert "so it may be at most" in result.output and "nothing can be created" not in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["search", "IDX", "--queries", "Q", "-o", "run.jsonl"],
+     "-o run.jsonl names a JSONL file, but the run is written as TREC lines (--run-format trec); add --run-format "
+     "jsonl, or name the file for its format (run.trec)"),
+    (["search", "IDX", "--queries", "Q", "-o", "run.trec", "--run-format", "jsonl"],
+     "-o run.trec names a TREC file, but the run is written as JSONL (--run-format jsonl)"),
+    (["evaluate", "--index", "IDX", "--dataset", "IDX", "--save-run", "run.json"],
+     "--save-run run.json names a JSONL file, but the run is written as TREC lines"),
+])
+def test_a_run_file_named_for_the_other_format_is_refused_before_any_work(tmp_path, monkeypatch, args, message):
+    """`search -o run.jsonl` wrote TREC lines into run.jsonl with exit 0."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "IDX").mkdir()  # not an index: the check comes before it is opened
+    (tmp_path / "Q").write_text('{"_id": "q1", "text": "cat"}\n')
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert not (tmp_path / args[args.index("-o" if "-o" in args else "--save-run") + 1]).exists()

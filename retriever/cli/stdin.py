@@ -1,0 +1,26 @@
+"""Standard input as a file, for the readers that take a path: `search --queries -` and `evaluate --run -`."""
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from retriever.errors import RetrieverError
+
+T = TypeVar("T")
+
+
+def read_stdin(suffix: str, read: Callable[[Path], T]) -> T:
+    """``read`` of standard input spooled to a temporary file named ``stdin{suffix}`` (a reader may tell the format
+    by it); an error names standard input, not the temporary file, which is gone once this returns."""
+    with tempfile.TemporaryDirectory() as folder:
+        spooled = Path(folder) / f"stdin{suffix}"
+        with open(spooled, "wb") as file:
+            shutil.copyfileobj(sys.stdin.buffer, file)
+        try:
+            return read(spooled)
+        except RetrieverError as error:
+            raise RetrieverError(str(error).replace(str(spooled), "standard input")) from None
