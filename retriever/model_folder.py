@@ -169,7 +169,6 @@ def sentence_transformers_settings(folder: str | Path, given: dict | None = None
         settings, include_prompt = router_settings(folder)
     else:
         settings, include_prompt = _pipeline_settings(folder, modules, kinds)
-        check_transformer_config(folder)
     settings["normalize"] = kinds[-1] == "Normalize"
     for key, (as_5, as_6) in _st_prefixes(folder, config).items():
         if as_5 != as_6 and key not in given:
@@ -183,7 +182,9 @@ def sentence_transformers_settings(folder: str | Path, given: dict | None = None
 
 
 def _pipeline_settings(folder: Path, modules: list[dict], kinds: list[str]) -> tuple[dict, bool]:
-    """The pooling of a Transformer → Pooling [→ Dense] [→ Normalize] folder, and its ``include_prompt``."""
+    """The pooling of a Transformer → Pooling [→ Dense] [→ Normalize] folder, and its ``include_prompt``; other
+    modules, a Dense that is not BERT's pooler, or Transformer options retriever does not apply are refused."""
+    check_transformer_config(folder)
     dense = kinds[2:3] == ["Dense"]  # BERT's pooler, as retriever writes `pooler` pooling, or refused below
     if [kind for i, kind in enumerate(kinds) if not (dense and i == 2)] not in (
             ["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]) \
@@ -282,12 +283,7 @@ def st_disagreements(folder: str | Path, recorded: dict) -> dict[str, tuple[obje
                                  for key, (as_5, as_6) in _st_prefixes(folder, read_json_object(
                                      folder / ST_CONFIG, ST_HINT, missing={})).items()}
     if kinds[:1] == ["Transformer"]:  # a shared tower: its modules are the whole pipeline (a Router nests them)
-        check_transformer_config(folder)
-        theirs["normalize"] = "Normalize" in kinds
-        pooling = next((m for m, kind in zip(modules, kinds) if kind == "Pooling"), None)
-        if pooling is not None and str(pooling.get("path") or "").strip("./"):
-            mode = st_pooling(folder / str(pooling["path"]))[0]
-            theirs["pooling"] = "pooler" if mode == "cls" and "Dense" in kinds else mode
+        theirs.update({**_pipeline_settings(folder, modules, kinds)[0], "normalize": "Normalize" in kinds})
         length = read_json_object(transformer_config_file(folder), ST_HINT, missing={}).get("max_seq_length")
         if isinstance(length, int) and not isinstance(length, bool):  # what sentence-transformers cuts passages at
             theirs["passage_max_length"] = length

@@ -132,3 +132,21 @@ def test_untied_towers_sentence_transformers_files_edited_to_disagree_are_refuse
     edit(folder)
     with pytest.raises(RetrieverError, match=re.escape(named)):
         EncoderSettings.for_model(str(folder))
+
+
+def test_a_pooler_dense_trained_apart_from_the_pooler_is_refused(tmp_path, tiny_model_dir):
+    """`pooler` pooling is written as a Dense holding the pooler's weights; trained further by sentence-transformers
+    (which leaves the transformer's own pooler as it was) and saved in place, retriever.json still said `pooler`
+    and retriever applied the stale pooler: other vectors than SentenceTransformer(folder)'s, exit 0."""
+    from safetensors.torch import load_file, save_file
+
+    from retriever.errors import RetrieverError
+
+    model = DualEncoder.from_pretrained(str(tiny_model_dir), pooling="pooler", normalize=False)
+    folder = model.save(tmp_path / "model", training={"init_model": "tiny"})
+    EncoderSettings.for_model(str(folder))
+    weights = load_file(str(folder / "2_Dense" / "model.safetensors"))
+    save_file({**weights, "linear.weight": weights["linear.weight"] * 1.5}, str(folder / "2_Dense" / "model.safetensors"))
+    with pytest.raises(RetrieverError, match=r"its Dense is not BERT's pooler, as retriever writes one: its weights "
+                                             r"are not the transformer's pooler's"):
+        EncoderSettings.for_model(str(folder))
