@@ -183,6 +183,10 @@ def train_command(dataset, split, train_jsonl, corpus, negatives, model, encoder
         dev_split=dev_split, dev_dataset=_str(dev_dataset), dev_max_docs=dev_max_docs, device=device, dtype=dtype,
         save_steps=save_steps or None, cross_device_negatives=cross_device_negatives, progress=progress,
         report_to=report_to, ddp_timeout=ddp_timeout)
+    try:
+        config.check_flag_combinations()
+    except RetrieverError as error:  # a bad flag combination, as the README says
+        raise click.UsageError(str(error), click.get_current_context()) from None
     result = train(config)
     if is_main_process():
         click.echo(json.dumps({"model": str(result.output), "steps": result.steps, "best_step": result.best_step,

@@ -29,7 +29,7 @@ from retriever.pretraining.condenser import MAX_HEAD_LAYERS, CondenserForPretrai
 from retriever.pretraining.guards import check_examples, check_tokenizer, drops_lone_span_passage
 from retriever.pretraining.masking import CondenserExamples, TokenizedCorpus, WholeWordMasker, pad_batch
 from retriever.training import stack
-from retriever.training.layout import planned_steps
+from retriever.training.layout import check_step_split, planned_steps
 from retriever.training.processes import average_gradients, summed_over_processes
 from retriever.training.run_guards import one_run_at_a_time
 
@@ -64,7 +64,6 @@ class PretrainConfig(stack.StackConfig):
         super().check()
         if self.max_length < 8:
             raise RetrieverError("--max-length must be at least 8")
-        self.check_flag_combinations()
         if self.n_head_layers is not None and self.n_head_layers > MAX_HEAD_LAYERS:  # each a backbone layer's memory
             raise RetrieverError(f"--n-head-layers {self.n_head_layers} is more than {MAX_HEAD_LAYERS}; the Condenser "
                                  f"head is a few fresh layers (the paper used 2): give 1 to {MAX_HEAD_LAYERS}")
@@ -74,8 +73,8 @@ class PretrainConfig(stack.StackConfig):
             raise RetrieverError("--mlm-probability must be between 0 and 1")
 
     def check_flag_combinations(self) -> None:
-        """Settings that contradict each other, read from no file: `retriever pretrain` reports them as usage
-        errors before anything is read."""
+        """Settings that contradict each other or the launch, read from no file: `retriever pretrain` reports them as
+        usage errors before anything is read, and `check` runs them, so the library raises the same line."""
         if self.objective not in OBJECTIVES or self.objective == "mlm" and (self.n_head_layers or
                                                                            self.skip_from is not None):
             raise RetrieverError(f"--objective is one of {', '.join(OBJECTIVES)}; mlm has no head (no --n-head-layers "
@@ -86,6 +85,8 @@ class PretrainConfig(stack.StackConfig):
         if not self.cocondenser and self.temperature != PretrainConfig.temperature:  # else unused, without a word
             raise RetrieverError(f"--temperature {self.temperature:g} is the --cocondenser span loss's, which this "
                                  "run does not have; add --cocondenser or drop --temperature")
+        check_step_split(self.batch_size, "--sequences-per-step")  # it was refused once the model and data loaded
+        super().check_flag_combinations()
 
 
 def check_span_batch(sequences: int, processes: int) -> None:

@@ -32,6 +32,16 @@ def planned_steps(max_steps: int | None, epochs: int | None, examples: int, per_
     return max_steps or (epochs or 1) * steps_per_epoch(examples, per_step)
 
 
+def check_step_split(per_step: int, flag: str) -> None:
+    """Refuse a step whose examples do not split over the launch's processes (Accelerate gives each an equal
+    slice): a flag error, so the line names the counts that fit."""
+    processes = launched_processes()
+    if per_step % processes:
+        lower, upper = max(processes, per_step // processes * processes), -(-per_step // processes) * processes
+        raise RetrieverError(f"{flag} {per_step} does not split over {processes} processes: it must be a multiple "
+                             f"of {processes}; use " + (f"{lower}" if lower == upper else f"{lower} or {upper}"))
+
+
 def check_step_layout(examples: int, per_step: int, unit: str, log: Callable[[str], None]) -> bool:
     """Refuse ``examples`` (of ``unit``) that fill no step under torchrun; return whether the short last step of
     each epoch is left out, saying so."""

@@ -96,12 +96,16 @@ class StackConfig:
                 raise RetrieverError(f"--{name.replace('_', '-')} is {getattr(self, name)}; give a finite number")
         if self.learning_rate <= 0 or not 0 <= self.warmup_ratio < 1:
             raise RetrieverError("--learning-rate must be positive and --warmup-ratio in [0, 1)")
-        if not self.corpus and (self.corpus_format != "auto" or self.corpus_fields != Fields()):  # else ignored
-            raise RetrieverError("--format, --id-field, --text-field and --title-field describe --corpus, which is "
-                                 "not given; drop them or add --corpus")
+        self.check_flag_combinations()
         if not 0 <= self.seed <= 2**32 - 1:  # numpy's seeding refused it only once the model had loaded
             raise RetrieverError(f"--seed {self.seed} is outside 0..2**32-1, the seeds numpy takes")
         check_run_paths(self.output, self.model, self.data_files())
+
+    def check_flag_combinations(self) -> None:
+        """Flags that contradict each other or the launch, read from no file: usage errors of the CLI (`check`)."""
+        if not self.corpus and (self.corpus_format != "auto" or self.corpus_fields != Fields()):  # else ignored
+            raise RetrieverError("--format, --id-field, --text-field and --title-field describe --corpus, which is "
+                                 "not given; drop them or add --corpus")
 
     def normalised(self) -> "StackConfig":
         """Paths resolved, so a rerun from another directory compares equal."""
@@ -147,10 +151,6 @@ class StackConfig:
         ``metric`` picks the best checkpoint, kept from rotation."""
         device = resolve_device(self.device)
         precision = resolve_dtype(self.dtype, device)
-        ranks = launched_processes()
-        if per_step % ranks:
-            raise RetrieverError(f"a step's {per_step} examples do not split over {ranks} processes; make "
-                                 f"--queries-per-step (train) or --sequences-per-step (pretrain) a multiple of {ranks}")
         drop_last = examples is not None and check_step_layout(examples[0], per_step, examples[1], log)
         backend = join_process_group(device, self.ddp_timeout)
         arguments = TrainingArguments(

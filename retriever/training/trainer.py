@@ -26,6 +26,7 @@ from retriever.training.dev import (SELECTION_METRIC, DevSet, dev_history, evalu
                                    shared_queries_warning, start_model_note)
 from retriever.training.dual_encoder import DualEncoder
 from retriever.training.gradcache import cached_embeddings
+from retriever.training.layout import check_step_split
 from retriever.training.loss import contrastive_loss, default_temperature, global_batch, judged_positive_mask
 from retriever.training.processes import average_gradients
 from retriever.training.run_guards import one_run_at_a_time
@@ -56,8 +57,9 @@ class TrainConfig(stack.StackConfig):
                                                "grad_cache_chunk_size", "dev_max_docs")
     FINITE: ClassVar[tuple[str, ...]] = (*stack.StackConfig.FINITE, "temperature")
 
-    def check(self) -> None:
-        super().check()
+    def check_flag_combinations(self) -> None:
+        """Settings that contradict each other or the launch, read from no file: `retriever train` reports them as
+        usage errors before anything is read (they exited 1 like a failed run), and `check` runs them."""
         if (self.dataset is None) == (self.train_jsonl is None):
             raise RetrieverError("give training data as either --dataset (a BEIR folder) or --train-jsonl")
         if self.corpus and not self.train_jsonl:
@@ -71,6 +73,8 @@ class TrainConfig(stack.StackConfig):
         if self.temperature is not None:
             check_temperature(self.temperature)
         check_candidates(self)
+        check_step_split(self.batch_size, "--queries-per-step")  # it was refused once the model and data loaded
+        super().check_flag_combinations()
 
     def data_files(self) -> dict[str, Path | None]:
         """Besides --corpus: --train-jsonl, --negatives and the files of the training and dev splits' BEIR folders."""

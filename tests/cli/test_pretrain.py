@@ -164,3 +164,16 @@ def test_contradicting_flags_are_usage_errors(tmp_path, tiny_beir):
         assert result.exit_code == 2 and result.output.startswith("error: --"), result.output
         assert message in result.output and result.output.rstrip().endswith("pretrain --help`)"), result.output
         assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def test_a_step_that_does_not_split_over_the_processes_is_a_usage_error(tmp_path, tiny_beir, monkeypatch):
+    """`--sequences-per-step 3` under two torchrun processes was refused only once the model and corpus had loaded,
+    with exit 1 as if a run had failed."""
+    from retriever.cli import main
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    result = CliRunner().invoke(main, ["pretrain", str(tiny_beir), "--output", str(tmp_path / "out"), "--model",
+                                       "no-such-model", "--sequences-per-step", "3"])
+    assert result.exit_code == 2 and result.output.startswith("error: --sequences-per-step 3 does not split over 2 "
+                                                              "processes: it must be a multiple of 2; use 2 or 4 (see")
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "out").exists()

@@ -12,6 +12,7 @@ from conftest import write_jsonl
 from retriever.cli import main
 from retriever.cli.training import COMMANDS, mine_command, train_command
 from retriever.errors import RetrieverError
+from retriever.training import TrainConfig, train
 
 CPU = ["--device", "cpu", "--dtype", "fp32"]
 
@@ -87,12 +88,33 @@ def test_train_from_jsonl_with_a_corpus(tmp_path, tiny_model_dir, tiny_beir):
     # without --dev-split these were ignored: no dev evaluation, the last weights kept, exit 0
     (["--dataset", "{beir}", "--dev-dataset", "{beir}"], "--dev-dataset and --dev-max-docs go with --dev-split"),
     (["--dataset", "{beir}", "--dev-max-docs", "5"], "--dev-dataset and --dev-max-docs go with --dev-split"),
+    (["--train-jsonl", "{jsonl}", "--negatives", "{jsonl}"], "--negatives goes with --dataset"),
+    (["--dataset", "{beir}", "--format", "tsv"], "describe --corpus, which is not given"),
+    (["--dataset", "{beir}", "--queries-per-step", "1"], "a training step holds one query and one passage"),
+    (["--dataset", "{beir}", "--queries-per-step", "3", "--world-size", "2"],
+     "--queries-per-step 3 does not split over 2 processes: it must be a multiple of 2; use 2 or 4"),
 ])
-def test_conflicting_data_flags_are_refused(tmp_path, tiny_beir, arguments, message):
+def test_conflicting_data_flags_are_refused(tmp_path, tiny_beir, monkeypatch, arguments, message):
+    """A bad flag combination is a usage error (exit 2, one line, the --help pointer), as the README says, before
+    anything is read; these exited 1 as if a run had failed (a step that does not split over torchrun's processes
+    only once the model and data had loaded). The library raises the same line."""
     jsonl = write_jsonl(tmp_path / "t.jsonl", [{"query": "q", "positives": ["p"]}])
     arguments = [a.format(jsonl=jsonl, beir=tiny_beir) for a in arguments]
-    result = CliRunner().invoke(train_command, [*arguments, "--output", str(tmp_path / "out")])
-    assert isinstance(result.exception, RetrieverError) and message in str(result.exception)
+    if "--world-size" in arguments:  # as torchrun tells its processes
+        monkeypatch.setenv("WORLD_SIZE", arguments.pop(arguments.index("--world-size") + 1))
+        arguments.remove("--world-size")
+    result = CliRunner().invoke(main, ["train", *arguments, "--output", str(tmp_path / "out")])
+    assert result.exit_code == 2 and result.output.startswith("error: ") and message in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and result.output.rstrip().endswith("train --help`)")
+    assert not (tmp_path / "out").exists()
+    flags = {"--train-jsonl": "train_jsonl", "--dataset": "dataset", "--corpus": "corpus", "--dev-split": "dev_split",
+             "--dev-dataset": "dev_dataset", "--dev-max-docs": "dev_max_docs", "--negatives": "negatives",
+             "--format": "corpus_format", "--queries-per-step": "batch_size"}
+    settings = {flags[flag]: int(value) if value.isdigit() else value
+                for flag, value in zip(arguments[::2], arguments[1::2])}
+    with pytest.raises(RetrieverError) as refused:
+        train(TrainConfig(output=str(tmp_path / "out"), **settings))
+    assert f"error: {refused.value} (see" in result.output
 
 
 def test_report_to_tensorboard_logs_loss_learning_rate_speed_and_dev_metrics(tmp_path, tiny_model_dir, tiny_beir):
