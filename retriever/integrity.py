@@ -114,8 +114,9 @@ def check_files(folder: Path, manifest: dict, names: Iterable[str]) -> None:
 @contextmanager
 def reading(path: Path, damage: Callable[[Path, str], RetrieverError] = damaged) -> Iterator[None]:
     """Turn any failure to read one of the folder's files into the damage error naming it (``damage``: the BM25
-    part's says how to rebuild that part alone), but for memory running out: under `ulimit -v` an ivf-ondisk
-    index's mapped lists were called damaged, and a rebuild would fail alike."""
+    part's says how to rebuild that part alone), but for memory running out and a file the user may not read:
+    under `ulimit -v` an ivf-ondisk index's mapped lists were called damaged, and so was a folder of another
+    user's files; a rebuild would fail alike, or replace an index that is fine."""
     try:
         yield
     except RetrieverError:
@@ -126,6 +127,9 @@ def reading(path: Path, damage: Callable[[Path, str], RetrieverError] = damaged)
         first_line = faiss_message(error) if str(error).strip() else type(error).__name__
         if is_out_of_memory(error):
             raise out_of_memory(f"opening {path} ({first_line[:200]}; the file is not damaged)") from None
+        if isinstance(error, PermissionError) or "Permission denied" in str(error):  # FAISS's is a RuntimeError
+            raise RetrieverError(f"{path}: this user may not read it ({first_line[:200]}); the file is not damaged: "
+                                 "give the user read access to the index folder's files") from None
         raise damage(path, f"cannot be read ({first_line[:200]})") from None
 
 

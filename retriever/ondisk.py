@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 IVFDATA_FILE = "index.ivfdata"
 CODES = {"sq8": "SQ8", "fp16": "SQfp16", "flat": "Flat"}
-READ_FLAGS = faiss.IO_FLAG_ONDISK_SAME_DIR
+READ_FLAGS = faiss.IO_FLAG_ONDISK_SAME_DIR | faiss.IO_FLAG_READ_ONLY
 
 
 @contextmanager

@@ -135,6 +135,76 @@ def test_an_address_space_limit_below_the_lists_is_said_not_called_damage(ondisk
     assert "rebuild" not in message and "ulimit -v" in message
 
 
+def _opened_by_another_user(folder) -> str:
+    """What opening the index in ``folder`` gives a user who does not own its files (root cannot be refused a file:
+    a forked child drops to nobody; it only reads, so nothing it runs needs a thread or an import)."""
+    from retriever.index_opening import open_index
+
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's outcome comes back through the pipe
+        os.close(reader)
+        outcome = "opened"
+        try:
+            if os.geteuid() == 0:
+                os.setgid(65534)
+                os.setuid(65534)
+            index, _ = open_index(folder, json.loads((folder / "manifest.json").read_text()))
+            outcome = f"opened {index.ntotal}"
+        except BaseException as error:  # noqa: BLE001 - any failure is the outcome
+            outcome = f"{type(error).__name__}: {error}"
+        os.write(writer, outcome.encode())
+        os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as pipe:
+        outcome = pipe.read().decode()
+    os.waitpid(child, 0)
+    return outcome
+
+
+def _shared_copy(ondisk, mode: int):
+    """A copy of the index anyone may reach, its files at ``mode``, its folder read-only."""
+    import tempfile
+    from pathlib import Path
+
+    root = Path(tempfile.mkdtemp())
+    root.chmod(0o755)
+    copy = root / "shared"
+    shutil.copytree(ondisk, copy)
+    for path in copy.rglob("*"):
+        path.chmod(0o555 if path.is_dir() else mode)
+    copy.chmod(0o555)
+    return copy
+
+
+def test_an_ondisk_index_of_read_only_files_opens_for_a_user_who_cannot_write_them(ondisk):
+    """FAISS mapped index.ivfdata for writing (mode r+): a read-only folder, or one of another user's files, was
+    called damaged, to be rebuilt."""
+    copy = _shared_copy(ondisk, 0o444)
+    try:
+        assert _opened_by_another_user(copy) == "opened 400"
+    finally:
+        _remove_shared(copy)
+
+
+def test_an_index_file_the_user_may_not_read_is_said_so_not_called_damaged(ondisk):
+    copy = _shared_copy(ondisk, 0o444)
+    copy.chmod(0o755)
+    (copy / IVFDATA_FILE).chmod(0o400)
+    try:
+        outcome = _opened_by_another_user(copy)
+    finally:
+        _remove_shared(copy)
+    assert outcome.startswith(f"RetrieverError: {copy / 'index.faiss'}: this user may not read it (")
+    assert "Permission denied" in outcome and "read access" in outcome and "rebuild" not in outcome
+
+
+def _remove_shared(copy) -> None:
+    for path in [copy, *copy.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    shutil.rmtree(copy.parent)
+
+
 def test_workers_split_shards_label_the_same_documents(ondisk, corpus, encoder, tmp_path):
     split = tmp_path / "split"
     for worker in range(2):
