@@ -49,20 +49,34 @@ class EncoderActor:
             self.error = None
 
     def metadata(self) -> dict:
+        return self._loaded().metadata()
+
+    def _loaded(self) -> Encoder:
+        """The encoder, or the one-line error that stopped it loading: Ray restarts a dead worker by running
+        ``__init__`` again, so the error can come at any part, not only at the pool's start."""
         if self.error is not None:
             raise self.error
-        return self.encoder.metadata()
+        return self.encoder
 
     def pid(self) -> int:
         return os.getpid()
 
     def encode_part(self, part: list[Document], path: str, metadata: dict) -> PartResult:
+        """``encode_part`` here, by an encoder that makes the vectors ``metadata`` records. Agreed at the pool's start,
+        a worker restarted since loaded the model again (on a cluster, maybe on another node): a folder retrained
+        in place wrote the new model's vectors under the old one's record."""
+        diffs = differing_fields(metadata, self._loaded().metadata())
+        if diffs:
+            raise RetrieverError(f"a Ray worker restarted during the run would make other vectors than its shards "
+                                 f"record ({'; '.join(diffs)}): the model folder changed, or differs on the node it "
+                                 "restarted on; restore the model the run started with on every node and rerun the "
+                                 "same command to resume (finished parts are kept)")
         outcome = encode_part(self.encoder, part, Path(path), metadata)
         written = os.stat(path)
         return outcome, len(part), written.st_size, written.st_mtime
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
-        return self.encoder.encode_queries(texts)
+        return self._loaded().encode_queries(texts)
 
 
 def actor_settings(settings: EncoderSettings) -> dict:

@@ -1,0 +1,52 @@
+"""A Ray worker that dies is restarted by Ray, which loads its encoder again from the model folder (on a cluster,
+maybe on another node): it must make the vectors the run's shards record, or refuse the part. Its own module: the
+pool of test_ray_encoding holds the session's two CPUs while its module runs."""
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from conftest import make_tiny_bert
+from retriever.corpus_encoding import encode_corpus
+from retriever.distributed.ray_encoding import RayEncoderPool
+from retriever.encoder import EncoderSettings
+from retriever.errors import RetrieverError
+from retriever.shards import list_shards
+from test_corpus_encoding import write_corpus
+
+
+def restarted_after(local_ray, model, change) -> RayEncoderPool:
+    """A one-worker pool on ``model`` whose worker was killed after ``change`` (Ray restarts it on the next part)."""
+    pool = RayEncoderPool(local_ray, EncoderSettings(model=str(model)), device="cpu", dtype="fp32", workers=1)
+    change()
+    os.kill(pool.pids()[0], signal.SIGKILL)
+    return pool
+
+
+def test_a_worker_restarted_on_other_weights_is_refused(local_ray, tmp_path):
+    """The folder retrained in place mid-run: the restarted worker wrote the new model's vectors under the record
+    of the old one, which `index` and `search` then trusted."""
+    model = make_tiny_bert(tmp_path / "model")
+    pool = restarted_after(local_ray, model, lambda: make_tiny_bert(model, seed=1))
+    try:
+        with pytest.raises(RetrieverError, match="^a Ray worker restarted .* other vectors .*weights_sha256"):
+            encode_corpus(write_corpus(tmp_path / "c.jsonl", 20), tmp_path / "shards", pool, shard_size=10,
+                          progress=False)
+    finally:
+        pool.close()
+    assert not (tmp_path / "shards").exists() or not list_shards(tmp_path / "shards")
+
+
+def test_a_worker_that_cannot_restart_says_why(local_ray, tmp_path):
+    """The model's weights gone mid-run: the restarted worker's encode_part failed with an AttributeError traceback
+    (its encoder's own one-line error was kept for a method that was never called)."""
+    model = make_tiny_bert(tmp_path / "model")
+    pool = restarted_after(local_ray, model, lambda: (model / "model.safetensors").unlink())
+    try:
+        with pytest.raises(RetrieverError, match="weights"):
+            encode_corpus(write_corpus(tmp_path / "c.jsonl", 20), tmp_path / "shards", pool, shard_size=10,
+                          progress=False)
+    finally:
+        pool.close()
