@@ -98,9 +98,10 @@ def router_settings(folder: Path) -> tuple[dict, bool]:
             pooling = "pooler"
         poolings[route] = (pooling, include_prompt)
     if poolings["query"] != poolings["document"]:
-        raise RetrieverError(f"{folder / ROUTER_CONFIG}: its towers pool otherwise (query {poolings['query'][0]}, "
-                             f"document {poolings['document'][0]}, with include_prompt), and retriever applies one "
-                             "pooling to both; encode the model with sentence-transformers")
+        named = "; ".join(f"{route} {mode}" + ("" if include else " leaving the prompt out")
+                          for route, (mode, include) in poolings.items())
+        raise RetrieverError(f"{folder / ROUTER_CONFIG}: its towers pool otherwise ({named}), and retriever applies "
+                             "one pooling to both; encode the model with sentence-transformers")
     query, passage = router_towers(folder) or (folder, folder)
     return ({"towers": "untied", "pooling": poolings["query"][0], "query_max_length": default_max_length(str(query)),
              "passage_max_length": default_max_length(str(passage))}, poolings["query"][1])

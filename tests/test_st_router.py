@@ -86,7 +86,8 @@ def test_towers_pooled_otherwise_are_refused(tmp_path):
     config = json.loads((folder / "router_config.json").read_text())
     pooling = config["structure"]["query"][1]
     (folder / pooling / "config.json").write_text(json.dumps({"embedding_dimension": 32, "pooling_mode": "cls"}))
-    with pytest.raises(RetrieverError, match="towers pool otherwise"):
+    with pytest.raises(RetrieverError, match=r"router_config.json: its towers pool otherwise \(query cls; document "
+                                             r"mean\), and retriever applies one pooling to both"):
         EncoderSettings.for_model(str(folder))
 
 
