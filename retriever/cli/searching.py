@@ -227,8 +227,9 @@ def _metric_names(ctx: click.Context, param: click.Parameter, value: str) -> tup
 
 
 @click.command("evaluate")
-@click.option("--run", "run_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="A TREC or JSONL run file to score (needs --qrels or --dataset/--split).")
+@click.option("--run", "run_path", type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path),
+              default=None, help="A TREC or JSONL run file to score (needs --qrels or --dataset/--split), or - for "
+                                 "standard input (`retriever search ... | retriever evaluate --run - ...`).")
 @click.option("--qrels", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Judgments: TREC qrels or BEIR TSV.")
 @click.option("--index", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
@@ -258,7 +259,8 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output,
     from retriever.evaluation import evaluate_index, evaluate_run_file
 
     check_outputs_apart({"--output": output, "--save-run": save_run},
-                        {"--run": run_path, "--qrels": qrels, "--index": index, "--dataset": dataset})
+                        {"--run": None if str(run_path) == "-" else run_path, "--qrels": qrels, "--index": index,
+                         "--dataset": dataset})
     check_run_suffix(save_run, "trec", "--save-run")
     expect_outputs(save_run, output)
     if (run_path is None) == (index is None):
@@ -273,7 +275,8 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output,
             raise click.UsageError("--split names a qrels file of --dataset; --qrels gives the judgments itself, so "
                                    "drop --split (or use --dataset D --split S)")
         qrels_path = qrels or BeirDataset.open(dataset).qrels_path(split)
-        report = evaluate_run_file(run_path, qrels_path, metrics)
+        report = (read_stdin(".run", lambda path: evaluate_run_file(path, qrels_path, metrics))
+                  if str(run_path) == "-" else evaluate_run_file(run_path, qrels_path, metrics))
     else:
         if dataset is None or qrels is not None:
             raise click.UsageError("--index needs --dataset (a BEIR folder), whose qrels/<split>.tsv it is scored "

@@ -77,3 +77,19 @@ def test_dash_is_standard_output_where_an_option_says_so():
 
     assert OutputFile(dash_is_stdout=True).convert("-", None, None) is None
     assert OutputFile().convert("./-", None, None).name == "-"
+
+
+def test_evaluate_reads_a_run_piped_from_search_on_standard_input(tmp_path, monkeypatch):
+    """`retriever search ... | retriever evaluate --run -` said "File '-' does not exist", where `--queries -` reads
+    standard input; a bad line names standard input, not the temporary file it was read through."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "qrels.tsv").write_text("q1 0 d1 1\nq2 0 d2 1\n")
+    run = "q1 Q0 d1 1 2.0 t\nq1 Q0 d3 2 1.0 t\nq2 Q0 d3 1 2.0 t\nq2 Q0 d2 2 1.0 t\n"
+    (tmp_path / "run.trec").write_text(run)
+    common = ["evaluate", "--qrels", "qrels.tsv", "--metrics", "mrr@10"]
+    piped = CliRunner().invoke(main, [*common, "--run", "-"], input=run)
+    from_file = CliRunner().invoke(main, [*common, "--run", "run.trec"])
+    assert piped.exit_code == from_file.exit_code == 0, piped.output
+    assert piped.stdout == from_file.stdout and "0.7500" in piped.stdout
+    bad = CliRunner().invoke(main, [*common, "--run", "-"], input="q1 Q0 d1 1 nan t\n")
+    assert bad.exit_code == 1 and "error: standard input:1: score is NaN" in bad.output, bad.output
