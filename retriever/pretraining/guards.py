@@ -10,7 +10,7 @@ from transformers import PreTrainedTokenizerBase
 
 from retriever.errors import RetrieverError
 from retriever.model_loading import check_vocabulary
-from retriever.pretraining.masking import CondenserExamples
+from retriever.pretraining.masking import MIN_SPAN_TOKENS, CondenserExamples
 from retriever.training.processes import launched_processes
 
 COUNT_BLOCK = 1 << 24  # tokens counted at a time, so the check holds no corpus-sized temporary
@@ -30,7 +30,8 @@ def check_tokenizer(tokenizer: PreTrainedTokenizerBase, model, name: str, max_le
 def check_examples(examples: CondenserExamples, unk_id: int | None, corpus: str, log: Callable[[str], None]) -> None:
     """Refuse a corpus that gives no sequence, nothing to mask (every token [UNK] or special: the loss was 0.000
     at every step and exit 0) or, with --cocondenser, fewer than 2 span documents per process (the span softmax
-    held only the sibling: span loss 0 at every step); warn when many tokens are [UNK]."""
+    held only the sibling: span loss 0 at every step); warn when many tokens are [UNK], and say how many documents
+    --cocondenser leaves out as too short (they went untrained without a word)."""
     cocondenser = examples.cocondenser
     if len(examples) == 0:
         raise RetrieverError(f"{corpus}: no training sequences (the documents are empty"
@@ -48,6 +49,9 @@ def check_examples(examples: CondenserExamples, unk_id: int | None, corpus: str,
     if unknown > UNK_WARNING_SHARE * len(ids):
         log(f"warning: {unknown / len(ids):.0%} of the corpus's tokens are [UNK] (never masked or predicted); "
             "the model's vocabulary does not cover much of the corpus")
+    if cocondenser and (short := len(examples.corpus.offsets) - 1 - len(examples)):
+        log(f"{corpus}: {short} of {len(examples.corpus.offsets) - 1} documents are too short for two spans of "
+            f"{MIN_SPAN_TOKENS} tokens and are left out of --cocondenser pre-training (empty ones included)")
     if cocondenser and len(examples) < 2 * (processes := launched_processes()):
         raise RetrieverError(f"{corpus}: --cocondenser needs at least {2 * processes} documents long enough for two "
                              f"spans (2 per process), and there are {len(examples)}: the span loss would be 0")

@@ -69,6 +69,18 @@ def test_cocondenser_with_one_span_document_is_refused(tiny_model_dir, tmp_path)
         pretrain(config(corpus, tmp_path / "out", tiny_model_dir, cocondenser=True), log=print)
 
 
+def test_documents_too_short_for_two_spans_are_counted_and_said(tiny_model_dir, tmp_path):
+    """--cocondenser trains only on documents of two spans: the others were left out without a word (the log named
+    only the documents kept), so a corpus of mostly short texts trained on a few."""
+    long = "the cat sat on the old mat by the fire and a dog ran to the river"
+    corpus = corpus_of(tmp_path / "c.jsonl", [long, "cat dog", long, "", "sun moon star"])
+    lines: list[str] = []
+    pretrain(config(corpus, tmp_path / "out", tiny_model_dir, cocondenser=True, max_steps=1, warmup_ratio=0),
+             log=lines.append)
+    assert (f"{corpus}: 3 of 5 documents are too short for two spans of 4 tokens and are left out of --cocondenser "
+            "pre-training (empty ones included)") in lines, lines
+
+
 class CountingTokenizer:
     """The tokenizer, noting how many characters each call hands it."""
 
