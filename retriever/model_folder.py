@@ -165,6 +165,10 @@ def sentence_transformers_settings(folder: str | Path, given: dict | None = None
         raise RetrieverError(f"{folder} is a sentence-transformers SparseEncoder (SPLADE-style): its vectors are "
                              "vocabulary-sized term weights, which this dense engine does not index; use a dense "
                              "embedding model (e.g. minilm), or the BM25 part for term matching")
+    if config.get("model_type") == "MultiVectorEncoder" or "MultiVectorMask" in kinds:
+        raise RetrieverError(f"{folder} is a sentence-transformers MultiVectorEncoder (ColBERT-style): one vector per "
+                             "token, which this engine (one vector per passage) does not index; use a dense embedding "
+                             "model (e.g. minilm)")
     if kinds in (["Router"], ["Router", "Normalize"]):  # untied towers (``st_router``)
         settings, include_prompt = router_settings(folder)
     else:

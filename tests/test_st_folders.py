@@ -289,3 +289,12 @@ def test_a_sparse_encoder_is_refused_as_sparse(tmp_path, tiny_model_dir, st_conf
     with pytest.raises(RetrieverError, match=r"is a sentence-transformers SparseEncoder \(SPLADE-style\): its "
                                              r"vectors are vocabulary-sized term weights"):
         EncoderSettings.for_model(str(folder))
+
+
+def test_a_multi_vector_encoder_is_refused_as_multi_vector(tmp_path, tiny_model_dir):
+    """It was refused for its modules (Transformer → Dense → MultiVectorMask → Normalize), with advice to encode it
+    with sentence-transformers, whose vectors (one per token) this engine cannot index either."""
+    sentence_transformers.MultiVectorEncoder(str(tiny_model_dir), device="cpu").save(str(tmp_path / "colbert"))
+    with pytest.raises(RetrieverError, match=r"is a sentence-transformers MultiVectorEncoder \(ColBERT-style\): one "
+                                             r"vector per token"):
+        EncoderSettings.for_model(str(tmp_path / "colbert"))
