@@ -90,6 +90,8 @@ def test_the_depth_note_agrees_with_one_metric_or_several(metrics, phrase) -> No
     run = {"q": {"d1": 2.0, "d2": 1.0}}
     report = EvaluationReport(evaluate_run(run, {"q": {"d1": 1}}, metrics), run_depth=2)
     assert f"note: {phrase} the run's depth (2 hits per query)" in report.table()
+    one = EvaluationReport(evaluate_run({"q": {"d1": 2.0}}, {"q": {"d1": 1}}, metrics), run_depth=1)
+    assert "the run's depth (1 hit per query)" in one.table()  # it said "1 hits"
 
 
 @pytest.mark.parametrize("fusion", [{"method": "convex", "alpha": "0.3", "depth": 1000, "rrf_k": 60},
