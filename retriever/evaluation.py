@@ -53,8 +53,8 @@ class EvaluationReport:
         deeper = self.deeper_than_run()
         if deeper:
             lines.append(f"note: {', '.join(deeper)} {'reach' if len(deeper) > 1 else 'reaches'} past the run's depth "
-                         f"({counted(self.run_depth, 'hit')} per query) and count{'' if len(deeper) > 1 else 's'} only those "
-                         f"hits; {self.deeper}")
+                         f"({counted(self.run_depth, 'hit')} per query) and count{'' if len(deeper) > 1 else 's'} "
+                         f"only those hits; {self.deeper}")
         if self.answer_recall:
             lines.append(f"answer recall ({counted(self.queries_with_answers, 'query')} with answer strings):")
             lines.extend(f"  {name:<20} {value:.4f}" for name, value in self.answer_recall.items())
