@@ -78,10 +78,19 @@ class _Group(click.Group):
         sys.exit(code if isinstance(code, int) else 0)
 
 
+# Pyserini's spellings of flags a command has under another name: click suggests only names that look alike.
+PYSERINI_FLAGS = {"--hits": "-k", "--topics": "--queries", "--output-format": "--run-format"}
+
+
 def _exit_with_usage_line(error: click.UsageError, command_path: str | None = None) -> None:
     """A bad flag, argument or command as one line like every other error, saying where the flags are listed
     (click printed the usage, a hint and the error on four lines), with click's exit code; ``command_path`` is the
     command's when click's error names no context."""
+    ours = PYSERINI_FLAGS.get(getattr(error, "option_name", None) or "")
+    if isinstance(error, click.NoSuchOption) and error.ctx is not None and ours in {
+            name for param in error.ctx.command.params for name in param.opts}:
+        error.message, error.possibilities = (f"No such option '{error.option_name}' (Pyserini's {error.option_name} "
+                                              f"is {ours} here)."), []
     if _is_rank_zero():
         command_path = error.ctx.command_path if error.ctx is not None else command_path
         where = f" (see `{command_path} --help`)" if command_path else ""

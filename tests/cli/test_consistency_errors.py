@@ -58,3 +58,18 @@ def test_a_flag_missing_its_value_says_where_the_flags_are(args, command):
     """click raises "requires an argument" without a context, so the line lacked the (see … --help) the others have."""
     line = _one_line_usage_error(args)
     assert "requires an argument" in line and line.endswith(f"(see `retriever {command} --help`)")
+
+
+@pytest.mark.parametrize("args, ours", [(["search", ".", "--queries", ".", "--hits", "5"], "-k"),
+                                        (["evaluate", "--hits", "5"], "-k"),
+                                        (["search", ".", "--topics", "q.tsv"], "--queries"),
+                                        (["search", ".", "--output-format", "trec"], "--run-format")])
+def test_pyserinis_spelling_of_a_flag_is_told_ours(args, ours):
+    """`search --hits 1000`, as Pyserini spells the depth, said only "No such option '--hits'"."""
+    flag = args[-2]
+    line = _one_line_usage_error(args)
+    assert f"No such option '{flag}' (Pyserini's {flag} is {ours} here)" in line, line
+
+
+def test_a_flag_pyserini_has_and_a_command_lacks_is_not_given_a_counterpart():
+    assert "Pyserini" not in _one_line_usage_error(["info", ".", "--hits", "5"])
