@@ -20,6 +20,7 @@ from retriever.evaluation import (dataset_name, judged_missing_from, judged_spli
 from retriever.fusion import FusionParams, fuse
 from retriever.index_folder import read_manifest, replace_manifest
 from retriever.metrics import evaluate_run, judged_query_ids
+from retriever.qrels import REPORTED_SPLIT, is_reported_split
 from retriever.runs import Qrels, Run, read_qrels
 from retriever.searching import Searcher
 from retriever.texts import is_blank
@@ -29,7 +30,6 @@ from retriever.wording import counted
 RRF_KS = (60.0, 10.0, 20.0, 40.0, 100.0)
 ALPHAS = tuple(round(a, 2) for a in np.arange(0.0, 1.0001, 0.05))
 METRIC = "ndcg@10"
-REPORTED_SPLIT = "test"
 
 
 def fusion_grid(depth: int) -> list[FusionParams]:
@@ -45,8 +45,7 @@ class TuningOnReportedSplit(RetrieverError):
 
 def refuse_reported_split(qrels: Path, split: str) -> None:
     """Refuse ``test``, or another name of its qrels file (``qrels`` is the split's, as ``qrels_path`` found it)."""
-    test = qrels.parent / f"{REPORTED_SPLIT}.tsv"
-    if split == REPORTED_SPLIT or (test.is_file() and qrels.samefile(test)):
+    if is_reported_split(qrels, split):
         raise TuningOnReportedSplit(f"--split {split}: tuning the fusion on the split you report overstates its quality; "
                              "tune on train or a dev split (split one off train if the collection has none)")
 

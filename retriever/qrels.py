@@ -15,6 +15,7 @@ from retriever.texts import columns, id_problem
 
 Qrels = dict[str, dict[str, int]]
 """qid -> docid -> graded relevance (trec_eval: >= 1 is relevant, 0 judged non-relevant)."""
+REPORTED_SPLIT = "test"  # the split results are reported on: no tuning or training may see it
 
 # Plain ASCII decimal numbers, as C's atof reads them (trec_eval parses runs and qrels with atof/atol); Python's
 # float() would also take "1_0" (ten) and other scripts' digits, which no other evaluator reads alike.
@@ -118,3 +119,10 @@ def read_qrels(path: str | Path) -> Qrels:
         raise InputFileError(path, None, "qrels file is empty", LAYOUT_HINT)
     return qrels
 
+
+
+def is_reported_split(qrels: Path, split: str) -> bool:
+    """Whether ``qrels`` (the split's file, as ``BeirDataset.qrels_path`` found it) is the test split's, by name or as
+    another name of its file."""
+    test = qrels.parent / f"{REPORTED_SPLIT}.tsv"
+    return split == REPORTED_SPLIT or (test.is_file() and qrels.is_file() and qrels.samefile(test))

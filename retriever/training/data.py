@@ -30,6 +30,7 @@ from retriever.corpus_records import as_token_id, parse_json_object
 from retriever.encoder_settings import EncoderSettings
 from retriever.files import decoded_lines
 from retriever.errors import InputFileError, RetrieverError
+from retriever.qrels import is_reported_split
 from retriever.runs import read_qrels
 from retriever.texts import check_text, is_blank, passage_text, tokenize_bounded
 from retriever.training.loss import passage_key
@@ -75,6 +76,9 @@ def load_beir_examples(dataset: str | Path, split: str = "train",
     """One example per query with a relevant judgment; documents missing from the corpus are dropped and counted."""
     beir = BeirDataset.open(dataset)
     qrels = read_qrels(beir.qrels_path(split))
+    if is_reported_split(beir.qrels_path(split), split):  # trained on without a word, where tuning is refused
+        _log(f"warning: training on the {split!r} split, whose queries results are reported on: scores on it will "
+             "overstate the model; train on train (or a split of it) and keep test for the report")
     positives = {qid: [d for d, grade in docs.items() if grade > 0] for qid, docs in qrels.items()}
     positives = {qid: ids for qid, ids in positives.items() if ids}
     negatives = read_negatives_file(negatives_file) if negatives_file else {}

@@ -46,6 +46,18 @@ def test_judged_queries_that_are_blank_are_skipped_and_counted(train_beir, capsy
     assert "2 judged queries missing from queries.jsonl or blank there were skipped" in capsys.readouterr().err
 
 
+def test_training_on_the_test_split_or_another_name_of_it_is_warned_about(train_beir, capsys):
+    """`train --split test` trained on the queries results are reported on without a word (tuning the fusion on them
+    is refused); a split whose qrels file is test's under another name is the same queries."""
+    load_beir_examples(train_beir, "train")
+    assert "warning" not in capsys.readouterr().err
+    (train_beir / "qrels" / "heldout.tsv").symlink_to(train_beir / "qrels" / "test.tsv")
+    for split in ("test", "heldout"):
+        load_beir_examples(train_beir, split)
+        assert capsys.readouterr().err.startswith(f"warning: training on the {split!r} split, whose queries results "
+                                                  "are reported on: scores on it will overstate the model")
+
+
 def test_negatives_file_drops_judged_positives_and_unknown_ids_and_says_so(train_beir, tmp_path, capsys):
     negatives = write_jsonl(tmp_path / "neg.jsonl", [{"query_id": "q1", "negatives": ["d3", "d9", "nope", "d1"]},
                                                      {"query_id": "q2", "negatives": ["d6", "d5"]},
