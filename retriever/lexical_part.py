@@ -121,17 +121,20 @@ def _check_built_from(index_dir: Path, manifest: dict, record: dict) -> None:
 
 
 def add_lexical(index_dir: str | Path, params: LexicalParams = LexicalParams(), overwrite: bool = False,
-                progress: bool = True) -> dict:
+                progress: bool = True, retuning: str | None = None) -> dict:
     """Add a BM25 part to an existing index folder from its doc store (no re-encoding); return the record.
     It holds the lock a build of that folder holds: two runs at once each deleted the other's uncommitted part as
-    unrecorded (an OSError traceback, or a manifest naming a deleted part) and left an orphan part behind."""
+    unrecorded (an OSError traceback, or a manifest naming a deleted part) and left an orphan part behind.
+    ``retuning`` ("DATASET split SPLIT") says the caller tunes the fusion next, so a fusion record dropped here is
+    not said to leave hybrid on RRF k=60, nor to need the tuning the same run does."""
     check_kind(params, LexicalParams, "params", "LexicalParams, e.g. LexicalParams(k1=1.2)")
     index_dir = Path(index_dir)
     with exclusive_build(named_output(index_dir), elsewhere=""):  # `bm25 INDEX` has no --output
-        return _add_lexical(index_dir, params, overwrite, progress)
+        return _add_lexical(index_dir, params, overwrite, progress, retuning)
 
 
-def _add_lexical(index_dir: Path, params: LexicalParams, overwrite: bool, progress: bool) -> dict:
+def _add_lexical(index_dir: Path, params: LexicalParams, overwrite: bool, progress: bool,
+                 retuning: str | None = None) -> dict:
     from retriever.fusion import recorded_fusion
     from retriever.index_folder import read_manifest, replace_manifest
 
@@ -159,10 +162,11 @@ def _add_lexical(index_dir: Path, params: LexicalParams, overwrite: bool, progre
     if recorded and recorded != final.name:
         shutil.rmtree(index_dir / recorded, ignore_errors=True)
     if changed:
-        _say_fusion_dropped(index_dir, manifest["fusion"], changed)
+        _say_fusion_dropped(index_dir, manifest["fusion"], changed, retuning)
     if broken:
-        print(f"note: {index_dir}: the damaged hybrid fusion record is dropped, so hybrid uses RRF k=60; tune it "
-              f"with `retriever bm25 {index_dir} --tune-fusion-on DATASET --split train`", file=sys.stderr)
+        then = (f"--tune-fusion-on tunes it anew on {retuning}" if retuning else "so hybrid uses RRF k=60; tune it "
+                f"with `retriever bm25 {index_dir} --tune-fusion-on DATASET --split train`")
+        print(f"note: {index_dir}: the damaged hybrid fusion record is dropped; {then}", file=sys.stderr)
     return record
 
 
@@ -180,15 +184,17 @@ def _scoring_changes(manifest: dict, record: dict) -> list[str]:
             "tokenizer: text is cut into words otherwise" for name in _SCORING if old.get(name) != record.get(name)]
 
 
-def _say_fusion_dropped(index_dir: Path, fusion: dict, changed: list[str]) -> None:
+def _say_fusion_dropped(index_dir: Path, fusion: dict, changed: list[str], retuning: str | None = None) -> None:
     """The tuned fusion's nDCG (and its BM25-only score) measured the BM25 index just replaced: kept, it was shown
-    by `info` and used by hybrid searches as tuned for this one."""
+    by `info` and used by hybrid searches as tuned for this one. ``retuning``: as ``add_lexical``'s."""
     tuned = fusion.get("tuned") if isinstance(fusion.get("tuned"), dict) else {}
     where = f"tuned on {tuned.get('dataset')} {tuned.get('split')}" if tuned else "recorded"
     retune = (f"`retriever bm25 {index_dir} --tune-fusion-on {tuned.get('dataset')} --split {tuned.get('split')}`"
               if tuned else f"`retriever bm25 {index_dir} --tune-fusion-on DATASET --split SPLIT`")
+    then = (f"; --tune-fusion-on tunes it anew on {retuning}" if retuning else
+            f" and hybrid uses RRF k=60; tune it again with {retune}")
     print(f"note: {index_dir}: the hybrid fusion {where} measured the BM25 index this replaces ({', '.join(changed)}), "
-          f"so it is dropped and hybrid uses RRF k=60; tune it again with {retune}", file=sys.stderr)
+          f"so it is dropped{then}", file=sys.stderr)
 
 
 def _recorded_directory(manifest: dict) -> str | None:

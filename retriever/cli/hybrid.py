@@ -222,7 +222,8 @@ def _add_or_tune(index: Path, lexical: LexicalParams, tune_fusion: tuple[Path, s
                                  "only tune the fusion")
         click.echo(f"{index}: keeping its BM25 index", err=True)
     else:
-        record = add_lexical(index, lexical, overwrite=overwrite)
+        retuning = None if tune_fusion is None else f"{tune_fusion[0].resolve().name} split {tune_fusion[1]}"
+        record = add_lexical(index, lexical, overwrite=overwrite, retuning=retuning)
         click.echo(f"added BM25 to {index}: {counted(record['documents'], 'passage')}, {terms_text(record)}",
                    err=True)
     run_tuning(index, tune_fusion)

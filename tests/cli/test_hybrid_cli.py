@@ -185,6 +185,29 @@ def test_bm25_settings_given_to_tune_an_index_that_keeps_its_bm25_are_refused(tm
     assert manifest["lexical"]["k1"] == 1.5 and manifest["fusion"]["tuned"]["split"] == "train"
 
 
+@pytest.mark.parametrize("old", [{"method": "convex", "rrf_k": 60.0, "alpha": 0.3, "depth": 1000,
+                                  "tuned": {"dataset": "tiny-beir", "split": "old"}}, {"method": "rrf"}])
+def test_bm25_overwrite_that_drops_a_fusion_and_tunes_again_does_not_say_to_tune_it(tmp_path, tiny_model_dir,
+                                                                                    tiny_beir, old):
+    """`bm25 IDX --overwrite --bm25-k1 1.5 --tune-fusion-on D` said the dropped fusion left hybrid on RRF k=60 and to
+    tune it again with `bm25 IDX --tune-fusion-on D --split old` (or DATASET, for a damaged record), while the same
+    run went on to tune it on the split given."""
+    index = tmp_path / "idx"
+    split_off_train(tiny_beir)
+    assert CliRunner().invoke(main, ["build", str(tiny_beir), "-o", str(index), "--model", str(tiny_model_dir),
+                                     *COMMON]).exit_code == 0
+    manifest = json.loads((index / "manifest.json").read_text())
+    (index / "manifest.json").write_text(json.dumps({**manifest, "fusion": old}))
+    result = CliRunner().invoke(main, ["bm25", str(index), "--overwrite", "--bm25-k1", "1.5", "--tune-fusion-on",
+                                       str(tiny_beir), "--split", "train"])
+    assert result.exit_code == 0, result.output
+    note = next((line for line in result.stderr.splitlines() if line.startswith("note: ")), "")
+    assert note.startswith(f"note: {index}: ") and note.endswith(f"--tune-fusion-on tunes it anew on {tiny_beir.name} "
+                                                                 "split train"), note
+    assert "RRF k=60" not in note and "tune it" not in note, note
+    assert json.loads((index / "manifest.json").read_text())["fusion"]["tuned"]["split"] == "train"
+
+
 def test_build_into_the_working_folder_tunes_the_index_it_built(tmp_path, tiny_model_dir, tiny_beir, monkeypatch):
     """`build BEIR -o . --tune-fusion-on BEIR` built the index, then failed with `.: not an index folder`, exit 1:
     the build swaps a new folder in at the working folder's path, and `.` still named the old one."""
