@@ -40,7 +40,10 @@ def router_routes(folder: Path) -> dict[str, list[tuple[str, str]]] | None:
                                  "the model with sentence-transformers")
         if not isinstance(modules, list) or not modules or not all(isinstance(m, str) and m for m in modules):
             raise InputFileError(path, None, f"its '{route}' route is not a list of module folders", ROUTER_HINT)
-        routes[route] = [(module, str(types.get(module, ""))) for module in modules]
+        untyped = next((module for module in modules if not isinstance(types.get(module), str)), None)
+        if untyped is not None:
+            raise InputFileError(path, None, f"its types name no module type for {untyped!r}", ROUTER_HINT)
+        routes[route] = [(module, types[module]) for module in modules]
     return routes
 
 

@@ -70,6 +70,7 @@ def test_our_untied_folder_re_saved_by_sentence_transformers_gives_its_vectors(t
 @pytest.mark.parametrize("edit, message", [
     (lambda c: c["parameters"].update(route_mappings={"x": "query"}), "route_mappings"),
     (lambda c: c["structure"].pop("query"), "no 'query' route"),
+    (lambda c: c["types"].pop(c["structure"]["query"][0]), "its types name no module type for 'query_0_Transformer'"),
 ])
 def test_a_router_retriever_cannot_follow_is_refused_in_one_line(tmp_path, edit, message):
     folder = saved_router(tmp_path)
