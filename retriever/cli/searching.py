@@ -288,6 +288,7 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output,
     click.echo(report.table())  # before the files: a Ctrl-C once they are in place finds the work done
     if save_run:
         write_trec_run(run, save_run)
+        click.echo(f"wrote {save_run}", err=True)
     if output:
         write_json(output, report.to_json())
         click.echo(f"wrote {output}", err=True)

@@ -89,3 +89,11 @@ def test_an_interrupt_before_an_old_output_is_replaced_still_exits_130(monkeypat
     monkeypatch.setattr(training, "mine_negatives", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
     result = CliRunner().invoke(main, ["mine", str(flat_index), "--dataset", str(tiny_beir), "-o", str(output)])
     assert result.exit_code == 130 and "rerun the same command" in result.output, result.output
+
+
+def test_evaluate_names_every_file_it_wrote(tmp_path, tiny_beir, flat_index):
+    """`-o` was announced ("wrote metrics.json") and --save-run was not."""
+    run, metrics = tmp_path / "run.trec", tmp_path / "metrics.json"
+    result = CliRunner().invoke(main, ["evaluate", "--index", str(flat_index), "--dataset", str(tiny_beir), "--device",
+                                       "cpu", "--dtype", "fp32", "--save-run", str(run), "-o", str(metrics)])
+    assert result.exit_code == 0 and f"wrote {run}\n" in result.stderr and f"wrote {metrics}\n" in result.stderr
