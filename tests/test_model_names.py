@@ -84,7 +84,8 @@ def test_a_router_folder_is_not_called_the_old_layout(tmp_path):
     with pytest.raises(RetrieverError, match=r"router_config.json: its structure, types or parameters are not JSON "
                                              r"objects"):
         resolve_model_path(str(folder))
-    (folder / "router_config.json").write_text(json.dumps({"types": {}, "structure": {
+    types = dict.fromkeys(["query_0_Transformer", "document_0_Transformer"], "sentence_transformers.models.Transformer")
+    (folder / "router_config.json").write_text(json.dumps({"types": types, "structure": {
         "query": ["query_0_Transformer"], "document": ["document_0_Transformer"]}}))
     with pytest.raises(RetrieverError, match=r"^[^;]*st: not a Hugging Face model folder \(no config.json\); its "
                                              r"sentence-transformers Router's query and document routes do not start "
