@@ -10,7 +10,8 @@ from retriever.index_folder import MANIFEST_FILE, SEARCH_SETTINGS, read_manifest
 from retriever.index_opening import checked_manifest, open_index, required_files
 from retriever.integrity import check_folder, file_damage, recorded_files, verify_files
 from retriever.lexical_part import check_lexical_files, corpus_terms, lexical_record, open_lexical
-from retriever.lexical_terms import splits_as_now
+from retriever.lexical import LEXICAL_DIR, cjk_free
+from retriever.lexical_terms import differs_only_by_cjk, splits_as_now, tokenizer_record
 
 
 def index_summary(index_dir: str | Path) -> dict:
@@ -60,7 +61,18 @@ def _lexical_summary(index_dir: Path, manifest: dict) -> dict | None:
     lexical = lexical if isinstance(lexical, dict) else {}
     return {**{key: lexical.get(key) for key in ("k1", "b", "method", "stemmer", "stopwords", "documents",
                                                   "vocabulary")}, "terms": corpus_terms(lexical),
-            "current_splitting": splits_as_now(lexical.get("tokenizer")), "damage": damage}
+            "current_splitting": _splits_as_now(index_dir, lexical, damage is None), "damage": damage}
+
+
+def _splits_as_now(index_dir: Path, lexical: dict, readable: bool) -> bool:
+    """Whether a rebuild would split the part's passages as they are: recorded with today's splitting, or before
+    CJK letter pairs with no CJK letter among its terms and stopwords, so that only a CJK letter standing alone
+    (no term then, one now) could differ (``lexical_terms.holds_cjk_letter``). A damaged part's terms are not read."""
+    recorded = lexical.get("tokenizer")
+    if splits_as_now(recorded):
+        return True
+    return (readable and differs_only_by_cjk(recorded, tokenizer_record())
+            and cjk_free(index_dir / str(lexical.get("directory", LEXICAL_DIR)), lexical.get("stopwords")))
 
 
 def _fusion_summary(index_dir: Path, manifest: dict) -> dict | None:

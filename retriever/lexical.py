@@ -27,7 +27,8 @@ from retriever.fusion import is_number
 from retriever.integrity import file_records, file_sha256
 from retriever.id_order import sorted_position
 from retriever.lexical_build import SORTED_VOCAB_FILE, build_bm25s, tokenize_flat
-from retriever.lexical_terms import prepared, recorded_splitting, split_words, tokenizer_record
+from retriever.lexical_terms import (holds_cjk_letter, prepared, recorded_splitting, split_words,
+                                     tokenizer_record)
 from retriever.texts import passage_text
 
 LEXICAL_DIR = "bm25"
@@ -116,6 +117,19 @@ def _snowball(language: str | None):
     except KeyError:
         raise RetrieverError(f"no stemmer for {language!r}; use one of {', '.join(Stemmer.algorithms())} "
                              "or --bm25-stemmer none") from None
+
+
+def cjk_free(part: Path, stopwords: str | None) -> bool:
+    """Whether a BM25 part's terms and stopword list hold no letter CJK pairing cuts (``holds_cjk_letter``): its
+    sorted vocabulary is matched memory-mapped, never loaded. False where that cannot be read or the list is unknown."""
+    from retriever.docstore import open_mapped
+
+    try:
+        terms = open_mapped(part / SORTED_VOCAB_FILE).get_batch(0).column("term")
+        listed = _tokenizer(LexicalParams(stemmer=None, stopwords=stopwords)).stopwords or ()
+    except (RetrieverError, OSError, KeyError):
+        return False
+    return not holds_cjk_letter(listed) and not holds_cjk_letter(terms)
 
 
 def unicode_normalised(texts: Iterable[str]) -> Iterator[str]:

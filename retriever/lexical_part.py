@@ -21,7 +21,8 @@ from retriever.files import left_by_dead_processes
 from retriever.folders import exclusive_build, named_output, temporary_folder
 from retriever.integrity import (check_files, check_folder, damaged, dense_part, file_damage, file_sha256, reading,
                                  recorded_files)
-from retriever.lexical import LEXICAL_DIR, LexicalIndex, LexicalParams, build_lexical
+from retriever.lexical import LEXICAL_DIR, LexicalIndex, LexicalParams, build_lexical, cjk_free
+from retriever.lexical_terms import differs_only_by_cjk
 from retriever.wording import counted
 
 _PART_NAME = re.compile(rf"^{LEXICAL_DIR}(-[0-9a-f]{{8}})?$")
@@ -156,7 +157,8 @@ def _add_lexical(index_dir: Path, params: LexicalParams, overwrite: bool, progre
         raise
     record = {**record, "directory": final.name}
     broken = recorded_fusion(index_dir, manifest, None)[1]  # a damaged fusion record is dropped: the repair it names
-    changed = _scoring_changes(manifest, record) if isinstance(manifest.get("fusion"), dict) and not broken else []
+    tuned = isinstance(manifest.get("fusion"), dict) and not broken
+    changed = _scoring_changes(manifest, record, final) if tuned else []
     kept = {key: value for key, value in manifest.items() if not ((changed or broken) and key == "fusion")}
     replace_manifest(index_dir, {**kept, "lexical": record})  # the commit point
     if recorded and recorded != final.name:
@@ -174,14 +176,20 @@ def _add_lexical(index_dir: Path, params: LexicalParams, overwrite: bool, progre
 _SCORING = ("k1", "b", "method", "stemmer", "stopwords", "tokenizer")
 
 
-def _scoring_changes(manifest: dict, record: dict) -> list[str]:
+def _scoring_changes(manifest: dict, record: dict, part: Path) -> list[str]:
     """The scoring settings the new BM25 record changes from the one it replaces ("k1 0.9 -> 2.0"); none when the
-    old record is broken, since what it scored with is unknown."""
+    old record is broken, since what it scored with is unknown. A tokenizer recorded before CJK letter pairs is no
+    change where the new ``part``'s terms and stopwords hold no CJK letter: no passage held one, so each got the
+    terms it had (``lexical_terms.holds_cjk_letter``)."""
     old = manifest.get("lexical")
     if not isinstance(old, dict):
         return []
+    changed = [name for name in _SCORING if old.get(name) != record.get(name)]
+    if (changed == ["tokenizer"] and differs_only_by_cjk(old.get("tokenizer"), record.get("tokenizer"))
+            and cjk_free(part, record.get("stopwords"))):
+        return []
     return [f"{name} {old.get(name)} -> {record.get(name)}" if name != "tokenizer" else  # a record too long to show
-            "tokenizer: text is cut into words otherwise" for name in _SCORING if old.get(name) != record.get(name)]
+            "tokenizer: text is cut into words otherwise" for name in changed]
 
 
 def _say_fusion_dropped(index_dir: Path, fusion: dict, changed: list[str], retuning: str | None = None) -> None:

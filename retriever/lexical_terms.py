@@ -15,9 +15,10 @@ Thai is left unsegmented (a run of letters is one term): it needs a dictionary.
 """
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import regex
 
@@ -75,6 +76,34 @@ def _nfc(text: str) -> str:
 def splits_as_now(record: object) -> bool:
     """Whether a folder's ``lexical.tokenizer`` record is today's splitting; any other was split a former way."""
     return _pattern_now(record) and record.get("cjk") == CJK
+
+
+def differs_only_by_cjk(old: object, new: object) -> bool:
+    """Whether tokenizer record ``old`` is ``new`` but for CJK letter pairs: recorded before them, else alike."""
+    return (isinstance(old, dict) and isinstance(new, dict) and "cjk" not in old and new.get("cjk") == CJK
+            and _pattern_now(old) and old == {k: v for k, v in new.items() if k != "cjk"})
+
+
+def holds_cjk_letter(terms: Iterable[str]) -> bool:
+    """Whether any term holds a letter ``split_words`` pairs (a pyarrow string array is matched by Arrow, a memory
+    mapped vocabulary a page at a time, no Python object per term). Without one among the terms and stopwords of a
+    part split before CJK pairs, every such letter of its passages stood alone (a longer run was a term, and a
+    stemmer strips only letters of its own script), so the pairing changes its terms only by such a letter."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not isinstance(terms, (pa.Array, pa.ChunkedArray)):
+        terms = pa.array(list(terms), pa.string())
+    return bool(pc.any(pc.match_substring_regex(terms, _cjk_letter_class())).as_py())
+
+
+@functools.cache
+def _cjk_letter_class() -> str:
+    """``_CJK_LETTER`` as a character class of RE2 (Arrow's regex engine), its code points found by the regex
+    module itself, so the two cannot disagree."""
+    every = "".join(map(chr, range(0x110000)))
+    spans = (f"\\x{{{run.start():X}}}-\\x{{{run.end() - 1:X}}}" for run in _CJK_RUN.finditer(every))
+    return "[" + "".join(spans) + "]"
 
 
 def _pattern_now(record: object) -> bool:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from click.testing import CliRunner
@@ -150,3 +151,32 @@ def test_every_key_of_info_json_is_described_in_the_readme(sq8_index, tmp_path):
     keys |= set(summary["fusion"]["tuned"])
     assert summary["bm25"] and summary["tuning"]  # their keys are among those checked
     assert sorted(key for key in keys if f"`{key}`" not in section) == []
+
+
+def _split_before_cjk_pairs(index, target):
+    """A copy of ``index`` as a build before CJK letter pairs recorded it (its tokenizer without ``cjk``)."""
+    shutil.copytree(index, target)
+    manifest = json.loads((target / "manifest.json").read_text())
+    del manifest["lexical"]["tokenizer"]["cjk"]
+    (target / "manifest.json").write_text(json.dumps(manifest))
+    return target
+
+
+def test_a_part_split_before_cjk_pairs_is_current_unless_its_terms_hold_a_cjk_letter(sq8_index, tmp_path,
+                                                                                      tiny_model_dir):
+    """Every folder built before CJK pairs said a rebuild would split it otherwise, an English one too, whose
+    passages would get the very terms they have; one whose terms hold a CJK letter still says so."""
+    runner = CliRunner()
+    said = "--overwrite` rebuilds it with the current splitting"
+    english = _split_before_cjk_pairs(sq8_index, tmp_path / "english")
+    assert json.loads(runner.invoke(main, ["info", str(english), "--json"]).output)["bm25"]["current_splitting"]
+    assert said not in runner.invoke(main, ["info", str(english)]).output
+    rows = [{"_id": "a", "text": "東京都に住む"}, {"_id": "b", "text": "a river in the city"}]
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tmp_path / "corpus.jsonl", tmp_path / "cjk", encoder, IndexParams("flat"), progress=False)
+    cjk = _split_before_cjk_pairs(tmp_path / "cjk", tmp_path / "cjk-before")
+    assert json.loads(runner.invoke(main, ["info", str(cjk), "--json"]).output)["bm25"]["current_splitting"] is False
+    assert said in runner.invoke(main, ["info", str(cjk)]).output
+    assert json.loads(runner.invoke(main, ["info", str(tmp_path / "cjk"), "--json"]).output)["bm25"][
+        "current_splitting"]

@@ -239,3 +239,43 @@ def test_a_failure_building_bm25_is_not_called_damage_to_the_doc_store(index, mo
                                              r"folder is damaged"):
         add_lexical(index, LexicalParams(k1=1.2), overwrite=True, progress=False)
     assert sorted(p.name for p in index.iterdir()) == entries and bm25_hits(index) == before
+
+
+def _split_before_cjk_pairs(index, fusion: dict) -> None:
+    """The manifest a build made before CJK letter pairs were recorded (``tokenizer`` without ``cjk``)."""
+    from retriever.index_folder import read_manifest, replace_manifest
+
+    manifest = read_manifest(index)
+    tokenizer = {k: v for k, v in manifest["lexical"]["tokenizer"].items() if k != "cjk"}
+    replace_manifest(index, {**manifest, "lexical": {**manifest["lexical"], "tokenizer": tokenizer}, "fusion": fusion})
+
+
+def test_a_fusion_tuned_on_a_part_split_before_cjk_pairs_is_kept_where_no_passage_holds_a_cjk_letter(index, capsys):
+    """An English corpus gets the very terms it had, yet `bm25 --overwrite` dropped the tuned fusion because the
+    tokenizer record gained ``cjk``."""
+    from retriever.index_folder import read_manifest
+
+    fusion = {"method": "convex", "rrf_k": 60.0, "alpha": 0.3, "depth": 1000}
+    _split_before_cjk_pairs(index, fusion)
+    add_lexical(index, overwrite=True, progress=False)
+    assert read_manifest(index)["fusion"] == fusion and "dropped" not in capsys.readouterr().err
+    _split_before_cjk_pairs(index, fusion)  # not with stopwords holding CJK letters: a pair may have been dropped
+    add_lexical(index, LexicalParams(stopwords="chinese"), overwrite=True, progress=False)
+    assert "fusion" not in read_manifest(index)
+
+
+def test_a_fusion_tuned_on_a_part_split_before_cjk_pairs_is_dropped_where_a_passage_holds_one(tiny_beir, tmp_path,
+                                                                                               tiny_model_dir, capsys):
+    """A letter standing alone (木) was no term and is one now: the part's scores change, the fusion goes."""
+    from retriever.index_folder import read_manifest
+
+    corpus = tiny_beir / "corpus.jsonl"
+    rows = [json.loads(line) for line in corpus.read_text().splitlines()]
+    rows[0]["text"] += " (the character 木)"
+    corpus.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    index = tmp_path / "lone"
+    encode_and_index(tiny_beir, index, encoder, IndexParams("flat"), progress=False)
+    _split_before_cjk_pairs(index, {"method": "rrf", "rrf_k": 20.0, "alpha": 0.5, "depth": 1000})
+    add_lexical(index, overwrite=True, progress=False)
+    assert "fusion" not in read_manifest(index) and "(tokenizer: text is cut" in capsys.readouterr().err

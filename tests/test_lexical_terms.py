@@ -42,3 +42,27 @@ def test_a_folder_split_before_cjk_bigrams_is_not_the_current_splitting():
 
     record = tokenizer_record()
     assert splits_as_now(record) and not splits_as_now({k: v for k, v in record.items() if k != "cjk"})
+
+
+def test_cjk_letters_are_found_in_terms_as_split_words_pairs_them():
+    """The check behind a folder split before CJK pairs counting as current: Arrow's engine matches exactly the
+    letters ``split_words`` pairs (kana marks, Hangul jamo), not CJK punctuation, fullwidth Latin or ``km²``."""
+    import pyarrow as pa
+
+    from retriever.lexical_terms import holds_cjk_letter, split_words, split_without_bigrams
+
+    for letter in ["東", "ー", "々", "ㇰ", "𠀋", "ᄀ", "한"]:
+        assert holds_cjk_letter(pa.array(["abc", f"x{letter}"])) and split_words(f"ab{letter}") != ["ab" + letter]
+    for text in ["・", "。", "《》", "ａｂ", "km²", "naïve", "हिन्दी"]:
+        assert not holds_cjk_letter([text]) and split_words(text) == split_without_bigrams(text)
+
+
+def test_only_a_record_made_before_cjk_pairs_differs_only_by_them():
+    from retriever.lexical_terms import differs_only_by_cjk
+
+    now = tokenizer_record()
+    before = {k: v for k, v in now.items() if k != "cjk"}
+    assert differs_only_by_cjk(before, now) and not differs_only_by_cjk(now, now)
+    assert not differs_only_by_cjk({**before, "unicode": None}, now)
+    assert not differs_only_by_cjk({"pattern": FORMER_PATTERN, "unicode": "NFC", "lowercase": True}, now)
+    assert not differs_only_by_cjk({**before, "cjk": None}, now) and not differs_only_by_cjk("x", now)
