@@ -29,9 +29,8 @@ from retriever.folders import check_output_name, held_lock, make_folder
 from retriever.index_folder import MANIFEST_FILE
 from retriever.shard_origin import READING, ContentHash, check_reading, reading_problem, reading_record
 from retriever.texts import whole_number
-from retriever.shards import (differing_fields, done_marker, list_shards, parse_shard_name,
-                              read_shard, read_shard_metadata, shard_name, warn_resized, worker_shards,
-                              write_shard)
+from retriever.shards import (differing_fields, done_marker, list_shards, parse_shard_name, read_shard,
+                              read_shard_metadata, shard_name, warn_resized, worker_shards, write_shard)
 
 # What encode_part did with one part.
 ENCODED, REUSED, CHANGED, DAMAGED = "encoded", "reused", "changed", "damaged"
@@ -205,9 +204,9 @@ def remove_parts_beyond(output: Path, worker: int, num_workers: int, count: int)
     return removed
 
 
-def _shard_folder(output: Path) -> bool:
-    """Make the shard folder (True if new); delete only dead runs' temporaries (another worker may be writing). An
-    index folder (its records would not hold the shards) or one nothing can be written in is refused in one line."""
+def _shard_folder(output: Path, worker_index: int, num_workers: int) -> bool:
+    """Make the shard folder (True if new), refusing an index folder or one nothing can be written in; delete this
+    worker's temporaries its dead runs left (another machine's worker's pids run nowhere here: theirs stay)."""
     check_output_name(output, "--output")
     if (output / MANIFEST_FILE).is_file():
         raise RetrieverError(f"{output}: is an index folder; encode into a folder of its own, e.g. {output}.shards")
@@ -215,7 +214,8 @@ def _shard_folder(output: Path) -> bool:
     problem = creatable_problem(output / "shard")
     if problem:
         raise RetrieverError(f"{output}: {problem}; choose another --output")
-    for stale in left_by_dead_processes(output, ".", ".tmp-"):
+    mine = f"-w{worker_index:03d}of{num_workers:03d}"  # in its shards' and its done marker's names
+    for stale in (path for path in left_by_dead_processes(output, ".", ".tmp-") if mine in path.name):
         stale.unlink(missing_ok=True)
     return created
 
@@ -239,7 +239,7 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
         raise RetrieverError(f"--worker-index must be in 0..{num_workers - 1} for --num-workers {num_workers}")
     corpus_path = resolve_corpus_path(corpus)
     output = Path(output)
-    created = _shard_folder(output)
+    created = _shard_folder(output, worker_index, num_workers)
     try:
         with held_lock(output / f".encode-w{worker_index:03d}of{num_workers:03d}.lock",
                        lambda pid: f"{output}: another encode of worker {worker_index} of {num_workers} into it is "

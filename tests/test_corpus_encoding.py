@@ -250,6 +250,23 @@ def test_a_worker_keeps_the_temporaries_of_live_writers(tiny_model_dir, tmp_path
     assert live.read_bytes() == b"being written" and not left.exists()
 
 
+def test_a_worker_leaves_the_temporaries_of_other_workers(tiny_model_dir, tmp_path):
+    """Workers of a split run on several machines into one shared folder (NFS): whether a process id runs is known
+    only on its own machine, so a worker starting deleted the shard another machine's worker was writing (its
+    pid runs nowhere here) and that worker stopped. A worker's leftovers are for its own reruns to delete."""
+    corpus = write_corpus(tmp_path / "c.jsonl", 4)
+    out = tmp_path / "out"
+    out.mkdir()
+    gone = [subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                           text=True).stdout.strip() for _ in range(2)]
+    elsewhere = out / f".embeddings-w000of002-00001.parquet.tmp-{gone[0]}"  # a live writer on another machine
+    own = [out / f".embeddings-w001of002-00003.parquet.tmp-{gone[1]}", out / f"._done-w001of002.json.tmp-{gone[1]}"]
+    for path in (elsewhere, *own):
+        path.write_bytes(b"partly written")
+    encode_corpus(corpus, out, encoder(tiny_model_dir), shard_size=2, worker_index=1, num_workers=2, progress=False)
+    assert elsewhere.read_bytes() == b"partly written" and not any(path.exists() for path in own)
+
+
 def test_shards_of_another_split_or_encoder_are_refused_before_the_folder_changes(tiny_model_dir, tmp_path):
     """Only the shards a run rewrote were compared: `--num-workers 2` with another model wrote beside a finished
     one-worker folder (two encoders' vectors in one folder), and a refused rerun deleted the done marker."""
