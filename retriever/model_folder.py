@@ -286,12 +286,15 @@ def st_disagreements(folder: str | Path, recorded: dict) -> dict[str, tuple[obje
     theirs: dict[str, object] = {key: as_5 if recorded.get(key) == as_6 else as_6  # either version's reading
                                  for key, (as_5, as_6) in _st_prefixes(folder, read_json_object(
                                      folder / ST_CONFIG, ST_HINT, missing={})).items()}
-    if kinds[:1] == ["Transformer"]:  # a shared tower: its modules are the whole pipeline (a Router nests them)
-        theirs.update({**_pipeline_settings(folder, modules, kinds)[0], "normalize": "Normalize" in kinds})
-        length = read_json_object(transformer_config_file(folder), ST_HINT, missing={}).get("max_seq_length")
-        if isinstance(length, int) and not isinstance(length, bool):  # what sentence-transformers cuts passages at
-            theirs["passage_max_length"] = length
-    elif kinds[:1] == ["Router"]:  # untied towers: their pooling and each tower's length (``st_router``)
-        theirs.update({**router_settings(folder)[0], "normalize": "Normalize" in kinds})
+    if kinds[:1] in (["Transformer"], ["Router"]):  # a shared tower's pipeline, or untied towers (``st_router``)
+        settings, include_prompt = router_settings(folder) if kinds[0] == "Router" else \
+            _pipeline_settings(folder, modules, kinds)
+        theirs.update({**settings, "normalize": "Normalize" in kinds})
+        if not include_prompt and any(recorded.get(key) for key in ST_PROMPTS):
+            raise RetrieverError(f"{folder}: its pooling leaves its prompts out (include_prompt false), edited since "
+                                 "retriever.json was written; retriever pools them too, so use sentence-transformers")
+    length = read_json_object(transformer_config_file(folder), ST_HINT, missing={}).get("max_seq_length")
+    if kinds[:1] == ["Transformer"] and type(length) is int:  # a shared tower's one length: what cuts passages
+        theirs["passage_max_length"] = length
     return {name: (recorded[name], value) for name, value in theirs.items()
             if recorded.get(name) is not None and recorded[name] != value}

@@ -150,3 +150,17 @@ def test_a_pooler_dense_trained_apart_from_the_pooler_is_refused(tmp_path, tiny_
     with pytest.raises(RetrieverError, match=r"its Dense is not BERT's pooler, as retriever writes one: its weights "
                                              r"are not the transformer's pooler's"):
         EncoderSettings.for_model(str(folder))
+
+
+@pytest.mark.parametrize("towers", ["shared", "untied"])
+def test_a_pooling_edited_to_leave_the_prompts_out_is_refused(tmp_path, tiny_model_dir, towers):
+    """include_prompt false (sentence-transformers pools the text's tokens alone) in a folder whose retriever.json
+    has prefixes was not compared: retriever pooled the prefix's tokens too, other vectors, exit 0."""
+    from retriever.errors import RetrieverError
+
+    model = DualEncoder.from_pretrained(str(tiny_model_dir), towers=towers, pooling="mean", query_prefix="q: ")
+    folder = model.save(tmp_path / "model", training={"init_model": "tiny"})
+    _edit_json(folder / "1_Pooling" / "config.json", lambda c: c.update(include_prompt=False))
+    with pytest.raises(RetrieverError, match=r"model: its pooling leaves its prompts out \(include_prompt false\), "
+                                             r"edited since retriever.json was written"):
+        EncoderSettings.for_model(str(folder))
