@@ -9,7 +9,12 @@ What training allocates beyond the sample (FAISS's ``Clustering::train_encoded``
 - then the codes' phase (residual encoders): the residual of every point the encoder trains on (a copy of that
   many points, capped at ``train_encoder_num_vectors``), their assignment and the same distance blocks;
 - OpenBLAS's work buffer, mapped on its first product and kept; and, per FAISS thread beyond the first, a stack
-  and a malloc arena, which count against an address-space limit though little of them is touched.
+  and a malloc arena, which count against an address-space limit though little of them is touched. The arena may
+  be one an earlier thread left (the estimate then overstates by it), but a thread that cannot get its stack ends
+  the process (libgomp: "Thread creation failed"), so the estimate keeps both, and one more arena: with several
+  threads glibc opens another when a thread finds its own locked, and a malloc that then fails inside OpenBLAS's
+  threaded product ends the process ("OpenBLAS: malloc failed in gemm_driver"), as measured one run in two
+  without it.
 """
 from __future__ import annotations
 
@@ -30,8 +35,8 @@ UNLIMITED_STACK = 32 * MIB  # glibc's default thread stack when RLIMIT_STACK is 
 def training_bytes(index: faiss.Index, count: int, dim: int, sampled: bool = True) -> tuple[int, int]:
     """(resident, address space) bytes that training ``index`` on a sample of ``count`` vectors takes beyond what is
     mapped now, reading the sample included unless it was ``sampled`` (its pieces, then the joined copy; not what
-    Arrow's pool keeps of reading it); the address space adds what is mapped but barely touched (BLAS buffer, thread stacks and
-    arenas)."""
+    Arrow's pool keeps of reading it); the address space adds what is mapped but barely touched (the BLAS buffer,
+    thread stacks and arenas)."""
     sample = 4 * count * dim
     block = 4 * faiss.cvar.distance_compute_blas_query_bs * faiss.cvar.distance_compute_blas_database_bs
     phases = [block + _transform_copies(index, count)]
@@ -50,7 +55,8 @@ def training_bytes(index: faiss.Index, count: int, dim: int, sampled: bool = Tru
     threads = max(1, faiss.omp_get_max_threads())
     stack = resource.getrlimit(resource.RLIMIT_STACK)[0]
     stack = UNLIMITED_STACK if stack == resource.RLIM_INFINITY else stack
-    return resident, resident + BLAS_BUFFER + (threads - 1) * (THREAD_ARENA + stack)
+    arenas = threads if threads > 1 else 0  # one more: glibc opens another arena when a thread finds its own locked
+    return resident, resident + BLAS_BUFFER + (threads - 1) * stack + arenas * THREAD_ARENA
 
 
 def _transform_copies(index: faiss.Index, count: int) -> int:
