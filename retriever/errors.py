@@ -84,11 +84,12 @@ def out_of_memory(where: str = "") -> RetrieverError:
 
 def is_out_of_memory(error: BaseException) -> bool:
     """Python's MemoryError (Arrow's ArrowMemoryError is one), the OS's ENOMEM, or a C++ library's report of
-    either in its text (FAISS: ``could not mmap …: Cannot allocate memory``, ``std::bad_alloc``)."""
+    either in its text (FAISS: ``could not mmap …: Cannot allocate memory``, ``std::bad_alloc``; Arrow under
+    `ulimit -v`: ``Failed to launch worker thread``, the thread's stack not mapped)."""
     if isinstance(error, MemoryError) or (isinstance(error, OSError) and error.errno == errno.ENOMEM):
         return True
-    return isinstance(error, RuntimeError) and any(text in str(error) for text in ("Cannot allocate memory",
-                                                                                   "std::bad_alloc"))
+    return isinstance(error, Exception) and any(  # FAISS raises RuntimeError, Arrow its own ArrowException
+        text in str(error) for text in ("Cannot allocate memory", "std::bad_alloc", "Failed to launch worker thread"))
 
 
 def faiss_message(error: Exception) -> str:

@@ -2,8 +2,7 @@
 
 Each shard carries the encoder record in its schema metadata, so any shard tells how it was made, and is written
 under a temporary name then renamed, so a file with a final name is always complete: that is what makes encoding
-resumable. ``shard_origin`` proves that they were made from a corpus, read as they were.
-"""
+resumable. ``shard_origin`` proves that they were made from a corpus, read as they were."""
 from __future__ import annotations
 
 import contextlib
@@ -20,7 +19,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from retriever.encoder_settings import VECTOR_FIELDS
-from retriever.errors import RetrieverError
+from retriever.errors import RetrieverError, is_out_of_memory, out_of_memory
 from retriever.files import atomic_write, read_json_object
 
 METADATA_KEY = b"retriever"
@@ -65,8 +64,7 @@ def write_shard(path: Path, ids: list[str], embeddings: np.ndarray, metadata: di
     if isinstance(metadata.get("shard"), dict):
         metadata = {**metadata, "shard": {**metadata["shard"], "vectors_sha256": vectors_sha256(embeddings)}}
     flat = pa.array(np.ascontiguousarray(embeddings, dtype=np.float32).reshape(-1))
-    table = pa.table({"id": pa.array(ids, pa.string()),
-                      "embedding": pa.FixedSizeListArray.from_arrays(flat, dim)})
+    table = pa.table({"id": pa.array(ids, pa.string()), "embedding": pa.FixedSizeListArray.from_arrays(flat, dim)})
     table = table.replace_schema_metadata({METADATA_KEY: json.dumps(metadata, sort_keys=True).encode()})
     atomic_write(path, lambda tmp: pq.write_table(table, tmp))
 
@@ -74,7 +72,9 @@ def write_shard(path: Path, ids: list[str], embeddings: np.ndarray, metadata: di
 SHARD_KEYS = ("worker", "num_workers", "part", "rows", "shard_size")
 
 
-def invalid_shard(path: Path, problem: str) -> RetrieverError:
+def invalid_shard(path: Path, problem: str, error: Exception | None = None) -> RetrieverError:
+    if error is not None and is_out_of_memory(error):  # the shard is fine: it was to be re-encoded or deleted
+        return out_of_memory(f"reading {path} ({_first_line(error)}; the file is not damaged)")
     return RetrieverError(f"{path}: not a valid shard ({problem}); rerun `retriever encode` (or `build`) on its "
                           "corpus, which re-encodes it, or delete it and rerun")
 
@@ -89,7 +89,7 @@ def read_shard_metadata(path: Path) -> dict:
     try:
         footer = pq.read_metadata(path)
     except Exception as error:
-        raise invalid_shard(path, f"not a readable Parquet file: {_first_line(error)}") from None
+        raise invalid_shard(path, f"not a readable Parquet file: {_first_line(error)}", error) from None
     raw = footer.metadata or {}
     if METADATA_KEY not in raw:
         raise invalid_shard(path, "the Parquet file has no retriever metadata; `retriever encode` did not write it")
@@ -136,7 +136,7 @@ def read_shard(path: Path) -> tuple[list[str], np.ndarray]:
                 zero_copy_only=False).reshape(-1, dim)
             ids.extend(batch.column(0).to_pylist())
     except Exception as error:
-        raise invalid_shard(path, f"cannot be read: {_first_line(error)}") from None
+        raise invalid_shard(path, f"cannot be read: {_first_line(error)}", error) from None
     if not np.isfinite(vectors).all():  # the encoder refuses to write these, so the file was changed since
         raise RetrieverError(f"{path}: holds NaN or infinite vectors, which no encoder run writes; delete it and "
                              "rerun `retriever encode` (or `build`) on its corpus")
@@ -173,7 +173,7 @@ def shard_ids_sha256(path: Path) -> str:
         for batch in pq.ParquetFile(path).iter_batches(batch_size=65_536, columns=["id"]):
             digest.update(id_lines(batch.column(0).to_pylist()))
     except Exception as error:
-        raise invalid_shard(path, f"its id column cannot be read: {_first_line(error)}") from None
+        raise invalid_shard(path, f"its id column cannot be read: {_first_line(error)}", error) from None
     return digest.hexdigest()
 
 

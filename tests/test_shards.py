@@ -172,3 +172,28 @@ def test_a_shard_folder_reads_as_one_parquet_dataset(tiny_beir, tiny_encoder, tm
     build_index(tmp_path / "shards", tiny_beir, tmp_path / "index", progress=False)
     encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, shard_size=5, progress=False)  # resumes, renames it
     assert [p.name for p in (tmp_path / "shards").glob("*.json")] == ["_done-w000of001.json"]
+
+
+def test_a_shard_read_failing_for_want_of_memory_or_threads_is_not_called_invalid(tmp_path, monkeypatch):
+    """Under `ulimit -v` Arrow cannot start its reading threads: the shard was called invalid, to be re-encoded or
+    deleted, though nothing was wrong with it."""
+    import numpy as np
+    import pyarrow as pa
+
+    from retriever import shards as shard_module
+    from retriever.errors import RetrieverError
+
+    path = tmp_path / "embeddings-w000of001-00000.parquet"
+    shard_module.write_shard(path, ["a", "b"], np.ones((2, 4), dtype=np.float32), {})
+
+    def no_threads(*args, **kwargs):
+        raise pa.lib.ArrowException("Unknown error: Failed to launch worker thread: Resource temporarily unavailable")
+
+    monkeypatch.setattr(shard_module.pq, "ParquetFile", no_threads)
+    monkeypatch.setattr(shard_module.pq, "read_metadata", no_threads)
+    for read in (shard_module.read_shard, shard_module.shard_ids_sha256, shard_module.read_shard_metadata):
+        with pytest.raises(RetrieverError) as caught:
+            read(path)
+        message = str(caught.value)
+        assert message.startswith(f"out of memory reading {path} (Unknown error: Failed to launch worker thread")
+        assert "the file is not damaged" in message and "re-encode" not in message and "delete" not in message
