@@ -48,7 +48,7 @@ from starlette.requests import ClientDisconnect
 
 from retriever.errors import RetrieverError
 from retriever.files import RepeatedKeyError, unique_keys
-from retriever.serving.schemas import DEFAULT_K, SearchBody
+from retriever.serving.schemas import DEFAULT_K, MAX_K, SearchBody
 from retriever.texts import is_blank, text_problem
 
 MAX_JSON_DEPTH = 32
@@ -94,10 +94,21 @@ def validation_message(errors: list[dict]) -> str:
     parts = []
     for error in errors[:MAX_PROBLEMS]:
         where = ".".join(str(p) for p in error.get("loc", ()) if p not in ("query", "path", "body"))
-        parts.append(f"{where}: {error.get('msg', 'invalid')}" if where else str(error.get("msg", "invalid")))
+        said = _long_k(str(error.get("input"))) if error.get("type") == "int_parsing_size" and where == "k" else None
+        said = said or error.get("msg", "invalid")
+        parts.append(f"{where}: {said}" if where else str(said))
     if len(errors) > MAX_PROBLEMS:
         parts.append(f"and {len(errors) - MAX_PROBLEMS} more problems like these")
     return "; ".join(parts) or "invalid request"
+
+
+def _long_k(text: str) -> str | None:
+    """For a GET k of over pydantic's 4,300 digits, the range message a k of fewer gets, where pydantic said "Unable
+    to parse input string as an integer, exceeded maximum size" (leading zeros it skips)."""
+    number = text.strip()
+    if number.startswith("-"):
+        return "Input should be greater than or equal to 1"
+    return f"Input should be less than or equal to {MAX_K}" if number.lstrip("+").lstrip("0") else None
 
 
 def check_query(text: str, limits: Limits) -> str:

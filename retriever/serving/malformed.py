@@ -3,7 +3,9 @@
 uvicorn answered every parser error with "invalid http request received", so a client could not tell a duplicate
 Content-Length from a bad chunk, and ``curl 'http://host/search?q=café'`` (curl sends the UTF-8 bytes unencoded) got
 no hint that the query wants percent-encoding. ``protocol.GuardedHttpProtocol`` sends what ``refusal`` returns.
-A well-formed HTTP/1.1 request without exactly one Host header is refused by ``HostChecked``.
+A well-formed HTTP/1.1 request without exactly one Host header is refused by ``HostChecked``. A request line of an
+HTTP version other than 1.0 and 1.1 is a 505 (``unsupported_version``): the parser takes HTTP/2.0 and HTTP/0.9,
+and uvicorn answered them as HTTP/1.1; it refuses other digits (HTTP/1.2, HTTP/3.0), which were a 400.
 """
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import logging
 import httptools
 
 log = logging.getLogger(__name__)
+SUPPORTED_VERSIONS = ("1.0", "1.1")
+PARSER_VERSION_ERROR = "Invalid HTTP version"  # llhttp's, for digits it has no parser for (its others say how)
 PERCENT_ENCODE = ("percent-encode spaces, control characters and letters outside ASCII (the query's UTF-8 bytes as %XX), "
                   "e.g. with curl --get --data-urlencode 'q=...' URL")
 
@@ -41,6 +45,23 @@ def refusal(error: Exception) -> str:
     if first[1:].islower():  # "Duplicate Content-Length" reads on as "duplicate Content-Length"
         reason = first.lower() + (" " + rest if rest else "")
     return f"malformed HTTP request ({reason})"
+
+
+class UnsupportedVersion(Exception):
+    """Raised from the parser's callback for a request of a version the parser takes but this server does not
+    speak (its message is the version): the parser stops there, and nothing more of the connection is read."""
+
+
+def unsupported_version(error: Exception) -> str | None:
+    """The 505's message for a parser error that is a request line's HTTP version other than 1.0 and 1.1, else None."""
+    if isinstance(error, httptools.HttpParserCallbackError) and isinstance(error.__context__, UnsupportedVersion):
+        version = f"HTTP/{error.__context__}"
+    elif str(error).startswith(PARSER_VERSION_ERROR):
+        version = "its HTTP version"
+    else:
+        return None
+    return (f"the request line names {version}, which this server does not speak: send the request as HTTP/1.1 (or "
+            "HTTP/1.0)")
 
 
 class HostChecked:

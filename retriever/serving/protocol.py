@@ -19,6 +19,7 @@
   request received" whatever it was, and logged a warning each time), once the requests pipelined before them are
   answered; also when the fault is in the body (a bad chunk size), whose request would otherwise wait for the rest
   of a body that can never come. **Upgrades** (WebSocket, h2c) are answered as plain HTTP, logging nothing.
+  A request line of an HTTP version other than 1.0 and 1.1 gets a JSON 505 alike (``malformed``).
 - **100-continue.** A request answered before the body its client waits for a 100 Continue to send (a 413 or 415)
   closes the connection: the client may never send it, and its next request was read as that body. A response closing
   the connection before the request's body is all in closes it lingering (``lingering``), dropping what more comes.
@@ -31,13 +32,14 @@ import asyncio
 import json
 import logging
 import struct
+from http import HTTPStatus
 
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from retriever.serving.chunked import ChunkedEnd
 from retriever.serving.lingering import LingeringTransport, close_lingering
-from retriever.serving.malformed import refusal
+from retriever.serving.malformed import SUPPORTED_VERSIONS, UnsupportedVersion, refusal, unsupported_version
 
 log = logging.getLogger(__name__)
 MAX_HEAD_BYTES = 32 * 1024
@@ -113,7 +115,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             pass
         except httptools.HttpParserError as error:
             log.debug("refused a malformed request: %s", error)
-            self.send_400_response(refusal(error))
+            version = unsupported_version(error)  # a 505, in turn as a 400 (``send_400_response``)
+            self._refuse_in_turn(505 if version else 400, version or refusal(error))
 
     def _should_upgrade(self) -> bool:
         return False  # else, with a WebSocket library installed, uvicorn hands the connection to its own protocol
@@ -129,6 +132,8 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._arm()
 
     def on_headers_complete(self) -> None:
+        if self.parser.get_http_version() not in SUPPORTED_VERSIONS:  # stops the parser: a 505 (``_feed``)
+            raise UnsupportedVersion(self.parser.get_http_version())
         self._head_bytes = None
         super().on_headers_complete()
         self._body_of = self.cycle
@@ -241,11 +246,11 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self.transport.close()
 
     def _refuse(self, status: int, message: str) -> None:
-        """Send a 400 or 431 and close lingering (the client may still be sending), at most a request timeout on."""
+        """Send a 400, 431 or 505 and close lingering (the client may still be sending), at most a request timeout on."""
         if self._lingering or self.transport.is_closing():
             return
         body = json.dumps({"error": message}).encode()
-        reason = {400: b"Bad Request", 431: b"Request Header Fields Too Large"}[status]
+        reason = HTTPStatus(status).phrase.encode()
         self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
                              b"connection: close\r\n\r\n%s" % (status, reason, len(body), body))
         if self.cycle is not None and not self.cycle.response_complete:  # as connection_lost tells a running app

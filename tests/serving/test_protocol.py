@@ -325,3 +325,17 @@ def test_blank_lines_trickled_after_a_response_do_not_hold_the_connection(trickl
             assert time.monotonic() - started < 2.5
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("version", [b"HTTP/2.0", b"HTTP/0.9", b"HTTP/1.2", b"HTTP/3.0"])
+def test_a_request_line_of_another_http_version_is_a_505_failing_only_its_connection(port, version):
+    """HTTP/2.0 and HTTP/0.9, which the parser takes, were answered as HTTP/1.1 (200); other digits were a 400
+    "invalid HTTP version". A request before it on the same connection is answered first."""
+    reply = reply_to(port, b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nab"
+                           b"GET /slow %s\r\nHost: x\r\n\r\n" % version)
+    first, _, second = reply.partition(b"HTTP/1.1 505 HTTP Version Not Supported\r\n")
+    assert first.startswith(b"HTTP/1.1 200 ") and first.endswith(b'{"length":2}') and b"connection: close" in second
+    said = version if version in (b"HTTP/2.0", b"HTTP/0.9") else b"its HTTP version"
+    assert second.endswith(b'{"error": "the request line names %s, which this server does not speak: send the '
+                           b'request as HTTP/1.1 (or HTTP/1.0)"}' % said), reply
+    assert reply_to(port, b"GET /slow HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.1 200 ")

@@ -100,3 +100,18 @@ def test_a_413_body_holding_a_request_is_never_served_as_one(served):
     reply = raw_reply(served.port, b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
                              b"%d\r\n\r\n%s" % (len(body), body))
     assert reply.startswith(b"HTTP/1.1 413 ") and reply.count(b"HTTP/1.1 ") == 1, reply
+
+
+@pytest.mark.parametrize("k, said", [
+    ("1" * 5000, "Input should be less than or equal to 1000"),
+    ("-" + "1" * 5000, "Input should be greater than or equal to 1"),
+    ("0" * 5000, "Input should be greater than or equal to 1"),
+    ("1" + "0" * 4999 + "1", "Input should be less than or equal to 1000"),
+], ids=["huge", "huge-negative", "zeros", "ending-in-one"])
+def test_a_k_of_thousands_of_digits_gets_the_range_message(served, k, said):
+    """pydantic refused a k of over 4,300 digits with "Unable to parse input string as an integer, exceeded maximum
+    size", where k=1001 or k=0 says the range. Leading zeros are skipped, as pydantic skips them."""
+    reply = served.get(f"/search?q=cat&k={k}")
+    assert reply.status == 400 and reply.json()["error"] == f"k: {said}", reply.body
+    reply = served.get(f"/search?q=cat&k={'0' * 5000}5")
+    assert reply.status == 200 and len(reply.json()["hits"]) == 5, reply.body
