@@ -13,6 +13,7 @@ from retriever.cli.hybrid import check_build_tuning, lexical_options, run_tuning
 from retriever.cli.info import echo_summary_json
 from retriever.cli.options import (FiniteRange, compose, corpus_options, encoder_options, fields_from, flags_given,
                                    json_option, renamed_option, report_truncation, runtime_options)
+from retriever.cli.outputs import expect_outputs
 from retriever.cli.ray_flags import (check_ray_flags, check_ray_worker_flags, passage_encoder, ray_for_parts,
                                      ray_options)
 from retriever.corpus import (check_first_record, check_rereadable, detect_format, read_queries,
@@ -174,7 +175,7 @@ def encode_command(corpus, output, model, encoder_overrides, device, dtype, batc
     report_truncation(passages_cut=result.passages_cut, passages=result.encoded + result.skipped,
                       passage_max_length=settings.passage_max_length)
     if as_json:
-        click.echo(json.dumps({**asdict(result), "output": str(result.output)}))
+        click.echo(json.dumps({**asdict(result), "output": str(result.output)}, indent=2))  # as info --json
 
 
 @click.command("index")
@@ -201,6 +202,7 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
 
     output = named_output(output)  # `-o .`: the build swaps a new folder in at that path; `.` would name the old one
     check_build_tuning(tune_fusion, lexical, output, overwrite)
+    _expect_folder(output, tune_fusion, as_json)
     params = IndexParams(**index_flags)
     check_ray_flags(params, encodes=False)
     _check_type_flags(params.index_type)
@@ -244,6 +246,7 @@ def build_command(corpus, output, model, encoder_overrides, device, dtype, batch
 
     output = named_output(output)  # as in index_command
     check_build_tuning(tune_fusion, lexical, output, overwrite)
+    _expect_folder(output, tune_fusion, as_json)
     check_rereadable(corpus)  # these two before the model loads and Ray starts, which take seconds
     detect_format(resolve_corpus_path(corpus), fmt)
     check_first_record(corpus, fmt, fields_from(id_field, text_field, title_field))
@@ -267,6 +270,12 @@ def build_command(corpus, output, model, encoder_overrides, device, dtype, batch
                       passage_max_length=manifest["encoder"]["passage_max_length"])
     run_tuning(output, tune_fusion)
     _summarise(output, manifest, as_json)
+
+
+def _expect_folder(output: Path, tune_fusion: tuple[Path, str] | None, as_json: bool) -> None:
+    """The built folder is the whole work once swapped in, unless tuning or the --json summary come after it."""
+    if tune_fusion is None and not as_json:
+        expect_outputs(output)
 
 
 def _summarise(output: Path, manifest: dict, as_json: bool) -> None:

@@ -1,8 +1,8 @@
 """What a Ctrl-C leaves: the output files a command had already put in place are whole, and said to be.
 
-Every output file is written to a temporary name and renamed into place only when complete, so an output whose
-file is another than the one there when the command started (another inode or modification time) was written
-whole by this run. A Ctrl-C after all of a command's outputs are in place (while it prints its summary or
+Every output file (and index folder) is written under a temporary name and renamed into place only when complete,
+so an output that is another than the one there when the command started (another inode or modification time)
+was written whole by this run. A Ctrl-C after all of a command's outputs are in place (while it prints its summary or
 warnings) exits 0 saying so: it exited 130 telling the user to rerun, as if the work were lost.
 """
 from __future__ import annotations

@@ -62,3 +62,19 @@ def test_counts_of_one_are_singular_in_every_summary(tmp_path, tiny_model_dir):
     result = _invoke("search", str(tmp_path / "idx"), "--queries", str(queries), "-o", str(tmp_path / "run"),
                      "--device", "cpu", "--dtype", "fp32")
     assert f"wrote 1 query × top 1 to {tmp_path / 'run'}" in result.stderr, result.output
+
+
+def test_a_ctrl_c_once_the_built_folder_is_in_place_exits_0(monkeypatch, tmp_path, tiny_beir, tiny_model_dir):
+    """It exited 130 saying to rerun the command, and the rerun was refused: the folder already exists."""
+    import retriever.cli.indexing as indexing
+
+    def interrupted(*_, **__):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(indexing, "report_truncation", interrupted)  # called once the index is in place
+    built = tmp_path / "built"
+    args = ["build", str(tiny_beir), "-o", str(built), "--no-bm25", "--model", str(tiny_model_dir), "--device", "cpu",
+            "--dtype", "fp32"]
+    result = _invoke(*args)
+    assert result.exit_code == 0 and f"interrupted (Ctrl-C) after {built} was written whole" in result.stderr
+    result = _invoke(*args, "--overwrite", "--json")  # its summary is not printed yet: the work is not done
+    assert result.exit_code == 130 and result.stdout == "", result.output
