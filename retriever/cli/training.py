@@ -211,7 +211,8 @@ def _str(path: Path | None) -> str | None:
 @click.option("--skip-top", type=click.IntRange(min=0), default=0, show_default=True,
               help="Ranks dropped from the top before choosing (they often hold unjudged positives).")
 @click.option("--per-query", type=click.IntRange(min=1), default=30, show_default=True,
-              help="Negatives kept per query, in rank order, after dropping judged positives.")
+              help="Negatives kept per query, in rank order, after dropping judged positives and their copies "
+                   "(the same title and text).")
 @runtime_options()
 @mode_options()
 @moved_model_option()

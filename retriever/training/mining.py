@@ -2,13 +2,16 @@
 
 For each judged query of the split, the index's top ``depth`` documents are taken in rank order,
 the first ``skip_top`` ranks are dropped (the very top of a strong retriever is rich in unjudged
-positives), judged positives are dropped, and the first ``per_query`` that remain are written as
-``{"query_id", "negatives": [doc ids]}`` lines, which `retriever train --negatives` reads.
+positives), judged positives are dropped, and so are passages whose title and text are a judged positive's (a copy
+ranks as high as the positive, and training would push one text both up and down), and the first ``per_query``
+that remain are written as ``{"query_id", "negatives": [doc ids]}`` lines, which `retriever train --negatives` reads.
 """
 from __future__ import annotations
 
 import json
+import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +21,7 @@ from retriever.evaluation import judged_missing_from, judged_split, search_split
 from retriever.runs import Qrels, ranked_hits
 from retriever.searching import Searcher
 from retriever.files import atomic_write_lines
+from retriever.wording import counted
 
 
 @dataclass
@@ -29,11 +33,36 @@ class MiningResult:
     seconds: float
     queries_left_out: int = 0  # judged in the split but not in queries.jsonl, so not mined
     queries_without_positives: int = 0  # judged only non-relevant: no positive to train on, so not mined
+    copies_of_positives: int = 0  # passages left out as negatives for holding a judged positive's title and text
 
 
-def select_negatives(ranked_ids: list[str], positives: set[str], skip_top: int, per_query: int) -> list[str]:
-    """Drop the first skip_top ranks, then judged positives; keep the next per_query ids."""
-    return [doc_id for doc_id in ranked_ids[skip_top:] if doc_id not in positives][:per_query]
+def select_negatives(ranked_ids: list[str], positives: set[str], skip_top: int, per_query: int,
+                     is_copy: Callable[[str], bool] | None = None) -> list[str]:
+    """Drop the first skip_top ranks, then judged positives and the ids ``is_copy`` says hold a positive's text; keep
+    the next per_query ids (``is_copy`` is asked only until they are found)."""
+    kept: list[str] = []
+    for doc_id in ranked_ids[skip_top:]:
+        if len(kept) == per_query:
+            break
+        if doc_id not in positives and not (is_copy and is_copy(doc_id)):
+            kept.append(doc_id)
+    return kept
+
+
+def _copy_finder(searcher: Searcher, positives: set[str]) -> tuple[Callable[[str], bool], list[str]]:
+    """A test of whether a document's title and text are one of ``positives``', and the list of ids it found so."""
+    def passage(doc_id: str) -> tuple[str, str] | None:
+        record = searcher.documents.document(doc_id)
+        return None if record is None else (record["title"] or "", record["text"] or "")
+
+    texts, found = {passage(doc_id) for doc_id in positives} - {None}, []
+
+    def is_copy(doc_id: str) -> bool:
+        if texts and passage(doc_id) in texts:
+            found.append(doc_id)
+            return True
+        return False
+    return is_copy, found
 
 
 def check_index_holds_judged(searcher: Searcher, index: str | Path, beir: BeirDataset, split: str,
@@ -69,15 +98,21 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
         raise RetrieverError(f"--skip-top {skip_top} drops all {searcher.index.ntotal} documents of the index; "
                              "lower --skip-top")
     run, queries, qrels = search_split(searcher, beir, split, k=depth, progress=progress, desc="mine")
-    lines, total, empty = [], 0, 0
+    lines, total, empty, copies = [], 0, 0, 0
     for query in queries:
         positives = {doc_id for doc_id, grade in qrels[query.id].items() if grade > 0}
         ranked = [doc_id for doc_id, _ in ranked_hits(run.get(query.id, {}))]
-        negatives = select_negatives(ranked, positives, skip_top, per_query)
+        is_copy, found = _copy_finder(searcher, positives)
+        negatives = select_negatives(ranked, positives, skip_top, per_query, is_copy)
+        copies += len(found)
         total += len(negatives)
         empty += not negatives
         lines.append(json.dumps({"query_id": query.id, "negatives": negatives}, ensure_ascii=False) + "\n")
     output = Path(output)
     atomic_write_lines(output, lines)
+    if copies:
+        print(f"note: {counted(copies, 'passage')} left out of the negatives: a copy of a passage judged relevant to "
+              "the query (the same title and text)", file=sys.stderr)
     no_positive = sum(not any(grade > 0 for grade in grades.values()) for grades in qrels.values())
-    return MiningResult(output, len(queries), total, empty, time.time() - started, len(left_out), no_positive)
+    return MiningResult(output, len(queries), total, empty, time.time() - started, len(left_out), no_positive,
+                        copies)

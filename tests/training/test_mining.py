@@ -137,3 +137,25 @@ def test_queries_judged_only_non_relevant_are_counted_in_the_summary(indexed_bei
                                      str(tmp_path / "m.jsonl"), "--device", "cpu", "--dtype", "fp32"])
     assert said.exit_code == 0, said.output
     assert "; 1 judged only non-relevant left out, with no positive to train on)" in said.stderr
+
+
+@pytest.mark.parametrize("mode", ["bm25", "hybrid"])
+def test_a_copy_of_a_judged_positive_is_not_mined_as_its_negative(tmp_path, tiny_model_dir, tiny_beir, mode, capsys):
+    """A passage whose title and text are a judged positive's (d13, a copy of q1's d6) was written as a hard negative
+    of q1, ranked as high as the positive: training then pushes one text both up and down."""
+    from conftest import TINY_DOCS, write_jsonl
+
+    docs = [*TINY_DOCS, ("d13", "Bees", "the bee makes honey from a flower")]
+    write_jsonl(tiny_beir / "corpus.jsonl", [{"_id": i, "title": t, "text": x} for i, t, x in docs])
+    (tiny_beir / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td6\t1\nq2\td4\t1\n",
+                                                   encoding="utf-8")
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "index", encoder, progress=False)
+    result = mine_negatives(tmp_path / "index", tiny_beir, tmp_path / "n.jsonl", depth=13, per_query=12,
+                            device="cpu", dtype="fp32", progress=False, mode=mode)
+    lines = {line["query_id"]: line["negatives"] for line in map(json.loads, (tmp_path / "n.jsonl").open())}
+    assert "d13" not in lines["q1"] and "d6" not in lines["q1"], lines
+    assert mode == "bm25" or {"d6", "d13"} <= set(lines["q2"]), lines  # a copy of another query's positive stays
+    assert result.copies_of_positives == 1
+    assert ("note: 1 passage left out of the negatives: a copy of a passage judged relevant to the query (the same "
+            "title and text)") in capsys.readouterr().err
