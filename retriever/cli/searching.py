@@ -100,13 +100,6 @@ def _run_tag(ctx: click.Context, param: click.Parameter, value: str) -> str:
         raise click.BadParameter(str(error), ctx, param) from None
 
 
-def _say_why_no_hits(searcher, query: str) -> None:
-    """A search that found nothing says why where it can (``no_hits_reason``): it printed nothing at all."""
-    reason = no_hits_reason(searcher, [query], searcher.mode)[0]
-    if reason:
-        click.echo(reason, err=True)
-
-
 @click.command("search")
 @click.argument("index", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("query", required=False)
@@ -151,12 +144,14 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
     if query is not None:
         hits = searcher.search([query], k=k, nprobe=nprobe, ef_search=ef_search)[0]
         report_truncation(searcher.encoder)
-        if as_json:
-            click.echo(json.dumps({"query": query, "hits": [h.to_json() for h in hits]}, ensure_ascii=False))
+        why = None if hits else no_hits_reason(searcher, [query], searcher.mode)[0]  # it printed nothing at all
+        if as_json:  # the note as `serve` gives it
+            note = {"note": why} if why else {}
+            click.echo(json.dumps({"query": query, "hits": [h.to_json() for h in hits], **note}, ensure_ascii=False))
         else:
             print_hits(hits)
-            if not hits:
-                _say_why_no_hits(searcher, query)
+            if why:
+                click.echo(why, err=True)
         return
     batch = _read_batch(queries, fmt, fields_from(id_field, text_field, title_field))
     warn(blank_queries_warning(batch, searcher.mode, run_format))

@@ -1,6 +1,7 @@
 """`search`, `evaluate` and `mine` output paths: one that could never be written is refused before any work."""
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -291,6 +292,11 @@ def test_a_hybrid_query_of_no_known_word_says_how_it_was_ranked(tmp_path, tiny_b
     assert result.exit_code == 0 and "no hits" in result.stderr
     result = CliRunner().invoke(main, [*common, "lava"])
     assert result.exit_code == 0 and "d4" in result.stdout and result.stderr == "", result.output
+    result = CliRunner().invoke(main, [*common, "?!", "--json"])  # it gave {"hits": []} and no word of why
+    assert result.exit_code == 0 and json.loads(result.stdout) == {"query": "?!", "hits": [], "note": (
+        "no hits: the query holds no word the model knows, so hybrid ranks it by BM25 alone, and BM25 returns only "
+        "passages that share a term with the query (stopwords and words under two characters are not terms)")}
+    assert "note" not in json.loads(CliRunner().invoke(main, [*common, "lava", "--json"]).stdout)
 
 
 def test_hits_show_control_and_bidi_characters_as_escapes_not_obeyed(tmp_path, tiny_model_dir):
