@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
@@ -29,6 +30,9 @@ from retriever.errors import RetrieverError
 from retriever.model_names import MODEL_ALIASES
 from retriever.shards import differing_fields
 
+# How long closing a pool waits for its actors' CPUs (GPUs) to come back: a local Ray frees them within a second,
+# and on a busy cluster other work may take them at once, so they never show as free.
+RELEASE_SECONDS = 3.0
 # An actor's encode_part result: (outcome, rows, the shard's size and mtime as the actor sees them).
 PartResult = tuple[str, int, int, float]
 
@@ -115,7 +119,7 @@ def plan_workers(ray: ModuleType, device: str, workers: int | None, cpus_per_wor
 
 def _free(ray: ModuleType, resource: str, per_worker: int) -> int:
     """Workers of ``per_worker`` CPUs (GPUs) the cluster has room for now."""
-    return int(ray.available_resources().get(resource, 0)) // per_worker
+    return int(_available(ray, resource)) // per_worker
 
 
 class RayEncoderPool:
@@ -129,7 +133,8 @@ class RayEncoderPool:
             num_cpus=0 if gpus_per_worker else cpus_per_worker, num_gpus=gpus_per_worker,
             max_restarts=MAX_RETRIES, max_task_retries=MAX_RETRIES)
         threads = 0 if gpus_per_worker else cpus_per_worker
-        say_if_waiting(ray, workers, "encoder workers", *(("GPU", 1) if gpus_per_worker else ("CPU", cpus_per_worker)))
+        self._held = ("GPU", 1) if gpus_per_worker else ("CPU", cpus_per_worker)  # by each actor
+        say_if_waiting(ray, workers, "encoder workers", *self._held)
         self.actors = [actor_class.remote(actor_settings(settings), actor_device, dtype, batch_size, threads)
                        for _ in range(workers)]
         self._running: dict = {}  # parts in flight: the task's ref -> (its actor, its shard)
@@ -180,13 +185,24 @@ class RayEncoderPool:
                          "encoding queries")
 
     def close(self) -> None:
-        """Let the actors go. Parts still in flight (a run stopped by an error, Ctrl-C or SIGTERM) are cancelled
-        first: killed under them, Ray printed that each part "will be retried" as the run stopped."""
+        """Let the actors go, and wait (up to ``RELEASE_SECONDS``) for their CPUs (GPUs) to be free again: ray.kill
+        returns before they are, and a pool started next in the session was sized on the CPUs still held. Parts
+        still in flight (a run stopped by an error, Ctrl-C or SIGTERM) are cancelled first: killed under them, Ray
+        printed that each part "will be retried" as the run stopped."""
         for ref in self._running:
             self.ray.cancel(ref)
         self._running.clear()
+        resource, per_actor = self._held
+        freed = _available(self.ray, resource) + per_actor * len(self.actors)
         for actor in self.actors:
             self.ray.kill(actor)
+        deadline = time.monotonic() + RELEASE_SECONDS
+        while _available(self.ray, resource) < freed and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def _available(ray: ModuleType, resource: str) -> float:
+    return ray.available_resources().get(resource, 0)
 
 
 @contextlib.contextmanager

@@ -32,3 +32,15 @@ def test_closing_mid_part_cancels_the_parts_in_flight(local_ray, tiny_model_dir,
         local_ray.get(in_flight, timeout=60)
     time.sleep(2)  # Ray's workers' lines reach the driver's stderr a moment later
     assert "will be retried" not in capfd.readouterr().err
+
+
+def test_a_closed_pool_has_given_its_cpus_back(local_ray, tiny_model_dir, capfd):
+    """ray.kill returns before the worker has gone: a pool started next in the session (a library loop encoding
+    several corpora) found the CPUs still held, said its workers wait for other work, and was sized on what was
+    free then (one worker of two)."""
+    settings = EncoderSettings(model=str(tiny_model_dir))
+    for _ in range(2):
+        pool = RayEncoderPool(local_ray, settings, device="cpu", dtype="fp32")
+        assert len(pool.actors) == 2
+        pool.close()
+    assert "wait for CPUs" not in capfd.readouterr().err
