@@ -13,7 +13,6 @@ is not needed to train.
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +24,7 @@ from retriever.files import atomic_write_text, read_json, read_json_object, writ
 from retriever.model_card import model_card
 from retriever.model_loading import RETRIEVER_CONFIG, json_value
 from retriever.pooler_dense import pooler_dense_problem, write_pooler_dense
+from retriever.st_prompts import ST_CONFIG, ST_HINT, ST_PROMPTS, st_prefixes, version_dependent_prompt
 from retriever.st_router import router_settings, router_towers
 from retriever.st_transformer import check_transformer_config, transformer_config_file
 
@@ -41,10 +41,6 @@ ST_LEGACY_POOLING = {"pooling_mode_cls_token": "cls", "pooling_mode_max_tokens":
                      "pooling_mode_mean_tokens": "mean", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
                      "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
 ST_POOLINGS = {"cls": "cls", "mean": "mean"}
-# The prompt names `encode_query` and `encode_document` look for, in their order.
-ST_PROMPTS = {"query_prefix": ("query",), "passage_prefix": ("document", "passage", "corpus")}
-ST_CONFIG = "config_sentence_transformers.json"
-ST_HINT = "fix it, or to use the transformer alone pass a copy of the folder without modules.json"
 
 
 def untied_tower_paths(root: str | Path) -> tuple[Path, Path]:
@@ -174,9 +170,9 @@ def sentence_transformers_settings(folder: str | Path, given: dict | None = None
     else:
         settings, include_prompt = _pipeline_settings(folder, modules, kinds)
     settings["normalize"] = kinds[-1] == "Normalize"
-    for key, (as_5, as_6) in _st_prefixes(folder, config).items():
+    for key, (as_5, as_6) in st_prefixes(folder, config).items():
         if as_5 != as_6 and key not in given:
-            raise _version_dependent_prompt(folder / ST_CONFIG, key, as_5, as_6)
+            raise version_dependent_prompt(folder / ST_CONFIG, key, as_5, as_6)
         settings[key] = as_6
     if not include_prompt and any({**settings, **given}[key] for key in ST_PROMPTS):  # a flag's prefix too
         raise RetrieverError(f"{folder}: its pooling leaves its prompts out (include_prompt false), and retriever "
@@ -249,32 +245,6 @@ def st_pooling(folder: Path) -> tuple[str, bool]:
     return ST_POOLINGS[modes[0]], config.get("include_prompt", True) is not False
 
 
-def _st_prefixes(folder: Path, config: dict) -> dict[str, tuple[str, str]]:
-    """The prompts `encode_query` and `encode_document` prepend, as our query and passage prefixes, under
-    sentence-transformers 5 and under 6: 6 always holds 'query' and 'document' prompts (empty unless saved), so
-    it never reaches 5's 'passage'/'corpus' prompts, nor its fallback to the default prompt."""
-    path = folder / ST_CONFIG  # ``config`` is its content
-    if config.get("truncate_dim") is not None:  # sentence-transformers cuts every vector to it (Matryoshka)
-        raise RetrieverError(f"{path}: truncate_dim {config['truncate_dim']}: sentence-transformers keeps only the "
-                             "first dimensions of each vector, and retriever does not truncate; encode it with "
-                             "sentence-transformers, or delete truncate_dim there to use the whole vectors")
-    prompts = config.get("prompts") or {}
-    if not isinstance(prompts, dict) or not all(isinstance(v, (str, type(None))) for v in prompts.values()):
-        raise InputFileError(path, None, "its prompts are not an object of strings", ST_HINT)
-    name = config.get("default_prompt_name")
-    default = (prompts.get(name) if isinstance(name, str) else None) or ""
-    return {key: (next((prompts[name] or "" for name in names if name in prompts), default),  # a null one too
-                  prompts.get(names[0]) or "") for key, names in ST_PROMPTS.items()}
-
-
-def _version_dependent_prompt(path: Path, key: str, as_5: str, as_6: str) -> RetrieverError:
-    texts, flag = ("queries", "--query-prefix") if key == "query_prefix" else ("documents", "--passage-prefix")
-    return RetrieverError(f"{path}: sentence-transformers 5 prepends {as_5!r} to {texts} and 6 prepends {as_6!r} "
-                          f"(6 reads only its '{ST_PROMPTS[key][0]}' prompt, where 5 falls back to others or to "
-                          f"default_prompt_name), so its vectors depend on the version; pass {flag} "
-                          f"{shlex.quote(as_5)} to encode as 5 does, or {flag} {shlex.quote(as_6)} as 6 does")
-
-
 def st_disagreements(folder: str | Path, recorded: dict) -> dict[str, tuple[object, object]]:
     """Settings ``recorded`` (retriever.json) holds otherwise than the folder's sentence-transformers files apply,
     as {name: (ours, theirs)}: retriever wrote both alike, so a difference is a later edit (a folder re-saved by
@@ -284,7 +254,7 @@ def st_disagreements(folder: str | Path, recorded: dict) -> dict[str, tuple[obje
     if modules is None:
         return {}
     theirs: dict[str, object] = {key: as_5 if recorded.get(key) == as_6 else as_6  # either version's reading
-                                 for key, (as_5, as_6) in _st_prefixes(folder, read_json_object(
+                                 for key, (as_5, as_6) in st_prefixes(folder, read_json_object(
                                      folder / ST_CONFIG, ST_HINT, missing={})).items()}
     if kinds[:1] in (["Transformer"], ["Router"]):  # a shared tower's pipeline, or untied towers (``st_router``)
         settings, include_prompt = router_settings(folder) if kinds[0] == "Router" else \
