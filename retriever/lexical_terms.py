@@ -28,8 +28,9 @@ INVISIBLE_IN_WORDS = "\u00ad\u200c\u200d\u2060\ufeff"
 _FOLDS = str.maketrans({**dict.fromkeys(INVISIBLE_IN_WORDS), "\u0130": "I"})
 _FOLDED = re.compile(f"[{INVISIBLE_IN_WORDS}\u0130]")  # str.translate walks every text; a search skips most
 CJK = "bigrams"  # the record's word for how CJK runs are split (``cjk``); folders without it split them as words
-# Word characters of these scripts (scx: the prolonged sound mark ー too; the middle dot and 《》 are no letters)
-_CJK_LETTER = r"[\w&&[\p{scx=Han}\p{scx=Hiragana}\p{scx=Katakana}\p{scx=Hangul}]]"
+# Word characters of these scripts (scx: the prolonged sound mark ー too; the middle dot and 《》 are no letters),
+# but for the two combining marks Latin shares with Katakana (x̅, ạ belong to the Latin letter before them)
+_CJK_LETTER = r"[[\w&&[\p{scx=Han}\p{scx=Hiragana}\p{scx=Katakana}\p{scx=Hangul}]]--\p{scx=Latin}]"
 _CJK_RUN = regex.compile(f"(?V1){_CJK_LETTER}+")
 _CJK_ANY = regex.compile(r"[\p{scx=Han}\p{scx=Hiragana}\p{scx=Katakana}\p{scx=Hangul}]")  # letter or not: quicker
 _WORD_OR_CJK_RUN = regex.compile(f"(?V1){_CJK_LETTER}+|(?:(?!{_CJK_LETTER})[\\w\\p{{No}}]){{2,}}")

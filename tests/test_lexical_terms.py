@@ -66,3 +66,11 @@ def test_only_a_record_made_before_cjk_pairs_differs_only_by_them():
     assert not differs_only_by_cjk({**before, "unicode": None}, now)
     assert not differs_only_by_cjk({"pattern": FORMER_PATTERN, "unicode": "NFC", "lowercase": True}, now)
     assert not differs_only_by_cjk({**before, "cjk": None}, now) and not differs_only_by_cjk("x", now)
+
+
+def test_combining_marks_latin_shares_with_kana_stay_in_their_latin_word():
+    """U+0305 and U+0323 are listed for Katakana as well as Latin; in ``x̅`` or ``ạ`` they belong to the Latin
+    letter before them, so Latin text holding them is split as before CJK pairs."""
+    from retriever.lexical_terms import split_without_bigrams, split_words
+    for text in ("x\u0305 mean", "g\u0323 sound", "a\u0323b\u0305c 東京"):
+        assert split_words(text)[:2] == split_without_bigrams(text)[:2], text
