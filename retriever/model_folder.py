@@ -170,6 +170,8 @@ def sentence_transformers_settings(folder: str | Path, given: dict | None = None
     else:
         settings, include_prompt = _pipeline_settings(folder, modules, kinds)
     settings["normalize"] = kinds[-1] == "Normalize"
+    if not training:  # a trained model ranks by its own record's inner product
+        check_similarity(folder / ST_CONFIG, config, settings["normalize"])
     for key, (as_5, as_6) in st_prefixes(folder, config).items():
         if as_5 != as_6 and key not in given:
             raise version_dependent_prompt(folder / ST_CONFIG, key, as_5, as_6)
@@ -179,6 +181,18 @@ def sentence_transformers_settings(folder: str | Path, given: dict | None = None
                              "pools every token of the text; encode it with sentence-transformers, or pass "
                              "--query-prefix '' --passage-prefix '' to encode without prompts")
     return settings
+
+
+def check_similarity(path: Path, config: dict, normalized: bool) -> None:
+    """Refuse a ``similarity_fn_name`` (in ``config``, read from ``path``) that ranks otherwise than the inner product
+    retriever searches by: it ranked such a model's passages otherwise than sentence-transformers' similarity, with
+    exit 0. Euclidean distance between unit vectors ranks as their inner product does; manhattan never does."""
+    name = config.get("similarity_fn_name")
+    if name == "manhattan" or name == "euclidean" and not normalized:
+        raise RetrieverError(f"{path}: similarity_fn_name {name!r}: sentence-transformers ranks this model's vectors "
+                             f"by {name} distance{'' if normalized else ' (they are not normalised)'}, and retriever "
+                             "ranks by inner product, so its results would differ; encode and search it with "
+                             "sentence-transformers")
 
 
 def _pipeline_settings(folder: Path, modules: list[dict], kinds: list[str]) -> tuple[dict, bool]:

@@ -298,3 +298,21 @@ def test_a_multi_vector_encoder_is_refused_as_multi_vector(tmp_path, tiny_model_
     with pytest.raises(RetrieverError, match=r"is a sentence-transformers MultiVectorEncoder \(ColBERT-style\): one "
                                              r"vector per token"):
         EncoderSettings.for_model(str(tmp_path / "colbert"))
+
+
+@pytest.mark.parametrize("similarity, normalize", [("euclidean", False), ("manhattan", False), ("manhattan", True)])
+def test_a_distance_similarity_retriever_cannot_rank_by_is_refused(tmp_path, tiny_model_dir, similarity, normalize):
+    folder = saved_by_sentence_transformers(tmp_path, tiny_model_dir, "mean", normalize, {})
+    config = json.loads((folder / "config_sentence_transformers.json").read_text())
+    (folder / "config_sentence_transformers.json").write_text(json.dumps({**config, "similarity_fn_name": similarity}))
+    assert sentence_transformers.SentenceTransformer(str(folder), device="cpu").similarity_fn_name == similarity
+    with pytest.raises(RetrieverError, match=rf"config_sentence_transformers.json: similarity_fn_name '{similarity}'"):
+        EncoderSettings.for_model(str(folder))
+
+
+@pytest.mark.parametrize("similarity, normalize", [("euclidean", True), ("dot", False), ("cosine", True)])
+def test_a_similarity_inner_product_ranks_alike_is_taken(tmp_path, tiny_model_dir, similarity, normalize):
+    folder = saved_by_sentence_transformers(tmp_path, tiny_model_dir, "mean", normalize, {})
+    config = json.loads((folder / "config_sentence_transformers.json").read_text())
+    (folder / "config_sentence_transformers.json").write_text(json.dumps({**config, "similarity_fn_name": similarity}))
+    assert EncoderSettings.for_model(str(folder)).normalize is normalize
