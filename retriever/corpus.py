@@ -79,7 +79,9 @@ def resolve_queries_path(path: str | Path) -> Path:
 def detect_format(path: Path, fmt: str = "auto") -> str:
     if fmt not in FORMATS:
         raise RetrieverError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    foreign = file_kind_error(path)  # compressed, or UTF-16: the reader would say less
+    suffix = path.suffix.lower()
+    named_parquet = fmt == "parquet" or (fmt in ("auto", "beir") and suffix in (".parquet", ".pq"))
+    foreign = None if named_parquet else file_kind_error(path)  # compressed, UTF-16, Parquet: the reader says less
     if foreign is not None:
         raise foreign
     if fmt not in ("auto", "beir"):
@@ -87,7 +89,6 @@ def detect_format(path: Path, fmt: str = "auto") -> str:
     if path.exists() and not path.is_file():  # /dev/stdin, a FIFO: its name is no file's, and its bytes go unread
         raise RetrieverError(f"{path}: a pipe or device has no file name to tell its format by; pass --format jsonl "
                              "or tsv")
-    suffix = path.suffix.lower()
     if suffix in (".jsonl", ".json", ".ndjson"):
         return "jsonl"
     if suffix in (".tsv", ".txt", ".tab"):

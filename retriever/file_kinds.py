@@ -26,6 +26,9 @@ _BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\x
 _NUL_PLACES = (({1, 2, 3}, "UTF-32LE"), ({0, 1, 2}, "UTF-32BE"), ({1, 3}, "UTF-16LE"), ({0, 2}, "UTF-16BE"))
 
 HEAD_BYTES = 64  # how much of a file's start the check looks at
+# A Parquet file's first bytes: its magic, then the first page header (a Thrift field header, a control byte); a TSV
+# whose first id starts "PAR1" is text.
+PARQUET_START = re.compile(rb"PAR1[\x00-\x08\x0e-\x1f]")
 
 
 def unmarked_encoding(head: bytes) -> str | None:
@@ -42,7 +45,10 @@ def unmarked_encoding(head: bytes) -> str | None:
 
 def kind_error(path: Path, head: bytes) -> InputFileError | None:
     """An error naming what a file whose first bytes are ``head`` is, when the readers cannot read it as UTF-8
-    text (compressed, UTF-16, UTF-32), with the command that converts it; None for anything else."""
+    text (compressed, UTF-16, UTF-32, Parquet), with the command that converts it; None for anything else."""
+    if PARQUET_START.match(head):  # piped to `--queries -` without --format, or named .jsonl
+        return InputFileError(path, None, "the file is Parquet, not JSONL or TSV text",
+                              "pass --format parquet (or give it a .parquet name)")
     for magic, kind, command in _COMPRESSED:
         if re.match(magic, head):
             return InputFileError(path, None, f"the file is {kind}-compressed, which this reader does not unpack",

@@ -61,3 +61,21 @@ def test_text_starting_with_bzip2s_letters_is_text(tmp_path: Path, name: str, te
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     assert len(reader(path)) == 1
+
+
+def test_a_parquet_file_read_as_text_is_named_parquet(tmp_path: Path) -> None:
+    """Parquet piped to `search --queries -` without --format, or named .jsonl, was 'invalid UTF-8 at byte 220 of the
+    line; re-encode the file as UTF-8'; with --format parquet (or its own name) it still reads."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"_id": ["q1"], "text": ["honey"]})
+    pq.write_table(table, tmp_path / "q.parquet")
+    (tmp_path / "q.jsonl").write_bytes((tmp_path / "q.parquet").read_bytes())
+    with pytest.raises(InputFileError, match=r"q\.jsonl: the file is Parquet, not JSONL or TSV text; pass --format "
+                                             r"parquet \(or give it a \.parquet name\)"):
+        read_queries(tmp_path / "q.jsonl")
+    assert [q.id for q in read_queries(tmp_path / "q.jsonl", "parquet")] == ["q1"]
+    assert [q.id for q in read_queries(tmp_path / "q.parquet")] == ["q1"]
+    (tmp_path / "q.tsv").write_text("PAR1\tfour letters of text\n")  # text, whatever its first id
+    assert [q.id for q in read_queries(tmp_path / "q.tsv")] == ["PAR1"]

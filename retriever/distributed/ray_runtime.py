@@ -289,5 +289,7 @@ def died(ray: ModuleType, error: Exception, doing: str) -> RetrieverError:
                               "same retriever and its dependencies installed, then rerun the same command")
     what = (f"died {MAX_RETRIES + 1} times" if isinstance(error, (ray.exceptions.RayActorError,
                                                                   ray.exceptions.WorkerCrashedError)) else "was lost")
+    if "killed by `ray.kill`" in str(error):  # Ray restarts no actor that ray.kill ended: it died once
+        what = "was killed by ray.kill (by hand, or by a tool managing the cluster)"
     return RetrieverError(f"a Ray worker {what} {doing} ({type(error).__name__}: {lines[0][:200]}); rerun the same "
                           "command to resume (finished parts are kept)")

@@ -145,6 +145,23 @@ def test_a_worker_that_died_past_its_restarts_is_one_line(error):
     assert "\n" not in message and raised.value.__suppress_context__
 
 
+def test_a_worker_killed_by_ray_kill_is_not_said_to_have_died_past_its_restarts():
+    """Ray does not restart an actor that ray.kill ended (by hand, or a tool managing the cluster): it died once, and
+    the line said it died 4 times, as a part that crashes every worker would."""
+    ray = pytest.importorskip("ray")
+
+    def killed():  # the text Ray gives a task of an actor ray.kill ended
+        raise ray.exceptions.RayActorError(error_msg="The actor died unexpectedly before finishing this task.\n"
+                                           "\tclass_name: EncoderActor\nThe actor is dead because it was killed by "
+                                           "`ray.kill`.")
+
+    with pytest.raises(RetrieverError) as raised:
+        unwrapped(ray, killed, "encoding part embeddings-w000of001-00003.parquet")
+    assert str(raised.value).startswith("a Ray worker was killed by ray.kill (by hand, or by a tool managing the "
+                                        "cluster) encoding part embeddings-w000of001-00003.parquet")
+    assert "times" not in str(raised.value) and "rerun the same command to resume" in str(raised.value)
+
+
 def test_a_worker_that_could_not_start_says_so():
     ray = pytest.importorskip("ray")
 
