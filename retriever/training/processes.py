@@ -21,7 +21,8 @@ from retriever.errors import RetrieverError
 
 # gloo reports a lost peer as a plain RuntimeError; these mark its transport failures
 PEER_MARKERS = ("gloo/transport/", "Connection closed by peer", "Connection reset by peer")
-KEY_NAMES = {"inputs_sha256": "fingerprint of the data files and start model"}  # how a compared key is named
+KEY_NAMES = {"inputs_sha256": "fingerprint of the data files and start model",  # how a compared key is named
+             "model_files_sha256": "fingerprint of the start model's tokenizer and config files"}
 _SOURCE_PREFIX = re.compile(r"^\[[^\]]*\]\s*")  # "[.../pair.cc:553] " before gloo's message
 _TIMED_OUT = re.compile(r"timed out|timeout", re.IGNORECASE)  # gloo's "Timed out waiting", NCCL's watchdog timeout
 

@@ -2,10 +2,11 @@
 
 A checkpoint counts only once its ``run.json`` exists (written after every rank saved); it holds the
 run's settings and a fingerprint of its inputs (the data files it reads and the start model's weight
-files), and a rerun compares both with its own before it loads anything: resuming on other data, or
-from another start model under the same name, would silently mix two runs. ``finished.json`` records
-the same plus the result, so a rerun of a finished run is a no-op. Older records lack the fingerprint;
-they resume unchecked.
+files), a second one of its tokenizer and config files, and the precision it computed in. A rerun compares the
+settings and fingerprints with its own before it loads anything: resuming on other data, or from another start model
+(or tokenizer) under the same name, would silently mix two runs; another precision is allowed, with a note
+(`precision_note`). ``finished.json`` records the same plus the result, so a rerun of a finished run is a no-op.
+Records older than a fingerprint or the precision lack it; they resume unchecked on it.
 """
 from __future__ import annotations
 
@@ -33,6 +34,16 @@ FINISHED_FILE = "finished.json"
 WEIGHTS_FILE = "model.safetensors"
 OPTIMIZER_STATES = ("optimizer.pt", "scheduler.pt")
 INPUTS_KEY = "inputs_sha256"  # beside the settings in both records, compared separately
+MODEL_FILES_KEY = "model_files_sha256"  # the start model's tokenizer and config files: apart, so older runs resume
+PRECISION_KEY = "dtype"  # the precision the run computed in: a resume in another is noted, not refused
+BESIDE_SETTINGS = (INPUTS_KEY, MODEL_FILES_KEY, PRECISION_KEY)
+# The start model's files besides its weights that shape what it computes: its config, its tokenizer's files, and
+# the sentence-transformers and retriever records that set pooling, lengths and prefixes (in any tower's folder).
+MODEL_FILE_NAMES = frozenset({
+    "config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+    "vocab.txt", "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model",
+    "modules.json", "config_sentence_transformers.json", "sentence_bert_config.json", "router_config.json",
+    "retriever.json"})
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt")
 _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 # What the fingerprint reads: a file up to WHOLE_FILE bytes whole; a larger one (a pre-training corpus of
@@ -61,11 +72,20 @@ def file_fingerprint(path: Path) -> str:
 def model_weight_files(model: str) -> dict[str, Path]:
     """The start model's weight files by their place in its folder (an untied model's towers and a Condenser head
     included, a training output's own checkpoints not); none for a hub id, which the settings name."""
+    return _model_files(model, lambda path: path.suffix in WEIGHT_SUFFIXES)
+
+
+def model_config_files(model: str) -> dict[str, Path]:
+    """The start model's tokenizer and config files (``MODEL_FILE_NAMES``), found as its weight files are."""
+    return _model_files(model, lambda path: path.name in MODEL_FILE_NAMES)
+
+
+def _model_files(model: str, wanted: Callable[[Path], bool]) -> dict[str, Path]:
     root = Path(resolve_model_path(model))
     if not root.is_dir():
         return {}
     return {f"model/{path.relative_to(root).as_posix()}": path for path in sorted(root.rglob("*"))
-            if path.suffix in WEIGHT_SUFFIXES and path.is_file()
+            if wanted(path) and path.is_file()
             and not any(part == CHECKPOINTS or part.startswith(".") for part in path.relative_to(root).parts)}
 
 
@@ -82,13 +102,22 @@ def inputs_fingerprint(files: dict[str, Path | None]) -> str:
     return digest.hexdigest()[:32]
 
 
-def _check_record(path: Path, settings: dict, inputs_sha256: str, key: str | None = None) -> dict:
-    """A recorded run (``path``, its settings under ``key``) whose settings are exactly these and whose inputs (when
-    recorded) are these; a record with other keys (``{}`` included) is another kind of folder, not a compatible run."""
+def run_fingerprints(data_files: dict[str, Path | None], model: str) -> dict[str, str]:
+    """The fingerprints a resume compares, by their record's key: the data files with the start model's weights, and
+    apart (so runs recorded before it resume) the start model's tokenizer and config files."""
+    return {INPUTS_KEY: inputs_fingerprint({**data_files, **model_weight_files(model)}),
+            MODEL_FILES_KEY: inputs_fingerprint(model_config_files(model))}
+
+
+def _check_record(path: Path, settings: dict, fingerprints: dict[str, str], key: str | None = None) -> dict:
+    """A recorded run (``path``, its settings under ``key``) whose settings are exactly these and whose fingerprints
+    (those it recorded: `INPUTS_KEY`, `MODEL_FILES_KEY`) are these; a record with other keys (``{}`` included) is
+    another kind of folder, not a compatible run."""
     record = read_json(path, "delete it or choose another --output")
     recorded = record.get(key) if key and isinstance(record, dict) else record
-    recorded_inputs = recorded.get(INPUTS_KEY) if isinstance(recorded, dict) else None
-    recorded = {k: v for k, v in recorded.items() if k != INPUTS_KEY} if isinstance(recorded, dict) else recorded
+    beside = {k: v for k, v in recorded.items() if k in BESIDE_SETTINGS} if isinstance(recorded, dict) else {}
+    recorded = {k: v for k, v in recorded.items() if k not in BESIDE_SETTINGS} if isinstance(recorded, dict) \
+        else recorded
     if not isinstance(recorded, dict) or set(recorded) != set(settings):
         raise RetrieverError(f"{path}: not a run of this command and version (its settings record does not match); "
                              "choose another --output or delete the folder")
@@ -97,9 +126,12 @@ def _check_record(path: Path, settings: dict, inputs_sha256: str, key: str | Non
     if differing:
         raise RetrieverError(f"{path.parent} holds a run with other settings ({'; '.join(differing)}); rerun with "
                              "the same settings to resume, or choose another --output")
-    if recorded_inputs is not None and recorded_inputs != inputs_sha256:
+    if beside.get(INPUTS_KEY, fingerprints[INPUTS_KEY]) != fingerprints[INPUTS_KEY]:
         raise RetrieverError(f"the training data or the start model changed since the run in {path.parent}; rerun "
                              "with the same data and model to resume, or choose another --output")
+    if beside.get(MODEL_FILES_KEY, fingerprints[MODEL_FILES_KEY]) != fingerprints[MODEL_FILES_KEY]:
+        raise RetrieverError(f"the start model's tokenizer or config files changed since the run in {path.parent}; "
+                             "rerun with the same model files to resume, or choose another --output")
     return record
 
 
@@ -120,19 +152,38 @@ def complete_checkpoints(folder: Path) -> list[tuple[int, Path]]:
                   if (match := _CHECKPOINT_DIR.match(path.name)) and (path / RUN_FILE).is_file())
 
 
-def prior_run(output: Path, settings: dict, inputs_sha256: str) -> tuple[dict | None, Path | None]:
+def prior_run(output: Path, settings: dict, fingerprints: dict[str, str],
+              log: Callable[[str], None] | None = None) -> tuple[dict | None, Path | None]:
     """What a rerun finds: a finished run's record, or the newest complete checkpoint, each checked against
-    these settings and inputs before any other file of it is read. A folder that holds something else is refused."""
+    these settings and fingerprints (`INPUTS_KEY`, `MODEL_FILES_KEY`) before any other file of it is read. A folder
+    that holds something else is refused. ``log`` is told of incomplete checkpoints skipped (`skipped_checkpoints`)."""
     folder = output / CHECKPOINTS
     if output.exists() and (not output.is_dir() or any(output.iterdir()) and not folder.is_dir()):
         raise RetrieverError(f"{output}: exists and holds no training run (no {CHECKPOINTS}/); choose a new --output "
                              "(the run writes a model folder there)")
     if (folder / FINISHED_FILE).is_file():
-        return _check_record(folder / FINISHED_FILE, settings, inputs_sha256, key="settings"), None
+        return _check_record(folder / FINISHED_FILE, settings, fingerprints, key="settings"), None
     complete = complete_checkpoints(folder)
     if complete:
-        _check_record(complete[-1][1] / RUN_FILE, settings, inputs_sha256)
-    return None, complete[-1][1] if complete else None
+        _check_record(complete[-1][1] / RUN_FILE, settings, fingerprints)
+    resume = complete[-1][1] if complete else None
+    if log is not None and (skipped := skipped_checkpoints(output, resume)):
+        log(skipped)
+    return None, resume
+
+
+def note_precision(checkpoint: Path | None, precision: str, log: Callable[[str], None]) -> None:
+    """Tell ``log`` in one line when ``checkpoint`` was trained in another precision than this resume computes in.
+    A resume goes on, as a user who changed --dtype (or whose ``auto`` resolves otherwise on this machine) expects:
+    the checkpoint holds fp32 weights and optimizer states either way; but its steps round otherwise than the
+    uninterrupted run's, which it did without a word. Checkpoints that predate the record say nothing."""
+    if checkpoint is None:
+        return
+    recorded = read_json(checkpoint / RUN_FILE, "delete it or choose another --output").get(PRECISION_KEY)
+    if recorded is not None and recorded != precision:
+        log(f"note: {checkpoint.name} was trained in {recorded} and this run computes in {precision}: it continues "
+            f"from the same weights, but its steps round otherwise, so its weights will not be those of an "
+            f"uninterrupted run; resume with --dtype {recorded} to continue it as it was")
 
 
 def skipped_checkpoints(output: Path, resume: Path | None) -> str | None:

@@ -34,11 +34,10 @@ from retriever.training.layout import check_resume_layout, check_step_layout
 from retriever.training.processes import (DDP_TIMEOUT, check_same_run_everywhere, join_process_group,
                                           launched_processes, peer_deaths_reported)
 from retriever.training.run_guards import check_run_paths
-from retriever.training.run_record import (CHECKPOINTS, FINISHED_FILE, INPUTS_KEY,  # noqa: F401 (stack.*)
-                                           OPTIMIZER_STATES, RUN_FILE, WEIGHTS_FILE, checkpoint_states_loaded,
-                                           checkpoint_step, corpus_file, final_state, rng_states_read, prior_run,
-                                           inputs_fingerprint, load_weights, model_weight_files, rotate_checkpoints,
-                                           skipped_checkpoints)
+from retriever.training.run_record import (CHECKPOINTS, FINISHED_FILE, OPTIMIZER_STATES,  # noqa: F401 (stack.*)
+                                           PRECISION_KEY, RUN_FILE, WEIGHTS_FILE, checkpoint_states_loaded,
+                                           checkpoint_step, corpus_file, final_state, load_weights, note_precision,
+                                           prior_run, rng_states_read, rotate_checkpoints, run_fingerprints)
 
 
 def log(message: str) -> None:
@@ -121,9 +120,7 @@ class StackConfig:
         config = self.normalised()
         if not (output := Path(config.output)).exists():
             check_creatable(output, "--output")
-        finished, resume = prior_run(output, config.learning_settings(), config.inputs_sha256)
-        if finished is None and (skipped := skipped_checkpoints(output, resume)):
-            log(skipped)
+        finished, resume = prior_run(output, config.learning_settings(), config.fingerprints, log)
         if finished is not None:
             log(f"{output}: this run already finished ({finished['result']['steps']} steps); nothing to do")
         return config, finished, resume
@@ -133,9 +130,9 @@ class StackConfig:
         return {"corpus": corpus_file(self.corpus)}
 
     @functools.cached_property
-    def inputs_sha256(self) -> str:
-        """The fingerprint of the data files and the start model's weights (see `run_record`), read once."""
-        return inputs_fingerprint({**self.data_files(), **model_weight_files(self.model)})
+    def fingerprints(self) -> dict[str, str]:
+        """What a resume compares of the data files and the start model (`run_record.run_fingerprints`), read once."""
+        return run_fingerprints(self.data_files(), self.model)
 
     def learning_settings(self) -> dict:
         """What a resume must match. The record lives in the model folder, which gets moved, so paths are kept as
@@ -182,7 +179,7 @@ class StackTrainer(Trainer):
                      *tensorboard(config, is_main_process())]  # examples/s first
         super().__init__(args=arguments, callbacks=callbacks, **kwargs)
         self.output, self.precision, self.resuming = Path(config.output), precision, None
-        self.record = {**config.learning_settings(), INPUTS_KEY: config.inputs_sha256}
+        self.record = {**config.learning_settings(), **config.fingerprints, PRECISION_KEY: precision}
         # rotated by _save_checkpoint once the new checkpoint is complete, not by the library before that
         self.keep_checkpoints, self.args.save_total_limit = self.args.save_total_limit, None
         self.remove_callback(PrinterCallback)
@@ -221,8 +218,9 @@ class StackTrainer(Trainer):
         damaged or not plain data stops the run, and so does a process's death or a process running another training
         than the first's (settings, checkpoint interval or precision: all save and average together), in one line."""
         check_same_run_everywhere({**self.record, "resume_from_step": checkpoint_step(resume_from),
-                                   "save_steps": self.args.save_steps if self.args.save_strategy == "steps" else 0,
-                                   "dtype": self.precision}, self.args.ddp_timeout)
+                                   "save_steps": self.args.save_steps if self.args.save_strategy == "steps" else 0},
+                                  self.args.ddp_timeout)
+        note_precision(resume_from, self.precision, log)
         self.resuming = resume_from
         if resume_from is not None and self._resume_at_the_end(resume_from):
             return

@@ -204,20 +204,60 @@ def test_a_resume_from_another_start_model_of_the_same_path_is_refused(tmp_path,
         train(settings)
 
 
-def test_records_without_a_fingerprint_still_resume(tmp_path, small_bert, train_beir, monkeypatch):
-    """Checkpoints and finished runs recorded before the fingerprint existed resume (unchecked) as before."""
-    settings = killed_run(tmp_path, train_beir, small_bert, monkeypatch)
+@pytest.mark.parametrize("dropped", [run_record.BESIDE_SETTINGS, (run_record.MODEL_FILES_KEY,)])
+def test_records_without_a_fingerprint_still_resume(tmp_path, train_beir, monkeypatch, capfd, dropped):
+    """Checkpoints and finished runs recorded before a fingerprint (or the precision) existed resume as before,
+    unchecked on what they lack: an edited tokenizer, another --dtype."""
+    model = make_tiny_bert(tmp_path / "bert", layers=1)
+    settings = killed_run(tmp_path, train_beir, model, monkeypatch)
     marker = tmp_path / "model" / "checkpoints" / "checkpoint-2" / "run.json"
     record = json.loads(marker.read_text())
-    assert set(record) - set(settings.learning_settings()) == {run_record.INPUTS_KEY}
-    del record[run_record.INPUTS_KEY]
-    marker.write_text(json.dumps(record))
-    assert train(settings).resumed_from_step == 2
+    assert set(record) - set(settings.learning_settings()) == set(run_record.BESIDE_SETTINGS)
+    marker.write_text(json.dumps({key: value for key, value in record.items() if key not in dropped}))
+    (model / "tokenizer_config.json").write_text((model / "tokenizer_config.json").read_text() + "\n")
+    capfd.readouterr()
+    assert train(dataclasses.replace(settings, dtype="bf16")).resumed_from_step == 2
+    assert ("was trained in fp32" in capfd.readouterr().err) == (run_record.PRECISION_KEY not in dropped)
     finished = tmp_path / "model" / "checkpoints" / "finished.json"
     record = json.loads(finished.read_text())
-    del record["settings"][run_record.INPUTS_KEY]
+    record["settings"] = {key: value for key, value in record["settings"].items() if key not in dropped}
     finished.write_text(json.dumps(record))
     assert train(settings).already_finished
+
+
+@pytest.mark.parametrize("edit", ["tokenizer_config.json", "config.json", "tokenizer.json"])
+def test_a_resume_after_the_start_models_tokenizer_or_config_changed_is_refused(tmp_path, train_beir, monkeypatch,
+                                                                               edit):
+    """They shape the token ids and the model as much as the weights do; only the weights were fingerprinted, so a
+    resume after an edit (lowercasing turned off, a word renamed, a dropout changed) trained on with exit 0."""
+    model = make_tiny_bert(tmp_path / "bert", layers=1)
+    settings = killed_run(tmp_path, train_beir, model, monkeypatch)
+    path = model / edit
+    if edit == "tokenizer.json":  # a word of its vocabulary renamed
+        path.write_text(path.read_text().replace('"cat":', '"kat":', 1))
+    else:
+        text = json.loads(path.read_text())
+        path.write_text(json.dumps({**text, "do_lower_case": False} if edit.startswith("tok") else
+                                   {**text, "hidden_dropout_prob": 0.5}))
+    with pytest.raises(RetrieverError, match="the start model's tokenizer or config files changed since the run in"):
+        train(settings)
+
+
+def test_a_resume_in_another_precision_continues_with_one_line_saying_so(tmp_path, small_bert, train_beir,
+                                                                        monkeypatch, capfd):
+    """The checkpoint recorded no precision, so a resume with another --dtype (or an ``auto`` that resolves otherwise
+    on another machine) trained on in it without a word, to other weights than the uninterrupted run's."""
+    settings = killed_run(tmp_path, train_beir, small_bert, monkeypatch)  # fp32
+    capfd.readouterr()
+    assert train(dataclasses.replace(settings, dtype="bf16")).resumed_from_step == 2
+    err = capfd.readouterr().err
+    assert ("note: checkpoint-2 was trained in fp32 and this run computes in bf16: it continues from the same "
+            "weights") in err and "resume with --dtype fp32 to continue it as it was\n" in err
+    (tmp_path / "again").mkdir()
+    settings = killed_run(tmp_path / "again", train_beir, small_bert, monkeypatch)
+    capfd.readouterr()
+    assert train(settings).resumed_from_step == 2
+    assert "was trained in" not in capfd.readouterr().err
 
 
 def test_a_checkpoint_without_its_run_record_is_skipped_with_one_line_naming_it(tmp_path, small_bert, train_beir,

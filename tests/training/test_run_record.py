@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from retriever.errors import RetrieverError
-from retriever.training.run_record import CHECKPOINTS, FINISHED_FILE, RUN_FILE, prior_run
+from retriever.training.run_record import CHECKPOINTS, FINISHED_FILE, INPUTS_KEY, MODEL_FILES_KEY, RUN_FILE, prior_run
+
+FINGERPRINTS = {INPUTS_KEY: "inputs", MODEL_FILES_KEY: "model files"}
 
 
 def recorded(output: Path, settings: dict, finished: bool) -> None:
@@ -28,11 +30,11 @@ def test_a_run_recorded_with_epochs_and_max_steps_is_taken_up_by_max_steps_alone
     (epochs 3 -> 1) while the old command line is a usage error: no command could resume or rerun the run."""
     old = {"epochs": 3, "max_steps": 2, "learning_rate": 1e-3}
     recorded(tmp_path / "run", old, finished)
-    finished_record, resume = prior_run(tmp_path / "run", {**old, "epochs": 1}, "inputs")
+    finished_record, resume = prior_run(tmp_path / "run", {**old, "epochs": 1}, FINGERPRINTS)
     assert (finished_record is not None) == finished and (resume is not None) != finished
 
 
 def test_epochs_still_tell_runs_apart_without_max_steps(tmp_path):
     recorded(tmp_path / "run", {"epochs": 3, "max_steps": None, "learning_rate": 1e-3}, finished=False)
     with pytest.raises(RetrieverError, match="epochs 3 -> 1"):
-        prior_run(tmp_path / "run", {"epochs": 1, "max_steps": None, "learning_rate": 1e-3}, "inputs")
+        prior_run(tmp_path / "run", {"epochs": 1, "max_steps": None, "learning_rate": 1e-3}, FINGERPRINTS)
