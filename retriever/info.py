@@ -8,9 +8,10 @@ from retriever.errors import IndexDamaged
 from retriever.fusion import recorded_fusion
 from retriever.index_folder import MANIFEST_FILE, SEARCH_SETTINGS, read_manifest
 from retriever.index_opening import checked_manifest, open_index, required_files
-from retriever.integrity import check_folder, file_damage, recorded_files, verify_files
+from retriever.integrity import check_folder, file_damage, reading, recorded_files, verify_files
 from retriever.lexical_part import check_lexical_files, corpus_terms, lexical_record, open_lexical
 from retriever.lexical import LEXICAL_DIR, cjk_free
+from retriever.lexical_build import SORTED_VOCAB_FILE
 from retriever.lexical_terms import differs_only_by_cjk, splits_as_now, tokenizer_record
 
 
@@ -55,24 +56,29 @@ def _lexical_summary(index_dir: Path, manifest: dict) -> dict | None:
         return None
     try:
         check_lexical_files(index_dir, manifest)
-        damage = None
+        current, damage = _splits_as_now(index_dir, manifest, lexical), None
     except IndexDamaged as error:
         damage = str(error)
+        current = splits_as_now(lexical.get("tokenizer")) if isinstance(lexical, dict) else False
     lexical = lexical if isinstance(lexical, dict) else {}
     return {**{key: lexical.get(key) for key in ("k1", "b", "method", "stemmer", "stopwords", "documents",
                                                   "vocabulary")}, "terms": corpus_terms(lexical),
-            "current_splitting": _splits_as_now(index_dir, lexical, damage is None), "damage": damage}
+            "current_splitting": current, "damage": damage}
 
 
-def _splits_as_now(index_dir: Path, lexical: dict, readable: bool) -> bool:
+def _splits_as_now(index_dir: Path, manifest: dict, lexical: dict) -> bool:
     """Whether a rebuild would split the part's passages as they are: recorded with today's splitting, or before
     CJK letter pairs with no CJK letter among its terms and stopwords, so that only a CJK letter standing alone
-    (no term then, one now) could differ (``lexical_terms.holds_cjk_letter``). A damaged part's terms are not read."""
+    (no term then, one now) could differ (``lexical_terms.holds_cjk_letter``). Its vocabulary unreadable is damage,
+    not a former splitting."""
     recorded = lexical.get("tokenizer")
     if splits_as_now(recorded):
         return True
-    return (readable and differs_only_by_cjk(recorded, tokenizer_record())
-            and cjk_free(index_dir / str(lexical.get("directory", LEXICAL_DIR)), lexical.get("stopwords")))
+    if not differs_only_by_cjk(recorded, tokenizer_record()):
+        return False
+    name = f"{lexical.get('directory', LEXICAL_DIR)}/{SORTED_VOCAB_FILE}"
+    with reading(index_dir / name, lambda _, problem: file_damage(index_dir, manifest, name, problem)):
+        return cjk_free(index_dir / str(lexical.get("directory", LEXICAL_DIR)), lexical.get("stopwords"))
 
 
 def _fusion_summary(index_dir: Path, manifest: dict) -> dict | None:

@@ -121,15 +121,21 @@ def _snowball(language: str | None):
 
 def cjk_free(part: Path, stopwords: str | None) -> bool:
     """Whether a BM25 part's terms and stopword list hold no letter CJK pairing cuts (``holds_cjk_letter``): its
-    sorted vocabulary is matched memory-mapped, never loaded. False where that cannot be read or the list is unknown."""
-    from retriever.docstore import open_mapped
-
-    try:
-        terms = open_mapped(part / SORTED_VOCAB_FILE).get_batch(0).column("term")
-        listed = _tokenizer(LexicalParams(stemmer=None, stopwords=stopwords)).stopwords or ()
-    except (RetrieverError, OSError, KeyError):
+    sorted vocabulary is matched memory-mapped, never loaded. False for a part without one (built before it); a
+    vocabulary that cannot be read raises Arrow's or the OS's error, for the caller to name as damage."""
+    if not (part / SORTED_VOCAB_FILE).is_file():
         return False
+    terms = _sorted_vocabulary(part / SORTED_VOCAB_FILE).column("term")
+    listed = _tokenizer(LexicalParams(stemmer=None, stopwords=stopwords)).stopwords or ()
     return not holds_cjk_letter(listed) and not holds_cjk_letter(terms)
+
+
+def _sorted_vocabulary(path: Path):
+    """The part's sorted vocabulary, mapped; Arrow's own error where it cannot be read, which the caller's
+    ``integrity.reading`` names as damage to the BM25 part (``docstore.open_mapped``'s said to rebuild the index)."""
+    import pyarrow as pa
+
+    return pa.ipc.open_file(pa.memory_map(str(path))).get_batch(0)
 
 
 def unicode_normalised(texts: Iterable[str]) -> Iterator[str]:
@@ -225,9 +231,7 @@ class LexicalIndex:
         mapped_vocab = sorted_vocab.is_file()
         self.model = bm25s.BM25.load(str(folder), mmap=True, load_vocab=not mapped_vocab)
         if mapped_vocab:
-            from retriever.docstore import open_mapped
-
-            vocabulary = open_mapped(sorted_vocab).get_batch(0)
+            vocabulary = _sorted_vocabulary(sorted_vocab)
             self._terms, self._term_ids = vocabulary.column("term"), vocabulary.column("id")
             self._mapped_term_id = functools.lru_cache(maxsize=TERM_ID_CACHE_SIZE)(self._look_up_term_id)
         else:  # a folder built before the sorted vocabulary: bm25s's JSON, loaded whole

@@ -22,7 +22,7 @@ from retriever.folders import exclusive_build, named_output, temporary_folder
 from retriever.integrity import (check_files, check_folder, damaged, dense_part, file_damage, file_sha256, reading,
                                  recorded_files)
 from retriever.lexical import LEXICAL_DIR, LexicalIndex, LexicalParams, build_lexical, cjk_free
-from retriever.lexical_terms import differs_only_by_cjk
+from retriever.lexical_terms import differs_only_by_cjk, knows_splitting
 from retriever.wording import counted
 
 _PART_NAME = re.compile(rf"^{LEXICAL_DIR}(-[0-9a-f]{{8}})?$")
@@ -58,7 +58,27 @@ def lexical_record(index_dir: Path, manifest: dict) -> dict | None:
     if problem is not None:
         raise IndexDamaged(f"{index_dir / MANIFEST_FILE}: {problem}, so the BM25 part's record is damaged; rebuild "
                            f"it with `retriever bm25 {index_dir} --overwrite` (no re-encoding)")
-    return manifest.get("lexical") or None
+    record = manifest.get("lexical") or None
+    unknown = _unknown_setting(record) if record else None
+    if unknown is not None:
+        raise IndexDamaged(f"{index_dir / MANIFEST_FILE}: lexical.{unknown} this version of retriever does not know "
+                           "(a hand edit, or a part a newer retriever built), so queries cannot be tokenised as the "
+                           f"BM25 part's passages were; rebuild it with `retriever bm25 {index_dir} --overwrite` (no "
+                           "re-encoding), or upgrade retriever if a newer one built it")
+    return record
+
+
+def _unknown_setting(record: dict) -> str | None:
+    """The recorded stopword list, stemmer or way of splitting words this version lacks ("stopwords 'x' is a
+    stopword list"), or None: read as query settings, they failed naming --bm25-* flags the user never gave."""
+    for field, what in (("stopwords", "a stopword list"), ("stemmer", "a stemmer")):
+        try:
+            LexicalParams(**{field: record.get(field)}).check()
+        except RetrieverError:
+            return f"{field} {record.get(field)!r} is {what}"
+    if not knows_splitting(record.get("tokenizer")):
+        return "tokenizer records a way of splitting words"
+    return None
 
 
 def open_lexical(index_dir: Path, manifest: dict) -> LexicalIndex | None:

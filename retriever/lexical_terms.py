@@ -79,6 +79,16 @@ def splits_as_now(record: object) -> bool:
     return _pattern_now(record) and record.get("cjk") == CJK
 
 
+def knows_splitting(record: object) -> bool:
+    """Whether this version can split queries as a ``lexical.tokenizer`` record's passages were: today's record, one
+    an earlier version wrote, or none (the first builds). Any other (a newer retriever's, a hand edit) cannot be."""
+    if record is None:
+        return True
+    now = tokenizer_record()
+    former = {"pattern": FORMER_PATTERN, "lowercase": True}
+    return record in (now, {k: v for k, v in now.items() if k != "cjk"}, former, {**former, "unicode": UNICODE_FORM})
+
+
 def differs_only_by_cjk(old: object, new: object) -> bool:
     """Whether tokenizer record ``old`` is ``new`` but for CJK letter pairs: recorded before them, else alike."""
     return (isinstance(old, dict) and isinstance(new, dict) and "cjk" not in old and new.get("cjk") == CJK

@@ -180,3 +180,21 @@ def test_a_part_split_before_cjk_pairs_is_current_unless_its_terms_hold_a_cjk_le
     assert said in runner.invoke(main, ["info", str(cjk)]).output
     assert json.loads(runner.invoke(main, ["info", str(tmp_path / "cjk"), "--json"]).output)["bm25"][
         "current_splitting"]
+
+
+@pytest.mark.parametrize("damage", ["zeroed", "truncated"])
+def test_an_unreadable_sorted_vocabulary_of_a_part_split_before_cjk_pairs_is_damage(sq8_index, tmp_path, damage):
+    """It was reported as "words split a former way" (the terms could not be read, so a CJK letter was assumed),
+    where the part is damaged and --mode bm25 cannot open it."""
+    index = _split_before_cjk_pairs(sq8_index, tmp_path / "idx")
+    manifest = json.loads((index / "manifest.json").read_text())
+    vocabulary = index / manifest["lexical"]["directory"] / "vocab.sorted.arrow"
+    size = vocabulary.stat().st_size
+    vocabulary.write_bytes(b"\0" * size if damage == "zeroed" else vocabulary.read_bytes()[:size // 2])
+    result = CliRunner().invoke(main, ["info", str(index)])
+    assert result.exit_code == 0, result.output
+    assert "split a former way" not in result.output
+    line = next(line for line in result.output.splitlines() if "DAMAGED" in line)
+    assert f"{vocabulary}: " in line and f"`retriever bm25 {index} --overwrite`" in line
+    search = CliRunner().invoke(main, ["search", str(index), "honey", "--mode", "bm25", "--device", "cpu"])
+    assert search.exit_code == 1 and f"`retriever bm25 {index} --overwrite`" in search.output, search.output

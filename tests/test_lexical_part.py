@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -279,3 +280,31 @@ def test_a_fusion_tuned_on_a_part_split_before_cjk_pairs_is_dropped_where_a_pass
     _split_before_cjk_pairs(index, {"method": "rrf", "rrf_k": 20.0, "alpha": 0.5, "depth": 1000})
     add_lexical(index, overwrite=True, progress=False)
     assert "fusion" not in read_manifest(index) and "(tokenizer: text is cut" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("stopwords", "klingon", "stopword list"), ("stemmer", "klingon", "stemmer"),
+    ("tokenizer", "cjk", "way of splitting words"), ("tokenizer", "field", "way of splitting words")])
+def test_a_bm25_record_this_version_does_not_know_names_the_record_not_a_flag(index, field, value, said):
+    """A stopword list or stemmer unknown here (a hand edit, or a newer retriever's part) failed bm25 search with
+    "--bm25-stopwords 'klingon' is not a stopword list", a flag never given, while `info` showed no damage; an
+    unknown tokenizer record was searched by splitting queries otherwise than its passages, without a word."""
+    from retriever.info import index_summary, verify_index
+    from retriever.index_folder import read_manifest
+
+    record = read_manifest(index)["lexical"]
+    if field == "tokenizer":
+        value = {**record["tokenizer"], **({"cjk": "trigrams"} if value == "cjk" else {"emoji": "split"})}
+    _with_record(index, **{field: value})
+    expected = (rf"{index / MANIFEST_FILE}: lexical\.{field} .* {said} this version of retriever does not know.*"
+                rf"rebuild it with `retriever bm25 {index} --overwrite`.*upgrade retriever")
+    searcher = Searcher(index, device="cpu")
+    assert searcher.search(["honey bee"], k=2)[0]
+    with pytest.raises(RetrieverError, match=expected) as error:
+        searcher.search(["honey bee"], k=2, mode="bm25")
+    assert "--bm25" not in str(error.value)
+    assert re.search(expected, index_summary(index)["bm25"]["damage"])
+    with pytest.raises(RetrieverError, match=expected):
+        verify_index(index, progress=False)
+    add_lexical(index, overwrite=True, progress=False)
+    assert bm25_hits(index)[0][0] == "d6"
