@@ -18,8 +18,10 @@ from accelerate.utils import broadcast_object_list
 from transformers import set_seed
 
 from retriever.choices import check_temperature
+from retriever.corpus import BeirDataset
 from retriever.errors import RetrieverError, full_disk_named
 from retriever.model_names import resolve_model_path
+from retriever.qrels import is_reported_split
 from retriever.training import stack
 from retriever.training.data import Collator, EpochGroups, TrainExample, load_beir_examples, load_jsonl_examples
 from retriever.training.dev import (SELECTION_METRIC, DevSet, dev_history, evaluate_dev, load_dev_set,
@@ -115,8 +117,9 @@ def _load_dev(config: TrainConfig, examples: list[TrainExample]) -> DevSet | Non
     if same_split:
         stack.log(f"warning: the dev split is the training split {config.split!r}: dev scores measure fit, "
                   "not generalisation")
-    if config.dev_split == "test":
-        stack.log("warning: selecting checkpoints on a test split leaks it into training; hold out a dev split instead")
+    if is_reported_split(BeirDataset.open(dataset).qrels_path(config.dev_split), config.dev_split):  # as --split's
+        stack.log(f"warning: selecting checkpoints on the {config.dev_split!r} split, whose queries results are reported "
+                  "on, tunes the model on them (tuning the fusion on them is refused); hold out a dev split instead")
     dev = load_dev_set(dataset, config.dev_split, config.dev_max_docs, config.seed)
     stack.log(f"dev set {dev.name}: {len(dev.query_ids)} queries, {len(dev.documents)} documents")
     warning = None if same_split else shared_queries_warning(dev, [example.query for example in examples])

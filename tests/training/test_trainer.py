@@ -294,3 +294,17 @@ def test_a_disk_filling_while_a_checkpoint_is_saved_is_one_line_and_a_rerun_resu
     monkeypatch.setattr(torch, "save", real_save)
     result = train(settings)
     assert (result.steps, result.resumed_from_step) == (4, 2)
+
+
+@pytest.mark.parametrize("split", ["test", "heldout"])
+def test_a_dev_split_that_is_test_under_another_name_is_warned_about(tmp_path, small_bert, train_beir, capsys, split):
+    """`--dev-split test` warned that selecting checkpoints on it leaks it, but a split whose qrels file is test's
+    under another name (a link) selected on the reported queries without a word, where `--split` now warns."""
+    from retriever.training.trainer import _load_dev
+
+    (train_beir / "qrels" / "heldout.tsv").symlink_to(train_beir / "qrels" / "test.tsv")
+    _load_dev(config(tmp_path / "model", train_beir, small_bert, dev_split=split), [])
+    assert (f"warning: selecting checkpoints on the {split!r} split, whose queries results are reported on, tunes the "
+            "model on them") in capsys.readouterr().err
+    _load_dev(config(tmp_path / "model", train_beir, small_bert, dev_split=dev_split_of(train_beir, "dev", "test")), [])
+    assert "warning" not in capsys.readouterr().err
