@@ -263,7 +263,8 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output,
     if run_path is not None:
         unused = flags_given(INDEX_ONLY)
         if unused:
-            raise click.UsageError(f"{', '.join(unused)} apply only with --index; --run scores the run as it is")
+            verb = "applies" if len(unused) == 1 else "apply"
+            raise click.UsageError(f"{', '.join(unused)} {verb} only with --index; --run scores the run as it is")
         if (qrels is None) == (dataset is None):
             raise click.UsageError("--run needs --qrels or --dataset/--split, not both")
         if qrels is not None and flags_given(("split",)):

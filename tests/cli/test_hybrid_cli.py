@@ -108,7 +108,7 @@ def test_evaluate_run_with_a_fusion_flag_alone_says_it_needs_an_index_not_hybrid
     (tmp_path / "qrels.txt").write_text("q1 0 d1 1\n")
     result = CliRunner().invoke(main, ["evaluate", "--run", str(tmp_path / "run.trec"), "--qrels",
                                        str(tmp_path / "qrels.txt"), *flag])
-    assert result.exit_code == 2 and result.output.startswith(f"error: {flag[0]} appl"), result.output
+    assert result.exit_code == 2 and result.output.startswith(f"error: {flag[0]} applies only"), result.output
     assert "only with --index; --run scores the run as it is" in result.output, result.output
     assert "--mode hybrid" not in result.output, result.output
 
