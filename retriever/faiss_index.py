@@ -241,15 +241,19 @@ def train(index: faiss.Index, shards: list[Path], count: int, params: IndexParam
         return None
     check_training_memory(index, min(count, params.train_size), index.d, spec, sampled=False)
     sample = sample_vectors(shards, count, params.train_size, params.seed, "sample for training" if progress else None)
-    check_training_memory(index, len(sample), index.d, spec, sampled=True)  # FAISS's BLAS crashes when short
+    threads, before = check_training_memory(index, len(sample), index.d, spec, True), faiss.omp_get_max_threads()
     if progress:
-        print(f"training {spec} on {len(sample)} sampled vectors", file=sys.stderr)
+        alone = " on one thread (the address-space limit holds no more)" if threads < before else ""
+        print(f"training {spec} on {len(sample)} sampled vectors{alone}", file=sys.stderr)
+    faiss.omp_set_num_threads(threads)
     try:
         index.train(sample)
     except RuntimeError as error:
         raise RetrieverError(f"FAISS could not train {spec!r} on {len(sample)} vectors: "
                              f"{faiss_message(error)}; use fewer lists (--nlist) or codes of fewer bits, more "
                              "training vectors, or a flat index") from None
+    finally:
+        faiss.omp_set_num_threads(before)
     return len(sample)
 
 

@@ -29,10 +29,12 @@ from retriever.search_settings import ivf_part
 MIB = 1 << 20
 BLAS_BUFFER = 128 * MIB  # OpenBLAS's BUFFER_SIZE on x86-64 (32 << 22), mapped whole by its first sgemm
 THREAD_ARENA = 64 * MIB  # glibc's HEAP_MAX_SIZE: the address space each thread's malloc arena reserves
-UNLIMITED_STACK = 32 * MIB  # glibc's default thread stack when RLIMIT_STACK is unlimited
+UNLIMITED_STACK = 32 * MIB
+READ_BUFFER = 1 << 22  # the buffer ``shards.read_shard`` reads a shard's Parquet through  # glibc's default thread stack when RLIMIT_STACK is unlimited
 
 
-def training_bytes(index: faiss.Index, count: int, dim: int, sampled: bool = True) -> tuple[int, int]:
+def training_bytes(index: faiss.Index, count: int, dim: int, sampled: bool = True,
+                   threads: int | None = None) -> tuple[int, int]:
     """(resident, address space) bytes that training ``index`` on a sample of ``count`` vectors takes beyond what is
     mapped now, reading the sample included unless it was ``sampled`` (its pieces, then the joined copy; not what
     Arrow's pool keeps of reading it); the address space adds what is mapped but barely touched (the BLAS buffer,
@@ -52,11 +54,7 @@ def training_bytes(index: faiss.Index, count: int, dim: int, sampled: bool = Tru
             encoded = min(count, cap) if cap > 0 else count
             phases.append((4 * encoded * dim if encoded < count else 0) + 4 * encoded * dim + 8 * encoded + block)
     resident = max(phases) if sampled else sample + max(sample, *phases)
-    threads = max(1, faiss.omp_get_max_threads())
-    stack = resource.getrlimit(resource.RLIMIT_STACK)[0]
-    stack = UNLIMITED_STACK if stack == resource.RLIM_INFINITY else stack
-    arenas = threads if threads > 1 else 0  # one more: glibc opens another arena when a thread finds its own locked
-    return resident, resident + BLAS_BUFFER + (threads - 1) * stack + arenas * THREAD_ARENA
+    return resident, resident + _fixed_address_space(threads)
 
 
 def _transform_copies(index: faiss.Index, count: int) -> int:
@@ -131,11 +129,16 @@ def _cgroup_left() -> int | None:
     return None
 
 
-def check_training_memory(index: faiss.Index, count: int, dim: int, spec: str, sampled: bool) -> None:
-    """Refuse a training the memory left cannot hold, saying how much it needs, how much there is and the largest
-    --train-size that fits: before the sample is read (what it takes at least), and again once it is in memory."""
+def check_training_memory(index: faiss.Index, count: int, dim: int, spec: str, sampled: bool) -> int:
+    """The FAISS threads to train on: FAISS's count, or one when only that fits an address-space limit (the other
+    threads' stacks and arenas are what does not fit; the index trained is the same). Refuse a training that does
+    not fit even so, saying how much it needs, how much there is and the largest --train-size that fits: before
+    the sample is read (what it takes at least), and again once it is in memory."""
+    threads = max(1, faiss.omp_get_max_threads())
     for left, bound, address in memory_left():
-        needed = training_bytes(index, count, dim, sampled)[address]
+        if address and training_bytes(index, count, dim, sampled, threads)[1] > left:
+            threads = 1
+        needed = training_bytes(index, count, dim, sampled, threads)[address]
         if needed <= left:
             continue
         fits = _largest_fitting(index, count, dim, address, left, sampled)
@@ -146,6 +149,34 @@ def check_training_memory(index: faiss.Index, count: int, dim: int, spec: str, s
                              f"{bound} {_mib(max(left, 0))}: use a smaller --train-size ({advice}) or fewer lists "
                              "(--nlist), or free memory or raise the limit, then rerun the same command (the "
                              "encoded shards are kept)")
+    return threads
+
+
+def _fixed_address_space(threads: int | None = None) -> int:
+    """What a FAISS product maps whatever its size, on ``threads`` threads (FAISS's count if None): OpenBLAS's
+    buffer, then each thread's stack and arenas (above)."""
+    threads = max(1, threads or faiss.omp_get_max_threads())
+    stack = resource.getrlimit(resource.RLIMIT_STACK)[0]
+    stack = UNLIMITED_STACK if stack == resource.RLIM_INFINITY else stack
+    return BLAS_BUFFER + (threads - 1) * stack + (threads if threads > 1 else 0) * THREAD_ARENA
+
+
+def check_filling_memory(index: faiss.Index, shard_rows: int, part_rows: int, output: str) -> None:
+    """Refuse, before its first shard is read, a part whose filling the memory left cannot hold: the largest shard
+    read whole through Arrow's read buffer, with its labels and the copy of the rows it keeps, its coarse
+    assignment (FAISS adds in blocks of 65,536: their list numbers and the distance blocks, with the BLAS buffer)
+    and the part's lists, which may double as they grow (a worker under `ulimit -v` died of SIGSEGV, said as 'a
+    part worker died')."""
+    block = 4 * faiss.cvar.distance_compute_blas_query_bs * faiss.cvar.distance_compute_blas_database_bs
+    resident = (READ_BUFFER + 8 * shard_rows * index.d + 16 * shard_rows + 8 * min(shard_rows, 65_536) + block
+                + 2 * part_rows * (int(faiss.extract_index_ivf(index).code_size) + 8))
+    for left, bound, address in memory_left():
+        needed = resident + (_fixed_address_space() if address else 0)
+        if needed > left:
+            raise RetrieverError(f"{output}: filling this part of {part_rows} vectors needs about {_mib(needed)} of "
+                                 f"memory and {bound} {_mib(max(left, 0))}: use a smaller --part-size (or fewer "
+                                 "--parallel-parts), or free memory or raise the limit, then rerun the same command "
+                                 "(finished parts are kept)")
 
 
 def _largest_fitting(index: faiss.Index, count: int, dim: int, address: bool, left: int, sampled: bool) -> int:
@@ -153,7 +184,7 @@ def _largest_fitting(index: faiss.Index, count: int, dim: int, address: bool, le
     low, high = 0, count
     while low < high:
         middle = (low + high + 1) // 2
-        if training_bytes(index, middle, dim, sampled)[address] <= left:
+        if training_bytes(index, middle, dim, sampled, 1)[address] <= left:
             low = middle
         else:
             high = middle - 1

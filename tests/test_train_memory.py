@@ -14,7 +14,8 @@ from retriever.shards import write_shard
 from retriever import train_memory
 
 # A child process: shards, one read so Arrow's pool is mapped (as the doc store's pass maps it in a build), then an
-# RLIMIT_AS of what it maps now plus HEADROOM MiB ("estimate": the estimate's, set once the sample is read).
+# RLIMIT_AS of what it maps now plus HEADROOM MiB ("estimate": the estimate's, set once the sample is read; "one
+# thread": the estimate's for training on one thread).
 CHILD = textwrap.dedent("""
     import resource, sys
     from pathlib import Path
@@ -38,10 +39,10 @@ CHILD = textwrap.dedent("""
 
     def sampled_then_limited(*args, **kwargs):
         sample = read(*args, **kwargs)
-        limit(training_bytes(index, len(sample), 64)[1])
+        limit(training_bytes(index, len(sample), 64, threads=1 if headroom == "one thread" else None)[1])
         return sample
 
-    if headroom == "estimate":
+    if headroom in ("estimate", "one thread"):
         faiss_index.sample_vectors = sampled_then_limited
     else:
         limit(int(headroom) << 20)
@@ -69,6 +70,12 @@ def test_training_under_an_address_space_limit_too_small_is_one_line_not_a_crash
 def test_training_fits_in_the_address_space_its_estimate_gives(tmp_path):
     """The estimate is not short: with exactly that much address space left once the sample is read, it trains."""
     child = _train_in_child(tmp_path, "estimate")
+    assert child.returncode == 0 and child.stdout.strip() == "trained on 20000", (child.stdout, child.stderr[-2000:])
+
+
+def test_a_limit_that_holds_one_thread_but_not_all_trains_on_one(tmp_path):
+    """The other threads' stacks and arenas were counted and the build refused (it would have trained)."""
+    child = _train_in_child(tmp_path, "one thread")
     assert child.returncode == 0 and child.stdout.strip() == "trained on 20000", (child.stdout, child.stderr[-2000:])
 
 
