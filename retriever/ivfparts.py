@@ -16,7 +16,8 @@ import numpy as np
 from retriever.errors import RetrieverError
 from retriever.files import atomic_write, read_json, write_json
 from retriever.integrity import file_sha256
-from retriever.shards import read_shard
+from retriever.shards import read_shard, read_shard_metadata
+from retriever.train_memory import check_filling_memory
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,8 @@ def fill_part(trained_path: str, slices: list[ShardSlice], output: str, threads:
     """
     faiss.omp_set_num_threads(threads)
     index = read_part_file(trained_path)
+    rows = [read_shard_metadata(Path(piece.path))["shard"]["rows"] for piece in slices]
+    check_filling_memory(index, max(rows, default=0), sum(rows), output)
     held_vectors, held_labels, added = [np.empty((0, index.d), np.float32)], [np.empty(0, np.int64)], 0
     for piece in slices:
         ids, vectors = read_shard(Path(piece.path))
