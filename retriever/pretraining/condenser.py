@@ -191,6 +191,18 @@ def _pooler_weights(name: str) -> dict[str, torch.Tensor]:
     return {f"bert.pooler.{key}": value.detach().clone() for key, value in bert.pooler.state_dict().items()}
 
 
+def _untied_note(path: Path, name: str) -> str | None:
+    """Which tower of a `train --towers untied` folder is pre-trained (the document tower at its root): the query
+    tower in its subfolder was passed over without a word, and the output holds one tower."""
+    from retriever.model_folder import untied_tower_paths
+
+    query, document = untied_tower_paths(path)
+    if document != path or not (query / "config.json").is_file():
+        return None
+    return (f"note: {name} holds untied towers: pre-training continues its document tower (the folder's own), not its "
+            f"query tower; pass --model {query} to pre-train that one instead")
+
+
 def load_condenser(name: str, n_head_layers: int | None = None,
                    skip_from: int | None = None) -> tuple[CondenserForPretraining, list[str]]:
     """Warm-start from any BERT checkpoint or a Condenser folder; return the model and what was new."""
@@ -200,7 +212,7 @@ def load_condenser(name: str, n_head_layers: int | None = None,
     if model_type is not None and model_type != "bert":
         raise RetrieverError(f"{name} is a {model_type!r} checkpoint; Condenser pre-training here needs a BERT one")
     lm, info = load_model(name, BertForMaskedLM)
-    notes: list[str] = []
+    notes: list[str] = [note] if local and (note := _untied_note(path, name)) else []
     missing = sorted(info.get("missing_keys", ()))
     if any(key.startswith("cls.") for key in missing):
         word_embeddings = lm.bert.embeddings.word_embeddings

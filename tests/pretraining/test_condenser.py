@@ -168,3 +168,18 @@ def test_a_warm_starts_condenser_json_is_checked(tiny_model_dir, tmp_path, wirin
     (folder / "condenser.json").write_text(json.dumps(wiring))
     with pytest.raises(RetrieverError, match=rf"condenser.json: {re.escape(wrong)}, not a whole number from 0"):
         load_condenser(str(folder))
+
+
+def test_an_untied_folder_says_its_document_tower_is_the_one_pre_trained(tiny_model_dir, tmp_path):
+    """`pretrain --model` a `train --towers untied` output (the document tower at its root, the query tower in
+    query/) continued the root's tower and said nothing of the query tower, which the output leaves behind."""
+    import shutil
+
+    folder = tmp_path / "untied"
+    shutil.copytree(tiny_model_dir, folder)
+    shutil.copytree(tiny_model_dir, folder / "query")
+    _, notes = load_condenser(str(folder))
+    said = [note for note in notes if "untied towers" in note]
+    assert said == [f"note: {folder} holds untied towers: pre-training continues its document tower (the folder's "
+                    f"own), not its query tower; pass --model {folder / 'query'} to pre-train that one instead"]
+    assert not [note for note in load_condenser(str(tiny_model_dir))[1] if "untied towers" in note]
