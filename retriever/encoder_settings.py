@@ -75,6 +75,7 @@ class EncoderSettings:
         from retriever.model_folder import sentence_transformers_settings
         from retriever.model_loading import RETRIEVER_CONFIG, model_files, read_retriever_config
         from retriever.model_names import resolve_model_path
+        from retriever.st_router import refuse_router
 
         model = model_name(model)
         recorded = read_retriever_config(model)  # what retriever wrote beats the sentence-transformers files
@@ -97,6 +98,11 @@ class EncoderSettings:
             raise RetrieverError(f"unknown encoder settings: {', '.join(sorted(unknown))}")
         settings = cls(model=model, **values)
         settings.validate()
+        if folder is not None and settings.towers == "shared" and not training:  # training says it for itself
+            refuse_router(folder, "towers='shared' encodes with one transformer; leave towers out or pass 'untied'")
+            if recorded.get("towers") == "untied":  # the root holds the passage tower, which would encode queries
+                raise RetrieverError(f"{where}: the model's query and passage towers are untied, and towers='shared' "
+                                     "would encode queries with the passage tower; leave towers out or pass 'untied'")
         return settings
 
     @classmethod

@@ -64,6 +64,18 @@ def transformer_folder(folder: str | Path) -> Path:
     return folder if towers is None else towers[1]
 
 
+def refuse_router(folder: str | Path, why: str) -> None:
+    """Refuse a Router's folder (its towers in subfolders, no transformer at its root) where one transformer is
+    wanted: loading its root failed calling the folder damaged or incomplete. ``why`` says what wants one and what
+    to pass instead; ``{document}`` in it becomes the document tower's folder."""
+    folder = Path(folder)
+    towers = None if (folder / "config.json").is_file() else router_towers(folder)
+    if towers is not None:
+        query, document = (tower.relative_to(folder).as_posix() for tower in towers)
+        raise RetrieverError(f"{folder}: a sentence-transformers Router of untied query and document towers ({query}/ "
+                             f"and {document}/), and {why.format(document=towers[1])}")
+
+
 def check_local_router(name: str, files: Path | None) -> None:
     """Refuse untied towers named by a hub id (``files``: its snapshot of JSON files): the towers are subfolders,
     which retriever loads only from a local folder; loading failed saying the hub could not be reached."""

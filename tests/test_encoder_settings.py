@@ -91,3 +91,14 @@ def test_numpy_scalars_are_taken_as_the_python_values_they_hold(tiny_model_dir):
         (64, 64, False, "cls")
     assert [type(v) for v in (settings.passage_max_length, settings.normalize, settings.pooling)] == [int, bool, str]
     assert EncoderSettings(str(tiny_model_dir), query_max_length=np.int32(16)).query_max_length.__class__ is int
+
+
+def test_our_untied_towers_encoded_as_shared_are_refused(tmp_path, tiny_model_dir):
+    """The passage tower at the folder's root was loaded for both, so queries were encoded by it, with exit 0."""
+    from retriever.training.dual_encoder import DualEncoder
+
+    folder = DualEncoder.from_pretrained(str(tiny_model_dir), towers="untied").save(tmp_path / "untied")
+    with pytest.raises(RetrieverError, match=r"retriever.json: the model's query and passage towers are untied, and "
+                                             r"towers='shared' would encode queries with the passage tower"):
+        EncoderSettings.for_model(str(folder), towers="shared")
+    assert EncoderSettings.for_model(str(folder)).towers == "untied"

@@ -143,3 +143,14 @@ def test_untied_towers_on_the_hub_say_to_download_them(tmp_path, monkeypatch):
             Encoder(EncoderSettings.for_model("some-org/router"), device="cpu")
     finally:
         hub_json_files.cache_clear()
+
+
+def test_a_router_encoded_as_shared_towers_is_refused_as_a_router(tmp_path):
+    """Its root holds no transformer (the towers are in subfolders): loading it as one failed calling the folder
+    damaged or incomplete, though it was neither."""
+    folder = saved_router(tmp_path)
+    with pytest.raises(RetrieverError, match=r"st: a sentence-transformers Router of untied query and document towers "
+                                             r"\(query_0_Transformer/ and document_0_Transformer/\), and "
+                                             r"towers='shared' encodes with one transformer"):
+        Encoder(EncoderSettings.for_model(str(folder), towers="shared"), device="cpu")
+    assert EncoderSettings.for_model(str(folder), towers="untied").towers == "untied"

@@ -28,6 +28,7 @@ from retriever.pretraining.card import pretrain_card
 from retriever.pretraining.condenser import MAX_HEAD_LAYERS, CondenserForPretraining, load_condenser
 from retriever.pretraining.guards import check_examples, check_tokenizer, drops_lone_span_passage
 from retriever.pretraining.masking import CondenserExamples, TokenizedCorpus, WholeWordMasker, pad_batch
+from retriever.st_router import refuse_router
 from retriever.training import stack
 from retriever.training.layout import check_step_split, planned_steps
 from retriever.training.processes import average_gradients, summed_over_processes
@@ -204,6 +205,8 @@ def _pretrain(config: PretrainConfig, log: Callable[[str], None]) -> PretrainRes
     if finished is not None:
         return PretrainResult(**{**finished["result"], "output": output, "already_finished": True})
     located_model(config.model, FETCH_ADVICE)  # not advising minilm, as loading would: pre-training it made it worse
+    refuse_router(resolve_model_path(config.model), "pretrain continues one transformer; pass one tower's folder, "
+                  "e.g. --model {document}")
     if warning := contrastive_start_warning(config.model):
         log(warning)
     set_seed(config.seed)

@@ -126,3 +126,17 @@ def test_resuming_from_the_last_steps_checkpoint_trains_no_extra_step(tiny_beir,
     assert resumed.resumed_from_step == 3 and resumed.steps == 3 and resumed.history == killed.history
     assert (tmp_path / "out" / "model.pt").is_file()
     assert pretrain(settings, log=quiet).already_finished
+
+
+def test_pretraining_a_router_of_two_towers_is_refused_naming_them(tiny_beir, tmp_path, monkeypatch):
+    """Pre-training continues one BERT, and a Router's root holds none: loading it failed calling the folder damaged."""
+    pytest.importorskip("sentence_transformers")
+    from test_st_router import saved_router
+
+    folder = saved_router(tmp_path)
+    nothing_loaded(monkeypatch)
+    with pytest.raises(RetrieverError, match=r"st: a sentence-transformers Router of untied query and document towers "
+                                             r"\(query_0_Transformer/ and document_0_Transformer/\), and pretrain "
+                                             r"continues one transformer; pass one tower's folder, e.g. --model "
+                                             r".*st/document_0_Transformer"):
+        pretrain(config(tiny_beir, tmp_path / "out", folder), log=quiet)
