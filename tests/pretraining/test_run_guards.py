@@ -3,8 +3,10 @@ diverging loss, refuses to resume on a changed corpus, and survives kills around
 last step."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -140,3 +142,22 @@ def test_pretraining_a_router_of_two_towers_is_refused_naming_them(tiny_beir, tm
                                              r"continues one transformer; pass one tower's folder, e.g. --model "
                                              r".*st/document_0_Transformer"):
         pretrain(config(tiny_beir, tmp_path / "out", folder), log=quiet)
+
+
+def test_a_resume_in_another_precision_is_noted_and_an_edited_tokenizer_refused(tiny_beir, tiny_model_dir, tmp_path,
+                                                                                monkeypatch, capfd):
+    """Neither was recorded: a resume in bf16 of an fp32 run, or after the start model's tokenizer changed, went on
+    without a word."""
+    model = Path(shutil.copytree(tiny_model_dir, tmp_path / "bert"))
+    settings = config(tiny_beir, tmp_path / "out", model)
+    with monkeypatch.context() as patch:
+        patch.setattr(stack.StackTrainer, "finish", lambda self, write_model, result: None)  # as if killed
+        pretrain(settings, log=quiet)
+    shutil.rmtree(tmp_path / "out" / "checkpoints" / "checkpoint-3")
+    capfd.readouterr()
+    assert pretrain(dataclasses.replace(settings, dtype="bf16"), log=quiet).resumed_from_step == 2
+    assert "note: checkpoint-2 was trained in fp32 and this run computes in bf16" in capfd.readouterr().err
+    (model / "tokenizer_config.json").write_text(json.dumps({**json.loads((model / "tokenizer_config.json").read_text()),
+                                                             "do_lower_case": False}))
+    with pytest.raises(RetrieverError, match="the start model's tokenizer or config files changed"):
+        pretrain(settings, log=quiet)  # a finished run is no "nothing to do" with another tokenizer either
