@@ -136,12 +136,13 @@ def test_search_and_evaluate_rank_tied_passages_alike(tmp_path, tiny_model_dir):
     assert {d: per_query[f"q{d}"]["mrr@10"] for d in tied} == pytest.approx({d: 1 / rank[d] for d in tied})
 
 
-@pytest.mark.parametrize("arguments, code", [(["pretrain", "{corpus}", "-o", "{output}", "--cocondenser",
-                                               "--sequences-per-step", "2"], 1),
+@pytest.mark.parametrize("arguments, code", [(["pretrain", "{corpus}", "-o", "{output}", "--model", "minilm"], 1),
+                                             (["pretrain", "{corpus}", "-o", "{output}", "--cocondenser",
+                                               "--sequences-per-step", "2"], 2),
                                              (["train", "--no-such-flag"], 2)])
 def test_under_torchrun_only_rank_zero_prints_errors(tmp_path, arguments, code):
     """Every torchrun process meets the same error: rank 0 says it once, the others exit with its code silently."""
-    (tmp_path / "corpus.jsonl").write_text('{"_id": "a", "text": "x"}\n')
+    (tmp_path / "corpus.jsonl").write_text('{"_id": "a", "text": "x"}\n{broken\n')
     arguments = [a.format(corpus=tmp_path / "corpus.jsonl", output=tmp_path / "out") for a in arguments]
     for rank, printed in (("0", True), ("1", False)):
         result = CliRunner().invoke(main, arguments, env={"RANK": rank, "LOCAL_RANK": rank})
