@@ -8,6 +8,7 @@ import os
 os.environ["HF_HUB_OFFLINE"] = "1"
 
 import json  # noqa: E402
+import shutil
 import string
 import threading
 from pathlib import Path
@@ -155,3 +156,23 @@ def plant_pickles(folder: Path, marker: Path) -> Path:
                  "training_args.bin", "state.pt", "trainer_state.pt", "model.pt"):
         torch.save(_WritesMarker(marker), folder / name)
     return marker
+
+
+@pytest.fixture()
+def hub_snapshot(tmp_path, monkeypatch):
+    """Places a folder in a local hub cache as ORG/NAME's snapshot: how a hub id is read here, offline."""
+    from huggingface_hub import constants
+
+    from retriever.model_names import hub_json_files
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
+    hub_json_files.cache_clear()
+
+    def place(folder: Path, hub_id: str) -> None:
+        repo = tmp_path / "cache" / ("models--" + hub_id.replace("/", "--"))
+        (repo / "refs").mkdir(parents=True)
+        (repo / "refs" / "main").write_text("0" * 40)
+        shutil.copytree(folder, repo / "snapshots" / ("0" * 40))
+
+    yield place
+    hub_json_files.cache_clear()

@@ -142,24 +142,12 @@ def test_lowercasing_a_cased_tokenizer_does_not_do_is_refused(tmp_path):
         Encoder(EncoderSettings.for_model(str(folder)), device="cpu")
 
 
-def test_a_hub_id_is_read_from_its_snapshot_like_a_folder(tmp_path, monkeypatch):
+def test_a_hub_id_is_read_from_its_snapshot_like_a_folder(tmp_path, hub_snapshot):
     """A hub id's settings files were never read (only a local folder's were): `--model ORG/NAME` of a CLS model
     with max_seq_length 20 encoded with mean pooling at 512 tokens. Here the hub is a cache, offline."""
-    from huggingface_hub import constants
-
-    from retriever.model_names import hub_json_files
-
-    folder = hand_written(tmp_path, {"pooling_mode": "cls"}, ("Transformer", "Pooling", "Normalize"), PROMPTS)
-    repo = tmp_path / "cache" / "models--some-org--st-model"
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text("0" * 40)
-    shutil.copytree(folder, repo / "snapshots" / ("0" * 40))
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
-    hub_json_files.cache_clear()
-    try:
-        settings = EncoderSettings.for_model("some-org/st-model")
-    finally:
-        hub_json_files.cache_clear()
+    hub_snapshot(hand_written(tmp_path, {"pooling_mode": "cls"}, ("Transformer", "Pooling", "Normalize"), PROMPTS),
+                 "some-org/st-model")
+    settings = EncoderSettings.for_model("some-org/st-model")
     assert (settings.pooling, settings.normalize, settings.passage_max_length, settings.query_prefix) == \
         ("cls", True, 20, "query: ")
 

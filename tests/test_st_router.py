@@ -118,31 +118,16 @@ def test_training_starts_from_a_routers_two_towers(tmp_path):
         DualEncoder.from_pretrained(str(folder), towers="shared")
 
 
-def test_untied_towers_on_the_hub_say_to_download_them(tmp_path, monkeypatch):
+def test_untied_towers_on_the_hub_say_to_download_them(tmp_path, hub_snapshot):
     """A Router's towers are subfolders, which retriever loads only from a local folder: a hub id of one (cached
     whole) failed saying fetching it from the hub failed, and a `retriever train` untied folder on the hub failed
     naming ORG/NAME/query as no model folder."""
-    import shutil
-
-    from huggingface_hub import constants
-
-    from retriever.model_names import hub_json_files
-
-    folder = saved_router(tmp_path)
-    repo = tmp_path / "cache" / "models--some-org--router"
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text("0" * 40)
-    shutil.copytree(folder, repo / "snapshots" / ("0" * 40))
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "cache"))
-    hub_json_files.cache_clear()
-    try:
-        with pytest.raises(RetrieverError, match=r"^some-org/router: untied towers \(a sentence-transformers Router\) "
-                                                 r"on the Hugging Face hub, which retriever reads only from a local "
-                                                 r"folder: download it \(hf download some-org/router --local-dir DIR\) "
-                                                 r"and pass --model DIR$"):
-            Encoder(EncoderSettings.for_model("some-org/router"), device="cpu")
-    finally:
-        hub_json_files.cache_clear()
+    hub_snapshot(saved_router(tmp_path), "some-org/router")
+    with pytest.raises(RetrieverError, match=r"^some-org/router: untied towers \(a sentence-transformers Router\) "
+                                             r"on the Hugging Face hub, which retriever reads only from a local "
+                                             r"folder: download it \(hf download some-org/router --local-dir DIR\) "
+                                             r"and pass --model DIR$"):
+        Encoder(EncoderSettings.for_model("some-org/router"), device="cpu")
 
 
 def test_a_router_encoded_as_shared_towers_is_refused_as_a_router(tmp_path):
