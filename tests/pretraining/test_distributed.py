@@ -36,9 +36,13 @@ pretrain(PretrainConfig(**json.loads(sys.argv[1])))
 
 
 def torchrun(*arguments: str) -> subprocess.CompletedProcess:
+    return run_script("-m", "retriever", *arguments)
+
+
+def run_script(*command: str) -> subprocess.CompletedProcess:
+    """Two gloo processes under torchrun running ``command`` (a script and its argument, or ``-m`` a module)."""
     return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                           "-m", "retriever", *arguments], capture_output=True, text=True, env=ENVIRONMENT,
-                          timeout=300)
+                           *command], capture_output=True, text=True, env=ENVIRONMENT, timeout=300)
 
 
 def pretrain(corpus, model, output, sequences: int, *extra: str) -> subprocess.CompletedProcess:
@@ -79,9 +83,7 @@ def test_frozen_steps_average_the_heads_gradients_without_a_warning(tiny_beir, t
                dict(same, output=str(tmp_path / "still"))]
     script = tmp_path / "runs.py"
     script.write_text(RUNS_SCRIPT)
-    finished = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                               str(script), json.dumps(configs)], capture_output=True, text=True, env=ENVIRONMENT,
-                              timeout=300)
+    finished = run_script(str(script), json.dumps(configs))
     assert finished.returncode == 0, finished.stderr[-3000:]
     assert "find_unused_parameters" not in finished.stderr, finished.stderr[-3000:]
     frozen, still = weights(tmp_path / "frozen"), weights(tmp_path / "still")
@@ -116,9 +118,7 @@ def test_a_resume_under_another_process_count_says_its_random_draws_differ(tiny_
                     batch_size=4, max_steps=3, save_steps=1, device="cpu", dtype="fp32", progress=False)
     script = tmp_path / "kept.py"
     script.write_text(KEPT_CHECKPOINTS_SCRIPT)
-    finished = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                               str(script), json.dumps(settings)], capture_output=True, text=True, env=ENVIRONMENT,
-                              timeout=300)
+    finished = run_script(str(script), json.dumps(settings))
     assert finished.returncode == 0, finished.stderr[-3000:]
     checkpoints = tmp_path / "out" / "checkpoints"
     assert (checkpoints / "checkpoint-2" / "rng_state_1.pth").is_file()
