@@ -12,6 +12,7 @@ from tqdm import tqdm
 from retriever.corpus import BeirDataset, Query, blank_queries_warning, read_queries
 from retriever.errors import RetrieverError, check_kind
 from retriever.fusion import FusionParams, recorded_fusion
+from retriever.integrity import file_sha256
 from retriever.metric_names import DEFAULT_METRICS, metric_cutoff
 from retriever.metrics import (Evaluation, answer_recall, answer_tokens, evaluate_run, format_table, judged_query_ids,
                                trec_order)
@@ -124,6 +125,32 @@ def judged_missing_from(searcher: Searcher, qrels: Qrels) -> tuple[int, int]:
     return sum(searcher.documents.document(doc) is None for doc in judged), len(judged)
 
 
+def warn_of_other_corpus(searcher: Searcher, dataset: BeirDataset, progress: bool = True,
+                         use: str = "the metrics compare the index against") -> None:
+    """Warn when the dataset's corpus.jsonl is not the file the index was built from (its manifest's size and
+    SHA-256): judged ids the index happens to hold (numeric ones, say) were scored against another collection without
+    a word, only wholly disjoint ids being refused. Hashed only at equal sizes. A warning, not a refusal: a converted
+    copy of the index's corpus differs in bytes. Evaluation, fusion tuning and mining call it (``use``: what then
+    meets the other collection's judgments)."""
+    recorded = searcher.manifest.get("corpus")
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("bytes"), int) or not isinstance(
+            recorded.get("sha256"), str):
+        return  # an older or damaged record: nothing to compare with
+    try:
+        size = dataset.corpus_path.stat().st_size
+        if size != recorded["bytes"]:
+            differs = f"{size} bytes, the index's {recorded['bytes']}"
+        elif file_sha256(dataset.corpus_path, "hash corpus" if progress else None) != recorded["sha256"]:
+            differs = "the same size, other content"
+        else:
+            return
+    except OSError:
+        return  # these commands read only its queries and qrels
+    warn(f"warning: the index was built from {recorded.get('name', 'another corpus')}, not from "
+         f"{dataset.corpus_path} ({differs}): {use} another collection's judgments, unless it is a converted or "
+         "edited copy of the index's corpus")
+
+
 def unknown_words_warning(queries: list[Query], unknown: Sequence[bool], mode: str) -> str | None:
     """A batch run's note on the queries a dense search refuses as holding no word the model knows
     (``Searcher.rank``; blank ones have ``blank_queries_warning``): searched all the same, so a run keeps every
@@ -200,6 +227,7 @@ def evaluate_index(searcher: Searcher, dataset: BeirDataset | str | Path, split:
             and (tuned.get("dataset"), tuned.get("split")) == (dataset_name(dataset), split)):
         print(f"warning: the index's fusion was tuned on {dataset_name(dataset)} split {split}, the split evaluated "
               "here; these hybrid results overstate it (evaluate another split)", file=sys.stderr)
+    warn_of_other_corpus(searcher, dataset, progress)
     run, queries, qrels = search_split(searcher, dataset, split, k, nprobe, ef_search, progress)
     warn_of_left_out(dataset, split, queries, qrels, "they are counted as missing from the run and score 0, as "
                      "trec_eval -c scores them")

@@ -16,7 +16,7 @@ from tqdm import tqdm
 from retriever.corpus import BeirDataset, Query, blank_queries_warning
 from retriever.errors import RetrieverError, check_kind
 from retriever.evaluation import (dataset_name, judged_missing_from, judged_split, unknown_words_warning,
-                                  warn, warn_of_left_out)
+                                  warn, warn_of_left_out, warn_of_other_corpus)
 from retriever.fusion import FusionParams, fuse
 from retriever.index_folder import read_manifest, replace_manifest
 from retriever.metrics import evaluate_run, judged_query_ids
@@ -75,12 +75,13 @@ def check_judged_documents(searcher: Searcher, beir: BeirDataset, split: str, qr
     """Judged documents the index lacks score nothing: on another collection every setting scores 0 and
     the 'tuned' fusion would be noise, so that is refused, and a partial miss is reported."""
     missing, judged = judged_missing_from(searcher, qrels)
+    of = f"{counted(judged, 'judged document')} of {dataset_name(beir)} split {split}"  # the 1 / the 2 judged ...
     if missing == judged:
-        raise RetrieverError(f"none of the {judged} judged documents of {dataset_name(beir)} split {split} are in "
-                             f"the index: is this the index's collection?")
+        raise RetrieverError(f"{'the' if judged == 1 else 'none of the'} {of} {'is not' if judged == 1 else 'are'} "
+                             "in the index: is this the index's collection?")
     if missing:
-        print(f"warning: {missing} of the {judged} judged documents of {dataset_name(beir)} split {split} are not "
-              "in the index; they count as misses in every setting", file=sys.stderr)
+        print(f"warning: {missing} of the {of} {'is' if missing == 1 else 'are'} not in the index; "
+              f"{'it counts as a miss' if missing == 1 else 'they count as misses'} in every setting", file=sys.stderr)
 
 
 def warn_of_training_split(searcher: Searcher, beir: BeirDataset, split: str) -> None:
@@ -132,6 +133,7 @@ def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, k: int = 10
     check_kind(searcher, Searcher, "searcher", "a Searcher, e.g. Searcher('indexes/NAME', mode='hybrid') "
                "(tune_and_record takes the index's path and records the fusion in it)")
     beir, queries, qrels = checked or check_tuning_split(dataset, split)
+    warn_of_other_corpus(searcher, beir, progress, "the fusion is tuned on")
     check_judged_documents(searcher, beir, split, qrels)
     warn_of_training_split(searcher, beir, split)
     warn_of_left_out(beir, split, queries, qrels, "they are not searched and score 0 in every setting (as evaluate "

@@ -122,3 +122,29 @@ def test_evaluate_index_takes_the_dataset_as_a_path_too(tiny_beir, tiny_model_di
         evaluate_index(str(searcher.index_dir), tiny_beir, "test", k=5, progress=False)
     with pytest.raises(RetrieverError, match="^dataset must be a BEIR folder's path or a BeirDataset, not int 3$"):
         evaluate_index(searcher, 3, "test", k=5, progress=False)
+
+
+def test_a_dataset_whose_corpus_is_not_the_indexs_is_warned_of_once_hashed_only_at_equal_sizes(
+        tiny_beir, tiny_model_dir, tmp_path, capsys, monkeypatch) -> None:
+    """Another collection's qrels whose ids the index happens to hold (numeric ids, e.g. Medline's on a Cranfield
+    index) were scored without a word; an identical copy of the corpus is not warned of, one of the same size but
+    other bytes is, and one of another size is without hashing it."""
+    import shutil
+
+    import retriever.evaluation as evaluation
+
+    searcher = tiny_searcher(tiny_beir, tiny_model_dir, tmp_path)
+    other = tmp_path / "other-beir"
+    shutil.copytree(tiny_beir, other)
+    evaluate_index(searcher, other, "test", k=5, progress=False)
+    assert "another collection" not in capsys.readouterr().err
+    corpus = other / "corpus.jsonl"
+    corpus.write_text(corpus.read_text().replace("the cat sat", "the bat sat"), encoding="utf-8")  # same size
+    evaluate_index(searcher, other, "test", k=5, progress=False)
+    err = capsys.readouterr().err
+    assert err.count("warning:") == 1 and f"warning: the index was built from tiny-beir/corpus.jsonl" in err
+    assert f"not from {corpus}" in err and "another collection's judgments" in err
+    corpus.write_text(corpus.read_text() + '{"_id": "d13", "title": "", "text": "more"}\n', encoding="utf-8")
+    monkeypatch.setattr(evaluation, "file_sha256", lambda *a, **k: pytest.fail("hashed a corpus of another size"))
+    evaluate_index(searcher, other, "test", k=5, progress=False)
+    assert "another collection's judgments" in capsys.readouterr().err

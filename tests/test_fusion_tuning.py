@@ -100,7 +100,7 @@ def test_tuning_on_another_collection_is_refused_and_keeps_the_earlier_tuning(in
     assert json.loads((index / MANIFEST_FILE).read_text())["fusion"] == record
     (other / "qrels" / "train.tsv").write_text(HEADER + "q1\td6\t1\nq2\tx2\t1\n", encoding="utf-8")
     tune_and_record(index, other, "train", device="cpu", dtype="fp32", progress=False)
-    assert "1 of the 2 judged documents of other split train are not in the index" in capsys.readouterr().err
+    assert "1 of the 2 judged documents of other split train is not in the index" in capsys.readouterr().err
 
 
 def test_evaluating_the_tuning_split_in_hybrid_warns(index_and_dataset, capsys):
@@ -202,3 +202,35 @@ def test_tune_fusion_given_an_index_path_says_to_open_a_searcher(tmp_path):
                                              r"mode='hybrid'\) \(tune_and_record takes the index's path and records "
                                              r"the fusion in it\), not str"):
         tune_fusion(str(tmp_path / "idx"), tmp_path / "beir", "train", progress=False)
+
+
+def test_tuning_on_a_dataset_whose_corpus_is_not_the_indexs_warns(index_and_dataset, tmp_path, capsys):
+    """Judgments of another collection whose ids the index holds tuned the fusion without a word."""
+    index, dataset = index_and_dataset
+    other = tmp_path / "other"
+    shutil.copytree(dataset, other)
+    with open(other / "corpus.jsonl", "a", encoding="utf-8") as corpus:
+        corpus.write('{"_id": "d13", "title": "", "text": "more"}\n')
+    tune_and_record(index, other, "train", device="cpu", dtype="fp32", progress=False)
+    assert f"not from {other / 'corpus.jsonl'}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("judged, held, said", [
+    (["d1", "x1"], ["d1"], "warning: 1 of the 2 judged documents of tiny-beir split train is not in the index"),
+    (["d1", "x1", "x2"], ["d1"], "warning: 2 of the 3 judged documents of tiny-beir split train are not in the"),
+    (["x1"], [], "the 1 judged document of tiny-beir split train is not in the index: is this the index's collection"),
+    (["x1", "x2"], [], "none of the 2 judged documents of tiny-beir split train are in the index: is this the")])
+def test_judged_documents_missing_from_the_index_are_counted_in_agreement(tiny_beir, judged, held, said, capsys):
+    """It said "1 of the 2 judged documents ... are not in the index", and "none of the 1 judged documents"."""
+    from types import SimpleNamespace
+
+    from retriever.fusion_tuning import check_judged_documents
+
+    searcher = SimpleNamespace(documents=SimpleNamespace(document=lambda doc: {} if doc in held else None))
+    qrels = {"q1": dict.fromkeys(judged, 1)}
+    if held:
+        check_judged_documents(searcher, BeirDataset(tiny_beir), "train", qrels)
+        assert said in capsys.readouterr().err
+    else:
+        with pytest.raises(RetrieverError, match="^" + said.replace("?", r"\?")):
+            check_judged_documents(searcher, BeirDataset(tiny_beir), "train", qrels)

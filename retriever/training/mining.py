@@ -17,7 +17,8 @@ from pathlib import Path
 
 from retriever.corpus import BeirDataset, check_output_outside_qrels
 from retriever.errors import RetrieverError
-from retriever.evaluation import judged_missing_from, judged_split, search_split, warn_of_left_out
+from retriever.evaluation import (judged_missing_from, judged_split, search_split, warn_of_left_out,
+                                  warn_of_other_corpus)
 from retriever.runs import Qrels, ranked_hits
 from retriever.searching import Searcher
 from retriever.files import atomic_write_lines
@@ -93,6 +94,7 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
     left_out = warn_of_left_out(beir, split, found, judged, "they get no negatives")
     searcher = Searcher(index, device=device, dtype=dtype, batch_size=batch_size, mode=mode,
                         fusion_overrides=fusion_overrides, model=model)
+    warn_of_other_corpus(searcher, beir, progress, "negatives are mined with")
     check_index_holds_judged(searcher, index, beir, split, judged)
     if skip_top >= searcher.index.ntotal:  # under --depth, yet every hit is dropped: an empty file, exit 0
         raise RetrieverError(f"--skip-top {skip_top} drops all {searcher.index.ntotal} documents of the index; "

@@ -159,3 +159,16 @@ def test_a_copy_of_a_judged_positive_is_not_mined_as_its_negative(tmp_path, tiny
     assert result.copies_of_positives == 1
     assert ("note: 1 passage left out of the negatives: a copy of a passage judged relevant to the query (the same "
             "title and text)") in capsys.readouterr().err
+
+
+def test_mining_with_a_dataset_whose_corpus_is_not_the_indexs_warns(indexed_beir, tmp_path, capsys):
+    """Judgments of another collection whose ids the index holds were mined from without a word."""
+    import shutil
+
+    dataset, index = indexed_beir
+    other = tmp_path / "other"
+    shutil.copytree(dataset, other)
+    with open(other / "corpus.jsonl", "a", encoding="utf-8") as corpus:
+        corpus.write('{"_id": "d13", "title": "", "text": "more"}\n')
+    mine_negatives(index, other, tmp_path / "n.jsonl", depth=12, device="cpu", dtype="fp32", progress=False)
+    assert f"not from {other / 'corpus.jsonl'}" in capsys.readouterr().err
