@@ -240,3 +240,23 @@ def test_a_chinese_or_japanese_query_finds_passages_holding_part_of_its_run(tmp_
     assert index.search(["韓国"], k=3)[1].tolist() == [[2, -1, -1]]
     older = {**record, "tokenizer": {k: v for k, v in record["tokenizer"].items() if k != "cjk"}}
     assert LexicalIndex(tmp_path, older).tokenize("東京都") == ["東京都"]
+
+
+@pytest.mark.parametrize("method, zero_weight", [("lucene", False), ("robertson", True), ("atire", False)])
+def test_a_passage_sharing_only_terms_of_weight_zero_is_not_returned(tmp_path, method, zero_weight):
+    """What the README says of the methods: robertson weighs a term in half the documents or more 0 (bm25s clamps
+    its IDF at 0, no negative weight), atire one in every document; a passage sharing only those scores 0 and is
+    left out, though it shares a term. Fails if bm25s starts giving such terms a weight."""
+    texts = ["apple banana", "apple cherry", "kiwi melon", "fig pear"]  # apple in half of them
+    pq.write_table(pa.table({"id": ["a", "b", "c", "d"], "title": [""] * 4, "text": texts}), tmp_path / DOCSTORE_FILE)
+    params = LexicalParams(method=method, stemmer=None, stopwords=None)
+    index = LexicalIndex(tmp_path, build_lexical(tmp_path / DOCSTORE_FILE, tmp_path / LEXICAL_DIR, params, False))
+    rows = index.search(["apple", "apple kiwi"], k=4)[1].tolist()
+    assert rows[0] == ([-1] * 4 if zero_weight else [0, 1, -1, -1])
+    assert rows[1][0] == 2 and sorted(rows[1][1:]) == ([-1] * 3 if zero_weight else [-1, 0, 1])
+    if method == "atire":  # a term in every document weighs 0 there
+        every = tmp_path / "every"
+        every.mkdir()
+        pq.write_table(pa.table({"id": ["a", "b"], "title": [""] * 2, "text": texts[:2]}), every / DOCSTORE_FILE)
+        index = LexicalIndex(every, build_lexical(every / DOCSTORE_FILE, every / LEXICAL_DIR, params, False))
+        assert index.search(["apple"], k=2)[1].tolist() == [[-1, -1]]
