@@ -41,6 +41,7 @@ from retriever.corpus import BeirDataset, read_queries  # noqa: E402
 from retriever.evaluation import judged_split  # noqa: E402
 from retriever.fusion import FusionParams, fuse  # noqa: E402
 from retriever.fusion_tuning import tune_fusion  # noqa: E402
+from retriever.info import index_summary  # noqa: E402
 from retriever.metrics import Evaluation, evaluate_run  # noqa: E402
 from retriever.searching import Searcher  # noqa: E402
 
@@ -88,7 +89,8 @@ def fine_tuned_model(data: Path, tag: str, variant: str) -> Path:
 
 
 def dense_index(data: Path, tag: str, variant: str) -> Path:
-    """The cached index of ``variant`` (minilm, ft or hn) on ``data``, built (with BM25) when missing."""
+    """The cached index of ``variant`` (minilm, ft or hn) on ``data``, built (with BM25) when missing; a cached BM25
+    part split otherwise than today's code would split it is rebuilt, so the rows measure the current BM25."""
     index = WORK / f"dense-{variant}-{tag}"
     if not (index / "manifest.json").is_file():
         model_args = [] if variant == "minilm" else ["--model", str(fine_tuned_model(data, tag, variant)),
@@ -96,6 +98,8 @@ def dense_index(data: Path, tag: str, variant: str) -> Path:
         retriever_cli("build", str(data), "-o", str(index), *model_args)
     if not json.loads((index / "manifest.json").read_text()).get("lexical"):
         retriever_cli("bm25", str(index))
+    elif index_summary(index)["bm25"]["current_splitting"] is False:
+        retriever_cli("bm25", str(index), "--overwrite")
     return index
 
 
