@@ -7,7 +7,8 @@ from pathlib import Path
 import click
 
 from retriever.choices import DEFAULT_START, MAX_HEAD_LAYERS
-from retriever.cli.options import FiniteRange, corpus_options, device_options, fields_from, renamed_option
+from retriever.cli.options import (FiniteRange, corpus_options, device_options, fields_from, json_option,
+                                   renamed_option)
 from retriever.cli.training import (ddp_timeout_option, optimizer_options, progress_option, report_to_option,
                                     run_length_options, temperature_option)
 from retriever.errors import RetrieverError
@@ -64,11 +65,13 @@ from retriever.errors import RetrieverError
 @report_to_option()
 @ddp_timeout_option()
 @corpus_options()
+@json_option("the run's summary (model, steps, resumed_from_step, loss_start, loss_end, tokens_per_second, "
+             "seconds)")
 def pretrain_command(corpus, model, output, n_head_layers, skip_from, cocondenser, objective, freeze_backbone_steps,
                      backbone_lr_scale, temperature, max_length,
                      mlm_probability, sequences_per_step, epochs, max_steps, learning_rate, warmup_ratio, weight_decay,
                      max_grad_norm, save_steps, keep_checkpoints, seed, device, dtype, progress, report_to, ddp_timeout,
-                     fmt, id_field, text_field, title_field):
+                     fmt, id_field, text_field, title_field, as_json):
     """Condenser pre-training of a BERT on CORPUS (BEIR folder, JSONL, TSV, Parquet) into OUTPUT.
 
     The backbone learns masked-language modelling twice: from its own last layer, and through a
@@ -98,7 +101,7 @@ def pretrain_command(corpus, model, output, n_head_layers, skip_from, cocondense
     except RetrieverError as error:  # a bad flag combination, as the README says
         raise click.UsageError(str(error), click.get_current_context()) from None
     result = pretrain(config)
-    if not is_main_process():
+    if not as_json or not is_main_process():
         return
     first, last = (result.history[0], result.history[-1]) if result.history else ({}, {})
     click.echo(json.dumps({"model": str(result.output), "steps": result.steps,

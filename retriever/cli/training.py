@@ -12,8 +12,8 @@ from retriever.choices import DDP_TIMEOUT, MIN_TEMPERATURE, check_temperature
 from retriever.cli.hybrid import mode_options
 from retriever.cli.searching import moved_model_option
 from retriever.cli.options import (FiniteRange, OutputFile, check_outputs_apart, compose, corpus_options,
-                                   device_options, encoder_options, fields_from, flags_given, renamed_option,
-                                   runtime_options)
+                                   device_options, encoder_options, fields_from, flags_given, json_option,
+                                   renamed_option, runtime_options)
 from retriever.cli.outputs import expect_outputs
 from retriever.errors import RetrieverError
 from retriever.wording import counted
@@ -153,11 +153,13 @@ def run_length_options(passes_over: str, epochs_default: int | None) -> Callable
 @report_to_option()
 @ddp_timeout_option()
 @corpus_options()
+@json_option("the run's summary (model, steps, best_step, dev, start_model_better, seconds)")
 def train_command(dataset, split, train_jsonl, corpus, negatives, model, encoder_overrides, output, epochs, max_steps,
                   queries_per_step,
                   train_group_size, learning_rate, warmup_ratio, weight_decay, temperature, max_grad_norm, seed,
                   grad_cache_chunk_size, dev_split, dev_dataset, dev_max_docs, device, dtype, save_steps,
-                  cross_device_negatives, progress, report_to, ddp_timeout, fmt, id_field, text_field, title_field):
+                  cross_device_negatives, progress, report_to, ddp_timeout, fmt, id_field, text_field, title_field,
+                  as_json):
     """Fine-tune a dual encoder with in-batch (and hard) negatives into a model folder OUTPUT.
 
     Max lengths default to the start model's (as for every command), and the folder records them,
@@ -188,7 +190,7 @@ def train_command(dataset, split, train_jsonl, corpus, negatives, model, encoder
     except RetrieverError as error:  # a bad flag combination, as the README says
         raise click.UsageError(str(error), click.get_current_context()) from None
     result = train(config)
-    if is_main_process():
+    if as_json and is_main_process():
         click.echo(json.dumps({"model": str(result.output), "steps": result.steps, "best_step": result.best_step,
                                "dev": result.dev_scores, "start_model_better": result.start_model_better,
                                "seconds": round(result.seconds, 1)}))

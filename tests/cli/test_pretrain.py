@@ -43,7 +43,7 @@ def test_killed_run_resumes_from_its_last_checkpoint(tmp_path, tiny_model_dir, t
     output = tmp_path / "out"
     command = [sys.executable, "-c", RUN_COMMAND, str(tiny_beir), "--output", str(output), "--model",
                str(tiny_model_dir), "--max-steps", "60", "--save-steps", "2", "--sequences-per-step", "4",
-               "--max-length", "16", "--device", "cpu", "--dtype", "fp32", "--no-progress"]
+               "--max-length", "16", "--device", "cpu", "--dtype", "fp32", "--no-progress", "--json"]
     environment = {**os.environ, "OMP_NUM_THREADS": "1"}
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment)
     checkpoints = output / "checkpoints"
@@ -59,7 +59,7 @@ def test_killed_run_resumes_from_its_last_checkpoint(tmp_path, tiny_model_dir, t
 
     second = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=120)
     assert second.returncode == 0, second.stderr
-    summary = json.loads(second.stdout.strip().splitlines()[-1])
+    summary = json.loads(second.stdout)
     assert summary["resumed_from_step"] == steps[-1] and summary["steps"] == 60
     assert f"resuming from {checkpoints / f'checkpoint-{steps[-1]}'} (step {steps[-1]})" in second.stderr
     assert (output / "model.pt").is_file() and (output / "config.json").is_file()

@@ -51,9 +51,9 @@ def test_mine_then_train_with_hard_negatives_then_build_and_evaluate(tmp_path, t
         "--dataset", str(tiny_beir), "--negatives", str(negatives), "--model", str(tiny_model_dir),
         "--output", str(model), "--towers", "untied", "--train-group-size", "3", "--queries-per-step", "3",
         "--grad-cache-chunk-size", "4", "--epochs", "2", "--learning-rate", "1e-3", "--dev-split", "test",
-        "--passage-max-length", "32", *CPU], catch_exceptions=False)
+        "--passage-max-length", "32", "--json", *CPU], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    summary = json.loads(result.stdout)
     assert summary["steps"] == 2 and set(summary["dev"]) == {"ndcg@10", "recall@100"}
     recorded = json.loads((model / "retriever.json").read_text())
     assert recorded["towers"] == "untied" and recorded["passage_max_length"] == 32
@@ -251,10 +251,37 @@ def test_the_train_summary_says_whether_the_start_model_was_better_on_dev(tmp_pa
         output=tmp_path / "m", steps=4, best_step=2, dev_scores={"ndcg@10": 0.3}, start_model_better=True,
         seconds=1.0))
     result = CliRunner().invoke(train_command, ["--dataset", str(tiny_beir), "--output", str(tmp_path / "m"),
-                                                "--dev-split", "test"], catch_exceptions=False)
+                                                "--dev-split", "test", "--json"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    summary = json.loads(result.stdout)
     assert summary["start_model_better"] is True and summary["best_step"] == 2
+
+
+@pytest.mark.parametrize("command, keys", [("train", {"model", "steps", "best_step", "dev", "start_model_better",
+                                                      "seconds"}),
+                                           ("pretrain", {"model", "steps", "resumed_from_step", "loss_start",
+                                                         "loss_end", "tokens_per_second", "seconds"})])
+def test_train_and_pretrain_print_on_stdout_only_with_json(tmp_path, tiny_beir, monkeypatch, command, keys):
+    """They printed a JSON line on stdout on every run, where `build`, `index`, `encode` and `bm25` print nothing
+    there unless --json (their summary line is on stderr)."""
+    from types import SimpleNamespace
+
+    import retriever.pretraining
+    import retriever.training
+
+    done = SimpleNamespace(output=tmp_path / "m", steps=3, best_step=None, dev_scores=None, start_model_better=None,
+                           seconds=1.0, history=[{"loss": 2.0}, {"loss": 1.5}], resumed_from_step=None,
+                           tokens_per_second=10.0)
+    monkeypatch.setattr(retriever.training, "train", lambda config: done)
+    monkeypatch.setattr(retriever.pretraining, "pretrain", lambda config: done)
+    data = ["--dataset", str(tiny_beir)] if command == "train" else [str(tiny_beir)]
+    quiet = CliRunner().invoke(main, [command, *data, "--output", str(tmp_path / "m")], catch_exceptions=False)
+    assert quiet.exit_code == 0 and quiet.stdout == "", quiet.output
+    loud = CliRunner().invoke(main, [command, *data, "--output", str(tmp_path / "m"), "--json"],
+                              catch_exceptions=False)
+    assert loud.exit_code == 0, loud.output
+    summary = json.loads(loud.stdout)
+    assert set(summary) == keys and summary["model"] == str(tmp_path / "m") and summary["steps"] == 3
 
 
 @pytest.mark.parametrize("command", ["train", "pretrain"])
