@@ -19,7 +19,7 @@ from retriever.device import autocast, resolve_batch_size, resolve_device, resol
 from retriever.encoder_settings import OVERRIDABLE, QUERY_SETTINGS, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.max_lengths import check_max_lengths, check_room_for_text
-from retriever.model_folder import refuse_reranker, untied_tower_paths
+from retriever.model_folder import refuse_recorded_model, untied_tower_paths
 from retriever.model_loading import (check_vocabulary, load_model, load_tokenizer, model_files, tokenizer_behaviour,
                                      tokenizer_fingerprint, weights_fingerprint)
 from retriever.model_names import resolve_model_path
@@ -275,7 +275,7 @@ def recorded_encoder(recorded: dict, made: str, folder: str | Path, device: str 
     says where the model is when it moved away from ``folder``; ``shared``, where to take it from if loaded;
     ``remedy``, what to do when the model is gone or changed, for a command that takes no --model."""
     settings = EncoderSettings.from_record(recorded, model or recorded_model(recorded, folder, remedy))
-    refuse_reranker(model_files(settings.model), made)  # an index built before CrossEncoders were refused
+    refuse_recorded_model(model_files(settings.model), made)  # an index built before such models were refused
     recorded_sha = recorded.get("weights_sha256")
     if shared is None:
         encoder = Encoder(settings, device=device, dtype=dtype, batch_size=batch_size)

@@ -186,13 +186,20 @@ def sentence_transformers_settings(folder: str | Path, given: dict | None = None
 def check_similarity(path: Path, config: dict, normalized: bool) -> None:
     """Refuse a ``similarity_fn_name`` (in ``config``, read from ``path``) that ranks otherwise than the inner product
     retriever searches by: it ranked such a model's passages otherwise than sentence-transformers' similarity, with
-    exit 0. Euclidean distance between unit vectors ranks as their inner product does; manhattan never does."""
+    exit 0."""
+    if distance := _distance_similarity(config, normalized):
+        raise RetrieverError(f"{path}: similarity_fn_name {distance}: sentence-transformers ranks this model's vectors "
+                             "by it, and retriever ranks by inner product, so its results would differ; encode and "
+                             "search it with sentence-transformers")
+
+
+def _distance_similarity(config: dict, normalized: bool) -> str | None:
+    """``config``'s ``similarity_fn_name``, said for an error, when inner product ranks otherwise (else None): euclidean
+    distance between unit vectors ranks as their inner product does; manhattan never does."""
     name = config.get("similarity_fn_name")
     if name == "manhattan" or name == "euclidean" and not normalized:
-        raise RetrieverError(f"{path}: similarity_fn_name {name!r}: sentence-transformers ranks this model's vectors "
-                             f"by {name} distance{'' if normalized else ' (they are not normalised)'}, and retriever "
-                             "ranks by inner product, so its results would differ; encode and search it with "
-                             "sentence-transformers")
+        return f"{name!r} ({name} distance{'' if normalized else ', between vectors not normalised'})"
+    return None
 
 
 def _pipeline_settings(folder: Path, modules: list[dict], kinds: list[str]) -> tuple[dict, bool]:
@@ -227,14 +234,21 @@ def is_cross_encoder(folder: Path, config: dict) -> bool:
         or isinstance(legacy, dict) and "activation_fn" in legacy
 
 
-def refuse_reranker(folder: Path | None, made: str) -> None:
-    """Refuse the model folder of a record (``made`` with it: an index built, shards encoded) that is a CrossEncoder:
-    made before such folders were refused, its vectors came from a reranker's encoder, and so would its queries'."""
-    if folder is not None and is_cross_encoder(folder, read_json_object(folder / ST_CONFIG, ST_HINT, missing={})):
+def refuse_recorded_model(folder: Path | None, made: str) -> None:
+    """Refuse the model folder of a record (``made`` with it: an index built, shards encoded) that is a CrossEncoder,
+    or that ranks by a distance inner product does not follow: made before such folders were refused at encode, its
+    vectors came from a reranker's encoder (and so would its queries'), or its results differ from the model's."""
+    config = {} if folder is None else read_json_object(folder / ST_CONFIG, ST_HINT, missing={})
+    if folder is not None and is_cross_encoder(folder, config):
         raise RetrieverError(f"{folder} is a sentence-transformers CrossEncoder and {made} with it: the index's "
                              "vectors came from a reranker (which scores query-passage pairs), not an embedding model, "
                              "and its queries would be encoded by it too; rebuild the index with a bi-encoder (e.g. "
                              "--model minilm)")
+    kinds = [] if folder is None else _st_modules(folder)[1]
+    if kinds and (distance := _distance_similarity(config, kinds[-1:] == ["Normalize"])):
+        raise RetrieverError(f"{folder / ST_CONFIG}: similarity_fn_name {distance}, and {made} with this model: the "
+                             "index's inner-product search does not rank as that distance does; rebuild the index "
+                             "with a cosine or dot model (e.g. --model minilm)")
 
 
 def unapplied_modules(folder: Path, kinds: list[str], why: str = "") -> RetrieverError:

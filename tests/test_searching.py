@@ -317,3 +317,24 @@ def test_an_index_built_from_a_cross_encoder_is_refused_when_opened(tiny_beir, t
     with pytest.raises(RetrieverError, match=r"^[^\n]*reranker[^\n]*: the index's vectors came from a reranker "
                                              r"[^\n]*; rebuild the index with a bi-encoder[^\n]*$"):
         Searcher(tmp_path / "idx", device="cpu")
+
+
+@pytest.mark.parametrize("similarity", ["manhattan", "euclidean"])
+def test_an_index_built_from_a_distance_ranked_model_is_refused_when_opened(tiny_beir, tmp_path, similarity):
+    """An index built before such folders were refused at encode searched by inner product, which ranks otherwise
+    than the model's manhattan (or, between vectors not normalised, euclidean) distance, with exit 0."""
+    import json
+
+    model = make_tiny_bert(tmp_path / "st")
+    (model / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+    (model / "1_Pooling").mkdir()
+    (model / "1_Pooling" / "config.json").write_text('{"word_embedding_dimension": 32, "pooling_mode_mean_tokens": 1}')
+    encoder = Encoder(EncoderSettings.for_model(str(model)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "idx", encoder, IndexParams("flat"), progress=False)
+    (model / "config_sentence_transformers.json").write_text(json.dumps({"similarity_fn_name": similarity}))
+    with pytest.raises(RetrieverError, match=rf"^[^\n]*config_sentence_transformers.json: similarity_fn_name "
+                                             rf"'{similarity}'[^\n]*inner-product search[^\n]*; rebuild the index "
+                                             r"with a cosine or dot model[^\n]*$"):
+        Searcher(tmp_path / "idx", device="cpu")
