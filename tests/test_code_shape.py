@@ -72,3 +72,15 @@ def test_no_two_test_modules_share_a_name():
 
     names = [import_name(path) for path in (REPO / "tests").rglob("test_*.py")]
     assert len(names) > 100 and sorted({name for name in names if names.count(name) > 1}) == []
+
+
+def test_the_package_has_no_unused_import_or_name():
+    """pyflakes (unused imports and variables, undefined names): `training/stack.py` kept importing a function it
+    no longer called, which two trainers then reached through it (`stack.launched_processes`)."""
+    import io
+
+    from pyflakes.api import checkRecursive
+    from pyflakes.reporter import Reporter
+
+    out = io.StringIO()
+    assert checkRecursive([str(PACKAGE)], Reporter(out, out)) == 0, out.getvalue()

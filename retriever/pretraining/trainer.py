@@ -31,7 +31,7 @@ from retriever.pretraining.masking import CondenserExamples, TokenizedCorpus, Wh
 from retriever.st_router import refuse_router
 from retriever.training import stack
 from retriever.training.layout import check_step_split, planned_steps
-from retriever.training.processes import average_gradients, summed_over_processes
+from retriever.training.processes import average_gradients, launched_processes, summed_over_processes
 from retriever.training.run_guards import one_run_at_a_time
 
 LOSS_PARTS = ("head_mlm", "backbone_mlm", "span")
@@ -82,7 +82,7 @@ class PretrainConfig(stack.StackConfig):
                                  "or --skip-from)")
         check_temperature(self.temperature)
         if self.cocondenser:
-            check_span_batch(self.batch_size, stack.launched_processes())
+            check_span_batch(self.batch_size, launched_processes())
         if not self.cocondenser and self.temperature != PretrainConfig.temperature:  # else unused, without a word
             raise RetrieverError(f"--temperature {self.temperature:g} is the --cocondenser span loss's, which this "
                                  "run does not have; add --cocondenser or drop --temperature")

@@ -32,7 +32,7 @@ from retriever.model_folder import portable_record
 from retriever.training.callbacks import EpochEndCheckpoints, StderrProgress, adopt_save_steps, tensorboard
 from retriever.training.layout import check_resume_layout, check_step_layout
 from retriever.training.processes import (DDP_TIMEOUT, check_same_run_everywhere, join_process_group,
-                                          launched_processes, peer_deaths_reported)
+                                          peer_deaths_reported)
 from retriever.training.run_guards import check_run_paths
 from retriever.training.run_record import (CHECKPOINTS, FINISHED_FILE, OPTIMIZER_STATES,  # noqa: F401 (stack.*)
                                            PRECISION_KEY, RUN_FILE, WEIGHTS_FILE, checkpoint_states_loaded,

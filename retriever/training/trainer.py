@@ -30,7 +30,7 @@ from retriever.training.dual_encoder import DualEncoder
 from retriever.training.gradcache import cached_embeddings
 from retriever.training.layout import check_step_split
 from retriever.training.loss import contrastive_loss, default_temperature, global_batch, judged_positive_mask
-from retriever.training.processes import average_gradients
+from retriever.training.processes import average_gradients, launched_processes
 from retriever.training.run_guards import one_run_at_a_time
 
 
@@ -226,7 +226,7 @@ def _train(config: TrainConfig) -> TrainResult:
 
 def _softmax_processes(config: TrainConfig) -> int:
     """Over how many processes a step's queries are spread for each one's softmax (1: the whole global batch)."""
-    return stack.launched_processes() if not config.cross_device_negatives else 1
+    return launched_processes() if not config.cross_device_negatives else 1
 
 
 def _single_candidate(config: TrainConfig, queries: int, examples: list[TrainExample] | None, negatives_of=max) -> bool:

@@ -78,7 +78,6 @@ def test_ddp_timeout_reaches_the_process_group_a_launch_starts(monkeypatch, smal
     from retriever.training import stack
 
     joined = []
-    monkeypatch.setattr(stack, "launched_processes", lambda: 2)
     monkeypatch.setattr(stack, "join_process_group", lambda device, seconds: joined.append((device.type, seconds)))
     monkeypatch.setattr(stack, "TrainingArguments", dict)  # the real one would start the group of 2 itself
     kind = TrainConfig if command == "train" else PretrainConfig
