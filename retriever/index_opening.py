@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 
 from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, MappedDocuments, ParquetDocuments
 from retriever.index_folder import DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, read_manifest
-from retriever.integrity import check_counts, check_folder, damaged, dense_part, ids_sha256, reading
+from retriever.integrity import (check_counts, check_folder, damaged, dense_part, file_sha256, ids_sha256, reading,
+                                 recorded_files)
 from retriever.ondisk import IVFDATA_FILE, ONDISK_TYPE, read_ondisk_index
 
 
@@ -58,6 +59,7 @@ def open_index(index_dir: Path, manifest: dict) -> tuple[faiss.Index, MappedDocu
     damage = functools.partial(damaged, manifest=manifest)  # names the command that built it
     if manifest["index"].get("type") == ONDISK_TYPE:
         with reading(index_dir / INDEX_FILE, damage):
+            check_list_directory(index_dir, manifest)
             index = read_ondisk_index(index_dir / INDEX_FILE)
         with reading(index_dir / MAPPED_DOCSTORE_FILE, damage):
             documents = MappedDocuments(index_dir)
@@ -75,3 +77,14 @@ def open_index(index_dir: Path, manifest: dict) -> tuple[faiss.Index, MappedDocu
                                        DOCSTORE_FILE: documents.docstore_rows},
                  IDS_FILE, ids_sha256(documents.ids, documents.rows))
     return index, documents
+
+
+def check_list_directory(index_dir: Path, manifest: dict) -> None:
+    """Refuse an ivf-ondisk index.faiss other than the one the manifest records: it says where each list lies in
+    index.ivfdata, so another build's of the same size (which the size check passes) reads the lists at the wrong
+    places, and the first search's rows were called damage to index.ivfdata. It holds the centroids and where the
+    lists lie, not the lists, so hashing it costs about what reading it does."""
+    path, recorded = index_dir / INDEX_FILE, (recorded_files(manifest).get(INDEX_FILE) or {}).get("sha256")
+    if recorded and file_sha256(path) != recorded:
+        raise damaged(path, f"its SHA-256 differs from the one the manifest records (another build's {INDEX_FILE}, "
+                            f"or damaged), so it would read {IVFDATA_FILE}'s lists at the wrong places", manifest)

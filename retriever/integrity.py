@@ -105,10 +105,18 @@ def check_files(folder: Path, manifest: dict, names: Iterable[str]) -> None:
     for name in dict.fromkeys(names):
         path = folder / name
         if not path.is_file():
-            raise file_damage(folder, manifest, name, "missing")
+            raise file_damage(folder, manifest, name, absence(path))
         if name in recorded and path.stat().st_size != recorded[name]["bytes"]:
             raise file_damage(folder, manifest, name, f"{path.stat().st_size} bytes where the manifest records "
                                                       f"{recorded[name]['bytes']} (truncated or replaced)")
+
+
+def absence(path: Path) -> str:
+    """What stands where one of the folder's files should be, for its damage error: a directory there was called
+    missing."""
+    if path.is_dir():
+        return "a directory where a file should be"
+    return "not a regular file" if path.exists() else "missing"
 
 
 @contextmanager

@@ -35,6 +35,7 @@ from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, open_mapped,
 from retriever.errors import OUT_OF_SPACE_HINT, RetrieverError
 from retriever.id_order import write_id_order
 from retriever.index_folder import INDEX_FILE, check_document_count, write_manifest
+from retriever.integrity import absence
 from retriever.ivfparts import ShardSlice, read_held
 from retriever.partwork import PartsFolder, check_part_settings, fill_parts, inputs_record
 from retriever.shard_origin import ShardContentCheck
@@ -84,7 +85,8 @@ def read_ondisk_index(path: Path) -> faiss.Index:
     """Open an on-disk index with its inverted lists mapped from the ``.ivfdata`` beside it, so the
     folder can be moved (the path recorded at build time is not used)."""
     if not (path.parent / IVFDATA_FILE).is_file():
-        raise RetrieverError(f"{path.parent}: has no {IVFDATA_FILE}; the on-disk index is incomplete, rebuild it")
+        raise RetrieverError(f"{path.parent / IVFDATA_FILE}: {absence(path.parent / IVFDATA_FILE)}; the on-disk index "
+                             "is incomplete, rebuild it")
     with faiss_notes_silenced():
         return faiss.read_index(str(path), READ_FLAGS)
 

@@ -114,6 +114,28 @@ def test_missing_ivfdata_is_a_clear_error(ondisk, tmp_path):
         Searcher(copy, device="cpu")
 
 
+def test_another_builds_index_faiss_of_the_same_size_is_named_not_the_lists(ondisk, shards, corpus, tmp_path):
+    """Another build's list directory reads this build's lists at the wrong places: the first search's rows were
+    called damage to index.ivfdata, which is whole."""
+    build_index(shards, corpus, tmp_path / "other", IndexParams(**{**ONDISK, "train_size": 320}), progress=False)
+    copy = shutil.copytree(ondisk, tmp_path / "copy")
+    assert (tmp_path / "other" / "index.faiss").stat().st_size == (copy / "index.faiss").stat().st_size
+    shutil.copy(tmp_path / "other" / "index.faiss", copy / "index.faiss")
+    with pytest.raises(RetrieverError, match=rf"^{copy / 'index.faiss'}: its SHA-256 differs from the one the manifest "
+                                             r"records \(another build's index.faiss, or damaged\), so it would read "
+                                             r"index.ivfdata's lists at the wrong places; [^\n]*rebuild[^\n]*$"):
+        Searcher(copy, device="cpu").search(QUERIES, k=10, nprobe=8)
+
+
+def test_a_directory_in_place_of_the_lists_is_said_to_be_one_not_missing(ondisk, tmp_path):
+    copy = shutil.copytree(ondisk, tmp_path / "copy")
+    (copy / IVFDATA_FILE).unlink()
+    (copy / IVFDATA_FILE).mkdir()
+    with pytest.raises(RetrieverError, match=rf"^{copy / IVFDATA_FILE}: a directory where a file should be; "
+                                             r"[^\n]*rebuild[^\n]*$"):
+        Searcher(copy, device="cpu")
+
+
 def test_an_address_space_limit_below_the_lists_is_said_not_called_damage(ondisk, monkeypatch):
     """Under `ulimit -v` below index.ivfdata's size FAISS cannot map the lists: that is the limit, not damage (it said
     the folder was damaged and to rebuild it, which fails alike)."""
