@@ -17,6 +17,7 @@ from retriever.errors import InputFileError, RetrieverError
 from retriever.file_kinds import file_kind_error
 from retriever.files import decoded_lines, through_link
 from retriever.texts import check_text, id_problem, is_blank
+from retriever.wording import agree, counted
 
 FORMATS = ("auto", "beir", "jsonl", "tsv", "parquet")
 
@@ -224,7 +225,8 @@ def blank_queries_warning(queries: list[Query], mode: str, run_format: str | Non
         fate += ("; the run holds no line for them, so `evaluate --run` counts them as missing from it (scored 0)"
                  if run_format == "trec" else
                  "; `evaluate --run` counts them as missing from the run (scored 0), as any query without hits")
-    return (f"warning: {len(blank)} of {len(queries)} queries have empty text (e.g. "
+    return (f"warning: {len(blank)} of {counted(len(queries), 'query')} {agree(len(blank), 'has', 'have')} empty "
+            "text (e.g. "
             f"{', '.join(map(repr, blank[:3]))}); {fate}")
 
 

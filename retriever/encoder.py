@@ -27,6 +27,7 @@ from retriever.pooling import check_pooler_weights, drop_untrained_pooler, get_p
 from retriever.recorded_paths import recorded_model
 from retriever.texts import (check_queries, check_text, non_word_ids, only_unknown_tokens, passage_text, special_ids,
                              tokenize_bounded)
+from retriever.wording import agree, counted
 
 if TYPE_CHECKING:  # it imports this module
     from retriever.shared_encoders import SharedEncoders
@@ -206,8 +207,8 @@ class Encoder:
         """One line per kind of text this encoder cut at its max length, so no cut goes unsaid."""
         limits = {"queries": ("query", self.settings.query_max_length),
                   "passages": ("passage", self.settings.passage_max_length)}
-        return [f"note: {cut} of {total} {kind} were longer than {limits[kind][1]} tokens and were cut "
-                f"(--{limits[kind][0]}-max-length)"
+        return [f"note: {cut} of {counted(total, limits[kind][0])} {agree(cut, 'was', 'were')} longer than "
+                f"{limits[kind][1]} tokens and {agree(cut, 'was', 'were')} cut (--{limits[kind][0]}-max-length)"
                 for kind, (cut, total) in self.__dict__.get("cut_counts", {}).items() if cut]
 
     @torch.inference_mode()

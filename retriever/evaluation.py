@@ -19,7 +19,7 @@ from retriever.metrics import (Evaluation, answer_recall, answer_tokens, evaluat
 from retriever.runs import Qrels, Run, read_qrels, read_run
 from retriever.searching import Searcher
 from retriever.texts import is_blank
-from retriever.wording import counted
+from retriever.wording import agree, counted, none_of
 
 ANSWER_KS = (1, 5, 20, 100)
 
@@ -93,8 +93,9 @@ def judged_split(dataset: BeirDataset, split: str) -> tuple[list[Query], Qrels]:
             raise RetrieverError(f"{dataset.root}: no query of split {split!r} has a relevant judgment (a grade of 1 "
                                  "or more); check the qrels' grade column")
         shown = ", ".join(repr(q.id) for q in all_queries[:3]) or "none"
-        raise RetrieverError(f"{dataset.root}: none of the {len(judged)} queries split {split!r} judges (e.g. "
-                             f"{', '.join(map(repr, judged[:3]))}) is in {dataset.queries_path.name} (ids e.g. "
+        raise RetrieverError(f"{dataset.root}: {none_of(len(judged), 'query')} split {split!r} judges (e.g. "
+                             f"{', '.join(map(repr, judged[:3]))}) {agree(len(judged), 'is not', 'is')} in "
+                             f"{dataset.queries_path.name} (ids e.g. "
                              f"{shown}); check that the queries and qrels use the same query ids")
     return queries, qrels
 
@@ -163,7 +164,8 @@ def unknown_words_warning(queries: list[Query], unknown: Sequence[bool], mode: s
     if not named:
         return None
     fate = "hybrid ranks them by BM25 alone" if mode == "hybrid" else "their hits match nothing in particular"
-    return (f"warning: {len(named)} of {len(queries)} queries hold no word the model knows (e.g. "
+    return (f"warning: {len(named)} of {counted(len(queries), 'query')} {agree(len(named), 'holds', 'hold')} no "
+            "word the model knows (e.g. "
             f"{', '.join(map(repr, named[:3]))}: it reads them as unknown tokens or punctuation only); {fate}")
 
 
@@ -207,8 +209,9 @@ def check_collection(searcher: Searcher, dataset: BeirDataset, split: str, run: 
         return
     missing, judged = judged_missing_from(searcher, qrels)
     if judged and missing == judged:
-        raise RetrieverError(f"none of the {judged} documents {dataset_name(dataset)} split {split} judges relevant "
-                             "is in the index, so every metric is 0: is this the index's collection?")
+        raise RetrieverError(f"{none_of(judged, 'document')} {dataset_name(dataset)} split {split} judges relevant "
+                             f"{agree(judged, 'is not', 'is')} in the index, so every metric is 0: is this the "
+                             "index's collection?")
 
 
 def evaluate_index(searcher: Searcher, dataset: BeirDataset | str | Path, split: str, k: int = 1000,

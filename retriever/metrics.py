@@ -27,6 +27,7 @@ from functools import lru_cache
 from retriever.errors import RetrieverError
 from retriever.metric_names import DEFAULT_METRICS, check_metrics
 from retriever.runs import Qrels, Run, by_query, ranked_hits
+from retriever.wording import agree, counted, none_of
 
 
 def trec_order(scores: Mapping[str, float], qid: object = None) -> list[str]:
@@ -77,13 +78,15 @@ def _nothing_judged(run: Run, qrels: Qrels) -> RetrieverError:
     if not judged_query_ids(qrels):
         grades = sorted({g for docs in qrels.values() for g in docs.values()})
         return RetrieverError(
-            f"the qrels judge no document relevant: their {judgments} judgments have grades "
+            f"the qrels judge no document relevant: their {counted(judgments, 'judgment')} "
+            f"{agree(judgments, 'has', 'have')} grades "
             f"{', '.join(map(str, grades[:5]))}{', ...' if len(grades) > 5 else ''}, and only 1 or more is relevant "
             "(as in trec_eval); check the qrels' grade column")
     sample = ", ".join(repr(q) for q in list(run)[:3]) or "none"
     qsample = ", ".join(repr(q) for q in list(qrels)[:3]) or "none"
+    queries = none_of(len(run), "query", the="the run's")
     return RetrieverError(
-        f"none of the run's {len(run)} queries has relevance judgments (run ids e.g. {sample}; "
+        f"{queries} {agree(len(run), 'has no', 'has')} relevance judgments (run ids e.g. {sample}; "
         f"qrels ids e.g. {qsample}); check that the run and qrels use the same query ids")
 
 

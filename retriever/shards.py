@@ -21,6 +21,7 @@ from tqdm import tqdm
 from retriever.encoder_settings import VECTOR_FIELDS
 from retriever.errors import RetrieverError, is_out_of_memory, out_of_memory
 from retriever.files import atomic_write, read_json_object
+from retriever.wording import agree, counted
 
 METADATA_KEY = b"retriever"
 _SHARD_PATTERN = re.compile(r"^embeddings-w(\d+)of(\d+)-(\d{5})\.parquet$")
@@ -194,7 +195,8 @@ def worker_shards(folder: Path, worker: int, num_workers: int, count: int) -> li
     missing = [part for part in range(count) if part not in found]
     if missing:
         first = folder / shard_name(worker, num_workers, missing[0])
-        raise RetrieverError(f"{first}: missing ({len(missing)} of worker {worker}'s {count} shards are gone, deleted "
+        raise RetrieverError(f"{first}: missing ({len(missing)} of worker {worker}'s {counted(count, 'shard')} "
+                             f"{agree(len(missing), 'is', 'are')} gone, deleted "
                              "while or after they were encoded); rerun `retriever encode` (or `build`) on the corpus, "
                              "which encodes them again")
     stray = sorted(part for part in found if part >= count)

@@ -10,3 +10,15 @@ def counted(count: object, noun: str, plural: str | None = None) -> str:
     if plural is None:
         plural = noun[:-1] + "ies" if noun.endswith("y") and noun[-2:-1] not in "aeiou" else noun + "s"
     return f"{count} {plural}"
+
+
+def agree(count: object, singular: str, plural: str) -> str:
+    """The word that agrees with ``count``: ``singular`` when it is exactly one ('1 of 3 queries was cut'), else
+    ``plural``: such lines said '1 of 3 queries were'."""
+    return singular if count == 1 and not isinstance(count, bool) else plural
+
+
+def none_of(count: object, noun: str, the: str = "the", plural: str | None = None) -> str:
+    """'none of the 2 documents', but 'the 1 document' for one, whose sentence then negates its verb ('is not' for
+    'is', with ``agree``): messages said 'none of the 1 documents'. ``the``: the determiner ('the run's')."""
+    return f"{the} {counted(count, noun, plural)}" if count == 1 else f"none of {the} {counted(count, noun, plural)}"

@@ -121,8 +121,8 @@ def test_a_text_read_only_up_to_the_bound_is_counted_as_cut(tiny_model_dir):
 
     encoder = Encoder(EncoderSettings(model=str(tiny_model_dir), passage_max_length=16), device="cpu", dtype="fp32")
     encoder.encode_queries(["x" * (MAX_CHARS_PER_TOKEN * 16 + 10), "cat", "x" * 500])
-    assert encoder.truncation_report() == ["note: 1 of 3 queries were longer than 16 tokens and were cut "
-                                           "(--query-max-length)"]
+    assert encoder.truncation_report() == ["note: 1 of 3 queries was longer than 16 tokens and was cut "
+                                           "(--query-max-length)"]  # it said "1 of 3 queries were"
 
 
 def test_a_tokenizer_that_pads_on_the_left_gives_the_vectors_of_unpadded_texts(tmp_path):

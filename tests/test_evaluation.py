@@ -18,6 +18,10 @@ def test_a_split_judging_only_queries_the_queries_file_lacks_names_the_ids_not_t
     with pytest.raises(RetrieverError, match=r"none of the 2 queries split 'dev' judges \(e.g. 'PLAIN-1', 'PLAIN-2'\) "
                                              r"is in queries.jsonl \(ids e.g. 'q1', .*same query ids"):
         judged_split(BeirDataset.open(tiny_beir), "dev")
+    (tiny_beir / "qrels" / "one.tsv").write_text(HEADER + "PLAIN-1\td6\t1\n", encoding="utf-8")
+    with pytest.raises(RetrieverError, match=r": the 1 query split 'one' judges \(e.g. 'PLAIN-1'\) is not in "
+                                             r"queries.jsonl"):  # it said "none of the 1 queries"
+        judged_split(BeirDataset.open(tiny_beir), "one")
     (tiny_beir / "qrels" / "zero.tsv").write_text(HEADER + "q1\td6\t0\n", encoding="utf-8")
     with pytest.raises(RetrieverError, match="no query of split 'zero' has a relevant judgment .*grade column"):
         judged_split(BeirDataset.open(tiny_beir), "zero")
@@ -75,6 +79,10 @@ def test_an_index_holding_none_of_the_judged_documents_is_named_not_scored_zero(
     with pytest.raises(RetrieverError, match=r"none of the 2 documents tiny-beir split other judges relevant is in the "
                                              r"index, so every metric is 0: is this the index's collection\?"):
         evaluate_index(searcher, BeirDataset.open(tiny_beir), "other", k=12, progress=False)
+    (tiny_beir / "qrels" / "lone.tsv").write_text(HEADER + "q1\tX6\t1\n", encoding="utf-8")
+    with pytest.raises(RetrieverError, match=r"^the 1 document tiny-beir split lone judges relevant is not in the "
+                                             r"index, so"):  # it said "none of the 1 documents ... is in the index"
+        evaluate_index(searcher, BeirDataset.open(tiny_beir), "lone", k=12, progress=False)
     (tiny_beir / "qrels" / "some.tsv").write_text(HEADER + "q1\tX6\t1\nq2\td4\t1\n", encoding="utf-8")
     report, _ = evaluate_index(searcher, BeirDataset.open(tiny_beir), "some", k=12, progress=False)
     assert report.evaluation.per_query["q1"]["recall@10"] == 0.0 and report.evaluation.num_queries == 2

@@ -108,6 +108,14 @@ def test_qrels_judging_nothing_relevant_say_so_rather_than_blame_the_query_ids()
     assert "query ids" not in str(error.value)
 
 
+def test_the_errors_of_one_run_query_or_one_judgment_agree_in_number() -> None:
+    """They said "none of the run's 1 queries has relevance judgments" and "their 1 judgments have grades 0"."""
+    with pytest.raises(RetrieverError, match=r"^the run's 1 query has no relevance judgments \(run ids e.g. '1'"):
+        evaluate_run({"1": {"a": 1.0}}, {"q1": {"a": 1}})
+    with pytest.raises(RetrieverError, match=r"^the qrels judge no document relevant: their 1 judgment has grades 0, "):
+        evaluate_run({"q1": {"a": 1.0}}, {"q1": {"a": 0}})
+
+
 @pytest.mark.parametrize("qrels, held", [({}, "no query"), ({"q1": {}, "q2": {}}, "2 queries and no judgment")])
 def test_empty_qrels_are_named_in_one_line(qrels, held) -> None:
     """Empty qrels said "their 0 judgments have grades , and only 1 or more is relevant"."""

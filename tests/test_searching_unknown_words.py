@@ -66,9 +66,9 @@ def test_a_batch_run_keeps_queries_of_unknown_words_and_warns_of_them(index, tmp
         result = CliRunner().invoke(main, ["search", str(index), "--queries", str(queries), "-k", "2", "--mode", mode,
                                            *DEVICE])
         assert result.exit_code == 0, result.output
-        assert (f"warning: 1 of 3 queries hold no word the model knows (e.g. 'qb': it reads them as unknown tokens or punctuation only); "
+        assert (f"warning: 1 of 3 queries holds no word the model knows (e.g. 'qb': it reads them as unknown tokens or punctuation only); "
                 f"{fate}") in result.stderr
-        assert "warning: 1 of 3 queries have empty text (e.g. 'qe')" in result.stderr
+        assert "warning: 1 of 3 queries has empty text (e.g. 'qe')" in result.stderr
 
 
 def test_the_cli_refuses_one_query_of_unknown_words_in_dense_mode_only(index):
@@ -108,7 +108,7 @@ def test_fusion_tuning_keeps_a_query_of_unknown_words_and_fuses_it_as_hybrid_sea
     from retriever.fusion_tuning import tune_fusion
 
     tune_fusion(Searcher(index, device="cpu", dtype="fp32"), unknown_beir, "train", progress=False)
-    assert "1 of 2 queries hold no word the model knows (e.g. 'qg'" in capsys.readouterr().err
+    assert "1 of 2 queries holds no word the model knows (e.g. 'qg'" in capsys.readouterr().err
 
 
 def test_batch_runs_warn_of_unknown_words_from_the_tokenization_their_vectors_use(index, unknown_beir, tmp_path,
@@ -126,7 +126,7 @@ def test_batch_runs_warn_of_unknown_words_from_the_tokenization_their_vectors_us
         result = CliRunner().invoke(main, ["search", str(index), "--queries", str(queries), "-k", "2", "--mode", mode,
                                            *output, *DEVICE])
         assert result.exit_code == 0, result.output
-        assert "warning: 1 of 3 queries hold no word the model knows (e.g. 'qb'" in result.stderr
+        assert "warning: 1 of 3 queries holds no word the model knows (e.g. 'qb'" in result.stderr
         assert sorted(tokenized) == sorted(["honey bee", "🐝", " "]), mode
     searcher = Searcher(index, device="cpu", dtype="fp32")
     for run in (lambda: evaluate_index(searcher, BeirDataset.open(unknown_beir), "train", k=3, progress=False),
@@ -134,7 +134,7 @@ def test_batch_runs_warn_of_unknown_words_from_the_tokenization_their_vectors_us
         tokenized.clear()
         capsys.readouterr()
         run()
-        assert "1 of 2 queries hold no word the model knows (e.g. 'qg'" in capsys.readouterr().err
+        assert "1 of 2 queries holds no word the model knows (e.g. 'qg'" in capsys.readouterr().err
         assert sorted(tokenized) == sorted([GREEK_HONEY, "hot lava rock"])
 
 
@@ -146,7 +146,7 @@ def test_a_resumed_batch_run_still_warns_of_the_queries_searched_before(index, t
         result = CliRunner().invoke(main, ["search", str(index), "--queries", str(queries), "-o", str(output),
                                            *DEVICE])
         assert result.exit_code == 0, result.output
-        assert "warning: 1 of 2 queries hold no word the model knows (e.g. 'qb'" in result.stderr
+        assert "warning: 1 of 2 queries holds no word the model knows (e.g. 'qb'" in result.stderr
 
 
 def test_rank_tells_unknown_words_from_the_tokenization_its_vectors_use_not_a_second_one(index, monkeypatch):
@@ -221,7 +221,7 @@ def test_the_blank_query_warning_says_what_becomes_of_them_in_each_mode(index, t
     assert result.exit_code == 0, result.output
     blank_hits = [line for line in result.stdout.splitlines() if line.startswith("qe ")]
     assert len(blank_hits) == (2 if mode == "dense" else 0), result.stdout
-    assert f"warning: 1 of 2 queries have empty text (e.g. 'qe'); {fate}\n" in result.stderr
+    assert f"warning: 1 of 2 queries has empty text (e.g. 'qe'); {fate}\n" in result.stderr
 
 
 @pytest.mark.parametrize("mode", ["bm25", "hybrid"])
@@ -238,7 +238,7 @@ def test_the_blank_query_warning_says_a_trec_run_holds_no_line_for_them(index, t
     assert result.exit_code == 0, result.output
     held = [line for line in run.read_text().splitlines() if line.startswith(("qe ", '{"qid": "qe"'))]
     assert held == ([] if run_format == "trec" else ['{"qid": "qe", "hits": []}'])
-    warning = next(line for line in result.stderr.splitlines() if "have empty text" in line)
+    warning = next(line for line in result.stderr.splitlines() if "has empty text" in line)
     assert (NO_LINE in warning) == (run_format == "trec"), warning
     assert warning.endswith("counts them as missing from it (scored 0)" if run_format == "trec" else
                             "counts them as missing from the run (scored 0), as any query without hits"), warning

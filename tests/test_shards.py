@@ -8,6 +8,7 @@ from retriever.encode_result import describe
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.indexing import build_index
 from retriever.searching import Searcher
+from retriever.shards import worker_shards
 
 
 @pytest.fixture()
@@ -197,3 +198,12 @@ def test_a_shard_read_failing_for_want_of_memory_or_threads_is_not_called_invali
         message = str(caught.value)
         assert message.startswith(f"out of memory reading {path} (Unknown error: Failed to launch worker thread")
         assert "the file is not damaged" in message and "re-encode" not in message and "delete" not in message
+
+
+@pytest.mark.parametrize("count, gone", [(1, "1 of worker 0's 1 shard is gone"), (2, "2 of worker 0's 2 shards are gone")])
+def test_missing_shards_are_counted_in_agreement(tmp_path, count, gone):
+    """One missing shard of one was said as "1 of worker 0's 1 shards are gone"."""
+    from retriever.errors import RetrieverError
+
+    with pytest.raises(RetrieverError, match=f"missing \\({gone}, deleted"):
+        worker_shards(tmp_path, 0, 1, count)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from retriever.wording import counted
+from retriever.wording import agree, counted, none_of
 
 
 @pytest.mark.parametrize("count, noun, shown", [
@@ -16,3 +16,9 @@ def test_counted(count, noun, shown):
 
 def test_an_irregular_plural_is_given():
     assert counted(2, "index", "indexes") == "2 indexes" and counted(1, "index", "indexes") == "1 index"
+
+
+def test_agree_and_none_of_follow_the_count():
+    assert [agree(n, "was", "were") for n in (0, 1, 2, True)] == ["were", "was", "were", "were"]
+    assert none_of(1, "judged document") == "the 1 judged document"
+    assert none_of(2, "query", the="the run's") == "none of the run's 2 queries"

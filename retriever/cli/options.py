@@ -18,6 +18,7 @@ from retriever.files import output_file_problem, through_link, written_in_place
 from retriever.name_length import check_name_length
 from retriever.model_names import located_model
 from retriever.pooling import POOLINGS
+from retriever.wording import agree, counted
 
 Decorator = Callable[[Callable], Callable]
 
@@ -266,9 +267,10 @@ def report_truncation(encoder=None, passages_cut: int = 0, passages: int = 0,
                       passage_max_length: int | None = None) -> None:
     """Say on stderr how many texts were cut at the max length: a silent cut costs quality unnoticed.
     Queries: what ``encoder`` counted; passages: the count the shards or manifest record."""
-    lines = [line for line in getattr(encoder, "truncation_report", list)() if " passages " not in line]
+    lines = [line for line in getattr(encoder, "truncation_report", list)() if "(--passage-max-length)" not in line]
     if passages_cut:
-        lines.append(f"note: {passages_cut} of {passages} passages were longer than {passage_max_length} tokens "
-                     "and were cut (--passage-max-length)")
+        were = agree(passages_cut, "was", "were")
+        lines.append(f"note: {passages_cut} of {counted(passages, 'passage')} {were} longer than {passage_max_length} "
+                     f"tokens and {were} cut (--passage-max-length)")
     for line in lines:
         click.echo(line, err=True)

@@ -12,6 +12,7 @@ from retriever.errors import RetrieverError
 from retriever.model_loading import check_vocabulary
 from retriever.pretraining.masking import MIN_SPAN_TOKENS, CondenserExamples
 from retriever.training.processes import launched_processes
+from retriever.wording import agree, counted
 
 COUNT_BLOCK = 1 << 24  # tokens counted at a time, so the check holds no corpus-sized temporary
 UNK_WARNING_SHARE = 0.1
@@ -50,8 +51,9 @@ def check_examples(examples: CondenserExamples, unk_id: int | None, corpus: str,
         log(f"warning: {unknown / len(ids):.0%} of the corpus's tokens are [UNK] (never masked or predicted); "
             "the model's vocabulary does not cover much of the corpus")
     if cocondenser and (short := len(examples.corpus.offsets) - 1 - len(examples)):
-        log(f"{corpus}: {short} of {len(examples.corpus.offsets) - 1} documents are too short for two spans of "
-            f"{MIN_SPAN_TOKENS} tokens and are left out of --cocondenser pre-training (empty ones included)")
+        log(f"{corpus}: {short} of {counted(len(examples.corpus.offsets) - 1, 'document')} "
+            f"{agree(short, 'is', 'are')} too short for two spans of {MIN_SPAN_TOKENS} tokens and "
+            f"{agree(short, 'is', 'are')} left out of --cocondenser pre-training (empty ones included)")
     if cocondenser and len(examples) < 2 * (processes := launched_processes()):
         raise RetrieverError(f"{corpus}: --cocondenser needs at least {2 * processes} documents long enough for two "
                              f"spans (2 per process), and there are {len(examples)}: the span loss would be 0")

@@ -19,6 +19,7 @@ from retriever.evaluation import judged_split, warn_of_left_out
 from retriever.exact import exact_top_k
 from retriever.metrics import evaluate_run
 from retriever.runs import Qrels, Run
+from retriever.wording import agree, counted
 
 DEV_METRICS = ("ndcg@10", "recall@100")
 SELECTION_METRIC = "ndcg@10"  # the dev metric that picks the weights kept
@@ -72,9 +73,11 @@ def shared_queries_warning(dev: DevSet, training_queries: list[str]) -> str | No
     shared = [query_id for query_id, text in zip(dev.query_ids, dev.query_texts) if text.strip() in trained]
     if not shared:
         return None
-    return (f"warning: {len(shared)} of the {len(dev.query_ids)} dev queries (e.g. {shared[0]!r}) are training "
-            "queries too: on them dev scores measure fit, not generalisation, and they choose the weights kept; hold "
-            "them out of the training data")
+    it = agree(len(shared), "it", "them")
+    return (f"warning: {len(shared)} of the {counted(len(dev.query_ids), 'dev query', 'dev queries')} (e.g. "
+            f"{shared[0]!r}) {agree(len(shared), 'is a training query', 'are training queries')} too: on {it} dev "
+            f"scores measure fit, not generalisation, and {agree(len(shared), 'it chooses', 'they choose')} the "
+            f"weights kept; hold {it} out of the training data")
 
 
 def exact_search(query_ids: list[str], query_vectors: np.ndarray, document_vectors: np.ndarray,

@@ -22,7 +22,7 @@ from retriever.evaluation import (judged_missing_from, judged_split, search_spli
 from retriever.runs import Qrels, ranked_hits
 from retriever.searching import Searcher
 from retriever.files import atomic_write_lines
-from retriever.wording import counted
+from retriever.wording import agree, counted, none_of
 
 
 @dataclass
@@ -72,9 +72,9 @@ def check_index_holds_judged(searcher: Searcher, index: str | Path, beir: BeirDa
     would be written as a negative that is no passage of the dataset (found only when `train` dropped them all)."""
     missing, judged = judged_missing_from(searcher, qrels)
     if missing == judged:
-        raise RetrieverError(f"{index}: none of the {judged} judged documents of {beir.root.name} split {split} "
-                             "is in the index, so its hits are another collection's passages; mine from an index "
-                             "built from the dataset's corpus")
+        raise RetrieverError(f"{index}: {none_of(judged, 'judged document')} of {beir.root.name} split {split} "
+                             f"{agree(judged, 'is not', 'is')} in the index, so its hits are another collection's "
+                             "passages; mine from an index built from the dataset's corpus")
 
 
 def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, split: str = "train",

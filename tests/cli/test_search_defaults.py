@@ -93,4 +93,4 @@ def test_build_and_search_report_what_they_cut(tiny_model_dir, tiny_beir, tmp_pa
     assert manifest["corpus"]["passages_cut"] == 12
     assert "12 of 12 passages were longer than 8 tokens" in result.stderr
     result = CliRunner().invoke(main, ["search", str(index), "where does honey come from", *CPU])
-    assert "1 of 1 queries were longer than 8 tokens" in result.stderr
+    assert "1 of 1 query was longer than 8 tokens" in result.stderr

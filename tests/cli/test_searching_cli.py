@@ -39,7 +39,7 @@ def test_batch_search_names_standard_input_and_warns_of_empty_queries(tmp_path, 
     assert result.exit_code == 1 and "error: standard input:1: missing text field 'text'" in result.output
     result = CliRunner().invoke(main, common, input='{"_id": "qe", "text": " "}\n{"_id": "q1", "text": "cat"}\n')
     assert result.exit_code == 0, result.output
-    assert "warning: 1 of 2 queries have empty text (e.g. 'qe')" in result.output
+    assert "warning: 1 of 2 queries has empty text (e.g. 'qe')" in result.output
 
 
 def test_evaluate_and_mine_warn_of_empty_judged_queries(tmp_path, tiny_beir, tiny_model_dir):
@@ -55,7 +55,7 @@ def test_evaluate_and_mine_warn_of_empty_judged_queries(tmp_path, tiny_beir, tin
                     ["mine", str(tmp_path / "idx"), "--output", str(tmp_path / "negatives.jsonl")]):
         result = CliRunner().invoke(main, [*command, *common])
         assert result.exit_code == 0, result.output
-        assert "warning: 1 of 4 queries have empty text (e.g. 'q2')" in result.output
+        assert "warning: 1 of 4 queries has empty text (e.g. 'q2')" in result.output
 
 
 @pytest.mark.parametrize("command, message", [

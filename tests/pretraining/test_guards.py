@@ -69,16 +69,20 @@ def test_cocondenser_with_one_span_document_is_refused(tiny_model_dir, tmp_path)
         pretrain(config(corpus, tmp_path / "out", tiny_model_dir, cocondenser=True), log=print)
 
 
-def test_documents_too_short_for_two_spans_are_counted_and_said(tiny_model_dir, tmp_path):
+@pytest.mark.parametrize("short, said", [(["cat dog", "", "sun moon star"], "3 of 5 documents are too short for two "
+                                                  "spans of 4 tokens and are left out"),
+                                         (["cat dog"], "1 of 3 documents is too short for two spans of 4 tokens and "
+                                                       "is left out")])
+def test_documents_too_short_for_two_spans_are_counted_and_said(tiny_model_dir, tmp_path, short, said):
     """--cocondenser trains only on documents of two spans: the others were left out without a word (the log named
-    only the documents kept), so a corpus of mostly short texts trained on a few."""
+    only the documents kept), so a corpus of mostly short texts trained on a few. One was said as "1 of 3
+    documents are too short"."""
     long = "the cat sat on the old mat by the fire and a dog ran to the river"
-    corpus = corpus_of(tmp_path / "c.jsonl", [long, "cat dog", long, "", "sun moon star"])
+    corpus = corpus_of(tmp_path / "c.jsonl", [long, short[0], long, *short[1:]])
     lines: list[str] = []
     pretrain(config(corpus, tmp_path / "out", tiny_model_dir, cocondenser=True, max_steps=1, warmup_ratio=0),
              log=lines.append)
-    assert (f"{corpus}: 3 of 5 documents are too short for two spans of 4 tokens and are left out of --cocondenser "
-            "pre-training (empty ones included)") in lines, lines
+    assert f"{corpus}: {said} of --cocondenser pre-training (empty ones included)" in lines, lines
 
 
 class CountingTokenizer:
