@@ -215,9 +215,9 @@ def _each_read(items: Iterator[str], reads: Callable[[], ContextManager]) -> Ite
 
 
 class LexicalIndex:
-    """A saved bm25s index, memory-mapped, searched by doc-store row."""
+    """A saved bm25s index, memory-mapped, searched by doc-store row; ``reads(file)`` wraps a file's read to name it."""
 
-    def __init__(self, index_dir: Path, record: dict) -> None:
+    def __init__(self, index_dir: Path, record: dict, reads: Callable[[Path], ContextManager] = nullcontext) -> None:
         import bm25s
 
         if not (index_dir / record.get("directory", LEXICAL_DIR)).is_dir():
@@ -231,7 +231,8 @@ class LexicalIndex:
         mapped_vocab = sorted_vocab.is_file()
         self.model = bm25s.BM25.load(str(folder), mmap=True, load_vocab=not mapped_vocab)
         if mapped_vocab:
-            vocabulary = _sorted_vocabulary(sorted_vocab)
+            with reads(sorted_vocab):
+                vocabulary = _sorted_vocabulary(sorted_vocab)
             self._terms, self._term_ids = vocabulary.column("term"), vocabulary.column("id")
             self._mapped_term_id = functools.lru_cache(maxsize=TERM_ID_CACHE_SIZE)(self._look_up_term_id)
         else:  # a folder built before the sorted vocabulary: bm25s's JSON, loaded whole

@@ -89,8 +89,12 @@ def open_lexical(index_dir: Path, manifest: dict) -> LexicalIndex | None:
     if not record:
         return None
     directory = record.get("directory", LEXICAL_DIR)
-    with reading(index_dir / directory, lambda _, problem: file_damage(index_dir, manifest, f"{directory}/", problem)):
-        lexical = LexicalIndex(index_dir, record)
+
+    def damage(path: Path, problem: str) -> IndexDamaged:  # the part's folder, or the one file read on its own
+        return file_damage(index_dir, manifest, path.relative_to(index_dir).as_posix() + "/" * path.is_dir(), problem)
+
+    with reading(index_dir / directory, damage):
+        lexical = LexicalIndex(index_dir, record, lambda path: reading(path, damage))
     expected = int(manifest["index"]["count"])
     if lexical.count != expected:
         raise file_damage(index_dir, manifest, f"{directory}/", f"holds {lexical.count} documents where the "

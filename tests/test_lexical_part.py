@@ -308,3 +308,17 @@ def test_a_bm25_record_this_version_does_not_know_names_the_record_not_a_flag(in
         verify_index(index, progress=False)
     add_lexical(index, overwrite=True, progress=False)
     assert bm25_hits(index)[0][0] == "d6"
+
+
+@pytest.mark.parametrize("damage", ["zeroed", "truncated"])
+def test_an_unreadable_sorted_vocabulary_is_named_by_search_not_its_folder(index, damage):
+    """BM25 search named the whole bm25/ folder (its read was wrapped as one), where `info` names the file."""
+    from retriever.index_folder import read_manifest
+
+    vocabulary = index / read_manifest(index)["lexical"]["directory"] / "vocab.sorted.arrow"
+    size = vocabulary.stat().st_size
+    vocabulary.write_bytes(b"\0" * size if damage == "zeroed" else vocabulary.read_bytes()[:size // 2] + b"\0" * (
+        size - size // 2))  # the recorded size: the cheap checks pass
+    with pytest.raises(RetrieverError, match=rf"^{re.escape(str(vocabulary))}: cannot be read \([^\n]*\); the BM25 "
+                                             rf"part is damaged; rebuild it with `retriever bm25 {index} --overwrite`"):
+        Searcher(index, device="cpu").search(["honey bee"], k=2, mode="bm25")
