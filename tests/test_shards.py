@@ -207,3 +207,14 @@ def test_missing_shards_are_counted_in_agreement(tmp_path, count, gone):
 
     with pytest.raises(RetrieverError, match=f"missing \\({gone}, deleted"):
         worker_shards(tmp_path, 0, 1, count)
+
+
+def test_a_stray_shard_past_one_recorded_names_one_shard(tmp_path):
+    """It said "worker 0's done marker records 1 shards"."""
+    from retriever.errors import RetrieverError
+    from retriever.shards import shard_name
+
+    for part in (0, 1):
+        (tmp_path / shard_name(0, 1, part)).write_bytes(b"")
+    with pytest.raises(RetrieverError, match=r"a stray shard: worker 0's done marker records 1 shard \(parts 0 to 0\);"):
+        worker_shards(tmp_path, 0, 1, 1)
