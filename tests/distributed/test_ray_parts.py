@@ -46,3 +46,38 @@ def test_a_tasks_error_is_one_line(local_ray, tmp_path):
 def test_more_tasks_than_the_cluster_holds_is_refused(local_ray):
     with pytest.raises(RetrieverError, match="--ray-workers 3 needs more than the cluster's 2 CPUs"):
         fill_parts_on_ray("local", [], 3, 1, lambda: None)
+
+
+def test_a_part_its_memory_cannot_hold_is_refused_in_one_line_through_ray(local_ray, tmp_path):
+    """The part worker's refusal of a part its memory cannot hold (``train_memory.check_filling_memory``), as it
+    reaches the user from a Ray task: the line itself, not Ray's traceback of the task around it."""
+    import faiss
+    import numpy as np
+
+    from retriever.ivfparts import ShardSlice, fill_part
+    from retriever.shards import write_shard
+
+    shard, trained, part = tmp_path / "embeddings-w000of001-00000.parquet", tmp_path / "trained.faiss", tmp_path / "p"
+    vectors = np.random.default_rng(0).standard_normal((50, 8), dtype=np.float32)
+    write_shard(shard, [f"d{row}" for row in range(50)], vectors,
+                {"dim": 8, "shard": {"worker": 0, "num_workers": 1, "part": 0, "rows": 50, "shard_size": 50}})
+    index = faiss.index_factory(8, "IVF2,Flat", faiss.METRIC_INNER_PRODUCT)
+    index.train(vectors)
+    faiss.write_index(index, str(trained))
+
+    def under_a_limit(trained_path: str, slices: list, output: str, threads: int) -> int:
+        import retriever.train_memory as train_memory
+
+        real, train_memory.memory_left = train_memory.memory_left, lambda: [(0, "the limit leaves", True)]
+        try:
+            return fill_part(trained_path, slices, output, threads)
+        finally:
+            train_memory.memory_left = real
+
+    with pytest.raises(RetrieverError) as refused:
+        fill_parts_on_ray("local", [(str(trained), [ShardSlice(str(shard), 0, 1)], str(part))], 1, 1, lambda: None,
+                          task=under_a_limit)
+    message = str(refused.value)
+    assert message.startswith(f"{part}: filling this part of 50 vectors needs about "), message
+    assert "the limit leaves 0 MiB: use a smaller --part-size" in message and "\n" not in message, message
+    assert type(refused.value) is RetrieverError and not part.exists()
