@@ -217,7 +217,8 @@ class Searcher:
                             or (found[:, 1:] == found[:, :-1]).any()):
             data = IVFDATA_FILE if self.manifest["index"]["type"] == ONDISK_TYPE else INDEX_FILE
             raise damaged(self.index_dir / data, "it returned document rows that do not exist, or one row twice "
-                                                 "for a query (`retriever info --verify` checks every file)")
+                                                 "for a query (`retriever info --verify` checks every file)",
+                          self.manifest)
 
     def search(self, queries: Sequence[str], k: int = DEFAULT_K, nprobe: int | None = None,
                ef_search: int | None = None, mode: str | None = None) -> list[list[Hit]]:

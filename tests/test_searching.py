@@ -338,3 +338,19 @@ def test_an_index_built_from_a_distance_ranked_model_is_refused_when_opened(tiny
                                              rf"'{similarity}'[^\n]*inner-product search[^\n]*; rebuild the index "
                                              r"with a cosine or dot model[^\n]*$"):
         Searcher(tmp_path / "idx", device="cpu")
+
+
+def test_impossible_rows_name_the_command_that_built_the_index(tiny_beir, tiny_model_dir, tmp_path):
+    """The damage met at search named `retriever build` for a folder `retriever index` built (it was not given the
+    manifest, which records the command), where every other damage message names `index`."""
+    from retriever.corpus_encoding import encode_corpus
+    from retriever.indexing import build_index
+
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_corpus(tiny_beir / "corpus.jsonl", tmp_path / "shards", encoder, progress=False)
+    build_index(tmp_path / "shards", tiny_beir / "corpus.jsonl", tmp_path / "idx", IndexParams("flat"), progress=False)
+    searcher = Searcher(tmp_path / "idx", device="cpu", dtype="fp32")
+    searcher.index = ReturnsLabels(searcher.index.ntotal, [3, 3, 1])
+    with pytest.raises(RetrieverError, match=r"index\.faiss: it returned document rows .*; the index folder is damaged; "
+                                             r"rebuild it with `retriever index \.\.\. --overwrite`$"):
+        searcher.search(["honey bee"], k=3)
