@@ -25,7 +25,7 @@ from retriever.runs import Qrels, Run, read_qrels
 from retriever.searching import Searcher
 from retriever.texts import is_blank
 from retriever.unknown_words import without_unknown
-from retriever.wording import counted
+from retriever.wording import agree, counted
 
 RRF_KS = (60.0, 10.0, 20.0, 40.0, 100.0)
 ALPHAS = tuple(round(a, 2) for a in np.arange(0.0, 1.0001, 0.05))
@@ -58,16 +58,17 @@ def check_tuning_split(dataset: str | Path, split: str) -> tuple[BeirDataset, li
     test = beir.root / "qrels" / f"{REPORTED_SPLIT}.tsv"
     queries, qrels = judged_split(beir, split)
     if all(is_blank(q.text) for q in queries):  # every setting would score their arbitrary hits alike
-        raise RetrieverError(f"{dataset_name(beir)}: all {len(queries)} queries split {split!r} judges have empty text "
-                             "in queries.jsonl, so there is nothing to tune the fusion on; give them their text or "
-                             "tune on another split")
+        raise RetrieverError(f"{dataset_name(beir)}: {agree(len(queries), 'the', 'all')} "
+                             f"{counted(len(queries), 'query')} split {split!r} judges "
+                             f"{agree(len(queries), 'has', 'have')} empty text in queries.jsonl, so there is nothing "
+                             "to tune the fusion on; give them their text or tune on another split")
     if test.is_file():
         reported = set(judged_query_ids(read_qrels(test)))
         overlap = len(reported.intersection(q.id for q in queries))
         if overlap:
-            raise RetrieverError(f"--split {split}: {overlap} of the tuning split's queries are judged in "
-                                 f"qrels/{REPORTED_SPLIT}.tsv: tuning on them would overstate test results; use a "
-                                 "split without them")
+            raise RetrieverError(f"--split {split}: {overlap} of the tuning split's queries "
+                                 f"{agree(overlap, 'is', 'are')} judged in qrels/{REPORTED_SPLIT}.tsv: tuning on them "
+                                 "would overstate test results; use a split without them")
     return beir, queries, qrels
 
 

@@ -185,7 +185,7 @@ def format_table(evaluation: Evaluation) -> str:
     lines.append(
         f"queries: {evaluation.num_queries} evaluated "
         f"({evaluation.num_missing_from_run} missing from run, scored 0); "
-        f"{evaluation.num_unjudged_excluded} run queries without relevant judgments excluded"
+        f"{counted(evaluation.num_unjudged_excluded, 'run query', 'run queries')} without relevant judgments excluded"
     )
     return "\n".join(lines)
 

@@ -86,6 +86,9 @@ def test_a_split_whose_every_query_is_blank_is_refused_before_the_index_is_opene
     (tiny_beir / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), encoding="utf-8")
     with pytest.raises(RetrieverError, match="all 2 queries split 'train' judges have empty text"):
         check_tuning_split(tiny_beir, "train")
+    (tiny_beir / "qrels" / "one.tsv").write_text(HEADER + "q1\td6\t1\n", encoding="utf-8")
+    with pytest.raises(RetrieverError, match="the 1 query split 'one' judges has empty text"):  # "all 1 queries"
+        check_tuning_split(tiny_beir, "one")
 
 
 def test_tuning_on_another_collection_is_refused_and_keeps_the_earlier_tuning(index_and_dataset, tmp_path, capsys):

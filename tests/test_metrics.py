@@ -146,6 +146,8 @@ def test_to_json_and_format_table() -> None:
     assert len(lines) == 2 + len(DEFAULT_METRICS) + 1
     assert f"{ev.mean['ndcg@10']:.4f}" in table
     assert "1 evaluated (0 missing from run, scored 0); 0 run queries" in lines[-1]
+    one = format_table(evaluate_run({**HAND_RUN, "u": {"a": 1.0}}, HAND_QRELS)).splitlines()[-1]
+    assert one.endswith("; 1 run query without relevant judgments excluded"), one  # it said "1 run queries"
 
 
 # ---------------------------------------------------------------------------- equality with pytrec_eval

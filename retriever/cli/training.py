@@ -233,11 +233,11 @@ def mine_command(index, dataset, split, output, depth, skip_top, per_query, devi
     result = mine_negatives(index, dataset, output, split=split, depth=depth, skip_top=skip_top,
                             per_query=per_query, device=device, dtype=dtype, batch_size=batch_size, mode=mode,
                             fusion_overrides=fusion_overrides, model=model)
-    left_out = (f"; {result.queries_left_out} judged queries left out, not in queries.jsonl"
-                if result.queries_left_out else "")
+    left_out = (f"; {counted(result.queries_left_out, 'judged query', 'judged queries')} left out, not in "
+                "queries.jsonl" if result.queries_left_out else "")
     if result.queries_without_positives:
-        left_out += (f"; {result.queries_without_positives} judged only non-relevant left out, with no positive "
-                     "to train on")
+        left_out += (f"; {counted(result.queries_without_positives, 'query')} judged only non-relevant left out, "
+                     "with no positive to train on")
     click.echo(f"wrote {counted(result.negatives, 'negative')} for {counted(result.queries, 'query')} to "
                f"{result.output} ({counted(result.queries_without_negatives, 'query')} got none{left_out}), "
                f"{result.seconds:.1f}s", err=True)

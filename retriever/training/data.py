@@ -35,6 +35,7 @@ from retriever.runs import read_qrels
 from retriever.texts import check_text, is_blank, passage_text, tokenize_bounded
 from retriever.training.loss import passage_key
 from retriever.training.negatives import log_negatives, read_negatives_file
+from retriever.wording import agree, counted
 
 
 @dataclass(frozen=True)
@@ -102,8 +103,9 @@ def load_beir_examples(dataset: str | Path, split: str = "train",
         hard = [passages[d] for d in dict.fromkeys(negatives.get(qid, ())) if d in passages and d not in judged]
         examples.append(TrainExample(qid, queries[qid], tuple(found), tuple(hard), judged))
     if missing_docs or missing_queries:
-        _log(f"training data: {missing_docs} judged documents missing from the corpus and {missing_queries} "
-             "judged queries missing from queries.jsonl or blank there were skipped")
+        _log(f"training data: {counted(missing_docs, 'judged document')} missing from the corpus and "
+             f"{counted(missing_queries, 'judged query', 'judged queries')} missing from queries.jsonl or blank there "
+             f"{agree(missing_docs + missing_queries, 'was', 'were')} skipped")
     if negatives:
         log_negatives(negatives, unknown_queries, passages, positives, negatives_file)
     if not examples:

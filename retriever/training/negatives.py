@@ -8,6 +8,7 @@ from pathlib import Path
 from retriever.corpus_records import as_token_id, parse_json_object
 from retriever.errors import InputFileError, RetrieverError
 from retriever.files import decoded_lines
+from retriever.wording import counted
 
 
 def read_negatives_file(path: str | Path) -> dict[str, list[str]]:
@@ -39,5 +40,5 @@ def log_negatives(negatives: dict[str, list[str]], unknown_queries: set[str], pa
     used = given - not_in_corpus - judged - unused
     if used < given:
         print(f"hard negatives ({path}): {used} of {given} used; left out: {unused} of queries without a positive "
-              f"in this split ({len(unknown_queries)} queries), {not_in_corpus} ids not in the corpus, {judged} "
-              "judged relevant", file=sys.stderr)
+              f"in this split ({counted(len(unknown_queries), 'query')}), {counted(not_in_corpus, 'id')} not in the "
+              f"corpus, {judged} judged relevant", file=sys.stderr)

@@ -305,3 +305,20 @@ def test_ddp_timeout_is_a_flag_of_train_and_pretrain(tmp_path, tiny_beir, monkey
     assert seen[0].ddp_timeout == seconds
     refused = CliRunner().invoke(main, [command, *data, "--output", str(tmp_path / "m"), "--ddp-timeout", "0"])
     assert refused.exit_code == 2 and "--ddp-timeout" in refused.output
+
+
+def test_mine_counts_one_left_out_query_in_the_singular(tmp_path, tiny_beir, monkeypatch):
+    """It said "1 judged queries left out" and "1 judged only non-relevant left out"."""
+    from types import SimpleNamespace
+
+    import retriever.training
+
+    monkeypatch.setattr(retriever.training, "mine_negatives", lambda *args, **kwargs: SimpleNamespace(
+        negatives=4, queries=2, output=tmp_path / "n.jsonl", queries_without_negatives=0, queries_left_out=1,
+        queries_without_positives=1, seconds=1.0))
+    (tmp_path / "index").mkdir()
+    result = CliRunner().invoke(mine_command, [str(tmp_path / "index"), "--dataset", str(tiny_beir), "-o",
+                                               str(tmp_path / "n.jsonl")], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert ("; 1 judged query left out, not in queries.jsonl; 1 query judged only non-relevant left out, with no "
+            "positive to train on") in result.stderr

@@ -44,6 +44,9 @@ def test_judged_queries_that_are_blank_are_skipped_and_counted(train_beir, capsy
                                                     "q3\td1\t1\n", encoding="utf-8")
     assert [e.query_id for e in load_beir_examples(train_beir, "train")] == ["q3"]
     assert "2 judged queries missing from queries.jsonl or blank there were skipped" in capsys.readouterr().err
+    (train_beir / "qrels" / "one.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td6\t1\nq3\td1\t1\n", encoding="utf-8")
+    load_beir_examples(train_beir, "one")  # it said "1 judged queries ... were skipped"
+    assert "1 judged query missing from queries.jsonl or blank there was skipped" in capsys.readouterr().err
 
 
 def test_training_on_the_test_split_or_another_name_of_it_is_warned_about(train_beir, capsys):
@@ -65,8 +68,8 @@ def test_negatives_file_drops_judged_positives_and_unknown_ids_and_says_so(train
     examples = {e.query_id: e for e in load_beir_examples(train_beir, "train", negatives)}
     assert [p.id for p in examples["q1"].negatives] == ["d9", "d1"]
     assert [p.id for p in examples["q2"].negatives] == ["d5"]
-    assert ("3 of 8 used; left out: 2 of queries without a positive in this split (1 queries), 1 ids not in the "
-            "corpus, 2 judged relevant") in capsys.readouterr().err
+    assert ("3 of 8 used; left out: 2 of queries without a positive in this split (1 query), 1 id not in the "
+            "corpus, 2 judged relevant") in capsys.readouterr().err  # it said "(1 queries), 1 ids"
 
 
 @pytest.mark.parametrize("query_id", [True, 1.5, ["q1"]])

@@ -140,7 +140,7 @@ def test_queries_judged_only_non_relevant_are_counted_in_the_summary(indexed_bei
     said = CliRunner().invoke(main, ["mine", str(index), "--dataset", str(dataset), "--split", "train", "-o",
                                      str(tmp_path / "m.jsonl"), "--device", "cpu", "--dtype", "fp32"])
     assert said.exit_code == 0, said.output
-    assert "; 1 judged only non-relevant left out, with no positive to train on)" in said.stderr
+    assert "; 1 query judged only non-relevant left out, with no positive to train on)" in said.stderr
 
 
 @pytest.mark.parametrize("mode", ["bm25", "hybrid"])
