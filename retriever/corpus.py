@@ -48,8 +48,8 @@ class ReadStats:
     empty_texts: int = 0
     empty_examples: list[str] = field(default_factory=list)
 
-    def summary(self, kind: str = "documents") -> str:
-        text = f"{self.records} {kind}"
+    def summary(self, kind: str = "document") -> str:
+        text = counted(self.records, kind)
         if self.empty_texts:
             shown = ", ".join(self.empty_examples)
             text += f"; {self.empty_texts} with empty text (e.g. {shown})"

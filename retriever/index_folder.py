@@ -17,6 +17,7 @@ from retriever.files import read_json_object, write_json
 from retriever.folder_kinds import not_an_index
 from retriever.integrity import REBUILD, file_records, file_sha256
 from retriever.recorded_paths import relative_path
+from retriever.wording import counted
 
 INDEX_FILE = "index.faiss"
 IDS_FILE = "ids.parquet"
@@ -53,8 +54,8 @@ class IdMapWriter:
 def check_document_count(stats: ReadStats, count: int, corpus_path: Path, shards_dir: Path) -> None:
     """Refuse a corpus holding another number of documents than the shards encoded from it."""
     if stats.records != count:
-        raise RetrieverError(f"{corpus_path}: holds {stats.records} documents but the shards in {shards_dir} hold "
-                             f"{count}; re-encode this corpus or pass the corpus that was encoded")
+        raise RetrieverError(f"{corpus_path}: holds {counted(stats.records, 'document')} but the shards in "
+                             f"{shards_dir} hold {count}; re-encode this corpus or pass the corpus that was encoded")
 
 
 def corpus_record(corpus_path: Path, output: Path, shard_records: list[dict], stats: ReadStats,

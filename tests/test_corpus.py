@@ -373,3 +373,11 @@ def test_field_flags_on_a_tsv_file_are_refused_not_ignored(tmp_path, fields, nam
         "text[, title] in that order or named by its header (id, text, title); drop the flags, or rename the "
         "header's columns")
     assert [d.id for d in iter_documents(corpus, fields=Fields())] == ["1"]
+
+
+def test_read_stats_count_one_document_in_the_singular():
+    """Pre-training logged "c.jsonl: 1 documents"."""
+    from retriever.corpus import ReadStats
+
+    assert ReadStats(records=1).summary() == "1 document"
+    assert ReadStats(records=2, empty_texts=1, empty_examples=["d2"]).summary() == "2 documents; 1 with empty text (e.g. d2)"

@@ -2,7 +2,8 @@ import pytest
 
 from retriever import __version__
 from retriever.errors import RetrieverError
-from retriever.index_folder import MANIFEST_FILE, read_manifest, replace_manifest
+from retriever.corpus import ReadStats
+from retriever.index_folder import MANIFEST_FILE, check_document_count, read_manifest, replace_manifest
 
 
 def test_manifest_round_trip_and_errors_name_the_file(tmp_path):
@@ -102,3 +103,9 @@ def test_a_manifest_of_another_format_version_is_refused_naming_the_version_that
                                  "format 1 "
                                  "only; open it with the retriever that built it (9.0.0) or rebuild it with "
                                  "`retriever build ... --overwrite`")
+
+
+def test_a_corpus_of_one_document_against_other_shards_is_said_in_the_singular(tmp_path):
+    """It said "holds 1 documents but the shards ... hold 2"."""
+    with pytest.raises(RetrieverError, match=r"c.jsonl: holds 1 document but the shards in .* hold 2;"):
+        check_document_count(ReadStats(records=1), 2, tmp_path / "c.jsonl", tmp_path / "shards")

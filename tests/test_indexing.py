@@ -75,7 +75,7 @@ def test_corpus_must_match_shards(tiny_beir, tiny_encoder, tmp_path):
     encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, progress=False)
     other = tmp_path / "other.jsonl"
     other.write_text('{"_id": "z", "text": "x"}\n')
-    with pytest.raises(RetrieverError, match="holds 1 documents but the shards"):
+    with pytest.raises(RetrieverError, match="holds 1 document but the shards"):
         build_index(tmp_path / "shards", other, tmp_path / "idx", progress=False)
     assert not (tmp_path / "idx").exists()
 

@@ -50,6 +50,7 @@ from retriever.errors import RetrieverError
 from retriever.files import RepeatedKeyError, unique_keys
 from retriever.serving.schemas import DEFAULT_K, MAX_K, SearchBody
 from retriever.texts import is_blank, text_problem
+from retriever.wording import counted
 
 MAX_JSON_DEPTH = 32
 MAX_PROBLEMS = 5  # a body's problems named in one error; 250 KB of [1, 1, ...] was a 5.6 MB message naming each
@@ -173,7 +174,7 @@ def _parameter_names(raw: bytes) -> str:
 
 def check_hits(queries: int, k: int, limits: Limits) -> None:
     if queries * k > limits.max_hits:
-        raise ApiError(400, f"{queries} queries x k={k} asks for {queries * k} hits; the limit is "
+        raise ApiError(400, f"{counted(queries, 'query')} x k={k} asks for {queries * k} hits; the limit is "
                             f"{limits.max_hits} per request: send fewer queries or a smaller k")
 
 

@@ -45,6 +45,8 @@ def test_check_hits_caps_queries_times_k():
     check_hits(10, 1000, Limits(max_hits=10_000))
     with pytest.raises(ApiError, match="256 queries x k=1000 asks for 256000 hits; the limit is 10000"):
         check_hits(256, 1000, Limits(max_hits=10_000))
+    with pytest.raises(ApiError, match="^1 query x k=20000 asks for 20000 hits"):  # it said "1 queries"
+        check_hits(1, 20_000, Limits(max_hits=10_000))
 
 
 def test_max_hits_below_the_default_k_is_refused_since_no_request_without_k_would_fit():
