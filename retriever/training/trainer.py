@@ -32,6 +32,7 @@ from retriever.training.layout import check_step_split
 from retriever.training.loss import contrastive_loss, default_temperature, global_batch, judged_positive_mask
 from retriever.training.processes import average_gradients, launched_processes
 from retriever.training.run_guards import one_run_at_a_time
+from retriever.wording import counted
 
 
 @dataclass(kw_only=True)
@@ -121,7 +122,7 @@ def _load_dev(config: TrainConfig, examples: list[TrainExample]) -> DevSet | Non
         stack.log(f"warning: selecting checkpoints on the {config.dev_split!r} split, whose queries results are reported "
                   "on, tunes the model on them (tuning the fusion on them is refused); hold out a dev split instead")
     dev = load_dev_set(dataset, config.dev_split, config.dev_max_docs, config.seed)
-    stack.log(f"dev set {dev.name}: {len(dev.query_ids)} queries, {len(dev.documents)} documents")
+    stack.log(f"dev set {dev.name}: {counted(len(dev.query_ids), 'query')}, {counted(len(dev.documents), 'document')}")
     warning = None if same_split else shared_queries_warning(dev, [example.query for example in examples])
     if warning:
         stack.log(warning)
@@ -216,10 +217,9 @@ def _train(config: TrainConfig) -> TrainResult:
     group = min(config.train_group_size, 1 + max(len(e.negatives) for e in examples))  # what a query can bring
     queries = min(config.batch_size, len(examples))  # what a step holds (too few for torchrun is refused)
     stack.log(f"training {config.model} ({model.settings.towers} towers, {model.settings.pooling} pooling, "
-              f"normalize={model.settings.normalize}, tau={trainer.temperature}) on {len(examples)} queries: "
-              f"{config.max_steps or config.epochs} {'steps' if config.max_steps else 'epochs'} of "
-              f"{queries} x {group} passages over {stack.world_size()} process(es), "
-              f"{trainer.args.device} {precision}")
+              f"normalize={model.settings.normalize}, tau={trainer.temperature}) on {counted(len(examples), 'query')}: "
+              f"{counted(config.max_steps or config.epochs, 'step' if config.max_steps else 'epoch')} of "
+              f"{queries} x {group} passages over {stack.world_size()} process(es), {trainer.args.device} {precision}")
     trainer.fit(resume)
     return _export(trainer, config, examples, resume, started)
 
@@ -293,7 +293,7 @@ def _export(trainer: DualEncoderTrainer, config: TrainConfig, examples: list[Tra
                                                          "history": history,
                                                          "start_model_better": result.start_model_better}
             if config.dev_split else None})
-        stack.log(f"wrote {config.output} ({state.global_step} steps, {result.seconds:.0f}s)")
+        stack.log(f"wrote {config.output} ({counted(state.global_step, 'step')}, {result.seconds:.0f}s)")
         if note:
             stack.log(note)
     trainer.finish(write_model, result.to_json())

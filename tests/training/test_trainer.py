@@ -244,7 +244,7 @@ def test_the_passages_a_step_holds_are_those_the_queries_can_bring(tmp_path, sma
 def test_the_queries_a_step_holds_are_those_the_data_has(tmp_path, small_bert, train_beir, capsys):
     """8 training queries at `--queries-per-step 32` said `1 epochs of 32 x 1 passages`; the one step held 8."""
     train(config(tmp_path / "model", train_beir, small_bert, batch_size=32))
-    assert "1 epochs of 8 x 1 passages over 1 process(es)" in capsys.readouterr().err
+    assert "1 epoch of 8 x 1 passages over 1 process(es)" in capsys.readouterr().err
 
 
 def test_a_start_model_better_on_dev_than_every_trained_step_is_said_and_recorded(tmp_path, small_bert, train_beir,
@@ -308,3 +308,18 @@ def test_a_dev_split_that_is_test_under_another_name_is_warned_about(tmp_path, s
             "model on them") in capsys.readouterr().err
     _load_dev(config(tmp_path / "model", train_beir, small_bert, dev_split=dev_split_of(train_beir, "dev", "test")), [])
     assert "warning" not in capsys.readouterr().err
+
+
+
+def test_one_training_query_and_one_dev_query_are_said_in_the_singular(tmp_path, small_bert, train_beir, capsys):
+    """The log said "on 1 queries: 1 steps of ..." and "dev set ...: 1 queries"."""
+    header, first = (train_beir / "qrels" / "test.tsv").read_text().splitlines(keepends=True)[:2]
+    (train_beir / "qrels" / "onedev.tsv").write_text(header + first)
+    lines = tmp_path / "one.jsonl"
+    lines.write_text(json.dumps({"query": "cat", "positives": ["a cat sat"], "negatives": ["a dog ran"]}) + "\n")
+    settings = config(tmp_path / "model", train_beir, small_bert, train_jsonl=str(lines), train_group_size=2,
+                      max_steps=1, dev_split="onedev", dev_dataset=str(train_beir))
+    train(dataclasses.replace(settings, dataset=None))
+    err = capsys.readouterr().err
+    assert ") on 1 query: 1 step of 1 x 2 passages over 1 process(es)" in err, err
+    assert f"dev set {train_beir.name}/onedev: 1 query, " in err and "model (1 step, " in err, err
