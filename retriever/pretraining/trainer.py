@@ -33,6 +33,7 @@ from retriever.training import stack
 from retriever.training.layout import check_step_split, planned_steps
 from retriever.training.processes import average_gradients, launched_processes, summed_over_processes
 from retriever.training.run_guards import one_run_at_a_time
+from retriever.wording import counted
 
 LOSS_PARTS = ("head_mlm", "backbone_mlm", "span")
 OBJECTIVES = ("condenser", "mlm")
@@ -221,7 +222,7 @@ def _pretrain(config: PretrainConfig, log: Callable[[str], None]) -> PretrainRes
     per_step = config.batch_size // 2 if config.cocondenser else config.batch_size
     lone = drops_lone_span_passage(examples, per_step, log)
     max_steps = run_steps(config, len(examples) - lone, per_step, log)
-    unit = "documents with two spans" if config.cocondenser else "blocks"
+    one, unit = ("document with two spans", "documents with two spans") if config.cocondenser else ("block", "blocks")
     sequences = min(per_step, len(examples)) * (config.batch_size // per_step)  # what a step holds
     arguments, precision = config.arguments(per_step, max_steps, config.keep_checkpoints, (len(examples), unit))
     arguments.dataloader_drop_last |= lone
@@ -229,9 +230,9 @@ def _pretrain(config: PretrainConfig, log: Callable[[str], None]) -> PretrainRes
                                data_collator=lambda batch: pad_batch(batch, tokenizer.pad_token_id))
     log(f"pre-training {'co' if config.cocondenser else ''}{'MLM' if config.objective == 'mlm' else 'Condenser'} "
         f"from {config.model}: "
-        f"{model.n_head_layers} head layers fed from layer {model.skip_from} of {model.lm.config.num_hidden_layers}, "
-        f"{len(examples)} {unit}, {max_steps} steps of "
-        f"{sequences} sequences x {config.max_length} tokens over {stack.world_size()} process(es), "
+        f"{counted(model.n_head_layers, 'head layer')} fed from layer {model.skip_from} of "
+        f"{model.lm.config.num_hidden_layers}, {counted(len(examples), one, unit)}, {counted(max_steps, 'step')} of "
+        f"{counted(sequences, 'sequence')} x {config.max_length} tokens over {stack.world_size()} process(es), "
         f"{arguments.device} {precision}")
     trainer.fit(resume)
     history = [{"step": entry["step"], "loss": entry["loss"], **{name: entry[name] for name in LOSS_PARTS
@@ -251,8 +252,8 @@ def _pretrain(config: PretrainConfig, log: Callable[[str], None]) -> PretrainRes
             (staging / MODEL_CARD).write_text(card, encoding="utf-8")  # a train folder's card has the same name
         publish_model_folder(output, fill)
         if history:
-            log(f"wrote {output}: {result.steps} steps, loss {history[0]['loss']:.3f} -> {history[-1]['loss']:.3f}, "
-                f"{result.tokens_per_second:.0f} tokens/s, {result.seconds:.0f}s")
+            log(f"wrote {output}: {counted(result.steps, 'step')}, loss {history[0]['loss']:.3f} -> "
+                f"{history[-1]['loss']:.3f}, {result.tokens_per_second:.0f} tokens/s, {result.seconds:.0f}s")
     trainer.finish(write_model, {**dataclasses.asdict(result), "output": str(output)})
     return result
 
