@@ -31,6 +31,7 @@ from retriever.shard_origin import READING, ContentHash, check_reading, reading_
 from retriever.texts import whole_number
 from retriever.shards import (differing_fields, done_marker, list_shards, parse_shard_name, read_shard,
                               read_shard_metadata, shard_name, warn_resized, worker_shards, write_shard)
+from retriever.wording import counted
 
 # What encode_part did with one part.
 ENCODED, REUSED, CHANGED, DAMAGED = "encoded", "reused", "changed", "damaged"
@@ -95,11 +96,11 @@ def encode_part(encoder: Encoder, part: Sequence[Document], path: Path, metadata
 def _check_finite(vectors: np.ndarray, part: Sequence[Document], path: Path) -> None:
     """Refuse NaN or infinite vectors before they are written: weights holding non-finite values, or fp16
     overflowing, make them, and FAISS would index them without a word and rank garbage for every query."""
-    bad = ~np.isfinite(vectors).all(axis=1)
-    if bad.any():
+    if (bad := ~np.isfinite(vectors).all(axis=1)).any():
         raise RetrieverError(f"{path}: the encoder made NaN or infinite vectors for {int(bad.sum())} of "
-                             f"{len(part)} passages (first: id {part[int(np.argmax(bad))].id!r}); its weights hold "
-                             "non-finite values or its dtype overflowed: check the model, or pass --dtype fp32")
+                             f"{counted(len(part), 'passage')} (first: id {part[int(np.argmax(bad))].id!r}); its "
+                             "weights hold non-finite values or its dtype overflowed: check the model, or pass --dtype "
+                             "fp32")
 
 
 def _existing_metadata(path: Path) -> dict | None:
@@ -134,8 +135,7 @@ def encode_parts(encoder: Encoder, jobs: Iterator[PartJob],
         yield encode_part(encoder, part, path, metadata, progress), len(part)
 
 
-def parts(documents: Iterator[Document], worker: int, num_workers: int,
-          shard_size: int) -> Iterator[list[Document]]:
+def parts(documents: Iterator[Document], worker: int, num_workers: int, shard_size: int) -> Iterator[list[Document]]:
     """This worker's documents cut into parts of ``shard_size``."""
     part: list[Document] = []
     for position, document in enumerate(documents):

@@ -233,6 +233,8 @@ def test_non_finite_vectors_are_refused_before_they_are_written(tiny_model_dir, 
     with pytest.raises(RetrieverError, match=r"NaN or infinite vectors for 1 of 2 passages \(first: id 'doc1'\)"):
         encode_corpus(corpus, tmp_path / "fresh", enc, shard_size=2, progress=False)
     assert not (tmp_path / "fresh").exists()
+    with pytest.raises(RetrieverError, match=r"vectors for 1 of 1 passage \(first: id 'doc0'\)"):  # "1 passages"
+        encode_corpus(corpus, tmp_path / "fresh", enc, shard_size=1, progress=False)
 
 
 def test_a_worker_keeps_the_temporaries_of_live_writers(tiny_model_dir, tmp_path):
