@@ -38,6 +38,7 @@ from retriever.training.run_record import (CHECKPOINTS, FINISHED_FILE, OPTIMIZER
                                            PRECISION_KEY, RUN_FILE, WEIGHTS_FILE, checkpoint_states_loaded,
                                            checkpoint_step, corpus_file, final_state, load_weights, note_precision,
                                            prior_run, rng_states_read, rotate_checkpoints, run_fingerprints)
+from retriever.wording import counted
 
 
 def log(message: str) -> None:
@@ -122,7 +123,7 @@ class StackConfig:
             check_creatable(output, "--output")
         finished, resume = prior_run(output, config.learning_settings(), config.fingerprints, log)
         if finished is not None:
-            log(f"{output}: this run already finished ({finished['result']['steps']} steps); nothing to do")
+            log(f"{output}: this run already finished ({counted(finished['result']['steps'], 'step')}); nothing to do")
         return config, finished, resume
 
     def data_files(self) -> dict[str, Path | None]:

@@ -32,3 +32,12 @@ def test_a_one_step_run_that_warm_up_holds_at_learning_rate_0_is_warned_about(tm
     assert not changed(small_bert, tmp_path / "warm")
     train(one_step(tmp_path / "cold", train_beir, small_bert, warmup_ratio=0.0))
     assert "warm-up" not in capsys.readouterr().err and changed(small_bert, tmp_path / "cold")
+
+
+def test_rerunning_a_finished_one_step_run_says_one_step(tmp_path, small_bert, train_beir, capsys):
+    """It said "this run already finished (1 steps); nothing to do"."""
+    settings = one_step(tmp_path / "m", train_beir, small_bert, warmup_ratio=0.0)
+    train(settings)
+    capsys.readouterr()
+    assert train(settings).steps == 1
+    assert f"{tmp_path / 'm'}: this run already finished (1 step); nothing to do" in capsys.readouterr().err
