@@ -27,16 +27,16 @@ from retriever.recorded_paths import model_record, relative_path
 from retriever.files import atomic_write_bytes, creatable_problem, left_by_dead_processes
 from retriever.folders import check_output_name, held_lock, make_folder
 from retriever.index_folder import MANIFEST_FILE
-from retriever.shard_origin import READING, ContentHash, check_reading, reading_problem, reading_record
+from retriever.other_shards import refuse_other_shards
+from retriever.shard_completeness import worker_shards
+from retriever.shard_origin import READING, ContentHash, reading_record
 from retriever.texts import whole_number
-from retriever.shards import (differing_fields, done_marker, list_shards, parse_shard_name, read_shard,
-                              read_shard_metadata, shard_name, warn_resized, worker_shards, write_shard)
+from retriever.shards import (differing_fields, done_marker, existing_metadata, list_shards, parse_shard_name,
+                              read_shard, read_shard_metadata, shard_name, warn_resized, write_shard)
 from retriever.wording import counted
 
 # What encode_part did with one part.
 ENCODED, REUSED, CHANGED, DAMAGED = "encoded", "reused", "changed", "damaged"
-# How to replace a folder's shards made otherwise (another encoder, split or reading flags).
-_RE_ENCODE = "encode into an empty folder, delete the old shards, or use `build --overwrite`"
 # One part of the corpus, the shard it becomes, and the metadata that shard carries.
 PartJob = tuple[Sequence[Document], Path, dict]
 
@@ -73,7 +73,7 @@ def encode_part(encoder: Encoder, part: Sequence[Document], path: Path, metadata
     documents) or DAMAGED (existing shard fails its record); both replaced. A shard from another encoder is refused.
     """
     outcome = ENCODED
-    found = _existing_metadata(path)
+    found = existing_metadata(path)
     if found == {}:
         outcome = DAMAGED
     elif found is not None:
@@ -101,17 +101,6 @@ def _check_finite(vectors: np.ndarray, part: Sequence[Document], path: Path) -> 
                              f"{counted(len(part), 'passage')} (first: id {part[int(np.argmax(bad))].id!r}); its "
                              "weights hold non-finite values or its dtype overflowed: check the model, or pass --dtype "
                              "fp32")
-
-
-def _existing_metadata(path: Path) -> dict | None:
-    """The metadata of the shard already at ``path``: None when there is none, and ``{}`` (re-encode it) when
-    it is damaged, truncated or holds other rows than it records: a rerun repairs what a crash or an edit broke."""
-    if not path.exists():
-        return None
-    try:
-        return read_shard_metadata(path)
-    except RetrieverError:
-        return {}
 
 
 def _reuse(path: Path, found: dict, metadata: dict, part: Sequence[Document]) -> str:
@@ -147,51 +136,6 @@ def parts(documents: Iterator[Document], worker: int, num_workers: int, shard_si
             part = []
     if part:
         yield part
-
-
-def clear_other_encoder(output: Path, metadata: dict, num_workers: int = 1) -> bool:
-    """Delete the shards and done markers another encoder (or split) made in a shard folder (``build --overwrite``);
-    True if deleted. Only those files go: anything else a user keeps there stays. Every readable shard is looked
-    at: a damaged one says nothing of its encoder, and when only the first was read, a damaged first shard left
-    the other encoder's shards to refuse the very `build --overwrite` that was asked to replace them."""
-    if not output.is_dir():
-        return False
-    shards = list_shards(output)
-    if not any(_other_shard(metadata, found, num_workers) or _other_reading(metadata, found)
-               for found in map(_existing_metadata, shards)):
-        return False
-    for path in [*shards, *output.glob("*done-w*of*.json")]:
-        path.unlink()
-    return True
-
-
-def _other_shard(metadata: dict, found: dict | None, num_workers: int) -> list[str]:
-    """How a readable shard's record differs from this run's encoder and split (empty: it does not, or is damaged)."""
-    if not found:
-        return []
-    diffs = differing_fields(metadata, found)
-    if not diffs and found["shard"]["num_workers"] != num_workers:
-        diffs = [f"num_workers: {found['shard']['num_workers']} vs {num_workers}"]
-    return diffs
-
-
-def _other_reading(metadata: dict, found: dict | None) -> tuple[str, str] | None:
-    """``reading_problem`` of a readable shard read with other flags than this run's ``metadata`` records."""
-    return reading_problem(found.get(READING), metadata[READING]) if found and READING in metadata else None
-
-
-def refuse_other_shards(output: Path, metadata: dict, num_workers: int, corpus: Path | None = None) -> None:
-    """Refuse a folder holding shards of another encoder or another --num-workers, before anything in it changes.
-    ``encode_part`` looks only at the shards a run rewrites: another split's shards stayed beside the new ones,
-    so the folder held two encoders' vectors until `index` refused it (and a refused rerun un-finished it)."""
-    for path in list_shards(output):
-        found = _existing_metadata(path)
-        diffs = _other_shard(metadata, found, num_workers)  # a damaged one is re-encoded
-        if diffs:
-            raise RetrieverError(f"{path}: an existing shard was made by a different encoder or split "
-                                 f"({'; '.join(diffs)}); {_RE_ENCODE}")
-        if _other_reading(metadata, found):
-            check_reading(output, found[READING], metadata[READING], _RE_ENCODE, corpus)
 
 
 def remove_parts_beyond(output: Path, worker: int, num_workers: int, count: int) -> int:

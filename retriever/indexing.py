@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from retriever.corpus import (Document, Fields, ReadStats, check_rereadable, count_records, iter_documents,
                               resolve_corpus_path)
-from retriever.corpus_encoding import PartRunner, clear_other_encoder, encode_corpus
+from retriever.corpus_encoding import PartRunner, encode_corpus
 from retriever.docstore import MAPPED_DOCSTORE_FILE, write_parquet_docstore
 from retriever.encode_result import describe
 from retriever.encoder import Encoder
@@ -32,10 +32,12 @@ from retriever.index_folder import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFES
                                     write_manifest)
 from retriever.lexical import LEXICAL_DIR, LexicalParams, build_lexical
 from retriever.ondisk import ONDISK_TYPE, PartPlan, build_ondisk
+from retriever.other_shards import clear_other_encoder
 from retriever.partwork import clear_finished, mark_finished, owned_inputs, parts_folder
 from retriever.recorded_paths import rebase_model_record
+from retriever.shard_completeness import check_complete
 from retriever.shard_origin import READING, ShardContentCheck, check_reading, reading_record
-from retriever.shards import check_complete, iter_shard_batches, read_shard_metadata
+from retriever.shards import iter_shard_batches, read_shard_metadata
 from retriever.tuning import check_held_out, held_out_rows, tune_build
 
 __all__ = ["DOCSTORE_FILE", "IDS_FILE", "INDEX_FILE", "INDEX_TYPES", "MANIFEST_FILE", "IndexParams", "build_index",

@@ -16,12 +16,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import WORDS
-from retriever.corpus_encoding import clear_other_encoder, encode_corpus
+from retriever.corpus_encoding import encode_corpus
 from retriever.encode_result import describe
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.indexing import IndexParams, build_index
-from retriever.shards import check_complete, list_shards, read_shard, read_shard_metadata
+from retriever.shard_completeness import check_complete
+from retriever.shards import list_shards, read_shard, read_shard_metadata
 
 
 def write_corpus(path: Path, count: int, words: int = 60, seed: int = 0) -> Path:
@@ -267,37 +268,6 @@ def test_a_worker_leaves_the_temporaries_of_other_workers(tiny_model_dir, tmp_pa
         path.write_bytes(b"partly written")
     encode_corpus(corpus, out, encoder(tiny_model_dir), shard_size=2, worker_index=1, num_workers=2, progress=False)
     assert elsewhere.read_bytes() == b"partly written" and not any(path.exists() for path in own)
-
-
-def test_shards_of_another_split_or_encoder_are_refused_before_the_folder_changes(tiny_model_dir, tmp_path):
-    """Only the shards a run rewrote were compared: `--num-workers 2` with another model wrote beside a finished
-    one-worker folder (two encoders' vectors in one folder), and a refused rerun deleted the done marker."""
-    corpus = write_corpus(tmp_path / "c.jsonl", 6)
-    out = tmp_path / "out"
-    encode_corpus(corpus, out, encoder(tiny_model_dir), shard_size=2, progress=False)
-    before = shard_contents(out)
-    other = Encoder(EncoderSettings(model=str(tiny_model_dir), pooling="cls"), device="cpu", dtype="fp32")
-    with pytest.raises(RetrieverError, match="different encoder or split.*pooling"):
-        encode_corpus(corpus, out, other, shard_size=2, worker_index=1, num_workers=2, progress=False)
-    with pytest.raises(RetrieverError, match=r"different encoder or split \(num_workers: 1 vs 2\)"):
-        encode_corpus(corpus, out, encoder(tiny_model_dir), shard_size=2, num_workers=2, progress=False)
-    assert shard_contents(out) == before
-    check_complete(out)  # still finished
-
-
-def test_overwrite_clears_another_encoders_shards_behind_a_damaged_first_one(tiny_model_dir, tmp_path):
-    """`build --overwrite` read only the first shard to tell whose the folder was: a truncated first shard hid
-    the other encoder's shards, and the build it had asked to replace them refused them."""
-    corpus = write_corpus(tmp_path / "c.jsonl", 6)
-    out = tmp_path / "out"
-    encode_corpus(corpus, out, encoder(tiny_model_dir), shard_size=2, progress=False)
-    first = list_shards(out)[0]
-    first.write_bytes(first.read_bytes()[:100])  # killed mid-copy, or a full disk
-    (out / "notes.txt").write_text("mine")
-    other = Encoder(EncoderSettings(model=str(tiny_model_dir), pooling="cls"), device="cpu", dtype="fp32")
-    assert clear_other_encoder(out, other.metadata())
-    assert list_shards(out) == [] and (out / "notes.txt").read_text() == "mine"
-    assert encode_corpus(corpus, out, other, shard_size=2, progress=False).encoded == 6
 
 
 # Worker 0 of 2, encoding through a PartRunner that stops after its first shard until a line comes on stdin.

@@ -21,7 +21,8 @@ from retriever.corpus import (check_first_record, check_rereadable, detect_forma
 from retriever.encode_result import describe
 from retriever.encoder_settings import EncoderSettings
 from retriever.folders import named_output
-from retriever.shards import check_complete, sample_rows
+from retriever.shard_completeness import check_complete
+from retriever.shards import sample_rows
 from retriever.wording import counted
 
 

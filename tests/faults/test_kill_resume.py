@@ -16,7 +16,8 @@ from retriever.folders import exclusive_build
 from retriever.indexing import IndexParams, encode_and_index
 from retriever.lexical import LexicalParams
 from retriever.lexical_part import add_lexical
-from retriever.shards import check_complete, done_marker, list_shards, read_shard
+from retriever.shard_completeness import check_complete
+from retriever.shards import done_marker, list_shards, read_shard
 from test_corpus_encoding import write_corpus
 
 

@@ -11,7 +11,8 @@ from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.indexing import IndexParams, build_index, encode_and_index
 from retriever.searching import Searcher
-from retriever.shards import check_complete, list_shards
+from retriever.shard_completeness import check_complete
+from retriever.shards import list_shards
 
 
 def _encoder(model_dir, **settings) -> Encoder:

@@ -1,0 +1,57 @@
+"""Shards another encoder, split or reading made in a folder being encoded: refused before anything in it changes,
+or deleted by ``build --overwrite``."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from retriever.errors import RetrieverError
+from retriever.shard_origin import READING, check_reading, reading_problem
+from retriever.shards import differing_fields, existing_metadata, list_shards
+
+# How to replace a folder's shards made otherwise (another encoder, split or reading flags).
+_RE_ENCODE = "encode into an empty folder, delete the old shards, or use `build --overwrite`"
+
+
+def clear_other_encoder(output: Path, metadata: dict, num_workers: int = 1) -> bool:
+    """Delete the shards and done markers another encoder (or split) made in a shard folder (``build --overwrite``);
+    True if deleted. Only those files go: anything else a user keeps there stays. Every readable shard is looked
+    at: a damaged one says nothing of its encoder, and when only the first was read, a damaged first shard left
+    the other encoder's shards to refuse the very `build --overwrite` that was asked to replace them."""
+    if not output.is_dir():
+        return False
+    shards = list_shards(output)
+    if not any(_other_shard(metadata, found, num_workers) or _other_reading(metadata, found)
+               for found in map(existing_metadata, shards)):
+        return False
+    for path in [*shards, *output.glob("*done-w*of*.json")]:
+        path.unlink()
+    return True
+
+
+def _other_shard(metadata: dict, found: dict | None, num_workers: int) -> list[str]:
+    """How a readable shard's record differs from this run's encoder and split (empty: it does not, or is damaged)."""
+    if not found:
+        return []
+    diffs = differing_fields(metadata, found)
+    if not diffs and found["shard"]["num_workers"] != num_workers:
+        diffs = [f"num_workers: {found['shard']['num_workers']} vs {num_workers}"]
+    return diffs
+
+
+def _other_reading(metadata: dict, found: dict | None) -> tuple[str, str] | None:
+    """``reading_problem`` of a readable shard read with other flags than this run's ``metadata`` records."""
+    return reading_problem(found.get(READING), metadata[READING]) if found and READING in metadata else None
+
+
+def refuse_other_shards(output: Path, metadata: dict, num_workers: int, corpus: Path | None = None) -> None:
+    """Refuse a folder holding shards of another encoder or another --num-workers, before anything in it changes.
+    ``encode_part`` looks only at the shards a run rewrites: another split's shards stayed beside the new ones,
+    so the folder held two encoders' vectors until `index` refused it (and a refused rerun un-finished it)."""
+    for path in list_shards(output):
+        found = existing_metadata(path)
+        diffs = _other_shard(metadata, found, num_workers)  # a damaged one is re-encoded
+        if diffs:
+            raise RetrieverError(f"{path}: an existing shard was made by a different encoder or split "
+                                 f"({'; '.join(diffs)}); {_RE_ENCODE}")
+        if _other_reading(metadata, found):
+            check_reading(output, found[READING], metadata[READING], _RE_ENCODE, corpus)
