@@ -15,9 +15,10 @@ from pathlib import Path
 import bm25s
 from bm25s.tokenization import Tokenized
 
+from retriever.docstore_texts import document_count, document_texts
 from retriever.index_folder import read_manifest
 from retriever.index_opening import docstore_file
-from retriever.lexical import LexicalParams, _tokenizer, document_count, document_texts, unicode_normalised
+from retriever.lexical import LexicalParams, _tokenizer, unicode_normalised
 
 
 def main() -> None:

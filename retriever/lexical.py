@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from retriever.docstore_texts import document_count, document_texts
 from retriever.errors import RetrieverError
 from retriever.fusion import is_number
 from retriever.integrity import file_records, file_sha256
@@ -29,7 +29,6 @@ from retriever.id_order import sorted_position
 from retriever.lexical_build import SORTED_VOCAB_FILE, build_bm25s, tokenize_flat
 from retriever.lexical_terms import (holds_cjk_letter, prepared, recorded_splitting, split_words,
                                      tokenizer_record)
-from retriever.texts import passage_text
 
 LEXICAL_DIR = "bm25"
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
@@ -156,31 +155,6 @@ class QueryTokenizer:
     def __call__(self, text: str) -> list[str]:
         words = [w for w in self._split(self._prepare(text).lower()) if w not in self._stopwords]
         return [self._stem(w) for w in words] if self._stem else words
-
-
-def _text_batches(docstore: Path, batch_rows: int) -> Iterator:
-    """Record batches of the doc store: Parquet (in-memory index types) or the on-disk type's mapped Arrow file."""
-    if docstore.suffix == ".arrow":
-        from retriever.docstore import open_mapped
-
-        reader = open_mapped(docstore)
-        return (reader.get_batch(i) for i in range(reader.num_record_batches))
-    return pq.ParquetFile(docstore).iter_batches(batch_size=batch_rows, columns=["title", "text"])
-
-
-def document_count(docstore: Path) -> int:
-    if docstore.suffix == ".arrow":
-        from retriever.docstore import open_mapped
-
-        return open_mapped(docstore).read_all().num_rows  # zero-copy views of the mapped file
-    return pq.ParquetFile(docstore).metadata.num_rows
-
-
-def document_texts(docstore: Path, batch_rows: int = 10_000) -> Iterator[str]:
-    """Title and text of each doc-store row, in row order, one batch in memory at a time."""
-    for batch in _text_batches(docstore, batch_rows):
-        for title, text in zip(batch.column("title").to_pylist(), batch.column("text").to_pylist()):
-            yield passage_text(title, text or "")
 
 
 def build_lexical(docstore: Path, target: Path, params: LexicalParams = LexicalParams(),
