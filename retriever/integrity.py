@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from retriever.errors import (IndexDamaged, RetrieverError, faiss_message, full_disk, is_out_of_memory,
                               out_of_memory)
+from retriever.wording import counted
 
 BUILT_BY = ("build", "index")  # the commands that make an index folder, as the manifest's ``built_by`` names them
 _REBUILD_WITH = "the index folder is damaged; rebuild it with `retriever {} ... --overwrite`"
@@ -147,7 +148,7 @@ def check_counts(folder: Path, manifest: dict, counts: dict[str, int], ids_name:
     expected = int(manifest["index"]["count"])
     for name, count in counts.items():
         if count != expected:
-            raise damaged(folder / name, f"holds {count} entries where the manifest records {expected}", manifest)
+            raise damaged(folder / name, f"holds {counted(count, 'entry')} where the manifest records {expected}", manifest)
     recorded = manifest.get("integrity", {}).get("ids_sha256")
     if recorded is not None and recorded != ids_digest:
         raise damaged(folder / ids_name,

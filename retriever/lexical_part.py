@@ -97,8 +97,8 @@ def open_lexical(index_dir: Path, manifest: dict) -> LexicalIndex | None:
         lexical = LexicalIndex(index_dir, record, lambda path: reading(path, damage))
     expected = int(manifest["index"]["count"])
     if lexical.count != expected:
-        raise file_damage(index_dir, manifest, f"{directory}/", f"holds {lexical.count} documents where the "
-                                                                 f"manifest records {expected}")
+        raise file_damage(index_dir, manifest, f"{directory}/", f"holds {counted(lexical.count, 'document')} "
+                                                                 f"where the manifest records {expected}")
     _check_built_from(index_dir, manifest, record)
     return lexical
 

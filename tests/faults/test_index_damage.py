@@ -61,9 +61,9 @@ def _reverse_ids(folder: Path) -> None:
     _rewrite_recorded(folder, "ids.parquet")
 
 
-def _fewer_documents(folder: Path) -> None:
+def _fewer_documents(folder: Path, rows: int = 5) -> None:
     table = pq.read_table(folder / "docstore.parquet")
-    pq.write_table(table.slice(0, 5), folder / "docstore.parquet")
+    pq.write_table(table.slice(0, rows), folder / "docstore.parquet")
     _rewrite_recorded(folder, "docstore.parquet")
 
 
@@ -94,11 +94,11 @@ def _flip_bm25_byte(folder: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-def _bm25_for_other_documents(folder: Path) -> None:
+def _bm25_for_other_documents(folder: Path, rows: int = 5) -> None:
     """A BM25 part whose files match their records but that indexes fewer documents than the dense part."""
     from retriever.lexical import build_lexical
 
-    table = pq.read_table(folder / "docstore.parquet").slice(0, 5)
+    table = pq.read_table(folder / "docstore.parquet").slice(0, rows)
     pq.write_table(table, folder / "five.parquet")
     shutil.rmtree(folder / "bm25")
     manifest = _manifest(folder)
@@ -122,6 +122,8 @@ DAMAGE = [
     ("manifest-not-object", lambda f: (f / "manifest.json").write_text("[]"), "search", "not a JSON object"),
     ("ids-reversed", _reverse_ids, "search", "ids.parquet: its rows differ from the ones the index was built"),
     ("docstore-fewer-rows", _fewer_documents, "search", "docstore.parquet: holds 5 entries where the manifest"),
+    ("docstore-one-row", lambda f: _fewer_documents(f, 1), "search",  # it said "holds 1 entries"
+     "docstore.parquet: holds 1 entry where the manifest records 12"),
     ("counts-disagree", _count_off_by_one, "search", "index.faiss: holds 12 entries where the manifest records 13"),
     ("index-garbage-same-size", _garbage_same_size("index.faiss"), "search", "index.faiss: cannot be read"),
     ("ids-garbage-same-size", _garbage_same_size("ids.parquet"), "search", "ids.parquet: cannot be read"),
@@ -133,6 +135,8 @@ DAMAGE = [
     ("bm25-garbage-same-size", _garbage_same_size("bm25/indptr.csc.index.npy"), "bm25", "bm25: cannot be read"),
     ("bm25-one-byte-flipped", _flip_bm25_byte, "verify", "bm25/data.csc.index.npy: its SHA-256 differs"),
     ("bm25-other-documents", _bm25_for_other_documents, "hybrid", "idx/bm25: holds 5 documents where the manifest"),
+    ("bm25-one-document", lambda f: _bm25_for_other_documents(f, 1), "hybrid",  # it said "holds 1 documents"
+     "idx/bm25: holds 1 document where the manifest records 12"),
 ]
 
 
