@@ -20,7 +20,8 @@ from retriever.encoder_settings import EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.folders import publish_model_folder
 from retriever.max_lengths import check_max_lengths, check_room_for_text
-from retriever.model_folder import untied_tower_paths, write_model_folder
+from retriever.model_folder import untied_tower_paths
+from retriever.model_folder_writing import write_model_folder
 from retriever.model_loading import (check_vocabulary, load_model, load_tokenizer,
                                      read_retriever_config, weights_fingerprint)
 from retriever.model_names import resolve_model_path

@@ -28,7 +28,7 @@ from retriever.device import resolve_device, resolve_dtype
 from retriever.errors import RetrieverError
 from retriever.files import write_json
 from retriever.folders import check_creatable, make_folder
-from retriever.model_folder import portable_record
+from retriever.model_folder_writing import portable_record
 from retriever.training.callbacks import EpochEndCheckpoints, StderrProgress, adopt_save_steps, tensorboard
 from retriever.training.layout import check_resume_layout, check_step_layout
 from retriever.training.processes import (DDP_TIMEOUT, check_same_run_everywhere, join_process_group,
