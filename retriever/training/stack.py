@@ -21,7 +21,7 @@ import safetensors.torch
 import torch
 import torch.distributed as dist
 from tqdm import tqdm
-from transformers import PrinterCallback, ProgressCallback, Trainer, TrainerCallback, TrainingArguments
+from transformers import PrinterCallback, ProgressCallback, Trainer, TrainingArguments
 
 from retriever.corpus import Fields
 from retriever.device import resolve_device, resolve_dtype
@@ -30,6 +30,7 @@ from retriever.files import write_json
 from retriever.folders import check_creatable, make_folder
 from retriever.model_folder_writing import portable_record
 from retriever.training.callbacks import EpochEndCheckpoints, StderrProgress, adopt_save_steps, tensorboard
+from retriever.training.divergence import StopAtNonFiniteLoss, check_finite_weights
 from retriever.training.layout import check_resume_layout, check_step_layout
 from retriever.training.processes import (DDP_TIMEOUT, check_same_run_everywhere, join_process_group,
                                           peer_deaths_reported)
@@ -276,24 +277,3 @@ def warn_if_no_step_learns(max_steps: int, args: TrainingArguments) -> None:
         log(f"warning: the run is 1 optimizer step and warm-up (--warmup-ratio {args.warmup_steps:g}, rounded up to "
             "a whole step) runs it at learning rate 0, so the weights come out unchanged; pass --warmup-ratio 0, or "
             "train more steps (--epochs, --max-steps, or fewer --queries-per-step or --sequences-per-step)")
-
-
-def diverged(step: int, what: str) -> RetrieverError:
-    return RetrieverError(f"training diverged at step {step}: {what}; nothing was saved from it. Rerun with a lower "
-                          "--learning-rate (or --max-grad-norm) into another --output")
-
-
-def check_finite_weights(model: torch.nn.Module, step: int) -> None:
-    """Refuse to checkpoint or publish weights that are not finite: what a diverged run has."""
-    if not all(bool(torch.isfinite(parameter).all()) for parameter in model.parameters()):
-        raise diverged(step, "its weights are not finite")
-
-
-class StopAtNonFiniteLoss(TrainerCallback):
-    """Stops the run at the first step whose loss is NaN or infinite (the logged mean over the ranks, so every rank
-    stops): each later step would train on, and checkpoint, NaN weights."""
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        loss = (logs or {}).get("loss")
-        if loss is not None and not math.isfinite(loss):
-            raise diverged(state.global_step, f"its loss is {loss}")

@@ -23,6 +23,7 @@ from retriever.errors import RetrieverError, full_disk_named
 from retriever.model_names import resolve_model_path
 from retriever.qrels import is_reported_split
 from retriever.training import stack
+from retriever.training.candidates import check_candidates, drop_a_lone_last_step, warn_about_negatives
 from retriever.training.data import Collator, EpochGroups, TrainExample, load_beir_examples, load_jsonl_examples
 from retriever.training.dev import (SELECTION_METRIC, DevSet, dev_history, evaluate_dev, load_dev_set,
                                    shared_queries_warning, start_model_note)
@@ -30,7 +31,7 @@ from retriever.training.dual_encoder import DualEncoder
 from retriever.training.gradcache import cached_embeddings
 from retriever.training.layout import check_step_split
 from retriever.training.loss import contrastive_loss, default_temperature, global_batch, judged_positive_mask
-from retriever.training.processes import average_gradients, launched_processes
+from retriever.training.processes import average_gradients
 from retriever.training.run_guards import one_run_at_a_time
 from retriever.wording import counted
 
@@ -204,11 +205,11 @@ def _train(config: TrainConfig) -> TrainResult:
         load_jsonl_examples(config.train_jsonl, config.corpus, config.corpus_format, config.corpus_fields)
     dev = _load_dev(config, examples)
     check_candidates(config, examples)
-    _warn_about_negatives(config, examples)
+    warn_about_negatives(config, examples)
     arguments, precision = config.arguments(config.batch_size, config.max_steps, keep_checkpoints=2,
                                             examples=(len(examples), "training queries"), evaluate=dev is not None,
                                             evaluate_first=resume is None, metric=SELECTION_METRIC)
-    _drop_a_lone_last_step(config, examples, arguments)
+    drop_a_lone_last_step(config, examples, arguments)
     trainer = DualEncoderTrainer(config, model, arguments=arguments, precision=precision, eval_dataset=dev,
                                  train_dataset=EpochGroups(examples, config.seed, config.train_group_size),
                                  data_collator=Collator(model.tokenizer, model.settings))
@@ -222,49 +223,6 @@ def _train(config: TrainConfig) -> TrainResult:
               f"{queries} x {group} passages over {stack.world_size()} process(es), {trainer.args.device} {precision}")
     trainer.fit(resume)
     return _export(trainer, config, examples, resume, started)
-
-
-def _softmax_processes(config: TrainConfig) -> int:
-    """Over how many processes a step's queries are spread for each one's softmax (1: the whole global batch)."""
-    return launched_processes() if not config.cross_device_negatives else 1
-
-
-def _single_candidate(config: TrainConfig, queries: int, examples: list[TrainExample] | None, negatives_of=max) -> bool:
-    """Whether a step of ``queries`` scores each query against one passage: a softmax over one candidate is 1, so
-    its loss is 0. ``negatives_of`` picks which example's hard negatives count (``min``: the poorest one's)."""
-    negatives = config.train_group_size - 1
-    if examples:
-        negatives = min(negatives, negatives_of(len(example.negatives) for example in examples))
-    return -(-queries // _softmax_processes(config)) * (1 + negatives) < 2
-
-
-def check_candidates(config: TrainConfig, examples: list[TrainExample] | None = None) -> None:
-    """Refuse a run whose every step scores each query against a single passage: nothing would be learnt.
-    Before loading (``examples`` None) only the flags are known."""
-    if _single_candidate(config, min(config.batch_size, len(examples)) if examples else config.batch_size, examples):
-        where = " per process (--no-cross-device-negatives)" if _softmax_processes(config) > 1 else ""
-        raise RetrieverError(f"a training step holds one query and one passage{where}, its only candidate, so the "
-                             "loss is 0 and nothing is learnt; raise --queries-per-step, add training examples, or "
-                             "give hard negatives with --train-group-size 2 or more")
-
-
-def _drop_a_lone_last_step(config: TrainConfig, examples: list[TrainExample], arguments) -> None:
-    """An epoch's last, short step of a query alone with its positive would train at loss 0 (an optimizer step on
-    nothing), so it is dropped; the order is shuffled per epoch, so a different query sits out each time."""
-    leftover = len(examples) % config.batch_size
-    if leftover and not arguments.dataloader_drop_last and _single_candidate(config, leftover, examples, min):
-        arguments.dataloader_drop_last = True
-        stack.log(f"the last step of each epoch would hold one query ({len(examples)} queries in steps of "
-                  f"{config.batch_size}) and no other candidate passage, so its loss would be 0; it is left out")
-
-
-def _warn_about_negatives(config: TrainConfig, examples: list[TrainExample]) -> None:
-    with_negatives = any(e.negatives for e in examples)
-    if config.train_group_size > 1 and not with_negatives:
-        stack.log(f"warning: --train-group-size {config.train_group_size} but no example has a usable hard "
-                  "negative (none given, or none left: see above); training with in-batch negatives only")
-    elif with_negatives and config.train_group_size == 1:
-        stack.log("warning: hard negatives are given but --train-group-size is 1, so they are not used")
 
 
 def _export(trainer: DualEncoderTrainer, config: TrainConfig, examples: list[TrainExample], resume: Path | None,

@@ -12,14 +12,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from conftest import make_tiny_bert, plant_pickles, write_jsonl
 from retriever.errors import RetrieverError
 from retriever.training import TrainConfig, run_record, stack, train
-from retriever.training.data import Passage, TrainExample
 from retriever.training.dual_encoder import DualEncoder
-from retriever.training.trainer import check_candidates
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -87,42 +85,6 @@ def test_corpus_reading_settings_without_a_corpus_are_refused(tmp_path, train_be
                                              r"--corpus, which is not given; drop them or add --corpus$"):
         train(config(tmp_path / "model", train_beir, tmp_path / "any-model", **setting))
     assert not (tmp_path / "model").exists()
-
-
-def test_a_diverging_run_stops_at_the_first_non_finite_loss(tmp_path, small_bert, train_beir):
-    """An absurd but finite learning rate makes the weights infinite after step 1 and step 2's loss NaN; that loss
-    is logged as it is (not as 0.0), stops the run with one line, and no model folder is written."""
-    output = tmp_path / "model"
-    with pytest.raises(RetrieverError, match=r"^training diverged at step 2: its loss is nan; .* another --output$"):
-        train(config(output, train_beir, small_bert, learning_rate=1e300, max_steps=3, save_steps=None))
-    assert not (output / "config.json").exists()
-
-
-def test_non_finite_weights_are_never_checkpointed_nor_published(tmp_path, small_bert, train_beir):
-    output = tmp_path / "model"
-    with pytest.raises(RetrieverError, match="diverged at step 1: its weights are not finite"):
-        train(config(output, train_beir, small_bert, learning_rate=1e300, max_steps=3, save_steps=1))
-    assert not list((output / "checkpoints").glob("checkpoint-*/run.json"))
-    with pytest.raises(RetrieverError, match="diverged at step 1: its weights are not finite"):
-        train(config(tmp_path / "one-step", train_beir, small_bert, learning_rate=1e300, max_steps=1,
-                     save_steps=None))
-    assert not (tmp_path / "one-step" / "config.json").exists()
-
-
-def test_a_checkpoint_with_non_finite_weights_is_never_published(tmp_path, small_bert, train_beir, monkeypatch):
-    """As an older version could mark one: the last step's checkpoint holds a NaN; finishing from it is refused."""
-    output = tmp_path / "model"
-    settings = config(output, train_beir, small_bert, max_steps=2, save_steps=1)
-    with monkeypatch.context() as patch:
-        as_if_killed_before_finishing(patch)
-        train(settings)
-    weights_file = output / "checkpoints" / "checkpoint-2" / "model.safetensors"
-    weights = load_file(weights_file)
-    next(iter(weights.values()))[0] = math.nan
-    save_file(weights, weights_file)
-    with pytest.raises(RetrieverError, match="diverged at step 2: its weights are not finite"):
-        train(settings)
-    assert not (output / "config.json").exists()
 
 
 def test_an_output_that_cannot_be_created_is_refused_before_loading(tmp_path, train_beir, monkeypatch):
@@ -289,28 +251,6 @@ def test_the_fingerprint_samples_large_files(tmp_path, monkeypatch):
     assert run_record.file_fingerprint(path) != before
     path.write_bytes(bytes(500) + b"x" + bytes(499))  # between samples: the documented blind spot
     assert run_record.file_fingerprint(path) == before
-
-
-def single_example(negatives: int) -> list[TrainExample]:
-    return [TrainExample("q", "query", (Passage("p", "positive"),),
-                         tuple(Passage(f"n{i}", "negative") for i in range(negatives)))]
-
-
-def test_a_step_with_a_single_candidate_is_refused(tmp_path, train_beir, monkeypatch):
-    """One query and one passage per step: the softmax over one candidate is 1, every loss 0, nothing learnt."""
-    settings = config(tmp_path / "model", train_beir, tmp_path / "any-model", batch_size=1)
-    with pytest.raises(RetrieverError, match="one query and one passage, its only candidate, so the loss is 0"):
-        settings.check()
-    dataclasses.replace(settings, train_group_size=2).check()  # hard negatives may give a second candidate
-    check_candidates(dataclasses.replace(settings, train_group_size=2), single_example(negatives=1))
-    for group_size, negatives in ((2, 0), (1, 3)):  # one example: no in-batch negative, and no hard one used
-        with pytest.raises(RetrieverError, match="one query and one passage"):
-            check_candidates(dataclasses.replace(settings, batch_size=4, train_group_size=group_size),
-                             single_example(negatives))
-    monkeypatch.setenv("WORLD_SIZE", "2")
-    dataclasses.replace(settings, batch_size=2).check()  # the global batch is shared across the processes
-    with pytest.raises(RetrieverError, match="one passage per process"):
-        dataclasses.replace(settings, batch_size=2, cross_device_negatives=False).check()
 
 
 def test_a_single_training_example_is_refused(tmp_path, small_bert):
