@@ -3,7 +3,8 @@
 A ``RetrieverError`` is printed as one line on stderr with exit code 1, and so is a full disk or memory
 running out wherever it strikes; a usage error (a bad flag or argument) is one line too, with exit code 2;
 Ctrl-C is one line with the shell's 130 (128 + SIGINT), or 0 once every output file is in place
-(``cli.outputs``);
+(``cli.outputs``); standard output's reader going away (``| head -1``) ends the command quietly with 0
+(``cli.stdout``);
 anything else is a bug and keeps its traceback. Under torchrun every process runs the command and meets the same
 error, so only the first process on each machine (LOCAL_RANK 0: every machine's console gets the line)
 prints errors and usage errors; the others exit non-zero silently, except for an error only that
@@ -18,6 +19,7 @@ import sys
 import click
 
 from retriever.cli.outputs import interrupted
+from retriever.cli.stdout import reader_gone, silence_stdout
 from retriever.errors import RetrieverError, full_disk, is_out_of_memory, name_too_long, out_of_memory
 
 
@@ -38,6 +40,8 @@ class _Group(click.Group):
             if isinstance(error, getattr(click.exceptions, "NoArgsIsHelpError", ())):
                 raise
             _exit_with_usage_line(error)
+        except BrokenPipeError as error:  # `retriever --help | true`
+            _exit_if_reader_gone(error)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -54,6 +58,8 @@ class _Group(click.Group):
             if _is_rank_zero():
                 click.echo(f"{'note' if code == 0 else 'error'}: {line}", err=True)
             sys.exit(code)
+        except BrokenPipeError as error:  # click exited 1 with no message
+            _exit_if_reader_gone(error)
         except Exception as error:  # re-raised unless the machine ran out (safetensors' full disk is no OSError)
             full = full_disk(error) or name_too_long(error) or (
                 out_of_memory(f"({_last_line(error)})") if is_out_of_memory(error) else None)
@@ -96,6 +102,14 @@ def _exit_with_usage_line(error: click.UsageError, command_path: str | None = No
         where = f" (see `{command_path} --help`)" if command_path else ""
         click.echo(f"error: {error.format_message()}{where}", err=True)
     sys.exit(error.exit_code)
+
+
+def _exit_if_reader_gone(error: BrokenPipeError) -> None:
+    """Exit 0 with nothing more said when standard output's reader left (``cli.stdout``); re-raise another pipe's."""
+    if not reader_gone(error):
+        raise error
+    silence_stdout()
+    sys.exit(0)
 
 
 def _write_utf8() -> None:

@@ -15,6 +15,7 @@ from retriever.cli.options import (OutputFile, check_outputs_apart, check_run_su
                                    device_options, fields_from, flags_given, report_truncation)
 from retriever.cli.outputs import expect_outputs
 from retriever.cli.stdin import read_stdin
+from retriever.cli.stdout import echo_result
 from retriever.corpus import BeirDataset, Fields, Query, blank_queries_warning, read_queries
 from retriever.errors import RetrieverError
 from retriever.files import write_json
@@ -281,7 +282,7 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output,
         configure_batch_threads()
         report, run = evaluate_index(searcher, BeirDataset.open(dataset), split, k, nprobe, ef_search, metrics)
         report_truncation(searcher.encoder)
-    click.echo(report.table())  # before the files: a Ctrl-C once they are in place finds the work done
+    echo_result(report.table())  # before the files: a Ctrl-C once they are in place finds the work done
     if save_run:
         write_trec_run(run, save_run)
         click.echo(f"wrote {save_run}", err=True)

@@ -1,0 +1,66 @@
+"""A reader of standard output that goes away (`retriever search ... | head -1`): exit 0, quietly, files whole."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import write_jsonl
+
+COMMON = ["--device", "cpu", "--dtype", "fp32"]
+
+
+@pytest.fixture()
+def flat_index(tmp_path, tiny_beir, tiny_model_dir):
+    from retriever.encoder import Encoder, EncoderSettings
+    from retriever.indexing import IndexParams, encode_and_index
+
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "idx", encoder, IndexParams("flat"), progress=False, lexical=None)
+    return tmp_path / "idx"
+
+
+def _run_to_a_reader_that_leaves(args: list[str], lines_read: int) -> tuple[int, str, list[str]]:
+    """The CLI run for real with standard output to a pipe whose reader takes ``lines_read`` lines, then closes it
+    (0: closed before the command writes anything), as `| head -1` does."""
+    process = subprocess.Popen([sys.executable, "-c", "from retriever.cli import main; main()", *args],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    taken = [process.stdout.readline().decode() for _ in range(lines_read)]
+    process.stdout.close()
+    stderr = process.stderr.read().decode()
+    return process.wait(timeout=300), stderr, taken
+
+
+def _assert_quiet(code: int, stderr: str) -> None:
+    assert code == 0, stderr
+    for noise in ("Traceback", "Exception ignored", "BrokenPipe", "Aborted", "error:"):
+        assert noise not in stderr, stderr
+
+
+def test_a_batch_run_to_a_reader_that_leaves_after_one_line_exits_0_quietly(tmp_path, flat_index):
+    """`retriever search IDX --queries Q | head -1` exited 1 with no message (click's handling of EPIPE)."""
+    queries = write_jsonl(tmp_path / "q.jsonl", [{"_id": f"q{i}", "text": "hot lava rock"} for i in range(2000)])
+    code, stderr, taken = _run_to_a_reader_that_leaves(
+        ["search", str(flat_index), "--queries", str(queries), "-k", "12", *COMMON], 1)
+    assert taken[0].startswith("q0 Q0 ")  # the run's first line, then the reader left mid-run (24000 lines)
+    _assert_quiet(code, stderr)
+
+
+@pytest.mark.parametrize("command", [["search", "{index}", "lava", *COMMON], ["search", "{index}", "lava", "--json",
+                                                                               *COMMON], ["info", "{index}", "--json"]])
+def test_a_single_query_or_summary_to_a_closed_pipe_exits_0_quietly(flat_index, command):
+    code, stderr, _ = _run_to_a_reader_that_leaves([part.format(index=flat_index) for part in command], 0)
+    _assert_quiet(code, stderr)
+
+
+def test_evaluate_still_writes_its_files_whole_when_its_table_has_no_reader(tmp_path, tiny_beir, flat_index):
+    """The table is printed before the files; its reader gone (`| true`), the command exited 1 with no metrics file
+    and no run file."""
+    metrics, run = tmp_path / "metrics.json", tmp_path / "run.trec"
+    code, stderr, _ = _run_to_a_reader_that_leaves(
+        ["evaluate", "--index", str(flat_index), "--dataset", str(tiny_beir), "-o", str(metrics), "--save-run",
+         str(run), *COMMON], 0)
+    _assert_quiet(code, stderr)
+    assert "ndcg@10" in json.loads(metrics.read_text())["mean"] and len(run.read_text().splitlines()) == 4 * 12
