@@ -137,7 +137,8 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
     check_run_suffix(output, run_format, "-o", "--run-format")  # after: an output that is an input is worse
     expect_outputs(output)
     if query is not None and is_blank(query):
-        raise RetrieverError("the query is empty (nothing but whitespace or invisible characters)")
+        raise click.UsageError("the QUERY argument is empty (nothing but whitespace or invisible characters); give "
+                               "the words to search for")
     if query is not None:
         check_text(query, "the QUERY argument", "the query")
     searcher = open_searcher(index, device, dtype, model, pooling, normalize, mode, fusion_overrides)

@@ -115,11 +115,15 @@ def test_evaluate_run_refuses_flags_only_an_index_search_uses(tmp_path):
 
 
 def test_a_query_of_invisible_characters_is_refused_as_empty(tmp_path, tiny_beir, tiny_model_dir):
+    """An empty QUERY (or one of invisible characters) is a bad argument, exit 2 with the --help pointer like any
+    other; it exited 1 as if the index or the run had failed."""
     index = tmp_path / "idx"
     assert CliRunner().invoke(main, ["build", str(tiny_beir), "-o", str(index), "--model", str(tiny_model_dir),
                                      "--no-bm25"]).exit_code == 0
-    result = CliRunner().invoke(main, ["search", str(index), "\u200b\u2060"])
-    assert result.exit_code == 1 and "the query is empty" in result.output
+    for query in ("", "\u200b\u2060"):
+        result = CliRunner().invoke(main, ["search", str(index), query])
+        assert result.exit_code == 2 and "the QUERY argument is empty" in result.output, result.output
+        assert "search --help`)" in result.output
 
 
 def test_evaluate_refuses_qrels_it_would_ignore(tmp_path, tiny_beir):
