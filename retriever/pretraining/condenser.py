@@ -26,6 +26,7 @@ from retriever.files import read_json_object, write_json
 from retriever.model_loading import load_model
 from retriever.model_names import resolve_model_path
 from retriever.pooling import has_trained_pooler
+from retriever.wording import agree, counted
 
 HEAD_WEIGHTS = "model.pt"
 CONDENSER_CONFIG = "condenser.json"
@@ -222,8 +223,9 @@ def load_condenser(name: str, n_head_layers: int | None = None,
                      "(decoder tied to word embeddings)")
     backbone_missing = [key for key in missing if not key.startswith("cls.")]
     if backbone_missing:
-        notes.append(f"warning: {len(backbone_missing)} backbone weights are missing from {name} and newly "
-                     f"initialised (e.g. {backbone_missing[0]})")
+        notes.append(f"warning: {counted(len(backbone_missing), 'backbone weight')} "
+                     f"{agree(len(backbone_missing), 'is', 'are')} missing from {name} and newly initialised "
+                     f"(e.g. {backbone_missing[0]})")
     saved = _saved_wiring(path) if local else {}
     head = _saved_head(path) if local and n_head_layers != 0 else {}  # 0: MLM only, any saved head unused
     saved_layers = len({_HEAD_KEY.match(key).group(1) for key in head}) if head else saved.get("n_head_layers")

@@ -224,7 +224,7 @@ def _pretrain(config: PretrainConfig, log: Callable[[str], None]) -> PretrainRes
     max_steps = run_steps(config, len(examples) - lone, per_step, log)
     one, unit = ("document with two spans", "documents with two spans") if config.cocondenser else ("block", "blocks")
     sequences = min(per_step, len(examples)) * (config.batch_size // per_step)  # what a step holds
-    arguments, precision = config.arguments(per_step, max_steps, config.keep_checkpoints, (len(examples), unit))
+    arguments, precision = config.arguments(per_step, max_steps, config.keep_checkpoints, (len(examples), one, unit))
     arguments.dataloader_drop_last |= lone
     trainer = CondenserTrainer(config, arguments=arguments, precision=precision, model=model, train_dataset=examples,
                                data_collator=lambda batch: pad_batch(batch, tokenizer.pad_token_id))

@@ -10,6 +10,7 @@ from tqdm import tqdm
 from transformers import TrainerCallback
 
 from retriever.errors import RetrieverError
+from retriever.wording import counted
 
 
 class StderrProgress(TrainerCallback):
@@ -41,7 +42,7 @@ def adopt_save_steps(state, args, log) -> None:
     multi-line warning of its own (`_only_save_steps_differ` drops it)."""
     if state.save_steps != args.save_steps:
         if args.save_strategy == "steps":
-            log(f"--save-steps changed: checkpoints every {args.save_steps} steps from now on")
+            log(f"--save-steps changed: checkpoints every {counted(args.save_steps, 'step')} from now on")
         state.save_steps = args.save_steps
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from retriever.errors import RetrieverError
 from retriever.files import read_json
 from retriever.training.processes import launched_processes
+from retriever.wording import agree, counted
 
 
 def drops_short_last_step(examples: int, per_step: int) -> bool:
@@ -42,17 +43,19 @@ def check_step_split(per_step: int, flag: str) -> None:
                              f"of {processes}; use " + (f"{lower}" if lower == upper else f"{lower} or {upper}"))
 
 
-def check_step_layout(examples: int, per_step: int, unit: str, log: Callable[[str], None]) -> bool:
-    """Refuse ``examples`` (of ``unit``) that fill no step under torchrun; return whether the short last step of
-    each epoch is left out, saying so."""
+def check_step_layout(examples: int, per_step: int, unit: str, log: Callable[[str], None],
+                      plural: str | None = None) -> bool:
+    """Refuse ``examples`` that fill no step under torchrun; return whether the short last step of each epoch is left
+    out, saying so. ``unit``: the noun of one example, ``plural`` its plural when not the noun's + s (``counted``)."""
     processes = launched_processes()
     if processes > 1 and examples < per_step:
-        raise RetrieverError(f"{examples} {unit} do not fill one step of {per_step} over {processes} processes "
-                             "(each process would train on repeats of them); lower --queries-per-step (train) or "
+        raise RetrieverError(f"{counted(examples, unit, plural)} {agree(examples, 'does', 'do')} not fill one step "
+                             f"of {per_step} over {processes} processes (each process would train on repeats of "
+                             f"{agree(examples, 'it', 'them')}); lower --queries-per-step (train) or "
                              f"--sequences-per-step (pretrain) to fit, a multiple of {processes}, or give more data")
     if not drops_short_last_step(examples, per_step):
         return False
-    log(f"the last step of each epoch would hold {examples % per_step} of its {per_step} {unit} "
+    log(f"the last step of each epoch would hold {examples % per_step} of its {counted(per_step, unit, plural)} "
         f"({examples} in steps of {per_step}), which torchrun fills with repeats; it is left out (a different "
         "set each epoch)")
     return True

@@ -143,14 +143,14 @@ class StackConfig:
                                 if k not in (*self.RUNTIME_ONLY, "output")})
 
     def arguments(self, per_step: int, max_steps: int | None, keep_checkpoints: int,
-                  examples: tuple[int, str] | None = None, evaluate: bool = False, evaluate_first: bool = False,
-                  metric: str | None = None) -> tuple[TrainingArguments, str]:
+                  examples: tuple[int, str] | tuple[int, str, str] | None = None, evaluate: bool = False,
+                  evaluate_first: bool = False, metric: str | None = None) -> tuple[TrainingArguments, str]:
         """TrainingArguments and the precision; ``per_step`` examples make the global batch, split over the ranks;
-        ``examples`` is the count and unit of the data (`layout`). With ``evaluate``, each epoch's end evaluates;
+        ``examples`` is the count and noun of the data, and its plural when not the noun's + s (`layout`). With ``evaluate``, each epoch's end evaluates;
         ``metric`` picks the best checkpoint, kept from rotation."""
         device = resolve_device(self.device)
         precision = resolve_dtype(self.dtype, device)
-        drop_last = examples is not None and check_step_layout(examples[0], per_step, examples[1], log)
+        drop_last = examples is not None and check_step_layout(examples[0], per_step, examples[1], log, *examples[2:])
         backend = join_process_group(device, self.ddp_timeout)
         arguments = TrainingArguments(
             output_dir=str(Path(self.output) / CHECKPOINTS), per_device_train_batch_size=per_step,

@@ -207,7 +207,7 @@ def _train(config: TrainConfig) -> TrainResult:
     check_candidates(config, examples)
     warn_about_negatives(config, examples)
     arguments, precision = config.arguments(config.batch_size, config.max_steps, keep_checkpoints=2,
-                                            examples=(len(examples), "training queries"), evaluate=dev is not None,
+                                            examples=(len(examples), "training query"), evaluate=dev is not None,
                                             evaluate_first=resume is None, metric=SELECTION_METRIC)
     drop_a_lone_last_step(config, examples, arguments)
     trainer = DualEncoderTrainer(config, model, arguments=arguments, precision=precision, eval_dataset=dev,

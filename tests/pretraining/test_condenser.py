@@ -183,3 +183,20 @@ def test_an_untied_folder_says_its_document_tower_is_the_one_pre_trained(tiny_mo
     assert said == [f"note: {folder} holds untied towers: pre-training continues its document tower (the folder's "
                     f"own), not its query tower; pass --model {folder / 'query'} to pre-train that one instead"]
     assert not [note for note in load_condenser(str(tiny_model_dir))[1] if "untied towers" in note]
+
+
+@pytest.mark.parametrize("dropped, said", [(1, "1 backbone weight is missing"), (2, "2 backbone weights are missing")])
+def test_missing_backbone_weights_are_counted_in_agreement(tiny_model_dir, tmp_path, dropped, said):
+    """One missing weight was said as "1 backbone weights are missing"."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "partial"
+    shutil.copytree(tiny_model_dir, folder)
+    weights = load_file(folder / "model.safetensors")
+    for key in [key for key in sorted(weights) if "encoder.layer.0.output" in key][:dropped]:
+        del weights[key]
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    _, notes = load_condenser(str(folder))
+    assert any(note.startswith(f"warning: {said} from {folder} and newly initialised") for note in notes), notes

@@ -18,23 +18,32 @@ def two_processes(monkeypatch):
 def test_one_process_keeps_the_short_last_step(monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     said = []
-    assert not check_step_layout(7, 4, "training queries", said.append) and not said
-    assert not check_step_layout(3, 8, "training queries", said.append)
+    assert not check_step_layout(7, 4, "training query", said.append) and not said
+    assert not check_step_layout(3, 8, "training query", said.append)
     assert steps_per_epoch(7, 4) == 2 and steps_per_epoch(3, 8) == 1
 
 
 def test_under_torchrun_a_short_last_step_is_left_out_and_said(two_processes):
     said = []
-    assert check_step_layout(7, 4, "training queries", said.append)
+    assert check_step_layout(7, 4, "training query", said.append)
     assert len(said) == 1 and "hold 3 of its 4 training queries" in said[0] and "left out" in said[0]
     assert steps_per_epoch(7, 4) == 1 and steps_per_epoch(8, 4) == 2
-    assert not check_step_layout(8, 4, "blocks", said.append) and len(said) == 1
+    assert not check_step_layout(8, 4, "block", said.append) and len(said) == 1
 
 
 def test_under_torchrun_fewer_examples_than_a_step_are_refused(two_processes):
     with pytest.raises(RetrieverError, match=r"^3 training queries do not fill one step of 8 over 2 processes .*"
                                              r"lower --queries-per-step"):
-        check_step_layout(3, 8, "training queries", print)
+        check_step_layout(3, 8, "training query", print)
+
+
+def test_one_example_short_of_a_step_is_counted_in_the_singular(two_processes):
+    """It said "1 training queries do not fill one step"; a plural not the noun's + s is passed along."""
+    with pytest.raises(RetrieverError, match=r"^1 training query does not fill one step of 8 over 2 processes \(each "
+                                             r"process would train on repeats of it\)"):
+        check_step_layout(1, 8, "training query", print)
+    with pytest.raises(RetrieverError, match=r"^3 documents with two spans do not fill one step of 8"):
+        check_step_layout(3, 8, "document with two spans", print, "documents with two spans")
 
 
 def test_a_resume_laid_out_in_other_steps_is_refused(tmp_path, two_processes):
