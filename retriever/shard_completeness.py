@@ -19,12 +19,14 @@ def worker_shards(folder: Path, worker: int, num_workers: int, count: int) -> li
     written must not pass as done, and neither kind may leave `index` blaming the corpus for the rows they change."""
     found = {parse_shard_name(path.name)[2]: path
              for path in (list_shards(folder, (worker, num_workers)) if folder.is_dir() else [])}
-    if missing := [part for part in range(count) if part not in found]:
+    missing = [part for part in range(count) if part not in found]
+    if missing:
         first = folder / shard_name(worker, num_workers, missing[0])
         raise RetrieverError(f"{first}: missing ({len(missing)} of worker {worker}'s {counted(count, 'shard')} "
                              f"{agree(len(missing), 'is', 'are')} gone, deleted after or while being encoded); "
                              "rerun `retriever encode` (or `build`) on the corpus to encode them again")
-    if stray := sorted(part for part in found if part >= count):
+    stray = sorted(part for part in found if part >= count)
+    if stray:
         raise RetrieverError(f"{found[stray[0]]}: a stray shard: worker {worker}'s done marker records "
                              f"{counted(count, 'shard')}"
                              + (f" (parts 0 to {count - 1})" if count else "")

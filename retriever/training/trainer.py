@@ -114,8 +114,8 @@ def _load_dev(config: TrainConfig, examples: list[TrainExample]) -> DevSet | Non
     if not config.dev_split:
         return None
     dataset = config.dev_dataset or config.dataset
-    same_split = config.dataset and Path(dataset).resolve() == Path(config.dataset).resolve() \
-        and config.dev_split == config.split
+    same_split = (config.dataset and Path(dataset).resolve() == Path(config.dataset).resolve()
+                  and config.dev_split == config.split)
     if same_split:
         stack.log(f"warning: the dev split is the training split {config.split!r}: dev scores measure fit, "
                   "not generalisation")
@@ -201,8 +201,10 @@ def _train(config: TrainConfig) -> TrainResult:
         return TrainResult(**{**finished["result"], "output": Path(config.output), "already_finished": True})
     set_seed(config.seed)
     model = DualEncoder.from_pretrained(config.model, **config.encoder)
-    examples = load_beir_examples(config.dataset, config.split, config.negatives) if config.dataset else \
-        load_jsonl_examples(config.train_jsonl, config.corpus, config.corpus_format, config.corpus_fields)
+    if config.dataset:
+        examples = load_beir_examples(config.dataset, config.split, config.negatives)
+    else:
+        examples = load_jsonl_examples(config.train_jsonl, config.corpus, config.corpus_format, config.corpus_fields)
     dev = _load_dev(config, examples)
     check_candidates(config, examples)
     warn_about_negatives(config, examples)
@@ -242,15 +244,14 @@ def _export(trainer: DualEncoderTrainer, config: TrainConfig, examples: list[Tra
         if best_step is not None and best_step != state.global_step:
             stack.load_weights(model, Path(trainer.args.output_dir) / f"checkpoint-{best_step}")
             stack.log(f"keeping the weights of step {best_step} (best dev {SELECTION_METRIC} {state.best_metric:.4f})")
+        dev = {"best_step": best_step, "scores": result.dev_scores, "history": history,
+               "start_model_better": result.start_model_better} if config.dev_split else None
         model.save(config.output, {
             **config.learning_settings(), "init_model_path": resolve_model_path(config.model),
             "temperature": trainer.temperature, "examples": len(examples), "steps": result.steps,
             "hard_negatives": sum(len(e.negatives) for e in examples) if config.train_group_size > 1 else 0,
             "epochs_completed": int(state.epoch or 0), "dtype": trainer.precision, "processes": stack.world_size(),
-            "seconds": round(result.seconds, 1), "dev": {"best_step": best_step, "scores": result.dev_scores,
-                                                         "history": history,
-                                                         "start_model_better": result.start_model_better}
-            if config.dev_split else None})
+            "seconds": round(result.seconds, 1), "dev": dev})
         stack.log(f"wrote {config.output} ({counted(state.global_step, 'step')}, {result.seconds:.0f}s)")
         if note:
             stack.log(note)
