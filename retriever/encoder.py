@@ -17,7 +17,7 @@ import torch
 from retriever.corpus import Document
 from retriever.device import autocast, resolve_batch_size, resolve_device, resolve_dtype, torch_dtype
 from retriever.encoder_settings import OVERRIDABLE, QUERY_SETTINGS, EncoderSettings
-from retriever.errors import RetrieverError
+from retriever.errors import NotForThisIndex, RetrieverError
 from retriever.max_lengths import check_max_lengths, check_room_for_text
 from retriever.model_folder import refuse_recorded_model, untied_tower_paths
 from retriever.model_loading import (check_vocabulary, load_model, load_tokenizer, model_files, tokenizer_behaviour,
@@ -261,11 +261,13 @@ def check_requested_encoder(manifest: dict, **requested: object) -> None:
     if unknown:
         raise RetrieverError(f"unknown encoder setting {unknown[0]!r}; the settings are {', '.join(OVERRIDABLE)}")
     recorded = manifest["encoder"]
-    differences = [f"{name} {value!r} (index: {recorded.get(name)!r})" for name, value in requested.items()
-                   if value is not None and recorded.get(name) != value]
-    if differences:
-        raise RetrieverError("the index was built with a different encoder; refusing to search with "
-                             + ", ".join(differences) + ". Drop those flags to use the index's own encoder")
+    differing = {name: value for name, value in requested.items() if value is not None and recorded.get(name) != value}
+    if differing:  # the flags as the CLI spells them: --no-normalize for normalize False
+        flags = [f"--{'no-' if value is False else ''}{name.replace('_', '-')}" for name, value in differing.items()]
+        raise NotForThisIndex("the index was built with a different encoder; refusing to search with "
+                              + ", ".join(f"{name} {value!r} (index: {recorded.get(name)!r})"
+                                          for name, value in differing.items())
+                              + f"; drop {' and '.join(flags)} to use the index's own encoder")
 
 
 def recorded_encoder(recorded: dict, made: str, folder: str | Path, device: str = "auto", dtype: str = "auto",

@@ -16,6 +16,11 @@ class RetrieverError(Exception):
     """A problem with the user's input or environment, with a message saying what to do."""
 
 
+class NotForThisIndex(RetrieverError):
+    """A search setting the index (or the search mode) cannot take, such as --nprobe for a flat index: the caller's
+    usage, not the data's, so the CLI answers it as a usage error (exit 2), as build answers --nlist with hnsw."""
+
+
 class IndexDamaged(RetrieverError):
     """A file of an index folder is damaged, or is not the folder's own: the fault of whoever keeps the index, not
     of the input that reached it (a server answers 500, not 400), and mended by rebuilding what the message names."""

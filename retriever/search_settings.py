@@ -10,7 +10,7 @@ import threading
 import faiss
 import numpy as np
 
-from retriever.errors import RetrieverError
+from retriever.errors import NotForThisIndex, RetrieverError
 
 _PASS_THROUGH = (faiss.IndexIDMap, faiss.IndexIDMap2, faiss.IndexPreTransform, faiss.IndexRefine)
 
@@ -83,11 +83,11 @@ def check_settings_apply(index: faiss.Index, nprobe: int | None, ef_search: int 
         return
     taken = taken_setting(index)
     kind, flag = SETTING_KINDS.get(taken, ("flat", None))
-    hint = f"use {flag}" if flag else "it is exact and takes neither setting"
     for name, given in (("nprobe", nprobe), ("ef_search", ef_search)):
         if given is not None and name != taken:
             applies, given_flag = SETTING_KINDS[name]
-            raise RetrieverError(f"{given_flag} applies to {applies} indexes, and this index is {kind}: {hint}")
+            hint = f"use {flag}" if flag else f"it is exact and takes neither setting; drop {given_flag}"
+            raise NotForThisIndex(f"{given_flag} applies to {applies} indexes, and this index is {kind}: {hint}")
 
 
 def search_parameters(index: faiss.Index, nprobe: int | None = None, ef_search: int | None = None):

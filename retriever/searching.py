@@ -14,7 +14,7 @@ import numpy as np
 
 from retriever.choices import DEFAULT_K
 from retriever.encoder import check_requested_encoder, recorded_encoder
-from retriever.errors import RetrieverError, check_kind
+from retriever.errors import NotForThisIndex, RetrieverError, check_kind
 from retriever.index_folder import INDEX_FILE, manifest_bytes, manifest_changes
 from retriever.index_opening import check_default_mode, checked_manifest, open_index
 from retriever.integrity import damaged
@@ -127,7 +127,7 @@ class Searcher:
         mode, texts, k = self.check_mode(mode or self.mode), check_queries(texts), check_k(k)
         for flag, value in (("--nprobe", nprobe), ("--ef-search", ef_search)) if mode == "bm25" else ():
             if value is not None:  # it was left unused, the user believing they had traded speed for recall
-                raise RetrieverError(f"{flag} sets how the dense index is searched, and mode bm25 searches the BM25 "
+                raise NotForThisIndex(f"{flag} sets how the dense index is searched, and mode bm25 searches the BM25 "
                                      f"part alone; drop {flag}, or search in dense or hybrid mode")
         check_settings_apply(self.index, nprobe, ef_search)
         _check_settings(nprobe, ef_search)

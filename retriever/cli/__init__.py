@@ -20,7 +20,7 @@ import click
 
 from retriever.cli.outputs import interrupted
 from retriever.cli.stdout import reader_gone, silence_stdout
-from retriever.errors import RetrieverError, full_disk, is_out_of_memory, name_too_long, out_of_memory
+from retriever.errors import NotForThisIndex, RetrieverError, full_disk, is_out_of_memory, name_too_long, out_of_memory
 
 
 # `retriever --help` lists commands in the order they are used; commands not named here come last.
@@ -46,6 +46,9 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except NotForThisIndex as error:  # --nprobe for a flat index: a usage error, as --nlist with hnsw at build
+            sub = ctx.invoked_subcommand
+            _exit_with_usage_line(click.UsageError(str(error)), f"{ctx.command_path} {sub}" if sub else None)
         except RetrieverError as error:
             if _is_rank_zero() or getattr(error, "every_process", False):
                 click.echo(f"error: {error}", err=True)

@@ -87,8 +87,19 @@ def test_search_with_other_pooling_is_refused(tmp_path, tiny_model_dir, tiny_bei
     runner.invoke(main, ["build", str(tiny_beir), "--output", str(index), "--model", str(tiny_model_dir),
                          "--device", "cpu"], catch_exceptions=False)
     result = runner.invoke(main, ["search", str(index), "honey", "--pooling", "cls", "--device", "cpu"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # a flag the index cannot take is a usage error, as build's --nlist with hnsw
     assert "different encoder" in result.output and "pooling 'cls'" in result.output
+    assert "drop --pooling" in result.output and "search --help`)" in result.output, result.output
+    for flags, message in ((["--nprobe", "4"], "--nprobe applies to IVF indexes, and this index is flat"),
+                           (["--ef-search", "8"], "--ef-search applies to HNSW indexes, and this index is flat"),
+                           (["--no-normalize"], "drop --no-normalize"),
+                           (["--mode", "bm25", "--nprobe", "4"], "mode bm25 searches the BM25 part alone; drop "
+                                                                 "--nprobe")):
+        for command in (["search", str(index), "honey"], ["evaluate", "--index", str(index), "--dataset",
+                                                          str(tiny_beir)]):
+            result = runner.invoke(main, [*command, *flags, "--device", "cpu"])
+            assert result.exit_code == 2 and message in result.output, result.output  # they exited 1
+            assert f"{command[0]} --help`)" in result.output, result.output
 
 
 def all_commands():
