@@ -258,7 +258,7 @@ def _rewrite_first_shard(folder, change) -> str:
 
 
 SHARD_DAMAGE = {"broken-json": "metadata is not valid JSON", "no-shard-record": "has no shard record",
-                "fewer-rows": "holds 1 rows where its metadata records 5",
+                "fewer-rows": "holds 1 row where its metadata records 5",
                 "reversed-ids": "its id column does not list its part's documents",
                 "truncated": "not a readable Parquet file"}
 
