@@ -176,3 +176,12 @@ def hub_snapshot(tmp_path, monkeypatch):
 
     yield place
     hub_json_files.cache_clear()
+
+
+def with_another_corpus(dataset: Path, folder: Path) -> Path:
+    """A copy of a BEIR folder whose corpus holds one passage more: judgments an index of ``dataset`` holds the ids
+    of, but of another collection."""
+    shutil.copytree(dataset, folder)
+    with open(folder / "corpus.jsonl", "a", encoding="utf-8") as corpus:
+        corpus.write('{"_id": "d13", "title": "", "text": "more"}\n')
+    return folder

@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 
+from conftest import with_another_corpus
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.fusion import FusionParams
@@ -210,10 +211,7 @@ def test_tune_fusion_given_an_index_path_says_to_open_a_searcher(tmp_path):
 def test_tuning_on_a_dataset_whose_corpus_is_not_the_indexs_warns(index_and_dataset, tmp_path, capsys):
     """Judgments of another collection whose ids the index holds tuned the fusion without a word."""
     index, dataset = index_and_dataset
-    other = tmp_path / "other"
-    shutil.copytree(dataset, other)
-    with open(other / "corpus.jsonl", "a", encoding="utf-8") as corpus:
-        corpus.write('{"_id": "d13", "title": "", "text": "more"}\n')
+    other = with_another_corpus(dataset, tmp_path / "other")
     tune_and_record(index, other, "train", device="cpu", dtype="fp32", progress=False)
     assert f"not from {other / 'corpus.jsonl'}" in capsys.readouterr().err
 

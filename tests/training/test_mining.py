@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from conftest import with_another_corpus
 from retriever.corpus import read_queries
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
@@ -167,12 +168,7 @@ def test_a_copy_of_a_judged_positive_is_not_mined_as_its_negative(tmp_path, tiny
 
 def test_mining_with_a_dataset_whose_corpus_is_not_the_indexs_warns(indexed_beir, tmp_path, capsys):
     """Judgments of another collection whose ids the index holds were mined from without a word."""
-    import shutil
-
     dataset, index = indexed_beir
-    other = tmp_path / "other"
-    shutil.copytree(dataset, other)
-    with open(other / "corpus.jsonl", "a", encoding="utf-8") as corpus:
-        corpus.write('{"_id": "d13", "title": "", "text": "more"}\n')
+    other = with_another_corpus(dataset, tmp_path / "other")
     mine_negatives(index, other, tmp_path / "n.jsonl", depth=12, device="cpu", dtype="fp32", progress=False)
     assert f"not from {other / 'corpus.jsonl'}" in capsys.readouterr().err
