@@ -74,8 +74,9 @@ _VALUES = {"a run": "hits ({document id: score}, or (id, score) pairs), as Searc
 
 def by_query(value: object, what: str) -> Mapping:
     """``value``, ``what`` ("a run" or "qrels"), refused in one line when it is no mapping of query id to hits or
-    grades: a list of Searcher.search results was an AttributeError traceback from ``.items()``."""
-    if not isinstance(value, Mapping):
+    grades: a list of Searcher.search results was an AttributeError traceback from ``.items()``. A run streamed batch
+    by batch (``partial_runs.StreamedRun``) is read through ``items()`` alone, as a mapping is."""
+    if not isinstance(value, Mapping) and not (what == "a run" and callable(getattr(value, "items", None))):
         raise RetrieverError(f"{what} must be a mapping of query id to {_VALUES[what]}, not a "
                              f"{type(value).__name__}")
     return value

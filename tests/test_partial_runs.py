@@ -128,3 +128,25 @@ def test_ctrl_c_before_any_batch_leaves_no_folder_and_no_partial_file(tmp_path, 
     result = CliRunner().invoke(main, search_args(index, queries, tmp_path / "new" / "sub" / "run.trec"))
     assert result.exit_code == 130, result.output
     assert not (tmp_path / "new").exists()
+
+
+def test_a_run_streamed_into_a_pipe_by_name_is_written(tmp_path):
+    """`search -o /dev/stdout` or `-o FIFO` (written in place, batch by batch) was refused as 'a run must be a
+    mapping ..., not a StreamedRun' before its first line."""
+    import threading
+
+    from retriever.partial_runs import write_search_run
+
+    fifo = tmp_path / "run.pipe"
+    os.mkfifo(fifo)
+    received: list[str] = []
+    reader = threading.Thread(target=lambda: received.extend(fifo.read_text().splitlines()), daemon=True)
+    reader.start()
+
+    def search(start, progress):
+        yield {"q1": {"d1": 2.0, "d2": 1.0}}
+        yield {"q2": {"d3": 0.5}}
+    assert write_search_run(search, 2, fifo, "trec", "t", 2, "") == "; 1 of them got fewer (as few as 1), all the " \
+                                                                    "search reached"
+    reader.join(10)
+    assert received == ["q1 Q0 d1 1 2.0 t", "q1 Q0 d2 2 1.0 t", "q2 Q0 d3 1 0.5 t"]

@@ -50,6 +50,8 @@ class _Group(click.Group):
             sub = ctx.invoked_subcommand
             _exit_with_usage_line(click.UsageError(str(error)), f"{ctx.command_path} {sub}" if sub else None)
         except RetrieverError as error:
+            if reader_gone(error.__context__):  # `-o /dev/stdout` whose reader left, said as "cannot write" it
+                _exit_if_reader_gone(error.__context__)
             if _is_rank_zero() or getattr(error, "every_process", False):
                 click.echo(f"error: {error}", err=True)
             sys.exit(1)

@@ -64,3 +64,13 @@ def test_evaluate_still_writes_its_files_whole_when_its_table_has_no_reader(tmp_
          str(run), *COMMON], 0)
     _assert_quiet(code, stderr)
     assert "ndcg@10" in json.loads(metrics.read_text())["mean"] and len(run.read_text().splitlines()) == 4 * 12
+
+
+def test_a_run_written_to_dev_stdout_whose_reader_leaves_exits_0_quietly(tmp_path, flat_index):
+    """`search --queries Q -o /dev/stdout | head -1` said 'error: cannot write /dev/stdout: broken pipe; check the
+    disk' with exit 1 (and before that, refused the streamed run)."""
+    queries = write_jsonl(tmp_path / "q.jsonl", [{"_id": f"q{i}", "text": "hot lava rock"} for i in range(2000)])
+    code, stderr, taken = _run_to_a_reader_that_leaves(
+        ["search", str(flat_index), "--queries", str(queries), "-k", "12", "-o", "/dev/stdout", *COMMON], 1)
+    assert taken[0].startswith("q0 Q0 ")
+    _assert_quiet(code, stderr)
