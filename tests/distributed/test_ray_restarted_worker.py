@@ -17,36 +17,30 @@ from retriever.shards import list_shards
 from test_corpus_encoding import write_corpus
 
 
-def restarted_after(local_ray, model, change) -> RayEncoderPool:
-    """A one-worker pool on ``model`` whose worker was killed after ``change`` (Ray restarts it on the next part)."""
+def refused_after_restart(local_ray, tmp_path, change, match: str) -> None:
+    """A one-worker pool on a tiny model whose worker was killed after ``change(model)`` (Ray restarts it on the
+    next part): encoding with it raises ``match``."""
+    model = make_tiny_bert(tmp_path / "model")
     pool = RayEncoderPool(local_ray, EncoderSettings(model=str(model)), device="cpu", dtype="fp32", workers=1)
-    change()
+    change(model)
     os.kill(pool.pids()[0], signal.SIGKILL)
-    return pool
+    try:
+        with pytest.raises(RetrieverError, match=match):
+            encode_corpus(write_corpus(tmp_path / "c.jsonl", 20), tmp_path / "shards", pool, shard_size=10,
+                          progress=False)
+    finally:
+        pool.close()
 
 
 def test_a_worker_restarted_on_other_weights_is_refused(local_ray, tmp_path):
     """The folder retrained in place mid-run: the restarted worker wrote the new model's vectors under the record
     of the old one, which `index` and `search` then trusted."""
-    model = make_tiny_bert(tmp_path / "model")
-    pool = restarted_after(local_ray, model, lambda: make_tiny_bert(model, seed=1))
-    try:
-        with pytest.raises(RetrieverError, match="^a Ray worker restarted .* other vectors .*weights_sha256"):
-            encode_corpus(write_corpus(tmp_path / "c.jsonl", 20), tmp_path / "shards", pool, shard_size=10,
-                          progress=False)
-    finally:
-        pool.close()
+    refused_after_restart(local_ray, tmp_path, lambda model: make_tiny_bert(model, seed=1),
+                          "^a Ray worker restarted .* other vectors .*weights_sha256")
     assert not (tmp_path / "shards").exists() or not list_shards(tmp_path / "shards")
 
 
 def test_a_worker_that_cannot_restart_says_why(local_ray, tmp_path):
     """The model's weights gone mid-run: the restarted worker's encode_part failed with an AttributeError traceback
     (its encoder's own one-line error was kept for a method that was never called)."""
-    model = make_tiny_bert(tmp_path / "model")
-    pool = restarted_after(local_ray, model, lambda: (model / "model.safetensors").unlink())
-    try:
-        with pytest.raises(RetrieverError, match="weights"):
-            encode_corpus(write_corpus(tmp_path / "c.jsonl", 20), tmp_path / "shards", pool, shard_size=10,
-                          progress=False)
-    finally:
-        pool.close()
+    refused_after_restart(local_ray, tmp_path, lambda model: (model / "model.safetensors").unlink(), "weights")
