@@ -16,6 +16,7 @@ import typing
 from dataclasses import dataclass, field
 
 from retriever.errors import RetrieverError
+from retriever.wording import counted
 
 TOWERS = ("shared", "untied")
 # The fewest tokens a max length may be whatever the model: one, a token of the text. Tokenizers add their own
@@ -33,7 +34,7 @@ def max_length_problem(value: int, special: tuple[str, ...] = ()) -> str | None:
     if not special:
         return f"{value} is less than {floor}: a max length counts a text's tokens, so give at least {floor}"
     return (f"{value} is less than {floor}, the fewest tokens that leave a text one of its own next to the "
-            f"{len(special)} special token{'s' if len(special) > 1 else ''} the model's tokenizer adds "
+            f"{counted(len(special), 'special token')} the model's tokenizer adds "
             f"({' '.join(special)}); below it every text encodes to the same vector")
 
 

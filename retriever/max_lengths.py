@@ -13,6 +13,7 @@ from retriever.encoder_settings import max_length_problem
 from retriever.errors import RetrieverError
 from retriever.model_loading import json_value, model_files
 from retriever.st_transformer import transformer_config_file
+from retriever.wording import counted
 
 MAX_LENGTH_CAP = 512  # the default when a model states no sentence-transformers max_seq_length (BERT's limit)
 
@@ -95,6 +96,6 @@ def check_room_for_text(settings: Any, tokenizer: Any) -> None:
         if taken and value < count + taken + 1:  # the prefix is cut into, and the text gets no token at all
             raise RetrieverError(
                 f"{name} ({flag}): {value} is less than {count + taken + 1}, the fewest tokens that leave a text one "
-                f"of its own after the {taken} tokens of --{role}-prefix {prefix!r} and the {count} special "
-                f"token{'s' if count != 1 else ''} the model's tokenizer adds ({' '.join(special)}); pass at least "
+                f"of its own after the {taken} tokens of --{role}-prefix {prefix!r} and the "
+                f"{counted(count, 'special token')} the model's tokenizer adds ({' '.join(special)}); pass at least "
                 f"{count + taken + 1}, or a shorter prefix; below it every text encodes to the same vector")

@@ -73,7 +73,7 @@ def _nothing_judged(run: Run, qrels: Qrels) -> RetrieverError:
     (grades below 1 only: then saying to check the ids would send the user the wrong way)."""
     judgments = sum(map(len, qrels.values()))
     if not judgments:  # the grade list below would be empty: "their 0 judgments have grades , and ..."
-        held = f"{len(qrels)} quer{'y' if len(qrels) == 1 else 'ies'} and no judgment" if qrels else "no query"
+        held = f"{counted(len(qrels), 'query')} and no judgment" if qrels else "no query"
         return RetrieverError(f"the qrels are empty (they hold {held}); pass the qrels that judge the run's queries")
     if not judged_query_ids(qrels):
         grades = sorted({g for docs in qrels.values() for g in docs.values()})

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import click
 
+from retriever.wording import agree
+
 INTERRUPTED = ("interrupted (Ctrl-C); outputs are written under their names only when complete, so rerun the same "
                "command to finish (finished work is kept where it resumes)")
 
@@ -39,7 +41,7 @@ def interrupted(ctx: click.Context) -> tuple[str, int]:
     if not whole:
         return INTERRUPTED, 130
     named = " and ".join(str(path) for path in whole)
-    verb = "was" if len(whole) == 1 else "were"
+    verb = agree(len(whole), "was", "were")
     if len(whole) == len(outputs):
         return (f"interrupted (Ctrl-C) after {named} {verb} written whole; the command's work is done, only its "
                 "summary on stderr may be cut short"), 0

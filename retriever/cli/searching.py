@@ -25,7 +25,7 @@ from retriever.pooling import POOLINGS
 from retriever.runs import Run, check_tag, write_trec_run
 from retriever.texts import check_text, is_blank
 from retriever.unknown_words import no_hits_reason
-from retriever.wording import counted
+from retriever.wording import agree, counted
 
 if TYPE_CHECKING:
     from retriever.searching import Searcher
@@ -192,7 +192,7 @@ def _check_search_flags(query: str | None, queries: Path | None, output: Path | 
         raise click.UsageError("--json is for a single QUERY; for --queries write JSONL with --run-format jsonl")
     unused = [BATCH_ONLY[name] for name in BATCH_ONLY if flags_given((name,))]
     if query is not None and unused:
-        raise click.UsageError(f"{', '.join(unused)} {'applies' if len(unused) == 1 else 'apply'} only with "
+        raise click.UsageError(f"{', '.join(unused)} {agree(len(unused), 'applies', 'apply')} only with "
                                "--queries; a single QUERY prints its hits (--json for JSON)")
     if queries is not None and "--title-field" in unused:  # the queries reader reads no title: it went unused
         raise click.UsageError("--title-field names a passage's title, and a query has none: a query is its "
@@ -265,7 +265,7 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output,
     if run_path is not None:
         unused = flags_given(INDEX_ONLY)
         if unused:
-            verb = "applies" if len(unused) == 1 else "apply"
+            verb = agree(len(unused), "applies", "apply")
             raise click.UsageError(f"{', '.join(unused)} {verb} only with --index; --run scores the run as it is")
         if (qrels is None) == (dataset is None):
             raise click.UsageError("--run needs --qrels or --dataset/--split, not both")
