@@ -67,8 +67,9 @@ def check_max_lengths(settings: Any, config: Any) -> None:
         flag = f"--{name.replace('_', '-')}"
         folder = model_files(settings.model)
         if folder is not None and _trained_length(folder) == value:  # the folder's own length, maybe not typed
-            raise RetrieverError(f"{transformer_config_file(folder)}: max_seq_length {value} is more than the {limit} positions "
-                                 f"the model can take; set it to at most {limit} there, or pass {flag} {limit}")
+            raise RetrieverError(f"{transformer_config_file(folder)}: max_seq_length {value} is more than the {limit} "
+                                 f"positions the model can take; set it to at most {limit} there, or pass {flag} "
+                                 f"{limit}")
         raise RetrieverError(f"{flag} {value} is more than the {limit} positions {settings.model} can take; "
                              f"pass at most {limit}")
 
