@@ -7,6 +7,7 @@ stopped or hung, not dead, fails them only after --ddp-timeout, with a timeout t
 """
 from __future__ import annotations
 
+import atexit
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -49,7 +50,17 @@ def join_process_group(device: torch.device, timeout_seconds: int = DDP_TIMEOUT)
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     if not dist.is_initialized():
         dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout_seconds))
+        atexit.register(leave_process_group)
     return backend
+
+
+def leave_process_group() -> None:
+    """At exit, before the interpreter finalises, the group this process joined is torn down (its worker threads
+    joined). Left to finalisation, a gloo worker still freeing a finished collective's tensors (a refusal raised right
+    after ``all_gather_object``) could not take the interpreter lock and aborted the process: SIGABRT, "terminate
+    called without an active exception", after a run that had ended."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def is_peer_failure(error: BaseException) -> bool:

@@ -1,6 +1,8 @@
 """Telling another process's death (a failed collective) from a bug, and the line a survivor stops with."""
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -68,6 +70,31 @@ def test_the_process_group_waits_the_ddp_timeout_for_a_stopped_peer(monkeypatch)
         assert group._get_backend(torch.device("cpu")).options._timeout.total_seconds() == 77
     finally:
         dist.destroy_process_group()
+
+
+def test_a_process_leaves_the_group_it_joined_before_the_interpreter_finalises(tmp_path):
+    """Left to finalisation, a gloo worker thread freeing the tensors of the last ``all_gather_object`` (a refusal
+    raised right after it) could not take the interpreter lock and aborted the process with SIGABRT, about one launch
+    in three. An exit handler registered before joining runs after ours (last in, first out) and sees no group."""
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    script = ("import atexit, torch, torch.distributed as dist\n"
+              "atexit.register(lambda: print('joined' if dist.is_initialized() else 'left'))\n"
+              "from retriever.training import processes\n"
+              "processes.launched_processes = lambda: 2  # as torchrun's WORLD_SIZE\n"
+              "processes.join_process_group(torch.device('cpu'), 60)\n"
+              "records = [None]\n"
+              "dist.all_gather_object(records, {'learning_rate': 0.001})\n")
+    environment = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": "0",
+                   "WORLD_SIZE": "1"}
+    finished = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment,
+                              timeout=120)
+    assert (finished.returncode, finished.stdout) == (0, "left\n"), finished.stderr[-2000:]
 
 
 @pytest.mark.parametrize("command", ["train", "pretrain"])
