@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 
 from retriever.errors import InputFileError, RetrieverError
-from retriever.files import read_json, read_json_object
+from retriever.files import read_json_object
 from retriever.model_loading import json_value
 from retriever.pooler_dense import pooler_dense_problem
-from retriever.st_prompts import ST_CONFIG, ST_HINT, ST_PROMPTS, st_prefixes, version_dependent_prompt
+from retriever.st_prompts import ST_CONFIG, ST_HINT, ST_PROMPTS, st_modules, st_prefixes, version_dependent_prompt
 from retriever.st_router import router_settings, router_towers
 from retriever.st_transformer import check_transformer_config, transformer_config_file
 
@@ -41,16 +41,6 @@ def untied_tower_paths(root: str | Path) -> tuple[Path, Path]:
     return router_towers(root) or (root / QUERY_TOWER, root)  # as sentence-transformers routes them
 
 
-def _st_modules(folder: Path) -> tuple[list[dict] | None, list[str]]:
-    """The folder's sentence-transformers module records and their short type names (None without modules.json)."""
-    if not (folder / "modules.json").is_file():
-        return None, []
-    modules = read_json(folder / "modules.json", ST_HINT)
-    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
-        raise InputFileError(folder / "modules.json", None, "not a list of module records", ST_HINT)
-    return modules, [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
-
-
 def sentence_transformers_settings(folder: str | Path, given: dict | None = None, training: bool = False) -> dict:
     """Pooling, normalisation and prefixes a sentence-transformers folder applies ({} when it has no modules.json).
 
@@ -69,7 +59,7 @@ def sentence_transformers_settings(folder: str | Path, given: dict | None = None
         raise RetrieverError(f"{folder} is a sentence-transformers CrossEncoder: a reranker (cross-encoder) that "
                              "scores query-passage pairs, not an embedding model, so it cannot encode passages for "
                              "an index; use an embedding model (e.g. minilm)")
-    modules, kinds = _st_modules(folder)
+    modules, kinds = st_modules(folder)
     if modules is None:
         return {}
     foreign = next((i for i, m in enumerate(modules)
@@ -166,7 +156,7 @@ def refuse_recorded_model(folder: Path | None, made: str) -> None:
                              "vectors came from a reranker (which scores query-passage pairs), not an embedding model, "
                              "and its queries would be encoded by it too; rebuild the index with a bi-encoder (e.g. "
                              "--model minilm)")
-    kinds = [] if folder is None else _st_modules(folder)[1]
+    kinds = [] if folder is None else st_modules(folder)[1]
     if kinds and (distance := _distance_similarity(config, kinds[-1:] == ["Normalize"])):
         raise RetrieverError(f"{folder / ST_CONFIG}: similarity_fn_name {distance}, and {made} with this model: the "
                              "index's inner-product search does not rank as that distance does; rebuild the index "
@@ -200,7 +190,7 @@ def st_disagreements(folder: str | Path, recorded: dict) -> dict[str, tuple[obje
     as {name: (ours, theirs)}: retriever wrote both alike, so a difference is a later edit (a folder re-saved by
     sentence-transformers with another prompt), and either reading gives other vectors than the other."""
     folder = Path(folder)
-    modules, kinds = _st_modules(folder)
+    modules, kinds = st_modules(folder)
     if modules is None:
         return {}
     theirs: dict[str, object] = {key: as_5 if recorded.get(key) == as_6 else as_6  # either version's reading

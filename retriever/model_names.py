@@ -51,22 +51,15 @@ def _st_layout(path: Path) -> str:
     if (path / "router_config.json").is_file():  # a Router whose towers are not model folders
         return "; its sentence-transformers Router's query and document routes do not start with model folders"
     if (path / "modules.json").is_file():
-        kinds = _module_kinds(path / "modules.json")
+        from retriever.st_prompts import st_modules
+
+        kinds = st_modules(path, "fix it, or encode the model with sentence-transformers")[1]
         if "Transformer" not in kinds:  # StaticEmbedding, CLIPModel, ...: saving again changes nothing
             return (f"; its sentence-transformers modules are {' → '.join(kinds) or 'none'}, with no transformer "
                     "model for retriever to encode with; encode it with sentence-transformers")
         return ("; it is a sentence-transformers folder of the old layout, its transformer in a subfolder: save it "
                 "again with sentence-transformers (SentenceTransformer(OLD).save(NEW)) and pass the new folder")
     return ""
-
-
-def _module_kinds(path: Path) -> list[str]:
-    """The short type names of a modules.json's modules (none when it is no list of records)."""
-    from retriever.files import read_json
-
-    modules = read_json(path, "fix it, or encode the model with sentence-transformers")
-    return [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules if isinstance(m, dict)] \
-        if isinstance(modules, list) else []
 
 
 def located_model(name: str, advice: str = DOWNLOAD_ADVICE) -> str:

@@ -1,4 +1,5 @@
-"""The prompts a sentence-transformers folder prepends to queries and documents, as our query and passage prefixes.
+"""The prompts a sentence-transformers folder prepends to queries and documents, as our query and passage prefixes,
+and its module list: what is read of such a folder without torch (``model_names`` describes folders with it too).
 
 Read from ``config_sentence_transformers.json``; sentence-transformers 5 and 6 read its prompts differently, so both
 readings are returned and a folder where they differ is refused unless a flag says which one to use.
@@ -9,11 +10,23 @@ import shlex
 from pathlib import Path
 
 from retriever.errors import InputFileError, RetrieverError
+from retriever.files import read_json
 
 # The prompt names `encode_query` and `encode_document` look for, in their order.
 ST_PROMPTS = {"query_prefix": ("query",), "passage_prefix": ("document", "passage", "corpus")}
 ST_CONFIG = "config_sentence_transformers.json"
 ST_HINT = "fix it, or to use the transformer alone pass a copy of the folder without modules.json"
+
+
+def st_modules(folder: Path, hint: str = ST_HINT) -> tuple[list[dict] | None, list[str]]:
+    """The folder's sentence-transformers module records and their short type names (None without modules.json);
+    one that is not a list of records is refused (``hint``: what to do), never read as having no modules."""
+    if not (folder / "modules.json").is_file():
+        return None, []
+    modules = read_json(folder / "modules.json", hint)
+    if not isinstance(modules, list) or not all(isinstance(m, dict) for m in modules):
+        raise InputFileError(folder / "modules.json", None, "not a list of module records", hint)
+    return modules, [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
 
 
 def st_prefixes(folder: Path, config: dict) -> dict[str, tuple[str, str]]:

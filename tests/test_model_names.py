@@ -107,3 +107,17 @@ def test_a_sentence_transformers_folder_without_a_transformer_is_not_called_the_
                                              r"model for retriever to encode with; encode it with "
                                              r"sentence-transformers$"):
         resolve_model_path(str(folder))
+
+
+@pytest.mark.parametrize("content", ['{"a": 1}', '[{"type": "sentence_transformers.models.StaticEmbedding"}, 3]'])
+def test_a_modules_json_that_is_not_a_list_of_records_is_named_not_read_as_no_modules(tmp_path, content):
+    """A folder without config.json whose modules.json is damaged was said to have modules 'none' (or to lack a
+    transformer, its bad records skipped), where loading the same file refuses it as not a list of module records:
+    both now read it through one reader."""
+    folder = tmp_path / "st"
+    folder.mkdir()
+    (folder / "modules.json").write_text(content)
+    with pytest.raises(RetrieverError) as refused:
+        resolve_model_path(str(folder))
+    assert str(refused.value) == (f"{folder / 'modules.json'}: not a list of module records; fix it, or encode the "
+                                  "model with sentence-transformers")
