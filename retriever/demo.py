@@ -12,11 +12,10 @@ from pathlib import Path
 
 from retriever.corpus import BeirDataset, read_queries
 from retriever.encoder import Encoder, EncoderSettings
-from retriever.evaluation import EvaluationReport, evaluate_index
+from retriever.evaluation import EvaluationReport, corpus_difference, evaluate_index
 from retriever.errors import RetrieverError
 from retriever.folders import named_output, replaceable
 from retriever.indexing import MANIFEST_FILE, IndexParams, encode_and_index
-from retriever.integrity import file_sha256
 from retriever.searching import Hit, Searcher
 
 DEMO_QUERIES = 3
@@ -48,21 +47,21 @@ def run_demo(output: str | Path = "indexes/demo", model: str = "minilm", device:
     encoder = Encoder(EncoderSettings.for_model(model), device=device, dtype=dtype)
     encode_and_index(dataset.corpus_path, output, encoder, IndexParams("flat"), overwrite=True, progress=progress)
     searcher = Searcher(built, device=device, dtype=dtype)
-    report, _ = evaluate_index(searcher, dataset, "test", k=1000, progress=progress)
+    report, _ = evaluate_index(searcher, dataset, "test", k=1000, progress=progress, built_from_corpus=True)
     queries = read_queries(dataset.queries_path)[:DEMO_QUERIES]
     hits = searcher.search([q.text for q in queries], k=k)
     return DemoResult(index=Path(output), examples=[(q.text, h) for q, h in zip(queries, hits)], report=report)
 
 
 def _check_own_index(built: Path, output: str | Path, corpus: Path) -> None:
-    """Refuse an index of another corpus: `demo -o indexes/scifact` replaced a user's index with the demo's. A
-    folder whose manifest cannot be read (empty, or damaged) is replaced as before."""
+    """Refuse an index of another corpus (``corpus_difference``): `demo -o indexes/scifact` replaced a user's index
+    with the demo's. A folder whose manifest or corpus record cannot be read (empty, or damaged) is replaced as
+    before."""
     try:
         recorded = json.loads((built / MANIFEST_FILE).read_text(encoding="utf-8"))["corpus"]
-        sha256, name = recorded["sha256"], recorded.get("name")
     except (OSError, ValueError, KeyError, TypeError):
         return
-    if sha256 != file_sha256(corpus):
-        raise RetrieverError(f"{output}: an index of another corpus ({name}), not the demo's; the demo replaces only an "
-                             "index of the demo collection (one it built before) or an empty folder: choose another "
-                             "--output, or remove it")
+    if corpus_difference(recorded, corpus) is not None:
+        raise RetrieverError(f"{output}: an index of another corpus ({recorded.get('name')}), not the demo's; the demo "
+                             "replaces only an index of the demo collection (one it built before) or an empty folder: "
+                             "choose another --output, or remove it")

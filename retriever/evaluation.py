@@ -126,30 +126,37 @@ def judged_missing_from(searcher: Searcher, qrels: Qrels) -> tuple[int, int]:
     return sum(searcher.documents.document(doc) is None for doc in judged), len(judged)
 
 
+def corpus_difference(recorded: object, corpus: Path, progress: bool = False) -> str | None:
+    """How ``corpus`` differs from the file an index manifest's corpus record names (``"N bytes, the index's M"``
+    or ``"the same size, other content"``), or None: the same file, or nothing to compare (no record or SHA-256 in
+    it, an unreadable corpus). Sizes are compared first, so a corpus of another size is told without hashing; a
+    record without ``bytes`` (manifests from before it was recorded) is compared by its SHA-256 alone."""
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("sha256"), str):
+        return None  # an older or damaged record: nothing to compare with
+    size = recorded.get("bytes") if isinstance(recorded.get("bytes"), int) else None
+    try:
+        if size is not None and corpus.stat().st_size != size:
+            return f"{corpus.stat().st_size} bytes, the index's {size}"
+        if file_sha256(corpus, "hash corpus" if progress else None) != recorded["sha256"]:
+            return "the same size, other content" if size is not None else "other content"
+    except OSError:
+        return None  # evaluation and tuning read only its queries and qrels
+    return None
+
+
 def warn_of_other_corpus(searcher: Searcher, dataset: BeirDataset, progress: bool = True,
                          use: str = "the metrics compare the index against") -> None:
-    """Warn when the dataset's corpus.jsonl is not the file the index was built from (its manifest's size and
-    SHA-256): judged ids the index happens to hold (numeric ones, say) were scored against another collection without
-    a word, only wholly disjoint ids being refused. Hashed only at equal sizes. A warning, not a refusal: a converted
-    copy of the index's corpus differs in bytes. Evaluation, fusion tuning and mining call it (``use``: what then
-    meets the other collection's judgments)."""
+    """Warn when the dataset's corpus.jsonl is not the file the index was built from (``corpus_difference``):
+    judged ids the index happens to hold (numeric ones, say) were scored against another collection without a word,
+    only wholly disjoint ids being refused. A warning, not a refusal: a converted copy of the index's corpus differs
+    in bytes. Evaluation, fusion tuning and mining call it (``use``: what then meets the other collection's
+    judgments)."""
     recorded = searcher.manifest.get("corpus")
-    if not isinstance(recorded, dict) or not isinstance(recorded.get("bytes"), int) or not isinstance(
-            recorded.get("sha256"), str):
-        return  # an older or damaged record: nothing to compare with
-    try:
-        size = dataset.corpus_path.stat().st_size
-        if size != recorded["bytes"]:
-            differs = f"{size} bytes, the index's {recorded['bytes']}"
-        elif file_sha256(dataset.corpus_path, "hash corpus" if progress else None) != recorded["sha256"]:
-            differs = "the same size, other content"
-        else:
-            return
-    except OSError:
-        return  # these commands read only its queries and qrels
-    warn(f"warning: the index was built from {recorded.get('name', 'another corpus')}, not from "
-         f"{dataset.corpus_path} ({differs}): {use} another collection's judgments, unless it is a converted or "
-         "edited copy of the index's corpus")
+    differs = corpus_difference(recorded, dataset.corpus_path, progress)
+    if differs is not None:
+        warn(f"warning: the index was built from {recorded.get('name', 'another corpus')}, not from "
+             f"{dataset.corpus_path} ({differs}): {use} another collection's judgments, unless it is a converted or "
+             "edited copy of the index's corpus")
 
 
 def unknown_words_warning(queries: list[Query], unknown: Sequence[bool], mode: str) -> str | None:
@@ -216,8 +223,11 @@ def check_collection(searcher: Searcher, dataset: BeirDataset, split: str, run: 
 
 def evaluate_index(searcher: Searcher, dataset: BeirDataset | str | Path, split: str, k: int = 1000,
                    nprobe: int | None = None, ef_search: int | None = None,
-                   metrics: tuple[str, ...] = DEFAULT_METRICS, progress: bool = True) -> tuple[EvaluationReport, Run]:
-    """Search every judged query of a split and score the run; add answer recall when queries carry answers."""
+                   metrics: tuple[str, ...] = DEFAULT_METRICS, progress: bool = True,
+                   built_from_corpus: bool = False) -> tuple[EvaluationReport, Run]:
+    """Search every judged query of a split and score the run; add answer recall when queries carry answers.
+    ``built_from_corpus``: the caller has just built the index from this dataset's corpus (the demo), so it is not
+    hashed again to compare it with the manifest's record."""
     check_kind(searcher, Searcher, "searcher", "a Searcher, e.g. Searcher('indexes/NAME')")
     if not isinstance(dataset, BeirDataset):
         check_kind(dataset, (str, os.PathLike), "dataset", "a BEIR folder's path or a BeirDataset")
@@ -230,7 +240,8 @@ def evaluate_index(searcher: Searcher, dataset: BeirDataset | str | Path, split:
             and (tuned.get("dataset"), tuned.get("split")) == (dataset_name(dataset), split)):
         print(f"warning: the index's fusion was tuned on {dataset_name(dataset)} split {split}, the split evaluated "
               "here; these hybrid results overstate it (evaluate another split)", file=sys.stderr)
-    warn_of_other_corpus(searcher, dataset, progress)
+    if not built_from_corpus:
+        warn_of_other_corpus(searcher, dataset, progress)
     run, queries, qrels = search_split(searcher, dataset, split, k, nprobe, ef_search, progress)
     warn_of_left_out(dataset, split, queries, qrels, "they are counted as missing from the run and score 0, as "
                      "trec_eval -c scores them")

@@ -79,3 +79,21 @@ def test_demo_over_an_index_of_another_corpus_is_refused_before_loading(tmp_path
         f"{index}: an index of another corpus (tiny-beir/corpus.jsonl), not the demo's; the demo replaces only an index of the "
         "demo collection (one it built before) or an empty folder: choose another --output, or remove it")
     assert (index / "manifest.json").read_bytes() == manifest
+
+
+def test_the_demo_over_its_own_index_hashes_the_corpus_once(tmp_path, tiny_beir, tiny_model_dir, monkeypatch):
+    """The demo hashed its corpus to check the folder's old index was its own, then again when evaluating the index
+    it had just built from it (besides the build's own hash, which the manifest records)."""
+    import retriever.demo as demo
+    import retriever.evaluation as evaluation
+    from retriever.corpus import BeirDataset
+    from retriever.integrity import file_sha256
+
+    monkeypatch.setattr(demo, "demo_dataset", lambda: BeirDataset.open(tiny_beir))
+    demo.run_demo(tmp_path / "demo", model=str(tiny_model_dir), device="cpu", progress=False)
+    hashed = []
+    for module in (demo, evaluation):
+        monkeypatch.setattr(module, "file_sha256", lambda path, *a, **k: hashed.append(path) or file_sha256(path),
+                            raising=False)
+    result = demo.run_demo(tmp_path / "demo", model=str(tiny_model_dir), device="cpu", progress=False)
+    assert hashed == [tiny_beir / "corpus.jsonl"] and result.report.evaluation.num_queries == 4

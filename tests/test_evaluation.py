@@ -156,3 +156,17 @@ def test_a_dataset_whose_corpus_is_not_the_indexs_is_warned_of_once_hashed_only_
     monkeypatch.setattr(evaluation, "file_sha256", lambda *a, **k: pytest.fail("hashed a corpus of another size"))
     evaluate_index(searcher, other, "test", k=5, progress=False)
     assert "another collection's judgments" in capsys.readouterr().err
+
+
+def test_a_corpus_record_without_its_size_is_compared_by_its_sha256(tiny_beir, tiny_model_dir, tmp_path,
+                                                                    capsys) -> None:
+    """A manifest's corpus record without ``bytes`` (older manifests) was never compared, so an index of another
+    collection was scored in silence, while the demo compared the same record by its SHA-256 and refused."""
+    searcher = tiny_searcher(tiny_beir, tiny_model_dir, tmp_path)
+    del searcher.manifest["corpus"]["bytes"]
+    evaluate_index(searcher, tiny_beir, "test", k=5, progress=False)
+    assert "another collection" not in capsys.readouterr().err
+    corpus = tiny_beir / "corpus.jsonl"
+    corpus.write_text(corpus.read_text() + '{"_id": "d13", "title": "", "text": "more"}\n', encoding="utf-8")
+    evaluate_index(searcher, tiny_beir, "test", k=5, progress=False)
+    assert f"not from {corpus} (other content): the metrics compare" in capsys.readouterr().err
