@@ -20,6 +20,7 @@ import click
 
 from retriever.cli.outputs import interrupted
 from retriever.cli.stdout import reader_gone, silence_stdout
+from retriever.cli.teardown import skip_final_collections
 from retriever.errors import NotForThisIndex, RetrieverError, full_disk, is_out_of_memory, name_too_long, out_of_memory
 
 
@@ -148,12 +149,15 @@ def main() -> None:
 
 def _register() -> None:
     from retriever.cli import demo, hybrid, indexing, info, pretrain, searching, serving, training
+    from retriever.cli.text_params import check_text_params
 
     for module in (indexing, hybrid, searching, info, pretrain, training, serving, demo):
         for command in module.COMMANDS:
+            check_text_params(command)
             main.add_command(command)
 
 
+skip_final_collections()
 try:
     _register()
 except KeyboardInterrupt:  # Ctrl-C while the commands' modules import: it was a traceback

@@ -23,7 +23,7 @@ from retriever.hits import Hit
 from retriever.metric_names import DEFAULT_METRICS, parse_metric_list
 from retriever.pooling import POOLINGS
 from retriever.runs import Run, check_tag, write_trec_run
-from retriever.texts import check_text, is_blank
+from retriever.texts import is_blank
 from retriever.unknown_words import no_hits_reason
 from retriever.wording import agree, counted
 
@@ -139,8 +139,6 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
     if query is not None and is_blank(query):
         raise click.UsageError("the QUERY argument is empty (nothing but whitespace or invisible characters); give "
                                "the words to search for")
-    if query is not None:
-        check_text(query, "the QUERY argument", "the query")
     searcher = open_searcher(index, device, dtype, model, pooling, normalize, mode, fusion_overrides)
     k = k or (DEFAULT_K if query is not None else 1000)
     if query is not None:
@@ -215,10 +213,11 @@ INDEX_ONLY = ("k", "save_run", "device", "dtype", "nprobe", "ef_search", "model"
               "fusion", "alpha", "rrf_k", "fusion_depth")
 
 
-def _metric_names(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:
-    """--metrics parsed while the flags are, so a misspelt metric is a usage error (exit 2) like any bad flag."""
+def _metric_names(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
+    """--metrics parsed while the flags are, so a misspelt metric is a usage error (exit 2) like any bad flag. The flag
+    may be repeated, as trec_eval's -m is: click kept only the last one."""
     try:
-        return parse_metric_list(value)
+        return parse_metric_list(",".join(value))
     except RetrieverError as error:
         raise click.BadParameter(str(error), ctx, param) from None
 
@@ -236,8 +235,9 @@ def _metric_names(ctx: click.Context, param: click.Parameter, value: str) -> tup
 @click.option("--split", default="test", show_default=True, help="Which qrels/<split>.tsv to use.")
 @click.option("--k", "-k", type=click.IntRange(min=1), default=1000, show_default=True,
               help="Search depth with --index.")
-@click.option("--metrics", default=",".join(DEFAULT_METRICS), show_default=True, callback=_metric_names,
-              help="Comma-separated metrics: recall@k, mrr@k, ndcg@k, map@k.")
+@click.option("--metrics", multiple=True, default=[",".join(DEFAULT_METRICS)], show_default=True,
+              callback=_metric_names, help="Metrics separated by commas or spaces, and the flag may be repeated: "
+                                           "recall@k, mrr@k, ndcg@k, map@k.")
 @click.option("--output", "-o", type=OutputFile(), default=None,
               help="Write the per-query and mean metrics as JSON here.")
 @click.option("--save-run", type=OutputFile(), default=None,

@@ -24,7 +24,6 @@ CASES = [
      "build {dir}/c.jsonl -o {dir}/out --model {model}", "c.jsonl:1: the title has a lone surrogate U+DFFF"),
     ("3-queries-lone-surrogate", {"q.jsonl": b'{"_id": "q1", "text": "ok"}\n{"_id": "q2", "text": "\\udc00"}\n'},
      "search {index} --queries {dir}/q.jsonl", "q.jsonl:2: text has a lone surrogate U+DC00"),
-    ("3-query-argument-lone-surrogate", {}, "search {index} \ud800", "the QUERY argument: the query has a lone"),
     ("3-train-jsonl-lone-surrogate", {"t.jsonl": b'{"query": "\\ud800", "positives": ["a"]}\n'},
      "train --train-jsonl {dir}/t.jsonl --model {model} -o {dir}/m", "t.jsonl:1: the query has a lone surrogate"),
     ("6-passage-max-length", {"c.jsonl": GOOD_CORPUS},
