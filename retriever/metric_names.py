@@ -87,8 +87,9 @@ def check_metrics(metrics: Iterable[str]) -> list[tuple[str, int]]:
 
 
 def parse_metric_list(text: str) -> tuple[str, ...]:
-    """A comma-separated --metrics value, checked when the command starts so a typo costs no search."""
-    names = tuple(m.strip() for m in text.split(",") if m.strip())
+    """A --metrics value, names separated by commas or whitespace (no name holds either), checked when the command
+    starts so a typo costs no search."""
+    names = tuple(name for name in re.split(r"[,\s]+", text) if name)
     check_metrics(names)
     return names
 

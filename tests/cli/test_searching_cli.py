@@ -342,3 +342,20 @@ def test_a_run_on_standard_output_says_when_queries_got_fewer_hits(tmp_path, tin
     assert "searched 2 queries × top 3; 2 of them got fewer (as few as 0), all the search reached" in result.stderr
     result = CliRunner().invoke(main, [*common, "-k", "1"], input="q1\tthe lava\nq2\thot lava rock\n")
     assert "fewer" not in result.stderr and "searched" not in result.stderr, result.stderr
+
+
+def test_metrics_given_in_several_flags_or_separated_by_spaces_are_all_scored(tmp_path):
+    """`--metrics ndcg@10 --metrics recall@5`, as trec_eval's `-m` repeats, scored only recall@5 (click kept the last
+    flag), and `--metrics "ndcg@10 recall@5"` was refused as one unknown metric (probe round 16)."""
+    run, qrels = tmp_path / "run.trec", tmp_path / "qrels.txt"
+    run.write_text("q1 Q0 d1 1 2.0 x\nq1 Q0 d2 2 1.0 x\n", encoding="utf-8")
+    qrels.write_text("q1 0 d2 1\n", encoding="utf-8")
+    for metrics in (["--metrics", "ndcg@10", "--metrics", "recall@1,mrr@10"], ["--metrics", "ndcg@10 recall@1\tmrr@10"],
+                    ["--metrics", "ndcg@10,", "--metrics", " recall@1 , mrr@10"]):
+        result = CliRunner().invoke(main, ["evaluate", "--run", str(run), "--qrels", str(qrels), *metrics,
+                                           "-o", str(tmp_path / "m.json")])
+        assert result.exit_code == 0, result.output
+        assert list(json.loads((tmp_path / "m.json").read_text())["mean"]) == ["ndcg@10", "recall@1", "mrr@10"]
+    result = CliRunner().invoke(main, ["evaluate", "--run", str(run), "--qrels", str(qrels), "--metrics", "ndcg@10",
+                                       "--metrics", "ndcg@10"])
+    assert result.exit_code == 2 and "metric list has duplicates" in result.output, result.output
