@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from tqdm import tqdm
 
 from retriever.corpus import BeirDataset, Document, iter_documents
@@ -89,20 +90,48 @@ def exact_search(query_ids: list[str], query_vectors: np.ndarray, document_vecto
 
 
 def evaluate_dev(model, dev: DevSet, device: torch.device, dtype: str, batch_size: int | None = None,
-                 progress: bool = True) -> dict[str, float]:
-    """nDCG@10 and Recall@100 of the model's current weights on the dev set."""
+                 progress: bool = True) -> dict[str, float] | None:
+    """nDCG@10 and Recall@100 of the model's current weights on the dev set, on the first process (None on the others).
+    Every process of a launch must call it: each encodes its share of the documents. The first one encoded them all
+    while the others waited at the next collective, and an evaluation longer than --ddp-timeout failed the run as if a
+    process had hung."""
     was_training = model.training
     model.eval()
+    rank, processes = _process()
+    share = process_share(len(dev.documents), rank, processes)
     try:
         encoder = model.as_encoder(device, dtype, batch_size)
-        with tqdm(total=len(dev.documents) + len(dev.query_texts), desc="dev encode", unit="text", file=sys.stderr,
-                  leave=False, disable=not progress) as bar:
-            document_vectors = encoder.encode_passages(dev.documents, progress=bar.update)
-            query_vectors = encoder.encode_queries(dev.query_texts, progress=bar.update)
+        texts = len(dev.documents[share]) + (len(dev.query_texts) if rank == 0 else 0)
+        with tqdm(total=texts, desc="dev encode", unit="text", file=sys.stderr, leave=False,
+                  disable=not progress or rank != 0) as bar:
+            document_vectors = _gathered(encoder.encode_passages(dev.documents[share], progress=bar.update), processes)
+            query_vectors = encoder.encode_queries(dev.query_texts, progress=bar.update) if rank == 0 else None
     finally:
         model.train(was_training)
+    if rank != 0:
+        return None
     run = exact_search(dev.query_ids, query_vectors, document_vectors, [d.id for d in dev.documents])
     return dict(evaluate_run(run, dev.qrels, DEV_METRICS).mean)
+
+
+def process_share(count: int, rank: int, processes: int) -> slice:
+    """The documents process ``rank`` of ``processes`` encodes: contiguous, so the first process joins them in order."""
+    return slice(count * rank // processes, count * (rank + 1) // processes)
+
+
+def _process() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _gathered(vectors: np.ndarray, processes: int) -> np.ndarray | None:
+    """Every process's vectors, in rank order, on the first process (None elsewhere)."""
+    if processes == 1:
+        return vectors
+    parts: list[np.ndarray] | None = [None] * processes if dist.get_rank() == 0 else None
+    dist.gather_object(vectors, parts, dst=0)
+    return np.concatenate(parts) if parts is not None else None
 
 
 def dev_history(log_history: list[dict]) -> list[dict]:

@@ -171,11 +171,10 @@ class DualEncoderTrainer(stack.StackTrainer):
         return loss.detach() / scale
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval") -> dict[str, float]:
-        """nDCG@10 and Recall@100 on the dev set (rank 0 computes, every rank gets them)."""
-        scores = None
+        """nDCG@10 and Recall@100 on the dev set (every rank encodes a share, rank 0 scores, every rank gets them)."""
+        scores = evaluate_dev(self.accelerator.unwrap_model(self.model), self.eval_dataset, self.args.device,
+                              self.precision, self.dev_batch_size, self.dev_progress)  # in every process: each a share
         if self.is_world_process_zero():
-            scores = evaluate_dev(self.accelerator.unwrap_model(self.model), self.eval_dataset, self.args.device,
-                                  self.precision, self.dev_batch_size, self.dev_progress)
             step = self.state.global_step
             label = "before training" if step == 0 else f"epoch {self.state.epoch:g}, step {step}"
             stack.log(f"dev {self.eval_dataset.name} {label}: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items()))

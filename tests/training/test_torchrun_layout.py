@@ -1,7 +1,8 @@
 """Under torchrun (two gloo processes on the CPU), what one launch must refuse or lay out differently from one
 process: processes started with other settings, a step the data cannot fill, a short last step (Accelerate filled
 it with repeats of the epoch's first examples), and a resume whose steps another process count lays out otherwise.
-One launch runs every case (starting two processes costs more than these tiny trainings)."""
+Also that each process encodes a share of the dev documents. One launch runs every case (starting two processes costs
+more than these tiny trainings)."""
 from __future__ import annotations
 
 import json
@@ -13,8 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from conftest import TINY_DOCS, make_tiny_bert, write_jsonl
+from retriever.training.dev import evaluate_dev, load_dev_set
+from retriever.training.dual_encoder import DualEncoder
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 ENVIRONMENT = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -23,13 +27,19 @@ CASES_SCRIPT = """
 import json, os, sys
 from retriever.errors import RetrieverError
 from retriever.pretraining import PretrainConfig, pretrain
+from retriever.encoder import Encoder
 from retriever.training import TrainConfig, train
-rank, results = os.environ["RANK"], []
+rank, results, encoded, encode_passages = os.environ["RANK"], [], [0], Encoder.encode_passages
+def counted_passages(self, documents, *args, **kwargs):  # only a dev evaluation encodes passages
+    encoded[0] += len(documents)
+    return encode_passages(self, documents, *args, **kwargs)
+Encoder.encode_passages = counted_passages
 for kind, settings in json.loads(sys.argv[1]):
     settings.update(settings.pop("per_rank", {}).get(rank, {}))
+    encoded[0] = 0
     try:
         run = train(TrainConfig(**settings)) if kind == "train" else pretrain(PretrainConfig(**settings))
-        results.append({"steps": run.steps})
+        results.append({"steps": run.steps, "history": getattr(run, "history", []), "dev_passages": encoded[0]})
     except RetrieverError as error:
         results.append({"error": str(error)})
 open(sys.argv[2] + rank, "w").write(json.dumps(results))
@@ -87,7 +97,8 @@ def results(work: Path) -> tuple[list[dict], list[dict]]:
              ("train", train_settings(work, "other-save-steps", split="eight", max_steps=2, batch_size=4, save_steps=1,
                                       per_rank={"1": {"save_steps": 2}})),
              ("train", {**train_settings(work, "other-dtype", split="eight", max_steps=2, batch_size=4),
-                        "per_rank": {"1": {"dtype": "bf16"}}})]
+                        "per_rank": {"1": {"dtype": "bf16"}}}),
+             ("train", train_settings(work, "dev", split="eight", max_steps=2, batch_size=4, dev_split="three"))]
     script = work / "cases.py"
     script.write_text(CASES_SCRIPT)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script),
@@ -120,10 +131,25 @@ def test_processes_started_with_another_checkpoint_interval_or_precision_are_ref
 def test_too_few_queries_for_a_step_are_refused_and_a_short_last_step_is_left_out(results):
     for rank_results in results:
         assert rank_results[2]["error"].startswith("3 training queries do not fill one step of 8 over 2 processes")
-        assert rank_results[3] == {"steps": 2}  # 7 queries in steps of 4: one full step an epoch, not a padded one
-        assert rank_results[5] == {"steps": 1}  # 12 blocks in steps of 8: the same in pre-training
+        assert rank_results[3]["steps"] == 2  # 7 queries in steps of 4: one full step an epoch, not a padded one
+        assert rank_results[5]["steps"] == 1  # 12 blocks in steps of 8: the same in pre-training
 
 
 def test_a_resume_laid_out_in_other_steps_by_another_process_count_is_refused(results):
     for rank_results in results:
         assert "the run was laid out in 6 steps and this one, over 2 process(es), in 3" in rank_results[4]["error"]
+
+
+def test_every_process_encodes_a_share_of_the_dev_documents_for_the_scores_of_one(work, results):
+    """The first process encoded every dev document while the others waited at the next collective, so an evaluation
+    longer than --ddp-timeout failed the run as if a process had hung; the scores must stay one process's."""
+    dev = load_dev_set(work / "beir", "three")
+    model = DualEncoder.from_pretrained(str(work / "bert"), passage_max_length=32, query_max_length=16)
+    alone = evaluate_dev(model, dev, torch.device("cpu"), "fp32", progress=False)
+    shares = [rank_results[8]["dev_passages"] for rank_results in results]
+    evaluations = len(results[0][8]["history"])  # before training and at the end of the epoch
+    assert evaluations == 2 and shares == [len(dev.documents) // 2 * evaluations] * 2, shares
+    for rank_results in results:
+        before = rank_results[8]["history"][0]
+        assert before["step"] == 0 and before["ndcg@10"] == pytest.approx(alone["ndcg@10"], abs=1e-6)
+        assert rank_results[8]["history"] == results[0][8]["history"]
