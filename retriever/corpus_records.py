@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +52,21 @@ _TSV_HEADER_HINT = (f"name the columns id ({', '.join(TSV_ID_NAMES[1:])}), text 
 _HINTS = {"jsonl": ("write it as a JSON string", "write ids as JSON strings or integers"),
           "parquet": ("store it as a string column", "store ids as a string or integer column")}
 _JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false"}
+
+
+class MissingFieldError(InputFileError):
+    """A JSONL record without the key its id or text is read from; ``beir_keys`` gives it a collection's hint."""
+
+
+@contextmanager
+def beir_keys() -> Iterator[None]:
+    """Reading a BEIR collection's corpus.jsonl or queries.jsonl, whose keys are BEIR's: a missing key is not met by
+    --id-field or --text-field, which evaluate and mine lack and train takes only with --corpus."""
+    try:
+        yield
+    except MissingFieldError as error:
+        raise InputFileError(error.path, error.line, error.problem, "a BEIR collection keys its records '_id' and "
+                             "'text' (and 'title'), which no flag renames here; rename the keys in the file") from None
 
 
 def _shown(value: object) -> str:
@@ -223,8 +239,8 @@ def jsonl_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str, s
         for name, field in (("id", fields.id), ("text", fields.text)):
             if field not in record:  # its keys tell the flag's value (a Pyserini corpus: id, contents)
                 keys = ", ".join(sorted(record)[:10]) + (", ..." if len(record) > 10 else "")
-                raise InputFileError(path, number, f"missing {name} field {field!r} (its keys: {keys or 'none'})",
-                                     f"pass --{name}-field if the {name} lives under another key")
+                raise MissingFieldError(path, number, f"missing {name} field {field!r} (its keys: {keys or 'none'})",
+                                        f"pass --{name}-field if the {name} lives under another key")
         doc_id = as_id(record[fields.id], path, number, fields.id)
         text = as_text(record.get(fields.text), path, number, fields.text)
         title = as_text(record.get(fields.title), path, number, fields.title)

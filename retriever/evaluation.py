@@ -10,6 +10,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from retriever.corpus import BeirDataset, Query, blank_queries_warning, read_queries
+from retriever.corpus_records import beir_keys
 from retriever.errors import RetrieverError, check_kind
 from retriever.fusion import FusionParams, recorded_fusion
 from retriever.integrity import file_sha256
@@ -85,7 +86,8 @@ def evaluate_run_file(run_path: str | Path, qrels_path: str | Path,
 def judged_split(dataset: BeirDataset, split: str) -> tuple[list[Query], Qrels]:
     """A split's judged queries and its qrels; a split without one judged query is refused."""
     qrels = read_qrels(dataset.qrels_path(split))
-    all_queries = read_queries(dataset.queries_path)
+    with beir_keys():
+        all_queries = read_queries(dataset.queries_path)
     queries = judged_queries(all_queries, qrels)
     if not queries:
         judged = judged_query_ids(qrels)

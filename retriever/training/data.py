@@ -26,6 +26,7 @@ from pathlib import Path
 import torch
 
 from retriever.corpus import BeirDataset, Fields, iter_documents, read_queries
+from retriever.corpus_records import beir_keys
 from retriever.corpus_records import as_token_id, parse_json_object
 from retriever.encoder_settings import EncoderSettings
 from retriever.files import decoded_lines
@@ -88,8 +89,9 @@ def load_beir_examples(dataset: str | Path, split: str = "train",
         raise RetrieverError(f"{negatives_file}: none of its query ids has a positive in the {split!r} qrels; "
                              "was it mined from another split?")
     wanted = {d for ids in positives.values() for d in ids} | {d for ids in negatives.values() for d in ids}
-    passages = read_corpus_passages(beir.corpus_path, wanted)
-    queries = {q.id: q.text for q in read_queries(beir.queries_path)}
+    with beir_keys():
+        passages = read_corpus_passages(beir.corpus_path, wanted)
+        queries = {q.id: q.text for q in read_queries(beir.queries_path)}
     examples, missing_docs, missing_queries = [], 0, 0
     for qid, ids in positives.items():
         if qid not in queries or is_blank(queries[qid]):  # an empty query trains toward its positive on nothing

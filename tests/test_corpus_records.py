@@ -1,0 +1,30 @@
+"""Records read from a BEIR collection's own files, whose keys no flag renames."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from retriever.corpus import BeirDataset
+from retriever.errors import InputFileError
+from retriever.evaluation import judged_split
+from retriever.training.data import load_beir_examples
+
+
+@pytest.mark.parametrize("name", ["queries.jsonl", "corpus.jsonl"])
+def test_a_beir_file_keyed_otherwise_says_to_rename_its_keys_not_to_pass_a_flag(tiny_beir, name):
+    """evaluate, mine, --tune-fusion-on and train said `pass --id-field if the id lives under another key` of a
+    collection's queries.jsonl or corpus.jsonl: evaluate and mine have no such flag, and train refuses it without
+    --corpus (probe round 16)."""
+    path = tiny_beir / name
+    path.write_text("".join(json.dumps({"id" if k == "_id" else k: v for k, v in json.loads(line).items()}) + "\n"
+                            for line in path.read_text().splitlines()))
+    readers = [lambda: load_beir_examples(tiny_beir, "test")]
+    if name == "queries.jsonl":
+        readers.append(lambda: judged_split(BeirDataset.open(tiny_beir), "test"))
+    for read in readers:
+        with pytest.raises(InputFileError) as caught:
+            read()
+        message = str(caught.value)
+        assert message.startswith(f"{path}:1: missing id field '_id' (its keys: id, ")
+        assert "--id-field" not in message and "rename" in message and "'_id'" in message, message
