@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from retriever.corpus_records import (DEFAULT_TITLE, Fields, as_answers, check_tsv_fields, jsonl_records, parquet_records,
                                       tsv_records)
 from retriever.errors import InputFileError, RetrieverError
-from retriever.file_kinds import file_kind_error
+from retriever.file_kinds import compressed_copy, file_kind_error
 from retriever.files import decoded_lines, through_link
 from retriever.texts import check_text, id_problem, is_blank
 from retriever.wording import agree, counted
@@ -62,7 +62,8 @@ def _file_in_folder(path: str | Path, filename: str) -> Path:
     if path.is_dir():
         inside = path / filename
         if not inside.is_file():
-            raise RetrieverError(f"{path}: folder has no {filename}; pass a BEIR folder or a file")
+            raise compressed_copy(path, filename) or RetrieverError(f"{path}: folder has no {filename}; pass a BEIR "
+                                                                    "folder or a file")
         return inside
     if not path.exists():
         raise RetrieverError(f"{path}: no such file or folder")
@@ -247,7 +248,7 @@ class BeirDataset:
                                  "queries.jsonl and qrels/<split>.tsv")
         for name in BEIR_FILES:
             if not (root / name).is_file():
-                raise RetrieverError(f"{root}: missing {name}; not a BEIR folder")
+                raise compressed_copy(root, name) or RetrieverError(f"{root}: missing {name}; not a BEIR folder")
         return cls(root)
 
     @property

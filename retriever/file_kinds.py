@@ -7,6 +7,7 @@ the command that makes the file readable.
 """
 from __future__ import annotations
 
+import glob
 import re
 from pathlib import Path
 
@@ -43,16 +44,37 @@ def unmarked_encoding(head: bytes) -> str | None:
                  if places == pattern or (name.startswith("UTF-16") and places <= pattern)), None)
 
 
+def _compression(head: bytes) -> tuple[str, str] | None:
+    """(kind, command that undoes it) of a compressed file's first bytes, else None."""
+    return next(((kind, command) for magic, kind, command in _COMPRESSED if re.match(magic, head)), None)
+
+
+def compressed_copy(folder: Path, name: str) -> InputFileError | None:
+    """The error for a folder holding ``name`` only compressed (``corpus.jsonl.gz``, as BEIR collections are shared
+    on the Hugging Face hub), which was called missing without a word of the copy; None when it holds none."""
+    for found in sorted(folder.glob(glob.escape(name) + ".*")):
+        try:
+            with open(found, "rb") as handle:
+                packed = _compression(handle.read(HEAD_BYTES))
+        except OSError:
+            continue
+        if packed is not None:
+            return InputFileError(folder, None, f"holds {found.name}, {packed[0]}-compressed, not {name}",
+                                  f"decompress it ({packed[1]} {found}) so {name} is there")
+    return None
+
+
 def kind_error(path: Path, head: bytes) -> InputFileError | None:
     """An error naming what a file whose first bytes are ``head`` is, when the readers cannot read it as UTF-8
     text (compressed, UTF-16, UTF-32, Parquet), with the command that converts it; None for anything else."""
     if PARQUET_START.match(head):  # piped to `--queries -` without --format, or named .jsonl
         return InputFileError(path, None, "the file is Parquet, not JSONL or TSV text",
                               "pass --format parquet (or give it a .parquet name)")
-    for magic, kind, command in _COMPRESSED:
-        if re.match(magic, head):
-            return InputFileError(path, None, f"the file is {kind}-compressed, which this reader does not unpack",
-                                  f"decompress it first ({command} {path.name}) and pass the file it gives")
+    packed = _compression(head)
+    if packed is not None:
+        kind, command = packed
+        return InputFileError(path, None, f"the file is {kind}-compressed, which this reader does not unpack",
+                              f"decompress it first ({command} {path.name}) and pass the file it gives")
     marked = next((name for mark, name in _BOMS if head.startswith(mark)), None)
     encoding = marked or unmarked_encoding(head)
     if encoding is None:

@@ -381,3 +381,23 @@ def test_read_stats_count_one_document_in_the_singular():
 
     assert ReadStats(records=1).summary() == "1 document"
     assert ReadStats(records=2, empty_texts=1, empty_examples=["d2"]).summary() == "2 documents; 1 with empty text (e.g. d2)"
+
+
+@pytest.mark.parametrize("name", ["corpus.jsonl", "queries.jsonl"])
+def test_a_beir_folder_holding_its_file_compressed_says_to_decompress_it(tiny_beir, name):
+    """A collection as the Hugging Face hub shares it (corpus.jsonl.gz, queries.jsonl.gz) was 'missing corpus.jsonl;
+    not a BEIR folder', without a word of the copy beside it (probe round 16)."""
+    import gzip
+
+    packed = tiny_beir / f"{name}.gz"
+    packed.write_bytes(gzip.compress((tiny_beir / name).read_bytes()))
+    (tiny_beir / name).unlink()
+    expected = (f"{tiny_beir}: holds {name}.gz, gzip-compressed, not {name}; decompress it (gunzip -k {packed}) so "
+                f"{name} is there")
+    with pytest.raises(RetrieverError) as caught:
+        BeirDataset.open(tiny_beir)
+    assert str(caught.value) == expected
+    if name == "corpus.jsonl":
+        with pytest.raises(RetrieverError) as caught:
+            next(iter_documents(tiny_beir))
+        assert str(caught.value) == expected
