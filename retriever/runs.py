@@ -17,10 +17,10 @@ from typing import Union
 import numpy as np
 
 from retriever.errors import InputFileError, RetrieverError
-from retriever.files import (RepeatedKeyError, atomic_write_lines, carriage_return_error, check_is_file, decoded_lines,
-                             unique_keys)
+from retriever.files import atomic_write_lines, carriage_return_error, check_is_file, decoded_lines
 from retriever.hits import Hit
 from retriever.qrels import DECIMAL_NUMBER, Qrels, by_query, read_qrels
+from retriever.run_json import is_run_mapping, jsonl_run_lines, mapping_run
 from retriever.texts import CONTROL_CHARACTER, columns, first_id_problem, id_problem
 
 __all__ = ["Qrels", "RankedLists", "Run", "RunLike", "check_tag", "rank_order", "ranked_hits", "read_qrels",
@@ -217,81 +217,15 @@ def _check_line_ids(path: Path, lineno: int, qid: str, docid: str) -> None:
             raise InputFileError(path, lineno, f"bad {what}: {problem}", "ids must be one non-empty token")
 
 
-def _read_id(value: object, path: Path, lineno: int, what: str) -> str:
-    """A JSON id as a string: a string or an integer, never a float, list or object turned into text."""
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise InputFileError(path, lineno, f"{what} {json.dumps(value)[:40]} is not a string",
-                             "write ids as JSON strings")
-    problem = id_problem(str(value))
-    if problem is not None:
-        raise InputFileError(path, lineno, f"bad {what}: {problem}", "ids must be one non-empty token")
-    return str(value)
-
-
-def _jsonl_score(value: object, path: Path, lineno: int, what: str, shape_hint: str) -> float:
-    """A JSON score as a float; an integer beyond float range is +-inf, as the TREC reader (and C's atof) read
-    "1e400", rather than an OverflowError."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputFileError(path, lineno, f"{what} {json.dumps(value)[:40]} is not a number", shape_hint)
-    try:
-        score = float(value)
-    except OverflowError:
-        score = math.inf if value > 0 else -math.inf
-    if math.isnan(score):
-        raise InputFileError(path, lineno, f"{what} is NaN", "fix the system that produced this run")
-    return score
-
-
-def _json_line(path: Path, lineno: int, text: str, shape_hint: str) -> object:
-    """A run line's JSON; a key given twice in any object (``"id"`` or ``"score"`` of a hit, ``"qid"``) is refused,
-    since ``json.loads`` keeps the last value silently and the hit would be scored as another document."""
-    try:
-        return json.loads(text, object_pairs_hook=unique_keys)
-    except RepeatedKeyError as error:
-        raise InputFileError(path, lineno, str(error),
-                             "give each key once; a parser would keep one of the values and drop the others") from None
-    except json.JSONDecodeError as e:
-        raise InputFileError(path, lineno, f"invalid JSON ({e.msg})", shape_hint) from None
-
-
-def _jsonl_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> Run:
-    run: Run = {}
-    first_line: dict[str, int] = {}
-    shape_hint = 'each line must be {"qid": ..., "hits": [{"id": ..., "score": ...}, ...]}'
-    for lineno, text in lines:
-        record = _json_line(path, lineno, text, shape_hint)
-        if isinstance(record, list):
-            raise InputFileError(path, lineno, "a JSON array, not an object", "a JSONL run holds one object per "
-                                 'line, {"qid": ..., "hits": [{"id": ..., "score": ...}, ...]}; write each query so')
-        if not isinstance(record, dict) or "qid" not in record or not isinstance(record.get("hits"), list):
-            raise InputFileError(path, lineno, "missing 'qid' or 'hits' list", shape_hint)
-        qid = _read_id(record["qid"], path, lineno, "qid")
-        if qid in first_line:
-            raise InputFileError(path, lineno, f"query {qid!r} already appeared on line {first_line[qid]}",
-                                 "put all hits of a query on one line")
-        first_line[qid] = lineno
-        hits: dict[str, float] = {}
-        for i, hit in enumerate(record["hits"], start=1):
-            if not isinstance(hit, dict) or "id" not in hit or "score" not in hit:
-                raise InputFileError(path, lineno, f"hit {i} lacks 'id' or 'score'", shape_hint)
-            docid = _read_id(hit["id"], path, lineno, f"hit {i} id")
-            score = _jsonl_score(hit["score"], path, lineno, f"hit {i} score", shape_hint)
-            if docid in hits:
-                raise InputFileError(path, lineno, f"document {docid!r} appears twice for query {qid!r}",
-                                     "keep one hit per document")
-            hits[docid] = score
-        run[qid] = hits
-    if not run:
-        raise InputFileError(path, None, "run file is empty", "check that retrieval produced output")
-    return run
-
-
 def read_run(path: str | Path) -> Run:
-    """Read a run in TREC or JSONL format, chosen by whether the first non-blank char is ``{`` (or ``[``)."""
+    """Read a run in TREC or JSONL format, chosen by whether the first non-blank char is ``{`` (or ``[``), or one
+    JSON object mapping query ids to ``{document id: score}`` (``run_json.is_run_mapping``)."""
     path = Path(path)
     lines = _numbered_lines(path)  # read once: the path may be a pipe
     first = next(lines, None)
     if first is None:
         raise InputFileError(path, None, "run file is empty", "check that retrieval produced output")
-    parse = _jsonl_run_lines if first[1].startswith(("{", "[")) else _trec_run_lines
-    return parse(path, itertools.chain([first], lines))
+    numbered = itertools.chain([first], lines)
+    if first[1].startswith("[") or (first[1].startswith("{") and not is_run_mapping(first[1])):
+        return jsonl_run_lines(path, numbered)
+    return mapping_run(path, numbered) if first[1].startswith("{") else _trec_run_lines(path, numbered)

@@ -1,0 +1,134 @@
+"""Runs in JSON: JSONL (one ``{"qid", "hits"}`` object per query, as ``retriever search --run-format jsonl`` writes),
+or one JSON object mapping query ids to ``{document id: score}``, as BEIR's ``EvaluateRetrieval`` returns a run and
+ranx and pytrec_eval take one, saved with ``json.dump``. ``runs.read_run`` tells them apart and reads either."""
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+
+from retriever.errors import InputFileError
+from retriever.files import RepeatedKeyError, unique_keys
+from retriever.texts import id_problem
+
+_MAPPING_HINT = "a JSON run maps each query id to an object of document id to score, {\"q1\": {\"d1\": 0.5}}"
+
+
+def _read_id(value: object, path: Path, lineno: int | None, what: str) -> str:
+    """A JSON id as a string: a string or an integer, never a float, list or object turned into text."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise InputFileError(path, lineno, f"{what} {json.dumps(value)[:40]} is not a string",
+                             "write ids as JSON strings")
+    problem = id_problem(str(value))
+    if problem is not None:
+        raise InputFileError(path, lineno, f"bad {what}: {problem}", "ids must be one non-empty token")
+    return str(value)
+
+
+def _jsonl_score(value: object, path: Path, lineno: int | None, what: str, shape_hint: str) -> float:
+    """A JSON score as a float; an integer beyond float range is +-inf, as the TREC reader (and C's atof) read
+    "1e400", rather than an OverflowError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputFileError(path, lineno, f"{what} {json.dumps(value)[:40]} is not a number", shape_hint)
+    try:
+        score = float(value)
+    except OverflowError:
+        score = math.inf if value > 0 else -math.inf
+    if math.isnan(score):
+        raise InputFileError(path, lineno, f"{what} is NaN", "fix the system that produced this run")
+    return score
+
+
+def _json_line(path: Path, lineno: int, text: str, shape_hint: str) -> object:
+    """A run line's JSON; a key given twice in any object (``"id"`` or ``"score"`` of a hit, ``"qid"``) is refused,
+    since ``json.loads`` keeps the last value silently and the hit would be scored as another document."""
+    try:
+        return json.loads(text, object_pairs_hook=unique_keys)
+    except RepeatedKeyError as error:
+        raise InputFileError(path, lineno, str(error),
+                             "give each key once; a parser would keep one of the values and drop the others") from None
+    except json.JSONDecodeError as e:
+        raise InputFileError(path, lineno, f"invalid JSON ({e.msg})", shape_hint) from None
+
+
+def jsonl_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> dict[str, dict[str, float]]:
+    run: dict[str, dict[str, float]] = {}
+    first_line: dict[str, int] = {}
+    shape_hint = 'each line must be {"qid": ..., "hits": [{"id": ..., "score": ...}, ...]}'
+    for lineno, text in lines:
+        record = _json_line(path, lineno, text, shape_hint)
+        if isinstance(record, list):
+            raise InputFileError(path, lineno, "a JSON array, not an object", "a JSONL run holds one object per "
+                                 'line, {"qid": ..., "hits": [{"id": ..., "score": ...}, ...]}; write each query so')
+        if not isinstance(record, dict) or "qid" not in record or not isinstance(record.get("hits"), list):
+            raise InputFileError(path, lineno, "missing 'qid' or 'hits' list", shape_hint)
+        qid = _read_id(record["qid"], path, lineno, "qid")
+        if qid in first_line:
+            raise InputFileError(path, lineno, f"query {qid!r} already appeared on line {first_line[qid]}",
+                                 "put all hits of a query on one line")
+        first_line[qid] = lineno
+        hits: dict[str, float] = {}
+        for i, hit in enumerate(record["hits"], start=1):
+            if not isinstance(hit, dict) or "id" not in hit or "score" not in hit:
+                raise InputFileError(path, lineno, f"hit {i} lacks 'id' or 'score'", shape_hint)
+            docid = _read_id(hit["id"], path, lineno, f"hit {i} id")
+            score = _jsonl_score(hit["score"], path, lineno, f"hit {i} score", shape_hint)
+            if docid in hits:
+                raise InputFileError(path, lineno, f"document {docid!r} appears twice for query {qid!r}",
+                                     "keep one hit per document")
+            hits[docid] = score
+        run[qid] = hits
+    if not run:
+        raise InputFileError(path, None, "run file is empty", "check that retrieval produced output")
+    return run
+
+
+
+
+def is_run_mapping(first_line: str) -> bool:
+    """Whether a run whose first non-blank line is ``first_line`` is one JSON object of query ids (indented, the line
+    is ``{`` alone; on one line, an object without ``qid`` or ``hits`` whose values are all objects), not JSONL."""
+    if first_line.strip() == "{":
+        return True
+    try:
+        record = json.loads(first_line)
+    except json.JSONDecodeError:
+        return False
+    return (isinstance(record, dict) and bool(record) and not {"qid", "hits"} & set(record)
+            and all(isinstance(hits, dict) for hits in record.values()))
+
+
+def mapping_run(path: Path, lines: Iterable[tuple[int, str]]) -> dict[str, dict[str, float]]:
+    """A run read from one JSON object of ``{query id: {document id: score}}``, each id and score checked as the
+    JSONL reader checks them; a parse error names its line (blank lines kept in place for the count)."""
+    text, at = [], 1
+    for lineno, line in lines:
+        text.append("\n" * (lineno - at) + line)
+        at = lineno
+    try:
+        value = json.loads("".join(text), object_pairs_hook=unique_keys)
+    except RepeatedKeyError as error:
+        raise InputFileError(path, None, str(error), "give each key once") from None
+    except json.JSONDecodeError as error:
+        raise InputFileError(path, error.lineno, f"invalid JSON ({error.msg})", _MAPPING_HINT) from None
+    if not isinstance(value, dict):
+        raise InputFileError(path, None, "not a JSON object", _MAPPING_HINT)
+    run: dict[str, dict[str, float]] = {}
+    for qid, hits in value.items():
+        qid = _read_id(qid, path, None, "query id")
+        if not isinstance(hits, dict):
+            raise InputFileError(path, None, f"the hits of query {qid!r} are {_JSON_KIND.get(type(hits), 'null')}, "
+                                 "not an object of document id to score", _MAPPING_HINT)
+        run[qid] = {}
+        for docid, score in hits.items():
+            what = f"the score of document {docid!r} for query {qid!r}"
+            if isinstance(score, bool) or not isinstance(score, (int, float)):
+                raise InputFileError(path, None, f"{what} is {json.dumps(score)[:40]}, not a number", _MAPPING_HINT)
+            run[qid][_read_id(docid, path, None, "document id")] = _jsonl_score(score, path, None, what, _MAPPING_HINT)
+    if not run:
+        raise InputFileError(path, None, "run file is empty", "check that retrieval produced output")
+    return run
+
+
+_JSON_KIND = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false"}

@@ -1,0 +1,48 @@
+"""A run saved as one JSON object mapping query ids to {document id: score}, as BEIR's and ranx's tools save it."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from retriever.errors import InputFileError
+from retriever.runs import read_run, read_trec_run, write_trec_run
+
+RUN = {"q1": {"d1": 0.5, "d2": 1.5, "7": 2}, "q2": {"d3": -1e-3}}
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_a_run_dict_saved_as_json_is_read_as_the_same_run(tmp_path, indent):
+    """BEIR's results dict (json.dump(results, f), one line or indented) was refused: "missing 'qid' or 'hits'
+    list", or "invalid JSON (Expecting property name …)" of a valid file (probe round 16)."""
+    path = tmp_path / "results.json"
+    path.write_text("\n" + json.dumps(RUN, indent=indent) + "\n", encoding="utf-8")
+    assert read_run(path) == {"q1": {"d1": 0.5, "d2": 1.5, "7": 2.0}, "q2": {"d3": -1e-3}}
+    write_trec_run(read_run(path), tmp_path / "r.trec")
+    assert read_trec_run(tmp_path / "r.trec") == read_run(path)
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{\n"q1": {"d1": "0.5"}}', "r.json: the score of document 'd1' for query 'q1' is \"0.5\", not a number"),
+    ('{\n"q1": ["d1", "d2"]}', "r.json: the hits of query 'q1' are an array, not an object of document id to score"),
+    ('{\n"q1": {"d1": 1, "d1": 2}}', "r.json: the key 'd1' is given 2 times in one object"),
+    ('{\n"q 1": {"d1": 1}}', "r.json: bad query id: id 'q 1' holds whitespace"),
+    ('{\n"q1": {"d1": NaN}}', "r.json: the score of document 'd1' for query 'q1' is NaN"),
+    ('{\n"q1": {"d1": 1},\n}', "r.json:3: invalid JSON (Expecting property name enclosed in double quotes)"),
+    ("{\n}", "r.json: run file is empty"),
+])
+def test_a_bad_run_dict_is_one_line_naming_the_file(tmp_path, text, message):
+    path = tmp_path / "r.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputFileError) as caught:
+        read_run(path)
+    assert str(caught.value).startswith(f"{tmp_path}/{message}"), str(caught.value)
+
+
+def test_a_jsonl_run_is_still_read_line_by_line(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"qid": "q1", "hits": [{"id": "d1", "score": 1}]}\n{"qid": "q2", "hits": []}\n')
+    assert read_run(path) == {"q1": {"d1": 1.0}, "q2": {}}
+    path.write_text('{"qid": "q1", "hits": [{"id": "d1"}]}\n')
+    with pytest.raises(InputFileError, match=r"r.jsonl:1: hit 1 lacks 'id' or 'score'"):
+        read_run(path)
