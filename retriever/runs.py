@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import shlex
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -192,8 +193,7 @@ def _trec_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> Run:
         if len(cols) != 6 and "\r" in text:
             raise carriage_return_error(path, lineno)
         if len(cols) != 6:
-            raise InputFileError(path, lineno, f"expected 6 whitespace-separated columns, found {len(cols)}",
-                                 "TREC run lines are 'qid Q0 docid rank score tag'")
+            raise _columns_error(path, lineno, cols)
         qid, _, docid, _, score_text, _ = cols
         if CONTROL_CHARACTER.search(text) is not None or "\ufeff" in text:  # trec_eval would cut an id at a NUL
             _check_line_ids(path, lineno, qid, docid)
@@ -207,6 +207,18 @@ def _trec_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> Run:
     if not run:
         raise InputFileError(path, None, "run file is empty", "check that retrieval produced output")
     return run
+
+
+def _columns_error(path: Path, lineno: int, cols: list[str]) -> InputFileError:
+    """A TREC run line without 6 columns; 'qid docid rank' (MS MARCO's runs, Pyserini's --output-format msmarco) is
+    named, with a conversion whose score (-rank) keeps the ranking, since its missing score cannot be guessed."""
+    found = f"expected 6 whitespace-separated columns, found {len(cols)}"
+    if len(cols) == 3 and cols[2].isascii() and cols[2].isdigit():
+        out = shlex.quote(str(path.with_name(f"{path.name}.trec")))
+        return InputFileError(path, lineno, f"{found}: 'qid docid rank' is an MS MARCO run, which holds no score",
+                              "convert it to TREC with the rank as the score's order (awk '{print $1, \"Q0\", $2, $3, "
+                              f"-$3, \"msmarco\"}}' {shlex.quote(str(path))} > {out}) and evaluate that")
+    return InputFileError(path, lineno, found, "TREC run lines are 'qid Q0 docid rank score tag'")
 
 
 def _check_line_ids(path: Path, lineno: int, qid: str, docid: str) -> None:

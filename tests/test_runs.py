@@ -377,3 +377,21 @@ def test_run_and_qrels_columns_split_where_trec_eval_splits_them(tmp_path, space
     qrels = write(tmp_path / "qrels.txt", f"q1 d1{space}x 1\n")
     with pytest.raises(InputFileError, match="bad query or document id"):
         read_qrels(qrels)
+
+
+def test_an_ms_marco_run_of_rank_without_score_is_named_with_its_conversion(tmp_path):
+    """Pyserini's --output-format msmarco and MS MARCO's own runs ('qid<TAB>docid<TAB>rank') were refused as
+    'expected 6 whitespace-separated columns, found 3', naming neither the format nor a way out (probe round 16)."""
+    import subprocess
+
+    from retriever.metrics import trec_order
+
+    path = tmp_path / "run.msmarco.tsv"
+    path.write_text("1048585\t7187158\t1\n1048585\t7187157\t2\n", encoding="utf-8")
+    with pytest.raises(InputFileError) as caught:
+        read_run(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:1: expected 6 whitespace-separated columns, found 3: 'qid docid rank' is an "
+                              "MS MARCO run, which holds no score"), message
+    subprocess.run(re.search(r"\(awk .*?\)", message).group()[1:-1], shell=True, check=True)
+    assert trec_order(read_run(tmp_path / "run.msmarco.tsv.trec")["1048585"]) == ["7187158", "7187157"]
