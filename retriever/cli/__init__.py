@@ -3,8 +3,8 @@
 A ``RetrieverError`` is printed as one line on stderr with exit code 1, and so is a full disk or memory
 running out wherever it strikes; a usage error (a bad flag or argument) is one line too, with exit code 2;
 Ctrl-C is one line with the shell's 130 (128 + SIGINT), or 0 once every output file is in place
-(``cli.outputs``); standard output's reader going away (``| head -1``) ends the command quietly with 0
-(``cli.stdout``);
+(``cli.outputs``); standard output's reader going away (``| head -1``) ends the command quietly with 0, and
+standard error's, or standard error closed, leaves the command to its work and its own exit code (``cli.stdout``);
 anything else is a bug and keeps its traceback. Under torchrun every process runs the command and meets the same
 error, so only the first process on each machine (LOCAL_RANK 0: every machine's console gets the line)
 prints errors and usage errors; the others exit non-zero silently, except for an error only that
@@ -19,7 +19,7 @@ import sys
 import click
 
 from retriever.cli.outputs import interrupted
-from retriever.cli.stdout import reader_gone, silence_stdout
+from retriever.cli.stdout import guard_stderr, reader_gone, silence_stdout
 from retriever.cli.teardown import skip_final_collections
 from retriever.errors import NotForThisIndex, RetrieverError, full_disk, is_out_of_memory, name_too_long, out_of_memory
 
@@ -78,6 +78,7 @@ class _Group(click.Group):
     def main(self, *args, **kwargs):
         """As click's, but a torchrun process other than its machine's first exits with usage errors' codes
         without printing."""
+        guard_stderr()
         _write_utf8()
         if _is_rank_zero() or kwargs.get("standalone_mode") is False:
             return super().main(*args, **kwargs)

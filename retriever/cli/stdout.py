@@ -1,11 +1,18 @@
-"""Standard output whose reader went away (`retriever search IDX "q" | head -1`): the command ends quietly, exit 0.
+"""Standard output or error whose reader went away, or standard error closed: the command still does its work.
 
-Click exited 1 with no message, and Python could add an "Exception ignored ... BrokenPipeError" line at exit. Exit 0
-rather than the 141 of a process killed by SIGPIPE (as ripgrep does): the reader took what it wanted, and under
-`set -o pipefail` a 141 failed a script or not as the output did or did not outgrow the pipe's buffer.
+Standard output's reader gone (`retriever search IDX "q" | head -1`): the command ends quietly, exit 0. Click exited 1
+with no message, and Python could add an "Exception ignored ... BrokenPipeError" line at exit. Exit 0 rather than the
+141 of a process killed by SIGPIPE (as ripgrep does): the reader took what it wanted, and under `set -o pipefail` a 141
+failed a script or not as the output did or did not outgrow the pipe's buffer.
+
+Standard error's reader gone (`2> >(exit)`, `2>&1 >/dev/null | head -0`): what the command says there is dropped and
+it goes on to its own exit status; the first progress bar ended a build with exit 1 and nothing built. An error it
+cannot print still exits non-zero. Standard error closed (`2>&-`): the null device takes its descriptor, which a file
+the command opens would otherwise get, and with it what C code writes to standard error.
 """
 from __future__ import annotations
 
+import io
 import os
 import select
 import sys
@@ -29,9 +36,52 @@ def reader_gone(error: BaseException) -> bool:
 def silence_stdout() -> None:
     """Standard output pointed at the null device: what is still buffered for it is dropped at exit, where Python
     printed "Exception ignored ... BrokenPipeError"."""
-    null = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, sys.stdout.fileno())
-    os.close(null)
+    _to_null(sys.stdout.fileno())
+
+
+def _to_null(descriptor: int) -> None:
+    null = os.open(os.devnull, os.O_RDWR)
+    if null != descriptor:
+        os.dup2(null, descriptor)
+        os.close(null)
+
+
+class _Stderr(io.RawIOBase):
+    """Descriptor 2 that takes every write: once its reader has gone, it points at the null device, for this
+    process's later writes and C code's alike."""
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return 2
+
+    def isatty(self) -> bool:
+        return os.isatty(2)
+
+    def write(self, data) -> int:
+        view = memoryview(data).cast("B")
+        try:
+            done = 0
+            while done < len(view):
+                done += os.write(2, view[done:])
+        except BrokenPipeError:
+            _to_null(2)
+        return len(view)
+
+
+def guard_stderr() -> None:
+    """Standard error as the module docstring says; a stream other than the process's own (a test runner's) is
+    left as it is."""
+    try:
+        os.fstat(2)
+    except OSError:  # closed
+        _to_null(2)
+    else:
+        if sys.stderr is not sys.__stderr__:
+            return
+    sys.stderr = io.TextIOWrapper(_Stderr(), encoding="utf-8", errors="backslashreplace", line_buffering=True,
+                                  write_through=True)
 
 
 def echo_result(text: str) -> None:

@@ -1,7 +1,9 @@
-"""A reader of standard output that goes away (`retriever search ... | head -1`): exit 0, quietly, files whole."""
+"""A reader of standard output that goes away (`retriever search ... | head -1`): exit 0, quietly, files whole; one of
+standard error, or standard error closed: the command does its work, with its own exit code."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -74,3 +76,39 @@ def test_a_run_written_to_dev_stdout_whose_reader_leaves_exits_0_quietly(tmp_pat
         ["search", str(flat_index), "--queries", str(queries), "-k", "12", "-o", "/dev/stdout", *COMMON], 1)
     assert taken[0].startswith("q0 Q0 ")
     _assert_quiet(code, stderr)
+
+
+def _run_with_stderr(args: list[str], stderr: str) -> subprocess.CompletedProcess:
+    """The CLI run for real with standard error closed (``closed``: `2>&-`) or a pipe whose reader has left
+    (``gone``: `2> >(exit)`); standard output is kept."""
+    command = [sys.executable, "-c", "from retriever.cli import main; main()", *args]
+    if stderr == "closed":
+        return subprocess.run(["sh", "-c", 'exec "$@" 2>&-', "sh", *command], stdout=subprocess.PIPE, timeout=300)
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run(command, stdout=subprocess.PIPE, stderr=write, timeout=300)
+    finally:
+        os.close(write)
+
+
+@pytest.mark.parametrize("stderr", ["gone", "closed"])
+def test_a_build_with_no_standard_error_builds_and_exits_0(tmp_path, tiny_beir, tiny_model_dir, stderr):
+    """With standard error's reader gone, the first progress bar ended the build with exit 1 and nothing built."""
+    done = _run_with_stderr(["build", str(tiny_beir), "-o", str(tmp_path / "idx"), "--model", str(tiny_model_dir),
+                             "--index-type", "flat", "--json", *COMMON], stderr)
+    assert done.returncode == 0 and json.loads(done.stdout)["vectors"] == 12
+    from retriever.searching import Searcher
+
+    assert Searcher(tmp_path / "idx", device="cpu", dtype="fp32").index.ntotal == 12
+
+
+@pytest.mark.parametrize("stderr", ["gone", "closed"])
+def test_a_search_with_no_standard_error_writes_its_run_and_its_error_still_exits_1(tmp_path, flat_index, stderr):
+    queries = write_jsonl(tmp_path / "q.jsonl", [{"_id": f"q{i}", "text": "hot lava rock"} for i in range(3)])
+    done = _run_with_stderr(["search", str(flat_index), "--queries", str(queries), "-k", "2", *COMMON], stderr)
+    assert done.returncode == 0 and done.stdout.decode().splitlines()[5].startswith("q2 Q0 ")
+    assert len(done.stdout.splitlines()) == 6  # the run alone: no warning or progress line among its lines
+    (tmp_path / "bad.jsonl").write_text('{"_id": "q1"}\n')
+    failed = _run_with_stderr(["search", str(flat_index), "--queries", str(tmp_path / "bad.jsonl"), *COMMON], stderr)
+    assert failed.returncode == 1 and failed.stdout == b""
