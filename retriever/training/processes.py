@@ -42,14 +42,17 @@ def launched_processes() -> int:
 def join_process_group(device: torch.device, timeout_seconds: int = DDP_TIMEOUT) -> str | None:
     """The backend of this launch's process group (None for one process), started here unless it is, with
     ``timeout_seconds`` for a collective to wait for the others: the Trainer passes its ddp_timeout on GPUs only,
-    so on CPU a stopped (not dead) process held the others for torch's default whatever --ddp-timeout said."""
+    so on CPU a stopped (not dead) process held the others for torch's default whatever --ddp-timeout said. A peer that
+    stops before it joins (on another machine, whose launcher held the group's store) fails the join in one line, as in
+    a collective: it was a DistNetworkError traceback."""
     if launched_processes() < 2:
         return None
     backend = "nccl" if device.type == "cuda" else "gloo"
     if device.type == "cuda":  # each process on its own GPU before NCCL's first collective, as the Trainer sets later
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     if not dist.is_initialized():
-        dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout_seconds))
+        with peer_deaths_reported(timeout_seconds):  # a peer gone before joining (a refusal, a kill), its store with it
+            dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout_seconds))
         atexit.register(leave_process_group)
     return backend
 

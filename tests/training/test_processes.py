@@ -97,6 +97,32 @@ def test_a_process_leaves_the_group_it_joined_before_the_interpreter_finalises(t
     assert (finished.returncode, finished.stdout) == (0, "left\n"), finished.stderr[-2000:]
 
 
+def test_a_peer_gone_before_the_group_starts_fails_the_join_in_one_line():
+    """A process whose peer on another machine stops before joining (refused there, say: its --output was locked)
+    loses the group's store with that machine's launcher; its join ended in a DistNetworkError traceback."""
+    import subprocess
+    import sys
+    import time
+
+    store = dist.TCPStore("127.0.0.1", 0, world_size=2, is_master=True, wait_for_workers=False)  # the other launcher's
+    script = ("import torch\n"
+              "from retriever.training.processes import join_process_group\n"
+              "join_process_group(torch.device('cpu'), 60)\n")
+    environment = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(store.port), "RANK": "1",
+                   "LOCAL_RANK": "0", "WORLD_SIZE": "2"}
+    joining = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True, env=environment)
+    deadline = time.monotonic() + 60
+    while store.num_keys() == 0 and joining.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # until it waits in the store for its peer
+    assert joining.poll() is None, "the join ended before its peer left"
+    del store
+    stderr = joining.communicate(timeout=60)[1]
+    assert joining.returncode != 0
+    last = stderr.strip().splitlines()[-1]
+    assert last.endswith("PeerDied: another training process died (Failed to recv, got 0 bytes); rerun the same "
+                         "command to resume from the last checkpoint"), stderr[-2000:]
+
+
 @pytest.mark.parametrize("command", ["train", "pretrain"])
 def test_ddp_timeout_reaches_the_process_group_a_launch_starts(monkeypatch, small_bert, tmp_path, command):
     from retriever.choices import DDP_TIMEOUT
