@@ -66,21 +66,26 @@ class EncoderActor:
         return os.getpid()
 
     def encode_part(self, part: list[Document], path: str, metadata: dict) -> PartResult:
-        """``encode_part`` here, by an encoder that makes the vectors ``metadata`` records. Agreed at the pool's start,
-        a worker restarted since loaded the model again (on a cluster, maybe on another node): a folder retrained
-        in place wrote the new model's vectors under the old one's record."""
+        """``encode_part`` here, by an encoder that makes the vectors ``metadata`` records (``_agreeing``)."""
+        outcome = encode_part(self._agreeing(metadata), part, Path(path), metadata)
+        written = os.stat(path)
+        return outcome, len(part), written.st_size, written.st_mtime
+
+    def encode_queries(self, texts: list[str], metadata: dict) -> np.ndarray:
+        """Query vectors (a build's tuning queries) to search the shards ``metadata`` records with (``_agreeing``)."""
+        return self._agreeing(metadata).encode_queries(texts)
+
+    def _agreeing(self, metadata: dict) -> Encoder:
+        """The encoder, if it makes the vectors ``metadata`` records. Agreed at the pool's start, a worker restarted
+        since loaded the model again (on a cluster, maybe on another node): a folder retrained in place wrote the new
+        model's vectors under the old one's record, and tuned the index on the new model's query vectors."""
         diffs = differing_fields(metadata, self._loaded().metadata())
         if diffs:
             raise RetrieverError(f"a Ray worker restarted during the run would make other vectors than its shards "
                                  f"record ({'; '.join(diffs)}): the model folder changed, or differs on the node it "
                                  "restarted on; restore the model the run started with on every node and rerun the "
                                  "same command to resume (finished parts are kept)")
-        outcome = encode_part(self.encoder, part, Path(path), metadata)
-        written = os.stat(path)
-        return outcome, len(part), written.st_size, written.st_mtime
-
-    def encode_queries(self, texts: list[str]) -> np.ndarray:
-        return self._loaded().encode_queries(texts)
+        return self.encoder
 
 
 def actor_settings(settings: EncoderSettings) -> dict:
@@ -181,7 +186,8 @@ class RayEncoderPool:
         return outcome, rows
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return unwrapped(self.ray, lambda: self.ray.get(self.actors[0].encode_queries.remote(list(texts))),
+        return unwrapped(self.ray, lambda: self.ray.get(self.actors[0].encode_queries.remote(list(texts),
+                                                                                          self._metadata)),
                          "encoding queries")
 
     def close(self) -> None:

@@ -17,17 +17,20 @@ from retriever.shards import list_shards
 from test_corpus_encoding import write_corpus
 
 
-def refused_after_restart(local_ray, tmp_path, change, match: str) -> None:
+def refused_after_restart(local_ray, tmp_path, change, match: str, encode=None) -> None:
     """A one-worker pool on a tiny model whose worker was killed after ``change(model)`` (Ray restarts it on the
-    next part): encoding with it raises ``match``."""
+    next call): encoding with it (``encode(pool)``, by default a corpus) raises ``match``."""
     model = make_tiny_bert(tmp_path / "model")
     pool = RayEncoderPool(local_ray, EncoderSettings(model=str(model)), device="cpu", dtype="fp32", workers=1)
     change(model)
     os.kill(pool.pids()[0], signal.SIGKILL)
     try:
         with pytest.raises(RetrieverError, match=match):
-            encode_corpus(write_corpus(tmp_path / "c.jsonl", 20), tmp_path / "shards", pool, shard_size=10,
-                          progress=False)
+            if encode is None:
+                encode_corpus(write_corpus(tmp_path / "c.jsonl", 20), tmp_path / "shards", pool, shard_size=10,
+                              progress=False)
+            else:
+                encode(pool)
     finally:
         pool.close()
 
@@ -44,3 +47,11 @@ def test_a_worker_that_cannot_restart_says_why(local_ray, tmp_path):
     """The model's weights gone mid-run: the restarted worker's encode_part failed with an AttributeError traceback
     (its encoder's own one-line error was kept for a method that was never called)."""
     refused_after_restart(local_ray, tmp_path, lambda model: (model / "model.safetensors").unlink(), "weights")
+
+
+def test_tuning_queries_encoded_by_a_worker_restarted_on_other_weights_are_refused(local_ray, tmp_path):
+    """`build --ray --tuning-queries-file`: actor 0 encoded the tuning queries with no check, so a worker restarted on
+    a folder retrained in place tuned the index's search defaults on another model's query vectors."""
+    refused_after_restart(local_ray, tmp_path, lambda model: make_tiny_bert(model, seed=1),
+                          "^a Ray worker restarted .* other vectors .*weights_sha256",
+                          lambda pool: pool.encode_queries(["hot lava rock"]))
