@@ -58,15 +58,19 @@ class MissingFieldError(InputFileError):
     """A JSONL record without the key its id or text is read from; ``beir_keys`` gives it a collection's hint."""
 
 
+BEIR_KEYS = "a BEIR collection keys its records '_id' and 'text' (and 'title')"
+
+
 @contextmanager
-def beir_keys() -> Iterator[None]:
-    """Reading a BEIR collection's corpus.jsonl or queries.jsonl, whose keys are BEIR's: a missing key is not met by
-    --id-field or --text-field, which evaluate and mine lack and train takes only with --corpus."""
+def beir_keys(keyed: str = BEIR_KEYS) -> Iterator[None]:
+    """Reading a file with BEIR's keys (a collection's corpus.jsonl or queries.jsonl, a --tuning-queries-file): a
+    missing key is not met by --id-field or --text-field, which evaluate and mine lack, train takes only with
+    --corpus, and build applies to the corpus. ``keyed``: what the hint says keys the file so."""
     try:
         yield
     except MissingFieldError as error:
-        raise InputFileError(error.path, error.line, error.problem, "a BEIR collection keys its records '_id' and "
-                             "'text' (and 'title'), which no flag renames here; rename the keys in the file") from None
+        raise InputFileError(error.path, error.line, error.problem, f"{keyed}, which no flag renames here; rename "
+                             "the keys in the file") from None
 
 
 def _shown(value: object) -> str:

@@ -18,6 +18,7 @@ from retriever.cli.ray_flags import (check_ray_flags, check_ray_worker_flags, pa
                                      ray_options)
 from retriever.corpus import (check_first_record, check_rereadable, detect_format, read_queries,
                               resolve_corpus_path)
+from retriever.corpus_records import beir_keys
 from retriever.encode_result import describe
 from retriever.encoder_settings import EncoderSettings
 from retriever.folders import named_output
@@ -88,7 +89,9 @@ def index_options():
 def _tuning_texts(path: Path | None, limit: int, seed: int) -> list[str] | None:
     if path is None:
         return None
-    texts = [query.text for query in read_queries(path)]
+    with beir_keys("a --tuning-queries-file keys its queries '_id' and 'text', as BEIR does (--id-field and "
+                   "--text-field name the corpus's keys)"):
+        texts = [query.text for query in read_queries(path)]
     if len(texts) > limit:
         texts = [texts[row] for row in sample_rows(len(texts), limit, seed)]
     return texts

@@ -277,3 +277,15 @@ def test_an_id_field_that_is_also_the_text_or_title_field_is_a_usage_error(tmp_p
     result = CliRunner().invoke(main, ["encode", str(path), "-o", str(tmp_path / "out"), *flags])
     assert result.exit_code == 2 and f"--id-field and {said}" in result.output, result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_a_tuning_queries_file_keyed_otherwise_does_not_send_the_user_to_the_corpus_flags(tmp_path):
+    """A --tuning-queries-file whose queries are keyed 'id' said to pass --id-field, which build and index apply to
+    the corpus, not to that file (probe round 16)."""
+    corpus = write_jsonl(tmp_path / "c.jsonl", [{"_id": "d1", "text": "hello"}])
+    queries = write_jsonl(tmp_path / "q.jsonl", [{"id": "q1", "text": "hello"}])
+    result = CliRunner().invoke(main, ["build", str(corpus), "-o", str(tmp_path / "i"), "--index-type", "hnsw",
+                                       "--target-recall", "0.9", "--tuning-queries-file", str(queries)])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(f"error: {queries}:1: missing id field '_id' (its keys: id, text); "), result.stderr
+    assert "pass --id-field" not in result.stderr and "rename the keys" in result.stderr, result.stderr
