@@ -5,12 +5,15 @@ Qrels are read from BEIR TSV or TREC qrels, because public benchmarks ship both;
 """
 from __future__ import annotations
 
+import itertools
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from retriever.errors import InputFileError, RetrieverError
 from retriever.files import carriage_return_error, check_is_file, decoded_lines
+from retriever.run_json import json_id, json_kind, json_mapping
 from retriever.texts import columns, id_problem
 
 Qrels = dict[str, dict[str, int]]
@@ -93,9 +96,13 @@ def read_qrels(path: str | Path) -> Qrels:
     """
     path = Path(path)
     check_is_file(path)
+    lines = decoded_lines(path)
+    first = next(lines, None)
+    if first is not None and first[1].lstrip().startswith("{"):
+        return _json_qrels(path, itertools.chain([first], lines))
     qrels: Qrels = {}
     first_seen: dict[tuple[str, str], int] = {}
-    for position, (lineno, text) in enumerate(decoded_lines(path)):
+    for position, (lineno, text) in enumerate(itertools.chain([first] if first else [], lines)):
         cols = _columns(path, lineno, text.strip())
         if position == 0 and cols[-1].lower() in _HEADER_SCORE_NAMES:
             continue  # header; any other non-number is reported below, not swallowed
@@ -120,6 +127,32 @@ def read_qrels(path: str | Path) -> Qrels:
         raise InputFileError(path, None, "qrels file is empty", LAYOUT_HINT)
     return qrels
 
+
+
+_JSON_HINT = 'JSON qrels map each query id to an object of document id to grade, {"q1": {"d1": 1}}'
+
+
+def _json_qrels(path: Path, lines: Iterable[tuple[int, str]]) -> Qrels:
+    """Qrels kept as pytrec_eval and ranx take them, one JSON object ``{query id: {doc id: grade}}`` (json.dump'd),
+    ids and grades checked as in qrels lines: a JSON grade is an integer (``1.0`` is 1) within a C int."""
+    qrels: Qrels = {}
+    for qid, docs in json_mapping(path, lines, _JSON_HINT).items():
+        qid = json_id(qid, path, None, "query id")
+        if not isinstance(docs, dict):
+            raise InputFileError(path, None, f"the judgments of query {qid!r} are {json_kind(docs)}, not an object "
+                                 "of document id to grade", _JSON_HINT)
+        qrels[qid] = {}
+        for doc, grade in docs.items():
+            what = f"the grade of document {doc!r} for query {qid!r} is {json.dumps(grade)[:40]}"
+            if isinstance(grade, bool) or not isinstance(grade, (int, float)) or not float(grade).is_integer():
+                raise InputFileError(path, None, f"{what}, not an integer", "write grades as integers such as 0, 1, 2")
+            if not _INT32[0] <= grade <= _INT32[1]:
+                raise InputFileError(path, None, f"{what}, beyond a 32-bit integer",
+                                     "trec_eval keeps grades in a C int; write grades such as 0, 1, 2")
+            qrels[qid][json_id(doc, path, None, "document id")] = int(grade)
+    if not qrels:
+        raise InputFileError(path, None, "qrels file is empty", LAYOUT_HINT)
+    return qrels
 
 
 def is_reported_split(qrels: Path, split: str) -> bool:

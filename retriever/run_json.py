@@ -15,8 +15,8 @@ from retriever.texts import id_problem
 _MAPPING_HINT = "a JSON run maps each query id to an object of document id to score, {\"q1\": {\"d1\": 0.5}}"
 
 
-def _read_id(value: object, path: Path, lineno: int | None, what: str) -> str:
-    """A JSON id as a string: a string or an integer, never a float, list or object turned into text."""
+def json_id(value: object, path: Path, lineno: int | None, what: str) -> str:
+    """A JSON id (run or qrels) as a string: a string or an integer, never a float, list or object turned into text."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise InputFileError(path, lineno, f"{what} {json.dumps(value)[:40]} is not a string",
                              "write ids as JSON strings")
@@ -63,7 +63,7 @@ def jsonl_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> dict[str, d
                                  'line, {"qid": ..., "hits": [{"id": ..., "score": ...}, ...]}; write each query so')
         if not isinstance(record, dict) or "qid" not in record or not isinstance(record.get("hits"), list):
             raise InputFileError(path, lineno, "missing 'qid' or 'hits' list", shape_hint)
-        qid = _read_id(record["qid"], path, lineno, "qid")
+        qid = json_id(record["qid"], path, lineno, "qid")
         if qid in first_line:
             raise InputFileError(path, lineno, f"query {qid!r} already appeared on line {first_line[qid]}",
                                  "put all hits of a query on one line")
@@ -72,7 +72,7 @@ def jsonl_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> dict[str, d
         for i, hit in enumerate(record["hits"], start=1):
             if not isinstance(hit, dict) or "id" not in hit or "score" not in hit:
                 raise InputFileError(path, lineno, f"hit {i} lacks 'id' or 'score'", shape_hint)
-            docid = _read_id(hit["id"], path, lineno, f"hit {i} id")
+            docid = json_id(hit["id"], path, lineno, f"hit {i} id")
             score = _jsonl_score(hit["score"], path, lineno, f"hit {i} score", shape_hint)
             if docid in hits:
                 raise InputFileError(path, lineno, f"document {docid!r} appears twice for query {qid!r}",
@@ -99,9 +99,9 @@ def is_run_mapping(first_line: str) -> bool:
             and all(isinstance(hits, dict) for hits in record.values()))
 
 
-def mapping_run(path: Path, lines: Iterable[tuple[int, str]]) -> dict[str, dict[str, float]]:
-    """A run read from one JSON object of ``{query id: {document id: score}}``, each id and score checked as the
-    JSONL reader checks them; a parse error names its line (blank lines kept in place for the count)."""
+def json_mapping(path: Path, lines: Iterable[tuple[int, str]], hint: str) -> dict:
+    """The JSON object a whole file holds (a run's or qrels' mapping), keys given twice refused; a parse error names
+    its line (blank lines kept in place for the count)."""
     text, at = [], 1
     for lineno, line in lines:
         text.append("\n" * (lineno - at) + line)
@@ -111,24 +111,35 @@ def mapping_run(path: Path, lines: Iterable[tuple[int, str]]) -> dict[str, dict[
     except RepeatedKeyError as error:
         raise InputFileError(path, None, str(error), "give each key once") from None
     except json.JSONDecodeError as error:
-        raise InputFileError(path, error.lineno, f"invalid JSON ({error.msg})", _MAPPING_HINT) from None
+        raise InputFileError(path, error.lineno, f"invalid JSON ({error.msg})", hint) from None
     if not isinstance(value, dict):
-        raise InputFileError(path, None, "not a JSON object", _MAPPING_HINT)
+        raise InputFileError(path, None, "not a JSON object", hint)
+    return value
+
+
+def mapping_run(path: Path, lines: Iterable[tuple[int, str]]) -> dict[str, dict[str, float]]:
+    """A run read from one JSON object of ``{query id: {document id: score}}``, each id and score checked as the
+    JSONL reader checks them."""
     run: dict[str, dict[str, float]] = {}
-    for qid, hits in value.items():
-        qid = _read_id(qid, path, None, "query id")
+    for qid, hits in json_mapping(path, lines, _MAPPING_HINT).items():
+        qid = json_id(qid, path, None, "query id")
         if not isinstance(hits, dict):
-            raise InputFileError(path, None, f"the hits of query {qid!r} are {_JSON_KIND.get(type(hits), 'null')}, "
-                                 "not an object of document id to score", _MAPPING_HINT)
+            raise InputFileError(path, None, f"the hits of query {qid!r} are {json_kind(hits)}, not an object of "
+                                 "document id to score", _MAPPING_HINT)
         run[qid] = {}
         for docid, score in hits.items():
             what = f"the score of document {docid!r} for query {qid!r}"
             if isinstance(score, bool) or not isinstance(score, (int, float)):
                 raise InputFileError(path, None, f"{what} is {json.dumps(score)[:40]}, not a number", _MAPPING_HINT)
-            run[qid][_read_id(docid, path, None, "document id")] = _jsonl_score(score, path, None, what, _MAPPING_HINT)
+            run[qid][json_id(docid, path, None, "document id")] = _jsonl_score(score, path, None, what, _MAPPING_HINT)
     if not run:
         raise InputFileError(path, None, "run file is empty", "check that retrieval produced output")
     return run
+
+
+def json_kind(value: object) -> str:
+    """What a JSON value is, for a message: "an array", "a string", ..."""
+    return _JSON_KIND.get(type(value), "an object" if isinstance(value, dict) else "null")
 
 
 _JSON_KIND = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false"}

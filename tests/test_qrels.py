@@ -28,3 +28,32 @@ def test_a_grade_in_exponent_form_that_trec_eval_reads_alike_is_taken(tmp_path: 
     path = tmp_path / "qrels.txt"
     path.write_text("q1 0 d1 1e0\nq1 0 d2 2.0\nq1 0 d3 3.00e+00\nq1 0 d4 -1E0\nq1 0 d5 0e5\n", encoding="utf-8")
     assert read_qrels(path) == {"q1": {"d1": 1, "d2": 2, "d3": 3, "d4": -1, "d5": 0}}
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+def test_qrels_saved_as_one_json_object_are_read_as_the_same_judgments(tmp_path: Path, indent) -> None:
+    """Qrels kept as pytrec_eval and ranx take them, {query id: {doc id: grade}}, json.dump'd: refused as "relevance
+    '1}}' is not an integer" (the line split at spaces) or "expected 3 or 4 columns, found 1" (probe round 16)."""
+    import json
+
+    path = tmp_path / "qrels.json"
+    path.write_text(json.dumps({"q1": {"d1": 1, "d2": 0, "7": 2.0}, "q2": {"d3": -1}}, indent=indent))
+    assert read_qrels(path) == {"q1": {"d1": 1, "d2": 0, "7": 2}, "q2": {"d3": -1}}
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"q1": {"d1": "1"}}', "q.json: the grade of document 'd1' for query 'q1' is \"1\", not an integer"),
+    ('{"q1": {"d1": 0.5}}', "q.json: the grade of document 'd1' for query 'q1' is 0.5, not an integer"),
+    ('{"q1": {"d1": true}}', "q.json: the grade of document 'd1' for query 'q1' is true, not an integer"),
+    ('{"q1": {"d1": 1e10}}', "q.json: the grade of document 'd1' for query 'q1' is 10000000000.0, beyond a 32-bit integer"),
+    ('{"q1": ["d1"]}', "q.json: the judgments of query 'q1' are an array, not an object of document id to grade"),
+    ('{"q1": {"d 1": 1}}', "q.json: bad document id: id 'd 1' holds whitespace"),
+    ('{\n"q1": {"d1": 1, "d1": 0}}', "q.json: the key 'd1' is given 2 times in one object"),
+    ("{}", "q.json: qrels file is empty"),
+])
+def test_bad_json_qrels_are_one_line_naming_the_file(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "q.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputFileError) as error:
+        read_qrels(path)
+    assert str(error.value).startswith(f"{tmp_path}/{message}"), str(error.value)
