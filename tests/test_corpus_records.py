@@ -9,17 +9,18 @@ from retriever.corpus import BeirDataset
 from retriever.errors import InputFileError
 from retriever.evaluation import judged_split
 from retriever.training.data import load_beir_examples
+from retriever.training.dev import load_dev_set
 
 
 @pytest.mark.parametrize("name", ["queries.jsonl", "corpus.jsonl"])
 def test_a_beir_file_keyed_otherwise_says_to_rename_its_keys_not_to_pass_a_flag(tiny_beir, name):
-    """evaluate, mine, --tune-fusion-on and train said `pass --id-field if the id lives under another key` of a
+    """evaluate, mine, --tune-fusion-on, train and its dev set said `pass --id-field if the id lives under another key` of a
     collection's queries.jsonl or corpus.jsonl: evaluate and mine have no such flag, and train refuses it without
     --corpus (probe round 16)."""
     path = tiny_beir / name
     path.write_text("".join(json.dumps({"id" if k == "_id" else k: v for k, v in json.loads(line).items()}) + "\n"
                             for line in path.read_text().splitlines()))
-    readers = [lambda: load_beir_examples(tiny_beir, "test")]
+    readers = [lambda: load_beir_examples(tiny_beir, "test"), lambda: load_dev_set(tiny_beir, "test")]
     if name == "queries.jsonl":
         readers.append(lambda: judged_split(BeirDataset.open(tiny_beir), "test"))
     for read in readers:

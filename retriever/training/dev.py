@@ -16,6 +16,7 @@ import torch.distributed as dist
 from tqdm import tqdm
 
 from retriever.corpus import BeirDataset, Document, iter_documents
+from retriever.corpus_records import beir_keys
 from retriever.evaluation import judged_split, warn_of_left_out
 from retriever.exact import exact_top_k
 from retriever.metrics import evaluate_run
@@ -51,17 +52,18 @@ def load_dev_set(dataset: str | Path, split: str, max_docs: int | None = None, s
     rng = random.Random(seed)
     others_seen = 0
     room = None if max_docs is None else max(max_docs - len(judged_docs), 0)
-    for document in iter_documents(beir.corpus_path):
-        if room is None or document.id in judged_docs:
-            kept.append(document)
-            continue
-        others_seen += 1  # reservoir sampling keeps a uniform sample without holding the corpus
-        if len(sample) < room:
-            sample.append(document)
-        else:
-            slot = rng.randrange(others_seen)
-            if slot < room:
-                sample[slot] = document
+    with beir_keys():
+        for document in iter_documents(beir.corpus_path):
+            if room is None or document.id in judged_docs:
+                kept.append(document)
+                continue
+            others_seen += 1  # reservoir sampling keeps a uniform sample without holding the corpus
+            if len(sample) < room:
+                sample.append(document)
+            else:
+                slot = rng.randrange(others_seen)
+                if slot < room:
+                    sample[slot] = document
     documents = kept + sample
     name = f"{beir.root.name}/{split}"
     return DevSet(name, [q.id for q in queries], [q.text for q in queries], documents, qrels)
