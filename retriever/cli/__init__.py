@@ -29,7 +29,24 @@ PIPELINE_ORDER = ("demo", "build", "encode", "index", "info", "search", "evaluat
                   "mine")
 
 
+# The commands that share their work over torchrun's processes; under torchrun any other would run whole in each.
+TORCHRUN_COMMANDS = ("train", "pretrain")
+
+
 class _Group(click.Group):
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        """The command, refused under a torchrun launch of several processes unless it shares its work over them: each
+        process ran the whole of it, N copies into one output, where the first refused (a lock) failed the launch and
+        torchrun killed the copy that was working."""
+        name, command, rest = super().resolve_command(ctx, args)
+        processes = int(os.environ.get("WORLD_SIZE", "1") or 1)
+        if processes > 1 and name not in TORCHRUN_COMMANDS:
+            raise click.UsageError(f"`{name}` does not run under torchrun, whose {processes} processes would each run "
+                                   f"all of it; run it without torchrun (only {' and '.join(TORCHRUN_COMMANDS)} share "
+                                   "their work over processes; encode and build split it with --worker-index and "
+                                   "--num-workers, or --ray)")
+        return name, command, rest
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         rank = {name: position for position, name in enumerate(PIPELINE_ORDER)}
         return sorted(self.commands, key=lambda name: (rank.get(name, len(rank)), name))
