@@ -77,6 +77,16 @@ def run_in_threads(target, argument_tuples, timeout: float | None = None) -> Non
         thread.join(timeout)
 
 
+def sentence_transformers_modules():
+    """sentence-transformers' module classes (Transformer, Pooling, Router, ...): 6.x moved them and warns on the old
+    path, which 5.x (the test extra's floor) alone has."""
+    try:
+        from sentence_transformers.sentence_transformer import modules
+    except ImportError:
+        from sentence_transformers import models as modules
+    return modules
+
+
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path

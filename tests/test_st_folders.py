@@ -12,7 +12,7 @@ import shutil
 import numpy as np
 import pytest
 
-from conftest import make_tiny_bert
+from conftest import make_tiny_bert, sentence_transformers_modules
 from retriever.corpus import Document
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
@@ -26,7 +26,7 @@ PROMPTS = {"query": "query: ", "document": "passage: "}
 
 def saved_by_sentence_transformers(tmp_path, tiny_model_dir, pooling: str, normalize: bool, prompts: dict):
     """A folder as sentence-transformers itself saves one (its current Pooling config format)."""
-    from sentence_transformers import models
+    models = sentence_transformers_modules()
     modules = [models.Transformer(str(tiny_model_dir), max_seq_length=24), models.Pooling(32, pooling_mode=pooling)]
     model = sentence_transformers.SentenceTransformer(modules=modules + ([models.Normalize()] if normalize else []),
                                                       prompts=prompts, device="cpu")

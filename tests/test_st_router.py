@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import make_tiny_bert
+from conftest import make_tiny_bert, sentence_transformers_modules
 from retriever.corpus import Document
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
@@ -23,8 +23,8 @@ PROMPTS = {"query": "query: ", "document": "passage: "}
 
 def saved_router(tmp_path, pooling: str = "mean", normalize: bool = True, lengths=(16, 24), tokenizer_of=None):
     """Two towers of other weights (seeds), each with its own Pooling, routed by sentence-transformers itself."""
-    from sentence_transformers import models
-    from sentence_transformers.models import Router
+    models = sentence_transformers_modules()
+    Router = models.Router
 
     towers = []
     for seed, length in zip((1, 2), lengths):

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import make_tiny_bert
+from conftest import make_tiny_bert, sentence_transformers_modules
 from retriever.encoder import EncoderSettings
 from retriever.errors import RetrieverError
 from test_st_folders import assert_same_vectors, saved_by_sentence_transformers
@@ -59,7 +59,7 @@ def test_a_legacy_config_file_name_is_read(tmp_path, tiny_model_dir):
 def test_a_max_seq_length_past_512_saved_in_the_tokenizer_is_kept(tmp_path):
     """sentence-transformers ≥ 6 saves max_seq_length as the tokenizer's model_max_length; retriever took that for a
     plain tokenizer's and capped it at 512, cutting texts sentence-transformers reads to 600 tokens."""
-    from sentence_transformers import models
+    models = sentence_transformers_modules()
     from transformers import BertConfig, BertModel
 
     base = make_tiny_bert(tmp_path / "bert")
