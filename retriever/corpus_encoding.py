@@ -25,7 +25,8 @@ from retriever.encoder import Encoder
 from retriever.errors import RetrieverError
 from retriever.recorded_paths import model_record, relative_path
 from retriever.files import atomic_write_bytes, creatable_problem, left_by_dead_processes
-from retriever.folders import check_output_name, held_lock, make_folder
+from retriever.folders import check_output_name, make_folder
+from retriever.locks import held_lock
 from retriever.index_folder import MANIFEST_FILE
 from retriever.other_shards import refuse_other_shards
 from retriever.shard_completeness import worker_shards

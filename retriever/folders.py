@@ -14,7 +14,6 @@ keeps what an existing output folder holds besides the model (its ``checkpoints/
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import os
 import re
 import shutil
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from retriever.errors import RetrieverError
 from retriever.files import creatable_problem, left_by_dead_processes, process_alive
+from retriever.locks import held_lock, remove_unheld_lock
 from retriever.name_length import BESIDE_NAME_BYTES, check_name_length
 
 _RENAME_EXCHANGE = 2
@@ -160,7 +160,7 @@ def clean_stale(output: Path) -> list[str]:
     if not output.parent.is_dir():
         return []
     pattern = re.compile(rf"^\.{re.escape(output.name)}\.(building|old)-(\d+)$")
-    _remove_unheld_lock(output.parent / f".{output.name}.lock")
+    remove_unheld_lock(output.parent / f".{output.name}.lock")
     done = []
     for path in sorted(output.parent.iterdir()):
         match = pattern.match(path.name)
@@ -173,16 +173,6 @@ def clean_stale(output: Path) -> list[str]:
             shutil.rmtree(path, ignore_errors=True)
             done.append(f"deleted {path}, left by a killed build")
     return done
-
-
-def _remove_unheld_lock(path: Path) -> None:
-    """A killed build's lock file (``exclusive_build``): nobody holds it, so it can go; a held one stays."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            path.unlink(missing_ok=True)
-    except OSError:  # absent, or held (by a live build, this one's included)
-        pass
 
 
 @contextmanager
@@ -199,45 +189,6 @@ def exclusive_build(output: Path, what: str = "build",
     with held_lock(path, lambda pid: f"{output}: another {what} of it is running (pid {pid}); wait for it to end"
                                      f"{elsewhere}"):
         yield
-
-
-@contextmanager
-def held_lock(path: Path, refusal: Callable[[str], str]) -> Iterator[None]:
-    """Hold an flock on the file ``path`` (it records our pid, and is removed on the way out), or raise at once
-    ``refusal(pid of the holder)`` when another process holds it. The kernel drops the lock with its process, so a
-    lock file a killed run left behind blocks nobody."""
-    while True:
-        handle = open(path, "a+", encoding="utf-8")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "?"
-            handle.close()
-            raise RetrieverError(refusal(holder)) from None
-        if path.exists() and os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
-            break
-        handle.close()  # the holder before ours removed the file after we opened it: lock the new one
-    try:
-        _record_pid(handle.fileno())
-        yield
-    finally:
-        try:
-            path.unlink(missing_ok=True)
-        except OSError:  # its folder turned read-only meanwhile: the file stays, but the lock goes with the handle
-            pass
-        handle.close()
-
-
-def _record_pid(descriptor: int) -> None:
-    """Our pid in the lock file, for a refused run to name; on a full disk the lock holds without it (the refused
-    run says pid ?), so the command's own write can say which path it could not write (this one failed first,
-    naming none)."""
-    try:
-        os.ftruncate(descriptor, 0)
-        os.write(descriptor, str(os.getpid()).encode())
-    except OSError:
-        pass
 
 
 def publish_model_folder(folder: Path, write: Callable[[Path], None]) -> Path:

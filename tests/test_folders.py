@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import socket
 import subprocess
 import sys
 
@@ -69,7 +70,7 @@ def test_a_second_build_of_the_same_output_is_refused_while_the_first_runs(tmp_p
         holder.kill()  # a killed build's lock goes with it
         holder.wait()
     with exclusive_build(output):
-        assert (tmp_path / ".idx.lock").read_text() == str(os.getpid())
+        assert (tmp_path / ".idx.lock").read_text() == f"{os.getpid()} {socket.gethostname()}"
     with exclusive_build(output):  # one process's builds in turn (encode, then index) do not block each other
         pass
     assert list(tmp_path.iterdir()) == []
