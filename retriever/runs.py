@@ -186,18 +186,52 @@ def read_trec_run(path: str | Path) -> Run:
     return _trec_run_lines(path, _numbered_lines(path))
 
 
+class _RankDirection:
+    """Whether a run's scores rise with its rank column, told from lines of one query that follow each other: a run
+    of distances (FAISS L2, lowest nearest) is ranked by score, highest first, as trec_eval ranks it, so it was scored
+    backwards without a word. Only a run that never falls is warned of; the first pairs tell, so a long run is not
+    slowed."""
+
+    PAIRS = 10_000  # pairs of lines compared, at most
+
+    def __init__(self) -> None:
+        self.previous: tuple[str, str, float] = ("", "", 0.0)
+        self.rising = self.falling = 0
+        self.open = True  # still comparing
+
+    def see(self, qid: str, rank: str, score: float) -> None:
+        (last_qid, last_rank, last_score), self.previous = self.previous, (qid, rank, score)
+        if last_qid == qid and score != last_score and rank.isdigit() and last_rank.isdigit() and rank != last_rank:
+            if (int(rank) > int(last_rank)) == (score > last_score):
+                self.rising += 1
+            else:
+                self.falling += 1
+            self.open = self.rising + self.falling < self.PAIRS
+
+    def warn(self, path: Path) -> None:
+        if self.rising and not self.falling:
+            print(f"warning: {path}: its scores rise with its rank column (rank 1 scored lowest, as distances are), "
+                  "but a run is ranked by score, highest first, as trec_eval ranks it, so this one is scored ranked "
+                  "backwards; if lower means nearer, negate the scores (awk '{ if (!sub(/^-/, \"\", $5)) $5 = \"-\" $5 } 1' "
+                  f"{shlex.quote(str(path))}"
+                  f" > {shlex.quote(str(path.with_name(path.name + '.negated')))})", file=sys.stderr)
+
+
 def _trec_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> Run:
     run: Run = {}
+    direction = _RankDirection()
     for lineno, text in lines:
         cols = columns(text)
         if len(cols) != 6 and "\r" in text:
             raise carriage_return_error(path, lineno)
         if len(cols) != 6:
             raise _columns_error(path, lineno, cols)
-        qid, _, docid, _, score_text, _ = cols
+        qid, _, docid, rank, score_text, _ = cols
         if CONTROL_CHARACTER.search(text) is not None or "\ufeff" in text:  # trec_eval would cut an id at a NUL
             _check_line_ids(path, lineno, qid, docid)
         score = _parse_score(path, lineno, score_text)
+        if direction.open:
+            direction.see(qid, rank, score)
         hits = run.setdefault(qid, {})
         if docid in hits:  # the first line is found again only now: a line number per hit tripled the memory
             first = next(number for number, line in _numbered_lines(path) if columns(line)[:3:2] == [qid, docid])
@@ -206,6 +240,7 @@ def _trec_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> Run:
         hits[docid] = score
     if not run:
         raise InputFileError(path, None, "run file is empty", "check that retrieval produced output")
+    direction.warn(path)
     return run
 
 

@@ -395,3 +395,22 @@ def test_an_ms_marco_run_of_rank_without_score_is_named_with_its_conversion(tmp_
                               "MS MARCO run, which holds no score"), message
     subprocess.run(re.search(r"\(awk .*?\)", message).group()[1:-1], shell=True, check=True)
     assert trec_order(read_run(tmp_path / "run.msmarco.tsv.trec")["1048585"]) == ["7187158", "7187157"]
+
+
+def test_a_run_whose_scores_rise_with_its_rank_column_is_warned_of(tmp_path, capsys):
+    """A run of distances (FAISS L2: rank 1 nearest, lowest) is ranked by score, highest first, as trec_eval ranks
+    it, so it was scored backwards without a word (probe round 16); the ranking itself stays trec_eval's."""
+    path = tmp_path / "l2.trec"
+    path.write_text("q1 Q0 d1 1 0.25 x\nq1 Q0 d2 2 0.5 x\nq1 Q0 d3 3 0.5 x\nq2 Q0 d4 1 1e-3 x\nq2 Q0 d5 2 7 x\n")
+    run = read_run(path)
+    assert run["q1"] == {"d1": 0.25, "d2": 0.5, "d3": 0.5}
+    err = capsys.readouterr().err
+    assert err.startswith(f"warning: {path}: its scores rise with its rank column (rank 1 scored lowest, as "
+                          "distances are), but a run is ranked by score, highest first, as trec_eval ranks it"), err
+    for text in ("q1 Q0 d1 1 0.5 x\nq1 Q0 d2 2 0.25 x\nq2 Q0 d4 1 7 x\nq2 Q0 d5 2 1e-3 x\n",  # falling: right
+                 "q1 Q0 d1 1 1 x\nq1 Q0 d2 2 1 x\n",  # tied
+                 "q1 Q0 d1 1 1 x\nq1 Q0 d2 2 2 x\nq2 Q0 d4 1 7 x\nq2 Q0 d5 2 1 x\n",  # mixed: no telling
+                 "q1 Q0 d1 x 1 x\nq1 Q0 d2 y 2 x\n"):  # no ranks
+        path.write_text(text)
+        read_run(path)
+        assert capsys.readouterr().err == "", text
