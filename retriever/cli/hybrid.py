@@ -130,12 +130,12 @@ def check_tuning(tune_fusion: tuple[Path, str] | None, lexical: LexicalParams | 
     """Refuse bad tuning requests (no BM25; a split that is missing, unjudged or the test split's) before any
     encoding or BM25 build, not after them. --split test is a bad flag, so a usage error; a split missing from the
     folder, or sharing test's queries, is the folder's (exit 1)."""
-    from retriever.fusion_tuning import TuningOnReportedSplit, check_tuning_split
-
     if tune_fusion is None:
         return
     if lexical is None:
         raise click.UsageError("--tune-fusion-on tunes the hybrid fusion, which needs the BM25 index; drop --no-bm25")
+    from retriever.fusion_tuning import TuningOnReportedSplit, check_tuning_split  # torch: only when tuning
+
     try:  # not a BEIR folder, no such split: exit 1, before the split's name is looked at
         check_tuning_split(*tune_fusion)
     except TuningOnReportedSplit as error:

@@ -162,8 +162,6 @@ def encode_command(corpus, output, model, encoder_overrides, device, dtype, batc
     Example (worker 0 of 2; run --worker-index 1 elsewhere):
       retriever encode ../shared/datasets/scifact -o shards/ --worker-index 0 --num-workers 2
     """
-    from retriever.corpus_encoding import encode_corpus  # torch, transformers: only for the work, not for --help
-
     if worker_index >= num_workers:  # the library's check said so with exit code 1, not as a bad flag
         raise click.BadParameter(f"{worker_index} is not below --num-workers {num_workers} (workers are numbered "
                                  f"0 to {num_workers - 1})", param_hint="'--worker-index'")
@@ -171,6 +169,8 @@ def encode_command(corpus, output, model, encoder_overrides, device, dtype, batc
     detect_format(resolve_corpus_path(corpus), fmt)  # before the model loads and Ray starts, which take seconds
     check_first_record(corpus, fmt, fields_from(id_field, text_field, title_field))
     settings = EncoderSettings.for_model(model, **encoder_overrides)
+    from retriever.corpus_encoding import encode_corpus  # torch, transformers (seconds): after every flag's check
+
     with passage_encoder(settings, device, dtype, batch_size, ray_address, ray_workers,
                           ray_cpus_per_worker) as encoder:
         result = encode_corpus(corpus, output, encoder, fmt, fields_from(id_field, text_field, title_field),
@@ -201,8 +201,7 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
     Example:
       retriever index shards/ --corpus ../shared/datasets/scifact -o indexes/scifact --index-type hnsw
     """
-    from retriever.encoder import recorded_encoder
-    from retriever.indexing import IndexParams, build_index
+    from retriever.faiss_index import IndexParams
 
     output = named_output(output)  # `-o .`: the build swaps a new folder in at that path; `.` would name the old one
     check_build_tuning(tune_fusion, lexical, output, overwrite)
@@ -212,6 +211,9 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
     _check_type_flags(params.index_type)
     _check_train_size_used(params.index_type, lambda: int(check_complete(shards)[1]["dim"]))
     texts = _tuning_texts(tuning_queries_file, params.tuning_queries, params.seed)
+    from retriever.encoder import recorded_encoder  # torch, transformers (seconds): after every flag's check
+    from retriever.indexing import build_index
+
     if texts is None:
         vectors = None
     else:
@@ -246,7 +248,7 @@ def build_command(corpus, output, model, encoder_overrides, device, dtype, batch
     Example:
       retriever build ../shared/datasets/scifact --output indexes/scifact
     """
-    from retriever.indexing import IndexParams, build_index, encode_for_index
+    from retriever.faiss_index import IndexParams
 
     output = named_output(output)  # as in index_command
     check_build_tuning(tune_fusion, lexical, output, overwrite)
@@ -254,13 +256,15 @@ def build_command(corpus, output, model, encoder_overrides, device, dtype, batch
     check_rereadable(corpus)  # these two before the model loads and Ray starts, which take seconds
     detect_format(resolve_corpus_path(corpus), fmt)
     check_first_record(corpus, fmt, fields_from(id_field, text_field, title_field))
-    settings = EncoderSettings.for_model(model, **encoder_overrides)
     params = IndexParams(**index_flags, ray_address=ray_address, ray_workers=ray_workers,
                          ray_cpus_per_worker=ray_cpus_per_worker)
     check_ray_flags(params, encodes=True)
     _check_type_flags(params.index_type)
+    settings = EncoderSettings.for_model(model, **encoder_overrides)  # reading the model's folder imports torch
     fields = fields_from(id_field, text_field, title_field)
     tuning_texts = _tuning_texts(tuning_queries_file, params.tuning_queries, params.seed)
+    from retriever.indexing import build_index, encode_for_index  # torch, transformers: after every flag's check
+
     # One Ray session for the encoder actors and the ivf-ondisk part tasks: starting Ray costs seconds.
     with ray_for_parts(params):
         with passage_encoder(settings, device, dtype, batch_size, ray_address, ray_workers,

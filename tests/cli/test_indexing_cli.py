@@ -1,6 +1,7 @@
 """`encode`, `index` and `build` refuse bad outputs and settings in one line, before any encoding."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -70,7 +71,7 @@ def test_encode_into_a_file_is_one_line(tmp_path, tiny_model_dir):
     assert (tmp_path / "afile").read_text() == "mine"
 
 
-@pytest.mark.parametrize("args, expected", [
+FLAG_PAIRS = [
     (["build", "--index-type", "ivf-ondisk", "--ray", "--parallel-parts", "2"],
      "--parallel-parts sets worker processes on this machine; with --ray, parts are Ray tasks"),
     (["index", "--index-type", "ivf-ondisk", "--ray", "--parallel-parts", "2"],
@@ -81,20 +82,43 @@ def test_encode_into_a_file_is_one_line(tmp_path, tiny_model_dir):
     (["encode", "--ray-workers", "4"], "--ray-workers is used only with --ray"),
     (["build", "--ray-cpus-per-worker", "2"], "--ray-cpus-per-worker is used only with --ray"),
     (["index", "--index-type", "ivf-ondisk", "--ray-workers", "2"], "--ray-workers is used only with --ray"),
-])
-def test_flag_pairs_that_cannot_go_together_are_usage_errors_before_encoding(tmp_path, tiny_model_dir, args,
-                                                                             expected):
+]
+# Runs each command line of argv[1] (a JSON list) in turn, ending each one's stderr with a line of its exit code
+# and the model libraries imported so far.
+EACH_COMMAND = ("import json, sys\n"
+                "from retriever.cli import main\n"
+                "for arguments in json.loads(sys.argv[1]):\n"
+                "    try:\n"
+                "        main(arguments, prog_name='retriever')\n"
+                "    except SystemExit as exit:\n"
+                "        heavy = sorted(name for name in ('torch', 'transformers') if name in sys.modules)\n"
+                "        print(f'== {exit.code} {heavy}', file=sys.stderr, flush=True)\n")
+
+
+def test_flag_pairs_that_cannot_go_together_are_usage_errors_before_encoding(tmp_path, tiny_model_dir):
     """`build --ray --parallel-parts` encoded the whole corpus, then refused the pair with exit code 1; the other
-    pairs were refused with exit code 1 too, where a bad flag is a usage error (exit code 2)."""
+    pairs were refused with exit code 1 too, where a bad flag is a usage error (exit code 2). They are refused
+    before the model libraries load (seconds), and one process answers every pair in turn, each under its own
+    folder."""
     corpus = write_jsonl(tmp_path / "c.jsonl", [{"_id": "a", "text": "hello world"}, {"_id": "b", "text": "bye"}])
-    command, *flags = args
-    source = ["index", str(tmp_path), "--corpus", str(corpus)] if command == "index" else [command, str(corpus)]
-    model = [] if command == "index" else ["--model", str(tiny_model_dir)]
-    result = _run(*source, "--output", str(tmp_path / "out"), *model, *flags)
-    line = result.stderr.strip()
-    assert result.returncode == 2 and "\n" not in line and line.startswith(f"error: {expected}"), result.stderr
-    assert line.endswith(f"retriever {command} --help`)")
-    assert not (tmp_path / "out").exists() and not (tmp_path / "out.shards").exists()
+    runs = []
+    for number, (args, _) in enumerate(FLAG_PAIRS):
+        command, *flags = args
+        folder = tmp_path / str(number)
+        folder.mkdir()
+        source = ["index", str(folder), "--corpus", str(corpus)] if command == "index" else [command, str(corpus)]
+        model = [] if command == "index" else ["--model", str(tiny_model_dir)]
+        runs.append([*source, "--output", str(folder / "out"), *model, *flags])
+    result = subprocess.run([sys.executable, "-c", EACH_COMMAND, json.dumps(runs)], capture_output=True, text=True,
+                            timeout=300)
+    answers, lines = [], []  # each command's stderr lines and the line ending them
+    for text in result.stderr.splitlines():
+        answers, lines = (answers + [(lines, text)], []) if text.startswith("== ") else (answers, lines + [text])
+    assert result.returncode == 0 and len(answers) == len(FLAG_PAIRS) and not lines, result.stderr
+    for number, ((args, expected), (said, ending)) in enumerate(zip(FLAG_PAIRS, answers)):
+        assert len(said) == 1 and said[0].startswith(f"error: {expected}"), said
+        assert said[0].endswith(f"retriever {args[0]} --help`)") and ending == "== 2 []", (said, ending)
+        assert not (tmp_path / str(number) / "out").exists() and not (tmp_path / str(number) / "out.shards").exists()
 
 
 @pytest.mark.parametrize("index_type, flags", [
