@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -30,18 +32,28 @@ main()
 """
 
 
-@pytest.fixture()
-def index_and_queries(tmp_path, tiny_beir, tiny_model_dir):
-    from conftest import write_jsonl
+@pytest.fixture(scope="module")
+def shared_index_and_queries(tmp_path_factory, tiny_model_dir):
+    """One index and queries file for the module's tests: they only read them (a test that changes the queries
+    changes its own copy)."""
+    from conftest import TINY_DOCS, write_jsonl
     from retriever.encoder import Encoder, EncoderSettings
     from retriever.indexing import IndexParams, encode_and_index
 
+    root = tmp_path_factory.mktemp("partial-runs")
+    corpus = write_jsonl(root / "corpus.jsonl", [{"_id": i, "title": t, "text": x} for i, t, x in TINY_DOCS])
     encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
-    encode_and_index(tiny_beir, tmp_path / "idx", encoder, IndexParams("flat"), progress=False)
+    encode_and_index(corpus, root / "idx", encoder, IndexParams("flat"), progress=False)
     words = ["cat", "lava", "rock", "river", "sun", "moon", "tree", "stone"]
-    queries = write_jsonl(tmp_path / "queries.jsonl", [{"_id": f"q{i}", "text": f"{words[i % 8]} {words[i // 8]}"}
-                                                       for i in range(20)])
-    return tmp_path / "idx", queries
+    queries = write_jsonl(root / "queries.jsonl", [{"_id": f"q{i}", "text": f"{words[i % 8]} {words[i // 8]}"}
+                                                   for i in range(20)])
+    return root / "idx", queries
+
+
+@pytest.fixture()
+def index_and_queries(shared_index_and_queries, tmp_path):
+    index, queries = shared_index_and_queries
+    return index, shutil.copy(queries, tmp_path / "queries.jsonl")
 
 
 def searched_batches(monkeypatch) -> list[int]:
@@ -98,11 +110,23 @@ def test_a_killed_search_resumes_after_its_last_batch_into_the_same_bytes(tmp_pa
     assert output.read_bytes() == whole.read_bytes()
 
 
+@pytest.fixture(scope="module")
+def killed_run(shared_index_and_queries, tmp_path_factory) -> Path:
+    """The partial run (data and record) a search killed after 4 of its queries left (with its lock), under the name run.trec: one
+    killed launch serves every rerun below, each rerunning on its own copy."""
+    index, queries = shared_index_and_queries
+    folder = tmp_path_factory.mktemp("killed")
+    kill_after(search_args(index, queries, folder / "run.trec"), folder / ".run.trec.partial.json", 4)
+    assert {".run.trec.partial", ".run.trec.partial.json"} <= {path.name for path in folder.iterdir()}
+    return folder
+
+
 @pytest.mark.parametrize("changed", [["-k", "4"], ["--tag", "other"], ["--mode", "bm25"], ["queries"]])
-def test_a_rerun_with_other_inputs_starts_over(tmp_path, index_and_queries, monkeypatch, changed):
+def test_a_rerun_with_other_inputs_starts_over(tmp_path, index_and_queries, killed_run, monkeypatch, changed):
     index, queries = index_and_queries
     output = tmp_path / "run.trec"
-    kill_after(search_args(index, queries, output), tmp_path / ".run.trec.partial.json", 4)
+    for left in killed_run.iterdir():  # the partial run, its record and the lock the killed search held
+        shutil.copy(left, tmp_path / left.name)
     if changed == ["queries"]:
         queries.write_text(queries.read_text().replace('"cat ', '"dog '))
         changed = []
