@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from shlex import quote
 
 import pyarrow.parquet as pq
 
@@ -269,7 +270,11 @@ class BeirDataset:
         path = self.root / "qrels" / f"{split}.tsv"
         if not path.is_file():
             available = ", ".join(self.splits()) or "none"
-            raise RetrieverError(f"{self.root}: no qrels for split {split!r} (available: {available})")
+            beside = self.root / f"{split}.tsv"  # the hub shares a collection's qrels apart, as NAME-qrels/test.tsv
+            moved = (f"; its {beside.name} is beside corpus.jsonl, and a BEIR collection keeps it in qrels/: move it "
+                     f"there (mkdir -p {quote(f'{self.root}/qrels')} && mv {quote(str(beside))} "
+                     f"{quote(f'{self.root}/qrels/')})") if beside.is_file() else ""
+            raise RetrieverError(f"{self.root}: no qrels for split {split!r} (available: {available}){moved}")
         return path
 
 

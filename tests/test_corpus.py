@@ -401,3 +401,15 @@ def test_a_beir_folder_holding_its_file_compressed_says_to_decompress_it(tiny_be
         with pytest.raises(RetrieverError) as caught:
             next(iter_documents(tiny_beir))
         assert str(caught.value) == expected
+
+
+def test_qrels_beside_the_corpus_rather_than_in_qrels_are_pointed_to(tiny_beir):
+    """A collection put together from the Hugging Face hub's two repositories (BeIR/NAME and BeIR/NAME-qrels) holds
+    test.tsv beside corpus.jsonl; it was 'no qrels for split 'test' (available: none)' (probe round 16)."""
+    (tiny_beir / "qrels" / "test.tsv").rename(tiny_beir / "test.tsv")
+    (tiny_beir / "qrels").rmdir()
+    with pytest.raises(RetrieverError) as caught:
+        BeirDataset.open(tiny_beir).qrels_path("test")
+    assert str(caught.value) == (f"{tiny_beir}: no qrels for split 'test' (available: none); its test.tsv is beside "
+                                 "corpus.jsonl, and a BEIR collection keeps it in qrels/: move it there "
+                                 f"(mkdir -p {tiny_beir}/qrels && mv {tiny_beir}/test.tsv {tiny_beir}/qrels/)")
