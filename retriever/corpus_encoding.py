@@ -33,7 +33,7 @@ from retriever.shard_completeness import worker_shards
 from retriever.shard_origin import READING, ContentHash, reading_record
 from retriever.texts import whole_number
 from retriever.shards import (differing_fields, done_marker, existing_metadata, list_shards, parse_shard_name,
-                              read_shard, read_shard_metadata, shard_name, warn_resized, write_shard)
+                              note_batch_size, read_shard, read_shard_metadata, shard_name, warn_resized, write_shard)
 from retriever.wording import counted
 
 # What encode_part did with one part.
@@ -44,6 +44,9 @@ PartJob = tuple[Sequence[Document], Path, dict]
 
 class PartRunner(Protocol):
     """Runs encode_part somewhere else (e.g. on Ray actors); ``encode_corpus`` takes one in place of an Encoder."""
+
+    # A ``batch_size`` attribute, where it has one, is the texts per forward pass its encoders take: a resume in
+    # batches of another size is told so (``note_batch_size``).
 
     def metadata(self) -> dict: ...
 
@@ -90,6 +93,7 @@ def encode_part(encoder: Encoder, part: Sequence[Document], path: Path, metadata
     vectors = encoder.encode_passages(part, progress=progress)
     _check_finite(vectors, part, path)
     metadata["shard"]["passages_cut"] = encoder.last_cut
+    metadata["shard"]["batch_size"] = encoder.batch_size  # a resume in batches of another size is told so
     write_shard(path, [d.id for d in part], vectors, metadata)
     return outcome
 
@@ -206,6 +210,7 @@ def _encode_share(corpus_path: Path, output: Path, encoder: Encoder | PartRunner
     recorded = {**encoder.metadata(), READING: reading_record(corpus_path, fmt, fields)}
     refuse_other_shards(output, recorded, num_workers, corpus_path)
     earlier_size = warn_resized(output, worker_index, num_workers, shard_size)
+    note_batch_size(output, worker_index, num_workers, getattr(encoder, "batch_size", None))
     # Until this run finishes, this worker's shards may mix old and new content: not complete.
     done_marker(output, worker_index, num_workers).unlink(missing_ok=True)
     base_metadata = {**recorded, **model_record(recorded["model"], output),

@@ -200,10 +200,7 @@ def list_shards(folder: Path, worker: tuple[int, int] | None = None) -> list[Pat
 def warn_resized(folder: Path, worker: int, num_workers: int, shard_size: int) -> int | None:
     """The other --shard-size this worker's shards were cut at, said on stderr before any encoding: parts cut
     otherwise are all encoded again, and a resume with another size lost every finished shard without a word."""
-    records = []
-    for path in list_shards(folder, (worker, num_workers)):
-        with contextlib.suppress(RetrieverError):  # a damaged shard is re-encoded anyway
-            records.append(read_shard_metadata(path)["shard"])
+    records = _shard_records(folder, worker, num_workers)
     earlier = {record["shard_size"] for record in records} - {shard_size}
     if not earlier or (len(records) == 1 and records[0]["rows"] <= shard_size):  # one short part: the same part
         return None
@@ -211,6 +208,31 @@ def warn_resized(folder: Path, worker: int, num_workers: int, shard_size: int) -
           f"so every part is encoded again; stop it and pass --shard-size {min(earlier)} to reuse them",
           file=sys.stderr)
     return min(earlier)
+
+
+def note_batch_size(folder: Path, worker: int, num_workers: int, batch_size: int | None) -> None:
+    """Say on stderr, before any encoding, that this worker's shards were encoded in batches of another size. A resume
+    goes on, as a user who changed --batch-size (or whose default differs on this device) expects, but the passages
+    it encodes round otherwise in their last bits than an uninterrupted run's, which it did without a word. Shards
+    that predate the record say nothing, and so does a run whose batch size is not known (None)."""
+    if batch_size is None:
+        return
+    earlier = {record["batch_size"] for record in _shard_records(folder, worker, num_workers)
+               if "batch_size" in record} - {batch_size}
+    if earlier:
+        print(f"note: {folder}: its shards were encoded in batches of {min(earlier)} and this run encodes in batches "
+              f"of {batch_size}: it goes on, reusing them, but the vectors it makes round otherwise in their last "
+              f"bits, so they will not all be an uninterrupted run's; resume with --batch-size {min(earlier)} to "
+              "continue it as it was", file=sys.stderr)
+
+
+def _shard_records(folder: Path, worker: int, num_workers: int) -> list[dict]:
+    """The part records of this worker's shards in ``folder``, damaged ones left out (they are encoded again)."""
+    records = []
+    for path in list_shards(folder, (worker, num_workers)):
+        with contextlib.suppress(RetrieverError):
+            records.append(read_shard_metadata(path)["shard"])
+    return records
 
 
 def iter_shard_batches(shards: list[Path], progress: str | None = None) -> Iterator[tuple[list[str], np.ndarray]]:

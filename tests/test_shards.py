@@ -42,6 +42,28 @@ def test_a_rerun_with_another_shard_size_says_so_before_encoding(tiny_beir, tiny
     assert capsys.readouterr().err == ""  # cut as before: nothing to say
 
 
+def test_a_resume_in_batches_of_another_size_goes_on_with_a_note(tiny_beir, tiny_model_dir, tmp_path, capsys,
+                                                                  one_torch_thread):
+    """The passages a resume encodes in batches of another size round otherwise in their last bits: the index mixed
+    them with the first run's without a word (the batch size was recorded nowhere)."""
+    from retriever.shards import list_shards, read_shard_metadata
+
+    def encoder(batch_size: int) -> Encoder:
+        return Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32", batch_size=batch_size)
+
+    encode_corpus(tiny_beir, tmp_path / "shards", encoder(4), shard_size=5, progress=False)
+    assert capsys.readouterr().err == ""
+    shards = list_shards(tmp_path / "shards", (0, 1))
+    shards[-1].unlink()  # the run stopped before its last part
+    result = encode_corpus(tiny_beir, tmp_path / "shards", encoder(2), shard_size=5, progress=False)
+    assert (result.skipped, result.encoded) == (10, 2)
+    assert capsys.readouterr().err == (
+        f"note: {tmp_path / 'shards'}: its shards were encoded in batches of 4 and this run encodes in batches of 2: "
+        "it goes on, reusing them, but the vectors it makes round otherwise in their last bits, so they will not all "
+        "be an uninterrupted run's; resume with --batch-size 4 to continue it as it was\n")
+    assert [read_shard_metadata(path)["shard"]["batch_size"] for path in shards] == [4, 4, 2]
+
+
 def test_one_short_part_is_the_same_part_at_any_larger_shard_size(tiny_beir, tiny_encoder, tmp_path, capsys):
     encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, shard_size=20, progress=False)
     result = encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, shard_size=30, progress=False)

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from retriever.corpus import Document
+from retriever.device import resolve_batch_size
 from retriever.corpus_encoding import PartJob, encode_part
 from retriever.distributed.ray_runtime import (MAX_RETRIES, check_local_cpus, cluster_cpus_and_gpus, cpu_workers,
                                                default_workers, ray_session, say_if_waiting, unwrapped)
@@ -138,6 +139,7 @@ class RayEncoderPool:
             num_cpus=0 if gpus_per_worker else cpus_per_worker, num_gpus=gpus_per_worker,
             max_restarts=MAX_RETRIES, max_task_retries=MAX_RETRIES)
         threads = 0 if gpus_per_worker else cpus_per_worker
+        self.batch_size = resolve_batch_size(batch_size, torch.device(actor_device))  # as each actor's encoder has it
         self._held = ("GPU", 1) if gpus_per_worker else ("CPU", cpus_per_worker)  # by each actor
         say_if_waiting(ray, workers, "encoder workers", *self._held)
         self.actors = [actor_class.remote(actor_settings(settings), actor_device, dtype, batch_size, threads)
