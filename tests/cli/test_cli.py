@@ -10,6 +10,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from conftest import commands_in_one_process
 from retriever.cli import main
 
 BAD_CORPORA = {
@@ -21,20 +22,22 @@ BAD_CORPORA = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(BAD_CORPORA))
-def test_bad_corpus_fails_on_one_line_and_leaves_no_index(tmp_path, tiny_model_dir, case):
-    content, expected = BAD_CORPORA[case]
-    corpus = tmp_path / "corpus.jsonl"
-    corpus.write_bytes(content)
-    output = tmp_path / "indexes" / "bad"
-    result = subprocess.run([sys.executable, "-m", "retriever", "build", str(corpus), "--output", str(output),
-                             "--model", str(tiny_model_dir), "--device", "cpu"], capture_output=True, text=True)
-    assert result.returncode == 1
-    error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert len(error_lines) == 1 and expected in error_lines[0], result.stderr
-    assert "Traceback" not in result.stderr
-    assert not output.exists()
-    assert not output.parent.exists() or not list(output.parent.iterdir())
+def test_bad_corpus_fails_on_one_line_and_leaves_no_index(tmp_path, tiny_model_dir):
+    """One process builds from each bad corpus in turn, each in its own folder."""
+    runs = []
+    for case, (content, _) in BAD_CORPORA.items():
+        (tmp_path / case).mkdir()
+        (tmp_path / case / "corpus.jsonl").write_bytes(content)
+        runs.append((tmp_path / case, ["build", str(tmp_path / case / "corpus.jsonl"), "--output",
+                                       str(tmp_path / case / "indexes" / "bad"), "--model", str(tiny_model_dir),
+                                       "--device", "cpu"]))
+    for (case, (_, expected)), (code, said, _) in zip(BAD_CORPORA.items(), commands_in_one_process(runs)):
+        error_lines = [line for line in said if line.startswith("error:")]
+        assert code == 1 and len(error_lines) == 1 and expected in error_lines[0], (case, said)
+        assert not any("Traceback" in line for line in said), said
+        output = tmp_path / case / "indexes" / "bad"
+        assert not output.exists()
+        assert not output.parent.exists() or not list(output.parent.iterdir())
 
 
 def test_build_search_evaluate_round_trip(tmp_path, tiny_model_dir, tiny_beir):
@@ -275,31 +278,15 @@ def test_ctrl_c_while_the_commands_import_is_one_line_and_130(module, arguments,
         result.stderr
 
 
-HEAVY_LIBRARIES = ("torch", "transformers", "faiss", "ray")
-
-
 HELP_AND_USAGE_ERRORS = [(["--help"], 0), *(([name, "--help"], 0) for name in sorted(main.commands)),
                          (["serch"], 2), (["search", "--k", "many", "idx", "q"], 2), (["build", "--index-type"], 2)]
 
 
-def test_help_and_usage_errors_import_no_heavy_library():
+def test_help_and_usage_errors_import_no_heavy_library(tmp_path):
     """Every command, even `--help` or a typo, took seconds before answering: importing the CLI imported torch,
-    transformers and FAISS. Only the work itself imports them now. One process answers every case in turn (a
-    library, once imported, stays in ``sys.modules``, so each case's check covers it and the cases before)."""
-    code = ("import json, sys\n"
-            "from retriever.cli import main\n"
-            "for arguments in json.loads(sys.argv[1]):\n"
-            "    try:\n"
-            "        main(arguments, prog_name='retriever')\n"
-            "    except SystemExit as exit:\n"
-            f"        heavy = sorted(name for name in {HEAVY_LIBRARIES!r} if name in sys.modules)\n"
-            "        print(json.dumps([arguments, exit.code, heavy]), file=sys.stderr)\n")
-    cases = [arguments for arguments, _ in HELP_AND_USAGE_ERRORS]
-    result = subprocess.run([sys.executable, "-c", code, json.dumps(cases)], capture_output=True, text=True,
-                            timeout=120)
-    answers = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("[[")]
-    assert result.returncode == 0 and answers == [[arguments, exit_code, []]
-                                                  for arguments, exit_code in HELP_AND_USAGE_ERRORS], result.stderr
+    transformers and FAISS. Only the work itself imports them now."""
+    answers = commands_in_one_process([(tmp_path, arguments) for arguments, _ in HELP_AND_USAGE_ERRORS])
+    assert [(code, imported) for code, _, imported in answers] == [(code, []) for _, code in HELP_AND_USAGE_ERRORS]
 
 
 @pytest.mark.parametrize("command", ["encode", "build"])

@@ -1,14 +1,14 @@
 """`encode`, `index` and `build` refuse bad outputs and settings in one line, before any encoding."""
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from conftest import write_jsonl
+from conftest import commands_in_one_process, write_jsonl
 from retriever.cli import main
 
 
@@ -22,36 +22,52 @@ def _one_line_error(result: subprocess.CompletedProcess, expected: str) -> None:
     assert len(errors) == 1 and expected in errors[0], result.stderr
 
 
-@pytest.mark.parametrize("case", ["victim-folder", "victim-file", "shards-file", "dot-not-an-index", "bad-stemmer",
-                                  "bad-stopwords", "idmap"])
-def test_build_refuses_before_encoding(tmp_path, tiny_model_dir, case):
-    corpus = write_jsonl(tmp_path / "c.jsonl", [{"_id": "a", "text": "hello world"}, {"_id": "b", "text": "bye"}])
-    output, extra, cwd = "out", [], tmp_path
+BUILD_REFUSALS = ["victim-folder", "victim-file", "shards-file", "dot-not-an-index", "bad-stemmer", "bad-stopwords",
+                  "idmap"]
+
+
+def _refused_build(folder: Path, case: str) -> tuple[str, list[str], str]:
+    """The output, extra flags and expected error of one refused build in ``folder`` (made here, with its corpus)."""
+    folder.mkdir()
+    write_jsonl(folder / "c.jsonl", [{"_id": "a", "text": "hello world"}, {"_id": "b", "text": "bye"}])
+    output, extra = "out", []
     if case == "victim-folder":
-        (tmp_path / "out").mkdir()
-        (tmp_path / "out" / "notes.txt").write_text("mine")
+        (folder / "out").mkdir()
+        (folder / "out" / "notes.txt").write_text("mine")
         extra, expected = ["--overwrite"], "out: exists and is not an index folder"
     elif case == "victim-file":
-        (tmp_path / "out").write_text("mine")
+        (folder / "out").write_text("mine")
         extra, expected = ["--overwrite"], "out: exists and is not an index folder"
     elif case == "shards-file":
-        (tmp_path / "out.shards").write_text("mine")
+        (folder / "out.shards").write_text("mine")
         expected = "out.shards: is a file where the build keeps its shards folder"
     elif case == "dot-not-an-index":
-        output, extra, expected = ".", ["--overwrite"], f"{tmp_path}: exists and is not an index folder"
+        output, extra, expected = ".", ["--overwrite"], f"{folder}: exists and is not an index folder"
     elif case == "idmap":
         extra, expected = ["--index-type", "IDMap,Flat"], "IDMap indexes are not supported"
     else:
         option = "--bm25-stemmer" if case == "bad-stemmer" else "--bm25-stopwords"
         extra, expected = [option, "xx"], "'xx'"
-    before = sorted(p.name for p in tmp_path.iterdir())
-    result = _run("build", str(corpus), "-o", output, "--model", str(tiny_model_dir), "--device", "cpu", *extra,
-                  cwd=cwd)
-    _one_line_error(result, expected)
-    assert "encode w0/1" not in result.stderr, "refused only after encoding"
-    assert sorted(p.name for p in tmp_path.iterdir()) == before
-    if case.startswith("victim"):
-        assert (tmp_path / "out" / "notes.txt" if case == "victim-folder" else tmp_path / "out").read_text() == "mine"
+    return output, extra, expected
+
+
+def test_build_refuses_before_encoding(tmp_path, tiny_model_dir):
+    """Each case's build runs in its own folder (its working directory), one process running them in turn."""
+    runs, expectations = [], []
+    for case in BUILD_REFUSALS:
+        folder = tmp_path / case
+        output, extra, expected = _refused_build(folder, case)
+        expectations.append((case, folder, expected, sorted(p.name for p in folder.iterdir())))
+        runs.append((folder, ["build", str(folder / "c.jsonl"), "-o", output, "--model", str(tiny_model_dir),
+                              "--device", "cpu", *extra]))
+    for (case, folder, expected, before), (code, said, _) in zip(expectations, commands_in_one_process(runs)):
+        errors = [line for line in said if line.startswith("error:")]
+        assert code == 1 and not any("Traceback" in line for line in said), (case, said)
+        assert len(errors) == 1 and expected in errors[0], (case, said)
+        assert not any("encode w0/1" in line for line in said), f"{case}: refused only after encoding"
+        assert sorted(p.name for p in folder.iterdir()) == before, case
+        if case.startswith("victim"):
+            assert (folder / "out" / "notes.txt" if case == "victim-folder" else folder / "out").read_text() == "mine"
 
 
 def test_bm25_on_a_folder_without_its_doc_store_is_one_line(tmp_path, tiny_model_dir):
@@ -83,23 +99,12 @@ FLAG_PAIRS = [
     (["build", "--ray-cpus-per-worker", "2"], "--ray-cpus-per-worker is used only with --ray"),
     (["index", "--index-type", "ivf-ondisk", "--ray-workers", "2"], "--ray-workers is used only with --ray"),
 ]
-# Runs each command line of argv[1] (a JSON list) in turn, ending each one's stderr with a line of its exit code
-# and the model libraries imported so far.
-EACH_COMMAND = ("import json, sys\n"
-                "from retriever.cli import main\n"
-                "for arguments in json.loads(sys.argv[1]):\n"
-                "    try:\n"
-                "        main(arguments, prog_name='retriever')\n"
-                "    except SystemExit as exit:\n"
-                "        heavy = sorted(name for name in ('torch', 'transformers') if name in sys.modules)\n"
-                "        print(f'== {exit.code} {heavy}', file=sys.stderr, flush=True)\n")
 
 
 def test_flag_pairs_that_cannot_go_together_are_usage_errors_before_encoding(tmp_path, tiny_model_dir):
     """`build --ray --parallel-parts` encoded the whole corpus, then refused the pair with exit code 1; the other
     pairs were refused with exit code 1 too, where a bad flag is a usage error (exit code 2). They are refused
-    before the model libraries load (seconds), and one process answers every pair in turn, each under its own
-    folder."""
+    before torch and transformers load (seconds)."""
     corpus = write_jsonl(tmp_path / "c.jsonl", [{"_id": "a", "text": "hello world"}, {"_id": "b", "text": "bye"}])
     runs = []
     for number, (args, _) in enumerate(FLAG_PAIRS):
@@ -108,16 +113,12 @@ def test_flag_pairs_that_cannot_go_together_are_usage_errors_before_encoding(tmp
         folder.mkdir()
         source = ["index", str(folder), "--corpus", str(corpus)] if command == "index" else [command, str(corpus)]
         model = [] if command == "index" else ["--model", str(tiny_model_dir)]
-        runs.append([*source, "--output", str(folder / "out"), *model, *flags])
-    result = subprocess.run([sys.executable, "-c", EACH_COMMAND, json.dumps(runs)], capture_output=True, text=True,
-                            timeout=300)
-    answers, lines = [], []  # each command's stderr lines and the line ending them
-    for text in result.stderr.splitlines():
-        answers, lines = (answers + [(lines, text)], []) if text.startswith("== ") else (answers, lines + [text])
-    assert result.returncode == 0 and len(answers) == len(FLAG_PAIRS) and not lines, result.stderr
-    for number, ((args, expected), (said, ending)) in enumerate(zip(FLAG_PAIRS, answers)):
-        assert len(said) == 1 and said[0].startswith(f"error: {expected}"), said
-        assert said[0].endswith(f"retriever {args[0]} --help`)") and ending == "== 2 []", (said, ending)
+        runs.append((folder, [*source, "--output", str(folder / "out"), *model, *flags]))
+    for number, ((args, expected), (code, said, imported)) in enumerate(zip(FLAG_PAIRS,
+                                                                             commands_in_one_process(runs))):
+        assert code == 2 and len(said) == 1 and said[0].startswith(f"error: {expected}"), said
+        assert said[0].endswith(f"retriever {args[0]} --help`)"), said
+        assert "torch" not in imported and "transformers" not in imported, (args, imported)
         assert not (tmp_path / str(number) / "out").exists() and not (tmp_path / str(number) / "out.shards").exists()
 
 
