@@ -15,8 +15,8 @@ from retriever.errors import RetrieverError, check_kind
 from retriever.fusion import FusionParams, recorded_fusion
 from retriever.integrity import file_sha256
 from retriever.metric_names import DEFAULT_METRICS, metric_cutoff
-from retriever.metrics import (Evaluation, answer_recall, answer_tokens, evaluate_run, format_table, judged_query_ids,
-                               trec_order)
+from retriever.metrics import (Evaluation, answer_recall, answer_tokens, check_relevance_level, evaluate_run,
+                               format_table, judged_query_ids, trec_order)
 from retriever.runs import Qrels, Run, read_qrels, read_run
 from retriever.searching import Searcher
 from retriever.texts import is_blank
@@ -75,10 +75,11 @@ def judged_queries(queries: list[Query], qrels: Qrels) -> list[Query]:
     return [q for q in queries if q.id in judged]
 
 
-def evaluate_run_file(run_path: str | Path, qrels_path: str | Path,
-                      metrics: tuple[str, ...] = DEFAULT_METRICS) -> EvaluationReport:
+def evaluate_run_file(run_path: str | Path, qrels_path: str | Path, metrics: tuple[str, ...] = DEFAULT_METRICS,
+                      relevance_level: int = 1) -> EvaluationReport:
+    """Score a run file against a qrels file (``relevance_level``: trec_eval's -l, as ``evaluate_run`` takes it)."""
     run = read_run(run_path)
-    return EvaluationReport(evaluate_run(run, read_qrels(qrels_path), metrics),
+    return EvaluationReport(evaluate_run(run, read_qrels(qrels_path), metrics, relevance_level),
                             run_depth=max((len(hits) for hits in run.values()), default=0),
                             deeper="a deeper run gives exact values, unless this one holds the whole collection")
 
@@ -226,11 +227,13 @@ def check_collection(searcher: Searcher, dataset: BeirDataset, split: str, run: 
 def evaluate_index(searcher: Searcher, dataset: BeirDataset | str | Path, split: str, k: int = 1000,
                    nprobe: int | None = None, ef_search: int | None = None,
                    metrics: tuple[str, ...] = DEFAULT_METRICS, progress: bool = True,
-                   built_from_corpus: bool = False) -> tuple[EvaluationReport, Run]:
+                   built_from_corpus: bool = False, relevance_level: int = 1) -> tuple[EvaluationReport, Run]:
     """Search every judged query of a split and score the run; add answer recall when queries carry answers.
+    ``relevance_level``: trec_eval's -l, as ``evaluate_run`` takes it (checked before the search).
     ``built_from_corpus``: the caller has just built the index from this dataset's corpus (the demo), so it is not
     hashed again to compare it with the manifest's record."""
     check_kind(searcher, Searcher, "searcher", "a Searcher, e.g. Searcher('indexes/NAME')")
+    check_relevance_level(relevance_level)
     if not isinstance(dataset, BeirDataset):
         check_kind(dataset, (str, os.PathLike), "dataset", "a BEIR folder's path or a BeirDataset")
         dataset = BeirDataset.open(dataset)
@@ -248,7 +251,7 @@ def evaluate_index(searcher: Searcher, dataset: BeirDataset | str | Path, split:
     warn_of_left_out(dataset, split, queries, qrels, "they are counted as missing from the run and score 0, as "
                      "trec_eval -c scores them")
     check_collection(searcher, dataset, split, run, qrels)
-    report = EvaluationReport(evaluate_run(run, qrels, metrics),
+    report = EvaluationReport(evaluate_run(run, qrels, metrics, relevance_level),
                               run_depth=k if k < searcher.index.ntotal else None)
     answers = scorable_answers(queries)
     if answers:

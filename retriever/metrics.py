@@ -7,8 +7,9 @@ trec_eval's conventions exactly, including its less obvious ones:
   by docid in *descending* string order (``strcmp(b, a)`` in trec_eval's ``comp_sim_docno``).
 * Scores are compared after rounding to float32: pytrec_eval stores each score in a C
   ``float``, so scores that differ only beyond float32 precision are ties.
-* A document is relevant when its grade is >= 1; grade 0 is judged non-relevant; negative
-  grades and unjudged documents count as non-relevant and contribute no gain.
+* A document is relevant when its grade is >= 1 (or >= the relevance level, trec_eval's -l, for recall, MRR and
+  MAP); grade 0 is judged non-relevant; negative grades and unjudged documents count as non-relevant and contribute
+  no gain.
 * nDCG gain is the raw grade, discount ``log2(rank + 1)``, and the ideal ranking is built from
   all positive grades in the qrels (not only the retrieved ones).
 * AP at a cutoff is divided by the total number of relevant documents, retrieved or not.
@@ -35,31 +36,42 @@ def trec_order(scores: Mapping[str, float], qid: object = None) -> list[str]:
     return [docid for docid, _ in ranked_hits(scores, qid)]
 
 
-def _query_metrics(
-    ranked_grades: list[int], judged: Mapping[str, int], parsed: list[tuple[str, int]]
-) -> list[float]:
-    """Metric values for one query, given the grades of its ranked documents (0 if unjudged)."""
-    num_rel = sum(1 for g in judged.values() if g >= 1)
+def _query_metrics(ranked_grades: list[int], judged: Mapping[str, int], parsed: list[tuple[str, int]],
+                   level: int = 1) -> list[float]:
+    """Metric values for one query, given the grades of its ranked documents (0 if unjudged). Binary measures count
+    a grade of ``level`` or more as relevant (trec_eval's -l); nDCG takes every positive grade as gain. A query with
+    no document at the level scores 0 on them, as in trec_eval."""
+    num_rel = sum(1 for g in judged.values() if g >= level)
     ideal = sorted((g for g in judged.values() if g > 0), reverse=True)
     values = []
     for family, k in parsed:
         top = ranked_grades[:k]
-        if family == "recall":
-            values.append(sum(1 for g in top if g >= 1) / num_rel)
-        elif family == "mrr":
-            values.append(next((1.0 / (i + 1) for i, g in enumerate(top) if g >= 1), 0.0))
-        elif family == "ndcg":
+        if family == "ndcg":
             dcg = sum(g / math.log2(i + 2) for i, g in enumerate(top) if g > 0)
             idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal[:k]))
             values.append(dcg / idcg)
+        elif not num_rel:
+            values.append(0.0)
+        elif family == "recall":
+            values.append(sum(1 for g in top if g >= level) / num_rel)
+        elif family == "mrr":
+            values.append(next((1.0 / (i + 1) for i, g in enumerate(top) if g >= level), 0.0))
         else:  # map
             hits, precision_sum = 0, 0.0
             for i, g in enumerate(top):
-                if g >= 1:
+                if g >= level:
                     hits += 1
                     precision_sum += hits / (i + 1)
             values.append(precision_sum / num_rel)
     return values
+
+
+def check_relevance_level(level: object) -> int:
+    """trec_eval's -l: the lowest grade binary measures count as relevant, a positive integer."""
+    if isinstance(level, bool) or not isinstance(level, numbers.Integral) or level < 1:
+        raise RetrieverError(f"the relevance level is {level!r}; it must be an integer of 1 or more (the lowest grade "
+                             "recall, MRR and MAP count as relevant, trec_eval's -l; TREC DL uses 2)")
+    return int(level)
 
 
 def judged_query_ids(qrels: Qrels) -> list[str]:
@@ -135,7 +147,8 @@ class Evaluation:
         return asdict(self)
 
 
-def evaluate_run(run: Run, qrels: Qrels, metrics: Iterable[str] = DEFAULT_METRICS) -> Evaluation:
+def evaluate_run(run: Run, qrels: Qrels, metrics: Iterable[str] = DEFAULT_METRICS,
+                 relevance_level: int = 1) -> Evaluation:
     """Score a run against qrels with trec_eval semantics (see module docstring).
 
     Which queries count:
@@ -150,9 +163,14 @@ def evaluate_run(run: Run, qrels: Qrels, metrics: Iterable[str] = DEFAULT_METRIC
     * a query without hits counts as absent from the run, as a TREC run file holds no line for it: a search's
       run (``evaluate --index``, a JSONL run) and the TREC file written from it print the same counts.
 
+    ``relevance_level`` is trec_eval's -l: recall, MRR and MAP count a grade of it or more as relevant (TREC DL
+    uses 2); nDCG keeps every grade, and which queries count does not change (a judged query with no document at
+    the level scores 0 on the binary measures, as in trec_eval).
+
     Raises RetrieverError when no run query is judged, which almost always means the query
     ids of the run and the qrels do not match.
     """
+    level = check_relevance_level(relevance_level)
     names = list(metrics) if isinstance(metrics, Iterable) and not isinstance(metrics, str) else metrics
     parsed = check_metrics(names)
     run, qrels = _ids_as_text(by_query(run, "a run"), _int_grades(by_query(qrels, "qrels")))
@@ -168,7 +186,7 @@ def evaluate_run(run: Run, qrels: Qrels, metrics: Iterable[str] = DEFAULT_METRIC
         judged = qrels[qid]
         if run.get(qid):
             grades = [judged.get(d, 0) for d in trec_order(run[qid], qid)]
-            per_query[qid] = dict(zip(names, _query_metrics(grades, judged, parsed)))
+            per_query[qid] = dict(zip(names, _query_metrics(grades, judged, parsed, level)))
         else:
             per_query[qid] = {name: 0.0 for name in names}
     n = len(per_query)

@@ -132,6 +132,16 @@ def test_evaluate_index_takes_the_dataset_as_a_path_too(tiny_beir, tiny_model_di
         evaluate_index(searcher, 3, "test", k=5, progress=False)
 
 
+def test_evaluate_index_scores_at_the_relevance_level_given(tiny_beir, tiny_model_dir, tmp_path) -> None:
+    """trec_eval's -l: grade-1 documents are not relevant at level 2, so every query scores recall 0, nDCG as before."""
+    searcher = tiny_searcher(tiny_beir, tiny_model_dir, tmp_path)
+    one = evaluate_index(searcher, tiny_beir, "test", k=12, progress=False)[0].evaluation.mean
+    two = evaluate_index(searcher, tiny_beir, "test", k=12, progress=False, relevance_level=2)[0].evaluation.mean
+    assert one["recall@10"] > 0 and two["recall@10"] == 0 and two["ndcg@10"] == one["ndcg@10"] > 0
+    with pytest.raises(RetrieverError, match="relevance level is 0"):
+        evaluate_index(searcher, tiny_beir, "test", k=12, progress=False, relevance_level=0)
+
+
 def test_a_dataset_whose_corpus_is_not_the_indexs_is_warned_of_once_hashed_only_at_equal_sizes(
         tiny_beir, tiny_model_dir, tmp_path, capsys, monkeypatch) -> None:
     """Another collection's qrels whose ids the index happens to hold (numeric ids, e.g. Medline's on a Cranfield

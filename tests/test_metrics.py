@@ -165,7 +165,8 @@ def random_benchmark(seed: int) -> tuple[dict, dict]:
         qid = f"q{q}"
         judged = rng.sample(docs, rng.randint(1, 40))
         no_relevant = q % 10 == 3
-        qrels[qid] = {d: (0 if no_relevant else rng.choice([0, 0, 1, 2, 3])) for d in judged}
+        grades = [0, 1] if q % 10 == 5 else [0, 0, 1, 2, 3]  # grade 1 at most: none at relevance level 2
+        qrels[qid] = {d: (0 if no_relevant else rng.choice(grades)) for d in judged}
         if q % 10 == 7:
             continue  # judged query missing from the run
         depth = 1200 if q % 5 == 0 else rng.randint(0, 300)
@@ -186,16 +187,17 @@ def random_benchmark(seed: int) -> tuple[dict, dict]:
     return run, qrels
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_equals_pytrec_eval(seed: int) -> None:
+@pytest.mark.parametrize("seed, level", [(0, 1), (1, 1), (2, 1), (3, 2), (4, 2), (5, 3)])
+def test_equals_pytrec_eval(seed: int, level: int) -> None:
+    """Levels above 1 are trec_eval's -l (TREC DL's -l 2): binary measures count grades >= level, nDCG all grades."""
     run, qrels = random_benchmark(seed)
-    ours = evaluate_run(run, qrels, DEFAULT_METRICS)
+    ours = evaluate_run(run, qrels, DEFAULT_METRICS, relevance_level=level)
 
     measures = {"recall.1,5,10,20,100,1000", "ndcg_cut.10", "map_cut.1000", "recip_rank"}
-    theirs = pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
+    theirs = pytrec_eval.RelevanceEvaluator(qrels, measures, relevance_level=level).evaluate(run)
     top10 = {qid: {d: scores[d] for d in sorted(scores, key=lambda d: (float(np.float32(scores[d])), d), reverse=True)[:10]}
              for qid, scores in run.items()}
-    theirs_rr10 = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(top10)
+    theirs_rr10 = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}, relevance_level=level).evaluate(top10)
 
     judged = {q for q, docs in qrels.items() if any(g >= 1 for g in docs.values())}
     compared = judged & set(run)
@@ -219,6 +221,16 @@ def test_equals_pytrec_eval(seed: int) -> None:
     # The benchmark must exercise deep cutoffs and non-trivial values.
     assert any(ours.per_query[q]["recall@1000"] > ours.per_query[q]["recall@100"] for q in compared)
     assert 0 < ours.mean["ndcg@10"] < 1 and 0 < ours.mean["map@1000"] < 1
+    if level > 1:  # some judged query has no document at the level: its binary measures are 0, its nDCG is not
+        below = [q for q in compared if not any(g >= level for g in qrels[q].values())]
+        assert below and any(ours.per_query[q]["ndcg@10"] > 0 for q in below)
+        assert all(ours.per_query[q]["recall@1000"] == 0 for q in below)
+
+
+def test_relevance_level_must_be_a_positive_integer() -> None:
+    for level in (0, -1, 1.5, True, "2"):
+        with pytest.raises(RetrieverError, match="relevance level"):
+            evaluate_run({"q": {"d": 1.0}}, {"q": {"d": 1}}, relevance_level=level)
 
 
 # ---------------------------------------------------------------------------- answer recall

@@ -238,14 +238,17 @@ def _metric_names(ctx: click.Context, param: click.Parameter, value: tuple[str, 
 @click.option("--metrics", multiple=True, default=[",".join(DEFAULT_METRICS)], show_default=True,
               callback=_metric_names, help="Metrics separated by commas or spaces, and the flag may be repeated: "
                                            "recall@k, mrr@k, ndcg@k, map@k.")
+@click.option("--relevance-level", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Lowest grade recall, MRR and MAP count as relevant (trec_eval's -l; TREC DL uses 2); nDCG keeps "
+                   "every grade.")
 @click.option("--output", "-o", type=OutputFile(), default=None,
               help="Write the per-query and mean metrics as JSON here.")
 @click.option("--save-run", type=OutputFile(), default=None,
               help="With --index: also write the TREC run file here.")
 @searcher_options()
 @mode_options()
-def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output, save_run, device, dtype, nprobe,
-                     ef_search, model, pooling, normalize, mode, fusion_overrides):
+def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, relevance_level, output, save_run, device,
+                     dtype, nprobe, ef_search, model, pooling, normalize, mode, fusion_overrides):
     """Score a run file, or an index on a BEIR split: Recall@k, MRR@10, nDCG@10, MAP@1000 (+ answer recall).
 
     \b
@@ -273,15 +276,16 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, output,
             raise click.UsageError("--split names a qrels file of --dataset; --qrels gives the judgments itself, so "
                                    "drop --split (or use --dataset D --split S)")
         qrels_path = qrels or BeirDataset.open(dataset).qrels_path(split)
-        report = (read_stdin(".run", lambda path: evaluate_run_file(path, qrels_path, metrics))
-                  if str(run_path) == "-" else evaluate_run_file(run_path, qrels_path, metrics))
+        report = (read_stdin(".run", lambda path: evaluate_run_file(path, qrels_path, metrics, relevance_level))
+                  if str(run_path) == "-" else evaluate_run_file(run_path, qrels_path, metrics, relevance_level))
     else:
         if dataset is None or qrels is not None:
             raise click.UsageError("--index needs --dataset (a BEIR folder), whose qrels/<split>.tsv it is scored "
                                    "on; --qrels applies only with --run")
         searcher = open_searcher(index, device, dtype, model, pooling, normalize, mode, fusion_overrides)
         configure_batch_threads()
-        report, run = evaluate_index(searcher, BeirDataset.open(dataset), split, k, nprobe, ef_search, metrics)
+        report, run = evaluate_index(searcher, BeirDataset.open(dataset), split, k, nprobe, ef_search, metrics,
+                                     relevance_level=relevance_level)
         report_truncation(searcher.encoder)
     echo_result(report.table())  # before the files: a Ctrl-C once they are in place finds the work done
     if save_run:

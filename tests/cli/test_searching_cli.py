@@ -150,6 +150,26 @@ def test_evaluate_refuses_a_split_its_qrels_file_makes_unused(tmp_path):
     assert result.exit_code == 2 and "--split names a qrels file of --dataset" in result.output, result.output
 
 
+def test_evaluate_relevance_level_counts_lower_grades_as_not_relevant_for_binary_measures_only(tmp_path):
+    """trec_eval's -l (TREC DL scores with -l 2) had no counterpart: a grade-1 document counted as relevant."""
+    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\n")
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq1 0 d2 2\n")
+    scores = {}
+    for level in ("1", "2"):
+        out = tmp_path / f"l{level}.json"
+        result = CliRunner().invoke(main, ["evaluate", "--run", str(tmp_path / "run.trec"), "--qrels",
+                                           str(tmp_path / "qrels.txt"), "--metrics", "mrr@10,ndcg@10,recall@1",
+                                           "--relevance-level", level, "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        scores[level] = json.loads(out.read_text())["mean"]
+    assert scores["1"]["mrr@10"] == 1.0 and scores["2"]["mrr@10"] == 0.5
+    assert scores["1"]["recall@1"] == 0.5 and scores["2"]["recall@1"] == 0.0
+    assert scores["1"]["ndcg@10"] == scores["2"]["ndcg@10"] < 1
+    result = CliRunner().invoke(main, ["evaluate", "--run", str(tmp_path / "run.trec"), "--qrels",
+                                       str(tmp_path / "qrels.txt"), "--relevance-level", "0"])
+    assert result.exit_code == 2 and "--relevance-level" in result.output, result.output
+
+
 @pytest.mark.parametrize("args, message", [
     (["cat", "--run-format", "jsonl"], "--run-format applies only with --queries"),
     (["cat", "--tag", "x", "--format", "tsv", "--id-field", "qid"], "--tag, --format, --id-field apply only with "
