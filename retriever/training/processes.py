@@ -52,9 +52,21 @@ def join_process_group(device: torch.device, timeout_seconds: int = DDP_TIMEOUT)
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     if not dist.is_initialized():
         with peer_deaths_reported(timeout_seconds):  # a peer gone before joining (a refusal, a kill), its store with it
-            dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout_seconds))
+            dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout_seconds),
+                                    **_this_attempts_store(timeout_seconds))
         atexit.register(leave_process_group)
     return backend
+
+
+def _this_attempts_store(timeout_seconds: int) -> dict:
+    """For a torchrun restart (--max-restarts), the launch's store under a key prefix of this attempt: the launcher
+    keeps one store across attempts, where the processes of the last attempt left their addresses, and the restarted
+    ones read those (connection refused, or a hang), so the restart failed. Empty for a first attempt."""
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
+    if attempt == 0:
+        return {}
+    store, rank, processes = next(dist.rendezvous("env://", timeout=timedelta(seconds=timeout_seconds)))
+    return {"store": dist.PrefixStore(f"retriever-attempt-{attempt}", store), "rank": rank, "world_size": processes}
 
 
 def leave_process_group() -> None:
@@ -80,7 +92,18 @@ def peer_died(error: BaseException, timeout_seconds: int) -> PeerDied:
     cause = _SOURCE_PREFIX.sub("", lines[0]).split(". ")[0].rstrip(".")
     what = (f"did not answer within --ddp-timeout {timeout_seconds} s (stopped, hung or died: {cause})"
             if _TIMED_OUT.search(cause) else f"died ({cause})")
-    return PeerDied(f"another training process {what}; rerun the same command to resume from the last checkpoint")
+    return PeerDied(f"another training process {what}; {_what_next()}")
+
+
+def _what_next() -> str:
+    """What follows a lost peer: torchrun started with --max-restarts restarts every process itself (its workers are
+    told the restarts made and allowed), and they resume from the last checkpoint; the line told to rerun by hand."""
+    made = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
+    allowed = int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0") or 0)
+    if made < allowed:
+        return (f"torchrun restarts the processes (restart {made + 1} of --max-restarts {allowed}) and they resume "
+                "from the last checkpoint")
+    return "rerun the same command to resume from the last checkpoint"
 
 
 def average_gradients(parameters: Iterable[torch.nn.Parameter]) -> None:

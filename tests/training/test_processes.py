@@ -37,6 +37,18 @@ def test_the_survivor_says_what_happened_and_what_to_do_on_one_line():
                           "same command to resume from the last checkpoint")
 
 
+def test_under_max_restarts_the_survivor_says_torchrun_restarts_the_run(monkeypatch):
+    """With restarts left, torchrun restarts every process itself and they resume: the line said to rerun by hand."""
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "0")
+    monkeypatch.setenv("TORCHELASTIC_MAX_RESTARTS", "1")
+    assert str(peer_died(RuntimeError(GLOO_CLOSED), 1800)) == (
+        "another training process died (Connection closed by peer [127.0.0.1]:16022); torchrun restarts the processes "
+        "(restart 1 of --max-restarts 1) and they resume from the last checkpoint")
+    monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "1")  # the restarts used up: the launch fails
+    assert str(peer_died(RuntimeError(GLOO_CLOSED), 1800)).endswith("rerun the same command to resume from the last "
+                                                                    "checkpoint")
+
+
 def test_a_peer_that_timed_out_is_not_said_to_have_died(monkeypatch):
     """A stopped (not dead) peer fails the others after --ddp-timeout, and they said it "died (Timed out ...)"."""
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -121,6 +133,38 @@ def test_a_peer_gone_before_the_group_starts_fails_the_join_in_one_line():
     last = stderr.strip().splitlines()[-1]
     assert last.endswith("PeerDied: another training process died (Failed to recv, got 0 bytes); rerun the same "
                          "command to resume from the last checkpoint"), stderr[-2000:]
+
+
+RESTARTED_SCRIPT = """
+import os, time
+import torch, torch.distributed as dist
+from retriever.training.processes import join_process_group
+join_process_group(torch.device("cpu"), 60)
+value = torch.ones(1)
+dist.all_reduce(value)
+attempt, rank = int(os.environ["TORCHELASTIC_RESTART_COUNT"]), dist.get_rank()
+if attempt == 0:
+    if rank == 1:
+        os._exit(1)  # a process lost once the group had formed
+    time.sleep(60)  # stopped by the launcher, which restarts both
+print(f"attempt {attempt}: {value.item():g}", flush=True)
+"""
+
+
+def test_processes_restarted_by_torchrun_form_a_new_group(tmp_path):
+    """torchrun --max-restarts keeps one store across attempts, where the lost attempt's processes left their
+    addresses: the restarted ones read those and failed to connect ('Connection refused', or hung), so a run killed
+    mid-epoch never resumed by itself."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "restarted.py"
+    script.write_text(RESTARTED_SCRIPT)
+    finished = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                               "--max-restarts", "1", str(script)], capture_output=True, text=True, timeout=180,
+                              env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert finished.stdout.splitlines() == ["attempt 1: 2", "attempt 1: 2"]
 
 
 @pytest.mark.parametrize("command", ["train", "pretrain"])
