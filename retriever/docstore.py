@@ -105,6 +105,10 @@ class MappedDocuments:
     def records(self, labels: Sequence[int]) -> dict[str, list]:
         return {name: self._field(name, labels) for name in ("title", "text")}
 
+    def holds(self, doc_id: str) -> bool:
+        """Whether the index holds ``doc_id``: the sorted ids alone are searched, no text is read."""
+        return sorted_position(self._sorted_ids, doc_id) is not None
+
     def document(self, doc_id: str) -> dict | None:
         """Title and text of one id, or None; found by binary search in the mapped sorted ids."""
         position = sorted_position(self._sorted_ids, doc_id)
@@ -142,9 +146,17 @@ class ParquetDocuments:
         return self._docstore.take(np.asarray([self.rows[label] for label in labels],
                                               dtype=np.int64)).to_pydict()
 
-    def document(self, doc_id: str) -> dict | None:
-        """Title and text of one id, or None (the first call maps every id to its row)."""
+    def _row(self, doc_id: str) -> int | None:
+        """The doc-store row of one id, or None (the first call maps every id to its row)."""
         if self._row_of is None:
             self._row_of = {doc_id: i for i, doc_id in enumerate(self._docstore.column("id").to_pylist())}
-        row = self._row_of.get(doc_id)
+        return self._row_of.get(doc_id)
+
+    def holds(self, doc_id: str) -> bool:
+        """Whether the index holds ``doc_id`` (no text is taken)."""
+        return self._row(doc_id) is not None
+
+    def document(self, doc_id: str) -> dict | None:
+        """Title and text of one id, or None."""
+        row = self._row(doc_id)
         return None if row is None else {key: values[0] for key, values in self._docstore.take([row]).to_pydict().items()}

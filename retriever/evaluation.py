@@ -122,11 +122,18 @@ def warn_of_left_out(dataset: BeirDataset, split: str, queries: list[Query], qre
     return left_out
 
 
+def judged_not_in_index(searcher: Searcher, qrels: Qrels) -> tuple[list[str], int]:
+    """(ids, judged): the documents the qrels judge relevant that the index lacks, in qrels order, and how many are
+    judged. Only the index's ids are looked up: no text, and not the corpus."""
+    judged = list(dict.fromkeys(doc for docs in qrels.values() for doc, grade in docs.items() if grade > 0))
+    return [doc for doc in judged if not searcher.documents.holds(doc)], len(judged)
+
+
 def judged_missing_from(searcher: Searcher, qrels: Qrels) -> tuple[int, int]:
     """(missing, judged): how many of the documents the qrels judge relevant the index lacks, of how many. All of
     them missing means the index is of another collection."""
-    judged = {doc for docs in qrels.values() for doc, grade in docs.items() if grade > 0}
-    return sum(searcher.documents.document(doc) is None for doc in judged), len(judged)
+    missing, judged = judged_not_in_index(searcher, qrels)
+    return len(missing), judged
 
 
 def corpus_difference(recorded: object, corpus: Path, progress: bool = False) -> str | None:
@@ -212,16 +219,20 @@ def scorable_answers(queries: list[Query]) -> dict[str, list[str]]:
     return answers
 
 
-def check_collection(searcher: Searcher, dataset: BeirDataset, split: str, run: Run, qrels: Qrels) -> None:
-    """Refuse a run that found no relevant document when the index holds none of them: it indexes another
-    collection, and every metric was printed as 0 with exit 0. Looked up only then, as the lookup can be costly."""
-    if any(qrels.get(qid, {}).get(doc, 0) >= 1 for qid, hits in run.items() for doc in hits):
-        return
-    missing, judged = judged_missing_from(searcher, qrels)
-    if judged and missing == judged:
+def check_collection(searcher: Searcher, dataset: BeirDataset, split: str, qrels: Qrels) -> None:
+    """Refuse a split none of whose relevant documents the index holds: it indexes another collection, and every
+    metric was printed as 0 with exit 0. When only some are missing (an index of part of the corpus), say so on
+    stderr: they count as not retrieved, and recall fell without a word."""
+    missing, judged = judged_not_in_index(searcher, qrels)
+    if judged and len(missing) == judged:
         raise RetrieverError(f"{none_of(judged, 'document')} {dataset_name(dataset)} split {split} judges relevant "
                              f"{agree(judged, 'is not', 'is')} in the index, so every metric is 0: is this the "
                              "index's collection?")
+    if missing:
+        print(f"warning: {len(missing)} of the {counted(judged, 'document')} {dataset_name(dataset)} split {split} "
+              f"judges relevant {agree(len(missing), 'is', 'are')} not in the index (e.g. "
+              f"{', '.join(map(repr, missing[:3]))}): {agree(len(missing), 'it counts', 'they count')} as not "
+              "retrieved, so the metrics are lower than on an index of the whole corpus", file=sys.stderr)
 
 
 def evaluate_index(searcher: Searcher, dataset: BeirDataset | str | Path, split: str, k: int = 1000,
@@ -250,7 +261,7 @@ def evaluate_index(searcher: Searcher, dataset: BeirDataset | str | Path, split:
     run, queries, qrels = search_split(searcher, dataset, split, k, nprobe, ef_search, progress)
     warn_of_left_out(dataset, split, queries, qrels, "they are counted as missing from the run and score 0, as "
                      "trec_eval -c scores them")
-    check_collection(searcher, dataset, split, run, qrels)
+    check_collection(searcher, dataset, split, qrels)
     report = EvaluationReport(evaluate_run(run, qrels, metrics, relevance_level),
                               run_depth=k if k < searcher.index.ntotal else None)
     answers = scorable_answers(queries)

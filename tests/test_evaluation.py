@@ -73,7 +73,7 @@ def test_answers_that_hold_no_word_are_left_out_of_answer_recall_not_the_end_of_
 def test_an_index_holding_none_of_the_judged_documents_is_named_not_scored_zero(tiny_beir, tiny_model_dir,
                                                                                 tmp_path) -> None:
     """Evaluating an index on another collection's split printed every metric as 0.0000 with exit 0, where fusion
-    tuning and mining refuse it; an index lacking only some judged documents is scored as before."""
+    tuning and mining refuse it."""
     searcher = tiny_searcher(tiny_beir, tiny_model_dir, tmp_path)
     (tiny_beir / "qrels" / "other.tsv").write_text(HEADER + "q1\tX6\t1\nq2\tX4\t2\nq3\td1\t0\n", encoding="utf-8")
     with pytest.raises(RetrieverError, match=r"none of the 2 documents tiny-beir split other judges relevant is in the "
@@ -83,9 +83,25 @@ def test_an_index_holding_none_of_the_judged_documents_is_named_not_scored_zero(
     with pytest.raises(RetrieverError, match=r"^the 1 document tiny-beir split lone judges relevant is not in the "
                                              r"index, so"):  # it said "none of the 1 documents ... is in the index"
         evaluate_index(searcher, BeirDataset.open(tiny_beir), "lone", k=12, progress=False)
-    (tiny_beir / "qrels" / "some.tsv").write_text(HEADER + "q1\tX6\t1\nq2\td4\t1\n", encoding="utf-8")
+
+
+def test_an_index_lacking_some_judged_documents_is_scored_with_a_warning_naming_them(tiny_beir, tiny_model_dir,
+                                                                                     tmp_path, capsys) -> None:
+    """An index of part of a corpus scored lower recall without a word; the lookup reads ids only (``holds``)."""
+    searcher = tiny_searcher(tiny_beir, tiny_model_dir, tmp_path)
+    (tiny_beir / "qrels" / "some.tsv").write_text(
+        HEADER + "q1\tX6\t1\nq1\tX7\t2\nq2\td4\t1\nq3\tX8\t1\nq3\tX9\t1\nq4\tX6\t0\n", encoding="utf-8")
+    capsys.readouterr()
+    assert searcher.documents.holds("d4") and not searcher.documents.holds("X6")
     report, _ = evaluate_index(searcher, BeirDataset.open(tiny_beir), "some", k=12, progress=False)
-    assert report.evaluation.per_query["q1"]["recall@10"] == 0.0 and report.evaluation.num_queries == 2
+    assert report.evaluation.per_query["q1"]["recall@10"] == 0.0 and report.evaluation.num_queries == 3
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "not in the index" in line]
+    assert warnings == ["warning: 4 of the 5 documents tiny-beir split some judges relevant are not in the index "
+                        "(e.g. 'X6', 'X7', 'X8'): they count as not retrieved, so the metrics are lower than on an "
+                        "index of the whole corpus"]
+    (tiny_beir / "qrels" / "whole.tsv").write_text(HEADER + "q1\td6\t1\nq2\tX4\t0\n", encoding="utf-8")
+    evaluate_index(searcher, BeirDataset.open(tiny_beir), "whole", k=12, progress=False)
+    assert "not in the index" not in capsys.readouterr().err  # a document judged 0 is not looked for
 
 
 @pytest.mark.parametrize("metrics, phrase", [(("recall@10",), "recall@10 reaches past"),
