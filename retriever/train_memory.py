@@ -2,22 +2,27 @@
 ``RLIMIT_AS``) FAISS's BLAS crashes the process (SIGSEGV, no message) when its work buffer cannot be mapped, and a
 cgroup or the machine running out kills it; both lose the encoded work's build with nothing said.
 
-What training allocates beyond the sample (FAISS's ``Clustering::train_encoded`` and ``IndexIVF::train``):
+What training allocates beyond the sample (FAISS's ``IndexPreTransform::train``, ``Clustering::train_encoded`` and
+``IndexIVF::train``):
+- a pre-transform's phase (PCA, OPQ, ...): its training (an OPQ retrains a product quantiser fifty times on copies
+  of up to 65,536 points, with a table of distances per point), then the transformed copy, which the index behind
+  it trains on, so it counts in every later phase;
 - the k-means phase: a copy of ``k × max_points_per_centroid`` points when the sample is larger, their assignment
   (an int64 and a float each) and a permutation (int32), the centroids twice (the list and the flat index), and
   the blocks of distances its BLAS search computes (``distance_compute_blas_query_bs × …_database_bs`` floats);
-- then the codes' phase (residual encoders): the residual of every point the encoder trains on (a copy of that
-  many points, capped at ``train_encoder_num_vectors``), their assignment and the same distance blocks;
-- OpenBLAS's work buffer, mapped on its first product and kept; and, per FAISS thread beyond the first, a stack
-  and a malloc arena, which count against an address-space limit though little of them is touched. The arena may
-  be one an earlier thread left (the estimate then overstates by it), but a thread that cannot get its stack ends
-  the process (libgomp: "Thread creation failed"), so the estimate keeps both, and one more arena: with several
-  threads glibc opens another when a thread finds its own locked, and a malloc that then fails inside OpenBLAS's
-  threaded product ends the process ("OpenBLAS: malloc failed in gemm_driver"), as measured one run in two
-  without it.
+- then the codes' phase: the residual of every point the encoder trains on (a copy of that many points, capped at
+  ``train_encoder_num_vectors``), their assignment, the same distance blocks, and the encoder's own training (a
+  product quantiser's k-means per sub-vector, a scalar quantiser's transposed copy);
+- a little for small allocations and the freed blocks glibc keeps; OpenBLAS's work buffer, mapped on its first
+  product and kept; and, per FAISS thread beyond the first, a stack. Under an address-space limit glibc's malloc
+  arenas are capped at one (``cap_arenas``): each thread's arena otherwise reserves 64 MiB (twice that while it is
+  made) of address space it barely touches, which decided whether a build fit, and a malloc failing in OpenBLAS's
+  threaded product ends the process ("OpenBLAS: malloc failed in gemm_driver"). Where they cannot be capped (not
+  glibc), two arenas per thread are counted, as measured.
 """
 from __future__ import annotations
 
+import ctypes
 import resource
 from pathlib import Path
 
@@ -28,9 +33,25 @@ from retriever.search_settings import ivf_part
 
 MIB = 1 << 20
 BLAS_BUFFER = 128 * MIB  # OpenBLAS's BUFFER_SIZE on x86-64 (32 << 22), mapped whole by its first sgemm
+SMALL = 8 * MIB  # what the phases leave out: small allocations, and freed blocks glibc keeps in its heap
 THREAD_ARENA = 64 * MIB  # glibc's HEAP_MAX_SIZE: the address space each thread's malloc arena reserves
-UNLIMITED_STACK = 32 * MIB
-READ_BUFFER = 1 << 22  # the buffer ``shards.read_shard`` reads a shard's Parquet through  # glibc's default thread stack when RLIMIT_STACK is unlimited
+UNLIMITED_STACK = 32 * MIB  # glibc's default thread stack when RLIMIT_STACK is unlimited
+READ_BUFFER = 1 << 22  # the buffer ``shards.read_shard`` reads a shard's Parquet through
+M_ARENA_MAX = -8  # mallopt's parameter number (glibc's malloc.h)
+_arenas_capped = False
+
+
+def cap_arenas() -> bool:
+    """Cap glibc's malloc arenas at one, so threads started from now on (FAISS's, OpenBLAS's) share the main arena
+    instead of each reserving ``THREAD_ARENA`` of address space; called only under an address-space limit, where
+    that reservation is what runs out (threads already running keep theirs). Whether they are capped."""
+    global _arenas_capped
+    if not _arenas_capped:
+        try:
+            _arenas_capped = ctypes.CDLL(None).mallopt(M_ARENA_MAX, 1) == 1
+        except (OSError, AttributeError):  # not glibc: the arenas are counted instead
+            pass
+    return _arenas_capped
 
 
 def training_bytes(index: faiss.Index, count: int, dim: int, sampled: bool = True,
@@ -41,28 +62,80 @@ def training_bytes(index: faiss.Index, count: int, dim: int, sampled: bool = Tru
     thread stacks and arenas)."""
     sample = 4 * count * dim
     block = 4 * faiss.cvar.distance_compute_blas_query_bs * faiss.cvar.distance_compute_blas_database_bs
-    phases = [block + _transform_copies(index, count)]
+    phases, kept = _transform_phases(index, count, block)
     ivf = ivf_part(index)
     if ivf is not None:
         ivf = faiss.downcast_index(ivf)  # a view: ``index`` owns it
-        lists, most = int(ivf.nlist), int(ivf.cp.max_points_per_centroid) * int(ivf.nlist)
+        width, lists, most = int(ivf.d), int(ivf.nlist), int(ivf.cp.max_points_per_centroid) * int(ivf.nlist)
         clustered = min(count, most)
-        copy = 4 * most * dim + 4 * count if count > most else 0
-        phases.append(copy + 16 * clustered + 8 * lists * dim + block)
-        if ivf.by_residual:
-            cap = int(ivf.train_encoder_num_vectors())
-            encoded = min(count, cap) if cap > 0 else count
-            phases.append((4 * encoded * dim if encoded < count else 0) + 4 * encoded * dim + 8 * encoded + block)
-    resident = max(phases) if sampled else sample + max(sample, *phases)
+        copy = 4 * most * width + 4 * count if count > most else 0
+        phases.append(kept + copy + 16 * clustered + 8 * lists * width + block)
+        cap = int(ivf.train_encoder_num_vectors())
+        encoded = min(count, cap) if cap > 0 else count
+        residuals = 4 * encoded * width + 8 * encoded if ivf.by_residual else 0
+        phases.append(kept + (4 * encoded * width if encoded < count else 0) + residuals
+                      + max(block, _encoder_training(ivf, encoded)))  # the assignment's blocks are freed by then
+    else:
+        phases.append(kept + block)
+    resident = SMALL + (max(phases) if sampled else sample + max(sample, *phases))
     return resident, resident + _fixed_address_space(threads)
 
 
-def _transform_copies(index: faiss.Index, count: int) -> int:
-    """The transformed sample each of a pre-transform chain's steps (PCA, OPQ, …) makes."""
+def _transform_phases(index: faiss.Index, count: int, block: int) -> tuple[list[int], int]:
+    """The bytes of each step of a pre-transform chain (PCA, OPQ, ...): training it on the copy the step before
+    made, then applying it, which makes the next copy while that one is alive (``IndexPreTransform::train``); and
+    the last copy, which the index behind the chain trains on."""
     outer = faiss.downcast_index(index)
     if not isinstance(outer, faiss.IndexPreTransform):
-        return 0
-    return sum(4 * count * int(outer.chain.at(i).d_out) for i in range(outer.chain.size()))
+        return [], 0
+    phases, before = [], 0
+    for step in range(outer.chain.size()):
+        transform = faiss.downcast_VectorTransform(outer.chain.at(step))  # a view: ``index`` owns it
+        after = 4 * count * int(transform.d_out)
+        phases += [before + _transform_training(transform, count) + block, before + after]
+        before = after
+    return phases, before
+
+
+def _transform_training(transform: faiss.VectorTransform, count: int) -> int:
+    """What training one transform allocates (``PCAMatrix::train``, ``OPQMatrix::train``): a PCA its covariance and
+    eigen-decomposition (or, on fewer points than dimensions, their Gram matrix); an OPQ its copies of the
+    (sub)sample, centred, rotated and reconstructed, and the product quantiser it retrains each iteration, whose
+    encoding takes a table of distances per point when sub-vectors have 16 dimensions or more."""
+    d_in, d_out = int(transform.d_in), int(transform.d_out)
+    if isinstance(transform, faiss.PCAMatrix):
+        points = min(count, int(transform.max_points_per_d) * d_in)
+        copy = 4 * points * d_in if points < count else 0
+        return copy + (32 * d_in * d_in if points >= d_in else 8 * points * d_in + 32 * points * points)
+    if isinstance(transform, faiss.OPQMatrix):
+        points, width, parts = min(count, int(transform.max_train_points)), max(d_in, d_out), int(transform.M)
+        copy = 4 * points * d_in if points < count else 0
+        sub = d_out // parts
+        encoding = 4 * points * 256 * parts if sub >= 16 else 0
+        return (copy + 8 * points * (width + d_out) + 20 * width * width + parts * points
+                + max(encoding, _pq_training(sub, 256, points, 1000)))
+    return 8 * count * (d_in + d_out) + 32 * d_in * d_in  # others (ITQ, a rotation, ...): a few copies, a matrix
+
+
+def _encoder_training(ivf: faiss.IndexIVF, count: int) -> int:
+    """What training an IVF's codes on ``count`` vectors allocates: a product quantiser's k-means per sub-vector and
+    its precomputed table (L2 residuals only), or a scalar quantiser's transposed copy (assumed of other codes)."""
+    if isinstance(ivf, faiss.IndexIVFPQ):
+        pq = ivf.pq
+        table = 4 * int(ivf.nlist) * int(pq.M) * int(pq.ksub) if (
+            ivf.by_residual and ivf.metric_type == faiss.METRIC_L2 and ivf.use_precomputed_table != -1) else 0
+        return _pq_training(int(pq.dsub), int(pq.ksub), count, int(pq.cp.max_points_per_centroid)) + table
+    return 0 if isinstance(ivf, faiss.IndexIVFFlat) else 4 * count * int(ivf.d)
+
+
+def _pq_training(sub: int, centroids: int, count: int, per_centroid: int) -> int:
+    """A product quantiser's training, one sub-vector at a time: the slice, the k-means sample when the slice is
+    larger (and its permutation), their assignment, the centroids and the blocks of distances to them."""
+    most = centroids * per_centroid
+    sampled = 4 * most * sub + 4 * count if count > most else 0
+    blocks = 4 * faiss.cvar.distance_compute_blas_query_bs * min(faiss.cvar.distance_compute_blas_database_bs,
+                                                                 centroids)
+    return 4 * count * sub + sampled + 16 * min(count, most) + 8 * centroids * sub + blocks
 
 
 def memory_left() -> list[tuple[int, str, bool]]:
@@ -136,6 +209,8 @@ def check_training_memory(index: faiss.Index, count: int, dim: int, spec: str, s
     the sample is read (what it takes at least), and again once it is in memory."""
     threads = max(1, faiss.omp_get_max_threads())
     for left, bound, address in memory_left():
+        if address:
+            cap_arenas()
         if address and training_bytes(index, count, dim, sampled, threads)[1] > left:
             threads = 1
         needed = training_bytes(index, count, dim, sampled, threads)[address]
@@ -154,11 +229,12 @@ def check_training_memory(index: faiss.Index, count: int, dim: int, spec: str, s
 
 def _fixed_address_space(threads: int | None = None) -> int:
     """What a FAISS product maps whatever its size, on ``threads`` threads (FAISS's count if None): OpenBLAS's
-    buffer, then each thread's stack and arenas (above)."""
+    buffer, then each other thread's stack, and its arenas unless they are capped (above)."""
     threads = max(1, threads or faiss.omp_get_max_threads())
     stack = resource.getrlimit(resource.RLIMIT_STACK)[0]
     stack = UNLIMITED_STACK if stack == resource.RLIM_INFINITY else stack
-    return BLAS_BUFFER + (threads - 1) * stack + (threads if threads > 1 else 0) * THREAD_ARENA
+    arenas = 0 if _arenas_capped or threads == 1 else threads * THREAD_ARENA
+    return BLAS_BUFFER + (threads - 1) * stack + arenas
 
 
 def check_filling_memory(index: faiss.Index, shard_rows: int, part_rows: int, output: str) -> None:
