@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from retriever.errors import InputFileError, RetrieverError
 from retriever.files import carriage_return_error, decoded_lines, repeated_key
+from retriever.json_shapes import id_mapping_error, is_id_mapping
 from retriever.texts import id_problem
 
 
@@ -150,6 +151,8 @@ def parse_json_object(line: str, path: Path, number: int) -> dict:
     except json.JSONDecodeError as error:
         if "\r" in line:  # CR-only line endings: the whole file reads as one line
             raise carriage_return_error(path, number) from None
+        if number == 1 and line.strip() == "{":  # an indented JSON object: an id-to-text one is the likely kind
+            raise id_mapping_error(path, spread=True) from None
         where = error.msg.removesuffix(" at")  # Python's "Invalid control character at" read "… at at column 21"
         raise InputFileError(path, number, f"malformed JSON ({where} at column {error.colno})", hint) from None
     if not isinstance(record, dict):
@@ -241,6 +244,8 @@ def jsonl_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str, s
     for number, line in decoded_lines(path):
         record = parse_json_object(line, path, number)
         for name, field in (("id", fields.id), ("text", fields.text)):
+            if field not in record and is_id_mapping(record, number, fields.id, fields.text):
+                raise id_mapping_error(path, fields.id, fields.text)
             if field not in record:  # its keys tell the flag's value (a Pyserini corpus: id, contents)
                 keys = ", ".join(sorted(record)[:10]) + (", ..." if len(record) > 10 else "")
                 raise MissingFieldError(path, number, f"missing {name} field {field!r} (its keys: {keys or 'none'})",

@@ -1,0 +1,29 @@
+"""JSON files of another shape than the one a reader takes, named with how to convert them: a message that only said
+which key was missing sent the user to a flag that could not help."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from retriever.errors import InputFileError
+
+
+def id_mapping_error(path: Path, id_key: str = "_id", text_key: str = "text", spread: bool = False) -> InputFileError:
+    """A file holding one JSON object of id to text (BEIR's queries dict saved with ``json.dump``), with the command
+    that writes it as JSONL: it was told to pass --id-field, or was malformed JSON at column 2. ``spread``: the
+    object is indented over several lines, so only its first line, ``{``, was seen."""
+    convert = ("python -c \"import json, sys; [print(json.dumps({'%s': i, '%s': t})) for i, t in "
+               "json.load(open(sys.argv[1])).items()]\" FILE > queries.jsonl" % (id_key, text_key))
+    if spread:
+        problem, condition = "the file is one JSON object over several lines, not JSONL (one object per line)", "if "
+    else:
+        problem, condition = "the file is one JSON object mapping ids to texts", ""
+    mapping = "{id: text, ...}, as BEIR's loader keeps queries"
+    return InputFileError(path, None, problem if spread else f"{problem} ({mapping})",
+                          f"{condition and f'if it maps ids to texts ({mapping}), '}write one "
+                          f"{{\"{id_key}\": ..., \"{text_key}\": ...}} object per line, e.g. {convert}")
+
+
+def is_id_mapping(record: dict, number: int, id_key: str, text_key: str) -> bool:
+    """Whether a first JSONL line lacking the id and text keys is rather one object of id to text."""
+    return (number == 1 and bool(record) and id_key not in record and text_key not in record
+            and all(isinstance(value, str) for value in record.values()))
