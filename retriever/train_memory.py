@@ -6,7 +6,8 @@ What training allocates beyond the sample (FAISS's ``IndexPreTransform::train``,
 ``IndexIVF::train``):
 - a pre-transform's phase (PCA, OPQ, ...): its training (an OPQ retrains a product quantiser fifty times on copies
   of up to 65,536 points, with a table of distances per point), then the transformed copy, which the index behind
-  it trains on, so it counts in every later phase;
+  it trains on, so it counts in every later phase; its products over the whole sample touch OpenBLAS's buffer,
+  which then counts in resident memory too;
 - the k-means phase: a copy of ``k × max_points_per_centroid`` points when the sample is larger, their assignment
   (an int64 and a float each) and a permutation (int32), the centroids twice (the list and the flat index), and
   the blocks of distances its BLAS search computes (``distance_compute_blas_query_bs × …_database_bs`` floats);
@@ -62,7 +63,7 @@ def training_bytes(index: faiss.Index, count: int, dim: int, sampled: bool = Tru
     thread stacks and arenas)."""
     sample = 4 * count * dim
     block = 4 * faiss.cvar.distance_compute_blas_query_bs * faiss.cvar.distance_compute_blas_database_bs
-    phases, kept = _transform_phases(index, count, block)
+    phases, kept, touching = _transform_phases(index, count, block)
     ivf = ivf_part(index)
     if ivf is not None:
         ivf = faiss.downcast_index(ivf)  # a view: ``index`` owns it
@@ -77,24 +78,28 @@ def training_bytes(index: faiss.Index, count: int, dim: int, sampled: bool = Tru
                       + max(block, _encoder_training(ivf, encoded)))  # the assignment's blocks are freed by then
     else:
         phases.append(kept + block)
-    resident = SMALL + (max(phases) if sampled else sample + max(sample, *phases))
-    return resident, resident + _fixed_address_space(threads)
+    mapped = SMALL + (max(phases) if sampled else sample + max(sample, *phases))
+    touched = SMALL + BLAS_BUFFER + touching + (0 if sampled else sample) if touching else 0  # mapped already
+    return max(mapped, touched), mapped + _fixed_address_space(threads)
 
 
-def _transform_phases(index: faiss.Index, count: int, block: int) -> tuple[list[int], int]:
+def _transform_phases(index: faiss.Index, count: int, block: int) -> tuple[list[int], int, int]:
     """The bytes of each step of a pre-transform chain (PCA, OPQ, ...): training it on the copy the step before
-    made, then applying it, which makes the next copy while that one is alive (``IndexPreTransform::train``); and
-    the last copy, which the index behind the chain trains on."""
+    made, then applying it, which makes the next copy while that one is alive (``IndexPreTransform::train``); the
+    last copy, which the index behind the chain trains on; and the largest phase with a BLAS product over the whole
+    sample (applying a transform, training an OPQ), which touches OpenBLAS's buffer well beyond what FAISS's
+    blocked products do, in resident memory (measured: most of it, on two threads)."""
     outer = faiss.downcast_index(index)
     if not isinstance(outer, faiss.IndexPreTransform):
-        return [], 0
-    phases, before = [], 0
+        return [], 0, 0
+    phases, before, touching = [], 0, 0
     for step in range(outer.chain.size()):
         transform = faiss.downcast_VectorTransform(outer.chain.at(step))  # a view: ``index`` owns it
         after = 4 * count * int(transform.d_out)
         phases += [before + _transform_training(transform, count) + block, before + after]
+        touching = max(touching, before + after, phases[-2] if isinstance(transform, faiss.OPQMatrix) else 0)
         before = after
-    return phases, before
+    return phases, before, touching
 
 
 def _transform_training(transform: faiss.VectorTransform, count: int) -> int:
