@@ -252,6 +252,9 @@ def train(index: faiss.Index, shards: list[Path], count: int, params: IndexParam
         raise RetrieverError(f"FAISS could not train {spec!r} on {len(sample)} vectors: "
                              f"{faiss_message(error)}; use fewer lists (--nlist) or codes of fewer bits, more "
                              "training vectors, or a flat index") from None
+    except MemoryError:  # std::bad_alloc, past what check_training_memory foresaw (other memory in use)
+        raise RetrieverError(f"FAISS ran out of memory training {spec!r} on {len(sample)} vectors; give it more "
+                             "memory (ulimit -v, the container's limit), or train on fewer (--train-size)") from None
     finally:
         faiss.omp_set_num_threads(before)
     return len(sample)

@@ -80,6 +80,26 @@ def test_the_training_sample_pass_over_the_shards_shows_its_progress(tmp_path, c
     assert bar and "3/3" in bar[-1], bar
 
 
+
+def test_faiss_running_out_of_memory_while_training_is_one_line(tmp_path, monkeypatch):
+    """FAISS raises std::bad_alloc as MemoryError, which came out as a traceback where its RuntimeErrors are one
+    line (seen under ``ulimit -v`` with an estimate that left OPQ's training out)."""
+    from retriever import faiss_index
+    from retriever.shards import write_shard
+
+    class OutOfMemory:  # FAISS's own failure needs a limit tighter than the estimate, which now foresees it
+        is_trained, d = False, 8
+
+        def train(self, sample):
+            raise MemoryError("std::bad_alloc")
+
+    shard = tmp_path / "embeddings-w000of001-00000.parquet"
+    write_shard(shard, [f"d{row}" for row in range(20)], np.random.default_rng(0).random((20, 8), dtype=np.float32), {})
+    monkeypatch.setattr(faiss_index, "check_training_memory", lambda *args, **kwargs: 1)
+    with pytest.raises(RetrieverError, match=r"^FAISS ran out of memory training 'OPQ4,IVF2,PQ4' on 20 vectors; "
+                                             r"give it more memory .*--train-size\)$"):
+        faiss_index.train(OutOfMemory(), [shard], 20, IndexParams(), "OPQ4,IVF2,PQ4", progress=False)
+
 @pytest.mark.parametrize("index_type, setting", [("hnsw", "ef_search"), ("ivfpq", "nprobe")])
 def test_plain_faiss_opens_the_index_file_with_the_manifests_search_settings(tiny_beir, tiny_model_dir, tmp_path,
                                                                               index_type, setting):
