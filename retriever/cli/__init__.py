@@ -3,7 +3,8 @@
 A ``RetrieverError`` is printed as one line on stderr with exit code 1, and so is a full disk or memory
 running out wherever it strikes; a usage error (a bad flag or argument) is one line too, with exit code 2;
 Ctrl-C is one line with the shell's 130 (128 + SIGINT), or 0 once every output file is in place
-(``cli.outputs``); standard output's reader going away (``| head -1``) ends the command quietly with 0, and
+(``cli.outputs``); standard output's reader going away (``| head -1``) ends the command quietly with 0, writing to a
+standard output closed from the start is an error, and
 standard error's, or standard error closed, leaves the command to its work and its own exit code (``cli.stdout``);
 anything else is a bug and keeps its traceback. Under torchrun every process runs the command and meets the same
 error, so only the first process on each machine (LOCAL_RANK 0: every machine's console gets the line)
@@ -19,7 +20,7 @@ import sys
 import click
 
 from retriever.cli.outputs import interrupted
-from retriever.cli.stdout import guard_stderr, reader_gone, silence_stdout
+from retriever.cli.stdout import guard_stderr, guard_stdout, reader_gone, silence_stdout
 from retriever.cli.teardown import skip_final_collections
 from retriever.errors import NotForThisIndex, RetrieverError, full_disk, is_out_of_memory, name_too_long, out_of_memory
 
@@ -60,6 +61,9 @@ class _Group(click.Group):
             _exit_with_usage_line(error)
         except BrokenPipeError as error:  # `retriever --help | true`
             _exit_if_reader_gone(error)
+        except RetrieverError as error:  # `retriever --version >&-`: a closed standard output (``cli.stdout``)
+            click.echo(f"error: {error}", err=True)
+            sys.exit(1)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -95,6 +99,7 @@ class _Group(click.Group):
     def main(self, *args, **kwargs):
         """As click's, but a torchrun process other than its machine's first exits with usage errors' codes
         without printing."""
+        guard_stdout()
         guard_stderr()
         _write_utf8()
         if _is_rank_zero() or kwargs.get("standalone_mode") is False:

@@ -15,7 +15,7 @@ from retriever.cli.options import (OutputFile, check_outputs_apart, check_run_su
                                    device_options, fields_from, flags_given, report_truncation)
 from retriever.cli.outputs import expect_outputs
 from retriever.cli.stdin import read_stdin
-from retriever.cli.stdout import echo_result
+from retriever.cli.stdout import check_stdout_open, echo_result
 from retriever.corpus import BeirDataset, Fields, Query, blank_queries_warning, read_queries
 from retriever.errors import RetrieverError
 from retriever.files import write_json
@@ -198,6 +198,7 @@ def _check_search_flags(query: str | None, queries: Path | None, output: Path | 
     if run_format == "jsonl" and "--tag" in unused:
         raise click.UsageError("--tag is the last column of a TREC run, and a JSONL run has no tag; drop --tag or "
                                "use --run-format trec")
+    check_stdout_open(output)
 
 
 def _read_batch(queries: Path, fmt: str, fields: Fields) -> list[Query]:
@@ -238,9 +239,8 @@ def _metric_names(ctx: click.Context, param: click.Parameter, value: tuple[str, 
 @click.option("--metrics", multiple=True, default=[",".join(DEFAULT_METRICS)], show_default=True,
               callback=_metric_names, help="Metrics separated by commas or spaces, and the flag may be repeated: "
                                            "recall@k, mrr@k, ndcg@k, map@k.")
-@click.option("--relevance-level", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Lowest grade recall, MRR and MAP count as relevant (trec_eval's -l; TREC DL uses 2); nDCG keeps "
-                   "every grade.")
+@click.option("--relevance-level", type=click.IntRange(min=1), default=1, help="Lowest grade recall, MRR and MAP "
+              "count as relevant (trec_eval's -l; TREC DL uses 2); nDCG keeps every grade.")
 @click.option("--output", "-o", type=OutputFile(), default=None,
               help="Write the per-query and mean metrics as JSON here.")
 @click.option("--save-run", type=OutputFile(), default=None,
@@ -263,6 +263,7 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, relevan
                          "--dataset": dataset})
     check_run_suffix(save_run, "trec", "--save-run")
     expect_outputs(save_run, output)
+    check_stdout_open(output)
     if (run_path is None) == (index is None):
         raise click.UsageError("give either --run (with --qrels or --dataset) or --index with --dataset")
     if run_path is not None:
@@ -287,7 +288,7 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, relevan
         report, run = evaluate_index(searcher, BeirDataset.open(dataset), split, k, nprobe, ef_search, metrics,
                                      relevance_level=relevance_level)
         report_truncation(searcher.encoder)
-    echo_result(report.table())  # before the files: a Ctrl-C once they are in place finds the work done
+    echo_result(report.table(), in_file=bool(output))  # before the files: a Ctrl-C after them finds the work done
     if save_run:
         write_trec_run(run, save_run)
         click.echo(f"wrote {save_run}", err=True)

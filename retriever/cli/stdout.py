@@ -9,6 +9,10 @@ Standard error's reader gone (`2> >(exit)`, `2>&1 >/dev/null | head -0`): what t
 it goes on to its own exit status; the first progress bar ended a build with exit 1 and nothing built. An error it
 cannot print still exits non-zero. Standard error closed (`2>&-`): the null device takes its descriptor, which a file
 the command opens would otherwise get, and with it what C code writes to standard error.
+
+Standard output closed from the start (`>&-`): results written there are lost, so the first write is an error, exit 1
+(the command exited 0 having printed nothing). The null device takes descriptor 1, so no file the command opens takes
+it; a command whose results go to a file (-o) writes nothing on standard output and does its work.
 """
 from __future__ import annotations
 
@@ -18,6 +22,10 @@ import select
 import sys
 
 import click
+
+from retriever.errors import RetrieverError
+
+STDOUT_CLOSED = "standard output is closed; nothing was written: redirect it to a file or give -o"
 
 
 def reader_gone(error: BaseException) -> bool:
@@ -70,6 +78,39 @@ class _Stderr(io.RawIOBase):
         return len(view)
 
 
+class _ClosedStdout(io.RawIOBase):
+    """Descriptor 1 closed at start: every write refused, as ``guard_stdout`` says."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        if not len(memoryview(data)):
+            return 0
+        raise RetrieverError(STDOUT_CLOSED)
+
+
+def guard_stdout() -> None:
+    """Standard output as the module docstring says, when descriptor 1 is closed; else left as it is."""
+    try:
+        os.fstat(1)
+    except OSError:
+        _to_null(1)
+        sys.stdout = io.TextIOWrapper(_ClosedStdout(), encoding="utf-8", write_through=True)
+
+
+def stdout_closed() -> bool:
+    """Whether standard output was closed at start (``guard_stdout``)."""
+    return isinstance(getattr(sys.stdout, "buffer", None), _ClosedStdout)
+
+
+def check_stdout_open(output: object) -> None:
+    """Refuse, before any work, a command that would print its results (no ``output`` file) on a closed standard
+    output."""
+    if output is None and stdout_closed():
+        raise RetrieverError(STDOUT_CLOSED)
+
+
 def guard_stderr() -> None:
     """Standard error as the module docstring says; a stream other than the process's own (a test runner's) is
     left as it is."""
@@ -84,9 +125,12 @@ def guard_stderr() -> None:
                                   write_through=True)
 
 
-def echo_result(text: str) -> None:
+def echo_result(text: str, in_file: bool = False) -> None:
     """``text`` on standard output, or nowhere once its reader has gone, for results printed before the command's
-    files are written (evaluate's table): those are still written whole."""
+    files are written (evaluate's table): those are still written whole. ``in_file``: the results are written to a
+    file too (-o), so a closed standard output loses nothing."""
+    if in_file and stdout_closed():
+        return
     try:
         click.echo(text)
     except BrokenPipeError as error:

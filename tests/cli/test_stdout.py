@@ -112,3 +112,32 @@ def test_a_search_with_no_standard_error_writes_its_run_and_its_error_still_exit
     (tmp_path / "bad.jsonl").write_text('{"_id": "q1"}\n')
     failed = _run_with_stderr(["search", str(flat_index), "--queries", str(tmp_path / "bad.jsonl"), *COMMON], stderr)
     assert failed.returncode == 1 and failed.stdout == b""
+
+
+def _run_with_stdout_closed(args: list[str]) -> subprocess.CompletedProcess:
+    """The CLI run for real with descriptor 1 closed from the start (`>&-`)."""
+    command = [sys.executable, "-c", "from retriever.cli import main; main()", *args]
+    return subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", *command], stderr=subprocess.PIPE, timeout=300)
+
+
+CLOSED = "error: standard output is closed; nothing was written: redirect it to a file or give -o\n"
+
+
+def test_a_closed_standard_output_is_an_error_unless_the_results_go_to_a_file(tmp_path, flat_index):
+    """`retriever search IDX "q" >&-` and `evaluate ... >&-` exited 0 having printed nothing (a batch run, with an
+    AttributeError traceback); with -o they do their work, and no file they open takes descriptor 1."""
+    (tmp_path / "run.trec").write_text("q1 Q0 d6 1 2.0 t\nq1 Q0 d2 2 1.0 t\n")
+    (tmp_path / "qrels.txt").write_text("q1 0 d6 1\n")
+    queries = write_jsonl(tmp_path / "q.jsonl", [{"_id": f"q{i}", "text": "hot lava rock"} for i in range(3)])
+    scored = ["evaluate", "--run", str(tmp_path / "run.trec"), "--qrels", str(tmp_path / "qrels.txt")]
+    for args in (scored, ["--version"], ["search", str(flat_index), "lava", *COMMON],
+                 ["search", str(flat_index), "--queries", str(queries), "-k", "2", *COMMON]):
+        done = _run_with_stdout_closed(args)
+        assert (done.returncode, done.stderr.decode()) == (1, CLOSED), args
+    done = _run_with_stdout_closed([*scored, "-o", str(tmp_path / "metrics.json")])
+    assert done.returncode == 0 and json.loads((tmp_path / "metrics.json").read_text())["mean"]["ndcg@10"] == 1.0
+    done = _run_with_stdout_closed(["search", str(flat_index), "--queries", str(queries), "-k", "2", "-o",
+                                    str(tmp_path / "out.trec"), *COMMON])
+    assert done.returncode == 0, done.stderr.decode()
+    assert [line.split()[0] for line in (tmp_path / "out.trec").read_text().splitlines()] == ["q0", "q0", "q1", "q1",
+                                                                                              "q2", "q2"]
