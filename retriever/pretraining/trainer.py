@@ -31,7 +31,8 @@ from retriever.pretraining.masking import CondenserExamples, TokenizedCorpus, Wh
 from retriever.st_router import refuse_router
 from retriever.training import stack
 from retriever.training.layout import check_step_split, planned_steps
-from retriever.training.processes import average_gradients, launched_processes, summed_over_processes
+from retriever.training.processes import (average_gradients, launched_processes, refusals_shared,
+                                          summed_over_processes)
 from retriever.training.run_guards import one_run_at_a_time
 from retriever.wording import counted
 
@@ -195,7 +196,8 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] = stack.log) -> 
     """Run (or continue) Condenser pre-training and write the backbone + head to ``config.output``; one run of an
     output at a time, never inside the start model's folder."""
     config.check()
-    with one_run_at_a_time(config.output, stack.is_main_process()), full_disk_named(Path(config.output)):
+    with refusals_shared(), one_run_at_a_time(config.output, stack.is_main_process()), \
+            full_disk_named(Path(config.output)):
         return _pretrain(config, log)
 
 

@@ -11,7 +11,7 @@ import atexit
 import os
 import re
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import timedelta
 
 import torch
@@ -25,6 +25,8 @@ PEER_MARKERS = ("gloo/transport/", "Connection closed by peer", "Connection rese
 KEY_NAMES = {"inputs_sha256": "fingerprint of the data files and start model",  # how a compared key is named
              "model_files_sha256": "fingerprint of the start model's tokenizer and config files"}
 _SOURCE_PREFIX = re.compile(r"^\[[^\]]*\]\s*")  # "[.../pair.cc:553] " before gloo's message
+REFUSAL_KEY = "refusal"  # the line a process stopped with, in the launch's store
+_STORE: list[dist.Store] = []  # the launch's store, under this attempt's prefix, once this process joined
 _TIMED_OUT = re.compile(r"timed out|timeout", re.IGNORECASE)  # gloo's "Timed out waiting", NCCL's watchdog timeout
 
 
@@ -52,21 +54,43 @@ def join_process_group(device: torch.device, timeout_seconds: int = DDP_TIMEOUT)
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     if not dist.is_initialized():
         with peer_deaths_reported(timeout_seconds):  # a peer gone before joining (a refusal, a kill), its store with it
-            dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout_seconds),
-                                    **_this_attempts_store(timeout_seconds))
+            store, rank, processes = _this_attempts_store(timeout_seconds)
+            dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout_seconds), store=store,
+                                    rank=rank, world_size=processes)
+        _STORE[:] = [store]
         atexit.register(leave_process_group)
     return backend
 
 
-def _this_attempts_store(timeout_seconds: int) -> dict:
-    """For a torchrun restart (--max-restarts), the launch's store under a key prefix of this attempt: the launcher
-    keeps one store across attempts, where the processes of the last attempt left their addresses, and the restarted
-    ones read those (connection refused, or a hang), so the restart failed. Empty for a first attempt."""
+def _this_attempts_store(timeout_seconds: int) -> tuple[dist.Store, int, int]:
+    """The launch's store under a key prefix of this torchrun attempt, this process's rank and the process count.
+    After a restart (--max-restarts) the launcher keeps one store, where the lost attempt's processes left their
+    addresses, and the restarted ones read those (connection refused, or a hang), so the restart failed."""
     attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") or 0)
-    if attempt == 0:
-        return {}
     store, rank, processes = next(dist.rendezvous("env://", timeout=timedelta(seconds=timeout_seconds)))
-    return {"store": dist.PrefixStore(f"retriever-attempt-{attempt}", store), "rank": rank, "world_size": processes}
+    return dist.PrefixStore(f"retriever-attempt-{attempt}", store), rank, processes
+
+
+@contextmanager
+def refusals_shared() -> Iterator[None]:
+    """Around a run: a process that stops with an error of its own (the first, writing the model, on a full disk)
+    leaves its line in the launch's store, so the others, losing it, stop with that line instead of saying that a
+    process died and that a rerun resumes (two error lines, the second misleading)."""
+    try:
+        yield
+    except RetrieverError as error:
+        if _STORE and not isinstance(error, PeerDied) and dist.is_initialized():
+            with suppress(Exception):  # the store may be gone with the launcher
+                _STORE[0].set(REFUSAL_KEY, str(error))
+        raise
+
+
+def _refusal_elsewhere() -> str | None:
+    """The line another process of this attempt stopped with, if it left one (`refusals_shared`)."""
+    try:
+        return _STORE[0].get(REFUSAL_KEY).decode() if _STORE and _STORE[0].check([REFUSAL_KEY]) else None
+    except Exception:  # the store gone with the process that held it
+        return None
 
 
 def leave_process_group() -> None:
@@ -138,6 +162,9 @@ def peer_deaths_reported(timeout_seconds: int) -> Iterator[None]:
     except RuntimeError as error:
         if not is_peer_failure(error):
             raise
+        refusal = _refusal_elsewhere()
+        if refusal is not None:  # said by the process that refused, printed once a machine
+            raise RetrieverError(refusal) from None
         raise peer_died(error, timeout_seconds) from None
 
 

@@ -31,7 +31,7 @@ from retriever.training.dual_encoder import DualEncoder
 from retriever.training.gradcache import cached_embeddings
 from retriever.training.layout import check_step_split
 from retriever.training.loss import contrastive_loss, default_temperature, global_batch, judged_positive_mask
-from retriever.training.processes import average_gradients
+from retriever.training.processes import average_gradients, refusals_shared
 from retriever.training.run_guards import one_run_at_a_time
 from retriever.wording import counted
 
@@ -189,7 +189,8 @@ def train(config: TrainConfig) -> TrainResult:
     """Fine-tune a dual encoder and write it to ``config.output``; rerun the same call after a crash to resume.
     One run of an output at a time."""
     config.check()
-    with one_run_at_a_time(config.output, stack.is_main_process()), full_disk_named(Path(config.output)):
+    with refusals_shared(), one_run_at_a_time(config.output, stack.is_main_process()), \
+            full_disk_named(Path(config.output)):
         return _train(config)
 
 

@@ -194,6 +194,7 @@ def test_on_gpus_each_process_takes_its_own_gpu_before_the_group_starts(monkeypa
     monkeypatch.setenv("LOCAL_RANK", "1")
     monkeypatch.setattr(torch.cuda, "set_device", lambda index: calls.append(("set_device", index)))
     monkeypatch.setattr(dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(processes, "_this_attempts_store", lambda timeout: ("the launch's store", 1, 2))
     monkeypatch.setattr(dist, "init_process_group", lambda **kwargs: calls.append(("init", kwargs["backend"])))
     assert processes.join_process_group(torch.device("cuda"), 60) == "nccl"
     assert calls == [("set_device", 1), ("init", "nccl")]

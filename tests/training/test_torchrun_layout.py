@@ -34,11 +34,16 @@ def counted_passages(self, documents, *args, **kwargs):  # only a dev evaluation
     encoded[0] += len(documents)
     return encode_passages(self, documents, *args, **kwargs)
 Encoder.encode_passages = counted_passages
+def unwritable(self, *args, **kwargs):
+    raise RetrieverError("cannot write the model: no space left on device")
 for kind, settings in json.loads(sys.argv[1]):
     settings.update(settings.pop("per_rank", {}).get(rank, {}))
     encoded[0] = 0
+    if kind == "train-unwritable" and rank == "0":  # the only process that writes the model: the last case
+        from retriever.training.dual_encoder import DualEncoder
+        DualEncoder.save = unwritable
     try:
-        run = train(TrainConfig(**settings)) if kind == "train" else pretrain(PretrainConfig(**settings))
+        run = pretrain(PretrainConfig(**settings)) if kind == "pretrain" else train(TrainConfig(**settings))
         results.append({"steps": run.steps, "history": getattr(run, "history", []), "dev_passages": encoded[0]})
     except RetrieverError as error:
         results.append({"error": str(error)})
@@ -98,7 +103,8 @@ def results(work: Path) -> tuple[list[dict], list[dict]]:
                                       per_rank={"1": {"save_steps": 2}})),
              ("train", {**train_settings(work, "other-dtype", split="eight", max_steps=2, batch_size=4),
                         "per_rank": {"1": {"dtype": "bf16"}}}),
-             ("train", train_settings(work, "dev", split="eight", max_steps=2, batch_size=4, dev_split="three"))]
+             ("train", train_settings(work, "dev", split="eight", max_steps=2, batch_size=4, dev_split="three")),
+             ("train-unwritable", train_settings(work, "unwritable", split="eight", max_steps=2, batch_size=4))]
     script = work / "cases.py"
     script.write_text(CASES_SCRIPT)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script),
@@ -153,3 +159,10 @@ def test_every_process_encodes_a_share_of_the_dev_documents_for_the_scores_of_on
         before = rank_results[8]["history"][0]
         assert before["step"] == 0 and before["ndcg@10"] == pytest.approx(alone["ndcg@10"], abs=1e-6)
         assert rank_results[8]["history"] == results[0][8]["history"]
+
+
+def test_an_error_of_the_first_process_alone_is_the_line_every_process_stops_with(results):
+    """Only the first process writes the model; stopped there (a full disk), it left the others to find it gone, and
+    they said 'another training process died …; rerun the same command to resume': two error lines, one misleading."""
+    assert [rank_results[9] for rank_results in results] == [
+        {"error": "cannot write the model: no space left on device"}] * 2
