@@ -111,3 +111,33 @@ def test_every_test_the_faults_table_names_is_there():
                if not (ROOT / path).is_file()
                or not re.search(rf"^(?:def {name}\(|{name} = )", (ROOT / path).read_text(), re.M)]
     assert len(named) > 300 and missing == []
+
+
+UNITS = {"": 1, "KiB": 1024, "MiB": 1024 ** 2, "s": 1}
+
+
+def stated_defaults(text: str) -> list[tuple[str, float]]:
+    """Each `--flag` (N[ unit]) of the text: the README's way of giving a flag's default."""
+    found = re.findall(r"`(--[a-z0-9-]+)` \((\d[\d,.]*)(?: (KiB|MiB|s)\b)?", " ".join(text.split()))
+    return [(flag, float(number.rstrip(".,").replace(",", "")) * UNITS[unit]) for flag, number, unit in found]
+
+
+def test_every_default_the_readme_states_is_the_flags_default():
+    """The README gives defaults as `--flag` (N) (`--refine-k-factor` (50), `--max-body-bytes` (256 KiB)); one
+    that drifted from its flag's would send a user tuning from the wrong starting point. Flags whose default
+    is decided at run time (None here, e.g. --fusion-depth: the manifest's, else 1000) are --help's to state."""
+    defaults = {}
+    for command in main.commands.values():
+        for param in command.params:
+            for flag in param.opts:
+                if isinstance(param.default, (int, float)) and not isinstance(param.default, bool):
+                    defaults.setdefault(flag, set()).add(float(param.default))
+    stated = stated_defaults((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert len(stated) >= 8
+    for flag, value in stated:
+        assert value in defaults.get(flag, {value}), (flag, value, defaults[flag])
+
+
+def test_stated_defaults_reads_numbers_with_their_units():
+    assert stated_defaults("`--max-body-bytes` (256 KiB), `--per-query` (30)") == [("--max-body-bytes", 262144.0),
+                                                                                   ("--per-query", 30.0)]
