@@ -1,8 +1,10 @@
 """Runs in JSON: JSONL (one ``{"qid", "hits"}`` object per query, as ``retriever search --run-format jsonl`` writes),
 or one JSON object mapping query ids to ``{document id: score}``, as BEIR's ``EvaluateRetrieval`` returns a run and
-ranx and pytrec_eval take one, saved with ``json.dump``. ``runs.read_run`` tells them apart and reads either."""
+ranx and pytrec_eval take one, saved with ``json.dump`` (or one such object per line), or a flat run of one
+``{"query_id", "doc_id", "score"}`` (or qid/docid) hit per line. ``read_json_run`` tells them apart."""
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Iterable
@@ -119,22 +121,87 @@ def json_mapping(path: Path, lines: Iterable[tuple[int, str]], hint: str) -> dic
 
 def mapping_run(path: Path, lines: Iterable[tuple[int, str]]) -> dict[str, dict[str, float]]:
     """A run read from one JSON object of ``{query id: {document id: score}}``, each id and score checked as the
-    JSONL reader checks them."""
+    JSONL reader checks them. An object on its first line alone is whole, so each line is one (a dict per query,
+    dumped line by line, was "invalid JSON (Extra data)"); a query on two of them is refused."""
+    lines = iter(lines)
+    first = next(lines)
+    if first[1].strip() == "{":
+        mappings = [(None, json_mapping(path, itertools.chain([first], lines), _MAPPING_HINT))]
+    else:
+        mappings = ((lineno, _json_line(path, lineno, text, _MAPPING_HINT)) for lineno, text in
+                    itertools.chain([first], lines))
     run: dict[str, dict[str, float]] = {}
-    for qid, hits in json_mapping(path, lines, _MAPPING_HINT).items():
-        qid = json_id(qid, path, None, "query id")
-        if not isinstance(hits, dict):
-            raise InputFileError(path, None, f"the hits of query {qid!r} are {json_kind(hits)}, not an object of "
-                                 "document id to score", _MAPPING_HINT)
-        run[qid] = {}
-        for docid, score in hits.items():
-            what = f"the score of document {docid!r} for query {qid!r}"
-            if isinstance(score, bool) or not isinstance(score, (int, float)):
-                raise InputFileError(path, None, f"{what} is {json.dumps(score)[:40]}, not a number", _MAPPING_HINT)
-            run[qid][json_id(docid, path, None, "document id")] = _jsonl_score(score, path, None, what, _MAPPING_HINT)
+    first_line: dict[str, int | None] = {}
+    for lineno, mapping in mappings:
+        if not isinstance(mapping, dict):
+            raise InputFileError(path, lineno, f"{json_kind(mapping)}, not an object", _MAPPING_HINT)
+        for qid, hits in mapping.items():
+            qid = json_id(qid, path, lineno, "query id")
+            if qid in first_line:
+                raise InputFileError(path, lineno, f"query {qid!r} already appeared on line {first_line[qid]}",
+                                     "put all hits of a query in one object")
+            first_line[qid] = lineno
+            run[qid] = _mapping_hits(path, lineno, qid, hits)
     if not run:
         raise InputFileError(path, None, "run file is empty", "check that retrieval produced output")
     return run
+
+
+def _mapping_hits(path: Path, lineno: int | None, qid: str, hits: object) -> dict[str, float]:
+    """One query's ``{document id: score}`` of a JSON run mapping, checked."""
+    if not isinstance(hits, dict):
+        raise InputFileError(path, lineno, f"the hits of query {qid!r} are {json_kind(hits)}, not an object of "
+                             "document id to score", _MAPPING_HINT)
+    checked = {}
+    for docid, score in hits.items():
+        what = f"the score of document {docid!r} for query {qid!r}"
+        if isinstance(score, bool) or not isinstance(score, (int, float)):
+            raise InputFileError(path, lineno, f"{what} is {json.dumps(score)[:40]}, not a number", _MAPPING_HINT)
+        checked[json_id(docid, path, lineno, "document id")] = _jsonl_score(score, path, lineno, what, _MAPPING_HINT)
+    return checked
+
+
+FLAT_KEYS = (("query_id", "doc_id"), ("qid", "docid"))  # a flat run's (query, document) keys, one hit per line
+
+
+def flat_keys(first_line: str) -> tuple[str, str] | None:
+    """The (query, document) keys of a flat run, one ``{"query_id", "doc_id", "score"}`` (or qid/docid) hit per
+    line, judged from its first line; None for another kind."""
+    try:
+        record = json.loads(first_line)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(record, dict) or "hits" in record or "score" not in record:
+        return None
+    return next((keys for keys in FLAT_KEYS if set(keys) <= set(record)), None)
+
+
+def flat_run_lines(path: Path, lines: Iterable[tuple[int, str]], keys: tuple[str, str]) -> dict[str, dict[str, float]]:
+    """A flat run: one hit per line under ``keys``, a query's hits on any lines; other keys (a rank) are ignored,
+    as trec_eval ignores the rank column."""
+    q, d = keys
+    hint = f'each line of a flat run is one hit, {{"{q}": ..., "{d}": ..., "score": ...}}'
+    run: dict[str, dict[str, float]] = {}
+    for lineno, text in lines:
+        record = _json_line(path, lineno, text, hint)
+        if not isinstance(record, dict) or not {q, d, "score"} <= set(record):
+            raise InputFileError(path, lineno, f"a flat run line needs {q!r}, {d!r} and 'score'", hint)
+        qid, docid = json_id(record[q], path, lineno, q), json_id(record[d], path, lineno, d)
+        hits = run.setdefault(qid, {})
+        if docid in hits:
+            raise InputFileError(path, lineno, f"document {docid!r} appears twice for query {qid!r}",
+                                 "keep one hit per document")
+        hits[docid] = _jsonl_score(record["score"], path, lineno, "score", hint)
+    return run
+
+
+def read_json_run(path: Path, first_line: str, lines: Iterable[tuple[int, str]]) -> dict[str, dict[str, float]]:
+    """A run whose first non-blank line starts with ``{`` or ``[``: flat (``flat_keys``), one JSON mapping
+    (``is_run_mapping``), or JSONL of ``{"qid", "hits"}``."""
+    keys = flat_keys(first_line)
+    if keys is not None:
+        return flat_run_lines(path, lines, keys)
+    return mapping_run(path, lines) if is_run_mapping(first_line) else jsonl_run_lines(path, lines)
 
 
 def json_kind(value: object) -> str:

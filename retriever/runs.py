@@ -21,7 +21,7 @@ from retriever.errors import InputFileError, RetrieverError
 from retriever.files import atomic_write_lines, carriage_return_error, check_is_file, decoded_lines
 from retriever.hits import Hit
 from retriever.qrels import DECIMAL_NUMBER, Qrels, by_query, read_qrels
-from retriever.run_json import is_run_mapping, jsonl_run_lines, mapping_run
+from retriever.run_json import read_json_run
 from retriever.texts import CONTROL_CHARACTER, columns, first_id_problem, id_problem
 
 __all__ = ["Qrels", "RankedLists", "Run", "RunLike", "check_tag", "rank_order", "ranked_hits", "read_qrels",
@@ -265,14 +265,14 @@ def _check_line_ids(path: Path, lineno: int, qid: str, docid: str) -> None:
 
 
 def read_run(path: str | Path) -> Run:
-    """Read a run in TREC or JSONL format, chosen by whether the first non-blank char is ``{`` (or ``[``), or one
-    JSON object mapping query ids to ``{document id: score}`` (``run_json.is_run_mapping``)."""
+    """Read a run in TREC format, or in JSON when the first non-blank char is ``{`` (or ``[``): JSONL, one JSON
+    object mapping query ids to ``{document id: score}``, or a flat hit per line (``run_json.read_json_run``)."""
     path = Path(path)
     lines = _numbered_lines(path)  # read once: the path may be a pipe
     first = next(lines, None)
     if first is None:
         raise InputFileError(path, None, "run file is empty", "check that retrieval produced output")
     numbered = itertools.chain([first], lines)
-    if first[1].startswith("[") or (first[1].startswith("{") and not is_run_mapping(first[1])):
-        return jsonl_run_lines(path, numbered)
-    return mapping_run(path, numbered) if first[1].startswith("{") else _trec_run_lines(path, numbered)
+    if first[1].startswith(("[", "{")):
+        return read_json_run(path, first[1], numbered)
+    return _trec_run_lines(path, numbered)

@@ -46,3 +46,31 @@ def test_a_jsonl_run_is_still_read_line_by_line(tmp_path):
     path.write_text('{"qid": "q1", "hits": [{"id": "d1"}]}\n')
     with pytest.raises(InputFileError, match=r"r.jsonl:1: hit 1 lacks 'id' or 'score'"):
         read_run(path)
+
+
+@pytest.mark.parametrize("keys", [("query_id", "doc_id"), ("qid", "docid")])
+def test_a_flat_jsonl_run_of_one_hit_per_line_is_read(tmp_path, keys):
+    """One {"query_id", "doc_id", "score"} (or qid/docid) object per line was refused as "missing 'qid' or 'hits'
+    list", naming neither its format nor ours."""
+    q, d = keys
+    path = tmp_path / "r.jsonl"
+    lines = [{q: "q1", d: "d1", "score": 1.5, "rank": 1}, {q: "q2", d: "d1", "score": 0.5},
+             {q: "q1", d: "7", "score": 2}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    assert read_run(path) == {"q1": {"d1": 1.5, "7": 2.0}, "q2": {"d1": 0.5}}
+    path.write_text(path.read_text() + json.dumps({q: "q1", d: "d1", "score": 3}) + "\n")
+    with pytest.raises(InputFileError, match=r"r.jsonl:4: document 'd1' appears twice for query 'q1'"):
+        read_run(path)
+    path.write_text(json.dumps({q: "q1", d: "d1", "score": 1}) + "\n" + json.dumps({q: "q2", "score": 1}) + "\n")
+    with pytest.raises(InputFileError, match=rf"r.jsonl:2: a flat run line needs {q!r}, {d!r} and 'score'"):
+        read_run(path)
+
+
+def test_a_run_of_one_json_mapping_per_line_is_read_as_one_mapping(tmp_path):
+    """{"q1": {...}} on each line (a dict per query, json.dumps'd line by line) was "invalid JSON (Extra data)"."""
+    path = tmp_path / "r.jsonl"
+    path.write_text('{"q1": {"d1": 1.5, "d2": 1}}\n\n{"q2": {"d1": 0.5}}\n', encoding="utf-8")
+    assert read_run(path) == {"q1": {"d1": 1.5, "d2": 1.0}, "q2": {"d1": 0.5}}
+    path.write_text('{"q1": {"d1": 1.5}}\n{"q1": {"d2": 0.5}}\n', encoding="utf-8")
+    with pytest.raises(InputFileError, match=r"r.jsonl:2: query 'q1' already appeared on line 1"):
+        read_run(path)
