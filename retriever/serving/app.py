@@ -106,8 +106,10 @@ def create_app(searchers: dict[str, Searcher], limits: Limits | None = None,
             served.stop()
 
     app = FastAPI(title="retriever", version="1", lifespan=lifespan, responses=ERRORS, redirect_slashes=False,
-                  description="Dense top-k search over the indexes this server loaded. "
-                              "Errors are JSON `{\"error\": message}`; bad input is a 400.")
+                  description="Top-k search (dense, bm25 or hybrid, as each index allows) over the indexes this "
+                              "server loaded. Errors are JSON `{\"error\": message}`: bad input is a 4xx (400; 413, "
+                              "415 or 431 for a body or head over its limit or of the wrong kind), the server's "
+                              "fault a 5xx.")
     app.state.served, app.state.origins = served, origins
     app.add_middleware(HeadAsGet)
     app.add_middleware(HostChecked)

@@ -129,6 +129,14 @@ def test_openapi_documents_every_endpoint(served):
     assert "queries" in body["properties"]
 
 
+def test_openapi_description_names_every_mode_and_the_error_statuses(served):
+    """/docs said 'Dense top-k search' and that bad input is a 400, while requests pick bm25 and hybrid too and
+    bad input is also a 413, 415 or 431."""
+    description = served.get("/openapi.json").json()["info"]["description"]
+    assert "Dense top-k" not in description
+    assert all(word in description for word in ("dense", "bm25", "hybrid", "413", "415", "431", "5xx"))
+
+
 LONG = "word " * 41  # 205 characters, over the test limit of 200
 BAD_REQUESTS = {
     "empty query": ("GET", "/search?q=&k=3", None, {}, 400, "empty"),
