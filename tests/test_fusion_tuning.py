@@ -227,7 +227,7 @@ def test_judged_documents_missing_from_the_index_are_counted_in_agreement(tiny_b
 
     from retriever.fusion_tuning import check_judged_documents
 
-    searcher = SimpleNamespace(documents=SimpleNamespace(document=lambda doc: {} if doc in held else None))
+    searcher = SimpleNamespace(documents=SimpleNamespace(holds=lambda doc: doc in held))
     qrels = {"q1": dict.fromkeys(judged, 1)}
     if held:
         check_judged_documents(searcher, BeirDataset(tiny_beir), "train", qrels)
