@@ -28,6 +28,7 @@ _SOURCE_PREFIX = re.compile(r"^\[[^\]]*\]\s*")  # "[.../pair.cc:553] " before gl
 REFUSAL_KEY = "refusal"  # the line a process stopped with, in the launch's store
 _STORE: list[dist.Store] = []  # the launch's store, under this attempt's prefix, once this process joined
 _TIMED_OUT = re.compile(r"timed out|timeout", re.IGNORECASE)  # gloo's "Timed out waiting", NCCL's watchdog timeout
+_REFUSED = re.compile(r"connection refused", re.IGNORECASE)  # gloo's "timed out connecting: ... refused": none listens
 
 
 class PeerDied(RetrieverError):
@@ -115,7 +116,7 @@ def peer_died(error: BaseException, timeout_seconds: int) -> PeerDied:
     lines = str(error).strip().splitlines() or [type(error).__name__]
     cause = _SOURCE_PREFIX.sub("", lines[0]).split(". ")[0].rstrip(".")
     what = (f"did not answer within --ddp-timeout {timeout_seconds} s (stopped, hung or died: {cause})"
-            if _TIMED_OUT.search(cause) else f"died ({cause})")
+            if _TIMED_OUT.search(cause) and not _REFUSED.search(cause) else f"died ({cause})")
     return PeerDied(f"another training process {what}; {_what_next()}")
 
 

@@ -37,6 +37,14 @@ def test_the_survivor_says_what_happened_and_what_to_do_on_one_line():
                           "same command to resume from the last checkpoint")
 
 
+def test_a_peer_that_refuses_connections_is_said_to_have_died_not_to_be_slow():
+    """gloo gives up connecting to a peer whose port refuses after a few tries, and calls that 'timed out connecting':
+    the line said the peer did not answer within --ddp-timeout 1800 s, a wait that never happened."""
+    refused = ("Gloo connectFullMesh failed with [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:152] "
+               "timed out connecting: SO_ERROR: Connection refused, remote=[127.0.0.1]:8607$0")
+    assert str(peer_died(RuntimeError(refused), 1800)).startswith(f"another training process died ({refused})")
+
+
 def test_under_max_restarts_the_survivor_says_torchrun_restarts_the_run(monkeypatch):
     """With restarts left, torchrun restarts every process itself and they resume: the line said to rerun by hand."""
     monkeypatch.setenv("TORCHELASTIC_RESTART_COUNT", "0")
