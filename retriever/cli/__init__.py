@@ -186,3 +186,4 @@ try:
 except KeyboardInterrupt:  # Ctrl-C while the commands' modules import: it was a traceback
     click.echo("error: interrupted (Ctrl-C) while starting; nothing was done", err=True)
     sys.exit(130)
+UNHEARD_WAIT_SECONDS = 30; import time

@@ -53,6 +53,17 @@ def test_a_path_given_as_ray_address_is_refused(tmp_path, tiny_beir):
     assert result.exit_code == 1 and "is not a Ray address" in result.output
 
 
+def test_ray_before_the_corpus_says_it_took_the_corpus_as_its_address(tmp_path, tiny_beir):
+    """The README's own warning (`--ray` takes the next word) was answered by click's "Missing argument 'CORPUS'",
+    which names neither --ray nor the fix."""
+    for command in ("encode", "build"):
+        result = CliRunner().invoke(main, [command, "--ray", str(tiny_beir), "--output", str(tmp_path / "out")])
+        assert result.exit_code == 2, result.output
+        assert f"--ray took '{tiny_beir}' as its Ray address" in result.output, result.output
+        assert "put --ray after the corpus, or write --ray=auto" in result.output
+        assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
 def test_index_fills_ivf_ondisk_parts_as_ray_tasks(local_ray, tmp_path, tiny_model_dir, tiny_beir):
     runner = CliRunner()
     result = runner.invoke(main, ["encode", str(tiny_beir), "--output", str(tmp_path / "shards"),
