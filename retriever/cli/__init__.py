@@ -8,14 +8,16 @@ standard output closed from the start is an error, and
 standard error's, or standard error closed, leaves the command to its work and its own exit code (``cli.stdout``);
 anything else is a bug and keeps its traceback. Under torchrun every process runs the command and meets the same
 error, so only the first process on each machine (LOCAL_RANK 0: every machine's console gets the line)
-prints errors and usage errors; the others exit non-zero silently, except for an error only that
-process can see (``every_process``, e.g. another process died).
+prints errors and usage errors; the others exit non-zero silently once torchrun stops them (``_exit_unheard``),
+except for an error only that process can see (``every_process``, e.g. another process died).
 """
 from __future__ import annotations
 
 import codecs
 import os
 import sys
+import time
+from typing import NoReturn
 
 import click
 
@@ -32,6 +34,8 @@ PIPELINE_ORDER = ("demo", "build", "encode", "index", "info", "search", "evaluat
 
 # The commands that share their work over torchrun's processes; under torchrun any other would run whole in each.
 TORCHRUN_COMMANDS = ("train", "pretrain")
+# How long a torchrun process that leaves its error for its machine's first process to print waits to be stopped
+UNHEARD_WAIT_SECONDS = 30
 
 
 class _Group(click.Group):
@@ -74,8 +78,9 @@ class _Group(click.Group):
         except RetrieverError as error:
             if reader_gone(error.__context__):  # `-o /dev/stdout` whose reader left, said as "cannot write" it
                 _exit_if_reader_gone(error.__context__)
-            if _is_rank_zero() or getattr(error, "every_process", False):
-                click.echo(f"error: {error}", err=True)
+            if not (_is_rank_zero() or getattr(error, "every_process", False)):
+                _exit_unheard(1)
+            click.echo(f"error: {error}", err=True)
             sys.exit(1)
         except click.UsageError as error:  # a subcommand's flags and arguments, or a command name
             sub = ctx.invoked_subcommand  # set before its flags are parsed: click's "requires an argument" has no ctx
@@ -92,8 +97,9 @@ class _Group(click.Group):
                 out_of_memory(f"({_last_line(error)})") if is_out_of_memory(error) else None)
             if full is None:
                 raise
-            if _is_rank_zero():
-                click.echo(f"error: {full}", err=True)
+            if not _is_rank_zero():
+                _exit_unheard(1)
+            click.echo(f"error: {full}", err=True)
             sys.exit(1)
 
     def main(self, *args, **kwargs):
@@ -107,7 +113,7 @@ class _Group(click.Group):
         try:
             code = super().main(*args, **{**kwargs, "standalone_mode": False})
         except click.ClickException as error:
-            sys.exit(error.exit_code)
+            _exit_unheard(error.exit_code)
         except click.Abort:
             sys.exit(1)
         sys.exit(code if isinstance(code, int) else 0)
@@ -126,11 +132,22 @@ def _exit_with_usage_line(error: click.UsageError, command_path: str | None = No
             name for param in error.ctx.command.params for name in param.opts}:
         error.message, error.possibilities = (f"No such option '{error.option_name}' (Pyserini's {error.option_name} "
                                               f"is {ours} here)."), []
-    if _is_rank_zero():
-        command_path = error.ctx.command_path if error.ctx is not None else command_path
-        where = f" (see `{command_path} --help`)" if command_path else ""
-        click.echo(f"error: {error.format_message()}{where}", err=True)
+    if not _is_rank_zero():
+        _exit_unheard(error.exit_code)
+    command_path = error.ctx.command_path if error.ctx is not None else command_path
+    where = f" (see `{command_path} --help`)" if command_path else ""
+    click.echo(f"error: {error.format_message()}{where}", err=True)
     sys.exit(error.exit_code)
+
+
+def _exit_unheard(code: int) -> NoReturn:
+    """Exit ``code`` without a word, from a torchrun process that leaves its error for its machine's first process
+    to print, once torchrun stops it (or after ``UNHEARD_WAIT_SECONDS``): torchrun stops every process as soon as one
+    fails, so a process that left first had the first one stopped before it printed, and the launch failed without
+    an error line (most launches on a loaded machine)."""
+    if "LOCAL_RANK" in os.environ:
+        time.sleep(UNHEARD_WAIT_SECONDS)
+    sys.exit(code)
 
 
 def _exit_if_reader_gone(error: BrokenPipeError) -> None:
@@ -186,4 +203,3 @@ try:
 except KeyboardInterrupt:  # Ctrl-C while the commands' modules import: it was a traceback
     click.echo("error: interrupted (Ctrl-C) while starting; nothing was done", err=True)
     sys.exit(130)
-UNHEARD_WAIT_SECONDS = 30; import time

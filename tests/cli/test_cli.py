@@ -154,15 +154,23 @@ def test_search_and_evaluate_rank_tied_passages_alike(tmp_path, tiny_model_dir):
                                              (["pretrain", "{corpus}", "-o", "{output}", "--cocondenser",
                                                "--sequences-per-step", "2"], 2),
                                              (["train", "--no-such-flag"], 2)])
-def test_under_torchrun_only_rank_zero_prints_errors(tmp_path, arguments, code):
-    """Every torchrun process meets the same error: rank 0 says it once, the others exit with its code silently."""
+def test_under_torchrun_only_rank_zero_prints_errors(monkeypatch, tmp_path, arguments, code):
+    """Every torchrun process meets the same error: rank 0 says it once, the others exit with its code silently,
+    after waiting to be stopped: torchrun stops every process once one fails, so one that left first had rank 0
+    stopped before it printed (a launch failed without an error line, most launches on a loaded machine)."""
+    import retriever.cli
+
+    waits = []
+    monkeypatch.setattr(retriever.cli.time, "sleep", waits.append)
     (tmp_path / "corpus.jsonl").write_text('{"_id": "a", "text": "x"}\n{broken\n')
     arguments = [a.format(corpus=tmp_path / "corpus.jsonl", output=tmp_path / "out") for a in arguments]
     for rank, printed in (("0", True), ("1", False)):
+        waits.clear()
         result = CliRunner().invoke(main, arguments, env={"RANK": rank, "LOCAL_RANK": rank})
         assert result.exit_code == code, result.output
         assert ("rror" in result.output) == printed, (rank, result.output)
         assert "Traceback" not in result.output
+        assert waits == ([] if printed else [retriever.cli.UNHEARD_WAIT_SECONDS])
 
 
 def evaluate_raising(monkeypatch, tmp_path, error: BaseException):

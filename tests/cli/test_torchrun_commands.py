@@ -18,6 +18,7 @@ def test_a_command_that_does_not_share_its_work_is_refused_in_every_process(monk
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", rank)
     monkeypatch.setenv("LOCAL_RANK", rank)
+    monkeypatch.setattr("retriever.cli.UNHEARD_WAIT_SECONDS", 0)  # rank 1 waits for torchrun to stop it
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text('{"_id": "d1", "text": "a cat"}\n')
     result = CliRunner().invoke(main, ["encode", str(corpus), "--output", str(tmp_path / "shards")])
