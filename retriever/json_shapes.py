@@ -23,7 +23,13 @@ def id_mapping_error(path: Path, id_key: str = "_id", text_key: str = "text", sp
                           f"{{\"{id_key}\": ..., \"{text_key}\": ...}} object per line, e.g. {convert}")
 
 
+# Keys of one record in the formats users bring (BEIR, Pyserini, MS MARCO exports, ir_datasets), never ids of a map
+RECORD_KEYS = frozenset({"_id", "id", "docid", "doc_id", "qid", "query_id", "text", "title", "contents", "body",
+                         "query", "question", "passage"})
+
+
 def is_id_mapping(record: dict, number: int, id_key: str, text_key: str) -> bool:
-    """Whether a first JSONL line lacking the id and text keys is rather one object of id to text."""
+    """Whether a first JSONL line lacking the id and text keys is rather one object of id to text; a record keyed
+    as another tool keys its records (Pyserini's ``id``/``contents``) is one, not a map of its ids."""
     return (number == 1 and bool(record) and id_key not in record and text_key not in record
-            and all(isinstance(value, str) for value in record.values()))
+            and not RECORD_KEYS & set(record) and all(isinstance(value, str) for value in record.values()))
