@@ -24,10 +24,10 @@ def test_a_sigint_after_the_search_run_is_renamed_exits_0(tmp_path, tiny_beir, f
     """A real SIGINT, sent by the process to itself right after the run file is in place (as the warnings after
     it are made), exited 130 saying to rerun, as if the run were lost."""
     run = tmp_path / "run.trec"
-    code = ("import os, signal\n"
+    code = ("import signal\n"
             "import retriever.evaluation as evaluation\n"
             "def interrupted(*_, **__):\n"
-            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    signal.raise_signal(signal.SIGINT)  # to the main thread: os.kill let any thread take it\n"
             "    return None\n"
             "evaluation.unknown_words_warning = interrupted\n"
             "from retriever.cli import main\n"
