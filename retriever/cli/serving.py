@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import re
 import socket
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -171,6 +173,16 @@ def warn_of_damage(name: str, searcher: Searcher, fusion_overrides: dict | None 
                    f"retuned or dropped: {damage}", err=True)
 
 
+def _log_requests_on_stderr() -> None:
+    """uvicorn's request lines at INFO, on stderr with serve's other lines: the "warning" level that keeps uvicorn's
+    own chatter out set its access logger too, so --access-log logged nothing."""
+    access = logging.getLogger("uvicorn.access")
+    access.setLevel(logging.INFO)
+    for handler in access.handlers:
+        if isinstance(handler, logging.StreamHandler):
+            handler.setStream(sys.stderr)
+
+
 def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: tuple[str, int] = ("", 0),
             **options: object) -> None:
     """Start the batchers (warming each index up) here rather than in the app's lifespan, so a failing index is
@@ -183,7 +195,10 @@ def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: 
         served.start()
         start_listening(sockets, *address, backlog=int(options.get("backlog", BACKLOG)))
         click.echo(announce, err=True)
-        uvicorn.Server(uvicorn.Config(app, lifespan="off", log_level="warning", **options)).run(sockets=sockets)
+        config = uvicorn.Config(app, lifespan="off", log_level="warning", **options)
+        if options.get("access_log"):
+            _log_requests_on_stderr()
+        uvicorn.Server(config).run(sockets=sockets)
     except KeyboardInterrupt:  # Ctrl+C, during the warm-up or after uvicorn's graceful shutdown
         pass
     finally:
@@ -233,7 +248,7 @@ def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: 
               help="Batches encoded side by side, each on its own thread with --threads torch threads. "
                    "[default: 2, or 1 on a single core]")
 @click.option("--access-log/--no-access-log", default=False, show_default=True,
-              help="Log every request (costs throughput).")
+              help="Log every request, a line each on stderr (costs throughput).")
 @click.option("--allow-origin", "origins", multiple=True, metavar="ORIGIN", callback=_origins,
               help="Let web pages from ORIGIN (scheme://host[:port], or * for any) call the API from a browser: "
                    "CORS headers on its responses, a 204 to its preflights (repeatable). [default: none, no CORS "

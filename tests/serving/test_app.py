@@ -369,7 +369,7 @@ def test_serve_command_runs_a_server_with_named_indexes(tiny_index, small_index,
     script = "from retriever.cli.serving import serve_command; serve_command()"
     process = subprocess.Popen([sys.executable, "-c", script, "--index", f"main={tiny_index}", "--index",
                                 f"part={small_index}", "--port", str(port), "--device", "cpu", "--dtype", "fp32",
-                                "--max-query-chars", "50", "--threads", "1"],
+                                "--max-query-chars", "50", "--threads", "1", "--access-log"],
                                stdout=subprocess.DEVNULL, stderr=open(tmp_path / "stderr", "wb"),
                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
@@ -391,7 +391,9 @@ def test_serve_command_runs_a_server_with_named_indexes(tiny_index, small_index,
     finally:
         process.terminate()
         process.wait(15)
-    assert "serving main, part at http://127.0.0.1:" in (tmp_path / "stderr").read_text()
+    logged = (tmp_path / "stderr").read_text()
+    assert "serving main, part at http://127.0.0.1:" in logged
+    assert '"GET /indexes/part/search?q=bee&k=50 HTTP/1.1" 200' in logged  # --access-log: it logged nothing
 
 
 def invoke_serve(index, port: int, monkeypatch) -> Result:
