@@ -132,6 +132,7 @@ def _exit_with_usage_line(error: click.UsageError, command_path: str | None = No
             name for param in error.ctx.command.params for name in param.opts}:
         error.message, error.possibilities = (f"No such option '{error.option_name}' (Pyserini's {error.option_name} "
                                               f"is {ours} here)."), []
+    error = _ray_took_the_argument(error)
     if not _is_rank_zero():
         _exit_unheard(error.exit_code)
     command_path = error.ctx.command_path if error.ctx is not None else command_path
@@ -148,6 +149,20 @@ def _exit_unheard(code: int) -> NoReturn:
     if "LOCAL_RANK" in os.environ:
         time.sleep(UNHEARD_WAIT_SECONDS)
     sys.exit(code)
+
+
+def _ray_took_the_argument(error: click.UsageError) -> click.UsageError:
+    """`encode --ray CORPUS ...`: --ray takes the next word as its address, so the corpus is missing; click's
+    "Missing argument 'CORPUS'" named neither --ray nor the fix."""
+    if not (isinstance(error, click.MissingParameter) and isinstance(error.param, click.Argument)
+            and error.ctx is not None):
+        return error
+    address = error.ctx.params.get("ray_address")
+    if address in (None, "local"):
+        return error
+    name = error.param.human_readable_name
+    return click.UsageError(f"Missing argument '{name}': --ray took {address!r} as its Ray address, since it takes "
+                            f"the next word; put --ray after the {name.lower()}, or write --ray=auto", error.ctx)
 
 
 def _exit_if_reader_gone(error: BrokenPipeError) -> None:
