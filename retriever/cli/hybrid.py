@@ -13,7 +13,7 @@ import click
 
 from retriever.cli.info import echo_summary_json
 from retriever.cli.options import FiniteRange, collapsing, compose, flags_given, json_option
-from retriever.errors import RetrieverError
+from retriever.errors import NotForThisIndex, RetrieverError
 from retriever.fusion import METHODS as FUSIONS
 from retriever.fusion import MODES, FusionParams
 from retriever.lexical import METHODS as BM25_METHODS
@@ -217,7 +217,7 @@ def _add_or_tune(index: Path, lexical: LexicalParams, tune_fusion: tuple[Path, s
             raise RetrieverError(f"{index}: already has a BM25 index; pass --overwrite to rebuild it")
         settings = flags_given(BM25_SETTINGS)  # they would go unused: the index's BM25 is kept as it is
         if settings:
-            raise RetrieverError(f"{', '.join(settings)}: {index} keeps the BM25 index it has, so these settings "
+            raise NotForThisIndex(f"{', '.join(settings)}: {index} keeps the BM25 index it has, so these settings "
                                  "would not be used; pass --overwrite to rebuild it with them, or drop them to "
                                  "only tune the fusion")
         click.echo(f"{index}: keeping its BM25 index", err=True)

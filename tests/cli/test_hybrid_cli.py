@@ -175,9 +175,9 @@ def test_bm25_settings_given_to_tune_an_index_that_keeps_its_bm25_are_refused(tm
     tune = ["bm25", str(index), "--tune-fusion-on", str(tiny_beir), "--split", "train", "--bm25-k1", "1.5",
             "--bm25-stemmer", "none"]
     result = CliRunner().invoke(main, tune)
-    assert result.exit_code == 1 and result.stderr.strip().splitlines() == [
+    assert result.exit_code == 2 and result.stderr.strip().splitlines() == [  # a usage error, as --nprobe on flat
         f"error: --bm25-k1, --bm25-stemmer: {index} keeps the BM25 index it has, so these settings would not be "
-        "used; pass --overwrite to rebuild it with them, or drop them to only tune the fusion"]
+        "used; pass --overwrite to rebuild it with them, or drop them to only tune the fusion (see `main bm25 --help`)"]
     assert "fusion" not in json.loads((index / "manifest.json").read_text())
     result = CliRunner().invoke(main, [*tune, "--overwrite"])
     assert result.exit_code == 0, result.output
