@@ -34,6 +34,21 @@ def out_of_space(where: str = "") -> RetrieverError:
     return RetrieverError(f"no space left on the device{' ' if where else ''}{where}; {OUT_OF_SPACE_HINT}")
 
 
+def file_too_large(where: str = "") -> RetrieverError:
+    """A write refused with EFBIG: past the process's file-size limit (`ulimit -f`, which a batch system may set), or
+    past the largest file its file system takes (FAT32's 4 GiB); the disk may have room, so "check the disk" misled."""
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    where = f", {where}" if where else ""
+    if limit != resource.RLIM_INFINITY:
+        return RetrieverError(f"a file grew past this process's file-size limit, {limit / 1024:.1f} KiB (ulimit -f "
+                              f"{limit // 1024}){where}; raise it (ulimit -f unlimited) and rerun the same command "
+                              "(finished work is kept)")
+    return RetrieverError(f"a file grew past the largest its file system takes (FAT32's is 4 GiB){where}; choose a "
+                          "path on another file system and rerun the same command (finished work is kept)")
+
+
 # A short write reported without its errno, on a full disk or quota: numpy's ``tofile`` (under ``np.save``), and
 # torch.save's zip writer finding the file shorter than what it wrote
 _SHORT_WRITE = re.compile(r"^\d+ requested and \d+ written$|inline_container\.cc:\d+\] \. unexpected pos \d+ vs \d+$",
@@ -41,12 +56,15 @@ _SHORT_WRITE = re.compile(r"^\d+ requested and \d+ written$|inline_container\.cc
 
 
 def full_disk(error: BaseException, where: str = "") -> RetrieverError | None:
-    """``out_of_space`` for a full disk or quota however a library reports it (Python's and Arrow's errno, FAISS's
-    and Arrow's text, numpy's and torch.save's short writes), saying ``where`` when given, else the file it names; None for any
-    other error."""
-    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
-        return out_of_space(where or (f"writing {error.filename}" if error.filename else ""))
+    """``out_of_space`` for a full disk or quota (``file_too_large`` for a file past a size limit) however a library
+    reports it (Python's and Arrow's errno, FAISS's and Arrow's text, numpy's and torch.save's short writes), saying
+    ``where`` when given, else the file it names; None for any other error."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        named = where or (f"writing {error.filename}" if error.filename else "")
+        return file_too_large(named) if error.errno == errno.EFBIG else out_of_space(named)
     text = str(error).strip()
+    if "File too large" in text:  # FAISS's text for EFBIG
+        return file_too_large(where or f"({(text.splitlines() or [''])[-1][:200]})")
     if "No space left on device" in text or "Disk quota exceeded" in text or _SHORT_WRITE.search(text):
         return out_of_space(where or f"({(text.splitlines() or [''])[-1][:200]})")
     return None

@@ -6,7 +6,6 @@ atomic). Whole folders are swapped by ``folders.replace_folder`` instead.
 """
 from __future__ import annotations
 
-import errno
 import glob
 import itertools
 import json
@@ -18,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from retriever.errors import InputFileError, RetrieverError, out_of_space
+from retriever.errors import InputFileError, RetrieverError, full_disk
 from retriever.file_kinds import HEAD_BYTES, kind_error
 from retriever.name_length import check_name_length
 
@@ -162,8 +161,9 @@ def write_errors_named(path: Path, written: Path) -> Iterator[None]:
     except OSError as error:
         if (error.filename is not None and str(error.filename) != str(written)) or error.strerror is None:
             raise
-        if error.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise out_of_space(f"writing {path}") from None
+        full = full_disk(error, f"writing {path}")
+        if full is not None:
+            raise full from None
         raise RetrieverError(f"cannot write {path}: {error.strerror.lower()}; check the disk or choose another "
                              "path") from None
 

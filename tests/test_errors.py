@@ -2,6 +2,11 @@
 from __future__ import annotations
 
 import pickle
+import resource
+import subprocess
+import sys
+
+import pytest
 
 from retriever.errors import InputFileError
 
@@ -11,3 +16,50 @@ def test_an_input_file_error_crosses_process_boundaries_intact():
     copy = pickle.loads(pickle.dumps(error))  # what a process pool or Ray does with a worker's error
     assert type(copy) is InputFileError and str(copy) == str(error) == "corpus.jsonl:3: missing text field 'text'; add it"
     assert (copy.path, copy.line, copy.problem) == ("corpus.jsonl", 3, "missing text field 'text'")
+
+
+def _run_under_file_size_limit(arguments: list[str], limit: int) -> subprocess.CompletedProcess:
+    """`retriever ARGUMENTS` in a child whose RLIMIT_FSIZE is ``limit`` bytes, as `ulimit -f` or a batch system sets
+    it (in a child: pytest's own captured output is written to files the limit would count)."""
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    return subprocess.run([sys.executable, "-m", "retriever", *arguments], preexec_fn=limited, capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.parametrize("index_type", ["flat", "ivf-ondisk"])
+def test_a_file_past_the_file_size_limit_is_one_line_naming_the_limit(tmp_path, tiny_model_dir, index_type):
+    """`ulimit -f` below an index file's size: FAISS's and Arrow's write errors (EFBIG, "File too large") were
+    tracebacks, and a plain write said "check the disk" of a disk with room; the old index stays, and the rerun
+    without the limit builds the index."""
+    import random
+
+    from click.testing import CliRunner
+
+    from retriever.cli import main
+    from conftest import WORDS, write_jsonl
+
+    rng = random.Random(0)
+    corpus = write_jsonl(tmp_path / "c.jsonl", [{"_id": f"d{i}", "title": "", "text": " ".join(rng.choices(WORDS, k=8))}
+                                                for i in range(300)])
+    shards, output = tmp_path / "shards", tmp_path / "idx"
+    build = ["index", str(shards), "--corpus", str(corpus), "-o", str(output), "--index-type", index_type]
+    if index_type == "ivf-ondisk":
+        build += ["--nlist", "4", "--ondisk-codes", "flat"]
+    result = CliRunner().invoke(main, ["encode", str(corpus), "-o", str(shards), "--model", str(tiny_model_dir),
+                                       "--device", "cpu", "--dtype", "fp32"])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, ["index", str(shards), "--corpus", str(corpus), "-o", str(output)])
+    assert result.exit_code == 0, result.output
+    before = (output / "manifest.json").read_bytes()
+    run = _run_under_file_size_limit(build + ["--overwrite"], 20_000)  # index.faiss or the lists: about 40 KB
+    errors = [line for line in run.stderr.splitlines() if line.startswith("error")]
+    assert run.returncode == 1 and len(errors) == 1 and "Traceback" not in run.stderr, run.stderr
+    said = errors[0]
+    assert said.startswith(f"error: a file grew past this process's file-size limit, 19.5 KiB (ulimit -f 19), "
+                           f"writing {output}; raise it (ulimit -f unlimited)"), said
+    assert said.strip().endswith("and rerun the same command (finished work is kept)"), said
+    assert (output / "manifest.json").read_bytes() == before  # the old index is still the one there
+    result = CliRunner().invoke(main, build + ["--overwrite"])
+    assert result.exit_code == 0, result.output
