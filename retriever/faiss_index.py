@@ -14,6 +14,7 @@ from retriever.errors import RetrieverError, faiss_message
 from retriever.ondisk import CODES
 from retriever.shards import sample_vectors
 from retriever.texts import whole_number
+from retriever.wording import counted
 from retriever.train_memory import check_training_memory
 from retriever.search_settings import apply_search_params, downcast_hnsw, inner_index, ivf_part
 
@@ -152,7 +153,7 @@ def check_trainable(params: IndexParams, dim: int, count: int, source: str = "th
     index = new_index(factory_string(params, dim, count), dim, params)  # named types size lists and codes to it
     needed, what = max(training_needs(index), default=(0, ""))
     if min(count, params.train_size) < needed:
-        given = (f"{source} {count} documents" if count <= params.train_size
+        given = (f"{source} {counted(count, 'document')}" if count <= params.train_size
                  else f"--train-size is {params.train_size}")
         raise RetrieverError(f"--index-type {params.index_type!r} trains on at least {needed} vectors, and {given} "
                              f"({what}): use fewer lists (--nlist), codes of fewer bits or a smaller PCA, a larger "

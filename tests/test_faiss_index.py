@@ -58,6 +58,12 @@ def test_training_needs_are_what_faiss_refuses_below(spec):
         check_trainable(params, dim, needed - 1)
 
 
+def test_a_corpus_of_one_document_too_few_to_train_is_counted_in_the_singular():
+    """`build one.jsonl --index-type ivfpq` on a one-passage corpus ("the corpus has 1 documents")."""
+    with pytest.raises(RetrieverError, match=r"trains on at least 2 vectors, and the corpus has 1 document \("):
+        check_trainable(IndexParams("ivfpq"), 32, 1)
+
+
 @pytest.mark.parametrize("spec", ["flat", "hnsw", "Flat", "HNSW8,Flat", "SQ8", "HNSW8,SQ8", "LSQ2x4", "RR16,Flat"])
 def test_an_index_that_trains_on_one_vector_passes_the_check(spec):
     check_trainable(IndexParams(spec), 32, 1)
