@@ -34,6 +34,12 @@ def out_of_space(where: str = "") -> RetrieverError:
     return RetrieverError(f"no space left on the device{' ' if where else ''}{where}; {OUT_OF_SPACE_HINT}")
 
 
+def _file_size_limited() -> bool:
+    import resource
+
+    return resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY
+
+
 def file_too_large(where: str = "") -> RetrieverError:
     """A write refused with EFBIG: past the process's file-size limit (`ulimit -f`, which a batch system may set), or
     past the largest file its file system takes (FAT32's 4 GiB); the disk may have room, so "check the disk" misled."""
@@ -66,7 +72,10 @@ def full_disk(error: BaseException, where: str = "") -> RetrieverError | None:
     if "File too large" in text:  # FAISS's text for EFBIG
         return file_too_large(where or f"({(text.splitlines() or [''])[-1][:200]})")
     if "No space left on device" in text or "Disk quota exceeded" in text or _SHORT_WRITE.search(text):
-        return out_of_space(where or f"({(text.splitlines() or [''])[-1][:200]})")
+        shown = where or f"({(text.splitlines() or [''])[-1][:200]})"
+        if _SHORT_WRITE.search(text) and _file_size_limited():  # no errno to tell EFBIG from ENOSPC: the limit is
+            return file_too_large(shown)                        # the likelier cause where one is set
+        return out_of_space(shown)
     return None
 
 

@@ -18,13 +18,13 @@ def test_an_input_file_error_crosses_process_boundaries_intact():
     assert (copy.path, copy.line, copy.problem) == ("corpus.jsonl", 3, "missing text field 'text'")
 
 
-def _run_under_file_size_limit(arguments: list[str], limit: int) -> subprocess.CompletedProcess:
-    """`retriever ARGUMENTS` in a child whose RLIMIT_FSIZE is ``limit`` bytes, as `ulimit -f` or a batch system sets
+def _run_python_under_file_size_limit(arguments: list[str], limit: int) -> subprocess.CompletedProcess:
+    """`python ARGUMENTS` in a child whose RLIMIT_FSIZE is ``limit`` bytes, as `ulimit -f` or a batch system sets
     it (in a child: pytest's own captured output is written to files the limit would count)."""
     def limited() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
 
-    return subprocess.run([sys.executable, "-m", "retriever", *arguments], preexec_fn=limited, capture_output=True,
+    return subprocess.run([sys.executable, *arguments], preexec_fn=limited, capture_output=True,
                           text=True, timeout=300)
 
 
@@ -53,7 +53,7 @@ def test_a_file_past_the_file_size_limit_is_one_line_naming_the_limit(tmp_path, 
     result = CliRunner().invoke(main, ["index", str(shards), "--corpus", str(corpus), "-o", str(output)])
     assert result.exit_code == 0, result.output
     before = (output / "manifest.json").read_bytes()
-    run = _run_under_file_size_limit(build + ["--overwrite"], 20_000)  # index.faiss or the lists: about 40 KB
+    run = _run_python_under_file_size_limit(["-m", "retriever", *build, "--overwrite"], 20_000)  # index.faiss or the lists: about 40 KB
     errors = [line for line in run.stderr.splitlines() if line.startswith("error")]
     assert run.returncode == 1 and len(errors) == 1 and "Traceback" not in run.stderr, run.stderr
     said = errors[0]
@@ -63,3 +63,13 @@ def test_a_file_past_the_file_size_limit_is_one_line_naming_the_limit(tmp_path, 
     assert (output / "manifest.json").read_bytes() == before  # the old index is still the one there
     result = CliRunner().invoke(main, build + ["--overwrite"])
     assert result.exit_code == 0, result.output
+
+
+def test_numpys_short_write_under_a_file_size_limit_names_the_limit_not_a_full_disk(tmp_path):
+    """numpy's `np.save` (BM25's arrays) reports EFBIG as "N requested and M written", with no errno: under `ulimit -f`
+    `bm25 --overwrite` said "no space left on the device" of a disk with room."""
+    script = ("import numpy as np, sys\nfrom retriever.errors import full_disk\n"
+              "try:\n    np.save(sys.argv[1], np.zeros(100_000))\nexcept OSError as error:\n    print(full_disk(error))\n")
+    limited = _run_python_under_file_size_limit(["-c", script, str(tmp_path / "a.npy")], 20_000)
+    assert limited.stdout.startswith("a file grew past this process's file-size limit, 19.5 KiB (ulimit -f 19), ("), (
+        limited.stdout, limited.stderr)
