@@ -58,6 +58,11 @@ class FusionParams:
     def record(self) -> dict:
         return asdict(self)
 
+    def setting(self) -> str:
+        """The method and the one parameter it uses ('convex alpha=0.65', 'rrf rrf_k=60'): the other is unused, and
+        naming it beside the method read as if both applied."""
+        return f"{self.method} alpha={self.alpha:g}" if self.method == "convex" else f"rrf rrf_k={self.rrf_k:g}"
+
     @classmethod
     def from_record(cls, record: dict | None) -> FusionParams:
         known = {name: record[name] for name in FUSION_SETTINGS if record and name in record}

@@ -150,8 +150,8 @@ def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, k: int = 10
     measured = list(zip(means, grid))
     best_score, best = max(measured, key=lambda item: item[0])
     if progress:
-        print(f"fusion tuned on {counted(len(queries), f'{split} query', f'{split} queries')}: {best.method} "
-              f"rrf_k={best.rrf_k:g} alpha={best.alpha:g} {METRIC} {best_score:.4f} (untuned RRF "
+        print(f"fusion tuned on {counted(len(queries), f'{split} query', f'{split} queries')}: "
+              f"{best.setting()} {METRIC} {best_score:.4f} (untuned RRF "
               f"{measured[0][0]:.4f})", file=sys.stderr)
     return {**best.record(), "tuned": {
         "dataset": dataset_name(beir), "split": split, "queries": len(queries), "metric": METRIC,

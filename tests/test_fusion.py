@@ -132,6 +132,11 @@ def test_settings_that_are_not_numbers_are_one_line(settings, message):
     FusionParams(alpha=np.float32(0.3), rrf_k=np.int64(20))
 
 
+def test_a_setting_names_the_method_and_only_the_parameter_it_uses():
+    assert FusionParams("convex", rrf_k=20, alpha=0.65).setting() == "convex alpha=0.65"
+    assert FusionParams("rrf", rrf_k=60, alpha=0.65).setting() == "rrf rrf_k=60"
+
+
 def test_a_lone_rrf_k_means_rrf_and_a_flag_of_the_other_method_is_refused():
     tuned_convex = FusionParams("convex", alpha=0.8)
     assert tuned_convex.overridden(rrf_k=30) == FusionParams("rrf", rrf_k=30, alpha=0.8)

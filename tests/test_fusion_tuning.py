@@ -52,6 +52,15 @@ def test_tuning_records_the_best_fusion_which_search_then_uses(index_and_dataset
     assert Searcher(index, device="cpu", fusion_overrides={"method": "rrf"}).fusion.method == "rrf"
 
 
+def test_tuning_line_names_only_the_parameter_of_the_method_it_picked(index_and_dataset, capsys):
+    """It said 'convex rrf_k=60 alpha=0.65', naming the parameter the picked method does not use."""
+    index, dataset = index_and_dataset
+    record = tune_and_record(index, dataset, "train", device="cpu", dtype="fp32", progress=True)
+    line = next(line for line in capsys.readouterr().err.splitlines() if line.startswith("fusion tuned on"))
+    assert f": {FusionParams.from_record(record).setting()} ndcg@10 " in line
+    assert ("alpha=" in line) != ("rrf_k=" in line)
+
+
 def test_tuning_on_the_test_split_is_refused(index_and_dataset):
     index, dataset = index_and_dataset
     with pytest.raises(RetrieverError, match="--split test: tuning the fusion on the split you report"):

@@ -161,8 +161,7 @@ def run_tuning(index: Path, tune_fusion: tuple[Path, str] | None) -> None:
         from retriever.fusion_tuning import tune_and_record
 
         record = tune_and_record(index, *tune_fusion)
-        click.echo(f"fusion recorded in {index}/manifest.json: {record['method']} rrf_k={record['rrf_k']:g} "
-                   f"alpha={record['alpha']:g}", err=True)
+        click.echo(f"fusion recorded in {index}/manifest.json: {FusionParams.from_record(record).setting()}", err=True)
 
 
 def run_drop(index: Path) -> None:

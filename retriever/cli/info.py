@@ -56,7 +56,7 @@ def _hybrid_lines(summary: dict) -> list[str]:
                      "or Japanese run was one term): "
                      f"`retriever bm25 {summary['path']} --overwrite` rebuilds it with the current splitting")
     if not fusion:
-        return [*lines, f"fusion:   none recorded (hybrid uses {FusionParams().method} rrf_k={FusionParams().rrf_k:g} "
+        return [*lines, f"fusion:   none recorded (hybrid uses {FusionParams().setting()} "
                         "unless --fusion/--rrf-k/--alpha say otherwise)"]
     setting = (f"alpha={_number(fusion['alpha'], 'g')}" if fusion["method"] == "convex"
                else f"rrf_k={_number(fusion['rrf_k'], 'g')}")

@@ -8,6 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from retriever.cli import main
+from retriever.fusion import FusionParams
 
 COMMON = ["--device", "cpu", "--dtype", "fp32"]
 HEADER = "query-id\tcorpus-id\tscore\n"
@@ -289,3 +290,15 @@ def test_bm25_drop_fusion_with_a_flag_that_builds_or_tunes_is_refused_before_any
     assert lines[0].startswith(f"error: {other[0]}: --drop-fusion only drops the fusion record; give it alone, and "
                                f"{other[0]} in another run (see `") and lines[0].endswith(" bm25 --help`)")
     assert (index / "manifest.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("fusion, said", [(FusionParams("convex", alpha=0.65), "convex alpha=0.65"),
+                                          (FusionParams("rrf", rrf_k=30), "rrf rrf_k=30")])
+def test_tuning_summary_names_only_the_parameter_of_the_method_chosen(monkeypatch, tmp_path, capsys, fusion, said):
+    """The line said 'convex rrf_k=60 alpha=0.65': rrf_k is unused by the convex fusion, alpha by RRF."""
+    import retriever.fusion_tuning
+    from retriever.cli.hybrid import run_tuning
+
+    monkeypatch.setattr(retriever.fusion_tuning, "tune_and_record", lambda *args: fusion.record())
+    run_tuning(tmp_path / "idx", (tmp_path, "train"))
+    assert capsys.readouterr().err == f"fusion recorded in {tmp_path / 'idx'}/manifest.json: {said}\n"
