@@ -106,11 +106,13 @@ def test_faiss_running_out_of_memory_while_training_is_one_line(tmp_path, monkey
                                              r"give it more memory .*--train-size\)$"):
         faiss_index.train(OutOfMemory(), [shard], 20, IndexParams(), "OPQ4,IVF2,PQ4", progress=False)
 
-@pytest.mark.parametrize("index_type, setting", [("hnsw", "ef_search"), ("ivfpq", "nprobe")])
+@pytest.mark.parametrize("index_type, setting, value", [("hnsw", "ef_search", 8), ("ivfpq", "nprobe", 2),
+                                                          ("hnsw", "ef_search", 128), ("ivfpq", "nprobe", 64)])
 def test_plain_faiss_opens_the_index_file_with_the_manifests_search_settings(tiny_beir, tiny_model_dir, tmp_path,
-                                                                              index_type, setting):
+                                                                              index_type, setting, value):
     """FAISS saves nprobe and efSearch in the file, but the file was written with FAISS's own 1 and 16 while the
-    tuned values lived only in the manifest, so a user opening index.faiss in plain FAISS got lower recall."""
+    tuned values lived only in the manifest, so a user opening index.faiss in plain FAISS got lower recall. A value
+    past the graph's vectors or the IVF's lists is stored capped there, as search caps it (the README says so)."""
     import json
 
     from retriever.encoder import Encoder, EncoderSettings
@@ -118,13 +120,14 @@ def test_plain_faiss_opens_the_index_file_with_the_manifests_search_settings(tin
     from retriever.indexing import encode_and_index
 
     encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
-    params = IndexParams(index_type=index_type, nlist=2, search_defaults={setting: 2 if setting == "nprobe" else 8})
+    params = IndexParams(index_type=index_type, nlist=2, search_defaults={setting: value})
     encode_and_index(tiny_beir, tmp_path / "idx", encoder, params=params, progress=False)
     recorded = json.loads((tmp_path / "idx" / "manifest.json").read_text())["index"]["search_defaults"][setting]
     plain = faiss.read_index(str(tmp_path / "idx" / "index.faiss"))
     stored = (faiss.extract_index_ivf(plain).nprobe if setting == "nprobe"
               else faiss.downcast_index(plain).hnsw.efSearch)
-    assert stored == recorded and recorded != (1 if setting == "nprobe" else 16)
+    most = faiss.extract_index_ivf(plain).nlist if setting == "nprobe" else plain.ntotal
+    assert recorded == value and stored == min(recorded, most) and stored != (1 if setting == "nprobe" else 16)
 
 
 def test_numpy_numbers_in_the_settings_become_python_numbers():
