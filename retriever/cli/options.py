@@ -11,6 +11,7 @@ import click
 from click.core import ParameterSource
 
 from retriever.choices import DTYPES
+from retriever.cli.stdout import refuse_json_to_closed_stdout
 from retriever.corpus import FORMATS, Fields, check_output_outside_qrels
 from retriever.encoder_settings import OVERRIDABLE, TOWERS, max_length_problem
 from retriever.errors import RetrieverError
@@ -258,7 +259,7 @@ def check_run_suffix(path: Path | None, fmt: str, flag: str, switch: str | None 
 def json_option(what: str) -> Decorator:
     """--json on the commands that build (``as_json``): standard output holds nothing else, so a script reads one
     object there, and without it nothing, the summary line going to stderr as progress does."""
-    return click.option("--json", "as_json", is_flag=True,
+    return click.option("--json", "as_json", is_flag=True, callback=refuse_json_to_closed_stdout,
                         help=f"Print {what} as one JSON object on standard output (without it nothing is printed "
                              "there; the summary line goes to standard error).")
 

@@ -12,7 +12,9 @@ the command opens would otherwise get, and with it what C code writes to standar
 
 Standard output closed from the start (`>&-`): results written there are lost, so the first write is an error, exit 1
 (the command exited 0 having printed nothing). The null device takes descriptor 1, so no file the command opens takes
-it; a command whose results go to a file (-o) writes nothing on standard output and does its work.
+it; a command whose results go to a file (-o) writes nothing on standard output and does its work. --json, whose
+summary only standard output takes, is refused as the flags are read, before the command builds or trains anything
+(a build ran to its end, then exited 1 saying nothing was written of a folder it had written).
 """
 from __future__ import annotations
 
@@ -109,6 +111,14 @@ def check_stdout_open(output: object) -> None:
     output."""
     if output is None and stdout_closed():
         raise RetrieverError(STDOUT_CLOSED)
+
+
+def refuse_json_to_closed_stdout(ctx: click.Context, param: click.Parameter, as_json: bool) -> bool:
+    """--json's callback: refuse it on a closed standard output before any work, as ``check_stdout_open`` does."""
+    if as_json and stdout_closed():
+        raise RetrieverError("standard output is closed, so --json has nowhere to print; nothing was done: redirect "
+                             "standard output to a file or drop --json")
+    return as_json
 
 
 def guard_stderr() -> None:

@@ -141,3 +141,19 @@ def test_a_closed_standard_output_is_an_error_unless_the_results_go_to_a_file(tm
     assert done.returncode == 0, done.stderr.decode()
     assert [line.split()[0] for line in (tmp_path / "out.trec").read_text().splitlines()] == ["q0", "q0", "q1", "q1",
                                                                                               "q2", "q2"]
+
+
+def test_json_on_a_closed_standard_output_is_refused_before_any_work(tmp_path, tiny_beir, tiny_model_dir):
+    """`build ... --json >&-` built the whole folder, then exited 1 saying 'nothing was written': --json's summary
+    cannot be printed, so it is refused as the flags are read; without --json the build does its work."""
+    said = ("error: standard output is closed, so --json has nowhere to print; nothing was done: redirect standard "
+            "output to a file or drop --json\n")
+    build = ["build", str(tiny_beir), "-o", str(tmp_path / "idx"), "--model", str(tiny_model_dir), "--index-type",
+             "flat", "--no-bm25", *COMMON]
+    encode = ["encode", str(tiny_beir), "-o", str(tmp_path / "shards"), "--model", str(tiny_model_dir), *COMMON]
+    for args in (build, encode):
+        done = _run_with_stdout_closed([*args, "--json"])
+        assert (done.returncode, done.stderr.decode()) == (1, said), args
+    assert not (tmp_path / "idx").exists() and not (tmp_path / "shards").exists()
+    done = _run_with_stdout_closed(build)
+    assert done.returncode == 0 and (tmp_path / "idx" / "manifest.json").is_file(), done.stderr.decode()
