@@ -3,16 +3,43 @@ with its documents, counts checked against the manifest (search, `info --verify`
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import faiss
 import pyarrow.parquet as pq
 
 from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, MappedDocuments, ParquetDocuments
-from retriever.index_folder import DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, read_manifest
+from retriever.errors import RetrieverError
+from retriever.index_folder import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, manifest_bytes,
+                                    manifest_changes, read_manifest)
 from retriever.integrity import (check_counts, check_folder, damaged, dense_part, file_sha256, ids_sha256, reading,
                                  recorded_files)
 from retriever.ondisk import IVFDATA_FILE, ONDISK_TYPE, read_ondisk_index
+
+REOPEN_ATTEMPTS = 3  # opens of a folder a build keeps replacing before giving up
+T = TypeVar("T")
+
+
+def opened_whole(index_dir: Path, read: Callable[[], T]) -> T:
+    """What ``read`` returns, having read the folder of one build: the manifest is compared before and after it,
+    and a change (or a failure followed by a change within a moment: ``manifest_changes``) means a build swapped a
+    new version in meanwhile, so ``read`` runs again. Files of two versions paired failed as damage, telling the
+    user to rebuild a healthy index. The manifest records every file's digest, so the same bytes mean the same
+    files."""
+    for _ in range(REOPEN_ATTEMPTS):
+        before = manifest_bytes(index_dir)
+        try:
+            result = read()
+        except RetrieverError:
+            if not manifest_changes(index_dir, before):
+                raise
+            continue
+        if manifest_bytes(index_dir) == before:
+            return result
+    raise RetrieverError(f"{index_dir}: the index kept being replaced while it was opened; try again once its build "
+                         "has finished")
 
 
 def required_files(manifest: dict) -> tuple[str, ...]:
@@ -36,7 +63,6 @@ def check_default_mode(index_dir: Path, manifest: dict, mode: str, fusion_overri
     one failing its cheap checks; for hybrid, a damaged fusion record the ``fusion_overrides`` do not stand in for,
     as ``recorded_fusion`` says), with ``Searcher.check_mode``'s messages,
     before any model loads: Searcher runs it first, and ``serve`` on every folder before loading the first."""
-    from retriever.errors import RetrieverError
     from retriever.fusion import check_mode, recorded_fusion
     from retriever.lexical_part import check_lexical_files, missing_lexical_message
 
@@ -45,6 +71,12 @@ def check_default_mode(index_dir: Path, manifest: dict, mode: str, fusion_overri
     damage = recorded_fusion(index_dir, manifest, fusion_overrides)[1] if mode == "hybrid" else None
     if damage:
         raise damage
+
+
+def check_servable(index_dir: Path, mode: str, fusion_overrides: dict | None = None) -> None:
+    """The cheap checks and ``check_default_mode`` of one version of the folder (``opened_whole``): ``serve`` runs
+    them on every folder before loading the first model."""
+    opened_whole(index_dir, lambda: check_default_mode(index_dir, checked_manifest(index_dir), mode, fusion_overrides))
 
 
 def docstore_file(index_dir: Path, manifest: dict) -> Path:

@@ -7,7 +7,7 @@ from retriever.encoder_settings import OVERRIDABLE
 from retriever.errors import IndexDamaged
 from retriever.fusion import recorded_fusion
 from retriever.index_folder import MANIFEST_FILE, SEARCH_SETTINGS, read_manifest
-from retriever.index_opening import checked_manifest, open_index, required_files
+from retriever.index_opening import checked_manifest, open_index, opened_whole, required_files
 from retriever.integrity import check_folder, file_damage, reading, recorded_files, verify_files
 from retriever.lexical_part import check_lexical_files, corpus_terms, lexical_record, open_lexical
 from retriever.lexical import LEXICAL_DIR, cjk_free
@@ -19,6 +19,10 @@ def index_summary(index_dir: str | Path) -> dict:
     """The manifest's essentials plus the folder's size on disk; runs the cheap open checks first. Damage to the
     BM25 part is reported in ``bm25.damage`` rather than raised: dense search of the folder still works."""
     index_dir = Path(index_dir)
+    return opened_whole(index_dir, lambda: _summary(index_dir))
+
+
+def _summary(index_dir: Path) -> dict:
     manifest = checked_manifest(index_dir)
     encoder, index, corpus = manifest["encoder"], manifest["index"], manifest.get("corpus", {})
     tuning = _entry(index, "tuning")
@@ -100,6 +104,10 @@ def verify_index(index_dir: str | Path, progress: bool = True) -> int:
     """Re-hash every file and re-count every part; the number of files checked, or an error naming the first
     damaged one (a damaged BM25 or fusion record too, which the summary only reports)."""
     index_dir = Path(index_dir)
+    return opened_whole(index_dir, lambda: _verify(index_dir, progress))  # a swap mid-hash is not damage
+
+
+def _verify(index_dir: Path, progress: bool) -> int:
     manifest = read_manifest(index_dir)
     lexical_record(index_dir, manifest)  # its shape, before its files are read by their records
     fusion_damage = recorded_fusion(index_dir, manifest, None)[1]

@@ -15,8 +15,8 @@ import numpy as np
 from retriever.choices import DEFAULT_K
 from retriever.encoder import check_requested_encoder, recorded_encoder
 from retriever.errors import NotForThisIndex, RetrieverError, check_kind
-from retriever.index_folder import INDEX_FILE, manifest_bytes, manifest_changes
-from retriever.index_opening import check_default_mode, checked_manifest, open_index
+from retriever.index_folder import INDEX_FILE
+from retriever.index_opening import check_default_mode, checked_manifest, open_index, opened_whole
 from retriever.integrity import damaged
 from retriever.ondisk import IVFDATA_FILE, ONDISK_TYPE
 from retriever.fusion import FUSION_SETTINGS, MODES, check_mode, fuse, recorded_fusion
@@ -31,7 +31,6 @@ from retriever import tie_cut
 
 
 BATCH_HITS = 256 * 1000  # most hits a batch search holds at once (its default batch at the default depth)
-REOPEN_ATTEMPTS = 3  # opens of a folder a build keeps replacing before giving up
 
 
 class Searcher:
@@ -54,18 +53,8 @@ class Searcher:
         unknown = sorted(set(fusion_overrides or {}) - set(FUSION_SETTINGS))
         if unknown:
             raise RetrieverError(f"unknown fusion setting {unknown[0]!r}; use {', '.join(FUSION_SETTINGS)}")
-        for attempt in range(REOPEN_ATTEMPTS):
-            before = manifest_bytes(self.index_dir)
-            try:
-                self._open(device, dtype, batch_size, model, mode, fusion_overrides, requested_settings, encoders)
-            except RetrieverError:
-                if attempt + 1 == REOPEN_ATTEMPTS or not manifest_changes(self.index_dir, before):
-                    raise
-                continue
-            if manifest_bytes(self.index_dir) == before:
-                return
-        raise RetrieverError(f"{self.index_dir}: the index kept being replaced while it was opened; try again once "
-                             "its build has finished")
+        opened_whole(self.index_dir, lambda: self._open(device, dtype, batch_size, model, mode, fusion_overrides,
+                                                        requested_settings, encoders))
 
     def __reduce_ex__(self, protocol: object) -> tuple:
         """Refused in one line (FAISS's own error names a ``cobj``): the loaded model, index and memory maps belong
@@ -82,7 +71,7 @@ class Searcher:
     def _open(self, device: str, dtype: str, batch_size: int | None, model: str | None, mode: str,
               fusion_overrides: dict | None, requested_settings: dict, encoders: SharedEncoders | None) -> None:
         """Everything read from the folder, at once: a build swapping in a new version meanwhile is seen by the
-        manifest changing (``__init__`` then opens again), so files of two versions are never paired."""
+        manifest changing (``opened_whole`` then opens again), so files of two versions are never paired."""
         self.manifest = checked_manifest(self.index_dir)
         check_default_mode(self.index_dir, self.manifest, mode, fusion_overrides)
         check_requested_encoder(self.manifest, **requested_settings)

@@ -136,13 +136,12 @@ def load_searchers(folders: dict[str, Path], **options: object) -> dict:
     whose BM25 part could not be opened is served for dense search, with a warning naming the damage. Every folder's
     manifest and files, and the default mode, are checked first, so a last index that is damaged or cannot serve
     --mode fails before the others' models load."""
-    from retriever.index_opening import check_default_mode, checked_manifest
+    from retriever.index_opening import check_servable
     from retriever.shared_encoders import SharedEncoders
     from retriever.searching import Searcher
 
     for folder in folders.values():
-        check_default_mode(folder, checked_manifest(folder), options.get("mode", "dense"),
-                           options.get("fusion_overrides"))
+        check_servable(folder, options.get("mode", "dense"), options.get("fusion_overrides"))
     searchers, shared = {}, SharedEncoders()
     for name, folder in folders.items():
         click.echo(f"loading {name} from {folder}", err=True)
