@@ -1,6 +1,8 @@
 """Finding and loading Hugging Face checkpoints: local folders, hub ids and the ``minilm`` alias.
 
 Loading from the hub is kept real (users elsewhere have one); a failure says how to pass a local folder instead.
+torch and transformers are imported by the functions that load: reading a folder's settings files (`model_files`,
+`read_retriever_config`, `json_value`) does not wait seconds for them, so an error in those files is said at once.
 """
 from __future__ import annotations
 
@@ -11,13 +13,7 @@ import pickle
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-
-import torch
-from huggingface_hub.errors import StrictDataclassError
-from safetensors import SafetensorError
-from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
-from transformers.utils import logging as hf_logging
+from typing import TYPE_CHECKING, Any
 
 from retriever.errors import RetrieverError
 from retriever.files import read_json, read_json_object
@@ -26,10 +22,12 @@ from retriever.st_router import check_local_router, transformer_folder
 from retriever.st_transformer import transformer_config_file
 from retriever.weights_files import protocol_note_silenced, unreadable_weights_message
 
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
 RETRIEVER_CONFIG = "retriever.json"
 CONFIG_FILES = ("config.json", "tokenizer_config.json", "special_tokens_map.json")
-
-hf_logging.disable_progress_bar()
 
 
 def _load_error(name: str, path: str, what: str, error: Exception) -> RetrieverError:
@@ -76,6 +74,9 @@ def _check_lower_case(path: Path, tokenizer: PreTrainedTokenizerBase) -> None:
 def load_tokenizer(name: str) -> PreTrainedTokenizerBase:
     """The folder's tokenizer, refused when it has no vocabulary: without its files, transformers quietly
     builds one of the special tokens alone, and every word becomes [UNK]."""
+    from huggingface_hub.errors import StrictDataclassError
+    from transformers import AutoTokenizer
+
     root = located_model(name)
     path = str(transformer_folder(root))  # a Router's document tower, whose query tower must tokenize alike
     files = Path(path) if Path(path).is_dir() else model_files(path)  # a hub id's: a snapshot of its JSON files
@@ -159,11 +160,18 @@ def tokenizer_behaviour(tokenizer: PreTrainedTokenizerBase) -> str:
     return hashlib.sha256(" ".join(map(str, ids)).encode()).hexdigest()[:32]
 
 
-def load_model(name: str, model_class: Any = AutoModel, *, refuse_random: bool = False,
+def load_model(name: str, model_class: Any = None, *, refuse_random: bool = False,
                **kwargs: Any) -> tuple[PreTrainedModel, dict]:
     """Load a checkpoint in fp32 and return it with its loading info (missing keys etc.). fp32 is asked for:
     transformers ≥ 5 otherwise keeps the stored dtype, and a checkpoint stored in fp16 then trained in fp16.
-    Weights it lacks are drawn at random: training learns them, an encoder refuses them (``refuse_random``)."""
+    Weights it lacks are drawn at random: training learns them, an encoder refuses them (``refuse_random``).
+    ``model_class`` is transformers' AutoModel unless given."""
+    import torch
+    from huggingface_hub.errors import StrictDataclassError
+    from safetensors import SafetensorError
+    from transformers import AutoModel
+
+    model_class = AutoModel if model_class is None else model_class
     path = located_model(name)
     options = {"dtype": torch.float32, "trust_remote_code": False, **kwargs}  # never run a model folder's code
     try:
@@ -189,7 +197,11 @@ def load_model(name: str, model_class: Any = AutoModel, *, refuse_random: bool =
 @contextlib.contextmanager
 def quiet_transformers() -> Iterator[None]:
     """transformers' load report is a table of every key it did not use (an MLM head's, on each search of a
-    pre-trained folder), in terminal bold even into a log; what matters is said in one line instead."""
+    pre-trained folder), in terminal bold even into a log; what matters is said in one line instead. Its
+    progress bars are turned off here, where every load goes through."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:
@@ -244,6 +256,8 @@ def read_retriever_config(name: str) -> dict:
 
 def weights_fingerprint(*models: torch.nn.Module) -> str:
     """A content hash of the weights, independent of file layout, so a changed model is noticed."""
+    import torch
+
     digest = hashlib.sha256()
     for model in models:
         for name, tensor in sorted(model.state_dict().items()):

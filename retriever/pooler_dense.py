@@ -3,16 +3,19 @@
 ``pooler`` pooling is written as CLS Pooling then a tanh Dense holding the pooler's weights. A folder re-saved by
 sentence-transformers keeps that Dense but not retriever.json, so the Dense is read as the pooler when it is
 exactly it (the transformer's pooler weights, tanh, on the sentence embedding) and refused otherwise: retriever
-applies no other Dense, and skipping one gives other vectors than sentence-transformers'.
+applies no other Dense, and skipping one gives other vectors than sentence-transformers'. torch is imported where
+weights are read, so reading a model folder's settings without a Dense module does not wait for it.
 """
 from __future__ import annotations
 
 from pathlib import Path
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING
 
 from retriever.files import read_json, read_json_object, write_json
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 TANH = "torch.nn.modules.activation.Tanh"
 POOLER = ("pooler.dense.weight", "pooler.dense.bias")
@@ -50,6 +53,8 @@ def pooler_dense_problem(root: Path, dense: Path, pooling: str, hint: str) -> st
     if any(config.get(key, "sentence_embedding") != "sentence_embedding"
            for key in ("module_input_name", "module_output_name")):
         return "it does not map the sentence embedding"
+    import torch
+
     if not all(torch.equal(ours.float(), theirs.float()) for ours, theirs in zip(pooler, linear)):
         return "its weights are not the transformer's pooler's"
     return None
@@ -58,6 +63,7 @@ def pooler_dense_problem(root: Path, dense: Path, pooling: str, hint: str) -> st
 def _tensors(folder: Path, names: tuple[str, ...]) -> list[torch.Tensor] | None:
     """The tensors ``names`` (or a prefixed ``bert.`` form) stored in the folder's weights, None if it lacks one;
     read from safetensors (one file or shards) or a PyTorch file loaded with ``weights_only``."""
+    import torch
     from safetensors import safe_open
 
     index = folder / "model.safetensors.index.json"

@@ -102,3 +102,17 @@ def test_our_untied_towers_encoded_as_shared_are_refused(tmp_path, tiny_model_di
                                              r"towers='shared' would encode queries with the passage tower"):
         EncoderSettings.for_model(str(folder), towers="shared")
     assert EncoderSettings.for_model(str(folder)).towers == "untied"
+
+
+def test_a_bad_setting_in_the_model_folder_is_said_before_torch_is_imported(tmp_path, tiny_beir):
+    """Reading a folder's settings imported torch and transformers (through model_loading), so the error waited
+    seconds for imports the command never reached."""
+    from conftest import commands_in_one_process
+
+    folder = make_tiny_bert(tmp_path / "trained")
+    (folder / "retriever.json").write_text(json.dumps({"pooling": "bogus"}))
+    build = ["build", str(tiny_beir), "-o", str(tmp_path / "idx"), "--model", str(folder)]
+    [(code, said, imported)] = commands_in_one_process([(tmp_path, build)])
+    assert code == 1 and said[-1] == (f"error: {folder}/retriever.json: unknown pooling 'bogus'; choose one of cls, "
+                                      "pooler, mean")
+    assert "torch" not in imported and "transformers" not in imported
