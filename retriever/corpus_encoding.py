@@ -24,9 +24,10 @@ from retriever.encode_result import EncodeResult
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError
 from retriever.recorded_paths import model_record, relative_path
-from retriever.files import atomic_write_bytes, creatable_problem, left_by_dead_processes
+from retriever.files import atomic_write_bytes, creatable_problem
 from retriever.folders import check_output_name, make_folder
 from retriever.locks import held_lock
+from retriever.pid_names import left_behind
 from retriever.index_folder import MANIFEST_FILE
 from retriever.other_shards import refuse_other_shards
 from retriever.shard_completeness import worker_shards
@@ -155,7 +156,7 @@ def remove_parts_beyond(output: Path, worker: int, num_workers: int, count: int)
 
 def _shard_folder(output: Path, worker_index: int, num_workers: int) -> bool:
     """Make the shard folder (True if new), refusing an index folder or one nothing can be written in; delete this
-    worker's temporaries its dead runs left (another machine's worker's pids run nowhere here: theirs stay)."""
+    worker's temporaries its dead runs on this host left (other workers' stay, as do another host's: ``pid_names``)."""
     check_output_name(output, "--output")
     if (output / MANIFEST_FILE).is_file():
         raise RetrieverError(f"{output}: is an index folder; encode into a folder of its own, e.g. {output}.shards")
@@ -164,8 +165,14 @@ def _shard_folder(output: Path, worker_index: int, num_workers: int) -> bool:
     if problem:
         raise RetrieverError(f"{output}: {problem}; choose another --output")
     mine = f"-w{worker_index:03d}of{num_workers:03d}"  # in its shards' and its done marker's names
-    for stale in (path for path in left_by_dead_processes(output, ".", ".tmp-") if mine in path.name):
-        stale.unlink(missing_ok=True)
+    for stale, writer in left_behind(output, ".", ".tmp-"):
+        if mine not in stale.name:
+            continue
+        if writer.elsewhere:
+            print(writer.kept_line(stale, "written by", "remove it once that worker no longer runs there"),
+                  file=sys.stderr)
+        elif writer.gone:
+            stale.unlink(missing_ok=True)
     return created
 
 

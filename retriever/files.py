@@ -6,7 +6,6 @@ atomic). Whole folders are swapped by ``folders.replace_folder`` instead.
 """
 from __future__ import annotations
 
-import glob
 import itertools
 import json
 import os
@@ -20,11 +19,12 @@ from pathlib import Path
 from retriever.errors import InputFileError, RetrieverError, full_disk
 from retriever.file_kinds import HEAD_BYTES, kind_error
 from retriever.name_length import check_name_length
+from retriever.pid_names import left_by_dead_processes, writer_name
 
 
 def temporary_path(path: Path) -> Path:
-    """Where ``path`` is written before the rename: hidden, in the same folder, one per process."""
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    """Where ``path`` is written before the rename: hidden, in the same folder, one per process (``pid_names``)."""
+    return path.with_name(f".{path.name}.tmp-{writer_name()}")
 
 
 def creatable_problem(path: Path) -> str | None:
@@ -77,28 +77,6 @@ def written_in_place(path: Path) -> bool:
 def through_link(path: Path) -> Path:
     """The file a symlink names (it is written through, so the link stays a link), or ``path`` itself."""
     return Path(os.path.realpath(path)) if path.is_symlink() else path
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def left_by_dead_processes(folder: Path, prefix: str, marker: str = "") -> list[Path]:
-    """Entries of ``folder`` named ``prefix`` and a process id whose process is gone: what a killed writer left
-    (a temporary file, a staging folder), never a live one's. With ``marker``, any name between ``prefix`` and
-    the marker (``prefix`` ".", marker ".tmp-": every output's temporaries in a folder that several write)."""
-    found = []
-    for entry in folder.glob(f"{glob.escape(prefix)}*{glob.escape(marker)}*" if marker else f"{glob.escape(prefix)}*"):
-        pid = entry.name.rpartition(marker)[2] if marker else entry.name[len(prefix):]
-        if pid.isdigit() and not process_alive(int(pid)):
-            found.append(entry)
-    return found
 
 
 def _remove_dead_temporaries(path: Path) -> None:

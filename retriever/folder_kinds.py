@@ -10,8 +10,8 @@ from pathlib import Path
 
 from retriever.corpus import BEIR_FILES
 from retriever.errors import RetrieverError
-from retriever.files import process_alive
 from retriever.partwork import PARTS_SUFFIX, owned_inputs
+from retriever.pid_names import WRITER, writer_of
 from retriever.shards import done_marker, list_shards, parse_shard_name
 
 MODEL_MARKERS = ("config.json", "modules.json")  # a Hugging Face or sentence-transformers model folder's own files
@@ -49,28 +49,34 @@ def not_an_index(folder: Path, manifest_name: str) -> RetrieverError:
     return RetrieverError(f"{folder}: {lacks}; build one with `retriever build`")
 
 
-_STAGING = re.compile(r"^\.(.+)\.(building|old)-(\d+)$")  # ``folders.temporary_folder``'s names
+_STAGING = re.compile(rf"^\.(.+)\.(building|old)-({WRITER})$")  # ``folders.temporary_folder``'s names
 
 
 def _staging_folder(folder: Path, lacks: str) -> str | None:
-    """The line for a build's hidden ``.NAME.building-PID`` (or an --overwrite's ``.NAME.old-PID``): whose build
-    it is, whether that process still runs and what to do; a stopped build's folder was "not an index folder"."""
+    """The line for a build's hidden ``.NAME.building-PID@HOST`` (or an --overwrite's ``.NAME.old-PID@HOST``): whose
+    build it is, whether that process still runs (unseen on another host) and what to do; a stopped build's folder
+    was "not an index folder"."""
     match = _STAGING.match(folder.name)
-    if match is None:
+    writer = writer_of(match.group(3)) if match else None
+    if writer is None:
         return None
-    name, kind, pid = match.group(1), match.group(2), int(match.group(3))
-    output = folder.with_name(name)
-    alive = process_alive(pid)
-    state = "is still running" if alive else "is no longer running"
-    if kind == "building":
+    output, building, alive = folder.with_name(match.group(1)), match.group(2) == "building", not writer.gone
+    by = f"by process {writer.pid}" + (f" on host {writer.host}" if writer.elsewhere else "")
+    what = (f"the unfinished build of {output} {by}" if building else
+            f"what an --overwrite build of {output} {by} set aside")
+    state = "cannot be seen from here" if writer.elsewhere else "is still running" if alive else "is no longer running"
+    if writer.elsewhere:
+        remedy = "once that build no longer runs, " + ("remove this folder" if building else f"move it back to "
+                                                       f"{output} if that is missing, else remove it")
+        remedy += " (a build here keeps it)"
+    elif building:
         remedy = (f"wait for it to put {output} in place" if alive else
                   f"rerun that build (the same command) to build {output}, which deletes this folder first, or "
                   "remove it")
-        return f"{folder}: the unfinished build of {output} by process {pid}, which {state}; {lacks}; {remedy}"
-    remedy = ("it deletes this folder when done" if alive else
-              "the next build of it deletes this folder (or puts it back if the index is missing), or remove it")
-    return (f"{folder}: what an --overwrite build of {output} by process {pid} set aside, which {state}; {lacks}; "
-            f"{remedy}")
+    else:
+        remedy = ("it deletes this folder when done" if alive else
+                  "the next build of it deletes this folder (or puts it back if the index is missing), or remove it")
+    return f"{folder}: {what}, which {state}; {lacks}; {remedy}"
 
 
 def _ondisk_parts(folder: Path) -> bool:

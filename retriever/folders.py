@@ -6,7 +6,8 @@ swapped in one atomic step and the old version, now under the hidden name, is de
 at any moment leaves ``NAME`` whole. Elsewhere the fallback is two renames, ``NAME`` →
 ``.NAME.old-PID`` then ``.NAME.building-PID`` → ``NAME``; a crash between them leaves ``NAME``
 missing for a moment, and the next build puts ``.NAME.old-PID`` back. Hidden folders of dead
-processes are deleted by the next build of the same ``NAME``.
+processes are deleted by the next build of the same ``NAME``; their names end in ``@HOST`` too, and another host's are
+kept and named (``pid_names``: its processes cannot be seen from here).
 
 Model folders (`train`, `pretrain`) are staged too and moved in by ``publish_model_folder``, which
 keeps what an existing output folder holds besides the model (its ``checkpoints/``).
@@ -24,9 +25,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from retriever.errors import RetrieverError
-from retriever.files import creatable_problem, left_by_dead_processes, process_alive
+from retriever.files import creatable_problem
 from retriever.locks import held_lock, remove_unheld_lock
 from retriever.name_length import BESIDE_NAME_BYTES, check_name_length
+from retriever.pid_names import WRITER, left_by_dead_processes, writer_name, writer_of
 
 _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
@@ -35,7 +37,8 @@ PAUSE_ENV = "RETRIEVER_TEST_PAUSE_AFTER_SWAP"
 
 
 def temporary_folder(output: Path, kind: str = "building") -> Path:
-    return output.parent / f".{output.name}.{kind}-{os.getpid()}"
+    """``.NAME.building-PID@HOST`` (or ``kind``) beside ``output``: whose it is, for ``clean_stale`` to judge."""
+    return output.parent / f".{output.name}.{kind}-{writer_name()}"
 
 
 def _exchange(a: Path, b: Path) -> bool:
@@ -155,18 +158,25 @@ def fresh_building_folder(output: Path) -> Path:
 
 
 def clean_stale(output: Path) -> list[str]:
-    """Delete hidden folders that dead processes left beside ``output``; first put back an old version that
-    an interrupted fallback replacement left aside. Returns what was done, one line per folder."""
+    """Delete hidden folders that dead processes of this host left beside ``output``; first put back an old version
+    that an interrupted fallback replacement left aside. Another host's are kept, since whether its process runs
+    cannot be seen from here (``pid_names``). Returns what was done, one line per folder."""
     if not output.parent.is_dir():
         return []
-    pattern = re.compile(rf"^\.{re.escape(output.name)}\.(building|old)-(\d+)$")
+    pattern = re.compile(rf"^\.{re.escape(output.name)}\.(building|old)-({WRITER})$")
     remove_unheld_lock(output.parent / f".{output.name}.lock")
     done = []
     for path in sorted(output.parent.iterdir()):
         match = pattern.match(path.name)
-        if match is None or not path.is_dir() or process_alive(int(match.group(2))):
+        writer = writer_of(match.group(2)) if match else None
+        if writer is None or not path.is_dir() or not (writer.gone or writer.elsewhere):
             continue
-        if match.group(1) == "old" and not output.exists():
+        if writer.elsewhere:
+            done.append(writer.kept_line(path, "the build of", "remove it once that build no longer runs")
+                        if match.group(1) == "building" else
+                        writer.kept_line(path, "the index an --overwrite set aside, by", f"once that build no longer "
+                                         f"runs, move it back to {output} if that is missing, else remove it"))
+        elif match.group(1) == "old" and not output.exists():
             os.replace(path, output)
             done.append(f"restored {output} from {path.name}, left by an interrupted --overwrite")
         else:
@@ -199,7 +209,7 @@ def publish_model_folder(folder: Path, write: Callable[[Path], None]) -> Path:
     beside = folder if folder.is_dir() else folder.parent
     for leftover in left_by_dead_processes(beside, f".{folder.name}.staging-"):  # a whole copy of the weights each
         shutil.rmtree(leftover, ignore_errors=True)
-    staging = beside / f".{folder.name}.staging-{os.getpid()}"
+    staging = beside / f".{folder.name}.staging-{writer_name()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:

@@ -11,7 +11,6 @@ process's, so old and new index folders read alike.
 from __future__ import annotations
 
 import math
-import os
 import shutil
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pyarrow.compute as pc
 
 from retriever.errors import RetrieverError
 from retriever.files import atomic_write
+from retriever.pid_names import writer_name
 
 ID_ORDER_SCHEMA = pa.schema([("id", pa.string()), ("row", pa.int64())])
 # Ids sorted in memory at once (and at most this many merged per round): this, not the collection's size,
@@ -34,7 +34,7 @@ def write_id_order(docstore: pa.ipc.RecordBatchFileReader, target: Path, run_row
                    source: Path | str = "the corpus") -> None:
     """Write ``target`` (atomically) from the mapped doc store; refuse duplicate ids, naming ``source``
     (the corpus file) and the two records that share one."""
-    work = target.with_name(f".{target.name}.sorting-{os.getpid()}")
+    work = target.with_name(f".{target.name}.sorting-{writer_name()}")
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir()
     try:

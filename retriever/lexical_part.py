@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 from retriever.errors import IndexDamaged, RetrieverError, check_kind, full_disk_named
-from retriever.files import left_by_dead_processes
 from retriever.folders import exclusive_build, named_output, temporary_folder
+from retriever.pid_names import left_by_dead_processes
 from retriever.integrity import (check_files, check_folder, damaged, dense_part, file_damage, file_sha256, reading,
                                  recorded_files)
 from retriever.lexical import LEXICAL_DIR, LexicalIndex, LexicalParams, build_lexical, cjk_free

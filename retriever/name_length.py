@@ -10,7 +10,8 @@ from pathlib import Path
 
 from retriever.errors import RetrieverError
 
-# The most a name made beside an output adds to it (.NAME.building-PID, .NAME.probe-PID-THREAD, .NAME.tmp-PID)
+# The most a name made beside an output adds to it (.NAME.building-PID@HOST, .NAME.probe-PID-THREAD, .NAME.tmp-PID@HOST:
+# a pid of up to 7 digits, a host of up to pid_names.HOST_CHARS)
 BESIDE_NAME_BYTES = 40
 
 

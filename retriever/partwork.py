@@ -37,6 +37,7 @@ from retriever.errors import RetrieverError
 from retriever.files import atomic_write, read_json, write_json
 from retriever.ivfparts import (ShardSlice, file_digest, fill_part, held_path, part_identity, record_path,
                                 record_problem, recorded_sha256, write_record)
+from retriever.pid_names import WRITER
 from retriever.shards import VECTOR_FIELDS, read_shard_metadata
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ INPUT_KEYS = {"shards", "encoder", "factory", "train_size", "seed", "part_size",
 # what a build writes in OUTPUT.parts (records are ``ivfparts.record_path``), and the hidden temporaries of those
 # (``files.temporary_path``) and probe folders (``files.creatable_problem``) a killed run can leave
 _WRITTEN = re.compile(r"inputs\.json|finished\.json|trained\.faiss(\.json)?|part-\d{5,}\.faiss(\.held\.npz|\.json)?")
-_TEMPORARY = re.compile(r"\.(.+)\.(tmp|probe)-\d+(?:-\d+)?")
+_TEMPORARY = re.compile(rf"\.(.+)\.(?:tmp-{WRITER}|(probe)-\d+(?:-\d+)?)")
 
 
 def parts_folder(output: Path) -> Path:

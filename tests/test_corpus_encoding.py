@@ -270,6 +270,28 @@ def test_a_worker_leaves_the_temporaries_of_other_workers(tiny_model_dir, tmp_pa
     assert elsewhere.read_bytes() == b"partly written" and not any(path.exists() for path in own)
 
 
+
+def test_a_worker_keeps_and_names_its_temporaries_another_host_left(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    """A worker moved to another machine (its lock removed there) judged the first machine's pids by its own kernel.
+    Names carry the host: this host's dead runs' temporaries go, another host's stay and are named on stderr."""
+    import socket
+
+    monkeypatch.setattr(socket, "gethostname", lambda: "node-a")
+    corpus = write_corpus(tmp_path / "c.jsonl", 4)
+    out = tmp_path / "out"
+    out.mkdir()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    elsewhere = out / f".embeddings-w001of002-00003.parquet.tmp-{gone}@node-b"
+    here = out / f"._done-w001of002.json.tmp-{gone}@node-a"
+    for path in (elsewhere, here):
+        path.write_bytes(b"partly written")
+    encode_corpus(corpus, out, encoder(tiny_model_dir), shard_size=2, worker_index=1, num_workers=2, progress=False)
+    assert elsewhere.read_bytes() == b"partly written" and not here.exists()
+    assert (f"kept {elsewhere}: written by process {gone} on host node-b, which cannot be seen from here; remove it "
+            "once that worker no longer runs there") in capsys.readouterr().err.splitlines()
+
+
 # Worker 0 of 2, encoding through a PartRunner that stops after its first shard until a line comes on stdin.
 HELD_WORKER = """
 import sys

@@ -1,5 +1,6 @@
 import errno
 import os
+import socket
 import stat
 import subprocess
 import threading
@@ -168,3 +169,19 @@ def test_a_name_too_long_for_its_temporary_says_so(tmp_path, length):
     assert not list(tmp_path.iterdir())
     atomic_write_lines(tmp_path / ("a" * 215), ["x\n"])  # the longest name it takes
     assert (tmp_path / ("a" * 215)).read_text() == "x\n"
+
+
+def test_a_temporary_names_its_host_and_another_hosts_temporary_is_kept(tmp_path, monkeypatch):
+    """Two hosts writing one file on a shared file system (NFS): a temporary named by its pid alone was deleted by a
+    write on the other host, whose kernel knows nothing of that pid, so the writer there lost its file. The name
+    carries the host, and only this host's dead writers' temporaries go (a name without a host, an earlier
+    version's, is taken as this host's)."""
+    monkeypatch.setattr(socket, "gethostname", lambda: "node-a")
+    gone, old = _dead_pid(), _dead_pid()
+    elsewhere = tmp_path / f".out.txt.tmp-{gone}@node-b"
+    for path in (elsewhere, tmp_path / f".out.txt.tmp-{gone}@node-a", tmp_path / f".out.txt.tmp-{old}"):
+        path.write_text("partly written")
+    written = []
+    atomic_write(tmp_path / "out.txt", lambda tmp: (written.append(tmp.name), tmp.write_text("x")))
+    assert written == [f".out.txt.tmp-{os.getpid()}@node-a"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [elsewhere.name, "out.txt"]

@@ -114,3 +114,24 @@ def test_a_stopped_builds_hidden_folder_says_whose_build_it_was_and_what_to_do(t
         f"error: {folder}: what an --overwrite build of {tmp_path / 'idx'} by process {dead} set aside, which is no "
         "longer running; not an index folder (no manifest.json); the next build of it deletes this folder (or puts "
         "it back if the index is missing), or remove it")
+
+
+def test_another_hosts_build_folder_says_whose_host_it_is(tmp_path, monkeypatch):
+    """`info .idx.building-PID@HOST` of another host (a shared file system): whether that process runs cannot be
+    seen from here, so it is not said to have stopped; this host's own names are judged as before."""
+    import os
+    import socket
+
+    monkeypatch.setattr(socket, "gethostname", lambda: "node-a")
+    dead = _ended_pid()
+    for name, line in (
+            (f".idx.building-{dead}@node-b", f"the unfinished build of {tmp_path / 'idx'} by process {dead} on host "
+             "node-b, which cannot be seen from here; not an index folder (no manifest.json); once that "
+             "build no longer runs, remove this folder (a build here keeps it)"),
+            (f".idx.building-{os.getpid()}@node-a", f"the unfinished build of {tmp_path / 'idx'} by process "
+             f"{os.getpid()}, which is still running; not an index folder (no manifest.json); wait for it to put "
+             f"{tmp_path / 'idx'} in place")):
+        (tmp_path / name).mkdir()
+        result = CliRunner().invoke(main, ["info", str(tmp_path / name)])
+        assert result.exit_code == 1, result.output
+        assert result.output.strip().splitlines()[-1] == f"error: {tmp_path / name}: {line}"

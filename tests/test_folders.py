@@ -138,3 +138,26 @@ def test_a_lock_file_a_full_disk_has_no_room_for_still_locks_and_lets_the_comman
         with pytest.raises(BlockingIOError):  # held: a second run is refused
             fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
     assert not lock.is_symlink()
+
+
+def test_another_hosts_build_folders_are_kept_and_named_and_this_hosts_dead_ones_cleaned(tmp_path, monkeypatch):
+    """On a shared file system (NFS) a hidden build folder named by its pid alone was judged by this host's kernel,
+    which knows nothing of another host's processes. The name carries the host: another host's folders stay and are
+    named (and its set-aside index is not moved back over a build it may be running); this host's dead ones go."""
+    from retriever.folders import clean_stale
+
+    monkeypatch.setattr(socket, "gethostname", lambda: "node-a")
+    killed = subprocess.Popen(["true"])
+    killed.wait()
+    output, gone = tmp_path / "idx", killed.pid
+    names = [f".idx.building-{gone}@node-b", f".idx.old-{gone}@node-b", f".idx.building-{gone}@node-a"]
+    for name in names:
+        (tmp_path / name).mkdir()
+    assert clean_stale(output) == [
+        f"deleted {tmp_path / names[2]}, left by a killed build",
+        f"kept {tmp_path / names[0]}: the build of process {gone} on host node-b, which cannot be seen from here; "
+        "remove it once that build no longer runs",
+        f"kept {tmp_path / names[1]}: the index an --overwrite set aside, by process {gone} on host node-b, which "
+        f"cannot be seen from here; once that build no longer runs, move it back to {output} if that is missing, else "
+        "remove it"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == names[:2]

@@ -343,3 +343,15 @@ def test_a_build_killed_while_it_empties_its_parts_folder_is_resumed_not_refused
             partwork.PartsFolder(folder, inputs(1))
         monkeypatch.setattr(os, "unlink", unlink)
         assert partwork.owned_inputs(folder) in (inputs(0), None), f"killed after {survived} files were deleted"
+
+
+def test_a_parts_folder_holding_temporaries_named_with_a_host_is_still_the_builds(tmp_path):
+    """Temporaries are named ``.NAME.tmp-PID@HOST`` (``pid_names``): a killed build's, in its OUTPUT.parts, must not
+    make the folder look like a user's, or the next build refuses it instead of resuming."""
+    from retriever.files import temporary_path
+
+    folder = tmp_path / "idx.parts"
+    folder.mkdir()
+    temporary_path(folder / partwork.INPUTS_FILE).write_text("{")  # a first run killed while writing its record
+    (folder / ".part-00001.faiss.tmp-12@node-b").write_text("x")
+    assert partwork.owned_inputs(folder) is None

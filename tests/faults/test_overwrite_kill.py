@@ -15,6 +15,7 @@ import pytest
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.folders import PAUSE_ENV, clean_stale
 from retriever.indexing import build_index, encode_and_index
+from retriever.pid_names import host_tag
 from retriever.searching import Searcher
 
 # Runs the CLI with the atomic exchange switched off, as on a platform without renameat2(RENAME_EXCHANGE).
@@ -58,7 +59,7 @@ def test_kill_after_the_atomic_swap_leaves_the_new_index(first_build, tiny_beir,
     assert (tmp_path / "paused").read_text() == "exchanged"
     assert _index_type(output) == "hnsw"
     Searcher(output, device="cpu", dtype="fp32")  # whole: passes the open checks
-    left = output.with_name(f".idx.building-{pid}")
+    left = output.with_name(f".idx.building-{pid}@{host_tag()}")
     assert left.is_dir() and _index_type(left) == "flat"  # the old version, not yet deleted when killed
     build_index(shards, tiny_beir, output, overwrite=True, progress=False)
     assert sorted(p.name for p in output.parent.iterdir()) == ["idx", "idx.shards"]
@@ -69,10 +70,11 @@ def test_kill_between_fallback_renames_is_recovered(first_build, tiny_beir, tmp_
     pid = _kill_at_pause([sys.executable, "-c", WITHOUT_EXCHANGE],
                          _index_command(shards, tiny_beir, output, "hnsw"), tmp_path / "paused")
     assert (tmp_path / "paused").read_text() == "moved-old-aside"
-    assert not output.exists() and output.with_name(f".idx.old-{pid}").is_dir()
+    writer = f"{pid}@{host_tag()}"
+    assert not output.exists() and output.with_name(f".idx.old-{writer}").is_dir()
     assert sorted(clean_stale(output)) == [
-        f"deleted {output.with_name(f'.idx.building-{pid}')}, left by a killed build",
-        f"restored {output} from .idx.old-{pid}, left by an interrupted --overwrite"]
+        f"deleted {output.with_name(f'.idx.building-{writer}')}, left by a killed build",
+        f"restored {output} from .idx.old-{writer}, left by an interrupted --overwrite"]
     assert _index_type(output) == "flat"
     Searcher(output, device="cpu", dtype="fp32")
     assert sorted(p.name for p in output.parent.iterdir()) == ["idx", "idx.shards"]
@@ -80,6 +82,6 @@ def test_kill_between_fallback_renames_is_recovered(first_build, tiny_beir, tmp_
 
 def test_stale_folder_of_a_live_process_is_kept(tmp_path):
     output = tmp_path / "idx"
-    mine = tmp_path / f".idx.building-{os.getpid()}"
+    mine = tmp_path / f".idx.building-{os.getpid()}@{host_tag()}"
     mine.mkdir()
     assert clean_stale(output) == [] and mine.is_dir()
