@@ -56,7 +56,7 @@ class OutputFile(click.Path):
                       param, ctx)
         path = super().convert(value, param, ctx)
         flag = f"--{param.name.replace('_', '-')}" if param and param.name else "path"
-        try:  # the name, then a link's target: a temporary file is made beside it, NAME.tmp-PID
+        try:  # the name, then a link's target: a temporary file is made beside it, .NAME.tmp-PID@HOST
             check_name_length(Path(path), flag)
             if not written_in_place(Path(path)):
                 check_name_length(through_link(Path(path)), flag)
