@@ -155,7 +155,7 @@ if attempt == 0:
     if rank == 1:
         os._exit(1)  # a process lost once the group had formed
     time.sleep(60)  # stopped by the launcher, which restarts both
-os.write(1, f"attempt {attempt}: {value.item():g}\n".encode())  # one write: print's two interleaved across processes
+os.write(1, f"attempt {attempt}: {value.item():g}\\n".encode())  # one write: print's two interleaved across processes
 """
 
 
