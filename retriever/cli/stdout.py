@@ -27,7 +27,8 @@ import click
 
 from retriever.errors import RetrieverError
 
-STDOUT_CLOSED = "standard output is closed; nothing was written: redirect it to a file or give -o"
+# what a write to a standard output closed at start says; " or give -o" is added where the command has -o
+STDOUT_CLOSED = "standard output is closed; nothing was written: redirect it to a file"
 
 
 def reader_gone(error: BaseException) -> bool:
@@ -110,7 +111,7 @@ def check_stdout_open(output: object) -> None:
     """Refuse, before any work, a command that would print its results (no ``output`` file) on a closed standard
     output."""
     if output is None and stdout_closed():
-        raise RetrieverError(STDOUT_CLOSED)
+        raise RetrieverError(f"{STDOUT_CLOSED} or give -o")
 
 
 def refuse_json_to_closed_stdout(ctx: click.Context, param: click.Parameter, as_json: bool) -> bool:
