@@ -9,6 +9,7 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 
 import json  # noqa: E402
 import shutil
+import socket
 import string
 import threading
 from pathlib import Path
@@ -85,6 +86,13 @@ def sentence_transformers_modules():
     except ImportError:
         from sentence_transformers import models as modules
     return modules
+
+
+def free_port() -> int:
+    """A local TCP port nothing listens on once this returns (a server's, or one that must refuse connections)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:

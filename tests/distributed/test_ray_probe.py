@@ -1,11 +1,11 @@
 from __future__ import annotations
 
-import socket
 import time
 from concurrent import futures
 
 import pytest
 
+from conftest import free_port
 from retriever.distributed.ray_runtime import ray_session
 from retriever.errors import RetrieverError
 
@@ -59,8 +59,6 @@ def test_a_ray_address_at_a_client_server_port_is_connected_to(no_ray_init):
 
 
 def test_a_ray_address_nothing_answers_at_says_which_port_ray_takes(no_ray_init):
-    with socket.socket() as probe:  # a port nothing listens on once this is closed
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # nothing listens on it
     with pytest.raises(RetrieverError, match=rf"nothing answers .*; {HINT}"), ray_session(f"ray://127.0.0.1:{port}"):
         pass

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from conftest import free_port
 from retriever.distributed.ray_runtime import (MAX_RETRIES, check_address, check_local_cpus, cluster_cpus_and_gpus,
                                                ray_session, require_ray, unwrapped)
 from retriever.errors import RetrieverError
@@ -45,9 +46,7 @@ def test_an_open_session_is_reused_and_left_open(local_ray):
 
 def test_an_address_where_nothing_listens_fails_within_seconds(monkeypatch):
     ray = pytest.importorskip("ray")
-    with socket.socket() as probe:  # a port nothing listens on once this is closed
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # nothing listens on it
 
     def never(**_):  # ray.init retries an unreachable GCS for ever: it must not be reached
         raise AssertionError("ray.init was called for an address nothing answers at")
@@ -66,9 +65,7 @@ def test_auto_where_the_cluster_it_finds_is_gone_fails_within_seconds(monkeypatc
     """`auto` names the cluster of RAY_ADDRESS, else of the last `ray start` on this node: one whose head died (a
     reboot, a SIGKILL, RAY_ADDRESS left from another session) was waited for by ray.init for minutes."""
     ray = pytest.importorskip("ray")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setattr(ray, "init", lambda **_: pytest.fail("ray.init was called for a cluster that is gone"))
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")

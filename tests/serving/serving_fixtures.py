@@ -30,12 +30,6 @@ SMALL_DOCS = 6
 _CACHE: dict[str, object] = {}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class ServerThread:
     """uvicorn on an already-bound socket in a daemon thread, so the port is known and race-free."""
 

@@ -9,7 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from retriever.cli import main
-from serving_fixtures import call, free_port, served, small_index, tiny_index  # noqa: F401 - fixtures
+from conftest import free_port
+from serving_fixtures import call, served, small_index, tiny_index  # noqa: F401 - fixtures
 from test_page_browser import browser  # noqa: F401 - fixture
 
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from conftest import free_port
 from retriever.errors import RetrieverError
 from retriever.training.processes import PeerDied, is_peer_failure, peer_deaths_reported, peer_died
 
@@ -70,15 +71,11 @@ def test_a_peer_that_timed_out_is_not_said_to_have_died(monkeypatch):
 def test_the_process_group_waits_the_ddp_timeout_for_a_stopped_peer(monkeypatch):
     """A process stopped (not dead) under torchrun held the others for torch's 30 minutes: the Trainer starts the
     group on CPU without its ddp_timeout, and nothing else set one. A one-process group shows the timeout it got."""
-    import socket
-
     import torch
 
     from retriever.training.processes import join_process_group
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", str(port))
     monkeypatch.setenv("RANK", "0")
@@ -96,13 +93,10 @@ def test_a_process_leaves_the_group_it_joined_before_the_interpreter_finalises(t
     """Left to finalisation, a gloo worker thread freeing the tensors of the last ``all_gather_object`` (a refusal
     raised right after it) could not take the interpreter lock and aborted the process with SIGABRT, about one launch
     in three. An exit handler registered before joining runs after ours (last in, first out) and sees no group."""
-    import socket
     import subprocess
     import sys
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     script = ("import atexit, torch, torch.distributed as dist\n"
               "atexit.register(lambda: print('joined' if dist.is_initialized() else 'left'))\n"
               "from retriever.training import processes\n"
