@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 
 from retriever.errors import InputFileError, RetrieverError
 from retriever.files import carriage_return_error, decoded_lines, repeated_key
-from retriever.json_shapes import id_mapping_error, is_id_mapping
+from retriever.json_shapes import id_mapping_error, is_id_mapping, json_kind
 from retriever.texts import id_problem
 
 
@@ -52,7 +52,6 @@ _TSV_HEADER_HINT = (f"name the columns id ({', '.join(TSV_ID_NAMES[1:])}), text 
 # How to fix a value of the wrong type, in each format's own terms: (texts, ids).
 _HINTS = {"jsonl": ("write it as a JSON string", "write ids as JSON strings or integers"),
           "parquet": ("store it as a string column", "store ids as a string or integer column")}
-_JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false"}
 
 
 class MissingFieldError(InputFileError):
@@ -132,7 +131,7 @@ def as_answers(record: dict, path: Path, number: int) -> tuple[str, ...]:
         answers = [answers]
     if not isinstance(answers, list):
         raise InputFileError(path, number, f"metadata.answers must be a list of strings, got "
-                             f"{_JSON_KINDS.get(type(answers), 'an object')}", 'write it as ["answer", ...]')
+                             f"{json_kind(answers)}", 'write it as ["answer", ...]')
     return tuple(as_text(answer, path, number, "metadata.answers") for answer in answers)
 
 
@@ -156,8 +155,7 @@ def parse_json_object(line: str, path: Path, number: int) -> dict:
         where = error.msg.removesuffix(" at")  # Python's "Invalid control character at" read "… at at column 21"
         raise InputFileError(path, number, f"malformed JSON ({where} at column {error.colno})", hint) from None
     if not isinstance(record, dict):
-        kind = _JSON_KINDS.get(type(record), "null")
-        raise InputFileError(path, number, f"line is not a JSON object (it holds {kind})", hint)
+        raise InputFileError(path, number, f"line is not a JSON object (it holds {json_kind(record)})", hint)
     if len(record) != len(outermost[0]):  # fewer keys than pairs: one was given twice, and the pairs say which
         key, count = repeated_key(outermost[0])
         raise InputFileError(path, number, f"the key {key!r} is given {count} times",

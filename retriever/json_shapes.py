@@ -23,6 +23,14 @@ def id_mapping_error(path: Path, id_key: str = "_id", text_key: str = "text", sp
                           f"{{\"{id_key}\": ..., \"{text_key}\": ...}} object per line, e.g. {convert}")
 
 
+_JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false"}
+
+
+def json_kind(value: object) -> str:
+    """What a JSON value is, for a message: "an array", "a string", ..."""
+    return _JSON_KINDS.get(type(value), "an object" if isinstance(value, dict) else "null")
+
+
 # Keys of one record in the formats users bring (BEIR, Pyserini, MS MARCO exports, ir_datasets), never ids of a map
 RECORD_KEYS = frozenset({"_id", "id", "docid", "doc_id", "qid", "query_id", "text", "title", "contents", "body",
                          "query", "question", "passage"})

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from retriever.errors import InputFileError, RetrieverError
 from retriever.files import carriage_return_error, check_is_file, decoded_lines
-from retriever.run_json import json_id, json_kind, json_mapping
+from retriever.json_shapes import json_kind
+from retriever.run_json import json_id, json_mapping
 from retriever.texts import columns, id_problem
 
 Qrels = dict[str, dict[str, int]]

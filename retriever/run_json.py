@@ -12,6 +12,7 @@ from pathlib import Path
 
 from retriever.errors import InputFileError
 from retriever.files import RepeatedKeyError, unique_keys
+from retriever.json_shapes import json_kind
 from retriever.texts import id_problem
 
 _MAPPING_HINT = "a JSON run maps each query id to an object of document id to score, {\"q1\": {\"d1\": 0.5}}"
@@ -84,8 +85,6 @@ def jsonl_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> dict[str, d
     if not run:
         raise InputFileError(path, None, "run file is empty", "check that retrieval produced output")
     return run
-
-
 
 
 def is_run_mapping(first_line: str) -> bool:
@@ -202,11 +201,3 @@ def read_json_run(path: Path, first_line: str, lines: Iterable[tuple[int, str]])
     if keys is not None:
         return flat_run_lines(path, lines, keys)
     return mapping_run(path, lines) if is_run_mapping(first_line) else jsonl_run_lines(path, lines)
-
-
-def json_kind(value: object) -> str:
-    """What a JSON value is, for a message: "an array", "a string", ..."""
-    return _JSON_KIND.get(type(value), "an object" if isinstance(value, dict) else "null")
-
-
-_JSON_KIND = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false"}
