@@ -34,20 +34,20 @@ def out_of_space(where: str = "") -> RetrieverError:
     return RetrieverError(f"no space left on the device{' ' if where else ''}{where}; {OUT_OF_SPACE_HINT}")
 
 
-def _file_size_limited() -> bool:
+def _file_size_limit() -> int | None:
+    """This process's file-size limit (`ulimit -f`) in bytes, or None when it has none."""
     import resource
 
-    return resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY
+    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    return None if limit == resource.RLIM_INFINITY else limit
 
 
 def file_too_large(where: str = "") -> RetrieverError:
     """A write refused with EFBIG: past the process's file-size limit (`ulimit -f`, which a batch system may set), or
     past the largest file its file system takes (FAT32's 4 GiB); the disk may have room, so "check the disk" misled."""
-    import resource
-
-    limit = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    limit = _file_size_limit()
     where = f", {where}" if where else ""
-    if limit != resource.RLIM_INFINITY:
+    if limit is not None:
         return RetrieverError(f"a file grew past this process's file-size limit, {limit / 1024:.1f} KiB (ulimit -f "
                               f"{limit // 1024}){where}; raise it (ulimit -f unlimited) and rerun the same command "
                               "(finished work is kept)")
@@ -73,8 +73,8 @@ def full_disk(error: BaseException, where: str = "") -> RetrieverError | None:
         return file_too_large(where or f"({(text.splitlines() or [''])[-1][:200]})")
     if "No space left on device" in text or "Disk quota exceeded" in text or _SHORT_WRITE.search(text):
         shown = where or f"({(text.splitlines() or [''])[-1][:200]})"
-        if _SHORT_WRITE.search(text) and _file_size_limited():  # no errno to tell EFBIG from ENOSPC: the limit is
-            return file_too_large(shown)                        # the likelier cause where one is set
+        if _SHORT_WRITE.search(text) and _file_size_limit() is not None:  # no errno tells EFBIG from ENOSPC:
+            return file_too_large(shown)  # the limit is the likelier cause where one is set
         return out_of_space(shown)
     return None
 

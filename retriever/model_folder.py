@@ -150,13 +150,15 @@ def refuse_recorded_model(folder: Path | None, made: str) -> None:
     """Refuse the model folder of a record (``made`` with it: an index built, shards encoded) that is a CrossEncoder,
     or that ranks by a distance inner product does not follow: made before such folders were refused at encode, its
     vectors came from a reranker's encoder (and so would its queries'), or its results differ from the model's."""
-    config = {} if folder is None else read_json_object(folder / ST_CONFIG, ST_HINT, missing={})
-    if folder is not None and is_cross_encoder(folder, config):
+    if folder is None:
+        return
+    config = read_json_object(folder / ST_CONFIG, ST_HINT, missing={})
+    if is_cross_encoder(folder, config):
         raise RetrieverError(f"{folder} is a sentence-transformers CrossEncoder and {made} with it: the index's "
                              "vectors came from a reranker (which scores query-passage pairs), not an embedding model, "
                              "and its queries would be encoded by it too; rebuild the index with a bi-encoder (e.g. "
                              "--model minilm)")
-    kinds = [] if folder is None else st_modules(folder)[1]
+    kinds = st_modules(folder)[1]
     if kinds and (distance := _distance_similarity(config, kinds[-1:] == ["Normalize"])):
         raise RetrieverError(f"{folder / ST_CONFIG}: similarity_fn_name {distance}, and {made} with this model: the "
                              "index's inner-product search does not rank as that distance does; rebuild the index "

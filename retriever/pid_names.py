@@ -87,10 +87,10 @@ def left_behind(folder: Path, prefix: str, marker: str = "") -> list[tuple[Path,
         return []
     found = []
     for entry in entries:
-        if not entry.name.startswith(prefix):
-            continue
         rest = entry.name[len(prefix):]
-        writer = writer_of(rest.rpartition(marker)[2] if marker else rest) if not marker or marker in rest else None
+        if not entry.name.startswith(prefix) or marker not in rest:  # "" is in every name
+            continue
+        writer = writer_of(rest.rpartition(marker)[2] if marker else rest)
         if writer is not None:
             found.append((entry, writer))
     return found

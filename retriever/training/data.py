@@ -26,8 +26,7 @@ from pathlib import Path
 import torch
 
 from retriever.corpus import BeirDataset, Fields, iter_documents, read_queries
-from retriever.corpus_records import beir_keys
-from retriever.corpus_records import as_token_id, parse_json_object
+from retriever.corpus_records import as_token_id, beir_keys, parse_json_object
 from retriever.encoder_settings import EncoderSettings
 from retriever.files import decoded_lines
 from retriever.errors import InputFileError, RetrieverError
