@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from retriever.corpus import Document
@@ -105,9 +106,9 @@ class MappedDocuments:
     def records(self, labels: Sequence[int]) -> dict[str, list]:
         return {name: self._field(name, labels) for name in ("title", "text")}
 
-    def holds(self, doc_id: str) -> bool:
-        """Whether the index holds ``doc_id``: the sorted ids alone are searched, no text is read."""
-        return sorted_position(self._sorted_ids, doc_id) is not None
+    def lacking(self, doc_ids: Sequence[str]) -> list[str]:
+        """Those of ``doc_ids`` the index does not hold, in their order: the sorted ids alone are searched."""
+        return [doc_id for doc_id in doc_ids if sorted_position(self._sorted_ids, doc_id) is None]
 
     def document(self, doc_id: str) -> dict | None:
         """Title and text of one id, or None; found by binary search in the mapped sorted ids."""
@@ -146,17 +147,16 @@ class ParquetDocuments:
         return self._docstore.take(np.asarray([self.rows[label] for label in labels],
                                               dtype=np.int64)).to_pydict()
 
-    def _row(self, doc_id: str) -> int | None:
-        """The doc-store row of one id, or None (the first call maps every id to its row)."""
-        if self._row_of is None:
-            self._row_of = {doc_id: i for i, doc_id in enumerate(self._docstore.column("id").to_pylist())}
-        return self._row_of.get(doc_id)
-
-    def holds(self, doc_id: str) -> bool:
-        """Whether the index holds ``doc_id`` (no text is taken)."""
-        return self._row(doc_id) is not None
+    def lacking(self, doc_ids: Sequence[str]) -> list[str]:
+        """Those of ``doc_ids`` the index does not hold, in their order: the doc store's ids are matched against them
+        in Arrow, not through ``document``'s map of every id to its row, a Python dict of the whole collection."""
+        ids = self._docstore.column("id")
+        held = set(pc.unique(pc.filter(ids, pc.is_in(ids, value_set=pa.array(doc_ids, pa.string())))).to_pylist())
+        return [doc_id for doc_id in doc_ids if doc_id not in held]
 
     def document(self, doc_id: str) -> dict | None:
-        """Title and text of one id, or None."""
-        row = self._row(doc_id)
+        """Title and text of one id, or None (the first call maps every id to its row)."""
+        if self._row_of is None:
+            self._row_of = {doc_id: i for i, doc_id in enumerate(self._docstore.column("id").to_pylist())}
+        row = self._row_of.get(doc_id)
         return None if row is None else {key: values[0] for key, values in self._docstore.take([row]).to_pydict().items()}

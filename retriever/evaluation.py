@@ -126,7 +126,7 @@ def judged_not_in_index(searcher: Searcher, qrels: Qrels) -> tuple[list[str], in
     """(ids, judged): the documents the qrels judge relevant that the index lacks, in qrels order, and how many are
     judged. Only the index's ids are looked up: no text, and not the corpus."""
     judged = list(dict.fromkeys(doc for docs in qrels.values() for doc, grade in docs.items() if grade > 0))
-    return [doc for doc in judged if not searcher.documents.holds(doc)], len(judged)
+    return searcher.documents.lacking(judged), len(judged)
 
 
 def judged_missing_from(searcher: Searcher, qrels: Qrels) -> tuple[int, int]:

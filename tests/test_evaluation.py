@@ -87,12 +87,12 @@ def test_an_index_holding_none_of_the_judged_documents_is_named_not_scored_zero(
 
 def test_an_index_lacking_some_judged_documents_is_scored_with_a_warning_naming_them(tiny_beir, tiny_model_dir,
                                                                                      tmp_path, capsys) -> None:
-    """An index of part of a corpus scored lower recall without a word; the lookup reads ids only (``holds``)."""
+    """An index of part of a corpus scored lower recall without a word; the lookup reads ids only (``lacking``)."""
     searcher = tiny_searcher(tiny_beir, tiny_model_dir, tmp_path)
     (tiny_beir / "qrels" / "some.tsv").write_text(
         HEADER + "q1\tX6\t1\nq1\tX7\t2\nq2\td4\t1\nq3\tX8\t1\nq3\tX9\t1\nq4\tX6\t0\n", encoding="utf-8")
     capsys.readouterr()
-    assert searcher.documents.holds("d4") and not searcher.documents.holds("X6")
+    assert searcher.documents.lacking(["d4", "X6"]) == ["X6"]
     report, _ = evaluate_index(searcher, BeirDataset.open(tiny_beir), "some", k=12, progress=False)
     assert report.evaluation.per_query["q1"]["recall@10"] == 0.0 and report.evaluation.num_queries == 3
     warnings = [line for line in capsys.readouterr().err.splitlines() if "not in the index" in line]

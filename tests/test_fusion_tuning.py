@@ -236,7 +236,7 @@ def test_judged_documents_missing_from_the_index_are_counted_in_agreement(tiny_b
 
     from retriever.fusion_tuning import check_judged_documents
 
-    searcher = SimpleNamespace(documents=SimpleNamespace(holds=lambda doc: doc in held))
+    searcher = SimpleNamespace(documents=SimpleNamespace(lacking=lambda docs: [doc for doc in docs if doc not in held]))
     qrels = {"q1": dict.fromkeys(judged, 1)}
     if held:
         check_judged_documents(searcher, BeirDataset(tiny_beir), "train", qrels)

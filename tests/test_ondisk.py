@@ -254,7 +254,7 @@ def test_id_lookups_read_rows_not_the_whole_store(ondisk):
     assert documents.ids_of([5, 0, 399]) == ["doc0005", "doc0000", "doc0399"]
     assert documents.document("doc0123")["text"] == documents.records([123])["text"][0]
     assert documents.document("nope") is None and documents.document("doc9999") is None
-    assert documents.holds("doc0123") and not documents.holds("nope") and not documents.holds("doc9999")
+    assert documents.lacking(["doc0123", "nope", "doc9999"]) == ["nope", "doc9999"]
     searcher = Searcher(ondisk, device="cpu")
     assert searcher.document_text("doc0007").endswith(documents.records([7])["text"][0])
 
