@@ -52,17 +52,17 @@ def _raise_after(monkeypatch, module, name: str) -> None:
 
 def test_evaluate_interrupted_after_its_files_exits_0_and_before_them_130(monkeypatch, tmp_path, tiny_beir,
                                                                           flat_index):
-    import retriever.cli.searching as searching
+    import retriever.cli.evaluating as evaluating
 
     common = ["evaluate", "--index", str(flat_index), "--dataset", str(tiny_beir), "--device", "cpu", "--dtype",
               "fp32", "--save-run", str(tmp_path / "run.trec"), "-o", str(tmp_path / "metrics.json")]
     with monkeypatch.context() as patch:
-        _raise_after(patch, searching, "write_trec_run")  # the run is whole, the metrics not yet written
+        _raise_after(patch, evaluating, "write_trec_run")  # the run is whole, the metrics not yet written
         result = CliRunner().invoke(main, common)
     assert result.exit_code == 130 and (tmp_path / "run.trec").is_file(), result.output
     assert not (tmp_path / "metrics.json").exists()
     assert f"{tmp_path / 'run.trec'} was written whole; rerun for the rest" in result.output
-    _raise_after(monkeypatch, searching, "write_json")
+    _raise_after(monkeypatch, evaluating, "write_json")
     result = CliRunner().invoke(main, common)
     assert result.exit_code == 0 and (tmp_path / "metrics.json").is_file(), result.output
     assert "ndcg@10" in result.output  # the table was printed before the files were written

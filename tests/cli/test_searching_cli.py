@@ -105,15 +105,6 @@ def test_an_output_in_a_collections_qrels_folder_is_refused_before_any_work(tmp_
     assert not output.exists()
 
 
-def test_evaluate_run_refuses_flags_only_an_index_search_uses(tmp_path):
-    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 1.0 t\n")
-    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\n")
-    scored = ["evaluate", "--run", str(tmp_path / "run.trec"), "--qrels", str(tmp_path / "qrels.txt")]
-    result = CliRunner().invoke(main, [*scored, "--mode", "hybrid", "--alpha", "0.9", "-k", "5"])
-    assert result.exit_code == 2 and "-k, --mode, --alpha apply only with --index" in result.output, result.output
-    assert CliRunner().invoke(main, scored).exit_code == 0
-
-
 def test_a_query_of_invisible_characters_is_refused_as_empty(tmp_path, tiny_beir, tiny_model_dir):
     """An empty QUERY (or one of invisible characters) is a bad argument, exit 2 with the --help pointer like any
     other; it exited 1 as if the index or the run had failed."""
@@ -124,50 +115,6 @@ def test_a_query_of_invisible_characters_is_refused_as_empty(tmp_path, tiny_beir
         result = CliRunner().invoke(main, ["search", str(index), query])
         assert result.exit_code == 2 and "the QUERY argument is empty" in result.output, result.output
         assert "search --help`)" in result.output
-
-
-def test_evaluate_refuses_qrels_it_would_ignore(tmp_path, tiny_beir):
-    """`--index` with `--qrels`, and `--run` with both `--qrels` and `--dataset`, scored on other judgments than
-    the ones given, exit 0."""
-    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 1.0 t\n")
-    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\n")
-    index = tmp_path / "not-an-index"  # never opened: the flags are checked first
-    index.mkdir()
-    for args, message in (
-            (["--index", str(index), "--dataset", str(tiny_beir)], "--qrels applies only with --run"),
-            (["--run", str(tmp_path / "run.trec"), "--dataset", str(tiny_beir)], "--qrels or --dataset/--split, "
-                                                                                   "not both")):
-        result = CliRunner().invoke(main, ["evaluate", *args, "--qrels", str(tmp_path / "qrels.txt")])
-        assert result.exit_code == 2 and message in result.output, result.output
-
-
-def test_evaluate_refuses_a_split_its_qrels_file_makes_unused(tmp_path):
-    """`evaluate --run R --qrels Q --split dev` scored Q, the --split unread, exit 0."""
-    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 1.0 t\n")
-    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\n")
-    result = CliRunner().invoke(main, ["evaluate", "--run", str(tmp_path / "run.trec"), "--qrels",
-                                       str(tmp_path / "qrels.txt"), "--split", "dev"])
-    assert result.exit_code == 2 and "--split names a qrels file of --dataset" in result.output, result.output
-
-
-def test_evaluate_relevance_level_counts_lower_grades_as_not_relevant_for_binary_measures_only(tmp_path):
-    """trec_eval's -l (TREC DL scores with -l 2) had no counterpart: a grade-1 document counted as relevant."""
-    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\n")
-    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq1 0 d2 2\n")
-    scores = {}
-    for level in ("1", "2"):
-        out = tmp_path / f"l{level}.json"
-        result = CliRunner().invoke(main, ["evaluate", "--run", str(tmp_path / "run.trec"), "--qrels",
-                                           str(tmp_path / "qrels.txt"), "--metrics", "mrr@10,ndcg@10,recall@1",
-                                           "--relevance-level", level, "-o", str(out)])
-        assert result.exit_code == 0, result.output
-        scores[level] = json.loads(out.read_text())["mean"]
-    assert scores["1"]["mrr@10"] == 1.0 and scores["2"]["mrr@10"] == 0.5
-    assert scores["1"]["recall@1"] == 0.5 and scores["2"]["recall@1"] == 0.0
-    assert scores["1"]["ndcg@10"] == scores["2"]["ndcg@10"] < 1
-    result = CliRunner().invoke(main, ["evaluate", "--run", str(tmp_path / "run.trec"), "--qrels",
-                                       str(tmp_path / "qrels.txt"), "--relevance-level", "0"])
-    assert result.exit_code == 2 and "--relevance-level" in result.output, result.output
 
 
 @pytest.mark.parametrize("args, message", [
@@ -196,18 +143,6 @@ def test_search_help_does_not_offer_the_title_field_it_refuses():
     refuses, and the refusal sends the user to that help (probe round 14)."""
     result = CliRunner().invoke(main, ["search", "--help"])
     assert result.exit_code == 0 and "--text-field" in result.output and "--title-field" not in result.output
-
-
-@pytest.mark.parametrize("metrics, message", [("bogus@3", "unknown metric 'bogus@3'"), (",", "no metric given"),
-                                             ("ndcg@10,prec@5", "unknown metric 'prec@5'"),
-                                             ("ndcg_cut_10", "unknown metric 'ndcg_cut_10': ndcg_cut_10 is trec_eval's "
-                                                             "name for ndcg@10; write ndcg@10")])
-def test_an_unknown_metric_is_a_usage_error(tmp_path, metrics, message):
-    """It exited 1 without the --help pointer every other bad flag gets (probe round 9); before any search."""
-    run = tmp_path / "run.trec"
-    run.write_text("q1 Q0 d1 1 1.0 x\n", encoding="utf-8")
-    result = CliRunner().invoke(main, ["evaluate", "--run", str(run), "--qrels", str(run), "--metrics", metrics])
-    assert result.exit_code == 2 and f"Invalid value for '--metrics': {message}" in result.output, result.output
 
 
 @pytest.mark.parametrize("tag", ["a b", "", "tab\there"])
@@ -362,20 +297,3 @@ def test_a_run_on_standard_output_says_when_queries_got_fewer_hits(tmp_path, tin
     assert "searched 2 queries × top 3; 2 of them got fewer (as few as 0), all the search reached" in result.stderr
     result = CliRunner().invoke(main, [*common, "-k", "1"], input="q1\tthe lava\nq2\thot lava rock\n")
     assert "fewer" not in result.stderr and "searched" not in result.stderr, result.stderr
-
-
-def test_metrics_given_in_several_flags_or_separated_by_spaces_are_all_scored(tmp_path):
-    """`--metrics ndcg@10 --metrics recall@5`, as trec_eval's `-m` repeats, scored only recall@5 (click kept the last
-    flag), and `--metrics "ndcg@10 recall@5"` was refused as one unknown metric (probe round 16)."""
-    run, qrels = tmp_path / "run.trec", tmp_path / "qrels.txt"
-    run.write_text("q1 Q0 d1 1 2.0 x\nq1 Q0 d2 2 1.0 x\n", encoding="utf-8")
-    qrels.write_text("q1 0 d2 1\n", encoding="utf-8")
-    for metrics in (["--metrics", "ndcg@10", "--metrics", "recall@1,mrr@10"], ["--metrics", "ndcg@10 recall@1\tmrr@10"],
-                    ["--metrics", "ndcg@10,", "--metrics", " recall@1 , mrr@10"]):
-        result = CliRunner().invoke(main, ["evaluate", "--run", str(run), "--qrels", str(qrels), *metrics,
-                                           "-o", str(tmp_path / "m.json")])
-        assert result.exit_code == 0, result.output
-        assert list(json.loads((tmp_path / "m.json").read_text())["mean"]) == ["ndcg@10", "recall@1", "mrr@10"]
-    result = CliRunner().invoke(main, ["evaluate", "--run", str(run), "--qrels", str(qrels), "--metrics", "ndcg@10",
-                                       "--metrics", "ndcg@10"])
-    assert result.exit_code == 2 and "metric list has duplicates" in result.output, result.output
