@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -154,6 +156,14 @@ def parse_json_object(line: str, path: Path, number: int) -> dict:
             raise id_mapping_error(path, spread=True) from None
         where = error.msg.removesuffix(" at")  # Python's "Invalid control character at" read "… at at column 21"
         raise InputFileError(path, number, f"malformed JSON ({where} at column {error.colno})", hint) from None
+    except RecursionError:  # the C parser's guard, past about a thousand levels: a traceback otherwise
+        raise InputFileError(path, number, "the line nests arrays or objects deeper than Python's JSON reader "
+                             f"goes (about {sys.getrecursionlimit()} levels)", "flatten the record") from None
+    except ValueError as error:  # an integer past Python's digit limit (its message says set_int_max_str_digits)
+        digits = re.search(r"has (\d+) digits", str(error))
+        raise InputFileError(path, number, f"a number of {digits[1] if digits else 'too many'} digits, more than "
+                             f"Python's JSON reader takes ({sys.get_int_max_str_digits()})",
+                             "write it as a JSON string") from None
     if not isinstance(record, dict):
         raise InputFileError(path, number, f"line is not a JSON object (it holds {json_kind(record)})", hint)
     if len(record) != len(outermost[0]):  # fewer keys than pairs: one was given twice, and the pairs say which

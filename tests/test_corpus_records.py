@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from retriever.corpus import BeirDataset
+from retriever.corpus import BeirDataset, iter_documents
 from retriever.errors import InputFileError
 from retriever.evaluation import judged_split
 from retriever.training.data import load_beir_examples
@@ -29,3 +29,21 @@ def test_a_beir_file_keyed_otherwise_says_to_rename_its_keys_not_to_pass_a_flag(
         message = str(caught.value)
         assert message.startswith(f"{path}:1: missing id field '_id' (its keys: id, ")
         assert "--id-field" not in message and "rename" in message and "'_id'" in message, message
+
+
+@pytest.mark.parametrize("line, expected", [
+    ('{"_id": ' + "9" * 5000 + ', "text": "x"}', "a number of 5000 digits"),
+    ('{"_id": "a", "text": "x", "extra": ' + "-" + "9" * 4400 + "}", "a number of 4400 digits"),
+    ('{"_id": "a", "text": "x", "extra": ' + "[" * 100_000 + "]" * 100_000 + "}", "nests arrays or objects"),
+])
+def test_a_line_pythons_json_reader_cannot_hold_is_a_file_line_error(tmp_path, line, expected):
+    """An integer of over 4,300 digits raised ValueError (Python's guard against slow int conversion, telling the user
+    to call sys.set_int_max_str_digits) and arrays nested thousands deep RecursionError: tracebacks from every JSONL
+    reader, where any other malformed line is FILE:LINE (probe round 17)."""
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"_id": "z", "text": "fine"}\n' + line + "\n")
+    with pytest.raises(InputFileError) as caught:
+        list(iter_documents(path))
+    message = str(caught.value)
+    assert message.startswith(f"{path}:2: ") and expected in message, message
+    assert "set_int_max_str_digits" not in message
