@@ -53,6 +53,8 @@ def pooler_dense_problem(root: Path, dense: Path, pooling: str, hint: str) -> st
     if any(config.get(key, "sentence_embedding") != "sentence_embedding"
            for key in ("module_input_name", "module_output_name")):
         return "it does not map the sentence embedding"
+    if config.get("use_residual", False) is not False:  # tanh(W·x + b) + x
+        return "it adds its input back (use_residual), which the pooler does not"
     import torch
 
     if not all(torch.equal(ours.float(), theirs.float()) for ours, theirs in zip(pooler, linear)):

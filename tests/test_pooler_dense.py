@@ -56,6 +56,7 @@ def _edit_dense(folder, weights=None, config=None) -> None:
     (lambda t: t.update({"linear.weight": torch.eye(32)}), None, "its weights are not the transformer's pooler's"),
     (None, {"activation_function": "torch.nn.modules.linear.Identity"}, "its activation is not tanh"),
     (None, {"out_features": 16}, "it is not a 32 → 32 layer with a bias"),
+    (None, {"use_residual": True}, "it adds its input back"),  # tanh(W·CLS + b) + CLS: it was read as the pooler
 ])
 def test_a_dense_that_is_not_the_pooler_is_still_refused(resaved, weights, config, problem):
     _edit_dense(resaved, weights, config)
