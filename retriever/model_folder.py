@@ -81,7 +81,7 @@ def sentence_transformers_settings(folder: str | Path, given: dict | None = None
         settings, include_prompt = router_settings(folder)
     else:
         settings, include_prompt = _pipeline_settings(folder, modules, kinds)
-    settings["normalize"] = kinds[-1] == "Normalize"
+    settings["normalize"] = st_normalizes(folder, modules, kinds)
     if not training:  # a trained model ranks by its own record's inner product
         check_similarity(folder / ST_CONFIG, config, settings["normalize"])
     for key, (as_5, as_6) in st_prefixes(folder, config).items():
@@ -93,6 +93,24 @@ def sentence_transformers_settings(folder: str | Path, given: dict | None = None
                              "pools every token of the text; encode it with sentence-transformers, or pass "
                              "--query-prefix '' --passage-prefix '' to encode without prompts")
     return settings
+
+
+def st_normalizes(folder: Path, modules: list[dict], kinds: list[str]) -> bool:
+    """Whether the folder's modules end in a Normalize of the sentence embedding; one that reads or writes another
+    feature (``module_input_name``/``module_output_name``) leaves the vectors as they are, and is refused: retriever
+    normalised them, giving other vectors than sentence-transformers with exit 0."""
+    if kinds[-1:] != ["Normalize"]:
+        return False
+    path = folder / str(modules[-1].get("path") or "").strip("/") / "config.json"
+    config = read_json_object(path, ST_HINT, missing={}) if str(modules[-1].get("path") or "").strip("./") else {}
+    source = config.get("module_input_name", "sentence_embedding")
+    target = config.get("module_output_name") or source
+    if (source, target) != ("sentence_embedding", "sentence_embedding"):
+        raise RetrieverError(f"{path}: its Normalize normalises {source} into {target}, not the sentence embedding, "
+                             "so sentence-transformers' vectors stay unnormalised where retriever would normalise "
+                             "them; encode it with sentence-transformers, or delete module_input_name and "
+                             "module_output_name there")
+    return True
 
 
 def check_similarity(path: Path, config: dict, normalized: bool) -> None:
@@ -201,7 +219,7 @@ def st_disagreements(folder: str | Path, recorded: dict) -> dict[str, tuple[obje
     if kinds[:1] in (["Transformer"], ["Router"]):  # a shared tower's pipeline, or untied towers (``st_router``)
         settings, include_prompt = router_settings(folder) if kinds[0] == "Router" else \
             _pipeline_settings(folder, modules, kinds)
-        theirs.update({**settings, "normalize": "Normalize" in kinds})
+        theirs.update({**settings, "normalize": st_normalizes(folder, modules, kinds)})
         if not include_prompt and any(recorded.get(key) for key in ST_PROMPTS):
             raise RetrieverError(f"{folder}: its pooling leaves its prompts out (include_prompt false), edited since "
                                  "retriever.json was written; retriever pools them too, so use sentence-transformers")

@@ -304,3 +304,15 @@ def test_a_similarity_inner_product_ranks_alike_is_taken(tmp_path, tiny_model_di
     config = json.loads((folder / "config_sentence_transformers.json").read_text())
     (folder / "config_sentence_transformers.json").write_text(json.dumps({**config, "similarity_fn_name": similarity}))
     assert EncoderSettings.for_model(str(folder)).normalize is normalize
+
+
+@pytest.mark.parametrize("config, message", [({"module_input_name": "token_embeddings"}, "normalises token_embeddings"),
+                                             ({"module_output_name": "other"}, "into other")])
+def test_a_normalize_that_leaves_the_sentence_embedding_as_it_is_is_refused(tmp_path, config, message):
+    """sentence-transformers' Normalize may read or write another feature than the sentence embedding: its vectors
+    stay unnormalised, and retriever normalised them (up to 1.38 max abs difference, exit 0)."""
+    folder = hand_written(tmp_path, {"pooling_mode": "mean"}, ("Transformer", "Pooling", "Normalize"))
+    (folder / "3_Normalize").mkdir()
+    (folder / "3_Normalize" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(RetrieverError, match=f"3_Normalize/config.json: .*{message}"):
+        EncoderSettings.for_model(str(folder))
