@@ -37,7 +37,7 @@ from retriever.errors import RetrieverError
 from retriever.files import atomic_write, read_json, write_json
 from retriever.ivfparts import (ShardSlice, file_digest, fill_part, held_path, part_identity, record_path,
                                 record_problem, recorded_sha256, write_record)
-from retriever.pid_names import WRITER
+from retriever.pid_names import WRITER, left_behind
 from retriever.shards import VECTOR_FIELDS, read_shard_metadata
 
 if TYPE_CHECKING:
@@ -83,8 +83,7 @@ class PartsFolder:
                   "them", file=sys.stderr)
             remove_parts_folder(folder)  # owned_inputs saw only files a build writes
         folder.mkdir(parents=True, exist_ok=True)
-        for leftover in folder.glob(".*.tmp-*"):  # a killed worker's unfinished file (see files.temporary_path)
-            leftover.unlink()
+        clean_temporaries(folder)
         write_json(folder / INPUTS_FILE, inputs)
         problem = record_problem(self.trained, [self.trained]) if self.trained.is_file() else None
         if problem:
@@ -113,6 +112,17 @@ class PartsFolder:
             print(f"{part}: {problem}; filling it again", file=sys.stderr)
             record_path(part).unlink(missing_ok=True)
         return not problem
+
+
+def clean_temporaries(folder: Path) -> None:
+    """Delete the unfinished files (``files.temporary_path``) that killed workers of this host left; another host's
+    (a Ray task on another node, on a shared file system) are kept and named, since its process cannot be seen."""
+    for leftover, writer in left_behind(folder, ".", ".tmp-"):
+        if writer.elsewhere:
+            print(writer.kept_line(leftover, "a part being written by", "remove it once that build no longer runs "
+                                   "there"), file=sys.stderr)
+        elif writer.gone:
+            leftover.unlink(missing_ok=True)
 
 
 def _ours(entry: Path) -> bool:

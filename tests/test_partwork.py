@@ -355,3 +355,25 @@ def test_a_parts_folder_holding_temporaries_named_with_a_host_is_still_the_build
     temporary_path(folder / partwork.INPUTS_FILE).write_text("{")  # a first run killed while writing its record
     (folder / ".part-00001.faiss.tmp-12@node-b").write_text("x")
     assert partwork.owned_inputs(folder) is None
+
+
+def test_another_hosts_temporary_is_kept_and_named_and_this_hosts_dead_ones_removed(tmp_path, capsys):
+    """OUTPUT.parts on a shared file system: a part a Ray task on another node is writing must not be deleted by a
+    build here, whose kernel cannot see that process (every ``.*.tmp-*`` was unlinked, with no host check)."""
+    from retriever.pid_names import host_tag
+
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    folder = tmp_path / "idx.parts"
+    folder.mkdir()
+    inputs = {key: 0 for key in partwork.INPUT_KEYS}
+    (folder / partwork.INPUTS_FILE).write_text(json.dumps(inputs))
+    elsewhere = folder / ".part-00001.faiss.tmp-12@node-b"
+    dead = folder / f".part-00002.faiss.tmp-{finished.pid}@{host_tag()}"
+    live = folder / f".part-00003.faiss.tmp-{os.getpid()}@{host_tag()}"
+    for temporary in (elsewhere, dead, live):
+        temporary.write_text("x")
+    partwork.PartsFolder(folder, inputs)
+    assert sorted(path.name for path in folder.iterdir() if ".tmp-" in path.name) == sorted([elsewhere.name, live.name])
+    said = capsys.readouterr().err
+    assert f"kept {elsewhere}:" in said and "host node-b" in said, said
