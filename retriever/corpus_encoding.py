@@ -191,7 +191,9 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
     ``.encode-wXXXofYYY.lock`` in the folder).
     """
     shard_size = whole_number(shard_size, "--shard-size", 1)
-    if not 0 <= worker_index < num_workers:
+    num_workers = whole_number(num_workers, "--num-workers", 1)  # numpy ints broke json.dump after the first part
+    worker_index = whole_number(worker_index, "--worker-index", 0)
+    if not worker_index < num_workers:
         raise RetrieverError(f"--worker-index must be in 0..{num_workers - 1} for --num-workers {num_workers}")
     corpus_path = resolve_corpus_path(corpus)
     output = Path(output)

@@ -68,6 +68,25 @@ def test_shard_size_is_a_whole_number_numpy_ones_included(tiny_model_dir, tmp_pa
     assert (result.documents, result.shards) == (12, 2)
 
 
+@pytest.mark.parametrize("split, message", [
+    ({"worker_index": np.int64(1), "num_workers": np.int64(2)}, None),
+    ({"num_workers": 0}, "--num-workers must be a whole number of at least 1, not 0"),
+    ({"num_workers": 2.0}, "--num-workers must be a whole number of at least 1, not 2.0"),
+    ({"worker_index": True, "num_workers": 2}, "--worker-index must be a whole number of at least 0, not True"),
+    ({"worker_index": "0"}, "--worker-index must be a whole number of at least 0, not '0'")])
+def test_the_split_is_whole_numbers_numpy_ones_included(tiny_model_dir, tmp_path, split, message):
+    """np.int64 reached the shard metadata's json.dump after the first part was encoded; num_workers 0 said 'must be
+    in 0..-1'; a float broke a file name's format; worker_index True wrote a shard the next read refused (probe 17)."""
+    corpus = write_corpus(tmp_path / "c.jsonl", 5)
+    if message:
+        with pytest.raises(RetrieverError, match=f"^{message}$"):
+            encode_corpus(corpus, tmp_path / "out", encoder(tiny_model_dir), progress=False, **split)
+        assert not (tmp_path / "out").exists()
+        return
+    result = encode_corpus(corpus, tmp_path / "out", encoder(tiny_model_dir), progress=False, **split)
+    assert (result.documents, result.encoded) == (5, 2)
+
+
 def test_workers_split_the_corpus(tiny_model_dir, tmp_path):
     corpus = write_corpus(tmp_path / "c.jsonl", 9)
     enc = encoder(tiny_model_dir)
