@@ -34,7 +34,21 @@ def resolve_model_path(name: str) -> str:
         return str(path.resolve())
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise RetrieverError(f"{name}: no such model folder")
+    _check_hub_id(name)
     return name
+
+
+def _check_hub_id(name: str) -> None:
+    """Refuse a name that no hub repo can have (a space, '@', '--'): it is a mistyped folder. It was looked up on the
+    hub anyway, after torch loaded (and under --ray after Ray started), and refused as a failed download."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        raise RetrieverError(f"{name}: no such model folder, nor a Hugging Face hub id (ORG/NAME, of letters, digits, "
+                             "'-', '_' and '.'); check the folder's path") from None
 
 
 def _router_root(path: Path) -> bool:

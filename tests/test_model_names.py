@@ -49,6 +49,14 @@ def test_ray_commands_refuse_it_before_ray_or_torch(command, offline_hub, tmp_pa
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("name", ["my model", "models/my model", "org/name@main", "org--name"])
+def test_a_name_no_hub_repo_can_have_is_refused_as_no_such_folder(name, offline_hub):
+    """`--model "my model"` (a mistyped folder) was looked up on the hub after torch loaded, and under --ray after Ray
+    started (21 s), then refused as a download that failed, with advice to download it."""
+    with pytest.raises(RetrieverError, match=r": no such model folder, nor a Hugging Face hub id \(ORG/NAME"):
+        EncoderSettings.for_model(name)
+
+
 def test_a_models_config_file_given_for_its_folder_says_to_pass_the_folder(tmp_path):
     """`--model F/config.json` said `F/config.json: not a Hugging Face model folder (no config.json)` (probe round 9)."""
     (tmp_path / "model").mkdir()
