@@ -94,30 +94,37 @@ def exact_search(query_ids: list[str], query_vectors: np.ndarray, document_vecto
 def evaluate_dev(model, dev: DevSet, device: torch.device, dtype: str, batch_size: int | None = None,
                  progress: bool = True) -> dict[str, float] | None:
     """nDCG@10 and Recall@100 of the model's current weights on the dev set, on the first process (None on the others).
-    Every process of a launch must call it: each encodes its share of the documents. The first one encoded them all
-    while the others waited at the next collective, and an evaluation longer than --ddp-timeout failed the run as if a
-    process had hung."""
+    Every process of a launch must call it: each encodes its share of the documents and of the queries and searches
+    every query in its documents; the first merges the top hits and scores them. The first process once encoded every
+    query and searched them all while the others waited, so more processes made the evaluation no faster."""
     was_training = model.training
     model.eval()
     rank, processes = _process()
-    share = process_share(len(dev.documents), rank, processes)
+    documents = dev.documents[process_share(len(dev.documents), rank, processes)]
+    queries = dev.query_texts[process_share(len(dev.query_texts), rank, processes)]
     try:
         encoder = model.as_encoder(device, dtype, batch_size)
-        texts = len(dev.documents[share]) + (len(dev.query_texts) if rank == 0 else 0)
-        with tqdm(total=texts, desc="dev encode", unit="text", file=sys.stderr, leave=False,
+        with tqdm(total=len(documents) + len(queries), desc="dev encode", unit="text", file=sys.stderr, leave=False,
                   disable=not progress or rank != 0) as bar:
-            document_vectors = _gathered(encoder.encode_passages(dev.documents[share], progress=bar.update), processes)
-            query_vectors = encoder.encode_queries(dev.query_texts, progress=bar.update) if rank == 0 else None
+            document_vectors = encoder.encode_passages(documents, progress=bar.update)
+            query_vectors = encoder.encode_queries(queries, progress=bar.update)
     finally:
         model.train(was_training)
-    if rank != 0:
+    query_vectors = np.concatenate(_everyones(query_vectors, processes, every_process=True))
+    depth = min(SEARCH_DEPTH, len(dev.documents))
+    hits = share_top_k(query_vectors, document_vectors, depth, len(dev.documents) * rank // processes)
+    shares = _everyones(hits, processes, every_process=False)
+    if shares is None:
         return None
-    run = exact_search(dev.query_ids, query_vectors, document_vectors, [d.id for d in dev.documents])
+    scores, rows = merged_top_k(shares, depth)
+    ids = [d.id for d in dev.documents]
+    run = {query_id: {ids[row]: float(score) for row, score in zip(ranked, values) if row >= 0}
+           for query_id, ranked, values in zip(dev.query_ids, rows.tolist(), scores.tolist())}
     return dict(evaluate_run(run, dev.qrels, DEV_METRICS).mean)
 
 
 def process_share(count: int, rank: int, processes: int) -> slice:
-    """The documents process ``rank`` of ``processes`` encodes: contiguous, so the first process joins them in order."""
+    """The documents (or queries) process ``rank`` of ``processes`` encodes: contiguous, so they join in order."""
     return slice(count * rank // processes, count * (rank + 1) // processes)
 
 
@@ -127,13 +134,35 @@ def _process() -> tuple[int, int]:
     return 0, 1
 
 
-def _gathered(vectors: np.ndarray, processes: int) -> np.ndarray | None:
-    """Every process's vectors, in rank order, on the first process (None elsewhere)."""
+def _everyones(value, processes: int, every_process: bool) -> list | None:
+    """Every process's ``value`` in rank order: in every process, or on the first only (None elsewhere)."""
     if processes == 1:
-        return vectors
-    parts: list[np.ndarray] | None = [None] * processes if dist.get_rank() == 0 else None
-    dist.gather_object(vectors, parts, dst=0)
-    return np.concatenate(parts) if parts is not None else None
+        return [value]
+    if every_process:
+        values: list = [None] * processes
+        dist.all_gather_object(values, value)
+        return values
+    values = [None] * processes if dist.get_rank() == 0 else None
+    dist.gather_object(value, values, dst=0)
+    return values
+
+
+def share_top_k(queries: np.ndarray, documents: np.ndarray, k: int, offset: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each query's top ``k`` among this process's documents, rows numbered in the whole dev corpus (-1: none)."""
+    if not len(documents) or not len(queries):
+        return np.zeros((len(queries), 0), dtype=np.float32), np.zeros((len(queries), 0), dtype=np.int64)
+    scores, rows = exact_top_k(queries, [documents], min(k, len(documents)))
+    return scores, np.where(rows >= 0, rows + offset, -1)
+
+
+def merged_top_k(shares: list[tuple[np.ndarray, np.ndarray]], k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The top ``k`` of each query over every share's top hits, best first; among equal scores the lower row, so
+    which of the documents tied at the cut come in does not depend on how the corpus was split over processes."""
+    scores = np.concatenate([share[0] for share in shares], axis=1)
+    rows = np.concatenate([share[1] for share in shares], axis=1)
+    scores = np.where(rows >= 0, scores, -np.inf)
+    order = np.lexsort((rows, -scores), axis=-1)[:, :k]
+    return np.take_along_axis(scores, order, axis=1), np.take_along_axis(rows, order, axis=1)
 
 
 def dev_history(log_history: list[dict]) -> list[dict]:

@@ -1,7 +1,10 @@
 """The dev set a training run selects checkpoints on."""
 from __future__ import annotations
 
-from retriever.training.dev import DevSet, load_dev_set, shared_queries_warning
+import numpy as np
+
+from retriever.training.dev import (DevSet, share_top_k, load_dev_set, merged_top_k, process_share,
+                                   shared_queries_warning)
 
 
 def test_judged_dev_queries_the_queries_file_lacks_are_named(tiny_beir, capsys):
@@ -21,3 +24,18 @@ def test_one_dev_query_shared_with_training_is_said_in_the_singular():
         "warning: 1 of the 2 dev queries (e.g. 'q0') is a training query too: on it dev scores measure fit")
     assert shared_queries_warning(dev, ["cats", "dogs"]).startswith(
         "warning: 2 of the 2 dev queries (e.g. 'q0') are training queries too: on them dev scores measure fit")
+
+
+def test_top_hits_merged_over_shares_equal_one_search_ties_at_the_cut_included():
+    """Under torchrun each process searches its share of the dev documents and the first merges their top hits: the
+    same hits as one search of them all, and the documents tied at the cut chosen by row, not by the split."""
+    generator = np.random.default_rng(0)
+    documents = generator.standard_normal((40, 8)).astype(np.float32)
+    documents[[3, 17, 25, 38]] = documents[9]  # five copies: tied wherever they fall
+    queries = np.concatenate([documents[[9]], generator.standard_normal((4, 8)).astype(np.float32)])
+    alone = merged_top_k([share_top_k(queries, documents, 3, 0)], 3)
+    for processes in 2, 3, 7:
+        shares = [process_share(len(documents), rank, processes) for rank in range(processes)]
+        merged = merged_top_k([share_top_k(queries, documents[share], 3, share.start) for share in shares], 3)
+        assert merged[1].tolist() == alone[1].tolist() and np.allclose(merged[0], alone[0])
+    assert alone[1][0].tolist() == [3, 9, 17]  # the copies with the lowest rows

@@ -29,22 +29,27 @@ from retriever.errors import RetrieverError
 from retriever.pretraining import PretrainConfig, pretrain
 from retriever.encoder import Encoder
 from retriever.training import TrainConfig, train
-rank, results, encoded, encode_passages = os.environ["RANK"], [], [0], Encoder.encode_passages
-def counted_passages(self, documents, *args, **kwargs):  # only a dev evaluation encodes passages
+rank, results, encoded = os.environ["RANK"], [], [0, 0]
+encode_passages, encode_queries = Encoder.encode_passages, Encoder.encode_queries
+def counted_passages(self, documents, *args, **kwargs):  # only a dev evaluation encodes with an Encoder
     encoded[0] += len(documents)
     return encode_passages(self, documents, *args, **kwargs)
-Encoder.encode_passages = counted_passages
+def counted_queries(self, texts, *args, **kwargs):
+    encoded[1] += len(texts)
+    return encode_queries(self, texts, *args, **kwargs)
+Encoder.encode_passages, Encoder.encode_queries = counted_passages, counted_queries
 def unwritable(self, *args, **kwargs):
     raise RetrieverError("cannot write the model: no space left on device")
 for kind, settings in json.loads(sys.argv[1]):
     settings.update(settings.pop("per_rank", {}).get(rank, {}))
-    encoded[0] = 0
+    encoded[:] = [0, 0]
     if kind == "train-unwritable" and rank == "0":  # the only process that writes the model: the last case
         from retriever.training.dual_encoder import DualEncoder
         DualEncoder.save = unwritable
     try:
         run = pretrain(PretrainConfig(**settings)) if kind == "pretrain" else train(TrainConfig(**settings))
-        results.append({"steps": run.steps, "history": getattr(run, "history", []), "dev_passages": encoded[0]})
+        results.append({"steps": run.steps, "history": getattr(run, "history", []), "dev_passages": encoded[0],
+                        "dev_queries": encoded[1]})
     except RetrieverError as error:
         results.append({"error": str(error)})
 open(sys.argv[2] + rank, "w").write(json.dumps(results))
@@ -146,18 +151,21 @@ def test_a_resume_laid_out_in_other_steps_by_another_process_count_is_refused(re
         assert "the run was laid out in 6 steps and this one, over 2 process(es), in 3" in rank_results[4]["error"]
 
 
-def test_every_process_encodes_a_share_of_the_dev_documents_for_the_scores_of_one(work, results):
+def test_every_process_encodes_a_share_of_the_dev_documents_and_queries_for_the_scores_of_one(work, results):
     """The first process encoded every dev document while the others waited at the next collective, so an evaluation
-    longer than --ddp-timeout failed the run as if a process had hung; the scores must stay one process's."""
+    longer than --ddp-timeout failed the run as if a process had hung; then it still encoded and searched every dev
+    query alone. The scores must stay one process's."""
     dev = load_dev_set(work / "beir", "three")
     model = DualEncoder.from_pretrained(str(work / "bert"), passage_max_length=32, query_max_length=16)
     alone = evaluate_dev(model, dev, torch.device("cpu"), "fp32", progress=False)
-    shares = [rank_results[8]["dev_passages"] for rank_results in results]
     evaluations = len(results[0][8]["history"])  # before training and at the end of the epoch
-    assert evaluations == 2 and shares == [len(dev.documents) // 2 * evaluations] * 2, shares
+    passages = [rank_results[8]["dev_passages"] for rank_results in results]
+    queries = [rank_results[8]["dev_queries"] for rank_results in results]
+    assert evaluations == 2 and passages == [len(dev.documents) // 2 * evaluations] * 2, passages
+    assert queries == [1 * evaluations, 2 * evaluations], queries  # 3 dev queries: 1 and 2
     for rank_results in results:
         before = rank_results[8]["history"][0]
-        assert before["step"] == 0 and before["ndcg@10"] == pytest.approx(alone["ndcg@10"], abs=1e-6)
+        assert before["step"] == 0 and {key: before[key] for key in alone} == pytest.approx(alone, abs=1e-6)
         assert rank_results[8]["history"] == results[0][8]["history"]
 
 
