@@ -1,6 +1,8 @@
 """What an index folder holds, read from its manifest, and a full check of its files."""
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from retriever.encoder_settings import OVERRIDABLE
@@ -38,11 +40,27 @@ def _summary(index_dir: Path) -> dict:
                                                     "queries")} if tuning else None,
         "bm25": _lexical_summary(index_dir, manifest),
         "fusion": _fusion_summary(index_dir, manifest),
-        "bytes_on_disk": sum(p.stat().st_size for p in index_dir.rglob("*") if p.is_file()),
+        "bytes_on_disk": _bytes_on_disk(index_dir),
         "created": manifest.get("created"),
         "retriever_version": _entry(manifest, "versions").get("retriever"),
         "integrity_recorded": bool(manifest.get("integrity", {}).get("files")),
     }
+
+
+def _bytes_on_disk(index_dir: Path) -> int:
+    """The size of the folder's files now. A build deletes an old part's folder or file while it is walked (``bm25
+    --overwrite`` just after the manifest names the new part; a swap): what is gone is not counted, as ``os.walk``
+    skips a folder gone before it is listed (``rglob`` raised FileNotFoundError), and ``opened_whole`` reads again
+    if the manifest changed meanwhile."""
+    total = 0
+    for folder, _, names in os.walk(index_dir):
+        for name in names:
+            try:
+                status = os.stat(os.path.join(folder, name))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            total += status.st_size if stat.S_ISREG(status.st_mode) else 0
+    return total
 
 
 def _entry(record: dict, key: str) -> dict:
