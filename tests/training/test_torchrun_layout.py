@@ -151,7 +151,7 @@ def test_a_resume_laid_out_in_other_steps_by_another_process_count_is_refused(re
         assert "the run was laid out in 6 steps and this one, over 2 process(es), in 3" in rank_results[4]["error"]
 
 
-def test_every_process_encodes_a_share_of_the_dev_documents_and_queries_for_the_scores_of_one(work, results):
+def test_every_process_encodes_a_share_of_the_dev_documents_for_the_scores_of_one(work, results):
     """The first process encoded every dev document while the others waited at the next collective, so an evaluation
     longer than --ddp-timeout failed the run as if a process had hung; then it still encoded and searched every dev
     query alone. The scores must stay one process's."""
