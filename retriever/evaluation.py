@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,7 +14,7 @@ from retriever.corpus_records import beir_keys
 from retriever.errors import RetrieverError, check_kind
 from retriever.fusion import FusionParams, recorded_fusion
 from retriever.integrity import file_sha256
-from retriever.metric_names import DEFAULT_METRICS, metric_cutoff
+from retriever.metric_names import DEFAULT_METRICS, checked_metric_names, metric_cutoff
 from retriever.metrics import (Evaluation, answer_recall, answer_tokens, check_relevance_level, evaluate_run,
                                format_table, judged_query_ids, trec_order)
 from retriever.runs import Qrels, Run, read_qrels, read_run
@@ -191,13 +191,19 @@ def search_split(searcher: Searcher, dataset: BeirDataset, split: str, k: int = 
                  progress: bool = True, desc: str = "search") -> tuple[Run, list[Query], Qrels]:
     """Search every judged query of a split (the run, those queries and the split's qrels)."""
     queries, qrels = judged_split(dataset, split)
+    return search_queries(searcher, queries, split, k, nprobe, ef_search, progress, desc), queries, qrels
+
+
+def search_queries(searcher: Searcher, queries: list[Query], split: str, k: int = 1000, nprobe: int | None = None,
+                   ef_search: int | None = None, progress: bool = True, desc: str = "search") -> Run:
+    """The run of a split's judged ``queries``, its blank and unknown-word queries warned of."""
     warn(blank_queries_warning(queries, searcher.mode))
     unknown: list = []
     with tqdm(total=len(queries), desc=f"{desc} {split}", unit="q", file=sys.stderr, disable=not progress) as bar:
         run = searcher.run([q.id for q in queries], [q.text for q in queries], k=k, nprobe=nprobe,
                            ef_search=ef_search, progress=bar.update, unknown_found=unknown)
     warn(unknown_words_warning(queries, unknown, searcher.mode))
-    return run, queries, qrels
+    return run
 
 
 def warn(warning: str | None) -> None:
@@ -237,7 +243,7 @@ def check_collection(searcher: Searcher, dataset: BeirDataset, split: str, qrels
 
 def evaluate_index(searcher: Searcher, dataset: BeirDataset | str | Path, split: str, k: int = 1000,
                    nprobe: int | None = None, ef_search: int | None = None,
-                   metrics: tuple[str, ...] = DEFAULT_METRICS, progress: bool = True,
+                   metrics: Iterable[str] = DEFAULT_METRICS, progress: bool = True,
                    built_from_corpus: bool = False, relevance_level: int = 1) -> tuple[EvaluationReport, Run]:
     """Search every judged query of a split and score the run; add answer recall when queries carry answers.
     ``relevance_level``: trec_eval's -l, as ``evaluate_run`` takes it (checked before the search).
@@ -245,6 +251,7 @@ def evaluate_index(searcher: Searcher, dataset: BeirDataset | str | Path, split:
     hashed again to compare it with the manifest's record."""
     check_kind(searcher, Searcher, "searcher", "a Searcher, e.g. Searcher('indexes/NAME')")
     check_relevance_level(relevance_level)
+    metrics = checked_metric_names(metrics)
     if not isinstance(dataset, BeirDataset):
         check_kind(dataset, (str, os.PathLike), "dataset", "a BEIR folder's path or a BeirDataset")
         dataset = BeirDataset.open(dataset)
@@ -258,10 +265,11 @@ def evaluate_index(searcher: Searcher, dataset: BeirDataset | str | Path, split:
               "here; these hybrid results overstate it (evaluate another split)", file=sys.stderr)
     if not built_from_corpus:
         warn_of_other_corpus(searcher, dataset, progress)
-    run, queries, qrels = search_split(searcher, dataset, split, k, nprobe, ef_search, progress)
+    queries, qrels = judged_split(dataset, split)
+    check_collection(searcher, dataset, split, qrels)  # before the search: another collection's split is refused
+    run = search_queries(searcher, queries, split, k, nprobe, ef_search, progress)
     warn_of_left_out(dataset, split, queries, qrels, "they are counted as missing from the run and score 0, as "
                      "trec_eval -c scores them")
-    check_collection(searcher, dataset, split, qrels)
     report = EvaluationReport(evaluate_run(run, qrels, metrics, relevance_level),
                               run_depth=k if k < searcher.index.ntotal else None)
     answers = scorable_answers(queries)

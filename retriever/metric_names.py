@@ -86,6 +86,14 @@ def check_metrics(metrics: Iterable[str]) -> list[tuple[str, int]]:
     return [_parse_metric(m) for m in metrics]
 
 
+def checked_metric_names(metrics: Iterable[str]) -> list[str]:
+    """The names as a list (a generator is read once), checked by ``check_metrics``: evaluating an index checks them
+    before its search, so a misspelt name costs no search."""
+    names = list(metrics) if isinstance(metrics, Iterable) and not isinstance(metrics, str) else metrics
+    check_metrics(names)
+    return names
+
+
 def parse_metric_list(text: str) -> tuple[str, ...]:
     """A --metrics value, names separated by commas or whitespace (no name holds either), checked when the command
     starts so a typo costs no search."""

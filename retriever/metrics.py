@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 
 from retriever.errors import RetrieverError
-from retriever.metric_names import DEFAULT_METRICS, check_metrics
+from retriever.metric_names import DEFAULT_METRICS, check_metrics, checked_metric_names
 from retriever.runs import Qrels, Run, by_query, ranked_hits
 from retriever.wording import agree, counted, none_of
 
@@ -171,7 +171,7 @@ def evaluate_run(run: Run, qrels: Qrels, metrics: Iterable[str] = DEFAULT_METRIC
     ids of the run and the qrels do not match.
     """
     level = check_relevance_level(relevance_level)
-    names = list(metrics) if isinstance(metrics, Iterable) and not isinstance(metrics, str) else metrics
+    names = checked_metric_names(metrics)
     parsed = check_metrics(names)
     run, qrels = _ids_as_text(by_query(run, "a run"), _int_grades(by_query(qrels, "qrels")))
     judged_qids = judged_query_ids(qrels)

@@ -196,3 +196,18 @@ def test_a_corpus_record_without_its_size_is_compared_by_its_sha256(tiny_beir, t
     corpus.write_text(corpus.read_text() + '{"_id": "d13", "title": "", "text": "more"}\n', encoding="utf-8")
     evaluate_index(searcher, tiny_beir, "test", k=5, progress=False)
     assert f"not from {corpus} (other content): the metrics compare" in capsys.readouterr().err
+
+
+def test_evaluate_index_refuses_bad_metrics_and_another_collection_before_any_search(tiny_beir, tiny_model_dir,
+                                                                                      tmp_path, monkeypatch) -> None:
+    """A misspelt metric from the library, or a split none of whose relevant documents the index holds, was refused
+    only after every judged query had been searched (minutes on a large split)."""
+    searcher = tiny_searcher(tiny_beir, tiny_model_dir, tmp_path)
+    searched = []
+    monkeypatch.setattr(Searcher, "run", lambda self, *args, **kwargs: searched.append(args) or {})
+    with pytest.raises(RetrieverError, match="unknown metric 'bogus@3'"):
+        evaluate_index(searcher, tiny_beir, "test", k=5, progress=False, metrics=("ndcg@10", "bogus@3"))
+    (tiny_beir / "qrels" / "other.tsv").write_text(HEADER + "q1\tX6\t1\n", encoding="utf-8")
+    with pytest.raises(RetrieverError, match="is not in the index, so every metric is 0"):
+        evaluate_index(searcher, tiny_beir, "other", k=5, progress=False)
+    assert searched == []
