@@ -30,6 +30,7 @@ from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.model_names import MODEL_ALIASES
 from retriever.shards import differing_fields
+from retriever.texts import whole_number
 
 # How long closing a pool waits for its actors' CPUs (GPUs) to come back: a local Ray frees them within a second,
 # and on a busy cluster other work may take them at once, so they never show as free.
@@ -123,6 +124,14 @@ def plan_workers(ray: ModuleType, device: str, workers: int | None, cpus_per_wor
     return count if workers is not None else default_workers(count, _free(ray, "CPU", cpus_per_worker)), 0, "cpu"
 
 
+def pool_size(workers: object, cpus_per_worker: object) -> tuple[int | None, int]:
+    """``workers`` (None: as many as fit) and ``cpus_per_worker`` as whole numbers of at least 1, as the CLI's flags
+    take them: from the library, 0 workers started Ray and failed on the metadata of no actors (IndexError), and 0 CPUs
+    a worker divided by zero."""
+    return (None if workers is None else whole_number(workers, "--ray-workers", 1),
+            whole_number(cpus_per_worker, "--ray-cpus-per-worker", 1))
+
+
 def _free(ray: ModuleType, resource: str, per_worker: int) -> int:
     """Workers of ``per_worker`` CPUs (GPUs) the cluster has room for now."""
     return int(_available(ray, resource)) // per_worker
@@ -134,6 +143,7 @@ class RayEncoderPool:
     def __init__(self, ray: ModuleType, settings: EncoderSettings, device: str = "auto", dtype: str = "auto",
                  batch_size: int | None = None, workers: int | None = None, cpus_per_worker: int = 1) -> None:
         self.ray = ray
+        workers, cpus_per_worker = pool_size(workers, cpus_per_worker)
         workers, gpus_per_worker, actor_device = plan_workers(ray, device, workers, cpus_per_worker)
         actor_class = ray.remote(EncoderActor).options(
             num_cpus=0 if gpus_per_worker else cpus_per_worker, num_gpus=gpus_per_worker,
@@ -218,6 +228,7 @@ def ray_encoder_pool(address: str | None, settings: EncoderSettings, device: str
                      batch_size: int | None = None, workers: int | None = None,
                      cpus_per_worker: int = 1) -> Iterator[RayEncoderPool]:
     """Connect to Ray (see :func:`ray_session`) and start the encoder actors for the duration of the block."""
+    workers, cpus_per_worker = pool_size(workers, cpus_per_worker)  # before Ray starts, which takes seconds
     if device == "cpu" or not torch.cuda.is_available():  # CPU actors then, on a local Ray's known cores
         check_local_cpus(address, workers, cpus_per_worker)
     with ray_session(address) as ray:

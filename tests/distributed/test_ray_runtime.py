@@ -284,3 +284,22 @@ def test_ondisk_parts_on_a_local_ray_are_refused_before_the_corpus_pass(no_ray_s
     params = IndexParams("ivf-ondisk", ray_address="local", ray_workers=too_many(2), ray_cpus_per_worker=2)
     with pytest.raises(RetrieverError, match=rf"--ray-workers {too_many(2)} needs more than the cluster's"):
         check_part_settings(params)
+
+
+@pytest.mark.parametrize("workers, cpus, message", [
+    (0, 1, "--ray-workers must be a whole number of at least 1, not 0"),
+    (2.5, 1, "--ray-workers must be a whole number of at least 1, not 2.5"),
+    (None, 0, "--ray-cpus-per-worker must be a whole number of at least 1, not 0")])
+def test_a_library_pool_of_no_workers_or_no_cpus_is_refused_before_ray_starts(no_ray_start, tiny_model_dir, workers,
+                                                                              cpus, message):
+    """`ray_encoder_pool(..., workers=0)` started Ray, then failed with an IndexError on the metadata of no actors;
+    cpus_per_worker=0 raised ZeroDivisionError (the CLI's flag ranges stop both; the library had no check)."""
+    from retriever.distributed.ray_encoding import RayEncoderPool, ray_encoder_pool
+    from retriever.encoder_settings import EncoderSettings
+
+    settings = EncoderSettings(model=str(tiny_model_dir))
+    with pytest.raises(RetrieverError, match=f"^{re.escape(message)}$"):
+        with ray_encoder_pool(None, settings, device="cpu", workers=workers, cpus_per_worker=cpus):
+            pass
+    with pytest.raises(RetrieverError, match=f"^{re.escape(message)}$"):
+        RayEncoderPool(no_ray_start, settings, device="cpu", workers=workers, cpus_per_worker=cpus)
