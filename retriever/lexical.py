@@ -35,6 +35,13 @@ METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 # Query terms whose vocabulary ids a searcher remembers: a lookup in the memory-mapped vocabulary is a
 # binary search in Python, and a served index sees the same terms again and again. A few MB at most.
 TERM_ID_CACHE_SIZE = 1 << 16
+# The names bm25s's tokenizer takes for its stopword lists (its ``STOPWORDS_<LIST>`` constants), known here so that
+# checking a setting does not import bm25s, whose scipy import costs every command that reads a manifest.
+_STOPWORD_LIST_OF = {name: constant for constant, names in (
+    ("EN", "english en"), ("EN_PLUS", "english_plus en_plus"), ("GERMAN", "german de"), ("DUTCH", "dutch nl"),
+    ("FRENCH", "french fr"), ("SPANISH", "spanish es"), ("PORTUGUESE", "portuguese pt"), ("ITALIAN", "italian it"),
+    ("RUSSIAN", "russian ru"), ("SWEDISH", "swedish sv"), ("NORWEGIAN", "norwegian no"), ("CHINESE", "chinese zh"),
+    ("TURKISH", "turkish tr"), ("KOREAN", "korean ko"), ("DANISH", "danish da")) for name in names.split()}
 
 
 @dataclass(frozen=True)
@@ -63,7 +70,11 @@ class LexicalParams:
             raise RetrieverError(f"--bm25-k1 must be a finite number >= 0, not {self.k1!r}")
         if not (is_number(self.b) and math.isfinite(self.b) and 0 <= self.b <= 1):
             raise RetrieverError(f"--bm25-b must be a finite number within [0, 1], not {self.b!r}")
-        _tokenizer(self)
+        _snowball(self.stemmer)
+        if isinstance(self.stopwords, str) and self.stopwords and self.stopwords not in _STOPWORD_LIST_OF:
+            raise _unknown_stopwords(self.stopwords)
+        if self.stopwords and not isinstance(self.stopwords, str):
+            _tokenizer(self)  # whatever else bm25s's tokenizer takes or refuses
 
     def record(self) -> dict:
         """What the manifest keeps: enough to tokenise queries exactly as the documents were."""
@@ -83,16 +94,17 @@ def _tokenizer(params: LexicalParams):
         return Tokenizer(lower=True, splitter=split_words, stopwords=params.stopwords or None,
                          stemmer=_stemmer(params.stemmer))
     except ValueError:  # bm25s's own message refuses 'English' while listing it, and suggests a list
-        raise RetrieverError(f"--bm25-stopwords {params.stopwords!r} is not a stopword list; use one of "
-                             f"{', '.join(stopword_lists())} (lower case) or none") from None
+        raise _unknown_stopwords(params.stopwords) from None
+
+
+def _unknown_stopwords(name: object) -> RetrieverError:
+    return RetrieverError(f"--bm25-stopwords {name!r} is not a stopword list; use one of "
+                          f"{', '.join(stopword_lists())} (lower case) or none")
 
 
 def stopword_lists() -> list[str]:
     """The stopword lists bm25s ships (its ``STOPWORDS_<NAME>`` constants), by the names it takes."""
-    import bm25s.stopwords
-
-    return sorted(name.removeprefix("STOPWORDS_").lower() for name in dir(bm25s.stopwords)
-                  if name.startswith("STOPWORDS_"))
+    return sorted({constant.lower() for constant in _STOPWORD_LIST_OF.values()})
 
 
 def _stemmer(language: str | None):

@@ -260,3 +260,34 @@ def test_a_passage_sharing_only_terms_of_weight_zero_is_not_returned(tmp_path, m
         pq.write_table(pa.table({"id": ["a", "b"], "title": [""] * 2, "text": texts[:2]}), every / DOCSTORE_FILE)
         index = LexicalIndex(every, build_lexical(every / DOCSTORE_FILE, every / LEXICAL_DIR, params, False))
         assert index.search(["apple"], k=2)[1].tolist() == [[-1, -1]]
+
+
+def test_checking_a_bm25_record_imports_neither_bm25s_nor_scipy(tiny_beir, tiny_model_dir, tmp_path):
+    """`info`, and every command reading a manifest, checks the BM25 record's settings: bm25s imports scipy."""
+    import subprocess
+    import sys
+
+    from retriever.encoder import Encoder, EncoderSettings
+
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    folder = tmp_path / "idx"
+    encode_and_index(tiny_beir, folder, encoder, IndexParams("flat"), progress=False, lexical=LexicalParams())
+
+    script = ("import sys\nfrom retriever.cli import main\nsys.argv = ['retriever', 'info', sys.argv[1]]\n"
+              "try:\n    main()\nexcept SystemExit as end:\n    assert not end.code, end.code\n"
+              "print(sorted(name for name in ('bm25s', 'scipy') if name in sys.modules), file=sys.stderr)")
+    ran = subprocess.run([sys.executable, "-c", script, str(folder)], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0 and "bm25: " in ran.stdout, ran.stderr
+    assert ran.stderr.splitlines()[-1] == "[]"
+
+
+def test_the_stopword_lists_known_without_bm25s_are_those_its_tokenizer_takes():
+    import bm25s.stopwords
+    from bm25s.tokenization import _infer_stopwords
+
+    from retriever.lexical import _STOPWORD_LIST_OF
+
+    shipped = {name.removeprefix("STOPWORDS_") for name in dir(bm25s.stopwords) if name.startswith("STOPWORDS_")}
+    assert set(_STOPWORD_LIST_OF.values()) == shipped
+    for name, constant in _STOPWORD_LIST_OF.items():
+        assert _infer_stopwords(name) is getattr(bm25s.stopwords, f"STOPWORDS_{constant}")
