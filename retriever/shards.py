@@ -24,7 +24,7 @@ from retriever.files import atomic_write
 from retriever.wording import counted
 
 METADATA_KEY = b"retriever"
-_SHARD_PATTERN = re.compile(r"^embeddings-w(\d+)of(\d+)-(\d{5})\.parquet$")
+_SHARD_PATTERN = re.compile(r"^embeddings-w(\d+)of(\d+)-(\d{5,})\.parquet$")  # part 100000 has six digits
 
 
 def shard_name(worker: int, num_workers: int, part: int) -> str:

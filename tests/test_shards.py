@@ -195,3 +195,16 @@ def test_a_shard_of_one_row_recording_two_says_one_row(tmp_path):
     write_shard(path, ["a"], np.ones((1, 4), dtype=np.float32), {"dim": 4, "shard": record})
     with pytest.raises(RetrieverError, match=r"\(holds 1 row where its metadata records 2\)"):
         read_shard_metadata(path)
+
+
+def test_part_numbers_past_five_digits_are_shards_in_part_order(tmp_path):
+    """Part 100000 is named with six digits (a corpus of 10M documents at --shard-size 50): the name pattern took
+    exactly five, so `encode` wrote every part, then called that shard missing ('deleted after or while being
+    encoded'), and each rerun re-encoded it and failed again (probe round 17)."""
+    from retriever.shards import list_shards, parse_shard_name, shard_name
+
+    for split in ((0, 1, 99_999), (0, 1, 100_000), (3, 1_000, 1_234_567)):
+        assert parse_shard_name(shard_name(*split)) == split
+    for part in (100_000, 99_999, 100_001):
+        (tmp_path / shard_name(0, 1, part)).touch()
+    assert [parse_shard_name(p.name)[2] for p in list_shards(tmp_path, (0, 1))] == [99_999, 100_000, 100_001]
