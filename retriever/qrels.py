@@ -102,7 +102,6 @@ def read_qrels(path: str | Path) -> Qrels:
     if first is not None and first[1].lstrip().startswith("{"):
         return _json_qrels(path, itertools.chain([first], lines))
     qrels: Qrels = {}
-    first_seen: dict[tuple[str, str], int] = {}
     for position, (lineno, text) in enumerate(itertools.chain([first] if first else [], lines)):
         cols = _columns(path, lineno, text.strip())
         if position == 0 and cols[-1].lower() in _HEADER_SCORE_NAMES:
@@ -115,19 +114,24 @@ def read_qrels(path: str | Path) -> Qrels:
                                      "ids must be one token without whitespace")
         rel = _parse_relevance(path, lineno, rel_text, position == 0)
         docs = qrels.setdefault(qid, {})
-        if (qid, docid) in first_seen and docs[docid] != rel:
-            raise InputFileError(
-                path, lineno,
-                f"document {docid!r} for query {qid!r} judged {rel} here "
-                f"but {docs[docid]} on line {first_seen[qid, docid]}",
-                "keep one judgment per (query, document)",
-            )
-        first_seen.setdefault((qid, docid), lineno)
-        docs[docid] = rel
+        if docs.setdefault(docid, rel) != rel:
+            raise _conflict(path, lineno, qid, docid, rel, docs[docid])
     if not qrels:
         raise InputFileError(path, None, "qrels file is empty", LAYOUT_HINT)
     return qrels
 
+
+def _conflict(path: Path, lineno: int, qid: str, docid: str, rel: int, first_rel: int) -> InputFileError:
+    """A judgment repeated with another grade; its first line is found again only now, as no line number is held
+    per judgment (a dict of them doubled the memory of large qrels)."""
+    try:  # a pipe (<(...)) cannot be read again
+        first = next((f"line {number}" for number, text in decoded_lines(path)
+                      if (cols := columns(text))[:1] == [qid] and len(cols) in (3, 4) and cols[-2] == docid),
+                     "an earlier line")
+    except OSError:
+        first = "an earlier line"
+    return InputFileError(path, lineno, f"document {docid!r} for query {qid!r} judged {rel} here but {first_rel} on "
+                                        f"{first}", "keep one judgment per (query, document)")
 
 
 _JSON_HINT = 'JSON qrels map each query id to an object of document id to grade, {"q1": {"d1": 1}}'
