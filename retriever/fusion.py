@@ -28,6 +28,7 @@ import numpy as np
 
 from retriever.errors import IndexDamaged, RetrieverError
 from retriever.texts import whole_number
+from retriever.wording import shown_number
 
 MODES = ("dense", "bm25", "hybrid")
 METHODS = ("rrf", "convex")
@@ -59,9 +60,7 @@ class FusionParams:
         return asdict(self)
 
     def setting(self) -> str:
-        """The method and the one parameter it uses ('convex alpha=0.65', 'rrf rrf_k=60'): the other is unused, and
-        naming it beside the method read as if both applied."""
-        return f"{self.method} alpha={self.alpha:g}" if self.method == "convex" else f"rrf rrf_k={self.rrf_k:g}"
+        return fusion_setting(self.method, self.rrf_k, self.alpha)
 
     @classmethod
     def from_record(cls, record: dict | None) -> FusionParams:
@@ -129,6 +128,14 @@ def record_damage(index_dir: Path, manifest: dict, overrides: dict | None = None
 def _stands_in(overrides: dict | None) -> bool:
     """Whether fusion flags give a setting of the method they use, all hybrid reads of the record but the depth."""
     return any((overrides or {}).get(name) is not None for name in ("alpha", "rrf_k"))
+
+
+def fusion_setting(method: object, rrf_k: object, alpha: object) -> str:
+    """The method and the one parameter it uses ('convex alpha=0.65', 'rrf rrf_k=60'): the other is unused, and
+    naming it beside the method read as if both applied. A damaged record's values (``info`` shows one) read '?'."""
+    if method == "convex":
+        return f"convex alpha={shown_number(alpha)}"
+    return f"{'rrf' if method == 'rrf' else '?'} rrf_k={shown_number(rrf_k)}"
 
 
 def is_number(value: object) -> bool:

@@ -22,3 +22,9 @@ def none_of(count: object, noun: str, the: str = "the", plural: str | None = Non
     """'none of the 2 documents', but 'the 1 document' for one, whose sentence then negates its verb ('is not' for
     'is', with ``agree``): messages said 'none of the 1 documents'. ``the``: the determiner ('the run's')."""
     return f"{the} {counted(count, noun, plural)}" if count == 1 else f"none of {the} {counted(count, noun, plural)}"
+
+
+def shown_number(value: object, spec: str = "g") -> str:
+    """A recorded number as ``spec`` formats it, or '?' where a damaged or hand-edited record holds something else
+    (``info`` read such entries as numbers: a TypeError traceback, or Python's None shown)."""
+    return format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else "?"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from retriever.fusion import FusionParams
-from retriever.wording import counted
+from retriever.fusion import FusionParams, fusion_setting
+from retriever.wording import counted, shown_number
 
 
 def _lines(summary: dict) -> list[str]:
@@ -23,7 +23,7 @@ def _lines(summary: dict) -> list[str]:
     tuning = summary["tuning"]
     if tuning:
         setting = f"{tuning['parameter']}={tuning['value']}" if tuning["parameter"] else "nothing to tune"
-        lines.append(f"tuned:    {setting}, recall@{tuning['k']} {_number(tuning['measured_recall'], '.4f')} on "
+        lines.append(f"tuned:    {setting}, recall@{tuning['k']} {shown_number(tuning['measured_recall'], '.4f')} on "
                      f"{tuning['queries']}" + ("" if tuning["reached"] else " (target NOT reached)"))
     lines.extend(_hybrid_lines(summary))
     lines.append(f"size:     {summary['bytes_on_disk'] / 2**20:.1f} MiB on disk")
@@ -33,10 +33,9 @@ def _lines(summary: dict) -> list[str]:
     return lines
 
 
-def _number(value: object, spec: str) -> str:
-    """A recorded number as ``spec`` formats it, or '?' where a damaged or hand-edited manifest holds something else
-    (search reads these entries with defaults; the summary died on them with a TypeError traceback)."""
-    return format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else "?"
+def _text(value: object) -> str:
+    """A recorded name, or '?' where a damaged record holds something else (Python's None was shown)."""
+    return value if isinstance(value, str) and value else "?"
 
 
 def _hybrid_lines(summary: dict) -> list[str]:
@@ -46,7 +45,7 @@ def _hybrid_lines(summary: dict) -> list[str]:
     bm25, fusion = summary["bm25"], summary["fusion"]
     if not bm25:
         return [f"bm25:     none (add one with `retriever bm25 {summary['path']}`)"]
-    lines = [f"bm25:     k1={_number(bm25['k1'], 'g')} b={_number(bm25['b'], 'g')} ({bm25['method']}), "
+    lines = [f"bm25:     k1={shown_number(bm25['k1'], 'g')} b={shown_number(bm25['b'], 'g')} ({bm25['method']}), "
              f"stemmer {bm25['stemmer'] or 'none'}, stopwords {bm25['stopwords'] or 'none'}, "
              f"{counted(bm25['documents'], 'document')}, {terms_text(bm25)}"]
     if bm25.get("damage"):
@@ -58,15 +57,21 @@ def _hybrid_lines(summary: dict) -> list[str]:
     if not fusion:
         return [*lines, f"fusion:   none recorded (hybrid uses {FusionParams().setting()} "
                         "unless --fusion/--rrf-k/--alpha say otherwise)"]
-    setting = (f"alpha={_number(fusion['alpha'], 'g')}" if fusion["method"] == "convex"
-               else f"rrf_k={_number(fusion['rrf_k'], 'g')}")
-    line = f"fusion:   {fusion['method']} {setting}, depth {_number(fusion['depth'], '')}"
+    damage = [f"fusion:   DAMAGED (--mode hybrid cannot run): {fusion['damage']}"] if fusion.get("damage") else []
+    return [*lines, _fusion_line(fusion), *damage]
+
+
+def _fusion_line(fusion: dict) -> str:
+    """The recorded fusion in the words `bm25 --tune-fusion-on` says it in (``fusion.fusion_setting``)."""
+    line = (f"fusion:   {fusion_setting(fusion['method'], fusion['rrf_k'], fusion['alpha'])}, "
+            f"depth {shown_number(fusion['depth'], '')}")
     tuned = fusion["tuned"]
     if tuned:
-        line += (f", tuned on {tuned['dataset']} {tuned['split']} ({counted(tuned['queries'], 'query')}, "
-                 f"{tuned['metric']} {tuned['score']}; untuned RRF {tuned['untuned_rrf']})")
-    damage = [f"fusion:   DAMAGED (--mode hybrid cannot run): {fusion['damage']}"] if fusion.get("damage") else []
-    return [*lines, line, *damage]
+        queries = tuned["queries"] if shown_number(tuned["queries"]) != "?" else "?"
+        line += (f", tuned on {_text(tuned['dataset'])} {_text(tuned['split'])} ({counted(queries, 'query')}, "
+                 f"{_text(tuned['metric'])} {shown_number(tuned['score'], '')}; untuned RRF "
+                 f"{shown_number(tuned['untuned_rrf'], '')})")
+    return line
 
 
 def echo_summary_json(index: Path) -> None:
