@@ -101,6 +101,30 @@ def hub_json_files(repo_id: str) -> Path | Exception:
         return error
 
 
+def snapshot_file(path: Path) -> Path | None:
+    """``path`` when it is a file; when it lies in a hub snapshot (`hub_json_files` fetches only the JSON files), the
+    file fetched from that repo at that revision (weights a settings check reads); None when neither has it. A weight
+    read from a JSON-only snapshot was taken as missing: a `train --pooling pooler` model on the hub was refused."""
+    if path.is_file():
+        return path
+    parts = path.parts
+    top = next((i for i in range(len(parts) - 2, 1, -1)
+                if parts[i - 1] == "snapshots" and parts[i - 2].startswith("models--")), None)
+    if top is None:
+        return None
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import RemoteEntryNotFoundError
+
+    repo_id, file = parts[top - 2].removeprefix("models--").replace("--", "/"), "/".join(parts[top + 1:])
+    try:
+        return Path(hf_hub_download(repo_id, file, revision=parts[top], cache_dir=str(Path(*parts[:top - 2]))))
+    except RemoteEntryNotFoundError:
+        return None
+    except Exception as error:  # noqa: BLE001 - offline and not cached, or the hub failed: loading would too
+        raise RetrieverError(f"model {repo_id!r}: cannot fetch {file} from the Hugging Face hub "
+                             f"({error_reason(error)}), which reading its settings needs. {FETCH_ADVICE}") from None
+
+
 def check_on_hub(name: str, advice: str = DOWNLOAD_ADVICE) -> None:
     """Refuse a hub id that neither the hub (unreachable) nor its cache has. It was taken as a hub id in silence
     and failed only where the model loaded: after a minute of transformers' retries, or with --ray once Ray had

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from retriever.files import read_json, read_json_object, write_json
+from retriever.model_names import snapshot_file
 
 if TYPE_CHECKING:
     import torch
@@ -64,7 +65,8 @@ def pooler_dense_problem(root: Path, dense: Path, pooling: str, hint: str) -> st
 
 def _tensors(folder: Path, names: tuple[str, ...]) -> list[torch.Tensor] | None:
     """The tensors ``names`` (or a prefixed ``bert.`` form) stored in the folder's weights, None if it lacks one;
-    read from safetensors (one file or shards) or a PyTorch file loaded with ``weights_only``."""
+    read from safetensors (one file or shards) or a PyTorch file loaded with ``weights_only``, fetched into a hub
+    id's snapshot when it holds only the JSON files."""
     import torch
     from safetensors import safe_open
 
@@ -72,11 +74,11 @@ def _tensors(folder: Path, names: tuple[str, ...]) -> list[torch.Tensor] | None:
     if index.is_file():
         weight_map = read_json(index).get("weight_map", {})
         files = {key: folder / file for key, file in weight_map.items()}
-    elif (folder / "model.safetensors").is_file():
-        with safe_open(str(folder / "model.safetensors"), "pt") as stored:
-            files = {key: folder / "model.safetensors" for key in stored.keys()}
-    elif (folder / "pytorch_model.bin").is_file():
-        state = torch.load(folder / "pytorch_model.bin", map_location="cpu", weights_only=True, mmap=True)
+    elif weights := snapshot_file(folder / "model.safetensors"):
+        with safe_open(str(weights), "pt") as stored:
+            files = {key: weights for key in stored.keys()}
+    elif weights := snapshot_file(folder / "pytorch_model.bin"):
+        state = torch.load(weights, map_location="cpu", weights_only=True, mmap=True)
         found = [_one(state, name) for name in names]
         return None if None in found else [state[key] for key in found]
     else:
@@ -86,7 +88,10 @@ def _tensors(folder: Path, names: tuple[str, ...]) -> list[torch.Tensor] | None:
         return None
     tensors = []
     for key in found:
-        with safe_open(str(files[key]), "pt") as stored:
+        shard = snapshot_file(files[key])
+        if shard is None:
+            return None
+        with safe_open(str(shard), "pt") as stored:
             tensors.append(stored.get_tensor(key))
     return tensors
 

@@ -70,3 +70,32 @@ def test_a_dense_after_mean_pooling_is_still_refused(resaved):
                                 "pooling_mode_mean_tokens": True, "pooling_mode": "mean"}))
     with pytest.raises(RetrieverError, match="Dense → Normalize.*the pooler reads the CLS token, not mean pooling"):
         EncoderSettings.for_model(str(resaved))
+
+
+def test_a_pooler_model_on_the_hub_is_read_from_weights_fetched_for_the_check(resaved, hub_snapshot, monkeypatch):
+    """A hub id's snapshot holds only its JSON files until the model loads: its pooler weights were taken as missing,
+    and a `train --pooling pooler` model on the hub was refused ("the transformer has no pooler weights")."""
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    model = resaved.parent / "model"  # as `retriever train` wrote it, retriever.json included
+    hub_snapshot(model, "org/pooler")
+    snapshot = next((resaved.parent / "cache" / "models--org--pooler" / "snapshots").iterdir())
+    for weights in snapshot.rglob("*.safetensors"):
+        weights.unlink()
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(RetrieverError, match="model 'org/pooler': cannot fetch model.safetensors from the Hugging Face "
+                                             "hub .*, which reading its settings needs"):
+        EncoderSettings.for_model("org/pooler")
+    fetched = []
+
+    def download(repo_id, filename, revision, cache_dir):
+        assert (repo_id, revision) == ("org/pooler", "0" * 40) and str(snapshot).startswith(cache_dir)
+        fetched.append(filename)
+        (snapshot / filename).write_bytes((model / filename).read_bytes())
+        return str(snapshot / filename)
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    settings = EncoderSettings.for_model("org/pooler")
+    assert (settings.pooling, settings.normalize) == ("pooler", True)
+    assert sorted(fetched) == ["2_Dense/model.safetensors", "model.safetensors"]
