@@ -1,4 +1,4 @@
-"""One corpus or queries record from one line or row: a JSON object, TSV columns, ids and texts as strings.
+"""One corpus or queries record from one JSON line or Parquet row, ids and texts as strings (TSV: ``tsv_records``).
 
 ``retriever.corpus`` streams whole files through these; every problem is ``file:line: what is wrong; what to do``.
 """
@@ -43,13 +43,6 @@ class Fields:
 
 DEFAULT_TITLE = Fields.title
 _TITLE_HINT = "check the name (keys are case-sensitive), or leave --title-field out to read titles where present"
-
-TSV_ID_NAMES = ("id", "_id", "docid", "doc_id", "pid", "qid", "query_id", "query-id")
-TSV_TEXT_NAMES = ("text", "passage", "contents", "query")
-_TSV_FIELDS = {**{name: "id" for name in TSV_ID_NAMES}, **{name: "text" for name in TSV_TEXT_NAMES}, "title": "title"}
-_TSV_POSITIONS = {"id": 0, "text": 1, "title": 2}  # a file without a header
-_TSV_HEADER_HINT = (f"name the columns id ({', '.join(TSV_ID_NAMES[1:])}), text ({', '.join(TSV_TEXT_NAMES[1:])}) "
-                    "and optionally title, in any order, or drop the header and write id, text[, title]")
 
 # How to fix a value of the wrong type, in each format's own terms: (texts, ids).
 _HINTS = {"jsonl": ("write it as a JSON string", "write ids as JSON strings or integers"),
@@ -171,79 +164,6 @@ def parse_json_object(line: str, path: Path, number: int) -> dict:
         raise InputFileError(path, number, f"the key {key!r} is given {count} times",
                              "give each key once; a parser would keep one of the values and drop the others")
     return record
-
-
-def check_tsv_fields(path: Path, fields: Fields) -> None:
-    """Refuse field flags on a TSV file: its columns are placed, or named by its header, so the flags were ignored
-    (the first column read as the id whatever --id-field said)."""
-    named = [f"--{name}-field {getattr(fields, name)}" for name in ("id", "text", "title")
-             if getattr(fields, name) != getattr(Fields(), name)]
-    if named:
-        raise InputFileError(path, None, f"the field flags ({', '.join(named)}) name JSONL keys or Parquet columns, "
-                             "and a TSV file's columns are id, text[, title] in that order or named by its header "
-                             "(id, text, title)", "drop the flags, or rename the header's columns")
-
-
-def tsv_records(path: Path) -> Iterator[tuple[int, str, str, str, dict]]:
-    """(line, id, text, title, {}) per line. Columns are found by a header's names when the first line is one
-    (in any order), else by position: id, text[, title]."""
-    layout: dict[str, int] | None = None
-    header: tuple[int, str] | None = None
-    for number, line in decoded_lines(path):
-        if "\r" in line:
-            raise carriage_return_error(path, number)
-        columns = line.split("\t")
-        if layout is None:
-            layout = _tsv_header(columns, path, number)
-            if layout is not None:
-                header = (number, line)
-                continue
-            layout = _TSV_POSITIONS
-        elif header is not None and line == header[1]:  # read as a record 'id', whose text was 'text'
-            raise InputFileError(path, number, f"the line repeats the header of line {header[0]} (files joined "
-                                               "with their headers?)", "remove it, or join them without their "
-                                               "headers (tail -n +2 FILE)")
-        yield (number, *_tsv_fields(columns, layout, path, number), {})
-
-
-def _tsv_header(columns: list[str], path: Path, number: int) -> dict[str, int] | None:
-    """Where each field sits when ``columns`` (the first line) is a header: its first column names an id, or two
-    of its columns name fields. A header naming a column this reader does not know, or lacking the id or the
-    text, is refused: reading such a file by position could swap title and text without a word."""
-    names = [column.strip().lower() for column in columns]
-    if names[0] not in TSV_ID_NAMES and sum(name in _TSV_FIELDS for name in names) < 2:
-        return None
-    layout: dict[str, int] = {}
-    for position, name in enumerate(names):
-        field = _TSV_FIELDS.get(name)
-        if field is None or field in layout:
-            what = "is not a column this reader knows" if field is None else f"is a second {field} column"
-            raise InputFileError(path, number, f"header column {position + 1} {columns[position][:40]!r} {what}",
-                                 _TSV_HEADER_HINT)
-        layout[field] = position
-    for field in ("id", "text"):
-        if field not in layout:
-            raise InputFileError(path, number, f"header names no {field} column", _TSV_HEADER_HINT)
-    return layout
-
-
-def _tsv_fields(columns: list[str], layout: dict[str, int], path: Path, number: int) -> tuple[str, str, str]:
-    """(id, text, title) of one line; a title in the last column may be left off."""
-    width = len(layout)
-    title_last = layout.get("title") == width - 1
-    if len(columns) == 1 and columns[0].lstrip().startswith("<"):  # "add tabs" would be no help to SGML
-        raise InputFileError(path, number, f"the line is an SGML/XML tag ({columns[0].strip()[:20]!r}), as in TREC "
-                             "topics and document files, which no reader here parses", 'write each record as JSONL '
-                             '{"_id": ..., "text": ...} (a topic\'s title as its text) or as TSV id<TAB>text')
-    if len(columns) != width and not (title_last and len(columns) == width - 1):
-        order = sorted(layout, key=layout.__getitem__)
-        shown = ", ".join(order[:-1]) + "[, title]" if title_last else ", ".join(order)
-        expected = f"{width - 1} or {width}" if title_last else str(width)
-        raise InputFileError(path, number, f"expected {expected} tab-separated columns ({shown}), found "
-                             f"{len(columns)}", "tabs inside text must be replaced by spaces" if len(columns) > width
-                             else "separate the columns with one tab")
-    title = columns[layout["title"]] if layout.get("title", width) < len(columns) else ""
-    return columns[layout["id"]].strip(), columns[layout["text"]], title
 
 
 def jsonl_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str, str, dict]]:

@@ -56,42 +56,6 @@ def test_a_named_title_field_no_record_holds_is_refused_while_the_default_may_be
     assert [q.id for q in read_queries(jsonl, fields=Fields(title="heading"))] == ["a"]  # a query has no title
 
 
-def test_tsv_with_and_without_title_and_header(tmp_path):
-    path = tmp_path / "c.tsv"
-    path.write_text("id\ttext\ttitle\na\tfirst text\tA\nb\tsecond text\n", encoding="utf-8")
-    docs = read_all(path)
-    assert [(d.id, d.text, d.title) for d in docs] == [("a", "first text", "A"), ("b", "second text", "")]
-
-
-@pytest.mark.parametrize("header", ["id\ttitle\ttext", "_id\ttitle\ttext", "title\ttext\tdocid", "TEXT\tID\tTitle"])
-def test_tsv_header_maps_columns_by_name(tmp_path, header):
-    """A header used to be skipped and the columns read by position, so id/title/text swapped title and text."""
-    order = [name.lower().lstrip("_").replace("docid", "id") for name in header.split("\t")]
-    values = {"id": "a", "title": "The Title", "text": "the body"}
-    path = tmp_path / "c.tsv"
-    path.write_text(header + "\n" + "\t".join(values[name] for name in order) + "\n", encoding="utf-8")
-    assert [(d.id, d.title, d.text) for d in read_all(path)] == [("a", "The Title", "the body")]
-
-
-@pytest.mark.parametrize("header, problem", [
-    ("id\tbody\ttitle", "header column 2 'body' is not a column this reader knows"),
-    ("id\ttitle", "header names no text column"),
-    ("title\ttext", "header names no id column"),
-    ("id\ttext\tpassage", "header column 3 'passage' is a second text column"),
-])
-def test_tsv_header_with_unknown_or_missing_columns_is_refused(tmp_path, header, problem):
-    path = tmp_path / "c.tsv"
-    path.write_text(header + "\na\tx\tT\n", encoding="utf-8")
-    with pytest.raises(InputFileError, match=rf"c\.tsv:1: {problem}; name the columns id"):
-        read_all(path)
-
-
-def test_tsv_with_crlf_line_endings_reads(tmp_path):
-    path = tmp_path / "c.tsv"
-    path.write_bytes(b"a\tx\r\nb\ty\r\n")  # CRLF is fine; CR alone is refused (BAD_TSVS)
-    assert [d.id for d in read_all(path)] == ["a", "b"]
-
-
 @pytest.mark.parametrize("value", ["3.0", "1.5", "-0.0", "1e3"])
 def test_jsonl_float_ids_are_refused(tmp_path, value):
     """README: an id is a string or an integer; 3.0 used to become the id "3.0", which no qrels "3" matches."""
