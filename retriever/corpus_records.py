@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from retriever.errors import InputFileError, RetrieverError
 from retriever.files import carriage_return_error, decoded_lines, repeated_key
-from retriever.json_shapes import id_mapping_error, is_id_mapping, json_kind
+from retriever.json_shapes import id_mapping_error, is_id_mapping, json_array_error, json_kind
 from retriever.texts import id_problem
 
 
@@ -147,6 +147,8 @@ def parse_json_object(line: str, path: Path, number: int) -> dict:
             raise carriage_return_error(path, number) from None
         if number == 1 and line.strip() == "{":  # an indented JSON object: an id-to-text one is the likely kind
             raise id_mapping_error(path, spread=True) from None
+        if number == 1 and line.lstrip().startswith("["):  # an array over several lines: no JSONL line is an array
+            raise json_array_error(path) from None
         where = error.msg.removesuffix(" at")  # Python's "Invalid control character at" read "… at at column 21"
         raise InputFileError(path, number, f"malformed JSON ({where} at column {error.colno})", hint) from None
     except RecursionError:  # the C parser's guard, past about a thousand levels: a traceback otherwise
@@ -157,6 +159,8 @@ def parse_json_object(line: str, path: Path, number: int) -> dict:
         raise InputFileError(path, number, f"a number of {digits[1] if digits else 'too many'} digits, more than "
                              f"Python's JSON reader takes ({sys.get_int_max_str_digits()})",
                              "write it as a JSON string") from None
+    if number == 1 and isinstance(record, list) and record and all(isinstance(item, dict) for item in record):
+        raise json_array_error(path, len(record))
     if not isinstance(record, dict):
         raise InputFileError(path, number, f"line is not a JSON object (it holds {json_kind(record)})", hint)
     if len(record) != len(outermost[0]):  # fewer keys than pairs: one was given twice, and the pairs say which

@@ -23,6 +23,17 @@ def id_mapping_error(path: Path, id_key: str = "_id", text_key: str = "text", sp
                           f"{{\"{id_key}\": ..., \"{text_key}\": ...}} object per line, e.g. {convert}")
 
 
+def json_array_error(path: Path, records: int | None = None) -> InputFileError:
+    """A file holding one JSON array of records (``json.dump(records, f)``, indented or not) where JSONL is read, with
+    the command that writes it one record a line: line 1 was "not a JSON object (it holds an array)", or malformed JSON
+    at column 2 when indented. ``records``: how many, when the whole array was on line 1 and parsed."""
+    shape = f"of {records} records" if records is not None else "over several lines"
+    convert = ("python -c \"import json, sys; [print(json.dumps(r)) for r in json.load(open(sys.argv[1]))]\" "
+               "FILE > FILE.jsonl")
+    return InputFileError(path, None, f"the file is one JSON array {shape}, not JSONL (one object per line)",
+                          f"write one record per line, e.g. {convert}")
+
+
 _JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false"}
 
 

@@ -47,3 +47,34 @@ def test_a_line_pythons_json_reader_cannot_hold_is_a_file_line_error(tmp_path, l
     message = str(caught.value)
     assert message.startswith(f"{path}:2: ") and expected in message, message
     assert "set_int_max_str_digits" not in message
+
+
+@pytest.mark.parametrize("content, problem", [
+    ('[{"_id": "a", "text": "x"}, {"_id": "b", "text": "y"}]\n', "one JSON array of 2 records"),
+    ('[\n  {"_id": "a", "text": "x"},\n  {"_id": "b", "text": "y"}\n]\n', "one JSON array over several lines"),
+    ('[{"_id": "a", "text": "x"},\n {"_id": "b", "text": "y"}]\n', "one JSON array over several lines")])
+def test_a_corpus_saved_as_one_json_array_says_how_to_write_it_as_jsonl(tmp_path, content, problem):
+    """json.dump(records, f) (indent=2 or not) of a corpus.json: 'line is not a JSON object (it holds an array)' or
+    'malformed JSON (Expecting value at column 2)' at line 1, with no word of the JSONL it needs (probe round 17)."""
+    path = tmp_path / "corpus.json"
+    path.write_text(content)
+    with pytest.raises(InputFileError) as caught:
+        list(iter_documents(path))
+    message = str(caught.value)
+    assert message.startswith(f"{path}: the file is {problem}, not JSONL (one object per line)"), message
+    assert "json.load(open(sys.argv[1]))" in message
+    script = message.split("e.g. ")[1].split(" FILE")[0]
+    converted = tmp_path / "corpus.jsonl"
+    converted.write_text(subprocess_output(script, path))
+    assert [d.id for d in iter_documents(converted)] == ["a", "b"]
+
+
+def subprocess_output(command: str, path) -> str:
+    """What a shell command the message gives prints for FILE ``path``."""
+    import shlex
+    import subprocess
+    import sys
+
+    argv = shlex.split(command)
+    argv[0] = sys.executable if argv[0] == "python" else argv[0]
+    return subprocess.run([*argv, str(path)], check=True, capture_output=True, text=True).stdout
