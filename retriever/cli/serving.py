@@ -1,9 +1,7 @@
 """`retriever serve`: load indexes once and answer top-k queries over HTTP."""
 from __future__ import annotations
 
-import errno
 import logging
-import os
 import re
 import socket
 import sys
@@ -14,6 +12,7 @@ import click
 
 from retriever.choices import DEFAULT_K
 from retriever.cli.hybrid import mode_options
+from retriever.cli.listening import BACKLOG, listening_sockets, start_listening, unbracketed
 from retriever.cli.options import FiniteRange, device_options
 from retriever.cli.searching import moved_model_option
 from retriever.errors import RetrieverError
@@ -24,7 +23,6 @@ if TYPE_CHECKING:
     from retriever.searching import Searcher
 
 DEFAULT_PORT = 8000
-BACKLOG = 2048  # uvicorn's default
 
 
 def name_from_folder(folder: Path) -> str:
@@ -56,53 +54,6 @@ def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict
     if not indexes:
         raise click.UsageError("give an INDEX folder or at least one --index NAME=PATH")
     return indexes
-
-
-def _unbracketed(host: str) -> str:
-    """``[::1]`` as ``::1``: the URL form of an IPv6 address, which a user copies from an address bar, named no
-    host to the resolver ("Name or service not known")."""
-    return host[1:-1] if host.startswith("[") and host.endswith("]") and ":" in host else host
-
-
-def listening_sockets(host: str, port: int) -> list[socket.socket]:
-    """Bound before the indexes load, so a taken port fails at once and as itself (uvicorn binds only after its
-    startup and exits alike for both); bound as asyncio's ``create_server`` binds a host name. With --port 0 every
-    address gets the port the first was given (each drew its own, and the one announced missed the others)."""
-    sockets: list[socket.socket] = []
-    try:
-        found = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        for family, kind, proto, _, address in dict.fromkeys(found):
-            sock = socket.socket(family, kind, proto)  # proto TCP: asyncio sets TCP_NODELAY only then
-            sockets.append(sock)
-            if os.name == "posix":
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            sock.bind((address[0], port, *address[2:]))
-            port = sock.getsockname()[1]  # with --port 0, the one drawn for the first address serves every address
-    except OSError as error:
-        for sock in sockets:
-            sock.close()
-        if error.errno == errno.EADDRINUSE:
-            raise RetrieverError(f"port {port} on {host} is in use: stop what listens there or pick another "
-                                 "--port") from None
-        raise RetrieverError(f"cannot listen on {host}:{port} ({error.strerror or error}): check --host and "
-                             "--port") from None
-    return sockets
-
-
-def start_listening(sockets: list[socket.socket], host: str, port: int, backlog: int = BACKLOG) -> None:
-    """Listen on the sockets bound at start, once the indexes are warm. SO_REUSEADDR lets a second server bind
-    the same port while neither listens yet (both loading); the one that listens second then gets EADDRINUSE,
-    which uvloop drops: it announced itself and sat there answering nothing. Here that is the port error."""
-    try:
-        for sock in sockets:
-            sock.listen(backlog)
-    except OSError as error:
-        if error.errno == errno.EADDRINUSE:
-            raise RetrieverError(f"port {port} on {host} was taken by another server while the indexes loaded: "
-                                 "stop it or pick another --port") from None
-        raise RetrieverError(f"cannot listen on {host}:{port} ({error.strerror or error})") from None
 
 
 def _origins(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -210,7 +161,7 @@ def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: 
               help="Serve the index at PATH as NAME (repeatable; NAME matches ^[A-Za-z0-9_-]{1,64}$). "
                    "It is searched at /indexes/NAME/search; the first index given (INDEX, served under its "
                    "folder name, else the first --index) also answers /search.")
-@click.option("--host", default="127.0.0.1", show_default=True, callback=lambda ctx, param, host: _unbracketed(host),
+@click.option("--host", default="127.0.0.1", show_default=True, callback=lambda ctx, param, host: unbracketed(host),
               help="Address to listen on (an IPv6 one with or without [brackets]).")
 @click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True,
               help="TCP port to listen on.")

@@ -162,7 +162,7 @@ def test_a_hybrid_query_gets_the_same_hits_whatever_k_its_batch_mates_ask_for(ti
 
 def test_port_0_on_every_address_is_one_port():
     """``--host '' --port 0`` bound 0.0.0.0 and :: to two different random ports and announced one of them."""
-    from retriever.cli.serving import listening_sockets
+    from retriever.cli.listening import listening_sockets
 
     bound = listening_sockets("", 0)
     try:
