@@ -130,15 +130,16 @@ def _snowball(language: str | None):
                              "or --bm25-stemmer none") from None
 
 
-def cjk_free(part: Path, stopwords: str | None) -> bool:
-    """Whether a BM25 part's terms and stopword list hold no letter CJK pairing cuts (``holds_cjk_letter``): its
-    sorted vocabulary is matched memory-mapped, never loaded. False for a part without one (built before it); a
-    vocabulary that cannot be read raises Arrow's or the OS's error, for the caller to name as damage."""
+def cjk_free(part: Path, stopwords: str | None, recorded: object = None) -> bool:
+    """Whether a BM25 part's terms and stopword list hold no letter that a pairing the ``recorded`` tokenizer
+    lacks cuts (``holds_cjk_letter``; no record: any pairing's): its sorted vocabulary is matched memory-mapped,
+    never loaded. False for a part without one (built before it); a vocabulary that cannot be read raises Arrow's or
+    the OS's error, for the caller to name as damage."""
     if not (part / SORTED_VOCAB_FILE).is_file():
         return False
     terms = _sorted_vocabulary(part / SORTED_VOCAB_FILE).column("term")
     listed = _tokenizer(LexicalParams(stemmer=None, stopwords=stopwords)).stopwords or ()
-    return not holds_cjk_letter(listed) and not holds_cjk_letter(terms)
+    return not holds_cjk_letter(listed, recorded) and not holds_cjk_letter(terms, recorded)
 
 
 def _sorted_vocabulary(path: Path):

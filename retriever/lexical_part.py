@@ -202,15 +202,15 @@ _SCORING = ("k1", "b", "method", "stemmer", "stopwords", "tokenizer")
 
 def _scoring_changes(manifest: dict, record: dict, part: Path) -> list[str]:
     """The scoring settings the new BM25 record changes from the one it replaces ("k1 0.9 -> 2.0"); none when the
-    old record is broken, since what it scored with is unknown. A tokenizer recorded before CJK letter pairs is no
-    change where the new ``part``'s terms and stopwords hold no CJK letter: no passage held one, so each got the
-    terms it had (``lexical_terms.holds_cjk_letter``)."""
+    old record is broken, since what it scored with is unknown. A tokenizer recorded before CJK (or Thai, Lao, Khmer
+    and Myanmar) letter pairs is no change where the new ``part``'s terms and stopwords hold no letter of them: no
+    passage held one, so each got the terms it had (``lexical_terms.holds_cjk_letter``)."""
     old = manifest.get("lexical")
     if not isinstance(old, dict):
         return []
     changed = [name for name in _SCORING if old.get(name) != record.get(name)]
     if (changed == ["tokenizer"] and differs_only_by_cjk(old.get("tokenizer"), record.get("tokenizer"))
-            and cjk_free(part, record.get("stopwords"))):
+            and cjk_free(part, record.get("stopwords"), old.get("tokenizer"))):
         return []
     return [f"{name} {old.get(name)} -> {record.get(name)}" if name != "tokenizer" else  # a record too long to show
             "tokenizer: text is cut into words otherwise" for name in changed]

@@ -11,7 +11,11 @@ Chinese and Japanese are written without spaces, so a run of their letters was o
 a passage holding the very same run. Runs of Han, Hiragana, Katakana and Hangul are cut into overlapping pairs of
 letters (``東京都`` is ``東京`` and ``京都``; a letter alone is itself), as Lucene's CJKAnalyzer does (its
 CJKBigramFilter); letters of other scripts beside them in one run are a word of their own, by the same rule as any.
-Thai is left unsegmented (a run of letters is one term): it needs a dictionary.
+Thai, Lao, Khmer and Myanmar are written without spaces between words too; splitting them into words needs a
+dictionary (ICU's), so a run of their letters is cut into overlapping pairs of grapheme clusters (a letter with its
+vowel and tone marks: ``แมวนอน`` is ``แม``, ``มว``, ``วน``, ``นอ``, ``อน``), as CJK runs are into letter pairs, and a
+word found inside a sentence. The manifest's ``cjk`` records both (``CJK``; ``CJK_ONLY`` before Thai, Lao, Khmer
+and Myanmar pairs, none before CJK ones): a folder built before either splits its queries as its passages were.
 """
 from __future__ import annotations
 
@@ -27,13 +31,22 @@ UNICODE_FORM = "NFC"
 INVISIBLE_IN_WORDS = "\u00ad\u200c\u200d\u2060\ufeff"
 _FOLDS = str.maketrans({**dict.fromkeys(INVISIBLE_IN_WORDS), "\u0130": "I"})
 _FOLDED = re.compile(f"[{INVISIBLE_IN_WORDS}\u0130]")  # str.translate walks every text; a search skips most
-CJK = "bigrams"  # the record's word for how CJK runs are split (``cjk``); folders without it split them as words
+# The record's ``cjk``: CJK runs cut into letter pairs, and Thai, Lao, Khmer, Myanmar ones into cluster pairs; folders
+# recorded with ``CJK_ONLY`` split only CJK runs so, and folders without it split either as words
+CJK = "bigrams+southeast-asian-cluster-bigrams"
+CJK_ONLY = "bigrams"
 # Word characters of these scripts (scx: the prolonged sound mark ー too; the middle dot and 《》 are no letters),
 # but for the two combining marks Latin shares with Katakana (x̅, ạ belong to the Latin letter before them)
 _CJK_LETTER = r"[[\w&&[\p{scx=Han}\p{scx=Hiragana}\p{scx=Katakana}\p{scx=Hangul}]]--\p{scx=Latin}]"
 _CJK_RUN = regex.compile(f"(?V1){_CJK_LETTER}+")
 _CJK_ANY = regex.compile(r"[\p{scx=Han}\p{scx=Hiragana}\p{scx=Katakana}\p{scx=Hangul}]")  # letter or not: quicker
 _WORD_OR_CJK_RUN = regex.compile(f"(?V1){_CJK_LETTER}+|(?:(?!{_CJK_LETTER})[\\w\\p{{No}}]){{2,}}")
+_SEA_SCRIPTS = r"\p{scx=Thai}\p{scx=Lao}\p{scx=Khmer}\p{scx=Myanmar}"
+_SEA_LETTER = f"[[\\w&&[{_SEA_SCRIPTS}]]--\\p{{scx=Latin}}]"  # three marks Latin shares stay with Latin
+_PAIRED_ANY = regex.compile(f"[\\p{{scx=Han}}\\p{{scx=Hiragana}}\\p{{scx=Katakana}}\\p{{scx=Hangul}}{_SEA_SCRIPTS}]")
+_PAIRED_RUNS = regex.compile(f"(?V1)({_CJK_LETTER}+)|({_SEA_LETTER}+)|"
+                             f"(?:(?!{_CJK_LETTER}|{_SEA_LETTER})[\\w\\p{{No}}]){{2,}}")
+_CLUSTER = regex.compile(r"\X")
 # Folders built before: documents split by ``re`` on this pattern, put in NFC first when the record says so.
 FORMER_PATTERN = r"(?u)\b\w\w+\b"
 
@@ -41,8 +54,25 @@ split_without_bigrams: Callable[[str], list[str]] = regex.compile(TOKEN_PATTERN)
 
 
 def split_words(text: str) -> list[str]:
-    """The words of a text (``TOKEN_PATTERN``), a CJK run's as its overlapping letter pairs (module docstring)."""
-    if text.isascii() or not _CJK_ANY.search(text):  # other text is split exactly as before CJK bigrams
+    """The words of a text (``TOKEN_PATTERN``), a CJK run's as its overlapping letter pairs and a Thai, Lao, Khmer
+    or Myanmar run's as its overlapping grapheme cluster pairs (module docstring)."""
+    if text.isascii() or not _PAIRED_ANY.search(text):  # other text is split exactly as before either pairing
+        return split_without_bigrams(text)
+    words = []
+    for run in _PAIRED_RUNS.finditer(text):
+        cjk, southeast_asian = run.group(1), run.group(2)
+        if cjk or southeast_asian:
+            letters = cjk or _CLUSTER.findall(southeast_asian)
+            words.extend([letters[at] + letters[at + 1] for at in range(len(letters) - 1)] or [run.group(0)])
+        else:
+            words.append(run.group(0))
+    return words
+
+
+def split_cjk_pairs(text: str) -> list[str]:
+    """``split_words`` as it was before Thai, Lao, Khmer and Myanmar pairs: their runs are words, for folders
+    recorded with ``CJK_ONLY``."""
+    if text.isascii() or not _CJK_ANY.search(text):
         return split_without_bigrams(text)
     words = []
     for word in _WORD_OR_CJK_RUN.findall(text):
@@ -84,37 +114,46 @@ def knows_splitting(record: object) -> bool:
     an earlier version wrote, or none (the first builds). Any other (a newer retriever's, a hand edit) cannot be."""
     if record is None:
         return True
-    now = tokenizer_record()
     former = {"pattern": FORMER_PATTERN, "lowercase": True}
-    return record in (now, {k: v for k, v in now.items() if k != "cjk"}, former, {**former, "unicode": UNICODE_FORM})
+    return record in (*_records_before_pairs(), former, {**former, "unicode": UNICODE_FORM})
+
+
+def _records_before_pairs() -> tuple[dict, dict, dict]:
+    """Today's tokenizer record, the one before Thai, Lao, Khmer and Myanmar pairs, and the one before CJK pairs."""
+    now = tokenizer_record()
+    return now, {**now, "cjk": CJK_ONLY}, {k: v for k, v in now.items() if k != "cjk"}
 
 
 def differs_only_by_cjk(old: object, new: object) -> bool:
-    """Whether tokenizer record ``old`` is ``new`` but for CJK letter pairs: recorded before them, else alike."""
-    return (isinstance(old, dict) and isinstance(new, dict) and "cjk" not in old and new.get("cjk") == CJK
-            and _pattern_now(old) and old == {k: v for k, v in new.items() if k != "cjk"})
+    """Whether tokenizer record ``old`` is ``new`` (today's) but for letter pairs: recorded before CJK pairs, or
+    before Thai, Lao, Khmer and Myanmar ones, and else alike."""
+    now, *before = _records_before_pairs()
+    return new == now and old in before
 
 
-def holds_cjk_letter(terms: Iterable[str]) -> bool:
-    """Whether any term holds a letter ``split_words`` pairs (a pyarrow string array is matched by Arrow, a memory
-    mapped vocabulary a page at a time, no Python object per term). Without one among the terms and stopwords of a
-    part split before CJK pairs, every such letter of its passages stood alone (a longer run was a term, and a
-    stemmer strips only letters of its own script), so the pairing changes its terms only by such a letter."""
+def holds_cjk_letter(terms: Iterable[str], recorded: object = None) -> bool:
+    """Whether any term holds a letter ``split_words`` pairs and the ``recorded`` tokenizer did not (a pyarrow
+    string array is matched by Arrow, a memory mapped vocabulary a page at a time, no Python object per term; with
+    no record, the letters of every pairing). Without one among the terms and stopwords of a part split before
+    those pairs, every such letter of its passages stood alone (a longer run was a term, and a stemmer strips only
+    letters of its own script), so the pairing changes its terms only by such a letter."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if not isinstance(terms, (pa.Array, pa.ChunkedArray)):
         terms = pa.array(list(terms), pa.string())
-    return bool(pc.any(pc.match_substring_regex(terms, _cjk_letter_class())).as_py())
+    cjk_before = isinstance(recorded, dict) and recorded.get("cjk") == CJK_ONLY
+    return bool(pc.any(pc.match_substring_regex(terms, _letter_class(not cjk_before))).as_py())
 
 
 @functools.cache
-def _cjk_letter_class() -> str:
-    """``_CJK_LETTER`` as a character class of RE2 (Arrow's regex engine), its code points found by the regex
-    module itself, so the two cannot disagree."""
+def _letter_class(with_cjk: bool) -> str:
+    """The letters Thai, Lao, Khmer and Myanmar pairs cut (and ``_CJK_LETTER``'s ``with_cjk``) as a character
+    class of RE2 (Arrow's regex engine), its code points found by the regex module itself, so they cannot disagree."""
     every = "".join(map(chr, range(0x110000)))
-    spans = (f"\\x{{{run.start():X}}}-\\x{{{run.end() - 1:X}}}" for run in _CJK_RUN.finditer(every))
-    return "[" + "".join(spans) + "]"
+    letters = f"{_CJK_LETTER}|{_SEA_LETTER}" if with_cjk else _SEA_LETTER
+    runs = regex.compile(f"(?V1)(?:{letters})+").finditer(every)
+    return "[" + "".join(f"\\x{{{run.start():X}}}-\\x{{{run.end() - 1:X}}}" for run in runs) + "]"
 
 
 def _pattern_now(record: object) -> bool:
@@ -125,6 +164,8 @@ def recorded_splitting(record: object) -> tuple[Callable[[str], str], Callable[[
     """(prepare, split) for queries of a folder whose manifest records ``record`` as its tokenizer: the way its
     documents were split, so a folder built before a change keeps matching its own terms."""
     if _pattern_now(record):
-        return prepared, split_words if splits_as_now(record) else split_without_bigrams
+        if splits_as_now(record):
+            return prepared, split_words
+        return prepared, split_cjk_pairs if record.get("cjk") == CJK_ONLY else split_without_bigrams
     nfc = isinstance(record, dict) and record.get("unicode") == UNICODE_FORM
     return (_nfc if nfc else _unchanged), re.compile(FORMER_PATTERN).findall

@@ -242,6 +242,18 @@ def test_a_chinese_or_japanese_query_finds_passages_holding_part_of_its_run(tmp_
     assert LexicalIndex(tmp_path, older).tokenize("東京都") == ["東京都"]
 
 
+def test_a_thai_word_finds_the_sentence_holding_it(tmp_path):
+    """Thai has no spaces between words: a sentence was one term, so 'แมว' (cat) found nothing."""
+    texts = ["แมวนอนบนเสื่อ", "หมาวิ่งในสวน", "ฉันชอบกินข้าว"]
+    pq.write_table(pa.table({"id": ["a", "b", "c"], "title": [""] * 3, "text": texts}), tmp_path / DOCSTORE_FILE)
+    record = build_lexical(tmp_path / DOCSTORE_FILE, tmp_path / LEXICAL_DIR, progress=False)
+    index = LexicalIndex(tmp_path, record)
+    assert index.search(["แมว"], k=3)[1].tolist() == [[0, -1, -1]]
+    assert index.search(["สวน"], k=3)[1][0, 0] == 1  # first: a passage sharing one pair of it (วน) comes after
+    older = {**record, "tokenizer": {**record["tokenizer"], "cjk": "bigrams"}}
+    assert LexicalIndex(tmp_path, older).tokenize("แมวนอน 東京") == ["แมวนอน", "東京"]
+
+
 @pytest.mark.parametrize("method, zero_weight", [("lucene", False), ("robertson", True), ("atire", False)])
 def test_a_passage_sharing_only_terms_of_weight_zero_is_not_returned(tmp_path, method, zero_weight):
     """What the README says of the methods: robertson weighs a term in half the documents or more 0 (bm25s clamps

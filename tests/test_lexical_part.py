@@ -322,3 +322,24 @@ def test_an_unreadable_sorted_vocabulary_is_named_by_search_not_its_folder(index
     with pytest.raises(RetrieverError, match=rf"^{re.escape(str(vocabulary))}: cannot be read \([^\n]*\); the BM25 "
                                              rf"part is damaged; rebuild it with `retriever bm25 {index} --overwrite`"):
         Searcher(index, device="cpu").search(["honey bee"], k=2, mode="bm25")
+
+
+def test_a_fusion_on_a_cjk_part_split_before_thai_pairs_is_kept_where_no_passage_holds_a_thai_letter(
+        tiny_beir, tmp_path, tiny_model_dir, capsys):
+    """Thai, Lao, Khmer and Myanmar cluster pairs change no term of a corpus without those letters, CJK ones
+    included (their pairs were recorded already as ``cjk: bigrams``): the tuned fusion stays."""
+    from retriever.index_folder import read_manifest, replace_manifest
+
+    corpus = tiny_beir / "corpus.jsonl"
+    rows = [json.loads(line) for line in corpus.read_text().splitlines()]
+    rows[0]["text"] += " 東京都に住む"
+    corpus.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    index = tmp_path / "cjk"
+    encode_and_index(tiny_beir, index, encoder, IndexParams("flat"), progress=False)
+    fusion = {"method": "rrf", "rrf_k": 20.0, "alpha": 0.5, "depth": 1000}
+    manifest = read_manifest(index)
+    tokenizer = {**manifest["lexical"]["tokenizer"], "cjk": "bigrams"}
+    replace_manifest(index, {**manifest, "lexical": {**manifest["lexical"], "tokenizer": tokenizer}, "fusion": fusion})
+    add_lexical(index, overwrite=True, progress=False)
+    assert read_manifest(index)["fusion"] == fusion and "dropped" not in capsys.readouterr().err

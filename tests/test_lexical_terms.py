@@ -31,7 +31,7 @@ def test_cjk_runs_are_cut_into_overlapping_letter_pairs():
     assert split(now, "東京都に住む") == ["東京", "京都", "都に", "に住", "住む"]
     assert split(now, "コーヒー 한국어 東") == ["コー", "ーヒ", "ヒー", "한국", "국어", "東"]
     assert split(now, "PDF文書をabc 《建國》·x²") == ["pdf", "文書", "書を", "abc", "建國", "x²"]
-    assert split(now, "ภาษาไทย") == ["ภาษาไทย"]  # Thai needs a dictionary: a run is one term
+    assert split({**now, "cjk": "bigrams"}, "ภาษาไทย 東京都") == ["ภาษาไทย", "東京", "京都"]  # before Thai pairs
     assert split({**now, "cjk": None}, "東京都 abc") == ["東京都", "abc"]  # a folder built before bigrams
     assert split({"pattern": FORMER_PATTERN, "unicode": "NFC"}, "東京都") == ["東京都"]
 
@@ -74,3 +74,28 @@ def test_combining_marks_latin_shares_with_kana_stay_in_their_latin_word():
     from retriever.lexical_terms import split_without_bigrams, split_words
     for text in ("x\u0305 mean", "g\u0323 sound", "a\u0323b\u0305c 東京"):
         assert split_words(text)[:2] == split_without_bigrams(text)[:2], text
+
+
+def test_thai_lao_khmer_and_myanmar_runs_are_cut_into_overlapping_cluster_pairs():
+    """Written without spaces, a Thai sentence was one term, so no word of it was ever found; now each run is its
+    overlapping pairs of grapheme clusters (a letter with its marks), so a word's pairs are a sentence's too."""
+    now = tokenizer_record()
+    sentence = split(now, "แมวนอนบนเสื่อ")
+    assert sentence == ["แม", "มว", "วน", "นอ", "อน", "นบ", "บน", "นเ", "เสื่", "สื่อ"]
+    assert set(split(now, "แมว")) <= set(sentence) and set(split(now, "เสื่อ")) <= set(sentence)
+    assert split(now, "ភាសាខ្មែរ") == ["ភាសា", "សាខ្មែ", "ខ្មែរ"]  # Khmer subscripts stay in their cluster
+    assert split(now, "ພາສາລາວ")[:2] == ["ພາ", "າສ"] and split(now, "မြန်မာ") == ["မြန်", "န်မ", "မာ"]
+    assert split(now, "ก GPU2ภาษา 東京") == ["ก", "gpu2", "ภา", "าษ", "ษา", "東京"]
+    assert split(now, "Thai: ok ไทย") == ["thai", "ok", "ไท", "ทย"]
+
+
+def test_a_folder_split_before_cluster_pairs_keeps_its_splitting_and_differs_only_by_them():
+    from retriever.lexical_terms import differs_only_by_cjk, holds_cjk_letter, knows_splitting, splits_as_now
+
+    now = tokenizer_record()
+    cjk_only = {**now, "cjk": "bigrams"}
+    assert knows_splitting(cjk_only) and not splits_as_now(cjk_only) and differs_only_by_cjk(cjk_only, now)
+    assert not knows_splitting({**now, "cjk": "bigrams+thai"})
+    # Before cluster pairs, only Thai, Lao, Khmer or Myanmar letters can make a term change; before CJK ones, any
+    assert holds_cjk_letter(["ไทย"], cjk_only) and not holds_cjk_letter(["東京"], cjk_only)
+    assert holds_cjk_letter(["東京"]) and holds_cjk_letter(["ໄທ"], None) and not holds_cjk_letter(["hindi", "हिन्दी"])
