@@ -23,17 +23,17 @@ from retriever.docstore import MAPPED_DOCSTORE_FILE, write_parquet_docstore
 from retriever.encode_result import describe
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError, check_kind, full_disk_named
+from retriever.build_output import check_output, move_into_place
 from retriever.faiss_index import (INDEX_TYPES, IndexParams, check_buildable, check_trainable, factory_string,
                                    hnsw_record, new_index, search_defaults, train, with_search_defaults)
-from retriever.folders import (check_creatable, exclusive_build, fresh_building_folder, named_output, replace_folder,
-                               replaceable)
+from retriever.folders import exclusive_build, fresh_building_folder, named_output
 from retriever.index_folder import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, IdMapWriter,
                                     check_document_count, corpus_record, read_manifest, replace_manifest,
                                     write_manifest)
 from retriever.lexical import LEXICAL_DIR, LexicalParams, build_lexical
 from retriever.ondisk import ONDISK_TYPE, PartPlan, build_ondisk
 from retriever.other_shards import clear_other_encoder
-from retriever.partwork import clear_finished, mark_finished, owned_inputs, parts_folder
+from retriever.partwork import clear_finished, mark_finished, parts_folder
 from retriever.recorded_paths import rebase_model_record
 from retriever.shard_completeness import check_complete
 from retriever.shard_origin import READING, ShardContentCheck, check_reading, reading_record
@@ -70,7 +70,7 @@ def _build_index(shards_dir: Path, corpus: str | Path, output: Path, params: Ind
     started = time.perf_counter()
     _check_tuning_queries(tuning_queries is not None, params)
     ondisk = params.index_type == ONDISK_TYPE
-    shards_dir, output = Path(shards_dir), _check_output(Path(output), overwrite, ondisk)
+    shards_dir, output = Path(shards_dir), check_output(Path(output), overwrite, ondisk)
     if lexical is not None:
         lexical.check()
     corpus_path = resolve_corpus_path(corpus)
@@ -98,7 +98,7 @@ def _build_index(shards_dir: Path, corpus: str | Path, output: Path, params: Ind
             manifest = _add_ondisk_lexical(building, manifest, lexical, progress)
         if ondisk:
             mark_finished(parts_folder(output), building / MANIFEST_FILE)
-        _move_into_place(building, output, overwrite)
+        move_into_place(building, output, overwrite)
     except BaseException:
         shutil.rmtree(building, ignore_errors=True)
         raise
@@ -116,36 +116,6 @@ def _add_ondisk_lexical(building: Path, manifest: dict, lexical: LexicalParams, 
                                                      progress, docstore_sha256)}
     replace_manifest(building, manifest)
     return manifest
-
-
-def _check_output(output: Path, overwrite: bool, ondisk: bool = False) -> Path:
-    """The index folder to make, refused up front (before any encoding) when it cannot be made or when what is
-    there is not ours to replace: --overwrite replaces an index folder or an empty one, never a user's files;
-    an ``ondisk`` build's OUTPUT.parts must be a build's. First, parts a crash left beside a finished index go."""
-    output = named_output(output)
-    cleared = clear_finished(parts_folder(output), output / MANIFEST_FILE)
-    if cleared:
-        print(cleared, file=sys.stderr)
-    _refuse_unreplaceable(output, overwrite)
-    for beside in (output.with_name(output.name + ".shards"), parts_folder(output)):
-        if beside.exists() and not beside.is_dir():
-            raise RetrieverError(f"{beside}: is a file where the build keeps its {beside.suffix[1:]} folder; "
-                                 "remove it or choose another --output")
-    if ondisk:
-        owned_inputs(parts_folder(output))
-    check_creatable(output)
-    return output
-
-
-def _refuse_unreplaceable(output: Path, overwrite: bool) -> None:
-    if not (output.exists() or output.is_symlink()):
-        return
-    if not replaceable(output, MANIFEST_FILE):
-        what = "a folder without manifest.json" if output.is_dir() and not output.is_symlink() else "a file or link"
-        raise RetrieverError(f"{output}: exists and is not an index folder ({what}); --overwrite replaces only "
-                             "index folders: remove it or choose another --output")
-    if not overwrite:
-        raise RetrieverError(f"{output}: already exists; pass --overwrite to replace it or choose another --output")
 
 
 def _build_in_memory(shards: list[Path], encoder: dict, count: int, dim: int, corpus_path: Path, fmt: str,
@@ -225,13 +195,6 @@ def _check_tuning_queries(given: bool, params: IndexParams) -> None:
         raise RetrieverError("tuning queries were given without a target recall; add --target-recall")
 
 
-def _move_into_place(building: Path, output: Path, overwrite: bool) -> None:
-    if (output.exists() or output.is_symlink()) and not (overwrite and replaceable(output, MANIFEST_FILE)):
-        raise RetrieverError(f"{output}: appeared or changed while building; not replaced: remove it or choose "
-                             "another --output, then rerun (the shards are kept)")
-    replace_folder(building, output)
-
-
 def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | PartRunner,
                      params: IndexParams = IndexParams(), fmt: str = "auto", fields: Fields = Fields(),
                      shard_size: int = 10_000, overwrite: bool = False, progress: bool = True,
@@ -243,7 +206,7 @@ def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | 
     check_rereadable(corpus)
     _check_tuning_queries(tuning_query_texts is not None, params)
     with exclusive_build(named_output(Path(output))):
-        output = _check_output(Path(output), overwrite, params.index_type == ONDISK_TYPE)
+        output = check_output(Path(output), overwrite, params.index_type == ONDISK_TYPE)
         dim = int(encoder.metadata()["dim"])
         check_buildable(params, dim)
         _check_countable(corpus, fmt, params, dim, holds_out=tuning_query_texts is None)

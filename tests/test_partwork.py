@@ -196,19 +196,19 @@ def test_parts_left_beside_a_finished_index_go_with_the_next_build(shards, corpu
                                                                    capsys, crash):
     """A crash after the index is in place, before its parts are deleted, must not leave them for ever; one
     before it keeps them to resume from."""
-    move = indexing._move_into_place
+    move = indexing.move_into_place
 
     def crashing_move(*args):
         if crash == "after-the-move":
             move(*args)
         raise Crash
 
-    monkeypatch.setattr(indexing, "_move_into_place", crashing_move)
+    monkeypatch.setattr(indexing, "move_into_place", crashing_move)
     with pytest.raises(Crash):
         build_index(shards, corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
     work = partwork.parts_folder(tmp_path / "idx")
     assert work.is_dir() and (tmp_path / "idx").exists() == (crash == "after-the-move")
-    monkeypatch.setattr(indexing, "_move_into_place", move)
+    monkeypatch.setattr(indexing, "move_into_place", move)
     calls.update(filled=[], trained=0)
     if crash == "after-the-move":
         with pytest.raises(RetrieverError, match="already exists"):

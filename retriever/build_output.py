@@ -1,0 +1,49 @@
+"""The output folder of a build: refused up front (before any encoding) when it cannot be made or is not ours to
+replace, and the finished folder moved into place at the end, with the parts a crash left beside it cleared."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from retriever.errors import RetrieverError
+from retriever.folders import check_creatable, named_output, replace_folder, replaceable
+from retriever.index_folder import MANIFEST_FILE
+from retriever.partwork import clear_finished, owned_inputs, parts_folder
+
+
+def check_output(output: Path, overwrite: bool, ondisk: bool = False) -> Path:
+    """The index folder to make, refused up front (before any encoding) when it cannot be made or when what is
+    there is not ours to replace: --overwrite replaces an index folder or an empty one, never a user's files;
+    an ``ondisk`` build's OUTPUT.parts must be a build's. First, parts a crash left beside a finished index go."""
+    output = named_output(output)
+    cleared = clear_finished(parts_folder(output), output / MANIFEST_FILE)
+    if cleared:
+        print(cleared, file=sys.stderr)
+    _refuse_unreplaceable(output, overwrite)
+    for beside in (output.with_name(output.name + ".shards"), parts_folder(output)):
+        if beside.exists() and not beside.is_dir():
+            raise RetrieverError(f"{beside}: is a file where the build keeps its {beside.suffix[1:]} folder; "
+                                 "remove it or choose another --output")
+    if ondisk:
+        owned_inputs(parts_folder(output))
+    check_creatable(output)
+    return output
+
+
+def _refuse_unreplaceable(output: Path, overwrite: bool) -> None:
+    if not (output.exists() or output.is_symlink()):
+        return
+    if not replaceable(output, MANIFEST_FILE):
+        what = "a folder without manifest.json" if output.is_dir() and not output.is_symlink() else "a file or link"
+        raise RetrieverError(f"{output}: exists and is not an index folder ({what}); --overwrite replaces only "
+                             "index folders: remove it or choose another --output")
+    if not overwrite:
+        raise RetrieverError(f"{output}: already exists; pass --overwrite to replace it or choose another --output")
+
+
+def move_into_place(building: Path, output: Path, overwrite: bool) -> None:
+    """Put the finished ``building`` at ``output``, unless what is there changed into something not ours meanwhile."""
+    if (output.exists() or output.is_symlink()) and not (overwrite and replaceable(output, MANIFEST_FILE)):
+        raise RetrieverError(f"{output}: appeared or changed while building; not replaced: remove it or choose "
+                             "another --output, then rerun (the shards are kept)")
+    replace_folder(building, output)
