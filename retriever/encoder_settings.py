@@ -83,8 +83,9 @@ class EncoderSettings:
         values = {k: v for k, v in recorded.items() if k in OVERRIDABLE}
         where = f"{resolve_model_path(model)}/{RETRIEVER_CONFIG}"
         check_types(values, where)
-        try:  # a bad recorded value (an unknown pooling) names the file it is in
-            cls(model=model, **values).validate()
+        try:  # a bad recorded value (an unknown pooling) names the file it is in; a stand-in length, so the folder's
+            # default (whose bad max_seq_length names its own file) is looked up only where no flag gives one, below
+            cls(model=model, **{"passage_max_length": MIN_MAX_LENGTH, **values}).validate()
         except RetrieverError as error:
             raise RetrieverError(f"{where}: {error}") from None
         folder = model_files(model)

@@ -19,8 +19,15 @@ MAX_LENGTH_CAP = 512  # the default when a model states no sentence-transformers
 
 
 def _trained_length(path: Path) -> int | None:
-    trained = json_value(transformer_config_file(path), "max_seq_length")
-    return trained if isinstance(trained, int) and not isinstance(trained, bool) and trained > 1 else None
+    """The folder's sentence-transformers ``max_seq_length`` (None when unset); a value that is no number of tokens
+    is refused, naming the file: it was replaced by the tokenizer's length without a word, where
+    sentence-transformers fails on it or cuts every text to nothing."""
+    file = transformer_config_file(path)
+    trained = json_value(file, "max_seq_length")
+    if trained is not None and (isinstance(trained, bool) or not isinstance(trained, int) or trained < 1):
+        raise RetrieverError(f"{file}: max_seq_length {trained!r} is not a number of tokens (a whole number from 1); "
+                             "fix it there (sentence-transformers reads it too), or pass --passage-max-length N")
+    return trained
 
 
 def default_max_length(name: str) -> int:

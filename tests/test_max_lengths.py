@@ -99,3 +99,17 @@ def test_a_prefix_merged_with_the_text_never_takes_more_tokens_than_it_was_count
             assert max(end for _, end in joined["offset_mapping"][:len(alone) + 1]) > len(prefix), (prefix, text)
             if not prefix[-1].isalnum():
                 assert joined["input_ids"] == alone + tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+@pytest.mark.parametrize("value", ["128", 12.5, -3, 0, True])
+def test_a_max_seq_length_that_is_no_length_names_the_file(tmp_path, value):
+    """sentence-transformers fails on these (or cuts every text to nothing); retriever replaced them with the
+    tokenizer's length (512) without a word, so the folder's intended length was never applied."""
+    folder = make_tiny_bert(tmp_path / "st", layers=1)
+    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": value}))
+    with pytest.raises(RetrieverError, match=rf"sentence_bert_config.json: max_seq_length {value!r} is not a number of "
+                                             r"tokens .* or pass --passage-max-length N$"):
+        EncoderSettings.for_model(str(folder))
+    assert EncoderSettings.for_model(str(folder), passage_max_length=64).passage_max_length == 64
+    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": None}))  # unset: the tokenizer's
+    assert EncoderSettings.for_model(str(folder)).passage_max_length == 512
