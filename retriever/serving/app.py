@@ -28,6 +28,7 @@ checks and limits in ``inputs``; CORS headers, off unless origins are allowed, i
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Iterable
@@ -50,6 +51,7 @@ from retriever.serving.output import bounded, hits_list, list_object
 from retriever.serving.page import page_html
 from retriever.serving.served import BatchSettings, ServedIndexes, summary, valid_index_name
 from retriever.serving.routing import HeadAsGet, allowed_methods, path_without_slash
+from retriever.serving.stopping import quiet_cancelled_requests
 from retriever.serving.schemas import (ERRORS, K_PARAM, MODE_PARAM, NAME_PARAM, POST_BODY, Q_PARAM,
                                        BatchSearchResponse, Mode, SearchResponse)
 from retriever.unknown_words import no_hits_reason
@@ -102,6 +104,8 @@ def create_app(searchers: dict[str, Searcher], limits: Limits | None = None,
         served.start()
         try:
             yield
+        except asyncio.CancelledError:  # a forced stop (``stopping``): starlette logged a traceback of it
+            pass
         finally:
             served.stop()
 
@@ -111,6 +115,7 @@ def create_app(searchers: dict[str, Searcher], limits: Limits | None = None,
                               "415 or 431 for a body or head over its limit or of the wrong kind), the server's "
                               "fault a 5xx.")
     app.state.served, app.state.origins = served, origins
+    quiet_cancelled_requests()  # a forced stop's dropped requests: one line, not a traceback each
     app.add_middleware(HeadAsGet)
     app.add_middleware(HostChecked)
     if origins:

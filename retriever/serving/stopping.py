@@ -1,0 +1,41 @@
+"""What the server says as it stops.
+
+A stop at once (a second Ctrl-C, uvicorn's force exit) cancels the requests still waiting for their batch, and
+uvicorn logged each as "Exception in ASGI application" with a ``CancelledError`` traceback of some 80 lines: under load,
+thousands of lines burying the reason the server stopped. The requests are dropped by design (the operator asked for
+it), so one warning line says so instead (``DroppedAtStop``).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+UVICORN_LOG = "uvicorn.error"  # where uvicorn logs an ASGI application's exceptions (and its lifespan's)
+DROPPED = "stopped at once: the requests still being answered were dropped unanswered"
+
+
+class DroppedAtStop(logging.Filter):
+    """Drops the log records of requests cancelled by the stop, turning the first into one warning line."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.said = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if not isinstance(error, asyncio.CancelledError):
+            return True
+        if self.said:
+            return False
+        self.said = True
+        record.msg, record.args, record.exc_info, record.exc_text = DROPPED, (), None, None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+def quiet_cancelled_requests() -> None:
+    """Put a fresh ``DroppedAtStop`` on uvicorn's error log, in place of an earlier app's (one filter per process)."""
+    log = logging.getLogger(UVICORN_LOG)
+    for existing in [f for f in log.filters if isinstance(f, DroppedAtStop)]:
+        log.removeFilter(existing)
+    log.addFilter(DroppedAtStop())
