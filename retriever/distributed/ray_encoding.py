@@ -155,7 +155,11 @@ class RayEncoderPool:
         self.actors = [actor_class.remote(actor_settings(settings), actor_device, dtype, batch_size, threads)
                        for _ in range(workers)]
         self._running: dict = {}  # parts in flight: the task's ref -> (its actor, its shard)
-        self._metadata = self._agreed_metadata()
+        try:
+            self._metadata = self._agreed_metadata()
+        except BaseException:  # no caller holds the pool to close it: its actors kept their CPUs in an open session
+            self.close()
+            raise
 
     def _agreed_metadata(self) -> dict:
         records = unwrapped(self.ray, lambda: self.ray.get([actor.metadata.remote() for actor in self.actors]),

@@ -44,3 +44,18 @@ def test_a_closed_pool_has_given_its_cpus_back(local_ray, tiny_model_dir, capfd)
         assert len(pool.actors) == 2
         pool.close()
     assert "wait for CPUs" not in capfd.readouterr().err
+
+
+def test_a_pool_whose_encoders_cannot_start_lets_its_actors_go(local_ray, tiny_model_dir, tmp_path):
+    """Its actors were left holding the session's CPUs after the one-line error: in a library session kept open (a
+    notebook retrying with the model fixed), the next pool's workers waited for CPUs that no work used."""
+    import shutil
+
+    model = shutil.copytree(tiny_model_dir, tmp_path / "model")
+    (model / "model.safetensors").unlink()
+    with pytest.raises(RetrieverError, match="weights"):
+        RayEncoderPool(local_ray, EncoderSettings(model=str(model)), device="cpu", dtype="fp32", workers=1)
+    deadline = time.monotonic() + 10
+    while local_ray.available_resources().get("CPU", 0) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert local_ray.available_resources().get("CPU", 0) == 2
