@@ -23,7 +23,7 @@ from retriever.docstore import MAPPED_DOCSTORE_FILE, write_parquet_docstore
 from retriever.encode_result import describe
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError, check_kind, full_disk_named
-from retriever.build_output import check_output, move_into_place
+from retriever.build_output import check_output, move_into_place, refuse_inputs_inside
 from retriever.faiss_index import (INDEX_TYPES, IndexParams, check_buildable, check_trainable, factory_string,
                                    hnsw_record, new_index, search_defaults, train, with_search_defaults)
 from retriever.folders import exclusive_build, fresh_building_folder, named_output
@@ -71,6 +71,7 @@ def _build_index(shards_dir: Path, corpus: str | Path, output: Path, params: Ind
     _check_tuning_queries(tuning_queries is not None, params)
     ondisk = params.index_type == ONDISK_TYPE
     shards_dir, output = Path(shards_dir), check_output(Path(output), overwrite, ondisk)
+    refuse_inputs_inside(output, {"the corpus": corpus, "the shards": shards_dir})
     if lexical is not None:
         lexical.check()
     corpus_path = resolve_corpus_path(corpus)
@@ -207,6 +208,7 @@ def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | 
     _check_tuning_queries(tuning_query_texts is not None, params)
     with exclusive_build(named_output(Path(output))):
         output = check_output(Path(output), overwrite, params.index_type == ONDISK_TYPE)
+        refuse_inputs_inside(output, {"the corpus": corpus})
         dim = int(encoder.metadata()["dim"])
         check_buildable(params, dim)
         _check_countable(corpus, fmt, params, dim, holds_out=tuning_query_texts is None)

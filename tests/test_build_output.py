@@ -1,0 +1,35 @@
+"""The output folder of a build: what is there is replaced only when it is ours and holds nothing the build reads."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from retriever.encoder import Encoder, EncoderSettings
+from retriever.errors import RetrieverError
+from retriever.indexing import build_index, encode_and_index
+
+
+@pytest.mark.parametrize("inside", ["corpus", "shards"])
+def test_an_index_holding_the_builds_own_input_is_not_replaced(tiny_beir, tiny_model_dir, tmp_path, inside):
+    """A corpus copied into the index folder (to ship them together), or shards encoded into it, then
+    `build`/`index --overwrite` of that folder: the old folder was deleted whole once the new one was in place,
+    and the corpus or shards the new index records with it (exit 0)."""
+    index = tmp_path / "idx"
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, index, encoder, progress=False, lexical=None)
+    corpus, shards = tiny_beir / "corpus.jsonl", tmp_path / "idx.shards"
+    if inside == "corpus":
+        corpus = Path(shutil.copy(corpus, index / "corpus.jsonl"))
+    else:
+        shards = Path(shutil.move(shards, index / "shards"))
+    with pytest.raises(RetrieverError, match=rf"^{index}: holds the {inside} this build reads \(.*\), which replacing "
+                                             rf"the folder would delete; move it out of {index} first, or choose "
+                                             "another --output$"):
+        build_index(shards, corpus, index, overwrite=True, progress=False, lexical=None)
+    assert (index / ("corpus.jsonl" if inside == "corpus" else "shards")).exists()
+    if inside == "corpus":  # `build`: refused before encoding
+        with pytest.raises(RetrieverError, match="holds the corpus this build reads"):
+            encode_and_index(corpus, index, encoder, overwrite=True, progress=False, lexical=None)
+        assert corpus.is_file()
