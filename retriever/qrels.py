@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from retriever.errors import InputFileError, RetrieverError
@@ -121,15 +121,23 @@ def read_qrels(path: str | Path) -> Qrels:
     return qrels
 
 
+def first_line_where(path: Path, wanted: Callable[[list[str]], bool]) -> str:
+    """"line N" of the first line of ``path`` whose columns are ``wanted``, read again for an error message, so the
+    readers hold no line number per record; "an earlier line" for a file that cannot be read twice: a pipe read again
+    was a StopIteration traceback, and a named pipe waited for a writer forever."""
+    try:
+        if path.is_file():
+            return next((f"line {number}" for number, text in decoded_lines(path) if wanted(columns(text))),
+                        "an earlier line")
+    except (OSError, RetrieverError):
+        pass
+    return "an earlier line"
+
+
 def _conflict(path: Path, lineno: int, qid: str, docid: str, rel: int, first_rel: int) -> InputFileError:
     """A judgment repeated with another grade; its first line is found again only now, as no line number is held
     per judgment (a dict of them doubled the memory of large qrels)."""
-    try:  # a pipe (<(...)) cannot be read again
-        first = next((f"line {number}" for number, text in decoded_lines(path)
-                      if (cols := columns(text))[:1] == [qid] and len(cols) in (3, 4) and cols[-2] == docid),
-                     "an earlier line")
-    except OSError:
-        first = "an earlier line"
+    first = first_line_where(path, lambda cols: cols[:1] == [qid] and len(cols) in (3, 4) and cols[-2] == docid)
     return InputFileError(path, lineno, f"document {docid!r} for query {qid!r} judged {rel} here but {first_rel} on "
                                         f"{first}", "keep one judgment per (query, document)")
 

@@ -20,7 +20,7 @@ import numpy as np
 from retriever.errors import InputFileError, RetrieverError
 from retriever.files import atomic_write_lines, carriage_return_error, check_is_file, decoded_lines
 from retriever.hits import Hit
-from retriever.qrels import DECIMAL_NUMBER, Qrels, by_query, read_qrels
+from retriever.qrels import DECIMAL_NUMBER, Qrels, by_query, first_line_where, read_qrels
 from retriever.run_json import read_json_run
 from retriever.texts import CONTROL_CHARACTER, columns, first_id_problem, id_problem
 
@@ -234,8 +234,8 @@ def _trec_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> Run:
             direction.see(qid, rank, score)
         hits = run.setdefault(qid, {})
         if docid in hits:  # the first line is found again only now: a line number per hit tripled the memory
-            first = next(number for number, line in _numbered_lines(path) if columns(line)[:3:2] == [qid, docid])
-            raise InputFileError(path, lineno, f"document {docid!r} appears twice for query {qid!r} (first on line "
+            first = first_line_where(path, lambda cols: cols[:3:2] == [qid, docid])
+            raise InputFileError(path, lineno, f"document {docid!r} appears twice for query {qid!r} (first on "
                                                f"{first})", "keep one line per (query, document)")
         hits[docid] = score
     if not run:

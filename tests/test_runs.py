@@ -414,3 +414,28 @@ def test_a_run_whose_scores_rise_with_its_rank_column_is_warned_of(tmp_path, cap
         path.write_text(text)
         read_run(path)
         assert capsys.readouterr().err == "", text
+
+
+@pytest.mark.parametrize("reader, text, message", [
+    (read_run, "q1 Q0 d1 1 1.0 t\nq1 Q0 d1 2 0.5 t\n", r":2: document 'd1' appears twice for query 'q1' \(first on "
+                                                        r"an earlier line\)"),
+    (read_qrels, "q1 0 d1 1\nq1 0 d1 2\n", r":2: document 'd1' for query 'q1' judged 2 here but 1 on an earlier line"),
+])
+def test_a_repeated_pair_read_from_a_pipe_is_named_not_a_traceback(tmp_path: Path, reader, text: str,
+                                                                    message: str) -> None:
+    """The first line of the pair is looked up by reading the file again, which a pipe (`--run <(...)`) cannot be:
+    a StopIteration traceback."""
+    import os
+    import threading
+
+    fifo = tmp_path / "run.pipe"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text(text))
+    writer.start()
+    try:
+        with pytest.raises(InputFileError, match=message):
+            reader(fifo)
+    finally:
+        if writer.is_alive():  # the reader gave up before the writer could open the pipe
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        writer.join(10)
