@@ -1,21 +1,24 @@
 """What `retriever pretrain` refuses before it trains, each case one line instead of a traceback or a run that
 trains nothing: a tokenizer the model cannot embed, and a corpus without anything to learn from (what `train`
-refuses as well is in `retriever.training.run_guards`)."""
+refuses as well is in `retriever.training.run_guards`); and the warning before pre-training a sentence encoder."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
 from retriever.errors import RetrieverError
 from retriever.model_loading import check_vocabulary
+from retriever.model_names import resolve_model_path
 from retriever.pretraining.masking import MIN_SPAN_TOKENS, CondenserExamples
 from retriever.training.processes import launched_processes
 from retriever.wording import agree, counted
 
 COUNT_BLOCK = 1 << 24  # tokens counted at a time, so the check holds no corpus-sized temporary
 UNK_WARNING_SHARE = 0.1
+CONTRASTIVE_MARKERS = ("modules.json", "config_sentence_transformers.json", "retriever.json")
 
 
 def check_tokenizer(tokenizer: PreTrainedTokenizerBase, model, name: str, max_length: int) -> None:
@@ -70,3 +73,15 @@ def drops_lone_span_passage(examples: CondenserExamples, per_step: int, log: Cal
         "spans have only each other to pick from, so its span loss would be 0; it is left out (a different passage "
         "each epoch)")
     return True
+
+
+def contrastive_start_warning(name: str) -> str | None:
+    """A warning when ``name`` is already a contrastively trained sentence encoder: there our benchmark measured
+    Condenser pre-training lowering fine-tuned quality (README, "When pre-training helps")."""
+    path = Path(resolve_model_path(name))
+    found = [marker for marker in CONTRASTIVE_MARKERS if (path / marker).is_file()]
+    if not found:
+        return None
+    return (f"warning: {name} is already a contrastive sentence encoder ({found[0]}); on minilm, Condenser "
+            "pre-training measurably lowered fine-tuned nDCG@10 (README.md, \"When pre-training helps\"). Fine-tune "
+            "it directly, or pre-train a BERT with an MLM head instead")

@@ -26,7 +26,8 @@ from retriever.model_loading import load_tokenizer
 from retriever.model_names import FETCH_ADVICE, located_model, resolve_model_path
 from retriever.pretraining.card import pretrain_card
 from retriever.pretraining.condenser import MAX_HEAD_LAYERS, CondenserForPretraining, load_condenser
-from retriever.pretraining.guards import check_examples, check_tokenizer, drops_lone_span_passage
+from retriever.pretraining.guards import (check_examples, check_tokenizer, contrastive_start_warning,
+                                          drops_lone_span_passage)
 from retriever.pretraining.masking import CondenserExamples, TokenizedCorpus, WholeWordMasker, pad_batch
 from retriever.st_router import refuse_router
 from retriever.training import stack
@@ -40,7 +41,6 @@ LOSS_PARTS = ("head_mlm", "backbone_mlm", "span")
 OBJECTIVES = ("condenser", "mlm")
 BACKBONE_PREFIX = "lm.bert."  # the encoder a retriever keeps; everything else is a pre-training head
 MODEL_CARD = "README.md"
-CONTRASTIVE_MARKERS = ("modules.json", "config_sentence_transformers.json", "retriever.json")
 
 
 @dataclass(kw_only=True)
@@ -283,14 +283,3 @@ def run_steps(config: PretrainConfig, examples: int, per_step: int, log: Callabl
             "--model OUTPUT to train it, or freeze fewer steps (the README's recipe freezes a quarter)")
     return max_steps
 
-
-def contrastive_start_warning(name: str) -> str | None:
-    """A warning when ``name`` is already a contrastively trained sentence encoder: there our benchmark measured
-    Condenser pre-training lowering fine-tuned quality (README, "When pre-training helps")."""
-    path = Path(resolve_model_path(name))
-    found = [marker for marker in CONTRASTIVE_MARKERS if (path / marker).is_file()]
-    if not found:
-        return None
-    return (f"warning: {name} is already a contrastive sentence encoder ({found[0]}); on minilm, Condenser "
-            "pre-training measurably lowered fine-tuned nDCG@10 (README.md, \"When pre-training helps\"). Fine-tune "
-            "it directly, or pre-train a BERT with an MLM head instead")

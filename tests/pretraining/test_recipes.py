@@ -12,7 +12,8 @@ from transformers import set_seed
 
 from retriever.errors import RetrieverError
 from retriever.pretraining import PretrainConfig, load_condenser, pretrain
-from retriever.pretraining.trainer import CondenserTrainer, FrozenBackbone, contrastive_start_warning
+from retriever.pretraining.guards import contrastive_start_warning
+from retriever.pretraining.trainer import CondenserTrainer, FrozenBackbone
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
