@@ -140,6 +140,8 @@ def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: 
     ``address``, for the error) and run uvicorn on them."""
     import uvicorn
 
+    from retriever.serving.stopping import StoppingServer
+
     served = app.state.served
     try:
         served.start()
@@ -148,7 +150,7 @@ def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: 
         config = uvicorn.Config(app, lifespan="off", log_level="warning", **options)
         if options.get("access_log"):
             _log_requests_on_stderr()
-        uvicorn.Server(config).run(sockets=sockets)
+        StoppingServer(config).run(sockets=sockets)
     except KeyboardInterrupt:  # Ctrl+C, during the warm-up or after uvicorn's graceful shutdown
         pass
     finally:

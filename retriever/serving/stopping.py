@@ -4,11 +4,21 @@ A stop at once (a second Ctrl-C, uvicorn's force exit) cancels the requests stil
 uvicorn logged each as "Exception in ASGI application" with a ``CancelledError`` traceback of some 80 lines: under load,
 thousands of lines burying the reason the server stopped. The requests are dropped by design (the operator asked for
 it), so one warning line says so instead (``DroppedAtStop``).
+
+A graceful stop (Ctrl-C, SIGTERM) answers the requests in progress first, which under load, or with a client still
+sending its body (up to --request-timeout), takes seconds to minutes: uvicorn says so only at a level serve does not
+log, so the server seemed to ignore the Ctrl-C. ``StoppingServer`` says how many it waits for and how to drop them.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import socket
+
+import click
+import uvicorn
+
+from retriever.wording import counted
 
 UVICORN_LOG = "uvicorn.error"  # where uvicorn logs an ASGI application's exceptions (and its lifespan's)
 DROPPED = "stopped at once: the requests still being answered were dropped unanswered"
@@ -39,3 +49,15 @@ def quiet_cancelled_requests() -> None:
     for existing in [f for f in log.filters if isinstance(f, DroppedAtStop)]:
         log.removeFilter(existing)
     log.addFilter(DroppedAtStop())
+
+
+class StoppingServer(uvicorn.Server):
+    """uvicorn's server, saying on standard error what a graceful stop waits for."""
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        busy = len(self.server_state.tasks)
+        if busy and not self.force_exit:
+            being = "is" if busy == 1 else "are"
+            click.echo(f"stopping once the {counted(busy, 'request')} being answered {being} done (Ctrl-C again to "
+                       "drop them)", err=True)
+        await super().shutdown(sockets)

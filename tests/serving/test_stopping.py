@@ -66,3 +66,40 @@ def test_a_forced_stop_drops_the_waiting_requests_in_one_line(tiny_index):
     text = "\n".join(kept.lines)
     assert "Traceback" not in text and "Exception in ASGI application" not in text, text
     assert len(kept.lines) == 1 and "stopped at once" in kept.lines[0], kept.lines
+
+
+def test_a_stop_that_waits_for_requests_says_so(tiny_index, capsys):
+    """Ctrl-C (or SIGTERM) while requests waited for their batch stopped only once they were answered, which under load
+    (or with a client still sending) took seconds to minutes, and nothing was said meanwhile."""
+    from retriever.serving.stopping import StoppingServer
+
+    searcher = Searcher(tiny_index, device="cpu", dtype="fp32")
+    gate = threading.Event()
+    encode = searcher.encoder.encode_queries
+    searcher.encoder.encode_queries = lambda texts, *args, **kwargs: gate.wait(20) and encode(texts, *args, **kwargs)
+    app = create_app({"tiny": searcher}, LIMITS, BatchSettings(max_batch=1, warm_up=False))
+    server = ServerThread(app)
+    server.server = StoppingServer(server.server.config)
+    server.thread = threading.Thread(target=server.server.run, kwargs={"sockets": [server.socket]}, daemon=True)
+    server.start()
+    statuses: list[int] = []
+    clients = [threading.Thread(target=lambda: statuses.append(call(server.port, "GET", "/search?q=cat").status))
+               for _ in range(3)]
+    try:
+        for thread in clients:
+            thread.start()
+        deadline = time.monotonic() + 10
+        while len(server.server.server_state.tasks) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        server.server.should_exit = True  # as uvicorn sets it on Ctrl-C or SIGTERM
+        said = ""
+        while "stopping" not in said and time.monotonic() < deadline:
+            said += capsys.readouterr().err
+            time.sleep(0.02)
+    finally:
+        gate.set()
+        server.stop()
+        for thread in clients:
+            thread.join(20)
+    assert "stopping once the 3 requests being answered are done (Ctrl-C again to drop them)" in said, said
+    assert statuses == [200, 200, 200]
