@@ -128,8 +128,21 @@ def _ids_as_text(run: Run, qrels: Qrels) -> tuple[Run, Qrels]:
     if all(type(qid) is str for qid in itertools.chain(run, qrels)) and all(
             type(doc) is str for docs in qrels.values() for doc in docs):
         return run, qrels  # document ids of the run are made text as each query is ranked
-    return ({str(qid): hits for qid, hits in run.items()},
-            {str(qid): {str(doc): grade for doc, grade in docs.items()} for qid, docs in qrels.items()})
+    return (_as_text(run, "query {} is given twice in the run"),
+            {qid: _as_text(docs, f"document {{}} of query {qid!r} is given twice in the qrels")
+             for qid, docs in _as_text(qrels, "query {} is given twice in the qrels").items()})
+
+
+def _as_text(mapping: Mapping, given_twice: str) -> dict:
+    """``mapping`` keyed by its keys as text, refusing two keys of one text (``7`` and ``"7"``): one was dropped."""
+    keyed = {str(key): value for key, value in mapping.items()}
+    if len(keyed) < len(mapping):
+        seen: dict[str, object] = {}
+        for key in mapping:
+            if seen.setdefault(str(key), key) is not key:
+                raise RetrieverError(f"{given_twice.format(repr(str(key)))} (as {seen[str(key)]!r} and {key!r}), "
+                                     "and ids are scored as the text a run file holds; give each once")
+    return keyed
 
 
 @dataclass

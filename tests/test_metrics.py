@@ -321,3 +321,15 @@ def test_metrics_may_be_any_iterable_of_names_a_generator_included():
     assert evaluate_run(run, qrels, {"mrr@10": 1, "recall@1": 1}.keys()).to_json() == wanted
     with pytest.raises(RetrieverError, match="^metrics must be a list of names such as 'ndcg@10', not int 10$"):
         evaluate_run(run, qrels, 10)
+
+
+@pytest.mark.parametrize("run, qrels, message", [
+    ({1: {"d1": 1.0}, "1": {"d2": 0.5}}, {"1": {"d1": 1}}, r"query '1' is given twice in the run \(as 1 and '1'\)"),
+    ({"q": {"d1": 1.0}}, {7: {"d1": 1}, "7": {"d1": 0}, "q": {"d1": 1}}, r"query '7' is given twice in the qrels"),
+    ({"q": {"1": 1.0}}, {"q": {1: 0, "1": 1}}, r"document '1' of query 'q' is given twice in the qrels"),
+])
+def test_ids_that_become_the_same_text_are_refused_not_one_dropped(run, qrels, message) -> None:
+    """Ids are scored as the text a run file holds (``7`` is ``"7"``): a run or qrels holding both kept only the last,
+    and scored it without a word (recall 1.0 for the run's first query, whose hits were dropped)."""
+    with pytest.raises(RetrieverError, match=message):
+        evaluate_run(run, qrels, ["recall@10"])
