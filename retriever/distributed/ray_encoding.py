@@ -149,7 +149,8 @@ class RayEncoderPool:
             num_cpus=0 if gpus_per_worker else cpus_per_worker, num_gpus=gpus_per_worker,
             max_restarts=MAX_RETRIES, max_task_retries=MAX_RETRIES)
         threads = 0 if gpus_per_worker else cpus_per_worker
-        self.batch_size = resolve_batch_size(batch_size, torch.device(actor_device))  # as each actor's encoder has it
+        # as each actor's encoder has it: a GPU actor's device may be "auto", which it resolves to its GPU
+        self.batch_size = resolve_batch_size(batch_size, torch.device("cuda" if gpus_per_worker else "cpu"))
         self._held = ("GPU", 1) if gpus_per_worker else ("CPU", cpus_per_worker)  # by each actor
         say_if_waiting(ray, workers, "encoder workers", *self._held)
         self.actors = [actor_class.remote(actor_settings(settings), actor_device, dtype, batch_size, threads)

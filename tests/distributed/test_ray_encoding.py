@@ -106,3 +106,44 @@ def test_more_workers_than_the_cluster_holds_is_refused(local_ray):
         plan_workers(local_ray, "cpu", None, 4)
     with pytest.raises(RetrieverError, match="no GPU"):
         plan_workers(local_ray, "cuda", None, 1)
+
+
+class _GpuCluster:
+    """Just enough of the ray module for a pool to be planned and started on a cluster of 2 GPUs, without Ray."""
+
+    exceptions = type("exceptions", (), {"RayTaskError": type("RayTaskError", (Exception,), {})})
+
+    def __init__(self, metadata: dict) -> None:
+        self.metadata, self.started = metadata, []
+
+    def cluster_resources(self) -> dict:
+        return {"CPU": 8, "GPU": 2}
+
+    available_resources = cluster_resources
+
+    def remote(self, actor_class):
+        cluster = self
+
+        class Handle:
+            def options(self, **options):
+                return self
+
+            def remote(self, settings, device, dtype, batch_size, threads):
+                cluster.started.append(device)
+                method = type("method", (), {"remote": lambda _: cluster.metadata})()
+                return type("actor", (), {"metadata": method})()
+        return Handle()
+
+    def get(self, refs):
+        return refs
+
+    def kill(self, actor) -> None:
+        pass
+
+
+def test_a_gpu_cluster_with_the_default_device_starts_its_pool(settings):
+    """`encode --ray` on a cluster with GPUs and the default --device auto died of torch's RuntimeError ("Expected one
+    of cpu, cuda, ... device type at start of device string: auto") while sizing the actors' batches (probe 17)."""
+    cluster = _GpuCluster({"dim": 32})
+    pool = RayEncoderPool(cluster, settings)
+    assert cluster.started == ["auto", "auto"] and pool.batch_size == 128  # one actor per GPU, a GPU's batches
