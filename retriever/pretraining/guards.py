@@ -4,14 +4,12 @@ refuses as well is in `retriever.training.run_guards`); and the warning before p
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
 from retriever.errors import RetrieverError
-from retriever.model_loading import check_vocabulary
-from retriever.model_names import resolve_model_path
+from retriever.model_loading import check_vocabulary, model_files
 from retriever.pretraining.masking import MIN_SPAN_TOKENS, CondenserExamples
 from retriever.training.processes import launched_processes
 from retriever.wording import agree, counted
@@ -77,9 +75,13 @@ def drops_lone_span_passage(examples: CondenserExamples, per_step: int, log: Cal
 
 def contrastive_start_warning(name: str) -> str | None:
     """A warning when ``name`` is already a contrastively trained sentence encoder: there our benchmark measured
-    Condenser pre-training lowering fine-tuned quality (README, "When pre-training helps")."""
-    path = Path(resolve_model_path(name))
-    found = [marker for marker in CONTRASTIVE_MARKERS if (path / marker).is_file()]
+    Condenser pre-training lowering fine-tuned quality (README, "When pre-training helps"). A hub id's markers are
+    read from its snapshot of JSON files (they were looked for in a local folder only)."""
+    try:
+        path = model_files(name)
+    except RetrieverError:  # a hub id nowhere: loading says so
+        return None
+    found = [marker for marker in CONTRASTIVE_MARKERS if path is not None and (path / marker).is_file()]
     if not found:
         return None
     return (f"warning: {name} is already a contrastive sentence encoder ({found[0]}); on minilm, Condenser "

@@ -99,3 +99,14 @@ def test_pretraining_a_sentence_encoder_warns_first(tiny_beir, tiny_model_dir, t
     pretrain(config(tiny_beir, tmp_path / "out", encoder, max_steps=1), log=messages.append)
     assert messages[0].startswith("warning:") and "modules.json" in messages[0] and "README" in messages[0]
     assert "contrastive" in contrastive_start_warning("minilm")
+
+
+def test_a_sentence_encoder_named_by_hub_id_warns_too(tiny_model_dir, tmp_path, hub_snapshot):
+    """Only a local folder's modules.json was looked for: `--model sentence-transformers/all-MiniLM-L6-v2` (minilm
+    itself, by its hub id) was pre-trained without the warning `--model minilm` gets."""
+    encoder = shutil.copytree(tiny_model_dir, tmp_path / "sentence-encoder")
+    (encoder / "modules.json").write_text("[]")
+    hub_snapshot(encoder, "org/sentence-encoder")
+    hub_snapshot(tiny_model_dir, "org/plain-bert")
+    assert "(modules.json)" in contrastive_start_warning("org/sentence-encoder")
+    assert contrastive_start_warning("org/plain-bert") is None and contrastive_start_warning("org/nowhere") is None
