@@ -221,7 +221,8 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
       retriever serve indexes/scifact --port 8000
     """
     from retriever.serving import BatchSettings, Limits, configure_threads, create_app
-    from retriever.serving.protocol import guarded_protocol, raise_open_files_limit
+    from retriever.serving.open_files import raise_open_files_limit
+    from retriever.serving.protocol import guarded_protocol
 
     folders = parse_named_indexes(index, named)
     if model is not None and len(folders) > 1:

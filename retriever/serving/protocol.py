@@ -43,7 +43,6 @@ from retriever.serving.malformed import SUPPORTED_VERSIONS, UnsupportedVersion, 
 
 log = logging.getLogger(__name__)
 MAX_HEAD_BYTES = 32 * 1024
-MOST_OPEN_FILES = 1 << 20  # Linux's default fs.nr_open, for a hard limit of "unlimited"
 try:  # the bytes a socket's peer has not acknowledged (Linux's SIOCOUTQ)
     from fcntl import ioctl
     from termios import TIOCOUTQ
@@ -281,19 +280,3 @@ def guarded_protocol(request_timeout: float, max_head_bytes: int = MAX_HEAD_BYTE
         raise ValueError("the request timeout must be a positive number of seconds and the head size limit positive")
     return type("GuardedHttpProtocol", (GuardedHttpProtocol,),
                 {"request_timeout": float(request_timeout), "max_head_bytes": int(max_head_bytes)})
-
-
-def raise_open_files_limit() -> None:
-    """Each connection holds a file descriptor until the request timeout closes an idle one: under a soft limit of 1,024
-    (a common default) a thousand idle connections reset every new client. Raised to the hard limit the system allows."""
-    try:
-        import resource
-    except ImportError:  # Windows: no such limit
-        return
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    wanted = MOST_OPEN_FILES if hard == resource.RLIM_INFINITY else min(hard, MOST_OPEN_FILES)
-    if soft != resource.RLIM_INFINITY and soft < wanted:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
-        except (ValueError, OSError):  # refused (a container's cap): served within the soft limit
-            pass

@@ -12,7 +12,8 @@ from click.testing import CliRunner
 from retriever.cli import main
 from retriever.cli.serving import serve_command
 from retriever.errors import IndexDamaged
-from retriever.serving.protocol import MOST_OPEN_FILES, guarded_protocol
+from retriever.serving.open_files import MOST_OPEN_FILES
+from retriever.serving.protocol import guarded_protocol
 
 
 @pytest.mark.parametrize("flag, value", [("--request-timeout", "nan"), ("--request-timeout", "inf"),
