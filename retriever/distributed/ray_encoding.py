@@ -114,6 +114,9 @@ def plan_workers(ray: ModuleType, device: str, workers: int | None, cpus_per_wor
     """(workers, GPUs per worker, actor device): one GPU per actor where the cluster has GPUs, else CPUs."""
     _, gpus = cluster_cpus_and_gpus(ray)
     if gpus and device != "cpu":
+        if device.startswith("cuda:") and device != "cuda:0":  # an actor sees only the GPU Ray gives it, as cuda:0
+            raise RetrieverError(f"--device {device} names a GPU of this machine; on Ray each encoder worker is given a "
+                                 "GPU of its own: pass --device cuda (or leave --device out)")
         if workers is not None and workers > gpus:
             raise RetrieverError(f"--ray-workers {workers} needs more than the cluster's {gpus} GPUs; "
                                  "lower --ray-workers")

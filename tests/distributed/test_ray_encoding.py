@@ -147,3 +147,12 @@ def test_a_gpu_cluster_with_the_default_device_starts_its_pool(settings):
     cluster = _GpuCluster({"dim": 32})
     pool = RayEncoderPool(cluster, settings)
     assert cluster.started == ["auto", "auto"] and pool.batch_size == 128  # one actor per GPU, a GPU's batches
+
+
+def test_a_numbered_gpu_on_a_ray_cluster_is_refused_before_any_actor_starts():
+    """Ray gives each encoder actor one GPU of its own, which it sees as cuda:0: `--device cuda:1` failed in every
+    actor saying 'this machine has 1 CUDA GPU(s), numbered from 0' of a machine that has more (probe 17)."""
+    with pytest.raises(RetrieverError, match=r"^--device cuda:1 names a GPU of this machine; on Ray each encoder worker "
+                                             r"is given a GPU of its own: pass --device cuda"):
+        plan_workers(_GpuCluster({}), "cuda:1", None, 1)
+    assert plan_workers(_GpuCluster({}), "cuda:0", None, 1) == (2, 1, "cuda:0")  # the GPU each actor sees
