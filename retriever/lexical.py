@@ -35,6 +35,7 @@ METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 # Query terms whose vocabulary ids a searcher remembers: a lookup in the memory-mapped vocabulary is a
 # binary search in Python, and a served index sees the same terms again and again. A few MB at most.
 TERM_ID_CACHE_SIZE = 1 << 16
+K1_MAX = 1e6  # term counts still rank (tf-idf at larger k1): Lucene's scores were all 0 at 1e300, BM25L's inf at 1e308
 # The names bm25s's tokenizer takes for its stopword lists (its ``STOPWORDS_<LIST>`` constants), known here so that
 # checking a setting does not import bm25s, whose scipy import costs every command that reads a manifest.
 _STOPWORD_LIST_OF = {name: constant for constant, names in (
@@ -66,8 +67,8 @@ class LexicalParams:
         if self.method not in METHODS:
             raise RetrieverError(f"unknown BM25 method {self.method!r}; use one of {', '.join(METHODS)}")
         # nan passes click's ranges and "<" tests, then makes every score NaN and the manifest invalid JSON
-        if not (is_number(self.k1) and math.isfinite(self.k1) and self.k1 >= 0):
-            raise RetrieverError(f"--bm25-k1 must be a finite number >= 0, not {self.k1!r}")
+        if not (is_number(self.k1) and 0 <= self.k1 <= K1_MAX):  # past it, scores leave float32's range
+            raise RetrieverError(f"--bm25-k1 must be a number from 0 to {K1_MAX:.0e}, not {self.k1!r}".replace("e+0", "e"))
         if not (is_number(self.b) and math.isfinite(self.b) and 0 <= self.b <= 1):
             raise RetrieverError(f"--bm25-b must be a finite number within [0, 1], not {self.b!r}")
         _snowball(self.stemmer)

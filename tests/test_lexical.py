@@ -121,19 +121,30 @@ def test_bm25_settings_are_checked_without_building(folder):
 
 
 @pytest.mark.parametrize("params, expected", [
-    (LexicalParams(k1=float("nan")), "--bm25-k1 must be a finite number >= 0, not nan"),
-    (LexicalParams(k1=float("inf")), "--bm25-k1 must be a finite number >= 0, not inf"),
-    (LexicalParams(k1=-3), "--bm25-k1 must be a finite number >= 0, not -3"),
+    (LexicalParams(k1=float("nan")), "--bm25-k1 must be a number from 0 to 1e6, not nan"),
+    (LexicalParams(k1=float("inf")), "--bm25-k1 must be a number from 0 to 1e6, not inf"),
+    (LexicalParams(k1=-3), "--bm25-k1 must be a number from 0 to 1e6, not -3"),
     (LexicalParams(b=float("nan")), r"--bm25-b must be a finite number within \[0, 1\], not nan"),
     (LexicalParams(b=5), r"--bm25-b must be a finite number within \[0, 1\], not 5"),
-    (LexicalParams(k1="1.2"), "--bm25-k1 must be a finite number >= 0, not '1.2'"),  # a TypeError traceback
-    (LexicalParams(k1=True), "--bm25-k1 must be a finite number >= 0, not True"),
+    (LexicalParams(k1="1.2"), "--bm25-k1 must be a number from 0 to 1e6, not '1.2'"),  # a TypeError traceback
+    (LexicalParams(k1=True), "--bm25-k1 must be a number from 0 to 1e6, not True"),
+    (LexicalParams(k1=1e300), "--bm25-k1 must be a number from 0 to 1e6, not 1e[+]300"),  # every score 0: no hits
     (LexicalParams(b=None), r"--bm25-b must be a finite number within \[0, 1\], not None")])
 def test_bm25_k1_and_b_must_be_finite_and_in_range(params, expected):
     with pytest.raises(RetrieverError, match=f"^{expected}$"):
         params.check()
     LexicalParams(k1=0, b=0).check()
     LexicalParams(k1=3, b=1).check()
+    LexicalParams(k1=1e6).check()
+
+
+@pytest.mark.parametrize("method", ["lucene", "bm25l", "atire"])
+def test_the_largest_k1_taken_still_ranks_by_term_counts(folder, method):
+    """Past it, scores left float32's range: Lucene's all became 0 (no hits at 1e300), BM25L's inf (at 1e308)."""
+    record = build_lexical(folder / DOCSTORE_FILE, folder / LEXICAL_DIR, LexicalParams(k1=1e6, method=method),
+                           progress=False)
+    scores, rows = LexicalIndex(folder, record).search(["honey flowers"], k=4)
+    assert rows[0].tolist()[:2] == [0, 3] and np.isfinite(scores[0, :2]).all() and scores[0, 0] > scores[0, 1] > 0
 
 
 @pytest.mark.parametrize("name", ["English", "EN", "ru,en", "xx"])
