@@ -5,7 +5,8 @@ Content-Length from a bad chunk, and ``curl 'http://host/search?q=café'`` (curl
 no hint that the query wants percent-encoding. ``protocol.GuardedHttpProtocol`` sends what ``refusal`` returns.
 A well-formed HTTP/1.1 request without exactly one Host header is refused by ``HostChecked``. A request line of an
 HTTP version other than 1.0 and 1.1 is a 505 (``unsupported_version``): the parser takes HTTP/2.0 and HTTP/0.9,
-and uvicorn answered them as HTTP/1.1; it refuses other digits (HTTP/1.2, HTTP/3.0), which were a 400.
+and uvicorn answered them as HTTP/1.1; it refuses other digits (HTTP/1.2, HTTP/3.0), which were a 400. An address given
+as a whole URL without a path (``GET http://host?q=x``) has the path ``/`` (``rooted``).
 """
 from __future__ import annotations
 
@@ -45,6 +46,22 @@ def refusal(error: Exception) -> str:
     if first[1:].islower():  # "Duplicate Content-Length" reads on as "duplicate Content-Length"
         reason = first.lower() + (" " + rest if rest else "")
     return f"malformed HTTP request ({reason})"
+
+
+def rooted(url: bytes) -> bytes:
+    """An absolute-form address with no path (``http://host``, ``http://host?q=x``) with the path ``/`` HTTP gives it:
+    httptools parses no path there, and uvicorn failed on its None (a 400 and a traceback in the log per request)."""
+    if url.startswith(b"/"):
+        return url
+    try:
+        parsed = httptools.parse_url(url)
+    except httptools.HttpParserInvalidURLError:  # refused as it was, saying so (``refusal``)
+        return url
+    if parsed.path is not None or parsed.schema is None:
+        return url
+    scheme, mark, rest = url.partition(b"://")
+    end = min([at for at in (rest.find(b"?"), rest.find(b"#")) if at >= 0], default=len(rest))
+    return scheme + mark + rest[:end] + b"/" + rest[end:]
 
 
 class UnsupportedVersion(Exception):

@@ -39,7 +39,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from retriever.serving.chunked import ChunkedEnd
 from retriever.serving.lingering import LingeringTransport, close_lingering
-from retriever.serving.malformed import SUPPORTED_VERSIONS, UnsupportedVersion, refusal, unsupported_version
+from retriever.serving.malformed import SUPPORTED_VERSIONS, UnsupportedVersion, refusal, rooted, unsupported_version
 
 log = logging.getLogger(__name__)
 MAX_HEAD_BYTES = 32 * 1024
@@ -134,6 +134,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         if self.parser.get_http_version() not in SUPPORTED_VERSIONS:  # stops the parser: a 505 (``_feed``)
             raise UnsupportedVersion(self.parser.get_http_version())
         self._head_bytes = None
+        self.url = rooted(self.url)
         super().on_headers_complete()
         self._body_of = self.cycle
         lengths = [value for name, value in self.headers if name == b"content-length"]  # the parser checked it

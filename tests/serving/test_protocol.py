@@ -339,3 +339,20 @@ def test_a_request_line_of_another_http_version_is_a_505_failing_only_its_connec
     assert second.endswith(b'{"error": "the request line names %s, which this server does not speak: send the '
                            b'request as HTTP/1.1 (or HTTP/1.0)"}' % said), reply
     assert reply_to(port, b"GET /slow HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.1 200 ")
+
+
+@pytest.mark.parametrize("target", [b"http://127.0.0.1", b"http://127.0.0.1:8000?q=cat", b"HTTP://[::1]:80"])
+def test_an_absolute_address_without_a_path_is_the_root(port, target):
+    """HTTP/1.1 lets a request name its target as a whole URL (``GET http://host HTTP/1.1``, as a client that thinks it
+    talks to a proxy sends it), whose empty path is ``/``. uvicorn read no path there: each such request was a 400 "the
+    server could not read it" and a 10-line traceback in the server's log."""
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = records.append
+    logging.getLogger("retriever").addHandler(handler)
+    try:
+        reply = reply_to(port, b"GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % target)
+    finally:
+        logging.getLogger("retriever").removeHandler(handler)
+    assert reply.startswith(b"HTTP/1.1 404 "), reply  # the test app has no route at /
+    assert [r.getMessage() for r in records if r.levelno >= logging.WARNING] == []
