@@ -27,6 +27,7 @@ from functools import lru_cache
 
 from retriever.errors import RetrieverError
 from retriever.metric_names import DEFAULT_METRICS, check_metrics, checked_metric_names
+from retriever.qrels import int_grades
 from retriever.runs import Qrels, Run, by_query, ranked_hits
 from retriever.wording import agree, counted, none_of
 
@@ -102,26 +103,6 @@ def _nothing_judged(run: Run, qrels: Qrels) -> RetrieverError:
         f"qrels ids e.g. {qsample}); check that the run and qrels use the same query ids")
 
 
-def _grade(value: object, doc: object, qid: object) -> int:
-    """A grade as trec_eval keeps it, a C int: an integer, numpy's too, or an integral float (1.0, from pandas). Text
-    was a TypeError traceback, and 0.5 gave gain to a document counted non-relevant."""
-    if not isinstance(value, bool) and (isinstance(value, numbers.Integral) or (
-            isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer())):
-        return int(value)
-    raise RetrieverError(f"the grade of document {doc!r} for query {qid!r} is {value!r}, not an integer; grades are "
-                         "integers as trec_eval reads them (0 judged non-relevant, 1 or more relevant)")
-
-
-def _int_grades(qrels: Qrels) -> Qrels:
-    """The qrels with every grade an int (``_grade``); plain ints, as ``read_qrels`` gives, are taken as they are."""
-    for qid, docs in qrels.items():
-        if not isinstance(docs, Mapping):
-            raise RetrieverError(f"the judgments of query {qid!r} must be a mapping of document id to grade")
-    if all(type(grade) is int for docs in qrels.values() for grade in docs.values()):
-        return qrels
-    return {qid: {doc: _grade(grade, doc, qid) for doc, grade in docs.items()} for qid, docs in qrels.items()}
-
-
 def _ids_as_text(run: Run, qrels: Qrels) -> tuple[Run, Qrels]:
     """Query and document ids as the text a run or qrels file holds, as the run writers write them: a run of
     integer ids (or numpy ones) scored against qrels read from a file matched nothing and scored 0, silently."""
@@ -186,7 +167,7 @@ def evaluate_run(run: Run, qrels: Qrels, metrics: Iterable[str] = DEFAULT_METRIC
     level = check_relevance_level(relevance_level)
     names = checked_metric_names(metrics)
     parsed = check_metrics(names)
-    run, qrels = _ids_as_text(by_query(run, "a run"), _int_grades(by_query(qrels, "qrels")))
+    run, qrels = _ids_as_text(by_query(run, "a run"), int_grades(by_query(qrels, "qrels")))
     judged_qids = judged_query_ids(qrels)
     judged_set = set(judged_qids)
     excluded = sum(1 for q, hits in run.items() if hits and q not in judged_set)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
+import numbers
 import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -84,6 +86,27 @@ def by_query(value: object, what: str) -> Mapping:
         raise RetrieverError(f"{what} must be a mapping of query id to {_VALUES[what]}, not a "
                              f"{type(value).__name__}")
     return value
+
+
+def _grade(value: object, doc: object, qid: object) -> int:
+    """A grade as trec_eval keeps it, a C int: an integer, numpy's too, or an integral float (1.0, from pandas). Text
+    was a TypeError traceback, and 0.5 gave gain to a document counted non-relevant."""
+    if not isinstance(value, bool) and (isinstance(value, numbers.Integral) or (
+            isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer())):
+        return int(value)
+    raise RetrieverError(f"the grade of document {doc!r} for query {qid!r} is {value!r}, not an integer; grades are "
+                         "integers as trec_eval reads them (0 judged non-relevant, 1 or more relevant)")
+
+
+def int_grades(qrels: Qrels) -> Qrels:
+    """Library qrels (``evaluate_run``'s) with every grade an int (``_grade``); plain ints, as ``read_qrels`` gives, are
+    taken as they are."""
+    for qid, docs in qrels.items():
+        if not isinstance(docs, Mapping):
+            raise RetrieverError(f"the judgments of query {qid!r} must be a mapping of document id to grade")
+    if all(type(grade) is int for docs in qrels.values() for grade in docs.values()):
+        return qrels
+    return {qid: {doc: _grade(grade, doc, qid) for doc, grade in docs.items()} for qid, docs in qrels.items()}
 
 
 def read_qrels(path: str | Path) -> Qrels:
