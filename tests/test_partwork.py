@@ -5,15 +5,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from retriever import faiss_index, indexing, partwork
+from retriever import faiss_index, indexing, part_processes, partwork
 from retriever.errors import RetrieverError
 from retriever.indexing import IndexParams, build_index
 from retriever.searching import Searcher
@@ -31,7 +28,7 @@ def calls(monkeypatch):
     """Names of the parts filled and the number of trainings, as the build goes; ``crash_after`` parts
     filled, the next one raises."""
     record = {"filled": [], "trained": 0, "crash_after": None}
-    fill_part, train = partwork.fill_part, faiss_index.train
+    fill_part, train = part_processes.fill_part, faiss_index.train
 
     def counted_fill(*args):
         if record["crash_after"] is not None and len(record["filled"]) == record["crash_after"]:
@@ -43,7 +40,7 @@ def calls(monkeypatch):
         record["trained"] += 1
         return train(*args)
 
-    monkeypatch.setattr(partwork, "fill_part", counted_fill)
+    monkeypatch.setattr(part_processes, "fill_part", counted_fill)
     monkeypatch.setattr(faiss_index, "train", counted_train)
     return record
 
@@ -219,15 +216,6 @@ def test_parts_left_beside_a_finished_index_go_with_the_next_build(shards, corpu
         assert calls == {"filled": [], "trained": 0, "crash_after": None} and not work.exists()
 
 
-def test_a_killed_part_worker_is_one_line_saying_to_rerun(monkeypatch):
-    """A worker that dies (SIGKILL, the OOM killer) breaks the pool: one line, not BrokenProcessPool's traceback."""
-    monkeypatch.setattr(partwork, "fill_part", os._exit)  # each worker exits at once, as a killed one does
-    with pytest.raises(RetrieverError, match=r"^a part worker died \(killed, or out of memory\?\) while filling "
-                                             r"parts; rerun the same command to resume \(finished parts are kept\), "
-                                             r"or lower --part-size / --parallel-parts$"):
-        partwork.fill_in_processes([(), ()], 2, lambda: None)
-
-
 def test_a_folder_that_is_not_ours_is_not_emptied(shards, corpus, tmp_path):
     (tmp_path / "idx.parts").mkdir()
     (tmp_path / "idx.parts" / "notes.txt").write_text("mine")
@@ -240,74 +228,6 @@ def test_processes_and_ray_are_not_mixed(shards, corpus, tmp_path):
     with pytest.raises(RetrieverError, match="with --ray, parts are Ray tasks: use --ray-workers"):
         build_index(shards, corpus, tmp_path / "idx", IndexParams(**ONDISK, ray_address="local"), progress=False)
     assert not (tmp_path / "idx").exists()
-
-
-def _children(parent: int, marker: str) -> set[int]:
-    """Processes whose parent is ``parent`` and whose command line holds ``marker`` (read from /proc)."""
-    found = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if int(fields[1]) == parent and marker in command:
-            found.add(int(stat.parent.name))
-    return found
-
-
-def _running(pid: int) -> bool:
-    """Alive and not a zombie (a dead child nobody has reaped yet)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _build_with_part_workers(shards, corpus, output: Path, workers: int, stderr) -> tuple[subprocess.Popen, set[int]]:
-    """`retriever index` filling ivf-ondisk parts in 2 worker processes, once ``workers`` of them are seen (fewer
-    when the build ends first)."""
-    command = [sys.executable, "-m", "retriever", "index", str(shards), "--corpus", str(corpus), "-o", str(output),
-               "--index-type", "ivf-ondisk", "--nlist", "8", "--part-size", "60", "--parallel-parts", "2",
-               "--ondisk-codes", "flat", "--no-bm25"]
-    run = subprocess.Popen(command, env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=subprocess.DEVNULL,
-                           stderr=stderr, text=True)
-    seen: set[int] = set()
-    deadline = time.monotonic() + 120
-    while run.poll() is None and len(seen) < workers and time.monotonic() < deadline:
-        seen = _children(run.pid, "spawn_main")
-        time.sleep(0.02)
-    return run, seen
-
-
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the workers through /proc")
-def test_part_workers_die_with_a_killed_build(shards, corpus, tmp_path):
-    """SIGKILL of `retriever index` cannot shut its pool down: the workers must notice on their own."""
-    run, workers = _build_with_part_workers(shards, corpus, tmp_path / "idx", 2, subprocess.DEVNULL)
-    if run.poll() is None:
-        run.send_signal(signal.SIGKILL)
-    run.wait()
-    assert len(workers) == 2, "the build ended before its part workers could be seen"
-    deadline = time.monotonic() + 10
-    while any(_running(pid) for pid in workers) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    survivors = [pid for pid in workers if _running(pid)]
-    for pid in survivors:  # do not leave them behind after a failure
-        os.kill(pid, signal.SIGKILL)
-    assert survivors == [], "part workers outlived the killed build"
-
-
-@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the workers through /proc")
-def test_a_part_worker_killed_mid_build_is_one_line(shards, corpus, tmp_path):
-    """The tester's case: `kill -KILL` of a part worker of `retriever index` (as the OOM killer does)."""
-    run, workers = _build_with_part_workers(shards, corpus, tmp_path / "idx", 1, subprocess.PIPE)
-    for pid in workers:
-        os.kill(pid, signal.SIGKILL)
-        break
-    err = run.communicate(timeout=120)[1]
-    assert workers, "the build ended before its part workers could be seen"
-    assert run.returncode == 1 and "Traceback" not in err, err
-    assert "error: a part worker died (killed, or out of memory?) while filling parts; rerun the same command" in err
 
 
 class Killed(BaseException):

@@ -1,0 +1,62 @@
+"""The worker processes that fill an ivf-ondisk build's parts on this machine (``--parallel-parts``; Ray tasks with
+``--ray`` are ``distributed.ray_parts``'s): spawned, each with its share of the cores, dying with the build."""
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+
+from retriever.errors import RetrieverError
+from retriever.ivfparts import fill_part
+
+_PR_SET_PDEATHSIG = 1
+
+
+def fill_in_processes(jobs: list[tuple], workers: int, finished: Callable[[], None]) -> None:
+    """``fill_part`` for each job in ``workers`` processes (here, for one), each with its share of the cores."""
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    if workers == 1:
+        for job in jobs:
+            fill_part(*job, threads)
+            finished()
+        return
+    # spawn, not fork: a forked child of a process that already ran OpenMP (training) can hang.
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent,
+                               initargs=(os.getpid(),))
+    try:
+        for future in as_completed([pool.submit(fill_part, *job, threads) for job in jobs]):
+            future.result()
+            finished()
+    except BrokenProcessPool:  # a worker was killed (the OOM killer, a user): its part cannot be finished here
+        raise RetrieverError("a part worker died (killed, or out of memory?) while filling parts; rerun the same "
+                             "command to resume (finished parts are kept), or lower --part-size / "
+                             "--parallel-parts") from None
+    finally:
+        pool.shutdown(cancel_futures=True)  # on a failure, parts not started yet are not filled for nothing
+
+
+def die_with_parent(parent: int) -> None:
+    """A part worker's initializer: exit when the build that started it dies. A killed parent (SIGKILL, OOM)
+    cannot stop its pool, and the workers would otherwise wait for work, or keep filling parts, for ever.
+    Linux kills the worker with the parent (``PR_SET_PDEATHSIG``); elsewhere a thread watches the parent id."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (AttributeError, OSError):
+            pass
+    if os.getppid() != parent:  # died before the request above: nothing will signal it now
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="watch-parent").start()
+
+
+def _watch_parent(parent: int, every: float = 1.0) -> None:
+    while os.getppid() == parent:
+        time.sleep(every)
+    os._exit(1)

@@ -1,0 +1,93 @@
+"""The worker processes that fill ivf-ondisk parts: one line when one dies, and none outlives its build."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from retriever import part_processes
+from retriever.errors import RetrieverError
+from test_ondisk import corpus, encoder, shards  # noqa: F401  (fixtures)
+
+
+def test_a_killed_part_worker_is_one_line_saying_to_rerun(monkeypatch):
+    """A worker that dies (SIGKILL, the OOM killer) breaks the pool: one line, not BrokenProcessPool's traceback."""
+    monkeypatch.setattr(part_processes, "fill_part", os._exit)  # each worker exits at once, as a killed one does
+    with pytest.raises(RetrieverError, match=r"^a part worker died \(killed, or out of memory\?\) while filling "
+                                             r"parts; rerun the same command to resume \(finished parts are kept\), "
+                                             r"or lower --part-size / --parallel-parts$"):
+        part_processes.fill_in_processes([(), ()], 2, lambda: None)
+
+
+
+def _children(parent: int, marker: str) -> set[int]:
+    """Processes whose parent is ``parent`` and whose command line holds ``marker`` (read from /proc)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            command = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if int(fields[1]) == parent and marker in command:
+            found.add(int(stat.parent.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a dead child nobody has reaped yet)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _build_with_part_workers(shards, corpus, output: Path, workers: int, stderr) -> tuple[subprocess.Popen, set[int]]:
+    """`retriever index` filling ivf-ondisk parts in 2 worker processes, once ``workers`` of them are seen (fewer
+    when the build ends first)."""
+    command = [sys.executable, "-m", "retriever", "index", str(shards), "--corpus", str(corpus), "-o", str(output),
+               "--index-type", "ivf-ondisk", "--nlist", "8", "--part-size", "60", "--parallel-parts", "2",
+               "--ondisk-codes", "flat", "--no-bm25"]
+    run = subprocess.Popen(command, env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=subprocess.DEVNULL,
+                           stderr=stderr, text=True)
+    seen: set[int] = set()
+    deadline = time.monotonic() + 120
+    while run.poll() is None and len(seen) < workers and time.monotonic() < deadline:
+        seen = _children(run.pid, "spawn_main")
+        time.sleep(0.02)
+    return run, seen
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the workers through /proc")
+def test_part_workers_die_with_a_killed_build(shards, corpus, tmp_path):
+    """SIGKILL of `retriever index` cannot shut its pool down: the workers must notice on their own."""
+    run, workers = _build_with_part_workers(shards, corpus, tmp_path / "idx", 2, subprocess.DEVNULL)
+    if run.poll() is None:
+        run.send_signal(signal.SIGKILL)
+    run.wait()
+    assert len(workers) == 2, "the build ended before its part workers could be seen"
+    deadline = time.monotonic() + 10
+    while any(_running(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    survivors = [pid for pid in workers if _running(pid)]
+    for pid in survivors:  # do not leave them behind after a failure
+        os.kill(pid, signal.SIGKILL)
+    assert survivors == [], "part workers outlived the killed build"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the workers through /proc")
+def test_a_part_worker_killed_mid_build_is_one_line(shards, corpus, tmp_path):
+    """The tester's case: `kill -KILL` of a part worker of `retriever index` (as the OOM killer does)."""
+    run, workers = _build_with_part_workers(shards, corpus, tmp_path / "idx", 1, subprocess.PIPE)
+    for pid in workers:
+        os.kill(pid, signal.SIGKILL)
+        break
+    err = run.communicate(timeout=120)[1]
+    assert workers, "the build ended before its part workers could be seen"
+    assert run.returncode == 1 and "Traceback" not in err, err
+    assert "error: a part worker died (killed, or out of memory?) while filling parts; rerun the same command" in err
