@@ -19,7 +19,6 @@ only documents equal on both keys stay tied and are ordered there, by doc id, li
 """
 from __future__ import annotations
 
-import math
 import numbers
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -36,6 +35,9 @@ FUSION_SETTINGS = ("method", "rrf_k", "alpha", "depth")  # what FusionParams.ove
 # Fused scores this close (relative) are tied: RRF sums equal in exact arithmetic can differ in the last bit
 # of a float64 (1/275 + 1/330 and 2/300), while distinct sums of depth-1000 ranks differ by far more.
 TIE_TOLERANCE = 1e-12
+# RRF's largest constant, far past any in use: by 1e13 neighbouring ranks' shares differed by less than TIE_TOLERANCE
+# (every document tied, and the convex tie-break ranked them), and by 1e39 the scores left float32's range
+RRF_K_MAX = 1e6
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,8 @@ class FusionParams:
             raise RetrieverError(f"unknown fusion {self.method!r}; use one of {', '.join(METHODS)}")
         if not (is_number(self.alpha) and 0.0 <= self.alpha <= 1.0):
             raise RetrieverError(f"--alpha {self.alpha!r} is outside 0..1 (the weight of the dense score)")
-        if not (is_number(self.rrf_k) and math.isfinite(self.rrf_k) and self.rrf_k > 0):  # nan and inf pass "> 0"
-            raise RetrieverError(f"--rrf-k must be a positive finite number, not {self.rrf_k!r}")
+        if not (is_number(self.rrf_k) and 0 < self.rrf_k <= RRF_K_MAX):  # nan fails both
+            raise RetrieverError(f"--rrf-k must be a positive number up to 1e6, not {self.rrf_k!r}")
         object.__setattr__(self, "depth", whole_number(self.depth, "--fusion-depth", 1))
         for name in ("rrf_k", "alpha"):  # a NumPy float as the Python one (the manifest's record is JSON)
             object.__setattr__(self, name, float(getattr(self, name)))
@@ -84,7 +86,7 @@ class FusionParams:
 
 
 # What each recorded setting must be, in the manifest's terms (FusionParams says it in the flags').
-_RECORDED = {"method": f"one of {', '.join(METHODS)}", "rrf_k": "a positive finite number",
+_RECORDED = {"method": f"one of {', '.join(METHODS)}", "rrf_k": "a positive number up to 1e6",
              "alpha": "a number from 0 to 1", "depth": "a whole number of at least 1"}
 
 

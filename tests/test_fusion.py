@@ -123,8 +123,8 @@ def test_params_validate_and_a_lone_alpha_means_convex():
 
 @pytest.mark.parametrize("settings, message", [
     ({"alpha": "0.3"}, "--alpha '0.3' is outside 0..1"), ({"alpha": True}, "--alpha True is outside 0..1"),
-    ({"rrf_k": "60"}, "--rrf-k must be a positive finite number, not '60'"),
-    ({"rrf_k": None}, "--rrf-k must be a positive finite number, not None")])
+    ({"rrf_k": "60"}, "--rrf-k must be a positive number up to 1e6, not '60'"),
+    ({"rrf_k": None}, "--rrf-k must be a positive number up to 1e6, not None")])
 def test_settings_that_are_not_numbers_are_one_line(settings, message):
     """A library call's FusionParams(alpha="0.3") raised a TypeError from a comparison, and True weighed as 1."""
     with pytest.raises(RetrieverError, match=f"^{re.escape(message)}"):
@@ -249,3 +249,17 @@ def test_numpy_numbers_are_taken_as_python_numbers():
     assert params.record() == {"method": "convex", "rrf_k": 30.0, "alpha": 0.25, "depth": 100}
     assert [type(value) for value in params.record().values()] == [str, float, float, int]
     assert FusionParams().overridden(depth=np.int32(50)).depth == 50
+
+
+def test_rrf_at_the_largest_k_taken_still_ranks_by_the_sum_of_ranks():
+    """RRF's constant tends to summing ranks: (50, 50) over (1, 100). Past the limit, ranks' shares differed by less
+    than the fused-score tie tolerance, so every document tied and the convex tie-break ranked them instead (the
+    lone dense leader first); at 1e300 every score was 0 or, lowered one float32 step apart, "-0.0000"."""
+    dense = ranking(list(range(100)), [10.0] + list(np.linspace(1.0, 0.5, 99)))
+    lexical = ranking([i for i in range(1, 100) if i != 49][:49] + [49] + [i for i in range(1, 100) if i != 49][49:]
+                      + [0])
+    labels = fuse_one(dense, lexical, FusionParams("rrf", rrf_k=1e6), k=100)[1].tolist()
+    assert labels.index(49) < labels.index(0)
+    for too_large in (1e13, 1e300):
+        with pytest.raises(RetrieverError, match=r"^--rrf-k must be a positive number up to 1e6, not 1"):
+            FusionParams("rrf", rrf_k=too_large)
