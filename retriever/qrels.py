@@ -28,7 +28,7 @@ REPORTED_SPLIT = "test"  # the split results are reported on: no tuning or train
 DECIMAL_NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan)",
                             re.IGNORECASE)
 _INTEGER = re.compile(r"[+-]?[0-9]+")
-_INT32 = (-2**31, 2**31 - 1)  # trec_eval keeps a grade in a C int
+GRADE_RANGE = (-2**31, 2**31 - 1)  # trec_eval keeps a grade in a C int
 
 # The grade column's name in a header; a first line is a header only if it says so.
 _HEADER_SCORE_NAMES = {"score", "relevance", "rel", "label", "grade", "judgment", "judgement"}
@@ -61,7 +61,7 @@ def _parse_relevance(path: Path, lineno: int, text: str, first: bool = False) ->
         if first:
             hint += "; a header line names its grade column, e.g. 'score' or 'rel'"
         raise InputFileError(path, lineno, f"relevance {shown!r} is not an integer", hint)
-    if not _INT32[0] <= grade <= _INT32[1]:
+    if not GRADE_RANGE[0] <= grade <= GRADE_RANGE[1]:
         raise InputFileError(path, lineno, f"relevance {shown!r} is beyond a 32-bit integer",
                              "trec_eval keeps grades in a C int; write grades such as 0, 1, 2")
     leading = _INTEGER.match(text)  # what atol reads of a grade: 1 of "1e1", 10 of "10e-1", 0 of ".3e1"
@@ -93,6 +93,9 @@ def _grade(value: object, doc: object, qid: object) -> int:
     was a TypeError traceback, and 0.5 gave gain to a document counted non-relevant."""
     if not isinstance(value, bool) and (isinstance(value, numbers.Integral) or (
             isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer())):
+        if not GRADE_RANGE[0] <= int(value) <= GRADE_RANGE[1]:  # 10**400 was an OverflowError in the nDCG gain
+            raise RetrieverError(f"the grade of document {doc!r} for query {qid!r} is {int(value)}, beyond a 32-bit "
+                                 "integer; trec_eval keeps grades in a C int, as the qrels readers do")
         return int(value)
     raise RetrieverError(f"the grade of document {doc!r} for query {qid!r} is {value!r}, not an integer; grades are "
                          "integers as trec_eval reads them (0 judged non-relevant, 1 or more relevant)")
@@ -104,7 +107,8 @@ def int_grades(qrels: Qrels) -> Qrels:
     for qid, docs in qrels.items():
         if not isinstance(docs, Mapping):
             raise RetrieverError(f"the judgments of query {qid!r} must be a mapping of document id to grade")
-    if all(type(grade) is int for docs in qrels.values() for grade in docs.values()):
+    low, high = GRADE_RANGE
+    if all(type(grade) is int and low <= grade <= high for docs in qrels.values() for grade in docs.values()):
         return qrels
     return {qid: {doc: _grade(grade, doc, qid) for doc, grade in docs.items()} for qid, docs in qrels.items()}
 
@@ -180,9 +184,10 @@ def _json_qrels(path: Path, lines: Iterable[tuple[int, str]]) -> Qrels:
         qrels[qid] = {}
         for doc, grade in docs.items():
             what = f"the grade of document {doc!r} for query {qid!r} is {json.dumps(grade)[:40]}"
-            if isinstance(grade, bool) or not isinstance(grade, (int, float)) or not float(grade).is_integer():
+            if isinstance(grade, bool) or not isinstance(grade, (int, float)) or (
+                    isinstance(grade, float) and not grade.is_integer()):  # float() of a 400-digit int overflows
                 raise InputFileError(path, None, f"{what}, not an integer", "write grades as integers such as 0, 1, 2")
-            if not _INT32[0] <= grade <= _INT32[1]:
+            if not GRADE_RANGE[0] <= grade <= GRADE_RANGE[1]:
                 raise InputFileError(path, None, f"{what}, beyond a 32-bit integer",
                                      "trec_eval keeps grades in a C int; write grades such as 0, 1, 2")
             qrels[qid][json_id(doc, path, None, "document id")] = int(grade)

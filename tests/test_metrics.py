@@ -308,7 +308,12 @@ def test_evaluate_run_takes_grades_as_trec_eval_reads_them_or_names_the_one_it_c
     for qrels, message in (({"q": {"d": "1"}}, r"the grade of document 'd' for query 'q' is '1', not an integer"),
                            ({"q": {"d": 0.5, "e": 1}}, r"the grade of document 'd' for query 'q' is 0.5, not an int"),
                            ({"q": {"d": True}}, r"the grade of document 'd' for query 'q' is True, not an integer"),
-                           ({"q": ["d"]}, r"the judgments of query 'q' must be a mapping of document id to grade")):
+                           ({"q": ["d"]}, r"the judgments of query 'q' must be a mapping of document id to grade"),
+                           # an OverflowError traceback, and nDCG 1.0 for 2**40, which the qrels readers refuse
+                           ({"q": {"d": 10**400}}, r"the grade of document 'd' for query 'q' is 1000.*, beyond a 32-bit"),
+                           ({"q": {"d": 2**40, "e": 1}}, r"the grade of document 'd' for query 'q' is 1099511627776, "
+                                                         r"beyond a 32-bit integer; trec_eval keeps grades in a C int"),
+                           ({"q": {"d": np.int64(-2**31 - 1)}}, r"is -2147483649, beyond a 32-bit integer")):
         with pytest.raises(RetrieverError, match=message):
             evaluate_run(run, qrels, ["ndcg@10"])
 

@@ -46,6 +46,8 @@ def test_qrels_saved_as_one_json_object_are_read_as_the_same_judgments(tmp_path:
     ('{"q1": {"d1": 0.5}}', "q.json: the grade of document 'd1' for query 'q1' is 0.5, not an integer"),
     ('{"q1": {"d1": true}}', "q.json: the grade of document 'd1' for query 'q1' is true, not an integer"),
     ('{"q1": {"d1": 1e10}}', "q.json: the grade of document 'd1' for query 'q1' is 10000000000.0, beyond a 32-bit integer"),
+    ('{"q1": {"d1": 1' + "0" * 400 + '}}', "q.json: the grade of document 'd1' for query 'q1' is 1" + "0" * 39 +
+                                          ", beyond a 32-bit integer"),  # an OverflowError traceback
     ('{"q1": ["d1"]}', "q.json: the judgments of query 'q1' are an array, not an object of document id to grade"),
     ('{"q1": {"d 1": 1}}', "q.json: bad document id: id 'd 1' holds whitespace"),
     ('{\n"q1": {"d1": 1, "d1": 0}}', "q.json: the key 'd1' is given 2 times in one object"),
