@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -22,7 +23,7 @@ from tqdm import tqdm
 from retriever.corpus import Document, Fields, ReadStats, count_records, iter_documents, resolve_corpus_path
 from retriever.encode_result import EncodeResult
 from retriever.encoder import Encoder
-from retriever.errors import RetrieverError
+from retriever.errors import RetrieverError, check_kind
 from retriever.recorded_paths import model_record, relative_path
 from retriever.files import atomic_write_bytes, creatable_problem
 from retriever.folders import check_output_name, make_folder
@@ -190,6 +191,7 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
     encode into ``output`` at the same time; a second run of this worker is refused at once (``held_lock`` on
     ``.encode-wXXXofYYY.lock`` in the folder).
     """
+    _check_kinds(corpus, output, encoder, fields)
     shard_size = whole_number(shard_size, "--shard-size", 1)
     num_workers = whole_number(num_workers, "--num-workers", 1)  # numpy ints broke json.dump after the first part
     worker_index = whole_number(worker_index, "--worker-index", 0)
@@ -209,6 +211,16 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
             with contextlib.suppress(OSError):  # only an empty folder goes: a run that wrote nothing leaves nothing
                 output.rmdir()
         raise
+
+
+def _check_kinds(corpus: object, output: object, encoder: object, fields: object) -> None:
+    """Library arguments of the wrong kind, in one line naming them: they failed deep in the run, as an AttributeError
+    (``'str' object has no attribute 'metadata'``) or pathlib's TypeError naming no argument."""
+    check_kind(corpus, (str, os.PathLike), "corpus", "a path to a corpus file or BEIR folder")
+    check_kind(output, (str, os.PathLike), "output", "a path to the shard folder")
+    if not isinstance(encoder, Encoder) and not callable(getattr(encoder, "run_parts", None)):
+        check_kind(encoder, Encoder, "encoder", "an Encoder (or a pool such as RayEncoderPool)")
+    check_kind(fields, Fields, "fields", "retriever.corpus.Fields, e.g. Fields(id='_id', text='text')")
 
 
 def _encode_share(corpus_path: Path, output: Path, encoder: Encoder | PartRunner, fmt: str, fields: Fields,

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import WORDS
+from retriever.corpus import Fields
 from retriever.corpus_encoding import encode_corpus
 from retriever.encode_result import describe
 from retriever.encoder import Encoder, EncoderSettings
@@ -85,6 +87,24 @@ def test_the_split_is_whole_numbers_numpy_ones_included(tiny_model_dir, tmp_path
         return
     result = encode_corpus(corpus, tmp_path / "out", encoder(tiny_model_dir), progress=False, **split)
     assert (result.documents, result.encoded) == (5, 2)
+
+
+@pytest.mark.parametrize("argument, message", [
+    ({"encoder": "minilm"}, "encoder must be an Encoder (or a pool such as RayEncoderPool), not str 'minilm'"),
+    ({"encoder": None}, "encoder must be an Encoder (or a pool such as RayEncoderPool), not NoneType None"),
+    ({"corpus": None}, "corpus must be a path to a corpus file or BEIR folder, not NoneType None"),
+    ({"output": 5}, "output must be a path to the shard folder, not int 5"),
+    ({"fields": ("_id", "text")}, "fields must be retriever.corpus.Fields, e.g. Fields(id='_id', text='text'), not "
+                                  "tuple ('_id', 'text')")])
+def test_library_arguments_of_the_wrong_kind_are_one_line(tiny_model_dir, tmp_path, argument, message):
+    """An AttributeError ('str' object has no attribute 'metadata') or pathlib's TypeError naming no argument, as
+    encode_and_index said before it checked its encoder (probe 17)."""
+    call = {"corpus": write_corpus(tmp_path / "c.jsonl", 3), "output": tmp_path / "out",
+            "encoder": encoder(tiny_model_dir), **argument}
+    fields = call.pop("fields", Fields())
+    with pytest.raises(RetrieverError, match=f"^{re.escape(message)}$"):
+        encode_corpus(call["corpus"], call["output"], call["encoder"], fields=fields, progress=False)
+    assert not (tmp_path / "out").exists()
 
 
 def test_workers_split_the_corpus(tiny_model_dir, tmp_path):
