@@ -70,19 +70,21 @@ def _tensors(folder: Path, names: tuple[str, ...]) -> list[torch.Tensor] | None:
     import torch
     from safetensors import safe_open
 
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        weight_map = read_json(index).get("weight_map", {})
-        files = {key: folder / file for key, file in weight_map.items()}
-    elif weights := snapshot_file(folder / "model.safetensors"):
-        with safe_open(str(weights), "pt") as stored:
-            files = {key: weights for key in stored.keys()}
-    elif weights := snapshot_file(folder / "pytorch_model.bin"):
+    # the first file there in transformers' order; a hub id's snapshot holding none has its weights fetched
+    stored = [folder / name for name in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")]
+    weights = next((path for path in stored if path.is_file()), None) or snapshot_file(stored[0]) \
+        or snapshot_file(stored[2])
+    if weights is None:
+        return None
+    if weights.name == "pytorch_model.bin":
         state = torch.load(weights, map_location="cpu", weights_only=True, mmap=True)
         found = [_one(state, name) for name in names]
         return None if None in found else [state[key] for key in found]
+    if weights.name.endswith(".index.json"):
+        files = {key: folder / file for key, file in read_json(weights).get("weight_map", {}).items()}
     else:
-        return None
+        with safe_open(str(weights), "pt") as opened:
+            files = {key: weights for key in opened.keys()}
     found = [_one(files, name) for name in names]
     if None in found:
         return None
@@ -91,8 +93,8 @@ def _tensors(folder: Path, names: tuple[str, ...]) -> list[torch.Tensor] | None:
         shard = snapshot_file(files[key])
         if shard is None:
             return None
-        with safe_open(str(shard), "pt") as stored:
-            tensors.append(stored.get_tensor(key))
+        with safe_open(str(shard), "pt") as opened:
+            tensors.append(opened.get_tensor(key))
     return tensors
 
 

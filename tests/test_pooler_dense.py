@@ -99,3 +99,12 @@ def test_a_pooler_model_on_the_hub_is_read_from_weights_fetched_for_the_check(re
     settings = EncoderSettings.for_model("org/pooler")
     assert (settings.pooling, settings.normalize) == ("pooler", True)
     assert sorted(fetched) == ["2_Dense/model.safetensors", "model.safetensors"]
+
+
+def test_a_stale_shard_index_beside_the_weights_is_read_past_as_transformers_does(resaved):
+    """transformers re-saving a sharded model unsharded deletes the shards but leaves model.safetensors.index.json;
+    it loads model.safetensors first, and the pooler check read the stale index first: refused, "the transformer has
+    no pooler weights"."""
+    (resaved / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        "pooler.dense.weight": "model-00001-of-00002.safetensors", "pooler.dense.bias": "model-00001-of-00002.safetensors"}}))
+    assert EncoderSettings.for_model(str(resaved)).pooling == "pooler"
