@@ -29,15 +29,20 @@ def json_id(value: object, path: Path, lineno: int | None, what: str) -> str:
     return str(value)
 
 
+def float_or_infinity(value: object) -> float:
+    """A number as a float; an integer beyond float range is +-inf, as C's atof reads "1e400" (float() raises)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def _jsonl_score(value: object, path: Path, lineno: int | None, what: str, shape_hint: str) -> float:
     """A JSON score as a float; an integer beyond float range is +-inf, as the TREC reader (and C's atof) read
     "1e400", rather than an OverflowError."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputFileError(path, lineno, f"{what} {json.dumps(value)[:40]} is not a number", shape_hint)
-    try:
-        score = float(value)
-    except OverflowError:
-        score = math.inf if value > 0 else -math.inf
+    score = float_or_infinity(value)
     if math.isnan(score):
         raise InputFileError(path, lineno, f"{what} is NaN", "fix the system that produced this run")
     return score

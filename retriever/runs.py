@@ -21,7 +21,7 @@ from retriever.errors import InputFileError, RetrieverError
 from retriever.files import atomic_write_lines, carriage_return_error, check_is_file, decoded_lines
 from retriever.hits import Hit
 from retriever.qrels import DECIMAL_NUMBER, Qrels, by_query, first_line_where, read_qrels
-from retriever.run_json import read_json_run
+from retriever.run_json import float_or_infinity, read_json_run
 from retriever.texts import CONTROL_CHARACTER, columns, first_id_problem, id_problem
 
 __all__ = ["Qrels", "RankedLists", "Run", "RunLike", "check_tag", "rank_order", "ranked_hits", "read_qrels",
@@ -79,7 +79,10 @@ def _scores(raw: list[object], ids: list[str], qid: object) -> list[float]:
     for value, docid in zip(raw, ids) if set(map(type, raw)) - {float, int} else ():
         if isinstance(value, (str, bytes, bool)) or not hasattr(value, "__float__"):
             raise RetrieverError(f"the score of document {docid!r} for query {qid!r} is {value!r}, not a number")
-    scores = list(map(float, raw))
+    try:
+        scores = list(map(float, raw))
+    except OverflowError:  # an integer past float range (10**400), which the readers take as infinity
+        scores = list(map(float_or_infinity, raw))
     if any(map(math.isnan, scores)):
         docid = ids[next(i for i, score in enumerate(scores) if math.isnan(score))]
         raise RetrieverError(f"the score of document {docid!r} for query {qid!r} is NaN, which has no rank; fix the "

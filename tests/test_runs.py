@@ -439,3 +439,12 @@ def test_a_repeated_pair_read_from_a_pipe_is_named_not_a_traceback(tmp_path: Pat
         if writer.is_alive():  # the reader gave up before the writer could open the pipe
             os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
         writer.join(10)
+
+
+def test_library_scores_beyond_float_range_are_infinite_as_the_readers_read_them(tmp_path: Path) -> None:
+    """A Python integer score past float range (10**400) was an OverflowError traceback from the writers and
+    evaluate_run; the readers take a 400-digit score as infinity."""
+    run = {"q1": {"a": 10**400, "b": 1.0, "c": -10**400}}
+    assert ranked_hits(run["q1"]) == [("a", float("inf")), ("b", 1.0), ("c", float("-inf"))]
+    write_trec_run(run, tmp_path / "run.trec")
+    assert read_run(tmp_path / "run.trec") == {"q1": {"a": float("inf"), "b": 1.0, "c": float("-inf")}}
