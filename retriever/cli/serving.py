@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from retriever.searching import Searcher
 
 DEFAULT_PORT = 8000
+MAX_QUERIES = 256  # a POST's most queries by default
 
 
 def name_from_folder(folder: Path) -> str:
@@ -177,12 +178,12 @@ def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: 
               help="Longer queries are refused with a 400.")
 @click.option("--max-body-bytes", type=click.IntRange(min=1), default=256 * 1024, show_default=True,
               help="Larger POST bodies are refused with a 413.")
-@click.option("--max-queries", type=click.IntRange(min=1), default=256, show_default=True,
+@click.option("--max-queries", type=click.IntRange(min=1), default=MAX_QUERIES, show_default=True,
               help="Most queries in one POST /search.")
-@click.option("--max-hits", type=click.IntRange(min=DEFAULT_K), default=256 * DEFAULT_K, show_default=True,
+@click.option("--max-hits", type=click.IntRange(min=DEFAULT_K), default=None,
               help=f"Most hits (queries x k) one request may ask for; more is refused with a 400 before any work. "
-                   f"At least {DEFAULT_K}, the k of a request that gives none; the default fits the most queries "
-                   "--max-queries lets a request send, without a k.")
+                   f"At least {DEFAULT_K}, the k of a request that gives none. [default: --max-queries x {DEFAULT_K} "
+                   f"({MAX_QUERIES * DEFAULT_K}), so the most queries a request may send fit without a k]")
 @click.option("--max-response-bytes", type=click.IntRange(min=1), default=8 * 1024 * 1024, show_default=True,
               help="Largest JSON response; a request whose hits would be longer gets a 400 instead.")
 @click.option("--request-timeout", type=FiniteRange(min=0, min_open=True), default=10.0, show_default=True,
@@ -235,6 +236,7 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
         searchers = load_searchers(folders, device=device, dtype=dtype, mode=mode,
                                    fusion_overrides=fusion_overrides, model=model)
         check_fusion_used(searchers, fusion_overrides)
+        max_hits = max_queries * DEFAULT_K if max_hits is None else max_hits  # a raised --max-queries fits too
         app = create_app(searchers, Limits(max_query_chars, max_body_bytes, max_queries, max_hits, max_response_bytes),
                          BatchSettings(max_batch=max_batch, max_wait_ms=max_wait_ms, workers=used["workers"]),
                          origins=origins)

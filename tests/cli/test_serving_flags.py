@@ -298,3 +298,18 @@ def test_serve_refuses_a_default_hybrid_mode_over_a_damaged_fusion_record_before
         load_searchers({"a": tmp_path / "a", "b": tmp_path / "b"}, device="cpu", dtype="fp32", mode="hybrid")
     with pytest.raises(IndexDamaged, match=expected):
         Searcher(tmp_path / "b", device="cpu", dtype="fp32", mode="hybrid")
+
+
+@pytest.mark.parametrize("flags, max_hits", [([], 2560), (["--max-queries", "1000"], 10_000),
+                                             (["--max-queries", "1000", "--max-hits", "50"], 50)])
+def test_the_default_max_hits_fits_the_most_queries_max_queries_allows(fake_serve, tmp_path, monkeypatch, flags,
+                                                                       max_hits):
+    """`serve --max-queries 1000` refused a POST of 300 queries without a k (3,000 hits against --max-hits 2,560),
+    though --help said the --max-hits default fits the most queries --max-queries lets a request send."""
+    given = []
+    monkeypatch.setattr("retriever.serving.create_app", lambda searchers, limits, *args, **kwargs:
+                        given.append(limits) or searchers)
+    (tmp_path / "hyb").mkdir()
+    result = CliRunner().invoke(main, ["serve", str(tmp_path / "hyb"), *flags])
+    assert result.exit_code == 0, result.output
+    assert given[-1].max_hits == max_hits

@@ -87,4 +87,5 @@ def test_the_default_limits_take_the_most_queries_a_request_may_send_without_a_k
     limits = Limits()
     check_hits(limits.max_queries, DEFAULT_K, limits)
     defaults = {option.name: option.default for option in serve_command.params}
-    assert (defaults["max_queries"], defaults["max_hits"]) == (limits.max_queries, limits.max_hits)
+    assert (defaults["max_queries"], defaults["max_hits"]) == (limits.max_queries, None)  # None: max_queries x k
+    assert limits.max_hits == limits.max_queries * DEFAULT_K
