@@ -9,11 +9,12 @@ import itertools
 import json
 import math
 import numbers
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from retriever.errors import InputFileError, RetrieverError
+from retriever.errors import InputFileError, RetrieverError, check_kind
 from retriever.files import carriage_return_error, check_is_file, decoded_lines
 from retriever.json_shapes import json_kind
 from retriever.run_json import json_id, json_mapping
@@ -113,6 +114,13 @@ def int_grades(qrels: Qrels) -> Qrels:
     return {qid: {doc: _grade(grade, doc, qid) for doc, grade in docs.items()} for qid, docs in qrels.items()}
 
 
+def file_path(path: object) -> Path:
+    """A run or qrels file's path as a Path; another kind is refused in one line (pathlib's TypeError named no
+    argument)."""
+    check_kind(path, (str, os.PathLike), "path", "a file's path (str or Path)")
+    return Path(path)
+
+
 def read_qrels(path: str | Path) -> Qrels:
     """Read BEIR TSV (``query-id corpus-id score``, header optional) or TREC qrels (``qid iter docid rel``).
 
@@ -122,7 +130,7 @@ def read_qrels(path: str | Path) -> Qrels:
     kept (trec_eval treats them as unjudged). An identical repeated judgment is tolerated, a conflicting one is
     an error.
     """
-    path = Path(path)
+    path = file_path(path)
     check_is_file(path)
     lines = decoded_lines(path)
     first = next(lines, None)

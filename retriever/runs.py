@@ -20,7 +20,7 @@ import numpy as np
 from retriever.errors import InputFileError, RetrieverError
 from retriever.files import atomic_write_lines, carriage_return_error, check_is_file, decoded_lines
 from retriever.hits import Hit
-from retriever.qrels import DECIMAL_NUMBER, Qrels, by_query, first_line_where, read_qrels
+from retriever.qrels import DECIMAL_NUMBER, Qrels, by_query, file_path, first_line_where, read_qrels
 from retriever.run_json import float_or_infinity, read_json_run
 from retriever.texts import CONTROL_CHARACTER, columns, first_id_problem, id_problem
 
@@ -145,7 +145,7 @@ def jsonl_lines(run_or_ranked: RunLike) -> Iterator[str]:
 
 def write_trec_run(run_or_ranked: RunLike, path: str | Path, tag: str = "retriever") -> None:
     """``trec_lines`` into ``path``, atomically."""
-    atomic_write_lines(path, trec_lines(run_or_ranked, tag))
+    atomic_write_lines(file_path(path), trec_lines(run_or_ranked, tag))
 
 
 def write_run(run_or_ranked: RunLike, path: str | Path | None, fmt: str = "trec", tag: str = "retriever") -> None:
@@ -156,7 +156,7 @@ def write_run(run_or_ranked: RunLike, path: str | Path | None, fmt: str = "trec"
         sys.stdout.writelines(list(lines))
         sys.stdout.flush()
     else:
-        atomic_write_lines(path, lines)
+        atomic_write_lines(file_path(path), lines)
 
 
 # ---------------------------------------------------------------------------- reading
@@ -185,7 +185,7 @@ def _parse_score(path: Path, lineno: int, text: str) -> float:
 def read_trec_run(path: str | Path) -> Run:
     """Read a TREC run (``qid Q0 docid rank score tag``). The Q0 and rank columns are not interpreted: like
     trec_eval, ranking comes from the score. A repeated (qid, docid) is an error, as trec_eval refuses it too."""
-    path = Path(path)
+    path = file_path(path)
     return _trec_run_lines(path, _numbered_lines(path))
 
 
@@ -270,7 +270,7 @@ def _check_line_ids(path: Path, lineno: int, qid: str, docid: str) -> None:
 def read_run(path: str | Path) -> Run:
     """Read a run in TREC format, or in JSON when the first non-blank char is ``{`` (or ``[``): JSONL, one JSON
     object mapping query ids to ``{document id: score}``, or a flat hit per line (``run_json.read_json_run``)."""
-    path = Path(path)
+    path = file_path(path)
     lines = _numbered_lines(path)  # read once: the path may be a pipe
     first = next(lines, None)
     if first is None:

@@ -448,3 +448,13 @@ def test_library_scores_beyond_float_range_are_infinite_as_the_readers_read_them
     assert ranked_hits(run["q1"]) == [("a", float("inf")), ("b", 1.0), ("c", float("-inf"))]
     write_trec_run(run, tmp_path / "run.trec")
     assert read_run(tmp_path / "run.trec") == {"q1": {"a": float("inf"), "b": 1.0, "c": float("-inf")}}
+
+
+@pytest.mark.parametrize("call", [
+    lambda: read_run(5), lambda: read_trec_run(None), lambda: read_qrels(["qrels.tsv"]),
+    lambda: write_run({"q": {"d": 1.0}}, 5), lambda: write_trec_run({"q": {"d": 1.0}}, b"run.trec"),
+])
+def test_a_path_of_the_wrong_kind_is_named_in_one_line(call) -> None:
+    """pathlib's TypeError traceback ("expected str, bytes or os.PathLike object, not int") named no argument."""
+    with pytest.raises(RetrieverError, match=r"^path must be a file's path \(str or Path\), not "):
+        call()
