@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from datetime import timedelta
@@ -26,6 +27,7 @@ KEY_NAMES = {"inputs_sha256": "fingerprint of the data files and start model",  
              "model_files_sha256": "fingerprint of the start model's tokenizer and config files"}
 _SOURCE_PREFIX = re.compile(r"^\[[^\]]*\]\s*")  # "[.../pair.cc:553] " before gloo's message
 REFUSAL_KEY = "refusal"  # the line a process stopped with, in the launch's store
+REFUSAL_LOOKUP_SECONDS = 5  # a live store answers it at once
 _STORE: list[dist.Store] = []  # the launch's store, under this attempt's prefix, once this process joined
 _TIMED_OUT = re.compile(r"timed out|timeout", re.IGNORECASE)  # gloo's "Timed out waiting", NCCL's watchdog timeout
 _REFUSED = re.compile(r"connection refused", re.IGNORECASE)  # gloo's "timed out connecting: ... refused": none listens
@@ -87,7 +89,18 @@ def refusals_shared() -> Iterator[None]:
 
 
 def _refusal_elsewhere() -> str | None:
-    """The line another process of this attempt stopped with, if it left one (`refusals_shared`)."""
+    """The line another process of this attempt stopped with, if it left one (`refusals_shared`). A store whose host
+    is stopped, not dead (its machine's launcher suspended), never answers, and torch's store calls wait for it
+    without bound: after a --ddp-timeout the lookup held the process for ever. So it gets REFUSAL_LOOKUP_SECONDS in a
+    thread of its own, left blocked if it must be (the process is stopping)."""
+    found: list[str | None] = []
+    lookup = threading.Thread(target=lambda: found.append(_stored_refusal()), daemon=True, name="refusal lookup")
+    lookup.start()
+    lookup.join(REFUSAL_LOOKUP_SECONDS)
+    return found[0] if found else None
+
+
+def _stored_refusal() -> str | None:
     try:
         return _STORE[0].get(REFUSAL_KEY).decode() if _STORE and _STORE[0].check([REFUSAL_KEY]) else None
     except Exception:  # the store gone with the process that held it

@@ -200,3 +200,39 @@ def test_on_gpus_each_process_takes_its_own_gpu_before_the_group_starts(monkeypa
     monkeypatch.setattr(dist, "init_process_group", lambda **kwargs: calls.append(("init", kwargs["backend"])))
     assert processes.join_process_group(torch.device("cuda"), 60) == "nccl"
     assert calls == [("set_device", 1), ("init", "nccl")]
+
+
+def test_the_lookup_of_another_processs_line_is_bounded_when_the_store_does_not_answer(monkeypatch):
+    """A store whose host is stopped (SIGSTOP, not dead) never answers, and torch's store calls wait for it without
+    bound: a process that had already waited --ddp-timeout for a collective then waited for ever for the line."""
+    import threading
+    import time
+
+    from retriever.training import processes
+
+    released = threading.Event()
+
+    class Unanswering:
+        def check(self, keys):
+            released.wait(120)
+            return False
+
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(processes, "_STORE", [Unanswering()])
+    monkeypatch.setattr(processes, "REFUSAL_LOOKUP_SECONDS", 0.2, raising=False)
+    caught: list[BaseException] = []
+
+    def stop() -> None:
+        try:
+            with peer_deaths_reported(90):
+                raise RuntimeError(GLOO_TIMED_OUT)
+        except PeerDied as error:
+            caught.append(error)
+
+    stopping = threading.Thread(target=stop, daemon=True)
+    started = time.monotonic()
+    stopping.start()
+    stopping.join(10)
+    released.set()
+    assert caught and time.monotonic() - started < 5, "the lookup waited for the store"
+    assert str(caught[0]).startswith("another training process did not answer within --ddp-timeout 90 s")
