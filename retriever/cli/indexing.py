@@ -11,8 +11,8 @@ import click
 from retriever.choices import INDEX_TYPES, ONDISK_TYPE
 from retriever.cli.hybrid import check_build_tuning, lexical_options, run_tuning, tuning_options
 from retriever.cli.info import echo_summary_json
-from retriever.cli.options import (FiniteRange, compose, corpus_options, encoder_options, fields_from, flags_given,
-                                   json_option, renamed_option, report_truncation, runtime_options)
+from retriever.cli.options import (FiniteRange, OutputFolder, compose, corpus_options, encoder_options, fields_from,
+                                   flags_given, json_option, renamed_option, report_truncation, runtime_options)
 from retriever.cli.outputs import expect_outputs
 from retriever.cli.ray_flags import (check_ray_flags, check_ray_worker_flags, passage_encoder, ray_for_parts,
                                      ray_options)
@@ -144,7 +144,7 @@ def _check_train_size_used(index_type: str, dim_of: Callable[[], int]) -> None:
 
 @click.command("encode")
 @click.argument("corpus", type=click.Path(exists=True, path_type=Path))
-@click.option("--output", "-o", type=click.Path(path_type=Path), required=True,
+@click.option("--output", "-o", type=OutputFolder(), required=True,
               help="Folder for the Parquet shards (created if missing; reruns resume in it).")
 @encoding_options()
 @renamed_option("--worker-index", "--shard-index", type=click.IntRange(min=0), default=0, show_default=True,

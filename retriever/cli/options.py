@@ -35,6 +35,20 @@ class FiniteRange(click.FloatRange):
         return number
 
 
+class OutputFolder(click.Path):
+    """A folder a command writes into: an empty name is refused, where pathlib reads it as the working folder, so
+    `-o "$SHARDS"` with SHARDS unset wrote into the folder the command ran in."""
+
+    def __init__(self) -> None:
+        super().__init__(path_type=Path)
+
+    def convert(self, value, param, ctx) -> Path:
+        if isinstance(value, str) and not value.strip():
+            self.fail("the name is empty (an unset shell variable?); give the folder's name, or . for the working "
+                      "folder", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 class OutputFile(click.Path):
     """A file a command writes at the end of its work: a path that could never be written is refused first.
     ``-`` is standard output (None, for a command whose default is to print) where ``dash_is_stdout``, else

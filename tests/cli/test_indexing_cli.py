@@ -87,6 +87,18 @@ def test_encode_into_a_file_is_one_line(tmp_path, tiny_model_dir):
     assert (tmp_path / "afile").read_text() == "mine"
 
 
+@pytest.mark.parametrize("output", ["", "  "])
+def test_encode_into_an_empty_output_name_is_a_usage_error(tmp_path, tiny_model_dir, monkeypatch, output):
+    """`encode c.jsonl -o "$SHARDS"` with SHARDS unset wrote the shards and done marker into the working folder, exit 0:
+    an empty path is the current folder to pathlib (probe round 17)."""
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "c.jsonl", [{"_id": "a", "text": "hello world"}])
+    result = CliRunner().invoke(main, ["encode", "c.jsonl", "-o", output, "--model", str(tiny_model_dir)])
+    assert result.exit_code == 2 and "Invalid value for '--output' / '-o': the name is empty (an unset shell " \
+        "variable?); give the folder's name, or . for the working folder" in result.output, result.output
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["c.jsonl"]
+
+
 FLAG_PAIRS = [
     (["build", "--index-type", "ivf-ondisk", "--ray", "--parallel-parts", "2"],
      "--parallel-parts sets worker processes on this machine; with --ray, parts are Ray tasks"),
