@@ -19,11 +19,11 @@ def worker_shards(folder: Path, worker: int, num_workers: int, count: int) -> li
     written must not pass as done, and neither kind may leave `index` blaming the corpus for the rows they change."""
     found = {parse_shard_name(path.name)[2]: path
              for path in (list_shards(folder, (worker, num_workers)) if folder.is_dir() else [])}
-    missing = [part for part in range(count) if part not in found]
-    if missing:
-        first = folder / shard_name(worker, num_workers, missing[0])
-        raise RetrieverError(f"{first}: missing ({len(missing)} of worker {worker}'s {counted(count, 'shard')} "
-                             f"{agree(len(missing), 'is', 'are')} gone, deleted after or while being encoded); "
+    missing = count - sum(part < count for part in found)  # counted, not listed: a marker may record 10**12
+    if missing > 0:
+        first = folder / shard_name(worker, num_workers, next(part for part in range(count) if part not in found))
+        raise RetrieverError(f"{first}: missing ({missing} of worker {worker}'s {counted(count, 'shard')} "
+                             f"{agree(missing, 'is', 'are')} gone, deleted after or while being encoded); "
                              "rerun `retriever encode` (or `build`) on the corpus to encode them again")
     stray = sorted(part for part in found if part >= count)
     if stray:

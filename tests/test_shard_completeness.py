@@ -68,3 +68,19 @@ def test_a_stray_shard_past_one_recorded_names_one_shard(tmp_path):
         (tmp_path / shard_name(0, 1, part)).write_bytes(b"")
     with pytest.raises(RetrieverError, match=r"a stray shard: worker 0's done marker records 1 shard \(parts 0 to 0\);"):
         worker_shards(tmp_path, 0, 1, 1)
+
+
+def test_a_done_marker_recording_a_huge_shard_count_is_answered_at_once(tmp_path):
+    """A marker edited (or damaged) to record 10**12 shards listed every missing part number: `index` hung and grew
+    towards terabytes of memory before it could say one was missing (probe round 17)."""
+    import time
+
+    from retriever.errors import RetrieverError
+    from retriever.shards import shard_name
+
+    (tmp_path / shard_name(0, 1, 0)).write_bytes(b"")
+    started = time.perf_counter()
+    with pytest.raises(RetrieverError, match=r"embeddings-w000of001-00001\.parquet: missing \(999999999999 of worker "
+                                             r"0's 1000000000000 shards are gone"):
+        worker_shards(tmp_path, 0, 1, 10**12)
+    assert time.perf_counter() - started < 1
