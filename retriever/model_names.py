@@ -26,6 +26,7 @@ def resolve_model_path(name: str) -> str:
             raise RetrieverError(f"model alias {name!r} needs the package {module_name.replace('_', '-')}; "
                                  f"pip install {module_name.replace('_', '-')}") from None
         return str(module.get_model_path())
+    check_model_name(name)
     path = Path(name).expanduser()
     if path.exists():
         if not (path / "config.json").is_file() and not _router_root(path):  # a file: its config.json, say
@@ -49,6 +50,12 @@ def _check_hub_id(name: str) -> None:
     except HFValidationError:
         raise RetrieverError(f"{name}: no such model folder, nor a Hugging Face hub id (ORG/NAME, of letters, digits, "
                              "'-', '_' and '.'); check the folder's path") from None
+
+
+def check_model_name(name: str) -> None:
+    """Refuse an empty name: Path("") is the current folder, so an unset variable loaded whatever model was there."""
+    if not name.strip():
+        raise RetrieverError("the model name is empty: give a model folder, a Hugging Face hub id (ORG/NAME) or minilm")
 
 
 def _router_root(path: Path) -> bool:

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 
+from conftest import make_tiny_bert
 from retriever.encoder_settings import EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.model_names import hub_json_files, resolve_model_path
@@ -54,6 +56,16 @@ def test_a_name_no_hub_repo_can_have_is_refused_as_no_such_folder(name, offline_
     """`--model "my model"` (a mistyped folder) was looked up on the hub after torch loaded, and under --ray after Ray
     started (21 s), then refused as a download that failed, with advice to download it."""
     with pytest.raises(RetrieverError, match=r": no such model folder, nor a Hugging Face hub id \(ORG/NAME"):
+        EncoderSettings.for_model(name)
+
+
+@pytest.mark.parametrize("name", ["", " "])
+def test_an_empty_model_name_is_refused_not_read_as_the_current_folder(name, tmp_path, monkeypatch):
+    """`--model "$UNSET"` encoded with the model in the current folder when run from one (Path("") is "."), and
+    elsewhere said `.: not a Hugging Face model folder`, a name never typed."""
+    monkeypatch.chdir(shutil.copytree(make_tiny_bert(tmp_path / "tiny", layers=1), tmp_path / "here"))
+    with pytest.raises(RetrieverError, match=r"^the model name is empty: give a model folder, a Hugging Face hub id "
+                                             r"\(ORG/NAME\) or minilm$"):
         EncoderSettings.for_model(name)
 
 

@@ -23,7 +23,7 @@ from retriever.corpus import ReadStats
 from retriever.errors import RetrieverError, full_disk_named
 from retriever.folders import publish_model_folder
 from retriever.model_loading import load_tokenizer
-from retriever.model_names import FETCH_ADVICE, located_model, resolve_model_path
+from retriever.model_names import FETCH_ADVICE, check_model_name, located_model, resolve_model_path
 from retriever.pretraining.card import pretrain_card
 from retriever.pretraining.condenser import MAX_HEAD_LAYERS, CondenserForPretraining, load_condenser
 from retriever.pretraining.guards import (check_examples, check_tokenizer, contrastive_start_warning,
@@ -64,6 +64,7 @@ class PretrainConfig(stack.StackConfig):
                                          "mlm_probability")
 
     def check(self) -> None:
+        check_model_name(self.model)  # before the paths are resolved, where "" became the current folder
         super().check()
         if self.max_length < 8:
             raise RetrieverError("--max-length must be at least 8")

@@ -161,3 +161,13 @@ def test_a_resume_in_another_precision_is_noted_and_an_edited_tokenizer_refused(
                                                              "do_lower_case": False}))
     with pytest.raises(RetrieverError, match="the start model's tokenizer or config files changed"):
         pretrain(settings, log=quiet)  # a finished run is no "nothing to do" with another tokenizer either
+
+
+def test_an_empty_start_model_is_refused_not_read_as_the_current_folder(tiny_beir, tiny_model_dir, tmp_path,
+                                                                        monkeypatch):
+    """`pretrain --model "$UNSET"` pre-trained the model in the current folder: its path was resolved from "" first."""
+    monkeypatch.chdir(tiny_model_dir)
+    nothing_loaded(monkeypatch)
+    with pytest.raises(RetrieverError, match="^the model name is empty"):
+        pretrain(config(tiny_beir, tmp_path / "out", ""), log=quiet)
+    assert not (tmp_path / "out").exists()
