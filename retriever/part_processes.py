@@ -9,9 +9,10 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager, suppress
 
 from retriever.errors import RetrieverError
 from retriever.ivfparts import fill_part
@@ -31,9 +32,14 @@ def fill_in_processes(jobs: list[tuple], workers: int, finished: Callable[[], No
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent,
                                initargs=(os.getpid(),))
     try:
-        for future in as_completed([pool.submit(fill_part, *job, threads) for job in jobs]):
+        with _interrupts_held():  # the workers start with Ctrl-C held: it is the build's (die_with_parent)
+            futures = [pool.submit(fill_part, *job, threads) for job in jobs]
+        for future in as_completed(futures):
             future.result()
             finished()
+    except KeyboardInterrupt:  # shutdown would wait for every running part to be finished: minutes, for large ones
+        _stop_workers(pool)
+        raise
     except BrokenProcessPool:  # a worker was killed (the OOM killer, a user): its part cannot be finished here
         raise RetrieverError("a part worker died (killed, or out of memory?) while filling parts; rerun the same "
                              "command to resume (finished parts are kept), or lower --part-size / "
@@ -42,10 +48,37 @@ def fill_in_processes(jobs: list[tuple], workers: int, finished: Callable[[], No
         pool.shutdown(cancel_futures=True)  # on a failure, parts not started yet are not filled for nothing
 
 
+@contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """SIGINT held back in this thread meanwhile: the processes it starts inherit that, so Ctrl-C cannot strike one
+    while it imports (it printed the CLI's 'interrupted while starting; nothing was done', or broke the pool); held
+    here, it comes when this ends."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """End the pool's workers now, as Python 3.14's ``terminate_workers`` does; a part they leave unfinished is a
+    dead process's temporary, which the next build deletes."""
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        with suppress(OSError):
+            process.terminate()
+
+
 def die_with_parent(parent: int) -> None:
     """A part worker's initializer: exit when the build that started it dies. A killed parent (SIGKILL, OOM)
     cannot stop its pool, and the workers would otherwise wait for work, or keep filling parts, for ever.
-    Linux kills the worker with the parent (``PR_SET_PDEATHSIG``); elsewhere a thread watches the parent id."""
+    Linux kills the worker with the parent (``PR_SET_PDEATHSIG``); elsewhere a thread watches the parent id.
+    Ctrl-C, which reaches every process of the terminal's group, is ignored: the build answers it and stops them."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # held since it started (_interrupts_held): one that came is dropped
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

@@ -1,10 +1,12 @@
 """The worker processes that fill ivf-ondisk parts: one line when one dies, and none outlives its build."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -91,3 +93,61 @@ def test_a_part_worker_killed_mid_build_is_one_line(shards, corpus, tmp_path):
     assert workers, "the build ended before its part workers could be seen"
     assert run.returncode == 1 and "Traceback" not in err, err
     assert "error: a part worker died (killed, or out of memory?) while filling parts; rerun the same command" in err
+
+
+def _signal_workers_as_they_come(sent: list[int], until: float) -> None:
+    """SIGINT to each part worker of this process, again and again from the moment it is seen (while it starts, and
+    while it fills a part), as Ctrl-C reaches every process of the terminal's group."""
+    while time.monotonic() < until:
+        for pid in _children(os.getpid(), "spawn_main"):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGINT)
+                sent.append(pid)
+        time.sleep(0.02)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the workers through /proc")
+def test_ctrl_c_reaching_the_part_workers_is_left_to_the_build(monkeypatch, capfd):
+    """A worker took Ctrl-C itself: while it started it printed the CLI's `interrupted (Ctrl-C) while starting;
+    nothing was done` (or a traceback) beside the build's own line, and while it filled a part it sent the
+    KeyboardInterrupt back as the part's result. The build alone answers it, so a Ctrl-C meant only for the build's
+    process group leaves the workers' parts to finish when the build does not stop."""
+    monkeypatch.setattr(part_processes, "fill_part", time.sleep)  # each job sleeps its thread count: 1 s
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    sent: list[int] = []
+    sender = threading.Thread(target=_signal_workers_as_they_come, args=(sent, time.monotonic() + 3))
+    sender.start()
+    try:
+        part_processes.fill_in_processes([(), (), ()], 2, lambda: None)
+    finally:
+        sender.join()
+    err = capfd.readouterr().err
+    assert sent and "Traceback" not in err and "interrupted" not in err, err
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the workers through /proc")
+def test_ctrl_c_of_the_build_stops_its_part_workers_at_once(monkeypatch):
+    """Ctrl-C of the build waited for every running part to be finished (``shutdown`` waits for them), which for
+    large parts is minutes with nothing said; the workers are stopped instead (their unfinished files are left to the
+    next build, which deletes a dead process's)."""
+    monkeypatch.setattr(part_processes, "fill_part", time.sleep)
+    monkeypatch.setattr(os, "cpu_count", lambda: 60)  # each job sleeps 30 s
+    seen: list[set[int]] = []
+
+    def interrupt_once_both_run() -> None:
+        deadline = time.monotonic() + 30
+        while len(_children(os.getpid(), "spawn_main")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        seen.append(_children(os.getpid(), "spawn_main"))
+        time.sleep(1.0)  # they have imported and started sleeping
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_once_both_run, daemon=True).start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        part_processes.fill_in_processes([(), ()], 2, lambda: None)
+    assert time.monotonic() - started < 15 and len(seen[0]) == 2
+    deadline = time.monotonic() + 5
+    while any(_running(pid) for pid in seen[0]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_running(pid) for pid in seen[0])
