@@ -89,8 +89,8 @@ class StackConfig:
             self.corpus_fields = Fields(**self.corpus_fields)
 
     def check(self) -> None:
-        for name in self.AT_LEAST_ONE:
-            if (getattr(self, name) or 1) < 1:
+        for name in self.AT_LEAST_ONE:  # 0 passed as unset: max_steps=0 trained whole epochs, epochs=0 one epoch
+            if getattr(self, name) is not None and getattr(self, name) < (0 if name == "save_steps" else 1):
                 raise RetrieverError(f"--{name.replace('_', '-')} must be at least 1")
         for name in self.FINITE:  # nan fails no comparison below, and nan or inf trains a NaN model
             if getattr(self, name) is not None and not math.isfinite(getattr(self, name)):

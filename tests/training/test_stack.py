@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
+from retriever.errors import RetrieverError
 from retriever.training import TrainConfig, train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -41,3 +42,15 @@ def test_rerunning_a_finished_one_step_run_says_one_step(tmp_path, small_bert, t
     capsys.readouterr()
     assert train(settings).steps == 1
     assert f"{tmp_path / 'm'}: this run already finished (1 step); nothing to do" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("setting", ["max_steps", "epochs", "batch_size", "ddp_timeout", "train_group_size",
+                                     "grad_cache_chunk_size", "dev_max_docs"])
+def test_a_count_of_0_from_the_library_is_refused_not_read_as_unset(tmp_path, small_bert, train_beir, setting):
+    """TrainConfig(max_steps=0) trained whole epochs, epochs=0 one epoch (the log said '0 epochs'), batch_size=0 was
+    refused as a step of one query: 0 passed the check as unset. --save-steps 0 (every epoch) stays allowed."""
+    config = one_step(tmp_path / "m", train_beir, small_bert, **{setting: 0})
+    with pytest.raises(RetrieverError, match=f"^--{setting.replace('_', '-')} must be at least 1$"):
+        config.check()
+    assert not (tmp_path / "m").exists()
+    one_step(tmp_path / "m", train_beir, small_bert, save_steps=0).check()
