@@ -15,8 +15,8 @@ from retriever.errors import RetrieverError, check_kind
 from retriever.fusion import FusionParams, recorded_fusion
 from retriever.integrity import file_sha256
 from retriever.metric_names import DEFAULT_METRICS, checked_metric_names, metric_cutoff
-from retriever.metrics import (Evaluation, answer_recall, answer_tokens, check_relevance_level, evaluate_run,
-                               format_table, judged_query_ids, trec_order)
+from retriever.metrics import (Evaluation, answer_recall, answer_tokens, check_level_reached, check_relevance_level,
+                               evaluate_run, format_table, judged_query_ids, trec_order)
 from retriever.runs import Qrels, Run, read_qrels, read_run
 from retriever.searching import Searcher
 from retriever.texts import is_blank
@@ -266,6 +266,7 @@ def evaluate_index(searcher: Searcher, dataset: BeirDataset | str | Path, split:
     if not built_from_corpus:
         warn_of_other_corpus(searcher, dataset, progress)
     queries, qrels = judged_split(dataset, split)
+    check_level_reached(qrels, metrics, relevance_level)  # before the search, as the refusals below
     check_collection(searcher, dataset, split, qrels)  # before the search: another collection's split is refused
     run = search_queries(searcher, queries, split, k, nprobe, ef_search, progress)
     warn_of_left_out(dataset, split, queries, qrels, "they are counted as missing from the run and score 0, as "

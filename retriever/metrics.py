@@ -126,6 +126,18 @@ def _as_text(mapping: Mapping, given_twice: str) -> dict:
     return keyed
 
 
+def check_level_reached(qrels: Qrels, names: list[str], level: int) -> None:
+    """Refuse a relevance level no grade reaches while recall, MRR or MAP is asked: each would be 0 for every query
+    (TREC DL's -l 2 on binary qrels), with no word why. Evaluating an index checks it before its search."""
+    binary = [name for name in names if not name.startswith("ndcg@")]
+    top = max((grade for docs in qrels.values() for grade in docs.values()), default=0)
+    if binary and top < level:
+        listed = " and ".join([", ".join(binary[:-1]), binary[-1]] if len(binary) > 1 else binary)
+        raise RetrieverError(f"no judgment reaches relevance level {level}: the judged queries' grades go up to {top}, "
+                             f"so {listed} would be 0 for every query; lower the relevance level (TREC DL's 2 is for "
+                             "its grades 0 to 3), or ask for nDCG alone, which keeps every grade")
+
+
 @dataclass
 class Evaluation:
     """Per-query and mean metric values plus how many queries were left out and why."""
@@ -174,6 +186,7 @@ def evaluate_run(run: Run, qrels: Qrels, metrics: Iterable[str] = DEFAULT_METRIC
     missing = sum(1 for q in judged_qids if not run.get(q))
     if not any(q in run for q in judged_qids):  # also true when nothing is judged
         raise _nothing_judged(run, qrels)
+    check_level_reached(qrels, names, level)
 
     per_query: dict[str, dict[str, float]] = {}
     for qid in judged_qids:

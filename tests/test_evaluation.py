@@ -149,13 +149,19 @@ def test_evaluate_index_takes_the_dataset_as_a_path_too(tiny_beir, tiny_model_di
 
 
 def test_evaluate_index_scores_at_the_relevance_level_given(tiny_beir, tiny_model_dir, tmp_path) -> None:
-    """trec_eval's -l: grade-1 documents are not relevant at level 2, so every query scores recall 0, nDCG as before."""
+    """trec_eval's -l: grade-1 documents are not relevant at level 2, so the queries judging none higher score recall
+    0, nDCG as before; a level no grade reaches is refused (every binary measure would be 0)."""
     searcher = tiny_searcher(tiny_beir, tiny_model_dir, tmp_path)
-    one = evaluate_index(searcher, tiny_beir, "test", k=12, progress=False)[0].evaluation.mean
-    two = evaluate_index(searcher, tiny_beir, "test", k=12, progress=False, relevance_level=2)[0].evaluation.mean
-    assert one["recall@10"] > 0 and two["recall@10"] == 0 and two["ndcg@10"] == one["ndcg@10"] > 0
+    (tiny_beir / "qrels" / "graded.tsv").write_text(HEADER + "q1\td6\t2\nq2\td4\t1\nq3\td10\t1\nq4\td5\t1\n",
+                                                    encoding="utf-8")
+    one = evaluate_index(searcher, tiny_beir, "graded", k=12, progress=False)[0].evaluation
+    two = evaluate_index(searcher, tiny_beir, "graded", k=12, progress=False, relevance_level=2)[0].evaluation
+    assert one.per_query["q2"]["recall@10"] > 0 and two.per_query["q2"]["recall@10"] == 0
+    assert two.per_query["q1"] == one.per_query["q1"] and two.mean["ndcg@10"] == one.mean["ndcg@10"] > 0
     with pytest.raises(RetrieverError, match="relevance level is 0"):
         evaluate_index(searcher, tiny_beir, "test", k=12, progress=False, relevance_level=0)
+    with pytest.raises(RetrieverError, match="no judgment reaches relevance level 2"):
+        evaluate_index(searcher, tiny_beir, "test", k=12, progress=False, relevance_level=2)
 
 
 def test_a_dataset_whose_corpus_is_not_the_indexs_is_warned_of_once_hashed_only_at_equal_sizes(
@@ -210,4 +216,6 @@ def test_evaluate_index_refuses_bad_metrics_and_another_collection_before_any_se
     (tiny_beir / "qrels" / "other.tsv").write_text(HEADER + "q1\tX6\t1\n", encoding="utf-8")
     with pytest.raises(RetrieverError, match="is not in the index, so every metric is 0"):
         evaluate_index(searcher, tiny_beir, "other", k=5, progress=False)
+    with pytest.raises(RetrieverError, match="no judgment reaches relevance level 2"):
+        evaluate_index(searcher, tiny_beir, "test", k=5, progress=False, relevance_level=2)
     assert searched == []

@@ -338,3 +338,16 @@ def test_ids_that_become_the_same_text_are_refused_not_one_dropped(run, qrels, m
     and scored it without a word (recall 1.0 for the run's first query, whose hits were dropped)."""
     with pytest.raises(RetrieverError, match=message):
         evaluate_run(run, qrels, ["recall@10"])
+
+
+def test_a_relevance_level_above_every_grade_is_refused_when_a_binary_measure_is_asked() -> None:
+    """`--relevance-level 2` (TREC DL's) on binary qrels (BEIR's) scored recall, MRR and MAP 0 for every query, with
+    no word that no document reached the level."""
+    run, qrels = {"q1": {"d1": 2.0, "d2": 1.0}, "q2": {"d3": 1.0}}, {"q1": {"d1": 1, "d2": 0}, "q2": {"d3": 1}}
+    with pytest.raises(RetrieverError, match=r"^no judgment reaches relevance level 2: the judged queries' grades go "
+                                             r"up to 1, so recall@1 and mrr@10 would be 0 for every query; "):
+        evaluate_run(run, qrels, ["ndcg@10", "recall@1", "mrr@10"], relevance_level=2)
+    assert evaluate_run(run, qrels, ["ndcg@10"], relevance_level=2).mean == evaluate_run(run, qrels, ["ndcg@10"]).mean
+    qrels["q2"]["d3"] = 2  # one query at the level: the others score 0 on it, as in trec_eval
+    assert evaluate_run(run, qrels, ["recall@1"], relevance_level=2).per_query == {"q1": {"recall@1": 0.0},
+                                                                                   "q2": {"recall@1": 1.0}}
