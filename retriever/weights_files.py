@@ -57,3 +57,16 @@ def unreadable_weights_message(folder: str | Path, error: BaseException) -> str:
     reason = str(error).splitlines()[0] if str(error) else type(error).__name__
     return (f"{folder}: the weights file cannot be loaded as plain tensors ({reason}); it is damaged or holds "
             "code, so replace it (safetensors preferred)")
+
+
+def refused_file_reason(path: Path, error: BaseException) -> str:
+    """Why the safe loader refused the torch file ``path``, in one line without torch's advice to load it unsafely
+    (its message is paragraphs, in terminal bold, suggesting ``weights_only=False``, which runs the file's code)."""
+    protocol = pickle_protocol(path)
+    if protocol is not None and protocol not in SAFE_LOADER_PROTOCOLS:
+        return unreadable_weights_message(path, error).removeprefix(f"{path}: ")
+    text = str(error)
+    detail = text.split("WeightsUnpickler error:", 1)[1] if "WeightsUnpickler error:" in text else text
+    detail = (detail.strip().splitlines() or [""])[0].split(". ")[0]
+    lead = "Weights only load failed: " if "Weights only load failed" in text else ""
+    return f"not plain tensors ({type(error).__name__}: {lead}{detail}): damaged, or holding code retriever never runs"

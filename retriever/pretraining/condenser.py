@@ -26,6 +26,7 @@ from retriever.files import read_json_object, write_json
 from retriever.model_loading import load_model
 from retriever.model_names import resolve_model_path
 from retriever.pooling import has_trained_pooler
+from retriever.weights_files import protocol_note_silenced, refused_file_reason
 from retriever.wording import agree, counted
 
 HEAD_WEIGHTS = "model.pt"
@@ -157,9 +158,11 @@ def _saved_head(folder: Path) -> dict[str, torch.Tensor]:
     if not path.is_file():
         return {}
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # a truncated or foreign pickle: say which file
-        raise RetrieverError(f"{path}: cannot read the Condenser head ({type(error).__name__}: {error})") from None
+        with protocol_note_silenced():
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:  # a truncated or foreign pickle: say which file, in one line
+        raise RetrieverError(f"{path}: cannot read the Condenser head: {refused_file_reason(path, error)}; remove or "
+                             "rename it to start from this folder's backbone with a new head") from None
     head = ({key: value for key, value in state.items() if isinstance(key, str) and key.startswith(HEAD_PREFIX)}
             if isinstance(state, dict) else None)
     if head is None or not all(_HEAD_KEY.match(key) and isinstance(value, torch.Tensor) for key, value in head.items()):

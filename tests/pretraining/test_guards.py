@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pytest
 import torch
 from transformers import BertConfig, BertModel
@@ -161,6 +162,27 @@ def test_a_model_pt_that_is_not_a_head_is_one_error(tmp_path, payload):
     torch.save(payload, model / "model.pt")
     with pytest.raises(RetrieverError, match="model.pt: not a Condenser head \\(a dict of c_head.N.\\* tensors"):
         load_condenser(str(model))
+
+
+@pytest.mark.parametrize("pickle_protocol, payload, said", [
+    (4, {"c_head.0.x": torch.zeros(2)}, "saved with pickle protocol 4, which torch's safe loader"),
+    (2, {"c_head.0.x": np.zeros(2)}, r"not plain tensors \(UnpicklingError: Weights only load failed: Unsupported "
+                                     r"global: GLOBAL numpy"),
+    (None, b"PK\x03\x04 not a zip", r"not plain tensors \("),
+])
+def test_a_model_pt_the_safe_loader_refuses_is_one_line_without_unsafe_advice(tmp_path, capfd, pickle_protocol,
+                                                                              payload, said):
+    """torch's refusal came whole: lines of terminal-bold text advising `weights_only=False` (running the file's
+    code), and a UserWarning on stderr for protocol 4."""
+    model = make_tiny_bert(tmp_path / "model", layers=2)
+    if pickle_protocol is None:  # a damaged file
+        (model / "model.pt").write_bytes(payload)
+    else:
+        torch.save(payload, model / "model.pt", pickle_protocol=pickle_protocol)
+    with pytest.raises(RetrieverError, match=f"model.pt: cannot read the Condenser head: .*{said}") as refused:
+        load_condenser(str(model))
+    assert "\n" not in str(refused.value) and "weights_only` set to `False" not in str(refused.value)
+    assert "\x1b" not in str(refused.value) and "pickle protocol" not in capfd.readouterr().err
 
 
 def test_documents_with_empty_text_are_counted_and_said(tiny_model_dir, tmp_path):
