@@ -34,6 +34,7 @@ import torch
 
 from retriever.errors import RetrieverError
 from retriever.searching import Hit, Searcher
+from retriever.serving.batch_stats import BatchStats
 
 WARM_UP_SIZES = (1, 2, 4, 8, 16, 32)
 log = logging.getLogger(__name__)
@@ -60,21 +61,6 @@ class _Request:
     cut_at: list = field(default_factory=list)  # per query: the tokens it was cut to, or None
     listed: bool = False  # a POST body's list: refusals name a query "queries.N" (``unknown_words.refusal``)
     enqueued: float = field(default_factory=time.perf_counter)
-
-
-@dataclass
-class BatchStats:
-    """Counters for /health and the load test: how well requests are being grouped."""
-
-    batches: int = 0
-    requests: int = 0
-    queries: int = 0
-    largest_batch: int = 0
-
-    def to_json(self) -> dict:
-        mean = self.queries / self.batches if self.batches else 0.0
-        return {"batches": self.batches, "requests": self.requests, "queries": self.queries,
-                "largest_batch": self.largest_batch, "mean_batch": round(mean, 2)}
 
 
 _STOP = object()
