@@ -112,7 +112,8 @@ def load_beir_examples(dataset: str | Path, split: str = "train",
     if not examples:
         raise RetrieverError(f"{beir.root}: split {split!r} yields no training examples (no query with a "
                              "positive judgment whose document is in the corpus)")
-    return examples
+    from retriever.training.copies import merged_copies  # it builds on this module's types
+    return merged_copies(examples, str(beir.corpus_path))
 
 
 def _nonempty(value: str, path: Path, number: int) -> str:
@@ -212,7 +213,8 @@ def load_jsonl_examples(path: str | Path, corpus: str | Path | None = None, corp
     if used < given:  # as for a --negatives file: none is dropped silently
         _log(f"hard negatives ({path}): {used} of {given} used; left out: {given - used} judged relevant (a positive "
              "of the same query)")
-    return examples
+    from retriever.training.copies import merged_copies
+    return merged_copies(examples, str(path))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,36 @@
+"""Passages holding one text under several ids (a corpus's duplicates, an inline text given again by id) are one
+passage to the loss. A batch masks a query's judged positives by id, so a copy of its positive under another id (the
+positive of another query in the batch, or a hard negative) was a negative of the same text: training pushed one
+text both up and down. Every copy takes the id of the first passage seen with that text, judgments follow, and a
+hard negative that is then a judged positive of its own query is left out, as `retriever mine` leaves such copies out.
+"""
+from __future__ import annotations
+
+import sys
+
+from retriever.training.data import Passage, TrainExample
+from retriever.wording import agree, counted
+
+
+def merged_copies(examples: list[TrainExample], source: str) -> list[TrainExample]:
+    """``examples`` with every passage's id made its text's first id; said on stderr when any copy is found."""
+    first_id: dict[str, str] = {}  # text -> the first id seen with it
+    renamed: dict[str, str] = {}  # id -> the first id of its text
+    for example in examples:
+        for passage in (*example.positives, *example.negatives):
+            renamed[passage.id] = first_id.setdefault(passage.text, passage.id)
+    copies = sum(1 for passage_id, first in renamed.items() if passage_id != first)
+    if not copies:
+        return examples
+    merged, left_out = [], 0
+    for example in examples:
+        judged = frozenset(renamed.get(passage_id, passage_id) for passage_id in example.judged)
+        positives = tuple({renamed[p.id]: Passage(renamed[p.id], p.text) for p in example.positives}.values())
+        negatives = [Passage(renamed[n.id], n.text) for n in example.negatives]
+        kept = tuple({n.id: n for n in negatives if n.id not in judged}.values())
+        left_out += len(negatives) - len(kept)
+        merged.append(TrainExample(example.query_id, example.query, positives, kept, judged))
+    print(f"training data ({source}): {counted(copies, 'passage')} {agree(copies, 'holds', 'hold')} the text of "
+          "another under another id; each counts as one with it, so a copy of a query's positive is no negative of "
+          f"that query" + (f" ({counted(left_out, 'hard negative')} left out)" if left_out else ""), file=sys.stderr)
+    return merged
