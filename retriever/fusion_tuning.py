@@ -29,7 +29,8 @@ from retriever.wording import agree, counted
 
 RRF_KS = (60.0, 10.0, 20.0, 40.0, 100.0)
 ALPHAS = tuple(round(a, 2) for a in np.arange(0.0, 1.0001, 0.05))
-METRIC = "ndcg@10"
+METRIC_DEPTH = 10  # what nDCG@10 reads of each fused list, and so all the tuning fuses
+METRIC = f"ndcg@{METRIC_DEPTH}"
 
 
 def fusion_grid(depth: int) -> list[FusionParams]:
@@ -104,8 +105,8 @@ def _per_query(run: Run, qrels: Qrels) -> dict[str, float]:
     return {qid: values[METRIC] for qid, values in evaluate_run(run, qrels, (METRIC,)).per_query.items()}
 
 
-def _scores_by_query(searcher: Searcher, queries: list[Query], qrels: Qrels, grid: list[FusionParams], k: int,
-                     bar: tqdm, unknown_found: list) -> list[dict[str, float]]:
+def _scores_by_query(searcher: Searcher, queries: list[Query], qrels: Qrels, grid: list[FusionParams], bar: tqdm,
+                     unknown_found: list) -> list[dict[str, float]]:
     """Each query's nDCG@10 under every setting of ``grid``, then dense and BM25 alone. Searched a batch of queries at
     a time (``Searcher.queries_per_batch``), as evaluation does: every query's two lists at the fusion depth were held
     at once, and a split of thousands of queries ran for minutes without a word. ``unknown_found`` gets each query's
@@ -121,16 +122,17 @@ def _scores_by_query(searcher: Searcher, queries: list[Query], qrels: Qrels, gri
         lexical = searcher.rank(texts, depth, "bm25")
         fusable = without_unknown(dense, unknown)
         judged = {qid: qrels[qid] for qid in ids}
-        for into, ranked in zip(scores, [fuse(fusable, lexical, params, k) for params in grid] + [dense, lexical]):
+        for into, ranked in zip(scores, [fuse(fusable, lexical, params, METRIC_DEPTH) for params in grid] + [dense, lexical]):
             into.update(_per_query(searcher.as_run(ids, *ranked), judged))
         bar.update(len(batch))
     return scores
 
 
-def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, k: int = 100, progress: bool = True,
+def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, progress: bool = True,
                 checked: tuple[BeirDataset, list[Query], Qrels] | None = None) -> dict:
     """The best fusion on ``split``'s judged queries by nDCG@10, with every measured setting
-    (``checked``: what ``check_tuning_split`` returned, so it is not read twice)."""
+    (``checked``: what ``check_tuning_split`` returned, so it is not read twice). Each fused list is its top 10, all
+    the metric reads (a ``k`` it took could only lower the scores: at 0 it recorded a fusion scored 0.0)."""
     check_kind(searcher, Searcher, "searcher", "a Searcher, e.g. Searcher('indexes/NAME', mode='hybrid') "
                "(tune_and_record takes the index's path and records the fusion in it)")
     beir, queries, qrels = checked or check_tuning_split(dataset, split)
@@ -143,7 +145,7 @@ def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, k: int = 10
     grid, unknown = fusion_grid(searcher.fusion.depth), []
     with tqdm(total=len(queries), desc=f"tune fusion on {split}", unit="q", file=sys.stderr,
               disable=not progress) as bar:
-        by_query = _scores_by_query(searcher, queries, qrels, grid, k, bar, unknown)
+        by_query = _scores_by_query(searcher, queries, qrels, grid, bar, unknown)
     warn(unknown_words_warning(queries, unknown, "hybrid"))
     judged = judged_query_ids(qrels)  # the mean is over all of them, as evaluate_run's: left-out queries score 0
     means = [math.fsum(scores.get(qid, 0.0) for qid in judged) / len(judged) for scores in by_query]
