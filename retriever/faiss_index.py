@@ -150,8 +150,11 @@ def check_trainable(params: IndexParams, dim: int, count: int, source: str = "th
     vectors than ``count`` documents or --train-size give: FAISS refuses it only at training, after that pass."""
     if params.index_type in ("flat", "hnsw"):
         return
-    index = new_index(factory_string(params, dim, count), dim, params)  # named types size lists and codes to it
-    needed, what = max(training_needs(index), default=(0, ""))
+    if params.index_type in (ONDISK_TYPE, "ivfpq") and (params.nlist or 0) > min(count, params.train_size):
+        needed, what = params.nlist, f"{params.nlist} IVF lists"  # not made: 2**31 lists were a bad_alloc
+    else:
+        index = new_index(factory_string(params, dim, count), dim, params)  # named types size lists and codes to it
+        needed, what = max(training_needs(index), default=(0, ""))
     if min(count, params.train_size) < needed:
         given = (f"{source} {counted(count, 'document')}" if count <= params.train_size
                  else f"--train-size is {params.train_size}")

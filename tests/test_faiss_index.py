@@ -162,3 +162,14 @@ def test_an_index_faiss_cannot_build_names_every_index_type():
     with pytest.raises(RetrieverError, match="FAISS cannot build index") as caught:
         new_index("NoSuchIndex", 8, IndexParams())
     assert all(name in str(caught.value) for name in INDEX_TYPES), str(caught.value)
+
+
+@pytest.mark.parametrize("index_type", ["ivfpq", "ivf-ondisk"])
+@pytest.mark.parametrize("nlist", [2**31 - 1, 3_000_000_000])
+def test_more_lists_than_vectors_is_refused_without_making_the_lists(index_type, nlist):
+    """`--nlist 2147483647` on 1200 vectors allocated its lists to count what training needs: `out of memory
+    (std::bad_alloc); free some memory`, and past 2**31 FAISS's `C++ exception stoi` ("use … a valid FAISS factory
+    string"), where fewer lists said what was wrong."""
+    with pytest.raises(RetrieverError, match=f"trains on at least {nlist} vectors, and the corpus has 1200 documents "
+                                             rf"\({nlist} IVF lists\): use fewer lists \(--nlist\)"):
+        check_trainable(IndexParams(index_type, nlist=nlist), 32, 1200)
