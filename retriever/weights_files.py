@@ -54,9 +54,8 @@ def unreadable_weights_message(folder: str | Path, error: BaseException) -> str:
                     "not read, and retriever unpickles nothing else (it could run code); if you trust the file, save "
                     "the model again as safetensors (model.save_pretrained(folder)) or with torch.save(state_dict, "
                     "file, pickle_protocol=2)")
-    reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-    return (f"{folder}: the weights file cannot be loaded as plain tensors ({reason}); it is damaged or holds "
-            "code, so replace it (safetensors preferred)")
+    return (f"{folder}: the weights file cannot be loaded as plain tensors ({_refusal(error)}); it is damaged or "
+            "holds code, so replace it (safetensors preferred)")
 
 
 def refused_file_reason(path: Path, error: BaseException) -> str:
@@ -65,8 +64,13 @@ def refused_file_reason(path: Path, error: BaseException) -> str:
     protocol = pickle_protocol(path)
     if protocol is not None and protocol not in SAFE_LOADER_PROTOCOLS:
         return unreadable_weights_message(path, error).removeprefix(f"{path}: ")
+    return f"not plain tensors ({type(error).__name__}: {_refusal(error)}): damaged, or holding code retriever never runs"
+
+
+def _refusal(error: BaseException) -> str:
+    """torch's reason in its own words, one line: the unpickler's error where it gives one, not the first line of its
+    message (a half sentence in terminal bold: "you have two options, do those steps only if you trust ...")."""
     text = str(error)
     detail = text.split("WeightsUnpickler error:", 1)[1] if "WeightsUnpickler error:" in text else text
-    detail = (detail.strip().splitlines() or [""])[0].split(". ")[0]
-    lead = "Weights only load failed: " if "Weights only load failed" in text else ""
-    return f"not plain tensors ({type(error).__name__}: {lead}{detail}): damaged, or holding code retriever never runs"
+    detail = (detail.strip().splitlines() or [""])[0].split(". ")[0] or type(error).__name__
+    return ("Weights only load failed: " if "Weights only load failed" in text else "") + detail

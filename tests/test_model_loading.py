@@ -117,3 +117,19 @@ def test_a_tokenizer_cutting_on_the_left_still_encodes_the_head_of_a_text(tmp_pa
     _tokenizer_config(folder, truncation_side="left")
     left = Encoder(EncoderSettings(model=str(folder), passage_max_length=16), device="cpu").encode_queries(text)
     np.testing.assert_array_equal(left, right)
+
+
+def test_weights_of_other_objects_than_tensors_are_refused_in_torchs_reason_not_its_advice(tmp_path):
+    """The message held the first line of torch's refusal: a half sentence in terminal bold ("you have two options,
+    do those steps only if you trust the source"), its options cut off and its reason left out."""
+    import torch
+    from safetensors.torch import load_file
+
+    folder = make_tiny_bert(tmp_path / "model", layers=1)
+    state = load_file(folder / "model.safetensors")
+    (folder / "model.safetensors").unlink()
+    torch.save({key: value.numpy() for key, value in state.items()}, folder / "pytorch_model.bin")
+    with pytest.raises(RetrieverError, match=r"cannot be loaded as plain tensors \(Weights only load failed: "
+                                             r"Unsupported global: GLOBAL numpy.*by default\); it is damaged") as refused:
+        Encoder(EncoderSettings.for_model(str(folder)))
+    assert "\x1b" not in str(refused.value) and "options" not in str(refused.value)
