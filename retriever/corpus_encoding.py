@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import json
 import os
 import sys
@@ -155,13 +156,13 @@ def remove_parts_beyond(output: Path, worker: int, num_workers: int, count: int)
     return removed
 
 
-def _shard_folder(output: Path, worker_index: int, num_workers: int) -> bool:
-    """Make the shard folder (True if new), refusing an index folder or one nothing can be written in; delete this
+def _shard_folder(output: Path, worker_index: int, num_workers: int) -> None:
+    """Make the shard folder, refusing an index folder or one nothing can be written in; delete this
     worker's temporaries its dead runs on this host left (other workers' stay, as do another host's: ``pid_names``)."""
     check_output_name(output, "--output")
     if (output / MANIFEST_FILE).is_file():
         raise RetrieverError(f"{output}: is an index folder; encode into a folder of its own, e.g. {output}.shards")
-    created = make_folder(output)
+    make_folder(output)
     problem = creatable_problem(output / "shard")
     if problem:
         raise RetrieverError(f"{output}: {problem}; choose another --output")
@@ -174,7 +175,6 @@ def _shard_folder(output: Path, worker_index: int, num_workers: int) -> bool:
                   file=sys.stderr)
         elif writer.gone:
             stale.unlink(missing_ok=True)
-    return created
 
 
 def _share(total: int | None, worker: int, num_workers: int) -> int | None:
@@ -199,17 +199,18 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
         raise RetrieverError(f"--worker-index must be in 0..{num_workers - 1} for --num-workers {num_workers}")
     corpus_path = resolve_corpus_path(corpus)
     output = Path(output)
-    created = _shard_folder(output, worker_index, num_workers)
+    made = [] if output.exists() else [output, *itertools.takewhile(lambda folder: not folder.exists(), output.parents)]
     try:
+        _shard_folder(output, worker_index, num_workers)
         with held_lock(output / f".encode-w{worker_index:03d}of{num_workers:03d}.lock",
                        lambda pid: f"{output}: another encode of worker {worker_index} of {num_workers} into it is "
                                    f"running (pid {pid}); wait for it to end or choose another --output"):
             return _encode_share(corpus_path, output, encoder, fmt, fields, shard_size, worker_index, num_workers,
                                  progress)
     except BaseException:
-        if created:
-            with contextlib.suppress(OSError):  # only an empty folder goes: a run that wrote nothing leaves nothing
-                output.rmdir()
+        with contextlib.suppress(OSError):  # empty folders it made go, innermost first: a run that wrote nothing
+            for folder in made:             # leaves nothing (new/sub/ stayed behind when shards/ alone went)
+                folder.rmdir()
         raise
 
 

@@ -107,6 +107,19 @@ def test_library_arguments_of_the_wrong_kind_are_one_line(tiny_model_dir, tmp_pa
     assert not (tmp_path / "out").exists()
 
 
+def test_a_failed_encode_into_new_folders_leaves_none_of_them(tiny_model_dir, tmp_path):
+    """`encode c.jsonl -o new/sub/shards` stopped by a malformed line removed shards/ but left new/sub/ behind, empty,
+    as atomic writes no longer do (probe round 17)."""
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"_id": "a", "text": "x"}\n{bad\n')
+    (tmp_path / "kept").mkdir()
+    for output in (tmp_path / "new" / "sub" / "shards", tmp_path / "kept" / "a" / "shards"):
+        with pytest.raises(RetrieverError, match="malformed JSON"):
+            encode_corpus(corpus, output, encoder(tiny_model_dir), progress=False)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["c.jsonl", "kept"]
+    assert not list((tmp_path / "kept").iterdir())
+
+
 def test_workers_split_the_corpus(tiny_model_dir, tmp_path):
     corpus = write_corpus(tmp_path / "c.jsonl", 9)
     enc = encoder(tiny_model_dir)
