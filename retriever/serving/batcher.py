@@ -133,8 +133,10 @@ class MicroBatcher:
             raise _warm_up_failure(self.name, error) from error
         self.stats = BatchStats()
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Finish the batches already queued, then stop the worker."""
+    def close(self, timeout: float | None = None) -> None:
+        """Finish the batches already queued (a forced stop has cancelled them, so they are skipped), then stop the
+        workers, waiting for a batch being searched however long it takes: with a worker still inside torch the
+        interpreter's exit aborted (exit code 134, "terminate called without an active exception")."""
         if self._closed:
             return
         self._closed = True

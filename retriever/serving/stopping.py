@@ -21,7 +21,8 @@ import uvicorn
 from retriever.wording import counted
 
 UVICORN_LOG = "uvicorn.error"  # where uvicorn logs an ASGI application's exceptions (and its lifespan's)
-DROPPED = "stopped at once: the requests still being answered were dropped unanswered"
+DROPPED = ("stopped at once: the requests still being answered were dropped unanswered (a batch the encoder is on "
+           "ends first)")
 
 
 class DroppedAtStop(logging.Filter):

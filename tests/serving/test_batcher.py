@@ -410,3 +410,22 @@ def test_a_mode_the_index_cannot_do_is_refused_at_submit(fake):
         assert batcher.submit(["bee"], 1, "dense").result(5)[0][0].id == "0"
     finally:
         batcher.close()
+
+
+def test_closing_waits_for_the_batch_being_searched_however_long(tiny_index):
+    """A forced stop (a second Ctrl-C) while a long batch was encoded ended `retriever serve` with "terminate called
+    without an active exception" and exit code 134 (SIGABRT): close() gave each worker 5 s, then the interpreter exited
+    with a worker still inside torch. The batch here takes a little over those 5 s."""
+    searcher = Searcher(tiny_index, device="cpu", dtype="fp32")
+    gate = threading.Event()
+    encode = searcher.encoder.encode_queries
+    searcher.encoder.encode_queries = lambda *args, **kwargs: gate.wait(30) and encode(*args, **kwargs)
+    batcher = MicroBatcher(searcher, workers=1)
+    answered = batcher.submit(["cat"], 1)
+    deadline = time.monotonic() + 10
+    while not batcher._busy and time.monotonic() < deadline:
+        time.sleep(0.01)
+    threading.Timer(5.3, gate.set).start()
+    batcher.close()
+    assert not any(thread.is_alive() for thread in batcher._threads)
+    assert len(answered.result(0)[0]) == 1
