@@ -88,8 +88,8 @@ def load_beir_examples(dataset: str | Path, split: str = "train",
         raise RetrieverError(f"{negatives_file}: none of its query ids has a positive in the {split!r} qrels; "
                              "was it mined from another split?")
     wanted = {d for ids in positives.values() for d in ids} | {d for ids in negatives.values() for d in ids}
-    with beir_keys():
-        passages = read_corpus_passages(beir.corpus_path, wanted)
+    with beir_keys():  # a blank document trains its query toward nothing, as a blank query would: left out alike
+        passages = {d: p for d, p in read_corpus_passages(beir.corpus_path, wanted).items() if not is_blank(p.text)}
         queries = {q.id: q.text for q in read_queries(beir.queries_path)}
     examples, missing_docs, missing_queries = [], 0, 0
     for qid, ids in positives.items():
@@ -104,14 +104,14 @@ def load_beir_examples(dataset: str | Path, split: str = "train",
         hard = [passages[d] for d in dict.fromkeys(negatives.get(qid, ())) if d in passages and d not in judged]
         examples.append(TrainExample(qid, queries[qid], tuple(found), tuple(hard), judged))
     if missing_docs or missing_queries:
-        _log(f"training data: {counted(missing_docs, 'judged document')} missing from the corpus and "
+        _log(f"training data: {counted(missing_docs, 'judged document')} missing from the corpus or blank there and "
              f"{counted(missing_queries, 'judged query', 'judged queries')} missing from queries.jsonl or blank there "
              f"{agree(missing_docs + missing_queries, 'was', 'were')} skipped")
     if negatives:
         log_negatives(negatives, unknown_queries, passages, positives, negatives_file)
     if not examples:
         raise RetrieverError(f"{beir.root}: split {split!r} yields no training examples (no query with a "
-                             "positive judgment whose document is in the corpus)")
+                             "positive judgment whose document is in the corpus, not blank)")
     from retriever.training.copies import merged_copies  # it builds on this module's types
     return merged_copies(examples, str(beir.corpus_path))
 

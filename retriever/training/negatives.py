@@ -41,4 +41,4 @@ def log_negatives(negatives: dict[str, list[str]], unknown_queries: set[str], pa
     if used < given:
         print(f"hard negatives ({path}): {used} of {given} used; left out: {unused} of queries without a positive "
               f"in this split ({counted(len(unknown_queries), 'query')}), {counted(not_in_corpus, 'id')} not in the "
-              f"corpus, {judged} judged relevant", file=sys.stderr)
+              f"corpus or blank there, {judged} judged relevant", file=sys.stderr)

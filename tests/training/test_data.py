@@ -69,7 +69,7 @@ def test_negatives_file_drops_judged_positives_and_unknown_ids_and_says_so(train
     assert [p.id for p in examples["q1"].negatives] == ["d9", "d1"]
     assert [p.id for p in examples["q2"].negatives] == ["d5"]
     assert ("3 of 8 used; left out: 2 of queries without a positive in this split (1 query), 1 id not in the "
-            "corpus, 2 judged relevant") in capsys.readouterr().err  # it said "(1 queries), 1 ids"
+            "corpus or blank there, 2 judged relevant") in capsys.readouterr().err  # it said "(1 queries), 1 ids"
 
 
 @pytest.mark.parametrize("query_id", [True, 1.5, ["q1"]])
@@ -264,3 +264,20 @@ def test_a_tevatron_passage_objects_docid_is_its_id(tmp_path):
          "negatives": [{"docid": "d1", "title": "", "text": "a cat"}]}])
     example = load_jsonl_examples(path)[0]
     assert [p.id for p in (*example.positives, *example.negatives)] == ["d6", "d1"]
+
+
+def test_a_blank_judged_or_negative_document_of_a_beir_split_is_left_out_and_counted(tmp_path, capsys):
+    """A judged document whose title and text are empty or whitespace was trained on (its query pulled toward
+    [CLS][SEP]) without a word, where a JSONL file's empty passage is refused and a blank query left out."""
+    root = tmp_path / "beir"
+    (root / "qrels").mkdir(parents=True)
+    write_jsonl(root / "corpus.jsonl", [{"_id": "d1", "title": "", "text": ""}, {"_id": "d2", "title": "Dogs",
+                                         "text": "a dog ran"}, {"_id": "d3", "title": " ", "text": "\t"}])
+    write_jsonl(root / "queries.jsonl", [{"_id": "q1", "text": "cat"}, {"_id": "q2", "text": "dog"}])
+    (root / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\n")
+    (root / "negatives.jsonl").write_text('{"query_id": "q2", "negatives": ["d3", "d1"]}\n')
+    examples = load_beir_examples(root, "train", root / "negatives.jsonl")
+    assert [(e.query_id, [p.id for p in e.positives], e.negatives) for e in examples] == [("q2", ["d2"], ())]
+    err = capsys.readouterr().err
+    assert "training data: 1 judged document missing from the corpus or blank there" in err
+    assert "2 ids not in the corpus or blank there" in err
