@@ -9,7 +9,9 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import stat
+import sys
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -196,6 +198,19 @@ def read_json(path: str | Path, hint: str = "fix or delete the file") -> object:
         return json.loads(text)
     except json.JSONDecodeError as error:
         raise InputFileError(path, error.lineno, f"malformed JSON ({error.msg})", hint) from None
+    except (RecursionError, ValueError) as error:  # past the reader's limits: a traceback otherwise
+        raise InputFileError(path, None, json_limit_problem(error), hint) from None
+
+
+def json_limit_problem(error: RecursionError | ValueError) -> str:
+    """What passes Python's JSON reader: nesting past the C parser's guard (about a thousand levels), or an integer
+    past Python's digit limit (its message says set_int_max_str_digits)."""
+    if isinstance(error, RecursionError):
+        return (f"the file nests arrays or objects deeper than Python's JSON reader goes (about {sys.getrecursionlimit()} "
+                "levels)")
+    digits = re.search(r"has (\d+) digits", str(error))
+    return (f"a number of {digits[1] if digits else 'too many'} digits, more than Python's JSON reader takes "
+            f"({sys.get_int_max_str_digits()})")
 
 
 def repeated_key(pairs: Iterable[tuple[str, object]]) -> tuple[str, int] | None:

@@ -254,3 +254,18 @@ def test_the_size_of_a_folder_whose_old_part_is_deleted_while_it_is_counted_is_w
     size = index_summary(index)["bytes_on_disk"]
     monkeypatch.setattr(os, "scandir", scandir)
     assert not old_part.exists() and size == sum(path.stat().st_size for path in index.rglob("*") if path.is_file())
+
+
+@pytest.mark.parametrize("text, said", [("[" * 100_000 + "]" * 100_000, "the file nests arrays or objects deeper than"),
+                                        ('{"a": ' + "1" * 5000 + "}", "a number of 5000 digits, more than")])
+def test_a_manifest_past_the_json_readers_limits_is_one_line(sq8_index, tmp_path, text, said):
+    """A manifest (or any JSON file read whole: a part's record, inputs.json) nested 100,000 deep or holding a
+    5000-digit number was a RecursionError or ValueError traceback; the corpus reader already said so in a line."""
+    from retriever.errors import RetrieverError
+    from retriever.info import index_summary
+
+    index = tmp_path / "idx"
+    shutil.copytree(sq8_index, index)
+    (index / "manifest.json").write_text(text)
+    with pytest.raises(RetrieverError, match=f"^{index / 'manifest.json'}: {said}"):
+        index_summary(index)
