@@ -199,6 +199,9 @@ def load_jsonl_examples(path: str | Path, corpus: str | Path | None = None, corp
         if doc_id not in passages:
             raise InputFileError(path, number, f"document id {doc_id!r} is not in the corpus {corpus}",
                                  "without --corpus, strings are read as passage texts")
+        if is_blank(passages[doc_id].text):  # as an empty inline passage is refused: trained toward nothing
+            raise InputFileError(path, number, f"document {doc_id!r} of the corpus {corpus} has a blank title and "
+                                 "text", "fix it in the corpus, or leave it out of this line")
 
     def resolve(items: list[tuple[str, Passage | None]]) -> list[Passage]:
         return [passages[doc_id] if doc_id else passage for doc_id, passage in items]

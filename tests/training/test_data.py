@@ -281,3 +281,15 @@ def test_a_blank_judged_or_negative_document_of_a_beir_split_is_left_out_and_cou
     err = capsys.readouterr().err
     assert "training data: 1 judged document missing from the corpus or blank there" in err
     assert "2 ids not in the corpus or blank there" in err
+
+
+def test_a_jsonl_line_naming_a_blank_corpus_document_is_refused_as_an_empty_passage_is(tmp_path):
+    """With --corpus, an id whose document has an empty title and text was trained on as [CLS][SEP] without a word,
+    where the same passage given inline is refused."""
+    write_jsonl(tmp_path / "corpus.jsonl", [{"_id": "d1", "title": "Dogs", "text": "a dog ran"},
+                                            {"_id": "d2", "title": "", "text": " "}])
+    write_jsonl(tmp_path / "train.jsonl", [{"query": "dog", "positives": ["d1"]},
+                                           {"query": "cat", "positives": ["d1"], "negatives": ["d2"]}])
+    with pytest.raises(InputFileError, match=r"train.jsonl:2: document 'd2' of the corpus .* has a blank title and "
+                                             r"text; fix it in the corpus, or leave it out of this line$"):
+        load_jsonl_examples(tmp_path / "train.jsonl", tmp_path / "corpus.jsonl")
