@@ -71,11 +71,13 @@ class LexicalParams:
             raise RetrieverError(f"--bm25-k1 must be a number from 0 to {K1_MAX:.0e}, not {self.k1!r}".replace("e+0", "e"))
         if not (is_number(self.b) and math.isfinite(self.b) and 0 <= self.b <= 1):
             raise RetrieverError(f"--bm25-b must be a finite number within [0, 1], not {self.b!r}")
+        for name, what in (("stemmer", "a stemmer"), ("stopwords", "a stopword list")):  # the manifest records names:
+            value = getattr(self, name)  # a list or True built a part that manifest then called damaged
+            if not isinstance(value, (str, type(None))):
+                raise RetrieverError(f"--bm25-{name} must be the name of {what} or None, not {value!r}")
         _snowball(self.stemmer)
-        if isinstance(self.stopwords, str) and self.stopwords and self.stopwords not in _STOPWORD_LIST_OF:
+        if self.stopwords and self.stopwords not in _STOPWORD_LIST_OF:
             raise _unknown_stopwords(self.stopwords)
-        if self.stopwords and not isinstance(self.stopwords, str):
-            _tokenizer(self)  # whatever else bm25s's tokenizer takes or refuses
 
     def record(self) -> dict:
         """What the manifest keeps: enough to tokenise queries exactly as the documents were."""

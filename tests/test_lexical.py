@@ -129,7 +129,13 @@ def test_bm25_settings_are_checked_without_building(folder):
     (LexicalParams(k1="1.2"), "--bm25-k1 must be a number from 0 to 1e6, not '1.2'"),  # a TypeError traceback
     (LexicalParams(k1=True), "--bm25-k1 must be a number from 0 to 1e6, not True"),
     (LexicalParams(k1=1e300), "--bm25-k1 must be a number from 0 to 1e6, not 1e[+]300"),  # every score 0: no hits
-    (LexicalParams(b=None), r"--bm25-b must be a finite number within \[0, 1\], not None")])
+    (LexicalParams(b=None), r"--bm25-b must be a finite number within \[0, 1\], not None"),
+    # a list, tuple or True built a part the next opening called damaged ("lexical.stopwords is list"); 5 a TypeError
+    (LexicalParams(stopwords=["the", "lava"]), r"--bm25-stopwords must be the name of a stopword list or None, "
+                                               r"not \['the', 'lava'\]"),
+    (LexicalParams(stopwords=True), "--bm25-stopwords must be the name of a stopword list or None, not True"),
+    (LexicalParams(stopwords=5), "--bm25-stopwords must be the name of a stopword list or None, not 5"),
+    (LexicalParams(stemmer=("english",)), r"--bm25-stemmer must be the name of a stemmer or None, not \('english',\)")])
 def test_bm25_k1_and_b_must_be_finite_and_in_range(params, expected):
     with pytest.raises(RetrieverError, match=f"^{expected}$"):
         params.check()
