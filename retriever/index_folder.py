@@ -15,7 +15,7 @@ from retriever.corpus import ReadStats
 from retriever.errors import RetrieverError
 from retriever.files import read_json_object, write_json
 from retriever.folder_kinds import not_an_index
-from retriever.integrity import REBUILD, file_records, file_sha256
+from retriever.integrity import REBUILD, file_records, file_sha256, rebuild_advice, rebuild_command
 from retriever.recorded_paths import relative_path
 from retriever.wording import counted
 
@@ -188,7 +188,7 @@ def check_manifest_shape(manifest: dict, path: Path) -> None:
         if problem is None and isinstance(value, int) and not lowest <= value <= highest:
             problem = _wrong(f"index.search_defaults.{setting}", value, "an integer from 1 to 2**31 - 1")
     if problem is not None:
-        raise RetrieverError(f"{path}: {problem}; {REBUILD}")
+        raise RetrieverError(f"{path}: {problem}; {rebuild_advice(manifest)}")
     _check_format_version(manifest, path)
 
 
@@ -247,7 +247,7 @@ def _check_format_version(manifest: dict, path: Path) -> None:
         raise RetrieverError(f"{path}: format_version is {version}, and retriever {__version__} reads format "
                              f"{FORMAT_VERSION} only; open it with the retriever that built it"
                              + (f" ({built_by})" if isinstance(built_by, str) else "")
-                             + " or rebuild it with `retriever build ... --overwrite`")
+                             + f" or rebuild it with `retriever {rebuild_command(manifest)} ... --overwrite`")
 
 
 def _kinds(expected: type | tuple[type, ...]) -> tuple[type, ...]:

@@ -30,10 +30,13 @@ REBUILD = _REBUILD_WITH.format("build")
 def rebuild_advice(manifest: dict | None) -> str:
     """How to rebuild a damaged folder: with the command its manifest says built it (`index` rebuilds from the
     shards, with no model), else ``REBUILD``."""
+    return _REBUILD_WITH.format(rebuild_command(manifest))
+
+
+def rebuild_command(manifest: dict | None) -> str:
+    """The command that built the folder, as its manifest says (`build` where it does not: built before it said)."""
     built_by = manifest.get("built_by") if isinstance(manifest, dict) else None
-    if built_by not in BUILT_BY:  # built before the manifest said which command built it
-        return REBUILD
-    return _REBUILD_WITH.format(built_by)
+    return built_by if built_by in BUILT_BY else "build"
 
 
 def damaged(path: Path, problem: str, manifest: dict | None = None) -> IndexDamaged:

@@ -109,3 +109,15 @@ def test_a_corpus_of_one_document_against_other_shards_is_said_in_the_singular(t
     """It said "holds 1 documents but the shards ... hold 2"."""
     with pytest.raises(RetrieverError, match=r"c.jsonl: holds 1 document but the shards in .* hold 2;"):
         check_document_count(ReadStats(records=1), 2, tmp_path / "c.jsonl", tmp_path / "shards")
+
+
+def test_a_damaged_manifest_of_an_index_built_by_index_says_to_rebuild_with_index(tmp_path):
+    """Its damage said `retriever build ... --overwrite` (re-encoding the corpus with the model) though the manifest
+    says `retriever index` built it from shards, as a damaged file of the same folder already said."""
+    replace_manifest(tmp_path, {"built_by": "index", "index": {"count": "two"}})
+    with pytest.raises(RetrieverError, match=r"index\.count is str 'two', not int; the index folder is damaged; "
+                                             r"rebuild it with `retriever index \.\.\. --overwrite`$"):
+        read_manifest(tmp_path)
+    replace_manifest(tmp_path, {"built_by": "index", "format_version": 2})
+    with pytest.raises(RetrieverError, match=r"rebuild it with `retriever index \.\.\. --overwrite`$"):
+        read_manifest(tmp_path)
