@@ -10,7 +10,7 @@ from pathlib import Path
 
 from retriever.corpus import BEIR_FILES
 from retriever.errors import RetrieverError
-from retriever.partwork import PARTS_SUFFIX, owned_inputs
+from retriever.partwork import PARTS_SUFFIX, finished_with, owned_inputs
 from retriever.pid_names import WRITER, writer_of
 from retriever.shards import done_marker, list_shards, parse_shard_name
 
@@ -38,6 +38,10 @@ def not_an_index(folder: Path, manifest_name: str) -> RetrieverError:
                               f"`retriever index {folder} --corpus CORPUS --output INDEX`")
     if _ondisk_parts(folder):
         output = folder.with_name(folder.name.removesuffix(PARTS_SUFFIX))
+        if finished_with(folder, output / manifest_name):  # a crash after the move, before they were deleted
+            return RetrieverError(f"{folder}: the parts of an ivf-ondisk build of {output} that finished (its index "
+                                  f"is in place), {lacks}; the next build of {output} deletes them, or remove "
+                                  f"{folder}")
         return RetrieverError(f"{folder}: the parts of an ivf-ondisk build of {output} that did not finish, {lacks}; "
                               f"rerun that build (the same command) to finish it, then use {output}")
     if any((folder / name).is_file() for name in (*MODEL_MARKERS, RETRIEVER_CONFIG)):

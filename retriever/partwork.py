@@ -166,15 +166,20 @@ def mark_finished(folder: Path, manifest: Path) -> None:
         write_json(folder / FINISHED_FILE, {"manifest_sha256": file_digest(manifest)[1]})
 
 
-def clear_finished(folder: Path, manifest: Path) -> str | None:
-    """Delete a build's parts folder whose index is in place (``manifest`` is the one it noted); what was done."""
+def finished_with(folder: Path, manifest: Path) -> bool:
+    """Whether ``folder`` is a build's parts folder whose index is in place (``manifest`` is the one it noted)."""
     marker = folder / FINISHED_FILE
     try:
         if not (marker.is_file() and manifest.is_file() and owned_inputs(folder) is not None):
-            return None
-        if read_json(marker) != {"manifest_sha256": file_digest(manifest)[1]}:
-            return None  # a crash before the move: the parts are there to resume from
+            return False
+        return read_json(marker) == {"manifest_sha256": file_digest(manifest)[1]}  # else a crash before the move
     except (RetrieverError, OSError):
+        return False
+
+
+def clear_finished(folder: Path, manifest: Path) -> str | None:
+    """Delete a build's parts folder whose index is in place (``finished_with``); what was done."""
+    if not finished_with(folder, manifest):
         return None
     with suppress(OSError):
         remove_parts_folder(folder)

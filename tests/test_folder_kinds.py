@@ -135,3 +135,24 @@ def test_another_hosts_build_folder_says_whose_host_it_is(tmp_path, monkeypatch)
         result = CliRunner().invoke(main, ["info", str(tmp_path / name)])
         assert result.exit_code == 1, result.output
         assert result.output.strip().splitlines()[-1] == f"error: {tmp_path / name}: {line}"
+
+
+def test_the_parts_folder_of_a_build_that_finished_says_the_index_is_in_place(tmp_path):
+    """A crash after the index was moved into place, before its parts were deleted, leaves `OUTPUT.parts` marked
+    finished: it was called the parts of a build "that did not finish; rerun that build", which is refused
+    (`already exists`) since the index is whole."""
+    import json
+
+    from retriever.partwork import INPUT_KEYS, INPUTS_FILE, mark_finished
+
+    index = tmp_path / "idx"
+    index.mkdir()
+    (index / "manifest.json").write_text("{}", encoding="utf-8")
+    folder = tmp_path / "idx.parts"
+    folder.mkdir()
+    (folder / INPUTS_FILE).write_text(json.dumps({key: 0 for key in INPUT_KEYS}), encoding="utf-8")
+    mark_finished(folder, index / "manifest.json")
+    result = CliRunner().invoke(main, ["info", str(folder)])
+    assert result.exit_code == 1 and result.output.strip().splitlines()[-1] == (
+        f"error: {folder}: the parts of an ivf-ondisk build of {index} that finished (its index is in place), not an "
+        f"index folder (no manifest.json); the next build of {index} deletes them, or remove {folder}"), result.output
