@@ -5,36 +5,28 @@ Built with bm25s (eager sparse BM25 in numpy, saved as plain ``.npy`` arrays tha
 and PyStemmer's Snowball stemmers. Documents are streamed from the index's own doc store, so the
 corpus is never held in memory as text and adding BM25 to an existing index needs no encoder. While
 building, the token ids are held as flat arrays (``retriever.lexical_build``). Row ``i`` of the BM25
-matrix is row ``i`` of the doc store.
+matrix is row ``i`` of the doc store. Searching it is ``retriever.lexical_index``'s.
 """
 from __future__ import annotations
 
-import functools
 import math
 import sys
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager as ContextManager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
 from tqdm import tqdm
 
 from retriever.docstore_texts import document_count, document_texts
 from retriever.errors import RetrieverError
 from retriever.fusion import is_number
 from retriever.integrity import file_records, file_sha256
-from retriever.id_order import sorted_position
 from retriever.lexical_build import SORTED_VOCAB_FILE, build_bm25s, tokenize_flat
-from retriever.lexical_terms import (holds_cjk_letter, prepared, recorded_splitting, split_words,
-                                     tokenizer_record)
+from retriever.lexical_terms import holds_cjk_letter, prepared, split_words, tokenizer_record
 
 LEXICAL_DIR = "bm25"
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
-# Query terms whose vocabulary ids a searcher remembers: a lookup in the memory-mapped vocabulary is a
-# binary search in Python, and a served index sees the same terms again and again. A few MB at most.
-TERM_ID_CACHE_SIZE = 1 << 16
 K1_MAX = 1e6  # term counts still rank (tf-idf at larger k1): Lucene's scores were all 0 at 1e300, BM25L's inf at 1e308
 # The names bm25s's tokenizer takes for its stopword lists (its ``STOPWORDS_<LIST>`` constants), known here so that
 # checking a setting does not import bm25s, whose scipy import costs every command that reads a manifest.
@@ -158,21 +150,6 @@ def unicode_normalised(texts: Iterable[str]) -> Iterator[str]:
     return map(prepared, texts)
 
 
-class QueryTokenizer:
-    """The documents' tokenisation for query texts, without growing a vocabulary per query. ``recorded``: the
-    manifest's tokenizer record, so a folder built before a change splits its queries as its documents were."""
-
-    def __init__(self, params: LexicalParams, recorded: object = None) -> None:
-        tokenizer = _tokenizer(params)
-        self._stem = tokenizer.stemmer
-        self._stopwords = frozenset(tokenizer.stopwords or ())
-        self._prepare, self._split = recorded_splitting(tokenizer_record() if recorded is None else recorded)
-
-    def __call__(self, text: str) -> list[str]:
-        words = [w for w in self._split(self._prepare(text).lower()) if w not in self._stopwords]
-        return [self._stem(w) for w in words] if self._stem else words
-
-
 def build_lexical(docstore: Path, target: Path, params: LexicalParams = LexicalParams(),
                   progress: bool = True, docstore_sha256: str | None = None,
                   reads: Callable[[], ContextManager] = nullcontext) -> dict:
@@ -202,89 +179,3 @@ def _each_read(items: Iterator[str], reads: Callable[[], ContextManager]) -> Ite
         if item is None:
             return
         yield item
-
-
-class LexicalIndex:
-    """A saved bm25s index, memory-mapped, searched by doc-store row; ``reads(file)`` wraps a file's read to name it."""
-
-    def __init__(self, index_dir: Path, record: dict, reads: Callable[[Path], ContextManager] = nullcontext) -> None:
-        import bm25s
-
-        if not (index_dir / record.get("directory", LEXICAL_DIR)).is_dir():
-            raise RetrieverError(f"{index_dir}: the manifest records a BM25 index but {LEXICAL_DIR}/ is missing; "
-                                 f"rebuild it with `retriever bm25 {index_dir} --overwrite`")
-        self.record = record
-        params = {name: record[name] for name in ("k1", "b", "method", "stemmer", "stopwords") if name in record}
-        self.tokenize = QueryTokenizer(LexicalParams(**params), record.get("tokenizer", {}))
-        folder = index_dir / record.get("directory", LEXICAL_DIR)
-        sorted_vocab = folder / SORTED_VOCAB_FILE
-        mapped_vocab = sorted_vocab.is_file()
-        self.model = bm25s.BM25.load(str(folder), mmap=True, load_vocab=not mapped_vocab)
-        if mapped_vocab:
-            with reads(sorted_vocab):
-                vocabulary = _sorted_vocabulary(sorted_vocab)
-            self._terms, self._term_ids = vocabulary.column("term"), vocabulary.column("id")
-            self._mapped_term_id = functools.lru_cache(maxsize=TERM_ID_CACHE_SIZE)(self._look_up_term_id)
-        else:  # a folder built before the sorted vocabulary: bm25s's JSON, loaded whole
-            self._terms = None
-        self.count = int(self.model.scores["num_docs"])
-        # plain views of the memory maps, made once: slicing an np.memmap makes a memmap object per posting list
-        self._postings = tuple(np.asarray(self.model.scores[name]) for name in ("data", "indices", "indptr"))
-
-    def term_id(self, term: str) -> int | None:
-        """The vocabulary id of a term, or None when the index does not know it."""
-        if self._terms is None:
-            return self.model.vocab_dict.get(term)
-        return self._mapped_term_id(term)
-
-    def _look_up_term_id(self, term: str) -> int | None:
-        position = sorted_position(self._terms, term)
-        return None if position is None else self._term_ids[position].as_py()
-
-    def term_counts(self, terms: list[str]) -> tuple[list[int], list[int]]:
-        """Ids of the distinct known terms, in first-occurrence order, and how often the query holds each: each
-        is looked up once."""
-        known = [(self.term_id(term), count) for term, count in Counter(terms).items()]
-        known = [(term_id, count) for term_id, count in known if term_id is not None]
-        return [term_id for term_id, _ in known], [count for _, count in known]
-
-    def scores(self, ids: list[int], counts: list[int]) -> np.ndarray:
-        """Every document's BM25 score for these terms, each counted as often as the query holds it (as Anserini
-        weights a repeated query term): bm25s's sum, but each posting list is read once, so a query repeating a
-        term 100,000 times costs one read of it, not 100,000 (a 1M-character query took minutes)."""
-        data, indices, indptr = self._postings
-        total = np.zeros(self.count, dtype=np.dtype(self.model.dtype))
-        for term, count in zip(ids, counts):
-            start, end = indptr[term], indptr[term + 1]
-            weights = data[start:end]
-            np.add.at(total, indices[start:end], weights if count == 1 else weights * total.dtype.type(count))
-        if self.model.nonoccurrence_array is not None:  # bm25l and bm25+ score absent terms too
-            total += (self.model.nonoccurrence_array[ids] * np.asarray(counts, dtype=total.dtype)).sum()
-        return total
-
-    def _holding(self, ids: list[int]) -> np.ndarray:
-        """Which documents hold at least one of these terms: the only ones a search returns."""
-        _, indices, indptr = self._postings
-        held = np.zeros(self.count, dtype=bool)
-        for term in ids:
-            held[indices[indptr[term]:indptr[term + 1]]] = True
-        return held
-
-    def search(self, texts: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k (scores, doc-store rows) per query, rows padded with -1; documents sharing no term are left out."""
-        k = max(1, min(k, self.count))
-        scores = np.full((len(texts), k), -np.inf, dtype=np.float32)
-        rows = np.full((len(texts), k), -1, dtype=np.int64)
-        for i, text in enumerate(texts):
-            ids, counts = self.term_counts(self.tokenize(text))
-            if not ids:
-                continue
-            all_scores = self.scores(ids, counts)
-            if self.model.nonoccurrence_array is not None:  # bm25l and bm25+ give every document a score
-                all_scores[~self._holding(ids)] = 0
-            top = np.argpartition(-all_scores, k - 1)[:k] if k < len(all_scores) else np.arange(len(all_scores))
-            top = top[np.lexsort((top, -all_scores[top]))]
-            top = top[all_scores[top] > 0]
-            scores[i, :len(top)] = all_scores[top]
-            rows[i, :len(top)] = top
-        return scores, rows

@@ -21,7 +21,8 @@ from retriever.folders import exclusive_build, named_output, temporary_folder
 from retriever.pid_names import left_by_dead_processes
 from retriever.integrity import (check_files, check_folder, damaged, dense_part, file_damage, file_sha256, reading,
                                  recorded_files)
-from retriever.lexical import LEXICAL_DIR, LexicalIndex, LexicalParams, build_lexical, cjk_free
+from retriever.lexical import LEXICAL_DIR, LexicalParams, build_lexical, cjk_free
+from retriever.lexical_index import LexicalIndex
 from retriever.lexical_terms import differs_only_by_cjk, knows_splitting
 from retriever.wording import counted
 

@@ -9,7 +9,8 @@ import pytest
 
 from retriever.errors import RetrieverError
 from retriever.indexing import DOCSTORE_FILE, INDEX_FILE, MANIFEST_FILE, IndexParams, encode_and_index
-from retriever.lexical import LEXICAL_DIR, LexicalIndex, LexicalParams, build_lexical
+from retriever.lexical import LEXICAL_DIR, LexicalParams, build_lexical
+from retriever.lexical_index import LexicalIndex
 from retriever.lexical_part import add_lexical
 from retriever.lexical_terms import FORMER_PATTERN
 

@@ -7,7 +7,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from retriever.indexing import DOCSTORE_FILE
-from retriever.lexical import METHODS, LexicalIndex, LexicalParams, build_lexical
+from retriever.lexical import METHODS, LexicalParams, build_lexical
+from retriever.lexical_index import LexicalIndex
 
 WORDS = [f"w{i}x" for i in range(60)]
 
