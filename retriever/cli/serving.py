@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 import socket
 import sys
@@ -155,7 +156,18 @@ def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: 
     except KeyboardInterrupt:  # Ctrl+C, during the warm-up or after uvicorn's graceful shutdown
         pass
     finally:
+        _stop(served)
+
+
+def _stop(served: object) -> None:
+    """Stop the batchers, which wait for the batch the encoder is on; a Ctrl-C meanwhile exits at once, as asked: left
+    to the interpreter, its exit with a worker inside torch aborted (exit code 134)."""
+    try:
         served.stop()
+    except KeyboardInterrupt:
+        click.echo("stopped without waiting for the batch the encoder was on", err=True)
+        sys.stderr.flush()
+        os._exit(130)
 
 
 @click.command("serve")

@@ -313,3 +313,38 @@ def test_the_default_max_hits_fits_the_most_queries_max_queries_allows(fake_serv
     result = CliRunner().invoke(main, ["serve", str(tmp_path / "hyb"), *flags])
     assert result.exit_code == 0, result.output
     assert given[-1].max_hits == max_hits
+
+
+def test_a_third_ctrl_c_while_a_batch_ends_exits_at_once(monkeypatch, capsys):
+    """Ctrl-C once more while the stop waited for the batch the encoder was on printed the CLI's "outputs are written
+    under their names only when complete, so rerun the same command" (serve writes none) and ended in "terminate called
+    without an active exception", exit code 134: the interpreter exited with a worker inside torch."""
+    from retriever.cli.serving import run_app
+    from retriever.serving.stopping import StoppingServer
+
+    class Served:
+        def start(self) -> None:
+            pass
+
+        def stop(self) -> None:
+            raise KeyboardInterrupt  # the third Ctrl-C, while waiting for the batch
+
+    def forced_stop(self, sockets=None) -> None:
+        raise KeyboardInterrupt  # uvicorn re-raises the Ctrl-C it caught once it has stopped
+
+    def exit_now(code: int) -> None:
+        raise SystemExit(("os._exit", code))
+
+    monkeypatch.setattr(StoppingServer, "run", forced_stop)
+    monkeypatch.setattr("retriever.cli.serving.start_listening", lambda *args, **kwargs: None)
+    monkeypatch.setattr("os._exit", exit_now)
+    app = SimpleNamespace(state=SimpleNamespace(served=Served()))
+    try:
+        run_app(app, [], "serving")
+    except KeyboardInterrupt:
+        pytest.fail("the Ctrl-C went on to the CLI's handler, and the interpreter's exit")
+    except SystemExit as stopped:
+        assert stopped.code == ("os._exit", 130)
+    else:
+        pytest.fail("run_app returned")
+    assert capsys.readouterr().err.splitlines()[-1] == "stopped without waiting for the batch the encoder was on"
