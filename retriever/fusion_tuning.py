@@ -29,8 +29,10 @@ from retriever.wording import agree, counted
 
 RRF_KS = (60.0, 10.0, 20.0, 40.0, 100.0)
 ALPHAS = tuple(round(a, 2) for a in np.arange(0.0, 1.0001, 0.05))
-METRIC_DEPTH = 10  # what nDCG@10 reads of each fused list, and so all the tuning fuses
-METRIC = f"ndcg@{METRIC_DEPTH}"
+METRIC = "ndcg@10"
+# How deep each fused list is: nDCG@10 reads its top 10, and a block of passages tied at the 10th place is kept whole
+# (cut at 10, the block's rows would be chosen by their row order, not by doc id as evaluation orders ties)
+FUSED_DEPTH = 100
 
 
 def fusion_grid(depth: int) -> list[FusionParams]:
@@ -122,7 +124,7 @@ def _scores_by_query(searcher: Searcher, queries: list[Query], qrels: Qrels, gri
         lexical = searcher.rank(texts, depth, "bm25")
         fusable = without_unknown(dense, unknown)
         judged = {qid: qrels[qid] for qid in ids}
-        for into, ranked in zip(scores, [fuse(fusable, lexical, params, METRIC_DEPTH) for params in grid] + [dense, lexical]):
+        for into, ranked in zip(scores, [fuse(fusable, lexical, params, FUSED_DEPTH) for params in grid] + [dense, lexical]):
             into.update(_per_query(searcher.as_run(ids, *ranked), judged))
         bar.update(len(batch))
     return scores
@@ -131,8 +133,8 @@ def _scores_by_query(searcher: Searcher, queries: list[Query], qrels: Qrels, gri
 def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, progress: bool = True,
                 checked: tuple[BeirDataset, list[Query], Qrels] | None = None) -> dict:
     """The best fusion on ``split``'s judged queries by nDCG@10, with every measured setting
-    (``checked``: what ``check_tuning_split`` returned, so it is not read twice). Each fused list is its top 10, all
-    the metric reads (a ``k`` it took could only lower the scores: at 0 it recorded a fusion scored 0.0)."""
+    (``checked``: what ``check_tuning_split`` returned, so it is not read twice). Each fused list is cut at
+    ``FUSED_DEPTH``: a ``k`` it took could only lower the scores (at 0 it recorded a fusion scored 0.0)."""
     check_kind(searcher, Searcher, "searcher", "a Searcher, e.g. Searcher('indexes/NAME', mode='hybrid') "
                "(tune_and_record takes the index's path and records the fusion in it)")
     beir, queries, qrels = checked or check_tuning_split(dataset, split)

@@ -246,9 +246,9 @@ def test_judged_documents_missing_from_the_index_are_counted_in_agreement(tiny_b
             check_judged_documents(searcher, BeirDataset(tiny_beir), "train", qrels)
 
 
-def test_tuning_fuses_as_deep_as_its_metric_reads_and_takes_no_k(index_and_dataset, monkeypatch):
+def test_tuning_fuses_to_a_fixed_depth_and_takes_no_k(index_and_dataset, monkeypatch):
     """``tune_fusion(k=0)`` recorded a fusion 'tuned' at nDCG@10 0.0 (every fused list empty), k=-1 and k="5" failed
-    with NumPy's errors and k=10**9 asked for 30 GiB; nDCG@10 reads the top 10, so the tuning fuses that deep."""
+    with NumPy's errors and k=10**9 asked for 30 GiB; nDCG@10 reads the top 10 of a list fused a fixed depth."""
     from retriever import fusion_tuning
 
     index, dataset = index_and_dataset
@@ -256,6 +256,6 @@ def test_tuning_fuses_as_deep_as_its_metric_reads_and_takes_no_k(index_and_datas
     monkeypatch.setattr(fusion_tuning, "fuse", lambda *args: depths.append(args[-1]) or fuse(*args))
     searcher = Searcher(index, device="cpu", dtype="fp32", mode="bm25")
     record = fusion_tuning.tune_fusion(searcher, dataset, "train", progress=False)
-    assert set(depths) == {10} and record["tuned"]["score"] > 0
+    assert set(depths) == {fusion_tuning.FUSED_DEPTH} and record["tuned"]["score"] > 0
     with pytest.raises(TypeError, match="'k'"):
         fusion_tuning.tune_fusion(searcher, dataset, "train", k=0, progress=False)
