@@ -173,3 +173,13 @@ def test_more_lists_than_vectors_is_refused_without_making_the_lists(index_type,
     with pytest.raises(RetrieverError, match=f"trains on at least {nlist} vectors, and the corpus has 1200 documents "
                                              rf"\({nlist} IVF lists\): use fewer lists \(--nlist\)"):
         check_trainable(IndexParams(index_type, nlist=nlist), 32, 1200)
+
+
+@pytest.mark.parametrize("setting", ["hnsw_m", "ef_construction"])
+def test_an_hnsw_setting_past_a_c_int_is_refused_when_given(setting):
+    """FAISS takes them as a C int: `--ef-construction 3000000000` was an OverflowError traceback (`--hnsw-m`, 'C++
+    exception stoi'), met only once the corpus was encoded."""
+    with pytest.raises(RetrieverError, match=f"^--{setting.replace('_', '-')} must be at most 2147483647 \\(FAISS "
+                                             "takes it as a C int\\), not 3000000000$"):
+        IndexParams("hnsw", **{setting: 3_000_000_000})
+    IndexParams("hnsw", **{setting: 2**31 - 1})
