@@ -34,7 +34,7 @@ import time
 from collections.abc import Iterable
 from contextlib import asynccontextmanager
 
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
@@ -44,8 +44,8 @@ from retriever.errors import IndexDamaged, RetrieverError
 from retriever.searching import Searcher
 from retriever.serving.batcher import Closed, Overloaded
 from retriever.serving.cors import CrossOrigin, checked_origins, cross_origin_headers
-from retriever.serving.inputs import (ApiError, Limits, check_hits, check_no_parameters, check_query,
-                                      check_query_string, read_search_body, validation_message)
+from retriever.serving.inputs import (ApiError, Limits, check_hits, check_k_digits, check_no_parameters,
+                                      check_query, check_query_string, read_search_body, validation_message)
 from retriever.serving.malformed import HostChecked
 from retriever.serving.output import bounded, hits_list, list_object
 from retriever.serving.page import page_html
@@ -175,10 +175,16 @@ def _unparameterised(request: Request) -> ServedIndexes:
     return _served(request)
 
 
+async def strict_query_string(request: Request) -> None:
+    """``check_query_string`` as the GET searches' dependency, run before the framework reads q and k: `?query=cat` (q
+    misnamed) said only "q: Field required", `?k=5&k=` "k: Input should be a valid integer"."""
+    check_query_string(request.scope.get("query_string", b""))
+
+
 async def search_one(request: Request, name: str, q: str, k: int, mode: str | None) -> Response:
     started = time.perf_counter()
     served = _served(request)
-    check_query_string(request.scope.get("query_string", b""))
+    check_k_digits(request.scope.get("query_string", b""))
     served.check_mode(name, mode)
     check_hits(1, k, served.limits)
     cut_at: list = []
@@ -247,7 +253,8 @@ async def named_info(request: Request, name: str = NAME_PARAM) -> Response:
     return info(_unparameterised(request), name)
 
 
-@router.get("/search", summary="Search the default index", responses={200: {"model": SearchResponse}})
+@router.get("/search", summary="Search the default index", responses={200: {"model": SearchResponse}},
+            dependencies=[Depends(strict_query_string)])
 async def default_search_get(request: Request, q: str = Q_PARAM, k: int = K_PARAM,
                              mode: Mode | None = MODE_PARAM) -> Response:
     return await search_one(request, _served(request).default, q, k, mode)
@@ -260,7 +267,8 @@ async def default_search_post(request: Request) -> Response:
     return await search_many(served, served.default, request)
 
 
-@router.get("/indexes/{name}/search", summary="Search one index", responses={200: {"model": SearchResponse}})
+@router.get("/indexes/{name}/search", summary="Search one index", responses={200: {"model": SearchResponse}},
+            dependencies=[Depends(strict_query_string)])
 async def named_search_get(request: Request, name: str = NAME_PARAM, q: str = Q_PARAM, k: int = K_PARAM,
                            mode: Mode | None = MODE_PARAM) -> Response:
     return await search_one(request, name, q, k, mode)

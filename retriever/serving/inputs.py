@@ -143,7 +143,11 @@ def check_query_string(raw: bytes) -> None:
         if name not in GET_PARAMETERS:
             raise ApiError(400, f"unknown parameter {name!r}; GET /search takes only {', '.join(GET_PARAMETERS)} "
                                 "(fusion is set by `retriever serve --fusion`)")
-    k = dict(pairs).get("k")
+
+
+def check_k_digits(raw: bytes) -> None:
+    """After the framework read k as an integer: one it took that is not plain digits (``k=1_0``, ``k=+5``)."""
+    k = dict(parse_qsl(raw.decode("latin-1"), keep_blank_values=True)).get("k")
     if k is not None and not re.fullmatch(r"[0-9]+", k):
         raise ApiError(400, f"k must be a whole number written in digits, not {k!r}")
 

@@ -115,3 +115,17 @@ def test_a_k_of_thousands_of_digits_gets_the_range_message(served, k, said):
     assert reply.status == 400 and reply.json()["error"] == f"k: {said}", reply.body
     reply = served.get(f"/search?q=cat&k={'0' * 5000}5")
     assert reply.status == 200 and len(reply.json()["hits"]) == 5, reply.body
+
+
+@pytest.mark.parametrize("query, said", [
+    ("query=cat", "unknown parameter 'query'; GET /search takes only q, k, mode"),
+    ("Q=cat", "unknown parameter 'Q'; GET /search takes only q, k, mode"),
+    ("q=cat&k=5&k=", "the parameter 'k' is given 2 times; give it once"),
+    ("q=cat&k=abc&fusion=rrf", "unknown parameter 'fusion'; GET /search takes only q, k, mode"),
+], ids=["query-for-q", "capital-q", "k-twice-last-blank", "unknown-and-bad-k"])
+def test_a_get_parameter_not_taken_or_repeated_is_named_before_the_others_are_read(served, query, said):
+    """The framework read q and k before the query string was checked: `?query=cat` (q misnamed) said only "q: Field
+    required", `?k=5&k=` "k: Input should be a valid integer", naming neither the unknown parameter nor the repeat."""
+    reply = served.get(f"/search?{query}")
+    assert reply.status == 400 and reply.json()["error"].startswith(said), reply.body
+    assert served.get(f"/indexes/small/search?{query}").json()["error"].startswith(said)
