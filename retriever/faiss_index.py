@@ -51,9 +51,9 @@ class IndexParams:
             value = getattr(self, setting.name)
             if least is not None and not (value is None and setting.default is None):
                 setattr(self, setting.name, whole_number(value, _flag(setting.name), least))
-            if setting.name in _C_INTS and getattr(self, setting.name) > C_INT_MAX:  # an OverflowError after encoding
-                raise RetrieverError(f"{_flag(setting.name)} must be at most {C_INT_MAX} (FAISS takes it as a C int), "
-                                     f"not {value}")
+            most, why = _MOST.get(setting.name, (None, ""))
+            if most is not None and getattr(self, setting.name) > most:  # FAISS failed on it after the encoding
+                raise RetrieverError(f"{_flag(setting.name)} must be at most {most} ({why}), not {value}")
         if self.target_recall is not None:
             if isinstance(self.target_recall, bool) or not isinstance(self.target_recall, Real) \
                     or not 0 < self.target_recall <= 1:
@@ -65,7 +65,8 @@ _LEAST = {"hnsw_m": 2, "ef_construction": 1, "nlist": 1, "pq_m": 1, "refine_k_fa
           "tuning_queries": 1, "tuning_k": 1, "part_size": 1, "parallel_parts": 1, "ray_workers": 1,
           "ray_cpus_per_worker": 1}  # the least each whole-number setting takes (the CLI's flags' ranges)
 C_INT_MAX = 2**31 - 1
-_C_INTS = ("hnsw_m", "ef_construction")  # what the HNSW graph takes as a C int
+_MOST = {"hnsw_m": (C_INT_MAX, "FAISS takes it as a C int"), "ef_construction": (C_INT_MAX, "FAISS takes it as a C int"),
+         "refine_k_factor": (1000, "FAISS reads no index with a larger one back")}  # the most each takes, and why
 
 
 def _flag(name: str) -> str:

@@ -183,3 +183,12 @@ def test_an_hnsw_setting_past_a_c_int_is_refused_when_given(setting):
                                              "takes it as a C int\\), not 3000000000$"):
         IndexParams("hnsw", **{setting: 3_000_000_000})
     IndexParams("hnsw", **{setting: 2**31 - 1})
+
+
+def test_a_refine_k_factor_faiss_cannot_read_back_is_refused_when_given():
+    """`--refine-k-factor 1001` built an index (exit 0) that every search then called damaged: FAISS reads an
+    IndexRefine's k_factor back only up to 1000."""
+    with pytest.raises(RetrieverError, match=r"^--refine-k-factor must be at most 1000 \(FAISS reads no index with a "
+                                             r"larger one back\), not 1001$"):
+        IndexParams("IVF4,Flat,RFlat", refine_k_factor=1001)
+    IndexParams("IVF4,Flat,RFlat", refine_k_factor=1000)

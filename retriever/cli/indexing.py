@@ -63,7 +63,7 @@ def index_options():
         click.option("--parallel-parts", type=click.IntRange(min=1), default=None,
                      help="Worker processes filling ivf-ondisk parts at once, without --ray (with it: "
                           "--ray-workers). [default: one per core]"),
-        click.option("--refine-k-factor", type=click.IntRange(min=1), default=50, show_default=True,
+        click.option("--refine-k-factor", type=click.IntRange(1, 1000), default=50, show_default=True,
                      help="For factory strings ending in ',RFlat': re-score k x this many candidates with the exact "
                           "vectors."),
         click.option("--train-size", type=click.IntRange(min=1), default=100_000, show_default=True,
