@@ -8,7 +8,9 @@ import sys
 import time
 
 import pytest
+from click.testing import CliRunner
 
+from retriever.cli import main
 from retriever.pretraining import PretrainConfig, pretrain
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -39,22 +41,26 @@ def test_a_pretrained_folder_has_a_model_card(tiny_beir, tiny_model_dir, tmp_pat
 
 def test_a_second_run_of_the_same_output_is_refused_while_the_first_runs(tiny_beir, tiny_model_dir, tmp_path):
     """The second resumed from the first's live checkpoint and died when the first rotated it away
-    (`trainer_state.json: file not found`, or a torch `Parent directory ... does not exist` traceback)."""
+    (`trainer_state.json: file not found`, or a torch `Parent directory ... does not exist` traceback).
+
+    The first run is a real process (the lock is the kernel's, held per process); the second is this test's own
+    process, which has torch imported already: as a second subprocess it spent most of the test importing it
+    while the first trained beside it, which on a loaded machine crossed the deadline."""
     output = tmp_path / "out"
-    command = [sys.executable, "-m", "retriever", "pretrain", str(tiny_beir), "--output", str(output), "--model",
-               str(tiny_model_dir), "--max-steps", "100000", "--save-steps", "2", "--sequences-per-step", "4",
-               "--max-length", "16", "--device", "cpu", "--dtype", "fp32", "--no-progress"]
-    first = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             env={**os.environ, "OMP_NUM_THREADS": "1"})
+    arguments = ["pretrain", str(tiny_beir), "--output", str(output), "--model", str(tiny_model_dir), "--max-steps",
+                 "100000", "--save-steps", "1", "--sequences-per-step", "4", "--max-length", "16", "--device", "cpu",
+                 "--dtype", "fp32", "--no-progress"]
+    first = subprocess.Popen([sys.executable, "-m", "retriever", *arguments], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, env={**os.environ, "OMP_NUM_THREADS": "1"})
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # a hang guard: the first checkpoint comes once torch has loaded
         while not list((output / "checkpoints").glob("checkpoint-*/run.json")):
             assert first.poll() is None, first.communicate()
-            assert time.monotonic() < deadline, "no checkpoint appeared within 60 s"
+            assert time.monotonic() < deadline, "no checkpoint appeared within 180 s"
             time.sleep(0.05)
-        second = subprocess.run(command, capture_output=True, text=True, timeout=120,
-                                env={**os.environ, "OMP_NUM_THREADS": "1"})  # the same command
-        assert second.returncode == 1 and f"another training run of it is running (pid {first.pid})" in second.stderr
+        second = CliRunner().invoke(main, arguments)  # the same command
+        assert second.exit_code == 1, (second.output, second.exception)
+        assert f"another training run of it is running (pid {first.pid})" in second.stderr
         assert second.stderr.count("\n") == 1 and "Traceback" not in second.stderr, second.stderr
         assert first.poll() is None
     finally:
