@@ -94,13 +94,18 @@ def validation_message(errors: list[dict]) -> str:
     """Pydantic's error list as one line: ``field: problem; ...``, the first ``MAX_PROBLEMS`` of them."""
     parts = []
     for error in errors[:MAX_PROBLEMS]:
-        where = ".".join(str(p) for p in error.get("loc", ()) if p not in ("query", "path", "body"))
+        where = clipped(".".join(str(p) for p in error.get("loc", ()) if p not in ("query", "path", "body")))
         said = _long_k(str(error.get("input"))) if error.get("type") == "int_parsing_size" and where == "k" else None
         said = said or error.get("msg", "invalid")
         parts.append(f"{where}: {said}" if where else str(said))
     if len(errors) > MAX_PROBLEMS:
         parts.append(f"and {len(errors) - MAX_PROBLEMS} more problems like these")
     return "; ".join(parts) or "invalid request"
+
+
+def clipped(name: str, width: int = 60) -> str:
+    """A name the client sent, as an error names it: cut short, since a 200,000-character key made a 200 KB message."""
+    return name if len(name) <= width else name[:width] + "..."
 
 
 def _long_k(text: str) -> str | None:
@@ -139,9 +144,10 @@ def check_query_string(raw: bytes) -> None:
     counts = Counter(name for name, _ in pairs)
     for name, count in counts.items():
         if count > 1:
-            raise ApiError(400, f"the parameter {name!r} is given {count} times; give it once")
+            raise ApiError(400, f"the parameter {clipped(name)!r} is given {count} times; give it once")
         if name not in GET_PARAMETERS:
-            raise ApiError(400, f"unknown parameter {name!r}; GET /search takes only {', '.join(GET_PARAMETERS)} "
+            raise ApiError(400, f"unknown parameter {clipped(name)!r}; GET /search takes only "
+                                f"{', '.join(GET_PARAMETERS)} "
                                 "(fusion is set by `retriever serve --fusion`)")
 
 
@@ -149,7 +155,7 @@ def check_k_digits(raw: bytes) -> None:
     """After the framework read k as an integer: one it took that is not plain digits (``k=1_0``, ``k=+5``)."""
     k = dict(parse_qsl(raw.decode("latin-1"), keep_blank_values=True)).get("k")
     if k is not None and not re.fullmatch(r"[0-9]+", k):
-        raise ApiError(400, f"k must be a whole number written in digits, not {k!r}")
+        raise ApiError(400, f"k must be a whole number written in digits, not {clipped(k)!r}")
 
 
 def check_post_query_string(raw: bytes) -> None:
@@ -173,7 +179,7 @@ def check_no_parameters(path: str, raw: bytes) -> None:
 def _parameter_names(raw: bytes) -> str:
     """The names in a query string, each once, quoted (the first ``MAX_PROBLEMS``); empty if it has none."""
     names = dict.fromkeys(name for name, _ in parse_qsl(raw.decode("latin-1"), keep_blank_values=True))
-    return ", ".join(map(repr, list(names)[:MAX_PROBLEMS]))
+    return ", ".join(repr(clipped(name)) for name in list(names)[:MAX_PROBLEMS])
 
 
 def check_hits(queries: int, k: int, limits: Limits) -> None:
@@ -233,7 +239,7 @@ async def read_json(request: Request, limits: Limits) -> object:
         return json.loads(raw, object_pairs_hook=unique_keys, parse_int=_small_int)
     except RepeatedKeyError as error:  # json.loads keeps the last of {"k": 3, "k": 2} unsaid, where a GET parameter
         # given twice is refused (which one the client meant is a guess either way)
-        raise ApiError(400, f"the key {error.key!r} is given {error.count} times in one JSON object; give it "
+        raise ApiError(400, f"the key {clipped(error.key)!r} is given {error.count} times in one JSON object; give it "
                             "once") from None
     except (ValueError, UnicodeDecodeError) as error:
         raise ApiError(400, f"malformed JSON: {error}") from None

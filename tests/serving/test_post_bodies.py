@@ -60,3 +60,22 @@ def test_an_http_1_0_post_without_a_length_says_its_body_was_not_read(served):
         sock.shutdown(socket.SHUT_WR)
         reply = b"".join(iter(lambda: sock.recv(65536), b""))
     assert reply.startswith(b"HTTP/1.1 400 ") and b"the body is empty" in reply and b"Content-Length" in reply, reply
+
+
+def test_a_long_name_a_client_sends_is_cut_short_in_the_error(served):
+    """Names a client sends are echoed in the 400: a body with a 200,000-character unknown key got a 200 KB error line
+    (5 such keys were as long as the body allows), a GET with a 20,000-character parameter name a 20 KB one."""
+    name = "x" * 3000
+    reply = served.post_json("/search", {"queries": ["cat"], name: 1})
+    assert reply.status == 400 and len(reply.body) < 200, reply.body[:300]
+    said = reply.json()["error"]
+    assert said.startswith("xxxxx") and "extra inputs are not permitted" in said.lower(), said
+    reply = served.get(f"/search?q=cat&{name}=1")
+    assert reply.status == 400 and len(reply.body) < 250, reply.body[:300]
+    reply = served.get(f"/search?q=cat&k=1_{'0' * 3000}")
+    assert reply.status == 400 and len(reply.body) < 200, reply.body[:300]
+    twice = name[:1900].encode()
+    reply = call(served.port, "POST", "/search", b'{"queries": ["cat"], "%s": 1, "%s": 2}' % (twice, twice),
+                 {"Content-Type": "application/json"})
+    assert reply.status == 400 and len(reply.body) < 200 and b"given 2 times" in reply.body, reply.body[:300]
+    assert len(served.get(f"/info?{name}=1").body) < 300
