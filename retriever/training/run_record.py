@@ -37,6 +37,7 @@ INPUTS_KEY = "inputs_sha256"  # beside the settings in both records, compared se
 MODEL_FILES_KEY = "model_files_sha256"  # the start model's tokenizer and config files: apart, so older runs resume
 PRECISION_KEY = "dtype"  # the precision the run computed in: a resume in another is noted, not refused
 BESIDE_SETTINGS = (INPUTS_KEY, MODEL_FILES_KEY, PRECISION_KEY)
+MEMORY_SETTINGS = ("grad_cache_chunk_size",)  # recorded, not compared: they change memory, not the gradients
 # The start model's files besides its weights that shape what it computes: its config, its tokenizer's files, and
 # the sentence-transformers and retriever records that set pooling, lengths and prefixes (in any tower's folder).
 MODEL_FILE_NAMES = frozenset({
@@ -143,6 +144,7 @@ def _given(settings: dict) -> dict:
     them together was refused on resume as "other settings" (epochs 3 -> 1), and no command line could match it."""
     given = {key: {k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value
              for key, value in settings.items()}
+    given = {**given, **{key: None for key in MEMORY_SETTINGS if key in given}}  # lowered after running out of memory
     return {**given, "epochs": None} if given.get("max_steps") is not None and "epochs" in given else given
 
 

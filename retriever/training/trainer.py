@@ -20,6 +20,7 @@ from transformers import set_seed
 from retriever.choices import check_temperature
 from retriever.corpus import BeirDataset
 from retriever.errors import RetrieverError, full_disk_named
+from retriever.files import read_json
 from retriever.model_names import resolve_model_path
 from retriever.qrels import is_reported_split
 from retriever.training import stack
@@ -217,6 +218,7 @@ def _train(config: TrainConfig) -> TrainResult:
                                  data_collator=Collator(model.tokenizer, model.settings))
     if resume is not None:
         stack.log(f"resuming from {resume} (step {stack.checkpoint_step(resume)})")
+        _note_chunking(resume, config.grad_cache_chunk_size)
     group = min(config.train_group_size, 1 + max(len(e.negatives) for e in examples))  # what a query can bring
     queries = min(config.batch_size, len(examples))  # what a step holds (too few for torchrun is refused)
     stack.log(f"training {config.model} ({model.settings.towers} towers, {model.settings.pooling} pooling, "
@@ -225,6 +227,20 @@ def _train(config: TrainConfig) -> TrainResult:
               f"{queries} x {group} passages over {stack.world_size()} process(es), {trainer.args.device} {precision}")
     trainer.fit(resume)
     return _export(trainer, config, examples, resume, started)
+
+
+def _note_chunking(checkpoint: Path, chunk_size: int | None) -> None:
+    """Say that a resume with another --grad-cache-chunk-size (or GradCache turned on or off) goes on: chunking
+    changes the memory a step takes, not its gradients, so it is how a run that ran out of memory continues; only
+    dropout is drawn per chunk. Such a resume was refused as a run with other settings, its checkpoints lost."""
+    record = read_json(checkpoint / stack.RUN_FILE, "delete it or choose another --output")
+    recorded = record.get("grad_cache_chunk_size")
+    if recorded != chunk_size:
+        said = {None: "without GradCache"}
+        stack.log(f"note: {checkpoint.name} was trained {said.get(recorded, f'in GradCache chunks of {recorded}')} "
+                  f"and this run trains {said.get(chunk_size, f'in GradCache chunks of {chunk_size}')}: the same "
+                  "gradients from the same weights, but other dropout draws, so the weights will not be those of "
+                  "an uninterrupted run")
 
 
 def _export(trainer: DualEncoderTrainer, config: TrainConfig, examples: list[TrainExample], resume: Path | None,

@@ -409,3 +409,14 @@ def test_a_step_ending_an_epoch_is_checkpointed_once(tmp_path, small_bert, train
                         lambda self, model, trial: (saved.append(self.state.global_step), save(self, model, trial)))
     train(config(tmp_path / "model", train_beir, small_bert, batch_size=2, epochs=2, save_steps=2))
     assert saved == [2, 4, 6, 8]
+
+
+def test_a_resume_in_gradcache_chunks_goes_on_with_a_note(tmp_path, small_bert, train_beir, monkeypatch, capfd):
+    """--grad-cache-chunk-size changes the memory a step takes, not its gradients: it is how a run that ran out of
+    memory goes on, and such a resume was refused as a run with other settings, its checkpoints lost."""
+    settings = killed_run(tmp_path, train_beir, small_bert, monkeypatch)
+    capfd.readouterr()
+    assert train(dataclasses.replace(settings, grad_cache_chunk_size=2)).resumed_from_step == 2
+    assert ("note: checkpoint-2 was trained without GradCache and this run trains in GradCache chunks of 2: the same "
+            "gradients from the same weights, but other dropout draws") in capfd.readouterr().err
+    assert train(settings).already_finished  # the finished run, whatever the chunking
