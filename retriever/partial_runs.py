@@ -150,17 +150,18 @@ class StreamedRun:
         self.hit_counts: list[int] = []
 
     def items(self) -> Iterator[tuple[str, dict[str, float]]]:
+        for part in self.parts():
+            yield from part.items()
+
+    def parts(self) -> Iterator[Run]:
+        """The batches as they come, their hits counted for ``shortfall``."""
         for part in self._batches:
-            for query_id, hits in part.items():
-                self.hit_counts.append(len(hits))
-                yield query_id, hits
+            self.hit_counts.extend(len(hits) for hits in part.values())
+            yield part
 
     def shortfall(self, depth: int) -> str:
         short = [count for count in self.hit_counts if count < depth]
         return shortfall_note(len(short), min(short, default=None))
-
-    def whole(self) -> Run:
-        return dict(self.items())
 
 
 Search = Callable[[int, Callable[[int], None]], Iterator[Run]]
@@ -174,9 +175,11 @@ def write_search_run(search: Search, total: int, output: Path | None, fmt: str, 
     if output is None or written_in_place(output):
         with tqdm(total=total, desc="search", unit="q", file=sys.stderr) as bar:
             run = StreamedRun(search(0, bar.update))
-            # A stream gets batch after batch; standard output gets every line checked before the first, so the
-            # whole run is held for it.
-            write_run(run if output else run.whole(), output, fmt, tag)
+            if output:  # a stream by name gets batch after batch
+                write_run(run, output, fmt, tag)
+            else:  # each batch checked whole, then printed: holding the whole run took gigabytes for many queries
+                for part in run.parts():
+                    write_run(part, None, fmt, tag)
         return run.shortfall(depth)
     with resumable_run(output, key, fmt, tag, depth) as partial:
         if partial.note:

@@ -174,3 +174,20 @@ def test_a_run_streamed_into_a_pipe_by_name_is_written(tmp_path):
                                                                     "search reached"
     reader.join(10)
     assert received == ["q1 Q0 d1 1 2.0 t", "q1 Q0 d2 2 1.0 t", "q2 Q0 d3 1 0.5 t"]
+
+
+def test_a_run_for_standard_output_is_printed_batch_by_batch_not_held_whole(capsys):
+    """`search --queries F > run.trec` held every hit of the run until the last batch (2,000 queries × 1000 hits: 338
+    MB more peak memory than -o run.trec, so a large query set ran out of memory); each batch is printed once its
+    lines are checked, as -o /dev/stdout streams them."""
+    from retriever.partial_runs import write_search_run
+
+    printed: list[str] = []
+
+    def search(start, progress):
+        yield {"q1": {"d1": 2.0, "d2": 1.0}}
+        printed.append(capsys.readouterr().out)  # what standard output got before the second batch was searched
+        yield {"q2": {"d3": 0.5}}
+    assert write_search_run(search, 2, None, "trec", "t", 2, "") == "; 1 of them got fewer (as few as 1), all the " \
+                                                                    "search reached"
+    assert printed == ["q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\n"] and capsys.readouterr().out == "q2 Q0 d3 1 0.5 t\n"
