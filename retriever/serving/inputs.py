@@ -198,8 +198,10 @@ def json_depth(raw: bytes) -> int:
 async def read_json(request: Request, limits: Limits) -> object:
     """The body parsed as JSON, refusing other media types and bodies over the size limit."""
     media_type, *parameters = request.headers.get("content-type", "").lower().split(";")
-    if media_type.strip() != "application/json":
-        raise ApiError(415, "send the body as application/json")
+    if media_type.strip() != "application/json":  # curl -d labels its body application/x-www-form-urlencoded
+        sent = f"as {clipped(media_type.strip())}" if media_type.strip() else "without a Content-Type"
+        raise ApiError(415, f"the body is sent {sent}; send JSON with the header Content-Type: application/json (curl "
+                            "-H 'Content-Type: application/json')")
     charset = dict(_parameter(p) for p in parameters).get("charset", "utf-8")
     if not charset:  # "charset ;" said nothing
         raise ApiError(415, "the body's Content-Type has an empty charset; the server reads JSON as UTF-8 alone (RFC "

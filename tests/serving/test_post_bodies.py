@@ -79,3 +79,15 @@ def test_a_long_name_a_client_sends_is_cut_short_in_the_error(served):
                  {"Content-Type": "application/json"})
     assert reply.status == 400 and len(reply.body) < 200 and b"given 2 times" in reply.body, reply.body[:300]
     assert len(served.get(f"/info?{name}=1").body) < 300
+
+
+@pytest.mark.parametrize("headers, sent", [({"Content-Type": "application/x-www-form-urlencoded"},
+                                            "the body is sent as application/x-www-form-urlencoded"),
+                                           ({"Content-Type": "text/plain; charset=utf-8"}, "the body is sent as text/plain"),
+                                           ({}, "the body is sent without a Content-Type")])
+def test_a_body_of_another_media_type_is_a_415_saying_what_it_was_sent_as(served, headers, sent):
+    """`curl -d '{"queries": ["cat"]}' URL` (curl labels -d bodies application/x-www-form-urlencoded) got only "send the
+    body as application/json", not what it was sent as or which header to set."""
+    reply = call(served.port, "POST", "/search", b'{"queries": ["cat"]}', headers)
+    assert reply.status == 415 and reply.json()["error"] == (
+        f"{sent}; send JSON with the header Content-Type: application/json (curl -H 'Content-Type: application/json')")
