@@ -268,6 +268,11 @@ def answer_recall(
     doc_cache: dict[str, str] = {}
     first_hit: list[int | None] = []  # 0-based rank of first answer-bearing passage per query
     for qid, query_answers in answers.items():
+        for what, given, items, one in (("answers", query_answers, "strings", "answer"),
+                                        ("ranking", ranked_doc_ids.get(qid, ()), "document ids", "id")):
+            if isinstance(given, str):  # read letter by letter: "a cat" matched any passage holding the word "a"
+                raise RetrieverError(f"the {what} of query {qid!r} must be a list of {items}, not the string "
+                                     f"{given!r}; wrap one {one} as [{given!r}]")
         needles = [_joined(t) for t in map(answer_tokens, query_answers) if t]
         if not needles:
             continue

@@ -351,3 +351,14 @@ def test_a_relevance_level_above_every_grade_is_refused_when_a_binary_measure_is
     qrels["q2"]["d3"] = 2  # one query at the level: the others score 0 on it, as in trec_eval
     assert evaluate_run(run, qrels, ["recall@1"], relevance_level=2).per_query == {"q1": {"recall@1": 0.0},
                                                                                    "q2": {"recall@1": 1.0}}
+
+
+def test_answer_recall_refuses_an_answer_or_ranking_given_as_one_string() -> None:
+    """A query's answers given as a string were read letter by letter, so "a cat" matched any passage holding the
+    word "a" (answer recall 1.0 for a passage about dogs); a ranking given as a string looked up document 'd'."""
+    with pytest.raises(RetrieverError, match=r"^the answers of query 'q' must be a list of strings, not the string "
+                                             r"'a cat'; wrap one answer as \['a cat'\]"):
+        answer_recall({"q": ["p"]}, {"q": "a cat"}, {"p": "a dog ran"}, ks=(1,))
+    with pytest.raises(RetrieverError, match=r"^the ranking of query 'q' must be a list of document ids, not the "
+                                             r"string 'p1'"):
+        answer_recall({"q": "p1"}, {"q": ["dog"]}, {"p1": "a dog ran"}, ks=(1,))
