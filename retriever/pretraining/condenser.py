@@ -246,13 +246,29 @@ def load_condenser(name: str, n_head_layers: int | None = None,
     if model.carried_pooler:
         notes.append(f"the pooler weights of {name} are kept unchanged (MLM does not train them)")
     if head:
-        try:
-            model.c_head.load_state_dict({key[len(HEAD_PREFIX):]: value for key, value in head.items()})
-        except RuntimeError as error:
-            raise RetrieverError(f"{path / HEAD_WEIGHTS} does not fit this model: {str(error).splitlines()[0]}") \
-                from None
+        _load_head(model, head, path / HEAD_WEIGHTS)
         notes.append(f"loaded the {layers}-layer Condenser head from {path / HEAD_WEIGHTS}")
     else:
         notes.append(f"the {layers}-layer Condenser head is newly initialised (skip_from {model.skip_from})"
                      if layers else "no Condenser head: MLM only")
     return model, notes
+
+
+def _load_head(model: CondenserForPretraining, head: dict[str, torch.Tensor], path: Path) -> None:
+    """Load a saved head, or name a weight that does not fit and the shapes: torch's error began `Error(s) in
+    loading state_dict for ModuleList:`, and its first line was all the message said."""
+    given, expected = {key[len(HEAD_PREFIX):]: value for key, value in head.items()}, model.c_head.state_dict()
+    wrong = ([f"{key} is {_shape(given[key])} where the model's is {_shape(value)}" for key, value in expected.items()
+              if key in given and given[key].shape != value.shape]
+             + [f"{key} is missing" for key in expected if key not in given]
+             + [f"{key} is not a weight of the model's head" for key in given if key not in expected])
+    if wrong:
+        raise RetrieverError(f"{path}: does not fit this model: {HEAD_PREFIX}{wrong[0]} ({len(wrong)} of "
+                             f"{counted(len(expected), 'head weight')} {agree(len(wrong), 'differs', 'differ')}): a "
+                             "head saved beside a model of another size; remove or rename it to start from this "
+                             "folder's backbone with a new head")
+    model.c_head.load_state_dict(given)
+
+
+def _shape(tensor: torch.Tensor) -> str:
+    return "x".join(map(str, tensor.shape))

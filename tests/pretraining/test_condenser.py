@@ -200,3 +200,23 @@ def test_missing_backbone_weights_are_counted_in_agreement(tiny_model_dir, tmp_p
     save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
     _, notes = load_condenser(str(folder))
     assert any(note.startswith(f"warning: {said} from {folder} and newly initialised") for note in notes), notes
+
+
+def test_a_head_saved_from_a_model_of_another_size_names_the_weight_and_shapes(tiny_model_dir, tmp_path):
+    """A head of hidden size 32 beside a hidden-48 BERT said only `does not fit this model: Error(s) in loading
+    state_dict for ModuleList:` (torch's first line, which names nothing)."""
+    from transformers import BertConfig, BertModel
+
+    small, _ = load_condenser(str(tiny_model_dir))
+    folder = tmp_path / "wider"
+    load_tokenizer(str(tiny_model_dir)).save_pretrained(folder)
+    BertModel(BertConfig(vocab_size=small.lm.config.vocab_size, hidden_size=48, num_hidden_layers=2,
+                         num_attention_heads=2, intermediate_size=96)).save_pretrained(folder)
+    torch.save(small.head_state_dict(), folder / HEAD_WEIGHTS)
+    with pytest.raises(RetrieverError) as caught:
+        load_condenser(str(folder))
+    assert str(caught.value) == (
+        f"{folder / HEAD_WEIGHTS}: does not fit this model: c_head.0.attention.self.query.weight is 32x32 where the "
+        "model's is 48x48 (32 of 32 head weights differ): a head saved beside a model of another size; remove or "
+        "rename it to start from this folder's backbone with a new head")
+
