@@ -172,13 +172,14 @@ def _saved_head(folder: Path) -> dict[str, torch.Tensor]:
     return head
 
 
-def _saved_wiring(folder: Path) -> dict:
+def _saved_wiring(folder: Path, layers: int | None) -> dict:
     """The warm start's ``condenser.json``, checked: a number given as a string or a float, or a head of 100000
-    layers, died of a TypeError traceback or built layers for minutes. A recorded 0 layers (an MLM-only run) is no
-    head to continue, so the default head applies, as ``--help`` says."""
+    layers, died of a TypeError traceback or built layers for minutes, and a skip_from beyond the model's ``layers``
+    (None: the flag's value is used instead) blamed --skip-from, which was not given. A recorded 0 layers (an
+    MLM-only run) is no head to continue, so the default head applies, as ``--help`` says."""
     path = folder / CONDENSER_CONFIG
     saved = read_json_object(path, missing={})
-    for key, most in (("n_head_layers", MAX_HEAD_LAYERS), ("skip_from", None)):
+    for key, most in (("n_head_layers", MAX_HEAD_LAYERS), ("skip_from", layers)):
         value = saved.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0
                                   or most is not None and value > most):
@@ -229,7 +230,7 @@ def load_condenser(name: str, n_head_layers: int | None = None,
         notes.append(f"warning: {counted(len(backbone_missing), 'backbone weight')} "
                      f"{agree(len(backbone_missing), 'is', 'are')} missing from {name} and newly initialised "
                      f"(e.g. {backbone_missing[0]})")
-    saved = _saved_wiring(path) if local else {}
+    saved = _saved_wiring(path, lm.config.num_hidden_layers if skip_from is None else None) if local else {}
     head = _saved_head(path) if local and n_head_layers != 0 else {}  # 0: MLM only, any saved head unused
     saved_layers = len({_HEAD_KEY.match(key).group(1) for key in head}) if head else saved.get("n_head_layers")
     if head and n_head_layers is not None and n_head_layers != saved_layers:

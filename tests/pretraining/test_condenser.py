@@ -220,3 +220,14 @@ def test_a_head_saved_from_a_model_of_another_size_names_the_weight_and_shapes(t
         "model's is 48x48 (32 of 32 head weights differ): a head saved beside a model of another size; remove or "
         "rename it to start from this folder's backbone with a new head")
 
+
+def test_a_warm_starts_skip_from_beyond_its_layers_names_the_file(tiny_model_dir, tmp_path):
+    """condenser.json's skip_from 6 on a 4-layer BERT blamed `--skip-from 6`, a flag that was not given."""
+    folder = tmp_path / "warm"
+    folder.mkdir()
+    for item in tiny_model_dir.iterdir():
+        (folder / item.name).symlink_to(item)
+    (folder / "condenser.json").write_text(json.dumps({"n_head_layers": 2, "skip_from": 6}))
+    with pytest.raises(RetrieverError, match=r"condenser.json: skip_from is 6, not a whole number from 0 to 4; fix"):
+        load_condenser(str(folder))
+    assert load_condenser(str(folder), skip_from=1)[0].skip_from == 1  # the flag's value is used, not the file's
