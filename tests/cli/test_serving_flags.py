@@ -348,3 +348,16 @@ def test_a_third_ctrl_c_while_a_batch_ends_exits_at_once(monkeypatch, capsys):
     else:
         pytest.fail("run_app returned")
     assert capsys.readouterr().err.splitlines()[-1] == "stopped without waiting for the batch the encoder was on"
+
+
+def test_ctrl_c_while_the_indexes_load_says_nothing_was_served(fake_serve, tmp_path, monkeypatch):
+    """It said the CLI's "outputs are written under their names only when complete, so rerun the same command to
+    finish (finished work is kept where it resumes)": serve writes no output and has nothing to finish."""
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("retriever.cli.serving.load_searchers", interrupted)
+    (tmp_path / "hyb").mkdir()
+    result = CliRunner().invoke(main, ["serve", str(tmp_path / "hyb")])
+    assert result.exit_code == 130 and fake_serve == []
+    assert result.output.splitlines()[-1] == "error: interrupted (Ctrl-C) while the indexes loaded; nothing was served"
