@@ -144,7 +144,7 @@ def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: 
 
     from retriever.serving.stopping import StoppingServer
 
-    served = app.state.served
+    served, listening = app.state.served, False
     try:
         served.start()
         start_listening(sockets, *address, backlog=int(options.get("backlog", BACKLOG)))
@@ -152,9 +152,11 @@ def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: 
         config = uvicorn.Config(app, lifespan="off", log_level="warning", **options)
         if options.get("access_log"):
             _log_requests_on_stderr()
+        listening = True
         StoppingServer(config).run(sockets=sockets)
-    except KeyboardInterrupt:  # Ctrl+C, during the warm-up or after uvicorn's graceful shutdown
-        pass
+    except KeyboardInterrupt:  # Ctrl+C after uvicorn's graceful shutdown: done; in the warm-up, the loading's Ctrl-C
+        if not listening:
+            raise
     finally:
         _stop(served)
 

@@ -361,3 +361,23 @@ def test_ctrl_c_while_the_indexes_load_says_nothing_was_served(fake_serve, tmp_p
     result = CliRunner().invoke(main, ["serve", str(tmp_path / "hyb")])
     assert result.exit_code == 130 and fake_serve == []
     assert result.output.splitlines()[-1] == "error: interrupted (Ctrl-C) while the indexes loaded; nothing was served"
+
+
+def test_ctrl_c_during_the_warm_up_is_a_ctrl_c_while_loading(monkeypatch):
+    """The warm-up searches run before the server listens; a Ctrl-C there ended serve silently with exit code 0, as if
+    it had served and stopped (while the indexes load it is exit code 130, saying nothing was served)."""
+    from retriever.cli.serving import run_app
+
+    stopped = []
+
+    class Served:
+        def start(self) -> None:
+            raise KeyboardInterrupt
+
+        def stop(self) -> None:
+            stopped.append(True)
+
+    app = SimpleNamespace(state=SimpleNamespace(served=Served()))
+    with pytest.raises(KeyboardInterrupt):
+        run_app(app, [], "serving")
+    assert stopped == [True]
