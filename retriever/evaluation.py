@@ -86,6 +86,7 @@ def evaluate_run_file(run_path: str | Path, qrels_path: str | Path, metrics: tup
 
 def judged_split(dataset: BeirDataset, split: str) -> tuple[list[Query], Qrels]:
     """A split's judged queries and its qrels; a split without one judged query is refused."""
+    check_kind(split, str, "split", "a split's name such as 'test' (qrels/NAME.tsv)")
     qrels = read_qrels(dataset.qrels_path(split))
     with beir_keys():
         all_queries = read_queries(dataset.queries_path)

@@ -219,3 +219,11 @@ def test_evaluate_index_refuses_bad_metrics_and_another_collection_before_any_se
     with pytest.raises(RetrieverError, match="no judgment reaches relevance level 2"):
         evaluate_index(searcher, tiny_beir, "test", k=5, progress=False, relevance_level=2)
     assert searched == []
+
+
+@pytest.mark.parametrize("split", [5, None, b"test"])
+def test_a_split_that_is_no_name_is_refused_in_one_line(tiny_beir, split) -> None:
+    """A split given as a number or None was a TypeError traceback ("argument of type 'int' is not iterable") from
+    the qrels path lookup, for evaluate_index, mining and fusion tuning alike."""
+    with pytest.raises(RetrieverError, match=r"^split must be a split's name such as 'test' \(qrels/NAME.tsv\), not "):
+        judged_split(BeirDataset.open(tiny_beir), split)
