@@ -15,9 +15,9 @@ from retriever.cli.info import echo_summary_json
 from retriever.cli.options import FiniteRange, collapsing, compose, flags_given, json_option
 from retriever.errors import NotForThisIndex, RetrieverError
 from retriever.fusion import METHODS as FUSIONS
-from retriever.fusion import MODES, FusionParams
+from retriever.fusion import MODES, RRF_K_MAX, FusionParams
+from retriever.lexical import K1_MAX, LexicalParams
 from retriever.lexical import METHODS as BM25_METHODS
-from retriever.lexical import LexicalParams
 from retriever.wording import counted
 
 DATASET = click.Path(exists=True, file_okay=False, path_type=Path)
@@ -62,7 +62,7 @@ def mode_options(default: str = "dense", per_request: bool = False) -> Callable:
         click.option("--alpha", type=FiniteRange(0, 1), default=None,
                      help="Weight of the dense score in the convex fusion (alone, it implies --fusion convex). "
                           "[default: the manifest's, else 0.5]"),
-        click.option("--rrf-k", type=FiniteRange(min=0, min_open=True), default=None,
+        click.option("--rrf-k", type=FiniteRange(min=0, min_open=True, max=RRF_K_MAX), default=None,
                      help="RRF constant k in 1/(k + rank) (alone, it implies --fusion rrf). [default: the "
                           "manifest's, else 60]"),
         click.option("--fusion-depth", type=click.IntRange(min=1), default=None,
@@ -92,7 +92,7 @@ def lexical_options(switch: bool = True) -> Callable:
     """BM25 settings → ``lexical`` (None with --no-bm25); ``switch`` adds --bm25/--no-bm25."""
     names = BM25_SETTINGS + (("bm25",) if switch else ())
     options = [
-        click.option("--bm25-k1", type=FiniteRange(min=0), default=0.9, show_default=True,
+        click.option("--bm25-k1", type=FiniteRange(min=0, max=K1_MAX), default=0.9, show_default=True,
                      help="BM25 term-frequency saturation k1."),
         click.option("--bm25-b", type=FiniteRange(0, 1), default=0.4, show_default=True,
                      help="BM25 length normalisation b."),

@@ -93,7 +93,7 @@ def test_fusion_flags_outside_hybrid_and_non_finite_numbers_fail_before_the_inde
             (["--mode", "bm25", "--alpha", "0.2"], "--alpha applies only to --mode hybrid, not --mode bm25", 2),
             (["--fusion-depth", "5"], "--fusion-depth applies only to --mode hybrid, not --mode dense", 2),
             (["--mode", "hybrid", "--rrf-k", "nan"], "Invalid value for '--rrf-k': 'nan' is not a finite number", 2),
-            (["--mode", "hybrid", "--rrf-k", "inf"], "Invalid value for '--rrf-k': 'inf' is not a finite number", 2),
+            (["--mode", "hybrid", "--rrf-k", "inf"], "Invalid value for '--rrf-k': inf is not in the range", 2),
             (["--mode", "hybrid", "--alpha", "nan"], "Invalid value for '--alpha': 'nan' is not a finite number", 2)):
         result = CliRunner().invoke(main, ["search", str(missing), "q", *args, *COMMON])
         assert result.exit_code == code and message in result.output, result.output
@@ -302,3 +302,19 @@ def test_tuning_summary_names_only_the_parameter_of_the_method_chosen(monkeypatc
     monkeypatch.setattr(retriever.fusion_tuning, "tune_and_record", lambda *args: fusion.record())
     run_tuning(tmp_path / "idx", (tmp_path, "train"))
     assert capsys.readouterr().err == f"fusion recorded in {tmp_path / 'idx'}/manifest.json: {said}\n"
+
+
+@pytest.mark.parametrize("command, flag, value, next_flag", [
+    (["bm25", "IDX"], "--bm25-k1", "1e300", "--bm25-b"),
+    (["search", "IDX", "q", "--mode", "hybrid"], "--rrf-k", "1e7", "--fusion-depth")])
+def test_numbers_past_their_maximum_are_usage_errors_and_help_shows_the_range(tmp_path, command, flag, value,
+                                                                              next_flag):
+    """--bm25-k1 1e300 exited 1 without the --help pointer, where other bad flag values exit 2, and neither help
+    said where the range ended."""
+    (tmp_path / "IDX").mkdir()
+    args = [str(tmp_path / a) if a == "IDX" else a for a in command]
+    result = CliRunner().invoke(main, [*args, flag, value])
+    assert result.exit_code == 2 and f"Invalid value for '{flag}'" in result.output, result.output
+    assert "1000000.0" in result.output, result.output
+    help_text = " ".join(CliRunner().invoke(main, [command[0], "--help"]).output.split())
+    assert "x<=1000000.0]" in help_text.split(f"{flag} FLOAT", 1)[1].split(f"{next_flag} ", 1)[0], help_text
