@@ -11,31 +11,33 @@ from retriever.wording import counted, shown_number
 
 
 def _lines(summary: dict) -> list[str]:
-    encoder = summary["encoder"]
+    encoder = {key: _text(value) for key, value in summary["encoder"].items()}
+    documents = summary["documents"] if shown_number(summary["documents"]) != "?" else "?"
     lines = [f"index:    {summary['path']}",
              f"encoder:  {encoder['model']} ({encoder['pooling']} pooling, normalize={encoder['normalize']}, "
              f"dim {encoder['dim']}, {encoder['dtype']}, max lengths {encoder['query_max_length']}/"
              f"{encoder['passage_max_length']})",
-             f"counts:   {counted(summary['vectors'], 'vector')}, {counted(summary['documents'], 'passage')}",
-             f"type:     {summary['index_type']} ({summary['factory']})",
+             f"counts:   {counted(summary['vectors'], 'vector')}, {counted(documents, 'passage')}",
+             f"type:     {_text(summary['index_type'])} ({_text(summary['factory'])})",
              "search:   " + (", ".join(f"{k}={v}" for k, v in summary["search_defaults"].items() if v is not None)
                             or "no settings")]
     tuning = summary["tuning"]
     if tuning:
-        setting = f"{tuning['parameter']}={tuning['value']}" if tuning["parameter"] else "nothing to tune"
-        lines.append(f"tuned:    {setting}, recall@{tuning['k']} {shown_number(tuning['measured_recall'], '.4f')} on "
-                     f"{tuning['queries']}" + ("" if tuning["reached"] else " (target NOT reached)"))
+        setting = f"{tuning['parameter']}={_text(tuning['value'])}" if tuning["parameter"] else "nothing to tune"
+        lines.append(f"tuned:    {setting}, recall@{_text(tuning['k'])} {shown_number(tuning['measured_recall'], '.4f')} "
+                     f"on {_text(tuning['queries'])}" + ("" if tuning["reached"] else " (target NOT reached)"))
     lines.extend(_hybrid_lines(summary))
     lines.append(f"size:     {summary['bytes_on_disk'] / 2**20:.1f} MiB on disk")
-    lines.append(f"created:  {summary['created']} by retriever {summary['retriever_version']}")
+    lines.append(f"created:  {_text(summary['created'])} by retriever {_text(summary['retriever_version'])}")
     if not summary["integrity_recorded"]:
         lines.append("note:     built before file hashes were recorded; rebuild to get them")
     return lines
 
 
 def _text(value: object) -> str:
-    """A recorded name, or '?' where a damaged record holds something else (Python's None was shown)."""
-    return value if isinstance(value, str) and value else "?"
+    """A recorded value as text, or '?' where the manifest lacks it or holds an empty name (Python's None was
+    shown)."""
+    return "?" if value is None or value == "" else str(value)
 
 
 def _hybrid_lines(summary: dict) -> list[str]:

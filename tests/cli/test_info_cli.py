@@ -74,3 +74,24 @@ def test_the_info_line_of_a_sound_record_is_the_setting_tuning_says():
     for params in (FusionParams("convex", alpha=0.65, depth=100), FusionParams("rrf", rrf_k=30.5, depth=7)):
         line = _fusion_line({**params.record(), "tuned": None})
         assert line == f"fusion:   {params.setting()}, depth {params.depth}"
+
+
+def test_entries_a_manifest_lacks_show_question_marks_not_none(sq8_index, tmp_path):
+    """A hand-made or trimmed manifest (search opens it: only encoder.model, encoder.dim and index.count are required)
+    showed `None pooling`, `None passages`, `type: None (None)` and `created: None by retriever None`."""
+    index = tmp_path / "idx"
+    shutil.copytree(sq8_index, index)
+    manifest = json.loads((index / "manifest.json").read_text())
+    for key in ("corpus", "created", "versions"):
+        manifest.pop(key)
+    for key in ("pooling", "dtype"):
+        manifest["encoder"].pop(key)
+    for key in ("type", "factory"):
+        manifest["index"].pop(key)
+    manifest["index"]["tuning"] = {"parameter": "nprobe", "reached": True}
+    (index / "manifest.json").write_text(json.dumps(manifest))
+    result = CliRunner().invoke(main, ["info", str(index)])
+    assert result.exit_code == 0, result.output
+    assert "None" not in result.output, result.output
+    assert "(? pooling," in result.output and ", ? passages" in result.output and "type:     ? (?)" in result.output
+    assert "tuned:    nprobe=?, recall@? ? on ?" in result.output
