@@ -32,8 +32,8 @@ from retriever.model_folder_writing import portable_record
 from retriever.training.callbacks import EpochEndCheckpoints, StderrProgress, adopt_save_steps, tensorboard
 from retriever.training.divergence import StopAtNonFiniteLoss, check_finite_weights
 from retriever.training.layout import check_resume_layout, check_step_layout
-from retriever.training.processes import (DDP_TIMEOUT, check_same_run_everywhere, join_process_group,
-                                          peer_deaths_reported)
+from retriever.training.processes import (DDP_TIMEOUT, MAX_DDP_TIMEOUT, check_same_run_everywhere,
+                                          join_process_group, peer_deaths_reported)
 from retriever.training.run_guards import check_run_paths
 from retriever.training.run_record import (CHECKPOINTS, FINISHED_FILE, OPTIMIZER_STATES,  # noqa: F401 (stack.*)
                                            PRECISION_KEY, RUN_FILE, WEIGHTS_FILE, checkpoint_states_loaded,
@@ -95,6 +95,9 @@ class StackConfig:
         for name in self.FINITE:  # nan fails no comparison below, and nan or inf trains a NaN model
             if getattr(self, name) is not None and not math.isfinite(getattr(self, name)):
                 raise RetrieverError(f"--{name.replace('_', '-')} is {getattr(self, name)}; give a finite number")
+        if self.ddp_timeout > MAX_DDP_TIMEOUT:  # gloo refused more with a C++ error, torch overflowed further on
+            raise RetrieverError(f"--ddp-timeout {self.ddp_timeout} is more than a year; give at most "
+                                 f"{MAX_DDP_TIMEOUT}")
         if self.learning_rate <= 0 or not 0 <= self.warmup_ratio < 1:
             raise RetrieverError("--learning-rate must be positive and --warmup-ratio in [0, 1)")
         self.check_flag_combinations()

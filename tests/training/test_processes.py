@@ -236,3 +236,15 @@ def test_the_lookup_of_another_processs_line_is_bounded_when_the_store_does_not_
     released.set()
     assert caught and time.monotonic() - started < 5, "the lookup waited for the store"
     assert str(caught[0]).startswith("another training process did not answer within --ddp-timeout 90 s")
+
+
+def test_a_ddp_timeout_past_a_year_is_refused_before_anything_runs(small_bert, tmp_path):
+    """Under torchrun, --ddp-timeout 10000000000000 failed the join with gloo's C++ 'timeout.count() >= 0. Invalid
+    timeout' traceback, and 10**15 with an OverflowError: 'Python int too large to convert to C int'."""
+    from retriever.training import TrainConfig
+
+    settings = dict(output=str(tmp_path / "m"), dataset=str(tmp_path), model=str(small_bert), device="cpu")
+    with pytest.raises(RetrieverError, match=r"^--ddp-timeout 10000000000000 is more than a year; give at most "
+                                             r"31536000$"):
+        TrainConfig(**settings, ddp_timeout=10**13).check()
+    assert not (tmp_path / "m").exists()
