@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,7 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from retriever.errors import InputFileError, RetrieverError
-from retriever.files import carriage_return_error, decoded_lines, repeated_key
+from retriever.files import carriage_return_error, decoded_lines, json_limit_problem, repeated_key
 from retriever.json_shapes import id_mapping_error, is_id_mapping, json_array_error, json_kind
 from retriever.texts import id_problem
 
@@ -151,14 +149,9 @@ def parse_json_object(line: str, path: Path, number: int) -> dict:
             raise json_array_error(path) from None
         where = error.msg.removesuffix(" at")  # Python's "Invalid control character at" read "… at at column 21"
         raise InputFileError(path, number, f"malformed JSON ({where} at column {error.colno})", hint) from None
-    except RecursionError:  # the C parser's guard, past about a thousand levels: a traceback otherwise
-        raise InputFileError(path, number, "the line nests arrays or objects deeper than Python's JSON reader "
-                             f"goes (about {sys.getrecursionlimit()} levels)", "flatten the record") from None
-    except ValueError as error:  # an integer past Python's digit limit (its message says set_int_max_str_digits)
-        digits = re.search(r"has (\d+) digits", str(error))
-        raise InputFileError(path, number, f"a number of {digits[1] if digits else 'too many'} digits, more than "
-                             f"Python's JSON reader takes ({sys.get_int_max_str_digits()})",
-                             "write it as a JSON string") from None
+    except (RecursionError, ValueError) as error:  # deep nesting, or an integer past Python's digit limit
+        raise InputFileError(path, number, json_limit_problem(error), "flatten the record, and write long numbers "
+                             "as JSON strings") from None
     if number == 1 and isinstance(record, list) and record and all(isinstance(item, dict) for item in record):
         raise json_array_error(path, len(record))
     if not isinstance(record, dict):
