@@ -54,13 +54,15 @@ def ranked_hits(hits: Mapping[str, float] | Sequence[tuple[str, float]], qid: ob
     ranks in it keeps a run's rank column as evaluators read the file (trec_eval ignores that column and re-sorts).
     The writers and ``evaluate_run`` all take hits through this, so a run is refused alike by each of them when
     no run file could hold it: a score that is no number or NaN, a document given twice (``qid`` names it)."""
-    pairs = list(hits.items() if isinstance(hits, Mapping) else hits)
+    pairs: list = []
     try:
+        pairs = list(hits.items() if isinstance(hits, Mapping) else hits)  # a number: "'int' object is not iterable"
         if not isinstance(hits, Mapping) and any(isinstance(pair, (str, bytes)) for pair in pairs):
             raise TypeError  # ids alone: "d1" was unpacked as document 'd' with the score '1'
         ids, raw = [str(d) for d, _ in pairs], [s for _, s in pairs]
     except (TypeError, ValueError):
-        given = "must be a mapping of document id to score, or (id, score) pairs, not ids alone"
+        alone = "ids alone" if pairs or isinstance(hits, (str, bytes)) else f"{type(hits).__name__} {hits!r:.40}"
+        given = f"must be a mapping of document id to score, or (id, score) pairs, not {alone}"
         if any(isinstance(pair, Hit) for pair in pairs):  # Searcher.search's results, handed on as they came
             given = ("are Hit objects (Searcher.search's); give {hit.id: hit.score for hit in hits}, or take the run "
                      "Searcher.run returns")

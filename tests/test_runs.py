@@ -458,3 +458,17 @@ def test_a_path_of_the_wrong_kind_is_named_in_one_line(call) -> None:
     """pathlib's TypeError traceback ("expected str, bytes or os.PathLike object, not int") named no argument."""
     with pytest.raises(RetrieverError, match=r"^path must be a file's path \(str or Path\), not "):
         call()
+
+
+@pytest.mark.parametrize("hits", [5, 0.5, True])
+def test_hits_that_are_no_collection_are_named_not_a_type_error(tmp_path, hits):
+    """A query's hits given as a number (a count or a score where the hits belong) were a TypeError traceback ("'int'
+    object is not iterable") from evaluate_run and the writers."""
+    from retriever.metrics import evaluate_run
+
+    for call in (lambda: evaluate_run({"q": hits}, {"q": {"d1": 1}}, ["ndcg@10"]),
+                 lambda: write_run({"q": hits}, tmp_path / "r.trec")):
+        with pytest.raises(RetrieverError, match=r"^the hits of query 'q' must be a mapping of document id to score, "
+                                                 r"or \(id, score\) pairs, not "):
+            call()
+    assert not (tmp_path / "r.trec").exists()
