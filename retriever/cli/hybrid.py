@@ -77,12 +77,22 @@ def _lexical_params(bm25: bool = True, bm25_k1: float = 0.9, bm25_b: float = 0.4
                     bm25_stemmer: str = "english", bm25_stopwords: str = "en") -> LexicalParams | None:
     if not bm25:
         return None
-    none = ("", "none")
     params = LexicalParams(k1=bm25_k1, b=bm25_b, method=bm25_method,
-                           stemmer=None if bm25_stemmer.lower() in none else bm25_stemmer,
-                           stopwords=None if bm25_stopwords.lower() in none else bm25_stopwords)
+                           stemmer=_named("stemmer", bm25_stemmer, "stemming", "stemmer"),
+                           stopwords=_named("stopwords", bm25_stopwords, "stopword list", "list"))
     params.check()  # an unknown stemmer or stopword list is refused as the command starts, not after encoding
     return params
+
+
+def _named(setting: str, value: str, off: str, what: str) -> str | None:
+    """A --bm25-stemmer/--bm25-stopwords value: None for 'none'. 'no' is refused: bm25s and PyStemmer read it as
+    Norwegian, where a user writing it means none (a manifest recording 'no' still opens as Norwegian)."""
+    if value.lower() in ("", "none"):
+        return None
+    if value.lower() == "no":
+        raise RetrieverError(f"--bm25-{setting} {value!r} is ambiguous: give none for no {off}, or norwegian for "
+                             f"the Norwegian {what}")
+    return value
 
 
 BM25_SETTINGS = ("bm25_k1", "bm25_b", "bm25_method", "bm25_stemmer", "bm25_stopwords")

@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from retriever.cli import main
 from retriever.fusion import FusionParams
+from retriever.lexical import LexicalParams
 
 COMMON = ["--device", "cpu", "--dtype", "fp32"]
 HEADER = "query-id\tcorpus-id\tscore\n"
@@ -318,3 +319,15 @@ def test_numbers_past_their_maximum_are_usage_errors_and_help_shows_the_range(tm
     assert "1000000.0" in result.output, result.output
     help_text = " ".join(CliRunner().invoke(main, [command[0], "--help"]).output.split())
     assert "x<=1000000.0]" in help_text.split(f"{flag} FLOAT", 1)[1].split(f"{next_flag} ", 1)[0], help_text
+
+
+@pytest.mark.parametrize("flag, value", [("--bm25-stopwords", "no"), ("--bm25-stemmer", "No")])
+def test_no_as_a_stemmer_or_stopword_list_is_refused_as_ambiguous(tmp_path, flag, value):
+    """`no` is bm25s's and PyStemmer's short name for Norwegian: a user turning them off with it got Norwegian
+    stopwords or stemming silently. The full name still works, and a part recorded with `no` still opens."""
+    (tmp_path / "IDX").mkdir()
+    result = CliRunner().invoke(main, ["bm25", str(tmp_path / "IDX"), flag, value])
+    assert result.exit_code == 1 and len(result.output.splitlines()) == 1, result.output
+    assert f"{flag} {value!r} is ambiguous" in result.output and "none" in result.output, result.output
+    assert "norwegian" in result.output and not list((tmp_path / "IDX").iterdir())
+    LexicalParams(stopwords="no", stemmer="no").check()  # what an older manifest may record
