@@ -114,6 +114,8 @@ class Searcher:
         runs keep every query, and warn); hybrid ranks it by BM25 alone. The encoder's tokenization says which, and
         ``unknown_found``, if given, is extended with those flags (none in bm25 mode), for a batch run's warning."""
         mode, texts, k = self.check_mode(mode or self.mode), check_queries(texts), check_k(k)
+        if unknown_found is not None:
+            check_kind(unknown_found, list, "unknown_found", "a list (each query's unknown-word flag is appended)")
         for flag, value in (("--nprobe", nprobe), ("--ef-search", ef_search)) if mode == "bm25" else ():
             if value is not None:  # it was left unused, the user believing they had traded speed for recall
                 raise NotForThisIndex(f"{flag} sets how the dense index is searched, and mode bm25 searches the BM25 "
@@ -250,6 +252,9 @@ class Searcher:
         if len(query_ids) != len(query_texts):
             raise RetrieverError(f"{len(query_ids)} query ids for {len(query_texts)} query texts")
         k, batch_size = check_k(k), bounded(batch_size, BATCH_HITS, "batch_size")
+        if progress is not None and not callable(progress):  # it failed after the first batch was searched
+            raise RetrieverError(f"progress must be a function called with each batch's query count, not "
+                                 f"{type(progress).__name__} {progress!r:.40}")
         batch_size = self.queries_per_batch(self.fusion_depth(k) if self.mode == "hybrid" else k, batch_size)
         for start in range(0, len(query_ids), batch_size):
             texts = list(query_texts[start:start + batch_size])

@@ -63,6 +63,13 @@ WRONG_CALLS = [
      "batch_size must be a whole number of at least 1, not 0"),
     ("run-batch-size-fraction", lambda s: s.run(["q1", "q2"], ["cat", "dog"], k=2, batch_size=1.5),
      "batch_size must be a whole number of at least 1, not 1.5"),
+    # a TypeError ('int' object is not callable) after the first batch was searched; an AttributeError (no 'extend')
+    ("run-progress-not-callable", lambda s: s.run(["q1"], ["cat"], k=2, progress=5),
+     r"^progress must be a function called with each batch's query count, not int 5$"),
+    ("run-unknown-found-not-a-list", lambda s: s.run(["q1"], ["cat"], k=2, unknown_found="x"),
+     r"^unknown_found must be a list \(each query's unknown-word flag is appended\), not str 'x'$"),
+    ("rank-unknown-found-not-a-list", lambda s: s.rank(["cat"], 2, unknown_found=()),
+     r"^unknown_found must be a list"),
 ]
 
 
