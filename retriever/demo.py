@@ -17,6 +17,7 @@ from retriever.errors import RetrieverError
 from retriever.folders import named_output, replaceable
 from retriever.indexing import MANIFEST_FILE, IndexParams, encode_and_index
 from retriever.searching import Hit, Searcher
+from retriever.texts import check_k
 
 DEMO_QUERIES = 3
 
@@ -37,7 +38,9 @@ def run_demo(output: str | Path = "indexes/demo", model: str = "minilm", device:
     """Build ``output`` from the demo collection (replacing an old one), then search and evaluate it.
 
     The index is opened by its absolute path, taken before the build: building ``.`` swaps a new folder in at
-    the working folder's path, after which ``.`` still names the old, deleted one."""
+    the working folder's path, after which ``.`` still names the old, deleted one. ``k`` is checked first: the
+    search refused a bad one only after the whole build and evaluation."""
+    k = check_k(k)
     dataset = demo_dataset()
     built = named_output(Path(output)).absolute()
     if (built.exists() or built.is_symlink()) and not replaceable(built, MANIFEST_FILE):  # before the model loads

@@ -97,3 +97,14 @@ def test_the_demo_over_its_own_index_hashes_the_corpus_once(tmp_path, tiny_beir,
                             raising=False)
     result = demo.run_demo(tmp_path / "demo", model=str(tiny_model_dir), device="cpu", progress=False)
     assert hashed == [tiny_beir / "corpus.jsonl"] and result.report.evaluation.num_queries == 4
+
+
+def test_a_bad_k_is_refused_before_the_demo_builds(tmp_path, tiny_model_dir):
+    """run_demo(k=0) built and evaluated the whole index, then the search refused k."""
+    import pytest
+
+    from retriever.errors import RetrieverError
+
+    with pytest.raises(RetrieverError, match="k must be a whole number of at least 1, not 0"):
+        run_demo(tmp_path / "demo", model=str(tiny_model_dir), k=0, progress=False)
+    assert not (tmp_path / "demo").exists() and not (tmp_path / "demo.shards").exists()
