@@ -27,28 +27,11 @@ from retriever.pooling import check_pooler_weights, drop_untrained_pooler, get_p
 from retriever.recorded_paths import recorded_model
 from retriever.texts import (check_queries, check_text, non_word_ids, only_unknown_tokens, passage_text, special_ids,
                              tokenize_bounded)
+from retriever.token_batches import cut_flags, cut_lengths, length_batches
 from retriever.wording import agree, counted
 
 if TYPE_CHECKING:  # it imports this module
     from retriever.shared_encoders import SharedEncoders
-
-
-def length_batches(lengths: Sequence[int], batch_size: int, mix_lengths: bool = False) -> list[list[int]]:
-    """Rows to encode together, longest first. A text's vector moves in its low bits with the padded length of its
-    batch (bf16 most), so a batch of queries holds one token count only: a query's vector is then the same
-    whatever else is encoded with it (a subset of the file, another --batch-size, one served alone). Passages
-    and the server's concurrent queries mix lengths (``mix_lengths``): there, splitting costs more than the low
-    bits are worth (benchmarks/README.md)."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    if mix_lengths:
-        return [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
-    batches: list[list[int]] = []
-    for row in order:
-        if batches and len(batches[-1]) < batch_size and lengths[batches[-1][0]] == lengths[row]:
-            batches[-1].append(row)
-        else:
-            batches.append([row])
-    return batches
 
 
 def _passage_texts(documents: object) -> list[str]:
@@ -136,17 +119,17 @@ class Encoder:
             return []
         encoded, cut = self._tokenize(texts, "queries", self.settings.query_max_length)
         if cut_at is not None:
-            cut_at[:] = _cut_lengths(cut, self.settings.query_max_length)
+            cut_at[:] = cut_lengths(cut, self.settings.query_max_length)
         return self._unknown(encoded)
 
     def _tokenize(self, texts: list[str], kind: str, max_length: int):
         """``texts`` tokenized as ``kind`` is (queries read special-token text as text, on their own tokenizer),
-        and which were cut (``_cut_flags``)."""
+        and which were cut (``cut_flags``)."""
         unread: list = []
         queries = kind == "queries"
         encoded = tokenize_bounded(self._query_tokenizer() if queries else self.tokenizer, texts, max_length, queries,
                                    unread)
-        return encoded, _cut_flags(encoded, unread, max_length)
+        return encoded, cut_flags(encoded, unread, max_length)
 
     def _query_tokenizer(self):
         """A copy of the tokenizer that reads special-token text in queries as text. A fast tokenizer keeps that
@@ -197,7 +180,7 @@ class Encoder:
                             (self.batch_size, True))
 
     def _count_cut(self, kind: str, flags: list[bool]) -> None:
-        """Which texts were cut (``_cut_flags``), counted for ``truncation_report``."""
+        """Which texts were cut (``cut_flags``), counted for ``truncation_report``."""
         counts = self.__dict__.setdefault("cut_counts", {})  # set lazily: subclasses skip __init__
         seen, cut = counts.get(kind, (0, 0)), sum(flags)
         counts[kind] = (seen[0] + cut, seen[1] + len(flags))
@@ -221,7 +204,7 @@ class Encoder:
         encoded, flags = self._tokenize(texts, kind, max_length)
         self._count_cut(kind, flags)
         if cut_at is not None:
-            cut_at[:] = _cut_lengths(flags, max_length)
+            cut_at[:] = cut_lengths(flags, max_length)
         if unknown is not None:
             unknown[:] = self._unknown(encoded)
         for rows in length_batches([len(ids) for ids in encoded["input_ids"]], *batching):
@@ -238,20 +221,6 @@ class Encoder:
             if progress is not None:
                 progress(len(rows))
         return output
-
-
-def _cut_flags(encoded, unread: list, max_length: int) -> list[bool]:
-    """Which tokenized texts were cut: tokens left over past the max length (fast tokenizers keep them; others are
-    taken as cut at full length), or text other than whitespace the tokenizer never saw (``tokenize_bounded``'s
-    ``unread``: only the head of a long text is read). Trailing whitespace past the cut is no cut."""
-    overflowing = ([bool(e.overflowing) for e in encoded.encodings] if encoded.encodings
-                   else [len(ids) >= max_length for ids in encoded["input_ids"]])
-    return [bool(left or over) for left, over in zip(unread, overflowing)]
-
-
-def _cut_lengths(flags: list[bool], max_length: int) -> list[int | None]:
-    """``encode_queries(cut_at=)``'s entries: the tokens a cut text was cut to, None for one that fit."""
-    return [max_length if cut else None for cut in flags]
 
 
 def check_requested_encoder(manifest: dict, **requested: object) -> None:

@@ -7,7 +7,7 @@ from transformers import AutoModel, AutoTokenizer
 
 from conftest import build_vocab, make_tiny_bert, texts_of_many_lengths
 from retriever.corpus import Document
-from retriever.encoder import Encoder, EncoderSettings, length_batches
+from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.model_loading import load_model
 
@@ -29,13 +29,6 @@ def test_length_sorted_batches_return_input_order(tiny_model_dir):
     encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32", batch_size=2)
     got = encoder.encode_queries(TEXTS)
     np.testing.assert_allclose(got, reference_mean(tiny_model_dir, TEXTS), atol=1e-5)
-
-
-def test_batches_hold_one_token_count_longest_first_unless_lengths_are_mixed():
-    lengths = [3, 7, 3, 7, 7, 5, 3]
-    assert length_batches(lengths, 2) == [[1, 3], [4], [5], [0, 2], [6]]
-    assert length_batches(lengths, 2, mix_lengths=True) == [[1, 3], [4, 5], [0, 2], [6]]
-    assert length_batches([], 4) == []
 
 
 def test_a_vector_does_not_depend_on_what_is_encoded_with_it():
