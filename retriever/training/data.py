@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from retriever.runs import read_qrels
 from retriever.texts import check_text, is_blank, passage_text, tokenize_bounded
 from retriever.training.loss import passage_key
 from retriever.training.negatives import log_negatives, read_negatives_file
+from retriever.training.processes import say
 from retriever.wording import agree, counted
 
 
@@ -52,10 +52,6 @@ class TrainExample:
     negatives: tuple[Passage, ...] = ()
     judged: frozenset[str] = frozenset()
     """Ids of every passage judged relevant to this query (masked when they appear as negatives)."""
-
-
-def _log(message: str) -> None:
-    print(message, file=sys.stderr)
 
 
 def _inline_id(title: str, text: str) -> str:
@@ -78,7 +74,7 @@ def load_beir_examples(dataset: str | Path, split: str = "train",
     beir = BeirDataset.open(dataset)
     qrels = read_qrels(beir.qrels_path(split))
     if is_reported_split(beir.qrels_path(split), split):  # trained on without a word, where tuning is refused
-        _log(f"warning: training on the {split!r} split, whose queries results are reported on: scores on it will "
+        say(f"warning: training on the {split!r} split, whose queries results are reported on: scores on it will "
              "overstate the model; train on train (or a split of it) and keep test for the report")
     positives = {qid: [d for d, grade in docs.items() if grade > 0] for qid, docs in qrels.items()}
     positives = {qid: ids for qid, ids in positives.items() if ids}
@@ -104,7 +100,7 @@ def load_beir_examples(dataset: str | Path, split: str = "train",
         hard = [passages[d] for d in dict.fromkeys(negatives.get(qid, ())) if d in passages and d not in judged]
         examples.append(TrainExample(qid, queries[qid], tuple(found), tuple(hard), judged))
     if missing_docs or missing_queries:
-        _log(f"training data: {counted(missing_docs, 'judged document')} missing from the corpus or blank there and "
+        say(f"training data: {counted(missing_docs, 'judged document')} missing from the corpus or blank there and "
              f"{counted(missing_queries, 'judged query', 'judged queries')} missing from queries.jsonl or blank there "
              f"{agree(missing_docs + missing_queries, 'was', 'were')} skipped")
     if negatives:
@@ -214,7 +210,7 @@ def load_jsonl_examples(path: str | Path, corpus: str | Path | None = None, corp
                              frozenset(judged_by_query[query])) for qid, query, pos, neg in resolved]
     given, used = sum(len(neg) for *_, neg in resolved), sum(len(e.negatives) for e in examples)
     if used < given:  # as for a --negatives file: none is dropped silently
-        _log(f"hard negatives ({path}): {used} of {given} used; left out: {given - used} judged relevant (a positive "
+        say(f"hard negatives ({path}): {used} of {given} used; left out: {given - used} judged relevant (a positive "
              "of the same query)")
     from retriever.training.copies import merged_copies
     return merged_copies(examples, str(path))

@@ -2,12 +2,12 @@
 writes them): reading one, and saying on stderr how many of its negatives training uses and why not the others."""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from retriever.corpus_records import as_token_id, parse_json_object
 from retriever.errors import InputFileError, RetrieverError
 from retriever.files import decoded_lines
+from retriever.training.processes import say
 from retriever.wording import counted
 
 
@@ -39,6 +39,6 @@ def log_negatives(negatives: dict[str, list[str]], unknown_queries: set[str], pa
     unused = sum(len(set(negatives[qid])) for qid in unknown_queries)
     used = given - not_in_corpus - judged - unused
     if used < given:
-        print(f"hard negatives ({path}): {used} of {given} used; left out: {unused} of queries without a positive "
+        say(f"hard negatives ({path}): {used} of {given} used; left out: {unused} of queries without a positive "
               f"in this split ({counted(len(unknown_queries), 'query')}), {counted(not_in_corpus, 'id')} not in the "
-              f"corpus or blank there, {judged} judged relevant", file=sys.stderr)
+              f"corpus or blank there, {judged} judged relevant")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import sys
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -38,6 +39,18 @@ class PeerDied(RetrieverError):
     """Another process of the launch died; every surviving process reports it (it may be rank 0 that died)."""
 
     every_process = True
+
+
+def is_main_process() -> bool:
+    """The launch's first process (or a process started without torchrun): the one that speaks for the launch."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def say(message: str) -> None:
+    """A note on stderr about the run's data, from the first process only: each process reads the same data, and
+    every one of them printed it (one copy per process of a launch)."""
+    if is_main_process():
+        print(message, file=sys.stderr)
 
 
 def launched_processes() -> int:

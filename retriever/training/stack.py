@@ -32,8 +32,8 @@ from retriever.model_folder_writing import portable_record
 from retriever.training.callbacks import EpochEndCheckpoints, StderrProgress, adopt_save_steps, tensorboard
 from retriever.training.divergence import StopAtNonFiniteLoss, check_finite_weights
 from retriever.training.layout import check_resume_layout, check_step_layout
-from retriever.training.processes import (DDP_TIMEOUT, MAX_DDP_TIMEOUT, check_same_run_everywhere,
-                                          join_process_group, peer_deaths_reported)
+from retriever.training.processes import (DDP_TIMEOUT, MAX_DDP_TIMEOUT, check_same_run_everywhere,  # noqa: F401
+                                          is_main_process, join_process_group, peer_deaths_reported)
 from retriever.training.run_guards import check_run_paths
 from retriever.training.run_record import (CHECKPOINTS, FINISHED_FILE, OPTIMIZER_STATES,  # noqa: F401 (stack.*)
                                            PRECISION_KEY, RUN_FILE, WEIGHTS_FILE, checkpoint_states_loaded,
@@ -46,10 +46,6 @@ def log(message: str) -> None:
     """One line on stderr, from rank 0 only, without breaking a progress bar."""
     if is_main_process():
         tqdm.write(message, file=sys.stderr)
-
-
-def is_main_process() -> bool:
-    return int(os.environ.get("RANK", "0")) == 0
 
 
 def world_size() -> int:

@@ -293,3 +293,20 @@ def test_a_jsonl_line_naming_a_blank_corpus_document_is_refused_as_an_empty_pass
     with pytest.raises(InputFileError, match=r"train.jsonl:2: document 'd2' of the corpus .* has a blank title and "
                                              r"text; fix it in the corpus, or leave it out of this line$"):
         load_jsonl_examples(tmp_path / "train.jsonl", tmp_path / "corpus.jsonl")
+
+
+def test_only_the_first_process_of_a_launch_says_what_the_data_lacks(tmp_path, capsys, monkeypatch):
+    """Every torchrun process reads the same data, and each printed the same lines about it: a copy per process."""
+    root = tmp_path / "beir"
+    (root / "qrels").mkdir(parents=True)
+    write_jsonl(root / "corpus.jsonl", [{"_id": "d1", "title": "Dogs", "text": "a dog ran"}])
+    write_jsonl(root / "queries.jsonl", [{"_id": "q1", "text": "dog"}])
+    (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td9\t1\n")
+    (root / "negatives.jsonl").write_text('{"query_id": "q1", "negatives": ["d8"]}\n')
+    monkeypatch.setenv("RANK", "1")
+    load_beir_examples(root, "test", root / "negatives.jsonl")
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv("RANK", "0")
+    load_beir_examples(root, "test", root / "negatives.jsonl")
+    assert [line.split(":")[0] for line in capsys.readouterr().err.splitlines()] == [
+        "warning", "training data", f"hard negatives ({root / 'negatives.jsonl'})"]
