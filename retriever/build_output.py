@@ -30,15 +30,15 @@ def check_output(output: Path, overwrite: bool, ondisk: bool = False) -> Path:
     return output
 
 
-def refuse_inputs_inside(output: Path, inputs: dict[str, str | Path]) -> None:
+def refuse_inputs_inside(output: Path, inputs: dict[str, str | Path | None]) -> None:
     """Refuse to replace an ``output`` holding an input of the build (``inputs``: what each is, and its path): the old
-    folder is deleted whole once the new one is in place, and with it the corpus or shards the new index records
-    (a corpus copied into its index folder was deleted by `build --overwrite`, exit 0)."""
+    folder is deleted whole once the new one is in place, and with it the corpus, shards or model the new index
+    records (a corpus copied into its index folder was deleted by `build --overwrite`, exit 0)."""
     if not output.is_dir():
         return
     within = output.resolve()
     for what, path in inputs.items():
-        if Path(path).exists() and Path(path).resolve().is_relative_to(within):
+        if path is not None and Path(path).exists() and Path(path).resolve().is_relative_to(within):
             raise RetrieverError(f"{output}: holds {what} this build reads ({path}), which replacing the folder "
                                  f"would delete; move it out of {output} first, or choose another --output")
 

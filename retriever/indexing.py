@@ -34,7 +34,7 @@ from retriever.lexical import LEXICAL_DIR, LexicalParams, build_lexical
 from retriever.ondisk import ONDISK_TYPE, PartPlan, build_ondisk
 from retriever.other_shards import clear_other_encoder
 from retriever.partwork import clear_finished, mark_finished, parts_folder
-from retriever.recorded_paths import rebase_model_record
+from retriever.recorded_paths import locate, rebase_model_record
 from retriever.shard_completeness import check_complete
 from retriever.shard_origin import READING, ShardContentCheck, check_reading, reading_record
 from retriever.shards import iter_shard_batches, read_shard_metadata
@@ -71,11 +71,12 @@ def _build_index(shards_dir: Path, corpus: str | Path, output: Path, params: Ind
     _check_tuning_queries(tuning_queries is not None, params)
     ondisk = params.index_type == ONDISK_TYPE
     shards_dir, output = Path(shards_dir), check_output(Path(output), overwrite, ondisk)
-    refuse_inputs_inside(output, {"the corpus": corpus, "the shards": shards_dir})
     if lexical is not None:
         lexical.check()
     corpus_path = resolve_corpus_path(corpus)
     shards, encoder = check_complete(shards_dir)
+    refuse_inputs_inside(output, {"the corpus": corpus, "the shards": shards_dir,
+                                  "the model": locate(encoder.get("model_path"), shards_dir)})
     check_reading(shards_dir, encoder.get(READING), reading_record(corpus_path, fmt, fields),
                   "encode them again with the new flags (`retriever build --overwrite`, or `encode` to a new folder)",
                   corpus_path)
@@ -208,7 +209,7 @@ def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | 
     _check_tuning_queries(tuning_query_texts is not None, params)
     with exclusive_build(named_output(Path(output))):
         output = check_output(Path(output), overwrite, params.index_type == ONDISK_TYPE)
-        refuse_inputs_inside(output, {"the corpus": corpus})
+        refuse_inputs_inside(output, {"the corpus": corpus, "the model": encoder.metadata().get("model_path")})
         dim = int(encoder.metadata()["dim"])
         check_buildable(params, dim)
         _check_countable(corpus, fmt, params, dim, holds_out=tuning_query_texts is None)

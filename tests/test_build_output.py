@@ -33,3 +33,21 @@ def test_an_index_holding_the_builds_own_input_is_not_replaced(tiny_beir, tiny_m
         with pytest.raises(RetrieverError, match="holds the corpus this build reads"):
             encode_and_index(corpus, index, encoder, overwrite=True, progress=False, lexical=None)
         assert corpus.is_file()
+
+
+def test_an_index_holding_the_model_of_its_shards_is_not_replaced(tiny_beir, tiny_model_dir, tmp_path):
+    """A model folder kept inside the index folder (`--model idx/model`): `build`/`index --overwrite` deleted it with
+    the old folder, and the new index named a model that was gone."""
+    from retriever.corpus_encoding import encode_corpus
+
+    index = tmp_path / "idx"
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, index, encoder, progress=False, lexical=None)
+    inside = Encoder(EncoderSettings(model=str(shutil.copytree(tiny_model_dir, index / "model"))), device="cpu",
+                     dtype="fp32")
+    with pytest.raises(RetrieverError, match=rf"^{index}: holds the model this build reads"):
+        encode_and_index(tiny_beir, index, inside, overwrite=True, progress=False, lexical=None)
+    encode_corpus(tiny_beir, tmp_path / "shards", inside, progress=False)
+    with pytest.raises(RetrieverError, match=rf"^{index}: holds the model this build reads"):
+        build_index(tmp_path / "shards", tiny_beir, index, overwrite=True, progress=False, lexical=None)
+    assert (index / "model" / "config.json").is_file()
