@@ -20,6 +20,7 @@ from transformers import Trainer, TrainerCallback, set_seed
 
 from retriever.choices import DEFAULT_START, check_temperature
 from retriever.corpus import ReadStats
+from retriever.encoder_settings import model_name
 from retriever.errors import RetrieverError, full_disk_named
 from retriever.folders import publish_model_folder
 from retriever.model_loading import load_tokenizer
@@ -62,6 +63,10 @@ class PretrainConfig(stack.StackConfig):
     RUNTIME_ONLY: ClassVar[tuple[str, ...]] = (*stack.StackConfig.RUNTIME_ONLY, "keep_checkpoints")
     FINITE: ClassVar[tuple[str, ...]] = (*stack.StackConfig.FINITE, "backbone_lr_scale", "temperature",
                                          "mlm_probability")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.model = model_name(self.model)  # a Path died in check_model_name; the corpus and output paths are resolved
 
     def check(self) -> None:
         check_model_name(self.model)  # before the paths are resolved, where "" became the current folder

@@ -67,3 +67,14 @@ def test_a_second_run_of_the_same_output_is_refused_while_the_first_runs(tiny_be
         first.kill()
         first.wait()
     assert not (output / "config.json").exists()
+
+
+def test_paths_given_as_path_objects_run_as_their_strings(tiny_beir, tiny_model_dir, tmp_path):
+    """PretrainConfig(model=Path(...)) died of `AttributeError: 'PosixPath' object has no attribute 'strip'` in the
+    model-name check, while TrainConfig took Paths; a rerun with the same paths as strings finds the run finished."""
+    output = tmp_path / "out"
+    settings = dict(max_length=16, batch_size=4, device="cpu", dtype="fp32", progress=False, save_steps=None,
+                    max_steps=1, seed=3)
+    first = pretrain(PretrainConfig(corpus=tiny_beir, output=output, model=tiny_model_dir, **settings), log=print)
+    assert first.steps == 1 and (output / "config.json").is_file()
+    assert pretrain(config(tiny_beir, output, tiny_model_dir, max_steps=1), log=print).already_finished
