@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from retriever.errors import IndexDamaged, RetrieverError, check_kind, full_disk_named
+from retriever.files import creatable_problem
 from retriever.folders import exclusive_build, named_output, temporary_folder
 from retriever.pid_names import left_by_dead_processes
 from retriever.integrity import (check_files, check_folder, damaged, dense_part, file_damage, file_sha256, reading,
@@ -168,6 +169,10 @@ def _add_lexical(index_dir: Path, params: LexicalParams, overwrite: bool, progre
     if manifest.get("lexical") and not overwrite:
         raise RetrieverError(f"{index_dir}: already has a BM25 index; pass --overwrite to rebuild it")
     params.check()
+    unwritable = creatable_problem(index_dir / LEXICAL_DIR)  # a read-only folder failed once every passage was split
+    if unwritable:
+        raise RetrieverError(f"{index_dir}: the BM25 part cannot be written into it ({unwritable}); make the folder "
+                             "writable, or copy the index somewhere writable and add BM25 there")
     docstore, docstore_sha256 = _checked_docstore(index_dir, manifest)
     recorded = _recorded_directory(manifest)
     _remove_unrecorded_parts(index_dir, recorded)

@@ -343,3 +343,26 @@ def test_a_fusion_on_a_cjk_part_split_before_thai_pairs_is_kept_where_no_passage
     replace_manifest(index, {**manifest, "lexical": {**manifest["lexical"], "tokenizer": tokenizer}, "fusion": fusion})
     add_lexical(index, overwrite=True, progress=False)
     assert read_manifest(index)["fusion"] == fusion and "dropped" not in capsys.readouterr().err
+
+
+def test_bm25_into_an_index_folder_that_cannot_be_written_is_refused_before_tokenising(index, monkeypatch):
+    """A read-only index folder (permission bits, which root ignores, are simulated) failed with a PermissionError
+    traceback once every passage had been tokenised."""
+    from pathlib import Path
+
+    import retriever.lexical_part as part
+
+    mkdir = Path.mkdir
+
+    def refused(self, *args, **kwargs):
+        if self.parent == index:
+            raise PermissionError(13, "Permission denied", str(self))
+        return mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", refused)
+    monkeypatch.setattr(part, "build_lexical", lambda *args, **kwargs: pytest.fail("tokenised first"))
+    before = (index / MANIFEST_FILE).read_text()
+    with pytest.raises(RetrieverError, match=rf"^{re.escape(str(index))}: the BM25 part cannot be written into it "
+                                             r"\(nothing can be created in .*Permission denied"):
+        add_lexical(index, LexicalParams(k1=1.5), overwrite=True, progress=False)
+    assert (index / MANIFEST_FILE).read_text() == before
