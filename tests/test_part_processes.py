@@ -95,10 +95,10 @@ def test_a_part_worker_killed_mid_build_is_one_line(shards, corpus, tmp_path):
     assert "error: a part worker died (killed, or out of memory?) while filling parts; rerun the same command" in err
 
 
-def _signal_workers_as_they_come(sent: list[int], until: float) -> None:
+def _signal_workers_as_they_come(sent: list[int], done: threading.Event) -> None:
     """SIGINT to each part worker of this process, again and again from the moment it is seen (while it starts, and
-    while it fills a part), as Ctrl-C reaches every process of the terminal's group."""
-    while time.monotonic() < until:
+    while it fills a part) until ``done``, as Ctrl-C reaches every process of the terminal's group."""
+    while not done.is_set():
         for pid in _children(os.getpid(), "spawn_main"):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGINT)
@@ -115,11 +115,13 @@ def test_ctrl_c_reaching_the_part_workers_is_left_to_the_build(monkeypatch, capf
     monkeypatch.setattr(part_processes, "fill_part", time.sleep)  # each job sleeps its thread count: 1 s
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     sent: list[int] = []
-    sender = threading.Thread(target=_signal_workers_as_they_come, args=(sent, time.monotonic() + 3))
+    done = threading.Event()
+    sender = threading.Thread(target=_signal_workers_as_they_come, args=(sent, done))
     sender.start()
     try:
         part_processes.fill_in_processes([(), (), ()], 2, lambda: None)
     finally:
+        done.set()
         sender.join()
     err = capfd.readouterr().err
     assert sent and "Traceback" not in err and "interrupted" not in err, err
