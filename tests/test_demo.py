@@ -108,3 +108,13 @@ def test_a_bad_k_is_refused_before_the_demo_builds(tmp_path, tiny_model_dir):
     with pytest.raises(RetrieverError, match="k must be a whole number of at least 1, not 0"):
         run_demo(tmp_path / "demo", model=str(tiny_model_dir), k=0, progress=False)
     assert not (tmp_path / "demo").exists() and not (tmp_path / "demo.shards").exists()
+
+
+def test_an_output_that_is_no_path_is_one_error():
+    """run_demo(output=None) died of pathlib's TypeError naming no argument."""
+    import pytest
+
+    from retriever.errors import RetrieverError
+
+    with pytest.raises(RetrieverError, match="^output must be the index folder's path .str or Path., not NoneType None$"):
+        run_demo(None, progress=False)
