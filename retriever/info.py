@@ -90,8 +90,8 @@ def _lexical_summary(index_dir: Path, manifest: dict) -> dict | None:
 
 def _splits_as_now(index_dir: Path, manifest: dict, lexical: dict) -> bool:
     """Whether a rebuild would split the part's passages as they are: recorded with today's splitting, or before
-    CJK letter pairs with no CJK letter among its terms and stopwords, so that only a CJK letter standing alone
-    (no term then, one now) could differ (``lexical_terms.holds_cjk_letter``). Its vocabulary unreadable is damage,
+    some letter pairs (CJK ones, or Thai, Lao, Khmer and Myanmar ones) with no letter those pairs cut among its terms
+    and stopwords, so that only such a letter standing alone (no term then, one now) could differ (``lexical_terms.holds_cjk_letter``). Its vocabulary unreadable is damage,
     not a former splitting."""
     recorded = lexical.get("tokenizer")
     if splits_as_now(recorded):
@@ -100,7 +100,7 @@ def _splits_as_now(index_dir: Path, manifest: dict, lexical: dict) -> bool:
         return False
     name = f"{lexical.get('directory', LEXICAL_DIR)}/{SORTED_VOCAB_FILE}"
     with reading(index_dir / name, lambda _, problem: file_damage(index_dir, manifest, name, problem)):
-        return cjk_free(index_dir / str(lexical.get("directory", LEXICAL_DIR)), lexical.get("stopwords"))
+        return cjk_free(index_dir / str(lexical.get("directory", LEXICAL_DIR)), lexical.get("stopwords"), recorded)
 
 
 def _fusion_summary(index_dir: Path, manifest: dict) -> dict | None:

@@ -153,11 +153,14 @@ def test_every_key_of_info_json_is_described_in_the_readme(sq8_index, tmp_path):
     assert sorted(key for key in keys if f"`{key}`" not in section) == []
 
 
-def _split_before_cjk_pairs(index, target):
-    """A copy of ``index`` as a build before CJK letter pairs recorded it (its tokenizer without ``cjk``)."""
+def _split_before_cjk_pairs(index, target, cjk=None):
+    """A copy of ``index`` as a build before CJK letter pairs recorded it (its tokenizer without ``cjk``), or with
+    ``cjk`` as recorded (``bigrams``: before Thai, Lao, Khmer and Myanmar pairs)."""
     shutil.copytree(index, target)
     manifest = json.loads((target / "manifest.json").read_text())
     del manifest["lexical"]["tokenizer"]["cjk"]
+    if cjk:
+        manifest["lexical"]["tokenizer"]["cjk"] = cjk
     (target / "manifest.json").write_text(json.dumps(manifest))
     return target
 
@@ -178,8 +181,12 @@ def test_a_part_split_before_cjk_pairs_is_current_unless_its_terms_hold_a_cjk_le
     cjk = _split_before_cjk_pairs(tmp_path / "cjk", tmp_path / "cjk-before")
     assert json.loads(runner.invoke(main, ["info", str(cjk), "--json"]).output)["bm25"]["current_splitting"] is False
     assert said in runner.invoke(main, ["info", str(cjk)]).output
+    assert "Thai, Lao, Khmer or Myanmar run" in runner.invoke(main, ["info", str(cjk)]).output
     assert json.loads(runner.invoke(main, ["info", str(tmp_path / "cjk"), "--json"]).output)["bm25"][
         "current_splitting"]
+    # recorded before Thai pairs only: its CJK terms are those a rebuild makes (they said a former way)
+    before_thai = _split_before_cjk_pairs(tmp_path / "cjk", tmp_path / "cjk-before-thai", cjk="bigrams")
+    assert json.loads(runner.invoke(main, ["info", str(before_thai), "--json"]).output)["bm25"]["current_splitting"]
 
 
 @pytest.mark.parametrize("damage", ["zeroed", "truncated"])
