@@ -19,6 +19,7 @@ from retriever.evaluation import (dataset_name, judged_missing_from, judged_spli
                                   warn, warn_of_left_out, warn_of_other_corpus)
 from retriever.fusion import FusionParams, fuse
 from retriever.index_folder import read_manifest, replace_manifest
+from retriever.lexical_part import check_writable
 from retriever.metrics import evaluate_run, judged_query_ids
 from retriever.qrels import REPORTED_SPLIT, is_reported_split
 from retriever.runs import Qrels, Run, read_qrels
@@ -173,6 +174,7 @@ def tune_and_record(index_dir: str | Path, dataset: str | Path, split: str, devi
 
     checked = check_tuning_split(dataset, split)
     with exclusive_build(named_output(Path(index_dir)), "build or tuning", elsewhere=""):
+        check_writable(Path(index_dir), "the tuned fusion cannot be recorded in its manifest")
         # bm25, not hybrid: the two lists are ranked apart, and a damaged record (which refuses hybrid) is retuned
         searcher = Searcher(index_dir, device=device, dtype=dtype, mode="bm25")
         record = tune_fusion(searcher, dataset, split, progress=progress, checked=checked)
@@ -190,5 +192,6 @@ def drop_fusion(index_dir: str | Path) -> bool:
     with exclusive_build(named_output(index_dir), elsewhere=""):
         manifest = read_manifest(index_dir)
         if "fusion" in manifest:  # the record's integrity entries are the files', which stay as they are
+            check_writable(index_dir, "its fusion record cannot be dropped from its manifest")
             replace_manifest(index_dir, {key: value for key, value in manifest.items() if key != "fusion"})
         return manifest.get("fusion") is not None

@@ -147,6 +147,17 @@ def _check_built_from(index_dir: Path, manifest: dict, record: dict) -> None:
                        f"`retriever bm25 {index_dir} --overwrite` (no re-encoding)")
 
 
+def check_writable(index_dir: Path, what: str) -> None:
+    """Refuse a folder nothing can be created in (read-only) before the work whose result is written there: `bm25`
+    split every passage, and fusion tuning searched every query, before failing on it."""
+    from retriever.index_folder import MANIFEST_FILE
+
+    problem = creatable_problem(index_dir / MANIFEST_FILE)  # probes with a folder of its own, named from it
+    if problem:
+        raise RetrieverError(f"{index_dir}: {what} ({problem}); make the folder writable, or copy the index "
+                             "somewhere writable")
+
+
 def add_lexical(index_dir: str | Path, params: LexicalParams = LexicalParams(), overwrite: bool = False,
                 progress: bool = True, retuning: str | None = None) -> dict:
     """Add a BM25 part to an existing index folder from its doc store (no re-encoding); return the record.
@@ -169,10 +180,7 @@ def _add_lexical(index_dir: Path, params: LexicalParams, overwrite: bool, progre
     if manifest.get("lexical") and not overwrite:
         raise RetrieverError(f"{index_dir}: already has a BM25 index; pass --overwrite to rebuild it")
     params.check()
-    unwritable = creatable_problem(index_dir / LEXICAL_DIR)  # a read-only folder failed once every passage was split
-    if unwritable:
-        raise RetrieverError(f"{index_dir}: the BM25 part cannot be written into it ({unwritable}); make the folder "
-                             "writable, or copy the index somewhere writable and add BM25 there")
+    check_writable(index_dir, "the BM25 part cannot be written into it")  # it failed once every passage was split
     docstore, docstore_sha256 = _checked_docstore(index_dir, manifest)
     recorded = _recorded_directory(manifest)
     _remove_unrecorded_parts(index_dir, recorded)

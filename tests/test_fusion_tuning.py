@@ -259,3 +259,25 @@ def test_tuning_fuses_to_a_fixed_depth_and_takes_no_k(index_and_dataset, monkeyp
     assert set(depths) == {fusion_tuning.FUSED_DEPTH} and record["tuned"]["score"] > 0
     with pytest.raises(TypeError, match="'k'"):
         fusion_tuning.tune_fusion(searcher, dataset, "train", k=0, progress=False)
+
+
+def test_tuning_an_index_folder_that_cannot_be_written_is_refused_before_searching(index_and_dataset, monkeypatch):
+    """A read-only folder (simulated: root ignores permission bits) searched every judged query, then failed to
+    write the manifest ("give another path", where no flag names one)."""
+    from pathlib import Path
+
+    import retriever.fusion_tuning as tuning
+
+    index, dataset = index_and_dataset
+    mkdir = Path.mkdir
+
+    def refused(self, *args, **kwargs):
+        if self.parent == index:
+            raise PermissionError(13, "Permission denied", str(self))
+        return mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", refused)
+    monkeypatch.setattr(tuning, "tune_fusion", lambda *args, **kwargs: pytest.fail("searched first"))
+    with pytest.raises(RetrieverError, match=r"the tuned fusion cannot be recorded in its manifest \(nothing can "
+                                             r"be created in .*Permission denied.*make the folder writable"):
+        tune_and_record(index, dataset, "train", device="cpu", dtype="fp32", progress=False)
