@@ -21,6 +21,7 @@ from retriever.evaluation import judged_split, warn_of_left_out
 from retriever.exact import exact_top_k
 from retriever.metrics import evaluate_run
 from retriever.runs import Qrels, Run
+from retriever.training.processes import is_main_process
 from retriever.wording import agree, counted
 
 DEV_METRICS = ("ndcg@10", "recall@100")
@@ -45,7 +46,8 @@ def load_dev_set(dataset: str | Path, split: str, max_docs: int | None = None, s
     """
     beir = BeirDataset.open(dataset)
     queries, qrels = judged_split(beir, split)
-    warn_of_left_out(beir, split, queries, qrels, "they are not searched, and score 0 in every dev evaluation")
+    if is_main_process():  # every process of a launch reads the dev set: one warning, not one per process
+        warn_of_left_out(beir, split, queries, qrels, "they are not searched, and score 0 in every dev evaluation")
     judged_docs = {doc_id for docs in qrels.values() for doc_id in docs}
     kept: list[Document] = []
     sample: list[Document] = []

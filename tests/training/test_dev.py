@@ -17,6 +17,15 @@ def test_judged_dev_queries_the_queries_file_lacks_are_named(tiny_beir, capsys):
             "searched, and score 0 in every dev evaluation") in capsys.readouterr().err
 
 
+def test_only_the_first_process_names_the_judged_dev_queries_the_file_lacks(tiny_beir, capsys, monkeypatch):
+    """Every torchrun process reads the dev set, and each printed the warning: one copy per process."""
+    qrels = tiny_beir / "qrels" / "test.tsv"
+    qrels.write_text(qrels.read_text() + "q9\td7\t1\n", encoding="utf-8")
+    monkeypatch.setenv("RANK", "1")
+    assert load_dev_set(tiny_beir, "test").query_ids == ["q1", "q2", "q3", "q4"]
+    assert capsys.readouterr().err == ""
+
+
 def test_one_dev_query_shared_with_training_is_said_in_the_singular():
     """It said "1 of the 2 dev queries (e.g. 'q0') are training queries too"."""
     dev = DevSet("beir/dev", ["q0", "q1"], ["cats", "dogs"], [], {})
