@@ -9,6 +9,8 @@ from retriever.errors import RetrieverError
 from retriever.folders import check_creatable, named_output, replace_folder, replaceable
 from retriever.index_folder import MANIFEST_FILE
 from retriever.partwork import clear_finished, owned_inputs, parts_folder
+from retriever.shard_completeness import check_complete
+from retriever.shards import list_shards
 
 
 def check_output(output: Path, overwrite: bool, ondisk: bool = False) -> Path:
@@ -28,6 +30,22 @@ def check_output(output: Path, overwrite: bool, ondisk: bool = False) -> Path:
         owned_inputs(parts_folder(output))
     check_creatable(output)
     return output
+
+
+def shards_to_index(shards: Path) -> tuple[list[Path], dict]:
+    """``check_complete``'s shards and encoder record, after refusing an index folder given as the shards: it said
+    to run `retriever encode`, where the shards the index was built from are usually kept beside it."""
+    if (shards / MANIFEST_FILE).is_file():
+        named = shards.resolve() if shards.name in ("", "..") else shards
+        beside = named.with_name(named.name + ".shards")
+        lacks = f"{shards}: an index folder, not a folder of embedding shards"
+        if beside.is_dir() and list_shards(beside):
+            raise RetrieverError(f"{lacks}; index the shards it was built from, which `build` kept beside it: "
+                                 f"`retriever index {beside} --corpus CORPUS --output INDEX`")
+        raise RetrieverError(f"{lacks}, and no shards of it are kept beside it ({beside}); give `retriever index` the "
+                             "folder `retriever encode` wrote, or encode its corpus again with `retriever build "
+                             "CORPUS --output INDEX`")
+    return check_complete(shards)
 
 
 def refuse_inputs_inside(output: Path, inputs: dict[str, str | Path | None]) -> None:

@@ -23,7 +23,7 @@ from retriever.docstore import MAPPED_DOCSTORE_FILE, write_parquet_docstore
 from retriever.encode_result import describe
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError, check_kind, full_disk_named
-from retriever.build_output import check_output, move_into_place, refuse_inputs_inside
+from retriever.build_output import check_output, move_into_place, refuse_inputs_inside, shards_to_index
 from retriever.faiss_index import (INDEX_TYPES, IndexParams, check_buildable, check_trainable, factory_string,
                                    hnsw_record, new_index, search_defaults, train, with_search_defaults)
 from retriever.folders import exclusive_build, fresh_building_folder, named_output
@@ -35,7 +35,6 @@ from retriever.ondisk import ONDISK_TYPE, PartPlan, build_ondisk
 from retriever.other_shards import clear_other_encoder
 from retriever.partwork import clear_finished, mark_finished, parts_folder
 from retriever.recorded_paths import locate, rebase_model_record
-from retriever.shard_completeness import check_complete
 from retriever.shard_origin import READING, ShardContentCheck, check_reading, reading_record
 from retriever.shards import iter_shard_batches, read_shard_metadata
 from retriever.tuning import check_held_out, held_out_rows, tune_build
@@ -74,7 +73,7 @@ def _build_index(shards_dir: Path, corpus: str | Path, output: Path, params: Ind
     if lexical is not None:
         lexical.check()
     corpus_path = resolve_corpus_path(corpus)
-    shards, encoder = check_complete(shards_dir)
+    shards, encoder = shards_to_index(shards_dir)
     refuse_inputs_inside(output, {"the corpus": corpus, "the shards": shards_dir,
                                   "the model": locate(encoder.get("model_path"), shards_dir)})
     check_reading(shards_dir, encoder.get(READING), reading_record(corpus_path, fmt, fields),

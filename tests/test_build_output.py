@@ -51,3 +51,24 @@ def test_an_index_holding_the_model_of_its_shards_is_not_replaced(tiny_beir, tin
     with pytest.raises(RetrieverError, match=rf"^{index}: holds the model this build reads"):
         build_index(tmp_path / "shards", tiny_beir, index, overwrite=True, progress=False, lexical=None)
     assert (index / "model" / "config.json").is_file()
+
+
+def test_an_index_folder_given_as_the_shards_names_the_shards_it_was_built_from(tiny_beir, tiny_model_dir, tmp_path):
+    """`retriever index IDX` (an index folder where encode's shards belong) said it 'holds no embedding shards; run
+    `retriever encode` first', though `build` kept the shards the index was made from in IDX.shards."""
+    from click.testing import CliRunner
+
+    from retriever.cli import main
+
+    index = tmp_path / "idx"
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, index, encoder, progress=False, lexical=None)
+    command = ["index", str(index), "--corpus", str(tiny_beir), "-o", str(tmp_path / "new"), "--index-type", "ivf"]
+    result = CliRunner().invoke(main, command)
+    assert result.exit_code == 1 and "run `retriever encode` first" not in result.output, result.output
+    assert f"{index}: an index folder, not a folder of embedding shards" in result.output
+    assert f"`retriever index {index}.shards --corpus CORPUS --output INDEX`" in result.output
+    shutil.rmtree(f"{index}.shards")
+    with pytest.raises(RetrieverError, match=rf"no shards of it are kept beside it \({index}.shards\)"):
+        build_index(index, tiny_beir, tmp_path / "new", progress=False, lexical=None)
+    assert not (tmp_path / "new").exists()

@@ -22,7 +22,6 @@ from retriever.corpus_records import beir_keys
 from retriever.encode_result import describe
 from retriever.encoder_settings import EncoderSettings
 from retriever.folders import named_output
-from retriever.shard_completeness import check_complete
 from retriever.shards import sample_rows
 from retriever.wording import counted
 
@@ -201,6 +200,7 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
     Example:
       retriever index shards/ --corpus ../shared/datasets/scifact -o indexes/scifact --index-type hnsw
     """
+    from retriever.build_output import shards_to_index
     from retriever.faiss_index import IndexParams
 
     output = named_output(output)  # `-o .`: the build swaps a new folder in at that path; `.` would name the old one
@@ -209,7 +209,7 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
     params = IndexParams(**index_flags)
     check_ray_flags(params, encodes=False)
     _check_type_flags(params.index_type)
-    _check_train_size_used(params.index_type, lambda: int(check_complete(shards)[1]["dim"]))
+    _check_train_size_used(params.index_type, lambda: int(shards_to_index(shards)[1]["dim"]))
     texts = _tuning_texts(tuning_queries_file, params.tuning_queries, params.seed)
     from retriever.encoder import recorded_encoder  # torch, transformers (seconds): after every flag's check
     from retriever.indexing import build_index
@@ -217,7 +217,7 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
     if texts is None:
         vectors = None
     else:
-        _, recorded = check_complete(shards)
+        _, recorded = shards_to_index(shards)
         query_encoder = recorded_encoder(recorded, f"the shards in {shards} were encoded", shards, remedy=(
             "put the model the shards were encoded with back where they record it, or drop --tuning-queries-file "
             "(--target-recall then tunes on held-out passages, which needs no model)"))
