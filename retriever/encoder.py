@@ -27,7 +27,7 @@ from retriever.pooling import check_pooler_weights, drop_untrained_pooler, get_p
 from retriever.recorded_paths import recorded_model
 from retriever.texts import (check_queries, check_text, non_word_ids, only_unknown_tokens, passage_text, special_ids,
                              tokenize_bounded)
-from retriever.token_batches import cut_flags, cut_lengths, length_batches
+from retriever.token_batches import cut_lengths, length_batches, tokenize_in_pieces
 from retriever.wording import agree, counted
 
 if TYPE_CHECKING:  # it imports this module
@@ -123,13 +123,12 @@ class Encoder:
         return self._unknown(encoded)
 
     def _tokenize(self, texts: list[str], kind: str, max_length: int):
-        """``texts`` tokenized as ``kind`` is (queries read special-token text as text, on their own tokenizer),
-        and which were cut (``cut_flags``)."""
-        unread: list = []
+        """``texts`` tokenized as ``kind`` is (queries read special-token text as text, on their own tokenizer), a
+        piece at a time (``tokenize_in_pieces``), and which were cut (``token_batches.cut_flags``)."""
         queries = kind == "queries"
-        encoded = tokenize_bounded(self._query_tokenizer() if queries else self.tokenizer, texts, max_length, queries,
-                                   unread)
-        return encoded, cut_flags(encoded, unread, max_length)
+        tokenizer = self._query_tokenizer() if queries else self.tokenizer
+        return tokenize_in_pieces(lambda piece, unread: tokenize_bounded(tokenizer, piece, max_length, queries, unread),
+                                  texts, max_length)
 
     def _query_tokenizer(self):
         """A copy of the tokenizer that reads special-token text in queries as text. A fast tokenizer keeps that
@@ -180,7 +179,7 @@ class Encoder:
                             (self.batch_size, True))
 
     def _count_cut(self, kind: str, flags: list[bool]) -> None:
-        """Which texts were cut (``cut_flags``), counted for ``truncation_report``."""
+        """Which texts were cut (``token_batches.cut_flags``), counted for ``truncation_report``."""
         counts = self.__dict__.setdefault("cut_counts", {})  # set lazily: subclasses skip __init__
         seen, cut = counts.get(kind, (0, 0)), sum(flags)
         counts[kind] = (seen[0] + cut, seen[1] + len(flags))

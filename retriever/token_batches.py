@@ -2,7 +2,11 @@
 the max length (what ``Encoder`` counts and the server tells each client)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+# Texts per tokenizer call: a part (--shard-size passages) tokenized whole held every text's Encoding object while
+# it was encoded; a piece's go once its token lists and cuts are kept.
+TOKENIZE_ROWS = 1024
 
 
 def length_batches(lengths: Sequence[int], batch_size: int, mix_lengths: bool = False) -> list[list[int]]:
@@ -35,3 +39,21 @@ def cut_flags(encoded, unread: list, max_length: int) -> list[bool]:
 def cut_lengths(flags: list[bool], max_length: int) -> list[int | None]:
     """``encode_queries(cut_at=)``'s entries: the tokens a cut text was cut to, None for one that fit."""
     return [max_length if cut else None for cut in flags]
+
+
+def tokenize_in_pieces(tokenize: Callable[[list[str], list], object], texts: list[str],
+                       max_length: int) -> tuple[dict[str, list], list[bool]]:
+    """``tokenize(piece, unread)`` (``tokenize_bounded`` with its tokenizer) over ``texts`` ``TOKENIZE_ROWS`` at a time:
+    each text's token lists by key (``input_ids``, ``attention_mask``, ...) and whether it was cut (``cut_flags``),
+    without the tokenizer's per-text Encoding objects (tokens, offsets, the overflow past the max length), which
+    held for a whole part took several times the lists' memory. A text is tokenized alone, so the lists are one
+    call's."""
+    columns: dict[str, list] = {}
+    flags: list[bool] = []
+    for start in range(0, len(texts), TOKENIZE_ROWS):
+        unread: list = []
+        encoded = tokenize(texts[start:start + TOKENIZE_ROWS], unread)
+        flags += cut_flags(encoded, unread, max_length)
+        for key in encoded.keys():
+            columns.setdefault(key, []).extend(encoded[key])
+    return columns, flags
