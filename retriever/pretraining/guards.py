@@ -1,14 +1,16 @@
 """What `retriever pretrain` refuses before it trains, each case one line instead of a traceback or a run that
-trains nothing: a tokenizer the model cannot embed, and a corpus without anything to learn from (what `train`
-refuses as well is in `retriever.training.run_guards`); and the warning before pre-training a sentence encoder."""
+trains nothing: an empty corpus path, a tokenizer the model cannot embed, and a corpus without anything to learn
+from (what `train` refuses as well is in `retriever.training.run_guards`); and the warning before pre-training a
+sentence encoder."""
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
-from retriever.errors import RetrieverError
+from retriever.errors import RetrieverError, check_kind
 from retriever.model_loading import check_vocabulary, model_files
 from retriever.pretraining.masking import MIN_SPAN_TOKENS, CondenserExamples
 from retriever.training.processes import launched_processes
@@ -17,6 +19,14 @@ from retriever.wording import agree, counted
 COUNT_BLOCK = 1 << 24  # tokens counted at a time, so the check holds no corpus-sized temporary
 UNK_WARNING_SHARE = 0.1
 CONTRASTIVE_MARKERS = ("modules.json", "config_sentence_transformers.json", "retriever.json")
+
+
+def check_corpus_path(corpus: object) -> None:
+    """The corpus named by a non-empty path: "" (an unset variable in a library call) is Path(""), the working folder,
+    which was pre-trained on whatever it held, and None died of pathlib's TypeError naming no argument."""
+    check_kind(corpus, (str, os.PathLike), "corpus", "a path to a corpus file or BEIR folder")
+    if not os.fspath(corpus).strip():
+        raise RetrieverError("the corpus path is empty: give a corpus file or BEIR folder")
 
 
 def check_tokenizer(tokenizer: PreTrainedTokenizerBase, model, name: str, max_length: int) -> None:

@@ -27,8 +27,8 @@ from retriever.model_loading import load_tokenizer
 from retriever.model_names import FETCH_ADVICE, check_model_name, located_model, resolve_model_path
 from retriever.pretraining.card import pretrain_card
 from retriever.pretraining.condenser import MAX_HEAD_LAYERS, CondenserForPretraining, load_condenser
-from retriever.pretraining.guards import (check_examples, check_tokenizer, contrastive_start_warning,
-                                          drops_lone_span_passage)
+from retriever.pretraining.guards import (check_corpus_path, check_examples, check_tokenizer,
+                                          contrastive_start_warning, drops_lone_span_passage)
 from retriever.pretraining.masking import CondenserExamples, TokenizedCorpus, WholeWordMasker, pad_batch
 from retriever.st_router import refuse_router
 from retriever.training import stack
@@ -70,6 +70,7 @@ class PretrainConfig(stack.StackConfig):
 
     def check(self) -> None:
         check_model_name(self.model)  # before the paths are resolved, where "" became the current folder
+        check_corpus_path(self.corpus)
         super().check()
         if self.max_length < 8:
             raise RetrieverError("--max-length must be at least 8")

@@ -192,3 +192,19 @@ def test_documents_with_empty_text_are_counted_and_said(tiny_model_dir, tmp_path
     lines: list[str] = []
     pretrain(config(corpus, tmp_path / "out", tiny_model_dir, max_steps=1, warmup_ratio=0), log=lines.append)
     assert f"{corpus}: 4 documents; 2 with empty text (e.g. d1, d3)" in lines, lines
+
+
+@pytest.mark.parametrize("corpus, said", [("", "the corpus path is empty: give a corpus file or BEIR folder"),
+                                          (" ", "the corpus path is empty: give a corpus file or BEIR folder"),
+                                          (None, "corpus must be a path to a corpus file or BEIR folder, not NoneType "
+                                                 "None")])
+def test_an_empty_or_missing_corpus_path_is_refused(tiny_beir, tiny_model_dir, tmp_path, monkeypatch, corpus, said):
+    """PretrainConfig(corpus="") (an unset variable) pre-trained on whatever the working folder held, as Path("") is
+    ".", and corpus=None was read as a file named 'None' in the working folder."""
+    monkeypatch.chdir(tiny_beir)  # a BEIR folder: "" trained on it
+    settings = dict(output=str(tmp_path / "out"), model=str(tiny_model_dir), max_length=16, batch_size=4,
+                    device="cpu", dtype="fp32", progress=False, save_steps=None, max_steps=1)
+    with pytest.raises(RetrieverError) as caught:
+        pretrain(PretrainConfig(corpus=corpus, **settings), log=print)
+    assert str(caught.value) == said
+    assert not (tmp_path / "out").exists()
