@@ -6,6 +6,7 @@ atomic). Whole folders are swapped by ``folders.replace_folder`` instead.
 """
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import os
@@ -50,12 +51,22 @@ def creatable_problem(path: Path) -> str | None:
 def output_file_problem(path: Path) -> str | None:
     """Why a file could never be written at ``path`` (a folder is there, or it cannot be created), so commands
     can refuse it before their work rather than fail at the end of it."""
+    if _through_loop(path):  # pathlib reads a loop as absent, then resolve() raises RuntimeError
+        return f"{path} goes through a symbolic link that leads back to itself (a loop); fix the link or give another path"
     if path.is_dir():
         return f"{path} is a folder; give a file path"
     if written_in_place(path):
         return None if os.access(path, os.W_OK) else f"{path} cannot be written (permission denied); give another path"
     problem = creatable_problem(through_link(path))
     return f"{problem}; give another path" if problem else None
+
+
+def _through_loop(path: Path) -> bool:
+    try:
+        os.stat(path)
+    except OSError as error:
+        return error.errno == errno.ELOOP
+    return False
 
 
 def written_in_place(path: Path) -> bool:

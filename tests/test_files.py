@@ -120,6 +120,17 @@ def test_a_symlink_is_written_through_and_stays_a_link(tmp_path):
     assert (tmp_path / "link.txt").is_symlink() and read_json(tmp_path / "real.txt") == [1]
 
 
+def test_a_symlink_loop_is_refused_in_one_line_naming_it(tmp_path):
+    """A loop made `check_outputs_apart` raise `RuntimeError: Symlink loop`, and writing under one said the folder
+    'cannot be created (File exists)'."""
+    (tmp_path / "loop").symlink_to("loop")
+    for path in (tmp_path / "loop", tmp_path / "loop" / "run.trec"):
+        with pytest.raises(RetrieverError, match=f"^cannot write {path}: {path} goes through a symbolic link that "
+                                                 "leads back to itself"):
+            atomic_write_lines(path, ["a\n"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loop"]
+
+
 def test_streams_are_written_in_place_not_replaced(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)

@@ -113,3 +113,20 @@ def test_a_run_file_named_for_the_other_format_is_refused_before_any_work(tmp_pa
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2 and message in result.output, result.output
     assert not (tmp_path / args[args.index("-o" if "-o" in args else "--save-run") + 1]).exists()
+
+
+@pytest.mark.parametrize("args", [["search", "{dir}", "--queries", "{queries}", "-o"],
+                                  ["evaluate", "--run", "{queries}", "--qrels", "{queries}", "-o"],
+                                  ["mine", "{dir}", "--dataset", "{dir}", "-o"]])
+@pytest.mark.parametrize("target", ["loop", "loop/run.trec"])
+def test_an_output_through_a_symlink_loop_is_named_in_one_line(tmp_path, args, target):
+    """`-o LINK` where LINK leads back to itself: a `RuntimeError: Symlink loop` traceback (Path.resolve), or for
+    `mine` 'cannot be created (File exists)'."""
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "loop").symlink_to("loop")
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"_id": "q1", "text": "cat"}\n')
+    result = CliRunner().invoke(main, [a.format(dir=tmp_path / "dir", queries=queries) for a in args]
+                                + [str(tmp_path / target)])
+    assert result.exit_code == 2 and isinstance(result.exception, (SystemExit, type(None))), result.output
+    assert f"{tmp_path / target} goes through a symbolic link that leads back to itself" in result.output, result.output
