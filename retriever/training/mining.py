@@ -9,6 +9,7 @@ that remain are written as ``{"query_id", "negatives": [doc ids]}`` lines, which
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -16,12 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from retriever.corpus import BeirDataset, check_output_outside_qrels
-from retriever.errors import RetrieverError
+from retriever.errors import RetrieverError, check_kind
 from retriever.evaluation import (judged_missing_from, judged_split, search_split, warn_of_left_out,
                                   warn_of_other_corpus)
 from retriever.runs import Qrels, ranked_hits
 from retriever.searching import Searcher
 from retriever.files import atomic_write_lines
+from retriever.texts import whole_number
 from retriever.wording import agree, counted, none_of
 
 
@@ -77,17 +79,28 @@ def check_index_holds_judged(searcher: Searcher, index: str | Path, beir: BeirDa
                              "passages; mine from an index built from the dataset's corpus")
 
 
+def _output_path(output: object) -> Path:
+    """The negatives file's path, checked before the search: an int failed in pathlib naming no argument, and an
+    empty path (the current folder) or a folder only once every query had been searched."""
+    check_kind(output, (str, os.PathLike), "output", "a file's path (str or Path)")
+    if not os.fspath(output):
+        raise RetrieverError("output is empty: give the path of the negatives file to write")
+    if Path(output).is_dir():
+        raise RetrieverError(f"cannot write {output}: it is a folder; give the path of the negatives file to write")
+    return Path(output)
+
+
 def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, split: str = "train",
                    depth: int = 100, skip_top: int = 0, per_query: int = 30, device: str = "auto",
                    dtype: str = "auto", batch_size: int | None = None, progress: bool = True, mode: str = "dense",
                    fusion_overrides: dict | None = None, model: str | None = None) -> MiningResult:
     """Search every judged query of a BEIR split in INDEX (in ``mode``, see ``Searcher``) and write its hard
     negatives as JSONL, atomically."""
-    if depth < 1 or per_query < 1 or skip_top < 0:
-        raise RetrieverError("--depth and --per-query must be at least 1 and --skip-top at least 0")
+    depth, per_query = whole_number(depth, "--depth", 1), whole_number(per_query, "--per-query", 1)
+    skip_top, output = whole_number(skip_top, "--skip-top", 0), _output_path(output)
     if skip_top >= depth:
         raise RetrieverError(f"--skip-top {skip_top} drops all {depth} retrieved documents; raise --depth")
-    check_output_outside_qrels(Path(output), "the negatives file")
+    check_output_outside_qrels(output, "the negatives file")
     started = time.time()
     beir = BeirDataset.open(dataset)
     found, judged = judged_split(beir, split)  # refused before the index and its model are loaded
@@ -110,7 +123,6 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
         total += len(negatives)
         empty += not negatives
         lines.append(json.dumps({"query_id": query.id, "negatives": negatives}, ensure_ascii=False) + "\n")
-    output = Path(output)
     atomic_write_lines(output, lines)
     if copies:
         print(f"note: {counted(copies, 'passage')} left out of the negatives: a copy of a passage judged relevant to "

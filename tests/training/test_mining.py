@@ -172,3 +172,20 @@ def test_mining_with_a_dataset_whose_corpus_is_not_the_indexs_warns(indexed_beir
     other = with_another_corpus(dataset, tmp_path / "other")
     mine_negatives(index, other, tmp_path / "n.jsonl", depth=12, device="cpu", dtype="fp32", progress=False)
     assert f"not from {other / 'corpus.jsonl'}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("arguments, said", [
+    ({"depth": "5"}, "--depth must be a whole number of at least 1, not '5'"),
+    ({"per_query": None}, "--per-query must be a whole number of at least 1, not None"),
+    ({"skip_top": 1.5}, "--skip-top must be a whole number of at least 0, not 1.5"),
+    ({"depth": True}, "--depth must be a whole number"),
+    ({"output": 5}, "output must be a file's path"),
+    ({"output": ""}, "output is empty"),
+    ({"output": "."}, "cannot write .: it is a folder"),
+])
+def test_arguments_of_the_wrong_kind_are_refused_in_one_line_before_anything_is_read(tmp_path, arguments, said):
+    """Checked up front, before the dataset or index is opened: they raised TypeError tracebacks (a float
+    --skip-top only after the whole search, an int output from pathlib naming no argument)."""
+    call = {"index": tmp_path / "no-index", "dataset": tmp_path / "no-dataset", "output": tmp_path / "n.jsonl"}
+    with pytest.raises(RetrieverError, match=said.replace("(", r"\(")):
+        mine_negatives(**{**call, **arguments}, progress=False)
