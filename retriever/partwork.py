@@ -182,18 +182,28 @@ def clear_finished(folder: Path, manifest: Path) -> str | None:
     if not finished_with(folder, manifest):
         return None
     with suppress(OSError):
-        remove_parts_folder(folder)
+        clean_temporaries(folder)  # names another host's, which stay
+        if not remove_parts_folder(folder):
+            return f"deleted the parts in {folder}, left by a build that finished; the folder stays for the " \
+                   "temporaries still being written there"
     return f"deleted {folder}, left by a build that finished"
 
 
-def remove_parts_folder(folder: Path) -> None:
+def remove_parts_folder(folder: Path) -> bool:
     """Delete a build's parts folder, its finished mark and then its inputs record last: a build killed while deleting
     it leaves a folder the next build still knows as its own (and, marked, deletes), never parts without a record,
-    which would be refused as a user's."""
+    which would be refused as a user's. A temporary whose writer may still run (on another host, or alive here) is
+    kept, as ``clean_temporaries`` keeps it, and with it the folder, which then holds only temporaries (a build
+    takes it as empty). Whether the folder is gone."""
     last = (FINISHED_FILE, INPUTS_FILE)
+    writing = {entry for entry, writer in left_behind(folder, ".", ".tmp-") if not writer.gone}
     for entry in sorted(folder.iterdir(), key=lambda entry: last.index(entry.name) if entry.name in last else -1):
-        shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+        if entry not in writing:
+            shutil.rmtree(entry) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+    if writing:
+        return False
     folder.rmdir()
+    return True
 
 
 def check_part_settings(params: IndexParams) -> None:

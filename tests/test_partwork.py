@@ -297,3 +297,33 @@ def test_another_hosts_temporary_is_kept_and_named_and_this_hosts_dead_ones_remo
     assert sorted(path.name for path in folder.iterdir() if ".tmp-" in path.name) == sorted([elsewhere.name, live.name])
     said = capsys.readouterr().err
     assert f"kept {elsewhere}:" in said and "host node-b" in said, said
+
+
+@pytest.mark.parametrize("case", ["finished", "other-inputs"])
+def test_deleting_a_parts_folder_keeps_another_hosts_temporary(tmp_path, capsys, case):
+    """A build that finished (or whose inputs changed) deleted OUTPUT.parts whole, with the part a Ray task on
+    another node was still writing there, which ``clean_temporaries`` keeps and names; this host's dead ones go."""
+    from retriever.pid_names import host_tag
+
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    folder, manifest = tmp_path / "idx.parts", tmp_path / "manifest.json"
+    folder.mkdir()
+    manifest.write_text("{}")
+    (folder / partwork.INPUTS_FILE).write_text(json.dumps({key: 0 for key in partwork.INPUT_KEYS}))
+    (folder / "part-00000.faiss").write_text("x")
+    elsewhere = folder / ".part-00001.faiss.tmp-12@node-b"
+    dead = folder / f".part-00002.faiss.tmp-{finished.pid}@{host_tag()}"
+    for temporary in (elsewhere, dead):
+        temporary.write_text("x")
+    if case == "finished":
+        partwork.mark_finished(folder, manifest)
+        said = partwork.clear_finished(folder, manifest)
+        assert said == (f"deleted the parts in {folder}, left by a build that finished; the folder stays for the "
+                        "temporaries still being written there")
+        assert partwork.owned_inputs(folder) is None  # the next build takes it as empty
+    else:
+        partwork.PartsFolder(folder, {key: 1 for key in partwork.INPUT_KEYS})
+    assert sorted(path.name for path in folder.iterdir() if path.name.startswith(".")) == [elsewhere.name]
+    assert not (folder / "part-00000.faiss").exists()
+    assert f"kept {elsewhere}:" in capsys.readouterr().err
