@@ -194,6 +194,9 @@ def _stop(served: object) -> None:
               help="Larger POST bodies are refused with a 413.")
 @click.option("--max-queries", type=click.IntRange(min=1), default=MAX_QUERIES, show_default=True,
               help="Most queries in one POST /search.")
+@click.option("--max-waiting-queries", type=click.IntRange(min=1), default=8192, show_default=True,
+              help="Most queries waiting for the encoder per index (at most 4,096 requests wait, too); more get a "
+                   "503 to retry. One request of more waits when none other does.")
 @click.option("--max-hits", type=click.IntRange(min=DEFAULT_K), default=None,
               help=f"Most hits (queries x k) one request may ask for; more is refused with a 400 before any work. "
                    f"At least {DEFAULT_K}, the k of a request that gives none. [default: --max-queries x {DEFAULT_K} "
@@ -223,8 +226,8 @@ def _stop(served: object) -> None:
 @mode_options(per_request=True)
 @moved_model_option()
 def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_ms, max_query_chars, max_body_bytes,
-                  max_queries, max_hits, max_response_bytes, request_timeout, max_head_bytes, timeout_keep_alive,
-                  threads, workers, access_log, origins, mode, fusion_overrides, model):
+                  max_queries, max_waiting_queries, max_hits, max_response_bytes, request_timeout, max_head_bytes,
+                  timeout_keep_alive, threads, workers, access_log, origins, mode, fusion_overrides, model):
     """Serve INDEX (and/or each --index NAME=PATH) over HTTP: JSON search API, OpenAPI docs at /docs, search page at /.
 
     --mode and the fusion flags are the defaults; a request may ask for another mode (GET ?mode=,
@@ -252,7 +255,8 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
         check_fusion_used(searchers, fusion_overrides)
         max_hits = max_queries * DEFAULT_K if max_hits is None else max_hits  # a raised --max-queries fits too
         app = create_app(searchers, Limits(max_query_chars, max_body_bytes, max_queries, max_hits, max_response_bytes),
-                         BatchSettings(max_batch=max_batch, max_wait_ms=max_wait_ms, workers=used["workers"]),
+                         BatchSettings(max_batch=max_batch, max_wait_ms=max_wait_ms, workers=used["workers"],
+                                       max_pending_queries=max_waiting_queries),
                          origins=origins)
         shown = f"[{host}]" if ":" in host else host or "0.0.0.0"
         dtype_used = searchers[next(iter(searchers))].encoder.dtype

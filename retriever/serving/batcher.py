@@ -41,7 +41,7 @@ log = logging.getLogger(__name__)
 
 
 class Overloaded(RetrieverError):
-    """More requests are waiting than ``max_pending``; the client should retry later."""
+    """More requests (``max_pending``) or queries (``max_pending_queries``) would wait; the client should retry later."""
 
 
 class Closed(RetrieverError):
@@ -70,7 +70,8 @@ class MicroBatcher:
     """Groups ``submit``-ted queries into batches searched by one background thread."""
 
     def __init__(self, searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 2.0,
-                 max_pending: int = 4096, name: str = "default", workers: int = 1) -> None:
+                 max_pending: int = 4096, name: str = "default", workers: int = 1,
+                 max_pending_queries: int = 8192) -> None:
         if max_batch < 1:
             raise RetrieverError("max_batch must be at least 1")
         if max_wait_ms < 0:
@@ -86,6 +87,8 @@ class MicroBatcher:
         self._faiss_threads = faiss.omp_get_max_threads()
         self._lock = threading.Lock()  # guards stats and _busy, the count of passes running
         self._busy = 0
+        # Queries not yet in a batch: 4,096 waiting POSTs of 256 long queries held gigabytes. A larger one waits alone.
+        self.max_pending_queries, self._waiting = max_pending_queries, 0
         self._threads = [threading.Thread(target=self._run, name=f"batcher-{name}-{i}", daemon=True)
                          for i in range(max(1, workers))]
         for thread in self._threads:
@@ -105,10 +108,15 @@ class MicroBatcher:
         cut_at[:] = [None] * len(queries)
         request = _Request(list(queries), k, Future(), self.searcher.check_mode(mode or self.searcher.mode), cut_at,
                            listed=listed)
-        try:
-            self._queue.put_nowait(request)
-        except queue.Full:
-            raise Overloaded("too many requests are waiting; retry shortly") from None
+        with self._lock:
+            if self._waiting and self._waiting + len(queries) > self.max_pending_queries:
+                raise Overloaded(f"too many queries are waiting ({self._waiting:,}, at most "
+                                 f"{self.max_pending_queries:,} per index); retry shortly")
+            try:
+                self._queue.put_nowait(request)
+            except queue.Full:
+                raise Overloaded("too many requests are waiting; retry shortly") from None
+            self._waiting += len(queries)
         return request.future
 
     async def search(self, queries: Sequence[str], k: int, mode: str | None = None,
@@ -151,7 +159,7 @@ class MicroBatcher:
         torch.set_num_threads(self._torch_threads)
         faiss.omp_set_num_threads(self._faiss_threads)
         while True:
-            first = self._queue.get()
+            first = self._taken(self._queue.get())
             if first is _STOP:
                 return
             batch, stop = self._gather(first)
@@ -175,7 +183,7 @@ class MicroBatcher:
         while size < self.max_batch:
             remaining = deadline - time.perf_counter()
             try:
-                item = self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait()
+                item = self._taken(self._queue.get(timeout=remaining) if remaining > 0 else self._queue.get_nowait())
             except queue.Empty:
                 break
             if item is _STOP:
@@ -183,6 +191,12 @@ class MicroBatcher:
             batch.append(item)
             size += len(item.queries)
         return batch, False
+
+    def _taken(self, item: object) -> object:
+        if item is not _STOP:
+            with self._lock:
+                self._waiting -= len(item.queries)
+        return item
 
     def _process(self, batch: list[_Request]) -> None:
         live = [r for r in batch if r.future.set_running_or_notify_cancel()]

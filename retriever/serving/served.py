@@ -23,6 +23,7 @@ class BatchSettings:
     max_batch: int = 32
     max_wait_ms: float = 2.0
     max_pending: int = 4096
+    max_pending_queries: int = 8192
     workers: int = 1
     warm_up: bool = True
 
@@ -61,7 +62,8 @@ class ServedIndexes:
     def start(self) -> None:
         for name, searcher in self.searchers.items():
             self.batchers[name] = MicroBatcher(searcher, self.batching.max_batch, self.batching.max_wait_ms,
-                                               self.batching.max_pending, name=name, workers=self.batching.workers)
+                                               self.batching.max_pending, name=name, workers=self.batching.workers,
+                                               max_pending_queries=self.batching.max_pending_queries)
             if self.batching.warm_up:
                 self.batchers[name].warm_up()
 

@@ -381,3 +381,15 @@ def test_ctrl_c_during_the_warm_up_is_a_ctrl_c_while_loading(monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         run_app(app, [], "serving")
     assert stopped == [True]
+
+
+@pytest.mark.parametrize("flags, bound", [([], 8192), (["--max-waiting-queries", "300"], 300)])
+def test_max_waiting_queries_reaches_the_batchers(fake_serve, tmp_path, monkeypatch, flags, bound):
+    """Waiting requests were bounded by count alone (4,096 POSTs of 256 long queries: gigabytes waiting)."""
+    given = []
+    monkeypatch.setattr("retriever.serving.create_app", lambda searchers, limits, batching, **kwargs:
+                        given.append(batching) or searchers)
+    (tmp_path / "idx").mkdir()
+    result = CliRunner().invoke(main, ["serve", str(tmp_path / "idx"), *flags])
+    assert result.exit_code == 0, result.output
+    assert given[-1].max_pending_queries == bound

@@ -429,3 +429,23 @@ def test_closing_waits_for_the_batch_being_searched_however_long(tiny_index):
     batcher.close()
     assert not any(thread.is_alive() for thread in batcher._threads)
     assert len(answered.result(0)[0]) == 1
+
+
+def test_waiting_queries_are_bounded_by_count_not_only_their_requests(fake):
+    """400 waiting POSTs of 256 long queries each grew a server by 440 MB: the 4,096 waiting requests bounded requests,
+    not their queries. Waiting queries have their own bound; a request larger than it alone still waits."""
+    batcher = MicroBatcher(fake, max_batch=1, max_wait_ms=0, max_pending=100, max_pending_queries=5)
+    try:
+        start_held_pass(batcher, fake)
+        batcher.submit(["a"] * 3, 1)
+        with pytest.raises(Overloaded, match="too many queries are waiting.*at most 5 per index"):
+            batcher.submit(["b"] * 3, 1)
+        waiting = batcher.submit(["c"] * 2, 1)  # fits: 5 in all
+        with pytest.raises(Overloaded):
+            batcher.submit(["d"], 1)
+        fake.encoder.hold.set()
+        assert len(waiting.result(5)) == 2
+        assert len(batcher.submit(["e"] * 9, 1).result(5)) == 9  # nothing waits: a larger request alone goes in
+    finally:
+        fake.encoder.hold.set()
+        batcher.close()
