@@ -30,7 +30,8 @@ from pooling_report import write_report  # noqa: E402
 from retriever.corpus import BeirDataset, read_queries  # noqa: E402
 from retriever.encoder import Encoder, EncoderSettings  # noqa: E402
 from retriever.files import write_json  # noqa: E402
-from retriever.metrics import answer_recall, evaluate_run, trec_order  # noqa: E402
+from retriever.answer_recall import answer_recall  # noqa: E402
+from retriever.metrics import evaluate_run, trec_order  # noqa: E402
 from retriever.texts import passage_text  # noqa: E402
 from retriever.training.dev import exact_search, load_dev_set  # noqa: E402
 

@@ -9,14 +9,15 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from retriever.answer_recall import answer_recall, answer_tokens
 from retriever.corpus import BeirDataset, Query, blank_queries_warning, read_queries
 from retriever.corpus_records import beir_keys
 from retriever.errors import RetrieverError, check_kind
 from retriever.fusion import FusionParams, recorded_fusion
 from retriever.integrity import file_sha256
 from retriever.metric_names import DEFAULT_METRICS, checked_metric_names, metric_cutoff
-from retriever.metrics import (Evaluation, answer_recall, answer_tokens, check_level_reached, check_relevance_level,
-                               evaluate_run, format_table, judged_query_ids, trec_order)
+from retriever.metrics import (Evaluation, check_level_reached, check_relevance_level, evaluate_run, format_table,
+                               judged_query_ids, trec_order)
 from retriever.runs import Qrels, Run, read_qrels, read_run
 from retriever.searching import Searcher
 from retriever.texts import is_blank
