@@ -1,14 +1,16 @@
 """What `train` and `pretrain` refuse before they load anything, each a line instead of a run that breaks later:
-a second run of the same output at once, an output inside the start model's folder, and a data file that is a
+an empty output or model name, a second run of the same output at once, an output inside the start model's folder, and a data file that is a
 pipe or a device."""
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from retriever.errors import RetrieverError
+from retriever.errors import RetrieverError, check_kind
 from retriever.folders import exclusive_build, named_output
+from retriever.model_names import check_model_name
 
 
 @contextlib.contextmanager
@@ -21,6 +23,16 @@ def one_run_at_a_time(output: str, main_process: bool) -> Iterator[None]:
         return
     with exclusive_build(named_output(Path(output).expanduser().resolve()), "training run"):
         yield
+
+
+def check_paths_given(output: object, model: object) -> None:
+    """Refuse an empty --output or model before paths are resolved: Path("") is the current folder, so the library's
+    ``output=""`` trained into it and ``model=""`` loaded whatever model was there (the CLI refuses both itself)."""
+    check_kind(output, (str, os.PathLike), "--output", "a folder's path (str or Path)")
+    if not os.fspath(output):
+        raise RetrieverError("--output is empty: give the folder to write the trained model to")
+    check_kind(model, (str, os.PathLike), "model", "a model folder's path or a hub id (str or Path)")
+    check_model_name(os.fspath(model))
 
 
 def check_output_outside_model(output: str, model: str) -> None:

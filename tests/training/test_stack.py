@@ -1,6 +1,7 @@
 """The shared training stack's schedule: a run whose only step warm-up holds at learning rate 0 says so."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,16 @@ def test_a_count_of_0_from_the_library_is_refused_not_read_as_unset(tmp_path, sm
         config.check()
     assert not (tmp_path / "m").exists()
     one_step(tmp_path / "m", train_beir, small_bert, save_steps=0).check()
+
+
+@pytest.mark.parametrize("setting, said", [("output", "--output is empty"), ("model", "the model name is empty")])
+def test_an_empty_output_or_model_from_the_library_is_refused_not_read_as_the_current_folder(
+        tmp_path, small_bert, train_beir, monkeypatch, setting, said):
+    """Path("") is the current folder: TrainConfig(output="") trained into it, model="" loaded whatever was there."""
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    config = one_step(tmp_path / "m", train_beir, small_bert)
+    with pytest.raises(RetrieverError, match=said):
+        train(dataclasses.replace(config, **{setting: ""}))
+    assert not any(here.iterdir()) and not (tmp_path / "m").exists()
