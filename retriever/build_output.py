@@ -27,9 +27,18 @@ def check_output(output: Path, overwrite: bool, ondisk: bool = False) -> Path:
             raise RetrieverError(f"{beside}: is a file where the build keeps its {beside.suffix[1:]} folder; "
                                  "remove it or choose another --output")
     if ondisk:
+        refuse_index_beside(output, parts_folder(output), "parts")
         owned_inputs(parts_folder(output))
     check_creatable(output)
     return output
+
+
+def refuse_index_beside(output: Path, beside: Path, what: str) -> None:
+    """Refuse a build of ``output`` whose OUTPUT.shards or OUTPUT.parts (``beside``) is an index folder (one built
+    with `-o NAME.shards`): encode said to encode into NAME.shards.shards, which `build` has no flag for."""
+    if (beside / MANIFEST_FILE).is_file():
+        raise RetrieverError(f"{beside}: is an index folder, where the build of {output} keeps its {what}; choose "
+                             "another --output, or move that index away")
 
 
 def shards_to_index(shards: Path) -> tuple[list[Path], dict]:

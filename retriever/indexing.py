@@ -23,7 +23,8 @@ from retriever.docstore import MAPPED_DOCSTORE_FILE, write_parquet_docstore
 from retriever.encode_result import describe
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError, check_kind, full_disk_named
-from retriever.build_output import check_output, move_into_place, refuse_inputs_inside, shards_to_index
+from retriever.build_output import (check_output, move_into_place, refuse_index_beside, refuse_inputs_inside,
+                                    shards_to_index)
 from retriever.faiss_index import (INDEX_TYPES, IndexParams, check_buildable, check_trainable, factory_string,
                                    hnsw_record, new_index, search_defaults, train, with_search_defaults)
 from retriever.folders import exclusive_build, fresh_building_folder, named_output
@@ -208,6 +209,7 @@ def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | 
     _check_tuning_queries(tuning_query_texts is not None, params)
     with exclusive_build(named_output(Path(output))):
         output = check_output(Path(output), overwrite, params.index_type == ONDISK_TYPE)
+        refuse_index_beside(output, output.with_name(output.name + ".shards"), "shards")
         refuse_inputs_inside(output, {"the corpus": corpus, "the model": encoder.metadata().get("model_path")})
         dim = int(encoder.metadata()["dim"])
         check_buildable(params, dim)

@@ -8,7 +8,7 @@ import pytest
 
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
-from retriever.indexing import build_index, encode_and_index
+from retriever.indexing import IndexParams, build_index, encode_and_index
 
 
 @pytest.mark.parametrize("inside", ["corpus", "shards"])
@@ -72,3 +72,21 @@ def test_an_index_folder_given_as_the_shards_names_the_shards_it_was_built_from(
     with pytest.raises(RetrieverError, match=rf"no shards of it are kept beside it \({index}.shards\)"):
         build_index(index, tiny_beir, tmp_path / "new", progress=False, lexical=None)
     assert not (tmp_path / "new").exists()
+
+
+@pytest.mark.parametrize("kind", ["shards", "parts"])
+def test_a_build_whose_shards_or_parts_folder_is_an_index_folder_says_so(tiny_beir, tiny_model_dir, tmp_path, kind):
+    """An index built with `-o idx.shards`, then `build -o idx`: encode said to 'encode into a folder of its own, e.g.
+    idx.shards.shards', which `build` has no flag for (ivf-ondisk: idx.parts was 'not the parts folder ... (it holds
+    bm25, docstore.arrow, ...)')."""
+    from retriever.index_folder import MANIFEST_FILE
+
+    output, beside = tmp_path / "idx", tmp_path / f"idx.{kind}"
+    beside.mkdir()
+    (beside / MANIFEST_FILE).write_text("{}")
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    params = IndexParams("ivf-ondisk" if kind == "parts" else "flat")
+    with pytest.raises(RetrieverError, match=rf"^{beside}: is an index folder, where the build of {output} keeps its "
+                                             rf"{kind}; choose another --output, or move that index away$"):
+        encode_and_index(tiny_beir, output, encoder, params, progress=False, lexical=None)
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted([tiny_beir.name, beside.name])
