@@ -12,6 +12,7 @@ DEFAULT_METRICS: tuple[str, ...] = (
 )
 _FAMILIES = ("recall", "mrr", "ndcg", "map")
 _METRIC_RE = re.compile(r"^(recall|mrr|ndcg|map)@([1-9][0-9]*)$")
+MAX_CUTOFF_DIGITS = 18  # past Python's digit limit int() raised; no run is nearly that deep
 
 
 # trec_eval's names (as pytrec_eval and Pyserini write them, "_" or "." before the cutoff) are refused, each metric
@@ -25,7 +26,7 @@ _NOT_COMPUTED = {"p": "precision", "precision": "precision", "success": "success
                  "set_map": "set MAP", "iprec_at_recall": "interpolated precision", "gm_map": "geometric-mean MAP",
                  "infap": "inferred AP", "num_ret": "retrieved count", "num_rel": "relevant count",
                  "num_rel_ret": "relevant retrieved count"}
-_OTHER_NAME_RE = re.compile(r"^([A-Za-z][A-Za-z_]*?)(?:([_.@])([0-9]+))?$")
+_OTHER_NAME_RE = re.compile(rf"^([A-Za-z][A-Za-z_]*?)(?:([_.@])([0-9]{{1,{MAX_CUTOFF_DIGITS}}}))?$")
 
 
 def _other_spelling(name: str) -> tuple[str, bool]:
@@ -62,6 +63,9 @@ def _parse_metric(name: str) -> tuple[str, int]:
             raise RetrieverError(f"unknown metric {name!r}: {hint}")
         raise RetrieverError(f"unknown metric {name!r}: {hint}; {known}" if hint else
                              f"unknown metric {name!r}; {known}, e.g. {', '.join(DEFAULT_METRICS)}")
+    if len(match.group(2)) > MAX_CUTOFF_DIGITS:
+        raise RetrieverError(f"unknown metric {name!r}: the cutoff has {len(match.group(2))} digits, and one of at most "
+                             f"{MAX_CUTOFF_DIGITS} is taken (a cutoff past a run's depth counts only the run's hits)")
     return match.group(1), int(match.group(2))
 
 

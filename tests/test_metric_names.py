@@ -61,3 +61,13 @@ def test_a_metric_that_is_not_a_string_is_refused_in_one_line(metrics):
         check_metrics(metrics)
     message = str(error.value)
     assert message.startswith("metric names must be strings such as 'ndcg@10', not ") and "\n" not in message
+
+
+@pytest.mark.parametrize("name", ["recall@" + "9" * 5000, "ndcg_cut_" + "9" * 5000, "P_" + "9" * 5000,
+                                  "recall@1" + "0" * 18])
+def test_a_cutoff_of_too_many_digits_is_refused_in_one_line(name):
+    """`--metrics recall@<5000 digits>` was a ValueError traceback (Python's integer digit limit), also from the
+    trec_eval and precision spellings the refusal reads a cutoff from; a cutoff is now at most 18 digits."""
+    message = refusal(name)
+    if name.startswith("recall@"):
+        assert f"the cutoff has {len(name) - 7} digits, and one of at most 18 is taken" in message, message
