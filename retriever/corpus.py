@@ -118,8 +118,9 @@ def _checked(records, path: Path, stats: ReadStats, kind: str, unique_ids: bool 
         problem = id_problem(record_id)
         if problem is not None:
             raise InputFileError(path, number, f"bad {kind} id: {problem}", "ids must be one non-empty token")
-        check_text(text, f"{path}:{number}")
-        check_text(title, f"{path}:{number}", "the title")
+        if not (text.isascii() and title.isascii()):  # ASCII is valid text: the usual record skips two calls
+            check_text(text, f"{path}:{number}")
+            check_text(title, f"{path}:{number}", "the title")
         if unique_ids:
             if record_id in seen:
                 raise InputFileError(path, number, f"duplicate id {record_id!r} (first seen on line {seen[record_id]})",

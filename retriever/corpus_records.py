@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -128,18 +129,29 @@ def as_answers(record: dict, path: Path, number: int) -> tuple[str, ...]:
     return tuple(as_text(answer, path, number, "metadata.answers") for answer in answers)
 
 
+class _ObjectParser(threading.local):
+    """One JSON decoder per thread, kept: ``json.loads`` with a hook builds a decoder per call, a third of a short
+    line's parse. ``pairs``: the (key, value) pairs of the last object parsed, the line's own when it is an object
+    (inner objects close first)."""
+
+    def __init__(self) -> None:
+        self.pairs: list = []
+        self.decode = json.JSONDecoder(object_pairs_hook=self._keep).decode
+
+    def _keep(self, pairs: list) -> dict:
+        self.pairs = pairs
+        return dict(pairs)
+
+
+_PARSER = _ObjectParser()
+
+
 def parse_json_object(line: str, path: Path, number: int) -> dict:
     """One JSONL line as a dict, or an error naming file:line. A key given twice is refused: JSON parsers
     keep one of the values (Python the last, others the first), so the record would be read silently."""
     hint = 'each line must be one JSON object, {"key": value, ...}'
-    outermost: list = [()]  # the pairs of the last object parsed: the line's own, since inner objects close first
-
-    def keep_pairs(pairs: list) -> dict:
-        outermost[0] = pairs
-        return dict(pairs)
-
     try:
-        record = json.loads(line, object_pairs_hook=keep_pairs)
+        record = _PARSER.decode(line)
     except json.JSONDecodeError as error:
         if "\r" in line:  # CR-only line endings: the whole file reads as one line
             raise carriage_return_error(path, number) from None
@@ -156,8 +168,8 @@ def parse_json_object(line: str, path: Path, number: int) -> dict:
         raise json_array_error(path, len(record))
     if not isinstance(record, dict):
         raise InputFileError(path, number, f"line is not a JSON object (it holds {json_kind(record)})", hint)
-    if len(record) != len(outermost[0]):  # fewer keys than pairs: one was given twice, and the pairs say which
-        key, count = repeated_key(outermost[0])
+    if len(record) != len(_PARSER.pairs):  # fewer keys than pairs: one was given twice, and the pairs say which
+        key, count = repeated_key(_PARSER.pairs)
         raise InputFileError(path, number, f"the key {key!r} is given {count} times",
                              "give each key once; a parser would keep one of the values and drop the others")
     return record
@@ -168,7 +180,7 @@ def jsonl_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str, s
     titled, number = not fields.title_named, 0
     for number, line in decoded_lines(path):
         record = parse_json_object(line, path, number)
-        for name, field in (("id", fields.id), ("text", fields.text)):
+        for name, field in () if fields.id in record and fields.text in record else (("id", fields.id), ("text", fields.text)):
             if field not in record and is_id_mapping(record, number, fields.id, fields.text):
                 raise id_mapping_error(path, fields.id, fields.text)
             if field not in record:  # its keys tell the flag's value (a Pyserini corpus: id, contents)

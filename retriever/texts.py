@@ -42,6 +42,8 @@ def is_blank(text: str) -> bool:
     """Whether ``text`` has nothing to search for: only whitespace and characters the tokenizer drops
     (``DROPPED_CATEGORIES``, U+FFFD). A lone surrogate is left to ``text_problem``, an unassigned character reads
     as [UNK]."""
+    if text[:1].isalnum():  # the usual text: a letter or digit is in none of those categories
+        return False
     return all(character.isspace() or character == "\ufffd" or unicodedata.category(character) in DROPPED_CATEGORIES
                for character in text)
 
