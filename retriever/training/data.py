@@ -103,8 +103,9 @@ def load_beir_examples(dataset: str | Path, split: str = "train",
         say(f"training data: {counted(missing_docs, 'judged document')} missing from the corpus or blank there and "
              f"{counted(missing_queries, 'judged query', 'judged queries')} missing from queries.jsonl or blank there "
              f"{agree(missing_docs + missing_queries, 'was', 'were')} skipped")
-    if negatives:
-        log_negatives(negatives, unknown_queries, passages, positives, negatives_file)
+    if negatives:  # a query skipped above (blank, or no positive left) uses none of its negatives either
+        skipped = set(negatives) - unknown_queries - {example.query_id for example in examples}
+        log_negatives(negatives, unknown_queries, skipped, passages, positives, negatives_file)
     if not examples:
         raise RetrieverError(f"{beir.root}: split {split!r} yields no training examples (no query with a "
                              "positive judgment whose document is in the corpus, not blank)")

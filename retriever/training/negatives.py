@@ -28,17 +28,23 @@ def read_negatives_file(path: str | Path) -> dict[str, list[str]]:
     return negatives
 
 
-def log_negatives(negatives: dict[str, list[str]], unknown_queries: set[str], passages: dict,
-                  positives: dict[str, list[str]], path: str | Path) -> None:
-    """Say how many hard negatives are used and why the others are not, so none is dropped silently."""
+def log_negatives(negatives: dict[str, list[str]], unknown_queries: set[str], skipped_queries: set[str],
+                  passages: dict, positives: dict[str, list[str]], path: str | Path) -> None:
+    """Say how many hard negatives are used and why the others are not, so none is dropped silently: those of
+    queries without a positive, of queries training left out (a blank query, no positive left), not in the corpus
+    (or blank there) and judged relevant; each reason named only when it left some out."""
     given = sum(len(set(ids)) for ids in negatives.values())
-    not_in_corpus = sum(1 for qid, ids in negatives.items() if qid not in unknown_queries
-                        for d in set(ids) if d not in passages)
-    judged = sum(1 for qid, ids in negatives.items() if qid not in unknown_queries
-                 for d in set(ids) if d in passages and d in positives[qid])
     unused = sum(len(set(negatives[qid])) for qid in unknown_queries)
-    used = given - not_in_corpus - judged - unused
+    skipped = sum(len(set(negatives[qid])) for qid in skipped_queries)
+    trained = [(qid, set(ids)) for qid, ids in negatives.items() if qid not in unknown_queries | skipped_queries]
+    not_in_corpus = sum(1 for _, ids in trained for d in ids if d not in passages)
+    judged = sum(1 for qid, ids in trained for d in ids if d in passages and d in positives[qid])
+    used = given - not_in_corpus - judged - unused - skipped
+    reasons = [f"{unused} of queries without a positive in this split ({counted(len(unknown_queries), 'query')})"
+               * bool(unused),
+               f"{skipped} of queries left out of training above ({counted(len(skipped_queries), 'query')})"
+               * bool(skipped),
+               f"{counted(not_in_corpus, 'id')} not in the corpus or blank there" * bool(not_in_corpus),
+               f"{judged} judged relevant" * bool(judged)]
     if used < given:
-        say(f"hard negatives ({path}): {used} of {given} used; left out: {unused} of queries without a positive "
-              f"in this split ({counted(len(unknown_queries), 'query')}), {counted(not_in_corpus, 'id')} not in the "
-              f"corpus or blank there, {judged} judged relevant")
+        say(f"hard negatives ({path}): {used} of {given} used; left out: {', '.join(filter(None, reasons))}")

@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from conftest import write_jsonl
+from conftest import TINY_DOCS, write_jsonl
 from retriever.encoder import EncoderSettings
 from retriever.errors import InputFileError, RetrieverError
 from retriever.model_loading import load_tokenizer
@@ -59,6 +59,23 @@ def test_training_on_the_test_split_or_another_name_of_it_is_warned_about(train_
         load_beir_examples(train_beir, split)
         assert capsys.readouterr().err.startswith(f"warning: training on the {split!r} split, whose queries results "
                                                   "are reported on: scores on it will overstate the model")
+
+
+def test_negatives_of_queries_left_out_of_training_are_not_counted_as_used(tiny_beir, tmp_path, capsys):
+    """A blank query (q1) and one whose positive is blank (q2) train on nothing: their negatives were counted as used,
+    so no line was printed and the warning that none was usable pointed to a note "above" that never came."""
+    (tiny_beir / "qrels" / "train.tsv").write_text("q1\td1\t1\nq2\td2\t1\nq3\td3\t1\nq4\td4\t1\n", encoding="utf-8")
+    write_jsonl(tiny_beir / "queries.jsonl", [{"_id": "q1", "text": " "}, {"_id": "q2", "text": "dog"},
+                                              {"_id": "q3", "text": "tea"}, {"_id": "q4", "text": "lava"}])
+    write_jsonl(tiny_beir / "corpus.jsonl", [{"_id": i, "title": "" if i == "d2" else t, "text": "" if i == "d2"
+                                              else x} for i, t, x in TINY_DOCS])
+    negatives = write_jsonl(tmp_path / "neg.jsonl", [{"query_id": "q1", "negatives": ["d5", "d6"]},
+                                                     {"query_id": "q2", "negatives": ["d7"]},
+                                                     {"query_id": "q3", "negatives": ["d8"]}])
+    examples = {e.query_id: e for e in load_beir_examples(tiny_beir, "train", negatives)}
+    assert set(examples) == {"q3", "q4"} and [p.id for p in examples["q3"].negatives] == ["d8"]
+    assert (f"hard negatives ({negatives}): 1 of 4 used; left out: 3 of queries left out of training above "
+            "(2 queries)\n") in capsys.readouterr().err
 
 
 def test_negatives_file_drops_judged_positives_and_unknown_ids_and_says_so(train_beir, tmp_path, capsys):
