@@ -25,8 +25,9 @@ from retriever.encoder import Encoder
 from retriever.errors import RetrieverError, check_kind, full_disk_named
 from retriever.build_output import (check_output, move_into_place, refuse_index_beside, refuse_inputs_inside,
                                     shards_to_index)
-from retriever.faiss_index import (INDEX_TYPES, IndexParams, check_buildable, check_trainable, factory_string,
-                                   hnsw_record, new_index, search_defaults, train, with_search_defaults)
+from retriever.faiss_index import (INDEX_TYPES, IndexParams, factory_string, hnsw_record, new_index, search_defaults,
+                                   train, with_search_defaults)
+from retriever.index_checks import check_buildable, check_trainable
 from retriever.folders import exclusive_build, fresh_building_folder, named_output
 from retriever.index_folder import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, IdMapWriter,
                                     check_document_count, corpus_record, read_manifest, replace_manifest,
