@@ -99,7 +99,7 @@ def _run_tag(ctx: click.Context, param: click.Parameter, value: str) -> str:
         raise click.BadParameter(str(error), ctx, param) from None
 
 
-@click.command("search")
+@click.command("search", context_settings={"allow_extra_args": True})  # words unquoted: told, in _check_search_flags
 @click.argument("index", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("query", required=False)
 @click.option("--k", "-k", type=click.IntRange(min=1), default=None,
@@ -180,6 +180,15 @@ BATCH_ONLY = {"run_format": "--run-format", "tag": "--tag", "fmt": "--format", "
 def _check_search_flags(query: str | None, queries: Path | None, output: Path | None, as_json: bool,
                         run_format: str) -> None:
     """Refuse flags the search asked for would not use (a single QUERY printed a table under --run-format jsonl)."""
+    extra = click.get_current_context().args
+    if extra:
+        raise click.UsageError(f"one QUERY is searched, and {counted(len(extra), 'more argument')} "
+                               f"{agree(len(extra), 'follows', 'follow')} it ({', '.join(map(repr, extra[:3]))}); "
+                               f"quote a query of several words (\"{' '.join([query or '', *extra])}\"), or give "
+                               "many queries in a --queries file")
+    if query == "-":
+        raise click.UsageError("QUERY '-' is not standard input; give --queries - to read queries from it (one JSONL "
+                               "query a line, or --format tsv)")
     if (query is None) == (queries is None):
         raise click.UsageError("give either a QUERY argument or --queries FILE")
     if query is not None and output is not None:

@@ -125,11 +125,16 @@ def test_a_query_of_invisible_characters_is_refused_as_empty(tmp_path, tiny_beir
                                                                        "and a JSONL run has no tag"),
     (["--queries", "{queries}", "--title-field", "head"], "--title-field names a passage's title, and a query has "
                                                           "none"),
+    (["-"], "QUERY '-' is not standard input; give --queries - to read queries from it"),
+    (["vitamin", "D", "--json"], "one QUERY is searched, and 1 more argument follows it ('D'); quote a query of "
+                                 "several words (\"vitamin D\")"),
 ])
 def test_search_refuses_run_flags_it_would_not_use(tmp_path, args, message):
     """`search IDX "cat" --run-format jsonl` printed the hits table, `--tag` went unwritten in a JSONL run and
     `--format`/`--*-field` were ignored for a single QUERY, all with exit 0; `--queries F --title-field head` was
-    ignored too (probe round 13: the queries reader reads no title, so even a field in no record passed)."""
+    ignored too (probe round 13: the queries reader reads no title, so even a field in no record passed). A QUERY
+    of '-' was searched as a dash ('holds no word the model knows'), and words unquoted were 'Got unexpected extra
+    argument (D)' (probe round 17)."""
     index = tmp_path / "not-an-index"  # never opened: the flags are checked first
     index.mkdir()
     queries = tmp_path / "q.jsonl"
