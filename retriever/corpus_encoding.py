@@ -31,7 +31,7 @@ from retriever.folders import check_output_name, make_folder
 from retriever.locks import held_lock
 from retriever.pid_names import left_behind
 from retriever.index_folder import MANIFEST_FILE
-from retriever.other_shards import refuse_other_shards
+from retriever.other_shards import re_encode_advice, refuse_other_shards
 from retriever.shard_completeness import worker_shards
 from retriever.shard_origin import READING, ContentHash, reading_record
 from retriever.texts import whole_number
@@ -87,7 +87,7 @@ def encode_part(encoder: Encoder, part: Sequence[Document], path: Path, metadata
         diffs = differing_fields(metadata, found)
         if diffs:
             raise RetrieverError(f"{path}: an existing shard was made by a different encoder ({'; '.join(diffs)}); "
-                                 "encode into an empty folder, delete the old shards, or use `build --overwrite`")
+                                 f"{re_encode_advice(path.parent)}")
         outcome = _reuse(path, found, metadata, part)
         if outcome == REUSED:
             if progress is not None:

@@ -3,13 +3,22 @@ or deleted by ``build --overwrite``."""
 from __future__ import annotations
 
 from pathlib import Path
+from shlex import quote
 
 from retriever.errors import RetrieverError
 from retriever.shard_origin import READING, check_reading, reading_problem
 from retriever.shards import differing_fields, existing_metadata, list_shards
 
-# How to replace a folder's shards made otherwise (another encoder, split or reading flags).
-_RE_ENCODE = "encode into an empty folder, delete the old shards, or use `build --overwrite`"
+
+def re_encode_advice(output: Path) -> str:
+    """How to replace the shards another encoder, split or reading made in ``output``: `encode` has no --overwrite,
+    so the files to delete are named; `build --overwrite` deletes them in a build's own OUT.shards folder."""
+    folder = quote(str(output))
+    advice = (f"encode into another --output, or delete its shards and done markers (rm {folder}/embeddings-w*.parquet "
+              f"{folder}/*done-w*of*.json)")
+    if output.name.endswith(".shards"):  # where `build -o OUT` encodes
+        advice += ", or use `build --overwrite` if a build made it (as OUT.shards for -o OUT)"
+    return advice
 
 
 def clear_other_encoder(output: Path, metadata: dict, num_workers: int = 1) -> bool:
@@ -52,6 +61,6 @@ def refuse_other_shards(output: Path, metadata: dict, num_workers: int, corpus: 
         diffs = _other_shard(metadata, found, num_workers)  # a damaged one is re-encoded
         if diffs:
             raise RetrieverError(f"{path}: an existing shard was made by a different encoder or split "
-                                 f"({'; '.join(diffs)}); {_RE_ENCODE}")
+                                 f"({'; '.join(diffs)}); {re_encode_advice(output)}")
         if _other_reading(metadata, found):
-            check_reading(output, found[READING], metadata[READING], _RE_ENCODE, corpus)
+            check_reading(output, found[READING], metadata[READING], re_encode_advice(output), corpus)

@@ -42,3 +42,24 @@ def test_overwrite_clears_another_encoders_shards_behind_a_damaged_first_one(tin
     assert clear_other_encoder(out, other.metadata())
     assert list_shards(out) == [] and (out / "notes.txt").read_text() == "mine"
     assert encode_corpus(corpus, out, other, shard_size=2, progress=False).encoded == 6
+
+
+def test_an_encode_folder_is_told_how_to_replace_its_shards_and_a_build_one_its_overwrite(tiny_model_dir, tmp_path):
+    """`encode` has no --overwrite: its refusal advised `build --overwrite`, which does not touch an encode folder;
+    it names the files to delete, and `build --overwrite` only for a build's OUT.shards folder."""
+    import shlex
+    import subprocess
+
+    corpus = write_corpus(tmp_path / "c.jsonl", 4)
+    other = Encoder(EncoderSettings(model=str(tiny_model_dir), pooling="cls"), device="cpu", dtype="fp32")
+    for name, build in (("my out", False), ("idx.shards", True)):
+        out = tmp_path / name
+        encode_corpus(corpus, out, encoder(tiny_model_dir), shard_size=2, progress=False)
+        with pytest.raises(RetrieverError) as refused:
+            encode_corpus(corpus, out, other, shard_size=2, progress=False)
+        assert ("build --overwrite" in str(refused.value)) == build
+        command = str(refused.value).split("(rm ")[1].split(")")[0]
+        subprocess.run(f"rm {command}", shell=True, check=True, cwd=tmp_path)
+        assert not list(out.iterdir())  # the shards and done marker went, so the rerun takes it
+        encode_corpus(corpus, out, other, shard_size=2, progress=False)
+        assert shlex.quote(str(out)) in str(refused.value)

@@ -60,7 +60,7 @@ def test_a_resumed_encode_with_another_field_is_refused_before_anything_changes(
     before = {path.name: path.read_bytes() for path in shards.iterdir()}
     with pytest.raises(RetrieverError, match=r"its shards were encoded from the corpus read with --text-field text, "
                                              r"this run reads it with --text-field headline; rerun with --text-field "
-                                             r"text to use them, or .*build --overwrite"):
+                                             r"text to use them, or encode into another --output"):
         encode_corpus(source, shards, encoder, fields=Fields(text="headline"), shard_size=4, progress=False)
     assert {path.name: path.read_bytes() for path in shards.iterdir()} == before
 
