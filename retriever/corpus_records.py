@@ -15,6 +15,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from retriever.errors import InputFileError, RetrieverError
+from retriever.file_kinds import long_json_array
 from retriever.files import carriage_return_error, decoded_lines, json_limit_problem, repeated_key
 from retriever.json_shapes import id_mapping_error, is_id_mapping, json_array_error, json_kind
 from retriever.texts import id_problem
@@ -177,6 +178,8 @@ def parse_json_object(line: str, path: Path, number: int) -> dict:
 
 def jsonl_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str, str, dict]]:
     """(line, id, text, title, the record) per JSON object line."""
+    if long_json_array(path):  # before the line reader holds a gigabyte line
+        raise json_array_error(path, one_line=True)
     titled, number = not fields.title_named, 0
     for number, line in decoded_lines(path):
         record = parse_json_object(line, path, number)

@@ -1,4 +1,5 @@
-"""What an input file really is, when it is not UTF-8 text: compressed, or text in UTF-16 or UTF-32.
+"""What an input file really is, when it is not UTF-8 text (compressed, or text in UTF-16 or UTF-32), or not JSONL
+but one long JSON array.
 
 Every text reader decodes UTF-8 only; read as UTF-8 such a file is "invalid UTF-8 at byte 0" (or, for UTF-16
 without a byte-order mark, NULs between the characters), which hides the cause. One check of the first bytes,
@@ -97,3 +98,29 @@ def file_kind_error(path: Path) -> InputFileError | None:
     except OSError:
         return None  # the reader says what is wrong with it
     return kind_error(path, head)
+
+
+# A first line longer than this that opens a JSON array of objects is named from its first bytes (``long_json_array``);
+# a shorter one is parsed, and its records counted in the message.
+FIRST_LINE_BYTES = 1 << 20
+_ARRAY_OF_OBJECTS = re.compile(rb"(\xef\xbb\xbf)?\s*\[\s*\{")
+
+
+def long_json_array(path: Path) -> bool:
+    """Whether a regular file is one JSON array of objects on a first line past ``FIRST_LINE_BYTES`` (a multi-gigabyte
+    ``json.dump``): the line reader would hold the whole line, its text and its records before refusing it."""
+    if not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(HEAD_BYTES)
+            if not _ARRAY_OF_OBJECTS.match(head) or b"\n" in head.lstrip():
+                return False
+            handle.seek(0)
+            while handle.tell() <= FIRST_LINE_BYTES:
+                block = handle.read(1 << 16)
+                if not block or b"\n" in block:
+                    return False
+    except OSError:
+        return False  # the reader says what is wrong with it
+    return True

@@ -23,11 +23,12 @@ def id_mapping_error(path: Path, id_key: str = "_id", text_key: str = "text", sp
                           f"{{\"{id_key}\": ..., \"{text_key}\": ...}} object per line, e.g. {convert}")
 
 
-def json_array_error(path: Path, records: int | None = None) -> InputFileError:
+def json_array_error(path: Path, records: int | None = None, one_line: bool = False) -> InputFileError:
     """A file holding one JSON array of records (``json.dump(records, f)``, indented or not) where JSONL is read, with
     the command that writes it one record a line: line 1 was "not a JSON object (it holds an array)", or malformed JSON
-    at column 2 when indented. ``records``: how many, when the whole array was on line 1 and parsed."""
-    shape = f"of {records} records" if records is not None else "over several lines"
+    at column 2 when indented. ``records``: how many, when the whole array was on line 1 and parsed; ``one_line``:
+    it is on line 1, told from its first bytes (``file_kinds.long_json_array``), not parsed."""
+    shape = f"of {records} records" if records is not None else "on one line" if one_line else "over several lines"
     convert = ("python -c \"import json, sys; [print(json.dumps(r)) for r in json.load(open(sys.argv[1]))]\" "
                "FILE > FILE.jsonl")
     return InputFileError(path, None, f"the file is one JSON array {shape}, not JSONL (one object per line)",

@@ -78,3 +78,23 @@ def subprocess_output(command: str, path) -> str:
     argv = shlex.split(command)
     argv[0] = sys.executable if argv[0] == "python" else argv[0]
     return subprocess.run([*argv, str(path)], check=True, capture_output=True, text=True).stdout
+
+
+def test_a_corpus_that_is_one_long_json_array_line_is_refused_from_its_first_bytes(tmp_path):
+    """A multi-gigabyte json.dump on one line was read whole (its bytes, its text, its parsed records) before the
+    'one JSON array' message: memory grew with the file. Now a first line past FIRST_LINE_BYTES opening an array of
+    objects is named from its first bytes (probe round 17)."""
+    import tracemalloc
+
+    path = tmp_path / "corpus.json"
+    record = json.dumps({"_id": "a", "title": "t", "text": "words " * 20})
+    path.write_text("\ufeff [" + ", ".join([record] * 150_000) + "]\n")  # about 25 MB on one line
+    tracemalloc.start()
+    try:
+        with pytest.raises(InputFileError) as caught:
+            list(iter_documents(path))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert str(caught.value).startswith(f"{path}: the file is one JSON array on one line, not JSONL"), caught.value
+    assert peak < 4 << 20, peak
