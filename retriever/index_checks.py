@@ -25,6 +25,7 @@ def check_buildable(params: IndexParams, dim: int) -> None:
     if isinstance(inner_index(index), faiss.IndexNSG):
         raise RetrieverError(f"--index-type {params.index_type!r}: NSG needs every vector in one add, and the "
                              "index is filled shard by shard; use HNSW instead, e.g. 'HNSW32,Flat'")
+    _check_quantizer(params.index_type, index)
     for graph in _hnsw_graphs(index):
         links = graph.hnsw.cum_nneighbor_per_level  # 0, then 2M on the bottom layer: M=1 sets no layer at all
         if links.size() < 2 or links.at(1) < 4:
@@ -40,6 +41,20 @@ def check_buildable(params: IndexParams, dim: int) -> None:
         else:
             continue
         raise RetrieverError(f"--index-type {params.index_type!r}: {problem} (the vectors have {dim})")
+
+
+def _check_quantizer(spec: str, index: faiss.Index) -> None:
+    """Refuse an IVF whose quantizer (``IVF8(PQ2)``) needs more training points than its lists: FAISS trains it on
+    the list centroids, not on the sample, so it failed after the corpus was encoded, advising fewer lists."""
+    ivf = ivf_part(index)
+    if ivf is None:
+        return
+    ivf = faiss.downcast_index(ivf)  # a view: ``index`` owns it
+    needed, what = max(training_needs(ivf.quantizer), default=(0, ""))
+    if needed > ivf.nlist:
+        raise RetrieverError(f"--index-type {spec!r}: the IVF's quantizer ({what}) trains on its {ivf.nlist} list "
+                             f"centroids and needs at least {needed}; use at least {needed} lists or a quantizer of "
+                             "fewer bits or none (e.g. 'IVF1024,Flat')")
 
 
 def _hnsw_graphs(index: faiss.Index) -> list:

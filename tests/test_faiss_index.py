@@ -4,6 +4,7 @@ import pytest
 
 from retriever.errors import RetrieverError
 from retriever.faiss_index import IndexParams, default_nlist, default_pq_m, factory_string, new_index
+from retriever.index_checks import check_trainable, training_needs  # rows of docs/faults.md name these tests here
 
 
 def test_ivf_defaults_are_sane():
@@ -36,6 +37,31 @@ def test_idmap_factories_are_refused_when_the_settings_are_made(spec):
     """The tool numbers the vectors itself: FAISS would refuse `add` only after the whole corpus is encoded."""
     with pytest.raises(RetrieverError, match="IDMap indexes are not supported"):
         IndexParams(spec)
+
+
+@pytest.mark.parametrize("spec", [
+    "IVF4,Flat", "IVF4,PQ4x4", "PQ4x4", "OPQ4,Flat", "OPQ4_16,IVF4,PQ4x4", "PCA16,Flat", "PCAR16,IVF4,Flat",
+    "ITQ16,Flat", "HNSW8,PQ4x4", "IVF4,Flat,Refine(PQ8x4)", "IVF4,PQ4x4,RFlat", "IVF4_HNSW8,Flat", "RQ1x4",
+    "IVF4,RQ2x4", "PRQ2x2x4", "IVF4,LSQ2x4", "PQ4x4fs"])
+def test_training_needs_are_what_faiss_refuses_below(spec):
+    """The fewest training vectors is where FAISS starts to train: one fewer fails (it failed only after the corpus
+    was encoded, since only IVF lists and an IVF's or a bare index's PQ codes were counted: OPQ, PCA, HNSW over PQ
+    and residual quantizers passed the check)."""
+    dim, params = 32, IndexParams(spec)
+    needed = max(training_needs(new_index(spec, dim, params)))[0]
+    vectors = np.random.default_rng(0).standard_normal((needed, dim)).astype("float32")
+    new_index(spec, dim, params).train(vectors)
+    with pytest.raises(RuntimeError):
+        new_index(spec, dim, params).train(vectors[:-1])
+    check_trainable(params, dim, needed)
+    with pytest.raises(RetrieverError, match=f"trains on at least {needed} vectors, and the corpus has {needed - 1} "):
+        check_trainable(params, dim, needed - 1)
+
+
+def test_a_corpus_of_one_document_too_few_to_train_is_counted_in_the_singular():
+    """`build one.jsonl --index-type ivfpq` on a one-passage corpus ("the corpus has 1 documents")."""
+    with pytest.raises(RetrieverError, match=r"trains on at least 2 vectors, and the corpus has 1 document \("):
+        check_trainable(IndexParams("ivfpq"), 32, 1)
 
 
 def test_the_training_sample_pass_over_the_shards_shows_its_progress(tmp_path, capsys):

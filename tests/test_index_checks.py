@@ -4,32 +4,7 @@ import pytest
 
 from retriever.errors import RetrieverError
 from retriever.faiss_index import IndexParams, new_index
-from retriever.index_checks import check_trainable, training_needs
-
-
-@pytest.mark.parametrize("spec", [
-    "IVF4,Flat", "IVF4,PQ4x4", "PQ4x4", "OPQ4,Flat", "OPQ4_16,IVF4,PQ4x4", "PCA16,Flat", "PCAR16,IVF4,Flat",
-    "ITQ16,Flat", "HNSW8,PQ4x4", "IVF4,Flat,Refine(PQ8x4)", "IVF4,PQ4x4,RFlat", "IVF4_HNSW8,Flat", "RQ1x4",
-    "IVF4,RQ2x4", "PRQ2x2x4", "IVF4,LSQ2x4", "PQ4x4fs"])
-def test_training_needs_are_what_faiss_refuses_below(spec):
-    """The fewest training vectors is where FAISS starts to train: one fewer fails (it failed only after the corpus
-    was encoded, since only IVF lists and an IVF's or a bare index's PQ codes were counted: OPQ, PCA, HNSW over PQ
-    and residual quantizers passed the check)."""
-    dim, params = 32, IndexParams(spec)
-    needed = max(training_needs(new_index(spec, dim, params)))[0]
-    vectors = np.random.default_rng(0).standard_normal((needed, dim)).astype("float32")
-    new_index(spec, dim, params).train(vectors)
-    with pytest.raises(RuntimeError):
-        new_index(spec, dim, params).train(vectors[:-1])
-    check_trainable(params, dim, needed)
-    with pytest.raises(RetrieverError, match=f"trains on at least {needed} vectors, and the corpus has {needed - 1} "):
-        check_trainable(params, dim, needed - 1)
-
-
-def test_a_corpus_of_one_document_too_few_to_train_is_counted_in_the_singular():
-    """`build one.jsonl --index-type ivfpq` on a one-passage corpus ("the corpus has 1 documents")."""
-    with pytest.raises(RetrieverError, match=r"trains on at least 2 vectors, and the corpus has 1 document \("):
-        check_trainable(IndexParams("ivfpq"), 32, 1)
+from retriever.index_checks import check_trainable
 
 
 @pytest.mark.parametrize("spec", ["flat", "hnsw", "Flat", "HNSW8,Flat", "SQ8", "HNSW8,SQ8", "LSQ2x4", "RR16,Flat"])
@@ -46,3 +21,18 @@ def test_more_lists_than_vectors_is_refused_without_making_the_lists(index_type,
     with pytest.raises(RetrieverError, match=f"trains on at least {nlist} vectors, and the corpus has 1200 documents "
                                              rf"\({nlist} IVF lists\): use fewer lists \(--nlist\)"):
         check_trainable(IndexParams(index_type, nlist=nlist), 32, 1200)
+
+
+@pytest.mark.parametrize("spec, needed", [("IVF8(PQ2),Flat", 256), ("IVF4(PQ2x4),Flat", 16)])
+def test_an_ivf_whose_quantizer_needs_more_points_than_its_lists_is_refused_before_encoding(spec, needed):
+    """FAISS trains an IVF's quantizer on the list centroids: 'IVF8(PQ2),Flat' failed once the corpus was encoded
+    (8 points for 256 codes), advising fewer lists and more training vectors, neither of which helps."""
+    from retriever.index_checks import check_buildable
+
+    with pytest.raises(RetrieverError, match=rf"trains on its \d+ list centroids and needs at least {needed}; use at "
+                                             rf"least {needed} lists"):
+        check_buildable(IndexParams(spec), 32)
+    nlist = spec.split("(")[0]
+    with pytest.raises(RuntimeError, match="should be at least as large"):  # what FAISS does at training
+        new_index(spec, 32, IndexParams(spec)).train(np.random.default_rng(0).standard_normal((600, 32), "float32"))
+    check_buildable(IndexParams(spec.replace(nlist, f"IVF{needed}")), 32)  # enough lists
