@@ -224,9 +224,17 @@ def checkpoint_step(checkpoint: Path | None) -> int | None:
     return int(checkpoint.name.split("-")[1]) if checkpoint else None
 
 
+def resume_advice(checkpoint: Path) -> str:
+    """What to do with a checkpoint that cannot be resumed: delete it to resume from the complete one before it, or,
+    with none, delete the checkpoints to start over (each lost file said otherwise, some to drop every checkpoint)."""
+    folder, step = checkpoint.parent, checkpoint_step(checkpoint)
+    earlier = [path.name for at, path in complete_checkpoints(folder) if at < step]
+    return f"delete {checkpoint} to resume from {earlier[-1]}" if earlier else f"delete {folder} to start over"
+
+
 def final_state(checkpoint: Path) -> TrainerState | None:
     """The library's state saved in ``checkpoint`` when it was taken at the schedule's last step, else None."""
-    state = TrainerState(**read_json(checkpoint / TRAINER_STATE_NAME, f"delete {checkpoint} to start over"))
+    state = TrainerState(**read_json(checkpoint / TRAINER_STATE_NAME, resume_advice(checkpoint)))
     return state if state.global_step >= state.max_steps else None
 
 
@@ -237,7 +245,7 @@ def load_weights(model: torch.nn.Module, checkpoint: Path) -> None:
         safetensors.torch.load_model(model, path, strict=True)
     except (OSError, safetensors.SafetensorError, RuntimeError) as error:
         raise RetrieverError(f"{path}: unreadable or not this model's checkpoint weights "
-                             f"({str(error).splitlines()[0]}); delete {checkpoint.parent} to start over") from None
+                             f"({str(error).splitlines()[0]}); {resume_advice(checkpoint)}") from None
 
 
 def rng_states_read(checkpoint: str | None, process: int, processes: int,
@@ -268,8 +276,7 @@ def checkpoint_states_loaded(checkpoint: str | None, names: tuple[str, ...]) -> 
         yield
         return
     folder = Path(checkpoint)
-    earlier = [path.name for step, path in complete_checkpoints(folder.parent) if step < checkpoint_step(folder)]
-    advice = f"delete it to resume from {earlier[-1]}" if earlier else f"delete {folder.parent} to start over"
+    advice = resume_advice(folder).replace(f"delete {folder} ", "delete it ")
     missing = [name for name in names if not (folder / name).is_file()]
     if missing:
         raise RetrieverError(f"{folder}: {' and '.join(missing)} missing, so the run cannot resume as it was; {advice}")

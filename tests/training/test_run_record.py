@@ -38,3 +38,26 @@ def test_epochs_still_tell_runs_apart_without_max_steps(tmp_path):
     recorded(tmp_path / "run", {"epochs": 3, "max_steps": None, "learning_rate": 1e-3}, finished=False)
     with pytest.raises(RetrieverError, match="epochs 3 -> 1"):
         prior_run(tmp_path / "run", {"epochs": 1, "max_steps": None, "learning_rate": 1e-3}, FINGERPRINTS)
+
+
+@pytest.mark.parametrize("lost", ["model.safetensors", "trainer_state.json"])
+def test_a_checkpoint_missing_its_weights_or_state_says_to_resume_from_the_one_before(tmp_path, lost):
+    """A killed run's newest checkpoint lacking its weights said to delete every checkpoint (or, its trainer state,
+    to delete it "to start over"): the run resumes from the complete checkpoint before it, as other lost files say."""
+    import torch
+
+    from retriever.training.layout import check_resume_layout
+    from retriever.training.run_record import final_state, load_weights
+    folder = tmp_path / CHECKPOINTS
+    for step in (2, 4):
+        (folder / f"checkpoint-{step}").mkdir(parents=True)
+        (folder / f"checkpoint-{step}" / RUN_FILE).write_text("{}")
+    newest = folder / "checkpoint-4"
+    calls = {"model.safetensors": [lambda: load_weights(torch.nn.Linear(1, 1), newest)],
+             "trainer_state.json": [lambda: final_state(newest), lambda: check_resume_layout(newest, 8)]}
+    for call in calls[lost]:
+        with pytest.raises(RetrieverError, match=f"{lost}.*; delete {newest} to resume from checkpoint-2$"):
+            call()
+    (folder / "checkpoint-2" / RUN_FILE).unlink()
+    with pytest.raises(RetrieverError, match=f"; delete {folder} to start over$"):
+        calls[lost][0]()
