@@ -3,6 +3,7 @@ transformers. A name that is no local folder is looked up on the hub before it i
 (a mistyped `models/typo`, offline) fails at once, before a command loads anything or starts Ray."""
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -31,7 +32,8 @@ def resolve_model_path(name: str) -> str:
     if path.exists():
         if not (path / "config.json").is_file() and not _router_root(path):  # a file: its config.json, say
             what = "a file: pass the folder holding the model" if path.is_file() else "no config.json"
-            raise RetrieverError(f"{path}: not a Hugging Face model folder ({what})" + _st_layout(path))
+            raise RetrieverError(_unfinished_run(path) or
+                                 f"{path}: not a Hugging Face model folder ({what})" + _st_layout(path))
         return str(path.resolve())
     if name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise RetrieverError(f"{name}: no such model folder")
@@ -65,6 +67,23 @@ def _router_root(path: Path) -> bool:
 
     towers = router_towers(path) if path.is_dir() else None
     return towers is not None and all((tower / "config.json").is_file() for tower in towers)
+
+
+def _unfinished_run(path: Path) -> str | None:
+    """What to do with a train or pretrain checkpoint, or the output of a run that has not finished (its model is
+    written last): rerun its command, which resumes. The folder names are ``training.run_record``'s (which imports
+    torch, so it is not imported here)."""
+    if re.fullmatch(r"checkpoint-\d+", path.name) and path.parent.name == "checkpoints":
+        run = path.resolve().parent.parent
+    elif path.name == "checkpoints" and path.is_dir() and any(path.glob("checkpoint-*")):
+        run = path.resolve().parent
+    elif (path / "checkpoints").is_dir():
+        return (f"{path}: an unfinished train or pretrain run (no model written yet): rerun its command to finish it "
+                "(it resumes from its newest checkpoint), then pass it again")
+    else:
+        return None
+    return (f"{path}: a checkpoint of an unfinished train or pretrain run, not a model: rerun the command that wrote "
+            f"{run} to finish it (it resumes from its newest checkpoint), then pass --model {run}")
 
 
 def _st_layout(path: Path) -> str:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -141,3 +142,20 @@ def test_a_modules_json_that_is_not_a_list_of_records_is_named_not_read_as_no_mo
         resolve_model_path(str(folder))
     assert str(refused.value) == (f"{folder / 'modules.json'}: not a list of module records; fix it, or encode the "
                                   "model with sentence-transformers")
+
+
+def test_a_checkpoint_or_an_unfinished_run_says_to_rerun_its_command(tmp_path):
+    """`--model OUT/checkpoints/checkpoint-N` or an unfinished run's OUT said only 'not a Hugging Face model folder
+    (no config.json)': neither said it is a run to finish by rerunning its command, nor where its model will be."""
+    checkpoint = tmp_path / "out" / "checkpoints" / "checkpoint-3"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "trainer_state.json").write_text("{}", encoding="utf-8")
+    out = str(tmp_path / "out")
+    for given in (checkpoint, checkpoint.parent):
+        with pytest.raises(RetrieverError, match=rf"^{re.escape(str(given))}: a checkpoint of an unfinished train or "
+                                                 rf"pretrain run, not a model: rerun the command that wrote "
+                                                 rf"{re.escape(out)} to finish it.*then pass --model {re.escape(out)}$"):
+            resolve_model_path(str(given))
+    with pytest.raises(RetrieverError, match=rf"^{re.escape(out)}: an unfinished train or pretrain run \(no model "
+                                             rf"written yet\): rerun its command to finish it.*then pass it again$"):
+        resolve_model_path(out)
