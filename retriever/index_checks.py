@@ -3,6 +3,8 @@ and the corpus's size are known: factory strings it cannot build or the build ca
 training needs more vectors than the corpus or --train-size give."""
 from __future__ import annotations
 
+import re
+
 import faiss
 
 from retriever.choices import INDEX_TYPES, ONDISK_TYPE
@@ -26,6 +28,12 @@ def check_buildable(params: IndexParams, dim: int) -> None:
         raise RetrieverError(f"--index-type {params.index_type!r}: NSG needs every vector in one add, and the "
                              "index is filled shard by shard; use HNSW instead, e.g. 'HNSW32,Flat'")
     _check_quantizer(params.index_type, index)
+    direct = re.search(r"SQ8_direct(?:_signed)?(?![A-Za-z0-9_])", params.index_type)
+    if direct:  # FAISS takes each value as a code (0 to 255, or -128 to 127), unscaled
+        raise RetrieverError(f"--index-type {params.index_type!r}: {direct.group()} stores each value as the whole "
+                             "number it rounds to, and embedding values are fractions, so nearly every vector is "
+                             "stored as zeros and search finds nothing it should; use SQ8 (scaled to the values' "
+                             "range) or SQfp16")
     for graph in _hnsw_graphs(index):
         links = graph.hnsw.cum_nneighbor_per_level  # 0, then 2M on the bottom layer: M=1 sets no layer at all
         if links.size() < 2 or links.at(1) < 4:
