@@ -41,6 +41,13 @@ def no_hits_reason(searcher, queries: Sequence[str], mode: str) -> list[str | No
     dense half (a query of no word the model knows). None where neither applies."""
     unknown = searcher.unknown_words(list(queries)) if mode == "hybrid" and queries else [False] * len(queries)
     hybrid = f"the query {NO_WORD}, so hybrid ranks it by BM25 alone, and "
+    method = (getattr(searcher.lexical, "record", None) or {}).get("method") if searcher.lexical else None
+    zero = f"; with this index's BM25 method {method}, {_WEIGH_ZERO[method]} weighs 0" if method in _WEIGH_ZERO else ""
     return [f"no hits: {hybrid if dropped else ''}BM25 returns only passages that share a term with the query "
-            "(stopwords and words under two characters are not terms)" if mode == "bm25" or dropped else None
+            f"(stopwords and words under two characters are not terms{zero})" if mode == "bm25" or dropped else None
             for dropped in map(bool, unknown)]
+
+
+# The methods whose IDF is 0 for common terms (bm25s clamps robertson's negative IDF to 0): a passage sharing only
+# such terms with the query is not returned, though it holds them (on one passage, robertson finds nothing).
+_WEIGH_ZERO = {"robertson": "a term found in half the passages or more", "atire": "a term found in every passage"}
