@@ -239,14 +239,16 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
       retriever serve indexes/scifact --port 8000
     """
     from retriever.serving import BatchSettings, Limits, configure_threads, create_app
-    from retriever.serving.open_files import raise_open_files_limit
+    from retriever.serving.open_files import DescriptorWatch, low_limit_warning, raise_open_files_limit
     from retriever.serving.protocol import guarded_protocol
 
     folders = parse_named_indexes(index, named)
     if model is not None and len(folders) > 1:
         raise click.UsageError("--model is the model of one moved index; serve that index alone, or move each "
                                "model back beside its index")
-    raise_open_files_limit()
+    open_files = raise_open_files_limit()
+    if low_limit_warning(open_files):
+        click.echo(low_limit_warning(open_files), err=True)
     sockets = listening_sockets(host, port)
     try:
         used = configure_threads(threads, workers)
@@ -263,7 +265,7 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
         announce = (f"serving {', '.join(searchers)} at http://{shown}:{sockets[0].getsockname()[1]}/ (API docs at "
                     f"/docs; {used['workers']} workers x {used['torch']} torch threads, encoding in {dtype_used})")
         run_app(app, sockets, announce, (host, port), access_log=access_log,
-                http=guarded_protocol(request_timeout, max_head_bytes),
+                http=guarded_protocol(request_timeout, max_head_bytes, DescriptorWatch(open_files)),
                 timeout_keep_alive=timeout_keep_alive)
     except KeyboardInterrupt:  # while the indexes load (run_app takes its own): the CLI's line told to rerun to finish
         click.echo("error: interrupted (Ctrl-C) while the indexes loaded; nothing was served", err=True)

@@ -39,6 +39,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from retriever.serving.chunked import ChunkedEnd
 from retriever.serving.lingering import LingeringTransport, close_lingering
+from retriever.serving.open_files import DescriptorWatch
 from retriever.serving.malformed import SUPPORTED_VERSIONS, UnsupportedVersion, refusal, rooted, unsupported_version
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     request_timeout: float = 10.0
     max_head_bytes: int = MAX_HEAD_BYTES
+    descriptors: DescriptorWatch | None = None  # logs connections taking the last file descriptors
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._deadline: asyncio.TimerHandle | None = None
@@ -68,6 +70,9 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._awaiting_body = None  # a request whose client waits for a 100 Continue to send its body
         self._lingering = False  # a response closing the connection is sent: what more comes is dropped
         super().connection_made(transport)
+        if self.descriptors is not None:
+            sock = transport.get_extra_info("socket")
+            self.descriptors.connected(sock.fileno() if sock is not None else -1)
         self._arm()
 
     def data_received(self, data: bytes) -> None:
@@ -275,9 +280,11 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             self.transport.close()
 
 
-def guarded_protocol(request_timeout: float, max_head_bytes: int = MAX_HEAD_BYTES) -> type[GuardedHttpProtocol]:
+def guarded_protocol(request_timeout: float, max_head_bytes: int = MAX_HEAD_BYTES,
+                     descriptors: DescriptorWatch | None = None) -> type[GuardedHttpProtocol]:
     """The protocol class to pass as ``uvicorn.Config(http=...)``, with its limits set."""
     if not (0 < request_timeout < float("inf") and max_head_bytes > 0):  # NaN passes `<= 0`, then fails each connection
         raise ValueError("the request timeout must be a positive number of seconds and the head size limit positive")
     return type("GuardedHttpProtocol", (GuardedHttpProtocol,),
-                {"request_timeout": float(request_timeout), "max_head_bytes": int(max_head_bytes)})
+                {"request_timeout": float(request_timeout), "max_head_bytes": int(max_head_bytes),
+                 "descriptors": descriptors})

@@ -393,3 +393,20 @@ def test_max_waiting_queries_reaches_the_batchers(fake_serve, tmp_path, monkeypa
     result = CliRunner().invoke(main, ["serve", str(tmp_path / "idx"), *flags])
     assert result.exit_code == 0, result.output
     assert given[-1].max_pending_queries == bound
+
+
+def test_serve_warns_at_start_when_the_hard_open_files_limit_keeps_it_low(fake_serve, tmp_path, monkeypatch):
+    """Under `ulimit -Hn 80` the soft limit cannot be raised past 80: once some 70 idle connections held their
+    descriptors, every new client was reset at once, and nothing said why."""
+    from retriever.serving import open_files
+
+    limits = {"now": (80, 80)}
+    monkeypatch.setattr(open_files, "_getrlimit", lambda: limits["now"])
+    monkeypatch.setattr(open_files, "_setrlimit", lambda soft, hard: limits.update(now=(soft, hard)))
+    (tmp_path / "idx").mkdir()
+    result = CliRunner().invoke(main, ["serve", str(tmp_path / "idx")])
+    assert result.exit_code == 0 and "warning: the open-files limit is 80" in result.output, result.output
+    assert "ulimit -Hn" in result.output
+    limits["now"] = (1024, 1 << 20)
+    result = CliRunner().invoke(main, ["serve", str(tmp_path / "idx")])
+    assert "open-files limit" not in result.output and limits["now"][0] == MOST_OPEN_FILES
