@@ -31,11 +31,19 @@ def temporary_path(path: Path) -> Path:
 
 
 def creatable_problem(path: Path) -> str | None:
-    """Why nothing can be created at ``path``, or None: its nearest existing ancestor is a file, or no entry
-    can be made in it (tried with an empty folder, removed at once: permission bits do not tell for root,
-    nor for /proc)."""
+    """Why nothing can be created at ``path``, or None: a link on the way loops or leads nowhere, its nearest existing
+    ancestor is a file, or no entry can be made in it (tried with an empty folder, removed at once: permission bits
+    do not tell for root, nor for /proc)."""
+    try:
+        os.stat(path)
+    except OSError as error:  # pathlib reads a loop as absent, then resolve() raises RuntimeError
+        if error.errno == errno.ELOOP:
+            return f"{path} goes through a symbolic link that leads back to itself (a loop); fix the link"
     existing = path.parent
     while not existing.exists() and existing != existing.parent:
+        if existing.is_symlink():  # mkdir cannot make a folder where a link is (FileExistsError)
+            return f"{existing} is a symbolic link to {os.readlink(existing)}, which does not exist, so {path} " \
+                   "cannot be created under it"
         existing = existing.parent
     if not existing.is_dir():
         return f"{existing} is a file, so {path} cannot be created under it"
@@ -51,22 +59,12 @@ def creatable_problem(path: Path) -> str | None:
 def output_file_problem(path: Path) -> str | None:
     """Why a file could never be written at ``path`` (a folder is there, or it cannot be created), so commands
     can refuse it before their work rather than fail at the end of it."""
-    if _through_loop(path):  # pathlib reads a loop as absent, then resolve() raises RuntimeError
-        return f"{path} goes through a symbolic link that leads back to itself (a loop); fix the link or give another path"
     if path.is_dir():
         return f"{path} is a folder; give a file path"
     if written_in_place(path):
         return None if os.access(path, os.W_OK) else f"{path} cannot be written (permission denied); give another path"
     problem = creatable_problem(through_link(path))
     return f"{problem}; give another path" if problem else None
-
-
-def _through_loop(path: Path) -> bool:
-    try:
-        os.stat(path)
-    except OSError as error:
-        return error.errno == errno.ELOOP
-    return False
 
 
 def written_in_place(path: Path) -> bool:

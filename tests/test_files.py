@@ -120,7 +120,7 @@ def test_a_symlink_is_written_through_and_stays_a_link(tmp_path):
     assert (tmp_path / "link.txt").is_symlink() and read_json(tmp_path / "real.txt") == [1]
 
 
-def test_a_symlink_loop_is_refused_in_one_line_naming_it(tmp_path):
+def test_a_symlink_loop_or_a_link_to_nothing_is_refused_in_one_line_naming_it(tmp_path):
     """A loop made `check_outputs_apart` raise `RuntimeError: Symlink loop`, and writing under one said the folder
     'cannot be created (File exists)'."""
     (tmp_path / "loop").symlink_to("loop")
@@ -128,7 +128,11 @@ def test_a_symlink_loop_is_refused_in_one_line_naming_it(tmp_path):
         with pytest.raises(RetrieverError, match=f"^cannot write {path}: {path} goes through a symbolic link that "
                                                  "leads back to itself"):
             atomic_write_lines(path, ["a\n"])
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["loop"]
+    (tmp_path / "gone").symlink_to("nowhere")  # mkdir -p under it was a FileExistsError traceback
+    with pytest.raises(RetrieverError, match=f"^cannot write .*: {tmp_path / 'gone'} is a symbolic link to nowhere, "
+                                             "which does not exist"):
+        atomic_write_lines(tmp_path / "gone" / "sub" / "run.trec", ["a\n"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gone", "loop"]
 
 
 def test_streams_are_written_in_place_not_replaced(tmp_path):

@@ -118,15 +118,21 @@ def test_a_run_file_named_for_the_other_format_is_refused_before_any_work(tmp_pa
 @pytest.mark.parametrize("args", [["search", "{dir}", "--queries", "{queries}", "-o"],
                                   ["evaluate", "--run", "{queries}", "--qrels", "{queries}", "-o"],
                                   ["mine", "{dir}", "--dataset", "{dir}", "-o"]])
-@pytest.mark.parametrize("target", ["loop", "loop/run.trec"])
-def test_an_output_through_a_symlink_loop_is_named_in_one_line(tmp_path, args, target):
+@pytest.mark.parametrize("target, said", [("loop", "{target} goes through a symbolic link that leads back to itself"),
+                                           ("loop/run.trec", "{target} goes through a symbolic link that leads back"),
+                                           ("gone/run.trec", "{tmp}/gone is a symbolic link to nowhere, which does "
+                                                             "not exist, so {target} cannot be created under it")])
+def test_an_output_through_a_symlink_loop_or_a_link_to_nothing_is_named_in_one_line(tmp_path, args, target, said):
     """`-o LINK` where LINK leads back to itself: a `RuntimeError: Symlink loop` traceback (Path.resolve), or for
-    `mine` 'cannot be created (File exists)'."""
+    `mine` 'cannot be created (File exists)'; `-o GONE/run.trec` under a link to a missing folder was a
+    `FileExistsError` traceback once the work was done."""
     (tmp_path / "dir").mkdir()
     (tmp_path / "loop").symlink_to("loop")
+    (tmp_path / "gone").symlink_to("nowhere")
     queries = tmp_path / "q.jsonl"
     queries.write_text('{"_id": "q1", "text": "cat"}\n')
     result = CliRunner().invoke(main, [a.format(dir=tmp_path / "dir", queries=queries) for a in args]
                                 + [str(tmp_path / target)])
     assert result.exit_code == 2 and isinstance(result.exception, (SystemExit, type(None))), result.output
-    assert f"{tmp_path / target} goes through a symbolic link that leads back to itself" in result.output, result.output
+    assert said.format(target=tmp_path / target, tmp=tmp_path) in result.output, result.output
+    assert not (tmp_path / "nowhere").exists()
