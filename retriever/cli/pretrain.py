@@ -65,8 +65,8 @@ from retriever.errors import RetrieverError
 @report_to_option()
 @ddp_timeout_option()
 @corpus_options()
-@json_option("the run's summary (model, steps, resumed_from_step, loss_start, loss_end, tokens_per_second, "
-             "seconds)")
+@json_option("the run's summary (model, steps, resumed_from_step, loss_start, loss_end, tokens_per_second (null "
+             "when a rerun had no step left to train), seconds)")
 def pretrain_command(corpus, model, output, n_head_layers, skip_from, cocondenser, objective, freeze_backbone_steps,
                      backbone_lr_scale, temperature, max_length,
                      mlm_probability, sequences_per_step, epochs, max_steps, learning_rate, warmup_ratio, weight_decay,
@@ -107,7 +107,7 @@ def pretrain_command(corpus, model, output, n_head_layers, skip_from, cocondense
     click.echo(json.dumps({"model": str(result.output), "steps": result.steps,
                            "resumed_from_step": result.resumed_from_step,
                            "loss_start": first.get("loss"), "loss_end": last.get("loss"),
-                           "tokens_per_second": round(result.tokens_per_second, 1),
+                           "tokens_per_second": result.tokens_per_second and round(result.tokens_per_second, 1),
                            "seconds": round(result.seconds, 1)}))
 
 

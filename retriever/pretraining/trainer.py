@@ -120,7 +120,7 @@ class PretrainResult:
     steps: int
     resumed_from_step: int | None
     history: list[dict]
-    tokens_per_second: float
+    tokens_per_second: float | None  # None: this run trained no step (resumed from the last step's checkpoint)
     seconds: float
     notes: list[str] = field(default_factory=list)
     already_finished: bool = False
@@ -249,8 +249,8 @@ def _pretrain(config: PretrainConfig, log: Callable[[str], None]) -> PretrainRes
                for entry in trainer.state.log_history if "loss" in entry and "learning_rate" in entry]
     train_seconds = next((e["train_runtime"] for e in trainer.state.log_history if "train_runtime" in e), 0)
     result = PretrainResult(output, trainer.state.global_step, stack.checkpoint_step(resume), history,
-                            trainer.tokens * stack.world_size() / train_seconds if train_seconds else 0.0,
-                            time.perf_counter() - started, notes)
+                            trainer.tokens * stack.world_size() / train_seconds if trainer.tokens and train_seconds
+                            else None, time.perf_counter() - started, notes)
 
     def write_model() -> None:
         model = trainer.accelerator.unwrap_model(trainer.model)
@@ -262,7 +262,8 @@ def _pretrain(config: PretrainConfig, log: Callable[[str], None]) -> PretrainRes
         publish_model_folder(output, fill)
         if history:
             log(f"wrote {output}: {counted(result.steps, 'step')}, loss {history[0]['loss']:.3f} -> "
-                f"{history[-1]['loss']:.3f}, {result.tokens_per_second:.0f} tokens/s, {result.seconds:.0f}s")
+                f"{history[-1]['loss']:.3f}, " + (f"{result.tokens_per_second:.0f} tokens/s" if result.tokens_per_second
+                                                    else "no step left to train") + f", {result.seconds:.0f}s")
     trainer.finish(write_model, {**dataclasses.asdict(result), "output": str(output)})
     return result
 

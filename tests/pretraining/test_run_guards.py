@@ -124,9 +124,16 @@ def test_resuming_from_the_last_steps_checkpoint_trains_no_extra_step(tiny_beir,
     with monkeypatch.context() as patch:
         patch.setattr(stack.StackTrainer, "finish", lambda self, write_model, result: None)  # killed writing the model
         killed = pretrain(settings, log=quiet)
-    resumed = pretrain(settings, log=quiet)
+    lines = []
+    resumed = pretrain(settings, log=lines.append)
     assert resumed.resumed_from_step == 3 and resumed.steps == 3 and resumed.history == killed.history
     assert (tmp_path / "out" / "model.pt").is_file()
+    # this rerun trained no step, so it measured no speed: it logged and recorded a false '0 tokens/s'
+    assert resumed.tokens_per_second is None and killed.tokens_per_second > 0
+    assert json.loads((tmp_path / "out" / "checkpoints" / "finished.json").read_text())["result"][
+        "tokens_per_second"] is None
+    wrote = [line for line in lines if line.startswith("wrote ")]
+    assert len(wrote) == 1 and "tokens/s" not in wrote[0] and "no step left to train" in wrote[0], wrote
     assert pretrain(settings, log=quiet).already_finished
 
 
