@@ -13,9 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from retriever.errors import RetrieverError
-from retriever.files import read_json
 from retriever.training.processes import launched_processes
-from retriever.training.run_record import resume_advice
+from retriever.training.checkpoint_state import trainer_state
 from retriever.wording import agree, counted
 
 
@@ -69,8 +68,7 @@ def check_resume_layout(checkpoint: Path | None, max_steps: int, epoch_steps: in
     length is the same whatever the count, so the steps of an epoch (``epoch_steps``) are compared too."""
     if checkpoint is None:
         return
-    state = read_json(checkpoint / "trainer_state.json", resume_advice(checkpoint))
-    state = state if isinstance(state, dict) else {}
+    state = trainer_state(checkpoint)
     recorded = state.get("max_steps")
     if isinstance(recorded, int) and recorded != max_steps:
         _refuse_layout(checkpoint, f"{recorded} steps", f"{max_steps}", old_plan=True)

@@ -20,8 +20,6 @@ from pathlib import Path
 
 import safetensors.torch
 import torch
-from transformers import TrainerState
-from transformers.trainer import TRAINER_STATE_NAME
 
 from retriever.errors import RetrieverError
 from retriever.files import read_json
@@ -230,12 +228,6 @@ def resume_advice(checkpoint: Path) -> str:
     folder, step = checkpoint.parent, checkpoint_step(checkpoint)
     earlier = [path.name for at, path in complete_checkpoints(folder) if at < step]
     return f"delete {checkpoint} to resume from {earlier[-1]}" if earlier else f"delete {folder} to start over"
-
-
-def final_state(checkpoint: Path) -> TrainerState | None:
-    """The library's state saved in ``checkpoint`` when it was taken at the schedule's last step, else None."""
-    state = TrainerState(**read_json(checkpoint / TRAINER_STATE_NAME, resume_advice(checkpoint)))
-    return state if state.global_step >= state.max_steps else None
 
 
 def load_weights(model: torch.nn.Module, checkpoint: Path) -> None:

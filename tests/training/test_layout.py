@@ -86,5 +86,6 @@ def test_a_resume_of_as_many_steps_laid_out_in_other_epochs_is_refused(tmp_path,
     with pytest.raises(RetrieverError, match=r"checkpoint-1: the run was laid out in 1 steps an epoch and this one, "
                                              r"over 1 process\(es\), in 2; resume with the number of processes"):
         check_resume_layout(checkpoint, 20, 2)
+    checkpoint = checkpoint.rename(tmp_path / "checkpoint-4")
     (checkpoint / "trainer_state.json").write_text(json.dumps({"max_steps": 20, "global_step": 4, "epoch": 4 / 3}))
     check_resume_layout(checkpoint, 20, 3)  # mid-epoch: 4 steps are 1 1/3 epochs of 3
