@@ -25,6 +25,9 @@ def read_negatives_file(path: str | Path) -> dict[str, list[str]]:
                                  "write it with `retriever mine`")
         query_id = as_token_id(record["query_id"], path, number, "query_id")
         negatives.setdefault(query_id, []).extend(as_token_id(i, path, number, "negatives") for i in ids)
+    if not negatives:  # trained on in-batch negatives alone, warned of as if the lines had been read and left out
+        raise RetrieverError(f'{path}: the negatives file holds no line; write it with `retriever mine` (one '
+                             '{"query_id", "negatives": [doc ids]} a line), or drop --negatives')
     return negatives
 
 

@@ -327,3 +327,13 @@ def test_only_the_first_process_of_a_launch_says_what_the_data_lacks(tmp_path, c
     load_beir_examples(root, "test", root / "negatives.jsonl")
     assert [line.split(":")[0] for line in capsys.readouterr().err.splitlines()] == [
         "warning", "training data", f"hard negatives ({root / 'negatives.jsonl'})"]
+
+
+@pytest.mark.parametrize("content", ["", "\n \n"])
+def test_an_empty_negatives_file_is_refused_not_trained_without_a_word(train_beir, tmp_path, content):
+    """It trained on in-batch negatives only, warning of 'none given, or none left: see above' with nothing above,
+    where an empty qrels or run file is refused."""
+    path = tmp_path / "neg.jsonl"
+    path.write_text(content, encoding="utf-8")
+    with pytest.raises(RetrieverError, match=f"^{path}: the negatives file holds no line; "):
+        load_beir_examples(train_beir, "train", path)
