@@ -41,7 +41,7 @@ PAGE_HTML = """<!doctype html>
   #status.error { color: #b3261e; font-weight: 600; }
   ol { list-style: none; margin: 0; padding: 0; }
   .hit { background: #fff; border: 1px solid var(--line); border-radius: 10px; padding: 14px 16px;
-         margin-bottom: 10px; }
+         margin-bottom: 10px; overflow-wrap: anywhere; }  /* a long URL or sequence breaks, not widens the page */
   .hit h2 { margin: 0; font-size: 17px; line-height: 1.35; }
   .meta { margin: 2px 0 6px; font: 13px/1.4 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace;
           color: var(--muted); display: flex; gap: 14px; flex-wrap: wrap; }

@@ -292,3 +292,30 @@ def test_a_search_without_hits_says_why_on_the_page(served, browser):
     assert status.startswith("0 hits from tiny (bm25)") and status.endswith(
         "\u2014 no hits: BM25 returns only passages that share a term with the query (stopwords and words under two "
         "characters are not terms)"), status
+
+
+LONG_WORD_DOCS = [{"_id": "w" * 300, "title": "bee" + "x" * 2000, "text": "honey " + "ACGT" * 1500 + " bee"},
+                  {"_id": "w2", "title": "honey bee", "text": "https://example.com/" + "a/" * 1000}]
+OVERFLOW = """JSON.stringify({page: document.documentElement.scrollWidth - window.innerWidth,
+  cards: [...document.querySelectorAll('#results .hit')].map(item => item.scrollWidth - item.clientWidth)})"""
+
+
+def test_a_hit_of_very_long_words_stays_inside_its_card(tmp_path, tiny_model_dir, browser):
+    """A title, passage or id holding one very long word (a URL, a DNA sequence, base64) ran out of its card and
+    widened the page: thousands of pixels of sideways scrolling. Words break anywhere rather than overflow."""
+    from conftest import write_jsonl
+    from serving_fixtures import BATCHING, LIMITS, ServerThread, _build
+
+    from retriever.searching import Searcher
+    from retriever.serving import create_app
+
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", LONG_WORD_DOCS)
+    searcher = Searcher(_build(corpus, tmp_path / "long", tiny_model_dir), device="cpu", dtype="fp32")
+    server = ServerThread(create_app({"long": searcher}, LIMITS, BATCHING)).start()
+    try:
+        browser.send("Page.navigate", {"url": f"http://127.0.0.1:{server.port}/?q=bee+honey&k=2"})
+        browser.wait_for("document.body.dataset.state === 'done'")
+        overflow = json.loads(browser.evaluate(OVERFLOW))
+    finally:
+        server.stop()
+    assert len(overflow["cards"]) == 2 and overflow == {"page": 0, "cards": [0, 0]}, overflow
