@@ -55,7 +55,7 @@ from retriever.errors import RetrieverError
 @run_length_options("the corpus", None)
 @optimizer_options(learning_rate=1e-4)
 @click.option("--save-steps", type=click.IntRange(min=0), default=500, show_default=True,
-              help="Checkpoint every N steps (and always at the end; 0 = only at the end).")
+              help="Checkpoint every N steps, and at each epoch's end, the run's included (0 = only at epochs' ends).")
 @click.option("--keep-checkpoints", type=click.IntRange(min=1), default=2, show_default=True,
               help="Newest checkpoints kept in OUTPUT/checkpoints while training (a finished run keeps none).")
 @click.option("--seed", type=int, default=42, show_default=True,
