@@ -62,6 +62,8 @@ def output_file_problem(path: Path) -> str | None:
     if path.is_dir():
         return f"{path} is a folder; give a file path"
     if written_in_place(path):
+        if stat.S_ISSOCK(os.stat(path).st_mode):  # open() fails with ENXIO, after the work
+            return f"{path} is a socket, which cannot be opened as a file; give another path"
         return None if os.access(path, os.W_OK) else f"{path} cannot be written (permission denied); give another path"
     problem = creatable_problem(through_link(path))
     return f"{problem}; give another path" if problem else None
