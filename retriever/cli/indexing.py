@@ -185,7 +185,7 @@ def encode_command(corpus, output, model, encoder_overrides, device, dtype, batc
 @click.argument("shards", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--corpus", type=click.Path(exists=True, path_type=Path), required=True,
               help="The corpus the shards were encoded from; becomes the doc store.")
-@click.option("--output", "-o", type=click.Path(path_type=Path), required=True, help="Index folder to create.")
+@click.option("--output", "-o", type=OutputFolder(), required=True, help="Index folder to create.")
 @index_options()
 @corpus_options()
 @ray_options()
@@ -231,7 +231,7 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
 
 @click.command("build")
 @click.argument("corpus", type=click.Path(exists=True, path_type=Path))
-@click.option("--output", "-o", type=click.Path(path_type=Path), required=True,
+@click.option("--output", "-o", type=OutputFolder(), required=True,
               help="Index folder to create, e.g. indexes/NAME. Shards are kept beside it in NAME.shards/.")
 @encoding_options()
 @index_options()

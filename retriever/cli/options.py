@@ -39,8 +39,8 @@ class OutputFolder(click.Path):
     """A folder a command writes into: an empty name is refused, where pathlib reads it as the working folder, so
     `-o "$SHARDS"` with SHARDS unset wrote into the folder the command ran in."""
 
-    def __init__(self) -> None:
-        super().__init__(path_type=Path)
+    def __init__(self, file_okay: bool = True) -> None:
+        super().__init__(file_okay=file_okay, path_type=Path)
 
     def convert(self, value, param, ctx) -> Path:
         if isinstance(value, str) and not value.strip():

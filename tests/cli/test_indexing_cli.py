@@ -99,6 +99,22 @@ def test_encode_into_an_empty_output_name_is_a_usage_error(tmp_path, tiny_model_
     assert sorted(path.name for path in tmp_path.iterdir()) == ["c.jsonl"]
 
 
+
+@pytest.mark.parametrize("command", ["build", "index"])
+def test_build_or_index_into_an_empty_output_name_is_a_usage_error(tmp_path, monkeypatch, command):
+    """`build c.jsonl -o "$INDEX"` with INDEX unset was read as the working folder (pathlib's '.'): refused as
+    "exists and is not an index folder" naming that folder, and built into it where it was empty (session 21)."""
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "c.jsonl", [{"_id": "a", "text": "hello world"}])
+    (tmp_path / "shards").mkdir()
+    first = ["build", "c.jsonl"] if command == "build" else ["index", "shards", "--corpus", "c.jsonl"]
+    before = sorted(path.name for path in tmp_path.iterdir())
+    result = CliRunner().invoke(main, [*first, "-o", ""])
+    assert result.exit_code == 2 and "Invalid value for '--output' / '-o': the name is empty" in result.output, \
+        result.output
+    assert sorted(path.name for path in tmp_path.iterdir()) == before
+
+
 FLAG_PAIRS = [
     (["build", "--index-type", "ivf-ondisk", "--ray", "--parallel-parts", "2"],
      "--parallel-parts sets worker processes on this machine; with --ray, parts are Ray tasks"),
