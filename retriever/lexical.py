@@ -97,6 +97,12 @@ def _unknown_stopwords(name: object) -> RetrieverError:
                           f"{', '.join(stopword_lists())} (lower case) or none")
 
 
+def stopword_list(name: object) -> object:
+    """The list a stopword setting names (``en`` and ``english`` name one), so two records naming it otherwise agree;
+    a name no list has, as it is."""
+    return _STOPWORD_LIST_OF.get(name, name) if isinstance(name, str) else name
+
+
 def stopword_lists() -> list[str]:
     """The stopword lists bm25s ships (its ``STOPWORDS_<NAME>`` constants), by the names it takes."""
     return sorted({constant.lower() for constant in _STOPWORD_LIST_OF.values()})

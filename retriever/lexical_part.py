@@ -22,7 +22,7 @@ from retriever.folders import exclusive_build, named_output, temporary_folder
 from retriever.pid_names import left_by_dead_processes
 from retriever.integrity import (check_files, check_folder, damaged, dense_part, file_damage, file_sha256, reading,
                                  recorded_files)
-from retriever.lexical import LEXICAL_DIR, LexicalParams, build_lexical, cjk_free
+from retriever.lexical import LEXICAL_DIR, LexicalParams, build_lexical, cjk_free, stopword_list
 from retriever.lexical_index import LexicalIndex
 from retriever.lexical_terms import differs_only_by_cjk, knows_splitting
 from retriever.wording import counted
@@ -222,12 +222,18 @@ def _scoring_changes(manifest: dict, record: dict, part: Path) -> list[str]:
     old = manifest.get("lexical")
     if not isinstance(old, dict):
         return []
-    changed = [name for name in _SCORING if old.get(name) != record.get(name)]
+    changed = [name for name in _SCORING if _scoring(name, old.get(name)) != _scoring(name, record.get(name))]
     if (changed == ["tokenizer"] and differs_only_by_cjk(old.get("tokenizer"), record.get("tokenizer"))
             and cjk_free(part, record.get("stopwords"), old.get("tokenizer"))):
         return []
     return [f"{name} {old.get(name)} -> {record.get(name)}" if name != "tokenizer" else  # a record too long to show
             "tokenizer: text is cut into words otherwise" for name in changed]
+
+
+def _scoring(name: str, value: object) -> object:
+    """A recorded setting as it scores: `en` and `english` name one stopword list, so a repair naming it the other
+    way keeps the fusion."""
+    return stopword_list(value) if name == "stopwords" else value
 
 
 def _say_fusion_dropped(index_dir: Path, fusion: dict, changed: list[str], retuning: str | None = None) -> None:

@@ -366,3 +366,17 @@ def test_bm25_into_an_index_folder_that_cannot_be_written_is_refused_before_toke
                                              r"\(nothing can be created in .*Permission denied"):
         add_lexical(index, LexicalParams(k1=1.5), overwrite=True, progress=False)
     assert (index / MANIFEST_FILE).read_text() == before
+
+
+def test_a_rebuild_naming_the_same_stopword_list_otherwise_keeps_the_tuned_fusion(index, capsys):
+    """`en` and `english` (or `no`, which the command line now refuses, and `norwegian`) are one list: a repair
+    rebuild naming it the other way dropped the tuned fusion as tuned for other stopwords ("en -> english")."""
+    from retriever.index_folder import read_manifest, replace_manifest
+
+    tuned = {"method": "rrf", "rrf_k": 30.0, "alpha": 0.5, "depth": 1000,
+             "tuned": {"dataset": "tiny-beir", "split": "train", "queries": 4, "bm25": 0.9}}
+    replace_manifest(index, {**read_manifest(index), "fusion": tuned})
+    add_lexical(index, LexicalParams(stopwords="english"), overwrite=True, progress=False)
+    assert read_manifest(index)["fusion"] == tuned and "dropped" not in capsys.readouterr().err
+    add_lexical(index, LexicalParams(stopwords="norwegian"), overwrite=True, progress=False)
+    assert "stopwords english -> norwegian" in capsys.readouterr().err
