@@ -24,7 +24,7 @@ from retriever.encoder_settings import model_name
 from retriever.errors import RetrieverError, full_disk_named
 from retriever.folders import publish_model_folder
 from retriever.model_loading import load_tokenizer
-from retriever.model_names import FETCH_ADVICE, check_model_name, located_model, resolve_model_path
+from retriever.model_names import FETCH_ADVICE, located_model, resolve_model_path
 from retriever.pretraining.card import pretrain_card
 from retriever.pretraining.condenser import MAX_HEAD_LAYERS, CondenserForPretraining, load_condenser
 from retriever.pretraining.guards import (check_corpus_path, check_examples, check_tokenizer,
@@ -69,8 +69,7 @@ class PretrainConfig(stack.StackConfig):
         self.model = model_name(self.model)  # a Path died in check_model_name; the corpus and output paths are resolved
 
     def check(self) -> None:
-        check_model_name(self.model)  # before the paths are resolved, where "" became the current folder
-        check_corpus_path(self.corpus)
+        check_corpus_path(self.corpus)  # as super().check() begins with the output and model (check_paths_given)
         super().check()
         if self.max_length < 8:
             raise RetrieverError("--max-length must be at least 8")
