@@ -48,7 +48,10 @@ def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict
             raise click.BadParameter(f"invalid name {name!r}: use 1-64 letters, digits, '_' or '-'",
                                      param_hint="--index")
         if name in indexes:
-            raise click.BadParameter(f"the name {name!r} is used twice", param_hint="--index")
+            taken = (f": INDEX {positional.name} is served as {name!r}, its folder's name made URL-safe; give it "
+                     f"another name with --index NAME=PATH" if positional is not None and name == next(iter(indexes))
+                     else "")
+            raise click.BadParameter(f"the name {name!r} is used twice{taken}", param_hint="--index")
         folder = Path(path)
         if not folder.is_dir():
             raise click.BadParameter(f"{path!r} is not an index folder", param_hint="--index")

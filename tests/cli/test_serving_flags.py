@@ -410,3 +410,14 @@ def test_serve_warns_at_start_when_the_hard_open_files_limit_keeps_it_low(fake_s
     limits["now"] = (1024, 1 << 20)
     result = CliRunner().invoke(main, ["serve", str(tmp_path / "idx")])
     assert "open-files limit" not in result.output and limits["now"][0] == MOST_OPEN_FILES
+
+
+def test_an_index_name_taken_by_the_positional_index_says_so(tmp_path):
+    """`serve idx.v2 --index idx-v2=OTHER` said only "the name 'idx-v2' is used twice", a name the user wrote once:
+    INDEX is served under its folder's name made URL-safe, which the message now names, with the way out."""
+    (tmp_path / "idx.v2").mkdir()
+    (tmp_path / "other").mkdir()
+    result = CliRunner().invoke(main, ["serve", str(tmp_path / "idx.v2"), "--index", f"idx-v2={tmp_path / 'other'}"])
+    assert result.exit_code == 2
+    assert "INDEX" in result.output and "idx.v2 is served as 'idx-v2'" in result.output, result.output
+    assert "--index NAME=PATH" in result.output
