@@ -37,8 +37,8 @@ def _metric_names(ctx: click.Context, param: click.Parameter, value: tuple[str, 
 @click.option("--run", "run_path", type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path),
               default=None, help="A TREC or JSONL run file to score (needs --qrels or --dataset/--split), or - for "
                                  "standard input (`retriever search ... | retriever evaluate --run - ...`).")
-@click.option("--qrels", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Judgments: TREC qrels, BEIR TSV, or JSON {query id: {doc id: grade}}.")
+@click.option("--qrels", type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path), default=None,
+              help="Judgments: TREC qrels, BEIR TSV, or JSON {query id: {doc id: grade}}; - for standard input.")
 @click.option("--index", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="An index folder to search with the --dataset queries.")
 @click.option("--dataset", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
@@ -69,8 +69,8 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, relevan
     from retriever.evaluation import evaluate_index, evaluate_run_file
 
     check_outputs_apart({"--output": output, "--save-run": save_run},
-                        {"--run": None if str(run_path) == "-" else run_path, "--qrels": qrels, "--index": index,
-                         "--dataset": dataset})
+                        {"--run": None if str(run_path) == "-" else run_path,
+                         "--qrels": None if str(qrels) == "-" else qrels, "--index": index, "--dataset": dataset})
     check_run_suffix(save_run, "trec", "--save-run")
     expect_outputs(save_run, output)
     check_stdout_open(output)
@@ -86,9 +86,14 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, relevan
         if qrels is not None and flags_given(("split",)):
             raise click.UsageError("--split names a qrels file of --dataset; --qrels gives the judgments itself, so "
                                    "drop --split (or use --dataset D --split S)")
+        if str(run_path) == str(qrels) == "-":
+            raise click.UsageError("--run and --qrels cannot both read standard input; give one of them as a file")
         qrels_path = qrels or BeirDataset.open(dataset).qrels_path(split)
-        report = (read_stdin(".run", lambda path: evaluate_run_file(path, qrels_path, metrics, relevance_level))
-                  if str(run_path) == "-" else evaluate_run_file(run_path, qrels_path, metrics, relevance_level))
+        if str(qrels_path) == "-":
+            report = read_stdin(".qrels", lambda path: evaluate_run_file(run_path, path, metrics, relevance_level))
+        else:
+            report = (read_stdin(".run", lambda path: evaluate_run_file(path, qrels_path, metrics, relevance_level))
+                      if str(run_path) == "-" else evaluate_run_file(run_path, qrels_path, metrics, relevance_level))
     else:
         if dataset is None or qrels is not None:
             raise click.UsageError("--index needs --dataset (a BEIR folder), whose qrels/<split>.tsv it is scored "

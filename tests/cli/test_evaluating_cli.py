@@ -89,3 +89,17 @@ def test_metrics_given_in_several_flags_or_separated_by_spaces_are_all_scored(tm
     result = CliRunner().invoke(main, ["evaluate", "--run", str(run), "--qrels", str(qrels), "--metrics", "ndcg@10",
                                        "--metrics", "ndcg@10"])
     assert result.exit_code == 2 and "metric list has duplicates" in result.output, result.output
+
+
+def test_qrels_are_read_from_standard_input_with_a_dash(tmp_path):
+    """`zcat qrels.gz | retriever evaluate --run R --qrels -` said "File '-' does not exist", though `--run -` reads
+    standard input; both from it is refused, as one stream cannot hold two files."""
+    run = tmp_path / "run.trec"
+    run.write_text("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\n")
+    result = CliRunner().invoke(main, ["evaluate", "--run", str(run), "--qrels", "-", "--metrics", "mrr@10"],
+                                input="q1 0 d2 1\n")
+    assert result.exit_code == 0 and "mrr@10    0.5000" in result.output, result.output
+    bad = CliRunner().invoke(main, ["evaluate", "--run", str(run), "--qrels", "-"], input="q1 0 d2 x\n")
+    assert bad.exit_code == 1 and "standard input:1: relevance 'x'" in bad.output, bad.output
+    both = CliRunner().invoke(main, ["evaluate", "--run", "-", "--qrels", "-"], input="")
+    assert both.exit_code == 2 and "--run and --qrels cannot both read standard input" in both.output, both.output
