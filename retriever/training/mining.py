@@ -79,6 +79,17 @@ def check_index_holds_judged(searcher: Searcher, index: str | Path, beir: BeirDa
                              "passages; mine from an index built from the dataset's corpus")
 
 
+def _check_output_apart(output: Path, index: str | Path, dataset: str | Path) -> None:
+    """Refuse an output that is an existing file of the index or dataset folder, as the CLI does: the library
+    replaced the collection's queries (or the index's manifest) with the negatives it mined from them."""
+    target = output.resolve()
+    for name, folder in (("index", index), ("dataset", dataset)):
+        check_kind(folder, (str, os.PathLike), name, "a folder's path (str or Path)")
+        if target.is_file() and Path(folder).resolve() in target.parents:
+            raise RetrieverError(f"{output}: the negatives file is a file of the {name} {folder}, which mining reads "
+                                 "and writing would overwrite; give another path")
+
+
 def _output_path(output: object) -> Path:
     """The negatives file's path, checked before the search: an int failed in pathlib naming no argument, and an
     empty path (the current folder) or a folder only once every query had been searched."""
@@ -101,6 +112,7 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
     if skip_top >= depth:
         raise RetrieverError(f"--skip-top {skip_top} drops all {depth} retrieved documents; raise --depth")
     check_output_outside_qrels(output, "the negatives file")
+    _check_output_apart(output, index, dataset)
     started = time.time()
     beir = BeirDataset.open(dataset)
     found, judged = judged_split(beir, split)  # refused before the index and its model are loaded

@@ -182,6 +182,7 @@ def test_mining_with_a_dataset_whose_corpus_is_not_the_indexs_warns(indexed_beir
     ({"output": 5}, "output must be a file's path"),
     ({"output": ""}, "output is empty"),
     ({"output": "."}, "cannot write .: it is a folder"),
+    ({"index": 5}, "index must be a folder's path"),
 ])
 def test_arguments_of_the_wrong_kind_are_refused_in_one_line_before_anything_is_read(tmp_path, arguments, said):
     """Checked up front, before the dataset or index is opened: they raised TypeError tracebacks (a float
@@ -189,3 +190,14 @@ def test_arguments_of_the_wrong_kind_are_refused_in_one_line_before_anything_is_
     call = {"index": tmp_path / "no-index", "dataset": tmp_path / "no-dataset", "output": tmp_path / "n.jsonl"}
     with pytest.raises(RetrieverError, match=said.replace("(", r"\(")):
         mine_negatives(**{**call, **arguments}, progress=False)
+
+
+@pytest.mark.parametrize("target", ["queries.jsonl", "index/manifest.json"])
+def test_an_output_that_is_a_file_of_the_dataset_or_index_is_refused_before_mining(indexed_beir, target):
+    """The CLI refused it, the library overwrote the collection's queries (or the index's manifest) with negatives."""
+    dataset, index = indexed_beir
+    output = (index.parent if target.startswith("index/") else dataset) / target
+    before = output.read_bytes()
+    with pytest.raises(RetrieverError, match=f"^{output}: .* file of the (index|dataset) .*, which mining reads"):
+        mine_negatives(index, dataset, output, depth=5, progress=False)
+    assert output.read_bytes() == before
