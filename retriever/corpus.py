@@ -193,18 +193,24 @@ def count_records(path: Path, fmt: str = "auto") -> int | None:
     return sum(1 for _ in decoded_lines(path))
 
 
+# Where a query's title is, and what holds it, by format: a title is refused, not dropped.
+_QUERY_TITLE = {"tsv": ("its TSV title column", "column"), "jsonl": ("its 'title' key", "key"),
+                "parquet": ("its 'title' column", "column")}
+
+
 def iter_queries(path: str | Path, fmt: str = "auto", fields: Fields = Fields(),
                  stats: ReadStats | None = None) -> Iterator[Query]:
     """Stream validated queries; SQuAD-style ``metadata.answers`` are kept for answer recall."""
     queries_path = resolve_queries_path(path)
     stats = stats if stats is not None else ReadStats()
     records = _records(queries_path, fmt, replace(fields, title=DEFAULT_TITLE))  # a query has no title to look for
-    tsv = detect_format(queries_path, fmt) == "tsv"
+    fmt = detect_format(queries_path, fmt)
+    where, part = _QUERY_TITLE[fmt]
     for number, query_id, text, title, raw in _checked(records, queries_path, stats, "query"):
-        if tsv and title.strip():  # a TSV's third column is a title: dropped, it lost a TREC topic's keyword query
-            raise InputFileError(queries_path, number, "the query has a title (its TSV title column), and a query is "
-                                 "its text alone", "put the whole query in the text column (e.g. title and "
-                                 "description joined by a space), or drop the title column")
+        if title.strip():  # dropped, it lost a TREC topic's keyword query
+            raise InputFileError(queries_path, number, f"the query has a title ({where}), and a query is its text "
+                                 f"alone", f"put the whole query in the text {part} (e.g. title and description "
+                                 f"joined by a space), or drop the title {part}")
         yield Query(id=query_id, text=text, answers=as_answers(raw, queries_path, number))
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -377,3 +378,21 @@ def test_qrels_beside_the_corpus_rather_than_in_qrels_are_pointed_to(tiny_beir):
     assert str(caught.value) == (f"{tiny_beir}: no qrels for split 'test' (available: none); its test.tsv is beside "
                                  "corpus.jsonl, and a BEIR collection keeps it in qrels/: move it there "
                                  f"(mkdir -p {tiny_beir}/qrels && mv {tiny_beir}/test.tsv {tiny_beir}/qrels/)")
+
+
+@pytest.mark.parametrize("record", [{"_id": "q1", "title": "covid origin", "text": "what is the origin of covid"},
+                                    {"_id": "q1", "title": 2020, "text": "what is the origin of covid"}])
+def test_a_jsonl_or_parquet_query_with_a_title_is_refused_not_dropped(tmp_path, record):
+    """As a TSV title column is refused, a JSONL or Parquet query's title was dropped without a word: a TREC topic
+    saved as {"_id", "title", "text"} was searched by its description alone (probe round 17)."""
+    jsonl, parquet = tmp_path / "queries.jsonl", tmp_path / "queries.parquet"
+    jsonl.write_text(json.dumps({"_id": "q0", "text": "ice"}) + "\n" + json.dumps(record) + "\n", encoding="utf-8")
+    pq.write_table(pa.table({"_id": ["q0", "q1"], "text": ["ice", "origin"], "title": ["", str(record["title"])]}),
+                   parquet)
+    for path, hint in ((jsonl, "drop the title key"), (parquet, "drop the title column")):
+        with pytest.raises(InputFileError) as error:
+            read_queries(path)
+        assert str(error.value).startswith(f"{path}:2: the query has a title"), error.value
+        assert hint in str(error.value)
+    jsonl.write_text(json.dumps({"_id": "q1", "title": "", "text": "ice"}) + "\n", encoding="utf-8")
+    assert [q.text for q in read_queries(jsonl)] == ["ice"]  # an empty title loses nothing
