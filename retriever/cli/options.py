@@ -68,6 +68,9 @@ class OutputFile(click.Path):
             # Path() drops the slash: `-o runs/` wrote a file named runs
             self.fail(f"{value} ends in a slash, so it names a folder; give the path of a file in it ({value}NAME)",
                       param, ctx)
+        last = value.replace(os.sep, "/").rsplit("/", 1)[-1] if isinstance(value, str) else ""
+        if last in (".", "..") and not Path(value).is_dir():  # Path() drops a last '.': `-o new/.` wrote new
+            self.fail(f"{value} ends in {last!r}, so it names a folder; give the path of a file in it", param, ctx)
         path = super().convert(value, param, ctx)
         flag = f"--{param.name.replace('_', '-')}" if param and param.name else "path"
         try:  # the name, then a link's target: a temporary file is made beside it, .NAME.tmp-PID@HOST

@@ -72,6 +72,18 @@ def test_an_output_file_ending_in_a_slash_is_refused_not_written_as_the_folders_
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.parametrize("tail", ["/.", "/..", "/./"])
+def test_an_output_file_ending_in_a_dot_component_is_refused_as_a_folder(tmp_path, tail):
+    """`evaluate -o new/.` wrote a file named new (Path drops the dot); `-o new/..` failed after the work, 'device or
+    resource busy'."""
+    run = tmp_path / "run.trec"
+    run.write_text("q1 Q0 d1 1 2.0 t\n")
+    target = f"{tmp_path / 'new'}{tail}"
+    result = CliRunner().invoke(main, ["evaluate", "--run", str(run), "--qrels", str(run), "-o", target])
+    assert result.exit_code == 2 and f"{target} ends in " in result.output, result.output
+    assert "so it names a folder; give the path of a file in it" in result.output and not (tmp_path / "new").exists()
+
+
 @pytest.mark.parametrize("command", ["train", "build", "encode"])
 @pytest.mark.parametrize("flag", ["--passage-max-length", "--query-max-length"])
 def test_a_max_length_that_leaves_a_text_no_token_of_its_own_is_refused_when_parsed(command, flag):
