@@ -11,7 +11,7 @@ DEFAULT_METRICS: tuple[str, ...] = (
     "mrr@10", "ndcg@10", "map@1000",
 )
 _FAMILIES = ("recall", "mrr", "ndcg", "map")
-_METRIC_RE = re.compile(r"^(recall|mrr|ndcg|map)@([1-9][0-9]*)$")
+_METRIC_RE = re.compile(r"^(recall|mrr|ndcg|map)@([1-9][0-9]*)\Z")  # \Z: $ matched before a final newline
 MAX_CUTOFF_DIGITS = 18  # past Python's digit limit int() raised; no run is nearly that deep
 
 
@@ -26,7 +26,7 @@ _NOT_COMPUTED = {"p": "precision", "precision": "precision", "success": "success
                  "set_map": "set MAP", "iprec_at_recall": "interpolated precision", "gm_map": "geometric-mean MAP",
                  "infap": "inferred AP", "num_ret": "retrieved count", "num_rel": "relevant count",
                  "num_rel_ret": "relevant retrieved count"}
-_OTHER_NAME_RE = re.compile(rf"^([A-Za-z][A-Za-z_]*?)(?:([_.@])([0-9]{{1,{MAX_CUTOFF_DIGITS}}}))?$")
+_OTHER_NAME_RE = re.compile(rf"^([A-Za-z][A-Za-z_]*?)(?:([_.@])([0-9]{{1,{MAX_CUTOFF_DIGITS}}}))?\Z")
 
 
 def _other_spelling(name: str) -> tuple[str, bool]:

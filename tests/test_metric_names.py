@@ -71,3 +71,9 @@ def test_a_cutoff_of_too_many_digits_is_refused_in_one_line(name):
     message = refusal(name)
     if name.startswith("recall@"):
         assert f"the cutoff has {len(name) - 7} digits, and one of at most 18 is taken" in message, message
+
+
+def test_a_name_ending_in_a_newline_is_refused_not_a_second_metric():
+    """`$` matched before a final newline: evaluate_run(..., ["ndcg@10\n", "ndcg@10"]) scored both, one key holding
+    the newline (a line read from a file without strip)."""
+    refusal("ndcg@10\n")
