@@ -12,8 +12,12 @@ log, so the server seemed to ignore the Ctrl-C. ``StoppingServer`` says how many
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import signal
 import socket
+import threading
+from collections.abc import Iterator
 
 import click
 import uvicorn
@@ -52,8 +56,14 @@ def quiet_cancelled_requests() -> None:
     log.addFilter(DroppedAtStop())
 
 
+HUNG_UP = ("SIGHUP: stopping once the requests being answered are done (serve does not reload: start it again to load "
+           "changed indexes)")
+
+
 class StoppingServer(uvicorn.Server):
-    """uvicorn's server, saying on standard error what a graceful stop waits for."""
+    """uvicorn's server, saying on standard error what a graceful stop waits for. SIGHUP, which many servers take as
+    "reload" and uvicorn leaves alone, killed serve at once, its responses cut off and nothing said: it is a graceful
+    stop like SIGTERM, ending by the signal (exit code 129); one ignored (nohup) stays ignored."""
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         busy = len(self.server_state.tasks)
@@ -62,3 +72,28 @@ class StoppingServer(uvicorn.Server):
             click.echo(f"stopping once the {counted(busy, 'request')} being answered {being} done (Ctrl-C again to "
                        "drop them)", err=True)
         await super().shutdown(sockets)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        hup = getattr(signal, "SIGHUP", None)
+        if hup is None or threading.current_thread() is not threading.main_thread() \
+                or signal.getsignal(hup) == signal.SIG_IGN:
+            with super().capture_signals():
+                yield
+            return
+        hung_up = []
+        previous = signal.signal(hup, lambda sig, frame: self._hang_up(hung_up))
+        try:
+            with super().capture_signals():
+                yield
+        finally:
+            signal.signal(hup, previous)
+        if hung_up:  # as uvicorn ends by the signal it caught, once the handler it replaced is back
+            signal.raise_signal(hup)
+
+    def _hang_up(self, hung_up: list) -> None:
+        if not hung_up:
+            with contextlib.suppress(OSError):  # the terminal that hung up may take no more output
+                click.echo(HUNG_UP, err=True)
+        hung_up.append(True)
+        self.should_exit = True

@@ -102,3 +102,41 @@ def test_a_stop_that_waits_for_requests_says_so(tiny_index, capsys):
             thread.join(20)
     assert "stopping once the 3 requests being answered are done (Ctrl-C again to drop them)" in said, said
     assert statuses == [200, 200, 200]
+
+
+def test_sighup_is_a_graceful_stop_that_says_serve_does_not_reload(capsys):
+    """SIGHUP (which many servers take as "reload") killed serve at once: responses cut off, nothing said. It is a
+    graceful stop like SIGTERM, ending by the signal (exit code 129); a SIGHUP ignored (nohup) stays ignored."""
+    import os
+    import signal
+    import socket
+
+    import uvicorn
+
+    from retriever.serving.stopping import StoppingServer
+
+    async def app(scope, receive, send):
+        pass
+
+    got = []
+    previous = signal.signal(signal.SIGHUP, lambda sig, frame: got.append(sig))  # stands in for dying by it
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = StoppingServer(uvicorn.Config(app, lifespan="off", log_level="warning"))
+
+    def hang_up_then_give_up():
+        while not server.started:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGHUP)
+        time.sleep(5)
+        server.should_exit = True  # the fix missing: the signal stopped nothing
+
+    threading.Thread(target=hang_up_then_give_up, daemon=True).start()
+    started = time.monotonic()
+    try:
+        server.run(sockets=[sock])
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+        sock.close()
+    assert time.monotonic() - started < 4 and got == [signal.SIGHUP]
+    assert "serve does not reload" in capsys.readouterr().err
