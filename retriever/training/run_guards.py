@@ -4,6 +4,7 @@ pipe or a device."""
 from __future__ import annotations
 
 import contextlib
+import numbers
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 from retriever.errors import RetrieverError, check_kind
 from retriever.folders import exclusive_build, named_output
 from retriever.model_names import check_model_name
+from retriever.texts import whole_number
 
 
 @contextlib.contextmanager
@@ -33,6 +35,26 @@ def check_paths_given(output: object, model: object) -> None:
         raise RetrieverError("--output is empty: give the folder to write the trained model to")
     check_kind(model, (str, os.PathLike), "model", "a model folder's path or a hub id (str or Path)")
     check_model_name(os.fspath(model))
+
+
+def check_setting_kinds(config: object) -> None:
+    """Each path a str or Path, each count a whole number (at least 1; --save-steps and --seed at least 0), each
+    rate a real number, refused in one line: the library's TrainConfig compared a string with a number (a TypeError
+    traceback), handed an int to pathlib, and trained epochs=1.5 or max_steps=True."""
+    for name in config.PATHS:
+        if getattr(config, name) is not None:
+            check_kind(getattr(config, name), (str, os.PathLike), f"--{_flag(name)}", "a path (str or Path)")
+    for name in (*config.AT_LEAST_ONE, "seed"):
+        if getattr(config, name) is not None:
+            whole_number(getattr(config, name), f"--{_flag(name)}", 0 if name in ("save_steps", "seed") else 1)
+    for name in config.FINITE:
+        value = getattr(config, name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
+            raise RetrieverError(f"--{_flag(name)} must be a number, not {value!r}")
+
+
+def _flag(name: str) -> str:
+    return name.replace("_", "-")
 
 
 def check_output_outside_model(output: str, model: str) -> None:

@@ -35,7 +35,7 @@ from retriever.training.divergence import StopAtNonFiniteLoss, check_finite_weig
 from retriever.training.layout import check_resume_layout, check_step_layout
 from retriever.training.processes import (DDP_TIMEOUT, MAX_DDP_TIMEOUT, check_same_run_everywhere,  # noqa: F401
                                           is_main_process, join_process_group, peer_deaths_reported)
-from retriever.training.run_guards import check_paths_given, check_run_paths
+from retriever.training.run_guards import check_paths_given, check_run_paths, check_setting_kinds
 from retriever.training.run_record import (CHECKPOINTS, FINISHED_FILE, OPTIMIZER_STATES,  # noqa: F401 (stack.*)
                                            PRECISION_KEY, RUN_FILE, WEIGHTS_FILE, checkpoint_states_loaded,
                                            checkpoint_step, corpus_file, load_weights, note_precision,
@@ -87,9 +87,7 @@ class StackConfig:
 
     def check(self) -> None:
         check_paths_given(self.output, self.model)
-        for name in self.AT_LEAST_ONE:  # 0 passed as unset: max_steps=0 trained whole epochs, epochs=0 one epoch
-            if getattr(self, name) is not None and getattr(self, name) < (0 if name == "save_steps" else 1):
-                raise RetrieverError(f"--{name.replace('_', '-')} must be at least 1")
+        check_setting_kinds(self)  # and 0 refused: it passed as unset, max_steps=0 trained whole epochs
         for name in self.FINITE:  # nan fails no comparison below, and nan or inf trains a NaN model
             if getattr(self, name) is not None and not math.isfinite(getattr(self, name)):
                 raise RetrieverError(f"--{name.replace('_', '-')} is {getattr(self, name)}; give a finite number")

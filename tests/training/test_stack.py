@@ -51,7 +51,8 @@ def test_a_count_of_0_from_the_library_is_refused_not_read_as_unset(tmp_path, sm
     """TrainConfig(max_steps=0) trained whole epochs, epochs=0 one epoch (the log said '0 epochs'), batch_size=0 was
     refused as a step of one query: 0 passed the check as unset. --save-steps 0 (every epoch) stays allowed."""
     config = one_step(tmp_path / "m", train_beir, small_bert, **{setting: 0})
-    with pytest.raises(RetrieverError, match=f"^--{setting.replace('_', '-')} must be at least 1$"):
+    with pytest.raises(RetrieverError, match=f"^--{setting.replace('_', '-')} must be a whole number of at least 1, "
+                                             "not 0$"):
         config.check()
     assert not (tmp_path / "m").exists()
     one_step(tmp_path / "m", train_beir, small_bert, save_steps=0).check()
@@ -68,3 +69,21 @@ def test_an_empty_output_or_model_from_the_library_is_refused_not_read_as_the_cu
     with pytest.raises(RetrieverError, match=said):
         train(dataclasses.replace(config, **{setting: ""}))
     assert not any(here.iterdir()) and not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("setting, value, said", [
+    ("batch_size", "4", "--batch-size must be a whole number of at least 1, not '4'"),
+    ("epochs", 1.5, "--epochs must be a whole number of at least 1, not 1.5"),
+    ("max_steps", True, "--max-steps must be a whole number of at least 1, not True"),
+    ("seed", "1", "--seed must be a whole number of at least 0, not '1'"),
+    ("learning_rate", "1e-3", "--learning-rate must be a number, not '1e-3'"),
+    ("temperature", "0.1", "--temperature must be a number, not '0.1'"),
+    ("negatives", 5, "--negatives must be a path"),
+])
+def test_a_setting_of_the_wrong_kind_from_the_library_is_refused_in_one_line(tmp_path, small_bert, train_beir, setting,
+                                                                             value, said):
+    """A string count or rate was a TypeError traceback, an int path pathlib's; epochs=1.5 and max_steps=True ran."""
+    config = dataclasses.replace(one_step(tmp_path / "m", train_beir, small_bert), **{setting: value})
+    with pytest.raises(RetrieverError, match=f"^{said}"):
+        config.check()
+    assert not (tmp_path / "m").exists()
