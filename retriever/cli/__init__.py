@@ -34,8 +34,10 @@ PIPELINE_ORDER = ("demo", "build", "encode", "index", "info", "search", "evaluat
 
 # The commands that share their work over torchrun's processes; under torchrun any other would run whole in each.
 TORCHRUN_COMMANDS = ("train", "pretrain")
-# How long a torchrun process that leaves its error for its machine's first process to print waits to be stopped
+# How long a torchrun process that leaves its error for its machine's first process to print waits to be stopped, at
+# least: and twice as long as it took to reach the error (`_exit_unheard`)
 UNHEARD_WAIT_SECONDS = 30
+_command_started = time.monotonic()  # reset as the command starts (`_Group.main`)
 
 
 class _Group(click.Group):
@@ -105,6 +107,8 @@ class _Group(click.Group):
     def main(self, *args, **kwargs):
         """As click's, but a torchrun process other than its machine's first exits with usage errors' codes
         without printing."""
+        global _command_started
+        _command_started = time.monotonic()
         guard_stdout()
         guard_stderr()
         _write_utf8()
@@ -145,9 +149,11 @@ def _exit_unheard(code: int) -> NoReturn:
     """Exit ``code`` without a word, from a torchrun process that leaves its error for its machine's first process
     to print, once torchrun stops it (or after ``UNHEARD_WAIT_SECONDS``): torchrun stops every process as soon as one
     fails, so a process that left first had the first one stopped before it printed, and the launch failed without
-    an error line (most launches on a loaded machine)."""
+    an error line (most launches on a loaded machine). It waits twice as long as it took to get here, if longer: on a
+    loaded machine importing torch alone takes half a minute, so the first process, doing the same work beside it, was
+    at times more than 30 s behind, stopped before it printed, and the launch failed without an error line."""
     if "LOCAL_RANK" in os.environ:
-        time.sleep(UNHEARD_WAIT_SECONDS)
+        time.sleep(max(UNHEARD_WAIT_SECONDS, 2 * (time.monotonic() - _command_started)))
     sys.exit(code)
 
 
