@@ -148,3 +148,14 @@ def test_an_output_through_a_symlink_loop_or_a_link_to_nothing_is_named_in_one_l
     assert result.exit_code == 2 and isinstance(result.exception, (SystemExit, type(None))), result.output
     assert said.format(target=tmp_path / target, tmp=tmp_path) in result.output, result.output
     assert not (tmp_path / "nowhere").exists()
+
+
+def test_an_output_path_past_the_systems_path_limit_says_so_not_that_a_name_is_too_long(tmp_path):
+    """500 folders of 8 letters: 'a name in the path is longer than the file system takes (often 255 bytes)', where
+    no name is; the whole path is past PATH_MAX (4096 bytes on Linux)."""
+    run = tmp_path / "run.trec"
+    run.write_text("q1 Q0 d1 1 2.0 t\n")
+    target = str(tmp_path / "/".join(["abcdefgh"] * 500) / "m.json")
+    result = CliRunner().invoke(main, ["evaluate", "--run", str(run), "--qrels", str(run), "-o", target])
+    assert result.exit_code == 2 and "the system takes paths of at most" in result.output, result.output[-300:]
+    assert "a name in the path" not in result.output and not (tmp_path / "abcdefgh").exists()
