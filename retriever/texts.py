@@ -2,6 +2,7 @@
 and tokenisation that never hands the tokenizer more text than the max length can use."""
 from __future__ import annotations
 
+import itertools
 import operator
 import re
 import unicodedata
@@ -17,6 +18,7 @@ CHARS_PER_TOKEN = 8
 MAX_CHARS_PER_TOKEN = 128
 _WHITESPACE = re.compile(r"\s")
 _NOT_SPACE = re.compile(r"\S")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 # Control characters \s does not match: trec_eval reads an id only up to a NUL, and none belongs in a TREC file.
 CONTROL_CHARACTER = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]")
 _C_SPACES = re.compile(r"[ \t\n\v\f\r]+")  # C's isspace, where trec_eval splits a run or qrels line
@@ -26,10 +28,9 @@ def text_problem(text: str) -> str | None:
     """Why the tokenizer cannot take ``text`` (it rejects lone surrogates, e.g. from a JSON "\\ud800"), or None."""
     if text.isascii():
         return None
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as error:
-        return f"a lone surrogate U+{ord(text[error.start]):04X} at character {error.start + 1}"
+    surrogate = _SURROGATE.search(text)  # what UTF-8 cannot encode, found with no encoded copy of a long text
+    if surrogate is not None:
+        return f"a lone surrogate U+{ord(surrogate.group()):04X} at character {surrogate.start() + 1}"
     return None
 
 
@@ -42,10 +43,13 @@ def is_blank(text: str) -> bool:
     """Whether ``text`` has nothing to search for: only whitespace and characters the tokenizer drops
     (``DROPPED_CATEGORIES``, U+FFFD). A lone surrogate is left to ``text_problem``, an unassigned character reads
     as [UNK]."""
-    if text[:1].isalnum():  # the usual text: a letter or digit is in none of those categories
+    first = _NOT_SPACE.search(text)  # C-fast past a run of whitespace, and no copy of a long text (as strip makes)
+    if first is None:
+        return True
+    if text[first.start()].isalnum():  # the usual text: a letter or digit is in none of those categories
         return False
     return all(character.isspace() or character == "\ufffd" or unicodedata.category(character) in DROPPED_CATEGORIES
-               for character in text)
+               for character in itertools.islice(text, first.start(), None))
 
 
 def check_text(text: str, where: str, what: str = "text") -> str:

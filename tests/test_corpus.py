@@ -396,3 +396,23 @@ def test_a_jsonl_or_parquet_query_with_a_title_is_refused_not_dropped(tmp_path, 
         assert hint in str(error.value)
     jsonl.write_text(json.dumps({"_id": "q1", "title": "", "text": "ice"}) + "\n", encoding="utf-8")
     assert [q.text for q in read_queries(jsonl)] == ["ice"]  # an empty title loses nothing
+
+
+def test_reading_a_long_text_makes_no_copy_of_it_to_tell_whether_it_is_blank(tmp_path):
+    """Each record's text and title were stripped (copied) to tell a blank one: a text line of a gigabyte cost another
+    gigabyte at its read (probe round 17)."""
+    import tracemalloc
+
+    from retriever.corpus import _checked
+
+    text = "  word" * 4_000_000 + " "  # 24 MB, spaces at both ends
+    records = [(1, "d1", text, " " + text, {}), (2, "d2", " \u200b " * 1_000_000, "", {})]
+    tracemalloc.start()
+    try:
+        stats = ReadStats()
+        assert [record[1] for record in _checked(records, tmp_path / "c.jsonl", stats, "document")] == ["d1", "d2"]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert stats.empty_texts == 1 and stats.empty_examples == ["d2"]  # a zero-width space is blank
+    assert peak < 1 << 20, peak
