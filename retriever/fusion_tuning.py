@@ -19,7 +19,7 @@ from retriever.evaluation import (dataset_name, judged_missing_from, judged_spli
                                   warn, warn_of_left_out, warn_of_other_corpus)
 from retriever.fusion import FusionParams, fuse
 from retriever.index_folder import read_manifest, replace_manifest
-from retriever.lexical_part import check_writable
+from retriever.lexical_part import check_writable, index_lock
 from retriever.metrics import evaluate_run, judged_query_ids
 from retriever.qrels import REPORTED_SPLIT, is_reported_split
 from retriever.runs import Qrels, Run, read_qrels
@@ -170,10 +170,8 @@ def tune_and_record(index_dir: str | Path, dataset: str | Path, split: str, devi
     """Tune the fusion of a built index (which needs its BM25 part) and store it as the manifest's ``fusion``. Under
     the folder's build lock throughout, as `bm25` and `--drop-fusion` rewrite the manifest too: a rebuild of the BM25
     part mid-tuning would leave a record tuned on the old part, and overlapping manifest writes would lose one."""
-    from retriever.folders import exclusive_build, named_output
-
     checked = check_tuning_split(dataset, split)
-    with exclusive_build(named_output(Path(index_dir)), "build or tuning", elsewhere=""):
+    with index_lock(Path(index_dir), "build or tuning"):
         check_writable(Path(index_dir), "the tuned fusion cannot be recorded in its manifest")
         # bm25, not hybrid: the two lists are ranked apart, and a damaged record (which refuses hybrid) is retuned
         searcher = Searcher(index_dir, device=device, dtype=dtype, mode="bm25")
@@ -186,10 +184,8 @@ def drop_fusion(index_dir: str | Path) -> bool:
     """Remove the manifest's ``fusion`` record, a damaged one too (hybrid then uses RRF k=60), leaving the BM25 part
     and every other entry as they are; False when there was none. The repair a damaged record names, without the
     BM25 rebuild of `bm25 --overwrite`. Under the folder's build lock, as `bm25` rewrites the manifest too."""
-    from retriever.folders import exclusive_build, named_output
-
     index_dir = Path(index_dir)
-    with exclusive_build(named_output(index_dir), elsewhere=""):
+    with index_lock(index_dir):
         manifest = read_manifest(index_dir)
         if "fusion" in manifest:  # the record's integrity entries are the files', which stay as they are
             check_writable(index_dir, "its fusion record cannot be dropped from its manifest")

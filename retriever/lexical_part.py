@@ -14,6 +14,8 @@ import re
 import secrets
 import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from retriever.errors import IndexDamaged, RetrieverError, check_kind, full_disk_named
@@ -167,8 +169,19 @@ def add_lexical(index_dir: str | Path, params: LexicalParams = LexicalParams(), 
     not said to leave hybrid on RRF k=60, nor to need the tuning the same run does."""
     check_kind(params, LexicalParams, "params", "LexicalParams, e.g. LexicalParams(k1=1.2)")
     index_dir = Path(index_dir)
-    with exclusive_build(named_output(index_dir), elsewhere=""):  # `bm25 INDEX` has no --output
+    with index_lock(index_dir):
         return _add_lexical(index_dir, params, overwrite, progress, retuning)
+
+
+@contextmanager
+def index_lock(index_dir: Path, what: str = "build") -> Iterator[None]:
+    """The build lock of the index folder (``folders.exclusive_build``), under the name given and, reached through a
+    link, the folder's own too: a run through a link and one through the folder took two locks and both ran."""
+    names = dict.fromkeys([named_output(index_dir), named_output(index_dir.resolve())])
+    with ExitStack() as held:
+        for name in names:
+            held.enter_context(exclusive_build(name, what, elsewhere=""))  # `bm25 INDEX` has no --output
+        yield
 
 
 def _add_lexical(index_dir: Path, params: LexicalParams, overwrite: bool, progress: bool,

@@ -380,3 +380,22 @@ def test_a_rebuild_naming_the_same_stopword_list_otherwise_keeps_the_tuned_fusio
     assert read_manifest(index)["fusion"] == tuned and "dropped" not in capsys.readouterr().err
     add_lexical(index, LexicalParams(stopwords="norwegian"), overwrite=True, progress=False)
     assert "stopwords english -> norwegian" in capsys.readouterr().err
+
+
+def test_bm25_through_a_link_is_refused_while_a_run_through_the_folder_holds_it(index, tmp_path):
+    """The lock was named after the path given: `bm25 LINK --overwrite` beside `bm25 FOLDER --overwrite` (or a
+    tuning) both ran, each deleting the other's uncommitted part, as two runs did before the lock."""
+    from retriever.fusion_tuning import drop_fusion
+    from retriever.folders import exclusive_build, named_output
+
+    link = tmp_path / "link"
+    link.symlink_to(index, target_is_directory=True)
+    before = (index / MANIFEST_FILE).read_bytes()
+    with exclusive_build(named_output(index), elsewhere=""):
+        for run in (lambda: add_lexical(link, overwrite=True, progress=False), lambda: drop_fusion(link)):
+            with pytest.raises(RetrieverError, match=r"another build of it is running \(pid \d+\)"):
+                run()
+    assert (index / MANIFEST_FILE).read_bytes() == before
+    with exclusive_build(named_output(link), elsewhere=""):  # a run through the link still holds it against another
+        with pytest.raises(RetrieverError, match=r"another build of it is running"):
+            add_lexical(link, overwrite=True, progress=False)
