@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 
 from retriever.corpus_records import DEFAULT_TITLE, Fields, as_answers, jsonl_records, parquet_records
 from retriever.errors import InputFileError, RetrieverError
-from retriever.file_kinds import compressed_copy, file_kind_error
+from retriever.file_kinds import compressed_copy, file_kind_error, long_json_array
 from retriever.files import decoded_lines, through_link
 from retriever.texts import check_text, id_problem, is_blank
 from retriever.tsv_records import check_tsv_fields, tsv_records
@@ -190,7 +190,7 @@ def count_records(path: Path, fmt: str = "auto") -> int | None:
             return None
     if fmt == "tsv":
         return sum(1 for _ in tsv_records(path))
-    return sum(1 for _ in decoded_lines(path))
+    return None if long_json_array(path) else sum(1 for _ in decoded_lines(path))  # its one line would be held
 
 
 # Where a query's title is, and what holds it, by format: a title is refused, not dropped.

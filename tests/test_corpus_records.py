@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from retriever.corpus import BeirDataset, iter_documents
+from retriever.corpus import BeirDataset, count_records, iter_documents
 from retriever.errors import InputFileError
 from retriever.evaluation import judged_split
 from retriever.training.data import load_beir_examples
@@ -93,6 +93,7 @@ def test_a_corpus_that_is_one_long_json_array_line_is_refused_from_its_first_byt
     try:
         with pytest.raises(InputFileError) as caught:
             list(iter_documents(path))
+        assert count_records(path) is None  # a progress bar's count (encode_corpus's, before reading) held it too
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
