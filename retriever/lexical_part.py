@@ -177,9 +177,10 @@ def add_lexical(index_dir: str | Path, params: LexicalParams = LexicalParams(), 
 def index_lock(index_dir: Path, what: str = "build") -> Iterator[None]:
     """The build lock of the index folder (``folders.exclusive_build``), under the name given and, reached through a
     link, the folder's own too: a run through a link and one through the folder took two locks and both ran."""
-    names = dict.fromkeys([named_output(index_dir), named_output(index_dir.resolve())])
+    names = {name.parent.resolve() / name.name: name for name in (named_output(index_dir.resolve()),
+                                                                   named_output(index_dir))}  # one lock file, once
     with ExitStack() as held:
-        for name in names:
+        for name in names.values():
             held.enter_context(exclusive_build(name, what, elsewhere=""))  # `bm25 INDEX` has no --output
         yield
 

@@ -399,3 +399,10 @@ def test_bm25_through_a_link_is_refused_while_a_run_through_the_folder_holds_it(
     with exclusive_build(named_output(link), elsewhere=""):  # a run through the link still holds it against another
         with pytest.raises(RetrieverError, match=r"another build of it is running"):
             add_lexical(link, overwrite=True, progress=False)
+
+
+def test_bm25_given_a_relative_path_takes_its_lock_once(index, monkeypatch):
+    """The link check (above) took the folder's lock twice when named once relatively and once absolutely, and
+    refused every `bm25 INDEX` run as "another build of it is running" (its own pid)."""
+    monkeypatch.chdir(index.parent)
+    assert add_lexical(index.name, overwrite=True, progress=False)["documents"] > 0
