@@ -77,6 +77,9 @@ def _unfinished_run(path: Path) -> str | None:
         run = path.resolve().parent.parent
     elif path.name == "checkpoints" and path.is_dir() and any(path.glob("checkpoint-*")):
         run = path.resolve().parent
+    elif (path / "checkpoints" / "finished.json").is_file():  # a rerun says "already finished; nothing to do"
+        return (f"{path}: a finished train or pretrain run whose model files are gone (no config.json): rerun its "
+                "command with a new --output to train it again")
     elif (path / "checkpoints").is_dir():
         return (f"{path}: an unfinished train or pretrain run (no model written yet): rerun its command to finish it "
                 "(it resumes from its newest checkpoint), then pass it again")

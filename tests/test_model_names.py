@@ -159,3 +159,8 @@ def test_a_checkpoint_or_an_unfinished_run_says_to_rerun_its_command(tmp_path):
     with pytest.raises(RetrieverError, match=rf"^{re.escape(out)}: an unfinished train or pretrain run \(no model "
                                              rf"written yet\): rerun its command to finish it.*then pass it again$"):
         resolve_model_path(out)
+    shutil.rmtree(checkpoint)
+    (checkpoint.parent / "finished.json").write_text("{}", encoding="utf-8")  # finished, then its model files removed
+    with pytest.raises(RetrieverError, match=rf"^{re.escape(out)}: a finished train or pretrain run whose model files "
+                                             r"are gone \(no config.json\): rerun its command with a new --output"):
+        resolve_model_path(out)
