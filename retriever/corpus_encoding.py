@@ -159,7 +159,6 @@ def remove_parts_beyond(output: Path, worker: int, num_workers: int, count: int)
 def _shard_folder(output: Path, worker_index: int, num_workers: int) -> None:
     """Make the shard folder, refusing an index folder or one nothing can be written in; delete this
     worker's temporaries its dead runs on this host left (other workers' stay, as do another host's: ``pid_names``)."""
-    check_output_name(output, "--output")
     if (output / MANIFEST_FILE).is_file():
         raise RetrieverError(f"{output}: is an index folder; encode into a folder of its own, e.g. {output}.shards")
     make_folder(output)
@@ -199,6 +198,7 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
         raise RetrieverError(f"--worker-index must be in 0..{num_workers - 1} for --num-workers {num_workers}")
     corpus_path = resolve_corpus_path(corpus)
     output = Path(output)
+    check_output_name(output, "--output")  # before exists(), which a name past the file system's limit fails
     made = [] if output.exists() else [output, *itertools.takewhile(lambda folder: not folder.exists(), output.parents)]
     try:
         _shard_folder(output, worker_index, num_workers)

@@ -139,6 +139,9 @@ def make_folder(path: Path, flag: str = "--output") -> bool:
     if path.exists() and not path.is_dir():
         raise RetrieverError(f"{path}: is a file, not a folder; remove it or choose another {flag}")
     created = not path.exists()
+    problem = creatable_problem(path) if created else None  # a link on the way that loops or leads nowhere
+    if problem:
+        raise RetrieverError(f"{problem}; choose another {flag}")
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as error:

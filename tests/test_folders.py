@@ -161,3 +161,18 @@ def test_another_hosts_build_folders_are_kept_and_named_and_this_hosts_dead_ones
         f"cannot be seen from here; once that build no longer runs, move it back to {output} if that is missing, else "
         "remove it"]
     assert sorted(p.name for p in tmp_path.iterdir()) == names[:2]
+
+
+@pytest.mark.parametrize("link", ["loop", "nowhere"])
+def test_an_output_folder_under_a_link_that_loops_or_leads_nowhere_is_one_line(tmp_path, link):
+    """`encode -o LOOP` or `-o GONE/sub` (pretrain, train and the demo make their folders the same way) said
+    "cannot be created (File exists)": mkdir meets the link and cannot tell why (session 21)."""
+    from retriever.folders import make_folder
+
+    (tmp_path / link).symlink_to(tmp_path / link if link == "loop" else tmp_path / "missing")
+    target = tmp_path / link if link == "loop" else tmp_path / link / "sub"
+    with pytest.raises(RetrieverError) as raised:
+        make_folder(target)
+    said = str(raised.value)
+    assert ("leads back to itself" if link == "loop" else "is a symbolic link to") in said, said
+    assert said.endswith("; choose another --output") and not (tmp_path / "missing").exists()
