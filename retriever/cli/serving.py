@@ -268,7 +268,7 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
         announce = (f"serving {', '.join(searchers)} at http://{shown}:{sockets[0].getsockname()[1]}/ (API docs at "
                     f"/docs; {used['workers']} workers x {used['torch']} torch threads, encoding in {dtype_used})")
         run_app(app, sockets, announce, (host, port), access_log=access_log,
-                http=guarded_protocol(request_timeout, max_head_bytes, DescriptorWatch(open_files)),
+                http=guarded_protocol(request_timeout, max_head_bytes, DescriptorWatch(open_files), origins),
                 timeout_keep_alive=timeout_keep_alive)
     except KeyboardInterrupt:  # while the indexes load (run_app takes its own): the CLI's line told to rerun to finish
         click.echo("error: interrupted (Ctrl-C) while the indexes loaded; nothing was served", err=True)

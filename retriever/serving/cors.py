@@ -2,7 +2,8 @@
 
 Without allowed origins nothing changes (no header; an OPTIONS is a 405, as any method a path lacks). With them,
 a response to a request whose ``Origin`` is allowed carries ``Access-Control-Allow-Origin`` (``*`` when every
-origin is allowed), errors included, and every response says ``Vary: Origin``, since the header depends on it.
+origin is allowed), errors included (the protocol layer's 400, 431 and 505 too: with ``*`` always, else when the
+Origin header was read before the refusal), and every response says ``Vary: Origin``, since the header depends on it.
 A preflight (an OPTIONS with ``Access-Control-Request-Method``) from an allowed origin is a 204 naming the methods
 and the one request header (``Content-Type``) the API reads; from another origin it is answered as without the
 flag, which the browser then refuses. No credentials are allowed: the API reads no cookies.

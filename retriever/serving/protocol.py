@@ -38,6 +38,7 @@ import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from retriever.serving.chunked import ChunkedEnd
+from retriever.serving.cors import cross_origin_headers
 from retriever.serving.lingering import LingeringTransport, close_lingering
 from retriever.serving.open_files import DescriptorWatch
 from retriever.serving.malformed import SUPPORTED_VERSIONS, UnsupportedVersion, refusal, rooted, unsupported_version
@@ -57,6 +58,7 @@ class GuardedHttpProtocol(HttpToolsProtocol):
     request_timeout: float = 10.0
     max_head_bytes: int = MAX_HEAD_BYTES
     descriptors: DescriptorWatch | None = None  # logs connections taking the last file descriptors
+    origins: tuple[str, ...] = ()  # --allow-origin: the app's CORS headers go on this layer's refusals too
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._deadline: asyncio.TimerHandle | None = None
@@ -256,8 +258,10 @@ class GuardedHttpProtocol(HttpToolsProtocol):
             return
         body = json.dumps({"error": message}).encode()
         reason = HTTPStatus(status).phrase.encode()
-        self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
-                             b"connection: close\r\n\r\n%s" % (status, reason, len(body), body))
+        origin = next((value.decode("latin-1") for name, value in self.headers or () if name == b"origin"), None)
+        cors = "".join(f"{name}: {value}\r\n" for name, value in cross_origin_headers(self.origins, origin).items())
+        self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n%s"
+                             b"connection: close\r\n\r\n%s" % (status, reason, len(body), cors.encode(), body))
         if self.cycle is not None and not self.cycle.response_complete:  # as connection_lost tells a running app
             self.cycle.disconnected = True
             self.cycle.message_event.set()
@@ -281,10 +285,11 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
 
 def guarded_protocol(request_timeout: float, max_head_bytes: int = MAX_HEAD_BYTES,
-                     descriptors: DescriptorWatch | None = None) -> type[GuardedHttpProtocol]:
+                     descriptors: DescriptorWatch | None = None, origins: tuple[str, ...] = ()
+                     ) -> type[GuardedHttpProtocol]:
     """The protocol class to pass as ``uvicorn.Config(http=...)``, with its limits set."""
     if not (0 < request_timeout < float("inf") and max_head_bytes > 0):  # NaN passes `<= 0`, then fails each connection
         raise ValueError("the request timeout must be a positive number of seconds and the head size limit positive")
     return type("GuardedHttpProtocol", (GuardedHttpProtocol,),
                 {"request_timeout": float(request_timeout), "max_head_bytes": int(max_head_bytes),
-                 "descriptors": descriptors})
+                 "descriptors": descriptors, "origins": tuple(origins)})

@@ -88,3 +88,26 @@ def test_an_origin_that_no_browser_sends_is_refused(origin):
     with pytest.raises(RetrieverError, match="scheme://host"):
         checked_origins([origin])
     assert checked_origins(["HTTPS://Search.Example:8443", "*"]) == ("https://search.example:8443", "*")
+
+
+@pytest.mark.parametrize("origins, request_bytes, status, allowed", [
+    (("*",), b"GET /" + b"x" * 2000 + b" HTTP/1.1\r\nHost: x\r\nOrigin: https://page.example\r\n\r\n", 431, "*"),
+    (("https://page.example",), b"GET / HTTP/2.0\r\nHost: x\r\nOrigin: https://page.example\r\n\r\n", 505,
+     "https://page.example"),
+    (("https://page.example",), b"GET / HTTP/2.0\r\nHost: x\r\nOrigin: https://other.example\r\n\r\n", 505, None)])
+def test_refusals_the_protocol_writes_carry_the_cors_headers(origins, request_bytes, status, allowed):
+    """The app's responses carried CORS headers, the protocol layer's refusals (400, 431, 505) none: a page on an
+    allowed origin sending a GET of a URL over --max-head-bytes saw a network error, not the 431 saying why."""
+    from fastapi import FastAPI
+
+    from retriever.serving.protocol import guarded_protocol
+    from serving_fixtures import raw_reply
+
+    server = ServerThread(FastAPI(), http=guarded_protocol(10, 1024, origins=origins)).start()
+    try:
+        reply = raw_reply(server.port, request_bytes)
+    finally:
+        server.stop()
+    head = reply.split(b"\r\n\r\n")[0].decode().lower()
+    assert head.startswith(f"http/1.1 {status} ") and "vary: origin" in head, head
+    assert (f"access-control-allow-origin: {allowed}" in head) if allowed else "access-control-allow" not in head
