@@ -27,7 +27,7 @@ from retriever.model_loading import load_tokenizer
 from retriever.model_names import FETCH_ADVICE, located_model, resolve_model_path
 from retriever.pretraining.card import pretrain_card
 from retriever.pretraining.condenser import MAX_HEAD_LAYERS, CondenserForPretraining, load_condenser
-from retriever.pretraining.guards import (check_corpus_path, check_examples, check_tokenizer,
+from retriever.pretraining.guards import (check_corpus_path, check_examples, check_pretrain_kinds, check_tokenizer,
                                           contrastive_start_warning, drops_lone_span_passage)
 from retriever.pretraining.masking import CondenserExamples, TokenizedCorpus, WholeWordMasker, pad_batch
 from retriever.st_router import refuse_router
@@ -63,6 +63,8 @@ class PretrainConfig(stack.StackConfig):
     RUNTIME_ONLY: ClassVar[tuple[str, ...]] = (*stack.StackConfig.RUNTIME_ONLY, "keep_checkpoints")
     FINITE: ClassVar[tuple[str, ...]] = (*stack.StackConfig.FINITE, "backbone_lr_scale", "temperature",
                                          "mlm_probability")
+    AT_LEAST_ONE: ClassVar[tuple[str, ...]] = (*stack.StackConfig.AT_LEAST_ONE, "n_head_layers", "max_length",
+                                               "keep_checkpoints")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -70,6 +72,7 @@ class PretrainConfig(stack.StackConfig):
 
     def check(self) -> None:
         check_corpus_path(self.corpus)  # as super().check() begins with the output and model (check_paths_given)
+        check_pretrain_kinds(self)
         super().check()
         if self.max_length < 8:
             raise RetrieverError("--max-length must be at least 8")

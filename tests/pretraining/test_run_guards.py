@@ -178,3 +178,23 @@ def test_an_empty_start_model_is_refused_not_read_as_the_current_folder(tiny_bei
     with pytest.raises(RetrieverError, match="^the model name is empty"):
         pretrain(config(tiny_beir, tmp_path / "out", ""), log=quiet)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("name, value, said", [
+    ("n_head_layers", "2", "--n-head-layers must be a whole number of at least 1, not '2'"),
+    ("n_head_layers", 0, "--n-head-layers must be a whole number of at least 1, not 0"),
+    ("max_length", "16", "--max-length must be a whole number of at least 1, not '16'"),
+    ("keep_checkpoints", 0, "--keep-checkpoints must be a whole number of at least 1, not 0"),
+    ("skip_from", "1", "--skip-from must be a whole number of at least 0, not '1'"),
+    ("freeze_backbone_steps", 1.5, "--freeze-backbone-steps must be a whole number of at least 0, not 1.5"),
+    ("cocondenser", "yes", "cocondenser must be True or False, not str 'yes'")])
+def test_pretrain_settings_of_the_wrong_kind_are_refused_before_loading(tiny_beir, tmp_path, monkeypatch, name,
+                                                                          value, said):
+    """PretrainConfig's own settings, as the shared ones are (check_setting_kinds): n_head_layers='2' and
+    max_length='16' were TypeError tracebacks (skip_from='1' once the model loaded), freeze_backbone_steps=1.5 and
+    cocondenser='yes' trained, keep_checkpoints=0 kept every checkpoint, n_head_layers=0 built the default head."""
+    nothing_loaded(monkeypatch)
+    with pytest.raises(RetrieverError) as caught:
+        pretrain(config(tiny_beir, tmp_path / "out", tmp_path / "model", **{name: value}), log=quiet)
+    assert str(caught.value) == said
+    assert not (tmp_path / "out").exists()
