@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 from retriever.corpus_records import DEFAULT_TITLE, Fields, as_answers, jsonl_records, parquet_records
 from retriever.errors import InputFileError, RetrieverError
 from retriever.file_kinds import compressed_copy, file_kind_error, long_json_array
-from retriever.files import decoded_lines, through_link
+from retriever.files import decoded_lines
+from retriever.output_paths import through_link
 from retriever.texts import check_text, id_problem, is_blank
 from retriever.tsv_records import check_tsv_fields, tsv_records
 from retriever.wording import agree, counted

@@ -26,7 +26,8 @@ from retriever.encode_result import EncodeResult
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError, check_kind
 from retriever.recorded_paths import model_record, relative_path
-from retriever.files import atomic_write_bytes, creatable_problem
+from retriever.files import atomic_write_bytes
+from retriever.output_paths import creatable_problem
 from retriever.folders import check_output_name, make_folder
 from retriever.locks import held_lock
 from retriever.pid_names import left_behind

@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from retriever.errors import RetrieverError
-from retriever.files import creatable_problem
+from retriever.output_paths import creatable_problem
 from retriever.locks import held_lock, remove_unheld_lock
 from retriever.name_length import BESIDE_NAME_BYTES, check_name_length
 from retriever.pid_names import WRITER, left_by_dead_processes, writer_name, writer_of

@@ -19,7 +19,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from retriever.errors import IndexDamaged, RetrieverError, check_kind, full_disk_named
-from retriever.files import creatable_problem
+from retriever.output_paths import creatable_problem
 from retriever.folders import exclusive_build, named_output, temporary_folder
 from retriever.pid_names import left_by_dead_processes
 from retriever.integrity import (check_files, check_folder, damaged, dense_part, file_damage, file_sha256, reading,

@@ -23,8 +23,8 @@ from tqdm import tqdm
 
 import retriever
 from retriever.errors import RetrieverError
-from retriever.files import (folders_made_for, read_json_object, sync_folder, through_link, write_errors_named,
-                             write_json, written_in_place)
+from retriever.files import folders_made_for, read_json_object, sync_folder, write_errors_named, write_json
+from retriever.output_paths import through_link, written_in_place
 from retriever.folders import exclusive_build
 from retriever.index_folder import manifest_bytes
 from retriever.runs import Run, run_lines, write_run

@@ -69,7 +69,7 @@ def test_missing_json_is_an_error_unless_a_default_is_given(tmp_path):
 
 def test_a_path_that_could_never_be_written_is_refused_before_any_work(tmp_path):
     from retriever.errors import RetrieverError
-    from retriever.files import output_file_problem
+    from retriever.output_paths import output_file_problem
 
     (tmp_path / "folder").mkdir()
     (tmp_path / "afile").write_text("keep")
@@ -137,7 +137,7 @@ def test_a_symlink_loop_or_a_link_to_nothing_is_refused_in_one_line_naming_it(tm
 
 def test_a_socket_is_refused_before_any_work(tmp_path):
     """`-o SOCKET` was opened after the search or evaluation: 'no such device or address; check the disk'."""
-    from retriever.files import output_file_problem
+    from retriever.output_paths import output_file_problem
 
     with socket.socket(socket.AF_UNIX) as server:
         server.bind(str(tmp_path / "sock"))

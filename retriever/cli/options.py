@@ -15,7 +15,7 @@ from retriever.cli.stdout import refuse_json_to_closed_stdout
 from retriever.corpus import FORMATS, Fields, check_output_outside_qrels
 from retriever.encoder_settings import OVERRIDABLE, TOWERS, max_length_problem
 from retriever.errors import RetrieverError
-from retriever.files import output_file_problem, through_link, written_in_place
+from retriever.output_paths import output_file_problem, through_link, written_in_place
 from retriever.name_length import BESIDE_NAME_BYTES, check_name_length
 from retriever.model_names import located_model
 from retriever.pooling import POOLINGS
