@@ -225,6 +225,19 @@ for cwd, arguments in json.loads(sys.argv[1]):
 """
 
 
+def nothing_created_in(folder: Path, monkeypatch) -> None:
+    """Make ``folder`` read-only to this process: mkdir of an entry in it raises EACCES. The suite runs as root,
+    which ignores permission bits, so a read-only folder is simulated."""
+    mkdir = Path.mkdir
+
+    def refused(self, *args, **kwargs):
+        if self.parent == folder:
+            raise PermissionError(13, "Permission denied", str(self))
+        return mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", refused)
+
+
 def commands_in_one_process(runs: list[tuple[Path, list[str]]]) -> list[tuple[int | str, list[str], list[str]]]:
     """Each command line (run in its folder) as (exit code, its lines of standard error, which of FAISS, Ray, torch
     and transformers were imported once it ended), from one process: a launch per command line cost seconds of imports each. A library

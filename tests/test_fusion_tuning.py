@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from conftest import with_another_corpus
+from conftest import nothing_created_in, with_another_corpus
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.fusion import FusionParams
@@ -264,19 +264,10 @@ def test_tuning_fuses_to_a_fixed_depth_and_takes_no_k(index_and_dataset, monkeyp
 def test_tuning_an_index_folder_that_cannot_be_written_is_refused_before_searching(index_and_dataset, monkeypatch):
     """A read-only folder (simulated: root ignores permission bits) searched every judged query, then failed to
     write the manifest ("give another path", where no flag names one)."""
-    from pathlib import Path
-
     import retriever.fusion_tuning as tuning
 
     index, dataset = index_and_dataset
-    mkdir = Path.mkdir
-
-    def refused(self, *args, **kwargs):
-        if self.parent == index:
-            raise PermissionError(13, "Permission denied", str(self))
-        return mkdir(self, *args, **kwargs)
-
-    monkeypatch.setattr(Path, "mkdir", refused)
+    nothing_created_in(index, monkeypatch)
     monkeypatch.setattr(tuning, "tune_fusion", lambda *args, **kwargs: pytest.fail("searched first"))
     with pytest.raises(RetrieverError, match=r"the tuned fusion cannot be recorded in its manifest \(nothing can "
                                              r"be created in .*Permission denied.*make the folder writable"):

@@ -8,6 +8,8 @@ import textwrap
 
 import pytest
 
+from conftest import nothing_created_in
+
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.indexing import MANIFEST_FILE, IndexParams, encode_and_index
@@ -348,18 +350,9 @@ def test_a_fusion_on_a_cjk_part_split_before_thai_pairs_is_kept_where_no_passage
 def test_bm25_into_an_index_folder_that_cannot_be_written_is_refused_before_tokenising(index, monkeypatch):
     """A read-only index folder (permission bits, which root ignores, are simulated) failed with a PermissionError
     traceback once every passage had been tokenised."""
-    from pathlib import Path
-
     import retriever.lexical_part as part
 
-    mkdir = Path.mkdir
-
-    def refused(self, *args, **kwargs):
-        if self.parent == index:
-            raise PermissionError(13, "Permission denied", str(self))
-        return mkdir(self, *args, **kwargs)
-
-    monkeypatch.setattr(Path, "mkdir", refused)
+    nothing_created_in(index, monkeypatch)
     monkeypatch.setattr(part, "build_lexical", lambda *args, **kwargs: pytest.fail("tokenised first"))
     before = (index / MANIFEST_FILE).read_text()
     with pytest.raises(RetrieverError, match=rf"^{re.escape(str(index))}: the BM25 part cannot be written into it "
