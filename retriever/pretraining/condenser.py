@@ -23,7 +23,7 @@ from transformers.models.bert.modeling_bert import BertLayer
 from retriever.choices import MAX_HEAD_LAYERS
 from retriever.errors import RetrieverError
 from retriever.files import read_json_object, write_json
-from retriever.model_loading import load_model
+from retriever.model_loading import load_model, model_files
 from retriever.model_names import resolve_model_path
 from retriever.pooling import has_trained_pooler
 from retriever.weights_files import protocol_note_silenced, refused_file_reason
@@ -213,7 +213,8 @@ def load_condenser(name: str, n_head_layers: int | None = None,
     """Warm-start from any BERT checkpoint or a Condenser folder; return the model and what was new."""
     path = Path(resolve_model_path(name))
     local = path.is_dir()
-    model_type = read_json_object(path / "config.json", missing={}).get("model_type") if local else None
+    files = path if local else model_files(name)  # a hub id's JSON snapshot: it was loaded into a BERT unread
+    model_type = read_json_object(files / "config.json", missing={}).get("model_type") if files else None
     if model_type is not None and model_type != "bert":
         raise RetrieverError(f"{name} is a {model_type!r} checkpoint; Condenser pre-training here needs a BERT one")
     lm, info = load_model(name, BertForMaskedLM)

@@ -124,6 +124,29 @@ def test_non_bert_checkpoint_is_refused(tmp_path):
         load_condenser(str(tmp_path))
 
 
+def test_non_bert_checkpoint_named_by_hub_id_is_refused(tmp_path, monkeypatch):
+    """Its config.json was read from local folders only, so a hub id of a RoBERTa loaded into a BertForMaskedLM (a
+    warning that every backbone weight is missing, then pre-training a random BERT): read from its JSON snapshot."""
+    from huggingface_hub import constants
+
+    from retriever.model_names import hub_json_files
+
+    snapshot = tmp_path / "hub" / "models--acme--roberta-tiny" / "snapshots" / ("a" * 40)
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text(json.dumps({"model_type": "roberta"}))
+    (snapshot.parent.parent / "refs").mkdir()
+    (snapshot.parent.parent / "refs" / "main").write_text("a" * 40)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    hub_json_files.cache_clear()
+    try:
+        with pytest.raises(RetrieverError, match="^acme/roberta-tiny is a 'roberta' checkpoint; Condenser pre-training "
+                                                 "here needs a BERT one$"):
+            load_condenser("acme/roberta-tiny")
+    finally:
+        hub_json_files.cache_clear()
+
+
 def test_condenser_wraps_any_bert_for_masked_lm(tiny_model_dir):
     lm = BertForMaskedLM.from_pretrained(tiny_model_dir)
     assert CondenserForPretraining(lm, n_head_layers=1, skip_from=0).skip_from == 0
