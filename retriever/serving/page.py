@@ -91,8 +91,9 @@ function passage(tag, className, text) {
 
 function snippet(text, width) {
   const flat = text.split(/\\s+/).join(" ").trim();
-  if (flat.length <= width) return flat;
-  const cut = flat.slice(0, width - 1);
+  const characters = Array.from(flat);  // whole characters: a cut by UTF-16 units could split a surrogate pair
+  if (characters.length <= width) return flat;
+  const cut = characters.slice(0, width - 1).join("");
   return cut.slice(0, cut.lastIndexOf(" ") > 0 ? cut.lastIndexOf(" ") : cut.length) + "\\u2026";
 }
 

@@ -319,3 +319,15 @@ def test_a_hit_of_very_long_words_stays_inside_its_card(tmp_path, tiny_model_dir
     finally:
         server.stop()
     assert len(overflow["cards"]) == 2 and overflow == {"page": 0, "cards": [0, 0]}, overflow
+
+
+def test_a_snippet_cut_without_spaces_keeps_whole_characters(served, browser):
+    """A text with no space (CJK, emoji) was cut at 299 UTF-16 code units, which can split a character beyond the
+    Basic Multilingual Plane into a lone surrogate, shown as U+FFFD (session 21)."""
+    browser.send("Page.navigate", {"url": served.url})
+    browser.wait_for("['ready', 'done'].includes(document.body.dataset.state)")
+    shown = json.loads(browser.evaluate("JSON.stringify(['\\u{1F41D}'.repeat(400), 'a' + '\\u{1F41D}'.repeat(400)]"
+                                        ".map((text) => snippet(text, 300)))"))
+    for text, first in zip(shown, ["\U0001F41D", "a"]):
+        assert text.startswith(first) and text.endswith("\u2026") and len(text) == 300, text
+        assert not any(0xD800 <= ord(character) <= 0xDFFF for character in text)
