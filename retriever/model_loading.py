@@ -30,7 +30,7 @@ RETRIEVER_CONFIG = "retriever.json"
 CONFIG_FILES = ("config.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
-def _load_error(name: str, path: str, what: str, error: Exception) -> RetrieverError:
+def _load_error(name: str, path: str, what: str, error: Exception, advice: str = DOWNLOAD_ADVICE) -> RetrieverError:
     """A local folder that fails to load is damaged (say which part); anything else failed on the hub."""
     reason = error_reason(error)
     if "trust_remote_code" in str(error) or "contains custom code" in str(error):
@@ -41,7 +41,7 @@ def _load_error(name: str, path: str, what: str, error: Exception) -> RetrieverE
         return RetrieverError(f"{path}: cannot load its {what} ({reason}); the model folder is damaged or "
                               "incomplete, so save or download it again")
     return RetrieverError(f"could not load model {name!r}: it is not a local folder and fetching it from the "
-                          f"Hugging Face hub failed ({reason}). {DOWNLOAD_ADVICE}")
+                          f"Hugging Face hub failed ({reason}). {advice}")
 
 
 def check_config_files(path: str) -> None:
@@ -160,19 +160,19 @@ def tokenizer_behaviour(tokenizer: PreTrainedTokenizerBase) -> str:
     return hashlib.sha256(" ".join(map(str, ids)).encode()).hexdigest()[:32]
 
 
-def load_model(name: str, model_class: Any = None, *, refuse_random: bool = False,
+def load_model(name: str, model_class: Any = None, *, refuse_random: bool = False, advice: str = DOWNLOAD_ADVICE,
                **kwargs: Any) -> tuple[PreTrainedModel, dict]:
     """Load a checkpoint in fp32 and return it with its loading info (missing keys etc.). fp32 is asked for:
     transformers ≥ 5 otherwise keeps the stored dtype, and a checkpoint stored in fp16 then trained in fp16.
     Weights it lacks are drawn at random: training learns them, an encoder refuses them (``refuse_random``).
-    ``model_class`` is transformers' AutoModel unless given."""
+    ``model_class`` is transformers' AutoModel unless given; ``advice`` ends a refusal to fetch it (`located_model`)."""
     import torch
     from huggingface_hub.errors import StrictDataclassError
     from safetensors import SafetensorError
     from transformers import AutoModel
 
     model_class = AutoModel if model_class is None else model_class
-    path = located_model(name)
+    path = located_model(name, advice)
     options = {"dtype": torch.float32, "trust_remote_code": False, **kwargs}  # never run a model folder's code
     try:
         with quiet_transformers():
@@ -181,7 +181,7 @@ def load_model(name: str, model_class: Any = None, *, refuse_random: bool = Fals
         # transformers loads .bin files with torch.load(weights_only=True): a file that needs more is refused.
         raise RetrieverError(unreadable_weights_message(path, error)) from None
     except (OSError, ValueError, StrictDataclassError) as error:
-        raise _load_error(name, path, "config or weights", error) from None
+        raise _load_error(name, path, "config or weights", error, advice) from None
     except RuntimeError as error:  # transformers' loading report: weights of another shape than config.json says
         if "mismatched_sizes" not in str(error):
             raise

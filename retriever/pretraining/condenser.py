@@ -24,7 +24,7 @@ from retriever.choices import MAX_HEAD_LAYERS
 from retriever.errors import RetrieverError
 from retriever.files import read_json_object, write_json
 from retriever.model_loading import load_model, model_files
-from retriever.model_names import resolve_model_path
+from retriever.model_names import FETCH_ADVICE, resolve_model_path
 from retriever.pooling import has_trained_pooler
 from retriever.weights_files import protocol_note_silenced, refused_file_reason
 from retriever.wording import agree, counted
@@ -190,7 +190,7 @@ def _saved_wiring(folder: Path, layers: int | None) -> dict:
 
 def _pooler_weights(name: str) -> dict[str, torch.Tensor]:
     """The checkpoint's trained pooler as ``bert.pooler.*`` tensors, or nothing if it has none."""
-    bert, info = load_model(name, BertModel)
+    bert, info = load_model(name, BertModel, advice=FETCH_ADVICE)
     if not has_trained_pooler(bert, info):
         return {}
     return {f"bert.pooler.{key}": value.detach().clone() for key, value in bert.pooler.state_dict().items()}
@@ -217,7 +217,7 @@ def load_condenser(name: str, n_head_layers: int | None = None,
     model_type = read_json_object(files / "config.json", missing={}).get("model_type") if files else None
     if model_type is not None and model_type != "bert":
         raise RetrieverError(f"{name} is a {model_type!r} checkpoint; Condenser pre-training here needs a BERT one")
-    lm, info = load_model(name, BertForMaskedLM)
+    lm, info = load_model(name, BertForMaskedLM, advice=FETCH_ADVICE)
     notes: list[str] = [note] if local and (note := _untied_note(path, name)) else []
     missing = sorted(info.get("missing_keys", ()))
     if any(key.startswith("cls.") for key in missing):

@@ -124,18 +124,19 @@ def test_non_bert_checkpoint_is_refused(tmp_path):
         load_condenser(str(tmp_path))
 
 
-def test_non_bert_checkpoint_named_by_hub_id_is_refused(tmp_path, monkeypatch):
+def test_a_hub_id_is_refused_as_non_bert_or_unfetched_with_pretrains_advice(tmp_path, monkeypatch):
     """Its config.json was read from local folders only, so a hub id of a RoBERTa loaded into a BertForMaskedLM (a
     warning that every backbone weight is missing, then pre-training a random BERT): read from its JSON snapshot."""
     from huggingface_hub import constants
 
     from retriever.model_names import hub_json_files
 
-    snapshot = tmp_path / "hub" / "models--acme--roberta-tiny" / "snapshots" / ("a" * 40)
-    snapshot.mkdir(parents=True)
-    (snapshot / "config.json").write_text(json.dumps({"model_type": "roberta"}))
-    (snapshot.parent.parent / "refs").mkdir()
-    (snapshot.parent.parent / "refs" / "main").write_text("a" * 40)
+    for name, kind in (("roberta-tiny", "roberta"), ("bert-tiny", "bert")):  # offline, only the JSON files cached
+        snapshot = tmp_path / "hub" / f"models--acme--{name}" / "snapshots" / ("a" * 40)
+        snapshot.mkdir(parents=True)
+        (snapshot / "config.json").write_text(json.dumps({"model_type": kind}))
+        (snapshot.parent.parent / "refs").mkdir()
+        (snapshot.parent.parent / "refs" / "main").write_text("a" * 40)
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     hub_json_files.cache_clear()
@@ -143,6 +144,9 @@ def test_non_bert_checkpoint_named_by_hub_id_is_refused(tmp_path, monkeypatch):
         with pytest.raises(RetrieverError, match="^acme/roberta-tiny is a 'roberta' checkpoint; Condenser pre-training "
                                                  "here needs a BERT one$"):
             load_condenser("acme/roberta-tiny")
+        # its weights not fetched: the download advice pretrain gives, without minilm (the help advises against it)
+        with pytest.raises(RetrieverError, match=r"^could not load model 'acme/bert-tiny': .* e\.g\. --model DIR$"):
+            load_condenser("acme/bert-tiny")
     finally:
         hub_json_files.cache_clear()
 
