@@ -243,8 +243,8 @@ def _pretrain(config: PretrainConfig, log: Callable[[str], None]) -> PretrainRes
         f"from {config.model}: "
         f"{counted(model.n_head_layers, 'head layer')} fed from layer {model.skip_from} of "
         f"{model.lm.config.num_hidden_layers}, {counted(len(examples), one, unit)}, {counted(max_steps, 'step')} of "
-        f"{counted(sequences, 'sequence')} x {config.max_length} tokens over {stack.world_size()} process(es), "
-        f"{arguments.device} {precision}")
+        f"{counted(sequences, 'sequence')} x {config.max_length} tokens over "
+        f"{counted(stack.world_size(), 'process', 'processes')}, {arguments.device} {precision}")
     trainer.fit(resume)
     history = [{"step": entry["step"], "loss": entry["loss"], **{name: entry[name] for name in LOSS_PARTS
                                                                  if name in entry}, "lr": entry["learning_rate"]}

@@ -161,6 +161,7 @@ def test_the_sequences_a_step_holds_are_those_the_corpus_has(tmp_path, tiny_mode
     blocks = re.search(r"(\d+) blocks, 1 step of (\d+) sequences", "\n".join(lines))  # it said "1 steps of"
     assert blocks and blocks[1] == blocks[2] and int(blocks[1]) < 32, lines
     assert any(line.startswith(f"wrote {tmp_path / 'out'}: 1 step, loss ") for line in lines), lines
+    assert any(" tokens over 1 process, " in line for line in lines), lines  # it said "over 1 process(es)"
 
 
 def test_max_steps_overrides_epochs_as_in_train(tmp_path):
