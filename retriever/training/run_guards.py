@@ -38,15 +38,16 @@ def check_paths_given(output: object, model: object) -> None:
 
 
 def check_setting_kinds(config: object) -> None:
-    """Each path a str or Path, each count a whole number (at least 1; --save-steps and --seed at least 0), each
+    """Each path a str or Path, each count a whole number (at least 1, --save-steps 0; a seed's range is check's), each
     rate a real number, refused in one line: the library's TrainConfig compared a string with a number (a TypeError
     traceback), handed an int to pathlib, and trained epochs=1.5 or max_steps=True."""
     for name in config.PATHS:
         if getattr(config, name) is not None:
             check_kind(getattr(config, name), (str, os.PathLike), f"--{_flag(name)}", "a path (str or Path)")
     for name in (*config.AT_LEAST_ONE, "seed"):
-        if getattr(config, name) is not None:
-            whole_number(getattr(config, name), f"--{_flag(name)}", 0 if name in ("save_steps", "seed") else 1)
+        value = getattr(config, name)
+        if value is not None and not (name == "seed" and _is_integer(value)):  # a seed's range is numpy's: check()
+            whole_number(value, f"--{_flag(name)}", 0 if name in ("save_steps", "seed") else 1)
     for name in config.FINITE:
         value = getattr(config, name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
@@ -83,3 +84,7 @@ def check_run_paths(output: str, model: str, data_files: dict[str, Path | None])
     check_output_outside_model(output, model)
     for path in data_files.values():
         check_data_file(path)
+
+
+def _is_integer(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
