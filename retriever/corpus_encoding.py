@@ -11,7 +11,6 @@ import contextlib
 import functools
 import itertools
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -24,7 +23,7 @@ from tqdm import tqdm
 from retriever.corpus import Document, Fields, ReadStats, count_records, iter_documents, resolve_corpus_path
 from retriever.encode_result import EncodeResult
 from retriever.encoder import Encoder
-from retriever.errors import RetrieverError, check_kind
+from retriever.errors import RetrieverError, check_kind, given_path
 from retriever.recorded_paths import model_record, relative_path
 from retriever.files import atomic_write_bytes
 from retriever.output_paths import creatable_problem
@@ -218,8 +217,8 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
 def _check_kinds(corpus: object, output: object, encoder: object, fields: object) -> None:
     """Library arguments of the wrong kind, in one line naming them: they failed deep in the run, as an AttributeError
     (``'str' object has no attribute 'metadata'``) or pathlib's TypeError naming no argument."""
-    check_kind(corpus, (str, os.PathLike), "corpus", "a path to a corpus file or BEIR folder")
-    check_kind(output, (str, os.PathLike), "output", "a path to the shard folder")
+    given_path(corpus, "corpus", "a path to a corpus file or BEIR folder")
+    given_path(output, "output", "a path to the shard folder")
     if not isinstance(encoder, Encoder) and not callable(getattr(encoder, "run_parts", None)):
         check_kind(encoder, Encoder, "encoder", "an Encoder (or a pool such as RayEncoderPool)")
     check_kind(fields, Fields, "fields", "retriever.corpus.Fields, e.g. Fields(id='_id', text='text')")

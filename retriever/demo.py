@@ -6,7 +6,6 @@ machine, and it proves every stage (read, encode, index, search, evaluate) end t
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 from retriever.corpus import BeirDataset, read_queries
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.evaluation import EvaluationReport, corpus_difference, evaluate_index
-from retriever.errors import RetrieverError, check_kind
+from retriever.errors import RetrieverError, given_path
 from retriever.folders import named_output, replaceable
 from retriever.indexing import MANIFEST_FILE, IndexParams, encode_and_index
 from retriever.searching import Hit, Searcher
@@ -41,7 +40,7 @@ def run_demo(output: str | Path = "indexes/demo", model: str = "minilm", device:
     The index is opened by its absolute path, taken before the build: building ``.`` swaps a new folder in at
     the working folder's path, after which ``.`` still names the old, deleted one. ``output`` and ``k`` are checked
     first: the search refused a bad k only after the whole build and evaluation."""
-    check_kind(output, (str, os.PathLike), "output", "the index folder's path (str or Path)")
+    given_path(output, "output", "the index folder's path (str or Path)")
     k = check_k(k)
     dataset = demo_dataset()
     built = named_output(Path(output)).absolute()

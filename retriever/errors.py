@@ -6,6 +6,7 @@ and keeps its traceback.
 from __future__ import annotations
 
 import errno
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -153,3 +154,12 @@ def check_kind(value: object, kind: type | tuple[type, ...], name: str, wanted: 
     an AttributeError (``'str' object has no attribute 'metadata'``) or pathlib's TypeError naming no argument."""
     if not isinstance(value, kind):
         raise RetrieverError(f"{name} must be {wanted}, not {type(value).__name__} {repr(value)[:60]}")
+
+
+def given_path(value: object, name: str, wanted: str) -> Path:
+    """A library path argument as a Path, refused in one line if it is of another kind or an empty or blank name:
+    pathlib reads "" (an unset variable) as the working folder, which was then trained into, read or overwritten."""
+    check_kind(value, (str, os.PathLike), name, wanted)
+    if not str(os.fspath(value)).strip():
+        raise RetrieverError(f"{name} is empty (an unset variable?): give {wanted}")
+    return Path(value)

@@ -9,12 +9,11 @@ import itertools
 import json
 import math
 import numbers
-import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from retriever.errors import InputFileError, RetrieverError, check_kind
+from retriever.errors import InputFileError, RetrieverError, given_path
 from retriever.files import carriage_return_error, check_is_file, decoded_lines
 from retriever.json_shapes import json_kind
 from retriever.run_json import json_id, json_mapping
@@ -117,8 +116,7 @@ def int_grades(qrels: Qrels) -> Qrels:
 def file_path(path: object) -> Path:
     """A run or qrels file's path as a Path; another kind is refused in one line (pathlib's TypeError named no
     argument)."""
-    check_kind(path, (str, os.PathLike), "path", "a file's path (str or Path)")
-    return Path(path)
+    return given_path(path, "path", "a file's path (str or Path)")
 
 
 def read_qrels(path: str | Path) -> Qrels:

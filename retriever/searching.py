@@ -6,7 +6,6 @@ differs from the manifest, or a model whose weights changed since indexing, is r
 from __future__ import annotations
 
 import copy
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import numpy as np
 
 from retriever.choices import DEFAULT_K
 from retriever.encoder import check_requested_encoder, recorded_encoder
-from retriever.errors import NotForThisIndex, RetrieverError, check_kind
+from retriever.errors import NotForThisIndex, RetrieverError, check_kind, given_path
 from retriever.index_folder import INDEX_FILE
 from retriever.index_opening import check_default_mode, checked_manifest, open_index, opened_whole
 from retriever.integrity import damaged
@@ -45,7 +44,7 @@ class Searcher:
     def __init__(self, index_dir: str | Path, device: str = "auto", dtype: str = "auto", batch_size: int | None = None,
                  model: str | None = None, mode: str = "dense", fusion_overrides: dict | None = None,
                  encoders: SharedEncoders | None = None, **requested_settings: object) -> None:
-        check_kind(index_dir, (str, os.PathLike), "index_dir", "the index folder's path (str or Path)")
+        given_path(index_dir, "index_dir", "the index folder's path (str or Path)")
         self.index_dir = Path(index_dir)
         if fusion_overrides is not None and not isinstance(fusion_overrides, Mapping):
             raise RetrieverError(f"fusion_overrides must be a dict such as {{'alpha': 0.3}}, not "

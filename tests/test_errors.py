@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import pickle
+import re
 import resource
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from retriever.errors import InputFileError
+from retriever.errors import InputFileError, RetrieverError
 
 
 def test_an_input_file_error_crosses_process_boundaries_intact():
@@ -73,3 +75,16 @@ def test_numpys_short_write_under_a_file_size_limit_names_the_limit_not_a_full_d
     limited = _run_python_under_file_size_limit(["-c", script, str(tmp_path / "a.npy")], 20_000)
     assert limited.stdout.startswith("a file grew past this process's file-size limit, 19.5 KiB (ulimit -f 19), ("), (
         limited.stdout, limited.stderr)
+
+
+@pytest.mark.parametrize("value, said", [("", "out is empty (an unset variable?): give a folder's path"),
+                                         ("  ", "out is empty (an unset variable?): give a folder's path"),
+                                         (5, "out must be a folder's path, not int 5")])
+def test_a_path_argument_that_is_empty_or_of_another_kind_is_one_line(value, said):
+    """Path("") is the working folder: library calls given an unset variable trained into it, read it or wrote over
+    it; each now refuses it through one check (session 21)."""
+    from retriever.errors import given_path
+
+    with pytest.raises(RetrieverError, match=f"^{re.escape(said)}$"):
+        given_path(value, "out", "a folder's path")
+    assert given_path("a/b", "out", "a folder's path") == Path("a/b")

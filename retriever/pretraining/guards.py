@@ -4,13 +4,12 @@ from (what `train` refuses as well is in `retriever.training.run_guards`); and t
 sentence encoder."""
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
-from retriever.errors import RetrieverError, check_kind
+from retriever.errors import RetrieverError, check_kind, given_path
 from retriever.model_loading import check_vocabulary, model_files
 from retriever.pretraining.masking import MIN_SPAN_TOKENS, CondenserExamples
 from retriever.texts import whole_number
@@ -25,9 +24,7 @@ CONTRASTIVE_MARKERS = ("modules.json", "config_sentence_transformers.json", "ret
 def check_corpus_path(corpus: object) -> None:
     """The corpus named by a non-empty path: "" (an unset variable in a library call) is Path(""), the working folder,
     which was pre-trained on whatever it held, and None died of pathlib's TypeError naming no argument."""
-    check_kind(corpus, (str, os.PathLike), "corpus", "a path to a corpus file or BEIR folder")
-    if not os.fspath(corpus).strip():
-        raise RetrieverError("the corpus path is empty: give a corpus file or BEIR folder")
+    given_path(corpus, "corpus", "a path to a corpus file or BEIR folder")
 
 
 def check_pretrain_kinds(config) -> None:

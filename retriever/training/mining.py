@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from retriever.corpus import BeirDataset, check_output_outside_qrels
-from retriever.errors import RetrieverError, check_kind
+from retriever.errors import RetrieverError, check_kind, given_path
 from retriever.evaluation import (judged_missing_from, judged_split, search_split, warn_of_left_out,
                                   warn_of_other_corpus)
 from retriever.runs import Qrels, ranked_hits
@@ -93,9 +93,7 @@ def _check_output_apart(output: Path, index: str | Path, dataset: str | Path) ->
 def _output_path(output: object) -> Path:
     """The negatives file's path, checked before the search: an int failed in pathlib naming no argument, and an
     empty path (the current folder) or a folder only once every query had been searched."""
-    check_kind(output, (str, os.PathLike), "output", "a file's path (str or Path)")
-    if not os.fspath(output):
-        raise RetrieverError("output is empty: give the path of the negatives file to write")
+    given_path(output, "output", "the path of the negatives file to write (str or Path)")
     if Path(output).is_dir():
         raise RetrieverError(f"cannot write {output}: it is a folder; give the path of the negatives file to write")
     return Path(output)

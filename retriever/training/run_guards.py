@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from retriever.errors import RetrieverError, check_kind
+from retriever.errors import RetrieverError, check_kind, given_path
 from retriever.folders import exclusive_build, named_output
 from retriever.model_names import check_model_name
 from retriever.texts import whole_number
@@ -30,9 +30,7 @@ def one_run_at_a_time(output: str, main_process: bool) -> Iterator[None]:
 def check_paths_given(output: object, model: object) -> None:
     """Refuse an empty --output or model before paths are resolved: Path("") is the current folder, so the library's
     ``output=""`` trained into it and ``model=""`` loaded whatever model was there (the CLI refuses both itself)."""
-    check_kind(output, (str, os.PathLike), "--output", "a folder's path (str or Path)")
-    if not os.fspath(output):
-        raise RetrieverError("--output is empty: give the folder to write the trained model to")
+    given_path(output, "--output", "the path of the folder to write the trained model to (str or Path)")
     check_kind(model, (str, os.PathLike), "model", "a model folder's path or a hub id (str or Path)")
     check_model_name(os.fspath(model))
 

@@ -194,8 +194,10 @@ def test_documents_with_empty_text_are_counted_and_said(tiny_model_dir, tmp_path
     assert f"{corpus}: 4 documents; 2 with empty text (e.g. d1, d3)" in lines, lines
 
 
-@pytest.mark.parametrize("corpus, said", [("", "the corpus path is empty: give a corpus file or BEIR folder"),
-                                          (" ", "the corpus path is empty: give a corpus file or BEIR folder"),
+EMPTY_CORPUS = "corpus is empty (an unset variable?): give a path to a corpus file or BEIR folder"
+
+
+@pytest.mark.parametrize("corpus, said", [("", EMPTY_CORPUS), (" ", EMPTY_CORPUS),
                                           (None, "corpus must be a path to a corpus file or BEIR folder, not NoneType "
                                                  "None")])
 def test_an_empty_or_missing_corpus_path_is_refused(tiny_beir, tiny_model_dir, tmp_path, monkeypatch, corpus, said):

@@ -179,7 +179,7 @@ def test_mining_with_a_dataset_whose_corpus_is_not_the_indexs_warns(indexed_beir
     ({"per_query": None}, "--per-query must be a whole number of at least 1, not None"),
     ({"skip_top": 1.5}, "--skip-top must be a whole number of at least 0, not 1.5"),
     ({"depth": True}, "--depth must be a whole number"),
-    ({"output": 5}, "output must be a file's path"),
+    ({"output": 5}, "output must be the path of the negatives file to write"),
     ({"output": ""}, "output is empty"),
     ({"output": "."}, "cannot write .: it is a folder"),
     ({"index": 5}, "index must be a folder's path"),
