@@ -6,6 +6,7 @@ import os
 import re
 import socket
 import sys
+import unicodedata
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,8 +29,11 @@ MAX_QUERIES = 256  # a POST's most queries by default
 
 
 def name_from_folder(folder: Path) -> str:
-    """The positional INDEX is served under its folder name, made URL-safe."""
-    name = re.sub(r"[^A-Za-z0-9_-]+", "-", folder.resolve().name).strip("-")[:64]
+    """The positional INDEX is served under its folder name, made URL-safe: accented letters lose their accents
+    (NFKD, so `índice` is `indice`, not `ndice`), keeping the name an ASCII one every client writes in a URL as is."""
+    letters = unicodedata.normalize("NFKD", folder.resolve().name)
+    letters = "".join(char for char in letters if not unicodedata.combining(char))
+    name = re.sub(r"[^A-Za-z0-9_-]+", "-", letters).strip("-")[:64]
     return name or "default"
 
 
@@ -98,10 +102,16 @@ def load_searchers(folders: dict[str, Path], **options: object) -> dict:
 
     for folder in folders.values():
         check_servable(folder, options.get("mode", "dense"), options.get("fusion_overrides"))
-    searchers, shared = {}, SharedEncoders()
+    searchers, shared, opened = {}, SharedEncoders(), {}
     for name, folder in folders.items():
+        if folder.resolve() in opened:  # one folder under two names: one index in memory (workers share it anyway)
+            first = opened[folder.resolve()]
+            click.echo(f"{name} shares the loaded index of {first} (the same folder, {folder})", err=True)
+            searchers[name] = searchers[first]
+            continue
         click.echo(f"loading {name} from {folder}", err=True)
         searchers[name] = Searcher(folder, encoders=shared, **options)
+        opened[folder.resolve()] = name
         model = searchers[name].encoder.query_model
         first = next(other for other, searcher in searchers.items() if searcher.encoder.query_model is model)
         if first != name:

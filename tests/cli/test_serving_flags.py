@@ -421,3 +421,29 @@ def test_an_index_name_taken_by_the_positional_index_says_so(tmp_path):
     assert result.exit_code == 2
     assert "INDEX" in result.output and "idx.v2 is served as 'idx-v2'" in result.output, result.output
     assert "--index NAME=PATH" in result.output
+
+
+def test_one_folder_under_two_names_is_opened_once(tiny_beir, tiny_model_dir, tmp_path, capsys):
+    """`serve --index a=IDX --index b=IDX` (or IDX and a link to it) loaded the FAISS index and doc store twice; only
+    the model was shared. Both names now serve one opened index; each still has its own batcher."""
+    from retriever.cli.serving import load_searchers
+    from retriever.encoder import Encoder, EncoderSettings
+    from retriever.indexing import IndexParams, encode_and_index
+
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, tmp_path / "idx", encoder, IndexParams("flat"), progress=False)
+    (tmp_path / "link").symlink_to(tmp_path / "idx")
+    searchers = load_searchers({"a": tmp_path / "idx", "b": tmp_path / "link"}, device="cpu", dtype="fp32")
+    assert searchers["a"].index is searchers["b"].index and searchers["a"].documents is searchers["b"].documents
+    assert "b shares the loaded index of a" in capsys.readouterr().err
+
+
+def test_a_positional_folder_with_accented_letters_keeps_them_unaccented():
+    """`serve índice` was served as 'ndice': NFKD drops the accents only, so the name stays ASCII for URLs."""
+    from pathlib import Path
+
+    from retriever.cli.serving import name_from_folder
+
+    assert name_from_folder(Path("índice")) == "indice"
+    assert name_from_folder(Path("i\u0301ndice_Ärzte")) == "indice_Arzte"  # decomposed as macOS names it
+    assert name_from_folder(Path("索引")) == "default"
