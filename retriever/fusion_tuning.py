@@ -165,6 +165,12 @@ def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, progress: b
         "grid": [{**p.record(), METRIC: round(s, 4)} for s, p in measured]}}
 
 
+def check_recordable(index_dir: str | Path) -> None:
+    """Refuse a folder the tuned fusion cannot be written into, before any query is searched (and before `bm25`
+    says it keeps the folder's BM25 part to tune it)."""
+    check_writable(Path(index_dir), "the tuned fusion cannot be recorded in its manifest")
+
+
 def tune_and_record(index_dir: str | Path, dataset: str | Path, split: str, device: str = "auto",
                     dtype: str = "auto", progress: bool = True) -> dict:
     """Tune the fusion of a built index (which needs its BM25 part) and store it as the manifest's ``fusion``. Under
@@ -172,7 +178,7 @@ def tune_and_record(index_dir: str | Path, dataset: str | Path, split: str, devi
     part mid-tuning would leave a record tuned on the old part, and overlapping manifest writes would lose one."""
     checked = check_tuning_split(dataset, split)
     with index_lock(Path(index_dir), "build or tuning"):
-        check_writable(Path(index_dir), "the tuned fusion cannot be recorded in its manifest")
+        check_recordable(index_dir)
         # bm25, not hybrid: the two lists are ranked apart, and a damaged record (which refuses hybrid) is retuned
         searcher = Searcher(index_dir, device=device, dtype=dtype, mode="bm25")
         record = tune_fusion(searcher, dataset, split, progress=progress, checked=checked)

@@ -217,6 +217,7 @@ def bm25_command(index, lexical, tune_fusion, overwrite, drop_fusion, as_json):
 
 def _add_or_tune(index: Path, lexical: LexicalParams, tune_fusion: tuple[Path, str] | None, overwrite: bool) -> None:
     """`bm25` without --drop-fusion: build the BM25 part, or keep the one there to tune the fusion alone."""
+    from retriever.fusion_tuning import check_recordable
     from retriever.index_folder import read_manifest
     from retriever.lexical_part import add_lexical, terms_text
 
@@ -229,6 +230,7 @@ def _add_or_tune(index: Path, lexical: LexicalParams, tune_fusion: tuple[Path, s
             raise NotForThisIndex(f"{', '.join(settings)}: {index} keeps the BM25 index it has, so these settings "
                                  "would not be used; pass --overwrite to rebuild it with them, or drop them to "
                                  "only tune the fusion")
+        check_recordable(index)  # a read-only folder's refusal comes alone, not after "keeping"
         click.echo(f"{index}: keeping its BM25 index", err=True)
     else:
         retuning = None if tune_fusion is None else f"{tune_fusion[0].resolve().name} split {tune_fusion[1]}"

@@ -7,6 +7,8 @@ import pytest
 
 from click.testing import CliRunner
 
+from conftest import nothing_created_in
+
 from retriever.cli import main
 from retriever.fusion import FusionParams
 from retriever.lexical import LexicalParams
@@ -331,3 +333,19 @@ def test_no_as_a_stemmer_or_stopword_list_is_refused_as_ambiguous(tmp_path, flag
     assert f"{flag} {value!r} is ambiguous" in result.output and "none" in result.output, result.output
     assert "norwegian" in result.output and not list((tmp_path / "IDX").iterdir())
     LexicalParams(stopwords="no", stemmer="no").check()  # what an older manifest may record
+
+
+def test_tuning_a_read_only_folder_that_keeps_its_bm25_is_refused_alone(tmp_path, tiny_model_dir, tiny_beir,
+                                                                         monkeypatch):
+    """`bm25 IDX --tune-fusion-on D` on a read-only folder said "IDX: keeping its BM25 index" before refusing it."""
+    index = tmp_path / "idx"
+    split_off_train(tiny_beir)
+    assert CliRunner().invoke(main, ["build", str(tiny_beir), "-o", str(index), "--model", str(tiny_model_dir),
+                                     *COMMON]).exit_code == 0
+    before = (index / "manifest.json").read_bytes()
+    nothing_created_in(index, monkeypatch)
+    result = CliRunner().invoke(main, ["bm25", str(index), "--tune-fusion-on", str(tiny_beir), "--split", "train"])
+    lines = result.stderr.strip().splitlines()
+    assert result.exit_code == 1 and len(lines) == 1, result.output
+    assert lines[0].startswith(f"error: {index}: the tuned fusion cannot be recorded in its manifest (")
+    assert (index / "manifest.json").read_bytes() == before
