@@ -340,8 +340,11 @@ def test_tuning_a_read_only_folder_that_keeps_its_bm25_is_refused_alone(tmp_path
     """`bm25 IDX --tune-fusion-on D` on a read-only folder said "IDX: keeping its BM25 index" before refusing it."""
     index = tmp_path / "idx"
     split_off_train(tiny_beir)
-    assert CliRunner().invoke(main, ["build", str(tiny_beir), "-o", str(index), "--model", str(tiny_model_dir),
-                                     *COMMON]).exit_code == 0
+    from retriever.encoder import Encoder, EncoderSettings
+    from retriever.indexing import encode_and_index
+
+    encode_and_index(tiny_beir, index, Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32"),
+                     progress=False)
     before = (index / "manifest.json").read_bytes()
     nothing_created_in(index, monkeypatch)
     result = CliRunner().invoke(main, ["bm25", str(index), "--tune-fusion-on", str(tiny_beir), "--split", "train"])
