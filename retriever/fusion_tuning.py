@@ -154,15 +154,26 @@ def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, progress: b
     means = [math.fsum(scores.get(qid, 0.0) for qid in judged) / len(judged) for scores in by_query]
     measured = list(zip(means, grid))
     best_score, best = max(measured, key=lambda item: item[0])
-    if progress:
-        print(f"fusion tuned on {counted(len(queries), f'{split} query', f'{split} queries')}: "
-              f"{best.setting()} {METRIC} {best_score:.4f} (untuned RRF "
-              f"{measured[0][0]:.4f})", file=sys.stderr)
-    return {**best.record(), "tuned": {
+    on = counted(len(queries), f"{split} query", f"{split} queries")
+    record = {**best.record(), "tuned": {
         "dataset": dataset_name(beir), "split": split, "queries": len(queries), "metric": METRIC,
         "score": round(best_score, 4), "untuned_rrf": round(measured[0][0], 4),
         "dense": round(means[-2], 4), "bm25": round(means[-1], 4),
         "grid": [{**p.record(), METRIC: round(s, 4)} for s, p in measured]}}
+    if measured_nothing(record):
+        kept = "the fusion recorded before" if searcher.manifest.get("fusion") is not None else "RRF k=60, untuned"
+        warn(f"warning: fusion tuning measured nothing: every setting scored {METRIC} 0.0 on the {on} (no judged "
+             f"document reached a top 10), so no tuned fusion is recorded and hybrid keeps {kept}")
+    elif progress:
+        print(f"fusion tuned on {on}: {best.setting()} {METRIC} {best_score:.4f} (untuned RRF "
+              f"{measured[0][0]:.4f})", file=sys.stderr)
+    return record
+
+
+def measured_nothing(record: dict) -> bool:
+    """Every setting at 0.0: the grid's first, RRF k=60, wins the tie, and recording it as tuned would claim a
+    measurement that found nothing to tell the settings apart."""
+    return record["tuned"]["score"] == 0.0
 
 
 def check_recordable(index_dir: str | Path) -> None:
@@ -172,8 +183,9 @@ def check_recordable(index_dir: str | Path) -> None:
 
 
 def tune_and_record(index_dir: str | Path, dataset: str | Path, split: str, device: str = "auto",
-                    dtype: str = "auto", progress: bool = True) -> dict:
-    """Tune the fusion of a built index (which needs its BM25 part) and store it as the manifest's ``fusion``. Under
+                    dtype: str = "auto", progress: bool = True) -> dict | None:
+    """Tune the fusion of a built index (which needs its BM25 part) and store it as the manifest's ``fusion``; None,
+    recording nothing, where every setting scored 0.0 (``measured_nothing``). Under
     the folder's build lock throughout, as `bm25` and `--drop-fusion` rewrite the manifest too: a rebuild of the BM25
     part mid-tuning would leave a record tuned on the old part, and overlapping manifest writes would lose one."""
     checked = check_tuning_split(dataset, split)
@@ -182,6 +194,8 @@ def tune_and_record(index_dir: str | Path, dataset: str | Path, split: str, devi
         # bm25, not hybrid: the two lists are ranked apart, and a damaged record (which refuses hybrid) is retuned
         searcher = Searcher(index_dir, device=device, dtype=dtype, mode="bm25")
         record = tune_fusion(searcher, dataset, split, progress=progress, checked=checked)
+        if measured_nothing(record):  # said by tune_fusion; the manifest stays as it was
+            return None
         replace_manifest(index_dir, {**read_manifest(index_dir), "fusion": record})
     return record
 

@@ -272,3 +272,24 @@ def test_tuning_an_index_folder_that_cannot_be_written_is_refused_before_searchi
     with pytest.raises(RetrieverError, match=r"the tuned fusion cannot be recorded in its manifest \(nothing can "
                                              r"be created in .*Permission denied.*make the folder writable"):
         tune_and_record(index, dataset, "train", device="cpu", dtype="fp32", progress=False)
+
+
+def test_tuning_that_measures_nothing_records_nothing_and_says_so(tiny_model_dir, tmp_path, capsys):
+    """Eleven passages of one text tie in every list; the judged one is ordered after ten of them, so every setting
+    scored nDCG@10 0.0 (ties are ordered by id, descending, as trec_eval orders them), and RRF k=60, first in the grid, was recorded as 'tuned'."""
+    from conftest import write_jsonl
+
+    beir = tmp_path / "dupes"
+    (beir / "qrels").mkdir(parents=True)
+    write_jsonl(beir / "corpus.jsonl", [{"_id": f"d{i:02d}", "title": "", "text": "hot lava rock"} for i in range(11)]
+                + [{"_id": "other", "title": "", "text": "ice and snow"}])
+    write_jsonl(beir / "queries.jsonl", [{"_id": "q1", "text": "hot lava"}])
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(beir, tmp_path / "idx", encoder, progress=False)
+    (beir / "qrels" / "train.tsv").write_text(HEADER + "q1\td00\t1\n", encoding="utf-8")  # ties go by id descending
+    record = tune_and_record(tmp_path / "idx", beir, "train", device="cpu", dtype="fp32", progress=True)
+    lines = [line for line in capsys.readouterr().err.splitlines() if "measured nothing" in line]
+    assert record is None and lines == ["warning: fusion tuning measured nothing: every setting scored ndcg@10 0.0 on "
+                                        "the 1 train query (no judged document reached a top 10), so no tuned fusion "
+                                        "is recorded and hybrid keeps RRF k=60, untuned"]
+    assert "fusion" not in json.loads((tmp_path / "idx" / MANIFEST_FILE).read_text())

@@ -171,7 +171,9 @@ def run_tuning(index: Path, tune_fusion: tuple[Path, str] | None) -> None:
         from retriever.fusion_tuning import tune_and_record
 
         record = tune_and_record(index, *tune_fusion)
-        click.echo(f"fusion recorded in {index}/manifest.json: {FusionParams.from_record(record).setting()}", err=True)
+        if record is not None:  # None: it measured nothing, and said so
+            click.echo(f"fusion recorded in {index}/manifest.json: {FusionParams.from_record(record).setting()}",
+                       err=True)
 
 
 def run_drop(index: Path) -> None:
