@@ -103,7 +103,11 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 @pytest.fixture()
 def tiny_beir(tmp_path) -> Path:
     """A BEIR folder of 12 documents and 4 judged queries."""
-    root = tmp_path / "tiny-beir"
+    return write_tiny_beir(tmp_path / "tiny-beir")
+
+
+def write_tiny_beir(root: Path) -> Path:
+    """tiny_beir's folder at ``root``, for a fixture shared by a module's tests."""
     (root / "qrels").mkdir(parents=True)
     write_jsonl(root / "corpus.jsonl", [{"_id": i, "title": t, "text": x} for i, t, x in TINY_DOCS])
     write_jsonl(root / "queries.jsonl", [
@@ -115,6 +119,19 @@ def tiny_beir(tmp_path) -> Path:
     (root / "qrels" / "test.tsv").write_text(
         "query-id\tcorpus-id\tscore\nq1\td6\t1\nq2\td4\t1\nq3\td10\t1\nq4\td5\t1\n", encoding="utf-8")
     return root
+
+
+@pytest.fixture(scope="session")
+def tiny_flat_build(tiny_model_dir, tmp_path_factory) -> Path:
+    """tiny_beir indexed once (flat, with BM25) for tests that each take a copy (shutil.copytree into their tmp_path):
+    a build per test cost seconds a file, and a copy keeps a test that edits its index from touching another's."""
+    from retriever.encoder import Encoder, EncoderSettings
+    from retriever.indexing import IndexParams, encode_and_index
+
+    root = tmp_path_factory.mktemp("tiny-flat-build")
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(write_tiny_beir(root / "tiny-beir"), root / "idx", encoder, IndexParams("flat"), progress=False)
+    return root / "idx"
 
 
 def texts_of_many_lengths(count: int) -> list[str]:

@@ -27,11 +27,9 @@ def split_off_train(beir) -> None:
 
 
 @pytest.fixture()
-def index_and_dataset(tiny_beir, tiny_model_dir, tmp_path):
+def index_and_dataset(tiny_beir, tiny_flat_build, tmp_path):
     split_off_train(tiny_beir)
-    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
-    encode_and_index(tiny_beir, tmp_path / "idx", encoder, progress=False)
-    return tmp_path / "idx", tiny_beir
+    return shutil.copytree(tiny_flat_build, tmp_path / "idx"), tiny_beir
 
 
 def test_grid_starts_with_the_untuned_default():

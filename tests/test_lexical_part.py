@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -19,10 +20,8 @@ from retriever.searching import Searcher
 
 
 @pytest.fixture()
-def index(tiny_beir, tiny_model_dir, tmp_path):
-    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
-    encode_and_index(tiny_beir, tmp_path / "idx", encoder, IndexParams("flat"), progress=False)
-    return tmp_path / "idx"
+def index(tiny_flat_build, tmp_path):
+    return shutil.copytree(tiny_flat_build, tmp_path / "idx")
 
 
 def bm25_hits(index) -> list[tuple[str, float]]:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import shutil
 
 import faiss
 import numpy as np
@@ -13,10 +14,8 @@ from retriever.searching import Searcher
 
 
 @pytest.fixture()
-def tiny_index(tiny_beir, tiny_model_dir, tmp_path):
-    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
-    encode_and_index(tiny_beir, tmp_path / "idx", encoder, IndexParams("flat"), progress=False)
-    return tmp_path / "idx"
+def tiny_index(tiny_flat_build, tmp_path):
+    return shutil.copytree(tiny_flat_build, tmp_path / "idx")
 
 
 def test_hits_are_exact_inner_product_with_text(tiny_index, tiny_model_dir):

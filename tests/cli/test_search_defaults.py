@@ -11,18 +11,14 @@ from click.testing import CliRunner
 
 from retriever.cli import PIPELINE_ORDER, main
 from retriever.encoder import EncoderSettings
-from retriever.encoder import Encoder
-from retriever.indexing import encode_and_index
 
 CPU = ["--device", "cpu", "--dtype", "fp32"]
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture()
-def tiny_index(tiny_beir, tiny_model_dir, tmp_path):
-    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
-    encode_and_index(tiny_beir, tmp_path / "tiny", encoder, progress=False)
-    return tmp_path / "tiny"
+def tiny_index(tiny_flat_build, tmp_path):
+    return shutil.copytree(tiny_flat_build, tmp_path / "tiny")
 
 
 def test_batch_search_is_1000_deep_by_default_and_reads_stdin(tiny_index, tiny_beir, tmp_path):

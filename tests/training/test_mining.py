@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -17,12 +18,10 @@ from retriever.training.mining import mine_negatives, select_negatives
 
 
 @pytest.fixture()
-def indexed_beir(tmp_path, tiny_model_dir, tiny_beir):
+def indexed_beir(tmp_path, tiny_flat_build, tiny_beir):
     (tiny_beir / "qrels" / "train.tsv").write_text(
         "query-id\tcorpus-id\tscore\nq1\td6\t1\nq1\td3\t1\nq2\td4\t1\nq3\td10\t0\nq3\td1\t1\n", encoding="utf-8")
-    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
-    encode_and_index(tiny_beir, tmp_path / "index", encoder, progress=False)
-    return tiny_beir, tmp_path / "index"
+    return tiny_beir, shutil.copytree(tiny_flat_build, tmp_path / "index")
 
 
 def test_select_negatives_skips_top_ranks_then_positives():
