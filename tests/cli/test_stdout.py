@@ -24,15 +24,22 @@ def flat_index(tmp_path, tiny_beir, tiny_model_dir):
     return tmp_path / "idx"
 
 
+def _run_to_readers_that_leave(runs: list[list[str]], lines_read: int) -> list[tuple[int, str, list[str]]]:
+    """Each CLI run for real, all at once, with standard output to a pipe whose reader takes ``lines_read`` lines,
+    then closes it (0: closed before the command writes anything), as `| head -1` does."""
+    processes = [subprocess.Popen([sys.executable, "-c", "from retriever.cli import main; main()", *args],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE) for args in runs]
+    taken = []
+    for process in processes:
+        taken.append([process.stdout.readline().decode() for _ in range(lines_read)])
+        process.stdout.close()
+    stderrs = [process.stderr.read().decode() for process in processes]
+    return [(process.wait(timeout=300), stderr, lines) for process, stderr, lines in zip(processes, stderrs, taken)]
+
+
 def _run_to_a_reader_that_leaves(args: list[str], lines_read: int) -> tuple[int, str, list[str]]:
-    """The CLI run for real with standard output to a pipe whose reader takes ``lines_read`` lines, then closes it
-    (0: closed before the command writes anything), as `| head -1` does."""
-    process = subprocess.Popen([sys.executable, "-c", "from retriever.cli import main; main()", *args],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    taken = [process.stdout.readline().decode() for _ in range(lines_read)]
-    process.stdout.close()
-    stderr = process.stderr.read().decode()
-    return process.wait(timeout=300), stderr, taken
+    """One CLI run to a pipe whose reader leaves, as `_run_to_readers_that_leave` does."""
+    return _run_to_readers_that_leave([args], lines_read)[0]
 
 
 def _assert_quiet(code: int, stderr: str) -> None:
@@ -50,11 +57,11 @@ def test_a_batch_run_to_a_reader_that_leaves_after_one_line_exits_0_quietly(tmp_
     _assert_quiet(code, stderr)
 
 
-@pytest.mark.parametrize("command", [["search", "{index}", "lava", *COMMON], ["search", "{index}", "lava", "--json",
-                                                                               *COMMON], ["info", "{index}", "--json"]])
-def test_a_single_query_or_summary_to_a_closed_pipe_exits_0_quietly(flat_index, command):
-    code, stderr, _ = _run_to_a_reader_that_leaves([part.format(index=flat_index) for part in command], 0)
-    _assert_quiet(code, stderr)
+def test_a_single_query_or_summary_to_a_closed_pipe_exits_0_quietly(flat_index):
+    commands = [["search", str(flat_index), "lava", *COMMON], ["search", str(flat_index), "lava", "--json", *COMMON],
+                ["info", str(flat_index), "--json"]]
+    for command, (code, stderr, _) in zip(commands, _run_to_readers_that_leave(commands, 0)):
+        _assert_quiet(code, f"{command}: {stderr}")
 
 
 def test_evaluate_still_writes_its_files_whole_when_its_table_has_no_reader(tmp_path, tiny_beir, flat_index):
@@ -78,46 +85,61 @@ def test_a_run_written_to_dev_stdout_whose_reader_leaves_exits_0_quietly(tmp_pat
     _assert_quiet(code, stderr)
 
 
-def _run_with_stderr(args: list[str], stderr: str) -> subprocess.CompletedProcess:
-    """The CLI run for real with standard error closed (``closed``: `2>&-`) or a pipe whose reader has left
-    (``gone``: `2> >(exit)`); standard output is kept."""
-    command = [sys.executable, "-c", "from retriever.cli import main; main()", *args]
-    if stderr == "closed":
-        return subprocess.run(["sh", "-c", 'exec "$@" 2>&-', "sh", *command], stdout=subprocess.PIPE, timeout=300)
+def _finished(processes: list[subprocess.Popen]) -> list[subprocess.CompletedProcess]:
+    """Each process waited for in turn: started together, their seconds of imports overlap."""
+    done = []
+    for process in processes:
+        stdout, stderr = process.communicate(timeout=300)
+        done.append(subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr))
+    return done
+
+
+def _run_with_stderr(runs: list[tuple[list[str], str]]) -> list[subprocess.CompletedProcess]:
+    """Each CLI run for real, all at once, with standard error closed (``closed``: `2>&-`) or a pipe whose reader has
+    left (``gone``: `2> >(exit)`); standard output is kept."""
     read, write = os.pipe()
     os.close(read)
+    processes = []
     try:
-        return subprocess.run(command, stdout=subprocess.PIPE, stderr=write, timeout=300)
+        for args, stderr in runs:
+            command = [sys.executable, "-c", "from retriever.cli import main; main()", *args]
+            processes.append(subprocess.Popen(["sh", "-c", 'exec "$@" 2>&-', "sh", *command], stdout=subprocess.PIPE)
+                             if stderr == "closed" else subprocess.Popen(command, stdout=subprocess.PIPE, stderr=write))
+        return _finished(processes)
     finally:
         os.close(write)
 
 
-@pytest.mark.parametrize("stderr", ["gone", "closed"])
-def test_a_build_with_no_standard_error_builds_and_exits_0(tmp_path, tiny_beir, tiny_model_dir, stderr):
+def test_a_build_with_no_standard_error_builds_and_exits_0(tmp_path, tiny_beir, tiny_model_dir):
     """With standard error's reader gone, the first progress bar ended the build with exit 1 and nothing built."""
-    done = _run_with_stderr(["build", str(tiny_beir), "-o", str(tmp_path / "idx"), "--model", str(tiny_model_dir),
-                             "--index-type", "flat", "--json", *COMMON], stderr)
-    assert done.returncode == 0 and json.loads(done.stdout)["vectors"] == 12
     from retriever.searching import Searcher
 
-    assert Searcher(tmp_path / "idx", device="cpu", dtype="fp32").index.ntotal == 12
+    ways = ["gone", "closed"]
+    builds = _run_with_stderr([(["build", str(tiny_beir), "-o", str(tmp_path / stderr), "--model", str(tiny_model_dir),
+                                 "--index-type", "flat", "--json", *COMMON], stderr) for stderr in ways])
+    for stderr, done in zip(ways, builds):
+        assert done.returncode == 0 and json.loads(done.stdout)["vectors"] == 12, stderr
+        assert Searcher(tmp_path / stderr, device="cpu", dtype="fp32").index.ntotal == 12, stderr
 
 
-@pytest.mark.parametrize("stderr", ["gone", "closed"])
-def test_a_search_with_no_standard_error_writes_its_run_and_its_error_still_exits_1(tmp_path, flat_index, stderr):
+def test_a_search_with_no_standard_error_writes_its_run_and_its_error_still_exits_1(tmp_path, flat_index):
     queries = write_jsonl(tmp_path / "q.jsonl", [{"_id": f"q{i}", "text": "hot lava rock"} for i in range(3)])
-    done = _run_with_stderr(["search", str(flat_index), "--queries", str(queries), "-k", "2", *COMMON], stderr)
-    assert done.returncode == 0 and done.stdout.decode().splitlines()[5].startswith("q2 Q0 ")
-    assert len(done.stdout.splitlines()) == 6  # the run alone: no warning or progress line among its lines
     (tmp_path / "bad.jsonl").write_text('{"_id": "q1"}\n')
-    failed = _run_with_stderr(["search", str(flat_index), "--queries", str(tmp_path / "bad.jsonl"), *COMMON], stderr)
-    assert failed.returncode == 1 and failed.stdout == b""
+    ways = ["gone", "closed"]
+    runs = _run_with_stderr([(args, stderr) for stderr in ways for args in (
+        ["search", str(flat_index), "--queries", str(queries), "-k", "2", *COMMON],
+        ["search", str(flat_index), "--queries", str(tmp_path / "bad.jsonl"), *COMMON])])
+    for stderr, done, failed in zip(ways, runs[::2], runs[1::2]):
+        assert done.returncode == 0 and done.stdout.decode().splitlines()[5].startswith("q2 Q0 "), stderr
+        assert len(done.stdout.splitlines()) == 6, stderr  # the run alone: no warning or progress line among its lines
+        assert failed.returncode == 1 and failed.stdout == b"", stderr
 
 
-def _run_with_stdout_closed(args: list[str]) -> subprocess.CompletedProcess:
-    """The CLI run for real with descriptor 1 closed from the start (`>&-`)."""
-    command = [sys.executable, "-c", "from retriever.cli import main; main()", *args]
-    return subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", *command], stderr=subprocess.PIPE, timeout=300)
+def _run_with_stdout_closed(runs: list[list[str]]) -> list[subprocess.CompletedProcess]:
+    """Each CLI run for real, all at once, with descriptor 1 closed from the start (`>&-`)."""
+    return _finished([subprocess.Popen(["sh", "-c", 'exec "$@" >&-', "sh", sys.executable, "-c",
+                                        "from retriever.cli import main; main()", *args], stderr=subprocess.PIPE)
+                      for args in runs])
 
 
 CLOSED = "error: standard output is closed; nothing was written: redirect it to a file or give -o\n"
@@ -130,16 +152,16 @@ def test_a_closed_standard_output_is_an_error_unless_the_results_go_to_a_file(tm
     (tmp_path / "qrels.txt").write_text("q1 0 d6 1\n")
     queries = write_jsonl(tmp_path / "q.jsonl", [{"_id": f"q{i}", "text": "hot lava rock"} for i in range(3)])
     scored = ["evaluate", "--run", str(tmp_path / "run.trec"), "--qrels", str(tmp_path / "qrels.txt")]
-    for args in (scored, ["--version"], ["search", str(flat_index), "lava", *COMMON],
-                 ["search", str(flat_index), "--queries", str(queries), "-k", "2", *COMMON]):
-        done = _run_with_stdout_closed(args)
+    refused = [scored, ["--version"], ["search", str(flat_index), "lava", *COMMON],
+               ["search", str(flat_index), "--queries", str(queries), "-k", "2", *COMMON]]
+    *dones, metrics, out = _run_with_stdout_closed([*refused, [*scored, "-o", str(tmp_path / "metrics.json")],
+                                                    ["search", str(flat_index), "--queries", str(queries), "-k", "2",
+                                                     "-o", str(tmp_path / "out.trec"), *COMMON]])
+    for args, done in zip(refused, dones):
         said = CLOSED.replace(" or give -o", "") if args == ["--version"] else CLOSED  # -o only where it is a flag
         assert (done.returncode, done.stderr.decode()) == (1, said), args
-    done = _run_with_stdout_closed([*scored, "-o", str(tmp_path / "metrics.json")])
-    assert done.returncode == 0 and json.loads((tmp_path / "metrics.json").read_text())["mean"]["ndcg@10"] == 1.0
-    done = _run_with_stdout_closed(["search", str(flat_index), "--queries", str(queries), "-k", "2", "-o",
-                                    str(tmp_path / "out.trec"), *COMMON])
-    assert done.returncode == 0, done.stderr.decode()
+    assert metrics.returncode == 0 and json.loads((tmp_path / "metrics.json").read_text())["mean"]["ndcg@10"] == 1.0
+    assert out.returncode == 0, out.stderr.decode()
     assert [line.split()[0] for line in (tmp_path / "out.trec").read_text().splitlines()] == ["q0", "q0", "q1", "q1",
                                                                                               "q2", "q2"]
 
@@ -152,9 +174,8 @@ def test_json_on_a_closed_standard_output_is_refused_before_any_work(tmp_path, t
     build = ["build", str(tiny_beir), "-o", str(tmp_path / "idx"), "--model", str(tiny_model_dir), "--index-type",
              "flat", "--no-bm25", *COMMON]
     encode = ["encode", str(tiny_beir), "-o", str(tmp_path / "shards"), "--model", str(tiny_model_dir), *COMMON]
-    for args in (build, encode):
-        done = _run_with_stdout_closed([*args, "--json"])
+    for args, done in zip((build, encode), _run_with_stdout_closed([[*build, "--json"], [*encode, "--json"]])):
         assert (done.returncode, done.stderr.decode()) == (1, said), args
     assert not (tmp_path / "idx").exists() and not (tmp_path / "shards").exists()
-    done = _run_with_stdout_closed(build)
+    [done] = _run_with_stdout_closed([build])
     assert done.returncode == 0 and (tmp_path / "idx" / "manifest.json").is_file(), done.stderr.decode()
