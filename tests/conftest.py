@@ -125,12 +125,23 @@ def write_tiny_beir(root: Path) -> Path:
 def tiny_flat_build(tiny_model_dir, tmp_path_factory) -> Path:
     """tiny_beir indexed once (flat, with BM25) for tests that each take a copy (shutil.copytree into their tmp_path):
     a build per test cost seconds a file, and a copy keeps a test that edits its index from touching another's."""
+    return _build_tiny_flat(tiny_model_dir, tmp_path_factory.mktemp("tiny-flat-build"), with_bm25=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_dense_build(tiny_model_dir, tmp_path_factory) -> Path:
+    """tiny_flat_build without its BM25 part, to copy the same way."""
+    return _build_tiny_flat(tiny_model_dir, tmp_path_factory.mktemp("tiny-dense-build"), with_bm25=False)
+
+
+def _build_tiny_flat(model_dir: Path, root: Path, with_bm25: bool) -> Path:
     from retriever.encoder import Encoder, EncoderSettings
     from retriever.indexing import IndexParams, encode_and_index
+    from retriever.lexical import LexicalParams
 
-    root = tmp_path_factory.mktemp("tiny-flat-build")
-    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
-    encode_and_index(write_tiny_beir(root / "tiny-beir"), root / "idx", encoder, IndexParams("flat"), progress=False)
+    encoder = Encoder(EncoderSettings(model=str(model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(write_tiny_beir(root / "tiny-beir"), root / "idx", encoder, IndexParams("flat"), progress=False,
+                     lexical=LexicalParams() if with_bm25 else None)
     return root / "idx"
 
 

@@ -1,6 +1,7 @@
 """A Ctrl-C that comes once a command's output files are complete: exit 0, saying the files are whole."""
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 
@@ -11,13 +12,8 @@ from retriever.cli import main
 
 
 @pytest.fixture()
-def flat_index(tmp_path, tiny_beir, tiny_model_dir):
-    from retriever.encoder import Encoder, EncoderSettings
-    from retriever.indexing import IndexParams, encode_and_index
-
-    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
-    encode_and_index(tiny_beir, tmp_path / "idx", encoder, IndexParams("flat"), progress=False, lexical=None)
-    return tmp_path / "idx"
+def flat_index(tmp_path, tiny_dense_build):
+    return shutil.copytree(tiny_dense_build, tmp_path / "idx")
 
 
 def test_a_sigint_after_the_search_run_is_renamed_exits_0(tmp_path, tiny_beir, flat_index):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -15,13 +16,8 @@ COMMON = ["--device", "cpu", "--dtype", "fp32"]
 
 
 @pytest.fixture()
-def flat_index(tmp_path, tiny_beir, tiny_model_dir):
-    from retriever.encoder import Encoder, EncoderSettings
-    from retriever.indexing import IndexParams, encode_and_index
-
-    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
-    encode_and_index(tiny_beir, tmp_path / "idx", encoder, IndexParams("flat"), progress=False, lexical=None)
-    return tmp_path / "idx"
+def flat_index(tmp_path, tiny_dense_build):
+    return shutil.copytree(tiny_dense_build, tmp_path / "idx")
 
 
 def _run_to_readers_that_leave(runs: list[list[str]], lines_read: int) -> list[tuple[int, str, list[str]]]:
