@@ -243,6 +243,17 @@ def test_a_failure_building_bm25_is_not_called_damage_to_the_doc_store(index, mo
     assert sorted(p.name for p in index.iterdir()) == entries and bm25_hits(index) == before
 
 
+def _flat_index_with(tiny_beir, tiny_model_dir, index, text: str):
+    """A flat index, with its BM25 part, of the tiny BEIR corpus whose first passage ends with ``text``."""
+    corpus = tiny_beir / "corpus.jsonl"
+    rows = [json.loads(line) for line in corpus.read_text().splitlines()]
+    rows[0]["text"] += text
+    corpus.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
+    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encode_and_index(tiny_beir, index, encoder, IndexParams("flat"), progress=False)
+    return index
+
+
 def _split_before_cjk_pairs(index, fusion: dict) -> None:
     """The manifest a build made before CJK letter pairs were recorded (``tokenizer`` without ``cjk``)."""
     from retriever.index_folder import read_manifest, replace_manifest
@@ -271,13 +282,7 @@ def test_a_fusion_tuned_on_a_part_split_before_cjk_pairs_is_dropped_where_a_pass
     """A letter standing alone (木) was no term and is one now: the part's scores change, the fusion goes."""
     from retriever.index_folder import read_manifest
 
-    corpus = tiny_beir / "corpus.jsonl"
-    rows = [json.loads(line) for line in corpus.read_text().splitlines()]
-    rows[0]["text"] += " (the character 木)"
-    corpus.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
-    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
-    index = tmp_path / "lone"
-    encode_and_index(tiny_beir, index, encoder, IndexParams("flat"), progress=False)
+    index = _flat_index_with(tiny_beir, tiny_model_dir, tmp_path / "lone", " (the character 木)")
     _split_before_cjk_pairs(index, {"method": "rrf", "rrf_k": 20.0, "alpha": 0.5, "depth": 1000})
     add_lexical(index, overwrite=True, progress=False)
     assert "fusion" not in read_manifest(index) and "(tokenizer: text is cut" in capsys.readouterr().err
@@ -331,13 +336,7 @@ def test_a_fusion_on_a_cjk_part_split_before_thai_pairs_is_kept_where_no_passage
     included (their pairs were recorded already as ``cjk: bigrams``): the tuned fusion stays."""
     from retriever.index_folder import read_manifest, replace_manifest
 
-    corpus = tiny_beir / "corpus.jsonl"
-    rows = [json.loads(line) for line in corpus.read_text().splitlines()]
-    rows[0]["text"] += " 東京都に住む"
-    corpus.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8")
-    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
-    index = tmp_path / "cjk"
-    encode_and_index(tiny_beir, index, encoder, IndexParams("flat"), progress=False)
+    index = _flat_index_with(tiny_beir, tiny_model_dir, tmp_path / "cjk", " 東京都に住む")
     fusion = {"method": "rrf", "rrf_k": 20.0, "alpha": 0.5, "depth": 1000}
     manifest = read_manifest(index)
     tokenizer = {**manifest["lexical"]["tokenizer"], "cjk": "bigrams"}

@@ -260,25 +260,31 @@ BOXES = """JSON.stringify([...document.querySelectorAll('#results .hit')].map(it
 }))"""
 
 
-def test_a_right_to_left_title_or_text_is_laid_out_right_to_left_and_isolated(tmp_path, tiny_model_dir, browser):
-    """Titles and snippets were shown in the page's left-to-right direction: a Hebrew title sat at the left with its
-    "!" at the wrong end. Each is its own ``dir="auto"`` element, so its own first strong letter sets its direction;
-    and an id holding U+202E RIGHT-TO-LEFT OVERRIDE does not reorder the score shown after it."""
+def _on_a_page_searching(tmp_path, tiny_model_dir, browser, docs: list[dict], expression: str):
+    """``expression``'s JSON value on the page of a server holding ``docs`` alone, once it shows the hits of
+    'bee honey' (k=2)."""
     from conftest import write_jsonl
     from serving_fixtures import BATCHING, LIMITS, ServerThread, _build
 
     from retriever.searching import Searcher
     from retriever.serving import create_app
 
-    corpus = write_jsonl(tmp_path / "corpus.jsonl", BIDI_DOCS)
-    searcher = Searcher(_build(corpus, tmp_path / "bidi", tiny_model_dir), device="cpu", dtype="fp32")
-    server = ServerThread(create_app({"bidi": searcher}, LIMITS, BATCHING)).start()
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", docs)
+    searcher = Searcher(_build(corpus, tmp_path / "index", tiny_model_dir), device="cpu", dtype="fp32")
+    server = ServerThread(create_app({"docs": searcher}, LIMITS, BATCHING)).start()
     try:
         browser.send("Page.navigate", {"url": f"http://127.0.0.1:{server.port}/?q=bee+honey&k=2"})
         browser.wait_for("document.body.dataset.state === 'done'")
-        boxes = json.loads(browser.evaluate(BOXES))
+        return json.loads(browser.evaluate(expression))
     finally:
         server.stop()
+
+
+def test_a_right_to_left_title_or_text_is_laid_out_right_to_left_and_isolated(tmp_path, tiny_model_dir, browser):
+    """Titles and snippets were shown in the page's left-to-right direction: a Hebrew title sat at the left with its
+    "!" at the wrong end. Each is its own ``dir="auto"`` element, so its own first strong letter sets its direction;
+    and an id holding U+202E RIGHT-TO-LEFT OVERRIDE does not reorder the score shown after it."""
+    boxes = _on_a_page_searching(tmp_path, tiny_model_dir, browser, BIDI_DOCS, BOXES)
     assert len(boxes) == 2 and all(box["score"] >= box["id"] for box in boxes), boxes  # the score stays after the id
     hebrew = next(box for box in boxes if box["rtl"])
     assert abs(hebrew["title"][0] - hebrew["title"][1]) < 1 and abs(hebrew["snippet"][0] - hebrew["snippet"][1]) < 1
@@ -303,21 +309,7 @@ OVERFLOW = """JSON.stringify({page: document.documentElement.scrollWidth - windo
 def test_a_hit_of_very_long_words_stays_inside_its_card(tmp_path, tiny_model_dir, browser):
     """A title, passage or id holding one very long word (a URL, a DNA sequence, base64) ran out of its card and
     widened the page: thousands of pixels of sideways scrolling. Words break anywhere rather than overflow."""
-    from conftest import write_jsonl
-    from serving_fixtures import BATCHING, LIMITS, ServerThread, _build
-
-    from retriever.searching import Searcher
-    from retriever.serving import create_app
-
-    corpus = write_jsonl(tmp_path / "corpus.jsonl", LONG_WORD_DOCS)
-    searcher = Searcher(_build(corpus, tmp_path / "long", tiny_model_dir), device="cpu", dtype="fp32")
-    server = ServerThread(create_app({"long": searcher}, LIMITS, BATCHING)).start()
-    try:
-        browser.send("Page.navigate", {"url": f"http://127.0.0.1:{server.port}/?q=bee+honey&k=2"})
-        browser.wait_for("document.body.dataset.state === 'done'")
-        overflow = json.loads(browser.evaluate(OVERFLOW))
-    finally:
-        server.stop()
+    overflow = _on_a_page_searching(tmp_path, tiny_model_dir, browser, LONG_WORD_DOCS, OVERFLOW)
     assert len(overflow["cards"]) == 2 and overflow == {"page": 0, "cards": [0, 0]}, overflow
 
 
