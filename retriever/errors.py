@@ -70,10 +70,10 @@ def full_disk(error: BaseException, where: str = "") -> RetrieverError | None:
         named = where or (f"writing {error.filename}" if error.filename else "")
         return file_too_large(named) if error.errno == errno.EFBIG else out_of_space(named)
     text = str(error).strip()
+    shown = where or f"({(text.splitlines() or [''])[-1][:200]})"
     if "File too large" in text:  # FAISS's text for EFBIG
-        return file_too_large(where or f"({(text.splitlines() or [''])[-1][:200]})")
+        return file_too_large(shown)
     if "No space left on device" in text or "Disk quota exceeded" in text or _SHORT_WRITE.search(text):
-        shown = where or f"({(text.splitlines() or [''])[-1][:200]})"
         if _SHORT_WRITE.search(text) and _file_size_limit() is not None:  # no errno tells EFBIG from ENOSPC:
             return file_too_large(shown)  # the limit is the likelier cause where one is set
         return out_of_space(shown)
