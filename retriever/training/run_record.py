@@ -222,12 +222,13 @@ def checkpoint_step(checkpoint: Path | None) -> int | None:
     return int(checkpoint.name.split("-")[1]) if checkpoint else None
 
 
-def resume_advice(checkpoint: Path) -> str:
-    """What to do with a checkpoint that cannot be resumed: delete it to resume from the complete one before it, or,
-    with none, delete the checkpoints to start over (each lost file said otherwise, some to drop every checkpoint)."""
+def resume_advice(checkpoint: Path, named: str | None = None) -> str:
+    """What to do with a checkpoint that cannot be resumed: delete it (``named`` so, where a message has named it
+    already) to resume from the complete one before it, or, with none, delete the checkpoints to start over (each
+    lost file said otherwise, some to drop every checkpoint)."""
     folder, step = checkpoint.parent, checkpoint_step(checkpoint)
     earlier = [path.name for at, path in complete_checkpoints(folder) if at < step]
-    return f"delete {checkpoint} to resume from {earlier[-1]}" if earlier else f"delete {folder} to start over"
+    return f"delete {named or checkpoint} to resume from {earlier[-1]}" if earlier else f"delete {folder} to start over"
 
 
 def load_weights(model: torch.nn.Module, checkpoint: Path) -> None:
@@ -268,7 +269,7 @@ def checkpoint_states_loaded(checkpoint: str | None, names: tuple[str, ...]) -> 
         yield
         return
     folder = Path(checkpoint)
-    advice = resume_advice(folder).replace(f"delete {folder} ", "delete it ")
+    advice = resume_advice(folder, named="it")
     missing = [name for name in names if not (folder / name).is_file()]
     if missing:
         raise RetrieverError(f"{folder}: {' and '.join(missing)} missing, so the run cannot resume as it was; {advice}")
