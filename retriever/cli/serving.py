@@ -104,14 +104,15 @@ def load_searchers(folders: dict[str, Path], **options: object) -> dict:
         check_servable(folder, options.get("mode", "dense"), options.get("fusion_overrides"))
     searchers, shared, opened = {}, SharedEncoders(), {}
     for name, folder in folders.items():
-        if folder.resolve() in opened:  # one folder under two names: one index in memory (workers share it anyway)
-            first = opened[folder.resolve()]
+        real = folder.resolve()
+        if real in opened:  # one folder under two names: one index in memory (workers share it anyway)
+            first = opened[real]
             click.echo(f"{name} shares the loaded index of {first} (the same folder, {folder})", err=True)
             searchers[name] = searchers[first]
             continue
         click.echo(f"loading {name} from {folder}", err=True)
         searchers[name] = Searcher(folder, encoders=shared, **options)
-        opened[folder.resolve()] = name
+        opened[real] = name
         model = searchers[name].encoder.query_model
         first = next(other for other, searcher in searchers.items() if searcher.encoder.query_model is model)
         if first != name:
@@ -260,8 +261,9 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
         raise click.UsageError("--model is the model of one moved index; serve that index alone, or move each "
                                "model back beside its index")
     open_files = raise_open_files_limit()
-    if low_limit_warning(open_files):
-        click.echo(low_limit_warning(open_files), err=True)
+    warning = low_limit_warning(open_files)
+    if warning:
+        click.echo(warning, err=True)
     sockets = listening_sockets(host, port)
     try:
         used = configure_threads(threads, workers)

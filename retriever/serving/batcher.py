@@ -141,7 +141,7 @@ class MicroBatcher:
             raise _warm_up_failure(self.name, error) from error
         self.stats = BatchStats()
 
-    def close(self, timeout: float | None = None) -> None:
+    def close(self) -> None:
         """Finish the batches already queued (a forced stop has cancelled them, so they are skipped), then stop the
         workers, waiting for a batch being searched however long it takes: with a worker still inside torch the
         interpreter's exit aborted (exit code 134, "terminate called without an active exception")."""
@@ -151,7 +151,7 @@ class MicroBatcher:
         for _ in self._threads:
             self._queue.put(_STOP)
         for thread in self._threads:
-            thread.join(timeout)
+            thread.join()
 
     def _run(self) -> None:
         # OpenMP thread counts are per OS thread: a new thread starts with one per core whatever
