@@ -13,6 +13,11 @@ from retriever.shard_completeness import check_complete
 from retriever.shards import list_shards
 
 
+def shards_folder(output: Path) -> Path:
+    """Where `build -o OUTPUT` keeps the shards it encodes, beside the index (as ``partwork.parts_folder``)."""
+    return output.with_name(output.name + ".shards")
+
+
 def check_output(output: Path, overwrite: bool, ondisk: bool = False) -> Path:
     """The index folder to make, refused up front (before any encoding) when it cannot be made or when what is
     there is not ours to replace: --overwrite replaces an index folder or an empty one, never a user's files;
@@ -22,7 +27,7 @@ def check_output(output: Path, overwrite: bool, ondisk: bool = False) -> Path:
     if cleared:
         print(cleared, file=sys.stderr)
     _refuse_unreplaceable(output, overwrite)
-    for beside in (output.with_name(output.name + ".shards"), parts_folder(output)):
+    for beside in (shards_folder(output), parts_folder(output)):
         if beside.exists() and not beside.is_dir():
             raise RetrieverError(f"{beside}: is a file where the build keeps its {beside.suffix[1:]} folder; "
                                  "remove it or choose another --output")
@@ -46,7 +51,7 @@ def shards_to_index(shards: Path) -> tuple[list[Path], dict]:
     to run `retriever encode`, where the shards the index was built from are usually kept beside it."""
     if (shards / MANIFEST_FILE).is_file():
         named = shards.resolve() if shards.name in ("", "..") else shards
-        beside = named.with_name(named.name + ".shards")
+        beside = shards_folder(named)
         lacks = f"{shards}: an index folder, not a folder of embedding shards"
         if beside.is_dir() and list_shards(beside):
             raise RetrieverError(f"{lacks}; index the shards it was built from, which `build` kept beside it: "

@@ -24,7 +24,7 @@ from retriever.encode_result import describe
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError, check_kind, full_disk_named
 from retriever.build_output import (check_output, move_into_place, refuse_index_beside, refuse_inputs_inside,
-                                    shards_to_index)
+                                    shards_folder, shards_to_index)
 from retriever.faiss_index import (INDEX_TYPES, IndexParams, factory_string, hnsw_record, new_index, search_defaults,
                                    train, with_search_defaults)
 from retriever.index_checks import check_buildable, check_trainable
@@ -210,9 +210,10 @@ def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | 
     _check_tuning_queries(tuning_query_texts is not None, params)
     with exclusive_build(named_output(Path(output))):
         output = check_output(Path(output), overwrite, params.index_type == ONDISK_TYPE)
-        refuse_index_beside(output, output.with_name(output.name + ".shards"), "shards")
-        refuse_inputs_inside(output, {"the corpus": corpus, "the model": encoder.metadata().get("model_path")})
-        dim = int(encoder.metadata()["dim"])
+        refuse_index_beside(output, shards_folder(output), "shards")
+        metadata = encoder.metadata()
+        refuse_inputs_inside(output, {"the corpus": corpus, "the model": metadata.get("model_path")})
+        dim = int(metadata["dim"])
         check_buildable(params, dim)
         _check_countable(corpus, fmt, params, dim, holds_out=tuning_query_texts is None)
         return _encode_shards(corpus, output, encoder, fmt, fields, shard_size, overwrite, progress,
@@ -237,7 +238,7 @@ def _check_countable(corpus: str | Path, fmt: str, params: IndexParams, dim: int
 def _encode_shards(corpus: str | Path, output: Path, encoder: Encoder | PartRunner, fmt: str, fields: Fields,
                    shard_size: int, overwrite: bool, progress: bool,
                    tuning_query_texts: list[str] | None) -> tuple[Path, np.ndarray | None]:
-    shards = output.with_name(output.name + ".shards")
+    shards = shards_folder(output)
     reading = {READING: reading_record(resolve_corpus_path(corpus), fmt, fields)}
     if overwrite and clear_other_encoder(shards, {**encoder.metadata(), **reading}):
         print(f"deleted {shards}: another encoder, split or reading flags made those shards", file=sys.stderr)
