@@ -92,15 +92,12 @@ def jsonl_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> dict[str, d
     return run
 
 
-def is_run_mapping(first_line: str) -> bool:
-    """Whether a run whose first non-blank line is ``first_line`` is one JSON object of query ids (indented, the line
-    is ``{`` alone; on one line, an object without ``qid`` or ``hits`` whose values are all objects), not JSONL."""
+def is_run_mapping(first_line: str, record: object) -> bool:
+    """Whether a run whose first non-blank line is ``first_line`` (``record`` as JSON, None if it is none) is one
+    JSON object of query ids (indented, the line is ``{`` alone; on one line, an object without ``qid`` or ``hits``
+    whose values are all objects), not JSONL."""
     if first_line.strip() == "{":
         return True
-    try:
-        record = json.loads(first_line)
-    except json.JSONDecodeError:
-        return False
     return (isinstance(record, dict) and bool(record) and not {"qid", "hits"} & set(record)
             and all(isinstance(hits, dict) for hits in record.values()))
 
@@ -168,13 +165,9 @@ def _mapping_hits(path: Path, lineno: int | None, qid: str, hits: object) -> dic
 FLAT_KEYS = (("query_id", "doc_id"), ("qid", "docid"))  # a flat run's (query, document) keys, one hit per line
 
 
-def flat_keys(first_line: str) -> tuple[str, str] | None:
+def flat_keys(record: object) -> tuple[str, str] | None:
     """The (query, document) keys of a flat run, one ``{"query_id", "doc_id", "score"}`` (or qid/docid) hit per
-    line, judged from its first line; None for another kind."""
-    try:
-        record = json.loads(first_line)
-    except json.JSONDecodeError:
-        return None
+    line, judged from its first line's ``record``; None for another kind."""
     if not isinstance(record, dict) or "hits" in record or "score" not in record:
         return None
     return next((keys for keys in FLAT_KEYS if set(keys) <= set(record)), None)
@@ -201,8 +194,13 @@ def flat_run_lines(path: Path, lines: Iterable[tuple[int, str]], keys: tuple[str
 
 def read_json_run(path: Path, first_line: str, lines: Iterable[tuple[int, str]]) -> dict[str, dict[str, float]]:
     """A run whose first non-blank line starts with ``{`` or ``[``: flat (``flat_keys``), one JSON mapping
-    (``is_run_mapping``), or JSONL of ``{"qid", "hits"}``."""
-    keys = flat_keys(first_line)
+    (``is_run_mapping``), or JSONL of ``{"qid", "hits"}``. The first line is parsed once for both judgements: for
+    a run dumped on one line it is the whole run."""
+    try:
+        record = json.loads(first_line)
+    except json.JSONDecodeError:
+        record = None
+    keys = flat_keys(record)
     if keys is not None:
         return flat_run_lines(path, lines, keys)
-    return mapping_run(path, lines) if is_run_mapping(first_line) else jsonl_run_lines(path, lines)
+    return mapping_run(path, lines) if is_run_mapping(first_line, record) else jsonl_run_lines(path, lines)
