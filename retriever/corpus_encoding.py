@@ -29,7 +29,7 @@ from retriever.files import atomic_write_bytes
 from retriever.output_paths import creatable_problem
 from retriever.folders import check_output_name, make_folder
 from retriever.locks import held_lock
-from retriever.pid_names import left_behind
+from retriever.pid_names import clear_left_behind, left_behind
 from retriever.index_folder import MANIFEST_FILE
 from retriever.other_shards import re_encode_advice, refuse_other_shards
 from retriever.shard_completeness import worker_shards
@@ -166,14 +166,8 @@ def _shard_folder(output: Path, worker_index: int, num_workers: int) -> None:
     if problem:
         raise RetrieverError(f"{output}: {problem}; choose another --output")
     mine = f"-w{worker_index:03d}of{num_workers:03d}"  # in its shards' and its done marker's names
-    for stale, writer in left_behind(output, ".", ".tmp-"):
-        if mine not in stale.name:
-            continue
-        if writer.elsewhere:
-            print(writer.kept_line(stale, "written by", "remove it once that worker no longer runs there"),
-                  file=sys.stderr)
-        elif writer.gone:
-            stale.unlink(missing_ok=True)
+    clear_left_behind([(stale, writer) for stale, writer in left_behind(output, ".", ".tmp-") if mine in stale.name],
+                      "written by", "remove it once that worker no longer runs there")
 
 
 def _share(total: int | None, worker: int, num_workers: int) -> int | None:

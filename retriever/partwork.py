@@ -30,7 +30,7 @@ from retriever.files import atomic_write, read_json, write_json
 from retriever.ivfparts import (ShardSlice, file_digest, held_path, part_identity, record_path,
                                 record_problem, recorded_sha256, write_record)
 from retriever.part_processes import fill_in_processes
-from retriever.pid_names import WRITER, left_behind
+from retriever.pid_names import WRITER, clear_left_behind, left_behind
 from retriever.shards import VECTOR_FIELDS, read_shard_metadata
 
 if TYPE_CHECKING:
@@ -109,12 +109,8 @@ class PartsFolder:
 def clean_temporaries(folder: Path) -> None:
     """Delete the unfinished files (``files.temporary_path``) that killed workers of this host left; another host's
     (a Ray task on another node, on a shared file system) are kept and named, since its process cannot be seen."""
-    for leftover, writer in left_behind(folder, ".", ".tmp-"):
-        if writer.elsewhere:
-            print(writer.kept_line(leftover, "a part being written by", "remove it once that build no longer runs "
-                                   "there"), file=sys.stderr)
-        elif writer.gone:
-            leftover.unlink(missing_ok=True)
+    clear_left_behind(left_behind(folder, ".", ".tmp-"), "a part being written by",
+                      "remove it once that build no longer runs there")
 
 
 def _ours(entry: Path) -> bool:

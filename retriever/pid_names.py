@@ -13,6 +13,8 @@ import hashlib
 import os
 import re
 import socket
+import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,3 +102,13 @@ def left_by_dead_processes(folder: Path, prefix: str, marker: str = "") -> list[
     """What killed writers of this host left (``left_behind`` whose writer is ``gone``): never a live one's, nor one
     of another host, whose pids cannot be looked up here."""
     return [entry for entry, writer in left_behind(folder, prefix, marker) if writer.gone]
+
+
+def clear_left_behind(leftovers: Iterable[tuple[Path, Writer]], what: str, remedy: str) -> None:
+    """Delete what killed writers of this host left among ``leftovers`` (``left_behind``), keep a live one's, and name
+    another host's on stderr (``Writer.kept_line`` with ``what`` and ``remedy``): its process cannot be seen here."""
+    for path, writer in leftovers:
+        if writer.elsewhere:
+            print(writer.kept_line(path, what, remedy), file=sys.stderr)
+        elif writer.gone:
+            path.unlink(missing_ok=True)
