@@ -68,8 +68,7 @@ class _Group(click.Group):
         except BrokenPipeError as error:  # `retriever --help | true`
             _exit_if_reader_gone(error)
         except RetrieverError as error:  # `retriever --version >&-`: a closed standard output (``cli.stdout``)
-            click.echo(f"error: {error}", err=True)
-            sys.exit(1)
+            _exit_with_error(str(error), heard=True)
 
     def invoke(self, ctx: click.Context):
         try:
@@ -80,10 +79,7 @@ class _Group(click.Group):
         except RetrieverError as error:
             if reader_gone(error.__context__):  # `-o /dev/stdout` whose reader left, said as "cannot write" it
                 _exit_if_reader_gone(error.__context__)
-            if not (_is_rank_zero() or getattr(error, "every_process", False)):
-                _exit_unheard(1)
-            click.echo(f"error: {error}", err=True)
-            sys.exit(1)
+            _exit_with_error(str(error), heard=getattr(error, "every_process", False))
         except click.UsageError as error:  # a subcommand's flags and arguments, or a command name
             sub = ctx.invoked_subcommand  # set before its flags are parsed: click's "requires an argument" has no ctx
             _exit_with_usage_line(error, f"{ctx.command_path} {sub}" if sub else None)
@@ -99,10 +95,7 @@ class _Group(click.Group):
                 out_of_memory(f"({_last_line(error)})") if is_out_of_memory(error) else None)
             if full is None:
                 raise
-            if not _is_rank_zero():
-                _exit_unheard(1)
-            click.echo(f"error: {full}", err=True)
-            sys.exit(1)
+            _exit_with_error(str(full))
 
     def main(self, *args, **kwargs):
         """As click's, but a torchrun process other than its machine's first exits with usage errors' codes
@@ -137,12 +130,18 @@ def _exit_with_usage_line(error: click.UsageError, command_path: str | None = No
         error.message, error.possibilities = (f"No such option '{error.option_name}' (Pyserini's {error.option_name} "
                                               f"is {ours} here)."), []
     error = _ray_took_the_argument(error)
-    if not _is_rank_zero():
-        _exit_unheard(error.exit_code)
     command_path = error.ctx.command_path if error.ctx is not None else command_path
     where = f" (see `{command_path} --help`)" if command_path else ""
-    click.echo(f"error: {error.format_message()}{where}", err=True)
-    sys.exit(error.exit_code)
+    _exit_with_error(f"{error.format_message()}{where}", error.exit_code)
+
+
+def _exit_with_error(line: str, code: int = 1, heard: bool = False) -> NoReturn:
+    """``error: LINE`` on stderr and exit ``code``; a torchrun process other than its machine's first leaves the line
+    to the first (``_exit_unheard``) unless the error is ``heard`` from every process."""
+    if not (heard or _is_rank_zero()):
+        _exit_unheard(code)
+    click.echo(f"error: {line}", err=True)
+    sys.exit(code)
 
 
 def _exit_unheard(code: int) -> NoReturn:
