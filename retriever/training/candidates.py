@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from retriever.errors import RetrieverError
 from retriever.training import stack
-from retriever.training.data import TrainExample
+from retriever.training.examples import TrainExample
 from retriever.training.processes import launched_processes
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ hard negative that is then a judged positive of its own query is left out, as `r
 """
 from __future__ import annotations
 
-from retriever.training.data import Passage, TrainExample
+from retriever.training.examples import Passage, TrainExample
 from retriever.training.processes import say
 from retriever.wording import agree, counted
 

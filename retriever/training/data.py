@@ -32,26 +32,12 @@ from retriever.errors import InputFileError, RetrieverError
 from retriever.qrels import is_reported_split
 from retriever.runs import read_qrels
 from retriever.texts import check_text, is_blank, passage_text, tokenize_bounded
+from retriever.training.copies import merged_copies
+from retriever.training.examples import Passage, TrainExample
 from retriever.training.loss import passage_key
 from retriever.training.negatives import log_negatives, read_negatives_file
 from retriever.training.processes import say
 from retriever.wording import agree, counted
-
-
-@dataclass(frozen=True)
-class Passage:
-    id: str
-    text: str
-
-
-@dataclass(frozen=True)
-class TrainExample:
-    query_id: str
-    query: str
-    positives: tuple[Passage, ...]
-    negatives: tuple[Passage, ...] = ()
-    judged: frozenset[str] = frozenset()
-    """Ids of every passage judged relevant to this query (masked when they appear as negatives)."""
 
 
 def _inline_id(title: str, text: str) -> str:
@@ -109,7 +95,6 @@ def load_beir_examples(dataset: str | Path, split: str = "train",
     if not examples:
         raise RetrieverError(f"{beir.root}: split {split!r} yields no training examples (no query with a "
                              "positive judgment whose document is in the corpus, not blank)")
-    from retriever.training.copies import merged_copies  # it builds on this module's types
     return merged_copies(examples, str(beir.corpus_path))
 
 
@@ -213,7 +198,6 @@ def load_jsonl_examples(path: str | Path, corpus: str | Path | None = None, corp
     if used < given:  # as for a --negatives file: none is dropped silently
         say(f"hard negatives ({path}): {used} of {given} used; left out: {given - used} judged relevant (a positive "
              "of the same query)")
-    from retriever.training.copies import merged_copies
     return merged_copies(examples, str(path))
 
 

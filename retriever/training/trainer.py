@@ -25,7 +25,8 @@ from retriever.model_names import resolve_model_path
 from retriever.qrels import is_reported_split
 from retriever.training import stack
 from retriever.training.candidates import check_candidates, drop_a_lone_last_step, warn_about_negatives
-from retriever.training.data import Collator, EpochGroups, TrainExample, load_beir_examples, load_jsonl_examples
+from retriever.training.data import Collator, EpochGroups, load_beir_examples, load_jsonl_examples
+from retriever.training.examples import TrainExample
 from retriever.training.dev import (SELECTION_METRIC, DevSet, dev_history, evaluate_dev, load_dev_set,
                                    shared_queries_warning, start_model_note)
 from retriever.training.dual_encoder import DualEncoder

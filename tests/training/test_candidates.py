@@ -7,7 +7,7 @@ import pytest
 
 from retriever.errors import RetrieverError
 from retriever.training.candidates import check_candidates
-from retriever.training.data import Passage, TrainExample
+from retriever.training.examples import Passage, TrainExample
 from training.test_run_guards import config
 
 

@@ -11,8 +11,8 @@ from conftest import TINY_DOCS, write_jsonl
 from retriever.encoder import EncoderSettings
 from retriever.errors import InputFileError, RetrieverError
 from retriever.model_loading import load_tokenizer
-from retriever.training.data import (Collator, EpochGroups, Passage, TrainExample, epoch_groups, load_beir_examples,
-                                     load_jsonl_examples)
+from retriever.training.data import Collator, EpochGroups, epoch_groups, load_beir_examples, load_jsonl_examples
+from retriever.training.examples import Passage, TrainExample
 from retriever.training.loss import judged_positive_mask
 
 
