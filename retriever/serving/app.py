@@ -42,7 +42,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from retriever.errors import IndexDamaged, RetrieverError
 from retriever.searching import Searcher
-from retriever.serving.batcher import Closed, Overloaded
+from retriever.serving.batch_errors import Closed, Overloaded
 from retriever.serving.cors import CrossOrigin, checked_origins, cross_origin_headers
 from retriever.serving.inputs import (ApiError, Limits, check_hits, check_k_digits, check_no_parameters,
                                       check_query, check_query_string, read_search_body, validation_message)

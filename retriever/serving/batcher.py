@@ -34,22 +34,11 @@ import torch
 
 from retriever.errors import RetrieverError
 from retriever.searching import Hit, Searcher
+from retriever.serving.batch_errors import Closed, Overloaded, QueryRejected, warm_up_failure
 from retriever.serving.batch_stats import BatchStats
 
 WARM_UP_SIZES = (1, 2, 4, 8, 16, 32)
 log = logging.getLogger(__name__)
-
-
-class Overloaded(RetrieverError):
-    """More requests (``max_pending``) or queries (``max_pending_queries``) would wait; the client should retry later."""
-
-
-class Closed(RetrieverError):
-    """The batcher was closed (the server is shutting down)."""
-
-
-class QueryRejected(RetrieverError):
-    """The encoder failed on this request's queries alone; the other requests were served."""
 
 
 @dataclass
@@ -138,7 +127,7 @@ class MicroBatcher:
             if self.searcher.lexical is not None:
                 self.submit(["warm up query"], 1, "hybrid").result()
         except Exception as error:  # noqa: BLE001 - reported as the index's fault, the original kept as the cause
-            raise _warm_up_failure(self.name, error) from error
+            raise warm_up_failure(self.name, error) from error
         self.stats = BatchStats()
 
     def close(self) -> None:
@@ -288,13 +277,3 @@ class MicroBatcher:
             self.stats.requests += len(batch)
             self.stats.queries += queries
             self.stats.largest_batch = max(self.stats.largest_batch, queries)
-
-
-def _warm_up_failure(name: str, error: Exception) -> RetrieverError:
-    """A RetrieverError's own message says what to do; anything else gets its type and a hint."""
-    if isinstance(error, QueryRejected) and error.__cause__ is not None:  # its advice is for clients' queries
-        error = error.__cause__
-    if isinstance(error, RetrieverError):
-        return RetrieverError(f"index {name!r} failed its warm-up search: {error}")
-    return RetrieverError(f"index {name!r} failed its warm-up search ({type(error).__name__}: {error}); "
-                          "its files (or its model's) may be damaged: rebuild the index")

@@ -10,7 +10,8 @@ import pytest
 
 from retriever.errors import RetrieverError
 from retriever.searching import Hit, Searcher
-from retriever.serving.batcher import Closed, MicroBatcher, Overloaded, QueryRejected
+from retriever.serving.batch_errors import Closed, Overloaded, QueryRejected
+from retriever.serving.batcher import MicroBatcher
 from serving_fixtures import tiny_index  # noqa: F401 - fixture
 
 
