@@ -7,7 +7,7 @@ hard negative that is then a judged positive of its own query is left out, as `r
 from __future__ import annotations
 
 from retriever.training.examples import Passage, TrainExample
-from retriever.training.processes import say
+from retriever.training.processes import log
 from retriever.wording import agree, counted
 
 
@@ -29,7 +29,7 @@ def merged_copies(examples: list[TrainExample], source: str) -> list[TrainExampl
         kept = tuple({n.id: n for n in negatives if n.id not in judged}.values())
         left_out += len(negatives) - len(kept)
         merged.append(TrainExample(example.query_id, example.query, positives, kept, judged))
-    say(f"training data ({source}): {counted(copies, 'passage')} {agree(copies, 'holds', 'hold')} the text of "
+    log(f"training data ({source}): {counted(copies, 'passage')} {agree(copies, 'holds', 'hold')} the text of "
           "another under another id; each counts as one with it, so a copy of a query's positive is no negative of "
           f"that query" + (f" ({counted(left_out, 'hard negative')} left out)" if left_out else ""))
     return merged

@@ -36,7 +36,7 @@ from retriever.training.copies import merged_copies
 from retriever.training.examples import Passage, TrainExample
 from retriever.training.loss import passage_key
 from retriever.training.negatives import log_negatives, read_negatives_file
-from retriever.training.processes import say
+from retriever.training.processes import log
 from retriever.wording import agree, counted
 
 
@@ -60,7 +60,7 @@ def load_beir_examples(dataset: str | Path, split: str = "train",
     beir = BeirDataset.open(dataset)
     qrels = read_qrels(beir.qrels_path(split))
     if is_reported_split(beir.qrels_path(split), split):  # trained on without a word, where tuning is refused
-        say(f"warning: training on the {split!r} split, whose queries results are reported on: scores on it will "
+        log(f"warning: training on the {split!r} split, whose queries results are reported on: scores on it will "
              "overstate the model; train on train (or a split of it) and keep test for the report")
     positives = {qid: [d for d, grade in docs.items() if grade > 0] for qid, docs in qrels.items()}
     positives = {qid: ids for qid, ids in positives.items() if ids}
@@ -86,7 +86,7 @@ def load_beir_examples(dataset: str | Path, split: str = "train",
         hard = [passages[d] for d in dict.fromkeys(negatives.get(qid, ())) if d in passages and d not in judged]
         examples.append(TrainExample(qid, queries[qid], tuple(found), tuple(hard), judged))
     if missing_docs or missing_queries:
-        say(f"training data: {counted(missing_docs, 'judged document')} missing from the corpus or blank there and "
+        log(f"training data: {counted(missing_docs, 'judged document')} missing from the corpus or blank there and "
              f"{counted(missing_queries, 'judged query', 'judged queries')} missing from queries.jsonl or blank there "
              f"{agree(missing_docs + missing_queries, 'was', 'were')} skipped")
     if negatives:  # a query skipped above (blank, or no positive left) uses none of its negatives either
@@ -196,7 +196,7 @@ def load_jsonl_examples(path: str | Path, corpus: str | Path | None = None, corp
                              frozenset(judged_by_query[query])) for qid, query, pos, neg in resolved]
     given, used = sum(len(neg) for *_, neg in resolved), sum(len(e.negatives) for e in examples)
     if used < given:  # as for a --negatives file: none is dropped silently
-        say(f"hard negatives ({path}): {used} of {given} used; left out: {given - used} judged relevant (a positive "
+        log(f"hard negatives ({path}): {used} of {given} used; left out: {given - used} judged relevant (a positive "
              "of the same query)")
     return merged_copies(examples, str(path))
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from retriever.corpus_records import as_token_id, parse_json_object
 from retriever.errors import InputFileError, RetrieverError
 from retriever.files import decoded_lines
-from retriever.training.processes import say
+from retriever.training.processes import log
 from retriever.wording import counted
 
 
@@ -50,4 +50,4 @@ def log_negatives(negatives: dict[str, list[str]], unknown_queries: set[str], sk
                f"{counted(not_in_corpus, 'id')} not in the corpus or blank there" * bool(not_in_corpus),
                f"{judged} judged relevant" * bool(judged)]
     if used < given:
-        say(f"hard negatives ({path}): {used} of {given} used; left out: {', '.join(filter(None, reasons))}")
+        log(f"hard negatives ({path}): {used} of {given} used; left out: {', '.join(filter(None, reasons))}")

@@ -18,6 +18,7 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+from tqdm import tqdm
 
 from retriever.choices import DDP_TIMEOUT
 from retriever.errors import RetrieverError
@@ -46,11 +47,11 @@ def is_main_process() -> bool:
     return int(os.environ.get("RANK", "0")) == 0
 
 
-def say(message: str) -> None:
-    """A note on stderr about the run's data, from the first process only: each process reads the same data, and
-    every one of them printed it (one copy per process of a launch)."""
+def log(message: str) -> None:
+    """One line on stderr from the first process only (each process reads the same data and runs the same steps, and
+    every one of them printed it), written past any progress bar without breaking it."""
     if is_main_process():
-        print(message, file=sys.stderr)
+        tqdm.write(message, file=sys.stderr)
 
 
 def launched_processes() -> int:

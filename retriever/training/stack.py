@@ -12,7 +12,6 @@ import functools
 import math
 import os
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -20,7 +19,6 @@ from typing import ClassVar
 import safetensors.torch
 import torch
 import torch.distributed as dist
-from tqdm import tqdm
 from transformers import PrinterCallback, ProgressCallback, Trainer, TrainingArguments
 
 from retriever.corpus import Fields
@@ -34,19 +32,13 @@ from retriever.training.callbacks import EpochEndCheckpoints, StderrProgress, ad
 from retriever.training.divergence import StopAtNonFiniteLoss, check_finite_weights
 from retriever.training.layout import check_resume_layout, check_step_layout
 from retriever.training.processes import (DDP_TIMEOUT, MAX_DDP_TIMEOUT, check_same_run_everywhere,  # noqa: F401
-                                          is_main_process, join_process_group, peer_deaths_reported)
+                                          is_main_process, join_process_group, log, peer_deaths_reported)
 from retriever.training.run_guards import check_paths_given, check_run_paths, check_setting_kinds
 from retriever.training.run_record import (CHECKPOINTS, FINISHED_FILE, OPTIMIZER_STATES,  # noqa: F401 (stack.*)
                                            PRECISION_KEY, RUN_FILE, WEIGHTS_FILE, checkpoint_states_loaded,
                                            checkpoint_step, corpus_file, load_weights, note_precision,
                                            prior_run, rng_states_read, rotate_checkpoints, run_fingerprints)
 from retriever.wording import counted
-
-
-def log(message: str) -> None:
-    """One line on stderr, from rank 0 only, without breaking a progress bar."""
-    if is_main_process():
-        tqdm.write(message, file=sys.stderr)
 
 
 def world_size() -> int:
