@@ -17,6 +17,10 @@ MIN_TEMPERATURE = 1e-4  # the contrastive and span losses' floor on τ (why: ret
 # Seconds a collective of a torchrun launch waits for the other processes (a stopped one) before failing: the
 # Trainer's own default (ddp_timeout), which it did not pass on for CPU training (retriever.training.processes).
 DDP_TIMEOUT = 1800
+# `serve`: most queries (--max-waiting-queries) and requests waiting for the encoder per index; more get a 503 to
+# retry (retriever.serving.batcher).
+MAX_WAITING_QUERIES = 8192
+MAX_WAITING_REQUESTS = 4096
 
 
 def check_temperature(temperature: float) -> None:

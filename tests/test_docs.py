@@ -91,16 +91,17 @@ def test_the_readme_names_every_route_the_server_has():
 def test_the_readme_states_the_server_limits_that_have_no_flag():
     """Of the limits no flag sets, the queue of requests waiting per index (more got a 503) and the digits of a
     number in a POST body were in no document."""
+    from retriever.choices import MAX_WAITING_QUERIES, MAX_WAITING_REQUESTS
     from retriever.serving.inputs import MAX_INT_DIGITS, MAX_JSON_DEPTH, MAX_PROBLEMS
     from retriever.serving.schemas import MAX_K
-    from retriever.serving.served import BatchSettings
 
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     assert f"k outside 1..{MAX_K}" in readme
     assert f"naming at most {MAX_PROBLEMS} problems" in readme
     assert f"JSON nesting is capped at {MAX_JSON_DEPTH} levels" in readme
     assert f"a number in a POST body of over {MAX_INT_DIGITS} digits is a 400" in readme
-    assert f"at most {BatchSettings().max_pending:,} requests wait per index (more get a 503" in readme
+    assert f"at most {MAX_WAITING_REQUESTS:,} requests wait per index (more get a 503" in readme
+    assert f"`--max-waiting-queries` ({MAX_WAITING_QUERIES:,} queries waiting per index" in readme
 
 
 def test_every_test_the_faults_table_names_is_there():

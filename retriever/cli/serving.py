@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from retriever.choices import DEFAULT_K
+from retriever.choices import DEFAULT_K, MAX_WAITING_QUERIES, MAX_WAITING_REQUESTS
 from retriever.cli.hybrid import mode_options
 from retriever.cli.listening import BACKLOG, listening_sockets, start_listening, unbracketed
 from retriever.cli.options import FiniteRange, device_options
@@ -208,9 +208,9 @@ def _stop(served: object) -> None:
               help="Larger POST bodies are refused with a 413.")
 @click.option("--max-queries", type=click.IntRange(min=1), default=MAX_QUERIES, show_default=True,
               help="Most queries in one POST /search.")
-@click.option("--max-waiting-queries", type=click.IntRange(min=1), default=8192, show_default=True,
-              help="Most queries waiting for the encoder per index (at most 4,096 requests wait, too); more get a "
-                   "503 to retry. One request of more waits when none other does.")
+@click.option("--max-waiting-queries", type=click.IntRange(min=1), default=MAX_WAITING_QUERIES, show_default=True,
+              help=f"Most queries waiting for the encoder per index (at most {MAX_WAITING_REQUESTS:,} requests wait, "
+                   "too); more get a 503 to retry. One request of more waits when none other does.")
 @click.option("--max-hits", type=click.IntRange(min=DEFAULT_K), default=None,
               help=f"Most hits (queries x k) one request may ask for; more is refused with a 400 before any work. "
                    f"At least {DEFAULT_K}, the k of a request that gives none. [default: --max-queries x {DEFAULT_K} "

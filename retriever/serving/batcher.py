@@ -32,6 +32,7 @@ import faiss
 import numpy as np
 import torch
 
+from retriever.choices import MAX_WAITING_QUERIES, MAX_WAITING_REQUESTS
 from retriever.errors import RetrieverError
 from retriever.searching import Hit, Searcher
 from retriever.serving.batch_errors import Closed, Overloaded, QueryRejected, warm_up_failure
@@ -59,8 +60,8 @@ class MicroBatcher:
     """Groups ``submit``-ted queries into batches searched by one background thread."""
 
     def __init__(self, searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 2.0,
-                 max_pending: int = 4096, name: str = "default", workers: int = 1,
-                 max_pending_queries: int = 8192) -> None:
+                 max_pending: int = MAX_WAITING_REQUESTS, name: str = "default", workers: int = 1,
+                 max_pending_queries: int = MAX_WAITING_QUERIES) -> None:
         if max_batch < 1:
             raise RetrieverError("max_batch must be at least 1")
         if max_wait_ms < 0:
@@ -76,7 +77,7 @@ class MicroBatcher:
         self._faiss_threads = faiss.omp_get_max_threads()
         self._lock = threading.Lock()  # guards stats and _busy, the count of passes running
         self._busy = 0
-        # Queries not yet in a batch: 4,096 waiting POSTs of 256 long queries held gigabytes. A larger one waits alone.
+        # Queries not yet in a batch: thousands of waiting POSTs of 256 long queries held gigabytes. A larger one waits alone.
         self.max_pending_queries, self._waiting = max_pending_queries, 0
         self._threads = [threading.Thread(target=self._run, name=f"batcher-{name}-{i}", daemon=True)
                          for i in range(max(1, workers))]

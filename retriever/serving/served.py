@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from retriever.choices import MAX_WAITING_QUERIES, MAX_WAITING_REQUESTS
 from retriever.encoder_settings import SERVED_FIELDS
 from retriever.searching import Searcher
 from retriever.serving.batcher import MicroBatcher
@@ -22,8 +23,8 @@ class BatchSettings:
 
     max_batch: int = 32
     max_wait_ms: float = 2.0
-    max_pending: int = 4096
-    max_pending_queries: int = 8192
+    max_pending: int = MAX_WAITING_REQUESTS
+    max_pending_queries: int = MAX_WAITING_QUERIES
     workers: int = 1
     warm_up: bool = True
 
