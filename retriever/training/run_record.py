@@ -11,20 +11,14 @@ Records older than a fingerprint or the precision lack it; they resume unchecked
 from __future__ import annotations
 
 import hashlib
-import pickle
 import re
 import shutil
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-
-import safetensors.torch
-import torch
 
 from retriever.errors import RetrieverError
 from retriever.files import read_json
 from retriever.model_names import resolve_model_path
-from retriever.weights_files import protocol_note_silenced
 
 CHECKPOINTS = "checkpoints"
 RUN_FILE = "run.json"
@@ -229,62 +223,3 @@ def resume_advice(checkpoint: Path, named: str | None = None) -> str:
     folder, step = checkpoint.parent, checkpoint_step(checkpoint)
     earlier = [path.name for at, path in complete_checkpoints(folder) if at < step]
     return f"delete {named or checkpoint} to resume from {earlier[-1]}" if earlier else f"delete {folder} to start over"
-
-
-def load_weights(model: torch.nn.Module, checkpoint: Path) -> None:
-    """A checkpoint's safetensors weights (tied tensors are stored once; safetensors restores both names)."""
-    path = checkpoint / WEIGHTS_FILE
-    try:
-        safetensors.torch.load_model(model, path, strict=True)
-    except (OSError, safetensors.SafetensorError, RuntimeError) as error:
-        raise RetrieverError(f"{path}: unreadable or not this model's checkpoint weights "
-                             f"({str(error).splitlines()[0]}); {resume_advice(checkpoint)}") from None
-
-
-def rng_states_read(checkpoint: str | None, process: int, processes: int,
-                    log: Callable[[str], None] | None = None) -> tuple[str, ...]:
-    """The RNG state file this process reads from ``checkpoint``: its own, unless the checkpoint was saved by another
-    process count (one ``rng_state.pth``, or one ``rng_state_N.pth`` per process), whose files no process reads: a
-    resume under another count is allowed where its steps are the same (`layout`), with other dropout draws, which
-    ``log`` is told in one line (the library noted it at info level, unseen). One process's generator cannot replay
-    the draws of several (each drew its own slice's masks), so this cannot be made equal to an uninterrupted run."""
-    own = f"rng_state_{process}.pth" if processes > 1 else "rng_state.pth"
-    saved = list(Path(checkpoint).glob("rng_state*.pth")) if checkpoint else []
-    same_count = any((path.name == "rng_state.pth") == (processes == 1) for path in saved)
-    if saved and not same_count and log is not None:
-        count = 1 if any(path.name == "rng_state.pth" for path in saved) else len(saved)
-        log(f"note: {Path(checkpoint).name} was saved by {count} process(es) and this run has {processes}: it "
-            "continues with the same data order but other random draws (dropout) than an uninterrupted run, so its "
-            f"losses and weights will not be that run's; resume with {count} process(es) to continue it exactly")
-    return (own,) if same_count or not saved else ()
-
-
-@contextmanager
-def checkpoint_states_loaded(checkpoint: str | None, names: tuple[str, ...]) -> Iterator[None]:
-    """Around the library's loading of a checkpoint's optimizer, schedule or RNG states (the files ``names``).
-    It skipped a missing file without a word, so a resume went on with fresh AdamW moments, a schedule back at
-    warm-up or other dropout draws (other weights, exit 0), and a damaged file was a torch traceback (an empty one
-    "Aborted!"); both are one line here. Loading is ``weights_only``: a pickle that needs more is never run."""
-    if checkpoint is None:
-        yield
-        return
-    folder = Path(checkpoint)
-    advice = resume_advice(folder, named="it")
-    missing = [name for name in names if not (folder / name).is_file()]
-    if missing:
-        raise RetrieverError(f"{folder}: {' and '.join(missing)} missing, so the run cannot resume as it was; {advice}")
-    try:
-        with protocol_note_silenced():  # the refusal below says it all
-            yield
-    except pickle.UnpicklingError as error:
-        raise RetrieverError(f"{folder}: a checkpoint file is not plain tensors and was not loaded "
-                             f"({_first_sentence(error)}); {advice}") from None
-    except (EOFError, RuntimeError, ValueError, KeyError, TypeError) as error:  # truncated, or another run's states
-        raise RetrieverError(f"{folder}: {' or '.join(names)} unreadable ({_first_sentence(error)}); "
-                             f"{advice}") from None
-
-
-def _first_sentence(error: BaseException) -> str:
-    text = str(error).strip()
-    return f"{type(error).__name__} {text}".strip() if isinstance(error, (KeyError, EOFError)) or not text else \
-        text.splitlines()[0].split(". ")[0]

@@ -27,7 +27,7 @@ from retriever.errors import RetrieverError
 from retriever.files import write_json
 from retriever.folders import check_creatable, make_folder
 from retriever.model_folder_writing import portable_record
-from retriever.training.checkpoint_state import final_state
+from retriever.training.checkpoint_state import checkpoint_states_loaded, final_state, load_weights, rng_states_read
 from retriever.training.callbacks import EpochEndCheckpoints, StderrProgress, adopt_save_steps, tensorboard
 from retriever.training.divergence import StopAtNonFiniteLoss, check_finite_weights
 from retriever.training.layout import check_resume_layout, check_step_layout
@@ -35,9 +35,8 @@ from retriever.training.processes import (DDP_TIMEOUT, MAX_DDP_TIMEOUT, check_sa
                                           is_main_process, join_process_group, log, peer_deaths_reported)
 from retriever.training.run_guards import check_paths_given, check_run_paths, check_setting_kinds
 from retriever.training.run_record import (CHECKPOINTS, FINISHED_FILE, OPTIMIZER_STATES,  # noqa: F401 (stack.*)
-                                           PRECISION_KEY, RUN_FILE, WEIGHTS_FILE, checkpoint_states_loaded,
-                                           checkpoint_step, corpus_file, load_weights, note_precision,
-                                           prior_run, rng_states_read, rotate_checkpoints, run_fingerprints)
+                                           PRECISION_KEY, RUN_FILE, WEIGHTS_FILE, checkpoint_step, corpus_file,
+                                           note_precision, prior_run, rotate_checkpoints, run_fingerprints)
 from retriever.wording import counted
 
 

@@ -321,27 +321,6 @@ def test_a_checkpoint_state_deleted_or_damaged_stops_the_resume_with_one_line(tm
     assert train(settings).resumed_from_step == 2
 
 
-@pytest.mark.parametrize("saved, process, processes, read", [
-    (["rng_state.pth"], 0, 1, ("rng_state.pth",)), ([], 0, 1, ("rng_state.pth",)),
-    (["rng_state_0.pth", "rng_state_1.pth"], 1, 2, ("rng_state_1.pth",)),
-    (["rng_state_0.pth"], 1, 2, ("rng_state_1.pth",)),  # a missing one of this process count's
-    (["rng_state_0.pth", "rng_state_1.pth"], 0, 1, ()), (["rng_state.pth"], 1, 2, ())])  # another count's
-def test_each_process_reads_its_own_rng_state_unless_another_process_count_saved_them(tmp_path, saved, process,
-                                                                                       processes, read):
-    """Another count's files are read by no process, and the resume says so in one line (the library said it at info
-    level, so a resumed run drew other dropout masks than an uninterrupted one without a word)."""
-    for name in saved:
-        (tmp_path / name).write_bytes(b"")
-    told = []
-    assert run_record.rng_states_read(str(tmp_path), process, processes, told.append) == read
-    if read:
-        assert told == []
-    else:
-        assert len(told) == 1 and told[0].startswith(f"note: {tmp_path.name} was saved by {len(saved)} process(es) "
-                                                     f"and this run has {processes}: it continues with the same data "
-                                                     "order but other random draws"), told
-
-
 def test_an_epochs_last_step_with_a_lone_query_and_no_other_candidate_is_dropped(tmp_path, small_bert, train_beir,
                                                                                  capfd):
     """8 training queries in steps of 7 left a last step of one query and its positive: loss 0, an optimizer step

@@ -46,9 +46,8 @@ def test_a_checkpoint_missing_its_weights_or_state_says_to_resume_from_the_one_b
     to delete it "to start over"): the run resumes from the complete checkpoint before it, as other lost files say."""
     import torch
 
-    from retriever.training.checkpoint_state import final_state
+    from retriever.training.checkpoint_state import final_state, load_weights
     from retriever.training.layout import check_resume_layout
-    from retriever.training.run_record import load_weights
     folder = tmp_path / CHECKPOINTS
     for step in (2, 4):
         (folder / f"checkpoint-{step}").mkdir(parents=True)
