@@ -5,7 +5,7 @@
 2. Fill parts of about ``--part-size`` vectors in parallel (worker processes, or Ray tasks with
    ``--ray``), each adding its shards to a copy of the trained empty index and writing it out.
    The trained index and finished parts survive a crash (``retriever.partwork``).
-3. Merge the parts' inverted lists into one ``index.ivfdata`` file (as FAISS's ``merge_ondisk``), which
+3. Merge the parts' inverted lists into one ``index.ivfdata`` file (``retriever.ivfmerge``), which
    ``search`` and ``serve`` map into memory instead of reading.
 
 FAISS labels are doc-store rows, so the id map is the memory-mapped doc store itself (see
@@ -13,15 +13,9 @@ FAISS labels are doc-store rows, so the id map is the memory-mapped doc store it
 """
 from __future__ import annotations
 
-import ctypes
-import math
 import os
-import re
-import shutil
 import sys
-import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,10 +26,11 @@ from tqdm import tqdm
 from retriever.choices import ONDISK_TYPE
 from retriever.corpus import Document, Fields, ReadStats, iter_documents
 from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, open_mapped, write_mapped_docstore
-from retriever.errors import OUT_OF_SPACE_HINT, RetrieverError
+from retriever.errors import RetrieverError
 from retriever.id_order import write_id_order
 from retriever.index_folder import INDEX_FILE, check_document_count, write_manifest
 from retriever.integrity import absence
+from retriever.ivfmerge import faiss_notes_silenced, merge_parts
 from retriever.ivfparts import ShardSlice, read_held
 from retriever.partwork import PartsFolder, check_part_settings, fill_parts, inputs_record
 from retriever.shard_origin import ShardContentCheck
@@ -48,37 +43,6 @@ if TYPE_CHECKING:
 IVFDATA_FILE = "index.ivfdata"
 CODES = {"sq8": "SQ8", "fp16": "SQfp16", "flat": "Flat"}
 READ_FLAGS = faiss.IO_FLAG_ONDISK_SAME_DIR | faiss.IO_FLAG_READ_ONLY
-
-
-@contextmanager
-def faiss_notes_silenced(heard: Callable[[str], None] | None = None) -> Iterator[None]:
-    """FAISS's on-disk lists print notes (which file they map) on the C stdout, where `search` writes its
-    results; they tell a user nothing they need, and FAISS reports failures by exception, not there. ``heard`` is
-    given that text as it comes (a merge's progress), else it goes to /dev/null."""
-    sys.stdout.flush()
-    saved, relay = os.dup(1), None
-    if heard is None:
-        sink = os.open(os.devnull, os.O_WRONLY)
-    else:  # FAISS releases the GIL while it works, so the relay keeps the pipe from filling up
-        source, sink = os.pipe()
-        relay = threading.Thread(target=_relay, args=(source, heard), daemon=True, name="faiss-stdout")
-        relay.start()
-    os.dup2(sink, 1)
-    os.close(sink)
-    try:
-        yield
-    finally:
-        ctypes.CDLL(None).fflush(None)  # what C stdio still holds goes where it was written, not to our stdout
-        os.dup2(saved, 1)
-        os.close(saved)
-        if relay is not None:
-            relay.join()  # the pipe's last writer is closed: the relay reads to its end
-
-
-def _relay(source: int, heard: Callable[[str], None]) -> None:
-    with os.fdopen(source, "rb") as pipe:
-        for chunk in iter(lambda: pipe.read1(1 << 12), b""):
-            heard(chunk.decode("utf-8", "replace"))
 
 
 def read_ondisk_index(path: Path) -> faiss.Index:
@@ -148,56 +112,6 @@ def _hashed(documents: Iterator[Document], content: ShardContentCheck, read) -> 
         content.add(document)
         read(1)
         yield document
-
-
-def merge_parts(trained: Path, parts: list[str], ivfdata: Path, progress: bool = True) -> faiss.Index:
-    """One index whose inverted lists are the parts' lists merged into the ``ivfdata`` file.
-
-    The result is final: adding to merged on-disk lists corrupts them (FAISS 1.15's merge leaves the
-    free-space map behind), so vectors held out for tuning are merged in a second time instead.
-    """
-    check_space(ivfdata, sum(Path(part).stat().st_size for part in parts))
-    index = faiss.read_index(str(trained))
-    ivf = faiss.extract_index_ivf(index)
-    with tqdm(total=ivf.nlist, desc="merge lists", unit="list", file=sys.stderr, disable=not progress) as bar:
-        with faiss_notes_silenced(lambda text: bar.update(max(0, merged_lists(text, bar.n) - bar.n))):
-            merged = faiss.OnDiskInvertedLists(ivf.nlist, ivf.code_size, str(ivfdata))
-            vector = faiss.InvertedListsPtrVector()
-            for part in parts:  # mapped, not read: the parts together may exceed the memory
-                part_index = faiss.read_index(part, faiss.IO_FLAG_MMAP)  # held until its lists are let go
-                part_ivf = faiss.extract_index_ivf(part_index)
-                part_ivf.own_invlists = False  # the lists outlive their index, as in FAISS's merge_ondisk
-                vector.push_back(part_ivf.invlists)
-            index.ntotal = ivf.ntotal = merged.merge_from_multiple(vector.data(), vector.size(), False, True)
-        bar.update(bar.total - bar.n)
-    ivf.replace_invlists(merged, True)
-    merged.this.disown()
-    return index
-
-
-def merged_lists(text: str, before: int) -> int:
-    """How many lists FAISS's verbose merge says it has merged (its 'merged N lists in T s' lines), else ``before``."""
-    counts = re.findall(r"merged (\d+) lists", text)
-    return int(counts[-1]) if counts else before
-
-
-def check_space(ivfdata: Path, needed: int) -> None:
-    """Refuse a merge the disk cannot hold: FAISS sizes the file first and then writes through a memory map,
-    so running out of space midway kills the process with SIGBUS and no message. The parts' files hold the
-    lists' codes and ids plus a little, so their total bounds the merged file."""
-    free = shutil.disk_usage(ivfdata.parent).free
-    if free < needed:  # named by the folder beside the output's: the one it is built in is hidden
-        raise RetrieverError(f"{ivfdata.parent.parent}: {_size(needed, math.ceil)} are needed for {ivfdata.name} "
-                             f"and {_size(free, math.floor)} are free on its file system; {OUT_OF_SPACE_HINT}")
-
-
-def _size(count: int, rounded: Callable[[float], int]) -> str:
-    """A byte count in a unit that keeps it apart from a close one (one decimal of MiB made 150 and 100 KB alike),
-    ``rounded`` up for what is needed and down for what is free, so the first always reads larger."""
-    if count < 2**20:
-        return f"{rounded(count / 2**10)} KiB"
-    scale, unit = (2**30, "GiB") if count >= 2**30 else (2**20, "MiB")
-    return f"{rounded(count * 10 / scale) / 10:.1f} {unit}"
 
 
 def held_part(trained: Path, parts: list[str], path: Path) -> str:

@@ -273,32 +273,14 @@ def test_opening_prints_no_faiss_notes(ondisk, capfd):
 
 
 def test_a_merge_the_disk_cannot_hold_is_refused_not_killed(shards, corpus, tmp_path, monkeypatch):
-    import retriever.ondisk as ondisk
+    import retriever.ivfmerge as ivfmerge
 
     # FAISS sizes index.ivfdata and writes it through a memory map: a full disk would kill the process (SIGBUS)
-    monkeypatch.setattr(ondisk.shutil, "disk_usage", lambda _: shutil._ntuple_diskusage(10**9, 10**9 - 1000, 1000))
+    monkeypatch.setattr(ivfmerge.shutil, "disk_usage", lambda _: shutil._ntuple_diskusage(10**9, 10**9 - 1000, 1000))
     with pytest.raises(RetrieverError, match=r"KiB are needed for index\.ivfdata and 0 KiB are free on its file "
                                              r"system; free some space \(or choose another path\) and rerun the same command"):
         build_index(shards, corpus, tmp_path / "idx", IndexParams(**ONDISK), progress=False)
     assert not (tmp_path / "idx").exists()
-
-
-@pytest.mark.parametrize("needed, free, said", [(150_000, 100_000, "147 KiB are needed for index.ivfdata and 97 KiB"),
-                                                (3 * 2**30, 2**30 + 2**29, "3.0 GiB are needed for index.ivfdata and "
-                                                                           "1.5 GiB")])
-def test_the_space_a_merge_lacks_is_said_in_units_that_tell_the_two_apart(tmp_path, needed, free, said):
-    """Both sizes were MiB with one decimal: a small build read "0.1 MiB are needed ... and 0.1 MiB are free"; the
-    message named the hidden building folder, not the folder whose file system is full."""
-    import retriever.ondisk as ondisk
-
-    building = tmp_path / ".idx.building-7"
-    building.mkdir()
-    usage = shutil._ntuple_diskusage(10**12, 10**12 - free, free)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ondisk.shutil, "disk_usage", lambda _: usage)
-        with pytest.raises(RetrieverError) as caught:
-            ondisk.check_space(building / "index.ivfdata", needed)
-    assert str(caught.value).startswith(f"{tmp_path}: {said} are free on its file system; free some space")
 
 
 def test_the_doc_store_pass_shows_its_progress_with_a_total(shards, corpus, tmp_path, capsys):
@@ -318,16 +300,6 @@ def test_the_merge_of_the_parts_shows_its_progress_over_the_lists(shards, corpus
     bar = [line for line in captured.err.replace("\r", "\n").splitlines() if line.startswith("merge lists")]
     assert bar and f"{nlist}/{nlist}" in bar[-1], bar
     assert "merged" not in captured.out and "resizing" not in captured.out
-
-
-def test_faiss_progress_lines_reach_the_bar_and_not_stdout(capfd):
-    from retriever.ondisk import faiss_notes_silenced, merged_lists
-
-    heard: list[str] = []
-    with faiss_notes_silenced(heard.append):
-        os.write(1, b"merged 3 lists in 0.501 s\rmerged 7 lists in 1.002 s\r\n")
-    assert merged_lists("".join(heard), 0) == 7 and merged_lists("resizing x to 10 bytes", 2) == 2
-    assert capfd.readouterr().out == ""
 
 
 def test_plain_faiss_opens_the_ondisk_index_with_the_manifests_nprobe(ondisk):
