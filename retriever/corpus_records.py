@@ -147,25 +147,26 @@ class _ObjectParser(threading.local):
 _PARSER = _ObjectParser()
 
 
-def parse_json_object(line: str, path: Path, number: int) -> dict:
+def parse_json_object(line: str, path: Path, number: int, first: bool = False) -> dict:
     """One JSONL line as a dict, or an error naming file:line. A key given twice is refused: JSON parsers
-    keep one of the values (Python the last, others the first), so the record would be read silently."""
+    keep one of the values (Python the last, others the first), so the record would be read silently. ``first``: the
+    file's first non-blank line, where a JSON array or indented object shows the file is JSON, not JSONL."""
     hint = 'each line must be one JSON object, {"key": value, ...}'
     try:
         record = _PARSER.decode(line)
     except json.JSONDecodeError as error:
         if "\r" in line:  # CR-only line endings: the whole file reads as one line
             raise carriage_return_error(path, number) from None
-        if number == 1 and line.strip() == "{":  # an indented JSON object: an id-to-text one is the likely kind
+        if first and line.strip() == "{":  # an indented JSON object: an id-to-text one is the likely kind
             raise id_mapping_error(path, spread=True) from None
-        if number == 1 and line.lstrip().startswith("["):  # an array over several lines: no JSONL line is an array
+        if first and line.lstrip().startswith("["):  # an array over several lines: no JSONL line is an array
             raise json_array_error(path) from None
         where = error.msg.removesuffix(" at")  # Python's "Invalid control character at" read "… at at column 21"
         raise InputFileError(path, number, f"malformed JSON ({where} at column {error.colno})", hint) from None
     except (RecursionError, ValueError) as error:  # deep nesting, or an integer past Python's digit limit
         raise InputFileError(path, number, json_limit_problem(error), "flatten the record, and write long numbers "
                              "as JSON strings") from None
-    if number == 1 and isinstance(record, list) and record and all(isinstance(item, dict) for item in record):
+    if first and isinstance(record, list) and record and all(isinstance(item, dict) for item in record):
         raise json_array_error(path, len(record))
     if not isinstance(record, dict):
         raise InputFileError(path, number, f"line is not a JSON object (it holds {json_kind(record)})", hint)
@@ -176,15 +177,21 @@ def parse_json_object(line: str, path: Path, number: int) -> dict:
     return record
 
 
+def json_object_lines(path: Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of each non-blank line of a JSONL file (``parse_json_object``); its first non-blank line,
+    however many blank ones come before it, is the one a JSON file's shape is told by."""
+    for position, (number, line) in enumerate(decoded_lines(path)):
+        yield number, parse_json_object(line, path, number, first=position == 0)
+
+
 def jsonl_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str, str, dict]]:
     """(line, id, text, title, the record) per JSON object line."""
     if long_json_array(path):  # before the line reader holds a gigabyte line
         raise json_array_error(path, one_line=True)
     titled, number = not fields.title_named, 0
-    for number, line in decoded_lines(path):
-        record = parse_json_object(line, path, number)
+    for position, (number, record) in enumerate(json_object_lines(path)):
         for name, field in () if fields.id in record and fields.text in record else (("id", fields.id), ("text", fields.text)):
-            if field not in record and is_id_mapping(record, number, fields.id, fields.text):
+            if field not in record and is_id_mapping(record, position == 0, fields.id, fields.text):
                 raise id_mapping_error(path, fields.id, fields.text)
             if field not in record:  # its keys tell the flag's value (a Pyserini corpus: id, contents)
                 keys = ", ".join(sorted(record)[:10]) + (", ..." if len(record) > 10 else "")

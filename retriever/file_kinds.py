@@ -103,21 +103,22 @@ def file_kind_error(path: Path) -> InputFileError | None:
 # A first line longer than this that opens a JSON array of objects is named from its first bytes (``long_json_array``);
 # a shorter one is parsed, and its records counted in the message.
 FIRST_LINE_BYTES = 1 << 20
-_ARRAY_OF_OBJECTS = re.compile(rb"(\xef\xbb\xbf)?\s*\[\s*\{")
+_ARRAY_OF_OBJECTS = re.compile(rb"(\xef\xbb\xbf)?\s*(?P<array>\[)[ \t\r\f\v]*\{")
 
 
 def long_json_array(path: Path) -> bool:
-    """Whether a regular file is one JSON array of objects on a first line past ``FIRST_LINE_BYTES`` (a multi-gigabyte
-    ``json.dump``): the line reader would hold the whole line, its text and its records before refusing it."""
+    """Whether a regular file is one JSON array of objects on a first non-blank line past ``FIRST_LINE_BYTES`` (a
+    multi-gigabyte ``json.dump``, blank lines before it or not): the line reader would hold the whole line, its text
+    and its records before refusing it."""
     if not path.is_file():
         return False
     try:
         with open(path, "rb") as handle:
-            head = handle.read(HEAD_BYTES)
-            if not _ARRAY_OF_OBJECTS.match(head) or b"\n" in head.lstrip():
+            opening = _ARRAY_OF_OBJECTS.match(handle.read(HEAD_BYTES))
+            if not opening:
                 return False
-            handle.seek(0)
-            while handle.tell() <= FIRST_LINE_BYTES:
+            handle.seek(opening.start("array"))
+            while handle.tell() - opening.start("array") <= FIRST_LINE_BYTES:
                 block = handle.read(1 << 16)
                 if not block or b"\n" in block:
                     return False

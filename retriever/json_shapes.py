@@ -48,8 +48,8 @@ RECORD_KEYS = frozenset({"_id", "id", "docid", "doc_id", "qid", "query_id", "tex
                          "query", "question", "passage"})
 
 
-def is_id_mapping(record: dict, number: int, id_key: str, text_key: str) -> bool:
-    """Whether a first JSONL line lacking the id and text keys is rather one object of id to text; a record keyed
+def is_id_mapping(record: dict, first: bool, id_key: str, text_key: str) -> bool:
+    """Whether a first (non-blank) JSONL line lacking the id and text keys is rather one object of id to text; a record keyed
     as another tool keys its records (Pyserini's ``id``/``contents``) is one, not a map of its ids."""
-    return (number == 1 and bool(record) and id_key not in record and text_key not in record
+    return (first and bool(record) and id_key not in record and text_key not in record
             and not RECORD_KEYS & set(record) and all(isinstance(value, str) for value in record.values()))

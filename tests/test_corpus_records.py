@@ -80,6 +80,36 @@ def subprocess_output(command: str, path) -> str:
     return subprocess.run([*argv, str(path)], check=True, capture_output=True, text=True).stdout
 
 
+@pytest.mark.parametrize("content, problem", [
+    ('[{"_id": "a", "text": "x"}, {"_id": "b", "text": "y"}]\n', "one JSON array of 2 records"),
+    ('[\n  {"_id": "a", "text": "x"}\n]\n', "one JSON array over several lines"),
+    ('{\n  "q1": "what",\n  "q2": "who"\n}\n', "one JSON object over several lines"),
+    ('{"q1": "what", "q2": "who"}\n', "one JSON object mapping ids to texts")])
+@pytest.mark.parametrize("blanks", ["\n\n", "\ufeff \t\n\r\n"])
+def test_a_json_file_after_blank_lines_is_named_as_one_starting_on_line_1_is(tmp_path, monkeypatch, content, problem,
+                                                                             blanks):
+    """A JSON array or object after blank lines was told by line 1 alone: 'FILE:3: line is not a JSON object (it holds
+    an array)', 'malformed JSON (Expecting value at column 2)' or 'missing id field', with no word of JSONL; and a
+    long array line after them was read whole (leftover of probe round 17). Training files read the same way."""
+    from retriever import file_kinds
+    from retriever.training.negatives import read_negatives_file
+
+    path = tmp_path / "corpus.json"
+    for written in (content, blanks + content):
+        path.write_text(written)
+        with pytest.raises(InputFileError) as caught:
+            list(iter_documents(path))
+        assert str(caught.value).startswith(f"{path}: the file is {problem}"), caught.value
+        if "array" in problem:
+            with pytest.raises(InputFileError, match="the file is one JSON array"):
+                read_negatives_file(path)
+    monkeypatch.setattr(file_kinds, "FIRST_LINE_BYTES", 100)
+    path.write_text(blanks + "[" + ", ".join(['{"_id": "a", "text": "x"}'] * 3000) + "]\n")  # past a read
+    assert file_kinds.long_json_array(path) and count_records(path) is None
+    path.write_text(blanks + '{"_id": "a", "text": "x"}\n' * 10)
+    assert not file_kinds.long_json_array(path) and count_records(path) == 10
+
+
 def test_a_corpus_that_is_one_long_json_array_line_is_refused_from_its_first_bytes(tmp_path):
     """A multi-gigabyte json.dump on one line was read whole (its bytes, its text, its parsed records) before the
     'one JSON array' message: memory grew with the file. Now a first line past FIRST_LINE_BYTES opening an array of

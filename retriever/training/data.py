@@ -25,9 +25,8 @@ from pathlib import Path
 import torch
 
 from retriever.corpus import BeirDataset, Fields, iter_documents, read_queries
-from retriever.corpus_records import as_token_id, beir_keys, parse_json_object
+from retriever.corpus_records import as_token_id, beir_keys, json_object_lines
 from retriever.encoder_settings import EncoderSettings
-from retriever.files import decoded_lines
 from retriever.errors import InputFileError, RetrieverError
 from retriever.qrels import is_reported_split
 from retriever.runs import read_qrels
@@ -154,8 +153,7 @@ def load_jsonl_examples(path: str | Path, corpus: str | Path | None = None, corp
         raise RetrieverError(f"{path}: no such training file")
     rows: list[tuple[int, str, str, list, list]] = []
     first_line_of: dict[str, int] = {}
-    for number, line in decoded_lines(path):
-        record = parse_json_object(line, path, number)
+    for number, record in json_object_lines(path):
         _refuse_unknown_keys(record, JSONL_KEYS, path, number, "key", "a line holds")
         query = record.get("query")
         if not isinstance(query, str) or is_blank(query):  # blank: nothing the tokenizer reads, as "\x01"

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retriever.corpus_records import as_token_id, parse_json_object
+from retriever.corpus_records import as_token_id, json_object_lines
 from retriever.errors import InputFileError, RetrieverError
-from retriever.files import decoded_lines
 from retriever.training.processes import log
 from retriever.wording import counted
 
@@ -17,8 +16,7 @@ def read_negatives_file(path: str | Path) -> dict[str, list[str]]:
     if not path.is_file():
         raise RetrieverError(f"{path}: no such negatives file")
     negatives: dict[str, list[str]] = {}
-    for number, line in decoded_lines(path):
-        record = parse_json_object(line, path, number)
+    for number, record in json_object_lines(path):
         ids = record.get("negatives")
         if "query_id" not in record or not isinstance(ids, list):
             raise InputFileError(path, number, 'expected {"query_id": ..., "negatives": [doc ids]}',
