@@ -90,12 +90,15 @@ def check_metrics(metrics: Iterable[str]) -> list[tuple[str, int]]:
     return [_parse_metric(m) for m in metrics]
 
 
+def metric_name(family: str, k: int) -> str:
+    """The name ``check_metrics`` parsed into (``family``, ``k``): names have one spelling, so it is the name given."""
+    return f"{family}@{k}"
+
+
 def checked_metric_names(metrics: Iterable[str]) -> list[str]:
     """The names as a list (a generator is read once), checked by ``check_metrics``: evaluating an index checks them
     before its search, so a misspelt name costs no search."""
-    names = list(metrics) if isinstance(metrics, Iterable) and not isinstance(metrics, str) else metrics
-    check_metrics(names)
-    return names
+    return [metric_name(family, k) for family, k in check_metrics(metrics)]
 
 
 def parse_metric_list(text: str) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 
 from retriever.errors import RetrieverError
-from retriever.metric_names import DEFAULT_METRICS, check_metrics, checked_metric_names
+from retriever.metric_names import DEFAULT_METRICS, check_metrics, metric_name
 from retriever.qrels import int_grades
 from retriever.runs import Qrels, Run, by_query, ranked_hits
 from retriever.wording import agree, counted, none_of
@@ -174,8 +174,8 @@ def evaluate_run(run: Run, qrels: Qrels, metrics: Iterable[str] = DEFAULT_METRIC
     ids of the run and the qrels do not match.
     """
     level = check_relevance_level(relevance_level)
-    names = checked_metric_names(metrics)
-    parsed = check_metrics(names)
+    parsed = check_metrics(metrics)
+    names = [metric_name(family, k) for family, k in parsed]
     run, qrels = _ids_as_text(by_query(run, "a run"), int_grades(by_query(qrels, "qrels")))
     judged_qids = judged_query_ids(qrels)
     judged_set = set(judged_qids)
