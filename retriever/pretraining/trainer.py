@@ -212,7 +212,8 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] = stack.log) -> 
 
 def _pretrain(config: PretrainConfig, log: Callable[[str], None]) -> PretrainResult:
     started = time.perf_counter()
-    config, finished, resume = config.prepare()
+    config, prior = config.prepare()
+    finished, resume = prior.finished, prior.resume
     output = Path(config.output)
     if finished is not None:
         return PretrainResult(**{**finished["result"], "output": output, "already_finished": True})
@@ -245,7 +246,7 @@ def _pretrain(config: PretrainConfig, log: Callable[[str], None]) -> PretrainRes
         f"{model.lm.config.num_hidden_layers}, {counted(len(examples), one, unit)}, {counted(max_steps, 'step')} of "
         f"{counted(sequences, 'sequence')} x {config.max_length} tokens over "
         f"{counted(stack.world_size(), 'process', 'processes')}, {arguments.device} {precision}")
-    trainer.fit(resume)
+    trainer.fit(prior)
     history = [{"step": entry["step"], "loss": entry["loss"], **{name: entry[name] for name in LOSS_PARTS
                                                                  if name in entry}, "lr": entry["learning_rate"]}
                for entry in trainer.state.log_history if "loss" in entry and "learning_rate" in entry]

@@ -15,6 +15,7 @@ import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from retriever.errors import RetrieverError
 from retriever.files import read_json
@@ -146,8 +147,16 @@ def complete_checkpoints(folder: Path) -> list[tuple[int, Path]]:
                   if (match := _CHECKPOINT_DIR.match(path.name)) and (path / RUN_FILE).is_file())
 
 
+class PriorRun(NamedTuple):
+    """What a rerun finds in its output (`prior_run`): a finished run's record, or the checkpoint to resume from and
+    its record, read once for the comparison and the resume's notes (`note_precision`, train's GradCache note)."""
+    finished: dict | None = None
+    resume: Path | None = None
+    resumed: dict = {}
+
+
 def prior_run(output: Path, settings: dict, fingerprints: dict[str, str],
-              log: Callable[[str], None] | None = None) -> tuple[dict | None, Path | None]:
+              log: Callable[[str], None] | None = None) -> PriorRun:
     """What a rerun finds: a finished run's record, or the newest complete checkpoint, each checked against
     these settings and fingerprints (`INPUTS_KEY`, `MODEL_FILES_KEY`) before any other file of it is read. A folder
     that holds something else is refused. ``log`` is told of incomplete checkpoints skipped (`skipped_checkpoints`)."""
@@ -156,26 +165,23 @@ def prior_run(output: Path, settings: dict, fingerprints: dict[str, str],
         raise RetrieverError(f"{output}: exists and holds no training run (no {CHECKPOINTS}/); choose a new --output "
                              "(the run writes a model folder there)")
     if (folder / FINISHED_FILE).is_file():
-        return _check_record(folder / FINISHED_FILE, settings, fingerprints, key="settings"), None
+        return PriorRun(finished=_check_record(folder / FINISHED_FILE, settings, fingerprints, key="settings"))
     complete = complete_checkpoints(folder)
-    if complete:
-        _check_record(complete[-1][1] / RUN_FILE, settings, fingerprints)
     resume = complete[-1][1] if complete else None
+    resumed = _check_record(resume / RUN_FILE, settings, fingerprints) if resume else {}
     if log is not None and (skipped := skipped_checkpoints(output, resume)):
         log(skipped)
-    return None, resume
+    return PriorRun(resume=resume, resumed=resumed)
 
 
-def note_precision(checkpoint: Path | None, precision: str, log: Callable[[str], None]) -> None:
-    """Tell ``log`` in one line when ``checkpoint`` was trained in another precision than this resume computes in.
-    A resume goes on, as a user who changed --dtype (or whose ``auto`` resolves otherwise on this machine) expects:
-    the checkpoint holds fp32 weights and optimizer states either way; but its steps round otherwise than the
-    uninterrupted run's, which it did without a word. Checkpoints that predate the record say nothing."""
-    if checkpoint is None:
-        return
-    recorded = read_json(checkpoint / RUN_FILE, "delete it or choose another --output").get(PRECISION_KEY)
-    if recorded is not None and recorded != precision:
-        log(f"note: {checkpoint.name} was trained in {recorded} and this run computes in {precision}: it continues "
+def note_precision(prior: PriorRun, precision: str, log: Callable[[str], None]) -> None:
+    """Tell ``log`` in one line when the checkpoint ``prior`` resumes was trained in another precision than this
+    resume computes in. A resume goes on, as a user who changed --dtype (or whose ``auto`` resolves otherwise on this
+    machine) expects: the checkpoint holds fp32 weights and optimizer states either way; but its steps round otherwise
+    than the uninterrupted run's, which it did without a word. Checkpoints that predate the record say nothing."""
+    recorded = prior.resumed.get(PRECISION_KEY)
+    if prior.resume is not None and recorded is not None and recorded != precision:
+        log(f"note: {prior.resume.name} was trained in {recorded} and this run computes in {precision}: it continues "
             f"from the same weights, but its steps round otherwise, so its weights will not be those of an "
             f"uninterrupted run; resume with --dtype {recorded} to continue it as it was")
 

@@ -36,7 +36,8 @@ from retriever.training.processes import (DDP_TIMEOUT, MAX_DDP_TIMEOUT, check_sa
 from retriever.training.run_guards import check_paths_given, check_run_paths, check_setting_kinds
 from retriever.training.run_record import (CHECKPOINTS, FINISHED_FILE, OPTIMIZER_STATES,  # noqa: F401 (stack.*)
                                            PRECISION_KEY, RUN_FILE, WEIGHTS_FILE, checkpoint_step, corpus_file,
-                                           note_precision, prior_run, rotate_checkpoints, run_fingerprints)
+                                           note_precision, PriorRun, prior_run, rotate_checkpoints,
+                                           run_fingerprints)
 from retriever.wording import counted
 
 
@@ -106,16 +107,17 @@ class StackConfig:
             paths["model"] = str(Path(self.model).expanduser().resolve())
         return dataclasses.replace(self, **paths)
 
-    def prepare(self) -> tuple["StackConfig", dict | None, Path | None]:
+    def prepare(self) -> tuple["StackConfig", PriorRun]:
         """This config checked and normalised, and what a rerun of it finds (see `prior_run`), all before loading."""
         self.check()
         config = self.normalised()
         if not (output := Path(config.output)).exists():
             check_creatable(output, "--output")
-        finished, resume = prior_run(output, config.learning_settings(), config.fingerprints, log)
-        if finished is not None:
-            log(f"{output}: this run already finished ({counted(finished['result']['steps'], 'step')}); nothing to do")
-        return config, finished, resume
+        prior = prior_run(output, config.learning_settings(), config.fingerprints, log)
+        if prior.finished is not None:
+            log(f"{output}: this run already finished ({counted(prior.finished['result']['steps'], 'step')}); "
+                "nothing to do")
+        return config, prior
 
     def data_files(self) -> dict[str, Path | None]:
         """The data files the run reads, by role: with the start model's weights, what a resume must not change."""
@@ -205,14 +207,15 @@ class StackTrainer(Trainer):
             write_json(marker, self.record)
             rotate_checkpoints(folder, self.keep_checkpoints, self.state.best_global_step)
 
-    def fit(self, resume_from: Path | None) -> None:
+    def fit(self, prior: PriorRun) -> None:
         """Train, resuming from a checked checkpoint laid out as this run is; a checkpoint state that is missing,
         damaged or not plain data stops the run, and so does a process's death or a process running another training
         than the first's (settings, checkpoint interval or precision: all save and average together), in one line."""
+        resume_from = prior.resume
         check_same_run_everywhere({**self.record, "resume_from_step": checkpoint_step(resume_from),
                                    "save_steps": self.args.save_steps if self.args.save_strategy == "steps" else 0},
                                   self.args.ddp_timeout)
-        note_precision(resume_from, self.precision, log)
+        note_precision(prior, self.precision, log)
         self.resuming = resume_from
         if resume_from is not None and self._resume_at_the_end(resume_from):
             return

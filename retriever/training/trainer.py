@@ -20,7 +20,6 @@ from transformers import set_seed
 from retriever.choices import check_temperature
 from retriever.corpus import BeirDataset
 from retriever.errors import RetrieverError, full_disk_named
-from retriever.files import read_json
 from retriever.model_names import resolve_model_path
 from retriever.qrels import is_reported_split
 from retriever.training import stack
@@ -198,7 +197,8 @@ def train(config: TrainConfig) -> TrainResult:
 
 def _train(config: TrainConfig) -> TrainResult:
     started = time.time()
-    config, finished, resume = config.prepare()
+    config, prior = config.prepare()
+    finished, resume = prior.finished, prior.resume
     if finished is not None:
         return TrainResult(**{**finished["result"], "output": Path(config.output), "already_finished": True})
     set_seed(config.seed)
@@ -219,26 +219,25 @@ def _train(config: TrainConfig) -> TrainResult:
                                  data_collator=Collator(model.tokenizer, model.settings))
     if resume is not None:
         stack.log(f"resuming from {resume} (step {stack.checkpoint_step(resume)})")
-        _note_chunking(resume, config.grad_cache_chunk_size)
+        _note_chunking(prior, config.grad_cache_chunk_size)
     group = min(config.train_group_size, 1 + max(len(e.negatives) for e in examples))  # what a query can bring
     queries = min(config.batch_size, len(examples))  # what a step holds (too few for torchrun is refused)
     stack.log(f"training {config.model} ({model.settings.towers} towers, {model.settings.pooling} pooling, "
               f"normalize={model.settings.normalize}, tau={trainer.temperature}) on {counted(len(examples), 'query')}: "
               f"{counted(config.max_steps or config.epochs, 'step' if config.max_steps else 'epoch')} of "
               f"{queries} x {group} passages over {stack.world_size()} process(es), {trainer.args.device} {precision}")
-    trainer.fit(resume)
+    trainer.fit(prior)
     return _export(trainer, config, examples, resume, started)
 
 
-def _note_chunking(checkpoint: Path, chunk_size: int | None) -> None:
+def _note_chunking(prior: stack.PriorRun, chunk_size: int | None) -> None:
     """Say that a resume with another --grad-cache-chunk-size (or GradCache turned on or off) goes on: chunking
     changes the memory a step takes, not its gradients, so it is how a run that ran out of memory continues; only
     dropout is drawn per chunk. Such a resume was refused as a run with other settings, its checkpoints lost."""
-    record = read_json(checkpoint / stack.RUN_FILE, "delete it or choose another --output")
-    recorded = record.get("grad_cache_chunk_size")
+    recorded = prior.resumed.get("grad_cache_chunk_size")
     if recorded != chunk_size:
         said = {None: "without GradCache"}
-        stack.log(f"note: {checkpoint.name} was trained {said.get(recorded, f'in GradCache chunks of {recorded}')} "
+        stack.log(f"note: {prior.resume.name} was trained {said.get(recorded, f'in GradCache chunks of {recorded}')} "
                   f"and this run trains {said.get(chunk_size, f'in GradCache chunks of {chunk_size}')}: the same "
                   "gradients from the same weights, but other dropout draws, so the weights will not be those of "
                   "an uninterrupted run")

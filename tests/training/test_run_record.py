@@ -30,8 +30,8 @@ def test_a_run_recorded_with_epochs_and_max_steps_is_taken_up_by_max_steps_alone
     (epochs 3 -> 1) while the old command line is a usage error: no command could resume or rerun the run."""
     old = {"epochs": 3, "max_steps": 2, "learning_rate": 1e-3}
     recorded(tmp_path / "run", old, finished)
-    finished_record, resume = prior_run(tmp_path / "run", {**old, "epochs": 1}, FINGERPRINTS)
-    assert (finished_record is not None) == finished and (resume is not None) != finished
+    prior = prior_run(tmp_path / "run", {**old, "epochs": 1}, FINGERPRINTS)
+    assert (prior.finished is not None) == finished and (prior.resume is not None) != finished
 
 
 def test_epochs_still_tell_runs_apart_without_max_steps(tmp_path):
