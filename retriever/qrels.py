@@ -88,17 +88,25 @@ def by_query(value: object, what: str) -> Mapping:
     return value
 
 
-def _grade(value: object, doc: object, qid: object) -> int:
-    """A grade as trec_eval keeps it, a C int: an integer, numpy's too, or an integral float (1.0, from pandas). Text
-    was a TypeError traceback, and 0.5 gave gain to a document counted non-relevant."""
-    if not isinstance(value, bool) and (isinstance(value, numbers.Integral) or (
-            isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer())):
-        if not GRADE_RANGE[0] <= int(value) <= GRADE_RANGE[1]:  # 10**400 was an OverflowError in the nDCG gain
-            raise RetrieverError(f"the grade of document {doc!r} for query {qid!r} is {int(value)}, beyond a 32-bit "
-                                 "integer; trec_eval keeps grades in a C int, as the qrels readers do")
+def _grade(value: object, doc: object, qid: object, path: Path | None = None) -> int:
+    """A grade as trec_eval keeps it, a C int: an integer, numpy's too, or an integral float (1.0, from pandas or a
+    JSON file). Text was a TypeError traceback, and 0.5 gave gain to a document counted non-relevant. ``path``: the
+    JSON qrels file it is read from, whose values the message shows as JSON writes them; else library qrels."""
+    integral = not isinstance(value, bool) and (isinstance(value, numbers.Integral) or (
+        isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer()))
+    if integral and GRADE_RANGE[0] <= int(value) <= GRADE_RANGE[1]:  # 10**400 was an OverflowError in the nDCG gain
         return int(value)
-    raise RetrieverError(f"the grade of document {doc!r} for query {qid!r} is {value!r}, not an integer; grades are "
-                         "integers as trec_eval reads them (0 judged non-relevant, 1 or more relevant)")
+    shown = json.dumps(value) if path is not None else str(int(value)) if integral else repr(value)
+    what = f"the grade of document {doc!r} for query {qid!r} is {shown[:40]}"
+    if integral:
+        problem, hint = (f"{what}, beyond a 32-bit integer",
+                         "trec_eval keeps grades in a C int; write grades such as 0, 1, 2")
+    else:
+        problem, hint = (f"{what}, not an integer", "write grades as integers such as 0, 1, 2, as trec_eval reads them "
+                         "(0 judged non-relevant, 1 or more relevant)")
+    if path is not None:
+        raise InputFileError(path, None, problem, hint)
+    raise RetrieverError(f"{problem}; {hint}")
 
 
 def int_grades(qrels: Qrels) -> Qrels:
@@ -180,7 +188,7 @@ _JSON_HINT = 'JSON qrels map each query id to an object of document id to grade,
 
 def _json_qrels(path: Path, lines: Iterable[tuple[int, str]]) -> Qrels:
     """Qrels kept as pytrec_eval and ranx take them, one JSON object ``{query id: {doc id: grade}}`` (json.dump'd),
-    ids and grades checked as in qrels lines: a JSON grade is an integer (``1.0`` is 1) within a C int."""
+    ids checked as in qrels lines and grades as in library qrels (``_grade``: ``1.0`` is 1, within a C int)."""
     qrels: Qrels = {}
     for qid, docs in json_mapping(path, lines, _JSON_HINT).items():
         qid = json_id(qid, path, None, "query id")
@@ -189,14 +197,7 @@ def _json_qrels(path: Path, lines: Iterable[tuple[int, str]]) -> Qrels:
                                  "of document id to grade", _JSON_HINT)
         qrels[qid] = {}
         for doc, grade in docs.items():
-            what = f"the grade of document {doc!r} for query {qid!r} is {json.dumps(grade)[:40]}"
-            if isinstance(grade, bool) or not isinstance(grade, (int, float)) or (
-                    isinstance(grade, float) and not grade.is_integer()):  # float() of a 400-digit int overflows
-                raise InputFileError(path, None, f"{what}, not an integer", "write grades as integers such as 0, 1, 2")
-            if not GRADE_RANGE[0] <= grade <= GRADE_RANGE[1]:
-                raise InputFileError(path, None, f"{what}, beyond a 32-bit integer",
-                                     "trec_eval keeps grades in a C int; write grades such as 0, 1, 2")
-            qrels[qid][json_id(doc, path, None, "document id")] = int(grade)
+            qrels[qid][json_id(doc, path, None, "document id")] = _grade(grade, doc, qid, path)
     if not qrels:
         raise InputFileError(path, None, "qrels file is empty", LAYOUT_HINT)
     return qrels
