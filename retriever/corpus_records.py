@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,19 +184,30 @@ def json_object_lines(path: Path) -> Iterator[tuple[int, dict]]:
         yield number, parse_json_object(line, path, number, first=position == 0)
 
 
+def _missing_field(fields: Fields, present: Collection[str]) -> tuple[str, str] | None:
+    """("id" or "text", its key) of the first of the two fields a record's keys or a table's columns lack, or None."""
+    return next(((name, key) for name, key in (("id", fields.id), ("text", fields.text)) if key not in present), None)
+
+
+def _listed(names: Collection[str]) -> str:
+    """The keys or columns a record or table holds instead, sorted, ten at most: a wide table's were all named."""
+    shown = sorted(names)
+    return ", ".join(shown[:10]) + (", ..." if len(shown) > 10 else "") or "none"
+
+
 def jsonl_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str, str, dict]]:
     """(line, id, text, title, the record) per JSON object line."""
     if long_json_array(path):  # before the line reader holds a gigabyte line
         raise json_array_error(path, one_line=True)
     titled, number = not fields.title_named, 0
     for position, (number, record) in enumerate(json_object_lines(path)):
-        for name, field in () if fields.id in record and fields.text in record else (("id", fields.id), ("text", fields.text)):
-            if field not in record and is_id_mapping(record, position == 0, fields.id, fields.text):
-                raise id_mapping_error(path, fields.id, fields.text)
-            if field not in record:  # its keys tell the flag's value (a Pyserini corpus: id, contents)
-                keys = ", ".join(sorted(record)[:10]) + (", ..." if len(record) > 10 else "")
-                raise MissingFieldError(path, number, f"missing {name} field {field!r} (its keys: {keys or 'none'})",
-                                        f"pass --{name}-field if the {name} lives under another key")
+        missing = None if fields.id in record and fields.text in record else _missing_field(fields, record)
+        if missing is not None and is_id_mapping(record, position == 0, fields.id, fields.text):
+            raise id_mapping_error(path, fields.id, fields.text)
+        if missing is not None:  # its keys tell the flag's value (a Pyserini corpus: id, contents)
+            name, field = missing
+            raise MissingFieldError(path, number, f"missing {name} field {field!r} (its keys: {_listed(record)})",
+                                    f"pass --{name}-field if the {name} lives under another key")
         doc_id = as_id(record[fields.id], path, number, fields.id)
         text = as_text(record.get(fields.text), path, number, fields.text)
         title = as_text(record.get(fields.title), path, number, fields.title)
@@ -218,13 +229,12 @@ def parquet_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str,
         if listed.count(column) > 1:  # the batch's dict would keep one of them, silently
             raise InputFileError(path, None, f"the column {column!r} is there {listed.count(column)} times",
                                  "give each column its own name")
-    for column in (fields.id, fields.text):
-        if column not in names:
-            raise InputFileError(path, None, f"missing column {column!r} (columns: {', '.join(sorted(names))})",
-                                 "pass --id-field/--text-field to name the columns")
+    missing = _missing_field(fields, names)
+    if missing is not None:
+        raise InputFileError(path, None, f"missing column {missing[1]!r} (columns: {_listed(names)})",
+                             f"pass --{missing[0]}-field if the {missing[0]} lives under another column")
     if fields.title_named and fields.title not in names:
-        raise InputFileError(path, None, f"no title column {fields.title!r} (columns: {', '.join(sorted(names))})",
-                             _TITLE_HINT)
+        raise InputFileError(path, None, f"no title column {fields.title!r} (columns: {_listed(names)})", _TITLE_HINT)
     columns = [c for c in (fields.id, fields.text, fields.title) if c in names]
     row = 0
     for batch in parquet.iter_batches(columns=columns, batch_size=8192):

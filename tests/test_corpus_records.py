@@ -129,3 +129,18 @@ def test_a_corpus_that_is_one_long_json_array_line_is_refused_from_its_first_byt
         tracemalloc.stop()
     assert str(caught.value).startswith(f"{path}: the file is one JSON array on one line, not JSONL"), caught.value
     assert peak < 4 << 20, peak
+
+
+def test_a_parquet_table_lacking_the_text_column_names_ten_columns_and_the_one_flag(tmp_path):
+    """A wide table (an embedding stored a column per dimension) without 'text' listed every one of its columns in
+    the message, hundreds of names on one line, and said --id-field/--text-field of a text column alone."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "wide.parquet"
+    pq.write_table(pa.table({"_id": ["a"], **{f"dim{i:04d}": [0.5] for i in range(300)}}), path)
+    with pytest.raises(InputFileError) as caught:
+        list(iter_documents(path))
+    assert str(caught.value) == (f"{path}: missing column 'text' (columns: _id, dim0000, dim0001, dim0002, dim0003, "
+                                 "dim0004, dim0005, dim0006, dim0007, dim0008, ...); pass --text-field if the text "
+                                 "lives under another column")
