@@ -436,14 +436,3 @@ def test_one_folder_under_two_names_is_opened_once(tiny_beir, tiny_model_dir, tm
     searchers = load_searchers({"a": tmp_path / "idx", "b": tmp_path / "link"}, device="cpu", dtype="fp32")
     assert searchers["a"].index is searchers["b"].index and searchers["a"].documents is searchers["b"].documents
     assert "b shares the loaded index of a" in capsys.readouterr().err
-
-
-def test_a_positional_folder_with_accented_letters_keeps_them_unaccented():
-    """`serve índice` was served as 'ndice': NFKD drops the accents only, so the name stays ASCII for URLs."""
-    from pathlib import Path
-
-    from retriever.cli.serving import name_from_folder
-
-    assert name_from_folder(Path("índice")) == "indice"
-    assert name_from_folder(Path("i\u0301ndice_Ärzte")) == "indice_Arzte"  # decomposed as macOS names it
-    assert name_from_folder(Path("索引")) == "default"
