@@ -23,18 +23,12 @@ from retriever.errors import RetrieverError
 from retriever.fusion import is_number
 from retriever.integrity import file_records, file_sha256
 from retriever.lexical_build import SORTED_VOCAB_FILE, build_bm25s, tokenize_flat
+from retriever.lexical_names import canonical, unknown_name
 from retriever.lexical_terms import holds_cjk_letter, prepared, split_words, tokenizer_record
 
 LEXICAL_DIR = "bm25"
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
 K1_MAX = 1e6  # term counts still rank (tf-idf at larger k1): Lucene's scores were all 0 at 1e300, BM25L's inf at 1e308
-# The names bm25s's tokenizer takes for its stopword lists (its ``STOPWORDS_<LIST>`` constants), known here so that
-# checking a setting does not import bm25s, whose scipy import costs every command that reads a manifest.
-_STOPWORD_LIST_OF = {name: constant for constant, names in (
-    ("EN", "english en"), ("EN_PLUS", "english_plus en_plus"), ("GERMAN", "german de"), ("DUTCH", "dutch nl"),
-    ("FRENCH", "french fr"), ("SPANISH", "spanish es"), ("PORTUGUESE", "portuguese pt"), ("ITALIAN", "italian it"),
-    ("RUSSIAN", "russian ru"), ("SWEDISH", "swedish sv"), ("NORWEGIAN", "norwegian no"), ("CHINESE", "chinese zh"),
-    ("TURKISH", "turkish tr"), ("KOREAN", "korean ko"), ("DANISH", "danish da")) for name in names.split()}
 
 
 @dataclass(frozen=True)
@@ -52,6 +46,8 @@ class LexicalParams:
             value = getattr(self, name)
             if is_number(value) and type(value) not in (int, float):
                 object.__setattr__(self, name, float(value))
+        for name in ("stemmer", "stopwords"):  # `en` stems as `english`: one setting, recorded by one name
+            object.__setattr__(self, name, canonical(name, getattr(self, name)))
 
     def check(self) -> None:
         """Refuse an unknown method, stemmer or stopword list up front: `build` learns of it before hours of
@@ -67,8 +63,10 @@ class LexicalParams:
             value = getattr(self, name)  # a list or True built a part that manifest then called damaged
             if not isinstance(value, (str, type(None))):
                 raise RetrieverError(f"--bm25-{name} must be the name of {what} or None, not {value!r}")
-        _snowball(self.stemmer)
-        if self.stopwords and self.stopwords not in _STOPWORD_LIST_OF:
+        unknown = self.stemmer and unknown_name("stemmer", self.stemmer)
+        if unknown:
+            raise RetrieverError(f"{unknown} or --bm25-stemmer none")
+        if self.stopwords and unknown_name("stopwords", self.stopwords):
             raise _unknown_stopwords(self.stopwords)
 
     def record(self) -> dict:
@@ -93,19 +91,7 @@ def _tokenizer(params: LexicalParams):
 
 
 def _unknown_stopwords(name: object) -> RetrieverError:
-    return RetrieverError(f"--bm25-stopwords {name!r} is not a stopword list; use one of "
-                          f"{', '.join(stopword_lists())} (lower case) or none")
-
-
-def stopword_list(name: object) -> object:
-    """The list a stopword setting names (``en`` and ``english`` name one), so two records naming it otherwise agree;
-    a name no list has, as it is."""
-    return _STOPWORD_LIST_OF.get(name, name) if isinstance(name, str) else name
-
-
-def stopword_lists() -> list[str]:
-    """The stopword lists bm25s ships (its ``STOPWORDS_<NAME>`` constants), by the names it takes."""
-    return sorted({constant.lower() for constant in _STOPWORD_LIST_OF.values()})
+    return RetrieverError(f"--bm25-stopwords {unknown_name('stopwords', name)} or none")
 
 
 def _stemmer(language: str | None):
@@ -127,8 +113,7 @@ def _snowball(language: str | None):
     try:
         return Stemmer.Stemmer(language)
     except KeyError:
-        raise RetrieverError(f"no stemmer for {language!r}; use one of {', '.join(Stemmer.algorithms())} "
-                             "or --bm25-stemmer none") from None
+        raise RetrieverError(f"{unknown_name('stemmer', language)} or --bm25-stemmer none") from None
 
 
 def cjk_free(part: Path, stopwords: str | None, recorded: object = None) -> bool:

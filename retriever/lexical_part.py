@@ -24,7 +24,8 @@ from retriever.folders import exclusive_build, named_output, temporary_folder
 from retriever.pid_names import left_by_dead_processes
 from retriever.integrity import (check_files, check_folder, damaged, dense_part, file_damage, file_sha256, reading,
                                  recorded_files)
-from retriever.lexical import LEXICAL_DIR, LexicalParams, build_lexical, cjk_free, stopword_list
+from retriever.lexical import LEXICAL_DIR, LexicalParams, build_lexical, cjk_free
+from retriever.lexical_names import canonical
 from retriever.lexical_index import LexicalIndex
 from retriever.lexical_terms import differs_only_by_cjk, knows_splitting
 from retriever.wording import counted
@@ -245,9 +246,9 @@ def _scoring_changes(manifest: dict, record: dict, part: Path) -> list[str]:
 
 
 def _scoring(name: str, value: object) -> object:
-    """A recorded setting as it scores: `en` and `english` name one stopword list, so a repair naming it the other
-    way keeps the fusion."""
-    return stopword_list(value) if name == "stopwords" else value
+    """A recorded setting as it scores: `en` and `english` name one stopword list (`en` and `eng` the stemmer
+    `english`), so a repair naming it the other way, or a record an older version wrote as given, keeps the fusion."""
+    return canonical(name, value)
 
 
 def _say_fusion_dropped(index_dir: Path, fusion: dict, changed: list[str], retuning: str | None = None) -> None:

@@ -315,7 +315,7 @@ def test_the_stopword_lists_known_without_bm25s_are_those_its_tokenizer_takes():
     import bm25s.stopwords
     from bm25s.tokenization import _infer_stopwords
 
-    from retriever.lexical import _STOPWORD_LIST_OF
+    from retriever.lexical_names import STOPWORD_LIST_OF as _STOPWORD_LIST_OF
 
     shipped = {name.removeprefix("STOPWORDS_") for name in dir(bm25s.stopwords) if name.startswith("STOPWORDS_")}
     assert set(_STOPWORD_LIST_OF.values()) == shipped

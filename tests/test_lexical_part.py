@@ -362,15 +362,31 @@ def test_bm25_into_an_index_folder_that_cannot_be_written_is_refused_before_toke
 def test_a_rebuild_naming_the_same_stopword_list_otherwise_keeps_the_tuned_fusion(index, capsys):
     """`en` and `english` (or `no`, which the command line now refuses, and `norwegian`) are one list: a repair
     rebuild naming it the other way dropped the tuned fusion as tuned for other stopwords ("en -> english")."""
+    _rebuilt_naming_it_otherwise(index, capsys, "stopwords", "en", "english", "norwegian")
+
+
+@pytest.mark.parametrize("recorded, given", [("en", "english"), ("english", "eng"), ("eng", "en")])
+def test_a_rebuild_naming_the_same_stemmer_otherwise_keeps_the_tuned_fusion(index, capsys, recorded, given):
+    """`en`, `eng` and `english` are one Snowball stemmer: a rebuild naming it otherwise than the manifest recorded it
+    dropped the tuned fusion ("stemmer en -> english"). A manifest recording the other name (an older one, which
+    recorded the flag as given) still searches."""
+    _rebuilt_naming_it_otherwise(index, capsys, "stemmer", recorded, given, "porter")
+
+
+def _rebuilt_naming_it_otherwise(index, capsys, field: str, recorded: str, given: str, other: str) -> None:
+    """A tuned fusion is kept by a rebuild naming the recorded setting ``given`` instead, and dropped by ``other``."""
     from retriever.index_folder import read_manifest, replace_manifest
 
     tuned = {"method": "rrf", "rrf_k": 30.0, "alpha": 0.5, "depth": 1000,
              "tuned": {"dataset": "tiny-beir", "split": "train", "queries": 4, "bm25": 0.9}}
     replace_manifest(index, {**read_manifest(index), "fusion": tuned})
-    add_lexical(index, LexicalParams(stopwords="english"), overwrite=True, progress=False)
+    _with_record(index, **{field: recorded})  # as an older version recorded the flag: as given
+    hits = bm25_hits(index)
+    add_lexical(index, LexicalParams(**{field: given}), overwrite=True, progress=False)
     assert read_manifest(index)["fusion"] == tuned and "dropped" not in capsys.readouterr().err
-    add_lexical(index, LexicalParams(stopwords="norwegian"), overwrite=True, progress=False)
-    assert "stopwords english -> norwegian" in capsys.readouterr().err
+    assert bm25_hits(index) == hits
+    add_lexical(index, LexicalParams(**{field: other}), overwrite=True, progress=False)
+    assert f"{field} {getattr(LexicalParams(**{field: given}), field)} -> {other}" in capsys.readouterr().err
 
 
 def test_bm25_through_a_link_is_refused_while_a_run_through_the_folder_holds_it(index, tmp_path):

@@ -18,6 +18,7 @@ from retriever.fusion import METHODS as FUSIONS
 from retriever.fusion import MODES, RRF_K_MAX, FusionParams
 from retriever.lexical import K1_MAX, LexicalParams
 from retriever.lexical import METHODS as BM25_METHODS
+from retriever.lexical_names import canonical, unknown_name
 from retriever.wording import counted
 
 DATASET = click.Path(exists=True, file_okay=False, path_type=Path)
@@ -74,25 +75,33 @@ def mode_options(default: str = "dense", per_request: bool = False) -> Callable:
 
 
 def _lexical_params(bm25: bool = True, bm25_k1: float = 0.9, bm25_b: float = 0.4, bm25_method: str = "lucene",
-                    bm25_stemmer: str = "english", bm25_stopwords: str = "en") -> LexicalParams | None:
+                    bm25_stemmer: str | None = "english", bm25_stopwords: str | None = "en") -> LexicalParams | None:
     if not bm25:
         return None
-    params = LexicalParams(k1=bm25_k1, b=bm25_b, method=bm25_method,
-                           stemmer=_named("stemmer", bm25_stemmer, "stemming", "stemmer"),
-                           stopwords=_named("stopwords", bm25_stopwords, "stopword list", "list"))
-    params.check()  # an unknown stemmer or stopword list is refused as the command starts, not after encoding
+    params = LexicalParams(k1=bm25_k1, b=bm25_b, method=bm25_method, stemmer=bm25_stemmer, stopwords=bm25_stopwords)
+    params.check()
     return params
 
 
-def _named(setting: str, value: str, off: str, what: str) -> str | None:
-    """A --bm25-stemmer/--bm25-stopwords value: None for 'none'. 'no' is refused: bm25s and PyStemmer read it as
-    Norwegian, where a user writing it means none (a manifest recording 'no' still opens as Norwegian)."""
+_OFF = {"stemmer": ("stemming", "stemmer"), "stopwords": ("stopword list", "list")}
+
+
+def _named(ctx: click.Context, param: click.Parameter, value: str) -> str | None:
+    """A --bm25-stemmer/--bm25-stopwords value as the name it is recorded by (``lexical_names``), None for 'none',
+    refused as the flags are parsed when no stemmer or list has it (it exited 1 once the command ran). 'no' is
+    refused: bm25s and PyStemmer read it as Norwegian, where a user writing it means none (a manifest recording
+    'no' still opens as Norwegian)."""
+    setting = param.name.removeprefix("bm25_")
     if value.lower() in ("", "none"):
         return None
     if value.lower() == "no":
-        raise RetrieverError(f"--bm25-{setting} {value!r} is ambiguous: give none for no {off}, or norwegian for "
-                             f"the Norwegian {what}")
-    return value
+        off, what = _OFF[setting]
+        raise click.BadParameter(f"{value!r} is ambiguous: give none for no {off}, or norwegian for the Norwegian "
+                                 f"{what}")
+    unknown = unknown_name(setting, value)
+    if unknown:
+        raise click.BadParameter(f"{unknown} or none")
+    return canonical(setting, value)
 
 
 BM25_SETTINGS = ("bm25_k1", "bm25_b", "bm25_method", "bm25_stemmer", "bm25_stopwords")
@@ -108,9 +117,9 @@ def lexical_options(switch: bool = True) -> Callable:
                      help="BM25 length normalisation b."),
         click.option("--bm25-method", type=click.Choice(BM25_METHODS), default="lucene", show_default=True,
                      help="bm25s scoring variant."),
-        click.option("--bm25-stemmer", default="english", show_default=True,
-                     help="Snowball stemmer language (PyStemmer), or 'none'."),
-        click.option("--bm25-stopwords", default="en", show_default=True,
+        click.option("--bm25-stemmer", default="english", show_default=True, callback=_named,
+                     help="Snowball stemmer language (PyStemmer) by name or ISO 639 code (en), or 'none'."),
+        click.option("--bm25-stopwords", default="en", show_default=True, callback=_named,
                      help="bm25s stopword list (en, de, fr, es, ...), or 'none'."),
         collapsing(names, "lexical", _lexical_params),
     ]

@@ -326,13 +326,35 @@ def test_numbers_past_their_maximum_are_usage_errors_and_help_shows_the_range(tm
 @pytest.mark.parametrize("flag, value", [("--bm25-stopwords", "no"), ("--bm25-stemmer", "No")])
 def test_no_as_a_stemmer_or_stopword_list_is_refused_as_ambiguous(tmp_path, flag, value):
     """`no` is bm25s's and PyStemmer's short name for Norwegian: a user turning them off with it got Norwegian
-    stopwords or stemming silently. The full name still works, and a part recorded with `no` still opens."""
+    stopwords or stemming silently. The full name still works, and a part recorded with `no` still opens. A bad
+    flag value, so a usage error (it exited 1)."""
     (tmp_path / "IDX").mkdir()
     result = CliRunner().invoke(main, ["bm25", str(tmp_path / "IDX"), flag, value])
-    assert result.exit_code == 1 and len(result.output.splitlines()) == 1, result.output
-    assert f"{flag} {value!r} is ambiguous" in result.output and "none" in result.output, result.output
+    assert result.exit_code == 2 and len(result.output.splitlines()) == 1, result.output
+    assert f"{value!r} is ambiguous" in result.output and "none" in result.output, result.output
+    assert f"Invalid value for '{flag}'" in result.output, result.output
     assert "norwegian" in result.output and not list((tmp_path / "IDX").iterdir())
     LexicalParams(stopwords="no", stemmer="no").check()  # what an older manifest may record
+
+
+@pytest.mark.parametrize("flag, value, listed", [("--bm25-stemmer", "klingon", "arabic, armenian, basque"),
+                                                 ("--bm25-stemmer", "English", "dutch_porter, english, esperanto"),
+                                                 ("--bm25-stopwords", "xx", "chinese, danish, dutch, en, en_plus")])
+@pytest.mark.parametrize("command", ["bm25", "build"])
+def test_an_unknown_stemmer_or_stopword_list_is_a_usage_error_listing_the_names(tmp_path, tiny_model_dir, tiny_beir,
+                                                                                flag, value, listed, command):
+    """It exited 1 (an error raised once the command ran), where every other bad flag value exits 2 as click parses
+    it, with the --help pointer."""
+    (tmp_path / "IDX").mkdir()
+    args = (["bm25", str(tmp_path / "IDX")] if command == "bm25" else
+            ["build", str(tiny_beir), "-o", str(tmp_path / "out"), "--model", str(tiny_model_dir), *COMMON])
+    result = CliRunner().invoke(main, [*args, flag, value])
+    assert result.exit_code == 2 and f"Invalid value for '{flag}': " in result.output, result.output
+    assert f"{value!r} is not a" in result.output or f"no stemmer for {value!r}" in result.output, result.output
+    assert listed in result.output and f" or none (see `" in result.output and f" {command} --help`)" in result.output, result.output
+    assert len(result.output.splitlines()) == 1, result.output
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["IDX", "tiny-beir"]
+    assert not list((tmp_path / "IDX").iterdir())
 
 
 def test_tuning_a_read_only_folder_that_keeps_its_bm25_is_refused_alone(tmp_path, tiny_model_dir, tiny_beir,
