@@ -151,9 +151,9 @@ def _stop(served: object) -> None:
 @click.command("serve")
 @click.argument("index", required=False, type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--index", "named", multiple=True, metavar="NAME=PATH",
-              help="Serve the index at PATH as NAME (repeatable; NAME matches ^[A-Za-z0-9_-]{1,64}$). "
-                   "It is searched at /indexes/NAME/search; the first index given (INDEX, served under its "
-                   "folder name, else the first --index) also answers /search.")
+              help="Serve the index at PATH as NAME (repeatable; NAME is 1-64 letters or digits of any script, _ "
+                   "or -). It is searched at /indexes/NAME/search (percent-encoded if not ASCII); the first index "
+                   "given (INDEX, served under its folder name, else the first --index) also answers /search.")
 @click.option("--host", default="127.0.0.1", show_default=True, callback=lambda ctx, param, host: unbracketed(host),
               help="Address to listen on (an IPv6 one with or without [brackets]).")
 @click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True,

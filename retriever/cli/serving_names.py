@@ -10,12 +10,24 @@ import click
 
 
 def name_from_folder(folder: Path) -> str:
-    """The positional INDEX is served under its folder name, made URL-safe: accented letters lose their accents
-    (NFKD, so `índice` is `indice`, not `ndice`), keeping the name an ASCII one every client writes in a URL as is."""
-    letters = unicodedata.normalize("NFKD", folder.resolve().name)
-    letters = "".join(char for char in letters if not unicodedata.combining(char))
-    name = re.sub(r"[^A-Za-z0-9_-]+", "-", letters).strip("-")[:64]
-    return name or "default"
+    """The positional INDEX is served under its folder name, made URL-safe: an accented Latin letter loses its accents
+    (NFKD, so `índice` is `indice`, not `ndice`), a name a client writes in a URL as it is; letters of other scripts
+    are kept in their usual (NFKC) form (`индекс`, `索引`, percent-encoded in a URL: they were all dropped, leaving
+    `default`); anything but letters, digits, `_` and `-` becomes `-`."""
+    kept, latin = [], False
+    for char in unicodedata.normalize("NFKD", folder.resolve().name):
+        if not unicodedata.combining(char):
+            kept.append(char)
+            latin = char.isascii()
+        elif not latin:  # a mark of another script's letter (й's breve, a Devanagari virama) is part of it
+            kept.append(char)
+    name = "".join(char if _name_character(char) else "\0" for char in unicodedata.normalize("NFC", "".join(kept)))
+    return re.sub("\0+", "-", name).strip("-")[:64] or "default"
+
+
+def _name_character(char: str) -> bool:
+    """A letter, mark or digit of any script, `_` or `-`: ``serving.schemas.NAME_PATTERN``'s classes."""
+    return char in "_-" or unicodedata.category(char)[0] in "LMN"
 
 
 def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict[str, Path]:
@@ -27,6 +39,7 @@ def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict
         indexes[name_from_folder(positional)] = positional
     for pair in named:
         name, sep, path = pair.partition("=")
+        name = unicodedata.normalize("NFC", name)  # as the folder names are, and as a client most likely sends it
         if not sep or not path:
             raise click.BadParameter(f"{pair!r} is not NAME=PATH", param_hint="--index")
         if not valid_index_name(name):

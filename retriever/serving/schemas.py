@@ -12,7 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from retriever.searching import DEFAULT_K  # `--max-hits` is at least this, so a request without k always fits
 
-NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+# Letters, marks and digits of any script, `_` and `-`: a name stays one path segment, percent-encoded in a URL when it
+# is not ASCII. In the syntax pydantic's (Rust) regex engine reads, which checks it (``served.valid_index_name``).
+NAME_PATTERN = r"^[\p{L}\p{M}\p{N}_-]{1,64}$"
 MAX_K = 1000
 Mode = Literal["dense", "bm25", "hybrid"]
 
@@ -69,7 +71,8 @@ class ErrorModel(BaseModel):
 
 
 ERRORS = {status: {"model": ErrorModel} for status in (400, 404, 413, 415, 500, 501, 503)}
-NAME_PARAM = Path(description="Index name, as given to `--index NAME=PATH`.", pattern=NAME_PATTERN)
+NAME_PARAM = Path(description="Index name, as given to `--index NAME=PATH` (percent-encoded when not ASCII).",
+                  pattern=NAME_PATTERN)
 Q_PARAM = Query(description="The query text.")
 K_PARAM = Query(DEFAULT_K, ge=1, le=MAX_K, description="Hits to return.")
 MODE_PARAM = Query(None, description="dense, bm25 or hybrid. [default: the server's --mode]")

@@ -1,8 +1,10 @@
 """The served indexes: their searchers and batchers, as the routes reach them, and how /indexes describes one."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
+from typing import Annotated
+
+from pydantic import StringConstraints, TypeAdapter, ValidationError
 
 from retriever.choices import MAX_WAITING_QUERIES, MAX_WAITING_REQUESTS
 from retriever.encoder_settings import SERVED_FIELDS
@@ -11,10 +13,17 @@ from retriever.serving.batcher import MicroBatcher
 from retriever.serving.inputs import ApiError, Limits
 from retriever.serving.schemas import NAME_PATTERN
 
+_NAME = TypeAdapter(Annotated[str, StringConstraints(pattern=NAME_PATTERN)])
+
 
 def valid_index_name(name: str) -> bool:
-    """Names end up in URLs and log lines only, never in paths, but stay boring on purpose."""
-    return re.fullmatch(NAME_PATTERN, name) is not None
+    """Names end up in URLs and log lines only, never in paths, but stay boring on purpose: letters (of any script),
+    digits, '_' and '-', checked by the pattern the routes check (``NAME_PATTERN``)."""
+    try:
+        _NAME.validate_python(name)
+    except ValidationError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)

@@ -8,4 +8,20 @@ def test_a_positional_folder_with_accented_letters_keeps_them_unaccented():
     """`serve índice` was served as 'ndice': NFKD drops the accents only, so the name stays ASCII for URLs."""
     assert name_from_folder(Path("índice")) == "indice"
     assert name_from_folder(Path("i\u0301ndice_Ärzte")) == "indice_Arzte"  # decomposed as macOS names it
-    assert name_from_folder(Path("索引")) == "default"
+    assert name_from_folder(Path("a.b")) == "a-b"
+
+
+def test_a_positional_folder_named_in_another_script_keeps_its_letters(tmp_path):
+    """`serve 索引` and `serve индекс` were served as 'default' (every letter dropped, being no ASCII one), so two
+    such folders clashed and the URL named neither; a name given to --index in such letters was refused."""
+    from retriever.cli.serving_names import parse_named_indexes
+
+    assert name_from_folder(Path("索引")) == "索引"
+    assert name_from_folder(Path("мои\u0306 индекс")) == "мой-индекс"  # й decomposed, as macOS names it
+    assert name_from_folder(Path("Ärzte_नमस्ते")) == "Arzte_नमस्ते"  # Devanagari's vowel signs are marks
+    assert name_from_folder(Path("ｶﾀﾛｸﾞ")) == "カタログ"  # half-width kana as they are usually written
+    assert name_from_folder(Path("!!!")) == "default"
+    for name in ("索引", "индекс"):
+        (tmp_path / name).mkdir()
+    folders = parse_named_indexes(tmp_path / "索引", ("мои\u0306=" + str(tmp_path / "индекс"),))
+    assert list(folders) == ["索引", "мой"]

@@ -1,0 +1,35 @@
+"""Index names: letters of any script, served at their percent-encoded path."""
+from urllib.parse import quote
+
+from serving_fixtures import call, tiny_index  # noqa: F401 - fixture
+
+
+def test_an_index_name_may_hold_letters_of_any_script_but_no_punctuation():
+    from retriever.serving import valid_index_name
+
+    for name in ("индекс", "索引", "नमस्ते", "índice", "idx_v2-b"):
+        assert valid_index_name(name), name
+    for name in ("a.b", "a b", "a/b", "", "x" * 65, "indice!"):
+        assert not valid_index_name(name), name
+
+
+def test_an_index_named_in_cyrillic_or_chinese_is_searched_at_its_percent_encoded_path(tiny_index):  # noqa: F811
+    """Such names were refused ("use 1-64 letters, digits, '_' or '-'", ASCII ones alone): a folder `индекс` was
+    served as `default`, and `--index индекс=PATH` was a usage error."""
+    from retriever.searching import Searcher
+    from retriever.serving import BatchSettings, create_app
+    from serving_fixtures import ServerThread
+
+    searcher = Searcher(tiny_index, device="cpu", dtype="fp32")
+    app = create_app({"индекс": searcher, "索引": searcher}, batching=BatchSettings(warm_up=False))
+    server = ServerThread(app).start()
+    try:
+        named = call(server.port, "GET", f"/indexes/{quote('索引')}/search?q=cat&k=2")
+        listed = call(server.port, "GET", "/indexes")
+        default = call(server.port, "GET", "/search?q=cat&k=2")
+    finally:
+        server.stop()
+    assert named.status == 200, named.body
+    assert named.json()["index"] == "索引" and named.json()["hits"] == default.json()["hits"]
+    assert default.json()["index"] == "индекс"
+    assert [entry["name"] for entry in listed.json()["indexes"]] == ["индекс", "索引"]
