@@ -227,20 +227,24 @@ def scorable_answers(queries: list[Query]) -> dict[str, list[str]]:
     return answers
 
 
-def check_collection(searcher: Searcher, dataset: BeirDataset, split: str, qrels: Qrels) -> None:
+def check_collection(searcher: Searcher, dataset: BeirDataset, split: str, qrels: Qrels,
+                     all_missed: str = "every metric is 0", one_missed: str = "not retrieved, so the metrics are "
+                     "lower than on an index of the whole corpus") -> None:
     """Refuse a split none of whose relevant documents the index holds: it indexes another collection, and every
-    metric was printed as 0 with exit 0. When only some are missing (an index of part of the corpus), say so on
-    stderr: they count as not retrieved, and recall fell without a word."""
+    metric was printed as 0 with exit 0 (and a fusion 'tuned' on it was noise). When only some are missing (an index
+    of part of the corpus), say so on stderr: they count as not retrieved, and recall fell without a word. Evaluation
+    and fusion tuning ask it alike; ``all_missed`` says what the results would be, ``one_missed`` what a missing
+    document counts as."""
     missing, judged = judged_not_in_index(searcher, qrels)
     if judged and len(missing) == judged:
         raise RetrieverError(f"{none_of(judged, 'document')} {dataset_name(dataset)} split {split} judges relevant "
-                             f"{agree(judged, 'is not', 'is')} in the index, so every metric is 0: is this the "
-                             "index's collection?")
+                             f"{agree(judged, 'is not', 'is')} in the index, so {all_missed}: is this the index's "
+                             "collection?")
     if missing:
         print(f"warning: {len(missing)} of the {counted(judged, 'document')} {dataset_name(dataset)} split {split} "
               f"judges relevant {agree(len(missing), 'is', 'are')} not in the index (e.g. "
-              f"{', '.join(map(repr, missing[:3]))}): {agree(len(missing), 'it counts', 'they count')} as not "
-              "retrieved, so the metrics are lower than on an index of the whole corpus", file=sys.stderr)
+              f"{', '.join(map(repr, missing[:3]))}): {agree(len(missing), 'it counts', 'they count')} as "
+              f"{one_missed}", file=sys.stderr)
 
 
 def evaluate_index(searcher: Searcher, dataset: BeirDataset | str | Path, split: str, k: int = 1000,

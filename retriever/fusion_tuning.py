@@ -15,8 +15,8 @@ from tqdm import tqdm
 
 from retriever.corpus import BeirDataset, Query, blank_queries_warning
 from retriever.errors import RetrieverError, check_kind
-from retriever.evaluation import (dataset_name, judged_missing_from, judged_split, unknown_words_warning,
-                                  warn, warn_of_left_out, warn_of_other_corpus)
+from retriever.evaluation import (check_collection, dataset_name, judged_split, unknown_words_warning, warn,
+                                  warn_of_left_out, warn_of_other_corpus)
 from retriever.fusion import FusionParams, fuse
 from retriever.index_folder import read_manifest, replace_manifest
 from retriever.lexical_part import check_writable, index_lock
@@ -76,19 +76,6 @@ def check_tuning_split(dataset: str | Path, split: str) -> tuple[BeirDataset, li
     return beir, queries, qrels
 
 
-def check_judged_documents(searcher: Searcher, beir: BeirDataset, split: str, qrels: Qrels) -> None:
-    """Judged documents the index lacks score nothing: on another collection every setting scores 0 and
-    the 'tuned' fusion would be noise, so that is refused, and a partial miss is reported."""
-    missing, judged = judged_missing_from(searcher, qrels)
-    of = f"{counted(judged, 'judged document')} of {dataset_name(beir)} split {split}"  # the 1 / the 2 judged ...
-    if missing == judged:
-        raise RetrieverError(f"{'the' if judged == 1 else 'none of the'} {of} {'is not' if judged == 1 else 'are'} "
-                             "in the index: is this the index's collection?")
-    if missing:
-        print(f"warning: {missing} of the {of} {'is' if missing == 1 else 'are'} not in the index; "
-              f"{'it counts as a miss' if missing == 1 else 'they count as misses'} in every setting", file=sys.stderr)
-
-
 def warn_of_training_split(searcher: Searcher, beir: BeirDataset, split: str) -> None:
     """A fine-tuned encoder ranks its own training queries better than unseen ones, so a fusion tuned on them leans
     to dense more than held-out queries bear out: said, not refused (there may be no other split). Only a local
@@ -140,7 +127,7 @@ def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, progress: b
                "(tune_and_record takes the index's path and records the fusion in it)")
     beir, queries, qrels = checked or check_tuning_split(dataset, split)
     warn_of_other_corpus(searcher, beir, progress, "the fusion is tuned on")
-    check_judged_documents(searcher, beir, split, qrels)
+    check_collection(searcher, beir, split, qrels, "every setting scores 0", "a miss in every setting")
     warn_of_training_split(searcher, beir, split)
     warn_of_left_out(beir, split, queries, qrels, "they are not searched and score 0 in every setting (as evaluate "
                      "scores them)")

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -105,13 +106,14 @@ def test_tuning_on_another_collection_is_refused_and_keeps_the_earlier_tuning(in
     other = tmp_path / "other"
     shutil.copytree(dataset, other)
     (other / "qrels" / "train.tsv").write_text(HEADER + "q1\tx1\t1\nq2\tx2\t1\n", encoding="utf-8")
-    with pytest.raises(RetrieverError, match="none of the 2 judged documents of other split train are in the "
-                                             "index: is this the index's collection?"):
+    with pytest.raises(RetrieverError, match="none of the 2 documents other split train judges relevant is in the "
+                                             "index, so every setting scores 0: is this the index's collection?"):
         tune_and_record(index, other, "train", device="cpu", dtype="fp32", progress=False)
     assert json.loads((index / MANIFEST_FILE).read_text())["fusion"] == record
     (other / "qrels" / "train.tsv").write_text(HEADER + "q1\td6\t1\nq2\tx2\t1\n", encoding="utf-8")
     tune_and_record(index, other, "train", device="cpu", dtype="fp32", progress=False)
-    assert "1 of the 2 judged documents of other split train is not in the index" in capsys.readouterr().err
+    assert ("1 of the 2 documents other split train judges relevant is not in the index (e.g. 'x2'): it counts as a "
+            "miss in every setting") in capsys.readouterr().err
 
 
 def test_evaluating_the_tuning_split_in_hybrid_warns(index_and_dataset, capsys):
@@ -224,24 +226,30 @@ def test_tuning_on_a_dataset_whose_corpus_is_not_the_indexs_warns(index_and_data
 
 
 @pytest.mark.parametrize("judged, held, said", [
-    (["d1", "x1"], ["d1"], "warning: 1 of the 2 judged documents of tiny-beir split train is not in the index"),
-    (["d1", "x1", "x2"], ["d1"], "warning: 2 of the 3 judged documents of tiny-beir split train are not in the"),
-    (["x1"], [], "the 1 judged document of tiny-beir split train is not in the index: is this the index's collection"),
-    (["x1", "x2"], [], "none of the 2 judged documents of tiny-beir split train are in the index: is this the")])
+    (["d1", "x1"], ["d1"], "warning: 1 of the 2 documents tiny-beir split train judges relevant is not in the index "
+                           "(e.g. 'x1'): it counts as a miss in every setting"),
+    (["d1", "x1", "x2"], ["d1"], "warning: 2 of the 3 documents tiny-beir split train judges relevant are not in the "
+                                 "index (e.g. 'x1', 'x2'): they count as a miss in every setting"),
+    (["x1"], [], "the 1 document tiny-beir split train judges relevant is not in the index, so every setting scores "
+                 "0: is this the index's collection?"),
+    (["x1", "x2"], [], "none of the 2 documents tiny-beir split train judges relevant is in the index, so every "
+                       "setting scores 0: is this the index's collection?")])
 def test_judged_documents_missing_from_the_index_are_counted_in_agreement(tiny_beir, judged, held, said, capsys):
-    """It said "1 of the 2 judged documents ... are not in the index", and "none of the 1 judged documents"."""
+    """It said "1 of the 2 judged documents ... are not in the index", and "none of the 1 judged documents". Tuning
+    asks evaluation's check (``check_collection``), in its words: it had a copy of its own."""
     from types import SimpleNamespace
 
-    from retriever.fusion_tuning import check_judged_documents
+    from retriever.evaluation import check_collection
 
     searcher = SimpleNamespace(documents=SimpleNamespace(lacking=lambda docs: [doc for doc in docs if doc not in held]))
     qrels = {"q1": dict.fromkeys(judged, 1)}
+    tuning_words = ("every setting scores 0", "a miss in every setting")  # as tune_fusion gives them
     if held:
-        check_judged_documents(searcher, BeirDataset(tiny_beir), "train", qrels)
-        assert said in capsys.readouterr().err
+        check_collection(searcher, BeirDataset(tiny_beir), "train", qrels, *tuning_words)
+        assert capsys.readouterr().err == said + "\n"
     else:
-        with pytest.raises(RetrieverError, match="^" + said.replace("?", r"\?")):
-            check_judged_documents(searcher, BeirDataset(tiny_beir), "train", qrels)
+        with pytest.raises(RetrieverError, match="^" + re.escape(said) + "$"):
+            check_collection(searcher, BeirDataset(tiny_beir), "train", qrels, *tuning_words)
 
 
 def test_tuning_fuses_to_a_fixed_depth_and_takes_no_k(index_and_dataset, monkeypatch):
