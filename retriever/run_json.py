@@ -11,11 +11,15 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from retriever.errors import InputFileError
-from retriever.files import RepeatedKeyError, unique_keys
+from retriever.files import RepeatedKeyError, json_limit_problem, unique_keys
 from retriever.json_shapes import json_kind
 from retriever.texts import id_problem
 
 _MAPPING_HINT = "a JSON run maps each query id to an object of document id to score, {\"q1\": {\"d1\": 0.5}}"
+# What to do about a value past Python's JSON reader (``files.json_limit_problem``): a run's or qrels' values are
+# numbers and ids, nested two or three deep.
+_LIMIT_HINT = ("a run or qrels file nests ids and numbers two or three levels deep: flatten it, and write a long "
+               "number in exponent form (1e300)")
 
 
 def json_id(value: object, path: Path, lineno: int | None, what: str) -> str:
@@ -58,6 +62,8 @@ def _json_line(path: Path, lineno: int, text: str, shape_hint: str) -> object:
                              "give each key once; a parser would keep one of the values and drop the others") from None
     except json.JSONDecodeError as e:
         raise InputFileError(path, lineno, f"invalid JSON ({e.msg})", shape_hint) from None
+    except (RecursionError, ValueError) as error:  # deep nesting, or an integer past Python's digit limit
+        raise InputFileError(path, lineno, json_limit_problem(error), _LIMIT_HINT) from None
 
 
 def jsonl_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> dict[str, dict[str, float]]:
@@ -115,6 +121,8 @@ def json_mapping(path: Path, lines: Iterable[tuple[int, str]], hint: str) -> dic
         raise InputFileError(path, None, str(error), "give each key once") from None
     except json.JSONDecodeError as error:
         raise InputFileError(path, error.lineno, f"invalid JSON ({error.msg})", hint) from None
+    except (RecursionError, ValueError) as error:  # a traceback otherwise, as in ``_json_line``
+        raise InputFileError(path, None, json_limit_problem(error), _LIMIT_HINT) from None
     if not isinstance(value, dict):
         raise InputFileError(path, None, "not a JSON object", hint)
     return value
@@ -198,7 +206,7 @@ def read_json_run(path: Path, first_line: str, lines: Iterable[tuple[int, str]])
     a run dumped on one line it is the whole run."""
     try:
         record = json.loads(first_line)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError, ValueError):  # the reader it goes to names the line's fault
         record = None
     keys = flat_keys(record)
     if keys is not None:

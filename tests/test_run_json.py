@@ -74,3 +74,30 @@ def test_a_run_of_one_json_mapping_per_line_is_read_as_one_mapping(tmp_path):
     path.write_text('{"q1": {"d1": 1.5}}\n{"q1": {"d2": 0.5}}\n', encoding="utf-8")
     with pytest.raises(InputFileError, match=r"r.jsonl:2: query 'q1' already appeared on line 1"):
         read_run(path)
+
+
+BIG, DEEP = "9" * 5000, "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize("name, content, where, problem", [
+    ("r.jsonl", '{"qid": "q0", "hits": []}\n{"qid": "q1", "hits": [{"id": "d1", "score": %s}]}\n' % BIG, ":2",
+     "a number of 5000 digits"),
+    ("r.jsonl", '{"qid": "q1", "hits": %s}\n' % DEEP, ":1", "the file nests arrays or objects"),
+    ("r.jsonl", '{"qid": "q1", "docid": "d0", "score": 1}\n{"qid": "q1", "docid": "d1", "score": %s}\n' % BIG, ":2",
+     "a number of 5000 digits"),
+    ("r.json", '{"q1": {"d1": %s}}\n' % BIG, ":1", "a number of 5000 digits"),
+    ("r.json", '{\n  "q1": {"d1": %s}\n}\n' % BIG, "", "a number of 5000 digits"),
+    ("q.json", '{"q1": {"d1": %s}}\n' % BIG, "", "a number of 5000 digits"),
+    ("q.json", '{"q1": %s}\n' % DEEP, "", "the file nests arrays or objects")])
+def test_a_run_or_json_qrels_past_pythons_json_reader_is_a_file_line_error(tmp_path, name, content, where, problem):
+    """A score or grade of over 4,300 digits was a ValueError traceback telling the user to call
+    sys.set_int_max_str_digits, and arrays nested thousands deep a RecursionError one, in every JSON run shape and
+    in JSON qrels: the corpus readers name these, the run and qrels readers did not (probe round 18)."""
+    from retriever.qrels import read_qrels
+
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(InputFileError) as caught:
+        (read_qrels if name.startswith("q") else read_run)(path)
+    assert str(caught.value).startswith(f"{path}{where}: {problem}"), caught.value
+    assert "set_int_max_str_digits" not in str(caught.value)
