@@ -49,11 +49,22 @@ def _columns(path: Path, lineno: int, text: str) -> list[str]:
     return cols
 
 
+def _leading_integer(text: str) -> int | None:
+    """What C's atol reads of a grade: its leading sign and digits (0 without any); None past 18 digits, far beyond a C
+    int: int() of one over 4,300 digits was a ValueError traceback naming sys.set_int_max_str_digits."""
+    match = _INTEGER.match(text)
+    if match is None:
+        return 0
+    digits = match.group().lstrip("+-").lstrip("0") or "0"
+    return None if len(digits) > 18 else int(digits) * (-1 if match.group().startswith("-") else 1)
+
+
 def _parse_relevance(path: Path, lineno: int, text: str, first: bool = False) -> int:
     """A grade: a plain integer, or an integral decimal ("1.0", from tools that write floats), within a C int."""
     shown = text if len(text) <= 40 else text[:37] + "..."
+    as_atol = _leading_integer(text)  # 1 of "1e1", 10 of "10e-1", 0 of ".3e1"
     if _INTEGER.fullmatch(text):
-        grade = int(text)
+        grade = as_atol
     elif DECIMAL_NUMBER.fullmatch(text) and float(text).is_integer():
         grade = int(float(text))
     else:
@@ -61,13 +72,12 @@ def _parse_relevance(path: Path, lineno: int, text: str, first: bool = False) ->
         if first:
             hint += "; a header line names its grade column, e.g. 'score' or 'rel'"
         raise InputFileError(path, lineno, f"relevance {shown!r} is not an integer", hint)
-    if not GRADE_RANGE[0] <= grade <= GRADE_RANGE[1]:
+    if grade is None or not GRADE_RANGE[0] <= grade <= GRADE_RANGE[1]:
         raise InputFileError(path, lineno, f"relevance {shown!r} is beyond a 32-bit integer",
                              "trec_eval keeps grades in a C int; write grades such as 0, 1, 2")
-    leading = _INTEGER.match(text)  # what atol reads of a grade: 1 of "1e1", 10 of "10e-1", 0 of ".3e1"
-    as_atol = int(leading.group()) if leading else 0
     if as_atol != grade:  # '1e1' is 10, but trec_eval reads 1; '10e-1' is 1, but it reads 10
-        raise InputFileError(path, lineno, f"relevance {shown!r} is {grade}, but trec_eval reads it as {as_atol} "
+        read = as_atol if as_atol is not None else "a number beyond a C int"
+        raise InputFileError(path, lineno, f"relevance {shown!r} is {grade}, but trec_eval reads it as {read} "
                              "(C's atol: the digits before the first other character)",
                              f"write it as {grade}, a plain integer, so every evaluator reads the same grade")
     return grade

@@ -80,3 +80,17 @@ def test_reading_qrels_holds_no_line_number_per_judgment(tmp_path: Path) -> None
     path.write_text("q1 0 d1 1\nq2 0 d1 1\nq1 0 d1 1\nq1 0 d1 2\n", encoding="utf-8")
     with pytest.raises(InputFileError, match=r":4: document 'd1' for query 'q1' judged 2 here but 1 on line 1"):
         read_qrels(path)
+
+
+@pytest.mark.parametrize("grade", ["9" * 5000, "-" + "1" * 4400, "0" * 5000 + "1.0"])
+def test_a_grade_of_thousands_of_digits_is_a_file_line_error(tmp_path: Path, grade: str) -> None:
+    """int() of a grade over 4,300 digits was a ValueError traceback naming sys.set_int_max_str_digits (probe round
+    18); a grade is beyond a C int long before, and leading zeros are no digits of it."""
+    path = tmp_path / "qrels.txt"
+    path.write_text(f"q1 0 d1 {grade}\n", encoding="utf-8")
+    if grade.endswith("1.0"):
+        assert read_qrels(path) == {"q1": {"d1": 1}}
+        return
+    with pytest.raises(InputFileError) as error:
+        read_qrels(path)
+    assert str(error.value).startswith(f"{path}:1: relevance '{grade[:37]}...' is beyond a 32-bit integer")
