@@ -120,19 +120,15 @@ def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: 
 
     from retriever.serving.stopping import StoppingServer
 
-    served, listening = app.state.served, False
-    try:
+    served = app.state.served
+    try:  # a Ctrl-C in the warm-up goes on to the loading's line; one while serving stops it (``StoppingServer``)
         served.start()
         start_listening(sockets, *address, backlog=int(options.get("backlog", BACKLOG)))
         click.echo(announce, err=True)
         config = uvicorn.Config(app, lifespan="off", log_level="warning", **options)
         if options.get("access_log"):
             _log_requests_on_stderr()
-        listening = True
         StoppingServer(config).run(sockets=sockets)
-    except KeyboardInterrupt:  # Ctrl+C after uvicorn's graceful shutdown: done; in the warm-up, the loading's Ctrl-C
-        if not listening:
-            raise
     finally:
         _stop(served)
 

@@ -75,17 +75,27 @@ class StoppingServer(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
+        """Every stop signal ends here: uvicorn raises the one it caught again once it has stopped, and where SIGTERM's
+        and SIGHUP's end the process by the signal, SIGINT's is Python's KeyboardInterrupt, which ends serve (exit code
+        0: the stop asked for is done) rather than reaching the CLI's "interrupted" handler."""
+        try:
+            with self._hang_ups_captured(), super().capture_signals():
+                yield
+        except KeyboardInterrupt:
+            if signal.SIGINT not in self._captured_signals:
+                raise
+
+    @contextlib.contextmanager
+    def _hang_ups_captured(self) -> Iterator[None]:
         hup = getattr(signal, "SIGHUP", None)
         if hup is None or threading.current_thread() is not threading.main_thread() \
                 or signal.getsignal(hup) == signal.SIG_IGN:
-            with super().capture_signals():
-                yield
+            yield
             return
         hung_up = []
         previous = signal.signal(hup, lambda sig, frame: self._hang_up(hung_up))
         try:
-            with super().capture_signals():
-                yield
+            yield
         finally:
             signal.signal(hup, previous)
         if hung_up:  # as uvicorn ends by the signal it caught, once the handler it replaced is back

@@ -140,3 +140,18 @@ def test_sighup_is_a_graceful_stop_that_says_serve_does_not_reload(capsys):
         sock.close()
     assert time.monotonic() - started < 4 and got == [signal.SIGHUP]
     assert "serve does not reload" in capsys.readouterr().err
+
+
+def test_ctrl_c_ends_the_server_as_the_other_stop_signals_do():
+    """uvicorn raises the signal it caught again once it has stopped: SIGTERM's and SIGHUP's end the process, SIGINT's
+    is a KeyboardInterrupt, which `run_app` caught apart from them; the server's own signal handling takes it now."""
+    import signal
+
+    import uvicorn
+
+    from retriever.serving.stopping import StoppingServer
+
+    server = StoppingServer(uvicorn.Config(lambda scope, receive, send: None, lifespan="off"))
+    with server.capture_signals():
+        signal.raise_signal(signal.SIGINT)
+    assert server.should_exit and not server.force_exit
