@@ -147,10 +147,11 @@ class _ObjectParser(threading.local):
 _PARSER = _ObjectParser()
 
 
-def parse_json_object(line: str, path: Path, number: int, first: bool = False) -> dict:
+def parse_json_object(line: str, path: Path, number: int, first: bool = False, formats: bool = False) -> dict:
     """One JSONL line as a dict, or an error naming file:line. A key given twice is refused: JSON parsers
     keep one of the values (Python the last, others the first), so the record would be read silently. ``first``: the
-    file's first non-blank line, where a JSON array or indented object shows the file is JSON, not JSONL."""
+    file's first non-blank line, where a JSON array or indented object shows the file is JSON, not JSONL, and tabs
+    a TSV file; ``formats``: the file might have been read as TSV (corpus, queries), so the message says how."""
     hint = 'each line must be one JSON object, {"key": value, ...}'
     try:
         record = _PARSER.decode(line)
@@ -161,6 +162,10 @@ def parse_json_object(line: str, path: Path, number: int, first: bool = False) -
             raise id_mapping_error(path, spread=True) from None
         if first and line.lstrip().startswith("["):  # an array over several lines: no JSONL line is an array
             raise json_array_error(path) from None
+        if formats and first and "\t" in line and not line.lstrip().startswith("{"):  # not "write JSON objects"
+            raise InputFileError(path, number, "the line holds tabs and no JSON object, as a TSV line does, and the "
+                                 "file is read as JSONL (by its .jsonl or .json name, or --format jsonl)",
+                                 "if it is TSV, pass --format tsv or name the file .tsv") from None
         where = error.msg.removesuffix(" at")  # Python's "Invalid control character at" read "… at at column 21"
         raise InputFileError(path, number, f"malformed JSON ({where} at column {error.colno})", hint) from None
     except (RecursionError, ValueError) as error:  # deep nesting, or an integer past Python's digit limit
@@ -177,11 +182,11 @@ def parse_json_object(line: str, path: Path, number: int, first: bool = False) -
     return record
 
 
-def json_object_lines(path: Path) -> Iterator[tuple[int, dict]]:
-    """(line number, object) of each non-blank line of a JSONL file (``parse_json_object``); its first non-blank line,
-    however many blank ones come before it, is the one a JSON file's shape is told by."""
+def json_object_lines(path: Path, formats: bool = False) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of each non-blank line of a JSONL file (``parse_json_object``, ``formats`` passed on); its
+    first non-blank line, however many blank ones come before it, is the one a JSON file's shape is told by."""
     for position, (number, line) in enumerate(decoded_lines(path)):
-        yield number, parse_json_object(line, path, number, first=position == 0)
+        yield number, parse_json_object(line, path, number, position == 0, formats)
 
 
 def _missing_field(fields: Fields, present: Collection[str]) -> tuple[str, str] | None:
@@ -200,7 +205,7 @@ def jsonl_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str, s
     if long_json_array(path):  # before the line reader holds a gigabyte line
         raise json_array_error(path, one_line=True)
     titled, number = not fields.title_named, 0
-    for position, (number, record) in enumerate(json_object_lines(path)):
+    for position, (number, record) in enumerate(json_object_lines(path, formats=True)):
         missing = None if fields.id in record and fields.text in record else _missing_field(fields, record)
         if missing is not None and is_id_mapping(record, position == 0, fields.id, fields.text):
             raise id_mapping_error(path, fields.id, fields.text)

@@ -81,6 +81,9 @@ def _tsv_fields(columns: list[str], layout: dict[str, int], path: Path, number: 
         raise InputFileError(path, number, f"the line is an SGML/XML tag ({columns[0].strip()[:20]!r}), as in TREC "
                              "topics and document files, which no reader here parses", 'write each record as JSONL '
                              '{"_id": ..., "text": ...} (a topic\'s title as its text) or as TSV id<TAB>text')
+    if len(columns) == 1 and columns[0].lstrip().startswith(("{", "[")):  # nor would adding tabs help JSON
+        raise InputFileError(path, number, "the line is JSON, and the file is read as TSV (by its .tsv, .txt or .tab "
+                             "name, or --format tsv)", "pass --format jsonl, or name the file .jsonl")
     if len(columns) != width and not (title_last and len(columns) == width - 1):
         order = sorted(layout, key=layout.__getitem__)
         shown = ", ".join(order[:-1]) + "[, title]" if title_last else ", ".join(order)

@@ -144,3 +144,21 @@ def test_a_parquet_table_lacking_the_text_column_names_ten_columns_and_the_one_f
     assert str(caught.value) == (f"{path}: missing column 'text' (columns: _id, dim0000, dim0001, dim0002, dim0003, "
                                  "dim0004, dim0005, dim0006, dim0007, dim0008, ...); pass --text-field if the text "
                                  "lives under another column")
+
+
+@pytest.mark.parametrize("name, fmt", [("corpus.jsonl", "auto"), ("corpus.tsv", "jsonl")])
+def test_a_tsv_file_read_as_jsonl_says_how_to_read_it_as_tsv(tmp_path, name, fmt):
+    """TSV named .jsonl (or read with --format jsonl) was 'malformed JSON (Expecting value at column 1); each line must
+    be one JSON object', with no word of the format flag (probe round 18). A training file, which has no TSV form,
+    keeps the JSON hint."""
+    from retriever.training.negatives import read_negatives_file
+
+    path = tmp_path / name
+    path.write_text("\nid\ttext\na\tx\n", encoding="utf-8")
+    with pytest.raises(InputFileError) as caught:
+        list(iter_documents(path, fmt=fmt))
+    assert str(caught.value) == (f"{path}:2: the line holds tabs and no JSON object, as a TSV line does, and the file "
+                                 "is read as JSONL (by its .jsonl or .json name, or --format jsonl); if it is TSV, "
+                                 "pass --format tsv or name the file .tsv")
+    with pytest.raises(InputFileError, match=r"malformed JSON .*each line must be one JSON object"):
+        read_negatives_file(path)

@@ -45,3 +45,15 @@ def test_tsv_with_crlf_line_endings_reads(tmp_path):
     path = tmp_path / "c.tsv"
     path.write_bytes(b"a\tx\r\nb\ty\r\n")  # CRLF is fine; CR alone is refused (BAD_TSVS)
     assert [d.id for d in read_all(path)] == ["a", "b"]
+
+
+@pytest.mark.parametrize("name, fmt", [("corpus.tsv", "auto"), ("corpus.jsonl", "tsv")])
+def test_a_jsonl_file_read_as_tsv_says_to_read_it_as_jsonl_not_to_add_tabs(tmp_path, name, fmt):
+    """JSONL named .tsv (or read with --format tsv) was 'expected 2 or 3 tab-separated columns (id, text[, title]),
+    found 1; separate the columns with one tab': advice that would break the file (probe round 18)."""
+    path = tmp_path / name
+    path.write_text('{"_id": "a", "text": "x"}\n', encoding="utf-8")
+    with pytest.raises(InputFileError) as caught:
+        read_all(path, fmt=fmt)
+    assert str(caught.value) == (f"{path}:1: the line is JSON, and the file is read as TSV (by its .tsv, .txt or .tab "
+                                 "name, or --format tsv); pass --format jsonl, or name the file .jsonl")
