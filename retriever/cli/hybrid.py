@@ -163,26 +163,36 @@ def check_tuning(tune_fusion: tuple[Path, str] | None, lexical: LexicalParams | 
 
 def check_build_tuning(tune_fusion: tuple[Path, str] | None, lexical: LexicalParams | None, output: Path,
                        overwrite: bool) -> None:
-    """``check_tuning`` for `build`/`index`, and a rerun of one stopped while tuning is told the command that
-    finishes it (it said only that OUTPUT exists, and nothing of the tuning never recorded)."""
+    """``check_tuning`` for `build`/`index`, and a rerun of one whose tuning recorded nothing is told the command
+    that tunes it (it said only that OUTPUT exists). Why the first run recorded none (stopped, refused, measured
+    nothing) is not known here, and that run said it: this names no cause (it asked whether a run had stopped)."""
     from retriever.index_folder import MANIFEST_FILE, read_manifest
 
     check_tuning(tune_fusion, lexical)
     built = not overwrite and (output / MANIFEST_FILE).is_file()
     if tune_fusion is not None and built and read_manifest(output).get("fusion") is None:
-        raise RetrieverError(f"{output}: already built, without the fusion tuning --tune-fusion-on asks for (a run "
-                             f"stopped while tuning?); tune it alone with `retriever bm25 {output} --tune-fusion-on "
-                             f"{tune_fusion[0]} --split {tune_fusion[1]}`, or pass --overwrite to rebuild it")
+        raise RetrieverError(f"{output}: already built, and no tuned fusion is recorded in it; tune it alone with "
+                             f"`retriever bm25 {output} --tune-fusion-on {tune_fusion[0]} --split {tune_fusion[1]}`, "
+                             "or pass --overwrite to rebuild it")
 
 
-def run_tuning(index: Path, tune_fusion: tuple[Path, str] | None) -> None:
-    if tune_fusion is not None:
-        from retriever.fusion_tuning import tune_and_record
+def run_tuning(index: Path, tune_fusion: tuple[Path, str] | None, built: bool = False) -> None:
+    """Tune and record the fusion, saying what was recorded. ``built``: `build`/`index` built ``index`` just before,
+    so a refusal of the tuning says the index stands built without it (it ended on the refusal alone)."""
+    if tune_fusion is None:
+        return
+    from retriever.fusion_tuning import tune_and_record
 
+    try:
         record = tune_and_record(index, *tune_fusion)
-        if record is not None:  # None: it measured nothing, and said so
-            click.echo(f"fusion recorded in {index}/manifest.json: {FusionParams.from_record(record).setting()}",
-                       err=True)
+    except RetrieverError as error:
+        if not built:
+            raise
+        raise RetrieverError(f"{index} is built, without a tuned fusion: {error} (`retriever bm25 {index} "
+                             "--tune-fusion-on DATASET --split SPLIT` tunes it alone)") from error
+    if record is not None:  # None: it measured nothing, and said so
+        click.echo(f"fusion recorded in {index}/manifest.json: {FusionParams.from_record(record).setting()}",
+                   err=True)
 
 
 def run_drop(index: Path) -> None:

@@ -225,7 +225,7 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
         report_truncation(query_encoder)
     manifest = build_index(shards, corpus, output, params, fmt, fields_from(id_field, text_field, title_field),
                            overwrite, tuning_queries=vectors, lexical=lexical)
-    run_tuning(output, tune_fusion)
+    run_tuning(output, tune_fusion, built=True)
     _summarise(output, manifest, as_json)
 
 
@@ -276,7 +276,7 @@ def build_command(corpus, output, model, encoder_overrides, device, dtype, batch
                                lexical=lexical, built_by="build")
     report_truncation(passages_cut=manifest["corpus"]["passages_cut"], passages=manifest["corpus"]["documents"],
                       passage_max_length=manifest["encoder"]["passage_max_length"])
-    run_tuning(output, tune_fusion)
+    run_tuning(output, tune_fusion, built=True)
     _summarise(output, manifest, as_json)
 
 

@@ -161,12 +161,49 @@ def test_a_build_stopped_while_tuning_is_rerun_into_the_command_that_finishes_it
     build = ["build", str(tiny_beir), "-o", str(index), "--model", str(tiny_model_dir), *COMMON]
     assert CliRunner().invoke(main, build).exit_code == 0  # as a run killed after the build, before the tuning
     result = CliRunner().invoke(main, [*build, "--tune-fusion-on", str(tiny_beir), "--split", "train"])
-    assert result.exit_code == 1 and result.stderr.strip().splitlines() == [
-        f"error: {index}: already built, without the fusion tuning --tune-fusion-on asks for (a run stopped while "
-        f"tuning?); tune it alone with `retriever bm25 {index} --tune-fusion-on {tiny_beir} --split train`, or pass "
-        "--overwrite to rebuild it"]
+    assert result.exit_code == 1 and result.stderr.strip().splitlines() == [_rerun_refusal(index, tiny_beir)]
     result = CliRunner().invoke(main, ["bm25", str(index), "--tune-fusion-on", str(tiny_beir), "--split", "train"])
     assert result.exit_code == 0 and json.loads((index / "manifest.json").read_text())["fusion"] is not None
+
+
+def _rerun_refusal(index, dataset) -> str:
+    return (f"error: {index}: already built, and no tuned fusion is recorded in it; tune it alone with `retriever bm25 "
+            f"{index} --tune-fusion-on {dataset} --split train`, or pass --overwrite to rebuild it")
+
+
+@pytest.mark.parametrize("judged", ["none in the corpus", "none in any top 10"])
+def test_a_build_whose_tuning_records_nothing_says_so_and_its_rerun_blames_no_stop(tmp_path, tiny_model_dir,
+                                                                                    tiny_beir, judged):
+    """A tuning refused after the build (no judged document in the index) ended on the refusal alone, not saying the
+    index was built; one that measured nothing warned and exited 0, as the README says. The rerun of either asked
+    whether a run had stopped while tuning, which none had."""
+    from conftest import write_jsonl
+
+    index = tmp_path / "idx"
+    split_off_train(tiny_beir)
+    if judged == "none in the corpus":
+        (tiny_beir / "qrels" / "train.tsv").write_text(HEADER + "q1\tx1\t1\nq2\tx2\t1\n", encoding="utf-8")
+    else:  # eleven passages tie in every list, the judged one ordered after ten of them (as in test_fusion_tuning)
+        write_jsonl(tiny_beir / "corpus.jsonl", [{"_id": f"d{i:02d}", "title": "", "text": "hot lava rock"}
+                                                 for i in range(11)] + [{"_id": "d99", "title": "", "text": "snow"}])
+        (tiny_beir / "qrels" / "train.tsv").write_text(HEADER + "q2\td00\t1\n", encoding="utf-8")
+    build = ["build", str(tiny_beir), "-o", str(index), "--model", str(tiny_model_dir), "--tune-fusion-on",
+             str(tiny_beir), "--split", "train", *COMMON]
+    result = CliRunner().invoke(main, build)
+    lines = [line for line in result.stderr.splitlines() if line.startswith(("warning:", "error:"))]
+    if judged == "none in the corpus":
+        assert result.exit_code == 1 and lines == [
+            f"error: {index} is built, without a tuned fusion: none of the 2 documents tiny-beir split train judges "
+            "relevant is in the index, so every setting scores 0: is this the index's collection? (`retriever bm25 "
+            f"{index} --tune-fusion-on DATASET --split SPLIT` tunes it alone)"], result.output
+    else:
+        assert result.exit_code == 0 and lines == [
+            "warning: fusion tuning measured nothing: every setting scored ndcg@10 0.0 on the 1 train query (no "
+            "judged document reached a top 10), so no tuned fusion is recorded and hybrid keeps RRF k=60, "
+            "untuned"], result.output
+    assert "fusion" not in json.loads((index / "manifest.json").read_text())
+    result = CliRunner().invoke(main, build)
+    assert result.exit_code == 1 and result.stderr.strip().splitlines() == [_rerun_refusal(index, tiny_beir)]
 
 
 def test_bm25_settings_given_to_tune_an_index_that_keeps_its_bm25_are_refused(tmp_path, tiny_model_dir, tiny_beir):
