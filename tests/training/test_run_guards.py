@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 
 from conftest import make_tiny_bert, plant_pickles, write_jsonl
 from retriever.errors import RetrieverError
-from retriever.training import TrainConfig, run_record, stack, train
+from retriever.training import TrainConfig, checkpoint_state, run_record, stack, train
 from retriever.training.dual_encoder import DualEncoder
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -236,6 +236,27 @@ def test_a_checkpoint_without_its_run_record_is_skipped_with_one_line_naming_it(
             "stopped while saving it); resuming from checkpoint-2\n") in capfd.readouterr().err
     (tmp_path / "other" / "checkpoints" / "checkpoint-5").mkdir(parents=True)
     assert run_record.skipped_checkpoints(tmp_path / "other", None).endswith("; starting from the beginning")
+
+
+@pytest.mark.parametrize("saved, process, processes, read", [
+    (["rng_state.pth"], 0, 1, ("rng_state.pth",)), ([], 0, 1, ("rng_state.pth",)),
+    (["rng_state_0.pth", "rng_state_1.pth"], 1, 2, ("rng_state_1.pth",)),
+    (["rng_state_0.pth"], 1, 2, ("rng_state_1.pth",)),  # a missing one of this process count's
+    (["rng_state_0.pth", "rng_state_1.pth"], 0, 1, ()), (["rng_state.pth"], 1, 2, ())])  # another count's
+def test_each_process_reads_its_own_rng_state_unless_another_process_count_saved_them(tmp_path, saved, process,
+                                                                                       processes, read):
+    """Another count's files are read by no process, and the resume says so in one line (the library said it at info
+    level, so a resumed run drew other dropout masks than an uninterrupted one without a word)."""
+    for name in saved:
+        (tmp_path / name).write_bytes(b"")
+    told = []
+    assert checkpoint_state.rng_states_read(str(tmp_path), process, processes, told.append) == read
+    if read:
+        assert told == []
+    else:
+        assert len(told) == 1 and told[0].startswith(f"note: {tmp_path.name} was saved by {len(saved)} process(es) "
+                                                     f"and this run has {processes}: it continues with the same data "
+                                                     "order but other random draws"), told
 
 
 def test_the_fingerprint_samples_large_files(tmp_path, monkeypatch):
