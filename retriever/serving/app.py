@@ -45,9 +45,10 @@ from retriever.searching import Searcher
 from retriever.serving.batch_errors import Closed, Overloaded
 from retriever.serving.cors import CrossOrigin, checked_origins, cross_origin_headers
 from retriever.serving.inputs import (ApiError, Limits, check_hits, check_k_digits, check_no_parameters,
-                                      check_query, check_query_string, read_search_body, validation_message)
+                                      check_query, check_query_string, read_search_body)
 from retriever.serving.malformed import HostChecked
 from retriever.serving.output import bounded, hits_list, list_object
+from retriever.serving.problems import validation_message
 from retriever.serving.page import page_html
 from retriever.serving.served import BatchSettings, ServedIndexes, summary, valid_index_name
 from retriever.serving.routing import HeadAsGet, allowed_methods, path_without_slash
