@@ -3,7 +3,10 @@ free of torch, transformers, FAISS and Ray, so `retriever --help` and a usage er
 the modules that act on each value import it from here."""
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from retriever.errors import RetrieverError
+from retriever.texts import whole_number
 
 DTYPES = ("auto", "fp32", "bf16", "fp16")  # compute precisions (retriever.device)
 DEFAULT_K = 10  # hits of a search that names no k (the CLI's one QUERY, a server request without k)
@@ -17,6 +20,32 @@ MIN_TEMPERATURE = 1e-4  # the contrastive and span losses' floor on τ (why: ret
 # Seconds a collective of a torchrun launch waits for the other processes (a stopped one) before failing: the
 # Trainer's own default (ddp_timeout), which it did not pass on for CPU training (retriever.training.processes).
 DDP_TIMEOUT = 1800
+MAX_DDP_TIMEOUT = 365 * 24 * 3600  # a year; gloo's timeout overflows from about 300 years
+
+
+class CountBound(NamedTuple):
+    least: int
+    most: int | None = None
+    why: str = ""  # what the bound means or guards, said with a refusal
+
+
+# The whole-number settings of `train` and `pretrain` and their bounds: the CLI's ranges (shown in --help, a usage
+# error beyond them) and the library's check (`retriever.training.run_guards`) both read them from here.
+COUNT_BOUNDS = {
+    "batch_size": CountBound(1), "epochs": CountBound(1), "max_steps": CountBound(1),
+    "save_steps": CountBound(0, None, "0: checkpoints only at each epoch's end"),
+    "seed": CountBound(0, 2**32 - 1, "the seeds numpy takes"),
+    "ddp_timeout": CountBound(1, MAX_DDP_TIMEOUT, "a year, in seconds"),
+    "train_group_size": CountBound(1), "grad_cache_chunk_size": CountBound(1), "dev_max_docs": CountBound(1),
+    "n_head_layers": CountBound(1, MAX_HEAD_LAYERS, "the Condenser head is a few fresh layers; the paper used 2"),
+    "skip_from": CountBound(0, None, "0: the embeddings"), "freeze_backbone_steps": CountBound(0),
+    "max_length": CountBound(8), "keep_checkpoints": CountBound(1)}
+
+
+def check_count(name: str, value: object) -> int:
+    """``value`` of the setting ``name`` as an int within its `COUNT_BOUNDS`, else one line naming its flag, the bound
+    and why (bounds checked in several places had drifted: the library's line for max_length='16' said at least 1)."""
+    return whole_number(value, f"--{name.replace('_', '-')}", *COUNT_BOUNDS[name])
 # `serve`: most queries (--max-waiting-queries) and requests waiting for the encoder per index; more get a 503 to
 # retry (retriever.serving.batcher).
 MAX_WAITING_QUERIES = 8192

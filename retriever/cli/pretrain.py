@@ -9,8 +9,8 @@ import click
 from retriever.choices import DEFAULT_START, MAX_HEAD_LAYERS
 from retriever.cli.options import (FiniteRange, corpus_options, device_options, fields_from, json_option,
                                    renamed_option)
-from retriever.cli.training import (ddp_timeout_option, optimizer_options, progress_option, report_to_option,
-                                    run_length_options, temperature_option)
+from retriever.cli.training import (CountRange, ddp_timeout_option, optimizer_options, progress_option,
+                                    report_to_option, run_length_options, temperature_option)
 from retriever.errors import RetrieverError
 
 
@@ -24,10 +24,10 @@ from retriever.errors import RetrieverError
 @click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Folder to write: the backbone as a Hugging Face model, the head as model.pt, condenser.json. "
                    "Checkpoints go in OUTPUT/checkpoints; rerun the same command to resume.")
-@click.option("--n-head-layers", type=click.IntRange(min=1, max=MAX_HEAD_LAYERS), default=None,
+@click.option("--n-head-layers", type=CountRange("n_head_layers"), default=None,
               help=f"Fresh transformer layers in the Condenser head, 1 to {MAX_HEAD_LAYERS}. [default: the warm "
                    "start's head, else 2]")
-@click.option("--skip-from", type=click.IntRange(min=0), default=None,
+@click.option("--skip-from", type=CountRange("skip_from"), default=None,
               help="Backbone layer whose token states feed the head (0 = embeddings). [default: the warm start's "
                    "condenser.json, else num_hidden_layers // 2, i.e. 6 for BERT-base, 3 for MiniLM-L6; beware "
                    "the luyug/Condenser code default of 2, which is not what the paper used]")
@@ -37,28 +37,28 @@ from retriever.errors import RetrieverError
 @click.option("--objective", type=click.Choice(["condenser", "mlm"]), default="condenser", show_default=True,
               help="mlm drops the Condenser head: plain masked-language modelling for the same steps (the ablation "
                    "that tells whether the head matters).")
-@click.option("--freeze-backbone-steps", type=click.IntRange(min=0), default=0, show_default=True,
+@click.option("--freeze-backbone-steps", type=CountRange("freeze_backbone_steps"), default=0, show_default=True,
               help="Train only the new heads (Condenser head, MLM transform) for the first N steps, so a fresh "
                    "head's early gradients do not pull a warm backbone around.")
 @click.option("--backbone-lr-scale", type=FiniteRange(min=0, min_open=True), default=1.0, show_default=True,
               help="The backbone learns at this times --learning-rate (the heads at the full rate).")
 @temperature_option(1.0, "Softmax temperature of the --cocondenser span loss (coCondenser used 1; another value "
                         "needs --cocondenser)", ".")
-@click.option("--max-length", type=click.IntRange(min=8), default=128, show_default=True,
+@click.option("--max-length", type=CountRange("max_length"), default=128, show_default=True,
               help="Tokens per training sequence, [CLS] and [SEP] included; plain Condenser packs the corpus "
                    "into blocks of this length.")
 @click.option("--mlm-probability", type=FiniteRange(0, 1, min_open=True, max_open=True), default=0.15,
               show_default=True, help="Share of tokens masked, whole words at a time (BERT 80/10/10 replacement).")
-@renamed_option("--sequences-per-step", "--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
+@renamed_option("--sequences-per-step", "--batch-size", type=CountRange("batch_size"), default=32, show_default=True,
                 help="Sequences per optimizer step (with --cocondenser: an even N, N/2 passages x 2 spans; under "
                      "torchrun a multiple of 2 x processes and at least 4 x processes).")
 @run_length_options("the corpus", None)
 @optimizer_options(learning_rate=1e-4)
-@click.option("--save-steps", type=click.IntRange(min=0), default=500, show_default=True,
+@click.option("--save-steps", type=CountRange("save_steps"), default=500, show_default=True,
               help="Checkpoint every N steps, and at each epoch's end, the run's included (0 = only at epochs' ends).")
-@click.option("--keep-checkpoints", type=click.IntRange(min=1), default=2, show_default=True,
+@click.option("--keep-checkpoints", type=CountRange("keep_checkpoints"), default=2, show_default=True,
               help="Newest checkpoints kept in OUTPUT/checkpoints while training (a finished run keeps none).")
-@click.option("--seed", type=int, default=42, show_default=True,
+@click.option("--seed", type=CountRange("seed"), default=42, show_default=True,
               help="Seed for head initialisation, data order, masking and dropout.")
 @device_options()
 @progress_option()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from retriever.choices import DDP_TIMEOUT, MIN_TEMPERATURE, check_temperature
+from retriever.choices import COUNT_BOUNDS, DDP_TIMEOUT, MIN_TEMPERATURE, check_count, check_temperature
 from retriever.cli.hybrid import mode_options
 from retriever.cli.searching import moved_model_option
 from retriever.cli.options import (FiniteRange, OutputFile, check_outputs_apart, compose, corpus_options,
@@ -36,9 +36,25 @@ def progress_option():
 
 
 def ddp_timeout_option():
-    return click.option("--ddp-timeout", type=click.IntRange(min=1), default=DDP_TIMEOUT, show_default=True,
+    return click.option("--ddp-timeout", type=CountRange("ddp_timeout"), default=DDP_TIMEOUT, show_default=True,
                         help="Under torchrun, seconds a process waits for the others at a synchronisation before the "
                              "run fails: a process stopped (not dead) holds the others this long.")
+
+
+class CountRange(click.IntRange):
+    """A whole-number setting of `train` or `pretrain` within its bound (`COUNT_BOUNDS`, which --help shows); beyond
+    it, the library's line (flag, bound, why) is the usage error, so both refuse alike (the seed's and --ddp-timeout's
+    bounds were the library's alone: exit 1, as if a run had failed)."""
+
+    def __init__(self, setting: str) -> None:
+        self.setting = setting
+        super().__init__(min=COUNT_BOUNDS[setting].least, max=COUNT_BOUNDS[setting].most)
+
+    def convert(self, value, param, ctx) -> int:
+        try:
+            return check_count(self.setting, click.INT.convert(value, param, ctx))
+        except RetrieverError as error:
+            raise click.UsageError(str(error), ctx) from None
 
 
 class TemperatureRange(FiniteRange):
@@ -91,9 +107,9 @@ def run_length_options(passes_over: str, epochs_default: int | None) -> Callable
             return function(*args, **kwargs)
         return wrapper
     return compose(
-        click.option("--epochs", type=click.IntRange(min=1), default=epochs_default, show_default=False,
+        click.option("--epochs", type=CountRange("epochs"), default=epochs_default, show_default=False,
                      help=f"Passes over {passes_over}. [default: 1; give this or --max-steps]"),
-        click.option("--max-steps", type=click.IntRange(min=1), default=None,
+        click.option("--max-steps", type=CountRange("max_steps"), default=None,
                      help="Optimizer steps to train, in place of --epochs (passing over the data as often as they "
                           "need). [default: --epochs x the steps of a pass]"),
         refuse_both,
@@ -120,17 +136,17 @@ def run_length_options(passes_over: str, epochs_default: int | None) -> Callable
 @click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), required=True,
               help="Model folder to write (checkpoints go in OUTPUT/checkpoints; rerun the same command to resume).")
 @run_length_options("the training queries (one sampled positive per query per pass)", 1)
-@renamed_option("--queries-per-step", "--batch-size", type=click.IntRange(min=1), default=32, show_default=True,
+@renamed_option("--queries-per-step", "--batch-size", type=CountRange("batch_size"), default=32, show_default=True,
                 help="Queries per optimizer step; each brings --train-group-size passages, all shared as negatives.")
-@click.option("--train-group-size", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--train-group-size", type=CountRange("train_group_size"), default=1, show_default=True,
               help="Passages per query: 1 positive + N-1 hard negatives sampled afresh each epoch from the given "
                    "ones (1 = in-batch negatives only).")
 @optimizer_options(learning_rate=2e-5)
 @temperature_option(None, "Softmax temperature τ of q·p/τ",
                     ". [default: 0.05 with --normalize, 1.0 with --no-normalize]")
-@click.option("--seed", type=int, default=42, show_default=True,
+@click.option("--seed", type=CountRange("seed"), default=42, show_default=True,
               help="Seed for sampling, shuffling and dropout.")
-@click.option("--grad-cache-chunk-size", type=click.IntRange(min=1), default=None,
+@click.option("--grad-cache-chunk-size", type=CountRange("grad_cache_chunk_size"), default=None,
               help="GradCache: encode the batch in chunks of this many texts so a large batch fits in memory "
                    "(same gradients; one extra forward pass, ~1.5x the time). [default: off]")
 @click.option("--dev-split", default=None,
@@ -139,11 +155,11 @@ def run_length_options(passes_over: str, epochs_default: int | None) -> Callable
                    "[default: no dev evaluation; the last weights are kept]")
 @click.option("--dev-dataset", type=EXISTING_DIR, default=None,
               help="BEIR folder holding --dev-split. [default: --dataset]")
-@click.option("--dev-max-docs", type=click.IntRange(min=1), default=None,
+@click.option("--dev-max-docs", type=CountRange("dev_max_docs"), default=None,
               help="Search a sample of this many dev passages (all judged ones kept) to make evaluation cheap. "
                    "[default: the whole corpus]")
 @device_options()
-@click.option("--save-steps", type=click.IntRange(min=0), default=500, show_default=True,
+@click.option("--save-steps", type=CountRange("save_steps"), default=500, show_default=True,
               help="Also checkpoint every N steps (checkpoints are always written at each epoch's end; 0 = only "
                    "then).")
 @click.option("--cross-device-negatives/--no-cross-device-negatives", default=True, show_default=True,

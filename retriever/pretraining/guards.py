@@ -12,7 +12,6 @@ from transformers import PreTrainedTokenizerBase
 from retriever.errors import RetrieverError, check_kind, given_path
 from retriever.model_loading import check_vocabulary, model_files
 from retriever.pretraining.masking import MIN_SPAN_TOKENS, CondenserExamples
-from retriever.texts import whole_number
 from retriever.training.processes import launched_processes
 from retriever.wording import agree, counted
 
@@ -28,13 +27,9 @@ def check_corpus_path(corpus: object) -> None:
 
 
 def check_pretrain_kinds(config) -> None:
-    """PretrainConfig's own settings of the wrong kind, in one line as the shared ones (``check_setting_kinds``, which
-    takes the counts of at least 1 from ``AT_LEAST_ONE``): skip_from='1' was a TypeError once the model had loaded,
-    freeze_backbone_steps=1.5 and cocondenser='yes' trained."""
+    """PretrainConfig's own settings of the wrong kind besides its counts (``check_setting_kinds`` takes those from
+    ``COUNTS``), in one line: cocondenser='yes' trained."""
     check_kind(config.cocondenser, bool, "cocondenser", "True or False")
-    for name in ("skip_from", "freeze_backbone_steps"):  # the counts that may be 0
-        if getattr(config, name) is not None:
-            whole_number(getattr(config, name), f"--{name.replace('_', '-')}", 0)
 
 
 def check_tokenizer(tokenizer: PreTrainedTokenizerBase, model, name: str, max_length: int) -> None:

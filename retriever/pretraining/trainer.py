@@ -26,7 +26,7 @@ from retriever.folders import publish_model_folder
 from retriever.model_loading import load_tokenizer
 from retriever.model_names import FETCH_ADVICE, located_model, resolve_model_path
 from retriever.pretraining.card import pretrain_card
-from retriever.pretraining.condenser import MAX_HEAD_LAYERS, CondenserForPretraining, load_condenser
+from retriever.pretraining.condenser import CondenserForPretraining, load_condenser
 from retriever.pretraining.guards import (check_corpus_path, check_examples, check_pretrain_kinds, check_tokenizer,
                                           contrastive_start_warning, drops_lone_span_passage)
 from retriever.pretraining.masking import CondenserExamples, TokenizedCorpus, WholeWordMasker, pad_batch
@@ -63,8 +63,8 @@ class PretrainConfig(stack.StackConfig):
     RUNTIME_ONLY: ClassVar[tuple[str, ...]] = (*stack.StackConfig.RUNTIME_ONLY, "keep_checkpoints")
     FINITE: ClassVar[tuple[str, ...]] = (*stack.StackConfig.FINITE, "backbone_lr_scale", "temperature",
                                          "mlm_probability")
-    AT_LEAST_ONE: ClassVar[tuple[str, ...]] = (*stack.StackConfig.AT_LEAST_ONE, "n_head_layers", "max_length",
-                                               "keep_checkpoints")
+    COUNTS: ClassVar[tuple[str, ...]] = (*stack.StackConfig.COUNTS, "n_head_layers", "max_length", "keep_checkpoints",
+                                         "skip_from", "freeze_backbone_steps")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -74,13 +74,8 @@ class PretrainConfig(stack.StackConfig):
         check_corpus_path(self.corpus)  # as super().check() begins with the output and model (check_paths_given)
         check_pretrain_kinds(self)
         super().check()
-        if self.max_length < 8:
-            raise RetrieverError("--max-length must be at least 8")
-        if self.n_head_layers is not None and self.n_head_layers > MAX_HEAD_LAYERS:  # each a backbone layer's memory
-            raise RetrieverError(f"--n-head-layers {self.n_head_layers} is more than {MAX_HEAD_LAYERS}; the Condenser "
-                                 f"head is a few fresh layers (the paper used 2): give 1 to {MAX_HEAD_LAYERS}")
-        if self.freeze_backbone_steps < 0 or self.backbone_lr_scale <= 0:
-            raise RetrieverError("--freeze-backbone-steps must not be negative and --backbone-lr-scale be positive")
+        if self.backbone_lr_scale <= 0:
+            raise RetrieverError("--backbone-lr-scale must be positive")
         if not 0 < self.mlm_probability < 1:
             raise RetrieverError("--mlm-probability must be between 0 and 1")
 

@@ -30,7 +30,6 @@ KEY_NAMES = {"inputs_sha256": "fingerprint of the data files and start model",  
 _SOURCE_PREFIX = re.compile(r"^\[[^\]]*\]\s*")  # "[.../pair.cc:553] " before gloo's message
 REFUSAL_KEY = "refusal"  # the line a process stopped with, in the launch's store
 REFUSAL_LOOKUP_SECONDS = 5  # a live store answers it at once
-MAX_DDP_TIMEOUT = 365 * 24 * 3600  # a year; beyond about 300 years gloo's timeout overflows
 _STORE: list[dist.Store] = []  # the launch's store, under this attempt's prefix, once this process joined
 _TIMED_OUT = re.compile(r"timed out|timeout", re.IGNORECASE)  # gloo's "Timed out waiting", NCCL's watchdog timeout
 _REFUSED = re.compile(r"connection refused", re.IGNORECASE)  # gloo's "timed out connecting: ... refused": none listens

@@ -9,10 +9,10 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from retriever.choices import check_count
 from retriever.errors import RetrieverError, check_kind, given_path
 from retriever.folders import exclusive_build, named_output
 from retriever.model_names import check_model_name
-from retriever.texts import whole_number
 
 
 @contextlib.contextmanager
@@ -36,16 +36,15 @@ def check_paths_given(output: object, model: object) -> None:
 
 
 def check_setting_kinds(config: object) -> None:
-    """Each path a str or Path, each count a whole number (at least 1, --save-steps 0; a seed's range is check's), each
+    """Each path a str or Path, each count (``config.COUNTS``) a whole number within its bound (`COUNT_BOUNDS`), each
     rate a real number, refused in one line: the library's TrainConfig compared a string with a number (a TypeError
     traceback), handed an int to pathlib, and trained epochs=1.5 or max_steps=True."""
     for name in config.PATHS:
         if getattr(config, name) is not None:
             check_kind(getattr(config, name), (str, os.PathLike), f"--{_flag(name)}", "a path (str or Path)")
-    for name in (*config.AT_LEAST_ONE, "seed"):
-        value = getattr(config, name)
-        if value is not None and not (name == "seed" and _is_integer(value)):  # a seed's range is numpy's: check()
-            whole_number(value, f"--{_flag(name)}", 0 if name in ("save_steps", "seed") else 1)
+    for name in config.COUNTS:
+        if getattr(config, name) is not None:
+            check_count(name, getattr(config, name))
     for name in config.FINITE:
         value = getattr(config, name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
@@ -82,7 +81,3 @@ def check_run_paths(output: str, model: str, data_files: dict[str, Path | None])
     check_output_outside_model(output, model)
     for path in data_files.values():
         check_data_file(path)
-
-
-def _is_integer(value: object) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)

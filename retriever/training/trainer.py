@@ -58,8 +58,8 @@ class TrainConfig(stack.StackConfig):
     dev_batch_size: int | None = None
     RUNTIME_ONLY: ClassVar[tuple[str, ...]] = (*stack.StackConfig.RUNTIME_ONLY, "dev_batch_size")
     PATHS: ClassVar[tuple[str, ...]] = ("output", "dataset", "train_jsonl", "corpus", "negatives", "dev_dataset")
-    AT_LEAST_ONE: ClassVar[tuple[str, ...]] = (*stack.StackConfig.AT_LEAST_ONE, "train_group_size",
-                                               "grad_cache_chunk_size", "dev_max_docs")
+    COUNTS: ClassVar[tuple[str, ...]] = (*stack.StackConfig.COUNTS, "train_group_size", "grad_cache_chunk_size",
+                                         "dev_max_docs")
     FINITE: ClassVar[tuple[str, ...]] = (*stack.StackConfig.FINITE, "temperature")
 
     def check_flag_combinations(self) -> None:

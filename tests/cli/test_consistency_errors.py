@@ -40,17 +40,31 @@ def test_a_bare_command_still_prints_its_help():
     assert "Commands:" in result.output and "demo" in result.output
 
 
+def _count_refused(tmp_path, beir, command: str, flag: str, value: str, bound: str) -> None:
+    """``command`` with ``flag value`` is a one-line usage error naming the bound, nothing written, --help says it."""
+    data = ["--dataset", str(beir)] if command == "train" else [str(beir)]
+    line = _one_line_usage_error([command, *data, "-o", str(tmp_path / "out"), flag, value])
+    assert f"{flag} must be a whole number {bound}" in line and f"not {value}" in line, line
+    assert not (tmp_path / "out").exists()
+    help_text = " ".join(CliRunner().invoke(main, [command, "--help"], terminal_width=200).output.split())
+    assert {"--seed": "0<=x<=4294967295", "--ddp-timeout": "1<=x<=31536000", "--save-steps": "x>=0"}[flag] in help_text
+
+
 @pytest.mark.parametrize("command", ["train", "pretrain"])
 @pytest.mark.parametrize("seed", ["-1", str(2**32)])
-def test_a_seed_numpy_cannot_take_is_one_line_before_loading(tmp_path, tiny_beir, tiny_model_dir, command, seed):
-    """It was a `ValueError: Seed must be between 0 and 2**32 - 1` traceback once the model had loaded; the
-    library's config refuses it, so library callers get the same line."""
-    data = ["--dataset", str(tiny_beir)] if command == "train" else [str(tiny_beir)]
-    result = CliRunner().invoke(main, [command, *data, "--model", str(tiny_model_dir), "-o", str(tmp_path / "out"),
-                                       "--max-steps", "1", "--device", "cpu", "--seed", seed])
-    assert result.exit_code == 1 and result.stderr.splitlines() == [
-        f"error: --seed {seed} is outside 0..2**32-1, the seeds numpy takes"], result.stderr
-    assert not (tmp_path / "out").exists()
+def test_a_seed_numpy_cannot_take_is_one_line_before_loading(tmp_path, tiny_beir, command, seed):
+    """It was a `ValueError: Seed must be between 0 and 2**32 - 1` traceback once the model had loaded, then an
+    error of exit 1, as if a run had failed, with the bound in no --help; now a usage error (exit 2)."""
+    _count_refused(tmp_path, tiny_beir, command, "--seed", seed, "from 0 to 4294967295 (the seeds numpy takes)")
+
+
+@pytest.mark.parametrize("command", ["train", "pretrain"])
+@pytest.mark.parametrize("flag, value, bound", [("--ddp-timeout", str(10**13), "from 1 to 31536000 (a year"),
+                                                ("--save-steps", "-1", "of at least 0 (0: ")])
+def test_a_count_outside_its_bound_is_a_usage_error_naming_the_bound(tmp_path, tiny_beir, command, flag, value, bound):
+    """--ddp-timeout past a year was an error of exit 1 (its bound was the library's alone, in no --help); each
+    count's bound is now one table (`choices.COUNT_BOUNDS`) that the CLI's ranges and the library's check read."""
+    _count_refused(tmp_path, tiny_beir, command, flag, value, bound)
 
 
 @pytest.mark.parametrize("args, command", [(["build", "--index-type"], "build"), (["search", "-k"], "search")])

@@ -11,12 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from retriever.choices import COUNT_BOUNDS
 from retriever.errors import RetrieverError
 from retriever.pretraining import PretrainConfig, pretrain
 from retriever.pretraining import trainer as pretraining_trainer
 from retriever.training import run_record, stack
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+HEAD = COUNT_BOUNDS["n_head_layers"].why
 
 
 def quiet(message: str) -> None:
@@ -181,11 +184,12 @@ def test_an_empty_start_model_is_refused_not_read_as_the_current_folder(tiny_bei
 
 
 @pytest.mark.parametrize("name, value, said", [
-    ("n_head_layers", "2", "--n-head-layers must be a whole number of at least 1, not '2'"),
-    ("n_head_layers", 0, "--n-head-layers must be a whole number of at least 1, not 0"),
-    ("max_length", "16", "--max-length must be a whole number of at least 1, not '16'"),
+    ("n_head_layers", "2", f"--n-head-layers must be a whole number from 1 to 12 ({HEAD}), not '2'"),
+    ("n_head_layers", 0, f"--n-head-layers must be a whole number from 1 to 12 ({HEAD}), not 0"),
+    ("max_length", "16", "--max-length must be a whole number of at least 8, not '16'"),  # it said at least 1
+    ("max_length", 7, "--max-length must be a whole number of at least 8, not 7"),
     ("keep_checkpoints", 0, "--keep-checkpoints must be a whole number of at least 1, not 0"),
-    ("skip_from", "1", "--skip-from must be a whole number of at least 0, not '1'"),
+    ("skip_from", "1", "--skip-from must be a whole number of at least 0 (0: the embeddings), not '1'"),
     ("freeze_backbone_steps", 1.5, "--freeze-backbone-steps must be a whole number of at least 0, not 1.5"),
     ("cocondenser", "yes", "cocondenser must be True or False, not str 'yes'")])
 def test_pretrain_settings_of_the_wrong_kind_are_refused_before_loading(tiny_beir, tmp_path, monkeypatch, name,

@@ -244,7 +244,9 @@ def test_a_ddp_timeout_past_a_year_is_refused_before_anything_runs(small_bert, t
     from retriever.training import TrainConfig
 
     settings = dict(output=str(tmp_path / "m"), dataset=str(tmp_path), model=str(small_bert), device="cpu")
-    with pytest.raises(RetrieverError, match=r"^--ddp-timeout 10000000000000 is more than a year; give at most "
-                                             r"31536000$"):
+    with pytest.raises(RetrieverError, match=r"^--ddp-timeout must be a whole number from 1 to 31536000 \(a year, "
+                                             r"in seconds\), not 10000000000000$"):
         TrainConfig(**settings, ddp_timeout=10**13).check()
+    with pytest.raises(RetrieverError, match=r"^--ddp-timeout must be a whole number from 1 to 31536000 .*, not 0$"):
+        TrainConfig(**settings, ddp_timeout=0).check()  # 0 once passed as unset
     assert not (tmp_path / "m").exists()
