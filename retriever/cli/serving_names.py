@@ -32,6 +32,7 @@ def _name_character(char: str) -> bool:
 
 def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict[str, Path]:
     """NAME=PATH pairs (and the positional INDEX) in the order given; the first is the default."""
+    from retriever.serving.schemas import NAME_RULE
     from retriever.serving.served import valid_index_name
 
     indexes: dict[str, Path] = {}
@@ -43,8 +44,7 @@ def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict
         if not sep or not path:
             raise click.BadParameter(f"{pair!r} is not NAME=PATH", param_hint="--index")
         if not valid_index_name(name):
-            raise click.BadParameter(f"invalid name {name!r}: use 1-64 letters, digits, '_' or '-'",
-                                     param_hint="--index")
+            raise click.BadParameter(f"invalid name {name!r}: use {NAME_RULE}", param_hint="--index")
         if name in indexes:
             taken = (f": INDEX {positional.name} is served as {name!r}, its folder's name made URL-safe; give it "
                      f"another name with --index NAME=PATH" if positional is not None and name == next(iter(indexes))

@@ -53,7 +53,7 @@ from retriever.serving.page import page_html
 from retriever.serving.served import BatchSettings, ServedIndexes, summary, valid_index_name
 from retriever.serving.routing import HeadAsGet, allowed_methods, path_without_slash
 from retriever.serving.stopping import quiet_cancelled_requests
-from retriever.serving.schemas import (ERRORS, K_PARAM, MODE_PARAM, NAME_PARAM, POST_BODY, Q_PARAM,
+from retriever.serving.schemas import (ERRORS, K_PARAM, MODE_PARAM, NAME_PARAM, NAME_RULE, POST_BODY, Q_PARAM,
                                        BatchSearchResponse, Mode, SearchResponse)
 from retriever.unknown_words import no_hits_reason
 
@@ -94,7 +94,7 @@ def create_app(searchers: dict[str, Searcher], limits: Limits | None = None,
         raise RetrieverError("nothing to serve: give at least one index")
     bad = [name for name in searchers if not valid_index_name(name)]
     if bad:
-        raise RetrieverError(f"invalid index name {bad[0]!r}: use 1-64 letters, digits, '_' or '-'")
+        raise RetrieverError(f"invalid index name {bad[0]!r}: use {NAME_RULE}")
     default = default or next(iter(searchers))
     if default not in searchers:
         raise RetrieverError(f"the default index {default!r} is not among the served indexes")

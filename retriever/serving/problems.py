@@ -2,7 +2,7 @@
 names a client sent cut short in them (``clipped``)."""
 from __future__ import annotations
 
-from retriever.serving.schemas import MAX_K
+from retriever.serving.schemas import MAX_K, NAME_RULE
 
 MAX_PROBLEMS = 5  # a body's problems named in one error; 250 KB of [1, 1, ...] was a 5.6 MB message naming each
 
@@ -13,6 +13,9 @@ def validation_message(errors: list[dict]) -> str:
     for error in errors[:MAX_PROBLEMS]:
         where = clipped(".".join(str(p) for p in error.get("loc", ()) if p not in ("query", "path", "body")))
         said = _long_k(str(error.get("input"))) if error.get("type") == "int_parsing_size" and where == "k" else None
+        if error.get("type") == "string_pattern_mismatch" and where == "name":  # the pattern is in no client's terms
+            said = f"{clipped(str(error.get('input')))!r} is no index name: names are {NAME_RULE} (GET /indexes lists " \
+                   "them)"
         said = said or error.get("msg", "invalid")
         parts.append(f"{where}: {said}" if where else str(said))
     if len(errors) > MAX_PROBLEMS:

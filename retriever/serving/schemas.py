@@ -15,6 +15,7 @@ from retriever.searching import DEFAULT_K  # `--max-hits` is at least this, so a
 # Letters, marks and digits of any script, `_` and `-`: a name stays one path segment, percent-encoded in a URL when it
 # is not ASCII. In the syntax pydantic's (Rust) regex engine reads, which checks it (``served.valid_index_name``).
 NAME_PATTERN = r"^[\p{L}\p{M}\p{N}_-]{1,64}$"
+NAME_RULE = "1-64 letters or digits (of any script), '_' or '-'"  # NAME_PATTERN, as errors word it
 MAX_K = 1000
 Mode = Literal["dense", "bm25", "hybrid"]
 
