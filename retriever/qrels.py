@@ -15,8 +15,8 @@ from pathlib import Path
 
 from retriever.errors import InputFileError, RetrieverError, given_path
 from retriever.files import carriage_return_error, check_is_file, decoded_lines
-from retriever.json_shapes import json_kind
-from retriever.run_json import json_id, json_mapping
+from retriever.json_shapes import json_array_error, json_kind
+from retriever.run_json import FLAT_KEYS, json_id, json_line, json_mappings
 from retriever.texts import columns, id_problem
 
 Qrels = dict[str, dict[str, int]]
@@ -98,10 +98,11 @@ def by_query(value: object, what: str) -> Mapping:
     return value
 
 
-def _grade(value: object, doc: object, qid: object, path: Path | None = None) -> int:
+def _grade(value: object, doc: object, qid: object, path: Path | None = None, lineno: int | None = None) -> int:
     """A grade as trec_eval keeps it, a C int: an integer, numpy's too, or an integral float (1.0, from pandas or a
     JSON file). Text was a TypeError traceback, and 0.5 gave gain to a document counted non-relevant. ``path``: the
-    JSON qrels file it is read from, whose values the message shows as JSON writes them; else library qrels."""
+    JSON qrels file it is read from (at ``lineno``), whose values the message shows as JSON writes them; else library
+    qrels."""
     integral = not isinstance(value, bool) and (isinstance(value, numbers.Integral) or (
         isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer()))
     if integral and GRADE_RANGE[0] <= int(value) <= GRADE_RANGE[1]:  # 10**400 was an OverflowError in the nDCG gain
@@ -115,7 +116,7 @@ def _grade(value: object, doc: object, qid: object, path: Path | None = None) ->
         problem, hint = (f"{what}, not an integer", "write grades as integers such as 0, 1, 2, as trec_eval reads them "
                          "(0 judged non-relevant, 1 or more relevant)")
     if path is not None:
-        raise InputFileError(path, None, problem, hint)
+        raise InputFileError(path, lineno, problem, hint)
     raise RetrieverError(f"{problem}; {hint}")
 
 
@@ -144,7 +145,7 @@ def read_qrels(path: str | Path) -> Qrels:
     whitespace, so the split is unambiguous). A first line whose last column is a grade's name (``score``,
     ``rel``, ...) is the header; any other non-numeric grade is an error. Grades stay ints; negative grades are
     kept (trec_eval treats them as unjudged). An identical repeated judgment is tolerated, a conflicting one is
-    an error.
+    an error. A file whose first non-blank character is ``{`` is JSON qrels (``_json_qrels``).
     """
     path = file_path(path)
     check_is_file(path)
@@ -152,6 +153,8 @@ def read_qrels(path: str | Path) -> Qrels:
     first = next(lines, None)
     if first is not None and first[1].lstrip().startswith("{"):
         return _json_qrels(path, itertools.chain([first], lines))
+    if first is not None and first[1].lstrip().startswith("["):  # read as columns: "expected 3 or 4, found 6"
+        raise json_array_error(path, one_line=first[1].strip() != "[")
     qrels: Qrels = {}
     for position, (lineno, text) in enumerate(itertools.chain([first] if first else [], lines)):
         cols = _columns(path, lineno, text.strip())
@@ -197,19 +200,60 @@ _JSON_HINT = 'JSON qrels map each query id to an object of document id to grade,
 
 
 def _json_qrels(path: Path, lines: Iterable[tuple[int, str]]) -> Qrels:
-    """Qrels kept as pytrec_eval and ranx take them, one JSON object ``{query id: {doc id: grade}}`` (json.dump'd),
-    ids checked as in qrels lines and grades as in library qrels (``_grade``: ``1.0`` is 1, within a C int)."""
+    """Qrels kept as pytrec_eval and ranx take them, JSON objects ``{query id: {doc id: grade}}`` (json.dump'd, or
+    one a line: ``run_json.json_mappings``), or one judgment a line as ir_datasets names its fields
+    (``{"query_id", "doc_id", "relevance"}``); ids checked as in qrels lines and grades as in library qrels
+    (``_grade``: ``1.0`` is 1, within a C int)."""
+    lines = iter(lines)
+    first = next(lines)
+    keys = _flat_keys(first[1])
+    lines = itertools.chain([first], lines)
+    qrels = _mapped_qrels(path, lines) if keys is None else _flat_qrels(path, lines, keys)
+    if not qrels:
+        raise InputFileError(path, None, "qrels file is empty", LAYOUT_HINT)
+    return qrels
+
+
+def _mapped_qrels(path: Path, lines: Iterable[tuple[int, str]]) -> Qrels:
+    """Qrels of JSON objects ``{query id: {doc id: grade}}``."""
     qrels: Qrels = {}
-    for qid, docs in json_mapping(path, lines, _JSON_HINT).items():
-        qid = json_id(qid, path, None, "query id")
+    for lineno, qid, docs in json_mappings(path, lines, _JSON_HINT, "judgments"):
         if not isinstance(docs, dict):
-            raise InputFileError(path, None, f"the judgments of query {qid!r} are {json_kind(docs)}, not an object "
+            raise InputFileError(path, lineno, f"the judgments of query {qid!r} are {json_kind(docs)}, not an object "
                                  "of document id to grade", _JSON_HINT)
         qrels[qid] = {}
         for doc, grade in docs.items():
-            qrels[qid][json_id(doc, path, None, "document id")] = _grade(grade, doc, qid, path)
-    if not qrels:
-        raise InputFileError(path, None, "qrels file is empty", LAYOUT_HINT)
+            qrels[qid][json_id(doc, path, lineno, "document id")] = _grade(grade, doc, qid, path, lineno)
+    return qrels
+
+
+def _flat_keys(first_line: str) -> tuple[str, str] | None:
+    """The (query, document) keys of qrels of one ``{"query_id", "doc_id", "relevance"}`` (or qid/docid) judgment per
+    line, judged from the first line; None for a mapping. Read as one, the field names were taken for query ids."""
+    try:
+        record = json.loads(first_line)
+    except (json.JSONDecodeError, RecursionError, ValueError):  # the mapping reader names the line's fault
+        return None
+    if not isinstance(record, dict) or "relevance" not in record:
+        return None
+    return next((keys for keys in FLAT_KEYS if set(keys) <= set(record)), None)
+
+
+def _flat_qrels(path: Path, lines: Iterable[tuple[int, str]], keys: tuple[str, str]) -> Qrels:
+    """Qrels of one JSON judgment per line under ``keys`` and ``relevance``; other keys (an iteration) are ignored,
+    as the iteration column of TREC qrels is. A repeated judgment is taken as the TSV reader takes it."""
+    q, d = keys
+    hint = f'each line of flat JSON qrels is one judgment, {{"{q}": ..., "{d}": ..., "relevance": ...}}'
+    qrels: Qrels = {}
+    for lineno, text in lines:
+        record = json_line(path, lineno, text, hint)
+        if not isinstance(record, dict) or not {q, d, "relevance"} <= set(record):
+            raise InputFileError(path, lineno, f"a flat qrels line needs {q!r}, {d!r} and 'relevance'", hint)
+        qid, doc = json_id(record[q], path, lineno, q), json_id(record[d], path, lineno, d)
+        grade, docs = _grade(record["relevance"], doc, qid, path, lineno), qrels.setdefault(qid, {})
+        if docs.setdefault(doc, grade) != grade:
+            raise InputFileError(path, lineno, f"document {doc!r} for query {qid!r} judged {grade} here but "
+                                 f"{docs[doc]} on an earlier line", "keep one judgment per (query, document)")
     return qrels
 
 

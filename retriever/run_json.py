@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from retriever.errors import InputFileError
@@ -52,7 +52,7 @@ def _jsonl_score(value: object, path: Path, lineno: int | None, what: str, shape
     return score
 
 
-def _json_line(path: Path, lineno: int, text: str, shape_hint: str) -> object:
+def json_line(path: Path, lineno: int, text: str, shape_hint: str) -> object:
     """A run line's JSON; a key given twice in any object (``"id"`` or ``"score"`` of a hit, ``"qid"``) is refused,
     since ``json.loads`` keeps the last value silently and the hit would be scored as another document."""
     try:
@@ -71,7 +71,7 @@ def jsonl_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> dict[str, d
     first_line: dict[str, int] = {}
     shape_hint = 'each line must be {"qid": ..., "hits": [{"id": ..., "score": ...}, ...]}'
     for lineno, text in lines:
-        record = _json_line(path, lineno, text, shape_hint)
+        record = json_line(path, lineno, text, shape_hint)
         if isinstance(record, list):
             raise InputFileError(path, lineno, "a JSON array, not an object", "a JSONL run holds one object per "
                                  'line, {"qid": ..., "hits": [{"id": ..., "score": ...}, ...]}; write each query so')
@@ -121,36 +121,42 @@ def json_mapping(path: Path, lines: Iterable[tuple[int, str]], hint: str) -> dic
         raise InputFileError(path, None, str(error), "give each key once") from None
     except json.JSONDecodeError as error:
         raise InputFileError(path, error.lineno, f"invalid JSON ({error.msg})", hint) from None
-    except (RecursionError, ValueError) as error:  # a traceback otherwise, as in ``_json_line``
+    except (RecursionError, ValueError) as error:  # a traceback otherwise, as in ``json_line``
         raise InputFileError(path, None, json_limit_problem(error), _LIMIT_HINT) from None
     if not isinstance(value, dict):
         raise InputFileError(path, None, "not a JSON object", hint)
     return value
 
 
-def mapping_run(path: Path, lines: Iterable[tuple[int, str]]) -> dict[str, dict[str, float]]:
-    """A run read from one JSON object of ``{query id: {document id: score}}``, each id and score checked as the
-    JSONL reader checks them. An object on its first line alone is whole, so each line is one (a dict per query,
-    dumped line by line, was "invalid JSON (Extra data)"); a query on two of them is refused."""
+def json_mappings(path: Path, lines: Iterable[tuple[int, str]], hint: str,
+                  what: str = "hits") -> Iterator[tuple[int | None, str, object]]:
+    """(line, query id, its value) of a file of JSON objects keyed by query id, a run's or qrels': one object, whole
+    when its first line is ``{`` alone (so each line is one otherwise: a dict per query, dumped line by line, was
+    "invalid JSON (Extra data)"). A query in two of them is refused (``what``: what it maps to, for the message)."""
     lines = iter(lines)
     first = next(lines)
     if first[1].strip() == "{":
-        mappings = [(None, json_mapping(path, itertools.chain([first], lines), _MAPPING_HINT))]
+        mappings = [(None, json_mapping(path, itertools.chain([first], lines), hint))]
     else:
-        mappings = ((lineno, _json_line(path, lineno, text, _MAPPING_HINT)) for lineno, text in
-                    itertools.chain([first], lines))
-    run: dict[str, dict[str, float]] = {}
+        mappings = ((lineno, json_line(path, lineno, text, hint)) for lineno, text in itertools.chain([first], lines))
     first_line: dict[str, int | None] = {}
     for lineno, mapping in mappings:
         if not isinstance(mapping, dict):
-            raise InputFileError(path, lineno, f"{json_kind(mapping)}, not an object", _MAPPING_HINT)
-        for qid, hits in mapping.items():
+            raise InputFileError(path, lineno, f"{json_kind(mapping)}, not an object", hint)
+        for qid, value in mapping.items():
             qid = json_id(qid, path, lineno, "query id")
             if qid in first_line:
                 raise InputFileError(path, lineno, f"query {qid!r} already appeared on line {first_line[qid]}",
-                                     "put all hits of a query in one object")
+                                     f"put all {what} of a query in one object")
             first_line[qid] = lineno
-            run[qid] = _mapping_hits(path, lineno, qid, hits)
+            yield lineno, qid, value
+
+
+def mapping_run(path: Path, lines: Iterable[tuple[int, str]]) -> dict[str, dict[str, float]]:
+    """A run read from JSON objects of ``{query id: {document id: score}}`` (``json_mappings``), each id and score
+    checked as the JSONL reader checks them."""
+    run = {qid: _mapping_hits(path, lineno, qid, hits)
+           for lineno, qid, hits in json_mappings(path, lines, _MAPPING_HINT)}
     if not run:
         raise InputFileError(path, None, "run file is empty", "check that retrieval produced output")
     return run
@@ -188,7 +194,7 @@ def flat_run_lines(path: Path, lines: Iterable[tuple[int, str]], keys: tuple[str
     hint = f'each line of a flat run is one hit, {{"{q}": ..., "{d}": ..., "score": ...}}'
     run: dict[str, dict[str, float]] = {}
     for lineno, text in lines:
-        record = _json_line(path, lineno, text, hint)
+        record = json_line(path, lineno, text, hint)
         if not isinstance(record, dict) or not {q, d, "score"} <= set(record):
             raise InputFileError(path, lineno, f"a flat run line needs {q!r}, {d!r} and 'score'", hint)
         qid, docid = json_id(record[q], path, lineno, q), json_id(record[d], path, lineno, d)

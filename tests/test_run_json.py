@@ -87,8 +87,8 @@ BIG, DEEP = "9" * 5000, "[" * 100_000 + "]" * 100_000
      "a number of 5000 digits"),
     ("r.json", '{"q1": {"d1": %s}}\n' % BIG, ":1", "a number of 5000 digits"),
     ("r.json", '{\n  "q1": {"d1": %s}\n}\n' % BIG, "", "a number of 5000 digits"),
-    ("q.json", '{"q1": {"d1": %s}}\n' % BIG, "", "a number of 5000 digits"),
-    ("q.json", '{"q1": %s}\n' % DEEP, "", "the file nests arrays or objects")])
+    ("q.json", '{"q1": {"d1": %s}}\n' % BIG, ":1", "a number of 5000 digits"),
+    ("q.json", '{\n  "q1": %s\n}\n' % DEEP, "", "the file nests arrays or objects")])
 def test_a_run_or_json_qrels_past_pythons_json_reader_is_a_file_line_error(tmp_path, name, content, where, problem):
     """A score or grade of over 4,300 digits was a ValueError traceback telling the user to call
     sys.set_int_max_str_digits, and arrays nested thousands deep a RecursionError one, in every JSON run shape and
