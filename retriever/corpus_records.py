@@ -35,10 +35,19 @@ class Fields:
             if self.id == other:  # the id would be encoded as the passage's words, or its title, silently
                 raise RetrieverError(f"--id-field and {flag} both name {other!r}; a record's id and its "
                                      f"{flag[2:-6]} are read from different keys: name each one's own")
+        if self.text == self.title and self.title_named:  # each passage would be its text twice
+            raise RetrieverError(f"--text-field and --title-field both name {self.text!r}; a record's text and its "
+                                 "title are read from different keys: name each one's own, or leave --title-field out")
 
     @property
     def title_named(self) -> bool:
         return self.title != DEFAULT_TITLE
+
+    @property
+    def reads_title(self) -> bool:
+        """Whether a title is read: not when --text-field names the default title key (a collection of titles
+        alone), which made every passage its text twice, "Paris Paris", and every query a titled one."""
+        return self.title != self.text
 
 
 DEFAULT_TITLE = Fields.title
@@ -215,7 +224,7 @@ def jsonl_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str, s
                                     f"pass --{name}-field if the {name} lives under another key")
         doc_id = as_id(record[fields.id], path, number, fields.id)
         text = as_text(record.get(fields.text), path, number, fields.text)
-        title = as_text(record.get(fields.title), path, number, fields.title)
+        title = as_text(record.get(fields.title), path, number, fields.title) if fields.reads_title else ""
         titled = titled or fields.title in record
         yield number, doc_id, text, title, record
     if not titled and number:
@@ -246,7 +255,7 @@ def parquet_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str,
         data = batch.to_pydict()
         ids = data[fields.id]
         texts = data.get(fields.text, [None] * len(ids))
-        titles = data.get(fields.title, [None] * len(ids))
+        titles = data.get(fields.title, [None] * len(ids)) if fields.reads_title else [None] * len(ids)
         for doc_id, text, title in zip(ids, texts, titles):
             row += 1
             yield (row, as_id(doc_id, path, row, fields.id, "parquet"),

@@ -162,3 +162,24 @@ def test_a_tsv_file_read_as_jsonl_says_how_to_read_it_as_tsv(tmp_path, name, fmt
                                  "pass --format tsv or name the file .tsv")
     with pytest.raises(InputFileError, match=r"malformed JSON .*each line must be one JSON object"):
         read_negatives_file(path)
+
+
+def test_a_text_field_naming_the_title_key_reads_no_title_beside_it(tmp_path):
+    """--text-field title on a collection of titles alone read the key as text and again as title: each passage was
+    encoded as 'Paris Paris', and each query refused as titled (probe round 18). Both flags naming one key are
+    refused, as --id-field naming another field's is."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from retriever.corpus import read_queries
+    from retriever.corpus_records import Fields
+    from retriever.errors import RetrieverError
+
+    jsonl, parquet = tmp_path / "c.jsonl", tmp_path / "c.parquet"
+    jsonl.write_text('{"_id": "a", "title": "Paris"}\n')
+    pq.write_table(pa.table({"_id": ["a"], "title": ["Paris"]}), parquet)
+    for path in (jsonl, parquet):
+        assert [(d.text, d.title) for d in iter_documents(path, fields=Fields(text="title"))] == [("Paris", "")]
+        assert [q.text for q in read_queries(path, fields=Fields(text="title"))] == ["Paris"]
+    with pytest.raises(RetrieverError, match="--text-field and --title-field both name 'name'"):
+        Fields(text="name", title="name")
