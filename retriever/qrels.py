@@ -32,6 +32,7 @@ GRADE_RANGE = (-2**31, 2**31 - 1)  # trec_eval keeps a grade in a C int
 
 # The grade column's name in a header; a first line is a header only if it says so.
 _HEADER_SCORE_NAMES = {"score", "relevance", "rel", "label", "grade", "judgment", "judgement"}
+SWAPPED_HINT = "if the run and qrels files are swapped (--run, --qrels), give each the other"
 LAYOUT_HINT = ("qrels lines are 'query-id corpus-id grade' (BEIR) or 'qid iter docid grade' (TREC), "
                "columns separated by tabs or spaces")
 
@@ -45,6 +46,9 @@ def _columns(path: Path, lineno: int, text: str) -> list[str]:
     if len(cols) not in (3, 4):
         if "\r" in text:
             raise carriage_return_error(path, lineno)
+        if len(cols) == 6 and cols[1] == "Q0":  # the one thing 'Q0' stands for
+            raise InputFileError(path, lineno, "expected 3 or 4 columns, found 6: the line is a TREC run line ('qid "
+                                 "Q0 docid rank score tag'), not a judgment", SWAPPED_HINT)
         raise InputFileError(path, lineno, f"expected 3 or 4 columns, found {len(cols)}", LAYOUT_HINT)
     return cols
 

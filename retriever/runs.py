@@ -20,7 +20,8 @@ import numpy as np
 from retriever.errors import InputFileError, RetrieverError
 from retriever.files import atomic_write_lines, carriage_return_error, check_is_file, decoded_lines
 from retriever.hits import Hit
-from retriever.qrels import DECIMAL_NUMBER, Qrels, by_query, file_path, first_line_where, read_qrels
+from retriever.qrels import (DECIMAL_NUMBER, SWAPPED_HINT, Qrels, by_query, file_path, first_line_where,
+                             read_qrels)
 from retriever.run_json import float_or_infinity, read_json_run
 from retriever.texts import CONTROL_CHARACTER, columns, first_id_problem, id_problem
 
@@ -258,6 +259,8 @@ def _columns_error(path: Path, lineno: int, cols: list[str]) -> InputFileError:
         return InputFileError(path, lineno, f"{found}: 'qid docid rank' is an MS MARCO run, which holds no score",
                               "convert it to TREC with the rank as the score's order (awk '{print $1, \"Q0\", $2, $3, "
                               f"-$3, \"msmarco\"}}' {shlex.quote(str(path))} > {out}) and evaluate that")
+    if (len(cols) == 4 and cols[3].lstrip("-").isdigit()) or "corpus-id" in cols:  # a qrels line, or BEIR's header
+        return InputFileError(path, lineno, f"{found}: the line reads as qrels, not a run", SWAPPED_HINT)
     return InputFileError(path, lineno, found, "TREC run lines are 'qid Q0 docid rank score tag'")
 
 
