@@ -50,6 +50,7 @@ class _Request:
     mode: str = "dense"
     cut_at: list = field(default_factory=list)  # per query: the tokens it was cut to, or None
     listed: bool = False  # a POST body's list: refusals name a query "queries.N" (``unknown_words.refusal``)
+    warm_up: bool = False  # the warm-up's own: searched however the model reads it, never refused as a client's
     enqueued: float = field(default_factory=time.perf_counter)
 
 
@@ -98,6 +99,10 @@ class MicroBatcher:
         cut_at[:] = [None] * len(queries)
         request = _Request(list(queries), k, Future(), self.searcher.check_mode(mode or self.searcher.mode), cut_at,
                            listed=listed)
+        return self._enqueue(request)
+
+    def _enqueue(self, request: _Request) -> Future:
+        queries = request.queries
         with self._lock:
             if self._waiting and self._waiting + len(queries) > self.max_pending_queries:
                 raise Overloaded(f"too many queries are waiting ({self._waiting:,}, at most "
@@ -118,18 +123,22 @@ class MicroBatcher:
         """Run a few batch shapes once so the first real requests don't pay for kernel set-up.
 
         The query is fixed, so a failure here is the index's (damaged files, say): it is raised as one
-        ``RetrieverError`` naming the index, which ``retriever serve`` prints as its one-line error.
+        ``RetrieverError`` naming the index, which ``retriever serve`` prints as its one-line error. It is searched
+        even where the model knows none of its words (a vocabulary of another script), which a client's is not.
         """
         try:
             for size in WARM_UP_SIZES:
                 if size > self.max_batch and size > 1:
                     break
-                self.submit(["warm up query"] * size, 1).result()
+                self._warm_up_search(size, self.searcher.mode)
             if self.searcher.lexical is not None:
-                self.submit(["warm up query"], 1, "hybrid").result()
+                self._warm_up_search(1, "hybrid")
         except Exception as error:  # noqa: BLE001 - reported as the index's fault, the original kept as the cause
             raise warm_up_failure(self.name, error) from error
         self.stats = BatchStats()
+
+    def _warm_up_search(self, size: int, mode: str) -> None:
+        self._enqueue(_Request(["warm up query"] * size, 1, Future(), mode, warm_up=True)).result()
 
     def close(self) -> None:
         """Finish the batches already queued (a forced stop has cancelled them, so they are skipped), then stop the
@@ -238,7 +247,7 @@ class MicroBatcher:
         for i in encoded:
             start, row = row, row + len(batch[i].queries)
             rows[i], batch[i].cut_at[:] = np.arange(start, row), cut_at[start:row] or batch[i].cut_at
-            if batch[i].mode == "dense":
+            if batch[i].mode == "dense" and not batch[i].warm_up:
                 results[i] = self._refusal(unknown[rows[i]], batch[i])
         keys = [self._group(request) if not isinstance(results[i], RetrieverError) else None
                 for i, request in enumerate(batch)]
@@ -248,7 +257,8 @@ class MicroBatcher:
             scores, labels = self.searcher.rank([t for i in group for t in batch[i].queries],
                                                 max(batch[i].k for i in group), mode,
                                                 None if picked is None else vectors[picked],
-                                                unknown=None if picked is None else unknown[picked])
+                                                unknown=None if picked is None else unknown[picked],
+                                                keep_unknown=True)  # refused per request above, the warm-up kept
             row = 0
             for i in group:
                 k = batch[i].k

@@ -58,7 +58,7 @@ class FakeSearcher:
     def check_mode(self, mode):
         return Searcher.check_mode(self, mode)
 
-    def rank(self, texts, k, mode, vectors, unknown=None):
+    def rank(self, texts, k, mode, vectors, unknown=None, keep_unknown=False):
         return self.search_vectors(vectors, k)
 
     def refuse_unknown(self, unknown, texts, cut_at=None, listed=False):
@@ -449,4 +449,27 @@ def test_waiting_queries_are_bounded_by_count_not_only_their_requests(fake):
         assert len(batcher.submit(["e"] * 9, 1).result(5)) == 9  # nothing waits: a larger request alone goes in
     finally:
         fake.encoder.hold.set()
+        batcher.close()
+
+
+def test_the_warm_up_runs_on_a_model_whose_vocabulary_lacks_its_words(tiny_index):
+    """A model of another script reads "warm up query" as [UNK] alone: the warm-up's dense search was refused as a
+    client's would be, and serve would not start ("index 'zh' failed its warm-up search: the query holds no word the
+    model knows … rephrase it"). Clients' queries of no known word are still refused."""
+    searcher = Searcher(tiny_index, device="cpu", dtype="fp32")
+    encode = searcher.encoder.encode_queries
+
+    def knowing_no_latin_word(texts, *args, unknown=None, **kwargs):
+        vectors = encode(texts, *args, unknown=unknown, **kwargs)
+        if unknown is not None:
+            unknown[:] = [True] * len(texts)
+        return vectors
+
+    searcher.encoder.encode_queries = knowing_no_latin_word
+    batcher = MicroBatcher(searcher, max_batch=4, max_wait_ms=0)
+    try:
+        batcher.warm_up()
+        with pytest.raises(RetrieverError, match="holds no word the model knows"):
+            batcher.submit(["honey bee"], 2).result(10)
+    finally:
         batcher.close()
