@@ -143,7 +143,7 @@ def score_matrix(model: bm25s.BM25, flat: FlatTokens, n_vocab: int) -> dict:
     idf = _per_term(lambda df: idf_of(df, N=n_docs), doc_freq, model.dtype)
     model.nonoccurrence_array = None
     if model.method in model.methods_requiring_nonoccurrence:
-        absent = _tfc(model, 0, avg_len, avg_len)
+        absent = _absent_tfc(model, avg_len)
         model.nonoccurrence_array = _per_term(lambda df: idf_of(df, N=n_docs) * absent, doc_freq, model.dtype)
     scores = np.empty(len(tf), dtype=model.dtype)
     for first in range(0, len(tf), SCORE_CHUNK):  # float64 temporaries for a chunk only
@@ -170,6 +170,15 @@ def _tfc(model, tf, doc_length, avg_length):
 
     return _select_tfc_scorer(model.method)(tf_array=tf, l_d=doc_length, l_avg=avg_length, k1=model.k1, b=model.b,
                                             delta=model.delta)
+
+
+def _absent_tfc(model, avg_length: float) -> float:
+    """The term-frequency component bm25l and bm25+ give a term a passage lacks: bm25s's at tf 0, but BM25+'s is
+    its delta alone, as it is for every k1 above 0: at k1 0 bm25s's (k1 + 1) tf / (tf + k1 ...) is 0 / 0, NaN, and
+    made every score NaN (no query found anything)."""
+    if model.method == "bm25+":
+        return float(model.delta)
+    return _tfc(model, 0, avg_length, avg_length)
 
 
 def build_bm25s(flat: FlatTokens, target: Path, k1: float, b: float, method: str) -> tuple[int, int]:

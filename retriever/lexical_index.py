@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from retriever.errors import RetrieverError
+from retriever.errors import IndexDamaged, RetrieverError
 from retriever.id_order import sorted_position
 from retriever.lexical import LEXICAL_DIR, LexicalParams, _sorted_vocabulary, _tokenizer
 from retriever.lexical_build import SORTED_VOCAB_FILE
@@ -59,6 +59,7 @@ class LexicalIndex:
             self._mapped_term_id = functools.lru_cache(maxsize=TERM_ID_CACHE_SIZE)(self._look_up_term_id)
         else:  # a folder built before the sorted vocabulary: bm25s's JSON, loaded whole
             self._terms = None
+        _check_scores_are_numbers(index_dir, record, self.model.scores["data"])
         self.count = int(self.model.scores["num_docs"])
         # plain views of the memory maps, made once: slicing an np.memmap makes a memmap object per posting list
         self._postings = tuple(np.asarray(self.model.scores[name]) for name in ("data", "indices", "indptr"))
@@ -120,3 +121,15 @@ class LexicalIndex:
             scores[i, :len(top)] = all_scores[top]
             rows[i, :len(top)] = top
         return scores, rows
+
+
+def _check_scores_are_numbers(index_dir: Path, record: dict, scores: np.ndarray) -> None:
+    """Refuse a BM25+ part built at k1 0 before its absent-term score was mended (``lexical_build._absent_tfc``):
+    every score it holds is NaN, so bm25 and hybrid search found nothing and said no passage shared a term. Its
+    first stored score tells (each is NaN there), read alone from the memory map."""
+    if record.get("method") == "bm25+" and len(scores) and np.isnan(scores[0]):
+        settings = (f"--bm25-method bm25+ --bm25-k1 0 --bm25-b {record.get('b')} --bm25-stemmer "
+                    f"{record.get('stemmer') or 'none'} --bm25-stopwords {record.get('stopwords') or 'none'}")
+        raise IndexDamaged(f"{index_dir}: its BM25 part scores every passage NaN (BM25+ at k1 0, built before that was "
+                           f"mended), so it finds nothing; rebuild it with `retriever bm25 {index_dir} --overwrite "
+                           f"{settings}` (no re-encoding)")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -9,7 +10,7 @@ import pytest
 
 from retriever.errors import RetrieverError
 from retriever.indexing import DOCSTORE_FILE, INDEX_FILE, MANIFEST_FILE, IndexParams, encode_and_index
-from retriever.lexical import LEXICAL_DIR, LexicalParams, build_lexical
+from retriever.lexical import LEXICAL_DIR, METHODS, LexicalParams, build_lexical
 from retriever.lexical_index import LexicalIndex
 from retriever.lexical_part import add_lexical
 from retriever.lexical_terms import FORMER_PATTERN
@@ -152,6 +153,39 @@ def test_the_largest_k1_taken_still_ranks_by_term_counts(folder, method):
                            progress=False)
     scores, rows = LexicalIndex(folder, record).search(["honey flowers"], k=4)
     assert rows[0].tolist()[:2] == [0, 3] and np.isfinite(scores[0, :2]).all() and scores[0, 0] > scores[0, 1] > 0
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_k1_0_scores_as_the_smallest_k1_above_it_in_every_method(folder, method):
+    """At k1 0 (the smallest --bm25-k1 taken) a term a passage holds counts once whatever its count, the limit of
+    ever smaller k1: BM25+ divided 0 by 0 for the terms a passage lacks, so every score was NaN and no query found
+    anything."""
+    def ranked(k1: float):
+        record = build_lexical(folder / DOCSTORE_FILE, folder / f"bm25-{k1}", LexicalParams(k1=k1, method=method),
+                               progress=False)
+        return LexicalIndex(folder, {**record, "directory": f"bm25-{k1}"}).search(["honey flowers", "volcanoes"], k=4)
+
+    (scores, rows), (near_scores, near_rows) = ranked(0), ranked(1e-9)
+    assert rows.tolist() == near_rows.tolist() and rows[1, 0] == 1, (scores, rows)
+    assert np.allclose(scores[rows >= 0], near_scores[near_rows >= 0], rtol=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+def test_a_bm25_plus_part_built_at_k1_0_before_the_fix_is_refused_naming_its_rebuild(folder, monkeypatch):
+    """Such a part holds NaN scores only: searched, it found nothing and said no passage shared a term."""
+    from retriever import lexical_build
+    from retriever.errors import IndexDamaged
+
+    params = LexicalParams(k1=0, method="bm25+", stemmer=None)
+    with monkeypatch.context() as before:  # bm25s's tf component at tf 0, as the build took it
+        before.setattr(lexical_build, "_absent_tfc", lambda model, length: lexical_build._tfc(model, 0, length, length))
+        record = build_lexical(folder / DOCSTORE_FILE, folder / LEXICAL_DIR, params, progress=False)
+    with pytest.raises(IndexDamaged, match=rf"^{re.escape(str(folder))}: its BM25 part scores every passage NaN .*"
+                                           r"`retriever bm25 .* --overwrite --bm25-method bm25\+ --bm25-k1 0 "
+                                           r"--bm25-b 0.4 --bm25-stemmer none --bm25-stopwords en` \(no re-enc"):
+        LexicalIndex(folder, record)
+    record = build_lexical(folder / DOCSTORE_FILE, folder / LEXICAL_DIR, params, progress=False)
+    assert LexicalIndex(folder, record).search(["volcano"], k=1)[1].tolist() == [[1]]
 
 
 @pytest.mark.parametrize("name", ["English", "EN", "ru,en", "xx"])
