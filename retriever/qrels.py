@@ -111,7 +111,9 @@ def _grade(value: object, doc: object, qid: object, path: Path | None = None, li
         isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer()))
     if integral and GRADE_RANGE[0] <= int(value) <= GRADE_RANGE[1]:  # 10**400 was an OverflowError in the nDCG gain
         return int(value)
-    shown = json.dumps(value) if path is not None else str(int(value)) if integral else repr(value)
+    bits = int(value).bit_length() if integral else 0  # str() of one past Python's digit limit raises
+    shown = (json.dumps(value) if path is not None else repr(value) if not integral
+             else str(int(value)) if bits < 10_000 else f"a number of {bits} bits")
     what = f"the grade of document {doc!r} for query {qid!r} is {shown[:40]}"
     if integral:
         problem, hint = (f"{what}, beyond a 32-bit integer",

@@ -264,7 +264,9 @@ def test_evaluate_run_takes_grades_as_trec_eval_reads_them_or_names_the_one_it_c
                            ({"q": {"d": 10**400}}, r"the grade of document 'd' for query 'q' is 1000.*, beyond a 32-bit"),
                            ({"q": {"d": 2**40, "e": 1}}, r"the grade of document 'd' for query 'q' is 1099511627776, "
                                                          r"beyond a 32-bit integer; trec_eval keeps grades in a C int"),
-                           ({"q": {"d": np.int64(-2**31 - 1)}}, r"is -2147483649, beyond a 32-bit integer")):
+                           ({"q": {"d": np.int64(-2**31 - 1)}}, r"is -2147483649, beyond a 32-bit integer"),
+                           # past Python's digit limit: str() of it was a ValueError traceback (probe round 18)
+                           ({"q": {"d": 10**5000}}, r"is a number of 16610 bits, beyond a 32-bit integer")):
         with pytest.raises(RetrieverError, match=message):
             evaluate_run(run, qrels, ["ndcg@10"])
 
