@@ -57,3 +57,27 @@ def test_a_jsonl_file_read_as_tsv_says_to_read_it_as_jsonl_not_to_add_tabs(tmp_p
         read_all(path, fmt=fmt)
     assert str(caught.value) == (f"{path}:1: the line is JSON, and the file is read as TSV (by its .tsv, .txt or .tab "
                                  "name, or --format tsv); pass --format jsonl, or name the file .jsonl")
+
+
+def test_a_csv_file_read_as_tsv_says_how_to_convert_it(tmp_path, monkeypatch, capsys):
+    """A CSV corpus passed with --format tsv (its .csv name tells no format) was 'expected 2 or 3 tab-separated columns
+    (id, text[, title]), found 1; separate the columns with one tab', which breaks texts holding commas or quotes; the
+    conversion it names gives a JSONL file the reader takes (probe round 18)."""
+    import shlex
+    import sys
+
+    from retriever.corpus_records import Fields
+
+    path = tmp_path / "c.csv"
+    path.write_text('id,text\n1,"hello, world"\n2,"a ""quoted"" word"\n', encoding="utf-8")
+    with pytest.raises(InputFileError) as caught:
+        read_all(path, fmt="tsv")
+    message = str(caught.value)
+    assert message.startswith(f"{path}:1: the line holds commas and no tab, as a CSV line does"), message
+    program = shlex.split(message.split("e.g. ")[1].split(" FILE")[0])[2]  # python -c PROGRAM
+    monkeypatch.setattr(sys, "argv", ["-c", str(path)])
+    exec(program, {})
+    converted = tmp_path / "c.jsonl"
+    converted.write_text(capsys.readouterr().out, encoding="utf-8")
+    assert [(d.id, d.text) for d in read_all(converted, fields=Fields(id="id"))] == [
+        ("1", "hello, world"), ("2", 'a "quoted" word')]
