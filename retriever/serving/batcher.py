@@ -26,32 +26,19 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 
 import faiss
-import numpy as np
 import torch
 
 from retriever.choices import MAX_WAITING_QUERIES, MAX_WAITING_REQUESTS
 from retriever.errors import RetrieverError
 from retriever.searching import Hit, Searcher
 from retriever.serving.batch_errors import Closed, Overloaded, QueryRejected, warm_up_failure
+from retriever.serving.batch_search import Request, search_batch
 from retriever.serving.batch_stats import BatchStats
 
 WARM_UP_SIZES = (1, 2, 4, 8, 16, 32)
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Request:
-    queries: list[str]
-    k: int
-    future: Future
-    mode: str = "dense"
-    cut_at: list = field(default_factory=list)  # per query: the tokens it was cut to, or None
-    listed: bool = False  # a POST body's list: refusals name a query "queries.N" (``unknown_words.refusal``)
-    warm_up: bool = False  # the warm-up's own: searched however the model reads it, never refused as a client's
-    enqueued: float = field(default_factory=time.perf_counter)
 
 
 _STOP = object()
@@ -97,11 +84,11 @@ class MicroBatcher:
             raise Closed("the server is shutting down")
         cut_at = [] if cut_at is None else cut_at
         cut_at[:] = [None] * len(queries)
-        request = _Request(list(queries), k, Future(), self.searcher.check_mode(mode or self.searcher.mode), cut_at,
+        request = Request(list(queries), k, Future(), self.searcher.check_mode(mode or self.searcher.mode), cut_at,
                            listed=listed)
         return self._enqueue(request)
 
-    def _enqueue(self, request: _Request) -> Future:
+    def _enqueue(self, request: Request) -> Future:
         queries = request.queries
         with self._lock:
             if self._waiting and self._waiting + len(queries) > self.max_pending_queries:
@@ -138,7 +125,7 @@ class MicroBatcher:
         self.stats = BatchStats()
 
     def _warm_up_search(self, size: int, mode: str) -> None:
-        self._enqueue(_Request(["warm up query"] * size, 1, Future(), mode, warm_up=True)).result()
+        self._enqueue(Request(["warm up query"] * size, 1, Future(), mode, warm_up=True)).result()
 
     def close(self) -> None:
         """Finish the batches already queued (a forced stop has cancelled them, so they are skipped), then stop the
@@ -172,7 +159,7 @@ class MicroBatcher:
             if stop:
                 return
 
-    def _gather(self, first: _Request) -> tuple[list[_Request], bool]:
+    def _gather(self, first: Request) -> tuple[list[Request], bool]:
         batch, size = [first], len(first.queries)
         with self._lock:
             others_busy = self._busy > 0
@@ -197,12 +184,12 @@ class MicroBatcher:
                 self._waiting -= len(item.queries)
         return item
 
-    def _process(self, batch: list[_Request]) -> None:
+    def _process(self, batch: list[Request]) -> None:
         live = [r for r in batch if r.future.set_running_or_notify_cancel()]
         if live:
             self._resolve(live)
 
-    def _resolve(self, batch: list[_Request]) -> None:
+    def _resolve(self, batch: list[Request]) -> None:
         try:
             results = self._search(batch)
         except Exception as error:  # noqa: BLE001 - handed to the requests that cause it, never lost
@@ -219,7 +206,7 @@ class MicroBatcher:
                 request.future.set_result(hits)
 
     @staticmethod
-    def _fail(request: _Request, error: Exception) -> None:
+    def _fail(request: Request, error: Exception) -> None:
         if isinstance(error, QueryRejected):  # the client's input: one line, no traceback
             log.warning("refused a query the encoder failed on: %s: %s", type(error.__cause__).__name__,
                         error.__cause__)
@@ -235,54 +222,12 @@ class MicroBatcher:
             raise QueryRejected(f"the encoder failed on this query ({type(error).__name__}); "
                                 "send a shorter or plainer text") from error
 
-    def _search(self, batch: list[_Request]) -> list:
-        """One encoder pass for every query that needs a vector, then one search per group (``_group``). A dense
-        request of a query holding no word the model knows gets its refusal (``Searcher.refuse_unknown``, from the
-        tokenization its vectors used) in place of hits and is left out, so its batch mates are not searched again
-        alone."""
-        encoded = [i for i, request in enumerate(batch) if request.mode != "bm25"]
-        cut_at, unknown = [], []  # the encoder's word on each query: cut, and holding no known word
-        vectors = self._encode([t for i in encoded for t in batch[i].queries], cut_at, unknown) if encoded else None
-        rows, row, results, unknown = {}, 0, [[] for _ in batch], np.array(unknown, dtype=bool)
-        for i in encoded:
-            start, row = row, row + len(batch[i].queries)
-            rows[i], batch[i].cut_at[:] = np.arange(start, row), cut_at[start:row] or batch[i].cut_at
-            if batch[i].mode == "dense" and not batch[i].warm_up:
-                results[i] = self._refusal(unknown[rows[i]], batch[i])
-        keys = [self._group(request) if not isinstance(results[i], RetrieverError) else None
-                for i, request in enumerate(batch)]
-        for key in dict.fromkeys(key for key in keys if key is not None):
-            group, mode = [i for i in range(len(batch)) if keys[i] == key], key[0]
-            picked = None if mode == "bm25" else np.concatenate([rows[i] for i in group])
-            scores, labels = self.searcher.rank([t for i in group for t in batch[i].queries],
-                                                max(batch[i].k for i in group), mode,
-                                                None if picked is None else vectors[picked],
-                                                unknown=None if picked is None else unknown[picked],
-                                                keep_unknown=True)  # refused per request above, the warm-up kept
-            row = 0
-            for i in group:
-                k = batch[i].k
-                results[i] = [self.searcher.hits(scores[j, :k], labels[j, :k])
-                              for j in range(row, row + len(batch[i].queries))]
-                row += len(batch[i].queries)
+    def _search(self, batch: list[Request]) -> list:
+        results = search_batch(self.searcher, batch, self._encode)
         self._count(batch, sum(len(request.queries) for request in batch))
         return results
 
-    def _refusal(self, unknown: np.ndarray, request: _Request) -> RetrieverError | list:
-        """A dense request's refusal of its queries of no known word, numbered within it; else no hits yet."""
-        try:
-            self.searcher.refuse_unknown(unknown, request.queries, request.cut_at, request.listed)
-        except RetrieverError as error:
-            return error
-        return []
-
-    def _group(self, request: _Request) -> tuple[str, int]:
-        """Requests searched together: one mode, and in hybrid one fusion depth. Hybrid fuses the engines' top
-        ``max(k, --fusion-depth)``, so a k=200 query batched with a k=5 one deepened its lists and changed its hits."""
-        deeper = request.mode == "hybrid" and request.k > self.searcher.fusion.depth
-        return request.mode, request.k if deeper else 0
-
-    def _count(self, batch: list[_Request], queries: int) -> None:
+    def _count(self, batch: list[Request], queries: int) -> None:
         with self._lock:
             self.stats.batches += 1
             self.stats.requests += len(batch)

@@ -135,31 +135,6 @@ def test_a_malformed_request_pipelined_after_good_ones_is_refused_after_their_re
     assert received.count(b'{"ok":true}') == 2 and b"(GET, HEAD, POST) begins the request" in received
 
 
-def test_a_hybrid_query_gets_the_same_hits_whatever_k_its_batch_mates_ask_for(tiny_index):
-    """Hybrid fuses each engine's top max(k, --fusion-depth); batched with a k over the depth, a small-k query
-    was fused from the deeper lists and got other hits than alone (18 of 25 concurrent k=5 requests under
-    `serve --fusion-depth 10` next to k=200 ones)."""
-    from concurrent.futures import Future
-
-    from conftest import TINY_DOCS
-    from retriever.searching import Searcher
-    from retriever.serving.batcher import MicroBatcher, _Request
-
-    searcher = Searcher(tiny_index, device="cpu", dtype="fp32", fusion_overrides={"depth": 2})
-    queries = [text for _, _, text in TINY_DOCS] + ["hot", "river of ice", "the"]
-    batcher = MicroBatcher(searcher, max_batch=64, max_wait_ms=0)
-    try:
-        batch = [_Request([q], 3, Future(), "hybrid") for q in queries] + [_Request(["deep"], 12, Future(), "hybrid"),
-                                                                           _Request(["dense"], 12, Future(), "dense")]
-        together = batcher._search(batch)
-    finally:
-        batcher.close()
-    alone = searcher.search(queries, k=3, mode="hybrid")
-    assert [[(h.id, h.score) for h in hits] for [hits] in together[:len(queries)]] == \
-        [[(h.id, h.score) for h in hits] for hits in alone]
-    assert together[-2] == searcher.search(["deep"], k=12, mode="hybrid")
-
-
 def test_port_0_on_every_address_is_one_port():
     """``--host '' --port 0`` bound 0.0.0.0 and :: to two different random ports and announced one of them."""
     from retriever.cli.listening import listening_sockets
