@@ -99,6 +99,14 @@ def _output_path(output: object) -> Path:
     return Path(output)
 
 
+def _refuse_no_negative(queries: int, beir: BeirDataset, split: str, depth: int, skip_top: int, mode: str) -> None:
+    """Refuse to write a file of empty lists: `train --negatives` read it and trained on in-batch negatives alone."""
+    why = " (BM25 returns only passages sharing a word with the query)" if mode == "bm25" else ""
+    raise RetrieverError(f"no negative for any of the {counted(queries, 'query')} of {beir.root.name} split {split}: "
+                         f"every hit within --depth {depth}{why}, after --skip-top {skip_top}, is judged relevant or "
+                         "a copy of a passage judged so; raise --depth or lower --skip-top; nothing written")
+
+
 def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, split: str = "train",
                    depth: int = 100, skip_top: int = 0, per_query: int = 30, device: str = "auto",
                    dtype: str = "auto", batch_size: int | None = None, progress: bool = True, mode: str = "dense",
@@ -133,6 +141,8 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
         total += len(negatives)
         empty += not negatives
         lines.append(json.dumps({"query_id": query.id, "negatives": negatives}, ensure_ascii=False) + "\n")
+    if not total:
+        _refuse_no_negative(len(queries), beir, split, depth, skip_top, mode)
     atomic_write_lines(output, lines)
     if copies:
         print(f"note: {counted(copies, 'passage')} left out of the negatives: a copy of a passage judged relevant to "

@@ -200,3 +200,20 @@ def test_an_output_that_is_a_file_of_the_dataset_or_index_is_refused_before_mini
     with pytest.raises(RetrieverError, match=f"^{output}: .* file of the (index|dataset) .*, which mining reads"):
         mine_negatives(index, dataset, output, depth=5, progress=False)
     assert output.read_bytes() == before
+
+
+@pytest.mark.parametrize("mode, judged, skip_top", [("dense", "every", 0), ("bm25", "one", 3)])
+def test_mining_that_finds_no_negative_for_any_query_writes_nothing(indexed_beir, tmp_path, mode, judged, skip_top):
+    """A split judging every passage relevant, or BM25 (which returns only passages sharing a word with the query)
+    under --skip-top, left no negative for any query: a file of empty lists was written, exit 0, and `train
+    --negatives` then trained on in-batch negatives alone."""
+    dataset, index = indexed_beir
+    rows = [f"q1\td{i}\t1" for i in range(1, 13)] if judged == "every" else ["q2\td4\t1"]
+    (dataset / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(rows) + "\n",
+                                                 encoding="utf-8")
+    output = tmp_path / "n.jsonl"
+    with pytest.raises(RetrieverError, match=rf"no negative for any of the 1 query of tiny-beir split train: .*"
+                                             rf"--depth 100.*; nothing written"):
+        mine_negatives(index, dataset, output, skip_top=skip_top, mode=mode, device="cpu", dtype="fp32",
+                       progress=False)
+    assert not output.exists()
