@@ -162,10 +162,15 @@ def read_qrels(path: str | Path) -> Qrels:
     if first is not None and first[1].lstrip().startswith("["):  # read as columns: "expected 3 or 4, found 6"
         raise json_array_error(path, one_line=first[1].strip() != "[")
     qrels: Qrels = {}
+    header = None
     for position, (lineno, text) in enumerate(itertools.chain([first] if first else [], lines)):
         cols = _columns(path, lineno, text.strip())
         if position == 0 and cols[-1].lower() in _HEADER_SCORE_NAMES:
+            header = cols
             continue  # header; any other non-number is reported below, not swallowed
+        if cols == header:  # 'relevance 'score' is not an integer' named no cause
+            raise InputFileError(path, lineno, f"the line repeats the header of line {first[0]} (files joined with "
+                                 "their headers?)", "remove it, or join them without their headers (tail -n +2 FILE)")
         qid, docid, rel_text = cols[0], cols[-2], cols[-1]
         for value in (qid, docid):
             problem = id_problem(value)

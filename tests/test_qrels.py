@@ -124,3 +124,14 @@ def test_json_qrels_of_one_judgment_or_one_query_a_line_are_read_as_runs_of_thos
     path.write_text("[" + ", ".join(text.splitlines()) + "]\n", encoding="utf-8")
     with pytest.raises(InputFileError, match="the file is one JSON array on one line, not JSONL"):
         read_qrels(path)
+
+
+def test_qrels_joined_with_their_headers_name_the_repeated_header(tmp_path: Path) -> None:
+    """`cat train.tsv dev.tsv` of BEIR qrels: the second header was 'relevance 'score' is not an integer', where the
+    TSV corpus reader names a repeated header as such (probe round 18)."""
+    path = tmp_path / "all.tsv"
+    path.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n\nquery-id\tcorpus-id\tscore\nq2\td2\t1\n", encoding="utf-8")
+    with pytest.raises(InputFileError) as error:
+        read_qrels(path)
+    assert str(error.value) == (f"{path}:4: the line repeats the header of line 1 (files joined with their headers?); "
+                                "remove it, or join them without their headers (tail -n +2 FILE)")
