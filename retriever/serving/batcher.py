@@ -69,8 +69,20 @@ class MicroBatcher:
         self.max_pending_queries, self._waiting = max_pending_queries, 0
         self._threads = [threading.Thread(target=self._run, name=f"batcher-{name}-{i}", daemon=True)
                          for i in range(max(1, workers))]
-        for thread in self._threads:
-            thread.start()
+        self._start_workers()
+
+    def _start_workers(self) -> None:
+        """Start the worker threads; at the process's thread limit (ulimit -u, a container's pids.max) the ones started
+        are stopped and the limit said in one line, where a traceback ended `serve --workers 2000`."""
+        for started, thread in enumerate(self._threads):
+            try:
+                thread.start()
+            except RuntimeError as error:
+                workers, self._threads = len(self._threads), self._threads[:started]
+                self.close()
+                raise RetrieverError(f"index {self.name!r} could not start batcher worker {started + 1} of {workers} "
+                                     f"({error}): the process is at its limit of threads; give fewer --workers (each "
+                                     "index starts that many)") from error
 
     def submit(self, queries: Sequence[str], k: int, mode: str | None = None, cut_at: list | None = None,
                listed: bool = False) -> Future:

@@ -473,3 +473,23 @@ def test_the_warm_up_runs_on_a_model_whose_vocabulary_lacks_its_words(tiny_index
             batcher.submit(["honey bee"], 2).result(10)
     finally:
         batcher.close()
+
+
+def test_a_thread_limit_reached_while_starting_the_workers_is_one_line_naming_the_flag(fake, monkeypatch):
+    """`serve --workers 2000` under a low thread limit (ulimit -u, a container's pids.max) ended in a 40-line
+    traceback, "RuntimeError: can't start new thread", with the workers started so far left running."""
+    start, started = threading.Thread.start, []
+
+    def limited(thread):
+        if thread.name.startswith("batcher-") and len(started) == 2:
+            raise RuntimeError("can't start new thread")
+        start(thread)
+        started.append(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", limited)
+    with pytest.raises(RetrieverError, match=r"^index 'idx' could not start batcher worker 3 of 5 \(can't start new "
+                                             r"thread\): .*give fewer --workers"):
+        MicroBatcher(fake, name="idx", workers=5)
+    for thread in started:
+        thread.join(5)
+        assert not thread.is_alive()
