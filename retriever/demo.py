@@ -12,7 +12,8 @@ from pathlib import Path
 
 from retriever.corpus import BeirDataset, read_queries
 from retriever.encoder import Encoder, EncoderSettings
-from retriever.evaluation import EvaluationReport, corpus_difference, evaluate_index
+from retriever.evaluation import corpus_difference, evaluate_index
+from retriever.evaluation_report import EvaluationReport
 from retriever.errors import RetrieverError, given_path
 from retriever.folders import named_output, replaceable
 from retriever.indexing import MANIFEST_FILE, IndexParams, encode_and_index

@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from tqdm import tqdm
@@ -15,53 +14,16 @@ from retriever.corpus_records import beir_keys
 from retriever.errors import RetrieverError, check_kind
 from retriever.fusion import FusionParams, recorded_fusion
 from retriever.integrity import file_sha256
-from retriever.metric_names import DEFAULT_METRICS, checked_metric_names, metric_cutoff
-from retriever.metrics import (Evaluation, check_level_reached, check_relevance_level, evaluate_run, format_table,
-                               judged_query_ids, trec_order)
+from retriever.evaluation_report import EvaluationReport
+from retriever.metric_names import DEFAULT_METRICS, checked_metric_names
+from retriever.metrics import (check_level_reached, check_relevance_level, evaluate_run, judged_query_ids,
+                               trec_order)
 from retriever.runs import Qrels, Run, read_qrels, read_run
 from retriever.searching import Searcher
 from retriever.texts import is_blank
 from retriever.wording import agree, counted, none_of
 
 ANSWER_KS = (1, 5, 20, 100)
-
-
-@dataclass
-class EvaluationReport:
-    evaluation: Evaluation
-    answer_recall: dict[str, float] = field(default_factory=dict)
-    queries_with_answers: int = 0
-    run_depth: int | None = None  # hits per query when the run stops short of the collection, else None
-    # what gives exact values past the depth: a run file's collection size is unknown, so it may be whole already
-    deeper: str = "search deeper (-k) for exact values"
-
-    def deeper_than_run(self) -> list[str]:
-        """Metrics whose cutoff lies past the run's depth: they only count the hits the run has."""
-        if self.run_depth is None:
-            return []
-        return [name for name in self.evaluation.mean if metric_cutoff(name) > self.run_depth]
-
-    def to_json(self) -> dict:
-        data = self.evaluation.to_json()
-        if self.deeper_than_run():
-            data["run_depth"] = self.run_depth
-            data["metrics_deeper_than_run"] = self.deeper_than_run()
-        if self.answer_recall:
-            data["answer_recall"] = self.answer_recall
-            data["queries_with_answers"] = self.queries_with_answers
-        return data
-
-    def table(self) -> str:
-        lines = [format_table(self.evaluation)]
-        deeper = self.deeper_than_run()
-        if deeper:
-            lines.append(f"note: {', '.join(deeper)} {'reach' if len(deeper) > 1 else 'reaches'} past the run's depth "
-                         f"({counted(self.run_depth, 'hit')} per query) and count{'' if len(deeper) > 1 else 's'} "
-                         f"only those hits; {self.deeper}")
-        if self.answer_recall:
-            lines.append(f"answer recall ({counted(self.queries_with_answers, 'query')} with answer strings):")
-            lines.extend(f"  {name:<20} {value:.4f}" for name, value in self.answer_recall.items())
-        return "\n".join(lines)
 
 
 def dataset_name(dataset: BeirDataset) -> str:

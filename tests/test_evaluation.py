@@ -104,20 +104,6 @@ def test_an_index_lacking_some_judged_documents_is_scored_with_a_warning_naming_
     assert "not in the index" not in capsys.readouterr().err  # a document judged 0 is not looked for
 
 
-@pytest.mark.parametrize("metrics, phrase", [(("recall@10",), "recall@10 reaches past"),
-                                             (("recall@10", "ndcg@20"), "recall@10, ndcg@20 reach past")])
-def test_the_depth_note_agrees_with_one_metric_or_several(metrics, phrase) -> None:
-    """It said "recall@10 reach past the run's depth" of a single metric."""
-    from retriever.evaluation import EvaluationReport
-    from retriever.metrics import evaluate_run
-
-    run = {"q": {"d1": 2.0, "d2": 1.0}}
-    report = EvaluationReport(evaluate_run(run, {"q": {"d1": 1}}, metrics), run_depth=2)
-    assert f"note: {phrase} the run's depth (2 hits per query)" in report.table()
-    one = EvaluationReport(evaluate_run({"q": {"d1": 2.0}}, {"q": {"d1": 1}}, metrics), run_depth=1)
-    assert "the run's depth (1 hit per query)" in one.table()  # it said "1 hits"
-
-
 @pytest.mark.parametrize("fusion", [{"method": "convex", "alpha": "0.3", "depth": 1000, "rrf_k": 60},
                                     {"method": "rrf", "rrf_k": 60, "alpha": 0.5, "depth": 1000, "tuned": 5}])
 def test_hybrid_evaluation_with_flags_standing_in_for_a_damaged_fusion_record(tiny_beir, tiny_model_dir, tmp_path,
