@@ -130,12 +130,13 @@ def json_mapping(path: Path, lines: Iterable[tuple[int, str]], hint: str) -> dic
 
 def json_mappings(path: Path, lines: Iterable[tuple[int, str]], hint: str,
                   what: str = "hits") -> Iterator[tuple[int | None, str, object]]:
-    """(line, query id, its value) of a file of JSON objects keyed by query id, a run's or qrels': one object, whole
-    when its first line is ``{`` alone (so each line is one otherwise: a dict per query, dumped line by line, was
-    "invalid JSON (Extra data)"). A query in two of them is refused (``what``: what it maps to, for the message)."""
+    """(line, query id, its value) of a file of JSON objects keyed by query id, a run's or qrels': one object over the
+    file when its first line is no whole object (``{`` alone, as indented, or one ending in ``,``), else one a line (a
+    dict per query, dumped line by line, was "invalid JSON (Extra data)"). A query in two of them is refused
+    (``what``: what it maps to, for the message)."""
     lines = iter(lines)
     first = next(lines)
-    if first[1].strip() == "{":
+    if not first[1].rstrip().endswith("}"):
         mappings = [(None, json_mapping(path, itertools.chain([first], lines), hint))]
     else:
         mappings = ((lineno, json_line(path, lineno, text, hint)) for lineno, text in itertools.chain([first], lines))

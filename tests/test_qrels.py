@@ -135,3 +135,11 @@ def test_qrels_joined_with_their_headers_name_the_repeated_header(tmp_path: Path
         read_qrels(path)
     assert str(error.value) == (f"{path}:4: the line repeats the header of line 1 (files joined with their headers?); "
                                 "remove it, or join them without their headers (tail -n +2 FILE)")
+
+
+def test_json_qrels_whose_first_line_is_part_of_one_object_are_read_whole(tmp_path: Path) -> None:
+    """An object whose first line ends in ',' (written by hand, or by a tool indenting its own way) is one object over
+    the file, not one a line: read line by line it was invalid JSON at line 1."""
+    path = tmp_path / "qrels.json"
+    path.write_text('{"q1": {"d1": 1, "d2": 0},\n "q2": {"d1": 2}}\n', encoding="utf-8")
+    assert read_qrels(path) == {"q1": {"d1": 1, "d2": 0}, "q2": {"d1": 2}}
