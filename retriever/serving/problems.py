@@ -12,15 +12,22 @@ def validation_message(errors: list[dict]) -> str:
     parts = []
     for error in errors[:MAX_PROBLEMS]:
         where = clipped(".".join(str(p) for p in error.get("loc", ()) if p not in ("query", "path", "body")))
-        said = _long_k(str(error.get("input"))) if error.get("type") == "int_parsing_size" and where == "k" else None
-        if error.get("type") == "string_pattern_mismatch" and where == "name":  # the pattern is in no client's terms
-            said = f"{clipped(str(error.get('input')))!r} is no index name: names are {NAME_RULE} (GET /indexes lists " \
-                   "them)"
-        said = said or error.get("msg", "invalid")
-        parts.append(f"{where}: {said}" if where else str(said))
+        said = _worded(error, where)
+        parts.append(f"{where}: {said}" if where else said)
     if len(errors) > MAX_PROBLEMS:
         parts.append(f"and {len(errors) - MAX_PROBLEMS} more problems like these")
     return "; ".join(parts) or "invalid request"
+
+
+def _worded(error: dict, where: str) -> str:
+    """pydantic's message, or ours where it is in no client's terms: a regex, a model class, a parse failure."""
+    kind, given = error.get("type"), error.get("input")
+    said = _long_k(str(given)) if kind == "int_parsing_size" and where == "k" else None
+    if kind == "string_pattern_mismatch" and where == "name":
+        said = f"{clipped(str(given))!r} is no index name: names are {NAME_RULE} (GET /indexes lists them)"
+    if kind == "model_type" and not where:  # "Input should be a valid dictionary or instance of SearchBody"
+        said = f'the body is a JSON {_json_kind(given)}, not an object: send one such as {{"queries": ["..."]}}'
+    return str(said or error.get("msg", "invalid"))
 
 
 def clipped(name: str, width: int = 60) -> str:
@@ -35,3 +42,8 @@ def _long_k(text: str) -> str | None:
     if number.startswith("-"):
         return "Input should be greater than or equal to 1"
     return f"Input should be less than or equal to {MAX_K}" if number.lstrip("+").lstrip("0") else None
+
+
+def _json_kind(value: object) -> str:
+    kinds = ((type(None), "null"), (bool, "boolean"), (str, "string"), ((int, float), "number"), (list, "array"))
+    return next((kind for types, kind in kinds if isinstance(value, types)), "value")

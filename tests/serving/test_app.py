@@ -153,7 +153,7 @@ BAD_REQUESTS = {
                   "application/json"),
     "malformed json": ("POST", "/search", b'{"queries": ["cat"', None, 400, "malformed JSON"),
     "invalid utf-8": ("POST", "/search", b'{"queries": ["\xff"]}', None, 400, "malformed JSON"),
-    "json array": ("POST", "/search", b'["cat"]', None, 400, "valid dictionary"),
+    "json array": ("POST", "/search", b'["cat"]', None, 400, "the body is a JSON array, not an object: send one"),
     "no queries": ("POST", "/search", b'{"queries": []}', None, 400, "queries"),
     "empty query in list": ("POST", "/search", b'{"queries": ["cat", " "]}', None, 400, "empty"),
     "query not a string": ("POST", "/search", b'{"queries": [7]}', None, 400, "queries.0"),

@@ -24,3 +24,21 @@ def test_a_name_outside_the_pattern_is_worded_for_the_client_not_as_the_regex():
     said = validation_message([error])
     assert said == ("name: 'a.b' is no index name: names are 1-64 letters or digits (of any script), '_' or '-' "
                     "(GET /indexes lists them)")
+
+
+def test_a_body_that_is_no_json_object_says_what_it_is_not_the_models_class_name():
+    """It said "Input should be a valid dictionary or instance of SearchBody", a class no client knows."""
+    from pydantic import ValidationError
+
+    from retriever.serving.schemas import SearchBody
+
+    said = {}
+    for body in (None, "cat", ["cat"], 5, True):
+        try:
+            SearchBody.model_validate(body)
+        except ValidationError as error:
+            said[repr(body)] = validation_message(error.errors())
+    assert said["['cat']"] == 'the body is a JSON array, not an object: send one such as {"queries": ["..."]}'
+    assert [line.split(",")[0] for line in said.values()] == [
+        "the body is a JSON null", "the body is a JSON string", "the body is a JSON array", "the body is a JSON number",
+        "the body is a JSON boolean"]
