@@ -17,6 +17,10 @@ import faiss
 from tqdm import tqdm
 
 from retriever.errors import OUT_OF_SPACE_HINT, RetrieverError
+from retriever.part_processes import in_a_process
+
+# Parts smaller than this are merged in this process: they take a fraction of a second, less than starting a process
+IN_PROCESS_BYTES = 256 * 2**20
 
 
 @contextmanager
@@ -54,14 +58,31 @@ def merge_parts(trained: Path, parts: list[str], ivfdata: Path, progress: bool =
     """One index whose inverted lists are the parts' lists merged into the ``ivfdata`` file.
 
     The result is final: adding to merged on-disk lists corrupts them (FAISS 1.15's merge leaves the
-    free-space map behind), so vectors held out for tuning are merged in a second time instead.
+    free-space map behind), so vectors held out for tuning are merged in a second time instead. Parts of
+    ``IN_PROCESS_BYTES`` or more are merged in a worker process, which Ctrl-C stops at once: FAISS's merge is one
+    C++ call, and in this process Ctrl-C waited for its end (minutes, for a large index).
     """
-    check_space(ivfdata, sum(Path(part).stat().st_size for part in parts))
-    index = faiss.read_index(str(trained))
+    size = sum(Path(part).stat().st_size for part in parts)
+    check_space(ivfdata, size)
+    if size < IN_PROCESS_BYTES:
+        return merged_index(str(trained), parts, str(ivfdata), progress)
+    written = ivfdata.with_name(f"{ivfdata.name}.faiss")
+    in_a_process(write_merged, str(trained), parts, str(ivfdata), str(written), progress, died=(
+        f"the process merging the parts into {ivfdata.name} died (killed, or out of memory?); rerun the same command "
+        "to resume (finished parts are kept)"))
+    with faiss_notes_silenced():
+        index = faiss.read_index(str(written), faiss.IO_FLAG_ONDISK_SAME_DIR)
+    os.remove(written)
+    return index
+
+
+def merged_index(trained: str, parts: list[str], ivfdata: str, progress: bool) -> faiss.Index:
+    """The trained index with the parts' lists merged into ``ivfdata``, under a bar that follows FAISS's notes."""
+    index = faiss.read_index(trained)
     ivf = faiss.extract_index_ivf(index)
     with tqdm(total=ivf.nlist, desc="merge lists", unit="list", file=sys.stderr, disable=not progress) as bar:
         with faiss_notes_silenced(lambda text: bar.update(max(0, merged_lists(text, bar.n) - bar.n))):
-            merged = faiss.OnDiskInvertedLists(ivf.nlist, ivf.code_size, str(ivfdata))
+            merged = faiss.OnDiskInvertedLists(ivf.nlist, ivf.code_size, ivfdata)
             vector = faiss.InvertedListsPtrVector()
             for part in parts:  # mapped, not read: the parts together may exceed the memory
                 part_index = faiss.read_index(part, faiss.IO_FLAG_MMAP)  # held until its lists are let go
@@ -73,6 +94,14 @@ def merge_parts(trained: Path, parts: list[str], ivfdata: Path, progress: bool =
     ivf.replace_invlists(merged, True)
     merged.this.disown()
     return index
+
+
+def write_merged(trained: str, parts: list[str], ivfdata: str, output: str, progress: bool) -> None:
+    """A worker process's merge (its bar on the stderr it shares): the merged index is written to ``output``,
+    naming its lists' file bare (it lies beside), for the build to read back."""
+    index = merged_index(trained, parts, ivfdata, progress)
+    faiss.downcast_InvertedLists(faiss.extract_index_ivf(index).invlists).filename = Path(ivfdata).name
+    faiss.write_index(index, output)
 
 
 def merged_lists(text: str, before: int) -> int:

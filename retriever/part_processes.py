@@ -1,5 +1,6 @@
 """The worker processes that fill an ivf-ondisk build's parts on this machine (``--parallel-parts``; Ray tasks with
-``--ray`` are ``distributed.ray_parts``'s): spawned, each with its share of the cores, dying with the build."""
+``--ray`` are ``distributed.ray_parts``'s), and the one that merges a large build's parts: spawned, dying with the
+build, stopped by its Ctrl-C."""
 from __future__ import annotations
 
 import ctypes
@@ -28,24 +29,40 @@ def fill_in_processes(jobs: list[tuple], workers: int, finished: Callable[[], No
             fill_part(*job, threads)
             finished()
         return
-    # spawn, not fork: a forked child of a process that already ran OpenMP (training) can hang.
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent,
-                               initargs=(os.getpid(),))
-    try:
+    with spawned_pool(workers, "a part worker died (killed, or out of memory?) while filling parts; rerun the same "
+                      "command to resume (finished parts are kept), or lower --part-size / --parallel-parts") as pool:
         with _interrupts_held():  # the workers start with Ctrl-C held: it is the build's (die_with_parent)
             futures = [pool.submit(fill_part, *job, threads) for job in jobs]
         for future in as_completed(futures):
             future.result()
             finished()
-    except KeyboardInterrupt:  # shutdown would wait for every running part to be finished: minutes, for large ones
+
+
+def in_a_process(function: Callable, *args, died: str):
+    """``function(*args)`` in a worker process, so that Ctrl-C stops it at once: a long FAISS call in this process
+    holds Ctrl-C back until it returns. ``died`` is the error when the process dies."""
+    with spawned_pool(1, died) as pool:
+        with _interrupts_held():
+            future = pool.submit(function, *args)
+        return future.result()
+
+
+@contextmanager
+def spawned_pool(workers: int, died: str) -> Iterator[ProcessPoolExecutor]:
+    """Worker processes that die with this one and leave Ctrl-C to it (``die_with_parent``): on Ctrl-C they are
+    stopped at once, and one that dies is the one-line error ``died``."""
+    # spawn, not fork: a forked child of a process that already ran OpenMP (training) can hang.
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=die_with_parent,
+                               initargs=(os.getpid(),))
+    try:
+        yield pool
+    except KeyboardInterrupt:  # shutdown would wait for every running job to be finished: minutes, for large ones
         _stop_workers(pool)
         raise
-    except BrokenProcessPool:  # a worker was killed (the OOM killer, a user): its part cannot be finished here
-        raise RetrieverError("a part worker died (killed, or out of memory?) while filling parts; rerun the same "
-                             "command to resume (finished parts are kept), or lower --part-size / "
-                             "--parallel-parts") from None
+    except BrokenProcessPool:  # a worker was killed (the OOM killer, a user): its work cannot be finished here
+        raise RetrieverError(died) from None
     finally:
-        pool.shutdown(cancel_futures=True)  # on a failure, parts not started yet are not filled for nothing
+        pool.shutdown(cancel_futures=True)  # on a failure, jobs not started yet are not run for nothing
 
 
 @contextmanager
