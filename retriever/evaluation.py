@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from tqdm import tqdm
@@ -150,24 +150,23 @@ def unknown_words_warning(queries: list[Query], unknown: Sequence[bool], mode: s
             f"{', '.join(map(repr, named[:3]))}: it reads them as unknown tokens or punctuation only); {fate}")
 
 
-def search_split(searcher: Searcher, dataset: BeirDataset, split: str, k: int = 1000,
-                 nprobe: int | None = None, ef_search: int | None = None,
-                 progress: bool = True, desc: str = "search") -> tuple[Run, list[Query], Qrels]:
-    """Search every judged query of a split (the run, those queries and the split's qrels)."""
-    queries, qrels = judged_split(dataset, split)
-    return search_queries(searcher, queries, split, k, nprobe, ef_search, progress, desc), queries, qrels
-
-
 def search_queries(searcher: Searcher, queries: list[Query], split: str, k: int = 1000, nprobe: int | None = None,
                    ef_search: int | None = None, progress: bool = True, desc: str = "search") -> Run:
     """The run of a split's judged ``queries``, its blank and unknown-word queries warned of."""
+    batches = search_batches(searcher, queries, split, k, nprobe, ef_search, progress, desc)
+    return {qid: hits for part in batches for qid, hits in part.items()}
+
+
+def search_batches(searcher: Searcher, queries: list[Query], split: str, k: int = 1000, nprobe: int | None = None,
+                   ef_search: int | None = None, progress: bool = True, desc: str = "search") -> Iterator[Run]:
+    """``search_queries``, one batch at a time (``Searcher.run_batches``): mining writes each batch as it comes,
+    holding one batch's hits rather than queries x depth."""
     warn(blank_queries_warning(queries, searcher.mode))
     unknown: list = []
     with tqdm(total=len(queries), desc=f"{desc} {split}", unit="q", file=sys.stderr, disable=not progress) as bar:
-        run = searcher.run([q.id for q in queries], [q.text for q in queries], k=k, nprobe=nprobe,
-                           ef_search=ef_search, progress=bar.update, unknown_found=unknown)
+        yield from searcher.run_batches([q.id for q in queries], [q.text for q in queries], k=k, nprobe=nprobe,
+                                        ef_search=ef_search, progress=bar.update, unknown_found=unknown)
     warn(unknown_words_warning(queries, unknown, searcher.mode))
-    return run
 
 
 def warn(warning: str | None) -> None:

@@ -12,15 +12,15 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from retriever.corpus import BeirDataset, check_output_outside_qrels
 from retriever.errors import RetrieverError, check_kind, given_path
-from retriever.evaluation import (judged_missing_from, judged_split, search_split, warn_of_left_out,
+from retriever.evaluation import (judged_missing_from, judged_split, search_batches, warn_of_left_out,
                                   warn_of_other_corpus)
-from retriever.runs import Qrels, ranked_hits
+from retriever.runs import Qrels, Run, ranked_hits
 from retriever.searching import Searcher
 from retriever.files import atomic_write_lines
 from retriever.texts import whole_number
@@ -99,6 +99,24 @@ def _output_path(output: object) -> Path:
     return Path(output)
 
 
+def _negative_lines(searcher: Searcher, batches: Iterator[Run], qrels: Qrels, skip_top: int, per_query: int,
+                    tally: MiningResult, refuse: Callable[[], None]) -> Iterator[str]:
+    """Each searched query's negatives line, one batch of hits at a time, counted in ``tally``; ``refuse`` is
+    called once every query is done if none got a negative, so the file being written is dropped."""
+    for part in batches:
+        for query_id, hits in part.items():
+            positives = {doc_id for doc_id, grade in qrels[query_id].items() if grade > 0}
+            is_copy, copies = _copy_finder(searcher, positives)
+            negatives = select_negatives([doc_id for doc_id, _ in ranked_hits(hits)], positives, skip_top, per_query,
+                                         is_copy)
+            tally.copies_of_positives += len(copies)
+            tally.negatives += len(negatives)
+            tally.queries_without_negatives += not negatives
+            yield json.dumps({"query_id": query_id, "negatives": negatives}, ensure_ascii=False) + "\n"
+    if not tally.negatives:
+        refuse()
+
+
 def _refuse_no_negative(queries: int, beir: BeirDataset, split: str, depth: int, skip_top: int, mode: str) -> None:
     """Refuse to write a file of empty lists: `train --negatives` read it and trained on in-batch negatives alone."""
     why = " (BM25 returns only passages sharing a word with the query)" if mode == "bm25" else ""
@@ -130,23 +148,13 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
     if skip_top >= searcher.index.ntotal:  # under --depth, yet every hit is dropped: an empty file, exit 0
         raise RetrieverError(f"--skip-top {skip_top} drops all {searcher.index.ntotal} documents of the index; "
                              "lower --skip-top")
-    run, queries, qrels = search_split(searcher, beir, split, k=depth, progress=progress, desc="mine")
-    lines, total, empty, copies = [], 0, 0, 0
-    for query in queries:
-        positives = {doc_id for doc_id, grade in qrels[query.id].items() if grade > 0}
-        ranked = [doc_id for doc_id, _ in ranked_hits(run.get(query.id, {}))]
-        is_copy, found = _copy_finder(searcher, positives)
-        negatives = select_negatives(ranked, positives, skip_top, per_query, is_copy)
-        copies += len(found)
-        total += len(negatives)
-        empty += not negatives
-        lines.append(json.dumps({"query_id": query.id, "negatives": negatives}, ensure_ascii=False) + "\n")
-    if not total:
-        _refuse_no_negative(len(queries), beir, split, depth, skip_top, mode)
-    atomic_write_lines(output, lines)
-    if copies:
-        print(f"note: {counted(copies, 'passage')} left out of the negatives: a copy of a passage judged relevant to "
-              "the query (the same title and text)", file=sys.stderr)
-    no_positive = sum(not any(grade > 0 for grade in grades.values()) for grades in qrels.values())
-    return MiningResult(output, len(queries), total, empty, time.time() - started, len(left_out), no_positive,
-                        copies)
+    no_positive = sum(not any(grade > 0 for grade in grades.values()) for grades in judged.values())
+    tally = MiningResult(output, len(found), 0, 0, 0.0, len(left_out), no_positive)
+    batches = search_batches(searcher, found, split, k=depth, progress=progress, desc="mine")
+    atomic_write_lines(output, _negative_lines(searcher, batches, judged, skip_top, per_query, tally, lambda: (
+        _refuse_no_negative(len(found), beir, split, depth, skip_top, mode))))
+    tally.seconds = time.time() - started
+    if tally.copies_of_positives:
+        print(f"note: {counted(tally.copies_of_positives, 'passage')} left out of the negatives: a copy of a passage "
+              "judged relevant to the query (the same title and text)", file=sys.stderr)
+    return tally
