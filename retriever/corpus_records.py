@@ -160,15 +160,19 @@ def parse_json_object(line: str, path: Path, number: int, first: bool = False, f
     """One JSONL line as a dict, or an error naming file:line. A key given twice is refused: JSON parsers
     keep one of the values (Python the last, others the first), so the record would be read silently. ``first``: the
     file's first non-blank line, where a JSON array or indented object shows the file is JSON, not JSONL, and tabs
-    a TSV file; ``formats``: the file might have been read as TSV (corpus, queries), so the message says how."""
+    a TSV file; ``formats``: a corpus or queries file, which might have been read as TSV or be a map of ids to
+    texts, so the message says how to read or convert it."""
     hint = 'each line must be one JSON object, {"key": value, ...}'
     try:
         record = _PARSER.decode(line)
     except json.JSONDecodeError as error:
         if "\r" in line:  # CR-only line endings: the whole file reads as one line
             raise carriage_return_error(path, number) from None
-        if first and line.strip() == "{":  # an indented JSON object: an id-to-text one is the likely kind
+        if first and line.strip() == "{" and formats:  # an indented JSON object: an id-to-text one is the likely kind
             raise id_mapping_error(path, spread=True) from None
+        if first and line.strip() == "{":  # a training file: its own records, indented (no id-to-text map)
+            raise InputFileError(path, None, "the file is one JSON object over several lines, not JSONL (one object "
+                                 "per line)", "write each record as one JSON object on a line of its own") from None
         if first and line.lstrip().startswith("["):  # an array over several lines: no JSONL line is an array
             raise json_array_error(path) from None
         if formats and first and "\t" in line and not line.lstrip().startswith("{"):  # not "write JSON objects"
