@@ -50,7 +50,7 @@ from retriever.serving.malformed import HostChecked
 from retriever.serving.output import bounded, hits_list, list_object
 from retriever.serving.problems import validation_message
 from retriever.serving.page import page_html
-from retriever.serving.served import BatchSettings, ServedIndexes, summary, valid_index_name
+from retriever.serving.served import BatchSettings, ServedIndexes, served_name, summary, valid_index_name
 from retriever.serving.routing import HeadAsGet, allowed_methods, path_without_slash
 from retriever.serving.stopping import quiet_cancelled_requests
 from retriever.serving.schemas import (ERRORS, K_PARAM, MODE_PARAM, NAME_PARAM, NAME_RULE, POST_BODY, Q_PARAM,
@@ -251,7 +251,7 @@ async def default_info(request: Request) -> Response:
 
 @router.get("/indexes/{name}/info", summary="One index's manifest")
 async def named_info(request: Request, name: str = NAME_PARAM) -> Response:
-    return info(_unparameterised(request), name)
+    return info(_unparameterised(request), served_name(name))
 
 
 @router.get("/search", summary="Search the default index", responses={200: {"model": SearchResponse}},
@@ -272,10 +272,10 @@ async def default_search_post(request: Request) -> Response:
             dependencies=[Depends(strict_query_string)])
 async def named_search_get(request: Request, name: str = NAME_PARAM, q: str = Q_PARAM, k: int = K_PARAM,
                            mode: Mode | None = MODE_PARAM) -> Response:
-    return await search_one(request, name, q, k, mode)
+    return await search_one(request, served_name(name), q, k, mode)
 
 
 @router.post("/indexes/{name}/search", summary="Search one index for several queries",
              responses={200: {"model": BatchSearchResponse}}, openapi_extra=POST_BODY)
 async def named_search_post(request: Request, name: str = NAME_PARAM) -> Response:
-    return await search_many(_served(request), name, request)
+    return await search_many(_served(request), served_name(name), request)

@@ -1,6 +1,7 @@
 """The served indexes: their searchers and batchers, as the routes reach them, and how /indexes describes one."""
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Annotated
 
@@ -24,6 +25,12 @@ def valid_index_name(name: str) -> bool:
     except ValidationError:
         return False
     return True
+
+
+def served_name(name: str) -> str:
+    """An index name from a request's path, in the form names are served in (NFC, as `serve` reads them): a client
+    writing й as и and a combining breve (as macOS names folders) asked for a name that looked the same and was not."""
+    return unicodedata.normalize("NFC", name)
 
 
 @dataclass(frozen=True)
