@@ -138,7 +138,7 @@ def test_a_parquet_table_lacking_the_text_column_names_ten_columns_and_the_one_f
     import pyarrow.parquet as pq
 
     path = tmp_path / "wide.parquet"
-    pq.write_table(pa.table({"_id": ["a"], **{f"dim{i:04d}": [0.5] for i in range(300)}}), path)
+    pq.write_table(pa.table({"_id": ["a"], **{f"dim{i:04d}": [0.5] for i in range(30)}}), path)
     with pytest.raises(InputFileError) as caught:
         list(iter_documents(path))
     assert str(caught.value) == (f"{path}: missing column 'text' (columns: _id, dim0000, dim0001, dim0002, dim0003, "
