@@ -60,22 +60,22 @@ def queries_sha256(ids: Iterable[str], texts: Iterable[str]) -> str:
 class PartialRun:
     """The partial file of one output: what is done, and appending a batch's lines then recording it."""
 
-    def __init__(self, output: Path, key: str, fmt: str, tag: str, depth: int) -> None:
+    def __init__(self, output: Path, key: str, fmt: str, tag: str, depth: int, total: int) -> None:
         self.target = through_link(output)
         self.data = self.target.with_name(f".{self.target.name}.partial")
         self.record_path = self.target.with_name(f".{self.target.name}.partial.json")
         self.key, self.depth = key, depth
         self.fmt, self.tag = fmt, tag
         self.record = {"fingerprint": key, "queries": 0, "bytes": 0, "short": 0, "fewest": None}
-        self.note = self._resume()
+        self.note = self._resume(total)
 
     @property
     def queries_done(self) -> int:
         return self.record["queries"]
 
-    def _resume(self) -> str | None:
+    def _resume(self, total: int) -> str | None:
         """Take up the recorded progress if it is this search's, else start over; a note when a partial run of
-        other inputs (or a damaged one) is discarded."""
+        other inputs, or a damaged record, is discarded."""
         if not self.record_path.is_file():
             self.data.unlink(missing_ok=True)
             return None
@@ -83,12 +83,14 @@ class PartialRun:
             record = read_json_object(self.record_path)
         except RetrieverError:
             record = {}
-        usable = (set(RECORD_KEYS) <= set(record) and record["fingerprint"] == self.key and self.data.is_file()
-                  and all(isinstance(record[key], int) for key in ("queries", "bytes", "short"))
-                  and self.data.stat().st_size >= record["bytes"])
-        if usable:
-            self.record = {key: record[key] for key in RECORD_KEYS}
-            return None
+        if set(RECORD_KEYS) <= set(record) and record["fingerprint"] == self.key and self.data.is_file():
+            damage = record_damage(record, total, self.data.stat().st_size, self.depth)
+            if damage is None:
+                self.record = {key: record[key] for key in RECORD_KEYS}
+                return None
+            self.discard()
+            return (f"note: {self.record_path}: damaged ({damage}), so the partial run {self.data} is discarded; "
+                    "starting over")
         self.discard()
         return (f"note: discarded the partial run {self.data} left by a search with other inputs (index, queries, "
                 f"k, mode, settings, format or tag) or damaged; starting over")
@@ -122,6 +124,23 @@ class PartialRun:
         return shortfall_note(self.record["short"], self.record["fewest"])
 
 
+def record_damage(record: dict, total: int, size: int, depth: int) -> str | None:
+    """What in a partial run's record cannot be true of a run of ``total`` queries whose partial file has ``size``
+    bytes, or None: counts that are not whole numbers from 0 to what they count (they were trusted, so `queries`
+    past the total wrote only the partial lines as the run, and a negative byte count failed as a disk error)."""
+    counts = {"queries": total, "bytes": size, "short": record["queries"]}
+    for key, most in counts.items():
+        value = record[key]
+        if type(value) is not int or not 0 <= value <= most:
+            return f"{key} is {json.dumps(value)[:40]}, not a whole number from 0 to {most}"
+    fewest = record["fewest"]
+    if record["short"] == 0:
+        return None if fewest is None else f"fewest is {json.dumps(fewest)[:40]} where no query got fewer hits"
+    if type(fewest) is not int or not 0 <= fewest < depth:
+        return f"fewest is {json.dumps(fewest)[:40]}, not a whole number from 0 to {depth - 1}"
+    return None
+
+
 def shortfall_note(short: int, fewest: int | None) -> str:
     """What the summary adds for ``short`` queries that got fewer hits than it names: an IVF searched at a low
     nprobe, or BM25, returns only what it reaches, and the summary said every query had the top k."""
@@ -129,11 +148,11 @@ def shortfall_note(short: int, fewest: int | None) -> str:
 
 
 @contextmanager
-def resumable_run(output: Path, key: str, fmt: str, tag: str, depth: int) -> Iterator[PartialRun]:
-    """The partial run of ``output`` for the search ``key``, held against a second search of the same output; a
-    failure before any batch is complete leaves nothing behind (no partial file, no folder it made)."""
+def resumable_run(output: Path, key: str, fmt: str, tag: str, depth: int, total: int) -> Iterator[PartialRun]:
+    """The partial run of ``output`` for the search ``key`` of ``total`` queries, held against a second search of the
+    same output; a failure before any batch is complete leaves nothing behind (no partial file, no folder it made)."""
     with folders_made_for(through_link(output)), exclusive_build(output, "search"):
-        partial = PartialRun(output, key, fmt, tag, depth)
+        partial = PartialRun(output, key, fmt, tag, depth, total)
         try:
             yield partial
         except BaseException:
@@ -181,7 +200,7 @@ def write_search_run(search: Search, total: int, output: Path | None, fmt: str, 
                 for part in run.parts():
                     write_run(part, None, fmt, tag)
         return run.shortfall(depth)
-    with resumable_run(output, key, fmt, tag, depth) as partial:
+    with resumable_run(output, key, fmt, tag, depth, total) as partial:
         if partial.note:
             print(partial.note, file=sys.stderr)
         done = partial.queries_done

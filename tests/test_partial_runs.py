@@ -191,3 +191,23 @@ def test_a_run_for_standard_output_is_printed_batch_by_batch_not_held_whole(caps
     assert write_search_run(search, 2, None, "trec", "t", 2, "") == "; 1 of them got fewer (as few as 1), all the " \
                                                                     "search reached"
     assert printed == ["q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\n"] and capsys.readouterr().out == "q2 Q0 d3 1 0.5 t\n"
+
+
+@pytest.mark.parametrize("damage", [{"queries": 999}, {"queries": -2, "bytes": -1}, {"queries": True},
+                                    {"short": 3, "fewest": "x"}])
+def test_a_damaged_partial_record_is_named_and_the_run_starts_over(tmp_path, index_and_queries, killed_run,
+                                                                    monkeypatch, damage):
+    """Its counts were trusted once they were whole numbers: `queries` 999 of 20 wrote only the partial lines as the
+    run (exit 0), a negative byte count was a traceback, `True` counted as 1."""
+    index, queries = index_and_queries
+    output = tmp_path / "run.trec"
+    for left in killed_run.iterdir():
+        shutil.copy(left, tmp_path / left.name)
+    record = tmp_path / ".run.trec.partial.json"
+    record.write_text(json.dumps({**json.loads(record.read_text()), **damage}))
+    sizes = searched_batches(monkeypatch)
+    result = CliRunner().invoke(main, search_args(index, queries, output))
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and f"{record}: damaged" in notes[0] and sum(sizes) == 20, (sizes, result.stderr)
+    assert len(output.read_text().splitlines()) == 20 * 5
