@@ -18,7 +18,7 @@ def resolve_device(device: str = "auto") -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
         resolved = torch.device(device)
-    except RuntimeError:
+    except (RuntimeError, TypeError):  # TypeError: None or another non-string
         resolved = None
     if resolved is None or resolved.type not in ("cpu", "cuda"):  # mps, xpu, meta...: a traceback when the model moves
         raise RetrieverError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N")

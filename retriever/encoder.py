@@ -7,6 +7,7 @@ record that shards, indexes and model folders store, so a mismatched query encod
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,7 +18,7 @@ import torch
 from retriever.corpus import Document
 from retriever.device import autocast, resolve_batch_size, resolve_device, resolve_dtype, torch_dtype
 from retriever.encoder_settings import OVERRIDABLE, QUERY_SETTINGS, EncoderSettings
-from retriever.errors import NotForThisIndex, RetrieverError
+from retriever.errors import NotForThisIndex, RetrieverError, check_kind
 from retriever.max_lengths import check_max_lengths, check_room_for_text
 from retriever.model_folder import refuse_recorded_model, untied_tower_paths
 from retriever.model_loading import (check_vocabulary, load_model, load_tokenizer, model_files, tokenizer_behaviour,
@@ -245,6 +246,11 @@ def recorded_encoder(recorded: dict, made: str, folder: str | Path, device: str 
     weights differ from the recorded ones; ``made`` says what was made with it, for the error. ``model``
     says where the model is when it moved away from ``folder``; ``shared``, where to take it from if loaded;
     ``remedy``, what to do when the model is gone or changed, for a command that takes no --model."""
+    from retriever.shared_encoders import SharedEncoders  # it imports this module
+
+    check_kind(model, (str, os.PathLike, type(None)), "model", "the path of the model folder the index was built with "
+               "(str or Path), or None for the one its record names")  # a traceback deep in loading named neither
+    check_kind(shared, (SharedEncoders, type(None)), "encoders", "a SharedEncoders, or None")
     settings = EncoderSettings.from_record(recorded, model or recorded_model(recorded, folder, remedy))
     refuse_recorded_model(model_files(settings.model), made)  # an index built before such models were refused
     recorded_sha = recorded.get("weights_sha256")

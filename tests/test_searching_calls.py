@@ -92,6 +92,20 @@ def test_wrong_searcher_arguments_are_named(searcher):
             Searcher(searcher.index_dir, device="cpu", fusion_overrides=overrides)
 
 
+@pytest.mark.parametrize("arguments, said", [
+    ({"device": None}, "unknown device None; use auto, cpu, cuda or cuda:N"),
+    ({"model": 5}, "model must be the path of the model folder .* not int 5"),
+    ({"model": b"/models/m"}, "model must be the path of the model folder"),
+    ({"encoders": 5}, "encoders must be a SharedEncoders, or None, not int 5"),
+    ({"encoders": {}}, "encoders must be a SharedEncoders"),
+])
+def test_a_searchers_device_model_or_encoders_of_the_wrong_kind_is_named(searcher, arguments, said):
+    """A TypeError from torch (`device() received an invalid combination of arguments`) or an AttributeError
+    (`'int' object has no attribute 'strip'`, `... 'get'`) named no argument."""
+    with pytest.raises(RetrieverError, match=said):
+        Searcher(searcher.index_dir, **{"device": "cpu", **arguments})
+
+
 def test_a_searcher_refuses_pickling_in_one_line_and_copies_shallowly(searcher):
     # FAISS's "self.cobj cannot be converted to a Python object for pickling" named nothing a user knows.
     for attempt in (pickle.dumps, copy.deepcopy):
