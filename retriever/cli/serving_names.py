@@ -14,6 +14,8 @@ def name_from_folder(folder: Path) -> str:
     (NFKD, so `índice` is `indice`, not `ndice`), a name a client writes in a URL as it is; letters of other scripts
     are kept in their usual (NFKC) form (`индекс`, `索引`, percent-encoded in a URL: they were all dropped, leaving
     `default`); anything but letters, digits, `_` and `-` becomes `-`."""
+    from retriever.serving.served import MAX_NAME_CHARS, name_character
+
     kept, latin = [], False
     for char in unicodedata.normalize("NFKD", folder.resolve().name):
         if not unicodedata.combining(char):
@@ -21,13 +23,8 @@ def name_from_folder(folder: Path) -> str:
             latin = char.isascii()
         elif not latin:  # a mark of another script's letter (й's breve, a Devanagari virama) is part of it
             kept.append(char)
-    name = "".join(char if _name_character(char) else "\0" for char in unicodedata.normalize("NFC", "".join(kept)))
-    return re.sub("\0+", "-", name).strip("-")[:64] or "default"
-
-
-def _name_character(char: str) -> bool:
-    """A letter, mark or digit of any script, `_` or `-`: ``serving.schemas.NAME_PATTERN``'s classes."""
-    return char in "_-" or unicodedata.category(char)[0] in "LMN"
+    name = "".join(char if name_character(char) else "\0" for char in unicodedata.normalize("NFC", "".join(kept)))
+    return re.sub("\0+", "-", name).strip("-")[:MAX_NAME_CHARS] or "default"
 
 
 def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict[str, Path]:

@@ -2,7 +2,7 @@
 names a client sent cut short in them (``clipped``)."""
 from __future__ import annotations
 
-from retriever.serving.schemas import MAX_K, NAME_RULE
+from retriever.serving.schemas import MAX_K
 
 MAX_PROBLEMS = 5  # a body's problems named in one error; 250 KB of [1, 1, ...] was a 5.6 MB message naming each
 
@@ -20,11 +20,9 @@ def validation_message(errors: list[dict]) -> str:
 
 
 def _worded(error: dict, where: str) -> str:
-    """pydantic's message, or ours where it is in no client's terms: a regex, a model class, a parse failure."""
+    """pydantic's message, or ours where it is in no client's terms: a model class, a parse failure."""
     kind, given = error.get("type"), error.get("input")
     said = _long_k(str(given)) if kind == "int_parsing_size" and where == "k" else None
-    if kind == "string_pattern_mismatch" and where == "name":
-        said = f"{clipped(str(given))!r} is no index name: names are {NAME_RULE} (GET /indexes lists them)"
     if kind == "model_type" and not where:  # "Input should be a valid dictionary or instance of SearchBody"
         said = f'the body is a JSON {_json_kind(given)}, not an object: send one such as {{"queries": ["..."]}}'
     return str(said or error.get("msg", "invalid"))

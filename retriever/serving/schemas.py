@@ -12,10 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from retriever.searching import DEFAULT_K  # `--max-hits` is at least this, so a request without k always fits
 
-# Letters, marks and digits of any script, `_` and `-`: a name stays one path segment, percent-encoded in a URL when it
-# is not ASCII. In the syntax pydantic's (Rust) regex engine reads, which checks it (``served.valid_index_name``).
-NAME_PATTERN = r"^[\p{L}\p{M}\p{N}_-]{1,64}$"
-NAME_RULE = "1-64 letters or digits (of any script), '_' or '-'"  # NAME_PATTERN, as errors word it
+# An index name (``served.valid_index_name``): one path segment, percent-encoded in a URL when it is not ASCII.
+NAME_RULE = "1-64 letters or digits (of any script), '_' or '-'"
 MAX_K = 1000
 Mode = Literal["dense", "bm25", "hybrid"]
 
@@ -72,8 +70,10 @@ class ErrorModel(BaseModel):
 
 
 ERRORS = {status: {"model": ErrorModel} for status in (400, 404, 413, 415, 500, 501, 503)}
-NAME_PARAM = Path(description="Index name, as given to `--index NAME=PATH` (percent-encoded when not ASCII).",
-                  pattern=NAME_PATTERN)
+# No pattern: OpenAPI tools read one as a JavaScript regex without the u flag \p{L} needs (Swagger UI's "Try it out"
+# refused every name); a name not served is a 404 naming those that are.
+NAME_PARAM = Path(description=f"Index name, as given to `--index NAME=PATH`: {NAME_RULE}, percent-encoded when not "
+                              "ASCII. GET /indexes lists them.")
 Q_PARAM = Query(description="The query text.")
 K_PARAM = Query(DEFAULT_K, ge=1, le=MAX_K, description="Hits to return.")
 MODE_PARAM = Query(None, description="dense, bm25 or hybrid. [default: the server's --mode]")

@@ -3,28 +3,24 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Annotated
-
-from pydantic import StringConstraints, TypeAdapter, ValidationError
-
 from retriever.choices import MAX_WAITING_QUERIES, MAX_WAITING_REQUESTS
 from retriever.encoder_settings import SERVED_FIELDS
 from retriever.searching import Searcher
 from retriever.serving.batcher import MicroBatcher
 from retriever.serving.inputs import ApiError, Limits
-from retriever.serving.schemas import NAME_PATTERN
 
-_NAME = TypeAdapter(Annotated[str, StringConstraints(pattern=NAME_PATTERN)])
+MAX_NAME_CHARS = 64
 
 
 def valid_index_name(name: str) -> bool:
-    """Names end up in URLs and log lines only, never in paths, but stay boring on purpose: letters (of any script),
-    digits, '_' and '-', checked by the pattern the routes check (``NAME_PATTERN``)."""
-    try:
-        _NAME.validate_python(name)
-    except ValidationError:
-        return False
-    return True
+    """Names end up in URLs and log lines only, never in paths, but stay boring on purpose: letters, marks and digits
+    of any script, '_' and '-' (``schemas.NAME_RULE``)."""
+    return 0 < len(name) <= MAX_NAME_CHARS and all(name_character(char) for char in name)
+
+
+def name_character(char: str) -> bool:
+    """A letter, mark or digit of any script (a mark: й's breve, a Devanagari virama), `_` or `-`."""
+    return char in "_-" or unicodedata.category(char)[0] in "LMN"
 
 
 def served_name(name: str) -> str:

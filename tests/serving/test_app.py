@@ -183,7 +183,7 @@ BAD_REQUESTS = {
     "post k string": ("POST", "/search", b'{"queries": ["cat"], "k": "10"}', None, 400, "k:"),
     "post k float": ("POST", "/search", b'{"queries": ["cat"], "k": 10.0}', None, 400, "k:"),
     "unknown index": ("GET", "/indexes/nope/search?q=cat", None, {}, 404, "no index named 'nope'"),
-    "bad index name": ("GET", "/indexes/a.b/search?q=cat", None, {}, 400, "name:"),
+    "bad index name": ("GET", "/indexes/a.b/search?q=cat", None, {}, 404, "no index named 'a.b'; served: "),
     "path traversal": ("GET", "/indexes/..%2F..%2Fetc/search?q=cat", None, {}, 404, ""),
     "dotted traversal": ("GET", "/indexes/../../etc/passwd", None, {}, 404, ""),
     "unknown route": ("GET", "/nothing-here", None, {}, 404, "Not Found"),

@@ -18,14 +18,6 @@ def test_a_name_a_client_sent_is_cut_short():
     assert clipped("x" * 200) == "x" * 60 + "..." and clipped("k") == "k"
 
 
-def test_a_name_outside_the_pattern_is_worded_for_the_client_not_as_the_regex():
-    """It said "name: String should match pattern '^[\\\\p{L}\\\\p{M}\\\\p{N}_-]{1,64}$'"."""
-    error = {"loc": ("path", "name"), "type": "string_pattern_mismatch", "input": "a.b", "msg": "String should match"}
-    said = validation_message([error])
-    assert said == ("name: 'a.b' is no index name: names are 1-64 letters or digits (of any script), '_' or '-' "
-                    "(GET /indexes lists them)")
-
-
 def test_a_body_that_is_no_json_object_says_what_it_is_not_the_models_class_name():
     """It said "Input should be a valid dictionary or instance of SearchBody", a class no client knows."""
     from pydantic import ValidationError

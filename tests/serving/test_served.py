@@ -38,3 +38,18 @@ def test_an_index_named_in_cyrillic_or_chinese_is_searched_at_its_percent_encode
     # й sent as и and a combining breve (as macOS writes a folder name) is the name served: it was a 404 "no index
     # named 'мой'; served: мой", the two looking the same
     assert decomposed.status == 200 and decomposed.json()["name"] == "мой", decomposed.body
+
+
+def test_the_openapi_name_parameter_states_the_rule_and_carries_no_regex_a_browser_reads_otherwise():
+    """Its pattern `^[\\p{L}\\p{M}\\p{N}_-]{1,64}$` is read by OpenAPI tools as a JavaScript regex without the u flag,
+    where `\\p{L}` is the letters p, {, L and }: Swagger UI's "Try it out" at /docs refused every name, `idx` too."""
+    from retriever.serving import create_app
+    from retriever.serving.schemas import NAME_RULE
+
+    class Stub:  # create_app reads nothing of a searcher until its batchers start
+        pass
+
+    schema = create_app({"idx": Stub()}).openapi()
+    for path in ("/indexes/{name}/search", "/indexes/{name}/info"):
+        [name] = [p for p in schema["paths"][path]["get"]["parameters"] if p["name"] == "name"]
+        assert "pattern" not in name["schema"] and NAME_RULE in name["description"], name
