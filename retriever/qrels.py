@@ -16,7 +16,7 @@ from pathlib import Path
 from retriever.errors import InputFileError, RetrieverError, given_path
 from retriever.files import carriage_return_error, check_is_file, decoded_lines
 from retriever.json_shapes import json_array_error, json_kind
-from retriever.run_json import FLAT_KEYS, json_id, json_line, json_mappings
+from retriever.run_json import FLAT_KEYS, SWAPPED_HINT, flat_keys, json_id, json_line, json_mappings
 from retriever.texts import columns, id_problem
 
 Qrels = dict[str, dict[str, int]]
@@ -32,7 +32,6 @@ GRADE_RANGE = (-2**31, 2**31 - 1)  # trec_eval keeps a grade in a C int
 
 # The grade column's name in a header; a first line is a header only if it says so.
 _HEADER_SCORE_NAMES = {"score", "relevance", "rel", "label", "grade", "judgment", "judgement"}
-SWAPPED_HINT = "if the run and qrels files are swapped (--run, --qrels), give each the other"
 LAYOUT_HINT = ("qrels lines are 'query-id corpus-id grade' (BEIR) or 'qid iter docid grade' (TREC), "
                "columns separated by tabs or spaces")
 
@@ -217,7 +216,11 @@ def _json_qrels(path: Path, lines: Iterable[tuple[int, str]]) -> Qrels:
     (``_grade``: ``1.0`` is 1, within a C int)."""
     lines = iter(lines)
     first = next(lines)
-    keys = _flat_keys(first[1])
+    record = _first_record(first[1])
+    if isinstance(record, dict) and ("hits" in record or flat_keys(record) is not None):  # its keys read as query ids
+        raise InputFileError(path, first[0], "the line is a run's (a query's hits, or a hit with its score), not "
+                             "judgments", SWAPPED_HINT)
+    keys = _flat_keys(record)
     lines = itertools.chain([first], lines)
     qrels = _mapped_qrels(path, lines) if keys is None else _flat_qrels(path, lines, keys)
     if not qrels:
@@ -238,13 +241,21 @@ def _mapped_qrels(path: Path, lines: Iterable[tuple[int, str]]) -> Qrels:
     return qrels
 
 
-def _flat_keys(first_line: str) -> tuple[str, str] | None:
-    """The (query, document) keys of qrels of one ``{"query_id", "doc_id", "relevance"}`` (or qid/docid) judgment per
-    line, judged from the first line; None for a mapping. Read as one, the field names were taken for query ids."""
+def _first_record(first_line: str) -> object:
+    """The first line of JSON qrels as JSON when it may be one record (a judgment, or a run's line given as qrels),
+    else None: a mapping on one line, the whole file, is parsed once, by its reader."""
+    if not any(key in first_line for key in ('"relevance"', '"score"', '"hits"')):
+        return None
     try:
-        record = json.loads(first_line)
+        return json.loads(first_line)
     except (json.JSONDecodeError, RecursionError, ValueError):  # the mapping reader names the line's fault
         return None
+
+
+def _flat_keys(record: object) -> tuple[str, str] | None:
+    """The (query, document) keys of qrels of one ``{"query_id", "doc_id", "relevance"}`` (or qid/docid) judgment per
+    line, judged from the first line's ``record``; None for a mapping. Read as one, the field names were taken for
+    query ids."""
     if not isinstance(record, dict) or "relevance" not in record:
         return None
     return next((keys for keys in FLAT_KEYS if set(keys) <= set(record)), None)

@@ -15,6 +15,7 @@ from retriever.files import RepeatedKeyError, json_limit_problem, unique_keys
 from retriever.json_shapes import json_kind
 from retriever.texts import id_problem
 
+SWAPPED_HINT = "if the run and qrels files are swapped (--run, --qrels), give each the other"
 _MAPPING_HINT = "a JSON run maps each query id to an object of document id to score, {\"q1\": {\"d1\": 0.5}}"
 # What to do about a value past Python's JSON reader (``files.json_limit_problem``): a run's or qrels' values are
 # numbers and ids, nested two or three deep.
@@ -215,6 +216,9 @@ def read_json_run(path: Path, first_line: str, lines: Iterable[tuple[int, str]])
         record = json.loads(first_line)
     except (json.JSONDecodeError, RecursionError, ValueError):  # the reader it goes to names the line's fault
         record = None
+    if isinstance(record, dict) and "relevance" in record and "score" not in record:  # "missing 'qid' or 'hits'"
+        raise InputFileError(path, None, "its first line is a judgment ({query, document, relevance}), not a run's "
+                             "hits", SWAPPED_HINT)
     keys = flat_keys(record)
     if keys is not None:
         return flat_run_lines(path, lines, keys)

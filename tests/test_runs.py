@@ -475,18 +475,25 @@ def test_hits_that_are_no_collection_are_named_not_a_type_error(tmp_path, hits):
 
 
 def test_a_run_and_qrels_given_each_other_say_they_may_be_swapped(tmp_path):
-    """`evaluate --run qrels.txt --qrels run.trec` said only 'expected 6 whitespace-separated columns, found 4' (or a
-    headerless 3-column BEIR qrels was named an MS MARCO run) and 'expected 3 or 4 columns, found 6', with no word that
-    the files are each other's (probe round 18)."""
+    """`evaluate --run qrels.txt --qrels run.trec` said only 'expected 6 whitespace-separated columns, found 4' (3 for
+    BEIR qrels with their header) and 'expected 3 or 4 columns, found 6', with no word that the files are each other's;
+    JSON ones said "missing 'qid' or 'hits' list" or took field names for query ids (probe round 18)."""
     qrels, beir, run = tmp_path / "qrels.txt", tmp_path / "qrels.tsv", tmp_path / "run.trec"
     qrels.write_text("q1 0 d1 1\n")
     beir.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
     run.write_text("q1 Q0 d1 1 0.5 x\n")
-    for path, read, found in ((qrels, read_run, "expected 6 whitespace-separated columns, found 4"),
-                              (beir, read_run, "expected 6 whitespace-separated columns, found 3"),
-                              (run, read_qrels, "expected 3 or 4 columns, found 6")):
+    flat_qrels, flat_run, jsonl_run = tmp_path / "q.jsonl", tmp_path / "flat.jsonl", tmp_path / "run.jsonl"
+    flat_qrels.write_text('{"query_id": "q1", "doc_id": "d1", "relevance": 1}\n')  # 'missing 'qid' or 'hits' list'
+    flat_run.write_text('{"query_id": "q1", "doc_id": "d1", "score": 0.5}\n')  # "query 'query_id' is a string"
+    jsonl_run.write_text('{"qid": "q1", "hits": [{"id": "d1", "score": 0.5}]}\n')
+    for path, read, found in ((qrels, read_run, ":1: expected 6 whitespace-separated columns, found 4: "),
+                              (beir, read_run, ":1: expected 6 whitespace-separated columns, found 3: "),
+                              (run, read_qrels, ":1: expected 3 or 4 columns, found 6: "),
+                              (flat_qrels, read_run, ": its first line is a judgment"),
+                              (flat_run, read_qrels, ":1: the line is a run's"),
+                              (jsonl_run, read_qrels, ":1: the line is a run's")):
         with pytest.raises(InputFileError) as caught:
             read(path)
         message = str(caught.value)
-        assert message.startswith(f"{path}:1: {found}: ") and message.endswith(
+        assert message.startswith(f"{path}{found}") and message.endswith(
             "; if the run and qrels files are swapped (--run, --qrels), give each the other"), message
