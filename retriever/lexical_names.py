@@ -38,14 +38,21 @@ def stopword_lists() -> list[str]:
     return sorted({constant.lower() for constant in STOPWORD_LIST_OF.values()})
 
 
+# The spellings of "no stemmer" or "no stopword list" a flag or a library call may give: each is recorded as None
+# (a part recorded with "" and rebuilt with None counted as changed, and dropped its tuned fusion)
+NONE_NAMES = ("", "none")
+
+
 def canonical(setting: str, name: object) -> object:
     """The name a ``stemmer`` or ``stopwords`` setting is recorded by (``en`` and ``eng`` stem as ``english``;
-    ``english`` lists as ``en``); a name neither table has, or no name, as it is."""
-    if not isinstance(name, str):
+    ``english`` lists as ``en``; ``""`` and ``none`` are None); a name neither table has, or no name, as it is."""
+    if not isinstance(name, str) or setting not in ("stemmer", "stopwords"):
         return name
+    if name.lower() in NONE_NAMES:
+        return None
     if setting == "stemmer":
         return STEMMER_NAMES.get(name, name)
-    return STOPWORD_LIST_OF[name].lower() if setting == "stopwords" and name in STOPWORD_LIST_OF else name
+    return STOPWORD_LIST_OF[name].lower() if name in STOPWORD_LIST_OF else name
 
 
 def unknown_name(setting: str, name: object) -> str | None:

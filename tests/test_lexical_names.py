@@ -13,7 +13,9 @@ from retriever.lexical import LexicalParams
     ({"stemmer": "en"}, {"stemmer": "english"}), ({"stemmer": "eng"}, {"stemmer": "english"}),
     ({"stemmer": "de"}, {"stemmer": "german"}), ({"stemmer": "kraaij_pohlmann"}, {"stemmer": "dutch"}),
     ({"stopwords": "english"}, {"stopwords": "en"}), ({"stopwords": "de"}, {"stopwords": "german"}),
-    ({"stopwords": "no"}, {"stopwords": "norwegian"}), ({"stemmer": None, "stopwords": None}, {})])
+    ({"stopwords": "no"}, {"stopwords": "norwegian"}), ({"stemmer": None, "stopwords": None}, {}),
+    ({"stemmer": "", "stopwords": ""}, {"stemmer": None, "stopwords": None}),
+    ({"stemmer": "none", "stopwords": "None"}, {"stemmer": None, "stopwords": None})])
 def test_a_setting_named_either_way_is_one_setting_recorded_by_one_name(given, recorded):
     """`--bm25-stemmer en` and `english` name one Snowball stemmer, but the manifest recorded each as given, so a
     rebuild naming it the other way was another setting and dropped the tuned fusion."""
@@ -45,3 +47,16 @@ def test_the_stemmer_names_known_are_every_name_pystemmer_takes_and_stem_as_thei
              "कमरों", "குழந்தைகள்", "կատուներ", "المكتبات", "کتاب‌ها", "mesaje", "sveikinimai", "gyerekeknek"]
     for name, algorithm in STEMMER_NAMES.items():
         assert Stemmer.Stemmer(name).stemWords(words) == Stemmer.Stemmer(algorithm).stemWords(words), name
+
+
+@pytest.mark.parametrize("field", ["stemmer", "stopwords"])
+def test_a_part_recorded_with_an_empty_name_and_rebuilt_with_none_changes_no_setting(field, tmp_path):
+    """`--bm25-stemmer ""` meant none, but the library recorded ``""``: a rebuild with None counted as a changed
+    setting and dropped the tuned fusion. ``""`` and ``none`` are spellings of None, in records older ones too."""
+    from retriever.lexical_part import _scoring_changes
+
+    record = LexicalParams().record()
+    older = {**record, field: ""}
+    assert _scoring_changes({"lexical": older}, {**record, field: None}, tmp_path) == []
+    assert LexicalParams(**{field: ""}).record()[field] is None
+    assert _scoring_changes({"lexical": older}, {**record, field: "porter" if field == "stemmer" else "de"}, tmp_path)

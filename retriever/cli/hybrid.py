@@ -92,7 +92,7 @@ def _named(ctx: click.Context, param: click.Parameter, value: str) -> str | None
     refused: bm25s and PyStemmer read it as Norwegian, where a user writing it means none (a manifest recording
     'no' still opens as Norwegian)."""
     setting = param.name.removeprefix("bm25_")
-    if value.lower() in ("", "none"):
+    if canonical(setting, value) is None:  # "" and none, one spelling of none for flags and library alike
         return None
     if value.lower() == "no":
         off, what = _OFF[setting]
