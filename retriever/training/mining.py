@@ -12,7 +12,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,6 +90,16 @@ def _check_output_apart(output: Path, index: str | Path, dataset: str | Path) ->
                                  "and writing would overwrite; give another path")
 
 
+def _check_fusion_mode(fusion_overrides: object, mode: str) -> None:
+    """Refuse a fusion setting when the mode fuses nothing, as the CLI refuses --alpha with --mode dense: the library
+    mined without it, silently. Unset settings (None, as the CLI passes them) stand."""
+    settings = fusion_overrides if isinstance(fusion_overrides, Mapping) else {}  # Searcher names another kind
+    given = [name for name, value in settings.items() if value is not None]
+    if given and mode != "hybrid":
+        raise RetrieverError(f"fusion setting {given[0]!r} applies only to mode 'hybrid', not {mode!r}: drop it or "
+                             "mine with mode='hybrid'")
+
+
 def _output_path(output: object) -> Path:
     """The negatives file's path, checked before the search: an int failed in pathlib naming no argument, and an
     empty path (the current folder) or a folder only once every query had been searched."""
@@ -135,6 +145,7 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
     skip_top, output = whole_number(skip_top, "--skip-top", 0), _output_path(output)
     if skip_top >= depth:
         raise RetrieverError(f"--skip-top {skip_top} drops all {depth} retrieved documents; raise --depth")
+    _check_fusion_mode(fusion_overrides, mode)
     check_output_outside_qrels(output, "the negatives file")
     _check_output_apart(output, index, dataset)
     started = time.time()

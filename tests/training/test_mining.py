@@ -241,3 +241,14 @@ def test_mining_holds_one_batch_of_hits_at_a_time(indexed_beir, tmp_path, monkey
     result = mine_negatives(index, dataset, tmp_path / "n.jsonl", depth=12, device="cpu", dtype="fp32",
                             progress=False)
     assert len(earlier) == result.queries == 3 and result.negatives == 10 + 11 + 11
+
+
+@pytest.mark.parametrize("mode", ["dense", "bm25"])
+def test_a_fusion_setting_outside_hybrid_mode_is_refused_not_ignored(tmp_path, mode):
+    """`mine_negatives(mode="dense", fusion_overrides={"alpha": 0.3})` mined with no fusion at all, exit 0, as the CLI's
+    `--alpha` with `--mode dense` is refused; unset settings (None, as the CLI passes them) stand."""
+    call = {"index": tmp_path / "no-index", "dataset": tmp_path / "no-dataset", "output": tmp_path / "n.jsonl"}
+    with pytest.raises(RetrieverError, match=rf"fusion setting 'alpha' applies only to mode 'hybrid', not '{mode}'"):
+        mine_negatives(**call, mode=mode, fusion_overrides={"rrf_k": None, "alpha": 0.3}, progress=False)
+    with pytest.raises(RetrieverError, match="no-dataset"):  # past the check: the dataset is opened
+        mine_negatives(**call, mode=mode, fusion_overrides={"alpha": None}, progress=False)
