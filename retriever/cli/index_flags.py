@@ -1,0 +1,104 @@
+"""The flags that shape a FAISS index (`index` and `build`), and the refusal of those the chosen index type does not
+use, before any encoding."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from retriever.choices import INDEX_TYPES, ONDISK_TYPE
+from retriever.cli.options import FiniteRange, compose, flags_given
+
+
+def index_options():
+    """Flags named as IndexParams fields (commands pass them on as **index_flags), plus --overwrite and
+    --tuning-queries-file (popped by the commands)."""
+    return compose(
+        click.option("--index-type", default="flat", show_default=True,
+                     help=f"One of {', '.join(INDEX_TYPES)} (flat = exact inner product), or any FAISS factory "
+                          "string, e.g. 'IVF1024,PQ48' or 'HNSW64,Flat'."),
+        click.option("--hnsw-m", type=click.IntRange(min=2), default=32, show_default=True,
+                     help="HNSW graph degree (hnsw only)."),
+        click.option("--ef-construction", type=click.IntRange(min=1), default=200, show_default=True,
+                     help="HNSW build-time beam width (hnsw only)."),
+        click.option("--nlist", type=click.IntRange(min=1), default=None,
+                     help="IVF lists (ivfpq, ivf-ondisk). [default: about 4*sqrt(N)]"),
+        click.option("--pq-m", type=click.IntRange(min=1), default=None,
+                     help="PQ sub-quantisers; must divide the dimension (ivfpq only). [default: dim/8]"),
+        click.option("--ondisk-codes", type=click.Choice(["sq8", "fp16", "flat"]), default="sq8", show_default=True,
+                     help="How ivf-ondisk stores each vector: 8-bit (dim bytes), 16-bit float (2*dim bytes) or "
+                          "float32 (4*dim bytes) scalar codes."),
+        click.option("--part-size", type=click.IntRange(min=1), default=500_000, show_default=True,
+                     help="Vectors per part of an ivf-ondisk build; a worker holds one part's codes in memory. "
+                          "Finished parts are kept in OUTPUT.parts/ until the index is in place, so a rerun after "
+                          "a crash skips them."),
+        click.option("--parallel-parts", type=click.IntRange(min=1), default=None,
+                     help="Worker processes filling ivf-ondisk parts at once, without --ray (with it: "
+                          "--ray-workers). [default: one per core]"),
+        click.option("--refine-k-factor", type=click.IntRange(1, 1000), default=50, show_default=True,
+                     help="For factory strings ending in ',RFlat': re-score k x this many candidates with the exact "
+                          "vectors."),
+        click.option("--train-size", type=click.IntRange(min=1), default=100_000, show_default=True,
+                     help="Vectors sampled from the shards to train IVF/PQ."),
+        click.option("--target-recall", type=FiniteRange(0, 1, min_open=True), default=None,
+                     help="Pick nprobe/efSearch as the smallest value whose recall@10 against exact search, "
+                          "measured on --tuning-queries of the collection's own vectors (held out of the index "
+                          "until tuning is done) or on --tuning-queries-file, reaches this; `search` then uses "
+                          "it. [default: nprobe 16, efSearch 128]"),
+        click.option("--tuning-queries", type=click.IntRange(min=1), default=1000, show_default=True,
+                     help="How many vectors (own vectors, or queries from --tuning-queries-file) to measure "
+                          "recall on for --target-recall."),
+        click.option("--tuning-queries-file", type=click.Path(exists=True, path_type=Path), default=None,
+                     help="Queries (BEIR folder, JSONL, TSV or Parquet) to tune --target-recall on instead of the "
+                          "collection's own vectors: real queries can be harder than passages. Only their texts "
+                          "are used, encoded by the index's query encoder. [default: none]"),
+        click.option("--overwrite", is_flag=True,
+                     help="Replace an existing index folder (build: shards of another encoder in NAME.shards are "
+                          "deleted first)."),
+    )
+
+
+_IVF_TYPES = ("ivfpq", ONDISK_TYPE)
+# The index types each build flag is used by, and how to say so: given with another type it was ignored in silence.
+_TYPE_FLAGS = {
+    "hnsw_m": (lambda kind: kind == "hnsw", "--index-type hnsw (a factory string gives M itself: 'HNSW64,Flat')"),
+    "ef_construction": (lambda kind: kind == "hnsw" or "HNSW" in kind, "an index with an HNSW graph"),
+    "nlist": (lambda kind: kind in _IVF_TYPES, "--index-type ivfpq or ivf-ondisk (a factory string gives its lists "
+                                               "itself: 'IVF1024,PQ48')"),
+    "pq_m": (lambda kind: kind == "ivfpq", "--index-type ivfpq (a factory string gives its codes itself: "
+                                           "'IVF1024,PQ48')"),
+    "ondisk_codes": (lambda kind: kind == ONDISK_TYPE, f"--index-type {ONDISK_TYPE}"),
+    "part_size": (lambda kind: kind == ONDISK_TYPE, f"--index-type {ONDISK_TYPE}"),
+    "parallel_parts": (lambda kind: kind == ONDISK_TYPE, f"--index-type {ONDISK_TYPE}"),
+    "refine_k_factor": (lambda kind: "RFlat" in kind or "Refine" in kind, "factory strings ending in ',RFlat'"),
+    "train_size": (lambda kind: kind not in ("flat", "hnsw"), "an index that is trained (ivfpq, ivf-ondisk or a "
+                                                              "factory string such as 'IVF1024,PQ48')"),
+}
+
+
+def check_type_flags(index_type: str) -> None:
+    """Refuse a build flag the --index-type (or, for the tuning flags, the absent --target-recall) does not use,
+    before any encoding, as `search` refuses --nprobe on a flat index: `--nlist 4096 --index-type hnsw` built the
+    default graph and exited 0."""
+    for name, (uses, users) in _TYPE_FLAGS.items():
+        given = [] if uses(index_type) else flags_given((name,))
+        if given:
+            raise click.UsageError(f"{given[0]} is used only by {users}, not by --index-type {index_type!r}; drop it "
+                                   "or choose an index type that uses it")
+    given = [] if flags_given(("target_recall",)) else flags_given(("tuning_queries", "tuning_queries_file"))
+    if given:  # the count was ignored in silence; the file's queries were encoded before the library refused them
+        raise click.UsageError(f"{given[0]} is used only with --target-recall (what recall is measured on); add "
+                               "--target-recall or drop it")
+
+
+def check_train_size_used(index_type: str, dim_of: Callable[[], int]) -> None:
+    """--train-size with a factory string that trains nothing ('HNSW32,Flat', 'SQfp16') is refused as with flat or
+    hnsw (it was ignored, exit 0); FAISS must build the string to tell, so this waits for the vectors' width."""
+    if index_type in INDEX_TYPES or not flags_given(("train_size",)):
+        return
+    from retriever.faiss_index import IndexParams, new_index
+
+    if new_index(index_type, dim_of(), IndexParams(index_type)).is_trained:
+        raise click.UsageError(f"--train-size is used only by {_TYPE_FLAGS['train_size'][1]}, not by --index-type "
+                               f"{index_type!r}, which trains nothing; drop it or choose an index type that uses it")
