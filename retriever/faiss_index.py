@@ -9,7 +9,7 @@ from pathlib import Path
 
 import faiss
 
-from retriever.choices import INDEX_TYPES, ONDISK_TYPE
+from retriever.choices import INDEX_TYPES, ONDISK_TYPE, REFINE_K_FACTOR_MAX
 from retriever.errors import RetrieverError, faiss_message
 from retriever.ondisk import CODES
 from retriever.shards import sample_vectors
@@ -65,7 +65,7 @@ _LEAST = {"hnsw_m": 2, "ef_construction": 1, "nlist": 1, "pq_m": 1, "refine_k_fa
           "ray_cpus_per_worker": 1}  # the least each whole-number setting takes (the CLI's flags' ranges)
 C_INT_MAX = 2**31 - 1
 _MOST = {"hnsw_m": (C_INT_MAX, "FAISS takes it as a C int"), "ef_construction": (C_INT_MAX, "FAISS takes it as a C int"),
-         "refine_k_factor": (1000, "FAISS reads no index with a larger one back")}  # the most each takes, and why
+         "refine_k_factor": (REFINE_K_FACTOR_MAX, "FAISS reads no index with a larger one back")}  # the most each takes, and why
 
 
 def _flag(name: str) -> str:

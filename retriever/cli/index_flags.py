@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from retriever.choices import INDEX_TYPES, ONDISK_TYPE
+from retriever.choices import INDEX_TYPES, ONDISK_TYPE, REFINE_K_FACTOR_MAX
 from retriever.cli.options import FiniteRange, compose, flags_given
 
 
@@ -36,7 +36,7 @@ def index_options():
         click.option("--parallel-parts", type=click.IntRange(min=1), default=None,
                      help="Worker processes filling ivf-ondisk parts at once, without --ray (with it: "
                           "--ray-workers). [default: one per core]"),
-        click.option("--refine-k-factor", type=click.IntRange(1, 1000), default=50, show_default=True,
+        click.option("--refine-k-factor", type=click.IntRange(1, REFINE_K_FACTOR_MAX), default=50, show_default=True,
                      help="For factory strings ending in ',RFlat': re-score k x this many candidates with the exact "
                           "vectors."),
         click.option("--train-size", type=click.IntRange(min=1), default=100_000, show_default=True,
