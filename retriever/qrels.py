@@ -1,4 +1,4 @@
-"""Relevance judgments (qrels) on disk, and the number syntax trec_eval reads in runs and qrels.
+"""Relevance judgments (qrels) on disk; their numbers are read as trec_eval reads them (``retriever.trec_numbers``).
 
 Qrels are read from BEIR TSV or TREC qrels, because public benchmarks ship both; ``retriever.runs`` re-exports
 ``read_qrels``. Every malformed line is reported as ``file:line: problem; what to do``.
@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
-import numbers
-import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -18,17 +15,11 @@ from retriever.files import carriage_return_error, check_is_file, decoded_lines
 from retriever.json_shapes import json_array_error, json_kind
 from retriever.run_json import FLAT_KEYS, SWAPPED_HINT, flat_keys, json_id, json_line, json_mappings
 from retriever.texts import columns, id_problem
+from retriever.trec_numbers import GRADE_RANGE, checked_grade, parse_relevance
 
 Qrels = dict[str, dict[str, int]]
 """qid -> docid -> graded relevance (trec_eval: >= 1 is relevant, 0 judged non-relevant)."""
 REPORTED_SPLIT = "test"  # the split results are reported on: no tuning or training may see it
-
-# Plain ASCII decimal numbers, as C's atof reads them (trec_eval parses runs and qrels with atof/atol); Python's
-# float() would also take "1_0" (ten) and other scripts' digits, which no other evaluator reads alike.
-DECIMAL_NUMBER = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan)",
-                            re.IGNORECASE)
-_INTEGER = re.compile(r"[+-]?[0-9]+")
-GRADE_RANGE = (-2**31, 2**31 - 1)  # trec_eval keeps a grade in a C int
 
 # The grade column's name in a header; a first line is a header only if it says so.
 _HEADER_SCORE_NAMES = {"score", "relevance", "rel", "label", "grade", "judgment", "judgement"}
@@ -52,40 +43,6 @@ def _columns(path: Path, lineno: int, text: str) -> list[str]:
     return cols
 
 
-def _leading_integer(text: str) -> int | None:
-    """What C's atol reads of a grade: its leading sign and digits (0 without any); None past 18 digits, far beyond a C
-    int: int() of one over 4,300 digits was a ValueError traceback naming sys.set_int_max_str_digits."""
-    match = _INTEGER.match(text)
-    if match is None:
-        return 0
-    digits = match.group().lstrip("+-").lstrip("0") or "0"
-    return None if len(digits) > 18 else int(digits) * (-1 if match.group().startswith("-") else 1)
-
-
-def _parse_relevance(path: Path, lineno: int, text: str, first: bool = False) -> int:
-    """A grade: a plain integer, or an integral decimal ("1.0", from tools that write floats), within a C int."""
-    shown = text if len(text) <= 40 else text[:37] + "..."
-    as_atol = _leading_integer(text)  # 1 of "1e1", 10 of "10e-1", 0 of ".3e1"
-    if _INTEGER.fullmatch(text):
-        grade = as_atol
-    elif DECIMAL_NUMBER.fullmatch(text) and float(text).is_integer():
-        grade = int(float(text))
-    else:
-        hint = "write grades as plain integers such as 0, 1, 2"
-        if first:
-            hint += "; a header line names its grade column, e.g. 'score' or 'rel'"
-        raise InputFileError(path, lineno, f"relevance {shown!r} is not an integer", hint)
-    if grade is None or not GRADE_RANGE[0] <= grade <= GRADE_RANGE[1]:
-        raise InputFileError(path, lineno, f"relevance {shown!r} is beyond a 32-bit integer",
-                             "trec_eval keeps grades in a C int; write grades such as 0, 1, 2")
-    if as_atol != grade:  # '1e1' is 10, but trec_eval reads 1; '10e-1' is 1, but it reads 10
-        read = as_atol if as_atol is not None else "a number beyond a C int"
-        raise InputFileError(path, lineno, f"relevance {shown!r} is {grade}, but trec_eval reads it as {read} "
-                             "(C's atol: the digits before the first other character)",
-                             f"write it as {grade}, a plain integer, so every evaluator reads the same grade")
-    return grade
-
-
 # What a run's and qrels' values are, for ``by_query``'s refusal.
 _VALUES = {"a run": "hits ({document id: score}, or (id, score) pairs), as Searcher.run returns",
            "qrels": "{document id: grade}, as read_qrels returns"}
@@ -101,40 +58,16 @@ def by_query(value: object, what: str) -> Mapping:
     return value
 
 
-def _grade(value: object, doc: object, qid: object, path: Path | None = None, lineno: int | None = None) -> int:
-    """A grade as trec_eval keeps it, a C int: an integer, numpy's too, or an integral float (1.0, from pandas or a
-    JSON file). Text was a TypeError traceback, and 0.5 gave gain to a document counted non-relevant. ``path``: the
-    JSON qrels file it is read from (at ``lineno``), whose values the message shows as JSON writes them; else library
-    qrels."""
-    integral = not isinstance(value, bool) and (isinstance(value, numbers.Integral) or (
-        isinstance(value, numbers.Real) and math.isfinite(value) and float(value).is_integer()))
-    if integral and GRADE_RANGE[0] <= int(value) <= GRADE_RANGE[1]:  # 10**400 was an OverflowError in the nDCG gain
-        return int(value)
-    bits = int(value).bit_length() if integral else 0  # str() of one past Python's digit limit raises
-    shown = (json.dumps(value) if path is not None else repr(value) if not integral
-             else str(int(value)) if bits < 10_000 else f"a number of {bits} bits")
-    what = f"the grade of document {doc!r} for query {qid!r} is {shown[:40]}"
-    if integral:
-        problem, hint = (f"{what}, beyond a 32-bit integer",
-                         "trec_eval keeps grades in a C int; write grades such as 0, 1, 2")
-    else:
-        problem, hint = (f"{what}, not an integer", "write grades as integers such as 0, 1, 2, as trec_eval reads them "
-                         "(0 judged non-relevant, 1 or more relevant)")
-    if path is not None:
-        raise InputFileError(path, lineno, problem, hint)
-    raise RetrieverError(f"{problem}; {hint}")
-
-
 def int_grades(qrels: Qrels) -> Qrels:
-    """Library qrels (``evaluate_run``'s) with every grade an int (``_grade``); plain ints, as ``read_qrels`` gives, are
-    taken as they are."""
+    """Library qrels (``evaluate_run``'s) with every grade an int (``checked_grade``); plain ints, as ``read_qrels``
+    gives, are taken as they are."""
     for qid, docs in qrels.items():
         if not isinstance(docs, Mapping):
             raise RetrieverError(f"the judgments of query {qid!r} must be a mapping of document id to grade")
     low, high = GRADE_RANGE
     if all(type(grade) is int and low <= grade <= high for docs in qrels.values() for grade in docs.values()):
         return qrels
-    return {qid: {doc: _grade(grade, doc, qid) for doc, grade in docs.items()} for qid, docs in qrels.items()}
+    return {qid: {doc: checked_grade(grade, doc, qid) for doc, grade in docs.items()} for qid, docs in qrels.items()}
 
 
 def file_path(path: object) -> Path:
@@ -176,7 +109,7 @@ def read_qrels(path: str | Path) -> Qrels:
             if problem is not None:
                 raise InputFileError(path, lineno, f"bad query or document id: {problem}",
                                      "ids must be one token without whitespace")
-        rel = _parse_relevance(path, lineno, rel_text, position == 0)
+        rel = parse_relevance(path, lineno, rel_text, position == 0)
         docs = qrels.setdefault(qid, {})
         if docs.setdefault(docid, rel) != rel:
             raise _conflict(path, lineno, qid, docid, rel, docs[docid])
@@ -213,7 +146,7 @@ def _json_qrels(path: Path, lines: Iterable[tuple[int, str]]) -> Qrels:
     """Qrels kept as pytrec_eval and ranx take them, JSON objects ``{query id: {doc id: grade}}`` (json.dump'd, or
     one a line: ``run_json.json_mappings``), or one judgment a line as ir_datasets names its fields
     (``{"query_id", "doc_id", "relevance"}``); ids checked as in qrels lines and grades as in library qrels
-    (``_grade``: ``1.0`` is 1, within a C int)."""
+    (``checked_grade``: ``1.0`` is 1, within a C int)."""
     lines = iter(lines)
     first = next(lines)
     record = _first_record(first[1])
@@ -237,7 +170,7 @@ def _mapped_qrels(path: Path, lines: Iterable[tuple[int, str]]) -> Qrels:
                                  "of document id to grade", _JSON_HINT)
         qrels[qid] = {}
         for doc, grade in docs.items():
-            qrels[qid][json_id(doc, path, lineno, "document id")] = _grade(grade, doc, qid, path, lineno)
+            qrels[qid][json_id(doc, path, lineno, "document id")] = checked_grade(grade, doc, qid, path, lineno)
     return qrels
 
 
@@ -272,7 +205,7 @@ def _flat_qrels(path: Path, lines: Iterable[tuple[int, str]], keys: tuple[str, s
         if not isinstance(record, dict) or not {q, d, "relevance"} <= set(record):
             raise InputFileError(path, lineno, f"a flat qrels line needs {q!r}, {d!r} and 'relevance'", hint)
         qid, doc = json_id(record[q], path, lineno, q), json_id(record[d], path, lineno, d)
-        grade, docs = _grade(record["relevance"], doc, qid, path, lineno), qrels.setdefault(qid, {})
+        grade, docs = checked_grade(record["relevance"], doc, qid, path, lineno), qrels.setdefault(qid, {})
         if docs.setdefault(doc, grade) != grade:
             raise InputFileError(path, lineno, f"document {doc!r} for query {qid!r} judged {grade} here but "
                                  f"{docs[doc]} on an earlier line", "keep one judgment per (query, document)")

@@ -20,9 +20,10 @@ import numpy as np
 from retriever.errors import InputFileError, RetrieverError
 from retriever.files import atomic_write_lines, carriage_return_error, check_is_file, decoded_lines
 from retriever.hits import Hit
-from retriever.qrels import DECIMAL_NUMBER, Qrels, by_query, file_path, first_line_where, read_qrels
+from retriever.qrels import Qrels, by_query, file_path, first_line_where, read_qrels
 from retriever.run_json import SWAPPED_HINT, float_or_infinity, read_json_run
 from retriever.texts import CONTROL_CHARACTER, columns, first_id_problem, id_problem
+from retriever.trec_numbers import DECIMAL_NUMBER
 
 __all__ = ["Qrels", "RankedLists", "Run", "RunLike", "check_tag", "rank_order", "ranked_hits", "read_qrels",
            "read_run", "read_trec_run", "run_lines", "trec_lines", "jsonl_lines", "write_run", "write_trec_run"]
