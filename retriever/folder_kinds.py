@@ -22,6 +22,8 @@ def not_an_index(folder: Path, manifest_name: str) -> RetrieverError:
     the command that makes an index of it, else how to build one."""
     from retriever.model_loading import RETRIEVER_CONFIG
 
+    if not folder.is_dir():  # a library call (the CLI checks the folder exists): a typo, or a file of the folder
+        return RetrieverError(_not_a_folder(folder, manifest_name))
     lacks = f"not an index folder (no {manifest_name})"
     staging = _staging_folder(folder, lacks)
     if staging:
@@ -51,6 +53,16 @@ def not_an_index(folder: Path, manifest_name: str) -> RetrieverError:
         return RetrieverError(f"{folder}: a BEIR collection, {lacks}; build an index of its corpus: "
                               f"`retriever build {folder} --output INDEX`")
     return RetrieverError(f"{folder}: {lacks}; build one with `retriever build`")
+
+
+def _not_a_folder(path: Path, manifest_name: str) -> str:
+    """The line for a path that is no folder: "build one" told a user who had given its manifest, or mistyped the
+    folder's name, to build an index they had."""
+    if not path.exists():
+        return f"{path}: no such folder; give the path of an index folder"
+    if path.name == manifest_name:
+        return f"{path}: a file, not an index folder; give the folder holding it, {path.parent}"
+    return f"{path}: a file, not an index folder; give the index folder (it holds {manifest_name})"
 
 
 _STAGING = re.compile(rf"^\.(.+)\.(building|old)-({WRITER})$")  # ``folders.temporary_folder``'s names

@@ -5,6 +5,7 @@ import pytest
 from click.testing import CliRunner
 
 from retriever.cli import main
+from retriever.errors import RetrieverError
 
 
 def _model_folder(tmp_path, marker):
@@ -156,3 +157,21 @@ def test_the_parts_folder_of_a_build_that_finished_says_the_index_is_in_place(tm
     assert result.exit_code == 1 and result.output.strip().splitlines()[-1] == (
         f"error: {folder}: the parts of an ivf-ondisk build of {index} that finished (its index is in place), not an "
         f"index folder (no manifest.json); the next build of {index} deletes them, or remove {folder}"), result.output
+
+
+@pytest.mark.parametrize("given", ["manifest", "other file", "missing"])
+def test_a_file_or_a_missing_path_given_as_an_index_folder_says_so(tiny_dense_build, tmp_path, given):
+    """The library's Searcher, index_summary and verify_index (the CLI checks the folder exists) said `X: not an
+    index folder (no manifest.json); build one with retriever build` of the index's own manifest.json, of any file,
+    and of a path that does not exist (a typo)."""
+    from retriever.info import index_summary, verify_index
+    from retriever.searching import Searcher
+
+    path = {"manifest": tiny_dense_build / "manifest.json", "other file": tiny_dense_build / "index.faiss",
+            "missing": tmp_path / "indexes" / "scifcat"}[given]
+    said = {"manifest": rf"^{path}: a file, not an index folder; give the folder holding it, {tiny_dense_build}$",
+            "other file": rf"^{path}: a file, not an index folder; give the index folder \(it holds manifest.json\)$",
+            "missing": rf"^{path}: no such folder; give the path of an index folder$"}[given]
+    for open_it in (Searcher, index_summary, verify_index):
+        with pytest.raises(RetrieverError, match=said):
+            open_it(path)
