@@ -6,7 +6,8 @@ from pathlib import Path
 import click
 
 from retriever.cli.hybrid import mode_options
-from retriever.cli.options import OutputFile, check_outputs_apart, check_run_suffix, flags_given, report_truncation
+from retriever.cli.options import check_outputs_apart, check_run_suffix, flags_given, report_truncation
+from retriever.cli.output_params import OutputFile
 from retriever.cli.outputs import expect_outputs
 from retriever.cli.searching import configure_batch_threads, open_searcher, searcher_options
 from retriever.cli.stdin import read_stdin

@@ -10,8 +10,9 @@ import click
 from retriever.cli.hybrid import check_build_tuning, lexical_options, run_tuning, tuning_options
 from retriever.cli.index_flags import check_train_size_used, check_type_flags, index_options
 from retriever.cli.info import echo_summary_json
-from retriever.cli.options import (OutputFolder, compose, corpus_options, encoder_options, fields_from, json_option,
-                                   renamed_option, report_truncation, runtime_options)
+from retriever.cli.options import (compose, corpus_options, encoder_options, fields_from, json_option, renamed_option,
+                                   report_truncation, runtime_options)
+from retriever.cli.output_params import OutputFolder
 from retriever.cli.outputs import expect_outputs
 from retriever.cli.ray_flags import (check_ray_flags, check_ray_worker_flags, passage_encoder, ray_for_parts,
                                      ray_options)

@@ -11,8 +11,9 @@ import click
 
 from retriever.choices import DEFAULT_K
 from retriever.cli.hybrid import mode_options
-from retriever.cli.options import (OutputFile, check_outputs_apart, check_run_suffix, compose, corpus_options,
-                                   device_options, fields_from, flags_given, report_truncation)
+from retriever.cli.options import (check_outputs_apart, check_run_suffix, compose, corpus_options, device_options,
+                                   fields_from, flags_given, report_truncation)
+from retriever.cli.output_params import OutputFile
 from retriever.cli.outputs import expect_outputs
 from retriever.cli.stdin import read_stdin
 from retriever.cli.stdout import check_stdout_open

@@ -11,9 +11,10 @@ import click
 from retriever.choices import COUNT_BOUNDS, DDP_TIMEOUT, MIN_TEMPERATURE, check_count, check_temperature
 from retriever.cli.hybrid import mode_options
 from retriever.cli.searching import moved_model_option
-from retriever.cli.options import (FiniteRange, OutputFile, check_outputs_apart, compose, corpus_options,
-                                   device_options, encoder_options, fields_from, flags_given, json_option,
-                                   renamed_option, runtime_options)
+from retriever.cli.options import (FiniteRange, check_outputs_apart, compose, corpus_options, device_options,
+                                   encoder_options, fields_from, flags_given, json_option, renamed_option,
+                                   runtime_options)
+from retriever.cli.output_params import OutputFile
 from retriever.cli.outputs import expect_outputs
 from retriever.errors import RetrieverError
 from retriever.wording import counted

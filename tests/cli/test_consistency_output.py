@@ -73,7 +73,7 @@ def test_search_dash_o_prints_the_run_a_file_would_hold(cjk_index, tmp_path, mon
 
 
 def test_dash_is_standard_output_where_an_option_says_so():
-    from retriever.cli.options import OutputFile
+    from retriever.cli.output_params import OutputFile
 
     assert OutputFile(dash_is_stdout=True).convert("-", None, None) is None
     assert OutputFile().convert("./-", None, None).name == "-"
