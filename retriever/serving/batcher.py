@@ -130,7 +130,7 @@ class MicroBatcher:
                 if size > self.max_batch and size > 1:
                     break
                 self._warm_up_search(size, self.searcher.mode)
-            if self.searcher.lexical is not None:
+            if "hybrid" in self.searcher.modes():  # not where the BM25 part or fusion record is damaged (a warning said)
                 self._warm_up_search(1, "hybrid")
         except Exception as error:  # noqa: BLE001 - reported as the index's fault, the original kept as the cause
             raise warm_up_failure(self.name, error) from error

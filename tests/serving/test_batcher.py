@@ -493,3 +493,18 @@ def test_a_thread_limit_reached_while_starting_the_workers_is_one_line_naming_th
     for thread in started:
         thread.join(5)
         assert not thread.is_alive()
+
+
+def test_the_warm_up_leaves_out_hybrid_where_the_fusion_record_is_damaged(tiny_index):
+    """`serve` of such an index warned that hybrid requests get a 500 and dense and bm25 are served, then its hybrid
+    warm-up search failed and it exited 1 ("index 'x' failed its warm-up search: … fusion … damaged")."""
+    from retriever.fusion import recorded_fusion
+
+    searcher = Searcher(tiny_index, device="cpu", dtype="fp32")
+    searcher.fusion_problem = recorded_fusion(searcher.index_dir, {"fusion": {"alpha": 2.0}}, None)[1]
+    batcher = MicroBatcher(searcher, max_batch=4, max_wait_ms=0)
+    try:
+        batcher.warm_up()
+        assert batcher.submit(["honey bee"], 2, "bm25").result(10)[0][0].id == "d6"
+    finally:
+        batcher.close()
