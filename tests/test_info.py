@@ -276,3 +276,19 @@ def test_a_manifest_past_the_json_readers_limits_is_one_line(sq8_index, tmp_path
     (index / "manifest.json").write_text(text)
     with pytest.raises(RetrieverError, match=f"^{index / 'manifest.json'}: {said}"):
         index_summary(index)
+
+
+@pytest.mark.parametrize("index_dir, said", [
+    ("", "index_dir is empty .an unset variable.."), ("  ", "index_dir is empty"),
+    (5, "index_dir must be the index folder's path .str or Path., not int 5"), (None, "not NoneType None"),
+])
+def test_library_info_of_no_folder_path_names_the_argument(sq8_index, monkeypatch, index_dir, said):
+    """`index_summary("")` (an unset variable) summarised the working folder, an index here, and `verify_index("")`
+    verified it; 5 or None was pathlib's TypeError naming no argument. Searcher refuses them alike."""
+    from retriever.errors import RetrieverError
+    from retriever.info import index_summary, verify_index
+
+    monkeypatch.chdir(sq8_index)
+    for call in (index_summary, verify_index):
+        with pytest.raises(RetrieverError, match=said):
+            call(index_dir)
