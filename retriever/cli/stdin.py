@@ -15,7 +15,12 @@ T = TypeVar("T")
 
 def read_stdin(suffix: str, read: Callable[[Path], T]) -> T:
     """``read`` of standard input spooled to a temporary file named ``stdin{suffix}`` (a reader may tell the format
-    by it); an error names standard input, not the temporary file, which is gone once this returns."""
+    by it); an error names standard input, not the temporary file, which is gone once this returns. A terminal is
+    refused: a `-` typed with nothing piped in waited for lines until Ctrl-D, with no word of why."""
+    if sys.stdin is None or sys.stdin.isatty():
+        raise RetrieverError("standard input is a terminal, not a pipe: `-` reads what is piped in (e.g. `retriever "
+                             "search INDEX --queries Q | retriever evaluate --run - ...`, or `- < FILE`); pipe it in, "
+                             "or give the file's path instead of -")
     with tempfile.TemporaryDirectory() as folder:
         spooled = Path(folder) / f"stdin{suffix}"
         with open(spooled, "wb") as file:
