@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers, MutableHeaders
 
 from retriever.errors import RetrieverError
 
 ANY = "*"
+DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}  # left out of an Origin by browsers
 ALLOWED_METHODS = "GET, HEAD, POST"
 ALLOWED_HEADERS = "Content-Type"
 # What a browser sends as Origin: scheme://host[:port], nothing after it (not even "/").
@@ -25,15 +27,33 @@ _ORIGIN = re.compile(r"[a-z][a-z0-9+.-]*://[^/?#\s@]+", re.IGNORECASE)
 
 
 def checked_origins(origins: Iterable[str]) -> tuple[str, ...]:
-    """The ``--allow-origin`` values, lower-cased as browsers send them, refused in one line where no browser
+    """The ``--allow-origin`` values as browsers send them (``_as_sent``), refused in one line where no browser
     would send one (a trailing slash or a path never matches, so the flag would go unused without a word)."""
     checked = []
     for origin in origins:
-        if origin != ANY and not _ORIGIN.fullmatch(origin):
+        sent = origin if origin == ANY else _as_sent(origin) if _ORIGIN.fullmatch(origin) else None
+        if sent is None:
             raise RetrieverError(f"{origin!r} is no origin: give scheme://host[:port] with nothing after it (e.g. "
                                  "https://search.example.com or http://localhost:3000), or * for any")
-        checked.append(origin.lower())
+        checked.append(sent)
     return tuple(dict.fromkeys(checked))
+
+
+def _as_sent(origin: str) -> str | None:
+    """An origin as a browser's Origin header gives it (RFC 6454): lower case, without the scheme's default port,
+    an international host name in punycode (`https://a.example:443` and `https://bücher.example` never matched);
+    None if it has no host or its port is out of range."""
+    parts = urlsplit(origin.lower())
+    try:
+        port, host = parts.port, parts.hostname
+        host = host if host is None or host.isascii() else host.encode("idna").decode("ascii")
+    except (ValueError, UnicodeError):
+        return None
+    if not host:
+        return None
+    shown = f"[{host}]" if ":" in host else host
+    default = DEFAULT_PORTS.get(parts.scheme)
+    return f"{parts.scheme}://{shown}" + (f":{port}" if port is not None and port != default else "")
 
 
 def cross_origin_headers(origins: tuple[str, ...], origin: str | None) -> dict[str, str]:

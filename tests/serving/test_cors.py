@@ -111,3 +111,21 @@ def test_refusals_the_protocol_writes_carry_the_cors_headers(origins, request_by
     head = reply.split(b"\r\n\r\n")[0].decode().lower()
     assert head.startswith(f"http/1.1 {status} ") and "vary: origin" in head, head
     assert (f"access-control-allow-origin: {allowed}" in head) if allowed else "access-control-allow" not in head
+
+
+def test_an_origin_is_kept_as_a_browser_sends_it_default_port_dropped_and_host_in_punycode():
+    """`--allow-origin https://a.example:443` or `https://bücher.example` never matched: a browser's Origin leaves out
+    the scheme's default port and writes an international host name in punycode, so the flag went unused without a
+    word and the page got no CORS header."""
+    from retriever.errors import RetrieverError
+    from retriever.serving.cors import checked_origins, cross_origin_headers
+
+    given = ["https://a.example:443", "http://b.example:80", "https://Bücher.example", "http://[::1]:80",
+             "http://c.example:8080"]
+    origins = checked_origins(given)
+    assert origins == ("https://a.example", "http://b.example", "https://xn--bcher-kva.example", "http://[::1]",
+                       "http://c.example:8080")
+    assert cross_origin_headers(origins, "https://xn--bcher-kva.example")["access-control-allow-origin"] == \
+        "https://xn--bcher-kva.example"
+    with pytest.raises(RetrieverError, match="scheme://host"):
+        checked_origins(["https://a.example:99999"])
