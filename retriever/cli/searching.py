@@ -138,6 +138,8 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
     if query is not None and is_blank(query):
         raise click.UsageError("the QUERY argument is empty (nothing but whitespace or invisible characters); give "
                                "the words to search for")
+    # a batch's queries are read before the index and model load, so a malformed file costs seconds no more
+    batch = None if query is not None else _read_batch(queries, fmt, fields_from(id_field, text_field, title_field))
     searcher = open_searcher(index, device, dtype, model, pooling, normalize, mode, fusion_overrides)
     k = k or (DEFAULT_K if query is not None else 1000)
     if query is not None:
@@ -152,7 +154,6 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
             if why:
                 click.echo(why, err=True)
         return
-    batch = _read_batch(queries, fmt, fields_from(id_field, text_field, title_field))
     warn(blank_queries_warning(batch, searcher.mode, run_format))
     configure_batch_threads()
     ids, texts, depth = [q.id for q in batch], [q.text for q in batch], min(k, searcher.index.ntotal)

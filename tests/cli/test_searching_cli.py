@@ -302,3 +302,17 @@ def test_a_run_on_standard_output_says_when_queries_got_fewer_hits(tmp_path, tin
     assert "searched 2 queries × top 3; 2 of them got fewer (as few as 0), all the search reached" in result.stderr
     result = CliRunner().invoke(main, [*common, "-k", "1"], input="q1\tthe lava\nq2\thot lava rock\n")
     assert "fewer" not in result.stderr and "searched" not in result.stderr, result.stderr
+
+
+def test_a_malformed_queries_file_is_refused_before_the_index_opens(tmp_path, monkeypatch):
+    """`search INDEX --queries bad.jsonl` loaded the index and its model (seconds; more for a large index) before the
+    queries file's first line was read and refused (probe round 18)."""
+    from retriever.cli import searching
+
+    opened = []
+    monkeypatch.setattr(searching, "open_searcher", lambda *args: opened.append(args))
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"_id": "q1", "text": "cat"}\n{"_id": "q2", "text": }\n')
+    result = CliRunner().invoke(main, ["search", str(tmp_path), "--queries", str(queries)])
+    assert result.exit_code == 1 and f"{queries}:2: malformed JSON" in result.output, result.output
+    assert not opened
