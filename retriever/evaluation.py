@@ -13,7 +13,7 @@ from retriever.corpus import BeirDataset, Query, blank_queries_warning, read_que
 from retriever.corpus_records import beir_keys
 from retriever.errors import RetrieverError, check_kind
 from retriever.fusion import FusionParams, recorded_fusion
-from retriever.integrity import file_sha256
+from retriever.integrity import remembered_sha256
 from retriever.evaluation_report import EvaluationReport
 from retriever.metric_names import DEFAULT_METRICS, checked_metric_names
 from retriever.metrics import (check_level_reached, check_relevance_level, evaluate_run, judged_query_ids,
@@ -111,7 +111,7 @@ def corpus_difference(recorded: object, corpus: Path, progress: bool = False) ->
     try:
         if size is not None and corpus.stat().st_size != size:
             return f"{corpus.stat().st_size} bytes, the index's {size}"
-        if file_sha256(corpus, "hash corpus" if progress else None) != recorded["sha256"]:
+        if remembered_sha256(corpus, "hash corpus" if progress else None) != recorded["sha256"]:
             return "the same size, other content" if size is not None else "other content"
     except OSError:
         return None  # evaluation and tuning read only its queries and qrels

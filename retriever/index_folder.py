@@ -15,7 +15,7 @@ from retriever.corpus import ReadStats
 from retriever.errors import RetrieverError
 from retriever.files import read_json_object, write_json
 from retriever.folder_kinds import not_an_index
-from retriever.integrity import REBUILD, file_records, file_sha256, rebuild_advice, rebuild_command
+from retriever.integrity import REBUILD, file_records, rebuild_advice, rebuild_command, remembered_sha256
 from retriever.recorded_paths import relative_path
 from retriever.wording import counted
 
@@ -62,7 +62,7 @@ def corpus_record(corpus_path: Path, output: Path, shard_records: list[dict], st
                   progress: bool) -> dict:
     """The manifest's record of the corpus: where it is (relative to the index), its SHA-256 and counts."""
     return {"name": "/".join(corpus_path.parts[-2:]), "path": relative_path(corpus_path, output),
-            "sha256": file_sha256(corpus_path, "hash corpus" if progress else None),
+            "sha256": remembered_sha256(corpus_path, "hash corpus" if progress else None),
             "passages_cut": sum(record.get("passages_cut", 0) for record in shard_records),
             "bytes": corpus_path.stat().st_size, "documents": stats.records, "empty_texts": stats.empty_texts}
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -55,6 +56,35 @@ def file_sha256(path: Path, progress: str | None = None, read: Callable[[int], o
             if read is not None:
                 read(len(block))
     return digest.hexdigest()
+
+
+# Hashes of inputs this process may hash twice, by the file's identity when hashed (``remembered_sha256``)
+_REMEMBERED: dict[tuple, str] = {}
+_REMEMBERED_MAX = 16
+# A file modified this recently when hashed is not remembered: a second write within the same tick of the file
+# system's clock would leave its identity as it was
+_SETTLED_NS = 2_000_000_000
+
+
+def remembered_sha256(path: Path, progress: str | None = None) -> str:
+    """``file_sha256`` of an input this process may hash again, read once while it stays the same file (device,
+    inode, size, modification and change times): `build --tune-fusion-on` hashed its corpus for the manifest, and its
+    tuning read the whole file again to tell whether it is the index's corpus. Not for checking a folder's own files:
+    a check re-reads them, since damage on disk leaves their times as they were."""
+    before = _identity(path)
+    if before in _REMEMBERED:
+        return _REMEMBERED[before]
+    digest = file_sha256(path, progress)
+    if _identity(path) == before and time.time_ns() - before[3] > _SETTLED_NS:
+        if len(_REMEMBERED) >= _REMEMBERED_MAX:
+            _REMEMBERED.pop(next(iter(_REMEMBERED)))
+        _REMEMBERED[before] = digest
+    return digest
+
+
+def _identity(path: Path) -> tuple:
+    status = path.stat()
+    return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns
 
 
 def file_records(folder: Path, skip: str | None = None) -> dict[str, dict]:

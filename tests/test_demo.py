@@ -92,9 +92,10 @@ def test_the_demo_over_its_own_index_hashes_the_corpus_once(tmp_path, tiny_beir,
     monkeypatch.setattr(demo, "demo_dataset", lambda: BeirDataset.open(tiny_beir))
     demo.run_demo(tmp_path / "demo", model=str(tiny_model_dir), device="cpu", progress=False)
     hashed = []
-    for module in (demo, evaluation):
-        monkeypatch.setattr(module, "file_sha256", lambda path, *a, **k: hashed.append(path) or file_sha256(path),
-                            raising=False)
+    for module in (demo, evaluation):  # the corpus checks (the build's own hash is index_folder's)
+        for name in ("file_sha256", "remembered_sha256"):
+            monkeypatch.setattr(module, name, lambda path, *a, **k: hashed.append(path) or file_sha256(path),
+                                raising=False)
     result = demo.run_demo(tmp_path / "demo", model=str(tiny_model_dir), device="cpu", progress=False)
     assert hashed == [tiny_beir / "corpus.jsonl"] and result.report.evaluation.num_queries == 4
 

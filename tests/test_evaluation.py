@@ -171,7 +171,8 @@ def test_a_dataset_whose_corpus_is_not_the_indexs_is_warned_of_once_hashed_only_
     assert err.count("warning:") == 1 and f"warning: the index was built from tiny-beir/corpus.jsonl" in err
     assert f"not from {corpus}" in err and "another collection's judgments" in err
     corpus.write_text(corpus.read_text() + '{"_id": "d13", "title": "", "text": "more"}\n', encoding="utf-8")
-    monkeypatch.setattr(evaluation, "file_sha256", lambda *a, **k: pytest.fail("hashed a corpus of another size"))
+    monkeypatch.setattr(evaluation, "remembered_sha256",
+                        lambda *a, **k: pytest.fail("hashed a corpus of another size"))
     evaluate_index(searcher, other, "test", k=5, progress=False)
     assert "another collection's judgments" in capsys.readouterr().err
 
