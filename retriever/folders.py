@@ -27,7 +27,7 @@ from pathlib import Path
 from retriever.errors import RetrieverError
 from retriever.output_paths import creatable_problem
 from retriever.locks import held_lock, remove_unheld_lock
-from retriever.name_length import BESIDE_NAME_BYTES, check_name_length
+from retriever.name_length import BESIDE_NAME_BYTES, INSIDE_PATH_BYTES, check_name_length
 from retriever.pid_names import WRITER, left_by_dead_processes, writer_name, writer_of
 
 _RENAME_EXCHANGE = 2
@@ -109,14 +109,14 @@ def named_output(output: Path, flag: str = "--output") -> Path:
 
 def check_output_name(output: Path, flag: str, beside: int = 0) -> None:
     """Refuse up front an output path Arrow and FAISS cannot take (not UTF-8: they encode paths as UTF-8), or a name
-    the file system cannot hold with ``beside`` bytes added for the names made beside it; both were tracebacks,
-    the first once a shard was written."""
+    the file system cannot hold with ``beside`` bytes added for the names made beside it, or a path the system
+    cannot hold with the files made in it; all were tracebacks or misleading, the first once a shard was written."""
     try:
         os.path.abspath(output).encode("utf-8")
     except UnicodeEncodeError:
         raise RetrieverError(f"{output}: the path is not valid UTF-8, and Arrow and FAISS take UTF-8 paths only; "
                              f"choose another {flag}") from None
-    check_name_length(output, flag, beside)
+    check_name_length(output, flag, beside, INSIDE_PATH_BYTES)
 
 
 def replaceable(path: Path, marker: str) -> bool:

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from retriever.errors import RetrieverError
-from retriever.name_length import BESIDE_NAME_BYTES, check_name_length
+from retriever.name_length import check_name_length
 from retriever.output_paths import output_file_problem, through_link, written_in_place
 
 
@@ -49,11 +49,6 @@ class OutputFile(click.Path):
             self.fail(f"{value} ends in {last!r}, so it names a folder; give the path of a file in it", param, ctx)
         path = super().convert(value, param, ctx)
         flag = f"--{param.name.replace('_', '-')}" if param and param.name else "path"
-        whole, most = len(os.fsencode(os.path.abspath(path))) + BESIDE_NAME_BYTES, os.pathconf("/", "PC_PATH_MAX") - 1
-        if whole > most:  # ENAMETOOLONG blamed 'a name in the path', where none is too long
-            self.fail(f"the path is {whole - BESIDE_NAME_BYTES} bytes long as an absolute path, and the names made "
-                      f"beside it add up to {BESIDE_NAME_BYTES} more; the system takes paths of at most {most} "
-                      f"bytes; choose a shorter {flag}", param, ctx)
         try:  # the name, then a link's target: a temporary file is made beside it, .NAME.tmp-PID@HOST
             check_name_length(Path(path), flag)
             if not written_in_place(Path(path)):

@@ -342,3 +342,17 @@ def test_a_tuning_queries_file_keyed_otherwise_does_not_send_the_user_to_the_cor
     assert result.exit_code == 1, result.output
     assert result.stderr.startswith(f"error: {queries}:1: missing id field '_id' (its keys: id, text); "), result.stderr
     assert "pass --id-field" not in result.stderr and "rename the keys" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("command", ["build", "index"])
+def test_an_output_folder_past_the_systems_path_limit_says_so_not_that_a_name_is_too_long(tmp_path, command):
+    """500 folders of 8 letters as -o: 'a name in the path is longer than the file system takes (often 255 bytes)',
+    where no name is; the whole path is past PATH_MAX (4096 bytes on Linux), as `-o FILE` already said."""
+    corpus = write_jsonl(tmp_path / "c.jsonl", [{"_id": "a", "text": "hello world"}])
+    target = str(tmp_path / "/".join(["abcdefgh"] * 500) / "idx")
+    source = ["build", str(corpus)] if command == "build" else ["index", str(tmp_path), "--corpus", str(corpus)]
+    result = CliRunner().invoke(main, [*source, "-o", target, "--no-bm25"])
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1, result.stderr[-300:]
+    assert "bytes long as an absolute path, and the names made in it add up to 100 more; the system takes paths of " \
+           "at most" in result.stderr and "choose a shorter --output" in result.stderr, result.stderr[-300:]
+    assert not (tmp_path / "abcdefgh").exists()
