@@ -15,7 +15,7 @@ import os
 import typing
 from dataclasses import dataclass, field
 
-from retriever.errors import RetrieverError
+from retriever.errors import RetrieverError, check_kind
 from retriever.wording import counted
 
 TOWERS = ("shared", "untied")
@@ -58,6 +58,7 @@ class EncoderSettings:
     towers: str = _setting("shared")
 
     def __post_init__(self) -> None:
+        model_name(self.model)  # its kind, before the model is looked for
         for name, value in self.to_dict().items():  # a notebook's numpy scalar, as the Python value it holds
             if type(value).__module__ == "numpy" and hasattr(value, "item"):
                 object.__setattr__(self, name, value.item())
@@ -158,9 +159,12 @@ _OPTIONAL = {name for name, hint in _HINTS.items() if type(None) in typing.get_a
 _KIND_NAMES = {bool: "true or false", int: "a whole number", str: "a string"}
 
 
-def model_name(model: object) -> object:
-    """A model folder given as a Path, as the string settings record; anything else as it is (validate judges it)."""
-    return os.fspath(model) if isinstance(model, os.PathLike) else model
+def model_name(model: object) -> str:
+    """A model folder given as a Path, as the string settings record; a model of another kind is refused (None or 5
+    raised an AttributeError in finding its max length, naming no argument)."""
+    check_kind(model, (str, os.PathLike), "model", "a model folder's path (str or Path), a Hugging Face hub id "
+               "(ORG/NAME) or minilm")
+    return os.fspath(model)
 
 
 def check_types(values: dict, source: str) -> None:

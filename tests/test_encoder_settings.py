@@ -116,3 +116,13 @@ def test_a_bad_setting_in_the_model_folder_is_said_before_torch_is_imported(tmp_
     assert code == 1 and said[-1] == (f"error: {folder}/retriever.json: unknown pooling 'bogus'; choose one of cls, "
                                       "pooler, mean")
     assert "torch" not in imported and "transformers" not in imported
+
+
+@pytest.mark.parametrize("model", [None, 5, b"minilm", ["minilm"]])
+def test_a_model_that_is_no_name_or_path_is_named_in_one_line(model):
+    """`EncoderSettings(model=None)` or `EncoderSettings.for_model(5)` (the library's way to an Encoder) raised an
+    AttributeError, `'NoneType' object has no attribute 'strip'`, naming no argument."""
+    for make in (lambda: EncoderSettings(model=model), lambda: EncoderSettings.for_model(model)):
+        with pytest.raises(RetrieverError, match=rf"^model must be a model folder's path \(str or Path\), a Hugging "
+                                                 rf"Face hub id \(ORG/NAME\) or minilm, not {type(model).__name__}"):
+            make()
