@@ -100,9 +100,11 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, relevan
         if dataset is None or qrels is not None:
             raise click.UsageError("--index needs --dataset (a BEIR folder), whose qrels/<split>.tsv it is scored "
                                    "on; --qrels applies only with --run")
+        collection = BeirDataset.open(dataset)
+        collection.qrels_path(split)  # a misspelt split is refused before the index and model load, not after
         searcher = open_searcher(index, device, dtype, model, pooling, normalize, mode, fusion_overrides)
         configure_batch_threads()
-        report, run = evaluate_index(searcher, BeirDataset.open(dataset), split, k, nprobe, ef_search, metrics,
+        report, run = evaluate_index(searcher, collection, split, k, nprobe, ef_search, metrics,
                                      relevance_level=relevance_level)
         report_truncation(searcher.encoder)
     echo_result(report.table(), in_file=bool(output))  # before the files: a Ctrl-C after them finds the work done

@@ -103,3 +103,16 @@ def test_qrels_are_read_from_standard_input_with_a_dash(tmp_path):
     assert bad.exit_code == 1 and "standard input:1: relevance 'x'" in bad.output, bad.output
     both = CliRunner().invoke(main, ["evaluate", "--run", "-", "--qrels", "-"], input="")
     assert both.exit_code == 2 and "--run and --qrels cannot both read standard input" in both.output, both.output
+
+
+def test_evaluate_index_refuses_a_missing_split_before_the_index_opens(tiny_beir, tmp_path, monkeypatch):
+    """`evaluate --index I --dataset D --split dve` loaded the index and its model (seconds; more for a large index)
+    before saying D has no qrels for split 'dve' (probe round 18)."""
+    from retriever.cli import evaluating
+
+    opened = []
+    monkeypatch.setattr(evaluating, "open_searcher", lambda *args: opened.append(args))
+    result = CliRunner().invoke(main, ["evaluate", "--index", str(tmp_path), "--dataset", str(tiny_beir),
+                                       "--split", "dve"])
+    assert result.exit_code == 1 and "no qrels for split 'dve' (available: test)" in result.output, result.output
+    assert not opened
