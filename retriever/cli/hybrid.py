@@ -140,9 +140,17 @@ def tuning_options() -> Callable:
         click.option("--split", default="train", show_default=True,
                      help="Split of --tune-fusion-on to tune on. It must judge other queries than test, the split "
                           "you report: test itself, or a split judging any of test's queries, is refused."),
-        collapsing(("tune_fusion_on", "split"), "tune_fusion",
-                    lambda tune_fusion_on, split: None if tune_fusion_on is None else (tune_fusion_on, split)),
+        collapsing(("tune_fusion_on", "split"), "tune_fusion", _tune_fusion),
     )
+
+
+def _tune_fusion(tune_fusion_on: Path | None, split: str) -> tuple[Path, str] | None:
+    """(dataset, split) to tune on, or None; a --split without --tune-fusion-on is refused, as it would go unused
+    (with `bm25 --drop-fusion`, ``run_drop`` refuses it in its own words)."""
+    if tune_fusion_on is None and flags_given(("split",)) and not flags_given(("drop_fusion",)):
+        raise click.UsageError(f"--split names the split --tune-fusion-on tunes the fusion on, and no "
+                               f"--tune-fusion-on is given: add --tune-fusion-on DATASET, or drop --split {split}")
+    return None if tune_fusion_on is None else (tune_fusion_on, split)
 
 
 def check_tuning(tune_fusion: tuple[Path, str] | None, lexical: LexicalParams | None) -> None:

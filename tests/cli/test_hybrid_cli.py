@@ -411,3 +411,15 @@ def test_tuning_a_read_only_folder_that_keeps_its_bm25_is_refused_alone(tmp_path
     assert result.exit_code == 1 and len(lines) == 1, result.output
     assert lines[0].startswith(f"error: {index}: the tuned fusion cannot be recorded in its manifest (")
     assert (index / "manifest.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("command", ["bm25", "build"])
+def test_split_without_tune_fusion_on_is_refused_as_unused(tmp_path, tiny_beir, tiny_model_dir, command):
+    """`bm25 IDX --overwrite --split dev` (or `build … --split dev`) without --tune-fusion-on: --split names the split
+    the fusion is tuned on, so it did nothing, and the run went on without a word."""
+    args = ([str(tmp_path), "--overwrite"] if command == "bm25" else
+            [str(tiny_beir), "-o", str(tmp_path / "idx"), "--model", str(tiny_model_dir), *COMMON])
+    result = CliRunner().invoke(main, [command, *args, "--split", "dev"])
+    assert result.exit_code == 2, result.output
+    assert "--split names the split --tune-fusion-on tunes the fusion on" in result.output
+    assert not (tmp_path / "idx").exists()
