@@ -85,6 +85,7 @@ def _build_index(shards_dir: Path, corpus: str | Path, output: Path, params: Ind
                                   shards_dir, output)
     shard_records = [read_shard_metadata(s)["shard"] for s in shards]
     count = sum(record["rows"] for record in shard_records)
+    tuning_queries = tuning_vectors(tuning_queries, int(encoder["dim"]))
     check_buildable(params, int(encoder["dim"]))
     check_trainable(params, int(encoder["dim"]), count, f"the shards in {shards_dir} hold")
     if tuning_queries is None:
@@ -196,6 +197,28 @@ def _add(index: faiss.Index, vectors: np.ndarray, spec: str) -> None:
 def _check_tuning_queries(given: bool, params: IndexParams) -> None:
     if given and params.target_recall is None:
         raise RetrieverError("tuning queries were given without a target recall; add --target-recall")
+
+
+def tuning_vectors(queries, dim: int) -> np.ndarray | None:
+    """The library's ``tuning_queries`` as float32 rows of the index's width, refused in one line before the corpus
+    pass otherwise: the wrong width was a bare AssertionError from FAISS after the doc store was written, an empty
+    array StopIteration, and NaN rows tuned on nothing."""
+    if queries is None:
+        return None
+    try:
+        vectors = np.asarray(queries, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise RetrieverError("tuning_queries: not an array of numbers; give one query vector a row") from None
+    if vectors.ndim != 2:
+        raise RetrieverError(f"tuning_queries: an array of shape {vectors.shape}; give one query vector of {dim} "
+                             "numbers a row")
+    if len(vectors) == 0 or vectors.shape[1] != dim:
+        raise RetrieverError(f"tuning_queries: {len(vectors)} rows of {vectors.shape[1]} numbers, where the index "
+                             f"takes at least one row of {dim} (its vectors' width)")
+    bad = np.flatnonzero(~np.isfinite(vectors).all(axis=1))
+    if len(bad):
+        raise RetrieverError(f"tuning_queries: row {bad[0] + 1} holds NaN or an infinity; give finite query vectors")
+    return np.ascontiguousarray(vectors)
 
 
 def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | PartRunner,

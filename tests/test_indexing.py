@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 import faiss
+import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
@@ -400,3 +401,22 @@ def test_a_disk_filling_inside_the_index_folder_is_one_line_naming_the_output(ti
         build_index(shards, tiny_beir, tmp_path / "idx", progress=False)
     assert str(caught.value).startswith(f"no space left on the device writing {tmp_path / 'idx'}; free some space")
     assert not (tmp_path / "idx").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["shards", "tiny-beir"]
+
+
+def test_library_tuning_queries_that_are_not_query_vectors_are_named_before_the_corpus_pass(tiny_beir, tiny_encoder,
+                                                                                         tmp_path, monkeypatch):
+    """build_index(tuning_queries=...) of the wrong width failed with a bare AssertionError from FAISS, a 1-d array
+    with a ValueError and an empty one with StopIteration, after the doc store was written; NaN rows tuned on
+    nothing and the build succeeded, warning that no setting reaches the target."""
+    encode_corpus(tiny_beir, tmp_path / "shards", tiny_encoder, shard_size=5, progress=False)
+    monkeypatch.setattr("retriever.indexing.iter_documents", lambda *a, **k: pytest.fail("read the corpus first"))
+    params, dim = IndexParams("hnsw", target_recall=0.9), tiny_encoder.metadata()["dim"]
+    for queries, expected in [(np.zeros((3, dim + 1)), rf"tuning_queries: 3 rows of {dim + 1} numbers"),
+                              (np.zeros(dim), rf"tuning_queries: an array of shape \({dim},\)"),
+                              (np.zeros((0, dim)), "tuning_queries: 0 rows"),
+                              (np.full((2, dim), np.nan), "tuning_queries: row 1 holds NaN or an infinity"),
+                              ([["a"] * dim], "tuning_queries: not an array of numbers")]:
+        with pytest.raises(RetrieverError, match=expected):
+            build_index(tmp_path / "shards", tiny_beir, tmp_path / "idx", params, progress=False,
+                        tuning_queries=queries, lexical=None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shards", "tiny-beir"]
