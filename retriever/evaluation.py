@@ -47,9 +47,18 @@ def evaluate_run_file(run_path: str | Path, qrels_path: str | Path, metrics: tup
                             deeper="a deeper run gives exact values, unless this one holds the whole collection")
 
 
-def judged_split(dataset: BeirDataset, split: str) -> tuple[list[Query], Qrels]:
+def opened_dataset(dataset: BeirDataset | str | Path) -> BeirDataset:
+    """A BEIR folder given by its path or as a BeirDataset, as the library's evaluation and split readers take it."""
+    if isinstance(dataset, BeirDataset):
+        return dataset
+    check_kind(dataset, (str, os.PathLike), "dataset", "a BEIR folder's path or a BeirDataset")
+    return BeirDataset.open(dataset)
+
+
+def judged_split(dataset: BeirDataset | str | Path, split: str) -> tuple[list[Query], Qrels]:
     """A split's judged queries and its qrels; a split without one judged query is refused."""
     check_kind(split, str, "split", "a split's name such as 'test' (qrels/NAME.tsv)")
+    dataset = opened_dataset(dataset)  # a path raised AttributeError ('str' object has no attribute 'qrels_path')
     qrels = read_qrels(dataset.qrels_path(split))
     with beir_keys():
         all_queries = read_queries(dataset.queries_path)
@@ -219,9 +228,7 @@ def evaluate_index(searcher: Searcher, dataset: BeirDataset | str | Path, split:
     check_kind(searcher, Searcher, "searcher", "a Searcher, e.g. Searcher('indexes/NAME')")
     check_relevance_level(relevance_level)
     metrics = checked_metric_names(metrics)
-    if not isinstance(dataset, BeirDataset):
-        check_kind(dataset, (str, os.PathLike), "dataset", "a BEIR folder's path or a BeirDataset")
-        dataset = BeirDataset.open(dataset)
+    dataset = opened_dataset(dataset)
     fusion = searcher.manifest.get("fusion") or {}
     # a damaged record (flags standing in for it: ``recorded_fusion``) says nothing of where it was tuned
     sound = searcher.mode == "hybrid" and recorded_fusion(searcher.index_dir, searcher.manifest, None)[1] is None

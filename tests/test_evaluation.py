@@ -214,3 +214,16 @@ def test_a_split_that_is_no_name_is_refused_in_one_line(tiny_beir, split) -> Non
     the qrels path lookup, for evaluate_index, mining and fusion tuning alike."""
     with pytest.raises(RetrieverError, match=r"^split must be a split's name such as 'test' \(qrels/NAME.tsv\), not "):
         judged_split(BeirDataset.open(tiny_beir), split)
+
+
+@pytest.mark.parametrize("dataset", ["path", "str", "int"])
+def test_judged_split_takes_a_dataset_as_evaluate_index_does(tiny_beir, dataset) -> None:
+    """`judged_split("datasets/scifact", "test")` raised AttributeError ('str' object has no attribute
+    'qrels_path'), where evaluate_index takes a BEIR folder's path or a BeirDataset."""
+    given = {"path": tiny_beir, "str": str(tiny_beir), "int": 5}[dataset]
+    if dataset == "int":
+        with pytest.raises(RetrieverError, match=r"^dataset must be a BEIR folder's path or a BeirDataset, not int"):
+            judged_split(given, "test")
+        return
+    queries, qrels = judged_split(given, "test")
+    assert [q.id for q in queries] == ["q1", "q2", "q3", "q4"] and qrels["q2"] == {"d4": 1}
