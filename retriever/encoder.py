@@ -108,8 +108,9 @@ class Encoder:
         if it was longer, else None; the server tells each client so, from the tokenization the vectors used.
         ``unknown``, likewise: whether that tokenization holds no word the model knows (``unknown_queries``)."""
         texts = [self.settings.query_prefix + t for t in check_queries(texts)]
+        batch_size = self.batch_size if batch_size is None else resolve_batch_size(batch_size, self.device)
         return self._encode(texts, self.query_model, self.settings.query_max_length, progress, "queries",
-                            (batch_size or self.batch_size, mix_lengths), cut_at, unknown)
+                            (batch_size, mix_lengths), cut_at, unknown)
 
     def unknown_queries(self, texts: Sequence[str], cut_at: list | None = None) -> list[bool]:
         """Which queries hold no word the model knows (its vector is any unknown word's), without encoding them: for

@@ -69,3 +69,12 @@ def test_encode_queries_says_which_queries_it_reads_as_unknown_tokens_only_past_
     vectors = encoder.encode_queries(texts, unknown=unknown)
     assert unknown == [True, False, True, False, False] == encoder.unknown_queries(texts)
     np.testing.assert_array_equal(vectors, encoder.encode_queries(texts))
+
+
+@pytest.mark.parametrize("batch_size", [0, -1, 1.5, True, "2"])
+def test_a_per_call_batch_size_is_checked_as_the_encoders_own(encoder, batch_size):
+    """`encode_queries(texts, batch_size=-1)`, `1.5`, `True` or `0` encoded with some other batch without a word,
+    and "2" raised a TypeError from a comparison; `Encoder(batch_size=...)` refuses each in one line."""
+    with pytest.raises(RetrieverError, match=rf"^batch size must be a whole number of at least 1, not {batch_size!r}$"):
+        encoder.encode_queries(["cat", "dog", "bee"], batch_size=batch_size)
+    assert encoder.encode_queries(["cat", "dog", "bee"], batch_size=2).shape[0] == 3
