@@ -11,6 +11,7 @@ import faiss
 
 from retriever.choices import INDEX_TYPES, ONDISK_TYPE, REFINE_K_FACTOR_MAX
 from retriever.errors import RetrieverError, faiss_message
+from retriever.index_folder import SEARCH_SETTING_RANGE, SEARCH_SETTINGS
 from retriever.ondisk import CODES
 from retriever.shards import sample_vectors
 from retriever.texts import whole_number
@@ -44,7 +45,11 @@ class IndexParams:
 
     def __post_init__(self) -> None:
         """Refuse what the CLI's flags refuse, and make numpy numbers Python ones (the manifest is JSON)."""
+        if not isinstance(self.index_type, str):
+            raise RetrieverError(f"index_type must be one of {', '.join(INDEX_TYPES)} or a FAISS factory string, not "
+                                 f"{self.index_type!r}")
         check_factory(self.index_type)
+        self.search_defaults = _checked_search_defaults(self.search_defaults)
         for setting in fields(self):
             least = _LEAST.get(setting.name)
             value = getattr(self, setting.name)
@@ -66,6 +71,16 @@ _LEAST = {"hnsw_m": 2, "ef_construction": 1, "nlist": 1, "pq_m": 1, "refine_k_fa
 C_INT_MAX = 2**31 - 1
 _MOST = {"hnsw_m": (C_INT_MAX, "FAISS takes it as a C int"), "ef_construction": (C_INT_MAX, "FAISS takes it as a C int"),
          "refine_k_factor": (REFINE_K_FACTOR_MAX, "FAISS reads no index with a larger one back")}  # the most each takes, and why
+
+
+def _checked_search_defaults(defaults: object) -> dict:
+    """The settings a search starts from, as the manifest's check takes them (``index_folder.SEARCH_SETTINGS``):
+    one of the wrong kind or range was written, and every search then called the index damaged."""
+    if not isinstance(defaults, dict) or not set(defaults) <= set(SEARCH_SETTINGS):
+        raise RetrieverError(f"search_defaults must be a dict of {' and/or '.join(SEARCH_SETTINGS)}, not {defaults!r}")
+    lowest, highest = SEARCH_SETTING_RANGE
+    return {name: None if value is None else whole_number(value, f"search_defaults[{name!r}]", lowest, highest)
+            for name, value in defaults.items()}
 
 
 def _flag(name: str) -> str:

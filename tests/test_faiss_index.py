@@ -176,3 +176,16 @@ def test_a_refine_k_factor_faiss_cannot_read_back_is_refused_when_given():
                                              r"larger one back\), not 1001$"):
         IndexParams("IVF4,Flat,RFlat", refine_k_factor=1001)
     IndexParams("IVF4,Flat,RFlat", refine_k_factor=1000)
+
+
+@pytest.mark.parametrize("arguments, said", [
+    (dict(index_type=5), "index_type must be"), (dict(search_defaults={"nprobe": "x"}), "search_defaults"),
+    (dict(search_defaults={"nprobe": 0}), "search_defaults"), (dict(search_defaults={"efsearch": 64}), "efsearch"),
+    (dict(search_defaults=[("nprobe", 4)]), "search_defaults"),
+])
+def test_library_index_settings_of_the_wrong_kind_are_named_at_once(arguments, said):
+    """index_type=5 was a TypeError ('int' is not iterable); search_defaults={"nprobe": "x"} (or 0, or a misspelt
+    key) built an index with exit 0 that every search then called damaged (or whose setting was never used)."""
+    with pytest.raises(RetrieverError, match=said):
+        IndexParams(**arguments)
+    assert IndexParams("hnsw", search_defaults={"ef_search": np.int64(64)}).search_defaults == {"ef_search": 64}
