@@ -207,11 +207,10 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] = stack.log) -> 
 
 def _pretrain(config: PretrainConfig, log: Callable[[str], None]) -> PretrainResult:
     started = time.perf_counter()
-    config, prior = config.prepare()
-    finished, resume = prior.finished, prior.resume
-    output = Path(config.output)
-    if finished is not None:
-        return PretrainResult(**{**finished["result"], "output": output, "already_finished": True})
+    config, prior = config.prepare(PretrainResult)
+    output, resume = Path(config.output), prior.resume
+    if prior.finished is not None:
+        return prior.finished
     located_model(config.model, FETCH_ADVICE)  # not advising minilm, as loading would: pre-training it made it worse
     refuse_router(resolve_model_path(config.model), "pretrain continues one transformer; pass one tower's folder, "
                   "e.g. --model {document}")

@@ -16,12 +16,8 @@ from transformers.trainer import TRAINER_STATE_NAME
 
 from retriever.errors import RetrieverError
 from retriever.files import read_json
-from retriever.training.run_record import WEIGHTS_FILE, checkpoint_step, resume_advice
+from retriever.training.run_record import WEIGHTS_FILE, checkpoint_step, is_step_count, resume_advice
 from retriever.weights_files import protocol_note_silenced
-
-
-def _step_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def trainer_state(checkpoint: Path) -> dict:
@@ -31,7 +27,7 @@ def trainer_state(checkpoint: Path) -> dict:
     path = checkpoint / TRAINER_STATE_NAME
     state = read_json(path, resume_advice(checkpoint))
     steps = [state.get(key) for key in ("global_step", "max_steps")] if isinstance(state, dict) else [None, None]
-    if not all(map(_step_count, steps)) or steps[0] != checkpoint_step(checkpoint):
+    if not all(map(is_step_count, steps)) or steps[0] != checkpoint_step(checkpoint):
         raise RetrieverError(f"{path}: not the trainer state of {checkpoint.name} (its global_step must be "
                              f"{checkpoint_step(checkpoint)} and max_steps a step count); {resume_advice(checkpoint)}")
     return state

@@ -10,6 +10,7 @@ Records older than a fingerprint or the precision lack it; they resume unchecked
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 import shutil
@@ -150,7 +151,7 @@ def complete_checkpoints(folder: Path) -> list[tuple[int, Path]]:
 class PriorRun(NamedTuple):
     """What a rerun finds in its output (`prior_run`): a finished run's record, or the checkpoint to resume from and
     its record, read once for the comparison and the resume's notes (`note_precision`, train's GradCache note)."""
-    finished: dict | None = None
+    finished: object | None = None  # the record; once `StackConfig.prepare` read it, its result (`finished_result`)
     resume: Path | None = None
     resumed: dict = {}
 
@@ -172,6 +173,30 @@ def prior_run(output: Path, settings: dict, fingerprints: dict[str, str],
     if log is not None and (skipped := skipped_checkpoints(output, resume)):
         log(skipped)
     return PriorRun(resume=resume, resumed=resumed)
+
+
+def finished_result(finished: dict, result_type: type, output: Path):
+    """The result a finished run of ``output`` recorded, as ``result_type`` marked already finished; keys it lacks (a
+    record of another version) are left out. One that is not a mapping holding each field this version's result
+    needs, with steps a step count, is one line: it was a KeyError or TypeError traceback on every rerun."""
+    path, result = output / CHECKPOINTS / FINISHED_FILE, finished.get("result")
+    fields = {field.name: field for field in dataclasses.fields(result_type)}
+    needed = [name for name, field in fields.items() if name != "output" and field.default is dataclasses.MISSING
+              and field.default_factory is dataclasses.MISSING]
+    lacking = [name for name in needed if not isinstance(result, dict) or name not in result]
+    problem = ("its result is missing or not a mapping" if not isinstance(result, dict) else
+               f"its result lacks {', '.join(lacking)}" if lacking else
+               f"its steps is {result['steps']!r}" if not is_step_count(result["steps"]) else None)
+    if problem:
+        raise RetrieverError(f"{path}: not the result of a finished run of this version ({problem}); delete it to run "
+                             f"{output} again")
+    return result_type(**{**{k: v for k, v in result.items() if k in fields}, "output": output,
+                          "already_finished": True})
+
+
+def is_step_count(value: object) -> bool:
+    """A whole number of steps (a bool is no count, though Python makes it an int)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def note_precision(prior: PriorRun, precision: str, log: Callable[[str], None]) -> None:

@@ -36,7 +36,7 @@ from retriever.training.processes import (DDP_TIMEOUT, check_same_run_everywhere
 from retriever.training.run_guards import check_paths_given, check_run_paths, check_setting_kinds
 from retriever.training.run_record import (CHECKPOINTS, FINISHED_FILE, OPTIMIZER_STATES,  # noqa: F401 (stack.*)
                                            PRECISION_KEY, RUN_FILE, WEIGHTS_FILE, checkpoint_step, corpus_file,
-                                           note_precision, PriorRun, prior_run, rotate_checkpoints,
+                                           finished_result, note_precision, PriorRun, prior_run, rotate_checkpoints,
                                            run_fingerprints)
 from retriever.wording import counted
 
@@ -102,16 +102,17 @@ class StackConfig:
             paths["model"] = str(Path(self.model).expanduser().resolve())
         return dataclasses.replace(self, **paths)
 
-    def prepare(self) -> tuple["StackConfig", PriorRun]:
-        """This config checked and normalised, and what a rerun of it finds (see `prior_run`), all before loading."""
+    def prepare(self, result_type: type) -> tuple["StackConfig", PriorRun]:
+        """This config checked and normalised, and what a rerun of it finds (see `prior_run`), all before loading; a
+        finished run's record comes as its ``result_type`` (`finished_result`)."""
         self.check()
         config = self.normalised()
         if not (output := Path(config.output)).exists():
             check_creatable(output, "--output")
         prior = prior_run(output, config.learning_settings(), config.fingerprints, log)
         if prior.finished is not None:
-            log(f"{output}: this run already finished ({counted(prior.finished['result']['steps'], 'step')}); "
-                "nothing to do")
+            prior = prior._replace(finished=finished_result(prior.finished, result_type, Path(config.output)))
+            log(f"{output}: this run already finished ({counted(prior.finished.steps, 'step')}); nothing to do")
         return config, prior
 
     def data_files(self) -> dict[str, Path | None]:

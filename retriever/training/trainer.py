@@ -197,10 +197,10 @@ def train(config: TrainConfig) -> TrainResult:
 
 def _train(config: TrainConfig) -> TrainResult:
     started = time.time()
-    config, prior = config.prepare()
-    finished, resume = prior.finished, prior.resume
-    if finished is not None:
-        return TrainResult(**{**finished["result"], "output": Path(config.output), "already_finished": True})
+    config, prior = config.prepare(TrainResult)
+    resume = prior.resume
+    if prior.finished is not None:
+        return prior.finished
     set_seed(config.seed)
     model = DualEncoder.from_pretrained(config.model, **config.encoder)
     if config.dataset:

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from retriever.errors import RetrieverError
-from retriever.training.run_record import CHECKPOINTS, FINISHED_FILE, INPUTS_KEY, MODEL_FILES_KEY, RUN_FILE, prior_run
+from retriever.training.run_record import (CHECKPOINTS, FINISHED_FILE, INPUTS_KEY, MODEL_FILES_KEY, RUN_FILE,
+                                          finished_result, prior_run)
 
 FINGERPRINTS = {INPUTS_KEY: "inputs", MODEL_FILES_KEY: "model files"}
 
@@ -61,3 +62,37 @@ def test_a_checkpoint_missing_its_weights_or_state_says_to_resume_from_the_one_b
     (folder / "checkpoint-2" / RUN_FILE).unlink()
     with pytest.raises(RetrieverError, match=f"; delete {folder} to start over$"):
         calls[lost][0]()
+
+
+@pytest.mark.parametrize("command", ["train", "pretrain"])
+@pytest.mark.parametrize("result", [None, [], {}, {"steps": "2"}, {"steps": 2}])
+def test_a_finished_runs_damaged_result_is_one_line(tmp_path, command, result):
+    """A finished.json whose settings match but whose result is missing, not a mapping, or lacks what a result holds
+    (another version's record, an edit) was a KeyError or TypeError traceback on every rerun."""
+    from retriever.pretraining.trainer import PretrainResult
+    from retriever.training.trainer import TrainResult
+
+    settings = {"epochs": 1, "max_steps": None}
+    recorded(tmp_path / "run", settings, finished=True)
+    path = tmp_path / "run" / CHECKPOINTS / FINISHED_FILE
+    path.write_text(json.dumps({"settings": settings, **({} if result is None else {"result": result})}))
+    prior = prior_run(tmp_path / "run", settings, FINGERPRINTS)
+    kind = TrainResult if command == "train" else PretrainResult
+    with pytest.raises(RetrieverError, match=f"^{path}: not the result of a finished run .*; delete it to run "
+                                             f"{tmp_path / 'run'} again$"):
+        finished_result(prior.finished, kind, tmp_path / "run")
+
+
+def test_a_result_recorded_by_another_version_keeps_what_this_one_knows(tmp_path):
+    """A key this version's result lacks (renamed or dropped since) is left out, not a TypeError traceback."""
+    from retriever.training.trainer import TrainResult
+
+    settings = {"epochs": 1, "max_steps": None}
+    recorded(tmp_path / "run", settings, finished=True)
+    path = tmp_path / "run" / CHECKPOINTS / FINISHED_FILE
+    result = {"steps": 2, "examples": 4, "seconds": 1.5, "a_key_of_another_version": 1}
+    path.write_text(json.dumps({"settings": settings, "result": result}))
+    finished = finished_result(prior_run(tmp_path / "run", settings, FINGERPRINTS).finished, TrainResult,
+                               tmp_path / "run")
+    assert (finished.steps, finished.examples, finished.already_finished) == (2, 4, True)
+    assert finished.output == tmp_path / "run"
