@@ -9,7 +9,6 @@ that remain are written as ``{"query_id", "negatives": [doc ids]}`` lines, which
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -17,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from retriever.corpus import BeirDataset, check_output_outside_qrels
-from retriever.errors import RetrieverError, check_kind, given_path
+from retriever.errors import RetrieverError, given_path
 from retriever.evaluation import (judged_missing_from, judged_split, search_batches, warn_of_left_out,
                                   warn_of_other_corpus)
 from retriever.runs import Qrels, Run, ranked_hits
@@ -84,7 +83,7 @@ def _check_output_apart(output: Path, index: str | Path, dataset: str | Path) ->
     replaced the collection's queries (or the index's manifest) with the negatives it mined from them."""
     target = output.resolve()
     for name, folder in (("index", index), ("dataset", dataset)):
-        check_kind(folder, (str, os.PathLike), name, "a folder's path (str or Path)")
+        given_path(folder, name, "a folder's path (str or Path)")  # "" is the working folder
         if target.is_file() and Path(folder).resolve() in target.parents:
             raise RetrieverError(f"{output}: the negatives file is a file of the {name} {folder}, which mining reads "
                                  "and writing would overwrite; give another path")

@@ -182,6 +182,8 @@ def test_mining_with_a_dataset_whose_corpus_is_not_the_indexs_warns(indexed_beir
     ({"output": ""}, "output is empty"),
     ({"output": "."}, "cannot write .: it is a folder"),
     ({"index": 5}, "index must be a folder's path"),
+    ({"dataset": ""}, "dataset is empty .an unset variable..: give a folder's path"),  # the working folder was read
+    ({"index": " "}, "index is empty"),
 ])
 def test_arguments_of_the_wrong_kind_are_refused_in_one_line_before_anything_is_read(tmp_path, arguments, said):
     """Checked up front, before the dataset or index is opened: they raised TypeError tracebacks (a float
