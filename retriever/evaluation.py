@@ -1,7 +1,6 @@
 """Evaluate an index on a BEIR split, or a run file against qrels."""
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -11,7 +10,7 @@ from tqdm import tqdm
 from retriever.answer_recall import answer_recall, answer_tokens
 from retriever.corpus import BeirDataset, Query, blank_queries_warning, read_queries
 from retriever.corpus_records import beir_keys
-from retriever.errors import RetrieverError, check_kind
+from retriever.errors import RetrieverError, check_kind, given_path
 from retriever.fusion import FusionParams, recorded_fusion
 from retriever.integrity import remembered_sha256
 from retriever.evaluation_report import EvaluationReport
@@ -48,11 +47,11 @@ def evaluate_run_file(run_path: str | Path, qrels_path: str | Path, metrics: tup
 
 
 def opened_dataset(dataset: BeirDataset | str | Path) -> BeirDataset:
-    """A BEIR folder given by its path or as a BeirDataset, as the library's evaluation and split readers take it."""
+    """A BEIR folder given by its path or as a BeirDataset, as the library's evaluation and split readers take it
+    ("" is refused: it read the working folder)."""
     if isinstance(dataset, BeirDataset):
         return dataset
-    check_kind(dataset, (str, os.PathLike), "dataset", "a BEIR folder's path or a BeirDataset")
-    return BeirDataset.open(dataset)
+    return BeirDataset.open(given_path(dataset, "dataset", "a BEIR folder's path or a BeirDataset"))
 
 
 def judged_split(dataset: BeirDataset | str | Path, split: str) -> tuple[list[Query], Qrels]:

@@ -216,13 +216,16 @@ def test_a_split_that_is_no_name_is_refused_in_one_line(tiny_beir, split) -> Non
         judged_split(BeirDataset.open(tiny_beir), split)
 
 
-@pytest.mark.parametrize("dataset", ["path", "str", "int"])
-def test_judged_split_takes_a_dataset_as_evaluate_index_does(tiny_beir, dataset) -> None:
+@pytest.mark.parametrize("dataset", ["path", "str", "int", "empty"])
+def test_judged_split_takes_a_dataset_as_evaluate_index_does(tiny_beir, monkeypatch, dataset) -> None:
     """`judged_split("datasets/scifact", "test")` raised AttributeError ('str' object has no attribute
-    'qrels_path'), where evaluate_index takes a BEIR folder's path or a BeirDataset."""
-    given = {"path": tiny_beir, "str": str(tiny_beir), "int": 5}[dataset]
-    if dataset == "int":
-        with pytest.raises(RetrieverError, match=r"^dataset must be a BEIR folder's path or a BeirDataset, not int"):
+    'qrels_path'), where evaluate_index takes a BEIR folder's path or a BeirDataset; "" (an unset variable) read the
+    working folder as the dataset, in both."""
+    given = {"path": tiny_beir, "str": str(tiny_beir), "int": 5, "empty": ""}[dataset]
+    if dataset in ("int", "empty"):
+        monkeypatch.chdir(tiny_beir)
+        said = "must be a BEIR folder's path or a BeirDataset, not int" if dataset == "int" else "is empty"
+        with pytest.raises(RetrieverError, match=rf"^dataset {said}"):
             judged_split(given, "test")
         return
     queries, qrels = judged_split(given, "test")
