@@ -33,7 +33,8 @@ class QueryTokenizer:
 
     def __call__(self, text: str) -> list[str]:
         words = [w for w in self._split(self._prepare(text).lower()) if w not in self._stopwords]
-        return [self._stem(w) for w in words] if self._stem else words
+        # a word stemmed to nothing is no term, as in documents: "" is the token of passages without words
+        return [term for term in map(self._stem, words) if term] if self._stem else words
 
 
 class LexicalIndex:

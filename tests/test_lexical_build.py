@@ -78,3 +78,16 @@ def test_sorted_vocabulary_holds_every_term_with_its_id(tmp_path):
     batch = open_mapped(tmp_path / SORTED_VOCAB_FILE).get_batch(0)
     terms = batch.column("term").to_pylist()
     assert terms == sorted(vocab) and dict(zip(terms, batch.column("id").to_pylist())) == vocab
+
+
+def test_a_word_its_stemmer_leaves_nothing_of_is_no_term(tmp_path):
+    """Snowball's Nepali stemmer stems का ("of") to "": that is bm25s's empty token, the one term of a passage with
+    no words, so the query का found the empty and punctuation-only passages first, ahead of the one holding का."""
+    from retriever.lexical_index import LexicalIndex
+
+    params = LexicalParams(stemmer="nepali", stopwords=None)
+    flat(["नेपाल का इतिहास", "", "...", "हिमाल सुन्दर छ"], params, tmp_path / "bm25")
+    index = LexicalIndex(tmp_path, params.record())
+    assert index.tokenize("का") == []
+    scores, rows = index.search(["का", "इतिहास का"], 4)
+    assert rows[0].tolist() == [-1] * 4 and rows[1].tolist() == [0, -1, -1, -1]
