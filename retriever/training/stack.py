@@ -85,6 +85,10 @@ class StackConfig:
                 raise RetrieverError(f"--{name.replace('_', '-')} is {getattr(self, name)}; give a finite number")
         if self.learning_rate <= 0 or not 0 <= self.warmup_ratio < 1:
             raise RetrieverError("--learning-rate must be positive and --warmup-ratio in [0, 1)")
+        if self.weight_decay < 0:  # AdamW grew every weight each step: the CLI refused it, the library trained on
+            raise RetrieverError(f"--weight-decay must be at least 0 (0: no decay), not {self.weight_decay}")
+        if self.max_grad_norm is not None and self.max_grad_norm < 0:  # read as no clipping, without a word
+            raise RetrieverError(f"--max-grad-norm must be at least 0 (0: no clipping), not {self.max_grad_norm}")
         self.check_flag_combinations()
         check_run_paths(self.output, self.model, self.data_files())
 

@@ -88,3 +88,20 @@ def test_a_setting_of_the_wrong_kind_from_the_library_is_refused_in_one_line(tmp
     with pytest.raises(RetrieverError, match=f"^{re.escape(said)}"):
         config.check()
     assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("command", ["train", "pretrain"])
+@pytest.mark.parametrize("setting, value, said", [
+    ("weight_decay", -0.5, "--weight-decay must be at least 0 (0: no decay), not -0.5"),
+    ("max_grad_norm", -1.0, "--max-grad-norm must be at least 0 (0: no clipping), not -1.0")])
+def test_a_negative_decay_or_clipping_norm_from_the_library_is_refused(tmp_path, command, setting, value, said):
+    """The CLI refused them, the library trained: AdamW with weight_decay -0.5 grew every weight each step, and a
+    negative norm was read as no clipping, both without a word."""
+    from retriever.pretraining import PretrainConfig
+
+    paths = dict(output=str(tmp_path / "out"), model=str(tmp_path / "model"))
+    config = (TrainConfig(**paths, dataset=str(tmp_path)) if command == "train" else
+              PretrainConfig(**paths, corpus=str(tmp_path)))
+    with pytest.raises(RetrieverError, match=f"^{re.escape(said)}$"):
+        dataclasses.replace(config, **{setting: value}).check()
+    assert not (tmp_path / "out").exists()
