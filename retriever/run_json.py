@@ -101,9 +101,11 @@ def jsonl_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> dict[str, d
 
 def is_run_mapping(first_line: str, record: object) -> bool:
     """Whether a run whose first non-blank line is ``first_line`` (``record`` as JSON, None if it is none) is one
-    JSON object of query ids (indented, the line is ``{`` alone; on one line, an object without ``qid`` or ``hits``
-    whose values are all objects), not JSONL."""
-    if first_line.strip() == "{":
+    JSON object of query ids (indented, the line is ``{`` alone, or no whole object, ``{"q1": {"d1": 1},``, as
+    ``json_mappings`` tells it; on one line, an object without ``qid`` or ``hits`` whose values are all objects), not
+    JSONL. A JSONL line cut short names ``hits``, and stays JSONL for its reader to name the line."""
+    if first_line.strip() == "{" or (record is None and first_line.startswith("{") and '"hits"' not in first_line
+                                     and not first_line.rstrip().endswith("}")):
         return True
     return (isinstance(record, dict) and bool(record) and not {"qid", "hits"} & set(record)
             and all(isinstance(hits, dict) for hits in record.values()))

@@ -101,3 +101,18 @@ def test_a_run_or_json_qrels_past_pythons_json_reader_is_a_file_line_error(tmp_p
         (read_qrels if name.startswith("q") else read_run)(path)
     assert str(caught.value).startswith(f"{path}{where}: {problem}"), caught.value
     assert "set_int_max_str_digits" not in str(caught.value)
+
+
+def test_a_run_mapping_over_lines_whose_first_line_ends_in_a_comma_is_read_as_qrels_are(tmp_path):
+    """{"q1": {...},\\n "q2": {...}} (one mapping, a query a line) was read as JSONL and refused at line 1, "invalid
+    JSON", though JSON qrels of that shape were read (leftover of probe round 17)."""
+    from retriever.qrels import read_qrels
+
+    path = tmp_path / "r.json"
+    path.write_text('{"q1": {"d1": 1.5, "d2": 1},\n "q2": {"d1": 0.5}}\n', encoding="utf-8")
+    assert read_run(path) == {"q1": {"d1": 1.5, "d2": 1.0}, "q2": {"d1": 0.5}}
+    path.write_text('{"q1": {"d1": 2, "d2": 1},\n "q2": {"d1": 0}}\n', encoding="utf-8")
+    assert read_qrels(path) == {"q1": {"d1": 2, "d2": 1}, "q2": {"d1": 0}}
+    path.write_text('{"qid": "q1", "hits": [{"id": "d1", "score": 1}]\n{"qid": "q2", "hits": []}\n')
+    with pytest.raises(InputFileError, match=r"r.json:1: invalid JSON .*each line must be \{\"qid\""):
+        read_run(path)  # a JSONL line cut short is still named by its line
