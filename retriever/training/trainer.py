@@ -34,6 +34,7 @@ from retriever.training.layout import check_step_split
 from retriever.training.loss import contrastive_loss, default_temperature, global_batch, judged_positive_mask
 from retriever.training.processes import average_gradients, refusals_shared
 from retriever.training.run_guards import one_run_at_a_time
+from retriever.texts import whole_number
 from retriever.wording import counted
 
 
@@ -61,6 +62,11 @@ class TrainConfig(stack.StackConfig):
     COUNTS: ClassVar[tuple[str, ...]] = (*stack.StackConfig.COUNTS, "train_group_size", "grad_cache_chunk_size",
                                          "dev_max_docs")
     FINITE: ClassVar[tuple[str, ...]] = (*stack.StackConfig.FINITE, "temperature")
+
+    def check(self) -> None:
+        super().check()
+        if self.dev_batch_size is not None:  # the library's alone: refused at the first dev evaluation, a folder made
+            whole_number(self.dev_batch_size, "dev_batch_size", 1)
 
     def check_flag_combinations(self) -> None:
         """Settings that contradict each other or the launch, read from no file: `retriever train` reports them as

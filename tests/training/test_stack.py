@@ -80,6 +80,7 @@ def test_an_empty_output_or_model_from_the_library_is_refused_not_read_as_the_cu
     ("learning_rate", "1e-3", "--learning-rate must be a number, not '1e-3'"),
     ("temperature", "0.1", "--temperature must be a number, not '0.1'"),
     ("negatives", 5, "--negatives must be a path"),
+    ("dev_batch_size", 0, "dev_batch_size must be a whole number of at least 1, not 0"),  # after loading, a folder made
 ])
 def test_a_setting_of_the_wrong_kind_from_the_library_is_refused_in_one_line(tmp_path, small_bert, train_beir, setting,
                                                                              value, said):
