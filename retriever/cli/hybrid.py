@@ -77,6 +77,10 @@ def mode_options(default: str = "dense", per_request: bool = False) -> Callable:
 def _lexical_params(bm25: bool = True, bm25_k1: float = 0.9, bm25_b: float = 0.4, bm25_method: str = "lucene",
                     bm25_stemmer: str | None = "english", bm25_stopwords: str | None = "en") -> LexicalParams | None:
     if not bm25:
+        unused = flags_given(BM25_SETTINGS)  # they would go unused: the build makes no BM25 part
+        if unused:
+            raise click.UsageError(f"{unused[0]} sets the BM25 part, which --no-bm25 leaves out: drop "
+                                   f"{', '.join(unused)}, or --no-bm25")
         return None
     params = LexicalParams(k1=bm25_k1, b=bm25_b, method=bm25_method, stemmer=bm25_stemmer, stopwords=bm25_stopwords)
     params.check()

@@ -423,3 +423,12 @@ def test_split_without_tune_fusion_on_is_refused_as_unused(tmp_path, tiny_beir, 
     assert result.exit_code == 2, result.output
     assert "--split names the split --tune-fusion-on tunes the fusion on" in result.output
     assert not (tmp_path / "idx").exists()
+
+
+def test_bm25_settings_with_no_bm25_are_refused_as_unused(tmp_path, tiny_beir, tiny_model_dir):
+    """`build … --no-bm25 --bm25-k1 2` built no BM25 part, so the setting went unused, and the build said nothing."""
+    result = CliRunner().invoke(main, ["build", str(tiny_beir), "-o", str(tmp_path / "idx"), "--model",
+                                       str(tiny_model_dir), "--no-bm25", "--bm25-k1", "2", *COMMON])
+    assert result.exit_code == 2, result.output
+    assert "--bm25-k1 sets the BM25 part, which --no-bm25 leaves out" in result.output
+    assert not (tmp_path / "idx").exists()
