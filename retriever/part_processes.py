@@ -31,7 +31,7 @@ def fill_in_processes(jobs: list[tuple], workers: int, finished: Callable[[], No
         return
     with spawned_pool(workers, "a part worker died (killed, or out of memory?) while filling parts; rerun the same "
                       "command to resume (finished parts are kept), or lower --part-size / --parallel-parts") as pool:
-        with _interrupts_held():  # the workers start with Ctrl-C held: it is the build's (die_with_parent)
+        with _starting_workers():
             futures = [pool.submit(fill_part, *job, threads) for job in jobs]
         for future in as_completed(futures):
             future.result()
@@ -42,7 +42,7 @@ def in_a_process(function: Callable, *args, died: str):
     """``function(*args)`` in a worker process, so that Ctrl-C stops it at once: a long FAISS call in this process
     holds Ctrl-C back until it returns. ``died`` is the error when the process dies."""
     with spawned_pool(1, died) as pool:
-        with _interrupts_held():
+        with _starting_workers():
             future = pool.submit(function, *args)
         return future.result()
 
@@ -63,6 +63,30 @@ def spawned_pool(workers: int, died: str) -> Iterator[ProcessPoolExecutor]:
         raise RetrieverError(died) from None
     finally:
         pool.shutdown(cancel_futures=True)  # on a failure, jobs not started yet are not run for nothing
+
+
+@contextmanager
+def _starting_workers() -> Iterator[None]:
+    """While a pool starts its processes (on submit): Ctrl-C held, as it is the build's (die_with_parent), and the main
+    script hidden, so that they do not run it again (``_main_script_hidden``)."""
+    with _interrupts_held(), _main_script_hidden():
+        yield
+
+
+@contextmanager
+def _main_script_hidden() -> Iterator[None]:
+    """A spawned process imports the parent's main module before its work, so a library script without
+    `if __name__ == "__main__":` ran its whole build again in each worker ('another build of it is running', then 'a
+    part worker died'). The workers run retriever's functions alone, so they are started without it."""
+    main = sys.modules.get("__main__")
+    saved = {name: main.__dict__[name] for name in ("__file__", "__spec__") if main is not None and name in main.__dict__}
+    for name in saved:
+        setattr(main, name, None) if name == "__spec__" else delattr(main, name)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(main, name, value)
 
 
 @contextmanager

@@ -153,3 +153,18 @@ def test_ctrl_c_of_the_build_stops_its_part_workers_at_once(monkeypatch):
     while any(_running(pid) for pid in seen[0]) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_running(pid) for pid in seen[0])
+
+
+def test_workers_do_not_run_the_main_script_again(tmp_path, monkeypatch):
+    """Spawned workers import the main module, so a library script without `if __name__ == "__main__":` ran its build
+    again in each worker: 'another build of it is running', then 'a part worker died (killed, or out of memory?)'."""
+    import types
+
+    script = tmp_path / "build_script.py"
+    script.write_text(f"open({str(tmp_path / 'ran')!r}, 'w').close()\n")  # an unguarded script's top level
+    main_module = types.ModuleType("__main__")
+    main_module.__file__, main_module.__spec__ = str(script), None
+    monkeypatch.setitem(sys.modules, "__main__", main_module)
+    part_processes.in_a_process(time.sleep, 0, died="died")  # as fill_in_processes starts its workers
+    assert not (tmp_path / "ran").exists()
+    assert sys.modules["__main__"] is main_module and main_module.__file__ == str(script)
