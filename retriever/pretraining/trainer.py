@@ -234,10 +234,11 @@ def _pretrain(config: PretrainConfig, log: Callable[[str], None]) -> PretrainRes
     arguments.dataloader_drop_last |= lone
     trainer = CondenserTrainer(config, arguments=arguments, precision=precision, model=model, train_dataset=examples,
                                data_collator=lambda batch: pad_batch(batch, tokenizer.pad_token_id))
+    layers = model.lm.config.num_hidden_layers  # an MLM-only run has no head, and nothing is fed from skip_from
+    head = (f"{counted(model.n_head_layers, 'head layer')} fed from layer {model.skip_from} of {layers}"
+            if model.n_head_layers else f"no Condenser head, {counted(layers, 'layer')}")
     log(f"pre-training {'co' if config.cocondenser else ''}{'MLM' if config.objective == 'mlm' else 'Condenser'} "
-        f"from {config.model}: "
-        f"{counted(model.n_head_layers, 'head layer')} fed from layer {model.skip_from} of "
-        f"{model.lm.config.num_hidden_layers}, {counted(len(examples), one, unit)}, {counted(max_steps, 'step')} of "
+        f"from {config.model}: {head}, {counted(len(examples), one, unit)}, {counted(max_steps, 'step')} of "
         f"{counted(sequences, 'sequence')} x {config.max_length} tokens over "
         f"{counted(stack.world_size(), 'process', 'processes')}, {arguments.device} {precision}")
     trainer.fit(prior)

@@ -64,8 +64,12 @@ def test_backbone_lr_scale_shows_in_the_optimizer_groups(tiny_beir, tiny_model_d
 
 
 def test_mlm_only_has_no_condenser_head(tiny_beir, tiny_model_dir, tmp_path):
+    """Its start line said "0 head layers fed from layer 2 of 4", a head and a skip_from the run does not have."""
+    messages: list[str] = []
     result = pretrain(config(tiny_beir, tmp_path / "mlm", tiny_model_dir, max_steps=2, objective="mlm"),
-                      log=lambda message: None)
+                      log=messages.append)
+    start = next(message for message in messages if message.startswith("pre-training MLM from"))
+    assert ": no Condenser head, 4 layers, " in start and "head layer" not in start, start
     assert all("head_mlm" not in record and record["loss"] == pytest.approx(record["backbone_mlm"])
                for record in result.history)
     assert torch.load(result.output / "model.pt", weights_only=True) == {}
