@@ -13,8 +13,8 @@ from retriever.errors import RetrieverError
 # The most a name made beside an output adds to it (.NAME.building-PID@HOST, .NAME.probe-PID-THREAD, .NAME.tmp-PID@HOST:
 # a pid of up to 7 digits, a host of up to pid_names.HOST_CHARS)
 BESIDE_NAME_BYTES = 40
-# The most the paths made in an output folder add to its path (NAME.shards/.embeddings-w000of001-00000.parquet.tmp-PID@HOST,
-# an index folder's BM25 files)
+# The most the paths made in an output folder add to its path (NAME.shards/.embeddings-w000of001-00000.parquet.tmp-
+# PID@HOST, an index folder's BM25 files)
 INSIDE_PATH_BYTES = 100
 
 

@@ -79,7 +79,8 @@ def _main_script_hidden() -> Iterator[None]:
     `if __name__ == "__main__":` ran its whole build again in each worker ('another build of it is running', then 'a
     part worker died'). The workers run retriever's functions alone, so they are started without it."""
     main = sys.modules.get("__main__")
-    saved = {name: main.__dict__[name] for name in ("__file__", "__spec__") if main is not None and name in main.__dict__}
+    held = vars(main) if main is not None else {}
+    saved = {name: held[name] for name in ("__file__", "__spec__") if name in held}
     for name in saved:
         setattr(main, name, None) if name == "__spec__" else delattr(main, name)
     try:
