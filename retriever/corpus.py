@@ -19,7 +19,7 @@ from retriever.files import decoded_lines
 from retriever.output_paths import through_link
 from retriever.texts import check_text, id_problem, is_blank
 from retriever.tsv_records import check_tsv_fields, tsv_records
-from retriever.wording import agree, counted
+from retriever.wording import counted
 
 FORMATS = ("auto", "beir", "jsonl", "tsv", "parquet")
 
@@ -217,27 +217,6 @@ def iter_queries(path: str | Path, fmt: str = "auto", fields: Fields = Fields(),
 
 def read_queries(path: str | Path, fmt: str = "auto", fields: Fields = Fields()) -> list[Query]:
     return list(iter_queries(path, fmt, fields))
-
-
-def blank_queries_warning(queries: list[Query], mode: str, run_format: str | None = None) -> str | None:
-    """A warning for queries with empty text, searched all the same in ``mode``: dense gives them hits that match
-    nothing in particular, BM25 none, and hybrid none either, as it drops the dense hits of a query holding no word
-    (``Searcher.rank``); either would weigh on a mean silently. ``run_format``: the run file written, if any; a TREC
-    run has no line for a query without hits, so `evaluate --run` counts them as missing (as ``evaluate_run`` counts
-    any query without hits, so a JSONL run and `evaluate --index` print the same)."""
-    blank = [q.id for q in queries if is_blank(q.text)]
-    if not blank:
-        return None
-    fate = {"dense": "their hits match nothing in particular",
-            "bm25": "they get no hits: BM25 finds no term in them"}.get(
-        mode, "they get no hits: BM25 finds no term in them, and hybrid drops their dense hits as arbitrary")
-    if mode != "dense" and run_format is not None:
-        fate += ("; the run holds no line for them, so `evaluate --run` counts them as missing from it (scored 0)"
-                 if run_format == "trec" else
-                 "; `evaluate --run` counts them as missing from the run (scored 0), as any query without hits")
-    return (f"warning: {len(blank)} of {counted(len(queries), 'query')} {agree(len(blank), 'has', 'have')} empty "
-            "text (e.g. "
-            f"{', '.join(map(repr, blank[:3]))}); {fate}")
 
 
 BEIR_FILES = ("corpus.jsonl", "queries.jsonl")  # what makes a folder a BEIR collection, besides qrels/

@@ -8,7 +8,8 @@ from pathlib import Path
 from tqdm import tqdm
 
 from retriever.answer_recall import answer_recall, answer_tokens
-from retriever.corpus import BeirDataset, Query, blank_queries_warning, read_queries
+from retriever.blank_queries import blank_queries_warning
+from retriever.corpus import BeirDataset, Query, read_queries
 from retriever.corpus_records import beir_keys
 from retriever.errors import RetrieverError, check_kind, given_path
 from retriever.fusion import FusionParams, recorded_fusion

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from retriever.corpus import BeirDataset, Query, blank_queries_warning
+from retriever.blank_queries import blank_queries_warning
+from retriever.corpus import BeirDataset, Query
 from retriever.errors import RetrieverError, check_kind
 from retriever.evaluation import (check_collection, dataset_name, judged_split, unknown_words_warning, warn,
                                   warn_of_left_out, warn_of_other_corpus)

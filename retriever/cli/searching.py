@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from retriever.blank_queries import blank_queries_warning
 from retriever.choices import DEFAULT_K
 from retriever.cli.hybrid import mode_options
 from retriever.cli.options import (check_outputs_apart, check_run_suffix, compose, corpus_options, device_options,
@@ -17,7 +18,7 @@ from retriever.cli.output_params import OutputFile
 from retriever.cli.outputs import expect_outputs
 from retriever.cli.stdin import read_stdin
 from retriever.cli.stdout import check_stdout_open
-from retriever.corpus import Fields, Query, blank_queries_warning, read_queries
+from retriever.corpus import Fields, Query, read_queries
 from retriever.errors import RetrieverError
 from retriever.hits import Hit
 from retriever.pooling import POOLINGS
