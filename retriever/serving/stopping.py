@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import socket
 import threading
@@ -65,13 +66,26 @@ class StoppingServer(uvicorn.Server):
     "reload" and uvicorn leaves alone, killed serve at once, its responses cut off and nothing said: it is a graceful
     stop like SIGTERM, ending by the signal (exit code 129); one ignored (nohup) stays ignored."""
 
+    stopped_by: int | None = None  # the signal that began the stop
+    _hung_up = False
+
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         busy = len(self.server_state.tasks)
         if busy and not self.force_exit:
-            being = "is" if busy == 1 else "are"
-            click.echo(f"stopping once the {counted(busy, 'request')} being answered {being} done (Ctrl-C again to "
-                       "drop them)", err=True)
+            click.echo(waiting_line(busy, self.stopped_by), err=True)
         await super().shutdown(sockets)
+
+    def handle_exit(self, sig: int, frame: object) -> None:
+        """uvicorn's handler of SIGINT and SIGTERM, and serve's of SIGHUP (``_hang_ups_captured``)."""
+        if not self.should_exit:
+            self.stopped_by = sig
+        if sig != getattr(signal, "SIGHUP", None):
+            super().handle_exit(sig, frame)
+            return
+        if not self._hung_up:
+            with contextlib.suppress(OSError):  # the terminal that hung up may take no more output
+                click.echo(HUNG_UP, err=True)
+        self._hung_up = self.should_exit = True
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
@@ -92,18 +106,21 @@ class StoppingServer(uvicorn.Server):
                 or signal.getsignal(hup) == signal.SIG_IGN:
             yield
             return
-        hung_up = []
-        previous = signal.signal(hup, lambda sig, frame: self._hang_up(hung_up))
+        previous = signal.signal(hup, self.handle_exit)
         try:
             yield
         finally:
             signal.signal(hup, previous)
-        if hung_up:  # as uvicorn ends by the signal it caught, once the handler it replaced is back
+        if self._hung_up:  # as uvicorn ends by the signal it caught, once the handler it replaced is back
             signal.raise_signal(hup)
 
-    def _hang_up(self, hung_up: list) -> None:
-        if not hung_up:
-            with contextlib.suppress(OSError):  # the terminal that hung up may take no more output
-                click.echo(HUNG_UP, err=True)
-        hung_up.append(True)
-        self.should_exit = True
+
+def waiting_line(busy: int, stopped_by: int | None) -> str:
+    """What a graceful stop waits for and what drops it. uvicorn forces the stop on a SIGINT alone, so after a SIGTERM
+    or SIGHUP (a process manager's, often with no terminal) "Ctrl-C again" named a step a second such signal is not."""
+    being = "is" if busy == 1 else "are"
+    waiting = f"once the {counted(busy, 'request')} being answered {being} done"
+    if stopped_by in (None, signal.SIGINT):
+        return f"stopping {waiting} (Ctrl-C again to drop them)"
+    name = signal.Signals(stopped_by).name
+    return f"stopping on {name} {waiting} (a second {name} drops nothing: kill -INT {os.getpid()} drops them)"

@@ -5,6 +5,8 @@ import logging
 import threading
 import time
 
+import pytest
+
 from retriever.searching import Searcher
 from retriever.serving import BatchSettings, create_app
 from serving_fixtures import LIMITS, ServerThread, call, tiny_index  # noqa: F401
@@ -67,9 +69,22 @@ def test_a_forced_stop_drops_the_waiting_requests_in_one_line(tiny_index):
     assert len(kept.lines) == 1 and "stopped at once" in kept.lines[0], kept.lines
 
 
-def test_a_stop_that_waits_for_requests_says_so(tiny_index, capsys):
+WAITING_LINES = {"SIGINT": "stopping once the 3 requests being answered are done (Ctrl-C again to drop them)",
+                 "SIGTERM": "stopping on SIGTERM once the 3 requests being answered are done (a second SIGTERM drops "
+                            "nothing: kill -INT {pid} drops them)",
+                 "SIGHUP": "stopping on SIGHUP once the 3 requests being answered are done (a second SIGHUP drops "
+                           "nothing: kill -INT {pid} drops them)"}
+
+
+@pytest.mark.parametrize("stop", list(WAITING_LINES))
+def test_a_stop_that_waits_for_requests_says_so(tiny_index, capsys, stop):
     """Ctrl-C (or SIGTERM) while requests waited for their batch stopped only once they were answered, which under load
-    (or with a client still sending) took seconds to minutes, and nothing was said meanwhile."""
+    (or with a client still sending) took seconds to minutes, and nothing was said meanwhile. What drops them depends
+    on the signal: uvicorn forces the stop on a second SIGINT only, so "Ctrl-C again" after a SIGTERM or SIGHUP (sent
+    by a process manager, no terminal) named a step that a second such signal does not take."""
+    import os
+    import signal
+
     from retriever.serving.stopping import StoppingServer
 
     searcher = Searcher(tiny_index, device="cpu", dtype="fp32")
@@ -90,9 +105,9 @@ def test_a_stop_that_waits_for_requests_says_so(tiny_index, capsys):
         deadline = time.monotonic() + 10
         while len(server.server.server_state.tasks) < 3 and time.monotonic() < deadline:
             time.sleep(0.02)
-        server.server.should_exit = True  # as uvicorn sets it on Ctrl-C or SIGTERM
-        said = ""
-        while "stopping" not in said and time.monotonic() < deadline:
+        server.server.handle_exit(getattr(signal, stop), None)  # as the signal's handler calls it
+        said, line = "", WAITING_LINES[stop].format(pid=os.getpid())
+        while line not in said and time.monotonic() < deadline:
             said += capsys.readouterr().err
             time.sleep(0.02)
     finally:
@@ -100,8 +115,10 @@ def test_a_stop_that_waits_for_requests_says_so(tiny_index, capsys):
         server.stop()
         for thread in clients:
             thread.join(20)
-    assert "stopping once the 3 requests being answered are done (Ctrl-C again to drop them)" in said, said
+    assert line in said, said
     assert statuses == [200, 200, 200]
+    server.server.handle_exit(signal.SIGINT, None)  # what the line says drops them
+    assert server.server.force_exit
 
 
 def test_sighup_is_a_graceful_stop_that_says_serve_does_not_reload(capsys):
