@@ -139,6 +139,8 @@ def _given(settings: dict) -> dict:
     given = {key: {k: v for k, v in value.items() if v is not None} if isinstance(value, dict) else value
              for key, value in settings.items()}
     given = {**given, **{key: None for key in MEMORY_SETTINGS if key in given}}  # lowered after running out of memory
+    if "max_grad_norm" in given and not given["max_grad_norm"]:  # no clipping: the library's 0.0, the CLI's None
+        given["max_grad_norm"] = None
     return {**given, "epochs": None} if given.get("max_steps") is not None and "epochs" in given else given
 
 

@@ -96,3 +96,14 @@ def test_a_result_recorded_by_another_version_keeps_what_this_one_knows(tmp_path
                                tmp_path / "run")
     assert (finished.steps, finished.examples, finished.already_finished) == (2, 4, True)
     assert finished.output == tmp_path / "run"
+
+
+@pytest.mark.parametrize("finished", [True, False])
+def test_no_clipping_recorded_as_0_or_none_is_the_same_run(tmp_path, finished):
+    """The library records max_grad_norm=0.0 where the CLI's --max-grad-norm 0 passes None, both no clipping: a
+    library run rerun from the CLI was refused as "other settings (max_grad_norm 0.0 -> None)"."""
+    recorded(tmp_path / "run", {"epochs": 1, "max_grad_norm": 0.0}, finished)
+    prior = prior_run(tmp_path / "run", {"epochs": 1, "max_grad_norm": None}, FINGERPRINTS)
+    assert (prior.finished if finished else prior.resume) is not None
+    with pytest.raises(RetrieverError, match=r"other settings \(max_grad_norm (0\.0|None) -> 1\.0\)"):
+        prior_run(tmp_path / "run", {"epochs": 1, "max_grad_norm": 1.0}, FINGERPRINTS)
