@@ -2,6 +2,7 @@
 name; each is searched at /indexes/NAME/search."""
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 from pathlib import Path
@@ -13,11 +14,12 @@ def name_from_folder(folder: Path) -> str:
     """The positional INDEX is served under its folder name, made URL-safe: an accented Latin letter loses its accents
     (NFKD, so `índice` is `indice`, not `ndice`), a name a client writes in a URL as it is; letters of other scripts
     are kept in their usual (NFKC) form (`индекс`, `索引`, percent-encoded in a URL: they were all dropped, leaving
-    `default`); anything but letters, digits, `_` and `-` becomes `-`."""
+    `default`); anything but letters, digits, `_` and `-` becomes `-`. A link is named as typed, not by its target
+    (`serve mylink` was served as the `abc123` it led to); `.` and `..` are made absolute first."""
     from retriever.serving.served import MAX_NAME_CHARS, name_character
 
     kept, latin = [], False
-    for char in unicodedata.normalize("NFKD", folder.resolve().name):
+    for char in unicodedata.normalize("NFKD", Path(os.path.abspath(folder)).name):
         if not unicodedata.combining(char):
             kept.append(char)
             latin = char.isascii()

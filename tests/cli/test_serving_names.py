@@ -25,3 +25,17 @@ def test_a_positional_folder_named_in_another_script_keeps_its_letters(tmp_path)
         (tmp_path / name).mkdir()
     folders = parse_named_indexes(tmp_path / "索引", ("мои\u0306=" + str(tmp_path / "индекс"),))
     assert list(folders) == ["索引", "мой"]
+
+
+def test_a_positional_link_is_served_under_the_name_typed(tmp_path, monkeypatch):
+    """`serve mylink` (mylink -> indexes/abc123) was served as 'abc123', a name the user never typed: the link's own
+    name is taken (`.` and `..` still name the folder they lead to)."""
+    target = tmp_path / "indexes" / "abc123"
+    target.mkdir(parents=True)
+    (tmp_path / "mylink").symlink_to(target)
+    monkeypatch.chdir(tmp_path)
+    assert name_from_folder(Path("mylink")) == "mylink"
+    assert name_from_folder(Path("mylink/")) == "mylink"
+    monkeypatch.chdir(target)
+    assert name_from_folder(Path(".")) == "abc123"
+    assert name_from_folder(Path("../abc123/.")) == "abc123"
