@@ -5,14 +5,17 @@ every malformed line stops the run with ``file:line: what is wrong; what to do``
 """
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from itertools import islice
 from pathlib import Path
 from shlex import quote
 
 import pyarrow.parquet as pq
 
-from retriever.corpus_records import DEFAULT_TITLE, Fields, as_answers, jsonl_records, parquet_records
+from retriever.corpus_records import (DEFAULT_TITLE, TITLE_WINDOW, Fields, as_answers, jsonl_records,
+                                      parquet_records)
 from retriever.errors import InputFileError, RetrieverError
 from retriever.file_kinds import compressed_copy, file_kind_error, long_json_array
 from retriever.files import decoded_lines
@@ -157,12 +160,13 @@ def iter_documents(path: str | Path, fmt: str = "auto", fields: Fields = Fields(
 
 def check_first_record(path: str | Path, fmt: str, fields: Fields) -> None:
     """Read a corpus file's first record, so fields the flags name wrongly (a Pyserini corpus's ``id``/``contents``
-    under the default ``_id``/``text``) are refused before the model loads and Ray starts, which take seconds.
-    A pipe is left to the encoding, which reads it once."""
+    under the default ``_id``/``text``) are refused before the model loads and Ray starts, which take seconds; a
+    named title field, the records it must show up in (``TITLE_WINDOW``). A pipe is left to the encoding, which
+    reads it once."""
     corpus = resolve_corpus_path(path)
     if corpus.is_file():
         documents = iter_documents(corpus, fmt, fields)
-        next(documents, None)
+        deque(islice(documents, TITLE_WINDOW if fields.title_named else 1), maxlen=0)
         documents.close()
 
 

@@ -52,6 +52,9 @@ class Fields:
 
 DEFAULT_TITLE = Fields.title
 _TITLE_HINT = "check the name (keys are case-sensitive), or leave --title-field out to read titles where present"
+# Records a named --title-field must show up in (its key, even null): a misspelt one was found only after the whole
+# corpus was read and encoded.
+TITLE_WINDOW = 1000
 
 # How to fix a value of the wrong type, in each format's own terms: (texts, ids).
 _HINTS = {"jsonl": ("write it as a JSON string", "write ids as JSON strings or integers"),
@@ -230,6 +233,10 @@ def jsonl_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str, s
         text = as_text(record.get(fields.text), path, number, fields.text)
         title = as_text(record.get(fields.title), path, number, fields.title) if fields.reads_title else ""
         titled = titled or fields.title in record
+        if not titled and position + 1 == TITLE_WINDOW:
+            raise InputFileError(path, number, f"no title field {fields.title!r} in the first {TITLE_WINDOW:,} "
+                                 "records", f"{_TITLE_HINT} (if titles begin later, give the key, null, in an "
+                                 "earlier record)")
         yield number, doc_id, text, title, record
     if not titled and number:
         raise InputFileError(path, None, f"no title field {fields.title!r} in any record", _TITLE_HINT)

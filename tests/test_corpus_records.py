@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from retriever.corpus import BeirDataset, count_records, iter_documents
+from retriever.corpus import BeirDataset, Fields, count_records, iter_documents
 from retriever.errors import InputFileError
 from retriever.evaluation import judged_split
 from retriever.training.data import load_beir_examples
@@ -199,3 +199,25 @@ def test_an_indented_training_or_negatives_file_is_not_told_to_become_a_queries_
             read(path)
         assert str(caught.value) == (f"{path}: the file is one JSON object over several lines, not JSONL (one object "
                                      "per line); write each record as one JSON object on a line of its own")
+
+
+def test_a_named_title_field_in_none_of_the_first_records_is_refused_there_not_after_the_corpus(tmp_path):
+    """`encode --title-field head` over a corpus without it read (and encoded) every record before refusing;
+    the reader now stops at record TITLE_WINDOW, and check_first_record reads that far before the model loads."""
+    from retriever.corpus import check_first_record
+    from retriever.corpus_records import TITLE_WINDOW
+
+    path = tmp_path / "c.jsonl"
+    lines = [json.dumps({"_id": str(i), "text": "x"}) for i in range(TITLE_WINDOW + 5)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    read = []
+    with pytest.raises(InputFileError, match=rf"c\.jsonl:{TITLE_WINDOW}: no title field 'head' in the first "
+                                             rf"{TITLE_WINDOW:,} records.*--title-field"):
+        read.extend(iter_documents(path, fields=Fields(title="head")))
+    assert len(read) < TITLE_WINDOW
+    with pytest.raises(InputFileError, match="no title field 'head'"):
+        check_first_record(path, "auto", Fields(title="head"))
+    lines[TITLE_WINDOW - 1] = json.dumps({"_id": "late", "text": "x", "head": "H"})  # in the window: read
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert [d.title for d in iter_documents(path, fields=Fields(title="head")) if d.title] == ["H"]
+    check_first_record(path, "auto", Fields(title="head"))
