@@ -45,7 +45,7 @@ def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict
         if not valid_index_name(name):
             raise click.BadParameter(f"invalid name {name!r}: use {NAME_RULE}", param_hint="--index")
         if name in indexes:
-            taken = (f": INDEX {positional.name} is served as {name!r}, its folder's name made URL-safe; give it "
+            taken = (f": INDEX {positional} is served as {name!r}, its folder's name made URL-safe; give it "
                      f"another name with --index NAME=PATH" if positional is not None and name == next(iter(indexes))
                      else "")
             raise click.BadParameter(f"the name {name!r} is used twice{taken}", param_hint="--index")

@@ -39,3 +39,17 @@ def test_a_positional_link_is_served_under_the_name_typed(tmp_path, monkeypatch)
     monkeypatch.chdir(target)
     assert name_from_folder(Path(".")) == "abc123"
     assert name_from_folder(Path("../abc123/.")) == "abc123"
+
+
+def test_a_name_taken_by_the_positional_index_names_it_as_typed(tmp_path, monkeypatch):
+    """`serve . --index ab=../cd` (run in ab) said "INDEX  is served as 'ab'": the name of `.` is empty."""
+    import click
+    import pytest
+
+    from retriever.cli.serving_names import parse_named_indexes
+
+    for name in ("ab", "cd"):
+        (tmp_path / name).mkdir()
+    monkeypatch.chdir(tmp_path / "ab")
+    with pytest.raises(click.BadParameter, match=r"INDEX \. is served as 'ab'"):
+        parse_named_indexes(Path("."), ("ab=../cd",))
