@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from retriever.cli.info import echo_summary_json
-from retriever.cli.options import FiniteRange, collapsing, compose, flags_given, json_option
+from retriever.cli.options import FiniteRange, collapsing, compose, device_options, flags_given, json_option
 from retriever.errors import NotForThisIndex, RetrieverError
 from retriever.fusion import METHODS as FUSIONS
 from retriever.fusion import MODES, RRF_K_MAX, FusionParams
@@ -188,15 +188,17 @@ def check_build_tuning(tune_fusion: tuple[Path, str] | None, lexical: LexicalPar
                              "or pass --overwrite to rebuild it")
 
 
-def run_tuning(index: Path, tune_fusion: tuple[Path, str] | None, built: bool = False) -> None:
+def run_tuning(index: Path, tune_fusion: tuple[Path, str] | None, built: bool = False, device: str = "auto",
+               dtype: str = "auto") -> None:
     """Tune and record the fusion, saying what was recorded. ``built``: `build`/`index` built ``index`` just before,
-    so a refusal of the tuning says the index stands built without it (it ended on the refusal alone)."""
+    so a refusal of the tuning says the index stands built without it (it ended on the refusal alone). ``device``
+    and ``dtype``: the command's, which the queries are encoded with (auto tuned in bf16 after a build in fp32)."""
     if tune_fusion is None:
         return
     from retriever.fusion_tuning import tune_and_record
 
     try:
-        record = tune_and_record(index, *tune_fusion)
+        record = tune_and_record(index, *tune_fusion, device=device, dtype=dtype)
     except RetrieverError as error:
         if not built:
             raise
@@ -211,7 +213,7 @@ def run_drop(index: Path) -> None:
     """`bm25 --drop-fusion`: a flag that builds or tunes is refused, as the run would not do what it asks."""
     from retriever.fusion_tuning import drop_fusion
 
-    others = flags_given(("overwrite", *BM25_SETTINGS, "tune_fusion_on", "split"))
+    others = flags_given(("overwrite", *BM25_SETTINGS, "tune_fusion_on", "split", "device", "dtype"))
     if others:
         raise click.UsageError(f"{others[0]}: --drop-fusion only drops the fusion record; give it alone, and "
                                f"{others[0]} in another run")
@@ -226,15 +228,16 @@ def run_drop(index: Path) -> None:
 @click.argument("index", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @lexical_options(switch=False)
 @tuning_options()
+@device_options()
 @click.option("--overwrite", is_flag=True, help="Rebuild a BM25 index the folder already has.")
 @click.option("--drop-fusion", is_flag=True,
               help="Only drop the hybrid fusion recorded in the manifest (a damaged one too), keeping the BM25 "
                    "index: hybrid then uses RRF k=60 unless a fusion flag says otherwise.")
 @json_option("the folder's summary once done (`info --json`'s)")
-def bm25_command(index, lexical, tune_fusion, overwrite, drop_fusion, as_json):
+def bm25_command(index, lexical, tune_fusion, device, dtype, overwrite, drop_fusion, as_json):
     """Add a BM25 index to the built INDEX folder from its doc store (no re-encoding), and optionally tune the
-    hybrid fusion. With a BM25 index already there and --tune-fusion-on, only tunes; with --drop-fusion, only drops
-    the recorded fusion.
+    hybrid fusion (--device and --dtype: how its queries are encoded). With a BM25 index already there and
+    --tune-fusion-on, only tunes; with --drop-fusion, only drops the recorded fusion.
 
     \b
     Example:
@@ -243,18 +246,23 @@ def bm25_command(index, lexical, tune_fusion, overwrite, drop_fusion, as_json):
     if drop_fusion:
         run_drop(index)
     else:
-        _add_or_tune(index, lexical, tune_fusion, overwrite)
+        _add_or_tune(index, lexical, tune_fusion, overwrite, device, dtype)
     if as_json:
         echo_summary_json(index)
 
 
-def _add_or_tune(index: Path, lexical: LexicalParams, tune_fusion: tuple[Path, str] | None, overwrite: bool) -> None:
+def _add_or_tune(index: Path, lexical: LexicalParams, tune_fusion: tuple[Path, str] | None, overwrite: bool,
+                 device: str = "auto", dtype: str = "auto") -> None:
     """`bm25` without --drop-fusion: build the BM25 part, or keep the one there to tune the fusion alone."""
     from retriever.fusion_tuning import check_recordable
     from retriever.index_folder import read_manifest
     from retriever.lexical_part import add_lexical, terms_text
 
     check_tuning(tune_fusion, lexical)
+    unused = flags_given(("device", "dtype")) if tune_fusion is None else []
+    if unused:  # building BM25 runs no model
+        raise click.UsageError(f"{unused[0]} sets how --tune-fusion-on encodes its queries, and BM25 is built without "
+                               f"a model: drop {unused[0]}, or add --tune-fusion-on DATASET")
     if read_manifest(index).get("lexical") and not overwrite:
         if tune_fusion is None:
             raise RetrieverError(f"{index}: already has a BM25 index; pass --overwrite to rebuild it")
@@ -270,7 +278,7 @@ def _add_or_tune(index: Path, lexical: LexicalParams, tune_fusion: tuple[Path, s
         record = add_lexical(index, lexical, overwrite=overwrite, retuning=retuning)
         click.echo(f"added BM25 to {index}: {counted(record['documents'], 'passage')}, {terms_text(record)}",
                    err=True)
-    run_tuning(index, tune_fusion)
+    run_tuning(index, tune_fusion, device=device, dtype=dtype)
 
 
 COMMANDS = [bm25_command]

@@ -183,7 +183,7 @@ def build_command(corpus, output, model, encoder_overrides, device, dtype, batch
                                lexical=lexical, built_by="build")
     report_truncation(passages_cut=manifest["corpus"]["passages_cut"], passages=manifest["corpus"]["documents"],
                       passage_max_length=manifest["encoder"]["passage_max_length"])
-    run_tuning(output, tune_fusion, built=True)
+    run_tuning(output, tune_fusion, built=True, device=device, dtype=dtype)
     _summarise(output, manifest, as_json)
 
 

@@ -339,7 +339,7 @@ def test_tuning_summary_names_only_the_parameter_of_the_method_chosen(monkeypatc
     import retriever.fusion_tuning
     from retriever.cli.hybrid import run_tuning
 
-    monkeypatch.setattr(retriever.fusion_tuning, "tune_and_record", lambda *args: fusion.record())
+    monkeypatch.setattr(retriever.fusion_tuning, "tune_and_record", lambda *args, **kwargs: fusion.record())
     run_tuning(tmp_path / "idx", (tmp_path, "train"))
     assert capsys.readouterr().err == f"fusion recorded in {tmp_path / 'idx'}/manifest.json: {said}\n"
 
@@ -432,3 +432,23 @@ def test_bm25_settings_with_no_bm25_are_refused_as_unused(tmp_path, tiny_beir, t
     assert result.exit_code == 2, result.output
     assert "--bm25-k1 sets the BM25 part, which --no-bm25 leaves out" in result.output
     assert not (tmp_path / "idx").exists()
+
+
+def test_the_fusion_tuning_encodes_queries_on_the_device_and_dtype_given(tmp_path, tiny_beir, tiny_model_dir,
+                                                                         monkeypatch):
+    """`build --device cpu --dtype fp32 --tune-fusion-on D` tuned with device and dtype auto (bf16 on a CPU with
+    native bf16, the GPU where there is one), and `bm25 --tune-fusion-on` had no flag for them at all."""
+    import retriever.fusion_tuning as fusion_tuning
+
+    calls = []
+    monkeypatch.setattr(fusion_tuning, "tune_and_record", lambda *args, **kwargs: calls.append(kwargs))
+    split_off_train(tiny_beir)
+    index = tmp_path / "idx"
+    result = CliRunner().invoke(main, ["build", str(tiny_beir), "-o", str(index), "--model", str(tiny_model_dir),
+                                       "--tune-fusion-on", str(tiny_beir), *COMMON])
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, ["bm25", str(index), "--tune-fusion-on", str(tiny_beir), *COMMON])
+    assert result.exit_code == 0, result.output
+    assert [(call.get("device"), call.get("dtype")) for call in calls] == [("cpu", "fp32")] * 2
+    result = CliRunner().invoke(main, ["bm25", str(index), "--overwrite", "--dtype", "fp32"])
+    assert result.exit_code == 2 and "--dtype sets how --tune-fusion-on encodes its queries" in result.output
