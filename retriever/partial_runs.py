@@ -67,6 +67,10 @@ class PartialRun:
         self.key, self.depth = key, depth
         self.fmt, self.tag = fmt, tag
         self.record = {"fingerprint": key, "queries": 0, "bytes": 0, "short": 0, "fewest": None}
+        for path in (self.data, self.record_path):  # a folder there was a traceback, or failed after the first batch
+            if (path.exists() or path.is_symlink()) and not path.is_file():
+                raise RetrieverError(f"{path}: is not a file, where search keeps the partial run of {self.target.name} "
+                                     "(a folder of that name?); move it away and rerun the same command")
         self.note = self._resume(total)
 
     @property

@@ -211,3 +211,17 @@ def test_a_damaged_partial_record_is_named_and_the_run_starts_over(tmp_path, ind
     notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]
     assert len(notes) == 1 and f"{record}: damaged" in notes[0] and sum(sizes) == 20, (sizes, result.stderr)
     assert len(output.read_text().splitlines()) == 20 * 5
+
+
+@pytest.mark.parametrize("name", [".run.trec.partial", ".run.trec.partial.json"])
+def test_a_folder_where_the_partial_run_goes_is_refused_before_the_search(tmp_path, index_and_queries, monkeypatch,
+                                                                          name):
+    """A folder named as the partial file was an IsADirectoryError traceback; one named as its record failed only
+    once the first batch was searched ('cannot write …: is a folder')."""
+    index, queries = index_and_queries
+    (tmp_path / name).mkdir()
+    sizes = searched_batches(monkeypatch)
+    result = CliRunner().invoke(main, search_args(index, queries, tmp_path / "run.trec"))
+    assert result.exit_code == 1 and sizes == [] and "Traceback" not in result.output, result.output
+    assert result.stderr.startswith(f"error: {tmp_path / name}: is not a file") and result.stderr.count("\n") == 1
+    assert (tmp_path / name).is_dir() and not (tmp_path / "run.trec").exists()
