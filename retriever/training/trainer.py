@@ -77,6 +77,9 @@ class TrainConfig(stack.StackConfig):
             raise RetrieverError("--corpus resolves document ids in --train-jsonl; a --dataset brings its own corpus")
         if self.negatives and not self.dataset:
             raise RetrieverError("--negatives goes with --dataset; put a JSONL example's negatives in its own line")
+        if self.dev_split is not None and not str(self.dev_split).strip():  # "$DEV" unset: no dev evaluation, exit 0
+            raise RetrieverError("--dev-split is empty (an unset variable?): give the split to evaluate, e.g. dev, or "
+                                 "drop --dev-split")
         if self.dev_split and not (self.dev_dataset or self.dataset):
             raise RetrieverError("--dev-split needs a BEIR folder: pass --dev-dataset")
         if not self.dev_split and (self.dev_dataset or self.dev_max_docs):  # else no dev evaluation, without a word

@@ -88,6 +88,7 @@ def test_train_from_jsonl_with_a_corpus(tmp_path, tiny_model_dir, tiny_beir):
     # without --dev-split these were ignored: no dev evaluation, the last weights kept, exit 0
     (["--dataset", "{beir}", "--dev-dataset", "{beir}"], "--dev-dataset and --dev-max-docs go with --dev-split"),
     (["--dataset", "{beir}", "--dev-max-docs", "5"], "--dev-dataset and --dev-max-docs go with --dev-split"),
+    (["--dataset", "{beir}", "--dev-split", ""], "--dev-split is empty"),  # "$DEV" unset: no dev evaluation, exit 0
     (["--train-jsonl", "{jsonl}", "--negatives", "{jsonl}"], "--negatives goes with --dataset"),
     (["--dataset", "{beir}", "--format", "tsv"], "describe --corpus, which is not given"),
     (["--dataset", "{beir}", "--queries-per-step", "1"], "a training step holds one query and one passage"),
