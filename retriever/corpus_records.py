@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from retriever.errors import InputFileError, RetrieverError
@@ -261,9 +262,12 @@ def parquet_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str,
     if fields.title_named and fields.title not in names:
         raise InputFileError(path, None, f"no title column {fields.title!r} (columns: {_listed(names)})", _TITLE_HINT)
     columns = [c for c in (fields.id, fields.text, fields.title) if c in names]
+    binary = [c for c in columns if _is_binary(parquet.schema_arrow.field(c).type)]
     row = 0
     for batch in parquet.iter_batches(columns=columns, batch_size=8192):
         data = batch.to_pydict()
+        for column in binary:
+            data[column] = _utf8_values(data[column], path, row, column)
         ids = data[fields.id]
         texts = data.get(fields.text, [None] * len(ids))
         titles = data.get(fields.title, [None] * len(ids)) if fields.reads_title else [None] * len(ids)
@@ -272,3 +276,20 @@ def parquet_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str,
             yield (row, as_id(doc_id, path, row, fields.id, "parquet"),
                    as_text(text, path, row, fields.text, "parquet"), as_text(title, path, row, fields.title, "parquet"),
                    {})
+
+
+def _is_binary(kind: pa.DataType) -> bool:
+    return pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind)
+
+
+def _utf8_values(values: list, path: Path, row: int, name: str) -> list:
+    """A binary column's values (bytes, as pandas stores bytes objects) decoded as UTF-8, as the JSONL and TSV
+    readers decode their bytes: they were refused as "got bytes". ``row``: the rows before these."""
+    decoded = []
+    for number, value in enumerate(values, start=row + 1):
+        try:
+            decoded.append(value if value is None else bytes(value).decode("utf-8"))
+        except UnicodeDecodeError as error:
+            raise InputFileError(path, number, f"field {name!r} holds invalid UTF-8 at byte {error.start} of its "
+                                 "value", "re-encode the column as UTF-8 text (a string column)") from None
+    return decoded
