@@ -17,8 +17,8 @@ outside 1..1000, malformed JSON, wrong fields; FastAPI's own 422 validation erro
 into 400 too; a query with a lone surrogate; more than ``max_hits`` queries x k; a response over
 ``max_response_bytes``; JSON nested too deep; a query the encoder fails on, which fails only
 its own request; a GET query string that is not UTF-8, repeats a parameter or has a k that is not
-digits; a mode the index lacks; an HTTP/1.1 request without exactly one Host header), 404 unknown index or route (a trailing slash is not redirected: the
-404 names the path without it), 405 wrong method (HEAD is answered as GET), 413 body over the limit (closing the connection), 415 a POST that is not ``application/json``, is declared in a
+digits; a mode the index lacks; an HTTP/1.1 request without exactly one Host header), 404 unknown index or route (naming the routes; a trailing slash is not redirected:
+the 404 names the path without it), 405 wrong method (HEAD is answered as GET), 413 body over the limit (closing the connection), 415 a POST that is not ``application/json``, is declared in a
 charset other than UTF-8 or is compressed (``Content-Encoding``), 431 a request head over
 ``--max-head-bytes``, 501 a POST body in a transfer coding other than chunked, 503 when too many
 requests or queries are queued, 505 a request line of an HTTP version other than 1.0 and 1.1 (closing the connection),
@@ -51,7 +51,7 @@ from retriever.serving.output import bounded, hits_list, list_object
 from retriever.serving.problems import validation_message
 from retriever.serving.page import page_html
 from retriever.serving.served import BatchSettings, ServedIndexes, served_name, summary, valid_index_name
-from retriever.serving.routing import HeadAsGet, allowed_methods, path_without_slash
+from retriever.serving.routing import HeadAsGet, allowed_methods, not_found
 from retriever.serving.stopping import quiet_cancelled_requests
 from retriever.serving.schemas import (ERRORS, K_PARAM, MODE_PARAM, NAME_PARAM, NAME_RULE, POST_BODY, Q_PARAM,
                                        BatchSearchResponse, Mode, SearchResponse)
@@ -143,9 +143,8 @@ def _add_error_handlers(app: FastAPI) -> None:
         headers = dict(getattr(error, "headers", None) or {})
         if error.status_code == 405:
             headers["allow"] = allowed_methods(request.app.router.routes, request.scope)
-        bare = path_without_slash(request.app.router.routes, request.scope) if error.status_code == 404 else None
-        if bare:
-            return _error(404, f"no route at {request.scope['path']}; the path is {bare}, without the slash")
+        if error.status_code == 404:
+            return _error(404, not_found(request.app.router.routes, request.scope))
         return _error(error.status_code, str(error.detail), headers)
 
     @app.exception_handler(Overloaded)

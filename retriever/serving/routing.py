@@ -2,7 +2,7 @@
 
 - **HEAD** is answered wherever GET is (``HeadAsGet``), as HTTP requires and health checkers expect;
   a 405's ``Allow`` names every method of the path (``allowed_methods``), and a 404 for a path with a trailing
-  or doubled slash names the path without it (``path_without_slash``).
+  or doubled slash names the path without it (``path_without_slash``), any other the routes there are (``not_found``).
 """
 from __future__ import annotations
 
@@ -43,6 +43,21 @@ def path_without_slash(routes: list, scope: dict) -> str | None:
     return bare if bare and bare != path and _route_methods(routes, {**scope, "path": bare}) else None
 
 
+def not_found(routes: list, scope: dict) -> str:
+    """A 404's message: the path without its slashes where a route serves that (``path_without_slash``), else the
+    routes there are. ``/indexes/NAME`` (the search route's start), ``/api/search`` and other near misses got a bare
+    "Not Found" that named none of them."""
+    from retriever.serving.problems import clipped
+
+    path = scope["path"]
+    bare = path_without_slash(routes, scope)
+    if bare:
+        return f"no route at {clipped(path)}; the path is {bare}, without the slash"
+    listed = dict.fromkeys(route.path.replace("{name}", "NAME") for route in _flattened(routes)
+                           if getattr(route, "include_in_schema", False))
+    return f"no route at {clipped(path)}; the routes are / (the search page), {', '.join(listed)}; API docs at /docs"
+
+
 def _route_methods(routes: list, scope: dict) -> set[str]:
     methods: set[str] = set()
     for route in routes:
@@ -52,3 +67,12 @@ def _route_methods(routes: list, scope: dict) -> set[str]:
         included = getattr(route, "original_router", route)  # FastAPI wraps an included router (no prefix here)
         methods |= _route_methods(getattr(included, "routes", None) or [], scope)
     return methods
+
+
+def _flattened(routes: list) -> list:
+    """The routes, an included router's (which FastAPI wraps) in its place."""
+    found = []
+    for route in routes:
+        included = getattr(route, "original_router", None)
+        found += _flattened(included.routes) if included is not None else [route]
+    return found

@@ -186,7 +186,7 @@ BAD_REQUESTS = {
     "bad index name": ("GET", "/indexes/a.b/search?q=cat", None, {}, 404, "no index named 'a.b'; served: "),
     "path traversal": ("GET", "/indexes/..%2F..%2Fetc/search?q=cat", None, {}, 404, ""),
     "dotted traversal": ("GET", "/indexes/../../etc/passwd", None, {}, 404, ""),
-    "unknown route": ("GET", "/nothing-here", None, {}, 404, "Not Found"),
+    "unknown route": ("GET", "/nothing-here", None, {}, 404, "no route at /nothing-here; the routes are / (the"),
     "wrong method": ("DELETE", "/search", None, {}, 405, "Method Not Allowed"),
 }
 

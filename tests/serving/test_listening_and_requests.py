@@ -172,8 +172,21 @@ def test_a_path_with_a_doubled_slash_is_a_404_naming_the_path(served, method, pa
     assert reply.json() == {"error": f"no route at {path.split('?')[0]}; the path is {meant}, without the slash"}
 
 
-def test_an_unknown_path_is_still_a_plain_404(served):
-    assert call(served.port, "GET", "/nope/").json() == {"error": "Not Found"}
+ROUTES = ("the routes are / (the search page), /health, /indexes, /info, /indexes/NAME/info, /search, "
+          "/indexes/NAME/search; API docs at /docs")
+
+
+@pytest.mark.parametrize("path", ["/nope/", "/indexes/small", "/indexes/small/", "/indexes/small/serch?q=cat",
+                                  "/api/search?q=cat", "/Search?q=cat"])
+def test_an_unknown_path_is_a_404_naming_the_routes_there_are(served, path):
+    """``/indexes/small`` (the search route's start) and other near misses got a bare "Not Found"."""
+    reply = call(served.port, "GET", path)
+    assert reply.status == 404 and reply.json() == {"error": f"no route at {path.split('?')[0]}; {ROUTES}"}
+
+
+def test_a_long_unknown_path_is_cut_short_in_the_404(served):
+    error = call(served.port, "GET", "/" + "x" * 20_000).json()["error"]
+    assert error == f"no route at /{'x' * 59}...; {ROUTES}"
 
 
 @pytest.mark.parametrize("path, named", [("/info?index=small", "'index'"), ("/indexes?name=small", "'name'"),
