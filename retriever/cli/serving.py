@@ -213,6 +213,7 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
     from retriever.serving import BatchSettings, Limits, configure_threads, create_app
     from retriever.serving.open_files import DescriptorWatch, low_limit_warning, raise_open_files_limit
     from retriever.serving.protocol import guarded_protocol
+    from retriever.serving.threads import oversubscription_warning
 
     folders = parse_named_indexes(index, named)
     if model is not None and len(folders) > 1:
@@ -225,6 +226,9 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
     sockets = listening_sockets(host, port)
     try:
         used = configure_threads(threads, workers)
+        warning = oversubscription_warning(used)
+        if warning:
+            click.echo(warning, err=True)
         searchers = load_searchers(folders, device=device, dtype=dtype, mode=mode,
                                    fusion_overrides=fusion_overrides, model=model)
         check_fusion_used(searchers, fusion_overrides)

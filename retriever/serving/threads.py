@@ -6,6 +6,13 @@ import os
 import faiss
 import torch
 
+from retriever.wording import counted
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask, where the system has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
 
 def configure_threads(threads: int | None = None, workers: int | None = None) -> dict:
     """Size the batcher workers and torch's and FAISS's thread pools for this machine.
@@ -17,7 +24,7 @@ def configure_threads(threads: int | None = None, workers: int | None = None) ->
     interleave. Inter-op parallelism is off (one small graph at a time). FAISS gets one OpenMP thread: a flat search
     over a micro-batch takes well under a millisecond, and a second spinning pool would steal the encoder's cores.
     """
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = usable_cores()
     workers = workers or (2 if cores >= 2 else 1)
     threads = max(1, threads or (cores - 1) // workers)
     torch.set_num_threads(threads)
@@ -27,3 +34,14 @@ def configure_threads(threads: int | None = None, workers: int | None = None) ->
         pass
     faiss.omp_set_num_threads(1)
     return {"torch": threads, "workers": workers, "faiss": 1, "cores": cores}
+
+
+def oversubscription_warning(used: dict) -> str | None:
+    """A warning where the workers' torch threads outnumber the cores (the defaults never do): threads past the cores
+    only wait on one another at OpenMP's barriers, so each search is slower, many times so for hundreds of threads."""
+    cores, total = usable_cores(), used["workers"] * used["torch"]
+    if total <= cores:
+        return None
+    return (f"warning: {counted(used['workers'], 'worker')} x {counted(used['torch'], 'torch thread')} is {total} "
+            f"threads for the {cores} cores this process may use: threads past the cores wait on one another and slow "
+            "every search (without --threads and --workers serve shares the cores out)")

@@ -106,6 +106,24 @@ def test_allow_origin_is_checked_before_listening_and_given_to_the_app(fake_serv
     assert CliRunner().invoke(main, ["serve", str(tmp_path / "hyb")]).exit_code == 0 and given[-1] == ()
 
 
+@pytest.mark.parametrize("flags, warned", [(["--threads", "3000"], "2 workers x 3000 torch threads is 6000 threads"),
+                                           (["--workers", "50"], "50 workers x 1 torch thread is 50 threads"),
+                                           ([], None), (["--workers", "2", "--threads", "1"], None)])
+def test_more_threads_than_cores_is_warned_of_at_start(fake_serve, tmp_path, monkeypatch, flags, warned):
+    """`--threads 3000` on 2 cores was taken without a word, and made a minilm search of 8 queries ~170 times slower
+    (18.8 ms on one thread, 3,250 ms on 3,000): threads past the cores only wait on one another."""
+    monkeypatch.setattr("retriever.serving.threads.usable_cores", lambda: 2)
+    monkeypatch.setattr("retriever.serving.configure_threads",
+                        lambda threads, workers: {"torch": threads or 1, "workers": workers or 2})
+    (tmp_path / "idx").mkdir()
+    result = CliRunner().invoke(main, ["serve", str(tmp_path / "idx"), *flags])
+    assert result.exit_code == 0 and fake_serve == [["idx"]], result.output
+    if warned:
+        assert f"warning: {warned} for the 2 cores this process may use" in result.output, result.output
+    else:
+        assert "warning" not in result.output, result.output
+
+
 def test_serve_raises_its_open_files_limit_to_the_hard_limit(fake_serve, tmp_path):
     """Under a soft limit of 100 (1,024 is a common default), 300 idle connections, each closed only at
     --request-timeout, took every descriptor: each new client, a search included, was reset at once until they timed
