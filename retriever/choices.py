@@ -9,6 +9,7 @@ from retriever.errors import RetrieverError
 from retriever.texts import whole_number
 
 DTYPES = ("auto", "fp32", "bf16", "fp16")  # compute precisions (retriever.device)
+REPORT_TO = ("none", "tensorboard")  # where `train` and `pretrain` also log (retriever.training.callbacks)
 DEFAULT_K = 10  # hits of a search that names no k (the CLI's one QUERY, a server request without k)
 ONDISK_TYPE = "ivf-ondisk"  # an IVF index whose lists stay on disk (retriever.ondisk)
 INDEX_TYPES = ("flat", "hnsw", "ivfpq", ONDISK_TYPE)  # besides any FAISS factory string (retriever.faiss_index)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from retriever.choices import COUNT_BOUNDS, DDP_TIMEOUT, MIN_TEMPERATURE, check_count, check_temperature
+from retriever.choices import (COUNT_BOUNDS, DDP_TIMEOUT, MIN_TEMPERATURE, REPORT_TO, check_count,
+                               check_temperature)
 from retriever.cli.hybrid import mode_options
 from retriever.cli.searching import moved_model_option
 from retriever.cli.options import (FiniteRange, check_outputs_apart, compose, corpus_options, device_options,
@@ -18,8 +19,6 @@ from retriever.cli.output_params import OutputFile
 from retriever.cli.outputs import expect_outputs
 from retriever.errors import RetrieverError
 from retriever.wording import counted
-
-REPORT_TO = ("none", "tensorboard")
 
 EXISTING_DIR = click.Path(exists=True, file_okay=False, path_type=Path)
 EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
-from retriever.errors import RetrieverError, check_kind, given_path
+from retriever.errors import RetrieverError, given_path
 from retriever.model_loading import check_vocabulary, model_files
 from retriever.pretraining.masking import MIN_SPAN_TOKENS, CondenserExamples
 from retriever.training.processes import launched_processes
@@ -24,12 +24,6 @@ def check_corpus_path(corpus: object) -> None:
     """The corpus named by a non-empty path: "" (an unset variable in a library call) is Path(""), the working folder,
     which was pre-trained on whatever it held, and None died of pathlib's TypeError naming no argument."""
     given_path(corpus, "corpus", "a path to a corpus file or BEIR folder")
-
-
-def check_pretrain_kinds(config) -> None:
-    """PretrainConfig's own settings of the wrong kind besides its counts (``check_setting_kinds`` takes those from
-    ``COUNTS``), in one line: cocondenser='yes' trained."""
-    check_kind(config.cocondenser, bool, "cocondenser", "True or False")
 
 
 def check_tokenizer(tokenizer: PreTrainedTokenizerBase, model, name: str, max_length: int) -> None:

@@ -27,7 +27,7 @@ from retriever.model_loading import load_tokenizer
 from retriever.model_names import FETCH_ADVICE, located_model, resolve_model_path
 from retriever.pretraining.card import pretrain_card
 from retriever.pretraining.condenser import CondenserForPretraining, load_condenser
-from retriever.pretraining.guards import (check_corpus_path, check_examples, check_pretrain_kinds, check_tokenizer,
+from retriever.pretraining.guards import (check_corpus_path, check_examples, check_tokenizer,
                                           contrastive_start_warning, drops_lone_span_passage)
 from retriever.pretraining.masking import CondenserExamples, TokenizedCorpus, WholeWordMasker, pad_batch
 from retriever.st_router import refuse_router
@@ -63,6 +63,7 @@ class PretrainConfig(stack.StackConfig):
     RUNTIME_ONLY: ClassVar[tuple[str, ...]] = (*stack.StackConfig.RUNTIME_ONLY, "keep_checkpoints")
     FINITE: ClassVar[tuple[str, ...]] = (*stack.StackConfig.FINITE, "backbone_lr_scale", "temperature",
                                          "mlm_probability")
+    SWITCHES: ClassVar[tuple[str, ...]] = (*stack.StackConfig.SWITCHES, "cocondenser")  # "yes" trained coCondenser
     COUNTS: ClassVar[tuple[str, ...]] = (*stack.StackConfig.COUNTS, "n_head_layers", "max_length", "keep_checkpoints",
                                          "skip_from", "freeze_backbone_steps")
 
@@ -72,7 +73,6 @@ class PretrainConfig(stack.StackConfig):
 
     def check(self) -> None:
         check_corpus_path(self.corpus)  # as super().check() begins with the output and model (check_paths_given)
-        check_pretrain_kinds(self)
         super().check()
         if self.backbone_lr_scale <= 0:
             raise RetrieverError("--backbone-lr-scale must be positive")

@@ -9,7 +9,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from retriever.choices import check_count
+from retriever.choices import REPORT_TO, check_count
 from retriever.errors import RetrieverError, check_kind, given_path
 from retriever.folders import exclusive_build, named_output
 from retriever.model_names import check_model_name
@@ -37,7 +37,7 @@ def check_paths_given(output: object, model: object) -> None:
 
 def check_setting_kinds(config: object) -> None:
     """Each path a str or Path, each count (``config.COUNTS``) a whole number within its bound (`COUNT_BOUNDS`), each
-    rate a real number, refused in one line: the library's TrainConfig compared a string with a number (a TypeError
+    switch a bool, each rate a real number, the report a known one, refused in one line: the library's TrainConfig compared a string with a number (a TypeError
     traceback), handed an int to pathlib, and trained epochs=1.5 or max_steps=True."""
     for name in config.PATHS:
         if getattr(config, name) is not None:
@@ -45,6 +45,10 @@ def check_setting_kinds(config: object) -> None:
     for name in config.COUNTS:
         if getattr(config, name) is not None:
             check_count(name, getattr(config, name))
+    for name in config.SWITCHES:  # a string was truthy: progress="no" drew bars, cross_device_negatives="no" was on
+        check_kind(getattr(config, name), bool, name, "True or False")
+    if config.report_to not in REPORT_TO:  # any other reported to TensorBoard
+        raise RetrieverError(f"report_to must be one of {', '.join(REPORT_TO)}, not {config.report_to!r}")
     for name in config.FINITE:
         value = getattr(config, name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):

@@ -72,6 +72,7 @@ class StackConfig:
     PATHS: ClassVar[tuple[str, ...]] = ("output", "corpus")
     COUNTS: ClassVar[tuple[str, ...]] = ("batch_size", "epochs", "max_steps", "save_steps", "ddp_timeout", "seed")
     FINITE: ClassVar[tuple[str, ...]] = ("learning_rate", "warmup_ratio", "weight_decay", "max_grad_norm")
+    SWITCHES: ClassVar[tuple[str, ...]] = ("progress",)
 
     def __post_init__(self) -> None:
         if isinstance(self.corpus_fields, dict):  # as `dataclasses.asdict` and JSON give it back

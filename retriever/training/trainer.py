@@ -62,6 +62,7 @@ class TrainConfig(stack.StackConfig):
     COUNTS: ClassVar[tuple[str, ...]] = (*stack.StackConfig.COUNTS, "train_group_size", "grad_cache_chunk_size",
                                          "dev_max_docs")
     FINITE: ClassVar[tuple[str, ...]] = (*stack.StackConfig.FINITE, "temperature")
+    SWITCHES: ClassVar[tuple[str, ...]] = (*stack.StackConfig.SWITCHES, "cross_device_negatives")
 
     def check(self) -> None:
         super().check()

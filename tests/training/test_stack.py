@@ -81,6 +81,9 @@ def test_an_empty_output_or_model_from_the_library_is_refused_not_read_as_the_cu
     ("temperature", "0.1", "--temperature must be a number, not '0.1'"),
     ("negatives", 5, "--negatives must be a path"),
     ("dev_batch_size", 0, "dev_batch_size must be a whole number of at least 1, not 0"),  # after loading, a folder made
+    ("report_to", "wandb", "report_to must be one of none, tensorboard, not 'wandb'"),  # it reported to TensorBoard
+    ("progress", "no", "progress must be True or False, not str 'no'"),  # a truthy string: bars drawn
+    ("cross_device_negatives", "no", "cross_device_negatives must be True or False, not str 'no'"),  # on
 ])
 def test_a_setting_of_the_wrong_kind_from_the_library_is_refused_in_one_line(tmp_path, small_bert, train_beir, setting,
                                                                              value, said):
