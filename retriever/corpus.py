@@ -21,7 +21,7 @@ from retriever.file_kinds import compressed_copy, file_kind_error, long_json_arr
 from retriever.files import decoded_lines
 from retriever.output_paths import through_link
 from retriever.texts import check_text, id_problem, is_blank
-from retriever.tsv_records import check_tsv_fields, tsv_records
+from retriever.tsv_records import check_tsv_fields, judgments_error, tsv_records
 from retriever.wording import counted
 
 FORMATS = ("auto", "beir", "jsonl", "tsv", "parquet")
@@ -212,10 +212,11 @@ def iter_queries(path: str | Path, fmt: str = "auto", fields: Fields = Fields(),
     fmt = detect_format(queries_path, fmt)
     where, part = _QUERY_TITLE[fmt]
     for number, query_id, text, title, raw in _checked(records, queries_path, stats, "query"):
-        if title.strip():  # dropped, it lost a TREC topic's keyword query
-            raise InputFileError(queries_path, number, f"the query has a title ({where}), and a query is its text "
-                                 f"alone", f"put the whole query in the text {part} (e.g. title and description "
-                                 f"joined by a space), or drop the title {part}")
+        if title.strip():  # dropped, it lost a TREC topic's keyword query; a qrels file's grade is named so
+            raise (fmt == "tsv" and judgments_error(queries_path, number, [query_id, text, title])) or InputFileError(
+                queries_path, number, f"the query has a title ({where}), and a query is its text alone",
+                f"put the whole query in the text {part} (e.g. title and description joined by a space), or drop the "
+                f"title {part}")
         yield Query(id=query_id, text=text, answers=as_answers(raw, queries_path, number))
 
 

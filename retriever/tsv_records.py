@@ -21,6 +21,29 @@ _TSV_HEADER_HINT = (f"name the columns id ({', '.join(TSV_ID_NAMES[1:])}), text 
                     "and optionally title, in any order, or drop the header and write id, text[, title]")
 
 
+_JUDGMENTS_HINT = ("qrels are read by evaluate --qrels, and a run by evaluate --run; give here the queries or corpus "
+                   "(id<TAB>text lines, or a BEIR folder's queries.jsonl or corpus.jsonl)")
+
+
+def judgments_error(path: Path, number: int, columns: list[str]) -> InputFileError | None:
+    """A line of qrels or of a TREC run read as a corpus or queries record, named with the flag that takes it: a
+    qrels file given as --queries was told it had too many columns, an unknown header column, or a title (its
+    grade). Space-separated lines count only with TREC's ``0`` or ``Q0`` column, as words of a query are spaced."""
+    cells = [cell.strip() for cell in columns] if len(columns) > 1 else columns[0].split()
+    graded = bool(cells) and cells[-1].isascii() and cells[-1].lstrip("-").isdigit()
+    if "corpus-id" in (cell.lower() for cell in cells):
+        kind = "BEIR qrels' header (query-id, corpus-id, score)"
+    elif len(cells) == 6 and cells[1].upper() == "Q0":
+        kind = "a TREC run (qid Q0 docid rank score tag)"
+    elif len(cells) == 4 and graded and (cells[1] == "0" or len(columns) == 4 and cells[1].isdigit()):
+        kind = "TREC qrels (query id, iteration, document id, grade)"
+    elif len(columns) == 3 and graded and not any(" " in cell for cell in cells):
+        kind = "BEIR qrels (query id, document id, grade)"
+    else:
+        return None
+    return InputFileError(path, number, f"the line reads as {kind}, not a record", _JUDGMENTS_HINT)
+
+
 def check_tsv_fields(path: Path, fields: Fields) -> None:
     """Refuse field flags on a TSV file: its columns are placed, or named by its header, so the flags were ignored
     (the first column read as the id whatever --id-field said)."""
@@ -66,8 +89,8 @@ def _tsv_header(columns: list[str], path: Path, number: int) -> dict[str, int] |
         field = _TSV_FIELDS.get(name)
         if field is None or field in layout:
             what = "is not a column this reader knows" if field is None else f"is a second {field} column"
-            raise InputFileError(path, number, f"header column {position + 1} {columns[position][:40]!r} {what}",
-                                 _TSV_HEADER_HINT)
+            raise judgments_error(path, number, columns) or InputFileError(
+                path, number, f"header column {position + 1} {columns[position][:40]!r} {what}", _TSV_HEADER_HINT)
         layout[field] = position
     for field in ("id", "text"):
         if field not in layout:
@@ -94,8 +117,9 @@ def _tsv_fields(columns: list[str], layout: dict[str, int], path: Path, number: 
         order = sorted(layout, key=layout.__getitem__)
         shown = ", ".join(order[:-1]) + "[, title]" if title_last else ", ".join(order)
         expected = f"{width - 1} or {width}" if title_last else str(width)
-        raise InputFileError(path, number, f"expected {expected} tab-separated columns ({shown}), found "
-                             f"{len(columns)}", "tabs inside text must be replaced by spaces" if len(columns) > width
-                             else "separate the columns with one tab")
+        raise judgments_error(path, number, columns) or InputFileError(
+            path, number, f"expected {expected} tab-separated columns ({shown}), found {len(columns)}",
+            "tabs inside text must be replaced by spaces" if len(columns) > width else
+            "separate the columns with one tab")
     title = columns[layout["title"]] if layout.get("title", width) < len(columns) else ""
     return columns[layout["id"]].strip(), columns[layout["text"]], title

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from retriever.corpus import iter_documents
+from retriever.corpus import iter_documents, read_queries
 from retriever.errors import InputFileError
 
 
@@ -81,3 +81,20 @@ def test_a_csv_file_read_as_tsv_says_how_to_convert_it(tmp_path, monkeypatch, ca
     converted.write_text(capsys.readouterr().out, encoding="utf-8")
     assert [(d.id, d.text) for d in read_all(converted, fields=Fields(id="id"))] == [
         ("1", "hello, world"), ("2", 'a "quoted" word')]
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("q1\t0\td1\t1\nq2\t0\td2\t1\n", "the line reads as TREC qrels (query id, iteration, document id, grade)"),
+    ("q1 0 d1 1\n", "the line reads as TREC qrels (query id, iteration, document id, grade)"),
+    ("query-id\tcorpus-id\tscore\nq1\td1\t1\n", "the line reads as BEIR qrels' header (query-id, corpus-id, score)"),
+    ("q1 Q0 d1 1 0.5 bm25\n", "the line reads as a TREC run (qid Q0 docid rank score tag)"),
+    ("q1\td1\t1\nq2\td2\t2\n", "the line reads as BEIR qrels (query id, document id, grade)")])
+def test_qrels_or_a_run_given_as_queries_is_named_with_the_flag_that_takes_it(tmp_path, text, problem):
+    """A qrels file passed as --queries was told its line had 4 columns, an unknown header column, or (3 columns, no
+    header) that its third column was a title: it now says what the file is and which flag takes it."""
+    path = tmp_path / "test.tsv"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputFileError) as caught:
+        read_queries(path)
+    assert str(caught.value).startswith(f"{path}:1: {problem}, not a record"), str(caught.value)
+    assert "evaluate --qrels" in str(caught.value) or "evaluate --run" in str(caught.value)
