@@ -36,9 +36,9 @@ def held_path(part: str | Path) -> Path:
     return Path(f"{part}.held.npz")
 
 
-def fill_part(trained_path: str, slices: list[ShardSlice], output: str, threads: int = 1) -> int:
+def fill_part(trained_path: str, slices: list[ShardSlice], output: str, threads: int = 1, sharing: int = 1) -> int:
     """Add the slices' vectors to a copy of the trained empty index and write it to ``output``; return
-    how many were added.
+    how many were added (``sharing``: how many parts are filled at once, sharing the memory).
 
     The held-out vectors go to ``held_path(output)`` first, and each file is written under a temporary
     name then renamed, so a part file with its final name is complete, held-out vectors included.
@@ -48,7 +48,7 @@ def fill_part(trained_path: str, slices: list[ShardSlice], output: str, threads:
     faiss.omp_set_num_threads(threads)
     index = read_part_file(trained_path)
     rows = [read_shard_metadata(Path(piece.path))["shard"]["rows"] for piece in slices]
-    check_filling_memory(index, max(rows, default=0), sum(rows), output)
+    check_filling_memory(index, max(rows, default=0), sum(rows), output, sharing)
     held_vectors, held_labels, added = [np.empty((0, index.d), np.float32)], [np.empty(0, np.int64)], 0
     for piece in slices:
         ids, vectors = read_shard(Path(piece.path))

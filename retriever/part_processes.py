@@ -32,7 +32,7 @@ def fill_in_processes(jobs: list[tuple], workers: int, finished: Callable[[], No
     with spawned_pool(workers, "a part worker died (killed, or out of memory?) while filling parts; rerun the same "
                       "command to resume (finished parts are kept), or lower --part-size / --parallel-parts") as pool:
         with _starting_workers():
-            futures = [pool.submit(fill_part, *job, threads) for job in jobs]
+            futures = [pool.submit(fill_part, *job, threads, workers) for job in jobs]
         for future in as_completed(futures):
             future.result()
             finished()

@@ -17,9 +17,18 @@ from retriever.errors import RetrieverError
 from test_ondisk import corpus, encoder, shards  # noqa: F401  (fixtures)
 
 
+def _exits(*args) -> None:
+    os._exit(1)
+
+
+def _sleeps_its_threads(*args) -> None:
+    """A part worker's job (``fill_part(*job, threads, workers)``, here of an empty job) that sleeps its thread count."""
+    time.sleep(args[-2])
+
+
 def test_a_killed_part_worker_is_one_line_saying_to_rerun(monkeypatch):
     """A worker that dies (SIGKILL, the OOM killer) breaks the pool: one line, not BrokenProcessPool's traceback."""
-    monkeypatch.setattr(part_processes, "fill_part", os._exit)  # each worker exits at once, as a killed one does
+    monkeypatch.setattr(part_processes, "fill_part", _exits)  # each worker exits at once, as a killed one does
     with pytest.raises(RetrieverError, match=r"^a part worker died \(killed, or out of memory\?\) while filling "
                                              r"parts; rerun the same command to resume \(finished parts are kept\), "
                                              r"or lower --part-size / --parallel-parts$"):
@@ -112,7 +121,7 @@ def test_ctrl_c_reaching_the_part_workers_is_left_to_the_build(monkeypatch, capf
     nothing was done` (or a traceback) beside the build's own line, and while it filled a part it sent the
     KeyboardInterrupt back as the part's result. The build alone answers it, so a Ctrl-C meant only for the build's
     process group leaves the workers' parts to finish when the build does not stop."""
-    monkeypatch.setattr(part_processes, "fill_part", time.sleep)  # each job sleeps its thread count: 1 s
+    monkeypatch.setattr(part_processes, "fill_part", _sleeps_its_threads)  # each job sleeps 1 s
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
     sent: list[int] = []
     done = threading.Event()
@@ -132,7 +141,7 @@ def test_ctrl_c_of_the_build_stops_its_part_workers_at_once(monkeypatch):
     """Ctrl-C of the build waited for every running part to be finished (``shutdown`` waits for them), which for
     large parts is minutes with nothing said; the workers are stopped instead (their unfinished files are left to the
     next build, which deletes a dead process's)."""
-    monkeypatch.setattr(part_processes, "fill_part", time.sleep)
+    monkeypatch.setattr(part_processes, "fill_part", _sleeps_its_threads)
     monkeypatch.setattr(os, "cpu_count", lambda: 60)  # each job sleeps 30 s
     seen: list[set[int]] = []
 

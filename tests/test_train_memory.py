@@ -148,3 +148,31 @@ def test_applying_a_pre_transform_on_two_threads_stays_within_the_resident_estim
     assert child.returncode == 0, child.stderr[-2000:]
     peak, estimate = map(int, child.stdout.split())
     assert peak <= estimate, (peak >> 20, estimate >> 20)
+
+
+def test_parts_filled_at_once_share_the_memory_left(monkeypatch):
+    """Each part worker checked its own need against all the memory left, so --parallel-parts 64 passed where 64
+    parts at once could not fit and the OOM killer ended them ('a part worker died'). The resident bounds are
+    shared among the workers filling at once; an address-space limit is each process's own."""
+    index = new_index("IVF4,SQ8", 32, IndexParams("IVF4,SQ8"))
+    index.train(np.random.default_rng(0).standard_normal((200, 32), dtype=np.float32))
+    need = []
+    monkeypatch.setattr(train_memory, "memory_left", lambda: need)
+    need.append((10**12, "the machine has available", False))
+    train_memory.check_filling_memory(index, 1000, 50_000, "part.faiss", sharing=2)
+    resident = 10**12 - 1
+    while True:  # the least that holds one part alone
+        need[:] = [(resident, "the machine has available", False)]
+        try:
+            train_memory.check_filling_memory(index, 1000, 50_000, "part.faiss")
+        except RetrieverError:
+            break
+        resident //= 2
+    need[:] = [(resident * 2 + 2, "the machine has available", False)]
+    train_memory.check_filling_memory(index, 1000, 50_000, "part.faiss")
+    with pytest.raises(RetrieverError, match=r"part\.faiss: filling this part of 50000 vectors needs about .* and 3 "
+                                             r"parts are filled at once \(--parallel-parts\)"):
+        train_memory.check_filling_memory(index, 1000, 50_000, "part.faiss", sharing=3)
+    need[:] = [(resident * 2 + 2, "the process's address-space limit (`ulimit -v`, RLIMIT_AS) leaves", True)]
+    monkeypatch.setattr(train_memory, "_fixed_address_space", lambda: 0)
+    train_memory.check_filling_memory(index, 1000, 50_000, "part.faiss", sharing=3)
