@@ -77,6 +77,40 @@ def check_tuning_split(dataset: str | Path, split: str) -> tuple[BeirDataset, li
     return beir, queries, qrels
 
 
+def check_tuning_collection(index_dir: str | Path, dataset: str | Path, split: str) -> None:
+    """Refuse a split none of whose judged documents the index holds before `bm25 --tune-fusion-on` builds the BM25
+    part: a rebuild dropped a tuned fusion (saying it was tuned anew), and then the tuning refused the split
+    (``evaluation.check_collection``). Only the doc store's id column is read, no model or FAISS index."""
+    import pyarrow.parquet as pq
+
+    from retriever.docstore import open_mapped
+    from retriever.index_opening import docstore_file
+    from retriever.integrity import reading
+
+    beir, _, qrels = check_tuning_split(dataset, split)
+    docstore = docstore_file(Path(index_dir), read_manifest(index_dir))
+    with reading(docstore):
+        ids = (open_mapped(docstore).read_all() if docstore.suffix == ".arrow" else
+               pq.read_table(docstore, columns=["id"], memory_map=True)).column("id")
+    check_collection(_DocstoreIds(ids), beir, split, qrels, "every setting scores 0", "a miss in every setting")
+
+
+class _DocstoreIds:
+    """What ``evaluation.check_collection`` reads of a Searcher (``documents.lacking``), from a doc store's ids. It
+    names the judged documents lacking only when it holds none of them: a split missing some is left to the tuning's
+    own check, so its warning is said once."""
+
+    def __init__(self, ids) -> None:
+        self.documents, self._ids = self, ids
+
+    def lacking(self, doc_ids: list[str]) -> list[str]:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        held = pc.any(pc.is_in(pa.array(doc_ids, pa.string()), value_set=self._ids)).as_py()
+        return [] if held else list(doc_ids)
+
+
 def warn_of_training_split(searcher: Searcher, beir: BeirDataset, split: str) -> None:
     """A fine-tuned encoder ranks its own training queries better than unseen ones, so a fusion tuned on them leans
     to dense more than held-out queries bear out: said, not refused (there may be no other split). Only a local

@@ -254,7 +254,7 @@ def bm25_command(index, lexical, tune_fusion, device, dtype, overwrite, drop_fus
 def _add_or_tune(index: Path, lexical: LexicalParams, tune_fusion: tuple[Path, str] | None, overwrite: bool,
                  device: str = "auto", dtype: str = "auto") -> None:
     """`bm25` without --drop-fusion: build the BM25 part, or keep the one there to tune the fusion alone."""
-    from retriever.fusion_tuning import check_recordable
+    from retriever.fusion_tuning import check_recordable, check_tuning_collection
     from retriever.index_folder import read_manifest
     from retriever.lexical_part import add_lexical, terms_text
 
@@ -274,6 +274,8 @@ def _add_or_tune(index: Path, lexical: LexicalParams, tune_fusion: tuple[Path, s
         check_recordable(index)  # a read-only folder's refusal comes alone, not after "keeping"
         click.echo(f"{index}: keeping its BM25 index", err=True)
     else:
+        if tune_fusion is not None:  # before the part is built and a tuned fusion dropped, not after
+            check_tuning_collection(index, *tune_fusion)
         retuning = None if tune_fusion is None else f"{tune_fusion[0].resolve().name} split {tune_fusion[1]}"
         record = add_lexical(index, lexical, overwrite=overwrite, retuning=retuning)
         click.echo(f"added BM25 to {index}: {counted(record['documents'], 'passage')}, {terms_text(record)}",

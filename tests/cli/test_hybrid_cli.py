@@ -452,3 +452,26 @@ def test_the_fusion_tuning_encodes_queries_on_the_device_and_dtype_given(tmp_pat
     assert [(call.get("device"), call.get("dtype")) for call in calls] == [("cpu", "fp32")] * 2
     result = CliRunner().invoke(main, ["bm25", str(index), "--overwrite", "--dtype", "fp32"])
     assert result.exit_code == 2 and "--dtype sets how --tune-fusion-on encodes its queries" in result.output
+
+
+def test_a_rebuild_for_a_tuning_on_another_collection_is_refused_before_the_bm25_part_is_touched(tmp_path,
+                                                                                                   tiny_flat_build):
+    """`bm25 IDX --overwrite --bm25-k1 1.5 --tune-fusion-on OTHER`, OTHER judging documents the index lacks: the BM25
+    part was rebuilt and the tuned fusion dropped ("tunes it anew on OTHER"), then the tuning refused OTHER."""
+    import shutil
+
+    from retriever.index_folder import read_manifest, replace_manifest
+
+    index = tmp_path / "idx"
+    shutil.copytree(tiny_flat_build, index)
+    replace_manifest(index, {**read_manifest(index), "fusion": FusionParams(rrf_k=30.0).record()})
+    before = (index / "manifest.json").read_bytes()
+    other = shutil.copytree(tiny_flat_build.parent / "tiny-beir", tmp_path / "other")
+    split_off_train(other)
+    (other / "qrels" / "train.tsv").write_text(HEADER + "q1\tx6\t1\nq2\tx4\t1\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["bm25", str(index), "--overwrite", "--bm25-k1", "1.5", "--tune-fusion-on",
+                                       str(other), *COMMON])
+    assert result.exit_code == 1, result.output
+    assert "none of the 2 documents other split train judges relevant is in the index" in result.stderr
+    assert "added BM25" not in result.stderr and "dropped" not in result.stderr
+    assert (index / "manifest.json").read_bytes() == before
