@@ -198,7 +198,7 @@ function showIndex() {
 // the default, which then answered in its place) or a mode it lacks (a disabled option was selected).
 function applyLink(params) {
   if (params.has("index")) {
-    const name = params.get("index");
+    const name = params.get("index").normalize("NFC");  // as the server names indexes (a link may be NFD)
     if (served.length && !served.some((info) => info.name === name)) {
       return "No index named \\u201c" + name + "\\u201d is served here; pick one from the list.";
     }

@@ -323,3 +323,23 @@ def test_a_snippet_cut_without_spaces_keeps_whole_characters(served, browser):
     for text, first in zip(shown, ["\U0001F41D", "a"]):
         assert text.startswith(first) and text.endswith("\u2026") and len(text) == 300, text
         assert not any(0xD800 <= ord(character) <= 0xDFFF for character in text)
+
+
+def test_a_link_naming_an_index_in_decomposed_letters_finds_it(served, browser):
+    """``/?index=cafe\\u0301`` (é as e and a combining accent, as macOS writes names) said "No index named café is
+    served here", though the API finds it (it takes names as NFC): the page compared the names unnormalised."""
+    from serving_fixtures import BATCHING, LIMITS, ServerThread
+
+    from retriever.serving import BatchSettings, create_app
+
+    app = create_app({"tiny": served.searchers["tiny"], "caf\u00e9": served.searchers["small"]}, LIMITS,
+                     BatchSettings(max_batch=BATCHING.max_batch, warm_up=False))
+    server = ServerThread(app).start()
+    try:
+        browser.send("Page.navigate", {"url": f"http://127.0.0.1:{server.port}/?q=ice+and+snow&k=3&index=cafe%CC%81"})
+        state = browser.wait_for("['done', 'error'].includes(document.body.dataset.state) && document.body.dataset.state")
+        status = browser.evaluate("document.getElementById('status').textContent")
+    finally:
+        server.stop()
+    assert state == "done" and status.startswith("3 hits from caf\u00e9 (dense)"), status
+    assert browser.evaluate("document.getElementById('index').value") == "caf\u00e9"
