@@ -279,7 +279,11 @@ def parquet_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str,
 
 
 def _is_binary(kind: pa.DataType) -> bool:
-    return pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind)
+    """Whether a column holds bytes: any binary type, or a dictionary of them (pandas' categorical of bytes)."""
+    kind = kind.value_type if pa.types.is_dictionary(kind) else kind
+    view = getattr(pa.types, "is_binary_view", lambda _: False)  # pyarrow 16 on
+    return any(check(kind) for check in (pa.types.is_binary, pa.types.is_large_binary, view,
+                                         pa.types.is_fixed_size_binary))
 
 
 def _utf8_values(values: list, path: Path, row: int, name: str) -> list:

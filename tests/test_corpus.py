@@ -429,6 +429,9 @@ def test_a_parquet_corpus_of_binary_columns_is_decoded_as_utf8_and_bytes_that_ar
     assert [(d.id, d.text, d.title) for d in read_all(path)] == [("a", "hello", "T"), ("b", "caf\u00e9", "")]
     pq.write_table(pa.table({"_id": pa.array([b"q1"]), "text": pa.array([b"honey"], pa.large_binary())}), path)
     assert [(q.id, q.text) for q in read_queries(path)] == [("q1", "honey")]
+    pq.write_table(pa.table({"_id": pa.array([b"a"]).dictionary_encode(), "text": pa.array([b"x"], pa.binary_view())}),
+                   path)  # pandas' categorical of bytes, and the view type
+    assert [(d.id, d.text) for d in read_all(path)] == [("a", "x")]
     pq.write_table(pa.table({"_id": ["a", "b"], "text": pa.array([b"x", b"caf\xe9"])}), path)
     with pytest.raises(InputFileError, match=r"c\.parquet:2: field 'text' holds invalid UTF-8 at byte 3 of its value; "
                                              r"re-encode the column as UTF-8 text"):
