@@ -196,6 +196,17 @@ def finished_result(finished: dict, result_type: type, output: Path):
                           "already_finished": True})
 
 
+def check_finished_model(output: Path) -> None:
+    """A finished run's output still holds its model (config.json and weights, written before finished.json): a
+    rerun said "already finished; nothing to do", exit 0, over a folder whose weights had been deleted."""
+    gone = [name for name, found in (("config.json", (output / "config.json").is_file()),
+                                     (WEIGHTS_FILE, any(output.glob("model*.safetensors")))) if not found]
+    if gone:
+        raise RetrieverError(f"{output}: this run finished, but its model files are gone (no {' or '.join(gone)}); "
+                             f"delete {output / CHECKPOINTS / FINISHED_FILE} to train it again, or choose another "
+                             "--output")
+
+
 def is_step_count(value: object) -> bool:
     """A whole number of steps (a bool is no count, though Python makes it an int)."""
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0

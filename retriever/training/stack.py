@@ -36,8 +36,8 @@ from retriever.training.processes import (DDP_TIMEOUT, check_same_run_everywhere
 from retriever.training.run_guards import check_paths_given, check_run_paths, check_setting_kinds
 from retriever.training.run_record import (CHECKPOINTS, FINISHED_FILE, OPTIMIZER_STATES,  # noqa: F401 (stack.*)
                                            PRECISION_KEY, RUN_FILE, WEIGHTS_FILE, checkpoint_step, corpus_file,
-                                           finished_result, note_precision, PriorRun, prior_run, rotate_checkpoints,
-                                           run_fingerprints)
+                                           check_finished_model, finished_result, note_precision, PriorRun,
+                                           prior_run, rotate_checkpoints, run_fingerprints)
 from retriever.wording import counted
 
 
@@ -116,7 +116,8 @@ class StackConfig:
             check_creatable(output, "--output")
         prior = prior_run(output, config.learning_settings(), config.fingerprints, log)
         if prior.finished is not None:
-            prior = prior._replace(finished=finished_result(prior.finished, result_type, Path(config.output)))
+            prior = prior._replace(finished=finished_result(prior.finished, result_type, output))
+            check_finished_model(output)
             log(f"{output}: this run already finished ({counted(prior.finished.steps, 'step')}); nothing to do")
         return config, prior
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from safetensors.torch import load_file
 
 from retriever.errors import RetrieverError
 from retriever.training import TrainConfig, train
+from retriever.training.trainer import TrainResult
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -109,3 +111,20 @@ def test_a_negative_decay_or_clipping_norm_from_the_library_is_refused(tmp_path,
     with pytest.raises(RetrieverError, match=f"^{re.escape(said)}$"):
         dataclasses.replace(config, **{setting: value}).check()
     assert not (tmp_path / "out").exists()
+
+
+def test_rerunning_a_finished_run_whose_model_files_are_gone_says_so(tmp_path, tiny_beir, tiny_model_dir):
+    """A finished run whose model.safetensors (or config.json) was deleted said "already finished; nothing to do",
+    exit 0, with no model in OUTPUT; rerunning can never bring it back unless finished.json goes."""
+    config = one_step(tmp_path / "m", tiny_beir, tiny_model_dir)
+    normalised = config.normalised()
+    finished = tmp_path / "m" / "checkpoints" / "finished.json"
+    finished.parent.mkdir(parents=True)
+    finished.write_text(json.dumps({"settings": {**normalised.learning_settings(), **normalised.fingerprints},
+                                    "result": {"steps": 1, "examples": 4, "seconds": 1.0}}))
+    (tmp_path / "m" / "config.json").write_text("{}")
+    with pytest.raises(RetrieverError, match=rf"^{tmp_path / 'm'}: this run finished, but its model files are gone "
+                                             rf"\(no model\.safetensors\); delete {finished} to train it again"):
+        config.prepare(TrainResult)
+    (tmp_path / "m" / "model.safetensors").write_bytes(b"")
+    assert config.prepare(TrainResult)[1].finished.already_finished
