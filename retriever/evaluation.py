@@ -233,7 +233,8 @@ def evaluate_index(searcher: Searcher, dataset: BeirDataset | str | Path, split:
     # a damaged record (flags standing in for it: ``recorded_fusion``) says nothing of where it was tuned
     sound = searcher.mode == "hybrid" and recorded_fusion(searcher.index_dir, searcher.manifest, None)[1] is None
     tuned = (fusion.get("tuned") or {}) if sound else {}
-    if (sound and searcher.fusion == FusionParams.from_record(fusion)
+    # the tuned method and its setting, at any --fusion-depth (a depth of its own still ranks by the tuned weight)
+    if (sound and searcher.fusion.setting() == FusionParams.from_record(fusion).setting()
             and (tuned.get("dataset"), tuned.get("split")) == (dataset_name(dataset), split)):
         print(f"warning: the index's fusion was tuned on {dataset_name(dataset)} split {split}, the split evaluated "
               "here; these hybrid results overstate it (evaluate another split)", file=sys.stderr)

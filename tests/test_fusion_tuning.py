@@ -122,7 +122,8 @@ def test_evaluating_the_tuning_split_in_hybrid_warns(index_and_dataset, capsys):
     beir = BeirDataset.open(dataset)
     for mode, split, overrides, warned in (("hybrid", "train", None, True), ("hybrid", "test", None, False),
                                            ("dense", "train", None, False),
-                                           ("hybrid", "train", {"method": "rrf", "rrf_k": 7.0}, False)):
+                                           ("hybrid", "train", {"method": "rrf", "rrf_k": 7.0}, False),
+                                           ("hybrid", "train", {"depth": 50}, True)):  # the tuned method still
         searcher = Searcher(index, device="cpu", dtype="fp32", mode=mode, fusion_overrides=overrides)
         evaluate_index(searcher, beir, split, k=10, progress=False)
         err = capsys.readouterr().err
