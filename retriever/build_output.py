@@ -8,7 +8,7 @@ from pathlib import Path
 from retriever.errors import RetrieverError
 from retriever.folders import check_creatable, named_output, replace_folder, replaceable
 from retriever.index_folder import MANIFEST_FILE
-from retriever.partwork import clear_finished, owned_inputs, parts_folder
+from retriever.partwork import clear_finished, owned_inputs, parts_folder, unfinished_note
 from retriever.shard_completeness import check_complete
 from retriever.shards import list_shards
 
@@ -34,6 +34,8 @@ def check_output(output: Path, overwrite: bool, ondisk: bool = False) -> Path:
     if ondisk:
         refuse_index_beside(output, parts_folder(output), "parts")
         owned_inputs(parts_folder(output))
+    elif note := unfinished_note(parts_folder(output), output):
+        print(note, file=sys.stderr)
     check_creatable(output)
     return output
 

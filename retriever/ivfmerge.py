@@ -116,11 +116,11 @@ def check_space(ivfdata: Path, needed: int) -> None:
     lists' codes and ids plus a little, so their total bounds the merged file."""
     free = shutil.disk_usage(ivfdata.parent).free
     if free < needed:  # named by the folder beside the output's: the one it is built in is hidden
-        raise RetrieverError(f"{ivfdata.parent.parent}: {_size(needed, math.ceil)} are needed for {ivfdata.name} "
-                             f"and {_size(free, math.floor)} are free on its file system; {OUT_OF_SPACE_HINT}")
+        raise RetrieverError(f"{ivfdata.parent.parent}: {size_text(needed, math.ceil)} are needed for {ivfdata.name} "
+                             f"and {size_text(free, math.floor)} are free on its file system; {OUT_OF_SPACE_HINT}")
 
 
-def _size(count: int, rounded: Callable[[float], int]) -> str:
+def size_text(count: int, rounded: Callable[[float], int] = math.ceil) -> str:
     """A byte count in a unit that keeps it apart from a close one (one decimal of MiB made 150 and 100 KB alike),
     ``rounded`` up for what is needed and down for what is free, so the first always reads larger."""
     if count < 2**20:

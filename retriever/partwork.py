@@ -155,6 +155,21 @@ def _recorded(path: Path) -> dict | None:
     return record if isinstance(record, dict) and set(record) == INPUT_KEYS else None
 
 
+def unfinished_note(folder: Path, output: Path) -> str | None:
+    """A note for a build of another type beside the parts of an unfinished ivf-ondisk build of ``output``: they are
+    kept, since rerunning that build resumes from them, but they may be gigabytes, left without a word."""
+    try:
+        if owned_inputs(folder) is None:
+            return None
+        size = sum(entry.stat().st_size for entry in folder.iterdir() if entry.is_file())
+    except (RetrieverError, OSError):
+        return None
+    from retriever.ivfmerge import size_text  # it imports part_processes, as this module does
+
+    return (f"note: {folder}: the parts of an unfinished ivf-ondisk build of {output} ({size_text(size)}), which this "
+            "build leaves as they are; rerun that build to resume it, or remove the folder")
+
+
 def mark_finished(folder: Path, manifest: Path) -> None:
     """Note in OUTPUT.parts the manifest of the index its parts made, just before that index is moved into place:
     parts left behind by a crash after the move are then known to be done with (``clear_finished``)."""

@@ -90,3 +90,22 @@ def test_a_build_whose_shards_or_parts_folder_is_an_index_folder_says_so(tiny_be
                                              rf"{kind}; choose another --output, or move that index away$"):
         encode_and_index(tiny_beir, output, encoder, params, progress=False, lexical=None)
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted([tiny_beir.name, beside.name])
+
+
+def test_another_type_built_beside_an_unfinished_ondisk_builds_parts_says_they_stay(tmp_path, capsys):
+    """A flat build of an output whose ivf-ondisk build was stopped left OUTPUT.parts (the quantizer and every part:
+    gigabytes) behind without a word; it is kept, since rerunning that build resumes from it, and said so."""
+    from retriever.build_output import check_output
+    from retriever.files import write_json
+    from retriever.partwork import INPUT_KEYS
+
+    parts = tmp_path / "idx.parts"
+    parts.mkdir()
+    write_json(parts / "inputs.json", {key: None for key in INPUT_KEYS})
+    (parts / "part-00000.faiss").write_bytes(b"x" * 3000)
+    check_output(tmp_path / "idx", overwrite=False)
+    err = capsys.readouterr().err
+    assert err.startswith(f"note: {parts}: the parts of an unfinished ivf-ondisk build of {tmp_path / 'idx'} (4 KiB)")
+    assert "rerun that build to resume it, or remove the folder" in err and err.count("\n") == 1
+    check_output(tmp_path / "idx", overwrite=False, ondisk=True)  # the ivf-ondisk build resumes from them quietly
+    assert capsys.readouterr().err == "" and (parts / "part-00000.faiss").is_file()
