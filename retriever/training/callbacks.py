@@ -1,6 +1,7 @@
 """The training stack's own callbacks: progress on stderr, a checkpoint at each epoch's end, TensorBoard."""
 from __future__ import annotations
 
+import importlib.util
 import logging
 import sys
 import time
@@ -70,6 +71,16 @@ class EpochEndCheckpoints(TrainerCallback):
         control.should_save = True
 
 
+TENSORBOARD_MISSING = "--report-to tensorboard needs the tensorboard package: pip install tensorboard"
+
+
+def check_tensorboard(report_to: str) -> None:
+    """Refuse --report-to tensorboard without its package before anything loads: it was refused when the trainer
+    was built, after the model and data had loaded."""
+    if report_to == "tensorboard" and importlib.util.find_spec("tensorboard") is None:
+        raise RetrieverError(TENSORBOARD_MISSING)
+
+
 def tensorboard(config, main_process: bool) -> list[TrainerCallback]:
     """The library's TensorBoard callback, writing to OUTPUT/tensorboard (kept with the model folder)."""
     if config.report_to == "none":
@@ -77,7 +88,7 @@ def tensorboard(config, main_process: bool) -> list[TrainerCallback]:
     try:
         from torch.utils.tensorboard import SummaryWriter
         from transformers.integrations import TensorBoardCallback
-    except ImportError:
-        raise RetrieverError("--report-to tensorboard needs the tensorboard package: pip install tensorboard") from None
+    except ImportError:  # found (`check_tensorboard`) but broken
+        raise RetrieverError(TENSORBOARD_MISSING) from None
     writer = SummaryWriter(log_dir=str(Path(config.output) / "tensorboard")) if main_process else None
     return [TensorBoardCallback(tb_writer=writer)]

@@ -13,6 +13,7 @@ from retriever.choices import REPORT_TO, check_count
 from retriever.errors import RetrieverError, check_kind, given_path
 from retriever.folders import exclusive_build, named_output
 from retriever.model_names import check_model_name
+from retriever.training.callbacks import check_tensorboard
 
 
 @contextlib.contextmanager
@@ -49,6 +50,7 @@ def check_setting_kinds(config: object) -> None:
         check_kind(getattr(config, name), bool, name, "True or False")
     if config.report_to not in REPORT_TO:  # any other reported to TensorBoard
         raise RetrieverError(f"report_to must be one of {', '.join(REPORT_TO)}, not {config.report_to!r}")
+    check_tensorboard(config.report_to)
     for name in config.FINITE:
         value = getattr(config, name)
         if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
