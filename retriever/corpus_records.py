@@ -172,9 +172,10 @@ def parse_json_object(line: str, path: Path, number: int, first: bool = False, f
     except json.JSONDecodeError as error:
         if "\r" in line:  # CR-only line endings: the whole file reads as one line
             raise carriage_return_error(path, number) from None
-        if first and line.strip() == "{" and formats:  # an indented JSON object: an id-to-text one is the likely kind
+        spread = first and line.strip().startswith("{") and line.rstrip()[-1] in "{[:,"  # {, or {"q1": "text",
+        if spread and formats:  # one JSON object over several lines: an id-to-text one is the likely kind
             raise id_mapping_error(path, spread=True) from None
-        if first and line.strip() == "{":  # a training file: its own records, indented (no id-to-text map)
+        if spread:  # a training file: its own records, indented (no id-to-text map)
             raise InputFileError(path, None, "the file is one JSON object over several lines, not JSONL (one object "
                                  "per line)", "write each record as one JSON object on a line of its own") from None
         if first and line.lstrip().startswith("["):  # an array over several lines: no JSONL line is an array

@@ -12,10 +12,11 @@ from retriever.errors import InputFileError
 
 
 @pytest.mark.parametrize("text", ['{"q1": "what is honey", "q2": "lava rock"}\n',
-                                  '{\n  "q1": "what is honey",\n  "q2": "lava rock"\n}\n'])
+                                  '{\n  "q1": "what is honey",\n  "q2": "lava rock"\n}\n',
+                                  '{"q1": "what is honey",\n "q2": "lava rock"}\n'])
 def test_a_queries_file_of_one_json_object_of_id_to_text_is_named_with_how_to_convert_it(tmp_path, text):
     """BEIR's {query id: text} dict saved with json.dump was told to pass --id-field (on one line) or was malformed
-    JSON at column 2 (indented): neither said what the file is. The command the message gives converts it."""
+    JSON at column 2 (indented) or at the comma ending its first line: neither said what the file is. The command the message gives converts it."""
     path = tmp_path / "queries.json"
     path.write_text(text, encoding="utf-8")
     with pytest.raises(InputFileError) as caught:
