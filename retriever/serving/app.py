@@ -178,7 +178,7 @@ def _unparameterised(request: Request) -> ServedIndexes:
 async def strict_query_string(request: Request) -> None:
     """``check_query_string`` as the GET searches' dependency, run before the framework reads q and k: `?query=cat` (q
     misnamed) said only "q: Field required", `?k=5&k=` "k: Input should be a valid integer"."""
-    check_query_string(request.scope.get("query_string", b""))
+    check_query_string(request.scope.get("query_string", b""), request.scope["path"])
 
 
 async def search_one(request: Request, name: str, q: str, k: int, mode: str | None) -> Response:

@@ -48,7 +48,7 @@ from starlette.requests import ClientDisconnect
 
 from retriever.errors import RetrieverError
 from retriever.files import RepeatedKeyError, unique_keys
-from retriever.serving.problems import MAX_PROBLEMS, clipped, validation_message
+from retriever.serving.problems import MAX_PROBLEMS, clipped, validation_message, where_it_goes
 from retriever.serving.schemas import DEFAULT_K, SearchBody
 from retriever.texts import is_blank, text_problem
 from retriever.wording import counted
@@ -102,8 +102,8 @@ def check_query(text: str, limits: Limits) -> str:
     return text
 
 
-def check_query_string(raw: bytes) -> None:
-    """Refuse what the framework would otherwise guess at in a GET query string (module docstring)."""
+def check_query_string(raw: bytes, path: str = "/search") -> None:
+    """Refuse what the framework would otherwise guess at in a GET query string to ``path`` (module docstring)."""
     text = raw.decode("latin-1")
     bad = _BAD_ESCAPE.search(text)
     if bad:  # parse_qsl keeps it as it is: q=%zz searched for "%zz"
@@ -119,9 +119,8 @@ def check_query_string(raw: bytes) -> None:
         if count > 1:
             raise ApiError(400, f"the parameter {clipped(name)!r} is given {count} times; give it once")
         if name not in GET_PARAMETERS:
-            raise ApiError(400, f"unknown parameter {clipped(name)!r}; GET /search takes only "
-                                f"{', '.join(GET_PARAMETERS)} "
-                                "(fusion is set by `retriever serve --fusion`)")
+            raise ApiError(400, f"unknown parameter {clipped(name)!r}; GET {clipped(path)} takes only "
+                                f"{', '.join(GET_PARAMETERS)}{where_it_goes(name)}")
 
 
 def check_k_digits(raw: bytes) -> None:

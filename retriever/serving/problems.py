@@ -25,7 +25,20 @@ def _worded(error: dict, where: str) -> str:
     said = _long_k(str(given)) if kind == "int_parsing_size" and where == "k" else None
     if kind == "model_type" and not where:  # "Input should be a valid dictionary or instance of SearchBody"
         said = f'the body is a JSON {_json_kind(given)}, not an object: send one such as {{"queries": ["..."]}}'
+    if kind == "extra_forbidden":
+        said = error.get("msg", "not taken") + where_it_goes(where)
     return str(said or error.get("msg", "invalid"))
+
+
+def where_it_goes(name: str) -> str:
+    """For a parameter or body key a search does not take, where what it names is set instead, or nothing: ``index``
+    (the search page's own parameter) and the fusion settings were refused naming no way to set them."""
+    flag = name.replace("_", "-")
+    if name == "index":
+        return " (an index is searched at /indexes/NAME/search)"
+    if flag in ("fusion", "alpha", "rrf-k", "fusion-depth"):
+        return f" ({clipped(name)} is set when the server starts: retriever serve --{flag})"
+    return ""
 
 
 def clipped(name: str, width: int = 60) -> str:

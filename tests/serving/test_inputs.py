@@ -55,15 +55,20 @@ def test_max_hits_below_the_default_k_is_refused_since_no_request_without_k_woul
         Limits(max_hits=9)
 
 
-@pytest.mark.parametrize("raw, unknown", [(b"q=honey&K=1", "K"), (b"q=honey&fusion=convex&mode=hybrid", "fusion"),
-                                          (b"q=honey&alpha=0.3", "alpha"), (b"rrf_k=5&q=honey", "rrf_k"),
-                                          (b"q=honey&foo", "foo"), (b"q=honey&index=other", "index")])
-def test_get_refuses_parameters_it_does_not_take(raw, unknown):
+@pytest.mark.parametrize("raw, unknown, hint", [
+    (b"q=honey&K=1", "K", ""), (b"q=honey&foo", "foo", ""),
+    (b"q=honey&fusion=convex&mode=hybrid", "fusion", " (fusion is set when the server starts: retriever serve --fusion)"),
+    (b"q=honey&alpha=0.3", "alpha", " (alpha is set when the server starts: retriever serve --alpha)"),
+    (b"rrf_k=5&q=honey", "rrf_k", " (rrf_k is set when the server starts: retriever serve --rrf-k)"),
+    (b"q=honey&index=other", "index", " (an index is searched at /indexes/NAME/search)")])
+def test_get_refuses_parameters_it_does_not_take(raw, unknown, hint):
+    """Each unknown parameter said "(fusion is set by `retriever serve --fusion`)": for ?index= (the search page's own
+    parameter) it named no way to search another index, for ?alpha= a flag that does not set alpha."""
     with pytest.raises(ApiError) as caught:
-        check_query_string(raw)
+        check_query_string(raw, "/indexes/other/search")
     assert caught.value.status == 400
-    assert caught.value.message == (f"unknown parameter {unknown!r}; GET /search takes only q, k, mode "
-                                    "(fusion is set by `retriever serve --fusion`)")
+    assert caught.value.message == (f"unknown parameter {unknown!r}; GET /indexes/other/search takes only q, k, "
+                                    f"mode{hint}")
     check_query_string(b"q=honey&k=1&mode=hybrid")
     check_query_string(b"")
 

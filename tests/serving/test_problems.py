@@ -34,3 +34,24 @@ def test_a_body_that_is_no_json_object_says_what_it_is_not_the_models_class_name
     assert [line.split(",")[0] for line in said.values()] == [
         "the body is a JSON null", "the body is a JSON string", "the body is a JSON array", "the body is a JSON number",
         "the body is a JSON boolean"]
+
+
+def test_a_body_key_meant_for_the_path_or_the_server_says_where_it_goes():
+    """``{"queries": [...], "index": "b"}`` said only "index: Extra inputs are not permitted", naming no way to search
+    another index; ``"alpha"`` none to set the fusion."""
+    from pydantic import ValidationError
+
+    from retriever.serving.schemas import SearchBody
+
+    said = {}
+    for key in ("index", "alpha", "rrf_k", "x"):
+        try:
+            SearchBody.model_validate({"queries": ["cat"], key: 1})
+        except ValidationError as error:
+            said[key] = validation_message(error.errors())
+    assert said == {"index": "index: Extra inputs are not permitted (an index is searched at /indexes/NAME/search)",
+                    "alpha": "alpha: Extra inputs are not permitted (alpha is set when the server starts: retriever "
+                             "serve --alpha)",
+                    "rrf_k": "rrf_k: Extra inputs are not permitted (rrf_k is set when the server starts: retriever "
+                             "serve --rrf-k)",
+                    "x": "x: Extra inputs are not permitted"}
