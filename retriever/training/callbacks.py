@@ -15,7 +15,8 @@ from retriever.wording import counted
 
 
 class StderrProgress(TrainerCallback):
-    """A tqdm bar with loss, learning rate and examples/s on stderr (rank 0); examples/s goes into the logs."""
+    """A tqdm bar with loss, learning rate and examples/s on stderr (rank 0); examples/s (of every process of a
+    torchrun launch: a step's examples are split over them) goes into the logs."""
 
     def __init__(self, enabled: bool) -> None:
         self.enabled, self.bar, self.started, self.first_step = enabled, None, 0.0, 0
@@ -29,7 +30,7 @@ class StderrProgress(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if self.bar is None or "loss" not in (logs or {}):
             return
-        examples = (state.global_step - self.first_step) * args.per_device_train_batch_size
+        examples = (state.global_step - self.first_step) * args.per_device_train_batch_size * args.world_size  # all
         logs["examples_per_second"] = round(examples / max(time.perf_counter() - self.started, 1e-9), 2)
         self.bar.update(state.global_step - self.bar.n)
         self.bar.set_postfix(loss=f"{logs['loss']:.4f}", lr=f"{logs.get('learning_rate', 0):.2e}",

@@ -32,3 +32,18 @@ def test_report_to_tensorboard_without_the_package_is_refused_before_loading(tmp
     with pytest.raises(RetrieverError, match="^--report-to tensorboard needs the tensorboard package"):
         config.check()
     assert not (tmp_path / "out").exists()
+
+
+def test_examples_per_second_count_every_process_of_a_launch(monkeypatch):
+    """Under torchrun each process holds per_device_train_batch_size examples of a step; the bar and the logs counted
+    one process's share, so 2 processes showed half the run's rate (pretrain's tokens/s counted them all)."""
+    from retriever.training import callbacks
+
+    clock = iter([100.0, 110.0])
+    monkeypatch.setattr(callbacks.time, "perf_counter", lambda: next(clock))
+    progress = callbacks.StderrProgress(enabled=False)
+    state = SimpleNamespace(is_world_process_zero=True, max_steps=20, global_step=0)
+    progress.on_train_begin(None, state, None)
+    state.global_step, logs = 5, {"loss": 1.0, "learning_rate": 1e-4}
+    progress.on_log(SimpleNamespace(per_device_train_batch_size=4, world_size=2), state, None, logs=logs)
+    assert logs["examples_per_second"] == 5 * 4 * 2 / 10
