@@ -77,18 +77,23 @@ def check_tuning_split(dataset: str | Path, split: str) -> tuple[BeirDataset, li
     return beir, queries, qrels
 
 
-def check_tuning_collection(index_dir: str | Path, dataset: str | Path, split: str) -> None:
-    """Refuse a split none of whose judged documents the index holds before `bm25 --tune-fusion-on` builds the BM25
-    part: a rebuild dropped a tuned fusion (saying it was tuned anew), and then the tuning refused the split
-    (``evaluation.check_collection``). Only the doc store's id column is read, no model or FAISS index."""
+def check_tunable(index_dir: str | Path, dataset: str | Path, split: str) -> None:
+    """Refuse, before `bm25 --tune-fusion-on` builds the BM25 part, what the tuning would refuse once it was built:
+    an index whose model is gone from where it was recorded, or a split none of whose judged documents the index
+    holds (``evaluation.check_collection``). A rebuild dropped a tuned fusion, saying it was tuned anew, and then
+    the tuning refused. Only the manifest and the doc store's ids are read, no model or FAISS index."""
     import pyarrow.parquet as pq
 
     from retriever.docstore import open_mapped
     from retriever.index_opening import docstore_file
     from retriever.integrity import reading
+    from retriever.recorded_paths import recorded_model
 
     beir, _, qrels = check_tuning_split(dataset, split)
-    docstore = docstore_file(Path(index_dir), read_manifest(index_dir))
+    manifest = read_manifest(index_dir)
+    recorded_model(manifest.get("encoder") or {}, index_dir, "move the model back to where the index recorded it "
+                   "(bm25 takes no --model), or rebuild the index with `retriever build`")
+    docstore = docstore_file(Path(index_dir), manifest)
     with reading(docstore):
         ids = (open_mapped(docstore).read_all() if docstore.suffix == ".arrow" else
                pq.read_table(docstore, columns=["id"], memory_map=True)).column("id")

@@ -254,7 +254,7 @@ def bm25_command(index, lexical, tune_fusion, device, dtype, overwrite, drop_fus
 def _add_or_tune(index: Path, lexical: LexicalParams, tune_fusion: tuple[Path, str] | None, overwrite: bool,
                  device: str = "auto", dtype: str = "auto") -> None:
     """`bm25` without --drop-fusion: build the BM25 part, or keep the one there to tune the fusion alone."""
-    from retriever.fusion_tuning import check_recordable, check_tuning_collection
+    from retriever.fusion_tuning import check_recordable, check_tunable
     from retriever.index_folder import read_manifest
     from retriever.lexical_part import add_lexical, terms_text
 
@@ -263,6 +263,8 @@ def _add_or_tune(index: Path, lexical: LexicalParams, tune_fusion: tuple[Path, s
     if unused:  # building BM25 runs no model
         raise click.UsageError(f"{unused[0]} sets how --tune-fusion-on encodes its queries, and BM25 is built without "
                                f"a model: drop {unused[0]}, or add --tune-fusion-on DATASET")
+    if tune_fusion is not None:  # what the tuning would refuse, before a BM25 part is built or kept for it
+        check_tunable(index, *tune_fusion)
     if read_manifest(index).get("lexical") and not overwrite:
         if tune_fusion is None:
             raise RetrieverError(f"{index}: already has a BM25 index; pass --overwrite to rebuild it")
@@ -274,8 +276,6 @@ def _add_or_tune(index: Path, lexical: LexicalParams, tune_fusion: tuple[Path, s
         check_recordable(index)  # a read-only folder's refusal comes alone, not after "keeping"
         click.echo(f"{index}: keeping its BM25 index", err=True)
     else:
-        if tune_fusion is not None:  # before the part is built and a tuned fusion dropped, not after
-            check_tuning_collection(index, *tune_fusion)
         retuning = None if tune_fusion is None else f"{tune_fusion[0].resolve().name} split {tune_fusion[1]}"
         record = add_lexical(index, lexical, overwrite=overwrite, retuning=retuning)
         click.echo(f"added BM25 to {index}: {counted(record['documents'], 'passage')}, {terms_text(record)}",

@@ -475,3 +475,26 @@ def test_a_rebuild_for_a_tuning_on_another_collection_is_refused_before_the_bm25
     assert "none of the 2 documents other split train judges relevant is in the index" in result.stderr
     assert "added BM25" not in result.stderr and "dropped" not in result.stderr
     assert (index / "manifest.json").read_bytes() == before
+
+
+def test_a_rebuild_for_a_tuning_whose_model_is_gone_is_refused_before_the_bm25_part_is_touched(tmp_path,
+                                                                                                 tiny_flat_build):
+    """The index's model moved away: `bm25 IDX --overwrite --bm25-k1 1.5 --tune-fusion-on D` rebuilt the part and
+    dropped the tuned fusion, then failed to load the model, saying to pass --model, which bm25 does not take."""
+    import shutil
+
+    from retriever.index_folder import read_manifest, replace_manifest
+
+    index = tmp_path / "idx"
+    shutil.copytree(tiny_flat_build, index)
+    manifest = read_manifest(index)
+    encoder = {**manifest["encoder"], "model": "gone-model", "model_path": "../gone-model"}
+    replace_manifest(index, {**manifest, "encoder": encoder, "fusion": FusionParams(rrf_k=30.0).record()})
+    before = (index / "manifest.json").read_bytes()
+    dataset = shutil.copytree(tiny_flat_build.parent / "tiny-beir", tmp_path / "d")
+    split_off_train(dataset)
+    result = CliRunner().invoke(main, ["bm25", str(index), "--overwrite", "--bm25-k1", "1.5", "--tune-fusion-on",
+                                       str(dataset), *COMMON])
+    assert result.exit_code == 1, result.output
+    assert "move the model back" in result.stderr and "--model PATH" not in result.stderr
+    assert "added BM25" not in result.stderr and (index / "manifest.json").read_bytes() == before
