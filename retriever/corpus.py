@@ -14,12 +14,12 @@ from shlex import quote
 
 import pyarrow.parquet as pq
 
-from retriever.corpus_records import (DEFAULT_TITLE, TITLE_WINDOW, Fields, as_answers, jsonl_records,
-                                      parquet_records)
+from retriever.corpus_records import DEFAULT_TITLE, TITLE_WINDOW, Fields, as_answers, jsonl_records
 from retriever.errors import InputFileError, RetrieverError
 from retriever.file_kinds import compressed_copy, file_kind_error, long_json_array
 from retriever.files import decoded_lines
 from retriever.output_paths import through_link
+from retriever.parquet_records import parquet_records
 from retriever.texts import check_text, id_problem, is_blank
 from retriever.tsv_records import check_tsv_fields, judgments_error, tsv_records
 from retriever.wording import counted

@@ -1,4 +1,5 @@
-"""One corpus or queries record from one JSON line or Parquet row, ids and texts as strings (TSV: ``tsv_records``).
+"""One corpus or queries record from one JSON line, ids and texts as strings (TSV: ``tsv_records``, Parquet:
+``parquet_records``).
 
 ``retriever.corpus`` streams whole files through these; every problem is ``file:line: what is wrong; what to do``.
 """
@@ -11,9 +12,6 @@ from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from retriever.errors import InputFileError, RetrieverError
 from retriever.file_kinds import long_json_array
@@ -52,7 +50,7 @@ class Fields:
 
 
 DEFAULT_TITLE = Fields.title
-_TITLE_HINT = "check the name (keys are case-sensitive), or leave --title-field out to read titles where present"
+TITLE_HINT = "check the name (keys are case-sensitive), or leave --title-field out to read titles where present"
 # Records a named --title-field must show up in (its key, even null): a misspelt one was found only after the whole
 # corpus was read and encoded.
 TITLE_WINDOW = 1000
@@ -207,12 +205,12 @@ def json_object_lines(path: Path, formats: bool = False) -> Iterator[tuple[int, 
         yield number, parse_json_object(line, path, number, position == 0, formats)
 
 
-def _missing_field(fields: Fields, present: Collection[str]) -> tuple[str, str] | None:
+def missing_field(fields: Fields, present: Collection[str]) -> tuple[str, str] | None:
     """("id" or "text", its key) of the first of the two fields a record's keys or a table's columns lack, or None."""
     return next(((name, key) for name, key in (("id", fields.id), ("text", fields.text)) if key not in present), None)
 
 
-def _listed(names: Collection[str]) -> str:
+def listed_names(names: Collection[str]) -> str:
     """The keys or columns a record or table holds instead, sorted, ten at most: a wide table's were all named."""
     shown = sorted(names)
     return ", ".join(shown[:10]) + (", ..." if len(shown) > 10 else "") or "none"
@@ -224,12 +222,12 @@ def jsonl_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str, s
         raise json_array_error(path, one_line=True)
     titled, number = not fields.title_named, 0
     for position, (number, record) in enumerate(json_object_lines(path, formats=True)):
-        missing = None if fields.id in record and fields.text in record else _missing_field(fields, record)
+        missing = None if fields.id in record and fields.text in record else missing_field(fields, record)
         if missing is not None and is_id_mapping(record, position == 0, fields.id, fields.text):
             raise id_mapping_error(path, fields.id, fields.text)
         if missing is not None:  # its keys tell the flag's value (a Pyserini corpus: id, contents)
             name, field = missing
-            raise MissingFieldError(path, number, f"missing {name} field {field!r} (its keys: {_listed(record)})",
+            raise MissingFieldError(path, number, f"missing {name} field {field!r} (its keys: {listed_names(record)})",
                                     f"pass --{name}-field if the {name} lives under another key")
         doc_id = as_id(record[fields.id], path, number, fields.id)
         text = as_text(record.get(fields.text), path, number, fields.text)
@@ -237,64 +235,8 @@ def jsonl_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str, s
         titled = titled or fields.title in record
         if not titled and position + 1 == TITLE_WINDOW:
             raise InputFileError(path, number, f"no title field {fields.title!r} in the first {TITLE_WINDOW:,} "
-                                 "records", f"{_TITLE_HINT} (if titles begin later, give the key, null, in an "
+                                 "records", f"{TITLE_HINT} (if titles begin later, give the key, null, in an "
                                  "earlier record)")
         yield number, doc_id, text, title, record
     if not titled and number:
-        raise InputFileError(path, None, f"no title field {fields.title!r} in any record", _TITLE_HINT)
-
-
-def parquet_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str, str, dict]]:
-    """(row, id, text, title, {}) per row, read a batch of rows at a time."""
-    try:
-        parquet = pq.ParquetFile(path)
-    except Exception as error:  # pyarrow raises several types for a broken file
-        raise InputFileError(path, None, f"not a readable Parquet file ({error})") from None
-    listed = parquet.schema_arrow.names
-    names = set(listed)
-    for column in {fields.id, fields.text, fields.title}:
-        if listed.count(column) > 1:  # the batch's dict would keep one of them, silently
-            raise InputFileError(path, None, f"the column {column!r} is there {listed.count(column)} times",
-                                 "give each column its own name")
-    missing = _missing_field(fields, names)
-    if missing is not None:
-        raise InputFileError(path, None, f"missing column {missing[1]!r} (columns: {_listed(names)})",
-                             f"pass --{missing[0]}-field if the {missing[0]} lives under another column")
-    if fields.title_named and fields.title not in names:
-        raise InputFileError(path, None, f"no title column {fields.title!r} (columns: {_listed(names)})", _TITLE_HINT)
-    columns = [c for c in (fields.id, fields.text, fields.title) if c in names]
-    binary = [c for c in columns if _is_binary(parquet.schema_arrow.field(c).type)]
-    row = 0
-    for batch in parquet.iter_batches(columns=columns, batch_size=8192):
-        data = batch.to_pydict()
-        for column in binary:
-            data[column] = _utf8_values(data[column], path, row, column)
-        ids = data[fields.id]
-        texts = data.get(fields.text, [None] * len(ids))
-        titles = data.get(fields.title, [None] * len(ids)) if fields.reads_title else [None] * len(ids)
-        for doc_id, text, title in zip(ids, texts, titles):
-            row += 1
-            yield (row, as_id(doc_id, path, row, fields.id, "parquet"),
-                   as_text(text, path, row, fields.text, "parquet"), as_text(title, path, row, fields.title, "parquet"),
-                   {})
-
-
-def _is_binary(kind: pa.DataType) -> bool:
-    """Whether a column holds bytes: any binary type, or a dictionary of them (pandas' categorical of bytes)."""
-    kind = kind.value_type if pa.types.is_dictionary(kind) else kind
-    view = getattr(pa.types, "is_binary_view", lambda _: False)  # pyarrow 16 on
-    return any(check(kind) for check in (pa.types.is_binary, pa.types.is_large_binary, view,
-                                         pa.types.is_fixed_size_binary))
-
-
-def _utf8_values(values: list, path: Path, row: int, name: str) -> list:
-    """A binary column's values (bytes, as pandas stores bytes objects) decoded as UTF-8, as the JSONL and TSV
-    readers decode their bytes: they were refused as "got bytes". ``row``: the rows before these."""
-    decoded = []
-    for number, value in enumerate(values, start=row + 1):
-        try:
-            decoded.append(value if value is None else bytes(value).decode("utf-8"))
-        except UnicodeDecodeError as error:
-            raise InputFileError(path, number, f"field {name!r} holds invalid UTF-8 at byte {error.start} of its "
-                                 "value", "re-encode the column as UTF-8 text (a string column)") from None
-    return decoded
+        raise InputFileError(path, None, f"no title field {fields.title!r} in any record", TITLE_HINT)
