@@ -292,3 +292,16 @@ def test_library_info_of_no_folder_path_names_the_argument(sq8_index, monkeypatc
     for call in (index_summary, verify_index):
         with pytest.raises(RetrieverError, match=said):
             call(index_dir)
+
+
+def test_the_key_verify_adds_to_info_json_is_described_in_the_readme(sq8_index):
+    """`info --verify --json` printed a `verified_files` key that README, which lists the keys for scripts, did not
+    name."""
+    from pathlib import Path
+
+    result = CliRunner().invoke(main, ["info", str(sq8_index), "--verify", "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("`info --json` prints"):][:2500]
+    assert summary["verified_files"] > 0 and [key for key in summary if f"`{key}`" not in section] == []
