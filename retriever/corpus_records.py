@@ -224,7 +224,8 @@ def jsonl_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str, s
     for position, (number, record) in enumerate(json_object_lines(path, formats=True)):
         missing = None if fields.id in record and fields.text in record else missing_field(fields, record)
         if missing is not None and is_id_mapping(record, position == 0, fields.id, fields.text):
-            raise id_mapping_error(path, fields.id, fields.text)
+            records = not isinstance(next(iter(record.values())), str)  # {id: {"title", "text"}}, not {id: text}
+            raise id_mapping_error(path, fields.id, fields.text, records=records)
         if missing is not None:  # its keys tell the flag's value (a Pyserini corpus: id, contents)
             name, field = missing
             raise MissingFieldError(path, number, f"missing {name} field {field!r} (its keys: {listed_names(record)})",

@@ -7,10 +7,18 @@ from pathlib import Path
 from retriever.errors import InputFileError
 
 
-def id_mapping_error(path: Path, id_key: str = "_id", text_key: str = "text", spread: bool = False) -> InputFileError:
+def id_mapping_error(path: Path, id_key: str = "_id", text_key: str = "text", spread: bool = False,
+                     records: bool = False) -> InputFileError:
     """A file holding one JSON object of id to text (BEIR's queries dict saved with ``json.dump``), with the command
     that writes it as JSONL: it was told to pass --id-field, or was malformed JSON at column 2. ``spread``: the
-    object is indented over several lines, so only its first line, ``{``, was seen."""
+    object is indented over several lines, so only its first line, ``{``, was seen. ``records``: it maps ids to
+    records (BEIR's corpus dict, ``{id: {"title", "text"}}``)."""
+    if records:
+        convert = ("python -c \"import json, sys; [print(json.dumps({'%s': i, **r})) for i, r in "
+                   "json.load(open(sys.argv[1])).items()]\" FILE > corpus.jsonl" % id_key)
+        return InputFileError(path, None, f"the file is one JSON object mapping ids to records ({{id: {{\"title\": "
+                              f"..., \"{text_key}\": ...}}, ...}}, as BEIR's loader keeps a corpus)", f"write one "
+                              f"{{\"{id_key}\": ..., \"{text_key}\": ...}} object per line, e.g. {convert}")
     convert = ("python -c \"import json, sys; [print(json.dumps({'%s': i, '%s': t})) for i, t in "
                "json.load(open(sys.argv[1])).items()]\" FILE > queries.jsonl" % (id_key, text_key))
     if spread:
@@ -49,7 +57,10 @@ RECORD_KEYS = frozenset({"_id", "id", "docid", "doc_id", "qid", "query_id", "tex
 
 
 def is_id_mapping(record: dict, first: bool, id_key: str, text_key: str) -> bool:
-    """Whether a first (non-blank) JSONL line lacking the id and text keys is rather one object of id to text; a record keyed
-    as another tool keys its records (Pyserini's ``id``/``contents``) is one, not a map of its ids."""
-    return (first and bool(record) and id_key not in record and text_key not in record
-            and not RECORD_KEYS & set(record) and all(isinstance(value, str) for value in record.values()))
+    """Whether a first (non-blank) JSONL line lacking the id and text keys is rather one object of id to text, or to
+    records holding ``text_key``; a record keyed as another tool keys its records (Pyserini's ``id``/``contents``)
+    is one, not a map of its ids."""
+    values = record.values()
+    return (first and bool(record) and id_key not in record and text_key not in record and not RECORD_KEYS & set(record)
+            and (all(isinstance(value, str) for value in values)
+                 or all(isinstance(value, dict) and text_key in value for value in values)))

@@ -29,3 +29,22 @@ def test_a_queries_file_of_one_json_object_of_id_to_text_is_named_with_how_to_co
     (tmp_path / "queries.jsonl").write_text(converted, encoding="utf-8")
     assert [(q.id, q.text) for q in read_queries(tmp_path / "queries.jsonl")] == [("q1", "what is honey"),
                                                                                  ("q2", "lava rock")]
+
+
+def test_a_corpus_of_one_json_object_of_id_to_record_is_named_with_how_to_convert_it(tmp_path):
+    """BEIR's corpus dict ({doc id: {"title", "text"}}, as its loader keeps a corpus) saved with json.dump was told
+    "missing id field '_id' (its keys: d1, d2); pass --id-field", which no value of the flag could meet."""
+    from retriever.corpus import iter_documents
+
+    path = tmp_path / "corpus.json"
+    path.write_text('{"d1": {"title": "Bees", "text": "make honey"}, "d2": {"text": "lava rock"}}\n', encoding="utf-8")
+    with pytest.raises(InputFileError) as caught:
+        list(iter_documents(path))
+    line = str(caught.value)
+    assert "ids to records ({id: {\"title\": ..., \"text\": ...}, ...}" in line and "--id-field" not in line, line
+    command = line[line.index("python -c"):line.index(" > corpus.jsonl")].replace("FILE", str(path))
+    converted = subprocess.run(shlex.split(command.replace("python", sys.executable, 1)), capture_output=True,
+                               text=True, check=True).stdout
+    (tmp_path / "corpus.jsonl").write_text(converted, encoding="utf-8")
+    assert [(d.id, d.title, d.text) for d in iter_documents(tmp_path / "corpus.jsonl")] == [
+        ("d1", "Bees", "make honey"), ("d2", "", "lava rock")]
