@@ -91,8 +91,9 @@ def check_tunable(index_dir: str | Path, dataset: str | Path, split: str) -> Non
 
     beir, _, qrels = check_tuning_split(dataset, split)
     manifest = read_manifest(index_dir)
-    recorded_model(manifest.get("encoder") or {}, index_dir, "move the model back to where the index recorded it "
-                   "(bm25 takes no --model), or rebuild the index with `retriever build`")
+    if isinstance(manifest["encoder"].get("model"), str):  # a record without it is the Searcher's to name
+        recorded_model(manifest["encoder"], index_dir, "move the model back to where the index recorded it (bm25 "
+                       "takes no --model), or rebuild the index with `retriever build`")
     docstore = docstore_file(Path(index_dir), manifest)
     with reading(docstore):
         ids = (open_mapped(docstore).read_all() if docstore.suffix == ".arrow" else
