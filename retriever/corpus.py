@@ -5,10 +5,8 @@ every malformed line stops the run with ``file:line: what is wrong; what to do``
 """
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from itertools import islice
 from pathlib import Path
 from shlex import quote
 
@@ -166,7 +164,10 @@ def check_first_record(path: str | Path, fmt: str, fields: Fields) -> None:
     corpus = resolve_corpus_path(path)
     if corpus.is_file():
         documents = iter_documents(corpus, fmt, fields)
-        deque(islice(documents, TITLE_WINDOW if fields.title_named else 1), maxlen=0)
+        window = TITLE_WINDOW if fields.title_named else 1
+        for count, document in enumerate(documents, start=1):  # to the first title: a record may be megabytes
+            if document.title or count == window:
+                break
         documents.close()
 
 

@@ -221,3 +221,5 @@ def test_a_named_title_field_in_none_of_the_first_records_is_refused_there_not_a
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     assert [d.title for d in iter_documents(path, fields=Fields(title="head")) if d.title] == ["H"]
     check_first_record(path, "auto", Fields(title="head"))
+    path.write_text('{"_id": "a", "text": "x", "head": "H"}\nnot read before the model loads\n', encoding="utf-8")
+    check_first_record(path, "auto", Fields(title="head"))  # stops at the first title: no re-read of the window
