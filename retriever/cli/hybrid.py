@@ -264,6 +264,9 @@ def _add_or_tune(index: Path, lexical: LexicalParams, tune_fusion: tuple[Path, s
         raise click.UsageError(f"{unused[0]} sets how --tune-fusion-on encodes its queries, and BM25 is built without "
                                f"a model: drop {unused[0]}, or add --tune-fusion-on DATASET")
     if tune_fusion is not None:  # what the tuning would refuse, before a BM25 part is built or kept for it
+        from retriever.device import resolve_device, resolve_dtype
+
+        resolve_dtype(dtype, resolve_device(device))
         check_tunable(index, *tune_fusion)
     if read_manifest(index).get("lexical") and not overwrite:
         if tune_fusion is None:

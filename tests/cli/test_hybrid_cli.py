@@ -498,3 +498,25 @@ def test_a_rebuild_for_a_tuning_whose_model_is_gone_is_refused_before_the_bm25_p
     assert result.exit_code == 1, result.output
     assert "move the model back" in result.stderr and "--model PATH" not in result.stderr
     assert "added BM25" not in result.stderr and (index / "manifest.json").read_bytes() == before
+
+
+@pytest.mark.parametrize("flags, said", [(["--device", "cpu", "--dtype", "fp16"], "fp16 is not supported on the CPU"),
+                                         (["--device", "tpu"], "unknown device 'tpu'")])
+def test_a_rebuild_for_a_tuning_on_a_device_that_cannot_run_is_refused_before_the_bm25_part_is_touched(
+        tmp_path, tiny_flat_build, flags, said):
+    """`bm25 IDX --overwrite --tune-fusion-on D --dtype fp16` on a CPU rebuilt the part and dropped the tuned fusion,
+    and only the tuning's encoder refused fp16 on the CPU."""
+    import shutil
+
+    from retriever.index_folder import read_manifest, replace_manifest
+
+    index = tmp_path / "idx"
+    shutil.copytree(tiny_flat_build, index)
+    replace_manifest(index, {**read_manifest(index), "fusion": FusionParams(rrf_k=30.0).record()})
+    before = (index / "manifest.json").read_bytes()
+    dataset = shutil.copytree(tiny_flat_build.parent / "tiny-beir", tmp_path / "d")
+    split_off_train(dataset)
+    result = CliRunner().invoke(main, ["bm25", str(index), "--overwrite", "--bm25-k1", "1.5", "--tune-fusion-on",
+                                       str(dataset), *flags])
+    assert result.exit_code == 1 and said in result.stderr, result.output
+    assert "added BM25" not in result.stderr and (index / "manifest.json").read_bytes() == before
