@@ -77,11 +77,13 @@ def check_tuning_split(dataset: str | Path, split: str) -> tuple[BeirDataset, li
     return beir, queries, qrels
 
 
-def check_tunable(index_dir: str | Path, dataset: str | Path, split: str) -> None:
+def check_tunable(index_dir: str | Path, dataset: str | Path, split: str,
+                  checked: tuple[BeirDataset, list[Query], Qrels] | None = None) -> None:
     """Refuse, before `bm25 --tune-fusion-on` builds the BM25 part, what the tuning would refuse once it was built:
     an index whose model is gone from where it was recorded, or a split none of whose judged documents the index
     holds (``evaluation.check_collection``). A rebuild dropped a tuned fusion, saying it was tuned anew, and then
-    the tuning refused. Only the manifest and the doc store's ids are read, no model or FAISS index."""
+    the tuning refused. Only the manifest and the doc store's ids are read, no model or FAISS index (``checked``:
+    what ``check_tuning_split`` returned, so the split is not read again)."""
     import pyarrow.parquet as pq
 
     from retriever.docstore import open_mapped
@@ -89,7 +91,7 @@ def check_tunable(index_dir: str | Path, dataset: str | Path, split: str) -> Non
     from retriever.integrity import reading
     from retriever.recorded_paths import recorded_model
 
-    beir, _, qrels = check_tuning_split(dataset, split)
+    beir, _, qrels = checked or check_tuning_split(dataset, split)
     manifest = read_manifest(index_dir)
     if isinstance(manifest["encoder"].get("model"), str):  # a record without it is the Searcher's to name
         recorded_model(manifest["encoder"], index_dir, "move the model back to where the index recorded it (bm25 "

@@ -157,18 +157,18 @@ def _tune_fusion(tune_fusion_on: Path | None, split: str) -> tuple[Path, str] | 
     return None if tune_fusion_on is None else (tune_fusion_on, split)
 
 
-def check_tuning(tune_fusion: tuple[Path, str] | None, lexical: LexicalParams | None) -> None:
+def check_tuning(tune_fusion: tuple[Path, str] | None, lexical: LexicalParams | None) -> tuple | None:
     """Refuse bad tuning requests (no BM25; a split that is missing, unjudged or the test split's) before any
     encoding or BM25 build, not after them. --split test is a bad flag, so a usage error; a split missing from the
-    folder, or sharing test's queries, is the folder's (exit 1)."""
+    folder, or sharing test's queries, is the folder's (exit 1). Returns what ``check_tuning_split`` read."""
     if tune_fusion is None:
-        return
+        return None
     if lexical is None:
         raise click.UsageError("--tune-fusion-on tunes the hybrid fusion, which needs the BM25 index; drop --no-bm25")
     from retriever.fusion_tuning import TuningOnReportedSplit, check_tuning_split  # torch: only when tuning
 
     try:  # not a BEIR folder, no such split: exit 1, before the split's name is looked at
-        check_tuning_split(*tune_fusion)
+        return check_tuning_split(*tune_fusion)
     except TuningOnReportedSplit as error:
         raise click.UsageError(str(error)) from None
 
@@ -258,7 +258,7 @@ def _add_or_tune(index: Path, lexical: LexicalParams, tune_fusion: tuple[Path, s
     from retriever.index_folder import read_manifest
     from retriever.lexical_part import add_lexical, terms_text
 
-    check_tuning(tune_fusion, lexical)
+    checked = check_tuning(tune_fusion, lexical)
     unused = flags_given(("device", "dtype")) if tune_fusion is None else []
     if unused:  # building BM25 runs no model
         raise click.UsageError(f"{unused[0]} sets how --tune-fusion-on encodes its queries, and BM25 is built without "
@@ -267,7 +267,7 @@ def _add_or_tune(index: Path, lexical: LexicalParams, tune_fusion: tuple[Path, s
         from retriever.device import resolve_device, resolve_dtype
 
         resolve_dtype(dtype, resolve_device(device))
-        check_tunable(index, *tune_fusion)
+        check_tunable(index, *tune_fusion, checked=checked)
     if read_manifest(index).get("lexical") and not overwrite:
         if tune_fusion is None:
             raise RetrieverError(f"{index}: already has a BM25 index; pass --overwrite to rebuild it")
