@@ -12,7 +12,7 @@ from pathlib import Path
 
 from retriever.errors import InputFileError
 from retriever.files import RepeatedKeyError, json_limit_problem, unique_keys
-from retriever.json_shapes import json_kind
+from retriever.json_shapes import json_array_error, json_kind
 from retriever.texts import id_problem
 
 SWAPPED_HINT = "if the run and qrels files are swapped (--run, --qrels), give each the other"
@@ -213,7 +213,9 @@ def flat_run_lines(path: Path, lines: Iterable[tuple[int, str]], keys: tuple[str
 def read_json_run(path: Path, first_line: str, lines: Iterable[tuple[int, str]]) -> dict[str, dict[str, float]]:
     """A run whose first non-blank line starts with ``{`` or ``[``: flat (``flat_keys``), one JSON mapping
     (``is_run_mapping``), or JSONL of ``{"qid", "hits"}``. The first line is parsed once for both judgements: for
-    a run dumped on one line it is the whole run."""
+    a run dumped on one line it is the whole run. One JSON array of records is named, as JSON qrels' is."""
+    if first_line.startswith("["):  # "invalid JSON (Expecting value)" indented; a flat one was told to hold "qid"
+        raise json_array_error(path, one_line=first_line.rstrip().endswith("]"))
     try:
         record = json.loads(first_line)
     except (json.JSONDecodeError, RecursionError, ValueError):  # the reader it goes to names the line's fault

@@ -116,3 +116,26 @@ def test_a_run_mapping_over_lines_whose_first_line_ends_in_a_comma_is_read_as_qr
     path.write_text('{"qid": "q1", "hits": [{"id": "d1", "score": 1}]\n{"qid": "q2", "hits": []}\n')
     with pytest.raises(InputFileError, match=r"r.json:1: invalid JSON .*each line must be \{\"qid\""):
         read_run(path)  # a JSONL line cut short is still named by its line
+
+
+@pytest.mark.parametrize("indent", [None, 2])
+@pytest.mark.parametrize("records", [[{"qid": "q1", "hits": [{"id": "d1", "score": 1.5}]}],
+                                     [{"query_id": "q1", "doc_id": "d1", "score": 1.5}]])
+def test_a_run_saved_as_one_json_array_is_named_with_how_to_write_it_as_jsonl(tmp_path, indent, records):
+    """A run's records json.dump'd as one array was "invalid JSON (Expecting value)" at line 1 when indented, and a
+    flat one on one line was told to hold a {"qid", "hits"} object per line; JSON qrels of that shape were named."""
+    import shlex
+    import subprocess
+    import sys
+
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(records, indent=indent) + "\n", encoding="utf-8")
+    with pytest.raises(InputFileError) as caught:
+        read_run(path)
+    line = str(caught.value)
+    assert line.startswith(f"{path}: the file is one JSON array {'on one line' if indent is None else 'over several'}")
+    command = line[line.index("python -c"):line.index(" > FILE.jsonl")].replace("FILE", str(path))
+    converted = subprocess.run(shlex.split(command.replace("python", sys.executable, 1)), capture_output=True,
+                               text=True, check=True).stdout
+    path.write_text(converted, encoding="utf-8")
+    assert read_run(path) == {"q1": {"d1": 1.5}}

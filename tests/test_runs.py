@@ -340,8 +340,8 @@ def test_a_run_of_json_arrays_is_named_as_json_not_as_a_trec_line_of_few_columns
     """A run file holding a JSON array (``json.dump`` of a list of records) was read as TREC: "expected 6
     whitespace-separated columns, found 4"."""
     path = write(tmp_path / "r.json", '[{"qid": "q1", "hits": [{"id": "d1", "score": 1.0}]}]\n')
-    with pytest.raises(InputFileError, match=r"r.json:1: a JSON array, not an object; a JSONL run holds one "
-                                             r"object per line"):
+    with pytest.raises(InputFileError, match=r"r.json: the file is one JSON array on one line, not JSONL \(one "
+                                             r"object per line\); write one record per line"):
         read_run(path)
 
 
