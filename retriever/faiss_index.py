@@ -16,7 +16,7 @@ from retriever.ondisk import CODES
 from retriever.shards import sample_vectors
 from retriever.texts import whole_number
 from retriever.train_memory import check_training_memory
-from retriever.search_settings import apply_search_params, downcast_hnsw, ivf_part
+from retriever.search_settings import SETTING_KINDS, apply_search_params, downcast_hnsw, ivf_part
 
 
 
@@ -50,6 +50,8 @@ class IndexParams:
                                  f"{self.index_type!r}")
         check_factory(self.index_type)
         self.search_defaults = _checked_search_defaults(self.search_defaults)
+        if self.index_type in _TAKES:  # a factory string's setting is known once FAISS builds it: check_buildable
+            check_defaults_taken(self.search_defaults, _TAKES[self.index_type], self.index_type)
         for setting in fields(self):
             least = _LEAST.get(setting.name)
             value = getattr(self, setting.name)
@@ -81,6 +83,19 @@ def _checked_search_defaults(defaults: object) -> dict:
     lowest, highest = SEARCH_SETTING_RANGE
     return {name: None if value is None else whole_number(value, f"search_defaults[{name!r}]", lowest, highest)
             for name, value in defaults.items()}
+
+
+_TAKES = {"flat": None, "hnsw": "ef_search", "ivfpq": "nprobe", ONDISK_TYPE: "nprobe"}  # each type's search setting
+
+
+def check_defaults_taken(defaults: dict, taken: str | None, index_type: str) -> None:
+    """Refuse a search default the index never uses (``taken`` is the one it does), as `search` refuses --nprobe on a
+    flat index: it was recorded, shown by `info`, and ignored by every search."""
+    for name, value in defaults.items():
+        if value is not None and name != taken:
+            use = f"give {taken} instead" if taken else "it is exact and takes no search setting"
+            raise RetrieverError(f"search_defaults[{name!r}] applies to {SETTING_KINDS[name][0]} indexes, not to "
+                                 f"index_type {index_type!r}: {use}, or drop it")
 
 
 def _flag(name: str) -> str:

@@ -9,8 +9,8 @@ import faiss
 
 from retriever.choices import INDEX_TYPES, ONDISK_TYPE
 from retriever.errors import RetrieverError
-from retriever.faiss_index import IndexParams, factory_string, new_index
-from retriever.search_settings import downcast_hnsw, inner_index, ivf_part
+from retriever.faiss_index import IndexParams, check_defaults_taken, factory_string, new_index
+from retriever.search_settings import downcast_hnsw, inner_index, ivf_part, taken_setting
 from retriever.wording import counted
 
 
@@ -24,6 +24,7 @@ def check_buildable(params: IndexParams, dim: int) -> None:
             raise RetrieverError(f"--pq-m {params.pq_m} must divide the embedding dimension {dim}")
         return
     index = new_index(params.index_type, dim, params)
+    check_defaults_taken(params.search_defaults, taken_setting(index), params.index_type)
     if isinstance(inner_index(index), faiss.IndexNSG):
         raise RetrieverError(f"--index-type {params.index_type!r}: NSG needs every vector in one add, and the "
                              "index is filled shard by shard; use HNSW instead, e.g. 'HNSW32,Flat'")

@@ -189,3 +189,17 @@ def test_library_index_settings_of_the_wrong_kind_are_named_at_once(arguments, s
     with pytest.raises(RetrieverError, match=said):
         IndexParams(**arguments)
     assert IndexParams("hnsw", search_defaults={"ef_search": np.int64(64)}).search_defaults == {"ef_search": 64}
+
+
+@pytest.mark.parametrize("index_type, defaults, taken", [
+    ("hnsw", {"nprobe": 5}, "give ef_search instead"), ("flat", {"nprobe": 5}, "exact and takes no search setting"),
+    ("flat", {"ef_search": 64}, "exact"), ("ivfpq", {"ef_search": 64}, "give nprobe instead"),
+    ("ivf-ondisk", {"ef_search": 64}, "give nprobe instead"),
+])
+def test_a_search_default_the_index_type_does_not_use_is_refused(index_type, defaults, taken):
+    """IndexParams("hnsw", search_defaults={"nprobe": 5}) was recorded, shown by `info` as `search: nprobe=5`, and
+    never used: the CLI refuses --nprobe on an index without IVF lists."""
+    with pytest.raises(RetrieverError, match=rf"^search_defaults\['{list(defaults)[0]}'\] applies to .*{taken}"):
+        IndexParams(index_type, search_defaults=defaults)
+    assert IndexParams("hnsw", search_defaults={"nprobe": None, "ef_search": 64}).search_defaults["ef_search"] == 64
+    assert IndexParams("ivfpq", search_defaults={"nprobe": 8}).search_defaults == {"nprobe": 8}

@@ -54,3 +54,17 @@ def test_a_scalar_quantizer_that_takes_values_as_codes_is_refused_before_encodin
                                              "to.*use SQ8"):
         check_buildable(IndexParams(spec), 32)
     check_buildable(IndexParams(spec.replace("_direct_signed", "").replace("_direct", "")), 32)
+
+
+@pytest.mark.parametrize("spec, defaults, said", [
+    ("HNSW8,Flat", {"nprobe": 5}, "give ef_search instead"), ("SQ8", {"ef_search": 64}, "exact"),
+    ("IVF4_HNSW8,Flat", {"ef_search": 64}, "give nprobe instead"), ("PCA16,IVF4,Flat", {"ef_search": 64}, "nprobe"),
+])
+def test_a_search_default_a_factory_string_does_not_use_is_refused_before_encoding(spec, defaults, said):
+    """A factory string's search setting is known once FAISS builds it: an nprobe default on 'HNSW8,Flat' was
+    recorded and never used (the efSearch of an IVF's HNSW quantizer is not the one a search sets)."""
+    from retriever.index_checks import check_buildable
+
+    with pytest.raises(RetrieverError, match=rf"^search_defaults\['{list(defaults)[0]}'\] applies to .*{said}"):
+        check_buildable(IndexParams(spec, search_defaults=defaults), 32)
+    check_buildable(IndexParams("PCA16,IVF4,Flat", search_defaults={"nprobe": 2}), 32)
