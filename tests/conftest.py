@@ -95,6 +95,13 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def as_torchrun_process(monkeypatch, processes: int) -> None:
+    """The environment torchrun gives the first of ``processes`` processes (no group is joined here)."""
+    for name, value in {"WORLD_SIZE": str(processes), "RANK": "0", "MASTER_ADDR": "127.0.0.1",
+                        "MASTER_PORT": "29500"}.items():
+        monkeypatch.setenv(name, value)
+
+
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path

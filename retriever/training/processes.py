@@ -22,12 +22,14 @@ from tqdm import tqdm
 
 from retriever.choices import DDP_TIMEOUT
 from retriever.errors import RetrieverError
+from retriever.wording import agree
 
 # gloo reports a lost peer as a plain RuntimeError; these mark its transport failures
 PEER_MARKERS = ("gloo/transport/", "Connection closed by peer", "Connection reset by peer")
 KEY_NAMES = {"inputs_sha256": "fingerprint of the data files and start model",  # how a compared key is named
              "model_files_sha256": "fingerprint of the start model's tokenizer and config files"}
 _SOURCE_PREFIX = re.compile(r"^\[[^\]]*\]\s*")  # "[.../pair.cc:553] " before gloo's message
+TORCHRUN_VARIABLES = ("RANK", "MASTER_ADDR", "MASTER_PORT")  # what env:// reads beside WORLD_SIZE; torchrun sets them
 REFUSAL_KEY = "refusal"  # the line a process stopped with, in the launch's store
 REFUSAL_LOOKUP_SECONDS = 5  # a live store answers it at once
 _STORE: list[dist.Store] = []  # the launch's store, under this attempt's prefix, once this process joined
@@ -55,7 +57,23 @@ def log(message: str) -> None:
 
 def launched_processes() -> int:
     """Processes of this launch as torchrun tells them (1 without torchrun), known before any group exists."""
-    return int(os.environ.get("WORLD_SIZE", "1"))
+    size = os.environ.get("WORLD_SIZE", "1")
+    if not size.strip().isdigit() or int(size) < 1:  # it was a ValueError traceback
+        raise RetrieverError(f"WORLD_SIZE is {size!r} in the environment, not a process count; unset it to run in "
+                             "one process, or launch with torchrun --nproc_per_node N -m retriever ...")
+    return int(size)
+
+
+def check_launch_environment() -> None:
+    """A WORLD_SIZE over 1 comes with what torchrun sets beside it (`TORCHRUN_VARIABLES`). Set alone (a leftover
+    export, a scheduler's environment), torch's env:// rendezvous failed with a ValueError traceback ("environment
+    variable RANK expected, but not set") once the model and data had loaded."""
+    missing = [name for name in TORCHRUN_VARIABLES if not os.environ.get(name)]
+    if missing and (processes := launched_processes()) > 1:
+        named = ", ".join(missing[:-1]) + " and " + missing[-1] if len(missing) > 1 else missing[0]
+        raise RetrieverError(f"WORLD_SIZE is {processes} in the environment, but {named} "
+                             f"{agree(len(missing), 'is', 'are')} not, so this is no torchrun launch: start it with "
+                             "torchrun --nproc_per_node N -m retriever ..., or unset WORLD_SIZE to run in one process")
 
 
 def join_process_group(device: torch.device, timeout_seconds: int = DDP_TIMEOUT) -> str | None:

@@ -31,8 +31,9 @@ from retriever.training.checkpoint_state import checkpoint_states_loaded, final_
 from retriever.training.callbacks import EpochEndCheckpoints, StderrProgress, adopt_save_steps, tensorboard
 from retriever.training.divergence import StopAtNonFiniteLoss, check_finite_weights
 from retriever.training.layout import check_resume_layout, check_step_layout
-from retriever.training.processes import (DDP_TIMEOUT, check_same_run_everywhere,  # noqa: F401
-                                          is_main_process, join_process_group, log, peer_deaths_reported)
+from retriever.training.processes import (DDP_TIMEOUT, check_launch_environment,  # noqa: F401
+                                          check_same_run_everywhere, is_main_process, join_process_group, log,
+                                          peer_deaths_reported)
 from retriever.training.run_guards import check_paths_given, check_run_paths, check_setting_kinds
 from retriever.training.run_record import (CHECKPOINTS, FINISHED_FILE, OPTIMIZER_STATES,  # noqa: F401 (stack.*)
                                            PRECISION_KEY, RUN_FILE, WEIGHTS_FILE, checkpoint_step, corpus_file,
@@ -92,6 +93,7 @@ class StackConfig:
             raise RetrieverError(f"--max-grad-norm must be at least 0 (0: no clipping), not {self.max_grad_norm}")
         self.check_flag_combinations()
         check_run_paths(self.output, self.model, self.data_files())
+        check_launch_environment()  # after the flags: a flag that cannot fit the launch is the first line
 
     def check_flag_combinations(self) -> None:
         """Flags that contradict each other or the launch, read from no file: usage errors of the CLI (`check`)."""

@@ -8,7 +8,7 @@ import shutil
 import pytest
 from transformers import AutoModel
 
-from conftest import plant_pickles
+from conftest import as_torchrun_process, plant_pickles
 from retriever.errors import RetrieverError
 from retriever.pretraining import PretrainConfig, pretrain
 from retriever.training import stack
@@ -129,7 +129,7 @@ def test_output_must_not_be_an_unrelated_folder(tiny_beir, tiny_model_dir, tmp_p
     (2, 6, "use 8"),  # 3 passages do not split over 2 processes
     (2, 8, None), (2, 12, None), (2, 10, "use 8 or 12"), (3, 6, "use 12"), (3, 12, None)])
 def test_cocondenser_needs_two_whole_passages_per_process(tmp_path, monkeypatch, processes, sequences, message):
-    monkeypatch.setenv("WORLD_SIZE", str(processes))
+    as_torchrun_process(monkeypatch, processes)
     settings = config(tmp_path / "c.jsonl", tmp_path / "out", "bert", cocondenser=True, batch_size=sequences)
     if message is None:
         settings.check()

@@ -5,6 +5,7 @@ import dataclasses
 
 import pytest
 
+from conftest import as_torchrun_process
 from retriever.errors import RetrieverError
 from retriever.training.candidates import check_candidates
 from retriever.training.examples import Passage, TrainExample
@@ -27,7 +28,7 @@ def test_a_step_with_a_single_candidate_is_refused(tmp_path, train_beir, monkeyp
         with pytest.raises(RetrieverError, match="one query and one passage"):
             check_candidates(dataclasses.replace(settings, batch_size=4, train_group_size=group_size),
                              single_example(negatives))
-    monkeypatch.setenv("WORLD_SIZE", "2")
+    as_torchrun_process(monkeypatch, 2)
     dataclasses.replace(settings, batch_size=2).check()  # the global batch is shared across the processes
     with pytest.raises(RetrieverError, match="one passage per process"):
         dataclasses.replace(settings, batch_size=2, cross_device_negatives=False).check()

@@ -250,3 +250,25 @@ def test_a_ddp_timeout_past_a_year_is_refused_before_anything_runs(small_bert, t
     with pytest.raises(RetrieverError, match=r"^--ddp-timeout must be a whole number from 1 to 31536000 .*, not 0$"):
         TrainConfig(**settings, ddp_timeout=0).check()  # 0 once passed as unset
     assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("command", ["train", "pretrain"])
+@pytest.mark.parametrize("world_size, said", [("2", "WORLD_SIZE is 2 in the environment, but RANK, MASTER_ADDR and "
+                                                    "MASTER_PORT are not, so this is no torchrun launch"),
+                                              ("two", "WORLD_SIZE is 'two' in the environment, not a process count")])
+def test_a_world_size_left_in_the_environment_without_torchrun_is_one_line(tmp_path, monkeypatch, command,
+                                                                           world_size, said):
+    """`export WORLD_SIZE=2` left over (or set by a scheduler) without torchrun: a ValueError traceback from torch's
+    env:// rendezvous ("environment variable RANK expected, but not set") once the model and data had loaded."""
+    from retriever.pretraining import PretrainConfig
+    from retriever.training import TrainConfig
+
+    for name in ("RANK", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("WORLD_SIZE", world_size)
+    paths = dict(output=str(tmp_path / "out"), model=str(tmp_path / "model"), batch_size=4)
+    config = TrainConfig(**paths, dataset=str(tmp_path)) if command == "train" else PretrainConfig(**paths,
+                                                                                                   corpus=str(tmp_path))
+    with pytest.raises(RetrieverError, match=f"^{said}"):
+        config.check()
+    assert not (tmp_path / "out").exists()
