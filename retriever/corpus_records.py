@@ -16,7 +16,8 @@ from pathlib import Path
 from retriever.errors import InputFileError, RetrieverError
 from retriever.file_kinds import long_json_array
 from retriever.files import carriage_return_error, decoded_lines, json_limit_problem, repeated_key
-from retriever.json_shapes import id_mapping_error, is_id_mapping, json_array_error, json_kind
+from retriever.json_shapes import (JUDGMENTS_HINT, id_mapping_error, is_id_mapping, json_array_error, json_kind,
+                                   judgments_kind)
 from retriever.texts import id_problem
 
 
@@ -226,6 +227,9 @@ def jsonl_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str, s
         if missing is not None and is_id_mapping(record, position == 0, fields.id, fields.text):
             records = not isinstance(next(iter(record.values())), str)  # {id: {"title", "text"}}, not {id: text}
             raise id_mapping_error(path, fields.id, fields.text, records=records)
+        if missing and missing[0] == "id" and position == 0 and judgments_kind(record):  # not "pass --id-field"
+            raise InputFileError(path, number, f"the line reads as {judgments_kind(record)}, not a record",
+                                 JUDGMENTS_HINT)
         if missing is not None:  # its keys tell the flag's value (a Pyserini corpus: id, contents)
             name, field = missing
             raise MissingFieldError(path, number, f"missing {name} field {field!r} (its keys: {listed_names(record)})",

@@ -64,3 +64,28 @@ def is_id_mapping(record: dict, first: bool, id_key: str, text_key: str) -> bool
     return (first and bool(record) and id_key not in record and text_key not in record and not RECORD_KEYS & set(record)
             and (all(isinstance(value, str) for value in values)
                  or all(isinstance(value, dict) and text_key in value for value in values)))
+
+
+JUDGMENTS_HINT = ("qrels are read by evaluate --qrels, and a run by evaluate --run; give here the queries or corpus "
+                  "(id<TAB>text lines, or a BEIR folder's queries.jsonl or corpus.jsonl)")
+
+
+def _scores(value: object) -> bool:
+    """Whether a JSON value is one query's {document id: grade or score}."""
+    return isinstance(value, dict) and bool(value) and all(
+        isinstance(score, (int, float)) and not isinstance(score, bool) for score in value.values())
+
+
+def judgments_kind(record: dict) -> str | None:
+    """What a first JSON line lacking a record's id or text key is when it is a run's or qrels' line (given as queries
+    or a corpus, it was told to pass --id-field), else None."""
+    keys, documents = set(record), {"doc_id", "docid"} & set(record)
+    if "qid" in keys and isinstance(record.get("hits"), list):
+        return "a JSONL run's line (a query's hits)"
+    if documents and "relevance" in keys:
+        return "a judgment (qrels)"
+    if documents and "score" in keys:
+        return "a run's hit"
+    if record and all(map(_scores, record.values())):
+        return "JSON qrels or a run ({query id: {document id: grade or score}})"
+    return None

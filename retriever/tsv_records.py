@@ -10,6 +10,7 @@ from pathlib import Path
 from retriever.corpus_records import Fields
 from retriever.errors import InputFileError
 from retriever.files import carriage_return_error, decoded_lines
+from retriever.json_shapes import JUDGMENTS_HINT
 
 TSV_ID_NAMES = ("id", "_id", "docid", "doc_id", "pid", "qid", "query_id", "query-id")
 TSV_TEXT_NAMES = ("text", "passage", "contents", "query")
@@ -19,10 +20,6 @@ _FROM_CSV = ("python -c \"import csv, json, sys; [print(json.dumps(r)) for r in 
              "csv.DictReader(open(sys.argv[1], newline=''))]\"")
 _TSV_HEADER_HINT = (f"name the columns id ({', '.join(TSV_ID_NAMES[1:])}), text ({', '.join(TSV_TEXT_NAMES[1:])}) "
                     "and optionally title, in any order, or drop the header and write id, text[, title]")
-
-
-_JUDGMENTS_HINT = ("qrels are read by evaluate --qrels, and a run by evaluate --run; give here the queries or corpus "
-                   "(id<TAB>text lines, or a BEIR folder's queries.jsonl or corpus.jsonl)")
 
 
 def judgments_error(path: Path, number: int, columns: list[str]) -> InputFileError | None:
@@ -41,7 +38,7 @@ def judgments_error(path: Path, number: int, columns: list[str]) -> InputFileErr
         kind = "BEIR qrels (query id, document id, grade)"
     else:
         return None
-    return InputFileError(path, number, f"the line reads as {kind}, not a record", _JUDGMENTS_HINT)
+    return InputFileError(path, number, f"the line reads as {kind}, not a record", JUDGMENTS_HINT)
 
 
 def check_tsv_fields(path: Path, fields: Fields) -> None:

@@ -48,3 +48,19 @@ def test_a_corpus_of_one_json_object_of_id_to_record_is_named_with_how_to_conver
     (tmp_path / "corpus.jsonl").write_text(converted, encoding="utf-8")
     assert [(d.id, d.title, d.text) for d in iter_documents(tmp_path / "corpus.jsonl")] == [
         ("d1", "Bees", "make honey"), ("d2", "", "lava rock")]
+
+
+@pytest.mark.parametrize("text, kind", [
+    ('{"qid": "q1", "hits": [{"id": "d1", "score": 1}]}\n', "a JSONL run's line (a query's hits)"),
+    ('{"q1": {"d1": 1, "d2": 0.5}}\n', "JSON qrels or a run ({query id: {document id: grade or score}})"),
+    ('{"query_id": "q1", "doc_id": "d1", "relevance": 1}\n', "a judgment (qrels)"),
+    ('{"qid": "q1", "docid": "d1", "score": 1.5}\n', "a run's hit")])
+def test_json_qrels_or_a_json_run_given_as_queries_is_named_with_the_flag_that_takes_it(tmp_path, text, kind):
+    """JSON qrels or a JSON run passed as --queries (or a corpus) was told "missing id field '_id' (its keys: hits,
+    qid); pass --id-field", a flag that could only lead to the next missing key."""
+    path = tmp_path / "test.jsonl"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputFileError) as caught:
+        read_queries(path)
+    assert str(caught.value).startswith(f"{path}:1: the line reads as {kind}, not a record; qrels are read by "
+                                        "evaluate --qrels, and a run by evaluate --run"), str(caught.value)
