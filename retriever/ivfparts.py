@@ -17,7 +17,7 @@ from retriever.errors import RetrieverError
 from retriever.files import atomic_write, read_json, write_json
 from retriever.integrity import file_sha256
 from retriever.shards import read_shard, read_shard_metadata
-from retriever.train_memory import check_filling_memory
+from retriever.part_memory import check_filling_memory
 
 
 @dataclass(frozen=True)

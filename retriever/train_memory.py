@@ -37,7 +37,6 @@ BLAS_BUFFER = 128 * MIB  # OpenBLAS's BUFFER_SIZE on x86-64 (32 << 22), mapped w
 SMALL = 8 * MIB  # what the phases leave out: small allocations, and freed blocks glibc keeps in its heap
 THREAD_ARENA = 64 * MIB  # glibc's HEAP_MAX_SIZE: the address space each thread's malloc arena reserves
 UNLIMITED_STACK = 32 * MIB  # glibc's default thread stack when RLIMIT_STACK is unlimited
-READ_BUFFER = 1 << 22  # the buffer ``shards.read_shard`` reads a shard's Parquet through
 M_ARENA_MAX = -8  # mallopt's parameter number (glibc's malloc.h)
 _arenas_capped = False
 
@@ -80,7 +79,7 @@ def training_bytes(index: faiss.Index, count: int, dim: int, sampled: bool = Tru
         phases.append(kept + block)
     mapped = SMALL + (max(phases) if sampled else sample + max(sample, *phases))
     touched = SMALL + BLAS_BUFFER + touching + (0 if sampled else sample) if touching else 0  # mapped already
-    return max(mapped, touched), mapped + _fixed_address_space(threads)
+    return max(mapped, touched), mapped + fixed_address_space(threads)
 
 
 def _transform_phases(index: faiss.Index, count: int, block: int) -> tuple[list[int], int, int]:
@@ -225,14 +224,14 @@ def check_training_memory(index: faiss.Index, count: int, dim: int, spec: str, s
         lists = ivf_part(index)
         least = int(faiss.downcast_index(lists).nlist) if lists is not None else 1
         advice = f"--train-size {fits} fits" if fits >= least else "no --train-size fits"
-        raise RetrieverError(f"training {spec!r} on {count} sampled vectors needs about {_mib(needed)} of memory and "
-                             f"{bound} {_mib(max(left, 0))}: use a smaller --train-size ({advice}) or fewer lists "
+        raise RetrieverError(f"training {spec!r} on {count} sampled vectors needs about {mib(needed)} of memory and "
+                             f"{bound} {mib(max(left, 0))}: use a smaller --train-size ({advice}) or fewer lists "
                              "(--nlist), or free memory or raise the limit, then rerun the same command (the "
                              "encoded shards are kept)")
     return threads
 
 
-def _fixed_address_space(threads: int | None = None) -> int:
+def fixed_address_space(threads: int | None = None) -> int:
     """What a FAISS product maps whatever its size, on ``threads`` threads (FAISS's count if None): OpenBLAS's
     buffer, then each other thread's stack, and its arenas unless they are capped (above)."""
     threads = max(1, threads or faiss.omp_get_max_threads())
@@ -240,27 +239,6 @@ def _fixed_address_space(threads: int | None = None) -> int:
     stack = UNLIMITED_STACK if stack == resource.RLIM_INFINITY else stack
     arenas = 0 if _arenas_capped or threads == 1 else threads * THREAD_ARENA
     return BLAS_BUFFER + (threads - 1) * stack + arenas
-
-
-def check_filling_memory(index: faiss.Index, shard_rows: int, part_rows: int, output: str, sharing: int = 1) -> None:
-    """Refuse, before its first shard is read, a part whose filling the memory left cannot hold: the largest shard
-    read whole through Arrow's read buffer, with its labels and the copy of the rows it keeps, its coarse
-    assignment (FAISS adds in blocks of 65,536: their list numbers and the distance blocks, with the BLAS buffer)
-    and the part's lists, which may double as they grow (a worker under `ulimit -v` died of SIGSEGV, said as 'a
-    part worker died'). The ``sharing`` workers filling parts at once share the resident bounds (each passed alone,
-    and together the OOM killer ended them); an address-space limit is each process's own."""
-    block = 4 * faiss.cvar.distance_compute_blas_query_bs * faiss.cvar.distance_compute_blas_database_bs
-    resident = (READ_BUFFER + 8 * shard_rows * index.d + 16 * shard_rows + 8 * min(shard_rows, 65_536) + block
-                + 2 * part_rows * (int(faiss.extract_index_ivf(index).code_size) + 8))
-    for left, bound, address in memory_left():
-        needed = resident + (_fixed_address_space() if address else 0)
-        shared = 1 if address else max(1, sharing)
-        if needed * shared > left:
-            together = f", and {shared} parts are filled at once (--parallel-parts)," if shared > 1 else ""
-            raise RetrieverError(f"{output}: filling this part of {part_rows} vectors needs about {_mib(needed)} of "
-                                 f"memory{together} and {bound} {_mib(max(left, 0))}: use a smaller --part-size (or "
-                                 "fewer --parallel-parts), or free memory or raise the limit, then rerun the same "
-                                 "command (finished parts are kept)")
 
 
 def _largest_fitting(index: faiss.Index, count: int, dim: int, address: bool, left: int, sampled: bool) -> int:
@@ -275,5 +253,5 @@ def _largest_fitting(index: faiss.Index, count: int, dim: int, address: bool, le
     return low
 
 
-def _mib(count: int) -> str:
+def mib(count: int) -> str:
     return f"{-(-count // MIB)} MiB"

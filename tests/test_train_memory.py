@@ -11,7 +11,7 @@ import pytest
 from retriever.errors import RetrieverError
 from retriever.faiss_index import IndexParams, new_index, train
 from retriever.shards import write_shard
-from retriever import train_memory
+from retriever import part_memory, train_memory
 
 # A child process on two FAISS threads: shards, one read so Arrow's pool is mapped (as the doc store's pass maps it in
 # a build), then an RLIMIT_AS of what it maps now plus HEADROOM MiB ("estimate": the estimate's, set once the sample
@@ -159,20 +159,20 @@ def test_parts_filled_at_once_share_the_memory_left(monkeypatch):
     need = []
     monkeypatch.setattr(train_memory, "memory_left", lambda: need)
     need.append((10**12, "the machine has available", False))
-    train_memory.check_filling_memory(index, 1000, 50_000, "part.faiss", sharing=2)
+    part_memory.check_filling_memory(index, 1000, 50_000, "part.faiss", sharing=2)
     resident = 10**12 - 1
     while True:  # the least that holds one part alone
         need[:] = [(resident, "the machine has available", False)]
         try:
-            train_memory.check_filling_memory(index, 1000, 50_000, "part.faiss")
+            part_memory.check_filling_memory(index, 1000, 50_000, "part.faiss")
         except RetrieverError:
             break
         resident //= 2
     need[:] = [(resident * 2 + 2, "the machine has available", False)]
-    train_memory.check_filling_memory(index, 1000, 50_000, "part.faiss")
+    part_memory.check_filling_memory(index, 1000, 50_000, "part.faiss")
     with pytest.raises(RetrieverError, match=r"part\.faiss: filling this part of 50000 vectors needs about .* and 3 "
                                              r"parts are filled at once \(--parallel-parts\)"):
-        train_memory.check_filling_memory(index, 1000, 50_000, "part.faiss", sharing=3)
+        part_memory.check_filling_memory(index, 1000, 50_000, "part.faiss", sharing=3)
     need[:] = [(resident * 2 + 2, "the process's address-space limit (`ulimit -v`, RLIMIT_AS) leaves", True)]
-    monkeypatch.setattr(train_memory, "_fixed_address_space", lambda: 0)
-    train_memory.check_filling_memory(index, 1000, 50_000, "part.faiss", sharing=3)
+    monkeypatch.setattr(train_memory, "fixed_address_space", lambda: 0)
+    part_memory.check_filling_memory(index, 1000, 50_000, "part.faiss", sharing=3)

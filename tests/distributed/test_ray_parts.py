@@ -49,7 +49,7 @@ def test_more_tasks_than_the_cluster_holds_is_refused(local_ray):
 
 
 def test_a_part_its_memory_cannot_hold_is_refused_in_one_line_through_ray(local_ray, tmp_path):
-    """The part worker's refusal of a part its memory cannot hold (``train_memory.check_filling_memory``), as it
+    """The part worker's refusal of a part its memory cannot hold (``part_memory.check_filling_memory``), as it
     reaches the user from a Ray task: the line itself, not Ray's traceback of the task around it."""
     import faiss
     import numpy as np

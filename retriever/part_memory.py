@@ -1,0 +1,32 @@
+"""The memory filling an ivf-ondisk part takes, checked before its first shard is read: a part worker under
+`ulimit -v` died of SIGSEGV, and parts filled at once ran the machine out of memory."""
+from __future__ import annotations
+
+import faiss
+
+from retriever import train_memory  # its bounds are looked up there at each call (tests replace them)
+from retriever.errors import RetrieverError
+from retriever.train_memory import mib
+
+READ_BUFFER = 1 << 22  # the buffer ``shards.read_shard`` reads a shard's Parquet through
+
+
+def check_filling_memory(index: faiss.Index, shard_rows: int, part_rows: int, output: str, sharing: int = 1) -> None:
+    """Refuse, before its first shard is read, a part whose filling the memory left cannot hold: the largest shard
+    read whole through Arrow's read buffer, with its labels and the copy of the rows it keeps, its coarse
+    assignment (FAISS adds in blocks of 65,536: their list numbers and the distance blocks, with the BLAS buffer)
+    and the part's lists, which may double as they grow (a worker under `ulimit -v` died of SIGSEGV, said as 'a
+    part worker died'). The ``sharing`` workers filling parts at once share the resident bounds (each passed alone,
+    and together the OOM killer ended them); an address-space limit is each process's own."""
+    block = 4 * faiss.cvar.distance_compute_blas_query_bs * faiss.cvar.distance_compute_blas_database_bs
+    resident = (READ_BUFFER + 8 * shard_rows * index.d + 16 * shard_rows + 8 * min(shard_rows, 65_536) + block
+                + 2 * part_rows * (int(faiss.extract_index_ivf(index).code_size) + 8))
+    for left, bound, address in train_memory.memory_left():
+        needed = resident + (train_memory.fixed_address_space() if address else 0)
+        shared = 1 if address else max(1, sharing)
+        if needed * shared > left:
+            together = f", and {shared} parts are filled at once (--parallel-parts)," if shared > 1 else ""
+            raise RetrieverError(f"{output}: filling this part of {part_rows} vectors needs about {mib(needed)} of "
+                                 f"memory{together} and {bound} {mib(max(left, 0))}: use a smaller --part-size (or "
+                                 "fewer --parallel-parts), or free memory or raise the limit, then rerun the same "
+                                 "command (finished parts are kept)")
