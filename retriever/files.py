@@ -106,13 +106,35 @@ def sync_folder(folder: Path) -> None:
     os.close(handle)
 
 
+class _MakingFailed(Exception):
+    """An OSError raised while making the lines, carried past ``write_errors_named``: it is no error of the write."""
+
+
+def _made(lines: Iterable[str]) -> Iterator[str]:
+    """``lines``, an OSError in making them (a search or a read feeding the writer) carried as ``_MakingFailed``."""
+    iterator = iter(lines)
+    while True:
+        try:
+            line = next(iterator)
+        except StopIteration:
+            return
+        except OSError as error:
+            raise _MakingFailed(error) from None
+        yield line
+
+
 def atomic_write_lines(path: str | Path, lines: Iterable[str]) -> None:
-    """Write text lines (each with its own newline) as UTF-8, atomically, without holding them all."""
+    """Write text lines (each with its own newline) as UTF-8, atomically, without holding them all. ``lines`` may
+    be made as they are written (a search, batch by batch): an OSError in making them is raised as it came, not
+    named as a failed write of ``path``."""
     def write(tmp: Path) -> None:
         with open(tmp, "w", encoding="utf-8", newline="\n") as handle:
-            handle.writelines(lines)
+            handle.writelines(_made(lines))
 
-    atomic_write(path, write)
+    try:
+        atomic_write(path, write)
+    except _MakingFailed as carried:
+        raise carried.args[0] from None
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:

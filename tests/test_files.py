@@ -96,6 +96,22 @@ def test_a_full_disk_is_one_line_and_the_old_file_stays(tmp_path):
     assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
 
 
+def test_an_os_error_in_making_the_lines_is_raised_as_it_came_not_named_a_failed_write(tmp_path):
+    """Lines made as they are written (mining's and evaluation's searches): an OSError without a file name raised in
+    making them (a disk read of the index) was said to be `cannot write OUTPUT: input/output error`."""
+    target = tmp_path / "out.txt"
+    target.write_text("old")
+
+    def searched():
+        yield "a\n"
+        raise OSError(errno.EIO, "Input/output error")
+
+    with pytest.raises(OSError, match=r"Input/output error") as raised:
+        atomic_write_lines(target, searched())
+    assert type(raised.value) is OSError and raised.value.errno == errno.EIO
+    assert target.read_text() == "old" and sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+
+
 def test_a_folder_turned_read_only_mid_write_is_one_line_and_the_old_file_stays(tmp_path, monkeypatch):
     """The folder made read-only (or immutable) after the temporary was written: the rename fails and so does removing
     the temporary; the rename's one-line error shows (a PermissionError traceback from the clean-up hid it), and the

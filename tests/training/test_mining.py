@@ -254,3 +254,18 @@ def test_a_fusion_setting_outside_hybrid_mode_is_refused_not_ignored(tmp_path, m
         mine_negatives(**call, mode=mode, fusion_overrides={"rrf_k": None, "alpha": 0.3}, progress=False)
     with pytest.raises(RetrieverError, match="no-dataset"):  # past the check: the dataset is opened
         mine_negatives(**call, mode=mode, fusion_overrides={"alpha": None}, progress=False)
+
+
+def test_an_os_error_of_the_search_is_not_named_a_failed_write_of_the_output(indexed_beir, tmp_path, monkeypatch):
+    """The search runs as the negatives file is written: an OSError without a file name in it (a disk read of the
+    index) was said to be `cannot write OUTPUT: input/output error; check the disk`, naming the wrong file."""
+    import errno
+
+    def run_batches(self, *args, **kwargs):
+        raise OSError(errno.EIO, "Input/output error")
+        yield
+    monkeypatch.setattr(Searcher, "run_batches", run_batches)
+    dataset, index = indexed_beir
+    with pytest.raises(OSError, match="Input/output error") as raised:
+        mine_negatives(index, dataset, tmp_path / "n.jsonl", depth=12, device="cpu", dtype="fp32", progress=False)
+    assert type(raised.value) is OSError and not (tmp_path / "n.jsonl").exists()
