@@ -46,7 +46,8 @@ class _Group(click.Group):
         process ran the whole of it, N copies into one output, where the first refused (a lock) failed the launch and
         torchrun killed the copy that was working."""
         name, command, rest = super().resolve_command(ctx, args)
-        processes = int(os.environ.get("WORLD_SIZE", "1") or 1)
+        size = os.environ.get("WORLD_SIZE", "1").strip()  # not a number: no launch (train and pretrain refuse it)
+        processes = int(size) if size.isdigit() else 1
         if processes > 1 and name not in TORCHRUN_COMMANDS:
             raise click.UsageError(f"`{name}` does not run under torchrun, whose {processes} processes would each run "
                                    f"all of it; run it without torchrun (only {' and '.join(TORCHRUN_COMMANDS)} share "

@@ -32,3 +32,13 @@ def test_the_training_commands_still_run_under_torchrun(monkeypatch):
     for command in ("train", "pretrain"):
         result = CliRunner().invoke(main, [command, "--help"])
         assert result.exit_code == 0 and "Usage:" in result.output
+
+
+def test_a_world_size_that_is_no_number_leaves_other_commands_alone(monkeypatch, tmp_path):
+    """`WORLD_SIZE=two` in the environment made every command, `info` and `--help` included, a ValueError traceback;
+    only train and pretrain launch processes from it, and they refuse it in one line."""
+    monkeypatch.setenv("WORLD_SIZE", "two")
+    assert CliRunner().invoke(main, ["encode", "--help"]).exit_code == 0
+    result = CliRunner().invoke(main, ["train", "--dataset", str(tmp_path), "-o", str(tmp_path / "out")])
+    assert result.exit_code == 2 and result.output.startswith("error: WORLD_SIZE is 'two' in the environment, not a "
+                                                              "process count"), result.output
