@@ -79,5 +79,5 @@ def test_a_part_its_memory_cannot_hold_is_refused_in_one_line_through_ray(local_
                           task=under_a_limit)
     message = str(refused.value)
     assert message.startswith(f"{part}: filling this part of 50 vectors needs about "), message
-    assert "the limit leaves 0 MiB: use a smaller --part-size" in message and "\n" not in message, message
+    assert "the limit leaves 0 MiB: a part holds whole shards" in message and "\n" not in message, message
     assert type(refused.value) is RetrieverError and not part.exists()
