@@ -17,7 +17,7 @@ from pathlib import Path
 
 from retriever.corpus import BeirDataset, check_output_outside_qrels
 from retriever.errors import RetrieverError, given_path
-from retriever.evaluation import (judged_missing_from, judged_split, search_batches, warn_of_left_out,
+from retriever.evaluation import (dataset_name, judged_missing_from, judged_split, search_batches, warn_of_left_out,
                                   warn_of_other_corpus)
 from retriever.runs import Qrels, Run, ranked_hits
 from retriever.searching import Searcher
@@ -73,7 +73,7 @@ def check_index_holds_judged(searcher: Searcher, index: str | Path, beir: BeirDa
     would be written as a negative that is no passage of the dataset (found only when `train` dropped them all)."""
     missing, judged = judged_missing_from(searcher, qrels)
     if missing == judged:
-        raise RetrieverError(f"{index}: {none_of(judged, 'judged document')} of {beir.root.name} split {split} "
+        raise RetrieverError(f"{index}: {none_of(judged, 'judged document')} of {dataset_name(beir)} split {split} "
                              f"{agree(judged, 'is not', 'is')} in the index, so its hits are another collection's "
                              "passages; mine from an index built from the dataset's corpus")
 
@@ -129,7 +129,7 @@ def _negative_lines(searcher: Searcher, batches: Iterator[Run], qrels: Qrels, sk
 def _refuse_no_negative(queries: int, beir: BeirDataset, split: str, depth: int, skip_top: int, mode: str) -> None:
     """Refuse to write a file of empty lists: `train --negatives` read it and trained on in-batch negatives alone."""
     why = " (BM25 returns only passages sharing a word with the query)" if mode == "bm25" else ""
-    raise RetrieverError(f"no negative for any of the {counted(queries, 'query')} of {beir.root.name} split {split}: "
+    raise RetrieverError(f"no negative for any of the {counted(queries, 'query')} of {dataset_name(beir)} split {split}: "
                          f"every hit within --depth {depth}{why}, after --skip-top {skip_top}, is judged relevant or "
                          "a copy of a passage judged so; raise --depth or lower --skip-top; nothing written")
 

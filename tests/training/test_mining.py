@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -68,10 +69,13 @@ def test_skipping_every_document_of_the_index_is_refused(indexed_beir, tmp_path)
     assert not (tmp_path / "n.jsonl").exists()
 
 
-def test_mining_an_index_of_another_collection_is_refused(indexed_beir, tmp_path):
+def test_mining_an_index_of_another_collection_is_refused(indexed_beir, tmp_path, monkeypatch):
     """An index holding none of the split's judged documents (another collection's) had its hits written as
-    negatives, exit 0; `train` then dropped every one as not in the corpus, or took same-named other passages."""
+    negatives, exit 0; `train` then dropped every one as not in the corpus, or took same-named other passages. The
+    dataset is named by its folder's real name, `.` included (it was named "")."""
     dataset, index = indexed_beir
+    monkeypatch.chdir(dataset)  # mined as `--dataset .`
+    dataset = Path(".")
     qrels = dataset / "qrels" / "train.tsv"
     qrels.write_text(qrels.read_text().replace("\td", "\tother-d"), encoding="utf-8")
     output = tmp_path / "negatives.jsonl"
@@ -205,11 +209,14 @@ def test_an_output_that_is_a_file_of_the_dataset_or_index_is_refused_before_mini
 
 
 @pytest.mark.parametrize("mode, judged, skip_top", [("dense", "every", 0), ("bm25", "one", 3)])
-def test_mining_that_finds_no_negative_for_any_query_writes_nothing(indexed_beir, tmp_path, mode, judged, skip_top):
+def test_mining_that_finds_no_negative_for_any_query_writes_nothing(indexed_beir, tmp_path, monkeypatch, mode, judged,
+                                                                    skip_top):
     """A split judging every passage relevant, or BM25 (which returns only passages sharing a word with the query)
     under --skip-top, left no negative for any query: a file of empty lists was written, exit 0, and `train
     --negatives` then trained on in-batch negatives alone."""
     dataset, index = indexed_beir
+    monkeypatch.chdir(dataset)  # mined as `--dataset .`: named by its folder's real name (it was named "")
+    dataset = Path(".")
     rows = [f"q1\td{i}\t1" for i in range(1, 13)] if judged == "every" else ["q2\td4\t1"]
     (dataset / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n" + "\n".join(rows) + "\n",
                                                  encoding="utf-8")
