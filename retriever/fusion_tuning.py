@@ -187,23 +187,34 @@ def tune_fusion(searcher: Searcher, dataset: str | Path, split: str, progress: b
     on = counted(len(queries), f"{split} query", f"{split} queries")
     record = {**best.record(), "tuned": {
         "dataset": dataset_name(beir), "split": split, "queries": len(queries), "metric": METRIC,
-        "score": round(best_score, 4), "untuned_rrf": round(measured[0][0], 4),
-        "dense": round(means[-2], 4), "bm25": round(means[-1], 4),
-        "grid": [{**p.record(), METRIC: round(s, 4)} for s, p in measured]}}
+        "score": _rounded(best_score), "untuned_rrf": _rounded(measured[0][0]),
+        "dense": _rounded(means[-2]), "bm25": _rounded(means[-1]),
+        "grid": [{**p.record(), METRIC: _rounded(s)} for s, p in measured]}}
     if measured_nothing(record):
         kept = "the fusion recorded before" if searcher.manifest.get("fusion") is not None else "RRF k=60, untuned"
         warn(f"warning: fusion tuning measured nothing: every setting scored {METRIC} 0.0 on the {on} (no judged "
              f"document reached a top 10), so no tuned fusion is recorded and hybrid keeps {kept}")
     elif progress:
-        print(f"fusion tuned on {on}: {best.setting()} {METRIC} {best_score:.4f} (untuned RRF "
-              f"{measured[0][0]:.4f})", file=sys.stderr)
+        print(f"fusion tuned on {on}: {best.setting()} {METRIC} {_shown(best_score)} (untuned RRF "
+              f"{_shown(measured[0][0])})", file=sys.stderr)
     return record
 
 
 def measured_nothing(record: dict) -> bool:
     """Every setting at 0.0: the grid's first, RRF k=60, wins the tie, and recording it as tuned would claim a
-    measurement that found nothing to tell the settings apart."""
+    measurement that found nothing to tell the settings apart. The record's scores are ``_rounded``, so only a score
+    of exactly 0 reads as 0.0 (one of 3e-5, rounded to 4 places, was called nothing and not recorded)."""
     return record["tuned"]["score"] == 0.0
+
+
+def _shown(score: float) -> str:
+    """A score to 4 places, or, below what 4 places show, to 2 significant digits: never 0.0000 for a score above 0."""
+    return f"{score:.4f}" if score == 0 or abs(score) >= 5e-5 else f"{score:.2g}"
+
+
+def _rounded(score: float) -> float:
+    """A score as recorded: as ``_shown``."""
+    return float(_shown(score))
 
 
 def check_recordable(index_dir: str | Path) -> None:

@@ -284,6 +284,28 @@ def test_tuning_an_index_folder_that_cannot_be_written_is_refused_before_searchi
 def test_tuning_that_measures_nothing_records_nothing_and_says_so(tiny_model_dir, tmp_path, capsys):
     """Eleven passages of one text tie in every list; the judged one is ordered after ten of them, so every setting
     scored nDCG@10 0.0 (ties are ordered by id, descending, as trec_eval orders them), and RRF k=60, first in the grid, was recorded as 'tuned'."""
+    beir = _eleven_ties(tiny_model_dir, tmp_path, "q1\td00\t1\n")  # ties go by id descending: d00 comes 11th
+    record = tune_and_record(tmp_path / "idx", beir, "train", device="cpu", dtype="fp32", progress=True)
+    lines = [line for line in capsys.readouterr().err.splitlines() if "measured nothing" in line]
+    assert record is None and lines == ["warning: fusion tuning measured nothing: every setting scored ndcg@10 0.0 on "
+                                        "the 1 train query (no judged document reached a top 10), so no tuned fusion "
+                                        "is recorded and hybrid keeps RRF k=60, untuned"]
+    assert "fusion" not in json.loads((tmp_path / "idx" / MANIFEST_FILE).read_text())
+
+
+def test_tuning_that_measures_a_tiny_score_records_it(tiny_model_dir, tmp_path, capsys):
+    """d01 comes 10th in every list, judged 1 beside a judged passage the corpus lacks at 100000: the best nDCG@10 is
+    about 3e-6, which rounded to 4 places was called 'every setting scored 0.0', and nothing was recorded."""
+    beir = _eleven_ties(tiny_model_dir, tmp_path, "q1\td01\t1\nq1\tgone\t100000\n")
+    record = tune_and_record(tmp_path / "idx", beir, "train", device="cpu", dtype="fp32", progress=True)
+    err = capsys.readouterr().err
+    assert record is not None and "measured nothing" not in err, err
+    assert 0 < record["tuned"]["score"] < 1e-4 and re.search(r"ndcg@10 [0-9.]+e-0\d \(untuned RRF", err), err
+    assert json.loads((tmp_path / "idx" / MANIFEST_FILE).read_text())["fusion"] == record
+
+
+def _eleven_ties(model_dir, tmp_path, qrels: str):
+    """Eleven passages of one text, which tie in every list, and one other; ``qrels`` is train's, for query q1."""
     from conftest import write_jsonl
 
     beir = tmp_path / "dupes"
@@ -291,12 +313,7 @@ def test_tuning_that_measures_nothing_records_nothing_and_says_so(tiny_model_dir
     write_jsonl(beir / "corpus.jsonl", [{"_id": f"d{i:02d}", "title": "", "text": "hot lava rock"} for i in range(11)]
                 + [{"_id": "other", "title": "", "text": "ice and snow"}])
     write_jsonl(beir / "queries.jsonl", [{"_id": "q1", "text": "hot lava"}])
-    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
+    encoder = Encoder(EncoderSettings(model=str(model_dir)), device="cpu", dtype="fp32")
     encode_and_index(beir, tmp_path / "idx", encoder, progress=False)
-    (beir / "qrels" / "train.tsv").write_text(HEADER + "q1\td00\t1\n", encoding="utf-8")  # ties go by id descending
-    record = tune_and_record(tmp_path / "idx", beir, "train", device="cpu", dtype="fp32", progress=True)
-    lines = [line for line in capsys.readouterr().err.splitlines() if "measured nothing" in line]
-    assert record is None and lines == ["warning: fusion tuning measured nothing: every setting scored ndcg@10 0.0 on "
-                                        "the 1 train query (no judged document reached a top 10), so no tuned fusion "
-                                        "is recorded and hybrid keeps RRF k=60, untuned"]
-    assert "fusion" not in json.loads((tmp_path / "idx" / MANIFEST_FILE).read_text())
+    (beir / "qrels" / "train.tsv").write_text(HEADER + qrels, encoding="utf-8")
+    return beir
