@@ -13,7 +13,8 @@ from retriever.output_paths import output_file_problem, through_link, written_in
 
 class OutputFolder(click.Path):
     """A folder a command writes into: an empty name is refused, where pathlib reads it as the working folder, so
-    `-o "$SHARDS"` with SHARDS unset wrote into the folder the command ran in."""
+    `-o "$SHARDS"` with SHARDS unset wrote into the folder the command ran in; ``-`` is refused as ``OutputFile``
+    refuses it (`build -o -` made a folder named '-', where `search -o -` prints)."""
 
     def __init__(self, file_okay: bool = True) -> None:
         super().__init__(file_okay=file_okay, path_type=Path)
@@ -22,6 +23,9 @@ class OutputFolder(click.Path):
         if isinstance(value, str) and not value.strip():
             self.fail("the name is empty (an unset shell variable?); give the folder's name, or . for the working "
                       "folder", param, ctx)
+        if value == "-":
+            self.fail("'-' is not standard output here: this command writes a folder; give its name (./- for a "
+                      "folder named '-')", param, ctx)
         return super().convert(value, param, ctx)
 
 

@@ -112,6 +112,21 @@ def test_build_or_index_into_an_empty_output_name_is_a_usage_error(tmp_path, mon
     assert sorted(path.name for path in tmp_path.iterdir()) == before
 
 
+@pytest.mark.parametrize("command", ["encode", "build", "index"])
+def test_dash_as_an_output_folder_is_refused_not_made(tmp_path, monkeypatch, command):
+    """`build c.jsonl -o -` made a folder named '-' (exit 0), where `-o -` is standard output for `search` and
+    refused by the other commands writing files."""
+    monkeypatch.chdir(tmp_path)
+    write_jsonl(tmp_path / "c.jsonl", [{"_id": "a", "text": "hello world"}])
+    (tmp_path / "shards").mkdir()
+    first = {"encode": ["encode", "c.jsonl"], "build": ["build", "c.jsonl"],
+             "index": ["index", "shards", "--corpus", "c.jsonl"]}[command]
+    result = CliRunner().invoke(main, [*first, "-o", "-"])
+    assert result.exit_code == 2 and "Invalid value for '--output' / '-o': '-' is not standard output here: this " \
+        "command writes a folder; give its name (./- for a folder named '-')" in result.output, result.output
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["c.jsonl", "shards"]
+
+
 FLAG_PAIRS = [
     (["build", "--index-type", "ivf-ondisk", "--ray", "--parallel-parts", "2"],
      "--parallel-parts sets worker processes on this machine; with --ray, parts are Ray tasks"),
