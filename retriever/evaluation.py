@@ -102,13 +102,6 @@ def judged_not_in_index(searcher: Searcher, qrels: Qrels) -> tuple[list[str], in
     return searcher.documents.lacking(judged), len(judged)
 
 
-def judged_missing_from(searcher: Searcher, qrels: Qrels) -> tuple[int, int]:
-    """(missing, judged): how many of the documents the qrels judge relevant the index lacks, of how many. All of
-    them missing means the index is of another collection."""
-    missing, judged = judged_not_in_index(searcher, qrels)
-    return len(missing), judged
-
-
 def corpus_difference(recorded: object, corpus: Path, progress: bool = False) -> str | None:
     """How ``corpus`` differs from the file an index manifest's corpus record names (``"N bytes, the index's M"``
     or ``"the same size, other content"``), or None: the same file, or nothing to compare (no record or SHA-256 in
@@ -198,19 +191,21 @@ def scorable_answers(queries: list[Query]) -> dict[str, list[str]]:
 
 
 def check_collection(searcher: Searcher, dataset: BeirDataset, split: str, qrels: Qrels,
-                     all_missed: str = "every metric is 0", one_missed: str = "not retrieved, so the metrics are "
-                     "lower than on an index of the whole corpus") -> None:
+                     all_missed: str = "every metric is 0", one_missed: str | None = "not retrieved, so the metrics "
+                     "are lower than on an index of the whole corpus", then: str = ": is this the index's collection?",
+                     index: str | Path | None = None) -> None:
     """Refuse a split none of whose relevant documents the index holds: it indexes another collection, and every
-    metric was printed as 0 with exit 0 (and a fusion 'tuned' on it was noise). When only some are missing (an index
-    of part of the corpus), say so on stderr: they count as not retrieved, and recall fell without a word. Evaluation
-    and fusion tuning ask it alike; ``all_missed`` says what the results would be, ``one_missed`` what a missing
-    document counts as."""
+    metric was printed as 0 with exit 0 (and a fusion 'tuned' on it was noise, negatives mined from it another
+    collection's passages). When only some are missing (an index of part of the corpus), say so on stderr: they count
+    as not retrieved, and recall fell without a word. Evaluation, fusion tuning and mining ask it alike;
+    ``all_missed`` says what the results would be and ``then`` what to do, ``one_missed`` what a missing document
+    counts as (None: nothing to say), ``index`` names the index folder in the refusal."""
     missing, judged = judged_not_in_index(searcher, qrels)
     if judged and len(missing) == judged:
-        raise RetrieverError(f"{none_of(judged, 'document')} {dataset_name(dataset)} split {split} judges relevant "
-                             f"{agree(judged, 'is not', 'is')} in the index, so {all_missed}: is this the index's "
-                             "collection?")
-    if missing:
+        raise RetrieverError(f"{'' if index is None else f'{index}: '}{none_of(judged, 'document')} "
+                             f"{dataset_name(dataset)} split {split} judges relevant {agree(judged, 'is not', 'is')} "
+                             f"in the index, so {all_missed}{then}")
+    if missing and one_missed is not None:
         print(f"warning: {len(missing)} of the {counted(judged, 'document')} {dataset_name(dataset)} split {split} "
               f"judges relevant {agree(len(missing), 'is', 'are')} not in the index (e.g. "
               f"{', '.join(map(repr, missing[:3]))}): {agree(len(missing), 'it counts', 'they count')} as "

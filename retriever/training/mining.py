@@ -17,13 +17,13 @@ from pathlib import Path
 
 from retriever.corpus import BeirDataset, check_output_outside_qrels
 from retriever.errors import RetrieverError, given_path
-from retriever.evaluation import (dataset_name, judged_missing_from, judged_split, search_batches, warn_of_left_out,
+from retriever.evaluation import (check_collection, dataset_name, judged_split, search_batches, warn_of_left_out,
                                   warn_of_other_corpus)
 from retriever.runs import Qrels, Run, ranked_hits
 from retriever.searching import Searcher
 from retriever.files import atomic_write_lines
 from retriever.texts import whole_number
-from retriever.wording import agree, counted, none_of
+from retriever.wording import counted
 
 
 @dataclass
@@ -65,17 +65,6 @@ def _copy_finder(searcher: Searcher, positives: set[str]) -> tuple[Callable[[str
             return True
         return False
     return is_copy, found
-
-
-def check_index_holds_judged(searcher: Searcher, index: str | Path, beir: BeirDataset, split: str,
-                             qrels: Qrels) -> None:
-    """Refuse an index holding none of the split's judged documents: it indexes another collection, so every hit
-    would be written as a negative that is no passage of the dataset (found only when `train` dropped them all)."""
-    missing, judged = judged_missing_from(searcher, qrels)
-    if missing == judged:
-        raise RetrieverError(f"{index}: {none_of(judged, 'judged document')} of {dataset_name(beir)} split {split} "
-                             f"{agree(judged, 'is not', 'is')} in the index, so its hits are another collection's "
-                             "passages; mine from an index built from the dataset's corpus")
 
 
 def _check_output_apart(output: Path, index: str | Path, dataset: str | Path) -> None:
@@ -154,7 +143,10 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
     searcher = Searcher(index, device=device, dtype=dtype, batch_size=batch_size, mode=mode,
                         fusion_overrides=fusion_overrides, model=model)
     warn_of_other_corpus(searcher, beir, progress, "negatives are mined with")
-    check_index_holds_judged(searcher, index, beir, split, judged)
+    # another collection's index: every hit would be written as a negative that is no passage of the dataset (found
+    # only when `train` dropped them all); a positive the index lacks costs mining nothing, so it goes unsaid
+    check_collection(searcher, beir, split, judged, "its hits are another collection's passages", None,
+                     "; mine from an index built from the dataset's corpus", index)
     if skip_top >= searcher.index.ntotal:  # under --depth, yet every hit is dropped: an empty file, exit 0
         raise RetrieverError(f"--skip-top {skip_top} drops all {searcher.index.ntotal} documents of the index; "
                              "lower --skip-top")

@@ -79,12 +79,13 @@ def test_mining_an_index_of_another_collection_is_refused(indexed_beir, tmp_path
     qrels = dataset / "qrels" / "train.tsv"
     qrels.write_text(qrels.read_text().replace("\td", "\tother-d"), encoding="utf-8")
     output = tmp_path / "negatives.jsonl"
-    with pytest.raises(RetrieverError, match=r"none of the 4 judged documents of tiny-beir split train is in the "
-                                             r"index, so its hits are another collection's passages"):
+    with pytest.raises(RetrieverError, match=r"index: none of the 4 documents tiny-beir split train judges "
+                                             r"relevant is in the index, so its hits are another collection's "
+                                             r"passages; mine from an index built from the dataset's corpus$"):
         mine_negatives(index, dataset, output, device="cpu", dtype="fp32", progress=False)
     (dataset / "qrels" / "one.tsv").write_text("query-id\tcorpus-id\tscore\nq1\tother-d1\t1\n", encoding="utf-8")
-    with pytest.raises(RetrieverError, match=r": the 1 judged document of tiny-beir split one is not in the index, "
-                                             r"so"):  # it said "none of the 1 judged documents ... is in the index"
+    with pytest.raises(RetrieverError, match=r": the 1 document tiny-beir split one judges relevant is not in the "
+                                             r"index, so"):  # it said "none of the 1 judged documents ... is in the index"
         mine_negatives(index, dataset, output, split="one", device="cpu", dtype="fp32", progress=False)
     assert not output.exists()
 
