@@ -32,9 +32,17 @@ class QueryTokenizer:
         self._prepare, self._split = recorded_splitting(tokenizer_record() if recorded is None else recorded)
 
     def __call__(self, text: str) -> list[str]:
-        words = [w for w in self._split(self._prepare(text).lower()) if w not in self._stopwords]
+        words = self._words(text)
         # a word stemmed to nothing is no term, as in documents: "" is the token of passages without words
         return [term for term in map(self._stem, words) if term] if self._stem else words
+
+    def stemmed_to_nothing(self, text: str) -> list[str]:
+        """The words of ``text`` that its stemmer leaves nothing of (Nepali का), so are no terms: a no-hits note
+        names them."""
+        return [word for word in self._words(text) if not self._stem(word)] if self._stem else []
+
+    def _words(self, text: str) -> list[str]:
+        return [w for w in self._split(self._prepare(text).lower()) if w not in self._stopwords]
 
 
 class LexicalIndex:

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from retriever.wording import agree
+
 NO_WORD = "holds no word the model knows"
 
 
@@ -44,8 +46,18 @@ def no_hits_reason(searcher, queries: Sequence[str], mode: str) -> list[str | No
     method = (getattr(searcher.lexical, "record", None) or {}).get("method") if searcher.lexical else None
     zero = f"; with this index's BM25 method {method}, {_WEIGH_ZERO[method]} weighs 0" if method in _WEIGH_ZERO else ""
     return [f"no hits: {hybrid if dropped else ''}BM25 returns only passages that share a term with the query "
-            f"(stopwords and words under two characters are not terms{zero})" if mode == "bm25" or dropped else None
-            for dropped in map(bool, unknown)]
+            f"({_not_terms(searcher.lexical, query)}{zero})" if mode == "bm25" or dropped else None
+            for query, dropped in zip(queries, map(bool, unknown))]
+
+
+def _not_terms(lexical, query: str) -> str:
+    """What of a query is no term: stopwords, short words, and the words of it its stemmer leaves nothing of."""
+    said = "stopwords and words under two characters are not terms"
+    emptied = list(dict.fromkeys(lexical.tokenize.stemmed_to_nothing(query)))
+    if not emptied:
+        return said
+    return (f"{said}, nor {agree(len(emptied), 'is', 'are')} {', '.join(map(repr, emptied))}, which the "
+            f"{lexical.record.get('stemmer')} stemmer leaves nothing of")
 
 
 # The methods whose IDF is 0 for common terms (bm25s clamps robertson's negative IDF to 0): a passage sharing only
