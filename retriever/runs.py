@@ -55,7 +55,8 @@ def ranked_hits(hits: Mapping[str, float] | Sequence[tuple[str, float]], qid: ob
         pairs = list(hits.items() if isinstance(hits, Mapping) else hits)  # a number: "'int' object is not iterable"
         if not isinstance(hits, Mapping) and any(isinstance(pair, (str, bytes)) for pair in pairs):
             raise TypeError  # ids alone: "d1" was unpacked as document 'd' with the score '1'
-        ids, raw = [str(d) for d, _ in pairs], [s for _, s in pairs]
+        ids = [d if type(d) is str else id_text(d, "document id", qid) for d, _ in pairs]
+        raw = [s for _, s in pairs]
     except (TypeError, ValueError):
         alone = "ids alone" if pairs or isinstance(hits, (str, bytes)) else f"{type(hits).__name__} {hits!r:.40}"
         given = f"must be a mapping of document id to score, or (id, score) pairs, not {alone}"
@@ -69,6 +70,24 @@ def ranked_hits(hits: Mapping[str, float] | Sequence[tuple[str, float]], qid: ob
         raise RetrieverError(f"document {repeated!r} is given twice for query {qid!r} (as the same text); a run "
                              "holds one score per (query, document)")
     return [(ids[i], scores[i]) for i in rank_order(ids, scores)]
+
+
+def id_text(value: object, what: str, qid: object = None) -> str:
+    """An id as the text a run file holds: a string, an integer (numpy's too), or bytes of UTF-8. None, a float (a
+    pandas column of ints holding a NaN gives 3.0) or a bool was written as 'None', '3.0', 'True', and bytes as
+    "b'd1'": ids no qrels hold, scored 0 without a word."""
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return str(int(value))
+    of = "" if what == "query id" else f" of query {qid!r}"
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise RetrieverError(f"{what} {value!r}{of} is bytes that are not UTF-8; give ids as text") from None
+    raise RetrieverError(f"{what} {value!r}{of} is {type(value).__name__}, not a string or an integer; give ids as "
+                         "text (a float's '3.0' never matches the '3' qrels hold)")
 
 
 def _scores(raw: list[object], ids: list[str], qid: object) -> list[float]:
@@ -116,7 +135,7 @@ def trec_lines(run_or_ranked: RunLike, tag: str = "retriever") -> Iterator[str]:
 def _checked_queries(run_or_ranked: RunLike) -> Iterator[tuple[str, list[tuple[str, float]]]]:
     """Each query id as text with its hits ranked, the ids checked as one token a run file can hold."""
     for qid, hits in by_query(run_or_ranked, "a run").items():
-        qid = str(qid)
+        qid = id_text(qid, "query id")
         _check_ids([qid], "query id", qid)
         ranked = ranked_hits(hits, qid)
         _check_ids([docid for docid, _ in ranked], "document id", qid)

@@ -497,3 +497,22 @@ def test_a_run_and_qrels_given_each_other_say_they_may_be_swapped(tmp_path):
         message = str(caught.value)
         assert message.startswith(f"{path}{found}") and message.endswith(
             "; if the run and qrels files are swapped (--run, --qrels), give each the other"), message
+
+
+def test_a_run_of_ids_a_run_file_cannot_hold_as_given_is_refused_and_bytes_are_decoded(tmp_path):
+    """write_run wrote a None document id as 'None', bytes as "b'd1'" and a float query id (pandas' int column
+    holding a NaN) as '3.0': ids no qrels hold, written without a word; ids of numpy integers and strings are text."""
+    import numpy as np
+
+    path = tmp_path / "r.trec"
+    write_run({np.int64(3): {b"d1": 1.0, np.str_("d2"): 0.5, np.int32(7): 0.25}}, path)
+    assert read_run(path) == {"3": {"d1": 1.0, "d2": 0.5, "7": 0.25}}
+    for run, problem in [({"q1": {None: 1.0}}, "document id None of query 'q1' is NoneType"),
+                         ({3.0: {"d1": 1.0}}, "query id 3.0 is float"),
+                         ({"q1": {1.5: 1.0}}, "document id 1.5 of query 'q1' is float"),
+                         ({"q1": {True: 1.0}}, "document id True of query 'q1' is bool"),
+                         ({"q1": {b"\xff": 1.0}}, "document id b'\\\\xff' of query 'q1' is bytes that are not UTF-8")]:
+        for fmt in ("trec", "jsonl"):
+            with pytest.raises(RetrieverError, match=f"^{problem}"):
+                write_run(run, tmp_path / "bad", fmt=fmt)
+    assert not (tmp_path / "bad").exists()
