@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from retriever.errors import RetrieverError
-from retriever.folders import exclusive_build, held_lock, publish_model_folder
+from retriever.folders import exclusive_build, held_lock, named_output, publish_model_folder
 
 
 def _model(folder, weights: str) -> None:
@@ -176,3 +176,14 @@ def test_an_output_folder_under_a_link_that_loops_or_leads_nowhere_is_one_line(t
     said = str(raised.value)
     assert ("leads back to itself" if link == "loop" else "is a symbolic link to") in said, said
     assert said.endswith("; choose another --output") and not (tmp_path / "missing").exists()
+
+
+@pytest.mark.parametrize("name", ["a\nb", "x\x1b[2Jy", "tab\tname", "c1\x85z", "del\x7f"])
+def test_an_output_name_holding_a_control_character_is_refused_in_one_line(tmp_path, name):
+    """`build c.jsonl -o $'a\\nb'` built, and its summary line `built a<newline>b: …` (and any error naming the
+    folder) broke in two; an ESC sequence in the name was obeyed by the terminal."""
+    with pytest.raises(RetrieverError, match="holds a control character") as refused:
+        named_output(tmp_path / name)
+    assert not any(ord(character) < 32 or 127 <= ord(character) < 160 for character in str(refused.value))
+    assert list(tmp_path.iterdir()) == []
+    named_output(tmp_path / "caf\u00e9 b")
