@@ -123,6 +123,10 @@ def json_mapping(path: Path, lines: Iterable[tuple[int, str]], hint: str) -> dic
     except RepeatedKeyError as error:
         raise InputFileError(path, None, str(error), "give each key once") from None
     except json.JSONDecodeError as error:
+        if error.msg == "Extra data" and error.doc[error.pos] == "{":  # {…}{…}: not one mapping for the file
+            raise InputFileError(path, error.lineno, "a second JSON object starts here: the file holds several JSON "
+                                 "objects over several lines (pretty-printed JSONL, as jq writes without -c)",
+                                 "write one per line (jq -c . FILE)") from None
         raise InputFileError(path, error.lineno, f"invalid JSON ({error.msg})", hint) from None
     except (RecursionError, ValueError) as error:  # a traceback otherwise, as in ``json_line``
         raise InputFileError(path, None, json_limit_problem(error), _LIMIT_HINT) from None

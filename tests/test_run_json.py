@@ -139,3 +139,21 @@ def test_a_run_saved_as_one_json_array_is_named_with_how_to_write_it_as_jsonl(tm
                                text=True, check=True).stdout
     path.write_text(converted, encoding="utf-8")
     assert read_run(path) == {"q1": {"d1": 1.5}}
+
+
+@pytest.mark.parametrize("text", ['{\n  "qid": "q1",\n  "hits": [{"id": "d1", "score": 1}]\n}\n{\n  "qid": "q2",\n'
+                                  '  "hits": []\n}\n', '{\n  "q1": {"d1": 1}\n}\n{\n  "q2": {"d1": 2}\n}\n'])
+def test_pretty_printed_jsonl_runs_and_qrels_are_named_with_how_to_write_them_one_a_line(tmp_path, text):
+    """`jq . run.jsonl > run.json` (objects indented one after another) was "invalid JSON (Extra data)" with the
+    hint of one mapping for the file, which it was not."""
+    from retriever.qrels import read_qrels
+
+    path = tmp_path / "r.json"
+    path.write_text(text, encoding="utf-8")
+    for reader in (read_run, read_qrels):
+        with pytest.raises(InputFileError) as caught:
+            reader(path)
+        assert str(caught.value).startswith(
+            f"{path}:{text[:text.index(chr(10) + '{')].count(chr(10)) + 2}: a second JSON object starts here: the file holds "
+            "several JSON objects over several lines (pretty-printed JSONL, as jq writes without -c); write one per "
+            "line (jq -c . FILE)"), str(caught.value)
