@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import faiss
+import numpy as np
 import pyarrow.parquet as pq
 
 from retriever.docstore import ID_ORDER_FILE, MAPPED_DOCSTORE_FILE, MappedDocuments, ParquetDocuments
@@ -120,3 +121,14 @@ def check_list_directory(index_dir: Path, manifest: dict) -> None:
     if recorded and file_sha256(path) != recorded:
         raise damaged(path, f"its SHA-256 differs from the one the manifest records (another build's {INDEX_FILE}, "
                             f"or damaged), so it would read {IVFDATA_FILE}'s lists at the wrong places", manifest)
+
+
+def check_labels(labels: np.ndarray, index: faiss.Index, index_dir: Path, manifest: dict) -> None:
+    """A healthy index returns each document row at most once per query, and only rows that exist: damage of the
+    right size (not caught on open) shows in a search's ``labels`` instead of as an IndexError or the same hit k
+    times."""
+    found = np.sort(np.where(labels >= 0, labels, -1 - np.arange(labels.shape[1])), axis=1)
+    if labels.size and (labels.max() >= index.ntotal or labels.min() < -1 or (found[:, 1:] == found[:, :-1]).any()):
+        data = IVFDATA_FILE if manifest["index"]["type"] == ONDISK_TYPE else INDEX_FILE
+        raise damaged(index_dir / data, "it returned document rows that do not exist, or one row twice for a query "
+                                        "(`retriever info --verify` checks every file)", manifest)

@@ -53,6 +53,13 @@ def bounded(value: int, most: int, name: str) -> int:
     return int(min(value, max(int(most), 1)))
 
 
+def check_call_settings(nprobe: int | None, ef_search: int | None) -> None:
+    """Refuse per-call settings below 1: FAISS's search parameters read 0 as the index's own value, silently."""
+    for name, value in (("nprobe", nprobe), ("ef_search", ef_search)):
+        if value is not None:
+            bounded(value, 1, name)
+
+
 def apply_search_params(index: faiss.Index, nprobe: int | None = None, ef_search: int | None = None) -> None:
     """Set nprobe / efSearch on whichever part of the index has them."""
     if nprobe is not None:

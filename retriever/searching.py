@@ -14,13 +14,10 @@ import numpy as np
 from retriever.choices import DEFAULT_K
 from retriever.encoder import check_requested_encoder, recorded_encoder
 from retriever.errors import NotForThisIndex, RetrieverError, check_kind, given_path
-from retriever.index_folder import INDEX_FILE
-from retriever.index_opening import check_default_mode, checked_manifest, open_index, opened_whole
-from retriever.integrity import damaged
-from retriever.ondisk import IVFDATA_FILE, ONDISK_TYPE
+from retriever.index_opening import check_default_mode, check_labels, checked_manifest, open_index, opened_whole
 from retriever.fusion import FUSION_SETTINGS, MODES, check_mode, fuse, recorded_fusion
 from retriever.lexical_part import missing_lexical_message, open_lexical
-from retriever.search_settings import bounded, check_settings_apply, search_with
+from retriever.search_settings import bounded, check_call_settings, check_settings_apply, search_with
 from retriever.runs import Run, rank_order
 from retriever.shared_encoders import SharedEncoders
 from retriever.hits import Hit
@@ -120,7 +117,7 @@ class Searcher:
                 raise NotForThisIndex(f"{flag} sets how the dense index is searched, and mode bm25 searches the BM25 "
                                      f"part alone; drop {flag}, or search in dense or hybrid mode")
         check_settings_apply(self.index, nprobe, ef_search)
-        _check_settings(nprobe, ef_search)
+        check_call_settings(nprobe, ef_search)
         if vectors is not None and len(vectors) != len(texts):
             raise RetrieverError(f"{len(vectors)} query vectors for {len(texts)} queries")
         cut_at: list = []
@@ -187,7 +184,7 @@ class Searcher:
                        ef_search: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (scores, FAISS labels) of query vectors, in FAISS's order; a setting of None is the index's default."""
         k, vectors = check_k(k), np.ascontiguousarray(vectors, dtype=np.float32)
-        _check_settings(nprobe, ef_search)
+        check_call_settings(nprobe, ef_search)
         if vectors.ndim != 2 or vectors.shape[1] != self.index.d:
             raise RetrieverError(f"query vectors must be rows of {self.index.d} numbers (the index's dimension), "
                                  f"not an array of shape {vectors.shape}")
@@ -196,19 +193,8 @@ class Searcher:
         scores, labels = search_with(self.index, vectors, min(k, self.index.ntotal),
                                      self.default_nprobe if nprobe is None else nprobe,
                                      self.default_ef_search if ef_search is None else ef_search)
-        self._check_labels(labels)
+        check_labels(labels, self.index, self.index_dir, self.manifest)
         return scores, labels
-
-    def _check_labels(self, labels: np.ndarray) -> None:
-        """A healthy index returns each document row at most once per query, and only rows that exist: damage of
-        the right size (not caught on open) shows here instead of as an IndexError or the same hit k times."""
-        found = np.sort(np.where(labels >= 0, labels, -1 - np.arange(labels.shape[1])), axis=1)
-        if labels.size and (labels.max() >= self.index.ntotal or labels.min() < -1
-                            or (found[:, 1:] == found[:, :-1]).any()):
-            data = IVFDATA_FILE if self.manifest["index"]["type"] == ONDISK_TYPE else INDEX_FILE
-            raise damaged(self.index_dir / data, "it returned document rows that do not exist, or one row twice "
-                                                 "for a query (`retriever info --verify` checks every file)",
-                          self.manifest)
 
     def search(self, queries: Sequence[str], k: int = DEFAULT_K, nprobe: int | None = None,
                ef_search: int | None = None, mode: str | None = None) -> list[list[Hit]]:
@@ -283,10 +269,3 @@ class Searcher:
         if record is None:
             raise KeyError(doc_id)
         return passage_text(record["title"], record["text"] or "")
-
-
-def _check_settings(nprobe: int | None, ef_search: int | None) -> None:
-    """Refuse per-call settings below 1: FAISS's search parameters read 0 as the index's own value, silently."""
-    for name, value in (("nprobe", nprobe), ("ef_search", ef_search)):
-        if value is not None:
-            bounded(value, 1, name)
