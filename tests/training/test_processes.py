@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 import torch
@@ -132,9 +133,9 @@ def test_a_peer_gone_before_the_group_starts_fails_the_join_in_one_line():
     del store
     stderr = joining.communicate(timeout=60)[1]
     assert joining.returncode != 0
-    last = stderr.strip().splitlines()[-1]
-    assert last.endswith("PeerDied: another training process died (Failed to recv, got 0 bytes); rerun the same "
-                         "command to resume from the last checkpoint"), stderr[-2000:]
+    last = stderr.strip().splitlines()[-1]  # gloo's words for the lost store vary with timing (seen under load)
+    assert re.search(r"PeerDied: another training process died \((Failed to recv, got 0 bytes|Broken pipe)\); rerun the "
+                     r"same command to resume from the last checkpoint$", last), stderr[-2000:]
 
 
 RESTARTED_SCRIPT = """
