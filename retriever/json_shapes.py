@@ -89,3 +89,16 @@ def judgments_kind(record: dict) -> str | None:
     if record and all(map(_scores, record.values())):
         return "JSON qrels or a run ({query id: {document id: grade or score}})"
     return None
+
+
+TEXT_KEYS = ("text", "title", "contents", "body", "query", "question", "passage")  # what a record's text is under
+
+
+def record_error(path: Path, record: object, what: str) -> InputFileError | None:
+    """A corpus or queries record (a text under one of ``TEXT_KEYS``) as the first line of a run or qrels file, named:
+    queries.jsonl given as --qrels was told "the judgments of query '_id' are a string". ``what``: what was read."""
+    if (not isinstance(record, dict) or {"hits", "relevance", "score"} & set(record)
+            or not any(isinstance(record.get(key), str) for key in TEXT_KEYS)):
+        return None
+    return InputFileError(path, None, f"its first line is a corpus or queries record, not {what}", "a queries file "
+                          "goes to search --queries, a corpus to encode or build")

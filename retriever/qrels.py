@@ -12,7 +12,7 @@ from pathlib import Path
 
 from retriever.errors import InputFileError, RetrieverError, given_path
 from retriever.files import carriage_return_error, check_is_file, decoded_lines
-from retriever.json_shapes import json_array_error, json_kind
+from retriever.json_shapes import TEXT_KEYS, json_array_error, json_kind, record_error
 from retriever.run_json import FLAT_KEYS, SWAPPED_HINT, flat_keys, json_id, json_line, json_mappings
 from retriever.texts import columns, id_problem
 from retriever.trec_numbers import GRADE_RANGE, checked_grade, parse_relevance
@@ -153,6 +153,9 @@ def _json_qrels(path: Path, lines: Iterable[tuple[int, str]]) -> Qrels:
     if isinstance(record, dict) and ("hits" in record or flat_keys(record) is not None):  # its keys read as query ids
         raise InputFileError(path, first[0], "the line is a run's (a query's hits, or a hit with its score), not "
                              "judgments", SWAPPED_HINT)
+    found = record_error(path, record, "judgments (qrels)")
+    if found is not None:  # "the judgments of query '_id' are a string"
+        raise found
     keys = _flat_keys(record)
     lines = itertools.chain([first], lines)
     qrels = _mapped_qrels(path, lines) if keys is None else _flat_qrels(path, lines, keys)
@@ -175,9 +178,9 @@ def _mapped_qrels(path: Path, lines: Iterable[tuple[int, str]]) -> Qrels:
 
 
 def _first_record(first_line: str) -> object:
-    """The first line of JSON qrels as JSON when it may be one record (a judgment, or a run's line given as qrels),
-    else None: a mapping on one line, the whole file, is parsed once, by its reader."""
-    if not any(key in first_line for key in ('"relevance"', '"score"', '"hits"')):
+    """The first line of JSON qrels as JSON when it may be one record (a judgment, or a run's line or a corpus record
+    given as qrels), else None: a mapping on one line, the whole file, is parsed once, by its reader."""
+    if not any(f'"{key}"' in first_line for key in ("relevance", "score", "hits", *TEXT_KEYS)):
         return None
     try:
         return json.loads(first_line)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from retriever.errors import InputFileError
 from retriever.files import RepeatedKeyError, json_limit_problem, unique_keys
-from retriever.json_shapes import json_array_error, json_kind
+from retriever.json_shapes import json_array_error, json_kind, record_error
 from retriever.texts import id_problem
 
 SWAPPED_HINT = "if the run and qrels files are swapped (--run, --qrels), give each the other"
@@ -227,6 +227,9 @@ def read_json_run(path: Path, first_line: str, lines: Iterable[tuple[int, str]])
     if isinstance(record, dict) and "relevance" in record and "score" not in record:  # "missing 'qid' or 'hits'"
         raise InputFileError(path, None, "its first line is a judgment ({query, document, relevance}), not a run's "
                              "hits", SWAPPED_HINT)
+    found = record_error(path, record, "a run")
+    if found is not None:  # "missing 'qid' or 'hits' list"
+        raise found
     keys = flat_keys(record)
     if keys is not None:
         return flat_run_lines(path, lines, keys)

@@ -157,3 +157,20 @@ def test_pretty_printed_jsonl_runs_and_qrels_are_named_with_how_to_write_them_on
             f"{path}:{text[:text.index(chr(10) + '{')].count(chr(10)) + 2}: a second JSON object starts here: the file holds "
             "several JSON objects over several lines (pretty-printed JSONL, as jq writes without -c); write one per "
             "line (jq -c . FILE)"), str(caught.value)
+
+
+@pytest.mark.parametrize("line", ['{"_id": "q1", "text": "what is honey"}', '{"_id": "d1", "title": "Bees", "text": "x"}',
+                                  '{"id": "d1", "contents": "x"}'])
+def test_a_corpus_or_queries_file_given_as_a_run_or_qrels_is_named_so(tmp_path, line):
+    """queries.jsonl given as --qrels was told "the judgments of query '_id' are a string", and as --run "missing
+    'qid' or 'hits' list": neither said the file holds queries or passages."""
+    from retriever.qrels import read_qrels
+
+    path = tmp_path / "queries.jsonl"
+    path.write_text(line + "\n", encoding="utf-8")
+    for reader, what in ((read_run, "a run"), (read_qrels, "judgments (qrels)")):
+        with pytest.raises(InputFileError) as caught:
+            reader(path)
+        assert str(caught.value).startswith(f"{path}: its first line is a corpus or queries record, not {what}; a "
+                                            "queries file goes to search --queries, a corpus to encode or build"), \
+            str(caught.value)
