@@ -120,7 +120,8 @@ class StackConfig:
         if prior.finished is not None:
             prior = prior._replace(finished=finished_result(prior.finished, result_type, output))
             check_finished_model(output)
-            log(f"{output}: this run already finished ({counted(prior.finished.steps, 'step')}); nothing to do")
+            log(f"{output}: this run already finished ({counted(prior.finished.steps, 'step')}); nothing to do (to "
+                f"train it again, delete {output / 'checkpoints' / 'finished.json'} or give another --output)")
         return config, prior
 
     def data_files(self) -> dict[str, Path | None]:

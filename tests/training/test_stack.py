@@ -40,12 +40,16 @@ def test_a_one_step_run_that_warm_up_holds_at_learning_rate_0_is_warned_about(tm
 
 
 def test_rerunning_a_finished_one_step_run_says_one_step(tmp_path, small_bert, train_beir, capsys):
-    """It said "this run already finished (1 steps); nothing to do"."""
+    """It said "this run already finished (1 steps); nothing to do", and not how to train it again (README neither)."""
     settings = one_step(tmp_path / "m", train_beir, small_bert, warmup_ratio=0.0)
     train(settings)
     capsys.readouterr()
     assert train(settings).steps == 1
-    assert f"{tmp_path / 'm'}: this run already finished (1 step); nothing to do" in capsys.readouterr().err
+    finished = tmp_path / "m" / "checkpoints" / "finished.json"
+    assert (f"{tmp_path / 'm'}: this run already finished (1 step); nothing to do (to train it again, delete "
+            f"{finished} or give another --output)") in capsys.readouterr().err
+    finished.unlink()
+    assert train(settings).steps == 1 and finished.is_file()  # trained again, as the line says
 
 
 @pytest.mark.parametrize("setting", ["max_steps", "epochs", "batch_size", "train_group_size",
