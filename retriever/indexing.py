@@ -2,7 +2,8 @@
 
 The folder is assembled under a hidden temporary name and renamed into place at the end, so
 an interrupted build leaves nothing that looks like an index. Which index to build is
-``faiss_index``'s policy, the folder's files ``index_folder``'s, the tuning ``tuning``'s.
+``faiss_index``'s policy, the folder's files ``index_folder``'s, the tuning ``tuning``'s, the
+encoding of the corpus first (``encode_and_index``) ``index_encoding``'s.
 """
 from __future__ import annotations
 
@@ -16,25 +17,21 @@ import faiss
 import numpy as np
 from tqdm import tqdm
 
-from retriever.corpus import (Document, Fields, ReadStats, check_rereadable, count_records, iter_documents,
-                              resolve_corpus_path)
-from retriever.corpus_encoding import PartRunner, encode_corpus
+from retriever.corpus import Document, Fields, ReadStats, check_rereadable, iter_documents, resolve_corpus_path
 from retriever.docstore import MAPPED_DOCSTORE_FILE, write_parquet_docstore
-from retriever.encode_result import describe
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError, check_kind, full_disk_named
-from retriever.build_output import (check_output, move_into_place, refuse_index_beside, refuse_inputs_inside,
-                                    shards_folder, shards_to_index)
+from retriever.build_output import check_output, move_into_place, refuse_inputs_inside, shards_to_index
 from retriever.faiss_index import (INDEX_TYPES, IndexParams, factory_string, hnsw_record, new_index, search_defaults,
                                    train, with_search_defaults)
 from retriever.index_checks import check_buildable, check_trainable
+from retriever.index_encoding import check_tuning_queries, encode_for_index
 from retriever.folders import exclusive_build, fresh_building_folder, named_output
 from retriever.index_folder import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, IdMapWriter,
                                     check_document_count, corpus_record, read_manifest, replace_manifest,
                                     write_manifest)
 from retriever.lexical import LEXICAL_DIR, LexicalParams, build_lexical
 from retriever.ondisk import ONDISK_TYPE, PartPlan, build_ondisk
-from retriever.other_shards import clear_other_encoder
 from retriever.partwork import clear_finished, mark_finished, parts_folder
 from retriever.recorded_paths import locate, rebase_model_record
 from retriever.shard_origin import READING, ShardContentCheck, check_reading, reading_record
@@ -69,7 +66,7 @@ def _build_index(shards_dir: Path, corpus: str | Path, output: Path, params: Ind
                  overwrite: bool, progress: bool, tuning_queries: np.ndarray | None, lexical: LexicalParams | None,
                  built_by: str) -> dict:
     started = time.perf_counter()
-    _check_tuning_queries(tuning_queries is not None, params)
+    check_tuning_queries(tuning_queries is not None, params)
     ondisk = params.index_type == ONDISK_TYPE
     shards_dir, output = Path(shards_dir), check_output(Path(output), overwrite, ondisk)
     if lexical is not None:
@@ -194,11 +191,6 @@ def _add(index: faiss.Index, vectors: np.ndarray, spec: str) -> None:
                              "use flat, hnsw, ivfpq or another FAISS factory string") from None
 
 
-def _check_tuning_queries(given: bool, params: IndexParams) -> None:
-    if given and params.target_recall is None:
-        raise RetrieverError("tuning queries were given without a target recall; add --target-recall")
-
-
 def tuning_vectors(queries, dim: int) -> np.ndarray | None:
     """The library's ``tuning_queries`` as float32 rows of the index's width, refused in one line before the corpus
     pass otherwise: the wrong width was a bare AssertionError from FAISS after the doc store was written, an empty
@@ -219,57 +211,6 @@ def tuning_vectors(queries, dim: int) -> np.ndarray | None:
     if len(bad):
         raise RetrieverError(f"tuning_queries: row {bad[0] + 1} holds NaN or an infinity; give finite query vectors")
     return np.ascontiguousarray(vectors)
-
-
-def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | PartRunner,
-                     params: IndexParams = IndexParams(), fmt: str = "auto", fields: Fields = Fields(),
-                     shard_size: int = 10_000, overwrite: bool = False, progress: bool = True,
-                     tuning_query_texts: list[str] | None = None) -> tuple[Path, np.ndarray | None]:
-    """The encoding half of ``encode_and_index``: shards in OUTPUT.shards and the tuning queries' vectors.
-
-    Split out so a caller can let the encoder go (e.g. Ray actors holding GPUs) before the index is built.
-    """
-    check_rereadable(corpus)
-    _check_tuning_queries(tuning_query_texts is not None, params)
-    with exclusive_build(named_output(Path(output))):
-        output = check_output(Path(output), overwrite, params.index_type == ONDISK_TYPE)
-        refuse_index_beside(output, shards_folder(output), "shards")
-        metadata = encoder.metadata()
-        refuse_inputs_inside(output, {"the corpus": corpus, "the model": metadata.get("model_path")})
-        dim = int(metadata["dim"])
-        check_buildable(params, dim)
-        _check_countable(corpus, fmt, params, dim, holds_out=tuning_query_texts is None)
-        return _encode_shards(corpus, output, encoder, fmt, fields, shard_size, overwrite, progress,
-                              tuning_query_texts)
-
-
-def _check_countable(corpus: str | Path, fmt: str, params: IndexParams, dim: int, holds_out: bool) -> None:
-    """``check_trainable`` and (tuning on held-out own vectors) ``check_held_out`` on the corpus's document count,
-    before encoding it."""
-    trains = params.index_type not in ("flat", "hnsw") and not (  # a factory string may have nothing to train
-        params.index_type not in INDEX_TYPES and new_index(params.index_type, dim, params).is_trained)
-    holds_out = holds_out and params.target_recall is not None
-    count = count_records(resolve_corpus_path(corpus), fmt) if trains or holds_out else None
-    if count is None:  # nothing to check, or a stream: the training or the tuning refuses it, later
-        return
-    if trains:
-        check_trainable(params, dim, count)
-    if holds_out:
-        check_held_out(count, params)
-
-
-def _encode_shards(corpus: str | Path, output: Path, encoder: Encoder | PartRunner, fmt: str, fields: Fields,
-                   shard_size: int, overwrite: bool, progress: bool,
-                   tuning_query_texts: list[str] | None) -> tuple[Path, np.ndarray | None]:
-    shards = shards_folder(output)
-    reading = {READING: reading_record(resolve_corpus_path(corpus), fmt, fields)}
-    if overwrite and clear_other_encoder(shards, {**encoder.metadata(), **reading}):
-        print(f"deleted {shards}: another encoder, split or reading flags made those shards", file=sys.stderr)
-    result = encode_corpus(corpus, shards, encoder, fmt, fields, shard_size, progress=progress)
-    if progress:
-        print(describe(result), file=sys.stderr)
-    tuning_queries = None if tuning_query_texts is None else encoder.encode_queries(tuning_query_texts)
-    return shards, tuning_queries
 
 
 def encode_and_index(corpus: str | Path, output: str | Path, encoder: Encoder, params: IndexParams = IndexParams(),
