@@ -10,7 +10,7 @@ import numpy as np
 
 from retriever.build_output import check_output, refuse_index_beside, refuse_inputs_inside, shards_folder
 from retriever.choices import INDEX_TYPES, ONDISK_TYPE
-from retriever.corpus import Fields, check_rereadable, count_records, resolve_corpus_path
+from retriever.corpus import Fields, check_first_record, check_rereadable, count_records, resolve_corpus_path
 from retriever.corpus_encoding import PartRunner, encode_corpus
 from retriever.encode_result import describe
 from retriever.encoder import Encoder
@@ -46,19 +46,24 @@ def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | 
         refuse_inputs_inside(output, {"the corpus": corpus, "the model": metadata.get("model_path")})
         dim = int(metadata["dim"])
         check_buildable(params, dim)
-        _check_countable(corpus, fmt, params, dim, holds_out=tuning_query_texts is None)
+        _check_countable(corpus, fmt, fields, params, dim, holds_out=tuning_query_texts is None)
         return _encode_shards(corpus, output, encoder, fmt, fields, shard_size, overwrite, progress,
                               tuning_query_texts)
 
 
-def _check_countable(corpus: str | Path, fmt: str, params: IndexParams, dim: int, holds_out: bool) -> None:
+def _check_countable(corpus: str | Path, fmt: str, fields: Fields, params: IndexParams, dim: int,
+                     holds_out: bool) -> None:
     """``check_trainable`` and (tuning on held-out own vectors) ``check_held_out`` on the corpus's document count,
-    before encoding it."""
+    before encoding it; its first record is read first, since a file the reader refuses (one JSON array) is
+    miscounted (as one record: 'the corpus has 1 document … use fewer lists')."""
     trains = params.index_type not in ("flat", "hnsw") and not (  # a factory string may have nothing to train
         params.index_type not in INDEX_TYPES and new_index(params.index_type, dim, params).is_trained)
     holds_out = holds_out and params.target_recall is not None
-    count = count_records(resolve_corpus_path(corpus), fmt) if trains or holds_out else None
-    if count is None:  # nothing to check, or a stream: the training or the tuning refuses it, later
+    if not (trains or holds_out):
+        return
+    check_first_record(corpus, fmt, fields)
+    count = count_records(resolve_corpus_path(corpus), fmt)
+    if count is None:  # a stream: the training or the tuning refuses it, later
         return
     if trains:
         check_trainable(params, dim, count)
