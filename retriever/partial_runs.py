@@ -41,9 +41,10 @@ def search_fingerprint(searcher: Searcher, ids: list[str], texts: list[str], k: 
     the index (its manifest), the queries, k, mode, fusion, search settings, device and dtype, how many queries
     a batch takes, the format and tag."""
     depth = searcher.fusion_depth(k) if searcher.mode == "hybrid" else k
+    encoder = searcher.encoder if searcher.mode != "bm25" else None  # a BM25 run's bytes depend on no model
     inputs = {"manifest": hashlib.sha256(manifest_bytes(searcher.index_dir) or b"").hexdigest(),
               "queries": queries_sha256(ids, texts), "k": k, "mode": searcher.mode, "fusion": asdict(searcher.fusion),
-              "settings": settings, "device": str(searcher.encoder.device), "dtype": searcher.encoder.dtype,
+              "settings": settings, "device": encoder and str(encoder.device), "dtype": encoder and encoder.dtype,
               "per_batch": searcher.queries_per_batch(depth), "format": fmt, "tag": tag,
               "version": retriever.__version__}
     return hashlib.sha256(json.dumps(inputs, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()

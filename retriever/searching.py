@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from retriever.choices import DEFAULT_K
-from retriever.encoder import check_requested_encoder, recorded_encoder
+from retriever.encoder import Encoder, check_requested_encoder, recorded_encoder
 from retriever.errors import NotForThisIndex, RetrieverError, check_kind, given_path
+from retriever.first_use import OnFirstUse
 from retriever.index_opening import check_default_mode, check_labels, checked_manifest, open_index, opened_whole
 from retriever.fusion import FUSION_SETTINGS, MODES, check_mode, fuse, recorded_fusion
 from retriever.lexical_part import missing_lexical_message, open_lexical
@@ -71,8 +72,10 @@ class Searcher:
         self.manifest = checked_manifest(self.index_dir)
         check_default_mode(self.index_dir, self.manifest, mode, fusion_overrides)
         check_requested_encoder(self.manifest, **requested_settings)
-        self.encoder = recorded_encoder(self.manifest["encoder"], "the index was built", self.index_dir, device,
-                                        dtype, batch_size, model, encoders)
+        self._encoder = OnFirstUse(lambda: recorded_encoder(self.manifest["encoder"], "the index was built",
+                                                            self.index_dir, device, dtype, batch_size, model, encoders))
+        if mode != "bm25":  # its searches need the model: a missing or changed one is refused now, not at a search
+            self._encoder.get()
         self.index, self.documents = open_index(self.index_dir, self.manifest)
         defaults = self.manifest["index"].get("search_defaults") or {}  # null is allowed: no defaults
         self.default_nprobe = defaults.get("nprobe")
@@ -83,6 +86,21 @@ class Searcher:
             self.lexical, self.lexical_problem = None, error
         self.fusion, self.fusion_problem = recorded_fusion(self.index_dir, self.manifest, fusion_overrides)
         self.mode = self.check_mode(mode)
+
+    @property
+    def encoder(self) -> Encoder:
+        """The query encoder, loaded by the first dense or hybrid search (or encoding) if the default mode is bm25,
+        else on opening: BM25 needs no model, so a bm25 search neither waits for one nor fails where it moved away."""
+        return self._encoder.get()
+
+    @encoder.setter
+    def encoder(self, encoder: Encoder) -> None:
+        self._encoder = OnFirstUse(lambda: encoder)
+
+    @property
+    def loaded_encoder(self) -> Encoder | None:
+        """The query encoder if it is loaded, else None (no query was encoded), loading nothing."""
+        return self._encoder.made
 
     def modes(self) -> list[str]:
         """The search modes that work on this index now (a damaged BM25 part leaves dense alone: ``check_mode``

@@ -106,7 +106,7 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, relevan
         configure_batch_threads()
         report, run = evaluate_index(searcher, collection, split, k, nprobe, ef_search, metrics,
                                      relevance_level=relevance_level)
-        report_truncation(searcher.encoder)
+        report_truncation(searcher.loaded_encoder)
     echo_result(report.table(), in_file=bool(output))  # before the files: a Ctrl-C after them finds the work done
     if save_run:
         write_trec_run(run, save_run)

@@ -145,7 +145,7 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
     k = k or (DEFAULT_K if query is not None else 1000)
     if query is not None:
         hits = searcher.search([query], k=k, nprobe=nprobe, ef_search=ef_search)[0]
-        report_truncation(searcher.encoder)
+        report_truncation(searcher.loaded_encoder)
         why = None if hits else no_hits_reason(searcher, [query], searcher.mode)[0]  # it printed nothing at all
         if as_json:  # the note as `serve` gives it
             note = {"note": why} if why else {}
@@ -169,7 +169,7 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
     key = search_fingerprint(searcher, ids, texts, k, settings, run_format, tag) if output else ""
     shortfall = write_search_run(search, len(batch), output, run_format, tag, depth, key)
     warn(unknown_words_warning(batch, unknown, searcher.mode))
-    report_truncation(searcher.encoder)
+    report_truncation(searcher.loaded_encoder)
     if output or shortfall:  # no summary for standard output, but a query without hits has no line there to tell of
         click.echo(f"{'wrote' if output else 'searched'} {counted(len(batch), 'query')} × top {depth}"
                    f"{f' to {output}' if output else ''}{shortfall}", err=True)
