@@ -57,12 +57,26 @@ def answer_recall(
     answer that has tokens are counted; such queries missing from ``ranked_doc_ids`` count as
     misses.  An answer matches when its tokens occur contiguously in a passage's tokens.
     """
+    check_cutoffs(ks)
+    return recall_at(list(first_answer_ranks(ranked_doc_ids, answers, doc_text, max(ks)).values()), ks)
+
+
+def check_cutoffs(ks: Sequence[int]) -> None:
+    """Refuse a cutoff below 1, which no ranking reaches."""
     if not ks or any(k < 1 for k in ks):
         raise RetrieverError(f"answer recall cutoffs must be positive, got {list(ks)}")
+
+
+def first_answer_ranks(ranked_doc_ids: Mapping[str, Sequence[str]], answers: Mapping[str, Sequence[str]],
+                       doc_text: Callable[[str], str] | Mapping[str, str], depth: int,
+                       doc_cache: dict[str, str] | None = None) -> dict[str, int | None]:
+    """The 0-based rank of each query's first passage holding an answer within its top ``depth`` (None: none), for
+    the queries with an answer that has tokens: ``answer_recall``'s part per query, which an evaluation scoring one
+    batch of queries at a time keeps instead of every query's ranking. ``doc_cache``: passages' tokens, kept from one
+    batch to the next so a passage is read and tokenized once."""
     get_text = doc_text.__getitem__ if isinstance(doc_text, Mapping) else doc_text
-    max_k = max(ks)
-    doc_cache: dict[str, str] = {}
-    first_hit: list[int | None] = []  # 0-based rank of first answer-bearing passage per query
+    doc_cache = {} if doc_cache is None else doc_cache
+    first_hit: dict[str, int | None] = {}  # 0-based rank of first answer-bearing passage per query
     for qid, query_answers in answers.items():
         for what, given, items, one in (("answers", query_answers, "strings", "answer"),
                                         ("ranking", ranked_doc_ids.get(qid, ()), "document ids", "id")):
@@ -73,7 +87,7 @@ def answer_recall(
         if not needles:
             continue
         hit_rank = None
-        for rank, docid in enumerate(list(ranked_doc_ids.get(qid, ()))[:max_k]):
+        for rank, docid in enumerate(list(ranked_doc_ids.get(qid, ()))[:depth]):
             if docid not in doc_cache:
                 try:
                     doc_cache[docid] = _joined(answer_tokens(get_text(docid)))
@@ -86,9 +100,13 @@ def answer_recall(
             if any(needle in haystack for needle in needles):
                 hit_rank = rank
                 break
-        first_hit.append(hit_rank)
+        first_hit[qid] = hit_rank
+    return first_hit
+
+
+def recall_at(first_hit: Sequence[int | None], ks: Sequence[int]) -> dict[str, float]:
+    """Answer recall at each cutoff from the queries' ``first_answer_ranks``."""
     if not first_hit:
         raise RetrieverError("no query has a non-empty answer; check the answers file")
     n = len(first_hit)
     return {f"answer_recall@{k}": sum(1 for r in first_hit if r is not None and r < k) / n for k in ks}
-

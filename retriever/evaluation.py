@@ -7,7 +7,6 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from retriever.answer_recall import answer_recall, answer_tokens
 from retriever.blank_queries import blank_queries_warning
 from retriever.corpus import BeirDataset, Query, read_queries
 from retriever.corpus_records import beir_keys
@@ -16,15 +15,12 @@ from retriever.fusion import FusionParams, recorded_fusion
 from retriever.integrity import remembered_sha256
 from retriever.evaluation_report import EvaluationReport
 from retriever.metric_names import DEFAULT_METRICS, checked_metric_names
-from retriever.metrics import (check_level_reached, check_relevance_level, evaluate_run, judged_query_ids,
-                               trec_order)
+from retriever.metrics import check_level_reached, check_relevance_level, evaluate_run, judged_query_ids
 from retriever.runs import Qrels, Run, read_qrels, read_run
 from retriever.searching import Searcher
+from retriever.split_scoring import SplitScoring, score_batches
 from retriever.texts import is_blank
 from retriever.wording import agree, counted, none_of
-
-ANSWER_KS = (1, 5, 20, 100)
-
 
 def dataset_name(dataset: BeirDataset) -> str:
     """The name a fusion tuning records its dataset by, and evaluation compares: the folder's real name, since
@@ -152,17 +148,11 @@ def unknown_words_warning(queries: list[Query], unknown: Sequence[bool], mode: s
             f"{', '.join(map(repr, named[:3]))}: it reads them as unknown tokens or punctuation only); {fate}")
 
 
-def search_queries(searcher: Searcher, queries: list[Query], split: str, k: int = 1000, nprobe: int | None = None,
-                   ef_search: int | None = None, progress: bool = True, desc: str = "search") -> Run:
-    """The run of a split's judged ``queries``, its blank and unknown-word queries warned of."""
-    batches = search_batches(searcher, queries, split, k, nprobe, ef_search, progress, desc)
-    return {qid: hits for part in batches for qid, hits in part.items()}
-
-
 def search_batches(searcher: Searcher, queries: list[Query], split: str, k: int = 1000, nprobe: int | None = None,
                    ef_search: int | None = None, progress: bool = True, desc: str = "search") -> Iterator[Run]:
-    """``search_queries``, one batch at a time (``Searcher.run_batches``): mining writes each batch as it comes,
-    holding one batch's hits rather than queries x depth."""
+    """The run of a split's judged ``queries``, one batch at a time (``Searcher.run_batches``), its blank and
+    unknown-word queries warned of: evaluation scores, and mining writes, each batch as it comes, holding one batch's
+    hits rather than queries x depth."""
     warn(blank_queries_warning(queries, searcher.mode))
     unknown: list = []
     with tqdm(total=len(queries), desc=f"{desc} {split}", unit="q", file=sys.stderr, disable=not progress) as bar:
@@ -175,19 +165,6 @@ def warn(warning: str | None) -> None:
     """A batch run's warning (if any) on stderr."""
     if warning:
         print(warning, file=sys.stderr)
-
-
-def scorable_answers(queries: list[Query]) -> dict[str, list[str]]:
-    """Answer strings of the queries with at least one that holds a word: only those can match a passage, and a
-    collection whose answers hold none (e.g. "—") lost its whole evaluation, after the search, to that; such
-    answers are named on stderr."""
-    answers = {q.id: list(q.answers) for q in queries if any(map(answer_tokens, q.answers))}
-    wordless = [q for q in queries if q.answers and q.id not in answers]
-    if wordless:
-        print(f"warning: the answers of {counted(len(wordless), 'query')} hold no word (e.g. {wordless[0].id!r}: "
-              f"{list(wordless[0].answers)[:3]}), so no passage can contain them; those queries are left out of "
-              "answer recall", file=sys.stderr)
-    return answers
 
 
 def check_collection(searcher: Searcher, dataset: BeirDataset, split: str, qrels: Qrels,
@@ -215,8 +192,12 @@ def check_collection(searcher: Searcher, dataset: BeirDataset, split: str, qrels
 def evaluate_index(searcher: Searcher, dataset: BeirDataset | str | Path, split: str, k: int = 1000,
                    nprobe: int | None = None, ef_search: int | None = None,
                    metrics: Iterable[str] = DEFAULT_METRICS, progress: bool = True,
-                   built_from_corpus: bool = False, relevance_level: int = 1) -> tuple[EvaluationReport, Run]:
+                   built_from_corpus: bool = False, relevance_level: int = 1, save_run: str | Path | None = None,
+                   keep_run: bool = False) -> tuple[EvaluationReport, Run | None]:
     """Search every judged query of a split and score the run; add answer recall when queries carry answers.
+    Each batch of queries is scored as it is searched (``split_scoring``), and written to the TREC run file
+    ``save_run`` when given (in place once complete); the run is held whole and returned only with ``keep_run``
+    (else None), as it takes queries x ``k`` hits.
     ``relevance_level``: trec_eval's -l, as ``evaluate_run`` takes it (checked before the search).
     ``built_from_corpus``: the caller has just built the index from this dataset's corpus (the demo), so it is not
     hashed again to compare it with the manifest's record."""
@@ -224,29 +205,28 @@ def evaluate_index(searcher: Searcher, dataset: BeirDataset | str | Path, split:
     check_relevance_level(relevance_level)
     metrics = checked_metric_names(metrics)
     dataset = opened_dataset(dataset)
-    fusion = searcher.manifest.get("fusion") or {}
-    # a damaged record (flags standing in for it: ``recorded_fusion``) says nothing of where it was tuned
-    sound = searcher.mode == "hybrid" and recorded_fusion(searcher.index_dir, searcher.manifest, None)[1] is None
-    tuned = (fusion.get("tuned") or {}) if sound else {}
-    # the tuned method and its setting, at any --fusion-depth (a depth of its own still ranks by the tuned weight)
-    if (sound and searcher.fusion.setting() == FusionParams.from_record(fusion).setting()
-            and (tuned.get("dataset"), tuned.get("split")) == (dataset_name(dataset), split)):
-        print(f"warning: the index's fusion was tuned on {dataset_name(dataset)} split {split}, the split evaluated "
-              "here; these hybrid results overstate it (evaluate another split)", file=sys.stderr)
+    warn_of_tuned_split(searcher, dataset, split)
     if not built_from_corpus:
         warn_of_other_corpus(searcher, dataset, progress)
     queries, qrels = judged_split(dataset, split)
     check_level_reached(qrels, metrics, relevance_level)  # before the search, as the refusals below
     check_collection(searcher, dataset, split, qrels)  # before the search: another collection's split is refused
-    run = search_queries(searcher, queries, split, k, nprobe, ef_search, progress)
+    scoring = SplitScoring(qrels, metrics, relevance_level, queries, searcher.document_text, k)
+    run = score_batches(scoring, search_batches(searcher, queries, split, k, nprobe, ef_search, progress), save_run,
+                        keep_run)
     warn_of_left_out(dataset, split, queries, qrels, "they are counted as missing from the run and score 0, as "
                      "trec_eval -c scores them")
-    report = EvaluationReport(evaluate_run(run, qrels, metrics, relevance_level),
-                              run_depth=k if k < searcher.index.ntotal else None)
-    answers = scorable_answers(queries)
-    if answers:
-        ranked = {qid: trec_order(hits) for qid, hits in run.items() if qid in answers}
-        ks = tuple(k_ for k_ in ANSWER_KS if k_ <= k)
-        report.answer_recall = answer_recall(ranked, answers, searcher.document_text, ks=ks)
-        report.queries_with_answers = len(answers)
-    return report, run
+    return scoring.report(run_depth=k if k < searcher.index.ntotal else None), run
+
+
+def warn_of_tuned_split(searcher: Searcher, dataset: BeirDataset, split: str) -> None:
+    """Warn when a hybrid index's fusion, as it ranks here, was tuned on the split evaluated: the results overstate
+    it. A damaged fusion record (flags standing in for it: ``recorded_fusion``) says nothing of where it was tuned;
+    a --fusion-depth of its own still ranks by the tuned method and weight, so only the setting is compared."""
+    fusion = searcher.manifest.get("fusion") or {}
+    sound = searcher.mode == "hybrid" and recorded_fusion(searcher.index_dir, searcher.manifest, None)[1] is None
+    tuned = (fusion.get("tuned") or {}) if sound else {}
+    if (sound and searcher.fusion.setting() == FusionParams.from_record(fusion).setting()
+            and (tuned.get("dataset"), tuned.get("split")) == (dataset_name(dataset), split)):
+        print(f"warning: the index's fusion was tuned on {dataset_name(dataset)} split {split}, the split evaluated "
+              "here; these hybrid results overstate it (evaluate another split)", file=sys.stderr)

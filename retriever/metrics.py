@@ -16,7 +16,6 @@ trec_eval's conventions exactly, including its less obvious ones:
 """
 from __future__ import annotations
 
-import itertools
 import math
 import numbers
 from collections.abc import Iterable, Mapping
@@ -78,7 +77,7 @@ def judged_query_ids(qrels: Qrels) -> list[str]:
     return [qid for qid, docs in qrels.items() if any(grade >= 1 for grade in docs.values())]
 
 
-def _nothing_judged(run: Run, qrels: Qrels) -> RetrieverError:
+def _nothing_judged(run_queries: int, first_ids: list[str], qrels: Qrels) -> RetrieverError:
     """Why no run query can be scored: its ids are not the qrels' judged ones, or the qrels judge nothing relevant
     (grades below 1 only: then saying to check the ids would send the user the wrong way)."""
     judgments = sum(map(len, qrels.values()))
@@ -92,23 +91,26 @@ def _nothing_judged(run: Run, qrels: Qrels) -> RetrieverError:
             f"{agree(judgments, 'has', 'have')} grades "
             f"{', '.join(map(str, grades[:5]))}{', ...' if len(grades) > 5 else ''}, and only 1 or more is relevant "
             "(as in trec_eval); check the qrels' grade column")
-    sample = ", ".join(repr(q) for q in list(run)[:3]) or "none"
+    sample = ", ".join(repr(q) for q in first_ids[:3]) or "none"
     qsample = ", ".join(repr(q) for q in list(qrels)[:3]) or "none"
-    queries = none_of(len(run), "query", the="the run's")
+    queries = none_of(run_queries, "query", the="the run's")
     return RetrieverError(
-        f"{queries} {agree(len(run), 'has no', 'has')} relevance judgments (run ids e.g. {sample}; "
+        f"{queries} {agree(run_queries, 'has no', 'has')} relevance judgments (run ids e.g. {sample}; "
         f"qrels ids e.g. {qsample}); check that the run and qrels use the same query ids")
 
 
-def _ids_as_text(run: Run, qrels: Qrels) -> tuple[Run, Qrels]:
-    """Query and document ids as the text a run or qrels file holds, as the run writers write them: a run of
-    integer ids (or numpy ones) scored against qrels read from a file matched nothing and scored 0, silently."""
-    if all(type(qid) is str for qid in itertools.chain(run, qrels)) and all(
-            type(doc) is str for docs in qrels.values() for doc in docs):
-        return run, qrels  # document ids of the run are made text as each query is ranked
-    return (_as_text(run, "query {} is given twice in the run"),
-            {qid: _as_text(docs, f"document {{}} of query {qid!r} is given twice in the qrels")
-             for qid, docs in _as_text(qrels, "query {} is given twice in the qrels").items()})
+def _ids_as_text(run_or_qrels: Mapping, what: str) -> dict:
+    """Query (and, in qrels, document) ids as the text a run or qrels file holds, as the run writers write them: a
+    run of integer ids (or numpy ones) scored against qrels read from a file matched nothing and scored 0, silently.
+    ``what``: "run" or "qrels"; a run's document ids are made text as each query is ranked."""
+    if all(type(qid) is str for qid in run_or_qrels) and (what == "run" or all(
+            type(doc) is str for docs in run_or_qrels.values() for doc in docs)):
+        return run_or_qrels
+    keyed = _as_text(run_or_qrels, f"query {{}} is given twice in the {what}")
+    if what == "run":
+        return keyed
+    return {qid: _as_text(docs, f"document {{}} of query {qid!r} is given twice in the qrels")
+            for qid, docs in keyed.items()}
 
 
 def _as_text(mapping: Mapping, given_twice: str) -> dict:
@@ -173,30 +175,61 @@ def evaluate_run(run: Run, qrels: Qrels, metrics: Iterable[str] = DEFAULT_METRIC
     Raises RetrieverError when no run query is judged, which almost always means the query
     ids of the run and the qrels do not match.
     """
-    level = check_relevance_level(relevance_level)
-    parsed = check_metrics(metrics)
-    names = [metric_name(family, k) for family, k in parsed]
-    run, qrels = _ids_as_text(by_query(run, "a run"), int_grades(by_query(qrels, "qrels")))
-    judged_qids = judged_query_ids(qrels)
-    judged_set = set(judged_qids)
-    excluded = sum(1 for q, hits in run.items() if hits and q not in judged_set)
-    missing = sum(1 for q in judged_qids if not run.get(q))
-    if not any(q in run for q in judged_qids):  # also true when nothing is judged
-        raise _nothing_judged(run, qrels)
-    check_level_reached(qrels, names, level)
+    scoring = RunScoring(qrels, metrics, relevance_level, by_query(run, "a run"))
+    scoring.add(run)
+    return scoring.evaluation()
 
-    per_query: dict[str, dict[str, float]] = {}
-    for qid in judged_qids:
-        judged = qrels[qid]
-        if run.get(qid):
-            grades = [judged.get(d, 0) for d in trec_order(run[qid], qid)]
-            per_query[qid] = dict(zip(names, _query_metrics(grades, judged, parsed, level)))
-        else:
-            per_query[qid] = {name: 0.0 for name in names}
-    n = len(per_query)
-    mean = {name: math.fsum(v[name] for v in per_query.values()) / n for name in names}
-    return Evaluation(per_query=per_query, mean=mean, num_queries=n,
-                      num_unjudged_excluded=excluded, num_missing_from_run=missing)
+
+class RunScoring:
+    """``evaluate_run`` fed one batch of a run at a time, so a search is scored as it goes and its hits are never all
+    held (queries x depth). Per-query values are independent, and the mean is ``math.fsum``'s exactly rounded sum in
+    qrels order, so the numbers are those of the whole run scored at once, to the last digit."""
+
+    def __init__(self, qrels: Qrels, metrics: Iterable[str] = DEFAULT_METRICS, relevance_level: int = 1,
+                 run: object = None) -> None:
+        self.level = check_relevance_level(relevance_level)
+        self.parsed = check_metrics(metrics)
+        self.names = [metric_name(family, k) for family, k in self.parsed]
+        if run is not None:  # evaluate_run's: a run of the wrong kind is named before the qrels are read
+            by_query(run, "a run")
+        self.qrels = _ids_as_text(int_grades(by_query(qrels, "qrels")), "qrels")
+        self.judged_qids = judged_query_ids(self.qrels)
+        self.judged_set = set(self.judged_qids)
+        self.per_query: dict[str, dict[str, float]] = {}  # judged queries with hits
+        self.judged_in_run: set[str] = set()
+        self.run_queries, self.excluded = 0, 0
+        self.first_ids: list[str] = []  # for the refusal of a run none of whose queries is judged
+
+    def add(self, part: Run) -> None:
+        """Score one batch of the run (queries not given before)."""
+        part = _ids_as_text(by_query(part, "a run"), "run")
+        for qid, hits in part.items():
+            if qid in self.judged_in_run:
+                raise RetrieverError(f"query {qid!r} is given twice in the run; give each once")
+            self.run_queries += 1
+            if len(self.first_ids) < 3:
+                self.first_ids.append(qid)
+            if qid in self.judged_set:
+                self.judged_in_run.add(qid)
+                if hits:
+                    judged = self.qrels[qid]
+                    grades = [judged.get(d, 0) for d in trec_order(hits, qid)]
+                    self.per_query[qid] = dict(zip(self.names, _query_metrics(grades, judged, self.parsed,
+                                                                              self.level)))
+            elif hits:
+                self.excluded += 1
+
+    def evaluation(self) -> Evaluation:
+        """The run's evaluation once every batch is added; a judged query never added (or without hits) scores 0."""
+        if not self.judged_in_run:  # also true when nothing is judged
+            raise _nothing_judged(self.run_queries, self.first_ids, self.qrels)
+        check_level_reached(self.qrels, self.names, self.level)
+        per_query = {qid: self.per_query[qid] if qid in self.per_query else dict.fromkeys(self.names, 0.0)
+                     for qid in self.judged_qids}
+        n = len(per_query)
+        mean = {name: math.fsum(v[name] for v in per_query.values()) / n for name in self.names}
+        return Evaluation(per_query=per_query, mean=mean, num_queries=n, num_unjudged_excluded=self.excluded,
+                          num_missing_from_run=n - len(self.per_query))
 
 
 def format_table(evaluation: Evaluation) -> str:

@@ -12,6 +12,7 @@ from retriever.errors import RetrieverError
 from retriever.metrics import (
     DEFAULT_METRICS,
     Evaluation,
+    RunScoring,
     evaluate_run,
     format_table,
     trec_order,
@@ -183,6 +184,21 @@ def random_benchmark(seed: int) -> tuple[dict, dict]:
     for extra in range(3):
         run[f"unjudged{extra}"] = {d: rng.random() for d in rng.sample(docs, 20)}
     return run, qrels
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_a_run_scored_batch_by_batch_is_scored_as_the_whole_run_to_the_last_digit(level: int) -> None:
+    """`evaluate --index` scores each batch of queries as it is searched (it held the whole run first): per-query
+    values, means, counts and per-query order are those of the whole run."""
+    run, qrels = random_benchmark(6)
+    items = list(run.items())
+    random.Random(6).shuffle(items)
+    scoring = RunScoring(qrels, DEFAULT_METRICS, level)
+    for start in range(0, len(items), 7):
+        scoring.add(dict(items[start:start + 7]))
+    batched, whole = scoring.evaluation(), evaluate_run(run, qrels, DEFAULT_METRICS, relevance_level=level)
+    assert json.dumps(batched.to_json()) == json.dumps(whole.to_json()) and whole.num_unjudged_excluded > 0
+    assert whole.num_missing_from_run > 0 and format_table(batched) == format_table(whole)
 
 
 @pytest.mark.parametrize("seed, level", [(0, 1), (1, 1), (2, 1), (3, 2), (4, 2), (5, 3)])

@@ -16,7 +16,6 @@ from retriever.corpus import BeirDataset
 from retriever.errors import RetrieverError
 from retriever.files import write_json
 from retriever.metric_names import DEFAULT_METRICS, parse_metric_list
-from retriever.runs import write_trec_run
 from retriever.wording import agree
 
 
@@ -104,12 +103,12 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, relevan
         collection.qrels_path(split)  # a misspelt split is refused before the index and model load, not after
         searcher = open_searcher(index, device, dtype, model, pooling, normalize, mode, fusion_overrides)
         configure_batch_threads()
-        report, run = evaluate_index(searcher, collection, split, k, nprobe, ef_search, metrics,
-                                     relevance_level=relevance_level)
+        # --save-run is written batch by batch as the queries are searched, and in place once complete
+        report, _ = evaluate_index(searcher, collection, split, k, nprobe, ef_search, metrics,
+                                   relevance_level=relevance_level, save_run=save_run)
         report_truncation(searcher.loaded_encoder)
-    echo_result(report.table(), in_file=bool(output))  # before the files: a Ctrl-C after them finds the work done
+    echo_result(report.table(), in_file=bool(output))  # before -o: a Ctrl-C after it finds the work done
     if save_run:
-        write_trec_run(run, save_run)
         click.echo(f"wrote {save_run}", err=True)
     if output:
         write_json(output, report.to_json())
