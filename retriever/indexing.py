@@ -26,6 +26,7 @@ from retriever.faiss_index import (INDEX_TYPES, IndexParams, factory_string, hns
                                    train, with_search_defaults)
 from retriever.index_checks import check_buildable, check_trainable
 from retriever.index_encoding import check_tuning_queries, encode_for_index
+from retriever.index_memory import check_index_memory
 from retriever.folders import exclusive_build, fresh_building_folder, named_output
 from retriever.index_folder import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, IdMapWriter,
                                     check_document_count, corpus_record, read_manifest, replace_manifest,
@@ -87,6 +88,9 @@ def _build_index(shards_dir: Path, corpus: str | Path, output: Path, params: Ind
     check_trainable(params, int(encoder["dim"]), count, f"the shards in {shards_dir} hold")
     if tuning_queries is None:
         check_held_out(count, params, f"the shards in {shards_dir} hold")
+    if not ondisk:
+        spec = factory_string(params, int(encoder["dim"]), count)
+        check_index_memory(new_index(spec, int(encoder["dim"]), params), count, spec)
     building = fresh_building_folder(output)
     try:
         corpus_of = lambda stats: corpus_record(corpus_path, output, shard_records, stats, progress)  # noqa: E731
