@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from retriever.corpus import BeirDataset, Document, iter_documents
 from retriever.corpus_records import beir_keys
-from retriever.evaluation import judged_split, warn_of_left_out
+from retriever.evaluation import dataset_name, judged_split, warn_of_left_out
 from retriever.exact import exact_top_k
 from retriever.metrics import evaluate_run
 from retriever.runs import Qrels, Run
@@ -67,7 +67,7 @@ def load_dev_set(dataset: str | Path, split: str, max_docs: int | None = None, s
                 if slot < room:
                     sample[slot] = document
     documents = kept + sample
-    name = f"{beir.root.name}/{split}"
+    name = f"{dataset_name(beir)}/{split}"
     return DevSet(name, [q.id for q in queries], [q.text for q in queries], documents, qrels)
 
 

@@ -48,3 +48,10 @@ def test_top_hits_merged_over_shares_equal_one_search_ties_at_the_cut_included()
         merged = merged_top_k([share_top_k(queries, documents[share], 3, share.start) for share in shares], 3)
         assert merged[1].tolist() == alone[1].tolist() and np.allclose(merged[0], alone[0])
     assert alone[1][0].tolist() == [3, 9, 17]  # the copies with the lowest rows
+
+
+def test_a_dev_set_given_as_the_working_folder_is_named_by_the_folder(tiny_beir, monkeypatch):
+    """`train --dev-dataset .` (run from inside the dataset) named its dev set "/test" in every dev line, as
+    mine and evaluation name a dataset by its folder's real name."""
+    monkeypatch.chdir(tiny_beir)
+    assert load_dev_set(".", "test").name == f"{tiny_beir.resolve().name}/test"
