@@ -69,6 +69,21 @@ class StoppingServer(uvicorn.Server):
     stopped_by: int | None = None  # the signal that began the stop
     _hung_up = False
 
+    def run(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's run, with SIGINT kept from asyncio.run: under Python's own handler (a terminal's Ctrl-C) it takes
+        SIGINT over, uvicorn put that handler back as it stopped and raised the SIGINT it caught again into it, which
+        cancelled the main task, and the KeyboardInterrupt that came out made serve say it was interrupted while
+        loading (exit 130). A handler that raises KeyboardInterrupt as Python's does stands in meanwhile."""
+        if threading.current_thread() is not threading.main_thread() \
+                or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            super().run(sockets)
+            return
+        signal.signal(signal.SIGINT, _interrupted)
+        try:
+            super().run(sockets)
+        finally:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         busy = len(self.server_state.tasks)
         if busy and not self.force_exit:
@@ -124,3 +139,7 @@ def waiting_line(busy: int, stopped_by: int | None) -> str:
         return f"stopping {waiting} (Ctrl-C again to drop them)"
     name = signal.Signals(stopped_by).name
     return f"stopping on {name} {waiting} (a second {name} drops nothing: kill -INT {os.getpid()} drops them)"
+
+
+def _interrupted(sig: int, frame: object) -> None:
+    raise KeyboardInterrupt

@@ -172,3 +172,42 @@ def test_ctrl_c_ends_the_server_as_the_other_stop_signals_do():
     with server.capture_signals():
         signal.raise_signal(signal.SIGINT)
     assert server.should_exit and not server.force_exit
+
+
+def test_one_ctrl_c_while_serving_ends_the_server_as_asked_not_as_an_interrupted_start():
+    """Under Python's own SIGINT handler (a terminal's Ctrl-C), asyncio.run takes SIGINT over; uvicorn, putting that
+    handler back as it stopped, raised the SIGINT it caught again into it, which cancelled the main task: the
+    KeyboardInterrupt that came out made serve say "interrupted (Ctrl-C) while the indexes loaded; nothing was
+    served" and exit 130 after serving."""
+    import os
+    import signal
+    import socket
+
+    import uvicorn
+
+    from retriever.serving.stopping import StoppingServer
+
+    async def app(scope, receive, send):
+        pass
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = StoppingServer(uvicorn.Config(app, lifespan="off", log_level="warning"))
+
+    def interrupt():
+        while not server.started:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt, daemon=True).start()
+    try:
+        server.run(sockets=[sock])
+        interrupted = False
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        handler = signal.signal(signal.SIGINT, previous)
+        sock.close()
+    assert not interrupted and server.should_exit
+    assert handler is signal.default_int_handler  # as it was before the server ran
