@@ -21,7 +21,7 @@ digits; a mode the index lacks; an HTTP/1.1 request without exactly one Host hea
 the 404 names the path without it), 405 wrong method (HEAD is answered as GET), 413 body over the limit (closing the connection), 415 a POST that is not ``application/json``, is declared in a
 charset other than UTF-8 or is compressed (``Content-Encoding``), 431 a request head over
 ``--max-head-bytes``, 501 a POST body in a transfer coding other than chunked, 503 when too many
-requests or queries are queued, 505 a request line of an HTTP version other than 1.0 and 1.1 (closing the connection),
+requests or queries are queued (or a forced stop dropped the request), 505 a request line of an HTTP version other than 1.0 and 1.1 (closing the connection),
 500 with its one-line message for damage to a served index's files (the server's fault, which a retry will not
 mend: a damaged BM25 part fails the bm25/hybrid requests alone), and a bare 500 message (never a traceback) for bugs. Request shapes are in ``schemas``, input
 checks and limits in ``inputs``; CORS headers, off unless origins are allowed, in ``cors``.
@@ -52,7 +52,7 @@ from retriever.serving.problems import validation_message
 from retriever.serving.page import page_html
 from retriever.serving.served import BatchSettings, ServedIndexes, served_name, summary, valid_index_name
 from retriever.serving.routing import HeadAsGet, allowed_methods, not_found
-from retriever.serving.stopping import quiet_cancelled_requests
+from retriever.serving.stopping import AnsweredAtStop, quiet_cancelled_requests
 from retriever.serving.schemas import (ERRORS, K_PARAM, MODE_PARAM, NAME_PARAM, NAME_RULE, POST_BODY, Q_PARAM,
                                        BatchSearchResponse, Mode, SearchResponse)
 from retriever.unknown_words import no_hits_reason
@@ -117,6 +117,7 @@ def create_app(searchers: dict[str, Searcher], limits: Limits | None = None,
                               "fault a 5xx.")
     app.state.served, app.state.origins = served, origins
     quiet_cancelled_requests()  # a forced stop's dropped requests: one line, not a traceback each
+    app.add_middleware(AnsweredAtStop)  # innermost, so the CORS headers are added to its 503
     app.add_middleware(HeadAsGet)
     app.add_middleware(HostChecked)
     if origins:

@@ -7,12 +7,14 @@ it), so one warning line says so instead (``DroppedAtStop``).
 
 A graceful stop (Ctrl-C, SIGTERM) answers the requests in progress first, which under load, or with a client still
 sending its body (up to --request-timeout), takes seconds to minutes: uvicorn says so only at a level serve does not
-log, so the server seemed to ignore the Ctrl-C. ``StoppingServer`` says how many it waits for and how to drop them.
+log, so the server seemed to ignore the Ctrl-C. ``StoppingServer`` says how many it waits for and how to drop them;
+``AnsweredAtStop`` answers each dropped request with a JSON 503.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -26,8 +28,8 @@ import uvicorn
 from retriever.wording import counted
 
 UVICORN_LOG = "uvicorn.error"  # where uvicorn logs an ASGI application's exceptions (and its lifespan's)
-DROPPED = ("stopped at once: the requests still being answered were dropped unanswered (a batch the encoder is on "
-           "ends first)")
+DROPPED = ("stopped at once: the requests still being answered were dropped, each with a 503 to send it again (a batch "
+           "the encoder is on ends first)")
 
 
 class DroppedAtStop(logging.Filter):
@@ -55,6 +57,43 @@ def quiet_cancelled_requests() -> None:
     for existing in [f for f in log.filters if isinstance(f, DroppedAtStop)]:
         log.removeFilter(existing)
     log.addFilter(DroppedAtStop())
+
+
+STOPPED_AT_ONCE = ("the server was stopped at once (a forced stop) before it answered this request; send it again once "
+                   "the server is back, or to another")
+class AnsweredAtStop:
+    """ASGI middleware: a request a forced stop cancels before its response began gets a JSON 503 saying so, where
+    uvicorn sent its plain-text 500 "Internal Server Error", as if the server had a bug (``STOPPED_AT_ONCE``)."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def sent(message: dict) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sent)
+        except asyncio.CancelledError:
+            if not started:
+                with contextlib.suppress(Exception):  # the client may be gone
+                    await _send_stopped(sent)
+            raise
+
+
+async def _send_stopped(send) -> None:
+    body = json.dumps({"error": STOPPED_AT_ONCE}).encode()
+    await send({"type": "http.response.start", "status": 503,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})
 
 
 HUNG_UP = ("SIGHUP: stopping once the requests being answered are done (serve does not reload: start it again to load "
