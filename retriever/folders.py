@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from retriever.errors import RetrieverError
-from retriever.output_paths import creatable_problem
+from retriever.output_paths import control_character_problem, creatable_problem
 from retriever.locks import held_lock, remove_unheld_lock
 from retriever.name_length import BESIDE_NAME_BYTES, INSIDE_PATH_BYTES, check_name_length
 from retriever.pid_names import WRITER, left_by_dead_processes, writer_name, writer_of
@@ -107,18 +107,14 @@ def named_output(output: Path, flag: str = "--output") -> Path:
     return output
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1: a terminal obeys them
-
-
 def check_output_name(output: Path, flag: str, beside: int = 0) -> None:
     """Refuse up front an output path Arrow and FAISS cannot take (not UTF-8: they encode paths as UTF-8), or a name
     the file system cannot hold with ``beside`` bytes added for the names made beside it, or a path the system
     cannot hold with the files made in it; all were tracebacks or misleading, the first once a shard was written.
     A control character (a newline, an ESC sequence) is refused too: every message naming the output is one line."""
-    control = _CONTROL.search(str(output))
+    control = control_character_problem(output)
     if control:
-        raise RetrieverError(f"{str(output)!r}: the path holds a control character ({control.group()!r}), which would "
-                             f"break the one-line messages naming it; choose another {flag}")
+        raise RetrieverError(f"{control}; choose another {flag}")
     try:
         os.path.abspath(output).encode("utf-8")
     except UnicodeEncodeError:

@@ -4,9 +4,23 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 import threading
 from pathlib import Path
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1: a terminal obeys them
+
+
+def control_character_problem(path: str | Path) -> str | None:
+    """Why ``path`` cannot name an output, or None: a control character (a newline, an ESC sequence) in it broke the
+    one-line summary and error lines naming it, or was obeyed by the terminal. Shown as Python escapes."""
+    control = _CONTROL.search(str(path))
+    if control is None:
+        return None
+    return (f"{str(path)!r}: the path holds a control character ({control.group()!r}), which would break the "
+            "one-line messages naming it")
 
 
 def creatable_problem(path: Path) -> str | None:

@@ -8,7 +8,7 @@ import click
 
 from retriever.errors import RetrieverError
 from retriever.name_length import check_name_length
-from retriever.output_paths import output_file_problem, through_link, written_in_place
+from retriever.output_paths import control_character_problem, output_file_problem, through_link, written_in_place
 
 
 class OutputFolder(click.Path):
@@ -44,6 +44,9 @@ class OutputFile(click.Path):
                 return None
             self.fail("'-' is not standard output for this option; give a file name (./- for a file named '-')",
                       param, ctx)
+        problem = control_character_problem(value) if isinstance(value, str) else None
+        if problem:
+            self.fail(f"{problem}; give another name", param, ctx)
         if isinstance(value, str) and value.endswith(("/", os.sep)) and not Path(value).is_dir():
             # Path() drops the slash: `-o runs/` wrote a file named runs
             self.fail(f"{value} ends in a slash, so it names a folder; give the path of a file in it ({value}NAME)",
