@@ -240,6 +240,20 @@ def check_requested_encoder(manifest: dict, **requested: object) -> None:
                               + f"; drop {' and '.join(flags)} to use the index's own encoder")
 
 
+def check_encoder_arguments(device: str = "auto", dtype: str = "auto", batch_size: int | None = None,
+                            model: str | None = None, shared: SharedEncoders | None = None) -> None:
+    """Refuse what ``recorded_encoder`` cannot take, loading nothing: a Searcher that loads its model on first use
+    refuses them on opening, not at its first dense search."""
+    from retriever.shared_encoders import SharedEncoders  # it imports this module
+
+    check_kind(model, (str, os.PathLike, type(None)), "model", "the path of the model folder the index was built with "
+               "(str or Path), or None for the one its record names")  # a traceback deep in loading named neither
+    check_kind(shared, (SharedEncoders, type(None)), "encoders", "a SharedEncoders, or None")
+    resolved = resolve_device(device)
+    resolve_dtype(dtype, resolved)
+    resolve_batch_size(batch_size, resolved)
+
+
 def recorded_encoder(recorded: dict, made: str, folder: str | Path, device: str = "auto", dtype: str = "auto",
                      batch_size: int | None = None, model: str | None = None,
                      shared: SharedEncoders | None = None, remedy: str | None = None) -> Encoder:
@@ -247,11 +261,7 @@ def recorded_encoder(recorded: dict, made: str, folder: str | Path, device: str 
     weights differ from the recorded ones; ``made`` says what was made with it, for the error. ``model``
     says where the model is when it moved away from ``folder``; ``shared``, where to take it from if loaded;
     ``remedy``, what to do when the model is gone or changed, for a command that takes no --model."""
-    from retriever.shared_encoders import SharedEncoders  # it imports this module
-
-    check_kind(model, (str, os.PathLike, type(None)), "model", "the path of the model folder the index was built with "
-               "(str or Path), or None for the one its record names")  # a traceback deep in loading named neither
-    check_kind(shared, (SharedEncoders, type(None)), "encoders", "a SharedEncoders, or None")
+    check_encoder_arguments(device, dtype, batch_size, model, shared)
     settings = EncoderSettings.from_record(recorded, model or recorded_model(recorded, folder, remedy))
     refuse_recorded_model(model_files(settings.model), made)  # an index built before such models were refused
     recorded_sha = recorded.get("weights_sha256")

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from retriever.choices import DEFAULT_K
-from retriever.encoder import Encoder, check_requested_encoder, recorded_encoder
+from retriever.encoder import Encoder, check_encoder_arguments, check_requested_encoder, recorded_encoder
 from retriever.errors import NotForThisIndex, RetrieverError, check_kind, given_path
 from retriever.first_use import OnFirstUse
 from retriever.index_opening import check_default_mode, check_labels, checked_manifest, open_index, opened_whole
@@ -72,6 +72,7 @@ class Searcher:
         self.manifest = checked_manifest(self.index_dir)
         check_default_mode(self.index_dir, self.manifest, mode, fusion_overrides)
         check_requested_encoder(self.manifest, **requested_settings)
+        check_encoder_arguments(device, dtype, batch_size, model, encoders)  # now, though the model may load later
         self._encoder = OnFirstUse(lambda: recorded_encoder(self.manifest["encoder"], "the index was built",
                                                             self.index_dir, device, dtype, batch_size, model, encoders))
         if mode != "bm25":  # its searches need the model: a missing or changed one is refused now, not at a search

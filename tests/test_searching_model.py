@@ -69,3 +69,16 @@ def test_threads_first_asking_for_the_model_load_it_once(tiny_flat_build, monkey
         thread.join()
     assert len(loads) == 1 and len(encoders) == 4 and all(e is searcher.loaded_encoder for e in encoders)
     assert len(searcher.search(["honey flower"], k=2, mode="dense")[0]) == 2 and len(loads) == 1
+
+
+@pytest.mark.parametrize("arguments, said", [
+    ({"device": None}, "unknown device None; use auto, cpu, cuda or cuda:N"),
+    ({"dtype": "fp8"}, "unknown dtype 'fp8'"),
+    ({"batch_size": 0}, "batch size must be a whole number of at least 1, not 0"),
+    ({"model": 5}, "model must be the path of the model folder .* not int 5"),
+    ({"encoders": 5}, "encoders must be a SharedEncoders, or None, not int 5"),
+])
+def test_a_bm25_searchers_encoder_arguments_are_checked_on_opening(tiny_flat_build, arguments, said):
+    """Loading the model on first use must not leave a wrong argument to fail the first dense search."""
+    with pytest.raises(RetrieverError, match=said):
+        Searcher(tiny_flat_build, mode="bm25", **{"device": "cpu", **arguments})
