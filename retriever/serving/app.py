@@ -48,7 +48,7 @@ from retriever.serving.inputs import (ApiError, Limits, check_hits, check_k_digi
                                       check_query, check_query_string, read_search_body)
 from retriever.serving.malformed import HostChecked
 from retriever.serving.output import bounded, hits_list, list_object
-from retriever.serving.problems import validation_message
+from retriever.serving.problems import clipped, validation_message
 from retriever.serving.page import page_html
 from retriever.serving.served import BatchSettings, ServedIndexes, served_name, summary, valid_index_name
 from retriever.serving.routing import HeadAsGet, allowed_methods, not_found
@@ -142,8 +142,10 @@ def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, error: StarletteHTTPException) -> Response:
         headers = dict(getattr(error, "headers", None) or {})
-        if error.status_code == 405:
+        if error.status_code == 405:  # a bare "Method Not Allowed" named neither
             headers["allow"] = allowed_methods(request.app.router.routes, request.scope)
+            path = clipped(request.scope["path"])
+            return _error(405, f"{path} takes {headers['allow']}, not {request.method}", headers)
         if error.status_code == 404:
             return _error(404, not_found(request.app.router.routes, request.scope))
         return _error(error.status_code, str(error.detail), headers)

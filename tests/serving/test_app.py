@@ -187,7 +187,7 @@ BAD_REQUESTS = {
     "path traversal": ("GET", "/indexes/..%2F..%2Fetc/search?q=cat", None, {}, 404, ""),
     "dotted traversal": ("GET", "/indexes/../../etc/passwd", None, {}, 404, ""),
     "unknown route": ("GET", "/nothing-here", None, {}, 404, "no route at /nothing-here; the routes are / (the"),
-    "wrong method": ("DELETE", "/search", None, {}, 405, "Method Not Allowed"),
+    "wrong method": ("DELETE", "/search", None, {}, 405, "/search takes GET, HEAD, POST, not DELETE"),
 }
 
 

@@ -97,9 +97,10 @@ def test_a_link_to_an_index_not_served_or_a_mode_it_lacks_says_so_on_the_page(se
     ("OPTIONS", "/", "GET, HEAD"),
 ])
 def test_a_405_allows_every_method_the_path_takes(served, method, path, allow):
-    """Starlette named only the first route's method, so /search said ``allow: GET`` though it takes POST."""
+    """Starlette named only the first route's method, so /search said ``allow: GET`` though it takes POST; the
+    error said a bare "Method Not Allowed", naming neither the methods taken nor the one sent."""
     reply = call(served.port, method, path)
-    assert reply.status == 405 and reply.json()["error"] == "Method Not Allowed"
+    assert reply.status == 405 and reply.json()["error"] == f"{path} takes {allow}, not {method}"
     assert reply.headers["allow"] == allow
 
 
