@@ -7,11 +7,12 @@ from pathlib import Path
 import click
 
 from retriever.cli.options import device_options
+from retriever.cli.output_params import OutputFolder
 from retriever.cli.searching import print_hits
 
 
 @click.command("demo")
-@click.option("--output", "-o", type=click.Path(path_type=Path), default=Path("indexes/demo"), show_default=True,
+@click.option("--output", "-o", type=OutputFolder(), default=Path("indexes/demo"), show_default=True,
               help="Where to build the demo index (an earlier demo index there is replaced; another index or a "
                    "folder of yours is refused).")
 @click.option("--model", default="minilm", show_default=True, help="Encoder: a model folder, hub id or 'minilm'.")
