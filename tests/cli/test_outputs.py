@@ -49,11 +49,13 @@ def _raise_after(monkeypatch, module, name: str) -> None:
 def test_evaluate_interrupted_after_its_files_exits_0_and_before_them_130(monkeypatch, tmp_path, tiny_beir,
                                                                           flat_index):
     import retriever.cli.evaluating as evaluating
+    import retriever.evaluation as evaluation
 
     common = ["evaluate", "--index", str(flat_index), "--dataset", str(tiny_beir), "--device", "cpu", "--dtype",
               "fp32", "--save-run", str(tmp_path / "run.trec"), "-o", str(tmp_path / "metrics.json")]
     with monkeypatch.context() as patch:
-        _raise_after(patch, evaluating, "write_trec_run")  # the run is whole, the metrics not yet written
+        # the run is in place (evaluate_index writes it as it searches), the table and metrics not yet written
+        _raise_after(patch, evaluation, "evaluate_index")
         result = CliRunner().invoke(main, common)
     assert result.exit_code == 130 and (tmp_path / "run.trec").is_file(), result.output
     assert not (tmp_path / "metrics.json").exists()
