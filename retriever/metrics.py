@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from retriever.errors import RetrieverError
 from retriever.metric_names import DEFAULT_METRICS, check_metrics, metric_name
 from retriever.qrels import int_grades
-from retriever.runs import Qrels, Run, by_query, ranked_hits
+from retriever.runs import Qrels, Run, by_query, id_text, ranked_hits
 from retriever.wording import agree, counted, none_of
 
 
@@ -106,21 +106,23 @@ def _ids_as_text(run_or_qrels: Mapping, what: str) -> dict:
     if all(type(qid) is str for qid in run_or_qrels) and (what == "run" or all(
             type(doc) is str for docs in run_or_qrels.values() for doc in docs)):
         return run_or_qrels
-    keyed = _as_text(run_or_qrels, f"query {{}} is given twice in the {what}")
+    keyed = _as_text(run_or_qrels, f"query {{}} is given twice in the {what}", "query id")
     if what == "run":
         return keyed
-    return {qid: _as_text(docs, f"document {{}} of query {qid!r} is given twice in the qrels")
+    return {qid: _as_text(docs, f"document {{}} of query {qid!r} is given twice in the qrels", "document id", qid)
             for qid, docs in keyed.items()}
 
 
-def _as_text(mapping: Mapping, given_twice: str) -> dict:
-    """``mapping`` keyed by its keys as text, refusing two keys of one text (``7`` and ``"7"``): one was dropped."""
-    keyed = {str(key): value for key, value in mapping.items()}
+def _as_text(mapping: Mapping, given_twice: str, what: str, qid: object = None) -> dict:
+    """``mapping`` keyed by its keys as the run writers write them (``runs.id_text``: a float or None is refused, not
+    made '3.0' or 'None'), refusing two keys of one text (``7`` and ``"7"``): one was dropped."""
+    texts = [id_text(key, what, qid) for key in mapping]
+    keyed = dict(zip(texts, mapping.values()))
     if len(keyed) < len(mapping):
         seen: dict[str, object] = {}
-        for key in mapping:
-            if seen.setdefault(str(key), key) is not key:
-                raise RetrieverError(f"{given_twice.format(repr(str(key)))} (as {seen[str(key)]!r} and {key!r}), "
+        for text, key in zip(texts, mapping):
+            if seen.setdefault(text, key) is not key:
+                raise RetrieverError(f"{given_twice.format(repr(text))} (as {seen[text]!r} and {key!r}), "
                                      "and ids are scored as the text a run file holds; give each once")
     return keyed
 

@@ -320,3 +320,17 @@ def test_a_relevance_level_above_every_grade_is_refused_when_a_binary_measure_is
     qrels["q2"]["d3"] = 2  # one query at the level: the others score 0 on it, as in trec_eval
     assert evaluate_run(run, qrels, ["recall@1"], relevance_level=2).per_query == {"q1": {"recall@1": 0.0},
                                                                                    "q2": {"recall@1": 1.0}}
+
+
+@pytest.mark.parametrize("run, qrels, message", [
+    ({3.0: {"d1": 1.0}}, {"3": {"d1": 1}}, r"^query id 3\.0 is float, not a string or an integer"),
+    ({None: {"d1": 1.0}}, {"None": {"d1": 1}}, r"^query id None is NoneType, not a string"),
+    ({"3": {"d1": 1.0}}, {3.0: {"d1": 1}}, r"^query id 3\.0 is float"),
+    ({"q": {"1": 1.0}}, {"q": {1.0: 1}}, r"^document id 1\.0 of query 'q' is float"),
+])
+def test_ids_evaluate_run_takes_are_those_the_run_writers_take(run, qrels, message) -> None:
+    """A float or None id was made '3.0' or 'None' with str(), which the run writers refuse (``runs.id_text``): a
+    float id matched nothing and the run was refused as unjudged, a float qrels document scored 0 without a word."""
+    with pytest.raises(RetrieverError, match=message):
+        evaluate_run(run, qrels, ["recall@10"])
+    assert evaluate_run({b"3": {"d1": 1.0}}, {np.int64(3): {"d1": 1}}, ["recall@10"]).mean == {"recall@10": 1.0}
