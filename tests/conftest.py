@@ -293,3 +293,29 @@ def commands_in_one_process(runs: list[tuple[Path, list[str]]]) -> list[tuple[in
             lines.append(line)
     assert result.returncode == 0 and len(answers) == len(runs) and not lines, result.stderr
     return answers
+
+
+@pytest.fixture()
+def batches_searched(monkeypatch) -> list:
+    """Searcher.run_batches in batches of one query, failing the search if a batch before the one just handed on is
+    still held anywhere: what searches of a whole split (evaluate, mine) must not do. Yields the list of batches
+    searched (weak references to their hit lists); ``Searcher.run_batches.__wrapped__`` is the search unwatched."""
+    import weakref
+
+    from retriever.searching import Searcher
+
+    class Hits(dict):
+        pass
+
+    searched, earlier = Searcher.run_batches, []
+
+    def run_batches(self, *args, **kwargs):
+        for number, part in enumerate(searched(self, *args, **kwargs)):
+            assert all(ref() is None for batch in earlier[:number - 1] for ref in batch), "an earlier batch is held"
+            part = {qid: Hits(hits) for qid, hits in part.items()}
+            earlier.append([weakref.ref(hits) for hits in part.values()])
+            yield part
+    run_batches.__wrapped__ = searched  # the search as it is, for a test to put back
+    monkeypatch.setattr(Searcher, "run_batches", run_batches)
+    monkeypatch.setattr(Searcher, "queries_per_batch", lambda self, depth, batch_size=256: 1)
+    return earlier

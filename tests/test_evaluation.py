@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import shutil
-import weakref
 
 import pytest
 
@@ -236,28 +235,17 @@ def test_judged_split_takes_a_dataset_as_evaluate_index_does(tiny_beir, monkeypa
     assert [q.id for q in queries] == ["q1", "q2", "q3", "q4"] and qrels["q2"] == {"d4": 1}
 
 
-def test_evaluate_index_holds_one_batch_of_hits_at_a_time(tiny_beir, tiny_flat_build, tmp_path, monkeypatch) -> None:
+def test_evaluate_index_holds_one_batch_of_hits_at_a_time(tiny_beir, tiny_flat_build, tmp_path, monkeypatch,
+                                                           batches_searched) -> None:
     """The whole run (queries x k hits: gigabytes for a few hundred thousand queries at k 1000) was held until it was
     scored, and --save-run written from it; each batch is now scored, and written, as it is searched, the run kept
     whole only when asked."""
-    class Hits(dict):
-        pass
-
-    searched, earlier = Searcher.run_batches, []
-
-    def run_batches(self, *args, **kwargs):
-        for number, part in enumerate(searched(self, *args, **kwargs)):
-            assert all(ref() is None for batch in earlier[:number - 1] for ref in batch), "an earlier batch is held"
-            part = {qid: Hits(hits) for qid, hits in part.items()}
-            earlier.append([weakref.ref(hits) for hits in part.values()])
-            yield part
-    monkeypatch.setattr(Searcher, "run_batches", run_batches)
-    monkeypatch.setattr(Searcher, "queries_per_batch", lambda self, depth, batch_size=256: 1)
+    earlier = batches_searched
     searcher = Searcher(shutil.copytree(tiny_flat_build, tmp_path / "index"), device="cpu", dtype="fp32")
     saved = tmp_path / "run.trec"
     report, run = evaluate_index(searcher, tiny_beir, "test", k=12, progress=False, save_run=saved)
     assert len(earlier) == 4 and run is None and report.answer_recall["answer_recall@1"] > 0
     assert evaluate_run_file(saved, tiny_beir / "qrels" / "test.tsv").evaluation == report.evaluation
-    monkeypatch.setattr(Searcher, "run_batches", searched)  # batches of one still: the scores' low bits are alike
+    monkeypatch.setattr(Searcher, "run_batches", Searcher.run_batches.__wrapped__)  # batches of one still: the scores' low bits are alike
     kept_report, kept = evaluate_index(searcher, tiny_beir, "test", k=12, progress=False, keep_run=True)
     assert kept == read_run(saved) and kept_report.to_json() == report.to_json()

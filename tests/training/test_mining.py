@@ -229,24 +229,10 @@ def test_mining_that_finds_no_negative_for_any_query_writes_nothing(indexed_beir
     assert not output.exists()
 
 
-def test_mining_holds_one_batch_of_hits_at_a_time(indexed_beir, tmp_path, monkeypatch):
+def test_mining_holds_one_batch_of_hits_at_a_time(indexed_beir, tmp_path, batches_searched):
     """Every query's hits were held until the file was written (queries x --depth: about 3 GB for MS MARCO's train
     split at the default depth, 30 GB at --depth 1000); each batch is now written as it is searched."""
-    import weakref
-
-    class Hits(dict):
-        pass
-
-    searched, earlier = Searcher.run_batches, []
-
-    def run_batches(self, *args, **kwargs):
-        for number, part in enumerate(searched(self, *args, **kwargs)):
-            assert all(ref() is None for batch in earlier[:number - 1] for ref in batch), "an earlier batch is held"
-            part = {qid: Hits(hits) for qid, hits in part.items()}
-            earlier.append([weakref.ref(hits) for hits in part.values()])
-            yield part
-    monkeypatch.setattr(Searcher, "run_batches", run_batches)
-    monkeypatch.setattr(Searcher, "queries_per_batch", lambda self, depth, batch_size=256: 1)
+    earlier = batches_searched
     dataset, index = indexed_beir
     result = mine_negatives(index, dataset, tmp_path / "n.jsonl", depth=12, device="cpu", dtype="fp32",
                             progress=False)
