@@ -9,6 +9,7 @@ import click
 from retriever.choices import DEFAULT_START, MAX_HEAD_LAYERS
 from retriever.cli.options import (FiniteRange, corpus_options, device_options, fields_from, json_option,
                                    renamed_option)
+from retriever.cli.output_params import OutputFolder
 from retriever.cli.training import (CountRange, ddp_timeout_option, optimizer_options, progress_option,
                                     report_to_option, run_length_options, temperature_option)
 from retriever.errors import RetrieverError
@@ -21,7 +22,7 @@ from retriever.errors import RetrieverError
                    "hub; offline, pass a local folder), or a Condenser folder (HF model + model.pt head, e.g. "
                    "Luyu/condenser or an earlier output) to continue both backbone and head. Not 'minilm': it is "
                    "already a sentence encoder, which pre-training made worse (README, \"When pre-training helps\").")
-@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), required=True,
+@click.option("--output", "-o", type=OutputFolder(file_okay=False), required=True,
               help="Folder to write: the backbone as a Hugging Face model, the head as model.pt, condenser.json. "
                    "Checkpoints go in OUTPUT/checkpoints; rerun the same command to resume.")
 @click.option("--n-head-layers", type=CountRange("n_head_layers"), default=None,

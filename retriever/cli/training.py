@@ -15,7 +15,7 @@ from retriever.cli.searching import moved_model_option
 from retriever.cli.options import (FiniteRange, check_outputs_apart, compose, corpus_options, device_options,
                                    encoder_options, fields_from, flags_given, json_option, renamed_option,
                                    runtime_options)
-from retriever.cli.output_params import OutputFile
+from retriever.cli.output_params import OutputFile, OutputFolder
 from retriever.cli.outputs import expect_outputs
 from retriever.errors import RetrieverError
 from retriever.wording import counted
@@ -133,7 +133,7 @@ def run_length_options(passes_over: str, epochs_default: int | None) -> Callable
               help='Hard negatives for --dataset: JSONL {"query_id", "negatives": [doc ids]}, as `retriever mine` '
                    "writes; used when --train-group-size > 1. [default: none: in-batch negatives only]")
 @encoder_options(towers=True)
-@click.option("--output", "-o", type=click.Path(file_okay=False, path_type=Path), required=True,
+@click.option("--output", "-o", type=OutputFolder(file_okay=False), required=True,
               help="Model folder to write (checkpoints go in OUTPUT/checkpoints; rerun the same command to resume).")
 @run_length_options("the training queries (one sampled positive per query per pass)", 1)
 @renamed_option("--queries-per-step", "--batch-size", type=CountRange("batch_size"), default=32, show_default=True,

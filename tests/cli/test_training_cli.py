@@ -323,3 +323,18 @@ def test_mine_counts_one_left_out_query_in_the_singular(tmp_path, tiny_beir, mon
     assert result.exit_code == 0, result.output
     assert ("; 1 judged query left out, not in queries.jsonl; 1 query judged only non-relevant left out, with no "
             "positive to train on") in result.stderr
+
+
+@pytest.mark.parametrize("command", ["train", "pretrain"])
+@pytest.mark.parametrize("name, said", [("-", "'-' is not standard output here"), ("", "the name is empty"),
+                                        (" ", "the name is empty")])
+def test_an_output_named_dash_or_nothing_is_a_usage_error(tmp_path, tiny_beir, monkeypatch, command, name, said):
+    """`-o -` trained into a folder named '-', and `-o ''` (an unset variable) into the working folder, as `build`
+    did before it took OutputFolder."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    data = ["--dataset", str(tiny_beir)] if command == "train" else [str(tiny_beir)]
+    result = CliRunner().invoke(main, [command, *data, "--output", name])
+    assert result.exit_code == 2 and said in result.output, result.output
+    assert not any(work.iterdir())
