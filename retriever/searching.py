@@ -19,6 +19,7 @@ from retriever.index_opening import check_default_mode, check_labels, checked_ma
 from retriever.fusion import FUSION_SETTINGS, MODES, check_mode, fuse, recorded_fusion
 from retriever.lexical_part import missing_lexical_message, open_lexical
 from retriever.search_settings import bounded, check_call_settings, check_settings_apply, search_with
+from retriever.query_vectors import query_vectors
 from retriever.runs import Run, rank_order
 from retriever.shared_encoders import SharedEncoders
 from retriever.hits import Hit
@@ -137,6 +138,8 @@ class Searcher:
                                      f"part alone; drop {flag}, or search in dense or hybrid mode")
         check_settings_apply(self.index, nprobe, ef_search)
         check_call_settings(nprobe, ef_search)
+        if vectors is not None and mode != "bm25":
+            vectors = query_vectors(vectors, self.index.d)
         if vectors is not None and len(vectors) != len(texts):
             raise RetrieverError(f"{len(vectors)} query vectors for {len(texts)} queries")
         cut_at: list = []
@@ -202,13 +205,8 @@ class Searcher:
     def search_vectors(self, vectors: np.ndarray, k: int, nprobe: int | None = None,
                        ef_search: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (scores, FAISS labels) of query vectors, in FAISS's order; a setting of None is the index's default."""
-        k, vectors = check_k(k), np.ascontiguousarray(vectors, dtype=np.float32)
+        k, vectors = check_k(k), query_vectors(vectors, self.index.d)
         check_call_settings(nprobe, ef_search)
-        if vectors.ndim != 2 or vectors.shape[1] != self.index.d:
-            raise RetrieverError(f"query vectors must be rows of {self.index.d} numbers (the index's dimension), "
-                                 f"not an array of shape {vectors.shape}")
-        if not np.isfinite(vectors).all():  # FAISS finds nothing for them: no hits, and no word why
-            raise RetrieverError("query vectors hold NaN or infinity; an encoder in fp16 may overflow (--dtype fp32)")
         scores, labels = search_with(self.index, vectors, min(k, self.index.ntotal),
                                      self.default_nprobe if nprobe is None else nprobe,
                                      self.default_ef_search if ef_search is None else ef_search)

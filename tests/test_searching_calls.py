@@ -55,6 +55,16 @@ WRONG_CALLS = [
     ("one-vector-not-in-a-row", lambda s: s.search_vectors(np.zeros(32, np.float32), 2),
      r"not an array of shape \(32,\)"),
     ("nan-vectors", lambda s: s.search_vectors(np.full((1, 32), np.nan, np.float32), 2), "hold NaN or infinity"),
+    # None in an object array became NaN and was called an fp16 overflow; text, a ragged list, complex numbers and
+    # dates were a ValueError traceback, or made numbers ("0.5" read, the imaginary part dropped, days since 1970)
+    ("none-in-vectors", lambda s: s.search_vectors(np.array([[None] * 32], dtype=object), 2),
+     r"^query vectors must hold numbers, not None \(row 0, column 0\)$"),
+    ("text-in-vectors", lambda s: s.search_vectors([["0.5"] * 32], 2), r"^query vectors must hold numbers, not str "),
+    ("ragged-vectors", lambda s: s.search_vectors([[0.5] * 32, [0.5]], 2),
+     r"^query vectors must be rows of 32 numbers .*, not rows of 32 and 1 numbers$"),
+    ("complex-vectors", lambda s: s.search_vectors(np.ones((1, 32), complex), 2),
+     r"^query vectors must hold real numbers, not complex128"),
+    ("vectors-list-to-rank", lambda s: s.rank(["cat"], 2, vectors=[[None] * 32]), r"not None \(row 0, column 0\)"),
     ("fewer-vectors-than-queries", lambda s: s.rank(["a", "b"], 2, vectors=np.zeros((1, 32), np.float32)),
      "1 query vectors for 2 queries"),
     ("no-queries-k-0", lambda s: s.search([], k=0), "k must be a whole number of at least 1, not 0"),
