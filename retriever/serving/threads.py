@@ -1,17 +1,11 @@
 """Thread pools of a server's batcher workers (and of a batch search): torch's and FAISS's, sized for the cores."""
 from __future__ import annotations
 
-import os
-
 import faiss
 import torch
 
+from retriever.cores import usable_cores
 from retriever.wording import counted
-
-
-def usable_cores() -> int:
-    """The CPU cores this process may run on (its affinity mask, where the system has one)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def configure_threads(threads: int | None = None, workers: int | None = None) -> dict:

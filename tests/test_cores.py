@@ -1,0 +1,69 @@
+"""The cores a process may use: its affinity mask and its cgroup's CPU quota, read from a fake cgroup tree."""
+from __future__ import annotations
+
+import os
+
+import faiss
+import pytest
+import torch
+
+from retriever import cores
+from retriever.cores import usable_cores
+from retriever.serving.threads import configure_threads, oversubscription_warning
+
+
+def _tree(tmp_path, membership: str, files: dict[str, str]):
+    for name, text in files.items():
+        (tmp_path / "fs" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "fs" / name).write_text(text)
+    (tmp_path / "fs").mkdir(exist_ok=True)
+    (tmp_path / "cgroup").write_text(membership)
+    return tmp_path / "fs", tmp_path / "cgroup"
+
+
+@pytest.fixture
+def many_cores(monkeypatch):
+    """A 64-core affinity mask, as a container with a quota sees on a 64-core host."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+
+
+@pytest.mark.parametrize("membership, files, expected", [
+    ("0::/\n", {"cpu.max": "200000 100000\n"}, 2),  # docker --cpus 2, cgroup v2 (a private cgroup namespace)
+    ("0::/\n", {"cpu.max": "150000 100000\n"}, 2),  # --cpus 1.5: rounded up
+    ("0::/\n", {"cpu.max": "max 100000\n"}, 64),  # no quota
+    ("0::/system.slice/docker-1.scope\n", {"system.slice/docker-1.scope/cpu.max": "300000 100000",
+                                           "system.slice/cpu.max": "800000 100000"}, 3),  # the host's namespace
+    ("0::/kubepods/pod1/c1\n", {"kubepods/pod1/cpu.max": "400000 100000",
+                                "kubepods/pod1/c1/cpu.max": "max 100000"}, 4),  # the pod's quota binds its container
+    ("5:cpu,cpuacct:/docker/abc\n4:memory:/docker/abc\n", {"cpu/docker/abc/cpu.cfs_quota_us": "200000\n",
+                                                            "cpu/docker/abc/cpu.cfs_period_us": "100000\n"}, 2),  # v1
+    ("5:cpuacct,cpu:/\n", {"cpuacct,cpu/cpu.cfs_quota_us": "50000", "cpuacct,cpu/cpu.cfs_period_us": "100000"}, 1),
+    ("5:cpu,cpuacct:/\n", {"cpu/cpu.cfs_quota_us": "-1", "cpu/cpu.cfs_period_us": "100000"}, 64),  # v1, no quota
+    ("0::/\n", {"cpu.max": "garbled"}, 64), ("0::/\n", {"cpu.max": "200000 0"}, 64),
+    ("0::/\n", {"cpu.max": "²00000 100000"}, 64), ("0::/\n", {}, 64), ("garbled\n", {"cpu.max": "1 1"}, 64),
+    ("0::/../..\n", {"cpu.max": "200000 100000"}, 2),  # a cgroup outside the namespace: the mount's own quota
+    ("5:cpu:/a\n", {"cpu/a/cpu.cfs_quota_us": "200000"}, 64),  # no period file
+])
+def test_a_cgroup_cpu_quota_caps_the_cores_counted(tmp_path, many_cores, membership, files, expected):
+    """In `docker run --cpus 2` on a 64-core host, the affinity mask counted 64 cores: serve's defaults ran
+    2 workers x 31 torch threads on two cores' worth of time, and its oversubscription warning did not fire."""
+    assert usable_cores(*_tree(tmp_path, membership, files)) == expected
+
+
+def test_no_cgroup_files_at_all_count_the_affinity_mask(tmp_path, many_cores):
+    assert usable_cores(tmp_path / "none", tmp_path / "no-such-file") == 64
+
+
+def test_serve_sizes_its_threads_and_warns_on_the_quota(tmp_path, many_cores, monkeypatch):
+    """The defaults share out the quota's cores; 2 x 31 threads is warned of as past them."""
+    fs, membership = _tree(tmp_path, "0::/\n", {"cpu.max": "200000 100000"})
+    monkeypatch.setattr(cores, "CGROUPS", fs)
+    monkeypatch.setattr(cores, "MEMBERSHIP", membership)
+    before = torch.get_num_threads(), faiss.omp_get_max_threads()
+    try:
+        used = configure_threads()
+    finally:
+        torch.set_num_threads(before[0])
+        faiss.omp_set_num_threads(before[1])
+    assert (used["cores"], used["workers"], used["torch"]) == (2, 2, 1)
+    assert "62 threads for the 2 cores" in oversubscription_warning({"workers": 2, "torch": 31})
