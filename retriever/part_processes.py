@@ -15,6 +15,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager, suppress
 
+from retriever.cores import usable_cores
 from retriever.errors import RetrieverError
 from retriever.ivfparts import fill_part
 
@@ -23,7 +24,7 @@ _PR_SET_PDEATHSIG = 1
 
 def fill_in_processes(jobs: list[tuple], workers: int, finished: Callable[[], None]) -> None:
     """``fill_part`` for each job in ``workers`` processes (here, for one), each with its share of the cores."""
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    threads = max(1, usable_cores() // workers)
     if workers == 1:
         for job in jobs:
             fill_part(*job, threads)

@@ -13,7 +13,6 @@ Parts are filled by Ray tasks with ``--ray``, else by worker processes.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shutil
 import sys
@@ -25,6 +24,7 @@ import faiss
 import numpy as np
 from tqdm import tqdm
 
+from retriever.cores import usable_cores
 from retriever.errors import RetrieverError
 from retriever.files import atomic_write, read_json, write_json
 from retriever.ivfparts import (ShardSlice, file_digest, held_path, part_identity, record_path,
@@ -249,6 +249,6 @@ def fill_parts(work: PartsFolder, parts: list[list[ShardSlice]], params: IndexPa
             fill_parts_on_ray(params.ray_address, todo, params.ray_workers, params.ray_cpus_per_worker,
                               lambda: bar.update(1))
         elif todo:
-            fill_in_processes(todo, min(params.parallel_parts or os.cpu_count() or 1, len(todo)),
+            fill_in_processes(todo, min(params.parallel_parts or usable_cores(), len(todo)),
                               lambda: bar.update(1))
     return [str(work.part(number)) for number in range(len(parts))]

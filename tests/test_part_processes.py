@@ -36,6 +36,22 @@ def test_a_killed_part_worker_is_one_line_saying_to_rerun(monkeypatch):
 
 
 
+def test_part_threads_are_shared_out_of_a_cgroup_cpu_quota(monkeypatch, tmp_path):
+    """Under `docker run --cpus 2` on a 64-core host each part took a share of the host's 64 cores (os.cpu_count)."""
+    from retriever import cores
+
+    (tmp_path / "cpu.max").write_text("200000 100000")
+    (tmp_path / "cgroup").write_text("0::/")
+    monkeypatch.setattr(cores, "CGROUPS", tmp_path)
+    monkeypatch.setattr(cores, "MEMBERSHIP", tmp_path / "cgroup")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    threads: list[int] = []
+    monkeypatch.setattr(part_processes, "fill_part", lambda *job: threads.append(job[-1]))
+    part_processes.fill_in_processes([()], 1, lambda: None)
+    assert threads == [2]
+
+
 def _children(parent: int, marker: str) -> set[int]:
     """Processes whose parent is ``parent`` and whose command line holds ``marker`` (read from /proc)."""
     found = set()
@@ -122,7 +138,7 @@ def test_ctrl_c_reaching_the_part_workers_is_left_to_the_build(monkeypatch, capf
     KeyboardInterrupt back as the part's result. The build alone answers it, so a Ctrl-C meant only for the build's
     process group leaves the workers' parts to finish when the build does not stop."""
     monkeypatch.setattr(part_processes, "fill_part", _sleeps_its_threads)  # each job sleeps 1 s
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(part_processes, "usable_cores", lambda: 2)
     sent: list[int] = []
     done = threading.Event()
     sender = threading.Thread(target=_signal_workers_as_they_come, args=(sent, done))
@@ -142,7 +158,7 @@ def test_ctrl_c_of_the_build_stops_its_part_workers_at_once(monkeypatch):
     large parts is minutes with nothing said; the workers are stopped instead (their unfinished files are left to the
     next build, which deletes a dead process's)."""
     monkeypatch.setattr(part_processes, "fill_part", _sleeps_its_threads)
-    monkeypatch.setattr(os, "cpu_count", lambda: 60)  # each job sleeps 30 s
+    monkeypatch.setattr(part_processes, "usable_cores", lambda: 60)  # each job sleeps 30 s
     seen: list[set[int]] = []
 
     def interrupt_once_both_run() -> None:
