@@ -160,8 +160,8 @@ def run_length_options(passes_over: str, epochs_default: int | None) -> Callable
                    "[default: the whole corpus]")
 @device_options()
 @click.option("--save-steps", type=CountRange("save_steps"), default=500, show_default=True,
-              help="Also checkpoint every N steps (checkpoints are always written at each epoch's end; 0 = only "
-                   "then).")
+              help="Also checkpoint every N steps; the run's end is always one, and each epoch's end is unless "
+                   "--max-steps sets the run's length without --dev-split (0 = only at epochs' ends).")
 @click.option("--cross-device-negatives/--no-cross-device-negatives", default=True, show_default=True,
               help="Under torchrun, score each query against every process's passages (the global batch); off, "
                    "each process's queries see only its own slice.")
@@ -228,9 +228,10 @@ def _str(path: Path | None) -> str | None:
               help="Passages retrieved per query.")
 @click.option("--skip-top", type=click.IntRange(min=0), default=0, show_default=True,
               help="Ranks dropped from the top before choosing (they often hold unjudged positives).")
-@click.option("--per-query", type=click.IntRange(min=1), default=30, show_default=True,
+@click.option("--per-query", type=click.IntRange(min=1), default=None,
+              show_default="30, or all --depth leaves after --skip-top if fewer",
               help="Negatives kept per query, in rank order, after dropping judged positives and their copies "
-                   "(the same title and text).")
+                   "(the same title and text); at most --depth minus --skip-top.")
 @runtime_options()
 @mode_options()
 @moved_model_option()
@@ -243,7 +244,12 @@ def mine_command(index, dataset, split, output, depth, skip_top, per_query, devi
       retriever mine indexes/scifact --dataset ../shared/datasets/scifact --split train -o negatives.jsonl
     """
     from retriever.training import mine_negatives
+    from retriever.training.mining import check_counts
 
+    try:
+        check_counts(depth, skip_top, per_query)
+    except RetrieverError as error:  # flags that cannot go together, as the README says
+        raise click.UsageError(str(error), click.get_current_context()) from None
     check_outputs_apart({"--output": output}, {"INDEX": index, "--dataset": dataset})
     expect_outputs(output)
     result = mine_negatives(index, dataset, output, split=split, depth=depth, skip_top=skip_top,

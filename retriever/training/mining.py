@@ -26,6 +26,9 @@ from retriever.texts import whole_number
 from retriever.wording import counted
 
 
+DEFAULT_PER_QUERY = 30  # negatives a query gets unless --per-query says; fewer if --depth leaves fewer
+
+
 @dataclass
 class MiningResult:
     output: Path
@@ -123,16 +126,32 @@ def _refuse_no_negative(queries: int, beir: BeirDataset, split: str, depth: int,
                          "a copy of a passage judged so; raise --depth or lower --skip-top; nothing written")
 
 
+def check_counts(depth: object, skip_top: object, per_query: object) -> tuple[int, int, int]:
+    """--depth, --skip-top and --per-query as whole numbers that fit together (the CLI's usage check too): a
+    ``per_query`` above what ``depth`` leaves after ``skip_top`` quietly gave fewer negatives than asked. None is the
+    default, ``DEFAULT_PER_QUERY`` or all that is left if fewer."""
+    depth, skip_top = whole_number(depth, "--depth", 1), whole_number(skip_top, "--skip-top", 0)
+    if skip_top >= depth:
+        raise RetrieverError(f"--skip-top {skip_top} drops all {depth} retrieved documents; raise --depth")
+    left = depth - skip_top
+    if per_query is None:
+        return depth, skip_top, min(DEFAULT_PER_QUERY, left)
+    per_query = whole_number(per_query, "--per-query", 1)
+    if per_query > left:
+        raise RetrieverError(f"--per-query {per_query} is more than the {left} ranks --depth {depth} leaves after "
+                             f"--skip-top {skip_top}, so no query could get {per_query} negatives; lower --per-query "
+                             f"to {left} or raise --depth")
+    return depth, skip_top, per_query
+
+
 def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, split: str = "train",
-                   depth: int = 100, skip_top: int = 0, per_query: int = 30, device: str = "auto",
+                   depth: int = 100, skip_top: int = 0, per_query: int | None = None, device: str = "auto",
                    dtype: str = "auto", batch_size: int | None = None, progress: bool = True, mode: str = "dense",
                    fusion_overrides: dict | None = None, model: str | None = None) -> MiningResult:
     """Search every judged query of a BEIR split in INDEX (in ``mode``, see ``Searcher``) and write its hard
-    negatives as JSONL, atomically."""
-    depth, per_query = whole_number(depth, "--depth", 1), whole_number(per_query, "--per-query", 1)
-    skip_top, output = whole_number(skip_top, "--skip-top", 0), _output_path(output)
-    if skip_top >= depth:
-        raise RetrieverError(f"--skip-top {skip_top} drops all {depth} retrieved documents; raise --depth")
+    negatives as JSONL, atomically (``per_query`` None: ``DEFAULT_PER_QUERY``, or all ``depth`` leaves if fewer)."""
+    depth, skip_top, per_query = check_counts(depth, skip_top, per_query)
+    output = _output_path(output)
     _check_fusion_mode(fusion_overrides, mode)
     check_output_outside_qrels(output, "the negatives file")
     _check_output_apart(output, index, dataset)

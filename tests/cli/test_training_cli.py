@@ -338,3 +338,12 @@ def test_an_output_named_dash_or_nothing_is_a_usage_error(tmp_path, tiny_beir, m
     result = CliRunner().invoke(main, [command, *data, "--output", name])
     assert result.exit_code == 2 and said in result.output, result.output
     assert not any(work.iterdir())
+
+
+def test_mine_per_query_above_what_depth_leaves_is_a_usage_error(tmp_path):
+    """It quietly wrote fewer negatives than asked; the bound is checked as the flags are read."""
+    result = CliRunner().invoke(main, ["mine", str(tmp_path), "--dataset", str(tmp_path), "-o", str(tmp_path / "n"),
+                                       "--depth", "10", "--skip-top", "2", "--per-query", "9"])
+    assert result.exit_code == 2 and "--per-query 9 is more than the 8 ranks --depth 10 leaves after --skip-top 2" \
+        in result.output, result.output
+    assert not (tmp_path / "n").exists()

@@ -180,7 +180,10 @@ def test_mining_with_a_dataset_whose_corpus_is_not_the_indexs_warns(indexed_beir
 
 @pytest.mark.parametrize("arguments, said", [
     ({"depth": "5"}, "--depth must be a whole number of at least 1, not '5'"),
-    ({"per_query": None}, "--per-query must be a whole number of at least 1, not None"),
+    ({"per_query": "5"}, "--per-query must be a whole number of at least 1, not '5'"),
+    # above what --depth leaves after --skip-top: fewer negatives were written, without a word (probe round 18)
+    ({"depth": 20, "skip_top": 5, "per_query": 16}, "^--per-query 16 is more than the 15 ranks --depth 20 leaves after "
+                                                    "--skip-top 5, so no query could get 16 negatives; "),
     ({"skip_top": 1.5}, "--skip-top must be a whole number of at least 0, not 1.5"),
     ({"depth": True}, "--depth must be a whole number"),
     ({"output": 5}, "output must be the path of the negatives file to write"),
@@ -263,3 +266,13 @@ def test_an_os_error_of_the_search_is_not_named_a_failed_write_of_the_output(ind
     with pytest.raises(OSError, match="Input/output error") as raised:
         mine_negatives(index, dataset, tmp_path / "n.jsonl", depth=12, device="cpu", dtype="fp32", progress=False)
     assert type(raised.value) is OSError and not (tmp_path / "n.jsonl").exists()
+
+
+def test_the_default_per_query_is_capped_by_what_depth_leaves(indexed_beir, tmp_path):
+    """Only a --per-query given above --depth minus --skip-top is refused: the default 30 keeps all a shallow search
+    leaves, as the default of None says."""
+    dataset, index = indexed_beir
+    result = mine_negatives(index, dataset, tmp_path / "n.jsonl", depth=4, skip_top=1, per_query=None, device="cpu",
+                            dtype="fp32", progress=False)
+    assert result.negatives and all(len(json.loads(line)["negatives"]) <= 3
+                                    for line in (tmp_path / "n.jsonl").read_text().splitlines())
