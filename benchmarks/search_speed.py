@@ -132,16 +132,17 @@ def exact_row(work: Workload, label: str, size_mb: float | None = None) -> tuple
                                                         size_mb=size, kind="exact"), work.budgets)
 
 
-def benchmark(dataset: str, vectors: np.ndarray, queries: np.ndarray, base_params: IndexParams,
+def benchmark(dataset: str, vectors: np.ndarray, queries: np.ndarray, ef_construction: int,
               budgets: tuple[float, float], target: float | None) -> tuple[list[Row], dict]:
-    """Every index type on one collection; returns rows and facts for the notes."""
+    """Every index type on one collection, each with IndexParams of its own type (IndexParams refuses a setting its
+    type does not use); returns rows and facts for the notes."""
     facts: dict = {"n": len(vectors), "queries": len(queries), "load_start": loadavg()}
-    vectors, tuning_set = with_tuning_sample_last(vectors, base_params, target)
+    vectors, tuning_set = with_tuning_sample_last(vectors, IndexParams(), target)  # tuning_queries and seed: any type
     work = Workload(dataset, vectors, queries, budgets, target, tuning_set)
     exact, work.truth = exact_row(work, "flat (exact)")
     rows = [exact]
 
-    params = dataclasses.replace(base_params, index_type="hnsw")
+    params = IndexParams("hnsw", ef_construction=ef_construction)
     found, hnsw = sweep(work, params, "ef_search", lambda _: HNSW_EF, lambda ef: f"efSearch={ef}")
     rows += found
     facts["hnsw"] = f"{found[0].index}, efConstruction {params.ef_construction}: {found[0].build_s:.0f} s"
@@ -150,7 +151,7 @@ def benchmark(dataset: str, vectors: np.ndarray, queries: np.ndarray, base_param
     def nprobes(index: faiss.Index) -> list[int]:
         return [p for p in NPROBE if p <= faiss.extract_index_ivf(index).nlist]
 
-    params = dataclasses.replace(base_params, index_type="ivfpq")
+    params = IndexParams("ivfpq")
     found, ivfpq = sweep(work, params, "nprobe", nprobes, lambda nprobe: f"nprobe={nprobe}")
     rows += found
     facts["coarse_nprobe1"] = coarse_recall(ivfpq, vectors, queries, work.truth)
@@ -158,7 +159,7 @@ def benchmark(dataset: str, vectors: np.ndarray, queries: np.ndarray, base_param
     del ivfpq
 
     # Re-ranked variant, as `--index-type "<factory>,RFlat"` builds it (k_factor from IndexParams).
-    params = dataclasses.replace(params, index_type=f"{facts['ivfpq']},RFlat", refine_k_factor=REFINE_K_FACTOR)
+    params = IndexParams(f"{facts['ivfpq']},RFlat", refine_k_factor=REFINE_K_FACTOR)
     rows += sweep(work, params, "nprobe", nprobes, lambda nprobe: f"nprobe={nprobe}, k_factor={REFINE_K_FACTOR}")[0]
     rows.append(exact_row(work, "flat (exact, again at end)", exact.size_mb)[0])
     facts["load_end"] = loadavg()
@@ -216,7 +217,7 @@ def main() -> None:
     if not args.skip_scifact:
         vectors, queries = scifact_data(args.scifact_index)
         name = f"SciFact ({len(vectors):,} × {vectors.shape[1]}, MiniLM)"
-        results[name], facts[name] = benchmark(name, vectors, queries, IndexParams(), budgets, target)
+        results[name], facts[name] = benchmark(name, vectors, queries, IndexParams.ef_construction, budgets, target)
         del vectors
     if not args.skip_synthetic:
         spec = SyntheticSpec()
@@ -225,8 +226,7 @@ def main() -> None:
         vectors, queries = collection.vectors(n), collection.queries(nq)
         log(f"generated synthetic {n} × {spec.dim} in {time.perf_counter() - t0:.0f} s")
         name = f"synthetic ({n:,} × {spec.dim}, hard)"
-        hnsw = IndexParams(ef_construction=args.ef_construction)
-        results[name], facts[name] = benchmark(name, vectors, queries, hnsw, budgets, target)
+        results[name], facts[name] = benchmark(name, vectors, queries, args.ef_construction, budgets, target)
         facts[name]["spec"] = spec
         del vectors
     runtime = time.perf_counter() - started

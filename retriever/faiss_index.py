@@ -12,6 +12,7 @@ import faiss
 from retriever.choices import INDEX_TYPES, ONDISK_TYPE, REFINE_K_FACTOR_MAX
 from retriever.errors import RetrieverError, faiss_message
 from retriever.index_folder import SEARCH_SETTING_RANGE, SEARCH_SETTINGS
+from retriever.index_type_settings import flag, unused_setting
 from retriever.ondisk import CODES
 from retriever.shards import sample_vectors
 from retriever.texts import whole_number
@@ -44,7 +45,8 @@ class IndexParams:
     ray_cpus_per_worker: int = 1
 
     def __post_init__(self) -> None:
-        """Refuse what the CLI's flags refuse, and make numpy numbers Python ones (the manifest is JSON)."""
+        """Refuse what the CLI's flags refuse (a setting the index type does not use, when not left at its default),
+        and make numpy numbers Python ones (the manifest is JSON)."""
         if not isinstance(self.index_type, str):
             raise RetrieverError(f"index_type must be one of {', '.join(INDEX_TYPES)} or a FAISS factory string, not "
                                  f"{self.index_type!r}")
@@ -56,15 +58,19 @@ class IndexParams:
             least = _LEAST.get(setting.name)
             value = getattr(self, setting.name)
             if least is not None and not (value is None and setting.default is None):
-                setattr(self, setting.name, whole_number(value, _flag(setting.name), least))
+                setattr(self, setting.name, whole_number(value, flag(setting.name), least))
             most, why = _MOST.get(setting.name, (None, ""))
             if most is not None and getattr(self, setting.name) > most:  # FAISS failed on it after the encoding
-                raise RetrieverError(f"{_flag(setting.name)} must be at most {most} ({why}), not {value}")
+                raise RetrieverError(f"{flag(setting.name)} must be at most {most} ({why}), not {value}")
         if self.target_recall is not None:
             if isinstance(self.target_recall, bool) or not isinstance(self.target_recall, Real) \
                     or not 0 < self.target_recall <= 1:
                 raise RetrieverError(f"--target-recall must be a number in (0, 1], not {self.target_recall!r}")
             self.target_recall = float(self.target_recall)
+        unused = unused_setting(self.index_type, [setting.name for setting in fields(self)
+                                                  if getattr(self, setting.name) != setting.default])
+        if unused:  # IndexParams("hnsw", nlist=64) built the default graph, while the CLI refused --nlist there
+            raise RetrieverError(unused)
 
 
 _LEAST = {"hnsw_m": 2, "ef_construction": 1, "nlist": 1, "pq_m": 1, "refine_k_factor": 1, "train_size": 1, "seed": 0,
@@ -96,10 +102,6 @@ def check_defaults_taken(defaults: dict, taken: str | None, index_type: str) -> 
             use = f"give {taken} instead" if taken else "it is exact and takes no search setting"
             raise RetrieverError(f"search_defaults[{name!r}] applies to {SETTING_KINDS[name][0]} indexes, not to "
                                  f"index_type {index_type!r}: {use}, or drop it")
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
 
 
 def check_factory(spec: str) -> None:

@@ -9,6 +9,7 @@ import faiss
 
 from retriever.choices import INDEX_TYPES, ONDISK_TYPE
 from retriever.errors import RetrieverError
+from retriever.index_type_settings import untrained_refusal
 from retriever.faiss_index import IndexParams, check_defaults_taken, factory_string, new_index
 from retriever.search_settings import downcast_hnsw, inner_index, ivf_part, taken_setting
 from retriever.wording import counted
@@ -25,6 +26,8 @@ def check_buildable(params: IndexParams, dim: int) -> None:
         return
     index = new_index(params.index_type, dim, params)
     check_defaults_taken(params.search_defaults, taken_setting(index), params.index_type)
+    if index.is_trained and params.train_size != IndexParams.train_size:  # was ignored ('HNSW32,Flat', 'SQfp16')
+        raise RetrieverError(untrained_refusal(params.index_type))
     if isinstance(inner_index(index), faiss.IndexNSG):
         raise RetrieverError(f"--index-type {params.index_type!r}: NSG needs every vector in one add, and the "
                              "index is filled shard by shard; use HNSW instead, e.g. 'HNSW32,Flat'")

@@ -14,7 +14,7 @@ def test_ivf_defaults_are_sane():
 
 
 def test_refined_index_rescores_k_factor_candidates_and_keeps_it_on_disk(tmp_path):
-    index = new_index("IVF4,PQ2x4,RFlat", 8, IndexParams(refine_k_factor=30))
+    index = new_index("IVF4,PQ2x4,RFlat", 8, IndexParams("IVF4,PQ2x4,RFlat", refine_k_factor=30))
     faiss.write_index(index, str(tmp_path / "i.faiss"))
     assert faiss.downcast_index(faiss.read_index(str(tmp_path / "i.faiss"))).k_factor == 30
 
@@ -76,7 +76,7 @@ def test_the_training_sample_pass_over_the_shards_shows_its_progress(tmp_path, c
         write_shard(shards[-1], [f"d{part}-{row}" for row in range(20)],
                     np.random.default_rng(part).random((20, 8), dtype=np.float32), {})
     index = new_index("IVF2,Flat", 8, IndexParams())
-    assert train(index, shards, 60, IndexParams(train_size=30), "IVF2,Flat") == 30
+    assert train(index, shards, 60, IndexParams("IVF2,Flat", train_size=30), "IVF2,Flat") == 30
     bar = [line for line in capsys.readouterr().err.replace("\r", "\n").splitlines() if line.startswith("sample")]
     assert bar and "3/3" in bar[-1], bar
 
@@ -115,7 +115,8 @@ def test_plain_faiss_opens_the_index_file_with_the_manifests_search_settings(tin
     from retriever.indexing import encode_and_index
 
     encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
-    params = IndexParams(index_type=index_type, nlist=2, search_defaults={setting: value})
+    params = IndexParams(index_type=index_type, nlist=2 if index_type == "ivfpq" else None,
+                         search_defaults={setting: value})
     encode_and_index(tiny_beir, tmp_path / "idx", encoder, params=params, progress=False)
     recorded = json.loads((tmp_path / "idx" / "manifest.json").read_text())["index"]["search_defaults"][setting]
     plain = faiss.read_index(str(tmp_path / "idx" / "index.faiss"))
@@ -129,9 +130,9 @@ def test_numpy_numbers_in_the_settings_become_python_numbers():
     """A notebook's np.int64 / np.float64 reached the manifest's json.dump (or FAISS's SWIG setters) after the
     whole corpus was encoded: 'Object of type int64 is not JSON serializable'."""
     params = IndexParams("hnsw", hnsw_m=np.int64(8), ef_construction=np.int32(40), target_recall=np.float64(0.9),
-                         tuning_queries=np.int64(5), nlist=np.uint16(3))
+                         tuning_queries=np.int64(5))
     assert [type(v) for v in (params.hnsw_m, params.ef_construction, params.target_recall, params.tuning_queries,
-                              params.nlist)] == [int, int, float, int, int]
+                              IndexParams("ivfpq", nlist=np.uint16(3)).nlist)] == [int, int, float, int, int]
     new_index(factory_string(params, 8, 100), 8, params)
 
 
@@ -203,3 +204,17 @@ def test_a_search_default_the_index_type_does_not_use_is_refused(index_type, def
         IndexParams(index_type, search_defaults=defaults)
     assert IndexParams("hnsw", search_defaults={"nprobe": None, "ef_search": 64}).search_defaults["ef_search"] == 64
     assert IndexParams("ivfpq", search_defaults={"nprobe": 8}).search_defaults == {"nprobe": 8}
+
+
+@pytest.mark.parametrize("index_type, settings, flag", [
+    ("hnsw", {"nlist": 64}, "--nlist"), ("flat", {"ef_construction": 100}, "--ef-construction"),
+    ("ivfpq", {"hnsw_m": 16}, "--hnsw-m"), ("IVF4,Flat", {"pq_m": 4}, "--pq-m"), ("hnsw", {"train_size": 10},
+                                                                                   "--train-size"),
+    ("flat", {"refine_k_factor": 10}, "--refine-k-factor"), ("ivfpq", {"part_size": 10}, "--part-size"),
+])
+def test_a_setting_the_index_type_does_not_use_is_refused_as_the_cli_refuses_its_flag(index_type, settings, flag):
+    """IndexParams("hnsw", nlist=64) built the default graph without a word, while `--nlist` with `--index-type hnsw`
+    is a usage error; a setting left at its default still passes."""
+    with pytest.raises(RetrieverError, match=f"^{flag} is used only by .*, not by --index-type {index_type!r}; drop"):
+        IndexParams(index_type, **settings)
+    IndexParams(index_type, **{name: getattr(IndexParams, name) for name in settings})

@@ -4,7 +4,7 @@ import pytest
 
 from retriever.errors import RetrieverError
 from retriever.faiss_index import IndexParams, new_index
-from retriever.index_checks import check_trainable
+from retriever.index_checks import check_buildable, check_trainable
 
 
 @pytest.mark.parametrize("spec", ["flat", "hnsw", "Flat", "HNSW8,Flat", "SQ8", "HNSW8,SQ8", "LSQ2x4", "RR16,Flat"])
@@ -27,8 +27,6 @@ def test_more_lists_than_vectors_is_refused_without_making_the_lists(index_type,
 def test_an_ivf_whose_quantizer_needs_more_points_than_its_lists_is_refused_before_encoding(spec, needed):
     """FAISS trains an IVF's quantizer on the list centroids: 'IVF8(PQ2),Flat' failed once the corpus was encoded
     (8 points for 256 codes), advising fewer lists and more training vectors, neither of which helps."""
-    from retriever.index_checks import check_buildable
-
     with pytest.raises(RetrieverError, match=rf"trains on its \d+ list centroids and needs at least {needed}; use at "
                                              rf"least {needed} lists"):
         check_buildable(IndexParams(spec), 32)
@@ -42,8 +40,6 @@ def test_an_ivf_whose_quantizer_needs_more_points_than_its_lists_is_refused_befo
 def test_a_scalar_quantizer_that_takes_values_as_codes_is_refused_before_encoding(spec):
     """SQ8_direct and SQ8_direct_signed store each value as the integer it rounds to: embeddings (fractions) were all
     stored as zeros (a flat one scored every passage 0), recall@10 0.001, with exit 0."""
-    from retriever.index_checks import check_buildable
-
     vectors = np.random.default_rng(0).standard_normal((300, 32)).astype("float32")
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     index = new_index(spec, 32, IndexParams())
@@ -63,8 +59,13 @@ def test_a_scalar_quantizer_that_takes_values_as_codes_is_refused_before_encodin
 def test_a_search_default_a_factory_string_does_not_use_is_refused_before_encoding(spec, defaults, said):
     """A factory string's search setting is known once FAISS builds it: an nprobe default on 'HNSW8,Flat' was
     recorded and never used (the efSearch of an IVF's HNSW quantizer is not the one a search sets)."""
-    from retriever.index_checks import check_buildable
-
     with pytest.raises(RetrieverError, match=rf"^search_defaults\['{list(defaults)[0]}'\] applies to .*{said}"):
         check_buildable(IndexParams(spec, search_defaults=defaults), 32)
     check_buildable(IndexParams("PCA16,IVF4,Flat", search_defaults={"nprobe": 2}), 32)
+
+
+def test_a_train_size_for_a_factory_string_that_trains_nothing_is_refused_before_encoding():
+    """IndexParams("HNSW8,Flat", train_size=10) was built with the setting unused, as `--train-size` is refused."""
+    with pytest.raises(RetrieverError, match=r"^--train-size is used only by .*'HNSW8,Flat', which trains nothing"):
+        check_buildable(IndexParams("HNSW8,Flat", train_size=10), 32)
+    check_buildable(IndexParams("IVF4,Flat", train_size=10), 32)

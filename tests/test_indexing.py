@@ -53,7 +53,7 @@ def test_shards_and_docstore_open_with_plain_pyarrow_and_pandas(tiny_beir, tiny_
 
 @pytest.mark.parametrize("index_type", ["hnsw", "ivfpq", "IVF2,Flat"])
 def test_approximate_indexes_build(tiny_beir, tiny_encoder, tmp_path, index_type, capsys):
-    params = IndexParams(index_type, nlist=2, pq_m=4)
+    params = IndexParams(index_type, **({"nlist": 2, "pq_m": 4} if index_type == "ivfpq" else {}))
     manifest = encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, params, progress=False)
     assert manifest["index"]["count"] == 12
     assert capsys.readouterr() == ("", "")  # "training IVF... on N sampled vectors" printed at progress=False
@@ -346,7 +346,8 @@ def test_target_recall_on_one_document_is_refused_before_encoding_or_the_corpus_
     the doc store and BM25. Real tuning queries (--tuning-queries-file) still tune a one-document index."""
     corpus = tmp_path / "one.jsonl"
     corpus.write_text('{"_id": "d1", "text": "the cat sat on the mat"}\n')
-    params = IndexParams(index_type, target_recall=0.9, nlist=1, train_size=1)
+    trained = {"nlist": 1, "train_size": 1} if index_type == "ivf-ondisk" else {}
+    params = IndexParams(index_type, target_recall=0.9, **trained)
     with pytest.raises(RetrieverError, match="--target-recall needs at least 2 vectors .* and the corpus has 1; "
                                              "tune on real queries with --tuning-queries-file"):
         encode_and_index(corpus, tmp_path / "idx", no_encoding, params, progress=False)
@@ -363,7 +364,7 @@ def test_target_recall_on_one_document_is_refused_before_encoding_or_the_corpus_
     assert manifest["index"]["count"] == 1 and manifest["index"]["tuning"]["queries"] == "given queries"
 
 
-@pytest.mark.parametrize("params", [IndexParams("hnsw", nlist=64), IndexParams("IVF12,Flat"),
+@pytest.mark.parametrize("params", [IndexParams("hnsw"), IndexParams("IVF12,Flat"),
                                     IndexParams("IVF4,PQ4x3")])
 def test_an_index_the_corpus_can_train_is_built(tiny_beir, tiny_encoder, tmp_path, params):
     assert encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, params, progress=False)["index"]["count"] == 12
@@ -373,7 +374,7 @@ def test_an_index_the_corpus_can_train_is_built(tiny_beir, tiny_encoder, tmp_pat
                                                       ("IVF2_HNSW4,Flat", None, None), ("hnsw", 32, 200)])
 def test_the_manifest_records_the_hnsw_the_index_has(tiny_beir, tiny_encoder, tmp_path, spec, m, ef_construction):
     """hnsw_m was the --hnsw-m default (32) for any string holding 'HNSW', also an IVF's HNSW quantizer."""
-    manifest = encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, IndexParams(spec, nlist=2),
+    manifest = encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, IndexParams(spec),
                                 progress=False, lexical=None)
     assert (manifest["index"]["hnsw_m"], manifest["index"]["ef_construction"]) == (m, ef_construction)
 

@@ -123,7 +123,7 @@ def test_a_cgroup_or_machine_bound_names_itself_and_the_train_size_that_fits(tmp
     fits = int(message.split("--train-size ")[2].split()[0])
     assert train_memory.training_bytes(index, fits, 32, sampled=False)[0] <= left
     assert train_memory.training_bytes(index, fits + 1, 32, sampled=False)[0] > left
-    assert train(index, shards, 4000, IndexParams(train_size=fits), "IVF16,Flat", progress=False) == fits
+    assert train(index, shards, 4000, IndexParams("IVF16,Flat", train_size=fits), "IVF16,Flat", progress=False) == fits
 
 
 RESIDENT = textwrap.dedent("""

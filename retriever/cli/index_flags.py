@@ -7,8 +7,9 @@ from pathlib import Path
 
 import click
 
-from retriever.choices import INDEX_TYPES, ONDISK_TYPE, REFINE_K_FACTOR_MAX
+from retriever.choices import INDEX_TYPES, REFINE_K_FACTOR_MAX
 from retriever.cli.options import FiniteRange, compose, flags_given
+from retriever.index_type_settings import SETTING_USERS, unused_setting, untrained_refusal
 
 
 def index_options():
@@ -59,33 +60,13 @@ def index_options():
     )
 
 
-_IVF_TYPES = ("ivfpq", ONDISK_TYPE)
-# The index types each build flag is used by, and how to say so: given with another type it was ignored in silence.
-_TYPE_FLAGS = {
-    "hnsw_m": (lambda kind: kind == "hnsw", "--index-type hnsw (a factory string gives M itself: 'HNSW64,Flat')"),
-    "ef_construction": (lambda kind: kind == "hnsw" or "HNSW" in kind, "an index with an HNSW graph"),
-    "nlist": (lambda kind: kind in _IVF_TYPES, "--index-type ivfpq or ivf-ondisk (a factory string gives its lists "
-                                               "itself: 'IVF1024,PQ48')"),
-    "pq_m": (lambda kind: kind == "ivfpq", "--index-type ivfpq (a factory string gives its codes itself: "
-                                           "'IVF1024,PQ48')"),
-    "ondisk_codes": (lambda kind: kind == ONDISK_TYPE, f"--index-type {ONDISK_TYPE}"),
-    "part_size": (lambda kind: kind == ONDISK_TYPE, f"--index-type {ONDISK_TYPE}"),
-    "parallel_parts": (lambda kind: kind == ONDISK_TYPE, f"--index-type {ONDISK_TYPE}"),
-    "refine_k_factor": (lambda kind: "RFlat" in kind or "Refine" in kind, "factory strings ending in ',RFlat'"),
-    "train_size": (lambda kind: kind not in ("flat", "hnsw"), "an index that is trained (ivfpq, ivf-ondisk or a "
-                                                              "factory string such as 'IVF1024,PQ48')"),
-}
-
-
 def check_type_flags(index_type: str) -> None:
     """Refuse a build flag the --index-type (or, for the tuning flags, the absent --target-recall) does not use,
     before any encoding, as `search` refuses --nprobe on a flat index: `--nlist 4096 --index-type hnsw` built the
     default graph and exited 0."""
-    for name, (uses, users) in _TYPE_FLAGS.items():
-        given = [] if uses(index_type) else flags_given((name,))
-        if given:
-            raise click.UsageError(f"{given[0]} is used only by {users}, not by --index-type {index_type!r}; drop it "
-                                   "or choose an index type that uses it")
+    unused = unused_setting(index_type, [name for name in SETTING_USERS if flags_given((name,))])
+    if unused:
+        raise click.UsageError(unused)
     given = [] if flags_given(("target_recall",)) else flags_given(("tuning_queries", "tuning_queries_file"))
     if given:  # the count was ignored in silence; the file's queries were encoded before the library refused them
         raise click.UsageError(f"{given[0]} is used only with --target-recall (what recall is measured on); add "
@@ -100,5 +81,4 @@ def check_train_size_used(index_type: str, dim_of: Callable[[], int]) -> None:
     from retriever.faiss_index import IndexParams, new_index
 
     if new_index(index_type, dim_of(), IndexParams(index_type)).is_trained:
-        raise click.UsageError(f"--train-size is used only by {_TYPE_FLAGS['train_size'][1]}, not by --index-type "
-                               f"{index_type!r}, which trains nothing; drop it or choose an index type that uses it")
+        raise click.UsageError(untrained_refusal(index_type))

@@ -113,9 +113,9 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
     output = named_output(output)  # `-o .`: the build swaps a new folder in at that path; `.` would name the old one
     check_build_tuning(tune_fusion, lexical, output, overwrite)
     _expect_folder(output, tune_fusion, as_json)
+    check_type_flags(index_flags["index_type"])  # a usage error before IndexParams refuses the same setting
     params = IndexParams(**index_flags)
     check_ray_flags(params, encodes=False)
-    check_type_flags(params.index_type)
     check_train_size_used(params.index_type, lambda: int(shards_to_index(shards)[1]["dim"]))
     texts = _tuning_texts(tuning_queries_file, params.tuning_queries, params.seed)
     from retriever.encoder import recorded_encoder  # torch, transformers (seconds): after every flag's check
@@ -163,10 +163,10 @@ def build_command(corpus, output, model, encoder_overrides, device, dtype, batch
     check_rereadable(corpus)  # these two before the model loads and Ray starts, which take seconds
     detect_format(resolve_corpus_path(corpus), fmt)
     check_first_record(corpus, fmt, fields_from(id_field, text_field, title_field))
+    check_type_flags(index_flags["index_type"])  # as in index_command
     params = IndexParams(**index_flags, ray_address=ray_address, ray_workers=ray_workers,
                          ray_cpus_per_worker=ray_cpus_per_worker)
     check_ray_flags(params, encodes=True)
-    check_type_flags(params.index_type)
     settings = EncoderSettings.for_model(model, **encoder_overrides)  # reading the model's folder imports torch
     fields = fields_from(id_field, text_field, title_field)
     tuning_texts = _tuning_texts(tuning_queries_file, params.tuning_queries, params.seed)
