@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import socket
+from urllib.parse import urlsplit
 
 from retriever.errors import RetrieverError
 
@@ -15,6 +17,26 @@ def unbracketed(host: str) -> str:
     """``[::1]`` as ``::1``: the URL form of an IPv6 address, which a user copies from an address bar, named no
     host to the resolver ("Name or service not known")."""
     return host[1:-1] if host.startswith("[") and host.endswith("]") and ":" in host else host
+
+
+def bare_host(host: str) -> str:
+    """--host as ``listening_sockets`` takes it: a host name or address alone (an IPv6 one with or without brackets).
+    A URL (``http://localhost``), a port (``127.0.0.1:8000``, ``[::1]:8000``) or a path is refused as a usage error
+    giving the flags meant: the resolver took it as a host name, and said only "check --host and --port"."""
+    if "://" in host:
+        parts = urlsplit(host)
+        try:
+            name, port = parts.hostname or "", parts.port
+        except ValueError:  # a port that is no number
+            name, port = parts.hostname or "", None
+    elif match := re.fullmatch(r"\[([^\]]*)\]:(\d*)|([^:\[\]]*):(\d*)", host):
+        name, port = match[1] if match[1] is not None else match[3], match[2] or match[4]
+    elif "/" in host:
+        name, port = host.split("/")[0], None
+    else:
+        return unbracketed(host)
+    advice = f"--host {name or 'NAME'} " + (f"--port {port}" if port else "(a port goes in --port)")
+    raise ValueError(f"{host!r} is not a bare host name or address: give {advice}")
 
 
 def listening_sockets(host: str, port: int) -> list[socket.socket]:

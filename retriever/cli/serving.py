@@ -12,7 +12,7 @@ import click
 
 from retriever.choices import DEFAULT_K, MAX_WAITING_QUERIES, MAX_WAITING_REQUESTS
 from retriever.cli.hybrid import mode_options
-from retriever.cli.listening import BACKLOG, listening_sockets, start_listening, unbracketed
+from retriever.cli.listening import BACKLOG, bare_host, listening_sockets, start_listening
 from retriever.cli.options import FiniteRange, device_options
 from retriever.cli.searching import moved_model_option
 from retriever.cli.serving_names import parse_named_indexes
@@ -34,6 +34,14 @@ def _origins(ctx: click.Context, param: click.Parameter, value: tuple[str, ...])
     try:
         return checked_origins(value)
     except RetrieverError as error:
+        raise click.BadParameter(str(error), ctx, param) from None
+
+
+def _host(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """--host checked while the flags are parsed (``bare_host``), before any socket is bound or index loaded."""
+    try:
+        return bare_host(value)
+    except ValueError as error:
         raise click.BadParameter(str(error), ctx, param) from None
 
 
@@ -150,8 +158,9 @@ def _stop(served: object) -> None:
               help="Serve the index at PATH as NAME (repeatable; NAME is 1-64 letters or digits of any script, _ "
                    "or -). It is searched at /indexes/NAME/search (percent-encoded if not ASCII); the first index "
                    "given (INDEX, served under its folder name, else the first --index) also answers /search.")
-@click.option("--host", default="127.0.0.1", show_default=True, callback=lambda ctx, param, host: unbracketed(host),
-              help="Address to listen on (an IPv6 one with or without [brackets]).")
+@click.option("--host", default="127.0.0.1", show_default=True, callback=_host,
+              help="Host name or address to listen on, alone (an IPv6 one with or without [brackets]; the port "
+                   "goes in --port).")
 @click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True,
               help="TCP port to listen on.")
 @device_options()
