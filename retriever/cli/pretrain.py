@@ -56,7 +56,8 @@ from retriever.errors import RetrieverError
 @run_length_options("the corpus", None)
 @optimizer_options(learning_rate=1e-4)
 @click.option("--save-steps", type=CountRange("save_steps"), default=500, show_default=True,
-              help="Checkpoint every N steps, and at each epoch's end, the run's included (0 = only at epochs' ends).")
+              help="Checkpoint every N steps and at the run's end, and at each epoch's end unless --max-steps sets "
+                   "the run's length (0 = only at epochs' ends).")
 @click.option("--keep-checkpoints", type=CountRange("keep_checkpoints"), default=2, show_default=True,
               help="Newest checkpoints kept in OUTPUT/checkpoints while training (a finished run keeps none).")
 @click.option("--seed", type=CountRange("seed"), default=42, show_default=True,

@@ -62,14 +62,20 @@ class EpochEndCheckpoints(TrainerCallback):
     """A checkpoint at each epoch's end besides every --save-steps: dev evaluation picks the best among them.
 
     A step that ends the epoch (or the run) is saved there only, after the dev evaluation: the library's
-    own save of it at the step's end wrote the same checkpoint a second time."""
+    own save of it at the step's end wrote the same checkpoint a second time. Without ``every_epoch`` (a run of
+    --max-steps with --save-steps and no dev evaluation) an epoch's end is saved only when it is the run's end or
+    a --save-steps step: on a small data set every epoch's end wrote weights and optimizer state, a few steps apart."""
+
+    def __init__(self, every_epoch: bool = True) -> None:
+        self.every_epoch = every_epoch
 
     def on_step_end(self, args, state, control, **kwargs):
         if control.should_training_stop or float(state.epoch).is_integer():
             control.should_save = False
 
     def on_epoch_end(self, args, state, control, **kwargs):
-        control.should_save = True
+        control.should_save = (self.every_epoch or control.should_training_stop
+                               or state.global_step % args.save_steps == 0)
 
 
 TENSORBOARD_MISSING = "--report-to tensorboard needs the tensorboard package: pip install tensorboard"

@@ -174,7 +174,8 @@ class StackTrainer(Trainer):
         arguments.ddp_find_unused_parameters = unused_parameters
         if is_main_process():  # inputs are checked: from now on OUTPUT is recognisably a run's, even if killed
             make_folder(Path(config.output) / CHECKPOINTS, "--output")
-        callbacks = [StderrProgress(config.progress), EpochEndCheckpoints(), StopAtNonFiniteLoss(),
+        every_epoch = not (config.max_steps and config.save_steps) or arguments.eval_strategy != "no"
+        callbacks = [StderrProgress(config.progress), EpochEndCheckpoints(every_epoch), StopAtNonFiniteLoss(),
                      *tensorboard(config, is_main_process())]  # examples/s first
         super().__init__(args=arguments, callbacks=callbacks, **kwargs)
         self.output, self.precision, self.resuming = Path(config.output), precision, None

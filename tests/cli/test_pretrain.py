@@ -182,5 +182,6 @@ def test_a_step_that_does_not_split_over_the_processes_is_a_usage_error(tmp_path
 def test_save_steps_help_says_checkpoints_come_at_each_epochs_end():
     """The help said '0 = only at the end', but a checkpoint is written at each epoch's end too (as README says)."""
     help_text = " ".join(CliRunner().invoke(pretrain_command, ["--help"], terminal_width=200).output.split())
-    assert "Checkpoint every N steps, and at each epoch's end, the run's included (0 = only at epochs' ends)" in help_text
+    assert ("Checkpoint every N steps and at the run's end, and at each epoch's end unless --max-steps sets the "
+            "run's length (0 = only at epochs' ends)") in help_text
     assert "only at the end" not in help_text

@@ -132,3 +132,21 @@ def test_rerunning_a_finished_run_whose_model_files_are_gone_says_so(tmp_path, t
         config.prepare(TrainResult)
     (tmp_path / "m" / "model.safetensors").write_bytes(b"")
     assert config.prepare(TrainResult)[1].finished.already_finished
+
+
+@pytest.mark.parametrize("run, saved", [(dict(max_steps=6, save_steps=4), [4, 6]),
+                                        (dict(max_steps=6, save_steps=0), [2, 4, 6]),
+                                        (dict(epochs=3, save_steps=4), [2, 4, 6])])
+def test_a_max_steps_run_saves_every_save_steps_not_every_epoch(tmp_path, small_bert, train_beir, monkeypatch, run,
+                                                                 saved):
+    """`--max-steps` over a small data set wrote a checkpoint (weights and optimizer state) at every epoch's end,
+    whatever --save-steps said: 2 steps an epoch here, 500 checkpoints in a 1000-step run. A run of --epochs (or
+    --save-steps 0) still saves at each epoch's end."""
+    from retriever.training.stack import StackTrainer
+
+    steps = []
+    original = StackTrainer._save_checkpoint
+    monkeypatch.setattr(StackTrainer, "_save_checkpoint",
+                        lambda self, *a: (steps.append(self.state.global_step), original(self, *a))[1])
+    train(one_step(tmp_path / "m", train_beir, small_bert, batch_size=4, warmup_ratio=0.0, **run))
+    assert steps == saved
