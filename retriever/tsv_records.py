@@ -67,6 +67,8 @@ def tsv_records(path: Path) -> Iterator[tuple[int, str, str, str, dict]]:
                 header = (number, line)
                 continue
             layout = _TSV_POSITIONS
+            if len(columns) == 3 and (judged := judgments_error(path, number, columns)):  # id, document id, grade
+                raise judged  # as a corpus it was read as documents 'd1' titled '1', refused only by a repeated id
         elif header is not None and line == header[1]:  # read as a record 'id', whose text was 'text'
             raise InputFileError(path, number, f"the line repeats the header of line {header[0]} (files joined "
                                                "with their headers?)", "remove it, or join them without their "

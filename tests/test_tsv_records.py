@@ -98,3 +98,16 @@ def test_qrels_or_a_run_given_as_queries_is_named_with_the_flag_that_takes_it(tm
         read_queries(path)
     assert str(caught.value).startswith(f"{path}:1: {problem}, not a record"), str(caught.value)
     assert "evaluate --qrels" in str(caught.value) or "evaluate --run" in str(caught.value)
+
+
+@pytest.mark.parametrize("text", ["q1\td1\t1\nq1\td2\t1\n", "q1\td1\t1\nq2\td2\t0\n"])
+def test_headerless_beir_qrels_given_as_the_corpus_are_named_so(tmp_path, text):
+    """They were read as documents (text 'd1', title '1'): refused only by a repeated query id ('duplicate id'), and
+    qrels judging one document a query (MS MARCO's) were encoded as a corpus of ids."""
+    path = tmp_path / "test.tsv"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputFileError, match=rf"^{path}:1: the line reads as BEIR qrels \(query id, document id, "
+                                             r"grade\), not a record; qrels are read by evaluate --qrels"):
+        read_all(path)
+    path.write_text("d1\tDrosophila wings\t1998\nd2\tbees\t2001\n", encoding="utf-8")  # a year as the title stands
+    assert [(d.text, d.title) for d in read_all(path)] == [("Drosophila wings", "1998"), ("bees", "2001")]
