@@ -17,6 +17,7 @@ from retriever.cli.options import FiniteRange, device_options
 from retriever.cli.searching import moved_model_option
 from retriever.cli.serving_names import parse_named_indexes
 from retriever.errors import RetrieverError
+from retriever.wording import counted
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -249,7 +250,8 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
         shown = f"[{host}]" if ":" in host else host or "0.0.0.0"
         dtype_used = searchers[next(iter(searchers))].encoder.dtype
         announce = (f"serving {', '.join(searchers)} at http://{shown}:{sockets[0].getsockname()[1]}/ (API docs at "
-                    f"/docs; {used['workers']} workers x {used['torch']} torch threads, encoding in {dtype_used})")
+                    f"/docs; {counted(used['workers'], 'worker')} x {counted(used['torch'], 'torch thread')}, encoding in "
+                    f"{dtype_used})")
         run_app(app, sockets, announce, (host, port), access_log=access_log,
                 http=guarded_protocol(request_timeout, max_head_bytes, DescriptorWatch(open_files), origins),
                 timeout_keep_alive=timeout_keep_alive)

@@ -454,3 +454,17 @@ def test_one_folder_under_two_names_is_opened_once(tiny_beir, tiny_model_dir, tm
     searchers = load_searchers({"a": tmp_path / "idx", "b": tmp_path / "link"}, device="cpu", dtype="fp32")
     assert searchers["a"].index is searchers["b"].index and searchers["a"].documents is searchers["b"].documents
     assert "b shares the loaded index of a" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("used, said", [({"torch": 1, "workers": 1}, "1 worker x 1 torch thread,"),
+                                        ({"torch": 3, "workers": 2}, "2 workers x 3 torch threads,")])
+def test_the_start_line_counts_workers_and_threads_in_words_that_agree(fake_serve, tmp_path, monkeypatch, used, said):
+    """It said `1 workers x 1 torch threads` on one core."""
+    announced = []
+    monkeypatch.setattr("retriever.serving.configure_threads", lambda threads, workers: used)
+    monkeypatch.setattr("retriever.cli.serving.run_app",
+                        lambda app, sockets, announce, *args, **kwargs: announced.append(announce))
+    (tmp_path / "idx").mkdir()
+    result = CliRunner().invoke(main, ["serve", str(tmp_path / "idx")])
+    assert result.exit_code == 0 and len(announced) == 1, result.output
+    assert f"(API docs at /docs; {said} encoding in fp32)" in announced[0]
