@@ -5,6 +5,8 @@ import os
 import stat
 from pathlib import Path
 
+import faiss
+
 from retriever.encoder_settings import OVERRIDABLE
 from retriever.errors import IndexDamaged, given_path
 from retriever.fusion import recorded_fusion
@@ -15,6 +17,7 @@ from retriever.lexical_part import check_lexical_files, corpus_terms, lexical_re
 from retriever.lexical import LEXICAL_DIR, cjk_free
 from retriever.lexical_build import SORTED_VOCAB_FILE
 from retriever.lexical_terms import differs_only_by_cjk, splits_as_now, tokenizer_record
+from retriever.search_settings import taken_setting
 
 
 def index_summary(index_dir: str | Path) -> dict:
@@ -35,7 +38,8 @@ def _summary(index_dir: Path) -> dict:
         "vectors": index["count"],
         "index_type": index.get("type"),
         "factory": index.get("factory"),
-        "search_defaults": {key: _entry(index, "search_defaults").get(key) for key in SEARCH_SETTINGS},
+        "search_defaults": used_search_defaults({key: _entry(index, "search_defaults").get(key)
+                                                 for key in SEARCH_SETTINGS}, index.get("factory"), encoder.get("dim")),
         "tuning": {key: tuning.get(key) for key in ("parameter", "value", "measured_recall", "k", "reached",
                                                     "queries")} if tuning else None,
         "bm25": _lexical_summary(index_dir, manifest),
@@ -45,6 +49,18 @@ def _summary(index_dir: Path) -> dict:
         "retriever_version": _entry(manifest, "versions").get("retriever"),
         "integrity_recorded": bool(manifest.get("integrity", {}).get("files")),
     }
+
+
+def used_search_defaults(defaults: dict, factory: object, dim: object) -> dict:
+    """``defaults`` with null for a setting the index does not take: a manifest built before IndexParams refused
+    them holds an nprobe for an HNSW or flat index, which no search uses. Shown as recorded if the factory string
+    cannot be built (a damaged manifest)."""
+    try:
+        index = faiss.index_factory(int(dim), str(factory), faiss.METRIC_INNER_PRODUCT)  # empty: cheap
+    except (RuntimeError, TypeError, ValueError):
+        return defaults
+    taken = taken_setting(index)
+    return {key: value if key == taken else None for key, value in defaults.items()}
 
 
 def _bytes_on_disk(index_dir: Path) -> int:

@@ -305,3 +305,23 @@ def test_the_key_verify_adds_to_info_json_is_described_in_the_readme(sq8_index):
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("`info --json` prints"):][:2500]
     assert summary["verified_files"] > 0 and [key for key in summary if f"`{key}`" not in section] == []
+
+
+def test_info_shows_only_the_search_defaults_the_index_type_uses(sq8_index, tmp_path):
+    """A manifest built before IndexParams refused them holds an nprobe for an HNSW or flat index: `info` showed
+    `search: nprobe=5`, a setting no search uses."""
+    index = tmp_path / "idx"
+    shutil.copytree(sq8_index, index)
+    manifest = json.loads((index / "manifest.json").read_text())
+    manifest["index"]["search_defaults"] = {"nprobe": 5, "ef_search": 64}
+    (index / "manifest.json").write_text(json.dumps(manifest))
+    result = CliRunner().invoke(main, ["info", str(index)])
+    assert "search:   no settings" in result.output, result.output
+    assert json.loads(CliRunner().invoke(main, ["info", str(index), "--json"]).output)["search_defaults"] == {
+        "nprobe": None, "ef_search": None}
+    from retriever.info import used_search_defaults
+
+    stale = {"nprobe": 5, "ef_search": 128}
+    assert used_search_defaults(stale, "HNSW8,Flat", 32) == {"nprobe": None, "ef_search": 128}
+    assert used_search_defaults(stale, "IVF4_HNSW8,Flat", 32) == {"nprobe": 5, "ef_search": None}
+    assert used_search_defaults(stale, "NoSuchIndex", 32) == stale  # a damaged record: shown as it is
