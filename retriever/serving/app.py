@@ -51,7 +51,7 @@ from retriever.serving.output import bounded, hits_list, list_object
 from retriever.serving.problems import clipped, validation_message
 from retriever.serving.page import page_html
 from retriever.serving.served import BatchSettings, ServedIndexes, served_name, summary, valid_index_name
-from retriever.serving.routing import HeadAsGet, allowed_methods, not_found
+from retriever.serving.routing import HeadAsGet, ServerOptions, allowed_methods, not_found
 from retriever.serving.stopping import AnsweredAtStop, quiet_cancelled_requests
 from retriever.serving.schemas import (ERRORS, K_PARAM, MODE_PARAM, NAME_PARAM, NAME_RULE, POST_BODY, Q_PARAM,
                                        BatchSearchResponse, Mode, SearchResponse)
@@ -119,6 +119,7 @@ def create_app(searchers: dict[str, Searcher], limits: Limits | None = None,
     quiet_cancelled_requests()  # a forced stop's dropped requests: one line, not a traceback each
     app.add_middleware(AnsweredAtStop)  # innermost, so the CORS headers are added to its 503
     app.add_middleware(HeadAsGet)
+    app.add_middleware(ServerOptions)
     app.add_middleware(HostChecked)
     if origins:
         app.add_middleware(CrossOrigin, origins=origins)

@@ -1,6 +1,7 @@
 """How requests meet the routes, where Starlette's own answers were wrong for an API.
 
-- **HEAD** is answered wherever GET is (``HeadAsGet``), as HTTP requires and health checkers expect;
+- **HEAD** is answered wherever GET is (``HeadAsGet``), as HTTP requires and health checkers expect; ``OPTIONS *``
+  (about the server as a whole) is a 200 naming every method it takes (``ServerOptions``);
   a 405's ``Allow`` names every method of the path (``allowed_methods``), and a 404 for a path with a trailing
   or doubled slash names the path without it (``path_without_slash``), any other the routes there are (``not_found``).
 """
@@ -22,6 +23,25 @@ class HeadAsGet:
         if scope["type"] == "http" and scope["method"] == "HEAD":
             scope = {**scope, "method": "GET"}
         await self.app(scope, receive, send)
+
+
+class ServerOptions:
+    """ASGI middleware: ``OPTIONS *`` asks about the server in general, not a resource (RFC 9110 section 9.3.7; a ping,
+    or a probe of what it supports): a 200 without content whose ``Allow`` names every method some route takes. It
+    was routed as a path, a 404 `no route at *`. Any other method on ``*`` is still that 404 naming the routes."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or scope["method"] != "OPTIONS" or scope["path"] != "*":
+            return await self.app(scope, receive, send)
+        methods = {method for route in _flattened(scope["app"].router.routes)
+                   for method in getattr(route, "methods", None) or ()}
+        allow = ", ".join(sorted(methods | ({"HEAD"} if "GET" in methods else set())))
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"allow", allow.encode()), (b"content-length", b"0")]})
+        await send({"type": "http.response.body", "body": b""})
 
 
 def allowed_methods(routes: list, scope: dict) -> str:

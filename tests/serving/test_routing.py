@@ -1,0 +1,17 @@
+"""Requests the routes do not meet as Starlette would answer them: here, `OPTIONS *` (the server as a whole)."""
+from __future__ import annotations
+
+from serving_fixtures import raw_reply, served, small_index, tiny_index  # noqa: F401 - fixtures
+
+
+def test_options_asterisk_is_answered_for_the_server_as_a_whole(served):
+    """RFC 9110 section 9.3.7: `OPTIONS *` asks about the server in general (a ping, or what it supports); it got a
+    404 `no route at *` listing the routes. A path's OPTIONS is still a 405 naming that path's methods."""
+    reply = raw_reply(served.port, b"OPTIONS * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").decode()
+    head, _, body = reply.partition("\r\n\r\n")
+    assert head.startswith("HTTP/1.1 200 "), reply
+    assert "\r\nallow: GET, HEAD, POST\r\n" in head and "\r\ncontent-length: 0\r\n" in head and body == "", reply
+    reply = raw_reply(served.port, b"OPTIONS /search HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").decode()
+    assert reply.startswith("HTTP/1.1 405 ") and "\r\nallow: GET, HEAD, POST\r\n" in reply, reply
+    reply = raw_reply(served.port, b"OPTIONS * HTTP/1.1\r\nConnection: close\r\n\r\n").decode()
+    assert reply.startswith("HTTP/1.1 400 ") and "no Host header" in reply, reply
