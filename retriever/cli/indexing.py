@@ -10,8 +10,8 @@ import click
 from retriever.cli.hybrid import check_build_tuning, lexical_options, run_tuning, tuning_options
 from retriever.cli.index_flags import check_train_size_used, check_type_flags, index_options
 from retriever.cli.info import echo_summary_json
-from retriever.cli.options import (compose, corpus_options, encoder_options, fields_from, json_option, renamed_option,
-                                   report_truncation, runtime_options)
+from retriever.cli.options import (compose, corpus_options, device_options, encoder_options, fields_from, flags_given,
+                                   json_option, renamed_option, report_truncation, runtime_options)
 from retriever.cli.output_params import OutputFolder
 from retriever.cli.outputs import expect_outputs
 from retriever.cli.ray_flags import (check_ray_flags, check_ray_worker_flags, passage_encoder, ray_for_parts,
@@ -98,10 +98,12 @@ def encode_command(corpus, output, model, encoder_overrides, device, dtype, batc
 @ray_options()
 @lexical_options()
 @tuning_options()
+@device_options()
 @json_option("the built folder's summary (`info --json`'s)")
 def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, title_field, tuning_queries_file,
-                  lexical, tune_fusion, as_json, **index_flags):
-    """Build a FAISS index folder from the embedding SHARDS folder.
+                  lexical, tune_fusion, device, dtype, as_json, **index_flags):
+    """Build a FAISS index folder from the embedding SHARDS folder (--device and --dtype: how the queries of
+    --tune-fusion-on or --tuning-queries-file are encoded).
 
     \b
     Example:
@@ -117,6 +119,7 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
     params = IndexParams(**index_flags)
     check_ray_flags(params, encodes=False)
     check_train_size_used(params.index_type, lambda: int(shards_to_index(shards)[1]["dim"]))
+    _check_query_device(device, dtype, tune_fusion is not None or tuning_queries_file is not None)
     texts = _tuning_texts(tuning_queries_file, params.tuning_queries, params.seed)
     from retriever.encoder import recorded_encoder  # torch, transformers (seconds): after every flag's check
     from retriever.indexing import build_index
@@ -125,15 +128,29 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
         vectors = None
     else:
         _, recorded = shards_to_index(shards)
-        query_encoder = recorded_encoder(recorded, f"the shards in {shards} were encoded", shards, remedy=(
-            "put the model the shards were encoded with back where they record it, or drop --tuning-queries-file "
-            "(--target-recall then tunes on held-out passages, which needs no model)"))
+        remedy = ("put the model the shards were encoded with back where they record it, or drop "
+                  "--tuning-queries-file (--target-recall then tunes on held-out passages, which needs no model)")
+        query_encoder = recorded_encoder(recorded, f"the shards in {shards} were encoded", shards, device, dtype,
+                                         remedy=remedy)
         vectors = query_encoder.encode_queries(texts)
         report_truncation(query_encoder)
     manifest = build_index(shards, corpus, output, params, fmt, fields_from(id_field, text_field, title_field),
                            overwrite, tuning_queries=vectors, lexical=lexical)
-    run_tuning(output, tune_fusion, built=True)
+    run_tuning(output, tune_fusion, built=True, device=device, dtype=dtype)
     _summarise(output, manifest, as_json)
+
+
+def _check_query_device(device: str, dtype: str, encodes: bool) -> None:
+    """`index` runs a model only to encode tuning queries: --device/--dtype are refused without them (as `bm25`
+    refuses them without --tune-fusion-on), and a device or precision that cannot run before the build, not after."""
+    unused = [] if encodes else flags_given(("device", "dtype"))
+    if unused:
+        raise click.UsageError(f"{unused[0]} sets how the queries of --tune-fusion-on or --tuning-queries-file are "
+                               f"encoded, and `index` otherwise runs no model: drop {unused[0]}, or add one of them")
+    if encodes:
+        from retriever.device import resolve_device, resolve_dtype
+
+        resolve_dtype(dtype, resolve_device(device))
 
 
 @click.command("build")

@@ -368,3 +368,33 @@ def test_an_output_folder_past_the_systems_path_limit_says_so_not_that_a_name_is
     assert "bytes long as an absolute path, and the names made in it add up to 100 more; the system takes paths of " \
            "at most" in result.stderr and "choose a shorter --output" in result.stderr, result.stderr[-300:]
     assert not (tmp_path / "abcdefgh").exists()
+
+
+def test_index_encodes_its_tuning_queries_on_the_device_and_dtype_given(tmp_path, tiny_beir, tiny_model_dir,
+                                                                        monkeypatch):
+    """`index --tune-fusion-on D` (and --tuning-queries-file) had no --device/--dtype, so its queries were always
+    encoded with auto (bf16 on a CPU with native bf16), while `build` and `bm25` pass theirs on."""
+    import retriever.encoder
+    import retriever.fusion_tuning as fusion_tuning
+    from retriever.corpus_encoding import encode_corpus
+    from retriever.encoder import Encoder, EncoderSettings
+
+    calls, recorded_encoder = [], retriever.encoder.recorded_encoder
+    monkeypatch.setattr(fusion_tuning, "tune_and_record", lambda *args, **kwargs: calls.append(kwargs))
+    monkeypatch.setattr(retriever.encoder, "recorded_encoder", lambda *args, **kwargs: (
+        calls.append({"device": args[3], "dtype": args[4]}), recorded_encoder(*args, **kwargs))[1])
+    for split, judged in [("train", "q1\td6"), ("test", "q3\td10")]:  # a tuning split apart from the test queries
+        (tiny_beir / "qrels" / f"{split}.tsv").write_text(f"query-id\tcorpus-id\tscore\n{judged}\t1\n")
+    encode_corpus(tiny_beir, tmp_path / "shards", Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu",
+                                                          dtype="fp32"), progress=False)
+    index = ["index", str(tmp_path / "shards"), "--corpus", str(tiny_beir), "-o", str(tmp_path / "idx")]
+    result = CliRunner().invoke(main, [*index, "--dtype", "fp32"])
+    assert result.exit_code == 2 and "--dtype sets how the queries of --tune-fusion-on" in result.output, result.output
+    result = CliRunner().invoke(main, [*index, "--tune-fusion-on", str(tiny_beir), "--device", "cpu", "--dtype",
+                                       "fp16"])
+    assert result.exit_code == 1 and "fp16" in result.output and not (tmp_path / "idx").exists(), result.output
+    result = CliRunner().invoke(main, [*index, "--index-type", "hnsw", "--target-recall", "0.5",
+                                       "--tuning-queries-file", str(tiny_beir), "--tune-fusion-on", str(tiny_beir),
+                                       "--device", "cpu", "--dtype", "fp32"])
+    assert result.exit_code == 0, result.output
+    assert [(call["device"], call["dtype"]) for call in calls] == [("cpu", "fp32")] * 2
