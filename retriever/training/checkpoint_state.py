@@ -18,6 +18,7 @@ from retriever.errors import RetrieverError
 from retriever.files import read_json
 from retriever.training.run_record import WEIGHTS_FILE, checkpoint_step, is_step_count, resume_advice
 from retriever.weights_files import protocol_note_silenced
+from retriever.wording import counted
 
 
 def trainer_state(checkpoint: Path) -> dict:
@@ -65,9 +66,10 @@ def rng_states_read(checkpoint: str | None, process: int, processes: int,
     same_count = any((path.name == "rng_state.pth") == (processes == 1) for path in saved)
     if saved and not same_count and log is not None:
         count = 1 if any(path.name == "rng_state.pth" for path in saved) else len(saved)
-        log(f"note: {Path(checkpoint).name} was saved by {count} process(es) and this run has {processes}: it "
-            "continues with the same data order but other random draws (dropout) than an uninterrupted run, so its "
-            f"losses and weights will not be that run's; resume with {count} process(es) to continue it exactly")
+        saved_by = counted(count, "process", "processes")
+        log(f"note: {Path(checkpoint).name} was saved by {saved_by} and this run has {processes}: it continues with "
+            "the same data order but other random draws (dropout) than an uninterrupted run, so its losses and "
+            f"weights will not be that run's; resume with {saved_by} to continue it exactly")
     return (own,) if same_count or not saved else ()
 
 

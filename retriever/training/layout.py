@@ -93,9 +93,10 @@ def _refuse_layout(checkpoint: Path, recorded: str, planned: str, old_plan: bool
         raise RetrieverError(f"{checkpoint}: the run was planned in {recorded} and this one, under the same process "
                              f"count, in {planned} ({reason}), so it cannot resume as it was; choose another "
                              "--output, or delete the folder to start over")
-    raise RetrieverError(f"{checkpoint}: the run was laid out in {recorded} and this one, over "
-                         f"{launched_processes()} process(es), in {planned}; resume with the number of "
-                         "processes it was started with, or choose another --output")
+    launched = counted(launched_processes(), "process", "processes")
+    raise RetrieverError(f"{checkpoint}: the run was laid out in {recorded} and this one, over {launched}, in "
+                         f"{planned}; resume with the number of processes it was started with, or choose another "
+                         "--output")
 
 
 def saved_processes(checkpoint: Path) -> int | None:

@@ -235,7 +235,8 @@ def _train(config: TrainConfig) -> TrainResult:
     stack.log(f"training {config.model} ({model.settings.towers} towers, {model.settings.pooling} pooling, "
               f"normalize={model.settings.normalize}, tau={trainer.temperature}) on {counted(len(examples), 'query')}: "
               f"{counted(config.max_steps or config.epochs, 'step' if config.max_steps else 'epoch')} of "
-              f"{queries} x {group} passages over {stack.world_size()} process(es), {trainer.args.device} {precision}")
+              f"{queries} x {group} passages over {counted(stack.world_size(), 'process', 'processes')}, "
+              f"{trainer.args.device} {precision}")
     trainer.fit(prior)
     return _export(trainer, config, examples, resume, started)
 

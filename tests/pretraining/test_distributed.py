@@ -127,6 +127,6 @@ def test_a_resume_under_another_process_count_says_its_random_draws_differ(tiny_
     resumed = run_pretrain(PretrainConfig(**settings))
     assert (resumed.resumed_from_step, resumed.steps) == (2, 3)
     notes = [line for line in capfd.readouterr().err.splitlines() if "other random draws" in line]
-    assert notes == ["note: checkpoint-2 was saved by 2 process(es) and this run has 1: it continues with the same "
+    assert notes == ["note: checkpoint-2 was saved by 2 processes and this run has 1: it continues with the same "
                      "data order but other random draws (dropout) than an uninterrupted run, so its losses and "
-                     "weights will not be that run's; resume with 2 process(es) to continue it exactly"], notes
+                     "weights will not be that run's; resume with 2 processes to continue it exactly"], notes

@@ -53,7 +53,7 @@ def test_a_resume_laid_out_in_other_steps_is_refused(tmp_path, two_processes):
     check_resume_layout(None, 2)
     check_resume_layout(checkpoint, 4)
     with pytest.raises(RetrieverError, match=r"checkpoint-2: the run was laid out in 4 steps and this one, over 2 "
-                                             r"process\(es\), in 2; resume with the number of processes"):
+                                             r"processes, in 2; resume with the number of processes"):
         check_resume_layout(checkpoint, 2)
 
 
@@ -84,7 +84,7 @@ def test_a_resume_of_as_many_steps_laid_out_in_other_epochs_is_refused(tmp_path,
         (checkpoint / f"rng_state_{rank}.pth").write_bytes(b"")
     check_resume_layout(checkpoint, 20, 1)
     with pytest.raises(RetrieverError, match=r"checkpoint-1: the run was laid out in 1 steps an epoch and this one, "
-                                             r"over 1 process\(es\), in 2; resume with the number of processes"):
+                                             r"over 1 process, in 2; resume with the number of processes"):
         check_resume_layout(checkpoint, 20, 2)
     checkpoint = checkpoint.rename(tmp_path / "checkpoint-4")
     (checkpoint / "trainer_state.json").write_text(json.dumps({"max_steps": 20, "global_step": 4, "epoch": 4 / 3}))

@@ -254,7 +254,8 @@ def test_each_process_reads_its_own_rng_state_unless_another_process_count_saved
     if read:
         assert told == []
     else:
-        assert len(told) == 1 and told[0].startswith(f"note: {tmp_path.name} was saved by {len(saved)} process(es) "
+        by = "1 process" if len(saved) == 1 else f"{len(saved)} processes"  # it said "1 process(es)"
+        assert len(told) == 1 and told[0].startswith(f"note: {tmp_path.name} was saved by {by} "
                                                      f"and this run has {processes}: it continues with the same data "
                                                      "order but other random draws"), told
 

@@ -148,7 +148,7 @@ def test_too_few_queries_for_a_step_are_refused_and_a_short_last_step_is_left_ou
 
 def test_a_resume_laid_out_in_other_steps_by_another_process_count_is_refused(results):
     for rank_results in results:
-        assert "the run was laid out in 6 steps and this one, over 2 process(es), in 3" in rank_results[4]["error"]
+        assert "the run was laid out in 6 steps and this one, over 2 processes, in 3" in rank_results[4]["error"]
 
 
 def test_every_process_encodes_a_share_of_the_dev_documents_for_the_scores_of_one(work, results):

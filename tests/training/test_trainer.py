@@ -238,13 +238,13 @@ def test_the_passages_a_step_holds_are_those_the_queries_can_bring(tmp_path, sma
                                  for i in range(8)))
     train(config(tmp_path / "model", train_beir, small_bert, max_steps=2, negatives=str(negatives),
                  train_group_size=50))
-    assert "2 steps of 4 x 3 passages over 1 process(es)" in capsys.readouterr().err
+    assert "2 steps of 4 x 3 passages over 1 process," in capsys.readouterr().err
 
 
 def test_the_queries_a_step_holds_are_those_the_data_has(tmp_path, small_bert, train_beir, capsys):
     """8 training queries at `--queries-per-step 32` said `1 epochs of 32 x 1 passages`; the one step held 8."""
     train(config(tmp_path / "model", train_beir, small_bert, batch_size=32))
-    assert "1 epoch of 8 x 1 passages over 1 process(es)" in capsys.readouterr().err
+    assert "1 epoch of 8 x 1 passages over 1 process," in capsys.readouterr().err
 
 
 def test_a_start_model_better_on_dev_than_every_trained_step_is_said_and_recorded(tmp_path, small_bert, train_beir,
@@ -321,5 +321,5 @@ def test_one_training_query_and_one_dev_query_are_said_in_the_singular(tmp_path,
                       max_steps=1, dev_split="onedev", dev_dataset=str(train_beir))
     train(dataclasses.replace(settings, dataset=None))
     err = capsys.readouterr().err
-    assert ") on 1 query: 1 step of 1 x 2 passages over 1 process(es)" in err, err
+    assert ") on 1 query: 1 step of 1 x 2 passages over 1 process, cpu" in err, err
     assert f"dev set {train_beir.name}/onedev: 1 query, " in err and "model (1 step, " in err, err
