@@ -18,9 +18,21 @@ def usable_cores(cgroups: Path | None = None, membership: Path | None = None) ->
     """The cores this process may run on (its affinity mask, where the system has one), fewer where its cgroup, or
     one above it, has a CPU quota: the quota rounded up (a quota of 1.5 cores is 2), as Go and the JVM count it.
     Missing or unreadable cgroup files are no quota (``cgroups``/``membership``: other places, for tests)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cores = _affinity()
     quota = cpu_quota(CGROUPS if cgroups is None else cgroups, MEMBERSHIP if membership is None else membership)
     return max(1, min(cores, quota)) if quota is not None else cores
+
+
+def cap_openmp_threads() -> None:
+    """Size OpenMP's pools (torch's intra-op threads, FAISS's, OpenBLAS's) on ``usable_cores`` where a CPU quota leaves
+    fewer cores than the affinity mask: they size themselves on the mask. Call before torch or FAISS loads (they
+    read ``OMP_NUM_THREADS`` then); one the user set stands."""
+    if "OMP_NUM_THREADS" not in os.environ and (cores := usable_cores()) < _affinity():
+        os.environ["OMP_NUM_THREADS"] = str(cores)
+
+
+def _affinity() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def cpu_quota(cgroups: Path, membership: Path) -> int | None:

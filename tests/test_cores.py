@@ -67,3 +67,23 @@ def test_serve_sizes_its_threads_and_warns_on_the_quota(tmp_path, many_cores, mo
         faiss.omp_set_num_threads(before[1])
     assert (used["cores"], used["workers"], used["torch"]) == (2, 2, 1)
     assert "62 threads for the 2 cores" in oversubscription_warning({"workers": 2, "torch": 31})
+
+
+@pytest.mark.parametrize("quota, given, expected", [("200000 100000", None, "2"), ("max 100000", None, None),
+                                                     ("200000 100000", "8", "8")])
+def test_the_cli_caps_openmp_pools_at_the_quota_unless_told(tmp_path, many_cores, monkeypatch, quota, given, expected):
+    """Encoding, training and FAISS's own searches and training use torch's and OpenMP's default pools, sized on the
+    affinity mask: 64 threads on two cores' worth of quota. OMP_NUM_THREADS, set before they load, sizes them all;
+    one the user set stands."""
+    from click.testing import CliRunner
+
+    from retriever.cli import main
+
+    fs, membership = _tree(tmp_path, "0::/\n", {"cpu.max": quota})
+    monkeypatch.setattr(cores, "CGROUPS", fs)
+    monkeypatch.setattr(cores, "MEMBERSHIP", membership)
+    monkeypatch.setenv("OMP_NUM_THREADS", given or "")
+    if given is None:
+        monkeypatch.delenv("OMP_NUM_THREADS")
+    assert CliRunner().invoke(main, ["--help"]).exit_code == 0
+    assert os.environ.get("OMP_NUM_THREADS") == expected

@@ -24,6 +24,7 @@ import click
 from retriever.cli.outputs import interrupted
 from retriever.cli.stdout import guard_stderr, guard_stdout, reader_gone, silence_stdout
 from retriever.cli.teardown import skip_final_collections
+from retriever.cores import cap_openmp_threads
 from retriever.errors import NotForThisIndex, RetrieverError, full_disk, is_out_of_memory, name_too_long, out_of_memory
 
 
@@ -103,6 +104,7 @@ class _Group(click.Group):
         without printing."""
         global _command_started
         _command_started = time.monotonic()
+        cap_openmp_threads()  # before any command loads torch or FAISS
         guard_stdout()
         guard_stderr()
         _write_utf8()
