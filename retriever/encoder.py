@@ -256,13 +256,16 @@ def check_encoder_arguments(device: str = "auto", dtype: str = "auto", batch_siz
 
 def recorded_encoder(recorded: dict, made: str, folder: str | Path, device: str = "auto", dtype: str = "auto",
                      batch_size: int | None = None, model: str | None = None,
-                     shared: SharedEncoders | None = None, remedy: str | None = None) -> Encoder:
+                     shared: SharedEncoders | None = None, remedy: str | None = None,
+                     written_by: str | None = None) -> Encoder:
     """The encoder an encoder record names (a manifest's or shards', written in ``folder``), refused if its
     weights differ from the recorded ones; ``made`` says what was made with it, for the error. ``model``
     says where the model is when it moved away from ``folder``; ``shared``, where to take it from if loaded;
-    ``remedy``, what to do when the model is gone or changed, for a command that takes no --model."""
+    ``remedy``, what to do when the model is gone or changed, for a command that takes no --model; ``written_by``,
+    the retriever version that wrote the record, if known."""
     check_encoder_arguments(device, dtype, batch_size, model, shared)
-    settings = EncoderSettings.from_record(recorded, model or recorded_model(recorded, folder, remedy))
+    settings = EncoderSettings.from_record(recorded, model or recorded_model(recorded, folder, remedy), folder,
+                                           written_by)
     refuse_recorded_model(model_files(settings.model), made)  # an index built before such models were refused
     recorded_sha = recorded.get("weights_sha256")
     if shared is None:

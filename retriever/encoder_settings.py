@@ -109,8 +109,19 @@ class EncoderSettings:
         return settings
 
     @classmethod
-    def from_record(cls, recorded: dict, model: str) -> "EncoderSettings":
-        """The settings a shard's or manifest's encoder record holds, with the model found at ``model``."""
+    def from_record(cls, recorded: dict, model: str, where: object = "encoder record",
+                    written_by: object = None) -> "EncoderSettings":
+        """The settings a shard's or manifest's encoder record holds (in ``where``, by retriever ``written_by`` if
+        known), with the model found at ``model``. A key no version of this one wrote (a newer retriever's setting)
+        is refused: ignored, it let queries be encoded otherwise than the passages were, silently."""
+        unknown = sorted(set(recorded) - {"model", *OVERRIDABLE, *RECORD_FIELDS})
+        if unknown:
+            from retriever import __version__
+
+            writer = f"retriever {written_by}" if isinstance(written_by, str) else "a hand edit or a newer retriever"
+            raise RetrieverError(f"{where}: the encoder record holds {unknown[0]!r}, a setting retriever {__version__} "
+                                 f"does not know (written by {writer}), and the vectors may depend on it; search it "
+                                 "with the retriever that built it (or a newer one), or rebuild it with this one")
         return cls(model=model_name(model), **{name: recorded[name] for name in OVERRIDABLE if name in recorded})
 
     def validate(self) -> None:
@@ -184,5 +195,9 @@ VECTOR_FIELDS = ("weights_sha256", *(f.name for f in _FIELDS if f.metadata["iden
 # settings) may share one loaded query encoder (``shared_encoders.SharedEncoders``, which compares the model folder
 # by its real path).
 QUERY_SETTINGS = tuple(f.name for f in _FIELDS if f.name != "model" and not f.metadata["passages_only"])
+# What an encoder record (``Encoder.metadata``) holds besides the settings, every key any version wrote, and the keys
+# of a shard's metadata around it (its part, corpus and the flags that read it).
+RECORD_FIELDS = ("model_path", "weights_sha256", "tokenizer_sha256", "tokenizer_behaviour_sha256", "dim", "dtype",
+                 "shard", "corpus", "reading")
 # The encoder summary `serve` lists per index.
 SERVED_FIELDS = (*(f.name for f in _FIELDS if f.metadata["served"]), "dim")

@@ -74,8 +74,11 @@ class Searcher:
         check_default_mode(self.index_dir, self.manifest, mode, fusion_overrides)
         check_requested_encoder(self.manifest, **requested_settings)
         check_encoder_arguments(device, dtype, batch_size, model, encoders)  # now, though the model may load later
+        versions = self.manifest.get("versions")  # who wrote an encoder setting this version does not know
+        built_by = versions.get("retriever") if isinstance(versions, dict) else None
         self._encoder = OnFirstUse(lambda: recorded_encoder(self.manifest["encoder"], "the index was built",
-                                                            self.index_dir, device, dtype, batch_size, model, encoders))
+                                                            self.index_dir, device, dtype, batch_size, model, encoders,
+                                                            written_by=built_by))
         if mode != "bm25":  # its searches need the model: a missing or changed one is refused now, not at a search
             self._encoder.get()
         self.index, self.documents = open_index(self.index_dir, self.manifest)

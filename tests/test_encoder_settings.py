@@ -126,3 +126,39 @@ def test_a_model_that_is_no_name_or_path_is_named_in_one_line(model):
         with pytest.raises(RetrieverError, match=rf"^model must be a model folder's path \(str or Path\), a Hugging "
                                                  rf"Face hub id \(ORG/NAME\) or minilm, not {type(model).__name__}"):
             make()
+
+
+# Every key an encoder record has held since the first build (git history of Encoder.metadata and EncoderSettings):
+# indexes built by any earlier version must still open.
+EVERY_RECORDED_KEY = ("model", "pooling", "normalize", "query_max_length", "passage_max_length", "query_prefix",
+                      "passage_prefix", "towers", "model_path", "weights_sha256", "tokenizer_sha256",
+                      "tokenizer_behaviour_sha256", "dim", "dtype")
+
+
+def test_a_record_of_every_key_earlier_versions_wrote_reads(tiny_model_dir):
+    recorded = {**Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu").metadata()}
+    assert set(recorded) <= set(EVERY_RECORDED_KEY)
+    assert EncoderSettings.from_record(dict.fromkeys(EVERY_RECORDED_KEY) | {"pooling": "cls", "normalize": False,
+                                                                            "query_max_length": 8,
+                                                                            "passage_max_length": 8,
+                                                                            "query_prefix": "", "passage_prefix": "",
+                                                                            "towers": "shared"},
+                                       str(tiny_model_dir)).pooling == "cls"
+
+
+def test_an_encoder_setting_this_version_does_not_know_is_refused_naming_it_and_the_writer(tiny_flat_build, tmp_path):
+    """A newer retriever's setting in the manifest was ignored: queries were encoded without it, silently."""
+    import shutil
+
+    from retriever import __version__
+    from retriever.searching import Searcher
+
+    index = shutil.copytree(tiny_flat_build, tmp_path / "index")
+    manifest = json.loads((index / "manifest.json").read_text())
+    manifest["encoder"]["query_instruction"] = "Represent the query: "
+    manifest["versions"]["retriever"] = "9.1.0"
+    (index / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(RetrieverError, match=rf"^{index}: the encoder record holds 'query_instruction', a setting "
+                                             rf"retriever {__version__} does not know \(written by retriever 9\.1\.0\)"):
+        Searcher(index, device="cpu", dtype="fp32")
+    assert Searcher(index, device="cpu", dtype="fp32", mode="bm25").search(["honey bee"], k=1)  # it needs no encoder
