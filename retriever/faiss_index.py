@@ -12,7 +12,7 @@ import faiss
 from retriever.choices import INDEX_TYPES, ONDISK_TYPE, REFINE_K_FACTOR_MAX
 from retriever.errors import RetrieverError, faiss_message
 from retriever.index_folder import SEARCH_SETTING_RANGE, SEARCH_SETTINGS
-from retriever.index_type_settings import flag, unused_setting
+from retriever.index_type_settings import fewer_lists, flag, unused_setting
 from retriever.ondisk import CODES
 from retriever.shards import sample_vectors
 from retriever.texts import whole_number
@@ -183,9 +183,11 @@ def train(index: faiss.Index, shards: list[Path], count: int, params: IndexParam
     """Train on a sample read shard by shard; return the sample size (None if nothing to train)."""
     if index.is_trained:
         return None
-    check_training_memory(index, min(count, params.train_size), index.d, spec, sampled=False)
+    check_training_memory(index, min(count, params.train_size), index.d, spec, sampled=False,
+                          index_type=params.index_type)
     sample = sample_vectors(shards, count, params.train_size, params.seed, "sample for training" if progress else None)
-    threads, before = check_training_memory(index, len(sample), index.d, spec, True), faiss.omp_get_max_threads()
+    threads = check_training_memory(index, len(sample), index.d, spec, True, index_type=params.index_type)
+    before = faiss.omp_get_max_threads()
     if progress:
         alone = " on one thread (the address-space limit holds no more)" if threads < before else ""
         print(f"training {spec} on {len(sample)} sampled vectors{alone}", file=sys.stderr)
@@ -193,9 +195,10 @@ def train(index: faiss.Index, shards: list[Path], count: int, params: IndexParam
     try:
         index.train(sample)
     except RuntimeError as error:
-        raise RetrieverError(f"FAISS could not train {spec!r} on {len(sample)} vectors: "
-                             f"{faiss_message(error)}; use fewer lists (--nlist) or codes of fewer bits, more "
-                             "training vectors, or a flat index") from None
+        lists = fewer_lists(params.index_type)
+        raise RetrieverError(f"FAISS could not train {spec!r} on {len(sample)} vectors: {faiss_message(error)}; use "
+                             f"{lists + ' or ' if lists else ''}codes of fewer bits, more training vectors, or a flat "
+                             "index") from None
     except MemoryError:  # std::bad_alloc, past what check_training_memory foresaw (other memory in use)
         raise RetrieverError(f"FAISS ran out of memory training {spec!r} on {len(sample)} vectors; give it more "
                              "memory (ulimit -v, the container's limit), or train on fewer (--train-size)") from None

@@ -9,7 +9,7 @@ import faiss
 
 from retriever.choices import INDEX_TYPES, ONDISK_TYPE
 from retriever.errors import RetrieverError
-from retriever.index_type_settings import untrained_refusal
+from retriever.index_type_settings import fewer_lists, untrained_refusal
 from retriever.faiss_index import IndexParams, check_defaults_taken, factory_string, new_index
 from retriever.search_settings import downcast_hnsw, inner_index, ivf_part, taken_setting
 from retriever.wording import counted
@@ -91,9 +91,10 @@ def check_trainable(params: IndexParams, dim: int, count: int, source: str = "th
     if min(count, params.train_size) < needed:
         given = (f"{source} {counted(count, 'document')}" if count <= params.train_size
                  else f"--train-size is {params.train_size}")
+        lists = fewer_lists(params.index_type)
         raise RetrieverError(f"--index-type {params.index_type!r} trains on at least {needed} vectors, and {given} "
-                             f"({what}): use fewer lists (--nlist), codes of fewer bits or a smaller PCA, a larger "
-                             "--train-size, or a flat index")
+                             f"({what}): use {lists + ', ' if lists else ''}codes of fewer bits or a smaller PCA, a "
+                             "larger --train-size, or a flat index")
 
 
 def training_needs(index: faiss.Index) -> list[tuple[int, str]]:

@@ -44,3 +44,11 @@ def untrained_refusal(index_type: str) -> str:
     """The refusal of --train-size for a factory string that trains nothing ('HNSW32,Flat', 'SQfp16')."""
     return (f"--train-size is used only by {SETTING_USERS['train_size'][1]}, not by --index-type {index_type!r}, "
             "which trains nothing; drop it or choose an index type that uses it")
+
+
+def fewer_lists(index_type: str) -> str | None:
+    """How to ask for fewer IVF lists, None for an index without them: --nlist for ivfpq and ivf-ondisk, while a
+    factory string (which refuses --nlist) gives its lists itself ('IVF1024,PQ48')."""
+    if index_type in _IVF_TYPES:
+        return "fewer lists (--nlist)"
+    return "fewer lists (a smaller number after 'IVF' in --index-type)" if "IVF" in index_type else None

@@ -30,6 +30,7 @@ from pathlib import Path
 import faiss
 
 from retriever.errors import RetrieverError
+from retriever.index_type_settings import fewer_lists
 from retriever.search_settings import ivf_part
 
 MIB = 1 << 20
@@ -206,11 +207,13 @@ def _cgroup_left() -> int | None:
     return None
 
 
-def check_training_memory(index: faiss.Index, count: int, dim: int, spec: str, sampled: bool) -> int:
+def check_training_memory(index: faiss.Index, count: int, dim: int, spec: str, sampled: bool, *,
+                          index_type: str) -> int:
     """The FAISS threads to train on: FAISS's count, or one when only that fits an address-space limit (the other
     threads' stacks and arenas are what does not fit; the index trained is the same). Refuse a training that does
     not fit even so, saying how much it needs, how much there is and the largest --train-size that fits: before
-    the sample is read (what it takes at least), and again once it is in memory."""
+    the sample is read (what it takes at least), and again once it is in memory. ``index_type``: as given, to say
+    how to ask for fewer lists (--nlist, or the factory string's own number)."""
     threads = max(1, faiss.omp_get_max_threads())
     for left, bound, address in memory_left():
         if address:
@@ -224,10 +227,11 @@ def check_training_memory(index: faiss.Index, count: int, dim: int, spec: str, s
         lists = ivf_part(index)
         least = int(faiss.downcast_index(lists).nlist) if lists is not None else 1
         advice = f"--train-size {fits} fits" if fits >= least else "no --train-size fits"
+        fewer = fewer_lists(index_type) if lists is not None else None
         raise RetrieverError(f"training {spec!r} on {count} sampled vectors needs about {mib(needed)} of memory and "
-                             f"{bound} {mib(max(left, 0))}: use a smaller --train-size ({advice}) or fewer lists "
-                             "(--nlist), or free memory or raise the limit, then rerun the same command (the "
-                             "encoded shards are kept)")
+                             f"{bound} {mib(max(left, 0))}: use a smaller --train-size ({advice})"
+                             f"{' or ' + fewer if fewer else ''}, or free memory or raise the limit, then rerun the "
+                             "same command (the encoded shards are kept)")
     return threads
 
 

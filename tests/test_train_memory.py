@@ -53,7 +53,7 @@ CHILD = textwrap.dedent("""
     else:
         limit(int(headroom) << 20)
     try:
-        print("trained on", faiss_index.train(index, shards, 2 * rows, faiss_index.IndexParams(), spec, False))
+        print("trained on", faiss_index.train(index, shards, 2 * rows, faiss_index.IndexParams(spec), spec, False))
     except RetrieverError as error:
         print("error:", error)
 """)
@@ -77,7 +77,8 @@ def test_training_under_an_address_space_limit_too_small_is_one_line_not_a_crash
     assert child.returncode == 0, (child.returncode, child.stderr[-2000:])
     line = child.stdout.strip().splitlines()[-1]
     assert line.startswith("error: training 'IVF64,SQ8' on 20000 sampled vectors needs about ") and "\n" not in line
-    assert "RLIMIT_AS" in line and "leaves 64 MiB" in line and "--train-size" in line and "--nlist" in line
+    assert "RLIMIT_AS" in line and "leaves 64 MiB" in line and "--train-size" in line
+    assert "fewer lists (a smaller number after 'IVF' in --index-type)" in line  # --nlist is refused with this type
 
 
 def test_training_fits_in_the_address_space_its_estimate_gives(tmp_path):
