@@ -64,6 +64,9 @@ WRONG_CALLS = [
      r"^query vectors must be rows of 32 numbers .*, not rows of 32 and 1 numbers$"),
     ("complex-vectors", lambda s: s.search_vectors(np.ones((1, 32), complex), 2),
      r"^query vectors must hold real numbers, not complex128"),
+    # past float32's range: made infinity (with numpy's RuntimeWarning) and called an fp16 overflow
+    ("vectors-beyond-float32", lambda s: s.search_vectors(np.full((1, 32), 1e39), 2),
+     r"^query vectors hold 1e\+39 \(row 0, column 0\), beyond float32's range, which FAISS searches in$"),
     ("vectors-list-to-rank", lambda s: s.rank(["cat"], 2, vectors=[[None] * 32]), r"not None \(row 0, column 0\)"),
     ("fewer-vectors-than-queries", lambda s: s.rank(["a", "b"], 2, vectors=np.zeros((1, 32), np.float32)),
      "1 query vectors for 2 queries"),
