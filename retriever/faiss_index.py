@@ -12,7 +12,7 @@ import faiss
 from retriever.choices import INDEX_TYPES, ONDISK_TYPE, REFINE_K_FACTOR_MAX
 from retriever.errors import RetrieverError, faiss_message
 from retriever.index_folder import SEARCH_SETTING_RANGE, SEARCH_SETTINGS
-from retriever.index_type_settings import fewer_lists, flag, unused_setting
+from retriever.index_type_settings import fewer_lists, flag, unused_setting, untuned_refusal
 from retriever.ondisk import CODES
 from retriever.shards import sample_vectors
 from retriever.texts import whole_number
@@ -71,6 +71,8 @@ class IndexParams:
                                                   if getattr(self, setting.name) != setting.default])
         if unused:  # IndexParams("hnsw", nlist=64) built the default graph, while the CLI refused --nlist there
             raise RetrieverError(unused)
+        if self.target_recall is None and self.tuning_queries != IndexParams.tuning_queries:
+            raise RetrieverError(untuned_refusal("--tuning-queries"))
 
 
 _LEAST = {"hnsw_m": 2, "ef_construction": 1, "nlist": 1, "pq_m": 1, "refine_k_factor": 1, "train_size": 1, "seed": 0,

@@ -40,6 +40,12 @@ def unused_setting(index_type: str, given: Iterable[str]) -> str | None:
     return None
 
 
+def untuned_refusal(given: str) -> str:
+    """The refusal of a tuning setting (--tuning-queries, --tuning-queries-file) without --target-recall."""
+    return (f"{given} is used only with --target-recall (what recall is measured on); add --target-recall or drop "
+            "it")
+
+
 def untrained_refusal(index_type: str) -> str:
     """The refusal of --train-size for a factory string that trains nothing ('HNSW32,Flat', 'SQfp16')."""
     return (f"--train-size is used only by {SETTING_USERS['train_size'][1]}, not by --index-type {index_type!r}, "

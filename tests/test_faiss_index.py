@@ -218,3 +218,11 @@ def test_a_setting_the_index_type_does_not_use_is_refused_as_the_cli_refuses_its
     with pytest.raises(RetrieverError, match=f"^{flag} is used only by .*, not by --index-type {index_type!r}; drop"):
         IndexParams(index_type, **settings)
     IndexParams(index_type, **{name: getattr(IndexParams, name) for name in settings})
+
+
+def test_a_tuning_queries_count_without_a_target_recall_is_refused_as_the_cli_refuses_it():
+    """IndexParams("hnsw", tuning_queries=5) built an untuned index with the count unused, as `--tuning-queries 5`
+    without --target-recall did before the CLI refused it."""
+    with pytest.raises(RetrieverError, match=r"^--tuning-queries is used only with --target-recall"):
+        IndexParams("hnsw", tuning_queries=5)
+    assert IndexParams("hnsw", tuning_queries=5, target_recall=0.9).tuning_queries == 5

@@ -9,7 +9,7 @@ import click
 
 from retriever.choices import INDEX_TYPES, REFINE_K_FACTOR_MAX
 from retriever.cli.options import FiniteRange, compose, flags_given
-from retriever.index_type_settings import SETTING_USERS, unused_setting, untrained_refusal
+from retriever.index_type_settings import SETTING_USERS, unused_setting, untrained_refusal, untuned_refusal
 
 
 def index_options():
@@ -69,8 +69,7 @@ def check_type_flags(index_type: str) -> None:
         raise click.UsageError(unused)
     given = [] if flags_given(("target_recall",)) else flags_given(("tuning_queries", "tuning_queries_file"))
     if given:  # the count was ignored in silence; the file's queries were encoded before the library refused them
-        raise click.UsageError(f"{given[0]} is used only with --target-recall (what recall is measured on); add "
-                               "--target-recall or drop it")
+        raise click.UsageError(untuned_refusal(given[0]))
 
 
 def check_train_size_used(index_type: str, dim_of: Callable[[], int]) -> None:
