@@ -220,6 +220,8 @@ class RunScoring:
                                                                               self.level)))
             elif hits:
                 self.excluded += 1
+            if not hits:  # None or 0 was scored as a query without hits: refused as the writers refuse it
+                ranked_hits(hits, qid)
 
     def evaluation(self) -> Evaluation:
         """The run's evaluation once every batch is added; a judged query never added (or without hits) scores 0."""

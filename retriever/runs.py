@@ -52,13 +52,15 @@ def ranked_hits(hits: Mapping[str, float] | Sequence[tuple[str, float]], qid: ob
     no run file could hold it: a score that is no number or NaN, a document given twice (``qid`` names it)."""
     pairs: list = []
     try:
+        if isinstance(hits, (str, bytes)):  # "" was taken as no hits, "d1" as ids 'd' and '1'
+            raise TypeError
         pairs = list(hits.items() if isinstance(hits, Mapping) else hits)  # a number: "'int' object is not iterable"
         if not isinstance(hits, Mapping) and any(isinstance(pair, (str, bytes)) for pair in pairs):
             raise TypeError  # ids alone: "d1" was unpacked as document 'd' with the score '1'
         ids = [d if type(d) is str else id_text(d, "document id", qid) for d, _ in pairs]
         raw = [s for _, s in pairs]
     except (TypeError, ValueError):
-        alone = "ids alone" if pairs or isinstance(hits, (str, bytes)) else f"{type(hits).__name__} {hits!r:.40}"
+        alone = "ids alone" if pairs or (isinstance(hits, (str, bytes)) and hits) else f"{type(hits).__name__} {hits!r:.40}"
         given = f"must be a mapping of document id to score, or (id, score) pairs, not {alone}"
         if any(isinstance(pair, Hit) for pair in pairs):  # Searcher.search's results, handed on as they came
             given = ("are Hit objects (Searcher.search's); give {hit.id: hit.score for hit in hits}, or take the run "

@@ -460,16 +460,17 @@ def test_a_path_of_the_wrong_kind_is_named_in_one_line(call) -> None:
         call()
 
 
-@pytest.mark.parametrize("hits", [5, 0.5, True])
+@pytest.mark.parametrize("hits", [5, 0.5, True, None, 0, "", b""])
 def test_hits_that_are_no_collection_are_named_not_a_type_error(tmp_path, hits):
     """A query's hits given as a number (a count or a score where the hits belong) were a TypeError traceback ("'int'
-    object is not iterable") from evaluate_run and the writers."""
+    object is not iterable") from evaluate_run and the writers. None, 0 or empty text, being false, were taken by
+    evaluate_run as a query without hits and scored 0 (the writers refused None and 0, and wrote "" as no hits)."""
     from retriever.metrics import evaluate_run
 
     for call in (lambda: evaluate_run({"q": hits}, {"q": {"d1": 1}}, ["ndcg@10"]),
                  lambda: write_run({"q": hits}, tmp_path / "r.trec")):
         with pytest.raises(RetrieverError, match=r"^the hits of query 'q' must be a mapping of document id to score, "
-                                                 r"or \(id, score\) pairs, not "):
+                                                 rf"or \(id, score\) pairs, not {type(hits).__name__} "):
             call()
     assert not (tmp_path / "r.trec").exists()
 
