@@ -28,6 +28,10 @@ def check_buildable(params: IndexParams, dim: int) -> None:
     check_defaults_taken(params.search_defaults, taken_setting(index), params.index_type)
     if index.is_trained and params.train_size != IndexParams.train_size:  # was ignored ('HNSW32,Flat', 'SQfp16')
         raise RetrieverError(untrained_refusal(params.index_type))
+    if downcast_hnsw(index) is None and params.ef_construction != IndexParams.ef_construction:
+        raise RetrieverError(f"--ef-construction is used only by an index with an HNSW graph of its own, not by "
+                             f"--index-type {params.index_type!r}, whose HNSW is its IVF's quantizer (FAISS builds it "
+                             "with its own efConstruction); drop it")
     if isinstance(inner_index(index), faiss.IndexNSG):
         raise RetrieverError(f"--index-type {params.index_type!r}: NSG needs every vector in one add, and the "
                              "index is filled shard by shard; use HNSW instead, e.g. 'HNSW32,Flat'")

@@ -69,3 +69,12 @@ def test_a_train_size_for_a_factory_string_that_trains_nothing_is_refused_before
     with pytest.raises(RetrieverError, match=r"^--train-size is used only by .*'HNSW8,Flat', which trains nothing"):
         check_buildable(IndexParams("HNSW8,Flat", train_size=10), 32)
     check_buildable(IndexParams("IVF4,Flat", train_size=10), 32)
+
+
+def test_an_ef_construction_for_an_ivfs_hnsw_quantizer_is_refused_before_encoding():
+    """`--ef-construction 50 --index-type 'IVF4_HNSW8,Flat'` passed the check (the string holds 'HNSW') and was never
+    set: only an index's own graph takes it, and the manifest recorded no efConstruction."""
+    with pytest.raises(RetrieverError, match=r"^--ef-construction is used only by an index with an HNSW graph of its "
+                                             r"own, not by --index-type 'IVF4_HNSW8,Flat'"):
+        check_buildable(IndexParams("IVF4_HNSW8,Flat", ef_construction=50), 32)
+    check_buildable(IndexParams("PCA16,HNSW8,Flat", ef_construction=50), 32)
