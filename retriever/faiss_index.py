@@ -73,6 +73,10 @@ class IndexParams:
             raise RetrieverError(unused)
         if self.target_recall is None and self.tuning_queries != IndexParams.tuning_queries:
             raise RetrieverError(untuned_refusal("--tuning-queries"))
+        given = [name for name, value in self.search_defaults.items() if value is not None]
+        if given and self.target_recall is not None:  # search_defaults() let the tuned value replace it
+            raise RetrieverError(f"search_defaults[{given[0]!r}] and target_recall both set the search default: the "
+                                 "tuning picks it; drop one of them")
 
 
 _LEAST = {"hnsw_m": 2, "ef_construction": 1, "nlist": 1, "pq_m": 1, "refine_k_factor": 1, "train_size": 1, "seed": 0,

@@ -226,3 +226,11 @@ def test_a_tuning_queries_count_without_a_target_recall_is_refused_as_the_cli_re
     with pytest.raises(RetrieverError, match=r"^--tuning-queries is used only with --target-recall"):
         IndexParams("hnsw", tuning_queries=5)
     assert IndexParams("hnsw", tuning_queries=5, target_recall=0.9).tuning_queries == 5
+
+
+def test_a_search_default_and_a_target_recall_together_are_refused():
+    """IndexParams("hnsw", target_recall=0.9, search_defaults={"ef_search": 64}) built an index whose default was the
+    tuned efSearch, the 64 replaced without a word."""
+    with pytest.raises(RetrieverError, match=r"^search_defaults\['ef_search'\] and target_recall both set"):
+        IndexParams("hnsw", target_recall=0.9, search_defaults={"ef_search": 64})
+    IndexParams("hnsw", target_recall=0.9, search_defaults={"ef_search": None})
