@@ -36,7 +36,10 @@ def judged_queries(queries: list[Query], qrels: Qrels) -> list[Query]:
 
 def evaluate_run_file(run_path: str | Path, qrels_path: str | Path, metrics: tuple[str, ...] = DEFAULT_METRICS,
                       relevance_level: int = 1) -> EvaluationReport:
-    """Score a run file against a qrels file (``relevance_level``: trec_eval's -l, as ``evaluate_run`` takes it)."""
+    """Score a run file against a qrels file (``relevance_level``: trec_eval's -l, as ``evaluate_run`` takes it),
+    the settings checked before the files are read."""
+    metrics = checked_metric_names(metrics)
+    check_relevance_level(relevance_level)
     run = read_run(run_path)
     return EvaluationReport(evaluate_run(run, read_qrels(qrels_path), metrics, relevance_level),
                             run_depth=max((len(hits) for hits in run.values()), default=0),

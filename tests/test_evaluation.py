@@ -249,3 +249,12 @@ def test_evaluate_index_holds_one_batch_of_hits_at_a_time(tiny_beir, tiny_flat_b
     monkeypatch.setattr(Searcher, "run_batches", Searcher.run_batches.__wrapped__)  # batches of one still: the scores' low bits are alike
     kept_report, kept = evaluate_index(searcher, tiny_beir, "test", k=12, progress=False, keep_run=True)
     assert kept == read_run(saved) and kept_report.to_json() == report.to_json()
+
+
+@pytest.mark.parametrize("arguments, message", [({"metrics": ["ndcg@0"]}, "unknown metric 'ndcg@0'"),
+                                                ({"relevance_level": 0}, "the relevance level is 0")])
+def test_evaluate_run_file_checks_its_settings_before_reading_the_files(tmp_path, arguments, message):
+    """A bad metric or relevance level was found only once the whole run and qrels were read (for a run of millions
+    of lines, seconds); here the files do not exist, and the setting is what is named."""
+    with pytest.raises(RetrieverError, match=message):
+        evaluate_run_file(tmp_path / "no-run.trec", tmp_path / "no-qrels.tsv", **arguments)
