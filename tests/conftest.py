@@ -319,3 +319,23 @@ def batches_searched(monkeypatch) -> list:
     monkeypatch.setattr(Searcher, "run_batches", run_batches)
     monkeypatch.setattr(Searcher, "queries_per_batch", lambda self, depth, batch_size=256: 1)
     return earlier
+
+
+# Imports what a CLI run spends its first seconds on, then waits for a line on standard input before running the code
+# after it (a process started early, for a test that needs it only later)
+_WARMED_PRELUDE = """
+import sys
+import faiss, torch
+from transformers import AutoModel, AutoTokenizer
+sys.stdin.readline()
+"""
+
+
+def warmed_process(code: str, arguments: list[str], **popen):
+    """``python -c CODE ARGUMENTS``, with torch, transformers and FAISS imported and the process then held until a
+    line comes on its standard input (``communicate("go\\n")``, or bytes): started while an earlier process of the
+    test runs, its seconds of imports overlap that one's instead of adding to the test's time."""
+    import subprocess
+    import sys
+
+    return subprocess.Popen([sys.executable, "-c", _WARMED_PRELUDE + code, *arguments], stdin=subprocess.PIPE, **popen)

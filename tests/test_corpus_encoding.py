@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import WORDS
+from conftest import WORDS, warmed_process
 from retriever.corpus import Fields
 from retriever.corpus_encoding import encode_corpus
 from retriever.encode_result import describe
@@ -378,17 +378,6 @@ print("done", flush=True)
 """
 
 
-# `retriever ARGS`, once a line comes on stdin (its seconds of imports, the encoder's too, done before)
-STARTED_ON_A_LINE = """
-import sys
-import faiss, torch
-from transformers import AutoModel, AutoTokenizer, BertModel
-from retriever.cli import main
-sys.stdin.readline()
-main(sys.argv[1:], prog_name="retriever")
-"""
-
-
 def held_worker(corpus: Path, output: Path, model_dir: Path) -> subprocess.Popen:
     """Worker 0 of 2 encoding ``corpus`` into ``output`` in another process, held after its first shard."""
     process = subprocess.Popen([sys.executable, "-c", HELD_WORKER, str(corpus), str(output), str(model_dir)],
@@ -403,10 +392,10 @@ def test_a_second_run_of_one_worker_is_refused_while_other_workers_encode_beside
     the time) and they overwrote each other's shards. Other workers of the split still encode there at once."""
     corpus, out = write_corpus(tmp_path / "c.jsonl", 12), tmp_path / "out"
     # the second run's CLI imports while the holder starts; it runs once a line comes on its stdin
-    second = subprocess.Popen([sys.executable, "-c", STARTED_ON_A_LINE, "encode", str(corpus), "-o", str(out),
-                               "--model", str(tiny_model_dir), "--dtype", "fp32", "--shard-size", "2",
-                               "--worker-index", "0", "--num-workers", "2"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    second = warmed_process("from retriever.cli import main; main(prog_name='retriever')",
+                            ["encode", str(corpus), "-o", str(out), "--model", str(tiny_model_dir), "--dtype", "fp32",
+                             "--shard-size", "2", "--worker-index", "0", "--num-workers", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         holder = held_worker(corpus, out, tiny_model_dir)
     finally:

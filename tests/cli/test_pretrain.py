@@ -13,6 +13,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from conftest import warmed_process
 from retriever.cli.pretrain import pretrain_command
 from retriever.errors import RetrieverError
 from retriever.pretraining import PretrainConfig, pretrain
@@ -46,22 +47,30 @@ def test_killed_run_resumes_from_its_last_checkpoint(tmp_path, tiny_model_dir, t
                "--max-length", "16", "--device", "cpu", "--dtype", "fp32", "--no-progress", "--json"]
     environment = {**os.environ, "OMP_NUM_THREADS": "1"}
     first = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment)
+    # the rerun's process, held until the first is killed, imports while the first one runs
+    second = warmed_process(RUN_COMMAND, command[3:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=environment)
     checkpoints = output / "checkpoints"
-    deadline = time.monotonic() + 60
-    while not list(checkpoints.glob("checkpoint-*/run.json")):
-        assert first.poll() is None, first.communicate()
-        assert time.monotonic() < deadline, "no checkpoint appeared within 60 s"
-        time.sleep(0.02)
-    first.send_signal(signal.SIGKILL)
-    first.wait()
-    steps = sorted(int(path.parent.name.split("-")[1]) for path in checkpoints.glob("checkpoint-*/run.json"))
-    assert steps and steps[-1] < 60 and not (output / "model.pt").exists()
+    try:
+        deadline = time.monotonic() + 60
+        while not list(checkpoints.glob("checkpoint-*/run.json")):
+            assert first.poll() is None, first.communicate()
+            assert time.monotonic() < deadline, "no checkpoint appeared within 60 s"
+            time.sleep(0.02)
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        steps = sorted(int(path.parent.name.split("-")[1]) for path in checkpoints.glob("checkpoint-*/run.json"))
+        assert steps and steps[-1] < 60 and not (output / "model.pt").exists()
+    except BaseException:
+        second.kill()
+        second.wait()
+        raise
 
-    second = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=120)
-    assert second.returncode == 0, second.stderr
-    summary = json.loads(second.stdout)
+    stdout, stderr = second.communicate("go\n", timeout=120)
+    assert second.returncode == 0, stderr
+    summary = json.loads(stdout)
     assert summary["resumed_from_step"] == steps[-1] and summary["steps"] == 60
-    assert f"resuming from {checkpoints / f'checkpoint-{steps[-1]}'} (step {steps[-1]})" in second.stderr
+    assert f"resuming from {checkpoints / f'checkpoint-{steps[-1]}'} (step {steps[-1]})" in stderr
     assert (output / "model.pt").is_file() and (output / "config.json").is_file()
     assert sorted(path.name for path in checkpoints.iterdir()) == ["finished.json"]
 
