@@ -73,6 +73,9 @@ class IndexParams:
             raise RetrieverError(unused)
         if self.target_recall is None and self.tuning_queries != IndexParams.tuning_queries:
             raise RetrieverError(untuned_refusal("--tuning-queries"))
+        if self.ray_address is None and (self.ray_workers is not None or self.ray_cpus_per_worker != 1):
+            raise RetrieverError("ray_workers and ray_cpus_per_worker size Ray's workers, and ray_address is None (no "
+                                 "Ray): set ray_address or drop them")
         given = [name for name, value in self.search_defaults.items() if value is not None]
         if given and self.target_recall is not None:  # search_defaults() let the tuned value replace it
             raise RetrieverError(f"search_defaults[{given[0]!r}] and target_recall both set the search default: the "

@@ -234,3 +234,12 @@ def test_a_search_default_and_a_target_recall_together_are_refused():
     with pytest.raises(RetrieverError, match=r"^search_defaults\['ef_search'\] and target_recall both set"):
         IndexParams("hnsw", target_recall=0.9, search_defaults={"ef_search": 64})
     IndexParams("hnsw", target_recall=0.9, search_defaults={"ef_search": None})
+
+
+@pytest.mark.parametrize("settings", [{"ray_workers": 2}, {"ray_cpus_per_worker": 2}])
+def test_ray_worker_settings_without_a_ray_address_are_refused(settings):
+    """IndexParams("ivf-ondisk", ray_workers=2) filled the parts in local processes, the setting unused, while the
+    CLI refuses --ray-workers without --ray."""
+    with pytest.raises(RetrieverError, match=r"^ray_workers and ray_cpus_per_worker size Ray's workers, and "):
+        IndexParams("ivf-ondisk", **settings)
+    IndexParams("ivf-ondisk", ray_address="local", **settings)

@@ -115,7 +115,8 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
     output = named_output(output)  # `-o .`: the build swaps a new folder in at that path; `.` would name the old one
     check_build_tuning(tune_fusion, lexical, output, overwrite)
     _expect_folder(output, tune_fusion, as_json)
-    check_type_flags(index_flags["index_type"])  # a usage error before IndexParams refuses the same setting
+    check_type_flags(index_flags["index_type"])  # usage errors before IndexParams refuses the same settings
+    check_ray_worker_flags(index_flags["ray_address"])
     params = IndexParams(**index_flags)
     check_ray_flags(params, encodes=False)
     check_train_size_used(params.index_type, lambda: int(shards_to_index(shards)[1]["dim"]))
@@ -181,6 +182,7 @@ def build_command(corpus, output, model, encoder_overrides, device, dtype, batch
     detect_format(resolve_corpus_path(corpus), fmt)
     check_first_record(corpus, fmt, fields_from(id_field, text_field, title_field))
     check_type_flags(index_flags["index_type"])  # as in index_command
+    check_ray_worker_flags(ray_address)
     params = IndexParams(**index_flags, ray_address=ray_address, ray_workers=ray_workers,
                          ray_cpus_per_worker=ray_cpus_per_worker)
     check_ray_flags(params, encodes=True)
