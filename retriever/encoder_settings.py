@@ -109,20 +109,29 @@ class EncoderSettings:
         return settings
 
     @classmethod
-    def from_record(cls, recorded: dict, model: str, where: object = "encoder record",
+    def from_record(cls, recorded: dict, model: str, where: object = None,
                     written_by: object = None) -> "EncoderSettings":
-        """The settings a shard's or manifest's encoder record holds (in ``where``, by retriever ``written_by`` if
-        known), with the model found at ``model``. A key no version of this one wrote (a newer retriever's setting)
-        is refused: ignored, it let queries be encoded otherwise than the passages were, silently."""
+        """The settings a shard's or manifest's encoder record holds (in folder ``where``, by retriever
+        ``written_by`` if known), with the model found at ``model``; a bad value names the folder (it said "encoder
+        settings: ... fix the value", or named a flag never given). A key no version of this one wrote (a newer
+        retriever's setting) is refused: ignored, it let queries be encoded otherwise than the passages were."""
+        source = "the encoder record" if where is None else f"{where}: the encoder record"
         unknown = sorted(set(recorded) - {"model", *OVERRIDABLE, *RECORD_FIELDS})
         if unknown:
             from retriever import __version__
 
             writer = f"retriever {written_by}" if isinstance(written_by, str) else "a hand edit or a newer retriever"
-            raise RetrieverError(f"{where}: the encoder record holds {unknown[0]!r}, a setting retriever {__version__} "
-                                 f"does not know (written by {writer}), and the vectors may depend on it; search it "
-                                 "with the retriever that built it (or a newer one), or rebuild it with this one")
-        return cls(model=model_name(model), **{name: recorded[name] for name in OVERRIDABLE if name in recorded})
+            raise RetrieverError(f"{source} holds {unknown[0]!r}, a setting retriever {__version__} does not know "
+                                 f"(written by {writer}), and the vectors may depend on it; search it with the "
+                                 "retriever that built it (or a newer one), or rebuild it with this one")
+        values = {name: recorded[name] for name in OVERRIDABLE if name in recorded}
+        check_types(values, source)
+        settings = cls(model=model_name(model), **values)
+        try:
+            settings.validate()
+        except RetrieverError as error:
+            raise RetrieverError(f"{source}: {error}") from None
+        return settings
 
     def validate(self) -> None:
         """Refuse settings of the wrong type or value, before any model is loaded."""

@@ -162,3 +162,15 @@ def test_an_encoder_setting_this_version_does_not_know_is_refused_naming_it_and_
                                              rf"retriever {__version__} does not know \(written by retriever 9\.1\.0\)"):
         Searcher(index, device="cpu", dtype="fp32")
     assert Searcher(index, device="cpu", dtype="fp32", mode="bm25").search(["honey bee"], k=1)  # it needs no encoder
+
+
+@pytest.mark.parametrize("key, value, said", [
+    ("normalize", "false", "normalize must be true or false, not 'false'"),
+    ("query_max_length", 0, r"query_max_length \(--query-max-length\): 0 is less than 1"),
+    ("pooling", "CLS", "unknown pooling 'CLS'")])
+def test_a_bad_value_in_an_encoder_record_names_the_folder_holding_it(tiny_model_dir, tmp_path, key, value, said):
+    """A hand-edited manifest's bad value said 'encoder settings: ... fix the value', or named a flag never given,
+    with no word of which file holds it."""
+    recorded = {**EncoderSettings(model=str(tiny_model_dir)).recorded(), key: value}
+    with pytest.raises(RetrieverError, match=rf"^{tmp_path}: the encoder record: {said}"):
+        EncoderSettings.from_record(recorded, str(tiny_model_dir), tmp_path)
