@@ -29,6 +29,7 @@ from pathlib import Path
 
 import faiss
 
+from retriever.cgroups import controller_folders, read_file
 from retriever.errors import RetrieverError
 from retriever.index_type_settings import fewer_lists
 from retriever.search_settings import ivf_part
@@ -181,30 +182,16 @@ def _fields(path: Path) -> dict[str, int]:
 
 
 def _cgroup_left() -> int | None:
-    """The memory the process's cgroup (v2 ``memory.max``, v1 ``memory.limit_in_bytes``) allows past its usage."""
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    root = Path("/sys/fs/cgroup")
-    for line in lines:
-        _, controllers, place = line.split(":", 2)
-        if controllers == "":
-            names, folders = ("memory.max", "memory.current"), (root / place.lstrip("/"), root)
-        elif "memory" in controllers.split(","):
-            names = ("memory.limit_in_bytes", "memory.usage_in_bytes")
-            folders = (root / "memory" / place.lstrip("/"), root / "memory")
-        else:
-            continue
-        for folder in folders:
-            try:
-                limit, usage = ((folder / name).read_text().strip() for name in names)
-            except OSError:
-                continue
-            if limit.isdigit() and usage.isdigit() and int(limit) < 1 << 60:
-                return int(limit) - int(usage)
-            break
-    return None
+    """The least memory a limit on the process's cgroup, or one above it, allows past that cgroup's usage (v2
+    ``memory.max`` and ``memory.current``, v1 ``memory.limit_in_bytes`` and ``memory.usage_in_bytes``)."""
+    left = []
+    for folder in controller_folders("memory"):
+        for limit_name, usage_name in (("memory.max", "memory.current"),
+                                       ("memory.limit_in_bytes", "memory.usage_in_bytes")):
+            limit, usage = (read_file(folder / name).strip() for name in (limit_name, usage_name))
+            if limit.isdigit() and usage.isdigit() and int(limit) < 1 << 60:  # v1 writes no limit as a huge number
+                left.append(int(limit) - int(usage))
+    return min(left) if left else None
 
 
 def check_training_memory(index: faiss.Index, count: int, dim: int, spec: str, sampled: bool, *,

@@ -7,7 +7,7 @@ import faiss
 import pytest
 import torch
 
-from retriever import cores
+from retriever import cgroups
 from retriever.cores import usable_cores
 from retriever.serving.threads import configure_threads, oversubscription_warning
 
@@ -57,8 +57,8 @@ def test_no_cgroup_files_at_all_count_the_affinity_mask(tmp_path, many_cores):
 def test_serve_sizes_its_threads_and_warns_on_the_quota(tmp_path, many_cores, monkeypatch):
     """The defaults share out the quota's cores; 2 x 31 threads is warned of as past them."""
     fs, membership = _tree(tmp_path, "0::/\n", {"cpu.max": "200000 100000"})
-    monkeypatch.setattr(cores, "CGROUPS", fs)
-    monkeypatch.setattr(cores, "MEMBERSHIP", membership)
+    monkeypatch.setattr(cgroups, "CGROUPS", fs)
+    monkeypatch.setattr(cgroups, "MEMBERSHIP", membership)
     before = torch.get_num_threads(), faiss.omp_get_max_threads()
     try:
         used = configure_threads()
@@ -80,8 +80,8 @@ def test_the_cli_caps_openmp_pools_at_the_quota_unless_told(tmp_path, many_cores
     from retriever.cli import main
 
     fs, membership = _tree(tmp_path, "0::/\n", {"cpu.max": quota})
-    monkeypatch.setattr(cores, "CGROUPS", fs)
-    monkeypatch.setattr(cores, "MEMBERSHIP", membership)
+    monkeypatch.setattr(cgroups, "CGROUPS", fs)
+    monkeypatch.setattr(cgroups, "MEMBERSHIP", membership)
     monkeypatch.setenv("OMP_NUM_THREADS", given or "")
     if given is None:
         monkeypatch.delenv("OMP_NUM_THREADS")

@@ -38,12 +38,12 @@ def test_a_killed_part_worker_is_one_line_saying_to_rerun(monkeypatch):
 
 def test_part_threads_are_shared_out_of_a_cgroup_cpu_quota(monkeypatch, tmp_path):
     """Under `docker run --cpus 2` on a 64-core host each part took a share of the host's 64 cores (os.cpu_count)."""
-    from retriever import cores
+    from retriever import cgroups
 
     (tmp_path / "cpu.max").write_text("200000 100000")
     (tmp_path / "cgroup").write_text("0::/")
-    monkeypatch.setattr(cores, "CGROUPS", tmp_path)
-    monkeypatch.setattr(cores, "MEMBERSHIP", tmp_path / "cgroup")
+    monkeypatch.setattr(cgroups, "CGROUPS", tmp_path)
+    monkeypatch.setattr(cgroups, "MEMBERSHIP", tmp_path / "cgroup")
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
     threads: list[int] = []

@@ -177,3 +177,27 @@ def test_parts_filled_at_once_share_the_memory_left(monkeypatch):
     need[:] = [(resident * 2 + 2, "the process's address-space limit (`ulimit -v`, RLIMIT_AS) leaves", True)]
     monkeypatch.setattr(train_memory, "fixed_address_space", lambda: 0)
     part_memory.check_filling_memory(index, 1000, 50_000, "part.faiss", sharing=3)
+
+
+@pytest.mark.parametrize("membership, files, left", [
+    ("0::/kubepods/pod1/c1\n", {"kubepods/pod1/memory.max": "1000000", "kubepods/pod1/memory.current": "400000",
+                                "kubepods/pod1/c1/memory.max": "max", "kubepods/pod1/c1/memory.current": "300000"},
+     600000),  # the pod's limit binds its container, whose own is "max"
+    ("4:memory:/docker/abc\n", {"memory/docker/abc/memory.limit_in_bytes": "2000000",
+                                "memory/docker/abc/memory.usage_in_bytes": "500000",
+                                "memory/memory.limit_in_bytes": str(1 << 62), "memory/memory.usage_in_bytes": "9"},
+     1500000),  # v1; the root's "no limit" is a huge number
+    ("0::/\n", {"memory.max": "max", "memory.current": "5"}, None), ("garbled\n", {}, None),
+])
+def test_a_cgroup_memory_limit_is_read_up_the_hierarchy(tmp_path, monkeypatch, membership, files, left):
+    """Only the process's own cgroup and the mount's root were read: a limit on a parent (a pod's, with its
+    containers' own at "max") was not seen, and the parts and FAISS trainings it bounds ran into the OOM killer."""
+    from retriever import cgroups
+
+    for name, text in files.items():
+        (tmp_path / "fs" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "fs" / name).write_text(text)
+    (tmp_path / "cgroup").write_text(membership)
+    monkeypatch.setattr(cgroups, "CGROUPS", tmp_path / "fs")
+    monkeypatch.setattr(cgroups, "MEMBERSHIP", tmp_path / "cgroup")
+    assert train_memory._cgroup_left() == left
