@@ -50,7 +50,10 @@ class FusionParams:
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise RetrieverError(f"unknown fusion {self.method!r}; use one of {', '.join(METHODS)}")
-        if not (is_number(self.alpha) and 0.0 <= self.alpha <= 1.0):
+        if not is_number(self.alpha):
+            raise RetrieverError(f"--alpha must be a number from 0 to 1 (the weight of the dense score), not "
+                                 f"{type(self.alpha).__name__} {self.alpha!r}"[:160])
+        if not 0.0 <= self.alpha <= 1.0:  # nan fails it
             raise RetrieverError(f"--alpha {self.alpha!r} is outside 0..1 (the weight of the dense score)")
         if not (is_number(self.rrf_k) and 0 < self.rrf_k <= RRF_K_MAX):  # nan fails both
             raise RetrieverError(f"--rrf-k must be a positive number up to 1e6, not {self.rrf_k!r}")

@@ -122,7 +122,10 @@ def test_params_validate_and_a_lone_alpha_means_convex():
 
 
 @pytest.mark.parametrize("settings, message", [
-    ({"alpha": "0.3"}, "--alpha '0.3' is outside 0..1"), ({"alpha": True}, "--alpha True is outside 0..1"),
+    # (they said "--alpha '0.3' is outside 0..1", as if text or True were a number out of range)
+    ({"alpha": "0.3"}, "--alpha must be a number from 0 to 1 (the weight of the dense score), not str '0.3'"),
+    ({"alpha": True}, "--alpha must be a number from 0 to 1 (the weight of the dense score), not bool True"),
+    ({"alpha": None}, "--alpha must be a number from 0 to 1 (the weight of the dense score), not NoneType None"),
     ({"rrf_k": "60"}, "--rrf-k must be a positive number up to 1e6, not '60'"),
     ({"rrf_k": None}, "--rrf-k must be a positive number up to 1e6, not None")])
 def test_settings_that_are_not_numbers_are_one_line(settings, message):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from retriever.corpus import BeirDataset, check_output_outside_qrels
-from retriever.errors import RetrieverError, given_path
+from retriever.errors import RetrieverError, check_kind, given_path
 from retriever.evaluation import (check_collection, dataset_name, judged_split, search_batches, warn_of_left_out,
                                   warn_of_other_corpus)
 from retriever.runs import Qrels, Run, ranked_hits
@@ -151,6 +151,7 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
     """Search every judged query of a BEIR split in INDEX (in ``mode``, see ``Searcher``) and write its hard
     negatives as JSONL, atomically (``per_query`` None: ``DEFAULT_PER_QUERY``, or all ``depth`` leaves if fewer)."""
     depth, skip_top, per_query = check_counts(depth, skip_top, per_query)
+    check_kind(progress, bool, "progress", "True or False")  # "no" was true: bars drawn
     output = _output_path(output)
     _check_fusion_mode(fusion_overrides, mode)
     check_output_outside_qrels(output, "the negatives file")

@@ -192,13 +192,14 @@ def test_mining_with_a_dataset_whose_corpus_is_not_the_indexs_warns(indexed_beir
     ({"index": 5}, "index must be a folder's path"),
     ({"dataset": ""}, "dataset is empty .an unset variable..: give a folder's path"),  # the working folder was read
     ({"index": " "}, "index is empty"),
+    ({"progress": "no"}, "progress must be True or False, not str 'no'"),  # a truthy string: bars were drawn
 ])
 def test_arguments_of_the_wrong_kind_are_refused_in_one_line_before_anything_is_read(tmp_path, arguments, said):
     """Checked up front, before the dataset or index is opened: they raised TypeError tracebacks (a float
     --skip-top only after the whole search, an int output from pathlib naming no argument)."""
     call = {"index": tmp_path / "no-index", "dataset": tmp_path / "no-dataset", "output": tmp_path / "n.jsonl"}
     with pytest.raises(RetrieverError, match=said.replace("(", r"\(")):
-        mine_negatives(**{**call, **arguments}, progress=False)
+        mine_negatives(**{**call, "progress": False, **arguments})
 
 
 @pytest.mark.parametrize("target", ["queries.jsonl", "index/manifest.json"])
