@@ -7,10 +7,11 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from conftest import write_jsonl
+from conftest import write_jsonl, write_tiny_beir
 
 COMMON = ["--device", "cpu", "--dtype", "fp32"]
 
@@ -20,22 +21,38 @@ def flat_index(tmp_path, tiny_dense_build):
     return shutil.copytree(tiny_dense_build, tmp_path / "idx")
 
 
-def _run_to_readers_that_leave(runs: list[list[str]], lines_read: int) -> list[tuple[int, str, list[str]]]:
-    """Each CLI run for real, all at once, with standard output to a pipe whose reader takes ``lines_read`` lines,
-    then closes it (0: closed before the command writes anything), as `| head -1` does."""
+def _run_to_readers_that_leave(runs: list[tuple[list[str], int]]) -> list[tuple[int, str, list[str]]]:
+    """Each CLI run (arguments, lines read) for real, all at once, with standard output to a pipe whose reader takes
+    its lines, then closes it (0: closed before the command writes anything), as `| head -1` does. The pipes read
+    from none are closed first: while another's lines are awaited, a short output would fit in its pipe unread."""
     processes = [subprocess.Popen([sys.executable, "-c", "from retriever.cli import main; main()", *args],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE) for args in runs]
-    taken = []
-    for process in processes:
-        taken.append([process.stdout.readline().decode() for _ in range(lines_read)])
-        process.stdout.close()
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE) for args, _ in runs]
+    taken: list[list[str]] = [[] for _ in runs]
+    for number in sorted(range(len(runs)), key=lambda number: runs[number][1] > 0):
+        taken[number] = [processes[number].stdout.readline().decode() for _ in range(runs[number][1])]
+        processes[number].stdout.close()
     stderrs = [process.stderr.read().decode() for process in processes]
     return [(process.wait(timeout=300), stderr, lines) for process, stderr, lines in zip(processes, stderrs, taken)]
 
 
-def _run_to_a_reader_that_leaves(args: list[str], lines_read: int) -> tuple[int, str, list[str]]:
-    """One CLI run to a pipe whose reader leaves, as `_run_to_readers_that_leave` does."""
-    return _run_to_readers_that_leave([args], lines_read)[0]
+SUMMARIES = ["search-lava", "search-lava-json", "info-json"]
+
+
+@pytest.fixture(scope="module")
+def readers_left(tmp_path_factory, tiny_dense_build) -> tuple[Path, dict[str, tuple[int, str, list[str]]]]:
+    """The module's runs to readers that leave, by name, all started at once on one index copy and dataset (a launch
+    per test cost seconds of imports each; each test checks its own runs), and the folder they wrote into."""
+    root = tmp_path_factory.mktemp("readers-left")
+    index, dataset = shutil.copytree(tiny_dense_build, root / "idx"), write_tiny_beir(root / "tiny-beir")
+    queries = write_jsonl(root / "q.jsonl", [{"_id": f"q{i}", "text": "hot lava rock"} for i in range(2000)])
+    batch = ["search", str(index), "--queries", str(queries), "-k", "12", *COMMON]
+    runs = {"batch": (batch, 1), "dev-stdout": ([*batch, "-o", "/dev/stdout"], 1),
+            "evaluate": (["evaluate", "--index", str(index), "--dataset", str(dataset), "-o", str(root / "metrics.json"),
+                          "--save-run", str(root / "run.trec"), *COMMON], 0),
+            "search-lava": (["search", str(index), "lava", *COMMON], 0),
+            "search-lava-json": (["search", str(index), "lava", "--json", *COMMON], 0),
+            "info-json": (["info", str(index), "--json"], 0)}
+    return root, dict(zip(runs, _run_to_readers_that_leave(list(runs.values()))))
 
 
 def _assert_quiet(code: int, stderr: str) -> None:
@@ -44,39 +61,32 @@ def _assert_quiet(code: int, stderr: str) -> None:
         assert noise not in stderr, stderr
 
 
-def test_a_batch_run_to_a_reader_that_leaves_after_one_line_exits_0_quietly(tmp_path, flat_index):
+def test_a_batch_run_to_a_reader_that_leaves_after_one_line_exits_0_quietly(readers_left):
     """`retriever search IDX --queries Q | head -1` exited 1 with no message (click's handling of EPIPE)."""
-    queries = write_jsonl(tmp_path / "q.jsonl", [{"_id": f"q{i}", "text": "hot lava rock"} for i in range(2000)])
-    code, stderr, taken = _run_to_a_reader_that_leaves(
-        ["search", str(flat_index), "--queries", str(queries), "-k", "12", *COMMON], 1)
+    code, stderr, taken = readers_left[1]["batch"]
     assert taken[0].startswith("q0 Q0 ")  # the run's first line, then the reader left mid-run (24000 lines)
     _assert_quiet(code, stderr)
 
 
-def test_a_single_query_or_summary_to_a_closed_pipe_exits_0_quietly(flat_index):
-    commands = [["search", str(flat_index), "lava", *COMMON], ["search", str(flat_index), "lava", "--json", *COMMON],
-                ["info", str(flat_index), "--json"]]
-    for command, (code, stderr, _) in zip(commands, _run_to_readers_that_leave(commands, 0)):
-        _assert_quiet(code, f"{command}: {stderr}")
+def test_a_single_query_or_summary_to_a_closed_pipe_exits_0_quietly(readers_left):
+    for name in SUMMARIES:
+        code, stderr, _ = readers_left[1][name]
+        _assert_quiet(code, f"{name}: {stderr}")
 
 
-def test_evaluate_still_writes_its_files_whole_when_its_table_has_no_reader(tmp_path, tiny_beir, flat_index):
+def test_evaluate_still_writes_its_files_whole_when_its_table_has_no_reader(readers_left):
     """The table is printed before the files; its reader gone (`| true`), the command exited 1 with no metrics file
     and no run file."""
-    metrics, run = tmp_path / "metrics.json", tmp_path / "run.trec"
-    code, stderr, _ = _run_to_a_reader_that_leaves(
-        ["evaluate", "--index", str(flat_index), "--dataset", str(tiny_beir), "-o", str(metrics), "--save-run",
-         str(run), *COMMON], 0)
+    root, (code, stderr, _) = readers_left[0], readers_left[1]["evaluate"]
     _assert_quiet(code, stderr)
-    assert "ndcg@10" in json.loads(metrics.read_text())["mean"] and len(run.read_text().splitlines()) == 4 * 12
+    assert "ndcg@10" in json.loads((root / "metrics.json").read_text())["mean"]
+    assert len((root / "run.trec").read_text().splitlines()) == 4 * 12
 
 
-def test_a_run_written_to_dev_stdout_whose_reader_leaves_exits_0_quietly(tmp_path, flat_index):
+def test_a_run_written_to_dev_stdout_whose_reader_leaves_exits_0_quietly(readers_left):
     """`search --queries Q -o /dev/stdout | head -1` said 'error: cannot write /dev/stdout: broken pipe; check the
     disk' with exit 1 (and before that, refused the streamed run)."""
-    queries = write_jsonl(tmp_path / "q.jsonl", [{"_id": f"q{i}", "text": "hot lava rock"} for i in range(2000)])
-    code, stderr, taken = _run_to_a_reader_that_leaves(
-        ["search", str(flat_index), "--queries", str(queries), "-k", "12", "-o", "/dev/stdout", *COMMON], 1)
+    code, stderr, taken = readers_left[1]["dev-stdout"]
     assert taken[0].startswith("q0 Q0 ")
     _assert_quiet(code, stderr)
 
