@@ -73,31 +73,60 @@ def search_args(index, queries, output, *extra):
             "--dtype", "fp32", *extra]
 
 
-def kill_after(args: list[str], record, queries: int) -> None:
-    """Run the search in a process of its own and SIGKILL it once ``record`` says ``queries`` are done."""
-    process = subprocess.Popen([sys.executable, "-c", SLOW_SMALL_BATCHES, *args], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+def kill_after(runs: list[tuple[list[str], Path, int]]) -> None:
+    """Run each search (arguments, record, queries) in a process of its own, all at once (their seconds of imports and
+    slowed batches overlap), and SIGKILL each once its ``record`` says its ``queries`` are done."""
+    processes = [subprocess.Popen([sys.executable, "-c", SLOW_SMALL_BATCHES, *args], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+                 for args, _, _ in runs]
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and process.poll() is None:
-            if record.is_file() and json.loads(record.read_text() or "{}").get("queries", 0) >= queries:
-                break
+        waiting, deadline = set(range(len(runs))), time.monotonic() + 120
+        while waiting and time.monotonic() < deadline:
+            for number in sorted(waiting):
+                _, record, queries = runs[number]
+                if processes[number].poll() is not None:  # ended before its kill: fails below
+                    waiting.discard(number)
+                elif record.is_file() and json.loads(record.read_text() or "{}").get("queries", 0) >= queries:
+                    processes[number].send_signal(signal.SIGKILL)
+                    waiting.discard(number)
             time.sleep(0.05)
-        assert process.poll() is None, process.stderr.read().decode()
+        for process in processes:
+            process.wait(timeout=60)
+            assert process.returncode == -signal.SIGKILL, process.stderr.read().decode()
+        assert not waiting, "a search never reached its queries"
     finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait()
+        for process in processes:
+            process.kill()
+            process.wait()
 
 
-@pytest.mark.parametrize("run_format, mode", [("trec", "dense"), ("jsonl", "hybrid")])
-def test_a_killed_search_resumes_after_its_last_batch_into_the_same_bytes(tmp_path, index_and_queries, monkeypatch,
-                                                                           run_format, mode):
+KILLED_SEARCHES = {"trec-dense": ["--run-format", "trec", "--mode", "dense"],
+                   "jsonl-hybrid": ["--run-format", "jsonl", "--mode", "hybrid"]}
+
+
+@pytest.fixture(scope="module")
+def killed_searches(shared_index_and_queries, tmp_path_factory) -> dict[str, Path]:
+    """The folders killed searches left their partial runs in (data, record and the lock they held), each rerun on
+    its own copy by the tests below: for each of KILLED_SEARCHES, new/sub/run.out after 6 queries (new/sub made by
+    the search), and for the reruns of other inputs, run.trec after 4 (default flags). One launch kills them all."""
+    index, queries = shared_index_and_queries
+    root = tmp_path_factory.mktemp("killed")
+    runs = [(search_args(index, queries, root / name / "new" / "sub" / "run.out", *flags),
+             root / name / "new" / "sub" / ".run.out.partial.json", 6) for name, flags in KILLED_SEARCHES.items()]
+    runs.append((search_args(index, queries, root / "other" / "run.trec"), root / "other" / ".run.trec.partial.json", 4))
+    kill_after(runs)
+    return {**{name: root / name for name in KILLED_SEARCHES}, "other": root / "other"}
+
+
+@pytest.mark.parametrize("case", KILLED_SEARCHES)
+def test_a_killed_search_resumes_after_its_last_batch_into_the_same_bytes(tmp_path, index_and_queries, killed_searches,
+                                                                           monkeypatch, case):
     """Batches of two queries (one in hybrid, which reads each engine 1000 deep)."""
     index, queries = index_and_queries
+    shutil.copytree(killed_searches[case] / "new", tmp_path / "new")
     output = tmp_path / "new" / "sub" / "run.out"
     record = output.with_name(".run.out.partial.json")
-    flags = ["--run-format", run_format, "--mode", mode]
-    kill_after(search_args(index, queries, output, *flags), record, 6)
+    flags = KILLED_SEARCHES[case]
     done = json.loads(record.read_text())["queries"]
     assert not output.exists() and done >= 6 and output.with_name(".run.out.partial").is_file()
     sizes = searched_batches(monkeypatch)
@@ -110,13 +139,11 @@ def test_a_killed_search_resumes_after_its_last_batch_into_the_same_bytes(tmp_pa
     assert output.read_bytes() == whole.read_bytes()
 
 
-@pytest.fixture(scope="module")
-def killed_run(shared_index_and_queries, tmp_path_factory) -> Path:
-    """The partial run (data and record) a search killed after 4 of its queries left (with its lock), under the name run.trec: one
-    killed launch serves every rerun below, each rerunning on its own copy."""
-    index, queries = shared_index_and_queries
-    folder = tmp_path_factory.mktemp("killed")
-    kill_after(search_args(index, queries, folder / "run.trec"), folder / ".run.trec.partial.json", 4)
+@pytest.fixture()
+def killed_run(killed_searches) -> Path:
+    """The partial run (data and record) a search killed after 4 of its queries left (with its lock), under the name
+    run.trec: each rerun below reruns on its own copy."""
+    folder = killed_searches["other"]
     assert {".run.trec.partial", ".run.trec.partial.json"} <= {path.name for path in folder.iterdir()}
     return folder
 
