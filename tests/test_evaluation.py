@@ -171,7 +171,7 @@ def test_a_dataset_whose_corpus_is_not_the_indexs_is_warned_of_once_hashed_only_
     corpus.write_text(corpus.read_text().replace("the cat sat", "the bat sat"), encoding="utf-8")  # same size
     evaluate_index(searcher, other, "test", k=5, progress=False)
     err = capsys.readouterr().err
-    assert err.count("warning:") == 1 and f"warning: the index was built from tiny-beir/corpus.jsonl" in err
+    assert err.count("warning:") == 1 and "warning: the index was built from tiny-beir/corpus.jsonl" in err
     assert f"not from {corpus}" in err and "another collection's judgments" in err
     corpus.write_text(corpus.read_text() + '{"_id": "d13", "title": "", "text": "more"}\n', encoding="utf-8")
     monkeypatch.setattr(evaluation, "remembered_sha256",

@@ -388,7 +388,8 @@ def test_an_unknown_stemmer_or_stopword_list_is_a_usage_error_listing_the_names(
     result = CliRunner().invoke(main, [*args, flag, value])
     assert result.exit_code == 2 and f"Invalid value for '{flag}': " in result.output, result.output
     assert f"{value!r} is not a" in result.output or f"no stemmer for {value!r}" in result.output, result.output
-    assert listed in result.output and f" or none (see `" in result.output and f" {command} --help`)" in result.output, result.output
+    assert listed in result.output and " or none (see `" in result.output, result.output
+    assert f" {command} --help`)" in result.output, result.output
     assert len(result.output.splitlines()) == 1, result.output
     assert sorted(path.name for path in tmp_path.iterdir()) == ["IDX", "tiny-beir"]
     assert not list((tmp_path / "IDX").iterdir())
@@ -454,20 +455,27 @@ def test_the_fusion_tuning_encodes_queries_on_the_device_and_dtype_given(tmp_pat
     assert result.exit_code == 2 and "--dtype sets how --tune-fusion-on encodes its queries" in result.output
 
 
-def test_a_rebuild_for_a_tuning_on_another_collection_is_refused_before_the_bm25_part_is_touched(tmp_path,
-                                                                                                   tiny_flat_build):
-    """`bm25 IDX --overwrite --bm25-k1 1.5 --tune-fusion-on OTHER`, OTHER judging documents the index lacks: the BM25
-    part was rebuilt and the tuned fusion dropped ("tunes it anew on OTHER"), then the tuning refused OTHER."""
+def _tuned_copy(tmp_path, tiny_flat_build, dataset_name: str = "d", **encoder) -> tuple:
+    """(index, its manifest's bytes, dataset): a copy of the session's index with a tuned fusion recorded (and
+    ``encoder`` settings over its own), beside a copy of its dataset with a train split."""
     import shutil
 
     from retriever.index_folder import read_manifest, replace_manifest
 
-    index = tmp_path / "idx"
-    shutil.copytree(tiny_flat_build, index)
-    replace_manifest(index, {**read_manifest(index), "fusion": FusionParams(rrf_k=30.0).record()})
-    before = (index / "manifest.json").read_bytes()
-    other = shutil.copytree(tiny_flat_build.parent / "tiny-beir", tmp_path / "other")
-    split_off_train(other)
+    index = shutil.copytree(tiny_flat_build, tmp_path / "idx")
+    manifest = read_manifest(index)
+    replace_manifest(index, {**manifest, "encoder": {**manifest["encoder"], **encoder},
+                             "fusion": FusionParams(rrf_k=30.0).record()})
+    dataset = shutil.copytree(tiny_flat_build.parent / "tiny-beir", tmp_path / dataset_name)
+    split_off_train(dataset)
+    return index, (index / "manifest.json").read_bytes(), dataset
+
+
+def test_a_rebuild_for_a_tuning_on_another_collection_is_refused_before_the_bm25_part_is_touched(tmp_path,
+                                                                                                   tiny_flat_build):
+    """`bm25 IDX --overwrite --bm25-k1 1.5 --tune-fusion-on OTHER`, OTHER judging documents the index lacks: the BM25
+    part was rebuilt and the tuned fusion dropped ("tunes it anew on OTHER"), then the tuning refused OTHER."""
+    index, before, other = _tuned_copy(tmp_path, tiny_flat_build, "other")
     (other / "qrels" / "train.tsv").write_text(HEADER + "q1\tx6\t1\nq2\tx4\t1\n", encoding="utf-8")
     result = CliRunner().invoke(main, ["bm25", str(index), "--overwrite", "--bm25-k1", "1.5", "--tune-fusion-on",
                                        str(other), *COMMON])
@@ -481,18 +489,7 @@ def test_a_rebuild_for_a_tuning_whose_model_is_gone_is_refused_before_the_bm25_p
                                                                                                  tiny_flat_build):
     """The index's model moved away: `bm25 IDX --overwrite --bm25-k1 1.5 --tune-fusion-on D` rebuilt the part and
     dropped the tuned fusion, then failed to load the model, saying to pass --model, which bm25 does not take."""
-    import shutil
-
-    from retriever.index_folder import read_manifest, replace_manifest
-
-    index = tmp_path / "idx"
-    shutil.copytree(tiny_flat_build, index)
-    manifest = read_manifest(index)
-    encoder = {**manifest["encoder"], "model": "gone-model", "model_path": "../gone-model"}
-    replace_manifest(index, {**manifest, "encoder": encoder, "fusion": FusionParams(rrf_k=30.0).record()})
-    before = (index / "manifest.json").read_bytes()
-    dataset = shutil.copytree(tiny_flat_build.parent / "tiny-beir", tmp_path / "d")
-    split_off_train(dataset)
+    index, before, dataset = _tuned_copy(tmp_path, tiny_flat_build, model="gone-model", model_path="../gone-model")
     result = CliRunner().invoke(main, ["bm25", str(index), "--overwrite", "--bm25-k1", "1.5", "--tune-fusion-on",
                                        str(dataset), *COMMON])
     assert result.exit_code == 1, result.output
@@ -506,16 +503,7 @@ def test_a_rebuild_for_a_tuning_on_a_device_that_cannot_run_is_refused_before_th
         tmp_path, tiny_flat_build, flags, said):
     """`bm25 IDX --overwrite --tune-fusion-on D --dtype fp16` on a CPU rebuilt the part and dropped the tuned fusion,
     and only the tuning's encoder refused fp16 on the CPU."""
-    import shutil
-
-    from retriever.index_folder import read_manifest, replace_manifest
-
-    index = tmp_path / "idx"
-    shutil.copytree(tiny_flat_build, index)
-    replace_manifest(index, {**read_manifest(index), "fusion": FusionParams(rrf_k=30.0).record()})
-    before = (index / "manifest.json").read_bytes()
-    dataset = shutil.copytree(tiny_flat_build.parent / "tiny-beir", tmp_path / "d")
-    split_off_train(dataset)
+    index, before, dataset = _tuned_copy(tmp_path, tiny_flat_build)
     result = CliRunner().invoke(main, ["bm25", str(index), "--overwrite", "--bm25-k1", "1.5", "--tune-fusion-on",
                                        str(dataset), *flags])
     assert result.exit_code == 1 and said in result.stderr, result.output
