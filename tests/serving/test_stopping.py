@@ -127,9 +127,11 @@ def test_a_stop_that_waits_for_requests_says_so(tiny_index, capsys, stop):
     assert server.server.force_exit
 
 
-def test_sighup_is_a_graceful_stop_that_says_serve_does_not_reload(capsys):
-    """SIGHUP (which many servers take as "reload") killed serve at once: responses cut off, nothing said. It is a
-    graceful stop like SIGTERM, ending by the signal (exit code 129); a SIGHUP ignored (nohup) stays ignored."""
+def _serve_until_signalled(signum, handler, give_up_after: float | None = None) -> tuple:
+    """Run a StoppingServer of an app that answers nothing on a free port, with ``handler`` for ``signum``, sending
+    ``signum`` to this process once it has started (and, ``give_up_after`` seconds later, stopping it as a signal
+    that stopped nothing would leave it). Returns (seconds it ran, whether a KeyboardInterrupt came out, the
+    handler of ``signum`` once it ended)."""
     import os
     import signal
     import socket
@@ -141,27 +143,40 @@ def test_sighup_is_a_graceful_stop_that_says_serve_does_not_reload(capsys):
     async def app(scope, receive, send):
         pass
 
-    got = []
-    previous = signal.signal(signal.SIGHUP, lambda sig, frame: got.append(sig))  # stands in for dying by it
+    previous = signal.signal(signum, handler)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     server = StoppingServer(uvicorn.Config(app, lifespan="off", log_level="warning"))
 
-    def hang_up_then_give_up():
+    def signal_it():
         while not server.started:
             time.sleep(0.01)
-        os.kill(os.getpid(), signal.SIGHUP)
-        time.sleep(5)
-        server.should_exit = True  # the fix missing: the signal stopped nothing
+        os.kill(os.getpid(), signum)
+        if give_up_after is not None:
+            time.sleep(give_up_after)
+            server.should_exit = True
 
-    threading.Thread(target=hang_up_then_give_up, daemon=True).start()
-    started = time.monotonic()
+    threading.Thread(target=signal_it, daemon=True).start()
+    started, interrupted = time.monotonic(), False
     try:
         server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
-        signal.signal(signal.SIGHUP, previous)
+        after = signal.signal(signum, previous)
         sock.close()
-    assert time.monotonic() - started < 4 and got == [signal.SIGHUP]
+    assert server.should_exit
+    return time.monotonic() - started, interrupted, after
+
+
+def test_sighup_is_a_graceful_stop_that_says_serve_does_not_reload(capsys):
+    """SIGHUP (which many servers take as "reload") killed serve at once: responses cut off, nothing said. It is a
+    graceful stop like SIGTERM, ending by the signal (exit code 129); a SIGHUP ignored (nohup) stays ignored."""
+    import signal
+
+    got = []  # the handler stands in for dying by it; 5 s on, the fix missing, the signal had stopped nothing
+    seconds, _, _ = _serve_until_signalled(signal.SIGHUP, lambda sig, frame: got.append(sig), give_up_after=5)
+    assert seconds < 4 and got == [signal.SIGHUP]
     assert "serve does not reload" in capsys.readouterr().err
 
 
@@ -185,35 +200,8 @@ def test_one_ctrl_c_while_serving_ends_the_server_as_asked_not_as_an_interrupted
     handler back as it stopped, raised the SIGINT it caught again into it, which cancelled the main task: the
     KeyboardInterrupt that came out made serve say "interrupted (Ctrl-C) while the indexes loaded; nothing was
     served" and exit 130 after serving."""
-    import os
     import signal
-    import socket
 
-    import uvicorn
-
-    from retriever.serving.stopping import StoppingServer
-
-    async def app(scope, receive, send):
-        pass
-
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = StoppingServer(uvicorn.Config(app, lifespan="off", log_level="warning"))
-
-    def interrupt():
-        while not server.started:
-            time.sleep(0.01)
-        os.kill(os.getpid(), signal.SIGINT)
-
-    threading.Thread(target=interrupt, daemon=True).start()
-    try:
-        server.run(sockets=[sock])
-        interrupted = False
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        handler = signal.signal(signal.SIGINT, previous)
-        sock.close()
-    assert not interrupted and server.should_exit
+    _, interrupted, handler = _serve_until_signalled(signal.SIGINT, signal.default_int_handler)
+    assert not interrupted
     assert handler is signal.default_int_handler  # as it was before the server ran
