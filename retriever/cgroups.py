@@ -15,7 +15,7 @@ MEMBERSHIP = Path("/proc/self/cgroup")  # this process's cgroup in each hierarch
 
 def controller_folders(controller: str, cgroups: Path | None = None, membership: Path | None = None) -> list[Path]:
     """The folders holding ``controller``'s files (``cpu``, ``memory``) for this process, its own cgroup's first,
-    then each above it up to the mount: v2's, and v1's where that controller is mounted apart. None where the
+    then each above it up to the mount: v2's, and v1's where that controller is mounted apart. No folder where the
     membership file is missing or unreadable (``cgroups``/``membership``: other places, for tests)."""
     cgroups = CGROUPS if cgroups is None else cgroups
     try:

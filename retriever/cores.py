@@ -26,8 +26,9 @@ def cap_openmp_threads() -> None:
     """Size OpenMP's pools (torch's intra-op threads, FAISS's, OpenBLAS's) on ``usable_cores`` where a CPU quota leaves
     fewer cores than the affinity mask: they size themselves on the mask. Call before torch or FAISS loads (they
     read ``OMP_NUM_THREADS`` then); one the user set stands."""
-    if "OMP_NUM_THREADS" not in os.environ and (cores := usable_cores()) < _affinity():
-        os.environ["OMP_NUM_THREADS"] = str(cores)
+    quota = None if "OMP_NUM_THREADS" in os.environ else cpu_quota()
+    if quota is not None and quota < _affinity():  # the quota in whole cores, at least 1
+        os.environ["OMP_NUM_THREADS"] = str(quota)
 
 
 def _affinity() -> int:

@@ -32,14 +32,14 @@ def name_from_folder(folder: Path) -> str:
 def parse_named_indexes(positional: Path | None, named: tuple[str, ...]) -> dict[str, Path]:
     """NAME=PATH pairs (and the positional INDEX) in the order given; the first is the default."""
     from retriever.serving.schemas import NAME_RULE
-    from retriever.serving.served import valid_index_name
+    from retriever.serving.served import served_name, valid_index_name
 
     indexes: dict[str, Path] = {}
     if positional is not None:
         indexes[name_from_folder(positional)] = positional
     for pair in named:
         name, sep, path = pair.partition("=")
-        name = unicodedata.normalize("NFC", name)  # as the folder names are, and as a client most likely sends it
+        name = served_name(name)  # as the folder names are, and as a client most likely sends it
         if not sep or not path:
             raise click.BadParameter(f"{pair!r} is not NAME=PATH", param_hint="--index")
         if not valid_index_name(name):
