@@ -36,12 +36,12 @@ def query_vectors(vectors: object, dim: int) -> np.ndarray:
             vectors = np.ascontiguousarray(array, dtype=np.float32)
     except OverflowError:  # a Python integer past float64's range
         vectors = None
-    if vectors is None or np.isinf(vectors).any():
+    if vectors is None or not np.isfinite(vectors).all():  # one pass over sound vectors; the rest on refusal only
         place = next((place for place in np.ndindex(array.shape) if _beyond_float32(array[place])), None)
         if place is not None:
             raise RetrieverError(f"query vectors hold {_value(array[place])!r:.40} (row {place[0]}, column {place[1]}), "
                                  "beyond float32's range, which FAISS searches in")
-    if not np.isfinite(vectors).all():  # FAISS finds nothing for them: no hits, and no word why
+        # FAISS finds nothing for them: no hits, and no word why
         raise RetrieverError("query vectors hold NaN or infinity; an encoder in fp16 may overflow (--dtype fp32)")
     return vectors
 
