@@ -177,7 +177,8 @@ def evaluate_run(run: Run, qrels: Qrels, metrics: Iterable[str] = DEFAULT_METRIC
     Raises RetrieverError when no run query is judged, which almost always means the query
     ids of the run and the qrels do not match.
     """
-    scoring = RunScoring(qrels, metrics, relevance_level, by_query(run, "a run"))
+    by_query(run, "a run")  # a run of the wrong kind is named before the settings and qrels are read
+    scoring = RunScoring(qrels, metrics, relevance_level)
     scoring.add(run)
     return scoring.evaluation()
 
@@ -187,13 +188,10 @@ class RunScoring:
     held (queries x depth). Per-query values are independent, and the mean is ``math.fsum``'s exactly rounded sum in
     qrels order, so the numbers are those of the whole run scored at once, to the last digit."""
 
-    def __init__(self, qrels: Qrels, metrics: Iterable[str] = DEFAULT_METRICS, relevance_level: int = 1,
-                 run: object = None) -> None:
+    def __init__(self, qrels: Qrels, metrics: Iterable[str] = DEFAULT_METRICS, relevance_level: int = 1) -> None:
         self.level = check_relevance_level(relevance_level)
         self.parsed = check_metrics(metrics)
         self.names = [metric_name(family, k) for family, k in self.parsed]
-        if run is not None:  # evaluate_run's: a run of the wrong kind is named before the qrels are read
-            by_query(run, "a run")
         self.qrels = _ids_as_text(int_grades(by_query(qrels, "qrels")), "qrels")
         self.judged_qids = judged_query_ids(self.qrels)
         self.judged_set = set(self.judged_qids)
