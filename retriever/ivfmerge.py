@@ -18,6 +18,7 @@ from tqdm import tqdm
 
 from retriever.errors import OUT_OF_SPACE_HINT, RetrieverError
 from retriever.part_processes import in_a_process
+from retriever.wording import size_text
 
 # Parts smaller than this are merged in this process: they take a fraction of a second, less than starting a process
 IN_PROCESS_BYTES = 256 * 2**20
@@ -118,12 +119,3 @@ def check_space(ivfdata: Path, needed: int) -> None:
     if free < needed:  # named by the folder beside the output's: the one it is built in is hidden
         raise RetrieverError(f"{ivfdata.parent.parent}: {size_text(needed, math.ceil)} are needed for {ivfdata.name} "
                              f"and {size_text(free, math.floor)} are free on its file system; {OUT_OF_SPACE_HINT}")
-
-
-def size_text(count: int, rounded: Callable[[float], int] = math.ceil) -> str:
-    """A byte count in a unit that keeps it apart from a close one (one decimal of MiB made 150 and 100 KB alike),
-    ``rounded`` up for what is needed and down for what is free, so the first always reads larger."""
-    if count < 2**20:
-        return f"{rounded(count / 2**10)} KiB"
-    scale, unit = (2**30, "GiB") if count >= 2**30 else (2**20, "MiB")
-    return f"{rounded(count * 10 / scale) / 10:.1f} {unit}"

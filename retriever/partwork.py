@@ -32,6 +32,7 @@ from retriever.ivfparts import (ShardSlice, file_digest, held_path, part_identit
 from retriever.part_processes import fill_in_processes
 from retriever.pid_names import WRITER, clear_left_behind, left_behind
 from retriever.shards import VECTOR_FIELDS, read_shard_metadata
+from retriever.wording import size_text
 
 if TYPE_CHECKING:
     from retriever.faiss_index import IndexParams  # it imports ondisk, which imports this module
@@ -164,8 +165,6 @@ def unfinished_note(folder: Path, output: Path) -> str | None:
         size = sum(entry.stat().st_size for entry in folder.iterdir() if entry.is_file())
     except (RetrieverError, OSError):
         return None
-    from retriever.ivfmerge import size_text  # it imports part_processes, as this module does
-
     return (f"note: {folder}: the parts of an unfinished ivf-ondisk build of {output} ({size_text(size)}), which this "
             "build leaves as they are; rerun that build to resume it, or remove the folder")
 

@@ -1,5 +1,9 @@
-"""Counts in messages: "1 shard", "2 shards", "1 query": summaries said "into 1 shards" and "wrote 1 queries"."""
+"""Words in messages: counts ("1 shard", "2 shards", "1 query": summaries said "into 1 shards" and "wrote 1
+queries"), recorded numbers, byte sizes."""
 from __future__ import annotations
+
+import math
+from collections.abc import Callable
 
 
 def counted(count: object, noun: str, plural: str | None = None) -> str:
@@ -28,3 +32,12 @@ def shown_number(value: object, spec: str = "g") -> str:
     """A recorded number as ``spec`` formats it, or '?' where a damaged or hand-edited record holds something else
     (``info`` read such entries as numbers: a TypeError traceback, or Python's None shown)."""
     return format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else "?"
+
+
+def size_text(count: int, rounded: Callable[[float], int] = math.ceil) -> str:
+    """A byte count in a unit that keeps it apart from a close one (one decimal of MiB made 150 and 100 KB alike),
+    ``rounded`` up for what is needed and down for what is free, so the first always reads larger."""
+    if count < 2**20:
+        return f"{rounded(count / 2**10)} KiB"
+    scale, unit = (2**30, "GiB") if count >= 2**30 else (2**20, "MiB")
+    return f"{rounded(count * 10 / scale) / 10:.1f} {unit}"
