@@ -237,18 +237,14 @@ def _scoring_changes(manifest: dict, record: dict, part: Path) -> list[str]:
     old = manifest.get("lexical")
     if not isinstance(old, dict):
         return []
-    changed = [name for name in _SCORING if _scoring(name, old.get(name)) != _scoring(name, record.get(name))]
+    # a setting as it scores: `en` and `english` name one stopword list (`en` and `eng` the stemmer `english`), so a
+    # repair naming it the other way, or a record an older version wrote as given, keeps the fusion
+    changed = [name for name in _SCORING if canonical(name, old.get(name)) != canonical(name, record.get(name))]
     if (changed == ["tokenizer"] and differs_only_by_cjk(old.get("tokenizer"), record.get("tokenizer"))
             and cjk_free(part, record.get("stopwords"), old.get("tokenizer"))):
         return []
     return [f"{name} {old.get(name)} -> {record.get(name)}" if name != "tokenizer" else  # a record too long to show
             "tokenizer: text is cut into words otherwise" for name in changed]
-
-
-def _scoring(name: str, value: object) -> object:
-    """A recorded setting as it scores: `en` and `english` name one stopword list (`en` and `eng` the stemmer
-    `english`), so a repair naming it the other way, or a record an older version wrote as given, keeps the fusion."""
-    return canonical(name, value)
 
 
 def _say_fusion_dropped(index_dir: Path, fusion: dict, changed: list[str], retuning: str | None = None) -> None:

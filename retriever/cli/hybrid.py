@@ -96,7 +96,8 @@ def _named(ctx: click.Context, param: click.Parameter, value: str) -> str | None
     refused: bm25s and PyStemmer read it as Norwegian, where a user writing it means none (a manifest recording
     'no' still opens as Norwegian)."""
     setting = param.name.removeprefix("bm25_")
-    if canonical(setting, value) is None:  # "" and none, one spelling of none for flags and library alike
+    named = canonical(setting, value)
+    if named is None:  # "" and none, one spelling of none for flags and library alike
         return None
     if value.lower() == "no":
         off, what = _OFF[setting]
@@ -105,7 +106,7 @@ def _named(ctx: click.Context, param: click.Parameter, value: str) -> str | None
     unknown = unknown_name(setting, value)
     if unknown:
         raise click.BadParameter(f"{unknown} or none")
-    return canonical(setting, value)
+    return named
 
 
 BM25_SETTINGS = ("bm25_k1", "bm25_b", "bm25_method", "bm25_stemmer", "bm25_stopwords")
@@ -264,9 +265,9 @@ def _add_or_tune(index: Path, lexical: LexicalParams, tune_fusion: tuple[Path, s
         raise click.UsageError(f"{unused[0]} sets how --tune-fusion-on encodes its queries, and BM25 is built without "
                                f"a model: drop {unused[0]}, or add --tune-fusion-on DATASET")
     if tune_fusion is not None:  # what the tuning would refuse, before a BM25 part is built or kept for it
-        from retriever.device import resolve_device, resolve_dtype
+        from retriever.encoder import check_encoder_arguments
 
-        resolve_dtype(dtype, resolve_device(device))
+        check_encoder_arguments(device, dtype)
         check_tunable(index, *tune_fusion, checked=checked)
     if read_manifest(index).get("lexical") and not overwrite:
         if tune_fusion is None:
