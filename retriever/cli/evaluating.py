@@ -92,9 +92,10 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, relevan
         qrels_path = qrels or BeirDataset.open(dataset).qrels_path(split)
         if str(qrels_path) == "-":
             report = read_stdin(".qrels", lambda path: evaluate_run_file(run_path, path, metrics, relevance_level))
+        elif str(run_path) == "-":
+            report = read_stdin(".run", lambda path: evaluate_run_file(path, qrels_path, metrics, relevance_level))
         else:
-            report = (read_stdin(".run", lambda path: evaluate_run_file(path, qrels_path, metrics, relevance_level))
-                      if str(run_path) == "-" else evaluate_run_file(run_path, qrels_path, metrics, relevance_level))
+            report = evaluate_run_file(run_path, qrels_path, metrics, relevance_level)
     else:
         if dataset is None or qrels is not None:
             raise click.UsageError("--index needs --dataset (a BEIR folder), whose qrels/<split>.tsv it is scored "
