@@ -13,7 +13,7 @@ from pathlib import Path
 from retriever.errors import InputFileError, RetrieverError, given_path
 from retriever.files import carriage_return_error, check_is_file, decoded_lines
 from retriever.json_shapes import TEXT_KEYS, json_array_error, json_kind, record_error
-from retriever.run_json import FLAT_KEYS, SWAPPED_HINT, flat_keys, json_id, json_line, json_mappings
+from retriever.run_json import FLAT_KEYS, SWAPPED_HINT, flat_keys, flat_lines, json_id, json_mappings
 from retriever.texts import columns, id_problem
 from retriever.trec_numbers import GRADE_RANGE, checked_grade, parse_relevance
 
@@ -203,12 +203,8 @@ def _flat_qrels(path: Path, lines: Iterable[tuple[int, str]], keys: tuple[str, s
     q, d = keys
     hint = f'each line of flat JSON qrels is one judgment, {{"{q}": ..., "{d}": ..., "relevance": ...}}'
     qrels: Qrels = {}
-    for lineno, text in lines:
-        record = json_line(path, lineno, text, hint)
-        if not isinstance(record, dict) or not {q, d, "relevance"} <= set(record):
-            raise InputFileError(path, lineno, f"a flat qrels line needs {q!r}, {d!r} and 'relevance'", hint)
-        qid, doc = json_id(record[q], path, lineno, q), json_id(record[d], path, lineno, d)
-        grade, docs = checked_grade(record["relevance"], doc, qid, path, lineno), qrels.setdefault(qid, {})
+    for lineno, qid, doc, relevance in flat_lines(path, lines, keys, "relevance", "flat qrels", hint):
+        grade, docs = checked_grade(relevance, doc, qid, path, lineno), qrels.setdefault(qid, {})
         if docs.setdefault(doc, grade) != grade:
             raise InputFileError(path, lineno, f"document {doc!r} for query {qid!r} judged {grade} here but "
                                  f"{docs[doc]} on an earlier line", "keep one judgment per (query, document)")

@@ -195,22 +195,30 @@ def flat_keys(record: object) -> tuple[str, str] | None:
     return next((keys for keys in FLAT_KEYS if set(keys) <= set(record)), None)
 
 
+def flat_lines(path: Path, lines: Iterable[tuple[int, str]], keys: tuple[str, str], value: str, kind: str,
+               hint: str) -> Iterator[tuple[int, str, str, object]]:
+    """Each line of a flat run (``value`` "score") or of flat JSON qrels ("relevance") as (line number, query id,
+    document id, its value, unchecked), a line lacking one refused naming the ``kind`` of line it is."""
+    q, d = keys
+    for lineno, text in lines:
+        record = json_line(path, lineno, text, hint)
+        if not isinstance(record, dict) or not {q, d, value} <= set(record):
+            raise InputFileError(path, lineno, f"a {kind} line needs {q!r}, {d!r} and {value!r}", hint)
+        yield lineno, json_id(record[q], path, lineno, q), json_id(record[d], path, lineno, d), record[value]
+
+
 def flat_run_lines(path: Path, lines: Iterable[tuple[int, str]], keys: tuple[str, str]) -> dict[str, dict[str, float]]:
     """A flat run: one hit per line under ``keys``, a query's hits on any lines; other keys (a rank) are ignored,
     as trec_eval ignores the rank column."""
     q, d = keys
     hint = f'each line of a flat run is one hit, {{"{q}": ..., "{d}": ..., "score": ...}}'
     run: dict[str, dict[str, float]] = {}
-    for lineno, text in lines:
-        record = json_line(path, lineno, text, hint)
-        if not isinstance(record, dict) or not {q, d, "score"} <= set(record):
-            raise InputFileError(path, lineno, f"a flat run line needs {q!r}, {d!r} and 'score'", hint)
-        qid, docid = json_id(record[q], path, lineno, q), json_id(record[d], path, lineno, d)
+    for lineno, qid, docid, score in flat_lines(path, lines, keys, "score", "flat run", hint):
         hits = run.setdefault(qid, {})
         if docid in hits:
             raise InputFileError(path, lineno, f"document {docid!r} appears twice for query {qid!r}",
                                  "keep one hit per document")
-        hits[docid] = _jsonl_score(record["score"], path, lineno, "score", hint)
+        hits[docid] = _jsonl_score(score, path, lineno, "score", hint)
     return run
 
 
