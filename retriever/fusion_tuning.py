@@ -224,12 +224,14 @@ def check_recordable(index_dir: str | Path) -> None:
 
 
 def tune_and_record(index_dir: str | Path, dataset: str | Path, split: str, device: str = "auto",
-                    dtype: str = "auto", progress: bool = True) -> dict | None:
+                    dtype: str = "auto", progress: bool = True,
+                    checked: tuple[BeirDataset, list[Query], Qrels] | None = None) -> dict | None:
     """Tune the fusion of a built index (which needs its BM25 part) and store it as the manifest's ``fusion``; None,
     recording nothing, where every setting scored 0.0 (``measured_nothing``). Under
     the folder's build lock throughout, as `bm25` and `--drop-fusion` rewrite the manifest too: a rebuild of the BM25
-    part mid-tuning would leave a record tuned on the old part, and overlapping manifest writes would lose one."""
-    checked = check_tuning_split(dataset, split)
+    part mid-tuning would leave a record tuned on the old part, and overlapping manifest writes would lose one.
+    ``checked``: what ``check_tuning_split`` returned, so the split is not read again."""
+    checked = checked or check_tuning_split(dataset, split)
     with index_lock(Path(index_dir), "build or tuning"):
         check_recordable(index_dir)
         # bm25, not hybrid: the two lists are ranked apart, and a damaged record (which refuses hybrid) is retuned

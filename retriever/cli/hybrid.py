@@ -190,16 +190,17 @@ def check_build_tuning(tune_fusion: tuple[Path, str] | None, lexical: LexicalPar
 
 
 def run_tuning(index: Path, tune_fusion: tuple[Path, str] | None, built: bool = False, device: str = "auto",
-               dtype: str = "auto") -> None:
+               dtype: str = "auto", checked: tuple | None = None) -> None:
     """Tune and record the fusion, saying what was recorded. ``built``: `build`/`index` built ``index`` just before,
     so a refusal of the tuning says the index stands built without it (it ended on the refusal alone). ``device``
-    and ``dtype``: the command's, which the queries are encoded with (auto tuned in bf16 after a build in fp32)."""
+    and ``dtype``: the command's, which the queries are encoded with (auto tuned in bf16 after a build in fp32).
+    ``checked``: the split ``check_tuning`` read, if it is not to be read again."""
     if tune_fusion is None:
         return
     from retriever.fusion_tuning import tune_and_record
 
     try:
-        record = tune_and_record(index, *tune_fusion, device=device, dtype=dtype)
+        record = tune_and_record(index, *tune_fusion, device=device, dtype=dtype, checked=checked)
     except RetrieverError as error:
         if not built:
             raise
@@ -284,7 +285,7 @@ def _add_or_tune(index: Path, lexical: LexicalParams, tune_fusion: tuple[Path, s
         record = add_lexical(index, lexical, overwrite=overwrite, retuning=retuning)
         click.echo(f"added BM25 to {index}: {counted(record['documents'], 'passage')}, {terms_text(record)}",
                    err=True)
-    run_tuning(index, tune_fusion, device=device, dtype=dtype)
+    run_tuning(index, tune_fusion, device=device, dtype=dtype, checked=checked)
 
 
 COMMANDS = [bm25_command]
