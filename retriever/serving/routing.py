@@ -36,9 +36,8 @@ class ServerOptions:
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] != "http" or scope["method"] != "OPTIONS" or scope["path"] != "*":
             return await self.app(scope, receive, send)
-        methods = {method for route in _flattened(scope["app"].router.routes)
-                   for method in getattr(route, "methods", None) or ()}
-        allow = ", ".join(sorted(methods | ({"HEAD"} if "GET" in methods else set())))
+        allow = _allow({method for route in _flattened(scope["app"].router.routes)
+                        for method in getattr(route, "methods", None) or ()})
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"allow", allow.encode()), (b"content-length", b"0")]})
         await send({"type": "http.response.body", "body": b""})
@@ -48,10 +47,12 @@ def allowed_methods(routes: list, scope: dict) -> str:
     """The ``Allow`` of a 405: every method some route takes at this path. Starlette names only the first
     route's, so a DELETE or OPTIONS on /search said ``allow: GET`` though POST is served there too; HEAD is
     added wherever GET is, as ``HeadAsGet`` answers it."""
-    methods = _route_methods(routes, scope)
-    if "GET" in methods:
-        methods.add("HEAD")
-    return ", ".join(sorted(methods))
+    return _allow(_route_methods(routes, scope))
+
+
+def _allow(methods: set[str]) -> str:
+    """An ``Allow`` header's value: the methods, HEAD among them wherever GET is (``HeadAsGet`` answers it)."""
+    return ", ".join(sorted(methods | ({"HEAD"} if "GET" in methods else set())))
 
 
 def path_without_slash(routes: list, scope: dict) -> str | None:
