@@ -103,17 +103,17 @@ def refuse_blank(queries: list[str]) -> list[str]:
     return queries
 
 
-def whole_number(value: object, name: str, minimum: int, maximum: int | None = None) -> int:
+def whole_number(value: object, name: str, minimum: int, maximum: int | None = None, why: str = "") -> int:
     """``value`` as a Python int from ``minimum`` (to ``maximum``); numpy and torch integers are taken (as such they
-    broke json.dump and FAISS's setters late in a build), a bool, float or string is refused in one line naming it
-    and the bound."""
+    broke json.dump and FAISS's setters late in a build), a bool, float or string is refused in one line naming it,
+    the bound and ``why`` it is there."""
     try:
         number = None if isinstance(value, bool) else operator.index(value)
     except TypeError:
         number = None
     if number is None or number < minimum or maximum is not None and number > maximum:
         bound = f"of at least {minimum}" if maximum is None else f"from {minimum} to {maximum}"
-        raise RetrieverError(f"{name} must be a whole number {bound}, not {value!r}")
+        raise RetrieverError(f"{name} must be a whole number {bound}{f' ({why})' if why else ''}, not {value!r}")
     return number
 
 
