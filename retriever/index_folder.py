@@ -150,7 +150,7 @@ FUSION_SHAPE: dict[str, type | tuple[type, ...]] = {
     "fusion": (dict, _NONE), "fusion.method": str, "fusion.rrf_k": (int, float), "fusion.alpha": (int, float),
     "fusion.depth": int, "fusion.tuned": (dict, _NONE),
 }
-# The BM25 part's record, checked only by what reads that part (``lexical_part``): a broken entry there fails
+# The BM25 part's record, checked only by what reads that part (``lexical_opening``): a broken entry there fails
 # bm25 and hybrid search alone, and `retriever bm25 INDEX --overwrite` replaces the record whole.
 LEXICAL_SHAPE: dict[str, type | tuple[type, ...]] = {
     "lexical": (dict, _NONE), "lexical.files": dict, "lexical.documents": int, "lexical.directory": str,

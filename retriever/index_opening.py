@@ -65,7 +65,7 @@ def check_default_mode(index_dir: Path, manifest: dict, mode: str, fusion_overri
     as ``recorded_fusion`` says), with ``Searcher.check_mode``'s messages,
     before any model loads: Searcher runs it first, and ``serve`` on every folder before loading the first."""
     from retriever.fusion import check_mode, recorded_fusion
-    from retriever.lexical_part import check_lexical_files, missing_lexical_message
+    from retriever.lexical_opening import check_lexical_files, missing_lexical_message
 
     if check_mode(mode) != "dense" and check_lexical_files(index_dir, manifest) is None:
         raise RetrieverError(missing_lexical_message(index_dir))

@@ -13,7 +13,7 @@ from retriever.fusion import recorded_fusion
 from retriever.index_folder import MANIFEST_FILE, SEARCH_SETTINGS, read_manifest
 from retriever.index_opening import checked_manifest, open_index, opened_whole, required_files
 from retriever.integrity import check_folder, file_damage, reading, recorded_files, verify_files
-from retriever.lexical_part import check_lexical_files, corpus_terms, lexical_record, open_lexical
+from retriever.lexical_opening import check_lexical_files, corpus_terms, lexical_record, open_lexical
 from retriever.lexical import LEXICAL_DIR, cjk_free
 from retriever.lexical_build import SORTED_VOCAB_FILE
 from retriever.lexical_terms import differs_only_by_cjk, splits_as_now, tokenizer_record

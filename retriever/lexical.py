@@ -1,5 +1,5 @@
 """A BM25 index beside the dense one, in a sub-folder of the index folder (``bm25/``; the manifest's
-``lexical.directory`` names it, see ``retriever.lexical_part``).
+``lexical.directory`` names it, see ``retriever.lexical_opening``).
 
 Built with bm25s (eager sparse BM25 in numpy, saved as plain ``.npy`` arrays that load memory-mapped)
 and PyStemmer's Snowball stemmers. Documents are streamed from the index's own doc store, so the
@@ -147,7 +147,7 @@ def build_lexical(docstore: Path, target: Path, params: LexicalParams = LexicalP
     """Tokenise every doc-store row and write a bm25s index to ``target``; return the manifest record.
     Built through ``retriever.lexical_build`` (bm25s's formulas and files, flat arrays in memory). The record
     names the doc store by its SHA-256 (``docstore_sha256`` where the caller has it, else hashed here), the
-    one the manifest records for it: ``lexical_part.open_lexical`` refuses a part built from another.
+    one the manifest records for it: ``lexical_opening.open_lexical`` refuses a part built from another.
     ``reads`` wraps each read of the doc store (``integrity.reading`` names it damaged), and nothing else."""
     params.check()
     tokenizer = _tokenizer(params)

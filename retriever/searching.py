@@ -17,7 +17,7 @@ from retriever.errors import NotForThisIndex, RetrieverError, check_kind, given_
 from retriever.first_use import OnFirstUse
 from retriever.index_opening import check_default_mode, check_labels, checked_manifest, open_index, opened_whole
 from retriever.fusion import FUSION_SETTINGS, MODES, check_mode, fuse, recorded_fusion
-from retriever.lexical_part import missing_lexical_message, open_lexical
+from retriever.lexical_opening import missing_lexical_message, open_lexical
 from retriever.search_settings import bounded, check_call_settings, check_settings_apply, search_with
 from retriever.query_vectors import query_vectors
 from retriever.runs import Run, rank_order

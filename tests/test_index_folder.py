@@ -66,7 +66,7 @@ def test_a_bm25_record_entry_of_the_wrong_type_damages_the_bm25_part_alone(tmp_p
     import json
 
     from retriever.errors import IndexDamaged
-    from retriever.lexical_part import lexical_record
+    from retriever.lexical_opening import lexical_record
 
     manifest = {"encoder": {}, "corpus": {"documents": 2}, "lexical": None,
                 "index": {"type": "flat", "count": 2, "tuning": None, "search_defaults": {}},

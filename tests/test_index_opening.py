@@ -109,7 +109,8 @@ def test_serve_checks_a_bm25_part_rebuilt_during_its_checks_again(tiny_beir, tin
     check that read the manifest before found the old part's files gone and called the part damaged."""
     from retriever.cli.serving import load_searchers
     from retriever.lexical import LexicalParams
-    from retriever.lexical_part import add_lexical, check_lexical_files
+    from retriever.lexical_opening import check_lexical_files
+    from retriever.lexical_part import add_lexical
 
     index_dir, _ = _old_and_new(tiny_beir, tiny_model_dir, tmp_path)
     rebuilt = []
@@ -119,7 +120,7 @@ def test_serve_checks_a_bm25_part_rebuilt_during_its_checks_again(tiny_beir, tin
             rebuilt.append(add_lexical(folder, LexicalParams(k1=2.0), overwrite=True, progress=False))
         return check_lexical_files(folder, manifest)
 
-    monkeypatch.setattr("retriever.lexical_part.check_lexical_files", rebuilt_first)
+    monkeypatch.setattr("retriever.lexical_opening.check_lexical_files", rebuilt_first)
     searchers = load_searchers({"docs": index_dir}, device="cpu", dtype="fp32", mode="hybrid")
     assert rebuilt and searchers["docs"].lexical_problem is None
     assert searchers["docs"].manifest["lexical"]["k1"] == 2.0

@@ -258,7 +258,8 @@ def _add_or_tune(index: Path, lexical: LexicalParams, tune_fusion: tuple[Path, s
     """`bm25` without --drop-fusion: build the BM25 part, or keep the one there to tune the fusion alone."""
     from retriever.fusion_tuning import check_recordable, check_tunable
     from retriever.index_folder import read_manifest
-    from retriever.lexical_part import add_lexical, terms_text
+    from retriever.lexical_opening import terms_text
+    from retriever.lexical_part import add_lexical
 
     checked = check_tuning(tune_fusion, lexical)
     unused = flags_given(("device", "dtype")) if tune_fusion is None else []

@@ -42,7 +42,7 @@ def _text(value: object) -> str:
 
 def _hybrid_lines(summary: dict) -> list[str]:
     """The BM25 part and the recorded fusion, so a tuned hybrid's settings can be seen without reading JSON."""
-    from retriever.lexical_part import terms_text
+    from retriever.lexical_opening import terms_text
 
     bm25, fusion = summary["bm25"], summary["fusion"]
     if not bm25:

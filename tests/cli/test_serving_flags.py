@@ -278,7 +278,7 @@ def test_serve_refuses_a_default_mode_an_index_cannot_serve_before_loading_any_m
 
     from retriever.cli.serving import load_searchers
     from retriever.errors import RetrieverError
-    from retriever.lexical_part import missing_lexical_message
+    from retriever.lexical_opening import missing_lexical_message
     from retriever.searching import Searcher
 
     _index_pair(tiny_beir, tiny_model_dir, tmp_path)

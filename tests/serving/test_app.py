@@ -210,7 +210,7 @@ def test_bad_requests_get_a_json_4xx_and_the_server_keeps_serving(served, case):
 
 def test_a_damaged_bm25_part_is_the_server_s_fault_a_500_for_the_requests_that_need_it(served, tmp_path):
     """It was a 400, as if the client had sent bad input; the client's own bad input stays a 400."""
-    from retriever.lexical_part import open_lexical
+    from retriever.lexical_opening import open_lexical
 
     folder = tmp_path / "small"
     shutil.copytree(served.small_index, folder)
