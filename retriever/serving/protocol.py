@@ -7,8 +7,7 @@
   whole request (headers and body) within ``request_timeout`` seconds of connecting or of starting
   that request is closed. Responses are not cut short for taking long: the clock stops once the request
   is in. The other way round, a client that reads nothing of a response waiting for it for
-  ``request_timeout`` seconds is disconnected: a request of a few bytes may get megabytes back, which
-  the server holds until they are read, so clients that never read would pin that memory for ever.
+  ``request_timeout`` seconds is disconnected (``slow_readers``).
 - **Head size.** httptools buffers a request line and headers of any length, so a few connections
   sending headers of hundreds of megabytes would exhaust memory before the app sees a byte. A head
   (request line plus headers) over ``max_head_bytes`` gets a JSON 431 and the connection is closed (lingering, as
@@ -31,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import struct
 from http import HTTPStatus
 
 import httptools
@@ -42,17 +40,13 @@ from retriever.serving.cors import cross_origin_headers
 from retriever.serving.lingering import LingeringTransport, close_lingering
 from retriever.serving.open_files import DescriptorWatch
 from retriever.serving.malformed import SUPPORTED_VERSIONS, UnsupportedVersion, refusal, rooted, unsupported_version
+from retriever.serving.slow_readers import SlowReaderWatch
 
 log = logging.getLogger(__name__)
 MAX_HEAD_BYTES = 32 * 1024
-try:  # the bytes a socket's peer has not acknowledged (Linux's SIOCOUTQ)
-    from fcntl import ioctl
-    from termios import TIOCOUTQ
-except ImportError:  # elsewhere only the transport's own buffer is watched
-    ioctl, TIOCOUTQ = None, None
 
 
-class GuardedHttpProtocol(HttpToolsProtocol):
+class GuardedHttpProtocol(SlowReaderWatch, HttpToolsProtocol):
     """uvicorn's httptools protocol plus a deadline and a size cap for receiving each request."""
 
     request_timeout: float = 10.0
@@ -67,7 +61,6 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         self._body_of = None  # the request (uvicorn's cycle) whose body is coming in, if any
         self._body_left: int | None = None  # bytes of a Content-Length body still to come
         self._chunks: ChunkedEnd | None = None  # where a chunked body coming in ends, while that is followed
-        self._stall: asyncio.TimerHandle | None = None  # while the transport holds more than it may buffer
         self._client_done = False  # the client half-closed: it sends no more requests
         self._awaiting_body = None  # a request whose client waits for a 100 Continue to send its body
         self._lingering = False  # a response closing the connection is sent: what more comes is dropped
@@ -174,7 +167,6 @@ class GuardedHttpProtocol(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
-        self._watch_reading(None)
         super().connection_lost(exc)
 
     def eof_received(self) -> bool:
@@ -182,43 +174,6 @@ class GuardedHttpProtocol(HttpToolsProtocol):
         connection closes (uvicorn closed it at once). One whose body is still coming can never finish: closed now."""
         self._client_done = True
         return self._body_of is None and bool(self.pipeline or (self.cycle and not self.cycle.response_complete))
-
-    def pause_writing(self) -> None:
-        super().pause_writing()
-        self._watch_reading(self._unread() + 1)
-
-    def resume_writing(self) -> None:
-        self._watch_reading(None)
-        super().resume_writing()
-
-    def _watch_reading(self, unread: int | None) -> None:
-        """While a response waits for the client to read it, drop the client if it read none of it (``unread``
-        bytes a timeout ago, ``None`` to stop watching): uvicorn keeps such a response, up to
-        --max-response-bytes, for ever, and a keep-alive timeout's close waits for it to be sent."""
-        if self._stall is not None:
-            self._stall.cancel()
-            self._stall = None
-        if unread is None or (self.transport.is_closing() and not self.transport.get_write_buffer_size()):
-            return
-        left = self._unread()
-        if left >= unread:
-            log.debug("dropped a connection that read none of its response for %ss", self.request_timeout)
-            self.transport.abort()
-            return
-        self._stall = self.loop.call_later(self.request_timeout, self._watch_reading, left)
-
-    def _unread(self) -> int:
-        """Bytes written for the client that it has not taken in: the transport's buffer, plus the socket's send
-        queue where the system says (megabytes of kernel buffer may drain to a slow reader before the transport's
-        own buffer moves)."""
-        unread = self.transport.get_write_buffer_size()
-        sock = self.transport.get_extra_info("socket")
-        if ioctl is not None and sock is not None:
-            try:
-                unread += struct.unpack("i", ioctl(sock.fileno(), TIOCOUTQ, b"\0" * 4))[0]
-            except (OSError, ValueError):  # closed meanwhile, or not a TCP socket
-                pass
-        return unread
 
     def send_400_response(self, msg: str) -> None:
         """Refused (with ``msg``, from ``refusal``) once the requests before it are answered: pipelined after a good
