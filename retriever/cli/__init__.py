@@ -211,10 +211,10 @@ def main() -> None:
 
 
 def _register() -> None:
-    from retriever.cli import demo, evaluating, hybrid, indexing, info, pretrain, searching, serving, training
+    from retriever.cli import bm25, demo, evaluating, indexing, info, pretrain, searching, serving, training
     from retriever.cli.text_params import check_text_params
 
-    for module in (indexing, hybrid, searching, evaluating, info, pretrain, training, serving, demo):
+    for module in (indexing, bm25, searching, evaluating, info, pretrain, training, serving, demo):
         for command in module.COMMANDS:
             check_text_params(command)
             main.add_command(command)

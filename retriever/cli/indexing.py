@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from retriever.cli.hybrid import check_build_tuning, lexical_options, run_tuning, tuning_options
+from retriever.cli.bm25 import check_build_tuning, run_tuning
+from retriever.cli.hybrid import lexical_options, tuning_options
 from retriever.cli.index_flags import check_train_size_used, check_type_flags, index_options
 from retriever.cli.info import echo_summary_json
 from retriever.cli.options import (compose, corpus_options, device_options, encoder_options, fields_from, flags_given,

@@ -337,7 +337,7 @@ def test_bm25_drop_fusion_with_a_flag_that_builds_or_tunes_is_refused_before_any
 def test_tuning_summary_names_only_the_parameter_of_the_method_chosen(monkeypatch, tmp_path, capsys, fusion, said):
     """The line said 'convex rrf_k=60 alpha=0.65': rrf_k is unused by the convex fusion, alpha by RRF."""
     import retriever.fusion_tuning
-    from retriever.cli.hybrid import run_tuning
+    from retriever.cli.bm25 import run_tuning
 
     monkeypatch.setattr(retriever.fusion_tuning, "tune_and_record", lambda *args, **kwargs: fusion.record())
     run_tuning(tmp_path / "idx", (tmp_path, "train"))
