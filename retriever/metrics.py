@@ -196,21 +196,21 @@ class RunScoring:
         self.judged_qids = judged_query_ids(self.qrels)
         self.judged_set = set(self.judged_qids)
         self.per_query: dict[str, dict[str, float]] = {}  # judged queries with hits
-        self.judged_in_run: set[str] = set()
-        self.run_queries, self.excluded = 0, 0
+        self.run_ids: set[str] = set()  # every query added: one given in two batches is refused, not counted twice
+        self.excluded = 0
         self.first_ids: list[str] = []  # for the refusal of a run none of whose queries is judged
 
     def add(self, part: Run) -> None:
-        """Score one batch of the run (queries not given before)."""
+        """Score one batch of the run; a query given in an earlier batch is refused before any of this one counts."""
         part = _ids_as_text(by_query(part, "a run"), "run")
+        again = next((qid for qid in part if qid in self.run_ids), None)
+        if again is not None:
+            raise RetrieverError(f"query {again!r} is given twice in the run; give each once")
+        self.run_ids.update(part)
         for qid, hits in part.items():
-            if qid in self.judged_in_run:
-                raise RetrieverError(f"query {qid!r} is given twice in the run; give each once")
-            self.run_queries += 1
             if len(self.first_ids) < 3:
                 self.first_ids.append(qid)
             if qid in self.judged_set:
-                self.judged_in_run.add(qid)
                 if hits:
                     judged = self.qrels[qid]
                     grades = [judged.get(d, 0) for d in trec_order(hits, qid)]
@@ -223,8 +223,8 @@ class RunScoring:
 
     def evaluation(self) -> Evaluation:
         """The run's evaluation once every batch is added; a judged query never added (or without hits) scores 0."""
-        if not self.judged_in_run:  # also true when nothing is judged
-            raise _nothing_judged(self.run_queries, self.first_ids, self.qrels)
+        if self.judged_set.isdisjoint(self.run_ids):  # also true when nothing is judged
+            raise _nothing_judged(len(self.run_ids), self.first_ids, self.qrels)
         check_level_reached(self.qrels, self.names, self.level)
         per_query = {qid: self.per_query[qid] if qid in self.per_query else dict.fromkeys(self.names, 0.0)
                      for qid in self.judged_qids}

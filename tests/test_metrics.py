@@ -334,3 +334,13 @@ def test_ids_evaluate_run_takes_are_those_the_run_writers_take(run, qrels, messa
     with pytest.raises(RetrieverError, match=message):
         evaluate_run(run, qrels, ["recall@10"])
     assert evaluate_run({b"3": {"d1": 1.0}}, {np.int64(3): {"d1": 1}}, ["recall@10"]).mean == {"recall@10": 1.0}
+
+
+@pytest.mark.parametrize("qid", ["q1", "unjudged"])
+def test_a_query_in_two_batches_is_refused_not_counted_twice(qid: str) -> None:
+    """`RunScoring.add` took an unjudged query given in two batches twice: `2 run queries … excluded` for one query."""
+    scoring = RunScoring({"q1": {"d1": 1}}, ["ndcg@10"])
+    scoring.add({qid: {"d1": 1.0}, "q2" if qid == "q1" else "q1": {"d2": 0.5}})
+    with pytest.raises(RetrieverError, match=f"query '{qid}' is given twice in the run; give each once"):
+        scoring.add({qid: {"d3": 0.1}})
+    assert scoring.evaluation().num_unjudged_excluded == 1  # the batch refused added nothing
