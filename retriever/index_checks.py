@@ -10,7 +10,7 @@ import faiss
 from retriever.choices import INDEX_TYPES, ONDISK_TYPE
 from retriever.errors import RetrieverError
 from retriever.index_type_settings import fewer_lists, untrained_refusal
-from retriever.faiss_index import IndexParams, check_defaults_taken, factory_string, new_index
+from retriever.faiss_index import IndexParams, check_defaults_taken, factory_string, new_index, trains
 from retriever.search_settings import downcast_hnsw, inner_index, ivf_part, taken_setting
 from retriever.wording import counted
 
@@ -24,9 +24,10 @@ def check_buildable(params: IndexParams, dim: int) -> None:
         if params.index_type == "ivfpq" and params.pq_m and dim % params.pq_m:
             raise RetrieverError(f"--pq-m {params.pq_m} must divide the embedding dimension {dim}")
         return
+    trained = trains(params.index_type, dim)  # asked first: two empty indexes of an exotic string were held at once
     index = new_index(params.index_type, dim, params)
     check_defaults_taken(params.search_defaults, taken_setting(index), params.index_type)
-    if index.is_trained and params.train_size != IndexParams.train_size:  # was ignored ('HNSW32,Flat', 'SQfp16')
+    if not trained and params.train_size != IndexParams.train_size:  # was ignored ('HNSW32,Flat', 'SQfp16')
         raise RetrieverError(untrained_refusal(params.index_type))
     if downcast_hnsw(index) is None and params.ef_construction != IndexParams.ef_construction:
         raise RetrieverError(f"--ef-construction is used only by an index with an HNSW graph of its own, not by "

@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 
 from retriever.build_output import check_output, refuse_index_beside, refuse_inputs_inside, shards_folder
-from retriever.choices import INDEX_TYPES, ONDISK_TYPE
+from retriever.choices import ONDISK_TYPE
 from retriever.corpus import Fields, check_first_record, check_rereadable, count_records, resolve_corpus_path
 from retriever.corpus_encoding import PartRunner, encode_corpus
 from retriever.encode_result import describe
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError
-from retriever.faiss_index import IndexParams, new_index
+from retriever.faiss_index import IndexParams, trains
 from retriever.folders import exclusive_build, named_output
 from retriever.index_checks import check_buildable, check_trainable
 from retriever.other_shards import clear_other_encoder
@@ -56,16 +56,15 @@ def _check_countable(corpus: str | Path, fmt: str, fields: Fields, params: Index
     """``check_trainable`` and (tuning on held-out own vectors) ``check_held_out`` on the corpus's document count,
     before encoding it; its first record is read first, since a file the reader refuses (one JSON array) is
     miscounted (as one record: 'the corpus has 1 document … use fewer lists')."""
-    trains = params.index_type not in ("flat", "hnsw") and not (  # a factory string may have nothing to train
-        params.index_type not in INDEX_TYPES and new_index(params.index_type, dim, params).is_trained)
+    trained = trains(params.index_type, dim)
     holds_out = holds_out and params.target_recall is not None
-    if not (trains or holds_out):
+    if not (trained or holds_out):
         return
     check_first_record(corpus, fmt, fields)
     count = count_records(resolve_corpus_path(corpus), fmt)
     if count is None:  # a stream: the training or the tuning refuses it, later
         return
-    if trains:
+    if trained:
         check_trainable(params, dim, count)
     if holds_out:
         check_held_out(count, params)
