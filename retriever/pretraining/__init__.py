@@ -3,7 +3,8 @@ before it is fine-tuned as a dense retriever."""
 from __future__ import annotations
 
 from retriever.pretraining.condenser import CondenserForPretraining, CondenserOutput, load_condenser
-from retriever.pretraining.trainer import PretrainConfig, PretrainResult, pretrain
+from retriever.pretraining.config import PretrainConfig, PretrainResult
+from retriever.pretraining.trainer import pretrain
 
 __all__ = ["CondenserForPretraining", "CondenserOutput", "PretrainConfig", "PretrainResult", "load_condenser",
            "pretrain"]

@@ -13,7 +13,7 @@ from transformers import set_seed
 from retriever.errors import RetrieverError
 from retriever.pretraining import PretrainConfig, load_condenser, pretrain
 from retriever.pretraining.guards import contrastive_start_warning
-from retriever.pretraining.trainer import CondenserTrainer, FrozenBackbone
+from retriever.pretraining.condenser_trainer import CondenserTrainer, FrozenBackbone
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -69,7 +69,7 @@ def test_a_checkpoint_missing_its_weights_or_state_says_to_resume_from_the_one_b
 def test_a_finished_runs_damaged_result_is_one_line(tmp_path, command, result):
     """A finished.json whose settings match but whose result is missing, not a mapping, or lacks what a result holds
     (another version's record, an edit) was a KeyError or TypeError traceback on every rerun."""
-    from retriever.pretraining.trainer import PretrainResult
+    from retriever.pretraining.config import PretrainResult
     from retriever.training.trainer import TrainResult
 
     settings = {"epochs": 1, "max_steps": None}
