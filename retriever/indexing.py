@@ -88,15 +88,17 @@ def _build_index(shards_dir: Path, corpus: str | Path, output: Path, params: Ind
     check_trainable(params, int(encoder["dim"]), count, f"the shards in {shards_dir} hold")
     if tuning_queries is None:
         check_held_out(count, params, f"the shards in {shards_dir} hold")
-    if not ondisk:
+    if not ondisk:  # made once: its memory checked here, then filled
         spec = factory_string(params, int(encoder["dim"]), count)
-        check_index_memory(new_index(spec, int(encoder["dim"]), params), count, spec)
+        empty = new_index(spec, int(encoder["dim"]), params)
+        check_index_memory(empty, count, spec)
     building = fresh_building_folder(output)
     try:
         corpus_of = lambda stats: corpus_record(corpus_path, output, shard_records, stats, progress)  # noqa: E731
         inputs = (shards, encoder, count, int(encoder["dim"]), corpus_path, fmt, fields, building, params, progress,
                   tuning_queries, started, corpus_of)
-        manifest = build_ondisk(*inputs, parts_folder(output)) if ondisk else _build_in_memory(*inputs, lexical)
+        manifest = (build_ondisk(*inputs, parts_folder(output)) if ondisk
+                    else _build_in_memory(*inputs, lexical, (spec, empty)))
         manifest = {**manifest, "built_by": built_by}
         replace_manifest(building, manifest)
         if ondisk and lexical is not None:
@@ -126,8 +128,9 @@ def _add_ondisk_lexical(building: Path, manifest: dict, lexical: LexicalParams, 
 def _build_in_memory(shards: list[Path], encoder: dict, count: int, dim: int, corpus_path: Path, fmt: str,
                      fields: Fields, building: Path, params: IndexParams, progress: bool,
                      tuning_queries: np.ndarray | None, started: float, corpus_of,
-                     lexical: LexicalParams | None) -> dict:
-    """Fill ``building`` with a flat/HNSW/IVF index folder (``build_ondisk``'s arguments); return its manifest."""
+                     lexical: LexicalParams | None, empty: tuple[str, faiss.Index]) -> dict:
+    """Fill ``building`` with a flat/HNSW/IVF index folder (``build_ondisk``'s arguments, and the empty index with
+    its factory string); return its manifest."""
     stats, content = ReadStats(), ShardContentCheck(shards)
     with tqdm(total=count, desc="doc store", unit="doc", file=sys.stderr, disable=not progress) as bar:
         write_parquet_docstore(_checked(iter_documents(corpus_path, fmt, fields, stats), content, bar.update),
@@ -136,8 +139,7 @@ def _build_in_memory(shards: list[Path], encoder: dict, count: int, dim: int, co
     content.check(corpus_path)
     lexical_record = (build_lexical(building / DOCSTORE_FILE, building / LEXICAL_DIR, lexical, progress)
                       if lexical is not None else None)
-    spec = factory_string(params, dim, count)
-    index = new_index(spec, dim, params)
+    spec, index = empty
     trained_on = train(index, shards, count, params, spec, progress)
     held = held_out_rows(count, params) if tuning_queries is None else np.empty(0, dtype=np.int64)
     ids_file = IdMapWriter(building / IDS_FILE)
