@@ -223,7 +223,8 @@ def check_part_settings(params: IndexParams) -> None:
         raise RetrieverError("--parallel-parts sets worker processes on this machine; with --ray, parts are Ray tasks: "
                              "use --ray-workers and --ray-cpus-per-worker instead")
     if params.ray_address is not None:  # before the corpus pass and training, not after
-        from retriever.distributed.ray_runtime import check_address, check_local_cpus, require_ray
+        from retriever.distributed.ray_capacity import check_local_cpus
+        from retriever.distributed.ray_runtime import check_address, require_ray
 
         require_ray()
         check_address(params.ray_address)

@@ -10,7 +10,8 @@ import click
 
 from retriever.choices import ONDISK_TYPE
 from retriever.cli.options import compose, flags_given
-from retriever.distributed.ray_runtime import ADDRESS_HELP, check_local_cpus, ray_session
+from retriever.distributed.ray_capacity import check_local_cpus
+from retriever.distributed.ray_runtime import ADDRESS_HELP, ray_session
 from retriever.encoder_settings import EncoderSettings
 
 if TYPE_CHECKING:

@@ -24,8 +24,9 @@ import torch
 from retriever.corpus import Document
 from retriever.device import resolve_batch_size
 from retriever.corpus_encoding import PartJob, encode_part
-from retriever.distributed.ray_runtime import (MAX_RETRIES, check_local_cpus, cluster_cpus_and_gpus, cpu_workers,
-                                               default_workers, ray_session, say_if_waiting, unwrapped)
+from retriever.distributed.ray_capacity import (check_local_cpus, cluster_cpus_and_gpus, cpu_workers, default_workers,
+                                                say_if_waiting)
+from retriever.distributed.ray_runtime import MAX_RETRIES, ray_session, unwrapped
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.model_names import MODEL_ALIASES

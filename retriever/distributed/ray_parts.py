@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from retriever.distributed.ray_runtime import MAX_RETRIES, cpu_workers, ray_session, unwrapped
+from retriever.distributed.ray_capacity import cpu_workers
+from retriever.distributed.ray_runtime import MAX_RETRIES, ray_session, unwrapped
 from retriever.ivfparts import fill_part
 
 

@@ -7,7 +7,7 @@ import time
 from types import SimpleNamespace
 
 from retriever.distributed.ray_encoding import RayEncoderPool, plan_workers
-from retriever.distributed.ray_runtime import default_workers
+from retriever.distributed.ray_capacity import default_workers
 from retriever.encoder import EncoderSettings
 
 
