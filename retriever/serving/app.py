@@ -17,7 +17,7 @@ outside 1..1000, malformed JSON, wrong fields; FastAPI's own 422 validation erro
 into 400 too; a query with a lone surrogate; more than ``max_hits`` queries x k; a response over
 ``max_response_bytes``; JSON nested too deep; a query the encoder fails on, which fails only
 its own request; a GET query string that is not UTF-8, repeats a parameter or has a k that is not
-digits; a mode the index lacks; an HTTP/1.1 request without exactly one Host header), 404 unknown index or route (naming the routes; a trailing slash is not redirected:
+digits; a mode the index lacks; an HTTP/1.1 request without exactly one Host header, or one whose Host is no host and port), 404 unknown index or route (naming the routes; a trailing slash is not redirected:
 the 404 names the path without it), 405 wrong method (HEAD is answered as GET), 413 body over the limit (closing the connection), 415 a POST that is not ``application/json``, is declared in a
 charset other than UTF-8 or is compressed (``Content-Encoding``), 431 a request head over
 ``--max-head-bytes``, 501 a POST body in a transfer coding other than chunked, 503 when too many

@@ -3,15 +3,18 @@
 uvicorn answered every parser error with "invalid http request received", so a client could not tell a duplicate
 Content-Length from a bad chunk, and ``curl 'http://host/search?q=café'`` (curl sends the UTF-8 bytes unencoded) got
 no hint that the query wants percent-encoding. ``protocol.GuardedHttpProtocol`` sends what ``refusal`` returns.
-A well-formed HTTP/1.1 request without exactly one Host header is refused by ``HostChecked``. A request line of an
+A well-formed request whose Host headers are not as HTTP asks (none in HTTP/1.1, several, or a value that is no
+host and port, such as ``a b``) is refused by ``HostChecked``. A request line of an
 HTTP version other than 1.0 and 1.1 is a 505 (``unsupported_version``): the parser takes HTTP/2.0 and HTTP/0.9,
 and uvicorn answered them as HTTP/1.1; it refuses other digits (HTTP/1.2, HTTP/3.0), which were a 400. An address given
 as a whole URL without a path (``GET http://host?q=x``) has the path ``/`` (``rooted``).
 """
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
+import re
 
 import httptools
 
@@ -81,20 +84,48 @@ def unsupported_version(error: Exception) -> str | None:
             "HTTP/1.0)")
 
 
+# RFC 9110 section 7.2's Host: uri-host [":" port], uri-host an [IP literal], or a reg-name (RFC 3986 section 3.2.2).
+_HOST = re.compile(rb"(?:\[(?P<literal>[^\]]*)\]|(?:[A-Za-z0-9._~!$&'()*+,;=-]|%[0-9A-Fa-f]{2})*)(?::[0-9]*)?")
+_FUTURE_LITERAL = re.compile(rb"v[0-9A-Fa-f]+\.[A-Za-z0-9._~!$&'()*+,;=:-]+")
+
+
+def host_problem(headers: list[tuple[bytes, bytes]], http_version: str) -> str | None:
+    """What is wrong with a request's Host headers (RFC 9110 section 7.2 asks a 400 for it), or None: none in an
+    HTTP/1.1 request, more than one in any, or a value that is no host name or address with an optional port."""
+    hosts = [value for name, value in headers if name == b"host"]
+    if len(hosts) > 1 or (not hosts and http_version == "1.1"):
+        said = f"{len(hosts)} Host headers" if hosts else "no Host header"
+        return f"{said}; HTTP/1.1 requires exactly one, naming the server's host and port"
+    match = _HOST.fullmatch(hosts[0]) if hosts else None
+    if not hosts or (match and (match["literal"] is None or _ip_literal(match["literal"]))):
+        return None
+    from retriever.serving.problems import clipped
+
+    return (f"the Host header {clipped(hosts[0].decode('latin-1'))!r} is no host name or address with an optional "
+            ":port; send the server's, such as 127.0.0.1:8000, [::1]:8000 or an ASCII name (punycode)")
+
+
+def _ip_literal(text: bytes) -> bool:
+    """Whether the inside of a Host's [brackets] is an IPv6 address or RFC 3986's IPvFuture."""
+    try:
+        ipaddress.IPv6Address(text.decode("ascii"))
+        return True
+    except ValueError:  # a UnicodeDecodeError too
+        return bool(_FUTURE_LITERAL.fullmatch(text))
+
+
 class HostChecked:
-    """ASGI middleware: an HTTP/1.1 request without a Host header, or with several, is a 400 (RFC 9112 section 3.2
-    asks a server so); both were served."""
+    """ASGI middleware: a request without a Host header (HTTP/1.1), with several, or with one that is no host and port
+    is a 400 (RFC 9110 section 7.2 asks a server so); all were served."""
 
     def __init__(self, app) -> None:
         self.app = app
 
     async def __call__(self, scope, receive, send) -> None:
-        hosts = sum(name == b"host" for name, _ in scope.get("headers", ())) if scope["type"] == "http" else 1
-        if hosts == 1 or scope.get("http_version") != "1.1":
+        said = host_problem(scope.get("headers", ()), scope.get("http_version")) if scope["type"] == "http" else None
+        if said is None:
             return await self.app(scope, receive, send)
-        said = "no Host header" if not hosts else f"{hosts} Host headers"
-        body = json.dumps({"error": f"malformed HTTP request ({said}; HTTP/1.1 requires exactly one, naming the "
-                                    "server's host and port)"}).encode()
+        body = json.dumps({"error": f"malformed HTTP request ({said})"}).encode()
         await send({"type": "http.response.start", "status": 400,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)),
                                 (b"connection", b"close")]})  # as the protocol's refusals of malformed requests
