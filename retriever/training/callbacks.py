@@ -41,10 +41,12 @@ class StderrProgress(TrainerCallback):
 
 def adopt_save_steps(state, args, log) -> None:
     """A resume checkpoints at this run's --save-steps: the library kept the checkpoint's interval, and said so in a
-    multi-line warning of its own (`_only_save_steps_differ` drops it)."""
+    multi-line warning of its own (`_only_save_steps_differ` drops it). 0 (only epochs' ends) is an interval like
+    any other: `StackConfig.arguments` passes it as 0, so the checkpoint's state tells it from 1, and a change to or
+    from it is said (a change to 0 passed without a word)."""
     if state.save_steps != args.save_steps:
-        if args.save_strategy == "steps":
-            log(f"--save-steps changed: checkpoints every {counted(args.save_steps, 'step')} from now on")
+        interval = (f"every {counted(args.save_steps, 'step')}" if args.save_steps else "only at each epoch's end")
+        log(f"--save-steps changed: checkpoints {interval} from now on")
         state.save_steps = args.save_steps
 
 

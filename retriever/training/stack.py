@@ -153,7 +153,7 @@ class StackConfig:
             output_dir=str(Path(self.output) / CHECKPOINTS), per_device_train_batch_size=per_step,
             num_train_epochs=self.epochs or 1, max_steps=max_steps or -1, learning_rate=self.learning_rate,
             warmup_steps=self.warmup_ratio, weight_decay=self.weight_decay, max_grad_norm=self.max_grad_norm or 0.0,
-            seed=self.seed, save_strategy="steps" if self.save_steps else "epoch", save_steps=self.save_steps or 1,
+            seed=self.seed, save_strategy="steps" if self.save_steps else "epoch", save_steps=self.save_steps or 0,
             save_total_limit=keep_checkpoints, eval_strategy="epoch" if evaluate else "no",
             eval_on_start=evaluate and evaluate_first, metric_for_best_model=metric if evaluate else None,
             logging_steps=1, logging_nan_inf_filter=False,  # the filter logs a NaN step's loss as 0.0: hidden
@@ -219,7 +219,7 @@ class StackTrainer(Trainer):
         than the first's (settings, checkpoint interval or precision: all save and average together), in one line."""
         resume_from = prior.resume
         check_same_run_everywhere({**self.record, "resume_from_step": checkpoint_step(resume_from),
-                                   "save_steps": self.args.save_steps if self.args.save_strategy == "steps" else 0},
+                                   "save_steps": self.args.save_steps},
                                   self.args.ddp_timeout)
         note_precision(prior, self.precision, log)
         self.resuming = resume_from

@@ -9,13 +9,27 @@ import pytest
 from retriever.training.callbacks import adopt_save_steps
 
 
-@pytest.mark.parametrize("steps, said", [(1, "checkpoints every 1 step from now on"),
-                                         (5, "checkpoints every 5 steps from now on")])
-def test_a_resume_with_another_save_steps_says_the_new_interval_in_agreement(steps, said):
-    """A resume changed to --save-steps 1 said "checkpoints every 1 steps"."""
-    state, lines = SimpleNamespace(save_steps=500), []
+@pytest.mark.parametrize("before, steps, said", [(500, 1, "checkpoints every 1 step from now on"),
+                                                 (500, 5, "checkpoints every 5 steps from now on"),
+                                                 (0, 1, "checkpoints every 1 step from now on")])
+def test_a_resume_with_another_save_steps_says_the_new_interval_in_agreement(before, steps, said):
+    """A resume changed to --save-steps 1 said "checkpoints every 1 steps"; one from --save-steps 0 (held as 1) to 1
+    said nothing."""
+    state, lines = SimpleNamespace(save_steps=before), []
     adopt_save_steps(state, SimpleNamespace(save_steps=steps, save_strategy="steps"), lines.append)
     assert lines == [f"--save-steps changed: {said}"] and state.save_steps == steps
+
+
+def test_a_resume_that_keeps_its_save_steps_says_nothing(tmp_path, small_bert):
+    """--save-steps 0 reaches the library as 0, not as 1: a resume of a run of 0 at 1, or of 1 at 0, was silent."""
+    from retriever.training import TrainConfig
+
+    for steps in (None, 0, 1, 5):
+        arguments, _ = TrainConfig(output=str(tmp_path / "m"), model=str(small_bert), dataset=str(tmp_path),
+                                   device="cpu", save_steps=steps).arguments(4, 1, 1)
+        state, lines = SimpleNamespace(save_steps=arguments.save_steps), []
+        adopt_save_steps(state, arguments, lines.append)
+        assert arguments.save_steps == (steps or 0) and lines == []
 
 
 @pytest.mark.parametrize("command", ["train", "pretrain"])

@@ -383,9 +383,13 @@ def test_train_output_inside_the_start_model_and_a_piped_data_file_are_refused(t
     assert not (model / "fine-tuned").exists() and not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("steps, checkpoints, said", [(5, [4, 5, 8], "every 5 steps"),
+                                                     (0, [4, 8], "only at each epoch's end")])
 def test_a_resume_with_another_save_steps_checkpoints_at_the_new_interval(tmp_path, small_bert, train_beir,
-                                                                           monkeypatch, capfd):
-    """The library kept the checkpoint's interval (every step here) and printed its own multi-line warning."""
+                                                                           monkeypatch, capfd, steps, checkpoints,
+                                                                           said):
+    """The library kept the checkpoint's interval (every step here) and printed its own multi-line warning; a change
+    to --save-steps 0 was not said."""
     settings = config(tmp_path / "model", train_beir, small_bert, batch_size=2, epochs=2, save_steps=1)
     with monkeypatch.context() as patch:
         killed_after_checkpoint(patch, 1)
@@ -396,10 +400,10 @@ def test_a_resume_with_another_save_steps_checkpoints_at_the_new_interval(tmp_pa
     monkeypatch.setattr(stack.StackTrainer, "_save_checkpoint",
                         lambda self, model, trial: (saved.append(self.state.global_step), save(self, model, trial)))
     capfd.readouterr()
-    result = train(dataclasses.replace(settings, save_steps=5))
-    assert result.resumed_from_step == 1 and saved == [4, 5, 8]  # each epoch's end, and every 5 steps
+    result = train(dataclasses.replace(settings, save_steps=steps))
+    assert result.resumed_from_step == 1 and saved == checkpoints  # each epoch's end, and every --save-steps
     err = capfd.readouterr().err
-    assert "do not match" not in err and "--save-steps changed: checkpoints every 5 steps from now on" in err, err
+    assert "do not match" not in err and f"--save-steps changed: checkpoints {said} from now on" in err, err
 
 
 def test_a_step_ending_an_epoch_is_checkpointed_once(tmp_path, small_bert, train_beir, monkeypatch):
