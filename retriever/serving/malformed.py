@@ -125,8 +125,14 @@ class HostChecked:
         said = host_problem(scope.get("headers", ()), scope.get("http_version")) if scope["type"] == "http" else None
         if said is None:
             return await self.app(scope, receive, send)
-        body = json.dumps({"error": f"malformed HTTP request ({said})"}).encode()
-        await send({"type": "http.response.start", "status": 400,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)),
-                                (b"connection", b"close")]})  # as the protocol's refusals of malformed requests
-        await send({"type": "http.response.body", "body": body})
+        await send_closing_error(send, 400, f"malformed HTTP request ({said})")
+
+
+async def send_closing_error(send, status: int, message: str) -> None:
+    """An ASGI app's JSON ``{"error": message}`` response that closes the connection, as the protocol's refusals of
+    malformed requests do (``protocol.GuardedHttpProtocol._refuse``): the client's next bytes are not to be read."""
+    body = json.dumps({"error": message}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body)),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})

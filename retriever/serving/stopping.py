@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -25,6 +24,7 @@ from collections.abc import Iterator
 import click
 import uvicorn
 
+from retriever.serving.malformed import send_closing_error
 from retriever.wording import counted
 
 UVICORN_LOG = "uvicorn.error"  # where uvicorn logs an ASGI application's exceptions (and its lifespan's)
@@ -84,16 +84,8 @@ class AnsweredAtStop:
         except asyncio.CancelledError:
             if not started:
                 with contextlib.suppress(Exception):  # the client may be gone
-                    await _send_stopped(sent)
+                    await send_closing_error(sent, 503, STOPPED_AT_ONCE)
             raise
-
-
-async def _send_stopped(send) -> None:
-    body = json.dumps({"error": STOPPED_AT_ONCE}).encode()
-    await send({"type": "http.response.start", "status": 503,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            (b"connection", b"close")]})
-    await send({"type": "http.response.body", "body": body})
 
 
 HUNG_UP = ("SIGHUP: stopping once the requests being answered are done (serve does not reload: start it again to load "
