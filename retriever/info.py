@@ -5,10 +5,9 @@ import os
 import stat
 from pathlib import Path
 
-import faiss
-
 from retriever.encoder_settings import OVERRIDABLE
 from retriever.errors import IndexDamaged, given_path
+from retriever.factory_setting import factory_setting
 from retriever.fusion import recorded_fusion
 from retriever.index_folder import MANIFEST_FILE, SEARCH_SETTINGS, read_manifest
 from retriever.index_opening import checked_manifest, open_index, opened_whole, required_files
@@ -17,7 +16,6 @@ from retriever.lexical_opening import check_lexical_files, corpus_terms, lexical
 from retriever.lexical import LEXICAL_DIR, cjk_free
 from retriever.lexical_build import SORTED_VOCAB_FILE
 from retriever.lexical_terms import differs_only_by_cjk, splits_as_now, tokenizer_record
-from retriever.search_settings import taken_setting
 
 
 def index_summary(index_dir: str | Path) -> dict:
@@ -39,7 +37,7 @@ def _summary(index_dir: Path) -> dict:
         "index_type": index.get("type"),
         "factory": index.get("factory"),
         "search_defaults": used_search_defaults({key: _entry(index, "search_defaults").get(key)
-                                                 for key in SEARCH_SETTINGS}, index.get("factory"), encoder.get("dim")),
+                                                 for key in SEARCH_SETTINGS}, index.get("factory")),
         "tuning": {key: tuning.get(key) for key in ("parameter", "value", "measured_recall", "k", "reached",
                                                     "queries")} if tuning else None,
         "bm25": _lexical_summary(index_dir, manifest),
@@ -51,15 +49,15 @@ def _summary(index_dir: Path) -> dict:
     }
 
 
-def used_search_defaults(defaults: dict, factory: object, dim: object) -> dict:
+def used_search_defaults(defaults: dict, factory: object) -> dict:
     """``defaults`` with null for a setting the index does not take: a manifest built before IndexParams refused
-    them holds an nprobe for an HNSW or flat index, which no search uses. Shown as recorded if the factory string
-    cannot be built (a damaged manifest)."""
+    them holds an nprobe for an HNSW or flat index, which no search uses. Which one it takes is read from the factory
+    string, not from an empty index of it (an exotic one's lists and codebooks took hundreds of MB); shown as
+    recorded if the string is not one FAISS reads (a damaged manifest)."""
     try:
-        index = faiss.index_factory(int(dim), str(factory), faiss.METRIC_INNER_PRODUCT)  # empty: cheap
-    except (RuntimeError, TypeError, ValueError):
+        taken = factory_setting(factory if isinstance(factory, str) else "")
+    except ValueError:
         return defaults
-    taken = taken_setting(index)
     return {key: value if key == taken else None for key, value in defaults.items()}
 
 

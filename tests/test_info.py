@@ -322,6 +322,28 @@ def test_info_shows_only_the_search_defaults_the_index_type_uses(sq8_index, tmp_
     from retriever.info import used_search_defaults
 
     stale = {"nprobe": 5, "ef_search": 128}
-    assert used_search_defaults(stale, "HNSW8,Flat", 32) == {"nprobe": None, "ef_search": 128}
-    assert used_search_defaults(stale, "IVF4_HNSW8,Flat", 32) == {"nprobe": 5, "ef_search": None}
-    assert used_search_defaults(stale, "NoSuchIndex", 32) == stale  # a damaged record: shown as it is
+    assert used_search_defaults(stale, "HNSW8,Flat") == {"nprobe": None, "ef_search": 128}
+    assert used_search_defaults(stale, "IVF4_HNSW8,Flat") == {"nprobe": 5, "ef_search": None}
+    assert used_search_defaults(stale, "NoSuchIndex") == stale  # a damaged record: shown as it is
+    assert used_search_defaults(stale, None) == stale
+
+
+def test_info_learns_the_search_setting_an_exotic_factory_string_takes_without_building_it(sq8_index, tmp_path,
+                                                                                          monkeypatch):
+    """`info` made an empty index of the recorded factory string to learn which setting it takes: for
+    'IVF1048576_HNSW32,PQ96x16' that held a million lists and 16-bit codebooks (257 MB at 384 dimensions)."""
+    import faiss
+
+    from retriever.info import index_summary
+
+    index = tmp_path / "idx"
+    shutil.copytree(sq8_index, index)
+    manifest = json.loads((index / "manifest.json").read_text())
+    manifest["index"].update(factory="IVF1048576_HNSW32,PQ96x16", search_defaults={"nprobe": 16, "ef_search": 64})
+    (index / "manifest.json").write_text(json.dumps(manifest))
+
+    def no_index(*_):
+        raise AssertionError("info built a FAISS index")
+
+    monkeypatch.setattr(faiss, "index_factory", no_index)
+    assert index_summary(index)["search_defaults"] == {"nprobe": 16, "ef_search": None}
