@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from tqdm import tqdm
@@ -196,11 +196,13 @@ def evaluate_index(searcher: Searcher, dataset: BeirDataset | str | Path, split:
                    nprobe: int | None = None, ef_search: int | None = None,
                    metrics: Iterable[str] = DEFAULT_METRICS, progress: bool = True,
                    built_from_corpus: bool = False, relevance_level: int = 1, save_run: str | Path | None = None,
-                   keep_run: bool = False) -> tuple[EvaluationReport, Run | None]:
+                   keep_run: bool = False,
+                   on_report: Callable[[EvaluationReport], None] | None = None) -> tuple[EvaluationReport, Run | None]:
     """Search every judged query of a split and score the run; add answer recall when queries carry answers.
     Each batch of queries is scored as it is searched (``split_scoring``), and written to the TREC run file
     ``save_run`` when given (in place once complete); the run is held whole and returned only with ``keep_run``
-    (else None), as it takes queries x ``k`` hits.
+    (else None), as it takes queries x ``k`` hits. ``on_report`` gets the report before ``save_run`` is put in place
+    (the CLI prints its table there, so the run never lands without it).
     ``relevance_level``: trec_eval's -l, as ``evaluate_run`` takes it (checked before the search).
     ``built_from_corpus``: the caller has just built the index from this dataset's corpus (the demo), so it is not
     hashed again to compare it with the manifest's record."""
@@ -215,11 +217,18 @@ def evaluate_index(searcher: Searcher, dataset: BeirDataset | str | Path, split:
     check_level_reached(qrels, metrics, relevance_level)  # before the search, as the refusals below
     check_collection(searcher, dataset, split, qrels)  # before the search: another collection's split is refused
     scoring = SplitScoring(qrels, metrics, relevance_level, queries, searcher.document_text, k)
+    reports: list[EvaluationReport] = []
+
+    def report() -> None:
+        warn_of_left_out(dataset, split, queries, qrels, "they are counted as missing from the run and score 0, as "
+                         "trec_eval -c scores them")
+        reports.append(scoring.report(run_depth=k if k < searcher.index.ntotal else None))
+        if on_report is not None:
+            on_report(reports[0])
+
     run = score_batches(scoring, search_batches(searcher, queries, split, k, nprobe, ef_search, progress), save_run,
-                        keep_run)
-    warn_of_left_out(dataset, split, queries, qrels, "they are counted as missing from the run and score 0, as "
-                     "trec_eval -c scores them")
-    return scoring.report(run_depth=k if k < searcher.index.ntotal else None), run
+                        keep_run, report)
+    return reports[0], run
 
 
 def warn_of_tuned_split(searcher: Searcher, dataset: BeirDataset, split: str) -> None:

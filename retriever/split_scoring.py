@@ -66,15 +66,27 @@ class SplitScoring:
 
 
 def score_batches(scoring: SplitScoring, batches: Iterator[Run], save_run: str | Path | None = None,
-                  keep_run: bool = False) -> Run | None:
+                  keep_run: bool = False, scored: Callable[[], None] | None = None) -> Run | None:
     """Score every batch, writing each to the TREC run file ``save_run`` (renamed into place once all are written) as
-    it is searched; the whole run is held and returned only with ``keep_run``."""
+    it is searched; the whole run is held and returned only with ``keep_run``. ``scored`` is called once every batch
+    is scored, before the run file is renamed into place: evaluate prints its table there, so a run file in place
+    means the table was printed (a Ctrl-C between them left the run, and exit 0 saying the work was done, with no
+    table)."""
     kept: Run | None = {} if keep_run else None
     parts = scoring.scored(batches)
     if kept is not None:
         parts = (kept.update(part) or part for part in parts)
     if save_run is None:
         deque(parts, maxlen=0)
+        if scored is not None:
+            scored()
     else:
-        write_trec_run(StreamedRun(parts), save_run)
+        write_trec_run(StreamedRun(_then(parts, scored)), save_run)
     return kept
+
+
+def _then(parts: Iterator[Run], scored: Callable[[], None] | None) -> Iterator[Run]:
+    """``parts``, then ``scored()`` once the last has been taken: inside the writer, before its rename."""
+    yield from parts
+    if scored is not None:
+        scored()

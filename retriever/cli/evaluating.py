@@ -104,11 +104,14 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, relevan
         collection.qrels_path(split)  # a misspelt split is refused before the index and model load, not after
         searcher = open_searcher(index, device, dtype, model, pooling, normalize, mode, fusion_overrides)
         configure_batch_threads()
-        # --save-run is written batch by batch as the queries are searched, and in place once complete
+        # --save-run is written batch by batch as the queries are searched, and put in place after the table is
+        # printed: a Ctrl-C that finds it whole finds the table printed too
         report, _ = evaluate_index(searcher, collection, split, k, nprobe, ef_search, metrics,
-                                   relevance_level=relevance_level, save_run=save_run)
+                                   relevance_level=relevance_level, save_run=save_run,
+                                   on_report=lambda done: echo_result(done.table(), in_file=bool(output)))
         report_truncation(searcher.loaded_encoder)
-    echo_result(report.table(), in_file=bool(output))  # before -o: a Ctrl-C after it finds the work done
+    if run_path is not None:
+        echo_result(report.table(), in_file=bool(output))  # before -o: a Ctrl-C after it finds the work done
     if save_run:
         click.echo(f"wrote {save_run}", err=True)
     if output:

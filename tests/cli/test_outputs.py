@@ -95,3 +95,24 @@ def test_evaluate_names_every_file_it_wrote(tmp_path, tiny_beir, flat_index):
     result = CliRunner().invoke(main, ["evaluate", "--index", str(flat_index), "--dataset", str(tiny_beir), "--device",
                                        "cpu", "--dtype", "fp32", "--save-run", str(run), "-o", str(metrics)])
     assert result.exit_code == 0 and f"wrote {run}\n" in result.stderr and f"wrote {metrics}\n" in result.stderr
+
+
+def test_evaluate_prints_its_table_before_the_saved_run_is_put_in_place(monkeypatch, tmp_path, tiny_beir,
+                                                                        flat_index):
+    """--save-run was renamed into place before the table printed: a Ctrl-C between them exited 0 saying the work was
+    done, with no table. The table now comes first; a Ctrl-C right after it leaves no run (nor its temporary)."""
+    import retriever.cli.evaluating as evaluating
+    import retriever.evaluation as evaluation
+
+    run = tmp_path / "run.trec"
+    common = ["evaluate", "--index", str(flat_index), "--dataset", str(tiny_beir), "--device", "cpu", "--dtype",
+              "fp32", "--save-run", str(run)]
+    with monkeypatch.context() as patch:
+        _raise_after(patch, evaluation, "evaluate_index")  # the run just put in place
+        result = CliRunner().invoke(main, common)
+    assert result.exit_code == 0 and run.is_file() and "ndcg@10" in result.stdout, result.output
+    run.unlink()
+    _raise_after(monkeypatch, evaluating, "echo_result")  # the table just printed
+    result = CliRunner().invoke(main, common)
+    assert result.exit_code == 130 and "ndcg@10" in result.stdout and "rerun the same command" in result.output
+    assert not run.exists() and not list(tmp_path.glob(".run.trec*"))
