@@ -60,8 +60,9 @@ def _exchange(a: Path, b: Path) -> bool:
 
 def _pause_for_tests(stage: str) -> None:
     marker = os.environ.get(PAUSE_ENV)
-    if marker:
-        Path(marker).write_text(stage)
+    if marker:  # whole when it appears: a test polling for the file read it empty between create and write
+        Path(f"{marker}.part").write_text(stage)
+        os.replace(f"{marker}.part", marker)
         time.sleep(60)
 
 
