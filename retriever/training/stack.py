@@ -135,9 +135,12 @@ class StackConfig:
 
     def learning_settings(self) -> dict:
         """What a resume must match. The record lives in the model folder, which gets moved, so paths are kept as
-        names (`portable_record`) rather than as paths of this machine."""
-        return portable_record({k: v for k, v in dataclasses.asdict(self).items()
-                                if k not in (*self.RUNTIME_ONLY, "output")})
+        names (`portable_record`) rather than as paths of this machine. With max_steps, epochs is null: max_steps sets
+        the run's length (`layout.planned_steps`), and a train folder's record said `epochs: 1` (train's default) of
+        a run that passed over the data as often as its steps needed (`epochs_completed` says how often); records
+        written before resume alike (`run_record._given`)."""
+        settings = {k: v for k, v in dataclasses.asdict(self).items() if k not in (*self.RUNTIME_ONLY, "output")}
+        return portable_record({**settings, "epochs": None} if self.max_steps is not None else settings)
 
     def arguments(self, per_step: int, max_steps: int | None, keep_checkpoints: int,
                   examples: tuple[int, str] | tuple[int, str, str] | None = None, evaluate: bool = False,

@@ -308,7 +308,9 @@ def test_resuming_from_the_last_steps_checkpoint_trains_no_extra_step(tmp_path, 
     resumed = train(settings)
     assert resumed.resumed_from_step == 3 and resumed.steps == 3 and resumed.losses == killed.losses
     assert len(resumed.losses) == 3 and not marker.exists()
-    assert json.loads((output / "retriever.json").read_text())["training"]["steps"] == 3
+    recorded = json.loads((output / "retriever.json").read_text())["training"]
+    assert (recorded["steps"], recorded["max_steps"], recorded["epochs"], recorded["epochs_completed"]) == (3, 3, None,
+                                                                                                           1)
     written = DualEncoder.from_pretrained(str(output)).query_model.state_dict()
     for name, tensor in final.items():
         torch.testing.assert_close(written[name.removeprefix("query_model.")], tensor, msg=name)

@@ -52,6 +52,22 @@ def test_rerunning_a_finished_one_step_run_says_one_step(tmp_path, small_bert, t
     assert train(settings).steps == 1 and finished.is_file()  # trained again, as the line says
 
 
+
+def test_a_max_steps_run_records_no_epochs_and_resumes_a_checkpoint_that_recorded_them(tmp_path, small_bert,
+                                                                                      train_beir):
+    """A `train --max-steps` folder's retriever.json (and checkpoints) recorded `epochs: 1`, train's default, of a run
+    that passed over the data as often as its steps needed; a checkpoint written so still resumes."""
+    from retriever.training.run_record import prior_run
+
+    config = one_step(tmp_path / "m", train_beir, small_bert, max_steps=5).normalised()
+    assert config.learning_settings()["epochs"] is None and config.learning_settings()["max_steps"] == 5
+    assert one_step(tmp_path / "m", train_beir, small_bert).learning_settings()["epochs"] == 1
+    checkpoint = tmp_path / "m" / "checkpoints" / "checkpoint-2"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "run.json").write_text(json.dumps({**config.learning_settings(), "epochs": 1,
+                                                     **config.fingerprints}))
+    assert prior_run(tmp_path / "m", config.learning_settings(), config.fingerprints).resume == checkpoint
+
 @pytest.mark.parametrize("setting", ["max_steps", "epochs", "batch_size", "train_group_size",
                                      "grad_cache_chunk_size", "dev_max_docs"])
 def test_a_count_of_0_from_the_library_is_refused_not_read_as_unset(tmp_path, small_bert, train_beir, setting):
