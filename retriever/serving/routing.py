@@ -1,15 +1,18 @@
 """How requests meet the routes, where Starlette's own answers were wrong for an API.
 
 - **HEAD** is answered wherever GET is (``HeadAsGet``), as HTTP requires and health checkers expect; ``OPTIONS *``
-  (about the server as a whole) is a 200 naming every method it takes (``ServerOptions``);
-  a 405's ``Allow`` names every method of the path (``allowed_methods``), and a 404 for a path with a trailing
-  or doubled slash names the path without it (``path_without_slash``), any other the routes there are (``not_found``).
+  (about the server as a whole) is a 200 naming every method it takes, any other method on ``*`` a 400
+  (``ServerOptions``); a 405's ``Allow`` names every method of the path (``allowed_methods``), and a 404 for a path
+  with a trailing or doubled slash names the path without it (``path_without_slash``), any other the routes there are
+  (``not_found``).
 """
 from __future__ import annotations
 
 import re
 
 from starlette.routing import Match
+
+from retriever.serving.malformed import send_closing_error
 
 
 class HeadAsGet:
@@ -28,14 +31,20 @@ class HeadAsGet:
 class ServerOptions:
     """ASGI middleware: ``OPTIONS *`` asks about the server in general, not a resource (RFC 9110 section 9.3.7; a ping,
     or a probe of what it supports): a 200 without content whose ``Allow`` names every method some route takes. It
-    was routed as a path, a 404 `no route at *`. Any other method on ``*`` is still that 404 naming the routes."""
+    was routed as a path, a 404 `no route at *`. Any other method on ``*`` is a malformed request (RFC 9110 section
+    7.1 keeps that form for OPTIONS), a 400 closing the connection as the other malformed requests' do; it was that
+    404 naming the routes."""
 
     def __init__(self, app) -> None:
         self.app = app
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http" or scope["method"] != "OPTIONS" or scope["path"] != "*":
+        if scope["type"] != "http" or scope["path"] != "*":
             return await self.app(scope, receive, send)
+        if scope["method"] != "OPTIONS":
+            return await send_closing_error(send, 400, "malformed HTTP request (the target * (the server as a whole) "
+                                                       f"is asked only with OPTIONS, not {scope['method']}; give a "
+                                                       "path, such as /search)")
         allow = _allow({method for route in _flattened(scope["app"].router.routes)
                         for method in getattr(route, "methods", None) or ()})
         await send({"type": "http.response.start", "status": 200,

@@ -15,3 +15,13 @@ def test_options_asterisk_is_answered_for_the_server_as_a_whole(served):
     assert reply.startswith("HTTP/1.1 405 ") and "\r\nallow: GET, HEAD, POST\r\n" in reply, reply
     reply = raw_reply(served.port, b"OPTIONS * HTTP/1.1\r\nConnection: close\r\n\r\n").decode()
     assert reply.startswith("HTTP/1.1 400 ") and "no Host header" in reply, reply
+
+
+def test_an_asterisk_target_with_a_method_other_than_options_is_a_400(served):
+    """RFC 9110 section 7.1: the asterisk form is only for OPTIONS, so `GET *` is a malformed request, not a missing
+    resource; it was a 404 `no route at *` listing the routes."""
+    for method in (b"GET", b"POST", b"HEAD"):
+        reply = raw_reply(served.port, b"%s * HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n" % method).decode()
+        assert reply.startswith("HTTP/1.1 400 ") and "connection: close" in reply, reply
+        if method != b"HEAD":
+            assert '"malformed HTTP request (the target * (the server as a whole) is asked only with OPTIONS, ' in reply
