@@ -67,12 +67,42 @@ def json_line(path: Path, lineno: int, text: str, shape_hint: str) -> object:
         raise InputFileError(path, lineno, json_limit_problem(error), _LIMIT_HINT) from None
 
 
-def jsonl_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> dict[str, dict[str, float]]:
+UNPARSED = object()  # a first line its reader parses itself (``first_line_json``)
+
+
+def first_line_json(text: str) -> tuple[object, object]:
+    """A run's first line parsed once, for telling its kind and for its reader: (its JSON, None if it is none; the same
+    for the reader, or ``UNPARSED`` when the reader must parse it again to name its fault). A key given twice is
+    refused by the reader (``json_line``), so the kind is then told from ``json.loads``' value, which keeps the last."""
+    for hook in (unique_keys, None):
+        try:
+            record = json.loads(text, object_pairs_hook=hook)
+            return record, record if hook else UNPARSED
+        except RepeatedKeyError:
+            continue
+        except (json.JSONDecodeError, RecursionError, ValueError):  # the reader it goes to names the line's fault
+            break
+    return None, UNPARSED
+
+
+def json_records(path: Path, lines: Iterable[tuple[int, str]], hint: str,
+                 first_json: object = UNPARSED) -> Iterator[tuple[int, object]]:
+    """(line number, JSON) of each line (``json_line``), the first taken as ``first_json`` when it was parsed already
+    (``first_line_json``): for a run dumped on one line that is the whole run, which was parsed twice."""
+    for lineno, text in lines:
+        if first_json is UNPARSED:
+            yield lineno, json_line(path, lineno, text, hint)
+        else:
+            parsed, first_json = first_json, UNPARSED
+            yield lineno, parsed
+
+
+def jsonl_run_lines(path: Path, lines: Iterable[tuple[int, str]],
+                    first_json: object = UNPARSED) -> dict[str, dict[str, float]]:
     run: dict[str, dict[str, float]] = {}
     first_line: dict[str, int] = {}
     shape_hint = 'each line must be {"qid": ..., "hits": [{"id": ..., "score": ...}, ...]}'
-    for lineno, text in lines:
-        record = json_line(path, lineno, text, shape_hint)
+    for lineno, record in json_records(path, lines, shape_hint, first_json):
         if isinstance(record, list):
             raise InputFileError(path, lineno, "a JSON array, not an object", "a JSONL run holds one object per "
                                  'line, {"qid": ..., "hits": [{"id": ..., "score": ...}, ...]}; write each query so')
@@ -135,18 +165,18 @@ def json_mapping(path: Path, lines: Iterable[tuple[int, str]], hint: str) -> dic
     return value
 
 
-def json_mappings(path: Path, lines: Iterable[tuple[int, str]], hint: str,
-                  what: str = "hits") -> Iterator[tuple[int | None, str, object]]:
+def json_mappings(path: Path, lines: Iterable[tuple[int, str]], hint: str, what: str = "hits",
+                  first_json: object = UNPARSED) -> Iterator[tuple[int | None, str, object]]:
     """(line, query id, its value) of a file of JSON objects keyed by query id, a run's or qrels': one object over the
     file when its first line is no whole object (``{`` alone, as indented, or one ending in ``,``), else one a line (a
     dict per query, dumped line by line, was "invalid JSON (Extra data)"). A query in two of them is refused
-    (``what``: what it maps to, for the message)."""
+    (``what``: what it maps to, for the message); ``first_json``: the first line's JSON if parsed already."""
     lines = iter(lines)
     first = next(lines)
     if not first[1].rstrip().endswith("}"):
         mappings = [(None, json_mapping(path, itertools.chain([first], lines), hint))]
     else:
-        mappings = ((lineno, json_line(path, lineno, text, hint)) for lineno, text in itertools.chain([first], lines))
+        mappings = json_records(path, itertools.chain([first], lines), hint, first_json)
     first_line: dict[str, int | None] = {}
     for lineno, mapping in mappings:
         if not isinstance(mapping, dict):
@@ -160,11 +190,12 @@ def json_mappings(path: Path, lines: Iterable[tuple[int, str]], hint: str,
             yield lineno, qid, value
 
 
-def mapping_run(path: Path, lines: Iterable[tuple[int, str]]) -> dict[str, dict[str, float]]:
+def mapping_run(path: Path, lines: Iterable[tuple[int, str]],
+                first_json: object = UNPARSED) -> dict[str, dict[str, float]]:
     """A run read from JSON objects of ``{query id: {document id: score}}`` (``json_mappings``), each id and score
     checked as the JSONL reader checks them."""
     run = {qid: _mapping_hits(path, lineno, qid, hits)
-           for lineno, qid, hits in json_mappings(path, lines, _MAPPING_HINT)}
+           for lineno, qid, hits in json_mappings(path, lines, _MAPPING_HINT, first_json=first_json)}
     if not run:
         raise InputFileError(path, None, "run file is empty", "check that retrieval produced output")
     return run
@@ -196,24 +227,24 @@ def flat_keys(record: object) -> tuple[str, str] | None:
 
 
 def flat_lines(path: Path, lines: Iterable[tuple[int, str]], keys: tuple[str, str], value: str, kind: str,
-               hint: str) -> Iterator[tuple[int, str, str, object]]:
+               hint: str, first_json: object = UNPARSED) -> Iterator[tuple[int, str, str, object]]:
     """Each line of a flat run (``value`` "score") or of flat JSON qrels ("relevance") as (line number, query id,
     document id, its value, unchecked), a line lacking one refused naming the ``kind`` of line it is."""
     q, d = keys
-    for lineno, text in lines:
-        record = json_line(path, lineno, text, hint)
+    for lineno, record in json_records(path, lines, hint, first_json):
         if not isinstance(record, dict) or not {q, d, value} <= set(record):
             raise InputFileError(path, lineno, f"a {kind} line needs {q!r}, {d!r} and {value!r}", hint)
         yield lineno, json_id(record[q], path, lineno, q), json_id(record[d], path, lineno, d), record[value]
 
 
-def flat_run_lines(path: Path, lines: Iterable[tuple[int, str]], keys: tuple[str, str]) -> dict[str, dict[str, float]]:
+def flat_run_lines(path: Path, lines: Iterable[tuple[int, str]], keys: tuple[str, str],
+                   first_json: object = UNPARSED) -> dict[str, dict[str, float]]:
     """A flat run: one hit per line under ``keys``, a query's hits on any lines; other keys (a rank) are ignored,
     as trec_eval ignores the rank column."""
     q, d = keys
     hint = f'each line of a flat run is one hit, {{"{q}": ..., "{d}": ..., "score": ...}}'
     run: dict[str, dict[str, float]] = {}
-    for lineno, qid, docid, score in flat_lines(path, lines, keys, "score", "flat run", hint):
+    for lineno, qid, docid, score in flat_lines(path, lines, keys, "score", "flat run", hint, first_json):
         hits = run.setdefault(qid, {})
         if docid in hits:
             raise InputFileError(path, lineno, f"document {docid!r} appears twice for query {qid!r}",
@@ -224,14 +255,12 @@ def flat_run_lines(path: Path, lines: Iterable[tuple[int, str]], keys: tuple[str
 
 def read_json_run(path: Path, first_line: str, lines: Iterable[tuple[int, str]]) -> dict[str, dict[str, float]]:
     """A run whose first non-blank line starts with ``{`` or ``[``: flat (``flat_keys``), one JSON mapping
-    (``is_run_mapping``), or JSONL of ``{"qid", "hits"}``. The first line is parsed once for both judgements: for
-    a run dumped on one line it is the whole run. One JSON array of records is named, as JSON qrels' is."""
+    (``is_run_mapping``), or JSONL of ``{"qid", "hits"}``. The first line is parsed once, for telling the kind and for
+    its reader (``first_line_json``): for a run dumped on one line it is the whole run. One JSON array of records is
+    named, as JSON qrels' is."""
     if first_line.startswith("["):  # "invalid JSON (Expecting value)" indented; a flat one was told to hold "qid"
         raise json_array_error(path, one_line=first_line.rstrip().endswith("]"))
-    try:
-        record = json.loads(first_line)
-    except (json.JSONDecodeError, RecursionError, ValueError):  # the reader it goes to names the line's fault
-        record = None
+    record, first_json = first_line_json(first_line)
     if isinstance(record, dict) and "relevance" in record and "score" not in record:  # "missing 'qid' or 'hits'"
         raise InputFileError(path, None, "its first line is a judgment ({query, document, relevance}), not a run's "
                              "hits", SWAPPED_HINT)
@@ -240,5 +269,6 @@ def read_json_run(path: Path, first_line: str, lines: Iterable[tuple[int, str]])
         raise found
     keys = flat_keys(record)
     if keys is not None:
-        return flat_run_lines(path, lines, keys)
-    return mapping_run(path, lines) if is_run_mapping(first_line, record) else jsonl_run_lines(path, lines)
+        return flat_run_lines(path, lines, keys, first_json)
+    reader = mapping_run if is_run_mapping(first_line, record) else jsonl_run_lines
+    return reader(path, lines, first_json)
