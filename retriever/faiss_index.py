@@ -13,7 +13,7 @@ import faiss
 from retriever.choices import INDEX_TYPES, ONDISK_TYPE, REFINE_K_FACTOR_MAX
 from retriever.errors import RetrieverError, faiss_message
 from retriever.index_folder import SEARCH_SETTING_RANGE, SEARCH_SETTINGS
-from retriever.index_type_settings import fewer_lists, flag, unused_setting, untuned_refusal
+from retriever.index_type_settings import fewer_lists, flag, ray_refusal, unused_setting, untuned_refusal
 from retriever.ondisk import CODES
 from retriever.shards import sample_vectors
 from retriever.texts import whole_number
@@ -74,9 +74,14 @@ class IndexParams:
             raise RetrieverError(unused)
         if self.target_recall is None and self.tuning_queries != IndexParams.tuning_queries:
             raise RetrieverError(untuned_refusal("--tuning-queries"))
+        if self.target_recall is None and self.tuning_k != IndexParams.tuning_k:  # no tuning measures recall@k
+            raise RetrieverError("tuning_k (the k of the recall@k --target-recall tunes for) is used only with "
+                                 "target_recall; set target_recall or drop tuning_k")
         if self.ray_address is None and (self.ray_workers is not None or self.ray_cpus_per_worker != 1):
             raise RetrieverError("ray_workers and ray_cpus_per_worker size Ray's workers, and ray_address is None (no "
                                  "Ray): set ray_address or drop them")
+        if self.ray_address is not None and self.index_type != ONDISK_TYPE:  # built in one process, Ray unused
+            raise RetrieverError(ray_refusal("ray_address", f"index_type={ONDISK_TYPE!r}"))
         given = [name for name, value in self.search_defaults.items() if value is not None]
         if given and self.target_recall is not None:  # search_defaults() let the tuned value replace it
             raise RetrieverError(f"search_defaults[{given[0]!r}] and target_recall both set the search default: the "

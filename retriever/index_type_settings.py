@@ -46,6 +46,13 @@ def untuned_refusal(given: str) -> str:
             "it")
 
 
+def ray_refusal(given: str, ondisk: str) -> str:
+    """The refusal of Ray (``given``: the CLI's --ray, the library's ray_address) for an index type other than
+    ivf-ondisk (``ondisk``: how to ask for that type), whose parts alone are Ray tasks: it was left unused."""
+    return (f"{given} fills the parts of an {ONDISK_TYPE} index; other index types are built in one process: add "
+            f"{ondisk} or drop {given}")
+
+
 def untrained_refusal(index_type: str) -> str:
     """The refusal of --train-size for a factory string that trains nothing ('HNSW32,Flat', 'SQfp16')."""
     return (f"--train-size is used only by {SETTING_USERS['train_size'][1]}, not by --index-type {index_type!r}, "

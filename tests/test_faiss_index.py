@@ -243,3 +243,22 @@ def test_ray_worker_settings_without_a_ray_address_are_refused(settings):
     with pytest.raises(RetrieverError, match=r"^ray_workers and ray_cpus_per_worker size Ray's workers, and "):
         IndexParams("ivf-ondisk", **settings)
     IndexParams("ivf-ondisk", ray_address="local", **settings)
+
+
+@pytest.mark.parametrize("index_type", ["flat", "hnsw", "ivfpq", "IVF4,Flat"])
+def test_a_ray_address_for_a_type_built_in_one_process_is_refused(index_type):
+    """IndexParams("hnsw", ray_address="auto") built the graph in this process, Ray never used, while `index --ray`
+    refuses it: only ivf-ondisk's parts are Ray tasks."""
+    with pytest.raises(RetrieverError, match=r"^ray_address fills the parts of an ivf-ondisk index; other index types "
+                                             r"are built in one process: add index_type='ivf-ondisk' or drop "
+                                             r"ray_address$"):
+        IndexParams(index_type, ray_address="auto")
+    IndexParams("ivf-ondisk", ray_address="auto")
+
+
+def test_a_tuning_k_without_a_target_recall_is_refused():
+    """IndexParams("hnsw", tuning_k=100) was kept unused: no tuning runs without target_recall."""
+    with pytest.raises(RetrieverError, match=r"^tuning_k \(the k of the recall@k --target-recall tunes for\) is used "
+                                             r"only with target_recall; set target_recall or drop tuning_k$"):
+        IndexParams("hnsw", tuning_k=100)
+    assert IndexParams("hnsw", tuning_k=100, target_recall=0.9).tuning_k == 100

@@ -16,7 +16,7 @@ from retriever.cli.options import (compose, corpus_options, device_options, enco
 from retriever.cli.output_params import OutputFolder
 from retriever.cli.outputs import expect_outputs
 from retriever.cli.ray_flags import (check_ray_flags, check_ray_worker_flags, passage_encoder, ray_for_parts,
-                                     ray_options)
+                                     ray_options, ray_part_settings)
 from retriever.corpus import (check_first_record, check_rereadable, detect_format, read_queries,
                               resolve_corpus_path)
 from retriever.corpus_records import beir_keys
@@ -117,9 +117,8 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
     check_build_tuning(tune_fusion, lexical, output, overwrite)
     _expect_folder(output, tune_fusion, as_json)
     check_type_flags(index_flags["index_type"])  # usage errors before IndexParams refuses the same settings
-    check_ray_worker_flags(index_flags["ray_address"])
+    check_ray_flags(index_flags["ray_address"], index_flags["index_type"], index_flags["parallel_parts"], encodes=False)
     params = IndexParams(**index_flags)
-    check_ray_flags(params, encodes=False)
     check_train_size_used(params.index_type, lambda: int(shards_to_index(shards)[1]["dim"]))
     _check_query_device(device, dtype, tune_fusion is not None or tuning_queries_file is not None)
     texts = _tuning_texts(tuning_queries_file, params.tuning_queries, params.seed)
@@ -183,10 +182,9 @@ def build_command(corpus, output, model, encoder_overrides, device, dtype, batch
     detect_format(resolve_corpus_path(corpus), fmt)
     check_first_record(corpus, fmt, fields_from(id_field, text_field, title_field))
     check_type_flags(index_flags["index_type"])  # as in index_command
-    check_ray_worker_flags(ray_address)
-    params = IndexParams(**index_flags, ray_address=ray_address, ray_workers=ray_workers,
-                         ray_cpus_per_worker=ray_cpus_per_worker)
-    check_ray_flags(params, encodes=True)
+    check_ray_flags(ray_address, index_flags["index_type"], index_flags["parallel_parts"], encodes=True)
+    params = IndexParams(**index_flags, **ray_part_settings(index_flags["index_type"], ray_address, ray_workers,
+                                                            ray_cpus_per_worker))
     settings = EncoderSettings.for_model(model, **encoder_overrides)  # reading the model's folder imports torch
     fields = fields_from(id_field, text_field, title_field)
     tuning_texts = _tuning_texts(tuning_queries_file, params.tuning_queries, params.seed)

@@ -13,6 +13,7 @@ from retriever.cli.options import compose, flags_given
 from retriever.distributed.ray_capacity import check_local_cpus
 from retriever.distributed.ray_runtime import ADDRESS_HELP, ray_session
 from retriever.encoder_settings import EncoderSettings
+from retriever.index_type_settings import ray_refusal
 
 if TYPE_CHECKING:
     from retriever.faiss_index import IndexParams
@@ -43,18 +44,26 @@ def check_ray_worker_flags(ray_address: str | None) -> None:
                                "use Ray; add --ray or drop it")
 
 
-def check_ray_flags(params: IndexParams, encodes: bool) -> None:
+def check_ray_flags(ray_address: str | None, index_type: str, parallel_parts: int | None, encodes: bool) -> None:
     """Flags --ray does not take, or that need it, refused as usage errors before any encoding (`build` encoded the
-    whole corpus and only then refused --parallel-parts, with exit code 1)."""
-    check_ray_worker_flags(params.ray_address)
-    if params.ray_address is None:
+    whole corpus and only then refused --parallel-parts, with exit code 1), and before IndexParams refuses them."""
+    check_ray_worker_flags(ray_address)
+    if ray_address is None:
         return
-    if params.parallel_parts is not None:
+    if parallel_parts is not None:
         raise click.UsageError("--parallel-parts sets worker processes on this machine; with --ray, parts are Ray "
                                "tasks: use --ray-workers and --ray-cpus-per-worker instead")
-    if not encodes and params.index_type != ONDISK_TYPE:
-        raise click.UsageError(f"--ray fills the parts of an {ONDISK_TYPE} index; other index types are built in "
-                               f"one process: add --index-type {ONDISK_TYPE} or drop --ray")
+    if not encodes and index_type != ONDISK_TYPE:
+        raise click.UsageError(ray_refusal("--ray", f"--index-type {ONDISK_TYPE}"))
+
+
+def ray_part_settings(index_type: str, ray_address: str | None, ray_workers: int | None,
+                      ray_cpus_per_worker: int) -> dict:
+    """The Ray settings `build` gives IndexParams: for ivf-ondisk, whose parts are Ray tasks, and none for another
+    type, which is built in one process (IndexParams refuses them there), its encoder actors alone on Ray."""
+    if index_type != ONDISK_TYPE:
+        return {}
+    return {"ray_address": ray_address, "ray_workers": ray_workers, "ray_cpus_per_worker": ray_cpus_per_worker}
 
 
 @contextlib.contextmanager
