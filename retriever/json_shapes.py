@@ -43,6 +43,13 @@ def json_array_error(path: Path, records: int | None = None, one_line: bool = Fa
                           f"write one record per line, e.g. {convert}")
 
 
+def array_file_error(path: Path, first_line: str) -> InputFileError:
+    """``json_array_error`` for a run or qrels file whose first non-blank line opens a JSON array, the one test of
+    where it lies: on that line when the line closes it (ends with ``]``), else over several lines (``[`` alone, as
+    indented, or ``[{...},``, a record a line), which qrels had called "on one line"."""
+    return json_array_error(path, one_line=first_line.rstrip().endswith("]"))
+
+
 _JSON_KINDS = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "true or false"}
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from retriever.errors import InputFileError, RetrieverError, given_path
 from retriever.files import carriage_return_error, check_is_file, decoded_lines
-from retriever.json_shapes import TEXT_KEYS, json_array_error, json_kind, record_error
+from retriever.json_shapes import TEXT_KEYS, array_file_error, json_kind, record_error
 from retriever.run_json import FLAT_KEYS, SWAPPED_HINT, flat_keys, flat_lines, json_id, json_mappings
 from retriever.texts import columns, id_problem
 from retriever.trec_numbers import GRADE_RANGE, checked_grade, parse_relevance
@@ -92,7 +92,7 @@ def read_qrels(path: str | Path) -> Qrels:
     if first is not None and first[1].lstrip().startswith("{"):
         return _json_qrels(path, itertools.chain([first], lines))
     if first is not None and first[1].lstrip().startswith("["):  # read as columns: "expected 3 or 4, found 6"
-        raise json_array_error(path, one_line=first[1].strip() != "[")
+        raise array_file_error(path, first[1])
     qrels: Qrels = {}
     header = None
     for position, (lineno, text) in enumerate(itertools.chain([first] if first else [], lines)):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from retriever.errors import InputFileError
 from retriever.files import RepeatedKeyError, json_limit_problem, unique_keys
-from retriever.json_shapes import json_array_error, json_kind, record_error
+from retriever.json_shapes import array_file_error, json_kind, record_error
 from retriever.texts import id_problem
 
 SWAPPED_HINT = "if the run and qrels files are swapped (--run, --qrels), give each the other"
@@ -259,7 +259,7 @@ def read_json_run(path: Path, first_line: str, lines: Iterable[tuple[int, str]])
     its reader (``first_line_json``): for a run dumped on one line it is the whole run. One JSON array of records is
     named, as JSON qrels' is."""
     if first_line.startswith("["):  # "invalid JSON (Expecting value)" indented; a flat one was told to hold "qid"
-        raise json_array_error(path, one_line=first_line.rstrip().endswith("]"))
+        raise array_file_error(path, first_line)
     record, first_json = first_line_json(first_line)
     if isinstance(record, dict) and "relevance" in record and "score" not in record:  # "missing 'qid' or 'hits'"
         raise InputFileError(path, None, "its first line is a judgment ({query, document, relevance}), not a run's "

@@ -1,6 +1,7 @@
 """Files of another JSON shape than the reader takes are named, with how to convert them."""
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 import sys
@@ -9,6 +10,8 @@ import pytest
 
 from retriever.corpus import read_queries
 from retriever.errors import InputFileError
+from retriever.qrels import read_qrels
+from retriever.runs import read_run
 
 
 @pytest.mark.parametrize("text", ['{"q1": "what is honey", "q2": "lava rock"}\n',
@@ -64,3 +67,18 @@ def test_json_qrels_or_a_json_run_given_as_queries_is_named_with_the_flag_that_t
         read_queries(path)
     assert str(caught.value).startswith(f"{path}:1: the line reads as {kind}, not a record; qrels are read by "
                                         "evaluate --qrels, and a run by evaluate --run"), str(caught.value)
+
+
+@pytest.mark.parametrize("lines, shape", [
+    (['[{"query_id": "q1", "doc_id": "d1", "VALUE": 1},', '{"query_id": "q1", "doc_id": "d2", "VALUE": 0}]'],
+     "over several lines"),
+    (['[{"query_id": "q1", "doc_id": "d1", "VALUE": 1}]   '], "on one line"),
+    (["[", '  {"query_id": "q1", "doc_id": "d1", "VALUE": 1}', "]"], "over several lines")])
+def test_the_run_and_qrels_readers_say_alike_where_a_json_array_lies(tmp_path, lines, shape):
+    """A JSON array of one record a line (its first line ``[{...},``) was "on one line" to the qrels reader, which
+    tested for ``[`` alone, and "over several lines" to the run reader, which tested for a closing ``]``."""
+    for read, value in ((read_qrels, "relevance"), (read_run, "score")):
+        path = tmp_path / f"{read.__name__}.json"
+        path.write_text("\n".join(lines).replace("VALUE", value) + "\n", encoding="utf-8")
+        with pytest.raises(InputFileError, match=rf"^{re.escape(str(path))}: the file is one JSON array {shape}, not JSONL"):
+            read(path)
