@@ -36,9 +36,11 @@ def held_path(part: str | Path) -> Path:
     return Path(f"{part}.held.npz")
 
 
-def fill_part(trained_path: str, slices: list[ShardSlice], output: str, threads: int = 1, sharing: int = 1) -> int:
+def fill_part(trained_path: str, slices: list[ShardSlice], output: str, threads: int = 1, sharing: int = 1,
+              sharing_flag: str = "--parallel-parts") -> int:
     """Add the slices' vectors to a copy of the trained empty index and write it to ``output``; return
-    how many were added (``sharing``: how many parts are filled at once, sharing the memory).
+    how many were added (``sharing``: how many parts are filled at once on this machine, sharing the memory, as
+    ``sharing_flag`` sets: worker processes and Ray tasks alike go through ``check_filling_memory`` here).
 
     The held-out vectors go to ``held_path(output)`` first, and each file is written under a temporary
     name then renamed, so a part file with its final name is complete, held-out vectors included.
@@ -48,7 +50,7 @@ def fill_part(trained_path: str, slices: list[ShardSlice], output: str, threads:
     faiss.omp_set_num_threads(threads)
     index = read_part_file(trained_path)
     rows = [read_shard_metadata(Path(piece.path))["shard"]["rows"] for piece in slices]
-    check_filling_memory(index, max(rows, default=0), sum(rows), output, sharing)
+    check_filling_memory(index, max(rows, default=0), sum(rows), output, sharing, sharing_flag)
     held_vectors, held_labels, added = [np.empty((0, index.d), np.float32)], [np.empty(0, np.int64)], 0
     for piece in slices:
         ids, vectors = read_shard(Path(piece.path))

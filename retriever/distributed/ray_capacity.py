@@ -58,6 +58,14 @@ def _cpu_capacity(cpus: int, workers: int | None, cpus_per_worker: int) -> int:
     return capacity if workers is None else workers
 
 
+def tasks_per_node(ray: ModuleType, tasks: int, cpus_per_worker: int) -> int:
+    """The most of ``tasks`` running at once (each of ``cpus_per_worker`` CPUs) that Ray can place on one node: those
+    share that node's memory. The largest live node's room, so a cluster of small nodes is not counted as one."""
+    room = max((int(node.get("Resources", {}).get("CPU", 0)) // cpus_per_worker for node in ray.nodes()
+                if node.get("Alive")), default=tasks)
+    return max(1, min(tasks, room))
+
+
 def default_workers(capacity: int, free: int) -> int:
     """Workers to start when --ray-workers is not given: as many as the cluster has room for now, when other work
     (another run, another user's job) holds part of it; as many as it holds when it has room for none now (they
