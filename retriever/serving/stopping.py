@@ -137,13 +137,17 @@ class StoppingServer(uvicorn.Server):
     def capture_signals(self) -> Iterator[None]:
         """Every stop signal ends here: uvicorn raises the one it caught again once it has stopped, and where SIGTERM's
         and SIGHUP's end the process by the signal, SIGINT's is Python's KeyboardInterrupt, which ends serve (exit code
-        0: the stop asked for is done) rather than reaching the CLI's "interrupted" handler."""
+        0: the stop asked for is done) rather than reaching the CLI's "interrupted" handler. A stop a SIGINT forced
+        (after another signal; uvicorn raises it first) dropped the requests being answered: exit code 130, as an
+        interrupted command's (it was 0, as if nothing were lost)."""
         try:
             with self._hang_ups_captured(), super().capture_signals():
                 yield
         except KeyboardInterrupt:
             if signal.SIGINT not in self._captured_signals:
                 raise
+            if self.force_exit:
+                raise SystemExit(128 + signal.SIGINT) from None
 
     @contextlib.contextmanager
     def _hang_ups_captured(self) -> Iterator[None]:

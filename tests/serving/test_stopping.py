@@ -1,6 +1,7 @@
 """What the server says as it stops (``retriever.serving.stopping``)."""
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -205,3 +206,51 @@ def test_one_ctrl_c_while_serving_ends_the_server_as_asked_not_as_an_interrupted
     _, interrupted, handler = _serve_until_signalled(signal.SIGINT, signal.default_int_handler)
     assert not interrupted
     assert handler is signal.default_int_handler  # as it was before the server ran
+
+
+@pytest.mark.parametrize("first", ["SIGTERM", "SIGINT"])
+def test_a_stop_forced_by_a_ctrl_c_while_stopping_exits_as_interrupted(first):
+    """A SIGINT while a stop waited for a request (after SIGTERM, or a second Ctrl-C) drops it, and serve exited 0 as
+    if the stop asked for were done: uvicorn raised the SIGINT again first, whose KeyboardInterrupt ended serve as one
+    Ctrl-C's does. The exit code is 130, as the third Ctrl-C's, since requests went unanswered."""
+    import os
+    import signal
+    import socket
+
+    import uvicorn
+
+    from retriever.serving.stopping import StoppingServer
+
+    async def app(scope, receive, send):
+        await asyncio.sleep(30)  # a request being answered, until the forced stop cancels it
+
+    got: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda sig, frame: got.append(sig))  # stands in for dying by it
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    server = StoppingServer(uvicorn.Config(app, lifespan="off", log_level="critical"))
+
+    def request_then_signals() -> None:
+        while not server.started:
+            time.sleep(0.01)
+        client = socket.create_connection(listening.getsockname())
+        client.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        while not server.server_state.tasks:
+            time.sleep(0.01)
+        os.kill(os.getpid(), getattr(signal, first))
+        while not server.should_exit:
+            time.sleep(0.01)
+        time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGINT)
+        client.close()
+
+    signaller = threading.Thread(target=request_then_signals, daemon=True)
+    signaller.start()
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            server.run(sockets=[listening])
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        listening.close()
+        signaller.join(5)
+    assert server.force_exit and stopped.value.code == 130 and got == []
