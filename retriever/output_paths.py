@@ -9,6 +9,8 @@ import stat
 import threading
 from pathlib import Path
 
+from retriever.errors import RetrieverError
+
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0, DEL and C1: a terminal obeys them
 
@@ -78,6 +80,20 @@ def written_in_place(path: Path) -> bool:
             return False
         hop = Path(os.path.abspath(hop.parent / os.readlink(hop)))
     return False
+
+
+def check_output_apart(output: Path, label: str, inputs: dict[str, str | Path | None]) -> None:
+    """Refuse an output (``label``: the flag or what it is) that is an existing input file, or an existing file
+    inside an input folder (an index, a BEIR collection), before any work: writing it would destroy what is read.
+    The CLI's commands and the library's mining ask it alike."""
+    target = output.resolve()
+    if not target.is_file():
+        return
+    for name, source in inputs.items():
+        source = None if source is None else Path(source).resolve()
+        if source is not None and (source == target or (source.is_dir() and source in target.parents)):
+            what = "is the" if source == target else "is a file of the"
+            raise RetrieverError(f"{label} {output} {what} {name} input, which it would overwrite; give another path")
 
 
 def through_link(path: Path) -> Path:

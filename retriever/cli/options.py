@@ -14,7 +14,7 @@ from retriever.cli.stdout import refuse_json_to_closed_stdout
 from retriever.corpus import FORMATS, Fields, check_output_outside_qrels
 from retriever.encoder_settings import OVERRIDABLE, TOWERS, max_length_problem
 from retriever.errors import RetrieverError
-from retriever.output_paths import written_in_place
+from retriever.output_paths import check_output_apart, written_in_place
 from retriever.model_names import located_model
 from retriever.pooling import POOLINGS
 from retriever.wording import agree, counted
@@ -41,22 +41,12 @@ def check_outputs_apart(outputs: dict[str, Path | None], inputs: dict[str, Path 
     for number, (flag, path) in enumerate(named):
         try:
             check_output_outside_qrels(path, f"the {flag} file")
-        except RetrieverError as error:  # a bad flag, as the refusals below
+            same = [other_flag for other_flag, other in named[:number] if other.resolve() == path.resolve()]
+            if same:
+                raise RetrieverError(f"{flag} and {same[0]} are the same file {path}; give two paths")
+            check_output_apart(path, flag, inputs)
+        except RetrieverError as error:  # a bad flag
             raise click.UsageError(str(error)) from None
-        target = path.resolve()
-        for other_flag, other in named[:number]:
-            if other.resolve() == target:
-                raise click.UsageError(f"{flag} and {other_flag} are the same file {path}; give two paths")
-        if not target.is_file():
-            continue
-        for input_flag, source in inputs.items():
-            if source is None:
-                continue
-            source = source.resolve()
-            if source == target or (source.is_dir() and source in target.parents):
-                what = "is the" if source == target else "is a file of the"
-                raise click.UsageError(f"{flag} {path} {what} {input_flag} input, which it would overwrite; give "
-                                       "another path")
 
 
 def flags_given(names: tuple[str, ...]) -> list[str]:

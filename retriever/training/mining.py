@@ -22,6 +22,7 @@ from retriever.evaluation import (check_collection, dataset_name, judged_split, 
 from retriever.runs import Qrels, Run, ranked_hits
 from retriever.searching import Searcher
 from retriever.files import atomic_write_lines
+from retriever.output_paths import check_output_apart
 from retriever.texts import whole_number
 from retriever.wording import counted
 
@@ -68,17 +69,6 @@ def _copy_finder(searcher: Searcher, positives: set[str]) -> tuple[Callable[[str
             return True
         return False
     return is_copy, found
-
-
-def _check_output_apart(output: Path, index: str | Path, dataset: str | Path) -> None:
-    """Refuse an output that is an existing file of the index or dataset folder, as the CLI does: the library
-    replaced the collection's queries (or the index's manifest) with the negatives it mined from them."""
-    target = output.resolve()
-    for name, folder in (("index", index), ("dataset", dataset)):
-        given_path(folder, name, "a folder's path (str or Path)")  # "" is the working folder
-        if target.is_file() and Path(folder).resolve() in target.parents:
-            raise RetrieverError(f"{output}: the negatives file is a file of the {name} {folder}, which mining reads "
-                                 "and writing would overwrite; give another path")
 
 
 def _check_fusion_mode(fusion_overrides: object, mode: str) -> None:
@@ -154,8 +144,10 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
     check_kind(progress, bool, "progress", "True or False")  # "no" was true: bars drawn
     output = _output_path(output)
     _check_fusion_mode(fusion_overrides, mode)
+    for name, folder in (("index", index), ("dataset", dataset)):
+        given_path(folder, name, "a folder's path (str or Path)")  # "" is the working folder
     check_output_outside_qrels(output, "the negatives file")
-    _check_output_apart(output, index, dataset)
+    check_output_apart(output, "the negatives file", {"index": index, "dataset": dataset})  # the CLI's check
     started = time.time()
     beir = BeirDataset.open(dataset)
     found, judged = judged_split(beir, split)  # refused before the index and its model are loaded
