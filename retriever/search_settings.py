@@ -97,6 +97,17 @@ def check_settings_apply(index: faiss.Index, nprobe: int | None, ef_search: int 
             raise NotForThisIndex(f"{given_flag} applies to {applies} indexes, and this index is {kind}: {hint}")
 
 
+def check_mode_settings(index: faiss.Index, mode: str, nprobe: int | None, ef_search: int | None) -> None:
+    """Refuse a search setting in mode bm25, which searches the BM25 part alone (it was left unused, the user believing
+    they had traded speed for recall), one the index would ignore (``check_settings_apply``) or one below 1."""
+    for flag, value in (("--nprobe", nprobe), ("--ef-search", ef_search)) if mode == "bm25" else ():
+        if value is not None:
+            raise NotForThisIndex(f"{flag} sets how the dense index is searched, and mode bm25 searches the BM25 part "
+                                  f"alone; drop {flag}, or search in dense or hybrid mode")
+    check_settings_apply(index, nprobe, ef_search)
+    check_call_settings(nprobe, ef_search)
+
+
 def search_parameters(index: faiss.Index, nprobe: int | None = None, ef_search: int | None = None):
     """nprobe / efSearch for one call, as FAISS ``SearchParameters`` nested like the index's wrappers, so
     a call never changes the shared index: threads setting different values on it race (wrong hits, or

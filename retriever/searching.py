@@ -13,12 +13,12 @@ import numpy as np
 
 from retriever.choices import DEFAULT_K
 from retriever.encoder import Encoder, check_encoder_arguments, check_requested_encoder, recorded_encoder
-from retriever.errors import NotForThisIndex, RetrieverError, check_kind, given_path
+from retriever.errors import RetrieverError, check_kind, given_path
 from retriever.first_use import OnFirstUse
 from retriever.index_opening import check_default_mode, check_labels, checked_manifest, open_index, opened_whole
 from retriever.fusion import FUSION_SETTINGS, MODES, check_mode, fuse, recorded_fusion
 from retriever.lexical_opening import missing_lexical_message, open_lexical
-from retriever.search_settings import bounded, check_call_settings, check_settings_apply, search_with
+from retriever.search_settings import bounded, check_call_settings, check_mode_settings, search_with
 from retriever.query_vectors import query_vectors
 from retriever.runs import Run, rank_order
 from retriever.shared_encoders import SharedEncoders
@@ -135,12 +135,7 @@ class Searcher:
         mode, texts, k = self.check_mode(mode or self.mode), check_queries(texts), check_k(k)
         if unknown_found is not None:
             check_kind(unknown_found, list, "unknown_found", "a list (each query's unknown-word flag is appended)")
-        for flag, value in (("--nprobe", nprobe), ("--ef-search", ef_search)) if mode == "bm25" else ():
-            if value is not None:  # it was left unused, the user believing they had traded speed for recall
-                raise NotForThisIndex(f"{flag} sets how the dense index is searched, and mode bm25 searches the BM25 "
-                                     f"part alone; drop {flag}, or search in dense or hybrid mode")
-        check_settings_apply(self.index, nprobe, ef_search)
-        check_call_settings(nprobe, ef_search)
+        check_mode_settings(self.index, mode, nprobe, ef_search)
         if vectors is not None and mode != "bm25":
             vectors = query_vectors(vectors, self.index.d)
         if vectors is not None and len(vectors) != len(texts):
