@@ -22,9 +22,11 @@ from retriever.qrels import Qrels, by_query, file_path, read_qrels
 from retriever.run_json import float_or_infinity
 from retriever.run_reading import Run, read_run, read_trec_run
 from retriever.texts import first_id_problem, id_problem
+from retriever.wording import agree, none_of
 
-__all__ = ["Qrels", "RankedLists", "Run", "RunLike", "check_tag", "rank_order", "ranked_hits", "read_qrels",
-           "read_run", "read_trec_run", "run_lines", "trec_lines", "jsonl_lines", "write_run", "write_trec_run"]
+__all__ = ["Qrels", "RankedLists", "Run", "RunLike", "check_tag", "hitless_run_error", "rank_order", "ranked_hits",
+           "read_qrels", "read_run", "read_trec_run", "run_lines", "trec_lines", "jsonl_lines", "write_run",
+           "write_trec_run"]
 
 RankedLists = Mapping[str, Sequence[tuple[str, float]]]
 """qid -> [(docid, score), ...]; what a searcher returns."""
@@ -125,13 +127,30 @@ def check_tag(tag: str) -> str:
     return tag
 
 
-def trec_lines(run_or_ranked: RunLike, tag: str = "retriever") -> Iterator[str]:
+def trec_lines(run_or_ranked: RunLike, tag: str = "retriever", whole: bool = False) -> Iterator[str]:
     """``qid Q0 docid rank score tag`` lines, ranks from 1, queries in the input order; scores are written with
-    ``repr`` so reading the file back gives bit-identical floats (and hence the same trec_eval tie-breaking)."""
+    ``repr`` so reading the file back gives bit-identical floats (and hence the same trec_eval tie-breaking).
+    ``whole``: the lines are a whole run file's, so a run without one hit is refused (``hitless_run_error``) once its
+    last query is ranked; a batch of a longer run may have none."""
     check_tag(tag)
+    queries = lines = 0
     for qid, ranked in _checked_queries(run_or_ranked):
+        queries, lines = queries + 1, lines + len(ranked)
         for rank, (docid, score) in enumerate(ranked, start=1):
             yield f"{qid} Q0 {docid} {rank} {score!r} {tag}\n"
+    if whole and not lines:
+        raise hitless_run_error(queries)
+
+
+def hitless_run_error(queries: int) -> RetrieverError:
+    """Why a TREC run in which no query got a hit is not written: the file would be empty, and an empty run file
+    is refused by ``read_run`` as by trec_eval ("Cannot read results file"), so the tool wrote what it then refused.
+    A JSONL run holds a line per query, hits or not, so it is written."""
+    held = (f"{none_of(queries, 'query', 'its')} {agree(queries, 'got no hit', 'got a hit')}" if queries else
+            "it holds no query")
+    return RetrieverError(f"cannot write run: {held}, so a TREC run file would hold no line, and an empty run file is "
+                          "refused (by evaluate --run, as by trec_eval); nothing written; a JSONL run (search "
+                          "--run-format jsonl) keeps queries without hits")
 
 
 def _checked_queries(run_or_ranked: RunLike) -> Iterator[tuple[str, list[tuple[str, float]]]]:
@@ -144,11 +163,11 @@ def _checked_queries(run_or_ranked: RunLike) -> Iterator[tuple[str, list[tuple[s
         yield qid, ranked
 
 
-def run_lines(run_or_ranked: RunLike, fmt: str = "trec", tag: str = "retriever") -> Iterator[str]:
-    """The lines of a run in ``fmt`` (trec or jsonl), for every writer of run files."""
+def run_lines(run_or_ranked: RunLike, fmt: str = "trec", tag: str = "retriever", whole: bool = False) -> Iterator[str]:
+    """The lines of a run in ``fmt`` (trec or jsonl), for every writer of run files (``whole``: as ``trec_lines``)."""
     if fmt not in RUN_FORMATS:
         raise RetrieverError(f"unknown run format {fmt!r}; choose one of {', '.join(RUN_FORMATS)}")
-    return trec_lines(run_or_ranked, tag) if fmt == "trec" else jsonl_lines(run_or_ranked)
+    return trec_lines(run_or_ranked, tag, whole) if fmt == "trec" else jsonl_lines(run_or_ranked)
 
 
 def jsonl_lines(run_or_ranked: RunLike) -> Iterator[str]:
@@ -163,14 +182,16 @@ def jsonl_lines(run_or_ranked: RunLike) -> Iterator[str]:
 
 
 def write_trec_run(run_or_ranked: RunLike, path: str | Path, tag: str = "retriever") -> None:
-    """``trec_lines`` into ``path``, atomically."""
-    atomic_write_lines(file_path(path), trec_lines(run_or_ranked, tag))
+    """``trec_lines`` into ``path``, atomically; a run without a hit is refused, nothing written."""
+    atomic_write_lines(file_path(path), trec_lines(run_or_ranked, tag, whole=True))
 
 
-def write_run(run_or_ranked: RunLike, path: str | Path | None, fmt: str = "trec", tag: str = "retriever") -> None:
+def write_run(run_or_ranked: RunLike, path: str | Path | None, fmt: str = "trec", tag: str = "retriever",
+              whole: bool = True) -> None:
     """A run in ``fmt`` (trec or jsonl) into ``path`` atomically, or to standard output when ``path`` is None
-    (every line checked before the first is printed)."""
-    lines = run_lines(run_or_ranked, fmt, tag)
+    (every line checked before the first is printed). ``whole=False``: one batch of a run printed batch by batch,
+    which may hold no hit."""
+    lines = run_lines(run_or_ranked, fmt, tag, whole)
     if path is None:
         sys.stdout.writelines(list(lines))
         sys.stdout.flush()

@@ -252,3 +252,39 @@ def test_a_folder_where_the_partial_run_goes_is_refused_before_the_search(tmp_pa
     assert result.exit_code == 1 and sizes == [] and "Traceback" not in result.output, result.output
     assert result.stderr.startswith(f"error: {tmp_path / name}: is not a file") and result.stderr.count("\n") == 1
     assert (tmp_path / name).is_dir() and not (tmp_path / "run.trec").exists()
+
+
+@pytest.mark.parametrize("output", ["file", "pipe", "stdout"])
+def test_a_trec_run_in_which_no_query_got_a_hit_is_refused_not_written_empty(tmp_path, output, capsys):
+    """A search whose every query got no hit (BM25 over words the collection lacks) wrote an empty TREC run, which
+    `evaluate --run` then refused as empty ("check that retrieval produced output"), as trec_eval does: the tool
+    wrote what it refused. It is refused, nothing written; a JSONL run, a line per query, is written and read."""
+    import threading
+
+    from retriever.errors import RetrieverError
+    from retriever.partial_runs import write_search_run
+    from retriever.runs import read_run
+
+    def search(start, progress):
+        yield {"q1": {}, "q2": {}}
+        yield {"q3": {}}
+    path = {"file": tmp_path / "run.trec", "pipe": tmp_path / "run.pipe", "stdout": None}[output]
+    if output == "pipe":
+        os.mkfifo(path)
+        threading.Thread(target=path.read_text, daemon=True).start()
+    with pytest.raises(RetrieverError, match=r"^cannot write run: none of its 3 queries got a hit, so a TREC run file "
+                                             r"would hold no line, .* a JSONL run \(search --run-format jsonl\) keeps "):
+        write_search_run(search, 3, path, "trec", "t", 5, "key")
+    assert capsys.readouterr().out == "" and sorted(os.listdir(tmp_path)) == (["run.pipe"] if output == "pipe" else [])
+    if output == "file":
+        write_search_run(search, 3, tmp_path / "run.jsonl", "jsonl", "t", 5, "key")
+        assert read_run(tmp_path / "run.jsonl") == {"q1": {}, "q2": {}, "q3": {}}
+
+
+def test_a_search_matching_nothing_says_so_rather_than_write_a_run_evaluate_refuses(tmp_path, index_and_queries):
+    index, queries = index_and_queries
+    queries.write_text('{"_id": "q1", "text": "zyzzyva quux"}\n')
+    result = CliRunner().invoke(main, search_args(index, queries, tmp_path / "run.trec", "--mode", "bm25"))
+    assert result.exit_code == 1 and "error: cannot write run: its 1 query got no hit, so a TREC run file would hold " \
+                                      "no line" in result.stderr, result.output
+    assert sorted(os.listdir(tmp_path)) == ["queries.jsonl"]

@@ -517,3 +517,18 @@ def test_a_run_of_ids_a_run_file_cannot_hold_as_given_is_refused_and_bytes_are_d
             with pytest.raises(RetrieverError, match=f"^{problem}"):
                 write_run(run, tmp_path / "bad", fmt=fmt)
     assert not (tmp_path / "bad").exists()
+
+
+def test_a_whole_trec_run_without_a_hit_is_refused_and_a_batch_of_one_is_not(tmp_path, capsys):
+    """write_run and write_trec_run (search -o, evaluate --save-run) wrote an empty file for a run in which no query
+    got a hit, which read_run refuses as empty; a batch printed on its own (``whole=False``) may hold none."""
+    for call in (lambda: write_trec_run({"q1": {}}, tmp_path / "r.trec"),
+                 lambda: write_run({"q1": {}, "q2": []}, tmp_path / "r.trec"),
+                 lambda: write_run({}, None)):
+        with pytest.raises(RetrieverError, match=r"^cannot write run: (its 1 query got no hit|none of its 2 queries "
+                                                 r"got a hit|it holds no query), so a TREC run file would hold no line"):
+            call()
+    assert not list(tmp_path.iterdir()) and capsys.readouterr().out == ""
+    write_run({"q1": {}}, None, whole=False)
+    write_run({"q1": {}, "q2": {"d1": 1.0}}, tmp_path / "r.trec")
+    assert read_run(tmp_path / "r.trec") == {"q2": {"d1": 1.0}} and capsys.readouterr().out == ""
