@@ -125,21 +125,31 @@ def run_app(app: FastAPI, sockets: list[socket.socket], announce: str, address: 
     """Start the batchers (warming each index up) here rather than in the app's lifespan, so a failing index is
     this command's one-line error, not uvicorn's traceback and exit; then listen on the bound sockets (at
     ``address``, for the error) and run uvicorn on them."""
+    served = app.state.served
+    try:  # a Ctrl-C in the warm-up goes on to the loading's line; one once serving is announced stops it
+        served.start()
+        start_listening(sockets, *address, backlog=int(options.get("backlog", BACKLOG)))
+        click.echo(announce, err=True)
+        _serve(app, sockets, options)
+    finally:
+        _stop(served)
+
+
+def _serve(app: FastAPI, sockets: list[socket.socket], options: dict) -> None:
+    """Run uvicorn, which takes Ctrl-C as a stop (``StoppingServer``). One in the milliseconds before its handlers are
+    in is the same stop, with no request in flight: it said "interrupted (Ctrl-C) while the indexes loaded; nothing
+    was served", exit code 130, after the line saying it served."""
     import uvicorn
 
     from retriever.serving.stopping import StoppingServer
 
-    served = app.state.served
-    try:  # a Ctrl-C in the warm-up goes on to the loading's line; one while serving stops it (``StoppingServer``)
-        served.start()
-        start_listening(sockets, *address, backlog=int(options.get("backlog", BACKLOG)))
-        click.echo(announce, err=True)
+    try:
         config = uvicorn.Config(app, lifespan="off", log_level="warning", **options)
         if options.get("access_log"):
             _log_requests_on_stderr()
         StoppingServer(config).run(sockets=sockets)
-    finally:
-        _stop(served)
+    except KeyboardInterrupt:
+        pass
 
 
 def _stop(served: object) -> None:

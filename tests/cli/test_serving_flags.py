@@ -368,6 +368,34 @@ def test_a_third_ctrl_c_while_a_batch_ends_exits_at_once(monkeypatch, capsys):
     assert capsys.readouterr().err.splitlines()[-1] == "stopped without waiting for the batch the encoder was on"
 
 
+def test_a_ctrl_c_once_serving_is_announced_but_before_uvicorn_takes_signals_is_a_stop(monkeypatch, capsys):
+    """In the milliseconds between the "serving" line and uvicorn installing its handlers, a Ctrl-C's KeyboardInterrupt
+    came out of the server's run to the loading's handler: "interrupted (Ctrl-C) while the indexes loaded; nothing was
+    served", exit 130, after the line saying it served. It ends serve as one a moment later does: exit 0, no error."""
+    from retriever.cli.serving import run_app
+    from retriever.serving.stopping import StoppingServer
+
+    stopped = []
+
+    class Served:
+        def start(self) -> None:
+            pass
+
+        def stop(self) -> None:
+            stopped.append(True)
+
+    def interrupted_before_the_handlers(self, sockets=None) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(StoppingServer, "run", interrupted_before_the_handlers)
+    monkeypatch.setattr("retriever.cli.serving.start_listening", lambda *args, **kwargs: None)
+    try:
+        run_app(SimpleNamespace(state=SimpleNamespace(served=Served())), [], "serving idx")
+    except KeyboardInterrupt:
+        pytest.fail("the Ctrl-C went on to the loading's handler")
+    assert stopped == [True] and capsys.readouterr().err == "serving idx\n"
+
+
 def test_ctrl_c_while_the_indexes_load_says_nothing_was_served(fake_serve, tmp_path, monkeypatch):
     """It said the CLI's "outputs are written under their names only when complete, so rerun the same command to
     finish (finished work is kept where it resumes)": serve writes no output and has nothing to finish."""
