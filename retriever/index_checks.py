@@ -36,6 +36,10 @@ def check_buildable(params: IndexParams, dim: int) -> None:
     if isinstance(inner_index(index), faiss.IndexNSG):
         raise RetrieverError(f"--index-type {params.index_type!r}: NSG needs every vector in one add, and the "
                              "index is filled shard by shard; use HNSW instead, e.g. 'HNSW32,Flat'")
+    if isinstance(inner_index(index), faiss.IndexRowwiseMinMaxBase):  # failed at the first add, after the encoding
+        raise RetrieverError(f"--index-type {params.index_type!r}: FAISS's MinMax wrapper cannot add vectors (it is "
+                             "filled from codes only); drop the MinMax part, e.g. "
+                             f"{re.sub(r'MinMax(FP16)?,', '', params.index_type)!r}")
     _check_quantizer(params.index_type, index)
     direct = re.search(r"SQ8_direct(?:_signed)?(?![A-Za-z0-9_])", params.index_type)
     if direct:  # FAISS takes each value as a code (0 to 255, or -128 to 127), unscaled

@@ -78,3 +78,18 @@ def test_an_ef_construction_for_an_ivfs_hnsw_quantizer_is_refused_before_encodin
                                              r"own, not by --index-type 'IVF4_HNSW8,Flat'"):
         check_buildable(IndexParams("IVF4_HNSW8,Flat", ef_construction=50), 32)
     check_buildable(IndexParams("PCA16,HNSW8,Flat", ef_construction=50), 32)
+
+
+@pytest.mark.parametrize("spec, instead", [("MinMax,IVF4,Flat", "IVF4,Flat"), ("MinMaxFP16,Flat", "Flat"),
+                                           ("L2norm,MinMax,SQfp16", "L2norm,SQfp16")])
+def test_a_minmax_wrapper_which_cannot_add_vectors_is_refused_before_encoding(spec, instead):
+    """`build --index-type 'MinMax,IVF16,Flat'` encoded the corpus, wrote the doc store and BM25 part, then failed at
+    the first add: 'FAISS cannot add vectors to …: Error in virtual void faiss::IndexRowwiseMinMaxBase::add … add not
+    implemented for this type of index'."""
+    with pytest.raises(RetrieverError, match=rf"^--index-type '{spec}': FAISS's MinMax wrapper cannot add vectors "
+                                             rf"\(it is filled from codes only\); drop the MinMax part, e\.g\. "
+                                             rf"'{instead}'$"):
+        check_buildable(IndexParams(spec), 32)
+    with pytest.raises(RuntimeError, match="add not implemented"):  # what FAISS does at the first add
+        new_index(spec, 32, IndexParams(spec)).add(np.zeros((1, 32), "float32"))
+    check_buildable(IndexParams(instead), 32)
