@@ -15,6 +15,7 @@ import os
 import typing
 from dataclasses import dataclass, field
 
+from retriever.choices import DTYPES
 from retriever.errors import RetrieverError, check_kind
 from retriever.wording import counted
 
@@ -116,14 +117,9 @@ class EncoderSettings:
         settings: ... fix the value", or named a flag never given). A key no version of this one wrote (a newer
         retriever's setting) is refused: ignored, it let queries be encoded otherwise than the passages were."""
         source = "the encoder record" if where is None else f"{where}: the encoder record"
-        unknown = sorted(set(recorded) - {"model", *OVERRIDABLE, *RECORD_FIELDS})
+        unknown = unknown_setting_problem(recorded, written_by)
         if unknown:
-            from retriever import __version__
-
-            writer = f"retriever {written_by}" if isinstance(written_by, str) else "a hand edit or a newer retriever"
-            raise RetrieverError(f"{source} holds {unknown[0]!r}, a setting retriever {__version__} does not know "
-                                 f"(written by {writer}), and the vectors may depend on it; search it with the "
-                                 "retriever that built it (or a newer one), or rebuild it with this one")
+            raise RetrieverError(f"{'' if where is None else f'{where}: '}{unknown}")
         values = {name: recorded[name] for name in OVERRIDABLE if name in recorded}
         check_types(values, source)
         settings = cls(model=model_name(model), **values)
@@ -187,6 +183,24 @@ def model_name(model: object) -> str:
     return os.fspath(model)
 
 
+def unknown_setting_problem(recorded: dict, written_by: object = None, hand_edits_only: bool = False) -> str | None:
+    """The first key of an encoder record that no version of this retriever wrote, with what to do, or None. A newer
+    retriever's setting, ignored, let queries be encoded otherwise than the passages were; one in a record this
+    version wrote is a hand edit. ``hand_edits_only``: None for another writer's record, whose settings are refused
+    only where the encoder is made (`from_record`): an index manifest's reader, so a BM25 search needs no encoder."""
+    from retriever import __version__
+
+    unknown = sorted(set(recorded) - {"model", *OVERRIDABLE, *RECORD_FIELDS})
+    if not unknown or hand_edits_only and written_by != __version__:
+        return None
+    said = f"the encoder record holds {unknown[0]!r}, a setting retriever {__version__} does not know"
+    if written_by == __version__:
+        return f"{said} and never writes (a hand edit?); remove it, or rebuild the index"
+    writer = f"retriever {written_by}" if isinstance(written_by, str) else "a hand edit or a newer retriever"
+    return (f"{said} (written by {writer}), and the vectors may depend on it; search it with the retriever that "
+            "built it (or a newer one), or rebuild it with this one")
+
+
 def check_types(values: dict, source: str) -> None:
     """Refuse a setting of the wrong JSON type (a retriever.json's "normalize": "false" would read as true)."""
     for name, value in values.items():
@@ -208,5 +222,10 @@ QUERY_SETTINGS = tuple(f.name for f in _FIELDS if f.name != "model" and not f.me
 # of a shard's metadata around it (its part, corpus and the flags that read it).
 RECORD_FIELDS = ("model_path", "weights_sha256", "tokenizer_sha256", "tokenizer_behaviour_sha256", "dim", "dtype",
                  "shard", "corpus", "reading")
+# The JSON kind of each setting an encoder record holds (null allowed where it means the default) and of its dimension
+# and precision: a manifest's are checked when it is read (``index_folder.MANIFEST_SHAPE``), `info` included.
+RECORD_KINDS = {**{name: (kind, type(None)) if name in _OPTIONAL else kind for name, kind in _KINDS.items()},
+                "dim": int, "dtype": str}
+RECORDED_DTYPES = tuple(dtype for dtype in DTYPES if dtype != "auto")  # what an Encoder computes in
 # The encoder summary `serve` lists per index.
 SERVED_FIELDS = (*(f.name for f in _FIELDS if f.metadata["served"]), "dim")

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from retriever.corpus import ReadStats
+from retriever.encoder_settings import RECORD_KINDS, RECORDED_DTYPES, unknown_setting_problem
 from retriever.errors import RetrieverError
 from retriever.files import read_json_object, write_json
 from retriever.folder_kinds import not_an_index
@@ -143,6 +144,7 @@ MANIFEST_SHAPE: dict[str, type | tuple[type, ...]] = {
     "index.search_defaults": (dict, _NONE), "index.tuning": (dict, _NONE), "integrity.files": dict,
     "integrity.ids_sha256": str, "corpus.documents": int,
     "index.search_defaults.nprobe": (int, _NONE), "index.search_defaults.ef_search": (int, _NONE),
+    **{f"encoder.{name}": kind for name, kind in RECORD_KINDS.items()},
 }
 # The hybrid fusion's record, checked only by what reads it (``fusion.recorded_fusion``): a broken entry there fails
 # hybrid search alone, and retuning replaces it or `retriever bm25 INDEX --drop-fusion` drops it.
@@ -179,17 +181,31 @@ def _inside_folder(name: str) -> bool:
 
 
 def check_manifest_shape(manifest: dict, path: Path) -> None:
-    """Refuse entries of the wrong type (``MANIFEST_SHAPE``) or range, file records without their size and hash,
-    and paths that lead out of the index folder. The BM25 part's record is left to ``lexical_shape_problem``."""
+    """Refuse entries of the wrong type (``MANIFEST_SHAPE``, the encoder record's included) or range, file records
+    without their size and hash, paths that lead out of the index folder, and an encoder setting a hand edit added. The BM25 part's record is left to ``lexical_shape_problem``."""
     problem = _shape_problem(manifest, MANIFEST_SHAPE) or _files_problem(manifest, "integrity")
     lowest, highest = SEARCH_SETTING_RANGE
     for setting in SEARCH_SETTINGS:
         value = _entry(manifest, f"index.search_defaults.{setting}")[1]
         if problem is None and isinstance(value, int) and not lowest <= value <= highest:
             problem = _wrong(f"index.search_defaults.{setting}", value, "an integer from 1 to 2**31 - 1")
-    if problem is not None:
+    if problem is not None or (problem := _encoder_problem(manifest)) is not None:
         raise RetrieverError(f"{path}: {problem}; {rebuild_advice(manifest)}")
     _check_format_version(manifest, path)
+    if hand_edit := unknown_setting_problem(manifest.get("encoder", {}), _entry(manifest, "versions.retriever")[1],
+                                            hand_edits_only=True):
+        raise RetrieverError(f"{path}: {hand_edit}")
+
+
+def _encoder_problem(manifest: dict) -> str | None:
+    """An encoder precision no encoder computes in, or a dimension that is not the index's (``dim`` was shown by
+    `info` and `serve` as recorded, ``"32"`` or 64 for a 32-dimension index)."""
+    dtype, dim, index_dim = (_entry(manifest, key)[1] for key in ("encoder.dtype", "encoder.dim", "index.dim"))
+    if isinstance(dtype, str) and dtype not in RECORDED_DTYPES:
+        return _wrong("encoder.dtype", dtype, f"one of {', '.join(RECORDED_DTYPES)}")
+    if isinstance(dim, int) and isinstance(index_dim, int) and dim != index_dim:
+        return _wrong("encoder.dim", dim, f"index.dim {index_dim}, the vectors' dimension")
+    return None
 
 
 def lexical_shape_problem(manifest: dict) -> str | None:

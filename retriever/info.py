@@ -5,8 +5,8 @@ import os
 import stat
 from pathlib import Path
 
-from retriever.encoder_settings import OVERRIDABLE
-from retriever.errors import IndexDamaged, given_path
+from retriever.encoder_settings import OVERRIDABLE, unknown_setting_problem
+from retriever.errors import IndexDamaged, RetrieverError, given_path
 from retriever.factory_setting import factory_setting
 from retriever.fusion import recorded_fusion
 from retriever.index_folder import MANIFEST_FILE, SEARCH_SETTINGS, read_manifest
@@ -26,8 +26,10 @@ def index_summary(index_dir: str | Path) -> dict:
 
 
 def _summary(index_dir: Path) -> dict:
-    manifest = checked_manifest(index_dir)
+    manifest = checked_manifest(index_dir)  # the encoder record's types, and settings a hand edit added
     encoder, index, corpus = manifest["encoder"], manifest["index"], manifest.get("corpus", {})
+    if unknown := unknown_setting_problem(encoder, _entry(manifest, "versions").get("retriever")):
+        raise RetrieverError(f"{index_dir / MANIFEST_FILE}: {unknown}")  # a newer retriever's: the summary omits it
     tuning = _entry(index, "tuning")
     return {
         "path": str(index_dir),

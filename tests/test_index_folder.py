@@ -32,6 +32,13 @@ def test_manifest_round_trip_and_errors_name_the_file(tmp_path):
     (lambda m: m["index"]["search_defaults"].update(nprobe=True),
      "index.search_defaults.nprobe is bool 'True', not int or null"),
     (lambda m: m.update(format_version="1"), "format_version is str '1', not int"),
+    (lambda m: m["encoder"].update(dim="32"), "encoder.dim is str '32', not int"),
+    (lambda m: m["encoder"].update(dtype=5), "encoder.dtype is int '5', not str"),
+    (lambda m: m["encoder"].update(dtype="fp64"), "encoder.dtype is str 'fp64', not one of fp32, bf16, fp16"),
+    (lambda m: (m["index"].update(dim=32), m["encoder"].update(dim=64)),
+     "encoder.dim is int '64', not index.dim 32, the vectors' dimension"),
+    (lambda m: m["encoder"].update(normalize="false"), "encoder.normalize is str 'false', not bool"),
+    (lambda m: m["encoder"].update(query_max_length=True), "encoder.query_max_length is bool 'True', not int or null"),
     (lambda m: m["integrity"]["files"].update({"../../etc/passwd": {"bytes": 1, "sha256": "ab"}}),
      "integrity.files key is str '../../etc/passwd', not a path inside the index folder"),
 ])
@@ -121,3 +128,30 @@ def test_a_damaged_manifest_of_an_index_built_by_index_says_to_rebuild_with_inde
     replace_manifest(tmp_path, {"built_by": "index", "format_version": 2})
     with pytest.raises(RetrieverError, match=r"rebuild it with `retriever index \.\.\. --overwrite`$"):
         read_manifest(tmp_path)
+
+
+def test_an_encoder_setting_added_by_hand_is_refused_by_info_and_every_reader(tiny_flat_build, tmp_path):
+    """`info` showed a manifest with an unknown encoder key (or encoder.dim "32") as sound, and a bm25 search or
+    `evaluate` read it; only a dense search refused the key, naming the folder, not the file. A key in a newer
+    retriever's record still leaves bm25 search alone (it needs no encoder), but `info` says it."""
+    import json
+    import shutil
+
+    from retriever.info import index_summary
+    from retriever.searching import Searcher
+
+    index = shutil.copytree(tiny_flat_build, tmp_path / "index")
+    manifest = json.loads((index / MANIFEST_FILE).read_text())
+    manifest["encoder"]["query_instruction"] = "Represent the query: "
+    (index / MANIFEST_FILE).write_text(json.dumps(manifest))
+    said = (rf"^{index / MANIFEST_FILE}: the encoder record holds 'query_instruction', a setting retriever "
+            rf"{__version__} does not know and never writes \(a hand edit\?\); remove it, or rebuild the index$")
+    for reader in (index_summary, lambda folder: Searcher(folder, device="cpu", mode="bm25")):
+        with pytest.raises(RetrieverError, match=said):
+            reader(index)
+    manifest["versions"]["retriever"] = "9.1.0"
+    (index / MANIFEST_FILE).write_text(json.dumps(manifest))
+    with pytest.raises(RetrieverError, match=rf"^{index / MANIFEST_FILE}: the encoder record holds "
+                                             r"'query_instruction', .* \(written by retriever 9\.1\.0\)"):
+        index_summary(index)
+    assert Searcher(index, device="cpu", mode="bm25").search(["honey bee"], k=1)
