@@ -3,6 +3,7 @@ names a client sent cut short in them (``clipped``)."""
 from __future__ import annotations
 
 from retriever.serving.schemas import MAX_K
+from retriever.texts import text_problem
 
 MAX_PROBLEMS = 5  # a body's problems named in one error; 250 KB of [1, 1, ...] was a 5.6 MB message naming each
 
@@ -27,6 +28,8 @@ def _worded(error: dict, where: str) -> str:
         said = f'the body is a JSON {_json_kind(given)}, not an object: send one such as {{"queries": ["..."]}}'
     if kind == "extra_forbidden":
         said = error.get("msg", "not taken") + where_it_goes(where)
+    if kind == "string_unicode" and (problem := text_problem(str(given))):  # pydantic said "unable to parse raw data"
+        said = f"{'the value' if where else 'a key of the body'} has {problem}, which is not valid Unicode text"
     return str(said or error.get("msg", "invalid"))
 
 

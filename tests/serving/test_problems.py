@@ -55,3 +55,21 @@ def test_a_body_key_meant_for_the_path_or_the_server_says_where_it_goes():
                     "rrf_k": "rrf_k: Extra inputs are not permitted (rrf_k is set when the server starts: retriever "
                              "serve --rrf-k)",
                     "x": "x: Extra inputs are not permitted"}
+
+
+def test_a_lone_surrogate_in_a_body_key_or_mode_is_named_as_the_querys_is():
+    """pydantic cannot read a key holding a lone surrogate (JSON `{"\\udfff": 1}`) and says so with no location: "Input
+    should be a valid string, unable to parse raw data as a unicode string", naming neither key nor character, where
+    a query's lone surrogate is named with its place."""
+    import pytest
+    from pydantic import ValidationError
+
+    from retriever.serving.schemas import SearchBody
+
+    for body, said in [({"queries": ["cat"], "x\udfff": 1},
+                        "a key of the body has a lone surrogate U+DFFF at character 2, which is not valid Unicode text"),
+                       ({"queries": ["cat"], "mode": "\ud800"},
+                        "mode: the value has a lone surrogate U+D800 at character 1, which is not valid Unicode text")]:
+        with pytest.raises(ValidationError) as refused:
+            SearchBody.model_validate(body)
+        assert validation_message(refused.value.errors()) == said
