@@ -16,7 +16,8 @@ Everything here raises ``ApiError`` with the status and message the client gets.
 - A POST body with a ``Content-Encoding`` (gzip, br) is a 415: it is not decompressed, and read as JSON it
   was "malformed JSON: 'utf-8' codec can't decode byte 0x8b".
 - A POST body declared in a charset other than UTF-8 (``; charset=iso-8859-1``) is a 415: JSON is UTF-8 (RFC
-  8259), and the charset went unread, so a latin-1 é was "malformed JSON: can't decode byte 0xe9".
+  8259), and the charset went unread, so a latin-1 é was "malformed JSON: can't decode byte 0xe9". A second
+  Content-Type line is a 400: it went unread, charset and all.
 - A POST body in UTF-16 or UTF-32 (by its byte order mark or the zero bytes its first characters hold) is a 415
   asking for UTF-8, whatever its Content-Type says: ``json.loads`` guessed the encoding and searched. A UTF-8 byte
   order mark is skipped, as RFC 8259 lets a parser do.
@@ -169,6 +170,10 @@ def json_depth(raw: bytes) -> int:
 
 async def read_json(request: Request, limits: Limits) -> object:
     """The body parsed as JSON, refusing other media types and bodies over the size limit."""
+    types = request.headers.getlist("content-type")
+    if len(types) > 1:  # `.get` read the first line alone: a charset or type on a second went unread
+        raise ApiError(400, f"the body has {len(types)} Content-Type headers ({', '.join(map(clipped, types))}); "
+                            "send one: Content-Type: application/json")
     media_type, *parameters = request.headers.get("content-type", "").lower().split(";")
     if media_type.strip() != "application/json":  # curl -d labels its body application/x-www-form-urlencoded
         sent = f"as {clipped(media_type.strip())}" if media_type.strip() else "without a Content-Type"

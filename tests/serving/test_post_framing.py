@@ -48,6 +48,19 @@ def test_a_content_encoding_on_a_second_header_line_is_a_415_too(served):
                 b'send it uncompressed"}') in reply
 
 
+@pytest.mark.parametrize("types", [(b"application/json", b"application/json; charset=latin1"),
+                                   (b"application/json", b"text/plain"), (b"application/json", b"application/json")])
+def test_a_body_with_two_content_type_lines_is_a_400_naming_them(served, types):
+    """Only the first ``Content-Type`` line was read: ``application/json`` then ``application/json; charset=latin1``
+    was read as UTF-8, its charset unread, and ``text/plain`` after JSON was searched. RFC 9110 section 8.3 makes it one
+    field, and which line a client meant is a guess."""
+    reply = raw_reply(served.port, b"POST /search HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nContent-Type: %s\r\n"
+                                   b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (*types, len(BODY), BODY))
+    assert reply.startswith(b"HTTP/1.1 400 "), reply[:200]
+    assert (b'{"error": "the body has 2 Content-Type headers (%s, %s); send one: Content-Type: application/json"}'
+            % types) in reply
+
+
 @pytest.mark.parametrize("path, named", [("/search?k=1", "'k'"), ("/indexes/small/search?mode=bm25&q=dog", "'mode', 'q'"),
                                          ("/search?fusion=rrf", "'fusion'")])
 def test_a_post_with_parameters_in_its_address_is_refused_naming_them(served, path, named):
