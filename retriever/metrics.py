@@ -148,6 +148,7 @@ class Evaluation:
     num_queries: int
     num_unjudged_excluded: int
     num_missing_from_run: int
+    relevance_level: int = 1  # trec_eval's -l the binary measures were scored at: metrics files at two levels differ
 
     def to_json(self) -> dict:
         """Plain dict for ``json.dump``; key order is stable for diffable reports."""
@@ -200,9 +201,11 @@ class RunScoring:
         self.excluded = 0
         self.first_ids: list[str] = []  # for the refusal of a run none of whose queries is judged
 
-    def add(self, part: Run) -> None:
-        """Score one batch of the run; a query given in an earlier batch is refused before any of this one counts."""
-        part = _ids_as_text(by_query(part, "a run"), "run")
+    def add(self, part: Run) -> dict[str, list[str]]:
+        """Score one batch of the run; a query given in an earlier batch is refused before any of this one counts.
+        Gives back the document ids of each query it ranked (judged, with hits) in trec_eval's order, so a caller
+        scoring the batch otherwise too (answer recall) does not sort them again."""
+        part, ranked = _ids_as_text(by_query(part, "a run"), "run"), {}
         again = next((qid for qid in part if qid in self.run_ids), None)
         if again is not None:
             raise RetrieverError(f"query {again!r} is given twice in the run; give each once")
@@ -213,13 +216,15 @@ class RunScoring:
             if qid in self.judged_set:
                 if hits:
                     judged = self.qrels[qid]
-                    grades = [judged.get(d, 0) for d in trec_order(hits, qid)]
+                    ranked[qid] = trec_order(hits, qid)
+                    grades = [judged.get(d, 0) for d in ranked[qid]]
                     self.per_query[qid] = dict(zip(self.names, _query_metrics(grades, judged, self.parsed,
                                                                               self.level)))
             elif hits:
                 self.excluded += 1
             if not hits:  # None or 0 was scored as a query without hits: refused as the writers refuse it
                 ranked_hits(hits, qid)
+        return ranked
 
     def evaluation(self) -> Evaluation:
         """The run's evaluation once every batch is added; a judged query never added (or without hits) scores 0."""
@@ -231,7 +236,7 @@ class RunScoring:
         n = len(per_query)
         mean = {name: math.fsum(v[name] for v in per_query.values()) / n for name in self.names}
         return Evaluation(per_query=per_query, mean=mean, num_queries=n, num_unjudged_excluded=self.excluded,
-                          num_missing_from_run=n - len(self.per_query))
+                          num_missing_from_run=n - len(self.per_query), relevance_level=self.level)
 
 
 def format_table(evaluation: Evaluation) -> str:
@@ -244,4 +249,7 @@ def format_table(evaluation: Evaluation) -> str:
         f"({evaluation.num_missing_from_run} missing from run, scored 0); "
         f"{counted(evaluation.num_unjudged_excluded, 'run query', 'run queries')} without relevant judgments excluded"
     )
+    if evaluation.relevance_level != 1:
+        lines.append(f"relevance level {evaluation.relevance_level}: recall, MRR and MAP count a grade of "
+                     f"{evaluation.relevance_level} or more as relevant; nDCG keeps every grade")
     return "\n".join(lines)

@@ -344,3 +344,14 @@ def test_a_query_in_two_batches_is_refused_not_counted_twice(qid: str) -> None:
     with pytest.raises(RetrieverError, match=f"query '{qid}' is given twice in the run; give each once"):
         scoring.add({qid: {"d3": 0.1}})
     assert scoring.evaluation().num_unjudged_excluded == 1  # the batch refused added nothing
+
+
+def test_the_relevance_level_is_recorded_with_the_metrics_it_changed() -> None:
+    """`evaluate --relevance-level 2 -o m.json` wrote the same keys as level 1, so two metrics files at two levels
+    could not be told apart, and the table did not say which level its recall, MRR and MAP counted."""
+    two = evaluate_run(HAND_RUN, HAND_QRELS, ["recall@5", "ndcg@10"], relevance_level=2)
+    assert json.loads(json.dumps(two.to_json()))["relevance_level"] == 2 and two.mean["recall@5"] == 1.0
+    assert format_table(two).splitlines()[-1] == ("relevance level 2: recall, MRR and MAP count a grade of 2 or more "
+                                                  "as relevant; nDCG keeps every grade")
+    one = evaluate_run(HAND_RUN, HAND_QRELS, ["recall@5"])
+    assert one.to_json()["relevance_level"] == 1 and "relevance level" not in format_table(one)
