@@ -65,9 +65,10 @@ class ChunkedEnd:
         return None
 
     def _whole_chunks(self, data: bytes, at: int) -> int:
-        """Past the chunks whose size lines ``data`` holds whole from ``at`` (the common case, a match a chunk)."""
+        """Past the chunks whose size lines ``data`` holds whole from ``at`` (the common case, a match a chunk). A chunk
+        of 2**63 bytes or more puts ``at`` past any offset ``match`` takes (an OverflowError): only ``data`` is read."""
         match, size = _SIZE_LINE.match, 1
-        while size and (line := match(data, at)):
+        while size and at < len(data) and (line := match(data, at)):
             self._framing(line.end() - at)
             size = int(line[1], 16)
             at = line.end() + (size + 2 if size else 0)

@@ -78,3 +78,13 @@ def test_a_size_line_the_parser_refuses_is_not_followed(body):
     """The parser's 400 says what is wrong; following on would read its bytes as trailers and refuse with a 431."""
     chunks = ChunkedEnd()
     assert chunks.end(body + b"a" * 100_000, 0) is None and chunks.longest < 100
+
+
+@pytest.mark.parametrize("size", [b"f" * 16, b"f" * 20, b"8" + b"0" * 15])
+def test_a_chunk_size_past_any_offset_is_followed_without_overflow(size):
+    """A chunk of 2**63 bytes or more put the next size line past any offset a bytes search takes: OverflowError in
+    the protocol's data_received, a 'Fatal error on transport' traceback in the server's log, and the connection
+    closed with no reply (a size the parser refuses now gets its 400)."""
+    chunks = ChunkedEnd()
+    assert chunks.end(size + b"\r\nabc\r\n0\r\n\r\n", 0) is None
+    assert chunks.end(b"more data", 0) is None
