@@ -14,6 +14,7 @@ DEFAULT_K = 10  # hits of a search that names no k (the CLI's one QUERY, a serve
 ONDISK_TYPE = "ivf-ondisk"  # an IVF index whose lists stay on disk (retriever.ondisk)
 INDEX_TYPES = ("flat", "hnsw", "ivfpq", ONDISK_TYPE)  # besides any FAISS factory string (retriever.faiss_index)
 REFINE_K_FACTOR_MAX = 1000  # the largest refine k_factor FAISS reads back from an index file (--refine-k-factor)
+FACTORY_MAX = 200  # characters of --index-type: the longest useful is some 60, and FAISS's parser crashes on long ones
 MAX_HEAD_LAYERS = 12  # a BERT-base's depth; the Condenser head is a few fresh layers (the paper's 2)
 # Where Condenser starts (the paper's BERT-base, with the MLM head pre-training continues); not minilm, the
 # default encoder, on which pre-training lowered fine-tuned quality (contrastive_start_warning).

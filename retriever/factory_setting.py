@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+from retriever.choices import FACTORY_MAX
+
 # What FAISS takes off the string before it reads the index searched (index_factory_sub, in its order): an id map,
 # a refinement (the index searched is the one before it) and the vector transforms in front.
 _WRAPPED = [re.compile(r"(.+),IDMap2?"), re.compile(r"IDMap2?,(.+)"), re.compile(r"(.+),RFlat"),
@@ -18,7 +20,10 @@ _IVF = re.compile(r"(IVF\d+[kM]?(_HNSW\d*|_NSG\d+|<>)?|IMI2x\d+),.+")
 
 def factory_setting(factory: str) -> str | None:
     """``search_settings.taken_setting`` of the index FAISS would build from ``factory``: nprobe for IVF lists,
-    ef_search for an HNSW graph, None for an exact index. ValueError for a string not read as FAISS reads one."""
+    ef_search for an HNSW graph, None for an exact index. ValueError for a string not read as FAISS reads one, or
+    longer than a build takes (its reading here grows as the square of its length)."""
+    if len(factory) > FACTORY_MAX:
+        raise ValueError(f"a factory string of {len(factory)} characters")
     description = _searched(factory)
     if _EXACT.fullmatch(description):
         return None

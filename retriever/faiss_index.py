@@ -10,7 +10,7 @@ from pathlib import Path
 
 import faiss
 
-from retriever.choices import INDEX_TYPES, ONDISK_TYPE, REFINE_K_FACTOR_MAX
+from retriever.choices import FACTORY_MAX, INDEX_TYPES, ONDISK_TYPE, REFINE_K_FACTOR_MAX
 from retriever.errors import RetrieverError, faiss_message
 from retriever.index_folder import SEARCH_SETTING_RANGE, SEARCH_SETTINGS
 from retriever.index_type_settings import fewer_lists, flag, ray_refusal, unused_setting, untuned_refusal
@@ -120,8 +120,14 @@ def check_defaults_taken(defaults: dict, taken: str | None, index_type: str) -> 
 
 
 def check_factory(spec: str) -> None:
-    """Refuse up front, before any encoding, what FAISS would only refuse when vectors are added: an IDMap
-    index wants ids with every vector, and the tool numbers the vectors itself (the id map)."""
+    """Refuse up front, before any encoding, what FAISS would only refuse when vectors are added (an IDMap
+    index wants ids with every vector, and the tool numbers the vectors itself: the id map), or not refuse at all:
+    its parser's regexes recurse once a character, so a long string crashed the process (SIGSEGV; 2,000 characters
+    under a 1 MiB stack, 15,000 under 8 MiB)."""
+    if len(spec) > FACTORY_MAX:
+        raise RetrieverError(f"--index-type is {len(spec)} characters long; a FAISS factory string is a few short "
+                             f"parts ('IVF4096,PQ48') and FAISS's parser crashes on long ones: give at most "
+                             f"{FACTORY_MAX} characters")
     if "IDMap" in spec:
         rest = ",".join(part for part in spec.split(",") if not part.strip().startswith("IDMap"))
         raise RetrieverError(f"--index-type {spec!r}: IDMap indexes are not supported (the index keeps its own id "

@@ -262,3 +262,15 @@ def test_a_tuning_k_without_a_target_recall_is_refused():
                                              r"only with target_recall; set target_recall or drop tuning_k$"):
         IndexParams("hnsw", tuning_k=100)
     assert IndexParams("hnsw", tuning_k=100, target_recall=0.9).tuning_k == 100
+
+
+def test_a_factory_string_too_long_for_faiss_parser_is_refused_not_a_crash():
+    """`--index-type` of 15,000 characters killed the process with SIGSEGV in FAISS's regex parser (2,000 under a
+    1 MiB stack), after `build` had loaded the model: no message, exit 139."""
+    spec = "PCA16," * 40 + "Flat"
+    with pytest.raises(RetrieverError, match=r"^--index-type is 244 characters long; a FAISS factory string is a few "
+                                             r"short parts \('IVF4096,PQ48'\) and FAISS's parser crashes on long "
+                                             r"ones: give at most 200 characters$"):
+        IndexParams(spec)
+    with pytest.raises(RetrieverError, match="244 characters long"):
+        new_index(spec, 32, IndexParams())
