@@ -39,6 +39,9 @@ def _other_spelling(name: str) -> tuple[str, bool]:
     if not match:
         return "", False
     base, separator, k = match.group(1), match.group(2), match.group(3)
+    if separator == "@" and base.lower() in _FAMILIES and k.startswith("0") and int(k) >= 1:
+        lower = "metric names are lower case and " if base != base.lower() else ""
+        return f"{lower}a cutoff has no leading zeros; write {base.lower()}@{int(k)}", True
     if base.lower() in _NOT_COMPUTED:
         at = f" at {int(k)}" if k else ""
         return f"{name} is {_NOT_COMPUTED[base.lower()]}{at}, which this engine does not compute", False

@@ -77,3 +77,11 @@ def test_a_name_ending_in_a_newline_is_refused_not_a_second_metric():
     """`$` matched before a final newline: evaluate_run(..., ["ndcg@10\n", "ndcg@10"]) scored both, one key holding
     the newline (a line read from a file without strip)."""
     refusal("ndcg@10\n")
+
+
+@pytest.mark.parametrize("name, ours, lower", [("ndcg@010", "ndcg@10", False), ("recall@0100", "recall@100", False),
+                                               ("NDCG@010", "ndcg@10", True)])
+def test_a_cutoff_with_leading_zeros_is_refused_naming_how_to_write_it(name, ours, lower):
+    """`--metrics ndcg@010` got the generic list of families, leaving the user to guess that the zero was wrong."""
+    case = "metric names are lower case and " if lower else ""
+    assert refusal(name) == f"unknown metric {name!r}: {case}a cutoff has no leading zeros; write {ours}"
