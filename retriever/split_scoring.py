@@ -49,9 +49,10 @@ class SplitScoring:
     def scored(self, batches: Iterable[Run]) -> Iterator[Run]:
         """``batches``, each scored as it passes."""
         for part in batches:
-            self.metrics.add(part)
+            ranked = self.metrics.add(part)  # the judged queries' hits in trec order, sorted once for both
             if self.answers:
-                ranked = {qid: trec_order(hits) for qid, hits in part.items() if qid in self.answers}
+                ranked = {qid: ranked[qid] if qid in ranked else trec_order(hits)
+                          for qid, hits in part.items() if qid in self.answers}
                 self.first_answers.update(first_answer_ranks(ranked, {qid: self.answers[qid] for qid in ranked},
                                                              self.document_text, max(self.ks), self.passages))
             yield part
