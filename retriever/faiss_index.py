@@ -18,7 +18,7 @@ from retriever.ondisk import CODES
 from retriever.shards import sample_vectors
 from retriever.texts import whole_number
 from retriever.train_memory import check_training_memory
-from retriever.search_settings import SETTING_KINDS, apply_search_params, downcast_hnsw, ivf_part
+from retriever.search_settings import SETTING_KINDS, apply_search_params, downcast_hnsw, ivf_part, untaken_setting
 
 
 
@@ -112,11 +112,11 @@ _TAKES = {"flat": None, "hnsw": "ef_search", "ivfpq": "nprobe", ONDISK_TYPE: "np
 def check_defaults_taken(defaults: dict, taken: str | None, index_type: str) -> None:
     """Refuse a search default the index never uses (``taken`` is the one it does), as `search` refuses --nprobe on a
     flat index: it was recorded, shown by `info`, and ignored by every search."""
-    for name, value in defaults.items():
-        if value is not None and name != taken:
-            use = f"give {taken} instead" if taken else "it is exact and takes no search setting"
-            raise RetrieverError(f"search_defaults[{name!r}] applies to {SETTING_KINDS[name][0]} indexes, not to "
-                                 f"index_type {index_type!r}: {use}, or drop it")
+    name = untaken_setting(defaults, taken)
+    if name is not None:
+        use = f"give {taken} instead" if taken else "it is exact and takes no search setting"
+        raise RetrieverError(f"search_defaults[{name!r}] applies to {SETTING_KINDS[name][0]} indexes, not to "
+                             f"index_type {index_type!r}: {use}, or drop it")
 
 
 def check_factory(spec: str) -> None:

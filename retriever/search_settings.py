@@ -83,18 +83,24 @@ def taken_setting(index: faiss.Index) -> str | None:
 SETTING_KINDS = {"nprobe": ("IVF", "--nprobe"), "ef_search": ("HNSW", "--ef-search")}
 
 
+def untaken_setting(settings: dict, taken: str | None) -> str | None:
+    """The first of ``settings`` (name: value, None where not given) that an index taking ``taken`` (None: an exact
+    one) would ignore, or None: a search's flags and a build's search defaults are refused alike."""
+    return next((name for name, value in settings.items() if value is not None and name != taken), None)
+
+
 def check_settings_apply(index: faiss.Index, nprobe: int | None, ef_search: int | None) -> None:
     """Refuse an nprobe for an index without IVF lists, or an efSearch for one without an HNSW graph:
     the value would be ignored, and the user believe they had traded speed for recall."""
     if (nprobe is None and ef_search is None) or not isinstance(index, faiss.Index):
         return
     taken = taken_setting(index)
-    kind, flag = SETTING_KINDS.get(taken, ("flat", None))
-    for name, given in (("nprobe", nprobe), ("ef_search", ef_search)):
-        if given is not None and name != taken:
-            applies, given_flag = SETTING_KINDS[name]
-            hint = f"use {flag}" if flag else f"it is exact and takes neither setting; drop {given_flag}"
-            raise NotForThisIndex(f"{given_flag} applies to {applies} indexes, and this index is {kind}: {hint}")
+    name = untaken_setting({"nprobe": nprobe, "ef_search": ef_search}, taken)
+    if name is not None:
+        kind, flag = SETTING_KINDS.get(taken, ("flat", None))
+        applies, given_flag = SETTING_KINDS[name]
+        hint = f"use {flag}" if flag else f"it is exact and takes neither setting; drop {given_flag}"
+        raise NotForThisIndex(f"{given_flag} applies to {applies} indexes, and this index is {kind}: {hint}")
 
 
 def check_mode_settings(index: faiss.Index, mode: str, nprobe: int | None, ef_search: int | None) -> None:
