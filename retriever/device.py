@@ -16,12 +16,7 @@ _TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.fl
 def resolve_device(device: str = "auto") -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError):  # TypeError: None or another non-string
-        resolved = None
-    if resolved is None or resolved.type not in ("cpu", "cuda"):  # mps, xpu, meta...: a traceback when the model moves
-        raise RetrieverError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N")
+    resolved = parsed_device(device)
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise RetrieverError("--device cuda was asked for but no CUDA GPU is available; use --device cpu")
     if resolved.type == "cuda" and (resolved.index or 0) >= torch.cuda.device_count():
@@ -29,6 +24,18 @@ def resolve_device(device: str = "auto") -> torch.device:
                              "from 0")
     return resolved
 
+
+
+def parsed_device(device: str) -> torch.device:
+    """The CPU or CUDA device ``device`` names, whether or not this machine has it (a Ray cluster's nodes may);
+    any other name is refused: mps, xpu, meta... gave a traceback when the model moved."""
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError):  # TypeError: None or another non-string
+        parsed = None
+    if parsed is None or parsed.type not in ("cpu", "cuda"):
+        raise RetrieverError(f"unknown device {device!r}; use auto, cpu, cuda or cuda:N")
+    return parsed
 
 @lru_cache(maxsize=1)
 def cpu_has_native_bf16() -> bool:

@@ -6,7 +6,7 @@ import os
 import sys
 from types import ModuleType
 
-from retriever.distributed.ray_runtime import LOCAL, check_address, require_ray
+from retriever.distributed.ray_runtime import starts_local_ray
 from retriever.errors import RetrieverError
 
 
@@ -40,7 +40,7 @@ def check_local_cpus(address: str | None, workers: int | None, cpus_per_worker: 
                      num_cpus: int | None = None) -> None:
     """``cpu_workers``' refusal before a local Ray is started (no address, no session open), with the same words:
     refused after the start, it came after many seconds. A cluster's CPUs are known only once connected."""
-    if check_address(address) != LOCAL or require_ray().is_initialized():
+    if not starts_local_ray(address):
         return
     cpus = local_cpus(num_cpus)
     if cpus is not None:

@@ -22,11 +22,11 @@ import numpy as np
 import torch
 
 from retriever.corpus import Document
-from retriever.device import resolve_batch_size
+from retriever.device import parsed_device, resolve_batch_size, resolve_dtype
 from retriever.corpus_encoding import PartJob, encode_part
 from retriever.distributed.ray_capacity import (check_local_cpus, cluster_cpus_and_gpus, cpu_workers, default_workers,
                                                 say_if_waiting)
-from retriever.distributed.ray_runtime import MAX_RETRIES, ray_session, unwrapped
+from retriever.distributed.ray_runtime import MAX_RETRIES, ray_session, starts_local_ray, unwrapped
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.model_names import MODEL_ALIASES
@@ -128,6 +128,16 @@ def plan_workers(ray: ModuleType, device: str, workers: int | None, cpus_per_wor
     return count if workers is not None else default_workers(count, _free(ray, "CPU", cpus_per_worker)), 0, "cpu"
 
 
+def check_actor_encoding(device: str, dtype: str, cpu_actors: bool) -> None:
+    """Refuse a --device no node can have (a name but auto, cpu, cuda and cuda:N: ``plan_workers`` took any such as the
+    CPU, and encoded there, exit 0) and, for ``cpu_actors``, a --dtype the CPU lacks (fp16: each actor refused it as
+    it started, after Ray had), as one process refuses them (``device``), before any actor starts."""
+    if device != "auto":
+        parsed_device(device)
+    if cpu_actors:
+        resolve_dtype(dtype, torch.device("cpu"))
+
+
 def pool_size(workers: object, cpus_per_worker: object) -> tuple[int | None, int]:
     """``workers`` (None: as many as fit) and ``cpus_per_worker`` as whole numbers of at least 1, as the CLI's flags
     take them: from the library, 0 workers started Ray and failed on the metadata of no actors (IndexError), and 0 CPUs
@@ -149,6 +159,7 @@ class RayEncoderPool:
         self.ray = ray
         workers, cpus_per_worker = pool_size(workers, cpus_per_worker)
         workers, gpus_per_worker, actor_device = plan_workers(ray, device, workers, cpus_per_worker)
+        check_actor_encoding(device, dtype, cpu_actors=not gpus_per_worker)
         actor_class = ray.remote(EncoderActor).options(
             num_cpus=0 if gpus_per_worker else cpus_per_worker, num_gpus=gpus_per_worker,
             max_restarts=MAX_RETRIES, max_task_retries=MAX_RETRIES)
@@ -240,6 +251,8 @@ def ray_encoder_pool(address: str | None, settings: EncoderSettings, device: str
     workers, cpus_per_worker = pool_size(workers, cpus_per_worker)  # before Ray starts, which takes seconds
     if device == "cpu" or not torch.cuda.is_available():  # CPU actors then, on a local Ray's known cores
         check_local_cpus(address, workers, cpus_per_worker)
+    check_actor_encoding(device, dtype, cpu_actors=device == "cpu" or (not torch.cuda.is_available()
+                                                                        and starts_local_ray(address)))
     with ray_session(address) as ray:
         pool = RayEncoderPool(ray, settings, device, dtype, batch_size, workers, cpus_per_worker)
         try:

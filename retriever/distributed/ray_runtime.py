@@ -57,6 +57,12 @@ def check_address(address: str | None) -> str:
     return address
 
 
+
+def starts_local_ray(address: str | None) -> bool:
+    """Whether ``ray_session(address)`` starts a local Ray on this machine (no address, no session open here), whose
+    resources are then this machine's and known before it starts."""
+    return check_address(address) == LOCAL and not require_ray().is_initialized()
+
 @contextlib.contextmanager
 def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iterator[ModuleType]:
     """Ray connected for the duration of the block.

@@ -16,6 +16,7 @@ from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.shards import done_marker, list_shards, read_shard, read_shard_metadata
 from test_corpus_encoding import write_corpus
+from test_ray_runtime import no_ray_start  # noqa: F401 (a fixture)
 
 
 @pytest.fixture(scope="module")
@@ -156,3 +157,35 @@ def test_a_numbered_gpu_on_a_ray_cluster_is_refused_before_any_actor_starts():
                                              r"is given a GPU of its own: pass --device cuda"):
         plan_workers(_GpuCluster({}), "cuda:1", None, 1)
     assert plan_workers(_GpuCluster({}), "cuda:0", None, 1) == (2, 1, "cuda:0")  # the GPU each actor sees
+
+
+class _CpuCluster(_GpuCluster):
+    def cluster_resources(self) -> dict:
+        return {"CPU": 2}
+
+    available_resources = cluster_resources
+
+
+@pytest.mark.parametrize("device, dtype, refusal", [
+    ("tpu", "auto", r"^unknown device 'tpu'; use auto, cpu, cuda or cuda:N$"),
+    ("cpu", "fp16", r"^fp16 is not supported on the CPU; use --dtype bf16 or fp32$"),
+    ("auto", "fp16", r"^fp16 is not supported on the CPU; use --dtype bf16 or fp32$")])
+def test_a_device_or_dtype_cpu_actors_cannot_take_is_refused_before_any_actor_starts(settings, device, dtype, refusal):
+    """`encode --ray --device tpu` encoded on the CPUs, exit 0, where `encode --device tpu` is refused; fp16 on CPU
+    actors was refused by each actor as it started (probe 19)."""
+    cluster = _CpuCluster({"dim": 32})
+    with pytest.raises(RetrieverError, match=refusal):
+        RayEncoderPool(cluster, settings, device=device, dtype=dtype)
+    assert cluster.started == []
+
+
+@pytest.mark.parametrize("device, dtype", [("tpu", "auto"), ("cpu", "fp16"), ("auto", "fp16")])
+def test_a_local_ray_is_not_started_for_a_device_or_dtype_its_actors_cannot_take(no_ray_start, settings, device,
+                                                                                 dtype, monkeypatch):
+    """The same refusals before a local Ray starts on a machine without CUDA (it took seconds, and a model per actor)."""
+    from retriever.distributed.ray_encoding import ray_encoder_pool
+
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    with pytest.raises(RetrieverError, match="^unknown device 'tpu'|^fp16 is not supported on the CPU"):
+        with ray_encoder_pool(None, settings, device, dtype, workers=1):
+            pass
