@@ -267,6 +267,13 @@ def read_json_run(path: Path, first_line: str, lines: Iterable[tuple[int, str]])
     found = record_error(path, record, "a run")
     if found is not None:  # "missing 'qid' or 'hits' list"
         raise found
+    if record == {}:  # json.dump of a run of no query (a JSONL line lacking both keys when more lines follow)
+        lines = iter(lines)
+        head = list(itertools.islice(lines, 2))
+        if len(head) == 1:  # was "missing 'qid' or 'hits' list", where "{\n}" was "run file is empty"
+            raise InputFileError(path, None, "run file is empty (one JSON object of no query, {})",
+                                 "check that retrieval produced output")
+        lines = itertools.chain(head, lines)
     keys = flat_keys(record)
     if keys is not None:
         return flat_run_lines(path, lines, keys, first_json)

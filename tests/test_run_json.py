@@ -30,6 +30,8 @@ def test_a_run_dict_saved_as_json_is_read_as_the_same_run(tmp_path, indent):
     ('{\n"q1": {"d1": NaN}}', "r.json: the score of document 'd1' for query 'q1' is NaN"),
     ('{\n"q1": {"d1": 1},\n}', "r.json:3: invalid JSON (Expecting property name enclosed in double quotes)"),
     ("{\n}", "r.json: run file is empty"),
+    ("{}\n\n", "r.json: run file is empty (one JSON object of no query, {})"),  # json.dump({}): JSONL's "missing 'qid'"
+    ('{}\n{"qid": "q1", "hits": []}', "r.json:1: missing 'qid' or 'hits' list"),
 ])
 def test_a_bad_run_dict_is_one_line_naming_the_file(tmp_path, text, message):
     path = tmp_path / "r.json"
