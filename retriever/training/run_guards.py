@@ -87,3 +87,19 @@ def check_run_paths(output: str, model: str, data_files: dict[str, Path | None])
     check_output_outside_model(output, model)
     for path in data_files.values():
         check_data_file(path)
+
+
+def same_encoder_settings(model: str, recorded: object, given: object) -> bool:
+    """Whether two sets of encoder flags (`TrainConfig.encoder`, unset ones left out) train ``model`` alike: a resume
+    or rerun that gives a setting the run left to the model, at the model's value (or leaves out one the run gave
+    so), is the same run; it was refused as "other settings", its checkpoints lost. Resolved against the model's
+    files as they are now: had they changed since, the run's fingerprint of them refuses it."""
+    from retriever.encoder_settings import EncoderSettings
+
+    if not isinstance(recorded, dict) or not isinstance(given, dict):
+        return False
+    try:
+        resolved = [EncoderSettings.for_model(model, training=True, **flags).recorded() for flags in (recorded, given)]
+    except (RetrieverError, TypeError):  # a record holding what no flag gives is another run's
+        return False
+    return resolved[0] == resolved[1]

@@ -47,6 +47,8 @@ _CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 # between runs (another file under the same name, lines added, removed or rewritten): each changes the size or
 # a sampled block. Only an equal-length edit that misses every sampled block of a file over 64 MiB goes unseen.
 WHOLE_FILE, SAMPLES, BLOCK = 64 << 20, 64, 1 << 20
+# Whether a setting's recorded and given values, unequal, set the same run (name, recorded, given -> bool).
+SameSetting = Callable[[str, object, object], bool]
 
 
 def file_fingerprint(path: Path) -> str:
@@ -104,10 +106,11 @@ def run_fingerprints(data_files: dict[str, Path | None], model: str) -> dict[str
             MODEL_FILES_KEY: inputs_fingerprint(model_config_files(model))}
 
 
-def _check_record(path: Path, settings: dict, fingerprints: dict[str, str], key: str | None = None) -> dict:
-    """A recorded run (``path``, its settings under ``key``) whose settings are exactly these and whose fingerprints
-    (those it recorded: `INPUTS_KEY`, `MODEL_FILES_KEY`) are these; a record with other keys (``{}`` included) is
-    another kind of folder, not a compatible run."""
+def _check_record(path: Path, settings: dict, fingerprints: dict[str, str], key: str | None = None,
+                  same: SameSetting | None = None) -> dict:
+    """A recorded run (``path``, its settings under ``key``) whose settings are these (equal, or taken as the same by
+    ``same``) and whose fingerprints (those it recorded: `INPUTS_KEY`, `MODEL_FILES_KEY`) are these; a record with
+    other keys (``{}`` included) is another kind of folder, not a compatible run."""
     record = read_json(path, "delete it or choose another --output")
     recorded = record.get(key) if key and isinstance(record, dict) else record
     beside = {k: v for k, v in recorded.items() if k in BESIDE_SETTINGS} if isinstance(recorded, dict) else {}
@@ -117,7 +120,8 @@ def _check_record(path: Path, settings: dict, fingerprints: dict[str, str], key:
         raise RetrieverError(f"{path}: not a run of this command and version (its settings record does not match); "
                              "choose another --output or delete the folder")
     recorded, settings = _given(recorded), _given(settings)
-    differing = [f"{k} {recorded[k]!r} -> {settings[k]!r}" for k in sorted(settings) if recorded[k] != settings[k]]
+    differing = [f"{k} {recorded[k]!r} -> {settings[k]!r}" for k in sorted(settings)
+                 if recorded[k] != settings[k] and not (same and same(k, recorded[k], settings[k]))]
     if differing:
         raise RetrieverError(f"{path.parent} holds a run with other settings ({'; '.join(differing)}); rerun with "
                              "the same settings to resume, or choose another --output")
@@ -159,19 +163,20 @@ class PriorRun(NamedTuple):
 
 
 def prior_run(output: Path, settings: dict, fingerprints: dict[str, str],
-              log: Callable[[str], None] | None = None) -> PriorRun:
+              log: Callable[[str], None] | None = None, same: SameSetting | None = None) -> PriorRun:
     """What a rerun finds: a finished run's record, or the newest complete checkpoint, each checked against
-    these settings and fingerprints (`INPUTS_KEY`, `MODEL_FILES_KEY`) before any other file of it is read. A folder
-    that holds something else is refused. ``log`` is told of incomplete checkpoints skipped (`skipped_checkpoints`)."""
+    these settings (``same`` takes some unequal values as the same) and fingerprints (`INPUTS_KEY`, `MODEL_FILES_KEY`)
+    before any other file of it is read. A folder that holds something else is refused. ``log`` is told of
+    incomplete checkpoints skipped (`skipped_checkpoints`)."""
     folder = output / CHECKPOINTS
     if output.exists() and (not output.is_dir() or any(output.iterdir()) and not folder.is_dir()):
         raise RetrieverError(f"{output}: exists and holds no training run (no {CHECKPOINTS}/); choose a new --output "
                              "(the run writes a model folder there)")
     if (folder / FINISHED_FILE).is_file():
-        return PriorRun(finished=_check_record(folder / FINISHED_FILE, settings, fingerprints, key="settings"))
+        return PriorRun(finished=_check_record(folder / FINISHED_FILE, settings, fingerprints, "settings", same))
     complete = complete_checkpoints(folder)
     resume = complete[-1][1] if complete else None
-    resumed = _check_record(resume / RUN_FILE, settings, fingerprints) if resume else {}
+    resumed = _check_record(resume / RUN_FILE, settings, fingerprints, same=same) if resume else {}
     if log is not None and (skipped := skipped_checkpoints(output, resume)):
         log(skipped)
     return PriorRun(resume=resume, resumed=resumed)

@@ -116,13 +116,17 @@ class StackConfig:
         config = self.normalised()
         if not (output := Path(config.output)).exists():
             check_creatable(output, "--output")
-        prior = prior_run(output, config.learning_settings(), config.fingerprints, log)
+        prior = prior_run(output, config.learning_settings(), config.fingerprints, log, config.same_setting)
         if prior.finished is not None:
             prior = prior._replace(finished=finished_result(prior.finished, result_type, output))
             check_finished_model(output)
             log(f"{output}: this run already finished ({counted(prior.finished.steps, 'step')}); nothing to do (to "
                 f"train it again, delete {output / 'checkpoints' / 'finished.json'} or give another --output)")
         return config, prior
+
+    def same_setting(self, name: str, recorded: object, given: object) -> bool:
+        """Whether a setting recorded and given otherwise sets the same run all the same (`TrainConfig`'s encoder)."""
+        return False
 
     def data_files(self) -> dict[str, Path | None]:
         """The data files the run reads, by role: with the start model's weights, what a resume must not change."""

@@ -33,7 +33,7 @@ from retriever.training.gradcache import cached_embeddings
 from retriever.training.layout import check_step_split
 from retriever.training.loss import contrastive_loss, default_temperature, global_batch, judged_positive_mask
 from retriever.training.processes import average_gradients, refusals_shared
-from retriever.training.run_guards import one_run_at_a_time
+from retriever.training.run_guards import one_run_at_a_time, same_encoder_settings
 from retriever.texts import whole_number
 from retriever.wording import counted
 
@@ -90,6 +90,10 @@ class TrainConfig(stack.StackConfig):
         check_candidates(self)
         check_step_split(self.batch_size, "--queries-per-step")  # it was refused once the model and data loaded
         super().check_flag_combinations()
+
+    def same_setting(self, name: str, recorded: object, given: object) -> bool:
+        """Encoder flags given otherwise that resolve alike (`--pooling mean` on a model that pools by mean)."""
+        return name == "encoder" and same_encoder_settings(self.model, recorded, given)
 
     def data_files(self) -> dict[str, Path | None]:
         """Besides --corpus: --train-jsonl, --negatives and the files of the training and dev splits' BEIR folders."""

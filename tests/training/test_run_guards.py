@@ -132,6 +132,25 @@ def test_encoder_settings_not_given_compare_equal_whether_left_out_or_none(tmp_p
         train(dataclasses.replace(as_cli, encoder={**as_cli.encoder, "pooling": "cls"}))
 
 
+@pytest.mark.parametrize("recorded, given", [("left", "model's"), ("model's", "left")])
+def test_an_encoder_setting_given_at_the_models_own_value_is_the_same_run(tmp_path, small_bert, train_beir, recorded,
+                                                                          given):
+    """`train --pooling mean --normalize` resuming a run that left them to the model (which pools by mean and
+    normalises), or the other way round, was refused as "other settings" (encoder {…} -> {'pooling': 'mean', …}):
+    the same training, its checkpoints lost."""
+    from retriever.training.trainer import TrainResult
+
+    flags = {"left": {}, "model's": {"pooling": "mean", "normalize": True, "towers": "shared", "query_prefix": ""}}
+    started, resumed = (config(tmp_path / "model", train_beir, small_bert, max_steps=3,
+                               encoder={"passage_max_length": 32, **flags[which]}) for which in (recorded, given))
+    checkpoint = tmp_path / "model" / "checkpoints" / "checkpoint-2"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "run.json").write_text(json.dumps({**started.normalised().learning_settings(),
+                                                     **started.normalised().fingerprints}))
+    assert resumed.prepare(TrainResult)[1].resume == checkpoint
+    with pytest.raises(RetrieverError, match="other settings .*'pooling': 'cls'"):
+        dataclasses.replace(resumed, encoder={**resumed.encoder, "pooling": "cls"}).prepare(TrainResult)
+
 @pytest.mark.parametrize("edited", ["train_jsonl", "corpus"])
 def test_a_resume_on_changed_jsonl_examples_or_corpus_is_refused(tmp_path, small_bert, train_beir, monkeypatch,
                                                                   edited):
