@@ -24,8 +24,8 @@ from retriever.run_reading import Run, read_run, read_trec_run
 from retriever.texts import first_id_problem, id_problem
 from retriever.wording import agree, none_of
 
-__all__ = ["Qrels", "RankedLists", "Run", "RunLike", "check_tag", "hitless_run_error", "rank_order", "ranked_hits",
-           "read_qrels", "read_run", "read_trec_run", "run_lines", "trec_lines", "jsonl_lines", "write_run",
+__all__ = ["HitlessRun", "Qrels", "RankedLists", "Run", "RunLike", "check_tag", "hitless_run_error", "rank_order",
+           "ranked_hits", "read_qrels", "read_run", "read_trec_run", "run_lines", "trec_lines", "jsonl_lines", "write_run",
            "write_trec_run"]
 
 RankedLists = Mapping[str, Sequence[tuple[str, float]]]
@@ -142,15 +142,26 @@ def trec_lines(run_or_ranked: RunLike, tag: str = "retriever", whole: bool = Fal
         raise hitless_run_error(queries)
 
 
-def hitless_run_error(queries: int) -> RetrieverError:
+class HitlessRun(RetrieverError):
+    """A whole TREC run without a hit, refused (``hitless_run_error``); ``queries`` is kept so that the writer of a
+    named file can say which file is not written."""
+
+    def __init__(self, message: str, queries: int) -> None:
+        super().__init__(message)
+        self.queries = queries
+
+
+def hitless_run_error(queries: int, path: str | Path | None = None) -> HitlessRun:
     """Why a TREC run in which no query got a hit is not written: the file would be empty, and an empty run file
     is refused by ``read_run`` as by trec_eval ("Cannot read results file"), so the tool wrote what it then refused.
-    A JSONL run holds a line per query, hits or not, so it is written."""
+    A JSONL run holds a line per query, hits or not, so it is written. ``path``: the file not written, named where
+    the command wrote other files (evaluate's -o) and "nothing written" would say it did not."""
     held = (f"{none_of(queries, 'query', 'its')} {agree(queries, 'got no hit', 'got a hit')}" if queries else
             "it holds no query")
-    return RetrieverError(f"cannot write run: {held}, so a TREC run file would hold no line, and an empty run file is "
-                          "refused (by evaluate --run, as by trec_eval); nothing written; a JSONL run (search "
-                          "--run-format jsonl) keeps queries without hits")
+    run, unwritten = (f"run {path}", f"{path} is not written") if path is not None else ("run", "nothing written")
+    return HitlessRun(f"cannot write {run}: {held}, so a TREC run file would hold no line, and an empty run file is "
+                      f"refused (by evaluate --run, as by trec_eval); {unwritten}; a JSONL run (search "
+                      "--run-format jsonl) keeps queries without hits", queries)
 
 
 def _checked_queries(run_or_ranked: RunLike) -> Iterator[tuple[str, list[tuple[str, float]]]]:
@@ -182,8 +193,11 @@ def jsonl_lines(run_or_ranked: RunLike) -> Iterator[str]:
 
 
 def write_trec_run(run_or_ranked: RunLike, path: str | Path, tag: str = "retriever") -> None:
-    """``trec_lines`` into ``path``, atomically; a run without a hit is refused, nothing written."""
-    atomic_write_lines(file_path(path), trec_lines(run_or_ranked, tag, whole=True))
+    """``trec_lines`` into ``path``, atomically; a run without a hit is refused naming ``path``, nothing written."""
+    try:
+        atomic_write_lines(file_path(path), trec_lines(run_or_ranked, tag, whole=True))
+    except HitlessRun as refused:
+        raise hitless_run_error(refused.queries, path) from None
 
 
 def write_run(run_or_ranked: RunLike, path: str | Path | None, fmt: str = "trec", tag: str = "retriever",

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -17,6 +18,9 @@ from retriever.errors import RetrieverError
 from retriever.files import write_json
 from retriever.metric_names import DEFAULT_METRICS, parse_metric_list
 from retriever.wording import agree
+
+if TYPE_CHECKING:
+    from retriever.evaluation_report import EvaluationReport
 
 
 # evaluate's flags that only searching an index uses
@@ -105,15 +109,22 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, relevan
         searcher = open_searcher(index, device, dtype, model, pooling, normalize, mode, fusion_overrides)
         configure_batch_threads()
         # --save-run is written batch by batch as the queries are searched, and put in place after the table is
-        # printed: a Ctrl-C that finds it whole finds the table printed too
+        # printed and -o written: a Ctrl-C that finds it whole finds them done too, and a run that cannot be written
+        # (no query got a hit, a full disk) leaves the scores written
         report, _ = evaluate_index(searcher, collection, split, k, nprobe, ef_search, metrics,
                                    relevance_level=relevance_level, save_run=save_run,
-                                   on_report=lambda done: echo_result(done.table(), in_file=bool(output)))
+                                   on_report=lambda done: _show_and_write(done, output))
         report_truncation(searcher.loaded_encoder)
     if run_path is not None:
-        echo_result(report.table(), in_file=bool(output))  # before -o: a Ctrl-C after it finds the work done
+        _show_and_write(report, output)
     if save_run:
         click.echo(f"wrote {save_run}", err=True)
+
+
+def _show_and_write(report: EvaluationReport, output: Path | None) -> None:
+    """The table on standard output, then the scores into -o: the table first, so a Ctrl-C after -o finds the work
+    done."""
+    echo_result(report.table(), in_file=bool(output))
     if output:
         write_json(output, report.to_json())
         click.echo(f"wrote {output}", err=True)

@@ -116,3 +116,21 @@ def test_evaluate_index_refuses_a_missing_split_before_the_index_opens(tiny_beir
                                        "--split", "dve"])
     assert result.exit_code == 1 and "no qrels for split 'dve' (available: test)" in result.output, result.output
     assert not opened
+
+
+def test_scores_are_written_when_the_run_of_hitless_queries_is_refused(tiny_flat_build, tmp_path):
+    """`evaluate --index I --mode bm25 --save-run R -o M` where no query gets a hit: the table was printed, then the
+    empty TREC run was refused and -o was never written, though the scores were known; -o is written before the
+    run, and the refusal names the run file it did not write."""
+    import shutil
+
+    dataset = shutil.copytree(tiny_flat_build.parent / "tiny-beir", tmp_path / "d")
+    (dataset / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": "zzyzx qwvx"}) + "\n"
+                                                   for i in range(1, 5)), encoding="utf-8")
+    run, scores = tmp_path / "r.trec", tmp_path / "m.json"
+    result = CliRunner().invoke(main, ["evaluate", "--index", str(tiny_flat_build), "--dataset", str(dataset),
+                                       "--mode", "bm25", "--save-run", str(run), "-o", str(scores)])
+    assert result.exit_code == 1 and not run.exists(), result.output
+    assert json.loads(scores.read_text())["mean"]["ndcg@10"] == 0.0
+    assert f"wrote {scores}\nerror: cannot write run {run}: none of its 4 queries got a hit" in result.output
+    assert f"; {run} is not written; " in result.output

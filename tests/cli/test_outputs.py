@@ -54,16 +54,16 @@ def test_evaluate_interrupted_after_its_files_exits_0_and_before_them_130(monkey
     common = ["evaluate", "--index", str(flat_index), "--dataset", str(tiny_beir), "--device", "cpu", "--dtype",
               "fp32", "--save-run", str(tmp_path / "run.trec"), "-o", str(tmp_path / "metrics.json")]
     with monkeypatch.context() as patch:
-        # the run is in place (evaluate_index writes it as it searches), the table and metrics not yet written
-        _raise_after(patch, evaluation, "evaluate_index")
+        # the table printed and the metrics written, the run not yet in place (it goes last, so a run that cannot
+        # be written leaves the metrics)
+        _raise_after(patch, evaluating, "write_json")
         result = CliRunner().invoke(main, common)
-    assert result.exit_code == 130 and (tmp_path / "run.trec").is_file(), result.output
-    assert not (tmp_path / "metrics.json").exists()
-    assert f"{tmp_path / 'run.trec'} was written whole; rerun for the rest" in result.output
-    _raise_after(monkeypatch, evaluating, "write_json")
+    assert result.exit_code == 130 and (tmp_path / "metrics.json").is_file(), result.output
+    assert not (tmp_path / "run.trec").exists() and "ndcg@10" in result.output
+    assert f"{tmp_path / 'metrics.json'} was written whole; rerun for the rest" in result.output
+    _raise_after(monkeypatch, evaluation, "evaluate_index")
     result = CliRunner().invoke(main, common)
-    assert result.exit_code == 0 and (tmp_path / "metrics.json").is_file(), result.output
-    assert "ndcg@10" in result.output  # the table was printed before the files were written
+    assert result.exit_code == 0 and (tmp_path / "run.trec").is_file(), result.output
 
 
 def test_mine_interrupted_after_its_file_exits_0(monkeypatch, tmp_path, tiny_beir, flat_index):
