@@ -20,7 +20,7 @@ from tqdm import tqdm
 from retriever.corpus import Document, Fields, ReadStats, check_rereadable, iter_documents, resolve_corpus_path
 from retriever.docstore import MAPPED_DOCSTORE_FILE, write_parquet_docstore
 from retriever.encoder import Encoder
-from retriever.errors import RetrieverError, check_kind, full_disk_named
+from retriever.errors import RetrieverError, check_kind, faiss_message, full_disk_named
 from retriever.build_output import check_output, move_into_place, refuse_inputs_inside, shards_to_index
 from retriever.faiss_index import (INDEX_TYPES, IndexParams, factory_string, hnsw_record, new_index, search_defaults,
                                    train, with_search_defaults)
@@ -193,7 +193,7 @@ def _add(index: faiss.Index, vectors: np.ndarray, spec: str) -> None:
     try:
         index.add(vectors)
     except RuntimeError as error:
-        raise RetrieverError(f"FAISS cannot add vectors to {spec!r}: {str(error).strip().splitlines()[-1]}; "
+        raise RetrieverError(f"FAISS cannot add vectors to {spec!r}: {faiss_message(error)}; "
                              "use flat, hnsw, ivfpq or another FAISS factory string") from None
 
 

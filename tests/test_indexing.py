@@ -421,3 +421,13 @@ def test_library_tuning_queries_that_are_not_query_vectors_are_named_before_the_
             build_index(tmp_path / "shards", tiny_beir, tmp_path / "idx", params, progress=False,
                         tuning_queries=queries, lexical=None)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shards", "tiny-beir"]
+
+
+def test_faiss_refusing_an_add_is_said_without_its_cpp_function_and_source_line():
+    from retriever.indexing import _add
+
+    untrained = faiss.index_factory(8, "IVF4,Flat", faiss.METRIC_INNER_PRODUCT)  # FAISS's own refusal, not a mock
+    with pytest.raises(RetrieverError) as refused:
+        _add(untrained, np.zeros((3, 8), dtype=np.float32), "IVF4,Flat")
+    assert str(refused.value).startswith("FAISS cannot add vectors to 'IVF4,Flat': 'is_trained' failed; use ")
+    assert "faiss::" not in str(refused.value) and ".cpp" not in str(refused.value)
