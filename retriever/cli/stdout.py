@@ -18,6 +18,7 @@ summary only standard output takes, is refused as the flags are read, before the
 """
 from __future__ import annotations
 
+import errno
 import io
 import os
 import select
@@ -29,6 +30,9 @@ from retriever.errors import RetrieverError
 
 # what a write to a standard output closed at start says; " or give -o" is added where the command has -o
 STDOUT_CLOSED = "standard output is closed; nothing was written: redirect it to a file"
+# what a write to standard output on a full disk says: there is no path to choose, and what was printed is cut short
+STDOUT_FULL = ("no space left on the device standard output goes to, so what was printed there is cut short; free "
+               "some space or redirect standard output to another disk, and rerun the same command")
 
 
 def reader_gone(error: BaseException) -> bool:
@@ -93,13 +97,43 @@ class _ClosedStdout(io.RawIOBase):
         raise RetrieverError(STDOUT_CLOSED)
 
 
+class _Stdout(io.RawIOBase):
+    """Descriptor 1, whose write failing for want of space is said as standard output's: the generic full-disk line
+    said "choose another path and rerun the same command (finished work is kept)", which fits an output file, not
+    standard output. What is still buffered for it then goes to the null device (no second error at exit)."""
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return 1
+
+    def isatty(self) -> bool:
+        return os.isatty(1)
+
+    def write(self, data) -> int:
+        try:
+            return os.write(1, data)
+        except OSError as error:
+            if error.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            _to_null(1)
+            raise RetrieverError(STDOUT_FULL) from None
+
+
 def guard_stdout() -> None:
-    """Standard output as the module docstring says, when descriptor 1 is closed; else left as it is."""
+    """Standard output as the module docstring says when descriptor 1 is closed; else written through ``_Stdout``,
+    unless it is another stream than the process's own (a test runner's)."""
     try:
         os.fstat(1)
     except OSError:
         _to_null(1)
         sys.stdout = io.TextIOWrapper(_ClosedStdout(), encoding="utf-8", write_through=True)
+        return
+    if sys.stdout is sys.__stdout__ and sys.stdout is not None:
+        sys.stdout.flush()
+        sys.stdout = io.TextIOWrapper(io.BufferedWriter(_Stdout()), encoding=sys.stdout.encoding,
+                                      errors=sys.stdout.errors, line_buffering=sys.stdout.line_buffering)
 
 
 def stdout_closed() -> bool:

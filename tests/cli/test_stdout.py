@@ -185,3 +185,18 @@ def test_json_on_a_closed_standard_output_is_refused_before_any_work(tmp_path, t
     assert not (tmp_path / "idx").exists() and not (tmp_path / "shards").exists()
     [done] = _run_with_stdout_closed([build])
     assert done.returncode == 0 and (tmp_path / "idx" / "manifest.json").is_file(), done.stderr.decode()
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full, where every write fails with ENOSPC")
+def test_standard_output_on_a_full_disk_is_said_as_standard_output_not_as_a_file(tmp_path):
+    """`retriever evaluate ... > FILE` on a full disk said "free some space (or choose another path) and rerun the same
+    command (finished work is kept)": a path standard output does not have, and work it does not keep."""
+    (tmp_path / "run.trec").write_text("q1 Q0 d6 1 2.0 t\n")
+    (tmp_path / "qrels.txt").write_text("q1 0 d6 1\n")
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run([sys.executable, "-c", "from retriever.cli import main; main()", "evaluate", "--run",
+                               str(tmp_path / "run.trec"), "--qrels", str(tmp_path / "qrels.txt")], stdout=full,
+                              stderr=subprocess.PIPE, timeout=120)
+    assert done.returncode == 1 and done.stderr.decode() == (
+        "error: no space left on the device standard output goes to, so what was printed there is cut short; free "
+        "some space or redirect standard output to another disk, and rerun the same command\n")
