@@ -19,7 +19,7 @@ from retriever.files import decoded_lines
 from retriever.output_paths import through_link
 from retriever.parquet_records import parquet_records
 from retriever.texts import check_text, id_problem, is_blank
-from retriever.tsv_records import check_tsv_fields, judgments_error, tsv_records
+from retriever.tsv_records import CSV_HINT, check_tsv_fields, judgments_error, tsv_records
 from retriever.wording import counted
 
 FORMATS = ("auto", "beir", "jsonl", "tsv", "parquet")
@@ -100,6 +100,9 @@ def detect_format(path: Path, fmt: str = "auto") -> str:
         return "tsv"
     if suffix in (".parquet", ".pq"):
         return "parquet"
+    if suffix == ".csv":  # "pass --format tsv" led to a second refusal, of its commas
+        raise RetrieverError(f"{path}: a CSV file by its name, which no reader here takes (JSONL, TSV or Parquet); "
+                             f"{CSV_HINT} (tab-separated columns under a .csv name: pass --format tsv)")
     raise RetrieverError(f"{path}: cannot tell the format from the extension; pass --format jsonl, tsv or parquet")
 
 

@@ -18,6 +18,8 @@ _TSV_FIELDS = {**{name: "id" for name in TSV_ID_NAMES}, **{name: "text" for name
 _TSV_POSITIONS = {"id": 0, "text": 1, "title": 2}  # a file without a header
 _FROM_CSV = ("python -c \"import csv, json, sys; [print(json.dumps(r)) for r in "
              "csv.DictReader(open(sys.argv[1], newline=''))]\"")
+CSV_HINT = (f"convert a CSV file to JSONL, keyed by its header, e.g. {_FROM_CSV} FILE > FILE.jsonl, and pass "
+            "--id-field/--text-field as its header names them")
 _TSV_HEADER_HINT = (f"name the columns id ({', '.join(TSV_ID_NAMES[1:])}), text ({', '.join(TSV_TEXT_NAMES[1:])}) "
                     "and optionally title, in any order, or drop the header and write id, text[, title]")
 
@@ -110,8 +112,7 @@ def _tsv_fields(columns: list[str], layout: dict[str, int], path: Path, number: 
                              "name, or --format tsv)", "pass --format jsonl, or name the file .jsonl")
     if len(columns) == 1 and "," in columns[0]:  # "add tabs" would break texts holding commas or quotes
         raise InputFileError(path, number, "the line holds commas and no tab, as a CSV line does, and TSV columns are "
-                             "tab-separated", f"convert a CSV file to JSONL, keyed by its header, e.g. {_FROM_CSV} "
-                             "FILE > FILE.jsonl, and pass --id-field/--text-field as its header names them")
+                             "tab-separated", CSV_HINT)
     if len(columns) != width and not (title_last and len(columns) == width - 1):
         order = sorted(layout, key=layout.__getitem__)
         shown = ", ".join(order[:-1]) + "[, title]" if title_last else ", ".join(order)

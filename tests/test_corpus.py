@@ -384,3 +384,18 @@ def test_reading_a_long_text_makes_no_copy_of_it_to_tell_whether_it_is_blank(tmp
         tracemalloc.stop()
     assert stats.empty_texts == 1 and stats.empty_examples == ["d2"]  # a zero-width space is blank
     assert peak < 1 << 20, peak
+
+
+def test_a_csv_corpus_is_named_as_csv_with_how_to_convert_it(tmp_path):
+    """`encode c.csv` said "cannot tell the format from the extension; pass --format jsonl, tsv or parquet", and
+    --format tsv then refused its commas: two runs to learn that CSV is converted; a tab-separated .csv still reads."""
+    path = tmp_path / "c.csv"
+    path.write_text("id,text\na,x\n", encoding="utf-8")
+    with pytest.raises(RetrieverError) as caught:
+        list(iter_documents(path))
+    message = str(caught.value)
+    assert message.startswith(f"{path}: a CSV file by its name, which no reader here takes (JSONL, TSV or Parquet); "
+                              "convert a CSV file to JSONL, keyed by its header, e.g. python -c"), message
+    assert message.endswith("(tab-separated columns under a .csv name: pass --format tsv)")
+    path.write_text("a\tx\n", encoding="utf-8")
+    assert [document.id for document in iter_documents(path, fmt="tsv")] == ["a"]
