@@ -66,7 +66,7 @@ def test_serve_sizes_its_threads_and_warns_on_the_quota(tmp_path, many_cores, mo
         torch.set_num_threads(before[0])
         faiss.omp_set_num_threads(before[1])
     assert (used["cores"], used["workers"], used["torch"]) == (2, 2, 1)
-    assert "62 threads for the 2 cores" in oversubscription_warning({"workers": 2, "torch": 31})
+    assert "62 threads for the 2 cores" in oversubscription_warning({**used, "torch": 31})
 
 
 @pytest.mark.parametrize("quota, given, expected", [("200000 100000", None, "2"), ("max 100000", None, None),

@@ -52,7 +52,8 @@ def fake_serve(monkeypatch):
     """serve_command with the listening, loading and serving stood in for: the runs it would have served."""
     ran = []
     monkeypatch.setattr("retriever.cli.serving.listening_sockets", lambda host, port: [socket.socket()])
-    monkeypatch.setattr("retriever.serving.configure_threads", lambda threads, workers: {"torch": 1, "workers": 1})
+    monkeypatch.setattr("retriever.serving.configure_threads",
+                        lambda threads, workers: {"torch": 1, "workers": 1, "cores": 1})
     monkeypatch.setattr("retriever.searching.Searcher", FakeSearcher)
     monkeypatch.setattr("retriever.index_opening.checked_manifest", lambda folder: {})  # the folders are empty
     monkeypatch.setattr("retriever.serving.create_app", lambda searchers, *args, **kwargs: searchers)
@@ -112,9 +113,8 @@ def test_allow_origin_is_checked_before_listening_and_given_to_the_app(fake_serv
 def test_more_threads_than_cores_is_warned_of_at_start(fake_serve, tmp_path, monkeypatch, flags, warned):
     """`--threads 3000` on 2 cores was taken without a word, and made a minilm search of 8 queries ~170 times slower
     (18.8 ms on one thread, 3,250 ms on 3,000): threads past the cores only wait on one another."""
-    monkeypatch.setattr("retriever.serving.threads.usable_cores", lambda: 2)
     monkeypatch.setattr("retriever.serving.configure_threads",
-                        lambda threads, workers: {"torch": threads or 1, "workers": workers or 2})
+                        lambda threads, workers: {"torch": threads or 1, "workers": workers or 2, "cores": 2})
     (tmp_path / "idx").mkdir()
     result = CliRunner().invoke(main, ["serve", str(tmp_path / "idx"), *flags])
     assert result.exit_code == 0 and fake_serve == [["idx"]], result.output
@@ -484,8 +484,8 @@ def test_one_folder_under_two_names_is_opened_once(tiny_beir, tiny_model_dir, tm
     assert "b shares the loaded index of a" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("used, said", [({"torch": 1, "workers": 1}, "1 worker x 1 torch thread,"),
-                                        ({"torch": 3, "workers": 2}, "2 workers x 3 torch threads,")])
+@pytest.mark.parametrize("used, said", [({"torch": 1, "workers": 1, "cores": 1}, "1 worker x 1 torch thread,"),
+                                        ({"torch": 3, "workers": 2, "cores": 6}, "2 workers x 3 torch threads,")])
 def test_the_start_line_counts_workers_and_threads_in_words_that_agree(fake_serve, tmp_path, monkeypatch, used, said):
     """It said `1 workers x 1 torch threads` on one core."""
     announced = []

@@ -19,7 +19,8 @@ def test_a_port_taken_while_the_indexes_load_is_an_error_not_a_silent_server(tin
     used to announce itself and run on, answering nothing (uvloop drops the listen error)."""
     from retriever.serving.batcher import MicroBatcher
 
-    monkeypatch.setattr("retriever.serving.configure_threads", lambda threads, workers: {"torch": 1, "workers": 1})
+    monkeypatch.setattr("retriever.serving.configure_threads",
+                        lambda threads, workers: {"torch": 1, "workers": 1, "cores": 1})
     port, other = free_port(), []
     warm_up = MicroBatcher.warm_up
 
