@@ -4,7 +4,6 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field, fields
-from functools import lru_cache
 from numbers import Real
 from pathlib import Path
 
@@ -187,17 +186,6 @@ def new_index(spec: str, dim: int, params: IndexParams) -> faiss.Index:
             # training them costs several times the IVF-PQ training (benchmarks/README.md).
             ivf.do_polysemous_training = False
     return index
-
-
-@lru_cache(maxsize=32)
-def trains(index_type: str, dim: int) -> bool:
-    """Whether an index of ``index_type`` is trained before vectors are added (so --train-size and the corpus's size
-    matter): flat and hnsw are not, ivfpq and ivf-ondisk are, and a factory string as FAISS builds it ('HNSW32,Flat'
-    and 'SQfp16' train nothing), asked of an empty index once per string and width, as the CLI's and the library's
-    checks each ask it."""
-    if index_type in INDEX_TYPES:
-        return index_type not in ("flat", "hnsw")
-    return not new_index(index_type, dim, IndexParams()).is_trained
 
 
 def hnsw_record(index: faiss.Index) -> dict:

@@ -4,78 +4,115 @@ training needs more vectors than the corpus or --train-size give."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from functools import lru_cache
 
 import faiss
 
 from retriever.choices import INDEX_TYPES, ONDISK_TYPE
 from retriever.errors import RetrieverError
 from retriever.index_type_settings import fewer_lists, untrained_refusal
-from retriever.faiss_index import IndexParams, check_defaults_taken, factory_string, new_index, trains
+from retriever.faiss_index import IndexParams, check_defaults_taken, factory_string, new_index
 from retriever.search_settings import downcast_hnsw, inner_index, ivf_part, taken_setting
 from retriever.wording import counted
+
+
+@dataclass(frozen=True)
+class EmptyIndexFacts:
+    """What the build's checks ask of an empty index of one factory string and width, read from one index made
+    once per process (``empty_index_facts``): an exotic string's empty index holds hundreds of MB ('IVF1048576_HNSW32,
+    PQ96x16' at 384 dimensions: 257 MB), and the CLI's, the encoding's and the build's checks each made their own."""
+
+    trains: bool  # trained before vectors are added (so --train-size and the corpus's size matter)
+    training_needs: tuple[tuple[int, str], ...]  # ``training_needs``
+    taken_setting: str | None  # the search setting it takes (``search_settings.taken_setting``)
+    own_hnsw: bool  # an HNSW graph of its own, which --ef-construction sets (not an IVF's HNSW quantizer)
+    problem: str | None  # why the build cannot fill it, or FAISS cannot (``_structure_problem``)
+
+
+@lru_cache(maxsize=32)
+def empty_index_facts(spec: str, dim: int) -> EmptyIndexFacts:
+    """``EmptyIndexFacts`` of the factory string ``spec`` at width ``dim``; the index is let go on return."""
+    index = new_index(spec, dim, IndexParams())
+    return EmptyIndexFacts(not index.is_trained, tuple(training_needs(index)), taken_setting(index),
+                           downcast_hnsw(index) is not None, _structure_problem(spec, index, dim))
+
+
+def trains(index_type: str, dim: int) -> bool:
+    """Whether an index of ``index_type`` is trained before vectors are added (so --train-size and the corpus's size
+    matter): flat and hnsw are not, ivfpq and ivf-ondisk are, and a factory string as FAISS builds it ('HNSW32,Flat'
+    and 'SQfp16' train nothing)."""
+    if index_type in INDEX_TYPES:
+        return index_type not in ("flat", "hnsw")
+    return empty_index_facts(index_type, dim).trains
 
 
 def check_buildable(params: IndexParams, dim: int) -> None:
     """Refuse, once the dimension is known and before any encoding, what FAISS would refuse only after it (a
     string it cannot parse, an L2-only type, sub-quantisers not dividing the dimension, a PCA wider than the
-    vectors) or an index the build cannot fill: NSG builds its graph in one add of every vector, the build adds
-    shard by shard and the --target-recall sample after its sweep (it failed at the second add)."""
+    vectors) or an index the build cannot fill (``_structure_problem``), and build settings it would ignore."""
     if params.index_type in INDEX_TYPES:
         if params.index_type == "ivfpq" and params.pq_m and dim % params.pq_m:
             raise RetrieverError(f"--pq-m {params.pq_m} must divide the embedding dimension {dim}")
         return
-    trained = trains(params.index_type, dim)  # asked first: two empty indexes of an exotic string were held at once
-    index = new_index(params.index_type, dim, params)
-    check_defaults_taken(params.search_defaults, taken_setting(index), params.index_type)
-    if not trained and params.train_size != IndexParams.train_size:  # was ignored ('HNSW32,Flat', 'SQfp16')
+    facts = empty_index_facts(params.index_type, dim)
+    check_defaults_taken(params.search_defaults, facts.taken_setting, params.index_type)
+    if not facts.trains and params.train_size != IndexParams.train_size:  # was ignored ('HNSW32,Flat', 'SQfp16')
         raise RetrieverError(untrained_refusal(params.index_type))
-    if downcast_hnsw(index) is None and params.ef_construction != IndexParams.ef_construction:
+    if not facts.own_hnsw and params.ef_construction != IndexParams.ef_construction:
         raise RetrieverError(f"--ef-construction is used only by an index with an HNSW graph of its own, not by "
                              f"--index-type {params.index_type!r}, whose HNSW is its IVF's quantizer (FAISS builds it "
                              "with its own efConstruction); drop it")
+    if facts.problem is not None:
+        raise RetrieverError(f"--index-type {params.index_type!r}: {facts.problem}")
+
+
+def _structure_problem(spec: str, index: faiss.Index, dim: int) -> str | None:
+    """Why the build cannot fill ``index`` or FAISS cannot: NSG builds its graph in one add of every vector, the
+    build adds shard by shard and the --target-recall sample after its sweep (it failed at the second add); the
+    others failed at the first add or the training, after the encoding, or searched wrong."""
     if isinstance(inner_index(index), faiss.IndexNSG):
-        raise RetrieverError(f"--index-type {params.index_type!r}: NSG needs every vector in one add, and the "
-                             "index is filled shard by shard; use HNSW instead, e.g. 'HNSW32,Flat'")
-    if isinstance(inner_index(index), faiss.IndexRowwiseMinMaxBase):  # failed at the first add, after the encoding
-        raise RetrieverError(f"--index-type {params.index_type!r}: FAISS's MinMax wrapper cannot add vectors (it is "
-                             "filled from codes only); drop the MinMax part, e.g. "
-                             f"{re.sub(r'MinMax(FP16)?,', '', params.index_type)!r}")
-    _check_quantizer(params.index_type, index)
-    direct = re.search(r"SQ8_direct(?:_signed)?(?![A-Za-z0-9_])", params.index_type)
+        return ("NSG needs every vector in one add, and the index is filled shard by shard; use HNSW instead, e.g. "
+                "'HNSW32,Flat'")
+    if isinstance(inner_index(index), faiss.IndexRowwiseMinMaxBase):
+        return ("FAISS's MinMax wrapper cannot add vectors (it is filled from codes only); drop the MinMax part, "
+                f"e.g. {re.sub(r'MinMax(FP16)?,', '', spec)!r}")
+    quantizer = _quantizer_problem(index)
+    if quantizer is not None:
+        return quantizer
+    direct = re.search(r"SQ8_direct(?:_signed)?(?![A-Za-z0-9_])", spec)
     if direct:  # FAISS takes each value as a code (0 to 255, or -128 to 127), unscaled
-        raise RetrieverError(f"--index-type {params.index_type!r}: {direct.group()} stores each value as the whole "
-                             "number it rounds to, and embedding values are fractions, so nearly every vector is "
-                             "stored as zeros and search finds nothing it should; use SQ8 (scaled to the values' "
-                             "range) or SQfp16")
+        return (f"{direct.group()} stores each value as the whole number it rounds to, and embedding values are "
+                "fractions, so nearly every vector is stored as zeros and search finds nothing it should; use SQ8 "
+                "(scaled to the values' range) or SQfp16")
     for graph in _hnsw_graphs(index):
         links = graph.hnsw.cum_nneighbor_per_level  # 0, then 2M on the bottom layer: M=1 sets no layer at all
         if links.size() < 2 or links.at(1) < 4:
-            raise RetrieverError(f"--index-type {params.index_type!r}: an HNSW graph needs at least 2 neighbours a "
-                                 "node (FAISS crashes adding to one of fewer); use e.g. 'HNSW32,Flat'")
+            return "an HNSW graph needs at least 2 neighbours a node (FAISS crashes adding to one of fewer); use e.g. " \
+                   "'HNSW32,Flat'"
     outer = faiss.downcast_index(index)  # a view: ``index`` owns the C++ object and must outlive it
     for position in range(outer.chain.size() if isinstance(outer, faiss.IndexPreTransform) else 0):
         transform = faiss.downcast_VectorTransform(outer.chain.at(position))
         if isinstance(transform, faiss.PCAMatrix) and transform.d_out > transform.d_in:
-            problem = f"a PCA cannot output {transform.d_out} dimensions from {transform.d_in}"
-        elif isinstance(transform, faiss.OPQMatrix) and transform.d_out % transform.M:
-            problem = f"OPQ's {transform.M} sub-quantisers do not divide its {transform.d_out} dimensions"
-        else:
-            continue
-        raise RetrieverError(f"--index-type {params.index_type!r}: {problem} (the vectors have {dim})")
+            return f"a PCA cannot output {transform.d_out} dimensions from {transform.d_in} (the vectors have {dim})"
+        if isinstance(transform, faiss.OPQMatrix) and transform.d_out % transform.M:
+            return (f"OPQ's {transform.M} sub-quantisers do not divide its {transform.d_out} dimensions (the vectors "
+                    f"have {dim})")
+    return None
 
 
-def _check_quantizer(spec: str, index: faiss.Index) -> None:
-    """Refuse an IVF whose quantizer (``IVF8(PQ2)``) needs more training points than its lists: FAISS trains it on
-    the list centroids, not on the sample, so it failed after the corpus was encoded, advising fewer lists."""
+def _quantizer_problem(index: faiss.Index) -> str | None:
+    """An IVF whose quantizer (``IVF8(PQ2)``) needs more training points than its lists: FAISS trains it on the list
+    centroids, not on the sample, so it failed after the corpus was encoded, advising fewer lists."""
     ivf = ivf_part(index)
     if ivf is None:
-        return
+        return None
     ivf = faiss.downcast_index(ivf)  # a view: ``index`` owns it
     needed, what = max(training_needs(ivf.quantizer), default=(0, ""))
     if needed > ivf.nlist:
-        raise RetrieverError(f"--index-type {spec!r}: the IVF's quantizer ({what}) trains on its {ivf.nlist} list "
-                             f"centroids and needs at least {needed}; use at least {needed} lists or a quantizer of "
-                             "fewer bits or none (e.g. 'IVF1024,Flat')")
+        return (f"the IVF's quantizer ({what}) trains on its {ivf.nlist} list centroids and needs at least {needed}; "
+                f"use at least {needed} lists or a quantizer of fewer bits or none (e.g. 'IVF1024,Flat')")
+    return None
 
 
 def _hnsw_graphs(index: faiss.Index) -> list:
@@ -94,9 +131,8 @@ def check_trainable(params: IndexParams, dim: int, count: int, source: str = "th
         return
     if params.index_type in (ONDISK_TYPE, "ivfpq") and (params.nlist or 0) > min(count, params.train_size):
         needed, what = params.nlist, f"{params.nlist} IVF lists"  # not made: 2**31 lists were a bad_alloc
-    else:
-        index = new_index(factory_string(params, dim, count), dim, params)  # named types size lists and codes to it
-        needed, what = max(training_needs(index), default=(0, ""))
+    else:  # a named type's factory string sizes its lists and codes to the count
+        needed, what = max(empty_index_facts(factory_string(params, dim, count), dim).training_needs, default=(0, ""))
     if min(count, params.train_size) < needed:
         given = (f"{source} {counted(count, 'document')}" if count <= params.train_size
                  else f"--train-size is {params.train_size}")

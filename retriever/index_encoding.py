@@ -15,9 +15,9 @@ from retriever.corpus_encoding import PartRunner, encode_corpus
 from retriever.encode_result import describe
 from retriever.encoder import Encoder
 from retriever.errors import RetrieverError
-from retriever.faiss_index import IndexParams, trains
+from retriever.faiss_index import IndexParams
 from retriever.folders import exclusive_build, named_output
-from retriever.index_checks import check_buildable, check_trainable
+from retriever.index_checks import check_buildable, check_trainable, trains
 from retriever.other_shards import clear_other_encoder
 from retriever.shard_origin import READING, reading_record
 from retriever.tuning import check_held_out

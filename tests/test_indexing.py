@@ -431,3 +431,17 @@ def test_faiss_refusing_an_add_is_said_without_its_cpp_function_and_source_line(
         _add(untrained, np.zeros((3, 8), dtype=np.float32), "IVF4,Flat")
     assert str(refused.value).startswith("FAISS cannot add vectors to 'IVF4,Flat': 'is_trained' failed; use ")
     assert "faiss::" not in str(refused.value) and ".cpp" not in str(refused.value)
+
+
+def test_a_build_makes_one_empty_index_of_a_factory_string_for_its_checks_and_one_to_fill(tiny_beir, tiny_encoder,
+                                                                                          tmp_path, monkeypatch):
+    """The checks made five (whether the string trains, its structure and its training needs before the encoding,
+    the last two again after it), each holding 257 MB for 'IVF1048576_HNSW32,PQ96x16' at 384 dimensions."""
+    from retriever.index_checks import empty_index_facts
+
+    empty_index_facts.cache_clear()
+    made = []
+    factory = faiss.index_factory
+    monkeypatch.setattr(faiss, "index_factory", lambda *arguments: made.append(arguments[1]) or factory(*arguments))
+    encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, IndexParams("IVF3,SQ8"), progress=False)
+    assert made == ["IVF3,SQ8", "IVF3,SQ8"]

@@ -77,7 +77,7 @@ def check_train_size_used(index_type: str, dim_of: Callable[[], int]) -> None:
     hnsw (it was ignored, exit 0); FAISS must build the string to tell, so this waits for the vectors' width."""
     if index_type in INDEX_TYPES or not flags_given(("train_size",)):
         return
-    from retriever.faiss_index import trains
+    from retriever.index_checks import trains
 
     if not trains(index_type, dim_of()):
         raise click.UsageError(untrained_refusal(index_type))
