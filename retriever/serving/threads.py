@@ -32,8 +32,9 @@ def configure_threads(threads: int | None = None, workers: int | None = None) ->
 
 def oversubscription_warning(used: dict) -> str | None:
     """A warning where the workers' torch threads outnumber the cores (the defaults never do): threads past the cores
-    only wait on one another at OpenMP's barriers, so each search is slower, many times so for hundreds of threads."""
-    cores, total = usable_cores(), used["workers"] * used["torch"]
+    only wait on one another at OpenMP's barriers, so each search is slower, many times so for hundreds of threads.
+    ``used`` is what ``configure_threads`` returned: its cores are the ones it shared out, counted once."""
+    cores, total = used["cores"], used["workers"] * used["torch"]
     if total <= cores:
         return None
     return (f"warning: {counted(used['workers'], 'worker')} x {counted(used['torch'], 'torch thread')} is {total} "

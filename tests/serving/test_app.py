@@ -398,7 +398,8 @@ def test_serve_command_runs_a_server_with_named_indexes(tiny_index, small_index,
 
 def invoke_serve(index, port: int, monkeypatch) -> Result:
     """`retriever serve` in this process, with configure_threads stubbed so the session's thread pools stay put."""
-    monkeypatch.setattr("retriever.serving.configure_threads", lambda threads, workers: {"torch": 1, "workers": 1})
+    monkeypatch.setattr("retriever.serving.configure_threads",
+                        lambda threads, workers: {"torch": 1, "workers": 1, "cores": 1})
     return CliRunner().invoke(main, ["serve", str(index), "--port", str(port), "--device", "cpu", "--dtype", "fp32"])
 
 
