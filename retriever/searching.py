@@ -141,7 +141,8 @@ class Searcher:
         if vectors is not None and len(vectors) != len(texts):
             raise RetrieverError(f"{len(vectors)} query vectors for {len(texts)} queries")
         cut_at: list = []
-        if mode != "bm25" and vectors is None:
+        encoded = mode != "bm25" and vectors is None
+        if encoded:
             unknown = []
             vectors = self.encoder.encode_queries(texts, unknown=unknown, cut_at=cut_at)
         elif mode != "bm25" and unknown is None and (mode == "hybrid" or not keep_unknown):
@@ -153,7 +154,10 @@ class Searcher:
             unknown_found.extend(unknown.tolist())
         if mode == "dense" and not keep_unknown:
             self.refuse_unknown(unknown, texts, cut_at)
-        dense = lambda rows, depth: self.search_vectors(vectors[rows], depth, nprobe, ef_search)  # noqa: E731
+        if encoded:  # checked once (a caller's vectors above), not again at each tie_cut round
+            vectors = query_vectors(vectors, self.index.d)
+        dense = lambda rows, depth: self.search_vectors(vectors[rows], depth, nprobe, ef_search,  # noqa: E731
+                                                        checked=True)
         lexical = lambda rows, depth: self.lexical_ranking([texts[i] for i in rows], depth)  # noqa: E731
         if mode != "hybrid":
             return self._top_k(dense if mode == "dense" else lexical, len(texts), k)
@@ -200,11 +204,14 @@ class Searcher:
         scores, rows = self.lexical.search(texts, depth)
         return scores, np.where(rows >= 0, self.documents.labels_of_rows(np.maximum(rows, 0)), -1)
 
-    def search_vectors(self, vectors: np.ndarray, k: int, nprobe: int | None = None,
-                       ef_search: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k (scores, FAISS labels) of query vectors, in FAISS's order; a setting of None is the index's default."""
-        k, vectors = check_k(k), query_vectors(vectors, self.index.d)
-        check_call_settings(nprobe, ef_search)
+    def search_vectors(self, vectors: np.ndarray, k: int, nprobe: int | None = None, ef_search: int | None = None,
+                       checked: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k (scores, FAISS labels) of query vectors, in FAISS's order; a setting of None is the index's default.
+        ``checked``: the vectors (``query_vectors``), k and settings are checked already, as ``rank`` checks them once
+        and then searches again deeper while a tie at the cut stays open (``tie_cut``)."""
+        if not checked:
+            k, vectors = check_k(k), query_vectors(vectors, self.index.d)
+            check_call_settings(nprobe, ef_search)
         scores, labels = search_with(self.index, vectors, min(k, self.index.ntotal),
                                      self.default_nprobe if nprobe is None else nprobe,
                                      self.default_ef_search if ef_search is None else ef_search)

@@ -12,6 +12,8 @@ import pytest
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.indexing import IndexParams, encode_and_index
+from retriever import searching
+from retriever.query_vectors import query_vectors
 from retriever.searching import Searcher
 from conftest import TINY_DOCS, write_jsonl
 
@@ -93,6 +95,26 @@ def test_wrong_library_calls_are_one_line(searcher, call, message):
     with pytest.raises(RetrieverError, match=message):
         call(searcher)
     assert searcher.search([], k=3) == []
+
+
+def test_query_vectors_are_checked_once_per_search_the_encoders_too(searcher, monkeypatch):
+    """``rank`` checked a caller's vectors, then ``search_vectors`` checked them again at every ``tie_cut`` round;
+    the encoder's are checked once too, so an fp16 overflow's NaN is still refused before FAISS sees it."""
+    checked = []
+    monkeypatch.setattr(searching, "query_vectors",
+                        lambda vectors, dim: checked.append(len(vectors)) or query_vectors(vectors, dim))
+    tied = np.zeros((2, 32), np.float32)  # every document scores 0: the tie at the cut is searched again, deeper
+    searcher.rank(["a", "b"], 2, "dense", vectors=tied, keep_unknown=True, unknown=[False, False])
+    searcher.search(["honey bee"], k=2)
+    assert checked == [2, 1]
+
+    def overflowed(texts, unknown, cut_at, **settings):
+        unknown.extend([False] * len(texts))
+        return np.full((len(texts), 32), np.nan, np.float32)
+
+    monkeypatch.setattr(searcher.encoder, "encode_queries", overflowed)
+    with pytest.raises(RetrieverError, match="query vectors hold NaN or infinity; an encoder in fp16 may overflow"):
+        searcher.search(["honey bee"], k=2)
 
 
 def test_wrong_searcher_arguments_are_named(searcher):
