@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field, fields
+from functools import lru_cache
 from numbers import Real
 from pathlib import Path
 
@@ -50,7 +51,9 @@ class IndexParams:
         if not isinstance(self.index_type, str):
             raise RetrieverError(f"index_type must be one of {', '.join(INDEX_TYPES)} or a FAISS factory string, not "
                                  f"{self.index_type!r}")
-        check_factory(self.index_type)
+        unreadable = unreadable_index_type(self.index_type)
+        if unreadable is not None:
+            raise RetrieverError(unreadable)
         self.search_defaults = _checked_search_defaults(self.search_defaults)
         if self.index_type in _TAKES:  # a factory string's setting is known once FAISS builds it: check_buildable
             check_defaults_taken(self.search_defaults, _TAKES[self.index_type], self.index_type)
@@ -133,6 +136,38 @@ def check_factory(spec: str) -> None:
                              f"map, ids.parquet); drop the IDMap part" + (f", e.g. {rest!r}" if rest else ""))
 
 
+UNPARSED = "could not parse index string"  # FAISS's words for a string its parser cannot read
+
+
+def unreadable_index_type(spec: str) -> str | None:
+    """Why FAISS cannot read ``spec`` at all, or None when it can (or when only the vectors' width can tell: 'PQ7'
+    fits 384 dimensions, not 1). FAISS's parser matches a string's parts by name and number alone, so an index of
+    one dimension tells 'could not parse index string' apart from a part that does not fit a width, before any
+    width is known: `build` refused 'Flatt' only once the model had loaded, with exit 1."""
+    if spec in INDEX_TYPES:
+        return None
+    check_factory(spec)  # FAISS's parser crashes on a long string
+    return _unreadable(spec)
+
+
+@lru_cache(maxsize=32)
+def _unreadable(spec: str) -> str | None:
+    try:
+        faiss.index_factory(1, spec, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as error:
+        return _unreadable_words(spec, faiss_message(error))
+    return None
+
+
+def _unreadable_words(spec: str, reason: str) -> str | None:
+    """The one wording of a string FAISS cannot read (``reason``, FAISS's own), for the CLI's flag and the library;
+    None for any other refusal."""
+    if not reason.startswith(UNPARSED):
+        return None
+    return (f"FAISS cannot read {spec!r} as an index type ({reason}); give {', '.join(INDEX_TYPES)} or a FAISS factory "
+            "string, e.g. 'IVF1024,PQ48' or 'HNSW64,Flat'")
+
+
 def default_nlist(count: int) -> int:
     """About 4·√N lists, but at least 39 training points per list as FAISS wants."""
     return max(1, min(int(4 * math.sqrt(count)), count // 39 or 1))
@@ -169,8 +204,9 @@ def new_index(spec: str, dim: int, params: IndexParams) -> faiss.Index:
     try:
         index = faiss.index_factory(dim, spec, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as error:
-        raise RetrieverError(f"FAISS cannot build index {spec!r} for {dim}-dimension vectors: "
-                             f"{faiss_message(error)}; use {', '.join(INDEX_TYPES)} or a valid FAISS factory string") from None
+        reason = faiss_message(error)
+        raise RetrieverError(_unreadable_words(spec, reason) or f"FAISS cannot build index {spec!r} for {dim}-dimension "
+                             f"vectors: {reason}; use {', '.join(INDEX_TYPES)} or a valid FAISS factory string") from None
     hnsw = downcast_hnsw(index)
     if hnsw is not None:
         hnsw.hnsw.efConstruction = params.ef_construction

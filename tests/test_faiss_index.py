@@ -156,7 +156,7 @@ def test_an_index_faiss_cannot_build_names_every_index_type():
     """The hint listed flat, hnsw and ivfpq, leaving out ivf-ondisk, which --index-type takes too."""
     from retriever.choices import INDEX_TYPES
     with pytest.raises(RetrieverError, match="FAISS cannot build index") as caught:
-        new_index("NoSuchIndex", 8, IndexParams())
+        new_index("PQ5", 8, IndexParams())
     assert all(name in str(caught.value) for name in INDEX_TYPES), str(caught.value)
 
 
@@ -274,3 +274,22 @@ def test_a_factory_string_too_long_for_faiss_parser_is_refused_not_a_crash():
         IndexParams(spec)
     with pytest.raises(RetrieverError, match="244 characters long"):
         new_index(spec, 32, IndexParams())
+
+
+@pytest.mark.parametrize("spec", ["Flatt", "IVF,Flat", "Flat ", ""])
+def test_a_string_faiss_cannot_read_is_refused_when_the_settings_are_made_as_the_flag_refuses_it(spec):
+    """No width makes it an index: it was refused only when the build made its first index, after the model loaded.
+    A string that fits some widths and not others ('PQ5') waits for the vectors' width."""
+    from retriever.faiss_index import unreadable_index_type
+
+    said = (f"FAISS cannot read {spec!r} as an index type (could not parse index string{' ' if spec else ''}"
+            f"{spec.rstrip()}); give flat, hnsw, ivfpq, ivf-ondisk or a FAISS factory string, e.g. 'IVF1024,PQ48' or "
+            "'HNSW64,Flat'")
+    assert unreadable_index_type(spec) == said
+    with pytest.raises(RetrieverError) as caught:
+        IndexParams(spec)
+    assert str(caught.value) == said
+    with pytest.raises(RetrieverError) as caught:
+        new_index(spec, 8, IndexParams())
+    assert str(caught.value) == said
+    assert unreadable_index_type("PQ5") is None and unreadable_index_type("IVF4(PQ7),Flat") is None

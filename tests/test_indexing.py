@@ -61,7 +61,7 @@ def test_approximate_indexes_build(tiny_beir, tiny_encoder, tmp_path, index_type
 
 def test_bad_factory_string_leaves_nothing(tiny_beir, tiny_encoder, tmp_path):
     with pytest.raises(RetrieverError, match="FAISS cannot build"):
-        encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, IndexParams("NotAnIndex"), progress=False)
+        encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, IndexParams("PQ5"), progress=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny-beir"]  # refused before encoding
 
 
@@ -436,12 +436,15 @@ def test_faiss_refusing_an_add_is_said_without_its_cpp_function_and_source_line(
 def test_a_build_makes_one_empty_index_of_a_factory_string_for_its_checks_and_one_to_fill(tiny_beir, tiny_encoder,
                                                                                           tmp_path, monkeypatch):
     """The checks made five (whether the string trains, its structure and its training needs before the encoding,
-    the last two again after it), each holding 257 MB for 'IVF1048576_HNSW32,PQ96x16' at 384 dimensions."""
+    the last two again after it), each holding 257 MB for 'IVF1048576_HNSW32,PQ96x16' at 384 dimensions. Before
+    them, IndexParams reads the string once with a 1-dimension index (``unreadable_index_type``)."""
+    from retriever.faiss_index import _unreadable
     from retriever.index_checks import empty_index_facts
 
     empty_index_facts.cache_clear()
+    _unreadable.cache_clear()
     made = []
     factory = faiss.index_factory
-    monkeypatch.setattr(faiss, "index_factory", lambda *arguments: made.append(arguments[1]) or factory(*arguments))
+    monkeypatch.setattr(faiss, "index_factory", lambda *arguments: made.append(arguments[:2]) or factory(*arguments))
     encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, IndexParams("IVF3,SQ8"), progress=False)
-    assert made == ["IVF3,SQ8", "IVF3,SQ8"]
+    assert made == [(1, "IVF3,SQ8"), (32, "IVF3,SQ8"), (32, "IVF3,SQ8")]

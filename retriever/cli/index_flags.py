@@ -16,7 +16,7 @@ def index_options():
     """Flags named as IndexParams fields (commands pass them on as **index_flags), plus --overwrite and
     --tuning-queries-file (popped by the commands)."""
     return compose(
-        click.option("--index-type", default="flat", show_default=True,
+        click.option("--index-type", default="flat", show_default=True, callback=_readable_index_type,
                      help=f"One of {', '.join(INDEX_TYPES)} (flat = exact inner product), or any FAISS factory "
                           "string, e.g. 'IVF1024,PQ48' or 'HNSW64,Flat'."),
         click.option("--hnsw-m", type=click.IntRange(min=2), default=32, show_default=True,
@@ -58,6 +58,21 @@ def index_options():
                      help="Replace an existing index folder (build: shards of another encoder in NAME.shards are "
                           "deleted first)."),
     )
+
+
+def _readable_index_type(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A string FAISS cannot read ('Flatt', 'IVF,Flat') is a bad flag, said before any model loads or encoding; so are
+    the strings ``check_factory`` refuses (whose words name the flag)."""
+    from retriever.errors import RetrieverError
+    from retriever.faiss_index import unreadable_index_type  # FAISS: imported once a command is parsing its flags
+
+    try:
+        unreadable = unreadable_index_type(value)
+    except RetrieverError as error:
+        raise click.UsageError(str(error), ctx) from None
+    if unreadable is not None:
+        raise click.BadParameter(unreadable, ctx, param)
+    return value
 
 
 def check_type_flags(index_type: str) -> None:
