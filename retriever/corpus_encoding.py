@@ -177,12 +177,13 @@ def _share(total: int | None, worker: int, num_workers: int) -> int | None:
 
 def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | PartRunner, fmt: str = "auto",
                   fields: Fields = Fields(), shard_size: int = 10_000, worker_index: int = 0,
-                  num_workers: int = 1, progress: bool = True) -> EncodeResult:
+                  num_workers: int = 1, progress: bool = True, replace_other_corpus: bool = False) -> EncodeResult:
     """Encode a corpus (or this worker's share of it) into Parquet shards under ``output``.
 
     ``encoder`` is an Encoder (parts run here, in order) or a PartRunner such as a Ray pool. Other workers may
     encode into ``output`` at the same time; a second run of this worker is refused at once (``held_lock`` on
-    ``.encode-wXXXofYYY.lock`` in the folder).
+    ``.encode-wXXXofYYY.lock`` in the folder). Shards there of another corpus file that still exists are refused
+    unless ``replace_other_corpus`` (a build's own shard folder): an edited corpus is re-encoded part by part.
     """
     _check_kinds(corpus, output, encoder, fields)
     shard_size = whole_number(shard_size, "--shard-size", 1)
@@ -200,7 +201,7 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
                        lambda pid: f"{output}: another encode of worker {worker_index} of {num_workers} into it is "
                                    f"running (pid {pid}); wait for it to end or choose another --output"):
             return _encode_share(corpus_path, output, encoder, fmt, fields, shard_size, worker_index, num_workers,
-                                 progress)
+                                 progress, replace_other_corpus)
     except BaseException:
         with contextlib.suppress(OSError):  # empty folders it made go, innermost first: a run that wrote nothing
             for folder in made:             # leaves nothing (new/sub/ stayed behind when shards/ alone went)
@@ -219,12 +220,13 @@ def _check_kinds(corpus: object, output: object, encoder: object, fields: object
 
 
 def _encode_share(corpus_path: Path, output: Path, encoder: Encoder | PartRunner, fmt: str, fields: Fields,
-                  shard_size: int, worker_index: int, num_workers: int, progress: bool) -> EncodeResult:
+                  shard_size: int, worker_index: int, num_workers: int, progress: bool,
+                  replace_other_corpus: bool) -> EncodeResult:
     """``encode_corpus`` once it holds this worker's lock: a second run of the same worker in the same folder
     would re-encode the same parts beside it and overwrite its shards."""
     # model and corpus re-expressed relative to the shard folder, or as names; the flags that read the corpus
     recorded = {**encoder.metadata(), READING: reading_record(corpus_path, fmt, fields)}
-    refuse_other_shards(output, recorded, num_workers, corpus_path)
+    refuse_other_shards(output, recorded, num_workers, corpus_path, replace_other_corpus)
     earlier_size = warn_resized(output, worker_index, num_workers, shard_size)
     note_batch_size(output, worker_index, num_workers, getattr(encoder, "batch_size", None))
     # Until this run finishes, this worker's shards may mix old and new content: not complete.

@@ -77,7 +77,8 @@ def _encode_shards(corpus: str | Path, output: Path, encoder: Encoder | PartRunn
     reading = {READING: reading_record(resolve_corpus_path(corpus), fmt, fields)}
     if overwrite and clear_other_encoder(shards, {**encoder.metadata(), **reading}):
         print(f"deleted {shards}: another encoder, split or reading flags made those shards", file=sys.stderr)
-    result = encode_corpus(corpus, shards, encoder, fmt, fields, shard_size, progress=progress)
+    result = encode_corpus(corpus, shards, encoder, fmt, fields, shard_size, progress=progress,
+                           replace_other_corpus=True)  # OUT.shards is the build's own
     if progress:
         print(describe(result), file=sys.stderr)
     tuning_queries = None if tuning_query_texts is None else encoder.encode_queries(tuning_query_texts)

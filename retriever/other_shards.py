@@ -2,10 +2,12 @@
 or deleted by ``build --overwrite``."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from shlex import quote
 
 from retriever.errors import RetrieverError
+from retriever.recorded_paths import locate
 from retriever.shard_origin import READING, check_reading, reading_problem
 from retriever.shards import differing_fields, existing_metadata, list_shards
 
@@ -52,10 +54,13 @@ def _other_reading(metadata: dict, found: dict | None) -> tuple[str, str] | None
     return reading_problem(found.get(READING), metadata[READING]) if found and READING in metadata else None
 
 
-def refuse_other_shards(output: Path, metadata: dict, num_workers: int, corpus: Path | None = None) -> None:
+def refuse_other_shards(output: Path, metadata: dict, num_workers: int, corpus: Path | None = None,
+                        replace_other_corpus: bool = False) -> None:
     """Refuse a folder holding shards of another encoder or another --num-workers, before anything in it changes.
     ``encode_part`` looks only at the shards a run rewrites: another split's shards stayed beside the new ones,
-    so the folder held two encoders' vectors until `index` refused it (and a refused rerun un-finished it)."""
+    so the folder held two encoders' vectors until `index` refused it (and a refused rerun un-finished it).
+    Unless ``replace_other_corpus`` (a build's own OUT.shards), shards of another corpus file that is still there
+    are refused too: its parts all "changed", so each of its shards was replaced, with a note of re-encoded parts."""
     for path in list_shards(output):
         found = existing_metadata(path)
         diffs = _other_shard(metadata, found, num_workers)  # a damaged one is re-encoded
@@ -64,3 +69,17 @@ def refuse_other_shards(output: Path, metadata: dict, num_workers: int, corpus: 
                                  f"({'; '.join(diffs)}); {re_encode_advice(output)}")
         if _other_reading(metadata, found):
             check_reading(output, found[READING], metadata[READING], re_encode_advice(output), corpus)
+        if found and corpus is not None and not replace_other_corpus:
+            theirs = locate(found.get("corpus"), output)
+            theirs = theirs and Path(os.path.normpath(theirs))  # S/../c.jsonl as c.jsonl
+            if theirs is not None and theirs.is_file() and not _same_file(theirs, corpus):
+                raise RetrieverError(f"{output}: its shards were encoded from {theirs}, which is still there, and this "
+                                     f"run reads another corpus file, {corpus}: encoding it here would replace them "
+                                     f"all; {re_encode_advice(output)}")
+
+
+def _same_file(one: Path, other: Path) -> bool:
+    try:
+        return one.samefile(other)
+    except OSError:
+        return False

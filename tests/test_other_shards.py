@@ -63,3 +63,26 @@ def test_an_encode_folder_is_told_how_to_replace_its_shards_and_a_build_one_its_
         assert not list(out.iterdir())  # the shards and done marker went, so the rerun takes it
         encode_corpus(corpus, out, other, shard_size=2, progress=False)
         assert shlex.quote(str(out)) in str(refused.value)
+
+
+def test_shards_of_another_corpus_file_still_there_are_refused_but_a_build_replaces_its_own(tiny_model_dir, tmp_path):
+    """`encode B.jsonl -o S` where S holds A.jsonl's shards replaced every one of them, saying only "re-encoded 3
+    parts whose documents changed"; a corpus file moved away (or the same file) still resumes part by part, and a
+    build replaces what OUT.shards holds."""
+    first, second = write_corpus(tmp_path / "a.jsonl", 4), tmp_path / "b.jsonl"
+    second.write_text(first.read_text().replace("doc", "other"), encoding="utf-8")
+    out = tmp_path / "S"
+    encode_corpus(first, out, encoder(tiny_model_dir), shard_size=2, progress=False)
+    before = shard_contents(out)
+    with pytest.raises(RetrieverError) as refused:
+        encode_corpus(second, out, encoder(tiny_model_dir), shard_size=2, progress=False)
+    assert str(refused.value).startswith(f"{out}: its shards were encoded from {first}, which is still there, and "
+                                         f"this run reads another corpus file, {second}: encoding it here would "
+                                         "replace them all; encode into another --output, or delete its shards")
+    assert shard_contents(out) == before
+    assert encode_corpus(first, out, encoder(tiny_model_dir), shard_size=2, progress=False).skipped == 4
+    moved = first.rename(tmp_path / "moved.jsonl")
+    assert encode_corpus(moved, out, encoder(tiny_model_dir), shard_size=2, progress=False).skipped == 4
+    moved.rename(first)
+    assert encode_corpus(second, out, encoder(tiny_model_dir), shard_size=2, progress=False,
+                         replace_other_corpus=True).encoded == 4
