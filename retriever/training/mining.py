@@ -108,12 +108,21 @@ def _negative_lines(searcher: Searcher, batches: Iterator[Run], qrels: Qrels, sk
         refuse()
 
 
-def _refuse_no_negative(queries: int, beir: BeirDataset, split: str, depth: int, skip_top: int, mode: str) -> None:
-    """Refuse to write a file of empty lists: `train --negatives` read it and trained on in-batch negatives alone."""
+def _refuse_no_negative(queries: int, beir: BeirDataset, split: str, depth: int, skip_top: int, mode: str,
+                        documents: int) -> None:
+    """Refuse to write a file of empty lists: `train --negatives` read it and trained on in-batch negatives alone.
+    The advice fits what was searched: a --depth past the index's ``documents`` already reached every passage, so
+    raising it cannot help (it was advised when every passage was judged relevant)."""
     why = " (BM25 returns only passages sharing a word with the query)" if mode == "bm25" else ""
+    whole = depth >= documents
+    remedies = ([] if whole else ["raise --depth"]) + (["lower --skip-top"] if skip_top else []) + (
+        ["mine with --mode dense or hybrid"] if whole and mode == "bm25" else [])
+    advice = (" or ".join(remedies) if remedies else
+              f"--depth {depth} reached all {documents} passages of the index, so none is left to mine: mine a split "
+              "whose queries leave passages unjudged")
     raise RetrieverError(f"no negative for any of the {counted(queries, 'query')} of {dataset_name(beir)} split {split}: "
                          f"every hit within --depth {depth}{why}, after --skip-top {skip_top}, is judged relevant or "
-                         "a copy of a passage judged so; raise --depth or lower --skip-top; nothing written")
+                         f"a copy of a passage judged so; {advice}; nothing written")
 
 
 def check_counts(depth: object, skip_top: object, per_query: object) -> tuple[int, int, int]:
@@ -166,7 +175,7 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
     tally = MiningResult(output, len(found), 0, 0, 0.0, len(left_out), no_positive)
     batches = search_batches(searcher, found, split, k=depth, progress=progress, desc="mine")
     atomic_write_lines(output, _negative_lines(searcher, batches, judged, skip_top, per_query, tally, lambda: (
-        _refuse_no_negative(len(found), beir, split, depth, skip_top, mode))))
+        _refuse_no_negative(len(found), beir, split, depth, skip_top, mode, searcher.index.ntotal))))
     tally.seconds = time.time() - started
     if tally.copies_of_positives:
         print(f"note: {counted(tally.copies_of_positives, 'passage')} left out of the negatives: a copy of a passage "

@@ -214,12 +214,17 @@ def test_an_output_that_is_a_file_of_the_dataset_or_index_is_refused_before_mini
     assert output.read_bytes() == before
 
 
-@pytest.mark.parametrize("mode, judged, skip_top", [("dense", "every", 0), ("bm25", "one", 3)])
+@pytest.mark.parametrize("mode, judged, skip_top, depth, advice", [
+    ("dense", "every", 0, 100, "--depth 100 reached all 12 passages of the index, so none is left to mine: mine a "
+                               "split whose queries leave passages unjudged"),
+    ("dense", "every", 0, 5, "raise --depth"),
+    ("bm25", "one", 3, 100, "lower --skip-top or mine with --mode dense or hybrid")])
 def test_mining_that_finds_no_negative_for_any_query_writes_nothing(indexed_beir, tmp_path, monkeypatch, mode, judged,
-                                                                    skip_top):
+                                                                    skip_top, depth, advice):
     """A split judging every passage relevant, or BM25 (which returns only passages sharing a word with the query)
     under --skip-top, left no negative for any query: a file of empty lists was written, exit 0, and `train
-    --negatives` then trained on in-batch negatives alone."""
+    --negatives` then trained on in-batch negatives alone. The advice fits the search: "raise --depth" was given
+    for a --depth that had already reached every passage of the index."""
     dataset, index = indexed_beir
     monkeypatch.chdir(dataset)  # mined as `--dataset .`: named by its folder's real name (it was named "")
     dataset = Path(".")
@@ -228,9 +233,10 @@ def test_mining_that_finds_no_negative_for_any_query_writes_nothing(indexed_beir
                                                  encoding="utf-8")
     output = tmp_path / "n.jsonl"
     with pytest.raises(RetrieverError, match=r"no negative for any of the 1 query of tiny-beir split train: .*"
-                                             r"--depth 100.*; nothing written"):
-        mine_negatives(index, dataset, output, skip_top=skip_top, mode=mode, device="cpu", dtype="fp32",
+                                             rf"--depth {depth}.*; nothing written") as refused:
+        mine_negatives(index, dataset, output, depth=depth, skip_top=skip_top, mode=mode, device="cpu", dtype="fp32",
                        progress=False)
+    assert str(refused.value).endswith(f"a copy of a passage judged so; {advice}; nothing written")
     assert not output.exists()
 
 
