@@ -48,7 +48,7 @@ from retriever.serving.inputs import (ApiError, Limits, check_hits, check_k_digi
                                       check_query, check_query_string, read_search_body)
 from retriever.serving.malformed import HostChecked
 from retriever.serving.output import bounded, hits_list, list_object
-from retriever.serving.problems import clipped, validation_message
+from retriever.serving.problems import sent_path, validation_message
 from retriever.serving.page import page_html
 from retriever.serving.served import BatchSettings, ServedIndexes, served_name, summary, valid_index_name
 from retriever.serving.routing import HeadAsGet, ServerOptions, allowed_methods, not_found
@@ -145,8 +145,7 @@ def _add_error_handlers(app: FastAPI) -> None:
         headers = dict(getattr(error, "headers", None) or {})
         if error.status_code == 405:  # a bare "Method Not Allowed" named neither
             headers["allow"] = allowed_methods(request.app.router.routes, request.scope)
-            path = clipped(request.scope["path"])
-            return _error(405, f"{path} takes {headers['allow']}, not {request.method}", headers)
+            return _error(405, f"{sent_path(request.scope)} takes {headers['allow']}, not {request.method}", headers)
         if error.status_code == 404:
             return _error(404, not_found(request.app.router.routes, request.scope))
         return _error(error.status_code, str(error.detail), headers)
@@ -175,14 +174,14 @@ def _served(request: Request) -> ServedIndexes:
 
 def _unparameterised(request: Request) -> ServedIndexes:
     """The served indexes, for a route that takes no parameters (refusing any given, which it would not read)."""
-    check_no_parameters(request.scope["path"], request.scope.get("query_string", b""))
+    check_no_parameters(sent_path(request.scope), request.scope.get("query_string", b""))
     return _served(request)
 
 
 async def strict_query_string(request: Request) -> None:
     """``check_query_string`` as the GET searches' dependency, run before the framework reads q and k: `?query=cat` (q
     misnamed) said only "q: Field required", `?k=5&k=` "k: Input should be a valid integer"."""
-    check_query_string(request.scope.get("query_string", b""), request.scope["path"])
+    check_query_string(request.scope.get("query_string", b""), sent_path(request.scope))
 
 
 async def search_one(request: Request, name: str, q: str, k: int, mode: str | None) -> Response:

@@ -77,15 +77,14 @@ def not_found(routes: list, scope: dict) -> str:
     """A 404's message: the path without its slashes where a route serves that (``path_without_slash``), else the
     routes there are. ``/indexes/NAME`` (the search route's start), ``/api/search`` and other near misses got a bare
     "Not Found" that named none of them."""
-    from retriever.serving.problems import clipped
+    from retriever.serving.problems import sent_path
 
-    path = scope["path"]
     bare = path_without_slash(routes, scope)
     if bare:
-        return f"no route at {clipped(path)}; the path is {bare}, without the slash"
+        return f"no route at {sent_path(scope)}; the path is {bare}, without the slash"
     listed = dict.fromkeys(route.path.replace("{name}", "NAME") for route in _flattened(routes)
                            if getattr(route, "include_in_schema", False))
-    return f"no route at {clipped(path)}; the routes are / (the search page), {', '.join(listed)}; API docs at /docs"
+    return f"no route at {sent_path(scope)}; the routes are / (the search page), {', '.join(listed)}; API docs at /docs"
 
 
 def _route_methods(routes: list, scope: dict) -> set[str]:

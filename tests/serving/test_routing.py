@@ -1,7 +1,7 @@
 """Requests the routes do not meet as Starlette would answer them: here, `OPTIONS *` (the server as a whole)."""
 from __future__ import annotations
 
-from serving_fixtures import raw_reply, served, small_index, tiny_index  # noqa: F401 - fixtures
+from serving_fixtures import call, raw_reply, served, small_index, tiny_index  # noqa: F401 - fixtures
 
 
 def test_options_asterisk_is_answered_for_the_server_as_a_whole(served):
@@ -25,3 +25,14 @@ def test_an_asterisk_target_with_a_method_other_than_options_is_a_400(served):
         assert reply.startswith("HTTP/1.1 400 ") and "connection: close" in reply, reply
         if method != b"HEAD":
             assert '"malformed HTTP request (the target * (the server as a whole) is asked only with OPTIONS, ' in reply
+
+
+def test_a_path_is_named_as_the_client_sent_it(served):
+    """uvicorn decodes the path it routes on, so the 404 for ``/indexes/a%2Fb/search`` named ``/indexes/a/b/search``,
+    a path the client never sent, and a 405 or a refused parameter named an escaped name decoded."""
+    reply = served.get("/indexes/a%2Fb/search?q=cat")
+    assert reply.status == 404 and reply.json()["error"].startswith("no route at /indexes/a%2Fb/search; the routes are")
+    reply = call(served.port, "DELETE", "/indexes/%73mall/search")
+    assert reply.status == 405 and reply.json()["error"] == "/indexes/%73mall/search takes GET, HEAD, POST, not DELETE"
+    reply = served.get("/indexes/%73mall/info?x=1")
+    assert reply.status == 400 and reply.json()["error"].startswith("GET /indexes/%73mall/info takes no parameters")
