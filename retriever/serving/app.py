@@ -58,6 +58,7 @@ from retriever.serving.schemas import (ERRORS, K_PARAM, MODE_PARAM, NAME_PARAM, 
 from retriever.unknown_words import no_hits_reason
 
 INLINE_HITS = 100
+OTHER_INDEXES = "; another index's manifest is at /indexes/NAME/info, its search at /indexes/NAME/search"
 RETRY_AFTER = "1"  # seconds: the queue drains a batch at a time, so a second is a long wait already
 
 
@@ -172,9 +173,9 @@ def _served(request: Request) -> ServedIndexes:
     return request.app.state.served
 
 
-def _unparameterised(request: Request) -> ServedIndexes:
+def _unparameterised(request: Request, advice: str = OTHER_INDEXES) -> ServedIndexes:
     """The served indexes, for a route that takes no parameters (refusing any given, which it would not read)."""
-    check_no_parameters(sent_path(request.scope), request.scope.get("query_string", b""))
+    check_no_parameters(sent_path(request.scope), request.scope.get("query_string", b""), advice)
     return _served(request)
 
 
@@ -233,7 +234,7 @@ async def page() -> HTMLResponse:
 
 @router.get("/health", summary="Liveness and batching counters")
 async def health(request: Request) -> Response:
-    served = _served(request)  # parameters let be: a health checker may add a cache-buster (?_=1700000000)
+    served = _unparameterised(request, "")  # as every API route refuses a parameter it does not take
     return json_response({"status": "ok", "default": served.default,
                           "indexes": {name: b.stats.to_json() for name, b in served.batchers.items()}})
 
