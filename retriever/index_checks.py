@@ -132,7 +132,9 @@ def check_trainable(params: IndexParams, dim: int, count: int, source: str = "th
     if params.index_type in (ONDISK_TYPE, "ivfpq") and (params.nlist or 0) > min(count, params.train_size):
         needed, what = params.nlist, f"{params.nlist} IVF lists"  # not made: 2**31 lists were a bad_alloc
     else:  # a named type's factory string sizes its lists and codes to the count
-        needed, what = max(empty_index_facts(factory_string(params, dim, count), dim).training_needs, default=(0, ""))
+        needs = empty_index_facts(factory_string(params, dim, count), dim).training_needs
+        needed, what = max((need for need in needs if not (need[1] == SCALAR_RANGE and count <= params.train_size)),
+                           default=(0, ""))  # a scalar range from every vector there is holds them all
     if min(count, params.train_size) < needed:
         given = (f"{source} {counted(count, 'document')}" if count <= params.train_size
                  else f"--train-size is {params.train_size}")
@@ -162,6 +164,9 @@ def training_needs(index: faiss.Index) -> list[tuple[int, str]]:
         codes = getattr(part, name, None)
         if codes is not None:
             needs.append((int(codes.ksub), f"{codes.nbits}-bit PQ codes of {codes.ksub} centroids"))
+    scalar = getattr(part, "sq", None)
+    if scalar is not None and scalar.qtype in _RANGED_SCALAR_CODES:  # 'SQ8', 'IVF64,SQ8', ivf-ondisk's sq8
+        needs.append((2, SCALAR_RANGE))
     quantizers = [part.rq] if hasattr(part, "rq") else []
     if hasattr(part, "prq"):
         quantizers = [part.prq.subquantizer(i) for i in range(part.prq.nsplits)]
@@ -170,6 +175,13 @@ def training_needs(index: faiss.Index) -> list[tuple[int, str]]:
         needs.append((max(int(quantizer.d), centroids), f"a residual quantizer of {quantizer.d} dimensions and "
                                                         f"{centroids} centroids"))
     return needs
+
+
+# Scalar codes scaled to each dimension's min and max in the training sample (fp16, bf16 and the direct codes train
+# nothing): one vector's range is empty, so the others all get the same code, unless it is the only one
+SCALAR_RANGE = "a scalar quantizer, which takes each dimension's range from them: one vector gives every vector the same code"
+_RANGED_SCALAR_CODES = {getattr(faiss.ScalarQuantizer, name) for name in ("QT_8bit", "QT_4bit", "QT_6bit",
+                                                                          "QT_8bit_uniform", "QT_4bit_uniform")}
 
 
 def _transform_needs(transform: faiss.VectorTransform) -> list[tuple[int, str]]:

@@ -93,3 +93,16 @@ def test_a_minmax_wrapper_which_cannot_add_vectors_is_refused_before_encoding(sp
     with pytest.raises(RuntimeError, match="add not implemented"):  # what FAISS does at the first add
         new_index(spec, 32, IndexParams(spec)).add(np.zeros((1, 32), "float32"))
     check_buildable(IndexParams(instead), 32)
+
+
+@pytest.mark.parametrize("params", [IndexParams("ivf-ondisk", train_size=1), IndexParams("SQ8", train_size=1),
+                                    IndexParams("IVF1,SQ4", train_size=1), IndexParams("HNSW8_SQ8", train_size=1)])
+def test_a_scalar_quantizer_trained_on_one_vector_of_many_is_refused_before_encoding(params):
+    """Its range is that vector's alone, so every other vector got the same code: `index --index-type ivf-ondisk
+    --train-size 1` on 50 passages built with exit 0 an index whose recall@10 was 0.256 (2 vectors: 0.834)."""
+    with pytest.raises(RetrieverError, match=r"trains on at least 2 vectors, and --train-size is 1 \(a scalar "
+                                             r"quantizer, which takes each dimension's range from them: one vector "
+                                             r"gives every vector the same code\)"):
+        check_trainable(params, 32, 50)
+    check_trainable(IndexParams(params.index_type, train_size=2), 32, 50)
+    check_trainable(IndexParams(params.index_type, train_size=1), 32, 1)  # the only vector: its own range holds it
