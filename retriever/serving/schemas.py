@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Literal
 
 from fastapi import Path, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from retriever.searching import DEFAULT_K  # `--max-hits` is at least this, so a request without k always fits
 
@@ -16,14 +16,24 @@ from retriever.searching import DEFAULT_K  # `--max-hits` is at least this, so a
 NAME_RULE = "1-64 letters or digits (of any script), '_' or '-'"
 MAX_K = 1000
 Mode = Literal["dense", "bm25", "hybrid"]
+OPTIONAL_FIELDS = ("k", "mode")  # a POST body's: null takes the default (``SearchBody.null_is_absent``)
 
 
 class SearchBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
     queries: list[str] = Field(min_length=1, description="Query texts, searched in one batch.")
-    k: int = Field(DEFAULT_K, ge=1, le=MAX_K, strict=True, description="Hits per query (a JSON integer).")
-    mode: Mode | None = Field(None, description="dense, bm25 or hybrid. [default: the server's --mode]")
+    k: int = Field(DEFAULT_K, ge=1, le=MAX_K, strict=True,
+                   description=f"Hits per query (a JSON integer; null or absent: {DEFAULT_K}).")
+    mode: Mode | None = Field(None, description="dense, bm25 or hybrid. [default (null or absent): the server's --mode]")
 
+    @model_validator(mode="before")
+    @classmethod
+    def null_is_absent(cls, body: object) -> object:
+        """An optional field given as null takes its default, as if left out: `"mode": null` did while `"k": null` was
+        a 400, and a client serialising its unset options (Python's None) sends nulls."""
+        if not isinstance(body, dict):
+            return body
+        return {key: value for key, value in body.items() if value is not None or key not in OPTIONAL_FIELDS}
 
 CUT_AT_TOKENS = ("null, or the tokens the query was cut to when it was longer than the index's query_max_length "
                  "(GET /indexes): only that beginning of it was encoded (bm25 reads all of it).")

@@ -91,3 +91,13 @@ def test_a_body_of_another_media_type_is_a_415_saying_what_it_was_sent_as(served
     reply = call(served.port, "POST", "/search", b'{"queries": ["cat"]}', headers)
     assert reply.status == 415 and reply.json()["error"] == (
         f"{sent}; send JSON with the header Content-Type: application/json (curl -H 'Content-Type: application/json')")
+
+
+def test_an_optional_field_given_as_null_takes_its_default(served):
+    """`"mode": null` took the server's mode while `"k": null` was a 400 "k: Input should be a valid integer": one rule
+    now, as a client serialising its unset options (Python's None) sends them. The required queries stay required."""
+    reply = served.post_json("/search", {"queries": ["cat"], "k": None, "mode": None})
+    assert reply.status == 200, reply.body
+    assert reply.json()["k"] == 10 and reply.json()["mode"] == "dense" and len(reply.json()["results"][0]["hits"]) == 10
+    reply = served.post_json("/search", {"queries": None})
+    assert reply.status == 400 and reply.json()["error"] == "queries: Input should be a valid list"
