@@ -178,20 +178,32 @@ with ray_session(num_cpus=1):
     print("ready", flush=True)
     time.sleep(120)
 """
+SESSION_THEN_END = "from retriever.distributed.ray_runtime import ray_session\nwith ray_session(num_cpus=1):\n    pass\n"
 
 
-def test_sigterm_ends_a_ray_session_quietly_with_code_143():
+@pytest.fixture(scope="module")
+def fresh_sessions():
+    """Two processes each starting a local Ray of their own, started together so their seconds of Ray's start overlap:
+    ``waiting`` holds its session open, ``ending`` (RAY_AUTH_MODE unset) ends its session as the block ends."""
+    pytest.importorskip("ray")
+    without_auth_mode = {key: value for key, value in os.environ.items() if key != "RAY_AUTH_MODE"}
+    runs = {"waiting": (SESSION_THEN_WAIT, os.environ), "ending": (SESSION_THEN_END, without_auth_mode)}
+    started = {name: subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, env={**environment, "HF_HUB_OFFLINE": "1"})
+               for name, (code, environment) in runs.items()}
+    yield started
+    for process in started.values():  # a test that failed before its process ended
+        process.kill()
+        process.wait()
+
+
+def test_sigterm_ends_a_ray_session_quietly_with_code_143(fresh_sessions):
     """As a process without Ray ends: Ray's C++ crash handler printed `*** SIGTERM received ... PC: @` lines and
     often ended the driver by SIGABRT (134)."""
-    pytest.importorskip("ray")
-    process = subprocess.Popen([sys.executable, "-c", SESSION_THEN_WAIT], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    try:
-        assert process.stdout.readline() == "ready\n"  # a fresh local Ray: seconds
-        process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=60)
-    finally:
-        process.kill()
+    process = fresh_sessions["waiting"]
+    assert process.stdout.readline() == "ready\n"  # a fresh local Ray: seconds
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
     assert process.returncode == 143, stderr
     assert "SIGTERM received" not in stderr and "PC: @" not in stderr
 
@@ -210,17 +222,13 @@ def test_the_sigterm_handler_is_given_back_when_the_session_ends(monkeypatch):
     assert signal.getsignal(signal.SIGTERM) is before
 
 
-def test_a_local_ray_starts_without_rays_token_auth_warning():
+def test_a_local_ray_starts_without_rays_token_auth_warning(fresh_sessions):
     """A local Ray keeps Ray's own default, token authentication, without Ray's stderr line `WARNING ... Token
     authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=disabled to opt out` on every `encode --ray`
     and `build --ray` (Ray logs it whenever RAY_AUTH_MODE is unset)."""
-    pytest.importorskip("ray")
-    env = {key: value for key, value in os.environ.items() if key != "RAY_AUTH_MODE"}
-    code = "from retriever.distributed.ray_runtime import ray_session\nwith ray_session(num_cpus=1):\n    pass\n"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env={**env, "HF_HUB_OFFLINE": "1"})
-    assert done.returncode == 0, done.stderr
-    assert "Token authentication is" not in done.stderr and "RAY_AUTH_MODE" not in done.stderr, done.stderr
+    _, stderr = fresh_sessions["ending"].communicate(timeout=120)
+    assert fresh_sessions["ending"].returncode == 0, stderr
+    assert "Token authentication is" not in stderr and "RAY_AUTH_MODE" not in stderr, stderr
 
 
 @pytest.fixture()
