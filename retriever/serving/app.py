@@ -18,7 +18,7 @@ into 400 too; a query with a lone surrogate; more than ``max_hits`` queries x k;
 ``max_response_bytes``; JSON nested too deep; a query the encoder fails on, which fails only
 its own request; a GET query string that is not UTF-8, repeats a parameter or has a k that is not
 digits; a mode the index lacks; an HTTP/1.1 request without exactly one Host header, or one whose Host is no host and port), 404 unknown index or route (naming the routes; a trailing slash is not redirected:
-the 404 names the path without it), 405 wrong method (HEAD is answered as GET), 413 body over the limit (closing the connection), 415 a POST that is not ``application/json``, is declared in a
+the 404 names the path without it), 405 wrong method (HEAD is answered as GET), 413 body over the limit (closing the connection), 415 a POST that is not ``application/json`` (or ``application/NAME+json``), is declared in a
 charset other than UTF-8 or is compressed (``Content-Encoding``), 431 a request head over
 ``--max-head-bytes``, 501 a POST body in a transfer coding other than chunked, 503 when too many
 requests or queries are queued (or a forced stop dropped the request), 505 a request line of an HTTP version other than 1.0 and 1.1 (closing the connection),

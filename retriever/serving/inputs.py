@@ -13,6 +13,8 @@ Everything here raises ``ApiError`` with the status and message the client gets.
 - ``MAX_JSON_DEPTH``: nesting of the body, checked before ``json.loads`` recurses (a body of 5,000
   nested lists would otherwise hit Python's recursion limit); not a flag, since a valid body is
   two levels deep.
+- A POST body is JSON sent as ``application/json`` or a type with the ``+json`` suffix (``application/vnd.api+json``,
+  RFC 6839); another media type is a 415 saying which are taken.
 - A POST body with a ``Content-Encoding`` (gzip, br) is a 415: it is not decompressed, and read as JSON it
   was "malformed JSON: 'utf-8' codec can't decode byte 0x8b".
 - A POST body declared in a charset other than UTF-8 (``; charset=iso-8859-1``) is a 415: JSON is UTF-8 (RFC
@@ -58,6 +60,8 @@ from retriever.wording import counted
 MAX_JSON_DEPTH = 32
 MAX_INT_DIGITS = 100  # k is at most 1000; a longer number is a mistake or an attack
 UTF_8 = ("utf-8", "utf8", "us-ascii")  # charsets a JSON body may be declared in: UTF-8 and its ASCII subset
+# application/json, or a type with RFC 6839's +json suffix (application/vnd.api+json), which was a 415 (RFC 6838 names)
+JSON_TYPE = re.compile(r"application/(?:[a-z0-9][a-z0-9!#$&^_.+-]*\+)?json")
 GET_PARAMETERS = ("q", "k", "mode")  # GET /search's; the index is in the path (/indexes/NAME/search)
 # A string literal, or an unterminated one running to the end of the body. Possessive loops and the
 # end-of-body branch mean every opening quote matches, so no scan restarts: linear in the body size.
@@ -175,10 +179,10 @@ async def read_json(request: Request, limits: Limits) -> object:
         raise ApiError(400, f"the body has {len(types)} Content-Type headers ({', '.join(map(clipped, types))}); "
                             "send one: Content-Type: application/json")
     media_type, *parameters = request.headers.get("content-type", "").lower().split(";")
-    if media_type.strip() != "application/json":  # curl -d labels its body application/x-www-form-urlencoded
+    if not JSON_TYPE.fullmatch(media_type.strip()):  # curl -d labels its body application/x-www-form-urlencoded
         sent = f"as {clipped(media_type.strip())}" if media_type.strip() else "without a Content-Type"
         raise ApiError(415, f"the body is sent {sent}; send JSON with the header Content-Type: application/json (curl "
-                            "-H 'Content-Type: application/json')")
+                            "-H 'Content-Type: application/json'), or a JSON type of the form application/NAME+json")
     charset = dict(_parameter(p) for p in parameters).get("charset", "utf-8")
     if not charset:  # "charset ;" said nothing
         raise ApiError(415, "the body's Content-Type has an empty charset; the server reads JSON as UTF-8 alone (RFC "

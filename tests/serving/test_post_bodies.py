@@ -90,7 +90,16 @@ def test_a_body_of_another_media_type_is_a_415_saying_what_it_was_sent_as(served
     body as application/json", not what it was sent as or which header to set."""
     reply = call(served.port, "POST", "/search", b'{"queries": ["cat"]}', headers)
     assert reply.status == 415 and reply.json()["error"] == (
-        f"{sent}; send JSON with the header Content-Type: application/json (curl -H 'Content-Type: application/json')")
+        f"{sent}; send JSON with the header Content-Type: application/json (curl -H 'Content-Type: application/json'), "
+        "or a JSON type of the form application/NAME+json")
+
+
+@pytest.mark.parametrize("media_type", ["application/vnd.api+json", "Application/Problem+JSON; charset=utf-8",
+                                        "application/merge-patch+json"])
+def test_a_json_type_with_the_json_suffix_is_read_as_json(served, media_type):
+    """RFC 6839's +json suffix says the body is JSON; application/vnd.api+json (JSON:API clients send it) was a 415."""
+    reply = call(served.port, "POST", "/search", BODY, {"Content-Type": media_type})
+    assert reply.status == 200 and reply.json()["k"] == 2, reply.body
 
 
 def test_an_optional_field_given_as_null_takes_its_default(served):
