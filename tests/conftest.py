@@ -152,6 +152,28 @@ def _build_tiny_flat(model_dir: Path, root: Path, with_bm25: bool) -> Path:
     return root / "idx"
 
 
+@pytest.fixture()
+def index(tiny_flat_build, tmp_path):
+    """A copy of tiny_flat_build (flat, with BM25) to change: the BM25 part's tests (adding it, opening it)."""
+    return shutil.copytree(tiny_flat_build, tmp_path / "idx")
+
+
+def bm25_hits(index) -> list[tuple[str, float]]:
+    from retriever.searching import Searcher
+
+    return [(hit.id, round(hit.score, 5)) for hit in Searcher(index, device="cpu").search(["honey bee flower"], k=5,
+                                                                                         mode="bm25")[0]]
+
+
+def with_lexical_record(index, **changes) -> None:
+    """The index's manifest with ``changes`` made to its BM25 record."""
+    from retriever.index_folder import MANIFEST_FILE
+
+    manifest = json.loads((index / MANIFEST_FILE).read_text())
+    manifest["lexical"].update(changes)
+    (index / MANIFEST_FILE).write_text(json.dumps(manifest))
+
+
 def texts_of_many_lengths(count: int) -> list[str]:
     """Texts of 1 to 13 words, so batches of them mix token counts."""
     words = ("cat dog river ball city tea honey bee flower lava rock moon planet whale ocean train bridge heart blood "

@@ -57,36 +57,6 @@ def test_a_manifest_entry_of_the_wrong_type_is_one_line_naming_it(tmp_path, edit
     assert str(raised.value).startswith(f"{tmp_path / MANIFEST_FILE}: {message}; the index folder is damaged")
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda m: m.update(lexical="yes"), "lexical is str 'yes', not dict or null"),
-    (lambda m: m.update(lexical={"directory": "../other/bm25"}),
-     "lexical.directory is str '../other/bm25', not the name of a folder inside the index folder"),
-    (lambda m: m.update(lexical={"directory": "/tmp/bm25"}),
-     "lexical.directory is str '/tmp/bm25', not the name of a folder inside the index folder"),
-    (lambda m: m.update(lexical={"stemmer": ["english"]}), "lexical.stemmer is list \"['english']\", not str or null"),
-    (lambda m: m.update(lexical={"stopwords": 5}), "lexical.stopwords is int '5', not str or null"),
-    (lambda m: m.update(lexical={"tokenizer": "bm25s"}), "lexical.tokenizer is str 'bm25s', not dict"),
-])
-def test_a_bm25_record_entry_of_the_wrong_type_damages_the_bm25_part_alone(tmp_path, edit, message):
-    """The BM25 record was checked with the whole manifest: a broken entry refused every reader of the folder and
-    said to rebuild all of it (`retriever build`), where `retriever bm25 --overwrite` replaces the record."""
-    import json
-
-    from retriever.errors import IndexDamaged
-    from retriever.lexical_opening import lexical_record
-
-    manifest = {"encoder": {}, "corpus": {"documents": 2}, "lexical": None,
-                "index": {"type": "flat", "count": 2, "tuning": None, "search_defaults": {}},
-                "integrity": {"files": {"index.faiss": {"bytes": 10, "sha256": "ab"}}, "ids_sha256": "cd"}}
-    edit(manifest)
-    (tmp_path / MANIFEST_FILE).write_text(json.dumps(manifest))
-    read_manifest(tmp_path)
-    with pytest.raises(IndexDamaged) as raised:
-        lexical_record(tmp_path, read_manifest(tmp_path))
-    assert str(raised.value) == (f"{tmp_path / MANIFEST_FILE}: {message}, so the BM25 part's record is damaged; "
-                                 f"rebuild it with `retriever bm25 {tmp_path} --overwrite` (no re-encoding)")
-
-
 def test_a_shard_folder_opened_as_an_index_says_to_index_it(tmp_path):
     """`info`/`search` on `encode`'s output (or NAME.shards of a build stopped before indexing) said to build
     one with `retriever build`, which encodes the corpus again: `retriever index` is the step missing."""

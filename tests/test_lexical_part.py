@@ -2,14 +2,13 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-from conftest import nothing_created_in
+from conftest import bm25_hits, nothing_created_in, with_lexical_record
 
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
@@ -17,16 +16,6 @@ from retriever.indexing import MANIFEST_FILE, IndexParams, encode_and_index
 from retriever.lexical import LexicalParams
 from retriever.lexical_part import add_lexical
 from retriever.searching import Searcher
-
-
-@pytest.fixture()
-def index(tiny_flat_build, tmp_path):
-    return shutil.copytree(tiny_flat_build, tmp_path / "idx")
-
-
-def bm25_hits(index) -> list[tuple[str, float]]:
-    return [(hit.id, round(hit.score, 5)) for hit in Searcher(index, device="cpu").search(["honey bee flower"], k=5,
-                                                                                         mode="bm25")[0]]
 
 
 @pytest.mark.parametrize("killed_at", ["before the manifest", "after the manifest"])
@@ -53,84 +42,6 @@ def test_a_kill_during_bm25_overwrite_leaves_one_matching_pair(index, killed_at)
     record = add_lexical(index, LexicalParams(k1=3.0, b=0.9), overwrite=True, progress=False)  # the rerun tidies up
     parts = sorted(path.name for path in index.iterdir() if path.name.startswith(("bm25", ".bm25")))
     assert parts == [record["directory"]] and bm25_hits(index) != before
-
-
-def _reversed_corpus_index(tiny_beir, tiny_model_dir, tmp_path):
-    """An index of the same documents in the opposite order: as many rows, each BM25 row another document."""
-    from conftest import write_jsonl
-
-    rows = [json.loads(line) for line in (tiny_beir / "corpus.jsonl").read_text().splitlines()][::-1]
-    corpus = write_jsonl(tmp_path / "reversed.jsonl", rows)
-    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
-    encode_and_index(corpus, tmp_path / "other", encoder, IndexParams("flat"), progress=False)
-    return tmp_path / "other"
-
-
-def test_a_bm25_part_copied_from_another_index_of_as_many_documents_is_refused(index, tiny_beir, tiny_model_dir,
-                                                                               tmp_path):
-    """The BM25 record held nothing of the doc store it was built from: a part (folder and record) copied from an
-    index of as many documents opened, and its rows were read as this index's documents."""
-    import shutil
-
-    from retriever.errors import RetrieverError
-
-    other = _reversed_corpus_index(tiny_beir, tiny_model_dir, tmp_path)
-    manifest, theirs = (json.loads((folder / MANIFEST_FILE).read_text()) for folder in (index, other))
-    shutil.rmtree(index / manifest["lexical"]["directory"])
-    shutil.copytree(other / theirs["lexical"]["directory"], index / theirs["lexical"]["directory"])
-    (index / MANIFEST_FILE).write_text(json.dumps({**manifest, "lexical": theirs["lexical"]}))
-    for mode in ("bm25", "hybrid"):
-        with pytest.raises(RetrieverError, match=rf"^{index}/bm25: this BM25 part was built from another doc store "
-                                                 rf".*; rebuild it with `retriever bm25 {index} --overwrite`"):
-            Searcher(index, device="cpu", mode=mode)
-    add_lexical(index, overwrite=True, progress=False)
-    assert bm25_hits(index)[0][0] == "d6"  # the bee passage, by this index's own rows
-
-
-def test_a_bm25_part_recorded_before_its_doc_store_fingerprint_still_opens(index):
-    manifest = json.loads((index / MANIFEST_FILE).read_text())
-    assert manifest["lexical"]["docstore"]["sha256"] == manifest["integrity"]["files"]["docstore.parquet"]["sha256"]
-    del manifest["lexical"]["docstore"]
-    (index / MANIFEST_FILE).write_text(json.dumps(manifest))
-    assert bm25_hits(index)[0][0] == "d6"
-
-
-def _with_record(index, **changes) -> None:
-    manifest = json.loads((index / MANIFEST_FILE).read_text())
-    manifest["lexical"].update(changes)
-    (index / MANIFEST_FILE).write_text(json.dumps(manifest))
-
-
-@pytest.mark.parametrize("docstore", ["x", None, {"file": 5}, ["docstore.parquet"]])
-def test_a_broken_bm25_record_fails_only_bm25_and_hybrid_and_bm25_overwrite_repairs_it(index, docstore):
-    """The lexical entries were checked with the whole manifest: a broken lexical.docstore failed dense search,
-    `info` and the repair itself, saying to rebuild the whole index with `retriever build`."""
-    from retriever.errors import RetrieverError
-    from retriever.info import index_summary
-
-    _with_record(index, docstore=docstore)
-    searcher = Searcher(index, device="cpu")
-    assert searcher.search(["honey bee"], k=2)[0]
-    for mode in ("bm25", "hybrid"):
-        with pytest.raises(RetrieverError, match=rf"lexical\.docstore.*; rebuild it with `retriever bm25 {index} "
-                                                 "--overwrite`"):
-            searcher.search(["honey bee"], k=2, mode=mode)
-    assert "retriever bm25" in index_summary(index)["bm25"]["damage"]
-    add_lexical(index, overwrite=True, progress=False)
-    assert bm25_hits(index)[0][0] == "d6"
-
-
-@pytest.mark.parametrize("docstore", [{}, {"sha256": "0" * 64}, {"file": "ids.parquet"}, "ids.parquet"])
-def test_an_incomplete_or_mispointed_doc_store_record_is_refused(index, docstore):
-    """An empty record, or one naming another file of the folder by that file's own hash, passed the check."""
-    from retriever.errors import RetrieverError
-
-    manifest = json.loads((index / MANIFEST_FILE).read_text())
-    if docstore == "ids.parquet":
-        docstore = {"file": "ids.parquet", "sha256": manifest["integrity"]["files"]["ids.parquet"]["sha256"]}
-    _with_record(index, docstore=docstore)
-    with pytest.raises(RetrieverError, match=rf"; rebuild it with `retriever bm25 {index} --overwrite`"):
-        Searcher(index, device="cpu", mode="bm25")
 
 
 def test_a_fusion_tuned_with_the_bm25_index_an_overwrite_replaces_by_other_settings_is_dropped(index, capsys):
@@ -288,48 +199,6 @@ def test_a_fusion_tuned_on_a_part_split_before_cjk_pairs_is_dropped_where_a_pass
     assert "fusion" not in read_manifest(index) and "(tokenizer: text is cut" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("field, value, said", [
-    ("stopwords", "klingon", "stopword list"), ("stemmer", "klingon", "stemmer"),
-    ("tokenizer", "cjk", "way of splitting words"), ("tokenizer", "field", "way of splitting words")])
-def test_a_bm25_record_this_version_does_not_know_names_the_record_not_a_flag(index, field, value, said):
-    """A stopword list or stemmer unknown here (a hand edit, or a newer retriever's part) failed bm25 search with
-    "--bm25-stopwords 'klingon' is not a stopword list", a flag never given, while `info` showed no damage; an
-    unknown tokenizer record was searched by splitting queries otherwise than its passages, without a word."""
-    from retriever.info import index_summary, verify_index
-    from retriever.index_folder import read_manifest
-
-    record = read_manifest(index)["lexical"]
-    if field == "tokenizer":
-        value = {**record["tokenizer"], **({"cjk": "trigrams"} if value == "cjk" else {"emoji": "split"})}
-    _with_record(index, **{field: value})
-    expected = (rf"{index / MANIFEST_FILE}: lexical\.{field} .* {said} this version of retriever does not know.*"
-                rf"rebuild it with `retriever bm25 {index} --overwrite`.*upgrade retriever")
-    searcher = Searcher(index, device="cpu")
-    assert searcher.search(["honey bee"], k=2)[0]
-    with pytest.raises(RetrieverError, match=expected) as error:
-        searcher.search(["honey bee"], k=2, mode="bm25")
-    assert "--bm25" not in str(error.value)
-    assert re.search(expected, index_summary(index)["bm25"]["damage"])
-    with pytest.raises(RetrieverError, match=expected):
-        verify_index(index, progress=False)
-    add_lexical(index, overwrite=True, progress=False)
-    assert bm25_hits(index)[0][0] == "d6"
-
-
-@pytest.mark.parametrize("damage", ["zeroed", "truncated"])
-def test_an_unreadable_sorted_vocabulary_is_named_by_search_not_its_folder(index, damage):
-    """BM25 search named the whole bm25/ folder (its read was wrapped as one), where `info` names the file."""
-    from retriever.index_folder import read_manifest
-
-    vocabulary = index / read_manifest(index)["lexical"]["directory"] / "vocab.sorted.arrow"
-    size = vocabulary.stat().st_size
-    vocabulary.write_bytes(b"\0" * size if damage == "zeroed" else vocabulary.read_bytes()[:size // 2] + b"\0" * (
-        size - size // 2))  # the recorded size: the cheap checks pass
-    with pytest.raises(RetrieverError, match=rf"^{re.escape(str(vocabulary))}: cannot be read \([^\n]*\); the BM25 "
-                                             rf"part is damaged; rebuild it with `retriever bm25 {index} --overwrite`"):
-        Searcher(index, device="cpu").search(["honey bee"], k=2, mode="bm25")
-
-
 def test_a_fusion_on_a_cjk_part_split_before_thai_pairs_is_kept_where_no_passage_holds_a_thai_letter(
         tiny_beir, tmp_path, tiny_model_dir, capsys):
     """Thai, Lao, Khmer and Myanmar cluster pairs change no term of a corpus without those letters, CJK ones
@@ -380,7 +249,7 @@ def _rebuilt_naming_it_otherwise(index, capsys, field: str, recorded: str, given
     tuned = {"method": "rrf", "rrf_k": 30.0, "alpha": 0.5, "depth": 1000,
              "tuned": {"dataset": "tiny-beir", "split": "train", "queries": 4, "bm25": 0.9}}
     replace_manifest(index, {**read_manifest(index), "fusion": tuned})
-    _with_record(index, **{field: recorded})  # as an older version recorded the flag: as given
+    with_lexical_record(index, **{field: recorded})  # as an older version recorded the flag: as given
     hits = bm25_hits(index)
     add_lexical(index, LexicalParams(**{field: given}), overwrite=True, progress=False)
     assert read_manifest(index)["fusion"] == tuned and "dropped" not in capsys.readouterr().err
