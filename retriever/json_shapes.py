@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from retriever.errors import InputFileError
+from retriever.texts import columns
+from retriever.trec_numbers import DECIMAL_NUMBER
 
 
 def id_mapping_error(path: Path, id_key: str = "_id", text_key: str = "text", spread: bool = False,
@@ -41,6 +43,22 @@ def json_array_error(path: Path, records: int | None = None, one_line: bool = Fa
                "FILE > FILE.jsonl")
     return InputFileError(path, None, f"the file is one JSON array {shape}, not JSONL (one object per line)",
                           f"write one record per line, e.g. {convert}")
+
+
+def _trec_shaped(cols: list[str]) -> bool:
+    """Whether a line's columns are a TREC run line's (6, numeric rank and score) or a qrels line's (3 or 4, a
+    numeric grade last). No one-line JSON splits so: its numbers end in ',', '}' or ']', and two numbers in a row
+    are no JSON."""
+    if len(cols) == 6:
+        return all(DECIMAL_NUMBER.fullmatch(column) for column in cols[3:5])
+    return len(cols) in (3, 4) and DECIMAL_NUMBER.fullmatch(cols[-1]) is not None
+
+
+def opens_json(first_line: str) -> bool:
+    """Whether a run or qrels file whose first non-blank line is ``first_line`` is JSON: it opens with { or [ and is
+    no TREC run or qrels line (``_trec_shaped``). trec_eval reads an id as any token, so a run of '[q1] Q0 d1 1 0.5 t'
+    or qrels of '{q1} 0 d1 1' were refused as JSON; a Python dict ({'q1': ...}) still goes to the JSON reader."""
+    return first_line.lstrip().startswith(("{", "[")) and not _trec_shaped(columns(first_line))
 
 
 def array_file_error(path: Path, first_line: str) -> InputFileError:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from retriever.errors import InputFileError, RetrieverError, given_path
 from retriever.files import carriage_return_error, check_is_file, decoded_lines
-from retriever.json_shapes import TEXT_KEYS, array_file_error, json_kind, record_error
+from retriever.json_shapes import TEXT_KEYS, array_file_error, json_kind, opens_json, record_error
 from retriever.run_json import FLAT_KEYS, SWAPPED_HINT, flat_keys, flat_lines, json_id, json_mappings
 from retriever.texts import columns, id_problem
 from retriever.trec_numbers import GRADE_RANGE, checked_grade, parse_relevance
@@ -83,16 +83,17 @@ def read_qrels(path: str | Path) -> Qrels:
     whitespace, so the split is unambiguous). A first line whose last column is a grade's name (``score``,
     ``rel``, ...) is the header; any other non-numeric grade is an error. Grades stay ints; negative grades are
     kept (trec_eval treats them as unjudged). An identical repeated judgment is tolerated, a conflicting one is
-    an error. A file whose first non-blank character is ``{`` is JSON qrels (``_json_qrels``).
+    an error. A file whose first non-blank line opens a JSON object (``json_shapes.opens_json``) is JSON qrels
+    (``_json_qrels``).
     """
     path = file_path(path)
     check_is_file(path)
     lines = decoded_lines(path)
     first = next(lines, None)
-    if first is not None and first[1].lstrip().startswith("{"):
+    if first is not None and opens_json(first[1]):
+        if first[1].lstrip().startswith("["):  # read as columns: "expected 3 or 4, found 6"
+            raise array_file_error(path, first[1])
         return _json_qrels(path, itertools.chain([first], lines))
-    if first is not None and first[1].lstrip().startswith("["):  # read as columns: "expected 3 or 4, found 6"
-        raise array_file_error(path, first[1])
     qrels: Qrels = {}
     header = None
     for position, (lineno, text) in enumerate(itertools.chain([first] if first else [], lines)):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from retriever.errors import InputFileError
 from retriever.files import carriage_return_error, check_is_file, decoded_lines
+from retriever.json_shapes import opens_json
 from retriever.qrels import file_path, first_line_where
 from retriever.run_json import SWAPPED_HINT, read_json_run
 from retriever.texts import CONTROL_CHARACTER, columns, id_problem
@@ -128,7 +129,7 @@ def _check_line_ids(path: Path, lineno: int, qid: str, docid: str) -> None:
 
 
 def read_run(path: str | Path) -> Run:
-    """Read a run in TREC format, or in JSON when the first non-blank char is ``{`` (or ``[``): JSONL, one JSON
+    """Read a run in TREC format, or in JSON when its first non-blank line opens it (``opens_json``): JSONL, one JSON
     object mapping query ids to ``{document id: score}``, or a flat hit per line (``run_json.read_json_run``)."""
     path = file_path(path)
     lines = _numbered_lines(path)  # read once: the path may be a pipe
@@ -136,6 +137,6 @@ def read_run(path: str | Path) -> Run:
     if first is None:
         raise InputFileError(path, None, "run file is empty", "check that retrieval produced output")
     numbered = itertools.chain([first], lines)
-    if first[1].startswith(("[", "{")):
+    if opens_json(first[1]):
         return read_json_run(path, first[1], numbered)
     return _trec_run_lines(path, numbered)

@@ -82,3 +82,38 @@ def test_the_run_and_qrels_readers_say_alike_where_a_json_array_lies(tmp_path, l
         path.write_text("\n".join(lines).replace("VALUE", value) + "\n", encoding="utf-8")
         with pytest.raises(InputFileError, match=rf"^{re.escape(str(path))}: the file is one JSON array {shape}, not JSONL"):
             read(path)
+
+
+@pytest.mark.parametrize("run_text, qrels_text", [
+    ("[q1] Q0 d1 1 0.5 t\n{q2} Q0 d9 1 2e0 t\n", "{q2} 0 d9 1\n[q1] 0 d1 2\n"),
+    ("{q2}\tQ0\td9\t-1\t2\tt\n", "[q1]\td1\t2\n{q2}\td9\t1\n")])
+def test_trec_lines_whose_first_id_opens_with_a_bracket_or_brace_are_read_as_trec(tmp_path, run_text, qrels_text):
+    """trec_eval reads an id as any token, but a run of '[q1] Q0 d1 1 0.5 t' was "one JSON array over several lines"
+    and qrels of '{q1} 0 d1 1' "invalid JSON": the first character alone chose JSON."""
+    run, qrels = tmp_path / "run.trec", tmp_path / "qrels.txt"
+    run.write_text(run_text, encoding="utf-8")
+    qrels.write_text(qrels_text, encoding="utf-8")
+    lines = map(str.split, run_text.splitlines())
+    assert read_run(run) == {qid: {doc: float(score)} for qid, _, doc, _, score, _ in lines}
+    assert read_qrels(qrels) == {"[q1]": {"d1": 2}, "{q2}": {"d9": 1}}
+
+
+@pytest.mark.parametrize("reader, text, message", [
+    (read_run, "{'q1': {'d1': 1}}\n", "r:1: invalid JSON (Expecting property name enclosed in double quotes)"),
+    (read_qrels, "{'q1': {'d1': 1}}\n", "r:1: invalid JSON (Expecting property name enclosed in double quotes)"),
+    (read_run, '{"q1": {"d1": 1, "d2": 0.5 }}\n', None),  # 6 columns, the 5th a number: still JSON
+    (read_run, "{q1} 0 d1 1\n", "r:1: expected 6 whitespace-separated columns, found 4: the line reads as qrels"),
+    (read_qrels, "[q1] Q0 d1 1 0.5 t\n", "r:1: expected 3 or 4 columns, found 6: the line is a TREC run line"),
+    (read_qrels, '[{"query_id": "q1", "doc_id": "d1", "relevance": 1}]\n',
+     "r: the file is one JSON array on one line")])
+def test_a_first_line_that_is_no_trec_line_is_still_read_as_json(tmp_path, reader, text, message):
+    """Only a line of a TREC run's or qrels' shape leaves the JSON readers: a Python dict keeps its JSON refusal,
+    and a run given as qrels (or qrels as a run) is named as such whatever its ids open with."""
+    path = tmp_path / "r"
+    path.write_text(text, encoding="utf-8")
+    if message is None:
+        assert reader(path) == {"q1": {"d1": 1.0, "d2": 0.5}}
+        return
+    with pytest.raises(InputFileError) as caught:
+        reader(path)
+    assert str(caught.value).startswith(f"{path.parent}/{message}"), caught.value

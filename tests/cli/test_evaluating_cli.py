@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from click.testing import CliRunner
@@ -134,3 +135,19 @@ def test_scores_are_written_when_the_run_of_hitless_queries_is_refused(tiny_flat
     assert json.loads(scores.read_text())["mean"]["ndcg@10"] == 0.0
     assert f"wrote {scores}\nerror: cannot write run {run}: none of its 4 queries got a hit" in result.output
     assert f"; {run} is not written; " in result.output
+
+
+def test_a_run_and_qrels_whose_ids_open_with_brackets_are_scored_as_trec_eval_scores_them(tmp_path):
+    """A run whose first query id was '[q1]' was refused as a JSON array, and qrels opening '{q2}' as invalid JSON,
+    though trec_eval reads any token as an id. By hand: [q1]'s relevant d2 ranks 2nd (reciprocal rank 1/2, nDCG
+    1/log2(3)), {q2}'s d9 ranks 1st (1 and 1)."""
+    (tmp_path / "run.trec").write_text("[q1] Q0 d1 1 0.5 t\n[q1] Q0 d2 2 0.4 t\n{q2} Q0 d8 2 1.0 t\n"
+                                       "{q2} Q0 d9 1 2.0 t\n")
+    (tmp_path / "qrels.txt").write_text("{q2} 0 d9 1\n[q1] 0 d2 1\n")
+    out = tmp_path / "m.json"
+    result = CliRunner().invoke(main, ["evaluate", "--run", str(tmp_path / "run.trec"), "--qrels",
+                                       str(tmp_path / "qrels.txt"), "--metrics", "mrr@10,ndcg@10", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    scores = json.loads(out.read_text())
+    assert scores["mean"]["mrr@10"] == pytest.approx((1 / 2 + 1) / 2)
+    assert scores["mean"]["ndcg@10"] == pytest.approx((1 / math.log2(3) + 1) / 2)
