@@ -128,6 +128,13 @@ def write_tiny_beir(root: Path) -> Path:
     return root
 
 
+def split_off_train(beir: Path) -> None:
+    """Judge q1 and q2 in train and only q3 and q4 in test: a tuning split must not share test queries."""
+    header = "query-id\tcorpus-id\tscore\n"
+    (beir / "qrels" / "train.tsv").write_text(header + "q1\td6\t1\nq2\td4\t1\n", encoding="utf-8")
+    (beir / "qrels" / "test.tsv").write_text(header + "q3\td10\t1\nq4\td5\t1\n", encoding="utf-8")
+
+
 @pytest.fixture(scope="session")
 def tiny_flat_build(tiny_model_dir, tmp_path_factory) -> Path:
     """tiny_beir indexed once (flat, with BM25) for tests that each take a copy (shutil.copytree into their tmp_path):
