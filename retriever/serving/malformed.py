@@ -6,7 +6,8 @@ no hint that the query wants percent-encoding. ``protocol.GuardedHttpProtocol`` 
 A well-formed request whose Host headers are not as HTTP asks (none in HTTP/1.1, several, or a value that is no
 host and port, such as ``a b``) is refused by ``HostChecked``. A request line of an
 HTTP version other than 1.0 and 1.1 is a 505 (``unsupported_version``): the parser takes HTTP/2.0 and HTTP/0.9,
-and uvicorn answered them as HTTP/1.1; it refuses other digits (HTTP/1.2, HTTP/3.0), which were a 400. An address given
+and uvicorn answered them as HTTP/1.1; it refuses other digits (HTTP/1.2, HTTP/3.0), which were a 400. ``CONNECT
+host:443`` (a tunnel, asked of a proxy) is a 405 naming CONNECT and the methods taken (``answer``). An address given
 as a whole URL without a path (``GET http://host?q=x``) has the path ``/`` (``rooted``).
 """
 from __future__ import annotations
@@ -18,8 +19,11 @@ import re
 
 import httptools
 
+from retriever.serving.cors import ALLOWED_METHODS
+
 log = logging.getLogger(__name__)
 SUPPORTED_VERSIONS = ("1.0", "1.1")
+SERVER_METHODS = ALLOWED_METHODS  # every method some route takes
 PARSER_VERSION_ERROR = "Invalid HTTP version"  # llhttp's, for digits it has no parser for (its others say how)
 PERCENT_ENCODE = ("percent-encode spaces, control characters and letters outside ASCII (the query's UTF-8 bytes as %XX), "
                   "e.g. with curl --get --data-urlencode 'q=...' URL")
@@ -38,7 +42,7 @@ def refusal(error: Exception) -> str:
     if reason.startswith("Pause on PRI"):
         reason = "an HTTP/2 connection preface: this server speaks HTTP/1.1"
     elif isinstance(error, httptools.HttpParserInvalidMethodError):
-        reason = ("no method this server answers (GET, HEAD, POST) begins the request; after another request, that "
+        reason = (f"no method this server answers ({SERVER_METHODS}) begins the request; after another request, that "
                   "one's Content-Length may be short of its body")
     elif isinstance(error, httptools.HttpParserInvalidURLError):
         reason = f"the address is not a path beginning with / or a URL: {reason[:1].lower()}{reason[1:]}"
@@ -65,6 +69,23 @@ def rooted(url: bytes) -> bytes:
     scheme, mark, rest = url.partition(b"://")
     end = min([at for at in (rest.find(b"?"), rest.find(b"#")) if at >= 0], default=len(rest))
     return scheme + mark + rest[:end] + b"/" + rest[end:]
+
+
+class NotAProxy(Exception):
+    """Raised from the parser's callback for ``CONNECT host:port`` (its message is the target): a tunnel, which a proxy
+    opens; the parser takes it, and uvicorn's URL parsing then failed ("the address is not a valid URL")."""
+
+
+def answer(error: Exception) -> tuple[int, str, str | None]:
+    """The status, message and ``Allow`` (or None) of a request the parser stopped at: a CONNECT to a host is a 405 (as
+    a method a path lacks is), another HTTP version a 505 (``unsupported_version``), anything else a 400 (``refusal``)."""
+    if isinstance(error, httptools.HttpParserCallbackError) and isinstance(error.__context__, NotAProxy):
+        from retriever.serving.problems import clipped
+
+        return 405, (f"CONNECT {clipped(str(error.__context__))} asks for a tunnel, which a proxy opens, and this server "
+                     f"is none: it takes {SERVER_METHODS} on its own paths, such as /search"), SERVER_METHODS
+    version = unsupported_version(error)
+    return (505, version, None) if version else (400, refusal(error), None)
 
 
 class UnsupportedVersion(Exception):

@@ -18,7 +18,8 @@
   request received" whatever it was, and logged a warning each time), once the requests pipelined before them are
   answered; also when the fault is in the body (a bad chunk size), whose request would otherwise wait for the rest
   of a body that can never come. **Upgrades** (WebSocket, h2c) are answered as plain HTTP, logging nothing.
-  A request line of an HTTP version other than 1.0 and 1.1 gets a JSON 505 alike (``malformed``).
+  A request line of an HTTP version other than 1.0 and 1.1 gets a JSON 505 alike, ``CONNECT host:443`` (a tunnel,
+  which a proxy opens) a 405 naming the methods taken (``malformed.answer``).
 - **100-continue.** A request answered before the body its client waits for a 100 Continue to send (a 413 or 415)
   closes the connection: the client may never send it, and its next request was read as that body. A response closing
   the connection before the request's body is all in closes it lingering (``lingering``), dropping what more comes.
@@ -39,7 +40,7 @@ from retriever.serving.chunked import ChunkedEnd
 from retriever.serving.cors import cross_origin_headers
 from retriever.serving.lingering import LingeringTransport, close_lingering
 from retriever.serving.open_files import DescriptorWatch
-from retriever.serving.malformed import SUPPORTED_VERSIONS, UnsupportedVersion, refusal, rooted, unsupported_version
+from retriever.serving.malformed import SUPPORTED_VERSIONS, NotAProxy, UnsupportedVersion, answer, rooted
 from retriever.serving.slow_readers import SlowReaderWatch
 
 log = logging.getLogger(__name__)
@@ -114,8 +115,7 @@ class GuardedHttpProtocol(SlowReaderWatch, HttpToolsProtocol):
             pass
         except httptools.HttpParserError as error:
             log.debug("refused a malformed request: %s", error)
-            version = unsupported_version(error)  # a 505, in turn as a 400 (``send_400_response``)
-            self._refuse_in_turn(505 if version else 400, version or refusal(error))
+            self._refuse_in_turn(*answer(error))  # a 400, 405 or 505, in turn as a 400 (``send_400_response``)
 
     def _should_upgrade(self) -> bool:
         return False  # else, with a WebSocket library installed, uvicorn hands the connection to its own protocol
@@ -133,6 +133,8 @@ class GuardedHttpProtocol(SlowReaderWatch, HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         if self.parser.get_http_version() not in SUPPORTED_VERSIONS:  # stops the parser: a 505 (``_feed``)
             raise UnsupportedVersion(self.parser.get_http_version())
+        if self.parser.get_method() == b"CONNECT" and not self.url.startswith(b"/"):  # a 405 (``_feed``)
+            raise NotAProxy(self.url.decode("latin-1"))
         self._head_bytes = None
         self.url = rooted(self.url)
         super().on_headers_complete()
@@ -182,19 +184,19 @@ class GuardedHttpProtocol(SlowReaderWatch, HttpToolsProtocol):
         and not yet answering, it is refused at once (it waited for the request timeout and got no reply)."""
         self._refuse_in_turn(400, msg)
 
-    def _refuse_in_turn(self, status: int, message: str) -> None:
+    def _refuse_in_turn(self, status: int, message: str, allow: str | None = None) -> None:
         """A 400 or 431 (``send_400_response`` says why it waits), sent by the one way for both: the 431 of a head over
         the cap pipelined behind a request still being answered was written at once, and that response was lost."""
         if self._pending:
             return
-        self._pending = (status, message)
+        self._pending = (status, message, allow)
         broken = self._body_of
         queued = [entry for entry in self.pipeline if entry[0] is broken]
         for entry in queued:
             self.pipeline.remove(entry)
         running = broken is not None and not queued and not broken.response_started
         if running or self.cycle is None or self.cycle.response_complete:
-            self._refuse(status, message)
+            self._refuse(status, message, allow)
         else:  # the receiving deadline stops: the requests are in, and their responses are not cut short for time
             self._disarm()
             self.flow.pause_reading()
@@ -207,16 +209,18 @@ class GuardedHttpProtocol(SlowReaderWatch, HttpToolsProtocol):
         elif self._client_done and last and not self.transport.is_closing():
             self.transport.close()
 
-    def _refuse(self, status: int, message: str) -> None:
-        """Send a 400, 431 or 505 and close lingering (the client may still be sending), at most a request timeout on."""
+    def _refuse(self, status: int, message: str, allow: str | None = None) -> None:
+        """Send a 400, 405, 431 or 505 and close lingering (the client may still be sending), at most a request timeout
+        on."""
         if self._lingering or self.transport.is_closing():
             return
         body = json.dumps({"error": message}).encode()
         reason = HTTPStatus(status).phrase.encode()
         origin = next((value.decode("latin-1") for name, value in self.headers or () if name == b"origin"), None)
-        cors = "".join(f"{name}: {value}\r\n" for name, value in cross_origin_headers(self.origins, origin).items())
+        extra = {**cross_origin_headers(self.origins, origin), **({"allow": allow} if allow else {})}
+        lines = "".join(f"{name}: {value}\r\n" for name, value in extra.items())
         self.transport.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n%s"
-                             b"connection: close\r\n\r\n%s" % (status, reason, len(body), cors.encode(), body))
+                             b"connection: close\r\n\r\n%s" % (status, reason, len(body), lines.encode(), body))
         if self.cycle is not None and not self.cycle.response_complete:  # as connection_lost tells a running app
             self.cycle.disconnected = True
             self.cycle.message_event.set()

@@ -345,6 +345,18 @@ def test_a_request_line_of_another_http_version_is_a_505_failing_only_its_connec
     assert reply_to(port, b"GET /quick HTTP/1.0\r\n\r\n").startswith(b"HTTP/1.1 200 ")
 
 
+def test_a_connect_to_a_host_is_a_405_naming_the_method_after_the_requests_before_it(port):
+    """``CONNECT host:443`` (a client that takes the server for its proxy) got a 400 "the address is not a valid URL",
+    naming neither the method nor that the server opens no tunnels."""
+    reply = reply_to(port, b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nab"
+                           b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n")
+    first, _, second = reply.partition(b"HTTP/1.1 405 Method Not Allowed\r\n")
+    assert first.startswith(b"HTTP/1.1 200 ") and first.endswith(b'{"length":2}'), reply
+    assert b"\r\nallow: GET, HEAD, POST\r\n" in second and b"connection: close" in second, reply
+    assert second.endswith(b'{"error": "CONNECT example.com:443 asks for a tunnel, which a proxy opens, and this server '
+                           b'is none: it takes GET, HEAD, POST on its own paths, such as /search"}'), reply
+
+
 @pytest.mark.parametrize("target", [b"http://127.0.0.1", b"http://127.0.0.1:8000?q=cat", b"HTTP://[::1]:80"])
 def test_an_absolute_address_without_a_path_is_the_root(port, target):
     """HTTP/1.1 lets a request name its target as a whole URL (``GET http://host HTTP/1.1``, as a client that thinks it
