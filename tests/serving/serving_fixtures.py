@@ -8,6 +8,7 @@ fixtures they start from are per-test, so they are cached here) and stopped at e
 """
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import socket
@@ -18,11 +19,14 @@ from pathlib import Path
 
 import pytest
 import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
 
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.indexing import IndexParams, encode_and_index
 from retriever.searching import Searcher
 from retriever.serving import BatchSettings, Limits, create_app
+from retriever.serving.protocol import guarded_protocol
 
 LIMITS = Limits(max_query_chars=200, max_body_bytes=4096, max_queries=16)
 BATCHING = BatchSettings(max_batch=64, max_wait_ms=15.0)
@@ -174,3 +178,50 @@ def short_query_server(tiny_beir, tiny_model_dir, tmp_path_factory, request) -> 
         request.config.add_cleanup(server.stop)
         _CACHE["short_query_server"] = (server.port, searcher)
     return _CACHE["short_query_server"]
+
+
+GUARDED_TIMEOUT = 0.5
+BIG = 8 * 1024 * 1024  # more than the kernel's socket buffers hold, so the rest waits in the server
+POST_HEAD = b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+@pytest.fixture(scope="module")
+def port():
+    """A guarded-protocol server (request timeout ``GUARDED_TIMEOUT``) for the tests of bodies, reads and closes: it
+    echoes a body's length, refuses one unread (``/refuse``, ``/limited``), answers slowly or with ``BIG`` bytes."""
+    app = FastAPI()
+
+    @app.post("/echo")
+    async def echo(request: Request) -> dict:
+        return {"length": len(await request.body())}
+
+    @app.post("/refuse")
+    async def refuse() -> Response:  # answers before reading the body, as a 413 or 415 does
+        return Response(b"no", status_code=415)
+
+    @app.post("/limited")
+    async def limited() -> Response:  # refuses the body unread and closes, as a 413 does
+        return Response(b"x" * BIG, status_code=413, headers={"connection": "close"})
+
+    @app.api_route("/slow", methods=["GET", "POST"])
+    async def slow(wait: float = 0.3) -> dict:  # still being answered when the request pipelined behind it comes in
+        await asyncio.sleep(wait)
+        return {"ok": True}
+
+    @app.get("/big")
+    async def big() -> Response:
+        return Response(b"x" * BIG, media_type="application/octet-stream")
+
+    server = ServerThread(app, http=guarded_protocol(GUARDED_TIMEOUT), timeout_keep_alive=5).start()
+    yield server.port
+    server.stop()
+
+
+def big_request(port: int, window: int, request: bytes = b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                ) -> socket.socket:
+    """A connection to ``port`` whose receive window is ``window`` bytes, ``request`` sent."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, window)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(request)
+    return sock

@@ -1,52 +1,16 @@
-"""Protocol faults of bodies and reads: a malformed chunked body, a refused 100-continue, a client that never reads
-its response, a refusal pipelined behind a request still being answered."""
+"""Protocol faults of bodies and reads: a malformed chunked body, a refused 100-continue, a refusal pipelined behind
+a request still being answered (a client that never reads its response: test_slow_readers.py; a close while the
+client still sends: test_lingering.py)."""
 from __future__ import annotations
 
-import asyncio
 import re
 import socket
 import time
 
 import pytest
-from fastapi import FastAPI, Request
-from fastapi.responses import Response
 
-from retriever.serving.protocol import guarded_protocol
-from serving_fixtures import ServerThread
-
-TIMEOUT = 0.5
-BIG = 8 * 1024 * 1024  # more than the kernel's socket buffers hold, so the rest waits in the server
-POST_HEAD = b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-
-
-@pytest.fixture(scope="module")
-def port():
-    app = FastAPI()
-
-    @app.post("/echo")
-    async def echo(request: Request) -> dict:
-        return {"length": len(await request.body())}
-
-    @app.post("/refuse")
-    async def refuse() -> Response:  # answers before reading the body, as a 413 or 415 does
-        return Response(b"no", status_code=415)
-
-    @app.post("/limited")
-    async def limited() -> Response:  # refuses the body unread and closes, as a 413 does
-        return Response(b"x" * BIG, status_code=413, headers={"connection": "close"})
-
-    @app.api_route("/slow", methods=["GET", "POST"])
-    async def slow(wait: float = 0.3) -> dict:  # still being answered when the request pipelined behind it comes in
-        await asyncio.sleep(wait)
-        return {"ok": True}
-
-    @app.get("/big")
-    async def big() -> Response:
-        return Response(b"x" * BIG, media_type="application/octet-stream")
-
-    server = ServerThread(app, http=guarded_protocol(TIMEOUT), timeout_keep_alive=5).start()
-    yield server.port
-    server.stop()
+from serving_fixtures import POST_HEAD, port  # noqa: F401 - fixture
+from serving_fixtures import GUARDED_TIMEOUT as TIMEOUT
 
 
 def exchange(port: int, data: bytes, wait: float = 5.0) -> tuple[bytes, float]:
@@ -78,40 +42,6 @@ def test_a_malformed_chunked_body_gets_a_json_400_at_once(port, before, body, sa
         assert received.startswith(b"HTTP/1.1 200 ") and b'{"length":2}' in received
 
 
-def read_all(sock: socket.socket, piece: int = 1 << 20, pause: float = 0.0) -> int:
-    sock.settimeout(5)
-    total = 0
-    try:
-        while chunk := sock.recv(piece):
-            total += len(chunk)
-            time.sleep(pause)
-    except (socket.timeout, ConnectionResetError):
-        pass
-    return total
-
-
-def big_request(port: int, window: int, request: bytes = b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-                ) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, window)
-    sock.connect(("127.0.0.1", port))
-    sock.sendall(request)
-    return sock
-
-
-def test_a_client_that_reads_none_of_its_response_is_dropped_and_a_slow_reader_is_not(port):
-    """A client that sent a small request and never read the answer kept its connection, and the server the
-    unsent part of the response, for ever (with defaults, ~8 MiB per connection; a keep-alive timeout's close
-    waits for the data to be sent). One that reads slowly but steadily still gets the whole response."""
-    with big_request(port, 4096) as stalled:
-        time.sleep(4 * TIMEOUT)
-        assert read_all(stalled) < BIG
-    with big_request(port, 256 * 1024) as slow:  # ~4 MB/s: the server's buffers take seconds to drain
-        started = time.monotonic()
-        received = read_all(slow, piece=256 * 1024, pause=TIMEOUT / 8)
-    assert received > BIG and time.monotonic() - started > 4 * TIMEOUT
-
-
 def head_of_reply(sock: socket.socket) -> bytes:
     reply = b""
     while b"\r\n\r\n" not in reply:
@@ -141,37 +71,6 @@ def test_a_100_continue_followed_by_its_body_keeps_the_connection(port):
         sock.sendall(b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc")
         time.sleep(0.2)
         assert b'{"length":3}' in sock.recv(65536)
-
-
-def test_a_response_closing_the_connection_while_its_body_comes_is_read_whole_before_the_close(port):
-    """Closed at once after a 413, the body bytes still arriving met a socket the server no longer read, and closing
-    it with them unread reset the connection, throwing away the response the kernel had not sent yet: a client still
-    sending got "connection reset" and not (all of) the 413. The server now shuts its sending side and drops what
-    more comes until the client closes (or the request timeout)."""
-    with big_request(port, 4096, b"POST /limited HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n") as sock:
-        time.sleep(0.2)  # the 413 is being sent meanwhile
-        sock.sendall(b"x" * 100_000)  # a client still sending the body it was refused
-        time.sleep(0.2)
-        reply = b""
-        while chunk := sock.recv(1 << 20):  # a reset fails the test
-            reply += chunk
-    assert reply.startswith(b"HTTP/1.1 413 ") and reply.endswith(b"x" * BIG), len(reply)
-
-
-@pytest.mark.parametrize(("request_bytes", "status"), [
-    (b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 4_000_000 + b"\r\n\r\n", b"431"),
-    (POST_HEAD + b"zz\r\n" + b"a" * 4_000_000, b"400")])
-def test_a_refusal_while_the_client_still_sends_is_read_before_the_close(port, request_bytes, status):
-    """The protocol's own 431 (a head over the cap) and 400 (a malformed request) closed the connection at once, with
-    the rest of the request still arriving: the kernel reset it, and a client that sends its whole request before
-    reading (http.client, most libraries) got "connection reset" and never the refusal. They close lingering now."""
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
-        sock.sendall(request_bytes)  # a reset fails the test
-        reply = b""
-        while chunk := sock.recv(65536):
-            reply += chunk
-    assert reply.startswith(b"HTTP/1.1 " + status + b" ") and b'{"error":' in reply, reply[:200]
-
 
 
 SLOW = b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n"
