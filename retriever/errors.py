@@ -27,12 +27,19 @@ class IndexDamaged(RetrieverError):
     of the input that reached it (a server answers 500, not 400), and mended by rebuilding what the message names."""
 
 
-OUT_OF_SPACE_HINT = "free some space (or choose another path) and rerun the same command (finished work is kept)"
+class MachineLimit(RetrieverError):
+    """The machine ran out of disk, file size or memory: the message ends "rerun the same command", and the CLI adds
+    whether the rerun keeps the finished work (``cli.outputs.rerun_note``), which only the command knows: a build, a
+    search into a file or a training resumes, while evaluate and mine start over; every such line said the work was
+    kept."""
 
 
-def out_of_space(where: str = "") -> RetrieverError:
+OUT_OF_SPACE_HINT = "free some space (or choose another path) and rerun the same command"
+
+
+def out_of_space(where: str = "") -> MachineLimit:
     """A full disk or quota, wherever it strikes: a fault of the machine, said one way everywhere."""
-    return RetrieverError(f"no space left on the device{' ' if where else ''}{where}; {OUT_OF_SPACE_HINT}")
+    return MachineLimit(f"no space left on the device{' ' if where else ''}{where}; {OUT_OF_SPACE_HINT}")
 
 
 def _file_size_limit() -> int | None:
@@ -43,17 +50,16 @@ def _file_size_limit() -> int | None:
     return None if limit == resource.RLIM_INFINITY else limit
 
 
-def file_too_large(where: str = "") -> RetrieverError:
+def file_too_large(where: str = "") -> MachineLimit:
     """A write refused with EFBIG: past the process's file-size limit (`ulimit -f`, which a batch system may set), or
     past the largest file its file system takes (FAT32's 4 GiB); the disk may have room, so "check the disk" misled."""
     limit = _file_size_limit()
     where = f", {where}" if where else ""
     if limit is not None:
-        return RetrieverError(f"a file grew past this process's file-size limit, {limit / 1024:.1f} KiB (ulimit -f "
-                              f"{limit // 1024}){where}; raise it (ulimit -f unlimited) and rerun the same command "
-                              "(finished work is kept)")
-    return RetrieverError(f"a file grew past the largest its file system takes (FAT32's is 4 GiB){where}; choose a "
-                          "path on another file system and rerun the same command (finished work is kept)")
+        return MachineLimit(f"a file grew past this process's file-size limit, {limit / 1024:.1f} KiB (ulimit -f "
+                            f"{limit // 1024}){where}; raise it (ulimit -f unlimited) and rerun the same command")
+    return MachineLimit(f"a file grew past the largest its file system takes (FAT32's is 4 GiB){where}; choose a "
+                        "path on another file system and rerun the same command")
 
 
 # A short write reported without its errno, on a full disk or quota: numpy's ``tofile`` (under ``np.save``), and
@@ -62,7 +68,7 @@ _SHORT_WRITE = re.compile(r"^\d+ requested and \d+ written$|inline_container\.cc
                           re.MULTILINE)
 
 
-def full_disk(error: BaseException, where: str = "") -> RetrieverError | None:
+def full_disk(error: BaseException, where: str = "") -> MachineLimit | None:
     """``out_of_space`` for a full disk or quota (``file_too_large`` for a file past a size limit) however a library
     reports it (Python's and Arrow's errno, FAISS's and Arrow's text, numpy's and torch.save's short writes), saying
     ``where`` when given, else the file it names; None for any other error."""
@@ -107,12 +113,12 @@ def full_disk_named(path: Path) -> Iterator[None]:
 
 OUT_OF_MEMORY_HINT = ("free some memory or raise the process's memory limit (`ulimit -v` counts memory-mapped files: "
                       "an ivf-ondisk index needs address space for its whole index.ivfdata), then rerun the same "
-                      "command (finished work is kept)")
+                      "command")
 
 
-def out_of_memory(where: str = "") -> RetrieverError:
+def out_of_memory(where: str = "") -> MachineLimit:
     """Memory or address space running out, wherever it strikes: a limit of the machine, not damage to a file."""
-    return RetrieverError(f"out of memory{' ' if where else ''}{where}; {OUT_OF_MEMORY_HINT}")
+    return MachineLimit(f"out of memory{' ' if where else ''}{where}; {OUT_OF_MEMORY_HINT}")
 
 
 def is_out_of_memory(error: BaseException) -> bool:

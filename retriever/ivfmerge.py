@@ -16,7 +16,7 @@ from pathlib import Path
 import faiss
 from tqdm import tqdm
 
-from retriever.errors import OUT_OF_SPACE_HINT, RetrieverError
+from retriever.errors import OUT_OF_SPACE_HINT, MachineLimit
 from retriever.part_processes import in_a_process
 from retriever.wording import size_text
 
@@ -117,5 +117,5 @@ def check_space(ivfdata: Path, needed: int) -> None:
     lists' codes and ids plus a little, so their total bounds the merged file."""
     free = shutil.disk_usage(ivfdata.parent).free
     if free < needed:  # named by the folder beside the output's: the one it is built in is hidden
-        raise RetrieverError(f"{ivfdata.parent.parent}: {size_text(needed, math.ceil)} are needed for {ivfdata.name} "
-                             f"and {size_text(free, math.floor)} are free on its file system; {OUT_OF_SPACE_HINT}")
+        raise MachineLimit(f"{ivfdata.parent.parent}: {size_text(needed, math.ceil)} are needed for {ivfdata.name} "
+                           f"and {size_text(free, math.floor)} are free on its file system; {OUT_OF_SPACE_HINT}")

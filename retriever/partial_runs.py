@@ -195,11 +195,17 @@ Search = Callable[[int, Callable[[int], None]], Iterator[Run]]
 """The batches of a search from query ``start`` on, calling ``progress`` with each batch's query count."""
 
 
+def resumes(output: Path | None) -> bool:
+    """Whether a search into ``output`` goes on from its partial run when rerun: a file by name does, standard output
+    and a stream written in place (a pipe, /dev/stdout) do not."""
+    return output is not None and not written_in_place(output)
+
+
 def write_search_run(search: Search, total: int, output: Path | None, fmt: str, tag: str, depth: int,
                      key: str) -> str:
     """Search every query into ``output`` (None: standard output) with a progress bar; a file is resumed from its
     partial run when ``key`` is the same. Returns the summary's note on queries that got fewer than ``depth``."""
-    if output is None or written_in_place(output):
+    if not resumes(output):
         with tqdm(total=total, desc="search", unit="q", file=sys.stderr) as bar:
             run = StreamedRun(search(0, bar.update))
             if output:  # a stream by name gets batch after batch

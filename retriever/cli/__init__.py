@@ -21,7 +21,7 @@ from typing import NoReturn
 
 import click
 
-from retriever.cli.outputs import interrupted
+from retriever.cli.outputs import interrupted, rerun_note
 from retriever.cli.stdout import guard_stderr, guard_stdout, reader_gone, silence_stdout
 from retriever.cli.teardown import skip_final_collections
 from retriever.cores import cap_openmp_threads
@@ -81,7 +81,7 @@ class _Group(click.Group):
         except RetrieverError as error:
             if reader_gone(error.__context__):  # `-o /dev/stdout` whose reader left, said as "cannot write" it
                 _exit_if_reader_gone(error.__context__)
-            _exit_with_error(str(error), heard=getattr(error, "every_process", False))
+            _exit_with_error(rerun_note(ctx, error), heard=getattr(error, "every_process", False))
         except click.UsageError as error:  # a subcommand's flags and arguments, or a command name
             sub = ctx.invoked_subcommand  # set before its flags are parsed: click's "requires an argument" has no ctx
             _exit_with_usage_line(error, f"{ctx.command_path} {sub}" if sub else None)
@@ -97,7 +97,7 @@ class _Group(click.Group):
                 out_of_memory(f"({_last_line(error)})") if is_out_of_memory(error) else None)
             if full is None:
                 raise
-            _exit_with_error(str(full))
+            _exit_with_error(rerun_note(ctx, full))
 
     def main(self, *args, **kwargs):
         """As click's, but a torchrun process other than its machine's first exits with usage errors' codes

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from retriever.errors import MachineLimit, RetrieverError
 from retriever.wording import agree
 
 INTERRUPTED = ("interrupted (Ctrl-C); outputs are written under their names only when complete, so rerun the same "
@@ -32,6 +33,22 @@ def expect_outputs(*paths: Path | None) -> None:
     ctx = click.get_current_context()
     ctx.meta.setdefault("retriever.outputs", {}).update(
         {path: _identity(path) for path in paths if path is not None})
+
+
+def resumes_on_rerun() -> None:
+    """Mark the running command as one whose rerun goes on from the work it finished (a build's shards and parts, a
+    search's partial run, training's checkpoints), so a machine limit's line may say that work is kept."""
+    click.get_current_context().meta["retriever.resumes"] = True
+
+
+def rerun_note(ctx: click.Context, error: RetrieverError) -> str:
+    """``error``'s line, a machine limit's ("... rerun the same command") saying whether the rerun keeps the work
+    done: it said "(finished work is kept)" of evaluate and mine too, whose rerun starts over."""
+    if not isinstance(error, MachineLimit):
+        return str(error)
+    resumes = ctx.meta.get("retriever.resumes")
+    kept = "finished work is kept" if resumes else "it starts over: nothing of this run is kept"
+    return f"{error} ({kept})"
 
 
 def interrupted(ctx: click.Context) -> tuple[str, int]:

@@ -216,7 +216,7 @@ def test_a_full_disk_anywhere_is_one_line(monkeypatch, tmp_path, error, shown):
     result = evaluate_raising(monkeypatch, tmp_path, error)
     assert result.exit_code == 1 and result.output.startswith(f"error: {shown}"), result.output
     assert result.output.strip().endswith("free some space (or choose another path) and rerun the same command "
-                                          "(finished work is kept)")
+                                          "(it starts over: nothing of this run is kept)")
     assert result.output.count("\n") == 1
 
 

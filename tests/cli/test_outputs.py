@@ -116,3 +116,30 @@ def test_evaluate_prints_its_table_before_the_saved_run_is_put_in_place(monkeypa
     result = CliRunner().invoke(main, common)
     assert result.exit_code == 130 and "ndcg@10" in result.stdout and "rerun the same command" in result.output
     assert not run.exists() and not list(tmp_path.glob(".run.trec*"))
+
+
+def test_a_full_disk_says_work_is_kept_only_by_a_command_that_resumes(monkeypatch, tmp_path, tiny_beir, flat_index):
+    """Every full disk ended "rerun the same command (finished work is kept)": evaluate and mine keep nothing (a rerun
+    starts over), so only a command that resumes, such as a search into a file, says its work is kept."""
+    import errno
+    import os
+
+    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 1.0 t\n")
+    (tmp_path / "qrels").write_text("q1 0 d1 1\n")
+    dense = ["--device", "cpu", "--dtype", "fp32"]
+    for command in (["evaluate", "--run", str(tmp_path / "run.trec"), "--qrels", str(tmp_path / "qrels")],
+                    ["mine", str(flat_index), "--dataset", str(tiny_beir), "--split", "test", *dense]):
+        result = CliRunner().invoke(main, [*command, "-o", "/dev/full"])
+        said = result.stderr.splitlines()[-1]  # after the progress bars
+        assert result.exit_code == 1 and said.startswith("error: no space left on the device writing /dev/full"), said
+        assert said.endswith("rerun the same command (it starts over: nothing of this run is kept)"), said
+
+    def full(_):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "fsync", full)
+    run = tmp_path / "searched.trec"
+    result = CliRunner().invoke(main, ["search", str(flat_index), "--queries", str(tiny_beir / "queries.jsonl"),
+                                       "-o", str(run), "-k", "3", *dense])
+    said = result.stderr.splitlines()[-1]
+    assert result.exit_code == 1 and said.startswith(f"error: no space left on the device writing {run}"), said
+    assert said.endswith("rerun the same command (finished work is kept)"), said
