@@ -263,7 +263,8 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
                     f"/docs; {counted(used['workers'], 'worker')} x {counted(used['torch'], 'torch thread')}, encoding in "
                     f"{dtype_used})")
         run_app(app, sockets, announce, (host, port), access_log=access_log,
-                http=guarded_protocol(request_timeout, max_head_bytes, DescriptorWatch(open_files), origins),
+                http=guarded_protocol(request_timeout, max_head_bytes, DescriptorWatch(open_files), origins,
+                                      max_body_bytes),
                 timeout_keep_alive=timeout_keep_alive)
     except KeyboardInterrupt:  # while the indexes load (run_app takes its own): the CLI's line told to rerun to finish
         click.echo("error: interrupted (Ctrl-C) while the indexes loaded; nothing was served", err=True)

@@ -10,7 +10,9 @@ callbacks are), and a chunk's data is skipped unread: the end is found exactly h
 The framing between two pieces of data (size lines with their extensions, trailer fields) is counted here too, so
 the protocol refuses a run over its head cap before the parser reads it: counted a read at a time, a read holding any
 data was not counted, and a whole trailer over the cap that came with the data before it was served.
-The parser checks the framing; this only follows it. At a size line the parser refuses (a 400) it stops following,
+The chunk sizes are added up as they are read (``announced``), so the protocol refuses a body they take past the
+body limit at once, before the data comes: the app saw it only as the data came, so a chunk of 2**64-1 bytes waited
+for the request timeout. The parser checks the framing; this only follows it. At a size line the parser refuses (a 400) it stops following,
 and the protocol feeds the rest of the body whole.
 """
 from __future__ import annotations
@@ -34,6 +36,7 @@ class ChunkedEnd:
         self._run = 0  # framing bytes since the last data (the CRLF after data counted once the data begins)
         self._broken = False  # a size line the parser refuses (a 400): not followed further
         self.longest = 0
+        self.announced = 0  # the bytes of data the chunk sizes read so far add up to, sent or yet to come
 
     def end(self, data: bytes, start: int) -> int | None:
         """The offset in ``data`` just past the body's end, reading from ``start`` on (where the last call left the
@@ -71,6 +74,7 @@ class ChunkedEnd:
         while size and at < len(data) and (line := match(data, at)):
             self._framing(line.end() - at)
             size = int(line[1], 16)
+            self.announced += size
             at = line.end() + (size + 2 if size else 0)
             self._run = 2 if size else self._run
         self._trailers, self._skip = not size, max(0, at - len(data))
@@ -78,6 +82,7 @@ class ChunkedEnd:
 
     def _chunk(self, digits: bytes) -> None:
         size = int(digits, 16)
+        self.announced += size
         self._trailers = not size
         self._skip = size + 2 if size else 0
         self._run = 2 if size else self._run

@@ -38,6 +38,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from retriever.serving.chunked import ChunkedEnd
 from retriever.serving.cors import cross_origin_headers
+from retriever.serving.inputs import MAX_BODY_BYTES
 from retriever.serving.lingering import LingeringTransport, close_lingering
 from retriever.serving.open_files import DescriptorWatch
 from retriever.serving.malformed import SUPPORTED_VERSIONS, NotAProxy, UnsupportedVersion, answer, rooted
@@ -52,6 +53,7 @@ class GuardedHttpProtocol(SlowReaderWatch, HttpToolsProtocol):
 
     request_timeout: float = 10.0
     max_head_bytes: int = MAX_HEAD_BYTES
+    max_body_bytes: int = MAX_BODY_BYTES  # the app's limit: a chunked body's chunk sizes past it are refused at once
     descriptors: DescriptorWatch | None = None  # logs connections taking the last file descriptors
     origins: tuple[str, ...] = ()  # --allow-origin: the app's CORS headers go on this layer's refusals too
 
@@ -87,6 +89,9 @@ class GuardedHttpProtocol(SlowReaderWatch, HttpToolsProtocol):
                 if self._chunks and self._chunks.longest > self.max_head_bytes:  # refused before it is parsed
                     return self._refuse_in_turn(431, f"the chunked body's chunk extensions or trailer fields are over "
                                                      f"{self.max_head_bytes} bytes, the server's --max-head-bytes")
+                if self._chunks and self._chunks.announced > self.max_body_bytes and self._reads_body():
+                    return self._refuse_in_turn(413, f"the body is over the limit of {self.max_body_bytes} bytes (its "
+                                                     f"chunk sizes add up to {self._chunks.announced})")
                 if at is not None:  # the parser ends the body there; if it does not (it refuses the framing), the
                     self._chunks = None  # rest is fed whole
                 end = len(data) if at is None else at
@@ -97,6 +102,11 @@ class GuardedHttpProtocol(SlowReaderWatch, HttpToolsProtocol):
                 end = min(min(at + len(mark), len(data)) for mark, at in found.items())
             self._receive(view[start:end])
             start = end
+
+    def _reads_body(self) -> bool:
+        """Whether the app is to read the body coming in (a POST not yet answered): a 413 for one it does not read would
+        be a second response to its request."""
+        return self._body_of.scope["method"] == "POST" and not self._body_of.response_started
 
     def _receive(self, data: memoryview) -> None:
         if self._head_bytes is not None:  # the parser holds at most the cap of an oversized head
@@ -244,11 +254,12 @@ class GuardedHttpProtocol(SlowReaderWatch, HttpToolsProtocol):
 
 
 def guarded_protocol(request_timeout: float, max_head_bytes: int = MAX_HEAD_BYTES,
-                     descriptors: DescriptorWatch | None = None, origins: tuple[str, ...] = ()
-                     ) -> type[GuardedHttpProtocol]:
+                     descriptors: DescriptorWatch | None = None, origins: tuple[str, ...] = (),
+                     max_body_bytes: int = MAX_BODY_BYTES) -> type[GuardedHttpProtocol]:
     """The protocol class to pass as ``uvicorn.Config(http=...)``, with its limits set."""
     if not (0 < request_timeout < float("inf") and max_head_bytes > 0):  # NaN passes `<= 0`, then fails each connection
         raise ValueError("the request timeout must be a positive number of seconds and the head size limit positive")
     return type("GuardedHttpProtocol", (GuardedHttpProtocol,),
                 {"request_timeout": float(request_timeout), "max_head_bytes": int(max_head_bytes),
+                 "max_body_bytes": int(max_body_bytes),
                  "descriptors": descriptors, "origins": tuple(origins)})

@@ -496,3 +496,13 @@ def test_the_start_line_counts_workers_and_threads_in_words_that_agree(fake_serv
     result = CliRunner().invoke(main, ["serve", str(tmp_path / "idx")])
     assert result.exit_code == 0 and len(announced) == 1, result.output
     assert f"(API docs at /docs; {said} encoding in fp32)" in announced[0]
+
+
+def test_max_body_bytes_is_given_to_the_protocol_as_to_the_app(fake_serve, tmp_path, monkeypatch):
+    """The protocol refuses a chunked body whose chunk sizes pass the limit before its data comes: it must hold the
+    flag's limit, not the default."""
+    protocols = []
+    monkeypatch.setattr("retriever.cli.serving.run_app", lambda app, *args, http, **kwargs: protocols.append(http))
+    (tmp_path / "idx").mkdir()
+    result = CliRunner().invoke(main, ["serve", str(tmp_path / "idx"), "--max-body-bytes", "5000"])
+    assert result.exit_code == 0 and protocols[0].max_body_bytes == 5000, result.output

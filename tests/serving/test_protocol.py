@@ -190,6 +190,18 @@ def test_chunk_framing_over_the_cap_sent_whole_with_data_before_it_gets_a_431(po
     assert reply.startswith(b"HTTP/1.1 431 ") and b"chunk extensions or trailer fields" in reply, reply[:300]
 
 
+@pytest.mark.parametrize("sizes", [b"ffffffffffffffff\r\n", b"30000\r\n" + b"x" * 0x30000 + b"\r\n10001\r\n"],
+                         ids=["one-huge-chunk", "chunks-adding-past-it"])
+def test_chunk_sizes_taking_a_post_body_past_its_limit_get_a_413_at_once(port, sizes):
+    """A Content-Length over --max-body-bytes got a 413 at once, but a chunk size of 2**64-1 held the request until
+    --request-timeout, then closed it with no reply: the app counted the data alone, as it came."""
+    started = time.monotonic()
+    reply = reply_to(port, b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + sizes)
+    assert time.monotonic() - started < TIMEOUT, reply[:200]
+    assert reply.startswith(b"HTTP/1.1 413 ") and b"connection: close" in reply, reply[:300]
+    assert b'{"error": "the body is over the limit of 262144 bytes (its chunk sizes add up to ' in reply, reply[:300]
+
+
 def test_a_chunked_body_of_many_chunks_and_a_small_trailer_is_served(port):
     chunks = b"".join(b"400\r\n%s\r\n" % (b"x" * 1024) for _ in range(4 * HEAD_LIMIT // 1024))
     sock = connect(port, b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
