@@ -1,5 +1,5 @@
-"""Pre-training recipes for a warm start: frozen-backbone head warm-up, a lower backbone learning rate, the
-MLM-only ablation, and the warning before pre-training an already contrastive encoder."""
+"""Pre-training recipes for a warm start: frozen-backbone head warm-up, the MLM-only ablation, and the warning before
+pre-training an already contrastive encoder (a lower backbone learning rate: test_condenser_trainer.py)."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,6 @@ from transformers import set_seed
 from retriever.errors import RetrieverError
 from retriever.pretraining import PretrainConfig, load_condenser, pretrain
 from retriever.pretraining.guards import contrastive_start_warning
-from retriever.pretraining.condenser_trainer import CondenserTrainer, FrozenBackbone
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -46,21 +45,6 @@ def test_frozen_steps_leave_the_backbone_exactly_and_train_the_heads(tiny_beir, 
     assert any(not torch.equal(start[key], moved[key]) for key in start)
     recorded = json.loads((later.output / "checkpoints" / "finished.json").read_text())["settings"]
     assert recorded["freeze_backbone_steps"] == 2 and recorded["backbone_lr_scale"] == 1.0
-
-
-def test_backbone_lr_scale_shows_in_the_optimizer_groups(tiny_beir, tiny_model_dir, tmp_path):
-    settings = config(tiny_beir, tmp_path / "out", tiny_model_dir, max_steps=2, backbone_lr_scale=0.1,
-                      freeze_backbone_steps=1)
-    model, _ = load_condenser(str(tiny_model_dir))
-    arguments, precision = settings.arguments(4, 2, 1)
-    trainer = CondenserTrainer(settings, arguments=arguments, precision=precision, model=model, train_dataset=[])
-    optimizer = trainer.create_optimizer()
-    rates = {id(p): group["lr"] for group in optimizer.param_groups for p in group["params"]}
-    named = dict(model.named_parameters())
-    assert len(rates) == len(named) == sum(len(group["params"]) for group in optimizer.param_groups)
-    for name, parameter in named.items():
-        assert rates[id(parameter)] == pytest.approx(2e-4 if name.startswith("lm.bert.") else 2e-3), name
-    assert any(isinstance(callback, FrozenBackbone) for callback in trainer.callback_handler.callbacks)
 
 
 def test_mlm_only_has_no_condenser_head(tiny_beir, tiny_model_dir, tmp_path):

@@ -8,7 +8,7 @@ import shutil
 import pytest
 from transformers import AutoModel
 
-from conftest import as_torchrun_process, plant_pickles
+from conftest import plant_pickles
 from retriever.errors import RetrieverError
 from retriever.pretraining import PretrainConfig, pretrain
 from retriever.training import stack
@@ -121,34 +121,6 @@ def test_output_must_not_be_an_unrelated_folder(tiny_beir, tiny_model_dir, tmp_p
     with pytest.raises(RetrieverError, match="holds no training run"):
         pretrain(config(tiny_beir, tmp_path / "mine", tiny_model_dir, max_steps=1), log=quiet)
     assert [path.name for path in (tmp_path / "mine").iterdir()] == ["notes.txt"]
-
-
-@pytest.mark.parametrize("processes, sequences, message", [
-    (1, 2, "use 4"), (1, 4, None), (1, 5, "use 4 or 6"),  # 5 trained steps of 4
-    (2, 4, "use 8"),  # 1 passage per process: its span softmax holds only the sibling, the loss is 0
-    (2, 6, "use 8"),  # 3 passages do not split over 2 processes
-    (2, 8, None), (2, 12, None), (2, 10, "use 8 or 12"), (3, 6, "use 12"), (3, 12, None)])
-def test_cocondenser_needs_two_whole_passages_per_process(tmp_path, monkeypatch, processes, sequences, message):
-    as_torchrun_process(monkeypatch, processes)
-    settings = config(tmp_path / "c.jsonl", tmp_path / "out", "bert", cocondenser=True, batch_size=sequences)
-    if message is None:
-        settings.check()
-        return
-    with pytest.raises(RetrieverError, match=re.escape(message)) as refused:
-        settings.check()
-    assert "\n" not in str(refused.value) and "--sequences-per-step" in str(refused.value)
-    rule = f"multiple of {2 * processes} (whole 2-span passages" if processes > 1 else "must be even (2 spans"
-    assert rule in str(refused.value) and f"at least {4 * processes} (2+ passages" in str(refused.value)
-
-
-@pytest.mark.parametrize("layers", [13, 100_000])
-def test_a_head_of_more_layers_than_the_bound_is_refused_before_loading(tmp_path, layers):
-    """--n-head-layers had no upper bound: 100,000 fresh layers were built for minutes (or until memory ran out)."""
-    settings = config(tmp_path / "corpus.jsonl", tmp_path / "out", "no-such-model", n_head_layers=layers)
-    with pytest.raises(RetrieverError, match=rf"^--n-head-layers must be a whole number from 1 to 12 \(.*\), not {layers}$"):
-        settings.check()
-    assert not (tmp_path / "out").exists()
-    config(tmp_path / "corpus.jsonl", tmp_path / "out", "no-such-model", n_head_layers=12).check()
 
 
 def test_the_sequences_a_step_holds_are_those_the_corpus_has(tmp_path, tiny_model_dir):
