@@ -76,7 +76,7 @@ def full_disk(error: BaseException, where: str = "") -> MachineLimit | None:
         named = where or (f"writing {error.filename}" if error.filename else "")
         return file_too_large(named) if error.errno == errno.EFBIG else out_of_space(named)
     text = str(error).strip()
-    shown = where or f"({(text.splitlines() or [''])[-1][:200]})"
+    shown = where or f"({error_line(error)})"
     if "File too large" in text:  # FAISS's text for EFBIG
         return file_too_large(shown)
     if "No space left on device" in text or "Disk quota exceeded" in text or _SHORT_WRITE.search(text):
@@ -134,6 +134,12 @@ def is_out_of_memory(error: BaseException) -> bool:
 def faiss_message(error: Exception) -> str:
     """FAISS's reason without the C++ function and source line it prefixes to it."""
     return re.sub(r"^Error in .*? at \S+:\d+: (Error: )?", "", str(error).strip().splitlines()[-1])
+
+
+def error_line(error: BaseException) -> str:
+    """What a library's error says, for a line of ours: its last line (the reason, after any traceback text) without
+    FAISS's C++ prefix, at most 200 characters; its type's name when it says nothing."""
+    return (faiss_message(error) if str(error).strip() else type(error).__name__)[:200]
 
 
 class InputFileError(RetrieverError):

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from retriever.errors import (IndexDamaged, RetrieverError, faiss_message, full_disk, is_out_of_memory,
+from retriever.errors import (IndexDamaged, RetrieverError, error_line, full_disk, is_out_of_memory,
                               out_of_memory)
 from retriever.wording import counted
 
@@ -166,13 +166,13 @@ def reading(path: Path, damage: Callable[[Path, str], RetrieverError] = damaged)
     except Exception as error:  # FAISS, Arrow and the OS each raise their own types for a broken file
         if full_disk(error) is not None:  # met writing what is built from the file, not damage to it
             raise
-        first_line = faiss_message(error) if str(error).strip() else type(error).__name__
+        first_line = error_line(error)
         if is_out_of_memory(error):
-            raise out_of_memory(f"opening {path} ({first_line[:200]}; the file is not damaged)") from None
+            raise out_of_memory(f"opening {path} ({first_line}; the file is not damaged)") from None
         if isinstance(error, PermissionError) or "Permission denied" in str(error):  # FAISS's is a RuntimeError
-            raise RetrieverError(f"{path}: this user may not read it ({first_line[:200]}); the file is not damaged: "
+            raise RetrieverError(f"{path}: this user may not read it ({first_line}); the file is not damaged: "
                                  "give the user read access to the index folder's files") from None
-        raise damage(path, f"cannot be read ({first_line[:200]})") from None
+        raise damage(path, f"cannot be read ({first_line})") from None
 
 
 def check_counts(folder: Path, manifest: dict, counts: dict[str, int], ids_name: str, ids_digest: str) -> None:

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from retriever.encoder_settings import VECTOR_FIELDS
-from retriever.errors import RetrieverError, is_out_of_memory, out_of_memory
+from retriever.errors import RetrieverError, error_line, is_out_of_memory, out_of_memory
 from retriever.files import atomic_write
 from retriever.wording import counted
 
@@ -74,13 +74,9 @@ SHARD_KEYS = ("worker", "num_workers", "part", "rows", "shard_size")
 
 def invalid_shard(path: Path, problem: str, error: Exception | None = None) -> RetrieverError:
     if error is not None and is_out_of_memory(error):  # the shard is fine: it was to be re-encoded or deleted
-        return out_of_memory(f"reading {path} ({_first_line(error)}; the file is not damaged)")
+        return out_of_memory(f"reading {path} ({error_line(error)}; the file is not damaged)")
     return RetrieverError(f"{path}: not a valid shard ({problem}); rerun `retriever encode` (or `build`) on its "
                           "corpus, which re-encodes it, or delete it and rerun")
-
-
-def _first_line(error: Exception) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[-1][:200]
 
 
 def read_shard_metadata(path: Path) -> dict:
@@ -89,7 +85,7 @@ def read_shard_metadata(path: Path) -> dict:
     try:
         footer = pq.read_metadata(path)
     except Exception as error:
-        raise invalid_shard(path, f"not a readable Parquet file: {_first_line(error)}", error) from None
+        raise invalid_shard(path, f"not a readable Parquet file: {error_line(error)}", error) from None
     raw = footer.metadata or {}
     if METADATA_KEY not in raw:
         raise invalid_shard(path, "the Parquet file has no retriever metadata; `retriever encode` did not write it")
@@ -147,7 +143,7 @@ def read_shard(path: Path) -> tuple[list[str], np.ndarray]:
                 zero_copy_only=False).reshape(-1, dim)
             ids.extend(batch.column(0).to_pylist())
     except Exception as error:
-        raise invalid_shard(path, f"cannot be read: {_first_line(error)}", error) from None
+        raise invalid_shard(path, f"cannot be read: {error_line(error)}", error) from None
     if not np.isfinite(vectors).all():  # the encoder refuses to write these, so the file was changed since
         raise RetrieverError(f"{path}: holds NaN or infinite vectors, which no encoder run writes; delete it and "
                              "rerun `retriever encode` (or `build`) on its corpus")
@@ -184,7 +180,7 @@ def shard_ids_sha256(path: Path) -> str:
         for batch in pq.ParquetFile(path).iter_batches(batch_size=65_536, columns=["id"]):
             digest.update(id_lines(batch.column(0).to_pylist()))
     except Exception as error:
-        raise invalid_shard(path, f"its id column cannot be read: {_first_line(error)}", error) from None
+        raise invalid_shard(path, f"its id column cannot be read: {error_line(error)}", error) from None
     return digest.hexdigest()
 
 

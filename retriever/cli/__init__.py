@@ -25,7 +25,8 @@ from retriever.cli.outputs import interrupted, rerun_note
 from retriever.cli.stdout import guard_stderr, guard_stdout, reader_gone, silence_stdout
 from retriever.cli.teardown import skip_final_collections
 from retriever.cores import cap_openmp_threads
-from retriever.errors import NotForThisIndex, RetrieverError, full_disk, is_out_of_memory, name_too_long, out_of_memory
+from retriever.errors import (NotForThisIndex, RetrieverError, error_line, full_disk, is_out_of_memory, name_too_long,
+                              out_of_memory)
 
 
 # `retriever --help` lists commands in the order they are used; commands not named here come last.
@@ -94,7 +95,7 @@ class _Group(click.Group):
             _exit_if_reader_gone(error)
         except Exception as error:  # re-raised unless the machine ran out (safetensors' full disk is no OSError)
             full = full_disk(error) or name_too_long(error) or (
-                out_of_memory(f"({_last_line(error)})") if is_out_of_memory(error) else None)
+                out_of_memory(f"({error_line(error)})") if is_out_of_memory(error) else None)
             if full is None:
                 raise
             _exit_with_error(rerun_note(ctx, full))
@@ -189,10 +190,6 @@ def _write_utf8() -> None:
         encoding = getattr(stream, "encoding", None)
         if encoding and codecs.lookup(encoding).name != "utf-8" and hasattr(stream, "reconfigure"):
             stream.reconfigure(encoding="utf-8")
-
-
-def _last_line(error: BaseException) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[-1][:200]
 
 
 def _is_rank_zero() -> bool:

@@ -226,9 +226,13 @@ def test_a_full_disk_anywhere_is_one_line(monkeypatch, tmp_path, error, shown):
     (RuntimeError("Error in faiss::IndexIVF: std::bad_alloc"),
      "out of memory (Error in faiss::IndexIVF: std::bad_alloc)"),
     (OSError(errno.ENOMEM, "Cannot allocate memory"), "out of memory ([Errno 12] Cannot allocate memory)"),
+    (RuntimeError("Error in void faiss::OnDiskInvertedLists::do_mmap() at /project/faiss/faiss/invlists/OnDiskInverted"
+                  "Lists.cpp:285: Error: 'ptro != MAP_FAILED' failed: could not mmap i.ivfdata: Cannot allocate memory"),
+     "out of memory ('ptro != MAP_FAILED' failed: could not mmap i.ivfdata: Cannot allocate memory)"),
 ])
 def test_memory_running_out_anywhere_is_one_line(monkeypatch, tmp_path, error, shown):
-    """As a full disk: a limit of the machine (e.g. `ulimit -v`), said in one line with what to do (a traceback)."""
+    """As a full disk: a limit of the machine (e.g. `ulimit -v`), said in one line with what to do (a traceback);
+    FAISS's reason without the C++ function and source line it prefixes, as opening an index says it."""
     result = evaluate_raising(monkeypatch, tmp_path, error)
     assert result.exit_code == 1 and result.output.startswith(f"error: {shown}; free some memory"), result.output
     assert "ulimit -v" in result.output and result.output.count("\n") == 1
