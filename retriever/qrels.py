@@ -33,6 +33,9 @@ def _columns(path: Path, lineno: int, text: str) -> list[str]:
     cols = [c.strip() for c in text.split("\t")]
     if len(cols) not in (3, 4):
         cols = columns(text)
+    elif "" in cols:  # 'q1<TAB>d1<TAB><TAB>1' was "bad query or document id: empty id", of a line holding both
+        raise InputFileError(path, lineno, f"column {cols.index('') + 1} of {len(cols)} is empty (two tabs in a row)",
+                             f"remove the extra tab; {LAYOUT_HINT}")
     if len(cols) not in (3, 4):
         if "\r" in text:
             raise carriage_return_error(path, lineno)

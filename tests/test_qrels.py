@@ -129,3 +129,15 @@ def test_json_qrels_of_one_judgment_or_one_query_a_line_are_read_as_runs_of_thos
     path.write_text("[" + ", ".join(text.splitlines()) + "]\n", encoding="utf-8")
     with pytest.raises(InputFileError, match="the file is one JSON array on one line, not JSONL"):
         read_qrels(path)
+
+
+@pytest.mark.parametrize("text, column", [("q1\td1\t\t1\n", "column 3 of 4"), ("q1\t\td1\t1\n", "column 2 of 4"),
+                                          ("q1\t\t1\n", "column 2 of 3")])
+def test_a_qrels_line_with_two_tabs_in_a_row_names_the_empty_column(tmp_path: Path, text: str, column: str) -> None:
+    """'q1<TAB>d1<TAB><TAB>1' (a BEIR line with a doubled tab) was "bad query or document id: empty id", though it
+    holds both ids: split at tabs it is 4 columns, read as TREC with an empty document id."""
+    path = tmp_path / "qrels.tsv"
+    path.write_text("q0\td0\t1\n" + text, encoding="utf-8")
+    with pytest.raises(InputFileError, match=rf"qrels.tsv:2: {column} is empty \(two tabs in a row\); remove the "
+                                             "extra tab; qrels lines are"):
+        read_qrels(path)
