@@ -216,6 +216,11 @@ def local_ray():
     ray.shutdown()
 
 
+def too_many(per_worker: int = 1) -> int:
+    """More workers than this machine's cores hold (Ray counts the machine's cores, or a container's fewer)."""
+    return (os.cpu_count() or 1) // per_worker + 1
+
+
 class _WritesMarker:
     """Unpickling this object writes a file: a stand-in for code hidden in a checkpoint."""
 

@@ -7,7 +7,6 @@ import time
 from types import SimpleNamespace
 
 from retriever.distributed.ray_encoding import RayEncoderPool, plan_workers
-from retriever.distributed.ray_capacity import default_workers
 from retriever.encoder import EncoderSettings
 
 
@@ -20,12 +19,6 @@ def hold_cpus(ray, count: int) -> list:
     holders = [ray.remote(num_cpus=1)(Holder).remote() for _ in range(count)]
     ray.get([holder.ping.remote() for holder in holders], timeout=60)
     return holders
-
-
-def test_default_workers_fit_the_room_the_cluster_has_now():
-    assert default_workers(8, 6) == 6
-    assert default_workers(8, 8) == 8
-    assert default_workers(8, 0) == 8  # no room now: all of them, and they wait
 
 
 def test_workers_fit_the_cpus_other_work_leaves_free(local_ray):

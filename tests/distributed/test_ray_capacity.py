@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from retriever.distributed.ray_capacity import check_local_cpus
+from conftest import too_many
+from retriever.distributed.ray_capacity import check_local_cpus, default_workers
 from retriever.errors import RetrieverError
-from test_ray_runtime import no_ray_start, too_many  # noqa: F401 (a fixture)
 
 
 def test_the_local_cpu_check_uses_a_given_count_and_the_cpus_per_worker(no_ray_start):
@@ -28,3 +28,9 @@ def test_a_cluster_or_an_open_session_is_checked_once_connected(no_ray_start, mo
     monkeypatch.delenv("RAY_OVERRIDE_RESOURCES")
     monkeypatch.setattr(no_ray_start, "is_initialized", lambda: True)
     check_local_cpus(None, too_many(), 1)
+
+
+def test_default_workers_fit_the_room_the_cluster_has_now():
+    assert default_workers(8, 6) == 6
+    assert default_workers(8, 8) == 8
+    assert default_workers(8, 0) == 8  # no room now: all of them, and they wait

@@ -16,7 +16,6 @@ from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.shards import done_marker, list_shards, read_shard, read_shard_metadata
 from test_corpus_encoding import write_corpus
-from test_ray_runtime import no_ray_start  # noqa: F401 (a fixture)
 
 
 @pytest.fixture(scope="module")

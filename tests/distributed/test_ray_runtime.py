@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import free_port
+from conftest import free_port, too_many
 from retriever.distributed.ray_capacity import cluster_cpus_and_gpus
 from retriever.distributed.ray_runtime import MAX_RETRIES, check_address, ray_session, require_ray, unwrapped
 from retriever.errors import RetrieverError
@@ -229,21 +229,6 @@ def test_a_local_ray_starts_without_rays_token_auth_warning(fresh_sessions):
     _, stderr = fresh_sessions["ending"].communicate(timeout=120)
     assert fresh_sessions["ending"].returncode == 0, stderr
     assert "Token authentication is" not in stderr and "RAY_AUTH_MODE" not in stderr, stderr
-
-
-@pytest.fixture()
-def no_ray_start(monkeypatch):
-    """Ray not running in this process, and failing the test if anything starts it."""
-    ray = pytest.importorskip("ray")
-    monkeypatch.setattr(ray, "is_initialized", lambda: False)
-    monkeypatch.setattr(ray, "init", lambda **_: pytest.fail("Ray was started for a refused worker count"))
-    monkeypatch.delenv("RAY_OVERRIDE_RESOURCES", raising=False)
-    return ray
-
-
-def too_many(per_worker: int = 1) -> int:
-    """More workers than this machine's cores hold (Ray counts the machine's cores, or a container's fewer)."""
-    return (os.cpu_count() or 1) // per_worker + 1
 
 
 @pytest.mark.parametrize("command", ["encode", "build"])
