@@ -24,7 +24,7 @@ class EmptyIndexFacts:
     PQ96x16' at 384 dimensions: 257 MB), and the CLI's, the encoding's and the build's checks each made their own."""
 
     trains: bool  # trained before vectors are added (so --train-size and the corpus's size matter)
-    training_needs: tuple[tuple[int, str], ...]  # ``training_needs``
+    training_needs: tuple[tuple[int, str, str], ...]  # ``training_needs``
     taken_setting: str | None  # the search setting it takes (``search_settings.taken_setting``)
     own_hnsw: bool  # an HNSW graph of its own, which --ef-construction sets (not an IVF's HNSW quantizer)
     problem: str | None  # why the build cannot fill it, or FAISS cannot (``_structure_problem``)
@@ -108,7 +108,7 @@ def _quantizer_problem(index: faiss.Index) -> str | None:
     if ivf is None:
         return None
     ivf = faiss.downcast_index(ivf)  # a view: ``index`` owns it
-    needed, what = max(training_needs(ivf.quantizer), default=(0, ""))
+    needed, what, _ = max(training_needs(ivf.quantizer), default=(0, "", ""))
     if needed > ivf.nlist:
         return (f"the IVF's quantizer ({what}) trains on its {ivf.nlist} list centroids and needs at least {needed}; "
                 f"use at least {needed} lists or a quantizer of fewer bits or none (e.g. 'IVF1024,Flat')")
@@ -130,24 +130,48 @@ def check_trainable(params: IndexParams, dim: int, count: int, source: str = "th
     if params.index_type in ("flat", "hnsw"):
         return
     if params.index_type in (ONDISK_TYPE, "ivfpq") and (params.nlist or 0) > min(count, params.train_size):
-        needed, what = params.nlist, f"{params.nlist} IVF lists"  # not made: 2**31 lists were a bad_alloc
+        needed, what, part = params.nlist, f"{params.nlist} IVF lists", LISTS  # not made: 2**31 lists were a bad_alloc
     else:  # a named type's factory string sizes its lists and codes to the count
         needs = empty_index_facts(factory_string(params, dim, count), dim).training_needs
-        needed, what = max((need for need in needs if not (need[1] == SCALAR_RANGE and count <= params.train_size)),
-                           default=(0, ""))  # a scalar range from every vector there is holds them all
+        needed, what, part = max((need for need in needs if not (need[2] == SCALAR and count <= params.train_size)),
+                                 default=(0, "", ""))  # a scalar range from every vector there is holds them all
     if min(count, params.train_size) < needed:
-        given = (f"{source} {counted(count, 'document')}" if count <= params.train_size
-                 else f"--train-size is {params.train_size}")
-        lists = fewer_lists(params.index_type)
+        short_corpus = count < needed  # then no --train-size gives enough
+        given = f"{source} {counted(count, 'document')}" if short_corpus else f"--train-size is {params.train_size}"
+        fixes = [] if short_corpus else [f"--train-size {needed} or more"]
+        fixes += [fix for fix in [_smaller_need(part, params.index_type)] if fix] + ["a flat index"]
+        advice = " or ".join(fixes) if len(fixes) < 3 else f"{', '.join(fixes[:-1])}, or {fixes[-1]}"
         raise RetrieverError(f"--index-type {params.index_type!r} trains on at least {needed} vectors, and {given} "
-                             f"({what}): use {lists + ', ' if lists else ''}codes of fewer bits or a smaller PCA, a "
-                             "larger --train-size, or a flat index")
+                             f"({what}): use {advice}")
 
 
-def training_needs(index: faiss.Index) -> list[tuple[int, str]]:
-    """The fewest training vectors each trained part of ``index`` takes, with what it is: FAISS refuses fewer
-    points than an IVF's lists or a codebook's centroids, fewer than a PCA's output dimensions, and (residual
-    quantizers) fewer than their dimensions."""
+def _smaller_need(part: str, index_type: str) -> str | None:
+    """How ``index_type`` asks for a ``part`` (a ``training_needs`` kind) that trains on fewer vectors, or None when
+    it cannot: ivfpq sizes its codes' bits to the corpus itself, and a residual quantizer needs its dimensions."""
+    if part == LISTS:
+        return fewer_lists(index_type)
+    if part == SCALAR:
+        return ("--ondisk-codes fp16 (which trains nothing)" if index_type == ONDISK_TYPE
+                else "SQfp16 codes (which train nothing)")
+    if part == PQ and index_type != "ivfpq":
+        return "PQ codes of fewer bits (a smaller number after 'x' in --index-type; none is 8)"
+    return _SMALLER_PARTS.get(part)
+
+
+# The kinds of trained part ``training_needs`` tells apart, each made to train on fewer vectors its own way
+LISTS, PQ, SCALAR, PCA, OPQ, RESIDUAL_BITS, WIDTH = "lists", "pq", "scalar", "pca", "opq", "residual bits", "width"
+_SMALLER_PARTS = {
+    PCA: "a PCA to fewer dimensions (a smaller number after 'PCA' or 'ITQ' in --index-type)",
+    OPQ: "no OPQ part (it trains codes of 256 centroids whatever the string's bits)",
+    RESIDUAL_BITS: "residual codes of fewer bits (a smaller number after 'x' in --index-type)",
+    WIDTH: "a PCA to fewer dimensions before the residual quantizer",
+}
+
+
+def training_needs(index: faiss.Index) -> list[tuple[int, str, str]]:
+    """The fewest training vectors each trained part of ``index`` takes, with what it is and its kind (``LISTS``
+    ...): FAISS refuses fewer points than an IVF's lists or a codebook's centroids, fewer than a PCA's output
+    dimensions, and (residual quantizers) fewer than their dimensions."""
     part = faiss.downcast_index(index)  # a view: ``index`` owns the C++ object, so the name must stay bound
     if part.is_trained:
         return []
@@ -158,22 +182,23 @@ def training_needs(index: faiss.Index) -> list[tuple[int, str]]:
         return training_needs(part.base_index) + training_needs(part.refine_index)
     if isinstance(part, faiss.IndexHNSW):
         return training_needs(part.storage)
-    needs = [(part.nlist, f"{part.nlist} IVF lists"), *training_needs(part.quantizer)] \
+    needs = [(part.nlist, f"{part.nlist} IVF lists", LISTS), *training_needs(part.quantizer)] \
         if isinstance(part, faiss.IndexIVF) else []
     for name in ("pq", "refine_pq"):  # PQ codes, and an IVFPQR's refinement codes
         codes = getattr(part, name, None)
         if codes is not None:
-            needs.append((int(codes.ksub), f"{codes.nbits}-bit PQ codes of {codes.ksub} centroids"))
+            needs.append((int(codes.ksub), f"{codes.nbits}-bit PQ codes of {codes.ksub} centroids", PQ))
     scalar = getattr(part, "sq", None)
     if scalar is not None and scalar.qtype in _RANGED_SCALAR_CODES:  # 'SQ8', 'IVF64,SQ8', ivf-ondisk's sq8
-        needs.append((2, SCALAR_RANGE))
+        needs.append((2, SCALAR_RANGE, SCALAR))
     quantizers = [part.rq] if hasattr(part, "rq") else []
     if hasattr(part, "prq"):
         quantizers = [part.prq.subquantizer(i) for i in range(part.prq.nsplits)]
     for quantizer in quantizers:
         centroids = 2 ** int(max(faiss.vector_to_array(quantizer.nbits), default=0))
+        kind = RESIDUAL_BITS if centroids > quantizer.d else WIDTH
         needs.append((max(int(quantizer.d), centroids), f"a residual quantizer of {quantizer.d} dimensions and "
-                                                        f"{centroids} centroids"))
+                                                        f"{centroids} centroids", kind))
     return needs
 
 
@@ -188,7 +213,7 @@ def _transform_needs(transform: faiss.VectorTransform) -> list[tuple[int, str]]:
     if transform.is_trained:
         return []
     if isinstance(transform, (faiss.PCAMatrix, faiss.ITQTransform)):
-        return [(int(transform.d_out), f"a PCA to {transform.d_out} dimensions")]
+        return [(int(transform.d_out), f"a PCA to {transform.d_out} dimensions", PCA)]
     if isinstance(transform, faiss.OPQMatrix):
-        return [(256, "OPQ's 8-bit codes of 256 centroids")]  # OPQMatrix::train always trains 8-bit PQ codes
+        return [(256, "OPQ's 8-bit codes of 256 centroids", OPQ)]  # OPQMatrix::train always trains 8-bit codes
     return []

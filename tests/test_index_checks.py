@@ -106,3 +106,24 @@ def test_a_scalar_quantizer_trained_on_one_vector_of_many_is_refused_before_enco
         check_trainable(params, 32, 50)
     check_trainable(IndexParams(params.index_type, train_size=2), 32, 50)
     check_trainable(IndexParams(params.index_type, train_size=1), 32, 1)  # the only vector: its own range holds it
+
+
+@pytest.mark.parametrize("params, count, advice", [
+    (IndexParams("ivf-ondisk", train_size=1), 50,
+     "use --train-size 2 or more, --ondisk-codes fp16 (which trains nothing), or a flat index"),
+    (IndexParams("SQ8", train_size=1), 50, "use --train-size 2 or more, SQfp16 codes (which train nothing), or a "
+                                           "flat index"),
+    (IndexParams("PCA16,Flat"), 10, "use a PCA to fewer dimensions (a smaller number after 'PCA' or 'ITQ' in "
+                                    "--index-type) or a flat index"),
+    (IndexParams("PCA16,Flat", train_size=10), 50, "use --train-size 16 or more, a PCA to fewer dimensions (a smaller "
+                                                   "number after 'PCA' or 'ITQ' in --index-type), or a flat index"),
+    (IndexParams("ivfpq", train_size=10), 5000, "use --train-size 256 or more or a flat index"),
+    (IndexParams("ivfpq"), 1, "use a flat index"),  # its codes' bits are sized to the corpus: 1 bit, 2 centroids
+])
+def test_a_refusal_to_train_names_the_fixes_for_what_is_short(params, count, advice):
+    """The advice was the same for every refusal ("fewer lists (--nlist), codes of fewer bits or a smaller PCA, a
+    larger --train-size, or a flat index"): for a scalar quantizer trained on 1 vector, whose fix is --train-size 2 (or
+    codes that train nothing), and for a corpus smaller than the need, where a larger --train-size changes nothing."""
+    with pytest.raises(RetrieverError) as refused:
+        check_trainable(params, 32, count)
+    assert str(refused.value).endswith(f": {advice}"), refused.value
