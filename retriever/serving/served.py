@@ -8,6 +8,7 @@ from retriever.encoder_settings import SERVED_FIELDS
 from retriever.searching import Searcher
 from retriever.serving.batcher import MicroBatcher
 from retriever.serving.inputs import ApiError, Limits
+from retriever.serving.problems import clipped
 
 MAX_NAME_CHARS = 64
 
@@ -52,8 +53,8 @@ class ServedIndexes:
     batchers: dict[str, MicroBatcher] = field(default_factory=dict)
 
     def searcher(self, name: str) -> Searcher:
-        if name not in self.searchers:
-            raise ApiError(404, f"no index named {name!r}; served: {', '.join(self.searchers)}")
+        if name not in self.searchers:  # clipped as any name a client sends: one of 30,000 characters came back whole
+            raise ApiError(404, f"no index named {clipped(name)!r}; served: {', '.join(self.searchers)}")
         return self.searchers[name]
 
     def batcher(self, name: str) -> MicroBatcher:

@@ -2,7 +2,7 @@
 from unicodedata import normalize
 from urllib.parse import quote
 
-from serving_fixtures import call, tiny_index  # noqa: F401 - fixture
+from serving_fixtures import call, served, small_index, tiny_index  # noqa: F401 - fixtures
 
 
 def test_an_index_name_may_hold_letters_of_any_script_but_no_punctuation():
@@ -53,3 +53,12 @@ def test_the_openapi_name_parameter_states_the_rule_and_carries_no_regex_a_brows
     for path in ("/indexes/{name}/search", "/indexes/{name}/info"):
         [name] = [p for p in schema["paths"][path]["get"]["parameters"] if p["name"] == "name"]
         assert "pattern" not in name["schema"] and NAME_RULE in name["description"], name
+
+
+def test_an_unknown_index_name_is_cut_short_in_the_404(served):
+    """Every other name a client sends is clipped in its error; a 30,000-character index name in the path came back
+    whole, a 30 KB message, for GET and POST alike."""
+    for method in ("GET", "POST"):
+        reply = call(served.port, method, f"/indexes/{'x' * 30_000}/search?q=cat" if method == "GET" else
+                     f"/indexes/{'x' * 30_000}/search", b'{"queries": ["cat"]}', {"Content-Type": "application/json"})
+        assert reply.status == 404 and reply.json() == {"error": f"no index named '{'x' * 60}...'; served: tiny, small"}
