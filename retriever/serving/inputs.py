@@ -33,7 +33,7 @@ Everything here raises ``ApiError`` with the status and message the client gets.
   ``K=1`` or ``fusion=convex`` unread (POST refuses extra fields too), or read ``k=1_0`` as 10. A POST
   with parameters in its address (``POST /search?k=1``) is a 400 naming them: they were dropped unread; so
   are parameters given to GET /health, /info or /indexes, which take none: every API route refuses a parameter it
-  does not take (the pages, / and /docs, let any be, as web pages do).
+  does not take (the search page and the API docs, / /docs /redoc /openapi.json, let any be, as web pages do).
 - Queries the tokenizer cannot take (lone surrogates, which JSON's ``\\ud800`` escapes allow) are
   a 400 here rather than an exception inside a batch shared with other clients.
 """
