@@ -14,7 +14,6 @@ import pytest
 
 from retriever import part_processes
 from retriever.errors import RetrieverError
-from test_ondisk import corpus, encoder, shards  # noqa: F401  (fixtures)
 
 
 def _exits(*args) -> None:
@@ -74,10 +73,12 @@ def _running(pid: int) -> bool:
         return False
 
 
-def _build_with_part_workers(shards, corpus, output: Path, workers: int, stderr) -> tuple[subprocess.Popen, set[int]]:
+def _build_with_part_workers(ondisk_shards, ondisk_corpus, output: Path, workers: int,
+                             stderr) -> tuple[subprocess.Popen, set[int]]:
     """`retriever index` filling ivf-ondisk parts in 2 worker processes, once ``workers`` of them are seen (fewer
     when the build ends first)."""
-    command = [sys.executable, "-m", "retriever", "index", str(shards), "--corpus", str(corpus), "-o", str(output),
+    command = [sys.executable, "-m", "retriever", "index", str(ondisk_shards), "--corpus", str(ondisk_corpus),
+               "-o", str(output),
                "--index-type", "ivf-ondisk", "--nlist", "8", "--part-size", "60", "--parallel-parts", "2",
                "--ondisk-codes", "flat", "--no-bm25"]
     run = subprocess.Popen(command, env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=subprocess.DEVNULL,
@@ -91,9 +92,9 @@ def _build_with_part_workers(shards, corpus, output: Path, workers: int, stderr)
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the workers through /proc")
-def test_part_workers_die_with_a_killed_build(shards, corpus, tmp_path):
+def test_part_workers_die_with_a_killed_build(ondisk_shards, ondisk_corpus, tmp_path):
     """SIGKILL of `retriever index` cannot shut its pool down: the workers must notice on their own."""
-    run, workers = _build_with_part_workers(shards, corpus, tmp_path / "idx", 2, subprocess.DEVNULL)
+    run, workers = _build_with_part_workers(ondisk_shards, ondisk_corpus, tmp_path / "idx", 2, subprocess.DEVNULL)
     if run.poll() is None:
         run.send_signal(signal.SIGKILL)
     run.wait()
@@ -108,9 +109,9 @@ def test_part_workers_die_with_a_killed_build(shards, corpus, tmp_path):
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the workers through /proc")
-def test_a_part_worker_killed_mid_build_is_one_line(shards, corpus, tmp_path):
+def test_a_part_worker_killed_mid_build_is_one_line(ondisk_shards, ondisk_corpus, tmp_path):
     """The tester's case: `kill -KILL` of a part worker of `retriever index` (as the OOM killer does)."""
-    run, workers = _build_with_part_workers(shards, corpus, tmp_path / "idx", 1, subprocess.PIPE)
+    run, workers = _build_with_part_workers(ondisk_shards, ondisk_corpus, tmp_path / "idx", 1, subprocess.PIPE)
     for pid in workers:
         os.kill(pid, signal.SIGKILL)
         break

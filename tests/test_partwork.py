@@ -14,9 +14,9 @@ from retriever import faiss_index, indexing, part_processes, partwork
 from retriever.errors import RetrieverError
 from retriever.indexing import IndexParams, build_index
 from retriever.searching import Searcher
-from test_ondisk import ONDISK, corpus, encoder, hits, ondisk, shards  # noqa: F401  (fixtures)
+from conftest import ONDISK_PARAMS, ondisk_hits
 
-IN_PROCESS = {**ONDISK, "parallel_parts": 1}  # parts filled in this process, where the test can see them
+IN_PROCESS = {**ONDISK_PARAMS, "parallel_parts": 1}  # parts filled in this process, where the test can see them
 
 
 class Crash(Exception):
@@ -45,12 +45,13 @@ def calls(monkeypatch):
     return record
 
 
-def crash_after_parts(shards, corpus, output, calls, params=IndexParams(**IN_PROCESS), parts: int = 1) -> Path:
+def crash_after_parts(ondisk_shards, ondisk_corpus, output, calls, params=IndexParams(**IN_PROCESS),
+                      parts: int = 1) -> Path:
     """A build that crashed after filling ``parts`` parts: its parts folder (each part with its held-out vectors
     and its record)."""
     calls["crash_after"] = parts
     with pytest.raises(Crash):
-        build_index(shards, corpus, output, params, progress=False)
+        build_index(ondisk_shards, ondisk_corpus, output, params, progress=False)
     work = partwork.parts_folder(output)
     assert not output.exists()
     assert sorted(p.name for p in work.glob("part-*")) == sorted(
@@ -59,40 +60,41 @@ def crash_after_parts(shards, corpus, output, calls, params=IndexParams(**IN_PRO
     return work
 
 
-def test_a_crashed_build_skips_its_finished_parts_and_equals_a_clean_build(shards, corpus, ondisk, calls, tmp_path,
-                                                                           capsys):
-    work = crash_after_parts(shards, corpus, tmp_path / "idx", calls)
-    manifest = build_index(shards, corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
+def test_a_crashed_build_skips_its_finished_parts_and_equals_a_clean_build(ondisk_shards, ondisk_corpus, ondisk_index,
+                                                                           calls, tmp_path, capsys):
+    work = crash_after_parts(ondisk_shards, ondisk_corpus, tmp_path / "idx", calls)
+    manifest = build_index(ondisk_shards, ondisk_corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
     assert calls["filled"] == ["part-00001.faiss", "part-00002.faiss", "part-00003.faiss"]
     assert calls["trained"] == 0, "the trained quantizer was reused"
     assert "resuming: 1 of 4 parts already built" in capsys.readouterr().err
     assert not work.exists(), "the parts are deleted once the index is in place"
-    clean = Searcher(ondisk, device="cpu")
+    clean = Searcher(ondisk_index, device="cpu")
     assert manifest["index"]["trained_on"] == clean.manifest["index"]["trained_on"]
-    assert (tmp_path / "idx" / "index.ivfdata").read_bytes() == (ondisk / "index.ivfdata").read_bytes()
-    assert hits(Searcher(tmp_path / "idx", device="cpu"), 8) == hits(clean, 8)
+    assert (tmp_path / "idx" / "index.ivfdata").read_bytes() == (ondisk_index / "index.ivfdata").read_bytes()
+    assert ondisk_hits(Searcher(tmp_path / "idx", device="cpu"), 8) == ondisk_hits(clean, 8)
 
 
 @pytest.mark.parametrize("change", [{"seed": 1}, {"part_size": 200}, {"ondisk_codes": "sq8"}, {"nlist": 4}])
-def test_parts_of_other_inputs_are_rebuilt_not_reused(shards, corpus, calls, tmp_path, capsys, change):
-    crash_after_parts(shards, corpus, tmp_path / "idx", calls)
+def test_parts_of_other_inputs_are_rebuilt_not_reused(ondisk_shards, ondisk_corpus, calls, tmp_path, capsys, change):
+    crash_after_parts(ondisk_shards, ondisk_corpus, tmp_path / "idx", calls)
     params = IndexParams(**{**IN_PROCESS, **change})
-    manifest = build_index(shards, corpus, tmp_path / "idx", params, progress=False)
+    manifest = build_index(ondisk_shards, ondisk_corpus, tmp_path / "idx", params, progress=False)
     assert calls["trained"] == 1 and len(calls["filled"]) == manifest["index"]["parts"]
     assert "built from other inputs" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("held_file", ["kept", "deleted"])
-def test_resumed_build_keeps_the_held_out_tuning_vectors(shards, corpus, calls, tmp_path, capsys, held_file):
+def test_resumed_build_keeps_the_held_out_tuning_vectors(ondisk_shards, ondisk_corpus, calls, tmp_path, capsys,
+                                                         held_file):
     params = IndexParams(**IN_PROCESS, target_recall=0.9, tuning_queries=60)
-    work = crash_after_parts(shards, corpus, tmp_path / "idx", calls, params)
+    work = crash_after_parts(ondisk_shards, ondisk_corpus, tmp_path / "idx", calls, params)
     if held_file == "deleted":  # was a FileNotFoundError when the vectors were read for tuning
         (work / "part-00000.faiss.held.npz").unlink()
-    resumed = build_index(shards, corpus, tmp_path / "idx", params, progress=False)
+    resumed = build_index(ondisk_shards, ondisk_corpus, tmp_path / "idx", params, progress=False)
     assert len(calls["filled"]) == (4 if held_file == "deleted" else 3)
     if held_file == "deleted":
         assert "part-00000.faiss: part-00000.faiss.held.npz is missing; filling it again" in capsys.readouterr().err
-    clean = build_index(shards, corpus, tmp_path / "clean", params, progress=False)
+    clean = build_index(ondisk_shards, ondisk_corpus, tmp_path / "clean", params, progress=False)
     assert resumed["index"]["tuning"] == clean["index"]["tuning"]
     assert (tmp_path / "idx" / "index.ivfdata").read_bytes() == (tmp_path / "clean" / "index.ivfdata").read_bytes()
 
@@ -112,39 +114,41 @@ PART_DAMAGE = {  # what a crash, a full disk or a user's hand can leave in place
 
 
 @pytest.mark.parametrize("damage", sorted(PART_DAMAGE))
-def test_a_damaged_part_is_filled_again_not_reused(shards, corpus, ondisk, calls, tmp_path, capsys, damage):
-    work = crash_after_parts(shards, corpus, tmp_path / "idx", calls, parts=3)
+def test_a_damaged_part_is_filled_again_not_reused(ondisk_shards, ondisk_corpus, ondisk_index, calls, tmp_path, capsys,
+                                                   damage):
+    work = crash_after_parts(ondisk_shards, ondisk_corpus, tmp_path / "idx", calls, parts=3)
     PART_DAMAGE[damage](work)
     capsys.readouterr()
-    build_index(shards, corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
+    build_index(ondisk_shards, ondisk_corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
     assert calls["filled"] == ["part-00002.faiss", "part-00003.faiss"] and calls["trained"] == 0
     err = capsys.readouterr().err
     assert f"{work / 'part-00002.faiss'}: " in err and "; filling it again" in err
     assert "resuming: 2 of 4 parts already built" in err
-    assert (tmp_path / "idx" / "index.ivfdata").read_bytes() == (ondisk / "index.ivfdata").read_bytes()
+    assert (tmp_path / "idx" / "index.ivfdata").read_bytes() == (ondisk_index / "index.ivfdata").read_bytes()
 
 
 @pytest.mark.parametrize("damage", ["truncated", "unrecorded"])
-def test_a_damaged_trained_index_is_trained_again(shards, corpus, ondisk, calls, tmp_path, capsys, damage):
-    work = crash_after_parts(shards, corpus, tmp_path / "idx", calls)
+def test_a_damaged_trained_index_is_trained_again(ondisk_shards, ondisk_corpus, ondisk_index, calls, tmp_path, capsys,
+                                                  damage):
+    work = crash_after_parts(ondisk_shards, ondisk_corpus, tmp_path / "idx", calls)
     if damage == "truncated":  # was FAISS's "read error" traceback
         _truncate(work / "trained.faiss")
     else:
         (work / "trained.faiss.json").unlink()
     capsys.readouterr()
-    build_index(shards, corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
+    build_index(ondisk_shards, ondisk_corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
     assert calls["trained"] == 1
     assert f"{work / 'trained.faiss'}: " in capsys.readouterr().err
-    assert (tmp_path / "idx" / "index.ivfdata").read_bytes() == (ondisk / "index.ivfdata").read_bytes()
+    assert (tmp_path / "idx" / "index.ivfdata").read_bytes() == (ondisk_index / "index.ivfdata").read_bytes()
 
 
-def test_parts_of_another_trained_index_are_filled_again(shards, corpus, calls, tmp_path, capsys):
+def test_parts_of_another_trained_index_are_filled_again(ondisk_shards, ondisk_corpus, calls, tmp_path, capsys):
     """A part is a copy of the trained index: one made from another (e.g. one trained again after damage, on
     other threads) cannot be merged with it."""
-    work = crash_after_parts(shards, corpus, tmp_path / "idx", calls)
+    work = crash_after_parts(ondisk_shards, ondisk_corpus, tmp_path / "idx", calls)
     record = json.loads((work / "part-00000.faiss.json").read_text())
     (work / "part-00000.faiss.json").write_text(json.dumps({**record, "trained_sha256": "0" * 64}))
-    build_index(shards, corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
+    build_index(ondisk_shards, ondisk_corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
     assert len(calls["filled"]) == 4
     assert "part-00000.faiss: its record is of other inputs; filling it again" in capsys.readouterr().err
 
@@ -159,7 +163,8 @@ NOT_OURS = {  # OUTPUT.parts as a user may have it: (files, what the refusal say
 
 
 @pytest.mark.parametrize("case", sorted(NOT_OURS))
-def test_a_folder_that_is_not_ours_is_refused_before_any_work(shards, corpus, tmp_path, monkeypatch, case):
+def test_a_folder_that_is_not_ours_is_refused_before_any_work(ondisk_shards, ondisk_corpus, tmp_path, monkeypatch,
+                                                              case):
     from retriever import ondisk
 
     def no_docstore(*args):
@@ -172,25 +177,26 @@ def test_a_folder_that_is_not_ours_is_refused_before_any_work(shards, corpus, tm
         (tmp_path / "idx.parts" / name).write_text(text)
     with pytest.raises(RetrieverError, match=rf"idx.parts: exists and is not the parts folder of an ivf-ondisk "
                                              rf"build \(.*{why}.*\); move it away or choose another --output"):
-        build_index(shards, corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
+        build_index(ondisk_shards, ondisk_corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
     for name, text in files.items():
         assert (tmp_path / "idx.parts" / name).read_text() == text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx.parts"]
 
 
-def test_a_users_file_in_a_build_parts_folder_is_never_deleted(shards, corpus, calls, tmp_path):
+def test_a_users_file_in_a_build_parts_folder_is_never_deleted(ondisk_shards, ondisk_corpus, calls, tmp_path):
     """Other inputs empty the parts folder: only when all it holds is what a build writes there."""
-    work = crash_after_parts(shards, corpus, tmp_path / "idx", calls)
+    work = crash_after_parts(ondisk_shards, ondisk_corpus, tmp_path / "idx", calls)
     (work / "photos").mkdir()
     (work / "photos" / "precious.txt").write_text("precious")
     with pytest.raises(RetrieverError, match="idx.parts: exists and is not the parts folder.*it holds photos"):
-        build_index(shards, corpus, tmp_path / "idx", IndexParams(**{**IN_PROCESS, "seed": 1}), progress=False)
+        build_index(ondisk_shards, ondisk_corpus, tmp_path / "idx", IndexParams(**{**IN_PROCESS, "seed": 1}),
+                    progress=False)
     assert (work / "photos" / "precious.txt").read_text() == "precious" and (work / "part-00000.faiss").is_file()
 
 
 @pytest.mark.parametrize("crash", ["before-the-move", "after-the-move"])
-def test_parts_left_beside_a_finished_index_go_with_the_next_build(shards, corpus, calls, tmp_path, monkeypatch,
-                                                                   capsys, crash):
+def test_parts_left_beside_a_finished_index_go_with_the_next_build(ondisk_shards, ondisk_corpus, calls, tmp_path,
+                                                                   monkeypatch, capsys, crash):
     """A crash after the index is in place, before its parts are deleted, must not leave them for ever; one
     before it keeps them to resume from."""
     move = indexing.move_into_place
@@ -202,31 +208,32 @@ def test_parts_left_beside_a_finished_index_go_with_the_next_build(shards, corpu
 
     monkeypatch.setattr(indexing, "move_into_place", crashing_move)
     with pytest.raises(Crash):
-        build_index(shards, corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
+        build_index(ondisk_shards, ondisk_corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
     work = partwork.parts_folder(tmp_path / "idx")
     assert work.is_dir() and (tmp_path / "idx").exists() == (crash == "after-the-move")
     monkeypatch.setattr(indexing, "move_into_place", move)
     calls.update(filled=[], trained=0)
     if crash == "after-the-move":
         with pytest.raises(RetrieverError, match="already exists"):
-            build_index(shards, corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
+            build_index(ondisk_shards, ondisk_corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
         assert not work.exists() and f"deleted {work}, left by a build that finished" in capsys.readouterr().err
     else:
-        build_index(shards, corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
+        build_index(ondisk_shards, ondisk_corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
         assert calls == {"filled": [], "trained": 0, "crash_after": None} and not work.exists()
 
 
-def test_a_folder_that_is_not_ours_is_not_emptied(shards, corpus, tmp_path):
+def test_a_folder_that_is_not_ours_is_not_emptied(ondisk_shards, ondisk_corpus, tmp_path):
     (tmp_path / "idx.parts").mkdir()
     (tmp_path / "idx.parts" / "notes.txt").write_text("mine")
     with pytest.raises(RetrieverError, match="idx.parts: exists and is not the parts folder"):
-        build_index(shards, corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
+        build_index(ondisk_shards, ondisk_corpus, tmp_path / "idx", IndexParams(**IN_PROCESS), progress=False)
     assert (tmp_path / "idx.parts" / "notes.txt").read_text() == "mine"
 
 
-def test_processes_and_ray_are_not_mixed(shards, corpus, tmp_path):
+def test_processes_and_ray_are_not_mixed(ondisk_shards, ondisk_corpus, tmp_path):
     with pytest.raises(RetrieverError, match="with --ray, parts are Ray tasks: use --ray-workers"):
-        build_index(shards, corpus, tmp_path / "idx", IndexParams(**ONDISK, ray_address="local"), progress=False)
+        build_index(ondisk_shards, ondisk_corpus, tmp_path / "idx", IndexParams(**ONDISK_PARAMS, ray_address="local"),
+                    progress=False)
     assert not (tmp_path / "idx").exists()
 
 

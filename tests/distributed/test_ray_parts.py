@@ -11,16 +11,18 @@ from retriever.distributed.ray_parts import fill_parts_on_ray
 from retriever.errors import RetrieverError
 from retriever.indexing import IndexParams, build_index
 from retriever.searching import Searcher
-from test_ondisk import ONDISK, corpus, encoder, hits, ondisk, shards  # noqa: F401  (fixtures)
+from conftest import ONDISK_PARAMS, ondisk_hits
 
 
-def test_parts_built_as_ray_tasks_equal_the_process_build(local_ray, shards, corpus, ondisk, tmp_path):
-    params = IndexParams(**{**ONDISK, "parallel_parts": None}, ray_address="local", ray_workers=2)
-    manifest = build_index(shards, corpus, tmp_path / "idx", params, progress=False)
+def test_parts_built_as_ray_tasks_equal_the_process_build(local_ray, ondisk_shards, ondisk_corpus, ondisk_index,
+                                                          tmp_path):
+    params = IndexParams(**{**ONDISK_PARAMS, "parallel_parts": None}, ray_address="local", ray_workers=2)
+    manifest = build_index(ondisk_shards, ondisk_corpus, tmp_path / "idx", params, progress=False)
     assert manifest["index"]["parts"] == 4 and not (tmp_path / "idx.parts").exists()
     for name in ("index.ivfdata", "docstore.arrow", "ids.sorted.arrow"):
-        assert (tmp_path / "idx" / name).read_bytes() == (ondisk / name).read_bytes(), name
-    assert hits(Searcher(tmp_path / "idx", device="cpu"), 8) == hits(Searcher(ondisk, device="cpu"), 8)
+        assert (tmp_path / "idx" / name).read_bytes() == (ondisk_index / name).read_bytes(), name
+    assert ondisk_hits(Searcher(tmp_path / "idx", device="cpu"), 8) == ondisk_hits(Searcher(ondisk_index, device="cpu"),
+                                                                                    8)
 
 
 def test_a_task_whose_worker_dies_is_retried(local_ray, tmp_path):
