@@ -58,7 +58,6 @@ from retriever.serving.schemas import (ERRORS, K_PARAM, MODE_PARAM, NAME_PARAM, 
 from retriever.unknown_words import no_hits_reason
 
 INLINE_HITS = 100
-OTHER_INDEXES = "; another index's manifest is at /indexes/NAME/info, its search at /indexes/NAME/search"
 RETRY_AFTER = "1"  # seconds: the queue drains a batch at a time, so a second is a long wait already
 
 
@@ -173,9 +172,9 @@ def _served(request: Request) -> ServedIndexes:
     return request.app.state.served
 
 
-def _unparameterised(request: Request, advice: str = OTHER_INDEXES) -> ServedIndexes:
+def _unparameterised(request: Request) -> ServedIndexes:
     """The served indexes, for a route that takes no parameters (refusing any given, which it would not read)."""
-    check_no_parameters(sent_path(request.scope), request.scope.get("query_string", b""), advice)
+    check_no_parameters(sent_path(request.scope), request.scope.get("query_string", b""))
     return _served(request)
 
 
@@ -234,9 +233,13 @@ async def page() -> HTMLResponse:
 
 @router.get("/health", summary="Liveness and batching counters")
 async def health(request: Request) -> Response:
-    served = _unparameterised(request, "")  # as every API route refuses a parameter it does not take
-    return json_response({"status": "ok", "default": served.default,
-                          "indexes": {name: b.stats.to_json() for name, b in served.batchers.items()}})
+    """Parameters are let be: a liveness check must not fail on a checker's cache-buster (``?_=1700000000``), and
+    ``no-store`` tells caches on the way not to answer for the server."""
+    served = _served(request)
+    response = json_response({"status": "ok", "default": served.default,
+                              "indexes": {name: b.stats.to_json() for name, b in served.batchers.items()}})
+    response.headers["Cache-Control"] = "no-store"
+    return response
 
 
 @router.get("/indexes", summary="The served indexes")

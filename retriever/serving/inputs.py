@@ -32,8 +32,8 @@ Everything here raises ``ApiError`` with the status and message the client gets.
   digits are a 400, where the framework would search for U+FFFD, take the last value, drop
   ``K=1`` or ``fusion=convex`` unread (POST refuses extra fields too), or read ``k=1_0`` as 10. A POST
   with parameters in its address (``POST /search?k=1``) is a 400 naming them: they were dropped unread; so
-  are parameters given to GET /health, /info or /indexes, which take none: every API route refuses a parameter it
-  does not take (the search page and the API docs, / /docs /redoc /openapi.json, let any be, as web pages do).
+  are parameters given to GET /info or /indexes, which take none. GET /health lets any be (a liveness check must not
+  fail on a checker's cache-buster), as the search page and the API docs (/ /docs /redoc /openapi.json) do.
 - Queries the tokenizer cannot take (lone surrogates, which JSON's ``\\ud800`` escapes allow) are
   a 400 here rather than an exception inside a batch shared with other clients.
 """
@@ -146,12 +146,13 @@ def check_post_query_string(raw: bytes) -> None:
                             "body (queries, k, mode)")
 
 
-def check_no_parameters(path: str, raw: bytes, advice: str = "") -> None:
-    """GET /health, /info and /indexes take no parameters; ones given were dropped unread (``/info?index=b``, the
-    page's own form, answered the default index's manifest), and /health alone let any be."""
+def check_no_parameters(path: str, raw: bytes) -> None:
+    """GET /info and /indexes take no parameters; ones given were dropped unread (``/info?index=b``, the
+    page's own form, answered the default index's manifest)."""
     names = _parameter_names(raw)
     if names:
-        raise ApiError(400, f"GET {path} takes no parameters, and was given {names}{advice}")
+        raise ApiError(400, f"GET {path} takes no parameters, and was given {names}; another index's manifest is at "
+                            "/indexes/NAME/info, its search at /indexes/NAME/search")
 
 
 def _parameter_names(raw: bytes) -> str:
