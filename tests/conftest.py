@@ -422,3 +422,12 @@ def ondisk_hits(searcher, nprobe: int) -> list[list[tuple[str, float]]]:
     """Each of ONDISK_QUERIES' top 10 (id, score to 5 places) from ``searcher``."""
     return [[(hit.id, round(hit.score, 5)) for hit in row]
             for row in searcher.search(ONDISK_QUERIES, k=10, nprobe=nprobe)]
+
+
+def contrastive_batch_loss(queries, passages, batch: dict):
+    """The training loss of a collated batch's embeddings (τ 0.05, judged positives masked), as the trainer
+    takes it."""
+    from retriever.training.loss import contrastive_loss, judged_positive_mask
+
+    mask = judged_positive_mask(batch["judged_keys"], batch["passage_keys"], batch["targets"])
+    return contrastive_loss(queries, passages, batch["targets"], 0.05, mask)

@@ -1,5 +1,5 @@
-"""The training loop: GradCache equals plain gradients, loss falls, dev scores match the index pipeline,
-and a killed run resumes from its last checkpoint to the same weights."""
+"""The training loop: loss falls, dev scores match the index pipeline, and a killed run resumes from its last
+checkpoint to the same weights."""
 from __future__ import annotations
 
 import dataclasses
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import plant_pickles
+from conftest import contrastive_batch_loss, plant_pickles
 from retriever.corpus import BeirDataset
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
@@ -25,8 +25,6 @@ from retriever.searching import Searcher
 from retriever.training import TrainConfig, stack, train
 from retriever.training.data import Collator, epoch_groups, load_beir_examples
 from retriever.training.dual_encoder import DualEncoder
-from retriever.training.gradcache import cached_embeddings
-from retriever.training.loss import contrastive_loss, judged_positive_mask
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -38,76 +36,12 @@ def config(output: Path, dataset: Path, model: Path, **overrides) -> TrainConfig
     return TrainConfig(**{**values, **overrides})
 
 
-def gradients(model: DualEncoder) -> dict[str, torch.Tensor]:
-    return {f"{i}.{name}": p.grad.clone() for i, tower in enumerate(model.towers())
-            for name, p in tower.named_parameters() if p.grad is not None}
-
-
-def hard_negative_batch(model: DualEncoder, train_beir: Path):
-    examples = load_beir_examples(train_beir, "train")
-    others = tuple(e.positives[0] for e in load_beir_examples(train_beir, "test"))
-    with_negatives = [dataclasses.replace(e, negatives=others) for e in examples]
-    return Collator(model.tokenizer, model.settings)(epoch_groups(with_negatives, 0, seed=1, group_size=3))
-
-
-def batch_loss(queries: torch.Tensor, passages: torch.Tensor, batch: dict) -> torch.Tensor:
-    mask = judged_positive_mask(batch["judged_keys"], batch["passage_keys"], batch["targets"])
-    return contrastive_loss(queries, passages, batch["targets"], 0.05, mask)
-
-
-def plain_backward(model: DualEncoder, batch: dict) -> float:
-    """The whole batch in one graph: the reference GradCache must match."""
-    loss = batch_loss(*model(query=batch["query"], passage=batch["passage"]), batch)
-    loss.backward()
-    return loss.item()
-
-
-def grad_cache_backward(model: DualEncoder, batch: dict, chunk_size: int) -> float:
-    queries = cached_embeddings(lambda chunk: model(query=chunk)[0], batch["query"], chunk_size)
-    passages = cached_embeddings(lambda chunk: model(passage=chunk)[1], batch["passage"], chunk_size)
-    loss = batch_loss(queries, passages, batch)
-    loss.backward()
-    return loss.item()
-
-
-@pytest.mark.parametrize("towers", ["shared", "untied"])
-def test_grad_cache_gives_the_plain_gradients(tiny_model_dir, train_beir, towers):
-    model = DualEncoder.from_pretrained(str(tiny_model_dir), towers=towers, passage_max_length=32)
-    batch = hard_negative_batch(model, train_beir)  # 8 queries x 3 passages
-    model.eval()  # dropout off: chunks of 3 cannot draw the masks of one full batch
-    plain_loss = plain_backward(model, batch)
-    plain = gradients(model)
-    model.zero_grad()
-    cached_loss = grad_cache_backward(model, batch, chunk_size=3)
-    assert cached_loss == pytest.approx(plain_loss, rel=1e-5)
-    cached = gradients(model)
-    assert plain.keys() == cached.keys() and len(plain) > 10
-    for name in plain:
-        torch.testing.assert_close(cached[name], plain[name], rtol=1e-4, atol=1e-6, msg=name)
-
-
-def test_grad_cache_replays_dropout(tiny_model_dir, train_beir):
-    """With dropout on, the second pass must reuse the first pass's masks (else gradients are wrong)."""
-    model = DualEncoder.from_pretrained(str(tiny_model_dir), passage_max_length=32)
-    batch = hard_negative_batch(model, train_beir)
-    model.train()
-    torch.manual_seed(3)
-    plain_backward(model, batch)
-    plain, plain_rng = gradients(model), torch.get_rng_state()
-    model.zero_grad()
-    torch.manual_seed(3)
-    grad_cache_backward(model, batch, chunk_size=64)
-    assert torch.equal(torch.get_rng_state(), plain_rng)
-    for name, gradient in gradients(model).items():
-        torch.testing.assert_close(gradient, plain[name], rtol=1e-4, atol=1e-6, msg=name)
-
-
 def dataset_loss(model: DualEncoder, dataset: Path) -> float:
     examples = load_beir_examples(dataset, "train")
     batch = Collator(model.tokenizer, model.settings)(epoch_groups(examples, 0, seed=0, group_size=1))
     model.eval()
     with torch.no_grad():
-        return batch_loss(*model(query=batch["query"], passage=batch["passage"]), batch).item()
+        return contrastive_batch_loss(*model(query=batch["query"], passage=batch["passage"]), batch).item()
 
 
 def test_loss_falls_and_dev_scores_match_the_index_pipeline(tmp_path, small_bert, train_beir):
