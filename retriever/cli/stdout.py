@@ -61,18 +61,24 @@ def _to_null(descriptor: int) -> None:
         os.close(null)
 
 
-class _Stderr(io.RawIOBase):
-    """Descriptor 2 that takes every write: once its reader has gone, it points at the null device, for this
-    process's later writes and C code's alike."""
+class _Descriptor(io.RawIOBase):
+    """A standard descriptor written straight, so that its own errors can be said for what they are."""
+    descriptor: int
 
     def writable(self) -> bool:
         return True
 
     def fileno(self) -> int:
-        return 2
+        return self.descriptor
 
     def isatty(self) -> bool:
-        return os.isatty(2)
+        return os.isatty(self.descriptor)
+
+
+class _Stderr(_Descriptor):
+    """Descriptor 2 that takes every write: once its reader has gone, it points at the null device, for this
+    process's later writes and C code's alike."""
+    descriptor = 2
 
     def write(self, data) -> int:
         view = memoryview(data).cast("B")
@@ -97,19 +103,11 @@ class _ClosedStdout(io.RawIOBase):
         raise RetrieverError(STDOUT_CLOSED)
 
 
-class _Stdout(io.RawIOBase):
+class _Stdout(_Descriptor):
     """Descriptor 1, whose write failing for want of space is said as standard output's: the generic full-disk line
     said "choose another path and rerun the same command (finished work is kept)", which fits an output file, not
     standard output. What is still buffered for it then goes to the null device (no second error at exit)."""
-
-    def writable(self) -> bool:
-        return True
-
-    def fileno(self) -> int:
-        return 1
-
-    def isatty(self) -> bool:
-        return os.isatty(1)
+    descriptor = 1
 
     def write(self, data) -> int:
         try:
