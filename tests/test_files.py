@@ -151,16 +151,6 @@ def test_a_symlink_loop_or_a_link_to_nothing_is_refused_in_one_line_naming_it(tm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gone", "loop"]
 
 
-def test_a_socket_is_refused_before_any_work(tmp_path):
-    """`-o SOCKET` was opened after the search or evaluation: 'no such device or address; check the disk'."""
-    from retriever.output_paths import output_file_problem
-
-    with socket.socket(socket.AF_UNIX) as server:
-        server.bind(str(tmp_path / "sock"))
-        assert output_file_problem(tmp_path / "sock") == (f"{tmp_path / 'sock'} is a socket, which cannot be opened "
-                                                          "as a file; give another path")
-
-
 def test_streams_are_written_in_place_not_replaced(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
