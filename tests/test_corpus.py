@@ -255,16 +255,6 @@ def test_a_corpus_read_twice_must_be_a_file(tmp_path):
     check_rereadable(tmp_path)  # a BEIR folder stands for its corpus.jsonl
 
 
-def test_queries_of_invisible_characters_are_warned_of_as_blank():
-    """Kept here, where docs/faults.md names it, until that row names tests/test_blank_queries.py."""
-    from retriever.blank_queries import blank_queries_warning
-    from retriever.corpus import Query
-
-    queries = [Query("q1", "honey"), Query("q2", "\u200b"), Query("q3", " \ufffd ")]
-    assert blank_queries_warning(queries, "dense").startswith(
-        "warning: 2 of 3 queries have empty text (e.g. 'q2', 'q3')")
-
-
 @pytest.mark.parametrize("text, line", [("q1\tice\nq2\tzzzz\thoney\n", 2), ("id\ttitle\ttext\nq1\thoney\tzzzz\n", 2)])
 def test_a_tsv_query_with_a_title_column_is_refused_not_dropped(tmp_path, text, line):
     """A query has no title, and a TSV's third column (or a header's `title`) was dropped without a word: a TREC
