@@ -431,3 +431,20 @@ def contrastive_batch_loss(queries, passages, batch: dict):
 
     mask = judged_positive_mask(batch["judged_keys"], batch["passage_keys"], batch["targets"])
     return contrastive_loss(queries, passages, batch["targets"], 0.05, mask)
+
+
+def fake_cgroup_tree(tmp_path: Path, membership: str, files: dict[str, str]) -> tuple[Path, Path]:
+    """A cgroup mount holding ``files`` (path under the mount: text) and a /proc/self/cgroup of ``membership``, for
+    ``retriever.cgroups``' CGROUPS and MEMBERSHIP: (the mount, the membership file)."""
+    for name, text in files.items():
+        (tmp_path / "fs" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "fs" / name).write_text(text)
+    (tmp_path / "fs").mkdir(exist_ok=True)
+    (tmp_path / "cgroup").write_text(membership)
+    return tmp_path / "fs", tmp_path / "cgroup"
+
+
+@pytest.fixture
+def many_cores(monkeypatch):
+    """A 64-core affinity mask, as a container with a quota sees on a 64-core host."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)

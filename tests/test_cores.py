@@ -3,28 +3,11 @@ from __future__ import annotations
 
 import os
 
-import faiss
 import pytest
-import torch
 
+from conftest import fake_cgroup_tree
 from retriever import cgroups
 from retriever.cores import usable_cores
-from retriever.serving.threads import configure_threads, oversubscription_warning
-
-
-def _tree(tmp_path, membership: str, files: dict[str, str]):
-    for name, text in files.items():
-        (tmp_path / "fs" / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / "fs" / name).write_text(text)
-    (tmp_path / "fs").mkdir(exist_ok=True)
-    (tmp_path / "cgroup").write_text(membership)
-    return tmp_path / "fs", tmp_path / "cgroup"
-
-
-@pytest.fixture
-def many_cores(monkeypatch):
-    """A 64-core affinity mask, as a container with a quota sees on a 64-core host."""
-    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
 
 
 @pytest.mark.parametrize("membership, files, expected", [
@@ -47,26 +30,11 @@ def many_cores(monkeypatch):
 def test_a_cgroup_cpu_quota_caps_the_cores_counted(tmp_path, many_cores, membership, files, expected):
     """In `docker run --cpus 2` on a 64-core host, the affinity mask counted 64 cores: serve's defaults ran
     2 workers x 31 torch threads on two cores' worth of time, and its oversubscription warning did not fire."""
-    assert usable_cores(*_tree(tmp_path, membership, files)) == expected
+    assert usable_cores(*fake_cgroup_tree(tmp_path, membership, files)) == expected
 
 
 def test_no_cgroup_files_at_all_count_the_affinity_mask(tmp_path, many_cores):
     assert usable_cores(tmp_path / "none", tmp_path / "no-such-file") == 64
-
-
-def test_serve_sizes_its_threads_and_warns_on_the_quota(tmp_path, many_cores, monkeypatch):
-    """The defaults share out the quota's cores; 2 x 31 threads is warned of as past them."""
-    fs, membership = _tree(tmp_path, "0::/\n", {"cpu.max": "200000 100000"})
-    monkeypatch.setattr(cgroups, "CGROUPS", fs)
-    monkeypatch.setattr(cgroups, "MEMBERSHIP", membership)
-    before = torch.get_num_threads(), faiss.omp_get_max_threads()
-    try:
-        used = configure_threads()
-    finally:
-        torch.set_num_threads(before[0])
-        faiss.omp_set_num_threads(before[1])
-    assert (used["cores"], used["workers"], used["torch"]) == (2, 2, 1)
-    assert "62 threads for the 2 cores" in oversubscription_warning({**used, "torch": 31})
 
 
 @pytest.mark.parametrize("quota, given, expected", [("200000 100000", None, "2"), ("max 100000", None, None),
@@ -79,7 +47,7 @@ def test_the_cli_caps_openmp_pools_at_the_quota_unless_told(tmp_path, many_cores
 
     from retriever.cli import main
 
-    fs, membership = _tree(tmp_path, "0::/\n", {"cpu.max": quota})
+    fs, membership = fake_cgroup_tree(tmp_path, "0::/\n", {"cpu.max": quota})
     monkeypatch.setattr(cgroups, "CGROUPS", fs)
     monkeypatch.setattr(cgroups, "MEMBERSHIP", membership)
     monkeypatch.setenv("OMP_NUM_THREADS", given or "")
