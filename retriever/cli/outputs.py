@@ -16,7 +16,7 @@ from retriever.errors import MachineLimit, RetrieverError
 from retriever.wording import agree
 
 INTERRUPTED = ("interrupted (Ctrl-C); outputs are written under their names only when complete, so rerun the same "
-               "command to finish (finished work is kept where it resumes)")
+               "command")
 
 
 def _identity(path: Path) -> tuple[int, int, int] | None:
@@ -46,17 +46,22 @@ def rerun_note(ctx: click.Context, error: RetrieverError) -> str:
     done: it said "(finished work is kept)" of evaluate and mine too, whose rerun starts over."""
     if not isinstance(error, MachineLimit):
         return str(error)
-    resumes = ctx.meta.get("retriever.resumes")
-    kept = "finished work is kept" if resumes else "it starts over: nothing of this run is kept"
-    return f"{error} ({kept})"
+    return f"{error} {_what_rerun_keeps(ctx)}"
+
+
+def _what_rerun_keeps(ctx: click.Context) -> str:
+    """Whether a rerun of ``ctx``'s command goes on from this run's work or starts over, as a rerun hint's end."""
+    if ctx.meta.get("retriever.resumes"):
+        return "(finished work is kept)"
+    return "(it starts over: nothing of this run is kept)"
 
 
 def interrupted(ctx: click.Context) -> tuple[str, int]:
     """The line and exit code for a Ctrl-C in ``ctx``'s command: 0 when every output it names is in place."""
     outputs = ctx.meta.get("retriever.outputs", {})  # a subcommand's context shares ``meta`` with the group's
     whole = [path for path, before in outputs.items() if _identity(path) not in (None, before)]
-    if not whole:
-        return INTERRUPTED, 130
+    if not whole:  # it said "(finished work is kept where it resumes)", leaving the user to guess whether it does
+        return f"{INTERRUPTED} {_what_rerun_keeps(ctx)}", 130
     named = " and ".join(str(path) for path in whole)
     verb = agree(len(whole), "was", "were")
     if len(whole) == len(outputs):

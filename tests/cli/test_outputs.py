@@ -143,3 +143,22 @@ def test_a_full_disk_says_work_is_kept_only_by_a_command_that_resumes(monkeypatc
     said = result.stderr.splitlines()[-1]
     assert result.exit_code == 1 and said.startswith(f"error: no space left on the device writing {run}"), said
     assert said.endswith("rerun the same command (finished work is kept)"), said
+
+
+def test_a_ctrl_c_says_whether_the_rerun_keeps_the_work(monkeypatch, tmp_path, tiny_beir, flat_index):
+    """Every Ctrl-C ended "(finished work is kept where it resumes)", leaving the user to guess whether the command
+    resumes: a search into a file does (its partial run), mine does not (a rerun starts over)."""
+    import retriever.cli.searching as searching
+    import retriever.training as training
+
+    def interrupt(*_, **__):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(training, "mine_negatives", interrupt)
+    monkeypatch.setattr(searching, "open_searcher", interrupt)
+    for command, kept in ((["mine", str(flat_index), "--dataset", str(tiny_beir), "-o", str(tmp_path / "neg.jsonl")],
+                           "(it starts over: nothing of this run is kept)"),
+                          (["search", str(flat_index), "--queries", str(tiny_beir / "queries.jsonl"), "-o",
+                            str(tmp_path / "run.trec")], "(finished work is kept)")):
+        result = CliRunner().invoke(main, command)
+        said = result.output.splitlines()[-1]
+        assert result.exit_code == 130 and said.endswith(f"so rerun the same command {kept}"), said
