@@ -16,8 +16,8 @@ Every error is JSON ``{"error": message}``: 400 for bad input (empty or over-lon
 outside 1..1000, malformed JSON, wrong fields; FastAPI's own 422 validation errors are turned
 into 400 too; a query with a lone surrogate; more than ``max_hits`` queries x k; a response over
 ``max_response_bytes``; JSON nested too deep; a query the encoder fails on, which fails only
-its own request; a GET query string that is not UTF-8, repeats a parameter or has a k that is not
-digits; a mode the index lacks; an HTTP/1.1 request without exactly one Host header, or one whose Host is no host and port), 404 unknown index or route (naming the routes; a trailing slash is not redirected:
+its own request; an index name or GET query string that is not UTF-8, a query string that repeats a
+parameter or has a k that is not digits; a mode the index lacks; an HTTP/1.1 request without exactly one Host header, or one whose Host is no host and port), 404 unknown index or route (naming the routes; a trailing slash is not redirected:
 the 404 names the path without it), 405 wrong method (HEAD is answered as GET), 413 body over the limit (closing the connection), 415 a POST that is not ``application/json`` (or ``application/NAME+json``), is declared in a
 charset other than UTF-8 or is compressed (``Content-Encoding``), 431 a request head over
 ``--max-head-bytes``, 501 a POST body in a transfer coding other than chunked, 503 when too many
@@ -50,7 +50,7 @@ from retriever.serving.malformed import HostChecked
 from retriever.serving.output import bounded, hits_list, list_object
 from retriever.serving.problems import sent_path, validation_message
 from retriever.serving.page import page_html
-from retriever.serving.served import BatchSettings, ServedIndexes, served_name, summary, valid_index_name
+from retriever.serving.served import BatchSettings, ServedIndexes, requested_name, summary, valid_index_name
 from retriever.serving.routing import HeadAsGet, ServerOptions, allowed_methods, not_found
 from retriever.serving.stopping import AnsweredAtStop, quiet_cancelled_requests
 from retriever.serving.schemas import (ERRORS, K_PARAM, MODE_PARAM, NAME_PARAM, NAME_RULE, POST_BODY, Q_PARAM,
@@ -257,7 +257,7 @@ async def default_info(request: Request) -> Response:
 
 @router.get("/indexes/{name}/info", summary="One index's manifest")
 async def named_info(request: Request, name: str = NAME_PARAM) -> Response:
-    return info(_unparameterised(request), served_name(name))
+    return info(_unparameterised(request), requested_name(request.scope, name))
 
 
 @router.get("/search", summary="Search the default index", responses={200: {"model": SearchResponse}},
@@ -278,10 +278,10 @@ async def default_search_post(request: Request) -> Response:
             dependencies=[Depends(strict_query_string)])
 async def named_search_get(request: Request, name: str = NAME_PARAM, q: str = Q_PARAM, k: int = K_PARAM,
                            mode: Mode | None = MODE_PARAM) -> Response:
-    return await search_one(request, served_name(name), q, k, mode)
+    return await search_one(request, requested_name(request.scope, name), q, k, mode)
 
 
 @router.post("/indexes/{name}/search", summary="Search one index for several queries",
              responses={200: {"model": BatchSearchResponse}}, openapi_extra=POST_BODY)
 async def named_search_post(request: Request, name: str = NAME_PARAM) -> Response:
-    return await search_many(_served(request), served_name(name), request)
+    return await search_many(_served(request), requested_name(request.scope, name), request)

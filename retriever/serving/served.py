@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass, field
+from urllib.parse import unquote_to_bytes
+
 from retriever.choices import MAX_WAITING_QUERIES, MAX_WAITING_REQUESTS
 from retriever.encoder_settings import SERVED_FIELDS
 from retriever.searching import Searcher
 from retriever.serving.batcher import MicroBatcher
 from retriever.serving.inputs import ApiError, Limits
-from retriever.serving.problems import clipped
+from retriever.serving.problems import clipped, sent_path
 
 MAX_NAME_CHARS = 64
 
@@ -28,6 +30,19 @@ def served_name(name: str) -> str:
     """An index name from a request's path, in the form names are served in (NFC, as `serve` reads them): a client
     writing й as и and a combining breve (as macOS names folders) asked for a name that looked the same and was not."""
     return unicodedata.normalize("NFC", name)
+
+
+def requested_name(scope: dict, name: str) -> str:
+    """``served_name`` of the index name in a request's path, whose bytes must be UTF-8 once %-decoded, as a query
+    string's must: uvicorn decodes others to U+FFFD, so `/indexes/%ff/search` was a 404 naming '\ufffd', a character
+    the client never sent."""
+    raw = scope.get("raw_path") or b""
+    try:
+        unquote_to_bytes(raw.decode("latin-1")).decode("utf-8")
+    except UnicodeDecodeError:
+        raise ApiError(400, f"the path {sent_path(scope)} is not UTF-8 once %-decoded; percent-encode the index "
+                            "name's UTF-8 bytes") from None
+    return served_name(name)
 
 
 @dataclass(frozen=True)
