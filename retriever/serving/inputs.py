@@ -221,7 +221,7 @@ async def read_json(request: Request, limits: Limits) -> object:
     if depth > MAX_JSON_DEPTH:
         raise ApiError(400, f"the JSON nests {depth} levels deep; the limit is {MAX_JSON_DEPTH}")
     try:
-        return json.loads(raw, object_pairs_hook=unique_keys, parse_int=_small_int)
+        return json.loads(raw, object_pairs_hook=unique_keys, parse_int=_small_int, parse_constant=_no_constant)
     except RepeatedKeyError as error:  # json.loads keeps the last of {"k": 3, "k": 2} unsaid, where a GET parameter
         # given twice is refused (which one the client meant is a guess either way)
         raise ApiError(400, f"the key {clipped(error.key)!r} is given {error.count} times in one JSON object; give it "
@@ -258,6 +258,12 @@ def _small_int(digits: str) -> int:
         raise ApiError(400, f"a number in the body has {len(digits.lstrip('-'))} digits; the limit is "
                             f"{MAX_INT_DIGITS}")
     return int(digits)
+
+
+def _no_constant(token: str) -> float:
+    """NaN, Infinity or -Infinity, which ``json.loads`` takes though they are not JSON (RFC 8259): ``{"k": NaN}`` was
+    parsed and refused only as "not a valid integer", a body other parsers refuse whole."""
+    raise ApiError(400, f"malformed JSON: {token} is not JSON (it has no NaN or Infinity); send a number in digits")
 
 
 async def read_search_body(request: Request, limits: Limits) -> SearchBody:
