@@ -23,7 +23,7 @@ from tqdm import tqdm
 from retriever.corpus import Document, Fields, ReadStats, count_records, iter_documents, resolve_corpus_path
 from retriever.encode_result import EncodeResult
 from retriever.encoder import Encoder
-from retriever.errors import RetrieverError, check_kind, given_path
+from retriever.errors import CORPUS_PATH, RetrieverError, check_kind, given_path
 from retriever.recorded_paths import model_record, relative_path
 from retriever.files import atomic_write_bytes
 from retriever.output_paths import creatable_problem
@@ -185,14 +185,13 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
     ``.encode-wXXXofYYY.lock`` in the folder). Shards there of another corpus file that still exists are refused
     unless ``replace_other_corpus`` (a build's own shard folder): an edited corpus is re-encoded part by part.
     """
-    _check_kinds(corpus, output, encoder, fields)
+    corpus, output = _checked_arguments(corpus, output, encoder, fields)
     shard_size = whole_number(shard_size, "--shard-size", 1)
     num_workers = whole_number(num_workers, "--num-workers", 1)  # numpy ints broke json.dump after the first part
     worker_index = whole_number(worker_index, "--worker-index", 0)
     if not worker_index < num_workers:
         raise RetrieverError(f"--worker-index must be in 0..{num_workers - 1} for --num-workers {num_workers}")
     corpus_path = resolve_corpus_path(corpus)
-    output = Path(output)
     check_output_name(output, "--output")  # before exists(), which a name past the file system's limit fails
     made = [] if output.exists() else [output, *itertools.takewhile(lambda folder: not folder.exists(), output.parents)]
     try:
@@ -209,14 +208,16 @@ def encode_corpus(corpus: str | Path, output: str | Path, encoder: Encoder | Par
         raise
 
 
-def _check_kinds(corpus: object, output: object, encoder: object, fields: object) -> None:
-    """Library arguments of the wrong kind, in one line naming them: they failed deep in the run, as an AttributeError
-    (``'str' object has no attribute 'metadata'``) or pathlib's TypeError naming no argument."""
-    given_path(corpus, "corpus", "a path to a corpus file or BEIR folder")
-    given_path(output, "output", "a path to the shard folder")
+def _checked_arguments(corpus: object, output: object, encoder: object, fields: object) -> tuple[Path, Path]:
+    """The corpus and output paths (``given_path``); library arguments of the wrong kind are refused in one line naming
+    them: they failed deep in the run, as an AttributeError (``'str' object has no attribute 'metadata'``) or
+    pathlib's TypeError naming no argument."""
+    paths = (given_path(corpus, "corpus", CORPUS_PATH),
+             given_path(output, "output", "a path to the shard folder"))
     if not isinstance(encoder, Encoder) and not callable(getattr(encoder, "run_parts", None)):
         check_kind(encoder, Encoder, "encoder", "an Encoder (or a pool such as RayEncoderPool)")
     check_kind(fields, Fields, "fields", "retriever.corpus.Fields, e.g. Fields(id='_id', text='text')")
+    return paths
 
 
 def _encode_share(corpus_path: Path, output: Path, encoder: Encoder | PartRunner, fmt: str, fields: Fields,

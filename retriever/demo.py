@@ -14,7 +14,7 @@ from retriever.corpus import BeirDataset, read_queries
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.evaluation import corpus_difference, evaluate_index
 from retriever.evaluation_report import EvaluationReport
-from retriever.errors import RetrieverError, given_path
+from retriever.errors import INDEX_PATH, RetrieverError, given_path
 from retriever.folders import named_output, replaceable
 from retriever.indexing import MANIFEST_FILE, IndexParams, encode_and_index
 from retriever.searching import Hit, Searcher
@@ -41,10 +41,10 @@ def run_demo(output: str | Path = "indexes/demo", model: str = "minilm", device:
     The index is opened by its absolute path, taken before the build: building ``.`` swaps a new folder in at
     the working folder's path, after which ``.`` still names the old, deleted one. ``output`` and ``k`` are checked
     first: the search refused a bad k only after the whole build and evaluation."""
-    given_path(output, "output", "the index folder's path (str or Path)")
+    output = given_path(output, "output", INDEX_PATH)
     k = check_k(k)
     dataset = demo_dataset()
-    built = named_output(Path(output)).absolute()
+    built = named_output(output).absolute()
     if (built.exists() or built.is_symlink()) and not replaceable(built, MANIFEST_FILE):  # before the model loads
         raise RetrieverError(f"{output}: exists and is not an index folder; the demo replaces only an index folder "
                              "(one it built before) or an empty one: remove it or choose another --output")

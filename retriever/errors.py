@@ -168,10 +168,16 @@ def check_kind(value: object, kind: type | tuple[type, ...], name: str, wanted: 
         raise RetrieverError(f"{name} must be {wanted}, not {type(value).__name__} {repr(value)[:60]}")
 
 
+CORPUS_PATH = "a path to a corpus file or BEIR folder"  # what given_path asks for, in the words each caller uses
+INDEX_PATH = "the index folder's path (str or Path)"
+
+
 def given_path(value: object, name: str, wanted: str) -> Path:
-    """A library path argument as a Path, refused in one line if it is of another kind or an empty or blank name:
-    pathlib reads "" (an unset variable) as the working folder, which was then trained into, read or overwritten."""
+    """A library path argument as a Path with ``~`` expanded to the home folder, as model paths and the shell expand
+    it (a literal ``~`` folder was made in the working folder, and pyarrow, which expands it, wrote shards elsewhere);
+    refused in one line if it is of another kind or an empty or blank name: pathlib reads "" (an unset variable) as
+    the working folder, which was then trained into, read or overwritten."""
     check_kind(value, (str, os.PathLike), name, wanted)
     if not str(os.fspath(value)).strip():
         raise RetrieverError(f"{name} is empty (an unset variable?): give {wanted}")
-    return Path(value)
+    return Path(value).expanduser()

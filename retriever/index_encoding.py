@@ -14,7 +14,7 @@ from retriever.corpus import Fields, check_first_record, check_rereadable, count
 from retriever.corpus_encoding import PartRunner, encode_corpus
 from retriever.encode_result import describe
 from retriever.encoder import Encoder
-from retriever.errors import RetrieverError
+from retriever.errors import CORPUS_PATH, INDEX_PATH, RetrieverError, given_path
 from retriever.faiss_index import IndexParams
 from retriever.folders import exclusive_build, named_output
 from retriever.index_checks import check_buildable, check_trainable, trains
@@ -37,10 +37,11 @@ def encode_for_index(corpus: str | Path, output: str | Path, encoder: Encoder | 
 
     Split out so a caller can let the encoder go (e.g. Ray actors holding GPUs) before the index is built.
     """
+    corpus, output = given_path(corpus, "corpus", CORPUS_PATH), given_path(output, "output", INDEX_PATH)
     check_rereadable(corpus)
     check_tuning_queries(tuning_query_texts is not None, params)
-    with exclusive_build(named_output(Path(output))):
-        output = check_output(Path(output), overwrite, params.index_type == ONDISK_TYPE)
+    with exclusive_build(named_output(output)):
+        output = check_output(output, overwrite, params.index_type == ONDISK_TYPE)
         refuse_index_beside(output, shards_folder(output), "shards")
         metadata = encoder.metadata()
         refuse_inputs_inside(output, {"the corpus": corpus, "the model": metadata.get("model_path")})

@@ -20,7 +20,8 @@ from tqdm import tqdm
 from retriever.corpus import Document, Fields, ReadStats, check_rereadable, iter_documents, resolve_corpus_path
 from retriever.docstore import MAPPED_DOCSTORE_FILE, write_parquet_docstore
 from retriever.encoder import Encoder
-from retriever.errors import RetrieverError, check_kind, faiss_message, full_disk_named
+from retriever.errors import (CORPUS_PATH, INDEX_PATH, RetrieverError, check_kind, faiss_message, full_disk_named,
+                              given_path)
 from retriever.build_output import check_output, move_into_place, refuse_inputs_inside, shards_to_index
 from retriever.faiss_index import (INDEX_TYPES, IndexParams, factory_string, hnsw_record, new_index, search_defaults,
                                    train, with_search_defaults)
@@ -56,10 +57,12 @@ def build_index(shards_dir: str | Path, corpus: str | Path, output: str | Path, 
     ``tuning_queries``: query vectors to tune ``params.target_recall`` on instead of held-out passages, for
     when real queries are at hand (they can be harder than passages: see benchmarks/README.md).
     """
+    shards_dir = given_path(shards_dir, "shards_dir", "the shard folder's path (str or Path)")
+    corpus, output = given_path(corpus, "corpus", CORPUS_PATH), given_path(output, "output", INDEX_PATH)
     check_rereadable(corpus)
-    named = named_output(Path(output))
+    named = named_output(output)
     with exclusive_build(named), full_disk_named(named):  # a library's full disk names the output, not its temporary
-        return _build_index(Path(shards_dir), corpus, Path(output), params, fmt, fields, overwrite, progress,
+        return _build_index(shards_dir, corpus, output, params, fmt, fields, overwrite, progress,
                             tuning_queries, lexical, built_by)
 
 

@@ -6,7 +6,7 @@ import stat
 from pathlib import Path
 
 from retriever.encoder_settings import OVERRIDABLE, unknown_setting_problem
-from retriever.errors import IndexDamaged, RetrieverError, given_path
+from retriever.errors import INDEX_PATH, IndexDamaged, RetrieverError, given_path
 from retriever.factory_setting import factory_setting
 from retriever.fusion import recorded_fusion
 from retriever.index_folder import MANIFEST_FILE, SEARCH_SETTINGS, read_manifest
@@ -21,7 +21,7 @@ from retriever.lexical_terms import differs_only_by_cjk, splits_as_now, tokenize
 def index_summary(index_dir: str | Path) -> dict:
     """The manifest's essentials plus the folder's size on disk; runs the cheap open checks first. Damage to the
     BM25 part is reported in ``bm25.damage`` rather than raised: dense search of the folder still works."""
-    index_dir = given_path(index_dir, "index_dir", "the index folder's path (str or Path)")
+    index_dir = given_path(index_dir, "index_dir", INDEX_PATH)
     return opened_whole(index_dir, lambda: _summary(index_dir))
 
 
@@ -137,7 +137,7 @@ def _fusion_summary(index_dir: Path, manifest: dict) -> dict | None:
 def verify_index(index_dir: str | Path, progress: bool = True) -> int:
     """Re-hash every file and re-count every part; the number of files checked, or an error naming the first
     damaged one (a damaged BM25 or fusion record too, which the summary only reports)."""
-    index_dir = given_path(index_dir, "index_dir", "the index folder's path (str or Path)")
+    index_dir = given_path(index_dir, "index_dir", INDEX_PATH)
     return opened_whole(index_dir, lambda: _verify(index_dir, progress))  # a swap mid-hash is not damage
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from retriever.choices import DEFAULT_K
 from retriever.encoder import Encoder, check_encoder_arguments, check_requested_encoder, recorded_encoder
-from retriever.errors import RetrieverError, check_kind, given_path
+from retriever.errors import INDEX_PATH, RetrieverError, check_kind, given_path
 from retriever.first_use import OnFirstUse
 from retriever.index_opening import check_default_mode, check_labels, checked_manifest, open_index, opened_whole
 from retriever.fusion import FUSION_SETTINGS, MODES, check_mode, fuse, recorded_fusion
@@ -43,8 +43,7 @@ class Searcher:
     def __init__(self, index_dir: str | Path, device: str = "auto", dtype: str = "auto", batch_size: int | None = None,
                  model: str | None = None, mode: str = "dense", fusion_overrides: dict | None = None,
                  encoders: SharedEncoders | None = None, **requested_settings: object) -> None:
-        given_path(index_dir, "index_dir", "the index folder's path (str or Path)")
-        self.index_dir = Path(index_dir)
+        self.index_dir = given_path(index_dir, "index_dir", INDEX_PATH)
         if fusion_overrides is not None and not isinstance(fusion_overrides, Mapping):
             raise RetrieverError(f"fusion_overrides must be a dict such as {{'alpha': 0.3}}, not "
                                  f"{type(fusion_overrides).__name__}")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import faiss
 import numpy as np
@@ -11,9 +12,13 @@ import pytest
 from retriever.corpus_encoding import encode_corpus
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
+from retriever.evaluation import evaluate_index
 from retriever.indexing import (DOCSTORE_FILE, IDS_FILE, INDEX_FILE, MANIFEST_FILE, IndexParams, build_index,
                                 encode_and_index)
 from retriever.lexical import LEXICAL_DIR
+from retriever.run_reading import read_run
+from retriever.runs import write_run
+from retriever.searching import Searcher
 from retriever.shards import METADATA_KEY, list_shards
 
 
@@ -204,6 +209,23 @@ def test_dot_as_output_is_the_current_folder(tiny_beir, tiny_encoder, tmp_path, 
     monkeypatch.chdir(tmp_path / "idx")
     encode_and_index(tiny_beir, ".", tiny_encoder, overwrite=True, progress=False, lexical=None)
     assert (tmp_path / "idx" / MANIFEST_FILE).is_file() and (tmp_path / "idx.shards").is_dir()
+
+
+def test_a_path_starting_with_a_tilde_is_in_the_home_folder(tiny_beir, tiny_encoder, tmp_path, monkeypatch):
+    """As the shell and model paths read it: `~/idx` made a literal `~` folder in the working folder while pyarrow,
+    which expands it, wrote the shards under the home folder, failing after the encoding; `write_run` wrote
+    `./~/runs/r.trec`; `Searcher`, `read_run` and evaluation said no such folder or file."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    shutil.copytree(tiny_beir, home / "beir")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(work)
+    encode_and_index("~/beir", "~/idx", tiny_encoder, progress=False, lexical=None)
+    searcher = Searcher("~/idx", device="cpu", dtype="fp32")
+    write_run(searcher.run(["q1"], ["honey"], k=2), "~/runs/r.trec")
+    assert list(read_run("~/runs/r.trec")["q1"]) == [hit.id for hit in searcher.search(["honey"], k=2)[0]]
+    assert evaluate_index(searcher, "~/beir", "test", progress=False)[0].evaluation.num_queries == 4
+    assert (home / "idx" / MANIFEST_FILE).is_file() and list(work.iterdir()) == []
 
 
 def test_an_idmap_factory_is_refused_before_encoding(tiny_beir, no_encoding, tmp_path):

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import numpy as np
 from transformers import PreTrainedTokenizerBase
 
-from retriever.errors import RetrieverError, given_path
+from retriever.errors import CORPUS_PATH, RetrieverError, given_path
 from retriever.model_loading import check_vocabulary, model_files
 from retriever.pretraining.masking import MIN_SPAN_TOKENS, CondenserExamples
 from retriever.training.processes import launched_processes
@@ -23,7 +23,7 @@ CONTRASTIVE_MARKERS = ("modules.json", "config_sentence_transformers.json", "ret
 def check_corpus_path(corpus: object) -> None:
     """The corpus named by a non-empty path: "" (an unset variable in a library call) is Path(""), the working folder,
     which was pre-trained on whatever it held, and None died of pathlib's TypeError naming no argument."""
-    given_path(corpus, "corpus", "a path to a corpus file or BEIR folder")
+    given_path(corpus, "corpus", CORPUS_PATH)
 
 
 def check_tokenizer(tokenizer: PreTrainedTokenizerBase, model, name: str, max_length: int) -> None:

@@ -84,10 +84,10 @@ def _check_fusion_mode(fusion_overrides: object, mode: str) -> None:
 def _output_path(output: object) -> Path:
     """The negatives file's path, checked before the search: an int failed in pathlib naming no argument, and an
     empty path (the current folder) or a folder only once every query had been searched."""
-    given_path(output, "output", "the path of the negatives file to write (str or Path)")
-    if Path(output).is_dir():
+    output = given_path(output, "output", "the path of the negatives file to write (str or Path)")
+    if output.is_dir():
         raise RetrieverError(f"cannot write {output}: it is a folder; give the path of the negatives file to write")
-    return Path(output)
+    return output
 
 
 def _negative_lines(searcher: Searcher, batches: Iterator[Run], qrels: Qrels, skip_top: int, per_query: int,
@@ -153,8 +153,8 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
     check_kind(progress, bool, "progress", "True or False")  # "no" was true: bars drawn
     output = _output_path(output)
     _check_fusion_mode(fusion_overrides, mode)
-    for name, folder in (("index", index), ("dataset", dataset)):
-        given_path(folder, name, "a folder's path (str or Path)")  # "" is the working folder
+    index, dataset = (given_path(folder, name, "a folder's path (str or Path)")  # "" is the working folder
+                      for name, folder in (("index", index), ("dataset", dataset)))
     check_output_outside_qrels(output, "the negatives file")
     check_output_apart(output, "the negatives file", {"index": index, "dataset": dataset})  # the CLI's check
     started = time.time()
