@@ -2,6 +2,7 @@
 which key was missing sent the user to a flag that could not help."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from retriever.errors import InputFileError
@@ -54,11 +55,29 @@ def _trec_shaped(cols: list[str]) -> bool:
     return len(cols) in (3, 4) and DECIMAL_NUMBER.fullmatch(cols[-1]) is not None
 
 
+def _bracketed_id_first(first_line: str, cols: list[str]) -> bool:
+    """Whether a line that is no JSON splits as TREC columns after an id opening with a bracket ('{q1} Q0 d1 1 0.5',
+    5 columns): 3 or more columns, the first more than the bracket and holding no quote, colon, comma or bracket after
+    it, which a JSON line's first token does ('{"q1":', "{'q1':", '[{', '[1,', '{' alone)."""
+    if len(cols) < 3 or len(cols[0]) < 2 or any(char in "\"':,[{" for char in cols[0][1:]):
+        return False
+    try:
+        json.loads(first_line)
+    except ValueError:
+        return True
+    return False
+
+
 def opens_json(first_line: str) -> bool:
     """Whether a run or qrels file whose first non-blank line is ``first_line`` is JSON: it opens with { or [ and is
-    no TREC run or qrels line (``_trec_shaped``). trec_eval reads an id as any token, so a run of '[q1] Q0 d1 1 0.5 t'
-    or qrels of '{q1} 0 d1 1' were refused as JSON; a Python dict ({'q1': ...}) still goes to the JSON reader."""
-    return first_line.lstrip().startswith(("{", "[")) and not _trec_shaped(columns(first_line))
+    no TREC run or qrels line (``_trec_shaped``), nor a wrong one whose id opens with a bracket
+    (``_bracketed_id_first``: it gets the TREC reader's column or grade message, not "invalid JSON"). trec_eval reads
+    an id as any token, so a run of '[q1] Q0 d1 1 0.5 t' or qrels of '{q1} 0 d1 1' were refused as JSON; a Python
+    dict ({'q1': ...}) still goes to the JSON reader."""
+    if not first_line.lstrip().startswith(("{", "[")):
+        return False
+    cols = columns(first_line)
+    return not _trec_shaped(cols) and not _bracketed_id_first(first_line, cols)
 
 
 def array_file_error(path: Path, first_line: str) -> InputFileError:

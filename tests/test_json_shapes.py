@@ -105,7 +105,8 @@ def test_trec_lines_whose_first_id_opens_with_a_bracket_or_brace_are_read_as_tre
     (read_run, "{q1} 0 d1 1\n", "r:1: expected 6 whitespace-separated columns, found 4: the line reads as qrels"),
     (read_qrels, "[q1] Q0 d1 1 0.5 t\n", "r:1: expected 3 or 4 columns, found 6: the line is a TREC run line"),
     (read_qrels, '[{"query_id": "q1", "doc_id": "d1", "relevance": 1}]\n',
-     "r: the file is one JSON array on one line")])
+     "r: the file is one JSON array on one line"),
+    (read_run, "[1 , 2 , 3]\n", "r: the file is one JSON array on one line")])  # valid JSON, though split so
 def test_a_first_line_that_is_no_trec_line_is_still_read_as_json(tmp_path, reader, text, message):
     """Only a line of a TREC run's or qrels' shape leaves the JSON readers: a Python dict keeps its JSON refusal,
     and a run given as qrels (or qrels as a run) is named as such whatever its ids open with."""
@@ -117,3 +118,25 @@ def test_a_first_line_that_is_no_trec_line_is_still_read_as_json(tmp_path, reade
     with pytest.raises(InputFileError) as caught:
         reader(path)
     assert str(caught.value).startswith(f"{path.parent}/{message}"), caught.value
+
+
+@pytest.mark.parametrize("reader, text, message", [
+    (read_run, "{q1} Q0 d1 1 0.5\n", "r:1: expected 6 whitespace-separated columns, found 5; TREC run lines"),
+    (read_run, "[q1] Q0 d1 1 0.5 t x\n", "r:1: expected 6 whitespace-separated columns, found 7; TREC run lines"),
+    (read_qrels, "{q1} 0 d1 1 x\n", "r:1: expected 3 or 4 columns, found 5; qrels lines are"),
+    (read_qrels, "[q1] 0 d1 -\n", "r:1: relevance '-' is not an integer")])
+def test_a_wrong_trec_line_whose_id_opens_with_a_bracket_gets_the_trec_message(tmp_path, reader, text, message):
+    """The same line with 'q1' got the TREC reader's message, but with '{q1}' "invalid JSON" and with '[q1]' "one JSON
+    array over several lines": only a line of the right columns left the JSON readers."""
+    path = tmp_path / "r"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputFileError) as caught:
+        reader(path)
+    assert str(caught.value).startswith(f"{path.parent}/{message}"), caught.value
+
+
+def test_a_run_whose_bracketed_first_id_has_a_rank_of_dash_is_read_as_trec(tmp_path):
+    """trec_eval reads the rank column as any token; '{q1} Q0 d1 - 0.5 t' was "invalid JSON"."""
+    path = tmp_path / "run"
+    path.write_text("{q1} Q0 d1 - 0.5 t\n{q1} Q0 d2 - 0.25 t\n", encoding="utf-8")
+    assert read_run(path) == {"{q1}": {"d1": 0.5, "d2": 0.25}}
