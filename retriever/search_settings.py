@@ -11,6 +11,7 @@ import faiss
 import numpy as np
 
 from retriever.errors import NotForThisIndex, RetrieverError
+from retriever.fusion import MODES
 
 _PASS_THROUGH = (faiss.IndexIDMap, faiss.IndexIDMap2, faiss.IndexPreTransform, faiss.IndexRefine)
 
@@ -54,8 +55,12 @@ def bounded(value: int, most: int, name: str) -> int:
 
 
 def check_call_settings(nprobe: int | None, ef_search: int | None) -> None:
-    """Refuse per-call settings below 1: FAISS's search parameters read 0 as the index's own value, silently."""
+    """Refuse per-call settings below 1: FAISS's search parameters read 0 as the index's own value, silently; and a
+    mode given by position, ``search(queries, 5, "hybrid")``, which lands in nprobe."""
     for name, value in (("nprobe", nprobe), ("ef_search", ef_search)):
+        if isinstance(value, str) and value in MODES:
+            raise RetrieverError(f"{name} must be a whole number of at least 1, not {value!r}; to search in mode "
+                                 f"{value!r}, pass it by name: mode={value!r}")
         if value is not None:
             bounded(value, 1, name)
 
@@ -110,8 +115,8 @@ def check_mode_settings(index: faiss.Index, mode: str, nprobe: int | None, ef_se
         if value is not None:
             raise NotForThisIndex(f"{flag} sets how the dense index is searched, and mode bm25 searches the BM25 part "
                                   f"alone; drop {flag}, or search in dense or hybrid mode")
+    check_call_settings(nprobe, ef_search)  # first: a setting of the wrong kind (a mode by position) is not one to drop
     check_settings_apply(index, nprobe, ef_search)
-    check_call_settings(nprobe, ef_search)
 
 
 def search_parameters(index: faiss.Index, nprobe: int | None = None, ef_search: int | None = None):

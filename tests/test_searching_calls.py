@@ -85,6 +85,12 @@ WRONG_CALLS = [
      r"^unknown_found must be a list \(each query's unknown-word flag is appended\), not str 'x'$"),
     ("rank-unknown-found-not-a-list", lambda s: s.rank(["cat"], 2, unknown_found=()),
      r"^unknown_found must be a list"),
+    # a mode given by position lands in nprobe: on a flat index "--nprobe applies to IVF indexes …; drop --nprobe"
+    ("mode-by-position", lambda s: s.search(["cat"], 3, "hybrid"),
+     r"^nprobe must be a whole number of at least 1, not 'hybrid'; to search in mode 'hybrid', pass it by name: "
+     r"mode='hybrid'$"),
+    ("nprobe-of-text-on-a-flat-index", lambda s: s.run(["q1"], ["cat"], 2, "5"),
+     r"^nprobe must be a whole number of at least 1, not '5'$"),
 ]
 
 
