@@ -61,13 +61,22 @@ def check_text(text: str, where: str, what: str = "text") -> str:
     return text
 
 
+def listed(values: object, what: str, advice: str = "") -> list:
+    """``values`` as a list, in the order given: a string (searched character by character), None (as no queries), a
+    dict and a number are refused, and so is a set, whose order is arbitrary (hash randomisation changes it from run to
+    run), so its hits came back in no order the caller could pair with the queries."""
+    if values is None or isinstance(values, (str, bytes, dict)) or not hasattr(values, "__iter__"):
+        raise RetrieverError(f"{what} must be a list of strings, not {type(values).__name__}{advice}")
+    if isinstance(values, (set, frozenset)):
+        raise RetrieverError(f"{what} must be a list of strings, not {type(values).__name__}: a set has no order, so "
+                             "the results would come in an arbitrary one; pass a list (e.g. sorted(...))")
+    return list(values)
+
+
 def check_queries(queries: object) -> list[str]:
     """The queries of a library call as a list of valid strings. A lone string would be searched character by
     character and None as no queries, both silently; a non-string would fail deep in a tokenizer."""
-    if queries is None or isinstance(queries, (str, bytes, dict)) or not hasattr(queries, "__iter__"):
-        raise RetrieverError(f"queries must be a list of strings, not {type(queries).__name__}; wrap one query as "
-                             "[query]")
-    texts = list(queries)
+    texts = listed(queries, "queries", "; wrap one query as [query]")
     for number, text in enumerate(texts, 1):
         if not isinstance(text, str):
             raise RetrieverError(f"query {number} of {len(texts)} is {type(text).__name__}, not a string")
@@ -78,9 +87,7 @@ def check_queries(queries: object) -> list[str]:
 def check_query_ids(query_ids: object) -> list[str]:
     """A run's query ids as a list: strings a run file can hold (``id_problem``; one such as "q 1" was searched, then
     refused by the run writers), each given once (a second query of an id replaced the first's hits silently)."""
-    if query_ids is None or isinstance(query_ids, (str, bytes, dict)) or not hasattr(query_ids, "__iter__"):
-        raise RetrieverError(f"query ids must be a list of strings, not {type(query_ids).__name__}")
-    query_ids, first = list(query_ids), {}
+    query_ids, first = listed(query_ids, "query ids"), {}
     for number, qid in enumerate(query_ids, 1):
         if not isinstance(qid, str):
             raise RetrieverError(f"query id {number} of {len(query_ids)} is {type(qid).__name__}, not a string")

@@ -113,3 +113,17 @@ def test_a_sentencepiece_text_of_unknown_characters_holds_no_known_word():
     assert tokenizer.convert_ids_to_tokens(ids[0]) == ["<s>", "▁", "<unk>", "</s>"]
     assert only_unknown_tokens(ids, set(tokenizer.all_special_ids), non_word_ids(tokenizer)) == [True, True, False,
                                                                                                   False]
+
+
+@pytest.mark.parametrize("kind", [set, frozenset])
+def test_a_set_of_queries_or_ids_is_refused_as_it_has_no_order(tiny_index, kind):
+    """Searcher.search({"a", "b"}) returned hits in the set's order, which hash randomisation changes between runs,
+    while a dict was refused: a set is refused in one line saying to pass a list."""
+    from retriever.searching import Searcher
+
+    searcher = Searcher(tiny_index, device="cpu", dtype="fp32")
+    said = r"must be a list of strings, not {}: a set has no order, .*; pass a list \(e\.g\. sorted\(\.\.\.\)\)$"
+    with pytest.raises(RetrieverError, match=f"^queries {said.format(kind.__name__)}"):
+        searcher.search(kind({"honey", "lava"}))
+    with pytest.raises(RetrieverError, match=f"^query ids {said.format(kind.__name__)}"):
+        searcher.run(kind({"q1", "q2"}), ["honey", "lava"])
