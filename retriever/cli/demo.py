@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from retriever.cli.options import device_options
-from retriever.cli.outputs import resumes_on_rerun
+from retriever.cli.outputs import mark_resumable
 from retriever.cli.output_params import OutputFolder
 from retriever.cli.searching import print_hits
 
@@ -27,7 +27,7 @@ def demo_command(output, model, device, dtype):
     """
     from retriever.demo import run_demo
 
-    resumes_on_rerun()  # the demo index's shards are kept
+    mark_resumable()  # the demo index's shards are kept
     started = time.perf_counter()
     result = run_demo(output, model=model, device=device, dtype=dtype)
     for query, hits in result.examples:

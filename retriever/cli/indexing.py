@@ -14,7 +14,7 @@ from retriever.cli.info import echo_summary_json
 from retriever.cli.options import (compose, corpus_options, device_options, encoder_options, fields_from, flags_given,
                                    json_option, renamed_option, report_truncation, runtime_options)
 from retriever.cli.output_params import OutputFolder
-from retriever.cli.outputs import expect_outputs, resumes_on_rerun
+from retriever.cli.outputs import expect_outputs, mark_resumable
 from retriever.cli.ray_flags import (check_ray_flags, check_ray_worker_flags, passage_encoder, ray_for_parts,
                                      ray_options, ray_part_settings)
 from retriever.corpus import (check_first_record, check_rereadable, detect_format, read_queries,
@@ -69,7 +69,7 @@ def encode_command(corpus, output, model, encoder_overrides, device, dtype, batc
     Example (worker 0 of 2; run --worker-index 1 elsewhere):
       retriever encode ../shared/datasets/scifact -o shards/ --worker-index 0 --num-workers 2
     """
-    resumes_on_rerun()  # after the last complete shard
+    mark_resumable()  # after the last complete shard
     if worker_index >= num_workers:  # the library's check said so with exit code 1, not as a bad flag
         raise click.BadParameter(f"{worker_index} is not below --num-workers {num_workers} (workers are numbered "
                                  f"0 to {num_workers - 1})", param_hint="'--worker-index'")
@@ -209,7 +209,7 @@ def build_command(corpus, output, model, encoder_overrides, device, dtype, batch
 def _expect_folder(output: Path, tune_fusion: tuple[Path, str] | None, as_json: bool) -> None:
     """The built folder is the whole work once swapped in, unless tuning or the --json summary come after it; a
     rerun goes on from the parts (and `build`'s shards) done."""
-    resumes_on_rerun()
+    mark_resumable()
     if tune_fusion is None and not as_json:
         expect_outputs(output)
 

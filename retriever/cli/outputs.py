@@ -35,7 +35,7 @@ def expect_outputs(*paths: Path | None) -> None:
         {path: _identity(path) for path in paths if path is not None})
 
 
-def resumes_on_rerun() -> None:
+def mark_resumable() -> None:
     """Mark the running command as one whose rerun goes on from the work it finished (a build's shards and parts, a
     search's partial run, training's checkpoints), so a machine limit's line may say that work is kept."""
     click.get_current_context().meta["retriever.resumes"] = True

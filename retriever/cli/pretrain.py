@@ -10,7 +10,7 @@ from retriever.choices import DEFAULT_START, MAX_HEAD_LAYERS
 from retriever.cli.options import (FiniteRange, corpus_options, device_options, fields_from, json_option,
                                    renamed_option)
 from retriever.cli.output_params import OutputFolder
-from retriever.cli.outputs import resumes_on_rerun
+from retriever.cli.outputs import mark_resumable
 from retriever.cli.training import (CountRange, ddp_timeout_option, optimizer_options, progress_option,
                                     report_to_option, run_length_options, temperature_option)
 from retriever.errors import RetrieverError
@@ -89,7 +89,7 @@ def pretrain_command(corpus, model, output, n_head_layers, skip_from, cocondense
     from retriever.pretraining import PretrainConfig, pretrain
     from retriever.training.stack import is_main_process
 
-    resumes_on_rerun()  # from the last checkpoint
+    mark_resumable()  # from the last checkpoint
     config = PretrainConfig(
         corpus=str(corpus), output=str(output), model=model, corpus_format=fmt,
         corpus_fields=fields_from(id_field, text_field, title_field), n_head_layers=n_head_layers,

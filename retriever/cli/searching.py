@@ -15,7 +15,7 @@ from retriever.cli.hybrid import mode_options
 from retriever.cli.options import (check_outputs_apart, check_run_suffix, compose, corpus_options, device_options,
                                    fields_from, flags_given, report_truncation)
 from retriever.cli.output_params import OutputFile
-from retriever.cli.outputs import expect_outputs, resumes_on_rerun
+from retriever.cli.outputs import expect_outputs, mark_resumable
 from retriever.cli.stdin import read_stdin
 from retriever.cli.stdout import check_stdout_open
 from retriever.corpus import Fields, Query, read_queries
@@ -137,7 +137,7 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
     check_run_suffix(output, run_format, "-o", "--run-format")  # after: an output that is an input is worse
     expect_outputs(output)
     if resumes(output):
-        resumes_on_rerun()
+        mark_resumable()
     if query is not None and is_blank(query):
         raise click.UsageError("the QUERY argument is empty (nothing but whitespace or invisible characters); give "
                                "the words to search for")

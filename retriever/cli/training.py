@@ -16,7 +16,7 @@ from retriever.cli.options import (FiniteRange, check_outputs_apart, compose, co
                                    encoder_options, fields_from, flags_given, json_option, renamed_option,
                                    runtime_options)
 from retriever.cli.output_params import OutputFile, OutputFolder
-from retriever.cli.outputs import expect_outputs, resumes_on_rerun
+from retriever.cli.outputs import expect_outputs, mark_resumable
 from retriever.errors import RetrieverError
 from retriever.wording import counted
 
@@ -191,7 +191,7 @@ def train_command(dataset, split, train_jsonl, corpus, negatives, model, encoder
     from retriever.training import TrainConfig, train
     from retriever.training.stack import is_main_process
 
-    resumes_on_rerun()  # from the last checkpoint
+    mark_resumable()  # from the last checkpoint
 
     config = TrainConfig(
         output=str(output), dataset=_str(dataset), split=split, train_jsonl=_str(train_jsonl), corpus=_str(corpus),
