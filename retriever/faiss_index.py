@@ -136,14 +136,15 @@ def check_factory(spec: str) -> None:
                              f"map, ids.parquet); drop the IDMap part" + (f", e.g. {rest!r}" if rest else ""))
 
 
-UNPARSED = "could not parse index string"  # FAISS's words for a string its parser cannot read
+UNPARSED = "could not parse"  # FAISS's words for a string, or a part of one, its parser cannot read
 
 
 def unreadable_index_type(spec: str) -> str | None:
     """Why FAISS cannot read ``spec`` at all, or None when it can (or when only the vectors' width can tell: 'PQ7'
     fits 384 dimensions, not 1). FAISS's parser matches a string's parts by name and number alone, so an index of
-    one dimension tells 'could not parse index string' apart from a part that does not fit a width, before any
-    width is known: `build` refused 'Flatt' only once the model had loaded, with exit 1."""
+    one dimension tells 'could not parse ...' (of the whole string, or of the codes after 'IVF16,' or 'HNSW32,')
+    apart from a part that does not fit a width, before any width is known: `build` refused 'Flatt' and
+    'IVF16,Flatt' only once the model had loaded, with exit 1."""
     if spec in INDEX_TYPES:
         return None
     check_factory(spec)  # FAISS's parser crashes on a long string
@@ -162,8 +163,9 @@ def _unreadable(spec: str) -> str | None:
 def _unreadable_words(spec: str, reason: str) -> str | None:
     """The one wording of a string FAISS cannot read (``reason``, FAISS's own), for the CLI's flag and the library;
     None for any other refusal."""
-    if not reason.startswith(UNPARSED):
+    if UNPARSED not in reason:
         return None
+    reason = reason[reason.index(UNPARSED):]  # without the "'index_ivf' failed: " of FAISS's assertion
     return (f"FAISS cannot read {spec!r} as an index type ({reason}); give {', '.join(INDEX_TYPES)} or a FAISS factory "
             "string, e.g. 'IVF1024,PQ48' or 'HNSW64,Flat'")
 

@@ -293,3 +293,23 @@ def test_a_string_faiss_cannot_read_is_refused_when_the_settings_are_made_as_the
         new_index(spec, 8, IndexParams())
     assert str(caught.value) == said
     assert unreadable_index_type("PQ5") is None and unreadable_index_type("IVF4(PQ7),Flat") is None
+
+
+@pytest.mark.parametrize("spec, part", [("IVF16,Flatt", "code description Flatt"), ("IVF4096,SQ9", "code description SQ9"),
+                                        ("IVF4096,PQ48y", "code description PQ48y"),
+                                        ("HNSW32,Flatt", "HNSW code description Flatt"),
+                                        ("IVF16_HNSW32,Flatt", "code description Flatt")])
+def test_a_typo_in_a_factory_strings_codes_is_refused_when_the_settings_are_made(spec, part):
+    """FAISS words it 'could not parse code description ...', not 'could not parse index string', so it passed the
+    flag and IndexParams and was refused after the model loaded as a misfit of the vectors' width."""
+    from retriever.faiss_index import unreadable_index_type
+
+    said = unreadable_index_type(spec)
+    assert said == (f"FAISS cannot read {spec!r} as an index type (could not parse {part} in {spec}); give flat, hnsw, "
+                    "ivfpq, ivf-ondisk or a FAISS factory string, e.g. 'IVF1024,PQ48' or 'HNSW64,Flat'")
+    with pytest.raises(RetrieverError) as caught:
+        IndexParams(spec)
+    assert str(caught.value) == said
+    with pytest.raises(RetrieverError) as caught:
+        new_index(spec, 384, IndexParams())
+    assert str(caught.value) == said
