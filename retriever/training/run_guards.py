@@ -76,7 +76,9 @@ def check_output_outside_model(output: str, model: str) -> None:
 def check_data_file(path: Path | None) -> None:
     """A data file that is a pipe or a device (``/dev/stdin``, ``<(...)``) is refused by name: its path resolved to
     ``/proc/PID/fd/pipe:[N]`` and failed as "no such file". A rerun could not check that it is unchanged before
-    resuming, and under torchrun every process reads it."""
+    resuming, and under torchrun every process reads it. Checked before the config's paths are expanded, so ``~`` is
+    expanded here: '~/c.jsonl' was looked for in a './~' folder, and a pipe there was read, blocking the run."""
+    path = None if path is None else path.expanduser()
     if path is not None and path.exists() and not (path.is_file() or path.is_dir()):
         raise RetrieverError(f"{path}: is a pipe or a device, not a file; training reads its data from files (a rerun "
                              "checks they are unchanged before resuming): save it to a file and pass that")

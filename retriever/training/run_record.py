@@ -87,8 +87,9 @@ def _model_files(model: str, wanted: Callable[[Path], bool]) -> dict[str, Path]:
 
 
 def corpus_file(corpus: str | None) -> Path | None:
-    """The file a corpus argument (a file or a BEIR folder) reads."""
-    return None if corpus is None else Path(corpus) / "corpus.jsonl" if Path(corpus).is_dir() else Path(corpus)
+    """The file a corpus argument (a file or a BEIR folder, ``~`` the home folder, as it is read) reads."""
+    path = None if corpus is None else Path(corpus).expanduser()
+    return None if path is None else path / "corpus.jsonl" if path.is_dir() else path
 
 
 def inputs_fingerprint(files: dict[str, Path | None]) -> str:

@@ -83,6 +83,24 @@ def test_an_output_that_cannot_be_created_is_refused_before_tokenizing(tiny_beir
         pretrain(config(tiny_beir, tmp_path / "afile" / "x", tmp_path / "any-model"), log=quiet)
 
 
+
+def test_a_corpus_under_home_that_is_a_pipe_is_refused_by_name(tiny_model_dir, tmp_path, monkeypatch):
+    """`~/c.jsonl` is read from the home folder (the config's paths are expanded), but the check that a data file is
+    no pipe looked at the literal './~/c.jsonl', found nothing and let it through: a FIFO there blocked the run."""
+    import os
+
+    nothing_loaded(monkeypatch)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    read, write = os.pipe()
+    os.close(write)
+    try:
+        (tmp_path / "c.jsonl").symlink_to(f"/dev/fd/{read}")
+        with pytest.raises(RetrieverError, match=f"^{tmp_path}/c.jsonl: is a pipe or a device, not a file"):
+            pretrain(config("~/c.jsonl", tmp_path / "out", tiny_model_dir, corpus_format="jsonl"), log=quiet)
+    finally:
+        os.close(read)
+    assert not (tmp_path / "out").exists()
+
 def test_a_diverging_run_stops_and_writes_no_model(tiny_beir, tiny_model_dir, tmp_path):
     output = tmp_path / "out"
     with pytest.raises(RetrieverError, match="training diverged at step 2: its loss is nan"):
