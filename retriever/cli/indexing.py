@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from retriever.choices import ONDISK_TYPE
 from retriever.cli.bm25 import check_build_tuning, run_tuning
 from retriever.cli.hybrid import lexical_options, tuning_options
 from retriever.cli.index_flags import check_train_size_used, check_type_flags, index_options
@@ -116,7 +117,7 @@ def index_command(shards, corpus, output, overwrite, fmt, id_field, text_field, 
 
     output = named_output(output)  # `-o .`: the build swaps a new folder in at that path; `.` would name the old one
     check_build_tuning(tune_fusion, lexical, output, overwrite)
-    _expect_folder(output, tune_fusion, as_json)
+    _expect_folder(output, tune_fusion, as_json, resumes=index_flags["index_type"] == ONDISK_TYPE)
     check_type_flags(index_flags["index_type"])  # usage errors before IndexParams refuses the same settings
     check_ray_flags(index_flags["ray_address"], index_flags["index_type"], index_flags["parallel_parts"], encodes=False)
     params = IndexParams(**index_flags)
@@ -178,7 +179,7 @@ def build_command(corpus, output, model, encoder_overrides, device, dtype, batch
 
     output = named_output(output)  # as in index_command
     check_build_tuning(tune_fusion, lexical, output, overwrite)
-    _expect_folder(output, tune_fusion, as_json)
+    _expect_folder(output, tune_fusion, as_json, resumes=True)  # from its shards
     check_rereadable(corpus)  # these two before the model loads and Ray starts, which take seconds
     detect_format(resolve_corpus_path(corpus), fmt)
     check_first_record(corpus, fmt, fields_from(id_field, text_field, title_field))
@@ -206,10 +207,12 @@ def build_command(corpus, output, model, encoder_overrides, device, dtype, batch
     _summarise(output, manifest, as_json)
 
 
-def _expect_folder(output: Path, tune_fusion: tuple[Path, str] | None, as_json: bool) -> None:
-    """The built folder is the whole work once swapped in, unless tuning or the --json summary come after it; a
-    rerun goes on from the parts (and `build`'s shards) done."""
-    mark_resumable()
+def _expect_folder(output: Path, tune_fusion: tuple[Path, str] | None, as_json: bool, resumes: bool) -> None:
+    """The built folder is the whole work once swapped in, unless tuning or the --json summary come after it.
+    ``resumes``: a rerun goes on from `build`'s shards or an ivf-ondisk build's parts; any other type's building
+    folder is deleted when the build fails, so `index` of it starts over (it said its finished work was kept)."""
+    if resumes:
+        mark_resumable()
     if tune_fusion is None and not as_json:
         expect_outputs(output)
 

@@ -162,3 +162,22 @@ def test_a_ctrl_c_says_whether_the_rerun_keeps_the_work(monkeypatch, tmp_path, t
         result = CliRunner().invoke(main, command)
         said = result.output.splitlines()[-1]
         assert result.exit_code == 130 and said.endswith(f"so rerun the same command {kept}"), said
+
+
+@pytest.mark.parametrize(("index_type", "kept"), [("flat", "(it starts over: nothing of this run is kept)"),
+                                                  ("ivf-ondisk", "(finished work is kept)")])
+def test_index_says_work_is_kept_only_for_the_type_whose_parts_are_kept(monkeypatch, tmp_path, index_type, kept):
+    """`index` always said "(finished work is kept)": only ivf-ondisk keeps its parts; the building folder of any
+    other type is deleted when the build fails, so its rerun starts over."""
+    import retriever.indexing as indexing
+    from retriever.errors import out_of_memory
+
+    def fails(*_, **__):
+        raise out_of_memory("(test)")
+    monkeypatch.setattr(indexing, "build_index", fails)
+    (tmp_path / "shards").mkdir()
+    (tmp_path / "c.jsonl").write_text('{"_id": "a", "text": "x"}\n')
+    result = CliRunner().invoke(main, ["index", str(tmp_path / "shards"), "--corpus", str(tmp_path / "c.jsonl"), "-o",
+                                       str(tmp_path / "out"), "--index-type", index_type])
+    said = result.output.splitlines()[-1]
+    assert result.exit_code == 1 and said.endswith(f"rerun the same command {kept}"), said
