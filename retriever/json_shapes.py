@@ -3,11 +3,10 @@ which key was missing sent the user to a flag that could not help."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from retriever.errors import InputFileError
-from retriever.texts import columns
-from retriever.trec_numbers import DECIMAL_NUMBER
 
 
 def id_mapping_error(path: Path, id_key: str = "_id", text_key: str = "text", spread: bool = False,
@@ -46,38 +45,28 @@ def json_array_error(path: Path, records: int | None = None, one_line: bool = Fa
                           f"write one record per line, e.g. {convert}")
 
 
-def _trec_shaped(cols: list[str]) -> bool:
-    """Whether a line's columns are a TREC run line's (6, numeric rank and score) or a qrels line's (3 or 4, a
-    numeric grade last). No one-line JSON splits so: its numbers end in ',', '}' or ']', and two numbers in a row
-    are no JSON."""
-    if len(cols) == 6:
-        return all(DECIMAL_NUMBER.fullmatch(column) for column in cols[3:5])
-    return len(cols) in (3, 4) and DECIMAL_NUMBER.fullmatch(cols[-1]) is not None
-
-
-def _bracketed_id_first(first_line: str, cols: list[str]) -> bool:
-    """Whether a line that is no JSON splits as TREC columns after an id opening with a bracket ('{q1} Q0 d1 1 0.5',
-    5 columns): 3 or more columns, the first more than the bracket and holding no quote, colon, comma or bracket after
-    it, which a JSON line's first token does ('{"q1":', "{'q1':", '[{', '[1,', '{' alone)."""
-    if len(cols) < 3 or len(cols[0]) < 2 or any(char in "\"':,[{" for char in cols[0][1:]):
-        return False
-    try:
-        json.loads(first_line)
-    except ValueError:
-        return True
-    return False
+_OPENS = re.compile(r"\s*[\[{]")
+# A first token that is a query id opening with a bracket ('[q1]', '{q1}'): more than the bracket, and no quote,
+# colon, comma or bracket after it, which a JSON line's first token holds ('{"q1":', "{'q1':", '[{', '[1,', '{').
+_BRACKETED_ID = re.compile(r"\s*[\[{][^\s\"':,\[{]+(?:\s|$)")
 
 
 def opens_json(first_line: str) -> bool:
-    """Whether a run or qrels file whose first non-blank line is ``first_line`` is JSON: it opens with { or [ and is
-    no TREC run or qrels line (``_trec_shaped``), nor a wrong one whose id opens with a bracket
-    (``_bracketed_id_first``: it gets the TREC reader's column or grade message, not "invalid JSON"). trec_eval reads
-    an id as any token, so a run of '[q1] Q0 d1 1 0.5 t' or qrels of '{q1} 0 d1 1' were refused as JSON; a Python
-    dict ({'q1': ...}) still goes to the JSON reader."""
-    if not first_line.lstrip().startswith(("{", "[")):
+    """Whether a run or qrels file whose first non-blank line is ``first_line`` is JSON: it opens with { or [ and its
+    first token is no id in brackets (``_BRACKETED_ID``), or the line parses as JSON all the same ('[1 , 2]'). trec_eval
+    reads an id as any token, so '[q1] Q0 d1 1 0.5 t' or '{q1} 0 d1 1' is TREC, and a wrong such line gets the TREC
+    reader's column or grade message; a Python dict ({'q1': ...}) goes to the JSON reader, to be named invalid JSON.
+    Told from the first token, not the line's columns: a run saved on one line is the whole file, and JSON whose
+    first line split as TREC columns ('{"q1": {"d1": 1' over lines) was read as TREC."""
+    if _OPENS.match(first_line) is None:
         return False
-    cols = columns(first_line)
-    return not _trec_shaped(cols) and not _bracketed_id_first(first_line, cols)
+    if _BRACKETED_ID.match(first_line) is None:
+        return True
+    try:
+        json.loads(first_line)  # fails at the id's first character for a TREC line
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def array_file_error(path: Path, first_line: str) -> InputFileError:

@@ -140,3 +140,23 @@ def test_a_run_whose_bracketed_first_id_has_a_rank_of_dash_is_read_as_trec(tmp_p
     path = tmp_path / "run"
     path.write_text("{q1} Q0 d1 - 0.5 t\n{q1} Q0 d2 - 0.25 t\n", encoding="utf-8")
     assert read_run(path) == {"{q1}": {"d1": 0.5, "d2": 0.25}}
+
+
+@pytest.mark.parametrize("reader, text, expected", [
+    (read_run, '{"q1": {"d1": 1\n, "d2": 0.5}}\n', {"q1": {"d1": 1.0, "d2": 0.5}}),
+    (read_qrels, '{"q1": {"d1": 1\n, "d2": 0}}\n', {"q1": {"d1": 1, "d2": 0}}),
+    (read_run, '{"q1": {"d1": 1, "d2": 0.5}}\n', {"q1": {"d1": 1.0, "d2": 0.5}})])
+def test_json_whose_first_line_splits_as_trec_columns_is_read_as_json(tmp_path, reader, text, expected):
+    """A first line of JSON whose columns looked like a TREC line's ('{"q1": {"d1": 1', 3 columns, the last a number)
+    went to the TREC reader: 'expected 6 whitespace-separated columns, found 3' or "relevance '0}}'"."""
+    path = tmp_path / "r"
+    path.write_text(text, encoding="utf-8")
+    assert reader(path) == expected
+
+
+def test_a_json_line_of_six_columns_is_not_read_as_a_trec_line(tmp_path):
+    """'{"a": "x y 1 2 z"}' splits as 6 columns, the 4th and 5th numbers, and was read as the run {'{"a":': {'y': 2}}."""
+    path = tmp_path / "r"
+    path.write_text('{"a": "x y 1 2 z"}\n', encoding="utf-8")
+    with pytest.raises(InputFileError, match="missing 'qid' or 'hits' list"):
+        read_run(path)
