@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import re
 import sys
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
@@ -153,10 +154,23 @@ def unreadable_index_type(spec: str) -> str | None:
 
 @lru_cache(maxsize=32)
 def _unreadable(spec: str) -> str | None:
+    """FAISS's parse of ``spec`` with one list an IVF (FAISS reads any 'IVF([0-9]+[kM]?)' alike), not making
+    the lists of 'IVF10000000,Flat' (GBs, or a bad_alloc); a refused one is parsed as given, for FAISS's words."""
+    one_list = _COUNT.sub(lambda count: "IVF1" if len(count.group(1)) <= 1 else count.group(), spec)
+    said = _parse_refusal(one_list, spec)
+    return said if said is None or one_list == spec else _parse_refusal(spec, spec)
+
+
+_COUNT = re.compile(r"IVF[0-9]+([kM]*)")  # 'IVF16kM' is no count FAISS reads, and stays as it is
+
+
+def _parse_refusal(given: str, spec: str) -> str | None:
     try:
-        faiss.index_factory(1, spec, faiss.METRIC_INNER_PRODUCT)
+        faiss.index_factory(1, given, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as error:
         return _unreadable_words(spec, faiss_message(error))
+    except MemoryError:  # read, and too large to make: the build's memory checks size it at its width
+        return None
     return None
 
 
@@ -209,6 +223,10 @@ def new_index(spec: str, dim: int, params: IndexParams) -> faiss.Index:
         reason = faiss_message(error)
         raise RetrieverError(_unreadable_words(spec, reason) or f"FAISS cannot build index {spec!r} for {dim}-dimension "
                              f"vectors: {reason}; use {', '.join(INDEX_TYPES)} or a valid FAISS factory string") from None
+    except MemoryError:  # std::bad_alloc making its empty lists or codebooks, as train() catches it
+        raise RetrieverError(f"FAISS ran out of memory making an empty {spec!r} index for {dim}-dimension vectors; "
+                             "give it more memory (ulimit -v, the container's limit), or fewer IVF lists or smaller "
+                             "codes") from None
     hnsw = downcast_hnsw(index)
     if hnsw is not None:
         hnsw.hnsw.efConstruction = params.ef_construction

@@ -313,3 +313,27 @@ def test_a_typo_in_a_factory_strings_codes_is_refused_when_the_settings_are_made
     with pytest.raises(RetrieverError) as caught:
         new_index(spec, 384, IndexParams())
     assert str(caught.value) == said
+
+
+def test_a_readable_string_of_more_ivf_lists_than_memory_holds_is_left_to_the_build(monkeypatch):
+    """'IVF2147483647,Flat' raised a raw MemoryError (std::bad_alloc) from IndexParams, and the 1-dimension parse of
+    'IVF10000000,Flat' made its empty lists (1.6 GB): the parse now has one list an IVF, and the build's index is
+    refused in words when its lists cannot be made."""
+    from retriever.faiss_index import _unreadable
+
+    _unreadable.cache_clear()
+    made = []
+    factory = faiss.index_factory
+    monkeypatch.setattr(faiss, "index_factory", lambda *arguments: made.append(arguments[1]) or factory(*arguments))
+    IndexParams("IVF2147483647,Flat")
+    IndexParams("PCA16,IVF16k_HNSW32,Flat")
+    assert made == ["IVF1,Flat", "PCA16,IVF1_HNSW32,Flat"]
+    with pytest.raises(RetrieverError, match=r"^FAISS cannot read 'PCA16,IVF4k,Flatt' as an index type \(could not "
+                                             r"parse code description Flatt in IVF4k,Flatt\)"):
+        IndexParams("PCA16,IVF4k,Flatt")
+    with pytest.raises(RetrieverError, match="could not parse index string IVF16kM,Flat"):
+        IndexParams("IVF16kM,Flat")  # a count FAISS does not read stays as it is
+    monkeypatch.setattr(faiss, "index_factory", lambda *arguments: (_ for _ in ()).throw(MemoryError("std::bad_alloc")))
+    with pytest.raises(RetrieverError, match=r"^FAISS ran out of memory making an empty 'IVF2147483647,Flat' index for "
+                                             r"384-dimension vectors; give it more memory"):
+        new_index("IVF2147483647,Flat", 384, IndexParams())

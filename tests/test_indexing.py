@@ -459,7 +459,7 @@ def test_a_build_makes_one_empty_index_of_a_factory_string_for_its_checks_and_on
                                                                                           tmp_path, monkeypatch):
     """The checks made five (whether the string trains, its structure and its training needs before the encoding,
     the last two again after it), each holding 257 MB for 'IVF1048576_HNSW32,PQ96x16' at 384 dimensions. Before
-    them, IndexParams reads the string once with a 1-dimension index (``unreadable_index_type``)."""
+    them, IndexParams reads the string once with a 1-dimension index of one list (``unreadable_index_type``)."""
     from retriever.faiss_index import _unreadable
     from retriever.index_checks import empty_index_facts
 
@@ -469,4 +469,4 @@ def test_a_build_makes_one_empty_index_of_a_factory_string_for_its_checks_and_on
     factory = faiss.index_factory
     monkeypatch.setattr(faiss, "index_factory", lambda *arguments: made.append(arguments[:2]) or factory(*arguments))
     encode_and_index(tiny_beir, tmp_path / "idx", tiny_encoder, IndexParams("IVF3,SQ8"), progress=False)
-    assert made == [(1, "IVF3,SQ8"), (32, "IVF3,SQ8"), (32, "IVF3,SQ8")]
+    assert made == [(1, "IVF1,SQ8"), (32, "IVF3,SQ8"), (32, "IVF3,SQ8")]  # the parse's with one list
