@@ -27,11 +27,15 @@ class IndexDamaged(RetrieverError):
     of the input that reached it (a server answers 500, not 400), and mended by rebuilding what the message names."""
 
 
-class MachineLimit(RetrieverError):
-    """The machine ran out of disk, file size or memory: the message ends "rerun the same command", and the CLI adds
-    whether the rerun keeps the finished work (``cli.outputs.rerun_note``), which only the command knows: a build, a
-    search into a file or a training resumes, while evaluate and mine start over; every such line said the work was
+class EndsInRerun(RetrieverError):
+    """A message ending "rerun the same command", to which the CLI adds whether the rerun keeps the finished work
+    (``cli.outputs.rerun_note``), which only the command knows: a build, a search into a file or a training resumes,
+    while evaluate, mine and `index` of a type other than ivf-ondisk start over; every such line said the work was
     kept."""
+
+
+class MachineLimit(EndsInRerun):
+    """The machine ran out of disk, file size or memory."""
 
 
 OUT_OF_SPACE_HINT = "free some space (or choose another path) and rerun the same command"

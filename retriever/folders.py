@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from retriever.errors import RetrieverError
+from retriever.errors import EndsInRerun, RetrieverError
 from retriever.output_paths import control_character_problem, creatable_problem
 from retriever.locks import held_lock, remove_unheld_lock
 from retriever.name_length import BESIDE_NAME_BYTES, INSIDE_PATH_BYTES, check_name_length
@@ -73,8 +73,8 @@ def replace_folder(building: Path, output: Path) -> None:
         _replace_folder(building, output)
     except OSError as error:
         why = (error.strerror or str(error)).lower()
-        raise RetrieverError(f"{output}: cannot move the finished folder into place ({why}); make {output.parent} "
-                             "writable and rerun the same command (finished work is kept)") from None
+        raise EndsInRerun(f"{output}: cannot move the finished folder into place ({why}); make {output.parent} "
+                          "writable and rerun the same command") from None  # the CLI says whether work is kept
 
 
 def _replace_folder(building: Path, output: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from retriever.errors import MachineLimit, RetrieverError
+from retriever.errors import EndsInRerun, RetrieverError
 from retriever.wording import agree
 
 INTERRUPTED = ("interrupted (Ctrl-C); outputs are written under their names only when complete, so rerun the same "
@@ -42,9 +42,9 @@ def mark_resumable() -> None:
 
 
 def rerun_note(ctx: click.Context, error: RetrieverError) -> str:
-    """``error``'s line, a machine limit's ("... rerun the same command") saying whether the rerun keeps the work
-    done: it said "(finished work is kept)" of evaluate and mine too, whose rerun starts over."""
-    if not isinstance(error, MachineLimit):
+    """``error``'s line, one ending "rerun the same command" (a machine limit's) saying whether the rerun keeps the
+    work done: it said "(finished work is kept)" of evaluate and mine too, whose rerun starts over."""
+    if not isinstance(error, EndsInRerun):
         return str(error)
     return f"{error} {_what_rerun_keeps(ctx)}"
 

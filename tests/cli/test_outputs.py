@@ -164,20 +164,45 @@ def test_a_ctrl_c_says_whether_the_rerun_keeps_the_work(monkeypatch, tmp_path, t
         assert result.exit_code == 130 and said.endswith(f"so rerun the same command {kept}"), said
 
 
-@pytest.mark.parametrize(("index_type", "kept"), [("flat", "(it starts over: nothing of this run is kept)"),
-                                                  ("ivf-ondisk", "(finished work is kept)")])
-def test_index_says_work_is_kept_only_for_the_type_whose_parts_are_kept(monkeypatch, tmp_path, index_type, kept):
+KEPT = {"flat": "(it starts over: nothing of this run is kept)", "ivf-ondisk": "(finished work is kept)"}
+
+
+def _index_failing(monkeypatch, tmp_path, index_type: str, fails) -> str:
+    """The last line of `index --index-type INDEX_TYPE` whose build_index is ``fails``."""
+    import retriever.indexing as indexing
+
+    monkeypatch.setattr(indexing, "build_index", fails)
+    (tmp_path / "shards").mkdir(exist_ok=True)
+    (tmp_path / "c.jsonl").write_text('{"_id": "a", "text": "x"}\n')
+    result = CliRunner().invoke(main, ["index", str(tmp_path / "shards"), "--corpus", str(tmp_path / "c.jsonl"), "-o",
+                                       str(tmp_path / "out"), "--index-type", index_type])
+    assert result.exit_code == 1, result.output
+    return result.output.splitlines()[-1]
+
+
+@pytest.mark.parametrize("index_type", list(KEPT))
+def test_index_says_work_is_kept_only_for_the_type_whose_parts_are_kept(monkeypatch, tmp_path, index_type):
     """`index` always said "(finished work is kept)": only ivf-ondisk keeps its parts; the building folder of any
     other type is deleted when the build fails, so its rerun starts over."""
-    import retriever.indexing as indexing
     from retriever.errors import out_of_memory
 
     def fails(*_, **__):
         raise out_of_memory("(test)")
-    monkeypatch.setattr(indexing, "build_index", fails)
-    (tmp_path / "shards").mkdir()
-    (tmp_path / "c.jsonl").write_text('{"_id": "a", "text": "x"}\n')
-    result = CliRunner().invoke(main, ["index", str(tmp_path / "shards"), "--corpus", str(tmp_path / "c.jsonl"), "-o",
-                                       str(tmp_path / "out"), "--index-type", index_type])
-    said = result.output.splitlines()[-1]
-    assert result.exit_code == 1 and said.endswith(f"rerun the same command {kept}"), said
+    said = _index_failing(monkeypatch, tmp_path, index_type, fails)
+    assert said.endswith(f"rerun the same command {KEPT[index_type]}"), said
+
+
+@pytest.mark.parametrize("index_type", list(KEPT))
+def test_a_folder_that_cannot_be_moved_into_place_says_whether_the_rerun_keeps_the_work(monkeypatch, tmp_path,
+                                                                                        index_type):
+    """Its line ended "rerun the same command (finished work is kept)" from every caller, though the building folder
+    of an `index` of a type other than ivf-ondisk is deleted, so its rerun starts over; the CLI now adds which."""
+    import retriever.folders as folders
+
+    def refused(*_):
+        raise PermissionError(1, "Operation not permitted")
+    monkeypatch.setattr(folders, "_replace_folder", refused)
+    said = _index_failing(monkeypatch, tmp_path, index_type,
+                          lambda *_, **__: folders.replace_folder(tmp_path / ".out.building", tmp_path / "out"))
+    assert said.startswith(f"error: {tmp_path / 'out'}: cannot move the finished folder into place"), said
+    assert said.endswith(f"writable and rerun the same command {KEPT[index_type]}"), said
