@@ -91,32 +91,39 @@ def _output_path(output: object) -> Path:
 
 
 def _negative_lines(searcher: Searcher, batches: Iterator[Run], qrels: Qrels, skip_top: int, per_query: int,
-                    tally: MiningResult, refuse: Callable[[], None]) -> Iterator[str]:
+                    tally: MiningResult, refuse: Callable[[int], None]) -> Iterator[str]:
     """Each searched query's negatives line, one batch of hits at a time, counted in ``tally``; ``refuse`` is
-    called once every query is done if none got a negative, so the file being written is dropped."""
+    called once every query is done if none got a negative, so the file being written is dropped, with the most hits
+    a query got (what the search reached, for its advice)."""
+    most_hits = 0
     for part in batches:
         for query_id, hits in part.items():
             positives = {doc_id for doc_id, grade in qrels[query_id].items() if grade > 0}
             is_copy, copies = _copy_finder(searcher, positives)
-            negatives = select_negatives([doc_id for doc_id, _ in ranked_hits(hits)], positives, skip_top, per_query,
-                                         is_copy)
+            ranked = [doc_id for doc_id, _ in ranked_hits(hits)]
+            most_hits = max(most_hits, len(ranked))
+            negatives = select_negatives(ranked, positives, skip_top, per_query, is_copy)
             tally.copies_of_positives += len(copies)
             tally.negatives += len(negatives)
             tally.queries_without_negatives += not negatives
             yield json.dumps({"query_id": query_id, "negatives": negatives}, ensure_ascii=False) + "\n"
     if not tally.negatives:
-        refuse()
+        refuse(most_hits)
 
 
 def _refuse_no_negative(queries: int, beir: BeirDataset, split: str, depth: int, skip_top: int, mode: str,
-                        documents: int) -> None:
+                        documents: int, most_hits: int) -> None:
     """Refuse to write a file of empty lists: `train --negatives` read it and trained on in-batch negatives alone.
-    The advice fits what was searched: a --depth past the index's ``documents`` already reached every passage, so
-    raising it cannot help (it was advised when every passage was judged relevant)."""
+    The advice fits what the search returned (``most_hits``, the most any query got), not what --depth asked: when
+    it returned every passage none is left to mine; when no query got --depth hits, BM25 (passages sharing a word)
+    or an approximate index (IVF, HNSW) stopped short, and a deeper --depth cannot help."""
     why = " (BM25 returns only passages sharing a word with the query)" if mode == "bm25" else ""
-    whole = depth >= documents
-    remedies = ([] if whole else ["raise --depth"]) + (["lower --skip-top"] if skip_top else []) + (
-        ["mine with --mode dense or hybrid"] if whole and mode == "bm25" else [])
+    whole, short = most_hits >= documents, most_hits < depth
+    wider = ("mine with --mode dense or hybrid" if mode == "bm25" else
+             f"the index's approximate search returned at most {most_hits} of its {documents} passages: mine from a "
+             "flat index, or one whose search defaults (nprobe, ef_search) reach further")
+    remedies = ([] if whole or short else ["raise --depth"]) + (["lower --skip-top"] if skip_top else []) + (
+        [wider] if short and not whole else [])
     advice = (" or ".join(remedies) if remedies else
               f"--depth {depth} reached all {documents} passages of the index, so none is left to mine: mine a split "
               "whose queries leave passages unjudged")
@@ -174,8 +181,9 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
     no_positive = sum(not any(grade > 0 for grade in grades.values()) for grades in judged.values())
     tally = MiningResult(output, len(found), 0, 0, 0.0, len(left_out), no_positive)
     batches = search_batches(searcher, found, split, k=depth, progress=progress, desc="mine")
-    atomic_write_lines(output, _negative_lines(searcher, batches, judged, skip_top, per_query, tally, lambda: (
-        _refuse_no_negative(len(found), beir, split, depth, skip_top, mode, searcher.index.ntotal))))
+    refuse = lambda most_hits: _refuse_no_negative(len(found), beir, split, depth, skip_top, mode,  # noqa: E731
+                                                   searcher.index.ntotal, most_hits)
+    atomic_write_lines(output, _negative_lines(searcher, batches, judged, skip_top, per_query, tally, refuse))
     tally.seconds = time.time() - started
     if tally.copies_of_positives:
         print(f"note: {counted(tally.copies_of_positives, 'passage')} left out of the negatives: a copy of a passage "

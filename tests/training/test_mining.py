@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import with_another_corpus
+from fixtures_corpora import with_another_corpus
 from retriever.corpus import read_queries
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
@@ -152,7 +152,7 @@ def test_queries_judged_only_non_relevant_are_counted_in_the_summary(indexed_bei
 def test_a_copy_of_a_judged_positive_is_not_mined_as_its_negative(tmp_path, tiny_model_dir, tiny_beir, mode, capsys):
     """A passage whose title and text are a judged positive's (d13, a copy of q1's d6) was written as a hard negative
     of q1, ranked as high as the positive: training then pushes one text both up and down."""
-    from conftest import TINY_DOCS, write_jsonl
+    from fixtures_corpora import TINY_DOCS, write_jsonl
 
     docs = [*TINY_DOCS, ("d13", "Bees", "the bee makes honey from a flower")]
     write_jsonl(tiny_beir / "corpus.jsonl", [{"_id": i, "title": t, "text": x} for i, t, x in docs])
@@ -238,6 +238,26 @@ def test_mining_that_finds_no_negative_for_any_query_writes_nothing(indexed_beir
                        progress=False)
     assert str(refused.value).endswith(f"a copy of a passage judged so; {advice}; nothing written")
     assert not output.exists()
+
+
+def test_no_negative_from_an_approximate_search_that_stopped_short_names_it(indexed_beir, tmp_path, monkeypatch):
+    """An IVF or HNSW index may return fewer than --depth hits: with every hit judged relevant, mining said "--depth
+    100 reached all 12 passages of the index, so none is left to mine", untrue of the 4 passages left unsearched, and
+    gave no remedy. Simulated on the flat index by returning 8 hits a query, as an approximate search may."""
+    dataset, index = indexed_beir
+    (dataset / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"q1\td{i}\t1\n" for i in range(1, 13)), encoding="utf-8")
+    searched = Searcher.run_batches
+
+    def stopping_short(self, *args, **kwargs):
+        for part in searched(self, *args, **kwargs):
+            yield {query_id: ranked_hits(hits)[:8] for query_id, hits in part.items()}
+    monkeypatch.setattr(Searcher, "run_batches", stopping_short)
+    with pytest.raises(RetrieverError) as refused:
+        mine_negatives(index, dataset, tmp_path / "n.jsonl", depth=100, device="cpu", dtype="fp32", progress=False)
+    assert str(refused.value).endswith("judged so; the index's approximate search returned at most 8 of its 12 "
+                                       "passages: mine from a flat index, or one whose search defaults (nprobe, "
+                                       "ef_search) reach further; nothing written"), refused.value
 
 
 def test_mining_holds_one_batch_of_hits_at_a_time(indexed_beir, tmp_path, batches_searched):
