@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from retriever.errors import RetrieverError
+from retriever.errors import EndsInRerun, RetrieverError
 
 T = TypeVar("T")
 
@@ -27,5 +27,6 @@ def read_stdin(suffix: str, read: Callable[[Path], T]) -> T:
             shutil.copyfileobj(sys.stdin.buffer, file)
         try:
             return read(spooled)
-        except RetrieverError as error:
-            raise RetrieverError(str(error).replace(str(spooled), "standard input")) from None
+        except RetrieverError as error:  # a line ending "rerun the same command" stays one, which the CLI completes
+            kind = type(error) if isinstance(error, EndsInRerun) else RetrieverError
+            raise kind(str(error).replace(str(spooled), "standard input")) from None

@@ -29,3 +29,23 @@ def test_a_terminal_as_standard_input_is_refused_not_waited_on(monkeypatch):
     piped.isatty = lambda: False
     monkeypatch.setattr(sys, "stdin", piped)
     assert read_stdin(".run", lambda path: path.read_text()) == "q1 Q0 d1 1 0.5 x\n"
+
+
+def test_a_machine_limit_reading_standard_input_still_says_whether_the_rerun_keeps_the_work(monkeypatch, tmp_path):
+    """The spooled file's path was replaced by "standard input" in a plain RetrieverError, so a machine limit's line
+    lost its "(it starts over ...)" end, which the CLI adds to a MachineLimit only."""
+    from click.testing import CliRunner
+
+    import retriever.evaluation as evaluation
+    from retriever.cli import main
+    from retriever.errors import out_of_memory
+
+    def runs_out(run, *_):
+        raise out_of_memory(f"reading {run}")
+    monkeypatch.setattr(evaluation, "evaluate_run_file", runs_out)
+    (tmp_path / "qrels").write_text("q1 0 d1 1\n")
+    result = CliRunner().invoke(main, ["evaluate", "--run", "-", "--qrels", str(tmp_path / "qrels")],
+                                input="q1 Q0 d1 1 0.5 x\n")
+    said = result.output.splitlines()[-1]
+    assert result.exit_code == 1 and said.startswith("error: out of memory reading standard input;"), said
+    assert said.endswith("rerun the same command (it starts over: nothing of this run is kept)"), said
