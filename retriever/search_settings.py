@@ -111,11 +111,11 @@ def check_settings_apply(index: faiss.Index, nprobe: int | None, ef_search: int 
 def check_mode_settings(index: faiss.Index, mode: str, nprobe: int | None, ef_search: int | None) -> None:
     """Refuse a search setting in mode bm25, which searches the BM25 part alone (it was left unused, the user believing
     they had traded speed for recall), one the index would ignore (``check_settings_apply``) or one below 1."""
+    check_call_settings(nprobe, ef_search)  # first: a setting of the wrong kind (a mode by position) is not one to drop
     for flag, value in (("--nprobe", nprobe), ("--ef-search", ef_search)) if mode == "bm25" else ():
         if value is not None:
             raise NotForThisIndex(f"{flag} sets how the dense index is searched, and mode bm25 searches the BM25 part "
                                   f"alone; drop {flag}, or search in dense or hybrid mode")
-    check_call_settings(nprobe, ef_search)  # first: a setting of the wrong kind (a mode by position) is not one to drop
     check_settings_apply(index, nprobe, ef_search)
 
 

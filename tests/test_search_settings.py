@@ -7,8 +7,8 @@ import pytest
 
 from test_tuning import clustered
 from retriever.errors import RetrieverError
-from retriever.search_settings import (apply_search_params, bounded, check_settings_apply, search_parameters,
-                                       search_with)
+from retriever.search_settings import (apply_search_params, bounded, check_mode_settings, check_settings_apply,
+                                       search_parameters, search_with)
 
 
 # 4-bit PQ codes (16 centroids a sub-quantizer, not 256): the wrappers are what is tested, and training 8-bit ones
@@ -79,3 +79,16 @@ def test_a_search_setting_that_is_no_whole_number_is_one_line(value):
     with pytest.raises(RetrieverError, match=r"^nprobe must be a whole number of at least 1, not "):
         bounded(value, 10, "nprobe")
     assert bounded(np.int64(3), 10, "nprobe") == 3 and bounded(10**30, 10, "nprobe") == 10
+
+
+@pytest.mark.parametrize("setting", ["nprobe", "ef_search"])
+def test_a_mode_given_by_position_in_mode_bm25_is_named_before_the_bm25_refusal(setting):
+    """Searcher(..., mode='bm25').search(queries, 5, 'hybrid') said '--nprobe sets how the dense index is searched
+    ... drop --nprobe', of a setting the caller never meant to give: the bm25 refusal came before this one."""
+    index = faiss.index_factory(16, "IVF16,Flat", faiss.METRIC_INNER_PRODUCT)
+    given = {"nprobe": None, "ef_search": None, setting: "hybrid"}
+    with pytest.raises(RetrieverError, match=rf"^{setting} must be a whole number of at least 1, not 'hybrid'; to "
+                                             r"search in mode 'hybrid', pass it by name: mode='hybrid'$"):
+        check_mode_settings(index, "bm25", **given)
+    with pytest.raises(RetrieverError, match="--nprobe sets how the dense index is searched, and mode bm25"):
+        check_mode_settings(index, "bm25", 4, None)
