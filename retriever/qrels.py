@@ -29,12 +29,16 @@ LAYOUT_HINT = ("qrels lines are 'query-id corpus-id grade' (BEIR) or 'qid iter d
 
 def _columns(path: Path, lineno: int, text: str) -> list[str]:
     """A line's columns: split at tabs when that gives 3 or 4 (so an id holding a space is named as such), else
-    at any whitespace, as trec_eval reads qrels."""
-    cols = [c.strip() for c in text.split("\t")]
+    at any whitespace, as trec_eval reads qrels. A column of whitespace alone between tabs is refused as an empty one
+    is, named as what it holds: 'q1<TAB> <TAB>d1<TAB>1' was said to hold "two tabs in a row"."""
+    fields = text.split("\t")
+    cols = [c.strip() for c in fields]
     if len(cols) not in (3, 4):
         cols = columns(text)
     elif "" in cols:  # 'q1<TAB>d1<TAB><TAB>1' was "bad query or document id: empty id", of a line holding both
-        raise InputFileError(path, lineno, f"column {cols.index('') + 1} of {len(cols)} is empty (two tabs in a row)",
+        at = cols.index("")
+        blank = f"holds only whitespace ({fields[at]!r} between tabs)" if fields[at] else "is empty (two tabs in a row)"
+        raise InputFileError(path, lineno, f"column {at + 1} of {len(cols)} {blank}",
                              f"remove the extra tab; {LAYOUT_HINT}")
     if len(cols) not in (3, 4):
         if "\r" in text:

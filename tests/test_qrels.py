@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from retriever.errors import InputFileError
-from retriever.qrels import read_qrels
+from retriever.qrels import LAYOUT_HINT, read_qrels
 
 
 @pytest.mark.parametrize("grade, meant, trec_evals", [("1e1", 10, 1), ("10e-1", 1, 10), ("2.0e1", 20, 2),
@@ -141,3 +141,16 @@ def test_a_qrels_line_with_two_tabs_in_a_row_names_the_empty_column(tmp_path: Pa
     with pytest.raises(InputFileError, match=rf"qrels.tsv:2: {column} is empty \(two tabs in a row\); remove the "
                                              "extra tab; qrels lines are"):
         read_qrels(path)
+
+
+@pytest.mark.parametrize("text, column", [
+    ("q1\t \td1\t1\n", "column 2 of 4 holds only whitespace (' ' between tabs)"),
+    ("q1\td1\t  \t1\n", "column 3 of 4 holds only whitespace ('  ' between tabs)")])
+def test_a_qrels_column_of_whitespace_between_tabs_is_named_as_such(tmp_path: Path, text: str, column: str) -> None:
+    """'q1<TAB> <TAB>d1<TAB>1' was refused as "column 2 of 4 is empty (two tabs in a row)", of a line with no two
+    tabs in a row."""
+    path = tmp_path / "qrels.tsv"
+    path.write_text("q0\td0\t1\n" + text, encoding="utf-8")
+    with pytest.raises(InputFileError) as caught:
+        read_qrels(path)
+    assert str(caught.value) == f"{path}:2: {column}; remove the extra tab; {LAYOUT_HINT}"
