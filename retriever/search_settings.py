@@ -54,13 +54,21 @@ def bounded(value: int, most: int, name: str) -> int:
     return int(min(value, max(int(most), 1)))
 
 
-def check_call_settings(nprobe: int | None, ef_search: int | None) -> None:
+# Where a mode goes in a call that takes one by name (search, rank), in run (the Searcher's own), in search_vectors
+MODE_BY_NAME = "to search in mode {mode!r}, pass it by name: mode={mode!r}"
+RUN_MODE = ("run searches in the Searcher's mode: to search in mode {mode!r}, open it with Searcher(index_dir, "
+            "mode={mode!r})")
+NO_MODE = "search_vectors searches the dense index alone and takes no mode"
+
+
+def check_call_settings(nprobe: int | None, ef_search: int | None, mode_goes: str = MODE_BY_NAME) -> None:
     """Refuse per-call settings below 1: FAISS's search parameters read 0 as the index's own value, silently; and a
-    mode given by position, ``search(queries, 5, "hybrid")``, which lands in nprobe."""
+    mode given by position, ``search(queries, 5, "hybrid")``, which lands in nprobe (``mode_goes`` says where the
+    calling method takes a mode, formatted with it)."""
     for name, value in (("nprobe", nprobe), ("ef_search", ef_search)):
         if isinstance(value, str) and value in MODES:
-            raise RetrieverError(f"{name} must be a whole number of at least 1, not {value!r}; to search in mode "
-                                 f"{value!r}, pass it by name: mode={value!r}")
+            raise RetrieverError(f"{name} must be a whole number of at least 1, not {value!r}; "
+                                 f"{mode_goes.format(mode=value)}")
         if value is not None:
             bounded(value, 1, name)
 

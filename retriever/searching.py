@@ -18,7 +18,8 @@ from retriever.first_use import OnFirstUse
 from retriever.index_opening import check_default_mode, check_labels, checked_manifest, open_index, opened_whole
 from retriever.fusion import FUSION_SETTINGS, MODES, check_mode, fuse, recorded_fusion
 from retriever.lexical_opening import missing_lexical_message, open_lexical
-from retriever.search_settings import bounded, check_call_settings, check_mode_settings, search_with
+from retriever.search_settings import (NO_MODE, RUN_MODE, bounded, check_call_settings, check_mode_settings,
+                                       search_with)
 from retriever.query_vectors import query_vectors
 from retriever.runs import Run, rank_order
 from retriever.shared_encoders import SharedEncoders
@@ -210,7 +211,7 @@ class Searcher:
         and then searches again deeper while a tie at the cut stays open (``tie_cut``)."""
         if not checked:
             k, vectors = check_k(k), query_vectors(vectors, self.index.d)
-            check_call_settings(nprobe, ef_search)
+            check_call_settings(nprobe, ef_search, NO_MODE)
         scores, labels = search_with(self.index, vectors, min(k, self.index.ntotal),
                                      self.default_nprobe if nprobe is None else nprobe,
                                      self.default_ef_search if ef_search is None else ef_search)
@@ -258,6 +259,7 @@ class Searcher:
         if len(query_ids) != len(query_texts):
             raise RetrieverError(f"{len(query_ids)} query ids for {len(query_texts)} query texts")
         k, batch_size = check_k(k), bounded(batch_size, BATCH_HITS, "batch_size")
+        check_call_settings(nprobe, ef_search, RUN_MODE)  # run has no mode of its own: it searches in self.mode
         if progress is not None and not callable(progress):  # it failed after the first batch was searched
             raise RetrieverError(f"progress must be a function called with each batch's query count, not "
                                  f"{type(progress).__name__} {progress!r:.40}")

@@ -92,3 +92,22 @@ def test_a_mode_given_by_position_in_mode_bm25_is_named_before_the_bm25_refusal(
         check_mode_settings(index, "bm25", **given)
     with pytest.raises(RetrieverError, match="--nprobe sets how the dense index is searched, and mode bm25"):
         check_mode_settings(index, "bm25", 4, None)
+
+
+def test_a_mode_given_by_position_is_told_where_the_method_called_takes_a_mode(tiny_flat_build):
+    """Each said 'pass it by name: mode='hybrid'', and run and search_vectors take no mode (a TypeError, when
+    followed): run searches in the Searcher's mode, search_vectors in the dense index alone."""
+    from retriever.searching import Searcher
+
+    searcher = Searcher(tiny_flat_build, device="cpu", dtype="fp32", mode="bm25")
+    wrong = r"^nprobe must be a whole number of at least 1, not 'hybrid'; "
+    for call, where in [
+            (lambda: searcher.search(["bee"], 2, "hybrid"),
+             r"to search in mode 'hybrid', pass it by name: mode='hybrid'$"),
+            (lambda: searcher.run(["q1"], ["bee"], 2, "hybrid"),
+             r"run searches in the Searcher's mode: to search in mode 'hybrid', open it with Searcher\(index_dir, "
+             r"mode='hybrid'\)$"),
+            (lambda: searcher.search_vectors(np.zeros((1, searcher.index.d), np.float32), 2, "hybrid"),
+             r"search_vectors searches the dense index alone and takes no mode$")]:
+        with pytest.raises(RetrieverError, match=wrong + where):
+            call()
