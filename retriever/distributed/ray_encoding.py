@@ -123,17 +123,24 @@ def plan_workers(ray: ModuleType, device: str, workers: int | None, cpus_per_wor
                                  "lower --ray-workers")
         return workers if workers is not None else default_workers(gpus, _free(ray, "GPU", 1)), 1, device
     if device.startswith("cuda"):
-        raise RetrieverError(f"--device {device} was asked for but the Ray cluster has no GPU; use --device cpu")
+        raise _no_gpu(device, "the Ray cluster has no GPU")
     count = cpu_workers(ray, workers, cpus_per_worker)
     return count if workers is not None else default_workers(count, _free(ray, "CPU", cpus_per_worker)), 0, "cpu"
 
 
-def check_actor_encoding(device: str, dtype: str, cpu_actors: bool) -> None:
+def _no_gpu(device: str, where: str) -> RetrieverError:
+    return RetrieverError(f"--device {device} was asked for but {where}; use --device cpu")
+
+
+def check_actor_encoding(device: str, dtype: str, cpu_actors: bool, no_gpu: bool = False) -> None:
     """Refuse a --device no node can have (a name but auto, cpu, cuda and cuda:N: ``plan_workers`` took any such as the
-    CPU, and encoded there, exit 0) and, for ``cpu_actors``, a --dtype the CPU lacks (fp16: each actor refused it as
-    it started, after Ray had), as one process refuses them (``device``), before any actor starts."""
+    CPU, and encoded there, exit 0), a GPU when ``no_gpu`` (a local Ray on a machine without CUDA), and, for
+    ``cpu_actors``, a --dtype the CPU lacks (fp16: each actor refused it as it started, after Ray had), as one
+    process refuses them (``device``), before any actor starts."""
     if device != "auto":
         parsed_device(device)
+    if no_gpu and device.startswith("cuda"):  # before the dtype: fp16 is no fault of a GPU's
+        raise _no_gpu(device, "this machine has no GPU (CUDA is not available) for the local Ray started here")
     if cpu_actors:
         resolve_dtype(dtype, torch.device("cpu"))
 
@@ -249,10 +256,10 @@ def ray_encoder_pool(address: str | None, settings: EncoderSettings, device: str
                      cpus_per_worker: int = 1) -> Iterator[RayEncoderPool]:
     """Connect to Ray (see :func:`ray_session`) and start the encoder actors for the duration of the block."""
     workers, cpus_per_worker = pool_size(workers, cpus_per_worker)  # before Ray starts, which takes seconds
+    no_gpu = not torch.cuda.is_available() and starts_local_ray(address)  # a local Ray with CPU actors alone
+    check_actor_encoding(device, dtype, cpu_actors=device == "cpu" or (device == "auto" and no_gpu), no_gpu=no_gpu)
     if device == "cpu" or not torch.cuda.is_available():  # CPU actors then, on a local Ray's known cores
         check_local_cpus(address, workers, cpus_per_worker)
-    check_actor_encoding(device, dtype, cpu_actors=device == "cpu" or (not torch.cuda.is_available()
-                                                                        and starts_local_ray(address)))
     with ray_session(address) as ray:
         pool = RayEncoderPool(ray, settings, device, dtype, batch_size, workers, cpus_per_worker)
         try:

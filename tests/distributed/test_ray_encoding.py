@@ -188,3 +188,17 @@ def test_a_local_ray_is_not_started_for_a_device_or_dtype_its_actors_cannot_take
     with pytest.raises(RetrieverError, match="^unknown device 'tpu'|^fp16 is not supported on the CPU"):
         with ray_encoder_pool(None, settings, device, dtype, workers=1):
             pass
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+def test_a_gpu_asked_of_a_local_ray_without_cuda_is_refused_for_the_device_first(no_ray_start, settings, dtype,
+                                                                               monkeypatch):
+    """`encode --ray --device cuda --dtype fp16` said fp16 is not supported on the CPU, a CPU never asked for, and
+    with --dtype fp32 then started Ray to say the cluster has no GPU."""
+    from retriever.distributed.ray_encoding import ray_encoder_pool
+
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    with pytest.raises(RetrieverError, match=r"^--device cuda was asked for but this machine has no GPU \(CUDA is not "
+                                             r"available\) for the local Ray started here; use --device cpu$"):
+        with ray_encoder_pool(None, settings, "cuda", dtype, workers=1):
+            pass
