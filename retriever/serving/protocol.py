@@ -1,4 +1,5 @@
-"""Limits on receiving each request that uvicorn's httptools protocol does not have: time and head size.
+"""Limits on receiving each request that uvicorn's httptools protocol does not have: time, head size, and a chunked
+body's size, refused (a 413) once its chunk sizes add up past the app's limit (``max_body_bytes``).
 
 - **Time.** uvicorn's ``timeout_keep_alive`` only runs between a finished response and the next
   request's first byte, so a client that connects and sends half a header (or trickles one byte a
@@ -60,7 +61,7 @@ class GuardedHttpProtocol(SlowReaderWatch, HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self._deadline: asyncio.TimerHandle | None = None
         self._head_bytes: int | None = 0  # bytes of the head being received; None once it is in
-        self._pending: tuple[int, str] | None = None  # a 400 or 431 waiting for earlier responses
+        self._pending: tuple[int, str, str | None] | None = None  # a refusal (status, message, Allow) in turn
         self._body_of = None  # the request (uvicorn's cycle) whose body is coming in, if any
         self._body_left: int | None = None  # bytes of a Content-Length body still to come
         self._chunks: ChunkedEnd | None = None  # where a chunked body coming in ends, while that is followed
@@ -195,8 +196,9 @@ class GuardedHttpProtocol(SlowReaderWatch, HttpToolsProtocol):
         self._refuse_in_turn(400, msg)
 
     def _refuse_in_turn(self, status: int, message: str, allow: str | None = None) -> None:
-        """A 400 or 431 (``send_400_response`` says why it waits), sent by the one way for both: the 431 of a head over
-        the cap pipelined behind a request still being answered was written at once, and that response was lost."""
+        """A refusal (a 400, 405, 413, 431 or 505; ``send_400_response`` says why it waits), sent by the one way for
+        all: the 431 of a head over the cap pipelined behind a request still being answered was written at once, and
+        that response was lost."""
         if self._pending:
             return
         self._pending = (status, message, allow)
@@ -220,7 +222,7 @@ class GuardedHttpProtocol(SlowReaderWatch, HttpToolsProtocol):
             self.transport.close()
 
     def _refuse(self, status: int, message: str, allow: str | None = None) -> None:
-        """Send a 400, 405, 431 or 505 and close lingering (the client may still be sending), at most a request timeout
+        """Send a 400, 405, 413, 431 or 505 and close lingering (the client may still be sending), at most a request timeout
         on."""
         if self._lingering or self.transport.is_closing():
             return
