@@ -164,20 +164,20 @@ GIVEN, HELD_OUT = "given queries", "held-out own vectors"
 _ONE = {GIVEN: "given query", HELD_OUT: "held-out own vector"}
 
 
-def few_queries_warning(sample: int, params: IndexParams, source: str, setting: str | None) -> str | None:
+def few_queries_warning(sample: int, source: str, setting: str | None, corpus: int) -> str | None:
     """The warning for a recall measured on fewer than ``MIN_TUNING_QUERIES`` queries (None for enough), with how to
-    get more: a --tuning-queries below it, a --tuning-queries-file of fewer queries, or a corpus too small to hold
-    out more (half of it at most). One query has no standard error, so the margin the choice keeps was none."""
+    get more: a --tuning-queries below it, unless the ``corpus`` (documents, held out ones too) is too small to hold
+    out that many (half of it at most), else a --tuning-queries-file of more queries. One query has no standard
+    error, so the margin the choice keeps was none."""
     if sample >= MIN_TUNING_QUERIES:
         return None
-    if params.tuning_queries < MIN_TUNING_QUERIES:
+    fix = f"tune on a --tuning-queries-file of at least {MIN_TUNING_QUERIES} queries"
+    if source == HELD_OUT and corpus // 2 >= MIN_TUNING_QUERIES:
         fix = f"raise --tuning-queries to at least {MIN_TUNING_QUERIES}"
-    else:
-        fix = f"tune on a --tuning-queries-file of at least {MIN_TUNING_QUERIES} queries"
-        if source == HELD_OUT:
-            fix = f"a build holds out at most half the corpus's documents; {fix}"
-    return (f"warning: recall was measured on {counted(sample, _ONE[source])}, too few to trust (fewer than {MIN_TUNING_QUERIES}): {fix}; "
-            f"the {setting or 'setting'} chosen may miss the target on other queries")
+    elif source == HELD_OUT:
+        fix = f"a build holds out at most half the corpus's documents ({corpus // 2} of {corpus}); {fix}"
+    return (f"warning: recall was measured on {counted(sample, _ONE[source])}, too few to trust (fewer than "
+            f"{MIN_TUNING_QUERIES}): {fix}; the {setting or 'setting'} chosen may miss the target on other queries")
 
 
 def tune(index: faiss.Index, shards: list[Path], queries: np.ndarray, held: np.ndarray, params: IndexParams,
@@ -196,7 +196,7 @@ def tune(index: faiss.Index, shards: list[Path], queries: np.ndarray, held: np.n
     if progress:  # the manifest holds the result; a library build with progress=False keeps stderr quiet
         print(f"target recall@{tuning['k']} {params.target_recall}: {setting} {outcome} "
               f"{tuning['measured_recall']:.4f} on {counted(len(queries), _ONE[source])}", file=sys.stderr)
-    few = few_queries_warning(len(queries), params, source, tuning["parameter"])
+    few = few_queries_warning(len(queries), source, tuning["parameter"], int(index.ntotal) + len(held))
     if few:
         print(few, file=sys.stderr)
     if not tuning["reached"]:

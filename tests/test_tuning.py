@@ -140,13 +140,17 @@ def test_a_tuning_without_progress_prints_its_result_only_when_it_is_a_warning(t
         assert "target recall@3" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("given, tuning_queries, said", [
-    (1, 1000, "on 1 given query, too few to trust (fewer than 30): tune on a --tuning-queries-file of at least 30"),
-    (0, 1, "on 1 held-out own vector, too few to trust (fewer than 30): raise --tuning-queries to at least 30"),
-    (0, 1000, "on 20 held-out own vectors, too few to trust (fewer than 30): a build holds out at most half the "
-              "corpus's documents; tune on a --tuning-queries-file of at least 30"),
+@pytest.mark.parametrize("given, tuning_queries, documents, said", [
+    (1, 1000, 40, "on 1 given query, too few to trust (fewer than 30): tune on a --tuning-queries-file of at least 30"),
+    (1, 1, 40, "on 1 given query, too few to trust (fewer than 30): tune on a --tuning-queries-file of at least 30"),
+    (0, 1, 60, "on 1 held-out own vector, too few to trust (fewer than 30): raise --tuning-queries to at least 30"),
+    # it said "raise --tuning-queries to at least 30", which no --tuning-queries reaches on 40 documents
+    (0, 1, 40, "on 1 held-out own vector, too few to trust (fewer than 30): a build holds out at most half the "
+               "corpus's documents (20 of 40); tune on a --tuning-queries-file of at least 30"),
+    (0, 1000, 40, "on 20 held-out own vectors, too few to trust (fewer than 30): a build holds out at most half the "
+                  "corpus's documents (20 of 40); tune on a --tuning-queries-file of at least 30"),
 ])
-def test_a_tuning_on_too_few_queries_is_warned_of(tmp_path, capsys, given, tuning_queries, said):
+def test_a_tuning_on_too_few_queries_is_warned_of(tmp_path, capsys, given, tuning_queries, documents, said):
     """`--target-recall 0.95 --tuning-queries 1` tuned on one held-out vector without a word, its two-standard-error
     margin gone (no error from one query): on 40 draws of one query the nprobe picked missed the target on other
     queries half the time (recall as low as 0.43); on 30 queries none did."""
@@ -154,11 +158,11 @@ def test_a_tuning_on_too_few_queries_is_warned_of(tmp_path, capsys, given, tunin
     from retriever.shards import write_shard
     from retriever.tuning import held_out_rows, tune_build
 
-    vectors = clustered(40, dim=8)
+    vectors = clustered(documents, dim=8)
     shards = [tmp_path / "embeddings-w000of001-00000.parquet"]
-    write_shard(shards[0], [f"d{row}" for row in range(40)], vectors, {})
+    write_shard(shards[0], [f"d{row}" for row in range(documents)], vectors, {})
     params = IndexParams("IVF2,Flat", target_recall=0.5, tuning_k=3, tuning_queries=tuning_queries)
-    held = held_out_rows(40, params) if not given else np.empty(0, np.int64)
+    held = held_out_rows(documents, params) if not given else np.empty(0, np.int64)
     index = new_index("IVF2,Flat", 8, IndexParams())
     index.train(vectors)
     index.add(np.delete(vectors, held, axis=0))
