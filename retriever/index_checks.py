@@ -209,7 +209,7 @@ _RANGED_SCALAR_CODES = {getattr(faiss.ScalarQuantizer, name) for name in ("QT_8b
                                                                           "QT_8bit_uniform", "QT_4bit_uniform")}
 
 
-def _transform_needs(transform: faiss.VectorTransform) -> list[tuple[int, str]]:
+def _transform_needs(transform: faiss.VectorTransform) -> list[tuple[int, str, str]]:
     if transform.is_trained:
         return []
     if isinstance(transform, (faiss.PCAMatrix, faiss.ITQTransform)):
