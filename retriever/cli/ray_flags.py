@@ -82,8 +82,9 @@ def passage_encoder(settings: EncoderSettings, device: str, dtype: str, batch_si
 
 
 def ray_for_parts(params: IndexParams) -> contextlib.AbstractContextManager:
-    """A Ray session held open across encoding and indexing when the index's parts are Ray tasks."""
-    if params.ray_address is None or params.index_type != ONDISK_TYPE:
+    """A Ray session held open across encoding and indexing when the index's parts are Ray tasks: IndexParams takes a
+    ray_address for ivf-ondisk alone, and `build` gives it one only then (``ray_part_settings``)."""
+    if params.ray_address is None:
         return contextlib.nullcontext()
     check_local_cpus(params.ray_address, params.ray_workers, params.ray_cpus_per_worker)  # the parts' CPUs
     return ray_session(params.ray_address)
