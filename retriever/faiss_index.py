@@ -125,8 +125,8 @@ def check_defaults_taken(defaults: dict, taken: str | None, index_type: str) -> 
 def check_factory(spec: str) -> None:
     """Refuse up front, before any encoding, what FAISS would only refuse when vectors are added (an IDMap
     index wants ids with every vector, and the tool numbers the vectors itself: the id map), or not refuse at all:
-    its parser's regexes recurse once a character, so a long string crashed the process (SIGSEGV; 2,000 characters
-    under a 1 MiB stack, 15,000 under 8 MiB)."""
+    its parser's regexes recurse once a character, so a long string overflowed the stack and crashed the process
+    (SIGSEGV), at a length that depends on the stack's size."""
     if len(spec) > FACTORY_MAX:
         raise RetrieverError(f"--index-type is {len(spec)} characters long; a FAISS factory string is a few short "
                              f"parts ('IVF4096,PQ48') and FAISS's parser crashes on long ones: give at most "
