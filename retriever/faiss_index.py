@@ -56,7 +56,7 @@ class IndexParams:
         if unreadable is not None:
             raise RetrieverError(unreadable)
         self.search_defaults = _checked_search_defaults(self.search_defaults)
-        if self.index_type in _TAKES:  # a factory string's setting is known once FAISS builds it: check_buildable
+        if self.index_type in _TAKES:  # a factory string's, once its width is known: check_buildable (FAISS's own)
             check_defaults_taken(self.search_defaults, _TAKES[self.index_type], self.index_type)
         for setting in fields(self):
             least = _LEAST.get(setting.name)
