@@ -53,6 +53,11 @@ def check_count(name: str, value: object) -> int:
 # retry (retriever.serving.batcher).
 MAX_WAITING_QUERIES = 8192
 MAX_WAITING_REQUESTS = 4096
+# `serve`'s request limits by default (retriever.serving.inputs.Limits; the flags --max-queries, --max-query-chars,
+# --max-body-bytes): a POST's most queries and longest query (a 400 past them), its largest body (a 413)
+MAX_QUERIES = 256
+MAX_QUERY_CHARS = 1000
+MAX_BODY_BYTES = 256 * 1024
 
 
 def check_temperature(temperature: float) -> None:

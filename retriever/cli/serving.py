@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from retriever.choices import DEFAULT_K, MAX_WAITING_QUERIES, MAX_WAITING_REQUESTS
+from retriever.choices import (DEFAULT_K, MAX_BODY_BYTES, MAX_QUERIES, MAX_QUERY_CHARS, MAX_WAITING_QUERIES,
+                               MAX_WAITING_REQUESTS)
 from retriever.cli.hybrid import mode_options
 from retriever.cli.listening import BACKLOG, bare_host, listening_sockets, start_listening
 from retriever.cli.options import FiniteRange, device_options
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from retriever.searching import Searcher
 
 DEFAULT_PORT = 8000
-MAX_QUERIES = 256  # a POST's most queries by default
 
 
 def _origins(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...]:
@@ -180,9 +180,9 @@ def _stop(served: object) -> None:
 @click.option("--max-wait-ms", type=FiniteRange(min=0, max=1000), default=2.0, show_default=True,
               help="Longest a query waits for others to share its forward pass while another pass runs "
                    "(one that finds the encoder idle goes at once).")
-@click.option("--max-query-chars", type=click.IntRange(min=1), default=1000, show_default=True,
+@click.option("--max-query-chars", type=click.IntRange(min=1), default=MAX_QUERY_CHARS, show_default=True,
               help="Longer queries are refused with a 400.")
-@click.option("--max-body-bytes", type=click.IntRange(min=1), default=256 * 1024, show_default=True,
+@click.option("--max-body-bytes", type=click.IntRange(min=1), default=MAX_BODY_BYTES, show_default=True,
               help="Larger POST bodies are refused with a 413.")
 @click.option("--max-queries", type=click.IntRange(min=1), default=MAX_QUERIES, show_default=True,
               help="Most queries in one POST /search.")

@@ -50,6 +50,7 @@ from fastapi import Request
 from pydantic import ValidationError
 from starlette.requests import ClientDisconnect
 
+from retriever.choices import MAX_BODY_BYTES, MAX_QUERIES, MAX_QUERY_CHARS
 from retriever.errors import RetrieverError
 from retriever.files import RepeatedKeyError, unique_keys
 from retriever.serving.problems import MAX_PROBLEMS, clipped, validation_message, where_it_goes
@@ -58,7 +59,6 @@ from retriever.texts import is_blank, text_problem
 from retriever.wording import counted
 
 MAX_JSON_DEPTH = 32
-MAX_BODY_BYTES = 256 * 1024
 MAX_INT_DIGITS = 100  # k is at most 1000; a longer number is a mistake or an attack
 UTF_8 = ("utf-8", "utf8", "us-ascii")  # charsets a JSON body may be declared in: UTF-8 and its ASCII subset
 # application/json, or a type with RFC 6839's +json suffix (application/vnd.api+json), which was a 415 (RFC 6838 names)
@@ -78,10 +78,10 @@ _CLOSERS = np.frombuffer(b"]}", dtype=np.uint8)
 class Limits:
     """Request limits, so one client cannot make the server encode megabytes of text."""
 
-    max_query_chars: int = 1000
+    max_query_chars: int = MAX_QUERY_CHARS
     max_body_bytes: int = MAX_BODY_BYTES
-    max_queries: int = 256
-    max_hits: int = 256 * DEFAULT_K  # so the most queries a request may send fit without a k
+    max_queries: int = MAX_QUERIES
+    max_hits: int = MAX_QUERIES * DEFAULT_K  # so the most queries a request may send fit without a k
     max_response_bytes: int = 8 * 1024 * 1024
 
     def __post_init__(self) -> None:

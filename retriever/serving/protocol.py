@@ -37,9 +37,9 @@ from http import HTTPStatus
 import httptools
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from retriever.choices import MAX_BODY_BYTES
 from retriever.serving.chunked import ChunkedEnd
 from retriever.serving.cors import cross_origin_headers
-from retriever.serving.inputs import MAX_BODY_BYTES
 from retriever.serving.lingering import LingeringTransport, close_lingering
 from retriever.serving.open_files import DescriptorWatch
 from retriever.serving.malformed import SUPPORTED_VERSIONS, NotAProxy, UnsupportedVersion, answer, rooted
