@@ -6,14 +6,13 @@ Qrels are read from BEIR TSV or TREC qrels, because public benchmarks ship both;
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from retriever.errors import InputFileError, RetrieverError, given_path
 from retriever.files import carriage_return_error, check_is_file, decoded_lines
-from retriever.json_shapes import TEXT_KEYS, array_file_error, json_kind, opens_json, record_error
-from retriever.run_json import FLAT_KEYS, SWAPPED_HINT, flat_keys, flat_lines, json_id, json_mappings
+from retriever.json_shapes import array_file_error, json_kind, opens_json, record_error
+from retriever.run_json import FLAT_KEYS, SWAPPED_HINT, first_line_json, flat_keys, flat_lines, json_id, json_mappings
 from retriever.texts import columns, id_problem
 from retriever.trec_numbers import GRADE_RANGE, checked_grade, parse_relevance
 
@@ -157,7 +156,7 @@ def _json_qrels(path: Path, lines: Iterable[tuple[int, str]]) -> Qrels:
     (``checked_grade``: ``1.0`` is 1, within a C int)."""
     lines = iter(lines)
     first = next(lines)
-    record = _first_record(first[1])
+    record, first_json = first_line_json(first[1])  # parsed once, for its kind and its reader
     if isinstance(record, dict) and ("hits" in record or flat_keys(record) is not None):  # its keys read as query ids
         raise InputFileError(path, first[0], "the line is a run's (a query's hits, or a hit with its score), not "
                              "judgments", SWAPPED_HINT)
@@ -166,16 +165,17 @@ def _json_qrels(path: Path, lines: Iterable[tuple[int, str]]) -> Qrels:
         raise found
     keys = _flat_keys(record)
     lines = itertools.chain([first], lines)
-    qrels = _mapped_qrels(path, lines) if keys is None else _flat_qrels(path, lines, keys)
+    qrels = _mapped_qrels(path, lines, first_json) if keys is None else _flat_qrels(path, lines, keys, first_json)
     if not qrels:
         raise InputFileError(path, None, "qrels file is empty", LAYOUT_HINT)
     return qrels
 
 
-def _mapped_qrels(path: Path, lines: Iterable[tuple[int, str]]) -> Qrels:
-    """Qrels of JSON objects ``{query id: {doc id: grade}}``."""
+def _mapped_qrels(path: Path, lines: Iterable[tuple[int, str]], first_json: object) -> Qrels:
+    """Qrels of JSON objects ``{query id: {doc id: grade}}`` (``first_json``: the first line's, as ``json_records``
+    takes it)."""
     qrels: Qrels = {}
-    for lineno, qid, docs in json_mappings(path, lines, _JSON_HINT, "judgments"):
+    for lineno, qid, docs in json_mappings(path, lines, _JSON_HINT, "judgments", first_json):
         if not isinstance(docs, dict):
             raise InputFileError(path, lineno, f"the judgments of query {qid!r} are {json_kind(docs)}, not an object "
                                  "of document id to grade", _JSON_HINT)
@@ -183,17 +183,6 @@ def _mapped_qrels(path: Path, lines: Iterable[tuple[int, str]]) -> Qrels:
         for doc, grade in docs.items():
             qrels[qid][json_id(doc, path, lineno, "document id")] = checked_grade(grade, doc, qid, path, lineno)
     return qrels
-
-
-def _first_record(first_line: str) -> object:
-    """The first line of JSON qrels as JSON when it may be one record (a judgment, or a run's line or a corpus record
-    given as qrels), else None: a mapping on one line, the whole file, is parsed once, by its reader."""
-    if not any(f'"{key}"' in first_line for key in ("relevance", "score", "hits", *TEXT_KEYS)):
-        return None
-    try:
-        return json.loads(first_line)
-    except (json.JSONDecodeError, RecursionError, ValueError):  # the mapping reader names the line's fault
-        return None
 
 
 def _flat_keys(record: object) -> tuple[str, str] | None:
@@ -205,13 +194,13 @@ def _flat_keys(record: object) -> tuple[str, str] | None:
     return next((keys for keys in FLAT_KEYS if set(keys) <= set(record)), None)
 
 
-def _flat_qrels(path: Path, lines: Iterable[tuple[int, str]], keys: tuple[str, str]) -> Qrels:
+def _flat_qrels(path: Path, lines: Iterable[tuple[int, str]], keys: tuple[str, str], first_json: object) -> Qrels:
     """Qrels of one JSON judgment per line under ``keys`` and ``relevance``; other keys (an iteration) are ignored,
     as the iteration column of TREC qrels is. A repeated judgment is taken as the TSV reader takes it."""
     q, d = keys
     hint = f'each line of flat JSON qrels is one judgment, {{"{q}": ..., "{d}": ..., "relevance": ...}}'
     qrels: Qrels = {}
-    for lineno, qid, doc, relevance in flat_lines(path, lines, keys, "relevance", "flat qrels", hint):
+    for lineno, qid, doc, relevance in flat_lines(path, lines, keys, "relevance", "flat qrels", hint, first_json):
         grade, docs = checked_grade(relevance, doc, qid, path, lineno), qrels.setdefault(qid, {})
         if docs.setdefault(doc, grade) != grade:
             raise InputFileError(path, lineno, f"document {doc!r} for query {qid!r} judged {grade} here but "

@@ -154,3 +154,18 @@ def test_a_qrels_column_of_whitespace_between_tabs_is_named_as_such(tmp_path: Pa
     with pytest.raises(InputFileError) as caught:
         read_qrels(path)
     assert str(caught.value) == f"{path}:2: {column}; remove the extra tab; {LAYOUT_HINT}"
+
+
+@pytest.mark.parametrize("text", ['{"query_id": "q1", "doc_id": "d1", "relevance": 1}\n'
+                                  '{"query_id": "q1", "doc_id": "d2", "relevance": 0}\n',
+                                  '{"q1": {"d1": 1, "d2": 0}, "_id": {"text": 1}}\n'])
+def test_the_first_line_of_json_qrels_is_parsed_once(tmp_path: Path, monkeypatch, text: str) -> None:
+    """It was parsed to tell its kind and again by its reader: for qrels json.dump'd on one line, the whole file."""
+    import json
+
+    parsed, loads = [], json.loads
+    monkeypatch.setattr(json, "loads", lambda doc, **kwargs: (parsed.append(doc), loads(doc, **kwargs))[1])
+    path = tmp_path / "qrels.json"
+    path.write_text(text, encoding="utf-8")
+    qrels = read_qrels(path)
+    assert qrels["q1"] == {"d1": 1, "d2": 0} and parsed.count(text.splitlines()[0]) == 1, parsed
