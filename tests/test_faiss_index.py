@@ -295,7 +295,8 @@ def test_a_string_faiss_cannot_read_is_refused_when_the_settings_are_made_as_the
     assert unreadable_index_type("PQ5") is None and unreadable_index_type("IVF4(PQ7),Flat") is None
 
 
-@pytest.mark.parametrize("spec, part", [("IVF16,Flatt", "code description Flatt"), ("IVF4096,SQ9", "code description SQ9"),
+@pytest.mark.parametrize("spec, part", [("IVF16,Flatt", "code description Flatt"),
+                                        ("IVF4096,SQ9", "code description SQ9"),
                                         ("IVF4096,PQ48y", "code description PQ48y"),
                                         ("HNSW32,Flatt", "HNSW code description Flatt"),
                                         ("IVF16_HNSW32,Flatt", "code description Flatt")])
