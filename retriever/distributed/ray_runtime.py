@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import TypeVar
 
 from retriever.distributed.ray_probe import PORT_HINT, answers_as_gcs
-from retriever.errors import RetrieverError
+from retriever.errors import RetrieverError, error_line
 
 LOCAL = "local"
 # Ray restarts a dead worker (actor or task) and re-runs its unfinished work this many times before the run
@@ -222,13 +222,13 @@ def unwrapped(ray: ModuleType, call: Callable[[], _Result], doing: str = "runnin
 
 def died(ray: ModuleType, error: Exception, doing: str) -> RetrieverError:
     """One line for a worker gone for good: why, and that a rerun resumes."""
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()] or [type(error).__name__]
     if getattr(error, "_actor_init_failed", False):  # its __init__ raised: a restart would fail alike
-        return RetrieverError(f"a Ray worker could not start ({lines[-1][:200]}); check that every node has the "
+        return RetrieverError(f"a Ray worker could not start ({error_line(error)}); check that every node has the "
                               "same retriever and its dependencies installed, then rerun the same command")
     what = (f"died {MAX_RETRIES + 1} times" if isinstance(error, (ray.exceptions.RayActorError,
                                                                   ray.exceptions.WorkerCrashedError)) else "was lost")
     if "killed by `ray.kill`" in str(error):  # Ray restarts no actor that ray.kill ended: it died once
         what = "was killed by ray.kill (by hand, or by a tool managing the cluster)"
-    return RetrieverError(f"a Ray worker {what} {doing} ({type(error).__name__}: {lines[0][:200]}); rerun the same "
+    first = next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
+    return RetrieverError(f"a Ray worker {what} {doing} ({type(error).__name__}: {first[:200]}); rerun the same "
                           "command to resume (finished parts are kept)")
