@@ -16,7 +16,6 @@ from retriever.searching import DEFAULT_K  # `--max-hits` is at least this, so a
 NAME_RULE = "1-64 letters or digits (of any script), '_' or '-'"
 MAX_K = 1000
 Mode = Literal["dense", "bm25", "hybrid"]
-OPTIONAL_FIELDS = ("k", "mode")  # a POST body's: null takes the default (``SearchBody.null_is_absent``)
 
 
 class SearchBody(BaseModel):
@@ -33,7 +32,8 @@ class SearchBody(BaseModel):
         a 400, and a client serialising its unset options (Python's None) sends nulls."""
         if not isinstance(body, dict):
             return body
-        return {key: value for key, value in body.items() if value is not None or key not in OPTIONAL_FIELDS}
+        optional = {name for name, field in cls.model_fields.items() if not field.is_required()}
+        return {key: value for key, value in body.items() if value is not None or key not in optional}
 
 CUT_AT_TOKENS = ("null, or the tokens the query was cut to when it was longer than the index's query_max_length "
                  "(GET /indexes): only that beginning of it was encoded (bm25 reads all of it).")
