@@ -50,15 +50,16 @@ def test_the_check_sees_long_functions_and_modules(tmp_path):
 
 
 def test_modules_import_test_helpers_as_plain_pytest_finds_them():
-    """``from conftest import ...`` (pytest puts each test folder on sys.path); ``from tests.conftest import ...``
-    works only under ``python -m pytest``, which adds the working directory, and failed to collect under ``pytest``."""
+    """``from fixtures_models import ...`` (pytest puts each test folder on sys.path); ``from tests.conftest import
+    ...`` works only under ``python -m pytest``, which adds the working directory, and failed to collect under
+    ``pytest``."""
     found = []
     for path in sorted((REPO / "tests").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             names = [node.module or ""] if isinstance(node, ast.ImportFrom) else (
                 [alias.name for alias in node.names] if isinstance(node, ast.Import) else [])
             found += [f"{path.relative_to(REPO)}:{node.lineno}" for name in names if name.split(".")[0] == "tests"]
-    assert found == [], "import these as `from conftest import ...`: " + ", ".join(found)
+    assert found == [], "import these by the plain module name (`from fixtures_models import ...`): " + ", ".join(found)
 
 
 def test_no_two_test_modules_share_a_name():

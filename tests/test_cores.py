@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from conftest import fake_cgroup_tree
+from fixtures_system import fake_cgroup_tree
 from retriever import cgroups
 from retriever.cores import usable_cores
 

@@ -149,7 +149,7 @@ SHARED = {  # name: (documents, queries, {split: judged queries}), as the shared
 def test_shared_benchmark_collections_read_whole(name):
     """The benchmark collections (../shared/datasets) read without a complaint, and their qrels name only
     documents and queries they hold; skipped, saying so, where they are absent."""
-    from conftest import shared_dataset
+    from fixtures_corpora import shared_dataset
     from retriever.runs import read_qrels
 
     dataset = BeirDataset.open(shared_dataset(name))

@@ -16,7 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import WORDS, warmed_process
+from fixtures_models import WORDS
+from fixtures_processes import warmed_process
 from retriever.corpus import Fields
 from retriever.corpus_encoding import encode_corpus
 from retriever.encode_result import describe

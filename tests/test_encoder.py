@@ -5,7 +5,7 @@ import pytest
 import torch
 from transformers import AutoModel, AutoTokenizer
 
-from conftest import build_vocab, make_tiny_bert, texts_of_many_lengths
+from fixtures_models import build_vocab, make_tiny_bert, texts_of_many_lengths
 from retriever.corpus import Document
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import make_tiny_bert
+from fixtures_models import make_tiny_bert
 from retriever.encoder import Encoder
 from retriever.encoder_settings import OVERRIDABLE, SERVED_FIELDS, VECTOR_FIELDS, EncoderSettings
 from retriever.errors import RetrieverError
@@ -107,7 +107,7 @@ def test_our_untied_towers_encoded_as_shared_are_refused(tmp_path, tiny_model_di
 def test_a_bad_setting_in_the_model_folder_is_said_before_torch_is_imported(tmp_path, tiny_beir):
     """Reading a folder's settings imported torch and transformers (through model_loading), so the error waited
     seconds for imports the command never reached."""
-    from conftest import commands_in_one_process
+    from fixtures_processes import commands_in_one_process
 
     folder = make_tiny_bert(tmp_path / "trained")
     (folder / "retriever.json").write_text(json.dumps({"pooling": "bogus"}))

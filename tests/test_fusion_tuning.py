@@ -7,7 +7,8 @@ import shutil
 
 import pytest
 
-from conftest import nothing_created_in, with_another_corpus
+from fixtures_corpora import with_another_corpus
+from fixtures_system import nothing_created_in
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.fusion import FusionParams
@@ -306,7 +307,7 @@ def test_tuning_that_measures_a_tiny_score_records_it(tiny_model_dir, tmp_path, 
 
 def _eleven_ties(model_dir, tmp_path, qrels: str):
     """Eleven passages of one text, which tie in every list, and one other; ``qrels`` is train's, for query q1."""
-    from conftest import write_jsonl
+    from fixtures_corpora import write_jsonl
 
     beir = tmp_path / "dupes"
     (beir / "qrels").mkdir(parents=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY_DOCS, write_jsonl
+from fixtures_corpora import TINY_DOCS, write_jsonl
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import IndexDamaged, RetrieverError
 from retriever.folders import replace_folder

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import bm25_hits, with_lexical_record
+from fixtures_indexes import bm25_hits, with_lexical_record
 
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
@@ -19,7 +19,7 @@ from retriever.searching import Searcher
 
 def _reversed_corpus_index(tiny_beir, tiny_model_dir, tmp_path):
     """An index of the same documents in the opposite order: as many rows, each BM25 row another document."""
-    from conftest import write_jsonl
+    from fixtures_corpora import write_jsonl
 
     rows = [json.loads(line) for line in (tiny_beir / "corpus.jsonl").read_text().splitlines()][::-1]
     corpus = write_jsonl(tmp_path / "reversed.jsonl", rows)

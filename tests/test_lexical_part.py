@@ -8,7 +8,8 @@ import textwrap
 
 import pytest
 
-from conftest import bm25_hits, nothing_created_in, with_lexical_record
+from fixtures_indexes import bm25_hits, with_lexical_record
+from fixtures_system import nothing_created_in
 
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_tiny_bert
+from fixtures_models import make_tiny_bert
 from retriever.corpus import Document
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_jsonl
+from fixtures_corpora import write_jsonl
 from retriever.training import TrainConfig, train
 from retriever.training.dual_encoder import DualEncoder
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import make_tiny_bert
+from fixtures_models import make_tiny_bert
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.model_loading import load_tokenizer
@@ -66,7 +66,7 @@ def test_weights_saved_with_a_pickle_protocol_the_safe_loader_cannot_read_say_so
 def test_a_hostile_protocol_4_weights_file_is_not_run(tmp_path):
     import pickle
 
-    from conftest import _WritesMarker
+    from fixtures_training import _WritesMarker
 
     folder, marker = make_tiny_bert(tmp_path / "model"), tmp_path / "PWNED"
     (folder / "model.safetensors").unlink()

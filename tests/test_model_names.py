@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import make_tiny_bert
+from fixtures_models import make_tiny_bert
 from retriever.encoder_settings import EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.model_names import hub_json_files, resolve_model_path

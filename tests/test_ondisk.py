@@ -18,7 +18,8 @@ from retriever.integrity import file_sha256
 from retriever.lexical_part import add_lexical
 from retriever.ondisk import IVFDATA_FILE
 from retriever.searching import Searcher
-from conftest import ONDISK_PARAMS, ONDISK_QUERIES, ondisk_hits, write_jsonl
+from fixtures_corpora import write_jsonl
+from fixtures_ondisk import ONDISK_PARAMS, ONDISK_QUERIES, ondisk_hits
 
 def test_ondisk_matches_in_memory_ivf_with_same_training(ondisk_index, ondisk_shards, ondisk_corpus, tmp_path):
     build_index(ondisk_shards, ondisk_corpus, tmp_path / "memory", IndexParams("IVF8,Flat", train_size=400),

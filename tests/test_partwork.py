@@ -14,7 +14,7 @@ from retriever import faiss_index, indexing, part_processes, partwork
 from retriever.errors import RetrieverError
 from retriever.indexing import IndexParams, build_index
 from retriever.searching import Searcher
-from conftest import ONDISK_PARAMS, ondisk_hits
+from fixtures_ondisk import ONDISK_PARAMS, ondisk_hits
 
 IN_PROCESS = {**ONDISK_PARAMS, "parallel_parts": 1}  # parts filled in this process, where the test can see them
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import make_tiny_bert
+from fixtures_models import make_tiny_bert
 from retriever.corpus_encoding import encode_corpus
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError

@@ -6,7 +6,9 @@ import faiss
 import numpy as np
 import pytest
 
-from conftest import TINY_DOCS, make_tiny_bert, run_in_threads
+from fixtures_corpora import TINY_DOCS
+from fixtures_models import make_tiny_bert
+from fixtures_system import run_in_threads
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
 from retriever.indexing import IndexParams, encode_and_index
@@ -108,7 +110,7 @@ def test_bm25_modes_on_a_dense_only_index_say_how_to_add_bm25(tiny_beir, tiny_mo
 def test_tied_documents_rank_the_same_in_search_run_and_evaluation(tiny_model_dir, tmp_path):
     """Identical texts tie exactly; FAISS returns them by label descending, trec_eval (hence evaluate) by docid
     descending."""
-    from conftest import write_jsonl
+    from fixtures_corpora import write_jsonl
     from retriever.metrics import trec_order
     from retriever.runs import ranked_hits
 
@@ -130,7 +132,7 @@ def test_tied_documents_rank_the_same_in_search_run_and_evaluation(tiny_model_di
 def test_which_tied_documents_are_kept_does_not_depend_on_k(tiny_model_dir, tmp_path):
     """FAISS and bm25s keep the tied documents they list first; a cut inside a tie must keep the ones
     rank_order puts first (ids descending), so k=1's hit is k=4's first, in every mode."""
-    from conftest import write_jsonl
+    from fixtures_corpora import write_jsonl
     from retriever.lexical import LexicalParams
 
     rows = [{"_id": d, "title": "", "text": "honey bee flower"} for d in ["t1", "t2", "t3", "t4"]]
@@ -149,7 +151,7 @@ def test_which_tied_documents_are_kept_does_not_depend_on_k(tiny_model_dir, tmp_
 
 
 def test_a_changed_tokenizer_is_refused_like_changed_weights(tiny_beir, tmp_path):
-    from conftest import build_vocab
+    from fixtures_models import build_vocab
     from transformers import BertTokenizerFast
 
     model = make_tiny_bert(tmp_path / "model", seed=2)
@@ -165,7 +167,7 @@ def test_a_changed_tokenizer_is_refused_like_changed_weights(tiny_beir, tmp_path
 def test_a_tokenizer_normalising_otherwise_with_the_same_vocabulary_is_refused(tiny_beir, tmp_path):
     """do_lower_case turned off under an index: the same vocabulary, so the vocabulary's fingerprint held, and
     queries were tokenized differently from the documents (other vectors, exit 0)."""
-    from conftest import build_vocab
+    from fixtures_models import build_vocab
     from transformers import BertTokenizerFast
 
     model = make_tiny_bert(tmp_path / "model", seed=2)

@@ -6,7 +6,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from conftest import TINY_DOCS
+from fixtures_corpora import TINY_DOCS
 from retriever.cli import main
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.indexing import IndexParams, encode_and_index

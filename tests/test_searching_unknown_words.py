@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from conftest import TINY_DOCS
+from fixtures_corpora import TINY_DOCS
 from retriever.cli import main
 from retriever.corpus import BeirDataset
 from retriever.encoder import Encoder, EncoderSettings

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import make_tiny_bert, sentence_transformers_modules
+from fixtures_models import make_tiny_bert, sentence_transformers_modules
 from retriever.corpus import Document
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError

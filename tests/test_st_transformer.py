@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import make_tiny_bert, sentence_transformers_modules
+from fixtures_models import make_tiny_bert, sentence_transformers_modules
 from retriever.encoder import EncoderSettings
 from retriever.errors import RetrieverError
 from test_st_folders import assert_same_vectors, saved_by_sentence_transformers

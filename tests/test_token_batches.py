@@ -17,7 +17,7 @@ def test_a_part_is_tokenized_a_piece_at_a_time_with_the_vectors_of_one_call(tiny
     pieces (probe round 17). The pieces' ids, cuts and so vectors are those of one call."""
     import numpy as np
 
-    from conftest import texts_of_many_lengths
+    from fixtures_models import texts_of_many_lengths
     from retriever import encoder as encoder_module
     from retriever import token_batches
     from retriever.corpus import Document

@@ -9,7 +9,8 @@ import pytest
 
 from click.testing import CliRunner
 
-from conftest import nothing_created_in, split_off_train
+from fixtures_corpora import split_off_train
+from fixtures_system import nothing_created_in
 
 from retriever.cli import main
 from retriever.fusion import FusionParams

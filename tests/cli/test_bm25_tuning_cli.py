@@ -8,7 +8,7 @@ import pytest
 
 from click.testing import CliRunner
 
-from conftest import split_off_train
+from fixtures_corpora import split_off_train
 
 from retriever.cli import main
 from retriever.fusion import FusionParams
@@ -77,7 +77,7 @@ def test_a_build_whose_tuning_records_nothing_says_so_and_its_rerun_blames_no_st
     """A tuning refused after the build (no judged document in the index) ended on the refusal alone, not saying the
     index was built; one that measured nothing warned and exited 0, as the README says. The rerun of either asked
     whether a run had stopped while tuning, which none had."""
-    from conftest import write_jsonl
+    from fixtures_corpora import write_jsonl
 
     index = tmp_path / "idx"
     split_off_train(tiny_beir)

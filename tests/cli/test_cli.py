@@ -10,7 +10,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from conftest import commands_in_one_process
+from fixtures_processes import commands_in_one_process
 from retriever.cli import main
 
 BAD_CORPORA = {
@@ -125,7 +125,7 @@ def test_search_and_evaluate_rank_tied_passages_alike(tmp_path, tiny_model_dir):
     """Four identical passages tie exactly and each is the one relevant passage of its own query: `evaluate`'s
     per-query MRR is 1/rank of that passage in `search`'s output only if both commands order the tie the same.
     Indexed in docid-descending order, so FAISS's own tie order (label descending) is not trec_eval's."""
-    from conftest import write_jsonl
+    from fixtures_corpora import write_jsonl
 
     tied = ["t4", "t3", "t2", "t1"]
     dataset = tmp_path / "tied"

@@ -7,7 +7,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from conftest import write_jsonl
+from fixtures_corpora import write_jsonl
 from retriever.cli import main
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from click.testing import CliRunner
 
-from conftest import split_off_train
+from fixtures_corpora import split_off_train
 
 from retriever.cli import main
 from retriever.lexical import LexicalParams

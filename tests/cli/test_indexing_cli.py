@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import commands_in_one_process, write_jsonl
+from fixtures_corpora import write_jsonl
+from fixtures_processes import commands_in_one_process
 from retriever.cli import main
 
 
@@ -290,7 +291,7 @@ def test_encode_of_a_pipe_without_format_is_refused_before_the_model_or_ray(tmp_
 def test_index_tuning_on_queries_when_the_shards_model_is_gone_names_what_index_takes(tmp_path, tiny_beir, change):
     """`index --tuning-queries-file` loads the shards' model to encode the queries; when it had moved away (or been
     replaced) the advice said to pass --model, a flag `index` does not have."""
-    from conftest import make_tiny_bert
+    from fixtures_models import make_tiny_bert
     from retriever.corpus_encoding import encode_corpus
     from retriever.encoder import Encoder, EncoderSettings
 

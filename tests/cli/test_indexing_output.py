@@ -46,7 +46,7 @@ def test_the_four_print_nothing_on_stdout_but_with_json(tmp_path, tiny_beir, tin
 
 def test_counts_of_one_are_singular_in_every_summary(tmp_path, tiny_model_dir):
     """A one-passage corpus was "encoded 1 documents ... into 1 shards", its index "1 vectors", its run "1 queries"."""
-    from conftest import write_jsonl
+    from fixtures_corpora import write_jsonl
 
     corpus = write_jsonl(tmp_path / "c.jsonl", [{"_id": "a", "text": "the cat sat on the mat"}])
     model = ["--model", str(tiny_model_dir), "--device", "cpu", "--dtype", "fp32"]

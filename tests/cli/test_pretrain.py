@@ -13,7 +13,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from conftest import warmed_process
+from fixtures_processes import warmed_process
 from retriever.cli.pretrain import pretrain_command
 from retriever.errors import RetrieverError
 from retriever.pretraining import PretrainConfig, pretrain

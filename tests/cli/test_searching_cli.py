@@ -185,7 +185,8 @@ def test_search_then_evaluate_run_scores_as_evaluate_index_in_bf16(tmp_path, tin
     """evaluate --index encodes only the judged queries; search --queries encodes the whole file, so in bf16 each
     judged query was batched with other mates and got other low bits of its vector (README: the third decimal).
     minilm: the tiny BERT's vectors did not move."""
-    from conftest import texts_of_many_lengths, write_jsonl
+    from fixtures_corpora import write_jsonl
+    from fixtures_models import texts_of_many_lengths
     from retriever.encoder import Encoder, EncoderSettings
     from retriever.indexing import IndexParams, encode_and_index
 

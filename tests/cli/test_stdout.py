@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import write_jsonl, write_tiny_beir
+from fixtures_corpora import write_jsonl, write_tiny_beir
 
 COMMON = ["--device", "cpu", "--dtype", "fp32"]
 

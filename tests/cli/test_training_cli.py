@@ -8,7 +8,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from conftest import write_jsonl
+from fixtures_corpora import write_jsonl
 from retriever.cli import main
 from retriever.cli.training import COMMANDS, mine_command, train_command
 from retriever.errors import RetrieverError

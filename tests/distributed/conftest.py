@@ -1,7 +1,7 @@
-"""Fixtures of the Ray tests: Ray kept from starting in this process (``too_many`` workers: tests/conftest.py).
+"""Fixtures of the Ray tests: Ray kept from starting in this process (``too_many`` workers: tests/fixtures_system.py).
 
 A conftest of a package (this folder has an ``__init__.py``): a second top-level ``conftest`` module would replace the
-root one in ``sys.modules`` and break the ``from conftest import ...`` lines of the test modules collected after it."""
+root one in ``sys.modules``."""
 from __future__ import annotations
 
 import pytest

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import too_many
+from fixtures_system import too_many
 from retriever.distributed.ray_capacity import check_local_cpus, default_workers
 from retriever.errors import RetrieverError
 

@@ -11,7 +11,7 @@ from retriever.distributed.ray_parts import fill_parts_on_ray
 from retriever.errors import RetrieverError
 from retriever.indexing import IndexParams, build_index
 from retriever.searching import Searcher
-from conftest import ONDISK_PARAMS, ondisk_hits
+from fixtures_ondisk import ONDISK_PARAMS, ondisk_hits
 
 
 def test_parts_built_as_ray_tasks_equal_the_process_build(local_ray, ondisk_shards, ondisk_corpus, ondisk_index,

@@ -5,7 +5,7 @@ from concurrent import futures
 
 import pytest
 
-from conftest import free_port
+from fixtures_system import free_port
 from retriever.distributed.ray_runtime import ray_session
 from retriever.errors import RetrieverError
 

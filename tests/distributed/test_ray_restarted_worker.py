@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from conftest import make_tiny_bert
+from fixtures_models import make_tiny_bert
 from retriever.corpus_encoding import encode_corpus
 from retriever.distributed.ray_encoding import RayEncoderPool
 from retriever.encoder import EncoderSettings

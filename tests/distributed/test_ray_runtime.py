@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import free_port, too_many
+from fixtures_system import free_port, too_many
 from retriever.distributed.ray_capacity import cluster_cpus_and_gpus
 from retriever.distributed.ray_runtime import MAX_RETRIES, check_address, ray_session, require_ray, unwrapped
 from retriever.errors import RetrieverError

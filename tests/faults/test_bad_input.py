@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import TINY_DOCS, write_jsonl
+from fixtures_corpora import TINY_DOCS, write_jsonl
 from retriever.cli import main
 
 GOOD_CORPUS = b'{"_id": "a", "text": "the cat sat"}\n'

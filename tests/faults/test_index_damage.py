@@ -18,7 +18,7 @@ from retriever.indexing import encode_and_index
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, tiny_model_dir) -> Path:
-    from conftest import TINY_DOCS, write_jsonl
+    from fixtures_corpora import TINY_DOCS, write_jsonl
 
     root = tmp_path_factory.mktemp("damage")
     corpus = write_jsonl(root / "corpus.jsonl", [{"_id": i, "title": t, "text": x} for i, t, x in TINY_DOCS])

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY_DOCS, run_in_threads, write_jsonl
+from fixtures_corpora import TINY_DOCS, write_jsonl
+from fixtures_system import run_in_threads
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.indexing import IndexParams, encode_and_index
 

@@ -5,7 +5,7 @@ import json
 
 from click.testing import CliRunner
 
-from conftest import write_jsonl
+from fixtures_corpora import write_jsonl
 from retriever.cli import main
 from retriever.runs import read_qrels
 from retriever.training.data import load_beir_examples, load_jsonl_examples

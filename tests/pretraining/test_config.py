@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import as_torchrun_process
+from fixtures_system import as_torchrun_process
 from retriever.errors import RetrieverError
 from retriever.pretraining import PretrainConfig
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel
 
-from conftest import make_tiny_bert
+from fixtures_models import make_tiny_bert
 from retriever.errors import RetrieverError
 from retriever.model_loading import load_tokenizer
 from retriever.pretraining import PretrainConfig, pretrain

@@ -8,7 +8,7 @@ import shutil
 import pytest
 from transformers import AutoModel
 
-from conftest import plant_pickles
+from fixtures_training import plant_pickles
 from retriever.errors import RetrieverError
 from retriever.pretraining import PretrainConfig, pretrain
 from retriever.training import stack

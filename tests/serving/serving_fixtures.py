@@ -1,9 +1,9 @@
-"""Fixtures for the serving tests: tiny indexes and a real uvicorn server on a free port.
+"""Fixtures for the serving tests: a real uvicorn server on a free port, over tiny_index and small_index
+(tests/fixtures_indexes.py, which tests/test_shared_encoders.py shares).
 
 This is not a ``conftest.py`` on purpose: tests/ has no ``__init__.py``, so a second
-``conftest`` module would replace the root one in ``sys.modules`` and break the
-``from conftest import make_tiny_bert`` lines in the other test modules. Test modules import
-these fixtures by name instead. The index and server are built once per session (the
+``conftest`` module would replace the root one in ``sys.modules``. Test modules import
+these fixtures by name instead. The servers are started once per session (the
 fixtures they start from are per-test, so they are cached here) and stopped at exit.
 """
 from __future__ import annotations
@@ -22,15 +22,13 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
-from retriever.encoder import Encoder, EncoderSettings
-from retriever.indexing import IndexParams, encode_and_index
+from fixtures_indexes import build_flat_index
 from retriever.searching import Searcher
 from retriever.serving import BatchSettings, Limits, create_app
 from retriever.serving.protocol import guarded_protocol
 
 LIMITS = Limits(max_query_chars=200, max_body_bytes=4096, max_queries=16)
 BATCHING = BatchSettings(max_batch=64, max_wait_ms=15.0)
-SMALL_DOCS = 6
 _CACHE: dict[str, object] = {}
 
 
@@ -118,31 +116,6 @@ class Served:
         return f"http://127.0.0.1:{self.port}/"
 
 
-def _build(corpus: Path, output: Path, model_dir: Path, **settings: object) -> Path:
-    encoder = Encoder(EncoderSettings(model=str(model_dir), **settings), device="cpu", dtype="fp32")
-    encode_and_index(corpus, output, encoder, IndexParams("flat"), progress=False)
-    return output
-
-
-@pytest.fixture()
-def tiny_index(tiny_beir, tiny_model_dir, tmp_path_factory) -> Path:
-    """The 12-document tiny BEIR corpus indexed with the tiny BERT (fp32, flat); built once."""
-    if "tiny_index" not in _CACHE:
-        _CACHE["tiny_index"] = _build(tiny_beir, tmp_path_factory.mktemp("serving") / "tiny", tiny_model_dir)
-    return _CACHE["tiny_index"]
-
-
-@pytest.fixture()
-def small_index(tiny_beir, tiny_model_dir, tmp_path_factory) -> Path:
-    """Only the first documents of the tiny corpus, so results show which index answered."""
-    if "small_index" not in _CACHE:
-        root = tmp_path_factory.mktemp("serving-small")
-        lines = (tiny_beir / "corpus.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
-        (root / "corpus.jsonl").write_text("".join(lines[:SMALL_DOCS]), encoding="utf-8")
-        _CACHE["small_index"] = _build(root / "corpus.jsonl", root / "small", tiny_model_dir)
-    return _CACHE["small_index"]
-
-
 @pytest.fixture()
 def served(tiny_index, small_index, request) -> Served:
     """A real server on 127.0.0.1 (shared by the session), counting encoder forward passes."""
@@ -171,8 +144,8 @@ def short_query_server(tiny_beir, tiny_model_dir, tmp_path_factory, request) -> 
     """A server over the tiny corpus indexed with a query max length of ``SHORT_QUERY_TOKENS``, so that queries
     within the character limit are cut; built once."""
     if "short_query_server" not in _CACHE:
-        folder = _build(tiny_beir, tmp_path_factory.mktemp("serving-short") / "short", tiny_model_dir,
-                        query_max_length=SHORT_QUERY_TOKENS)
+        folder = build_flat_index(tiny_beir, tmp_path_factory.mktemp("serving-short") / "short", tiny_model_dir,
+                                  query_max_length=SHORT_QUERY_TOKENS)
         searcher = Searcher(folder, device="cpu", dtype="fp32")
         server = ServerThread(create_app({"short": searcher}, LIMITS, BATCHING)).start()
         request.config.add_cleanup(server.stop)

@@ -17,9 +17,9 @@ from retriever.cli import main
 from retriever.cli.serving import serve_command
 from retriever.errors import RetrieverError
 from retriever.indexing import read_manifest
-from serving_fixtures import (SHORT_QUERY_TOKENS, call, served, short_query_server,  # noqa: F401
-                              small_index, tiny_index)
-from conftest import TINY_DOCS, free_port, run_in_threads
+from serving_fixtures import SHORT_QUERY_TOKENS, call, served, short_query_server  # noqa: F401
+from fixtures_corpora import TINY_DOCS
+from fixtures_system import free_port, run_in_threads
 
 QUERIES = ["where does honey come from", "hot lava rock", "what does the heart do", "ice and snow"]
 

@@ -1,10 +1,9 @@
 """One micro-batch searched (``retriever.serving.batch_search``): each request its own k, rows and refusal."""
 from concurrent.futures import Future
 
-from conftest import TINY_DOCS
+from fixtures_corpora import TINY_DOCS
 from retriever.searching import Searcher
 from retriever.serving.batch_search import Request, search_batch
-from serving_fixtures import tiny_index  # noqa: F401 - fixture
 
 
 def test_a_hybrid_query_gets_the_same_hits_whatever_k_its_batch_mates_ask_for(tiny_index):

@@ -12,7 +12,6 @@ from retriever.errors import RetrieverError
 from retriever.searching import Hit, Searcher
 from retriever.serving.batch_errors import Closed, Overloaded, QueryRejected
 from retriever.serving.batcher import MicroBatcher
-from serving_fixtures import tiny_index  # noqa: F401 - fixture
 
 
 CUT_AT = 5

@@ -7,7 +7,7 @@ import pytest
 
 from retriever.searching import Searcher
 from retriever.serving import create_app
-from serving_fixtures import BATCHING, LIMITS, ServerThread, call, served, small_index, tiny_index  # noqa: F401
+from serving_fixtures import BATCHING, LIMITS, ServerThread, call, served  # noqa: F401
 
 PAGE = "https://search.example"
 PREFLIGHT = {"Origin": PAGE, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"}

@@ -6,7 +6,7 @@ from urllib.parse import quote
 import pytest
 
 from retriever.unknown_words import no_hits_reason
-from serving_fixtures import served, small_index, tiny_index  # noqa: F401 - fixtures
+from serving_fixtures import served  # noqa: F401 - fixtures
 
 BM25_WHY = ("no hits: BM25 returns only passages that share a term with the query (stopwords and words under two "
             "characters are not terms)")

@@ -18,7 +18,7 @@ import urllib.parse
 
 import pytest
 
-from serving_fixtures import SHORT_QUERY_TOKENS, served, short_query_server, small_index, tiny_index  # noqa: F401
+from serving_fixtures import SHORT_QUERY_TOKENS, served, short_query_server  # noqa: F401
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -221,14 +221,15 @@ HTML_DOCS = [{"_id": "h1", "title": "<b>Bees</b> & <i>honey</i>",
 @pytest.fixture()
 def one_index_server(tmp_path, tiny_model_dir):
     """A server with a single index whose documents contain HTML."""
-    from conftest import write_jsonl
-    from serving_fixtures import BATCHING, LIMITS, ServerThread, _build
+    from fixtures_corpora import write_jsonl
+    from fixtures_indexes import build_flat_index
+    from serving_fixtures import BATCHING, LIMITS, ServerThread
 
     from retriever.searching import Searcher
     from retriever.serving import create_app
 
     corpus = write_jsonl(tmp_path / "corpus.jsonl", HTML_DOCS)
-    searcher = Searcher(_build(corpus, tmp_path / "html", tiny_model_dir), device="cpu", dtype="fp32")
+    searcher = Searcher(build_flat_index(corpus, tmp_path / "html", tiny_model_dir), device="cpu", dtype="fp32")
     server = ServerThread(create_app({"html": searcher}, LIMITS, BATCHING)).start()
     yield f"http://127.0.0.1:{server.port}/", searcher
     server.stop()
@@ -263,14 +264,15 @@ BOXES = """JSON.stringify([...document.querySelectorAll('#results .hit')].map(it
 def _on_a_page_searching(tmp_path, tiny_model_dir, browser, docs: list[dict], expression: str):
     """``expression``'s JSON value on the page of a server holding ``docs`` alone, once it shows the hits of
     'bee honey' (k=2)."""
-    from conftest import write_jsonl
-    from serving_fixtures import BATCHING, LIMITS, ServerThread, _build
+    from fixtures_corpora import write_jsonl
+    from fixtures_indexes import build_flat_index
+    from serving_fixtures import BATCHING, LIMITS, ServerThread
 
     from retriever.searching import Searcher
     from retriever.serving import create_app
 
     corpus = write_jsonl(tmp_path / "corpus.jsonl", docs)
-    searcher = Searcher(_build(corpus, tmp_path / "index", tiny_model_dir), device="cpu", dtype="fp32")
+    searcher = Searcher(build_flat_index(corpus, tmp_path / "index", tiny_model_dir), device="cpu", dtype="fp32")
     server = ServerThread(create_app({"docs": searcher}, LIMITS, BATCHING)).start()
     try:
         browser.send("Page.navigate", {"url": f"http://127.0.0.1:{server.port}/?q=bee+honey&k=2"})

@@ -6,7 +6,7 @@ import json
 import threading
 import time
 
-from serving_fixtures import served, small_index, tiny_index  # noqa: F401 - fixtures
+from serving_fixtures import served  # noqa: F401 - fixtures
 from test_page_browser import SHOWN_HITS, browser  # noqa: F401 - fixture
 
 STATE = "document.body.dataset.state"

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from serving_fixtures import call, served, small_index, tiny_index  # noqa: F401 - fixtures
+from serving_fixtures import call, served  # noqa: F401 - fixtures
 
 BODY = b'{"queries": ["cat"], "k": 2}'
 

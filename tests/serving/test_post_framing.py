@@ -8,7 +8,7 @@ import pytest
 
 from retriever.serving.app import create_app
 from retriever.serving.protocol import guarded_protocol
-from serving_fixtures import ServerThread, call, raw_reply, served, small_index, tiny_index  # noqa: F401 - fixtures
+from serving_fixtures import ServerThread, call, raw_reply, served  # noqa: F401 - fixtures
 
 BODY = b'{"queries": ["cat"], "k": 2}'
 JSON = {"Content-Type": "application/json"}

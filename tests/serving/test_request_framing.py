@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from serving_fixtures import call, raw_reply, served, small_index, tiny_index  # noqa: F401 - fixtures
+from serving_fixtures import call, raw_reply, served  # noqa: F401 - fixtures
 
 
 @pytest.mark.parametrize("hosts, said", [(b"", b"no Host header"), (b"Host: a\r\nHost: b\r\n", b"2 Host headers")])

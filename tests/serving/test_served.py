@@ -2,7 +2,7 @@
 from unicodedata import normalize
 from urllib.parse import quote
 
-from serving_fixtures import call, served, small_index, tiny_index  # noqa: F401 - fixtures
+from serving_fixtures import call, served  # noqa: F401 - fixtures
 
 
 def test_an_index_name_may_hold_letters_of_any_script_but_no_punctuation():

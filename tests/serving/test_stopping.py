@@ -11,7 +11,7 @@ import pytest
 from retriever.searching import Searcher
 from retriever.serving import BatchSettings, create_app
 from retriever.serving.stopping import STOPPED_AT_ONCE
-from serving_fixtures import LIMITS, ServerThread, call, tiny_index  # noqa: F401
+from serving_fixtures import LIMITS, ServerThread, call
 
 
 class Kept(logging.Handler):

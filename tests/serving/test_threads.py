@@ -4,7 +4,7 @@ from __future__ import annotations
 import faiss
 import torch
 
-from conftest import fake_cgroup_tree
+from fixtures_system import fake_cgroup_tree
 from retriever import cgroups
 from retriever.serving.threads import configure_threads, oversubscription_warning
 

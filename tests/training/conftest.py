@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TINY_DOCS, make_tiny_bert, write_jsonl
+from fixtures_corpora import TINY_DOCS, write_jsonl
+from fixtures_models import make_tiny_bert
 
 
 @pytest.fixture(scope="module")

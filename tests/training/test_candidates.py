@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from conftest import as_torchrun_process
+from fixtures_system import as_torchrun_process
 from retriever.errors import RetrieverError
 from retriever.training.candidates import check_candidates
 from retriever.training.examples import Passage, TrainExample

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import json
 
-from conftest import make_tiny_bert, write_jsonl
+from fixtures_corpora import write_jsonl
+from fixtures_models import make_tiny_bert
 from retriever.encoder_settings import EncoderSettings
 from retriever.training.data import Collator, Group, load_beir_examples, load_jsonl_examples
 from retriever.training.loss import judged_positive_mask

@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from conftest import TINY_DOCS, write_jsonl
+from fixtures_corpora import TINY_DOCS, write_jsonl
 from retriever.encoder import EncoderSettings
 from retriever.errors import InputFileError, RetrieverError
 from retriever.model_loading import load_tokenizer

@@ -20,7 +20,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import TINY_DOCS, make_tiny_bert, write_jsonl
+from fixtures_corpora import TINY_DOCS, write_jsonl
+from fixtures_models import make_tiny_bert
 from retriever.encoder import EncoderSettings
 from retriever.model_loading import load_tokenizer
 from retriever.training import TrainConfig, train

@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM
 
-from conftest import make_tiny_bert
+from fixtures_models import make_tiny_bert
 from retriever.corpus import Document
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError
@@ -126,7 +126,7 @@ def test_training_refuses_a_tokenizer_of_another_model(tmp_path):
     """Token ids past the embedding table: an IndexError traceback at the first batch holding one."""
     from transformers import BertTokenizerFast
 
-    from conftest import build_vocab
+    from fixtures_models import build_vocab
     folder = make_tiny_bert(tmp_path / "model")
     for path in folder.glob("tokenizer*"):
         path.unlink()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import contrastive_batch_loss
+from fixtures_training import contrastive_batch_loss
 from retriever.training.data import Collator, epoch_groups, load_beir_examples
 from retriever.training.dual_encoder import DualEncoder
 from retriever.training.gradcache import cached_embeddings

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from conftest import free_port
+from fixtures_system import free_port
 from retriever.errors import RetrieverError
 from retriever.training.processes import PeerDied, is_peer_failure, peer_deaths_reported, peer_died
 

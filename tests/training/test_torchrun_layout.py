@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import TINY_DOCS, make_tiny_bert, write_jsonl
+from fixtures_corpora import TINY_DOCS, write_jsonl
+from fixtures_models import make_tiny_bert
 from retriever.training.dev import evaluate_dev, load_dev_set
 from retriever.training.dual_encoder import DualEncoder
 

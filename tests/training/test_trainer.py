@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import contrastive_batch_loss, plant_pickles
+from fixtures_training import contrastive_batch_loss, plant_pickles
 from retriever.corpus import BeirDataset
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.errors import RetrieverError

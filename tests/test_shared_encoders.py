@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import retriever.encoder
-from conftest import run_in_threads
+from fixtures_indexes import SMALL_INDEX_DOCS, build_flat_index
+from fixtures_system import run_in_threads
 from retriever.cli.serving import load_searchers
 from retriever.corpus import Document
 from retriever.encoder import Encoder, EncoderSettings
@@ -15,7 +16,6 @@ from retriever.errors import RetrieverError
 from retriever.searching import Searcher
 from retriever.shared_encoders import SharedEncoders
 from retriever.serving.batcher import MicroBatcher
-from serving_fixtures import SMALL_DOCS, _build, small_index, tiny_index  # noqa: F401 - fixtures
 
 QUERIES = ["where does honey come from", "hot lava rock", "ice and snow", "the heart and blood"]
 
@@ -24,7 +24,7 @@ def test_indexes_of_one_model_share_one_encoder_and_other_settings_keep_their_ow
                                                                                  tiny_beir, tiny_model_dir,
                                                                                  tmp_path, capsys):
     """Each index loaded its own copy of the model, so memory grew with every index of one model."""
-    cls_index = _build(tiny_beir, tmp_path / "cls", tiny_model_dir, pooling="cls")
+    cls_index = build_flat_index(tiny_beir, tmp_path / "cls", tiny_model_dir, pooling="cls")
     searchers = load_searchers({"a": tiny_index, "b": small_index, "c": cls_index}, device="cpu", dtype="fp32")
     assert searchers["a"].encoder.query_model is searchers["b"].encoder.query_model
     assert searchers["c"].encoder.query_model is not searchers["a"].encoder.query_model
@@ -82,7 +82,7 @@ def test_concurrent_requests_to_indexes_sharing_an_encoder_are_never_batched_tog
             del encoder.encode_queries
     assert all(len({text.rsplit(" ", 1)[1] for text in batch}) == 1 for batch in passes)
     assert sorted(text for batch in passes for text in batch) == sorted(tagged["a"] + tagged["b"])
-    assert all(len(hits) == 12 for hits in results["a"]) and all(len(hits) == SMALL_DOCS for hits in results["b"])
+    assert all(len(hits) == 12 for hits in results["a"]) and all(len(hits) == SMALL_INDEX_DOCS for hits in results["b"])
 
 
 def test_an_index_of_other_weights_in_the_same_model_folder_gets_its_own_encoder(tiny_beir, tmp_path):
@@ -90,15 +90,15 @@ def test_an_index_of_other_weights_in_the_same_model_folder_gets_its_own_encoder
     over the folder) was handed the encoder loaded for the first index and refused as built with another model."""
     import shutil
 
-    from conftest import make_tiny_bert
+    from fixtures_models import make_tiny_bert
 
     model = make_tiny_bert(tmp_path / "model", seed=1)
-    first = _build(tiny_beir, tmp_path / "first", model)
+    first = build_flat_index(tiny_beir, tmp_path / "first", model)
     shared = SharedEncoders()
     opened = Searcher(first, device="cpu", dtype="fp32", encoders=shared)
     shutil.rmtree(model)
     make_tiny_bert(model, seed=2)
-    second = _build(tiny_beir, tmp_path / "second", model)
+    second = build_flat_index(tiny_beir, tmp_path / "second", model)
     reopened = Searcher(second, device="cpu", dtype="fp32", encoders=shared)
     assert reopened.encoder.query_model is not opened.encoder.query_model
     assert reopened.search(["honey bee"], k=3) == Searcher(second, device="cpu", dtype="fp32").search(["honey bee"],
@@ -120,9 +120,9 @@ def test_indexes_differing_only_in_passage_settings_share_one_loaded_model(tiny_
                                                                           model_loads):
     """The share was keyed by every setting, so two indexes of one model whose passages were encoded with other max
     lengths or prefixes each loaded the model, though `serve` encodes only queries and their vectors are the same."""
-    folders = [_build(tiny_beir, tmp_path / "a", tiny_model_dir, passage_max_length=16, query_max_length=8),
-               _build(tiny_beir, tmp_path / "b", tiny_model_dir, passage_max_length=64, query_max_length=8,
-                      passage_prefix="passage: ")]
+    folders = [build_flat_index(tiny_beir, tmp_path / "a", tiny_model_dir, passage_max_length=16, query_max_length=8),
+               build_flat_index(tiny_beir, tmp_path / "b", tiny_model_dir, passage_max_length=64, query_max_length=8,
+                                passage_prefix="passage: ")]
     alone = [Searcher(folder, device="cpu", dtype="fp32") for folder in folders]
     model_loads.clear()
     shared = SharedEncoders()
@@ -141,7 +141,7 @@ def test_indexes_differing_only_in_passage_settings_share_one_loaded_model(tiny_
 
 def test_a_shared_query_encoder_encodes_no_passages(tiny_beir, tiny_model_dir, tmp_path):
     """Its passage settings are its index's, but the tokenizer is shared with indexes of other passage lengths."""
-    folder = _build(tiny_beir, tmp_path / "idx", tiny_model_dir, passage_max_length=16)
+    folder = build_flat_index(tiny_beir, tmp_path / "idx", tiny_model_dir, passage_max_length=16)
     searcher = Searcher(folder, device="cpu", dtype="fp32", encoders=SharedEncoders())
     with pytest.raises(RetrieverError, match=r"^this encoder is shared by served indexes for their queries only; "):
         searcher.encoder.encode_passages([Document("d1", "the cat sat")])
@@ -151,8 +151,8 @@ def test_a_shared_query_encoder_encodes_no_passages(tiny_beir, tiny_model_dir, t
 @pytest.mark.parametrize("query_setting", [{"query_max_length": 8}, {"query_prefix": "query: "}])
 def test_indexes_of_other_query_settings_load_their_own(tiny_beir, tiny_model_dir, tmp_path, model_loads,
                                                         query_setting):
-    folders = [_build(tiny_beir, tmp_path / "a", tiny_model_dir),
-               _build(tiny_beir, tmp_path / "b", tiny_model_dir, **query_setting)]
+    folders = [build_flat_index(tiny_beir, tmp_path / "a", tiny_model_dir),
+               build_flat_index(tiny_beir, tmp_path / "b", tiny_model_dir, **query_setting)]
     model_loads.clear()
     shared = SharedEncoders()
     together = [Searcher(folder, device="cpu", dtype="fp32", encoders=shared) for folder in folders]
