@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from retriever.pretraining import PretrainConfig, load_condenser
+from pretraining.configs import four_sequence_config
+from retriever.pretraining import load_condenser
 from retriever.pretraining.condenser_trainer import CondenserTrainer, FrozenBackbone
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def config(corpus, output, model, **overrides) -> PretrainConfig:
-    settings = dict(corpus=str(corpus), output=str(output), model=str(model), max_length=32, batch_size=4,
-                    device="cpu", dtype="fp32", progress=False, save_steps=None, learning_rate=2e-3, seed=3)
-    return PretrainConfig(**{**settings, **overrides})
-
-
 def test_backbone_lr_scale_shows_in_the_optimizer_groups(tiny_beir, tiny_model_dir, tmp_path):
-    settings = config(tiny_beir, tmp_path / "out", tiny_model_dir, max_steps=2, backbone_lr_scale=0.1,
-                      freeze_backbone_steps=1)
+    settings = four_sequence_config(tiny_beir, tmp_path / "out", tiny_model_dir, max_steps=2, backbone_lr_scale=0.1,
+                                    freeze_backbone_steps=1)
     model, _ = load_condenser(str(tiny_model_dir))
     arguments, precision = settings.arguments(4, 2, 1)
     trainer = CondenserTrainer(settings, arguments=arguments, precision=precision, model=model, train_dataset=[])

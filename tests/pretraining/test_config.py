@@ -7,18 +7,10 @@ import re
 import pytest
 
 from fixtures_system import as_torchrun_process
+from pretraining.configs import config
 from retriever.errors import RetrieverError
-from retriever.pretraining import PretrainConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-def config(corpus, output, model, **overrides) -> PretrainConfig:
-    settings = dict(corpus=str(corpus), output=str(output), model=str(model), max_length=32, batch_size=8,
-                    device="cpu", dtype="fp32", progress=False, save_steps=None, learning_rate=2e-3,
-                    warmup_ratio=0.1, seed=3)
-    settings.update(overrides)
-    return PretrainConfig(**settings)
 
 
 @pytest.mark.parametrize("processes, sequences, message", [

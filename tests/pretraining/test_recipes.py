@@ -10,17 +10,12 @@ import safetensors.torch
 import torch
 from transformers import set_seed
 
+from pretraining.configs import four_sequence_config
 from retriever.errors import RetrieverError
-from retriever.pretraining import PretrainConfig, load_condenser, pretrain
+from retriever.pretraining import load_condenser, pretrain
 from retriever.pretraining.guards import contrastive_start_warning
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-def config(corpus, output, model, **overrides) -> PretrainConfig:
-    settings = dict(corpus=str(corpus), output=str(output), model=str(model), max_length=32, batch_size=4,
-                    device="cpu", dtype="fp32", progress=False, save_steps=None, learning_rate=2e-3, seed=3)
-    return PretrainConfig(**{**settings, **overrides})
 
 
 def backbone_weights(folder) -> dict[str, torch.Tensor]:
@@ -30,7 +25,8 @@ def backbone_weights(folder) -> dict[str, torch.Tensor]:
 
 
 def test_frozen_steps_leave_the_backbone_exactly_and_train_the_heads(tiny_beir, tiny_model_dir, tmp_path):
-    settings = config(tiny_beir, tmp_path / "frozen", tiny_model_dir, max_steps=3, freeze_backbone_steps=3)
+    settings = four_sequence_config(tiny_beir, tmp_path / "frozen", tiny_model_dir, max_steps=3,
+                                    freeze_backbone_steps=3)
     set_seed(settings.seed)
     fresh_head = {key: value.clone() for key, value in load_condenser(str(tiny_model_dir))[0].head_state_dict().items()}
     result = pretrain(settings, log=lambda message: None)
@@ -39,7 +35,8 @@ def test_frozen_steps_leave_the_backbone_exactly_and_train_the_heads(tiny_beir, 
     trained_head = torch.load(result.output / "model.pt", weights_only=True)
     assert trained_head.keys() == fresh_head.keys()
     assert any(not torch.equal(trained_head[key], fresh_head[key]) for key in fresh_head)
-    later = pretrain(config(tiny_beir, tmp_path / "thawed", tiny_model_dir, max_steps=3, freeze_backbone_steps=2),
+    later = pretrain(four_sequence_config(tiny_beir, tmp_path / "thawed", tiny_model_dir, max_steps=3,
+                                          freeze_backbone_steps=2),
                      log=lambda message: None)  # the third step trains the backbone too
     moved = backbone_weights(later.output)
     assert any(not torch.equal(start[key], moved[key]) for key in start)
@@ -50,7 +47,7 @@ def test_frozen_steps_leave_the_backbone_exactly_and_train_the_heads(tiny_beir, 
 def test_mlm_only_has_no_condenser_head(tiny_beir, tiny_model_dir, tmp_path):
     """Its start line said "0 head layers fed from layer 2 of 4", a head and a skip_from the run does not have."""
     messages: list[str] = []
-    result = pretrain(config(tiny_beir, tmp_path / "mlm", tiny_model_dir, max_steps=2, objective="mlm"),
+    result = pretrain(four_sequence_config(tiny_beir, tmp_path / "mlm", tiny_model_dir, max_steps=2, objective="mlm"),
                       log=messages.append)
     start = next(message for message in messages if message.startswith("pre-training MLM from"))
     assert ": no Condenser head, 4 layers, " in start and "head layer" not in start, start
@@ -62,17 +59,18 @@ def test_mlm_only_has_no_condenser_head(tiny_beir, tiny_model_dir, tmp_path):
     assert len(model.c_head) == 0 and "MLM only" in notes[-1]
     assert not any(name.startswith("c_head") for name, _ in model.named_parameters())
     with pytest.raises(RetrieverError, match="mlm has no head"):
-        pretrain(config(tiny_beir, tmp_path / "bad", tiny_model_dir, objective="mlm", n_head_layers=2))
+        pretrain(four_sequence_config(tiny_beir, tmp_path / "bad", tiny_model_dir, objective="mlm", n_head_layers=2))
 
 
 def test_a_condenser_run_from_an_mlm_only_output_gets_a_new_head(tiny_beir, tiny_model_dir, tmp_path):
     """The output's condenser.json records 0 head layers; the default objective took that as the head to continue
     and trained plain MLM, logged as "pre-training Condenser ... 0 head layers", its card "Condenser: 0 head
     layers", where --help promises the warm start's head, else 2."""
-    mlm = pretrain(config(tiny_beir, tmp_path / "mlm", tiny_model_dir, max_steps=1, objective="mlm"),
+    mlm = pretrain(four_sequence_config(tiny_beir, tmp_path / "mlm", tiny_model_dir, max_steps=1, objective="mlm"),
                    log=lambda message: None)
     messages: list[str] = []
-    result = pretrain(config(tiny_beir, tmp_path / "condenser", mlm.output, max_steps=2), log=messages.append)
+    result = pretrain(four_sequence_config(tiny_beir, tmp_path / "condenser", mlm.output, max_steps=2),
+                      log=messages.append)
     assert "the 2-layer Condenser head is newly initialised (skip_from 2)" in messages
     assert all(record["head_mlm"] > 0 for record in result.history)
     assert json.loads((result.output / "condenser.json").read_text())["n_head_layers"] == 2
@@ -84,7 +82,7 @@ def test_pretraining_a_sentence_encoder_warns_first(tiny_beir, tiny_model_dir, t
     encoder = shutil.copytree(tiny_model_dir, tmp_path / "sentence-encoder")
     (encoder / "modules.json").write_text("[]")
     messages: list[str] = []
-    pretrain(config(tiny_beir, tmp_path / "out", encoder, max_steps=1), log=messages.append)
+    pretrain(four_sequence_config(tiny_beir, tmp_path / "out", encoder, max_steps=1), log=messages.append)
     assert messages[0].startswith("warning:") and "modules.json" in messages[0] and "README" in messages[0]
     assert "contrastive" in contrastive_start_warning("minilm")
 

@@ -9,6 +9,7 @@ import pytest
 from transformers import AutoModel
 
 from fixtures_training import plant_pickles
+from pretraining.configs import config
 from retriever.errors import RetrieverError
 from retriever.pretraining import PretrainConfig, pretrain
 from retriever.training import stack
@@ -29,14 +30,6 @@ def repeated_corpus(tmp_path):
     rows = [{"_id": f"d{i}", "title": "", "text": SENTENCES[i % len(SENTENCES)]} for i in range(40)]
     path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
     return path
-
-
-def config(corpus, output, model, **overrides) -> PretrainConfig:
-    settings = dict(corpus=str(corpus), output=str(output), model=str(model), max_length=32, batch_size=8,
-                    device="cpu", dtype="fp32", progress=False, save_steps=None, learning_rate=2e-3,
-                    warmup_ratio=0.1, seed=3)
-    settings.update(overrides)
-    return PretrainConfig(**settings)
 
 
 def test_loss_falls_on_a_tiny_corpus(repeated_corpus, tiny_model_dir, tmp_path):
