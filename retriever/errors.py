@@ -184,4 +184,15 @@ def given_path(value: object, name: str, wanted: str) -> Path:
     check_kind(value, (str, os.PathLike), name, wanted)
     if not str(os.fspath(value)).strip():
         raise RetrieverError(f"{name} is empty (an unset variable?): give {wanted}")
-    return Path(value).expanduser()
+    return home_expanded(value)
+
+
+def home_expanded(value: str | os.PathLike) -> Path:
+    """``value`` with a leading ``~`` or ``~USER`` read as that home folder, as the shell reads it; a user with no
+    home folder is one line naming the path: pathlib raised a bare RuntimeError, a traceback."""
+    path = Path(value)
+    try:
+        return path.expanduser()
+    except RuntimeError:
+        raise RetrieverError(f"{path}: no home folder for {path.parts[0]}; write ./{path} for a folder of that "
+                             "name") from None

