@@ -44,11 +44,13 @@ def where_it_goes(name: str) -> str:
     return ""
 
 
-def sent_path(scope: dict) -> str:
-    """The request's path as the client sent it, percent-escapes kept, clipped: uvicorn decodes the path it routes on,
-    so a 404 for ``/indexes/a%2Fb/search`` named ``/indexes/a/b/search``, a path the client never sent."""
+def sent_path(scope: dict, clip: bool = True) -> str:
+    """The request's path as the client sent it, percent-escapes kept, clipped unless ``clip`` is False: uvicorn
+    decodes the path it routes on, so a 404 for ``/indexes/a%2Fb/search`` named ``/indexes/a/b/search``, a path the
+    client never sent."""
     raw = scope.get("raw_path")
-    return clipped(raw.decode("latin-1") if raw else scope["path"])
+    path = raw.decode("latin-1") if raw else scope["path"]
+    return clipped(path) if clip else path
 
 
 def clipped(name: str, width: int = 60) -> str:

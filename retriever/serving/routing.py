@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote
 
 from starlette.routing import Match
 
@@ -65,23 +66,29 @@ def _allow(methods: set[str]) -> str:
 
 
 def path_without_slash(routes: list, scope: dict) -> str | None:
-    """The path without its trailing or doubled slashes, where a route serves that: Starlette's redirect of ``/search/``
-    was an empty 307 to ``http://`` plus the client's Host header, wrong behind a proxy and not JSON; ``//search`` (a
-    base URL ending in a slash, joined to ``/search``) was a bare "Not Found"."""
-    path = scope["path"]
+    """The path as sent (``sent_path``) without its trailing or doubled slashes, where a route serves that decoded:
+    Starlette's redirect of ``/search/`` was an empty 307 to ``http://`` plus the client's Host header, wrong behind a
+    proxy and not JSON; ``//search`` (a base URL ending in a slash, joined to ``/search``) was a bare "Not Found". The
+    path decoded named it beside the path as sent (``/indexes/a%20b/search/``, ``/indexes/a b/search``), and took an
+    escaped slash (``%2F``) for one that could be dropped."""
+    from retriever.serving.problems import sent_path
+
+    path = sent_path(scope, clip=False)
     bare = re.sub("//+", "/", path).rstrip("/")
-    return bare if bare and bare != path and _route_methods(routes, {**scope, "path": bare}) else None
+    if bare and bare != path and _route_methods(routes, {**scope, "path": unquote(bare)}):
+        return bare
+    return None
 
 
 def not_found(routes: list, scope: dict) -> str:
     """A 404's message: the path without its slashes where a route serves that (``path_without_slash``), else the
     routes there are. ``/indexes/NAME`` (the search route's start), ``/api/search`` and other near misses got a bare
     "Not Found" that named none of them."""
-    from retriever.serving.problems import sent_path
+    from retriever.serving.problems import clipped, sent_path
 
     bare = path_without_slash(routes, scope)
     if bare:
-        return f"no route at {sent_path(scope)}; the path is {bare}, without the slash"
+        return f"no route at {sent_path(scope)}; the path is {clipped(bare)}, without the slash"
     listed = dict.fromkeys(route.path.replace("{name}", "NAME") for route in _flattened(routes)
                            if getattr(route, "include_in_schema", False))
     return f"no route at {sent_path(scope)}; the routes are / (the search page), {', '.join(listed)}; API docs at /docs"

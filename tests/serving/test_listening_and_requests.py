@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from retriever.cli import main
-from conftest import free_port
-from serving_fixtures import call, served, small_index, tiny_index  # noqa: F401 - fixtures
+from fixtures_system import free_port
+from serving_fixtures import call, served  # noqa: F401 - fixtures
 from test_page_browser import browser  # noqa: F401 - fixture
 
 
@@ -154,10 +154,12 @@ def test_port_0_on_every_address_is_one_port():
 
 @pytest.mark.parametrize("method, path, meant", [("GET", "/search/?q=cat", "/search"), ("POST", "/search/", "/search"),
                                                  ("GET", "/indexes/small/search/?q=cat", "/indexes/small/search"),
-                                                 ("GET", "/health//", "/health")])
+                                                 ("GET", "/health//", "/health"),
+                                                 ("GET", "/indexes/sm%61ll/search/", "/indexes/sm%61ll/search")])
 def test_a_path_with_a_trailing_slash_is_a_json_404_naming_the_path_without_it(served, method, path, meant):
     """It was an empty 307 to ``http://`` plus whatever the Host header said (``evil.example``), so behind a proxy it
-    named another host or dropped https, and a client that does not follow redirects got no JSON."""
+    named another host or dropped https, and a client that does not follow redirects got no JSON. The path without
+    the slash is named as sent, percent-escapes kept: it was named decoded, beside the path as sent."""
     reply = call(served.port, method, path, b'{"queries": ["cat"]}', {"Host": "evil.example",
                                                                        "Content-Type": "application/json"})
     assert reply.status == 404 and "location" not in reply.headers
@@ -173,6 +175,13 @@ def test_a_path_with_a_doubled_slash_is_a_404_naming_the_path(served, method, pa
     assert reply.status == 404
     assert reply.json() == {"error": f"no route at {path.split('?')[0]}; the path is {meant}, without the slash"}
 
+
+
+def test_an_escaped_slash_is_not_taken_for_a_doubled_one(served):
+    """``/indexes/small%2F/search`` (an index named ``small/``) was told the path is /indexes/small/search, without
+    the slash: its decoded form has a doubled slash, the path as sent none."""
+    reply = call(served.port, "GET", "/indexes/small%2F/search?q=cat", b"", {})
+    assert reply.status == 404 and "without the slash" not in reply.json()["error"], reply.json()
 
 ROUTES = ("the routes are / (the search page), /health, /indexes, /info, /indexes/NAME/info, /search, "
           "/indexes/NAME/search; API docs at /docs")
