@@ -20,7 +20,7 @@ from retriever.errors import RetrieverError
 
 ANY = "*"
 DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}  # left out of an Origin by browsers
-ALLOWED_METHODS = "GET, HEAD, POST"
+ALLOWED_METHODS = "GET, HEAD, POST"  # every method some route takes (a test checks the routes): CORS, OPTIONS *
 ALLOWED_HEADERS = "Content-Type"
 # What a browser sends as Origin: scheme://host[:port], nothing after it (not even "/").
 _ORIGIN = re.compile(r"[a-z][a-z0-9+.-]*://[^/?#\s@]+", re.IGNORECASE)

@@ -23,7 +23,6 @@ from retriever.serving.cors import ALLOWED_METHODS
 
 log = logging.getLogger(__name__)
 SUPPORTED_VERSIONS = ("1.0", "1.1")
-SERVER_METHODS = ALLOWED_METHODS  # every method some route takes
 PARSER_VERSION_ERROR = "Invalid HTTP version"  # llhttp's, for digits it has no parser for (its others say how)
 PERCENT_ENCODE = ("percent-encode spaces, control characters and letters outside ASCII (the query's UTF-8 bytes as %XX), "
                   "e.g. with curl --get --data-urlencode 'q=...' URL")
@@ -42,7 +41,7 @@ def refusal(error: Exception) -> str:
     if reason.startswith("Pause on PRI"):
         reason = "an HTTP/2 connection preface: this server speaks HTTP/1.1"
     elif isinstance(error, httptools.HttpParserInvalidMethodError):
-        reason = (f"no method this server answers ({SERVER_METHODS}) begins the request; after another request, that "
+        reason = (f"no method this server answers ({ALLOWED_METHODS}) begins the request; after another request, that "
                   "one's Content-Length may be short of its body")
     elif isinstance(error, httptools.HttpParserInvalidURLError):
         reason = f"the address is not a path beginning with / or a URL: {reason[:1].lower()}{reason[1:]}"
@@ -83,7 +82,7 @@ def answer(error: Exception) -> tuple[int, str, str | None]:
         from retriever.serving.problems import clipped
 
         return 405, (f"CONNECT {clipped(str(error.__context__))} asks for a tunnel, which a proxy opens, and this server "
-                     f"is none: it takes {SERVER_METHODS} on its own paths, such as /search"), SERVER_METHODS
+                     f"is none: it takes {ALLOWED_METHODS} on its own paths, such as /search"), ALLOWED_METHODS
     version = unsupported_version(error)
     return (505, version, None) if version else (400, refusal(error), None)
 

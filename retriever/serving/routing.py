@@ -13,6 +13,7 @@ from urllib.parse import unquote
 
 from starlette.routing import Match
 
+from retriever.serving.cors import ALLOWED_METHODS
 from retriever.serving.malformed import send_closing_error
 
 
@@ -31,7 +32,8 @@ class HeadAsGet:
 
 class ServerOptions:
     """ASGI middleware: ``OPTIONS *`` asks about the server in general, not a resource (RFC 9110 section 9.3.7; a ping,
-    or a probe of what it supports): a 200 without content whose ``Allow`` names every method some route takes. It
+    or a probe of what it supports): a 200 without content whose ``Allow`` names every method some route takes
+    (``cors.ALLOWED_METHODS``, which CORS and the parser's refusals name too). It
     was routed as a path, a 404 `no route at *`. Any other method on ``*`` is a malformed request (RFC 9110 section
     7.1 keeps that form for OPTIONS), a 400 closing the connection as the other malformed requests' do; it was that
     404 naming the routes."""
@@ -46,10 +48,8 @@ class ServerOptions:
             return await send_closing_error(send, 400, "malformed HTTP request (the target * (the server as a whole) "
                                                        f"is asked only with OPTIONS, not {scope['method']}; give a "
                                                        "path, such as /search)")
-        allow = _allow({method for route in _flattened(scope["app"].router.routes)
-                        for method in getattr(route, "methods", None) or ()})
         await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"allow", allow.encode()), (b"content-length", b"0")]})
+                    "headers": [(b"allow", ALLOWED_METHODS.encode()), (b"content-length", b"0")]})
         await send({"type": "http.response.body", "body": b""})
 
 

@@ -1,7 +1,7 @@
 """Requests the routes do not meet as Starlette would answer them: here, `OPTIONS *` (the server as a whole)."""
 from __future__ import annotations
 
-from serving_fixtures import call, raw_reply, served, small_index, tiny_index  # noqa: F401 - fixtures
+from serving_fixtures import call, raw_reply, served  # noqa: F401 - fixtures
 
 
 def test_options_asterisk_is_answered_for_the_server_as_a_whole(served):
@@ -36,3 +36,15 @@ def test_a_path_is_named_as_the_client_sent_it(served):
     assert reply.status == 405 and reply.json()["error"] == "/indexes/%73mall/search takes GET, HEAD, POST, not DELETE"
     reply = served.get("/indexes/%73mall/info?x=1")
     assert reply.status == 400 and reply.json()["error"].startswith("GET /indexes/%73mall/info takes no parameters")
+
+
+def test_the_methods_the_server_names_as_a_whole_are_those_its_routes_take(served):
+    """`OPTIONS *`, CORS and the parser's refusals name ``cors.ALLOWED_METHODS``; `OPTIONS *` worked them out from the
+    routes while the others wrote them by hand. One constant now, checked here against the routes."""
+    from retriever.serving import create_app
+    from retriever.serving.cors import ALLOWED_METHODS
+    from retriever.serving.routing import _allow, _flattened
+
+    app = create_app(served.searchers)
+    assert _allow({method for route in _flattened(app.router.routes) for method in getattr(route, "methods", None)
+                   or ()}) == ALLOWED_METHODS
