@@ -138,8 +138,8 @@ class StoppingServer(uvicorn.Server):
         """Every stop signal ends here: uvicorn raises the one it caught again once it has stopped, and where SIGTERM's
         and SIGHUP's end the process by the signal, SIGINT's is Python's KeyboardInterrupt, which ends serve (exit code
         0: the stop asked for is done) rather than reaching the CLI's "interrupted" handler. A stop a SIGINT forced
-        (after another signal; uvicorn raises it first) dropped the requests being answered: exit code 130, as an
-        interrupted command's (it was 0, as if nothing were lost)."""
+        (after another signal; uvicorn raises it first) exits 130, as an interrupted command's, since it drops any
+        request still being answered (it was 0, as if nothing were lost); it does so with none left to drop too."""
         try:
             with self._hang_ups_captured(), super().capture_signals():
                 yield
