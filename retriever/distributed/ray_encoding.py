@@ -28,7 +28,7 @@ from retriever.distributed.ray_capacity import (check_local_cpus, cluster_cpus_a
                                                 say_if_waiting)
 from retriever.distributed.ray_runtime import MAX_RETRIES, ray_session, starts_local_ray, unwrapped
 from retriever.encoder import Encoder, EncoderSettings
-from retriever.errors import RetrieverError
+from retriever.errors import RetrieverError, home_expanded
 from retriever.model_names import MODEL_ALIASES
 from retriever.shards import differing_fields
 from retriever.texts import whole_number
@@ -94,7 +94,7 @@ class EncoderActor:
 def actor_settings(settings: EncoderSettings) -> dict:
     """The settings as actors get them: a local model folder by its absolute path (an alias or hub id as is)."""
     values = settings.to_dict()
-    model = Path(values["model"]).expanduser()
+    model = home_expanded(values["model"])
     if values["model"] not in MODEL_ALIASES and model.exists():
         values["model"] = os.path.abspath(model)
     return values

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from retriever.choices import REPORT_TO, check_count
-from retriever.errors import RetrieverError, check_kind, given_path
+from retriever.errors import RetrieverError, check_kind, given_path, home_expanded
 from retriever.folders import exclusive_build, named_output
 from retriever.model_names import check_model_name
 from retriever.training.callbacks import check_tensorboard
@@ -24,7 +24,7 @@ def one_run_at_a_time(output: str, main_process: bool) -> Iterator[None]:
     if not main_process:
         yield
         return
-    with exclusive_build(named_output(Path(output).expanduser().resolve()), "training run"):
+    with exclusive_build(named_output(home_expanded(output).resolve()), "training run"):
         yield
 
 
@@ -64,10 +64,10 @@ def _flag(name: str) -> str:
 def check_output_outside_model(output: str, model: str) -> None:
     """The output may not be (or lie in) the start model's folder: the run's own weights would join the start
     model's fingerprint, so a rerun of the finished run was refused as "the start model changed"."""
-    root = Path(model).expanduser()  # a local folder; aliases and hub ids name folders no output goes into
+    root = home_expanded(model)  # a local folder; aliases and hub ids name folders no output goes into
     if not root.is_dir():
         return
-    root, target = root.resolve(), Path(output).expanduser().resolve()
+    root, target = root.resolve(), home_expanded(output).resolve()
     if target == root or root in target.parents:
         raise RetrieverError(f"--output {output} is inside the start model's folder {root}; choose an --output "
                              "outside it")
@@ -78,7 +78,7 @@ def check_data_file(path: Path | None) -> None:
     ``/proc/PID/fd/pipe:[N]`` and failed as "no such file". A rerun could not check that it is unchanged before
     resuming, and under torchrun every process reads it. Checked before the config's paths are expanded, so ``~`` is
     expanded here: '~/c.jsonl' was looked for in a './~' folder, and a pipe there was read, blocking the run."""
-    path = None if path is None else path.expanduser()
+    path = None if path is None else home_expanded(path)
     if path is not None and path.exists() and not (path.is_file() or path.is_dir()):
         raise RetrieverError(f"{path}: is a pipe or a device, not a file; training reads its data from files (a rerun "
                              "checks they are unchanged before resuming): save it to a file and pass that")

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from retriever.errors import RetrieverError
+from retriever.errors import RetrieverError, home_expanded
 from retriever.files import read_json
 from retriever.model_names import resolve_model_path
 
@@ -88,7 +88,7 @@ def _model_files(model: str, wanted: Callable[[Path], bool]) -> dict[str, Path]:
 
 def corpus_file(corpus: str | None) -> Path | None:
     """The file a corpus argument (a file or a BEIR folder, ``~`` the home folder, as it is read) reads."""
-    path = None if corpus is None else Path(corpus).expanduser()
+    path = None if corpus is None else home_expanded(corpus)
     return None if path is None else path / "corpus.jsonl" if path.is_dir() else path
 
 

@@ -23,7 +23,7 @@ from transformers import PrinterCallback, ProgressCallback, Trainer, TrainingArg
 
 from retriever.corpus import Fields
 from retriever.device import resolve_device, resolve_dtype
-from retriever.errors import RetrieverError
+from retriever.errors import RetrieverError, home_expanded
 from retriever.files import write_json
 from retriever.folders import check_creatable, make_folder
 from retriever.model_folder_writing import portable_record
@@ -103,10 +103,10 @@ class StackConfig:
 
     def normalised(self) -> "StackConfig":
         """Paths resolved, so a rerun from another directory compares equal."""
-        paths = {name: str(Path(getattr(self, name)).expanduser().resolve()) for name in self.PATHS
+        paths = {name: str(home_expanded(getattr(self, name)).resolve()) for name in self.PATHS
                  if getattr(self, name) is not None}
-        if Path(self.model).expanduser().exists():
-            paths["model"] = str(Path(self.model).expanduser().resolve())
+        if home_expanded(self.model).exists():
+            paths["model"] = str(home_expanded(self.model).resolve())
         return dataclasses.replace(self, **paths)
 
     def prepare(self, result_type: type) -> tuple["StackConfig", PriorRun]:

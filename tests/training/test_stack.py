@@ -94,6 +94,15 @@ def test_an_empty_output_or_model_from_the_library_is_refused_not_read_as_the_cu
     assert not any(here.iterdir()) and not (tmp_path / "m").exists()
 
 
+@pytest.mark.parametrize("setting", ["output", "dataset", "model"])
+def test_a_path_under_the_home_of_no_such_user_is_one_line_from_the_library(tmp_path, small_bert, train_beir, setting):
+    """The training paths were expanded by pathlib alone, whose bare RuntimeError for '~nosuchuser' was a traceback."""
+    config = one_step(tmp_path / "m", train_beir, small_bert)
+    with pytest.raises(RetrieverError, match="no home folder for ~nosuchuser_zz; write ./~nosuchuser_zz/x"):
+        train(dataclasses.replace(config, **{setting: "~nosuchuser_zz/x"}))
+    assert not (tmp_path / "m").exists()
+
+
 @pytest.mark.parametrize("setting, value, said", [
     ("batch_size", "4", "--batch-size must be a whole number of at least 1, not '4'"),
     ("epochs", 1.5, "--epochs must be a whole number of at least 1, not 1.5"),
