@@ -43,11 +43,13 @@ def adopt_save_steps(state, args, log) -> None:
     """A resume checkpoints at this run's --save-steps: the library kept the checkpoint's interval, and said so in a
     multi-line warning of its own (`_only_save_steps_differ` drops it). 0 (only epochs' ends) is an interval like
     any other: `StackConfig.arguments` passes it as 0, so the checkpoint's state tells it from 1, and a change to or
-    from it is said (a change to 0 passed without a word)."""
-    if state.save_steps != args.save_steps:
+    from it is said (a change to 0 passed without a word). A checkpoint written before 0 was passed holds 1 for it, so
+    resuming one of 1 at 0 is taken as no change: "changed" was said of a run resumed as it was started."""
+    recorded_zero = args.save_steps == 0 and state.save_steps == 1
+    if state.save_steps != args.save_steps and not recorded_zero:
         interval = (f"every {counted(args.save_steps, 'step')}" if args.save_steps else "only at each epoch's end")
         log(f"--save-steps changed: checkpoints {interval} from now on")
-        state.save_steps = args.save_steps
+    state.save_steps = args.save_steps
 
 
 def _only_save_steps_differ(record: logging.LogRecord) -> bool:

@@ -32,6 +32,14 @@ def test_a_resume_that_keeps_its_save_steps_says_nothing(tmp_path, small_bert):
         assert arguments.save_steps == (steps or 0) and lines == []
 
 
+def test_a_resume_at_save_steps_0_of_a_checkpoint_that_held_0_as_1_says_nothing():
+    """--save-steps 0 reached the library as 1 in checkpoints written before it was passed as 0: resuming one with the
+    same --save-steps 0 said "--save-steps changed: checkpoints only at each epoch's end", though nothing had."""
+    state, lines = SimpleNamespace(save_steps=1), []
+    adopt_save_steps(state, SimpleNamespace(save_steps=0, save_strategy="epoch"), lines.append)
+    assert lines == [] and state.save_steps == 0
+
+
 @pytest.mark.parametrize("command", ["train", "pretrain"])
 def test_report_to_tensorboard_without_the_package_is_refused_before_loading(tmp_path, monkeypatch, command):
     """It was refused when the trainer was built: after the model and data had loaded, OUTPUT/checkpoints made."""
