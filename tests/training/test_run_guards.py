@@ -14,7 +14,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import make_tiny_bert, plant_pickles, write_jsonl
+from fixtures_corpora import write_jsonl
+from fixtures_models import make_tiny_bert
+from fixtures_training import plant_pickles
 from retriever.errors import RetrieverError
 from retriever.training import TrainConfig, checkpoint_state, run_record, stack, train
 from retriever.training.dual_encoder import DualEncoder
@@ -404,16 +406,17 @@ def test_train_output_inside_the_start_model_and_a_piped_data_file_are_refused(t
     assert not (model / "fine-tuned").exists() and not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("steps, checkpoints, said", [(5, [4, 5, 8], "every 5 steps"),
-                                                     (0, [4, 8], "only at each epoch's end")])
+@pytest.mark.parametrize("before, steps, checkpoints, said", [(1, 5, [4, 5, 8], "every 5 steps"),
+                                                             (2, 0, [4, 8], "only at each epoch's end")])
 def test_a_resume_with_another_save_steps_checkpoints_at_the_new_interval(tmp_path, small_bert, train_beir,
-                                                                           monkeypatch, capfd, steps, checkpoints,
-                                                                           said):
-    """The library kept the checkpoint's interval (every step here) and printed its own multi-line warning; a change
-    to --save-steps 0 was not said."""
-    settings = config(tmp_path / "model", train_beir, small_bert, batch_size=2, epochs=2, save_steps=1)
+                                                                           monkeypatch, capfd, before, steps,
+                                                                           checkpoints, said):
+    """The library kept the checkpoint's interval (every ``before`` steps here) and printed its own multi-line
+    warning; a change to --save-steps 0 was not said. From 2, not 1: a checkpoint of 1 may be one of 0 written
+    before 0 was passed as 0 (``adopt_save_steps``)."""
+    settings = config(tmp_path / "model", train_beir, small_bert, batch_size=2, epochs=2, save_steps=before)
     with monkeypatch.context() as patch:
-        killed_after_checkpoint(patch, 1)
+        killed_after_checkpoint(patch, before)
         with pytest.raises(Killed):
             train(settings)
     saved = []
@@ -422,7 +425,7 @@ def test_a_resume_with_another_save_steps_checkpoints_at_the_new_interval(tmp_pa
                         lambda self, model, trial: (saved.append(self.state.global_step), save(self, model, trial)))
     capfd.readouterr()
     result = train(dataclasses.replace(settings, save_steps=steps))
-    assert result.resumed_from_step == 1 and saved == checkpoints  # each epoch's end, and every --save-steps
+    assert result.resumed_from_step == before and saved == checkpoints  # each epoch's end, and every --save-steps
     err = capfd.readouterr().err
     assert "do not match" not in err and f"--save-steps changed: checkpoints {said} from now on" in err, err
 
