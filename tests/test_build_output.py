@@ -63,7 +63,7 @@ def test_an_index_folder_given_as_the_shards_names_the_shards_it_was_built_from(
     index = tmp_path / "idx"
     encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
     encode_and_index(tiny_beir, index, encoder, progress=False, lexical=None)
-    command = ["index", str(index), "--corpus", str(tiny_beir), "-o", str(tmp_path / "new"), "--index-type", "ivf"]
+    command = ["index", str(index), "--corpus", str(tiny_beir), "-o", str(tmp_path / "new"), "--index-type", "hnsw"]
     result = CliRunner().invoke(main, command)
     assert result.exit_code == 1 and "run `retriever encode` first" not in result.output, result.output
     assert f"{index}: an index folder, not a folder of embedding shards" in result.output

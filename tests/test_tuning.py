@@ -77,7 +77,7 @@ def test_rows_tied_with_the_kth_true_neighbour_count_as_found(tmp_path):
     row, recall stayed below the target at any efSearch and the build warned that no setting reached it."""
     from retriever.faiss_index import IndexParams
     from retriever.shards import write_shard
-    from retriever.tuning import true_neighbours, tune
+    from retriever.tuning import GIVEN, true_neighbours, tune
 
     vectors = np.concatenate([clustered(200), np.repeat(clustered(1, seed=3), 60, axis=0)])
     shards = [tmp_path / "s0.parquet", tmp_path / "s1.parquet"]
@@ -90,7 +90,7 @@ def test_rows_tied_with_the_kth_true_neighbour_count_as_found(tmp_path):
     truth = true_neighbours(shards, queries, 10, held)
     assert sorted(truth[0][truth[0] >= 0].tolist()) == list(range(200, 260))  # every copy is a true neighbour
     assert (truth[5:, 10:] == -1).all()  # no tie at the cut: the exact top 10 alone
-    tuning = tune(index, shards, queries, held, IndexParams(index_type="HNSW32,Flat", target_recall=0.99), "given")
+    tuning = tune(index, shards, queries, held, IndexParams(index_type="HNSW32,Flat", target_recall=0.99), GIVEN)
     assert tuning["reached"] and tuning["measured_recall"] == 1.0
 
 
