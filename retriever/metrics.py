@@ -24,7 +24,8 @@ from dataclasses import asdict, dataclass
 from retriever.errors import RetrieverError
 from retriever.metric_names import DEFAULT_METRICS, check_metrics, metric_name
 from retriever.qrels import int_grades
-from retriever.runs import Qrels, Run, by_query, id_text, ranked_hits
+from retriever.runs import Qrels, Run, by_query, ranked_hits
+from retriever.texts import id_text
 from retriever.wording import agree, counted, none_of
 
 
@@ -114,7 +115,7 @@ def _ids_as_text(run_or_qrels: Mapping, what: str) -> dict:
 
 
 def _as_text(mapping: Mapping, given_twice: str, what: str, qid: object = None) -> dict:
-    """``mapping`` keyed by its keys as the run writers write them (``runs.id_text``: a float or None is refused, not
+    """``mapping`` keyed by its keys as the run writers write them (``texts.id_text``: a float or None is refused, not
     made '3.0' or 'None'), refusing two keys of one text (``7`` and ``"7"``): one was dropped."""
     texts = [id_text(key, what, qid) for key in mapping]
     keyed = dict(zip(texts, mapping.values()))

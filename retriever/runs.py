@@ -21,12 +21,12 @@ from retriever.hits import Hit
 from retriever.qrels import Qrels, by_query, file_path, read_qrels
 from retriever.run_json import float_or_infinity
 from retriever.run_reading import Run, read_run, read_trec_run
-from retriever.texts import first_id_problem, id_problem
+from retriever.texts import first_id_problem, id_problem, id_text
 from retriever.wording import agree, none_of
 
-__all__ = ["HitlessRun", "Qrels", "RankedLists", "Run", "RunLike", "check_tag", "hitless_run_error", "rank_order",
-           "ranked_hits", "read_qrels", "read_run", "read_trec_run", "run_lines", "trec_lines", "jsonl_lines", "write_run",
-           "write_trec_run"]
+__all__ = ["HitlessRun", "Qrels", "RankedLists", "Run", "RunLike", "check_some_hit", "check_tag", "hitless_run_error",
+           "rank_order", "ranked_hits", "read_qrels", "read_run", "read_trec_run", "run_lines", "trec_lines",
+           "jsonl_lines", "write_run", "write_trec_run"]
 
 RankedLists = Mapping[str, Sequence[tuple[str, float]]]
 """qid -> [(docid, score), ...]; what a searcher returns."""
@@ -76,24 +76,6 @@ def ranked_hits(hits: Mapping[str, float] | Sequence[tuple[str, float]], qid: ob
     return [(ids[i], scores[i]) for i in rank_order(ids, scores)]
 
 
-def id_text(value: object, what: str, qid: object = None) -> str:
-    """An id as the text a run file holds: a string, an integer (numpy's too), or bytes of UTF-8. None, a float (a
-    pandas column of ints holding a NaN gives 3.0) or a bool was written as 'None', '3.0', 'True', and bytes as
-    "b'd1'": ids no qrels hold, scored 0 without a word."""
-    if isinstance(value, str):
-        return str(value)
-    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-        return str(int(value))
-    of = "" if what == "query id" else f" of query {qid!r}"
-    if isinstance(value, bytes):
-        try:
-            return value.decode("utf-8")
-        except UnicodeDecodeError:
-            raise RetrieverError(f"{what} {value!r}{of} is bytes that are not UTF-8; give ids as text") from None
-    raise RetrieverError(f"{what} {value!r}{of} is {type(value).__name__}, not a string or an integer; give ids as "
-                         "text (a float's '3.0' never matches the '3' qrels hold)")
-
-
 def _scores(raw: list[object], ids: list[str], qid: object) -> list[float]:
     """Scores as floats; text (``"0.5"``, which float() would take), a bool and NaN, which has no rank, are
     refused. Plain floats and ints, a search's scores, are taken at C speed."""
@@ -138,8 +120,8 @@ def trec_lines(run_or_ranked: RunLike, tag: str = "retriever", whole: bool = Fal
         queries, lines = queries + 1, lines + len(ranked)
         for rank, (docid, score) in enumerate(ranked, start=1):
             yield f"{qid} Q0 {docid} {rank} {score!r} {tag}\n"
-    if whole and not lines:
-        raise hitless_run_error(queries)
+    if whole:
+        check_some_hit("trec", lines, queries)
 
 
 class HitlessRun(RetrieverError):
@@ -154,14 +136,22 @@ class HitlessRun(RetrieverError):
 def hitless_run_error(queries: int, path: str | Path | None = None) -> HitlessRun:
     """Why a TREC run in which no query got a hit is not written: the file would be empty, and an empty run file
     is refused by ``read_run`` as by trec_eval ("Cannot read results file"), so the tool wrote what it then refused.
-    A JSONL run holds a line per query, hits or not, so it is written. ``path``: the file not written, named where
-    the command wrote other files (evaluate's -o) and "nothing written" would say it did not."""
+    A JSONL run holds a line per query, hits or not, so it is written. ``path``: the file not written, None for
+    standard output."""
     held = (f"{none_of(queries, 'query', 'its')} {agree(queries, 'got no hit', 'got a hit')}" if queries else
             "it holds no query")
     run, unwritten = (f"run {path}", f"{path} is not written") if path is not None else ("run", "nothing written")
     return HitlessRun(f"cannot write {run}: {held}, so a TREC run file would hold no line, and an empty run file is "
                       f"refused (by evaluate --run, as by trec_eval); {unwritten}; a JSONL run (search "
                       "--run-format jsonl) keeps queries without hits", queries)
+
+
+def check_some_hit(fmt: str, hits: int, queries: int, path: str | Path | None = None) -> None:
+    """Refuse a whole run in ``fmt`` of ``queries`` that holds no hit (``hitless_run_error``), naming ``path`` when
+    it has one: each writer (a run's lines, a resumable search's file, a search printed batch by batch) tested it
+    itself, and only some named the file."""
+    if fmt == "trec" and not hits:
+        raise hitless_run_error(queries, path)
 
 
 def _checked_queries(run_or_ranked: RunLike) -> Iterator[tuple[str, list[tuple[str, float]]]]:
@@ -194,20 +184,20 @@ def jsonl_lines(run_or_ranked: RunLike) -> Iterator[str]:
 
 def write_trec_run(run_or_ranked: RunLike, path: str | Path, tag: str = "retriever") -> None:
     """``trec_lines`` into ``path``, atomically; a run without a hit is refused naming ``path``, nothing written."""
-    try:
-        atomic_write_lines(file_path(path), trec_lines(run_or_ranked, tag, whole=True))
-    except HitlessRun as refused:
-        raise hitless_run_error(refused.queries, path) from None
+    write_run(run_or_ranked, file_path(path), "trec", tag)
 
 
 def write_run(run_or_ranked: RunLike, path: str | Path | None, fmt: str = "trec", tag: str = "retriever",
               whole: bool = True) -> None:
     """A run in ``fmt`` (trec or jsonl) into ``path`` atomically, or to standard output when ``path`` is None
     (every line checked before the first is printed). ``whole=False``: one batch of a run printed batch by batch,
-    which may hold no hit."""
+    which may hold no hit; a whole one without a hit is refused naming ``path`` (``check_some_hit``)."""
     lines = run_lines(run_or_ranked, fmt, tag, whole)
     if path is None:
         sys.stdout.writelines(list(lines))
         sys.stdout.flush()
-    else:
+        return
+    try:
         atomic_write_lines(file_path(path), lines)
+    except HitlessRun as refused:  # the lines know no path
+        raise hitless_run_error(refused.queries, path) from None

@@ -8,6 +8,8 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
+import numpy as np
+
 from retriever.errors import RetrieverError
 
 # A first guess of how many characters max_length tokens span; a text cut too short is retried with more.
@@ -86,11 +88,10 @@ def check_queries(queries: object) -> list[str]:
 
 def check_query_ids(query_ids: object) -> list[str]:
     """A run's query ids as a list: strings a run file can hold (``id_problem``; one such as "q 1" was searched, then
-    refused by the run writers), each given once (a second query of an id replaced the first's hits silently)."""
-    query_ids, first = listed(query_ids, "query ids"), {}
+    refused by the run writers), an integer as its decimal text (``id_text``, as the run writers and evaluation take
+    it), each given once (a second query of an id replaced the first's hits silently)."""
+    query_ids, first = [id_text(qid, "query id") for qid in listed(query_ids, "query ids")], {}
     for number, qid in enumerate(query_ids, 1):
-        if not isinstance(qid, str):
-            raise RetrieverError(f"query id {number} of {len(query_ids)} is {type(qid).__name__}, not a string")
         problem = id_problem(qid)
         if problem is not None:
             raise RetrieverError(f"query id {number} of {len(query_ids)}: {problem}; give ids of one token")
@@ -154,6 +155,24 @@ def id_problem(value: str) -> str | None:
         return (f"id {value[:40]!r} holds U+FEFF, a byte-order mark (one starting a line mid-file is where two files "
                 "were joined; save them without it)")
     return text_problem(value)
+
+
+def id_text(value: object, what: str, qid: object = None) -> str:
+    """An id as the text a run file holds: a string, an integer (numpy's too), or bytes of UTF-8. None, a float (a
+    pandas column of ints holding a NaN gives 3.0) or a bool was written as 'None', '3.0', 'True', and bytes as
+    "b'd1'": ids no qrels hold, scored 0 without a word."""
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return str(int(value))
+    of = "" if what == "query id" else f" of query {qid!r}"
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise RetrieverError(f"{what} {value!r}{of} is bytes that are not UTF-8; give ids as text") from None
+    raise RetrieverError(f"{what} {value!r}{of} is {type(value).__name__}, not a string or an integer; give ids as "
+                         "text (a float's '3.0' never matches the '3' qrels hold)")
 
 
 def first_id_problem(ids: Sequence[str]) -> tuple[str, str] | None:

@@ -115,6 +115,23 @@ def test_a_sentencepiece_text_of_unknown_characters_holds_no_known_word():
                                                                                                   False]
 
 
+def test_query_ids_are_taken_as_the_run_writers_take_them(tiny_index):
+    """Searcher.run([1, 2], ...) said 'query id 1 of 2 is int, not a string', while write_run and evaluate_run take
+    7 as "7": an integer (numpy's too) is its decimal text, a float is refused, and 1 and "1" are one id given twice."""
+    import numpy as np
+
+    from retriever.searching import Searcher
+    from retriever.texts import check_query_ids
+
+    assert check_query_ids([1, np.int64(2), "q3"]) == ["1", "2", "q3"]
+    with pytest.raises(RetrieverError, match=r"^query id 3\.0 is float, not a string or an integer"):
+        check_query_ids(["q1", 3.0])
+    with pytest.raises(RetrieverError, match=r"^query id '1' is given twice \(queries 1 and 2 of 2\)"):
+        check_query_ids([1, "1"])
+    run = Searcher(tiny_index, device="cpu", dtype="fp32").run([1, 2], ["honey bee", "hot lava"], k=2)
+    assert list(run) == ["1", "2"]
+
+
 @pytest.mark.parametrize("kind", [set, frozenset])
 def test_a_set_of_queries_or_ids_is_refused_as_it_has_no_order(tiny_index, kind):
     """Searcher.search({"a", "b"}) returned hits in the set's order, which hash randomisation changes between runs,
