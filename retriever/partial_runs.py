@@ -27,7 +27,7 @@ from retriever.files import folders_made_for, read_json_object, sync_folder, wri
 from retriever.output_paths import through_link, written_in_place
 from retriever.folders import exclusive_build
 from retriever.index_folder import manifest_bytes
-from retriever.runs import Run, hitless_run_error, run_lines, write_run
+from retriever.runs import HitlessRun, Run, check_some_hit, run_lines, write_run
 
 if TYPE_CHECKING:
     from retriever.searching import Searcher
@@ -113,9 +113,11 @@ class PartialRun:
                 handle.flush()
                 os.fsync(handle.fileno())
                 self._count(batch, handle.tell())
-            if self.fmt == "trec" and not handle.tell():
+            try:
+                check_some_hit(self.fmt, handle.tell(), self.record["queries"], self.target)
+            except HitlessRun:
                 self.discard()
-                raise hitless_run_error(self.record["queries"])
+                raise
             os.replace(self.data, self.target)
         self.record_path.unlink(missing_ok=True)
         sync_folder(self.target.parent)
@@ -213,8 +215,7 @@ def write_search_run(search: Search, total: int, output: Path | None, fmt: str, 
             else:  # each batch checked whole, then printed: holding the whole run took gigabytes for many queries
                 for part in run.parts():
                     write_run(part, None, fmt, tag, whole=False)
-                if fmt == "trec" and not any(run.hit_counts):
-                    raise hitless_run_error(len(run.hit_counts))
+                check_some_hit(fmt, sum(run.hit_counts), len(run.hit_counts))
         return run.shortfall(depth)
     with resumable_run(output, key, fmt, tag, depth, total) as partial:
         if partial.note:

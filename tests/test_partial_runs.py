@@ -36,7 +36,7 @@ main()
 def shared_index_and_queries(tmp_path_factory, tiny_model_dir):
     """One index and queries file for the module's tests: they only read them (a test that changes the queries
     changes its own copy)."""
-    from conftest import TINY_DOCS, write_jsonl
+    from fixtures_corpora import TINY_DOCS, write_jsonl
     from retriever.encoder import Encoder, EncoderSettings
     from retriever.indexing import IndexParams, encode_and_index
 
@@ -272,9 +272,13 @@ def test_a_trec_run_in_which_no_query_got_a_hit_is_refused_not_written_empty(tmp
     if output == "pipe":
         os.mkfifo(path)
         threading.Thread(target=path.read_text, daemon=True).start()
-    with pytest.raises(RetrieverError, match=r"^cannot write run: none of its 3 queries got a hit, so a TREC run file "
-                                             r"would hold no line, .* a JSONL run \(search --run-format jsonl\) keeps "):
+    with pytest.raises(RetrieverError) as refused:
         write_search_run(search, 3, path, "trec", "t", 5, "key")
+    named, unwritten = ("", "nothing written") if path is None else (f" {path}", f"{path} is not written")
+    assert str(refused.value).startswith(f"cannot write run{named}: none of its 3 queries got a hit, so a TREC run "
+                                         "file would hold no line"), refused.value
+    assert str(refused.value).endswith(f"; {unwritten}; a JSONL run (search --run-format jsonl) keeps queries without "
+                                       "hits"), refused.value
     assert capsys.readouterr().out == "" and sorted(os.listdir(tmp_path)) == (["run.pipe"] if output == "pipe" else [])
     if output == "file":
         write_search_run(search, 3, tmp_path / "run.jsonl", "jsonl", "t", 5, "key")
@@ -285,6 +289,6 @@ def test_a_search_matching_nothing_says_so_rather_than_write_a_run_evaluate_refu
     index, queries = index_and_queries
     queries.write_text('{"_id": "q1", "text": "zyzzyva quux"}\n')
     result = CliRunner().invoke(main, search_args(index, queries, tmp_path / "run.trec", "--mode", "bm25"))
-    assert result.exit_code == 1 and "error: cannot write run: its 1 query got no hit, so a TREC run file would hold " \
-                                      "no line" in result.stderr, result.output
+    assert result.exit_code == 1 and f"error: cannot write run {tmp_path / 'run.trec'}: its 1 query got no hit, so a " \
+                                      "TREC run file would hold no line" in result.stderr, result.output
     assert sorted(os.listdir(tmp_path)) == ["queries.jsonl"]

@@ -521,12 +521,14 @@ def test_a_run_of_ids_a_run_file_cannot_hold_as_given_is_refused_and_bytes_are_d
 
 def test_a_whole_trec_run_without_a_hit_is_refused_and_a_batch_of_one_is_not(tmp_path, capsys):
     """write_run and write_trec_run (search -o, evaluate --save-run) wrote an empty file for a run in which no query
-    got a hit, which read_run refuses as empty; a batch printed on its own (``whole=False``) may hold none."""
-    for call in (lambda: write_trec_run({"q1": {}}, tmp_path / "r.trec"),
-                 lambda: write_run({"q1": {}, "q2": []}, tmp_path / "r.trec"),
-                 lambda: write_run({}, None)):
-        with pytest.raises(RetrieverError, match=r"^cannot write run( \S+r\.trec)?: (its 1 query got no hit|none of "
-                                                 r"its 2 queries got a hit|it holds no query), so a TREC run file "
+    got a hit, which read_run refuses as empty; a batch printed on its own (``whole=False``) may hold none. Each
+    names the file it does not write: write_run(run, path) named none, though write_trec_run did."""
+    path = tmp_path / "r.trec"
+    for call, named in ((lambda: write_trec_run({"q1": {}}, path), f" {path}"),
+                        (lambda: write_run({"q1": {}, "q2": []}, path), f" {path}"),
+                        (lambda: write_run({}, None), "")):
+        with pytest.raises(RetrieverError, match=rf"^cannot write run{re.escape(named)}: (its 1 query got no hit|none "
+                                                 r"of its 2 queries got a hit|it holds no query), so a TREC run file "
                                                  r"would hold no line"):
             call()
     assert not list(tmp_path.iterdir()) and capsys.readouterr().out == ""
