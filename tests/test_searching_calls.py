@@ -15,7 +15,7 @@ from retriever.indexing import IndexParams, encode_and_index
 from retriever import searching
 from retriever.query_vectors import query_vectors
 from retriever.searching import Searcher
-from conftest import TINY_DOCS, write_jsonl
+from fixtures_corpora import TINY_DOCS, write_jsonl
 
 
 @pytest.fixture(scope="module")
@@ -200,9 +200,10 @@ def test_a_dense_search_setting_in_bm25_mode_is_refused_not_ignored(searcher, sp
 
 @pytest.mark.parametrize("ids, message", [
     (["q 1"], r"query id 1 of 1: id 'q 1' holds whitespace"), (["q1", ""], r"query id 2 of 2: empty id"),
-    ([1, 2], r"query id 1 of 2 is int, not a string"), ("q1", r"query ids must be a list of strings, not str")])
+    ([1.5, 2], r"query id 1\.5 is float, not a string or an integer"),
+    ("q1", r"query ids must be a list of strings, not str")])
 def test_query_ids_no_run_file_could_hold_are_refused_before_the_search(searcher, ids, message):
-    """`Searcher.run(["q 1"], …)` searched, and the run writers then refused the id; `run([1, 2], …)` said "query 1
-    of 2 is int", naming the text, which was fine (probe round 13)."""
+    """`Searcher.run(["q 1"], …)` searched, and the run writers then refused the id (probe round 13); an int id is
+    its decimal text, as the run writers take it (`test_texts.py`)."""
     with pytest.raises(RetrieverError, match=message):
         searcher.run(ids, ["honey bee"] * len(ids), k=2)
