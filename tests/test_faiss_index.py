@@ -276,6 +276,14 @@ def test_a_factory_string_too_long_for_faiss_parser_is_refused_not_a_crash():
         new_index(spec, 32, IndexParams())
 
 
+def _refused_as_the_flag_refuses_it(spec: str, said: str, width: int) -> None:
+    """The library's settings and its index maker refuse the string in the flag's words."""
+    for make in (lambda: IndexParams(spec), lambda: new_index(spec, width, IndexParams())):
+        with pytest.raises(RetrieverError) as caught:
+            make()
+        assert str(caught.value) == said
+
+
 @pytest.mark.parametrize("spec", ["Flatt", "IVF,Flat", "Flat ", ""])
 def test_a_string_faiss_cannot_read_is_refused_when_the_settings_are_made_as_the_flag_refuses_it(spec):
     """No width makes it an index: it was refused only when the build made its first index, after the model loaded.
@@ -286,12 +294,7 @@ def test_a_string_faiss_cannot_read_is_refused_when_the_settings_are_made_as_the
             f"{spec.rstrip()}); give flat, hnsw, ivfpq, ivf-ondisk or a FAISS factory string, e.g. 'IVF1024,PQ48' or "
             "'HNSW64,Flat'")
     assert unreadable_index_type(spec) == said
-    with pytest.raises(RetrieverError) as caught:
-        IndexParams(spec)
-    assert str(caught.value) == said
-    with pytest.raises(RetrieverError) as caught:
-        new_index(spec, 8, IndexParams())
-    assert str(caught.value) == said
+    _refused_as_the_flag_refuses_it(spec, said, width=8)
     assert unreadable_index_type("PQ5") is None and unreadable_index_type("IVF4(PQ7),Flat") is None
 
 
@@ -308,12 +311,7 @@ def test_a_typo_in_a_factory_strings_codes_is_refused_when_the_settings_are_made
     said = unreadable_index_type(spec)
     assert said == (f"FAISS cannot read {spec!r} as an index type (could not parse {part} in {spec}); give flat, hnsw, "
                     "ivfpq, ivf-ondisk or a FAISS factory string, e.g. 'IVF1024,PQ48' or 'HNSW64,Flat'")
-    with pytest.raises(RetrieverError) as caught:
-        IndexParams(spec)
-    assert str(caught.value) == said
-    with pytest.raises(RetrieverError) as caught:
-        new_index(spec, 384, IndexParams())
-    assert str(caught.value) == said
+    _refused_as_the_flag_refuses_it(spec, said, width=384)
 
 
 def test_a_readable_string_of_more_ivf_lists_than_memory_holds_is_left_to_the_build(monkeypatch):
