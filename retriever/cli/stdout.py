@@ -85,7 +85,7 @@ class _Stderr(_Descriptor):
         try:
             done = 0
             while done < len(view):
-                done += os.write(2, view[done:])
+                done += os.write(self.descriptor, view[done:])
         except BrokenPipeError:
             _to_null(2)
         return len(view)
@@ -111,7 +111,7 @@ class _Stdout(_Descriptor):
 
     def write(self, data) -> int:
         try:
-            return os.write(1, data)
+            return os.write(self.descriptor, data)
         except OSError as error:
             if error.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
