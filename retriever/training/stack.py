@@ -105,8 +105,9 @@ class StackConfig:
         """Paths resolved, so a rerun from another directory compares equal."""
         paths = {name: str(home_expanded(getattr(self, name)).resolve()) for name in self.PATHS
                  if getattr(self, name) is not None}
-        if home_expanded(self.model).exists():
-            paths["model"] = str(home_expanded(self.model).resolve())
+        model = home_expanded(self.model)
+        if model.exists():
+            paths["model"] = str(model.resolve())
         return dataclasses.replace(self, **paths)
 
     def prepare(self, result_type: type) -> tuple["StackConfig", PriorRun]:
