@@ -6,7 +6,7 @@ differs from the manifest, or a model whose weights changed since indexing, is r
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -18,21 +18,19 @@ from retriever.first_use import OnFirstUse
 from retriever.index_opening import check_default_mode, check_labels, checked_manifest, open_index, opened_whole
 from retriever.fusion import FUSION_SETTINGS, MODES, check_mode, fuse, recorded_fusion
 from retriever.lexical_opening import missing_lexical_message, open_lexical
-from retriever.search_settings import (NO_MODE, RUN_MODE, bounded, check_call_settings, check_mode_settings,
-                                       search_with)
+from retriever.search_settings import NO_MODE, check_call_settings, check_mode_settings, search_with
 from retriever.query_vectors import query_vectors
-from retriever.runs import Run, rank_order
+from retriever.runs import rank_order
+from retriever.search_runs import BatchRuns
 from retriever.shared_encoders import SharedEncoders
 from retriever.hits import Hit
-from retriever.texts import check_k, check_queries, check_query_ids, passage_text, refuse_blank
+from retriever.texts import check_k, check_queries, passage_text, refuse_blank
 from retriever.unknown_words import refusal, without_unknown
 from retriever import tie_cut
 
 
-BATCH_HITS = 256 * 1000  # most hits a batch search holds at once (its default batch at the default depth)
 
-
-class Searcher:
+class Searcher(BatchRuns):
     """An index folder loaded once: FAISS index, id map, doc store, query encoder and BM25 index if it has one (a
     damaged BM25 part fails only the modes that use it).
 
@@ -239,52 +237,6 @@ class Searcher:
         rows = self.documents.records(ranked_labels)
         return [Hit(rank=i + 1, id=ids[i], score=ranked_scores[i], title=rows["title"][i] or "",
                     text=rows["text"][i] or "") for i in range(len(ids))]
-
-    def run(self, query_ids: Sequence[str], query_texts: Sequence[str], k: int = 1000, nprobe: int | None = None,
-            ef_search: int | None = None, batch_size: int = 256,
-            progress: Callable[[int], None] | None = None, unknown_found: list | None = None) -> Run:
-        """Scores of the top-k documents per query, for run files and evaluation (``unknown_found`` as
-        ``run_batches``')."""
-        parts = self.run_batches(query_ids, query_texts, k, nprobe, ef_search, batch_size, progress, unknown_found)
-        return {qid: hits for part in parts for qid, hits in part.items()}
-
-    def run_batches(self, query_ids: Sequence[str], query_texts: Sequence[str], k: int = 1000,
-                    nprobe: int | None = None, ef_search: int | None = None, batch_size: int = 256,
-                    progress: Callable[[int], None] | None = None, unknown_found: list | None = None) -> Iterator[Run]:
-        """``run`` one batch of queries at a time, each as soon as it is searched: a writer taking them holds one
-        batch, not queries × k hits (about 60 bytes a hit: 100k queries × 1000 hits held 6 GB), and a batch at most
-        ``BATCH_HITS`` hits per list (256 queries × 100,000 hits took 2.8 GB, and 3 GB at --fusion-depth 10**9).
-        ``unknown_found`` (``rank``'s) gets each searched query's flag from the tokenization that made its vector."""
-        query_ids, query_texts = check_query_ids(query_ids), check_queries(query_texts)
-        if len(query_ids) != len(query_texts):
-            raise RetrieverError(f"{len(query_ids)} query ids for {len(query_texts)} query texts")
-        k, batch_size = check_k(k), bounded(batch_size, BATCH_HITS, "batch_size")
-        check_call_settings(nprobe, ef_search, RUN_MODE)  # run has no mode of its own: it searches in self.mode
-        if progress is not None and not callable(progress):  # it failed after the first batch was searched
-            raise RetrieverError(f"progress must be a function called with each batch's query count, not "
-                                 f"{type(progress).__name__} {progress!r:.40}")
-        batch_size = self.queries_per_batch(self.fusion_depth(k) if self.mode == "hybrid" else k, batch_size)
-        for start in range(0, len(query_ids), batch_size):
-            texts = list(query_texts[start:start + batch_size])
-            part = self.as_run(query_ids[start:start + batch_size],
-                               *self.rank(texts, k, nprobe=nprobe, ef_search=ef_search, keep_unknown=True,
-                                          unknown_found=unknown_found))
-            if progress is not None:
-                progress(len(texts))
-            yield part
-
-    def queries_per_batch(self, depth: int, batch_size: int = 256) -> int:
-        """Deep searches take fewer queries at once, so a batch holds at most as many hits per list as 256 queries ×
-        1000 (hybrid holds each engine's top --fusion-depth)."""
-        return max(1, min(batch_size, BATCH_HITS // min(depth, max(int(self.index.ntotal), 1))))
-
-    def as_run(self, query_ids: Sequence[str], scores: np.ndarray, labels: np.ndarray) -> Run:
-        """Result rows (``rank``'s output) as a run, each query's hits in rank order."""
-        run: Run = {}
-        for qid, row_scores, row_labels in zip(query_ids, scores, labels):
-            ids, ranked_scores, _ = self.ranked(row_scores, row_labels)
-            run[qid] = dict(zip(ids, ranked_scores))
-        return run
 
     def document_text(self, doc_id: str) -> str:
         """Title and text of one document, for answer recall."""

@@ -161,7 +161,7 @@ def test_tuning_searches_a_batch_of_queries_at_a_time_and_shows_its_progress(ind
     """Tuning searched every query of the split at once, holding each one's dense and BM25 lists at the fusion depth,
     and printed nothing while it ran (SQuAD's 5,696 train queries: 3 min 20 s without a word). It now searches as
     evaluate does, a batch at a time under a progress bar, and records the same fusion."""
-    import retriever.searching
+    import retriever.search_runs
 
     index, dataset = index_and_dataset
     whole = tune_and_record(index, dataset, "train", device="cpu", dtype="fp32", progress=False)
@@ -170,7 +170,7 @@ def test_tuning_searches_a_batch_of_queries_at_a_time_and_shows_its_progress(ind
     rank = Searcher.rank
     monkeypatch.setattr(Searcher, "rank", lambda self, texts, *args, **kwargs: searched.append(len(texts))
                         or rank(self, texts, *args, **kwargs))
-    monkeypatch.setattr(retriever.searching, "BATCH_HITS", 12)  # one query's lists over the 12 documents
+    monkeypatch.setattr(retriever.search_runs, "BATCH_HITS", 12)  # one query's lists over the 12 documents
     assert tune_and_record(index, dataset, "train", device="cpu", dtype="fp32") == whole
     assert searched == [1, 1, 1, 1]  # each of the 2 queries, dense then BM25
     err = capsys.readouterr().err

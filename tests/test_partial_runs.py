@@ -19,8 +19,9 @@ from retriever.cli import main
 # down so a process can be killed between batches.
 SLOW_SMALL_BATCHES = """
 import sys, time
+import retriever.search_runs as search_runs
 import retriever.searching as searching
-searching.BATCH_HITS = 10
+search_runs.BATCH_HITS = 10
 rank = searching.Searcher.rank
 def slow_rank(self, *args, **kwargs):
     time.sleep(0.3)
@@ -58,9 +59,10 @@ def index_and_queries(shared_index_and_queries, tmp_path):
 
 def searched_batches(monkeypatch) -> list[int]:
     """Small batches in this process too; returns the list each searched batch's size is appended to."""
+    import retriever.search_runs as search_runs
     import retriever.searching as searching
 
-    monkeypatch.setattr(searching, "BATCH_HITS", 10)
+    monkeypatch.setattr(search_runs, "BATCH_HITS", 10)
     sizes, rank = [], searching.Searcher.rank
     monkeypatch.setattr(searching.Searcher, "rank",
                         lambda self, texts, *args, **kwargs: sizes.append(len(texts)) or rank(self, texts, *args,

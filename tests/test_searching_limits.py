@@ -65,9 +65,9 @@ def test_a_batch_search_to_standard_output_prints_the_same_run(tiny_index, tmp_p
 
 def batch_sizes(monkeypatch, batch_hits: int) -> list[int]:
     """The query count of every batch ``Searcher.rank`` is given from now on, with ``BATCH_HITS`` set."""
-    import retriever.searching as searching
+    import retriever.search_runs as search_runs
 
-    monkeypatch.setattr(searching, "BATCH_HITS", batch_hits)
+    monkeypatch.setattr(search_runs, "BATCH_HITS", batch_hits)
     sizes: list[int] = []
     rank = Searcher.rank
     monkeypatch.setattr(Searcher, "rank", lambda self, texts, *a, **kw: sizes.append(len(texts)) or rank(
