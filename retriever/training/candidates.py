@@ -13,7 +13,7 @@ from retriever.training.processes import launched_processes
 if TYPE_CHECKING:
     from transformers import TrainingArguments
 
-    from retriever.training.trainer import TrainConfig
+    from retriever.training.train_config import TrainConfig
 
 
 def _softmax_processes(config: TrainConfig) -> int:
