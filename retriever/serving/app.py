@@ -24,51 +24,38 @@ charset other than UTF-8 or is compressed (``Content-Encoding``), 431 a request 
 requests or queries are queued (or a forced stop dropped the request), 505 a request line of an HTTP version other than 1.0 and 1.1 (closing the connection),
 500 with its one-line message for damage to a served index's files (the server's fault, which a retry will not
 mend: a damaged BM25 part fails the bm25/hybrid requests alone), and a bare 500 message (never a traceback) for bugs. Request shapes are in ``schemas``, input
-checks and limits in ``inputs``; CORS headers, off unless origins are allowed, in ``cors``.
+checks and limits in ``inputs``, the handlers turning errors into these responses in
+``error_responses``; CORS headers, off unless origins are allowed, in ``cors``.
 """
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Iterable
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, Depends, FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, Response
 from starlette.concurrency import run_in_threadpool
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from retriever.errors import IndexDamaged, RetrieverError
+from retriever.errors import RetrieverError
 from retriever.searching import Searcher
-from retriever.serving.batch_errors import Closed, Overloaded
-from retriever.serving.cors import CrossOrigin, checked_origins, cross_origin_headers
-from retriever.serving.inputs import (ApiError, Limits, check_hits, check_k_digits, check_no_parameters,
-                                      check_query, check_query_string, read_search_body)
+from retriever.serving.cors import CrossOrigin, checked_origins
+from retriever.serving.error_responses import add_error_handlers, json_response
+from retriever.serving.inputs import (Limits, check_hits, check_k_digits, check_no_parameters, check_query,
+                                      check_query_string, read_search_body)
 from retriever.serving.malformed import HostChecked
 from retriever.serving.output import bounded, hits_list, list_object
-from retriever.serving.problems import sent_path, validation_message
+from retriever.serving.problems import sent_path
 from retriever.serving.page import page_html
 from retriever.serving.served import BatchSettings, ServedIndexes, requested_name, summary, valid_index_name
-from retriever.serving.routing import HeadAsGet, ServerOptions, allowed_methods, not_found
+from retriever.serving.routing import HeadAsGet, ServerOptions
 from retriever.serving.stopping import AnsweredAtStop, quiet_cancelled_requests
 from retriever.serving.schemas import (ERRORS, K_PARAM, MODE_PARAM, NAME_PARAM, NAME_RULE, POST_BODY, Q_PARAM,
                                        BatchSearchResponse, Mode, SearchResponse)
 from retriever.unknown_words import no_hits_reason
 
 INLINE_HITS = 100
-RETRY_AFTER = "1"  # seconds: the queue drains a batch at a time, so a second is a long wait already
-
-
-def json_response(payload: dict, status: int = 200) -> Response:
-    return Response(json.dumps(payload, ensure_ascii=False), status_code=status, media_type="application/json")
-
-
-def _error(status: int, message: str, headers: dict | None = None) -> Response:
-    response = json_response({"error": message}, status)
-    response.headers.update(headers or {})
-    return response
 
 
 async def _bounded_response(pieces: Iterable[bytes], hits: int, limits: Limits) -> Response:
@@ -123,46 +110,9 @@ def create_app(searchers: dict[str, Searcher], limits: Limits | None = None,
     app.add_middleware(HostChecked)
     if origins:
         app.add_middleware(CrossOrigin, origins=origins)
-    _add_error_handlers(app)
+    add_error_handlers(app)
     app.include_router(router)
     return app
-
-
-def _add_error_handlers(app: FastAPI) -> None:
-    """Every error becomes JSON ``{"error": message}`` with the status the module docstring lists."""
-
-    @app.exception_handler(ApiError)
-    async def api_error(request: Request, error: ApiError) -> Response:
-        # A body over the limit is not read: closing spares reading (and the client sending) the rest of it
-        return _error(error.status, error.message, {"connection": "close"} if error.status == 413 else None)
-
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(request: Request, error: RequestValidationError) -> Response:
-        return _error(400, validation_message(error.errors()))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, error: StarletteHTTPException) -> Response:
-        headers = dict(getattr(error, "headers", None) or {})
-        if error.status_code == 405:  # a bare "Method Not Allowed" named neither
-            headers["allow"] = allowed_methods(request.app.router.routes, request.scope)
-            return _error(405, f"{sent_path(request.scope)} takes {headers['allow']}, not {request.method}", headers)
-        if error.status_code == 404:
-            return _error(404, not_found(request.app.router.routes, request.scope))
-        return _error(error.status_code, str(error.detail), headers)
-
-    @app.exception_handler(Overloaded)
-    @app.exception_handler(Closed)
-    async def busy(request: Request, error: RetrieverError) -> Response:
-        return _error(503, str(error), {"retry-after": RETRY_AFTER})  # without it a client guessed at "shortly"
-
-    @app.exception_handler(RetrieverError)
-    async def refused(request: Request, error: RetrieverError) -> Response:
-        return _error(500 if isinstance(error, IndexDamaged) else 400, str(error))
-
-    @app.exception_handler(Exception)
-    async def bug(request: Request, error: Exception) -> Response:
-        return _error(500, "internal server error",  # sent around CrossOrigin: its headers are added here
-                      cross_origin_headers(request.app.state.origins, request.headers.get("origin")))
 
 
 router = APIRouter()
