@@ -92,7 +92,7 @@ def test_the_readme_states_the_server_limits_that_have_no_flag():
     """Of the limits no flag sets, the queue of requests waiting per index (more got a 503) and the digits of a
     number in a POST body were in no document."""
     from retriever.choices import MAX_WAITING_QUERIES, MAX_WAITING_REQUESTS
-    from retriever.serving.inputs import MAX_INT_DIGITS, MAX_JSON_DEPTH
+    from retriever.serving.json_body import MAX_INT_DIGITS, MAX_JSON_DEPTH
     from retriever.serving.problems import MAX_PROBLEMS
     from retriever.serving.schemas import MAX_K
 

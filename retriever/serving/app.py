@@ -24,7 +24,7 @@ charset other than UTF-8 or is compressed (``Content-Encoding``), 431 a request 
 requests or queries are queued (or a forced stop dropped the request), 505 a request line of an HTTP version other than 1.0 and 1.1 (closing the connection),
 500 with its one-line message for damage to a served index's files (the server's fault, which a retry will not
 mend: a damaged BM25 part fails the bm25/hybrid requests alone), and a bare 500 message (never a traceback) for bugs. Request shapes are in ``schemas``, input
-checks and limits in ``inputs``, the handlers turning errors into these responses in
+checks and limits in ``inputs`` (a POST body's JSON in ``json_body``), the handlers turning errors into these responses in
 ``error_responses``; CORS headers, off unless origins are allowed, in ``cors``.
 """
 from __future__ import annotations
@@ -43,7 +43,8 @@ from retriever.searching import Searcher
 from retriever.serving.cors import CrossOrigin, checked_origins
 from retriever.serving.error_responses import add_error_handlers, json_response
 from retriever.serving.inputs import (Limits, check_hits, check_k_digits, check_no_parameters, check_query,
-                                      check_query_string, read_search_body)
+                                      check_query_string)
+from retriever.serving.json_body import read_search_body
 from retriever.serving.malformed import HostChecked
 from retriever.serving.output import bounded, hits_list, list_object
 from retriever.serving.problems import sent_path

@@ -7,7 +7,8 @@ import time
 import pytest
 
 from retriever.errors import RetrieverError
-from retriever.serving.inputs import ApiError, Limits, check_hits, check_query, check_query_string, json_depth
+from retriever.serving.inputs import ApiError, Limits, check_hits, check_query, check_query_string
+from retriever.serving.json_body import json_depth
 
 
 @pytest.mark.parametrize("raw, depth", [
