@@ -3,7 +3,8 @@
 On a CPU one forward pass over 8 short queries costs clearly less than 8 passes over one
 (benchmarks/README.md), so a server that groups requests saturates later than one that encodes
 each alone. A worker thread takes the first waiting request and whatever else is queued (up to
-``max_batch`` queries); if another pass is running it also waits up to ``max_wait_ms`` from the
+``max_batch`` queries: a request that would take the batch past it is left first in line, so a POST of 256 long
+queries never carries the one-query requests queued before it through its many passes); if another pass is running it also waits up to ``max_wait_ms`` from the
 first request's arrival for more, since the encoder is busy anyway, while a query that finds
 every worker idle goes at once (waiting would only add to its latency). It encodes and searches
 them together and resolves each request's future. Requests that queued during a pass have waited
@@ -44,6 +45,17 @@ log = logging.getLogger(__name__)
 _STOP = object()
 
 
+class _WaitingRequests(queue.Queue):
+    """The requests waiting for a batch, one of which can be put back first in line (``put_back``)."""
+
+    def put_back(self, item: object) -> None:
+        """``item`` first in line again, whatever ``maxsize`` says: it was taken from the queue a moment ago."""
+        with self.not_empty:
+            self.queue.appendleft(item)
+            self.unfinished_tasks += 1
+            self.not_empty.notify()
+
+
 class MicroBatcher:
     """Groups ``submit``-ted queries into batches searched by one background thread."""
 
@@ -59,7 +71,7 @@ class MicroBatcher:
         self.max_batch = max_batch
         self.max_wait = max_wait_ms / 1000.0
         self.stats = BatchStats()
-        self._queue: queue.Queue = queue.Queue(maxsize=max_pending)
+        self._queue = _WaitingRequests(maxsize=max_pending)
         self._closed = False
         self._torch_threads = torch.get_num_threads()
         self._faiss_threads = faiss.omp_get_max_threads()
@@ -186,9 +198,17 @@ class MicroBatcher:
                 break
             if item is _STOP:
                 return batch, True
+            if size + len(item.queries) > self.max_batch:  # it goes first in the next batch, alone or with others
+                self._put_back(item)
+                break
             batch.append(item)
             size += len(item.queries)
         return batch, False
+
+    def _put_back(self, request: Request) -> None:
+        with self._lock:
+            self._waiting += len(request.queries)
+        self._queue.put_back(request)
 
     def _taken(self, item: object) -> object:
         if item is not _STOP:

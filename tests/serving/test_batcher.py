@@ -128,6 +128,22 @@ def test_batches_stop_at_max_batch(fake):
     assert [len(b) for b in fake.encoder.batches] == [1, 4, 4, 2]
 
 
+def test_a_request_that_would_take_a_batch_past_max_batch_waits_first_in_line_for_the_next(fake):
+    """A POST of many queries queued behind one-query requests was taken into their batch (261 queries at
+    --max-batch 32), so they waited out its many passes: 20 s where their own took 0.1 s."""
+    batcher = MicroBatcher(fake, max_batch=4, max_wait_ms=100)
+    try:
+        start_held_pass(batcher, fake)
+        futures = [batcher.submit(["a"], 1), batcher.submit(["b"] * 10, 1), batcher.submit(["c"], 1)]
+        fake.encoder.hold.set()
+        for future in futures:
+            future.result(5)
+    finally:
+        batcher.close()
+    assert fake.encoder.batches == [["held"], ["a"], ["b"] * 10, ["c"]]
+    assert batcher._waiting == 0
+
+
 def test_requests_queued_during_a_pass_go_out_together_without_waiting(fake):
     batcher = MicroBatcher(fake, max_batch=64, max_wait_ms=300)
     try:
