@@ -1,6 +1,6 @@
 """Flat indexes of the tiny corpus built with the tiny BERT: session builds to copy (tiny_flat_build, tiny_dense_build),
-indexes built once and shared read-only (tiny_index, small_index: the serving tests' and test_shared_encoders'), and
-helpers to read or change an index's BM25 part and to watch its searches."""
+indexes shared read-only (tiny_index, which is tiny_flat_build, and small_index: the serving tests' and
+test_shared_encoders'), and helpers to read or change an index's BM25 part and to watch its searches."""
 from __future__ import annotations
 
 import json
@@ -50,12 +50,10 @@ def index(tiny_flat_build, tmp_path):
 
 
 @pytest.fixture()
-def tiny_index(tiny_beir, tiny_model_dir, tmp_path_factory) -> Path:
-    """The 12-document tiny BEIR corpus indexed with the tiny BERT (fp32, flat); built once, not to be changed."""
-    if "tiny_index" not in _BUILT_ONCE:
-        _BUILT_ONCE["tiny_index"] = build_flat_index(tiny_beir, tmp_path_factory.mktemp("serving") / "tiny",
-                                                     tiny_model_dir)
-    return _BUILT_ONCE["tiny_index"]
+def tiny_index(tiny_flat_build) -> Path:
+    """The 12-document tiny BEIR corpus indexed with the tiny BERT (fp32, flat, with BM25), shared read-only, not to be
+    changed: tiny_flat_build itself, which was built a second time alike for it."""
+    return tiny_flat_build
 
 
 @pytest.fixture()

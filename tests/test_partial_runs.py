@@ -34,21 +34,16 @@ main()
 
 
 @pytest.fixture(scope="module")
-def shared_index_and_queries(tmp_path_factory, tiny_model_dir):
-    """One index and queries file for the module's tests: they only read them (a test that changes the queries
-    changes its own copy)."""
-    from fixtures_corpora import TINY_DOCS, write_jsonl
-    from retriever.encoder import Encoder, EncoderSettings
-    from retriever.indexing import IndexParams, encode_and_index
+def shared_index_and_queries(tmp_path_factory, tiny_flat_build):
+    """One index (tiny_flat_build, the tiny corpus's) and queries file for the module's tests: they only read them (a
+    test that changes the queries changes its own copy)."""
+    from fixtures_corpora import write_jsonl
 
     root = tmp_path_factory.mktemp("partial-runs")
-    corpus = write_jsonl(root / "corpus.jsonl", [{"_id": i, "title": t, "text": x} for i, t, x in TINY_DOCS])
-    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
-    encode_and_index(corpus, root / "idx", encoder, IndexParams("flat"), progress=False)
     words = ["cat", "lava", "rock", "river", "sun", "moon", "tree", "stone"]
     queries = write_jsonl(root / "queries.jsonl", [{"_id": f"q{i}", "text": f"{words[i % 8]} {words[i // 8]}"}
                                                    for i in range(20)])
-    return root / "idx", queries
+    return tiny_flat_build, queries
 
 
 @pytest.fixture()

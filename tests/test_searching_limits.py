@@ -8,20 +8,8 @@ from click.testing import CliRunner
 
 from fixtures_corpora import TINY_DOCS
 from retriever.cli import main
-from retriever.encoder import Encoder, EncoderSettings
-from retriever.indexing import IndexParams, encode_and_index
 from retriever.runs import read_run
 from retriever.searching import Searcher
-
-
-@pytest.fixture(scope="module")
-def tiny_index(tiny_model_dir, tmp_path_factory):
-    folder = tmp_path_factory.mktemp("limits")
-    corpus = folder / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"_id": i, "title": t, "text": x}) + "\n" for i, t, x in TINY_DOCS))
-    encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
-    encode_and_index(corpus, folder / "idx", encoder, IndexParams("flat"), progress=False)
-    return folder / "idx"
 
 
 @pytest.mark.parametrize("run_format", ["trec", "jsonl"])

@@ -416,9 +416,9 @@ def invoke_serve(index, port: int, monkeypatch) -> Result:
 
 @pytest.mark.parametrize("failure, message", [
     (IndexError("doc-store row out of range 0..11"),
-     "error: index 'tiny' failed its warm-up search (IndexError: doc-store row out of range 0..11); its files"),
+     "error: index '{name}' failed its warm-up search (IndexError: doc-store row out of range 0..11); its files"),
     (RetrieverError("index.ivfdata: the index folder is damaged; rebuild it"),
-     "error: index 'tiny' failed its warm-up search: index.ivfdata: the index folder is damaged; rebuild it"),
+     "error: index '{name}' failed its warm-up search: index.ivfdata: the index folder is damaged; rebuild it"),
 ])
 def test_serve_reports_a_failing_warm_up_as_one_line_not_as_a_taken_port(tiny_index, monkeypatch, failure, message):
     def broken_rank(*args, **kwargs):
@@ -427,7 +427,7 @@ def test_serve_reports_a_failing_warm_up_as_one_line_not_as_a_taken_port(tiny_in
     monkeypatch.setattr("retriever.searching.Searcher.rank", broken_rank)
     result = invoke_serve(tiny_index, free_port(), monkeypatch)
     assert result.exit_code == 1, result.output
-    assert result.output.splitlines()[-1].startswith(message), result.output
+    assert result.output.splitlines()[-1].startswith(message.format(name=tiny_index.name)), result.output
     assert "in use" not in result.output and "Traceback" not in result.output and "startup" not in result.output
 
 
