@@ -3,6 +3,7 @@ model's embeddings, a corpus the tokenizer only knows as [UNK], a coCondenser co
 huge line, which is now tokenized in bounded pieces with the same tokens."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 
@@ -12,20 +13,15 @@ import torch
 from transformers import BertConfig, BertModel
 
 from fixtures_models import make_tiny_bert
+from pretraining.configs import short_config
 from retriever.errors import RetrieverError
 from retriever.model_loading import load_tokenizer
-from retriever.pretraining import PretrainConfig, pretrain
+from retriever.pretraining import pretrain
 from retriever.pretraining import masking
 from retriever.pretraining.condenser import load_condenser
 from retriever.pretraining.masking import TokenizedCorpus, text_pieces
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-def config(corpus, output, model, **overrides) -> PretrainConfig:
-    settings = dict(corpus=str(corpus), output=str(output), model=str(model), max_length=16, batch_size=4,
-                    device="cpu", dtype="fp32", progress=False, save_steps=None, max_steps=2, seed=3)
-    return PretrainConfig(**{**settings, **overrides})
 
 
 def corpus_of(path, texts) -> str:
@@ -42,7 +38,7 @@ def test_a_tokenizer_larger_than_the_models_vocabulary_is_refused_before_trainin
                          intermediate_size=64)).save_pretrained(folder)
     with pytest.raises(RetrieverError, match=r"its tokenizer has token ids up to \d+ but the model embeds only 60 "
                                              "tokens"):
-        pretrain(config(tiny_beir, tmp_path / "out", folder), log=print)
+        pretrain(short_config(tiny_beir, tmp_path / "out", folder), log=print)
     assert not (tmp_path / "out" / "config.json").exists()
 
 
@@ -50,14 +46,14 @@ def test_a_corpus_the_tokenizer_only_knows_as_unk_is_refused(tiny_model_dir, tmp
     """Every token was [UNK], nothing was masked: loss 0.000 -> 0.000, a model written and exit 0."""
     corpus = corpus_of(tmp_path / "c.jsonl", ["日本語 中文 한국어 ελληνικά"] * 12)
     with pytest.raises(RetrieverError, match="every token of the corpus is \\[UNK\\] or another special token"):
-        pretrain(config(corpus, tmp_path / "out", tiny_model_dir), log=print)
+        pretrain(short_config(corpus, tmp_path / "out", tiny_model_dir), log=print)
     assert not (tmp_path / "out" / "config.json").exists()
 
 
 def test_a_corpus_mostly_of_unk_trains_with_a_warning(tiny_model_dir, tmp_path):
     corpus = corpus_of(tmp_path / "c.jsonl", ["日本語 中文 한국어 the cat sat on the mat"] * 12)
     lines = []
-    result = pretrain(config(corpus, tmp_path / "out", tiny_model_dir), log=lines.append)
+    result = pretrain(short_config(corpus, tmp_path / "out", tiny_model_dir), log=lines.append)
     assert result.steps == 2 and all(entry["loss"] > 0 for entry in result.history)
     assert any(line.startswith("warning: ") and "of the corpus's tokens are [UNK]" in line for line in lines), lines
 
@@ -67,7 +63,7 @@ def test_cocondenser_with_one_span_document_is_refused(tiny_model_dir, tmp_path)
     corpus = corpus_of(tmp_path / "c.jsonl", ["the cat sat on the old mat by the fire and a dog ran to the river",
                                               "cat"])
     with pytest.raises(RetrieverError, match="--cocondenser needs at least 2 documents long enough for two spans"):
-        pretrain(config(corpus, tmp_path / "out", tiny_model_dir, cocondenser=True), log=print)
+        pretrain(short_config(corpus, tmp_path / "out", tiny_model_dir, cocondenser=True), log=print)
 
 
 @pytest.mark.parametrize("short, said", [(["cat dog", "", "sun moon star"], "3 of 5 documents are too short for two "
@@ -81,7 +77,7 @@ def test_documents_too_short_for_two_spans_are_counted_and_said(tiny_model_dir, 
     long = "the cat sat on the old mat by the fire and a dog ran to the river"
     corpus = corpus_of(tmp_path / "c.jsonl", [long, short[0], long, *short[1:]])
     lines: list[str] = []
-    pretrain(config(corpus, tmp_path / "out", tiny_model_dir, cocondenser=True, max_steps=1, warmup_ratio=0),
+    pretrain(short_config(corpus, tmp_path / "out", tiny_model_dir, cocondenser=True, max_steps=1, warmup_ratio=0),
              log=lines.append)
     assert f"{corpus}: {said} of --cocondenser pre-training (empty ones included)" in lines, lines
 
@@ -126,7 +122,7 @@ def test_output_inside_the_start_models_folder_is_refused(tiny_beir, tmp_path):
     model = make_tiny_bert(tmp_path / "model", layers=2)
     for output in (model / "condenser", model):
         with pytest.raises(RetrieverError, match="is inside the start model's folder"):
-            pretrain(config(tiny_beir, output, model), log=print)
+            pretrain(short_config(tiny_beir, output, model), log=print)
     assert not (model / "condenser").exists()
 
 
@@ -134,11 +130,11 @@ def test_output_inside_the_start_models_folder_is_refused(tiny_beir, tmp_path):
 def test_freezing_the_backbone_for_every_step_is_said(tiny_beir, tiny_model_dir, tmp_path, steps):
     """The backbone, all that fine-tuning keeps, came out bit-identical to the start model without a word."""
     lines = []
-    pretrain(config(tiny_beir, tmp_path / "out", tiny_model_dir, freeze_backbone_steps=1000, **steps), log=lines.append)
+    pretrain(short_config(tiny_beir, tmp_path / "out", tiny_model_dir, freeze_backbone_steps=1000, **steps), log=lines.append)
     assert any(line.startswith("warning: --freeze-backbone-steps 1000 covers all ") and "comes out unchanged" in line
                for line in lines), lines
     lines.clear()
-    pretrain(config(tiny_beir, tmp_path / "thawed", tiny_model_dir, freeze_backbone_steps=1, max_steps=2),
+    pretrain(short_config(tiny_beir, tmp_path / "thawed", tiny_model_dir, freeze_backbone_steps=1, max_steps=2),
              log=lines.append)
     assert not any("--freeze-backbone-steps" in line for line in lines), lines
 
@@ -148,7 +144,7 @@ def test_a_corpus_that_is_a_pipe_is_refused_by_name(tiny_model_dir, tmp_path):
     read, write = os.pipe()
     try:
         with pytest.raises(RetrieverError, match=f"/dev/fd/{read}: is a pipe or a device, not a file"):
-            pretrain(config(f"/dev/fd/{read}", tmp_path / "out", tiny_model_dir, corpus_format="jsonl"), log=print)
+            pretrain(short_config(f"/dev/fd/{read}", tmp_path / "out", tiny_model_dir, corpus_format="jsonl"), log=print)
     finally:
         os.close(read)
         os.close(write)
@@ -190,7 +186,7 @@ def test_documents_with_empty_text_are_counted_and_said(tiny_model_dir, tmp_path
     whose texts were mostly empty trained on the rest as if nothing were missing."""
     corpus = corpus_of(tmp_path / "c.jsonl", ["the cat sat on the old mat by the fire", "", "a dog ran", "  "])
     lines: list[str] = []
-    pretrain(config(corpus, tmp_path / "out", tiny_model_dir, max_steps=1, warmup_ratio=0), log=lines.append)
+    pretrain(short_config(corpus, tmp_path / "out", tiny_model_dir, max_steps=1, warmup_ratio=0), log=lines.append)
     assert f"{corpus}: 4 documents; 2 with empty text (e.g. d1, d3)" in lines, lines
 
 
@@ -204,9 +200,8 @@ def test_an_empty_or_missing_corpus_path_is_refused(tiny_beir, tiny_model_dir, t
     """PretrainConfig(corpus="") (an unset variable) pre-trained on whatever the working folder held, as Path("") is
     ".", and corpus=None was read as a file named 'None' in the working folder."""
     monkeypatch.chdir(tiny_beir)  # a BEIR folder: "" trained on it
-    settings = dict(output=str(tmp_path / "out"), model=str(tiny_model_dir), max_length=16, batch_size=4,
-                    device="cpu", dtype="fp32", progress=False, save_steps=None, max_steps=1)
+    settings = short_config(tiny_beir, tmp_path / "out", tiny_model_dir, max_steps=1)
     with pytest.raises(RetrieverError) as caught:
-        pretrain(PretrainConfig(corpus=corpus, **settings), log=print)
+        pretrain(dataclasses.replace(settings, corpus=corpus), log=print)
     assert str(caught.value) == said
     assert not (tmp_path / "out").exists()

@@ -2,6 +2,7 @@
 the same output while one runs is refused instead of resuming from, and rotating away, the other's checkpoints."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -10,22 +11,17 @@ import time
 import pytest
 from click.testing import CliRunner
 
+from pretraining.configs import short_config
 from retriever.cli import main
-from retriever.pretraining import PretrainConfig, pretrain
+from retriever.pretraining import pretrain
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
-
-
-def config(corpus, output, model, **overrides) -> PretrainConfig:
-    settings = dict(corpus=str(corpus), output=str(output), model=str(model), max_length=16, batch_size=4,
-                    device="cpu", dtype="fp32", progress=False, save_steps=None, max_steps=2, seed=3)
-    return PretrainConfig(**{**settings, **overrides})
 
 
 def test_a_pretrained_folder_has_a_model_card(tiny_beir, tiny_model_dir, tmp_path):
     """`pretrain` folders had no README.md, while `train` folders get one."""
     output = tmp_path / "out"
-    pretrain(config(tiny_beir, output, tiny_model_dir, cocondenser=True, max_length=24), log=print)
+    pretrain(short_config(tiny_beir, output, tiny_model_dir, cocondenser=True, max_length=24), log=print)
     card = (output / "README.md").read_text(encoding="utf-8")
     assert f"- Base model: `{tiny_model_dir.name}`\n" in card
     assert "- Training data: corpus `tiny-beir`\n" in card
@@ -34,7 +30,7 @@ def test_a_pretrained_folder_has_a_model_card(tiny_beir, tiny_model_dir, tmp_pat
     assert "retriever train --dataset DATASET --split train --model MODEL_FOLDER" in card
     assert "`model.pt`" in card and str(tmp_path) not in card
     mlm = tmp_path / "mlm"
-    pretrain(config(tiny_beir, mlm, tiny_model_dir, objective="mlm"), log=print)
+    pretrain(short_config(tiny_beir, mlm, tiny_model_dir, objective="mlm"), log=print)
     card = (mlm / "README.md").read_text(encoding="utf-8")
     assert "- Objective: MLM only (no Condenser head)" in card and "There is no Condenser head" in card
 
@@ -73,8 +69,7 @@ def test_paths_given_as_path_objects_run_as_their_strings(tiny_beir, tiny_model_
     """PretrainConfig(model=Path(...)) died of `AttributeError: 'PosixPath' object has no attribute 'strip'` in the
     model-name check, while TrainConfig took Paths; a rerun with the same paths as strings finds the run finished."""
     output = tmp_path / "out"
-    settings = dict(max_length=16, batch_size=4, device="cpu", dtype="fp32", progress=False, save_steps=None,
-                    max_steps=1, seed=3)
-    first = pretrain(PretrainConfig(corpus=tiny_beir, output=output, model=tiny_model_dir, **settings), log=print)
+    as_strings = short_config(tiny_beir, output, tiny_model_dir, max_steps=1)
+    first = pretrain(dataclasses.replace(as_strings, corpus=tiny_beir, output=output, model=tiny_model_dir), log=print)
     assert first.steps == 1 and (output / "config.json").is_file()
-    assert pretrain(config(tiny_beir, output, tiny_model_dir, max_steps=1), log=print).already_finished
+    assert pretrain(short_config(tiny_beir, output, tiny_model_dir, max_steps=1), log=print).already_finished

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from pretraining.configs import checkpointed_config
 from retriever.choices import COUNT_BOUNDS
 from retriever.errors import RetrieverError
-from retriever.pretraining import PretrainConfig, pretrain
+from retriever.pretraining import pretrain
 from retriever.pretraining import trainer as pretraining_trainer
 from retriever.training import run_record, stack
 
@@ -24,13 +25,6 @@ HEAD = COUNT_BOUNDS["n_head_layers"].why
 
 def quiet(message: str) -> None:
     pass
-
-
-def config(corpus, output, model, **overrides) -> PretrainConfig:
-    settings = dict(corpus=str(corpus), output=str(output), model=str(model), max_length=32, batch_size=4,
-                    device="cpu", dtype="fp32", progress=False, save_steps=1, learning_rate=2e-3, warmup_ratio=0.0,
-                    seed=3, max_steps=3)
-    return PretrainConfig(**{**settings, **overrides})
 
 
 def nothing_loaded(monkeypatch) -> None:
@@ -46,14 +40,14 @@ def nothing_loaded(monkeypatch) -> None:
 def test_non_finite_settings_are_refused_before_loading(tiny_beir, tmp_path, monkeypatch, name, value):
     nothing_loaded(monkeypatch)
     with pytest.raises(RetrieverError, match=f"--{name.replace('_', '-')} is {value}; give a finite number"):
-        pretrain(config(tiny_beir, tmp_path / "out", tmp_path / "any-model", **{name: value}), log=quiet)
+        pretrain(checkpointed_config(tiny_beir, tmp_path / "out", tmp_path / "any-model", **{name: value}), log=quiet)
     assert not (tmp_path / "out").exists()
 
 
 def test_a_span_temperature_below_the_bound_is_refused_before_loading(tiny_beir, tmp_path, monkeypatch):
     nothing_loaded(monkeypatch)
     with pytest.raises(RetrieverError, match=r"--temperature 1e-45 is below 0\.0001.*give at least 0\.0001"):
-        pretrain(config(tiny_beir, tmp_path / "out", tmp_path / "any-model", cocondenser=True, temperature=1e-45),
+        pretrain(checkpointed_config(tiny_beir, tmp_path / "out", tmp_path / "any-model", cocondenser=True, temperature=1e-45),
                  log=quiet)
     assert not (tmp_path / "out").exists()
 
@@ -63,7 +57,7 @@ def test_head_settings_with_the_mlm_objective_are_refused_before_loading(tiny_be
     """--objective mlm has no Condenser head: --n-head-layers was refused but --skip-from was ignored, exit 0."""
     nothing_loaded(monkeypatch)
     with pytest.raises(RetrieverError, match=r"mlm has no head \(no --n-head-layers or --skip-from\)"):
-        pretrain(config(tiny_beir, tmp_path / "out", tmp_path / "any-model", objective="mlm", **head), log=quiet)
+        pretrain(checkpointed_config(tiny_beir, tmp_path / "out", tmp_path / "any-model", objective="mlm", **head), log=quiet)
     assert not (tmp_path / "out").exists()
 
 
@@ -72,7 +66,7 @@ def test_a_span_temperature_without_the_span_loss_is_refused_before_loading(tiny
     nothing_loaded(monkeypatch)
     with pytest.raises(RetrieverError, match=r"^--temperature 0.05 is the --cocondenser span loss's, .* add "
                                              r"--cocondenser or drop --temperature$"):
-        pretrain(config(tiny_beir, tmp_path / "out", tmp_path / "any-model", temperature=0.05), log=quiet)
+        pretrain(checkpointed_config(tiny_beir, tmp_path / "out", tmp_path / "any-model", temperature=0.05), log=quiet)
     assert not (tmp_path / "out").exists()
 
 
@@ -80,7 +74,7 @@ def test_an_output_that_cannot_be_created_is_refused_before_tokenizing(tiny_beir
     nothing_loaded(monkeypatch)
     (tmp_path / "afile").write_text("a file")
     with pytest.raises(RetrieverError, match="cannot be created: .* is a file.*; choose another --output"):
-        pretrain(config(tiny_beir, tmp_path / "afile" / "x", tmp_path / "any-model"), log=quiet)
+        pretrain(checkpointed_config(tiny_beir, tmp_path / "afile" / "x", tmp_path / "any-model"), log=quiet)
 
 
 
@@ -96,7 +90,7 @@ def test_a_corpus_under_home_that_is_a_pipe_is_refused_by_name(tiny_model_dir, t
     try:
         (tmp_path / "c.jsonl").symlink_to(f"/dev/fd/{read}")
         with pytest.raises(RetrieverError, match=f"^{tmp_path}/c.jsonl: is a pipe or a device, not a file"):
-            pretrain(config("~/c.jsonl", tmp_path / "out", tiny_model_dir, corpus_format="jsonl"), log=quiet)
+            pretrain(checkpointed_config("~/c.jsonl", tmp_path / "out", tiny_model_dir, corpus_format="jsonl"), log=quiet)
     finally:
         os.close(read)
     assert not (tmp_path / "out").exists()
@@ -104,12 +98,12 @@ def test_a_corpus_under_home_that_is_a_pipe_is_refused_by_name(tiny_model_dir, t
 def test_a_diverging_run_stops_and_writes_no_model(tiny_beir, tiny_model_dir, tmp_path):
     output = tmp_path / "out"
     with pytest.raises(RetrieverError, match="training diverged at step 2: its loss is nan"):
-        pretrain(config(tiny_beir, output, tiny_model_dir, learning_rate=1e300, save_steps=None), log=quiet)
+        pretrain(checkpointed_config(tiny_beir, output, tiny_model_dir, learning_rate=1e300, save_steps=None), log=quiet)
     assert not (output / "config.json").exists() and not (output / "model.pt").exists()
 
 
 def test_a_resume_on_a_changed_corpus_is_refused(tiny_beir, tiny_model_dir, tmp_path, monkeypatch):
-    settings = config(tiny_beir, tmp_path / "out", tiny_model_dir)
+    settings = checkpointed_config(tiny_beir, tmp_path / "out", tiny_model_dir)
     with monkeypatch.context() as patch:
         patch.setattr(stack.StackTrainer, "finish", lambda self, write_model, result: None)  # as if killed
         pretrain(settings, log=quiet)
@@ -123,7 +117,7 @@ def test_a_kill_between_rotation_and_marker_leaves_a_complete_checkpoint(tiny_be
                                                                          monkeypatch):
     """With --keep-checkpoints 1, killed after step 2's checkpoint was written but before it was marked complete:
     step 1's must still be there to resume from."""
-    settings = config(tiny_beir, tmp_path / "out", tiny_model_dir, keep_checkpoints=1)
+    settings = checkpointed_config(tiny_beir, tmp_path / "out", tiny_model_dir, keep_checkpoints=1)
     real_write = stack.write_json
 
     def killed_at_step_2_marker(path, value, *args, **kwargs):
@@ -141,7 +135,7 @@ def test_a_kill_between_rotation_and_marker_leaves_a_complete_checkpoint(tiny_be
 
 def test_resuming_from_the_last_steps_checkpoint_trains_no_extra_step(tiny_beir, tiny_model_dir, tmp_path,
                                                                       monkeypatch):
-    settings = config(tiny_beir, tmp_path / "out", tiny_model_dir)
+    settings = checkpointed_config(tiny_beir, tmp_path / "out", tiny_model_dir)
     with monkeypatch.context() as patch:
         patch.setattr(stack.StackTrainer, "finish", lambda self, write_model, result: None)  # killed writing the model
         killed = pretrain(settings, log=quiet)
@@ -169,7 +163,7 @@ def test_pretraining_a_router_of_two_towers_is_refused_naming_them(tiny_beir, tm
                                              r"\(query_0_Transformer/ and document_0_Transformer/\), and pretrain "
                                              r"continues one transformer; pass one tower's folder, e.g. --model "
                                              r".*st/document_0_Transformer"):
-        pretrain(config(tiny_beir, tmp_path / "out", folder), log=quiet)
+        pretrain(checkpointed_config(tiny_beir, tmp_path / "out", folder), log=quiet)
 
 
 def test_a_resume_in_another_precision_is_noted_and_an_edited_tokenizer_refused(tiny_beir, tiny_model_dir, tmp_path,
@@ -177,7 +171,7 @@ def test_a_resume_in_another_precision_is_noted_and_an_edited_tokenizer_refused(
     """Neither was recorded: a resume in bf16 of an fp32 run, or after the start model's tokenizer changed, went on
     without a word."""
     model = Path(shutil.copytree(tiny_model_dir, tmp_path / "bert"))
-    settings = config(tiny_beir, tmp_path / "out", model)
+    settings = checkpointed_config(tiny_beir, tmp_path / "out", model)
     with monkeypatch.context() as patch:
         patch.setattr(stack.StackTrainer, "finish", lambda self, write_model, result: None)  # as if killed
         pretrain(settings, log=quiet)
@@ -197,7 +191,7 @@ def test_an_empty_start_model_is_refused_not_read_as_the_current_folder(tiny_bei
     monkeypatch.chdir(tiny_model_dir)
     nothing_loaded(monkeypatch)
     with pytest.raises(RetrieverError, match="^the model name is empty"):
-        pretrain(config(tiny_beir, tmp_path / "out", ""), log=quiet)
+        pretrain(checkpointed_config(tiny_beir, tmp_path / "out", ""), log=quiet)
     assert not (tmp_path / "out").exists()
 
 
@@ -217,6 +211,6 @@ def test_pretrain_settings_of_the_wrong_kind_are_refused_before_loading(tiny_bei
     cocondenser='yes' trained, keep_checkpoints=0 kept every checkpoint, n_head_layers=0 built the default head."""
     nothing_loaded(monkeypatch)
     with pytest.raises(RetrieverError) as caught:
-        pretrain(config(tiny_beir, tmp_path / "out", tmp_path / "model", **{name: value}), log=quiet)
+        pretrain(checkpointed_config(tiny_beir, tmp_path / "out", tmp_path / "model", **{name: value}), log=quiet)
     assert str(caught.value) == said
     assert not (tmp_path / "out").exists()
