@@ -2,6 +2,7 @@
 searches (``search_batch``), each request getting its own rows, k and refusal."""
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -9,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from retriever.errors import RetrieverError
+from retriever.errors import IndexDamaged, RetrieverError
 from retriever.searching import Searcher
 
 
@@ -52,8 +53,21 @@ def search_batch(searcher: Searcher, batch: list[Request], encode: Callable) -> 
         row = 0
         for i in group:
             k = batch[i].k
-            results[i] = [searcher.hits(scores[j, :k], labels[j, :k]) for j in range(row, row + len(batch[i].queries))]
+            results[i] = _finite([searcher.hits(scores[j, :k], labels[j, :k])
+                                  for j in range(row, row + len(batch[i].queries))], searcher, mode)
             row += len(batch[i].queries)
+    return results
+
+
+def _finite(results: list[list], searcher: Searcher, mode: str) -> list[list] | IndexDamaged:
+    """A request's hits, or the damage a score of inf or NaN shows (no undamaged index gives one): a BM25 part whose
+    stored weights were overwritten at their size was served as `"score": Infinity`, which is not JSON, with a 200."""
+    for hits in results:
+        for hit in hits:
+            if not math.isfinite(hit.score):
+                return IndexDamaged(f"{searcher.index_dir}: its {mode} search scored document {hit.id!r} {hit.score}, "
+                                    "which no undamaged index does; find the damaged file with `retriever info "
+                                    f"{searcher.index_dir} --verify`")
     return results
 
 

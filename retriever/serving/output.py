@@ -15,7 +15,8 @@ from retriever.serving.inputs import ApiError, Limits
 
 
 def json_bytes(value: object) -> bytes:
-    return json.dumps(value, ensure_ascii=False).encode()
+    """``value`` as JSON; a NaN or infinity raises, where ``json.dumps`` wrote ``NaN``, which no JSON parser reads."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False).encode()
 
 
 def list_object(head: dict, key: str, items: Iterable[Iterable[bytes]]) -> Iterator[bytes]:

@@ -245,6 +245,32 @@ def test_a_damaged_bm25_part_is_the_server_s_fault_a_500_for_the_requests_that_n
         searcher.lexical, searcher.lexical_problem = lexical, None
 
 
+def test_a_bm25_part_scoring_infinity_is_a_500_not_a_200_of_invalid_json(served, tmp_path):
+    """Its weights overwritten at their size (the files' sizes check out) gave `"score": Infinity` with a 200, which
+    no JSON parser reads; dense requests of the same index, and the other index, are still answered."""
+    import numpy as np
+
+    from retriever.lexical_opening import open_lexical
+
+    folder = tmp_path / "small"
+    shutil.copytree(served.small_index, folder)
+    weights = np.load(folder / "bm25" / "data.csc.index.npy", mmap_mode="r+")
+    weights[:] = np.inf
+    weights.flush()
+    searcher = served.searchers["small"]
+    lexical, searcher.lexical = searcher.lexical, open_lexical(folder, read_manifest(folder))
+    try:
+        replies = [served.get("/indexes/small/search?q=bee+flower&mode=bm25"),
+                   served.post_json("/indexes/small/search", {"queries": ["cat", "bee flower"], "mode": "bm25"})]
+        for reply in replies:
+            assert reply.status == 500, reply.body
+            assert "scored document" in reply.json()["error"] and "--verify" in reply.json()["error"]
+        assert served.get("/indexes/small/search?q=bee+flower&k=1").status == 200
+        assert served.get("/indexes/tiny/search?q=bee+flower&k=1&mode=bm25").status == 200
+    finally:
+        searcher.lexical = lexical
+
+
 def test_a_damaged_fusion_record_is_a_500_for_hybrid_alone_and_listed(served):
     """It failed the whole index at start-up, dense included; the client had asked for nothing wrong."""
     from retriever.fusion import recorded_fusion
