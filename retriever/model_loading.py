@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import importlib.util
 import pickle
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -191,6 +192,7 @@ def load_model(name: str, model_class: Any = None, *, refuse_random: bool = Fals
         raise RetrieverError(f"{path}: a {model.config.model_type} encoder-decoder model; retriever encodes with "
                              "encoder-only models (BERT, RoBERTa, ...), so pass one of those")
     _say_missing_weights(path, info, refuse_random)
+    _say_unbuilt_layers(path, model, info)
     return model, info
 
 
@@ -221,6 +223,23 @@ def _say_missing_weights(path: str, info: dict, refuse: bool) -> None:
                              "at random on every load, so its vectors would be noise; pass a complete checkpoint")
     if missing:
         print(f"warning: {path} lacks {len(missing)} weights, initialised at random: {shown}", file=sys.stderr)
+
+
+def _say_unbuilt_layers(path: str, model: PreTrainedModel, info: dict) -> None:
+    """Say the checkpoint's layers past those config.json builds (num_hidden_layers lowered, or another model's
+    config.json): transformers and sentence-transformers leave them unused without a word, so a 12-layer model ran
+    as its first 6. Only weights named as the model's own (but for the layer number) count: an MLM or classifier
+    head the checkpoint also holds is no layer of it."""
+    numbered = re.compile(r"\.(\d+)\.")
+    built = {numbered.sub(".N.", key) for key in model.state_dict()}
+    unbuilt = sorted(key for key in info.get("unexpected_keys", ()) if numbered.sub(".N.", key) in built)
+    if not unbuilt:
+        return
+    saved = max(int(numbered.search(key).group(1)) for key in unbuilt) + 1
+    layers = getattr(model.config, "num_hidden_layers", None)
+    print(f"warning: {path}: its weights hold {saved} layers and config.json builds {layers} (num_hidden_layers), so "
+          f"{len(unbuilt)} weights ({unbuilt[0]}, ...) go unused, as in transformers and sentence-transformers; if "
+          f"the model is meant whole, set num_hidden_layers to {saved} in its config.json", file=sys.stderr)
 
 
 def model_files(name: str) -> Path | None:

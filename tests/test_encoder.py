@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -262,6 +264,19 @@ def test_loading_a_pretraining_folder_prints_no_load_report_and_missing_weights_
     load_model(str(folder))
     lines = capfd.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "lacks 4 weights, initialised at random: encoder.layer.1.output" in lines[0], lines
+
+
+def test_a_config_building_fewer_layers_than_the_weights_hold_is_said_in_one_line(tmp_path, capfd):
+    """config.json saying 1 layer over weights of 2 (num_hidden_layers lowered, another model's config.json): the
+    second layer was dropped without a word, and encode, train and pretrain ran a model cut to half its depth."""
+    folder = make_tiny_bert(tmp_path / "model", layers=2)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 1}))
+    capfd.readouterr()
+    Encoder(EncoderSettings(model=str(folder), pooling="cls"), device="cpu")
+    lines = capfd.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "its weights hold 2 layers and config.json builds 1" in lines[0], lines
+    assert "16 weights (encoder.layer.1." in lines[0] and "set num_hidden_layers to 2" in lines[0]
 
 
 def test_a_checkpoint_without_pooler_weights_encodes_alike_on_every_load(tmp_path):
