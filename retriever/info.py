@@ -13,9 +13,9 @@ from retriever.index_folder import MANIFEST_FILE, SEARCH_SETTINGS, read_manifest
 from retriever.index_opening import checked_manifest, open_index, opened_whole, required_files
 from retriever.integrity import check_folder, file_damage, reading, recorded_files, verify_files
 from retriever.lexical_opening import check_lexical_files, corpus_terms, lexical_record, open_lexical
-from retriever.lexical import LEXICAL_DIR, cjk_free
+from retriever.lexical import LEXICAL_DIR, splits_alike
 from retriever.lexical_build import SORTED_VOCAB_FILE
-from retriever.lexical_terms import differs_only_by_cjk, splits_as_now, tokenizer_record
+from retriever.lexical_terms import differs_only_in_letters, splits_as_now, tokenizer_record
 
 
 def index_summary(index_dir: str | Path) -> dict:
@@ -106,17 +106,18 @@ def _lexical_summary(index_dir: Path, manifest: dict) -> dict | None:
 
 def _splits_as_now(index_dir: Path, manifest: dict, lexical: dict) -> bool:
     """Whether a rebuild would split the part's passages as they are: recorded with today's splitting, or before
-    some letter pairs (CJK ones, or Thai, Lao, Khmer and Myanmar ones) with no letter those pairs cut among its terms
-    and stopwords, so that only such a letter standing alone (no term then, one now) could differ (``lexical_terms.holds_cjk_letter``). Its vocabulary unreadable is damage,
-    not a former splitting."""
+    NFKC and case folding (and maybe before some letter pairs: CJK ones, or Thai, Lao, Khmer and Myanmar ones) with
+    no letter folding changes or those pairs cut among its terms and stopwords, so that only such a letter standing
+    alone (no term then, one now) could differ (``lexical_terms.holds_letter_split_otherwise``). Its vocabulary
+    unreadable is damage, not a former splitting."""
     recorded = lexical.get("tokenizer")
     if splits_as_now(recorded):
         return True
-    if not differs_only_by_cjk(recorded, tokenizer_record()):
+    if not differs_only_in_letters(recorded, tokenizer_record()):
         return False
     name = f"{lexical.get('directory', LEXICAL_DIR)}/{SORTED_VOCAB_FILE}"
     with reading(index_dir / name, lambda _, problem: file_damage(index_dir, manifest, name, problem)):
-        return cjk_free(index_dir / str(lexical.get("directory", LEXICAL_DIR)), lexical.get("stopwords"), recorded)
+        return splits_alike(index_dir / str(lexical.get("directory", LEXICAL_DIR)), lexical.get("stopwords"), recorded)
 
 
 def _fusion_summary(index_dir: Path, manifest: dict) -> dict | None:

@@ -24,7 +24,7 @@ from retriever.fusion import is_number
 from retriever.integrity import file_records, file_sha256
 from retriever.lexical_build import SORTED_VOCAB_FILE, build_bm25s, tokenize_flat
 from retriever.lexical_names import canonical, unknown_name
-from retriever.lexical_terms import holds_cjk_letter, prepared, split_words, tokenizer_record
+from retriever.lexical_terms import holds_letter_split_otherwise, prepared, split_words, tokenizer_record
 
 LEXICAL_DIR = "bm25"
 METHODS = ("lucene", "robertson", "atire", "bm25l", "bm25+")
@@ -116,16 +116,16 @@ def _snowball(language: str | None):
         raise RetrieverError(f"{unknown_name('stemmer', language)} or --bm25-stemmer none") from None
 
 
-def cjk_free(part: Path, stopwords: str | None, recorded: object = None) -> bool:
-    """Whether a BM25 part's terms and stopword list hold no letter that a pairing the ``recorded`` tokenizer
-    lacks cuts (``holds_cjk_letter``; no record: any pairing's): its sorted vocabulary is matched memory-mapped,
-    never loaded. False for a part without one (built before it); a vocabulary that cannot be read raises Arrow's or
+def splits_alike(part: Path, stopwords: str | None, recorded: object = None) -> bool:
+    """Whether a BM25 part's terms and stopword list hold no letter today's splitting treats otherwise than the
+    ``recorded`` tokenizer (``holds_letter_split_otherwise``; no record: any change's): its sorted vocabulary is
+    matched memory-mapped, never loaded. False for a part without one (built before it); a vocabulary that cannot be read raises Arrow's or
     the OS's error, for the caller to name as damage."""
     if not (part / SORTED_VOCAB_FILE).is_file():
         return False
     terms = _sorted_vocabulary(part / SORTED_VOCAB_FILE).column("term")
     listed = _tokenizer(LexicalParams(stemmer=None, stopwords=stopwords)).stopwords or ()
-    return not holds_cjk_letter(listed, recorded) and not holds_cjk_letter(terms, recorded)
+    return not holds_letter_split_otherwise(listed, recorded) and not holds_letter_split_otherwise(terms, recorded)
 
 
 def _sorted_vocabulary(path: Path):
@@ -137,8 +137,15 @@ def _sorted_vocabulary(path: Path):
 
 
 def unicode_normalised(texts: Iterable[str]) -> Iterator[str]:
-    """Each text as documents are split (``lexical_terms.prepared``: NFC, in-word invisibles dropped)."""
+    """Each text as documents are split (``lexical_terms.prepared``: NFKC, in-word invisibles dropped, case
+    folded)."""
     return map(prepared, texts)
+
+
+def prepared_stopwords(tokenizer, prepare: Callable[[str], str]) -> frozenset[str]:
+    """The tokenizer's stopword list prepared as the words it is matched against (German daß as dass, where case is
+    folded): passages and queries alike."""
+    return frozenset(map(prepare, tokenizer.stopwords or ()))
 
 
 def build_lexical(docstore: Path, target: Path, params: LexicalParams = LexicalParams(),
@@ -155,7 +162,7 @@ def build_lexical(docstore: Path, target: Path, params: LexicalParams = LexicalP
         count = document_count(docstore)
     texts = tqdm(unicode_normalised(_each_read(document_texts(docstore), reads)), total=count, desc="bm25 tokenise",
                  unit="doc", file=sys.stderr, disable=not progress)
-    flat = tokenize_flat(texts, tokenizer.splitter, frozenset(tokenizer.stopwords or ()), _stem_words(params.stemmer))
+    flat = tokenize_flat(texts, tokenizer.splitter, prepared_stopwords(tokenizer, prepared), _stem_words(params.stemmer))
     vocabulary, tokens = build_bm25s(flat, target, params.k1, params.b, params.method)
     return {**params.record(), "documents": count, "vocabulary": vocabulary, "tokens": tokens,
             "docstore": {"file": docstore.name, "sha256": docstore_sha256 or file_sha256(docstore)},

@@ -49,8 +49,9 @@ class FlatTokens:
 def tokenize_flat(texts: Iterable[str], split: Callable[[str], list[str]], stopwords: frozenset[str],
                   stem_words: Callable[[list[str]], list[str]] | None,
                   batch_tokens: int = 1_000_000) -> FlatTokens:
-    """bm25s's ``streaming_tokenize`` (lower-case, split, drop stopwords, stem), into flat arrays; a word stemmed to
-    nothing is dropped, where bm25s kept it as its empty token, the one term of a passage without words.
+    """bm25s's ``streaming_tokenize`` (split, drop stopwords, stem) of texts already lower-cased (case folded:
+    ``lexical_terms.prepared``), into flat arrays; a word stemmed to nothing is dropped, where bm25s kept it as its
+    empty token, the one term of a passage without words.
 
     ``stem_words`` stems a list at once (PyStemmer's C loop and cache), or is None. Terms become
     Arrow strings a batch at a time and Arrow numbers them (``dictionary_encode``, then
@@ -63,7 +64,7 @@ def tokenize_flat(texts: Iterable[str], split: Callable[[str], list[str]], stopw
 
     chunks, lengths, batch = [encoded([EMPTY_TOKEN])], array("i"), []
     for text in texts:
-        words = [word for word in split(text.lower()) if word not in stopwords]
+        words = [word for word in split(text) if word not in stopwords]
         if stem_words and words:  # a word stemmed to nothing (Nepali का) is no term: "" is the no-word token
             words = [term for term in stem_words(words) if term]
         terms = words or [EMPTY_TOKEN]

@@ -12,7 +12,7 @@ import numpy as np
 
 from retriever.errors import IndexDamaged, RetrieverError
 from retriever.id_order import sorted_position
-from retriever.lexical import LEXICAL_DIR, LexicalParams, _sorted_vocabulary, _tokenizer
+from retriever.lexical import LEXICAL_DIR, LexicalParams, _sorted_vocabulary, _tokenizer, prepared_stopwords
 from retriever.lexical_build import SORTED_VOCAB_FILE
 from retriever.lexical_terms import recorded_splitting, tokenizer_record
 
@@ -28,8 +28,8 @@ class QueryTokenizer:
     def __init__(self, params: LexicalParams, recorded: object = None) -> None:
         tokenizer = _tokenizer(params)
         self._stem = tokenizer.stemmer
-        self._stopwords = frozenset(tokenizer.stopwords or ())
         self._prepare, self._split = recorded_splitting(tokenizer_record() if recorded is None else recorded)
+        self._stopwords = prepared_stopwords(tokenizer, self._prepare)
 
     def __call__(self, text: str) -> list[str]:
         words = self._words(text)
@@ -42,7 +42,7 @@ class QueryTokenizer:
         return [word for word in self._words(text) if not self._stem(word)] if self._stem else []
 
     def _words(self, text: str) -> list[str]:
-        return [w for w in self._split(self._prepare(text).lower()) if w not in self._stopwords]
+        return [w for w in self._split(self._prepare(text)) if w not in self._stopwords]
 
 
 class LexicalIndex:

@@ -23,9 +23,9 @@ from retriever.output_paths import creatable_problem
 from retriever.folders import exclusive_build, named_output, temporary_folder
 from retriever.pid_names import left_by_dead_processes
 from retriever.integrity import check_folder, damaged, dense_part, file_sha256, reading, recorded_files
-from retriever.lexical import LEXICAL_DIR, LexicalParams, build_lexical, cjk_free
+from retriever.lexical import LEXICAL_DIR, LexicalParams, build_lexical, splits_alike
 from retriever.lexical_names import canonical
-from retriever.lexical_terms import differs_only_by_cjk
+from retriever.lexical_terms import differs_only_in_letters
 
 _PART_NAME = re.compile(rf"^{LEXICAL_DIR}(-[0-9a-f]{{8}})?$")
 
@@ -111,20 +111,34 @@ _SCORING = ("k1", "b", "method", "stemmer", "stopwords", "tokenizer")
 
 def _scoring_changes(manifest: dict, record: dict, part: Path) -> list[str]:
     """The scoring settings the new BM25 record changes from the one it replaces ("k1 0.9 -> 2.0"); none when the
-    old record is broken, since what it scored with is unknown. A tokenizer recorded before CJK (or Thai, Lao, Khmer
-    and Myanmar) letter pairs is no change where the new ``part``'s terms and stopwords hold no letter of them: no
-    passage held one, so each got the terms it had (``lexical_terms.holds_cjk_letter``)."""
+    old record is broken, since what it scored with is unknown. A tokenizer recorded before NFKC and case folding
+    (and CJK, or Thai, Lao, Khmer and Myanmar, letter pairs) is no change where the new ``part``'s terms and
+    stopwords hold no letter those pairs cut (a letter alone is a term now), nor the old part's one folding
+    changes: no passage held one, so each got the terms it had (``lexical_terms.holds_letter_split_otherwise``)."""
     old = manifest.get("lexical")
     if not isinstance(old, dict):
         return []
     # a setting as it scores: `en` and `english` name one stopword list (`en` and `eng` the stemmer `english`), so a
     # repair naming it the other way, or a record an older version wrote as given, keeps the fusion
     changed = [name for name in _SCORING if canonical(name, old.get(name)) != canonical(name, record.get(name))]
-    if (changed == ["tokenizer"] and differs_only_by_cjk(old.get("tokenizer"), record.get("tokenizer"))
-            and cjk_free(part, record.get("stopwords"), old.get("tokenizer"))):
+    if (changed == ["tokenizer"] and differs_only_in_letters(old.get("tokenizer"), record.get("tokenizer"))
+            and splits_alike(part, record.get("stopwords"), old.get("tokenizer"))
+            and _old_part_splits_alike(part.parent, manifest)):
         return []
     return [f"{name} {old.get(name)} -> {record.get(name)}" if name != "tokenizer" else  # a record too long to show
             "tokenizer: text is cut into words otherwise" for name in changed]
+
+
+def _old_part_splits_alike(index_dir: Path, manifest: dict) -> bool:
+    """``lexical.splits_alike`` for the part being replaced (its terms as its tokenizer made them); False where it
+    cannot be read, as its terms are then unknown."""
+    import pyarrow as pa
+
+    old, directory = manifest["lexical"], _recorded_directory(manifest)
+    try:
+        return directory is not None and splits_alike(index_dir / directory, old.get("stopwords"), old.get("tokenizer"))
+    except (OSError, pa.ArrowException):
+        return False
 
 
 def _say_fusion_dropped(index_dir: Path, fusion: dict, changed: list[str], retuning: str | None = None) -> None:

@@ -16,6 +16,13 @@ dictionary (ICU's), so a run of their letters is cut into overlapping pairs of g
 vowel and tone marks: ``แมวนอน`` is ``แม``, ``มว``, ``วน``, ``นอ``, ``อน``), as CJK runs are into letter pairs, and a
 word found inside a sentence. The manifest's ``cjk`` records both (``CJK``; ``CJK_ONLY`` before Thai, Lao, Khmer
 and Myanmar pairs, none before CJK ones): a folder built before either splits its queries as its passages were.
+
+Letters in a compatibility form (fullwidth ``ＢＭ２５``, the ligature ``ﬁ``, the micro sign ``µ``, ``Ⅻ``, ``²``) are
+put in NFKC, so they are the plain letters a query types, and case is folded (``casefold``: ``Straße`` is
+``strasse``, a final ``ς`` is ``σ``), as ICU's NFKC_Casefold (Lucene's ICUFoldingFilter) does. Symbols NFKC would
+spell with letters (``™`` as ``TM``, ``㎏`` as ``kg``) stay what they were, a gap between words: ``Windows™`` is
+``windows``, not ``windowstm``. The manifest records ``unicode: NFKC`` and ``casefold``; a folder built before (NFC,
+lowercased) splits its queries that way.
 """
 from __future__ import annotations
 
@@ -27,7 +34,10 @@ from collections.abc import Callable, Iterable
 import regex
 
 TOKEN_PATTERN = r"[\w\p{No}]{2,}"  # the regex module's syntax
-UNICODE_FORM = "NFC"
+UNICODE_FORM = "NFKC"
+FORMER_UNICODE_FORM = "NFC"  # folders built before compatibility forms and case were folded
+# Characters between words that NFKC rewrites (™, ㎏, ℃, fullwidth punctuation): a space, as they split words
+_SYMBOLS_NFKC_REWRITES = regex.compile(r"(?V1)[\p{NFKC_QC=N}--[\w\p{No}]]")
 INVISIBLE_IN_WORDS = "\u00ad\u200c\u200d\u2060\ufeff"
 _FOLDS = str.maketrans({**dict.fromkeys(INVISIBLE_IN_WORDS), "\u0130": "I"})
 _FOLDED = re.compile(f"[{INVISIBLE_IN_WORDS}\u0130]")  # str.translate walks every text; a search skips most
@@ -84,29 +94,49 @@ def split_cjk_pairs(text: str) -> list[str]:
 
 
 def prepared(text: str) -> str:
-    """A text as it is split: NFC, invisible in-word characters dropped, İ as I (lowercasing comes after)."""
-    text = unicodedata.normalize(UNICODE_FORM, text)
-    return text if text.isascii() or _FOLDED.search(text) is None else text.translate(_FOLDS)
+    """A text as documents and queries are split: NFKC within words, invisible in-word characters dropped, İ as I,
+    case folded (module docstring). The one place both go through; stopword lists too."""
+    if text.isascii():  # NFKC leaves ASCII as it is, and casefold is lower there
+        return text.lower()
+    if _SYMBOLS_NFKC_REWRITES.search(text):
+        text = _SYMBOLS_NFKC_REWRITES.sub(" ", text)
+    text = _folded(unicodedata.normalize(UNICODE_FORM, text))
+    return unicodedata.normalize(UNICODE_FORM, text.casefold())  # ǰ folds to j and a combining caron
+
+
+def _folded(text: str) -> str:
+    """Invisible in-word characters dropped and İ as I."""
+    return text if _FOLDED.search(text) is None else text.translate(_FOLDS)
+
+
+def _prepared_before_nfkc(text: str) -> str:
+    """``prepared`` as folders built before NFKC and case folding prepared their texts: NFC, lowercased."""
+    return (text if text.isascii() else _folded(unicodedata.normalize(FORMER_UNICODE_FORM, text))).lower()
 
 
 def tokenizer_record() -> dict:
     """The manifest's ``lexical.tokenizer``: what queries must be split like."""
-    return {"pattern": TOKEN_PATTERN, "syntax": "regex", "unicode": UNICODE_FORM,
+    return {**record_before_folding(), "unicode": UNICODE_FORM, "casefold": True}
+
+
+def record_before_folding() -> dict:
+    """The tokenizer record folders built before NFKC and case folding carry (with the pairs of ``CJK``)."""
+    return {"pattern": TOKEN_PATTERN, "syntax": "regex", "unicode": FORMER_UNICODE_FORM,
             "dropped": [f"U+{ord(c):04X}" for c in INVISIBLE_IN_WORDS], "folded": {"U+0130": "I"}, "lowercase": True,
             "cjk": CJK}
 
 
-def _unchanged(text: str) -> str:
-    return text
+def _lowercased(text: str) -> str:
+    return text.lower()
 
 
-def _nfc(text: str) -> str:
-    return unicodedata.normalize(UNICODE_FORM, text)
+def _nfc_lowercased(text: str) -> str:
+    return unicodedata.normalize(FORMER_UNICODE_FORM, text).lower()
 
 
 def splits_as_now(record: object) -> bool:
     """Whether a folder's ``lexical.tokenizer`` record is today's splitting; any other was split a former way."""
-    return _pattern_now(record) and record.get("cjk") == CJK
+    return record == tokenizer_record()
 
 
 def knows_splitting(record: object) -> bool:
@@ -115,44 +145,51 @@ def knows_splitting(record: object) -> bool:
     if record is None:
         return True
     former = {"pattern": FORMER_PATTERN, "lowercase": True}
-    return record in (*_records_before_pairs(), former, {**former, "unicode": UNICODE_FORM})
+    return record in (tokenizer_record(), *_records_before(), former, {**former, "unicode": FORMER_UNICODE_FORM})
 
 
-def _records_before_pairs() -> tuple[dict, dict, dict]:
-    """Today's tokenizer record, the one before Thai, Lao, Khmer and Myanmar pairs, and the one before CJK pairs."""
-    now = tokenizer_record()
-    return now, {**now, "cjk": CJK_ONLY}, {k: v for k, v in now.items() if k != "cjk"}
+def _records_before() -> tuple[dict, dict, dict]:
+    """The records of today's pattern earlier versions wrote, all before NFKC and case folding: with CJK and Thai,
+    Lao, Khmer and Myanmar pairs, with CJK pairs alone, and with neither."""
+    before = record_before_folding()
+    return before, {**before, "cjk": CJK_ONLY}, {k: v for k, v in before.items() if k != "cjk"}
 
 
-def differs_only_by_cjk(old: object, new: object) -> bool:
-    """Whether tokenizer record ``old`` is ``new`` (today's) but for letter pairs: recorded before CJK pairs, or
-    before Thai, Lao, Khmer and Myanmar ones, and else alike."""
-    now, *before = _records_before_pairs()
-    return new == now and old in before
+def differs_only_in_letters(old: object, new: object) -> bool:
+    """Whether tokenizer record ``old`` is ``new`` (today's) but for what some letters become: recorded before NFKC
+    and case folding, and maybe before CJK pairs or Thai, Lao, Khmer and Myanmar ones, and else alike."""
+    return new == tokenizer_record() and old in _records_before()
 
 
-def holds_cjk_letter(terms: Iterable[str], recorded: object = None) -> bool:
-    """Whether any term holds a letter ``split_words`` pairs and the ``recorded`` tokenizer did not (a pyarrow
-    string array is matched by Arrow, a memory mapped vocabulary a page at a time, no Python object per term; with
-    no record, the letters of every pairing). Without one among the terms and stopwords of a part split before
-    those pairs, every such letter of its passages stood alone (a longer run was a term, and a stemmer strips only
-    letters of its own script), so the pairing changes its terms only by such a letter."""
+def holds_letter_split_otherwise(terms: Iterable[str], recorded: object = None) -> bool:
+    """Whether any term holds a letter today's splitting treats otherwise than the ``recorded`` tokenizer did: one
+    ``split_words`` pairs and it did not, or one NFKC or case folding changes (a pyarrow string array is matched by
+    Arrow, a memory mapped vocabulary a page at a time, no Python object per term; with no record, the letters of
+    every change). Without one among the terms and stopwords of a part split so, such a letter of its passages stood
+    alone (a longer run was a term, and a stemmer strips only letters of its own script, German ß as case folding
+    does), so today's splitting changes its terms only by such a letter."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if not isinstance(terms, (pa.Array, pa.ChunkedArray)):
         terms = pa.array(list(terms), pa.string())
-    cjk_before = isinstance(recorded, dict) and recorded.get("cjk") == CJK_ONLY
-    return bool(pc.any(pc.match_substring_regex(terms, _letter_class(not cjk_before))).as_py())
+    if splits_as_now(recorded):
+        return False
+    pairs = recorded.get("cjk") if isinstance(recorded, dict) else None
+    folded = isinstance(recorded, dict) and recorded.get("unicode") == UNICODE_FORM
+    letters = _letter_class(pairs not in (CJK, CJK_ONLY), pairs != CJK, not folded)
+    return bool(pc.any(pc.match_substring_regex(terms, letters)).as_py())
 
 
 @functools.cache
-def _letter_class(with_cjk: bool) -> str:
-    """The letters Thai, Lao, Khmer and Myanmar pairs cut (and ``_CJK_LETTER``'s ``with_cjk``) as a character
-    class of RE2 (Arrow's regex engine), its code points found by the regex module itself, so they cannot disagree."""
+def _letter_class(cjk: bool, southeast_asian: bool, folding: bool) -> str:
+    """The letters CJK pairs cut, those Thai, Lao, Khmer and Myanmar pairs cut, and those NFKC or case folding
+    changes (each where asked) as a character class of RE2 (Arrow's regex engine), its code points found by the
+    regex module itself, so they cannot disagree. Case folding's are a few more than it changes in lowercased text."""
     every = "".join(map(chr, range(0x110000)))
-    letters = f"{_CJK_LETTER}|{_SEA_LETTER}" if with_cjk else _SEA_LETTER
-    runs = regex.compile(f"(?V1)(?:{letters})+").finditer(every)
+    letters = [_CJK_LETTER] * cjk + [_SEA_LETTER] * southeast_asian
+    letters += [r"[\p{NFKC_Quick_Check=N}\p{Changes_When_Casefolded}]"] * folding
+    runs = regex.compile(f"(?V1)(?:{'|'.join(letters)})+").finditer(every)
     return "[" + "".join(f"\\x{{{run.start():X}}}-\\x{{{run.end() - 1:X}}}" for run in runs) + "]"
 
 
@@ -163,9 +200,10 @@ def _pattern_now(record: object) -> bool:
 def recorded_splitting(record: object) -> tuple[Callable[[str], str], Callable[[str], list[str]]]:
     """(prepare, split) for queries of a folder whose manifest records ``record`` as its tokenizer: the way its
     documents were split, so a folder built before a change keeps matching its own terms."""
-    if _pattern_now(record):
-        if splits_as_now(record):
-            return prepared, split_words
-        return prepared, split_cjk_pairs if record.get("cjk") == CJK_ONLY else split_without_bigrams
-    nfc = isinstance(record, dict) and record.get("unicode") == UNICODE_FORM
-    return (_nfc if nfc else _unchanged), re.compile(FORMER_PATTERN).findall
+    if splits_as_now(record):
+        return prepared, split_words
+    if _pattern_now(record):  # before NFKC and case folding
+        split = {CJK: split_words, CJK_ONLY: split_cjk_pairs}.get(record.get("cjk"), split_without_bigrams)
+        return _prepared_before_nfkc, split
+    nfc = isinstance(record, dict) and record.get("unicode") == FORMER_UNICODE_FORM
+    return (_nfc_lowercased if nfc else _lowercased), re.compile(FORMER_PATTERN).findall

@@ -7,9 +7,12 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
+import retriever.lexical
 from retriever.cli import main
 from retriever.encoder import Encoder, EncoderSettings
 from retriever.indexing import IndexParams, encode_and_index
+from retriever.lexical_part import add_lexical
+from retriever.lexical_terms import CJK, _prepared_before_nfkc
 
 # Entries search reads with defaults or never reads, so the manifest check lets them through (probe round 6).
 EDITS = {
@@ -154,11 +157,13 @@ def test_every_key_of_info_json_is_described_in_the_readme(sq8_index, tmp_path):
 
 
 def _split_before_cjk_pairs(index, target, cjk=None):
-    """A copy of ``index`` as a build before CJK letter pairs recorded it (its tokenizer without ``cjk``), or with
-    ``cjk`` as recorded (``bigrams``: before Thai, Lao, Khmer and Myanmar pairs)."""
+    """A copy of ``index`` as a build before CJK letter pairs (and NFKC and case folding) recorded it (its tokenizer
+    without ``cjk``), or with ``cjk`` as recorded (``bigrams``: before Thai, Lao, Khmer and Myanmar pairs)."""
+    from retriever.lexical_terms import record_before_folding
+
     shutil.copytree(index, target)
     manifest = json.loads((target / "manifest.json").read_text())
-    del manifest["lexical"]["tokenizer"]["cjk"]
+    manifest["lexical"]["tokenizer"] = {k: v for k, v in record_before_folding().items() if k != "cjk"}
     if cjk:
         manifest["lexical"]["tokenizer"]["cjk"] = cjk
     (target / "manifest.json").write_text(json.dumps(manifest))
@@ -166,15 +171,16 @@ def _split_before_cjk_pairs(index, target, cjk=None):
 
 
 def test_a_part_split_before_cjk_pairs_is_current_unless_its_terms_hold_a_cjk_letter(sq8_index, tmp_path,
-                                                                                      tiny_model_dir):
+                                                                                      tiny_model_dir, monkeypatch):
     """Every folder built before CJK pairs said a rebuild would split it otherwise, an English one too, whose
-    passages would get the very terms they have; one whose terms hold a CJK letter still says so."""
+    passages would get the very terms they have; one whose terms hold a CJK letter still says so, and one built
+    before NFKC and case folding whose terms hold a ligature."""
     runner = CliRunner()
     said = "--overwrite` rebuilds it with the current splitting"
     english = _split_before_cjk_pairs(sq8_index, tmp_path / "english")
     assert json.loads(runner.invoke(main, ["info", str(english), "--json"]).output)["bm25"]["current_splitting"]
     assert said not in runner.invoke(main, ["info", str(english)]).output
-    rows = [{"_id": "a", "text": "東京都に住む"}, {"_id": "b", "text": "a river in the city"}]
+    rows = [{"_id": "a", "text": "東京都に住む"}, {"_id": "b", "text": "a river in the city"}, {"_id": "c", "text": "ﬁnance"}]
     (tmp_path / "corpus.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     encoder = Encoder(EncoderSettings(model=str(tiny_model_dir)), device="cpu", dtype="fp32")
     encode_and_index(tmp_path / "corpus.jsonl", tmp_path / "cjk", encoder, IndexParams("flat"), progress=False)
@@ -187,6 +193,11 @@ def test_a_part_split_before_cjk_pairs_is_current_unless_its_terms_hold_a_cjk_le
     # recorded before Thai pairs only: its CJK terms are those a rebuild makes (they said a former way)
     before_thai = _split_before_cjk_pairs(tmp_path / "cjk", tmp_path / "cjk-before-thai", cjk="bigrams")
     assert json.loads(runner.invoke(main, ["info", str(before_thai), "--json"]).output)["bm25"]["current_splitting"]
+    monkeypatch.setattr(retriever.lexical, "prepared", _prepared_before_nfkc)  # a part built before folding
+    add_lexical(tmp_path / "cjk", overwrite=True, progress=False)
+    before_folding = _split_before_cjk_pairs(tmp_path / "cjk", tmp_path / "before-folding", cjk=CJK)
+    assert json.loads(runner.invoke(main, ["info", str(before_folding), "--json"]).output)["bm25"][
+        "current_splitting"] is False
 
 
 @pytest.mark.parametrize("damage", ["zeroed", "truncated"])

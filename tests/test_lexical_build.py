@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from retriever import lexical_build
-from retriever.lexical import METHODS, LexicalParams, _stem_words, _tokenizer
+from retriever.lexical import METHODS, LexicalParams, _stem_words, _tokenizer, unicode_normalised
 from retriever.lexical_build import SORTED_VOCAB_FILE, build_bm25s, tokenize_flat
 
 TEXTS = ["Honey bees collect nectar from flowers; bees love flowers.",
@@ -33,7 +33,7 @@ def reference(texts: list[str], params: LexicalParams, folder):
 def flat(texts: list[str], params: LexicalParams, folder, batch_tokens: int = 4):
     """Small Arrow batches, so terms are numbered across batches as bm25s numbers them in one pass."""
     tokenizer = _tokenizer(params)
-    tokens = tokenize_flat(texts, tokenizer.splitter, frozenset(tokenizer.stopwords or ()),
+    tokens = tokenize_flat(unicode_normalised(texts), tokenizer.splitter, frozenset(tokenizer.stopwords or ()),
                            _stem_words(params.stemmer), batch_tokens)
     return build_bm25s(tokens, folder, params.k1, params.b, params.method)
 

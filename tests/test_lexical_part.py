@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -167,11 +168,13 @@ def _flat_index_with(tiny_beir, tiny_model_dir, index, text: str):
 
 
 def _split_before_cjk_pairs(index, fusion: dict) -> None:
-    """The manifest a build made before CJK letter pairs were recorded (``tokenizer`` without ``cjk``)."""
+    """The manifest a build made before CJK letter pairs (and NFKC and case folding) were recorded (``tokenizer``
+    without ``cjk``)."""
     from retriever.index_folder import read_manifest, replace_manifest
+    from retriever.lexical_terms import record_before_folding
 
     manifest = read_manifest(index)
-    tokenizer = {k: v for k, v in manifest["lexical"]["tokenizer"].items() if k != "cjk"}
+    tokenizer = {k: v for k, v in record_before_folding().items() if k != "cjk"}
     replace_manifest(index, {**manifest, "lexical": {**manifest["lexical"], "tokenizer": tokenizer}, "fusion": fusion})
 
 
@@ -200,16 +203,39 @@ def test_a_fusion_tuned_on_a_part_split_before_cjk_pairs_is_dropped_where_a_pass
     assert "fusion" not in read_manifest(index) and "(tokenizer: text is cut" in capsys.readouterr().err
 
 
+def test_a_fusion_tuned_on_a_part_split_before_folding_is_dropped_where_a_passage_holds_a_ligature(
+        tiny_beir, tmp_path, tiny_model_dir, capsys, monkeypatch):
+    """'ﬁnance' was a term of its own and is 'finance' now: the part's scores change, the fusion goes (its terms
+    are the old part's, built here as a version before NFKC and case folding built it)."""
+    import retriever.lexical
+    from retriever.index_folder import read_manifest
+    from retriever.lexical_terms import _prepared_before_nfkc
+
+    index = _flat_index_with(tiny_beir, tiny_model_dir, tmp_path / "ligature", " (a ﬁnance report)")
+    with monkeypatch.context() as before_folding:
+        before_folding.setattr(retriever.lexical, "prepared", _prepared_before_nfkc)
+        add_lexical(index, overwrite=True, progress=False)
+    fusion = {"method": "rrf", "rrf_k": 20.0, "alpha": 0.5, "depth": 1000}
+    _split_before_cjk_pairs(index, fusion)
+    shutil.copytree(index, tmp_path / "copy")
+    add_lexical(index, overwrite=True, progress=False)
+    assert "fusion" not in read_manifest(index) and "(tokenizer: text is cut" in capsys.readouterr().err
+    (next((tmp_path / "copy").glob("bm25*")) / "vocab.sorted.arrow").unlink()  # its terms unknown: dropped too
+    add_lexical(tmp_path / "copy", overwrite=True, progress=False)
+    assert "fusion" not in read_manifest(tmp_path / "copy")
+
+
 def test_a_fusion_on_a_cjk_part_split_before_thai_pairs_is_kept_where_no_passage_holds_a_thai_letter(
         tiny_beir, tmp_path, tiny_model_dir, capsys):
     """Thai, Lao, Khmer and Myanmar cluster pairs change no term of a corpus without those letters, CJK ones
     included (their pairs were recorded already as ``cjk: bigrams``): the tuned fusion stays."""
     from retriever.index_folder import read_manifest, replace_manifest
+    from retriever.lexical_terms import record_before_folding
 
     index = _flat_index_with(tiny_beir, tiny_model_dir, tmp_path / "cjk", " 東京都に住む")
     fusion = {"method": "rrf", "rrf_k": 20.0, "alpha": 0.5, "depth": 1000}
     manifest = read_manifest(index)
-    tokenizer = {**manifest["lexical"]["tokenizer"], "cjk": "bigrams"}
+    tokenizer = {**record_before_folding(), "cjk": "bigrams"}
     replace_manifest(index, {**manifest, "lexical": {**manifest["lexical"], "tokenizer": tokenizer}, "fusion": fusion})
     add_lexical(index, overwrite=True, progress=False)
     assert read_manifest(index)["fusion"] == fusion and "dropped" not in capsys.readouterr().err

@@ -2,12 +2,12 @@ from __future__ import annotations
 
 import unicodedata
 
-from retriever.lexical_terms import FORMER_PATTERN, recorded_splitting, tokenizer_record
+from retriever.lexical_terms import FORMER_PATTERN, record_before_folding, recorded_splitting, tokenizer_record
 
 
 def split(record: object, text: str) -> list[str]:
     prepare, words = recorded_splitting(record)
-    return words(prepare(text).lower())
+    return words(prepare(text))
 
 
 def test_folders_built_before_split_their_queries_as_their_documents_were():
@@ -21,7 +21,8 @@ def test_folders_built_before_split_their_queries_as_their_documents_were():
 
 def test_splitting_keeps_what_the_former_pattern_kept_in_latin_text():
     text = "Covid-19 rose 3.5% in 2020; β-catenin, h₂o₂, km², snake_case, naïve, ÉCOLE"
-    assert split(tokenizer_record(), text) == split({"pattern": FORMER_PATTERN, "unicode": "NFC"}, text)
+    before = split({"pattern": FORMER_PATTERN, "unicode": "NFC"}, text)
+    assert split(tokenizer_record(), text) == [unicodedata.normalize("NFKC", word) for word in before]  # h2o2, km2
 
 
 def test_cjk_runs_are_cut_into_overlapping_letter_pairs():
@@ -30,9 +31,10 @@ def test_cjk_runs_are_cut_into_overlapping_letter_pairs():
     now = tokenizer_record()
     assert split(now, "東京都に住む") == ["東京", "京都", "都に", "に住", "住む"]
     assert split(now, "コーヒー 한국어 東") == ["コー", "ーヒ", "ヒー", "한국", "국어", "東"]
-    assert split(now, "PDF文書をabc 《建國》·x²") == ["pdf", "文書", "書を", "abc", "建國", "x²"]
-    assert split({**now, "cjk": "bigrams"}, "ภาษาไทย 東京都") == ["ภาษาไทย", "東京", "京都"]  # before Thai pairs
-    assert split({**now, "cjk": None}, "東京都 abc") == ["東京都", "abc"]  # a folder built before bigrams
+    assert split(now, "PDF文書をabc 《建國》·x²") == ["pdf", "文書", "書を", "abc", "建國", "x2"]
+    before = record_before_folding()
+    assert split({**before, "cjk": "bigrams"}, "ภาษาไทย 東京都") == ["ภาษาไทย", "東京", "京都"]  # before Thai pairs
+    assert split({**before, "cjk": None}, "東京都 abc") == ["東京都", "abc"]  # a folder built before bigrams
     assert split({"pattern": FORMER_PATTERN, "unicode": "NFC"}, "東京都") == ["東京都"]
 
 
@@ -40,8 +42,8 @@ def test_a_folder_split_before_cjk_bigrams_is_not_the_current_splitting():
     """``info`` says a rebuild would change its terms (for text holding CJK letters)."""
     from retriever.lexical_terms import splits_as_now
 
-    record = tokenizer_record()
-    assert splits_as_now(record) and not splits_as_now({k: v for k, v in record.items() if k != "cjk"})
+    record = record_before_folding()
+    assert splits_as_now(tokenizer_record()) and not splits_as_now({k: v for k, v in record.items() if k != "cjk"})
 
 
 def test_cjk_letters_are_found_in_terms_as_split_words_pairs_them():
@@ -49,23 +51,25 @@ def test_cjk_letters_are_found_in_terms_as_split_words_pairs_them():
     letters ``split_words`` pairs (kana marks, Hangul jamo), not CJK punctuation, fullwidth Latin or ``km²``."""
     import pyarrow as pa
 
-    from retriever.lexical_terms import holds_cjk_letter, split_words, split_without_bigrams
+    from retriever.lexical_terms import holds_letter_split_otherwise, split_words, split_without_bigrams
 
+    folded = {**record_before_folding(), "cjk": None, "unicode": "NFKC"}  # as if folded before pairs: pairs alone
     for letter in ["東", "ー", "々", "ㇰ", "𠀋", "ᄀ", "한"]:
-        assert holds_cjk_letter(pa.array(["abc", f"x{letter}"])) and split_words(f"ab{letter}") != ["ab" + letter]
+        assert holds_letter_split_otherwise(pa.array(["abc", f"x{letter}"]), folded)
+        assert split_words(f"ab{letter}") != ["ab" + letter]
     for text in ["・", "。", "《》", "ａｂ", "km²", "naïve", "हिन्दी"]:
-        assert not holds_cjk_letter([text]) and split_words(text) == split_without_bigrams(text)
+        assert not holds_letter_split_otherwise([text], folded) and split_words(text) == split_without_bigrams(text)
 
 
-def test_only_a_record_made_before_cjk_pairs_differs_only_by_them():
-    from retriever.lexical_terms import differs_only_by_cjk
+def test_only_a_record_made_before_folding_or_letter_pairs_differs_only_in_letters():
+    from retriever.lexical_terms import differs_only_in_letters
 
-    now = tokenizer_record()
-    before = {k: v for k, v in now.items() if k != "cjk"}
-    assert differs_only_by_cjk(before, now) and not differs_only_by_cjk(now, now)
-    assert not differs_only_by_cjk({**before, "unicode": None}, now)
-    assert not differs_only_by_cjk({"pattern": FORMER_PATTERN, "unicode": "NFC", "lowercase": True}, now)
-    assert not differs_only_by_cjk({**before, "cjk": None}, now) and not differs_only_by_cjk("x", now)
+    now, folding = tokenizer_record(), record_before_folding()
+    before = {k: v for k, v in folding.items() if k != "cjk"}
+    assert differs_only_in_letters(before, now) and differs_only_in_letters(folding, now)
+    assert not differs_only_in_letters(now, now) and not differs_only_in_letters({**before, "unicode": None}, now)
+    assert not differs_only_in_letters({"pattern": FORMER_PATTERN, "unicode": "NFC", "lowercase": True}, now)
+    assert not differs_only_in_letters({**before, "cjk": None}, now) and not differs_only_in_letters("x", now)
 
 
 def test_combining_marks_latin_shares_with_kana_stay_in_their_latin_word():
@@ -90,12 +94,26 @@ def test_thai_lao_khmer_and_myanmar_runs_are_cut_into_overlapping_cluster_pairs(
 
 
 def test_a_folder_split_before_cluster_pairs_keeps_its_splitting_and_differs_only_by_them():
-    from retriever.lexical_terms import differs_only_by_cjk, holds_cjk_letter, knows_splitting, splits_as_now
+    from retriever.lexical_terms import differs_only_in_letters, holds_letter_split_otherwise, knows_splitting, \
+        splits_as_now
 
     now = tokenizer_record()
-    cjk_only = {**now, "cjk": "bigrams"}
-    assert knows_splitting(cjk_only) and not splits_as_now(cjk_only) and differs_only_by_cjk(cjk_only, now)
-    assert not knows_splitting({**now, "cjk": "bigrams+thai"})
+    cjk_only = {**record_before_folding(), "cjk": "bigrams"}
+    assert knows_splitting(cjk_only) and not splits_as_now(cjk_only) and differs_only_in_letters(cjk_only, now)
+    assert not knows_splitting({**cjk_only, "cjk": "bigrams+thai"}) and not knows_splitting({**now, "cjk": "bigrams"})
     # Before cluster pairs, only Thai, Lao, Khmer or Myanmar letters can make a term change; before CJK ones, any
-    assert holds_cjk_letter(["ไทย"], cjk_only) and not holds_cjk_letter(["東京"], cjk_only)
-    assert holds_cjk_letter(["東京"]) and holds_cjk_letter(["ໄທ"], None) and not holds_cjk_letter(["hindi", "हिन्दी"])
+    assert holds_letter_split_otherwise(["ไทย"], cjk_only) and not holds_letter_split_otherwise(["東京"], cjk_only)
+    assert holds_letter_split_otherwise(["東京"]) and holds_letter_split_otherwise(["ໄທ"], None)
+    assert not holds_letter_split_otherwise(["hindi", "हिन्दी"])
+
+
+def test_compatibility_forms_and_case_are_folded_but_symbols_still_part_words():
+    """Fullwidth letters, ligatures, the micro sign and ß were terms of their own, so ``bm25`` never found
+    ``ＢＭ２５`` for ``bm25``; they are folded as NFKC_Casefold does. A symbol NFKC spells with letters (™) stays
+    the gap between words it was, and a folder built before keeps its queries lowercased NFC."""
+    now, before = tokenizer_record(), record_before_folding()
+    assert split(now, "ＢＭ２５ ﬁnance µm Straße ΟΔΟΣ ǰ") == split(now, "bm25 finance μm STRASSE οδος ǰ")
+    assert split(now, "ＢＭ２５ ﬁnance µm Straße ΟΔΟΣ") == ["bm25", "finance", "μm", "strasse", "οδοσ"]
+    assert split(now, "Windows™ 5㎏ Ⅻ") == ["windows", "xii"] and split(now, "İSTANBUL") == ["istanbul"]
+    assert split(before, "ＢＭ２５ ﬁnance Straße Windows™") == ["ｂｍ２５", "ﬁnance", "straße", "windows"]
+    assert split({"pattern": FORMER_PATTERN, "lowercase": True}, "ＢＭ２５ Straße") == ["ｂｍ２５", "straße"]

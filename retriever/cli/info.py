@@ -53,8 +53,9 @@ def _hybrid_lines(summary: dict) -> list[str]:
     if bm25.get("damage"):
         lines.append(f"bm25:     DAMAGED (--mode bm25/hybrid cannot run): {bm25['damage']}")
     if bm25.get("current_splitting") is False and not bm25.get("damage"):  # the corpus is not read: cheap
-        lines.append("bm25:     words split a former way (combining marks, soft hyphens and İ cut words, or a Chinese, "
-                     "Japanese, Thai, Lao, Khmer or Myanmar run was one term): "
+        lines.append("bm25:     words split a former way (fullwidth letters, ligatures like ﬁ and ß were not the plain "
+                     "letters, combining marks, soft hyphens and İ cut words, or a Chinese, Japanese, Thai, Lao, "
+                     "Khmer or Myanmar run was one term): "
                      f"`retriever bm25 {summary['path']} --overwrite` rebuilds it with the current splitting")
     if not fusion:
         return [*lines, f"fusion:   none recorded (hybrid uses {FusionParams().setting()} "
