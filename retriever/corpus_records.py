@@ -15,7 +15,7 @@ from pathlib import Path
 
 from retriever.errors import InputFileError, RetrieverError
 from retriever.file_kinds import long_json_array
-from retriever.files import carriage_return_error, decoded_lines, json_limit_problem, repeated_key
+from retriever.files import carriage_return_error, decoded_lines, json_limit_problem, mid_file_bom_error, repeated_key
 from retriever.json_shapes import (JUDGMENTS_HINT, id_mapping_error, is_id_mapping, json_array_error, json_kind,
                                    judgments_kind)
 from retriever.texts import id_problem
@@ -171,6 +171,8 @@ def parse_json_object(line: str, path: Path, number: int, first: bool = False, f
     except json.JSONDecodeError as error:
         if "\r" in line:  # CR-only line endings: the whole file reads as one line
             raise carriage_return_error(path, number) from None
+        if line.startswith("\ufeff"):  # the reader drops a BOM only at the file's start
+            raise mid_file_bom_error(path, number) from None
         spread = first and line.strip().startswith("{") and line.rstrip()[-1] in "{[:,"  # {, or {"q1": "text",
         if spread and formats:  # one JSON object over several lines: an id-to-text one is the likely kind
             raise id_mapping_error(path, spread=True) from None

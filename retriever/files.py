@@ -10,6 +10,7 @@ import itertools
 import json
 import os
 import re
+import shlex
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -21,6 +22,7 @@ from retriever.file_kinds import HEAD_BYTES, kind_error
 from retriever.name_length import check_name_length
 from retriever.output_paths import output_file_problem, through_link, written_in_place
 from retriever.pid_names import left_by_dead_processes, writer_name
+from retriever.texts import MID_FILE_BOM
 
 
 def temporary_path(path: Path) -> Path:
@@ -245,6 +247,14 @@ def carriage_return_error(path: Path, number: int) -> InputFileError:
     return InputFileError(path, number, "the line holds a carriage return (CR): the file has CR-only line endings, "
                           "or a text holds a CR", "convert the line endings to LF (e.g. tr '\\r' '\\n') and replace "
                           "CRs inside texts by spaces")
+
+
+def mid_file_bom_error(path: Path, number: int) -> InputFileError:
+    """What JSON line readers say of a line starting with a byte-order mark past the first (files joined with cat):
+    JSON refuses the mark, and its "Expecting value at column 1" named no cause, while TSV and TREC readers named it."""
+    fixed = shlex.quote(str(path.with_name(path.name + ".fixed")))
+    return InputFileError(path, number, f"the line starts with {MID_FILE_BOM}",
+                          f"or strip every such mark: sed '1!s/^\\xEF\\xBB\\xBF//' {shlex.quote(str(path))} > {fixed}")
 
 
 def check_is_file(path: Path) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from retriever.errors import InputFileError
-from retriever.files import RepeatedKeyError, json_limit_problem, unique_keys
+from retriever.files import RepeatedKeyError, json_limit_problem, mid_file_bom_error, unique_keys
 from retriever.json_shapes import array_file_error, json_kind, record_error
 from retriever.texts import id_problem
 
@@ -62,6 +62,8 @@ def json_line(path: Path, lineno: int, text: str, shape_hint: str) -> object:
         raise InputFileError(path, lineno, str(error),
                              "give each key once; a parser would keep one of the values and drop the others") from None
     except json.JSONDecodeError as e:
+        if text.startswith("\ufeff"):  # json said "Unexpected UTF-8 BOM (decode using utf-8-sig)", naming no cause
+            raise mid_file_bom_error(path, lineno) from None
         raise InputFileError(path, lineno, f"invalid JSON ({e.msg})", shape_hint) from None
     except (RecursionError, ValueError) as error:  # deep nesting, or an integer past Python's digit limit
         raise InputFileError(path, lineno, json_limit_problem(error), _LIMIT_HINT) from None

@@ -23,6 +23,9 @@ _NOT_SPACE = re.compile(r"\S")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # Control characters \s does not match: trec_eval reads an id only up to a NUL, and none belongs in a TREC file.
 CONTROL_CHARACTER = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]")
+# What a U+FEFF past a file's first line is: where `cat` joined a file saved with a byte-order mark to another.
+MID_FILE_BOM = ("U+FEFF, a byte-order mark (one starting a line mid-file is where two files were joined; save them "
+                "without it)")
 _C_SPACES = re.compile(r"[ \t\n\v\f\r]+")  # C's isspace, where trec_eval splits a run or qrels line
 
 
@@ -152,8 +155,7 @@ def id_problem(value: str) -> str | None:
     if match is not None:
         return f"id {value[:40]!r} holds a control character ({match.group()!r}), which TREC run files cannot hold"
     if "\ufeff" in value:  # invisible: '\ufeffq2' never matched 'q2' in qrels or a run, and nothing said why
-        return (f"id {value[:40]!r} holds U+FEFF, a byte-order mark (one starting a line mid-file is where two files "
-                "were joined; save them without it)")
+        return f"id {value[:40]!r} holds {MID_FILE_BOM}"
     return text_problem(value)
 
 

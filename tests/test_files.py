@@ -216,3 +216,35 @@ def test_a_temporary_names_its_host_and_another_hosts_temporary_is_kept(tmp_path
     atomic_write(tmp_path / "out.txt", lambda tmp: (written.append(tmp.name), tmp.write_text("x")))
     assert written == [f".out.txt.tmp-{os.getpid()}@node-a"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [elsewhere.name, "out.txt"]
+
+
+@pytest.mark.parametrize("first, second", [
+    ('{"_id": "a", "text": "x"}', '{"_id": "b", "text": "y"}'),  # corpus, queries
+    ('{"query_id": "q1", "negatives": ["a"]}', '{"query_id": "q2", "negatives": ["b"]}'),  # train --negatives
+    ('{"query": "x", "positives": ["y"]}', '{"query": "z", "positives": ["w"]}'),  # train --train-jsonl
+    ('{"qid": "q1", "hits": [{"id": "a", "score": 1}]}', '{"qid": "q2", "hits": []}'),  # JSONL run
+    ('{"query_id": "q1", "doc_id": "a", "relevance": 1}', '{"query_id": "q2", "doc_id": "b", "relevance": 1}')])
+def test_a_json_line_starting_with_a_byte_order_mark_mid_file_is_named_as_tsv_and_trec_lines_name_it(tmp_path,
+                                                                                                    first, second):
+    """Two JSONL files joined with cat, the second saved with a BOM: every JSON line reader said `malformed JSON
+    (Expecting value at column 1)` or `invalid JSON (Unexpected UTF-8 BOM (decode using utf-8-sig))` of line 2, where
+    the TSV and TREC readers name the mark and where it comes from (probe round 20)."""
+    from retriever.corpus import iter_documents, iter_queries
+    from retriever.runs import read_qrels, read_run
+    from retriever.training.data import load_jsonl_examples
+    from retriever.training.negatives import read_negatives_file
+
+    path = tmp_path / "joined.jsonl"
+    path.write_text(f"\ufeff{first}\n\ufeff{second}\n", encoding="utf-8")
+    readers = {"_id": [iter_documents, iter_queries], "negatives": [read_negatives_file],
+               "positives": [load_jsonl_examples], "hits": [read_run], "relevance": [read_qrels]}
+    read = next(readers[key] for key in readers if f'"{key}"' in first)
+    for reader in read:
+        with pytest.raises(RetrieverError) as caught:
+            list(reader(path))
+        assert str(caught.value).startswith(f"{path}:2: the line starts with U+FEFF, a byte-order mark (one starting a "
+                                            "line mid-file is where two files were joined; save them without it); or "
+                                            "strip every such mark: sed "), reader
+        path.write_text(f"{first}\n{second}\n", encoding="utf-8")  # the same lines without the mark are read
+        list(reader(path))
+        path.write_text(f"\ufeff{first}\n\ufeff{second}\n", encoding="utf-8")
