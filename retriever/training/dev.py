@@ -17,12 +17,13 @@ from tqdm import tqdm
 
 from retriever.corpus import BeirDataset, Document, iter_documents
 from retriever.corpus_records import beir_keys
+from retriever.errors import RetrieverError
 from retriever.evaluation import dataset_name, judged_split, warn_of_left_out
 from retriever.exact import exact_top_k
 from retriever.metrics import evaluate_run
 from retriever.runs import Qrels, Run
 from retriever.training.processes import is_main_process
-from retriever.wording import agree, counted
+from retriever.wording import agree, counted, none_of
 
 DEV_METRICS = ("ndcg@10", "recall@100")
 SELECTION_METRIC = "ndcg@10"  # the dev metric that picks the weights kept
@@ -68,7 +69,24 @@ def load_dev_set(dataset: str | Path, split: str, max_docs: int | None = None, s
                     sample[slot] = document
     documents = kept + sample
     name = f"{dataset_name(beir)}/{split}"
+    _say_judged_documents_missing(name, beir.corpus_path.name, qrels, {document.id for document in kept})
     return DevSet(name, [q.id for q in queries], [q.text for q in queries], documents, qrels)
+
+
+def _say_judged_documents_missing(name: str, corpus: str, qrels: Qrels, present: set[str]) -> None:
+    """Refuse a dev split none of whose relevant documents its corpus holds, and name those missing when only some
+    are: every dev score was 0 (or lower than it could be) without a word, and the weights kept were picked by a
+    tie or by noise. Evaluation, tuning and mining say the same of an index that lacks them."""
+    relevant = list(dict.fromkeys(doc for docs in qrels.values() for doc, grade in docs.items() if grade > 0))
+    missing = [doc for doc in relevant if doc not in present]
+    if relevant and len(missing) == len(relevant):
+        raise RetrieverError(f"dev set {name}: {none_of(len(relevant), 'document')} it judges relevant "
+                             f"{agree(len(relevant), 'is not', 'is')} in its {corpus}, so every dev score would be 0 "
+                             "and the weights kept picked by nothing; give the --dev-dataset whose corpus holds them")
+    if missing and is_main_process():
+        print(f"warning: dev set {name}: {len(missing)} of the {counted(len(relevant), 'document')} it judges relevant "
+              f"{agree(len(missing), 'is', 'are')} not in its {corpus} (e.g. {', '.join(map(repr, missing[:3]))}): "
+              f"{agree(len(missing), 'it counts', 'they count')} as a miss in every dev evaluation", file=sys.stderr)
 
 
 def shared_queries_warning(dev: DevSet, training_queries: list[str]) -> str | None:

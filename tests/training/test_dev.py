@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from retriever.errors import RetrieverError
 from retriever.training.dev import (DevSet, share_top_k, load_dev_set, merged_top_k, process_share,
                                    shared_queries_warning)
 
@@ -15,6 +17,20 @@ def test_judged_dev_queries_the_queries_file_lacks_are_named(tiny_beir, capsys):
     assert dev.query_ids == ["q1", "q2", "q3", "q4"]
     assert ("warning: queries.jsonl lacks 1 of the 5 queries split 'test' judges (e.g. 'q9'); they are not "
             "searched, and score 0 in every dev evaluation") in capsys.readouterr().err
+
+
+def test_judged_dev_documents_the_corpus_lacks_are_named_and_a_corpus_holding_none_is_refused(tiny_beir, capsys):
+    """A dev split judging documents its corpus lacks (another collection's qrels, a cut corpus) scored them as misses
+    without a word, and with none of them there every dev score was 0 and the weights kept were picked by a tie."""
+    qrels = tiny_beir / "qrels" / "test.tsv"
+    qrels.write_text(qrels.read_text().replace("d6", "d99"), encoding="utf-8")
+    assert load_dev_set(tiny_beir, "test").query_ids == ["q1", "q2", "q3", "q4"]
+    assert ("warning: dev set tiny-beir/test: 1 of the 4 documents it judges relevant is not in its corpus.jsonl "
+            "(e.g. 'd99'): it counts as a miss in every dev evaluation") in capsys.readouterr().err
+    qrels.write_text("query-id\tcorpus-id\tscore\nq1\tx1\t1\nq2\tx2\t1\nq3\td10\t0\n", encoding="utf-8")
+    with pytest.raises(RetrieverError, match=r"^dev set tiny-beir/test: none of the 2 documents it judges relevant is "
+                                             r"in its corpus.jsonl, so every dev score would be 0"):
+        load_dev_set(tiny_beir, "test", max_docs=5)
 
 
 def test_only_the_first_process_names_the_judged_dev_queries_the_file_lacks(tiny_beir, capsys, monkeypatch):
