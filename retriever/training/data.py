@@ -184,7 +184,13 @@ def load_jsonl_examples(path: str | Path, corpus: str | Path | None = None, corp
                                  "text", "fix it in the corpus, or leave it out of this line")
 
     def resolve(items: list[tuple[str, Passage | None]]) -> list[Passage]:
-        return [passages[doc_id] if doc_id else passage for doc_id, passage in items]
+        """The line's passages, each once (the first of an id): one listed twice was sampled twice into a group, two
+        columns of one text in the loss, where a --negatives file's repeats are read once."""
+        unique: dict[str, Passage] = {}
+        for doc_id, passage in items:
+            found = passages[doc_id] if doc_id else passage
+            unique.setdefault(found.id, found)
+        return list(unique.values())
 
     resolved = [(qid, query, resolve(pos), resolve(neg)) for _, qid, query, pos, neg in rows]
     judged_by_query: dict[str, set[str]] = {}

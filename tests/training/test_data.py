@@ -258,6 +258,24 @@ def test_jsonl_negatives_that_are_positives_of_their_query_are_counted(tmp_path,
             in capsys.readouterr().err)
 
 
+def test_a_passage_listed_twice_on_a_line_is_one_passage_of_its_group(tmp_path, capsys):
+    """A negative listed twice (by text, or by id in a corpus) was sampled twice into one group: two columns of one
+    text in the loss, and counted twice as given, where a --negatives file's repeats are read once."""
+    path = write_jsonl(tmp_path / "train.jsonl", [
+        {"query": "cat", "positives": ["the cat", "the cat"], "negatives": ["a dog", "a dog", "the cat", "lava"]},
+        {"query": "bee", "positives": ["honey"], "negatives": [{"id": "n1", "text": "a wasp"}, {"id": "n1",
+                                                                                            "text": "a wasp"}]}])
+    examples = load_jsonl_examples(path)
+    assert [[p.text for p in e.positives] for e in examples] == [["the cat"], ["honey"]]
+    assert [[n.text for n in e.negatives] for e in examples] == [["a dog", "lava"], ["a wasp"]]
+    assert f"hard negatives ({path}): 3 of 4 used; left out: 1 judged relevant" in capsys.readouterr().err
+    for group in epoch_groups(examples, 0, 42, 4):
+        assert len({p.id for p in group.passages}) == len(group.passages)
+    corpus = write_jsonl(tmp_path / "corpus.jsonl", [{"_id": i, "title": t, "text": x} for i, t, x in TINY_DOCS])
+    by_id = write_jsonl(tmp_path / "by-id.jsonl", [{"query": "cat", "positives": ["d1"], "negatives": ["d2", "d2"]}])
+    assert [n.id for n in load_jsonl_examples(by_id, corpus)[0].negatives] == ["d2"]
+
+
 @pytest.mark.parametrize("row, message", [
     # a misspelt title was dropped, and the passage trained without it
     ({"query": "x", "positives": [{"text": "a bee", "titel": "Bees"}]},
