@@ -93,7 +93,9 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, relevan
                                    "drop --split (or use --dataset D --split S)")
         if str(run_path) == str(qrels) == "-":
             raise click.UsageError("--run and --qrels cannot both read standard input; give one of them as a file")
-        qrels_path = qrels or BeirDataset.open(dataset).qrels_path(split)
+        # a run is scored on the split's qrels alone: a collection without corpus.jsonl (the hub's corpus.jsonl.gz,
+        # or judgments fetched without the corpus) was refused, as evaluating an index must refuse it
+        qrels_path = qrels or BeirDataset(dataset).qrels_path(split)
         if str(qrels_path) == "-":
             report = read_stdin(".qrels", lambda path: evaluate_run_file(run_path, path, metrics, relevance_level))
         elif str(run_path) == "-":

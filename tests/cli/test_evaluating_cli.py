@@ -34,6 +34,27 @@ def test_evaluate_refuses_qrels_it_would_ignore(tmp_path, tiny_beir):
         assert result.exit_code == 2 and message in result.output, result.output
 
 
+@pytest.mark.parametrize("beside", [None, "corpus.jsonl.gz"])
+def test_a_run_is_scored_on_a_dataset_holding_its_qrels_without_the_corpus(tmp_path, tiny_beir, beside):
+    """`evaluate --run R --dataset D` reads only D/qrels/SPLIT.tsv, yet was refused when D lacked corpus.jsonl or
+    queries.jsonl (`missing corpus.jsonl; not a BEIR folder`, or to gunzip the hub's corpus.jsonl.gz, gigabytes for
+    MS MARCO) (probe round 20). Evaluating an index still needs both."""
+    dataset = tmp_path / "judgments-only"
+    (dataset / "qrels").mkdir(parents=True)
+    (dataset / "qrels" / "test.tsv").write_bytes((tiny_beir / "qrels" / "test.tsv").read_bytes())
+    if beside:
+        (dataset / beside).write_bytes(b"\x1f\x8b\x08\x00")
+    (tmp_path / "run.trec").write_text("q1 Q0 d6 1 2.0 t\nq2 Q0 d1 1 1.0 t\n")
+    result = CliRunner().invoke(main, ["evaluate", "--run", str(tmp_path / "run.trec"), "--dataset", str(dataset),
+                                       "--metrics", "recall@1"])
+    assert result.exit_code == 0 and "recall@1    0.2500" in result.output, result.output
+    result = CliRunner().invoke(main, ["evaluate", "--run", str(tmp_path / "run.trec"), "--dataset", str(dataset),
+                                       "--split", "dev"])
+    assert result.exit_code == 1 and "no qrels for split 'dev' (available: test)" in result.output, result.output
+    result = CliRunner().invoke(main, ["evaluate", "--index", str(tmp_path), "--dataset", str(dataset)])
+    assert result.exit_code == 1 and "corpus.jsonl" in result.output, result.output
+
+
 def test_evaluate_refuses_a_split_its_qrels_file_makes_unused(tmp_path):
     """`evaluate --run R --qrels Q --split dev` scored Q, the --split unread, exit 0."""
     (tmp_path / "run.trec").write_text("q1 Q0 d1 1 1.0 t\n")
