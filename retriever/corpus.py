@@ -91,13 +91,13 @@ def detect_format(path: Path, fmt: str = "auto") -> str:
         raise foreign
     if fmt not in ("auto", "beir"):
         return fmt
-    if path.exists() and not path.is_file():  # /dev/stdin, a FIFO: its name is no file's, and its bytes go unread
-        raise RetrieverError(f"{path}: a pipe or device has no file name to tell its format by; pass --format jsonl "
-                             "or tsv")
-    if suffix in (".jsonl", ".json", ".ndjson"):
+    if suffix in (".jsonl", ".json", ".ndjson"):  # a FIFO named so too (its first line is checked as it is read)
         return "jsonl"
     if suffix in (".tsv", ".txt", ".tab"):
         return "tsv"
+    if path.exists() and not path.is_file():  # /dev/stdin, <(...): no name to tell by, and no bytes to peek at
+        raise RetrieverError(f"{path}: a pipe or device has no file name to tell its format by; pass --format jsonl "
+                             "or tsv")
     if suffix in (".parquet", ".pq"):
         return "parquet"
     if suffix == ".csv":  # "pass --format tsv" led to a second refusal, of its commas
@@ -162,14 +162,15 @@ def iter_documents(path: str | Path, fmt: str = "auto", fields: Fields = Fields(
 def check_first_record(path: str | Path, fmt: str, fields: Fields) -> None:
     """Read a corpus file's first record, so fields the flags name wrongly (a Pyserini corpus's ``id``/``contents``
     under the default ``_id``/``text``) are refused before the model loads and Ray starts, which take seconds; a
-    named title field, the records it must show up in (``TITLE_WINDOW``). A pipe is left to the encoding, which
-    reads it once."""
+    named title field, and the text's key where the first records are titles alone, the records they must show up
+    in (``TITLE_WINDOW``). A pipe is left to the encoding, which reads it once."""
     corpus = resolve_corpus_path(path)
     if corpus.is_file():
         documents = iter_documents(corpus, fmt, fields)
-        window = TITLE_WINDOW if fields.title_named else 1
-        for count, document in enumerate(documents, start=1):  # to the first title: a record may be megabytes
-            if document.title or count == window:
+        titled = not fields.title_named
+        for count, document in enumerate(documents, start=1):  # to the first title and text: a record may be
+            titled = titled or bool(document.title)  # megabytes
+            if (titled and document.text) or count == TITLE_WINDOW:
                 break
         documents.close()
 

@@ -18,7 +18,7 @@ from retriever.file_kinds import long_json_array
 from retriever.files import carriage_return_error, decoded_lines, json_limit_problem, mid_file_bom_error, repeated_key
 from retriever.json_shapes import (JUDGMENTS_HINT, id_mapping_error, is_id_mapping, json_array_error, json_kind,
                                    judgments_kind)
-from retriever.texts import id_problem
+from retriever.texts import id_problem, is_blank
 
 
 @dataclass(frozen=True)
@@ -219,13 +219,31 @@ def listed_names(names: Collection[str]) -> str:
     return ", ".join(shown[:10]) + (", ..." if len(shown) > 10 else "") or "none"
 
 
+def _titled_without_text(record: dict, fields: Fields) -> bool:
+    """A record with a title and no text key, which BEIR's loader keeps (its text empty): a page whose body is
+    empty, searched and encoded by its title."""
+    title = record.get(fields.title) if fields.reads_title else None
+    return fields.text not in record and isinstance(title, str) and not is_blank(title)
+
+
+def _no_text_key(path: Path, number: int, fields: Fields, keys: Collection[str], where: str) -> MissingFieldError:
+    """A file none of whose first records has the text key, only titles: the text lives under another key, or it
+    is a collection of titles alone."""
+    return MissingFieldError(path, number, f"no text field {fields.text!r} in {where} (the first one's keys: "
+                             f"{listed_names(keys)})", "pass --text-field if the text lives under another key, or "
+                             f"--text-field {fields.title} for a collection of titles alone")
+
+
 def jsonl_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str, str, dict]]:
-    """(line, id, text, title, the record) per JSON object line."""
+    """(line, id, text, title, the record) per JSON object line; a titled record may lack the text key (its text
+    is then empty), if one of the first ``TITLE_WINDOW`` records has it."""
     if long_json_array(path):  # before the line reader holds a gigabyte line
         raise json_array_error(path, one_line=True)
-    titled, number = not fields.title_named, 0
+    titled, texted, first_keys, number = not fields.title_named, False, (), 0
     for position, (number, record) in enumerate(json_object_lines(path, formats=True)):
         missing = None if fields.id in record and fields.text in record else missing_field(fields, record)
+        if missing == ("text", fields.text) and _titled_without_text(record, fields):
+            missing = None
         if missing is not None and is_id_mapping(record, position == 0, fields.id, fields.text):
             records = not isinstance(next(iter(record.values())), str)  # {id: {"title", "text"}}, not {id: text}
             raise id_mapping_error(path, fields.id, fields.text, records=records)
@@ -239,11 +257,16 @@ def jsonl_records(path: Path, fields: Fields) -> Iterator[tuple[int, str, str, s
         doc_id = as_id(record[fields.id], path, number, fields.id)
         text = as_text(record.get(fields.text), path, number, fields.text)
         title = as_text(record.get(fields.title), path, number, fields.title) if fields.reads_title else ""
-        titled = titled or fields.title in record
+        titled, texted = titled or fields.title in record, texted or fields.text in record
+        first_keys = first_keys or tuple(record)
         if not titled and position + 1 == TITLE_WINDOW:
             raise InputFileError(path, number, f"no title field {fields.title!r} in the first {TITLE_WINDOW:,} "
                                  "records", f"{TITLE_HINT} (if titles begin later, give the key, null, in an "
                                  "earlier record)")
+        if not texted and position + 1 == TITLE_WINDOW:
+            raise _no_text_key(path, number, fields, first_keys, f"the first {TITLE_WINDOW:,} records")
         yield number, doc_id, text, title, record
     if not titled and number:
         raise InputFileError(path, None, f"no title field {fields.title!r} in any record", TITLE_HINT)
+    if not texted and number:
+        raise _no_text_key(path, None, fields, first_keys, "any record")

@@ -207,3 +207,46 @@ def test_a_named_title_field_in_none_of_the_first_records_is_refused_there_not_a
     check_first_record(path, "auto", Fields(title="head"))
     path.write_text('{"_id": "a", "text": "x", "head": "H"}\nnot read before the model loads\n', encoding="utf-8")
     check_first_record(path, "auto", Fields(title="head"))  # stops at the first title: no re-read of the window
+
+
+def test_a_titled_record_without_text_is_read_as_its_title_as_beirs_loader_keeps_it(tmp_path):
+    """`{"_id", "title"}` was refused as `missing text field 'text'`, while BEIR's loader keeps it with an empty
+    text; it is read so in JSONL, as a null or empty text already was (and in Parquet and TSV), and is encoded and
+    searched as its title. A record with neither a text key nor a title is still refused, naming its line."""
+    from retriever.corpus import ReadStats
+    from retriever.texts import passage_text
+
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"_id": "d1", "title": "Paris"}\n{"_id": "d2", "title": "Rome", "text": null}\n'
+                    '{"_id": "d3", "title": "Oslo", "text": "a city"}\n', encoding="utf-8")
+    stats = ReadStats()
+    documents = list(iter_documents(path, stats=stats))
+    assert [(d.id, d.text, d.title) for d in documents] == [("d1", "", "Paris"), ("d2", "", "Rome"),
+                                                           ("d3", "a city", "Oslo")]
+    assert passage_text(documents[0].title, documents[0].text) == "Paris" and stats.empty_texts == 0
+    (tmp_path / "c.tsv").write_text("d1\t\tParis\nd3\ta city\tOslo\n", encoding="utf-8")
+    assert [(d.text, d.title) for d in iter_documents(tmp_path / "c.tsv")] == [("", "Paris"), ("a city", "Oslo")]
+    for blank in ('{"_id": "d4"}', '{"_id": "d4", "title": " "}', '{"_id": "d4", "title": null}'):
+        path.write_text('{"_id": "d3", "title": "Oslo", "text": "a city"}\n' + blank + "\n", encoding="utf-8")
+        with pytest.raises(InputFileError, match=r"c\.jsonl:2: missing text field 'text' \(its keys: _id"):
+            list(iter_documents(path))
+
+
+def test_a_corpus_of_titles_without_a_text_key_is_refused_naming_the_flag_before_the_model_loads(tmp_path):
+    """Where no record of the first TITLE_WINDOW has the text key, the text lives under another key (a Pyserini
+    `contents`) or the file is titles alone: refused there, or at the end of a shorter file, as the text key was on
+    the first line."""
+    from retriever.corpus import check_first_record
+    from retriever.corpus_records import TITLE_WINDOW
+
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps({"_id": str(i), "title": "T", "contents": "x"}) + "\n"
+                            for i in range(TITLE_WINDOW + 5)), encoding="utf-8")
+    hint = r"\(the first one's keys: _id, contents, title\); pass --text-field .*--text-field title"
+    with pytest.raises(InputFileError, match=rf"c\.jsonl:{TITLE_WINDOW}: no text field 'text' in the first "
+                                             rf"{TITLE_WINDOW:,} records {hint}"):
+        check_first_record(path, "auto", Fields())
+    path.write_text('{"_id": "a", "title": "T"}\n{"_id": "b", "title": "U"}\n', encoding="utf-8")
+    with pytest.raises(InputFileError, match=r"c\.jsonl: no text field 'text' in any record"):
+        check_first_record(path, "auto", Fields())
+    assert [d.text for d in iter_documents(path, fields=Fields(text="title"))] == ["T", "U"]
