@@ -255,6 +255,28 @@ def test_a_corpus_read_twice_must_be_a_file(tmp_path):
     check_rereadable(tmp_path)  # a BEIR folder stands for its corpus.jsonl
 
 
+@pytest.mark.parametrize("name, line", [("q.jsonl", '{"_id": "q1", "text": "ice"}\n'), ("q.tsv", "q1\tice\n")])
+def test_a_named_fifo_is_read_in_the_format_its_name_tells(tmp_path, name, line):
+    """`search --queries q.jsonl` (or `encode c.tsv`) where the file is a named pipe was refused: "a pipe or device has
+    no file name to tell its format by", of a name that tells it, which it was read by before (probe round 20). A pipe
+    without such a name (/dev/stdin, <(...)) still needs --format."""
+    import threading
+
+    fifo = tmp_path / name
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_text, args=(line,), daemon=True)
+    writer.start()
+    assert [(query.id, query.text) for query in read_queries(fifo)] == [("q1", "ice")]
+    writer.join(10)
+    read_end, write_end = os.pipe()
+    try:
+        with pytest.raises(RetrieverError, match="a pipe or device has no file name to tell its format by; pass "
+                                                 "--format jsonl or tsv"):
+            read_queries(Path(f"/dev/fd/{read_end}"))
+    finally:
+        os.close(read_end), os.close(write_end)
+
+
 @pytest.mark.parametrize("text, line", [("q1\tice\nq2\tzzzz\thoney\n", 2), ("id\ttitle\ttext\nq1\thoney\tzzzz\n", 2)])
 def test_a_tsv_query_with_a_title_column_is_refused_not_dropped(tmp_path, text, line):
     """A query has no title, and a TSV's third column (or a header's `title`) was dropped without a word: a TREC
