@@ -33,7 +33,8 @@ def check_tokenizer(tokenizer: PreTrainedTokenizerBase, model, name: str, max_le
         raise RetrieverError(f"{name}: the tokenizer lacks [MASK]/[CLS]/[SEP]/[PAD]; a BERT tokenizer is needed")
     check_vocabulary(tokenizer, model, name)
     if max_length > (limit := model.config.max_position_embeddings):
-        raise RetrieverError(f"--max-length {max_length} exceeds the model's {limit} positions")
+        raise RetrieverError(f"--max-length {max_length} is more than the {limit} positions {name} can take; pass at "
+                             f"most {limit}")
 
 
 def check_examples(examples: CondenserExamples, unk_id: int | None, corpus: str, log: Callable[[str], None]) -> None:

@@ -42,6 +42,16 @@ def test_a_tokenizer_larger_than_the_models_vocabulary_is_refused_before_trainin
     assert not (tmp_path / "out" / "config.json").exists()
 
 
+def test_a_max_length_past_the_models_positions_says_the_most_it_takes(tiny_model_dir, tiny_beir, tmp_path):
+    """`--max-length 513` on a 512-position BERT said only that it "exceeds the model's 512 positions": no model
+    named, no length to pass, where train's --passage-max-length refusal gives both."""
+    config = dataclasses.replace(short_config(tiny_beir, tmp_path / "out", tiny_model_dir), max_length=513)
+    with pytest.raises(RetrieverError, match=rf"^--max-length 513 is more than the 512 positions {tiny_model_dir} can "
+                                             "take; pass at most 512$"):
+        pretrain(config, log=print)
+    assert not (tmp_path / "out" / "config.json").exists()
+
+
 def test_a_corpus_the_tokenizer_only_knows_as_unk_is_refused(tiny_model_dir, tmp_path):
     """Every token was [UNK], nothing was masked: loss 0.000 -> 0.000, a model written and exit 0."""
     corpus = corpus_of(tmp_path / "c.jsonl", ["日本語 中文 한국어 ελληνικά"] * 12)
