@@ -99,6 +99,16 @@ def is_id_mapping(record: dict, first: bool, id_key: str, text_key: str) -> bool
                  or all(isinstance(value, dict) and text_key in value for value in values)))
 
 
+# BEIR's qrels columns (its TSV header), which MTEB's copies of BEIR collections on the hub write as one JSON judgment a
+# line, qrels/SPLIT.jsonl: a grade under "score", so no run's hit
+BEIR_JUDGMENT_KEYS = ("query-id", "corpus-id", "score")
+
+
+def is_beir_judgment(record: object) -> bool:
+    """Whether a JSON line is one judgment under ``BEIR_JUDGMENT_KEYS``."""
+    return isinstance(record, dict) and set(BEIR_JUDGMENT_KEYS) <= set(record)
+
+
 JUDGMENTS_HINT = ("qrels are read by evaluate --qrels, and a run by evaluate --run; give here the queries or corpus "
                   "(id<TAB>text lines, or a BEIR folder's queries.jsonl or corpus.jsonl)")
 
@@ -115,7 +125,7 @@ def judgments_kind(record: dict) -> str | None:
     keys, documents = set(record), {"doc_id", "docid"} & set(record)
     if "qid" in keys and isinstance(record.get("hits"), list):
         return "a JSONL run's line (a query's hits)"
-    if documents and "relevance" in keys:
+    if (documents and "relevance" in keys) or is_beir_judgment(record):
         return "a judgment (qrels)"
     if documents and "score" in keys:
         return "a run's hit"

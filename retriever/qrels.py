@@ -11,7 +11,8 @@ from pathlib import Path
 
 from retriever.errors import InputFileError, RetrieverError, given_path
 from retriever.files import carriage_return_error, check_is_file, decoded_lines
-from retriever.json_shapes import array_file_error, json_kind, opens_json, record_error
+from retriever.json_shapes import (BEIR_JUDGMENT_KEYS, array_file_error, is_beir_judgment, json_kind, opens_json,
+                                   record_error)
 from retriever.run_json import FLAT_KEYS, SWAPPED_HINT, first_line_json, flat_keys, flat_lines, json_id, json_mappings
 from retriever.texts import columns, id_problem
 from retriever.trec_numbers import GRADE_RANGE, checked_grade, parse_relevance
@@ -152,7 +153,8 @@ _JSON_HINT = 'JSON qrels map each query id to an object of document id to grade,
 def _json_qrels(path: Path, lines: Iterable[tuple[int, str]]) -> Qrels:
     """Qrels kept as pytrec_eval and ranx take them, JSON objects ``{query id: {doc id: grade}}`` (json.dump'd, or
     one a line: ``run_json.json_mappings``), or one judgment a line as ir_datasets names its fields
-    (``{"query_id", "doc_id", "relevance"}``); ids checked as in qrels lines and grades as in library qrels
+    (``{"query_id", "doc_id", "relevance"}``) or MTEB's hub copies of BEIR do (``{"query-id", "corpus-id",
+    "score"}``); ids checked as in qrels lines and grades as in library qrels
     (``checked_grade``: ``1.0`` is 1, within a C int)."""
     lines = iter(lines)
     first = next(lines)
@@ -185,22 +187,25 @@ def _mapped_qrels(path: Path, lines: Iterable[tuple[int, str]], first_json: obje
     return qrels
 
 
-def _flat_keys(record: object) -> tuple[str, str] | None:
-    """The (query, document) keys of qrels of one ``{"query_id", "doc_id", "relevance"}`` (or qid/docid) judgment per
-    line, judged from the first line's ``record``; None for a mapping. Read as one, the field names were taken for
-    query ids."""
+def _flat_keys(record: object) -> tuple[str, str, str] | None:
+    """The (query, document, grade) keys of qrels of one ``{"query_id", "doc_id", "relevance"}`` (or qid/docid)
+    judgment per line, or of MTEB's ``{"query-id", "corpus-id", "score"}`` (``BEIR_JUDGMENT_KEYS``), judged from the
+    first line's ``record``; None for a mapping. Read as one, the field names were taken for query ids."""
+    if is_beir_judgment(record):
+        return BEIR_JUDGMENT_KEYS
     if not isinstance(record, dict) or "relevance" not in record:
         return None
-    return next((keys for keys in FLAT_KEYS if set(keys) <= set(record)), None)
+    keys = next((keys for keys in FLAT_KEYS if set(keys) <= set(record)), None)
+    return None if keys is None else (*keys, "relevance")
 
 
-def _flat_qrels(path: Path, lines: Iterable[tuple[int, str]], keys: tuple[str, str], first_json: object) -> Qrels:
-    """Qrels of one JSON judgment per line under ``keys`` and ``relevance``; other keys (an iteration) are ignored,
-    as the iteration column of TREC qrels is. A repeated judgment is taken as the TSV reader takes it."""
-    q, d = keys
-    hint = f'each line of flat JSON qrels is one judgment, {{"{q}": ..., "{d}": ..., "relevance": ...}}'
+def _flat_qrels(path: Path, lines: Iterable[tuple[int, str]], keys: tuple[str, str, str], first_json: object) -> Qrels:
+    """Qrels of one JSON judgment per line under ``keys`` (query, document, grade); other keys (an iteration) are
+    ignored, as the iteration column of TREC qrels is. A repeated judgment is taken as the TSV reader takes it."""
+    q, d, graded = keys
+    hint = f'each line of flat JSON qrels is one judgment, {{"{q}": ..., "{d}": ..., "{graded}": ...}}'
     qrels: Qrels = {}
-    for lineno, qid, doc, relevance in flat_lines(path, lines, keys, "relevance", "flat qrels", hint, first_json):
+    for lineno, qid, doc, relevance in flat_lines(path, lines, (q, d), graded, "flat qrels", hint, first_json):
         grade, docs = checked_grade(relevance, doc, qid, path, lineno), qrels.setdefault(qid, {})
         if docs.setdefault(doc, grade) != grade:
             raise InputFileError(path, lineno, f"document {doc!r} for query {qid!r} judged {grade} here but "

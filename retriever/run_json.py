@@ -12,7 +12,7 @@ from pathlib import Path
 
 from retriever.errors import InputFileError
 from retriever.files import RepeatedKeyError, json_limit_problem, mid_file_bom_error, unique_keys
-from retriever.json_shapes import array_file_error, json_kind, record_error
+from retriever.json_shapes import array_file_error, is_beir_judgment, json_kind, record_error
 from retriever.texts import id_problem
 
 SWAPPED_HINT = "if the run and qrels files are swapped (--run, --qrels), give each the other"
@@ -263,9 +263,10 @@ def read_json_run(path: Path, first_line: str, lines: Iterable[tuple[int, str]])
     if first_line.startswith("["):  # "invalid JSON (Expecting value)" indented; a flat one was told to hold "qid"
         raise array_file_error(path, first_line)
     record, first_json = first_line_json(first_line)
-    if isinstance(record, dict) and "relevance" in record and "score" not in record:  # "missing 'qid' or 'hits'"
-        raise InputFileError(path, None, "its first line is a judgment ({query, document, relevance}), not a run's "
-                             "hits", SWAPPED_HINT)
+    judgment = isinstance(record, dict) and "relevance" in record and "score" not in record
+    if judgment or is_beir_judgment(record):  # "missing 'qid' or 'hits' list"
+        raise InputFileError(path, None, "its first line is a judgment ({query, document, grade}), not a run's hits",
+                             SWAPPED_HINT)
     found = record_error(path, record, "a run")
     if found is not None:  # "missing 'qid' or 'hits' list"
         raise found

@@ -169,3 +169,30 @@ def test_the_first_line_of_json_qrels_is_parsed_once(tmp_path: Path, monkeypatch
     path.write_text(text, encoding="utf-8")
     qrels = read_qrels(path)
     assert qrels["q1"] == {"d1": 1, "d2": 0} and parsed.count(text.splitlines()[0]) == 1, parsed
+
+
+def test_mteb_qrels_of_one_beir_named_judgment_a_line_are_read_and_named_where_a_run_or_queries_go(tmp_path: Path):
+    """MTEB's hub copy of a BEIR collection keeps its judgments as qrels/test.jsonl of {"query-id", "corpus-id",
+    "score": 1.0}, BEIR's TSV header as JSON keys: `--qrels` said "the judgments of query 'query-id' are a string", and
+    given as a run or as queries it was "missing 'qid' or 'hits' list" or told to pass --id-field (probe round 20)."""
+    from retriever.corpus import read_queries
+    from retriever.runs import read_run
+
+    path = tmp_path / "test.jsonl"
+    lines = ['{"query-id": "q1", "corpus-id": "d1", "score": 1.0}', '{"query-id": "q1", "corpus-id": "d2", "score": 0}',
+             '{"query-id": "q2", "corpus-id": "d1", "score": 2}']
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert read_qrels(path) == {"q1": {"d1": 1, "d2": 0}, "q2": {"d1": 2}}
+    with pytest.raises(InputFileError, match=r"test.jsonl: its first line is a judgment \({query, document, grade}\), "
+                                             r"not a run's hits; if the run and qrels files are swapped"):
+        read_run(path)
+    with pytest.raises(InputFileError, match=r"test.jsonl:1: the line reads as a judgment \(qrels\), not a record"):
+        read_queries(path)
+    path.write_text(lines[0] + "\n" + lines[0].replace("1.0", "0.5") + "\n", encoding="utf-8")
+    with pytest.raises(InputFileError, match=r"test.jsonl:2: the grade of document 'd1' for query 'q1' is 0.5, not an "
+                                             "integer"):
+        read_qrels(path)
+    path.write_text(lines[0] + '\n{"query-id": "q1", "score": 1}\n', encoding="utf-8")
+    with pytest.raises(InputFileError, match=r"test.jsonl:2: a flat qrels line needs 'query-id', 'corpus-id' and "
+                                             "'score'"):
+        read_qrels(path)

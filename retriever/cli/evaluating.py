@@ -43,7 +43,7 @@ def _metric_names(ctx: click.Context, param: click.Parameter, value: tuple[str, 
                                  "standard input (`retriever search ... | retriever evaluate --run - ...`).")
 @click.option("--qrels", type=click.Path(exists=True, dir_okay=False, allow_dash=True, path_type=Path), default=None,
               help="Judgments: TREC qrels, BEIR TSV, or JSON ({query id: {doc id: grade}}, or a {query_id, doc_id, "
-                   "relevance} judgment a line); - for standard input.")
+                   "relevance} or MTEB's {query-id, corpus-id, score} judgment a line); - for standard input.")
 @click.option("--index", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="An index folder to search with the --dataset queries.")
 @click.option("--dataset", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
