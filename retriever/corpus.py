@@ -267,12 +267,26 @@ class BeirDataset:
         path = self.root / "qrels" / f"{split}.tsv"
         if not path.is_file():
             available = ", ".join(self.splits()) or "none"
-            beside = self.root / f"{split}.tsv"  # the hub shares a collection's qrels apart, as NAME-qrels/test.tsv
-            moved = (f"; its {beside.name} is beside corpus.jsonl, and a BEIR collection keeps it in qrels/: move it "
-                     f"there (mkdir -p {quote(f'{self.root}/qrels')} && mv {quote(str(beside))} "
-                     f"{quote(f'{self.root}/qrels/')})") if beside.is_file() else ""
-            raise RetrieverError(f"{self.root}: no qrels for split {split!r} (available: {available}){moved}")
+            raise RetrieverError(f"{self.root}: no qrels for split {split!r} (available: {available})"
+                                 f"{self._split_kept_otherwise(split)}")
         return path
+
+    def _split_kept_otherwise(self, split: str) -> str:
+        """What to do when the split's qrels are there in another place or form: the hub shares a collection's qrels
+        apart (NAME-qrels/test.tsv, put beside corpus.jsonl), and MTEB's copies keep them as qrels/test.jsonl."""
+        beside, as_json = self.root / f"{split}.tsv", self.root / "qrels" / f"{split}.jsonl"
+        tsv = quote(str(self.root / "qrels" / f"{split}.tsv"))
+        if beside.is_file():
+            return (f"; its {beside.name} is beside corpus.jsonl, and a BEIR collection keeps it in qrels/: move it "
+                    f"there (mkdir -p {quote(f'{self.root}/qrels')} && mv {quote(str(beside))} "
+                    f"{quote(f'{self.root}/qrels/')})")
+        if as_json.is_file():
+            return (f"; its qrels/{split}.jsonl holds the split as JSON judgments, as MTEB's copies keep it, and a "
+                    f"split is read from qrels/{split}.tsv: convert it (python3 -c \"import json, sys; "
+                    "[print(r['query-id'], r['corpus-id'], r['score'], sep=chr(9)) for r in map(json.loads, "
+                    f"open(sys.argv[1]))]\" {quote(str(as_json))} > {tsv}), or score a run with --qrels "
+                    f"{quote(str(as_json))}")
+        return ""
 
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -358,6 +359,32 @@ def test_qrels_beside_the_corpus_rather_than_in_qrels_are_pointed_to(tiny_beir):
     assert str(caught.value) == (f"{tiny_beir}: no qrels for split 'test' (available: none); its test.tsv is beside "
                                  "corpus.jsonl, and a BEIR collection keeps it in qrels/: move it there "
                                  f"(mkdir -p {tiny_beir}/qrels && mv {tiny_beir}/test.tsv {tiny_beir}/qrels/)")
+
+
+def test_a_split_kept_as_mteb_json_qrels_is_pointed_to_with_its_conversion(tiny_beir):
+    """MTEB's hub copy of a BEIR collection keeps qrels/test.jsonl of {"query-id", "corpus-id", "score"}; evaluate,
+    mine and the fusion tuning said 'no qrels for split 'test' (available: none)' of a folder holding it (probe round
+    20). The conversion the message gives makes the split's TSV, read as the JSON file is read."""
+    import shlex
+    import subprocess
+
+    from retriever.qrels import read_qrels
+
+    judgments = tiny_beir / "qrels" / "test.jsonl"
+    judgments.write_text("".join(json.dumps({"query-id": q, "corpus-id": d, "score": float(g)}) + "\n"
+                                 for q, docs in read_qrels(tiny_beir / "qrels" / "test.tsv").items()
+                                 for d, g in docs.items()))
+    (tiny_beir / "qrels" / "test.tsv").unlink()
+    with pytest.raises(RetrieverError) as caught:
+        BeirDataset.open(tiny_beir).qrels_path("test")
+    message = str(caught.value)
+    assert message.startswith(f"{tiny_beir}: no qrels for split 'test' (available: none); its qrels/test.jsonl holds "
+                              "the split as JSON judgments, as MTEB's copies keep it, and a split is read from "
+                              "qrels/test.tsv: convert it (python3 -c "), message
+    assert message.endswith(f"), or score a run with --qrels {judgments}"), message
+    conversion = message.split("convert it (", 1)[1].rsplit("), or score", 1)[0]
+    subprocess.run(["sh", "-c", conversion.replace("python3 ", f"{shlex.quote(sys.executable)} ", 1)], check=True)
+    assert read_qrels(BeirDataset.open(tiny_beir).qrels_path("test")) == read_qrels(judgments)
 
 
 @pytest.mark.parametrize("record", [{"_id": "q1", "title": "covid origin", "text": "what is the origin of covid"},
