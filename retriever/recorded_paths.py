@@ -1,8 +1,10 @@
 """Paths recorded inside folders that get moved (index folders, shard folders), kept meaningful after the move.
 
-A path is recorded relative to the folder that records it when both sit under one directory below
-the filesystem root (a model beside its index moves with it); otherwise only a name is kept, since
-an absolute path of the build machine means nothing elsewhere.
+A path is recorded relative to the folder that records it (a model beside its index moves with it), also when the
+two share nothing below the filesystem root (``../../models/m`` from ``/data/idx``): that still finds the model on
+the machine that built the index, or one with the same layout, and when it is not there the folder says where it
+looked. A name alone was looked up on the hub or in the working folder: an index in ``/data`` of a model in
+``/models`` could not be searched right after its build.
 """
 from __future__ import annotations
 
@@ -14,12 +16,11 @@ from retriever.model_names import MODEL_ALIASES, resolve_model_path
 
 
 def relative_path(path: str | Path, folder: str | Path) -> str | None:
-    """``path`` relative to ``folder`` (POSIX form), or None when they share nothing below the root."""
-    path, folder = Path(path).resolve(), Path(folder).resolve()
-    common = Path(os.path.commonpath([path, folder]))
-    if common == Path(common.anchor):
+    """``path`` relative to ``folder`` (POSIX form), or None when no relative path leads there (another drive)."""
+    try:
+        return Path(os.path.relpath(Path(path).resolve(), Path(folder).resolve())).as_posix()
+    except ValueError:  # Windows: another drive
         return None
-    return Path(os.path.relpath(path, folder)).as_posix()
 
 
 def locate(recorded: str | None, folder: str | Path) -> Path | None:

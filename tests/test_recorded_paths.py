@@ -27,3 +27,17 @@ def test_an_index_built_while_its_shards_model_was_away_still_records_where_it_b
         Searcher(tmp_path / "project" / "idx", device="cpu")
     (tmp_path / "model-away").rename(model)
     assert Searcher(tmp_path / "project" / "idx", device="cpu").search(["honey"], k=1)[0][0].id == "d6"
+
+
+def test_a_model_sharing_nothing_below_the_root_with_its_index_is_recorded_by_its_path():
+    """An index in /data of a model in /models (a container's mounts) recorded the model by name alone, so `search`
+    right after the build looked 'm' up on the hub ("neither a local folder nor reachable on the Hugging Face
+    hub"), and shards in /scratch of a corpus in /data recorded its name alone, so encoding another corpus over them
+    did not see that theirs was still there and replaced them."""
+    from retriever.recorded_paths import recorded_model, relative_path
+
+    assert relative_path("/models/m", "/data/idx") == "../../models/m"
+    assert relative_path("/data/corpus.jsonl", "/scratch/shards") == "../../data/corpus.jsonl"
+    with pytest.raises(RetrieverError, match=r"idx: its model was recorded at \.\./\.\./models/m \(relative to it\), "
+                                             "which is not there now"):
+        recorded_model({"model": "m", "model_path": relative_path("/models/m", "/data/idx")}, "/data/idx")
