@@ -6,6 +6,8 @@ hard negative that is then a judged positive of its own query is left out, as `r
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from retriever.training.examples import Passage, TrainExample
 from retriever.training.processes import log
 from retriever.wording import agree, counted
@@ -33,3 +35,22 @@ def merged_copies(examples: list[TrainExample], source: str) -> list[TrainExampl
           "another under another id; each counts as one with it, so a copy of a query's positive is no negative of "
           f"that query" + (f" ({counted(left_out, 'hard negative')} left out)" if left_out else ""))
     return merged
+
+
+def judgments_by_text(judged: Iterable[tuple[str, Iterable[str]]]) -> dict[str, set[str]]:
+    """Query text -> every passage id judged relevant to a query of that text: queries holding one text under several
+    ids (a collection's duplicate questions, a JSONL query on several lines) are one query to the loss, so a positive
+    of one is masked for the others, never a negative of the same text pushed down while another row pulls it up."""
+    shared: dict[str, set[str]] = {}
+    for query, ids in judged:
+        shared.setdefault(query, set()).update(ids)
+    return shared
+
+
+def say_widened_judgments(widened: list[str], source: str) -> None:
+    """Say on stderr which queries (ids) took judgments from another query of their text, as copies of passages are
+    said: their in-batch negatives changed."""
+    if widened:
+        log(f"training data ({source}): {counted(len(widened), 'judged query', 'judged queries')} "
+            f"{agree(len(widened), 'holds', 'hold')} the text of another judged otherwise (e.g. {widened[0]!r}); "
+            "queries of one text share their judgments, so a positive of one is no negative of another")

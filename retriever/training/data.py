@@ -31,7 +31,7 @@ from retriever.errors import InputFileError, RetrieverError
 from retriever.qrels import is_reported_split
 from retriever.runs import read_qrels
 from retriever.texts import check_text, is_blank, passage_text, tokenize_bounded
-from retriever.training.copies import merged_copies
+from retriever.training.copies import judgments_by_text, merged_copies, say_widened_judgments
 from retriever.training.examples import Passage, TrainExample
 from retriever.training.loss import passage_key
 from retriever.training.negatives import log_negatives, read_negatives_file
@@ -72,6 +72,10 @@ def load_beir_examples(dataset: str | Path, split: str = "train",
     with beir_keys():  # a blank document trains its query toward nothing, as a blank query would: left out alike
         passages = {d: p for d, p in read_corpus_passages(beir.corpus_path, wanted).items() if not is_blank(p.text)}
         queries = {q.id: q.text for q in read_queries(beir.queries_path)}
+    by_text = judgments_by_text((queries[qid], ids) for qid, ids in positives.items() if qid in queries)
+    judged_of = {qid: by_text[queries[qid]] if qid in queries else set(ids) for qid, ids in positives.items()}
+    say_widened_judgments([qid for qid, ids in positives.items() if judged_of[qid] != set(ids)
+                           and not is_blank(queries.get(qid, ""))], str(beir.queries_path))
     examples, missing_docs, missing_queries = [], 0, 0
     for qid, ids in positives.items():
         if qid not in queries or is_blank(queries[qid]):  # an empty query trains toward its positive on nothing
@@ -81,7 +85,7 @@ def load_beir_examples(dataset: str | Path, split: str = "train",
         missing_docs += len(ids) - len(found)
         if not found:
             continue
-        judged = frozenset(ids)
+        judged = frozenset(judged_of[qid])
         hard = [passages[d] for d in dict.fromkeys(negatives.get(qid, ())) if d in passages and d not in judged]
         examples.append(TrainExample(qid, queries[qid], tuple(found), tuple(hard), judged))
     if missing_docs or missing_queries:
@@ -90,7 +94,7 @@ def load_beir_examples(dataset: str | Path, split: str = "train",
              f"{agree(missing_docs + missing_queries, 'was', 'were')} skipped")
     if negatives:  # a query skipped above (blank, or no positive left) uses none of its negatives either
         skipped = set(negatives) - unknown_queries - {example.query_id for example in examples}
-        log_negatives(negatives, unknown_queries, skipped, passages, positives, negatives_file)
+        log_negatives(negatives, unknown_queries, skipped, passages, judged_of, negatives_file)
     if not examples:
         raise RetrieverError(f"{beir.root}: split {split!r} yields no training examples (no query with a "
                              "positive judgment whose document is in the corpus, not blank)")
@@ -193,9 +197,7 @@ def load_jsonl_examples(path: str | Path, corpus: str | Path | None = None, corp
         return list(unique.values())
 
     resolved = [(qid, query, resolve(pos), resolve(neg)) for _, qid, query, pos, neg in rows]
-    judged_by_query: dict[str, set[str]] = {}
-    for _, query, pos, _ in resolved:  # the same query on several lines shares its judgments
-        judged_by_query.setdefault(query, set()).update(p.id for p in pos)
+    judged_by_query = judgments_by_text((query, (p.id for p in pos)) for _, query, pos, _ in resolved)
     examples = [TrainExample(qid, query, tuple(pos), tuple(n for n in neg if n.id not in judged_by_query[query]),
                              frozenset(judged_by_query[query])) for qid, query, pos, neg in resolved]
     given, used = sum(len(neg) for *_, neg in resolved), sum(len(e.negatives) for e in examples)

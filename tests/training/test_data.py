@@ -89,6 +89,25 @@ def test_negatives_file_drops_judged_positives_and_unknown_ids_and_says_so(train
             "corpus or blank there, 2 judged relevant") in capsys.readouterr().err  # it said "(1 queries), 1 ids"
 
 
+def test_queries_of_one_text_under_two_ids_share_their_judgments(train_beir, tmp_path, capsys):
+    """SciFact's train split judges claims 89 and 90, one text, with other documents: a batch holding both pushed 90's
+    row away from 89's positive, which its own row pulled up for the same text (a --negatives file mined for 90
+    held it too), where a JSONL query on two lines already shared its judgments."""
+    with (train_beir / "queries.jsonl").open("a", encoding="utf-8") as queries:
+        queries.write('{"_id": "q5", "text": "where does honey come from"}\n')  # q1's text
+    with (train_beir / "qrels" / "train.tsv").open("a", encoding="utf-8") as qrels:
+        qrels.write("q5\td9\t1\n")
+    negatives = write_jsonl(tmp_path / "neg.jsonl", [{"query_id": "q1", "negatives": ["d9", "d1"]}])
+    examples = {e.query_id: e for e in load_beir_examples(train_beir, "train", negatives)}
+    assert examples["q1"].judged == examples["q5"].judged == {"d6", "d3", "d9"}
+    assert [p.id for p in examples["q5"].positives] == ["d9"] and examples["q2"].judged == {"d6", "d4"}
+    assert [p.id for p in examples["q1"].negatives] == ["d1"]
+    err = capsys.readouterr().err
+    assert "1 of 2 used; left out: 1 judged relevant" in err
+    assert ("2 judged queries hold the text of another judged otherwise (e.g. 'q1'); queries of one text share their "
+            "judgments, so a positive of one is no negative of another") in err
+
+
 @pytest.mark.parametrize("query_id", [True, 1.5, ["q1"]])
 def test_a_negatives_query_id_that_is_no_id_is_refused_at_its_line(train_beir, tmp_path, query_id):
     negatives = write_jsonl(tmp_path / "neg.jsonl", [{"query_id": "q1", "negatives": ["d9"]},
