@@ -51,32 +51,43 @@ def read_trec_run(path: str | Path) -> Run:
 class _RankDirection:
     """Whether a run's scores rise with its rank column, told from lines of one query that follow each other: a run
     of distances (FAISS L2, lowest nearest) is ranked by score, highest first, as trec_eval ranks it, so it was scored
-    backwards without a word. Only a run that never falls is warned of; the first pairs tell, so a long run is not
-    slowed."""
+    backwards without a word. Only a run that never falls is warned of, and one whose every score ties (a ranked list
+    written with a score of 1 throughout), which trec_eval orders by document id; the first pairs tell, so a long run
+    is not slowed."""
 
     PAIRS = 10_000  # pairs of lines compared, at most
+    TIED_PAIRS = 10  # all-tied pairs that tell a run of one score, not a query with a few equal hits
 
     def __init__(self) -> None:
         self.previous: tuple[str, str, float] = ("", "", 0.0)
-        self.rising = self.falling = 0
+        self.rising = self.falling = self.tied = 0
         self.open = True  # still comparing
 
     def see(self, qid: str, rank: str, score: float) -> None:
         (last_qid, last_rank, last_score), self.previous = self.previous, (qid, rank, score)
-        if last_qid == qid and score != last_score and rank.isdigit() and last_rank.isdigit() and rank != last_rank:
-            if (int(rank) > int(last_rank)) == (score > last_score):
+        if last_qid == qid and rank.isdigit() and last_rank.isdigit() and rank != last_rank:
+            if score == last_score:
+                self.tied += 1
+            elif (int(rank) > int(last_rank)) == (score > last_score):
                 self.rising += 1
             else:
                 self.falling += 1
-            self.open = self.rising + self.falling < self.PAIRS
+            self.open = self.rising + self.falling + self.tied < self.PAIRS
 
     def warn(self, path: Path) -> None:
+        def rewritten(suffix: str) -> str:  # the run's path and a new one beside it, for an awk line
+            return f"{shlex.quote(str(path))} > {shlex.quote(str(path.with_name(path.name + suffix)))}"
+
         if self.rising and not self.falling:
             print(f"warning: {path}: its scores rise with its rank column (rank 1 scored lowest, as distances are), "
                   "but a run is ranked by score, highest first, as trec_eval ranks it, so this one is scored ranked "
                   "backwards; if lower means nearer, negate the scores (awk '{ if (!sub(/^-/, \"\", $5)) $5 = \"-\" $5 } 1' "
-                  f"{shlex.quote(str(path))}"
-                  f" > {shlex.quote(str(path.with_name(path.name + '.negated')))})", file=sys.stderr)
+                  f"{rewritten('.negated')})", file=sys.stderr)
+        if self.tied >= self.TIED_PAIRS and not (self.rising or self.falling):
+            print(f"warning: {path}: every score ties with the one before it ({self.tied} pairs of lines), and "
+                  "trec_eval ranks tied hits by document id, not by the rank column, so this run is scored in document "
+                  "id order; if the rank column holds the ranking, make it the score (awk '{ $5 = -$4 } 1' "
+                  f"{rewritten('.ranked')})", file=sys.stderr)
 
 
 def _trec_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> Run:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -410,10 +411,23 @@ def test_a_run_whose_scores_rise_with_its_rank_column_is_warned_of(tmp_path, cap
     for text in ("q1 Q0 d1 1 0.5 x\nq1 Q0 d2 2 0.25 x\nq2 Q0 d4 1 7 x\nq2 Q0 d5 2 1e-3 x\n",  # falling: right
                  "q1 Q0 d1 1 1 x\nq1 Q0 d2 2 1 x\n",  # tied
                  "q1 Q0 d1 1 1 x\nq1 Q0 d2 2 2 x\nq2 Q0 d4 1 7 x\nq2 Q0 d5 2 1 x\n",  # mixed: no telling
-                 "q1 Q0 d1 x 1 x\nq1 Q0 d2 y 2 x\n"):  # no ranks
+                 "q1 Q0 d1 x 1 x\nq1 Q0 d2 y 2 x\n",  # no ranks
+                 "".join(f"q1 Q0 d{i} {i} {1 if i < 12 else 0} x\n" for i in range(1, 14))):  # ties, then falls
         path.write_text(text)
         read_run(path)
         assert capsys.readouterr().err == "", text
+    # A ranked list written with one score throughout is scored in document id order, trec_eval's order of ties, so
+    # the ranking its rank column held was dropped without a word (probe round 20); a query with a few ties is not.
+    path.write_text("".join(f"q{q} Q0 d{i} {i} 1 x\n" for q in (1, 2) for i in range(1, 7)))
+    assert sorted(read_run(path)["q1"].values()) == [1.0] * 6
+    err = capsys.readouterr().err
+    assert err.startswith(f"warning: {path}: every score ties with the one before it (10 pairs of lines), and "
+                          "trec_eval ranks tied hits by document id, not by the rank column, so this run is scored in "
+                          "document id order; if the rank column holds the ranking, make it the score (awk "), err
+    ranked = tmp_path / "l2.trec.ranked"
+    subprocess.run(["sh", "-c", err.split("(awk ", 1)[1].rsplit(")", 1)[0].join(["awk ", ""])], check=True)
+    assert [d for d, _ in ranked_hits(read_run(ranked)["q1"])] == [f"d{i}" for i in range(1, 7)]
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.parametrize("reader, text, message", [
