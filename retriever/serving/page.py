@@ -128,6 +128,24 @@ function render(data) {
   setStatus(status, false);
 }
 
+// A reply's JSON, or an error saying what came instead: a reply that is not JSON (a proxy's error page) showed
+// "Unexpected token '<' ... is not valid JSON", and a server that did not answer "Failed to fetch".
+async function fetchJson(url) {
+  let response;
+  try {
+    response = await fetch(url);
+  } catch (error) {
+    throw new Error("the server did not answer (" + error.message + "); is it still running?");
+  }
+  const data = await response.json().catch(() => null);
+  if (data === null || typeof data !== "object") {
+    throw new Error("HTTP " + response.status + " " + response.statusText + ", with a reply that is not the " +
+                    "server's JSON (from a proxy in between?)");
+  }
+  if (!response.ok) throw new Error(data.error || ("HTTP " + response.status));
+  return data;
+}
+
 // A search typed in is a new history entry; one the address asked for (followLink) keeps its entry.
 async function search(fromAddress) {
   const query = $("q").value;
@@ -148,10 +166,8 @@ async function search(fromAddress) {
   try {
     const request = new URLSearchParams({ q: query, k: k });
     if (mode) request.set("mode", mode);
-    const response = await fetch(base + "?" + request.toString());
-    const data = await response.json();
+    const data = await fetchJson(base + "?" + request.toString());
     if (ticket !== latest) return;
-    if (!response.ok) throw new Error(data.error || ("HTTP " + response.status));
     render(data);
     document.body.dataset.state = "done";
   } catch (error) {
@@ -164,7 +180,7 @@ async function search(fromAddress) {
 
 async function loadIndexes() {
   try {
-    const data = await (await fetch("indexes")).json();
+    const data = await fetchJson("indexes");
     defaultIndex = data.default;
     const select = $("index");
     for (const info of data.indexes) {

@@ -191,6 +191,25 @@ def test_errors_show_on_the_page(served, browser):
     assert "limit is 200" in browser.evaluate("document.getElementById('status').textContent")
 
 
+def test_a_reply_that_is_not_json_or_no_reply_is_named_on_the_page(served, browser):
+    """A proxy's HTML 502 showed "Error: Unexpected token '<', ... is not valid JSON", a server gone "Failed to
+    fetch"; the page now names the status or says the server did not answer."""
+    status = "document.getElementById('status').textContent"
+    search = "document.getElementById('q').value = 'bee'; document.getElementById('form').requestSubmit()"
+    browser.send("Page.navigate", {"url": served.url})
+    browser.wait_for("['ready', 'done'].includes(document.body.dataset.state)")
+    browser.evaluate("window.fetch = async () => new Response('<html><h1>502 Bad Gateway</h1></html>', "
+                     "{status: 502, statusText: 'Bad Gateway', headers: {'content-type': 'text/html'}})")
+    browser.evaluate(search)
+    browser.wait_for("document.body.dataset.state === 'error'")
+    assert browser.evaluate(status).startswith("Error: HTTP 502 Bad Gateway, with a reply that is not the server's JSON")
+    browser.evaluate("document.body.dataset.state = 'ready'; window.fetch = async () => { throw new TypeError("
+                     "'Failed to fetch'); }")
+    browser.evaluate(search)
+    browser.wait_for("document.body.dataset.state === 'error'")
+    assert browser.evaluate(status) == "Error: the server did not answer (Failed to fetch); is it still running?"
+
+
 def test_a_query_cut_at_the_query_max_length_says_so_on_the_page(short_query_server, browser):
     port, _ = short_query_server
     status = "document.getElementById('status').textContent"
