@@ -8,21 +8,25 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from shlex import quote
 
 import pyarrow.parquet as pq
 
+from retriever.beir_dataset import BEIR_FILES, BeirDataset, check_output_outside_qrels
 from retriever.corpus_records import DEFAULT_TITLE, TITLE_WINDOW, Fields, as_answers, jsonl_records
 from retriever.errors import InputFileError, RetrieverError
 from retriever.file_kinds import compressed_copy, file_kind_error, long_json_array
 from retriever.files import decoded_lines
-from retriever.output_paths import through_link
 from retriever.parquet_records import parquet_records
 from retriever.texts import check_text, id_problem, is_blank
 from retriever.tsv_records import CSV_HINT, check_tsv_fields, judgments_error, tsv_records
 from retriever.wording import counted
 
 FORMATS = ("auto", "beir", "jsonl", "tsv", "parquet")
+
+# The BEIR folder lives in retriever.beir_dataset; its names stay importable from here, where callers read them.
+__all__ = ["BEIR_FILES", "FORMATS", "BeirDataset", "Document", "Query", "ReadStats", "check_first_record",
+           "check_output_outside_qrels", "check_rereadable", "count_records", "detect_format", "iter_documents",
+           "iter_queries", "read_queries", "resolve_corpus_path", "resolve_queries_path"]
 
 
 @dataclass(frozen=True)
@@ -227,74 +231,3 @@ def iter_queries(path: str | Path, fmt: str = "auto", fields: Fields = Fields(),
 
 def read_queries(path: str | Path, fmt: str = "auto", fields: Fields = Fields()) -> list[Query]:
     return list(iter_queries(path, fmt, fields))
-
-
-BEIR_FILES = ("corpus.jsonl", "queries.jsonl")  # what makes a folder a BEIR collection, besides qrels/
-
-
-@dataclass(frozen=True)
-class BeirDataset:
-    """A BEIR folder: ``corpus.jsonl``, ``queries.jsonl`` and ``qrels/<split>.tsv``."""
-
-    root: Path
-
-    @classmethod
-    def open(cls, root: str | Path) -> "BeirDataset":
-        root = Path(root)
-        if not root.is_dir():
-            raise RetrieverError(f"{root}: not a folder; a BEIR dataset is a folder with corpus.jsonl, "
-                                 "queries.jsonl and qrels/<split>.tsv")
-        for name in BEIR_FILES:
-            if not (root / name).is_file():
-                raise compressed_copy(root, name) or RetrieverError(f"{root}: missing {name}; not a BEIR folder")
-        return cls(root)
-
-    @property
-    def corpus_path(self) -> Path:
-        return self.root / "corpus.jsonl"
-
-    @property
-    def queries_path(self) -> Path:
-        return self.root / "queries.jsonl"
-
-    def splits(self) -> list[str]:
-        return sorted(p.stem for p in (self.root / "qrels").glob("*.tsv"))
-
-    def qrels_path(self, split: str) -> Path:
-        """``qrels/<split>.tsv``; a split is a file name there, so a path (``./test``) cannot alias another."""
-        if any(part in split for part in ("/", "\\", "..")):
-            raise RetrieverError(f"split {split!r}: a split is the name of a file in qrels/ (like train), not a path")
-        path = self.root / "qrels" / f"{split}.tsv"
-        if not path.is_file():
-            available = ", ".join(self.splits()) or "none"
-            raise RetrieverError(f"{self.root}: no qrels for split {split!r} (available: {available})"
-                                 f"{self._split_kept_otherwise(split)}")
-        return path
-
-    def _split_kept_otherwise(self, split: str) -> str:
-        """What to do when the split's qrels are there in another place or form: the hub shares a collection's qrels
-        apart (NAME-qrels/test.tsv, put beside corpus.jsonl), and MTEB's copies keep them as qrels/test.jsonl."""
-        beside, as_json = self.root / f"{split}.tsv", self.root / "qrels" / f"{split}.jsonl"
-        tsv = quote(str(self.root / "qrels" / f"{split}.tsv"))
-        if beside.is_file():
-            return (f"; its {beside.name} is beside corpus.jsonl, and a BEIR collection keeps it in qrels/: move it "
-                    f"there (mkdir -p {quote(f'{self.root}/qrels')} && mv {quote(str(beside))} "
-                    f"{quote(f'{self.root}/qrels/')})")
-        if as_json.is_file():
-            return (f"; its qrels/{split}.jsonl holds the split as JSON judgments, as MTEB's copies keep it, and a "
-                    f"split is read from qrels/{split}.tsv: convert it (python3 -c \"import json, sys; "
-                    "[print(r['query-id'], r['corpus-id'], r['score'], sep=chr(9)) for r in map(json.loads, "
-                    f"open(sys.argv[1]))]\" {quote(str(as_json))} > {tsv}), or score a run with --qrels "
-                    f"{quote(str(as_json))}")
-        return ""
-
-
-
-def check_output_outside_qrels(output: Path, what: str) -> None:
-    """Refuse an output in a BEIR collection's qrels/ folder: every .tsv there is read as a split, so
-    `-o BEIR/qrels/negs.tsv` gave the collection a bogus split "negs" that no command could read."""
-    folder = through_link(output).absolute().parent.resolve()  # as written: through links, by its real folder
-    collection = folder.parent
-    if folder.name == "qrels" and any((collection / name).is_file() for name in BEIR_FILES):
-        raise RetrieverError(f"{output}: {what} would sit in the qrels folder of the collection {collection}, "
-                             f"where every .tsv is read as a split; write it elsewhere")
