@@ -110,18 +110,24 @@ def detect_format(path: Path, fmt: str = "auto") -> str:
     raise RetrieverError(f"{path}: cannot tell the format from the extension; pass --format jsonl, tsv or parquet")
 
 
+# What a record's number counts, by format: a Parquet file has rows, not lines.
+_PLACE = {"jsonl": "line", "tsv": "line", "parquet": "row"}
+
+
 def _records(path: Path, fmt: str, fields: Fields):
+    """(the format, its records); the format's ``_PLACE`` names the records' numbers in messages."""
     fmt = detect_format(path, fmt)
     if fmt == "jsonl":
-        return jsonl_records(path, fields)
+        return fmt, jsonl_records(path, fields)
     if fmt == "tsv":
         check_tsv_fields(path, fields)
-        return tsv_records(path)
-    return parquet_records(path, fields)
+        return fmt, tsv_records(path)
+    return fmt, parquet_records(path, fields)
 
 
-def _checked(records, path: Path, stats: ReadStats, kind: str, unique_ids: bool = True):
-    """Reject empty ids, duplicate ids (unless ``unique_ids`` is False) and an empty file; count empty texts."""
+def _checked(records, path: Path, stats: ReadStats, kind: str, unique_ids: bool = True, place: str = "line"):
+    """Reject empty ids, duplicate ids (unless ``unique_ids`` is False) and an empty file; count empty texts.
+    ``place``: what a record's number counts (``_PLACE``)."""
     seen: dict[str, int] = {}
     for number, record_id, text, title, raw in records:
         problem = id_problem(record_id)
@@ -132,7 +138,7 @@ def _checked(records, path: Path, stats: ReadStats, kind: str, unique_ids: bool 
             check_text(title, f"{path}:{number}", "the title")
         if unique_ids:
             if record_id in seen:
-                raise InputFileError(path, number, f"duplicate id {record_id!r} (first seen on line {seen[record_id]})",
+                raise InputFileError(path, number, f"duplicate id {record_id!r} (first seen on {place} {seen[record_id]})",
                                      "ids must be unique")
             seen[record_id] = number
         stats.records += 1
@@ -159,7 +165,8 @@ def iter_documents(path: str | Path, fmt: str = "auto", fields: Fields = Fields(
     """
     corpus = resolve_corpus_path(path)
     stats = stats if stats is not None else ReadStats()
-    for _, doc_id, text, title, _ in _checked(_records(corpus, fmt, fields), corpus, stats, "document", unique_ids):
+    fmt, records = _records(corpus, fmt, fields)
+    for _, doc_id, text, title, _ in _checked(records, corpus, stats, "document", unique_ids, _PLACE[fmt]):
         yield Document(id=doc_id, text=text, title=title)
 
 
@@ -217,10 +224,9 @@ def iter_queries(path: str | Path, fmt: str = "auto", fields: Fields = Fields(),
     """Stream validated queries; SQuAD-style ``metadata.answers`` are kept for answer recall."""
     queries_path = resolve_queries_path(path)
     stats = stats if stats is not None else ReadStats()
-    records = _records(queries_path, fmt, replace(fields, title=DEFAULT_TITLE))  # a query has no title to look for
-    fmt = detect_format(queries_path, fmt)
+    fmt, records = _records(queries_path, fmt, replace(fields, title=DEFAULT_TITLE))  # a query has no title to look for
     where, part = _QUERY_TITLE[fmt]
-    for number, query_id, text, title, raw in _checked(records, queries_path, stats, "query"):
+    for number, query_id, text, title, raw in _checked(records, queries_path, stats, "query", place=_PLACE[fmt]):
         if title.strip():  # dropped, it lost a TREC topic's keyword query; a qrels file's grade is named so
             raise (fmt == "tsv" and judgments_error(queries_path, number, [query_id, text, title])) or InputFileError(
                 queries_path, number, f"the query has a title ({where}), and a query is its text alone",

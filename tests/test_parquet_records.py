@@ -26,6 +26,8 @@ def test_parquet_float_ids_are_refused_and_int_ids_read(tmp_path):
 @pytest.mark.parametrize("table, message", [
     ({"_id": ["a"], "text": [["x"]]}, r"c\.parquet:1: field 'text' must be a string, got list; store it as a string column"),
     ({"_id": ["a", None], "text": ["x", "y"]}, r"c\.parquet:2: null id \(field '_id'\); every record needs an id"),
+    ({"_id": ["a", "a"], "text": ["x", "y"]},  # a Parquet file has rows, not lines: "first seen on line 1" misled
+     r"c\.parquet:2: duplicate id 'a' \(first seen on row 1\); ids must be unique"),
 ])
 def test_parquet_errors_give_parquet_advice(tmp_path, table, message):
     path = tmp_path / "c.parquet"
