@@ -14,24 +14,22 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from fixtures_corpora import write_tiny_beir
 from retriever.pretraining import PretrainConfig
 from retriever.pretraining import pretrain as run_pretrain
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 ENVIRONMENT = {**os.environ, "OMP_NUM_THREADS": "1"}
+# the module's runs in one launch (starting two processes costs more than these tiny runs); a run marked kept stops
+# as if killed once its last step is saved: no model, no record of the finished run
 RUNS_SCRIPT = """
 import json, sys
 from retriever.pretraining import PretrainConfig, pretrain
-for settings in json.loads(sys.argv[1]):
-    pretrain(PretrainConfig(**settings))
-"""
-
-KEPT_CHECKPOINTS_SCRIPT = """
-import json, sys
-from retriever.pretraining import PretrainConfig, pretrain
 from retriever.training import stack
-stack.StackTrainer.finish = lambda self, write_model, result: None  # as if killed once the last step is saved
-pretrain(PretrainConfig(**json.loads(sys.argv[1])))
+finish = stack.StackTrainer.finish
+for settings, kept in json.loads(sys.argv[1]):
+    stack.StackTrainer.finish = (lambda self, write_model, result: None) if kept else finish
+    pretrain(PretrainConfig(**settings))
 """
 
 
@@ -55,38 +53,56 @@ def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("error:")]
 
 
-def test_two_passages_per_process_give_a_span_loss(tiny_beir, tiny_model_dir, tmp_path):
-    finished = pretrain(tiny_beir, tiny_model_dir, tmp_path / "out", 8)
+def runs(tiny_model_dir, root: Path) -> dict[str, dict]:
+    """The launch's runs by name: coCondenser's span loss; frozen-backbone steps and the same run without them, at a
+    backbone rate too small to move it; and one whose checkpoints are kept as a kill would leave them."""
+    corpus = write_tiny_beir(root / "tiny-beir")
+    same = dict(corpus=str(corpus), model=str(tiny_model_dir), max_length=16, device="cpu", dtype="fp32",
+                progress=False)
+    slow_backbone = dict(same, batch_size=8, max_steps=2, save_steps=None, learning_rate=2e-3, warmup_ratio=0.0,
+                         max_grad_norm=None, backbone_lr_scale=1e-30)
+    return {"span": dict(same, output=str(root / "span"), cocondenser=True, batch_size=8, max_steps=2),
+            "frozen": dict(slow_backbone, output=str(root / "frozen"), freeze_backbone_steps=1),
+            "still": dict(slow_backbone, output=str(root / "still")),
+            "kept": dict(same, output=str(root / "kept"), batch_size=4, max_steps=3, save_steps=1)}
+
+
+@pytest.fixture(scope="module")
+def launch(tiny_model_dir, tmp_path_factory) -> tuple[dict[str, dict], str]:
+    """Each of ``runs`` in one launch of two processes: their settings, and the launch's standard error."""
+    root = tmp_path_factory.mktemp("pretrain-launch")
+    settings = runs(tiny_model_dir, root)
+    script = root / "runs.py"
+    script.write_text(RUNS_SCRIPT)
+    finished = run_script(str(script), json.dumps([[run, name == "kept"] for name, run in settings.items()]))
     assert finished.returncode == 0, finished.stderr[-3000:]
-    history = json.loads((tmp_path / "out" / "checkpoints" / "finished.json").read_text())["result"]["history"]
+    return settings, finished.stderr
+
+
+def test_two_passages_per_process_give_a_span_loss(launch):
+    settings, stderr = launch
+    history = json.loads((Path(settings["span"]["output"]) / "checkpoints" / "finished.json").read_text())
+    history = history["result"]["history"]
     assert len(history) == 2 and all(entry["span"] > 0.01 for entry in history)
     # the parts are the launch's means, as the loss is: they were rank 0's alone, and did not add up to it
     assert all(entry["loss"] == pytest.approx(entry["head_mlm"] + entry["backbone_mlm"] + entry["span"], rel=1e-5)
                for entry in history), history
     # every parameter gets a gradient: DDP's search for those without one only made every process warn
-    assert "find_unused_parameters" not in finished.stderr
+    assert "find_unused_parameters" not in stderr
 
 
 def weights(output: Path) -> dict[str, torch.Tensor]:
     return {**load_file(output / "model.safetensors"), **torch.load(output / "model.pt", weights_only=True)}
 
 
-def test_frozen_steps_average_the_heads_gradients_without_a_warning(tiny_beir, tiny_model_dir, tmp_path):
+def test_frozen_steps_average_the_heads_gradients_without_a_warning(launch):
     """The frozen steps leave the backbone without a gradient, so they run past DDP and average the heads' gradients
     themselves: the heads must learn as when DDP averages them (a run whose backbone learns at a rate too small to
     move it, without clipping, whose norm would count the backbone), and no process may warn that DDP searched each
     step for parameters without a gradient (every process did, once the backbone thawed)."""
-    same = dict(corpus=str(tiny_beir), model=str(tiny_model_dir), max_length=16, batch_size=8, max_steps=2,
-                device="cpu", dtype="fp32", progress=False, save_steps=None, learning_rate=2e-3, warmup_ratio=0.0,
-                max_grad_norm=None, backbone_lr_scale=1e-30)
-    configs = [dict(same, output=str(tmp_path / "frozen"), freeze_backbone_steps=1),
-               dict(same, output=str(tmp_path / "still"))]
-    script = tmp_path / "runs.py"
-    script.write_text(RUNS_SCRIPT)
-    finished = run_script(str(script), json.dumps(configs))
-    assert finished.returncode == 0, finished.stderr[-3000:]
-    assert "find_unused_parameters" not in finished.stderr, finished.stderr[-3000:]
-    frozen, still = weights(tmp_path / "frozen"), weights(tmp_path / "still")
+    settings, stderr = launch
+    assert "find_unused_parameters" not in stderr, stderr[-3000:]
+    frozen, still = weights(Path(settings["frozen"]["output"])), weights(Path(settings["still"]["output"]))
     assert frozen.keys() == still.keys() and any(key.startswith("c_head.") for key in frozen)
     assert max(float((frozen[key] - still[key]).abs().max()) for key in frozen) < 1e-6
 
@@ -109,18 +125,12 @@ def test_a_usage_error_is_printed_once(tmp_path):
     assert finished.stderr.count("No such option") == 1, finished.stderr
 
 
-def test_a_resume_under_another_process_count_says_its_random_draws_differ(tiny_beir, tiny_model_dir, tmp_path,
-                                                                            capfd):
+def test_a_resume_under_another_process_count_says_its_random_draws_differ(launch, capfd):
     """A checkpoint of two processes resumed by one (steps laid out alike: 12 blocks in steps of 4) reads neither
     process's RNG state, so dropout draws differ from an uninterrupted run's; the library noted it at info level only,
     so the resume said nothing. One process cannot replay two generators' draws: stderr says so, in one line."""
-    settings = dict(corpus=str(tiny_beir), model=str(tiny_model_dir), output=str(tmp_path / "out"), max_length=16,
-                    batch_size=4, max_steps=3, save_steps=1, device="cpu", dtype="fp32", progress=False)
-    script = tmp_path / "kept.py"
-    script.write_text(KEPT_CHECKPOINTS_SCRIPT)
-    finished = run_script(str(script), json.dumps(settings))
-    assert finished.returncode == 0, finished.stderr[-3000:]
-    checkpoints = tmp_path / "out" / "checkpoints"
+    settings = launch[0]["kept"]
+    checkpoints = Path(settings["output"]) / "checkpoints"
     assert (checkpoints / "checkpoint-2" / "rng_state_1.pth").is_file()
     shutil.rmtree(checkpoints / "checkpoint-3")  # as if killed after step 2
     capfd.readouterr()
