@@ -84,10 +84,8 @@ def check_tunable(index_dir: str | Path, dataset: str | Path, split: str,
     holds (``evaluation.check_collection``). A rebuild dropped a tuned fusion, saying it was tuned anew, and then
     the tuning refused. Only the manifest and the doc store's ids are read, no model or FAISS index (``checked``:
     what ``check_tuning_split`` returned, so the split is not read again)."""
-    import pyarrow.parquet as pq
-
     from retriever.docstore import open_mapped
-    from retriever.index_opening import docstore_file
+    from retriever.index_opening import docstore_file, read_parquet
     from retriever.integrity import reading
     from retriever.recorded_paths import recorded_model
 
@@ -99,7 +97,7 @@ def check_tunable(index_dir: str | Path, dataset: str | Path, split: str,
     docstore = docstore_file(Path(index_dir), manifest)
     with reading(docstore):
         ids = (open_mapped(docstore).read_all() if docstore.suffix == ".arrow" else
-               pq.read_table(docstore, columns=["id"], memory_map=True)).column("id")
+               read_parquet(docstore, columns=["id"], memory_map=True)).column("id")
     check_collection(_DocstoreIds(ids), beir, split, qrels, "every setting scores 0", "a miss in every setting")
 
 
