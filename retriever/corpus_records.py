@@ -18,7 +18,7 @@ from retriever.file_kinds import long_json_array
 from retriever.files import carriage_return_error, decoded_lines, json_limit_problem, mid_file_bom_error, repeated_key
 from retriever.json_shapes import (JUDGMENTS_HINT, id_mapping_error, is_id_mapping, json_array_error, json_kind,
                                    judgments_kind)
-from retriever.texts import id_problem, is_blank
+from retriever.texts import id_problem, is_blank, trimmed_id
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def as_id(value: object, path: Path, number: int | None, name: str, fmt: str = "
     """An id as a string: only a string or an integer, since a float's text ("3.0") never matches the "3" that
     qrels and run files hold, and NaN or a list is no id at all."""
     if isinstance(value, str):
-        return value.strip()
+        return trimmed_id(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     if value is None:

@@ -181,9 +181,11 @@ def _mapped_qrels(path: Path, lines: Iterable[tuple[int, str]], first_json: obje
         if not isinstance(docs, dict):
             raise InputFileError(path, lineno, f"the judgments of query {qid!r} are {json_kind(docs)}, not an object "
                                  "of document id to grade", _JSON_HINT)
-        qrels[qid] = {}
-        for doc, grade in docs.items():
-            qrels[qid][json_id(doc, path, lineno, "document id")] = checked_grade(grade, doc, qid, path, lineno)
+        judged = qrels[qid] = {}
+        for key, grade in docs.items():  # keys ' d1' and 'd1' are one id once trimmed (``json_id``)
+            doc = json_id(key, path, lineno, "document id")
+            grade = checked_grade(grade, doc, qid, path, lineno)
+            _judge(judged, doc, grade, path, lineno, qid, "earlier in the object")
     return qrels
 
 
@@ -206,11 +208,18 @@ def _flat_qrels(path: Path, lines: Iterable[tuple[int, str]], keys: tuple[str, s
     hint = f'each line of flat JSON qrels is one judgment, {{"{q}": ..., "{d}": ..., "{graded}": ...}}'
     qrels: Qrels = {}
     for lineno, qid, doc, relevance in flat_lines(path, lines, (q, d), graded, "flat qrels", hint, first_json):
-        grade, docs = checked_grade(relevance, doc, qid, path, lineno), qrels.setdefault(qid, {})
-        if docs.setdefault(doc, grade) != grade:
-            raise InputFileError(path, lineno, f"document {doc!r} for query {qid!r} judged {grade} here but "
-                                 f"{docs[doc]} on an earlier line", "keep one judgment per (query, document)")
+        grade = checked_grade(relevance, doc, qid, path, lineno)
+        _judge(qrels.setdefault(qid, {}), doc, grade, path, lineno, qid, "on an earlier line")
     return qrels
+
+
+def _judge(judged: dict[str, int], doc: str, grade: int, path: Path, lineno: int | None, qid: str,
+           earlier: str) -> None:
+    """A JSON judgment added to its query's; one repeated with the same grade is taken, as the TSV reader takes it,
+    and one with another grade refused (``earlier``: where the first one was)."""
+    if judged.setdefault(doc, grade) != grade:
+        raise InputFileError(path, lineno, f"document {doc!r} for query {qid!r} judged {grade} here but "
+                             f"{judged[doc]} {earlier}", "keep one judgment per (query, document)")
 
 
 def is_reported_split(qrels: Path, split: str) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 from retriever.errors import InputFileError
 from retriever.files import RepeatedKeyError, json_limit_problem, mid_file_bom_error, unique_keys
 from retriever.json_shapes import array_file_error, is_beir_judgment, json_kind, record_error
-from retriever.texts import id_problem
+from retriever.texts import id_problem, trimmed_id
 
 SWAPPED_HINT = "if the run and qrels files are swapped (--run, --qrels), give each the other"
 _MAPPING_HINT = "a JSON run maps each query id to an object of document id to score, {\"q1\": {\"d1\": 0.5}}"
@@ -24,14 +24,16 @@ _LIMIT_HINT = ("a run or qrels file nests ids and numbers two or three levels de
 
 
 def json_id(value: object, path: Path, lineno: int | None, what: str) -> str:
-    """A JSON id (run or qrels) as a string: a string or an integer, never a float, list or object turned into text."""
+    """A JSON id (run or qrels) as a string: a string (``trimmed_id``, as the corpus readers take it) or an integer,
+    never a float, list or object turned into text."""
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise InputFileError(path, lineno, f"{what} {json.dumps(value)[:40]} is not a string",
                              "write ids as JSON strings")
-    problem = id_problem(str(value))
+    text = trimmed_id(value) if isinstance(value, str) else str(value)
+    problem = id_problem(text)
     if problem is not None:
         raise InputFileError(path, lineno, f"bad {what}: {problem}", "ids must be one non-empty token")
-    return str(value)
+    return text
 
 
 def float_or_infinity(value: object) -> float:
@@ -209,11 +211,15 @@ def _mapping_hits(path: Path, lineno: int | None, qid: str, hits: object) -> dic
         raise InputFileError(path, lineno, f"the hits of query {qid!r} are {json_kind(hits)}, not an object of "
                              "document id to score", _MAPPING_HINT)
     checked = {}
-    for docid, score in hits.items():
+    for key, score in hits.items():
+        docid = json_id(key, path, lineno, "document id")
         what = f"the score of document {docid!r} for query {qid!r}"
         if isinstance(score, bool) or not isinstance(score, (int, float)):
             raise InputFileError(path, lineno, f"{what} is {json.dumps(score)[:40]}, not a number", _MAPPING_HINT)
-        checked[json_id(docid, path, lineno, "document id")] = _jsonl_score(score, path, lineno, what, _MAPPING_HINT)
+        if docid in checked:  # keys ' d1' and 'd1': one id once trimmed, and the later score replaced the first
+            raise InputFileError(path, lineno, f"document {docid!r} appears twice for query {qid!r}",
+                                 "keep one hit per document")
+        checked[docid] = _jsonl_score(score, path, lineno, what, _MAPPING_HINT)
     return checked
 
 

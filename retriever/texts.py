@@ -159,6 +159,13 @@ def id_problem(value: str) -> str | None:
     return text_problem(value)
 
 
+def trimmed_id(value: str) -> str:
+    """An id read from a file, less the whitespace around it: ' d1' is d1 in a corpus, queries, qrels, run or
+    training file alike (a TREC file's columns cannot hold it), so the files' ids match; whitespace inside one is
+    left for ``id_problem`` to refuse."""
+    return value.strip()
+
+
 def id_text(value: object, what: str, qid: object = None) -> str:
     """An id as the text a run file holds: a string, an integer (numpy's too), or bytes of UTF-8. None, a float (a
     pandas column of ints holding a NaN gives 3.0) or a bool was written as 'None', '3.0', 'True', and bytes as

@@ -11,6 +11,7 @@ from retriever.corpus_records import Fields
 from retriever.errors import InputFileError
 from retriever.files import carriage_return_error, decoded_lines
 from retriever.json_shapes import JUDGMENTS_HINT
+from retriever.texts import trimmed_id
 
 TSV_ID_NAMES = ("id", "_id", "docid", "doc_id", "pid", "qid", "query_id", "query-id")
 TSV_TEXT_NAMES = ("text", "passage", "contents", "query")
@@ -122,4 +123,4 @@ def _tsv_fields(columns: list[str], layout: dict[str, int], path: Path, number: 
             "tabs inside text must be replaced by spaces" if len(columns) > width else
             "separate the columns with one tab")
     title = columns[layout["title"]] if layout.get("title", width) < len(columns) else ""
-    return columns[layout["id"]].strip(), columns[layout["text"]], title
+    return trimmed_id(columns[layout["id"]]), columns[layout["text"]], title

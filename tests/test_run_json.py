@@ -178,3 +178,42 @@ def test_a_corpus_or_queries_file_given_as_a_run_or_qrels_is_named_so(tmp_path, 
         assert str(caught.value).startswith(f"{path}: its first line is a corpus or queries record, not {what}; a "
                                             "queries file goes to search --queries, a corpus to encode or build"), \
             str(caught.value)
+
+
+@pytest.mark.parametrize("name, text", [
+    ("r.jsonl", '{"qid": " q1", "hits": [{"id": "d1 ", "score": 1}]}\n'),
+    ("r.json", '{"q1\\t": {" d1": 1}}\n'),
+    ("flat.jsonl", '{"query_id": "q1 ", "doc_id": " d1", "score": 1}\n'),
+    ("qrels.json", '{" q1": {"d1 ": 1}}\n'),
+    ("qrels.jsonl", '{"query-id": "q1 ", "corpus-id": "\\u00a0d1", "score": 1}\n'),
+])
+def test_whitespace_around_a_json_id_is_dropped_as_the_corpus_readers_drop_it(tmp_path, name, text):
+    """The corpus, queries and training readers drop the whitespace around an id (' d1' is d1), and TREC files
+    cannot hold it, but a JSON run or JSON qrels refused the same ' d1' ("holds whitespace"): one file's id was
+    another's refusal. Whitespace inside an id is still refused; two ids that are one once trimmed are a repeat."""
+    from retriever.corpus import iter_documents
+    from retriever.qrels import read_qrels
+
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    read = read_qrels if name.startswith("qrels") else read_run
+    assert read(path) == {"q1": {"d1": 1}}
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": " d1", "text": "x"}\n', encoding="utf-8")
+    assert [document.id for document in iter_documents(corpus)] == ["d1"]
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("r.json", '{"q1": {"d1": 1, " d1": 2}}\n', r"r\.json:1: document 'd1' appears twice for query 'q1'"),
+    ("qrels.json", '{"q1": {"d1": 1, " d1": 2}}\n', r"qrels\.json:1: document 'd1' for query 'q1' judged 2 here but 1"),
+])
+def test_two_json_ids_that_are_one_once_trimmed_are_refused_as_a_repeat(tmp_path, name, text, message):
+    from retriever.qrels import read_qrels
+
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputFileError, match=message):
+        (read_qrels if name.startswith("qrels") else read_run)(path)
+    path.write_text('{"q1": {"d1": 1, " d1": 1}}\n', encoding="utf-8")
+    if name.startswith("qrels"):  # an identical repeated judgment is taken, as the TSV reader takes it
+        assert read_qrels(path) == {"q1": {"d1": 1}}
