@@ -115,6 +115,22 @@ def full_disk_named(path: Path) -> Iterator[None]:
         raise full from None
 
 
+@contextmanager
+def refused_writes_named(path: Path) -> Iterator[None]:
+    """A write under ``path`` (a training run's output) that the file system refuses mid-run (the folder made
+    read-only, a mount remounted read-only after disk errors) as one line naming the file and what to do: the
+    Trainer's checkpoint save died of a PermissionError traceback. The rerun resumes from the last checkpoint."""
+    try:
+        yield
+    except OSError as error:
+        refused = error.errno in (errno.EACCES, errno.EPERM, errno.EROFS) and error.filename is not None
+        within = refused and Path(os.path.abspath(error.filename)).is_relative_to(os.path.abspath(home_expanded(path)))
+        if not within:
+            raise
+        raise EndsInRerun(f"cannot write {error.filename}: {error.strerror.lower()}; make {path} writable and rerun "
+                          "the same command") from None
+
+
 OUT_OF_MEMORY_HINT = ("free some memory or raise the process's memory limit (`ulimit -v` counts memory-mapped files: "
                       "an ivf-ondisk index needs address space for its whole index.ivfdata), then rerun the same "
                       "command")

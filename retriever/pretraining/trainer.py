@@ -14,7 +14,7 @@ from pathlib import Path
 from transformers import set_seed
 
 from retriever.corpus import ReadStats
-from retriever.errors import full_disk_named
+from retriever.errors import full_disk_named, refused_writes_named
 from retriever.folders import publish_model_folder
 from retriever.model_loading import load_tokenizer
 from retriever.model_names import FETCH_ADVICE, located_model, resolve_model_path
@@ -40,7 +40,8 @@ def pretrain(config: PretrainConfig, log: Callable[[str], None] = stack.log) -> 
     output at a time, never inside the start model's folder."""
     config.check()
     with refusals_shared(), one_run_at_a_time(config.output, stack.is_main_process()), \
-            full_disk_named(Path(config.output)):
+            full_disk_named(Path(config.output)), \
+            refused_writes_named(Path(config.output)):
         return _pretrain(config, log)
 
 

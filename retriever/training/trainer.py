@@ -15,7 +15,7 @@ from accelerate.utils import broadcast_object_list
 from transformers import set_seed
 
 from retriever.corpus import BeirDataset
-from retriever.errors import full_disk_named
+from retriever.errors import full_disk_named, refused_writes_named
 from retriever.model_names import resolve_model_path
 from retriever.qrels import is_reported_split
 from retriever.training import stack
@@ -113,7 +113,8 @@ def train(config: TrainConfig) -> TrainResult:
     One run of an output at a time."""
     config.check()
     with refusals_shared(), one_run_at_a_time(config.output, stack.is_main_process()), \
-            full_disk_named(Path(config.output)):
+            full_disk_named(Path(config.output)), \
+            refused_writes_named(Path(config.output)):
         return _train(config)
 
 

@@ -4,8 +4,10 @@ last step."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import math
+import os
 import shutil
 from pathlib import Path
 
@@ -214,3 +216,23 @@ def test_pretrain_settings_of_the_wrong_kind_are_refused_before_loading(tiny_bei
         pretrain(checkpointed_config(tiny_beir, tmp_path / "out", tmp_path / "model", **{name: value}), log=quiet)
     assert str(caught.value) == said
     assert not (tmp_path / "out").exists()
+
+
+def test_a_checkpoint_the_file_system_refuses_mid_run_is_one_line_and_a_rerun_resumes(tiny_beir, tiny_model_dir,
+                                                                                     tmp_path, monkeypatch):
+    """The output made read-only while pre-training ran: the checkpoint save died of a PermissionError traceback."""
+    output = tmp_path / "out"
+    settings = checkpointed_config(tiny_beir, output, tiny_model_dir)
+    real_makedirs = os.makedirs
+
+    def makedirs(path, *args, **kwargs):
+        if Path(path).name == "checkpoint-2":
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real_makedirs(path, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(os, "makedirs", makedirs)
+        with pytest.raises(RetrieverError, match=rf"^cannot write {output}/checkpoints/checkpoint-2: permission "
+                                                 rf"denied; make {output} writable and rerun the same command$"):
+            pretrain(settings, log=quiet)
+    assert pretrain(settings, log=quiet).resumed_from_step == 1

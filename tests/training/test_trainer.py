@@ -3,6 +3,7 @@ checkpoint to the same weights."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
 import shutil
@@ -226,6 +227,30 @@ def test_a_disk_filling_while_a_checkpoint_is_saved_is_one_line_and_a_rerun_resu
         train(settings)
     assert str(caught.value).startswith(f"no space left on the device writing {output}; free some space")
     monkeypatch.setattr(torch, "save", real_save)
+    result = train(settings)
+    assert (result.steps, result.resumed_from_step) == (4, 2)
+
+
+@pytest.mark.parametrize("refusal", [(errno.EACCES, "Permission denied"), (errno.EROFS, "Read-only file system")])
+def test_a_checkpoint_the_file_system_refuses_mid_run_is_one_line_and_a_rerun_resumes(tmp_path, small_bert, train_beir,
+                                                                                     monkeypatch, refusal):
+    """The output made read-only, or its mount remounted read-only after disk errors, while the run trained: the
+    Trainer's checkpoint save died of a PermissionError traceback."""
+    output = tmp_path / "model"
+    settings = config(output, train_beir, small_bert, max_steps=4, save_steps=2)
+    real_makedirs = os.makedirs
+
+    def makedirs(path, *args, **kwargs):
+        if "checkpoint-4" in str(path):
+            raise OSError(*refusal, str(path))
+        return real_makedirs(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "makedirs", makedirs)
+    with pytest.raises(RetrieverError) as caught:
+        train(settings)
+    assert str(caught.value) == (f"cannot write {output}/checkpoints/checkpoint-4: {refusal[1].lower()}; make {output} "
+                                 "writable and rerun the same command")
+    monkeypatch.setattr(os, "makedirs", real_makedirs)
     result = train(settings)
     assert (result.steps, result.resumed_from_step) == (4, 2)
 
