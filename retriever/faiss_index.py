@@ -184,9 +184,9 @@ def _unreadable_words(spec: str, reason: str) -> str | None:
             "string, e.g. 'IVF1024,PQ48' or 'HNSW64,Flat'")
 
 
-def default_nlist(count: int) -> int:
-    """About 4·√N lists, but at least 39 training points per list as FAISS wants."""
-    return max(1, min(int(4 * math.sqrt(count)), count // 39 or 1))
+def default_nlist(count: int, train_size: int | None = None) -> int:
+    """About 4·√N lists, but at least 39 points per list of the sample trained on (``train_size``), as FAISS wants."""
+    return max(1, min(int(4 * math.sqrt(count)), min(count, train_size or count) // 39 or 1))
 
 
 def default_pq_m(dim: int) -> int:
@@ -202,9 +202,9 @@ def factory_string(params: IndexParams, dim: int, count: int) -> str:
     if params.index_type == ONDISK_TYPE:
         if params.ondisk_codes not in CODES:
             raise RetrieverError(f"--ondisk-codes must be one of {', '.join(CODES)}")
-        return f"IVF{params.nlist or default_nlist(count)},{CODES[params.ondisk_codes]}"
+        return f"IVF{params.nlist or default_nlist(count, params.train_size)},{CODES[params.ondisk_codes]}"
     if params.index_type == "ivfpq":
-        nlist = params.nlist or default_nlist(count)
+        nlist = params.nlist or default_nlist(count, params.train_size)
         pq_m = params.pq_m or default_pq_m(dim)
         if dim % pq_m:
             raise RetrieverError(f"--pq-m {pq_m} must divide the embedding dimension {dim}")

@@ -13,6 +13,18 @@ def test_ivf_defaults_are_sane():
     assert default_pq_m(384) == 48 and 768 % default_pq_m(768) == 0
 
 
+def test_the_default_lists_leave_faiss_39_training_points_each_of_a_sample_smaller_than_the_corpus(capfd):
+    """1M documents got 4·√N = 4000 lists (at most N/39) to train on the 100,000 vectors of the default --train-size,
+    25 a list: FAISS printed `WARNING clustering 100000 points to 4000 centroids: please provide at least 156000
+    training points` amid the build's progress, and trained lists short of the points it asks for."""
+    assert factory_string(IndexParams("ivf-ondisk"), 384, 1_000_000) == "IVF2564,SQ8"  # 100,000 // 39
+    params = IndexParams("ivf-ondisk", train_size=2000)
+    spec = factory_string(params, 8, 10_000)
+    assert spec == "IVF51,SQ8"  # it was IVF256: 7.8 training points a list
+    new_index(spec, 8, params).train(np.random.default_rng(0).standard_normal((2000, 8), dtype=np.float32))
+    assert "WARNING clustering" not in capfd.readouterr().err
+
+
 def test_refined_index_rescores_k_factor_candidates_and_keeps_it_on_disk(tmp_path):
     index = new_index("IVF4,PQ2x4,RFlat", 8, IndexParams("IVF4,PQ2x4,RFlat", refine_k_factor=30))
     faiss.write_index(index, str(tmp_path / "i.faiss"))
@@ -20,7 +32,7 @@ def test_refined_index_rescores_k_factor_candidates_and_keeps_it_on_disk(tmp_pat
 
 
 @pytest.mark.parametrize("index_type, expected", [
-    ("flat", "Flat"), ("hnsw", "HNSW32,Flat"), ("ivfpq", "IVF4000,PQ48"), ("ivf-ondisk", "IVF4000,SQ8"),
+    ("flat", "Flat"), ("hnsw", "HNSW32,Flat"), ("ivfpq", "IVF2564,PQ48"), ("ivf-ondisk", "IVF2564,SQ8"),
     ("IVF10,Flat", "IVF10,Flat"),
 ])
 def test_index_types_become_factory_strings(index_type, expected):

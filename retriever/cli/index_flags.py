@@ -24,7 +24,7 @@ def index_options():
         click.option("--ef-construction", type=click.IntRange(min=1), default=200, show_default=True,
                      help="HNSW build-time beam width (hnsw only)."),
         click.option("--nlist", type=click.IntRange(min=1), default=None,
-                     help="IVF lists (ivfpq, ivf-ondisk). [default: about 4*sqrt(N)]"),
+                     help="IVF lists (ivfpq, ivf-ondisk). [default: about 4*sqrt(N), at most --train-size/39]"),
         click.option("--pq-m", type=click.IntRange(min=1), default=None,
                      help="PQ sub-quantisers; must divide the dimension (ivfpq only). [default: dim/8]"),
         click.option("--ondisk-codes", type=click.Choice(["sq8", "fp16", "flat"]), default="sq8", show_default=True,
