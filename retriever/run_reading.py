@@ -14,7 +14,7 @@ from retriever.files import carriage_return_error, check_is_file, decoded_lines
 from retriever.json_shapes import opens_json
 from retriever.qrels import file_path, first_line_where
 from retriever.run_json import SWAPPED_HINT, read_json_run
-from retriever.texts import CONTROL_CHARACTER, columns, id_problem
+from retriever.texts import columns, first_id_problem, id_problem
 from retriever.trec_numbers import DECIMAL_NUMBER
 
 Run = dict[str, dict[str, float]]
@@ -100,7 +100,7 @@ def _trec_run_lines(path: Path, lines: Iterable[tuple[int, str]]) -> Run:
         if len(cols) != 6:
             raise _columns_error(path, lineno, cols)
         qid, _, docid, rank, score_text, _ = cols
-        if CONTROL_CHARACTER.search(text) is not None or "\ufeff" in text:  # trec_eval would cut an id at a NUL
+        if first_id_problem((qid, docid)) is not None:  # the qrels reader's rule (a no-break space was read here)
             _check_line_ids(path, lineno, qid, docid)
         score = _parse_score(path, lineno, score_text)
         if direction.open:
@@ -132,7 +132,8 @@ def _columns_error(path: Path, lineno: int, cols: list[str]) -> InputFileError:
 
 
 def _check_line_ids(path: Path, lineno: int, qid: str, docid: str) -> None:
-    """A TREC run line's ids refused as the JSONL run and qrels readers refuse them (a control character)."""
+    """A TREC run line's ids refused as the JSONL run and qrels readers refuse them (``id_problem``: a control
+    character, which trec_eval would cut an id at, or whitespace C's isspace does not split at)."""
     for what, value in (("query id", qid), ("document id", docid)):
         problem = id_problem(value)
         if problem is not None:

@@ -378,6 +378,9 @@ def test_run_and_qrels_columns_split_where_trec_eval_splits_them(tmp_path, space
     qrels = write(tmp_path / "qrels.txt", f"q1 d1{space}x 1\n")
     with pytest.raises(InputFileError, match="bad query or document id"):
         read_qrels(qrels)
+    run = write(tmp_path / "run.trec", f"q1 Q0 d1{space}x 1 0.5 tag\n")  # an id the qrels reader refused was read
+    with pytest.raises(InputFileError, match=r"run\.trec:1: bad document id: id 'd1\S+x' holds whitespace"):
+        read_run(run)
 
 
 def test_an_ms_marco_run_of_rank_without_score_is_named_with_its_conversion(tmp_path):
