@@ -53,6 +53,10 @@ def check_count(name: str, value: object) -> int:
 # retry (retriever.serving.batcher).
 MAX_WAITING_QUERIES = 8192
 MAX_WAITING_REQUESTS = 4096
+# `serve --max-queue-seconds`: longest a request waits in its index's queue before its batch starts; one that waited
+# longer gets a 503 to retry, unencoded (its client has likely gone). Far above the load test's p99 (under 0.25 s at
+# 32 clients, benchmarks/README.md), so it trips only on a server with more work queued than it can do.
+MAX_QUEUE_SECONDS = 30.0
 # `serve`'s request limits by default (retriever.serving.inputs.Limits; the flags --max-queries, --max-query-chars,
 # --max-body-bytes): a POST's most queries and longest query (a 400 past them), its largest body (a 413)
 MAX_QUERIES = 256

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from retriever.choices import (DEFAULT_K, MAX_BODY_BYTES, MAX_QUERIES, MAX_QUERY_CHARS, MAX_WAITING_QUERIES,
-                               MAX_WAITING_REQUESTS)
+from retriever.choices import (DEFAULT_K, MAX_BODY_BYTES, MAX_QUERIES, MAX_QUERY_CHARS, MAX_QUEUE_SECONDS,
+                               MAX_WAITING_QUERIES, MAX_WAITING_REQUESTS)
 from retriever.cli.hybrid import mode_options
 from retriever.cli.listening import BACKLOG, bare_host, listening_sockets, start_listening
 from retriever.cli.options import FiniteRange, device_options
@@ -189,6 +189,9 @@ def _stop(served: object) -> None:
 @click.option("--max-waiting-queries", type=click.IntRange(min=1), default=MAX_WAITING_QUERIES, show_default=True,
               help=f"Most queries waiting for the encoder per index (at most {MAX_WAITING_REQUESTS:,} requests wait, "
                    "too); more get a 503 to retry. One request of more waits when none other does.")
+@click.option("--max-queue-seconds", type=FiniteRange(min=0, min_open=True), default=MAX_QUEUE_SECONDS,
+              show_default=True, help="Longest a request waits in its index's queue before its batch starts; one that "
+                                      "waited longer gets a 503 to retry and is never encoded (its client may be gone).")
 @click.option("--max-hits", type=click.IntRange(min=DEFAULT_K), default=None,
               help=f"Most hits (queries x k) one request may ask for; more is refused with a 400 before any work. "
                    f"At least {DEFAULT_K}, the k of a request that gives none. [default: --max-queries x {DEFAULT_K} "
@@ -218,8 +221,9 @@ def _stop(served: object) -> None:
 @mode_options(per_request=True)
 @moved_model_option()
 def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_ms, max_query_chars, max_body_bytes,
-                  max_queries, max_waiting_queries, max_hits, max_response_bytes, request_timeout, max_head_bytes,
-                  timeout_keep_alive, threads, workers, access_log, origins, mode, fusion_overrides, model):
+                  max_queries, max_waiting_queries, max_queue_seconds, max_hits, max_response_bytes, request_timeout,
+                  max_head_bytes, timeout_keep_alive, threads, workers, access_log, origins, mode, fusion_overrides,
+                  model):
     """Serve INDEX (and/or each --index NAME=PATH) over HTTP: JSON search API, OpenAPI docs at /docs, search page at /.
 
     --mode and the fusion flags are the defaults; a request may ask for another mode (GET ?mode=,
@@ -255,7 +259,7 @@ def serve_command(index, named, host, port, device, dtype, max_batch, max_wait_m
         max_hits = max_queries * DEFAULT_K if max_hits is None else max_hits  # a raised --max-queries fits too
         app = create_app(searchers, Limits(max_query_chars, max_body_bytes, max_queries, max_hits, max_response_bytes),
                          BatchSettings(max_batch=max_batch, max_wait_ms=max_wait_ms, workers=used["workers"],
-                                       max_pending_queries=max_waiting_queries),
+                                       max_pending_queries=max_waiting_queries, max_queue_seconds=max_queue_seconds),
                          origins=origins)
         shown = f"[{host}]" if ":" in host else host or "0.0.0.0"
         dtype_used = searchers[next(iter(searchers))].encoder.dtype

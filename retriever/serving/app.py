@@ -21,7 +21,7 @@ parameter or has a k that is not digits; a mode the index lacks; an HTTP/1.1 req
 the 404 names the path without it), 405 wrong method (HEAD is answered as GET), 413 body over the limit (closing the connection), 415 a POST that is not ``application/json`` (or ``application/NAME+json``), is declared in a
 charset other than UTF-8 or is compressed (``Content-Encoding``), 431 a request head over
 ``--max-head-bytes``, 501 a POST body in a transfer coding other than chunked, 503 when too many
-requests or queries are queued (or a forced stop dropped the request), 505 a request line of an HTTP version other than 1.0 and 1.1 (closing the connection),
+requests or queries are queued, a request waited in the queue over ``max_queue_seconds`` (or a forced stop dropped it), 505 a request line of an HTTP version other than 1.0 and 1.1 (closing the connection),
 500 with its one-line message for damage to a served index's files (the server's fault, which a retry will not
 mend: a damaged BM25 part fails the bm25/hybrid requests alone), and a bare 500 message (never a traceback) for bugs. Request shapes are in ``schemas``, input
 checks and limits in ``inputs`` (a POST body's JSON in ``json_body``), the handlers turning errors into these responses in

@@ -7,7 +7,8 @@ from retriever.errors import RetrieverError
 
 
 class Overloaded(RetrieverError):
-    """More requests (``max_pending``) or queries (``max_pending_queries``) would wait; the client should retry later."""
+    """More requests (``max_pending``) or queries (``max_pending_queries``) would wait, or a request waited over
+    ``max_queue_seconds``; the client should retry later."""
 
 
 class Closed(RetrieverError):

@@ -8,7 +8,8 @@ queries never carries the one-query requests queued before it through its many p
 first request's arrival for more, since the encoder is busy anyway, while a query that finds
 every worker idle goes at once (waiting would only add to its latency). It encodes and searches
 them together and resolves each request's future. Requests that queued during a pass have waited
-already, so they go out at once in the next. ``workers`` such threads may run batches side by
+already, so they go out at once in the next; one that waited over ``max_queue_seconds`` is refused unencoded (a 503
+to retry: its client has likely gone, and those behind it go on). ``workers`` such threads may run batches side by
 side (the forward pass is read-only), each on its own small torch thread pool (``threads.configure_threads``).
 Each index has its own batcher: indexes sharing one loaded encoder (``SharedEncoders``) are never batched
 together; their passes run side by side on the read-only model, as two copies' would.
@@ -31,7 +32,7 @@ from concurrent.futures import Future
 import faiss
 import torch
 
-from retriever.choices import MAX_WAITING_QUERIES, MAX_WAITING_REQUESTS
+from retriever.choices import MAX_QUEUE_SECONDS, MAX_WAITING_QUERIES, MAX_WAITING_REQUESTS
 from retriever.errors import RetrieverError
 from retriever.searching import Hit, Searcher
 from retriever.serving.batch_errors import Closed, Overloaded, QueryRejected, warm_up_failure
@@ -61,11 +62,13 @@ class MicroBatcher:
 
     def __init__(self, searcher: Searcher, max_batch: int = 32, max_wait_ms: float = 2.0,
                  max_pending: int = MAX_WAITING_REQUESTS, name: str = "default", workers: int = 1,
-                 max_pending_queries: int = MAX_WAITING_QUERIES) -> None:
+                 max_pending_queries: int = MAX_WAITING_QUERIES, max_queue_seconds: float = MAX_QUEUE_SECONDS) -> None:
         if max_batch < 1:
             raise RetrieverError("max_batch must be at least 1")
         if max_wait_ms < 0:
             raise RetrieverError("max_wait_ms must not be negative")
+        if not max_queue_seconds > 0:
+            raise RetrieverError(f"max_queue_seconds must be a positive number of seconds, not {max_queue_seconds!r}")
         self.searcher = searcher
         self.name = name
         self.max_batch = max_batch
@@ -79,6 +82,7 @@ class MicroBatcher:
         self._busy = 0
         # Queries not yet in a batch: thousands of waiting POSTs of 256 long queries held gigabytes. A larger one waits alone.
         self.max_pending_queries, self._waiting = max_pending_queries, 0
+        self.max_queue_seconds = max_queue_seconds  # longer in the queue: refused unencoded (``_shed``)
         self._threads = [threading.Thread(target=self._run, name=f"batcher-{name}-{i}", daemon=True)
                          for i in range(max(1, workers))]
         self._start_workers()
@@ -217,9 +221,21 @@ class MicroBatcher:
         return item
 
     def _process(self, batch: list[Request]) -> None:
-        live = [r for r in batch if r.future.set_running_or_notify_cancel()]
+        live = [r for r in batch if r.future.set_running_or_notify_cancel() and not self._shed(r)]
         if live:
             self._resolve(live)
+
+    def _shed(self, request: Request) -> bool:
+        """Refuse ``request`` with a 503 to retry if it waited over ``max_queue_seconds`` for its batch: its client has
+        likely given up (six POSTs of 256 long queries, abandoned after 0.3 s, held the next GET 150 s while the
+        server encoded 1,537 queries for nobody), and one that has not learns to retry rather than wait on."""
+        waited = time.perf_counter() - request.enqueued
+        if request.warm_up or waited <= self.max_queue_seconds:
+            return False
+        request.future.set_exception(Overloaded(
+            f"the request waited {waited:.1f} s for index {self.name!r}'s encoder, over the {self.max_queue_seconds:g}"
+            " s a request may wait (--max-queue-seconds): the server has more work queued than it can do; retry shortly"))
+        return True
 
     def _resolve(self, batch: list[Request]) -> None:
         try:

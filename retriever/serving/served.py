@@ -5,7 +5,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from urllib.parse import unquote_to_bytes
 
-from retriever.choices import MAX_WAITING_QUERIES, MAX_WAITING_REQUESTS
+from retriever.choices import MAX_QUEUE_SECONDS, MAX_WAITING_QUERIES, MAX_WAITING_REQUESTS
 from retriever.encoder_settings import SERVED_FIELDS
 from retriever.searching import Searcher
 from retriever.serving.batcher import MicroBatcher
@@ -53,6 +53,7 @@ class BatchSettings:
     max_wait_ms: float = 2.0
     max_pending: int = MAX_WAITING_REQUESTS
     max_pending_queries: int = MAX_WAITING_QUERIES
+    max_queue_seconds: float = MAX_QUEUE_SECONDS
     workers: int = 1
     warm_up: bool = True
 
@@ -92,7 +93,8 @@ class ServedIndexes:
         for name, searcher in self.searchers.items():
             self.batchers[name] = MicroBatcher(searcher, self.batching.max_batch, self.batching.max_wait_ms,
                                                self.batching.max_pending, name=name, workers=self.batching.workers,
-                                               max_pending_queries=self.batching.max_pending_queries)
+                                               max_pending_queries=self.batching.max_pending_queries,
+                                               max_queue_seconds=self.batching.max_queue_seconds)
             if self.batching.warm_up:
                 self.batchers[name].warm_up()
 

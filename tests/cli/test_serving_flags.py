@@ -429,16 +429,18 @@ def test_ctrl_c_during_the_warm_up_is_a_ctrl_c_while_loading(monkeypatch):
     assert stopped == [True]
 
 
-@pytest.mark.parametrize("flags, bound", [([], 8192), (["--max-waiting-queries", "300"], 300)])
-def test_max_waiting_queries_reaches_the_batchers(fake_serve, tmp_path, monkeypatch, flags, bound):
-    """Waiting requests were bounded by count alone (4,096 POSTs of 256 long queries: gigabytes waiting)."""
+@pytest.mark.parametrize("flags, bound, seconds", [([], 8192, 30.0), (["--max-waiting-queries", "300"], 300, 30.0),
+                                                   (["--max-queue-seconds", "2.5"], 8192, 2.5)])
+def test_max_waiting_queries_reaches_the_batchers(fake_serve, tmp_path, monkeypatch, flags, bound, seconds):
+    """Waiting requests were bounded by count alone (4,096 POSTs of 256 long queries: gigabytes waiting), and not by
+    how long they had waited (abandoned ones held the next GET 150 s)."""
     given = []
     monkeypatch.setattr("retriever.serving.create_app", lambda searchers, limits, batching, **kwargs:
                         given.append(batching) or searchers)
     (tmp_path / "idx").mkdir()
     result = CliRunner().invoke(main, ["serve", str(tmp_path / "idx"), *flags])
     assert result.exit_code == 0, result.output
-    assert given[-1].max_pending_queries == bound
+    assert given[-1].max_pending_queries == bound and given[-1].max_queue_seconds == seconds
 
 
 def test_serve_warns_at_start_when_the_hard_open_files_limit_keeps_it_low(fake_serve, tmp_path, monkeypatch):

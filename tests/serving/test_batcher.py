@@ -467,6 +467,29 @@ def test_waiting_queries_are_bounded_by_count_not_only_their_requests(fake):
         batcher.close()
 
 
+def test_a_request_that_waited_over_max_queue_seconds_is_refused_unencoded_and_those_behind_it_go_on(fake):
+    """Six POSTs of 256 long queries, abandoned by their clients after 0.3 s, held the GET that came next 150 s while
+    1,537 queries were encoded for nobody: a request that waited longer than the limit for its batch is refused (a
+    503 to retry) and never encoded; the requests behind it that have not waited so long are searched."""
+    with pytest.raises(RetrieverError, match="max_queue_seconds must be a positive number"):
+        MicroBatcher(fake, max_queue_seconds=0)
+    batcher = MicroBatcher(fake, max_batch=1, max_wait_ms=0, max_queue_seconds=0.2)
+    try:
+        held = start_held_pass(batcher, fake)  # the slow first batch
+        abandoned = batcher.submit(["abandoned"] * 3, 1)
+        time.sleep(0.3)
+        fresh = batcher.submit(["fresh"], 1)
+        fake.encoder.hold.set()
+        with pytest.raises(Overloaded, match=r"waited 0\.\d s for index 'default'.* over the 0\.2 s a request may "
+                                             r"wait \(--max-queue-seconds\).*retry shortly"):
+            abandoned.result(5)
+        assert len(fresh.result(5)) == 1 and len(held.result(5)) == 1
+        assert "abandoned" not in sum(fake.encoder.batches, [])
+    finally:
+        fake.encoder.hold.set()
+        batcher.close()
+
+
 def test_the_warm_up_runs_on_a_model_whose_vocabulary_lacks_its_words(tiny_index):
     """A model of another script reads "warm up query" as [UNK] alone: the warm-up's dense search was refused as a
     client's would be, and serve would not start ("index 'zh' failed its warm-up search: the query holds no word the
