@@ -160,8 +160,10 @@ def _smaller_need(part: str, index_type: str) -> str | None:
 
 # The kinds of trained part ``training_needs`` tells apart, each made to train on fewer vectors its own way
 LISTS, PQ, SCALAR, PCA, OPQ, RESIDUAL_BITS, WIDTH = "lists", "pq", "scalar", "pca", "opq", "residual bits", "width"
+WHITENED = "whitened pca"
 _SMALLER_PARTS = {
     PCA: "a PCA to fewer dimensions (a smaller number after 'PCA' or 'ITQ' in --index-type)",
+    WHITENED: "a PCA without whitening ('PCA' or 'PCAR' for 'PCAW' or 'PCAWR' in --index-type)",
     OPQ: "no OPQ part (it trains codes of 256 centroids whatever the string's bits)",
     RESIDUAL_BITS: "residual codes of fewer bits (a smaller number after 'x' in --index-type)",
     WIDTH: "a PCA to fewer dimensions before the residual quantizer",
@@ -212,6 +214,11 @@ _RANGED_SCALAR_CODES = {getattr(faiss.ScalarQuantizer, name) for name in ("QT_8b
 def _transform_needs(transform: faiss.VectorTransform) -> list[tuple[int, str, str]]:
     if transform.is_trained:
         return []
+    if isinstance(transform, faiss.PCAMatrix) and transform.eigen_power != 0:  # 'PCAW16': whitened
+        # Whitening divides each direction by its spread; N vectors vary in at most N - 1 directions about their mean,
+        # so N = d_out left one spread of about 0 and the vectors infinite or huge: FAISS refused them at an IVF's
+        # training after the corpus was encoded, and a 'PCAW16,Flat' index stored them (on unit vectors, no hits)
+        return [(int(transform.d_out) + 1, f"a whitened PCA to {transform.d_out} dimensions", WHITENED)]
     if isinstance(transform, (faiss.PCAMatrix, faiss.ITQTransform)):
         return [(int(transform.d_out), f"a PCA to {transform.d_out} dimensions", PCA)]
     if isinstance(transform, faiss.OPQMatrix):

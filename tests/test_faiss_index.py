@@ -54,7 +54,7 @@ def test_idmap_factories_are_refused_when_the_settings_are_made(spec):
 @pytest.mark.parametrize("spec", [
     "IVF4,Flat", "IVF4,PQ4x4", "PQ4x4", "OPQ4,Flat", "OPQ4_16,IVF4,PQ4x4", "PCA16,Flat", "PCAR16,IVF4,Flat",
     "ITQ16,Flat", "HNSW8,PQ4x4", "IVF4,Flat,Refine(PQ8x4)", "IVF4,PQ4x4,RFlat", "IVF4_HNSW8,Flat", "RQ1x4",
-    "IVF4,RQ2x4", "PRQ2x2x4", "IVF4,LSQ2x4", "PQ4x4fs"])
+    "IVF4,RQ2x4", "PRQ2x2x4", "IVF4,LSQ2x4", "PQ4x4fs", "PCAW16,IVF4,Flat"])
 def test_training_needs_are_what_faiss_refuses_below(spec):
     """The fewest training vectors is where FAISS starts to train: one fewer fails (it failed only after the corpus
     was encoded, since only IVF lists and an IVF's or a bare index's PQ codes were counted: OPQ, PCA, HNSW over PQ
@@ -68,6 +68,24 @@ def test_training_needs_are_what_faiss_refuses_below(spec):
     check_trainable(params, dim, needed)
     with pytest.raises(RetrieverError, match=f"trains on at least {needed} vectors, and the corpus has {needed - 1} "):
         check_trainable(params, dim, needed - 1)
+
+
+def test_a_whitened_pca_needs_one_vector_more_than_its_dimensions_where_faiss_does_not_refuse():
+    """'PCAW8,Flat' trained on 8 vectors (they vary in 7 directions about their mean) whitened the 8th by a spread of
+    about 0: FAISS stored infinite or huge vectors without a word (on unit vectors every search found no hits); now
+    refused before encoding. Whitened, each direction has a spread of 1, so no trained-on vector is 10 from 0."""
+    vectors = np.random.default_rng(0).standard_normal((9, 32)).astype("float32")
+    for count, sound in (8, False), (9, True):
+        index = new_index("PCAW8,Flat", 32, IndexParams("PCAW8,Flat"))
+        index.train(vectors[:count])
+        pca = faiss.downcast_VectorTransform(faiss.downcast_index(index).chain.at(0))
+        assert bool(np.abs(pca.apply(vectors[:count])).max() < 10) is sound
+    check_trainable(IndexParams("PCAW8,Flat"), 32, 9)
+    with pytest.raises(RetrieverError, match=r"^--index-type 'PCAW8,Flat' trains on at least 9 vectors, and the corpus "
+                                             r"has 8 documents \(a whitened PCA to 8 dimensions\): use a PCA without "
+                                             r"whitening \('PCA' or 'PCAR' for 'PCAW' or 'PCAWR' in --index-type\) or "
+                                             r"a flat index$"):
+        check_trainable(IndexParams("PCAW8,Flat"), 32, 8)
 
 
 def test_a_corpus_of_one_document_too_few_to_train_is_counted_in_the_singular():
