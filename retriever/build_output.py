@@ -2,13 +2,18 @@
 replace, and the finished folder moved into place at the end, with the parts a crash left beside it cleared."""
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 from retriever.errors import RetrieverError
+from retriever.files import read_json
 from retriever.folders import check_creatable, named_output, replace_folder, replaceable
 from retriever.index_folder import MANIFEST_FILE
+from retriever.integrity import recorded_files
+from retriever.lexical import LEXICAL_DIR
 from retriever.partwork import clear_finished, owned_inputs, parts_folder, unfinished_note
+from retriever.pid_names import WRITER
 from retriever.shard_completeness import check_complete
 from retriever.shards import list_shards
 
@@ -67,7 +72,8 @@ def shards_to_index(shards: Path) -> tuple[list[Path], dict]:
 def refuse_inputs_inside(output: Path, inputs: dict[str, str | Path | None]) -> None:
     """Refuse to replace an ``output`` holding an input of the build (``inputs``: what each is, and its path): the old
     folder is deleted whole once the new one is in place, and with it the corpus, shards or model the new index
-    records (a corpus copied into its index folder was deleted by `build --overwrite`, exit 0)."""
+    records (a corpus copied into its index folder was deleted by `build --overwrite`, exit 0); then any other file the
+    manifest does not record (``_refuse_files_not_its_own``)."""
     if not output.is_dir():
         return
     within = output.resolve()
@@ -75,6 +81,7 @@ def refuse_inputs_inside(output: Path, inputs: dict[str, str | Path | None]) -> 
         if path is not None and Path(path).exists() and Path(path).resolve().is_relative_to(within):
             raise RetrieverError(f"{output}: holds {what} this build reads ({path}), which replacing the folder "
                                  f"would delete; move it out of {output} first, or choose another --output")
+    _refuse_files_not_its_own(output)
 
 
 def _refuse_unreplaceable(output: Path, overwrite: bool) -> None:
@@ -86,6 +93,28 @@ def _refuse_unreplaceable(output: Path, overwrite: bool) -> None:
                              "index folders: remove it or choose another --output")
     if not overwrite:
         raise RetrieverError(f"{output}: already exists; pass --overwrite to replace it or choose another --output")
+
+
+# what killed writers leave in an index folder: hidden temporaries (``.index.faiss.tmp-PID``, ``.bm25.building-PID``)
+# and BM25 parts a `bm25 --overwrite` built but did not record (``bm25-1a2b3c4d``)
+_LEFT_BY_WRITERS = re.compile(rf"\..+\.(?:tmp|building)-{WRITER}|{LEXICAL_DIR}-[0-9a-f]{{8}}")
+
+
+def _refuse_files_not_its_own(output: Path) -> None:
+    """Refuse to replace an index folder holding what its manifest does not record (a run `search -o IDX/run.trec`
+    wrote, a user's notes): the folder is replaced whole, and they were deleted without a word. Hidden temporaries
+    and parts of killed writers go with it; a manifest that records no files (damaged, or older) is not judged."""
+    try:
+        recorded = {name.split("/")[0] for name in recorded_files(read_json(output / MANIFEST_FILE))}
+    except (RetrieverError, AttributeError, TypeError):
+        return
+    foreign = sorted(entry.name for entry in output.iterdir()
+                     if entry.name not in recorded | {MANIFEST_FILE} and not _LEFT_BY_WRITERS.fullmatch(entry.name))
+    if recorded and foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise RetrieverError(f"{output}: holds {shown}, which the index does not record and replacing the folder "
+                             f"would delete; move {'them' if len(foreign) > 1 else 'it'} out of {output} first, or "
+                             "choose another --output")
 
 
 def move_into_place(building: Path, output: Path, overwrite: bool) -> None:

@@ -109,3 +109,23 @@ def test_another_type_built_beside_an_unfinished_ondisk_builds_parts_says_they_s
     assert "rerun that build to resume it, or remove the folder" in err and err.count("\n") == 1
     check_output(tmp_path / "idx", overwrite=False, ondisk=True)  # the ivf-ondisk build resumes from them quietly
     assert capsys.readouterr().err == "" and (parts / "part-00000.faiss").is_file()
+
+
+def test_an_index_holding_files_it_does_not_record_is_not_replaced(tiny_flat_build, tmp_path):
+    """A run written into the index folder (`search IDX --queries Q -o IDX/run.trec`) or a user's notes there, then
+    `build`/`index --overwrite` of it: the folder was replaced whole and they were deleted, exit 0. What a killed
+    writer left (a hidden temporary) is the index's own and goes with it."""
+    index = Path(shutil.copytree(tiny_flat_build, tmp_path / "idx"))
+    (index / "run.trec").write_text("q1 Q0 d1 1 0.5 retriever\n")
+    (index / ".index.faiss.tmp-999999999").write_bytes(b"")
+    rebuild = dict(shards_dir=tiny_flat_build.with_name("idx.shards"), corpus=tiny_flat_build.with_name("tiny-beir"),
+                   output=index, overwrite=True, progress=False, lexical=None)
+    with pytest.raises(RetrieverError, match=rf"^{index}: holds run.trec, which the index does not record and "
+                                             rf"replacing the folder would delete; move it out of {index} first, or "
+                                             "choose another --output$"):
+        build_index(**rebuild)
+    assert (index / "run.trec").is_file()
+    (index / "run.trec").unlink()
+    build_index(**rebuild)
+    assert sorted(entry.name for entry in index.iterdir()) == ["docstore.parquet", "ids.parquet", "index.faiss",
+                                                                "manifest.json"]
