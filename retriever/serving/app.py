@@ -8,6 +8,7 @@ Routes (``NAME`` is an index name; the unnamed routes use the default index):
     GET  /info, /indexes/NAME/info      one index's manifest
     GET  /search?q=...&k=10&mode=hybrid one query        (also /indexes/NAME/search)
     POST /search {"queries": [...], "k": 10, "mode": "bm25"}  several   (also /indexes/NAME/search)
+    GET  /docs, /redoc, /openapi.json   the API docs, their scripts served from /docs/assets (no CDN)
 
 ``mode`` is dense, bm25 or hybrid (default: the server's ``--mode``); bm25/hybrid on an index
 without a BM25 part is a 400 saying how to add one.
@@ -36,6 +37,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import HTMLResponse, Response
+from fastapi_offline import FastAPIOffline
 from starlette.concurrency import run_in_threadpool
 
 from retriever.errors import RetrieverError
@@ -57,6 +59,7 @@ from retriever.serving.schemas import (ERRORS, K_PARAM, MODE_PARAM, NAME_PARAM, 
 from retriever.unknown_words import no_hits_reason
 
 INLINE_HITS = 100
+DOCS_ASSETS = "/docs/assets"  # Swagger UI's and ReDoc's scripts and styles, as the package fastapi-offline ships them
 
 
 async def _bounded_response(pieces: Iterable[bytes], hits: int, limits: Limits) -> Response:
@@ -98,11 +101,13 @@ def create_app(searchers: dict[str, Searcher], limits: Limits | None = None,
         finally:
             served.stop()
 
-    app = FastAPI(title="retriever", version="1", lifespan=lifespan, responses=ERRORS, redirect_slashes=False,
-                  description="Top-k search (dense, bm25 or hybrid, as each index allows) over the indexes this "
-                              "server loaded. Errors are JSON `{\"error\": message}`: bad input is a 4xx (400; 413, "
-                              "415 or 431 for a body or head over its limit or of the wrong kind), the server's "
-                              "fault a 5xx.")
+    # /docs and /redoc with Swagger UI's and ReDoc's files served from DOCS_ASSETS, not a CDN: they were blank offline
+    app = FastAPIOffline(static_url=DOCS_ASSETS, title="retriever", version="1", lifespan=lifespan, responses=ERRORS,
+                         redirect_slashes=False,
+                         description="Top-k search (dense, bm25 or hybrid, as each index allows) over the indexes this "
+                                     "server loaded. Errors are JSON `{\"error\": message}`: bad input is a 4xx (400; "
+                                     "413, 415 or 431 for a body or head over its limit or of the wrong kind), the "
+                                     "server's fault a 5xx.")
     app.state.served, app.state.origins = served, origins
     quiet_cancelled_requests()  # a forced stop's dropped requests: one line, not a traceback each
     app.add_middleware(AnsweredAtStop)  # innermost, so the CORS headers are added to its 503

@@ -12,6 +12,7 @@ import re
 from urllib.parse import unquote
 
 from starlette.routing import Match
+from starlette.staticfiles import StaticFiles
 
 from retriever.serving.cors import ALLOWED_METHODS
 from retriever.serving.malformed import send_closing_error
@@ -56,8 +57,9 @@ class ServerOptions:
 def allowed_methods(routes: list, scope: dict) -> str:
     """The ``Allow`` of a 405: every method some route takes at this path. Starlette names only the first
     route's, so a DELETE or OPTIONS on /search said ``allow: GET`` though POST is served there too; HEAD is
-    added wherever GET is, as ``HeadAsGet`` answers it."""
-    return _allow(_route_methods(routes, scope))
+    added wherever GET is, as ``HeadAsGet`` answers it. A mount's file (the API docs' ``app.DOCS_ASSETS``) raises its
+    405 with the mount's path moved into ``root_path``, which is put back to the app's to match the routes."""
+    return _allow(_route_methods(routes, {**scope, "root_path": scope.get("app_root_path", scope.get("root_path", ""))}))
 
 
 def _allow(methods: set[str]) -> str:
@@ -100,6 +102,8 @@ def _route_methods(routes: list, scope: dict) -> set[str]:
         if route.matches(scope)[0] == Match.NONE:
             continue
         methods |= set(getattr(route, "methods", None) or ())
+        if isinstance(getattr(route, "app", None), StaticFiles):  # the API docs' files: a POST's Allow was empty
+            methods.add("GET")
         included = getattr(route, "original_router", route)  # FastAPI wraps an included router (no prefix here)
         methods |= _route_methods(getattr(included, "routes", None) or [], scope)
     return methods
