@@ -14,7 +14,7 @@ import faiss
 from retriever.choices import FACTORY_MAX, INDEX_TYPES, ONDISK_TYPE, REFINE_K_FACTOR_MAX
 from retriever.errors import RetrieverError, faiss_message
 from retriever.index_folder import SEARCH_SETTING_RANGE, SEARCH_SETTINGS
-from retriever.index_type_settings import fewer_lists, flag, ray_refusal, unused_setting, untuned_refusal
+from retriever.index_type_settings import flag, ray_refusal, unused_setting, untuned_refusal
 from retriever.ondisk import CODES
 from retriever.shards import sample_vectors
 from retriever.texts import whole_number
@@ -270,11 +270,10 @@ def train(index: faiss.Index, shards: list[Path], count: int, params: IndexParam
     faiss.omp_set_num_threads(threads)
     try:
         index.train(sample)
-    except RuntimeError as error:
-        lists = fewer_lists(params.index_type)
-        raise RetrieverError(f"FAISS could not train {spec!r} on {len(sample)} vectors: {faiss_message(error)}; use "
-                             f"{lists + ' or ' if lists else ''}codes of fewer bits, more training vectors, or a flat "
-                             "index") from None
+    except RuntimeError as error:  # what check_trainable could not foresee: the line names what to change
+        from retriever.index_checks import training_failure  # it imports this module
+        reason = faiss_message(error)
+        raise RetrieverError(training_failure(spec, index.d, len(sample), count, params, reason)) from None
     except MemoryError:  # std::bad_alloc, past what check_training_memory foresaw (other memory in use)
         raise RetrieverError(f"FAISS ran out of memory training {spec!r} on {len(sample)} vectors; give it more "
                              "memory (ulimit -v, the container's limit), or train on fewer (--train-size)") from None

@@ -140,9 +140,32 @@ def check_trainable(params: IndexParams, dim: int, count: int, source: str = "th
         given = f"{source} {counted(count, 'document')}" if short_corpus else f"--train-size is {params.train_size}"
         fixes = [] if short_corpus else [f"--train-size {needed} or more"]
         fixes += [fix for fix in [_smaller_need(part, params.index_type)] if fix] + ["a flat index"]
-        advice = " or ".join(fixes) if len(fixes) < 3 else f"{', '.join(fixes[:-1])}, or {fixes[-1]}"
         raise RetrieverError(f"--index-type {params.index_type!r} trains on at least {needed} vectors, and {given} "
-                             f"({what}): use {advice}")
+                             f"({what}): use {_one_of(fixes)}")
+
+
+def training_failure(spec: str, dim: int, sampled: int, count: int, params: IndexParams, reason: str) -> str:
+    """The line for FAISS refusing to train ``spec`` on ``sampled`` vectors of ``dim`` dimensions where
+    ``check_trainable`` let it by (``reason`` is FAISS's): what to change, by the parts the index has. It said
+    "fewer lists or codes of fewer bits" of any index, with neither the width nor why, so a whitened PCA over
+    copies of one document (infinite vectors) was advised fewer lists."""
+    reason = re.sub(r"^'.*' failed: ", "", reason)  # FAISS's assertion ('!(std::isfinite(x[i]))') before its words
+    kinds = dict.fromkeys(kind for _, _, kind in empty_index_facts(spec, dim).training_needs)
+    if WHITENED in kinds and "NaN" in reason:
+        reason += (" (its whitened PCA divides each direction by the vectors' spread along it, and they vary in fewer "
+                   "directions than it keeps: are many documents the same?)")
+        fixes = [_SMALLER_PARTS[WHITENED], "more distinct documents"]
+    else:
+        fixes = [fix for fix in (_smaller_need(kind, params.index_type) for kind in kinds) if fix]
+        fixes.append(f"--train-size above {params.train_size}" if count > params.train_size else "more documents")
+    named = f" (--index-type {params.index_type!r})" if params.index_type != spec else ""
+    return (f"FAISS could not train {spec!r}{named} on {counted(sampled, 'vector')} of {dim} dimensions: {reason}; "
+            f"use {_one_of([*fixes, 'a flat index'])}")
+
+
+def _one_of(fixes: list[str]) -> str:
+    """``fixes`` as alternatives: "a or b", "a, b, or c"."""
+    return " or ".join(fixes) if len(fixes) < 3 else f"{', '.join(fixes[:-1])}, or {fixes[-1]}"
 
 
 def _smaller_need(part: str, index_type: str) -> str | None:

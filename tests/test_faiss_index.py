@@ -131,6 +131,35 @@ def test_faiss_running_out_of_memory_while_training_is_one_line(tmp_path, monkey
                                              r"give it more memory .*--train-size\)$"):
         faiss_index.train(OutOfMemory(), [shard], 20, IndexParams(), "OPQ4,IVF2,PQ4", progress=False)
 
+def test_faiss_refusing_to_train_names_the_string_the_vectors_their_width_and_what_to_change(tmp_path):
+    """'PCAW8,IVF2,Flat' over 12 copies of one document passes check_trainable (9 vectors needed), and FAISS refuses
+    the infinite vectors its whitening makes of them. The line advised "fewer lists (...) or codes of fewer bits, more
+    training vectors, or a flat index" for an index without codes, naming neither the width nor the cause."""
+    from retriever import faiss_index
+    from retriever.index_checks import training_failure
+    from retriever.shards import write_shard
+
+    spec, shard = "PCAW8,IVF2,Flat", tmp_path / "embeddings-w000of001-00000.parquet"
+    copies = np.tile(np.random.default_rng(0).standard_normal((1, 32), dtype=np.float32), (12, 1))
+    write_shard(shard, [f"d{row}" for row in range(12)], copies, {})
+    check_trainable(IndexParams(spec), 32, 12)
+    with pytest.raises(RetrieverError) as refused:
+        faiss_index.train(new_index(spec, 32, IndexParams(spec)), [shard], 12, IndexParams(spec), spec, progress=False)
+    assert str(refused.value) == (
+        "FAISS could not train 'PCAW8,IVF2,Flat' on 12 vectors of 32 dimensions: input contains NaN's or Inf's (its "
+        "whitened PCA divides each direction by the vectors' spread along it, and they vary in fewer directions than "
+        "it keeps: are many documents the same?); use a PCA without whitening ('PCA' or 'PCAR' for 'PCAW' or 'PCAWR' "
+        "in --index-type), more distinct documents, or a flat index")
+    # Another refusal gets the changes the index's own parts allow, and a --train-size when that cut the sample
+    assert training_failure("IVF4,PQ4x4", 32, 300, 1000, IndexParams("IVF4,PQ4x4", train_size=300), "a reason") == (
+        "FAISS could not train 'IVF4,PQ4x4' on 300 vectors of 32 dimensions: a reason; use fewer lists (a smaller "
+        "number after 'IVF' in --index-type), PQ codes of fewer bits (a smaller number after 'x' in --index-type; "
+        "none is 8), --train-size above 300, or a flat index")
+    assert training_failure("IVF8,PQ16x3", 32, 40, 40, IndexParams("ivfpq"), "a reason").endswith(
+        "'IVF8,PQ16x3' (--index-type 'ivfpq') on 40 vectors of 32 dimensions: a reason; use fewer lists (--nlist), "
+        "more documents, or a flat index")
+
+
 @pytest.mark.parametrize("index_type, setting, value", [("hnsw", "ef_search", 8), ("ivfpq", "nprobe", 2),
                                                           ("hnsw", "ef_search", 128), ("ivfpq", "nprobe", 64)])
 def test_plain_faiss_opens_the_index_file_with_the_manifests_search_settings(tiny_beir, tiny_model_dir, tmp_path,
