@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,12 +12,12 @@ from fixtures_processes import commands_in_one_process
 from retriever.cli import main
 
 
-def _run(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "retriever", *args], capture_output=True, text=True, cwd=cwd)
-
-
-def _one_line_error(result: subprocess.CompletedProcess, expected: str) -> None:
-    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+def _one_line_error(arguments: list[str], expected: str) -> None:
+    """The command, run here (a process of its own cost seconds of imports), exits 1 with one error line and no
+    traceback: an exception the CLI did not turn into its line would be the runner's, with no such line."""
+    result = CliRunner().invoke(main, arguments)
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), (result.exception, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and expected in errors[0], result.stderr
 
@@ -93,13 +91,13 @@ def test_bm25_on_a_folder_without_its_doc_store_is_one_line(tmp_path, tiny_dense
     """A copy of the session's build without BM25 (a `build --no-bm25` process here cost seconds of imports)."""
     shutil.copytree(tiny_dense_build, tmp_path / "idx")
     (tmp_path / "idx" / "docstore.parquet").unlink()
-    _one_line_error(_run("bm25", str(tmp_path / "idx")), "docstore.parquet: missing; the index folder is damaged")
+    _one_line_error(["bm25", str(tmp_path / "idx")], "docstore.parquet: missing; the index folder is damaged")
 
 
 def test_encode_into_a_file_is_one_line(tmp_path, tiny_model_dir):
     corpus = write_jsonl(tmp_path / "c.jsonl", [{"_id": "a", "text": "hello world"}])
     (tmp_path / "afile").write_text("mine")
-    _one_line_error(_run("encode", str(corpus), "-o", str(tmp_path / "afile"), "--model", str(tiny_model_dir)),
+    _one_line_error(["encode", str(corpus), "-o", str(tmp_path / "afile"), "--model", str(tiny_model_dir)],
                     "afile: is a file, not a folder")
     assert (tmp_path / "afile").read_text() == "mine"
 
