@@ -5,6 +5,7 @@ a flat index's, so a dev score equals what a flat index of the saved model gives
 """
 from __future__ import annotations
 
+import heapq
 import random
 import sys
 from dataclasses import dataclass
@@ -51,26 +52,27 @@ def load_dev_set(dataset: str | Path, split: str, max_docs: int | None = None, s
         warn_of_left_out(beir, split, queries, qrels, "they are not searched, and score 0 in every dev evaluation")
     judged_docs = {doc_id for docs in qrels.values() for doc_id in docs}
     kept: list[Document] = []
-    sample: list[Document] = []
-    rng = random.Random(seed)
-    others_seen = 0
-    room = None if max_docs is None else max(max_docs - len(judged_docs), 0)
+    rng, drawn = random.Random(seed), []  # a heap of (-key, row, document): the max_docs lowest keys drawn so far
     with beir_keys():
-        for document in iter_documents(beir.corpus_path):
-            if room is None or document.id in judged_docs:
+        for row, document in enumerate(iter_documents(beir.corpus_path)):
+            if max_docs is None or document.id in judged_docs:
                 kept.append(document)
-                continue
-            others_seen += 1  # reservoir sampling keeps a uniform sample without holding the corpus
-            if len(sample) < room:
-                sample.append(document)
+            elif len(drawn) < max_docs:
+                heapq.heappush(drawn, (-rng.random(), row, document))
             else:
-                slot = rng.randrange(others_seen)
-                if slot < room:
-                    sample[slot] = document
-    documents = kept + sample
+                heapq.heappushpop(drawn, (-rng.random(), row, document))
+    documents = kept + _lowest_keys(drawn, 0 if max_docs is None else max_docs - len(kept))
     name = f"{dataset_name(beir)}/{split}"
     _say_judged_documents_missing(name, beir.corpus_path.name, qrels, {document.id for document in kept})
     return DevSet(name, [q.id for q in queries], [q.text for q in queries], documents, qrels)
+
+
+def _lowest_keys(drawn: list[tuple[float, int, Document]], room: int) -> list[Document]:
+    """The ``room`` documents of lowest key, in corpus order: a uniform sample of the others, its size known only once
+    the corpus is read, so a judged document the corpus lacks takes no slot (the room was set from the judged ids
+    before: --dev-max-docs 5 with 2 of 4 judged documents missing kept 3 documents)."""
+    lowest = heapq.nlargest(max(room, 0), drawn)  # keys are negated
+    return [document for _, _, document in sorted(lowest, key=lambda entry: entry[1])]
 
 
 def _say_judged_documents_missing(name: str, corpus: str, qrels: Qrels, present: set[str]) -> None:

@@ -33,6 +33,18 @@ def test_judged_dev_documents_the_corpus_lacks_are_named_and_a_corpus_holding_no
         load_dev_set(tiny_beir, "test", max_docs=5)
 
 
+
+def test_judged_documents_the_corpus_lacks_take_no_slot_of_the_dev_sample(tiny_beir):
+    """The sample's room was --dev-max-docs less the judged ids, counted before the corpus was read: with 2 of the 4
+    judged documents missing, --dev-max-docs 5 kept 3 documents. Every other document can be drawn, by seed."""
+    qrels = tiny_beir / "qrels" / "test.tsv"
+    qrels.write_text(qrels.read_text().replace("d6", "d99").replace("d4", "d98"), encoding="utf-8")
+    documents = [document.id for document in load_dev_set(tiny_beir, "test", max_docs=5).documents]
+    assert len(documents) == 5 and documents[:2] == ["d5", "d10"], documents
+    assert load_dev_set(tiny_beir, "test", max_docs=2).documents == load_dev_set(tiny_beir, "test", max_docs=2).documents
+    drawn = {document.id for seed in range(100) for document in load_dev_set(tiny_beir, "test", 3, seed).documents[2:]}
+    assert drawn == {f"d{number}" for number in range(1, 13)} - {"d5", "d10"}
+
 def test_only_the_first_process_names_the_judged_dev_queries_the_file_lacks(tiny_beir, capsys, monkeypatch):
     """Every torchrun process reads the dev set, and each printed the warning: one copy per process."""
     qrels = tiny_beir / "qrels" / "test.tsv"
