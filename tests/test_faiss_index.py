@@ -377,7 +377,7 @@ def test_a_readable_string_of_more_ivf_lists_than_memory_holds_is_left_to_the_bu
     """'IVF2147483647,Flat' raised a raw MemoryError (std::bad_alloc) from IndexParams, and the 1-dimension parse of
     'IVF10000000,Flat' made its empty lists (1.6 GB): the parse now has one list an IVF, and the build's index is
     refused in words when its lists cannot be made."""
-    from retriever.faiss_index import _unreadable
+    from retriever.factory_parsing import _unreadable
 
     _unreadable.cache_clear()
     made = []

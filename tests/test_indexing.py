@@ -460,7 +460,7 @@ def test_a_build_makes_one_empty_index_of_a_factory_string_for_its_checks_and_on
     """The checks made five (whether the string trains, its structure and its training needs before the encoding,
     the last two again after it), each holding 257 MB for 'IVF1048576_HNSW32,PQ96x16' at 384 dimensions. Before
     them, IndexParams reads the string once with a 1-dimension index of one list (``unreadable_index_type``)."""
-    from retriever.faiss_index import _unreadable
+    from retriever.factory_parsing import _unreadable
     from retriever.index_checks import empty_index_facts
 
     empty_index_facts.cache_clear()
