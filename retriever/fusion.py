@@ -7,7 +7,9 @@ each list's top ``depth``; it can do better with ``alpha`` tuned on judged queri
 1/(k + rank), so the fused score never depends on the order an engine lists tied documents in. A
 document missing from one list gets that list's lowest normalised score there, as Pyserini's hybrid
 search does; when a list gives one score to all it found (a lone BM25 match), z has no spread and the
-documents it missed get -1 there, one unit under the found, so finding a document still counts.
+documents it missed get -1 there, one unit under the found, so finding a document still counts. A list weighted 0
+(alpha 0 or 1) brings no documents: at alpha 0 hybrid ranks what BM25 found, as bm25 mode does, and a query BM25
+finds nothing for gets no hits (it got the dense list's, every one scored 0, the last a negative denormal).
 
 Ties are broken by the other fusion's score, which the fusion has at hand: RRF sees only ranks, so a
 document at ranks (1, 2) ties one at (2, 1); the equal-weight score sum z(dense) + z(bm25) (what the convex
@@ -184,11 +186,16 @@ def _shared_by_ties(scores: np.ndarray, shares: np.ndarray) -> np.ndarray:
     return np.repeat(np.add.reduceat(shares, starts) / sizes, sizes)
 
 
+def _weights(method: str, alpha: float) -> tuple[float, float]:
+    """The (dense, lexical) lists' weights in the fused score."""
+    return (alpha, 1.0 - alpha) if method == "convex" else (1.0, 1.0)
+
+
 def _fused(scores: list[np.ndarray], rows: list[np.ndarray], size: int, method: str, rrf_k: float,
            alpha: float) -> np.ndarray:
     """The (dense, lexical) lists' fused score of each of ``size`` labels, in float64; ``rows[i]`` says which
     label each of ``scores[i]`` belongs to."""
-    weights = (alpha, 1.0 - alpha) if method == "convex" else (1.0, 1.0)
+    weights = _weights(method, alpha)
     fused = np.zeros(size, dtype=np.float64)
     for weight, list_scores, listed_rows in zip(weights, scores, rows):
         share, missed = _contributions(list_scores, method, rrf_k)
@@ -232,7 +239,8 @@ def fuse_one(dense: tuple[np.ndarray, np.ndarray], lexical: tuple[np.ndarray, np
              k: int) -> tuple[np.ndarray, np.ndarray]:
     """Top-k (scores, labels) of one query from two rank-ordered (scores, labels) lists; -1 labels are padding.
     Ranked by the fusion's score, ties by the other fusion's (module docstring), then by label."""
-    kept = [labels >= 0 for _, labels in (dense, lexical)]
+    kept = [(labels >= 0) & (weight > 0) for (_, labels), weight in
+            zip((dense, lexical), _weights(params.method, params.alpha))]  # a list weighted 0 brings no documents
     scores = [dense[0][kept[0]], lexical[0][kept[1]]]
     labels, rows = np.unique(np.concatenate([dense[1][kept[0]], lexical[1][kept[1]]]), return_inverse=True)
     if len(labels) == 0 or k < 1:

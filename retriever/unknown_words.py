@@ -39,15 +39,22 @@ def without_unknown(top: tuple[np.ndarray, np.ndarray], unknown: Sequence[bool])
 
 def no_hits_reason(searcher, queries: Sequence[str], mode: str) -> list[str | None]:
     """Why each of ``queries`` searched in ``mode`` may find no hits, for a search that found none, so the CLI and the
-    server say the same: BM25 finds only passages sharing a term, and hybrid finds none only when it dropped its
-    dense half (a query of no word the model knows). None where neither applies."""
+    server say the same: BM25 finds only passages sharing a term, and hybrid finds none only when it weighs BM25 alone
+    (a convex fusion's alpha 0) or drops its dense half (a query of no word the model knows; at alpha 1 that half is
+    all it weighs). None where neither applies."""
+    fusion = searcher.fusion if mode == "hybrid" else None
+    alpha = fusion.alpha if fusion is not None and fusion.method == "convex" else None
     unknown = searcher.unknown_words(list(queries)) if mode == "hybrid" and queries else [False] * len(queries)
+    if alpha == 1.0:
+        return [f"no hits: the query {NO_WORD}, so hybrid drops its dense half, the only one its fusion weighs (alpha "
+                "1); rephrase it, or search it in bm25 mode" if dropped else None for dropped in map(bool, unknown)]
     hybrid = f"the query {NO_WORD}, so hybrid ranks it by BM25 alone, and "
+    alone = "hybrid weighs BM25 alone (its fusion's alpha is 0), and "
     method = (getattr(searcher.lexical, "record", None) or {}).get("method") if searcher.lexical else None
     zero = f"; with this index's BM25 method {method}, {_WEIGH_ZERO[method]} weighs 0" if method in _WEIGH_ZERO else ""
-    return [f"no hits: {hybrid if dropped else ''}BM25 returns only passages that share a term with the query "
-            f"({_not_terms(searcher.lexical, query)}{zero})" if mode == "bm25" or dropped else None
-            for query, dropped in zip(queries, map(bool, unknown))]
+    return [f"no hits: {alone if alpha == 0.0 else hybrid if dropped else ''}BM25 returns only passages that share a "
+            f"term with the query ({_not_terms(searcher.lexical, query)}{zero})"
+            if mode == "bm25" or dropped or alpha == 0.0 else None for query, dropped in zip(queries, map(bool, unknown))]
 
 
 def _not_terms(lexical, query: str) -> str:

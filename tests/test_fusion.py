@@ -200,6 +200,21 @@ def test_a_list_of_one_score_still_lifts_the_documents_it_found_above_the_ones_i
     assert fuse_one(dense, lexical, FusionParams("convex", alpha=0.95), k=2)[1].tolist() == [1, 3]
 
 
+def test_a_list_weighted_0_brings_no_documents():
+    """`serve`/`search` hybrid at --alpha 0 (all weight on BM25) with a query of stopwords alone, which BM25 finds
+    nothing for, returned the dense list's k documents, every one scored 0.0 and the last -1.4e-45, where bm25 mode
+    says there are no hits. At alpha 0 hybrid ranks what BM25 found, at alpha 1 what dense found."""
+    dense, lexical, nothing = ranking([1, 3, 4, 5]), ranking([5, 2], [3.0, 1.0]), ranking([-1, -1])
+    for empty in (nothing, ranking([])):
+        scores, labels = fuse_one(dense, empty, FusionParams("convex", alpha=0.0), k=3)
+        assert labels.tolist() == [] and scores.tolist() == []
+        assert fuse_one(empty, lexical, FusionParams("convex", alpha=1.0), k=3)[1].tolist() == []
+    scores, labels = fuse_one(dense, lexical, FusionParams("convex", alpha=0.0), k=3)
+    assert labels.tolist() == [5, 2] and scores[0] > scores[1]  # bm25 mode's ranking
+    assert fuse_one(dense, lexical, FusionParams("convex", alpha=1.0), k=9)[1].tolist() == [1, 3, 4, 5]
+    assert fuse_one(dense, nothing, FusionParams("convex", alpha=0.01), k=3)[1].tolist() == [1, 3, 4]  # weighed: kept
+
+
 SOUND_RECORD = {"method": "convex", "rrf_k": 60.0, "alpha": 0.3, "depth": 1000}
 
 

@@ -94,6 +94,7 @@ def test_bm25_and_hybrid_modes(tiny_index):
     assert convex.fusion.method == "convex" and convex.search(["hot volcanoes"], k=1)[0][0].id == "d4"
     run = convex.run(["q"], ["hot volcanoes"], k=2)
     assert len(run["q"]) == 2 and max(run["q"], key=run["q"].get) == "d4"
+    assert convex.search(["the"], k=3) == [[]]  # alpha 0: BM25's hits alone (were 3 dense ones scored 0 and -1e-45)
 
 
 def test_bm25_modes_on_a_dense_only_index_say_how_to_add_bm25(tiny_beir, tiny_model_dir, tmp_path):

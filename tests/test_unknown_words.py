@@ -38,3 +38,22 @@ def test_no_bm25_hits_name_the_words_the_stemmer_leaves_nothing_of():
     english = SimpleNamespace(record=LexicalParams().record(), tokenize=QueryTokenizer(LexicalParams()))
     [english] = no_hits_reason(SimpleNamespace(lexical=english), ["the"], "bm25")
     assert english.endswith("(stopwords and words under two characters are not terms)"), english
+
+
+def test_no_hybrid_hits_at_alpha_0_or_1_say_which_half_the_fusion_weighs():
+    """Hybrid at alpha 0 weighs BM25 alone, so it finds nothing where BM25 does, and said nothing of why; at alpha 1
+    a query of no word the model knows loses the only half weighed (the note said it was ranked by BM25 alone)."""
+    from retriever.fusion import FusionParams
+
+    lexical = SimpleNamespace(record={"method": "lucene"}, tokenize=QueryTokenizer(LexicalParams()))
+    searcher = SimpleNamespace(lexical=lexical, fusion=FusionParams("convex", alpha=0.0),
+                               unknown_words=lambda queries: [query == "?!" for query in queries])
+    assert no_hits_reason(searcher, ["the", "?!"], "hybrid") == [
+        "no hits: hybrid weighs BM25 alone (its fusion's alpha is 0), and BM25 returns only passages that share a "
+        "term with the query (stopwords and words under two characters are not terms)"] * 2
+    searcher.fusion = FusionParams("convex", alpha=1.0)
+    assert no_hits_reason(searcher, ["the", "?!"], "hybrid") == [
+        None, "no hits: the query holds no word the model knows, so hybrid drops its dense half, the only one its "
+              "fusion weighs (alpha 1); rephrase it, or search it in bm25 mode"]
+    searcher.fusion = FusionParams("convex", alpha=0.5)
+    assert no_hits_reason(searcher, ["the", "?!"], "hybrid")[0] is None
