@@ -105,14 +105,13 @@ KILLED_SEARCHES = {"trec-dense": ["--run-format", "trec", "--mode", "dense"],
 def killed_searches(shared_index_and_queries, tmp_path_factory) -> dict[str, Path]:
     """The folders killed searches left their partial runs in (data, record and the lock they held), each rerun on
     its own copy by the tests below: for each of KILLED_SEARCHES, new/sub/run.out after 6 queries (new/sub made by
-    the search), and for the reruns of other inputs, run.trec after 4 (default flags). One launch kills them all."""
+    the search). One launch kills them all."""
     index, queries = shared_index_and_queries
     root = tmp_path_factory.mktemp("killed")
     runs = [(search_args(index, queries, root / name / "new" / "sub" / "run.out", *flags),
              root / name / "new" / "sub" / ".run.out.partial.json", 6) for name, flags in KILLED_SEARCHES.items()]
-    runs.append((search_args(index, queries, root / "other" / "run.trec"), root / "other" / ".run.trec.partial.json", 4))
     kill_after(runs)
-    return {**{name: root / name for name in KILLED_SEARCHES}, "other": root / "other"}
+    return {name: root / name for name in KILLED_SEARCHES}
 
 
 @pytest.mark.parametrize("case", KILLED_SEARCHES)
@@ -136,30 +135,34 @@ def test_a_killed_search_resumes_after_its_last_batch_into_the_same_bytes(tmp_pa
     assert output.read_bytes() == whole.read_bytes()
 
 
+# the flags of the killed search the reruns below start from (a search killed for them alone cost seconds of imports)
+RERUN_FLAGS = KILLED_SEARCHES["trec-dense"]
+
+
 @pytest.fixture()
 def killed_run(killed_searches) -> Path:
-    """The partial run (data and record) a search killed after 4 of its queries left (with its lock), under the name
-    run.trec: each rerun below reruns on its own copy."""
-    folder = killed_searches["other"]
-    assert {".run.trec.partial", ".run.trec.partial.json"} <= {path.name for path in folder.iterdir()}
+    """The partial run (data and record) the trec-dense search left when killed (with its lock), under the name
+    run.out: each rerun below reruns on its own copy, with RERUN_FLAGS and the one input it changes."""
+    folder = killed_searches["trec-dense"] / "new" / "sub"
+    assert {".run.out.partial", ".run.out.partial.json"} <= {path.name for path in folder.iterdir()}
     return folder
 
 
 @pytest.mark.parametrize("changed", [["-k", "4"], ["--tag", "other"], ["--mode", "bm25"], ["queries"]])
 def test_a_rerun_with_other_inputs_starts_over(tmp_path, index_and_queries, killed_run, monkeypatch, changed):
     index, queries = index_and_queries
-    output = tmp_path / "run.trec"
+    output = tmp_path / "run.out"
     for left in killed_run.iterdir():  # the partial run, its record and the lock the killed search held
         shutil.copy(left, tmp_path / left.name)
     if changed == ["queries"]:
         queries.write_text(queries.read_text().replace('"cat ', '"dog '))
         changed = []
     sizes = searched_batches(monkeypatch)
-    result = CliRunner().invoke(main, search_args(index, queries, output, *changed))
+    result = CliRunner().invoke(main, search_args(index, queries, output, *RERUN_FLAGS, *changed))
     assert result.exit_code == 0, result.output
     assert sum(sizes) == 20 and "note: discarded the partial run" in result.stderr, (sizes, result.stderr)
-    whole = tmp_path / "whole.trec"
-    CliRunner().invoke(main, search_args(index, queries, whole, *changed))
+    whole = tmp_path / "whole.out"
+    CliRunner().invoke(main, search_args(index, queries, whole, *RERUN_FLAGS, *changed))
     assert output.read_bytes() == whole.read_bytes()
     assert sorted(path.name for path in tmp_path.iterdir() if path.name.startswith(".run")) == []
 
@@ -224,13 +227,13 @@ def test_a_damaged_partial_record_is_named_and_the_run_starts_over(tmp_path, ind
     """Its counts were trusted once they were whole numbers: `queries` 999 of 20 wrote only the partial lines as the
     run (exit 0), a negative byte count was a traceback, `True` counted as 1."""
     index, queries = index_and_queries
-    output = tmp_path / "run.trec"
+    output = tmp_path / "run.out"
     for left in killed_run.iterdir():
         shutil.copy(left, tmp_path / left.name)
-    record = tmp_path / ".run.trec.partial.json"
+    record = tmp_path / ".run.out.partial.json"
     record.write_text(json.dumps({**json.loads(record.read_text()), **damage}))
     sizes = searched_batches(monkeypatch)
-    result = CliRunner().invoke(main, search_args(index, queries, output))
+    result = CliRunner().invoke(main, search_args(index, queries, output, *RERUN_FLAGS))
     assert result.exit_code == 0, result.output
     notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]
     assert len(notes) == 1 and f"{record}: damaged" in notes[0] and sum(sizes) == 20, (sizes, result.stderr)
