@@ -14,3 +14,11 @@ def test_codebooks_trained_on_few_vectors_get_one_note_not_a_faiss_warning_each(
     assert "WARNING clustering" not in err
     assert err.count("note: IVF1,PQ4x3's 4 PQ codebooks of 8 centroids are trained on 12 vectors, fewer than the 312 "
                      "(39 a centroid) FAISS advises;") == 1
+
+
+def test_an_ondisk_build_of_one_list_has_no_faiss_warning(tiny_flat_build, tmp_path, capfd):
+    """A corpus under 78 documents gets one IVF list, the sample's mean: FAISS warned `WARNING clustering 12 points to 1
+    centroids: please provide at least 39 training points` amid an ivf-ondisk build."""
+    build_index(tiny_flat_build.with_name("idx.shards"), tiny_flat_build.with_name("tiny-beir"), tmp_path / "idx",
+                IndexParams("ivf-ondisk", parallel_parts=1), progress=False, lexical=None)
+    assert "WARNING clustering" not in capfd.readouterr().err
