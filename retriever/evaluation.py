@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
@@ -17,10 +18,12 @@ from retriever.evaluation_report import EvaluationReport
 from retriever.metric_names import DEFAULT_METRICS, checked_metric_names
 from retriever.metrics import check_level_reached, check_relevance_level, evaluate_run, judged_query_ids
 from retriever.runs import Qrels, Run, read_qrels, read_run
-from retriever.searching import Searcher
 from retriever.split_scoring import SplitScoring, score_batches
 from retriever.texts import is_blank
 from retriever.wording import agree, counted, none_of
+
+if TYPE_CHECKING:  # imported where an index is searched: scoring a run file needs no model, nor torch
+    from retriever.searching import Searcher
 
 def dataset_name(dataset: BeirDataset) -> str:
     """The name a fusion tuning records its dataset by, and evaluation compares: the folder's real name, since
@@ -206,6 +209,8 @@ def evaluate_index(searcher: Searcher, dataset: BeirDataset | str | Path, split:
     ``relevance_level``: trec_eval's -l, as ``evaluate_run`` takes it (checked before the search).
     ``built_from_corpus``: the caller has just built the index from this dataset's corpus (the demo), so it is not
     hashed again to compare it with the manifest's record."""
+    from retriever.searching import Searcher
+
     check_kind(searcher, Searcher, "searcher", "a Searcher, e.g. Searcher('indexes/NAME')")
     check_relevance_level(relevance_level)
     metrics = checked_metric_names(metrics)

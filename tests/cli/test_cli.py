@@ -310,9 +310,15 @@ HELP_AND_USAGE_ERRORS = [(["--help"], 0), *(([name, "--help"], 0) for name in so
 
 def test_help_and_usage_errors_import_no_heavy_library(tmp_path):
     """Every command, even `--help` or a typo, took seconds before answering: importing the CLI imported torch,
-    transformers and FAISS. Only the work itself imports them now."""
-    answers = commands_in_one_process([(tmp_path, arguments) for arguments, _ in HELP_AND_USAGE_ERRORS])
-    assert [(code, imported) for code, _, imported in answers] == [(code, []) for _, code in HELP_AND_USAGE_ERRORS]
+    transformers and FAISS. Only the work itself imports them now, and only what it uses: scoring a run file
+    (`evaluate --run`) needs no model, so neither torch nor transformers (it imported torch through the searcher)."""
+    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\n")
+    (tmp_path / "qrels.tsv").write_text("q1\td2\t1\n")
+    scoring = (["evaluate", "--run", "run.trec", "--qrels", "qrels.tsv"], 0)
+    answers = commands_in_one_process([(tmp_path, arguments) for arguments, _ in [*HELP_AND_USAGE_ERRORS, scoring]])
+    assert [(code, imported) for code, _, imported in answers[:-1]] == [(code, []) for _, code in HELP_AND_USAGE_ERRORS]
+    code, _, imported = answers[-1]
+    assert code == 0 and not {"torch", "transformers"} & set(imported), imported
 
 
 @pytest.mark.parametrize("command", ["encode", "build"])
