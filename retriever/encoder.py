@@ -7,7 +7,6 @@ record that shards, indexes and model folders store, so a mismatched query encod
 from __future__ import annotations
 
 import copy
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,8 +16,8 @@ import torch
 
 from retriever.corpus import Document
 from retriever.device import autocast, resolve_batch_size, resolve_device, resolve_dtype, torch_dtype
-from retriever.encoder_settings import OVERRIDABLE, QUERY_SETTINGS, EncoderSettings
-from retriever.errors import NotForThisIndex, RetrieverError, check_kind
+from retriever.encoder_settings import QUERY_SETTINGS, EncoderSettings, check_encoder_arguments
+from retriever.errors import RetrieverError
 from retriever.max_lengths import check_max_lengths, check_room_for_text
 from retriever.model_folder import refuse_recorded_model, untied_tower_paths
 from retriever.model_loading import (check_vocabulary, load_model, load_tokenizer, model_files, tokenizer_behaviour,
@@ -222,36 +221,6 @@ class Encoder:
             if progress is not None:
                 progress(len(rows))
         return output
-
-
-def check_requested_encoder(manifest: dict, **requested: object) -> None:
-    """Refuse query-encoder settings that differ from the ones the passages were encoded with (a different
-    model is refused by its weights' fingerprint in ``recorded_encoder``), and names that are no setting."""
-    unknown = sorted(set(requested) - set(OVERRIDABLE))
-    if unknown:
-        raise RetrieverError(f"unknown encoder setting {unknown[0]!r}; the settings are {', '.join(OVERRIDABLE)}")
-    recorded = manifest["encoder"]
-    differing = {name: value for name, value in requested.items() if value is not None and recorded.get(name) != value}
-    if differing:  # the flags as the CLI spells them: --no-normalize for normalize False
-        flags = [f"--{'no-' if value is False else ''}{name.replace('_', '-')}" for name, value in differing.items()]
-        raise NotForThisIndex("the index was built with a different encoder; refusing to search with "
-                              + ", ".join(f"{name} {value!r} (index: {recorded.get(name)!r})"
-                                          for name, value in differing.items())
-                              + f"; drop {' and '.join(flags)} to use the index's own encoder")
-
-
-def check_encoder_arguments(device: str = "auto", dtype: str = "auto", batch_size: int | None = None,
-                            model: str | None = None, shared: SharedEncoders | None = None) -> None:
-    """Refuse what ``recorded_encoder`` cannot take, loading nothing: a Searcher that loads its model on first use
-    refuses them on opening, not at its first dense search."""
-    from retriever.shared_encoders import SharedEncoders  # it imports this module
-
-    check_kind(model, (str, os.PathLike, type(None)), "model", "the path of the model folder the index was built with "
-               "(str or Path), or None for the one its record names")  # a traceback deep in loading named neither
-    check_kind(shared, (SharedEncoders, type(None)), "encoders", "a SharedEncoders, or None")
-    resolved = resolve_device(device)
-    resolve_dtype(dtype, resolved)
-    resolve_batch_size(batch_size, resolved)
 
 
 def recorded_encoder(recorded: dict, made: str, folder: str | Path, device: str = "auto", dtype: str = "auto",

@@ -16,8 +16,12 @@ import typing
 from dataclasses import dataclass, field
 
 from retriever.choices import DTYPES
-from retriever.errors import RetrieverError, check_kind
+from retriever.device import check_device_choice
+from retriever.errors import NotForThisIndex, RetrieverError, check_kind
 from retriever.wording import counted
+
+if typing.TYPE_CHECKING:  # it imports torch
+    from retriever.shared_encoders import SharedEncoders
 
 TOWERS = ("shared", "untied")
 # The fewest tokens a max length may be whatever the model: one, a token of the text. Tokenizers add their own
@@ -229,3 +233,34 @@ RECORD_KINDS = {**{name: (kind, type(None)) if name in _OPTIONAL else kind for n
 RECORDED_DTYPES = tuple(dtype for dtype in DTYPES if dtype != "auto")  # what an Encoder computes in
 # The encoder summary `serve` lists per index.
 SERVED_FIELDS = (*(f.name for f in _FIELDS if f.metadata["served"]), "dim")
+
+
+# Checked as a Searcher opens, before any model loads or without one (bm25 mode): here, not in retriever.encoder,
+# whose import is torch's and transformers' seconds.
+def check_requested_encoder(manifest: dict, **requested: object) -> None:
+    """Refuse query-encoder settings that differ from the ones the passages were encoded with (a different
+    model is refused by its weights' fingerprint in ``recorded_encoder``), and names that are no setting."""
+    unknown = sorted(set(requested) - set(OVERRIDABLE))
+    if unknown:
+        raise RetrieverError(f"unknown encoder setting {unknown[0]!r}; the settings are {', '.join(OVERRIDABLE)}")
+    recorded = manifest["encoder"]
+    differing = {name: value for name, value in requested.items() if value is not None and recorded.get(name) != value}
+    if differing:  # the flags as the CLI spells them: --no-normalize for normalize False
+        flags = [f"--{'no-' if value is False else ''}{name.replace('_', '-')}" for name, value in differing.items()]
+        raise NotForThisIndex("the index was built with a different encoder; refusing to search with "
+                              + ", ".join(f"{name} {value!r} (index: {recorded.get(name)!r})"
+                                          for name, value in differing.items())
+                              + f"; drop {' and '.join(flags)} to use the index's own encoder")
+
+
+def check_encoder_arguments(device: str = "auto", dtype: str = "auto", batch_size: int | None = None,
+                            model: str | None = None, shared: SharedEncoders | None = None) -> None:
+    """Refuse what ``recorded_encoder`` cannot take, loading nothing: a Searcher that loads its model on first use
+    refuses them on opening, not at its first dense search."""
+    check_kind(model, (str, os.PathLike, type(None)), "model", "the path of the model folder the index was built with "
+               "(str or Path), or None for the one its record names")  # a traceback deep in loading named neither
+    if shared is not None:  # its module imports torch, which the check of a bm25 search's arguments does without
+        from retriever.shared_encoders import SharedEncoders
+
+        check_kind(shared, SharedEncoders, "encoders", "a SharedEncoders, or None")
+    check_device_choice(device, dtype, batch_size)

@@ -8,11 +8,12 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from retriever.choices import DEFAULT_K
-from retriever.encoder import Encoder, check_encoder_arguments, check_requested_encoder, recorded_encoder
+from retriever.encoder_settings import check_encoder_arguments, check_requested_encoder
 from retriever.errors import INDEX_PATH, RetrieverError, check_kind, given_path
 from retriever.first_use import OnFirstUse
 from retriever.index_opening import check_default_mode, check_labels, checked_manifest, open_index, opened_whole
@@ -22,12 +23,14 @@ from retriever.search_settings import NO_MODE, check_call_settings, check_mode_s
 from retriever.query_vectors import query_vectors
 from retriever.runs import rank_order
 from retriever.search_runs import BatchRuns
-from retriever.shared_encoders import SharedEncoders
 from retriever.hits import Hit
 from retriever.texts import check_k, check_queries, passage_text, refuse_blank
 from retriever.unknown_words import refusal, without_unknown
 from retriever import tie_cut
 
+if TYPE_CHECKING:  # torch and transformers, imported when the model loads: a bm25 search needs neither
+    from retriever.encoder import Encoder
+    from retriever.shared_encoders import SharedEncoders
 
 
 class Searcher(BatchRuns):
@@ -74,9 +77,13 @@ class Searcher(BatchRuns):
         check_encoder_arguments(device, dtype, batch_size, model, encoders)  # now, though the model may load later
         versions = self.manifest.get("versions")  # who wrote an encoder setting this version does not know
         built_by = versions.get("retriever") if isinstance(versions, dict) else None
-        self._encoder = OnFirstUse(lambda: recorded_encoder(self.manifest["encoder"], "the index was built",
-                                                            self.index_dir, device, dtype, batch_size, model, encoders,
-                                                            written_by=built_by))
+
+        def load_encoder() -> Encoder:
+            from retriever.encoder import recorded_encoder  # torch and transformers: not for a search needing no model
+
+            return recorded_encoder(self.manifest["encoder"], "the index was built", self.index_dir, device, dtype,
+                                    batch_size, model, encoders, written_by=built_by)
+        self._encoder = OnFirstUse(load_encoder)
         if mode != "bm25":  # its searches need the model: a missing or changed one is refused now, not at a search
             self._encoder.get()
         self.index, self.documents = open_index(self.index_dir, self.manifest)

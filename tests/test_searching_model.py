@@ -50,7 +50,7 @@ def test_a_bm25_search_needs_no_model(moved_model, tmp_path):
 def test_threads_first_asking_for_the_model_load_it_once(tiny_flat_build, monkeypatch):
     """A served index searched in bm25 by default loads its model on the first dense request; requests arriving
     together must share one load, not load a copy each."""
-    import retriever.searching as searching
+    import retriever.encoder as encoder
 
     loads, started = [], threading.Barrier(4)
 
@@ -59,8 +59,8 @@ def test_threads_first_asking_for_the_model_load_it_once(tiny_flat_build, monkey
         time.sleep(0.05)  # the others ask meanwhile
         return real_load(*args, **kwargs)
 
-    real_load, searcher = searching.recorded_encoder, Searcher(tiny_flat_build, device="cpu", mode="bm25")
-    monkeypatch.setattr(searching, "recorded_encoder", slow_load)
+    real_load, searcher = encoder.recorded_encoder, Searcher(tiny_flat_build, device="cpu", mode="bm25")
+    monkeypatch.setattr(encoder, "recorded_encoder", slow_load)
     encoders = []
     threads = [threading.Thread(target=lambda: (started.wait(), encoders.append(searcher.encoder))) for _ in range(4)]
     for thread in threads:

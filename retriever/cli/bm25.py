@@ -124,7 +124,7 @@ def _add_or_tune(index: Path, lexical: LexicalParams, tune_fusion: tuple[Path, s
         raise click.UsageError(f"{unused[0]} sets how --tune-fusion-on encodes its queries, and BM25 is built without "
                                f"a model: drop {unused[0]}, or add --tune-fusion-on DATASET")
     if tune_fusion is not None:  # what the tuning would refuse, before a BM25 part is built or kept for it
-        from retriever.encoder import check_encoder_arguments
+        from retriever.encoder_settings import check_encoder_arguments
 
         check_encoder_arguments(device, dtype)
         check_tunable(index, *tune_fusion, checked=checked)

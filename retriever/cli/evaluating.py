@@ -109,7 +109,7 @@ def evaluate_command(run_path, qrels, index, dataset, split, k, metrics, relevan
         collection = BeirDataset.open(dataset)
         collection.qrels_path(split)  # a misspelt split is refused before the index and model load, not after
         searcher = open_searcher(index, device, dtype, model, pooling, normalize, mode, fusion_overrides)
-        configure_batch_threads()
+        configure_batch_threads(searcher.mode)
         # --save-run is written batch by batch as the queries are searched, and put in place after the table is
         # printed and -o written: a Ctrl-C that finds it whole finds them done too, and a run that cannot be written
         # (no query got a hit, a full disk) leaves the scores written

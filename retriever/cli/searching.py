@@ -62,9 +62,12 @@ def open_searcher(index: Path, device: str, dtype: str, model: str | None, pooli
                     fusion_overrides=fusion_overrides)
 
 
-def configure_batch_threads() -> None:
+def configure_batch_threads(mode: str) -> None:
     """Thread pools as `serve` sizes them (one worker): under CPU load, torch's and FAISS's default OpenMP
-    pools spin against each other and against other processes, and a batch search runs several times slower."""
+    pools spin against each other and against other processes, and a batch search runs several times slower.
+    A bm25 run uses neither pool, so it is spared importing them (torch alone is over a second of CPU)."""
+    if mode == "bm25":
+        return
     from retriever.serving.threads import configure_threads
 
     configure_threads(workers=1)
@@ -158,7 +161,7 @@ def search_command(index, query, k, as_json, queries, output, run_format, tag, d
                 click.echo(why, err=True)
         return
     warn(blank_queries_warning(batch, searcher.mode, run_format))
-    configure_batch_threads()
+    configure_batch_threads(searcher.mode)
     ids, texts, depth = [q.id for q in batch], [q.text for q in batch], min(k, searcher.index.ntotal)
     settings, unknown = {"nprobe": nprobe, "ef_search": ef_search}, []
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import errno
 import json
+import shutil
 import subprocess
 import sys
 
@@ -308,17 +309,24 @@ HELP_AND_USAGE_ERRORS = [(["--help"], 0), *(([name, "--help"], 0) for name in so
                          (["serch"], 2), (["search", "--k", "many", "idx", "q"], 2), (["build", "--index-type"], 2)]
 
 
-def test_help_and_usage_errors_import_no_heavy_library(tmp_path):
+def test_help_and_usage_errors_import_no_heavy_library(tmp_path, tiny_flat_build):
     """Every command, even `--help` or a typo, took seconds before answering: importing the CLI imported torch,
     transformers and FAISS. Only the work itself imports them now, and only what it uses: scoring a run file
-    (`evaluate --run`) needs no model, so neither torch nor transformers (it imported torch through the searcher)."""
+    (`evaluate --run`) and a bm25 search need no model, so neither torch nor transformers (both imported torch, through
+    the searcher and its device check)."""
     (tmp_path / "run.trec").write_text("q1 Q0 d1 1 2.0 t\nq1 Q0 d2 2 1.0 t\n")
     (tmp_path / "qrels.tsv").write_text("q1\td2\t1\n")
-    scoring = (["evaluate", "--run", "run.trec", "--qrels", "qrels.tsv"], 0)
-    answers = commands_in_one_process([(tmp_path, arguments) for arguments, _ in [*HELP_AND_USAGE_ERRORS, scoring]])
-    assert [(code, imported) for code, _, imported in answers[:-1]] == [(code, []) for _, code in HELP_AND_USAGE_ERRORS]
-    code, _, imported = answers[-1]
-    assert code == 0 and not {"torch", "transformers"} & set(imported), imported
+    (tmp_path / "q.jsonl").write_text('{"_id": "q1", "text": "honey"}\n')
+    shutil.copytree(tiny_flat_build, tmp_path / "idx")
+    without_model = [(["evaluate", "--run", "run.trec", "--qrels", "qrels.tsv"], 0),
+                     (["search", "idx", "honey", "--mode", "bm25"], 0),
+                     (["search", "idx", "--queries", "q.jsonl", "--mode", "bm25", "-o", "run.out"], 0)]
+    runs = [*HELP_AND_USAGE_ERRORS, *without_model]
+    answers = commands_in_one_process([(tmp_path, arguments) for arguments, _ in runs])
+    assert [(code, imported) for code, _, imported in answers[:len(HELP_AND_USAGE_ERRORS)]] == \
+        [(code, []) for _, code in HELP_AND_USAGE_ERRORS]
+    for (arguments, _), (code, _, imported) in zip(without_model, answers[len(HELP_AND_USAGE_ERRORS):]):
+        assert code == 0 and not {"torch", "transformers"} & set(imported), (arguments, code, imported)
 
 
 @pytest.mark.parametrize("command", ["encode", "build"])

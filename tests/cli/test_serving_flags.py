@@ -246,7 +246,7 @@ def test_serve_checks_every_index_folder_before_loading_any_model(tiny_beir, tin
     def must_not_load(*args, **kwargs):
         raise AssertionError(f"a model was loaded for {args[2]} before every folder was checked")
 
-    monkeypatch.setattr("retriever.searching.recorded_encoder", must_not_load)
+    monkeypatch.setattr("retriever.encoder.recorded_encoder", must_not_load)
     with pytest.raises(RetrieverError, match=str(tmp_path / "c")):
         load_searchers({name: tmp_path / name for name in "abc"}, device="cpu", dtype="fp32")
 
@@ -290,7 +290,7 @@ def test_serve_refuses_a_default_mode_an_index_cannot_serve_before_loading_any_m
     else:
         next((tmp_path / "b" / "bm25").iterdir()).unlink()
         expected = rf"{tmp_path / 'b'}.*retriever bm25 {tmp_path / 'b'} --overwrite"
-    monkeypatch.setattr("retriever.searching.recorded_encoder", _must_not_load)
+    monkeypatch.setattr("retriever.encoder.recorded_encoder", _must_not_load)
     with pytest.raises(RetrieverError, match=expected):
         load_searchers({"a": tmp_path / "a", "b": tmp_path / "b"}, device="cpu", dtype="fp32", mode=mode)
     with pytest.raises(RetrieverError, match=expected):  # `search --mode hybrid` too, before loading the model
@@ -311,7 +311,7 @@ def test_serve_refuses_a_default_hybrid_mode_over_a_damaged_fusion_record_before
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
     (tmp_path / "b" / "manifest.json").write_text(json.dumps({**manifest, "fusion": "rrf"}))
     expected = rf"{tmp_path / 'b'}.*fusion.*tune it again with `retriever bm25 {tmp_path / 'b'} --tune-fusion-on"
-    monkeypatch.setattr("retriever.searching.recorded_encoder", _must_not_load)
+    monkeypatch.setattr("retriever.encoder.recorded_encoder", _must_not_load)
     with pytest.raises(IndexDamaged, match=expected):
         load_searchers({"a": tmp_path / "a", "b": tmp_path / "b"}, device="cpu", dtype="fp32", mode="hybrid")
     with pytest.raises(IndexDamaged, match=expected):
