@@ -18,7 +18,6 @@ from retriever.cli.options import (FiniteRange, check_outputs_apart, compose, co
 from retriever.cli.output_params import OutputFile, OutputFolder
 from retriever.cli.outputs import expect_outputs, mark_resumable
 from retriever.errors import RetrieverError
-from retriever.wording import counted
 
 EXISTING_DIR = click.Path(exists=True, file_okay=False, path_type=Path)
 EXISTING_FILE = click.Path(exists=True, dir_okay=False, path_type=Path)
@@ -257,14 +256,7 @@ def mine_command(index, dataset, split, output, depth, skip_top, per_query, devi
     result = mine_negatives(index, dataset, output, split=split, depth=depth, skip_top=skip_top,
                             per_query=per_query, device=device, dtype=dtype, batch_size=batch_size, mode=mode,
                             fusion_overrides=fusion_overrides, model=model)
-    left_out = (f"; {counted(result.queries_left_out, 'judged query', 'judged queries')} left out, not in "
-                "queries.jsonl" if result.queries_left_out else "")
-    if result.queries_without_positives:
-        left_out += (f"; {counted(result.queries_without_positives, 'query')} judged only non-relevant left out, "
-                     "with no positive to train on")
-    click.echo(f"wrote {counted(result.negatives, 'negative')} for {counted(result.queries, 'query')} to "
-               f"{result.output} ({counted(result.queries_without_negatives, 'query')} got none{left_out}), "
-               f"{result.seconds:.1f}s", err=True)
+    click.echo(result.summary(), err=True)
 
 
 COMMANDS = [train_command, mine_command]

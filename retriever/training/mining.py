@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from retriever.corpus import BeirDataset, check_output_outside_qrels
+from retriever.corpus import BeirDataset, Query, check_output_outside_qrels
 from retriever.errors import RetrieverError, check_kind, given_path
 from retriever.evaluation import (check_collection, dataset_name, judged_split, search_batches, warn_of_left_out,
                                   warn_of_other_corpus)
@@ -23,8 +23,8 @@ from retriever.runs import Qrels, Run, ranked_hits
 from retriever.searching import Searcher
 from retriever.files import atomic_write_lines
 from retriever.output_paths import check_output_apart
-from retriever.texts import whole_number
-from retriever.wording import counted
+from retriever.texts import is_blank, whole_number
+from retriever.wording import agree, counted
 
 
 DEFAULT_PER_QUERY = 30  # negatives a query gets unless --per-query says; fewer if --depth leaves fewer
@@ -40,6 +40,34 @@ class MiningResult:
     queries_left_out: int = 0  # judged in the split but not in queries.jsonl, so not mined
     queries_without_positives: int = 0  # judged only non-relevant: no positive to train on, so not mined
     copies_of_positives: int = 0  # passages left out as negatives for holding a judged positive's title and text
+    blank_queries: int = 0  # of empty text, so not mined: a search for nothing gives arbitrary passages or none
+    queries_without_hits: int = 0  # searched, no hit at all (BM25: no term in the corpus; hybrid: no dense hit either)
+    mode: str = "dense"
+
+    def summary(self) -> str:
+        """The CLI's closing line: what was written, and why a query got no negative or was not mined."""
+        none = counted(self.queries_without_negatives, "query") + " got none" + self._why_none()
+        left_out = [f"{counted(self.blank_queries, 'query')} of empty text skipped"] if self.blank_queries else []
+        if self.queries_left_out:
+            left_out.append(f"{counted(self.queries_left_out, 'judged query', 'judged queries')} left out, not in "
+                            "queries.jsonl")
+        if self.queries_without_positives:
+            left_out.append(f"{counted(self.queries_without_positives, 'query')} judged only non-relevant left out, "
+                            "with no positive to train on")
+        return (f"wrote {counted(self.negatives, 'negative')} for {counted(self.queries, 'query')} to {self.output} "
+                f"({'; '.join([none, *left_out])}), {self.seconds:.1f}s")
+
+    def _why_none(self) -> str:
+        """': REASON' of the queries that got no negative, each reason counted when there are two."""
+        no_hit = {"bm25": "no term in the corpus", "hybrid": "no term in the corpus and no dense hit"}.get(self.mode,
+                                                                                                    "no hit")
+        reasons = [(self.queries_without_hits, no_hit),
+                   (self.queries_without_negatives - self.queries_without_hits,
+                    "every hit judged relevant, a copy of one, or within --skip-top")]
+        reasons = [(count, why) for count, why in reasons if count]
+        if len(reasons) == 1:
+            return f": {reasons[0][1]}"
+        return ": " + ", ".join(f"{count} with {why}" for count, why in reasons) if reasons else ""
 
 
 def select_negatives(ranked_ids: list[str], positives: set[str], skip_top: int, per_query: int,
@@ -106,9 +134,28 @@ def _negative_lines(searcher: Searcher, batches: Iterator[Run], qrels: Qrels, sk
             tally.copies_of_positives += len(copies)
             tally.negatives += len(negatives)
             tally.queries_without_negatives += not negatives
+            tally.queries_without_hits += not ranked
             yield json.dumps({"query_id": query_id, "negatives": negatives}, ensure_ascii=False) + "\n"
     if not tally.negatives:
         refuse(most_hits)
+
+
+def _without_blank(queries: list[Query], split: str) -> tuple[list[Query], int]:
+    """The split's queries less those of empty text (``is_blank``), and how many those were, said on stderr: dense
+    search gave them negatives that match nothing in particular (BM25 and hybrid none), which `train` then left out
+    with the query; a split of nothing else is refused."""
+    blank = [query.id for query in queries if is_blank(query.text)]
+    if not blank:
+        return queries, 0
+    if len(blank) == len(queries):
+        raise RetrieverError(f"every query split {split!r} judges has empty text ({counted(len(blank), 'query')}, e.g. "
+                             f"{', '.join(map(repr, blank[:3]))}), so there is nothing to mine negatives for; check "
+                             "the queries file's text field")
+    print(f"warning: {len(blank)} of the {counted(len(queries), 'query')} split {split!r} judges "
+          f"{agree(len(blank), 'has', 'have')} empty text (e.g. {', '.join(map(repr, blank[:3]))}); "
+          f"{agree(len(blank), 'it is', 'they are')} skipped: with nothing to search for, no passage is a hard "
+          f"negative of {agree(len(blank), 'it', 'them')}", file=sys.stderr)
+    return [query for query in queries if not is_blank(query.text)], len(blank)
 
 
 def _refuse_no_negative(queries: int, beir: BeirDataset, split: str, depth: int, skip_top: int, mode: str,
@@ -168,6 +215,7 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
     beir = BeirDataset.open(dataset)
     found, judged = judged_split(beir, split)  # refused before the index and its model are loaded
     left_out = warn_of_left_out(beir, split, found, judged, "they get no negatives")
+    found, blank = _without_blank(found, split)
     searcher = Searcher(index, device=device, dtype=dtype, batch_size=batch_size, mode=mode,
                         fusion_overrides=fusion_overrides, model=model)
     warn_of_other_corpus(searcher, beir, progress, "negatives are mined with")
@@ -179,7 +227,7 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
         raise RetrieverError(f"--skip-top {skip_top} drops all {searcher.index.ntotal} documents of the index; "
                              "lower --skip-top")
     no_positive = sum(not any(grade > 0 for grade in grades.values()) for grades in judged.values())
-    tally = MiningResult(output, len(found), 0, 0, 0.0, len(left_out), no_positive)
+    tally = MiningResult(output, len(found), 0, 0, 0.0, len(left_out), no_positive, blank_queries=blank, mode=mode)
     batches = search_batches(searcher, found, split, k=depth, progress=progress, desc="mine")
     refuse = lambda most_hits: _refuse_no_negative(len(found), beir, split, depth, skip_top, mode,  # noqa: E731
                                                    searcher.index.ntotal, most_hits)

@@ -310,11 +310,10 @@ def test_ddp_timeout_is_a_flag_of_train_and_pretrain(tmp_path, tiny_beir, monkey
 
 def test_mine_counts_one_left_out_query_in_the_singular(tmp_path, tiny_beir, monkeypatch):
     """It said "1 judged queries left out" and "1 judged only non-relevant left out"."""
-    from types import SimpleNamespace
-
     import retriever.training
+    from retriever.training.mining import MiningResult
 
-    monkeypatch.setattr(retriever.training, "mine_negatives", lambda *args, **kwargs: SimpleNamespace(
+    monkeypatch.setattr(retriever.training, "mine_negatives", lambda *args, **kwargs: MiningResult(
         negatives=4, queries=2, output=tmp_path / "n.jsonl", queries_without_negatives=0, queries_left_out=1,
         queries_without_positives=1, seconds=1.0))
     (tmp_path / "index").mkdir()

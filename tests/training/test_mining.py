@@ -304,3 +304,46 @@ def test_the_default_per_query_is_capped_by_what_depth_leaves(indexed_beir, tmp_
                             dtype="fp32", progress=False)
     assert result.negatives and all(len(json.loads(line)["negatives"]) <= 3
                                     for line in (tmp_path / "n.jsonl").read_text().splitlines())
+
+
+def test_a_query_of_no_corpus_term_is_named_and_one_of_empty_text_is_skipped(indexed_beir, tmp_path, capsys):
+    """BM25 gives a query sharing no term with the corpus no hit, so no negative, counted only as "1 query got none"
+    with no reason; and a query of empty text was warned of but still mined, dense giving it negatives that match
+    nothing in particular (which train then left out with its blank query). It is skipped now, in every mode."""
+    from click.testing import CliRunner
+
+    from fixtures_corpora import write_jsonl
+    from retriever.cli import main
+
+    dataset, index = indexed_beir
+    queries = [json.loads(line) for line in (dataset / "queries.jsonl").read_text().splitlines()]
+    write_jsonl(dataset / "queries.jsonl", [*queries, {"_id": "q5", "text": "zebra xylophone"},
+                                            {"_id": "q6", "text": " \u200b "}])
+    qrels = dataset / "qrels" / "train.tsv"
+    qrels.write_text(qrels.read_text() + "q5\td2\t1\nq6\td7\t1\n", encoding="utf-8")
+    output = tmp_path / "m.jsonl"
+    said = CliRunner().invoke(main, ["mine", str(index), "--dataset", str(dataset), "--split", "train", "-o",
+                                     str(output), "--mode", "bm25", "--device", "cpu", "--dtype", "fp32"])
+    assert said.exit_code == 0, said.output
+    assert "(1 query got none: no term in the corpus; 1 query of empty text skipped)" in said.stderr, said.stderr
+    assert ("warning: 1 of the 5 queries split 'train' judges has empty text (e.g. 'q6'); it is skipped: with "
+            "nothing to search for, no passage is a hard negative of it") in said.stderr
+    lines = {line["query_id"]: line["negatives"] for line in map(json.loads, output.open())}
+    assert sorted(lines) == ["q1", "q2", "q3", "q5"] and lines["q5"] == []
+    result = mine_negatives(index, dataset, tmp_path / "n.jsonl", depth=12, device="cpu", dtype="fp32",
+                            progress=False)
+    assert (result.queries, result.blank_queries, result.queries_without_negatives) == (4, 1, 0)
+    assert "q6" not in (tmp_path / "n.jsonl").read_text()
+    qrels.write_text("q6\td7\t1\n", encoding="utf-8")  # nothing left to mine: refused, not an empty file
+    with pytest.raises(RetrieverError, match=r"every query split 'train' judges has empty text \(1 query, e\.g\. 'q6'\)"):
+        mine_negatives(index, dataset, tmp_path / "none.jsonl", device="cpu", dtype="fp32", progress=False)
+    assert not (tmp_path / "none.jsonl").exists()
+
+
+def test_the_summary_gives_each_reason_a_query_got_no_negative_its_count():
+    from retriever.training.mining import MiningResult
+
+    result = MiningResult(Path("n.jsonl"), queries=5, negatives=9, queries_without_negatives=3, seconds=1.0,
+                          queries_without_hits=2, mode="hybrid")
+    assert ("(3 queries got none: 2 with no term in the corpus and no dense hit, 1 with every hit judged relevant, a "
+            "copy of one, or within --skip-top)") in result.summary()
