@@ -3,8 +3,8 @@
 A ``RetrieverError`` is printed as one line on stderr with exit code 1, and so is a full disk or memory
 running out wherever it strikes; a usage error (a bad flag or argument) is one line too, with exit code 2;
 Ctrl-C is one line with the shell's 130 (128 + SIGINT), or 0 once every output file is in place
-(``cli.outputs``); standard output's reader going away (``| head -1``) ends the command quietly with 0, writing to a
-standard output closed from the start is an error, and
+(``cli.outputs``), and so is SIGTERM to train and pretrain, with 143; standard output's reader going away
+(``| head -1``) ends the command quietly with 0, writing to a standard output closed from the start is an error, and
 standard error's, or standard error closed, leaves the command to its work and its own exit code (``cli.stdout``);
 anything else is a bug and keeps its traceback. Under torchrun every process runs the command and meets the same
 error, so only the first process on each machine (LOCAL_RANK 0: every machine's console gets the line)
@@ -86,8 +86,8 @@ class _Group(click.Group):
         except click.UsageError as error:  # a subcommand's flags and arguments, or a command name
             sub = ctx.invoked_subcommand  # set before its flags are parsed: click's "requires an argument" has no ctx
             _exit_with_usage_line(error, f"{ctx.command_path} {sub}" if sub else None)
-        except KeyboardInterrupt:  # click said "Aborted!" with exit 1, as if the command had failed
-            line, code = interrupted(ctx)
+        except KeyboardInterrupt as stop:  # click said "Aborted!" with exit 1, as if the command had failed
+            line, code = interrupted(ctx, stop)
             if _is_rank_zero():
                 click.echo(f"{'note' if code == 0 else 'error'}: {line}", err=True)
             sys.exit(code)

@@ -10,7 +10,7 @@ from retriever.choices import DEFAULT_START, MAX_HEAD_LAYERS
 from retriever.cli.options import (FiniteRange, corpus_options, device_options, fields_from, json_option,
                                    renamed_option)
 from retriever.cli.output_params import OutputFolder
-from retriever.cli.outputs import mark_resumable
+from retriever.cli.outputs import mark_resumable, stop_on_sigterm
 from retriever.cli.training import (CountRange, ddp_timeout_option, optimizer_options, progress_option,
                                     report_to_option, run_length_options, temperature_option)
 from retriever.errors import RetrieverError
@@ -90,6 +90,7 @@ def pretrain_command(corpus, model, output, n_head_layers, skip_from, cocondense
     from retriever.training.stack import is_main_process
 
     mark_resumable()  # from the last checkpoint
+    stop_on_sigterm()  # a scheduler's stop (Slurm, Kubernetes) says so as Ctrl-C does
     config = PretrainConfig(
         corpus=str(corpus), output=str(output), model=model, corpus_format=fmt,
         corpus_fields=fields_from(id_field, text_field, title_field), n_head_layers=n_head_layers,

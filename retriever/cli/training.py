@@ -16,7 +16,7 @@ from retriever.cli.options import (FiniteRange, check_outputs_apart, compose, co
                                    encoder_options, fields_from, flags_given, json_option, renamed_option,
                                    runtime_options)
 from retriever.cli.output_params import OutputFile, OutputFolder
-from retriever.cli.outputs import expect_outputs, mark_resumable
+from retriever.cli.outputs import expect_outputs, mark_resumable, stop_on_sigterm
 from retriever.errors import RetrieverError
 
 EXISTING_DIR = click.Path(exists=True, file_okay=False, path_type=Path)
@@ -191,6 +191,7 @@ def train_command(dataset, split, train_jsonl, corpus, negatives, model, encoder
     from retriever.training.stack import is_main_process
 
     mark_resumable()  # from the last checkpoint
+    stop_on_sigterm()  # a scheduler's stop (Slurm, Kubernetes) says so as Ctrl-C does
 
     config = TrainConfig(
         output=str(output), dataset=_str(dataset), split=split, train_jsonl=_str(train_jsonl), corpus=_str(corpus),

@@ -80,7 +80,7 @@ def ray_session(address: str | None = None, num_cpus: int | None = None) -> Iter
     options: dict = {"logging_level": logging.WARNING}
     if address == LOCAL:
         options.update(num_cpus=num_cpus, include_dashboard=False)
-    before = _sigterm_handler()
+    before = sigterm_handler()
     try:
         with _quiet_auth_notice(address == LOCAL):
             ray.init(address=address, **options)
@@ -109,7 +109,7 @@ def _quiet_auth_notice(local: bool) -> Iterator[None]:
         notice.setLevel(level)
 
 
-def _sigterm_handler() -> object:
+def sigterm_handler() -> object:
     """This process's SIGTERM handler (one set outside Python counts as the default), or None where it cannot be
     changed: only the main thread may."""
     if threading.current_thread() is not threading.main_thread():

@@ -1,7 +1,9 @@
-"""A Ctrl-C that comes once a command's output files are complete: exit 0, saying the files are whole."""
+"""A Ctrl-C that comes once a command's output files are complete: exit 0, saying the files are whole; SIGTERM to a
+training run, said as Ctrl-C is."""
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -206,3 +208,45 @@ def test_a_folder_that_cannot_be_moved_into_place_says_whether_the_rerun_keeps_t
                           lambda *_, **__: folders.replace_folder(tmp_path / ".out.building", tmp_path / "out"))
     assert said.startswith(f"error: {tmp_path / 'out'}: cannot move the finished folder into place"), said
     assert said.endswith(f"writable and rerun the same command {KEPT[index_type]}"), said
+
+
+@pytest.mark.parametrize("command", ["train", "pretrain"])
+@pytest.mark.parametrize("rank", ["0", "1"])
+def test_sigterm_to_a_training_run_says_it_resumes_once_and_exits_143(monkeypatch, tmp_path, tiny_beir, command,
+                                                                      rank):
+    """A scheduler's stop (Slurm, Kubernetes, torchrun passing it on) ended train and pretrain with 143 and nothing
+    said, where Ctrl-C says the rerun resumes; under torchrun the machine's first process says it, as for Ctrl-C. A
+    real SIGTERM, raised in this process while the run trains; the test's own handler, there before, stands for the
+    default that ended the process, and comes back after the command."""
+    import retriever.pretraining
+    import retriever.training
+
+    class Unheard(Exception):
+        pass
+
+    def default(signum, frame):
+        raise Unheard("SIGTERM reached the handler the command found")
+
+    stopping = []
+
+    def trains(config):
+        try:
+            signal.raise_signal(signal.SIGTERM)
+        finally:  # torchrun passes on a SIGTERM its workers had from a scheduler: while the run stops it is ignored
+            stopping.append(signal.getsignal(signal.SIGTERM))
+        raise AssertionError("the run went on after SIGTERM")
+    monkeypatch.setattr(retriever.training, "train", trains)
+    monkeypatch.setattr(retriever.pretraining, "pretrain", trains)
+    monkeypatch.setenv("LOCAL_RANK", rank)
+    before = signal.signal(signal.SIGTERM, default)
+    try:
+        data = ["--dataset", str(tiny_beir)] if command == "train" else [str(tiny_beir)]
+        result = CliRunner().invoke(main, [command, *data, "--output", str(tmp_path / "m")])
+        handler_after = signal.getsignal(signal.SIGTERM)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert result.exit_code == 143, (result.output, result.exception)
+    said = ("error: interrupted (SIGTERM); outputs are written under their names only when complete, so rerun the "
+            "same command (finished work is kept)\n")
+    assert result.output == (said if rank == "0" else "")
+    assert stopping == [signal.SIG_IGN] and handler_after is default
