@@ -3,11 +3,13 @@ passage to the loss. A batch masks a query's judged positives by id, so a copy o
 positive of another query in the batch, or a hard negative) was a negative of the same text: training pushed one
 text both up and down. Every copy takes the id of the first passage seen with that text, judgments follow, and a
 hard negative that is then a judged positive of its own query is left out, as `retriever mine` leaves such copies out.
+Queries holding one text under several ids share their judgments (``shared_judgments``), in training and in mining.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
+from retriever.texts import is_blank
 from retriever.training.examples import Passage, TrainExample
 from retriever.training.processes import log
 from retriever.wording import agree, counted
@@ -45,6 +47,19 @@ def judgments_by_text(judged: Iterable[tuple[str, Iterable[str]]]) -> dict[str, 
     for query, ids in judged:
         shared.setdefault(query, set()).update(ids)
     return shared
+
+
+def shared_judgments(queries: Mapping[str, str], positives: Mapping[str, Iterable[str]],
+                     source: str) -> dict[str, set[str]]:
+    """Query id -> the passage ids judged relevant to it or to another query of its text (``judgments_by_text``), for
+    each query of ``positives``; one ``queries`` (id -> text) lacks keeps its own. Said on stderr when any widened: the
+    rule `train` trains by and `mine` mines by (it wrote a positive of a query's twin as that query's hard negative)."""
+    own = {query_id: set(ids) for query_id, ids in positives.items()}
+    by_text = judgments_by_text((queries[query_id], ids) for query_id, ids in own.items() if query_id in queries)
+    judged_of = {query_id: by_text[queries[query_id]] if query_id in queries else ids for query_id, ids in own.items()}
+    say_widened_judgments([query_id for query_id, ids in own.items() if judged_of[query_id] != ids
+                           and not is_blank(queries.get(query_id, ""))], source)
+    return judged_of
 
 
 def say_widened_judgments(widened: list[str], source: str) -> None:

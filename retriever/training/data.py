@@ -31,7 +31,7 @@ from retriever.errors import InputFileError, RetrieverError
 from retriever.qrels import is_reported_split
 from retriever.runs import read_qrels
 from retriever.texts import check_text, is_blank, passage_text, tokenize_bounded
-from retriever.training.copies import judgments_by_text, merged_copies, say_widened_judgments
+from retriever.training.copies import judgments_by_text, merged_copies, shared_judgments
 from retriever.training.examples import Passage, TrainExample
 from retriever.training.loss import passage_key
 from retriever.training.negatives import log_negatives, read_negatives_file
@@ -72,10 +72,7 @@ def load_beir_examples(dataset: str | Path, split: str = "train",
     with beir_keys():  # a blank document trains its query toward nothing, as a blank query would: left out alike
         passages = {d: p for d, p in read_corpus_passages(beir.corpus_path, wanted).items() if not is_blank(p.text)}
         queries = {q.id: q.text for q in read_queries(beir.queries_path)}
-    by_text = judgments_by_text((queries[qid], ids) for qid, ids in positives.items() if qid in queries)
-    judged_of = {qid: by_text[queries[qid]] if qid in queries else set(ids) for qid, ids in positives.items()}
-    say_widened_judgments([qid for qid, ids in positives.items() if judged_of[qid] != set(ids)
-                           and not is_blank(queries.get(qid, ""))], str(beir.queries_path))
+    judged_of = shared_judgments(queries, positives, str(beir.queries_path))
     examples, missing_docs, missing_queries = [], 0, 0
     for qid, ids in positives.items():
         if qid not in queries or is_blank(queries[qid]):  # an empty query trains toward its positive on nothing

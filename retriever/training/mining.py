@@ -2,9 +2,10 @@
 
 For each judged query of the split, the index's top ``depth`` documents are taken in rank order,
 the first ``skip_top`` ranks are dropped (the very top of a strong retriever is rich in unjudged
-positives), judged positives are dropped, and so are passages whose title and text are a judged positive's (a copy
-ranks as high as the positive, and training would push one text both up and down), and the first ``per_query``
-that remain are written as ``{"query_id", "negatives": [doc ids]}`` lines, which `retriever train --negatives` reads.
+positives), judged positives are dropped (those of another query of the same text too, as training counts them), and
+so are passages whose title and text are a judged positive's (a copy ranks as high as the positive, and training
+would push one text both up and down), and the first ``per_query`` that remain are written as
+``{"query_id", "negatives": [doc ids]}`` lines, which `retriever train --negatives` reads.
 """
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from retriever.corpus import BeirDataset, Query, check_output_outside_qrels
 from retriever.errors import RetrieverError, check_kind, given_path
 from retriever.evaluation import (check_collection, dataset_name, judged_split, search_batches, warn_of_left_out,
                                   warn_of_other_corpus)
-from retriever.runs import Qrels, Run, ranked_hits
+from retriever.runs import Run, ranked_hits
 from retriever.searching import Searcher
+from retriever.training.copies import shared_judgments
 from retriever.files import atomic_write_lines
 from retriever.output_paths import check_output_apart
 from retriever.texts import is_blank, whole_number
@@ -118,15 +120,15 @@ def _output_path(output: object) -> Path:
     return output
 
 
-def _negative_lines(searcher: Searcher, batches: Iterator[Run], qrels: Qrels, skip_top: int, per_query: int,
-                    tally: MiningResult, refuse: Callable[[int], None]) -> Iterator[str]:
-    """Each searched query's negatives line, one batch of hits at a time, counted in ``tally``; ``refuse`` is
-    called once every query is done if none got a negative, so the file being written is dropped, with the most hits
-    a query got (what the search reached, for its advice)."""
+def _negative_lines(searcher: Searcher, batches: Iterator[Run], judged: Mapping[str, set[str]], skip_top: int,
+                    per_query: int, tally: MiningResult, refuse: Callable[[int], None]) -> Iterator[str]:
+    """Each searched query's negatives line, one batch of hits at a time, none of them ``judged`` relevant to it (query
+    id -> ids), counted in ``tally``; ``refuse`` is called once every query is done if none got a negative, so the
+    file being written is dropped, with the most hits a query got (what the search reached, for its advice)."""
     most_hits = 0
     for part in batches:
         for query_id, hits in part.items():
-            positives = {doc_id for doc_id, grade in qrels[query_id].items() if grade > 0}
+            positives = judged[query_id]
             is_copy, copies = _copy_finder(searcher, positives)
             ranked = [doc_id for doc_id, _ in ranked_hits(hits)]
             most_hits = max(most_hits, len(ranked))
@@ -231,7 +233,10 @@ def mine_negatives(index: str | Path, dataset: str | Path, output: str | Path, s
     batches = search_batches(searcher, found, split, k=depth, progress=progress, desc="mine")
     refuse = lambda most_hits: _refuse_no_negative(len(found), beir, split, depth, skip_top, mode,  # noqa: E731
                                                    searcher.index.ntotal, most_hits)
-    atomic_write_lines(output, _negative_lines(searcher, batches, judged, skip_top, per_query, tally, refuse))
+    relevant = shared_judgments({query.id: query.text for query in found}, {  # a twin's positive is no negative
+        query.id: [doc_id for doc_id, grade in judged[query.id].items() if grade > 0] for query in found},
+        str(beir.queries_path))
+    atomic_write_lines(output, _negative_lines(searcher, batches, relevant, skip_top, per_query, tally, refuse))
     tally.seconds = time.time() - started
     if tally.copies_of_positives:
         print(f"note: {counted(tally.copies_of_positives, 'passage')} left out of the negatives: a copy of a passage "

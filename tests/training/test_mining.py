@@ -347,3 +347,21 @@ def test_the_summary_gives_each_reason_a_query_got_no_negative_its_count():
                           queries_without_hits=2, mode="hybrid")
     assert ("(3 queries got none: 2 with no term in the corpus and no dense hit, 1 with every hit judged relevant, a "
             "copy of one, or within --skip-top)") in result.summary()
+
+
+def test_a_positive_of_a_query_of_the_same_text_is_no_negative(indexed_beir, tmp_path, capsys):
+    """Two query ids of one text judged with other positives (SciFact's train claims 89 and 90): mine wrote each one's
+    positive as the other's hard negative, which training, counting the twin's judgments as the query's, left out."""
+    from fixtures_corpora import write_jsonl
+
+    dataset, index = indexed_beir
+    queries = [json.loads(line) for line in (dataset / "queries.jsonl").read_text().splitlines()]
+    twin = next(query for query in queries if query["_id"] == "q2")
+    write_jsonl(dataset / "queries.jsonl", [*queries, {"_id": "q5", "text": twin["text"]}])
+    qrels = dataset / "qrels" / "train.tsv"
+    qrels.write_text(qrels.read_text() + "q5\td7\t1\n", encoding="utf-8")
+    output = tmp_path / "n.jsonl"
+    mine_negatives(index, dataset, output, depth=12, per_query=12, device="cpu", dtype="fp32", progress=False)
+    lines = {line["query_id"]: line["negatives"] for line in map(json.loads, output.open())}
+    assert sorted(lines["q2"]) == sorted(lines["q5"]) == sorted({f"d{n}" for n in range(1, 13)} - {"d4", "d7"})
+    assert "2 judged queries hold the text of another judged otherwise (e.g. 'q2')" in capsys.readouterr().err
