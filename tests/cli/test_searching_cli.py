@@ -51,11 +51,15 @@ def test_evaluate_and_mine_warn_of_empty_judged_queries(tmp_path, tiny_beir, tin
     queries = tiny_beir / "queries.jsonl"
     queries.write_text(queries.read_text().replace('"hot lava rock"', '" "'))
     common = ["--dataset", str(tiny_beir), "--split", "test", "--device", "cpu", "--dtype", "fp32"]
+    warnings = {"evaluate": "warning: 1 of 4 queries has empty text (e.g. 'q2')",
+                "mine": "warning: 1 of the 4 queries split 'test' judges has empty text (e.g. 'q2'); it is skipped"}
     for command in (["evaluate", "--index", str(tmp_path / "idx")],
                     ["mine", str(tmp_path / "idx"), "--output", str(tmp_path / "negatives.jsonl")]):
         result = CliRunner().invoke(main, [*command, *common])
         assert result.exit_code == 0, result.output
-        assert "warning: 1 of 4 queries has empty text (e.g. 'q2')" in result.output
+        assert warnings[command[0]] in result.output
+    assert "1 query of empty text skipped" in result.output
+    assert '"q2"' not in (tmp_path / "negatives.jsonl").read_text()
 
 
 @pytest.mark.parametrize("command, message", [
