@@ -230,9 +230,12 @@ def _say_unbuilt_layers(path: str, model: PreTrainedModel, info: dict) -> None:
     config.json): transformers and sentence-transformers leave them unused without a word, so a 12-layer model ran
     as its first 6. Only weights named as the model's own (but for the layer number) count: an MLM or classifier
     head the checkpoint also holds is no layer of it."""
+    unexpected = info.get("unexpected_keys") or ()
+    if not unexpected:  # the common case: no key of every weight's name to build
+        return
     numbered = re.compile(r"\.(\d+)\.")
     built = {numbered.sub(".N.", key) for key in model.state_dict()}
-    unbuilt = sorted(key for key in info.get("unexpected_keys", ()) if numbered.sub(".N.", key) in built)
+    unbuilt = sorted(key for key in unexpected if numbered.sub(".N.", key) in built)
     if not unbuilt:
         return
     saved = max(int(numbered.search(key).group(1)) for key in unbuilt) + 1

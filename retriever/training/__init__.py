@@ -8,7 +8,8 @@ from __future__ import annotations
 import importlib
 
 _MODULE_OF = {"DualEncoder": "dual_encoder", "contrastive_loss": "loss", "judged_positive_mask": "loss",
-              "MiningResult": "mining", "mine_negatives": "mining", "TrainConfig": "trainer", "TrainResult": "trainer",
+              "MiningResult": "mining", "mine_negatives": "mining", "TrainConfig": "train_config",
+              "TrainResult": "train_config",
               "train": "trainer"}
 __all__ = sorted(_MODULE_OF)
 
