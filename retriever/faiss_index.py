@@ -10,6 +10,7 @@ from pathlib import Path
 import faiss
 
 from retriever.choices import INDEX_TYPES, ONDISK_TYPE, REFINE_K_FACTOR_MAX
+from retriever.codebooks import FAISS_POINTS_PER_CENTROID, quiet_codebooks
 from retriever.errors import RetrieverError, faiss_message
 from retriever.factory_parsing import check_factory, unreadable_index_type, unreadable_words
 from retriever.index_folder import SEARCH_SETTING_RANGE, SEARCH_SETTINGS
@@ -123,7 +124,7 @@ def check_defaults_taken(defaults: dict, taken: str | None, index_type: str) -> 
 
 def default_nlist(count: int, train_size: int | None = None) -> int:
     """About 4·√N lists, but at least 39 points per list of the sample trained on (``train_size``), as FAISS wants."""
-    return max(1, min(int(4 * math.sqrt(count)), min(count, train_size or count) // 39 or 1))
+    return max(1, min(int(4 * math.sqrt(count)), min(count, train_size or count) // FAISS_POINTS_PER_CENTROID or 1))
 
 
 def default_pq_m(dim: int) -> int:
@@ -204,6 +205,7 @@ def train(index: faiss.Index, shards: list[Path], count: int, params: IndexParam
     if progress:
         alone = " on one thread (the address-space limit holds no more)" if threads < before else ""
         print(f"training {spec} on {len(sample)} sampled vectors{alone}", file=sys.stderr)
+    codebooks_note = quiet_codebooks(index, len(sample), spec)
     faiss.omp_set_num_threads(threads)
     try:
         index.train(sample)
@@ -216,6 +218,8 @@ def train(index: faiss.Index, shards: list[Path], count: int, params: IndexParam
                              "memory (ulimit -v, the container's limit), or train on fewer (--train-size)") from None
     finally:
         faiss.omp_set_num_threads(before)
+    if codebooks_note and progress:
+        print(codebooks_note, file=sys.stderr)
     return len(sample)
 
 

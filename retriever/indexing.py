@@ -23,7 +23,6 @@ from retriever.encoder import Encoder
 from retriever.errors import (CORPUS_PATH, INDEX_PATH, RetrieverError, check_kind, faiss_message, full_disk_named,
                               given_path)
 from retriever.build_output import check_output, move_into_place, refuse_inputs_inside, shards_to_index
-from retriever.codebooks import quiet_codebooks
 from retriever.faiss_index import (INDEX_TYPES, IndexParams, factory_string, hnsw_record, new_index, search_defaults,
                                    train, with_search_defaults)
 from retriever.index_checks import check_buildable, check_trainable
@@ -144,10 +143,7 @@ def _build_in_memory(shards: list[Path], encoder: dict, count: int, dim: int, co
     lexical_record = (build_lexical(building / DOCSTORE_FILE, building / LEXICAL_DIR, lexical, progress)
                       if lexical is not None else None)
     spec, index = empty
-    codebooks_note = quiet_codebooks(index, min(count, params.train_size), spec)
     trained_on = train(index, shards, count, params, spec, progress)
-    if codebooks_note and trained_on and progress:
-        print(codebooks_note, file=sys.stderr)
     held = held_out_rows(count, params) if tuning_queries is None else np.empty(0, dtype=np.int64)
     ids_file = IdMapWriter(building / IDS_FILE)
     held_ids, held_rows, held_vectors = _add_shards(index, shards, held, count, ids_file, spec, progress)

@@ -134,7 +134,6 @@ def write_ondisk_index(index: faiss.Index, path: Path) -> None:
 def trained_quantizer(work: PartsFolder, spec: str, dim: int, shards: list[Path], count: int, params: IndexParams,
                       progress: bool = True) -> int:
     """Train the empty index into ``work`` unless a crashed run of the same inputs did; the sample size."""
-    from retriever.codebooks import quiet_codebooks
     from retriever.faiss_index import new_index, train  # it imports this module
 
     if work.trained.is_file():
@@ -142,7 +141,6 @@ def trained_quantizer(work: PartsFolder, spec: str, dim: int, shards: list[Path]
             print(f"resuming: reusing the trained quantizer in {work.folder}", file=sys.stderr)
         return min(params.train_size, count)  # what `train` samples (see shards.sample_rows)
     index = new_index(spec, dim, params)
-    quiet_codebooks(index, min(count, params.train_size), spec)  # a one-list IVF; SQ codes have no codebooks
     trained_on = train(index, shards, count, params, spec, progress)
     work.save_trained(index)
     return trained_on
