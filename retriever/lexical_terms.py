@@ -98,9 +98,9 @@ def prepared(text: str) -> str:
     case folded (module docstring). The one place both go through; stopword lists too."""
     if text.isascii():  # NFKC leaves ASCII as it is, and casefold is lower there
         return text.lower()
-    if _SYMBOLS_NFKC_REWRITES.search(text):
-        text = _SYMBOLS_NFKC_REWRITES.sub(" ", text)
-    text = _folded(unicodedata.normalize(UNICODE_FORM, text))
+    if not unicodedata.is_normalized(UNICODE_FORM, text):  # NFKC text holds none of the symbols NFKC rewrites
+        text = unicodedata.normalize(UNICODE_FORM, _SYMBOLS_NFKC_REWRITES.sub(" ", text))
+    text = _folded(text)
     return unicodedata.normalize(UNICODE_FORM, text.casefold())  # ǰ folds to j and a combining caron
 
 
