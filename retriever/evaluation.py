@@ -17,6 +17,7 @@ from retriever.integrity import remembered_sha256
 from retriever.evaluation_report import EvaluationReport
 from retriever.metric_names import DEFAULT_METRICS, checked_metric_names
 from retriever.metrics import check_level_reached, check_relevance_level, evaluate_run, judged_query_ids
+from retriever.qrels import relevant_documents
 from retriever.runs import Qrels, Run, read_qrels, read_run
 from retriever.split_scoring import SplitScoring, score_batches
 from retriever.texts import is_blank
@@ -100,7 +101,7 @@ def warn_of_left_out(dataset: BeirDataset, split: str, queries: list[Query], qre
 def judged_not_in_index(searcher: Searcher, qrels: Qrels) -> tuple[list[str], int]:
     """(ids, judged): the documents the qrels judge relevant that the index lacks, in qrels order, and how many are
     judged. Only the index's ids are looked up: no text, and not the corpus."""
-    judged = list(dict.fromkeys(doc for docs in qrels.values() for doc, grade in docs.items() if grade > 0))
+    judged = relevant_documents(qrels)
     return searcher.documents.lacking(judged), len(judged)
 
 

@@ -77,6 +77,12 @@ def int_grades(qrels: Qrels) -> Qrels:
     return {qid: {doc: checked_grade(grade, doc, qid) for doc, grade in docs.items()} for qid, docs in qrels.items()}
 
 
+def relevant_documents(qrels: Qrels) -> list[str]:
+    """The documents judged relevant (grade above 0) to any query, once each, in qrels order: what an index or a dev
+    corpus must hold for the metrics on these qrels to mean anything."""
+    return list(dict.fromkeys(doc for docs in qrels.values() for doc, grade in docs.items() if grade > 0))
+
+
 def file_path(path: object) -> Path:
     """A run or qrels file's path as a Path; another kind is refused in one line (pathlib's TypeError named no
     argument)."""

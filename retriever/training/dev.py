@@ -22,6 +22,7 @@ from retriever.errors import RetrieverError
 from retriever.evaluation import dataset_name, judged_split, warn_of_left_out
 from retriever.exact import exact_top_k
 from retriever.metrics import evaluate_run
+from retriever.qrels import relevant_documents
 from retriever.runs import Qrels, Run
 from retriever.training.processes import is_main_process
 from retriever.wording import agree, counted, none_of
@@ -79,7 +80,7 @@ def _say_judged_documents_missing(name: str, corpus: str, qrels: Qrels, present:
     """Refuse a dev split none of whose relevant documents its corpus holds, and name those missing when only some
     are: every dev score was 0 (or lower than it could be) without a word, and the weights kept were picked by a
     tie or by noise. Evaluation, tuning and mining say the same of an index that lacks them."""
-    relevant = list(dict.fromkeys(doc for docs in qrels.values() for doc, grade in docs.items() if grade > 0))
+    relevant = relevant_documents(qrels)
     missing = [doc for doc in relevant if doc not in present]
     if relevant and len(missing) == len(relevant):
         raise RetrieverError(f"dev set {name}: {none_of(len(relevant), 'document')} it judges relevant "
